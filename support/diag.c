@@ -1,0 +1,188 @@
+/* Diagnostics: loads sources, indexes line starts, prints errors with the
+ * source line and a caret/tilde range underneath. */
+#include "diag.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+void diag_init(Diag *d) {
+  memset(d, 0, sizeof *d);
+  d->out = stderr;
+  d->max_errors = 100;
+  d->capfiles = 8;
+  d->files = calloc(d->capfiles, sizeof(SrcFile *));
+  if (!d->files) mm_die(__FILE__, __LINE__, "out of memory");
+  d->nfiles = 1;
+}
+
+void diag_free(Diag *d) {
+  for (uint32_t i = 1; i < d->nfiles; i++) {
+    free(d->files[i]->path);
+    free(d->files[i]->text);
+    free(d->files[i]->line_start);
+    free(d->files[i]);
+  }
+  free(d->files);
+  d->files = NULL;
+  d->nfiles = 0;
+}
+
+static uint32_t add_file(Diag *d, const char *path, char *text, size_t size) {
+  if (d->nfiles == d->capfiles) {
+    d->capfiles *= 2;
+    d->files = realloc(d->files, d->capfiles * sizeof(SrcFile *));
+    if (!d->files) mm_die(__FILE__, __LINE__, "out of memory");
+  }
+  SrcFile *f = calloc(1, sizeof *f);
+  if (!f) mm_die(__FILE__, __LINE__, "out of memory");
+  f->path = strdup(path);
+  f->text = text;
+  f->size = size;
+  uint32_t n = 1;
+  for (size_t i = 0; i < size; i++)
+    if (text[i] == '\n') n++;
+  f->line_start = malloc(sizeof(uint32_t) * (n + 1));
+  if (!f->path || !f->line_start) mm_die(__FILE__, __LINE__, "out of memory");
+  f->line_start[0] = 0;
+  uint32_t k = 1;
+  for (size_t i = 0; i < size; i++)
+    if (text[i] == '\n') f->line_start[k++] = (uint32_t)(i + 1);
+  f->nlines = n;
+  d->files[d->nfiles] = f;
+  return d->nfiles++;
+}
+
+uint32_t diag_add_buffer(Diag *d, const char *name, const char *text, size_t size) {
+  char *copy = malloc(size + 1);
+  if (!copy) mm_die(__FILE__, __LINE__, "out of memory");
+  memcpy(copy, text, size);
+  copy[size] = 0;
+  return add_file(d, name, copy, size);
+}
+
+uint32_t diag_load_file(Diag *d, const char *path, const char **err) {
+  FILE *fp = fopen(path, "rb");
+  if (!fp) {
+    *err = strerror(errno);
+    return 0;
+  }
+  size_t cap = 4096, n = 0;
+  char *buf = malloc(cap);
+  if (!buf) mm_die(__FILE__, __LINE__, "out of memory");
+  for (;;) {
+    if (n + 4096 + 1 > cap) {
+      cap *= 2;
+      buf = realloc(buf, cap);
+      if (!buf) mm_die(__FILE__, __LINE__, "out of memory");
+    }
+    size_t r = fread(buf + n, 1, 4096, fp);
+    n += r;
+    if (r < 4096) break;
+  }
+  bool bad = ferror(fp);
+  fclose(fp);
+  if (bad) {
+    free(buf);
+    *err = "read error";
+    return 0;
+  }
+  buf[n] = 0;
+  return add_file(d, path, buf, n);
+}
+
+const SrcFile *diag_file(const Diag *d, uint32_t idx) {
+  return idx > 0 && idx < d->nfiles ? d->files[idx] : NULL;
+}
+
+const char *diag_path(const Diag *d, SrcLoc at) {
+  const SrcFile *f = diag_file(d, at.file);
+  return f ? f->path : "<unknown>";
+}
+
+SrcLoc srcloc_span(SrcLoc a, SrcLoc b) {
+  if (a.file != b.file || a.line != b.line || b.col + b.len < a.col) return a;
+  SrcLoc r = a;
+  r.len = b.col + (b.len ? b.len : 1) - a.col;
+  return r;
+}
+
+static void print_line(Diag *d, SrcLoc at) {
+  const SrcFile *f = diag_file(d, at.file);
+  if (!f || at.line == 0 || at.line > f->nlines) return;
+  const char *s = f->text + f->line_start[at.line - 1];
+  const char *e = s;
+  while (e < f->text + f->size && *e != '\n' && *e != '\r') e++;
+  int len = (int)(e - s);
+  fputs("  ", d->out);
+  for (int i = 0; i < len; i++) {
+    unsigned char c = (unsigned char)s[i];
+    fputc(c == '\t' ? ' ' : (c < 32 || c == 127) ? '?' : c, d->out);
+  }
+  fputc('\n', d->out);
+  fputs("  ", d->out);
+  int col = (int)at.col - 1;
+  if (col > len) col = len;
+  for (int i = 0; i < col; i++) fputc(' ', d->out);
+  fputc('^', d->out);
+  int span = (int)at.len;
+  if (col + span > len) span = len - col;
+  for (int i = 1; i < span; i++) fputc('~', d->out);
+  fputc('\n', d->out);
+}
+
+static void vreport(Diag *d, const char *kind, SrcLoc at, const char *fmt, va_list ap) {
+  const SrcFile *f = diag_file(d, at.file);
+  if (f)
+    fprintf(d->out, "%s:%u:%u: %s: ", f->path, at.line, at.col, kind);
+  else
+    fprintf(d->out, "mmc: %s: ", kind);
+  vfprintf(d->out, fmt, ap);
+  fputc('\n', d->out);
+  if (f) print_line(d, at);
+}
+
+void diag_error(Diag *d, SrcLoc at, const char *fmt, ...) {
+  d->errors++;
+  if (d->errors > d->max_errors) {
+    if (!d->suppressed) fprintf(d->out, "mmc: too many errors, stopping here\n");
+    d->suppressed = true;
+    d->last_printed = false;
+    return;
+  }
+  va_list ap;
+  va_start(ap, fmt);
+  vreport(d, "error", at, fmt, ap);
+  va_end(ap);
+  d->last_printed = true;
+}
+
+void diag_warning(Diag *d, SrcLoc at, const char *fmt, ...) {
+  d->warnings++;
+  if (d->suppressed) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vreport(d, "warning", at, fmt, ap);
+  va_end(ap);
+  d->last_printed = true;
+}
+
+void diag_note(Diag *d, SrcLoc at, const char *fmt, ...) {
+  if (!d->last_printed) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vreport(d, "note", at, fmt, ap);
+  va_end(ap);
+}
+
+void diag_error_plain(Diag *d, const char *fmt, ...) {
+  d->errors++;
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("mmc: error: ", d->out);
+  vfprintf(d->out, fmt, ap);
+  fputc('\n', d->out);
+  va_end(ap);
+  d->last_printed = true;
+}

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package mmc needs to build, test and benchmark.
+# Idempotent: packages already present are skipped by apt-get.
+set -euo pipefail
+PKGS=(
+  build-essential cmake pkg-config
+  llvm-19-dev clang-19 libclang-rt-19-dev
+  flex bison
+  libopenmpi-dev openmpi-bin
+  libdnnl-dev
+  check
+  zlib1g-dev libpng-dev libjson-c-dev
+  dataset-fashion-mnist
+  python3-torch python3-numpy libopenblas0-openmp
+)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
