@@ -1,0 +1,741 @@
+/* Elaboration (the `lower` stage): instantiate a model's modules with their
+ * hyper-parameters, create its parameters with hierarchical names, and run
+ * its forward symbolically so that every tensor expression becomes an IR op
+ * whose shapes are checked. Stacks record their layer grouping. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fe_internal.h"
+
+#define MAX_INST_DEPTH 64
+#define MAX_FWD_DEPTH 256
+
+static const char *join(FeProgram *p, const char *path, const char *name) {
+  return path[0] ? arena_printf(&p->ast, "%s.%s", path, name) : arena_strdup(&p->ast, name);
+}
+
+/* ---- hyper-parameter types ---- */
+
+static const char *type_name(FeProgram *p, const AstType *t) {
+  switch (t->kind) {
+  case AT_INT: return "int";
+  case AT_FLOAT: return "float";
+  case AT_BOOL: return "bool";
+  case AT_STRING: return "string";
+  case AT_LIST: return arena_printf(&p->ast, "list[%s]", t->elem ? type_name(p, t->elem) : "?");
+  default: return "tensor";
+  }
+}
+
+/* Converts v to type t (int -> float is allowed); NULL if it does not fit. */
+static Val *coerce(FeProgram *p, const AstType *t, Val *v) {
+  switch (t->kind) {
+  case AT_INT: return v->k == V_INT ? v : NULL;
+  case AT_FLOAT: return v->k == V_FLOAT ? v : v->k == V_INT ? val_float(p, (double)v->i) : NULL;
+  case AT_BOOL: return v->k == V_BOOL ? v : NULL;
+  case AT_STRING:
+    if (v->k == V_STR) return v;
+    if (v->k == V_SYM) return val_str(p, v->s);
+    return NULL;
+  case AT_LIST: {
+    if (v->k != V_LIST) return NULL;
+    Val *r = val_new(p, V_LIST);
+    r->items = ARENA_ARRAY(&p->ast, Val *, v->n + 1);
+    for (int i = 0; i < v->n; i++) {
+      Val *c = t->elem ? coerce(p, t->elem, v->items[i]) : v->items[i];
+      if (!c) return NULL;
+      r->items[r->n++] = c;
+    }
+    return r;
+  }
+  default: return NULL;
+  }
+}
+
+static Val *parse_override(FeProgram *p, const char *s) {
+  char *end;
+  long long i = strtoll(s, &end, 0);
+  if (*s && !*end) return val_int(p, i);
+  double f = strtod(s, &end);
+  if (*s && !*end) return val_float(p, f);
+  if (strcmp(s, "true") == 0) return val_bool(p, true);
+  if (strcmp(s, "false") == 0) return val_bool(p, false);
+  return val_str(p, s);
+}
+
+static Val *find_override(FeProgram *p, const char *name, bool *used) {
+  for (int i = 0; i < p->opts.noverrides; i++)
+    if (strcmp(p->opts.overrides[i].name, name) == 0) {
+      used[i] = true;
+      return parse_override(p, p->opts.overrides[i].value);
+    }
+  return NULL;
+}
+
+/* ---- instantiation ---- */
+
+static Inst *instantiate(FeProgram *p, AstDecl *dcl, AstExpr *call, Env *caller, const char *path, SrcLoc at,
+                         bool *ovr_used);
+
+static bool bind_hparams(FeProgram *p, Inst *in, AstExpr *call, Env *caller, bool *ovr_used) {
+  AstDecl *dcl = in->decl;
+  int n = dcl->hparams.len;
+  Val **vals = ARENA_ARRAY(&p->ast, Val *, n + 1);
+  SrcLoc *locs = ARENA_ARRAY(&p->ast, SrcLoc, n + 1);
+  bool ok = true;
+  int npos = 0;
+  for (int i = 0; call && i < call->args.len; i++) {
+    AstArg *a = call->args.items[i];
+    int slot = -1;
+    if (!a->name) {
+      slot = npos++;
+      if (slot >= n) {
+        diag_error(p->d, a->value->loc, "'%s' takes %d hyper-parameter%s, but more were given", dcl->name, n,
+                   n == 1 ? "" : "s");
+        diag_note(p->d, dcl->name_loc, "'%s' declared here", dcl->name);
+        ok = false;
+        break;
+      }
+    } else {
+      for (int j = 0; j < n; j++)
+        if (strcmp(((AstParam *)dcl->hparams.items[j])->name, a->name) == 0) slot = j;
+      if (slot < 0) {
+        diag_error(p->d, a->loc, "'%s' has no hyper-parameter named '%s'", dcl->name, a->name);
+        diag_note(p->d, dcl->name_loc, "'%s' declared here", dcl->name);
+        ok = false;
+        continue;
+      }
+      if (vals[slot]) {
+        diag_error(p->d, a->loc, "hyper-parameter '%s' of '%s' is given twice", a->name, dcl->name);
+        ok = false;
+        continue;
+      }
+    }
+    Val *v = fe_eval(p, caller, a->value);
+    if (v->k == V_ERR) {
+      ok = false;
+      continue;
+    }
+    vals[slot] = v;
+    locs[slot] = a->value->loc;
+  }
+  if (!ok) return false;
+  for (int j = 0; j < n; j++) {
+    AstParam *hp = dcl->hparams.items[j];
+    Val *v = vals[j];
+    SrcLoc vloc = locs[j];
+    if (!v && !call && ovr_used) v = find_override(p, hp->name, ovr_used), vloc = hp->loc;
+    if (!v) {
+      if (!hp->dflt) {
+        diag_error(p->d, call ? call->loc : in->loc, "missing hyper-parameter '%s' of '%s'", hp->name, dcl->name);
+        diag_note(p->d, hp->loc, "'%s' declared here without a default", hp->name);
+        ok = false;
+        continue;
+      }
+      v = fe_eval(p, &in->env, hp->dflt);
+      vloc = hp->dflt->loc;
+      if (v->k == V_ERR) {
+        ok = false;
+        continue;
+      }
+    }
+    Val *c = coerce(p, hp->type, v);
+    if (!c) {
+      diag_error(p->d, vloc, "hyper-parameter '%s' of '%s' is a %s, but the value given is a %s", hp->name,
+                 dcl->name, type_name(p, hp->type), v->k == V_LIST ? "list of other types" : val_kind_name(v->k));
+      diag_note(p->d, hp->loc, "'%s' declared here", hp->name);
+      ok = false;
+      continue;
+    }
+    env_bind(p, &in->env, hp->name, c, hp->loc);
+  }
+  return ok;
+}
+
+static bool init_from(FeProgram *p, Env *e, AstExpr *x, IrInit *out) {
+  memset(out, 0, sizeof *out);
+  if (!x) {
+    out->kind = IR_INIT_ZEROS;
+    return true;
+  }
+  const char *name = x->kind == AST_NAME ? x->name : (x->kind == AST_CALL && x->lhs->kind == AST_NAME) ? x->lhs->name : NULL;
+  static const struct { const char *name; IrInitKind k; int nargs, nopt; } kinds[] = {
+      {"zeros", IR_INIT_ZEROS, 0, 0},     {"ones", IR_INIT_ONES, 0, 0},       {"fill", IR_INIT_FILL, 1, 0},
+      {"normal", IR_INIT_NORMAL, 1, 0},   {"uniform", IR_INIT_UNIFORM, 2, 0}, {"fan_in", IR_INIT_FAN_IN, 0, 1},
+  };
+  for (size_t i = 0; name && i < sizeof kinds / sizeof kinds[0]; i++) {
+    if (strcmp(kinds[i].name, name) != 0) continue;
+    int given = x->kind == AST_CALL ? x->args.len : 0;
+    if (given < kinds[i].nargs || given > kinds[i].nargs + kinds[i].nopt) {
+      diag_error(p->d, x->loc, "initialiser '%s' takes %d argument%s, %d given", name, kinds[i].nargs + kinds[i].nopt,
+                 kinds[i].nargs + kinds[i].nopt == 1 ? "" : "s", given);
+      return false;
+    }
+    out->kind = kinds[i].k;
+    out->a = kinds[i].k == IR_INIT_FAN_IN ? 1.0 : 0.0;
+    double args[2] = {0, 0};
+    for (int j = 0; j < given; j++) {
+      AstArg *a = x->args.items[j];
+      if (a->name) {
+        diag_error(p->d, a->loc, "initialiser '%s' takes positional arguments only", name);
+        return false;
+      }
+      if (!fe_eval_num(p, e, a->value, &args[j])) return false;
+    }
+    if (given > 0) out->a = args[0];
+    if (given > 1) out->b = args[1];
+    if (out->kind == IR_INIT_NORMAL && out->a < 0) {
+      diag_error(p->d, x->loc, "normal() needs a non-negative standard deviation, not %g", out->a);
+      return false;
+    }
+    if (out->kind == IR_INIT_UNIFORM && !(out->a <= out->b)) {
+      diag_error(p->d, x->loc, "uniform(a, b) needs a <= b, got %g and %g", out->a, out->b);
+      return false;
+    }
+    return true;
+  }
+  diag_error(p->d, x->loc,
+             "unknown initialiser '%s' (expected zeros, ones, fill(x), normal(std), uniform(a, b) or fan_in(gain))",
+             name ? name : fe_expr_text(p, x));
+  return false;
+}
+
+static void make_param(FeProgram *p, Inst *in, AstStmt *st) {
+  IrDType dt;
+  if (!ir_dtype_parse(st->ptype->dtype ? st->ptype->dtype : "f32", &dt)) {
+    diag_error(p->d, st->ptype->loc, "unknown dtype '%s'", st->ptype->dtype);
+    env_bind(p, &in->env, st->name, val_err(p), st->name_loc);
+    return;
+  }
+  IrShape s = {0};
+  bool ok = true;
+  if (st->ptype->dims.len > IR_MAX_RANK) {
+    diag_error(p->d, st->ptype->loc, "a parameter has at most %d dimensions", IR_MAX_RANK);
+    ok = false;
+  }
+  int64_t numel = 1;
+  for (int i = 0; ok && i < st->ptype->dims.len; i++) {
+    AstExpr *dx = st->ptype->dims.items[i];
+    int64_t v;
+    if (!fe_eval_int(p, &in->env, dx, &v)) {
+      ok = false;
+      break;
+    }
+    if (v <= 0) {
+      diag_error(p->d, dx->loc, "dimension '%s' of parameter '%s' must be positive, but it is %lld",
+                 fe_expr_text(p, dx), st->name, (long long)v);
+      ok = false;
+      break;
+    }
+    if (__builtin_mul_overflow(numel, v, &numel) || numel > ((int64_t)1 << 40)) {
+      diag_error(p->d, st->ptype->loc, "parameter '%s' has too many elements (more than 2^40)", st->name);
+      ok = false;
+      break;
+    }
+    s.d[s.rank++] = v;
+  }
+  IrInit init;
+  if (ok) ok = init_from(p, &in->env, st->value, &init);
+  if (!ok) {
+    env_bind(p, &in->env, st->name, val_err(p), st->name_loc);
+    return;
+  }
+  const char *name = join(p, in->path, st->name);
+  IrValue *v = ir_add_param(p->ir, name, dt, &s, init, st->name_loc);
+  v->group = p->b.group;
+  v->layer = p->b.layer;
+  env_bind(p, &in->env, st->name, val_tensor(p, v), st->name_loc);
+}
+
+static void make_instance(FeProgram *p, Inst *in, AstStmt *st) {
+  AstExpr *c = st->value;
+  if (!c || c->kind != AST_CALL || c->lhs->kind != AST_NAME) {
+    env_bind(p, &in->env, st->name, val_err(p), st->name_loc);
+    return;
+  }
+  AstDecl *dcl = fe_find_decl(p, in->decl->file, c->lhs->name);
+  if (!dcl) { /* reported by the static check */
+    env_bind(p, &in->env, st->name, val_err(p), st->name_loc);
+    return;
+  }
+  const char *path = join(p, in->path, st->name);
+  Val *v = val_new(p, V_INST);
+  if (st->repeat) {
+    int64_t depth;
+    if (!fe_eval_int(p, &in->env, st->repeat, &depth)) {
+      env_bind(p, &in->env, st->name, val_err(p), st->name_loc);
+      return;
+    }
+    if (depth < 1 || depth > 100000) {
+      diag_error(p->d, st->repeat->loc, "a stack needs between 1 and 100000 layers, not %lld", (long long)depth);
+      env_bind(p, &in->env, st->name, val_err(p), st->name_loc);
+      return;
+    }
+    Inst *stack = ARENA_NEW(&p->ast, Inst);
+    stack->decl = dcl;
+    stack->path = path;
+    stack->is_stack = true;
+    stack->nlayers = (int)depth;
+    stack->layers = ARENA_ARRAY(&p->ast, Inst *, depth);
+    stack->group = ir_module_group(p->ir, path, (int)depth);
+    stack->layer = -1;
+    stack->loc = st->name_loc;
+    int sg = p->b.group, sl = p->b.layer;
+    for (int64_t i = 0; i < depth; i++) {
+      p->b.group = stack->group;
+      p->b.layer = (int)i;
+      Inst *l = instantiate(p, dcl, c, &in->env, arena_printf(&p->ast, "%s.%lld", path, (long long)i), st->name_loc, NULL);
+      if (!l) {
+        p->b.group = sg;
+        p->b.layer = sl;
+        env_bind(p, &in->env, st->name, val_err(p), st->name_loc);
+        return;
+      }
+      l->group = stack->group;
+      l->layer = (int)i;
+      stack->layers[i] = l;
+    }
+    p->b.group = sg;
+    p->b.layer = sl;
+    v->inst = stack;
+  } else {
+    Inst *sub = instantiate(p, dcl, c, &in->env, path, st->name_loc, NULL);
+    if (!sub) {
+      env_bind(p, &in->env, st->name, val_err(p), st->name_loc);
+      return;
+    }
+    v->inst = sub;
+  }
+  env_bind(p, &in->env, st->name, v, st->name_loc);
+}
+
+static void run_members(FeProgram *p, Inst *in, PtrVec *members, bool *ovr_used) {
+  for (int i = 0; i < members->len; i++) {
+    AstStmt *st = members->items[i];
+    switch (st->kind) {
+    case ST_LET: {
+      Val *v = ovr_used ? find_override(p, st->name, ovr_used) : NULL;
+      if (!v) v = fe_eval(p, &in->env, st->value);
+      env_bind(p, &in->env, st->name, v, st->name_loc);
+      break;
+    }
+    case ST_PARAM: make_param(p, in, st); break;
+    case ST_INSTANCE: make_instance(p, in, st); break;
+    case ST_IF: {
+      Val *c = fe_eval(p, &in->env, st->cond);
+      if (c->k == V_ERR) break;
+      if (c->k != V_BOOL) {
+        diag_error(p->d, st->cond->loc, "an 'if' condition must be a compile-time bool, not a %s", val_kind_name(c->k));
+        break;
+      }
+      run_members(p, in, c->b ? &st->body : &st->else_body, ovr_used);
+      break;
+    }
+    default: break;
+    }
+  }
+}
+
+static Inst *instantiate(FeProgram *p, AstDecl *dcl, AstExpr *call, Env *caller, const char *path, SrcLoc at,
+                         bool *ovr_used) {
+  for (int i = 0; i < p->inst_stack.len; i++) {
+    if (p->inst_stack.items[i] == dcl) {
+      diag_error(p->d, at, "recursive module: '%s' contains itself", dcl->name);
+      for (int j = i; j < p->inst_stack.len; j++) {
+        AstDecl *o = p->inst_stack.items[j];
+        diag_note(p->d, o->name_loc, "'%s' is being instantiated here", o->name);
+      }
+      return NULL;
+    }
+  }
+  if (p->inst_stack.len >= MAX_INST_DEPTH) {
+    diag_error(p->d, at, "modules nest more than %d deep", MAX_INST_DEPTH);
+    return NULL;
+  }
+  Inst *in = ARENA_NEW(&p->ast, Inst);
+  in->decl = dcl;
+  in->path = path;
+  in->group = p->b.group;
+  in->layer = p->b.layer;
+  in->loc = at;
+  int before = p->d->errors;
+  if (!bind_hparams(p, in, call, caller, ovr_used)) return NULL;
+  ptrvec_push(&p->ast, &p->inst_stack, dcl);
+  run_members(p, in, &dcl->members, ovr_used);
+  p->inst_stack.len--;
+  if (p->d->errors > before && p->inst_stack.len > 0) {
+    /* keep going with what we have; errors are already reported */
+  }
+  return in;
+}
+
+Val *fe_inst_member(FeProgram *p, Inst *inst, const char *name, SrcLoc at) {
+  if (inst->is_stack) {
+    diag_error(p->d, at, "'%s' is a stack of %d layers; index a layer first, e.g. %s[0].%s", inst->path,
+               inst->nlayers, inst->path, name);
+    return val_err(p);
+  }
+  Binding *b = env_lookup_local(&inst->env, name);
+  if (!b) {
+    diag_error(p->d, at, "'%s' (a %s) has no member '%s'", inst->path[0] ? inst->path : inst->decl->name,
+               inst->decl->name, name);
+    diag_note(p->d, inst->decl->name_loc, "'%s' declared here", inst->decl->name);
+    return val_err(p);
+  }
+  return b->val;
+}
+
+/* ---- forward calls ---- */
+
+AstStmt *fe_find_forward(AstDecl *dcl, const char *fn) {
+  for (int i = 0; i < dcl->members.len; i++) {
+    AstStmt *st = dcl->members.items[i];
+    if (st->kind != ST_FORWARD) continue;
+    if ((!fn && (!st->name || strcmp(st->name, "forward") == 0)) || (fn && st->name && strcmp(st->name, fn) == 0))
+      return st;
+  }
+  return NULL;
+}
+
+/* Checks a tensor against a declared type, binding shape variables in fenv.
+ * `what` names the thing (argument 'x' of ViTBlock.forward). */
+static bool match_type(FeProgram *p, Inst *in, Env *fenv, AstType *t, IrValue *v, const char *what, SrcLoc at) {
+  if (t->kind == AT_LOSS) {
+    if (v->shape.rank != 0) {
+      diag_error(p->d, at, "%s must be a scalar loss, but it has shape %s", what, fe_shape_str(p, &v->shape));
+      diag_note(p->d, t->loc, "declared '-> loss' here");
+      return false;
+    }
+    return true;
+  }
+  if (t->kind != AT_TENSOR) return true;
+  if (t->dtype) {
+    IrDType dt;
+    if (!ir_dtype_parse(t->dtype, &dt)) {
+      diag_error(p->d, t->loc, "unknown dtype '%s'", t->dtype);
+      return false;
+    }
+    if (dt != v->dtype) {
+      diag_error(p->d, at, "%s must be %s, but it is %s", what, t->dtype, ir_dtype_name(v->dtype));
+      diag_note(p->d, t->loc, "type declared here");
+      return false;
+    }
+  }
+  if (t->dims.len != v->shape.rank) {
+    diag_error(p->d, at, "%s must have rank %d, but it has shape %s (rank %d)", what, t->dims.len,
+               fe_shape_str(p, &v->shape), v->shape.rank);
+    diag_note(p->d, t->loc, "type declared here");
+    return false;
+  }
+  for (int i = 0; i < t->dims.len; i++) {
+    AstExpr *dx = t->dims.items[i];
+    int64_t got = v->shape.d[i];
+    if (dx->kind == AST_NAME && !env_lookup(fenv, dx->name)) {
+      env_bind(p, fenv, dx->name, val_int(p, got), dx->loc);
+      continue;
+    }
+    if (dx->kind == AST_NAME && env_lookup_local(fenv, dx->name) && !env_lookup(&in->env, dx->name)) {
+      /* a shape variable bound by an earlier argument */
+      Binding *b = env_lookup_local(fenv, dx->name);
+      if (b->val->k == V_INT && b->val->i != got) {
+        diag_error(p->d, at, "dimension %d of %s is %lld, but %s = %lld from an earlier argument", i, what,
+                   (long long)got, dx->name, (long long)b->val->i);
+        diag_note(p->d, dx->loc, "'%s' used here", dx->name);
+        return false;
+      }
+      continue;
+    }
+    int64_t want;
+    if (!fe_eval_int(p, fenv, dx, &want)) return false;
+    if (want != got) {
+      diag_error(p->d, at, "dimension %d of %s is %lld, but the declared size %s = %lld", i, what, (long long)got,
+                 fe_expr_text(p, dx), (long long)want);
+      diag_note(p->d, dx->loc, "declared here");
+      return false;
+    }
+  }
+  return true;
+}
+
+typedef struct Ret {
+  Val *v;
+  bool done;
+} Ret;
+
+static void run_body(FeProgram *p, Env *fenv, PtrVec *body, Ret *r) {
+  for (int i = 0; i < body->len && !r->done; i++) {
+    AstStmt *st = body->items[i];
+    switch (st->kind) {
+    case ST_LET:
+    case ST_ASSIGN: env_bind(p, fenv, st->name, fe_eval(p, fenv, st->value), st->name_loc); break;
+    case ST_RETURN:
+      r->v = fe_eval(p, fenv, st->value);
+      r->done = true;
+      break;
+    case ST_IF: {
+      Val *c = fe_eval(p, fenv, st->cond);
+      if (c->k == V_ERR) break;
+      if (c->k != V_BOOL) {
+        diag_error(p->d, st->cond->loc, "an 'if' condition must be a compile-time bool, not a %s", val_kind_name(c->k));
+        break;
+      }
+      run_body(p, fenv, c->b ? &st->body : &st->else_body, r);
+      break;
+    }
+    default: break;
+    }
+  }
+}
+
+static Val *call_forward(FeProgram *p, Inst *in, AstStmt *fwd, Val **args, SrcLoc *locs, int nargs, SrcLoc at) {
+  const char *fname = fwd->name ? fwd->name : "forward";
+  const char *who = arena_printf(&p->ast, "%s.%s", in->decl->name, fname);
+  if (nargs != fwd->params.len) {
+    diag_error(p->d, at, "%s takes %d argument%s, %d given", who, fwd->params.len, fwd->params.len == 1 ? "" : "s",
+               nargs);
+    diag_note(p->d, fwd->loc, "'%s' declared here", who);
+    return val_err(p);
+  }
+  if (++p->fwd_depth > MAX_FWD_DEPTH) {
+    p->fwd_depth--;
+    diag_error(p->d, at, "forward calls nest more than %d deep", MAX_FWD_DEPTH);
+    return val_err(p);
+  }
+  Env *fenv = ARENA_NEW(&p->ast, Env);
+  fenv->parent = &in->env;
+  bool ok = true;
+  for (int i = 0; i < nargs; i++) {
+    AstParam *prm = fwd->params.items[i];
+    Val *a = args[i];
+    if (a->k == V_ERR) {
+      ok = false;
+      continue;
+    }
+    if (prm->type && prm->type->kind == AT_TENSOR) {
+      if (a->k != V_TENSOR) {
+        diag_error(p->d, locs[i], "argument '%s' of %s must be a tensor, not a %s", prm->name, who, val_kind_name(a->k));
+        ok = false;
+        continue;
+      }
+      const char *what = arena_printf(&p->ast, "argument '%s' of %s", prm->name, who);
+      if (!match_type(p, in, fenv, prm->type, a->t, what, locs[i])) {
+        ok = false;
+        continue;
+      }
+    }
+    env_bind(p, fenv, prm->name, a, prm->loc);
+  }
+  Val *result = val_err(p);
+  if (ok) {
+    IrBuilder saved = p->b;
+    Inst *saved_inst = p->cur_inst;
+    p->cur_inst = in;
+    p->b.scope = in->path[0] ? in->path : NULL;
+    p->b.group = in->group;
+    p->b.layer = in->layer;
+    Ret r = {0};
+    int before = p->d->errors;
+    run_body(p, fenv, &fwd->body, &r);
+    p->b = saved;
+    p->cur_inst = saved_inst;
+    if (!r.done) {
+      if (p->d->errors == before) {
+        diag_error(p->d, fwd->loc, "%s ends without 'return'", who);
+      }
+    } else if (r.v->k != V_ERR) {
+      result = r.v;
+      if (fwd->ret && r.v->k == V_TENSOR) {
+        const char *what = arena_printf(&p->ast, "the result of %s", who);
+        if (!match_type(p, in, fenv, fwd->ret, r.v->t, what, at)) result = val_err(p);
+      } else if (fwd->ret && r.v->k != V_TENSOR) {
+        diag_error(p->d, at, "%s returns a %s, but declares a tensor", who, val_kind_name(r.v->k));
+        result = val_err(p);
+      }
+    }
+  }
+  p->fwd_depth--;
+  return result;
+}
+
+Val *fe_call_inst(FeProgram *p, Env *e, AstExpr *call, Val *callee, const char *fn) {
+  int n = call->args.len;
+  Val **args = ARENA_ARRAY(&p->ast, Val *, n + 1);
+  SrcLoc *locs = ARENA_ARRAY(&p->ast, SrcLoc, n + 1);
+  bool ok = true;
+  for (int i = 0; i < n; i++) {
+    AstArg *a = call->args.items[i];
+    if (a->name) {
+      diag_error(p->d, a->loc, "module forwards take positional arguments only");
+      ok = false;
+      continue;
+    }
+    args[i] = fe_eval(p, e, a->value);
+    locs[i] = a->value->loc;
+    if (args[i]->k == V_ERR) ok = false;
+  }
+  if (!ok) return val_err(p);
+  Inst *in = callee->inst;
+  if (callee->k == V_SLICE || in->is_stack) {
+    int lo = callee->k == V_SLICE ? callee->lo : 0;
+    int hi = callee->k == V_SLICE ? callee->hi : in->nlayers;
+    if (n < 1) {
+      diag_error(p->d, call->loc, "a stack of layers is called with at least one tensor");
+      return val_err(p);
+    }
+    Val *cur = args[0];
+    for (int l = lo; l < hi; l++) {
+      Inst *layer = in->layers[l];
+      AstStmt *fwd = fe_find_forward(layer->decl, fn);
+      if (!fwd) {
+        diag_error(p->d, call->loc, "module '%s' has no %s%s", layer->decl->name, fn ? "forward named " : "forward",
+                   fn ? fn : "");
+        return val_err(p);
+      }
+      args[0] = cur;
+      cur = call_forward(p, layer, fwd, args, locs, n, call->loc);
+      if (cur->k == V_ERR) return cur;
+    }
+    return cur;
+  }
+  AstStmt *fwd = fe_find_forward(in->decl, fn);
+  if (!fwd) {
+    diag_error(p->d, call->loc, "module '%s' has no %s%s", in->decl->name, fn ? "forward named " : "forward",
+               fn ? fn : "");
+    diag_note(p->d, in->decl->name_loc, "'%s' declared here", in->decl->name);
+    return val_err(p);
+  }
+  return call_forward(p, in, fwd, args, locs, n, call->loc);
+}
+
+/* ---- models ---- */
+
+static AstDecl *root_decl(FeProgram *p, const char *name) {
+  for (int i = 0; i < p->root->decls.len; i++) {
+    AstDecl *dcl = p->root->decls.items[i];
+    if (dcl->kind != DECL_IMPORT && strcmp(dcl->name, name) == 0) return dcl;
+  }
+  return NULL;
+}
+
+bool fe_elaborate(FeProgram *p, const char *name, FeResult *out) {
+  memset(out, 0, sizeof *out);
+  if (p->d->errors) return false;
+  AstDecl *dcl = root_decl(p, name);
+  if (!dcl) {
+    diag_error_plain(p->d, "'%s' declares no model or module named '%s'", p->root->path, name);
+    return false;
+  }
+  int before = p->d->errors;
+  if (p->ir) ir_module_free(p->ir);
+  p->ir = ir_module_new(p->d, name);
+  p->b = (IrBuilder){.m = p->ir, .f = NULL, .scope = NULL, .group = -1, .layer = -1};
+  p->inst_stack.len = 0;
+  p->attn.len = 0;
+  bool *used = ARENA_ARRAY(&p->ast, bool, p->opts.noverrides + 1);
+  Inst *root = instantiate(p, dcl, NULL, NULL, "", dcl->name_loc, used);
+  p->root_inst = root;
+  bool is_model = dcl->kind == DECL_MODEL;
+  for (int i = 0; i < p->opts.noverrides; i++)
+    if (!used[i])
+      diag_error_plain(p->d, "--set %s: '%s' has no let or hyper-parameter named '%s'", p->opts.overrides[i].name,
+                       name, p->opts.overrides[i].name);
+  if (!root || p->d->errors > before) return false;
+
+  AstStmt *fwd = fe_find_forward(dcl, NULL);
+  if (!fwd) {
+    diag_error(p->d, dcl->name_loc, "%s '%s' has no forward", is_model ? "model" : "module", name);
+    return false;
+  }
+  IrFunc *f = ir_func_new(p->ir, "forward");
+  p->b.f = f;
+  int n = fwd->params.len;
+  Val **args = ARENA_ARRAY(&p->ast, Val *, n + 1);
+  bool ok = true;
+  for (int i = 0; i < n; i++) {
+    AstParam *prm = fwd->params.items[i];
+    AstType *t = prm->type;
+    if (!t || t->kind != AT_TENSOR) {
+      diag_error(p->d, prm->loc, "input '%s' needs a tensor type such as f32[B, 3, 224, 224]", prm->name);
+      ok = false;
+      continue;
+    }
+    IrDType dt = IR_F32;
+    if (t->dtype && !ir_dtype_parse(t->dtype, &dt)) {
+      diag_error(p->d, t->loc, "unknown dtype '%s'", t->dtype);
+      ok = false;
+      continue;
+    }
+    IrShape s = {0};
+    if (t->dims.len > IR_MAX_RANK) {
+      diag_error(p->d, t->loc, "an input has at most %d dimensions", IR_MAX_RANK);
+      ok = false;
+      continue;
+    }
+    int64_t numel = 1;
+    for (int j = 0; j < t->dims.len; j++) {
+      AstExpr *dx = t->dims.items[j];
+      int64_t v = 1;
+      if (dx->kind == AST_NAME && !env_lookup(&root->env, dx->name)) {
+        if (is_model) {
+          diag_error(p->d, dx->loc, "size '%s' of input '%s' is not bound", dx->name, prm->name);
+          diag_note(p->d, dcl->name_loc, "declare 'let %s = ...' in model '%s', or pass --set %s=N", dx->name, name,
+                    dx->name);
+          ok = false;
+          break;
+        }
+        v = 1; /* a module on its own: one sample */
+      } else if (!fe_eval_int(p, &root->env, dx, &v)) {
+        ok = false;
+        break;
+      }
+      if (v <= 0) {
+        diag_error(p->d, dx->loc, "size '%s' of input '%s' must be positive, but it is %lld", fe_expr_text(p, dx),
+                   prm->name, (long long)v);
+        ok = false;
+        break;
+      }
+      if (__builtin_mul_overflow(numel, v, &numel) || numel > ((int64_t)1 << 40)) {
+        diag_error(p->d, t->loc, "input '%s' has too many elements (more than 2^40)", prm->name);
+        ok = false;
+        break;
+      }
+      s.d[s.rank++] = v;
+    }
+    if (!ok) continue;
+    args[i] = val_tensor(p, ir_add_input(p->ir, f, prm->name, dt, &s, prm->loc));
+  }
+  if (!ok) return false;
+  SrcLoc *locs = ARENA_ARRAY(&p->ast, SrcLoc, n + 1);
+  for (int i = 0; i < n; i++) locs[i] = ((AstParam *)fwd->params.items[i])->loc;
+  Val *r = call_forward(p, root, fwd, args, locs, n, fwd->loc);
+  if (r->k == V_ERR || p->d->errors > before) return false;
+  if (r->k != V_TENSOR) {
+    diag_error(p->d, fwd->loc, "the forward of '%s' must return a tensor, not a %s", name, val_kind_name(r->k));
+    return false;
+  }
+  if (is_model && r->t->shape.rank != 0) {
+    diag_error(p->d, fwd->loc, "the forward of model '%s' must return a scalar loss, but returns shape %s", name,
+               fe_shape_str(p, &r->t->shape));
+    return false;
+  }
+  ptrvec_push(&p->ir->arena, &f->results, r->t);
+  if (!fe_read_sections(p, root, out)) return false;
+  out->ir = p->ir;
+  p->ir = NULL; /* the caller owns it now */
+  if (!ir_verify(out->ir)) return false;
+  return p->d->errors == before;
+}
+
+bool fe_check_all(FeProgram *p) {
+  if (p->d->errors) return false;
+  bool ok = true;
+  for (int i = 0; i < p->root->decls.len; i++) {
+    AstDecl *dcl = p->root->decls.items[i];
+    if (dcl->kind != DECL_MODEL) continue;
+    FeResult r;
+    if (!fe_elaborate(p, dcl->name, &r)) ok = false;
+    if (r.ir) ir_module_free(r.ir);
+  }
+  return ok && p->d->errors == 0;
+}

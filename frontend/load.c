@@ -1,0 +1,454 @@
+/* Loading: the root file and its imports (search path, cycles, missing
+ * files), the declaration table, and a static name check of every module
+ * body, so that a misspelt name is reported even in a module no model uses. */
+#include <libgen.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fe_internal.h"
+
+#ifndef MMC_STDLIB_DIR
+#define MMC_STDLIB_DIR "stdlib_models"
+#endif
+
+static AstFile *load_file(FeProgram *p, const char *path, SrcLoc at);
+
+static char *dir_of(FeProgram *p, const char *path) {
+  char *tmp = arena_strdup(&p->ast, path);
+  return arena_strdup(&p->ast, dirname(tmp));
+}
+
+static char *real_or_same(FeProgram *p, const char *path) {
+  char *r = realpath(path, NULL);
+  if (!r) return arena_strdup(&p->ast, path);
+  char *s = arena_strdup(&p->ast, r);
+  free(r);
+  return s;
+}
+
+static const char *search_import(FeProgram *p, AstFile *from, const char *name) {
+  if (name[0] == '/') return access(name, R_OK) == 0 ? name : NULL;
+  const char *dirs[64];
+  int n = 0;
+  dirs[n++] = dir_of(p, from->path);
+  for (int i = 0; i < p->opts.nincdirs && n < 62; i++) dirs[n++] = p->opts.incdirs[i];
+  dirs[n++] = p->opts.stdlib_dir ? p->opts.stdlib_dir : MMC_STDLIB_DIR;
+  for (int i = 0; i < n; i++) {
+    const char *cand = arena_printf(&p->ast, "%s/%s", dirs[i], name);
+    if (access(cand, R_OK) == 0) return cand;
+  }
+  return NULL;
+}
+
+static void load_imports(FeProgram *p, AstFile *f) {
+  for (int i = 0; i < f->decls.len; i++) {
+    AstDecl *dcl = f->decls.items[i];
+    if (dcl->kind != DECL_IMPORT) continue;
+    const char *found = search_import(p, f, dcl->name);
+    if (!found) {
+      diag_error(p->d, dcl->name_loc, "cannot find imported file '%s'", dcl->name);
+      diag_note(p->d, dcl->name_loc, "searched the importing file's folder, -I folders and %s",
+                p->opts.stdlib_dir ? p->opts.stdlib_dir : MMC_STDLIB_DIR);
+      continue;
+    }
+    load_file(p, found, dcl->name_loc);
+  }
+}
+
+static AstFile *load_file(FeProgram *p, const char *path, SrcLoc at) {
+  const char *real = real_or_same(p, path);
+  for (int i = 0; i < p->loading.len; i++) {
+    AstFile *f = p->loading.items[i];
+    if (strcmp(f->path, real) == 0 || strcmp(((AstFile *)p->loading.items[i])->path, real) == 0) {
+      /* build the chain text */
+      char *chain = arena_strdup(&p->ast, "");
+      for (int j = i; j < p->loading.len; j++) {
+        const char *base = strrchr(((AstFile *)p->loading.items[j])->path, '/');
+        chain = arena_printf(&p->ast, "%s%s -> ", chain, base ? base + 1 : ((AstFile *)p->loading.items[j])->path);
+      }
+      const char *base = strrchr(real, '/');
+      diag_error(p->d, at, "import cycle: %s%s", chain, base ? base + 1 : real);
+      return NULL;
+    }
+  }
+  for (int i = 0; i < p->files.len; i++) {
+    AstFile *f = p->files.items[i];
+    if (strcmp(f->path, real) == 0) return f;
+  }
+  const char *err = NULL;
+  uint32_t id = diag_load_file(p->d, path, &err);
+  if (!id) {
+    if (at.file)
+      diag_error(p->d, at, "cannot read '%s': %s", path, err);
+    else
+      diag_error_plain(p->d, "cannot read '%s': %s", path, err);
+    return NULL;
+  }
+  AstFile *f = fe_parse(&p->ast, p->d, id);
+  f->path = real;
+  f->file_id = id;
+  ptrvec_push(&p->ast, &p->files, f);
+  ptrvec_push(&p->ast, &p->loading, f);
+  load_imports(p, f);
+  p->loading.len--;
+  return f;
+}
+
+/* Finds a module/model by name: the file itself, then its imports (depth
+ * first, in import order). */
+static AstDecl *find_in(FeProgram *p, AstFile *f, const char *name, PtrVec *seen) {
+  for (int i = 0; i < seen->len; i++)
+    if (seen->items[i] == f) return NULL;
+  ptrvec_push(&p->ast, seen, f);
+  for (int i = 0; i < f->decls.len; i++) {
+    AstDecl *dcl = f->decls.items[i];
+    if (dcl->kind != DECL_IMPORT && strcmp(dcl->name, name) == 0) return dcl;
+  }
+  for (int i = 0; i < f->decls.len; i++) {
+    AstDecl *dcl = f->decls.items[i];
+    if (dcl->kind != DECL_IMPORT) continue;
+    const char *found = search_import(p, f, dcl->name);
+    if (!found) continue;
+    const char *real = real_or_same(p, found);
+    for (int j = 0; j < p->files.len; j++) {
+      AstFile *g = p->files.items[j];
+      if (strcmp(g->path, real) == 0) {
+        AstDecl *r = find_in(p, g, name, seen);
+        if (r) return r;
+      }
+    }
+  }
+  return NULL;
+}
+
+AstDecl *fe_find_decl(FeProgram *p, AstFile *from, const char *name) {
+  PtrVec seen = {0};
+  return find_in(p, from, name, &seen);
+}
+
+/* ---- static name check ---- */
+
+typedef struct Scope {
+  const char **names;
+  int n, cap;
+  struct Scope *parent;
+} Scope;
+
+static void scope_add(FeProgram *p, Scope *s, const char *name) {
+  if (s->n == s->cap) {
+    int nc = s->cap ? s->cap * 2 : 16;
+    s->names = arena_realloc(&p->ast, s->names, sizeof(char *) * (size_t)s->cap, sizeof(char *) * (size_t)nc);
+    s->cap = nc;
+  }
+  s->names[s->n++] = name;
+}
+
+static bool scope_has(const Scope *s, const char *name) {
+  for (; s; s = s->parent)
+    for (int i = 0; i < s->n; i++)
+      if (strcmp(s->names[i], name) == 0) return true;
+  return false;
+}
+
+static bool is_number_builtin(const char *n) {
+  static const char *const k[] = {"min", "max", "abs", "int", "float", "len", "sqrt", NULL};
+  for (int i = 0; k[i]; i++)
+    if (strcmp(k[i], n) == 0) return true;
+  return false;
+}
+
+static void check_expr(FeProgram *p, AstExpr *x, const Scope *s, bool tensors);
+
+static void check_list(FeProgram *p, PtrVec *v, const Scope *s, bool tensors) {
+  for (int i = 0; i < v->len; i++) check_expr(p, v->items[i], s, tensors);
+}
+
+static void check_expr(FeProgram *p, AstExpr *x, const Scope *s, bool tensors) {
+  if (!x) return;
+  switch (x->kind) {
+  case AST_NAME:
+    if (!scope_has(s, x->name)) {
+      if (fe_is_builtin(x->name) || is_number_builtin(x->name))
+        diag_error(p->d, x->loc, "'%s' is a function; call it with arguments", x->name);
+      else
+        diag_error(p->d, x->loc, "unknown name '%s'", x->name);
+    }
+    break;
+  case AST_CALL:
+    if (x->lhs->kind == AST_NAME) {
+      const char *n = x->lhs->name;
+      if (!scope_has(s, n) && !(tensors && fe_is_builtin(n)) && !is_number_builtin(n)) {
+        if (!tensors && fe_is_builtin(n))
+          diag_error(p->d, x->lhs->loc, "tensor function '%s' used outside a forward", n);
+        else
+          diag_error(p->d, x->lhs->loc, "unknown function '%s'", n);
+      }
+    } else {
+      check_expr(p, x->lhs, s, tensors);
+    }
+    for (int i = 0; i < x->args.len; i++) check_expr(p, ((AstArg *)x->args.items[i])->value, s, tensors);
+    break;
+  case AST_FIELD: check_expr(p, x->lhs, s, tensors); break;
+  case AST_UNARY: check_expr(p, x->lhs, s, tensors); break;
+  case AST_BINARY:
+    check_expr(p, x->lhs, s, tensors);
+    check_expr(p, x->rhs, s, tensors);
+    break;
+  case AST_COND:
+    check_expr(p, x->cond, s, tensors);
+    check_expr(p, x->lhs, s, tensors);
+    check_expr(p, x->rhs, s, tensors);
+    break;
+  case AST_LIST: check_list(p, &x->items, s, tensors); break;
+  case AST_INDEX:
+    check_expr(p, x->lhs, s, tensors);
+    check_list(p, &x->items, s, tensors);
+    break;
+  case AST_SLICE:
+    check_expr(p, x->start, s, tensors);
+    check_expr(p, x->stop, s, tensors);
+    check_expr(p, x->step, s, tensors);
+    break;
+  default: break;
+  }
+}
+
+/* Module-level names: hparams and every member, in any branch. */
+static void collect_members(FeProgram *p, PtrVec *members, Scope *s) {
+  for (int i = 0; i < members->len; i++) {
+    AstStmt *st = members->items[i];
+    if (st->kind == ST_LET || st->kind == ST_PARAM || st->kind == ST_INSTANCE) scope_add(p, s, st->name);
+    if (st->kind == ST_FORWARD && st->name) scope_add(p, s, st->name); /* sibling forwards are callable */
+    if (st->kind == ST_IF) {
+      collect_members(p, &st->body, s);
+      collect_members(p, &st->else_body, s);
+    }
+  }
+}
+
+static void check_stmts(FeProgram *p, PtrVec *body, Scope *s) {
+  for (int i = 0; i < body->len; i++) {
+    AstStmt *st = body->items[i];
+    switch (st->kind) {
+    case ST_LET:
+    case ST_ASSIGN:
+      check_expr(p, st->value, s, true);
+      scope_add(p, s, st->name);
+      break;
+    case ST_RETURN: check_expr(p, st->value, s, true); break;
+    case ST_IF: {
+      check_expr(p, st->cond, s, true);
+      /* names assigned in a branch stay visible after it */
+      check_stmts(p, &st->body, s);
+      check_stmts(p, &st->else_body, s);
+      break;
+    }
+    default:
+      diag_error(p->d, st->loc, "this statement is not allowed inside a forward function");
+      break;
+    }
+  }
+}
+
+static void check_type_dims(FeProgram *p, AstType *t, Scope *s, bool bind) {
+  if (!t || t->kind != AT_TENSOR) return;
+  for (int i = 0; i < t->dims.len; i++) {
+    AstExpr *dx = t->dims.items[i];
+    if (dx->kind == AST_NAME && !scope_has(s, dx->name)) {
+      if (bind) scope_add(p, s, dx->name); /* a shape variable */
+      else diag_error(p->d, dx->loc, "unbound shape variable '%s' in the return type", dx->name);
+    } else {
+      check_expr(p, dx, s, false);
+    }
+  }
+}
+
+static void check_members(FeProgram *p, AstDecl *dcl, PtrVec *members, Scope *mod, Scope *ordered) {
+  for (int i = 0; i < members->len; i++) {
+    AstStmt *st = members->items[i];
+    switch (st->kind) {
+    case ST_LET:
+      check_expr(p, st->value, ordered, false);
+      scope_add(p, ordered, st->name);
+      break;
+    case ST_PARAM:
+      if (st->ptype) check_list(p, &st->ptype->dims, ordered, false);
+      if (st->value && st->value->kind == AST_CALL) {
+        for (int j = 0; j < st->value->args.len; j++)
+          check_expr(p, ((AstArg *)st->value->args.items[j])->value, ordered, false);
+      }
+      scope_add(p, ordered, st->name);
+      break;
+    case ST_INSTANCE: {
+      AstExpr *c = st->value;
+      if (c && c->kind == AST_CALL && c->lhs->kind == AST_NAME) {
+        AstDecl *m = fe_find_decl(p, dcl->file, c->lhs->name);
+        if (!m) {
+          diag_error(p->d, c->lhs->loc, "unknown module '%s'", c->lhs->name);
+        } else if (m->kind == DECL_MODEL && dcl->kind == DECL_MODULE) {
+          diag_error(p->d, c->lhs->loc, "'%s' is a model; a module can only contain modules", m->name);
+        }
+        for (int j = 0; j < c->args.len; j++) check_expr(p, ((AstArg *)c->args.items[j])->value, ordered, false);
+      } else if (c) {
+        diag_error(p->d, st->loc, "expected a module instance such as Linear(64, 64)");
+      }
+      check_expr(p, st->repeat, ordered, false);
+      scope_add(p, ordered, st->name);
+      break;
+    }
+    case ST_IF:
+      check_expr(p, st->cond, ordered, false);
+      check_members(p, dcl, &st->body, mod, ordered);
+      check_members(p, dcl, &st->else_body, mod, ordered);
+      break;
+    case ST_FORWARD: {
+      Scope fs = {.parent = mod};
+      for (int j = 0; j < st->params.len; j++) {
+        AstParam *prm = st->params.items[j];
+        scope_add(p, &fs, prm->name);
+        if (prm->type) check_type_dims(p, prm->type, &fs, true);
+      }
+      check_type_dims(p, st->ret, &fs, false);
+      check_stmts(p, &st->body, &fs);
+      break;
+    }
+    case ST_SECTION:
+      if (dcl->kind != DECL_MODEL)
+        diag_error(p->d, st->loc, "a '%s' section belongs in a model, not in module '%s'", st->name, dcl->name);
+      break;
+    default: break;
+    }
+  }
+}
+
+static void check_decl(FeProgram *p, AstDecl *dcl) {
+  Scope mod = {0};
+  for (int i = 0; i < dcl->hparams.len; i++) {
+    AstParam *hp = dcl->hparams.items[i];
+    for (int j = 0; j < i; j++)
+      if (strcmp(((AstParam *)dcl->hparams.items[j])->name, hp->name) == 0) {
+        diag_error(p->d, hp->loc, "duplicate hyper-parameter '%s'", hp->name);
+        diag_note(p->d, ((AstParam *)dcl->hparams.items[j])->loc, "first declared here");
+      }
+    scope_add(p, &mod, hp->name);
+  }
+  Scope ordered = {.parent = NULL};
+  for (int i = 0; i < mod.n; i++) scope_add(p, &ordered, mod.names[i]);
+  /* duplicate members at the top level */
+  for (int i = 0; i < dcl->members.len; i++) {
+    AstStmt *a = dcl->members.items[i];
+    if (a->kind != ST_LET && a->kind != ST_PARAM && a->kind != ST_INSTANCE) continue;
+    for (int j = 0; j < i; j++) {
+      AstStmt *b = dcl->members.items[j];
+      if ((b->kind == ST_LET || b->kind == ST_PARAM || b->kind == ST_INSTANCE) && strcmp(a->name, b->name) == 0) {
+        diag_error(p->d, a->name_loc, "redefinition of '%s'", a->name);
+        diag_note(p->d, b->name_loc, "previous definition is here");
+        break;
+      }
+    }
+    for (int j = 0; j < dcl->hparams.len; j++)
+      if (strcmp(((AstParam *)dcl->hparams.items[j])->name, a->name) == 0) {
+        diag_error(p->d, a->name_loc, "'%s' is already a hyper-parameter of '%s'", a->name, dcl->name);
+        break;
+      }
+  }
+  collect_members(p, &dcl->members, &mod);
+  check_members(p, dcl, &dcl->members, &mod, &ordered);
+}
+
+static FeProgram *load_root(Diag *d, const char *path, const char *text, size_t len, const FeOptions *opts) {
+  FeProgram *p = calloc(1, sizeof *p);
+  if (!p) mm_die(__FILE__, __LINE__, "out of memory");
+  arena_init(&p->ast);
+  p->d = d;
+  if (opts) p->opts = *opts;
+  if (!p->opts.stdlib_dir) {
+    const char *env = getenv("MMC_STDLIB");
+    p->opts.stdlib_dir = env ? env : MMC_STDLIB_DIR;
+  }
+  SrcLoc none = {0};
+  if (text) {
+    uint32_t id = diag_add_buffer(d, path, text, len);
+    AstFile *f = fe_parse(&p->ast, d, id);
+    f->path = arena_strdup(&p->ast, path);
+    f->file_id = id;
+    ptrvec_push(&p->ast, &p->files, f);
+    ptrvec_push(&p->ast, &p->loading, f);
+    load_imports(p, f);
+    p->loading.len--;
+    p->root = f;
+  } else {
+    p->root = load_file(p, path, none);
+  }
+  if (!p->root) {
+    fe_free(p);
+    return NULL;
+  }
+  if (d->errors) return p; /* syntax or import errors: names would only cascade */
+  for (int f = 0; f < p->files.len; f++) {
+    AstFile *file = p->files.items[f];
+    for (int i = 0; i < file->decls.len; i++) {
+      AstDecl *dcl = file->decls.items[i];
+      if (dcl->kind == DECL_IMPORT) continue;
+      for (int j = 0; j < i; j++) {
+        AstDecl *o = file->decls.items[j];
+        if (o->kind != DECL_IMPORT && strcmp(o->name, dcl->name) == 0) {
+          diag_error(d, dcl->name_loc, "redefinition of '%s'", dcl->name);
+          diag_note(d, o->name_loc, "previous definition is here");
+        }
+      }
+      dcl->file = file;
+    }
+  }
+  for (int f = 0; f < p->files.len; f++) {
+    AstFile *file = p->files.items[f];
+    for (int i = 0; i < file->decls.len; i++) {
+      AstDecl *dcl = file->decls.items[i];
+      if (dcl->kind != DECL_IMPORT) check_decl(p, dcl);
+    }
+  }
+  return p;
+}
+
+FeProgram *fe_load(Diag *d, const char *path, const FeOptions *opts) {
+  return load_root(d, path, NULL, 0, opts);
+}
+
+FeProgram *fe_load_buffer(Diag *d, const char *name, const char *text, size_t len, const FeOptions *opts) {
+  return load_root(d, name, text, len, opts);
+}
+
+void fe_free(FeProgram *p) {
+  if (!p) return;
+  if (p->ir) ir_module_free(p->ir);
+  arena_free(&p->ast);
+  free(p);
+}
+
+int fe_model_count(const FeProgram *p) {
+  int n = 0;
+  for (int i = 0; i < p->root->decls.len; i++)
+    if (((AstDecl *)p->root->decls.items[i])->kind == DECL_MODEL) n++;
+  return n;
+}
+
+const char *fe_model_name(const FeProgram *p, int k) {
+  int n = 0;
+  for (int i = 0; i < p->root->decls.len; i++) {
+    AstDecl *dcl = p->root->decls.items[i];
+    if (dcl->kind == DECL_MODEL && n++ == k) return dcl->name;
+  }
+  return NULL;
+}
+
+bool fe_has_decl(const FeProgram *p, const char *name, bool *is_model) {
+  for (int i = 0; i < p->root->decls.len; i++) {
+    AstDecl *dcl = p->root->decls.items[i];
+    if (dcl->kind != DECL_IMPORT && strcmp(dcl->name, name) == 0) {
+      if (is_model) *is_model = dcl->kind == DECL_MODEL;
+      return true;
+    }
+  }
+  return false;
+}

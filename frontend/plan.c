@@ -1,0 +1,451 @@
+/* The train { } and parallel { } sections of a model: read, typed and
+ * checked against the lowered graph. Every check here needs no running:
+ * head counts against tp and cp, kv heads against tp, the stage list against
+ * the parameters, micro-batches against pp, sp against tp. */
+#include <string.h>
+
+#include "fe_internal.h"
+
+void mm_plan_flags_init(MmPlanFlags *f) {
+  f->tp = f->pp = f->cp = f->dp = f->zero = f->micro_batches = -1;
+  f->sp = -1;
+  f->schedule = f->recompute = NULL;
+}
+
+static AstStmt *section(AstDecl *dcl, const char *name, AstStmt **dup) {
+  AstStmt *found = NULL;
+  *dup = NULL;
+  for (int i = 0; i < dcl->members.len; i++) {
+    AstStmt *st = dcl->members.items[i];
+    if (st->kind == ST_SECTION && strcmp(st->name, name) == 0) {
+      if (found) *dup = st;
+      else found = st;
+    }
+  }
+  return found;
+}
+
+static bool pos_int(FeProgram *p, Env *e, AstStmt *s, int lo, int hi, int *out) {
+  int64_t v;
+  if (!fe_eval_int(p, e, s->value, &v)) return false;
+  if (v < lo || v > hi) {
+    diag_error(p->d, s->value->loc, "%s must be between %d and %d, not %lld", s->name, lo, hi, (long long)v);
+    return false;
+  }
+  *out = (int)v;
+  return true;
+}
+
+static bool get_num(FeProgram *p, Env *e, AstExpr *x, double *out) { return fe_eval_num(p, e, x, out); }
+
+static const char *sym_of(FeProgram *p, Env *e, AstExpr *x) {
+  p->allow_sym = true;
+  Val *v = fe_eval(p, e, x);
+  p->allow_sym = false;
+  if (v->k == V_SYM || v->k == V_STR) return v->s;
+  if (v->k != V_ERR) diag_error(p->d, x->loc, "expected a name such as 'selective', not a %s", val_kind_name(v->k));
+  return NULL;
+}
+
+/* optimizer = adamw(lr = 1e-3, betas = [0.9, 0.95], weight_decay = 0.1, eps = 1e-8, clip = 1.0)
+ * optimizer = sgd(lr = 0.1, momentum = 0.9) */
+static bool read_optimizer(FeProgram *p, Env *e, AstExpr *x, MmTrain *t) {
+  if (x->kind != AST_CALL || x->lhs->kind != AST_NAME) {
+    diag_error(p->d, x->loc, "expected adamw(...) or sgd(...)");
+    return false;
+  }
+  const char *kind = x->lhs->name;
+  if (strcmp(kind, "adamw") == 0) t->optim = MM_OPT_ADAMW;
+  else if (strcmp(kind, "sgd") == 0) t->optim = MM_OPT_SGD;
+  else {
+    diag_error(p->d, x->lhs->loc, "unknown optimizer '%s' (expected adamw or sgd)", kind);
+    return false;
+  }
+  bool ok = true;
+  for (int i = 0; i < x->args.len; i++) {
+    AstArg *a = x->args.items[i];
+    if (!a->name) {
+      diag_error(p->d, a->value->loc, "%s takes keyword arguments (lr = ..., ...)", kind);
+      ok = false;
+      continue;
+    }
+    double v = 0;
+    if (strcmp(a->name, "betas") == 0 && t->optim == MM_OPT_ADAMW) {
+      Val *l = fe_eval(p, e, a->value);
+      if (l->k != V_LIST || l->n != 2 || !val_is_num(l->items[0]) || !val_is_num(l->items[1])) {
+        if (l->k != V_ERR) diag_error(p->d, a->value->loc, "betas must be a list of two numbers");
+        ok = false;
+        continue;
+      }
+      t->beta1 = val_num(l->items[0]);
+      t->beta2 = val_num(l->items[1]);
+      if (!(t->beta1 >= 0 && t->beta1 < 1 && t->beta2 >= 0 && t->beta2 < 1)) {
+        diag_error(p->d, a->value->loc, "betas must be in [0, 1)");
+        ok = false;
+      }
+      continue;
+    }
+    if (!get_num(p, e, a->value, &v)) {
+      ok = false;
+      continue;
+    }
+    if (strcmp(a->name, "lr") == 0) t->lr = v;
+    else if (strcmp(a->name, "weight_decay") == 0) t->weight_decay = v;
+    else if (strcmp(a->name, "eps") == 0 && t->optim == MM_OPT_ADAMW) t->eps = v;
+    else if (strcmp(a->name, "clip") == 0) t->clip = v;
+    else if (strcmp(a->name, "momentum") == 0 && t->optim == MM_OPT_SGD) t->momentum = v;
+    else {
+      diag_error(p->d, a->loc, "%s has no setting '%s'", kind, a->name);
+      ok = false;
+      continue;
+    }
+    if (v < 0 || (strcmp(a->name, "lr") == 0 && v <= 0)) {
+      diag_error(p->d, a->value->loc, "%s must be positive", a->name);
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+static bool read_schedule(FeProgram *p, Env *e, AstExpr *x, MmTrain *t) {
+  const char *kind = x->kind == AST_NAME ? x->name : (x->kind == AST_CALL && x->lhs->kind == AST_NAME) ? x->lhs->name : NULL;
+  if (!kind || (strcmp(kind, "cosine") != 0 && strcmp(kind, "constant") != 0)) {
+    diag_error(p->d, x->loc, "expected constant or cosine(warmup = N, min_lr = X)");
+    return false;
+  }
+  t->lr_sched = strcmp(kind, "cosine") == 0 ? MM_LR_COSINE : MM_LR_CONSTANT;
+  bool ok = true;
+  for (int i = 0; x->kind == AST_CALL && i < x->args.len; i++) {
+    AstArg *a = x->args.items[i];
+    int64_t iv;
+    double dv;
+    if (a->name && strcmp(a->name, "warmup") == 0) {
+      if (!fe_eval_int(p, e, a->value, &iv)) ok = false;
+      else if (iv < 0) {
+        diag_error(p->d, a->value->loc, "warmup must not be negative");
+        ok = false;
+      } else t->warmup = (int)iv;
+    } else if (a->name && strcmp(a->name, "min_lr") == 0 && t->lr_sched == MM_LR_COSINE) {
+      if (!get_num(p, e, a->value, &dv)) ok = false;
+      else t->min_lr = dv;
+    } else {
+      diag_error(p->d, a->loc, "%s has no setting '%s'", kind, a->name ? a->name : "(positional)");
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+static bool read_train(FeProgram *p, Inst *root, AstStmt *sec, MmTrain *t) {
+  bool ok = true;
+  for (int i = 0; sec && i < sec->body.len; i++) {
+    AstStmt *s = sec->body.items[i];
+    if (s->kind != ST_SETTING) continue;
+    for (int j = 0; j < i; j++)
+      if (strcmp(((AstStmt *)sec->body.items[j])->name, s->name) == 0) {
+        diag_error(p->d, s->name_loc, "'%s' is set twice", s->name);
+        diag_note(p->d, ((AstStmt *)sec->body.items[j])->name_loc, "first set here");
+        ok = false;
+      }
+    if (strcmp(s->name, "freeze") == 0) {
+      Val *l = fe_eval(p, &root->env, s->value);
+      if (l->k == V_ERR) { ok = false; continue; }
+      if (l->k != V_LIST) {
+        diag_error(p->d, s->value->loc, "freeze takes a list of sub-models, e.g. [vision]");
+        ok = false;
+        continue;
+      }
+      t->freeze = ARENA_ARRAY(&p->ast, const char *, l->n + 1);
+      for (int k = 0; k < l->n; k++) {
+        Val *v = l->items[k];
+        if (v->k == V_INST) t->freeze[t->nfreeze++] = v->inst->path;
+        else if (v->k == V_TENSOR && v->t->role == IR_ROLE_PARAM) t->freeze[t->nfreeze++] = v->t->name;
+        else {
+          diag_error(p->d, s->value->loc, "freeze: item %d is a %s, not a sub-model or parameter", k, val_kind_name(v->k));
+          ok = false;
+        }
+      }
+    } else if (strcmp(s->name, "optimizer") == 0) {
+      ok &= read_optimizer(p, &root->env, s->value, t);
+    } else if (strcmp(s->name, "schedule") == 0) {
+      ok &= read_schedule(p, &root->env, s->value, t);
+    } else if (strcmp(s->name, "clip") == 0) {
+      double v;
+      if (!get_num(p, &root->env, s->value, &v)) ok = false;
+      else t->clip = v;
+    } else if (strcmp(s->name, "steps") == 0 || strcmp(s->name, "batch") == 0) {
+      int v;
+      if (!pos_int(p, &root->env, s, 1, 1 << 30, &v)) ok = false;
+      else if (s->name[0] == 's') t->steps = v;
+      else t->batch = v;
+    } else {
+      diag_error(p->d, s->name_loc, "unknown train setting '%s' (expected freeze, optimizer, schedule, clip, steps, batch)",
+                 s->name);
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+static bool read_parallel(FeProgram *p, Inst *root, AstStmt *sec, MmPlan *pl) {
+  bool ok = true;
+  for (int i = 0; sec && i < sec->body.len; i++) {
+    AstStmt *s = sec->body.items[i];
+    if (s->kind != ST_SETTING) continue;
+    for (int j = 0; j < i; j++)
+      if (strcmp(((AstStmt *)sec->body.items[j])->name, s->name) == 0) {
+        diag_error(p->d, s->name_loc, "'%s' is set twice", s->name);
+        diag_note(p->d, ((AstStmt *)sec->body.items[j])->name_loc, "first set here");
+        ok = false;
+      }
+    const char *n = s->name;
+    if (strcmp(n, "tp") == 0) { ok &= pos_int(p, &root->env, s, 1, 4096, &pl->tp); pl->loc_tp = s->name_loc; }
+    else if (strcmp(n, "pp") == 0) { ok &= pos_int(p, &root->env, s, 1, 4096, &pl->pp); pl->loc_pp = s->name_loc; }
+    else if (strcmp(n, "cp") == 0) { ok &= pos_int(p, &root->env, s, 1, 4096, &pl->cp); pl->loc_cp = s->name_loc; }
+    else if (strcmp(n, "dp") == 0) { ok &= pos_int(p, &root->env, s, 1, 1 << 20, &pl->dp); pl->loc_dp = s->name_loc; }
+    else if (strcmp(n, "zero") == 0) { ok &= pos_int(p, &root->env, s, 0, 3, &pl->zero); pl->loc_zero = s->name_loc; }
+    else if (strcmp(n, "micro_batches") == 0) { ok &= pos_int(p, &root->env, s, 1, 1 << 20, &pl->micro_batches); pl->loc_mb = s->name_loc; }
+    else if (strcmp(n, "vpp") == 0) ok &= pos_int(p, &root->env, s, 1, 64, &pl->vpp);
+    else if (strcmp(n, "sp") == 0) {
+      Val *v = fe_eval(p, &root->env, s->value);
+      if (v->k == V_BOOL) pl->sp = v->b;
+      else {
+        if (v->k != V_ERR) diag_error(p->d, s->value->loc, "sp must be true or false");
+        ok = false;
+      }
+      pl->loc_sp = s->name_loc;
+    } else if (strcmp(n, "schedule") == 0) {
+      const char *k = sym_of(p, &root->env, s->value);
+      if (!k) ok = false;
+      else if (strcmp(k, "1f1b") == 0) pl->schedule = MM_SCHED_1F1B;
+      else if (strcmp(k, "gpipe") == 0) pl->schedule = MM_SCHED_GPIPE;
+      else if (strcmp(k, "interleaved") == 0) pl->schedule = MM_SCHED_INTERLEAVED;
+      else {
+        diag_error(p->d, s->value->loc, "unknown pipeline schedule '%s' (expected 1f1b, gpipe or interleaved)", k);
+        ok = false;
+      }
+    } else if (strcmp(n, "recompute") == 0) {
+      const char *k = sym_of(p, &root->env, s->value);
+      if (!k) ok = false;
+      else if (strcmp(k, "none") == 0) pl->recompute = MM_RECOMPUTE_NONE;
+      else if (strcmp(k, "selective") == 0) pl->recompute = MM_RECOMPUTE_SELECTIVE;
+      else if (strcmp(k, "full") == 0) pl->recompute = MM_RECOMPUTE_FULL;
+      else {
+        diag_error(p->d, s->value->loc, "unknown recompute policy '%s' (expected none, selective or full)", k);
+        ok = false;
+      }
+    } else if (strcmp(n, "stages") == 0) {
+      pl->loc_stages = s->name_loc;
+      Val *l = fe_eval(p, &root->env, s->value);
+      if (l->k == V_ERR) { ok = false; continue; }
+      if (l->k != V_LIST || l->n < 1) {
+        diag_error(p->d, s->value->loc, "stages takes a list of stages, e.g. [vision + llm.blocks[0:8], llm.blocks[8:24] + llm.head]");
+        ok = false;
+        continue;
+      }
+      pl->nstages = l->n;
+      pl->stages = ARENA_ARRAY(&p->ast, MmStage, l->n);
+      for (int k = 0; k < l->n; k++) {
+        Val *st = l->items[k];
+        int cnt = st->k == V_UNITS ? st->n : 1;
+        Val **items = st->k == V_UNITS ? st->items : &l->items[k];
+        int total = 0;
+        for (int j = 0; j < cnt; j++) total += items[j]->k == V_SLICE ? items[j]->hi - items[j]->lo : 1;
+        MmStage *ms = &pl->stages[k];
+        ms->units = ARENA_ARRAY(&p->ast, const char *, total + 1);
+        for (int j = 0; j < cnt; j++) {
+          Val *u = items[j];
+          if (u->k == V_INST) ms->units[ms->nunits++] = u->inst->path;
+          else if (u->k == V_SLICE)
+            for (int q = u->lo; q < u->hi; q++) ms->units[ms->nunits++] = u->inst->layers[q]->path;
+          else if (u->k == V_TENSOR && u->t->role == IR_ROLE_PARAM) ms->units[ms->nunits++] = u->t->name;
+          else {
+            diag_error(p->d, s->value->loc, "stage %d: a %s is not a sub-model, layer slice or parameter", k,
+                       val_kind_name(u->k));
+            ok = false;
+          }
+        }
+      }
+    } else {
+      diag_error(p->d, s->name_loc,
+                 "unknown parallel setting '%s' (expected tp, sp, pp, cp, dp, zero, micro_batches, schedule, stages, recompute, vpp)",
+                 n);
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+static bool covers(const char *unit, const char *param) {
+  if (!unit[0]) return true;
+  size_t n = strlen(unit);
+  return strncmp(unit, param, n) == 0 && (param[n] == '.' || param[n] == 0);
+}
+
+/* The unit a parameter belongs to for messages: its stack layer, or its
+ * top-level instance. */
+static const char *unit_of(FeProgram *p, const IrValue *v) {
+  if (v->group >= 0) {
+    IrGroup *g = p->ir->groups.items[v->group];
+    return arena_printf(&p->ast, "%s.%d", g->name, v->layer);
+  }
+  const char *dot = strchr(v->name, '.');
+  return dot ? arena_strndup(&p->ast, v->name, (size_t)(dot - v->name)) : v->name;
+}
+
+static bool check_stages(FeProgram *p, MmPlan *pl, SrcLoc at) {
+  bool ok = true;
+  if (pl->nstages != pl->pp) {
+    diag_error(p->d, pl->loc_stages, "%d stages are listed, but pp = %d", pl->nstages, pl->pp);
+    if (pl->loc_pp.file) diag_note(p->d, pl->loc_pp, "pp set here");
+    ok = false;
+  }
+  for (int s = 0; s < pl->nstages; s++) {
+    int held = 0;
+    for (int i = 0; i < p->ir->params.len; i++) {
+      IrValue *v = p->ir->params.items[i];
+      for (int u = 0; u < pl->stages[s].nunits; u++)
+        if (covers(pl->stages[s].units[u], v->name)) { held++; break; }
+    }
+    if (held == 0) {
+      diag_error(p->d, pl->loc_stages, "stage %d holds no parameters", s);
+      ok = false;
+    }
+  }
+  const char *last_missing = NULL, *last_dup = NULL;
+  int nerr = 0;
+  for (int i = 0; i < p->ir->params.len && nerr < 8; i++) {
+    IrValue *v = p->ir->params.items[i];
+    int first = -1, second = -1;
+    for (int s = 0; s < pl->nstages; s++)
+      for (int u = 0; u < pl->stages[s].nunits; u++)
+        if (covers(pl->stages[s].units[u], v->name)) {
+          if (first < 0) first = s;
+          else if (second < 0 && s != first) second = s;
+          break;
+        }
+    const char *unit = unit_of(p, v);
+    if (first < 0 && (!last_missing || strcmp(last_missing, unit) != 0)) {
+      diag_error(p->d, pl->loc_stages, "'%s' is in no pipeline stage", unit);
+      last_missing = unit;
+      ok = false;
+      nerr++;
+    } else if (second >= 0 && (!last_dup || strcmp(last_dup, unit) != 0)) {
+      diag_error(p->d, pl->loc_stages, "'%s' is in stages %d and %d; every layer belongs to exactly one", unit, first,
+                 second);
+      last_dup = unit;
+      ok = false;
+      nerr++;
+    }
+  }
+  (void)at;
+  return ok;
+}
+
+static SrcLoc or_loc(SrcLoc a, SrcLoc b) { return a.file ? a : b; }
+
+static bool check_plan(FeProgram *p, MmPlan *pl, SrcLoc model_loc) {
+  bool ok = true;
+  if (pl->sp && pl->tp <= 1) {
+    diag_error(p->d, or_loc(pl->loc_sp, model_loc), "sequence parallel (sp) needs tensor parallel, but tp = %d", pl->tp);
+    ok = false;
+  }
+  /* heads against tp and cp, once per distinct (heads, kv_heads) */
+  for (int i = 0; i < p->attn.len; i++) {
+    AttnSite *s = p->attn.items[i];
+    bool seen = false;
+    for (int j = 0; j < i; j++) {
+      AttnSite *o = p->attn.items[j];
+      if (o->heads == s->heads && o->kv_heads == s->kv_heads) seen = true;
+    }
+    if (seen) continue;
+    if (s->heads % pl->tp != 0) {
+      diag_error(p->d, or_loc(pl->loc_tp, model_loc), "tp = %d does not divide the %lld attention heads of '%s'", pl->tp,
+                 (long long)s->heads, s->path);
+      diag_note(p->d, s->loc, "attention with %lld heads here", (long long)s->heads);
+      ok = false;
+    } else if (pl->cp > 1 && s->heads % ((int64_t)pl->tp * pl->cp) != 0) {
+      diag_error(p->d, or_loc(pl->loc_cp, model_loc), "tp * cp = %d does not divide the %lld attention heads of '%s'",
+                 pl->tp * pl->cp, (long long)s->heads, s->path);
+      diag_note(p->d, s->loc, "attention with %lld heads here", (long long)s->heads);
+      ok = false;
+    }
+    if (s->kv_heads < s->heads && pl->tp > s->kv_heads) {
+      diag_error(p->d, or_loc(pl->loc_tp, model_loc), "tp = %d is more than the %lld key/value heads of '%s'", pl->tp,
+                 (long long)s->kv_heads, s->path);
+      diag_note(p->d, s->loc, "grouped-query attention with %lld key/value heads here", (long long)s->kv_heads);
+      ok = false;
+    } else if (s->kv_heads < s->heads && s->kv_heads % pl->tp != 0) {
+      diag_error(p->d, or_loc(pl->loc_tp, model_loc), "tp = %d does not divide the %lld key/value heads of '%s'", pl->tp,
+                 (long long)s->kv_heads, s->path);
+      diag_note(p->d, s->loc, "attention here");
+      ok = false;
+    }
+  }
+  if (pl->pp > 1) {
+    if (pl->schedule == MM_SCHED_1F1B && pl->micro_batches < pl->pp) {
+      diag_error(p->d, or_loc(pl->loc_mb, or_loc(pl->loc_pp, model_loc)),
+                 "the 1F1B schedule needs micro_batches >= pp, but micro_batches = %d and pp = %d", pl->micro_batches,
+                 pl->pp);
+      ok = false;
+    }
+    if (pl->stages) ok &= check_stages(p, pl, model_loc);
+  } else if (pl->stages && pl->nstages != 1) {
+    ok &= check_stages(p, pl, model_loc);
+  }
+  return ok;
+}
+
+static void apply_flags(FeProgram *p, MmPlan *pl, const MmPlanFlags *f) {
+  if (f->tp > 0) pl->tp = f->tp, pl->loc_tp = (SrcLoc){0};
+  if (f->pp > 0) pl->pp = f->pp, pl->loc_pp = (SrcLoc){0};
+  if (f->cp > 0) pl->cp = f->cp, pl->loc_cp = (SrcLoc){0};
+  if (f->dp > 0) pl->dp = f->dp, pl->loc_dp = (SrcLoc){0};
+  if (f->zero >= 0) pl->zero = f->zero, pl->loc_zero = (SrcLoc){0};
+  if (f->micro_batches > 0) pl->micro_batches = f->micro_batches, pl->loc_mb = (SrcLoc){0};
+  if (f->sp >= 0) pl->sp = f->sp == 1, pl->loc_sp = (SrcLoc){0};
+  if (f->schedule) {
+    if (strcmp(f->schedule, "gpipe") == 0) pl->schedule = MM_SCHED_GPIPE;
+    else if (strcmp(f->schedule, "interleaved") == 0) pl->schedule = MM_SCHED_INTERLEAVED;
+    else pl->schedule = MM_SCHED_1F1B;
+  }
+  if (f->recompute) {
+    if (strcmp(f->recompute, "selective") == 0) pl->recompute = MM_RECOMPUTE_SELECTIVE;
+    else if (strcmp(f->recompute, "full") == 0) pl->recompute = MM_RECOMPUTE_FULL;
+    else pl->recompute = MM_RECOMPUTE_NONE;
+  }
+  (void)p;
+}
+
+bool fe_read_sections(FeProgram *p, Inst *root, FeResult *out) {
+  MmPlan *pl = &out->plan;
+  MmTrain *t = &out->train;
+  memset(pl, 0, sizeof *pl);
+  memset(t, 0, sizeof *t);
+  pl->tp = pl->pp = pl->cp = pl->dp = pl->micro_batches = pl->vpp = 1;
+  t->optim = MM_OPT_ADAMW;
+  t->lr = 1e-3;
+  t->beta1 = 0.9;
+  t->beta2 = 0.999;
+  t->eps = 1e-8;
+  AstDecl *dcl = root->decl;
+  if (dcl->kind != DECL_MODEL) {
+    apply_flags(p, pl, &p->opts.flags);
+    return check_plan(p, pl, dcl->name_loc);
+  }
+  AstStmt *dup;
+  AstStmt *tr = section(dcl, "train", &dup);
+  if (dup) diag_error(p->d, dup->loc, "a model has one train section");
+  AstStmt *par = section(dcl, "parallel", &dup);
+  if (dup) diag_error(p->d, dup->loc, "a model has one parallel section");
+  bool ok = read_train(p, root, tr, t) & read_parallel(p, root, par, pl);
+  if (!ok) return false;
+  apply_flags(p, pl, &p->opts.flags);
+  /* freeze: mark parameters */
+  for (int k = 0; k < t->nfreeze; k++)
+    for (int i = 0; i < p->ir->params.len; i++) {
+      IrValue *v = p->ir->params.items[i];
+      if (covers(t->freeze[k], v->name)) v->frozen = true;
+    }
+  return check_plan(p, pl, dcl->name_loc);
+}

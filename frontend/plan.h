@@ -1,0 +1,52 @@
+/* What a model's `train { }` and `parallel { }` sections say, after checking.
+ * Read by the passes (autodiff, shard, pipeline, zero, optimizer). */
+#ifndef MM_FRONTEND_PLAN_H
+#define MM_FRONTEND_PLAN_H
+
+#include <stdbool.h>
+
+#include "../support/diag.h"
+
+typedef enum MmSchedule { MM_SCHED_1F1B, MM_SCHED_GPIPE, MM_SCHED_INTERLEAVED } MmSchedule;
+typedef enum MmRecompute { MM_RECOMPUTE_NONE, MM_RECOMPUTE_SELECTIVE, MM_RECOMPUTE_FULL } MmRecompute;
+
+/* One pipeline stage: which parameter-name prefixes (instances or stack
+ * layers, e.g. "vision", "llm.blocks.3") it holds. */
+typedef struct MmStage {
+  const char **units;
+  int nunits;
+} MmStage;
+
+typedef struct MmPlan {
+  int tp, pp, cp, dp, zero, micro_batches, vpp;
+  bool sp;
+  MmSchedule schedule;
+  MmRecompute recompute;
+  MmStage *stages; /* pp entries when given, else NULL */
+  int nstages;
+  SrcLoc loc_tp, loc_pp, loc_cp, loc_dp, loc_sp, loc_zero, loc_mb, loc_stages; /* where each was set */
+} MmPlan;
+
+/* Command-line overrides: -1 (or false for has_sp) means "not given". */
+typedef struct MmPlanFlags {
+  int tp, pp, cp, dp, zero, micro_batches;
+  int sp; /* -1 not given, 0 off, 1 on */
+  const char *schedule, *recompute;
+} MmPlanFlags;
+void mm_plan_flags_init(MmPlanFlags *f);
+
+typedef enum MmOptim { MM_OPT_ADAMW, MM_OPT_SGD } MmOptim;
+typedef enum MmLrSched { MM_LR_CONSTANT, MM_LR_COSINE } MmLrSched;
+
+typedef struct MmTrain {
+  const char **freeze; /* instance paths whose parameters get no gradient */
+  int nfreeze;
+  MmOptim optim;
+  double lr, beta1, beta2, eps, weight_decay, momentum, clip;
+  MmLrSched lr_sched;
+  int warmup, steps; /* steps 0: set by the trainer */
+  double min_lr;
+  int batch;         /* samples per step if the model says (else 0) */
+} MmTrain;
+
+#endif

@@ -1,0 +1,64 @@
+/* The frontend's public face: load a .mm file with its imports, resolve
+ * names, and elaborate a model into an IR module (the `lower` stage).
+ *
+ * fe_load parses the root file and every import (search path: the importing
+ * file's folder, then the -I folders, then stdlib_models), checks import
+ * cycles, duplicate declarations and names inside every module statically.
+ * fe_elaborate instantiates one model (or a module with default
+ * hyper-parameters): hyper-parameters are evaluated, sub-modules and stacks
+ * instantiated, the forward symbolically executed into IR with every shape
+ * checked, and the train/parallel sections read into a plan that is checked.
+ * All errors go to the Diag, located; nothing here exits. */
+#ifndef MM_FRONTEND_SEMA_H
+#define MM_FRONTEND_SEMA_H
+
+#include <stdbool.h>
+
+#include "../ir/ir.h"
+#include "../support/diag.h"
+#include "ast.h"
+#include "plan.h"
+
+typedef struct FeOverride {
+  const char *name;  /* a model-level let, e.g. "B" */
+  const char *value; /* parsed as int, float or bool */
+} FeOverride;
+
+typedef struct FeOptions {
+  const char **incdirs;
+  int nincdirs;
+  const char *stdlib_dir;  /* NULL: the built-in default */
+  FeOverride *overrides;
+  int noverrides;
+  MmPlanFlags flags;       /* command-line plan overrides */
+} FeOptions;
+
+typedef struct FeProgram FeProgram;
+
+/* Returns NULL only when the root file cannot be read; otherwise a program,
+ * possibly with errors (check d->errors). */
+FeProgram *fe_load(Diag *d, const char *path, const FeOptions *opts);
+/* The same for source text in memory (fuzzing, tests); imports resolve
+ * against the folder of `name`. */
+FeProgram *fe_load_buffer(Diag *d, const char *name, const char *text, size_t len, const FeOptions *opts);
+void fe_free(FeProgram *p);
+
+/* Names of the models (and modules) declared in the root file. */
+int fe_model_count(const FeProgram *p);
+const char *fe_model_name(const FeProgram *p, int i);
+bool fe_has_decl(const FeProgram *p, const char *name, bool *is_model);
+
+typedef struct FeResult {
+  IrModule *ir;   /* the lowered forward graph, or NULL on error */
+  MmPlan plan;    /* the checked parallel plan */
+  MmTrain train;  /* the train section */
+} FeResult;
+
+/* Elaborates `name` (a model, or a module of the root file whose
+ * hyper-parameters all have defaults). Returns false on any error. */
+bool fe_elaborate(FeProgram *p, const char *name, FeResult *out);
+
+/* Elaborates every model of the root file (mmc check). */
+bool fe_check_all(FeProgram *p);
+
+#endif

@@ -1,0 +1,32 @@
+// InternViT: a plain pre-norm vision transformer with layer scale
+// (InternViT-300M-448px at the defaults: 24 layers, width 1024, 16 heads).
+import "nn.mm"
+
+module ViTBlock(dim: int, heads: int, ffn: int, eps: float = 1e-6, scale: float = 0.1) {
+  norm1 = LayerNorm(dim, eps)
+  attn  = Attention(dim, heads)
+  ls1   = param f32[dim] = fill(scale)
+  norm2 = LayerNorm(dim, eps)
+  mlp   = MLP(dim, ffn, act = "gelu")
+  ls2   = param f32[dim] = fill(scale)
+
+  forward(x: [B, S, dim]) -> [B, S, dim] {
+    h = x + ls1 * attn(norm1(x))
+    return h + ls2 * mlp(norm2(h))
+  }
+}
+
+module InternViT(image: int = 448, patch: int = 14, dim: int = 1024, depth: int = 24,
+                 heads: int = 16, ffn: int = 4096, channels: int = 3) {
+  let grid = image // patch
+  embed  = Conv2d(channels, dim, kernel = patch, stride = patch)
+  cls    = param f32[1, 1, dim] = normal(0.02)
+  pos    = param f32[1, grid * grid + 1, dim] = normal(0.02)
+  blocks = ViTBlock(dim, heads, ffn) x depth
+
+  // [B, channels, image, image] -> [B, 1 + grid * grid, dim]; token 0 is CLS
+  forward(pixels: [B, channels, image, image]) -> [B, grid * grid + 1, dim] {
+    p = embed(pixels).flatten(2).transpose(1, 2)
+    return blocks(concat([cls.expand(B, 1, dim), p], axis = 1) + pos)
+  }
+}

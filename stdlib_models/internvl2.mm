@@ -1,0 +1,79 @@
+// InternVL2: InternViT, the pixel-shuffle projector and an LLM. Image tokens
+// go before the text; the loss covers the answer tokens only (labels are
+// -100 elsewhere).
+import "internvit.mm"
+import "projector.mm"
+import "llm.mm"
+
+// InternVL2-1B: InternViT-300M + Qwen2-0.5B (untied head), 448 px, 256 image tokens.
+model InternVL2_1B {
+  let B = 1
+  let T = 256
+  vision    = InternViT(image = 448, patch = 14, dim = 1024, depth = 24, heads = 16, ffn = 4096)
+  projector = PixelShuffleMLP(dim_in = 1024, dim_out = 896, grid = 32)
+  llm       = LLM(vocab = 151655, dim = 896, depth = 24, heads = 14, kv_heads = 2, ffn = 4864, theta = 1e6)
+
+  forward(pixels: f32[B, 3, 448, 448], text: i32[B, T], labels: i32[B, T]) -> loss {
+    image  = projector(vision(pixels)[:, 1:])                // drop CLS: [B, 256, 896]
+    logits = llm.decode(concat([image, llm.embed(text)], axis = 1))[:, 256:]
+    return cross_entropy(logits, labels, ignore = -100)
+  }
+
+  train {
+    freeze    = [vision]
+    optimizer = adamw(lr = 2e-5, betas = [0.9, 0.999], weight_decay = 0.05, clip = 1.0)
+    schedule  = cosine(warmup = 100)
+  }
+
+  parallel {
+    tp = 2; sp = true; dp = 2
+    pp = 2; micro_batches = 8; schedule = 1f1b
+    stages = [vision + projector + llm.embed + llm.blocks[0:8], llm.blocks[8:24] + llm.norm + llm.head]
+    recompute = selective; zero = 1
+  }
+}
+
+// InternVL2-2B: InternViT-300M + InternLM2-1.8B.
+model InternVL2_2B {
+  let B = 1
+  let T = 256
+  vision    = InternViT(image = 448, patch = 14, dim = 1024, depth = 24, heads = 16, ffn = 4096)
+  projector = PixelShuffleMLP(dim_in = 1024, dim_out = 2048, grid = 32)
+  llm       = LLM(vocab = 92553, dim = 2048, depth = 24, heads = 16, kv_heads = 8, ffn = 8192,
+                  theta = 1e6, eps = 1e-5, qkv_bias = false)
+
+  forward(pixels: f32[B, 3, 448, 448], text: i32[B, T], labels: i32[B, T]) -> loss {
+    image  = projector(vision(pixels)[:, 1:])                // [B, 256, 2048]
+    logits = llm.decode(concat([image, llm.embed(text)], axis = 1))[:, 256:]
+    return cross_entropy(logits, labels, ignore = -100)
+  }
+
+  train {
+    freeze    = [vision]
+    optimizer = adamw(lr = 4e-5, betas = [0.9, 0.999], weight_decay = 0.05, clip = 1.0)
+    schedule  = cosine(warmup = 100)
+  }
+}
+
+// A tiny InternVL2 for 28x28 one-channel images (Fashion-MNIST): a 4x4 grid
+// of 7x7 patches, pixel-shuffled into 4 image tokens for a 2-layer LLM.
+model InternVL2Tiny {
+  let B = 8
+  let T = 12
+  let grid = 4
+  vision    = InternViT(image = 28, patch = 7, dim = 64, depth = 2, heads = 4, ffn = 128, channels = 1)
+  projector = PixelShuffleMLP(dim_in = 64, dim_out = 64, grid = grid)
+  llm       = LLM(vocab = 64, dim = 64, depth = 2, heads = 4, kv_heads = 2, ffn = 128, theta = 10000.0)
+
+  forward(pixels: f32[B, 1, 28, 28], text: i32[B, T], labels: i32[B, T]) -> loss {
+    let n = (grid // 2) ** 2
+    image  = projector(vision(pixels)[:, 1:])                // [B, 4, 64]
+    logits = llm.decode(concat([image, llm.embed(text)], axis = 1))[:, n:]
+    return cross_entropy(logits, labels, ignore = -100)
+  }
+
+  train {
+    optimizer = adamw(lr = 1e-3, betas = [0.9, 0.999], weight_decay = 0.01, clip = 1.0)
+    schedule  = cosine(warmup = 50)
+  }
+}

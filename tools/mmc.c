@@ -1,0 +1,424 @@
+/* mmc: the command-line driver. The only place that calls exit().
+ *   mmc check   FILE.mm                      parse, resolve, shape-check every model
+ *   mmc dump-ir FILE.mm [--model NAME] [--after PASS|all] [--format text|dot]
+ *   mmc stats   FILE.mm --model NAME [--json]
+ * Exit status: 0 ok, 1 user error (diagnostics printed), 2 usage error. */
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontend/sema.h"
+#include "ir/ir.h"
+#include "passes/pass.h"
+
+enum { EXIT_OK = 0, EXIT_USER = 1, EXIT_USAGE = 2 };
+
+typedef struct Cmd {
+  const char *name, *args, *help;
+} Cmd;
+
+static const Cmd cmds[] = {
+    {"check", "FILE.mm [-I DIR]...",
+     "Parses FILE.mm and its imports, resolves names and checks every model's shapes and parallel plan."},
+    {"dump-ir", "FILE.mm|FILE.mmir [--model NAME] [--after PASS|all] [--format text|dot]",
+     "Prints the IR of a model (default: the first model of the file) after a pass (default: the last).\n"
+     "      Given IR text (.mmir), parses, verifies and prints it again."},
+    {"stats", "FILE.mm --model NAME [--json]",
+     "Prints the parameters per module and in total, and the forward FLOPs for the declared input sizes."},
+};
+
+static const char *common_opts =
+    "Options common to all commands:\n"
+    "  -I DIR             add DIR to the import search path (after the file's own folder)\n"
+    "  --model NAME       the model (or a module whose hyper-parameters all have defaults)\n"
+    "  --set NAME=VALUE   override a model-level let or hyper-parameter (e.g. --set B=8)\n"
+    "  --tp N --pp N --cp N --dp N --zero K --micro-batches N --sp --no-sp\n"
+    "  --schedule 1f1b|gpipe|interleaved --recompute none|selective|full\n"
+    "                     override the model's parallel section\n"
+    "  -h, --help         this help\n";
+
+static void usage_all(FILE *out) {
+  fprintf(out, "usage: mmc <command> [options]\n\ncommands:\n");
+  for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+    fprintf(out, "  mmc %-8s %s\n      %s\n", cmds[i].name, cmds[i].args, cmds[i].help);
+  fprintf(out, "\n%s", common_opts);
+}
+
+static void usage_cmd(FILE *out, const Cmd *c) {
+  fprintf(out, "usage: mmc %s %s\n\n%s\n\n%s", c->name, c->args, c->help, common_opts);
+  if (strcmp(c->name, "dump-ir") == 0) {
+    fprintf(out, "  --after PASS|all   passes: lower");
+    for (int i = 0; i < pass_count; i++) fprintf(out, ", %s", pass_list[i].name);
+    fprintf(out, "\n  --format text|dot  text IR (default) or Graphviz grouped by module\n");
+  }
+  if (strcmp(c->name, "stats") == 0) fprintf(out, "  --json             machine-readable output\n");
+}
+
+typedef struct Opts {
+  const Cmd *cmd;
+  const char *file, *model, *after, *format;
+  bool json;
+  const char *incdirs[64];
+  int nincdirs;
+  FeOverride overrides[64];
+  int noverrides;
+  MmPlanFlags flags;
+} Opts;
+
+static int bad_usage(const Cmd *c, const char *fmt, const char *arg) {
+  fprintf(stderr, "mmc: ");
+  fprintf(stderr, fmt, arg);
+  fprintf(stderr, "\n");
+  usage_cmd(stderr, c);
+  return EXIT_USAGE;
+}
+
+static bool parse_int(const char *s, int lo, int hi, int *out) {
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (!*s || *end || v < lo || v > hi) return false;
+  *out = (int)v;
+  return true;
+}
+
+/* Returns -1 on success, else an exit code. */
+static int parse_opts(int argc, char **argv, Opts *o) {
+  mm_plan_flags_init(&o->flags);
+  for (int i = 2; i < argc; i++) {
+    const char *a = argv[i];
+    const char *next = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEED_ARG()                                                        \
+  do {                                                                    \
+    if (!next) return bad_usage(o->cmd, "option '%s' needs a value", a); \
+    i++;                                                                  \
+  } while (0)
+    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+      usage_cmd(stdout, o->cmd);
+      return EXIT_OK;
+    } else if (strcmp(a, "-I") == 0) {
+      NEED_ARG();
+      if (o->nincdirs == 64) return bad_usage(o->cmd, "too many -I folders%s", "");
+      o->incdirs[o->nincdirs++] = next;
+    } else if (strncmp(a, "-I", 2) == 0 && a[2]) {
+      if (o->nincdirs == 64) return bad_usage(o->cmd, "too many -I folders%s", "");
+      o->incdirs[o->nincdirs++] = a + 2;
+    } else if (strcmp(a, "--model") == 0) {
+      NEED_ARG();
+      o->model = next;
+    } else if (strcmp(a, "--after") == 0 && strcmp(o->cmd->name, "dump-ir") == 0) {
+      NEED_ARG();
+      if (strcmp(next, "all") != 0 && !pass_exists(next)) return bad_usage(o->cmd, "unknown pass '%s'", next);
+      o->after = next;
+    } else if (strcmp(a, "--format") == 0 && strcmp(o->cmd->name, "dump-ir") == 0) {
+      NEED_ARG();
+      if (strcmp(next, "text") != 0 && strcmp(next, "dot") != 0)
+        return bad_usage(o->cmd, "--format takes text or dot, not '%s'", next);
+      o->format = next;
+    } else if (strcmp(a, "--json") == 0 && strcmp(o->cmd->name, "stats") == 0) {
+      o->json = true;
+    } else if (strcmp(a, "--set") == 0) {
+      NEED_ARG();
+      const char *eq = strchr(next, '=');
+      if (!eq || eq == next || !eq[1]) return bad_usage(o->cmd, "--set takes NAME=VALUE, not '%s'", next);
+      if (o->noverrides == 64) return bad_usage(o->cmd, "too many --set options%s", "");
+      o->overrides[o->noverrides].name = strndup(next, (size_t)(eq - next));
+      o->overrides[o->noverrides].value = eq + 1;
+      o->noverrides++;
+    } else if (strcmp(a, "--sp") == 0) {
+      o->flags.sp = 1;
+    } else if (strcmp(a, "--no-sp") == 0) {
+      o->flags.sp = 0;
+    } else if (strcmp(a, "--schedule") == 0) {
+      NEED_ARG();
+      if (strcmp(next, "1f1b") && strcmp(next, "gpipe") && strcmp(next, "interleaved"))
+        return bad_usage(o->cmd, "--schedule takes 1f1b, gpipe or interleaved, not '%s'", next);
+      o->flags.schedule = next;
+    } else if (strcmp(a, "--recompute") == 0) {
+      NEED_ARG();
+      if (strcmp(next, "none") && strcmp(next, "selective") && strcmp(next, "full"))
+        return bad_usage(o->cmd, "--recompute takes none, selective or full, not '%s'", next);
+      o->flags.recompute = next;
+    } else if (strcmp(a, "--tp") == 0 || strcmp(a, "--pp") == 0 || strcmp(a, "--cp") == 0 ||
+               strcmp(a, "--dp") == 0 || strcmp(a, "--zero") == 0 || strcmp(a, "--micro-batches") == 0) {
+      NEED_ARG();
+      int *dst = strcmp(a, "--tp") == 0   ? &o->flags.tp
+                 : strcmp(a, "--pp") == 0 ? &o->flags.pp
+                 : strcmp(a, "--cp") == 0 ? &o->flags.cp
+                 : strcmp(a, "--dp") == 0 ? &o->flags.dp
+                 : strcmp(a, "--zero") == 0 ? &o->flags.zero
+                                            : &o->flags.micro_batches;
+      int lo = dst == &o->flags.zero ? 0 : 1, hi = dst == &o->flags.zero ? 3 : 1 << 20;
+      if (!parse_int(next, lo, hi, dst)) {
+        fprintf(stderr, "mmc: %s takes a whole number from %d to %d, not '%s'\n", a, lo, hi, next);
+        usage_cmd(stderr, o->cmd);
+        return EXIT_USAGE;
+      }
+    } else if (a[0] == '-' && a[1]) {
+      return bad_usage(o->cmd, "unknown option '%s'", a);
+    } else if (!o->file) {
+      o->file = a;
+    } else {
+      return bad_usage(o->cmd, "unexpected argument '%s' (one .mm file per run)", a);
+    }
+#undef NEED_ARG
+  }
+  if (!o->file) return bad_usage(o->cmd, "no input file%s", "");
+  return -1;
+}
+
+static FeProgram *load(Opts *o, Diag *d) {
+  FeOptions fo = {0};
+  fo.incdirs = o->incdirs;
+  fo.nincdirs = o->nincdirs;
+  fo.overrides = o->overrides;
+  fo.noverrides = o->noverrides;
+  fo.flags = o->flags;
+  return fe_load(d, o->file, &fo);
+}
+
+static const char *pick_model(FeProgram *p, Opts *o, Diag *d) {
+  if (o->model) {
+    if (!fe_has_decl(p, o->model, NULL)) {
+      fprintf(stderr, "mmc: error: '%s' declares no model or module named '%s'", o->file, o->model);
+      int n = fe_model_count(p);
+      if (n) {
+        fprintf(stderr, " (models:");
+        for (int i = 0; i < n; i++) fprintf(stderr, " %s", fe_model_name(p, i));
+        fprintf(stderr, ")");
+      }
+      fprintf(stderr, "\n");
+      d->errors++;
+      return NULL;
+    }
+    return o->model;
+  }
+  if (fe_model_count(p) == 0) {
+    fprintf(stderr, "mmc: error: '%s' declares no model; name a module with --model NAME\n", o->file);
+    d->errors++;
+    return NULL;
+  }
+  return fe_model_name(p, 0);
+}
+
+static int cmd_check(Opts *o) {
+  Diag d;
+  diag_init(&d);
+  FeProgram *p = load(o, &d);
+  int rc = EXIT_USER;
+  if (p) {
+    if (o->model) {
+      FeResult r;
+      if (pick_model(p, o, &d) && fe_elaborate(p, o->model, &r)) rc = EXIT_OK;
+      if (r.ir) ir_module_free(r.ir);
+    } else if (fe_check_all(p)) {
+      rc = EXIT_OK;
+    }
+  }
+  if (d.errors) {
+    fprintf(stderr, "%d error%s generated.\n", d.errors, d.errors == 1 ? "" : "s");
+    rc = EXIT_USER;
+  }
+  fe_free(p);
+  diag_free(&d);
+  return rc;
+}
+
+typedef struct DumpState {
+  const char *after;
+  bool dot;
+} DumpState;
+
+static void dump_after(const char *name, IrModule *m, void *user) {
+  DumpState *s = user;
+  if (strcmp(s->after, "all") == 0) {
+    printf("// ----- after %s -----\n", name);
+  } else if (strcmp(s->after, name) != 0) {
+    return;
+  }
+  if (s->dot) ir_print_dot(stdout, m);
+  else ir_print_module(stdout, m);
+}
+
+/* Loads, elaborates and runs the pipeline; returns the module or NULL. */
+static IrModule *build(Opts *o, Diag *d, FeProgram **pp, FeResult *r, const char *stop,
+                       void (*after)(const char *, IrModule *, void *), void *user) {
+  FeProgram *p = load(o, d);
+  *pp = p;
+  memset(r, 0, sizeof *r);
+  if (!p || d->errors) return NULL;
+  const char *model = pick_model(p, o, d);
+  if (!model || !fe_elaborate(p, model, r)) return NULL;
+  PassCtx cx = {.d = d, .plan = &r->plan, .train = &r->train};
+  if (!pass_run_pipeline(r->ir, &cx, stop, after, user)) return NULL;
+  return r->ir;
+}
+
+static int finish(Diag *d, FeProgram *p, FeResult *r, int rc) {
+  if (d->errors) {
+    fprintf(stderr, "%d error%s generated.\n", d->errors, d->errors == 1 ? "" : "s");
+    rc = EXIT_USER;
+  }
+  if (r->ir) ir_module_free(r->ir);
+  fe_free(p);
+  diag_free(d);
+  return rc;
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), k = strlen(suffix);
+  return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* dump-ir on IR text (.mmir): parse, verify, print again. */
+static int dump_ir_text(Opts *o) {
+  Diag d;
+  diag_init(&d);
+  const char *err = NULL;
+  uint32_t id = diag_load_file(&d, o->file, &err);
+  int rc = EXIT_USER;
+  if (!id) {
+    fprintf(stderr, "mmc: error: cannot read '%s': %s\n", o->file, err);
+  } else {
+    IrModule *m = ir_parse(&d, id);
+    if (m && ir_verify(m)) {
+      if (o->format && strcmp(o->format, "dot") == 0) ir_print_dot(stdout, m);
+      else ir_print_module(stdout, m);
+      rc = EXIT_OK;
+    }
+    if (m) ir_module_free(m);
+  }
+  if (d.errors) {
+    fprintf(stderr, "%d error%s generated.\n", d.errors, d.errors == 1 ? "" : "s");
+    rc = EXIT_USER;
+  }
+  diag_free(&d);
+  return rc;
+}
+
+static int cmd_dump_ir(Opts *o) {
+  if (ends_with(o->file, ".mmir")) return dump_ir_text(o);
+  Diag d;
+  diag_init(&d);
+  FeProgram *p;
+  FeResult r;
+  const char *last = pass_count ? pass_list[pass_count - 1].name : "lower";
+  DumpState s = {.after = o->after ? o->after : last, .dot = o->format && strcmp(o->format, "dot") == 0};
+  const char *stop = strcmp(s.after, "all") == 0 ? NULL : s.after;
+  IrModule *m = build(o, &d, &p, &r, stop, dump_after, &s);
+  return finish(&d, p, &r, m ? EXIT_OK : EXIT_USER);
+}
+
+/* ---- stats ---- */
+
+typedef struct ModStat {
+  char name[256];
+  int64_t params, trainable;
+} ModStat;
+
+static int cmd_stats(Opts *o) {
+  Diag d;
+  diag_init(&d);
+  FeProgram *p;
+  FeResult r;
+  IrModule *m = build(o, &d, &p, &r, "lower", NULL, NULL);
+  if (!m) return finish(&d, p, &r, EXIT_USER);
+  int64_t total = 0, trainable = 0, flops = 0, bytes = 0;
+  ModStat *mods = calloc((size_t)m->params.len + 1, sizeof *mods);
+  int nmods = 0;
+  for (int i = 0; i < m->params.len; i++) {
+    IrValue *v = m->params.items[i];
+    int64_t n = ir_numel(&v->shape);
+    total += n;
+    bytes += n * ir_dtype_size(v->dtype);
+    if (!v->frozen) trainable += n;
+    const char *dot = strchr(v->name, '.');
+    size_t len = dot ? (size_t)(dot - v->name) : strlen(v->name);
+    if (len > 255) len = 255;
+    int k = 0;
+    while (k < nmods && (strlen(mods[k].name) != len || strncmp(mods[k].name, v->name, len) != 0)) k++;
+    if (k == nmods) {
+      memcpy(mods[k].name, v->name, len);
+      mods[k].name[len] = 0;
+      nmods++;
+    }
+    mods[k].params += n;
+    if (!v->frozen) mods[k].trainable += n;
+  }
+  for (int fi = 0; fi < m->funcs.len; fi++) {
+    IrFunc *f = m->funcs.items[fi];
+    for (int i = 0; i < f->nodes.len; i++) flops += ir_flops(f->nodes.items[i]);
+  }
+  if (o->json) {
+    json_object *root = json_object_new_object();
+    json_object_object_add(root, "model", json_object_new_string(m->name));
+    json_object_object_add(root, "total_params", json_object_new_int64(total));
+    json_object_object_add(root, "trainable_params", json_object_new_int64(trainable));
+    json_object_object_add(root, "param_bytes", json_object_new_int64(bytes));
+    json_object *mj = json_object_new_object();
+    for (int k = 0; k < nmods; k++) {
+      json_object *e = json_object_new_object();
+      json_object_object_add(e, "params", json_object_new_int64(mods[k].params));
+      json_object_object_add(e, "trainable", json_object_new_int64(mods[k].trainable));
+      json_object_object_add(mj, mods[k].name, e);
+    }
+    json_object_object_add(root, "modules", mj);
+    json_object_object_add(root, "forward_flops", json_object_new_int64(flops));
+    json_object *inputs = json_object_new_object();
+    IrFunc *f = m->funcs.items[0];
+    for (int i = 0; i < f->inputs.len; i++) {
+      IrValue *v = f->inputs.items[i];
+      json_object *sh = json_object_new_array();
+      for (int k = 0; k < v->shape.rank; k++) json_object_array_add(sh, json_object_new_int64(v->shape.d[k]));
+      json_object_object_add(inputs, v->name, sh);
+    }
+    json_object_object_add(root, "inputs", inputs);
+    printf("%s\n", json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED));
+    json_object_put(root);
+  } else {
+    printf("model %s\n", m->name);
+    printf("  %-28s %16s %16s\n", "module", "parameters", "trainable");
+    for (int k = 0; k < nmods; k++)
+      printf("  %-28s %16lld %16lld\n", mods[k].name, (long long)mods[k].params, (long long)mods[k].trainable);
+    printf("  %-28s %16lld %16lld\n", "total", (long long)total, (long long)trainable);
+    printf("  parameter bytes   %lld (%.1f MiB)\n", (long long)bytes, (double)bytes / (1 << 20));
+    printf("  forward FLOPs     %lld (%.3f GFLOP) for inputs", (long long)flops, (double)flops / 1e9);
+    IrFunc *f = m->funcs.items[0];
+    for (int i = 0; i < f->inputs.len; i++) {
+      IrValue *v = f->inputs.items[i];
+      printf(" %s%s:%s[", i ? "," : "", v->name, ir_dtype_name(v->dtype));
+      for (int k = 0; k < v->shape.rank; k++) printf("%s%lld", k ? ", " : "", (long long)v->shape.d[k]);
+      printf("]");
+    }
+    printf("\n");
+  }
+  free(mods);
+  return finish(&d, p, &r, EXIT_OK);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage_all(stderr);
+    return EXIT_USAGE;
+  }
+  if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
+    usage_all(stdout);
+    return EXIT_OK;
+  }
+  Opts o = {0};
+  for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+    if (strcmp(argv[1], cmds[i].name) == 0) o.cmd = &cmds[i];
+  if (!o.cmd) {
+    fprintf(stderr, "mmc: unknown command '%s'\n", argv[1]);
+    usage_all(stderr);
+    return EXIT_USAGE;
+  }
+  int rc = parse_opts(argc, argv, &o);
+  if (rc < 0) {
+    if (strcmp(o.cmd->name, "check") == 0) rc = cmd_check(&o);
+    else if (strcmp(o.cmd->name, "dump-ir") == 0) rc = cmd_dump_ir(&o);
+    else rc = cmd_stats(&o);
+  }
+  for (int i = 0; i < o.noverrides; i++) free((void *)o.overrides[i].name);
+  return rc;
+}
