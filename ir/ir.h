@@ -241,4 +241,46 @@ struct IrShapeCtx {
   int bad_operand;
 };
 
+/* ---- additions (IR core helpers) ---- */
+
+/* Names of the other enums, and their inverses. */
+bool ir_role_parse(const char *s, IrRole *out);
+const char *ir_init_name(IrInitKind k); /* "none", "zeros", "ones", "fill", "normal", "uniform", "fan_in" */
+bool ir_init_parse(const char *s, IrInitKind *out);
+
+/* "[4, 64, 768]" into buf (truncated to n); returns buf. */
+char *ir_shape_str(char *buf, size_t n, const IrShape *s);
+/* Rank in 0..IR_MAX_RANK, every dim >= 1 and the element count <= 2^53. */
+bool ir_shape_valid(const IrShape *s);
+
+/* Appends v to the function's returned values. */
+void ir_func_add_result(IrModule *m, IrFunc *f, IrValue *v);
+/* Sets every node result's id to its print number (0, 1, ... in order). */
+void ir_func_renumber(IrFunc *f);
+
+/* A hash map from pointers or strings to (int64, pointer) pairs, allocated
+ * in an arena (value numbering, name tables, cotangent maps in passes).
+ * String keys are not copied: they must outlive the map. */
+typedef struct IrMapSlot {
+  const void *key; /* NULL = empty */
+  uint64_t hash;
+  int64_t i;
+  void *p;
+} IrMapSlot;
+typedef struct IrMap {
+  Arena *arena;
+  bool str_keys;
+  IrMapSlot *slots;
+  int cap, len;
+} IrMap;
+void ir_map_init(IrMap *mp, Arena *a, bool str_keys);
+/* Slot for key, created (i = 0, p = NULL) if absent. */
+IrMapSlot *ir_map_put(IrMap *mp, const void *key);
+IrMapSlot *ir_map_get(const IrMap *mp, const void *key); /* or NULL */
+
+/* The shape rule of each op (ir_shape.c), as named in ops.def. */
+#define OP(N, ...) bool ir_shape_##N(IrShapeCtx *cx);
+#include "ops.def"
+#undef OP
+
 #endif

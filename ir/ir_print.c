@@ -1,0 +1,425 @@
+/* The IR text form (see the top of ir.h) and a Graphviz view.
+ *
+ * Node results are renumbered 0, 1, ... in print order, so a printed module
+ * never shows the gaps that rewrites leave; function inputs print with their
+ * names and parameters as @name. Every float prints in the shortest form
+ * that strtod reads back to the same double, so print -> parse -> print is
+ * byte-identical. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir.h"
+
+typedef struct Printer {
+  FILE *out;
+  const IrModule *m;
+  bool use_map; /* number values through `num` (else their stored ids) */
+  IrMap num;    /* IrValue* -> i: print number; p: kind (see below) */
+} Printer;
+
+enum { VK_PARAM = 1, VK_INPUT, VK_RESULT };
+
+/* ---- lexical pieces shared with the parser's conventions ---- */
+
+static bool bare_char(int c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+         c == '$' || c == '-';
+}
+
+static void print_string(FILE *out, const char *s) {
+  fputc('"', out);
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    if (*p == '"' || *p == '\\')
+      fprintf(out, "\\%c", *p);
+    else if (*p < 0x20 || *p == 0x7f)
+      fprintf(out, "\\%02X", *p);
+    else
+      fputc(*p, out);
+  }
+  fputc('"', out);
+}
+
+/* @name / %name: bare when it can be, else quoted. A %name made only of
+ * digits is quoted so that it cannot be read as a numbered result. */
+static void print_name(FILE *out, char sigil, const char *s) {
+  bool bare = *s != 0, digits = true;
+  for (const char *p = s; *p; p++) {
+    if (!bare_char((unsigned char)*p)) bare = false;
+    if (*p < '0' || *p > '9') digits = false;
+  }
+  fputc(sigil, out);
+  if (bare && !(sigil == '%' && digits))
+    fputs(s, out);
+  else
+    print_string(out, s);
+}
+
+/* Shortest %.Ng that strtod reads back exactly; an integral value whose
+ * plain digits are no longer than that prints plain (10000, not 1e+04). */
+static void fmt_float(char *buf, size_t n, double x) {
+  if (isnan(x)) {
+    snprintf(buf, n, "nan");
+    return;
+  }
+  for (int p = 1; p <= 17; p++) {
+    snprintf(buf, n, "%.*g", p, x);
+    double y = strtod(buf, NULL);
+    if (y == x && signbit(y) == signbit(x)) break;
+  }
+  if (x == trunc(x) && fabs(x) < 1e17 && strchr(buf, 'e')) {
+    char plain[40];
+    snprintf(plain, sizeof plain, "%.0f", x);
+    if (strlen(plain) <= strlen(buf)) snprintf(buf, n, "%s", plain);
+  }
+}
+
+static void print_float(FILE *out, double x) {
+  char buf[40];
+  fmt_float(buf, sizeof buf, x);
+  fputs(buf, out);
+}
+
+static void print_loc(const Printer *p, SrcLoc loc) {
+  if (!loc.file) return;
+  fputs(" loc(", p->out);
+  print_string(p->out, p->m->diag ? diag_path(p->m->diag, loc) : "<unknown>");
+  fprintf(p->out, ":%u:%u)", loc.line, loc.col);
+}
+
+static void print_layer(const Printer *p, int group, int layer) {
+  if (group < 0) return;
+  const IrGroup *g = group < p->m->groups.len ? p->m->groups.items[group] : NULL;
+  fputs(" layer(", p->out);
+  print_string(p->out, g ? g->name : "?");
+  fprintf(p->out, ", %d)", layer);
+}
+
+static void print_type(const Printer *p, const IrValue *v) {
+  FILE *out = p->out;
+  fprintf(out, "%s[", ir_dtype_name(v->dtype));
+  for (int i = 0; i < v->shape.rank && i < IR_MAX_RANK; i++)
+    fprintf(out, "%s%lld", i ? ", " : "", (long long)v->shape.d[i]);
+  fputs("]{", out);
+  for (int a = 0; a < IR_NAXES; a++) {
+    fprintf(out, "%s%s:", a ? ", " : "", ir_axis_name((IrAxis)a));
+    switch (v->pl[a].kind) {
+    case IR_PL_B: fputc('B', out); break;
+    case IR_PL_S: fprintf(out, "S(%d)", v->pl[a].dim); break;
+    case IR_PL_P: fputc('P', out); break;
+    default: fputc('?', out); break;
+    }
+  }
+  fputc('}', out);
+}
+
+static bool is_param(const IrModule *m, const IrValue *v) {
+  for (int i = 0; i < m->params.len; i++)
+    if (m->params.items[i] == v) return true;
+  return false;
+}
+
+static void print_ref(const Printer *p, const IrValue *v) {
+  if (!v) {
+    fputs("%<null>", p->out);
+    return;
+  }
+  if (p->use_map) {
+    const IrMapSlot *s = ir_map_get(&p->num, v);
+    if (s && s->p == (void *)VK_RESULT) {
+      fprintf(p->out, "%%%lld", (long long)s->i);
+      return;
+    }
+    if (s) {
+      print_name(p->out, s->p == (void *)VK_PARAM ? '@' : '%', v->name ? v->name : "?");
+      return;
+    }
+  }
+  /* not numbered: a value of another function (broken module), or a single
+   * node printed on its own */
+  if (v->def)
+    fprintf(p->out, "%%%d", v->id);
+  else
+    print_name(p->out, is_param(p->m, v) ? '@' : '%', v->name ? v->name : "?");
+}
+
+static void print_attr_value(FILE *out, IrAttrKind kind, const IrAttrVal *v) {
+  switch (kind) {
+  case IR_AK_INT: fprintf(out, "%lld", (long long)v->i); break;
+  case IR_AK_INTS:
+    fputc('[', out);
+    for (int i = 0; i < v->nints; i++) fprintf(out, "%s%lld", i ? ", " : "", (long long)v->ints[i]);
+    fputc(']', out);
+    break;
+  case IR_AK_FLOAT: print_float(out, v->f); break;
+  case IR_AK_BOOL: fputs(v->i ? "true" : "false", out); break;
+  case IR_AK_STR: print_string(out, v->s ? v->s : ""); break;
+  case IR_AK_DTYPE: fputs(ir_dtype_name((IrDType)v->i), out); break;
+  }
+}
+
+static void print_node(const Printer *p, const IrNode *n, const char *indent) {
+  FILE *out = p->out;
+  fputs(indent, out);
+  for (int j = 0; j < n->nout; j++) {
+    if (j) fputs(", ", out);
+    print_ref(p, n->out[j]);
+  }
+  fprintf(out, " = %s(", (unsigned)n->op < IR_OP_COUNT ? ir_ops[n->op].name : "?");
+  for (int i = 0; i < n->nin; i++) {
+    if (i) fputs(", ", out);
+    print_ref(p, n->in[i]);
+  }
+  fputc(')', out);
+  if (n->attrs.set) {
+    fputs(" {", out);
+    bool first = true;
+    for (int k = 0; k < IR_ATTR_COUNT; k++) {
+      if (!(n->attrs.set >> k & 1)) continue;
+      fprintf(out, "%s%s = ", first ? "" : ", ", ir_attrs[k].name);
+      print_attr_value(out, ir_attrs[k].kind, &n->attrs.v[k]);
+      first = false;
+    }
+    fputc('}', out);
+  }
+  fputs(" : ", out);
+  for (int j = 0; j < n->nout; j++) {
+    if (j) fputs(", ", out);
+    print_type(p, n->out[j]);
+    if (n->out[j]->role != IR_ROLE_ACT) fprintf(out, " role(%s)", ir_role_name(n->out[j]->role));
+  }
+  print_layer(p, n->group, n->layer);
+  if (n->scope) {
+    fputs(" scope(", out);
+    print_string(out, n->scope);
+    fputc(')', out);
+  }
+  print_loc(p, n->loc);
+  fputc('\n', out);
+}
+
+void ir_print_node(FILE *out, const IrModule *m, const IrNode *n) {
+  Printer p = {.out = out, .m = m};
+  print_node(&p, n, "");
+}
+
+static void print_param(const Printer *p, const IrValue *v) {
+  FILE *out = p->out;
+  fputs("param ", out);
+  print_name(out, '@', v->name ? v->name : "?");
+  fputs(" : ", out);
+  print_type(p, v);
+  if (v->role != IR_ROLE_PARAM) fprintf(out, " role(%s)", ir_role_name(v->role));
+  const IrInit *in = &v->init;
+  switch (in->kind) {
+  case IR_INIT_NONE: break;
+  case IR_INIT_ZEROS:
+  case IR_INIT_ONES: fprintf(out, " init(%s)", ir_init_name(in->kind)); break;
+  case IR_INIT_UNIFORM:
+    fprintf(out, " init(%s, ", ir_init_name(in->kind));
+    print_float(out, in->a);
+    fputs(", ", out);
+    print_float(out, in->b);
+    fputc(')', out);
+    break;
+  default:
+    fprintf(out, " init(%s, ", ir_init_name(in->kind));
+    print_float(out, in->a);
+    fputc(')', out);
+    break;
+  }
+  if (v->frozen) fputs(" frozen", out);
+  print_layer(p, v->group, v->layer);
+  print_loc(p, v->loc);
+  fputc('\n', out);
+}
+
+static void print_func(Printer *p, const IrFunc *f, Arena *scratch) {
+  FILE *out = p->out;
+  ir_map_init(&p->num, scratch, false);
+  for (int i = 0; i < p->m->params.len; i++) ir_map_put(&p->num, p->m->params.items[i])->p = (void *)VK_PARAM;
+  for (int i = 0; i < f->inputs.len; i++) ir_map_put(&p->num, f->inputs.items[i])->p = (void *)VK_INPUT;
+  int id = 0;
+  for (int i = 0; i < f->nodes.len; i++) {
+    const IrNode *n = f->nodes.items[i];
+    for (int j = 0; j < n->nout; j++) {
+      IrMapSlot *s = ir_map_put(&p->num, n->out[j]);
+      s->i = id++;
+      s->p = (void *)VK_RESULT;
+    }
+  }
+  p->use_map = true;
+
+  fputs("func ", out);
+  print_name(out, '@', f->name);
+  fputc('(', out);
+  for (int i = 0; i < f->inputs.len; i++) {
+    const IrValue *v = f->inputs.items[i];
+    if (i) fputs(", ", out);
+    print_name(out, '%', v->name ? v->name : "?");
+    fputs(" : ", out);
+    print_type(p, v);
+    if (v->role != IR_ROLE_INPUT) fprintf(out, " role(%s)", ir_role_name(v->role));
+    print_loc(p, v->loc);
+  }
+  fputs(") {\n", out);
+  for (int i = 0; i < f->nodes.len; i++) print_node(p, f->nodes.items[i], "  ");
+  fputs("  return", out);
+  for (int i = 0; i < f->results.len; i++) {
+    fputs(i ? ", " : " ", out);
+    print_ref(p, f->results.items[i]);
+  }
+  fputs("\n}\n", out);
+  p->use_map = false;
+}
+
+void ir_print_module(FILE *out, const IrModule *m) {
+  Arena scratch;
+  arena_init(&scratch);
+  Printer p = {.out = out, .m = m};
+  fputs("module ", out);
+  print_name(out, '@', m->name ? m->name : "module");
+  fputs(" mesh(", out);
+  for (int a = 0; a < IR_NAXES; a++) fprintf(out, "%s%s = %d", a ? ", " : "", ir_axis_name((IrAxis)a), m->mesh[a]);
+  fputs(")\n", out);
+  for (int i = 0; i < m->groups.len; i++) {
+    const IrGroup *g = m->groups.items[i];
+    fputs("group ", out);
+    print_string(out, g->name);
+    fprintf(out, " layers %d\n", g->nlayers);
+  }
+  for (int i = 0; i < m->params.len; i++) print_param(&p, m->params.items[i]);
+  for (int i = 0; i < m->funcs.len; i++) print_func(&p, m->funcs.items[i], &scratch);
+  arena_free(&scratch);
+}
+
+/* ---- Graphviz ---- */
+
+static void dot_escape(FILE *out, const char *s) {
+  for (; *s; s++) {
+    if (*s == '"' || *s == '\\') fputc('\\', out);
+    fputc(*s == '\n' ? ' ' : *s, out);
+  }
+}
+
+static void dot_type(FILE *out, const IrValue *v) {
+  char buf[200];
+  fprintf(out, "%s%s", ir_dtype_name(v->dtype), ir_shape_str(buf, sizeof buf, &v->shape));
+}
+
+/* Length of the first `depth` dot-separated components of s (or of all of
+ * it when it has fewer); sets *full when s has exactly that many. */
+static size_t scope_prefix(const char *s, int depth, bool *full) {
+  size_t i = 0;
+  for (int d = 0; s[i]; i++)
+    if (s[i] == '.' && ++d == depth) {
+      *full = false;
+      return i;
+    }
+  *full = true;
+  return i;
+}
+
+static bool prefix_eq(const char *a, size_t la, const char *b, size_t lb) { return la == lb && !memcmp(a, b, la); }
+
+static void dot_node(FILE *out, int fi, int ni, const IrNode *n, const char *indent) {
+  fprintf(out, "%sf%d_n%d [label=\"%s\\n", indent, fi, ni, (unsigned)n->op < IR_OP_COUNT ? ir_ops[n->op].name : "?");
+  for (int j = 0; j < n->nout; j++) {
+    if (j) fputs(", ", out);
+    dot_type(out, n->out[j]);
+  }
+  fputs("\"];\n", out);
+}
+
+void ir_print_dot(FILE *out, const IrModule *m) {
+  Arena scratch;
+  arena_init(&scratch);
+  IrMap where; /* IrValue* -> its dot node name */
+  ir_map_init(&where, &scratch, false);
+  int cluster = 0;
+
+  fputs("digraph \"", out);
+  dot_escape(out, m->name ? m->name : "module");
+  fputs("\" {\n  rankdir=TB;\n  node [shape=ellipse, fontname=\"monospace\", fontsize=10];\n", out);
+  for (int i = 0; i < m->params.len; i++) {
+    const IrValue *v = m->params.items[i];
+    fprintf(out, "  p%d [shape=box, label=\"@", i);
+    dot_escape(out, v->name ? v->name : "?");
+    fputs("\\n", out);
+    dot_type(out, v);
+    fputs("\"];\n", out);
+    ir_map_put(&where, v)->p = arena_printf(&scratch, "p%d", i);
+  }
+  for (int fi = 0; fi < m->funcs.len; fi++) {
+    const IrFunc *f = m->funcs.items[fi];
+    fprintf(out, "  subgraph cluster_%d {\n    label=\"func @", cluster++);
+    dot_escape(out, f->name);
+    fputs("\";\n", out);
+    for (int i = 0; i < f->inputs.len; i++) {
+      const IrValue *v = f->inputs.items[i];
+      fprintf(out, "    f%d_i%d [shape=invhouse, label=\"%%", fi, i);
+      dot_escape(out, v->name ? v->name : "?");
+      fputs("\\n", out);
+      dot_type(out, v);
+      fputs("\"];\n", out);
+      ir_map_put(&where, v)->p = arena_printf(&scratch, "f%d_i%d", fi, i);
+    }
+    int nn = f->nodes.len;
+    bool *done = ARENA_ARRAY(&scratch, bool, nn ? nn : 1);
+    for (int i = 0; i < nn; i++) {
+      const IrNode *n = f->nodes.items[i];
+      char *name = arena_printf(&scratch, "f%d_n%d", fi, i);
+      for (int j = 0; j < n->nout; j++) ir_map_put(&where, n->out[j])->p = name;
+      if (!n->scope) {
+        dot_node(out, fi, i, n, "    ");
+        done[i] = true;
+      }
+    }
+    /* one cluster per depth-1 scope prefix ("h"), holding one per depth-2
+     * prefix ("h.0") */
+    for (int i = 0; i < nn; i++) {
+      if (done[i]) continue;
+      const char *s1 = ((const IrNode *)f->nodes.items[i])->scope;
+      bool full;
+      size_t l1 = scope_prefix(s1, 1, &full);
+      fprintf(out, "    subgraph cluster_%d {\n      label=\"", cluster++);
+      dot_escape(out, arena_strndup(&scratch, s1, l1));
+      fputs("\";\n", out);
+      for (int j = i; j < nn; j++) {
+        const IrNode *a = f->nodes.items[j];
+        if (done[j] || !prefix_eq(a->scope, scope_prefix(a->scope, 1, &full), s1, l1)) continue;
+        if (full) { /* the scope is the depth-1 prefix itself */
+          dot_node(out, fi, j, a, "      ");
+          done[j] = true;
+          continue;
+        }
+        size_t l2 = scope_prefix(a->scope, 2, &full);
+        fprintf(out, "      subgraph cluster_%d {\n        label=\"", cluster++);
+        dot_escape(out, arena_strndup(&scratch, a->scope, l2));
+        fputs("\";\n", out);
+        for (int k = j; k < nn; k++) {
+          const IrNode *b = f->nodes.items[k];
+          if (done[k] || !prefix_eq(b->scope, scope_prefix(b->scope, 2, &full), a->scope, l2)) continue;
+          dot_node(out, fi, k, b, "        ");
+          done[k] = true;
+        }
+        fputs("      }\n", out);
+      }
+      fputs("    }\n", out);
+    }
+    fprintf(out, "    f%d_ret [shape=plaintext, label=\"return\"];\n  }\n", fi);
+    for (int i = 0; i < nn; i++) {
+      const IrNode *n = f->nodes.items[i];
+      for (int k = 0; k < n->nin; k++) {
+        const IrMapSlot *s = n->in[k] ? ir_map_get(&where, n->in[k]) : NULL;
+        if (s) fprintf(out, "  %s -> f%d_n%d;\n", (const char *)s->p, fi, i);
+      }
+    }
+    for (int i = 0; i < f->results.len; i++) {
+      const IrMapSlot *s = ir_map_get(&where, f->results.items[i]);
+      if (s) fprintf(out, "  %s -> f%d_ret;\n", (const char *)s->p, fi);
+    }
+  }
+  fputs("}\n", out);
+  arena_free(&scratch);
+}

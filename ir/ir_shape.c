@@ -1,0 +1,495 @@
+/* Shape rules, one per op of ops.def (ir_shape_NAME). A rule reads the
+ * operand dtypes and shapes and the node's attributes, and either writes the
+ * result types or a one-line message "op: what is wrong" into cx->err (with
+ * cx->bad_operand naming the operand at fault) and returns false.
+ * Rules assume operand shapes are valid (rank <= IR_MAX_RANK, dims >= 1);
+ * ir_build checks the results for element-count overflow afterwards.
+ * Attribute values may come from parsed text, so every integer is checked
+ * before it is used in arithmetic. */
+#include <stdarg.h>
+#include <string.h>
+
+#include "ir.h"
+
+#define SHAPE_BUF 200
+
+static const char *opname(const IrShapeCtx *cx) { return ir_ops[cx->node->op].name; }
+
+static bool fail(IrShapeCtx *cx, int bad, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bool fail(IrShapeCtx *cx, int bad, const char *fmt, ...) {
+  cx->bad_operand = bad;
+  int k = snprintf(cx->err, cx->errlen, "%s: ", opname(cx));
+  if (k < 0 || (size_t)k >= cx->errlen) return false;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(cx->err + k, cx->errlen - (size_t)k, fmt, ap);
+  va_end(ap);
+  return false;
+}
+
+/* Formats a shape into one of a few rotating buffers, so that a message can
+ * name several shapes. */
+static const char *sh(const IrShape *s) {
+  static _Thread_local char bufs[4][SHAPE_BUF];
+  static _Thread_local int next;
+  char *b = bufs[next++ & 3];
+  return ir_shape_str(b, SHAPE_BUF, s);
+}
+
+static const IrShape *in_shape(const IrShapeCtx *cx, int i) { return cx->in_shape[i]; }
+static int rank(const IrShapeCtx *cx, int i) { return cx->in_shape[i]->rank; }
+static int64_t dim(const IrShapeCtx *cx, int i, int d) { return cx->in_shape[i]->d[d]; }
+static int64_t last(const IrShapeCtx *cx, int i) { return dim(cx, i, rank(cx, i) - 1); }
+static const char *dt(const IrShapeCtx *cx, int i) { return ir_dtype_name(cx->in_dtype[i]); }
+
+static const IrAttrVal *attr(const IrShapeCtx *cx, IrAttrId id) { return &cx->node->attrs.v[id]; }
+static bool has(const IrShapeCtx *cx, IrAttrId id) { return ir_attrs_has(&cx->node->attrs, id); }
+
+static bool is_int(IrDType t) { return t == IR_I32 || t == IR_I64 || t == IR_U8; }
+
+static void set_out(IrShapeCtx *cx, IrDType t, const IrShape *s) {
+  cx->out_dtype[0] = t;
+  cx->out_shape[0] = *s;
+}
+
+static void set_scalar(IrShapeCtx *cx, IrDType t) {
+  cx->out_dtype[0] = t;
+  memset(&cx->out_shape[0], 0, sizeof(IrShape));
+}
+
+/* ---- checks shared by the rules ---- */
+
+static bool need_float(IrShapeCtx *cx, int i) {
+  if (ir_dtype_is_float(cx->in_dtype[i])) return true;
+  if (cx->nin == 1) return fail(cx, i, "expected a floating-point dtype, got %s", dt(cx, i));
+  return fail(cx, i, "operand %d: expected a floating-point dtype, got %s", i, dt(cx, i));
+}
+
+static bool need_int(IrShapeCtx *cx, int i, const char *what) {
+  if (is_int(cx->in_dtype[i])) return true;
+  return fail(cx, i, "%s must have an integer dtype, got %s", what, dt(cx, i));
+}
+
+static bool same_dtype(IrShapeCtx *cx, int i, int j) {
+  if (cx->in_dtype[i] == cx->in_dtype[j]) return true;
+  return fail(cx, j, "operand dtypes differ: %s and %s", dt(cx, i), dt(cx, j));
+}
+
+static bool need_rank(IrShapeCtx *cx, int i, int r, const char *what) {
+  if (rank(cx, i) == r) return true;
+  return fail(cx, i, "%s must have rank %d, got %s", what, r, sh(in_shape(cx, i)));
+}
+
+static bool need_rank_min(IrShapeCtx *cx, int i, int r, const char *what) {
+  if (rank(cx, i) >= r) return true;
+  return fail(cx, i, "%s must have rank >= %d, got %s", what, r, sh(in_shape(cx, i)));
+}
+
+/* Operand i must be the vector [c] (weights and biases of norms, conv bias). */
+static bool need_vec(IrShapeCtx *cx, int i, int64_t c, const char *what) {
+  if (rank(cx, i) == 1 && dim(cx, i, 0) == c) return true;
+  return fail(cx, i, "%s must have shape [%lld], got %s", what, (long long)c, sh(in_shape(cx, i)));
+}
+
+/* Numpy broadcasting of a and b (aligned at the trailing dim) into out;
+ * `what` names the pair in the message. */
+static bool broadcast(IrShapeCtx *cx, const IrShape *a, const IrShape *b, IrShape *out, int bad) {
+  int r = a->rank > b->rank ? a->rank : b->rank;
+  out->rank = r;
+  for (int k = 0; k < r; k++) {
+    int ia = k - (r - a->rank), ib = k - (r - b->rank);
+    int64_t da = ia >= 0 ? a->d[ia] : 1, db = ib >= 0 ? b->d[ib] : 1;
+    if (da != db && da != 1 && db != 1)
+      return fail(cx, bad, "shapes %s and %s do not broadcast (dim %d: %lld vs %lld)", sh(a), sh(b), k,
+                  (long long)da, (long long)db);
+    out->d[k] = da == 1 ? db : da;
+  }
+  return true;
+}
+
+/* Normalises a (possibly negative) axis of a rank-r operand. */
+static bool norm_axis(IrShapeCtx *cx, int64_t axis, int r, int *out) {
+  if (axis < -r || axis >= r) return fail(cx, 0, "axis %lld is out of range for rank %d", (long long)axis, r);
+  *out = (int)(axis < 0 ? axis + r : axis);
+  return true;
+}
+
+/* ---- elementwise ---- */
+
+static bool binary(IrShapeCtx *cx, bool float_only) {
+  if (!same_dtype(cx, 0, 1)) return false;
+  if (float_only && !need_float(cx, 0)) return false;
+  IrShape out;
+  if (!broadcast(cx, in_shape(cx, 0), in_shape(cx, 1), &out, 1)) return false;
+  set_out(cx, cx->in_dtype[0], &out);
+  return true;
+}
+
+static bool unary(IrShapeCtx *cx, bool float_only) {
+  if (float_only && !need_float(cx, 0)) return false;
+  set_out(cx, cx->in_dtype[0], in_shape(cx, 0));
+  return true;
+}
+
+bool ir_shape_ADD(IrShapeCtx *cx) { return binary(cx, false); }
+bool ir_shape_SUB(IrShapeCtx *cx) { return binary(cx, false); }
+bool ir_shape_MUL(IrShapeCtx *cx) { return binary(cx, false); }
+bool ir_shape_DIV(IrShapeCtx *cx) { return binary(cx, false); }
+bool ir_shape_POW(IrShapeCtx *cx) { return binary(cx, true); }
+bool ir_shape_ADD_SCALAR(IrShapeCtx *cx) { return unary(cx, false); }
+bool ir_shape_MUL_SCALAR(IrShapeCtx *cx) { return unary(cx, false); }
+bool ir_shape_POW_SCALAR(IrShapeCtx *cx) { return unary(cx, true); }
+bool ir_shape_NEG(IrShapeCtx *cx) { return unary(cx, false); }
+bool ir_shape_EXP(IrShapeCtx *cx) { return unary(cx, true); }
+bool ir_shape_LOG(IrShapeCtx *cx) { return unary(cx, true); }
+bool ir_shape_SQRT(IrShapeCtx *cx) { return unary(cx, true); }
+bool ir_shape_RSQRT(IrShapeCtx *cx) { return unary(cx, true); }
+bool ir_shape_TANH(IrShapeCtx *cx) { return unary(cx, true); }
+bool ir_shape_SIGMOID(IrShapeCtx *cx) { return unary(cx, true); }
+bool ir_shape_RELU(IrShapeCtx *cx) { return unary(cx, false); }
+bool ir_shape_GELU(IrShapeCtx *cx) { return unary(cx, true); }
+bool ir_shape_GELU_TANH(IrShapeCtx *cx) { return unary(cx, true); }
+bool ir_shape_SILU(IrShapeCtx *cx) { return unary(cx, true); }
+
+bool ir_shape_CAST(IrShapeCtx *cx) {
+  int64_t t = attr(cx, IR_ATTR_DTYPE)->i;
+  if (t < 0 || t >= IR_DTYPE_COUNT) return fail(cx, -1, "invalid dtype #%lld", (long long)t);
+  set_out(cx, (IrDType)t, in_shape(cx, 0));
+  return true;
+}
+
+bool ir_shape_DROPOUT(IrShapeCtx *cx) {
+  double p = attr(cx, IR_ATTR_P)->f;
+  if (!(p >= 0 && p < 1)) return fail(cx, -1, "p must be in [0, 1), got %g", p);
+  return unary(cx, true);
+}
+
+/* ---- creation ---- */
+
+/* Reads a shape attribute (dims >= 1) into s. */
+static bool shape_attr(IrShapeCtx *cx, IrAttrId id, IrShape *s) {
+  const IrAttrVal *v = attr(cx, id);
+  if (v->nints > IR_MAX_RANK)
+    return fail(cx, -1, "%s has rank %d, more than the maximum %d", ir_attrs[id].name, v->nints, IR_MAX_RANK);
+  s->rank = v->nints;
+  for (int i = 0; i < v->nints; i++) {
+    if (v->ints[i] < 1)
+      return fail(cx, -1, "%s dim %d is %lld; dims must be >= 1", ir_attrs[id].name, i, (long long)v->ints[i]);
+    s->d[i] = v->ints[i];
+  }
+  return true;
+}
+
+bool ir_shape_FULL(IrShapeCtx *cx) {
+  IrShape s = {0};
+  if (!shape_attr(cx, IR_ATTR_SHAPE, &s)) return false;
+  int64_t t = attr(cx, IR_ATTR_DTYPE)->i;
+  if (t < 0 || t >= IR_DTYPE_COUNT) return fail(cx, -1, "invalid dtype #%lld", (long long)t);
+  set_out(cx, (IrDType)t, &s);
+  return true;
+}
+
+/* ---- contractions ---- */
+
+bool ir_shape_MATMUL(IrShapeCtx *cx) {
+  if (!need_rank_min(cx, 0, 2, "operand 0") || !need_rank_min(cx, 1, 2, "operand 1")) return false;
+  if (!same_dtype(cx, 0, 1) || !need_float(cx, 0)) return false;
+  int ra = rank(cx, 0), rb = rank(cx, 1);
+  int64_t k0 = dim(cx, 0, ra - 1), k1 = dim(cx, 1, rb - 2);
+  if (k0 != k1) return fail(cx, 1, "inner dimensions differ: %lld vs %lld", (long long)k0, (long long)k1);
+  IrShape ba = *in_shape(cx, 0), bb = *in_shape(cx, 1), out;
+  ba.rank -= 2;
+  bb.rank -= 2;
+  if (!broadcast(cx, &ba, &bb, &out, 1)) return false;
+  out.d[out.rank++] = dim(cx, 0, ra - 2);
+  out.d[out.rank++] = dim(cx, 1, rb - 1);
+  set_out(cx, cx->in_dtype[0], &out);
+  return true;
+}
+
+bool ir_shape_LINEAR(IrShapeCtx *cx) {
+  if (!need_rank_min(cx, 0, 1, "input") || !need_rank(cx, 1, 2, "weight")) return false;
+  if (!same_dtype(cx, 0, 1) || !need_float(cx, 0)) return false;
+  if (last(cx, 0) != dim(cx, 1, 1))
+    return fail(cx, 1, "input features differ: input %s has %lld, weight %s expects %lld", sh(in_shape(cx, 0)),
+                (long long)last(cx, 0), sh(in_shape(cx, 1)), (long long)dim(cx, 1, 1));
+  IrShape out = *in_shape(cx, 0);
+  out.d[out.rank - 1] = dim(cx, 1, 0);
+  set_out(cx, cx->in_dtype[0], &out);
+  return true;
+}
+
+/* x[B, Cin, *spatial], w[Cout, Cin, *kernel], bias[Cout];
+ * out[B, Cout, (dim + 2 * pad - kernel) / stride + 1 ...]. */
+static bool conv(IrShapeCtx *cx, int nsp) {
+  int r = nsp + 2;
+  if (!need_rank(cx, 0, r, "input") || !need_rank(cx, 1, r, "weight")) return false;
+  if (!same_dtype(cx, 0, 1) || !need_float(cx, 0)) return false;
+  if (dim(cx, 0, 1) != dim(cx, 1, 1))
+    return fail(cx, 1, "input channels differ: input %s has %lld, weight %s expects %lld", sh(in_shape(cx, 0)),
+                (long long)dim(cx, 0, 1), sh(in_shape(cx, 1)), (long long)dim(cx, 1, 1));
+  const IrAttrVal *st = attr(cx, IR_ATTR_STRIDE), *pd = attr(cx, IR_ATTR_PADDING);
+  if (st->nints != nsp) return fail(cx, -1, "stride needs %d values, got %d", nsp, st->nints);
+  if (pd->nints != nsp) return fail(cx, -1, "padding needs %d values, got %d", nsp, pd->nints);
+  IrShape out = {.rank = r};
+  out.d[0] = dim(cx, 0, 0);
+  out.d[1] = dim(cx, 1, 0);
+  for (int i = 0; i < nsp; i++) {
+    int64_t s = st->ints[i], p = pd->ints[i], x = dim(cx, 0, 2 + i), k = dim(cx, 1, 2 + i);
+    if (s < 1 || s > INT32_MAX) return fail(cx, -1, "stride %lld must be in [1, 2^31)", (long long)s);
+    if (p < 0 || p > INT32_MAX) return fail(cx, -1, "padding %lld must be in [0, 2^31)", (long long)p);
+    if (x + 2 * p < k)
+      return fail(cx, 1, "kernel %lld is larger than input dim %d of size %lld with padding %lld", (long long)k,
+                  2 + i, (long long)x, (long long)p);
+    out.d[2 + i] = (x + 2 * p - k) / s + 1;
+  }
+  if (cx->nin == 3) {
+    if (!same_dtype(cx, 0, 2) || !need_vec(cx, 2, out.d[1], "bias")) return false;
+  }
+  set_out(cx, cx->in_dtype[0], &out);
+  return true;
+}
+
+bool ir_shape_CONV2D(IrShapeCtx *cx) { return conv(cx, 2); }
+bool ir_shape_CONV3D(IrShapeCtx *cx) { return conv(cx, 3); }
+
+/* ---- normalisation ---- */
+
+static bool need_eps(IrShapeCtx *cx) {
+  double e = attr(cx, IR_ATTR_EPS)->f;
+  if (!(e >= 0) || e > 1e300) return fail(cx, -1, "eps must be a finite non-negative number, got %g", e);
+  return true;
+}
+
+/* Optional weight (operand 1) and bias (operand 2) of shape [c]. */
+static bool affine(IrShapeCtx *cx, int64_t c) {
+  static const char *const what[] = {"", "weight", "bias"};
+  for (int i = 1; i < cx->nin; i++)
+    if (!same_dtype(cx, 0, i) || !need_vec(cx, i, c, what[i])) return false;
+  return true;
+}
+
+bool ir_shape_LAYER_NORM(IrShapeCtx *cx) {
+  if (!need_rank_min(cx, 0, 1, "input") || !need_float(cx, 0) || !need_eps(cx)) return false;
+  if (!affine(cx, last(cx, 0))) return false;
+  return unary(cx, true);
+}
+
+bool ir_shape_RMS_NORM(IrShapeCtx *cx) { return ir_shape_LAYER_NORM(cx); }
+
+bool ir_shape_GROUP_NORM(IrShapeCtx *cx) {
+  if (!need_rank_min(cx, 0, 2, "input") || !need_float(cx, 0) || !need_eps(cx)) return false;
+  int64_t g = attr(cx, IR_ATTR_GROUPS)->i, c = dim(cx, 0, 1);
+  if (g < 1) return fail(cx, -1, "groups must be >= 1, got %lld", (long long)g);
+  if (c % g) return fail(cx, 0, "%lld channels do not divide into %lld groups", (long long)c, (long long)g);
+  if (!affine(cx, c)) return false;
+  return unary(cx, true);
+}
+
+bool ir_shape_SOFTMAX(IrShapeCtx *cx) {
+  int ax;
+  if (!need_float(cx, 0) || !norm_axis(cx, attr(cx, IR_ATTR_AXIS)->i, rank(cx, 0), &ax)) return false;
+  return unary(cx, true);
+}
+
+bool ir_shape_LOG_SOFTMAX(IrShapeCtx *cx) { return ir_shape_SOFTMAX(cx); }
+
+/* ---- reductions ---- */
+
+static bool reduce(IrShapeCtx *cx, bool float_only) {
+  if (float_only && !need_float(cx, 0)) return false;
+  const IrAttrVal *ax = attr(cx, IR_ATTR_AXES);
+  int r = rank(cx, 0);
+  bool keep = has(cx, IR_ATTR_KEEPDIM) && attr(cx, IR_ATTR_KEEPDIM)->i;
+  if (ax->nints == 0) return fail(cx, -1, "axes is empty");
+  bool reduced[IR_MAX_RANK] = {0};
+  for (int i = 0; i < ax->nints; i++) {
+    int a;
+    if (!norm_axis(cx, ax->ints[i], r, &a)) return false;
+    if (reduced[a]) return fail(cx, -1, "axis %d is listed twice", a);
+    reduced[a] = true;
+  }
+  IrShape out = {0};
+  for (int i = 0; i < r; i++) {
+    if (!reduced[i])
+      out.d[out.rank++] = dim(cx, 0, i);
+    else if (keep)
+      out.d[out.rank++] = 1;
+  }
+  set_out(cx, cx->in_dtype[0], &out);
+  return true;
+}
+
+bool ir_shape_SUM(IrShapeCtx *cx) { return reduce(cx, false); }
+bool ir_shape_MEAN(IrShapeCtx *cx) { return reduce(cx, true); }
+
+/* ---- layout ---- */
+
+bool ir_shape_RESHAPE(IrShapeCtx *cx) {
+  const IrAttrVal *v = attr(cx, IR_ATTR_SHAPE);
+  if (v->nints > IR_MAX_RANK)
+    return fail(cx, -1, "shape has rank %d, more than the maximum %d", v->nints, IR_MAX_RANK);
+  IrShape out = {.rank = v->nints};
+  for (int i = 0; i < v->nints; i++) out.d[i] = v->ints[i];
+  int hole = -1;
+  int64_t known = 1, n = ir_numel(in_shape(cx, 0));
+  for (int i = 0; i < v->nints; i++) {
+    int64_t d = v->ints[i];
+    if (d == -1) {
+      if (hole >= 0) return fail(cx, -1, "shape has more than one -1");
+      hole = i;
+    } else if (d < 1) {
+      return fail(cx, -1, "shape dim %d is %lld; dims must be >= 1 (or one -1)", i, (long long)d);
+    } else if (__builtin_mul_overflow(known, d, &known) || known > n) {
+      return fail(cx, 0, "cannot reshape %s (%lld elements) into %s", sh(in_shape(cx, 0)), (long long)n, sh(&out));
+    }
+  }
+  if (hole >= 0) {
+    if (n % known)
+      return fail(cx, 0, "cannot reshape %s (%lld elements) into %s", sh(in_shape(cx, 0)), (long long)n, sh(&out));
+    out.d[hole] = n / known;
+  } else if (known != n) {
+    return fail(cx, 0, "cannot reshape %s (%lld elements) into %s", sh(in_shape(cx, 0)), (long long)n, sh(&out));
+  }
+  set_out(cx, cx->in_dtype[0], &out);
+  return true;
+}
+
+bool ir_shape_TRANSPOSE(IrShapeCtx *cx) {
+  const IrAttrVal *v = attr(cx, IR_ATTR_PERM);
+  int r = rank(cx, 0);
+  bool seen[IR_MAX_RANK] = {0};
+  bool ok = v->nints == r;
+  for (int i = 0; ok && i < r; i++) {
+    int64_t p = v->ints[i];
+    ok = p >= 0 && p < r && !seen[p];
+    if (ok) seen[p] = true;
+  }
+  if (!ok) {
+    IrShape p = {.rank = v->nints > IR_MAX_RANK ? IR_MAX_RANK : v->nints};
+    for (int i = 0; i < p.rank; i++) p.d[i] = v->ints[i];
+    return fail(cx, -1, "perm %s%s is not a permutation of 0..%d", sh(&p), v->nints > IR_MAX_RANK ? "..." : "",
+                r - 1);
+  }
+  IrShape out = {.rank = r};
+  for (int i = 0; i < r; i++) out.d[i] = dim(cx, 0, (int)v->ints[i]);
+  set_out(cx, cx->in_dtype[0], &out);
+  return true;
+}
+
+bool ir_shape_SLICE(IrShapeCtx *cx) {
+  int ax;
+  if (!norm_axis(cx, attr(cx, IR_ATTR_AXIS)->i, rank(cx, 0), &ax)) return false;
+  int64_t start = attr(cx, IR_ATTR_START)->i, stop = attr(cx, IR_ATTR_STOP)->i;
+  int64_t step = has(cx, IR_ATTR_STEP) ? attr(cx, IR_ATTR_STEP)->i : 1, n = dim(cx, 0, ax);
+  if (step < 1) return fail(cx, -1, "step must be >= 1, got %lld", (long long)step);
+  if (!(0 <= start && start < stop && stop <= n))
+    return fail(cx, 0, "range [%lld:%lld] is not within dim %d of size %lld (need 0 <= start < stop <= %lld)",
+                (long long)start, (long long)stop, ax, (long long)n, (long long)n);
+  IrShape out = *in_shape(cx, 0);
+  out.d[ax] = 1 + (stop - start - 1) / step;
+  set_out(cx, cx->in_dtype[0], &out);
+  return true;
+}
+
+bool ir_shape_CONCAT(IrShapeCtx *cx) {
+  if (!need_rank_min(cx, 0, 1, "operand 0")) return false;
+  int r = rank(cx, 0), ax;
+  if (!norm_axis(cx, attr(cx, IR_ATTR_AXIS)->i, r, &ax)) return false;
+  IrShape out = *in_shape(cx, 0);
+  for (int i = 1; i < cx->nin; i++) {
+    if (!same_dtype(cx, 0, i)) return false;
+    if (rank(cx, i) != r)
+      return fail(cx, i, "operand %d has rank %d, operand 0 has rank %d", i, rank(cx, i), r);
+    for (int d = 0; d < r; d++)
+      if (d != ax && dim(cx, i, d) != out.d[d])
+        return fail(cx, i, "operand %d %s differs from operand 0 %s in dim %d (concatenating along axis %d)", i,
+                    sh(in_shape(cx, i)), sh(in_shape(cx, 0)), d, ax);
+    out.d[ax] += dim(cx, i, ax); /* dims are <= 2^53 and there are <= 64 operands */
+  }
+  set_out(cx, cx->in_dtype[0], &out);
+  return true;
+}
+
+bool ir_shape_EXPAND(IrShapeCtx *cx) {
+  IrShape out = {0};
+  if (!shape_attr(cx, IR_ATTR_SHAPE, &out)) return false;
+  int r = rank(cx, 0);
+  if (out.rank < r) return fail(cx, 0, "cannot expand %s to the lower rank %s", sh(in_shape(cx, 0)), sh(&out));
+  for (int i = 0; i < r; i++) {
+    int k = out.rank - r + i;
+    int64_t d = dim(cx, 0, i);
+    if (d != 1 && d != out.d[k])
+      return fail(cx, 0, "cannot expand %s to %s (dim %d: %lld vs %lld)", sh(in_shape(cx, 0)), sh(&out), k,
+                  (long long)d, (long long)out.d[k]);
+  }
+  set_out(cx, cx->in_dtype[0], &out);
+  return true;
+}
+
+/* ---- transformer pieces ---- */
+
+bool ir_shape_EMBEDDING(IrShapeCtx *cx) {
+  if (!need_int(cx, 0, "ids") || !need_rank(cx, 1, 2, "table")) return false;
+  if (rank(cx, 0) + 1 > IR_MAX_RANK)
+    return fail(cx, 0, "ids %s leave no room for the embedding dim (max rank %d)", sh(in_shape(cx, 0)), IR_MAX_RANK);
+  IrShape out = *in_shape(cx, 0);
+  out.d[out.rank++] = dim(cx, 1, 1);
+  set_out(cx, cx->in_dtype[1], &out);
+  return true;
+}
+
+bool ir_shape_ROPE(IrShapeCtx *cx) {
+  if (!need_rank(cx, 0, 4, "input [B, T, H, D]") || !need_float(cx, 0)) return false;
+  if (last(cx, 0) % 2) return fail(cx, 0, "head dim %lld must be even", (long long)last(cx, 0));
+  double th = attr(cx, IR_ATTR_THETA)->f;
+  if (!(th > 0) || th > 1e300) return fail(cx, -1, "theta must be a finite positive number, got %g", th);
+  if (has(cx, IR_ATTR_OFFSET) && attr(cx, IR_ATTR_OFFSET)->i < 0)
+    return fail(cx, -1, "offset must be >= 0, got %lld", (long long)attr(cx, IR_ATTR_OFFSET)->i);
+  return unary(cx, true);
+}
+
+/* q[B, T, H, D], k[B, S, KVH, D], v[B, S, KVH, Dv] -> [B, T, H, Dv] */
+bool ir_shape_ATTENTION(IrShapeCtx *cx) {
+  if (!need_rank(cx, 0, 4, "q [B, T, H, D]") || !need_rank(cx, 1, 4, "k [B, S, KVH, D]") ||
+      !need_rank(cx, 2, 4, "v [B, S, KVH, Dv]"))
+    return false;
+  if (!need_float(cx, 0) || !same_dtype(cx, 0, 1) || !same_dtype(cx, 0, 2)) return false;
+  if (dim(cx, 1, 0) != dim(cx, 0, 0) || dim(cx, 2, 0) != dim(cx, 0, 0)) {
+    int bad = dim(cx, 1, 0) != dim(cx, 0, 0) ? 1 : 2;
+    return fail(cx, bad, "batch sizes differ: q %s, %s %s", sh(in_shape(cx, 0)), bad == 1 ? "k" : "v",
+                sh(in_shape(cx, bad)));
+  }
+  if (dim(cx, 1, 1) != dim(cx, 2, 1) || dim(cx, 1, 2) != dim(cx, 2, 2))
+    return fail(cx, 2, "k %s and v %s differ in length or heads", sh(in_shape(cx, 1)), sh(in_shape(cx, 2)));
+  if (dim(cx, 0, 3) != dim(cx, 1, 3))
+    return fail(cx, 1, "head dims differ: q has %lld, k has %lld", (long long)dim(cx, 0, 3), (long long)dim(cx, 1, 3));
+  int64_t h = dim(cx, 0, 2), kvh = dim(cx, 1, 2);
+  if (h % kvh)
+    return fail(cx, 1, "%lld query heads are not a multiple of %lld key/value heads", (long long)h, (long long)kvh);
+  IrShape out = *in_shape(cx, 0);
+  out.d[3] = dim(cx, 2, 3);
+  set_out(cx, cx->in_dtype[0], &out);
+  return true;
+}
+
+/* ---- losses ---- */
+
+bool ir_shape_CROSS_ENTROPY(IrShapeCtx *cx) {
+  if (!need_rank_min(cx, 0, 1, "logits") || !need_float(cx, 0) || !need_int(cx, 1, "labels")) return false;
+  IrShape want = *in_shape(cx, 0);
+  want.rank--;
+  if (!ir_shape_eq(&want, in_shape(cx, 1)))
+    return fail(cx, 1, "labels %s must have the shape of logits %s without its last dim, %s", sh(in_shape(cx, 1)),
+                sh(in_shape(cx, 0)), sh(&want));
+  set_scalar(cx, IR_F32);
+  return true;
+}
+
+bool ir_shape_MSE(IrShapeCtx *cx) {
+  if (!same_dtype(cx, 0, 1) || !need_float(cx, 0)) return false;
+  if (!ir_shape_eq(in_shape(cx, 0), in_shape(cx, 1)))
+    return fail(cx, 1, "shapes differ: %s and %s", sh(in_shape(cx, 0)), sh(in_shape(cx, 1)));
+  set_scalar(cx, IR_F32);
+  return true;
+}
