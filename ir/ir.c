@@ -396,7 +396,8 @@ IrNode *ir_build(IrBuilder *b, IrOp op, IrValue **in, int nin, const IrAttrs *at
     if (!(set >> k & 1)) continue;
     IrAttrVal v = attrs->v[k];
     if (ir_attrs[k].kind == IR_AK_INTS) {
-      if (v.nints < 0) return FAIL("%s: attribute '%s' has a negative length", info->name, ir_attrs[k].name);
+      if (v.nints < 0 || (v.nints && !v.ints))
+        return FAIL("%s: attribute '%s' has no valid list", info->name, ir_attrs[k].name);
       int64_t *copy = ARENA_ARRAY(&m->arena, int64_t, v.nints ? v.nints : 1);
       if (v.nints) memcpy(copy, v.ints, sizeof(int64_t) * (size_t)v.nints);
       v.ints = copy;
@@ -465,15 +466,20 @@ static int64_t mul_sat(int64_t a, int64_t b) {
 
 static int64_t last_dim(const IrValue *v) { return v->shape.rank ? v->shape.d[v->shape.rank - 1] : 1; }
 
-/* 2 FLOPs per multiply-add; elementwise ops count k per result element.
- * Causal attention is reported in full (no halving). */
+/* 2 FLOPs per multiply-add. FL_ELEM ops count k per element of the larger
+ * of the result and the first operand: the result for pointwise ops (it is
+ * the broadcast shape), the input for reductions and losses (whose result
+ * is small or a scalar). Causal attention is reported in full (no halving). */
 int64_t ir_flops(const IrNode *n) {
   if ((unsigned)n->op >= IR_OP_COUNT || n->nout < 1) return 0;
   const IrOpInfo *info = &ir_ops[n->op];
   int64_t out = ir_numel(&n->out[0]->shape);
   switch (info->flop_kind) {
   case IR_FL_NONE: return 0;
-  case IR_FL_ELEM: return mul_sat(info->flop_per_elem, out);
+  case IR_FL_ELEM: {
+    int64_t in0 = n->nin ? ir_numel(&n->in[0]->shape) : 0;
+    return mul_sat(info->flop_per_elem, in0 > out ? in0 : out);
+  }
   case IR_FL_MATMUL: /* 2 * batch * M * N * K */
   case IR_FL_LINEAR: /* 2 * rows * N * K */
     return n->nin < 1 ? 0 : mul_sat(2, mul_sat(out, last_dim(n->in[0])));

@@ -306,6 +306,11 @@ static bool parse_string(Parser *p, const char *what, char **out) {
 
 /* ---- types and annotations ---- */
 
+/* The roles each kind of value may have (as the verifier checks them). */
+#define ROLES_PARAM (1u << IR_ROLE_PARAM | 1u << IR_ROLE_OPT | 1u << IR_ROLE_GRAD)
+#define ROLES_INPUT (1u << IR_ROLE_INPUT | 1u << IR_ROLE_ACT | 1u << IR_ROLE_GRAD | 1u << IR_ROLE_OPT)
+#define ROLES_RESULT (1u << IR_ROLE_ACT | 1u << IR_ROLE_GRAD | 1u << IR_ROLE_OPT)
+
 typedef struct Type {
   IrDType dtype;
   IrShape shape;
@@ -329,7 +334,7 @@ static bool parse_placement(Parser *p, Type *t) {
   if (!next(p)) return false;
   for (int k = 0; !is_punct(p, '}'); k++) {
     if (k && !expect_punct(p, ',', "between placements")) return false;
-    IrAxis a;
+    IrAxis a = IR_AX_DP;
     SrcLoc at = p->tok.loc;
     if (!parse_axis(p, &a)) return false;
     if (seen[a]) return error(p, at, "placement for axis %s given twice", ir_axis_name(a));
@@ -340,7 +345,7 @@ static bool parse_placement(Parser *p, Type *t) {
       pl->kind = is_kw(p, "B") ? IR_PL_B : IR_PL_P;
       if (!next(p)) return false;
     } else if (is_kw(p, "S")) {
-      int64_t d;
+      int64_t d = 0;
       if (!next(p) || !expect_punct(p, '(', "after S")) return false;
       SrcLoc dl = p->tok.loc;
       if (!parse_int(p, 0, IR_MAX_RANK - 1, "split dim", &d)) return false;
@@ -368,7 +373,7 @@ static bool parse_type(Parser *p, Type *t) {
   while (!is_punct(p, ']')) {
     if (t->shape.rank && !expect_punct(p, ',', "between dims")) return false;
     if (t->shape.rank == IR_MAX_RANK) return error(p, p->tok.loc, "more than %d dims", IR_MAX_RANK);
-    int64_t d;
+    int64_t d = 0;
     if (!parse_int(p, 1, INT64_MAX, "dim", &d)) return false;
     t->shape.d[t->shape.rank++] = d;
   }
@@ -378,22 +383,36 @@ static bool parse_type(Parser *p, Type *t) {
     char buf[200];
     return error(p, t->loc, "shape %s has too many elements", ir_shape_str(buf, sizeof buf, &t->shape));
   }
-  if (is_punct(p, '{')) return parse_placement(p, t);
+  if (is_punct(p, '{') && !parse_placement(p, t)) return false;
+  /* the ranks of the axes that split a dim must divide it (v1 has no padding) */
+  for (int d = 0; d < t->shape.rank; d++) {
+    int64_t ways = 1;
+    for (int a = 0; a < IR_NAXES; a++)
+      if (t->pl[a].kind == IR_PL_S && t->pl[a].dim == d) ways *= p->m->mesh[a];
+    if (t->shape.d[d] % ways) {
+      char buf[200];
+      return error(p, t->loc, "dim %d of %s is split %lld ways, which does not divide it", d,
+                   ir_shape_str(buf, sizeof buf, &t->shape), (long long)ways);
+    }
+  }
   return true;
 }
 
-static bool parse_role(Parser *p, IrRole *r) {
+/* role(name), where `allowed` is a mask of 1 << IrRole and `what` names
+ * the kind of value for the message. */
+static bool parse_role(Parser *p, IrRole *r, unsigned allowed, const char *what) {
   if (!next(p) || !expect_punct(p, '(', "after 'role'")) return false;
   if (p->tok.kind != T_IDENT || !ir_role_parse(p->tok.s, r))
     return error(p, p->tok.loc, "expected a role (act, input, param, grad, opt), found %s", tok_desc(p));
+  if (!(allowed >> *r & 1)) return error(p, p->tok.loc, "%s cannot have role %s", what, p->tok.s);
   if (!next(p)) return false;
   return expect_punct(p, ')', "after the role");
 }
 
 /* loc("file":line:col) */
 static bool parse_loc(Parser *p, SrcLoc *loc) {
-  char *name;
-  int64_t line, col;
+  char *name = NULL;
+  int64_t line = 0, col = 0;
   if (!next(p) || !expect_punct(p, '(', "after 'loc'") || !parse_string(p, "a file name", &name) ||
       !expect_punct(p, ':', "after the file name") || !parse_int(p, 0, UINT32_MAX, "line", &line) ||
       !expect_punct(p, ':', "after the line") || !parse_int(p, 0, UINT32_MAX, "column", &col) ||
@@ -410,14 +429,14 @@ static bool parse_loc(Parser *p, SrcLoc *loc) {
 
 /* layer("group", index) */
 static bool parse_layer(Parser *p, int *group, int *layer) {
-  char *name;
+  char *name = NULL;
   if (!next(p) || !expect_punct(p, '(', "after 'layer'")) return false;
   SrcLoc at = p->tok.loc;
   if (!parse_string(p, "a layer group name", &name)) return false;
   IrMapSlot *s = ir_map_get(&p->groups, name);
   if (!s) return error(p, at, "unknown layer group \"%s\" (declare it with a 'group' line)", name);
   const IrGroup *g = p->m->groups.items[s->i];
-  int64_t l;
+  int64_t l = 0;
   if (!expect_punct(p, ',', "after the group name")) return false;
   at = p->tok.loc;
   if (!parse_int(p, 0, INT_MAX, "layer", &l)) return false;
@@ -438,9 +457,9 @@ static bool parse_mesh(Parser *p) {
   if (!expect_punct(p, '(', "after 'mesh'")) return false;
   for (int k = 0; !is_punct(p, ')'); k++) {
     if (k && !expect_punct(p, ',', "between mesh axes")) return false;
-    IrAxis a;
+    IrAxis a = IR_AX_DP;
     SrcLoc at = p->tok.loc;
-    int64_t n;
+    int64_t n = 0;
     if (!parse_axis(p, &a)) return false;
     if (seen[a]) return error(p, at, "mesh axis %s given twice", ir_axis_name(a));
     seen[a] = true;
@@ -452,8 +471,8 @@ static bool parse_mesh(Parser *p) {
 
 static bool parse_group(Parser *p) {
   SrcLoc at;
-  char *name;
-  int64_t n;
+  char *name = NULL;
+  int64_t n = 0;
   if (!next(p)) return false;
   at = p->tok.loc;
   if (!parse_string(p, "a group name", &name) || !expect_kw(p, "layers") ||
@@ -479,7 +498,7 @@ static bool parse_param(Parser *p) {
   int group = -1, layer = -1;
   SrcLoc loc = {0};
   if (!next(p) || !expect_punct(p, ':', "after the parameter name") || !parse_type(p, &t)) return false;
-  if (is_kw(p, "role") && !parse_role(p, &role)) return false;
+  if (is_kw(p, "role") && !parse_role(p, &role, ROLES_PARAM, "a parameter")) return false;
   if (is_kw(p, "init")) {
     if (!next(p)) return false;
     SrcLoc open = p->tok.loc;
@@ -533,13 +552,13 @@ static bool parse_attr_value(Parser *p, IrAttrId id, IrAttrs *a) {
   const char *name = ir_attrs[id].name;
   switch (ir_attrs[id].kind) {
   case IR_AK_INT: {
-    int64_t v;
+    int64_t v = 0;
     if (!parse_int(p, INT64_MIN, INT64_MAX, name, &v)) return false;
     ir_attrs_set_int(a, id, v);
     return true;
   }
   case IR_AK_FLOAT: {
-    double v;
+    double v = 0;
     if (!parse_float(p, name, &v)) return false;
     ir_attrs_set_float(a, id, v);
     return true;
@@ -550,14 +569,14 @@ static bool parse_attr_value(Parser *p, IrAttrId id, IrAttrs *a) {
     ir_attrs_set_bool(a, id, is_kw(p, "true"));
     return next(p);
   case IR_AK_DTYPE: {
-    IrDType t;
+    IrDType t = IR_F32;
     if (p->tok.kind != T_IDENT || !ir_dtype_parse(p->tok.s, &t))
       return error(p, p->tok.loc, "expected a dtype for '%s', found %s", name, tok_desc(p));
     ir_attrs_set_dtype(a, id, t);
     return next(p);
   }
   case IR_AK_STR: {
-    char *s;
+    char *s = NULL;
     if (!parse_string(p, name, &s)) return false;
     a->set |= 1ull << id;
     a->v[id].s = s;
@@ -672,13 +691,13 @@ static bool parse_node(Parser *p, IrFunc *f) {
     if (j && !expect_punct(p, ',', "between result types")) return false;
     roles[j] = IR_ROLE_ACT;
     if (!parse_type(p, &types[j])) return false;
-    if (is_kw(p, "role") && !parse_role(p, &roles[j])) return false;
+    if (is_kw(p, "role") && !parse_role(p, &roles[j], ROLES_RESULT, "a node result")) return false;
   }
   IrBuilder b = {.m = p->m, .f = f, .group = -1, .layer = -1};
   SrcLoc loc = {0};
   if (is_kw(p, "layer") && !parse_layer(p, &b.group, &b.layer)) return false;
   if (is_kw(p, "scope")) {
-    char *scope;
+    char *scope = NULL;
     if (!next(p) || !expect_punct(p, '(', "after 'scope'") || !parse_string(p, "a scope", &scope) ||
         !expect_punct(p, ')', "after the scope"))
       return false;
@@ -715,7 +734,7 @@ static bool parse_input(Parser *p, IrFunc *f) {
   IrRole role = IR_ROLE_INPUT;
   SrcLoc loc = {0};
   if (!next(p) || !expect_punct(p, ':', "after the input name") || !parse_type(p, &t)) return false;
-  if (is_kw(p, "role") && !parse_role(p, &role)) return false;
+  if (is_kw(p, "role") && !parse_role(p, &role, ROLES_INPUT, "a function input")) return false;
   if (is_kw(p, "loc") && !parse_loc(p, &loc)) return false;
   IrValue *v = ir_add_input(p->m, f, l.name, t.dtype, &t.shape, loc);
   memcpy(v->pl, t.pl, sizeof v->pl);

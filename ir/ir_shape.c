@@ -287,7 +287,7 @@ bool ir_shape_GROUP_NORM(IrShapeCtx *cx) {
 }
 
 bool ir_shape_SOFTMAX(IrShapeCtx *cx) {
-  int ax;
+  int ax = 0;
   if (!need_float(cx, 0) || !norm_axis(cx, attr(cx, IR_ATTR_AXIS)->i, rank(cx, 0), &ax)) return false;
   return unary(cx, true);
 }
@@ -304,7 +304,7 @@ static bool reduce(IrShapeCtx *cx, bool float_only) {
   if (ax->nints == 0) return fail(cx, -1, "axes is empty");
   bool reduced[IR_MAX_RANK] = {0};
   for (int i = 0; i < ax->nints; i++) {
-    int a;
+    int a = 0;
     if (!norm_axis(cx, ax->ints[i], r, &a)) return false;
     if (reduced[a]) return fail(cx, -1, "axis %d is listed twice", a);
     reduced[a] = true;
@@ -378,7 +378,7 @@ bool ir_shape_TRANSPOSE(IrShapeCtx *cx) {
 }
 
 bool ir_shape_SLICE(IrShapeCtx *cx) {
-  int ax;
+  int ax = 0;
   if (!norm_axis(cx, attr(cx, IR_ATTR_AXIS)->i, rank(cx, 0), &ax)) return false;
   int64_t start = attr(cx, IR_ATTR_START)->i, stop = attr(cx, IR_ATTR_STOP)->i;
   int64_t step = has(cx, IR_ATTR_STEP) ? attr(cx, IR_ATTR_STEP)->i : 1, n = dim(cx, 0, ax);
@@ -394,7 +394,7 @@ bool ir_shape_SLICE(IrShapeCtx *cx) {
 
 bool ir_shape_CONCAT(IrShapeCtx *cx) {
   if (!need_rank_min(cx, 0, 1, "operand 0")) return false;
-  int r = rank(cx, 0), ax;
+  int r = rank(cx, 0), ax = 0;
   if (!norm_axis(cx, attr(cx, IR_ATTR_AXIS)->i, r, &ax)) return false;
   IrShape out = *in_shape(cx, 0);
   for (int i = 1; i < cx->nin; i++) {

@@ -113,7 +113,9 @@ static void check_module(Verifier *v) {
   const IrModule *m = v->m;
   SrcLoc none = {0};
   for (int a = 0; a < IR_NAXES; a++)
-    if (m->mesh[a] < 1) report(v, none, "module @%s: mesh size %s = %d must be >= 1", m->name, ir_axis_name((IrAxis)a), m->mesh[a]);
+    if (m->mesh[a] < 1 || m->mesh[a] > 1 << 20)
+      report(v, none, "module @%s: mesh size %s = %d is out of range [1, 2^20]", m->name, ir_axis_name((IrAxis)a),
+             m->mesh[a]);
   IrMap names;
   ir_map_init(&names, &v->scratch, true);
   for (int i = 0; i < m->groups.len; i++) {
@@ -168,8 +170,8 @@ static void check_node_types(Verifier *v, const IrNode *n, const char *who) {
     return;
   }
   for (int k = 0; k < IR_ATTR_COUNT; k++)
-    if ((n->attrs.set >> k & 1) && ir_attrs[k].kind == IR_AK_INTS && n->attrs.v[k].nints &&
-        !n->attrs.v[k].ints) {
+    if ((n->attrs.set >> k & 1) && ir_attrs[k].kind == IR_AK_INTS &&
+        (n->attrs.v[k].nints < 0 || (n->attrs.v[k].nints && !n->attrs.v[k].ints))) {
       report(v, n->loc, "%s: attribute '%s' has no storage", who, ir_attrs[k].name);
       return;
     }

@@ -470,6 +470,64 @@ START_TEST(test_dot) {
 }
 END_TEST
 
+START_TEST(test_print_node_and_renumber) {
+  T t;
+  t_init(&t, "m");
+  IrValue *x = in(&t, "x", IR_F32, SHP(2, 3));
+  IrValue *w = param(&t, "w", IR_F32, SHP(3));
+  IrValue *a = build(&t, IR_OP_MUL, VS(x, w), NULL);
+  IrValue *b = build(&t, IR_OP_TANH, VS(a), NULL);
+  /* a rewrite drops the first node: the printer renumbers, ids lag until renumbered */
+  b->def->in[0] = x;
+  t.f->nodes.items[0] = t.f->nodes.items[1];
+  t.f->nodes.len = 1;
+  ir_func_add_result(t.m, t.f, b);
+  char *s = print_str(t.m);
+  ck_assert_ptr_nonnull(strstr(s, "  %0 = tanh(%x) : f32[2, 3]{dp:B, cp:B, tp:B}\n  return %0\n"));
+  free(s);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  ir_print_node(f, t.m, b->def);
+  ir_func_renumber(t.f);
+  ir_print_node(f, t.m, b->def);
+  fclose(f);
+  ck_assert_str_eq(buf, "%1 = tanh(%x) : f32[2, 3]{dp:B, cp:B, tp:B}\n%0 = tanh(%x) : f32[2, 3]{dp:B, cp:B, tp:B}\n");
+  free(buf);
+  ck_assert_int_eq(t.f->next_id, 1);
+  t_free(&t);
+}
+END_TEST
+
+START_TEST(test_map) {
+  Arena a;
+  arena_init(&a);
+  IrMap pm, sm;
+  ir_map_init(&pm, &a, false);
+  ir_map_init(&sm, &a, true);
+  static int objs[1000];
+  char *names[1000];
+  for (int i = 0; i < 1000; i++) {
+    ir_map_put(&pm, &objs[i])->i = i;
+    names[i] = arena_printf(&a, "v.%d", i);
+    ir_map_put(&sm, names[i])->p = &objs[i];
+  }
+  ck_assert_int_eq(pm.len, 1000);
+  ck_assert_int_eq(sm.len, 1000);
+  for (int i = 0; i < 1000; i++) {
+    ck_assert_int_eq(ir_map_get(&pm, &objs[i])->i, i);
+    char key[32];
+    snprintf(key, sizeof key, "v.%d", i);
+    ck_assert_ptr_eq(ir_map_get(&sm, key)->p, &objs[i]);
+  }
+  ck_assert_ptr_null(ir_map_get(&sm, "v.1000"));
+  ck_assert_ptr_null(ir_map_get(&pm, &a));
+  ck_assert_ptr_eq(ir_map_put(&sm, "v.7"), ir_map_get(&sm, "v.7")); /* put finds an existing key */
+  ck_assert_int_eq(sm.len, 1000);
+  arena_free(&a);
+}
+END_TEST
+
 /* ---- tests: the builder and shape rules ---- */
 
 START_TEST(test_build_checks) {
@@ -730,6 +788,15 @@ START_TEST(test_flops) {
   ir_attrs_set_float(&at, IR_ATTR_EPS, 1e-5);
   ck_assert_int_eq(ir_flops(build(&t, IR_OP_LAYER_NORM, VS(x), &at)->def), 8 * 4 * 10 * 64);
   at = (IrAttrs){0};
+  ir_attrs_set_ints(&at, IR_ATTR_AXES, INTS(2));
+  ck_assert_int_eq(ir_flops(build(&t, IR_OP_SUM, VS(x), &at)->def), 4 * 10 * 64); /* counts the input */
+  IrValue *v1 = in(&t, "v1", IR_F32, SHP(64));
+  ck_assert_int_eq(ir_flops(build(&t, IR_OP_MUL, VS(v1, x), NULL)->def), 4 * 10 * 64); /* the broadcast result */
+  IrValue *labels = in(&t, "labels", IR_I64, SHP(4, 10));
+  at = (IrAttrs){0};
+  ir_attrs_set_int(&at, IR_ATTR_IGNORE, -100);
+  ck_assert_int_eq(ir_flops(build(&t, IR_OP_CROSS_ENTROPY, VS(x, labels), &at)->def), 4 * 4 * 10 * 64);
+  at = (IrAttrs){0};
   ir_attrs_set_ints(&at, IR_ATTR_PERM, INTS(1, 0, 2));
   ck_assert_int_eq(ir_flops(build(&t, IR_OP_TRANSPOSE, VS(x), &at)->def), 0);
   t_free(&t);
@@ -868,6 +935,9 @@ START_TEST(test_parse_errors) {
   expect_parse_error("modul @m\n", "t.ir:1:1: error: expected 'module', found 'modul'");
   expect_parse_error(HEAD "param @w : f32[4] # x\n", "t.ir:2:19: error: unexpected character '#'");
   expect_parse_error(HEAD "param @w : f32[4] init(normal)\n", "t.ir:2:30: error: expected ',' after the init kind, found ')'");
+  expect_parse_error(HEAD "param @w : f32[4] role(act)\n", "t.ir:2:24: error: a parameter cannot have role act");
+  expect_parse_error("module @m mesh(tp = 4)\nparam @w : f32[6, 8]{tp:S(0)}\n",
+                     "t.ir:2:12: error: dim 0 of [6, 8] is split 4 ways, which does not divide it");
   expect_parse_error(HEAD "param @w : f32[4] loc(\"a\\q\":1:1)\n",
                      "t.ir:2:25: error: invalid escape in string (use \\\\, \\\" or two hex digits)");
 }
@@ -954,6 +1024,8 @@ static Suite *ir_suite(void) {
   tcase_add_test(tc, test_roundtrip_edge_cases);
   tcase_add_test(tc, test_parse_hand_written);
   tcase_add_test(tc, test_dot);
+  tcase_add_test(tc, test_print_node_and_renumber);
+  tcase_add_test(tc, test_map);
   suite_add_tcase(s, tc);
   tc = tcase_create("shapes");
   tcase_add_test(tc, test_build_checks);
