@@ -44,6 +44,43 @@ static void thread_range(size_t n, size_t *lo, size_t *hi)
     *hi = *lo + per + (id < rem ? 1 : 0);
 }
 
+/* Hot row loops get AVX-512 and AVX2 clones chosen at load time: the
+ * runtime is built for baseline x86-64 and cannot assume either.
+ * -DMMRT_NO_CLONES builds only the baseline (to test that path). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    __GNUC__ >= 12 && !defined(MMRT_NO_CLONES)
+#define MMRT_CLONES \
+    __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define MMRT_CLONES
+#endif
+
+/* exp(x) for x in [-86, 88] (clamped), within ~2 ulp; branch-free so that
+ * simd loops vectorise it (libm's expf does not). Cephes polynomial. */
+static inline float exp_approx(float x)
+{
+    x = x < -86.0f ? -86.0f : x;
+    x = x > 88.0f ? 88.0f : x;
+    /* n = round(x / ln 2) via the 1.5 * 2^23 trick; its low bits are n */
+    float t = x * 1.44269504088896341f + 12582912.0f;
+    int32_t ti;
+    memcpy(&ti, &t, sizeof ti);
+    float n = t - 12582912.0f;
+    float r = x - n * 0.693359375f - n * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    uint32_t pb;
+    memcpy(&pb, &p, sizeof pb);
+    pb += (uint32_t)(ti - 0x4B400000) << 23; /* times 2^n */
+    memcpy(&p, &pb, sizeof p);
+    return p;
+}
+
 static inline void put(float *dst, float v, int accumulate)
 {
     if (accumulate)
@@ -366,14 +403,9 @@ void mmrt_rope_bwd(float *dx, const float *dy, int B, int T, int H, int D,
  * attention
  * ====================================================================== */
 
-static inline float dotf(const float *a, const float *b, int n)
-{
-    float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-    for (int i = 0; i < n; i++)
-        s += a[i] * b[i];
-    return s;
-}
+/* Tiles: queries per forward/dq work item, keys per dk/dv work item, and
+ * the chunk of scores kept hot in L1 while looping over the head dim. */
+enum { ATT_TQ = 16, ATT_TS = 16, ATT_CHUNK = 256 };
 
 /* Number of keys query t sees. */
 static inline int visible_keys(int t, int T, int S, int causal)
@@ -384,70 +416,201 @@ static inline int visible_keys(int t, int T, int S, int causal)
     return n < 0 ? 0 : (n > S ? S : n);
 }
 
+/* First query that sees key s. */
+static inline int first_query(int s, int T, int S, int causal)
+{
+    if (!causal)
+        return 0;
+    int t = s - (S - T);
+    return t < 0 ? 0 : t;
+}
+
+/* Row lengths of transposed tiles are padded to whole 16-float vectors. */
+static inline int pad16(int n)
+{
+    return (n + 15) & ~15;
+}
+
+/* dst[d * ld + j] = src[j * stride + d] for j < n, d < D; zero for
+ * n <= j < ld. */
+static void transpose_rows(float *dst, size_t ld, const float *src, int n,
+                           size_t stride, int D)
+{
+    for (int j = 0; j < n; j++)
+        for (int d = 0; d < D; d++)
+            dst[(size_t)d * ld + j] = src[(size_t)j * stride + d];
+    for (int d = 0; d < D; d++)
+        for (size_t j = (size_t)n; j < ld; j++)
+            dst[(size_t)d * ld + j] = 0.0f;
+}
+
+/* The hot loops below want fused multiply-adds; ISO C mode turns
+ * contraction off, so allow it here only. */
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=fast")
+
+/* sc[j] = scale * sum_d x[d] * yt[d * ld + j] for j < pad16(n): one row
+ * against n rows stored transposed (ld >= pad16(n), padding readable), so
+ * the inner loop is an FMA over j rather than a horizontal sum over d.
+ * Sums stay in registers: four 16-wide vectors, then one for the rest. */
+enum { ATT_VB = 64 };
+
+/* 16-float vectors (GNU C vector extension; lowered to narrower registers
+ * in the baseline clone). Vf16u is the unaligned, aliasing view of a
+ * float array. */
+typedef float Vf16 __attribute__((vector_size(64)));
+typedef float Vf16u __attribute__((vector_size(64), aligned(4), may_alias));
+
+MMRT_CLONES static void scores_row(float *restrict sc, const float *restrict x,
+                                   const float *restrict yt, size_t ld, int n,
+                                   int D, float scale)
+{
+    int j0 = 0;
+    for (; j0 + ATT_VB <= n; j0 += ATT_VB) {
+        Vf16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+        for (int d = 0; d < D; d++) {
+            float xd = x[d] * scale;
+            const Vf16u *y = (const Vf16u *)(yt + (size_t)d * ld + j0);
+            a0 += xd * y[0];
+            a1 += xd * y[1];
+            a2 += xd * y[2];
+            a3 += xd * y[3];
+        }
+        Vf16u *o = (Vf16u *)(sc + j0);
+        o[0] = a0;
+        o[1] = a1;
+        o[2] = a2;
+        o[3] = a3;
+    }
+    for (; j0 < n; j0 += 16) {
+        Vf16 a0 = {0};
+        for (int d = 0; d < D; d++)
+            a0 += (x[d] * scale) * *(const Vf16u *)(yt + (size_t)d * ld + j0);
+        *(Vf16u *)(sc + j0) = a0;
+    }
+}
+
+/* acc[d] (+)= sum_j w[j] * rows[j * stride + d] */
+MMRT_CLONES static void wsum_rows(float *restrict acc, const float *restrict w,
+                                  const float *restrict rows, size_t stride,
+                                  int n, int D, int zero)
+{
+    if (zero)
+        for (int d = 0; d < D; d++)
+            acc[d] = 0.0f;
+    int d0 = 0;
+    for (; d0 + ATT_VB <= D; d0 += ATT_VB) {
+        Vf16u *o = (Vf16u *)(acc + d0);
+        Vf16 a0 = o[0], a1 = o[1], a2 = o[2], a3 = o[3];
+        for (int j = 0; j < n; j++) {
+            float wj = w[j];
+            const Vf16u *r = (const Vf16u *)(rows + (size_t)j * stride + d0);
+            a0 += wj * r[0];
+            a1 += wj * r[1];
+            a2 += wj * r[2];
+            a3 += wj * r[3];
+        }
+        o[0] = a0;
+        o[1] = a1;
+        o[2] = a2;
+        o[3] = a3;
+    }
+    if (d0 < D) {
+        for (int j = 0; j < n; j++) {
+            float wj = w[j];
+            const float *restrict r = rows + (size_t)j * stride;
+#pragma omp simd
+            for (int d = d0; d < D; d++)
+                acc[d] += wj * r[d];
+        }
+    }
+}
+
+#pragma GCC pop_options
+
+/* p[j] = exp(p[j] - sub); returns the sum. */
+MMRT_CLONES static float exp_row(float *p, int n, float sub)
+{
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int j = 0; j < n; j++) {
+        p[j] = exp_approx(p[j] - sub);
+        s += p[j];
+    }
+    return s;
+}
+
+static float max_row(const float *p, int n)
+{
+    float m = -INFINITY;
+#pragma omp simd reduction(max : m)
+    for (int j = 0; j < n; j++)
+        m = p[j] > m ? p[j] : m;
+    return m;
+}
+
 static void attention_check(int H, int KVH, int D, const char *what)
 {
     if (KVH < 1 || H % KVH || D < 1)
         die(what, "H must be a multiple of KVH");
 }
 
+/* Work item (b, h, block of ATT_TQ queries): K of the block's visible keys
+ * is transposed once, then each query is scores -> exp -> weighted sum. */
 void mmrt_attention_fwd(float *out, float *lse, const float *q,
                         const float *k, const float *v, int B, int T, int S,
                         int H, int KVH, int D, int causal, float scale)
 {
-    attention_check(H, KVH, D, "mmrt_attention_fwd");
-    int grp = H / KVH;
+    static const char *what = "mmrt_attention_fwd";
+    attention_check(H, KVH, D, what);
+    int grp = H / KVH, nblk = (T + ATT_TQ - 1) / ATT_TQ;
+    size_t kvs = (size_t)KVH * D, qs = (size_t)H * D;
 #pragma omp parallel
     {
-        float *p = xmalloc(sizeof(float) * (size_t)(S > 0 ? S : 1),
-                           "mmrt_attention_fwd");
-        float *acc = xmalloc(sizeof(float) * (size_t)D, "mmrt_attention_fwd");
-#pragma omp for collapse(3) schedule(static)
+        size_t Sp = (size_t)pad16(S);
+        float *kt = xmalloc(sizeof(float) * (Sp * D + Sp + D), what);
+        float *p = kt + Sp * D, *acc = p + Sp;
+#pragma omp for collapse(3) schedule(dynamic)
         for (int b = 0; b < B; b++) {
             for (int h = 0; h < H; h++) {
-                for (int t = 0; t < T; t++) {
-                    int kh = h / grp, n = visible_keys(t, T, S, causal);
-                    const float *qr = q + (((size_t)b * T + t) * H + h) * D;
-                    float *orow = out + (((size_t)b * T + t) * H + h) * D;
-                    float *l = lse + ((size_t)b * H + h) * T + t;
-                    if (n == 0) {
-                        memset(orow, 0, sizeof(float) * (size_t)D);
-                        *l = -INFINITY;
-                        continue;
-                    }
-                    float mx = -INFINITY;
-                    for (int s = 0; s < n; s++) {
-                        const float *kr = k + (((size_t)b * S + s) * KVH + kh) * D;
-                        p[s] = scale * dotf(qr, kr, D);
-                        mx = p[s] > mx ? p[s] : mx;
-                    }
-                    float sum = 0.0f;
-                    for (int d = 0; d < D; d++)
-                        acc[d] = 0.0f;
-                    for (int s = 0; s < n; s++) {
-                        float e = expf(p[s] - mx);
-                        const float *vr = v + (((size_t)b * S + s) * KVH + kh) * D;
-                        sum += e;
-#pragma omp simd
+                for (int blk = 0; blk < nblk; blk++) {
+                    int t0 = blk * ATT_TQ, t1 = t0 + ATT_TQ < T ? t0 + ATT_TQ : T;
+                    int nmax = visible_keys(t1 - 1, T, S, causal);
+                    const float *kb = k + (size_t)b * S * kvs + (size_t)(h / grp) * D;
+                    const float *vb = v + (size_t)b * S * kvs + (size_t)(h / grp) * D;
+                    size_t ld = (size_t)pad16(nmax);
+                    transpose_rows(kt, ld, kb, nmax, kvs, D);
+                    for (int t = t0; t < t1; t++) {
+                        int n = visible_keys(t, T, S, causal);
+                        const float *qr = q + ((size_t)b * T + t) * qs + (size_t)h * D;
+                        float *orow = out + ((size_t)b * T + t) * qs + (size_t)h * D;
+                        float *l = lse + ((size_t)b * H + h) * T + t;
+                        if (n == 0) {
+                            memset(orow, 0, sizeof(float) * (size_t)D);
+                            *l = -INFINITY;
+                            continue;
+                        }
+                        scores_row(p, qr, kt, ld, n, D, scale);
+                        float mx = max_row(p, n);
+                        float sum = exp_row(p, n, mx);
+                        wsum_rows(acc, p, vb, kvs, n, D, 1);
+                        float inv = 1.0f / sum;
                         for (int d = 0; d < D; d++)
-                            acc[d] += e * vr[d];
+                            orow[d] = acc[d] * inv;
+                        *l = mx + logf(sum);
                     }
-                    float inv = 1.0f / sum;
-                    for (int d = 0; d < D; d++)
-                        orow[d] = acc[d] * inv;
-                    *l = mx + logf(sum);
                 }
             }
         }
-        free(p);
-        free(acc);
+        free(kt);
     }
 }
 
 /* Backward in three passes so that every output has one writer:
  *   1. Dt = dout_t . out_t for every (b, h, t);
- *   2. dq_t = scale * sum_s ds_ts k_s, parallel over (b, h, t);
+ *   2. dq_t = scale * sum_s ds_ts k_s, items (b, h, query block);
  *   3. dk_s = scale * sum_{h in group, t} ds_ts q_t and
- *      dv_s = sum p_ts dout_t, parallel over (b, kvh, s);
+ *      dv_s = sum p_ts dout_t, items (b, kvh, key block);
  * with p_ts = exp(scale q_t.k_s - lse_t) and ds_ts = p_ts (dout_t.v_s - Dt).
  * Passes 2 and 3 both recompute p: twice the forward's score work, in
  * exchange for no atomics and no per-thread dk/dv copies. */
@@ -460,89 +623,129 @@ void mmrt_attention_bwd(float *dq, float *dk, float *dv, const float *dout,
     static const char *what = "mmrt_attention_bwd";
     attention_check(H, KVH, D, what);
     int grp = H / KVH;
+    size_t kvs = (size_t)KVH * D, qs = (size_t)H * D;
     float *Dt = xmalloc(sizeof(float) * (size_t)B * H * T, what);
 #pragma omp parallel for collapse(3) schedule(static)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++)
             for (int t = 0; t < T; t++) {
-                size_t off = (((size_t)b * T + t) * H + h) * D;
-                Dt[((size_t)b * H + h) * T + t] = dotf(dout + off, out + off, D);
+                size_t off = ((size_t)b * T + t) * qs + (size_t)h * D;
+                float s = 0.0f;
+                for (int d = 0; d < D; d++)
+                    s += dout[off + d] * out[off + d];
+                Dt[((size_t)b * H + h) * T + t] = s;
             }
 
     if (dq) {
+        int nblk = (T + ATT_TQ - 1) / ATT_TQ;
 #pragma omp parallel
         {
-            float *acc = xmalloc(sizeof(float) * (size_t)D, what);
-#pragma omp for collapse(3) schedule(static)
+            size_t Sp = (size_t)pad16(S);
+            float *kt = xmalloc(sizeof(float) * (2 * Sp * D + 2 * Sp + D), what);
+            float *vt = kt + Sp * D, *p = vt + Sp * D;
+            float *dp = p + Sp, *acc = dp + Sp;
+#pragma omp for collapse(3) schedule(dynamic)
             for (int b = 0; b < B; b++) {
                 for (int h = 0; h < H; h++) {
-                    for (int t = 0; t < T; t++) {
-                        int kh = h / grp, n = visible_keys(t, T, S, causal);
-                        size_t off = (((size_t)b * T + t) * H + h) * D;
-                        size_t bht = ((size_t)b * H + h) * T + t;
-                        const float *qr = q + off, *dor = dout + off;
-                        float l = lse[bht], dd = Dt[bht];
-                        for (int d = 0; d < D; d++)
-                            acc[d] = 0.0f;
-                        for (int s = 0; s < n; s++) {
-                            size_t ko = (((size_t)b * S + s) * KVH + kh) * D;
-                            float pr = expf(scale * dotf(qr, k + ko, D) - l);
-                            float ds = pr * (dotf(dor, v + ko, D) - dd) * scale;
-#pragma omp simd
+                    for (int blk = 0; blk < nblk; blk++) {
+                        int t0 = blk * ATT_TQ, t1 = t0 + ATT_TQ < T ? t0 + ATT_TQ : T;
+                        int nmax = visible_keys(t1 - 1, T, S, causal);
+                        const float *kb = k + (size_t)b * S * kvs + (size_t)(h / grp) * D;
+                        const float *vb = v + (size_t)b * S * kvs + (size_t)(h / grp) * D;
+                        size_t ld = (size_t)pad16(nmax);
+                        transpose_rows(kt, ld, kb, nmax, kvs, D);
+                        transpose_rows(vt, ld, vb, nmax, kvs, D);
+                        for (int t = t0; t < t1; t++) {
+                            int n = visible_keys(t, T, S, causal);
+                            size_t off = ((size_t)b * T + t) * qs + (size_t)h * D;
+                            size_t bht = ((size_t)b * H + h) * T + t;
                             for (int d = 0; d < D; d++)
-                                acc[d] += ds * k[ko + d];
+                                acc[d] = 0.0f;
+                            if (n > 0) {
+                                scores_row(p, q + off, kt, ld, n, D, scale);
+                                exp_row(p, n, lse[bht]);
+                                scores_row(dp, dout + off, vt, ld, n, D, 1.0f);
+                                float dd = Dt[bht];
+#pragma omp simd
+                                for (int j = 0; j < n; j++)
+                                    p[j] = p[j] * (dp[j] - dd) * scale;
+                                wsum_rows(acc, p, kb, kvs, n, D, 1);
+                            }
+                            for (int d = 0; d < D; d++)
+                                put(&dq[off + d], acc[d], accumulate);
                         }
-                        for (int d = 0; d < D; d++)
-                            put(&dq[off + d], acc[d], accumulate);
                     }
                 }
             }
-            free(acc);
+            free(kt);
         }
     }
 
     if (dk || dv) {
+        int nblk = (S + ATT_TS - 1) / ATT_TS;
+        size_t NJmax = (size_t)pad16(grp * T);
 #pragma omp parallel
         {
-            float *ak = xmalloc(sizeof(float) * (size_t)D * 2, what);
-            float *av = ak + D;
-#pragma omp for collapse(3) schedule(static)
+            float *qt = xmalloc(sizeof(float) * (NJmax * (2 * (size_t)D + 4) + 2 * (size_t)D), what);
+            float *dot = qt + NJmax * D, *sc = dot + NJmax * D, *dp = sc + NJmax;
+            float *lj = dp + NJmax, *dj = lj + NJmax, *ak = dj + NJmax, *av = ak + D;
+#pragma omp for collapse(3) schedule(dynamic)
             for (int b = 0; b < B; b++) {
                 for (int kh = 0; kh < KVH; kh++) {
-                    for (int s = 0; s < S; s++) {
-                        size_t ko = (((size_t)b * S + s) * KVH + kh) * D;
-                        const float *kr = k + ko, *vr = v + ko;
+                    for (int blk = 0; blk < nblk; blk++) {
+                        int s0 = blk * ATT_TS, s1 = s0 + ATT_TS < S ? s0 + ATT_TS : S;
+                        int tmin = first_query(s0, T, S, causal);
+                        int Tv = T > tmin ? T - tmin : 0;
+                        size_t NJ = (size_t)grp * Tv, ld = (size_t)pad16((int)NJ);
+                        /* The group's visible queries, j = g * Tv + (t - tmin),
+                         * transposed with rows of ld. */
                         for (int d = 0; d < D; d++)
-                            ak[d] = av[d] = 0.0f;
-                        /* Queries that see key s: t >= s - (S - T). */
-                        int t0 = causal ? s - (S - T) : 0;
-                        if (t0 < 0)
-                            t0 = 0;
-                        for (int h = kh * grp; h < (kh + 1) * grp; h++) {
-                            for (int t = t0; t < T; t++) {
-                                size_t off = (((size_t)b * T + t) * H + h) * D;
-                                size_t bht = ((size_t)b * H + h) * T + t;
-                                const float *qr = q + off, *dor = dout + off;
-                                float pr = expf(scale * dotf(qr, kr, D) - lse[bht]);
-                                float ds =
-                                    pr * (dotf(dor, vr, D) - Dt[bht]) * scale;
-#pragma omp simd
+                            for (size_t j = NJ; j < ld; j++)
+                                qt[d * ld + j] = dot[d * ld + j] = 0.0f;
+                        for (int g = 0; g < grp && Tv > 0; g++) {
+                            size_t off = ((size_t)b * T + tmin) * qs + (size_t)(kh * grp + g) * D;
+                            for (int tt = 0; tt < Tv; tt++)
                                 for (int d = 0; d < D; d++) {
-                                    ak[d] += ds * qr[d];
-                                    av[d] += pr * dor[d];
+                                    qt[(size_t)d * ld + (size_t)g * Tv + tt] = q[off + tt * qs + d];
+                                    dot[(size_t)d * ld + (size_t)g * Tv + tt] = dout[off + tt * qs + d];
+                                }
+                            size_t bh = ((size_t)b * H + kh * grp + g) * T + tmin;
+                            memcpy(lj + (size_t)g * Tv, lse + bh, sizeof(float) * (size_t)Tv);
+                            memcpy(dj + (size_t)g * Tv, Dt + bh, sizeof(float) * (size_t)Tv);
+                        }
+                        for (int s = s0; s < s1; s++) {
+                            size_t ko = ((size_t)b * S + s) * kvs + (size_t)kh * D;
+                            for (int d = 0; d < D; d++)
+                                ak[d] = av[d] = 0.0f;
+                            int ts = first_query(s, T, S, causal);
+                            if (NJ > 0 && ts < T) {
+                                scores_row(sc, k + ko, qt, ld, (int)NJ, D, scale);
+                                scores_row(dp, v + ko, dot, ld, (int)NJ, D, 1.0f);
+                                for (int g = 0; g < grp; g++) {
+                                    size_t j0 = (size_t)g * Tv + (size_t)(ts - tmin);
+                                    int L = T - ts;
+#pragma omp simd
+                                    for (int j = 0; j < L; j++) {
+                                        float pr = exp_approx(sc[j0 + j] - lj[j0 + j]);
+                                        sc[j0 + j] = pr;
+                                        dp[j0 + j] = pr * (dp[j0 + j] - dj[j0 + j]) * scale;
+                                    }
+                                    size_t off = ((size_t)b * T + ts) * qs + (size_t)(kh * grp + g) * D;
+                                    wsum_rows(av, sc + j0, dout + off, qs, L, D, 0);
+                                    wsum_rows(ak, dp + j0, q + off, qs, L, D, 0);
                                 }
                             }
-                        }
-                        for (int d = 0; d < D; d++) {
-                            if (dk)
-                                put(&dk[ko + d], ak[d], accumulate);
-                            if (dv)
-                                put(&dv[ko + d], av[d], accumulate);
+                            for (int d = 0; d < D; d++) {
+                                if (dk)
+                                    put(&dk[ko + d], ak[d], accumulate);
+                                if (dv)
+                                    put(&dv[ko + d], av[d], accumulate);
+                            }
                         }
                     }
                 }
             }
-            free(ak);
+            free(qt);
         }
     }
     free(Dt);
@@ -551,6 +754,32 @@ void mmrt_attention_bwd(float *dq, float *dk, float *dv, const float *dout,
 /* ======================================================================
  * cross entropy, embedding
  * ====================================================================== */
+
+/* sum_j exp(x[j] - sub) */
+MMRT_CLONES static float sum_exp(const float *x, int n, float sub)
+{
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int j = 0; j < n; j++)
+        s += exp_approx(x[j] - sub);
+    return s;
+}
+
+/* y[j] (+)= g * exp(x[j] - sub) */
+MMRT_CLONES static void scaled_exp_row(float *restrict y,
+                                       const float *restrict x, int n,
+                                       float sub, float g, int accumulate)
+{
+    if (accumulate) {
+#pragma omp simd
+        for (int j = 0; j < n; j++)
+            y[j] += g * exp_approx(x[j] - sub);
+    } else {
+#pragma omp simd
+        for (int j = 0; j < n; j++)
+            y[j] = g * exp_approx(x[j] - sub);
+    }
+}
 
 static int count_labels(const int32_t *labels, int N, int V, int ignore_index,
                         const char *what)
@@ -583,14 +812,8 @@ int mmrt_cross_entropy_fwd(float *loss, float *lse, const float *logits,
 #pragma omp parallel for reduction(+ : total) schedule(static)
     for (int i = 0; i < N; i++) {
         const float *row = logits + (size_t)i * V;
-        float mx = -INFINITY;
-        for (int j = 0; j < V; j++)
-            mx = row[j] > mx ? row[j] : mx;
-        float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-        for (int j = 0; j < V; j++)
-            s += expf(row[j] - mx);
-        float l = mx + logf(s);
+        float mx = max_row(row, V);
+        float l = mx + logf(sum_exp(row, V, mx));
         if (lse)
             lse[i] = l;
         if (labels[i] != ignore_index)
@@ -619,16 +842,7 @@ void mmrt_cross_entropy_bwd(float *dlogits, const float *logits,
                 memset(drow, 0, sizeof(float) * (size_t)V);
             continue;
         }
-        float l = lse[i];
-        if (accumulate) {
-#pragma omp simd
-            for (int j = 0; j < V; j++)
-                drow[j] += g * expf(row[j] - l);
-        } else {
-#pragma omp simd
-            for (int j = 0; j < V; j++)
-                drow[j] = g * expf(row[j] - l);
-        }
+        scaled_exp_row(drow, row, V, lse[i], g, accumulate);
         drow[labels[i]] -= g;
     }
 }

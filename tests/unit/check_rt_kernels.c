@@ -867,6 +867,38 @@ static double attn_loss(void *p)
     return dotd(c->out, c->gy, (size_t)c->B * c->T * c->H * c->D);
 }
 
+/* The textbook backward with the probabilities written out, in double. */
+static void attention_bwd_ref(AttnCtx *c, double *dq, double *dk, double *dv)
+{
+    int grp = c->H / c->KVH, D = c->D;
+    attention_ref(c);
+    double *p = malloc(sizeof(double) * (size_t)c->S * 2), *dp = p + c->S;
+    for (int b = 0; b < c->B; b++)
+        for (int h = 0; h < c->H; h++)
+            for (int t = 0; t < c->T; t++) {
+                size_t off = (((size_t)b * c->T + t) * c->H + h) * D;
+                double l = c->lse[((size_t)b * c->H + h) * c->T + t], Dt = 0.0;
+                int n = c->causal ? t + (c->S - c->T) + 1 : c->S;
+                n = n < 0 ? 0 : n;
+                for (int j = 0; j < n; j++) {
+                    size_t ko = (((size_t)b * c->S + j) * c->KVH + h / grp) * D;
+                    p[j] = exp(c->scale * dotd(c->q + off, c->k + ko, (size_t)D) - l);
+                    dp[j] = dotd(c->gy + off, c->v + ko, (size_t)D);
+                    Dt += p[j] * dp[j];
+                }
+                for (int j = 0; j < n; j++) {
+                    size_t ko = (((size_t)b * c->S + j) * c->KVH + h / grp) * D;
+                    double ds = p[j] * (dp[j] - Dt) * c->scale;
+                    for (int d = 0; d < D; d++) {
+                        dq[off + d] += ds * c->k[ko + d];
+                        dk[ko + d] += ds * c->q[off + d];
+                        dv[ko + d] += p[j] * c->gy[off + d];
+                    }
+                }
+            }
+    free(p);
+}
+
 static void attention_case(int B, int T, int S, int H, int KVH, int D,
                            int causal)
 {
@@ -906,6 +938,11 @@ static void attention_case(int B, int T, int S, int H, int KVH, int D,
     CHECK_CLOSE(dq, gq, nq, TOL, name);
     CHECK_CLOSE(dk, gk, nk, TOL, name);
     CHECK_CLOSE(dv, gv, nk, TOL, name);
+    double *rq = dvec(nq), *rk = dvec(nk), *rv = dvec(nk);
+    attention_bwd_ref(&c, rq, rk, rv);
+    CHECK_CLOSE(dq, rq, nq, TOL, name);
+    CHECK_CLOSE(dk, rk, nk, TOL, name);
+    CHECK_CLOSE(dv, rv, nk, TOL, name);
     /* accumulate onto random starting values */
     float *aq = rnd(nq), *ak = rnd(nk), *av = rnd(nk);
     double *eq = tod(aq, nq), *ek = tod(ak, nk), *ev = tod(av, nk);
@@ -940,6 +977,35 @@ START_TEST(test_attention_noncausal)
     attention_case(3, 5, 7, 6, 2, 8, 0); /* cross attention, GQA */
     attention_case(2, 5, 5, 3, 3, 8, 0); /* MHA */
     attention_case(2, 3, 4, 4, 1, 6, 0); /* MQA */
+}
+END_TEST
+
+/* Sizes past the kernels' 64-wide register tiles (T, S, D > 64, not
+ * multiples of 16), against the naive forward and backward only: finite
+ * differences at this size would take minutes. */
+START_TEST(test_attention_large)
+{
+    for (int causal = 0; causal <= 1; causal++) {
+        int B = 1, T = 67, S = 83, H = 4, KVH = 2, D = 72;
+        size_t nq = (size_t)B * T * H * D, nk = (size_t)B * S * KVH * D;
+        size_t nl = (size_t)B * H * T;
+        float scale = 1.0f / sqrtf((float)D);
+        float *q = rnd(nq), *k = rnd(nk), *v = rnd(nk), *gy = rnd(nq);
+        AttnCtx c = {B, T, S, H, KVH, D, causal, scale, tod(q, nq), tod(k, nk),
+                     tod(v, nk), tod(gy, nq), dvec(nq), dvec(nl)};
+        float *out = fvec(nq), *lse = fvec(nl);
+        mmrt_attention_fwd(out, lse, q, k, v, B, T, S, H, KVH, D, causal, scale);
+        double *rq = dvec(nq), *rk = dvec(nk), *rv = dvec(nk);
+        attention_bwd_ref(&c, rq, rk, rv); /* also runs the forward */
+        CHECK_CLOSE(out, c.out, nq, TOL, "attention large fwd");
+        CHECK_CLOSE(lse, c.lse, nl, TOL, "attention large lse");
+        float *dq = fvec(nq), *dk = fvec(nk), *dv = fvec(nk);
+        mmrt_attention_bwd(dq, dk, dv, gy, q, k, v, out, lse, B, T, S, H, KVH,
+                           D, causal, scale, 0);
+        CHECK_CLOSE(dq, rq, nq, TOL, "attention large dq");
+        CHECK_CLOSE(dk, rk, nk, TOL, "attention large dk");
+        CHECK_CLOSE(dv, rv, nk, TOL, "attention large dv");
+    }
 }
 END_TEST
 
@@ -1016,6 +1082,31 @@ START_TEST(test_cross_entropy)
     mmrt_cross_entropy_bwd(dl, logits, lse, none, dloss, N, V, ignore, 0);
     for (size_t i = 0; i < n; i++)
         ck_assert(dl[i] == 0.0f);
+
+    /* wide rows and a wide logit range (the vectorised exp's range) */
+    {
+        int N2 = 3, V2 = 1001;
+        int32_t lab2[3] = {0, 1000, 517};
+        float *lg = rnd_range((size_t)N2 * V2, -40, 40), *lse2 = fvec(N2);
+        CeCtx c2 = {N2, V2, ignore, lab2, tod(lg, (size_t)N2 * V2)};
+        ck_assert_int_eq(mmrt_cross_entropy_fwd(&loss, lse2, lg, lab2, N2, V2, ignore), 3);
+        double rl2 = ce_loss(&c2);
+        CHECK_CLOSE(&loss, &rl2, 1, TOL, "cross entropy wide loss");
+        float *dl2 = fvec((size_t)N2 * V2);
+        double *rg2 = dvec((size_t)N2 * V2);
+        mmrt_cross_entropy_bwd(dl2, lg, lse2, lab2, 1.0f, N2, V2, ignore, 0);
+        for (int i = 0; i < N2; i++) {
+            const double *r = c2.logits + (size_t)i * V2;
+            double m = -INFINITY, sm = 0.0;
+            for (int j = 0; j < V2; j++)
+                m = fmax(m, r[j]);
+            for (int j = 0; j < V2; j++)
+                sm += exp(r[j] - m);
+            for (int j = 0; j < V2; j++)
+                rg2[(size_t)i * V2 + j] = (exp(r[j] - m) / sm - (j == lab2[i])) / N2;
+        }
+        CHECK_CLOSE(dl2, rg2, (size_t)N2 * V2, TOL, "cross entropy wide bwd");
+    }
 
     /* a label out of range is bad data: -1, not a crash */
     int32_t bad[7] = {3, 1, 0, 11, 5, 2, 3};
@@ -1299,6 +1390,7 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, test_attention_causal_prefix);
     tcase_add_test(tc, test_attention_noncausal);
     tcase_add_test(tc, test_attention_empty_rows);
+    tcase_add_test(tc, test_attention_large);
     tcase_add_test(tc, test_cross_entropy);
     tcase_add_test(tc, test_embedding);
     tcase_add_test(tc, test_binary_broadcast);
