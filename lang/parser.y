@@ -60,7 +60,7 @@ typedef struct ParseState {
   bool has_open_before;
   MmLoc comment_start;
   bool comment_nl;
-  bool gap;                    /* whitespace or a comment since the last token */
+  int gap;                     /* spaces since the last token (more after a newline or comment) */
   bool bad_char;               /* a bad character was skipped since the last token */
   bool after_bad_char;         /* ... right before the current token */
   /* parser */
@@ -307,7 +307,11 @@ static AstStmt *mk_instance(ParseState *ps, const char *name, MmLoc name_loc, As
   AstStmt *s = mk_stmt(ps, ST_INSTANCE, name_loc, name, name_loc);
   s->value = call;
   s->repeat = repeat;
-  if (call->kind != AST_CALL) {
+  if (call->kind == AST_BINARY && call->op == OP_FLOORDIV && call->lhs->kind == AST_CALL) {
+    diag_error(ps->d, call->loc,
+               "expected a module instance 'Name(...)' after '%s =', found a floor division "
+               "('//' right after a value is division: put two spaces before a comment)", name);
+  } else if (call->kind != AST_CALL) {
     diag_error(ps->d, call->loc,
                "expected a module instance 'Name(...)' or 'param' after '%s =' "
                "(use 'let %s = ...' for a compile-time value)", name, name);
@@ -505,7 +509,11 @@ targ_list
   ;
 
 targ
-  : IDENT ':' ttype {
+  : IDENT {
+      $$ = ARENA_NEW(ps->arena, AstParam);
+      $$->loc = fe_loc(@1); $$->name = $1;
+    }
+  | IDENT ':' ttype {
       $$ = ARENA_NEW(ps->arena, AstParam);
       $$->loc = fe_loc(@1); $$->name = $1; $$->type = $3;
     }

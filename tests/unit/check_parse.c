@@ -251,9 +251,32 @@ END_TEST
 
 START_TEST(t_floordiv_vs_comment) {
   ck_expr("a//b", "(// a b)");
+  ck_expr("a // b", "(// a b)");
   ck_expr("f(x)//2", "(// (call f x) 2)");
+  ck_expr("(g // 2) ** 2", "(** (// g 2) 2)");
+  ck_expr("a // -b + c", "(+ (// a (- b)) c)");
+  ck_expr("a // b // c", "(// (// a b) c)");
+  ck_expr("a // f(b, c)", "(// a (call f b c))");
+  /* prose, shapes, two spaces, or no operand before: a comment */
   ck_expr("a // b is a comment", "a");
+  ck_expr("a  // b", "a");
+  ck_expr("a\t// b", "a");
+  ck_expr("a // [B, T, C]", "a");
+  ck_expr("a // (B, T, C)", "a");
+  ck_expr("a // note:", "a");
+  ck_expr("a // don't", "a");
+  ck_expr("a // b  // c", "(// a b)");
+  ck_expr("(a + // b\n  1)", "(+ a 1)");
   ck_expr("a /* inline */ + b", "(+ a b)");
+  parse("module M(d: int,\n  h: int = d // 2,\n  k: int = 3) {\n"
+        "  blocks = B(d // 2) x d // 4\n"
+        "  fc = Linear(d, d) // projection\n}\n");
+  ck_assert_int_eq(errors(), 1);
+  ck_assert_str_eq(sexpr(((AstParam *)decl(0)->hparams.items[1])->dflt), "(// d 2)");
+  ck_assert_str_eq(sexpr(member(0, 0)->value), "(call B (// d 2))");
+  ck_assert_str_eq(sexpr(member(0, 0)->repeat), "(// d 4)");
+  ck_diag_has("t.mm:5:8: error: expected a module instance 'Name(...)' after 'fc =', found a floor "
+              "division ('//' right after a value is division: put two spaces before a comment)");
 }
 END_TEST
 
@@ -419,6 +442,13 @@ START_TEST(t_forward) {
   ck_assert_int_eq(d->ret->kind, AT_LOSS);
   ck_assert_int_eq(d->body.len, 1);
   ck_assert_ptr_null(member(0, 2)->ret);
+  /* untyped arguments take any tensor */
+  parse("module M() {\n  forward(x, y: [B]) { return x }\n}\n");
+  ck_assert_msg(errors() == 0, "%.1500s", P->out);
+  AstStmt *u = member(0, 0);
+  ck_assert_int_eq(u->params.len, 2);
+  ck_assert_ptr_null(((AstParam *)u->params.items[0])->type);
+  ck_assert_ptr_nonnull(((AstParam *)u->params.items[1])->type);
 }
 END_TEST
 
@@ -716,7 +746,7 @@ END_TEST
 /* ---- fuzz smoke: every truncation and random mutations of a sample ---- */
 
 static const char *sample =
-    "import \"nn.mm\" // x\n"
+    "import \"nn.mm\"  // x\n"
     "module B(d: int, e: float = 1e-6, l: list[int] = [1, 2]) {\n"
     "  let g = d // 2 if d > 2 else -d**2\n"
     "  w = param f32[d, 3*d] = normal(0.02)\n"
