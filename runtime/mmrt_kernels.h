@@ -184,7 +184,7 @@ void mmrt_layernorm_fwd(float *y, float *mean, float *rstd, const float *x,
                         const float *gamma, const float *beta, int N, int C,
                         float eps);
 
-/* dx (+)= ..., dgamma (+)= ..., dbeta (+)= ...
+/* dx (+)= ..., dgamma (+)= ..., dbeta (+)= ...; any of the three may be NULL
  *   dx, dy, x: (N, C)  mean, rstd: (N)  gamma: (C), may be NULL
  *   dgamma, dbeta: (C), may be NULL */
 void mmrt_layernorm_bwd(float *dx, float *dgamma, float *dbeta,
@@ -243,7 +243,8 @@ void mmrt_attention_fwd(float *out, float *lse, const float *q,
                         const float *k, const float *v, int B, int T, int S,
                         int H, int KVH, int D, int causal, float scale);
 
-/*   dq, dout, q, out: (B, T, H, D)  dk, dv, k, v: (B, S, KVH, D)
+/* dq (+)= dL/dq, dk (+)= dL/dk, dv (+)= dL/dv; each may be NULL.
+ *   dq, dout, q, out: (B, T, H, D)  dk, dv, k, v: (B, S, KVH, D)
  *   lse: (B, H, T) from the forward */
 void mmrt_attention_bwd(float *dq, float *dk, float *dv, const float *dout,
                         const float *q, const float *k, const float *v,
