@@ -306,26 +306,32 @@ static Val *binary(FeProgram *p, Env *e, AstExpr *x) {
   if (l->k == V_ERR || r->k == V_ERR) return val_err(p);
   if (l->k == V_INT && r->k == V_INT) return arith_int(p, x, x->op, l->i, r->i);
   if (val_is_num(l) && val_is_num(r)) return arith_float(p, x, x->op, val_num(l), val_num(r));
+  if (p->in_stages && x->op == OP_ADD) {
+    bool lu = l->k == V_INST || l->k == V_SLICE || l->k == V_UNITS || (l->k == V_TENSOR && l->t->role == IR_ROLE_PARAM);
+    bool ru = r->k == V_INST || r->k == V_SLICE || r->k == V_UNITS || (r->k == V_TENSOR && r->t->role == IR_ROLE_PARAM);
+    if (lu && ru) {
+      Val *u = val_new(p, V_UNITS);
+      int n = (l->k == V_UNITS ? l->n : 1) + (r->k == V_UNITS ? r->n : 1);
+      u->items = ARENA_ARRAY(&p->ast, Val *, n);
+      Val *parts[2] = {l, r};
+      for (int k = 0; k < 2; k++) {
+        if (parts[k]->k == V_UNITS)
+          for (int i = 0; i < parts[k]->n; i++) u->items[u->n++] = parts[k]->items[i];
+        else
+          u->items[u->n++] = parts[k];
+      }
+      return u;
+    }
+    diag_error(p->d, x->loc, "a stage joins sub-models, layer slices and parameters with '+', not a %s and a %s",
+               val_kind_name(l->k), val_kind_name(r->k));
+    return val_err(p);
+  }
   if (l->k == V_TENSOR || r->k == V_TENSOR) return tensor_binary(p, x, x->op, l, r);
   if (l->k == V_BOOL && r->k == V_BOOL && (x->op == OP_EQ || x->op == OP_NE))
     return val_bool(p, (l->b == r->b) == (x->op == OP_EQ));
   if ((l->k == V_STR || l->k == V_SYM) && (r->k == V_STR || r->k == V_SYM)) {
     if (x->op == OP_EQ || x->op == OP_NE) return val_bool(p, (strcmp(l->s, r->s) == 0) == (x->op == OP_EQ));
     if (x->op == OP_ADD) return val_str(p, arena_printf(&p->ast, "%s%s", l->s, r->s));
-  }
-  if (x->op == OP_ADD && (l->k == V_INST || l->k == V_SLICE || l->k == V_UNITS) &&
-      (r->k == V_INST || r->k == V_SLICE || r->k == V_UNITS)) {
-    Val *u = val_new(p, V_UNITS);
-    int n = (l->k == V_UNITS ? l->n : 1) + (r->k == V_UNITS ? r->n : 1);
-    u->items = ARENA_ARRAY(&p->ast, Val *, n);
-    Val *parts[2] = {l, r};
-    for (int k = 0; k < 2; k++) {
-      if (parts[k]->k == V_UNITS)
-        for (int i = 0; i < parts[k]->n; i++) u->items[u->n++] = parts[k]->items[i];
-      else
-        u->items[u->n++] = parts[k];
-    }
-    return u;
   }
   if (x->op == OP_ADD && l->k == V_LIST && r->k == V_LIST) {
     Val *u = val_new(p, V_LIST);

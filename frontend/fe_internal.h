@@ -76,6 +76,7 @@ struct FeProgram {
   AstFile *root;
   PtrVec files;  /* AstFile* */
   PtrVec loading;/* files being loaded (import cycle check) */
+  PtrVec loading_at; /* SrcLoc* of the import that loaded each of them */
   /* during elaboration */
   IrModule *ir;
   IrBuilder b;
@@ -86,6 +87,7 @@ struct FeProgram {
   bool allow_sym;  /* bare unknown names evaluate to symbols (sections) */
   int fwd_depth;   /* nesting of forward calls (recursion guard) */
   Inst *cur_inst;  /* the instance whose forward is running */
+  bool in_stages;  /* evaluating a stage list: '+' joins instances, layers and parameters */
 };
 
 /* load.c */

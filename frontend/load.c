@@ -68,7 +68,10 @@ static AstFile *load_file(FeProgram *p, const char *path, SrcLoc at) {
         chain = arena_printf(&p->ast, "%s%s -> ", chain, base ? base + 1 : ((AstFile *)p->loading.items[j])->path);
       }
       const char *base = strrchr(real, '/');
-      diag_error(p->d, at, "import cycle: %s%s", chain, base ? base + 1 : real);
+      /* report at the import that starts the cycle, in the first file of it */
+      SrcLoc where = at;
+      if (i + 1 < p->loading.len) where = *(SrcLoc *)p->loading_at.items[i + 1];
+      diag_error(p->d, where, "import cycle: %s%s", chain, base ? base + 1 : real);
       return NULL;
     }
   }
@@ -90,8 +93,12 @@ static AstFile *load_file(FeProgram *p, const char *path, SrcLoc at) {
   f->file_id = id;
   ptrvec_push(&p->ast, &p->files, f);
   ptrvec_push(&p->ast, &p->loading, f);
+  SrcLoc *atp = ARENA_NEW(&p->ast, SrcLoc);
+  *atp = at;
+  ptrvec_push(&p->ast, &p->loading_at, atp);
   load_imports(p, f);
   p->loading.len--;
+  p->loading_at.len--;
   return f;
 }
 
@@ -375,8 +382,11 @@ static FeProgram *load_root(Diag *d, const char *path, const char *text, size_t 
     f->file_id = id;
     ptrvec_push(&p->ast, &p->files, f);
     ptrvec_push(&p->ast, &p->loading, f);
+    SrcLoc *atp = ARENA_NEW(&p->ast, SrcLoc);
+    ptrvec_push(&p->ast, &p->loading_at, atp);
     load_imports(p, f);
     p->loading.len--;
+    p->loading_at.len--;
     p->root = f;
   } else {
     p->root = load_file(p, path, none);

@@ -236,7 +236,9 @@ static bool read_parallel(FeProgram *p, Inst *root, AstStmt *sec, MmPlan *pl) {
       }
     } else if (strcmp(n, "stages") == 0) {
       pl->loc_stages = s->name_loc;
+      p->in_stages = true;
       Val *l = fe_eval(p, &root->env, s->value);
+      p->in_stages = false;
       if (l->k == V_ERR) { ok = false; continue; }
       if (l->k != V_LIST || l->n < 1) {
         diag_error(p->d, s->value->loc, "stages takes a list of stages, e.g. [vision + llm.blocks[0:8], llm.blocks[8:24] + llm.head]");

@@ -316,6 +316,20 @@ typedef struct ModStat {
   int64_t params, trainable;
 } ModStat;
 
+/* Length of the first `depth` components of a parameter name ("gpt" and
+ * "gpt.h" for "gpt.h.3.attn.q_proj.weight"; stack layers collapse), or 0 when
+ * the name has fewer components. */
+static size_t module_prefix(const char *name, int depth) {
+  const char *s = name;
+  for (int i = 0; i < depth; i++) {
+    const char *dot = strchr(s, '.');
+    if (i == depth - 1) return dot ? (size_t)(dot - name) : strlen(name);
+    if (!dot) return 0;
+    s = dot + 1;
+  }
+  return 0;
+}
+
 static int cmd_stats(Opts *o) {
   Diag d;
   diag_init(&d);
@@ -324,7 +338,7 @@ static int cmd_stats(Opts *o) {
   IrModule *m = build(o, &d, &p, &r, "lower", NULL, NULL);
   if (!m) return finish(&d, p, &r, EXIT_USER);
   int64_t total = 0, trainable = 0, flops = 0, bytes = 0;
-  ModStat *mods = calloc((size_t)m->params.len + 1, sizeof *mods);
+  ModStat *mods = calloc((size_t)m->params.len * 2 + 1, sizeof *mods);
   int nmods = 0;
   for (int i = 0; i < m->params.len; i++) {
     IrValue *v = m->params.items[i];
@@ -332,18 +346,21 @@ static int cmd_stats(Opts *o) {
     total += n;
     bytes += n * ir_dtype_size(v->dtype);
     if (!v->frozen) trainable += n;
-    const char *dot = strchr(v->name, '.');
-    size_t len = dot ? (size_t)(dot - v->name) : strlen(v->name);
-    if (len > 255) len = 255;
-    int k = 0;
-    while (k < nmods && (strlen(mods[k].name) != len || strncmp(mods[k].name, v->name, len) != 0)) k++;
-    if (k == nmods) {
-      memcpy(mods[k].name, v->name, len);
-      mods[k].name[len] = 0;
-      nmods++;
+    /* count under the module path at depth 1 and at depth 2 (stack layers collapse) */
+    for (int depth = 1; depth <= 2; depth++) {
+      size_t len = module_prefix(v->name, depth);
+      if (!len) continue;
+      if (len > 255) len = 255;
+      int k = 0;
+      while (k < nmods && (strlen(mods[k].name) != len || strncmp(mods[k].name, v->name, len) != 0)) k++;
+      if (k == nmods) {
+        memcpy(mods[k].name, v->name, len);
+        mods[k].name[len] = 0;
+        nmods++;
+      }
+      mods[k].params += n;
+      if (!v->frozen) mods[k].trainable += n;
     }
-    mods[k].params += n;
-    if (!v->frozen) mods[k].trainable += n;
   }
   for (int fi = 0; fi < m->funcs.len; fi++) {
     IrFunc *f = m->funcs.items[fi];
@@ -380,13 +397,14 @@ static int cmd_stats(Opts *o) {
     printf("  %-28s %16s %16s\n", "module", "parameters", "trainable");
     for (int k = 0; k < nmods; k++)
       printf("  %-28s %16lld %16lld\n", mods[k].name, (long long)mods[k].params, (long long)mods[k].trainable);
+
     printf("  %-28s %16lld %16lld\n", "total", (long long)total, (long long)trainable);
     printf("  parameter bytes   %lld (%.1f MiB)\n", (long long)bytes, (double)bytes / (1 << 20));
     printf("  forward FLOPs     %lld (%.3f GFLOP) for inputs", (long long)flops, (double)flops / 1e9);
     IrFunc *f = m->funcs.items[0];
     for (int i = 0; i < f->inputs.len; i++) {
       IrValue *v = f->inputs.items[i];
-      printf(" %s%s:%s[", i ? "," : "", v->name, ir_dtype_name(v->dtype));
+      printf("%s%s:%s[", i ? ", " : " ", v->name, ir_dtype_name(v->dtype));
       for (int k = 0; k < v->shape.rank; k++) printf("%s%lld", k ? ", " : "", (long long)v->shape.d[k]);
       printf("]");
     }

@@ -1,0 +1,2 @@
+// expected-error@+1:8 {{unterminated string}}
+import "nn.mm
