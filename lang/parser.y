@@ -52,6 +52,7 @@ typedef struct ParseState {
   /* lexer */
   uint32_t line, col;          /* running position */
   uint32_t tok_line, tok_col;  /* where the current token starts */
+  size_t off, tok_off;         /* byte offsets of the same two positions */
   uint32_t end_line, end_col;  /* just after the last token (not a newline) */
   int last_tok;                /* last token returned (0 before the first) */
   ParseOpen open[MM_MAX_NESTING];
@@ -65,6 +66,9 @@ typedef struct ParseState {
   bool after_bad_char;         /* ... right before the current token */
   /* parser */
   bool skip_decl;              /* top-level recovery: skip to import/module/model */
+  bool skip_block;             /* recovery discarded a '{': skip to its '}' */
+  int skip_block_to;           /* ... i.e. until nopen falls back to this */
+  MmLoc last_loc;              /* location of the last token read */
   bool depth_reported;
   bool fatal;                  /* stop: nesting limit or scanner failure */
   jmp_buf fatal_jmp;
@@ -357,6 +361,17 @@ static AstStmt *mk_instance(ParseState *ps, const char *name, MmLoc name_loc, As
 %type <param> hparam targ
 %type <str> opt_name
 
+/* When error recovery throws away a '{' that was just read, throw away the
+ * whole block with it: otherwise its statements would be parsed one level
+ * too high and produce a cascade of errors. */
+%destructor {
+  if (@$.first_line == ps->last_loc.first_line && @$.first_column == ps->last_loc.first_column &&
+      ps->nopen > 0 && ps->open[ps->nopen - 1].c == '{') {
+    ps->skip_block = true;
+    ps->skip_block_to = ps->nopen - 1;
+  }
+} '{'
+
 %%
 
 file
@@ -372,6 +387,10 @@ file
   ;
 
 eos: NEWLINE | ';' ;
+
+/* '{' as its own symbol, so that its destructor (above) fires only for a
+ * discarded lookahead. */
+lbrace: '{' ;
 
 decl
   : IMPORT STRING     { $$ = mk_decl(ps, DECL_IMPORT, @1, $2, @2); }
@@ -422,9 +441,9 @@ htype
 /* ---- module and model bodies ---- */
 
 members_block
-  : '{' members '}'         { $$ = $2; }
-  | '{' members member '}'  { $$ = vec_add(ps, $2, $3); }
-  | '{' members error '}'   { $$ = $2; yyerrok; }
+  : lbrace members '}'         { $$ = $2; }
+  | lbrace members member '}'  { $$ = vec_add(ps, $2, $3); }
+  | lbrace members error '}'   { $$ = $2; yyerrok; }
   ;
 
 members
@@ -537,9 +556,9 @@ opt_ret
 /* ---- forward bodies ---- */
 
 stmts_block
-  : '{' stmts '}'           { $$ = $2; }
-  | '{' stmts stmt '}'      { $$ = vec_add(ps, $2, $3); }
-  | '{' stmts error '}'     { $$ = $2; yyerrok; }
+  : lbrace stmts '}'           { $$ = $2; }
+  | lbrace stmts stmt '}'      { $$ = vec_add(ps, $2, $3); }
+  | lbrace stmts error '}'     { $$ = $2; yyerrok; }
   ;
 
 stmts
@@ -583,9 +602,9 @@ else_stmts
 /* ---- train { } and parallel { } ---- */
 
 settings_block
-  : '{' settings '}'        { $$ = $2; }
-  | '{' settings setting '}' { $$ = vec_add(ps, $2, $3); }
-  | '{' settings error '}'  { $$ = $2; yyerrok; }
+  : lbrace settings '}'        { $$ = $2; }
+  | lbrace settings setting '}' { $$ = vec_add(ps, $2, $3); }
+  | lbrace settings error '}'  { $$ = $2; yyerrok; }
   ;
 
 settings
@@ -752,6 +771,11 @@ static int mmlex(MMSTYPE *lval, MMLTYPE *lloc, ParseState *ps) {
     ps->has_open_before = ps->nopen > 0;
     if (ps->has_open_before) ps->open_before = ps->open[ps->nopen - 1];
     int t = mmlxlex(lval, lloc, ps->scanner);
+    ps->last_loc = *lloc;
+    if (ps->skip_block && t != 0) {
+      if (ps->nopen <= ps->skip_block_to) ps->skip_block = false; /* the matching '}': drop it too */
+      continue;
+    }
     if (!ps->skip_decl) return t;
     if (t == 0 || (ps->nopen == 0 && (t == IMPORT || t == MODULE || t == MODEL))) {
       ps->skip_decl = false;

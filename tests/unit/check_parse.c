@@ -626,6 +626,39 @@ START_TEST(t_err_three_independent) {
 }
 END_TEST
 
+START_TEST(t_err_recovery_blocks) {
+  /* a broken forward header: its body is skipped, not parsed as members */
+  parse("module M() {\n  forward(x: [B) -> loss {\n    h = x\n    return h\n  }\n  let b = 2\n}\n");
+  ck_assert_int_eq(errors(), 1);
+  ck_diag_has("t.mm:2:16: error: unexpected ')', expected an operator, ',' or ']'");
+  ck_diag_has("t.mm:2:14: note: to match this '['");
+  ck_assert_int_eq(decl(0)->members.len, 1);
+  ck_assert_str_eq(member(0, 0)->name, "b");
+  /* a broken condition: the block after it goes with it */
+  parse("module M() {\n  forward() {\n    if a + { h = 1 }\n    return x *\n  }\n}\n");
+  ck_assert_int_eq(errors(), 2);
+  ck_diag_has("t.mm:3:12: error: unexpected '{', expected an expression");
+  ck_diag_has("t.mm:4:15: error: unexpected end of line, expected an expression");
+  /* a broken declaration header: skip to the next declaration */
+  parse("module M(d int) {\n  x = L(d)\n  forward() { return 1 }\n}\nmodule N() {\n  let q = \n}\n"
+        "modul O {\n}\nmodel P { }\n");
+  ck_assert_int_eq(errors(), 3);
+  ck_diag_has("t.mm:1:12: error: unexpected name 'int', expected ':'");
+  ck_diag_has("t.mm:6:11: error: unexpected end of line, expected an expression");
+  ck_diag_has("t.mm:8:1: error: unexpected name 'modul', expected 'import', 'module' or 'model'");
+  ck_assert_int_eq(P->file->decls.len, 2);
+  ck_assert_str_eq(decl(0)->name, "N");
+  ck_assert_str_eq(decl(1)->name, "P");
+  /* a missing ')' does not swallow the rest of the block */
+  parse("module M() {\n  x = Linear(1, 2\n  let y = 3\n  let z = 4\n}\n");
+  ck_assert_int_eq(errors(), 1);
+  ck_diag_has("t.mm:3:3: error: unexpected 'let', expected an operator, ')' or ','");
+  ck_diag_has("t.mm:2:13: note: to match this '('");
+  ck_assert_int_eq(decl(0)->members.len, 1);
+  ck_assert_str_eq(member(0, 0)->name, "z");
+}
+END_TEST
+
 START_TEST(t_err_bad_char) {
   parse("module M() {\n  let a = 1 $ 2\n  let b = 3\n}\n");
   ck_assert_int_eq(errors(), 1);
@@ -805,6 +838,7 @@ Suite *parse_suite(void) {
   tcase_add_test(tc, t_err_unterminated_comment);
   tcase_add_test(tc, t_err_unterminated_string);
   tcase_add_test(tc, t_err_three_independent);
+  tcase_add_test(tc, t_err_recovery_blocks);
   tcase_add_test(tc, t_err_bad_char);
   tcase_add_test(tc, t_err_literals_and_types);
   tcase_add_test(tc, t_err_keyword_args);
