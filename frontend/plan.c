@@ -440,7 +440,8 @@ bool fe_read_sections(FeProgram *p, Inst *root, FeResult *out) {
   if (dup) diag_error(p->d, dup->loc, "a model has one train section");
   AstStmt *par = section(dcl, "parallel", &dup);
   if (dup) diag_error(p->d, dup->loc, "a model has one parallel section");
-  bool ok = read_train(p, root, tr, t) & read_parallel(p, root, par, pl);
+  bool ok = read_train(p, root, tr, t);
+  if (!read_parallel(p, root, par, pl)) ok = false; /* both sections report their errors */
   if (!ok) return false;
   apply_flags(p, pl, &p->opts.flags);
   /* freeze: mark parameters */
