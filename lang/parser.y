@@ -202,7 +202,10 @@ static AstExpr *mk_slice(ParseState *ps, AstExpr *a, AstExpr *b, AstExpr *c, MmL
 static AstExpr *mk_list(ParseState *ps, PtrVec items, MmLoc loc) {
   AstExpr *e = mk_expr(ps, AST_LIST, loc);
   e->items = items;
-  if (!set_depth(ps, e, vec_depth(&items, false))) e->items = (PtrVec){0};
+  if (!set_depth(ps, e, vec_depth(&items, false))) {
+    e->items = (PtrVec){0};
+    ((PExpr *)e)->depth = 1;
+  }
   return e;
 }
 
@@ -461,13 +464,13 @@ member
   | IDENT '=' PARAM ttype {
       $$ = mk_stmt(ps, ST_PARAM, @1, $1, @1);
       $$->ptype = $4;
-      if (!$4->dtype) diag_error(ps->d, $4->loc, "a parameter needs a dtype, e.g. 'param f32[%s]'", "...");
+      if (!$4->dtype) diag_error(ps->d, $4->loc, "a parameter needs a dtype, e.g. 'param f32[...]'");
     }
   | IDENT '=' PARAM ttype '=' expr {
       $$ = mk_stmt(ps, ST_PARAM, @1, $1, @1);
       $$->ptype = $4;
       $$->value = $6;
-      if (!$4->dtype) diag_error(ps->d, $4->loc, "a parameter needs a dtype, e.g. 'param f32[%s]'", "...");
+      if (!$4->dtype) diag_error(ps->d, $4->loc, "a parameter needs a dtype, e.g. 'param f32[...]'");
       if ($6->kind != AST_NAME && $6->kind != AST_CALL)
         diag_error(ps->d, $6->loc, "expected an initialiser such as zeros, ones, normal(0.02) or fill(x)");
     }
@@ -904,6 +907,7 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, ParseState *ps) {
     groups[ng++] = "an expression";
     n = drop_tokens(exp, n, expr_start, COUNT(expr_start));
   }
+  bool saw_ops = is_token(exp, n, YYSYMBOL_EQ);
   if (is_token(exp, n, CH('+')) && is_token(exp, n, CH('*'))) {
     groups[ng++] = "an operator";
     n = drop_tokens(exp, n, ops, COUNT(ops));
@@ -930,10 +934,12 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, ParseState *ps) {
     const char *sep = i == 0 ? "" : i == ni - 1 ? " or " : ", ";
     len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", sep, items[i]);
   }
+  /* `if a = b {`: the usual slip */
+  const char *hint = found == CH('=') && saw_ops ? " (use '==' to compare)" : "";
   if (ni == 0)
-    diag_error(ps->d, at, "unexpected %s", what);
+    diag_error(ps->d, at, "unexpected %s%s", what, hint);
   else
-    diag_error(ps->d, at, "unexpected %s, expected %s", what, list);
+    diag_error(ps->d, at, "unexpected %s, expected %s%s", what, list, hint);
 
   /* A missing closer: point at the bracket it should close. */
   if (ps->has_open_before) {

@@ -701,6 +701,18 @@ START_TEST(t_err_literals_and_types) {
 }
 END_TEST
 
+START_TEST(t_err_hints) {
+  parse("module M() {\n  let a = .5\n  let b = x.0\n}\n");
+  ck_assert_int_eq(errors(), 2);
+  ck_diag_has("t.mm:2:11: error: a number needs a digit before the point: write 0.5");
+  ck_assert_str_eq(sexpr(member(0, 0)->value), "0.5");
+  ck_diag_has("t.mm:3:13: error: unexpected number '0', expected a name"); /* x[0], not x.0 */
+  parse("module M() {\n  forward() {\n    if a = b { return 1 }\n  }\n}\n");
+  ck_assert_int_eq(errors(), 1);
+  ck_diag_has("t.mm:3:10: error: unexpected '=', expected an operator or '{' (use '==' to compare)");
+}
+END_TEST
+
 START_TEST(t_err_keyword_args) {
   parse("module M() {\n  a = Linear(in = 1, 2)\n}\n");
   ck_assert_int_eq(errors(), 1);
@@ -720,6 +732,35 @@ static char *repeat3(const char *pre, const char *mid, int n, const char *post) 
   return s;
 }
 
+/* The depth of an expression tree (what a recursive later stage would use). */
+static int tree_depth(const AstExpr *e) {
+  if (!e) return 0;
+  int m = 0;
+  const AstExpr *kids[] = {e->lhs, e->rhs, e->cond, e->start, e->stop, e->step};
+  for (size_t i = 0; i < sizeof kids / sizeof *kids; i++) {
+    int d = tree_depth(kids[i]);
+    if (d > m) m = d;
+  }
+  for (int i = 0; i < e->items.len; i++) {
+    int d = tree_depth(e->items.items[i]);
+    if (d > m) m = d;
+  }
+  for (int i = 0; i < e->args.len; i++) {
+    int d = tree_depth(((AstArg *)e->args.items[i])->value);
+    if (d > m) m = d;
+  }
+  return m + 1;
+}
+
+/* Every expression of the first declaration's members is at most 1000 deep. */
+static void ck_bounded_trees(void) {
+  for (int i = 0; i < P->file->decls.len; i++) {
+    AstDecl *d = decl(i);
+    for (int j = 0; j < d->members.len; j++)
+      ck_assert_int_le(tree_depth(((AstStmt *)d->members.items[j])->value), 1000);
+  }
+}
+
 START_TEST(t_err_deep_nesting) {
   /* 256 levels are fine */
   char *ok = repeat3("module M() {\n  let a = ", "(", 250, "1");
@@ -731,39 +772,47 @@ START_TEST(t_err_deep_nesting) {
   char *s = repeat3("module M() {\n  let a = ", "(", 100000, "1\n}\n");
   parse(s);
   free(s);
+  ck_bounded_trees();
   ck_assert_int_eq(errors(), 1);
   ck_diag_has("t.mm:2:266: error: nesting too deep (more than 256 levels of brackets)");
   s = repeat3("module M() {\n  let a = ", "[", 5000, "\n}\n");
   parse(s);
   free(s);
+  ck_bounded_trees();
   ck_assert_int_eq(errors(), 1);
   s = repeat3("module M() {\n  forward() {\n", "if a {\n", 1000, "\n");
   parse(s);
   free(s);
+  ck_bounded_trees();
   ck_assert_int_eq(errors(), 1);
   ck_diag_has("nesting too deep");
   /* long operator chains without brackets: bounded trees, no overflow */
   s = repeat3("module M() {\n  let a = ", "-", 50000, "1\n}\n");
   parse(s);
   free(s);
+  ck_bounded_trees();
   ck_assert_int_eq(errors(), 1);
   ck_diag_has("nest");
   s = repeat3("module M() {\n  let a = 1", " + 1", 50000, "\n}\n");
   parse(s);
   free(s);
+  ck_bounded_trees();
   ck_assert_int_eq(errors(), 1);
   ck_diag_has("expression nested too deeply");
   s = repeat3("module M() {\n  let a = 1", " ** 1", 50000, "\n}\n");
   parse(s);
   free(s);
+  ck_bounded_trees();
   ck_assert_int_eq(errors(), 1);
   s = repeat3("module M() {\n  let a = 1", " if c else 1", 50000, "\n}\n");
   parse(s);
   free(s);
+  ck_bounded_trees();
   ck_assert_int_eq(errors(), 1);
   s = repeat3("module M() {\n  let a = x", ".f(1)", 50000, "\n}\n");
   parse(s);
   free(s);
+  ck_bounded_trees();
   ck_assert_int_eq(errors(), 1);
 }
 END_TEST
@@ -841,6 +890,7 @@ Suite *parse_suite(void) {
   tcase_add_test(tc, t_err_recovery_blocks);
   tcase_add_test(tc, t_err_bad_char);
   tcase_add_test(tc, t_err_literals_and_types);
+  tcase_add_test(tc, t_err_hints);
   tcase_add_test(tc, t_err_keyword_args);
   tcase_add_test(tc, t_err_deep_nesting);
   tcase_add_test(tc, t_err_max_errors);
