@@ -147,6 +147,11 @@ typedef struct IrValue {
   bool frozen;       /* no gradient, no optimizer state */
   int group, layer;  /* stack group index and layer in it, or -1 */
   void *aux;         /* free slot for passes (cleared by each user) */
+  /* memory plan (passes/memplan.c): the arena (named by its role) and byte
+   * offset of the storage; printed as mem(act, 4096) once planned */
+  bool mem_planned;
+  IrRole mem_arena;
+  int64_t mem_offset;
 } IrValue;
 
 struct IrNode {
@@ -160,6 +165,9 @@ struct IrNode {
   int group, layer;  /* stack group index (IrModule.groups) and layer, or -1 */
   SrcLoc loc;
   void *aux;
+  /* scratch of the kernel in the act arena while the node runs (memplan);
+   * printed as ws(offset, bytes) when ws_bytes > 0 */
+  int64_t ws_offset, ws_bytes;
 };
 
 /* A repeated stack of layers (Block(...) x depth), e.g. "llm.blocks" with 24 layers. */

@@ -409,6 +409,32 @@ static bool parse_role(Parser *p, IrRole *r, unsigned allowed, const char *what)
   return expect_punct(p, ')', "after the role");
 }
 
+/* mem(arena, offset), the memory plan's placement of a value */
+typedef struct Mem {
+  bool planned;
+  IrRole arena;
+  int64_t offset;
+} Mem;
+
+static bool parse_mem(Parser *p, Mem *m) {
+  int64_t off = 0;
+  if (!next(p) || !expect_punct(p, '(', "after 'mem'")) return false;
+  if (p->tok.kind != T_IDENT || !ir_role_parse(p->tok.s, &m->arena))
+    return error(p, p->tok.loc, "expected an arena (act, input, param, grad, opt), found %s", tok_desc(p));
+  if (!next(p) || !expect_punct(p, ',', "after the arena") || !parse_int(p, 0, INT64_C(1) << 62, "offset", &off) ||
+      !expect_punct(p, ')', "after the offset"))
+    return false;
+  m->planned = true;
+  m->offset = off;
+  return true;
+}
+
+static void set_mem(IrValue *v, const Mem *m) {
+  v->mem_planned = m->planned;
+  v->mem_arena = m->arena;
+  v->mem_offset = m->offset;
+}
+
 /* loc("file":line:col) */
 static bool parse_loc(Parser *p, SrcLoc *loc) {
   char *name = NULL;
@@ -499,6 +525,8 @@ static bool parse_param(Parser *p) {
   SrcLoc loc = {0};
   if (!next(p) || !expect_punct(p, ':', "after the parameter name") || !parse_type(p, &t)) return false;
   if (is_kw(p, "role") && !parse_role(p, &role, ROLES_PARAM, "a parameter")) return false;
+  Mem mem = {0};
+  if (is_kw(p, "mem") && !parse_mem(p, &mem)) return false;
   if (is_kw(p, "init")) {
     if (!next(p)) return false;
     SrcLoc open = p->tok.loc;
@@ -525,6 +553,7 @@ static bool parse_param(Parser *p) {
   memcpy(v->pl, t.pl, sizeof v->pl);
   v->role = role;
   v->frozen = frozen;
+  set_mem(v, &mem);
   v->group = group;
   v->layer = layer;
   ir_map_put(&p->params, v->name)->p = v;
@@ -687,11 +716,20 @@ static bool parse_node(Parser *p, IrFunc *f) {
   if (!expect_punct(p, ':', "before the result types")) return false;
   Type types[4];
   IrRole roles[4];
+  Mem mems[4] = {{0}};
   for (int j = 0; j < nlab; j++) {
     if (j && !expect_punct(p, ',', "between result types")) return false;
     roles[j] = IR_ROLE_ACT;
     if (!parse_type(p, &types[j])) return false;
     if (is_kw(p, "role") && !parse_role(p, &roles[j], ROLES_RESULT, "a node result")) return false;
+    if (is_kw(p, "mem") && !parse_mem(p, &mems[j])) return false;
+  }
+  int64_t ws[2] = {0, 0}; /* ws(offset, bytes): the node's scratch */
+  if (is_kw(p, "ws")) {
+    if (!next(p) || !expect_punct(p, '(', "after 'ws'") || !parse_int(p, 0, INT64_C(1) << 62, "offset", &ws[0]) ||
+        !expect_punct(p, ',', "after the offset") || !parse_int(p, 1, INT64_C(1) << 62, "bytes", &ws[1]) ||
+        !expect_punct(p, ')', "after the bytes"))
+      return false;
   }
   IrBuilder b = {.m = p->m, .f = f, .group = -1, .layer = -1};
   SrcLoc loc = {0};
@@ -719,8 +757,11 @@ static bool parse_node(Parser *p, IrFunc *f) {
     }
     memcpy(v->pl, types[j].pl, sizeof v->pl);
     v->role = roles[j];
+    set_mem(v, &mems[j]);
     ir_map_put(labels[j].numbered ? &p->number : &p->named, labels[j].name)->p = v;
   }
+  n->ws_offset = ws[0];
+  n->ws_bytes = ws[1];
   return true;
 }
 
@@ -735,8 +776,11 @@ static bool parse_input(Parser *p, IrFunc *f) {
   SrcLoc loc = {0};
   if (!next(p) || !expect_punct(p, ':', "after the input name") || !parse_type(p, &t)) return false;
   if (is_kw(p, "role") && !parse_role(p, &role, ROLES_INPUT, "a function input")) return false;
+  Mem mem = {0};
+  if (is_kw(p, "mem") && !parse_mem(p, &mem)) return false;
   if (is_kw(p, "loc") && !parse_loc(p, &loc)) return false;
   IrValue *v = ir_add_input(p->m, f, l.name, t.dtype, &t.shape, loc);
+  set_mem(v, &mem);
   memcpy(v->pl, t.pl, sizeof v->pl);
   v->role = role;
   ir_map_put(&p->named, v->name)->p = v;

@@ -113,6 +113,11 @@ static void print_type(const Printer *p, const IrValue *v) {
   fputc('}', out);
 }
 
+/* mem(act, 4096): where the memory plan put the value */
+static void print_mem(const Printer *p, const IrValue *v) {
+  if (v->mem_planned) fprintf(p->out, " mem(%s, %lld)", ir_role_name(v->mem_arena), (long long)v->mem_offset);
+}
+
 static bool is_param(const IrModule *m, const IrValue *v) {
   for (int i = 0; i < m->params.len; i++)
     if (m->params.items[i] == v) return true;
@@ -187,7 +192,9 @@ static void print_node(const Printer *p, const IrNode *n, const char *indent) {
     if (j) fputs(", ", out);
     print_type(p, n->out[j]);
     if (n->out[j]->role != IR_ROLE_ACT) fprintf(out, " role(%s)", ir_role_name(n->out[j]->role));
+    print_mem(p, n->out[j]);
   }
+  if (n->ws_bytes > 0) fprintf(out, " ws(%lld, %lld)", (long long)n->ws_offset, (long long)n->ws_bytes);
   print_layer(p, n->group, n->layer);
   if (n->scope) {
     fputs(" scope(", out);
@@ -210,6 +217,7 @@ static void print_param(const Printer *p, const IrValue *v) {
   fputs(" : ", out);
   print_type(p, v);
   if (v->role != IR_ROLE_PARAM) fprintf(out, " role(%s)", ir_role_name(v->role));
+  print_mem(p, v);
   const IrInit *in = &v->init;
   switch (in->kind) {
   case IR_INIT_NONE: break;
@@ -260,6 +268,7 @@ static void print_func(Printer *p, const IrFunc *f, Arena *scratch) {
     fputs(" : ", out);
     print_type(p, v);
     if (v->role != IR_ROLE_INPUT) fprintf(out, " role(%s)", ir_role_name(v->role));
+    print_mem(p, v);
     print_loc(p, v->loc);
   }
   fputs(") {\n", out);
