@@ -17,13 +17,20 @@
 #define FL_LINEAR .flop_kind = IR_FL_LINEAR
 #define FL_CONV .flop_kind = IR_FL_CONV
 #define FL_ATTENTION .flop_kind = IR_FL_ATTENTION
+#define FL_LINEAR_W .flop_kind = IR_FL_LINEAR_W
+#define FL_CONV_X .flop_kind = IR_FL_CONV_X
+#define FL_CONV_W .flop_kind = IR_FL_CONV_W
+#define FL_ATTENTION_BWD .flop_kind = IR_FL_ATTENTION_BWD
+/* the grad column: GRAD names ir_grad_NAME, NOGRAD none */
+#define GRAD_RULE_GRAD(N) ir_grad_##N
+#define GRAD_RULE_NOGRAD(N) NULL
 
 _Static_assert(IR_ATTR_COUNT <= 64, "attribute masks are 64-bit");
 
 const IrOpInfo ir_ops[IR_OP_COUNT] = {
-#define OP(N, S, MIN, MAX, NOUT, REQ, OPT, FLAGS, FLOPS)                                     \
+#define OP(N, S, MIN, MAX, NOUT, REQ, OPT, FLAGS, FLOPS, G)                                  \
   [IR_OP_##N] = {.name = S, .min_in = MIN, .max_in = MAX, .nout = NOUT, .req_attrs = REQ, \
-                 .opt_attrs = OPT, .flags = FLAGS, FLOPS, .shape = ir_shape_##N},
+                 .opt_attrs = OPT, .flags = FLAGS, FLOPS, .shape = ir_shape_##N, .grad = GRAD_RULE_##G(N)},
 #include "ops.def"
 #undef OP
 };
@@ -357,7 +364,7 @@ IrNode *ir_build(IrBuilder *b, IrOp op, IrValue **in, int nin, const IrAttrs *at
   IrModule *m = b->m;
   if ((unsigned)op >= IR_OP_COUNT) return FAIL("unknown op #%d", (int)op);
   const IrOpInfo *info = &ir_ops[op];
-  MM_ASSERT(info->max_in <= 64 && info->nout >= 1 && info->nout <= 4);
+  MM_ASSERT(info->max_in <= 64 && info->nout >= 0 && info->nout <= 4);
 
   if (nin < info->min_in || nin > info->max_in) {
     if (info->min_in == info->max_in)
@@ -438,7 +445,7 @@ IrNode *ir_build(IrBuilder *b, IrOp op, IrValue **in, int nin, const IrAttrs *at
   }
 
   n->nout = info->nout;
-  n->out = ARENA_ARRAY(&m->arena, IrValue *, n->nout);
+  n->out = ARENA_ARRAY(&m->arena, IrValue *, n->nout ? n->nout : 1);
   for (int j = 0; j < n->nout; j++) {
     IrValue *v = new_value(m, cx.out_dtype[j], &cx.out_shape[j], IR_ROLE_ACT, loc);
     v->id = b->f->next_id++;
@@ -471,9 +478,9 @@ static int64_t last_dim(const IrValue *v) { return v->shape.rank ? v->shape.d[v-
  * the broadcast shape), the input for reductions and losses (whose result
  * is small or a scalar). Causal attention is reported in full (no halving). */
 int64_t ir_flops(const IrNode *n) {
-  if ((unsigned)n->op >= IR_OP_COUNT || n->nout < 1) return 0;
+  if ((unsigned)n->op >= IR_OP_COUNT) return 0;
   const IrOpInfo *info = &ir_ops[n->op];
-  int64_t out = ir_numel(&n->out[0]->shape);
+  int64_t out = n->nout >= 1 ? ir_numel(&n->out[0]->shape) : 0; /* nout 0: optimizer steps count the input */
   switch (info->flop_kind) {
   case IR_FL_NONE: return 0;
   case IR_FL_ELEM: {
@@ -495,6 +502,24 @@ int64_t ir_flops(const IrNode *n) {
     const IrShape *q = &n->in[0]->shape, *k = &n->in[1]->shape;
     int64_t bht = mul_sat(mul_sat(q->d[0], q->d[1]), q->d[2]);
     int64_t d = q->d[3] + last_dim(n->in[2]);
+    return mul_sat(2, mul_sat(mul_sat(bht, k->d[1]), d));
+  }
+  case IR_FL_LINEAR_W: /* dy[rows, N], x[rows, K] */
+    return n->nin < 2 ? 0 : mul_sat(2, mul_sat(ir_numel(&n->in[0]->shape), last_dim(n->in[1])));
+  case IR_FL_CONV_X:   /* 2 * numel(dy) * Cin * kernel volume, from w (operand 1) */
+  case IR_FL_CONV_W: { /* the same, from dw's shape */
+    if (n->nin < 2 || n->nout < 1) return 0;
+    const IrShape *w = info->flop_kind == IR_FL_CONV_X ? &n->in[1]->shape : &n->out[0]->shape;
+    int64_t per_out = 1;
+    for (int i = 1; i < w->rank; i++) per_out = mul_sat(per_out, w->d[i]);
+    return mul_sat(2, mul_sat(ir_numel(&n->in[0]->shape), per_out));
+  }
+  case IR_FL_ATTENTION_BWD: { /* attention_grad(dy, q, k, v, ...): q k^T again, dp = dy v^T,
+                                 dv = p^T dy, dq = ds k, dk = ds^T q: 2*B*H*T*S*(3D + 2Dv) */
+    if (n->nin < 4 || n->in[1]->shape.rank != 4 || n->in[2]->shape.rank != 4) return 0;
+    const IrShape *q = &n->in[1]->shape, *k = &n->in[2]->shape;
+    int64_t bht = mul_sat(mul_sat(q->d[0], q->d[1]), q->d[2]);
+    int64_t d = mul_sat(3, q->d[3]) + mul_sat(2, last_dim(n->in[3]));
     return mul_sat(2, mul_sat(mul_sat(bht, k->d[1]), d));
   }
   }

@@ -111,13 +111,25 @@ enum {
   OPF_COMMUTATIVE = 1 << 1,
   OPF_VIEW = 1 << 2,        /* result may alias the operand's storage */
   OPF_LOSS = 1 << 3,        /* scalar loss */
+  OPF_INPLACE = 1 << 4,     /* side effect: updates the OPF_WRITES operands in place (never dead) */
 };
+/* Operand i (< 16) of an OPF_INPLACE op is updated in place. */
+#define OPF_WRITES(i) (1u << (16 + (i)))
+#define IR_OP_WRITES(op, i) ((i) < 16 && (ir_ops[op].flags & OPF_WRITES(i)))
 
 /* FLOP classes (the cost rule is in ir_flops) */
-typedef enum IrFlopKind { IR_FL_NONE, IR_FL_ELEM, IR_FL_MATMUL, IR_FL_LINEAR, IR_FL_CONV, IR_FL_ATTENTION } IrFlopKind;
+typedef enum IrFlopKind {
+  IR_FL_NONE, IR_FL_ELEM, IR_FL_MATMUL, IR_FL_LINEAR, IR_FL_CONV, IR_FL_ATTENTION,
+  IR_FL_LINEAR_W,     /* linear_grad_w: 2 * numel(dy) * K */
+  IR_FL_CONV_X,       /* convND_grad_x: 2 * numel(dy) * Cin * kernel volume, from w */
+  IR_FL_CONV_W,       /* convND_grad_w: the same, from dw's shape */
+  IR_FL_ATTENTION_BWD /* attention_grad: scores recomputed, 5 matmuls */
+} IrFlopKind;
 
 typedef struct IrShapeCtx IrShapeCtx;
 typedef bool (*IrShapeFn)(IrShapeCtx *cx);
+typedef struct IrGradCtx IrGradCtx;
+typedef bool (*IrGradFn)(IrGradCtx *cx); /* see IrGradCtx below */
 
 typedef struct IrOpInfo {
   const char *name;
@@ -127,6 +139,7 @@ typedef struct IrOpInfo {
   IrFlopKind flop_kind;
   int flop_per_elem; /* for IR_FL_ELEM */
   IrShapeFn shape;
+  IrGradFn grad;     /* vector-Jacobian rule, or NULL (ops.def: NOGRAD) */
 } IrOpInfo;
 extern const IrOpInfo ir_ops[IR_OP_COUNT];
 bool ir_op_parse(const char *name, IrOp *out);
@@ -145,6 +158,7 @@ typedef struct IrValue {
   /* params only */
   IrInit init;
   bool frozen;       /* no gradient, no optimizer state */
+  struct IrValue *grad_of; /* role GRAD: the parameter this is the gradient of (printed grad(@name)) */
   int group, layer;  /* stack group index and layer in it, or -1 */
   void *aux;         /* free slot for passes (cleared by each user) */
   /* memory plan (passes/memplan.c): the arena (named by its role) and byte
@@ -288,6 +302,26 @@ IrMapSlot *ir_map_get(const IrMap *mp, const void *key); /* or NULL */
 
 /* The shape rule of each op (ir_shape.c), as named in ops.def. */
 #define OP(N, ...) bool ir_shape_##N(IrShapeCtx *cx);
+#include "ops.def"
+#undef OP
+
+/* ---- gradient rules' view ----
+ * autodiff calls ir_ops[op].grad for a node (of @train) with at least one
+ * result cotangent. The rule emits ordinary ops through b (ir_build) and
+ * sets din[i] for each operand with need[i] (a value of the operand's dtype
+ * and shape), or leaves it NULL for a zero cotangent. On an internal failure
+ * it writes a message into err and returns false. */
+struct IrGradCtx {
+  IrBuilder *b;
+  const IrNode *node; /* the forward node, operands and results in @train */
+  IrValue *dout[4];   /* cotangent of each result, NULL when zero */
+  bool need[64];      /* operand i needs a cotangent */
+  IrValue *din[64];   /* the rule's answer per operand */
+  char *err;
+  size_t errlen;
+};
+/* The gradient rule of each GRAD op (ir_grad.c). */
+#define OP(N, ...) bool ir_grad_##N(IrGradCtx *cx);
 #include "ops.def"
 #undef OP
 

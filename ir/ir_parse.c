@@ -435,6 +435,18 @@ static void set_mem(IrValue *v, const Mem *m) {
   v->mem_offset = m->offset;
 }
 
+/* grad(@param): the value is the gradient of that (already declared)
+ * parameter */
+static bool parse_grad(Parser *p, IrValue **out) {
+  if (!next(p) || !expect_punct(p, '(', "after 'grad'")) return false;
+  if (p->tok.kind != T_AT) return error(p, p->tok.loc, "expected a parameter @name, found %s", tok_desc(p));
+  IrMapSlot *s = ir_map_get(&p->params, p->tok.s);
+  if (!s) return error(p, p->tok.loc, "gradient of undefined parameter @%s", p->tok.s);
+  *out = s->p;
+  if (!next(p)) return false;
+  return expect_punct(p, ')', "after the parameter");
+}
+
 /* loc("file":line:col) */
 static bool parse_loc(Parser *p, SrcLoc *loc) {
   char *name = NULL;
@@ -525,6 +537,8 @@ static bool parse_param(Parser *p) {
   SrcLoc loc = {0};
   if (!next(p) || !expect_punct(p, ':', "after the parameter name") || !parse_type(p, &t)) return false;
   if (is_kw(p, "role") && !parse_role(p, &role, ROLES_PARAM, "a parameter")) return false;
+  IrValue *grad_of = NULL;
+  if (is_kw(p, "grad") && !parse_grad(p, &grad_of)) return false;
   Mem mem = {0};
   if (is_kw(p, "mem") && !parse_mem(p, &mem)) return false;
   if (is_kw(p, "init")) {
@@ -553,6 +567,7 @@ static bool parse_param(Parser *p) {
   memcpy(v->pl, t.pl, sizeof v->pl);
   v->role = role;
   v->frozen = frozen;
+  v->grad_of = grad_of;
   set_mem(v, &mem);
   v->group = group;
   v->layer = layer;
@@ -661,11 +676,13 @@ static bool defined(Parser *p, const Label *l) {
   return ir_map_get(l->numbered ? &p->number : &p->named, l->name) != NULL;
 }
 
-/* %a, %b = op(operands) {attrs} : types layer(...) scope(...) loc(...) */
+/* %a, %b = op(operands) {attrs} : types layer(...) scope(...) loc(...), or
+ * for an op without results: op(operands) {attrs} layer(...) scope(...) loc(...) */
 static bool parse_node(Parser *p, IrFunc *f) {
   Label labels[4];
   int nlab = 0;
-  for (;;) {
+  SrcLoc start = p->tok.loc;
+  while (nlab || p->tok.kind != T_IDENT) { /* an op name first: a node without results */
     if (p->tok.kind != T_PCT) return error(p, p->tok.loc, "expected a result name %%N, found %s", tok_desc(p));
     if (nlab == 4) return error(p, p->tok.loc, "too many results");
     Label *l = &labels[nlab++];
@@ -675,17 +692,19 @@ static bool parse_node(Parser *p, IrFunc *f) {
       if (labels[i].numbered == l->numbered && !strcmp(labels[i].name, l->name))
         return error(p, l->loc, "redefinition of %%%s", l->name);
     if (!next(p)) return false;
-    if (!is_punct(p, ',')) break;
+    if (!is_punct(p, ',')) {
+      if (!expect_punct(p, '=', "after the result names")) return false;
+      break;
+    }
     if (!next(p)) return false;
   }
-  if (!expect_punct(p, '=', "after the result names")) return false;
   if (p->tok.kind != T_IDENT) return error(p, p->tok.loc, "expected an op name, found %s", tok_desc(p));
   IrOp op;
   SrcLoc op_loc = p->tok.loc;
   if (!ir_op_parse(p->tok.s, &op)) return error(p, op_loc, "unknown op '%s'", p->tok.s);
   const IrOpInfo *info = &ir_ops[op];
   if (nlab != info->nout)
-    return error(p, labels[0].loc, "%s has %d result%s, but %d %s named", info->name, info->nout,
+    return error(p, start, "%s has %d result%s, but %d %s named", info->name, info->nout,
                  info->nout == 1 ? "" : "s", nlab, nlab == 1 ? "is" : "are");
   if (!next(p)) return false;
 
@@ -713,15 +732,19 @@ static bool parse_node(Parser *p, IrFunc *f) {
   IrAttrs attrs;
   memset(&attrs, 0, sizeof attrs);
   if (is_punct(p, '{') && !parse_attrs(p, &attrs)) return false;
-  if (!expect_punct(p, ':', "before the result types")) return false;
+  if (nlab && !expect_punct(p, ':', "before the result types")) return false;
+  if (!nlab && is_punct(p, ':'))
+    return error(p, p->tok.loc, "%s has no results, so no types follow it", info->name);
   Type types[4];
   IrRole roles[4];
+  IrValue *grads[4] = {0};
   Mem mems[4] = {{0}};
   for (int j = 0; j < nlab; j++) {
     if (j && !expect_punct(p, ',', "between result types")) return false;
     roles[j] = IR_ROLE_ACT;
     if (!parse_type(p, &types[j])) return false;
     if (is_kw(p, "role") && !parse_role(p, &roles[j], ROLES_RESULT, "a node result")) return false;
+    if (is_kw(p, "grad") && !parse_grad(p, &grads[j])) return false;
     if (is_kw(p, "mem") && !parse_mem(p, &mems[j])) return false;
   }
   int64_t ws[2] = {0, 0}; /* ws(offset, bytes): the node's scratch */
@@ -757,6 +780,7 @@ static bool parse_node(Parser *p, IrFunc *f) {
     }
     memcpy(v->pl, types[j].pl, sizeof v->pl);
     v->role = roles[j];
+    v->grad_of = grads[j];
     set_mem(v, &mems[j]);
     ir_map_put(labels[j].numbered ? &p->number : &p->named, labels[j].name)->p = v;
   }
@@ -776,10 +800,13 @@ static bool parse_input(Parser *p, IrFunc *f) {
   SrcLoc loc = {0};
   if (!next(p) || !expect_punct(p, ':', "after the input name") || !parse_type(p, &t)) return false;
   if (is_kw(p, "role") && !parse_role(p, &role, ROLES_INPUT, "a function input")) return false;
+  IrValue *grad_of = NULL;
+  if (is_kw(p, "grad") && !parse_grad(p, &grad_of)) return false;
   Mem mem = {0};
   if (is_kw(p, "mem") && !parse_mem(p, &mem)) return false;
   if (is_kw(p, "loc") && !parse_loc(p, &loc)) return false;
   IrValue *v = ir_add_input(p->m, f, l.name, t.dtype, &t.shape, loc);
+  v->grad_of = grad_of;
   set_mem(v, &mem);
   memcpy(v->pl, t.pl, sizeof v->pl);
   v->role = role;
@@ -807,7 +834,7 @@ static bool parse_func(Parser *p) {
   open = p->tok.loc;
   if (!expect_punct(p, '{', "to open the function body")) return false;
   while (!is_kw(p, "return")) {
-    if (p->tok.kind != T_PCT)
+    if (p->tok.kind != T_PCT && p->tok.kind != T_IDENT)
       return error(p, p->tok.loc, "expected a node or 'return' in @%s, found %s", f->name, tok_desc(p));
     if (!parse_node(p, f)) return false;
   }

@@ -163,6 +163,18 @@ static void print_attr_value(FILE *out, IrAttrKind kind, const IrAttrVal *v) {
   }
 }
 
+/* role(...) when it is not the default, and grad(@param) for a gradient */
+static void print_role(const Printer *p, const IrValue *v, IrRole dflt) {
+  if (v->role != dflt) fprintf(p->out, " role(%s)", ir_role_name(v->role));
+  if (v->grad_of) {
+    fputs(" grad(", p->out);
+    print_name(p->out, '@', v->grad_of->name ? v->grad_of->name : "?");
+    fputc(')', p->out);
+  }
+}
+
+/* "%a, %b = op(...) {attrs} : types ..."; an op without results (nout 0,
+ * a side effect) prints as "op(...) {attrs} ..." with no types. */
 static void print_node(const Printer *p, const IrNode *n, const char *indent) {
   FILE *out = p->out;
   fputs(indent, out);
@@ -170,7 +182,8 @@ static void print_node(const Printer *p, const IrNode *n, const char *indent) {
     if (j) fputs(", ", out);
     print_ref(p, n->out[j]);
   }
-  fprintf(out, " = %s(", (unsigned)n->op < IR_OP_COUNT ? ir_ops[n->op].name : "?");
+  if (n->nout) fputs(" = ", out);
+  fprintf(out, "%s(", (unsigned)n->op < IR_OP_COUNT ? ir_ops[n->op].name : "?");
   for (int i = 0; i < n->nin; i++) {
     if (i) fputs(", ", out);
     print_ref(p, n->in[i]);
@@ -187,11 +200,10 @@ static void print_node(const Printer *p, const IrNode *n, const char *indent) {
     }
     fputc('}', out);
   }
-  fputs(" : ", out);
   for (int j = 0; j < n->nout; j++) {
-    if (j) fputs(", ", out);
+    fputs(j ? ", " : " : ", out);
     print_type(p, n->out[j]);
-    if (n->out[j]->role != IR_ROLE_ACT) fprintf(out, " role(%s)", ir_role_name(n->out[j]->role));
+    print_role(p, n->out[j], IR_ROLE_ACT);
     print_mem(p, n->out[j]);
   }
   if (n->ws_bytes > 0) fprintf(out, " ws(%lld, %lld)", (long long)n->ws_offset, (long long)n->ws_bytes);
@@ -216,7 +228,7 @@ static void print_param(const Printer *p, const IrValue *v) {
   print_name(out, '@', v->name ? v->name : "?");
   fputs(" : ", out);
   print_type(p, v);
-  if (v->role != IR_ROLE_PARAM) fprintf(out, " role(%s)", ir_role_name(v->role));
+  print_role(p, v, IR_ROLE_PARAM);
   print_mem(p, v);
   const IrInit *in = &v->init;
   switch (in->kind) {
@@ -267,7 +279,7 @@ static void print_func(Printer *p, const IrFunc *f, Arena *scratch) {
     print_name(out, '%', v->name ? v->name : "?");
     fputs(" : ", out);
     print_type(p, v);
-    if (v->role != IR_ROLE_INPUT) fprintf(out, " role(%s)", ir_role_name(v->role));
+    print_role(p, v, IR_ROLE_INPUT);
     print_mem(p, v);
     print_loc(p, v->loc);
   }

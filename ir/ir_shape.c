@@ -57,6 +57,18 @@ static void set_scalar(IrShapeCtx *cx, IrDType t) {
   memset(&cx->out_shape[0], 0, sizeof(IrShape));
 }
 
+/* Result j (> 0): the saved statistics are f32 vectors [n] or shapes. */
+static void set_outj(IrShapeCtx *cx, int j, IrDType t, const IrShape *s) {
+  cx->out_dtype[j] = t;
+  cx->out_shape[j] = *s;
+}
+
+static IrShape vec_shape(int64_t n) {
+  IrShape s = {.rank = 1};
+  s.d[0] = n;
+  return s;
+}
+
 /* ---- checks shared by the rules ---- */
 
 static bool need_float(IrShapeCtx *cx, int i) {
@@ -219,30 +231,40 @@ bool ir_shape_LINEAR(IrShapeCtx *cx) {
   return true;
 }
 
-/* x[B, Cin, *spatial], w[Cout, Cin, *kernel], bias[Cout];
- * out[B, Cout, (dim + 2 * pad - kernel) / stride + 1 ...]. */
-static bool conv(IrShapeCtx *cx, int nsp) {
+/* The convolution geometry of x[B, Cin, *spatial] and w[Cout, Cin, *kernel]
+ * with the node's stride and padding: out[B, Cout, (dim + 2 * pad - kernel)
+ * / stride + 1 ...]. bx and bw are the operand indices to blame (-1: an
+ * attribute). */
+static bool conv_geom(IrShapeCtx *cx, const IrShape *x, const IrShape *w, int nsp, int bx, int bw, IrShape *out) {
   int r = nsp + 2;
-  if (!need_rank(cx, 0, r, "input") || !need_rank(cx, 1, r, "weight")) return false;
-  if (!same_dtype(cx, 0, 1) || !need_float(cx, 0)) return false;
-  if (dim(cx, 0, 1) != dim(cx, 1, 1))
-    return fail(cx, 1, "input channels differ: input %s has %lld, weight %s expects %lld", sh(in_shape(cx, 0)),
-                (long long)dim(cx, 0, 1), sh(in_shape(cx, 1)), (long long)dim(cx, 1, 1));
+  if (x->rank != r) return fail(cx, bx, "input must have rank %d, got %s", r, sh(x));
+  if (w->rank != r) return fail(cx, bw, "weight must have rank %d, got %s", r, sh(w));
+  if (x->d[1] != w->d[1])
+    return fail(cx, bw, "input channels differ: input %s has %lld, weight %s expects %lld", sh(x), (long long)x->d[1],
+                sh(w), (long long)w->d[1]);
   const IrAttrVal *st = attr(cx, IR_ATTR_STRIDE), *pd = attr(cx, IR_ATTR_PADDING);
   if (st->nints != nsp) return fail(cx, -1, "stride needs %d values, got %d", nsp, st->nints);
   if (pd->nints != nsp) return fail(cx, -1, "padding needs %d values, got %d", nsp, pd->nints);
-  IrShape out = {.rank = r};
-  out.d[0] = dim(cx, 0, 0);
-  out.d[1] = dim(cx, 1, 0);
+  *out = (IrShape){.rank = r};
+  out->d[0] = x->d[0];
+  out->d[1] = w->d[0];
   for (int i = 0; i < nsp; i++) {
-    int64_t s = st->ints[i], p = pd->ints[i], x = dim(cx, 0, 2 + i), k = dim(cx, 1, 2 + i);
+    int64_t s = st->ints[i], p = pd->ints[i], xd = x->d[2 + i], k = w->d[2 + i];
     if (s < 1 || s > INT32_MAX) return fail(cx, -1, "stride %lld must be in [1, 2^31)", (long long)s);
     if (p < 0 || p > INT32_MAX) return fail(cx, -1, "padding %lld must be in [0, 2^31)", (long long)p);
-    if (x + 2 * p < k)
-      return fail(cx, 1, "kernel %lld is larger than input dim %d of size %lld with padding %lld", (long long)k,
-                  2 + i, (long long)x, (long long)p);
-    out.d[2 + i] = (x + 2 * p - k) / s + 1;
+    if (xd + 2 * p < k)
+      return fail(cx, bw, "kernel %lld is larger than input dim %d of size %lld with padding %lld", (long long)k,
+                  2 + i, (long long)xd, (long long)p);
+    out->d[2 + i] = (xd + 2 * p - k) / s + 1;
   }
+  return true;
+}
+
+static bool conv(IrShapeCtx *cx, int nsp) {
+  if (!need_rank(cx, 0, nsp + 2, "input") || !need_rank(cx, 1, nsp + 2, "weight")) return false;
+  if (!same_dtype(cx, 0, 1) || !need_float(cx, 0)) return false;
+  IrShape out;
+  if (!conv_geom(cx, in_shape(cx, 0), in_shape(cx, 1), nsp, 0, 1, &out)) return false;
   if (cx->nin == 3) {
     if (!same_dtype(cx, 0, 2) || !need_vec(cx, 2, out.d[1], "bias")) return false;
   }
@@ -269,20 +291,34 @@ static bool affine(IrShapeCtx *cx, int64_t c) {
   return true;
 }
 
-bool ir_shape_LAYER_NORM(IrShapeCtx *cx) {
+/* y like x, then `nstats` f32 vectors [numel(x) / C] (mean, rstd). */
+static bool norm_last(IrShapeCtx *cx, int nstats) {
   if (!need_rank_min(cx, 0, 1, "input") || !need_float(cx, 0) || !need_eps(cx)) return false;
   if (!affine(cx, last(cx, 0))) return false;
+  IrShape st = vec_shape(ir_numel(in_shape(cx, 0)) / last(cx, 0));
+  for (int j = 1; j <= nstats; j++) set_outj(cx, j, IR_F32, &st);
   return unary(cx, true);
 }
 
-bool ir_shape_RMS_NORM(IrShapeCtx *cx) { return ir_shape_LAYER_NORM(cx); }
+bool ir_shape_LAYER_NORM(IrShapeCtx *cx) { return norm_last(cx, 2); }
+bool ir_shape_RMS_NORM(IrShapeCtx *cx) { return norm_last(cx, 1); }
+
+/* groups attr against x[B, C, ...]; *ng = B * groups */
+static bool groups_of(IrShapeCtx *cx, int x, int64_t *ng) {
+  int64_t g = attr(cx, IR_ATTR_GROUPS)->i, c = dim(cx, x, 1);
+  if (g < 1) return fail(cx, -1, "groups must be >= 1, got %lld", (long long)g);
+  if (c % g) return fail(cx, x, "%lld channels do not divide into %lld groups", (long long)c, (long long)g);
+  *ng = dim(cx, x, 0) * g; /* <= numel(x) */
+  return true;
+}
 
 bool ir_shape_GROUP_NORM(IrShapeCtx *cx) {
   if (!need_rank_min(cx, 0, 2, "input") || !need_float(cx, 0) || !need_eps(cx)) return false;
-  int64_t g = attr(cx, IR_ATTR_GROUPS)->i, c = dim(cx, 0, 1);
-  if (g < 1) return fail(cx, -1, "groups must be >= 1, got %lld", (long long)g);
-  if (c % g) return fail(cx, 0, "%lld channels do not divide into %lld groups", (long long)c, (long long)g);
-  if (!affine(cx, c)) return false;
+  int64_t ng = 0;
+  if (!groups_of(cx, 0, &ng) || !affine(cx, dim(cx, 0, 1))) return false;
+  IrShape st = vec_shape(ng);
+  set_outj(cx, 1, IR_F32, &st);
+  set_outj(cx, 2, IR_F32, &st);
   return unary(cx, true);
 }
 
@@ -470,6 +506,8 @@ bool ir_shape_ATTENTION(IrShapeCtx *cx) {
   IrShape out = *in_shape(cx, 0);
   out.d[3] = dim(cx, 2, 3);
   set_out(cx, cx->in_dtype[0], &out);
+  IrShape lse = {.rank = 3, .d = {dim(cx, 0, 0), dim(cx, 0, 2), dim(cx, 0, 1)}};
+  set_outj(cx, 1, IR_F32, &lse);
   return true;
 }
 
@@ -483,6 +521,8 @@ bool ir_shape_CROSS_ENTROPY(IrShapeCtx *cx) {
     return fail(cx, 1, "labels %s must have the shape of logits %s without its last dim, %s", sh(in_shape(cx, 1)),
                 sh(in_shape(cx, 0)), sh(&want));
   set_scalar(cx, IR_F32);
+  IrShape lse = vec_shape(ir_numel(in_shape(cx, 1)));
+  set_outj(cx, 1, IR_F32, &lse);
   return true;
 }
 
@@ -492,4 +532,248 @@ bool ir_shape_MSE(IrShapeCtx *cx) {
     return fail(cx, 1, "shapes differ: %s and %s", sh(in_shape(cx, 0)), sh(in_shape(cx, 1)));
   set_scalar(cx, IR_F32);
   return true;
+}
+
+/* ---- backward ops ---- */
+
+bool ir_shape_SUM_TO(IrShapeCtx *cx) {
+  IrShape to = {0};
+  if (!shape_attr(cx, IR_ATTR_SHAPE, &to)) return false;
+  const IrShape *x = in_shape(cx, 0);
+  bool ok = to.rank <= x->rank;
+  for (int i = 0; ok && i < to.rank; i++) {
+    int64_t d = x->d[x->rank - to.rank + i];
+    ok = to.d[i] == 1 || to.d[i] == d;
+  }
+  if (!ok) return fail(cx, 0, "%s does not broadcast to the operand's shape %s", sh(&to), sh(x));
+  set_out(cx, cx->in_dtype[0], &to);
+  return true;
+}
+
+bool ir_shape_PAD_SLICE(IrShapeCtx *cx) {
+  int ax = 0;
+  if (!norm_axis(cx, attr(cx, IR_ATTR_AXIS)->i, rank(cx, 0), &ax)) return false;
+  int64_t start = attr(cx, IR_ATTR_START)->i, stop = attr(cx, IR_ATTR_STOP)->i, n = attr(cx, IR_ATTR_SIZE)->i;
+  int64_t step = has(cx, IR_ATTR_STEP) ? attr(cx, IR_ATTR_STEP)->i : 1;
+  if (step < 1) return fail(cx, -1, "step must be >= 1, got %lld", (long long)step);
+  if (!(0 <= start && start < stop && stop <= n))
+    return fail(cx, -1, "range [%lld:%lld] is not within a dim of size %lld", (long long)start, (long long)stop,
+                (long long)n);
+  int64_t want = 1 + (stop - start - 1) / step;
+  if (dim(cx, 0, ax) != want)
+    return fail(cx, 0, "dim %d of %s must be %lld, the length of [%lld:%lld:%lld]", ax, sh(in_shape(cx, 0)),
+                (long long)want, (long long)start, (long long)stop, (long long)step);
+  IrShape out = *in_shape(cx, 0);
+  out.d[ax] = n;
+  set_out(cx, cx->in_dtype[0], &out);
+  return true;
+}
+
+/* (dy, x) of the same float dtype and shape -> like x */
+static bool act_grad(IrShapeCtx *cx) {
+  if (!need_float(cx, 0) || !same_dtype(cx, 0, 1)) return false;
+  if (!ir_shape_eq(in_shape(cx, 0), in_shape(cx, 1)))
+    return fail(cx, 1, "shapes differ: dy %s, x %s", sh(in_shape(cx, 0)), sh(in_shape(cx, 1)));
+  set_out(cx, cx->in_dtype[1], in_shape(cx, 1));
+  return true;
+}
+
+bool ir_shape_GELU_GRAD(IrShapeCtx *cx) { return act_grad(cx); }
+bool ir_shape_GELU_TANH_GRAD(IrShapeCtx *cx) { return act_grad(cx); }
+bool ir_shape_SILU_GRAD(IrShapeCtx *cx) { return act_grad(cx); }
+bool ir_shape_RELU_GRAD(IrShapeCtx *cx) { return act_grad(cx); }
+bool ir_shape_SIGMOID_GRAD(IrShapeCtx *cx) { return act_grad(cx); }
+bool ir_shape_TANH_GRAD(IrShapeCtx *cx) { return act_grad(cx); }
+
+/* dy[..., N], w[N, K] -> [..., K] */
+bool ir_shape_LINEAR_GRAD_X(IrShapeCtx *cx) {
+  if (!need_rank_min(cx, 0, 1, "dy") || !need_rank(cx, 1, 2, "weight")) return false;
+  if (!same_dtype(cx, 0, 1) || !need_float(cx, 0)) return false;
+  if (last(cx, 0) != dim(cx, 1, 0))
+    return fail(cx, 1, "output features differ: dy %s has %lld, weight %s gives %lld", sh(in_shape(cx, 0)),
+                (long long)last(cx, 0), sh(in_shape(cx, 1)), (long long)dim(cx, 1, 0));
+  IrShape out = *in_shape(cx, 0);
+  out.d[out.rank - 1] = dim(cx, 1, 1);
+  set_out(cx, cx->in_dtype[0], &out);
+  return true;
+}
+
+/* dy[..., N], x[..., K] -> [N, K] */
+bool ir_shape_LINEAR_GRAD_W(IrShapeCtx *cx) {
+  if (!need_rank_min(cx, 0, 1, "dy") || !same_dtype(cx, 0, 1) || !need_float(cx, 0)) return false;
+  bool ok = rank(cx, 0) == rank(cx, 1);
+  for (int i = 0; ok && i < rank(cx, 0) - 1; i++) ok = dim(cx, 0, i) == dim(cx, 1, i);
+  if (!ok) return fail(cx, 1, "rows differ: dy %s, x %s", sh(in_shape(cx, 0)), sh(in_shape(cx, 1)));
+  IrShape out = {.rank = 2, .d = {last(cx, 0), last(cx, 1)}};
+  set_out(cx, cx->in_dtype[0], &out);
+  return true;
+}
+
+/* dy must be the forward conv output of (x, w); `shape` gives the one of
+ * the two that is not an operand. */
+static bool conv_grad(IrShapeCtx *cx, int nsp, bool wrt_x) {
+  IrShape given = {0}, out;
+  if (!shape_attr(cx, IR_ATTR_SHAPE, &given)) return false;
+  if (!same_dtype(cx, 0, 1) || !need_float(cx, 0)) return false;
+  const IrShape *x = wrt_x ? &given : in_shape(cx, 1), *w = wrt_x ? in_shape(cx, 1) : &given;
+  if (!conv_geom(cx, x, w, nsp, wrt_x ? -1 : 1, wrt_x ? 1 : -1, &out)) return false;
+  if (!ir_shape_eq(&out, in_shape(cx, 0)))
+    return fail(cx, 0, "dy %s is not the convolution output %s", sh(in_shape(cx, 0)), sh(&out));
+  set_out(cx, cx->in_dtype[0], &given);
+  return true;
+}
+
+bool ir_shape_CONV2D_GRAD_X(IrShapeCtx *cx) { return conv_grad(cx, 2, true); }
+bool ir_shape_CONV2D_GRAD_W(IrShapeCtx *cx) { return conv_grad(cx, 2, false); }
+bool ir_shape_CONV3D_GRAD_X(IrShapeCtx *cx) { return conv_grad(cx, 3, true); }
+bool ir_shape_CONV3D_GRAD_W(IrShapeCtx *cx) { return conv_grad(cx, 3, false); }
+
+/* Operand i must be f32[n] (saved statistics). */
+static bool need_stats(IrShapeCtx *cx, int i, int64_t n, const char *what) {
+  if (cx->in_dtype[i] != IR_F32) return fail(cx, i, "%s must be f32, got %s", what, dt(cx, i));
+  return need_vec(cx, i, n, what);
+}
+
+/* (dy, x, stats..., w?) -> dx like x, then nparam vectors [C] (dw, db);
+ * C is the last dim, or dim 1 when groups are given. */
+static bool norm_grad(IrShapeCtx *cx, int nstats, int nparam, bool grouped) {
+  if (!need_rank_min(cx, 1, grouped ? 2 : 1, "x") || !need_float(cx, 1) || !same_dtype(cx, 1, 0) || !need_eps(cx))
+    return false;
+  if (!ir_shape_eq(in_shape(cx, 0), in_shape(cx, 1)))
+    return fail(cx, 0, "dy %s and x %s differ", sh(in_shape(cx, 0)), sh(in_shape(cx, 1)));
+  int64_t c = grouped ? dim(cx, 1, 1) : last(cx, 1), n = ir_numel(in_shape(cx, 1)) / c;
+  if (grouped && !groups_of(cx, 1, &n)) return false;
+  static const char *const stat_names[] = {"mean", "rstd"};
+  for (int i = 0; i < nstats; i++)
+    if (!need_stats(cx, 2 + i, n, nstats == 1 ? "rstd" : stat_names[i])) return false;
+  int w = 2 + nstats;
+  if (cx->nin > w && (!same_dtype(cx, 1, w) || !need_vec(cx, w, c, "weight"))) return false;
+  set_out(cx, cx->in_dtype[1], in_shape(cx, 1));
+  IrShape v = vec_shape(c);
+  for (int j = 1; j <= nparam; j++) set_outj(cx, j, cx->in_dtype[1], &v);
+  return true;
+}
+
+bool ir_shape_LAYER_NORM_GRAD(IrShapeCtx *cx) { return norm_grad(cx, 2, 2, false); }
+bool ir_shape_RMS_NORM_GRAD(IrShapeCtx *cx) { return norm_grad(cx, 1, 1, false); }
+bool ir_shape_GROUP_NORM_GRAD(IrShapeCtx *cx) { return norm_grad(cx, 2, 2, true); }
+
+bool ir_shape_SOFTMAX_GRAD(IrShapeCtx *cx) {
+  int ax = 0;
+  if (!act_grad(cx) || !norm_axis(cx, attr(cx, IR_ATTR_AXIS)->i, rank(cx, 0), &ax)) return false;
+  return true;
+}
+
+bool ir_shape_LOG_SOFTMAX_GRAD(IrShapeCtx *cx) { return ir_shape_SOFTMAX_GRAD(cx); }
+
+/* dy[..., C], ids[...] {shape = [V, C]} -> [V, C] */
+bool ir_shape_EMBEDDING_GRAD(IrShapeCtx *cx) {
+  IrShape to = {0};
+  if (!shape_attr(cx, IR_ATTR_SHAPE, &to) || !need_float(cx, 0) || !need_int(cx, 1, "ids")) return false;
+  if (to.rank != 2) return fail(cx, -1, "shape %s must be the table's [V, C]", sh(&to));
+  IrShape want = *in_shape(cx, 1);
+  if (want.rank + 1 > IR_MAX_RANK) return fail(cx, 1, "ids %s have too high a rank", sh(&want));
+  want.d[want.rank++] = to.d[1];
+  if (!ir_shape_eq(&want, in_shape(cx, 0)))
+    return fail(cx, 0, "dy %s must be the ids' shape and the embedding dim, %s", sh(in_shape(cx, 0)), sh(&want));
+  set_out(cx, cx->in_dtype[0], &to);
+  return true;
+}
+
+bool ir_shape_ROPE_GRAD(IrShapeCtx *cx) { return ir_shape_ROPE(cx); }
+
+/* (dy, q, k, v, out, lse) -> dq, dk, dv */
+bool ir_shape_ATTENTION_GRAD(IrShapeCtx *cx) {
+  IrShapeCtx fwd = *cx; /* the forward rule on (q, k, v) */
+  fwd.nin = 3;
+  for (int i = 0; i < 3; i++) {
+    fwd.in_dtype[i] = cx->in_dtype[i + 1];
+    fwd.in_shape[i] = cx->in_shape[i + 1];
+  }
+  if (!ir_shape_ATTENTION(&fwd)) {
+    cx->bad_operand = fwd.bad_operand >= 0 ? fwd.bad_operand + 1 : -1;
+    return false;
+  }
+  for (int i = 0; i < 5; i += 4) { /* dy and out */
+    if (!same_dtype(cx, 1, i)) return false;
+    if (!ir_shape_eq(in_shape(cx, i), &fwd.out_shape[0]))
+      return fail(cx, i, "%s %s must have the attention output's shape %s", i ? "out" : "dy", sh(in_shape(cx, i)),
+                  sh(&fwd.out_shape[0]));
+  }
+  if (cx->in_dtype[5] != IR_F32 || !ir_shape_eq(in_shape(cx, 5), &fwd.out_shape[1]))
+    return fail(cx, 5, "lse must be f32%s, got %s%s", sh(&fwd.out_shape[1]), dt(cx, 5), sh(in_shape(cx, 5)));
+  for (int j = 0; j < 3; j++) set_outj(cx, j, cx->in_dtype[j + 1], in_shape(cx, j + 1));
+  return true;
+}
+
+/* (dloss f32[], logits, labels, lse) -> dlogits */
+bool ir_shape_CROSS_ENTROPY_GRAD(IrShapeCtx *cx) {
+  if (cx->in_dtype[0] != IR_F32 || rank(cx, 0) != 0)
+    return fail(cx, 0, "dloss must be f32[], got %s%s", dt(cx, 0), sh(in_shape(cx, 0)));
+  IrShapeCtx fwd = *cx;
+  fwd.nin = 2;
+  fwd.in_dtype[0] = cx->in_dtype[1], fwd.in_shape[0] = cx->in_shape[1];
+  fwd.in_dtype[1] = cx->in_dtype[2], fwd.in_shape[1] = cx->in_shape[2];
+  if (!ir_shape_CROSS_ENTROPY(&fwd)) {
+    cx->bad_operand = fwd.bad_operand >= 0 ? fwd.bad_operand + 1 : -1;
+    return false;
+  }
+  if (!need_stats(cx, 3, fwd.out_shape[1].d[0], "lse")) return false;
+  set_out(cx, cx->in_dtype[1], in_shape(cx, 1));
+  return true;
+}
+
+/* ---- optimizer ops ---- */
+
+static bool need_scalar(IrShapeCtx *cx, int i, const char *what) {
+  if (cx->in_dtype[i] == IR_F32 && rank(cx, i) == 0) return true;
+  return fail(cx, i, "%s must be f32[], got %s%s", what, dt(cx, i), sh(in_shape(cx, i)));
+}
+
+bool ir_shape_GRAD_NORM(IrShapeCtx *cx) {
+  for (int i = 0; i < cx->nin; i++)
+    if (!need_float(cx, i)) return false;
+  set_scalar(cx, IR_F32);
+  return true;
+}
+
+bool ir_shape_CLIP_SCALE(IrShapeCtx *cx) {
+  double v = attr(cx, IR_ATTR_VALUE)->f;
+  if (!(v > 0) || v > 1e300) return fail(cx, -1, "value must be a finite positive number, got %g", v);
+  if (!need_scalar(cx, 0, "norm")) return false;
+  set_scalar(cx, IR_F32);
+  return true;
+}
+
+/* Operands 0 .. ntensor-1 are float tensors of one shape (param, grad and
+ * state); the rest are f32[] scalars named in `scalars`. Every FLOAT
+ * attribute must be finite and >= 0. */
+static bool step_op(IrShapeCtx *cx, int ntensor, const char *const *names) {
+  for (int k = 0; k < IR_ATTR_COUNT; k++)
+    if (has(cx, (IrAttrId)k) && ir_attrs[k].kind == IR_AK_FLOAT) {
+      double f = attr(cx, (IrAttrId)k)->f;
+      if (!(f >= 0) || f > 1e300) return fail(cx, -1, "%s must be a finite number >= 0, got %g", ir_attrs[k].name, f);
+    }
+  if (!need_float(cx, 0)) return false;
+  for (int i = 1; i < ntensor; i++) {
+    if (!same_dtype(cx, 0, i)) return false;
+    if (!ir_shape_eq(in_shape(cx, 0), in_shape(cx, i)))
+      return fail(cx, i, "%s %s differs from param %s", names[i], sh(in_shape(cx, i)), sh(in_shape(cx, 0)));
+  }
+  for (int i = ntensor; i < cx->nin; i++)
+    if (!need_scalar(cx, i, names[i])) return false;
+  return true;
+}
+
+bool ir_shape_ADAMW(IrShapeCtx *cx) {
+  static const char *const names[] = {"param", "grad", "m", "v", "lr", "step", "scale"};
+  if (attr(cx, IR_ATTR_BETA1)->f >= 1 || attr(cx, IR_ATTR_BETA2)->f >= 1)
+    return fail(cx, -1, "beta1 and beta2 must be < 1, got %g and %g", attr(cx, IR_ATTR_BETA1)->f,
+                attr(cx, IR_ATTR_BETA2)->f);
+  return step_op(cx, 4, names);
+}
+
+bool ir_shape_SGD(IrShapeCtx *cx) {
+  static const char *const names[] = {"param", "grad", "mom", "lr", "scale"};
+  return step_op(cx, 3, names);
 }

@@ -4,7 +4,9 @@
  * input of the function or a result of an earlier node; every value is
  * defined once), the op table (arity, attributes), the stored types (dtype,
  * a valid shape, legal placements that divide their dims) against the shape
- * rule re-run on the operands, roles, and layer groups. Every problem is one
+ * rule re-run on the operands, roles, layer groups, gradient links (a
+ * grad(@p) value has role grad and p's type, one per function) and in-place
+ * updates (an OPF_WRITES operand is a parameter). Every problem is one
  * diag_error at the node's source location naming the node as printed
  * ("%7 = matmul: ..."); the verifier goes on after an error so that one run
  * shows them all, and returns false if there was any. */
@@ -19,6 +21,7 @@ typedef struct Verifier {
   int errors;
   Arena scratch;
   IrMap kind; /* IrValue* -> p: VK_*, i: print number (results) */
+  IrMap params; /* the module's params */
   IrMap pos;  /* result IrValue* -> index of its node in the function */
 } Verifier;
 
@@ -98,6 +101,31 @@ static bool check_type(Verifier *v, const IrValue *x, SrcLoc at, const char *who
   return ok;
 }
 
+/* grad(@p): x has role grad and p's dtype and shape, p is a trainable
+ * parameter of the module, and no other value of `seen` (this function's
+ * values, or the params) claims p. */
+static void check_grad_link(Verifier *v, const IrValue *x, SrcLoc at, const char *who, IrMap *seen) {
+  const IrValue *p = x->grad_of;
+  if (!p) return;
+  const IrMapSlot *s = ir_map_get(&v->params, p);
+  if (!s) {
+    report(v, at, "%s: grad(...) names a value that is not a parameter of the module", who);
+    return;
+  }
+  if (x->role != IR_ROLE_GRAD) report(v, at, "%s: a gradient of @%s must have role grad, not %s", who, p->name,
+                                      ir_role_name(x->role));
+  if (p->role != IR_ROLE_PARAM) report(v, at, "%s: @%s has role %s; only params have gradients", who, p->name,
+                                       ir_role_name(p->role));
+  if (x->dtype != p->dtype || !ir_shape_eq(&x->shape, &p->shape))
+    report(v, at, "%s: type %s%s differs from its parameter @%s, %s%s", who, ir_dtype_name(x->dtype),
+           shape_s(v, &x->shape), p->name, ir_dtype_name(p->dtype), shape_s(v, &p->shape));
+  if (seen) {
+    IrMapSlot *c = ir_map_put(seen, p);
+    if (c->p) report(v, at, "%s: @%s already has a gradient here", who, p->name);
+    c->p = (void *)1;
+  }
+}
+
 static void check_layer(Verifier *v, int group, int layer, SrcLoc at, const char *who) {
   if (group == -1 && layer == -1) return;
   if (group < 0 || group >= v->m->groups.len) {
@@ -129,6 +157,11 @@ static void check_module(Verifier *v) {
     if (s->p) report(v, none, "layer group \"%s\" is declared twice", g->name);
     s->p = (void *)1;
   }
+  ir_map_init(&v->params, &v->scratch, false);
+  for (int i = 0; i < m->params.len; i++)
+    if (m->params.items[i]) ir_map_put(&v->params, m->params.items[i]);
+  IrMap grads;
+  ir_map_init(&grads, &v->scratch, false);
   ir_map_init(&names, &v->scratch, true);
   for (int i = 0; i < m->params.len; i++) {
     const IrValue *x = m->params.items[i];
@@ -146,6 +179,7 @@ static void check_module(Verifier *v) {
     if ((unsigned)x->init.kind > IR_INIT_FAN_IN) report(v, x->loc, "%s: invalid init kind #%d", who, (int)x->init.kind);
     check_type(v, x, x->loc, who);
     check_layer(v, x->group, x->layer, x->loc, who);
+    check_grad_link(v, x, x->loc, who, &grads);
   }
   ir_map_init(&names, &v->scratch, true);
   for (int i = 0; i < m->funcs.len; i++) {
@@ -210,8 +244,9 @@ static void check_func(Verifier *v, const IrFunc *f) {
   for (int i = 0; i < m->params.len; i++)
     if (m->params.items[i]) ir_map_put(&v->kind, m->params.items[i])->p = (void *)VK_PARAM;
 
-  IrMap names;
+  IrMap names, grads;
   ir_map_init(&names, &v->scratch, true);
+  ir_map_init(&grads, &v->scratch, false);
   for (int i = 0; i < f->inputs.len; i++) {
     IrValue *x = f->inputs.items[i];
     if (!x || !x->name) {
@@ -228,6 +263,7 @@ static void check_func(Verifier *v, const IrFunc *f) {
     if (x->def) report(v, x->loc, "%s has a defining node", who);
     if (x->role == IR_ROLE_PARAM) report(v, x->loc, "%s has role param (parameters belong to the module)", who);
     check_type(v, x, x->loc, who);
+    check_grad_link(v, x, x->loc, who, &grads);
   }
 
   /* number the results as the printer does, and find values defined twice */
@@ -263,7 +299,7 @@ static void check_func(Verifier *v, const IrFunc *f) {
     }
     const IrOpInfo *info = &ir_ops[n->op];
     const char *who = node_name(v, n);
-    if (n->nout != info->nout || !n->out) {
+    if (n->nout != info->nout || (n->nout && !n->out)) {
       report(v, n->loc, "%s: has %d results, the op has %d", who, n->nout, info->nout);
       continue;
     }
@@ -285,6 +321,9 @@ static void check_func(Verifier *v, const IrFunc *f) {
       } else if (s->p == (void *)VK_RESULT && ir_map_get(&v->pos, x)->i >= i) {
         report(v, n->loc, "%s: operand %d (%s) is used before its definition", who, k, vname(v, x));
         ok = false;
+      } else if (IR_OP_WRITES(n->op, k) && s->p != (void *)VK_PARAM) {
+        report(v, n->loc, "%s: operand %d (%s) is updated in place, so it must be a parameter", who, k, vname(v, x));
+        ok = false;
       }
     }
     for (int j = 0; j < n->nout; j++) {
@@ -299,6 +338,7 @@ static void check_func(Verifier *v, const IrFunc *f) {
         report(v, n->loc, "%s: result %s has role %s (a node produces act, grad or opt values)", who, vname(v, x),
                ir_role_name(x->role));
       if (!check_type(v, x, n->loc, who)) ok = false;
+      check_grad_link(v, x, n->loc, who, &grads);
     }
     check_layer(v, n->group, n->layer, n->loc, who);
     if (ok) check_node_types(v, n, who);

@@ -175,7 +175,8 @@ static const char mlp_text[] =
     "loc(\"model.mm\":5:7)\n"
     "  %5 = gelu(%4) : f32[4, 32]{dp:B, cp:B, tp:B} layer(\"h\", 1) scope(\"h.1.fc\") loc(\"model.mm\":5:7)\n"
     "  %6 = linear(%5, @head.weight) : f32[4, 10]{dp:B, cp:B, tp:B} scope(\"head\") loc(\"model.mm\":12:5)\n"
-    "  %7 = cross_entropy(%6, %labels) {ignore = -100} : f32[]{dp:B, cp:B, tp:B} scope(\"head\") "
+    "  %7, %8 = cross_entropy(%6, %labels) {ignore = -100} : f32[]{dp:B, cp:B, tp:B}, f32[4]{dp:B, cp:B, tp:B} "
+    "scope(\"head\") "
     "loc(\"model.mm\":13:10)\n"
     "  return %7\n"
     "}\n";
@@ -273,9 +274,9 @@ START_TEST(test_attention_roundtrip) {
   ck_assert_ptr_nonnull(strstr(s, "param @attn.o.weight : f32[64, 64]{dp:B, cp:B, tp:S(1)} init(normal, 0.02)\n"));
   ck_assert_ptr_nonnull(strstr(s, "%6 = rope(%3) {theta = 10000} : "));
   ck_assert_ptr_nonnull(strstr(s, "%3 = reshape(%0) {shape = [2, 16, 8, 8]} : f32[2, 16, 8, 8]{dp:B, cp:B, tp:B}"));
-  ck_assert_msg(strstr(s, "%8 = attention(%6, %7, %5) {causal = true, scale = 0.35355339059327373} : "), "%s", s);
-  ck_assert_ptr_nonnull(strstr(s, "%10 = linear(%9, @attn.o.weight) : f32[2, 16, 64]{dp:B, cp:B, tp:P} "
-                                  "scope(\"blocks.0.attn\")\n  return %10\n}\n"));
+  ck_assert_msg(strstr(s, "%8, %9 = attention(%6, %7, %5) {causal = true, scale = 0.35355339059327373} : "), "%s", s);
+  ck_assert_ptr_nonnull(strstr(s, "%11 = linear(%10, @attn.o.weight) : f32[2, 16, 64]{dp:B, cp:B, tp:P} "
+                                  "scope(\"blocks.0.attn\")\n  return %11\n}\n"));
   free(s);
   assert_roundtrip(&t);
   t_free(&t);
