@@ -56,6 +56,22 @@ static void load_imports(FeProgram *p, AstFile *f) {
   }
 }
 
+/* Parses a loaded file and, with it on the loading stack, its imports. */
+static AstFile *parse_loaded(FeProgram *p, uint32_t id, const char *path, SrcLoc at) {
+  AstFile *f = fe_parse(&p->ast, p->d, id);
+  f->path = path;
+  f->file_id = id;
+  ptrvec_push(&p->ast, &p->files, f);
+  ptrvec_push(&p->ast, &p->loading, f);
+  SrcLoc *atp = ARENA_NEW(&p->ast, SrcLoc);
+  *atp = at;
+  ptrvec_push(&p->ast, &p->loading_at, atp);
+  load_imports(p, f);
+  p->loading.len--;
+  p->loading_at.len--;
+  return f;
+}
+
 static AstFile *load_file(FeProgram *p, const char *path, SrcLoc at) {
   const char *real = real_or_same(p, path);
   for (int i = 0; i < p->loading.len; i++) {
@@ -88,18 +104,7 @@ static AstFile *load_file(FeProgram *p, const char *path, SrcLoc at) {
       diag_error_plain(p->d, "cannot read '%s': %s", path, err);
     return NULL;
   }
-  AstFile *f = fe_parse(&p->ast, p->d, id);
-  f->path = real;
-  f->file_id = id;
-  ptrvec_push(&p->ast, &p->files, f);
-  ptrvec_push(&p->ast, &p->loading, f);
-  SrcLoc *atp = ARENA_NEW(&p->ast, SrcLoc);
-  *atp = at;
-  ptrvec_push(&p->ast, &p->loading_at, atp);
-  load_imports(p, f);
-  p->loading.len--;
-  p->loading_at.len--;
-  return f;
+  return parse_loaded(p, id, real, at);
 }
 
 /* Finds a module/model by name: the file itself, then its imports (depth
@@ -377,17 +382,7 @@ static FeProgram *load_root(Diag *d, const char *path, const char *text, size_t 
   SrcLoc none = {0};
   if (text) {
     uint32_t id = diag_add_buffer(d, path, text, len);
-    AstFile *f = fe_parse(&p->ast, d, id);
-    f->path = arena_strdup(&p->ast, path);
-    f->file_id = id;
-    ptrvec_push(&p->ast, &p->files, f);
-    ptrvec_push(&p->ast, &p->loading, f);
-    SrcLoc *atp = ARENA_NEW(&p->ast, SrcLoc);
-    ptrvec_push(&p->ast, &p->loading_at, atp);
-    load_imports(p, f);
-    p->loading.len--;
-    p->loading_at.len--;
-    p->root = f;
+    p->root = parse_loaded(p, id, arena_strdup(&p->ast, path), none);
   } else {
     p->root = load_file(p, path, none);
   }

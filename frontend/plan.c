@@ -136,17 +136,26 @@ static bool read_schedule(FeProgram *p, Env *e, AstExpr *x, MmTrain *t) {
   return ok;
 }
 
+/* Whether setting i of a section repeats an earlier one (reported). */
+static bool set_twice(FeProgram *p, AstStmt *sec, int i) {
+  AstStmt *s = sec->body.items[i];
+  for (int j = 0; j < i; j++) {
+    AstStmt *o = sec->body.items[j];
+    if (o->kind == ST_SETTING && strcmp(o->name, s->name) == 0) {
+      diag_error(p->d, s->name_loc, "'%s' is set twice", s->name);
+      diag_note(p->d, o->name_loc, "first set here");
+      return true;
+    }
+  }
+  return false;
+}
+
 static bool read_train(FeProgram *p, Inst *root, AstStmt *sec, MmTrain *t) {
   bool ok = true;
   for (int i = 0; sec && i < sec->body.len; i++) {
     AstStmt *s = sec->body.items[i];
     if (s->kind != ST_SETTING) continue;
-    for (int j = 0; j < i; j++)
-      if (strcmp(((AstStmt *)sec->body.items[j])->name, s->name) == 0) {
-        diag_error(p->d, s->name_loc, "'%s' is set twice", s->name);
-        diag_note(p->d, ((AstStmt *)sec->body.items[j])->name_loc, "first set here");
-        ok = false;
-      }
+    if (set_twice(p, sec, i)) ok = false;
     if (strcmp(s->name, "freeze") == 0) {
       Val *l = fe_eval(p, &root->env, s->value);
       if (l->k == V_ERR) { ok = false; continue; }
@@ -192,12 +201,7 @@ static bool read_parallel(FeProgram *p, Inst *root, AstStmt *sec, MmPlan *pl) {
   for (int i = 0; sec && i < sec->body.len; i++) {
     AstStmt *s = sec->body.items[i];
     if (s->kind != ST_SETTING) continue;
-    for (int j = 0; j < i; j++)
-      if (strcmp(((AstStmt *)sec->body.items[j])->name, s->name) == 0) {
-        diag_error(p->d, s->name_loc, "'%s' is set twice", s->name);
-        diag_note(p->d, ((AstStmt *)sec->body.items[j])->name_loc, "first set here");
-        ok = false;
-      }
+    if (set_twice(p, sec, i)) ok = false;
     const char *n = s->name;
     if (strcmp(n, "tp") == 0) { ok &= pos_int(p, &root->env, s, 1, 4096, &pl->tp); pl->loc_tp = s->name_loc; }
     else if (strcmp(n, "pp") == 0) { ok &= pos_int(p, &root->env, s, 1, 4096, &pl->pp); pl->loc_pp = s->name_loc; }
