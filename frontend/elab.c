@@ -201,6 +201,14 @@ static bool init_from(FeProgram *p, Env *e, AstExpr *x, IrInit *out) {
   return false;
 }
 
+/* Keeps the declared shape text of a param or input for diagnostics. */
+static void remember_shape(FeProgram *p, IrValue *v, AstType *t) {
+  char *s = arena_strdup(&p->ast, "[");
+  for (int i = 0; i < t->dims.len; i++)
+    s = arena_printf(&p->ast, "%s%s%s", s, i ? ", " : "", fe_expr_text(p, t->dims.items[i]));
+  ir_map_put(&p->decl_shape, v)->p = arena_printf(&p->ast, "%s]", s);
+}
+
 static void make_param(FeProgram *p, Inst *in, AstStmt *st) {
   IrDType dt;
   if (!ir_dtype_parse(st->ptype->dtype ? st->ptype->dtype : "f32", &dt)) {
@@ -243,6 +251,7 @@ static void make_param(FeProgram *p, Inst *in, AstStmt *st) {
   }
   const char *name = join(p, in->path, st->name);
   IrValue *v = ir_add_param(p->ir, name, dt, &s, init, st->name_loc);
+  remember_shape(p, v, st->ptype);
   v->group = p->b.group;
   v->layer = p->b.layer;
   env_bind(p, &in->env, st->name, val_tensor(p, v), st->name_loc);
@@ -632,6 +641,7 @@ bool fe_elaborate(FeProgram *p, const char *name, FeResult *out) {
   p->b = (IrBuilder){.m = p->ir, .f = NULL, .scope = NULL, .group = -1, .layer = -1};
   p->inst_stack.len = 0;
   p->attn.len = 0;
+  ir_map_init(&p->decl_shape, &p->ast, false);
   bool *used = ARENA_ARRAY(&p->ast, bool, p->opts.noverrides + 1);
   Inst *root = instantiate(p, dcl, NULL, NULL, "", dcl->name_loc, used);
   p->root_inst = root;
@@ -704,6 +714,7 @@ bool fe_elaborate(FeProgram *p, const char *name, FeResult *out) {
     }
     if (!ok) continue;
     args[i] = val_tensor(p, ir_add_input(p->ir, f, prm->name, dt, &s, prm->loc));
+    remember_shape(p, args[i]->t, t);
   }
   if (!ok) return false;
   SrcLoc *locs = ARENA_ARRAY(&p->ast, SrcLoc, n + 1);

@@ -208,10 +208,22 @@ IrValue *fe_emit(FeProgram *p, IrOp op, IrValue **in, int nin, const IrAttrs *a,
   IrNode *n = ir_build(&p->b, op, in, nin, a ? a : &none, loc, err, sizeof err, &bad);
   if (!n) {
     diag_error(p->d, loc, "%s", err);
-    if (bad >= 0 && bad < nin && in[bad]->loc.file && in[bad]->role == IR_ROLE_PARAM)
-      diag_note(p->d, in[bad]->loc, "'%s' declared here", in[bad]->name);
-    else if (bad >= 0 && bad < nin && in[bad]->loc.file && in[bad]->role == IR_ROLE_INPUT)
-      diag_note(p->d, in[bad]->loc, "input '%s' declared here", in[bad]->name);
+    /* notes: where each parameter or input operand was declared, with its
+     * declared (symbolic) shape; the one at fault first */
+    for (int k = -1; k < nin; k++) {
+      int i = k < 0 ? bad : k;
+      if (i < 0 || (k >= 0 && k == bad) || !in[i]->loc.file) continue;
+      if (in[i]->role != IR_ROLE_PARAM && in[i]->role != IR_ROLE_INPUT) continue;
+      IrMapSlot *sl = ir_map_get(&p->decl_shape, in[i]);
+      const char *decl = sl ? (const char *)sl->p : NULL;
+      const char *shape = fe_shape_str(p, &in[i]->shape);
+      if (decl && strcmp(decl, shape) != 0)
+        diag_note(p->d, in[i]->loc, "%s'%s' declared here as %s = %s", in[i]->role == IR_ROLE_INPUT ? "input " : "",
+                  in[i]->name, decl, shape);
+      else
+        diag_note(p->d, in[i]->loc, "%s'%s' declared here as %s", in[i]->role == IR_ROLE_INPUT ? "input " : "",
+                  in[i]->name, shape);
+    }
     return NULL;
   }
   return n->out[0];

@@ -88,6 +88,7 @@ struct FeProgram {
   int fwd_depth;   /* nesting of forward calls (recursion guard) */
   Inst *cur_inst;  /* the instance whose forward is running */
   bool in_stages;  /* evaluating a stage list: '+' joins instances, layers and parameters */
+  IrMap decl_shape; /* IrValue* -> declared shape text ("[3 * dim, dim]") for notes */
 };
 
 /* load.c */
