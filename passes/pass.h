@@ -13,6 +13,7 @@ typedef struct PassCtx {
   Diag *d;
   const MmPlan *plan;
   const MmTrain *train;
+  bool no_fuse; /* fuse: leave every op on its own (mmc --no-fuse) */
 } PassCtx;
 
 typedef struct Pass {

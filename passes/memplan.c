@@ -1,0 +1,430 @@
+/* The `memplan` pass: a static memory plan, so that the trainer allocates
+ * every byte it will use before the first step (see memplan.h).
+ *
+ * Per function, in node order (the schedule codegen emits):
+ *   1. live ranges: a value lives from its node to its last use; function
+ *      results, and in @forward the logits of the last cross_entropy (read
+ *      by the trainer for accuracy), live to the end. The saved values of
+ *      @train simply have long ranges.
+ *   2. storage sharing (ggml-alloc): a reshape or a contiguous slice is a
+ *      view of its operand; an elementwise result takes over an operand of
+ *      the same size whose storage dies at that node (in place).
+ *   3. offsets: decreasing-size best fit over the live ranges (XLA's
+ *      GlobalDecreasingSizeBestFitHeap), one arena per role; the plan is
+ *      then checked: no two buffers live at once may overlap.
+ * Params and optimizer state get fixed offsets in declaration order, inputs
+ * one slot per name shared by all functions. Arena sizes are the largest
+ * any function needs (the act arena is shared by @forward and @train). */
+#include "memplan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "pass.h"
+
+int64_t mp_value_bytes(const IrValue *v) { return ir_numel(&v->shape) * ir_dtype_size(v->dtype); }
+
+static int64_t rows_of(const IrValue *x) {
+  int64_t c = x->shape.rank ? x->shape.d[x->shape.rank - 1] : 1;
+  return ir_numel(&x->shape) / c;
+}
+
+int64_t mp_workspace_bytes(const IrNode *n) {
+  if (n->nin < 1) return 0;
+  const IrValue *x = n->in[0];
+  switch (n->op) {
+  case IR_OP_LAYER_NORM: return n->nout < 3 ? 2 * 4 * rows_of(x) : 0; /* mean, rstd */
+  case IR_OP_RMS_NORM: return n->nout < 2 ? 4 * rows_of(x) : 0;      /* rstd */
+  case IR_OP_GROUP_NORM:                                             /* mean, rstd (B, G) */
+    return n->nout < 3 && ir_attrs_has(&n->attrs, IR_ATTR_GROUPS) ? 2 * 4 * x->shape.d[0] * n->attrs.v[IR_ATTR_GROUPS].i
+                                                                   : 0;
+  case IR_OP_ATTENTION: /* lse (B, H, T) */
+    return n->nout < 2 && x->shape.rank == 4 ? 4 * x->shape.d[0] * x->shape.d[1] * x->shape.d[2] : 0;
+  case IR_OP_CROSS_ENTROPY: /* lse (N) */
+    return n->nout < 2 && n->nin == 2 ? 4 * ir_numel(&n->in[1]->shape) : 0;
+  default: return 0;
+  }
+}
+
+int64_t mp_view_offset(const IrNode *n) {
+  if (n->nin < 1 || n->nout != 1) return -1;
+  const IrValue *x = n->in[0];
+  if (n->op == IR_OP_RESHAPE) return 0;
+  if (n->op == IR_OP_SLICE) { /* contiguous: step 1 and only size-1 dims before the axis */
+    int axis = (int)n->attrs.v[IR_ATTR_AXIS].i;
+    int64_t step = ir_attrs_has(&n->attrs, IR_ATTR_STEP) ? n->attrs.v[IR_ATTR_STEP].i : 1;
+    if (step != 1 || axis < 0 || axis >= x->shape.rank) return -1;
+    for (int d = 0; d < axis; d++)
+      if (x->shape.d[d] != 1) return -1;
+    int64_t inner = 1;
+    for (int d = axis + 1; d < x->shape.rank; d++) inner *= x->shape.d[d];
+    int64_t start = n->attrs.v[IR_ATTR_START].i;
+    if (start < 0) start += x->shape.d[axis];
+    if (start < 0 || start >= x->shape.d[axis]) return -1;
+    return start * inner * ir_dtype_size(x->dtype);
+  }
+  return -1;
+}
+
+/* ---- one function's buffers ---- */
+
+typedef struct Buf {
+  IrRole arena;
+  int64_t size; /* aligned */
+  int start, end; /* node positions, inclusive */
+  int64_t offset;
+} Buf;
+
+/* Where a value lives: in buffer `buf` of the function at byte `off`, or
+ * (buf < 0) at a fixed place of a module-wide arena. */
+typedef struct Loc {
+  int buf;
+  IrRole arena;
+  int64_t off;
+} Loc;
+
+typedef struct FPlan {
+  Arena *a;
+  const IrFunc *f;
+  Buf *bufs;
+  int nbufs, cap;
+  IrMap loc;     /* IrValue* -> p: Loc* */
+  IrMap last;    /* IrValue* -> i: last use */
+  int *ws_buf;   /* per node: its scratch buffer or -1 */
+  int ninplace, nviews;
+  int64_t live_peak;
+} FPlan;
+
+static IrRole arena_of(IrRole role) {
+  return role == IR_ROLE_GRAD || role == IR_ROLE_OPT || role == IR_ROLE_PARAM || role == IR_ROLE_INPUT ? role
+                                                                                                       : IR_ROLE_ACT;
+}
+
+static int new_buf(FPlan *p, IrRole arena, int64_t bytes, int start, int end) {
+  if (p->nbufs == p->cap) {
+    int ncap = p->cap ? p->cap * 2 : 64;
+    p->bufs = arena_realloc(p->a, p->bufs, sizeof(Buf) * (size_t)p->cap, sizeof(Buf) * (size_t)ncap);
+    p->cap = ncap;
+  }
+  p->bufs[p->nbufs] = (Buf){arena, mp_align(bytes > 0 ? bytes : 1), start, end, -1};
+  return p->nbufs++;
+}
+
+static Loc *loc_of(FPlan *p, const IrValue *v) {
+  IrMapSlot *s = ir_map_get(&p->loc, v);
+  return s ? s->p : NULL;
+}
+
+static void set_loc(FPlan *p, const IrValue *v, Loc l) {
+  Loc *x = ARENA_NEW(p->a, Loc);
+  *x = l;
+  ir_map_put(&p->loc, v)->p = x;
+}
+
+static int last_use(FPlan *p, const IrValue *v, int dflt) {
+  IrMapSlot *s = ir_map_get(&p->last, v);
+  return s ? (int)s->i : dflt;
+}
+
+/* The logits of the last cross_entropy of f, which the trainer reads after
+ * an evaluation step (NULL when there is none). */
+static const IrValue *eval_logits(const IrFunc *f) {
+  for (int i = f->nodes.len - 1; i >= 0; i--) {
+    const IrNode *n = f->nodes.items[i];
+    if (n->op == IR_OP_CROSS_ENTROPY) return n->in[0];
+  }
+  return NULL;
+}
+
+/* Steps 1 and 2: buffers with live ranges, views and in-place sharing.
+ * `fixed(v)` gives the place of a param or input. */
+static void analyze(FPlan *p, const IrModule *m, const IrFunc *f, Arena *a) {
+  memset(p, 0, sizeof *p);
+  p->a = a;
+  p->f = f;
+  ir_map_init(&p->loc, a, false);
+  ir_map_init(&p->last, a, false);
+  int nn = f->nodes.len;
+  for (int i = 0; i < nn; i++) {
+    const IrNode *n = f->nodes.items[i];
+    for (int k = 0; k < n->nin; k++) ir_map_put(&p->last, n->in[k])->i = i;
+  }
+  for (int i = 0; i < f->results.len; i++) ir_map_put(&p->last, f->results.items[i])->i = nn;
+  if (strcmp(f->name, "forward") == 0 && eval_logits(f)) ir_map_put(&p->last, eval_logits(f))->i = nn;
+
+  for (int i = 0; i < m->params.len; i++) {
+    const IrValue *v = m->params.items[i];
+    set_loc(p, v, (Loc){-1, arena_of(v->role), v->mem_offset});
+  }
+  for (int i = 0; i < f->inputs.len; i++) {
+    const IrValue *v = f->inputs.items[i];
+    set_loc(p, v, (Loc){-1, arena_of(v->role), v->mem_offset});
+  }
+
+  p->ws_buf = ARENA_ARRAY(a, int, nn ? nn : 1);
+  for (int i = 0; i < nn; i++) {
+    const IrNode *n = f->nodes.items[i];
+    int64_t ws = mp_workspace_bytes(n);
+    p->ws_buf[i] = ws > 0 ? new_buf(p, IR_ROLE_ACT, ws, i, i) : -1;
+
+    int64_t view = mp_view_offset(n);
+    if (view >= 0) {
+      const Loc *src = loc_of(p, n->in[0]);
+      IrValue *v = n->out[0];
+      if (src && (src->buf < 0 || p->bufs[src->buf].arena == arena_of(v->role))) {
+        set_loc(p, v, (Loc){src->buf, src->arena, src->off + view});
+        if (src->buf >= 0) {
+          Buf *b = &p->bufs[src->buf];
+          int lu = last_use(p, v, i);
+          if (lu > b->end) b->end = lu;
+        }
+        p->nviews++;
+        continue;
+      }
+    }
+    bool elementwise = (ir_ops[n->op].flags & OPF_ELEMWISE) && n->nout == 1;
+    for (int j = 0; j < n->nout; j++) {
+      IrValue *v = n->out[j];
+      IrRole ar = arena_of(v->role);
+      int64_t bytes = mp_value_bytes(v);
+      int lu = last_use(p, v, i);
+      int reuse = -1;
+      for (int k = 0; elementwise && k < n->nin && reuse < 0; k++) {
+        const IrValue *x = n->in[k];
+        const Loc *src = loc_of(p, x);
+        if (!src || src->buf < 0 || src->off != 0) continue;
+        const Buf *b = &p->bufs[src->buf];
+        if (b->arena == ar && b->end <= i && b->size == mp_align(bytes) && mp_value_bytes(x) == bytes &&
+            ir_numel(&x->shape) == ir_numel(&v->shape))
+          reuse = src->buf;
+      }
+      if (reuse >= 0) {
+        Buf *b = &p->bufs[reuse];
+        if (lu > b->end) b->end = lu;
+        set_loc(p, v, (Loc){reuse, ar, 0});
+        p->ninplace++;
+      } else {
+        set_loc(p, v, (Loc){new_buf(p, ar, bytes, i, lu), ar, 0});
+      }
+    }
+  }
+  /* the act bytes live at each node: a lower bound for any plan */
+  int64_t *delta = ARENA_ARRAY(a, int64_t, nn + 2), live = 0;
+  for (int b = 0; b < p->nbufs; b++)
+    if (p->bufs[b].arena == IR_ROLE_ACT) {
+      delta[p->bufs[b].start] += p->bufs[b].size;
+      delta[p->bufs[b].end + 1] -= p->bufs[b].size;
+    }
+  for (int t = 0; t <= nn; t++) {
+    live += delta[t];
+    if (live > p->live_peak) p->live_peak = live;
+  }
+}
+
+static const Buf *sort_bufs;
+static int by_size(const void *a, const void *b) {
+  const Buf *x = &sort_bufs[*(const int *)a], *y = &sort_bufs[*(const int *)b];
+  if (x->size != y->size) return x->size > y->size ? -1 : 1;
+  if (x->start != y->start) return x->start < y->start ? -1 : 1;
+  return *(const int *)a - *(const int *)b;
+}
+
+typedef struct Span {
+  int64_t lo, hi;
+} Span;
+static int by_lo(const void *a, const void *b) {
+  const Span *x = a, *y = b;
+  return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+static bool overlap_time(const Buf *a, const Buf *b) { return a->start <= b->end && b->start <= a->end; }
+
+/* Step 3: offsets of the buffers of one arena by decreasing-size best fit;
+ * returns the arena's size. */
+static int64_t assign(FPlan *p, IrRole arena, Arena *a) {
+  int *order = ARENA_ARRAY(a, int, p->nbufs + 1), n = 0;
+  for (int b = 0; b < p->nbufs; b++)
+    if (p->bufs[b].arena == arena) order[n++] = b;
+  sort_bufs = p->bufs;
+  qsort(order, (size_t)n, sizeof *order, by_size);
+  Span *busy = ARENA_ARRAY(a, Span, n + 1);
+  int64_t top_all = 0;
+  for (int k = 0; k < n; k++) {
+    Buf *b = &p->bufs[order[k]];
+    int nb = 0;
+    for (int j = 0; j < k; j++) {
+      const Buf *o = &p->bufs[order[j]];
+      if (overlap_time(b, o)) busy[nb++] = (Span){o->offset, o->offset + o->size};
+    }
+    qsort(busy, (size_t)nb, sizeof *busy, by_lo);
+    int64_t cur = 0, best = -1, best_gap = 0;
+    for (int j = 0; j < nb; j++) {
+      if (busy[j].lo > cur) {
+        int64_t gap = busy[j].lo - cur;
+        if (gap >= b->size && (best < 0 || gap < best_gap)) best = cur, best_gap = gap;
+      }
+      if (busy[j].hi > cur) cur = busy[j].hi;
+    }
+    b->offset = best >= 0 ? best : cur;
+    if (b->offset + b->size > top_all) top_all = b->offset + b->size;
+  }
+  return top_all;
+}
+
+/* The invariant the whole plan rests on. */
+static bool check_plan(const FPlan *p, char *err, size_t errlen) {
+  for (int i = 0; i < p->nbufs; i++)
+    for (int j = i + 1; j < p->nbufs; j++) {
+      const Buf *x = &p->bufs[i], *y = &p->bufs[j];
+      if (x->arena != y->arena || !overlap_time(x, y)) continue;
+      if (x->offset < y->offset + y->size && y->offset < x->offset + x->size) {
+        snprintf(err, errlen, "@%s: buffers %d and %d of arena %s overlap while both live", p->f->name, i, j,
+                 ir_role_name(x->arena));
+        return false;
+      }
+    }
+  return true;
+}
+
+static const IrRole planned_arenas[] = {IR_ROLE_ACT, IR_ROLE_GRAD, IR_ROLE_OPT};
+
+/* Fixed places: params (and optimizer state) in declaration order, inputs
+ * one slot per name in order of first appearance. */
+static bool place_fixed(IrModule *m, Arena *a, int64_t *top, char *err, size_t errlen) {
+  for (int i = 0; i < m->params.len; i++) {
+    IrValue *v = m->params.items[i];
+    IrRole ar = arena_of(v->role);
+    v->mem_planned = true;
+    v->mem_arena = ar;
+    v->mem_offset = top[ar];
+    top[ar] += mp_align(mp_value_bytes(v));
+  }
+  IrMap names;
+  ir_map_init(&names, a, true);
+  for (int fi = 0; fi < m->funcs.len; fi++) {
+    IrFunc *f = m->funcs.items[fi];
+    for (int i = 0; i < f->inputs.len; i++) {
+      IrValue *v = f->inputs.items[i];
+      IrMapSlot *s = ir_map_put(&names, v->name);
+      if (s->p) {
+        const IrValue *w = s->p;
+        if (w->dtype != v->dtype || !ir_shape_eq(&w->shape, &v->shape) || w->role != v->role) {
+          snprintf(err, errlen, "input %%%s of @%s differs in type or role from the input of the same name of another function",
+                   v->name, f->name);
+          return false;
+        }
+      } else {
+        IrRole ar = arena_of(v->role);
+        s->p = v;
+        s->i = top[ar];
+        top[ar] += mp_align(mp_value_bytes(v));
+      }
+      v->mem_planned = true;
+      v->mem_arena = arena_of(v->role);
+      v->mem_offset = s->i;
+    }
+  }
+  return true;
+}
+
+bool pass_memplan(IrModule *m, PassCtx *cx) {
+  Arena a;
+  arena_init(&a);
+  char err[512];
+  int64_t fixed[IR_ROLE_COUNT] = {0}; /* bytes of each arena taken by params and inputs */
+  bool ok = place_fixed(m, &a, fixed, err, sizeof err);
+  for (int fi = 0; ok && fi < m->funcs.len; fi++) {
+    IrFunc *f = m->funcs.items[fi];
+    FPlan p;
+    analyze(&p, m, f, &a);
+    for (size_t r = 0; r < sizeof planned_arenas / sizeof planned_arenas[0]; r++) assign(&p, planned_arenas[r], &a);
+    for (int b = 0; b < p.nbufs; b++) p.bufs[b].offset += fixed[p.bufs[b].arena]; /* planned above the fixed part */
+    if (!check_plan(&p, err, sizeof err)) {
+      ok = false;
+      break;
+    }
+    for (int i = 0; i < f->nodes.len; i++) {
+      IrNode *n = f->nodes.items[i];
+      n->ws_offset = p.ws_buf[i] >= 0 ? p.bufs[p.ws_buf[i]].offset : 0;
+      n->ws_bytes = p.ws_buf[i] >= 0 ? mp_workspace_bytes(n) : 0;
+      for (int j = 0; j < n->nout; j++) {
+        IrValue *v = n->out[j];
+        const Loc *l = loc_of(&p, v);
+        MM_ASSERT(l != NULL);
+        v->mem_planned = true;
+        if (l->buf >= 0) {
+          v->mem_arena = p.bufs[l->buf].arena;
+          v->mem_offset = p.bufs[l->buf].offset + l->off;
+        } else { /* a view of a param or input */
+          v->mem_arena = l->arena;
+          v->mem_offset = l->off;
+        }
+      }
+    }
+  }
+  if (!ok) diag_error_plain(cx->d, "memplan: %s", err);
+  arena_free(&a);
+  return ok;
+}
+
+/* ---- the summary ---- */
+
+static void extent(int64_t *top, const IrValue *v) {
+  if (!v->mem_planned || (unsigned)v->mem_arena >= IR_ROLE_COUNT) return;
+  int64_t e = v->mem_offset + mp_value_bytes(v);
+  if (e > top[v->mem_arena]) top[v->mem_arena] = e;
+}
+
+bool mp_summarize(const IrModule *m, MpSummary *s, char *err, size_t errlen) {
+  memset(s, 0, sizeof *s);
+  bool planned = true;
+  for (int i = 0; i < m->params.len; i++) {
+    const IrValue *v = m->params.items[i];
+    if (!v->mem_planned) planned = false;
+    extent(s->arena, v);
+  }
+  Arena a;
+  arena_init(&a);
+  for (int fi = 0; fi < m->funcs.len; fi++) {
+    const IrFunc *f = m->funcs.items[fi];
+    int64_t top[IR_ROLE_COUNT] = {0};
+    for (int i = 0; i < f->inputs.len; i++) {
+      const IrValue *v = f->inputs.items[i];
+      if (!v->mem_planned) planned = false;
+      extent(s->arena, v);
+    }
+    for (int i = 0; i < f->nodes.len; i++) {
+      const IrNode *n = f->nodes.items[i];
+      for (int j = 0; j < n->nout; j++) {
+        if (!n->out[j]->mem_planned) planned = false;
+        extent(top, n->out[j]);
+      }
+      if (n->ws_bytes > 0 && n->ws_offset + n->ws_bytes > top[IR_ROLE_ACT]) top[IR_ROLE_ACT] = n->ws_offset + n->ws_bytes;
+    }
+    for (int r = 0; r < IR_ROLE_COUNT; r++) {
+      top[r] = mp_align(top[r]);
+      if (r != IR_ROLE_PARAM && r != IR_ROLE_INPUT && top[r] > s->arena[r]) s->arena[r] = top[r];
+    }
+    if (s->nfuncs < MP_MAX_FUNCS) {
+      MpFuncStats *fs = &s->funcs[s->nfuncs++];
+      FPlan p;
+      analyze(&p, m, f, &a);
+      fs->name = f->name;
+      memcpy(fs->arena, top, sizeof top);
+      fs->live_peak = p.live_peak;
+      fs->nbuffers = p.nbufs;
+      fs->ninplace = p.ninplace;
+      fs->nviews = p.nviews;
+    }
+  }
+  arena_free(&a);
+  if (!planned) {
+    snprintf(err, errlen, "the module has no memory plan (run the memplan pass)");
+    return false;
+  }
+  for (int r = 0; r < IR_ROLE_COUNT; r++) {
+    s->arena[r] = mp_align(s->arena[r]);
+    s->total += s->arena[r];
+  }
+  return true;
+}

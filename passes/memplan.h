@@ -1,0 +1,59 @@
+/* The static memory plan (the `memplan` pass) and what it tells the rest of
+ * the backend.
+ *
+ * Storage is five arenas, one per role: param, grad, opt, act, input (their
+ * IrRole names). Params and optimizer state have fixed offsets for the whole
+ * run; inputs have one slot per name, shared by every function; the act
+ * arena (activations, saved values, kernel scratch) and the grad arena are
+ * planned per function over live ranges and sized by the largest function.
+ * Every value ends up annotated with mem(arena, offset) and every node that
+ * needs kernel scratch with ws(offset, bytes); the arena sizes follow from
+ * those annotations alone, so `mmc plan`, codegen and the trainer agree on
+ * them byte for byte. */
+#ifndef MM_PASSES_MEMPLAN_H
+#define MM_PASSES_MEMPLAN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../ir/ir.h"
+
+#define MP_ALIGN 64 /* every buffer starts on a cache line (and AVX-512 vector) */
+
+static inline int64_t mp_align(int64_t n) { return (n + MP_ALIGN - 1) / MP_ALIGN * MP_ALIGN; }
+
+/* Bytes of a value (numel * element size), unaligned. */
+int64_t mp_value_bytes(const IrValue *v);
+
+/* Scratch the kernel of node n needs beyond its results (0 for most ops):
+ * the saved statistics of a norm, attention or cross entropy whose node has
+ * no result for them. The layout inside is the kernel binding's business. */
+int64_t mp_workspace_bytes(const IrNode *n);
+
+/* When node n's result shares its first operand's storage (a reshape, a
+ * contiguous slice), the byte offset of the result in that storage; else -1. */
+int64_t mp_view_offset(const IrNode *n);
+
+typedef struct MpFuncStats {
+  const char *name;
+  int64_t arena[IR_ROLE_COUNT]; /* bytes this function needs per planned arena (act, grad) */
+  int64_t live_peak;            /* act: the largest sum of live buffers at one node (a lower bound) */
+  int nbuffers;                 /* act and grad buffers planned */
+  int ninplace, nviews;         /* results sharing an operand's storage */
+} MpFuncStats;
+
+#define MP_MAX_FUNCS 16
+
+typedef struct MpSummary {
+  int64_t arena[IR_ROLE_COUNT]; /* bytes per arena, by role */
+  int64_t total;                /* the peak: everything is allocated before the first step */
+  int nfuncs;
+  MpFuncStats funcs[MP_MAX_FUNCS];
+} MpSummary;
+
+/* Sizes from a planned module's annotations, per-function statistics from
+ * the same liveness analysis the pass runs. False (with a message in err)
+ * when the module has no plan. */
+bool mp_summarize(const IrModule *m, MpSummary *s, char *err, size_t errlen);
+
+#endif
