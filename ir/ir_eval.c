@@ -1,0 +1,953 @@
+/* The reference interpreter (ir_eval.h): one naive loop nest per op, in
+ * double. Shapes were checked by the shape rules when the nodes were built,
+ * so the kernels trust them; only data (ids, labels) is checked. */
+#include "ir_eval.h"
+
+#include "ir_fused.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the store ---- */
+
+void ir_store_init(IrTensorStore *st) {
+  memset(st, 0, sizeof *st);
+  arena_init(&st->arena);
+  ir_map_init(&st->map, &st->arena, false);
+}
+
+void ir_store_free(IrTensorStore *st) {
+  for (int i = 0; i < st->map.cap; i++)
+    if (st->map.slots[i].key) free(((IrTensor *)st->map.slots[i].p)->d);
+  arena_free(&st->arena);
+}
+
+IrTensor *ir_store_get(const IrTensorStore *st, const IrValue *v) {
+  IrMapSlot *s = ir_map_get(&st->map, v);
+  return s ? s->p : NULL;
+}
+
+static IrTensor *put_shape(IrTensorStore *st, const IrValue *v, IrDType dt, const IrShape *shape) {
+  IrMapSlot *s = ir_map_put(&st->map, v);
+  IrTensor *t = s->p;
+  int64_t n = ir_numel(shape);
+  if (!t) {
+    t = ARENA_NEW(&st->arena, IrTensor);
+    s->p = t;
+  }
+  if (!t->d || t->n != n) {
+    free(t->d);
+    t->d = calloc((size_t)(n ? n : 1), sizeof(double));
+    if (!t->d) mm_die(__FILE__, __LINE__, "out of memory");
+  } else if (!ir_shape_eq(&t->shape, shape)) {
+    memset(t->d, 0, sizeof(double) * (size_t)n);
+  }
+  t->dtype = dt;
+  t->shape = *shape;
+  t->n = n;
+  return t;
+}
+
+IrTensor *ir_store_put(IrTensorStore *st, const IrValue *v) { return put_shape(st, v, v->dtype, &v->shape); }
+
+/* splitmix64 */
+static uint64_t mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+double ir_eval_uniform(uint64_t seed, uint64_t stream, uint64_t i) {
+  uint64_t h = mix(mix(mix(seed) ^ stream) ^ i);
+  return (double)(h >> 11) * (1.0 / 9007199254740992.0);
+}
+
+void ir_store_init_params(IrTensorStore *st, const IrModule *m, uint64_t seed) {
+  for (int k = 0; k < m->params.len; k++) {
+    const IrValue *p = m->params.items[k];
+    IrTensor *t = ir_store_put(st, p);
+    const IrInit *in = &p->init;
+    int64_t fan_in = p->shape.rank ? t->n / p->shape.d[0] : 1;
+    for (int64_t i = 0; i < t->n; i++) {
+      double u = ir_eval_uniform(seed, (uint64_t)k, (uint64_t)i), x = 0;
+      switch (in->kind) {
+      case IR_INIT_NONE:
+      case IR_INIT_ZEROS: x = 0; break;
+      case IR_INIT_ONES: x = 1; break;
+      case IR_INIT_FILL: x = in->a; break;
+      case IR_INIT_NORMAL: { /* Box-Muller on two hashes */
+        double u2 = ir_eval_uniform(seed ^ 0x5bd1e995u, (uint64_t)k, (uint64_t)i);
+        x = in->a * sqrt(-2 * log(1 - u)) * cos(2 * M_PI * u2);
+        break;
+      }
+      case IR_INIT_UNIFORM: x = in->a + (in->b - in->a) * u; break;
+      case IR_INIT_FAN_IN: {
+        double b = in->a / sqrt((double)(fan_in ? fan_in : 1));
+        x = -b + 2 * b * u;
+        break;
+      }
+      }
+      t->d[i] = x;
+    }
+  }
+}
+
+/* ---- helpers ---- */
+
+typedef struct Ev {
+  const IrModule *m;
+  const IrNode *n;
+  IrTensorStore *st;
+  char *err;
+  size_t errlen;
+} Ev;
+
+static bool fail(Ev *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static bool fail(Ev *e, const char *fmt, ...) {
+  int k = snprintf(e->err, e->errlen, "%s: ", ir_ops[e->n->op].name);
+  if (k < 0 || (size_t)k >= e->errlen) return false;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(e->err + k, e->errlen - (size_t)k, fmt, ap);
+  va_end(ap);
+  return false;
+}
+
+static const IrTensor *IN(Ev *e, int i) { return ir_store_get(e->st, e->n->in[i]); }
+static IrTensor *OUT(Ev *e, int j) { return ir_store_put(e->st, e->n->out[j]); }
+static double fattr(Ev *e, IrAttrId id) { return e->n->attrs.v[id].f; }
+static int64_t iattr(Ev *e, IrAttrId id) { return e->n->attrs.v[id].i; }
+static bool has(Ev *e, IrAttrId id) { return ir_attrs_has(&e->n->attrs, id); }
+static const IrAttrVal *attr(Ev *e, IrAttrId id) { return &e->n->attrs.v[id]; }
+
+/* index into `in` of the element at coord (of an out-shaped iteration),
+ * numpy broadcasting (trailing alignment, size-1 dims repeat) */
+static int64_t bidx(const IrShape *out, const int64_t *coord, const IrShape *in) {
+  int64_t idx = 0;
+  for (int i = 0; i < in->rank; i++) {
+    int k = out->rank - in->rank + i;
+    idx = idx * in->d[i] + (in->d[i] == 1 ? 0 : coord[k]);
+  }
+  return idx;
+}
+
+static void unravel(const IrShape *s, int64_t flat, int64_t *coord) {
+  for (int i = s->rank - 1; i >= 0; i--) {
+    coord[i] = flat % s->d[i];
+    flat /= s->d[i];
+  }
+}
+
+static int64_t last(const IrShape *s) { return s->rank ? s->d[s->rank - 1] : 1; }
+
+/* outer, n, inner of a split at `axis` */
+static void split_axis(const IrShape *s, int axis, int64_t *outer, int64_t *n, int64_t *inner) {
+  *outer = *inner = 1;
+  for (int i = 0; i < axis; i++) *outer *= s->d[i];
+  *n = s->d[axis];
+  for (int i = axis + 1; i < s->rank; i++) *inner *= s->d[i];
+}
+
+static double sigm(double x) { return 1 / (1 + exp(-x)); }
+static const double GELU_C = 0.7978845608028654; /* sqrt(2 / pi) */
+
+static double act_fwd(IrOp op, double x) {
+  switch (op) {
+  case IR_OP_NEG: return -x;
+  case IR_OP_EXP: return exp(x);
+  case IR_OP_LOG: return log(x);
+  case IR_OP_SQRT: return sqrt(x);
+  case IR_OP_RSQRT: return 1 / sqrt(x);
+  case IR_OP_TANH: return tanh(x);
+  case IR_OP_SIGMOID: return sigm(x);
+  case IR_OP_RELU: return x > 0 ? x : 0;
+  case IR_OP_GELU: return 0.5 * x * (1 + erf(x / M_SQRT2));
+  case IR_OP_GELU_TANH: return 0.5 * x * (1 + tanh(GELU_C * (x + 0.044715 * x * x * x)));
+  case IR_OP_SILU: return x * sigm(x);
+  default: return NAN;
+  }
+}
+
+/* act'(x) */
+static double act_bwd(IrOp op, double x) {
+  switch (op) {
+  case IR_OP_GELU_GRAD: return 0.5 * (1 + erf(x / M_SQRT2)) + x * exp(-0.5 * x * x) / sqrt(2 * M_PI);
+  case IR_OP_GELU_TANH_GRAD: {
+    double t = tanh(GELU_C * (x + 0.044715 * x * x * x));
+    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * GELU_C * (1 + 3 * 0.044715 * x * x);
+  }
+  case IR_OP_SILU_GRAD: {
+    double s = sigm(x);
+    return s * (1 + x * (1 - s));
+  }
+  case IR_OP_RELU_GRAD: return x > 0 ? 1 : 0;
+  case IR_OP_SIGMOID_GRAD: {
+    double s = sigm(x);
+    return s * (1 - s);
+  }
+  case IR_OP_TANH_GRAD: {
+    double t = tanh(x);
+    return 1 - t * t;
+  }
+  default: return NAN;
+  }
+}
+
+/* to an integer dtype: truncation (bool: != 0, u8: modulo 256) */
+static double to_dtype(IrDType t, double x) {
+  if (ir_dtype_is_float(t)) return x;
+  if (t == IR_BOOL) return x != 0;
+  double r = trunc(x);
+  if (t == IR_U8) r = fmod(fmod(r, 256) + 256, 256);
+  return r;
+}
+
+/* ---- op groups ---- */
+
+static bool ev_binary(Ev *e) {
+  const IrTensor *a = IN(e, 0), *b = IN(e, 1);
+  IrTensor *y = OUT(e, 0);
+  int64_t c[IR_MAX_RANK];
+  IrOp op = e->n->op;
+  bool integral = !ir_dtype_is_float(y->dtype);
+  for (int64_t i = 0; i < y->n; i++) {
+    unravel(&y->shape, i, c);
+    double u = a->d[bidx(&y->shape, c, &a->shape)], v = b->d[bidx(&y->shape, c, &b->shape)], r;
+    switch (op) {
+    case IR_OP_ADD: r = u + v; break;
+    case IR_OP_SUB: r = u - v; break;
+    case IR_OP_MUL: r = u * v; break;
+    case IR_OP_DIV:
+      if (integral && v == 0) return fail(e, "integer division by zero");
+      r = integral ? trunc(u / v) : u / v;
+      break;
+    default: r = pow(u, v); break;
+    }
+    y->d[i] = to_dtype(y->dtype, r);
+  }
+  return true;
+}
+
+static bool ev_unary(Ev *e) {
+  const IrTensor *x = IN(e, 0);
+  IrTensor *y = OUT(e, 0);
+  IrOp op = e->n->op;
+  for (int64_t i = 0; i < y->n; i++) {
+    double v = x->d[i];
+    switch (op) {
+    case IR_OP_ADD_SCALAR: v += fattr(e, IR_ATTR_VALUE); break;
+    case IR_OP_MUL_SCALAR: v *= fattr(e, IR_ATTR_VALUE); break;
+    case IR_OP_POW_SCALAR: v = pow(v, fattr(e, IR_ATTR_VALUE)); break;
+    case IR_OP_CAST: break;
+    case IR_OP_DROPOUT: {
+      double p = fattr(e, IR_ATTR_P);
+      int64_t seed = has(e, IR_ATTR_SEED) ? iattr(e, IR_ATTR_SEED) : 0;
+      if (p > 0) {
+        double u = e->st->uniform ? e->st->uniform(e->st->user, seed, e->st->step, (uint64_t)i)
+                                  : ir_eval_uniform((uint64_t)seed, e->st->step, (uint64_t)i);
+        v = u >= p ? v / (1 - p) : 0;
+      }
+      break;
+    }
+    default: v = act_fwd(op, v); break;
+    }
+    y->d[i] = to_dtype(y->dtype, v);
+  }
+  return true;
+}
+
+static bool ev_act_grad(Ev *e) {
+  const IrTensor *dy = IN(e, 0), *x = IN(e, 1);
+  IrTensor *dx = OUT(e, 0);
+  for (int64_t i = 0; i < dx->n; i++) dx->d[i] = dy->d[i] * act_bwd(e->n->op, x->d[i]);
+  return true;
+}
+
+static bool ev_full(Ev *e) {
+  IrTensor *y = OUT(e, 0);
+  double v = to_dtype(y->dtype, fattr(e, IR_ATTR_VALUE));
+  for (int64_t i = 0; i < y->n; i++) y->d[i] = v;
+  return true;
+}
+
+/* ---- contractions ---- */
+
+static bool ev_matmul(Ev *e) {
+  const IrTensor *a = IN(e, 0), *b = IN(e, 1);
+  IrTensor *y = OUT(e, 0);
+  int r = y->shape.rank;
+  int64_t M = y->shape.d[r - 2], N = y->shape.d[r - 1], K = last(&a->shape);
+  IrShape batch = y->shape, ab = a->shape, bb = b->shape;
+  batch.rank -= 2, ab.rank -= 2, bb.rank -= 2;
+  int64_t nb = ir_numel(&batch), c[IR_MAX_RANK];
+  for (int64_t z = 0; z < nb; z++) {
+    unravel(&batch, z, c);
+    const double *A = a->d + bidx(&batch, c, &ab) * M * K, *B = b->d + bidx(&batch, c, &bb) * K * N;
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t j = 0; j < N; j++) {
+        double s = 0;
+        for (int64_t k = 0; k < K; k++) s += A[i * K + k] * B[k * N + j];
+        y->d[(z * M + i) * N + j] = s;
+      }
+  }
+  return true;
+}
+
+/* LINEAR: y[r, n] = x[r, :] . w[n, :]; GRAD_X: dx[r, k] = dy[r, :] . w[:, k];
+ * GRAD_W: dw[n, k] = dy[:, n] . x[:, k] */
+static bool ev_linear(Ev *e) {
+  const IrTensor *a = IN(e, 0), *b = IN(e, 1);
+  IrTensor *y = OUT(e, 0);
+  IrOp op = e->n->op;
+  if (op == IR_OP_LINEAR || op == IR_OP_LINEAR_GRAD_X) {
+    int64_t K = last(&a->shape), N = last(&y->shape), rows = y->n / N;
+    for (int64_t r = 0; r < rows; r++)
+      for (int64_t n = 0; n < N; n++) {
+        double s = 0;
+        for (int64_t k = 0; k < K; k++)
+          s += a->d[r * K + k] * (op == IR_OP_LINEAR ? b->d[n * K + k] : b->d[k * N + n]);
+        y->d[r * N + n] = s;
+      }
+  } else {
+    int64_t N = last(&a->shape), K = last(&b->shape), rows = a->n / N;
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t k = 0; k < K; k++) {
+        double s = 0;
+        for (int64_t r = 0; r < rows; r++) s += a->d[r * N + n] * b->d[r * K + k];
+        y->d[n * K + k] = s;
+      }
+  }
+  return true;
+}
+
+/* Convolution geometry as 3-D (a 2-D conv has depth 1). */
+typedef struct Conv {
+  int64_t B, C, O, in[3], k[3], out[3], s[3], p[3];
+} Conv;
+
+static void conv_geom(Ev *e, const IrShape *x, const IrShape *w, const IrShape *y, Conv *g) {
+  int nsp = x->rank - 2, off = 3 - nsp;
+  g->B = x->d[0], g->C = x->d[1], g->O = w->d[0];
+  for (int i = 0; i < 3; i++) g->in[i] = g->k[i] = g->out[i] = g->s[i] = 1, g->p[i] = 0;
+  for (int i = 0; i < nsp; i++) {
+    g->in[off + i] = x->d[2 + i];
+    g->k[off + i] = w->d[2 + i];
+    g->out[off + i] = y->d[2 + i];
+    g->s[off + i] = attr(e, IR_ATTR_STRIDE)->ints[i];
+    g->p[off + i] = attr(e, IR_ATTR_PADDING)->ints[i];
+  }
+}
+
+/* Visits every (output position, kernel tap) pair whose input is inside:
+ * mode 0: y += x * w (+ bias); 1: dx += dy * w; 2: dw += dy * x. */
+static void conv_loop(const Conv *g, int mode, double *y, double *x, double *w) {
+  int64_t kv = g->k[0] * g->k[1] * g->k[2], iv = g->in[0] * g->in[1] * g->in[2], ov = g->out[0] * g->out[1] * g->out[2];
+  for (int64_t b = 0; b < g->B; b++)
+    for (int64_t o = 0; o < g->O; o++)
+      for (int64_t od = 0; od < g->out[0]; od++)
+        for (int64_t oh = 0; oh < g->out[1]; oh++)
+          for (int64_t ow = 0; ow < g->out[2]; ow++) {
+            double *yy = &y[(b * g->O + o) * ov + (od * g->out[1] + oh) * g->out[2] + ow];
+            for (int64_t c = 0; c < g->C; c++)
+              for (int64_t kd = 0; kd < g->k[0]; kd++)
+                for (int64_t kh = 0; kh < g->k[1]; kh++)
+                  for (int64_t kw = 0; kw < g->k[2]; kw++) {
+                    int64_t id = od * g->s[0] - g->p[0] + kd, ih = oh * g->s[1] - g->p[1] + kh,
+                            iw = ow * g->s[2] - g->p[2] + kw;
+                    if (id < 0 || id >= g->in[0] || ih < 0 || ih >= g->in[1] || iw < 0 || iw >= g->in[2]) continue;
+                    double *xx = &x[(b * g->C + c) * iv + (id * g->in[1] + ih) * g->in[2] + iw];
+                    double *ww = &w[(o * g->C + c) * kv + (kd * g->k[1] + kh) * g->k[2] + kw];
+                    if (mode == 0) *yy += *xx * *ww;
+                    else if (mode == 1) *xx += *yy * *ww;
+                    else *ww += *yy * *xx;
+                  }
+          }
+}
+
+static bool ev_conv(Ev *e) {
+  IrOp op = e->n->op;
+  Conv g;
+  IrTensor *r = OUT(e, 0);
+  memset(r->d, 0, sizeof(double) * (size_t)r->n);
+  if (op == IR_OP_CONV2D || op == IR_OP_CONV3D) {
+    const IrTensor *x = IN(e, 0), *w = IN(e, 1);
+    conv_geom(e, &x->shape, &w->shape, &r->shape, &g);
+    conv_loop(&g, 0, r->d, x->d, w->d);
+    if (e->n->nin == 3) {
+      const IrTensor *bias = IN(e, 2);
+      int64_t per = r->n / (g.B * g.O);
+      for (int64_t i = 0; i < r->n; i++) r->d[i] += bias->d[(i / per) % g.O];
+    }
+  } else if (op == IR_OP_CONV2D_GRAD_X || op == IR_OP_CONV3D_GRAD_X) {
+    const IrTensor *dy = IN(e, 0), *w = IN(e, 1);
+    conv_geom(e, &r->shape, &w->shape, &dy->shape, &g);
+    conv_loop(&g, 1, dy->d, r->d, w->d);
+  } else {
+    const IrTensor *dy = IN(e, 0), *x = IN(e, 1);
+    conv_geom(e, &x->shape, &r->shape, &dy->shape, &g);
+    conv_loop(&g, 2, dy->d, x->d, r->d);
+  }
+  return true;
+}
+
+/* ---- normalisation ---- */
+
+/* One normalised group of n elements at x + off with element stride 1,
+ * channel of element i = ch(i). Forward: y, and its mean and rstd. */
+static bool ev_norm(Ev *e) {
+  IrOp op = e->n->op;
+  const IrTensor *x = IN(e, 0), *w = e->n->nin > 1 ? IN(e, 1) : NULL, *b = e->n->nin > 2 ? IN(e, 2) : NULL;
+  IrTensor *y = OUT(e, 0), *mean = op == IR_OP_RMS_NORM ? NULL : OUT(e, 1), *rstd = OUT(e, op == IR_OP_RMS_NORM ? 1 : 2);
+  double eps = fattr(e, IR_ATTR_EPS);
+  int64_t rows, n, C, S = 1, G = 1;
+  if (op == IR_OP_GROUP_NORM) {
+    G = iattr(e, IR_ATTR_GROUPS);
+    C = x->shape.d[1];
+    S = x->n / (x->shape.d[0] * C);
+    rows = x->shape.d[0] * G;
+    n = C / G * S;
+  } else {
+    C = last(&x->shape);
+    rows = x->n / C;
+    n = C;
+  }
+  for (int64_t r = 0; r < rows; r++) {
+    const double *xr = x->d + r * n;
+    double mu = 0, var = 0;
+    for (int64_t i = 0; i < n; i++) mu += xr[i];
+    mu /= (double)n;
+    for (int64_t i = 0; i < n; i++) var += op == IR_OP_RMS_NORM ? xr[i] * xr[i] : (xr[i] - mu) * (xr[i] - mu);
+    double rs = 1 / sqrt(var / (double)n + eps);
+    if (op == IR_OP_RMS_NORM) mu = 0;
+    if (mean) mean->d[r] = mu;
+    rstd->d[r] = rs;
+    for (int64_t i = 0; i < n; i++) {
+      int64_t c = op == IR_OP_GROUP_NORM ? (r % G) * (C / G) + i / S : i;
+      double v = (xr[i] - mu) * rs;
+      if (w) v *= w->d[c];
+      if (b) v += b->d[c];
+      y->d[r * n + i] = v;
+    }
+  }
+  return true;
+}
+
+/* (dy, x, [mean,] rstd, w?) -> dx, dw, (db) */
+static bool ev_norm_grad(Ev *e) {
+  IrOp op = e->n->op;
+  bool rms = op == IR_OP_RMS_NORM_GRAD;
+  int nst = rms ? 1 : 2;
+  const IrTensor *dy = IN(e, 0), *x = IN(e, 1), *mean = rms ? NULL : IN(e, 2), *rstd = IN(e, 1 + nst);
+  const IrTensor *w = e->n->nin > 2 + nst ? IN(e, 2 + nst) : NULL;
+  IrTensor *dx = OUT(e, 0), *dw = OUT(e, 1), *db = rms ? NULL : OUT(e, 2);
+  memset(dw->d, 0, sizeof(double) * (size_t)dw->n);
+  if (db) memset(db->d, 0, sizeof(double) * (size_t)db->n);
+  int64_t rows, n, C, S = 1, G = 1;
+  if (op == IR_OP_GROUP_NORM_GRAD) {
+    G = iattr(e, IR_ATTR_GROUPS);
+    C = x->shape.d[1];
+    S = x->n / (x->shape.d[0] * C);
+    rows = x->shape.d[0] * G;
+    n = C / G * S;
+  } else {
+    C = last(&x->shape);
+    rows = x->n / C;
+    n = C;
+  }
+  for (int64_t r = 0; r < rows; r++) {
+    const double *xr = x->d + r * n, *gr = dy->d + r * n;
+    double mu = mean ? mean->d[r] : 0, rs = rstd->d[r], mg = 0, mgx = 0;
+    for (int64_t i = 0; i < n; i++) {
+      int64_t c = op == IR_OP_GROUP_NORM_GRAD ? (r % G) * (C / G) + i / S : i;
+      double g = gr[i] * (w ? w->d[c] : 1), xh = (xr[i] - mu) * rs;
+      mg += g;
+      mgx += rms ? g * xr[i] : g * xh;
+      dw->d[c] += gr[i] * xh;
+      if (db) db->d[c] += gr[i];
+    }
+    mg /= (double)n;
+    mgx /= (double)n;
+    for (int64_t i = 0; i < n; i++) {
+      int64_t c = op == IR_OP_GROUP_NORM_GRAD ? (r % G) * (C / G) + i / S : i;
+      double g = gr[i] * (w ? w->d[c] : 1), xh = (xr[i] - mu) * rs;
+      dx->d[r * n + i] = rms ? rs * g - xr[i] * rs * rs * rs * mgx : rs * (g - mg - xh * mgx);
+    }
+  }
+  return true;
+}
+
+static bool ev_softmax(Ev *e) {
+  IrOp op = e->n->op;
+  const IrTensor *x = IN(e, 0);
+  IrTensor *y = OUT(e, 0);
+  int64_t outer, n, inner;
+  split_axis(&x->shape, (int)iattr(e, IR_ATTR_AXIS), &outer, &n, &inner);
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t in = 0; in < inner; in++) {
+      const double *xr = x->d + o * n * inner + in;
+      double *yr = y->d + o * n * inner + in;
+      if (op == IR_OP_SOFTMAX || op == IR_OP_LOG_SOFTMAX) {
+        double mx = -INFINITY, s = 0;
+        for (int64_t i = 0; i < n; i++) mx = fmax(mx, xr[i * inner]);
+        for (int64_t i = 0; i < n; i++) s += exp(xr[i * inner] - mx);
+        for (int64_t i = 0; i < n; i++)
+          yr[i * inner] = op == IR_OP_SOFTMAX ? exp(xr[i * inner] - mx) / s : xr[i * inner] - mx - log(s);
+      } else { /* (dy, y) */
+        const double *yv = IN(e, 1)->d + o * n * inner + in;
+        double s = 0;
+        for (int64_t i = 0; i < n; i++) s += op == IR_OP_SOFTMAX_GRAD ? xr[i * inner] * yv[i * inner] : xr[i * inner];
+        for (int64_t i = 0; i < n; i++)
+          yr[i * inner] = op == IR_OP_SOFTMAX_GRAD ? yv[i * inner] * (xr[i * inner] - s)
+                                                   : xr[i * inner] - exp(yv[i * inner]) * s;
+      }
+    }
+  return true;
+}
+
+/* ---- reductions and layout ---- */
+
+/* SUM, MEAN, SUM_TO: every input element adds into its output element */
+static bool ev_reduce(Ev *e) {
+  IrOp op = e->n->op;
+  const IrTensor *x = IN(e, 0);
+  IrTensor *y = OUT(e, 0);
+  memset(y->d, 0, sizeof(double) * (size_t)y->n);
+  bool red[IR_MAX_RANK] = {0};
+  int64_t c[IR_MAX_RANK], cnt = 1;
+  if (op != IR_OP_SUM_TO) {
+    const IrAttrVal *ax = attr(e, IR_ATTR_AXES);
+    for (int i = 0; i < ax->nints; i++) red[ax->ints[i]] = true, cnt *= x->shape.d[ax->ints[i]];
+  }
+  for (int64_t i = 0; i < x->n; i++) {
+    unravel(&x->shape, i, c);
+    int64_t idx = 0;
+    if (op == IR_OP_SUM_TO) {
+      idx = bidx(&x->shape, c, &y->shape);
+    } else {
+      for (int k = 0; k < x->shape.rank; k++)
+        if (!red[k]) idx = idx * x->shape.d[k] + c[k];
+    }
+    y->d[idx] += x->d[i];
+  }
+  if (op == IR_OP_MEAN)
+    for (int64_t i = 0; i < y->n; i++) y->d[i] /= (double)cnt;
+  return true;
+}
+
+static bool ev_layout(Ev *e) {
+  IrOp op = e->n->op;
+  const IrTensor *x = IN(e, 0);
+  IrTensor *y = OUT(e, 0);
+  int64_t c[IR_MAX_RANK];
+  if (op == IR_OP_RESHAPE) {
+    memcpy(y->d, x->d, sizeof(double) * (size_t)x->n);
+  } else if (op == IR_OP_TRANSPOSE) {
+    const IrAttrVal *p = attr(e, IR_ATTR_PERM);
+    int64_t xc[IR_MAX_RANK];
+    for (int64_t i = 0; i < y->n; i++) {
+      unravel(&y->shape, i, c);
+      for (int k = 0; k < y->shape.rank; k++) xc[p->ints[k]] = c[k];
+      int64_t idx = 0;
+      for (int k = 0; k < x->shape.rank; k++) idx = idx * x->shape.d[k] + xc[k];
+      y->d[i] = x->d[idx];
+    }
+  } else if (op == IR_OP_EXPAND) {
+    for (int64_t i = 0; i < y->n; i++) {
+      unravel(&y->shape, i, c);
+      y->d[i] = x->d[bidx(&y->shape, c, &x->shape)];
+    }
+  } else { /* SLICE, PAD_SLICE: y[.., start + i * step, ..] <-> x[.., i, ..] */
+    int ax = (int)iattr(e, IR_ATTR_AXIS);
+    int64_t start = iattr(e, IR_ATTR_START), step = has(e, IR_ATTR_STEP) ? iattr(e, IR_ATTR_STEP) : 1;
+    const IrShape *small = op == IR_OP_SLICE ? &y->shape : &x->shape, *big = op == IR_OP_SLICE ? &x->shape : &y->shape;
+    if (op == IR_OP_PAD_SLICE) memset(y->d, 0, sizeof(double) * (size_t)y->n);
+    int64_t sn = ir_numel(small);
+    for (int64_t i = 0; i < sn; i++) {
+      unravel(small, i, c);
+      c[ax] = start + c[ax] * step;
+      int64_t idx = 0;
+      for (int k = 0; k < big->rank; k++) idx = idx * big->d[k] + c[k];
+      if (op == IR_OP_SLICE) y->d[i] = x->d[idx];
+      else y->d[idx] = x->d[i];
+    }
+  }
+  return true;
+}
+
+static bool ev_concat(Ev *e) {
+  IrTensor *y = OUT(e, 0);
+  int ax = (int)iattr(e, IR_ATTR_AXIS);
+  int64_t outer, n, inner, off = 0;
+  split_axis(&y->shape, ax, &outer, &n, &inner);
+  for (int k = 0; k < e->n->nin; k++) {
+    const IrTensor *x = IN(e, k);
+    int64_t xn = x->shape.d[ax];
+    for (int64_t o = 0; o < outer; o++)
+      memcpy(y->d + (o * n + off) * inner, x->d + o * xn * inner, sizeof(double) * (size_t)(xn * inner));
+    off += xn;
+  }
+  return true;
+}
+
+/* ---- transformer pieces ---- */
+
+static bool ev_embedding(Ev *e) {
+  bool grad = e->n->op == IR_OP_EMBEDDING_GRAD;
+  const IrTensor *ids = IN(e, grad ? 1 : 0), *src = IN(e, grad ? 0 : 1);
+  IrTensor *y = OUT(e, 0);
+  const IrShape *table = grad ? &y->shape : &src->shape;
+  int64_t V = table->d[0], C = table->d[1];
+  if (grad) memset(y->d, 0, sizeof(double) * (size_t)y->n);
+  for (int64_t i = 0; i < ids->n; i++) {
+    double id = ids->d[i];
+    if (!(id >= 0 && id < (double)V)) return fail(e, "id %g at position %lld is outside [0, %lld)", id, (long long)i, (long long)V);
+    int64_t r = (int64_t)id;
+    for (int64_t c = 0; c < C; c++) {
+      if (grad) y->d[r * C + c] += src->d[i * C + c];
+      else y->d[i * C + c] = src->d[r * C + c];
+    }
+  }
+  return true;
+}
+
+/* rotate-half RoPE on x[B, T, H, D]; the gradient rotates back */
+static bool ev_rope(Ev *e) {
+  const IrTensor *x = IN(e, 0);
+  IrTensor *y = OUT(e, 0);
+  double theta = fattr(e, IR_ATTR_THETA), sgn = e->n->op == IR_OP_ROPE ? 1 : -1;
+  int64_t off = has(e, IR_ATTR_OFFSET) ? iattr(e, IR_ATTR_OFFSET) : 0;
+  const IrShape *s = &x->shape;
+  int64_t T = s->d[1], H = s->d[2], D = s->d[3], h2 = D / 2;
+  for (int64_t b = 0; b < s->d[0]; b++)
+    for (int64_t t = 0; t < T; t++)
+      for (int64_t h = 0; h < H; h++) {
+        const double *xr = x->d + ((b * T + t) * H + h) * D;
+        double *yr = y->d + ((b * T + t) * H + h) * D;
+        for (int64_t i = 0; i < h2; i++) {
+          double a = (double)(off + t) * pow(theta, -2.0 * (double)i / (double)D), co = cos(a), si = sgn * sin(a);
+          double x0 = xr[i], x1 = xr[i + h2];
+          yr[i] = x0 * co - x1 * si;
+          yr[i + h2] = x1 * co + x0 * si;
+        }
+      }
+  return true;
+}
+
+/* q[B, T, H, D], k[B, S, KVH, D], v[B, S, KVH, Dv]; query t sees key s when
+ * !causal or s <= t + S - T. Forward: out, lse[B, H, T]. Backward (dy, q, k,
+ * v, out, lse) -> dq, dk, dv from p = exp(scale q.k - lse). */
+static bool ev_attention(Ev *e) {
+  bool grad = e->n->op == IR_OP_ATTENTION_GRAD;
+  int o = grad ? 1 : 0;
+  const IrTensor *q = IN(e, o), *k = IN(e, o + 1), *v = IN(e, o + 2);
+  const IrShape *qs = &q->shape, *ks = &k->shape;
+  int64_t B = qs->d[0], T = qs->d[1], H = qs->d[2], D = qs->d[3], S = ks->d[1], KVH = ks->d[2], Dv = v->shape.d[3];
+  bool causal = iattr(e, IR_ATTR_CAUSAL);
+  double scale = fattr(e, IR_ATTR_SCALE);
+  double *p = calloc((size_t)S, sizeof(double));
+  if (!p) mm_die(__FILE__, __LINE__, "out of memory");
+  IrTensor *out = NULL, *lse = NULL, *dq = NULL, *dk = NULL, *dv = NULL;
+  const IrTensor *dy = NULL, *fo = NULL, *fl = NULL;
+  if (grad) {
+    dy = IN(e, 0), fo = IN(e, 4), fl = IN(e, 5);
+    dq = OUT(e, 0), dk = OUT(e, 1), dv = OUT(e, 2);
+    memset(dk->d, 0, sizeof(double) * (size_t)dk->n);
+    memset(dv->d, 0, sizeof(double) * (size_t)dv->n);
+  } else {
+    out = OUT(e, 0), lse = OUT(e, 1);
+  }
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t h = 0; h < H; h++) {
+      int64_t kh = h / (H / KVH);
+      for (int64_t t = 0; t < T; t++) {
+        const double *qr = q->d + ((b * T + t) * H + h) * D;
+        int64_t ns = causal ? t + S - T + 1 : S;
+        if (ns > S) ns = S;
+        double l;
+        if (grad) {
+          l = fl->d[(b * H + h) * T + t];
+        } else {
+          double mx = -INFINITY, sum = 0;
+          for (int64_t s = 0; s < ns; s++) {
+            const double *kr = k->d + ((b * S + s) * KVH + kh) * D;
+            double dot = 0;
+            for (int64_t i = 0; i < D; i++) dot += qr[i] * kr[i];
+            p[s] = dot * scale;
+            mx = fmax(mx, p[s]);
+          }
+          for (int64_t s = 0; s < ns; s++) sum += exp(p[s] - mx);
+          l = ns > 0 ? mx + log(sum) : -INFINITY;
+          lse->d[(b * H + h) * T + t] = l;
+        }
+        for (int64_t s = 0; s < ns; s++) { /* probabilities */
+          const double *kr = k->d + ((b * S + s) * KVH + kh) * D;
+          double dot = 0;
+          for (int64_t i = 0; i < D; i++) dot += qr[i] * kr[i];
+          p[s] = exp(dot * scale - l);
+        }
+        if (!grad) {
+          double *orow = out->d + ((b * T + t) * H + h) * Dv;
+          for (int64_t i = 0; i < Dv; i++) {
+            double acc = 0;
+            for (int64_t s = 0; s < ns; s++) acc += p[s] * v->d[((b * S + s) * KVH + kh) * Dv + i];
+            orow[i] = acc;
+          }
+          continue;
+        }
+        const double *dyr = dy->d + ((b * T + t) * H + h) * Dv, *orow = fo->d + ((b * T + t) * H + h) * Dv;
+        double *dqr = dq->d + ((b * T + t) * H + h) * D, delta = 0;
+        for (int64_t i = 0; i < Dv; i++) delta += dyr[i] * orow[i];
+        for (int64_t i = 0; i < D; i++) dqr[i] = 0;
+        for (int64_t s = 0; s < ns; s++) {
+          const double *vr = v->d + ((b * S + s) * KVH + kh) * Dv, *kr = k->d + ((b * S + s) * KVH + kh) * D;
+          double *dvr = dv->d + ((b * S + s) * KVH + kh) * Dv, *dkr = dk->d + ((b * S + s) * KVH + kh) * D;
+          double dp = 0;
+          for (int64_t i = 0; i < Dv; i++) {
+            dp += dyr[i] * vr[i];
+            dvr[i] += p[s] * dyr[i];
+          }
+          double ds = p[s] * (dp - delta) * scale;
+          for (int64_t i = 0; i < D; i++) {
+            dqr[i] += ds * kr[i];
+            dkr[i] += ds * qr[i];
+          }
+        }
+      }
+    }
+  free(p);
+  return true;
+}
+
+/* ---- losses ---- */
+
+/* forward: loss, lse[N]; backward (dloss, logits, labels, lse) -> dlogits */
+static bool ev_cross_entropy(Ev *e) {
+  bool grad = e->n->op == IR_OP_CROSS_ENTROPY_GRAD;
+  int o = grad ? 1 : 0;
+  const IrTensor *x = IN(e, o), *lab = IN(e, o + 1);
+  int64_t V = last(&x->shape), N = lab->n, ignore = iattr(e, IR_ATTR_IGNORE), count = 0;
+  for (int64_t r = 0; r < N; r++) {
+    double l = lab->d[r];
+    if (l == (double)ignore) continue;
+    if (!(l >= 0 && l < (double)V))
+      return fail(e, "label %g at row %lld is outside [0, %lld) and is not the ignore index %lld", l, (long long)r,
+                  (long long)V, (long long)ignore);
+    count++;
+  }
+  if (grad) {
+    const IrTensor *lse = IN(e, 3);
+    IrTensor *dx = OUT(e, 0);
+    double dl = IN(e, 0)->d[0];
+    for (int64_t r = 0; r < N; r++) {
+      bool ign = lab->d[r] == (double)ignore;
+      for (int64_t c = 0; c < V; c++) {
+        double g = exp(x->d[r * V + c] - lse->d[r]) - (c == (int64_t)lab->d[r]);
+        dx->d[r * V + c] = ign || !count ? 0 : dl * g / (double)count;
+      }
+    }
+    return true;
+  }
+  IrTensor *loss = OUT(e, 0), *lse = OUT(e, 1);
+  double total = 0;
+  for (int64_t r = 0; r < N; r++) {
+    const double *xr = x->d + r * V;
+    double mx = -INFINITY, s = 0;
+    for (int64_t c = 0; c < V; c++) mx = fmax(mx, xr[c]);
+    for (int64_t c = 0; c < V; c++) s += exp(xr[c] - mx);
+    lse->d[r] = mx + log(s);
+    if (lab->d[r] != (double)ignore) total += lse->d[r] - xr[(int64_t)lab->d[r]];
+  }
+  loss->d[0] = count ? total / (double)count : 0;
+  return true;
+}
+
+static bool ev_mse(Ev *e) {
+  const IrTensor *a = IN(e, 0), *b = IN(e, 1);
+  double s = 0;
+  for (int64_t i = 0; i < a->n; i++) s += (a->d[i] - b->d[i]) * (a->d[i] - b->d[i]);
+  OUT(e, 0)->d[0] = s / (double)a->n;
+  return true;
+}
+
+/* ---- optimizer ---- */
+
+static bool ev_optim(Ev *e) {
+  IrOp op = e->n->op;
+  if (op == IR_OP_GRAD_NORM) {
+    double s = 0;
+    for (int k = 0; k < e->n->nin; k++) {
+      const IrTensor *g = IN(e, k);
+      for (int64_t i = 0; i < g->n; i++) s += g->d[i] * g->d[i];
+    }
+    OUT(e, 0)->d[0] = sqrt(s);
+    return true;
+  }
+  if (op == IR_OP_CLIP_SCALE) {
+    double r = fattr(e, IR_ATTR_VALUE) / (IN(e, 0)->d[0] + 1e-6);
+    OUT(e, 0)->d[0] = r < 1 ? r : 1;
+    return true;
+  }
+  IrTensor *p = ir_store_get(e->st, e->n->in[0]);
+  const IrTensor *g = IN(e, 1);
+  double wd = fattr(e, IR_ATTR_WEIGHT_DECAY);
+  if (op == IR_OP_ADAMW) {
+    IrTensor *m = ir_store_get(e->st, e->n->in[2]), *v = ir_store_get(e->st, e->n->in[3]);
+    double lr = IN(e, 4)->d[0], t = IN(e, 5)->d[0], sc = IN(e, 6)->d[0];
+    double b1 = fattr(e, IR_ATTR_BETA1), b2 = fattr(e, IR_ATTR_BETA2), eps = fattr(e, IR_ATTR_EPS);
+    if (!(t >= 1)) return fail(e, "step %g must be >= 1 (bias correction)", t);
+    double c1 = 1 - pow(b1, t), c2 = 1 - pow(b2, t);
+    for (int64_t i = 0; i < p->n; i++) {
+      double gi = g->d[i] * sc;
+      m->d[i] = b1 * m->d[i] + (1 - b1) * gi;
+      v->d[i] = b2 * v->d[i] + (1 - b2) * gi * gi;
+      p->d[i] -= lr * (wd * p->d[i] + (m->d[i] / c1) / (sqrt(v->d[i] / c2) + eps));
+    }
+  } else {
+    IrTensor *mom = ir_store_get(e->st, e->n->in[2]);
+    double lr = IN(e, 3)->d[0], sc = IN(e, 4)->d[0], mu = fattr(e, IR_ATTR_MOMENTUM);
+    for (int64_t i = 0; i < p->n; i++) {
+      double gi = g->d[i] * sc + wd * p->d[i];
+      mom->d[i] = mu * mom->d[i] + gi;
+      p->d[i] -= lr * mom->d[i];
+    }
+  }
+  return true;
+}
+
+/* ---- fused elementwise programs ---- */
+
+/* One elementwise op at element i (for fused programs); dropout uses i. */
+static double elem(Ev *e, const IrFusedInstr *in, const double *a, uint64_t i) {
+  const IrAttrs *at = &in->attrs;
+  double r;
+  switch (in->op) {
+  case IR_OP_ADD: r = a[0] + a[1]; break;
+  case IR_OP_SUB: r = a[0] - a[1]; break;
+  case IR_OP_MUL: r = a[0] * a[1]; break;
+  case IR_OP_DIV: r = ir_dtype_is_float(in->dtype) ? a[0] / a[1] : a[1] != 0 ? trunc(a[0] / a[1]) : 0; break;
+  case IR_OP_POW: r = pow(a[0], a[1]); break;
+  case IR_OP_ADD_SCALAR: r = a[0] + at->v[IR_ATTR_VALUE].f; break;
+  case IR_OP_MUL_SCALAR: r = a[0] * at->v[IR_ATTR_VALUE].f; break;
+  case IR_OP_POW_SCALAR: r = pow(a[0], at->v[IR_ATTR_VALUE].f); break;
+  case IR_OP_CAST: r = a[0]; break;
+  case IR_OP_DROPOUT: {
+    double p = at->v[IR_ATTR_P].f;
+    int64_t seed = ir_attrs_has(at, IR_ATTR_SEED) ? at->v[IR_ATTR_SEED].i : 0;
+    r = a[0];
+    if (p > 0) {
+      double u = e->st->uniform ? e->st->uniform(e->st->user, seed, e->st->step, i)
+                                : ir_eval_uniform((uint64_t)seed, e->st->step, i);
+      r = u >= p ? r / (1 - p) : 0;
+    }
+    break;
+  }
+  case IR_OP_GELU_GRAD: case IR_OP_GELU_TANH_GRAD: case IR_OP_SILU_GRAD: case IR_OP_RELU_GRAD:
+  case IR_OP_SIGMOID_GRAD: case IR_OP_TANH_GRAD: r = a[0] * act_bwd(in->op, a[1]); break;
+  default: r = act_fwd(in->op, a[0]); break;
+  }
+  return to_dtype(in->dtype, r);
+}
+
+static bool ev_fused(Ev *e) {
+  Arena a;
+  arena_init(&a);
+  IrFusedProg prog;
+  ir_fused_of(e->n, &prog, &a);
+  IrTensor *y = OUT(e, 0);
+  double *t = ARENA_ARRAY(&a, double, prog.n ? prog.n : 1);
+  int64_t c[IR_MAX_RANK];
+  for (int64_t i = 0; i < y->n; i++) {
+    unravel(&y->shape, i, c);
+    for (int k = 0; k < prog.n; k++) {
+      const IrFusedInstr *in = &prog.ins[k];
+      double args[IR_FUSED_MAX_ARGS];
+      for (int j = 0; j < in->nargs; j++) {
+        int r = in->arg[j];
+        if (r >= 0) {
+          args[j] = t[r];
+        } else {
+          const IrTensor *x = IN(e, -1 - r);
+          args[j] = x->d[bidx(&y->shape, c, &x->shape)];
+        }
+      }
+      t[k] = elem(e, in, args, (uint64_t)i);
+    }
+    y->d[i] = prog.n ? t[prog.n - 1] : 0;
+  }
+  arena_free(&a);
+  return true;
+}
+
+/* ---- dispatch ---- */
+
+typedef bool (*EvFn)(Ev *e);
+
+static EvFn kernel(IrOp op) {
+  switch (op) {
+  case IR_OP_ADD: case IR_OP_SUB: case IR_OP_MUL: case IR_OP_DIV: case IR_OP_POW: return ev_binary;
+  case IR_OP_ADD_SCALAR: case IR_OP_MUL_SCALAR: case IR_OP_POW_SCALAR: case IR_OP_NEG: case IR_OP_EXP:
+  case IR_OP_LOG: case IR_OP_SQRT: case IR_OP_RSQRT: case IR_OP_TANH: case IR_OP_SIGMOID: case IR_OP_RELU:
+  case IR_OP_GELU: case IR_OP_GELU_TANH: case IR_OP_SILU: case IR_OP_CAST: case IR_OP_DROPOUT: return ev_unary;
+  case IR_OP_FULL: return ev_full;
+  case IR_OP_MATMUL: return ev_matmul;
+  case IR_OP_LINEAR: case IR_OP_LINEAR_GRAD_X: case IR_OP_LINEAR_GRAD_W: return ev_linear;
+  case IR_OP_CONV2D: case IR_OP_CONV3D: case IR_OP_CONV2D_GRAD_X: case IR_OP_CONV2D_GRAD_W:
+  case IR_OP_CONV3D_GRAD_X: case IR_OP_CONV3D_GRAD_W: return ev_conv;
+  case IR_OP_LAYER_NORM: case IR_OP_RMS_NORM: case IR_OP_GROUP_NORM: return ev_norm;
+  case IR_OP_LAYER_NORM_GRAD: case IR_OP_RMS_NORM_GRAD: case IR_OP_GROUP_NORM_GRAD: return ev_norm_grad;
+  case IR_OP_SOFTMAX: case IR_OP_LOG_SOFTMAX: case IR_OP_SOFTMAX_GRAD: case IR_OP_LOG_SOFTMAX_GRAD: return ev_softmax;
+  case IR_OP_SUM: case IR_OP_MEAN: case IR_OP_SUM_TO: return ev_reduce;
+  case IR_OP_RESHAPE: case IR_OP_TRANSPOSE: case IR_OP_SLICE: case IR_OP_EXPAND: case IR_OP_PAD_SLICE:
+    return ev_layout;
+  case IR_OP_CONCAT: return ev_concat;
+  case IR_OP_EMBEDDING: case IR_OP_EMBEDDING_GRAD: return ev_embedding;
+  case IR_OP_ROPE: case IR_OP_ROPE_GRAD: return ev_rope;
+  case IR_OP_ATTENTION: case IR_OP_ATTENTION_GRAD: return ev_attention;
+  case IR_OP_CROSS_ENTROPY: case IR_OP_CROSS_ENTROPY_GRAD: return ev_cross_entropy;
+  case IR_OP_MSE: return ev_mse;
+  case IR_OP_GELU_GRAD: case IR_OP_GELU_TANH_GRAD: case IR_OP_SILU_GRAD: case IR_OP_RELU_GRAD:
+  case IR_OP_SIGMOID_GRAD: case IR_OP_TANH_GRAD: return ev_act_grad;
+  case IR_OP_GRAD_NORM: case IR_OP_CLIP_SCALE: case IR_OP_ADAMW: case IR_OP_SGD: return ev_optim;
+  case IR_OP_FUSED: return ev_fused;
+  default: break;
+  }
+  return NULL;
+}
+
+bool ir_eval_node(const IrModule *m, const IrNode *n, IrTensorStore *st, char *err, size_t errlen) {
+  char scratch[256];
+  if (!err || !errlen) err = scratch, errlen = sizeof scratch;
+  err[0] = 0;
+  Ev e = {.m = m, .n = n, .st = st, .err = err, .errlen = errlen};
+  EvFn fn = (unsigned)n->op < IR_OP_COUNT ? kernel(n->op) : NULL;
+  if (!fn) return fail(&e, "the interpreter has no kernel for this op");
+  for (int i = 0; i < n->nin; i++) {
+    const IrTensor *t = ir_store_get(st, n->in[i]);
+    if (!t) {
+      const IrValue *v = n->in[i];
+      return fail(&e, "operand %d (%c%s) has no value in the store", i, v->def ? '%' : v->role == IR_ROLE_PARAM ? '@' : '%',
+                  v->name ? v->name : "result");
+    }
+    if (!ir_shape_eq(&t->shape, &n->in[i]->shape))
+      return fail(&e, "operand %d has a stored tensor of another shape", i);
+  }
+  return fn(&e);
+}
+
+bool ir_eval_func(const IrModule *m, const IrFunc *f, IrTensorStore *st, char *err, size_t errlen) {
+  for (int i = 0; i < f->nodes.len; i++) {
+    const IrNode *n = f->nodes.items[i];
+    if (!ir_eval_node(m, n, st, err, errlen)) {
+      if (err && errlen) { /* prefix the node's position */
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", err);
+        snprintf(err, errlen, "@%s node %d: %s", f->name, i, msg);
+      }
+      return false;
+    }
+  }
+  return true;
+}
