@@ -405,6 +405,21 @@ START_TEST(test_embedding) {
 }
 END_TEST
 
+/* GPT-2's tied head: one table read by embedding and by linear, so its
+ * cotangents from embedding_grad and linear_grad_w accumulate. */
+START_TEST(test_tied_embedding) {
+  G g;
+  g_init(&g, 37);
+  static const int ids[10] = {0, 3, 6, 3, 1, 1, 5, 2, 0, 6};
+  IrValue *i = g_ints(&g, "ids", SHP(2, 5), ids), *t = g_param(&g, "table", SHP(7, 6));
+  IrValue *x = g_op(&g, IR_OP_EMBEDDING, VS(i, t), NULL);
+  x = g_op(&g, IR_OP_TANH, &x, 1, NULL);
+  g_loss(&g, g_op(&g, IR_OP_LINEAR, VS(x, t), NULL));
+  run(&g);
+  g_free(&g);
+}
+END_TEST
+
 START_TEST(test_rope) {
   G g;
   g_init(&g, 31);
@@ -533,6 +548,7 @@ static Suite *grad_suite(void) {
   tc = tcase_create("transformer");
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_embedding);
+  tcase_add_test(tc, test_tied_embedding);
   tcase_add_test(tc, test_rope);
   tcase_add_test(tc, test_attention_causal);
   tcase_add_test(tc, test_attention_cross);
