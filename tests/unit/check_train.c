@@ -139,6 +139,51 @@ START_TEST(test_model_optimizer) {
 }
 END_TEST
 
+/* The whole pipeline (the passes after optimizer rewrite @train: fuse,
+ * memplan) keeps its meaning: one step from the same values gives the same
+ * loss, gradients and updated parameters as @train straight after the
+ * optimizer pass. */
+START_TEST(test_pipeline_preserves_train) {
+  Model a, b;
+  model_load(&a);
+  model_load(&b);
+  PassCtx ca = {.d = &a.g.d, .plan = &a.r.plan, .train = &a.r.train};
+  PassCtx cb = {.d = &b.g.d, .plan = &b.r.plan, .train = &b.r.train};
+  ck_assert(pass_run_pipeline(a.g.m, &ca, "optimizer", NULL, NULL));
+  ck_assert_msg(pass_run_pipeline(b.g.m, &cb, NULL, NULL, NULL), "%s", g_diag(&b.g));
+  Model *ms[2] = {&a, &b};
+  for (int k = 0; k < 2; k++) {
+    G *g = &ms[k]->g;
+    char err[512];
+    IrFunc *train = ir_module_func(g->m, "train");
+    ir_store_init_params(&g->st, g->m, 5);
+    g_copy_inputs(g, train, 1e-2, 1);
+    ck_assert_msg(ir_eval_func(g->m, train, &g->st, err, sizeof err), "%s", err);
+  }
+  IrFunc *ta = ir_module_func(a.g.m, "train"), *tb = ir_module_func(b.g.m, "train");
+  double la = ir_store_get(&a.g.st, ta->results.items[0])->d[0], lb = ir_store_get(&b.g.st, tb->results.items[0])->d[0];
+  ck_assert_msg(fabs(la - lb) <= 1e-12 * (1 + fabs(la)), "loss %.15g vs %.15g", la, lb);
+  ck_assert_int_eq(a.g.m->params.len, b.g.m->params.len);
+  for (int i = 0; i < a.g.m->params.len; i++) {
+    IrValue *pa = a.g.m->params.items[i], *pb = ir_module_param(b.g.m, pa->name);
+    ck_assert_ptr_nonnull(pb);
+    const IrTensor *xa = ir_store_get(&a.g.st, pa), *xb = ir_store_get(&b.g.st, pb);
+    for (int64_t k = 0; k < xa->n; k++)
+      ck_assert_msg(fabs(xa->d[k] - xb->d[k]) <= 1e-12 * (1 + fabs(xa->d[k])), "@%s[%lld]: %.15g vs %.15g", pa->name,
+                    (long long)k, xa->d[k], xb->d[k]);
+    IrValue *ga = grad_of(ta, pa), *gb = grad_of(tb, pb);
+    ck_assert((ga == NULL) == (gb == NULL));
+    if (!ga) continue;
+    xa = ir_store_get(&a.g.st, ga), xb = ir_store_get(&b.g.st, gb);
+    for (int64_t k = 0; k < xa->n; k++)
+      ck_assert_msg(fabs(xa->d[k] - xb->d[k]) <= 1e-12 * (1 + fabs(xa->d[k])), "grad @%s[%lld]: %.15g vs %.15g",
+                    pa->name, (long long)k, xa->d[k], xb->d[k]);
+  }
+  model_free(&a);
+  model_free(&b);
+}
+END_TEST
+
 /* ---- errors ---- */
 
 static IrModule *parse_text(G *g, const char *name, const char *text) {
@@ -469,6 +514,7 @@ static Suite *train_suite(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_model_gradients);
   tcase_add_test(tc, test_model_optimizer);
+  tcase_add_test(tc, test_pipeline_preserves_train);
   suite_add_tcase(s, tc);
   tc = tcase_create("autodiff");
   tcase_add_test(tc, test_no_rule_error);
