@@ -24,13 +24,20 @@
 /* the grad column: GRAD names ir_grad_NAME, NOGRAD none */
 #define GRAD_RULE_GRAD(N) ir_grad_##N
 #define GRAD_RULE_NOGRAD(N) NULL
+/* the SH column: the sharding rule and how partial sums pass */
+#define SH(R, PF) .shard = IR_SHR_##R, .shard_pflags = (PF)
+#define P_NO 0u
+#define P_ALL IR_SHP_ALL
+#define P_ONE IR_SHP_ONE
+#define P_FIRST IR_SHP_FIRST
+#define SEQ IR_SHP_SEQ
 
 _Static_assert(IR_ATTR_COUNT <= 64, "attribute masks are 64-bit");
 
 const IrOpInfo ir_ops[IR_OP_COUNT] = {
-#define OP(N, S, MIN, MAX, NOUT, REQ, OPT, FLAGS, FLOPS, G)                                  \
+#define OP(N, S, MIN, MAX, NOUT, REQ, OPT, FLAGS, FLOPS, G, SHARD)                           \
   [IR_OP_##N] = {.name = S, .min_in = MIN, .max_in = MAX, .nout = NOUT, .req_attrs = REQ, \
-                 .opt_attrs = OPT, .flags = FLAGS, FLOPS, .shape = ir_shape_##N, .grad = GRAD_RULE_##G(N)},
+                 .opt_attrs = OPT, .flags = FLAGS, FLOPS, .shape = ir_shape_##N, .grad = GRAD_RULE_##G(N), SHARD},
 #include "ops.def"
 #undef OP
 };
@@ -164,6 +171,7 @@ void ir_attrs_set_int(IrAttrs *a, IrAttrId id, int64_t v) { attr_slot(a, id, IR_
 void ir_attrs_set_float(IrAttrs *a, IrAttrId id, double v) { attr_slot(a, id, IR_AK_FLOAT)->f = v; }
 void ir_attrs_set_bool(IrAttrs *a, IrAttrId id, bool v) { attr_slot(a, id, IR_AK_BOOL)->i = v; }
 void ir_attrs_set_dtype(IrAttrs *a, IrAttrId id, IrDType v) { attr_slot(a, id, IR_AK_DTYPE)->i = v; }
+void ir_attrs_set_mesh(IrAttrs *a, IrAttrId id, IrAxis v) { attr_slot(a, id, IR_AK_MESH)->i = v; }
 
 void ir_attrs_set_ints(IrAttrs *a, IrAttrId id, const int64_t *v, int n) {
   IrAttrVal *s = attr_slot(a, id, IR_AK_INTS);

@@ -66,7 +66,8 @@ typedef struct IrInit {
 } IrInit;
 
 /* ---- attributes ---- */
-typedef enum IrAttrKind { IR_AK_INT, IR_AK_INTS, IR_AK_FLOAT, IR_AK_BOOL, IR_AK_STR, IR_AK_DTYPE } IrAttrKind;
+/* MESH: a mesh axis, printed by name (dp, cp, tp) */
+typedef enum IrAttrKind { IR_AK_INT, IR_AK_INTS, IR_AK_FLOAT, IR_AK_BOOL, IR_AK_STR, IR_AK_DTYPE, IR_AK_MESH } IrAttrKind;
 typedef enum IrAttrId {
 #define ATTR(N, S, K) IR_ATTR_##N,
 #include "attrs.def"
@@ -94,6 +95,7 @@ void ir_attrs_set_int(IrAttrs *a, IrAttrId id, int64_t v);
 void ir_attrs_set_float(IrAttrs *a, IrAttrId id, double v);
 void ir_attrs_set_bool(IrAttrs *a, IrAttrId id, bool v);
 void ir_attrs_set_dtype(IrAttrs *a, IrAttrId id, IrDType v);
+void ir_attrs_set_mesh(IrAttrs *a, IrAttrId id, IrAxis v);
 /* ints are copied into the module arena when the node is built */
 void ir_attrs_set_ints(IrAttrs *a, IrAttrId id, const int64_t *v, int n);
 bool ir_attrs_has(const IrAttrs *a, IrAttrId id);
@@ -140,6 +142,8 @@ typedef struct IrOpInfo {
   int flop_per_elem; /* for IR_FL_ELEM */
   IrShapeFn shape;
   IrGradFn grad;     /* vector-Jacobian rule, or NULL (ops.def: NOGRAD) */
+  uint8_t shard;     /* sharding rule (IrShardRuleId, ops.def: SH(rule, flags)) */
+  unsigned shard_pflags; /* IR_SHP_*: how partial sums pass, sequence-parallel region */
 } IrOpInfo;
 extern const IrOpInfo ir_ops[IR_OP_COUNT];
 bool ir_op_parse(const char *name, IrOp *out);
@@ -324,5 +328,84 @@ struct IrGradCtx {
 #define OP(N, ...) bool ir_grad_##N(IrGradCtx *cx);
 #include "ops.def"
 #undef OP
+
+
+/* ---- sharding (ir_shard.c) ----
+ * Every op has a sharding rule (the SH column of ops.def): its operand and
+ * result dims as factors, einsum-like. Splitting a factor on a mesh axis
+ * splits every dim mapped to it; a result without the factor becomes P
+ * (a reduced factor), stays B (the kernel reduces over the axis itself) or
+ * makes the split illegal (`miss`). Dims mapped to no factor never split.
+ * Per mesh axis a node runs one strategy: NONE (all B), SPLIT(factor), or
+ * PASSP (partial sums pass through a linear op, per the IR_SHP_ flags). */
+typedef enum IrShardRuleId {
+  IR_SHR_ELEM, IR_SHR_OPT_STEP, IR_SHR_FULL, IR_SHR_SCALAR, IR_SHR_MATMUL, IR_SHR_LINEAR, IR_SHR_LINEAR_GRAD_X,
+  IR_SHR_LINEAR_GRAD_W, IR_SHR_CONV, IR_SHR_CONV_GRAD_X, IR_SHR_CONV_GRAD_W, IR_SHR_NORM, IR_SHR_NORM_GRAD,
+  IR_SHR_GROUP_NORM, IR_SHR_GROUP_NORM_GRAD, IR_SHR_SOFTMAX, IR_SHR_REDUCE, IR_SHR_RESHAPE, IR_SHR_TRANSPOSE,
+  IR_SHR_AXIS_WHOLE, IR_SHR_EXPAND, IR_SHR_SUM_TO, IR_SHR_EMBEDDING, IR_SHR_EMBEDDING_GRAD, IR_SHR_ROPE,
+  IR_SHR_ATTENTION, IR_SHR_ATTENTION_GRAD, IR_SHR_CROSS_ENTROPY, IR_SHR_CROSS_ENTROPY_GRAD, IR_SHR_MSE,
+  IR_SHR_FREE,       /* grad_norm: operands split any way (never P); the kernel reduces, the result is B */
+  IR_SHR_COLLECTIVE, /* all_reduce, all_gather, ...: checked against their attributes */
+  IR_SHR_RESHARD,    /* reshard: any placement change (lowered by the collectives pass) */
+  IR_SHR_COUNT
+} IrShardRuleId;
+enum {
+  IR_SHP_ALL = 1 << 0,   /* partial in every operand -> partial (add, sub, concat) */
+  IR_SHP_ONE = 1 << 1,   /* partial in one operand, the others B -> partial (mul) */
+  IR_SHP_FIRST = 1 << 2, /* partial in operand 0, the others B -> partial (div, reshape, sum, ...) */
+  IR_SHP_SEQ = 1 << 3,   /* in the sequence-parallel region (norms, residual adds, dropout) */
+};
+#define IR_SH_MAXF 30
+typedef enum IrFactorMiss { IR_FM_BAD, IR_FM_P, IR_FM_B } IrFactorMiss;
+typedef struct IrFactor {
+  int64_t size;
+  uint8_t miss; /* IrFactorMiss: a result without the factor, when it is split */
+} IrFactor;
+typedef enum IrShardKind { IR_SK_FACTORS, IR_SK_FREE, IR_SK_COLLECTIVE, IR_SK_RESHARD } IrShardKind;
+typedef struct IrShardRule {
+  IrShardKind kind;
+  int nf, nin, nout;
+  IrFactor f[IR_SH_MAXF];
+  uint32_t in[64][IR_MAX_RANK]; /* the factors of each operand dim (a mask) */
+  uint32_t out[4][IR_MAX_RANK];
+  unsigned pflags;
+} IrShardRule;
+typedef enum IrStratKind { IR_ST_NONE, IR_ST_SPLIT, IR_ST_PASSP } IrStratKind;
+typedef struct IrStrategy {
+  IrStratKind kind;
+  int factor; /* SPLIT: the factor; PASSP with IR_SHP_ONE: the partial operand */
+} IrStrategy;
+
+void ir_shard_rule(const IrNode *n, IrShardRule *r);
+/* All strategies of a rule (NONE first); returns how many. */
+int ir_shard_strategies(const IrShardRule *r, IrStrategy *out, int max);
+/* The operand placements strategy s needs and the result placements it
+ * gives, on one axis; false if s is not legal for the node. */
+bool ir_shard_apply(const IrShardRule *r, const IrNode *n, IrStrategy s, IrPlacement *req, IrPlacement *out);
+/* Whether some strategy explains the node's placements on every axis of
+ * size > 1 (collectives: their attributes); else a message in err. */
+bool ir_shard_check_node(const IrModule *m, const IrNode *n, char *err, size_t errlen);
+bool ir_placement_eq(IrPlacement a, IrPlacement b);
+const char *ir_placement_str(char *buf, size_t n, IrPlacement p); /* "B", "P", "S(2)" */
+
+/* Ranks: rank = (dp_i * cp + cp_i) * tp + tp_i (tp fastest). A dim split by
+ * several axes is split by tp first (outermost), then cp, then dp. */
+int ir_world_size(const IrModule *m);
+void ir_rank_coords(const IrModule *m, int rank, int coord[IR_NAXES]);
+int ir_rank_of(const IrModule *m, const int coord[IR_NAXES]);
+/* The shape one rank holds: every split dim divided by its axis size. */
+void ir_local_shape(const IrModule *m, const IrPlacement *pl, const IrShape *global, IrShape *local);
+int64_t ir_local_numel(const IrModule *m, const IrValue *v);
+/* all_reduce, all_gather, reduce_scatter, all_to_all (not all_slice). */
+bool ir_op_is_collective(IrOp op);
+/* Elements one rank sends in a collective node (ring algorithms:
+ * all_reduce 2t(n-1)/n, all_gather and reduce_scatter t(n-1)/n with t the
+ * full tensor on the group, all_to_all t(n-1)/n of the local piece); *msg
+ * gets t, the tensor on the group. 0 for other ops. */
+int64_t ir_collective_elems(const IrModule *m, const IrNode *n, int64_t *msg);
+
+/* One rank's program: local shapes (shape attributes too), the rank's mesh
+ * coordinates in the header, the ranks of each collective's group. */
+void ir_print_module_rank(FILE *out, const IrModule *m, int rank);
 
 #endif

@@ -619,6 +619,12 @@ static bool parse_attr_value(Parser *p, IrAttrId id, IrAttrs *a) {
     ir_attrs_set_dtype(a, id, t);
     return next(p);
   }
+  case IR_AK_MESH: {
+    IrAxis ax = IR_AX_DP;
+    if (!parse_axis(p, &ax)) return false;
+    ir_attrs_set_mesh(a, id, ax);
+    return true;
+  }
   case IR_AK_STR: {
     char *s = NULL;
     if (!parse_string(p, name, &s)) return false;
@@ -786,6 +792,8 @@ static bool parse_node(Parser *p, IrFunc *f) {
   }
   n->ws_offset = ws[0];
   n->ws_bytes = ws[1];
+  /* placements must follow the op's sharding rule (as the verifier checks) */
+  if (!ir_shard_check_node(p->m, n, err, sizeof err)) return error(p, nlab ? types[0].loc : op_loc, "%s", err);
   return true;
 }
 

@@ -16,6 +16,8 @@ typedef struct Printer {
   const IrModule *m;
   bool use_map; /* number values through `num` (else their stored ids) */
   IrMap num;    /* IrValue* -> i: print number; p: kind (see below) */
+  int rank;     /* >= 0: one rank's program (local shapes) */
+  int coord[IR_NAXES];
 } Printer;
 
 enum { VK_PARAM = 1, VK_INPUT, VK_RESULT };
@@ -97,9 +99,10 @@ static void print_layer(const Printer *p, int group, int layer) {
 
 static void print_type(const Printer *p, const IrValue *v) {
   FILE *out = p->out;
+  IrShape s = v->shape;
+  if (p->rank >= 0) ir_local_shape(p->m, v->pl, &v->shape, &s);
   fprintf(out, "%s[", ir_dtype_name(v->dtype));
-  for (int i = 0; i < v->shape.rank && i < IR_MAX_RANK; i++)
-    fprintf(out, "%s%lld", i ? ", " : "", (long long)v->shape.d[i]);
+  for (int i = 0; i < s.rank && i < IR_MAX_RANK; i++) fprintf(out, "%s%lld", i ? ", " : "", (long long)s.d[i]);
   fputs("]{", out);
   for (int a = 0; a < IR_NAXES; a++) {
     fprintf(out, "%s%s:", a ? ", " : "", ir_axis_name((IrAxis)a));
@@ -160,6 +163,7 @@ static void print_attr_value(FILE *out, IrAttrKind kind, const IrAttrVal *v) {
   case IR_AK_BOOL: fputs(v->i ? "true" : "false", out); break;
   case IR_AK_STR: print_string(out, v->s ? v->s : ""); break;
   case IR_AK_DTYPE: fputs(ir_dtype_name((IrDType)v->i), out); break;
+  case IR_AK_MESH: fputs(ir_axis_name((IrAxis)v->i), out); break;
   }
 }
 
@@ -195,7 +199,16 @@ static void print_node(const Printer *p, const IrNode *n, const char *indent) {
     for (int k = 0; k < IR_ATTR_COUNT; k++) {
       if (!(n->attrs.set >> k & 1)) continue;
       fprintf(out, "%s%s = ", first ? "" : ", ", ir_attrs[k].name);
-      print_attr_value(out, ir_attrs[k].kind, &n->attrs.v[k]);
+      IrAttrVal v = n->attrs.v[k];
+      int64_t local[IR_MAX_RANK];
+      if (p->rank >= 0 && k == IR_ATTR_SHAPE && n->nout >= 1 && v.nints == n->out[0]->shape.rank) {
+        /* a shape attribute is its result's shape: print the local one */
+        IrShape ls;
+        ir_local_shape(p->m, n->out[0]->pl, &n->out[0]->shape, &ls);
+        for (int i = 0; i < v.nints; i++) local[i] = ls.d[i];
+        v.ints = local;
+      }
+      print_attr_value(out, ir_attrs[k].kind, &v);
       first = false;
     }
     fputc('}', out);
@@ -207,6 +220,17 @@ static void print_node(const Printer *p, const IrNode *n, const char *indent) {
     print_mem(p, n->out[j]);
   }
   if (n->ws_bytes > 0) fprintf(out, " ws(%lld, %lld)", (long long)n->ws_offset, (long long)n->ws_bytes);
+  if (p->rank >= 0 && ir_ops[n->op].shard == IR_SHR_COLLECTIVE && ir_attrs_has(&n->attrs, IR_ATTR_MESH)) {
+    /* the ranks of this rank's group on the collective's axis */
+    int a = (int)n->attrs.v[IR_ATTR_MESH].i, c[IR_NAXES];
+    memcpy(c, p->coord, sizeof c);
+    fputs(" group(", out);
+    for (int i = 0; a >= 0 && a < IR_NAXES && i < p->m->mesh[a]; i++) {
+      c[a] = i;
+      fprintf(out, "%s%d", i ? ", " : "", ir_rank_of(p->m, c));
+    }
+    fputc(')', out);
+  }
   print_layer(p, n->group, n->layer);
   if (n->scope) {
     fputs(" scope(", out);
@@ -218,7 +242,7 @@ static void print_node(const Printer *p, const IrNode *n, const char *indent) {
 }
 
 void ir_print_node(FILE *out, const IrModule *m, const IrNode *n) {
-  Printer p = {.out = out, .m = m};
+  Printer p = {.out = out, .m = m, .rank = -1};
   print_node(&p, n, "");
 }
 
@@ -294,24 +318,42 @@ static void print_func(Printer *p, const IrFunc *f, Arena *scratch) {
   p->use_map = false;
 }
 
-void ir_print_module(FILE *out, const IrModule *m) {
+static void print_module(Printer *p) {
   Arena scratch;
   arena_init(&scratch);
-  Printer p = {.out = out, .m = m};
+  FILE *out = p->out;
+  const IrModule *m = p->m;
   fputs("module ", out);
   print_name(out, '@', m->name ? m->name : "module");
   fputs(" mesh(", out);
   for (int a = 0; a < IR_NAXES; a++) fprintf(out, "%s%s = %d", a ? ", " : "", ir_axis_name((IrAxis)a), m->mesh[a]);
-  fputs(")\n", out);
+  fputs(")", out);
+  if (p->rank >= 0) {
+    fprintf(out, " rank %d of %d (", p->rank, ir_world_size(m));
+    for (int a = 0; a < IR_NAXES; a++) fprintf(out, "%s%s = %d", a ? ", " : "", ir_axis_name((IrAxis)a), p->coord[a]);
+    fputs("): local shapes", out);
+  }
+  fputc('\n', out);
   for (int i = 0; i < m->groups.len; i++) {
     const IrGroup *g = m->groups.items[i];
     fputs("group ", out);
     print_string(out, g->name);
     fprintf(out, " layers %d\n", g->nlayers);
   }
-  for (int i = 0; i < m->params.len; i++) print_param(&p, m->params.items[i]);
-  for (int i = 0; i < m->funcs.len; i++) print_func(&p, m->funcs.items[i], &scratch);
+  for (int i = 0; i < m->params.len; i++) print_param(p, m->params.items[i]);
+  for (int i = 0; i < m->funcs.len; i++) print_func(p, m->funcs.items[i], &scratch);
   arena_free(&scratch);
+}
+
+void ir_print_module(FILE *out, const IrModule *m) {
+  Printer p = {.out = out, .m = m, .rank = -1};
+  print_module(&p);
+}
+
+void ir_print_module_rank(FILE *out, const IrModule *m, int rank) {
+  Printer p = {.out = out, .m = m, .rank = rank};
+  ir_rank_coords(m, rank, p.coord);
+  print_module(&p);
 }
 
 /* ---- Graphviz ---- */

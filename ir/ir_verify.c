@@ -4,8 +4,10 @@
  * input of the function or a result of an earlier node; every value is
  * defined once), the op table (arity, attributes), the stored types (dtype,
  * a valid shape, legal placements that divide their dims) against the shape
- * rule re-run on the operands, roles, layer groups, gradient links (a
- * grad(@p) value has role grad and p's type, one per function) and in-place
+ * rule re-run on the operands, placements against the op's sharding rule
+ * (ir_shard.c; collectives against their attributes), roles, layer groups,
+ * gradient links (a grad(@p) value has role grad and p's type, one per
+ * function) and in-place
  * updates (an OPF_WRITES operand is a parameter). Every problem is one
  * diag_error at the node's source location naming the node as printed
  * ("%7 = matmul: ..."); the verifier goes on after an error so that one run
@@ -236,6 +238,17 @@ static void check_node_types(Verifier *v, const IrNode *n, const char *who) {
   }
 }
 
+/* The placements against the op's sharding rule (ir_shard.c): some
+ * strategy per mesh axis must explain them, so that no placement change
+ * happens anywhere but in a collective or reshard. Checked only when the
+ * types are right (the rule reads the shapes). */
+static void check_placements(Verifier *v, const IrNode *n, const char *who) {
+  char err[512];
+  for (int i = 0; i < n->nin; i++)
+    if (!ir_shape_valid(&n->in[i]->shape)) return;
+  if (!ir_shard_check_node(v->m, n, err, sizeof err)) report(v, n->loc, "%s: %s", who, err);
+}
+
 static void check_func(Verifier *v, const IrFunc *f) {
   const IrModule *m = v->m;
   SrcLoc none = {0};
@@ -342,6 +355,7 @@ static void check_func(Verifier *v, const IrFunc *f) {
     }
     check_layer(v, n->group, n->layer, n->loc, who);
     if (ok) check_node_types(v, n, who);
+    if (ok) check_placements(v, n, who);
   }
 
   for (int i = 0; i < f->results.len; i++) {

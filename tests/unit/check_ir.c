@@ -203,18 +203,24 @@ static IrValue *build_attention(T *t) {
   assert_shape(q, IR_F32, SHP(2, 16, 8, 8));
   k = build(t, IR_OP_RESHAPE, VS(k), &a);
   v = build(t, IR_OP_RESHAPE, VS(v), &a);
+  q->pl[IR_AX_TP] = k->pl[IR_AX_TP] = v->pl[IR_AX_TP] = (IrPlacement){IR_PL_S, 2}; /* heads */
   a = (IrAttrs){0};
   ir_attrs_set_float(&a, IR_ATTR_THETA, 10000);
   q = build(t, IR_OP_ROPE, VS(q), &a);
   k = build(t, IR_OP_ROPE, VS(k), &a);
+  q->pl[IR_AX_TP] = k->pl[IR_AX_TP] = (IrPlacement){IR_PL_S, 2};
   a = (IrAttrs){0};
   ir_attrs_set_bool(&a, IR_ATTR_CAUSAL, true);
   ir_attrs_set_float(&a, IR_ATTR_SCALE, 1 / sqrt(8.0));
-  IrValue *o = build(t, IR_OP_ATTENTION, VS(q, k, v), &a);
+  IrNode *an = ir_build(&t->b, IR_OP_ATTENTION, VS(q, k, v), &a, (SrcLoc){0}, NULL, 0, NULL);
+  IrValue *o = an->out[0];
+  o->pl[IR_AX_TP] = (IrPlacement){IR_PL_S, 2};
+  an->out[1]->pl[IR_AX_TP] = (IrPlacement){IR_PL_S, 1}; /* lse [B, H, T] */
   assert_shape(o, IR_F32, SHP(2, 16, 8, 8));
   a = (IrAttrs){0};
   ir_attrs_set_ints(&a, IR_ATTR_SHAPE, INTS(2, 16, 64));
   o = build(t, IR_OP_RESHAPE, VS(o), &a);
+  o->pl[IR_AX_TP] = (IrPlacement){IR_PL_S, 2};
   o = build(t, IR_OP_LINEAR, VS(o, wo), NULL);
   o->pl[IR_AX_TP] = (IrPlacement){IR_PL_P, 0};
   ir_func_add_result(m, t->f, o);
@@ -273,7 +279,7 @@ START_TEST(test_attention_roundtrip) {
   ck_assert_ptr_nonnull(strstr(s, "module @Attn mesh(dp = 1, cp = 1, tp = 2)\n"));
   ck_assert_ptr_nonnull(strstr(s, "param @attn.o.weight : f32[64, 64]{dp:B, cp:B, tp:S(1)} init(normal, 0.02)\n"));
   ck_assert_ptr_nonnull(strstr(s, "%6 = rope(%3) {theta = 10000} : "));
-  ck_assert_ptr_nonnull(strstr(s, "%3 = reshape(%0) {shape = [2, 16, 8, 8]} : f32[2, 16, 8, 8]{dp:B, cp:B, tp:B}"));
+  ck_assert_ptr_nonnull(strstr(s, "%3 = reshape(%0) {shape = [2, 16, 8, 8]} : f32[2, 16, 8, 8]{dp:B, cp:B, tp:S(2)}"));
   ck_assert_msg(strstr(s, "%8, %9 = attention(%6, %7, %5) {causal = true, scale = 0.35355339059327373} : "), "%s", s);
   ck_assert_ptr_nonnull(strstr(s, "%11 = linear(%10, @attn.o.weight) : f32[2, 16, 64]{dp:B, cp:B, tp:P} "
                                   "scope(\"blocks.0.attn\")\n  return %11\n}\n"));
@@ -382,13 +388,17 @@ START_TEST(test_roundtrip_edge_cases) {
     IrAttrs a = {0};
     ir_attrs_set_float(&a, IR_ATTR_VALUE, vals[i]);
     h = build_at(&t, odd, IR_OP_ADD_SCALAR, VS(h), &a);
+    h->pl[IR_AX_DP] = x->pl[IR_AX_DP];
   }
+  IrAttrs g = {0}; /* the pieces gathered: a mesh-axis attribute */
+  ir_attrs_set_mesh(&g, IR_ATTR_MESH, IR_AX_DP);
+  ir_attrs_set_int(&g, IR_ATTR_DIM, 0);
+  h = build(&t, IR_OP_ALL_GATHER, VS(h), &g);
   h = build(&t, IR_OP_MUL, VS(h, y), NULL);
   h = build(&t, IR_OP_ADD, VS(h, p), NULL);
   h->role = IR_ROLE_GRAD;
   ir_func_add_result(t.m, t.f, h);
-  IrFunc *g = ir_func_new(t.m, "empty");
-  (void)g;
+  ir_func_new(t.m, "empty");
   char *s = print_str(t.m);
   ck_assert_ptr_nonnull(strstr(s, "module @\"odd name\" mesh(dp = 4, cp = 1, tp = 1)\n"));
   ck_assert_ptr_nonnull(strstr(s, "group \"vision \\\"blocks\\\"\" layers 3\n"));
@@ -407,6 +417,7 @@ START_TEST(test_roundtrip_edge_cases) {
   ck_assert_ptr_nonnull(strstr(s, "{value = 1e+300}"));
   ck_assert_ptr_nonnull(strstr(s, "scope(\"a\\09b\") loc(\"dir/with \\\"quote\\\".mm\":7:3)"));
   ck_assert_ptr_nonnull(strstr(s, " role(grad)"));
+  ck_assert_ptr_nonnull(strstr(s, " = all_gather(%10) {mesh = dp, dim = 0} : bf16[8]{dp:B, cp:B, tp:B}"));
   ck_assert_ptr_nonnull(strstr(s, "func @empty() {\n  return\n}\n"));
   free(s);
   assert_roundtrip(&t);
@@ -419,9 +430,9 @@ START_TEST(test_parse_hand_written) {
    * integer, negative axes normalised */
   const char *text = "// a hand-written module\n"
                      "module @m mesh(tp = 2)\n"
-                     "func @f(%x : f32[4, 6]{tp:S(1)}) {\n"
-                     "  %a = softmax(%x) {axis = -1} : f32[4, 6]\n"
-                     "  %b = mul_scalar(%a) {value = 2} : f32[4, 6] // twice\n"
+                     "func @f(%x : f32[4, 6]{tp:S(0)}) {\n"
+                     "  %a = softmax(%x) {axis = -1} : f32[4, 6]{tp:S(0)}\n"
+                     "  %b = mul_scalar(%a) {value = 2} : f32[4, 6]{tp:S(0)} // twice\n"
                      "  return %b\n"
                      "}\n";
   Diag d;
@@ -432,9 +443,9 @@ START_TEST(test_parse_hand_written) {
   ck_assert(ir_verify(m));
   char *s = print_str(m);
   ck_assert_str_eq(s, "module @m mesh(dp = 1, cp = 1, tp = 2)\n"
-                      "func @f(%x : f32[4, 6]{dp:B, cp:B, tp:S(1)}) {\n"
-                      "  %0 = softmax(%x) {axis = 1} : f32[4, 6]{dp:B, cp:B, tp:B}\n"
-                      "  %1 = mul_scalar(%0) {value = 2} : f32[4, 6]{dp:B, cp:B, tp:B}\n"
+                      "func @f(%x : f32[4, 6]{dp:B, cp:B, tp:S(0)}) {\n"
+                      "  %0 = softmax(%x) {axis = 1} : f32[4, 6]{dp:B, cp:B, tp:S(0)}\n"
+                      "  %1 = mul_scalar(%0) {value = 2} : f32[4, 6]{dp:B, cp:B, tp:S(0)}\n"
                       "  return %1\n"
                       "}\n");
   free(s);
