@@ -123,6 +123,7 @@ typedef struct AstFile {
   const char *path;
   uint32_t file_id; /* Diag file index */
   PtrVec decls;     /* AstDecl* in source order, imports included */
+  const char *real_path; /* canonical path (identity of the file); `path` is for display */
 } AstFile;
 
 /* Parses one loaded file (diag file index) into the arena. Syntax errors go

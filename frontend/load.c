@@ -57,9 +57,10 @@ static void load_imports(FeProgram *p, AstFile *f) {
 }
 
 /* Parses a loaded file and, with it on the loading stack, its imports. */
-static AstFile *parse_loaded(FeProgram *p, uint32_t id, const char *path, SrcLoc at) {
+static AstFile *parse_loaded(FeProgram *p, uint32_t id, const char *path, const char *real, SrcLoc at) {
   AstFile *f = fe_parse(&p->ast, p->d, id);
   f->path = path;
+  f->real_path = real;
   f->file_id = id;
   ptrvec_push(&p->ast, &p->files, f);
   ptrvec_push(&p->ast, &p->loading, f);
@@ -76,7 +77,7 @@ static AstFile *load_file(FeProgram *p, const char *path, SrcLoc at) {
   const char *real = real_or_same(p, path);
   for (int i = 0; i < p->loading.len; i++) {
     AstFile *f = p->loading.items[i];
-    if (strcmp(f->path, real) == 0 || strcmp(((AstFile *)p->loading.items[i])->path, real) == 0) {
+    if (strcmp(f->real_path, real) == 0) {
       /* build the chain text */
       char *chain = arena_strdup(&p->ast, "");
       for (int j = i; j < p->loading.len; j++) {
@@ -93,7 +94,7 @@ static AstFile *load_file(FeProgram *p, const char *path, SrcLoc at) {
   }
   for (int i = 0; i < p->files.len; i++) {
     AstFile *f = p->files.items[i];
-    if (strcmp(f->path, real) == 0) return f;
+    if (strcmp(f->real_path, real) == 0) return f;
   }
   const char *err = NULL;
   uint32_t id = diag_load_file(p->d, path, &err);
@@ -104,7 +105,7 @@ static AstFile *load_file(FeProgram *p, const char *path, SrcLoc at) {
       diag_error_plain(p->d, "cannot read '%s': %s", path, err);
     return NULL;
   }
-  return parse_loaded(p, id, real, at);
+  return parse_loaded(p, id, arena_strdup(&p->ast, path), real, at);
 }
 
 /* Finds a module/model by name: the file itself, then its imports (depth
@@ -125,7 +126,7 @@ static AstDecl *find_in(FeProgram *p, AstFile *f, const char *name, PtrVec *seen
     const char *real = real_or_same(p, found);
     for (int j = 0; j < p->files.len; j++) {
       AstFile *g = p->files.items[j];
-      if (strcmp(g->path, real) == 0) {
+      if (strcmp(g->real_path, real) == 0) {
         AstDecl *r = find_in(p, g, name, seen);
         if (r) return r;
       }
@@ -382,7 +383,7 @@ static FeProgram *load_root(Diag *d, const char *path, const char *text, size_t 
   SrcLoc none = {0};
   if (text) {
     uint32_t id = diag_add_buffer(d, path, text, len);
-    p->root = parse_loaded(p, id, arena_strdup(&p->ast, path), none);
+    p->root = parse_loaded(p, id, arena_strdup(&p->ast, path), real_or_same(p, path), none);
   } else {
     p->root = load_file(p, path, none);
   }

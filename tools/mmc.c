@@ -2,14 +2,18 @@
  *   mmc check   FILE.mm                      parse, resolve, shape-check every model
  *   mmc dump-ir FILE.mm [--model NAME] [--after PASS|all] [--format text|dot]
  *   mmc stats   FILE.mm --model NAME [--json]
+ *   mmc plan    FILE.mm --model NAME [--json]
+ *   mmc compile FILE.mm --model NAME -o trainer [--emit exe|obj|llvm|asm|ir] [-O0..-O3]
  * Exit status: 0 ok, 1 user error (diagnostics printed), 2 usage error. */
 #include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/cg.h"
 #include "frontend/sema.h"
 #include "ir/ir.h"
+#include "passes/memplan.h"
 #include "passes/pass.h"
 
 enum { EXIT_OK = 0, EXIT_USER = 1, EXIT_USAGE = 2 };
@@ -26,6 +30,12 @@ static const Cmd cmds[] = {
      "      Given IR text (.mmir), parses, verifies and prints it again."},
     {"stats", "FILE.mm --model NAME [--json]",
      "Prints the parameters per module and in total, and the forward FLOPs for the declared input sizes."},
+    {"plan", "FILE.mm --model NAME [--json] [--no-fuse]",
+     "Prints the static memory plan: the bytes of each arena (param, grad, opt, act, input), the peak\n"
+     "      (everything the trainer allocates before its first step) and a breakdown per function."},
+    {"compile", "FILE.mm --model NAME [-o OUT] [--emit exe|obj|llvm|asm|ir] [-O0|-O1|-O2|-O3] [--no-fuse] [-v]",
+     "Compiles a model into a training executable (default ./trainer): the step functions as LLVM code\n"
+     "      linked with the runtime. --emit ir prints the final mmc IR, llvm the optimised LLVM IR."},
 };
 
 static const char *common_opts =
@@ -52,13 +62,26 @@ static void usage_cmd(FILE *out, const Cmd *c) {
     for (int i = 0; i < pass_count; i++) fprintf(out, ", %s", pass_list[i].name);
     fprintf(out, "\n  --format text|dot  text IR (default) or Graphviz grouped by module\n");
   }
-  if (strcmp(c->name, "stats") == 0) fprintf(out, "  --json             machine-readable output\n");
+  if (strcmp(c->name, "stats") == 0 || strcmp(c->name, "plan") == 0)
+    fprintf(out, "  --json             machine-readable output\n");
+  if (strcmp(c->name, "plan") == 0 || strcmp(c->name, "compile") == 0)
+    fprintf(out, "  --no-fuse          keep every elementwise op on its own (no fused loops)\n");
+  if (strcmp(c->name, "compile") == 0)
+    fprintf(out, "  -o FILE            the output (default: trainer, trainer.o, or stdout for text)\n"
+                 "  --emit KIND        exe (default), obj, llvm, asm or ir\n"
+                 "  -O0 .. -O3         LLVM optimisation level (default -O3)\n"
+                 "  -v                 print the link command\n"
+                 "The runtime library, its libraries and the compiler driver can be overridden with\n"
+                 "$MMC_RUNTIME_LIB, $MMC_RUNTIME_LIBS and $MMC_CC.\n");
 }
 
 typedef struct Opts {
   const Cmd *cmd;
   const char *file, *model, *after, *format;
   bool json;
+  const char *output, *emit; /* compile */
+  int opt_level;
+  bool no_fuse, verbose;
   const char *incdirs[64];
   int nincdirs;
   FeOverride overrides[64];
@@ -115,8 +138,22 @@ static int parse_opts(int argc, char **argv, Opts *o) {
       if (strcmp(next, "text") != 0 && strcmp(next, "dot") != 0)
         return bad_usage(o->cmd, "--format takes text or dot, not '%s'", next);
       o->format = next;
-    } else if (strcmp(a, "--json") == 0 && strcmp(o->cmd->name, "stats") == 0) {
+    } else if (strcmp(a, "--json") == 0 && (strcmp(o->cmd->name, "stats") == 0 || strcmp(o->cmd->name, "plan") == 0)) {
       o->json = true;
+    } else if (strcmp(a, "--no-fuse") == 0 && (strcmp(o->cmd->name, "plan") == 0 || strcmp(o->cmd->name, "compile") == 0)) {
+      o->no_fuse = true;
+    } else if (strcmp(a, "-o") == 0 && strcmp(o->cmd->name, "compile") == 0) {
+      NEED_ARG();
+      o->output = next;
+    } else if (strcmp(a, "--emit") == 0 && strcmp(o->cmd->name, "compile") == 0) {
+      NEED_ARG();
+      if (strcmp(next, "exe") && strcmp(next, "obj") && strcmp(next, "llvm") && strcmp(next, "asm") && strcmp(next, "ir"))
+        return bad_usage(o->cmd, "--emit takes exe, obj, llvm, asm or ir, not '%s'", next);
+      o->emit = next;
+    } else if (strncmp(a, "-O", 2) == 0 && strcmp(o->cmd->name, "compile") == 0) {
+      if (!parse_int(a + 2, 0, 3, &o->opt_level)) return bad_usage(o->cmd, "unknown optimisation level '%s' (-O0 to -O3)", a);
+    } else if (strcmp(a, "-v") == 0 && strcmp(o->cmd->name, "compile") == 0) {
+      o->verbose = true;
     } else if (strcmp(a, "--set") == 0) {
       NEED_ARG();
       const char *eq = strchr(next, '=');
@@ -249,7 +286,7 @@ static IrModule *build(Opts *o, Diag *d, FeProgram **pp, FeResult *r, const char
   if (!p || d->errors) return NULL;
   const char *model = pick_model(p, o, d);
   if (!model || !fe_elaborate(p, model, r)) return NULL;
-  PassCtx cx = {.d = d, .plan = &r->plan, .train = &r->train};
+  PassCtx cx = {.d = d, .plan = &r->plan, .train = &r->train, .no_fuse = o->no_fuse};
   if (!pass_run_pipeline(r->ir, &cx, stop, after, user)) return NULL;
   return r->ir;
 }
@@ -414,6 +451,84 @@ static int cmd_stats(Opts *o) {
   return finish(&d, p, &r, EXIT_OK);
 }
 
+/* ---- plan and compile (the backend) ---- */
+
+static int cmd_plan(Opts *o) {
+  Diag d;
+  diag_init(&d);
+  FeProgram *p;
+  FeResult r;
+  IrModule *m = build(o, &d, &p, &r, NULL, NULL, NULL);
+  if (!m) return finish(&d, p, &r, EXIT_USER);
+  MpSummary s;
+  char err[256];
+  if (!mp_summarize(m, &s, err, sizeof err)) {
+    fprintf(stderr, "mmc: error: %s\n", err);
+    return finish(&d, p, &r, EXIT_USER);
+  }
+  static const IrRole order[] = {IR_ROLE_PARAM, IR_ROLE_GRAD, IR_ROLE_OPT, IR_ROLE_ACT, IR_ROLE_INPUT};
+  if (o->json) {
+    json_object *root = json_object_new_object(), *roles = json_object_new_object(), *funcs = json_object_new_object();
+    json_object_object_add(root, "model", json_object_new_string(m->name));
+    json_object_object_add(root, "peak_bytes", json_object_new_int64(s.total));
+    for (int i = 0; i < 5; i++) json_object_object_add(roles, ir_role_name(order[i]), json_object_new_int64(s.arena[order[i]]));
+    json_object_object_add(root, "by_role", roles);
+    for (int i = 0; i < s.nfuncs; i++) {
+      const MpFuncStats *f = &s.funcs[i];
+      json_object *e = json_object_new_object();
+      json_object_object_add(e, "act_bytes", json_object_new_int64(f->arena[IR_ROLE_ACT]));
+      json_object_object_add(e, "grad_bytes", json_object_new_int64(f->arena[IR_ROLE_GRAD]));
+      json_object_object_add(e, "live_peak_bytes", json_object_new_int64(f->live_peak));
+      json_object_object_add(e, "buffers", json_object_new_int(f->nbuffers));
+      json_object_object_add(e, "in_place", json_object_new_int(f->ninplace));
+      json_object_object_add(e, "views", json_object_new_int(f->nviews));
+      json_object_object_add(funcs, f->name, e);
+    }
+    json_object_object_add(root, "funcs", funcs);
+    printf("%s\n", json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED));
+    json_object_put(root);
+  } else {
+    printf("model %s: memory plan (allocated before the first step)\n", m->name);
+    for (int i = 0; i < 5; i++)
+      printf("  %-6s %14lld bytes  %9.3f MiB\n", ir_role_name(order[i]), (long long)s.arena[order[i]],
+             (double)s.arena[order[i]] / (1 << 20));
+    printf("  %-6s %14lld bytes  %9.3f MiB\n", "peak", (long long)s.total, (double)s.total / (1 << 20));
+    for (int i = 0; i < s.nfuncs; i++) {
+      const MpFuncStats *f = &s.funcs[i];
+      double eff = f->arena[IR_ROLE_ACT] ? 100.0 * (double)f->live_peak / (double)f->arena[IR_ROLE_ACT] : 100.0;
+      printf("  @%s: act %lld bytes (live peak %lld, %.1f%% of it), grad %lld bytes; %d buffers, %d in place, %d views\n",
+             f->name, (long long)f->arena[IR_ROLE_ACT], (long long)f->live_peak, eff, (long long)f->arena[IR_ROLE_GRAD],
+             f->nbuffers, f->ninplace, f->nviews);
+    }
+  }
+  return finish(&d, p, &r, EXIT_OK);
+}
+
+static int cmd_compile(Opts *o) {
+  Diag d;
+  diag_init(&d);
+  FeProgram *p;
+  FeResult r;
+  IrModule *m = build(o, &d, &p, &r, NULL, NULL, NULL);
+  if (!m) return finish(&d, p, &r, EXIT_USER);
+  const char *emit = o->emit ? o->emit : "exe";
+  if (strcmp(emit, "ir") == 0) {
+    FILE *out = o->output ? fopen(o->output, "w") : stdout;
+    if (!out) {
+      fprintf(stderr, "mmc: error: cannot write '%s'\n", o->output);
+      return finish(&d, p, &r, EXIT_USER);
+    }
+    ir_print_module(out, m);
+    if (out != stdout) fclose(out);
+    return finish(&d, p, &r, EXIT_OK);
+  }
+  CgOptions co = {.output = o->output, .opt_level = o->opt_level, .verbose = o->verbose};
+  co.emit = strcmp(emit, "obj") == 0 ? CG_EMIT_OBJ : strcmp(emit, "llvm") == 0 ? CG_EMIT_LLVM
+            : strcmp(emit, "asm") == 0 ? CG_EMIT_ASM : CG_EMIT_EXE;
+  bool ok = cg_compile(m, &r.train, &co, &d);
+  return finish(&d, p, &r, ok ? EXIT_OK : EXIT_USER);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     usage_all(stderr);
@@ -423,7 +538,7 @@ int main(int argc, char **argv) {
     usage_all(stdout);
     return EXIT_OK;
   }
-  Opts o = {0};
+  Opts o = {.opt_level = 3};
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
     if (strcmp(argv[1], cmds[i].name) == 0) o.cmd = &cmds[i];
   if (!o.cmd) {
@@ -435,6 +550,8 @@ int main(int argc, char **argv) {
   if (rc < 0) {
     if (strcmp(o.cmd->name, "check") == 0) rc = cmd_check(&o);
     else if (strcmp(o.cmd->name, "dump-ir") == 0) rc = cmd_dump_ir(&o);
+    else if (strcmp(o.cmd->name, "plan") == 0) rc = cmd_plan(&o);
+    else if (strcmp(o.cmd->name, "compile") == 0) rc = cmd_compile(&o);
     else rc = cmd_stats(&o);
   }
   for (int i = 0; i < o.noverrides; i++) free((void *)o.overrides[i].name);

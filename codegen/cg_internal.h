@@ -1,0 +1,100 @@
+/* Shared state of the codegen files:
+ *   cg_module.c  the module, runtime declarations, step functions, descriptor
+ *   cg_ops.c     one lowering per op: runtime kernel calls
+ *   cg_loops.c   loop nests: fused elementwise programs, layout ops, reductions
+ *   cg_emit.c    target machine, optimisation, object emission, the link */
+#ifndef MM_CODEGEN_CG_INTERNAL_H
+#define MM_CODEGEN_CG_INTERNAL_H
+
+#include <llvm-c/Core.h>
+
+#include "../passes/memplan.h"
+#include "cg.h"
+
+#define CG_MAX_PTRS 70 /* pointers of one loop nest: the result and up to 64 operands, and spare */
+
+typedef struct Cg {
+  LLVMContextRef ctx;
+  LLVMModuleRef mod;
+  LLVMBuilderRef b;
+  LLVMTypeRef t_void, t_i1, t_i8, t_i32, t_i64, t_f32, t_f64, t_ptr;
+  Diag *d;
+  const IrModule *m;
+  Arena *a;
+  /* the step function being built */
+  const IrFunc *f;
+  LLVMValueRef fn;
+  LLVMValueRef bases[IR_ROLE_COUNT]; /* arena bases, by role */
+  LLVMValueRef seed;                 /* i64: the run seed */
+  LLVMValueRef step;                 /* f32: the step input, or NULL */
+  LLVMBasicBlockRef fail_bb;         /* returns -1 */
+  bool training;                     /* @train: dropout is on */
+  bool failed;
+  int nfns;                          /* helper functions made so far (names) */
+} Cg;
+
+/* ---- cg_module.c ---- */
+bool cg_error(Cg *cg, const IrNode *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+LLVMValueRef cg_i32(Cg *cg, int64_t v);
+LLVMValueRef cg_i64(Cg *cg, int64_t v);
+LLVMValueRef cg_f32(Cg *cg, double v);
+LLVMValueRef cg_f64(Cg *cg, double v);
+LLVMValueRef cg_null(Cg *cg);
+/* A pointer to a value's storage: its arena base + its planned offset. */
+LLVMValueRef cg_ptr(Cg *cg, const IrValue *v);
+/* A pointer into node n's scratch, `off` bytes in. */
+LLVMValueRef cg_ws(Cg *cg, const IrNode *n, int64_t off);
+/* A call of a runtime (or libm) function by name; its type comes from the
+ * signature table in cg_module.c. */
+LLVMValueRef cg_call(Cg *cg, const char *name, LLVMValueRef *args, int nargs);
+/* An LLVM intrinsic overloaded on `type` (e.g. "llvm.sqrt"). */
+LLVMValueRef cg_intrinsic(Cg *cg, const char *name, LLVMTypeRef type, LLVMValueRef *args, int nargs);
+/* Branch to the failure exit when the i32 status r is negative. */
+void cg_check_status(Cg *cg, LLVMValueRef r);
+/* A private constant global (for shape arrays and conv geometry). */
+LLVMValueRef cg_const_global(Cg *cg, LLVMValueRef init, const char *name);
+LLVMValueRef cg_i32_array(Cg *cg, const int32_t *v, int n);
+/* Loads an f32[] scalar value. */
+LLVMValueRef cg_load_f32(Cg *cg, const IrValue *v);
+/* A fresh internal function `void name.N(ptr x nptr, i64 x nextra)`; the
+ * builder moves into its entry block (cg_end_fn returns it to the caller's
+ * block). */
+LLVMValueRef cg_begin_fn(Cg *cg, const char *prefix, int nptr, int nextra, LLVMBasicBlockRef *saved);
+void cg_end_fn(Cg *cg, LLVMBasicBlockRef saved);
+LLVMTypeRef cg_dtype(Cg *cg, IrDType t); /* the LLVM type of one element (NULL: unsupported) */
+
+/* ---- cg_ops.c ---- */
+bool cg_lower_node(Cg *cg, const IrNode *n);
+
+/* ---- cg_loops.c ---- */
+
+/* An iteration space and, per pointer, its stride (in elements) along each
+ * dim; pointer 0 is usually the result. */
+typedef struct CgNest {
+  int rank;
+  int64_t dims[IR_MAX_RANK];
+  int nptr;
+  int64_t stride[CG_MAX_PTRS][IR_MAX_RANK];
+  IrDType dtype[CG_MAX_PTRS];
+} CgNest;
+
+/* Contiguous strides of a shape; strides of `in` broadcast (numpy rules) to
+ * the rank-r shape `out` (0 along broadcast dims). */
+void cg_strides(const IrShape *s, int64_t *st);
+void cg_bcast_strides(const IrShape *in, const IrShape *out, int64_t *st);
+
+/* The loops of fused and elementwise nodes, of layout ops (transpose,
+ * slice, concat, expand, pad_slice, copies), reductions (sum, mean, sum_to)
+ * and row-wise ops the runtime lacks (log_softmax, softmax along another
+ * axis, their gradients, mse, full). */
+bool cg_loop_elementwise(Cg *cg, const IrNode *n);
+bool cg_loop_copy(Cg *cg, const IrNode *n);     /* transpose, slice, expand, concat, pad_slice, reshape copy */
+bool cg_loop_reduce(Cg *cg, const IrNode *n);   /* sum, mean, sum_to */
+bool cg_loop_rowwise(Cg *cg, const IrNode *n);  /* softmax, log_softmax and their gradients */
+bool cg_loop_mse(Cg *cg, const IrNode *n);
+bool cg_loop_fill(Cg *cg, const IrNode *n);     /* full */
+/* The batch loop of a broadcasting matmul: calls mmrt_matmul once per
+ * result batch. */
+bool cg_loop_matmul(Cg *cg, const IrNode *n, int64_t M, int64_t N, int64_t K);
+
+#endif

@@ -1,0 +1,461 @@
+/* The LLVM module of a trainer: runtime declarations, the step functions
+ * (one straight-line call sequence per IR function, llm.c style), and the
+ * constant model descriptor `mm_model` (runtime/mmrt_main.h), whose layout
+ * is checked against the runtime's header at build time. */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../runtime/mmrt_main.h"
+#include "cg_internal.h"
+
+_Static_assert(sizeof(MmrtModelDesc) == 8 * MMRT_DESC_FIELDS, "MmrtModelDesc is not 8-byte slots");
+_Static_assert(sizeof(MmrtTensorDesc) == 8 * MMRT_TENSOR_FIELDS, "MmrtTensorDesc is not 8-byte slots");
+_Static_assert(sizeof(MmrtConv) == 19 * 4, "MmrtConv is not 19 ints");
+
+/* ---- small helpers ---- */
+
+bool cg_error(Cg *cg, const IrNode *n, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (n && n->loc.file)
+    diag_error(cg->d, n->loc, "codegen: %s: %s", ir_ops[n->op].name, msg);
+  else if (n)
+    diag_error_plain(cg->d, "codegen: %s in @%s: %s", ir_ops[n->op].name, cg->f ? cg->f->name : "?", msg);
+  else
+    diag_error_plain(cg->d, "codegen: %s", msg);
+  cg->failed = true;
+  return false;
+}
+
+LLVMValueRef cg_i32(Cg *cg, int64_t v) { return LLVMConstInt(cg->t_i32, (unsigned long long)v, true); }
+LLVMValueRef cg_i64(Cg *cg, int64_t v) { return LLVMConstInt(cg->t_i64, (unsigned long long)v, true); }
+LLVMValueRef cg_f32(Cg *cg, double v) { return LLVMConstReal(cg->t_f32, v); }
+LLVMValueRef cg_f64(Cg *cg, double v) { return LLVMConstReal(cg->t_f64, v); }
+LLVMValueRef cg_null(Cg *cg) { return LLVMConstNull(cg->t_ptr); }
+
+LLVMTypeRef cg_dtype(Cg *cg, IrDType t) {
+  switch (t) {
+  case IR_F32: return cg->t_f32;
+  case IR_I32: return cg->t_i32;
+  case IR_I64: return cg->t_i64;
+  case IR_U8:
+  case IR_BOOL: return cg->t_i8;
+  default: return NULL; /* bf16, f16: not yet */
+  }
+}
+
+static LLVMValueRef byte_ptr(Cg *cg, LLVMValueRef base, int64_t off) {
+  if (off == 0) return base;
+  LLVMValueRef idx = cg_i64(cg, off);
+  return LLVMBuildInBoundsGEP2(cg->b, cg->t_i8, base, &idx, 1, "");
+}
+
+LLVMValueRef cg_ptr(Cg *cg, const IrValue *v) {
+  MM_ASSERT(v->mem_planned && (unsigned)v->mem_arena < IR_ROLE_COUNT);
+  return byte_ptr(cg, cg->bases[v->mem_arena], v->mem_offset);
+}
+
+LLVMValueRef cg_ws(Cg *cg, const IrNode *n, int64_t off) {
+  MM_ASSERT(n->ws_bytes > off);
+  return byte_ptr(cg, cg->bases[IR_ROLE_ACT], n->ws_offset + off);
+}
+
+LLVMValueRef cg_load_f32(Cg *cg, const IrValue *v) { return LLVMBuildLoad2(cg->b, cg->t_f32, cg_ptr(cg, v), ""); }
+
+void cg_check_status(Cg *cg, LLVMValueRef r) {
+  LLVMValueRef bad = LLVMBuildICmp(cg->b, LLVMIntSLT, r, cg_i32(cg, 0), "");
+  LLVMBasicBlockRef ok = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "ok");
+  LLVMBuildCondBr(cg->b, bad, cg->fail_bb, ok);
+  LLVMPositionBuilderAtEnd(cg->b, ok);
+}
+
+LLVMValueRef cg_const_global(Cg *cg, LLVMValueRef init, const char *name) {
+  LLVMValueRef g = LLVMAddGlobal(cg->mod, LLVMTypeOf(init), name);
+  LLVMSetInitializer(g, init);
+  LLVMSetGlobalConstant(g, true);
+  LLVMSetLinkage(g, LLVMPrivateLinkage);
+  LLVMSetUnnamedAddress(g, LLVMGlobalUnnamedAddr);
+  return g;
+}
+
+LLVMValueRef cg_i32_array(Cg *cg, const int32_t *v, int n) {
+  LLVMValueRef *e = ARENA_ARRAY(cg->a, LLVMValueRef, n + 1);
+  for (int i = 0; i < n; i++) e[i] = cg_i32(cg, v[i]);
+  return cg_const_global(cg, LLVMConstArray2(cg->t_i32, e, (uint64_t)n), "shape");
+}
+
+static LLVMValueRef cstring(Cg *cg, const char *s) {
+  return cg_const_global(cg, LLVMConstStringInContext2(cg->ctx, s, strlen(s), false), "str");
+}
+
+/* ---- the runtime functions the step functions call ----
+ * Signatures as "ret:args" with v void, i i32, l i64 (size_t, uint64_t),
+ * f float, d double, p pointer; they mirror mmrt_kernels.h, mmrt_rng.h and
+ * libm exactly. */
+static const struct {
+  const char *name, *sig;
+} rt_fns[] = {
+    {"mmrt_matmul", "v:ipppiiiifi"},
+    {"mmrt_linear_fwd", "v:ippppiii"},
+    {"mmrt_linear_bwd_data", "v:ipppiiii"},
+    {"mmrt_linear_bwd_weights", "v:ippppiiii"},
+    {"mmrt_conv2d_fwd", "v:ippppp"},
+    {"mmrt_conv3d_fwd", "v:ippppp"},
+    {"mmrt_conv2d_bwd_data", "v:ippppi"},
+    {"mmrt_conv3d_bwd_data", "v:ippppi"},
+    {"mmrt_conv2d_bwd_weights", "v:ipppppi"},
+    {"mmrt_conv3d_bwd_weights", "v:ipppppi"},
+    {"mmrt_softmax_fwd", "v:ippii"},
+    {"mmrt_softmax_bwd", "v:ipppiii"},
+    {"mmrt_eltwise_fwd", "v:iippl"},
+    {"mmrt_eltwise_bwd", "v:iipppli"},
+    {"mmrt_layernorm_fwd", "v:ppppppiif"},
+    {"mmrt_layernorm_bwd", "v:ppppppppiii"},
+    {"mmrt_rmsnorm_fwd", "v:ppppiif"},
+    {"mmrt_rmsnorm_bwd", "v:ppppppiii"},
+    {"mmrt_groupnorm_fwd", "v:ppppppiiiif"},
+    {"mmrt_groupnorm_bwd", "v:ppppppppiiiii"},
+    {"mmrt_rope_fwd", "v:ppiiiifi"},
+    {"mmrt_rope_bwd", "v:ppiiiifii"},
+    {"mmrt_attention_fwd", "v:pppppiiiiiiif"},
+    {"mmrt_attention_bwd", "v:pppppppppiiiiiiifi"},
+    {"mmrt_cross_entropy_fwd", "i:ppppiii"},
+    {"mmrt_cross_entropy_bwd", "v:ppppfiiii"},
+    {"mmrt_embedding_fwd", "i:pppiii"},
+    {"mmrt_embedding_bwd", "v:pppiiii"},
+    {"mmrt_binary_fwd", "v:ippppppi"},
+    {"mmrt_reduce_sum", "v:ppiiiii"},
+    {"mmrt_fill", "v:pfl"},
+    {"mmrt_adamw_step", "v:pppplffffffi"},
+    {"mmrt_sgd_step", "v:ppplffffi"},
+    {"mmrt_grad_norm", "d:ppi"},
+    {"mmrt_clip_scale", "f:dd"},
+    {"mmrt_rng_stream", "l:pl"},
+    {"mmrt_rng_uniform_at", "f:lll"},
+    {"erff", "f:f"},
+    {"tanhf", "f:f"},
+    {"expf", "f:f"},
+    {"logf", "f:f"},
+    {"powf", "f:ff"},
+};
+
+static LLVMTypeRef sig_type(Cg *cg, char c) {
+  switch (c) {
+  case 'v': return cg->t_void;
+  case 'i': return cg->t_i32;
+  case 'l': return cg->t_i64;
+  case 'f': return cg->t_f32;
+  case 'd': return cg->t_f64;
+  case 'p': return cg->t_ptr;
+  }
+  MM_UNREACHABLE();
+}
+
+static LLVMTypeRef fn_type(Cg *cg, const char *sig) {
+  LLVMTypeRef params[32];
+  int n = 0;
+  for (const char *p = sig + 2; *p; p++) params[n++] = sig_type(cg, *p);
+  return LLVMFunctionType(sig_type(cg, sig[0]), params, (unsigned)n, false);
+}
+
+LLVMValueRef cg_call(Cg *cg, const char *name, LLVMValueRef *args, int nargs) {
+  const char *sig = NULL;
+  for (size_t i = 0; i < sizeof rt_fns / sizeof rt_fns[0]; i++)
+    if (strcmp(rt_fns[i].name, name) == 0) sig = rt_fns[i].sig;
+  if (!sig) mm_die(__FILE__, __LINE__, "codegen: no signature for runtime function %s", name);
+  MM_ASSERT((int)strlen(sig) - 2 == nargs);
+  LLVMTypeRef ty = fn_type(cg, sig);
+  LLVMValueRef fn = LLVMGetNamedFunction(cg->mod, name);
+  if (!fn) {
+    fn = LLVMAddFunction(cg->mod, name, ty);
+    LLVMSetLinkage(fn, LLVMExternalLinkage);
+  }
+  return LLVMBuildCall2(cg->b, ty, fn, args, (unsigned)nargs, "");
+}
+
+LLVMValueRef cg_intrinsic(Cg *cg, const char *name, LLVMTypeRef type, LLVMValueRef *args, int nargs) {
+  unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+  MM_ASSERT(id != 0);
+  LLVMValueRef fn = LLVMGetIntrinsicDeclaration(cg->mod, id, &type, 1);
+  LLVMTypeRef ty = LLVMIntrinsicGetType(cg->ctx, id, &type, 1);
+  return LLVMBuildCall2(cg->b, ty, fn, args, (unsigned)nargs, "");
+}
+
+LLVMValueRef cg_begin_fn(Cg *cg, const char *prefix, int nptr, int nextra, LLVMBasicBlockRef *saved) {
+  LLVMTypeRef params[CG_MAX_PTRS + 4];
+  MM_ASSERT(nptr + nextra <= CG_MAX_PTRS + 4);
+  for (int i = 0; i < nptr; i++) params[i] = cg->t_ptr;
+  for (int i = 0; i < nextra; i++) params[nptr + i] = cg->t_i64;
+  char name[64];
+  snprintf(name, sizeof name, "%s.%d", prefix, cg->nfns++);
+  LLVMValueRef fn = LLVMAddFunction(cg->mod, name, LLVMFunctionType(cg->t_void, params, (unsigned)(nptr + nextra), false));
+  LLVMSetLinkage(fn, LLVMInternalLinkage);
+  *saved = LLVMGetInsertBlock(cg->b);
+  LLVMPositionBuilderAtEnd(cg->b, LLVMAppendBasicBlockInContext(cg->ctx, fn, "entry"));
+  return fn;
+}
+
+void cg_end_fn(Cg *cg, LLVMBasicBlockRef saved) {
+  LLVMBuildRetVoid(cg->b);
+  LLVMPositionBuilderAtEnd(cg->b, saved);
+}
+
+/* ---- step functions ---- */
+
+static int arena_index(IrRole r) {
+  switch (r) {
+  case IR_ROLE_PARAM: return MMRT_ARENA_PARAM;
+  case IR_ROLE_GRAD: return MMRT_ARENA_GRAD;
+  case IR_ROLE_OPT: return MMRT_ARENA_OPT;
+  case IR_ROLE_ACT: return MMRT_ARENA_ACT;
+  case IR_ROLE_INPUT: return MMRT_ARENA_INPUT;
+  default: MM_UNREACHABLE();
+  }
+}
+
+/* i32 name(ptr arenas, i64 seed): every node of f in order. */
+static LLVMValueRef build_step(Cg *cg, const IrFunc *f, const char *name, bool training) {
+  LLVMTypeRef params[2] = {cg->t_ptr, cg->t_i64};
+  LLVMValueRef fn = LLVMAddFunction(cg->mod, name, LLVMFunctionType(cg->t_i32, params, 2, false));
+  cg->f = f;
+  cg->fn = fn;
+  cg->training = training;
+  cg->seed = LLVMGetParam(fn, 1);
+  LLVMPositionBuilderAtEnd(cg->b, LLVMAppendBasicBlockInContext(cg->ctx, fn, "entry"));
+  LLVMValueRef arenas = LLVMGetParam(fn, 0);
+  for (int r = 0; r < IR_ROLE_COUNT; r++) {
+    LLVMValueRef idx = cg_i64(cg, arena_index((IrRole)r));
+    LLVMValueRef slot = LLVMBuildInBoundsGEP2(cg->b, cg->t_ptr, arenas, &idx, 1, "");
+    cg->bases[r] = LLVMBuildLoad2(cg->b, cg->t_ptr, slot, ir_role_name((IrRole)r));
+  }
+  cg->step = NULL;
+  for (int i = 0; i < f->inputs.len; i++) {
+    const IrValue *v = f->inputs.items[i];
+    if (strcmp(v->name, "step") == 0 && v->dtype == IR_F32 && v->shape.rank == 0) cg->step = cg_load_f32(cg, v);
+  }
+  LLVMBasicBlockRef body = LLVMGetInsertBlock(cg->b);
+  cg->fail_bb = LLVMAppendBasicBlockInContext(cg->ctx, fn, "fail");
+  LLVMPositionBuilderAtEnd(cg->b, cg->fail_bb);
+  LLVMBuildRet(cg->b, cg_i32(cg, -1));
+  LLVMPositionBuilderAtEnd(cg->b, body);
+  for (int i = 0; i < f->nodes.len && !cg->failed; i++) {
+    const IrNode *n = f->nodes.items[i];
+    for (int j = 0; j < n->nout; j++)
+      if (!n->out[j]->mem_planned) {
+        cg_error(cg, n, "result %d has no memory plan (run memplan)", j);
+        return NULL;
+      }
+    if (!cg_lower_node(cg, n)) cg->failed = true;
+  }
+  LLVMBuildRet(cg->b, cg_i32(cg, 0));
+  return cg->failed ? NULL : fn;
+}
+
+/* ---- the descriptor ---- */
+
+static int st_dtype(IrDType t) {
+  switch (t) {
+  case IR_F32: return MMRT_ST_F32;
+  case IR_BF16: return MMRT_ST_BF16;
+  case IR_F16: return MMRT_ST_F16;
+  case IR_I32: return MMRT_ST_I32;
+  case IR_I64: return MMRT_ST_I64;
+  default: return MMRT_ST_U8;
+  }
+}
+
+static int init_kind(IrInitKind k) {
+  switch (k) {
+  case IR_INIT_ZEROS: return MMRT_INIT_ZEROS;
+  case IR_INIT_ONES: return MMRT_INIT_ONES;
+  case IR_INIT_FILL: return MMRT_INIT_FILL;
+  case IR_INIT_NORMAL: return MMRT_INIT_NORMAL;
+  case IR_INIT_UNIFORM: return MMRT_INIT_UNIFORM;
+  case IR_INIT_FAN_IN: return MMRT_INIT_FAN_IN;
+  default: return MMRT_INIT_NONE;
+  }
+}
+
+static LLVMTypeRef tensor_type(Cg *cg) {
+  LLVMTypeRef f[] = {cg->t_ptr, cg->t_i64, cg->t_i64, LLVMArrayType2(cg->t_i64, MMRT_DESC_MAX_DIMS), cg->t_i64,
+                     cg->t_i64, cg->t_i64, cg->t_f64, cg->t_f64, cg->t_i64};
+  return LLVMStructTypeInContext(cg->ctx, f, sizeof f / sizeof f[0], false);
+}
+
+static LLVMValueRef tensor_desc(Cg *cg, LLVMTypeRef ty, const IrValue *v) {
+  LLVMValueRef dims[MMRT_DESC_MAX_DIMS];
+  for (int i = 0; i < MMRT_DESC_MAX_DIMS; i++) dims[i] = cg_i64(cg, i < v->shape.rank ? v->shape.d[i] : 0);
+  LLVMValueRef f[] = {cstring(cg, v->name ? v->name : "?"),
+                      cg_i64(cg, st_dtype(v->dtype)),
+                      cg_i64(cg, v->shape.rank),
+                      LLVMConstArray2(cg->t_i64, dims, MMRT_DESC_MAX_DIMS),
+                      cg_i64(cg, arena_index(v->mem_arena)),
+                      cg_i64(cg, v->mem_offset),
+                      cg_i64(cg, init_kind(v->init.kind)),
+                      cg_f64(cg, v->init.a),
+                      cg_f64(cg, v->init.b),
+                      cg_i64(cg, v->frozen)};
+  return LLVMConstNamedStruct(ty, f, sizeof f / sizeof f[0]);
+}
+
+static LLVMValueRef tensor_array(Cg *cg, LLVMTypeRef ty, const IrValue *const *v, int n, const char *name) {
+  LLVMValueRef *e = ARENA_ARRAY(cg->a, LLVMValueRef, n + 1);
+  for (int i = 0; i < n; i++) e[i] = tensor_desc(cg, ty, v[i]);
+  return cg_const_global(cg, LLVMConstArray2(ty, e, (uint64_t)n), name);
+}
+
+/* FNV-1a of what a checkpoint's tensors depend on: the model name, every
+ * parameter's name, dtype, shape and role, and the inputs. */
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+  for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ull;
+  return h;
+}
+
+static uint64_t hash_value(uint64_t h, const IrValue *v) {
+  int32_t meta[3] = {(int32_t)v->dtype, (int32_t)v->role, v->shape.rank};
+  h = fnv(h, v->name ? v->name : "", strlen(v->name ? v->name : "") + 1);
+  h = fnv(h, meta, sizeof meta);
+  return fnv(h, v->shape.d, sizeof(int64_t) * (size_t)v->shape.rank);
+}
+
+static const IrNode *last_loss(const IrFunc *f) {
+  for (int i = f ? f->nodes.len - 1 : -1; i >= 0; i--) {
+    const IrNode *n = f->nodes.items[i];
+    if (n->op == IR_OP_CROSS_ENTROPY) return n;
+  }
+  return NULL;
+}
+
+static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVMValueRef eval_fn, const IrFunc *ftrain,
+                       const IrFunc *feval, const MpSummary *sum) {
+  const IrModule *m = cg->m;
+  LLVMTypeRef tty = tensor_type(cg);
+  /* inputs once by name, in order of first appearance */
+  const IrValue **inputs = ARENA_ARRAY(cg->a, const IrValue *, 64);
+  int ninputs = 0;
+  for (int fi = 0; fi < m->funcs.len; fi++) {
+    const IrFunc *f = m->funcs.items[fi];
+    for (int i = 0; i < f->inputs.len; i++) {
+      const IrValue *v = f->inputs.items[i];
+      bool seen = false;
+      for (int k = 0; k < ninputs; k++) seen |= strcmp(inputs[k]->name, v->name) == 0;
+      if (!seen && ninputs < 64) inputs[ninputs++] = v;
+    }
+  }
+  uint64_t h = fnv(1469598103934665603ull, m->name, strlen(m->name) + 1);
+  for (int i = 0; i < m->params.len; i++) h = hash_value(h, m->params.items[i]);
+  for (int i = 0; i < ninputs; i++) h = hash_value(h, inputs[i]);
+  char fp[128];
+  snprintf(fp, sizeof fp, "%s-%016llx", m->name, (unsigned long long)h);
+
+  int64_t batch = train && train->batch > 0 ? train->batch : 0;
+  for (int i = 0; i < ninputs && !batch; i++)
+    if (inputs[i]->shape.rank >= 1 && strcmp(inputs[i]->name, "lr") && strcmp(inputs[i]->name, "step"))
+      batch = inputs[i]->shape.d[0];
+
+  const IrNode *eval_ce = last_loss(feval);
+  int64_t logits_rows = 0, logits_cols = 0, logits_off = -1, ignore = -100;
+  if (eval_ce) {
+    const IrValue *lg = eval_ce->in[0];
+    logits_cols = lg->shape.rank ? lg->shape.d[lg->shape.rank - 1] : 1;
+    logits_rows = ir_numel(&lg->shape) / logits_cols;
+    logits_off = lg->mem_arena == IR_ROLE_ACT ? lg->mem_offset : -1;
+    ignore = eval_ce->attrs.v[IR_ATTR_IGNORE].i;
+  }
+  const IrValue *tl = ftrain && ftrain->results.len ? ftrain->results.items[0] : NULL;
+  const IrValue *el = feval && feval->results.len ? feval->results.items[0] : NULL;
+
+  LLVMValueRef arenas[MMRT_NARENAS];
+  for (int r = 0; r < IR_ROLE_COUNT; r++) arenas[arena_index((IrRole)r)] = cg_i64(cg, sum->arena[r]);
+  MmTrain dflt = {.optim = MM_OPT_ADAMW, .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8};
+  const MmTrain *t = train ? train : &dflt;
+  LLVMValueRef f[] = {
+      cg_i64(cg, MMRT_ABI_VERSION),
+      cstring(cg, m->name),
+      cstring(cg, fp),
+      LLVMConstArray2(cg->t_i64, arenas, MMRT_NARENAS),
+      cg_i64(cg, m->params.len),
+      tensor_array(cg, tty, (const IrValue *const *)m->params.items, m->params.len, "params"),
+      cg_i64(cg, ninputs),
+      tensor_array(cg, tty, inputs, ninputs, "inputs"),
+      cg_i64(cg, tl && tl->mem_arena == IR_ROLE_ACT ? tl->mem_offset : -1),
+      cg_i64(cg, el && el->mem_arena == IR_ROLE_ACT ? el->mem_offset : -1),
+      cg_i64(cg, logits_off),
+      cg_i64(cg, logits_rows),
+      cg_i64(cg, logits_cols),
+      cg_i64(cg, ignore),
+      cg_i64(cg, t->optim == MM_OPT_SGD ? MMRT_OPTIM_SGD : MMRT_OPTIM_ADAMW),
+      cg_f64(cg, t->lr),
+      cg_f64(cg, t->beta1),
+      cg_f64(cg, t->beta2),
+      cg_f64(cg, t->eps),
+      cg_f64(cg, t->weight_decay),
+      cg_f64(cg, t->momentum),
+      cg_f64(cg, t->clip),
+      cg_i64(cg, t->lr_sched == MM_LR_COSINE ? MMRT_LR_COSINE : MMRT_LR_CONSTANT),
+      cg_i64(cg, t->warmup),
+      cg_i64(cg, t->steps),
+      cg_f64(cg, t->min_lr),
+      cg_i64(cg, batch),
+      train_fn ? train_fn : cg_null(cg),
+      eval_fn ? eval_fn : cg_null(cg),
+  };
+  LLVMTypeRef ft[sizeof f / sizeof f[0]];
+  for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) ft[i] = LLVMTypeOf(f[i]);
+  /* 33 slots: the arena array counts 5 */
+  MM_ASSERT(sizeof f / sizeof f[0] + MMRT_NARENAS - 1 == MMRT_DESC_FIELDS);
+  LLVMTypeRef dty = LLVMStructTypeInContext(cg->ctx, ft, sizeof f / sizeof f[0], false);
+  LLVMValueRef g = LLVMAddGlobal(cg->mod, dty, "mm_model");
+  LLVMSetInitializer(g, LLVMConstNamedStruct(dty, f, sizeof f / sizeof f[0]));
+  LLVMSetGlobalConstant(g, true);
+  return true;
+}
+
+/* ---- the whole module ---- */
+
+bool cg_emit_module(Cg *cg, const CgOptions *o); /* cg_emit.c */
+
+bool cg_compile(IrModule *m, const MmTrain *train, const CgOptions *o, Diag *d) {
+  MpSummary sum;
+  char err[256];
+  if (!mp_summarize(m, &sum, err, sizeof err)) {
+    diag_error_plain(d, "codegen: %s", err);
+    return false;
+  }
+  Arena a;
+  arena_init(&a);
+  Cg cg = {.d = d, .m = m, .a = &a};
+  cg.ctx = LLVMContextCreate();
+  cg.mod = LLVMModuleCreateWithNameInContext(m->name, cg.ctx);
+  cg.b = LLVMCreateBuilderInContext(cg.ctx);
+  cg.t_void = LLVMVoidTypeInContext(cg.ctx);
+  cg.t_i1 = LLVMInt1TypeInContext(cg.ctx);
+  cg.t_i8 = LLVMInt8TypeInContext(cg.ctx);
+  cg.t_i32 = LLVMInt32TypeInContext(cg.ctx);
+  cg.t_i64 = LLVMInt64TypeInContext(cg.ctx);
+  cg.t_f32 = LLVMFloatTypeInContext(cg.ctx);
+  cg.t_f64 = LLVMDoubleTypeInContext(cg.ctx);
+  cg.t_ptr = LLVMPointerTypeInContext(cg.ctx, 0);
+
+  IrFunc *ftrain = ir_module_func(m, "train"), *feval = ir_module_func(m, "forward");
+  LLVMValueRef train_fn = NULL, eval_fn = NULL;
+  bool ok = true;
+  if (!feval) {
+    diag_error_plain(d, "codegen: the module has no @forward function");
+    ok = false;
+  }
+  if (ok) eval_fn = build_step(&cg, feval, "mm_eval_step", false);
+  if (ok && eval_fn && ftrain) train_fn = build_step(&cg, ftrain, "mm_train_step", true);
+  ok = ok && eval_fn && (!ftrain || train_fn) && !cg.failed;
+  if (ok) ok = build_desc(&cg, train, train_fn, eval_fn, ftrain, feval, &sum);
+  if (ok) ok = cg_emit_module(&cg, o);
+  LLVMDisposeBuilder(cg.b);
+  LLVMDisposeModule(cg.mod);
+  LLVMContextDispose(cg.ctx);
+  arena_free(&a);
+  return ok;
+}

@@ -1,0 +1,451 @@
+/* One lowering per op: a call into the runtime kernel ABI
+ * (runtime/mmrt_kernels.h) with arena pointers and constant shapes, or a
+ * loop nest from cg_loops.c for what the runtime has no kernel for. Every
+ * kernel writes its result (accumulate = 0): sums of gradients are explicit
+ * add nodes in the IR. */
+#include <string.h>
+
+#include "../ir/ir_fused.h"
+#include "../runtime/mmrt_main.h"
+#include "cg_internal.h"
+
+#define V(i) cg_ptr(cg, n->in[i])   /* operand i's storage */
+#define O(j) cg_ptr(cg, n->out[j])  /* result j's storage */
+#define I32(x) cg_i32(cg, x)
+#define F32(x) cg_f32(cg, x)
+#define CALL(name, ...)                                                   \
+  cg_call(cg, name, (LLVMValueRef[]){__VA_ARGS__},                        \
+          (int)(sizeof((LLVMValueRef[]){__VA_ARGS__}) / sizeof(LLVMValueRef)))
+
+static const IrAttrVal *attr(const IrNode *n, IrAttrId id) { return &n->attrs.v[id]; }
+static int64_t last_dim(const IrValue *v) { return v->shape.rank ? v->shape.d[v->shape.rank - 1] : 1; }
+static int64_t rows(const IrValue *v) { return ir_numel(&v->shape) / last_dim(v); }
+
+/* Every operand and result f32, and every size a kernel takes as int fits. */
+static bool need_f32(Cg *cg, const IrNode *n, int first, int count) {
+  for (int i = first; i < first + count && i < n->nin; i++)
+    if (n->in[i]->dtype != IR_F32)
+      return cg_error(cg, n, "operand %d is %s; this kernel takes f32 (bf16 is not implemented yet)", i,
+                      ir_dtype_name(n->in[i]->dtype));
+  for (int j = 0; j < n->nout; j++)
+    if (n->out[j]->dtype != IR_F32) return cg_error(cg, n, "result %d is %s, not f32", j, ir_dtype_name(n->out[j]->dtype));
+  return true;
+}
+
+static bool fits(Cg *cg, const IrNode *n) {
+  for (int i = 0; i < n->nin; i++)
+    if (ir_numel(&n->in[i]->shape) > INT32_MAX) return cg_error(cg, n, "operand %d has more than 2^31 elements", i);
+  for (int j = 0; j < n->nout; j++)
+    if (ir_numel(&n->out[j]->shape) > INT32_MAX) return cg_error(cg, n, "result %d has more than 2^31 elements", j);
+  return true;
+}
+
+/* ---- contractions ---- */
+
+static bool lower_matmul(Cg *cg, const IrNode *n) {
+  const IrShape *a = &n->in[0]->shape, *b = &n->in[1]->shape, *c = &n->out[0]->shape;
+  if (a->rank < 2 || b->rank < 2) return cg_error(cg, n, "matmul of a vector is not supported; reshape it to a matrix");
+  int64_t M = a->d[a->rank - 2], K = a->d[a->rank - 1], N = b->d[b->rank - 1];
+  int64_t batch = ir_numel(c) / (M * N), ba = ir_numel(a) / (M * K), bb = ir_numel(b) / (K * N);
+  if (ba == batch && bb == batch) { /* same batch shape (broadcasting never shrinks) */
+    CALL("mmrt_matmul", I32(MMRT_F32), O(0), V(0), V(1), I32(batch), I32(M), I32(N), I32(K), F32(1), I32(0));
+  } else if (bb == 1 && ba == batch) { /* one B for every batch: fold the batch into M */
+    CALL("mmrt_matmul", I32(MMRT_F32), O(0), V(0), V(1), I32(1), I32(batch * M), I32(N), I32(K), F32(1), I32(0));
+  } else {
+    return cg_loop_matmul(cg, n, M, N, K);
+  }
+  return true;
+}
+
+static bool lower_linear(Cg *cg, const IrNode *n) {
+  const IrValue *x = n->in[0], *w = n->in[1];
+  int64_t K = last_dim(x), N = w->shape.d[0];
+  CALL("mmrt_linear_fwd", I32(MMRT_F32), O(0), V(0), V(1), cg_null(cg), I32(rows(x)), I32(K), I32(N));
+  return true;
+}
+
+/* linear_grad_x(dy[..., N], w[N, K]) -> dx[..., K] */
+static bool lower_linear_grad_x(Cg *cg, const IrNode *n) {
+  const IrValue *dy = n->in[0], *w = n->in[1];
+  int64_t N = w->shape.d[0], K = w->shape.d[1];
+  CALL("mmrt_linear_bwd_data", I32(MMRT_F32), O(0), V(0), V(1), I32(rows(dy)), I32(K), I32(N), I32(0));
+  return true;
+}
+
+/* linear_grad_w(dy[..., N], x[..., K]) -> dw[N, K] */
+static bool lower_linear_grad_w(Cg *cg, const IrNode *n) {
+  const IrValue *dy = n->in[0], *x = n->in[1];
+  CALL("mmrt_linear_bwd_weights", I32(MMRT_F32), O(0), cg_null(cg), V(0), V(1), I32(rows(dy)), I32(last_dim(x)),
+       I32(last_dim(dy)), I32(0));
+  return true;
+}
+
+/* The geometry of a convolution of x over w (shapes), as the runtime takes it. */
+static LLVMValueRef conv_geom(Cg *cg, const IrNode *n, const IrShape *x, const IrShape *w) {
+  int nsp = x->rank - 2;
+  int32_t g[19] = {0}; /* N, C, OC, groups, in[3], k[3], stride[3], pad_lo[3], pad_hi[3] */
+  g[0] = (int32_t)x->d[0];
+  g[1] = (int32_t)x->d[1];
+  g[2] = (int32_t)w->d[0];
+  g[3] = 1;
+  for (int i = 0; i < nsp && i < 3; i++) {
+    g[4 + i] = (int32_t)x->d[2 + i];
+    g[7 + i] = (int32_t)w->d[2 + i];
+    g[10 + i] = (int32_t)attr(n, IR_ATTR_STRIDE)->ints[i];
+    g[13 + i] = g[16 + i] = (int32_t)attr(n, IR_ATTR_PADDING)->ints[i];
+  }
+  LLVMValueRef e[19];
+  for (int i = 0; i < 19; i++) e[i] = I32(g[i]);
+  return cg_const_global(cg, LLVMConstArray2(cg->t_i32, e, 19), "conv");
+}
+
+static bool lower_conv(Cg *cg, const IrNode *n) {
+  bool is3 = n->op == IR_OP_CONV3D;
+  LLVMValueRef cv = conv_geom(cg, n, &n->in[0]->shape, &n->in[1]->shape);
+  CALL(is3 ? "mmrt_conv3d_fwd" : "mmrt_conv2d_fwd", I32(MMRT_F32), cv, O(0), V(0), V(1),
+       n->nin > 2 ? V(2) : cg_null(cg));
+  return true;
+}
+
+static IrShape shape_attr(const IrNode *n) {
+  IrShape s = {.rank = attr(n, IR_ATTR_SHAPE)->nints};
+  for (int i = 0; i < s.rank; i++) s.d[i] = attr(n, IR_ATTR_SHAPE)->ints[i];
+  return s;
+}
+
+/* convND_grad_x(dy, w) {shape = x} and convND_grad_w(dy, x) {shape = w} */
+static bool lower_conv_grad(Cg *cg, const IrNode *n) {
+  bool is3 = n->op == IR_OP_CONV3D_GRAD_X || n->op == IR_OP_CONV3D_GRAD_W;
+  bool wrt_x = n->op == IR_OP_CONV2D_GRAD_X || n->op == IR_OP_CONV3D_GRAD_X;
+  IrShape given = shape_attr(n);
+  const IrShape *x = wrt_x ? &given : &n->in[1]->shape, *w = wrt_x ? &n->in[1]->shape : &given;
+  LLVMValueRef cv = conv_geom(cg, n, x, w);
+  if (wrt_x)
+    CALL(is3 ? "mmrt_conv3d_bwd_data" : "mmrt_conv2d_bwd_data", I32(MMRT_F32), cv, O(0), V(0), V(1), I32(0));
+  else
+    CALL(is3 ? "mmrt_conv3d_bwd_weights" : "mmrt_conv2d_bwd_weights", I32(MMRT_F32), cv, O(0), cg_null(cg), V(0),
+         V(1), I32(0));
+  return true;
+}
+
+/* ---- normalisation ---- */
+
+/* A saved statistic: result j, or a slice of the node's scratch. */
+static LLVMValueRef stat(Cg *cg, const IrNode *n, int j, int64_t ws_off) {
+  return j < n->nout ? O(j) : cg_ws(cg, n, ws_off);
+}
+
+static bool lower_layer_norm(Cg *cg, const IrNode *n) {
+  const IrValue *x = n->in[0];
+  int64_t N = rows(x), C = last_dim(x);
+  CALL("mmrt_layernorm_fwd", O(0), stat(cg, n, 1, 0), stat(cg, n, 2, 4 * N), V(0), n->nin > 1 ? V(1) : cg_null(cg),
+       n->nin > 2 ? V(2) : cg_null(cg), I32(N), I32(C), F32(attr(n, IR_ATTR_EPS)->f));
+  return true;
+}
+
+static bool lower_rms_norm(Cg *cg, const IrNode *n) {
+  const IrValue *x = n->in[0];
+  CALL("mmrt_rmsnorm_fwd", O(0), stat(cg, n, 1, 0), V(0), n->nin > 1 ? V(1) : cg_null(cg), I32(rows(x)),
+       I32(last_dim(x)), F32(attr(n, IR_ATTR_EPS)->f));
+  return true;
+}
+
+/* x[B, C, *spatial] */
+static void group_dims(const IrValue *x, int64_t *B, int64_t *C, int64_t *S) {
+  *B = x->shape.d[0];
+  *C = x->shape.d[1];
+  *S = ir_numel(&x->shape) / (*B * *C);
+}
+
+static bool lower_group_norm(Cg *cg, const IrNode *n) {
+  int64_t B, C, S, G = attr(n, IR_ATTR_GROUPS)->i;
+  group_dims(n->in[0], &B, &C, &S);
+  CALL("mmrt_groupnorm_fwd", O(0), stat(cg, n, 1, 0), stat(cg, n, 2, 4 * B * G), V(0), n->nin > 1 ? V(1) : cg_null(cg),
+       n->nin > 2 ? V(2) : cg_null(cg), I32(B), I32(C), I32(S), I32(G), F32(attr(n, IR_ATTR_EPS)->f));
+  return true;
+}
+
+/* layer_norm_grad(dy, x, mean, rstd, w?) -> dx, dw, db */
+static bool lower_layer_norm_grad(Cg *cg, const IrNode *n) {
+  const IrValue *x = n->in[1];
+  CALL("mmrt_layernorm_bwd", O(0), O(1), O(2), V(0), V(1), V(2), V(3), n->nin > 4 ? V(4) : cg_null(cg), I32(rows(x)),
+       I32(last_dim(x)), I32(0));
+  return true;
+}
+
+/* rms_norm_grad(dy, x, rstd, w?) -> dx, dw */
+static bool lower_rms_norm_grad(Cg *cg, const IrNode *n) {
+  const IrValue *x = n->in[1];
+  CALL("mmrt_rmsnorm_bwd", O(0), O(1), V(0), V(1), V(2), n->nin > 3 ? V(3) : cg_null(cg), I32(rows(x)),
+       I32(last_dim(x)), I32(0));
+  return true;
+}
+
+/* group_norm_grad(dy, x, mean, rstd, w?) {groups} -> dx, dw, db */
+static bool lower_group_norm_grad(Cg *cg, const IrNode *n) {
+  int64_t B, C, S, G = attr(n, IR_ATTR_GROUPS)->i;
+  group_dims(n->in[1], &B, &C, &S);
+  CALL("mmrt_groupnorm_bwd", O(0), O(1), O(2), V(0), V(1), V(2), V(3), n->nin > 4 ? V(4) : cg_null(cg), I32(B), I32(C),
+       I32(S), I32(G), I32(0));
+  return true;
+}
+
+/* softmax along the last axis goes to the runtime, any other to a loop */
+static bool last_axis(const IrNode *n) { return attr(n, IR_ATTR_AXIS)->i == n->in[0]->shape.rank - 1; }
+
+static bool lower_softmax(Cg *cg, const IrNode *n) {
+  if (!last_axis(n)) return cg_loop_rowwise(cg, n);
+  const IrValue *x = n->in[0];
+  CALL("mmrt_softmax_fwd", I32(MMRT_F32), O(0), V(0), I32(rows(x)), I32(last_dim(x)));
+  return true;
+}
+
+static bool lower_softmax_grad(Cg *cg, const IrNode *n) {
+  if (!last_axis(n)) return cg_loop_rowwise(cg, n);
+  const IrValue *y = n->in[1];
+  CALL("mmrt_softmax_bwd", I32(MMRT_F32), O(0), V(0), V(1), I32(rows(y)), I32(last_dim(y)), I32(0));
+  return true;
+}
+
+/* ---- transformer pieces ---- */
+
+static bool need_i32_ids(Cg *cg, const IrNode *n, int i) {
+  if (n->in[i]->dtype == IR_I32) return true;
+  return cg_error(cg, n, "ids are %s; the runtime takes i32", ir_dtype_name(n->in[i]->dtype));
+}
+
+static bool lower_embedding(Cg *cg, const IrNode *n) {
+  const IrValue *ids = n->in[0], *table = n->in[1];
+  if (!need_i32_ids(cg, n, 0)) return false;
+  LLVMValueRef r = CALL("mmrt_embedding_fwd", O(0), V(1), V(0), I32(ir_numel(&ids->shape)), I32(table->shape.d[0]),
+                        I32(table->shape.d[1]));
+  cg_check_status(cg, r);
+  return true;
+}
+
+/* embedding_grad(dy[..., C], ids[...]) {shape = [V, C]} */
+static bool lower_embedding_grad(Cg *cg, const IrNode *n) {
+  if (!need_i32_ids(cg, n, 1)) return false;
+  IrShape t = shape_attr(n);
+  CALL("mmrt_embedding_bwd", O(0), V(0), V(1), I32(ir_numel(&n->in[1]->shape)), I32(t.d[0]), I32(t.d[1]), I32(0));
+  return true;
+}
+
+static bool lower_rope(Cg *cg, const IrNode *n) {
+  const IrShape *s = &n->in[0]->shape;
+  if (s->rank != 4) return cg_error(cg, n, "rope takes x[B, T, H, D]");
+  int64_t off = ir_attrs_has(&n->attrs, IR_ATTR_OFFSET) ? attr(n, IR_ATTR_OFFSET)->i : 0;
+  float theta = (float)attr(n, IR_ATTR_THETA)->f;
+  if (n->op == IR_OP_ROPE)
+    CALL("mmrt_rope_fwd", O(0), V(0), I32(s->d[0]), I32(s->d[1]), I32(s->d[2]), I32(s->d[3]), F32(theta), I32(off));
+  else
+    CALL("mmrt_rope_bwd", O(0), V(0), I32(s->d[0]), I32(s->d[1]), I32(s->d[2]), I32(s->d[3]), F32(theta), I32(off),
+         I32(0));
+  return true;
+}
+
+/* q[B, T, H, D], k/v[B, S, KVH, D] */
+static bool attention_dims(Cg *cg, const IrNode *n, int q, int64_t *d) {
+  const IrShape *qs = &n->in[q]->shape, *ks = &n->in[q + 1]->shape, *vs = &n->in[q + 2]->shape;
+  if (qs->rank != 4 || ks->rank != 4 || vs->rank != 4 || vs->d[3] != qs->d[3])
+    return cg_error(cg, n, "the runtime's attention takes q, k, v of rank 4 with one head size");
+  d[0] = qs->d[0], d[1] = qs->d[1], d[2] = ks->d[1], d[3] = qs->d[2], d[4] = ks->d[2], d[5] = qs->d[3];
+  return true;
+}
+
+static bool lower_attention(Cg *cg, const IrNode *n) {
+  int64_t d[6];
+  if (!attention_dims(cg, n, 0, d)) return false;
+  int64_t lse_off = 0;
+  CALL("mmrt_attention_fwd", O(0), stat(cg, n, 1, lse_off), V(0), V(1), V(2), I32(d[0]), I32(d[1]), I32(d[2]),
+       I32(d[3]), I32(d[4]), I32(d[5]), I32(attr(n, IR_ATTR_CAUSAL)->i), F32(attr(n, IR_ATTR_SCALE)->f));
+  return true;
+}
+
+/* attention_grad(dy, q, k, v, out, lse) -> dq, dk, dv */
+static bool lower_attention_grad(Cg *cg, const IrNode *n) {
+  int64_t d[6];
+  if (!attention_dims(cg, n, 1, d)) return false;
+  CALL("mmrt_attention_bwd", O(0), O(1), O(2), V(0), V(1), V(2), V(3), V(4), V(5), I32(d[0]), I32(d[1]), I32(d[2]),
+       I32(d[3]), I32(d[4]), I32(d[5]), I32(attr(n, IR_ATTR_CAUSAL)->i), F32(attr(n, IR_ATTR_SCALE)->f), I32(0));
+  return true;
+}
+
+/* cross_entropy(logits[..., V], labels[...]) -> loss, lse[N] */
+static bool lower_cross_entropy(Cg *cg, const IrNode *n) {
+  if (n->in[1]->dtype != IR_I32) return cg_error(cg, n, "labels are %s; the runtime takes i32", ir_dtype_name(n->in[1]->dtype));
+  const IrValue *lg = n->in[0];
+  LLVMValueRef r = CALL("mmrt_cross_entropy_fwd", O(0), stat(cg, n, 1, 0), V(0), V(1), I32(rows(lg)),
+                        I32(last_dim(lg)), I32(attr(n, IR_ATTR_IGNORE)->i));
+  cg_check_status(cg, r);
+  return true;
+}
+
+/* cross_entropy_grad(dloss f32[], logits, labels, lse) -> dlogits */
+static bool lower_cross_entropy_grad(Cg *cg, const IrNode *n) {
+  const IrValue *lg = n->in[1];
+  CALL("mmrt_cross_entropy_bwd", O(0), V(1), V(3), V(2), cg_load_f32(cg, n->in[0]), I32(rows(lg)), I32(last_dim(lg)),
+       I32(attr(n, IR_ATTR_IGNORE)->i), I32(0));
+  return true;
+}
+
+/* ---- elementwise through the runtime when alone (fused ones are loops) ---- */
+
+static int act_of(IrOp op) {
+  switch (op) {
+  case IR_OP_GELU: case IR_OP_GELU_GRAD: return MMRT_ACT_GELU;
+  case IR_OP_GELU_TANH: case IR_OP_GELU_TANH_GRAD: return MMRT_ACT_GELU_TANH;
+  case IR_OP_SILU: case IR_OP_SILU_GRAD: return MMRT_ACT_SILU;
+  case IR_OP_RELU: case IR_OP_RELU_GRAD: return MMRT_ACT_RELU;
+  case IR_OP_TANH: case IR_OP_TANH_GRAD: return MMRT_ACT_TANH;
+  case IR_OP_SIGMOID: case IR_OP_SIGMOID_GRAD: return MMRT_ACT_SIGMOID;
+  case IR_OP_EXP: return MMRT_ACT_EXP;
+  case IR_OP_LOG: return MMRT_ACT_LOG;
+  case IR_OP_SQRT: return MMRT_ACT_SQRT;
+  default: return -1;
+  }
+}
+
+static bool all_f32(const IrNode *n) {
+  for (int i = 0; i < n->nin; i++)
+    if (n->in[i]->dtype != IR_F32) return false;
+  return n->out[0]->dtype == IR_F32;
+}
+
+static bool lower_elementwise(Cg *cg, const IrNode *n) {
+  int act = act_of(n->op);
+  int64_t numel = ir_numel(&n->out[0]->shape);
+  if (act >= 0 && all_f32(n) && n->nin == 1) {
+    CALL("mmrt_eltwise_fwd", I32(MMRT_F32), I32(act), O(0), V(0), cg_i64(cg, numel));
+    return true;
+  }
+  if (act >= 0 && all_f32(n) && n->nin == 2 && ir_shape_eq(&n->in[0]->shape, &n->in[1]->shape)) {
+    CALL("mmrt_eltwise_bwd", I32(MMRT_F32), I32(act), O(0), V(0), V(1), cg_i64(cg, numel), I32(0));
+    return true;
+  }
+  int bin = n->op == IR_OP_ADD ? MMRT_BIN_ADD : n->op == IR_OP_SUB ? MMRT_BIN_SUB : n->op == IR_OP_MUL ? MMRT_BIN_MUL
+            : n->op == IR_OP_DIV ? MMRT_BIN_DIV : -1;
+  if (bin >= 0 && all_f32(n) && n->out[0]->shape.rank <= MMRT_MAX_DIMS && fits(cg, n)) {
+    int r = n->out[0]->shape.rank ? n->out[0]->shape.rank : 1;
+    int32_t sh[3][MMRT_MAX_DIMS];
+    const IrShape *s[3] = {&n->out[0]->shape, &n->in[0]->shape, &n->in[1]->shape};
+    for (int k = 0; k < 3; k++)
+      for (int d = 0; d < r; d++) {
+        int i = d - (r - s[k]->rank);
+        sh[k][d] = i >= 0 ? (int32_t)s[k]->d[i] : 1;
+      }
+    CALL("mmrt_binary_fwd", I32(bin), O(0), cg_i32_array(cg, sh[0], r), V(0), cg_i32_array(cg, sh[1], r), V(1),
+         cg_i32_array(cg, sh[2], r), I32(r));
+    return true;
+  }
+  return cg_loop_elementwise(cg, n);
+}
+
+/* ---- optimizer ---- */
+
+static bool lower_grad_norm(Cg *cg, const IrNode *n) {
+  LLVMValueRef ptrs = LLVMBuildArrayAlloca(cg->b, cg->t_ptr, cg_i32(cg, n->nin), "bufs");
+  LLVMValueRef sizes = LLVMBuildArrayAlloca(cg->b, cg->t_i64, cg_i32(cg, n->nin), "sizes");
+  for (int i = 0; i < n->nin; i++) {
+    LLVMValueRef idx = cg_i64(cg, i);
+    LLVMBuildStore(cg->b, V(i), LLVMBuildInBoundsGEP2(cg->b, cg->t_ptr, ptrs, &idx, 1, ""));
+    LLVMBuildStore(cg->b, cg_i64(cg, ir_numel(&n->in[i]->shape)),
+                   LLVMBuildInBoundsGEP2(cg->b, cg->t_i64, sizes, &idx, 1, ""));
+  }
+  LLVMValueRef norm = CALL("mmrt_grad_norm", ptrs, sizes, I32(n->nin));
+  LLVMBuildStore(cg->b, LLVMBuildFPTrunc(cg->b, norm, cg->t_f32, ""), O(0));
+  return true;
+}
+
+static bool lower_clip_scale(Cg *cg, const IrNode *n) {
+  LLVMValueRef norm = LLVMBuildFPExt(cg->b, cg_load_f32(cg, n->in[0]), cg->t_f64, "");
+  LLVMValueRef s = CALL("mmrt_clip_scale", norm, cg_f64(cg, attr(n, IR_ATTR_VALUE)->f));
+  LLVMBuildStore(cg->b, s, O(0));
+  return true;
+}
+
+/* adamw(param, grad, m, v, lr, step, scale) */
+static bool lower_adamw(Cg *cg, const IrNode *n) {
+  LLVMValueRef step = LLVMBuildFPToSI(cg->b, cg_load_f32(cg, n->in[5]), cg->t_i32, "");
+  CALL("mmrt_adamw_step", V(0), V(1), V(2), V(3), cg_i64(cg, ir_numel(&n->in[0]->shape)), cg_load_f32(cg, n->in[4]),
+       F32(attr(n, IR_ATTR_BETA1)->f), F32(attr(n, IR_ATTR_BETA2)->f), F32(attr(n, IR_ATTR_EPS)->f),
+       F32(attr(n, IR_ATTR_WEIGHT_DECAY)->f), cg_load_f32(cg, n->in[6]), step);
+  return true;
+}
+
+/* sgd(param, grad, mom, lr, scale) */
+static bool lower_sgd(Cg *cg, const IrNode *n) {
+  CALL("mmrt_sgd_step", V(0), V(1), V(2), cg_i64(cg, ir_numel(&n->in[0]->shape)), cg_load_f32(cg, n->in[3]),
+       F32(attr(n, IR_ATTR_MOMENTUM)->f), F32(attr(n, IR_ATTR_WEIGHT_DECAY)->f), cg_load_f32(cg, n->in[4]), I32(0));
+  return true;
+}
+
+/* ---- layout ---- */
+
+/* A view's storage is its operand's (memplan put it there): nothing to do;
+ * otherwise a copy. */
+static bool lower_view(Cg *cg, const IrNode *n) {
+  int64_t off = mp_view_offset(n);
+  const IrValue *x = n->in[0], *y = n->out[0];
+  if (off >= 0 && x->mem_arena == y->mem_arena && x->mem_offset + off == y->mem_offset) return true;
+  return cg_loop_copy(cg, n);
+}
+
+bool cg_lower_node(Cg *cg, const IrNode *n) {
+  if (!fits(cg, n)) return false;
+  switch (n->op) {
+  case IR_OP_RESHAPE:
+  case IR_OP_SLICE: return lower_view(cg, n);
+  case IR_OP_TRANSPOSE:
+  case IR_OP_CONCAT:
+  case IR_OP_EXPAND:
+  case IR_OP_PAD_SLICE: return cg_loop_copy(cg, n);
+  case IR_OP_SUM:
+  case IR_OP_MEAN:
+  case IR_OP_SUM_TO: return cg_loop_reduce(cg, n);
+  case IR_OP_FULL: return cg_loop_fill(cg, n);
+  case IR_OP_FUSED: return cg_loop_elementwise(cg, n);
+  case IR_OP_LOG_SOFTMAX:
+  case IR_OP_LOG_SOFTMAX_GRAD: return need_f32(cg, n, 0, n->nin) && cg_loop_rowwise(cg, n);
+  case IR_OP_MSE: return need_f32(cg, n, 0, 2) && cg_loop_mse(cg, n);
+  default: break;
+  }
+  if (ir_ops[n->op].flags & OPF_ELEMWISE) return lower_elementwise(cg, n);
+  switch (n->op) {
+  case IR_OP_EMBEDDING: return need_f32(cg, n, 1, 1) && lower_embedding(cg, n);
+  case IR_OP_EMBEDDING_GRAD: return need_f32(cg, n, 0, 1) && lower_embedding_grad(cg, n);
+  case IR_OP_CROSS_ENTROPY: return need_f32(cg, n, 0, 1) && lower_cross_entropy(cg, n);
+  case IR_OP_CROSS_ENTROPY_GRAD: return need_f32(cg, n, 0, 2) && need_f32(cg, n, 3, 1) && lower_cross_entropy_grad(cg, n);
+  default: break;
+  }
+  if (!need_f32(cg, n, 0, n->nin)) return false;
+  switch (n->op) {
+  case IR_OP_MATMUL: return lower_matmul(cg, n);
+  case IR_OP_LINEAR: return lower_linear(cg, n);
+  case IR_OP_LINEAR_GRAD_X: return lower_linear_grad_x(cg, n);
+  case IR_OP_LINEAR_GRAD_W: return lower_linear_grad_w(cg, n);
+  case IR_OP_CONV2D:
+  case IR_OP_CONV3D: return lower_conv(cg, n);
+  case IR_OP_CONV2D_GRAD_X:
+  case IR_OP_CONV2D_GRAD_W:
+  case IR_OP_CONV3D_GRAD_X:
+  case IR_OP_CONV3D_GRAD_W: return lower_conv_grad(cg, n);
+  case IR_OP_LAYER_NORM: return lower_layer_norm(cg, n);
+  case IR_OP_RMS_NORM: return lower_rms_norm(cg, n);
+  case IR_OP_GROUP_NORM: return lower_group_norm(cg, n);
+  case IR_OP_LAYER_NORM_GRAD: return lower_layer_norm_grad(cg, n);
+  case IR_OP_RMS_NORM_GRAD: return lower_rms_norm_grad(cg, n);
+  case IR_OP_GROUP_NORM_GRAD: return lower_group_norm_grad(cg, n);
+  case IR_OP_SOFTMAX: return lower_softmax(cg, n);
+  case IR_OP_SOFTMAX_GRAD: return lower_softmax_grad(cg, n);
+  case IR_OP_ROPE:
+  case IR_OP_ROPE_GRAD: return lower_rope(cg, n);
+  case IR_OP_ATTENTION: return lower_attention(cg, n);
+  case IR_OP_ATTENTION_GRAD: return lower_attention_grad(cg, n);
+  case IR_OP_GRAD_NORM: return lower_grad_norm(cg, n);
+  case IR_OP_CLIP_SCALE: return lower_clip_scale(cg, n);
+  case IR_OP_ADAMW: return lower_adamw(cg, n);
+  case IR_OP_SGD: return lower_sgd(cg, n);
+  default: return cg_error(cg, n, "the backend has no lowering for this op yet");
+  }
+}

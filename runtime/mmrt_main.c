@@ -1,0 +1,628 @@
+/* mmrt_main.c: the driver of a compiled trainer (see mmrt_main.h).
+ *
+ *   ./trainer [--data DIR] [--steps N] [--batch B] [--lr X] [--seed S]
+ *             [--eval-every N] [--eval-batches N] [--ckpt DIR] [--ckpt-every N]
+ *             [--resume] [--log FILE] [--quiet]
+ *
+ * It allocates exactly the arenas of the memory plan, initialises the
+ * parameters from Philox streams named after them, binds the model's inputs
+ * to Fashion-MNIST, runs the step function with the LR schedule and the step
+ * counter as inputs, logs, evaluates on the test split, and checkpoints
+ * (safetensors, atomic) so that a resumed run continues bit for bit: the
+ * weights, optimizer state, step, seed and data-iterator position are all
+ * in the checkpoint, and everything random is a function of (seed, step).
+ * Every user error (a flag, a data file, a checkpoint) is one message that
+ * names the flag or file, and exit status 1. */
+#include "mmrt_main.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mmrt_data.h"
+#include "mmrt_log.h"
+
+#define ERRLEN 1024
+
+typedef struct Args {
+    const char *data, *ckpt, *log;
+    int64_t steps, batch, eval_every, eval_batches, ckpt_every;
+    double lr;
+    uint64_t seed;
+    int has_lr, has_seed, resume, quiet;
+} Args;
+
+typedef enum Task { TASK_CLASSIFY, TASK_LM } Task;
+
+typedef struct Trainer {
+    const MmrtModelDesc *m;
+    Args a;
+    char *arenas[MMRT_NARENAS];
+    Task task;
+    const MmrtTensorDesc *x, *y, *lr, *step; /* bound inputs (lr, step: NULL for eval-only) */
+    int64_t B, T;                            /* rows per batch; tokens per row (LM) */
+    MmrtImages train, test;
+    MmrtBatchIter it, eval_it;
+    int64_t done;                            /* steps completed */
+    MmrtLog log;
+    int has_log;
+} Trainer;
+
+static volatile sig_atomic_t stop_requested;
+static void on_signal(int sig) { stop_requested = sig; }
+
+static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("trainer: error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 1;
+}
+
+/* ---- arguments ---- */
+
+static void usage(FILE *out, const MmrtModelDesc *m)
+{
+    fprintf(out,
+            "usage: trainer [options]   (model %s, batch %lld)\n"
+            "  --data DIR         Fashion-MNIST IDX files (default %s)\n"
+            "  --steps N          train until step N (default %lld)\n"
+            "  --batch B          must equal the compiled batch (recompile with --set B=N to change it)\n"
+            "  --lr X             base learning rate (default %g from the model's train section)\n"
+            "  --seed S           run seed: initialisation, shuffling, dropout (default 42)\n"
+            "  --eval-every N     evaluate on the test split every N steps (default 0: at the end only)\n"
+            "  --eval-batches N   evaluate on at most N batches (default: the whole split)\n"
+            "  --ckpt DIR         write checkpoints there (at the end, and every --ckpt-every N steps)\n"
+            "  --resume           continue from the checkpoint in --ckpt DIR\n"
+            "  --log FILE         append metrics as JSON lines\n"
+            "  --quiet            no progress line\n",
+            m->name, (long long)m->batch, MMRT_FMNIST_DEFAULT_DIR, (long long)(m->steps > 0 ? m->steps : 100), m->lr);
+}
+
+static int parse_i64(const char *flag, const char *s, int64_t lo, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = s ? strtoll(s, &end, 10) : 0;
+    if (!s || !*s || *end || errno || v < lo)
+        return fail("%s takes a whole number >= %lld, not '%s'", flag, (long long)lo, s ? s : "");
+    *out = v;
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->data = MMRT_FMNIST_DEFAULT_DIR;
+    a->steps = m->steps > 0 ? m->steps : 100;
+    a->batch = m->batch;
+    a->lr = m->lr;
+    a->seed = 42;
+    a->eval_batches = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int64_t n;
+        int takes = 1, rc = 0;
+        if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
+            usage(stdout, m);
+            return -1;
+        } else if (!strcmp(f, "--resume")) {
+            a->resume = 1, takes = 0;
+        } else if (!strcmp(f, "--quiet")) {
+            a->quiet = 1, takes = 0;
+        } else if (!v && (!strcmp(f, "--data") || !strcmp(f, "--steps") || !strcmp(f, "--batch") ||
+                          !strcmp(f, "--lr") || !strcmp(f, "--seed") || !strcmp(f, "--eval-every") ||
+                          !strcmp(f, "--eval-batches") || !strcmp(f, "--ckpt") || !strcmp(f, "--ckpt-every") ||
+                          !strcmp(f, "--log"))) {
+            return fail("%s needs a value (see --help)", f);
+        } else if (!strcmp(f, "--data")) {
+            a->data = v;
+        } else if (!strcmp(f, "--ckpt")) {
+            a->ckpt = v;
+        } else if (!strcmp(f, "--log")) {
+            a->log = v;
+        } else if (!strcmp(f, "--steps")) {
+            rc = parse_i64(f, v, 1, &a->steps);
+        } else if (!strcmp(f, "--batch")) {
+            rc = parse_i64(f, v, 1, &a->batch);
+        } else if (!strcmp(f, "--eval-every")) {
+            rc = parse_i64(f, v, 0, &a->eval_every);
+        } else if (!strcmp(f, "--eval-batches")) {
+            rc = parse_i64(f, v, 0, &a->eval_batches);
+        } else if (!strcmp(f, "--ckpt-every")) {
+            rc = parse_i64(f, v, 0, &a->ckpt_every);
+        } else if (!strcmp(f, "--seed")) {
+            rc = parse_i64(f, v, 0, &n);
+            a->seed = (uint64_t)n;
+            a->has_seed = 1;
+        } else if (!strcmp(f, "--lr")) {
+            char *end;
+            a->lr = strtod(v, &end);
+            if (!*v || *end || !(a->lr > 0) || !isfinite(a->lr))
+                return fail("--lr takes a positive number, not '%s'", v);
+            a->has_lr = 1;
+        } else {
+            fail("unknown option '%s'", f);
+            usage(stderr, m);
+            return 1;
+        }
+        if (rc)
+            return rc;
+        i += takes;
+    }
+    if (a->batch != m->batch)
+        return fail("--batch %lld differs from the compiled batch %lld of model %s; recompile with "
+                    "`mmc compile ... --set B=%lld`",
+                    (long long)a->batch, (long long)m->batch, m->name, (long long)a->batch);
+    if (a->resume && !a->ckpt)
+        return fail("--resume needs --ckpt DIR (the checkpoint to continue from)");
+    return 0;
+}
+
+/* ---- binding inputs to data ---- */
+
+static const MmrtTensorDesc *input(const MmrtModelDesc *m, const char *name)
+{
+    for (int64_t i = 0; i < m->ninputs; i++)
+        if (!strcmp(m->inputs[i].name, name))
+            return &m->inputs[i];
+    return NULL;
+}
+
+static void shape_str(char *buf, size_t n, const MmrtTensorDesc *t)
+{
+    size_t k = (size_t)snprintf(buf, n, "%s[", mmrt_st_dtype_name((MmrtStDtype)t->dtype));
+    for (int64_t d = 0; d < t->ndim && k < n; d++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+    if (k < n)
+        snprintf(buf + k, n - k, "]");
+}
+
+static int is(const MmrtTensorDesc *t, MmrtStDtype dt, int ndim, const int64_t *shape)
+{
+    if (!t || t->dtype != dt || t->ndim != ndim)
+        return 0;
+    for (int d = 0; d < ndim; d++)
+        if (shape[d] >= 0 && t->shape[d] != shape[d])
+            return 0;
+    return 1;
+}
+
+static int bind(Trainer *t)
+{
+    const MmrtModelDesc *m = t->m;
+    t->B = m->batch;
+    t->lr = input(m, "lr");
+    t->step = input(m, "step");
+    if (t->lr && (t->lr->dtype != MMRT_ST_F32 || t->lr->ndim != 0))
+        return fail("model input 'lr' must be f32[] (the learning rate)");
+    if (t->step && (t->step->dtype != MMRT_ST_F32 || t->step->ndim != 0))
+        return fail("model input 'step' must be f32[] (the step counter)");
+    const MmrtTensorDesc *px = input(m, "pixels"), *ids = input(m, "ids"), *lb = input(m, "labels");
+    const int64_t img[4] = {t->B, 1, MMRT_FMNIST_SIDE, MMRT_FMNIST_SIDE}, vec[1] = {t->B}, tok[2] = {t->B, -1};
+    char got[256] = "", buf[128];
+    if (px && is(px, MMRT_ST_F32, 4, img) && is(lb, MMRT_ST_I32, 1, vec)) {
+        t->task = TASK_CLASSIFY;
+        t->x = px, t->y = lb;
+        if (m->eval_logits_offset >= 0 && m->logits_cols < MMRT_FMNIST_CLASSES)
+            return fail("model %s classifies into %lld classes; Fashion-MNIST has %d", m->name,
+                        (long long)m->logits_cols, MMRT_FMNIST_CLASSES);
+        return 0;
+    }
+    if (ids && is(ids, MMRT_ST_I32, 2, tok) && lb && is(lb, MMRT_ST_I32, 2, ids->shape)) {
+        t->task = TASK_LM;
+        t->x = ids, t->y = lb;
+        t->T = ids->shape[1];
+        if (t->T + 1 > MMRT_FMNIST_SIDE * MMRT_FMNIST_SIDE)
+            return fail("model %s reads sequences of %lld tokens; an image has only %d pixel bytes", m->name,
+                        (long long)t->T, MMRT_FMNIST_SIDE * MMRT_FMNIST_SIDE - 1);
+        if (m->eval_logits_offset >= 0 && m->logits_cols < 256)
+            return fail("model %s has a vocabulary of %lld; pixel bytes need 256", m->name, (long long)m->logits_cols);
+        return 0;
+    }
+    for (int64_t i = 0; i < m->ninputs; i++) {
+        shape_str(buf, sizeof buf, &m->inputs[i]);
+        size_t k = strlen(got);
+        snprintf(got + k, sizeof got - k, "%s%s %s", i ? ", " : "", m->inputs[i].name, buf);
+    }
+    return fail("cannot bind the inputs of model %s (%s) to Fashion-MNIST: expected pixels F32[%lld, 1, 28, 28] "
+                "and labels I32[%lld] (classification), or ids and labels I32[%lld, T] (pixel bytes as tokens)",
+                m->name, got, (long long)t->B, (long long)t->B, (long long)t->B);
+}
+
+static void *at(Trainer *t, const MmrtTensorDesc *d) { return t->arenas[d->arena] + d->offset; }
+
+static int64_t numel(const MmrtTensorDesc *d)
+{
+    int64_t n = 1;
+    for (int64_t i = 0; i < d->ndim; i++)
+        n *= d->shape[i];
+    return n;
+}
+
+/* Rows [0, B) of the iterator's current batch into the inputs; rows past
+ * `rows` are padding (labels = the loss's ignore index). `sample0` numbers
+ * the batch's first sample for the LM offsets (train: (step - 1) * B). */
+static void fill_batch(Trainer *t, const MmrtBatchIter *it, int64_t rows, int eval, uint64_t sample0)
+{
+    int32_t *y = at(t, t->y);
+    if (t->task == TASK_CLASSIFY) {
+        mmrt_iter_fill(it, 0, t->B, at(t, t->x), y);
+        for (int64_t k = rows; k < t->B; k++)
+            y[k] = (int32_t)t->m->ignore_index;
+        return;
+    }
+    int32_t *ids = at(t, t->x);
+    const int64_t npx = MMRT_FMNIST_SIDE * MMRT_FMNIST_SIDE, span = npx - t->T;
+    uint64_t stream = mmrt_rng_stream(eval ? "data/offset/eval" : "data/offset", 0);
+    for (int64_t k = 0; k < t->B; k++) {
+        int32_t *ir = ids + k * t->T, *lr = y + k * t->T;
+        if (k >= rows) {
+            for (int64_t j = 0; j < t->T; j++)
+                ir[j] = 0, lr[j] = (int32_t)t->m->ignore_index;
+            continue;
+        }
+        int64_t img = mmrt_iter_index(it, k);
+        uint64_t key = eval ? (uint64_t)img : sample0 + (uint64_t)k;
+        int64_t off = (int64_t)(mmrt_rng_u32(eval ? 0 : t->a.seed, stream, key) % (uint32_t)span);
+        const uint8_t *px = it->ds->pixels + img * npx + off;
+        for (int64_t j = 0; j < t->T; j++)
+            ir[j] = px[j], lr[j] = px[j + 1];
+    }
+}
+
+/* ---- parameters ---- */
+
+static void init_param(Trainer *t, const MmrtTensorDesc *p)
+{
+    float *w = at(t, p);
+    int64_t n = numel(p);
+    uint64_t stream;
+    char name[600];
+    snprintf(name, sizeof name, "init/%s", p->name);
+    stream = mmrt_rng_stream(name, 0);
+    switch (p->init) {
+    case MMRT_INIT_ONES: mmrt_fill(w, 1.0f, (size_t)n); break;
+    case MMRT_INIT_FILL: mmrt_fill(w, (float)p->init_a, (size_t)n); break;
+    case MMRT_INIT_NORMAL: mmrt_rng_normal(w, t->a.seed, stream, 0, (uint64_t)n, 0.0f, (float)p->init_a); break;
+    case MMRT_INIT_UNIFORM:
+    case MMRT_INIT_FAN_IN: {
+        double lo = p->init_a, hi = p->init_b;
+        if (p->init == MMRT_INIT_FAN_IN) {
+            int64_t fan_in = p->ndim >= 2 ? n / p->shape[0] : n;
+            hi = p->init_a / sqrt((double)fan_in);
+            lo = -hi;
+        }
+        mmrt_rng_uniform(w, t->a.seed, stream, 0, (uint64_t)n);
+        for (int64_t i = 0; i < n; i++)
+            w[i] = (float)(lo + (hi - lo) * w[i]);
+        break;
+    }
+    default: memset(w, 0, (size_t)n * sizeof(float)); break; /* zeros, none, optimizer state */
+    }
+}
+
+static int alloc_arenas(Trainer *t)
+{
+    for (int r = 0; r < MMRT_NARENAS; r++) {
+        int64_t n = t->m->arena_bytes[r];
+        if (n <= 0)
+            continue;
+        t->arenas[r] = aligned_alloc(64, (size_t)n);
+        if (!t->arenas[r])
+            return fail("cannot allocate %lld bytes for arena %d", (long long)n, r);
+        memset(t->arenas[r], 0, (size_t)n);
+    }
+    for (int64_t i = 0; i < t->m->nparams; i++) {
+        const MmrtTensorDesc *p = &t->m->params[i];
+        if (p->dtype != MMRT_ST_F32)
+            return fail("parameter %s is %s; the trainer initialises f32 only", p->name,
+                        mmrt_st_dtype_name((MmrtStDtype)p->dtype));
+    }
+    return 0;
+}
+
+/* ---- checkpoints ---- */
+
+static MmrtTensorRef *tensor_refs(Trainer *t)
+{
+    MmrtTensorRef *refs = calloc((size_t)t->m->nparams + 1, sizeof *refs);
+    for (int64_t i = 0; refs && i < t->m->nparams; i++) {
+        const MmrtTensorDesc *p = &t->m->params[i];
+        refs[i].name = p->name;
+        refs[i].dtype = (MmrtStDtype)p->dtype;
+        refs[i].ndim = (int)p->ndim;
+        for (int64_t d = 0; d < p->ndim; d++)
+            refs[i].shape[d] = p->shape[d];
+        refs[i].data = at(t, p);
+    }
+    return refs;
+}
+
+static int save_ckpt(Trainer *t)
+{
+    char err[ERRLEN], seed[32], it[256], step[32];
+    MmrtManifest man = {.world_size = 1, .step = t->done};
+    snprintf(man.fingerprint, sizeof man.fingerprint, "%s", t->m->fingerprint);
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)t->a.seed);
+    snprintf(step, sizeof step, "%lld", (long long)t->done);
+    mmrt_iter_state(&t->it, it, sizeof it);
+    MmrtKV meta[] = {{MMRT_CKPT_SEED, seed}, {MMRT_CKPT_DATA_ITER, it}, {MMRT_CKPT_OPT_STEP, step},
+                     {"model", t->m->name}};
+    MmrtTensorRef *refs = tensor_refs(t);
+    if (!refs)
+        return fail("out of memory");
+    int rc = mmrt_ckpt_save_rank(t->a.ckpt, 0, &man, refs, (int)t->m->nparams, meta, 4, err, sizeof err);
+    free(refs);
+    if (rc == MMRT_OK)
+        rc = mmrt_ckpt_write_manifest(t->a.ckpt, &man, err, sizeof err);
+    if (rc != MMRT_OK)
+        return fail("writing the checkpoint failed: %s", err);
+    return 0;
+}
+
+/* Loads the checkpoint of --ckpt; *fresh = 1 when there is none yet. */
+static int load_ckpt(Trainer *t, int *fresh)
+{
+    char err[ERRLEN];
+    MmrtManifest want = {.world_size = 1}, found;
+    snprintf(want.fingerprint, sizeof want.fingerprint, "%s", t->m->fingerprint);
+    MmrtStFile *f = NULL;
+    int rc = mmrt_ckpt_open_rank(&f, t->a.ckpt, 0, &want, &found, err, sizeof err);
+    *fresh = 0;
+    if (rc == MMRT_ERR_NOTFOUND) {
+        MmrtManifest probe;
+        char e2[ERRLEN];
+        if (mmrt_ckpt_read_manifest(t->a.ckpt, &probe, e2, sizeof e2) == MMRT_ERR_NOTFOUND) {
+            *fresh = 1;
+            return 0;
+        }
+    }
+    if (rc == MMRT_ERR_MISMATCH && strstr(err, "fingerprint"))
+        return fail("the checkpoint in %s is not of this model: %s (this trainer is %s)", t->a.ckpt, err,
+                    t->m->fingerprint);
+    if (rc != MMRT_OK)
+        return fail("cannot resume from %s: %s", t->a.ckpt, err);
+    MmrtTensorRef *refs = tensor_refs(t);
+    int64_t seed = 0, step = 0;
+    const char *its = mmrt_st_meta(f, MMRT_CKPT_DATA_ITER);
+    if (!refs)
+        rc = MMRT_ERR_NOMEM, snprintf(err, sizeof err, "out of memory");
+    else
+        rc = mmrt_st_read_all(f, refs, (int)t->m->nparams, 1, err, sizeof err);
+    if (rc == MMRT_OK)
+        rc = mmrt_st_meta_int64(f, MMRT_CKPT_SEED, &seed, err, sizeof err);
+    if (rc == MMRT_OK)
+        rc = mmrt_st_meta_int64(f, MMRT_CKPT_STEP, &step, err, sizeof err);
+    if (rc == MMRT_OK && !its)
+        rc = mmrt_errf(err, sizeof err, MMRT_ERR_FORMAT, "%s: no '%s' in the metadata", mmrt_st_path(f),
+                       MMRT_CKPT_DATA_ITER);
+    if (rc == MMRT_OK && t->a.has_seed && (uint64_t)seed != t->a.seed)
+        rc = mmrt_errf(err, sizeof err, MMRT_ERR_MISMATCH, "%s was trained with --seed %lld, not %llu",
+                       mmrt_st_path(f), (long long)seed, (unsigned long long)t->a.seed);
+    if (rc == MMRT_OK) {
+        t->a.seed = (uint64_t)seed;
+        mmrt_iter_free(&t->it); /* the iterator's order depends on the seed */
+        rc = mmrt_iter_init(&t->it, &t->train, t->B, 1, t->a.seed, err, sizeof err);
+        if (rc == MMRT_OK)
+            rc = mmrt_iter_restore(&t->it, its, err, sizeof err);
+    }
+    free(refs);
+    mmrt_st_close(f);
+    if (rc != MMRT_OK)
+        return fail("cannot resume from %s: %s", t->a.ckpt, err);
+    t->done = step;
+    return 0;
+}
+
+/* ---- the schedule, evaluation, the loop ---- */
+
+static double lr_at(const Trainer *t, int64_t step)
+{
+    const MmrtModelDesc *m = t->m;
+    double lr = t->a.lr;
+    if (m->lr_sched != MMRT_LR_COSINE)
+        return lr;
+    int64_t warm = m->warmup, total = t->a.steps;
+    if (step <= warm && warm > 0)
+        return lr * (double)step / (double)warm;
+    if (total <= warm)
+        return lr;
+    double p = (double)(step - warm) / (double)(total - warm);
+    if (p > 1)
+        p = 1;
+    return m->min_lr + 0.5 * (lr - m->min_lr) * (1 + cos(M_PI * p));
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Loss and top-1 accuracy over the test split (or --eval-batches of it). */
+static int evaluate(Trainer *t, double *loss, double *acc)
+{
+    const MmrtModelDesc *m = t->m;
+    char *const *ar = t->arenas;
+    int64_t counted = 0, correct = 0, batches = 0;
+    double lsum = 0;
+    char err[ERRLEN];
+    mmrt_iter_free(&t->eval_it); /* a fresh pass in file order */
+    if (mmrt_iter_init(&t->eval_it, &t->test, t->B, 0, 0, err, sizeof err) != MMRT_OK)
+        return fail("%s", err);
+    for (;;) {
+        int64_t rows = mmrt_iter_next(&t->eval_it);
+        if (rows == 0 || (t->a.eval_batches >= 0 && batches >= t->a.eval_batches))
+            break;
+        fill_batch(t, &t->eval_it, rows, 1, 0);
+        if (m->eval_step(ar, t->a.seed) < 0)
+            return fail("the evaluation step failed on a test batch (bad labels or ids; see above)");
+        const int32_t *y = at(t, t->y);
+        int64_t n = 0;
+        if (m->eval_logits_offset >= 0) {
+            const float *lg = (const float *)(t->arenas[MMRT_ARENA_ACT] + m->eval_logits_offset);
+            for (int64_t r = 0; r < m->logits_rows; r++) {
+                if (y[r] == (int32_t)m->ignore_index)
+                    continue;
+                const float *row = lg + r * m->logits_cols;
+                int64_t best = 0;
+                for (int64_t c = 1; c < m->logits_cols; c++)
+                    if (row[c] > row[best])
+                        best = c;
+                correct += best == y[r];
+                n++;
+            }
+        }
+        float l;
+        memcpy(&l, t->arenas[MMRT_ARENA_ACT] + m->eval_loss_offset, sizeof l);
+        lsum += (double)l * (double)n;
+        counted += n;
+        batches++;
+    }
+    *loss = counted ? lsum / (double)counted : NAN;
+    *acc = counted ? (double)correct / (double)counted : NAN;
+    return 0;
+}
+
+static int train(Trainer *t)
+{
+    const MmrtModelDesc *m = t->m;
+    char err[ERRLEN], line[512];
+    double t0 = now(), last = t0;
+    int64_t first = t->done, tty = isatty(2), every = t->a.steps / 20 > 0 ? t->a.steps / 20 : 1;
+    for (int64_t step = t->done + 1; step <= t->a.steps && !stop_requested; step++) {
+        if (mmrt_iter_next(&t->it) != t->B)
+            return fail("the training data gave a short batch");
+        fill_batch(t, &t->it, t->B, 0, (uint64_t)(step - 1) * (uint64_t)t->B);
+        float lr = (float)lr_at(t, step), fs = (float)step;
+        memcpy(at(t, t->lr), &lr, sizeof lr);
+        memcpy(at(t, t->step), &fs, sizeof fs);
+        if (m->train_step(t->arenas, t->a.seed) < 0)
+            return fail("step %lld failed on a training batch (bad labels or ids; see above)", (long long)step);
+        t->done = step;
+        float loss;
+        memcpy(&loss, t->arenas[MMRT_ARENA_ACT] + m->train_loss_offset, sizeof loss);
+        double tn = now(), sps = (double)t->B * (double)(step - first) / (tn - t0 > 0 ? tn - t0 : 1e-9);
+        MmrtLogField f[5] = {{"loss", loss, NULL}, {"lr", lr, NULL}, {"samples_per_s", sps, NULL}};
+        int nf = 3;
+        if (t->a.eval_every > 0 && step % t->a.eval_every == 0 && step < t->a.steps) {
+            double el, ea;
+            if (evaluate(t, &el, &ea))
+                return 1;
+            f[nf++] = (MmrtLogField){"eval_loss", el, NULL};
+            f[nf++] = (MmrtLogField){"eval_accuracy", ea, NULL};
+            if (!t->a.quiet)
+                fprintf(stderr, "%sstep %lld: eval loss %.4f, accuracy %.4f\n", tty ? "\n" : "", (long long)step, el, ea);
+        }
+        if (t->has_log && mmrt_log_write(&t->log, step, f, nf, err, sizeof err) != MMRT_OK)
+            return fail("%s", err);
+        if (!t->a.quiet && (tty ? tn - last > 0.2 || step == t->a.steps : step % every == 0 || step == t->a.steps)) {
+            mmrt_progress_format(line, sizeof line, step, t->a.steps, loss, sps, tn - t0);
+            fprintf(stderr, tty ? "\r%s" : "%s\n", line);
+            last = tn;
+        }
+        if (t->a.ckpt && t->a.ckpt_every > 0 && step % t->a.ckpt_every == 0 && save_ckpt(t))
+            return 1;
+    }
+    if (!t->a.quiet && tty)
+        fputc('\n', stderr);
+    return 0;
+}
+
+int mmrt_main(int argc, char **argv, const MmrtModelDesc *m)
+{
+    Trainer t;
+    memset(&t, 0, sizeof t);
+    t.m = m;
+    if (m->abi_version != MMRT_ABI_VERSION)
+        return fail("the model was compiled for runtime ABI %lld, this runtime is %d; recompile it",
+                    (long long)m->abi_version, MMRT_ABI_VERSION);
+    int rc = parse_args(argc, argv, m, &t.a);
+    if (rc)
+        return rc < 0 ? 0 : rc; /* -1: --help */
+    if (bind(&t))
+        return 1;
+    if (!m->train_step || !t.lr || !t.step)
+        return fail("model %s has no training function (@train with inputs lr and step)", m->name);
+    char err[ERRLEN];
+    if (mmrt_fmnist_load(&t.train, t.a.data, MMRT_SPLIT_TRAIN, err, sizeof err) != MMRT_OK ||
+        mmrt_fmnist_load(&t.test, t.a.data, MMRT_SPLIT_TEST, err, sizeof err) != MMRT_OK)
+        return fail("--data %s: %s", t.a.data, err);
+    if (mmrt_iter_init(&t.it, &t.train, t.B, 1, t.a.seed, err, sizeof err) != MMRT_OK)
+        return fail("%s", err);
+    if (alloc_arenas(&t))
+        return 1;
+    for (int64_t i = 0; i < m->nparams; i++)
+        init_param(&t, &m->params[i]);
+    if (t.a.resume) {
+        int fresh;
+        if (load_ckpt(&t, &fresh))
+            return 1;
+        if (fresh)
+            fprintf(stderr, "trainer: no checkpoint in %s yet; starting at step 0\n", t.a.ckpt);
+        else if (!t.a.quiet)
+            fprintf(stderr, "trainer: resumed from %s at step %lld\n", t.a.ckpt, (long long)t.done);
+    }
+    if (t.a.log) {
+        if (mmrt_log_open(&t.log, t.a.log, err, sizeof err) != MMRT_OK)
+            return fail("--log %s", err);
+        t.has_log = 1;
+    }
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    if (!t.a.quiet)
+        fprintf(stderr, "trainer: model %s, %s task, batch %lld, steps %lld, seed %llu\n", m->name,
+                t.task == TASK_CLASSIFY ? "classification" : "next-pixel", (long long)t.B, (long long)t.a.steps,
+                (unsigned long long)t.a.seed);
+    rc = train(&t);
+    if (!rc && t.a.ckpt && t.done > 0)
+        rc = save_ckpt(&t);
+    if (!rc && !stop_requested) {
+        double el, ea;
+        rc = evaluate(&t, &el, &ea);
+        if (!rc) {
+            printf("eval: loss %.6f accuracy %.4f (test split)\n", el, ea);
+            MmrtLogField f[2] = {{"eval_loss", el, NULL}, {"eval_accuracy", ea, NULL}};
+            if (t.has_log && mmrt_log_write(&t.log, t.done, f, 2, err, sizeof err) != MMRT_OK)
+                rc = fail("%s", err);
+        }
+    }
+    if (stop_requested) {
+        fprintf(stderr, "trainer: stopped by signal %d after step %lld%s\n", (int)stop_requested, (long long)t.done,
+                t.a.ckpt ? " (checkpoint written)" : "");
+        rc = rc ? rc : 1;
+    }
+    int64_t total = 0;
+    for (int r = 0; r < MMRT_NARENAS; r++)
+        total += m->arena_bytes[r];
+    printf("allocated arena bytes: param=%lld grad=%lld opt=%lld act=%lld input=%lld total=%lld\n",
+           (long long)m->arena_bytes[MMRT_ARENA_PARAM], (long long)m->arena_bytes[MMRT_ARENA_GRAD],
+           (long long)m->arena_bytes[MMRT_ARENA_OPT], (long long)m->arena_bytes[MMRT_ARENA_ACT],
+           (long long)m->arena_bytes[MMRT_ARENA_INPUT], (long long)total);
+    printf("peak RSS: %lld bytes (%.1f MiB)\n", (long long)mmrt_peak_rss_bytes(),
+           (double)mmrt_peak_rss_bytes() / (1 << 20));
+    if (t.has_log)
+        mmrt_log_close(&t.log);
+    mmrt_iter_free(&t.it);
+    mmrt_iter_free(&t.eval_it);
+    mmrt_images_free(&t.train);
+    mmrt_images_free(&t.test);
+    for (int r = 0; r < MMRT_NARENAS; r++)
+        free(t.arenas[r]);
+    mmrt_kernels_shutdown();
+    return rc;
+}
+
+int main(int argc, char **argv) { return mmrt_main(argc, argv, &mm_model); }

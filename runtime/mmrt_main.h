@@ -1,0 +1,115 @@
+/* mmrt_main.h: the ABI between a compiled trainer and the runtime.
+ *
+ * `mmc compile` emits one object holding the step functions and a constant
+ * model descriptor `mm_model`, and links it with libmmrt, whose mmrt_main.c
+ * provides main(): arguments, arenas, initialisation, data, the step loop,
+ * the LR schedule, logging, evaluation, checkpoints and resume. This header
+ * is all the compiler knows of the runtime: codegen includes it for the
+ * descriptor layout, the arena numbering and (through mmrt_kernels.h and
+ * mmrt_rng.h) the kernel ABI the step functions call.
+ *
+ * Memory: five arenas, one per role, each one malloc of exactly the bytes
+ * the memory plan gives (`mmc plan` prints the same numbers). A step
+ * function gets the five bases and touches nothing else but the kernels'
+ * own caches.
+ *
+ * Descriptor layout: every field is 8 bytes wide (int64_t, double or a
+ * pointer), so the struct has no padding and codegen builds the same layout
+ * as an LLVM struct of i64/double/ptr, field by field.
+ *
+ * Data binding (by input name, after the step inputs `lr` and `step`):
+ *   - classification: `pixels` f32[B, 1, 28, 28] and `labels` i32[B]:
+ *     Fashion-MNIST images, normalised ((p / 255 - mean) / std), and their
+ *     classes; evaluation reports top-1 accuracy from the logits' argmax.
+ *   - language model: `ids` and `labels` i32[B, T] with a vocabulary of at
+ *     least 256: each row is T + 1 consecutive pixel bytes of one image in
+ *     raster order, starting at a per-sample offset drawn from Philox
+ *     (seed, "data/offset", sample index) in [0, 784 - T - 1]; ids are the
+ *     first T bytes, labels the next T (next-pixel prediction). Evaluation
+ *     reports next-byte accuracy.
+ *   Anything else is refused at start-up with the list of inputs found. */
+#ifndef MMRT_MAIN_H
+#define MMRT_MAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mmrt_ckpt.h"
+#include "mmrt_kernels.h"
+#include "mmrt_rng.h"
+
+#define MMRT_ABI_VERSION 1
+
+/* Arenas, in this order in MmrtModelDesc.arena_bytes and in the array of
+ * bases a step function receives. */
+enum { MMRT_ARENA_PARAM, MMRT_ARENA_GRAD, MMRT_ARENA_OPT, MMRT_ARENA_ACT, MMRT_ARENA_INPUT, MMRT_NARENAS };
+
+/* Parameter initialisation (a, b are MmrtTensorDesc.init_a, init_b):
+ * zeros, ones, fill(a), normal(0, std = a), uniform(a, b), and fan_in:
+ * uniform(-a / sqrt(fan_in), a / sqrt(fan_in)) with fan_in = numel / dim 0
+ * (rank >= 2; numel for vectors). Each parameter draws from its own Philox
+ * stream, mmrt_rng_stream("init/<name>", 0), under the run seed. */
+enum { MMRT_INIT_NONE, MMRT_INIT_ZEROS, MMRT_INIT_ONES, MMRT_INIT_FILL, MMRT_INIT_NORMAL, MMRT_INIT_UNIFORM,
+       MMRT_INIT_FAN_IN };
+
+enum { MMRT_OPTIM_ADAMW, MMRT_OPTIM_SGD };
+enum { MMRT_LR_CONSTANT, MMRT_LR_COSINE }; /* cosine: linear warm-up, then cosine to min_lr */
+
+#define MMRT_DESC_MAX_DIMS 8
+
+/* A parameter, a piece of optimizer state, or an input. */
+typedef struct MmrtTensorDesc {
+    const char *name;
+    int64_t dtype;  /* MmrtStDtype */
+    int64_t ndim;
+    int64_t shape[MMRT_DESC_MAX_DIMS];
+    int64_t arena;  /* MMRT_ARENA_* */
+    int64_t offset; /* bytes from the arena's base */
+    int64_t init;   /* MMRT_INIT_* */
+    double init_a, init_b;
+    int64_t frozen; /* 1: trained by nobody (no gradient, no state) */
+} MmrtTensorDesc;
+
+/* A step: runs one function of the model on the arenas. `seed` is the run
+ * seed (dropout masks are Philox streams of it). Returns 0, or a negative
+ * value when a kernel reported bad data (a label or id out of range; the
+ * kernel printed which). */
+typedef int (*MmrtStepFn)(char *const *arenas, uint64_t seed);
+
+typedef struct MmrtModelDesc {
+    int64_t abi_version; /* MMRT_ABI_VERSION */
+    const char *name;
+    const char *fingerprint; /* of the parameters and inputs: checkpoints must match it */
+    int64_t arena_bytes[MMRT_NARENAS];
+    int64_t nparams;
+    const MmrtTensorDesc *params; /* params (arena param) and optimizer state (arena opt) */
+    int64_t ninputs;
+    const MmrtTensorDesc *inputs; /* every input of every function, once by name */
+    int64_t train_loss_offset;    /* act arena, f32[]: the loss of the last train step (-1: none) */
+    int64_t eval_loss_offset;     /* act arena, f32[]: the loss of the last eval step */
+    int64_t eval_logits_offset;   /* act arena, f32[rows, cols]: the logits of the loss (-1: none) */
+    int64_t logits_rows, logits_cols;
+    int64_t ignore_index;         /* of that cross entropy */
+    /* the train section */
+    int64_t optim; /* MMRT_OPTIM_* */
+    double lr, beta1, beta2, eps, weight_decay, momentum, clip;
+    int64_t lr_sched; /* MMRT_LR_* */
+    int64_t warmup, steps; /* steps 0: given by --steps */
+    double min_lr;
+    int64_t batch;           /* the compiled batch size (B) */
+    MmrtStepFn train_step;   /* @train: forward, backward, optimizer (NULL: none) */
+    MmrtStepFn eval_step;    /* @forward */
+} MmrtModelDesc;
+
+#define MMRT_DESC_FIELDS 33 /* 8-byte slots in MmrtModelDesc */
+#define MMRT_TENSOR_FIELDS 17 /* 8-byte slots in MmrtTensorDesc */
+
+/* The descriptor of the model, defined by the generated object. */
+extern const MmrtModelDesc mm_model;
+
+/* The trainer: parses argv, trains, returns the exit status (0, or 1 with a
+ * message on stderr naming the flag or file at fault). main() calls it with
+ * &mm_model. */
+int mmrt_main(int argc, char **argv, const MmrtModelDesc *m);
+
+#endif
