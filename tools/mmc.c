@@ -367,6 +367,16 @@ static size_t module_prefix(const char *name, int depth) {
   return 0;
 }
 
+/* Whether some parameter lies two or more levels below the module named by
+ * the first len bytes of name. */
+static bool has_submodules(const IrModule *m, const char *name, size_t len) {
+  for (int i = 0; i < m->params.len; i++) {
+    const char *n = ((IrValue *)m->params.items[i])->name;
+    if (strncmp(n, name, len) == 0 && n[len] == '.' && strchr(n + len + 1, '.')) return true;
+  }
+  return false;
+}
+
 static int cmd_stats(Opts *o) {
   Diag d;
   diag_init(&d);
@@ -387,6 +397,9 @@ static int cmd_stats(Opts *o) {
     for (int depth = 1; depth <= 2; depth++) {
       size_t len = module_prefix(v->name, depth);
       if (!len) continue;
+      /* list the parts of a top-level module only when it has sub-modules
+       * (gpt: wte, wpe, h, ln_f), not the weight and bias of a LayerNorm */
+      if (depth == 2 && !has_submodules(m, v->name, module_prefix(v->name, 1))) continue;
       if (len > 255) len = 255;
       int k = 0;
       while (k < nmods && (strlen(mods[k].name) != len || strncmp(mods[k].name, v->name, len) != 0)) k++;
