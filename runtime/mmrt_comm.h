@@ -1,0 +1,260 @@
+/* mmrt_comm.h: the device mesh, its MPI communicators and the collectives a
+ * generated trainer calls, with per-axis traffic counters.
+ *
+ * Mesh.  A trainer compiled for dp x cp x tp x pp runs on exactly that many
+ * MPI ranks.  World rank -> coordinates with pp outermost, then dp, cp and
+ * tp innermost, so a tp group is adjacent ranks (as in Megatron):
+ *
+ *     rank = ((pp_c * dp + dp_c) * cp + cp_c) * tp + tp_c
+ *
+ * Each axis has one communicator, built once with MPI_Comm_split: the ranks
+ * whose coordinates differ only on that axis, ordered by that coordinate (so
+ * a rank's rank in the tp communicator is its tp coordinate).  MMRT_AXIS_WORLD
+ * is a duplicate of MPI_COMM_WORLD.  A world of one rank (the program started
+ * without mpirun) works: MPI_Init makes a singleton.
+ *
+ * Tensors.  Buffers are row-major and contiguous.  A collective that splits
+ * or joins one dimension sees the tensor as (outer, dim, inner): `dim` is the
+ * *global* size of that dimension, outer the product of the dimensions
+ * before it, inner the product of those after it.  A dimension of size D
+ * split over n ranks gives rank r the part [lo, lo + len) of
+ * mmrt_split_range(): D / n elements each and one more for the first D % n
+ * ranks (torch.tensor_split, numpy.array_split), so uneven sizes work and a
+ * part may be empty.  With D % n == 0 every part is D / n.
+ *
+ * Dtypes: MMRT_F32 and MMRT_BF16 (sums of bf16 are computed in fp32 and
+ * rounded to nearest even after each pairwise step; reduce gradients in fp32
+ * when that matters).
+ *
+ * Axis of size 1: every collective is a copy (when send != recv) or a no-op;
+ * it is still counted (with 0 bytes sent).  Send/recv on a size-1 axis
+ * would send to itself: only mmrt_sendrecv supports that (as a copy).
+ *
+ * Errors.  Communicators use MPI_ERRORS_RETURN, so an MPI failure returns
+ * instead of killing the process inside MPI.  Every function returns MMRT_OK
+ * (0) or a negative code and writes into m->err a message naming the
+ * collective, the axis, its size and this rank, e.g.
+ *
+ *     recv on axis pp (2 ranks; pp rank 1, world rank 3): failed:
+ *     MPI_ERR_TRUNCATE: message truncated
+ *     all_reduce on axis dp (4 ranks; dp rank 0, world rank 0): did not
+ *     finish within 300.0 s: a rank has probably died or hung; abort the job
+ *
+ * Bad arguments give MMRT_ERR_ARG, failed allocations MMRT_ERR_NOMEM, MPI
+ * failures and timeouts MMRT_ERR_COMM.  A failed collective leaves the job
+ * in an unknown state (the other ranks may be blocked in it), so the trainer
+ * must not retry: it prints m->err (with its rank) on stderr, writes no
+ * checkpoint, and calls mmrt_comm_abort(), which calls MPI_Abort on the
+ * world so that mpirun ends every rank.  That is the only function here
+ * that ends the process.
+ *
+ * A rank that dies: OpenMPI's mpirun notices the exit and kills the job.  A
+ * rank that hangs (alive but never joins): set a timeout with
+ * mmrt_comm_set_timeout(); collectives then run as their non-blocking
+ * variants polled until done or the deadline, which returns MMRT_ERR_COMM.
+ * The pending request cannot be cancelled, hence the abort.
+ *
+ * Counters.  Every call adds to a process-wide table per (kind, axis): the
+ * number of calls, the elements of the logical tensor (see MmrtCommKind)
+ * and the bytes this rank sends under the standard ring accounting, n being
+ * the axis size and S the size in bytes of the full tensor:
+ *
+ *     all_reduce      2 (n - 1) / n * S
+ *     all_gather      (n - 1) / n * S     (S: the gathered, full tensor)
+ *     reduce_scatter  (n - 1) / n * S     (S: the full input)
+ *     all_to_all      (n - 1) / n * S     (S: this rank's buffer)
+ *     broadcast       S on the root, 0 elsewhere
+ *     send            S;  recv 0;  barrier 0
+ *
+ * each rounded down per call.  These are the nccl-tests "bus bandwidth"
+ * factors and the per-rank volumes of ir-design.md section 8; uneven splits
+ * use the same formulas.  The table is process-wide (a trainer has one
+ * mesh); mmrt_comm_counters_reset() starts a new step.
+ *
+ * Threads: call from one thread at a time (the step function).  Buffers of
+ * one call must not overlap, except send == recv for all_reduce (in place).
+ */
+#ifndef MMRT_COMM_H
+#define MMRT_COMM_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "mmrt_kernels.h" /* MmrtDtype */
+#include "mmrt_log.h"     /* MmrtStatus, mmrt_errf */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A communication failure (MPI error or timeout); MmrtStatus codes are -1
+ * to -6, this one sits apart from them. */
+enum { MMRT_ERR_COMM = -16 };
+
+typedef enum MmrtAxis {
+    MMRT_AXIS_DP = 0,
+    MMRT_AXIS_CP = 1,
+    MMRT_AXIS_TP = 2,
+    MMRT_AXIS_PP = 3,
+    MMRT_AXIS_WORLD = 4,
+    MMRT_NAXES = 5,
+} MmrtAxis;
+
+/* "dp", "cp", "tp", "pp", "world". */
+const char *mmrt_axis_name(MmrtAxis ax);
+
+typedef struct MmrtMesh {
+    int size[MMRT_NAXES];  /* ranks on each axis; size[WORLD] = world size */
+    int coord[MMRT_NAXES]; /* this rank's coordinate; coord[WORLD] = rank */
+    MPI_Comm comm[MMRT_NAXES];
+    MPI_Op bf16_sum;       /* user op, created once */
+    double timeout_s;      /* 0: blocking MPI calls */
+    void *scratch;         /* pack/unpack space, grown on demand */
+    size_t scratch_bytes;
+    int *cnt;              /* 4 x world ints: counts and displacements */
+    char err[512];         /* message of the last failure */
+} MmrtMesh;
+
+/* Initialise MPI if nobody has (MPI_Init_thread, FUNNELED), check that the
+ * world size is dp * cp * tp * pp, and build the communicators.  On a
+ * mismatch returns MMRT_ERR_MISMATCH with e.g. "the trainer was compiled
+ * for tp=2 x dp=2 = 4 ranks, but mpirun started 3 (start it with mpirun -np
+ * 4)" and leaves nothing to free.  The message also goes to m->err. */
+int mmrt_mesh_init(MmrtMesh *m, int dp, int cp, int tp, int pp, char *err,
+                   size_t errlen);
+
+/* Free the communicators and scratch (not MPI itself). */
+void mmrt_mesh_free(MmrtMesh *m);
+
+/* MPI_Finalize, if MPI is initialised and not yet finalised. */
+int mmrt_comm_finalize(void);
+
+/* MPI_Abort(MPI_COMM_WORLD, code): ends every rank of the job.  For the
+ * trainer's main after it has printed the error; does not return. */
+void mmrt_comm_abort(int code);
+
+/* 0 (the default) makes every call block until MPI returns; > 0 makes a
+ * call that is not done after `seconds` fail with MMRT_ERR_COMM. */
+void mmrt_comm_set_timeout(MmrtMesh *m, double seconds);
+
+/* Part r of a dimension of size dim split over n ranks (see above). */
+void mmrt_split_range(int64_t dim, int n, int r, int64_t *lo, int64_t *len);
+
+/* World rank of the rank at coordinates (dp, cp, tp, pp) of this mesh. */
+int mmrt_mesh_rank_of(const MmrtMesh *m, int dp, int cp, int tp, int pp);
+
+/* ---- collectives; each is collective over the ranks of axis `ax` ---- */
+
+/* recv[i] = sum over the axis of send[i], i < count.  send == recv: in
+ * place.  Placement P -> B. */
+int mmrt_all_reduce(MmrtMesh *m, MmrtAxis ax, const void *send, void *recv,
+                    size_t count, MmrtDtype dt);
+
+/* send: this rank's part (outer, len, inner) of a (outer, dim, inner)
+ * tensor; recv: the whole (outer, dim, inner).  S(d) -> B. */
+int mmrt_all_gather(MmrtMesh *m, MmrtAxis ax, const void *send, void *recv,
+                    size_t outer, size_t dim, size_t inner, MmrtDtype dt);
+
+/* send: a whole (outer, dim, inner) tensor on every rank; recv: this
+ * rank's part (outer, len, inner) of the sum over the axis.  P -> S(d). */
+int mmrt_reduce_scatter(MmrtMesh *m, MmrtAxis ax, const void *send,
+                        void *recv, size_t outer, size_t dim, size_t inner,
+                        MmrtDtype dt);
+
+/* S(gather_dim) -> S(scatter_dim) (Ulysses).  shape[ndim] is the global
+ * shape.  send: the global tensor split along gather_dim (this rank's
+ * part); recv: the global tensor split along scatter_dim.  E.g. q of
+ * global (B, T, NH, HS): gather_dim 1, scatter_dim 2 turns (B, T/n, NH, HS)
+ * into (B, T, NH/n, HS); swapping the two dims undoes it. */
+int mmrt_all_to_all(MmrtMesh *m, MmrtAxis ax, const void *send, void *recv,
+                    const int64_t *shape, int ndim, int gather_dim,
+                    int scatter_dim, MmrtDtype dt);
+
+/* buf on every rank of the axis = buf on the rank with coordinate root. */
+int mmrt_broadcast(MmrtMesh *m, MmrtAxis ax, void *buf, size_t count,
+                   MmrtDtype dt, int root);
+
+int mmrt_barrier(MmrtMesh *m, MmrtAxis ax);
+
+/* Point to point along an axis; peer is a coordinate on that axis, or
+ * MMRT_NO_PEER for nothing (e.g. the first pipeline stage's recv). */
+enum { MMRT_NO_PEER = -1 };
+int mmrt_send(MmrtMesh *m, MmrtAxis ax, const void *buf, size_t count,
+              MmrtDtype dt, int peer, int tag);
+int mmrt_recv(MmrtMesh *m, MmrtAxis ax, void *buf, size_t count,
+              MmrtDtype dt, int peer, int tag);
+/* Send to dest and receive from src at once (no deadlock when both sides
+ * send: a pipeline's send-forward/recv-backward, a ring step).  Counted as
+ * one send and one recv.  dest == src == self is a copy. */
+int mmrt_sendrecv(MmrtMesh *m, MmrtAxis ax, const void *sendbuf,
+                  size_t sendcount, int dest, void *recvbuf, size_t recvcount,
+                  int src, MmrtDtype dt, int tag);
+
+/* Pipeline neighbours: pp coordinate + 1 and - 1, wrapping around (the last
+ * stage's next is the first, as interleaved schedules and rings need). */
+int mmrt_pp_next(const MmrtMesh *m);
+int mmrt_pp_prev(const MmrtMesh *m);
+int mmrt_send_next(MmrtMesh *m, const void *buf, size_t count, MmrtDtype dt);
+int mmrt_recv_prev(MmrtMesh *m, void *buf, size_t count, MmrtDtype dt);
+int mmrt_send_prev(MmrtMesh *m, const void *buf, size_t count, MmrtDtype dt);
+int mmrt_recv_next(MmrtMesh *m, void *buf, size_t count, MmrtDtype dt);
+
+/* All-reduce the nbufs buffers bufs[k] (counts[k] elements each, in place)
+ * in buckets: the buffers, taken as one concatenation, are cut into buckets
+ * of bucket_bytes (the last one shorter), so there are ceil(total bytes /
+ * bucket_bytes) all_reduce calls (as many counted).  A bucket that lies in
+ * one buffer is reduced in place; one that spans several is packed into
+ * scratch, reduced and unpacked.  scale multiplies the sums (1 / dp for a
+ * mean; 1 leaves them).  A zero count may come with a NULL buffer. */
+int mmrt_all_reduce_buckets(MmrtMesh *m, MmrtAxis ax, void *const *bufs,
+                            const size_t *counts, int nbufs, MmrtDtype dt,
+                            size_t bucket_bytes, float scale);
+
+/* ---- counters ---- */
+
+typedef enum MmrtCommKind {
+    MMRT_COMM_ALL_REDUCE,     /* elems: count */
+    MMRT_COMM_ALL_GATHER,     /* elems: the gathered (full) tensor */
+    MMRT_COMM_REDUCE_SCATTER, /* elems: the full input */
+    MMRT_COMM_ALL_TO_ALL,     /* elems: this rank's send buffer */
+    MMRT_COMM_BROADCAST,      /* elems: count */
+    MMRT_COMM_SEND,           /* elems: count */
+    MMRT_COMM_RECV,           /* elems: count */
+    MMRT_COMM_BARRIER,        /* elems: 0 */
+    MMRT_COMM_NKINDS,
+} MmrtCommKind;
+
+/* "all_reduce", "all_gather", ... */
+const char *mmrt_comm_kind_name(MmrtCommKind k);
+
+typedef struct MmrtCommCount {
+    uint64_t calls;
+    uint64_t elems;
+    uint64_t bytes; /* sent by this rank, by the accounting above */
+    int n;          /* axis size at the last call (0: never called) */
+} MmrtCommCount;
+
+MmrtCommCount mmrt_comm_counter(MmrtCommKind k, MmrtAxis ax);
+
+/* Sum of bytes sent over every kind and axis. */
+uint64_t mmrt_comm_bytes_total(void);
+
+void mmrt_comm_counters_reset(void);
+
+/* A table of the non-zero rows (kind, axis, n, calls, elements, MiB sent)
+ * and a total line. */
+void mmrt_comm_counters_print(FILE *f);
+
+/* One JSON object, the non-zero rows and the total, e.g.
+ * {"all_reduce.tp":{"n":2,"calls":4,"elems":4096,"bytes":16384},
+ *  "bytes":16384}
+ * Returns the length it needed, like snprintf. */
+size_t mmrt_comm_counters_json(char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
