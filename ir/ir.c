@@ -31,6 +31,7 @@
 #define P_ONE IR_SHP_ONE
 #define P_FIRST IR_SHP_FIRST
 #define SEQ IR_SHP_SEQ
+#define P_PROG IR_SHP_PROG
 
 _Static_assert(IR_ATTR_COUNT <= 64, "attribute masks are 64-bit");
 

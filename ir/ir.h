@@ -354,6 +354,7 @@ enum {
   IR_SHP_ONE = 1 << 1,   /* partial in one operand, the others B -> partial (mul) */
   IR_SHP_FIRST = 1 << 2, /* partial in operand 0, the others B -> partial (div, reshape, sum, ...) */
   IR_SHP_SEQ = 1 << 3,   /* in the sequence-parallel region (norms, residual adds, dropout) */
+  IR_SHP_PROG = 1 << 4,  /* fused: as its sub-program's ops let partial sums through */
 };
 #define IR_SH_MAXF 30
 typedef enum IrFactorMiss { IR_FM_BAD, IR_FM_P, IR_FM_B } IrFactorMiss;
@@ -373,12 +374,15 @@ typedef struct IrShardRule {
 typedef enum IrStratKind { IR_ST_NONE, IR_ST_SPLIT, IR_ST_PASSP } IrStratKind;
 typedef struct IrStrategy {
   IrStratKind kind;
-  int factor; /* SPLIT: the factor; PASSP with IR_SHP_ONE: the partial operand */
+  int factor; /* SPLIT: the factor; PASSP with IR_SHP_ONE: the partial operand; with
+                 IR_SHP_PROG: the mask of partial operands */
 } IrStrategy;
 
 void ir_shard_rule(const IrNode *n, IrShardRule *r);
-/* All strategies of a rule (NONE first); returns how many. */
-int ir_shard_strategies(const IrShardRule *r, IrStrategy *out, int max);
+/* All strategies of a rule (NONE first) for node n on axis a (a fused
+ * node's PASSP takes its operands' partial sums on a as they are); returns
+ * how many. */
+int ir_shard_strategies(const IrShardRule *r, const IrNode *n, int a, IrStrategy *out, int max);
 /* The operand placements strategy s needs and the result placements it
  * gives, on one axis; false if s is not legal for the node. */
 bool ir_shard_apply(const IrShardRule *r, const IrNode *n, IrStrategy s, IrPlacement *req, IrPlacement *out);

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "ir.h"
+#include "ir_fused.h"
 
 /* ---- building rules ---- */
 
@@ -422,6 +423,38 @@ static int dim_of(const uint32_t *dims, int rank, int f) {
   return d;
 }
 
+/* Whether a fused node with partial sums in the operands of `mask` gives a
+ * partial sum: every instruction must let them through as its op does. */
+static bool prog_passes_p(const IrNode *n, uint32_t mask) {
+  if (n->op != IR_OP_FUSED || n->nin > 32) return false;
+  Arena a;
+  arena_init(&a);
+  IrFusedProg p;
+  ir_fused_of(n, &p, &a);
+  bool *isp = ARENA_ARRAY(&a, bool, p.n ? p.n : 1), ok = p.n > 0;
+  for (int k = 0; k < p.n && ok; k++) {
+    const IrFusedInstr *in = &p.ins[k];
+    int np = 0;
+    bool first = false;
+    for (int j = 0; j < in->nargs; j++) {
+      int x = in->arg[j];
+      bool pj = x >= 0 ? isp[x] : (mask >> (-1 - x) & 1);
+      np += pj;
+      if (j == 0) first = pj;
+    }
+    unsigned pf = ir_ops[in->op].shard_pflags;
+    isp[k] = np > 0;
+    if (np == 0) continue;
+    if (pf & IR_SHP_ALL) ok = np == in->nargs;
+    else if (pf & IR_SHP_ONE) ok = np == 1;
+    else if (pf & IR_SHP_FIRST) ok = np == 1 && first;
+    else ok = false;
+  }
+  ok = ok && isp[p.n - 1];
+  arena_free(&a);
+  return ok;
+}
+
 bool ir_shard_apply(const IrShardRule *r, const IrNode *n, IrStrategy s, IrPlacement *req, IrPlacement *out) {
   if (r->kind != IR_SK_FACTORS) return false;
   for (int i = 0; i < r->nin; i++) req[i] = PB;
@@ -456,6 +489,10 @@ bool ir_shard_apply(const IrShardRule *r, const IrNode *n, IrStrategy s, IrPlace
     } else if (pf & IR_SHP_FIRST) {
       if (r->nin < 1) return false;
       req[0] = PP;
+    } else if (pf & IR_SHP_PROG) {
+      if (!s.factor || !prog_passes_p(n, (uint32_t)s.factor)) return false;
+      for (int i = 0; i < r->nin && i < 32; i++)
+        if ((uint32_t)s.factor >> i & 1) req[i] = PP;
     } else {
       return false;
     }
@@ -466,9 +503,15 @@ bool ir_shard_apply(const IrShardRule *r, const IrNode *n, IrStrategy s, IrPlace
   return false;
 }
 
-int ir_shard_strategies(const IrShardRule *r, IrStrategy *out, int max) {
+int ir_shard_strategies(const IrShardRule *r, const IrNode *n, int a, IrStrategy *out, int max) {
   int k = 0;
   if (r->kind != IR_SK_FACTORS) return 0;
+  if (r->pflags & IR_SHP_PROG) {
+    uint32_t mask = 0;
+    for (int i = 0; i < n->nin && i < 32; i++)
+      if (n->in[i]->pl[a].kind == IR_PL_P) mask |= 1u << i;
+    if (mask && k < max) out[k++] = (IrStrategy){IR_ST_PASSP, (int)mask};
+  }
   if (k < max) out[k++] = (IrStrategy){IR_ST_NONE, -1};
   for (int f = 0; f < r->nf && k < max; f++) out[k++] = (IrStrategy){IR_ST_SPLIT, f};
   if (r->pflags & IR_SHP_ONE) {
@@ -541,7 +584,7 @@ bool ir_shard_check_node(const IrModule *m, const IrNode *n, char *err, size_t e
       if (ok) continue;
     } else {
       IrStrategy st[IR_SH_MAXF + 66];
-      int ns = ir_shard_strategies(&r, st, (int)(sizeof st / sizeof st[0]));
+      int ns = ir_shard_strategies(&r, n, a, st, (int)(sizeof st / sizeof st[0]));
       bool found = false;
       for (int k = 0; k < ns && !found; k++) {
         IrPlacement req[64], out[4];

@@ -7,7 +7,7 @@ import "llm.mm"
 
 // InternVL2-1B: InternViT-300M + Qwen2-0.5B (untied head), 448 px, 256 image tokens.
 model InternVL2_1B {
-  let B = 1
+  let B = 2                   // samples per micro-batch, split over dp = 2
   let T = 256
   vision    = InternViT(image = 448, patch = 14, dim = 1024, depth = 24, heads = 16, ffn = 4096)
   projector = PixelShuffleMLP(dim_in = 1024, dim_out = 896, grid = 32)

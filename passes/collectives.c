@@ -1,0 +1,123 @@
+/* The `collectives` pass: every `reshard` (inserted by shard and zero where
+ * a value's placement differs from what its consumer needs) becomes the
+ * collectives of §7.3 of the IR design, one mesh axis at a time:
+ *
+ *   P -> B     all_reduce          P -> S(d)  reduce_scatter
+ *   S(d) -> B  all_gather          S(i) -> S(j)  all_to_all
+ *   B -> S(d)  all_slice (local)   X -> X     nothing
+ *
+ * Partial sums are resolved first (a reduce-scatter where the target is
+ * split, else an all-reduce), then splits that move (all-to-all), then
+ * splits that go (all-gather), then splits that come (a local slice). The
+ * last collective takes the reshard's place: its uses, role and gradient
+ * link. After this pass no reshard is left, and the verifier checks every
+ * collective against its attributes. */
+#include <string.h>
+
+#include "pass.h"
+
+typedef struct Co {
+  IrModule *m;
+  IrFunc *f;
+  IrMap repl; /* reshard result -> its replacement */
+  Arena a;
+} Co;
+
+static IrValue *emit(Co *c, const IrNode *at, IrOp op, IrValue *x, int axis, int dim, int to, IrPlacement p) {
+  char err[400];
+  IrBuilder b = {.m = c->m, .f = c->f, .scope = at->scope, .group = at->group, .layer = at->layer};
+  IrAttrs a = {0};
+  ir_attrs_set_mesh(&a, IR_ATTR_MESH, (IrAxis)axis);
+  if (op != IR_OP_ALL_REDUCE) ir_attrs_set_int(&a, IR_ATTR_DIM, dim);
+  if (op == IR_OP_ALL_TO_ALL) ir_attrs_set_int(&a, IR_ATTR_TO, to);
+  IrNode *n = ir_build(&b, op, &x, 1, &a, at->loc, err, sizeof err, NULL);
+  MM_ASSERT(n != NULL);
+  memcpy(n->out[0]->pl, x->pl, sizeof n->out[0]->pl);
+  n->out[0]->pl[axis] = p;
+  return n->out[0];
+}
+
+/* Whether x, with axis a set to p, splits its dims evenly. */
+static bool fits(const IrModule *m, const IrValue *x, int a, IrPlacement p) {
+  IrPlacement pl[IR_NAXES];
+  memcpy(pl, x->pl, sizeof pl);
+  pl[a] = p;
+  for (int d = 0; d < x->shape.rank; d++) {
+    int64_t ways = 1;
+    for (int b = 0; b < IR_NAXES; b++)
+      if (pl[b].kind == IR_PL_S && pl[b].dim == d) ways *= m->mesh[b];
+    if (x->shape.d[d] % ways) return false;
+  }
+  return true;
+}
+
+/* The chain of collectives from x's placement to `to`, built at the end of
+ * the function; returns its last value. */
+static IrValue *lower(Co *c, const IrNode *at, IrValue *x, const IrPlacement *to) {
+  const IrPlacement B = {IR_PL_B, 0};
+  for (int a = 0; a < IR_NAXES; a++) { /* partial sums */
+    if (x->pl[a].kind != IR_PL_P || to[a].kind == IR_PL_P) continue;
+    if (to[a].kind == IR_PL_S && fits(c->m, x, a, to[a]))
+      x = emit(c, at, IR_OP_REDUCE_SCATTER, x, a, to[a].dim, 0, to[a]);
+    else
+      x = emit(c, at, IR_OP_ALL_REDUCE, x, a, 0, 0, B);
+  }
+  for (int a = 0; a < IR_NAXES; a++) /* splits that move */
+    if (x->pl[a].kind == IR_PL_S && to[a].kind == IR_PL_S && x->pl[a].dim != to[a].dim && fits(c->m, x, a, to[a]))
+      x = emit(c, at, IR_OP_ALL_TO_ALL, x, a, x->pl[a].dim, to[a].dim, to[a]);
+  for (int a = 0; a < IR_NAXES; a++) /* splits that go */
+    if (x->pl[a].kind == IR_PL_S && !ir_placement_eq(x->pl[a], to[a]))
+      x = emit(c, at, IR_OP_ALL_GATHER, x, a, x->pl[a].dim, 0, B);
+  for (int a = 0; a < IR_NAXES; a++) /* splits that come */
+    if (x->pl[a].kind == IR_PL_B && to[a].kind == IR_PL_S)
+      x = emit(c, at, IR_OP_ALL_SLICE, x, a, to[a].dim, 0, to[a]);
+  for (int a = 0; a < IR_NAXES; a++) MM_ASSERT(ir_placement_eq(x->pl[a], to[a]));
+  return x;
+}
+
+static IrValue *repl(Co *c, IrValue *v) {
+  IrMapSlot *s = ir_map_get(&c->repl, v);
+  return s ? s->p : v;
+}
+
+static void lower_func(Co *c, IrFunc *f) {
+  c->f = f;
+  ir_map_init(&c->repl, &c->a, false);
+  int nold = f->nodes.len;
+  void **old = ARENA_ARRAY(&c->a, void *, nold ? nold : 1);
+  memcpy(old, f->nodes.items, sizeof(void *) * (size_t)nold);
+  f->nodes.len = 0;
+  for (int i = 0; i < nold; i++) {
+    IrNode *n = old[i];
+    for (int k = 0; k < n->nin; k++) n->in[k] = repl(c, n->in[k]);
+    if (n->op != IR_OP_RESHARD) {
+      ptrvec_push(&c->m->arena, &f->nodes, n);
+      continue;
+    }
+    IrValue *y = n->out[0], *x = lower(c, n, n->in[0], y->pl);
+    if (x != n->in[0]) { /* the last collective is the reshard's result now */
+      x->role = y->role;
+      x->grad_of = y->grad_of;
+    } else if (y->grad_of) { /* a no-op reshard of a gradient: the operand is the gradient */
+      x->role = y->role;
+      x->grad_of = y->grad_of;
+    }
+    ir_map_put(&c->repl, y)->p = x;
+  }
+  for (int i = 0; i < f->results.len; i++) f->results.items[i] = repl(c, f->results.items[i]);
+  ir_func_renumber(f);
+}
+
+bool pass_collectives(IrModule *m, PassCtx *cx) {
+  (void)cx;
+  Co c = {.m = m};
+  arena_init(&c.a);
+  for (int i = 0; i < m->funcs.len; i++) {
+    IrFunc *f = m->funcs.items[i];
+    bool any = false;
+    for (int j = 0; j < f->nodes.len && !any; j++) any = ((IrNode *)f->nodes.items[j])->op == IR_OP_RESHARD;
+    if (any) lower_func(&c, f);
+  }
+  arena_free(&c.a);
+  return true;
+}

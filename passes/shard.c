@@ -1,0 +1,687 @@
+/* The `shard` pass: placements for tensor, sequence and data parallelism.
+ *
+ * It runs after autodiff and the optimizer, over every function (@forward
+ * for evaluation, @train for the step), so that the backward is sharded by
+ * the same rules as the forward and its collectives come out of the same
+ * derivation (docs/architecture.md, "Parallelism").
+ *
+ *  1. The mesh: IrModule.mesh from the plan (dp, cp, tp). All axes 1: the
+ *     pass changes nothing.
+ *  2. Strategies set placements on parameters and inputs only:
+ *     - tp: a linear whose result reaches other linears only through
+ *       head-preserving ops (bias, activation, gating product, reshape to
+ *       heads, RoPE, per-head norm, attention) is column-parallel (weight
+ *       S(0), bias S(0)), the linears it reaches row-parallel (weight S(1));
+ *       a linear that feeds a cross_entropy is column-parallel over the
+ *       vocabulary (vocab-parallel loss), an embedding table is split over
+ *       its vocabulary (S(0)); convolutions pair the same way over channels.
+ *     - sp: on tp, the sequence (dim 1 of [B, T, C] activations) may be
+ *       split where the op is in the sequence-parallel region (norms,
+ *       residual adds, dropout: the SEQ flag of ops.def).
+ *     - dp: every input split along dim 0 (the batch).
+ *  3. Propagation: in program order, each node picks per mesh axis the
+ *     strategy of its sharding rule (ir_shard.c) that is cheapest in
+ *     elements sent to bring its operands where the strategy needs them
+ *     (reshaping a parameter is all but forbidden), plus the cost of moving
+ *     a result to where it is wanted (a gradient is wanted in its
+ *     parameter's placement; the wish flows back through adds). A split is
+ *     considered only when some operand (or wish) has it, or the sequence
+ *     may split (sp), so plain TP never splits the sequence by itself.
+ *     Gradients whose placement differs from their parameter's get a
+ *     reshard right after them, and take the link grad(@p) along; the
+ *     sweep repeats to a fixed point.
+ *  4. Every operand whose placement differs from what its node's strategy
+ *     needs gets a `reshard` (one per value and placement, placed before
+ *     its first such use); a returned scalar (the loss) is made B.
+ * The `collectives` pass lowers the reshards into all_reduce, all_gather,
+ * reduce_scatter, all_to_all and all_slice; `zero` runs in between.
+ *
+ * Errors (with the location of the layer or input): a dim that the plan
+ * must split but that its axis size does not divide, and cp > 1 (context
+ * parallelism is a later strategy). */
+#include <math.h>
+#include <string.h>
+
+#include "pass.h"
+
+typedef struct Use {
+  IrNode *node;
+  int k;
+  struct Use *next;
+} Use;
+
+typedef struct Sh {
+  IrModule *m;
+  Diag *d;
+  const MmPlan *plan;
+  Arena a;      /* everything below; dropped at the end */
+  IrMap uses;   /* value -> Use* (per function) */
+  IrMap region; /* value -> i: the dim a column split of some linear reaches it at (+1) */
+  IrMap want;   /* param -> i: the tp placement the strategy wants (S(i - 1), or -1 for a conflict) */
+  IrMap hint;   /* value -> p: IrPlacement[IR_NAXES] wished for (kind -1: none) */
+  IrMap req;    /* node -> p: IrPlacement[nin * IR_NAXES], what its strategy needs */
+  IrMap planned; /* value -> p: Planned*, the reshards earlier nodes of this sweep need */
+  bool sp_warned;
+  bool ok;
+} Sh;
+
+static bool is_param(const IrValue *v) { return !v->def && (v->role == IR_ROLE_PARAM || v->role == IR_ROLE_OPT); }
+
+static void build_uses(Sh *s, IrFunc *f) {
+  ir_map_init(&s->uses, &s->a, false);
+  for (int i = f->nodes.len - 1; i >= 0; i--) {
+    IrNode *n = f->nodes.items[i];
+    for (int k = n->nin - 1; k >= 0; k--) {
+      IrMapSlot *sl = ir_map_put(&s->uses, n->in[k]);
+      Use *u = ARENA_NEW(&s->a, Use);
+      *u = (Use){n, k, sl->p};
+      sl->p = u;
+    }
+  }
+}
+
+static Use *uses_of(Sh *s, IrValue *v) {
+  IrMapSlot *sl = ir_map_get(&s->uses, v);
+  return sl ? sl->p : NULL;
+}
+
+/* The scope of a node without the last component: "gpt.h.0.mlp" of
+ * "gpt.h.0.mlp.fc1", for messages. */
+static const char *where(const IrNode *n) { return n->scope ? n->scope : "the model"; }
+
+/* ---- the tensor-parallel strategy ---- */
+
+/* The dim of result 0 that a split at dim d of operand k reaches through a
+ * head-preserving op, or -1. (Binary ops: the caller checks the other
+ * operand.) */
+static int transfer(const IrNode *n, int k, int d) {
+  const IrShape *x = &n->in[k]->shape;
+  int r = n->nout ? n->out[0]->shape.rank : 0;
+  switch (n->op) {
+  case IR_OP_ADD: case IR_OP_SUB: case IR_OP_MUL: case IR_OP_DIV:
+    return d + (r - x->rank);
+  case IR_OP_NEG: case IR_OP_EXP: case IR_OP_LOG: case IR_OP_SQRT: case IR_OP_RSQRT: case IR_OP_TANH:
+  case IR_OP_SIGMOID: case IR_OP_RELU: case IR_OP_GELU: case IR_OP_GELU_TANH: case IR_OP_SILU: case IR_OP_CAST:
+  case IR_OP_DROPOUT: case IR_OP_ADD_SCALAR: case IR_OP_MUL_SCALAR: case IR_OP_POW_SCALAR:
+    return d;
+  case IR_OP_ROPE: return d == 2 ? 2 : -1;
+  case IR_OP_LAYER_NORM: case IR_OP_RMS_NORM: return k == 0 && d != x->rank - 1 ? d : -1;
+  case IR_OP_ATTENTION: return k <= 2 && d == 2 ? 2 : -1;
+  case IR_OP_SLICE: return d != n->attrs.v[IR_ATTR_AXIS].i ? d : -1;
+  case IR_OP_TRANSPOSE: {
+    const IrAttrVal *p = &n->attrs.v[IR_ATTR_PERM];
+    for (int j = 0; j < p->nints; j++)
+      if (p->ints[j] == d) return j;
+    return -1;
+  }
+  case IR_OP_RESHAPE: {
+    IrShardRule rule;
+    ir_shard_rule(n, &rule);
+    for (int j = 0; j < r; j++)
+      if (rule.in[0][d] & rule.out[0][j]) return j;
+    return -1;
+  }
+  default: return -1;
+  }
+}
+
+static bool binary(IrOp op) { return op == IR_OP_ADD || op == IR_OP_SUB || op == IR_OP_MUL || op == IR_OP_DIV; }
+
+/* region: the values a column split (of any linear or conv) reaches, and at
+ * which dim, so that a binary op joining two of them (a gate times an up
+ * projection) or attention over q, k, v can be checked. */
+static void build_region(Sh *s, IrFunc *f) {
+  ir_map_init(&s->region, &s->a, false);
+  for (int i = 0; i < f->nodes.len; i++) {
+    IrNode *n = f->nodes.items[i];
+    if (n->nout < 1) continue;
+    if ((n->op == IR_OP_LINEAR && is_param(n->in[1])) ||
+        ((n->op == IR_OP_CONV2D || n->op == IR_OP_CONV3D) && is_param(n->in[1]))) {
+      ir_map_put(&s->region, n->out[0])->i = (n->op == IR_OP_LINEAR ? n->out[0]->shape.rank - 1 : 1) + 1;
+      continue;
+    }
+    int dim = -1;
+    bool ok = true;
+    for (int k = 0; k < n->nin && ok; k++) {
+      IrValue *x = n->in[k];
+      IrMapSlot *sl = ir_map_get(&s->region, x);
+      if (!sl) {
+        if (!is_param(x) && binary(n->op) && x->def) ok = false; /* another activation outside */
+        continue;
+      }
+      int d = transfer(n, k, (int)sl->i - 1);
+      if (d < 0 || (dim >= 0 && d != dim)) ok = false;
+      dim = d;
+    }
+    if (ok && dim >= 0) ir_map_put(&s->region, n->out[0])->i = dim + 1;
+  }
+}
+
+static int region_dim(Sh *s, IrValue *v) {
+  IrMapSlot *sl = ir_map_get(&s->region, v);
+  return sl ? (int)sl->i - 1 : -1;
+}
+
+typedef struct Walk {
+  PtrVec rows;   /* row-parallel consumers (IrNode*) */
+  PtrVec biases; /* params split along with the column (IrValue*), dims in bdims */
+  int bdims[64];
+  PtrVec checks; /* values whose split dim must divide by tp: (IrValue*), dims in cdims */
+  int cdims[256];
+  bool loss, ok;
+} Walk;
+
+/* Follows a column split at dim d of v to where it ends. */
+static void walk(Sh *s, IrValue *v, int d, Walk *w, int depth) {
+  if (!w->ok) return;
+  if (depth > 64) {
+    w->ok = false;
+    return;
+  }
+  if (w->checks.len < 256) {
+    w->cdims[w->checks.len] = d;
+    ptrvec_push(&s->a, &w->checks, v);
+  }
+  for (Use *u = uses_of(s, v); u && w->ok; u = u->next) {
+    IrNode *n = u->node;
+    int k = u->k;
+    if (n->op == IR_OP_LINEAR || n->op == IR_OP_CONV2D || n->op == IR_OP_CONV3D) {
+      int cd = n->op == IR_OP_LINEAR ? v->shape.rank - 1 : 1;
+      if (k == 0 && d == cd && is_param(n->in[1])) {
+        ptrvec_push(&s->a, &w->rows, n);
+        continue;
+      }
+      w->ok = false;
+      break;
+    }
+    if (n->op == IR_OP_CROSS_ENTROPY && k == 0 && d == v->shape.rank - 1) {
+      w->loss = true;
+      continue;
+    }
+    int dd = transfer(n, k, d);
+    if (dd < 0 || n->nout < 1) {
+      w->ok = false;
+      break;
+    }
+    if (binary(n->op) || n->op == IR_OP_ATTENTION) {
+      for (int o = 0; o < n->nin && w->ok; o++) {
+        if (o == k || (n->op == IR_OP_ATTENTION && o > 2)) continue;
+        IrValue *x = n->in[o];
+        int od = dd - (n->out[0]->shape.rank - x->shape.rank);
+        if (is_param(x)) {
+          /* a bias or scale along the split dim is split with it */
+          if (od >= 0 && x->shape.d[od] == n->out[0]->shape.d[dd] && x->shape.d[od] > 1 && w->biases.len < 64) {
+            w->bdims[w->biases.len] = od;
+            ptrvec_push(&s->a, &w->biases, x);
+          }
+        } else if (region_dim(s, x) != (n->op == IR_OP_ATTENTION ? 2 : od) && !(od < 0 || x->shape.d[od] == 1)) {
+          w->ok = false;
+        }
+      }
+    }
+    if (w->ok) walk(s, n->out[0], dd, w, depth + 1);
+  }
+}
+
+static void want(Sh *s, IrValue *p, int dim) {
+  IrMapSlot *sl = ir_map_put(&s->want, p);
+  if (sl->i == 0) sl->i = dim + 1;
+  else if (sl->i != dim + 1) sl->i = -1; /* wanted two ways: stays replicated */
+}
+
+static bool divides(int64_t n, int t) { return n % t == 0; }
+
+static void tp_strategy(Sh *s, IrFunc *f) {
+  int tp = s->m->mesh[IR_AX_TP];
+  build_uses(s, f);
+  build_region(s, f);
+  for (int i = 0; i < f->nodes.len; i++) {
+    IrNode *n = f->nodes.items[i];
+    bool lin = n->op == IR_OP_LINEAR, conv = n->op == IR_OP_CONV2D || n->op == IR_OP_CONV3D;
+    if (n->op == IR_OP_EMBEDDING && is_param(n->in[1])) {
+      IrValue *t = n->in[1];
+      if (divides(t->shape.d[0], tp)) want(s, t, 0);
+      else
+        diag_warning(s->d, n->loc, "tp = %d does not divide the vocabulary of %lld of '%s'; the embedding stays "
+                     "replicated", tp, (long long)t->shape.d[0], where(n));
+      continue;
+    }
+    if (!(lin || conv) || !is_param(n->in[1]) || n->nout < 1) continue;
+    Walk w = {.ok = true};
+    int d = lin ? n->out[0]->shape.rank - 1 : 1;
+    walk(s, n->out[0], d, &w, 0);
+    if (!w.ok || (!w.rows.len && !w.loss)) continue;
+    IrValue *W = n->in[1];
+    const IrValue *bad = NULL;
+    int bad_dim = 0;
+    if (!divides(W->shape.d[0], tp)) bad = W;
+    for (int r = 0; r < w.rows.len && !bad; r++) {
+      IrValue *R = ((IrNode *)w.rows.items[r])->in[1];
+      if (!divides(R->shape.d[1], tp)) bad = R, bad_dim = 1;
+    }
+    for (int c = 0; c < w.checks.len && !bad; c++) {
+      IrValue *v = w.checks.items[c];
+      if (!divides(v->shape.d[w.cdims[c]], tp)) bad = v, bad_dim = w.cdims[c];
+    }
+    if (bad) {
+      if (w.rows.len) { /* a column/row pair the plan must split */
+        char sh[200];
+        ir_shape_str(sh, sizeof sh, &bad->shape);
+        diag_error(s->d, n->loc,
+                   "tensor parallel: tp = %d does not divide dim %d (%lld) of %s%s%s, which the column-parallel "
+                   "'%s' splits", tp, bad_dim, (long long)bad->shape.d[bad_dim], is_param(bad) ? "@" : "a value ",
+                   is_param(bad) ? bad->name : "of shape ", is_param(bad) ? "" : sh, where(n));
+        if (s->plan->loc_tp.file) diag_note(s->d, s->plan->loc_tp, "tp set here");
+        s->ok = false;
+      }
+      continue; /* a loss head that does not divide stays replicated */
+    }
+    want(s, W, 0);
+    for (int b = 0; b < w.biases.len; b++) want(s, w.biases.items[b], w.bdims[b]);
+    for (int r = 0; r < w.rows.len; r++) want(s, ((IrNode *)w.rows.items[r])->in[1], 1);
+  }
+  for (int i = 0; i < s->m->params.len; i++) {
+    IrValue *p = s->m->params.items[i];
+    IrMapSlot *sl = ir_map_get(&s->want, p);
+    if (sl && sl->i > 0) p->pl[IR_AX_TP] = (IrPlacement){IR_PL_S, (int)sl->i - 1};
+    else if (sl && sl->i < 0)
+      diag_warning(s->d, p->loc, "@%s is used both column- and row-parallel; it stays replicated", p->name);
+  }
+}
+
+/* Inputs split along the batch. */
+static void dp_strategy(Sh *s) {
+  int dp = s->m->mesh[IR_AX_DP];
+  for (int fi = 0; fi < s->m->funcs.len; fi++) {
+    IrFunc *f = s->m->funcs.items[fi];
+    for (int i = 0; i < f->inputs.len; i++) {
+      IrValue *x = f->inputs.items[i];
+      if (x->shape.rank == 0) continue; /* lr, step and other scalars */
+      if (x->shape.d[0] % dp) {
+        bool seen = false; /* @train's inputs repeat @forward's */
+        for (int gi = 0; gi < fi && !seen; gi++) {
+          IrFunc *g = s->m->funcs.items[gi];
+          for (int j = 0; j < g->inputs.len && !seen; j++)
+            seen = !strcmp(((IrValue *)g->inputs.items[j])->name, x->name);
+        }
+        if (!seen) {
+          diag_error(s->d, x->loc, "data parallel: dp = %d does not divide the batch of %lld of input '%s'", dp,
+                     (long long)x->shape.d[0], x->name);
+          if (s->plan->loc_dp.file) diag_note(s->d, s->plan->loc_dp, "dp set here");
+        }
+        s->ok = false;
+        continue;
+      }
+      x->pl[IR_AX_DP] = (IrPlacement){IR_PL_S, 0};
+    }
+  }
+}
+
+/* Optimizer state lives where its parameter lives. */
+static void state_like_params(Sh *s) {
+  for (int fi = 0; fi < s->m->funcs.len; fi++) {
+    IrFunc *f = s->m->funcs.items[fi];
+    for (int i = 0; i < f->nodes.len; i++) {
+      IrNode *n = f->nodes.items[i];
+      int lo = 2, hi = n->op == IR_OP_ADAMW ? 3 : n->op == IR_OP_SGD ? 2 : 1;
+      for (int k = lo; k <= hi; k++) memcpy(n->in[k]->pl, n->in[0]->pl, sizeof n->in[k]->pl);
+    }
+  }
+}
+
+/* ---- propagation ---- */
+
+#define PARAM_PENALTY 1000.0
+#define SEQ_BONUS 0.01
+#define SLICE_COST 0.001
+
+/* Elements one rank sends to move v from `from` to `to` on axis a (§7.3's
+ * table); INFINITY for what no collective does (-> P). */
+static double move_cost(const IrModule *m, const IrValue *v, int a, IrPlacement from, IrPlacement to) {
+  if (ir_placement_eq(from, to)) return 0;
+  if (to.kind == IR_PL_P) return INFINITY;
+  double n = m->mesh[a], t = (double)ir_numel(&v->shape);
+  for (int b = 0; b < IR_NAXES; b++)
+    if (b != a && v->pl[b].kind == IR_PL_S) t /= m->mesh[b];
+  double c;
+  if (from.kind == IR_PL_P) c = (to.kind == IR_PL_B ? 2 : 1) * t * (n - 1) / n;
+  else if (from.kind == IR_PL_S) c = to.kind == IR_PL_B ? t * (n - 1) / n : t * (n - 1) / (n * n);
+  else c = SLICE_COST;
+  if (is_param(v) && a != IR_AX_DP) c *= PARAM_PENALTY;
+  return c;
+}
+
+/* A reshard an earlier node needs already: using it again is free. */
+typedef struct Planned {
+  IrPlacement pl[IR_NAXES];
+  struct Planned *next;
+} Planned;
+
+static bool is_planned(Sh *s, IrValue *v, int a, IrPlacement p) {
+  IrMapSlot *sl = ir_map_get(&s->planned, v);
+  for (Planned *q = sl ? sl->p : NULL; q; q = q->next)
+    if (ir_placement_eq(q->pl[a], p)) return true;
+  return false;
+}
+
+static void plan_reshard(Sh *s, IrValue *v, const IrPlacement *pl) {
+  IrMapSlot *sl = ir_map_put(&s->planned, v);
+  for (Planned *q = sl->p; q; q = q->next)
+    if (!memcmp(q->pl, pl, sizeof q->pl)) return;
+  Planned *q = ARENA_NEW(&s->a, Planned);
+  memcpy(q->pl, pl, sizeof q->pl);
+  q->next = sl->p;
+  sl->p = q;
+}
+
+/* A wish is never a partial sum, so P marks "no wish" on an axis. */
+static const IrPlacement NO_WISH = {IR_PL_P, 0};
+
+static IrPlacement *hint_of(Sh *s, IrValue *v) {
+  IrMapSlot *sl = ir_map_get(&s->hint, v);
+  return sl ? sl->p : NULL;
+}
+
+static void set_hint(Sh *s, IrValue *v, const IrPlacement *h) {
+  IrMapSlot *sl = ir_map_put(&s->hint, v);
+  if (!sl->p) {
+    sl->p = ARENA_ARRAY(&s->a, IrPlacement, IR_NAXES);
+    memcpy(sl->p, h, sizeof(IrPlacement) * IR_NAXES);
+  }
+}
+
+/* Gradients wish for their parameter's placement (not on dp: the
+ * reduction there is zero's business); the wish flows back through adds
+ * and copies of the same shape. */
+static void build_hints(Sh *s, IrFunc *f) {
+  ir_map_init(&s->hint, &s->a, false);
+  for (int i = f->nodes.len - 1; i >= 0; i--) {
+    IrNode *n = f->nodes.items[i];
+    for (int j = 0; j < n->nout; j++) {
+      IrValue *g = n->out[j];
+      if (g->grad_of) {
+        IrPlacement h[IR_NAXES];
+        memcpy(h, g->grad_of->pl, sizeof h);
+        h[IR_AX_DP] = NO_WISH;
+        set_hint(s, g, h);
+      }
+    }
+    IrPlacement *h = n->nout == 1 ? hint_of(s, n->out[0]) : NULL;
+    if (!h) continue;
+    if (n->op == IR_OP_ADD || n->op == IR_OP_SUB || n->op == IR_OP_MUL_SCALAR || n->op == IR_OP_NEG ||
+        n->op == IR_OP_CAST)
+      for (int k = 0; k < n->nin; k++)
+        if (n->in[k]->def && ir_shape_eq(&n->in[k]->shape, &n->out[0]->shape)) set_hint(s, n->in[k], h);
+  }
+}
+
+static IrPlacement *req_of(Sh *s, IrNode *n) {
+  IrMapSlot *sl = ir_map_put(&s->req, n);
+  if (!sl->p) sl->p = ARENA_ARRAY(&s->a, IrPlacement, (n->nin ? n->nin : 1) * IR_NAXES);
+  return sl->p;
+}
+
+/* Whether placement p on axis a of value v (with `other` on the other
+ * axes) splits its dims evenly. */
+static bool even(const IrModule *m, const IrValue *v, const IrPlacement *other, int a, IrPlacement p) {
+  if (p.kind != IR_PL_S) return true;
+  int64_t ways = m->mesh[a];
+  for (int b = 0; b < IR_NAXES; b++)
+    if (b != a && other[b].kind == IR_PL_S && other[b].dim == p.dim) ways *= m->mesh[b];
+  return p.dim < v->shape.rank && v->shape.d[p.dim] % ways == 0;
+}
+
+/* Picks the strategy of node n on axis a; writes the operand needs into
+ * req (req[k * IR_NAXES + a]) and the result placements; returns whether a
+ * result placement changed. */
+static bool decide(Sh *s, IrNode *n, const IrShardRule *r, int a, IrPlacement *req) {
+  const IrModule *m = s->m;
+  if (r->kind == IR_SK_FREE) {
+    bool changed = false;
+    for (int k = 0; k < n->nin; k++)
+      req[k * IR_NAXES + a] = n->in[k]->pl[a].kind == IR_PL_P ? (IrPlacement){IR_PL_B, 0} : n->in[k]->pl[a];
+    for (int j = 0; j < n->nout; j++) {
+      changed |= n->out[j]->pl[a].kind != IR_PL_B;
+      n->out[j]->pl[a] = (IrPlacement){IR_PL_B, 0};
+    }
+    return changed;
+  }
+  IrStrategy st[IR_SH_MAXF + 66];
+  int ns = ir_shard_strategies(r, n, a, st, (int)(sizeof st / sizeof st[0]));
+  bool any_p = false;
+  for (int k = 0; k < n->nin; k++) any_p |= n->in[k]->pl[a].kind == IR_PL_P;
+  int seqf = -1; /* the factor of the sequence dim, when sp lets it split */
+  if (a == IR_AX_TP && s->plan->sp && (r->pflags & IR_SHP_SEQ) && n->nout >= 1 && n->out[0]->shape.rank == 3 &&
+      ir_dtype_is_float(n->out[0]->dtype)) {
+    uint32_t mask = r->out[0][1];
+    if (mask && !(mask & (mask - 1))) seqf = __builtin_ctz(mask);
+  }
+  double best = INFINITY;
+  IrPlacement best_req[64], best_out[4];
+  bool seq_blocked = false;
+  for (int c = 0; c < ns; c++) {
+    IrPlacement rq[64], out[4];
+    if (!ir_shard_apply(r, n, st[c], rq, out)) continue;
+    double bonus = 0;
+    if (st[c].kind == IR_ST_SPLIT) { /* only splits that something asks for */
+      bool sourced = false;
+      for (int k = 0; k < n->nin && !sourced; k++)
+        sourced = rq[k].kind == IR_PL_S && ir_placement_eq(rq[k], n->in[k]->pl[a]);
+      for (int j = 0; j < n->nout && !sourced; j++) {
+        IrPlacement *h = hint_of(s, n->out[j]);
+        sourced = h && out[j].kind == IR_PL_S && ir_placement_eq(h[a], out[j]);
+      }
+      if (!sourced && st[c].factor == seqf) sourced = true, bonus = SEQ_BONUS;
+      if (!sourced) continue;
+    } else if (st[c].kind == IR_ST_PASSP && !any_p) {
+      continue;
+    }
+    bool fits = true;
+    for (int k = 0; k < n->nin && fits; k++) fits = even(m, n->in[k], n->in[k]->pl, a, rq[k]);
+    for (int j = 0; j < n->nout && fits; j++) fits = even(m, n->out[j], n->out[j]->pl, a, out[j]);
+    if (!fits) {
+      seq_blocked |= bonus > 0;
+      continue;
+    }
+    double cost = -bonus;
+    for (int k = 0; k < n->nin; k++)
+      if (!is_planned(s, n->in[k], a, rq[k])) cost += move_cost(m, n->in[k], a, n->in[k]->pl[a], rq[k]);
+    for (int j = 0; j < n->nout; j++) {
+      IrPlacement *h = hint_of(s, n->out[j]);
+      if (h && h[a].kind != IR_PL_P) cost += move_cost(m, n->out[j], a, out[j], h[a]);
+    }
+    if (cost < best) {
+      best = cost;
+      memcpy(best_req, rq, sizeof(IrPlacement) * (size_t)n->nin);
+      memcpy(best_out, out, sizeof(IrPlacement) * (size_t)n->nout);
+    }
+  }
+  if (seq_blocked && !s->sp_warned && best > 0) {
+    diag_warning(s->d, n->loc, "sequence parallel: tp = %d does not divide the sequence of %lld here; these "
+                 "activations stay whole", m->mesh[a], (long long)n->out[0]->shape.d[1]);
+    s->sp_warned = true;
+  }
+  MM_ASSERT(best < INFINITY); /* NONE is always possible: P -> B, S -> B */
+  bool changed = false;
+  for (int k = 0; k < n->nin; k++) req[k * IR_NAXES + a] = best_req[k];
+  for (int j = 0; j < n->nout; j++) {
+    changed |= !ir_placement_eq(n->out[j]->pl[a], best_out[j]);
+    n->out[j]->pl[a] = best_out[j];
+  }
+  return changed;
+}
+
+/* Order of the axes within a node: the batch first. */
+static const int axis_order[IR_NAXES] = {IR_AX_DP, IR_AX_CP, IR_AX_TP};
+
+static bool sweep(Sh *s, IrFunc *f) {
+  bool changed = false;
+  ir_map_init(&s->planned, &s->a, false);
+  for (int i = 0; i < f->nodes.len; i++) {
+    IrNode *n = f->nodes.items[i];
+    IrShardRule r;
+    ir_shard_rule(n, &r);
+    if (r.kind == IR_SK_COLLECTIVE || r.kind == IR_SK_RESHARD) continue;
+    IrPlacement *req = req_of(s, n);
+    for (int ai = 0; ai < IR_NAXES; ai++) {
+      int a = axis_order[ai];
+      if (s->m->mesh[a] <= 1) continue;
+      changed |= decide(s, n, &r, a, req);
+    }
+    for (int k = 0; k < n->nin; k++) {
+      IrPlacement want[IR_NAXES];
+      for (int a = 0; a < IR_NAXES; a++) want[a] = s->m->mesh[a] > 1 ? req[k * IR_NAXES + a] : n->in[k]->pl[a];
+      if (memcmp(want, n->in[k]->pl, sizeof want)) plan_reshard(s, n->in[k], want);
+    }
+  }
+  return changed;
+}
+
+/* A reshard node of x to placements pl, built at the end of f. */
+static IrValue *reshard(Sh *s, IrFunc *f, IrValue *x, const IrPlacement *pl, const IrNode *at) {
+  char err[400];
+  IrBuilder b = {.m = s->m, .f = f, .scope = at->scope, .group = at->group, .layer = at->layer};
+  IrAttrs none = {0};
+  IrNode *n = ir_build(&b, IR_OP_RESHARD, &x, 1, &none, at->loc, err, sizeof err, NULL);
+  MM_ASSERT(n != NULL);
+  memcpy(n->out[0]->pl, pl, sizeof n->out[0]->pl);
+  return n->out[0];
+}
+
+/* Moves the node just built (the last of f) to index `at`. */
+static void move_last_to(IrFunc *f, int at) {
+  void *n = f->nodes.items[f->nodes.len - 1];
+  memmove(&f->nodes.items[at + 1], &f->nodes.items[at], sizeof(void *) * (size_t)(f->nodes.len - 1 - at));
+  f->nodes.items[at] = n;
+}
+
+static bool same_pl(const IrPlacement *a, const IrPlacement *b) {
+  for (int x = 0; x < IR_NAXES; x++)
+    if (!ir_placement_eq(a[x], b[x])) return false;
+  return true;
+}
+
+/* Replaces operand uses of `from` by `to` in nodes from index i0 on (and
+ * in the results). */
+static void replace_uses(IrFunc *f, int i0, IrValue *from, IrValue *to) {
+  for (int i = i0; i < f->nodes.len; i++) {
+    IrNode *n = f->nodes.items[i];
+    for (int k = 0; k < n->nin; k++)
+      if (n->in[k] == from) n->in[k] = to;
+  }
+  for (int i = 0; i < f->results.len; i++)
+    if (f->results.items[i] == from) f->results.items[i] = to;
+}
+
+/* A gradient not in its parameter's placement gets a reshard right after
+ * it, which becomes the gradient. Returns whether it did anything. */
+static bool finalize_grads(Sh *s, IrFunc *f) {
+  bool any = false;
+  for (int i = 0; i < f->nodes.len; i++) {
+    IrNode *n = f->nodes.items[i];
+    if (n->op == IR_OP_RESHARD) continue;
+    for (int j = 0; j < n->nout; j++) {
+      IrValue *g = n->out[j], *p = g->grad_of;
+      if (!p || same_pl(g->pl, p->pl)) continue;
+      IrValue *r = reshard(s, f, g, p->pl, n);
+      move_last_to(f, i + 1);
+      replace_uses(f, i + 2, g, r);
+      r->grad_of = p;
+      r->role = IR_ROLE_GRAD;
+      g->grad_of = NULL;
+      g->role = IR_ROLE_ACT;
+      any = true;
+    }
+  }
+  return any;
+}
+
+/* Inserts the reshards the strategies need, one per value and placement. */
+static void materialize(Sh *s, IrFunc *f) {
+  int nold = f->nodes.len;
+  void **old = ARENA_ARRAY(&s->a, void *, nold ? nold : 1);
+  memcpy(old, f->nodes.items, sizeof(void *) * (size_t)nold);
+  f->nodes.len = 0;
+  IrMap done; /* value -> Use-like chain of (placement, result) */
+  ir_map_init(&done, &s->a, false);
+  typedef struct Done {
+    IrPlacement pl[IR_NAXES];
+    IrValue *v;
+    struct Done *next;
+  } Done;
+  for (int i = 0; i < nold; i++) {
+    IrNode *n = old[i];
+    IrMapSlot *rs = ir_map_get(&s->req, n);
+    if (rs && n->op != IR_OP_RESHARD) {
+      IrPlacement *req = rs->p;
+      for (int k = 0; k < n->nin; k++) {
+        IrValue *x = n->in[k];
+        IrPlacement want[IR_NAXES];
+        for (int a = 0; a < IR_NAXES; a++) want[a] = s->m->mesh[a] > 1 ? req[k * IR_NAXES + a] : x->pl[a];
+        if (same_pl(want, x->pl)) continue;
+        IrMapSlot *ds = ir_map_put(&done, x);
+        Done *d = ds->p;
+        while (d && !same_pl(d->pl, want)) d = d->next;
+        if (!d) {
+          d = ARENA_NEW(&s->a, Done);
+          memcpy(d->pl, want, sizeof want);
+          d->v = reshard(s, f, x, want, n);
+          d->next = ds->p;
+          ds->p = d;
+        }
+        n->in[k] = d->v;
+      }
+    }
+    ptrvec_push(&s->m->arena, &f->nodes, n);
+  }
+  /* a returned scalar (the loss) is whole on every rank */
+  for (int i = 0; i < f->results.len; i++) {
+    IrValue *v = f->results.items[i];
+    IrPlacement want[IR_NAXES];
+    bool p = false;
+    for (int a = 0; a < IR_NAXES; a++) {
+      want[a] = v->pl[a];
+      if (v->shape.rank == 0 && v->pl[a].kind == IR_PL_P) want[a] = (IrPlacement){IR_PL_B, 0}, p = true;
+    }
+    if (p && v->def) f->results.items[i] = reshard(s, f, v, want, v->def);
+  }
+}
+
+static void shard_func(Sh *s, IrFunc *f) {
+  ir_map_init(&s->req, &s->a, false);
+  build_hints(s, f);
+  for (int iter = 0; iter < 8; iter++) {
+    bool changed = sweep(s, f);
+    changed |= finalize_grads(s, f);
+    if (!changed) break;
+    build_hints(s, f);
+  }
+  materialize(s, f);
+  ir_func_renumber(f);
+}
+
+bool pass_shard(IrModule *m, PassCtx *cx) {
+  const MmPlan *plan = cx ? cx->plan : NULL;
+  if (!plan) return true;
+  int mesh[IR_NAXES] = {[IR_AX_DP] = plan->dp, [IR_AX_CP] = plan->cp, [IR_AX_TP] = plan->tp};
+  bool trivial = true;
+  for (int a = 0; a < IR_NAXES; a++) trivial &= mesh[a] <= 1;
+  if (trivial) return true;
+  Sh s = {.m = m, .d = cx->d ? cx->d : m->diag, .plan = plan, .ok = true};
+  if (plan->cp > 1) {
+    diag_error(s.d, plan->loc_cp, "context parallel (cp = %d) is not supported yet; use tp, sp and dp", plan->cp);
+    return false;
+  }
+  for (int a = 0; a < IR_NAXES; a++) m->mesh[a] = mesh[a] < 1 ? 1 : mesh[a];
+  arena_init(&s.a);
+  ir_map_init(&s.want, &s.a, false);
+  IrFunc *ref = ir_module_func(m, "forward");
+  if (!ref && m->funcs.len) ref = m->funcs.items[0];
+  if (m->mesh[IR_AX_TP] > 1 && ref) tp_strategy(&s, ref);
+  if (m->mesh[IR_AX_DP] > 1) dp_strategy(&s);
+  state_like_params(&s);
+  if (s.ok)
+    for (int i = 0; i < m->funcs.len; i++) shard_func(&s, m->funcs.items[i]);
+  arena_free(&s.a);
+  return s.ok;
+}
