@@ -1,6 +1,6 @@
 /* mmc: the command-line driver. The only place that calls exit().
  *   mmc check   FILE.mm                      parse, resolve, shape-check every model
- *   mmc dump-ir FILE.mm [--model NAME] [--after PASS|all] [--format text|dot]
+ *   mmc dump-ir FILE.mm [--model NAME] [--after PASS|all] [--format text|dot] [--rank R]
  *   mmc stats   FILE.mm --model NAME [--json]
  *   mmc plan    FILE.mm --model NAME [--json]
  *   mmc compile FILE.mm --model NAME -o trainer [--emit exe|obj|llvm|asm|ir] [-O0..-O3]
@@ -25,9 +25,9 @@ typedef struct Cmd {
 static const Cmd cmds[] = {
     {"check", "FILE.mm [-I DIR]...",
      "Parses FILE.mm and its imports, resolves names and checks every model's shapes and parallel plan."},
-    {"dump-ir", "FILE.mm|FILE.mmir [--model NAME] [--after PASS|all] [--format text|dot]",
+    {"dump-ir", "FILE.mm|FILE.mmir [--model NAME] [--after PASS|all] [--format text|dot] [--rank R]",
      "Prints the IR of a model (default: the first model of the file) after a pass (default: the last).\n"
-     "      Given IR text (.mmir), parses, verifies and prints it again."},
+     "      Given IR text (.mmir), parses, verifies and prints it again. --rank R prints what rank R runs."},
     {"stats", "FILE.mm --model NAME [--json]",
      "Prints the parameters per module and in total, and the forward FLOPs for the declared input sizes."},
     {"plan", "FILE.mm --model NAME [--json] [--no-fuse]",
@@ -60,7 +60,9 @@ static void usage_cmd(FILE *out, const Cmd *c) {
   if (strcmp(c->name, "dump-ir") == 0) {
     fprintf(out, "  --after PASS|all   passes: lower");
     for (int i = 0; i < pass_count; i++) fprintf(out, ", %s", pass_list[i].name);
-    fprintf(out, "\n  --format text|dot  text IR (default) or Graphviz grouped by module\n");
+    fprintf(out, "\n  --format text|dot  text IR (default) or Graphviz grouped by module\n"
+                 "  --rank R           one rank's program: local shapes, its mesh coordinates and the ranks\n"
+                 "                     of each collective's group (rank = (dp * cp + cp) * tp + tp)\n");
   }
   if (strcmp(c->name, "stats") == 0 || strcmp(c->name, "plan") == 0)
     fprintf(out, "  --json             machine-readable output\n");
@@ -79,6 +81,7 @@ typedef struct Opts {
   const Cmd *cmd;
   const char *file, *model, *after, *format;
   bool json;
+  int rank; /* dump-ir --rank: >= 0 */
   const char *output, *emit; /* compile */
   int opt_level;
   bool no_fuse, verbose;
@@ -108,6 +111,7 @@ static bool parse_int(const char *s, int lo, int hi, int *out) {
 /* Returns -1 on success, else an exit code. */
 static int parse_opts(int argc, char **argv, Opts *o) {
   mm_plan_flags_init(&o->flags);
+  o->rank = -1;
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];
     const char *next = i + 1 < argc ? argv[i + 1] : NULL;
@@ -133,6 +137,9 @@ static int parse_opts(int argc, char **argv, Opts *o) {
       NEED_ARG();
       if (strcmp(next, "all") != 0 && !pass_exists(next)) return bad_usage(o->cmd, "unknown pass '%s'", next);
       o->after = next;
+    } else if (strcmp(a, "--rank") == 0 && strcmp(o->cmd->name, "dump-ir") == 0) {
+      NEED_ARG();
+      if (!parse_int(next, 0, 1 << 20, &o->rank)) return bad_usage(o->cmd, "--rank takes a rank number, not '%s'", next);
     } else if (strcmp(a, "--format") == 0 && strcmp(o->cmd->name, "dump-ir") == 0) {
       NEED_ARG();
       if (strcmp(next, "text") != 0 && strcmp(next, "dot") != 0)
@@ -201,6 +208,8 @@ static int parse_opts(int argc, char **argv, Opts *o) {
 #undef NEED_ARG
   }
   if (!o->file) return bad_usage(o->cmd, "no input file%s", "");
+  if (o->rank >= 0 && o->format && strcmp(o->format, "dot") == 0)
+    return bad_usage(o->cmd, "--rank prints the text form; it does not go with --format %s", o->format);
   return -1;
 }
 
@@ -264,7 +273,23 @@ static int cmd_check(Opts *o) {
 typedef struct DumpState {
   const char *after;
   bool dot;
+  int rank;      /* -1: the whole (global) program */
+  bool bad_rank; /* --rank is not a rank of the module's mesh */
 } DumpState;
+
+/* The module, or one rank's program of it. */
+static bool print_ir(IrModule *m, bool dot, int rank, const char *after) {
+  if (rank >= 0 && rank >= ir_world_size(m)) {
+    fprintf(stderr, "mmc: error: --rank %d is not a rank of the mesh (dp = %d, cp = %d, tp = %d: %d rank%s)%s\n", rank,
+            m->mesh[IR_AX_DP], m->mesh[IR_AX_CP], m->mesh[IR_AX_TP], ir_world_size(m),
+            ir_world_size(m) == 1 ? "" : "s", ir_world_size(m) == 1 && after ? "; the shard pass sets the mesh" : "");
+    return false;
+  }
+  if (dot) ir_print_dot(stdout, m);
+  else if (rank >= 0) ir_print_module_rank(stdout, m, rank);
+  else ir_print_module(stdout, m);
+  return true;
+}
 
 static void dump_after(const char *name, IrModule *m, void *user) {
   DumpState *s = user;
@@ -273,8 +298,7 @@ static void dump_after(const char *name, IrModule *m, void *user) {
   } else if (strcmp(s->after, name) != 0) {
     return;
   }
-  if (s->dot) ir_print_dot(stdout, m);
-  else ir_print_module(stdout, m);
+  if (!print_ir(m, s->dot, s->rank, name)) s->bad_rank = true;
 }
 
 /* Loads, elaborates and runs the pipeline; returns the module or NULL. */
@@ -318,11 +342,7 @@ static int dump_ir_text(Opts *o) {
     fprintf(stderr, "mmc: error: cannot read '%s': %s\n", o->file, err);
   } else {
     IrModule *m = ir_parse(&d, id);
-    if (m && ir_verify(m)) {
-      if (o->format && strcmp(o->format, "dot") == 0) ir_print_dot(stdout, m);
-      else ir_print_module(stdout, m);
-      rc = EXIT_OK;
-    }
+    if (m && ir_verify(m) && print_ir(m, o->format && strcmp(o->format, "dot") == 0, o->rank, NULL)) rc = EXIT_OK;
     if (m) ir_module_free(m);
   }
   if (d.errors) {
@@ -340,10 +360,11 @@ static int cmd_dump_ir(Opts *o) {
   FeProgram *p;
   FeResult r;
   const char *last = pass_count ? pass_list[pass_count - 1].name : "lower";
-  DumpState s = {.after = o->after ? o->after : last, .dot = o->format && strcmp(o->format, "dot") == 0};
+  DumpState s = {.after = o->after ? o->after : last, .dot = o->format && strcmp(o->format, "dot") == 0,
+                 .rank = o->rank};
   const char *stop = strcmp(s.after, "all") == 0 ? NULL : s.after;
   IrModule *m = build(o, &d, &p, &r, stop, dump_after, &s);
-  return finish(&d, p, &r, m ? EXIT_OK : EXIT_USER);
+  return finish(&d, p, &r, m && !s.bad_rank ? EXIT_OK : EXIT_USER);
 }
 
 /* ---- stats ---- */
