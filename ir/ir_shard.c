@@ -138,7 +138,8 @@ static void rule_LINEAR_GRAD_W(const IrNode *n, IrShardRule *r) {
 /* x[B, Cin, ...], w[Cout, Cin, ...], bias[Cout]: B and Cout split, Cin
  * reduces, the spatial dims stay whole (no halo exchange in v1) */
 static void rule_CONV(const IrNode *n, IrShardRule *r) {
-  int b = newf(r, ish(n, 0)->d[0], IR_FM_BAD), ci = newf(r, ish(n, 0)->d[1], IR_FM_P),
+  /* with a bias, a partial sum would add it on every rank */
+  int b = newf(r, ish(n, 0)->d[0], IR_FM_BAD), ci = newf(r, ish(n, 0)->d[1], n->nin == 3 ? IR_FM_BAD : IR_FM_P),
       co = newf(r, ish(n, 1)->d[0], IR_FM_BAD);
   in_f(r, 0, 0, b), out_f(r, 0, 0, b);
   in_f(r, 0, 1, ci), in_f(r, 1, 1, ci);

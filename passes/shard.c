@@ -247,6 +247,8 @@ static void tp_strategy(Sh *s, IrFunc *f) {
       continue;
     }
     if (!(lin || conv) || !is_param(n->in[1]) || n->nout < 1) continue;
+    IrMapSlot *ws = ir_map_get(&s->want, n->in[1]);
+    if (ws && ws->i == 2) continue; /* the row-parallel half of an earlier pair */
     Walk w = {.ok = true};
     int d = lin ? n->out[0]->shape.rank - 1 : 1;
     walk(s, n->out[0], d, &w, 0);

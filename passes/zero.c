@@ -157,19 +157,19 @@ static bool in_module(const IrNode *n, const IrValue *p) {
 /* Parameters stored S(d) are gathered before use: once per function
  * (ZeRO-1/2), or per region (ZeRO-3: forward, backward). */
 static void gathers(Zero *z, IrFunc *f) {
-  int bwd = f->nodes.len; /* the first node after the loss */
+  const IrNode *loss = NULL; /* the backward starts after it */
   if (f->results.len && ((IrValue *)f->results.items[0])->def && !strcmp(f->name, "train")) {
-    int li = index_of(f, ((IrValue *)f->results.items[0])->def);
+    loss = ((IrValue *)f->results.items[0])->def;
     /* the loss may have been made whole by a reshard: its operand is the loss */
-    IrNode *ln = ((IrValue *)f->results.items[0])->def;
-    if (ln->op == IR_OP_RESHARD && ln->in[0]->def) li = index_of(f, ln->in[0]->def);
-    if (li >= 0) bwd = li + 1;
+    if (loss->op == IR_OP_RESHARD && loss->in[0]->def) loss = loss->in[0]->def;
   }
   IrMap got[2];
   ir_map_init(&got[0], &z->a, false);
   ir_map_init(&got[1], &z->a, false);
+  int bwd = f->nodes.len;
   for (int i = 0; i < f->nodes.len; i++) {
     IrNode *n = f->nodes.items[i];
+    if (i > 0 && f->nodes.items[i - 1] == loss) bwd = i;
     if (step_op(n->op)) continue; /* the update works on the stored piece */
     int region = z->stage == 3 && i >= bwd ? 1 : 0;
     for (int k = 0; k < n->nin; k++) {
