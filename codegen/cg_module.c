@@ -194,6 +194,9 @@ LLVMValueRef cg_begin_fn(Cg *cg, const char *prefix, int nptr, int nextra, LLVMB
   snprintf(name, sizeof name, "%s.%d", prefix, cg->nfns++);
   LLVMValueRef fn = LLVMAddFunction(cg->mod, name, LLVMFunctionType(cg->t_void, params, (unsigned)(nptr + nextra), false));
   LLVMSetLinkage(fn, LLVMInternalLinkage);
+  /* kept out of line: the step function stays a readable call sequence */
+  unsigned noinline = LLVMGetEnumAttributeKindForName("noinline", 8);
+  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(cg->ctx, noinline, 0));
   *saved = LLVMGetInsertBlock(cg->b);
   LLVMPositionBuilderAtEnd(cg->b, LLVMAppendBasicBlockInContext(cg->ctx, fn, "entry"));
   return fn;

@@ -389,8 +389,7 @@ static int load_ckpt(Trainer *t, int *fresh)
         }
     }
     if (rc == MMRT_ERR_MISMATCH && strstr(err, "fingerprint"))
-        return fail("the checkpoint in %s is not of this model: %s (this trainer is %s)", t->a.ckpt, err,
-                    t->m->fingerprint);
+        return fail("the checkpoint in %s is not of this model: %s", t->a.ckpt, err);
     if (rc != MMRT_OK)
         return fail("cannot resume from %s: %s", t->a.ckpt, err);
     MmrtTensorRef *refs = tensor_refs(t);
