@@ -425,6 +425,12 @@ bool cg_emit_module(Cg *cg, const CgOptions *o); /* cg_emit.c */
 bool cg_compile(IrModule *m, const MmTrain *train, const CgOptions *o, Diag *d) {
   MpSummary sum;
   char err[256];
+  if (ir_world_size(m) > 1) {
+    diag_error_plain(d, "codegen: the plan needs %d ranks (dp %d, cp %d, tp %d); the backend emits single-rank "
+                        "trainers so far (compile with --tp 1 --dp 1 --cp 1)",
+                     ir_world_size(m), m->mesh[IR_AX_DP], m->mesh[IR_AX_CP], m->mesh[IR_AX_TP]);
+    return false;
+  }
   if (!mp_summarize(m, &sum, err, sizeof err)) {
     diag_error_plain(d, "codegen: %s", err);
     return false;

@@ -385,7 +385,7 @@ static bool lower_sgd(Cg *cg, const IrNode *n) {
 /* A view's storage is its operand's (memplan put it there): nothing to do;
  * otherwise a copy. */
 static bool lower_view(Cg *cg, const IrNode *n) {
-  int64_t off = mp_view_offset(n);
+  int64_t off = mp_view_offset(cg->m, n);
   const IrValue *x = n->in[0], *y = n->out[0];
   if (off >= 0 && x->mem_arena == y->mem_arena && x->mem_offset + off == y->mem_offset) return true;
   return cg_loop_copy(cg, n);

@@ -5,8 +5,9 @@
  * Walking each function backwards, an elementwise node roots a group and
  * absorbs the producers of its operands when the producer is elementwise
  * too, its result is an activation used exactly once (by the group) and is
- * not returned, and its result has the root's element count. The last rule
- * is where broadcasting stays simple: operands may broadcast into the loop
+ * not returned, and its result has the root's element count and placement
+ * (one loop over one local shape). The element count is where broadcasting
+ * stays simple: operands may broadcast into the loop
  * (a bias, a layer-scale vector, a scalar), but no value inside the loop is
  * smaller than the result, so nothing is computed twice. The fused node
  * takes the root's place and keeps its result value (and so its uses, role
@@ -114,7 +115,7 @@ static bool fuse_func(IrModule *m, IrFunc *f, PassCtx *cx, Arena *a) {
         if (!s || group_of[s->i] >= 0) continue;
         const IrNode *p = x->def;
         if (!fusible(p) || x->role != IR_ROLE_ACT || ir_map_get(&uses, x)->i != 1 ||
-            ir_numel(&x->shape) != numel)
+            ir_numel(&x->shape) != numel || memcmp(x->pl, root->out[0]->pl, sizeof x->pl) != 0)
           continue;
         group_of[s->i] = ngroups;
         work[nw++] = (int)s->i;

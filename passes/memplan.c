@@ -22,46 +22,52 @@
 
 #include "pass.h"
 
-int64_t mp_value_bytes(const IrValue *v) { return ir_numel(&v->shape) * ir_dtype_size(v->dtype); }
+int64_t mp_value_bytes(const IrModule *m, const IrValue *v) { return ir_local_numel(m, v) * ir_dtype_size(v->dtype); }
 
-static int64_t rows_of(const IrValue *x) {
-  int64_t c = x->shape.rank ? x->shape.d[x->shape.rank - 1] : 1;
-  return ir_numel(&x->shape) / c;
+static IrShape local(const IrModule *m, const IrValue *v) {
+  IrShape s;
+  ir_local_shape(m, v->pl, &v->shape, &s);
+  return s;
 }
 
-int64_t mp_workspace_bytes(const IrNode *n) {
+static int64_t rows_of(const IrShape *x) {
+  int64_t c = x->rank ? x->d[x->rank - 1] : 1;
+  return ir_numel(x) / c;
+}
+
+int64_t mp_workspace_bytes(const IrModule *m, const IrNode *n) {
   if (n->nin < 1) return 0;
-  const IrValue *x = n->in[0];
+  IrShape x = local(m, n->in[0]);
   switch (n->op) {
-  case IR_OP_LAYER_NORM: return n->nout < 3 ? 2 * 4 * rows_of(x) : 0; /* mean, rstd */
-  case IR_OP_RMS_NORM: return n->nout < 2 ? 4 * rows_of(x) : 0;      /* rstd */
-  case IR_OP_GROUP_NORM:                                             /* mean, rstd (B, G) */
-    return n->nout < 3 && ir_attrs_has(&n->attrs, IR_ATTR_GROUPS) ? 2 * 4 * x->shape.d[0] * n->attrs.v[IR_ATTR_GROUPS].i
-                                                                   : 0;
+  case IR_OP_LAYER_NORM: return n->nout < 3 ? 2 * 4 * rows_of(&x) : 0; /* mean, rstd */
+  case IR_OP_RMS_NORM: return n->nout < 2 ? 4 * rows_of(&x) : 0;      /* rstd */
+  case IR_OP_GROUP_NORM:                                              /* mean, rstd (B, G) */
+    return n->nout < 3 && ir_attrs_has(&n->attrs, IR_ATTR_GROUPS) ? 2 * 4 * x.d[0] * n->attrs.v[IR_ATTR_GROUPS].i : 0;
   case IR_OP_ATTENTION: /* lse (B, H, T) */
-    return n->nout < 2 && x->shape.rank == 4 ? 4 * x->shape.d[0] * x->shape.d[1] * x->shape.d[2] : 0;
+    return n->nout < 2 && x.rank == 4 ? 4 * x.d[0] * x.d[1] * x.d[2] : 0;
   case IR_OP_CROSS_ENTROPY: /* lse (N) */
-    return n->nout < 2 && n->nin == 2 ? 4 * ir_numel(&n->in[1]->shape) : 0;
+    return n->nout < 2 && n->nin == 2 ? 4 * ir_local_numel(m, n->in[1]) : 0;
   default: return 0;
   }
 }
 
-int64_t mp_view_offset(const IrNode *n) {
+int64_t mp_view_offset(const IrModule *m, const IrNode *n) {
   if (n->nin < 1 || n->nout != 1) return -1;
-  const IrValue *x = n->in[0];
+  const IrValue *v = n->in[0];
   if (n->op == IR_OP_RESHAPE) return 0;
-  if (n->op == IR_OP_SLICE) { /* contiguous: step 1 and only size-1 dims before the axis */
+  if (n->op == IR_OP_SLICE) { /* contiguous: step 1 and only size-1 dims before the axis, not split */
+    IrShape x = local(m, v);
     int axis = (int)n->attrs.v[IR_ATTR_AXIS].i;
     int64_t step = ir_attrs_has(&n->attrs, IR_ATTR_STEP) ? n->attrs.v[IR_ATTR_STEP].i : 1;
-    if (step != 1 || axis < 0 || axis >= x->shape.rank) return -1;
+    if (step != 1 || axis < 0 || axis >= x.rank || x.d[axis] != v->shape.d[axis]) return -1;
     for (int d = 0; d < axis; d++)
-      if (x->shape.d[d] != 1) return -1;
+      if (x.d[d] != 1) return -1;
     int64_t inner = 1;
-    for (int d = axis + 1; d < x->shape.rank; d++) inner *= x->shape.d[d];
+    for (int d = axis + 1; d < x.rank; d++) inner *= x.d[d];
     int64_t start = n->attrs.v[IR_ATTR_START].i;
-    if (start < 0) start += x->shape.d[axis];
-    if (start < 0 || start >= x->shape.d[axis]) return -1;
-    return start * inner * ir_dtype_size(x->dtype);
+    if (start < 0) start += x.d[axis];
+    if (start < 0 || start >= x.d[axis]) return -1;
+    return start * inner * ir_dtype_size(v->dtype);
   }
   return -1;
 }
@@ -164,10 +170,10 @@ static void analyze(FPlan *p, const IrModule *m, const IrFunc *f, Arena *a) {
   p->ws_buf = ARENA_ARRAY(a, int, nn ? nn : 1);
   for (int i = 0; i < nn; i++) {
     const IrNode *n = f->nodes.items[i];
-    int64_t ws = mp_workspace_bytes(n);
+    int64_t ws = mp_workspace_bytes(m, n);
     p->ws_buf[i] = ws > 0 ? new_buf(p, IR_ROLE_ACT, ws, i, i) : -1;
 
-    int64_t view = mp_view_offset(n);
+    int64_t view = mp_view_offset(m, n);
     if (view >= 0) {
       const Loc *src = loc_of(p, n->in[0]);
       IrValue *v = n->out[0];
@@ -186,7 +192,7 @@ static void analyze(FPlan *p, const IrModule *m, const IrFunc *f, Arena *a) {
     for (int j = 0; j < n->nout; j++) {
       IrValue *v = n->out[j];
       IrRole ar = arena_of(v->role);
-      int64_t bytes = mp_value_bytes(v);
+      int64_t bytes = mp_value_bytes(m, v);
       int lu = last_use(p, v, i);
       int reuse = -1;
       for (int k = 0; elementwise && k < n->nin && reuse < 0; k++) {
@@ -194,8 +200,8 @@ static void analyze(FPlan *p, const IrModule *m, const IrFunc *f, Arena *a) {
         const Loc *src = loc_of(p, x);
         if (!src || src->buf < 0 || src->off != 0) continue;
         const Buf *b = &p->bufs[src->buf];
-        if (b->arena == ar && b->end <= i && b->size == mp_align(bytes) && mp_value_bytes(x) == bytes &&
-            ir_numel(&x->shape) == ir_numel(&v->shape))
+        if (b->arena == ar && b->end <= i && b->size == mp_align(bytes) && mp_value_bytes(m, x) == bytes &&
+            ir_local_numel(m, x) == ir_local_numel(m, v))
           reuse = src->buf;
       }
       if (reuse >= 0) {
@@ -297,7 +303,7 @@ static bool place_fixed(IrModule *m, Arena *a, int64_t *top, char *err, size_t e
     v->mem_planned = true;
     v->mem_arena = ar;
     v->mem_offset = top[ar];
-    top[ar] += mp_align(mp_value_bytes(v));
+    top[ar] += mp_align(mp_value_bytes(m, v));
   }
   IrMap names;
   ir_map_init(&names, a, true);
@@ -317,7 +323,7 @@ static bool place_fixed(IrModule *m, Arena *a, int64_t *top, char *err, size_t e
         IrRole ar = arena_of(v->role);
         s->p = v;
         s->i = top[ar];
-        top[ar] += mp_align(mp_value_bytes(v));
+        top[ar] += mp_align(mp_value_bytes(m, v));
       }
       v->mem_planned = true;
       v->mem_arena = arena_of(v->role);
@@ -346,7 +352,7 @@ bool pass_memplan(IrModule *m, PassCtx *cx) {
     for (int i = 0; i < f->nodes.len; i++) {
       IrNode *n = f->nodes.items[i];
       n->ws_offset = p.ws_buf[i] >= 0 ? p.bufs[p.ws_buf[i]].offset : 0;
-      n->ws_bytes = p.ws_buf[i] >= 0 ? mp_workspace_bytes(n) : 0;
+      n->ws_bytes = p.ws_buf[i] >= 0 ? mp_workspace_bytes(m, n) : 0;
       for (int j = 0; j < n->nout; j++) {
         IrValue *v = n->out[j];
         const Loc *l = loc_of(&p, v);
@@ -369,9 +375,9 @@ bool pass_memplan(IrModule *m, PassCtx *cx) {
 
 /* ---- the summary ---- */
 
-static void extent(int64_t *top, const IrValue *v) {
+static void extent(const IrModule *m, int64_t *top, const IrValue *v) {
   if (!v->mem_planned || (unsigned)v->mem_arena >= IR_ROLE_COUNT) return;
-  int64_t e = v->mem_offset + mp_value_bytes(v);
+  int64_t e = v->mem_offset + mp_value_bytes(m, v);
   if (e > top[v->mem_arena]) top[v->mem_arena] = e;
 }
 
@@ -381,7 +387,7 @@ bool mp_summarize(const IrModule *m, MpSummary *s, char *err, size_t errlen) {
   for (int i = 0; i < m->params.len; i++) {
     const IrValue *v = m->params.items[i];
     if (!v->mem_planned) planned = false;
-    extent(s->arena, v);
+    extent(m, s->arena, v);
   }
   Arena a;
   arena_init(&a);
@@ -391,13 +397,13 @@ bool mp_summarize(const IrModule *m, MpSummary *s, char *err, size_t errlen) {
     for (int i = 0; i < f->inputs.len; i++) {
       const IrValue *v = f->inputs.items[i];
       if (!v->mem_planned) planned = false;
-      extent(s->arena, v);
+      extent(m, s->arena, v);
     }
     for (int i = 0; i < f->nodes.len; i++) {
       const IrNode *n = f->nodes.items[i];
       for (int j = 0; j < n->nout; j++) {
         if (!n->out[j]->mem_planned) planned = false;
-        extent(top, n->out[j]);
+        extent(m, top, n->out[j]);
       }
       if (n->ws_bytes > 0 && n->ws_offset + n->ws_bytes > top[IR_ROLE_ACT]) top[IR_ROLE_ACT] = n->ws_offset + n->ws_bytes;
     }

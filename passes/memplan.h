@@ -22,17 +22,19 @@
 
 static inline int64_t mp_align(int64_t n) { return (n + MP_ALIGN - 1) / MP_ALIGN * MP_ALIGN; }
 
-/* Bytes of a value (numel * element size), unaligned. */
-int64_t mp_value_bytes(const IrValue *v);
+/* Bytes one rank holds of a value (local numel * element size, the
+ * placement's splits applied), unaligned. The plan is per rank: every rank
+ * of the mesh runs the same program on same-sized pieces. */
+int64_t mp_value_bytes(const IrModule *m, const IrValue *v);
 
 /* Scratch the kernel of node n needs beyond its results (0 for most ops):
  * the saved statistics of a norm, attention or cross entropy whose node has
  * no result for them. The layout inside is the kernel binding's business. */
-int64_t mp_workspace_bytes(const IrNode *n);
+int64_t mp_workspace_bytes(const IrModule *m, const IrNode *n);
 
 /* When node n's result shares its first operand's storage (a reshape, a
  * contiguous slice), the byte offset of the result in that storage; else -1. */
-int64_t mp_view_offset(const IrNode *n);
+int64_t mp_view_offset(const IrModule *m, const IrNode *n);
 
 typedef struct MpFuncStats {
   const char *name;

@@ -210,7 +210,7 @@ static void check_no_overlap(const IrModule *m) {
         if (i > lv[s->i].last) lv[s->i].last = i;
         const IrValue *x = nd->in[q], *y = nd->nout == 1 ? nd->out[0] : NULL;
         bool shares = y && x->mem_arena == y->mem_arena &&
-                      (mp_view_offset(nd) >= 0 || ((ir_ops[nd->op].flags & OPF_ELEMWISE) && x->mem_offset == y->mem_offset));
+                      (mp_view_offset(m, nd) >= 0 || ((ir_ops[nd->op].flags & OPF_ELEMWISE) && x->mem_offset == y->mem_offset));
         if (shares) lv[find(lv, (int)ir_map_get(&idx, y)->i)].set = find(lv, (int)s->i);
       }
     }
@@ -223,7 +223,7 @@ static void check_no_overlap(const IrModule *m) {
         const IrValue *a1 = lv[x].v, *b1 = lv[y].v;
         if (a1->mem_arena != b1->mem_arena || find(lv, x) == find(lv, y)) continue;
         bool time = lv[x].def <= lv[y].last && lv[y].def <= lv[x].last;
-        int64_t ae = a1->mem_offset + mp_value_bytes(a1), be = b1->mem_offset + mp_value_bytes(b1);
+        int64_t ae = a1->mem_offset + mp_value_bytes(m, a1), be = b1->mem_offset + mp_value_bytes(m, b1);
         bool space = a1->mem_offset < be && b1->mem_offset < ae;
         ck_assert_msg(!(time && space), "@%s: %%%d and %%%d overlap while live", f->name, a1->id, b1->id);
       }
