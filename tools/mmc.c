@@ -487,6 +487,69 @@ static int cmd_stats(Opts *o) {
 
 /* ---- plan and compile (the backend) ---- */
 
+/* The collectives of one step (@train, else @forward), the same on every
+ * rank: per collective kind and mesh axis the calls and what one rank sends
+ * (ring algorithms, ir_collective_elems); with --json also each one. Shown
+ * only on a mesh of more than one rank. */
+typedef struct CollTotal {
+  IrOp op;
+  int axis, calls;
+  int64_t elems, bytes;
+} CollTotal;
+
+static void plan_collectives(IrModule *m, json_object *root) {
+  if (ir_world_size(m) <= 1) return;
+  IrFunc *f = ir_module_func(m, "train");
+  if (!f) f = ir_module_func(m, "forward");
+  if (!f) return;
+  CollTotal tot[64];
+  int nt = 0;
+  json_object *list = root ? json_object_new_array() : NULL;
+  for (int i = 0; i < f->nodes.len; i++) {
+    IrNode *n = f->nodes.items[i];
+    if (!ir_op_is_collective(n->op)) continue;
+    int64_t msg = 0, sent = ir_collective_elems(m, n, &msg), bytes = sent * ir_dtype_size(n->in[0]->dtype);
+    int a = (int)n->attrs.v[IR_ATTR_MESH].i, k = 0;
+    while (k < nt && (tot[k].op != n->op || tot[k].axis != a)) k++;
+    if (k == nt && nt < 64) tot[nt++] = (CollTotal){n->op, a, 0, 0, 0};
+    if (k < nt) tot[k].calls++, tot[k].elems += sent, tot[k].bytes += bytes;
+    if (list) {
+      json_object *e = json_object_new_object();
+      json_object_object_add(e, "kind", json_object_new_string(ir_ops[n->op].name));
+      json_object_object_add(e, "axis", json_object_new_string(ir_axis_name((IrAxis)a)));
+      json_object_object_add(e, "elements", json_object_new_int64(msg));
+      json_object_object_add(e, "sent_elements", json_object_new_int64(sent));
+      json_object_object_add(e, "sent_bytes", json_object_new_int64(bytes));
+      json_object_object_add(e, "scope", n->scope ? json_object_new_string(n->scope) : NULL);
+      json_object_array_add(list, e);
+    }
+  }
+  if (root) {
+    json_object *mesh = json_object_new_object();
+    for (int a = 0; a < IR_NAXES; a++) json_object_object_add(mesh, ir_axis_name((IrAxis)a), json_object_new_int(m->mesh[a]));
+    json_object_object_add(root, "mesh", mesh);
+    json_object_object_add(root, "collectives", list);
+    json_object *t = json_object_new_array();
+    for (int k = 0; k < nt; k++) {
+      json_object *e = json_object_new_object();
+      json_object_object_add(e, "kind", json_object_new_string(ir_ops[tot[k].op].name));
+      json_object_object_add(e, "axis", json_object_new_string(ir_axis_name((IrAxis)tot[k].axis)));
+      json_object_object_add(e, "calls", json_object_new_int(tot[k].calls));
+      json_object_object_add(e, "sent_elements", json_object_new_int64(tot[k].elems));
+      json_object_object_add(e, "sent_bytes", json_object_new_int64(tot[k].bytes));
+      json_object_array_add(t, e);
+    }
+    json_object_object_add(root, "collective_totals", t);
+    return;
+  }
+  printf("  mesh dp = %d, cp = %d, tp = %d: %d ranks, each running @%s on its own piece\n", m->mesh[IR_AX_DP],
+         m->mesh[IR_AX_CP], m->mesh[IR_AX_TP], ir_world_size(m), f->name);
+  printf("  collectives per step, per rank:\n");
+  for (int k = 0; k < nt; k++)
+    printf("    %-15s %-3s %5d calls %14lld elements sent %14lld bytes\n", ir_ops[tot[k].op].name,
+           ir_axis_name((IrAxis)tot[k].axis), tot[k].calls, (long long)tot[k].elems, (long long)tot[k].bytes);
+}
+
 static int cmd_plan(Opts *o) {
   Diag d;
   diag_init(&d);
@@ -519,6 +582,7 @@ static int cmd_plan(Opts *o) {
       json_object_object_add(funcs, f->name, e);
     }
     json_object_object_add(root, "funcs", funcs);
+    plan_collectives(m, root);
     printf("%s\n", json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED));
     json_object_put(root);
   } else {
@@ -534,6 +598,7 @@ static int cmd_plan(Opts *o) {
              f->name, (long long)f->arena[IR_ROLE_ACT], (long long)f->live_peak, eff, (long long)f->arena[IR_ROLE_GRAD],
              f->nbuffers, f->ninplace, f->nviews);
     }
+    plan_collectives(m, NULL);
   }
   return finish(&d, p, &r, EXIT_OK);
 }
