@@ -3,6 +3,8 @@
 #  1. golden: `mmc dump-ir --rank 1` of GPT2Tiny (two layers) under tp = 2 with
 #     sequence parallel, after the collectives pass, against
 #     tests/golden/gpt2tiny_tp2_sp.rank1.mmir (MMC_UPDATE_GOLDEN=1 rewrites it);
+#     and the collectives of `mmc plan --json` for the same plan against
+#     tests/golden/gpt2tiny_tp2_sp.plan_collectives.json;
 #  2. every sharded module prints, parses back (placements, collectives and
 #     all) and prints the same bytes, after `collectives` and at the end of
 #     the pipeline;
@@ -19,6 +21,17 @@ if [ "${MMC_UPDATE_GOLDEN:-0}" = 1 ]; then
   cp "$T/rank1.mmir" "$golden"
 elif ! cmp -s "$T/rank1.mmir" "$golden"; then
   echo "FAIL: dump-ir --rank 1 differs from $golden"; diff "$golden" "$T/rank1.mmir" | head -30 || true; fail=$((fail+1))
+fi
+
+gplan=tests/golden/gpt2tiny_tp2_sp.plan_collectives.json
+"$MMC" plan stdlib_models/gpt2.mm --model GPT2Tiny --tp 2 --sp --json |
+  python3 -c 'import json, sys; p = json.load(sys.stdin); print(json.dumps({k: p[k] for k in ("mesh", "collective_totals", "collectives")}, indent=1))' \
+  > "$T/plan.json"
+if [ "${MMC_UPDATE_GOLDEN:-0}" = 1 ]; then
+  cp "$T/plan.json" "$gplan"
+elif ! cmp -s "$T/plan.json" "$gplan"; then
+  echo "FAIL: the collectives of mmc plan --json differ from $gplan"; diff "$gplan" "$T/plan.json" | head -30 || true
+  fail=$((fail+1))
 fi
 
 n=0
