@@ -282,6 +282,121 @@ START_TEST(test_rule_collectives) {
 }
 END_TEST
 
+
+/* The rules not met above, one case each at least. */
+START_TEST(test_rule_more) {
+  T t;
+  t_init(&t);
+  IrAttrs a = {0};
+  /* matmul: batch, M and N split; K gives partial sums */
+  IrValue *ma = input(&t, "ma", IR_F32, SHP(2, 4, 6), S(2)), *mb = input(&t, "mb", IR_F32, SHP(2, 6, 8), S(1));
+  IrNode *mm = node(&t, IR_OP_MATMUL, VS(ma, mb), NULL);
+  ck_assert(LEGAL(mm, P) && !LEGAL(mm, S(2)));
+  ma->pl[IR_AX_TP] = S(0), mb->pl[IR_AX_TP] = S(0);
+  ck_assert(LEGAL(mm, S(0)));
+  ma->pl[IR_AX_TP] = B, mb->pl[IR_AX_TP] = S(2);
+  ck_assert(LEGAL(mm, S(2)));
+  /* expand: a broadcast dim may come out split (each rank fills its piece) */
+  IrValue *cls = input(&t, "cls", IR_F32, SHP(1, 1, 8), B);
+  ir_attrs_set_ints(&a, IR_ATTR_SHAPE, INTS(4, 1, 8));
+  IrNode *ex = node(&t, IR_OP_EXPAND, VS(cls), &a);
+  ck_assert(LEGAL(ex, B) && LEGAL(ex, S(0)) && !LEGAL(ex, P));
+  ck_assert(!LEGAL(ex, S(2))); /* a dim the operand has: split it first */
+  /* sum_to: the summed dims give partial sums */
+  IrValue *st = input(&t, "st", IR_F32, SHP(4, 6, 8), S(0));
+  a = (IrAttrs){0};
+  ir_attrs_set_ints(&a, IR_ATTR_SHAPE, INTS(8));
+  IrNode *su = node(&t, IR_OP_SUM_TO, VS(st), &a);
+  ck_assert(LEGAL(su, P) && !LEGAL(su, B));
+  st->pl[IR_AX_TP] = S(2);
+  ck_assert(LEGAL(su, S(0)));
+  /* rope: batch, sequence (at its offset) and heads split, the head dim not */
+  IrValue *rx = input(&t, "rx", IR_F32, SHP(2, 8, 4, 16), S(1));
+  a = (IrAttrs){0};
+  ir_attrs_set_float(&a, IR_ATTR_THETA, 10000);
+  IrNode *ro = node(&t, IR_OP_ROPE, VS(rx), &a);
+  ck_assert(LEGAL(ro, S(1)));
+  rx->pl[IR_AX_TP] = S(3);
+  ck_assert(!LEGAL(ro, S(3)) && !LEGAL(ro, B));
+  /* mse: every dim reduces */
+  IrValue *m1 = input(&t, "m1", IR_F32, SHP(4, 6), S(1)), *m2 = input(&t, "m2", IR_F32, SHP(4, 6), S(1));
+  IrNode *ms = node(&t, IR_OP_MSE, VS(m1, m2), NULL);
+  ck_assert(LEGAL(ms, P) && !LEGAL(ms, B));
+  /* group_norm: the batch only */
+  IrValue *gx = input(&t, "gx", IR_F32, SHP(4, 8, 5, 5), S(0)), *gw = input(&t, "gw", IR_F32, SHP(8), B);
+  a = (IrAttrs){0};
+  ir_attrs_set_float(&a, IR_ATTR_EPS, 1e-5);
+  ir_attrs_set_int(&a, IR_ATTR_GROUPS, 2);
+  IrNode *gn = node(&t, IR_OP_GROUP_NORM, VS(gx, gw, gw), &a);
+  ck_assert(LEGAL(gn, S(0), S(0), S(0)));
+  gx->pl[IR_AX_TP] = S(1);
+  ck_assert(!LEGAL(gn, S(1), B, B));
+  /* layer_norm_grad over split rows: dw and db are partial sums */
+  IrValue *dy = input(&t, "dy", IR_F32, SHP(4, 6, 8), S(1)), *lx = input(&t, "lx", IR_F32, SHP(4, 6, 8), S(1)),
+          *mean = input(&t, "mean", IR_F32, SHP(24), S(0)), *rstd = input(&t, "rstd", IR_F32, SHP(24), S(0)),
+          *lw = input(&t, "lw", IR_F32, SHP(8), B);
+  a = (IrAttrs){0};
+  ir_attrs_set_float(&a, IR_ATTR_EPS, 1e-5);
+  IrNode *lg = node(&t, IR_OP_LAYER_NORM_GRAD, VS(dy, lx, mean, rstd, lw), &a);
+  ck_assert(LEGAL(lg, S(1), P, P) && !LEGAL(lg, S(1), B, B));
+  /* attention_grad: heads */
+  IrValue *ad = input(&t, "ad", IR_F32, SHP(2, 8, 4, 8), S(2)), *aq = input(&t, "aq", IR_F32, SHP(2, 8, 4, 8), S(2)),
+          *ak = input(&t, "ak", IR_F32, SHP(2, 8, 2, 8), S(2)), *av = input(&t, "av", IR_F32, SHP(2, 8, 2, 8), S(2)),
+          *ao = input(&t, "ao", IR_F32, SHP(2, 8, 4, 8), S(2)), *al = input(&t, "al", IR_F32, SHP(2, 4, 8), S(1));
+  a = (IrAttrs){0};
+  ir_attrs_set_bool(&a, IR_ATTR_CAUSAL, true);
+  ir_attrs_set_float(&a, IR_ATTR_SCALE, 0.35);
+  IrNode *ag = node(&t, IR_OP_ATTENTION_GRAD, VS(ad, aq, ak, av, ao, al), &a);
+  ck_assert(LEGAL(ag, S(2), S(2), S(2)) && !LEGAL(ag, B, B, B));
+  /* cross_entropy_grad: the vocabulary split stays local */
+  IrValue *dl = input(&t, "dl", IR_F32, SHP(), B), *cl = input(&t, "cl", IR_F32, SHP(2, 8, 16), S(2)),
+          *cy = input(&t, "cy", IR_I32, SHP(2, 8), B), *cs = input(&t, "cs", IR_F32, SHP(16), B);
+  a = (IrAttrs){0};
+  ir_attrs_set_int(&a, IR_ATTR_IGNORE, -100);
+  IrNode *cg = node(&t, IR_OP_CROSS_ENTROPY_GRAD, VS(dl, cl, cy, cs), &a);
+  ck_assert(LEGAL(cg, S(2)) && !LEGAL(cg, B));
+  /* conv backward: dgrad over split output channels is a partial sum, wgrad over a split batch too */
+  IrValue *cdy = input(&t, "cdy", IR_F32, SHP(2, 6, 8, 8), S(1)), *cw = input(&t, "cw", IR_F32, SHP(6, 4, 3, 3), S(0));
+  a = (IrAttrs){0};
+  ir_attrs_set_ints(&a, IR_ATTR_STRIDE, INTS(1, 1));
+  ir_attrs_set_ints(&a, IR_ATTR_PADDING, INTS(1, 1));
+  ir_attrs_set_ints(&a, IR_ATTR_SHAPE, INTS(2, 4, 8, 8));
+  IrNode *cgx = node(&t, IR_OP_CONV2D_GRAD_X, VS(cdy, cw), &a);
+  ck_assert(LEGAL(cgx, P));
+  IrValue *cx = input(&t, "cx", IR_F32, SHP(2, 4, 8, 8), S(0));
+  cdy->pl[IR_AX_TP] = S(0);
+  ir_attrs_set_ints(&a, IR_ATTR_SHAPE, INTS(6, 4, 3, 3));
+  IrNode *cgw = node(&t, IR_OP_CONV2D_GRAD_W, VS(cdy, cx), &a);
+  ck_assert(LEGAL(cgw, P) && !LEGAL(cgw, S(0)));
+  /* adamw: parameter, gradient and state alike, the scalars whole */
+  IrValue *pw = input(&t, "pw", IR_F32, SHP(8, 4), S(0)), *pg = input(&t, "pg", IR_F32, SHP(8, 4), S(0)),
+          *pm = input(&t, "pm", IR_F32, SHP(8, 4), S(0)), *pv = input(&t, "pv", IR_F32, SHP(8, 4), S(0)),
+          *lr = input(&t, "lr", IR_F32, SHP(), B);
+  a = (IrAttrs){0};
+  ir_attrs_set_float(&a, IR_ATTR_BETA1, 0.9);
+  ir_attrs_set_float(&a, IR_ATTR_BETA2, 0.95);
+  ir_attrs_set_float(&a, IR_ATTR_EPS, 1e-8);
+  ir_attrs_set_float(&a, IR_ATTR_WEIGHT_DECAY, 0.1);
+  IrNode *ad2 = node(&t, IR_OP_ADAMW, VS(pw, pg, pm, pv, lr, lr, lr), &a);
+  char err[512];
+  ck_assert(ir_shard_check_node(t.m, ad2, err, sizeof err));
+  pg->pl[IR_AX_TP] = S(1);
+  ck_assert(!ir_shard_check_node(t.m, ad2, err, sizeof err));
+  /* full and clip_scale: whole (full may also fill a piece) */
+  a = (IrAttrs){0};
+  ir_attrs_set_ints(&a, IR_ATTR_SHAPE, INTS(4));
+  ir_attrs_set_float(&a, IR_ATTR_VALUE, 1);
+  ir_attrs_set_dtype(&a, IR_ATTR_DTYPE, IR_F32);
+  IrNode *fu = node(&t, IR_OP_FULL, NULL, 0, &a);
+  ck_assert(LEGAL(fu, B) && LEGAL(fu, S(0)) && !LEGAL(fu, P));
+  a = (IrAttrs){0};
+  ir_attrs_set_float(&a, IR_ATTR_VALUE, 1);
+  IrNode *cs2 = node(&t, IR_OP_CLIP_SCALE, VS(dl), &a);
+  ck_assert(LEGAL(cs2, B) && !LEGAL(cs2, P));
+  t_free(&t);
+}
+END_TEST
+
 /* ---- gradient rules of the collectives ---- */
 
 static IrNode *grad_of(T *t, IrNode *fwd, IrValue *dy) {
@@ -782,6 +897,7 @@ static Suite *shard_suite(void) {
   tcase_add_test(tc, test_rule_backward);
   tcase_add_test(tc, test_rule_fused);
   tcase_add_test(tc, test_rule_collectives);
+  tcase_add_test(tc, test_rule_more);
   tcase_add_test(tc, test_grad_collectives);
   tcase_add_test(tc, test_text_roundtrip);
   suite_add_tcase(s, tc);
