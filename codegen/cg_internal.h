@@ -29,6 +29,9 @@ typedef struct Cg {
   LLVMValueRef step;                 /* f32: the step input, or NULL */
   LLVMBasicBlockRef fail_bb;         /* returns -1 */
   bool training;                     /* @train: dropout is on */
+  int cur;                           /* index of the node being lowered */
+  IrMap uses;                        /* IrValue* -> i: its uses in the function (results count) */
+  const IrNode *skip;                /* a later node already done by the current one's kernel */
   bool failed;
   int nfns;                          /* helper functions made so far (names) */
 } Cg;

@@ -240,6 +240,13 @@ static LLVMValueRef build_step(Cg *cg, const IrFunc *f, const char *name, bool t
     const IrValue *v = f->inputs.items[i];
     if (strcmp(v->name, "step") == 0 && v->dtype == IR_F32 && v->shape.rank == 0) cg->step = cg_load_f32(cg, v);
   }
+  ir_map_init(&cg->uses, cg->a, false);
+  for (int i = 0; i < f->nodes.len; i++) {
+    const IrNode *n = f->nodes.items[i];
+    for (int k = 0; k < n->nin; k++) ir_map_put(&cg->uses, n->in[k])->i++;
+  }
+  for (int i = 0; i < f->results.len; i++) ir_map_put(&cg->uses, f->results.items[i])->i++;
+  cg->skip = NULL;
   LLVMBasicBlockRef body = LLVMGetInsertBlock(cg->b);
   cg->fail_bb = LLVMAppendBasicBlockInContext(cg->ctx, fn, "fail");
   LLVMPositionBuilderAtEnd(cg->b, cg->fail_bb);
@@ -252,6 +259,8 @@ static LLVMValueRef build_step(Cg *cg, const IrFunc *f, const char *name, bool t
         cg_error(cg, n, "result %d has no memory plan (run memplan)", j);
         return NULL;
       }
+    if (n == cg->skip) continue;
+    cg->cur = i;
     if (!cg_lower_node(cg, n)) cg->failed = true;
   }
   LLVMBuildRet(cg->b, cg_i32(cg, 0));

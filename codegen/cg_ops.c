@@ -57,10 +57,28 @@ static bool lower_matmul(Cg *cg, const IrNode *n) {
   return true;
 }
 
+/* The bias add that the next node makes of this linear's result, when the
+ * kernel can do it instead: the result's only use, a vector [N], and the
+ * add in place (so its storage is the linear's). */
+static const IrValue *bias_of_next(Cg *cg, const IrNode *n) {
+  if (cg->cur + 1 >= cg->f->nodes.len) return NULL;
+  const IrNode *a = cg->f->nodes.items[cg->cur + 1];
+  const IrValue *y = n->out[0];
+  IrMapSlot *u = ir_map_get(&cg->uses, y);
+  if (a->op != IR_OP_ADD || !u || u->i != 1 || a->out[0]->mem_arena != y->mem_arena ||
+      a->out[0]->mem_offset != y->mem_offset || !ir_shape_eq(&a->out[0]->shape, &y->shape))
+    return NULL;
+  const IrValue *b = a->in[0] == y ? a->in[1] : a->in[1] == y ? a->in[0] : NULL;
+  if (!b || b == y || b->dtype != IR_F32 || b->shape.rank != 1 || b->shape.d[0] != last_dim(y)) return NULL;
+  cg->skip = a;
+  return b;
+}
+
 static bool lower_linear(Cg *cg, const IrNode *n) {
-  const IrValue *x = n->in[0], *w = n->in[1];
+  const IrValue *x = n->in[0], *w = n->in[1], *bias = bias_of_next(cg, n);
   int64_t K = last_dim(x), N = w->shape.d[0];
-  CALL("mmrt_linear_fwd", I32(MMRT_F32), O(0), V(0), V(1), cg_null(cg), I32(rows(x)), I32(K), I32(N));
+  CALL("mmrt_linear_fwd", I32(MMRT_F32), O(0), V(0), V(1), bias ? cg_ptr(cg, bias) : cg_null(cg), I32(rows(x)), I32(K),
+       I32(N));
   return true;
 }
 
