@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mmrt_caption.h"
 #include "mmrt_data.h"
 #include "mmrt_log.h"
 
@@ -38,7 +39,7 @@ typedef struct Args {
     int has_lr, has_seed, resume, quiet;
 } Args;
 
-typedef enum Task { TASK_CLASSIFY, TASK_LM } Task;
+typedef enum Task { TASK_CLASSIFY, TASK_LM, TASK_CAPTION } Task;
 
 typedef struct Trainer {
     const MmrtModelDesc *m;
@@ -46,6 +47,8 @@ typedef struct Trainer {
     char *arenas[MMRT_NARENAS];
     Task task;
     const MmrtTensorDesc *x, *y, *lr, *step; /* bound inputs (lr, step: NULL for eval-only) */
+    const MmrtTensorDesc *text;              /* captioning: the text tokens */
+    MmrtCaptioner cap_train, cap_eval;
     int64_t B, T;                            /* rows per batch; tokens per row (LM) */
     MmrtImages train, test;
     MmrtBatchIter it, eval_it;
@@ -208,7 +211,8 @@ static int bind(Trainer *t)
         return fail("model input 'lr' must be f32[] (the learning rate)");
     if (t->step && (t->step->dtype != MMRT_ST_F32 || t->step->ndim != 0))
         return fail("model input 'step' must be f32[] (the step counter)");
-    const MmrtTensorDesc *px = input(m, "pixels"), *ids = input(m, "ids"), *lb = input(m, "labels");
+    const MmrtTensorDesc *px = input(m, "pixels"), *ids = input(m, "ids"), *lb = input(m, "labels"),
+                         *text = input(m, "text");
     const int64_t img[4] = {t->B, 1, MMRT_FMNIST_SIDE, MMRT_FMNIST_SIDE}, vec[1] = {t->B}, tok[2] = {t->B, -1};
     char got[256] = "", buf[128];
     if (px && is(px, MMRT_ST_F32, 4, img) && is(lb, MMRT_ST_I32, 1, vec)) {
@@ -217,6 +221,16 @@ static int bind(Trainer *t)
         if (m->eval_logits_offset >= 0 && m->logits_cols < MMRT_FMNIST_CLASSES)
             return fail("model %s classifies into %lld classes; Fashion-MNIST has %d", m->name,
                         (long long)m->logits_cols, MMRT_FMNIST_CLASSES);
+        return 0;
+    }
+    if (px && is(px, MMRT_ST_F32, 4, img) && text && is(text, MMRT_ST_I32, 2, tok) && lb &&
+        is(lb, MMRT_ST_I32, 2, text->shape)) {
+        t->task = TASK_CAPTION;
+        t->x = px, t->text = text, t->y = lb;
+        t->T = text->shape[1];
+        if (m->ignore_index != MMRT_IGNORE_INDEX)
+            return fail("model %s ignores label %lld; captions mark unlearned positions with %d", m->name,
+                        (long long)m->ignore_index, MMRT_IGNORE_INDEX);
         return 0;
     }
     if (ids && is(ids, MMRT_ST_I32, 2, tok) && lb && is(lb, MMRT_ST_I32, 2, ids->shape)) {
@@ -236,8 +250,21 @@ static int bind(Trainer *t)
         snprintf(got + k, sizeof got - k, "%s%s %s", i ? ", " : "", m->inputs[i].name, buf);
     }
     return fail("cannot bind the inputs of model %s (%s) to Fashion-MNIST: expected pixels F32[%lld, 1, 28, 28] "
-                "and labels I32[%lld] (classification), or ids and labels I32[%lld, T] (pixel bytes as tokens)",
-                m->name, got, (long long)t->B, (long long)t->B, (long long)t->B);
+                "and labels I32[%lld] (classification), ids and labels I32[%lld, T] (pixel bytes as tokens), or "
+                "pixels, text and labels I32[%lld, T] (captions)",
+                m->name, got, (long long)t->B, (long long)t->B, (long long)t->B, (long long)t->B);
+}
+
+/* The captioners (train: varied phrasings under the run seed; eval: the
+ * canonical ones), once the seed is final; the vocabulary must fit. */
+static int init_captions(Trainer *t)
+{
+    char err[ERRLEN];
+    if (mmrt_caption_init(&t->cap_train, (int)t->T, 0, MMRT_CAPTION_TRAIN, t->a.seed, err, sizeof err) != MMRT_OK ||
+        mmrt_caption_init(&t->cap_eval, (int)t->T, 0, MMRT_CAPTION_EVAL, t->a.seed, err, sizeof err) != MMRT_OK ||
+        mmrt_tok_fits(&t->cap_train.tok, (int)t->m->logits_cols, err, sizeof err) != MMRT_OK)
+        return fail("model %s cannot learn the captions: %s", t->m->name, err);
+    return 0;
 }
 
 static void *at(Trainer *t, const MmrtTensorDesc *d) { return t->arenas[d->arena] + d->offset; }
@@ -256,6 +283,10 @@ static int64_t numel(const MmrtTensorDesc *d)
 static void fill_batch(Trainer *t, const MmrtBatchIter *it, int64_t rows, int eval, uint64_t sample0)
 {
     int32_t *y = at(t, t->y);
+    if (t->task == TASK_CAPTION) {
+        mmrt_caption_fill(eval ? &t->cap_eval : &t->cap_train, it, 0, t->B, at(t, t->x), at(t, t->text), y);
+        return;
+    }
     if (t->task == TASK_CLASSIFY) {
         mmrt_iter_fill(it, 0, t->B, at(t, t->x), y);
         for (int64_t k = rows; k < t->B; k++)
@@ -450,6 +481,73 @@ static double now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Index of the largest logit of row r of the last eval step. */
+static int32_t argmax_row(const Trainer *t, int64_t r)
+{
+    const float *row = (const float *)(t->arenas[MMRT_ARENA_ACT] + t->m->eval_logits_offset) + r * t->m->logits_cols;
+    int32_t best = 0;
+    for (int32_t c = 1; c < (int32_t)t->m->logits_cols; c++)
+        if (row[c] > row[best])
+            best = c;
+    return best;
+}
+
+static int restart_eval(Trainer *t)
+{
+    char err[ERRLEN];
+    mmrt_iter_free(&t->eval_it); /* a fresh pass in file order */
+    if (mmrt_iter_init(&t->eval_it, &t->test, t->B, 0, 0, err, sizeof err) != MMRT_OK)
+        return fail("%s", err);
+    return 0;
+}
+
+/* Captioning: greedy generation from each test image's prompt, one eval
+ * step per generated token (the model is causal, so the logits at the last
+ * prefix position predict the next token), scored by exact match with the
+ * canonical caption. */
+static int caption_match(Trainer *t, double *rate)
+{
+    const int64_t B = t->B, T = t->T;
+    int32_t *text = at(t, t->text), *y = at(t, t->y);
+    int32_t *len = calloc((size_t)B, sizeof *len), *label = calloc((size_t)B, sizeof *label),
+            *gen = calloc((size_t)(B * T), sizeof *gen), *ng = calloc((size_t)B, sizeof *ng);
+    int64_t matches = 0, counted = 0, batches = 0;
+    int rc = !len || !label || !gen || !ng ? fail("out of memory") : restart_eval(t);
+    while (!rc) {
+        int64_t rows = mmrt_iter_next(&t->eval_it);
+        if (rows == 0 || (t->a.eval_batches >= 0 && batches >= t->a.eval_batches))
+            break;
+        mmrt_caption_fill_prefix(&t->cap_eval, &t->eval_it, 0, B, at(t, t->x), text, len, label);
+        for (int64_t i = 0; i < B * T; i++)
+            y[i] = MMRT_IGNORE_INDEX; /* no loss: only the logits matter */
+        memset(ng, 0, (size_t)B * sizeof *ng);
+        for (int active = 1; active && !rc;) {
+            if (t->m->eval_step(t->arenas, t->a.seed) < 0)
+                rc = fail("the evaluation step failed while generating captions");
+            active = 0;
+            for (int64_t r = 0; r < B && !rc; r++) {
+                if (label[r] < 0 || len[r] == 0 || len[r] > T || (ng[r] && gen[r * T + ng[r] - 1] == MMRT_TOK_EOS))
+                    continue;
+                int32_t tok = argmax_row(t, r * T + len[r] - 1);
+                gen[r * T + ng[r]++] = tok;
+                if (tok != MMRT_TOK_EOS && len[r] < T && ng[r] < T) {
+                    text[r * T + len[r]++] = tok;
+                    active = 1;
+                } else {
+                    len[r] = (int32_t)T + 1; /* done */
+                }
+            }
+        }
+        int64_t c = 0;
+        matches += mmrt_caption_count_matches(&t->cap_eval, label, gen, ng, B, T, &c);
+        counted += c;
+        batches++;
+    }
+    free(len), free(label), free(gen), free(ng);
+    *rate = counted ? (double)matches / (double)counted : NAN;
+    return rc;
+}
+
 /* Loss and top-1 accuracy over the test split (or --eval-batches of it). */
 static int evaluate(Trainer *t, double *loss, double *acc)
 {
@@ -457,10 +555,8 @@ static int evaluate(Trainer *t, double *loss, double *acc)
     char *const *ar = t->arenas;
     int64_t counted = 0, correct = 0, batches = 0;
     double lsum = 0;
-    char err[ERRLEN];
-    mmrt_iter_free(&t->eval_it); /* a fresh pass in file order */
-    if (mmrt_iter_init(&t->eval_it, &t->test, t->B, 0, 0, err, sizeof err) != MMRT_OK)
-        return fail("%s", err);
+    if (restart_eval(t))
+        return 1;
     for (;;) {
         int64_t rows = mmrt_iter_next(&t->eval_it);
         if (rows == 0 || (t->a.eval_batches >= 0 && batches >= t->a.eval_batches))
@@ -471,16 +567,10 @@ static int evaluate(Trainer *t, double *loss, double *acc)
         const int32_t *y = at(t, t->y);
         int64_t n = 0;
         if (m->eval_logits_offset >= 0) {
-            const float *lg = (const float *)(t->arenas[MMRT_ARENA_ACT] + m->eval_logits_offset);
             for (int64_t r = 0; r < m->logits_rows; r++) {
                 if (y[r] == (int32_t)m->ignore_index)
                     continue;
-                const float *row = lg + r * m->logits_cols;
-                int64_t best = 0;
-                for (int64_t c = 1; c < m->logits_cols; c++)
-                    if (row[c] > row[best])
-                        best = c;
-                correct += best == y[r];
+                correct += argmax_row(t, r) == y[r];
                 n++;
             }
         }
@@ -574,6 +664,8 @@ int mmrt_main(int argc, char **argv, const MmrtModelDesc *m)
         else if (!t.a.quiet)
             fprintf(stderr, "trainer: resumed from %s at step %lld\n", t.a.ckpt, (long long)t.done);
     }
+    if (t.task == TASK_CAPTION && init_captions(&t))
+        return 1;
     if (t.a.log) {
         if (mmrt_log_open(&t.log, t.a.log, err, sizeof err) != MMRT_OK)
             return fail("--log %s", err);
@@ -583,7 +675,8 @@ int mmrt_main(int argc, char **argv, const MmrtModelDesc *m)
     signal(SIGTERM, on_signal);
     if (!t.a.quiet)
         fprintf(stderr, "trainer: model %s, %s task, batch %lld, steps %lld, seed %llu\n", m->name,
-                t.task == TASK_CLASSIFY ? "classification" : "next-pixel", (long long)t.B, (long long)t.a.steps,
+                t.task == TASK_CLASSIFY ? "classification" : t.task == TASK_LM ? "next-pixel" : "captioning",
+                (long long)t.B, (long long)t.a.steps,
                 (unsigned long long)t.a.seed);
     rc = train(&t);
     if (!rc && t.a.ckpt && t.done > 0)
@@ -591,10 +684,19 @@ int mmrt_main(int argc, char **argv, const MmrtModelDesc *m)
     if (!rc && !stop_requested) {
         double el, ea;
         rc = evaluate(&t, &el, &ea);
+        MmrtLogField f[3] = {{"eval_loss", el, NULL}, {"eval_accuracy", ea, NULL}};
+        int nf = 2;
+        if (!rc && t.task == TASK_CAPTION) {
+            double em;
+            rc = caption_match(&t, &em);
+            f[nf++] = (MmrtLogField){"eval_caption_exact_match", em, NULL};
+        }
         if (!rc) {
-            printf("eval: loss %.6f accuracy %.4f (test split)\n", el, ea);
-            MmrtLogField f[2] = {{"eval_loss", el, NULL}, {"eval_accuracy", ea, NULL}};
-            if (t.has_log && mmrt_log_write(&t.log, t.done, f, 2, err, sizeof err) != MMRT_OK)
+            printf("eval: loss %.6f accuracy %.4f", el, ea);
+            if (nf > 2)
+                printf(" caption exact match %.4f", f[2].num);
+            printf(" (test split)\n");
+            if (t.has_log && mmrt_log_write(&t.log, t.done, f, nf, err, sizeof err) != MMRT_OK)
                 rc = fail("%s", err);
         }
     }

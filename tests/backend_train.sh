@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The backend end to end: `mmc compile` trainers for GPT2Tiny (next-pixel
-# bytes) and ViTFashion (classification), a few dozen steps each whose loss
-# falls, and `mmc plan`'s peak equal to the bytes the trainer allocates.
+# bytes), ViTFashion (classification) and InternVL2Tiny (captions), a few
+# dozen steps each whose loss falls, and `mmc plan`'s peak equal to the
+# bytes the trainer allocates.
 set -uo pipefail
 S="$MMC_SOURCE_DIR/stdlib_models"
 T=$(mktemp -d)
@@ -48,5 +49,7 @@ run_model() { # name file model steps lr
 
 run_model gpt2tiny gpt2.mm GPT2Tiny 40 2e-3
 run_model vit vit_fashion.mm ViTFashion 30 5e-3
+run_model internvl2tiny internvl2.mm InternVL2Tiny 60 1e-3
+if grep -q '"eval_caption_exact_match"' "$T/internvl2tiny.jsonl"; then ok; else bad "InternVL2Tiny: no caption exact match"; fi
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
