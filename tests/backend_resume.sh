@@ -47,5 +47,18 @@ check() { # name file model lr
 
 check gpt2tiny gpt2.mm GPT2Tiny 2e-3
 check vit vit_fashion.mm ViTFashion 5e-3
+
+# SIGINT: the step in flight finishes, a checkpoint is written, exit 1; the
+# run then resumes from that step
+"$T/gpt2tiny" --steps 1000000 --quiet --ckpt "$T/int" --log "$T/int.jsonl" > /dev/null 2> "$T/int.err" &
+pid=$!
+for _ in $(seq 200); do [ -s "$T/int.jsonl" ] && break; sleep 0.1; done
+kill -INT $pid; wait $pid; st=$?
+n=$(sed -n 's/.*stopped by signal 2 after step \([0-9]*\) (checkpoint written).*/\1/p' "$T/int.err")
+if [ $st -eq 1 ] && [ -n "$n" ] && grep -q "\"step\": $n" "$T/int/manifest.json"; then
+  pass=$((pass+1)); echo "SIGINT: stopped after step $n with a checkpoint"
+  if "$T/gpt2tiny" --steps $((n + 3)) --quiet --eval-batches 1 --ckpt "$T/int" --resume > /dev/null 2>&1; then pass=$((pass+1))
+  else echo "FAIL: resume after SIGINT"; fail=$((fail+1)); fi
+else echo "FAIL: SIGINT: exit $st, $(cat "$T/int.err")"; fail=$((fail+1)); fi
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
