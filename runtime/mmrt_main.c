@@ -32,7 +32,7 @@
 #define ERRLEN 1024
 
 typedef struct Args {
-    const char *data, *ckpt, *log;
+    const char *data, *ckpt, *log, *dump_logits;
     int64_t steps, batch, eval_every, eval_batches, ckpt_every;
     double lr;
     uint64_t seed;
@@ -88,6 +88,7 @@ static void usage(FILE *out, const MmrtModelDesc *m)
             "  --ckpt DIR         write checkpoints there (at the end, and every --ckpt-every N steps)\n"
             "  --resume           continue from the checkpoint in --ckpt DIR\n"
             "  --log FILE         append metrics as JSON lines\n"
+            "  --dump-logits FILE write the logits of the first test batch (f32, row-major) after training\n"
             "  --quiet            no progress line\n",
             m->name, (long long)m->batch, MMRT_FMNIST_DEFAULT_DIR, (long long)(m->steps > 0 ? m->steps : 100), m->lr);
 }
@@ -126,7 +127,7 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a)
         } else if (!v && (!strcmp(f, "--data") || !strcmp(f, "--steps") || !strcmp(f, "--batch") ||
                           !strcmp(f, "--lr") || !strcmp(f, "--seed") || !strcmp(f, "--eval-every") ||
                           !strcmp(f, "--eval-batches") || !strcmp(f, "--ckpt") || !strcmp(f, "--ckpt-every") ||
-                          !strcmp(f, "--log"))) {
+                          !strcmp(f, "--log") || !strcmp(f, "--dump-logits"))) {
             return fail("%s needs a value (see --help)", f);
         } else if (!strcmp(f, "--data")) {
             a->data = v;
@@ -134,6 +135,8 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a)
             a->ckpt = v;
         } else if (!strcmp(f, "--log")) {
             a->log = v;
+        } else if (!strcmp(f, "--dump-logits")) {
+            a->dump_logits = v;
         } else if (!strcmp(f, "--steps")) {
             rc = parse_i64(f, v, 1, &a->steps);
         } else if (!strcmp(f, "--batch")) {
@@ -585,6 +588,27 @@ static int evaluate(Trainer *t, double *loss, double *acc)
     return 0;
 }
 
+/* The logits of the first test batch, for comparing builds bit by bit. */
+static int dump_logits(Trainer *t)
+{
+    const MmrtModelDesc *m = t->m;
+    if (m->eval_logits_offset < 0)
+        return fail("--dump-logits: model %s has no logits", m->name);
+    if (restart_eval(t))
+        return 1;
+    fill_batch(t, &t->eval_it, mmrt_iter_next(&t->eval_it), 1, 0);
+    if (m->eval_step(t->arenas, t->a.seed) < 0)
+        return fail("the evaluation step failed on a test batch");
+    FILE *f = fopen(t->a.dump_logits, "wb");
+    size_t n = (size_t)(m->logits_rows * m->logits_cols);
+    if (!f || fwrite(t->arenas[MMRT_ARENA_ACT] + m->eval_logits_offset, sizeof(float), n, f) != n || fclose(f)) {
+        if (f)
+            fclose(f);
+        return fail("--dump-logits %s: cannot write: %s", t->a.dump_logits, strerror(errno));
+    }
+    return 0;
+}
+
 static int train(Trainer *t)
 {
     const MmrtModelDesc *m = t->m;
@@ -700,6 +724,8 @@ int mmrt_main(int argc, char **argv, const MmrtModelDesc *m)
                 rc = fail("%s", err);
         }
     }
+    if (!rc && !stop_requested && t.a.dump_logits)
+        rc = dump_logits(&t);
     if (stop_requested) {
         fprintf(stderr, "trainer: stopped by signal %d after step %lld%s\n", (int)stop_requested, (long long)t.done,
                 t.a.ckpt ? " (checkpoint written)" : "");

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Fused loops against the unfused program: the same model compiled with and
 # without the fuse pass (where every lone elementwise op runs in the
-# runtime's C/oneDNN kernels) gives the same training losses and the same
-# evaluation loss within 1e-5 relative; and `mmc compile --emit llvm` shows
-# the fused loops vectorised for the host.
+# runtime's C/oneDNN kernels) gives the same training losses and evaluation
+# loss within 1e-5 relative, and the same logits of a test batch within
+# 2e-6 (absolute, scaled by their largest magnitude); and `mmc compile --emit
+# llvm` shows the fused loops vectorised for the host.
 set -uo pipefail
 S="$MMC_SOURCE_DIR/stdlib_models"
 T=$(mktemp -d)
@@ -34,9 +35,19 @@ check() { # name file model
   [ "$nf" -gt 0 ] && pass=$((pass+1)) || { echo "FAIL: $name: no fused node"; fail=$((fail+1)); }
   "$MMC" compile "$S/$2" --model "$3" --no-fuse --emit ir | grep -q ' = fused(' && { echo "FAIL: $name: --no-fuse fused"; fail=$((fail+1)); }
   for k in fused plain; do
-    "$T/$name.$k" --steps 5 --eval-batches 2 --quiet --log "$T/$name.$k.jsonl" > /dev/null || { echo "FAIL: $name.$k run"; fail=$((fail+1)); return; }
+    "$T/$name.$k" --steps 5 --eval-batches 2 --quiet --log "$T/$name.$k.jsonl" --dump-logits "$T/$name.$k.bin" > /dev/null ||
+      { echo "FAIL: $name.$k run"; fail=$((fail+1)); return; }
   done
   close "$name ($nf fused nodes)" "$T/$name.fused.jsonl" "$T/$name.plain.jsonl" && pass=$((pass+1)) || fail=$((fail+1))
+  /usr/bin/python3 - "$name" "$T/$name.fused.bin" "$T/$name.plain.bin" <<'PY' && pass=$((pass+1)) || fail=$((fail+1))
+import array, sys
+a, b = array.array("f"), array.array("f")
+a.frombytes(open(sys.argv[2], "rb").read()); b.frombytes(open(sys.argv[3], "rb").read())
+scale = max(max(abs(x) for x in b), 1e-30)
+worst = max(abs(x - y) for x, y in zip(a, b)) / scale
+print("%s: %d logits, largest difference fused vs unfused %.2e of the largest logit" % (sys.argv[1], len(a), worst))
+sys.exit(0 if len(a) == len(b) and len(a) > 0 and worst <= 2e-6 else 1)
+PY
 }
 
 check vit vit_fashion.mm ViTFashion
