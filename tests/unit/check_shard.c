@@ -588,16 +588,22 @@ static void gpt2tiny(Run *x, MmPlanFlags f) {
 
 /* Collectives of @train: per layer, region (0 forward, 1 backward) and op,
  * on activations (not gradients, not parameter gathers). */
+#define MAXL 8
 typedef struct Counts {
-  int n[2][2][IR_OP_COUNT];    /* [layer][region][op] */
-  int64_t msg[2][2][IR_OP_COUNT]; /* the largest message */
-  int64_t msg_min[2][2][IR_OP_COUNT];
+  int n[MAXL][2][IR_OP_COUNT];    /* [layer][region][op] */
+  int64_t msg[MAXL][2][IR_OP_COUNT]; /* the largest message */
+  int64_t msg_min[MAXL][2][IR_OP_COUNT];
   int other; /* activation collectives outside the layers */
   int64_t grad_param_elems[IR_NAXES]; /* elements sent per rank for gradients and parameters, per axis */
 } Counts;
 
-static void count(const IrModule *m, Counts *c) {
+/* Counts the collectives of the layers of group `gname` (others: c->other). */
+static void count_group(const IrModule *m, Counts *c, const char *gname) {
   memset(c, 0, sizeof *c);
+  int group = -1;
+  for (int g = 0; g < m->groups.len; g++)
+    if (!strcmp(((IrGroup *)m->groups.items[g])->name, gname)) group = g;
+  ck_assert_int_ge(group, 0);
   IrFunc *f = ir_module_func((IrModule *)m, "train");
   ck_assert_ptr_nonnull(f);
   int bwd = f->nodes.len;
@@ -627,7 +633,7 @@ static void count(const IrModule *m, Counts *c) {
       continue;
     }
     if (n->in[0]->shape.rank == 0) continue; /* the loss */
-    if (n->layer < 0 || n->layer > 1) {
+    if (n->group != group || n->layer < 0 || n->layer >= MAXL) {
       c->other++;
       continue;
     }
@@ -639,16 +645,22 @@ static void count(const IrModule *m, Counts *c) {
   free(gp);
 }
 
+static void count(const IrModule *m, Counts *c) { count_group(m, c, "gpt.h"); }
+
 /* s * b * h of GPT2Tiny: T = 32, B = 4, dim = 64 */
 #define SBH (32 * 4 * 64)
 
-static void expect_layer(const Counts *c, int layer, int region, IrOp op, int n) {
+static void expect_layer_msg(const Counts *c, int layer, int region, IrOp op, int n, int64_t sbh) {
   ck_assert_msg(c->n[layer][region][op] == n, "layer %d %s: %d %s, expected %d", layer,
                 region ? "backward" : "forward", c->n[layer][region][op], ir_ops[op].name, n);
   if (n) {
-    ck_assert_int_eq(c->msg[layer][region][op], SBH);
-    ck_assert_int_eq(c->msg_min[layer][region][op], SBH);
+    ck_assert_int_eq(c->msg[layer][region][op], sbh);
+    ck_assert_int_eq(c->msg_min[layer][region][op], sbh);
   }
+}
+
+static void expect_layer(const Counts *c, int layer, int region, IrOp op, int n) {
+  expect_layer_msg(c, layer, region, op, n, SBH);
 }
 
 static int total_layer(const Counts *c, int layer, int region) {
@@ -709,6 +721,38 @@ START_TEST(test_megatron_tp_sp) {
   }
   ck_assert_int_eq(seq, 5);
   run_free(&x);
+}
+END_TEST
+
+
+/* The same counts for the layers of ViTFashion (4 layers, s*b*h = 50 * 64 *
+ * 64, layer scale) and for the LLM of InternVL2Tiny (GQA with 2 KV heads,
+ * RoPE, SwiGLU; s*b*h = 16 * 8 * 64). */
+START_TEST(test_megatron_other_models) {
+  static const struct {
+    const char *file, *model, *group;
+    int layers;
+    int64_t sbh;
+  } ms[] = {{"vit_fashion.mm", "ViTFashion", "vit.blocks", 4, 50 * 64 * 64},
+            {"internvl2.mm", "InternVL2Tiny", "llm.blocks", 2, 16 * 8 * 64}};
+  for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
+    for (int sp = 0; sp <= 1; sp++) {
+      Run x;
+      run_model(&x, stdlib_path(ms[i].file), NULL, ms[i].model, flags(2, -1, sp, -1), "collectives");
+      ck_assert_msg(x.ok, "%s", x.dbuf ? x.dbuf : "");
+      Counts c;
+      count_group(x.r.ir, &c, ms[i].group);
+      for (int l = 0; l < ms[i].layers; l++)
+        for (int r = 0; r < 2; r++) {
+          if (sp) {
+            expect_layer_msg(&c, l, r, IR_OP_ALL_GATHER, 2, ms[i].sbh);
+            expect_layer_msg(&c, l, r, IR_OP_REDUCE_SCATTER, 2, ms[i].sbh);
+          } else {
+            expect_layer_msg(&c, l, r, IR_OP_ALL_REDUCE, 2, ms[i].sbh);
+          }
+        }
+      run_free(&x);
+    }
 }
 END_TEST
 
@@ -905,6 +949,7 @@ static Suite *shard_suite(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_megatron_tp);
   tcase_add_test(tc, test_megatron_tp_sp);
+  tcase_add_test(tc, test_megatron_other_models);
   tcase_add_test(tc, test_dp);
   tcase_add_test(tc, test_zero1);
   tcase_add_test(tc, test_zero2);
