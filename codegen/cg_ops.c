@@ -337,7 +337,10 @@ static bool lower_elementwise(Cg *cg, const IrNode *n) {
     CALL("mmrt_eltwise_fwd", I32(MMRT_F32), I32(act), O(0), V(0), cg_i64(cg, numel));
     return true;
   }
-  if (act >= 0 && all_f32(n) && n->nin == 2 && ir_shape_eq(&n->in[0]->shape, &n->in[1]->shape)) {
+  const IrValue *y = n->out[0];
+  bool y_is_x = n->nin == 2 && y->mem_arena == n->in[1]->mem_arena && y->mem_offset == n->in[1]->mem_offset;
+  if (act >= 0 && all_f32(n) && n->nin == 2 && ir_shape_eq(&n->in[0]->shape, &n->in[1]->shape) && !y_is_x) {
+    /* (dx may alias dy for the runtime, not x: in place over x goes to a loop) */
     CALL("mmrt_eltwise_bwd", I32(MMRT_F32), I32(act), O(0), V(0), V(1), cg_i64(cg, numel), I32(0));
     return true;
   }

@@ -203,6 +203,12 @@ static void analyze(FPlan *p, const IrModule *m, const IrFunc *f, Arena *a) {
         if (b->arena == ar && b->end <= i && b->size == mp_align(bytes) && mp_value_bytes(m, x) == bytes &&
             ir_local_numel(m, x) == ir_local_numel(m, v))
           reuse = src->buf;
+        /* every other operand in that storage must be read at the same
+         * element (a view at another offset would be overwritten first) */
+        for (int q = 0; reuse >= 0 && q < n->nin; q++) {
+          const Loc *o = loc_of(p, n->in[q]);
+          if (o && o->buf == reuse && (o->off != 0 || mp_value_bytes(m, n->in[q]) != bytes)) reuse = -1;
+        }
       }
       if (reuse >= 0) {
         Buf *b = &p->bufs[reuse];
