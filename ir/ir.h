@@ -379,7 +379,7 @@ typedef struct IrStrategy {
 } IrStrategy;
 
 void ir_shard_rule(const IrNode *n, IrShardRule *r);
-/* All strategies of a rule (NONE first) for node n on axis a (a fused
+/* All strategies of a rule for node n on axis a (a fused
  * node's PASSP takes its operands' partial sums on a as they are); returns
  * how many. */
 int ir_shard_strategies(const IrShardRule *r, const IrNode *n, int a, IrStrategy *out, int max);

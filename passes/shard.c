@@ -187,7 +187,8 @@ static void walk(Sh *s, IrValue *v, int d, Walk *w, int depth) {
     int k = u->k;
     if (n->op == IR_OP_LINEAR || n->op == IR_OP_CONV2D || n->op == IR_OP_CONV3D) {
       int cd = n->op == IR_OP_LINEAR ? v->shape.rank - 1 : 1;
-      if (k == 0 && d == cd && is_param(n->in[1])) {
+      /* a row-parallel conv cannot add its own bias to partial sums */
+      if (k == 0 && d == cd && is_param(n->in[1]) && n->nin == 2) {
         ptrvec_push(&s->a, &w->rows, n);
         continue;
       }
@@ -279,6 +280,7 @@ static void tp_strategy(Sh *s, IrFunc *f) {
       continue; /* a loss head that does not divide stays replicated */
     }
     want(s, W, 0);
+    if (conv && n->nin == 3 && is_param(n->in[2])) want(s, n->in[2], 0); /* the conv's own bias */
     for (int b = 0; b < w.biases.len; b++) want(s, w.biases.items[b], w.bdims[b]);
     for (int r = 0; r < w.rows.len; r++) want(s, ((IrNode *)w.rows.items[r])->in[1], 1);
   }

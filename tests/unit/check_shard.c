@@ -756,6 +756,42 @@ START_TEST(test_megatron_other_models) {
 }
 END_TEST
 
+
+/* Convolutions pair like linears over channels: output channels split
+ * (weight and bias S(0)), the next conv's input channels (weight S(1)); a
+ * conv that adds its own bias cannot be the row half. */
+static const char *conv_model =
+    "import \"nn.mm\"\n"
+    "model Convs {\n"
+    "  let B = 2\n"
+    "  c1 = Conv2d(3, 8, 3, padding = 1)\n"
+    "  c2 = Conv2d(8, 4, 3, padding = 1, has_bias = false)\n"
+    "  c3 = Conv2d(4, 4, 3, padding = 1)\n"
+    "  c4 = Conv2d(4, 4, 3, padding = 1)\n"
+    "  forward(x: f32[B, 3, 8, 8], y: f32[B, 4, 8, 8]) -> loss {\n"
+    "    return mse(c4(relu(c3(c2(relu(c1(x)))))), y)\n"
+    "  }\n"
+    "}\n";
+
+START_TEST(test_conv_pairs) {
+  Run x;
+  run_model(&x, stdlib_path("convs.mm"), conv_model, "Convs", flags(2, -1, false, -1), "collectives");
+  ck_assert_msg(x.ok, "%s", x.dbuf);
+  IrModule *m = x.r.ir;
+  ck_assert(ir_placement_eq(ir_module_param(m, "c1.weight")->pl[IR_AX_TP], S(0)));
+  ck_assert(ir_placement_eq(ir_module_param(m, "c1.bias")->pl[IR_AX_TP], S(0)));
+  ck_assert(ir_placement_eq(ir_module_param(m, "c2.weight")->pl[IR_AX_TP], S(1)));
+  ck_assert(ir_placement_eq(ir_module_param(m, "c3.weight")->pl[IR_AX_TP], B)); /* c4 has a bias */
+  ck_assert(ir_placement_eq(ir_module_param(m, "c4.weight")->pl[IR_AX_TP], B));
+  /* the forward: one all-reduce, of c2's partial sums */
+  IrFunc *f = ir_module_func(m, "forward");
+  int ar = 0;
+  for (int i = 0; i < f->nodes.len; i++) ar += ((IrNode *)f->nodes.items[i])->op == IR_OP_ALL_REDUCE;
+  ck_assert_int_eq(ar, 1);
+  run_free(&x);
+}
+END_TEST
+
 /* Trainable parameters of GPT2Tiny. */
 static int64_t psi(const IrModule *m) {
   int64_t n = 0;
@@ -950,6 +986,7 @@ static Suite *shard_suite(void) {
   tcase_add_test(tc, test_megatron_tp);
   tcase_add_test(tc, test_megatron_tp_sp);
   tcase_add_test(tc, test_megatron_other_models);
+  tcase_add_test(tc, test_conv_pairs);
   tcase_add_test(tc, test_dp);
   tcase_add_test(tc, test_zero1);
   tcase_add_test(tc, test_zero2);
