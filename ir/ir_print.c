@@ -4,7 +4,9 @@
  * never shows the gaps that rewrites leave; function inputs print with their
  * names and parameters as @name. Every float prints in the shortest form
  * that strtod reads back to the same double, so print -> parse -> print is
- * byte-identical. */
+ * byte-identical. One rank's view (ir_print_module_rank, `dump-ir --rank`)
+ * prints local shapes (shape attributes too) and each collective's group; it
+ * is for reading, not parsing. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
