@@ -26,6 +26,7 @@ typedef struct Cg {
   LLVMValueRef fn;
   LLVMValueRef bases[IR_ROLE_COUNT]; /* arena bases, by role */
   LLVMValueRef seed;                 /* i64: the run seed */
+  LLVMValueRef mesh;                 /* ptr: the MmrtMesh of a multi-rank run, or NULL */
   LLVMValueRef step;                 /* f32: the step input, or NULL */
   LLVMBasicBlockRef fail_bb;         /* returns -1 */
   bool training;                     /* @train: dropout is on */
@@ -34,7 +35,22 @@ typedef struct Cg {
   const IrNode *skip;                /* a later node already done by the current one's kernel */
   bool failed;
   int nfns;                          /* helper functions made so far (names) */
+  /* before localize: each value's global shape and placement */
+  IrMap orig;                        /* IrValue* -> p: CgOrig* */
 } Cg;
+
+/* A multi-rank module is made local before lowering (cg_module.c): every
+ * value's shape becomes its rank's piece and its placement B, so kernels
+ * see plain shapes; what was split is kept here for the few lowerings that
+ * need it (losses over split rows, norms of split gradients, descriptors). */
+typedef struct CgOrig {
+  IrShape shape;
+  IrPlacement pl[IR_NAXES];
+} CgOrig;
+/* Bit a set when mesh axis a split the value (0 on one rank). */
+int cg_split_axes(const Cg *cg, const IrValue *v);
+/* The value's global shape and placement (its own when never localised). */
+const CgOrig *cg_orig(const Cg *cg, const IrValue *v);
 
 /* ---- cg_module.c ---- */
 bool cg_error(Cg *cg, const IrNode *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -96,6 +112,7 @@ bool cg_loop_reduce(Cg *cg, const IrNode *n);   /* sum, mean, sum_to */
 bool cg_loop_rowwise(Cg *cg, const IrNode *n);  /* softmax, log_softmax and their gradients */
 bool cg_loop_mse(Cg *cg, const IrNode *n);
 bool cg_loop_fill(Cg *cg, const IrNode *n);     /* full */
+bool cg_loop_all_slice(Cg *cg, const IrNode *n, LLVMValueRef coord);
 /* The batch loop of a broadcasting matmul: calls mmrt_matmul once per
  * result batch. */
 bool cg_loop_matmul(Cg *cg, const IrNode *n, int64_t M, int64_t N, int64_t K);

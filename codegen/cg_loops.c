@@ -39,6 +39,7 @@ void cg_bcast_strides(const IrShape *in, const IrShape *out, int64_t *st) {
 typedef struct Access {
   const IrValue *v;    /* the storage (arena, offset) */
   int64_t byte_off;    /* added to the value's offset */
+  LLVMValueRef dyn_off; /* i64 bytes known only when the step runs (this rank's part), or NULL */
   int64_t stride[IR_MAX_RANK];
   IrDType dt;
   int param;           /* index of the helper function's pointer parameter */
@@ -266,7 +267,8 @@ static bool check_prog(Cg *cg, const IrNode *n, const IrFusedProg *p) {
 /* ---- emitting one map ---- */
 
 static bool same_place(const Access *a, const Access *b) {
-  return a->v->mem_arena == b->v->mem_arena && a->v->mem_offset + a->byte_off == b->v->mem_offset + b->byte_off;
+  return a->v->mem_arena == b->v->mem_arena && a->v->mem_offset + a->byte_off == b->v->mem_offset + b->byte_off &&
+         a->dyn_off == b->dyn_off;
 }
 
 static int64_t extent_bytes(const Map *m, const Access *a) {
@@ -375,6 +377,10 @@ static bool emit_map(Cg *cg, Map *m, LLVMValueRef stream) {
     LLVMValueRef base = cg_ptr(cg, place[p]->v);
     if (place[p]->byte_off) {
       LLVMValueRef off = cg_i64(cg, place[p]->byte_off);
+      base = LLVMBuildInBoundsGEP2(cg->b, cg->t_i8, base, &off, 1, "");
+    }
+    if (place[p]->dyn_off) {
+      LLVMValueRef off = place[p]->dyn_off;
       base = LLVMBuildInBoundsGEP2(cg->b, cg->t_i8, base, &off, 1, "");
     }
     args[p] = base;
@@ -515,6 +521,24 @@ bool cg_loop_copy(Cg *cg, const IrNode *n) {
   }
   default: return cg_error(cg, n, "not a layout op");
   }
+}
+
+/* all_slice(x) {mesh, dim}: this rank's part of x along dim (coord: its
+ * coordinate on the axis, an i32 known when the step runs) */
+bool cg_loop_all_slice(Cg *cg, const IrNode *n, LLVMValueRef coord) {
+  const IrValue *x = n->in[0], *y = n->out[0];
+  int d = (int)n->attrs.v[IR_ATTR_DIM].i;
+  int64_t xs[IR_MAX_RANK], ys[IR_MAX_RANK];
+  cg_strides(&x->shape, xs);
+  cg_strides(&y->shape, ys);
+  Map m;
+  init_map(&m, n, MAP_COPY, &y->shape);
+  memcpy(add_access(&m, y, 0)->stride, ys, sizeof ys);
+  Access *a = add_access(&m, x, 0);
+  memcpy(a->stride, xs, sizeof xs);
+  LLVMValueRef c = LLVMBuildSExt(cg->b, coord, cg->t_i64, "");
+  a->dyn_off = LLVMBuildMul(cg->b, c, cg_i64(cg, y->shape.d[d] * xs[d] * ir_dtype_size(x->dtype)), "");
+  return emit_map(cg, &m, NULL);
 }
 
 /* ---- reductions ---- */

@@ -135,6 +135,16 @@ static const struct {
     {"mmrt_grad_norm", "d:ppi"},
     {"mmrt_clip_scale", "f:dd"},
     {"mmrt_rng_stream", "l:pl"},
+    {"mmrt_sum_squares", "d:ppi"},
+    /* mmrt_comm.h: the mesh is an opaque pointer, MmrtAxis an int */
+    {"mmrt_all_reduce", "i:pippli"},
+    {"mmrt_all_gather", "i:pippllli"},
+    {"mmrt_reduce_scatter", "i:pippllli"},
+    {"mmrt_all_to_all", "i:pipppiiii"},
+    /* mmrt_main.h */
+    {"mmrt_step_coord", "i:pi"},
+    {"mmrt_step_count_labels", "i:pli"},
+    {"mmrt_step_all_reduce", "i:pipl"},
     {"mmrt_rng_uniform_at", "f:lll"},
     {"erff", "f:f"},
     {"tanhf", "f:f"},
@@ -220,14 +230,15 @@ static int arena_index(IrRole r) {
   }
 }
 
-/* i32 name(ptr arenas, i64 seed): every node of f in order. */
+/* i32 name(ptr arenas, i64 seed, ptr mesh): every node of f in order. */
 static LLVMValueRef build_step(Cg *cg, const IrFunc *f, const char *name, bool training) {
-  LLVMTypeRef params[2] = {cg->t_ptr, cg->t_i64};
-  LLVMValueRef fn = LLVMAddFunction(cg->mod, name, LLVMFunctionType(cg->t_i32, params, 2, false));
+  LLVMTypeRef params[3] = {cg->t_ptr, cg->t_i64, cg->t_ptr};
+  LLVMValueRef fn = LLVMAddFunction(cg->mod, name, LLVMFunctionType(cg->t_i32, params, 3, false));
   cg->f = f;
   cg->fn = fn;
   cg->training = training;
   cg->seed = LLVMGetParam(fn, 1);
+  cg->mesh = LLVMGetParam(fn, 2);
   LLVMPositionBuilderAtEnd(cg->b, LLVMAppendBasicBlockInContext(cg->ctx, fn, "entry"));
   LLVMValueRef arenas = LLVMGetParam(fn, 0);
   for (int r = 0; r < IR_ROLE_COUNT; r++) {
@@ -293,24 +304,34 @@ static int init_kind(IrInitKind k) {
 }
 
 static LLVMTypeRef tensor_type(Cg *cg) {
-  LLVMTypeRef f[] = {cg->t_ptr, cg->t_i64, cg->t_i64, LLVMArrayType2(cg->t_i64, MMRT_DESC_MAX_DIMS), cg->t_i64,
-                     cg->t_i64, cg->t_i64, cg->t_f64, cg->t_f64, cg->t_i64};
+  LLVMTypeRef dims = LLVMArrayType2(cg->t_i64, MMRT_DESC_MAX_DIMS);
+  LLVMTypeRef f[] = {cg->t_ptr, cg->t_i64, cg->t_i64, dims,      cg->t_i64, cg->t_i64,
+                     cg->t_i64, cg->t_f64, cg->t_f64, cg->t_i64, dims};
   return LLVMStructTypeInContext(cg->ctx, f, sizeof f / sizeof f[0], false);
 }
 
+/* A tensor's global shape and, per dim, the mesh axes that split it. */
 static LLVMValueRef tensor_desc(Cg *cg, LLVMTypeRef ty, const IrValue *v) {
-  LLVMValueRef dims[MMRT_DESC_MAX_DIMS];
-  for (int i = 0; i < MMRT_DESC_MAX_DIMS; i++) dims[i] = cg_i64(cg, i < v->shape.rank ? v->shape.d[i] : 0);
+  const CgOrig *o = cg_orig(cg, v);
+  LLVMValueRef dims[MMRT_DESC_MAX_DIMS], split[MMRT_DESC_MAX_DIMS];
+  for (int i = 0; i < MMRT_DESC_MAX_DIMS; i++) {
+    int64_t mask = 0;
+    for (int a = 0; a < IR_NAXES; a++)
+      if (o->pl[a].kind == IR_PL_S && o->pl[a].dim == i && cg->m->mesh[a] > 1) mask |= 1 << a;
+    dims[i] = cg_i64(cg, i < o->shape.rank ? o->shape.d[i] : 0);
+    split[i] = cg_i64(cg, mask);
+  }
   LLVMValueRef f[] = {cstring(cg, v->name ? v->name : "?"),
                       cg_i64(cg, st_dtype(v->dtype)),
-                      cg_i64(cg, v->shape.rank),
+                      cg_i64(cg, o->shape.rank),
                       LLVMConstArray2(cg->t_i64, dims, MMRT_DESC_MAX_DIMS),
                       cg_i64(cg, arena_index(v->mem_arena)),
                       cg_i64(cg, v->mem_offset),
                       cg_i64(cg, init_kind(v->init.kind)),
                       cg_f64(cg, v->init.a),
                       cg_f64(cg, v->init.b),
-                      cg_i64(cg, v->frozen)};
+                      cg_i64(cg, v->frozen),
+                      LLVMConstArray2(cg->t_i64, split, MMRT_DESC_MAX_DIMS)};
   return LLVMConstNamedStruct(ty, f, sizeof f / sizeof f[0]);
 }
 
@@ -327,11 +348,13 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
   return h;
 }
 
-static uint64_t hash_value(uint64_t h, const IrValue *v) {
-  int32_t meta[3] = {(int32_t)v->dtype, (int32_t)v->role, v->shape.rank};
+static uint64_t hash_value(const Cg *cg, uint64_t h, const IrValue *v) {
+  const CgOrig *o = cg_orig(cg, v);
+  int32_t meta[3 + IR_NAXES * 2] = {(int32_t)v->dtype, (int32_t)v->role, o->shape.rank};
+  for (int a = 0; a < IR_NAXES; a++) meta[3 + 2 * a] = o->pl[a].kind, meta[4 + 2 * a] = o->pl[a].dim;
   h = fnv(h, v->name ? v->name : "", strlen(v->name ? v->name : "") + 1);
   h = fnv(h, meta, sizeof meta);
-  return fnv(h, v->shape.d, sizeof(int64_t) * (size_t)v->shape.rank);
+  return fnv(h, o->shape.d, sizeof(int64_t) * (size_t)o->shape.rank);
 }
 
 static const IrNode *last_loss(const IrFunc *f) {
@@ -359,15 +382,16 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
     }
   }
   uint64_t h = fnv(1469598103934665603ull, m->name, strlen(m->name) + 1);
-  for (int i = 0; i < m->params.len; i++) h = hash_value(h, m->params.items[i]);
-  for (int i = 0; i < ninputs; i++) h = hash_value(h, inputs[i]);
+  h = fnv(h, m->mesh, sizeof m->mesh);
+  for (int i = 0; i < m->params.len; i++) h = hash_value(cg, h, m->params.items[i]);
+  for (int i = 0; i < ninputs; i++) h = hash_value(cg, h, inputs[i]);
   char fp[128];
   snprintf(fp, sizeof fp, "%s-%016llx", m->name, (unsigned long long)h);
 
   int64_t batch = train && train->batch > 0 ? train->batch : 0;
   for (int i = 0; i < ninputs && !batch; i++)
     if (inputs[i]->shape.rank >= 1 && strcmp(inputs[i]->name, "lr") && strcmp(inputs[i]->name, "step"))
-      batch = inputs[i]->shape.d[0];
+      batch = cg_orig(cg, inputs[i])->shape.d[0];
 
   const IrNode *eval_ce = last_loss(feval);
   int64_t logits_rows = 0, logits_cols = 0, logits_off = -1, ignore = -100;
@@ -413,18 +437,71 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
       cg_i64(cg, t->steps),
       cg_f64(cg, t->min_lr),
       cg_i64(cg, batch),
+      LLVMConstArray2(cg->t_i64, (LLVMValueRef[]){cg_i64(cg, m->mesh[IR_AX_DP]), cg_i64(cg, m->mesh[IR_AX_CP]),
+                                                  cg_i64(cg, m->mesh[IR_AX_TP])}, 3),
       train_fn ? train_fn : cg_null(cg),
       eval_fn ? eval_fn : cg_null(cg),
   };
   LLVMTypeRef ft[sizeof f / sizeof f[0]];
   for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) ft[i] = LLVMTypeOf(f[i]);
-  /* 33 slots: the arena array counts 5 */
-  MM_ASSERT(sizeof f / sizeof f[0] + MMRT_NARENAS - 1 == MMRT_DESC_FIELDS);
+  /* the arena array counts 5 slots, the mesh 3 */
+  MM_ASSERT(sizeof f / sizeof f[0] + MMRT_NARENAS - 1 + MMRT_DESC_NAXES - 1 == MMRT_DESC_FIELDS);
   LLVMTypeRef dty = LLVMStructTypeInContext(cg->ctx, ft, sizeof f / sizeof f[0], false);
   LLVMValueRef g = LLVMAddGlobal(cg->mod, dty, "mm_model");
   LLVMSetInitializer(g, LLVMConstNamedStruct(dty, f, sizeof f / sizeof f[0]));
   LLVMSetGlobalConstant(g, true);
   return true;
+}
+
+/* ---- one rank's program ---- */
+
+const CgOrig *cg_orig(const Cg *cg, const IrValue *v) {
+  const IrMapSlot *s = ir_map_get(&cg->orig, v);
+  if (s) return s->p;
+  static _Thread_local CgOrig own;
+  own.shape = v->shape;
+  memcpy(own.pl, v->pl, sizeof own.pl);
+  return &own;
+}
+
+int cg_split_axes(const Cg *cg, const IrValue *v) {
+  const CgOrig *o = cg_orig(cg, v);
+  int mask = 0;
+  for (int a = 0; a < IR_NAXES; a++)
+    if (o->pl[a].kind == IR_PL_S && cg->m->mesh[a] > 1) mask |= 1 << a;
+  return mask;
+}
+
+static void localize_value(Cg *cg, IrValue *v) {
+  if (ir_map_get(&cg->orig, v)) return;
+  CgOrig *o = ARENA_NEW(cg->a, CgOrig);
+  o->shape = v->shape;
+  memcpy(o->pl, v->pl, sizeof o->pl);
+  ir_map_put(&cg->orig, v)->p = o;
+  ir_local_shape(cg->m, v->pl, &o->shape, &v->shape);
+  for (int a = 0; a < IR_NAXES; a++) v->pl[a] = (IrPlacement){IR_PL_B, 0};
+}
+
+/* Every value becomes its rank's piece (shape attributes of results too),
+ * with the global shape and placement kept in cg->orig; the module is the
+ * codegen's to change from here on. A one-rank module is left alone. */
+static void localize(Cg *cg, IrModule *m) {
+  if (ir_world_size(m) <= 1) return;
+  for (int i = 0; i < m->params.len; i++) localize_value(cg, m->params.items[i]);
+  for (int fi = 0; fi < m->funcs.len; fi++) {
+    IrFunc *f = m->funcs.items[fi];
+    for (int i = 0; i < f->inputs.len; i++) localize_value(cg, f->inputs.items[i]);
+    for (int i = 0; i < f->nodes.len; i++) {
+      IrNode *n = f->nodes.items[i];
+      for (int j = 0; j < n->nout; j++) localize_value(cg, n->out[j]);
+      IrAttrVal *s = &n->attrs.v[IR_ATTR_SHAPE];
+      if (ir_attrs_has(&n->attrs, IR_ATTR_SHAPE) && n->nout >= 1 && s->nints == n->out[0]->shape.rank) {
+        int64_t *ints = ARENA_ARRAY(&m->arena, int64_t, s->nints + 1);
+        memcpy(ints, n->out[0]->shape.d, sizeof(int64_t) * (size_t)s->nints);
+        s->ints = ints;
+      }
+    }
+  }
 }
 
 /* ---- the whole module ---- */
@@ -434,12 +511,6 @@ bool cg_emit_module(Cg *cg, const CgOptions *o); /* cg_emit.c */
 bool cg_compile(IrModule *m, const MmTrain *train, const CgOptions *o, Diag *d) {
   MpSummary sum;
   char err[256];
-  if (ir_world_size(m) > 1) {
-    diag_error_plain(d, "codegen: the plan needs %d ranks (dp %d, cp %d, tp %d); the backend emits single-rank "
-                        "trainers so far (compile with --tp 1 --dp 1 --cp 1)",
-                     ir_world_size(m), m->mesh[IR_AX_DP], m->mesh[IR_AX_CP], m->mesh[IR_AX_TP]);
-    return false;
-  }
   if (!mp_summarize(m, &sum, err, sizeof err)) {
     diag_error_plain(d, "codegen: %s", err);
     return false;
@@ -459,6 +530,8 @@ bool cg_compile(IrModule *m, const MmTrain *train, const CgOptions *o, Diag *d) 
   cg.t_f64 = LLVMDoubleTypeInContext(cg.ctx);
   cg.t_ptr = LLVMPointerTypeInContext(cg.ctx, 0);
 
+  ir_map_init(&cg.orig, &a, false);
+  localize(&cg, m);
   IrFunc *ftrain = ir_module_func(m, "train"), *feval = ir_module_func(m, "forward");
   LLVMValueRef train_fn = NULL, eval_fn = NULL;
   bool ok = true;

@@ -289,21 +289,99 @@ static bool lower_attention_grad(Cg *cg, const IrNode *n) {
   return true;
 }
 
+/* Rows split over mesh axes: the loss is the rank's share of the global
+ * mean, (local sum) / (global count), so that the partial sums add up to
+ * the mean. count_local (i32) -> count_local / count_global (f32). */
+static LLVMValueRef share(Cg *cg, LLVMValueRef count_local, int axes) {
+  LLVMValueRef c = LLVMBuildSIToFP(cg->b, count_local, cg->t_f32, "");
+  LLVMValueRef slot = LLVMBuildAlloca(cg->b, cg->t_f32, "count");
+  LLVMBuildStore(cg->b, c, slot);
+  cg_check_status(cg, CALL("mmrt_step_all_reduce", cg->mesh, I32(axes), slot, cg_i64(cg, 1)));
+  LLVMValueRef g = LLVMBuildLoad2(cg->b, cg->t_f32, slot, "");
+  LLVMValueRef zero = LLVMBuildFCmp(cg->b, LLVMRealOEQ, g, F32(0), "");
+  return LLVMBuildSelect(cg->b, zero, F32(0), LLVMBuildFDiv(cg->b, c, g, ""), "");
+}
+
 /* cross_entropy(logits[..., V], labels[...]) -> loss, lse[N] */
 static bool lower_cross_entropy(Cg *cg, const IrNode *n) {
   if (n->in[1]->dtype != IR_I32) return cg_error(cg, n, "labels are %s; the runtime takes i32", ir_dtype_name(n->in[1]->dtype));
   const IrValue *lg = n->in[0];
+  if (cg_split_axes(cg, lg) & ~cg_split_axes(cg, n->in[1]))
+    return cg_error(cg, n, "vocabulary-parallel cross entropy (logits split along the classes) is not supported yet");
   LLVMValueRef r = CALL("mmrt_cross_entropy_fwd", O(0), stat(cg, n, 1, 0), V(0), V(1), I32(rows(lg)),
                         I32(last_dim(lg)), I32(attr(n, IR_ATTR_IGNORE)->i));
   cg_check_status(cg, r);
+  int axes = cg_split_axes(cg, n->in[1]);
+  if (axes) {
+    LLVMValueRef loss = LLVMBuildFMul(cg->b, cg_load_f32(cg, n->out[0]), share(cg, r, axes), "");
+    LLVMBuildStore(cg->b, loss, O(0));
+  }
   return true;
 }
 
 /* cross_entropy_grad(dloss f32[], logits, labels, lse) -> dlogits */
 static bool lower_cross_entropy_grad(Cg *cg, const IrNode *n) {
   const IrValue *lg = n->in[1];
-  CALL("mmrt_cross_entropy_bwd", O(0), V(1), V(3), V(2), cg_load_f32(cg, n->in[0]), I32(rows(lg)), I32(last_dim(lg)),
+  int axes = cg_split_axes(cg, n->in[2]);
+  if (cg_split_axes(cg, lg) & ~axes)
+    return cg_error(cg, n, "vocabulary-parallel cross entropy (logits split along the classes) is not supported yet");
+  LLVMValueRef dloss = cg_load_f32(cg, n->in[0]);
+  if (axes) { /* the runtime divides by the local count */
+    LLVMValueRef c = CALL("mmrt_step_count_labels", V(2), cg_i64(cg, ir_numel(&n->in[2]->shape)),
+                          I32(attr(n, IR_ATTR_IGNORE)->i));
+    dloss = LLVMBuildFMul(cg->b, dloss, share(cg, c, axes), "");
+  }
+  CALL("mmrt_cross_entropy_bwd", O(0), V(1), V(3), V(2), dloss, I32(rows(lg)), I32(last_dim(lg)),
        I32(attr(n, IR_ATTR_IGNORE)->i), I32(0));
+  return true;
+}
+
+/* ---- collectives (mmrt_comm.h) ---- */
+
+/* (outer, dim, inner) of shape s around dim d */
+static void around(const IrShape *s, int d, int64_t *outer, int64_t *inner) {
+  *outer = *inner = 1;
+  for (int i = 0; i < d; i++) *outer *= s->d[i];
+  for (int i = d + 1; i < s->rank; i++) *inner *= s->d[i];
+}
+
+static bool lower_collective(Cg *cg, const IrNode *n) {
+  int ax = (int)attr(n, IR_ATTR_MESH)->i, d = (int)attr(n, IR_ATTR_DIM)->i;
+  const IrValue *x = n->in[0], *y = n->out[0];
+  if (x->dtype != IR_F32) return cg_error(cg, n, "collectives of %s are not supported", ir_dtype_name(x->dtype));
+  int64_t outer, inner;
+  LLVMValueRef r;
+  switch (n->op) {
+  case IR_OP_ALL_REDUCE:
+    r = CALL("mmrt_all_reduce", cg->mesh, I32(ax), V(0), O(0), cg_i64(cg, ir_numel(&x->shape)), I32(MMRT_F32));
+    break;
+  case IR_OP_ALL_GATHER: /* x: this rank's part of y along d */
+    around(&y->shape, d, &outer, &inner);
+    r = CALL("mmrt_all_gather", cg->mesh, I32(ax), V(0), O(0), cg_i64(cg, outer), cg_i64(cg, y->shape.d[d]),
+             cg_i64(cg, inner), I32(MMRT_F32));
+    break;
+  case IR_OP_REDUCE_SCATTER: /* y: this rank's part of the sum of x along d */
+    around(&x->shape, d, &outer, &inner);
+    r = CALL("mmrt_reduce_scatter", cg->mesh, I32(ax), V(0), O(0), cg_i64(cg, outer), cg_i64(cg, x->shape.d[d]),
+             cg_i64(cg, inner), I32(MMRT_F32));
+    break;
+  case IR_OP_ALL_TO_ALL: { /* the tensor on the axis' group: x's local shape, whole along d */
+    int64_t sh[IR_MAX_RANK];
+    LLVMValueRef e[IR_MAX_RANK];
+    for (int i = 0; i < x->shape.rank; i++) {
+      sh[i] = x->shape.d[i] * (i == d ? cg->m->mesh[ax] : 1);
+      e[i] = cg_i64(cg, sh[i]);
+    }
+    LLVMValueRef shape = cg_const_global(cg, LLVMConstArray2(cg->t_i64, e, (uint64_t)x->shape.rank), "shape");
+    r = CALL("mmrt_all_to_all", cg->mesh, I32(ax), V(0), O(0), shape, I32(x->shape.rank), I32(d),
+             I32(attr(n, IR_ATTR_TO)->i), I32(MMRT_F32));
+    break;
+  }
+  case IR_OP_ALL_SLICE: /* no communication: this rank's part of x along d */
+    return cg_loop_all_slice(cg, n, CALL("mmrt_step_coord", cg->mesh, I32(ax)));
+  default: return cg_error(cg, n, "not a collective");
+  }
+  cg_check_status(cg, r);
   return true;
 }
 
@@ -364,18 +442,67 @@ static bool lower_elementwise(Cg *cg, const IrNode *n) {
 
 /* ---- optimizer ---- */
 
+/* sqrt of the sum of squares of every operand; the operands split over
+ * mesh axes are summed per set of axes and that partial sum all-reduced. */
 static bool lower_grad_norm(Cg *cg, const IrNode *n) {
   LLVMValueRef ptrs = LLVMBuildArrayAlloca(cg->b, cg->t_ptr, cg_i32(cg, n->nin), "bufs");
   LLVMValueRef sizes = LLVMBuildArrayAlloca(cg->b, cg->t_i64, cg_i32(cg, n->nin), "sizes");
-  for (int i = 0; i < n->nin; i++) {
-    LLVMValueRef idx = cg_i64(cg, i);
-    LLVMBuildStore(cg->b, V(i), LLVMBuildInBoundsGEP2(cg->b, cg->t_ptr, ptrs, &idx, 1, ""));
-    LLVMBuildStore(cg->b, cg_i64(cg, ir_numel(&n->in[i]->shape)),
-                   LLVMBuildInBoundsGEP2(cg->b, cg->t_i64, sizes, &idx, 1, ""));
+  LLVMValueRef total = cg_f64(cg, 0);
+  for (int axes = 0; axes < 1 << IR_NAXES; axes++) {
+    int k = 0;
+    for (int i = 0; i < n->nin; i++) {
+      if (cg_split_axes(cg, n->in[i]) != axes) continue;
+      LLVMValueRef idx = cg_i64(cg, k++);
+      LLVMBuildStore(cg->b, V(i), LLVMBuildInBoundsGEP2(cg->b, cg->t_ptr, ptrs, &idx, 1, ""));
+      LLVMBuildStore(cg->b, cg_i64(cg, ir_numel(&n->in[i]->shape)),
+                     LLVMBuildInBoundsGEP2(cg->b, cg->t_i64, sizes, &idx, 1, ""));
+    }
+    if (!k) continue;
+    LLVMValueRef part = CALL("mmrt_sum_squares", ptrs, sizes, I32(k));
+    if (axes) {
+      LLVMValueRef slot = LLVMBuildAlloca(cg->b, cg->t_f32, "part");
+      LLVMBuildStore(cg->b, LLVMBuildFPTrunc(cg->b, part, cg->t_f32, ""), slot);
+      cg_check_status(cg, CALL("mmrt_step_all_reduce", cg->mesh, I32(axes), slot, cg_i64(cg, 1)));
+      part = LLVMBuildFPExt(cg->b, LLVMBuildLoad2(cg->b, cg->t_f32, slot, ""), cg->t_f64, "");
+    }
+    total = LLVMBuildFAdd(cg->b, total, part, "");
   }
-  LLVMValueRef norm = CALL("mmrt_grad_norm", ptrs, sizes, I32(n->nin));
+  LLVMValueRef norm = cg_intrinsic(cg, "llvm.sqrt", cg->t_f64, &total, 1);
   LLVMBuildStore(cg->b, LLVMBuildFPTrunc(cg->b, norm, cg->t_f32, ""), O(0));
   return true;
+}
+
+/* What the kernels cannot do on split values yet (docs/architecture.md,
+ * "Kernels on split values"): a message instead of wrong numbers. */
+static bool split_ok(Cg *cg, const IrNode *n) {
+  int any = 0;
+  for (int i = 0; i < n->nin; i++) any |= cg_split_axes(cg, n->in[i]);
+  if (!any) return true;
+  const CgOrig *x = cg_orig(cg, n->in[0]);
+  switch (n->op) {
+  case IR_OP_EMBEDDING:
+  case IR_OP_EMBEDDING_GRAD: {
+    const IrValue *table = n->op == IR_OP_EMBEDDING ? n->in[1] : n->out[0];
+    if (cg_split_axes(cg, table)) return cg_error(cg, n, "a vocabulary-parallel embedding is not supported yet");
+    return true;
+  }
+  case IR_OP_ROPE:
+  case IR_OP_ROPE_GRAD:
+    for (int a = 0; a < IR_NAXES; a++)
+      if (x->pl[a].kind == IR_PL_S && x->pl[a].dim == 1 && cg->m->mesh[a] > 1)
+        return cg_error(cg, n, "rope on a split sequence is not supported yet");
+    return true;
+  case IR_OP_MEAN:
+  case IR_OP_MSE: return cg_error(cg, n, "a mean over split values is not supported yet");
+  case IR_OP_SLICE:
+  case IR_OP_PAD_SLICE:
+  case IR_OP_CONCAT:
+    for (int a = 0; a < IR_NAXES; a++)
+      if (x->pl[a].kind == IR_PL_S && x->pl[a].dim == attr(n, IR_ATTR_AXIS)->i && cg->m->mesh[a] > 1)
+        return cg_error(cg, n, "%s along a split dim is not supported", ir_ops[n->op].name);
+    return true;
+  default: return true;
+  }
 }
 
 static bool lower_clip_scale(Cg *cg, const IrNode *n) {
@@ -413,8 +540,14 @@ static bool lower_view(Cg *cg, const IrNode *n) {
 }
 
 bool cg_lower_node(Cg *cg, const IrNode *n) {
-  if (!fits(cg, n)) return false;
+  if (!fits(cg, n) || !split_ok(cg, n)) return false;
   switch (n->op) {
+  case IR_OP_ALL_REDUCE:
+  case IR_OP_ALL_GATHER:
+  case IR_OP_REDUCE_SCATTER:
+  case IR_OP_ALL_TO_ALL:
+  case IR_OP_ALL_SLICE: return lower_collective(cg, n);
+  case IR_OP_RESHARD: return cg_error(cg, n, "a reshard left after the collectives pass");
   case IR_OP_RESHAPE:
   case IR_OP_SLICE: return lower_view(cg, n);
   case IR_OP_TRANSPOSE:

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "mmrt_caption.h"
+#include "mmrt_comm.h"
 #include "mmrt_data.h"
 #include "mmrt_log.h"
 
@@ -55,17 +56,25 @@ typedef struct Trainer {
     int64_t done;                            /* steps completed */
     MmrtLog log;
     int has_log;
+    /* ranks: a mesh when the model was compiled for more than one */
+    MmrtMesh mesh;
+    int has_mesh, rank, world;
+    int64_t lo, rows;                        /* this rank's rows [lo, lo + rows) of each batch */
 } Trainer;
 
 static volatile sig_atomic_t stop_requested;
 static void on_signal(int sig) { stop_requested = sig; }
+static int g_rank = -1; /* named in messages when there are several */
 
 static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int fail(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fputs("trainer: error: ", stderr);
+    if (g_rank >= 0)
+        fprintf(stderr, "trainer (rank %d): error: ", g_rank);
+    else
+        fputs("trainer: error: ", stderr);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
@@ -272,12 +281,38 @@ static int init_captions(Trainer *t)
 
 static void *at(Trainer *t, const MmrtTensorDesc *d) { return t->arenas[d->arena] + d->offset; }
 
-static int64_t numel(const MmrtTensorDesc *d)
+/* Ranks on the axes of a split mask. */
+static int64_t ways(const Trainer *t, int64_t mask)
+{
+    int64_t n = 1;
+    for (int a = 0; a < MMRT_DESC_NAXES; a++)
+        if (mask >> a & 1)
+            n *= t->m->mesh[a];
+    return n;
+}
+
+/* Elements this rank holds of a tensor (global dims divided by their splits). */
+static int64_t numel(const Trainer *t, const MmrtTensorDesc *d)
 {
     int64_t n = 1;
     for (int64_t i = 0; i < d->ndim; i++)
-        n *= d->shape[i];
+        n *= d->shape[i] / ways(t, d->split[i]);
     return n;
+}
+
+static void *mesh_of(Trainer *t) { return t->has_mesh ? &t->mesh : NULL; }
+
+/* Runs a step; a failed collective ends the job (the other ranks may be
+ * waiting in it), bad data is reported like any error. */
+static int run_step(Trainer *t, MmrtStepFn fn, const char *what)
+{
+    if (fn(t->arenas, t->a.seed, mesh_of(t)) >= 0)
+        return 0;
+    if (t->has_mesh && t->mesh.err[0]) {
+        fail("%s: %s", what, t->mesh.err);
+        mmrt_comm_abort(1);
+    }
+    return fail("%s failed (bad labels or ids; see above)", what);
 }
 
 /* Rows [0, B) of the iterator's current batch into the inputs; rows past
@@ -286,21 +321,22 @@ static int64_t numel(const MmrtTensorDesc *d)
 static void fill_batch(Trainer *t, const MmrtBatchIter *it, int64_t rows, int eval, uint64_t sample0)
 {
     int32_t *y = at(t, t->y);
+    const int64_t lo = t->lo, hi = t->lo + t->rows;
     if (t->task == TASK_CAPTION) {
-        mmrt_caption_fill(eval ? &t->cap_eval : &t->cap_train, it, 0, t->B, at(t, t->x), at(t, t->text), y);
+        mmrt_caption_fill(eval ? &t->cap_eval : &t->cap_train, it, lo, hi, at(t, t->x), at(t, t->text), y);
         return;
     }
     if (t->task == TASK_CLASSIFY) {
-        mmrt_iter_fill(it, 0, t->B, at(t, t->x), y);
-        for (int64_t k = rows; k < t->B; k++)
-            y[k] = (int32_t)t->m->ignore_index;
+        mmrt_iter_fill(it, lo, hi, at(t, t->x), y);
+        for (int64_t k = rows > lo ? rows : lo; k < hi; k++)
+            y[k - lo] = (int32_t)t->m->ignore_index;
         return;
     }
     int32_t *ids = at(t, t->x);
     const int64_t npx = MMRT_FMNIST_SIDE * MMRT_FMNIST_SIDE, span = npx - t->T;
     uint64_t stream = mmrt_rng_stream(eval ? "data/offset/eval" : "data/offset", 0);
-    for (int64_t k = 0; k < t->B; k++) {
-        int32_t *ir = ids + k * t->T, *lr = y + k * t->T;
+    for (int64_t k = lo; k < hi; k++) {
+        int32_t *ir = ids + (k - lo) * t->T, *lr = y + (k - lo) * t->T;
         if (k >= rows) {
             for (int64_t j = 0; j < t->T; j++)
                 ir[j] = 0, lr[j] = (int32_t)t->m->ignore_index;
@@ -317,33 +353,64 @@ static void fill_batch(Trainer *t, const MmrtBatchIter *it, int64_t rows, int ev
 
 /* ---- parameters ---- */
 
-static void init_param(Trainer *t, const MmrtTensorDesc *p)
+/* Elements [g, g + n) of a parameter's global initial values into w. */
+static void init_run(Trainer *t, const MmrtTensorDesc *p, float *w, uint64_t g, int64_t n)
 {
-    float *w = at(t, p);
-    int64_t n = numel(p);
-    uint64_t stream;
     char name[600];
     snprintf(name, sizeof name, "init/%s", p->name);
-    stream = mmrt_rng_stream(name, 0);
+    uint64_t stream = mmrt_rng_stream(name, 0), e = g + (uint64_t)n;
+    int64_t total = 1;
+    for (int64_t d = 0; d < p->ndim; d++)
+        total *= p->shape[d];
     switch (p->init) {
     case MMRT_INIT_ONES: mmrt_fill(w, 1.0f, (size_t)n); break;
     case MMRT_INIT_FILL: mmrt_fill(w, (float)p->init_a, (size_t)n); break;
-    case MMRT_INIT_NORMAL: mmrt_rng_normal(w, t->a.seed, stream, 0, (uint64_t)n, 0.0f, (float)p->init_a); break;
+    case MMRT_INIT_NORMAL: mmrt_rng_normal(w, t->a.seed, stream, g, e, 0.0f, (float)p->init_a); break;
     case MMRT_INIT_UNIFORM:
     case MMRT_INIT_FAN_IN: {
         double lo = p->init_a, hi = p->init_b;
         if (p->init == MMRT_INIT_FAN_IN) {
-            int64_t fan_in = p->ndim >= 2 ? n / p->shape[0] : n;
+            int64_t fan_in = p->ndim >= 2 ? total / p->shape[0] : total;
             hi = p->init_a / sqrt((double)fan_in);
             lo = -hi;
         }
-        mmrt_rng_uniform(w, t->a.seed, stream, 0, (uint64_t)n);
+        mmrt_rng_uniform(w, t->a.seed, stream, g, e);
         for (int64_t i = 0; i < n; i++)
             w[i] = (float)(lo + (hi - lo) * w[i]);
         break;
     }
     default: memset(w, 0, (size_t)n * sizeof(float)); break; /* zeros, none, optimizer state */
     }
+}
+
+/* A parameter's initial values; a rank holding part of a split dim gets
+ * exactly the elements the one-rank run puts there. */
+static int init_param(Trainer *t, const MmrtTensorDesc *p)
+{
+    float *w = at(t, p);
+    int d = -1;
+    for (int64_t i = 0; i < p->ndim; i++)
+        if (p->split[i]) {
+            if (d >= 0 || (p->split[i] & (p->split[i] - 1)))
+                return fail("parameter %s is split along several dims or axes; the trainer initialises one split",
+                            p->name);
+            d = (int)i;
+        }
+    if (d < 0) {
+        init_run(t, p, w, 0, numel(t, p));
+        return 0;
+    }
+    int a = __builtin_ctzll((unsigned long long)p->split[d]);
+    int64_t n = t->m->mesh[a], len = p->shape[d] / n, outer = 1, inner = 1;
+    int64_t c = t->has_mesh ? t->mesh.coord[a] : 0;
+    for (int i = 0; i < d; i++)
+        outer *= p->shape[i];
+    for (int64_t i = d + 1; i < p->ndim; i++)
+        inner *= p->shape[i];
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t j = 0; j < len; j++)
+            init_run(t, p, w + (o * len + j) * inner, (uint64_t)((o * p->shape[d] + c * len + j) * inner), inner);
+    return 0;
 }
 
 static int alloc_arenas(Trainer *t)
@@ -377,7 +444,7 @@ static MmrtTensorRef *tensor_refs(Trainer *t)
         refs[i].dtype = (MmrtStDtype)p->dtype;
         refs[i].ndim = (int)p->ndim;
         for (int64_t d = 0; d < p->ndim; d++)
-            refs[i].shape[d] = p->shape[d];
+            refs[i].shape[d] = p->shape[d] / ways(t, p->split[d]); /* this rank's piece */
         refs[i].data = at(t, p);
     }
     return refs;
@@ -386,7 +453,7 @@ static MmrtTensorRef *tensor_refs(Trainer *t)
 static int save_ckpt(Trainer *t)
 {
     char err[ERRLEN], seed[32], it[256], step[32];
-    MmrtManifest man = {.world_size = 1, .step = t->done};
+    MmrtManifest man = {.world_size = t->world, .step = t->done};
     snprintf(man.fingerprint, sizeof man.fingerprint, "%s", t->m->fingerprint);
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)t->a.seed);
     snprintf(step, sizeof step, "%lld", (long long)t->done);
@@ -396,9 +463,15 @@ static int save_ckpt(Trainer *t)
     MmrtTensorRef *refs = tensor_refs(t);
     if (!refs)
         return fail("out of memory");
-    int rc = mmrt_ckpt_save_rank(t->a.ckpt, 0, &man, refs, (int)t->m->nparams, meta, 4, err, sizeof err);
+    int rc = mmrt_ckpt_save_rank(t->a.ckpt, t->rank, &man, refs, (int)t->m->nparams, meta, 4, err, sizeof err);
     free(refs);
-    if (rc == MMRT_OK)
+    if (t->has_mesh) { /* every rank's file before the manifest that names them */
+        int bad = rc != MMRT_OK, any = bad;
+        MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        if (any && rc == MMRT_OK)
+            rc = mmrt_errf(err, sizeof err, MMRT_ERR_IO, "another rank could not write its file");
+    }
+    if (rc == MMRT_OK && t->rank == 0)
         rc = mmrt_ckpt_write_manifest(t->a.ckpt, &man, err, sizeof err);
     if (rc != MMRT_OK)
         return fail("writing the checkpoint failed: %s", err);
@@ -409,10 +482,10 @@ static int save_ckpt(Trainer *t)
 static int load_ckpt(Trainer *t, int *fresh)
 {
     char err[ERRLEN];
-    MmrtManifest want = {.world_size = 1}, found;
+    MmrtManifest want = {.world_size = t->world}, found;
     snprintf(want.fingerprint, sizeof want.fingerprint, "%s", t->m->fingerprint);
     MmrtStFile *f = NULL;
-    int rc = mmrt_ckpt_open_rank(&f, t->a.ckpt, 0, &want, &found, err, sizeof err);
+    int rc = mmrt_ckpt_open_rank(&f, t->a.ckpt, t->rank, &want, &found, err, sizeof err);
     *fresh = 0;
     if (rc == MMRT_ERR_NOTFOUND) {
         MmrtManifest probe;
@@ -510,7 +583,7 @@ static int restart_eval(Trainer *t)
  * canonical caption. */
 static int caption_match(Trainer *t, double *rate)
 {
-    const int64_t B = t->B, T = t->T;
+    const int64_t B = t->rows, T = t->T; /* this rank's rows */
     int32_t *text = at(t, t->text), *y = at(t, t->y);
     int32_t *len = calloc((size_t)B, sizeof *len), *label = calloc((size_t)B, sizeof *label),
             *gen = calloc((size_t)(B * T), sizeof *gen), *ng = calloc((size_t)B, sizeof *ng);
@@ -520,13 +593,12 @@ static int caption_match(Trainer *t, double *rate)
         int64_t rows = mmrt_iter_next(&t->eval_it);
         if (rows == 0 || (t->a.eval_batches >= 0 && batches >= t->a.eval_batches))
             break;
-        mmrt_caption_fill_prefix(&t->cap_eval, &t->eval_it, 0, B, at(t, t->x), text, len, label);
+        mmrt_caption_fill_prefix(&t->cap_eval, &t->eval_it, t->lo, t->lo + B, at(t, t->x), text, len, label);
         for (int64_t i = 0; i < B * T; i++)
             y[i] = MMRT_IGNORE_INDEX; /* no loss: only the logits matter */
         memset(ng, 0, (size_t)B * sizeof *ng);
         for (int active = 1; active && !rc;) {
-            if (t->m->eval_step(t->arenas, t->a.seed) < 0)
-                rc = fail("the evaluation step failed while generating captions");
+            rc = run_step(t, t->m->eval_step, "the evaluation step (generating captions)");
             active = 0;
             for (int64_t r = 0; r < B && !rc; r++) {
                 if (label[r] < 0 || len[r] == 0 || len[r] > T || (ng[r] && gen[r * T + ng[r] - 1] == MMRT_TOK_EOS))
@@ -540,11 +612,18 @@ static int caption_match(Trainer *t, double *rate)
                     len[r] = (int32_t)T + 1; /* done */
                 }
             }
+            if (t->has_mesh) /* every rank runs as many steps: they hold collectives */
+                MPI_Allreduce(MPI_IN_PLACE, &active, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
         }
         int64_t c = 0;
         matches += mmrt_caption_count_matches(&t->cap_eval, label, gen, ng, B, T, &c);
         counted += c;
         batches++;
+    }
+    if (t->has_mesh) { /* ranks of one dp group share rows: count once per group */
+        int64_t v[2] = {matches, counted};
+        MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_INT64_T, MPI_SUM, t->mesh.comm[MMRT_AXIS_DP]);
+        matches = v[0], counted = v[1];
     }
     free(len), free(label), free(gen), free(ng);
     *rate = counted ? (double)matches / (double)counted : NAN;
@@ -555,7 +634,6 @@ static int caption_match(Trainer *t, double *rate)
 static int evaluate(Trainer *t, double *loss, double *acc)
 {
     const MmrtModelDesc *m = t->m;
-    char *const *ar = t->arenas;
     int64_t counted = 0, correct = 0, batches = 0;
     double lsum = 0;
     if (restart_eval(t))
@@ -565,18 +643,20 @@ static int evaluate(Trainer *t, double *loss, double *acc)
         if (rows == 0 || (t->a.eval_batches >= 0 && batches >= t->a.eval_batches))
             break;
         fill_batch(t, &t->eval_it, rows, 1, 0);
-        if (m->eval_step(ar, t->a.seed) < 0)
-            return fail("the evaluation step failed on a test batch (bad labels or ids; see above)");
+        if (run_step(t, m->eval_step, "the evaluation step on a test batch"))
+            return 1;
         const int32_t *y = at(t, t->y);
-        int64_t n = 0;
-        if (m->eval_logits_offset >= 0) {
-            for (int64_t r = 0; r < m->logits_rows; r++) {
-                if (y[r] == (int32_t)m->ignore_index)
-                    continue;
-                correct += argmax_row(t, r) == y[r];
-                n++;
-            }
+        int64_t nc[2] = {0, 0}; /* rows counted, rows right */
+        for (int64_t r = 0; m->eval_logits_offset >= 0 && r < m->logits_rows; r++) {
+            if (y[r] == (int32_t)m->ignore_index)
+                continue;
+            nc[1] += argmax_row(t, r) == y[r];
+            nc[0]++;
         }
+        if (t->has_mesh) /* the rows of the whole dp group (the loss is the group's already) */
+            MPI_Allreduce(MPI_IN_PLACE, nc, 2, MPI_INT64_T, MPI_SUM, t->mesh.comm[MMRT_AXIS_DP]);
+        int64_t n = nc[0];
+        correct += nc[1];
         float l;
         memcpy(&l, t->arenas[MMRT_ARENA_ACT] + m->eval_loss_offset, sizeof l);
         lsum += (double)l * (double)n;
@@ -597,8 +677,10 @@ static int dump_logits(Trainer *t)
     if (restart_eval(t))
         return 1;
     fill_batch(t, &t->eval_it, mmrt_iter_next(&t->eval_it), 1, 0);
-    if (m->eval_step(t->arenas, t->a.seed) < 0)
-        return fail("the evaluation step failed on a test batch");
+    if (run_step(t, m->eval_step, "the evaluation step on a test batch"))
+        return 1;
+    if (t->rank != 0)
+        return 0;
     FILE *f = fopen(t->a.dump_logits, "wb");
     size_t n = (size_t)(m->logits_rows * m->logits_cols);
     if (!f || fwrite(t->arenas[MMRT_ARENA_ACT] + m->eval_logits_offset, sizeof(float), n, f) != n || fclose(f)) {
@@ -615,15 +697,26 @@ static int train(Trainer *t)
     char err[ERRLEN], line[512];
     double t0 = now(), last = t0;
     int64_t first = t->done, tty = isatty(2), every = t->a.steps / 20 > 0 ? t->a.steps / 20 : 1;
-    for (int64_t step = t->done + 1; step <= t->a.steps && !stop_requested; step++) {
+    int loud = !t->a.quiet && t->rank == 0;
+    for (int64_t step = t->done + 1; step <= t->a.steps; step++) {
+        int stop = stop_requested != 0;
+        if (t->has_mesh) /* all ranks stop at the same step, or one would wait in a collective */
+            MPI_Allreduce(MPI_IN_PLACE, &stop, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        if (stop) {
+            if (!stop_requested)
+                stop_requested = SIGTERM;
+            break;
+        }
         if (mmrt_iter_next(&t->it) != t->B)
             return fail("the training data gave a short batch");
         fill_batch(t, &t->it, t->B, 0, (uint64_t)(step - 1) * (uint64_t)t->B);
         float lr = (float)lr_at(t, step), fs = (float)step;
         memcpy(at(t, t->lr), &lr, sizeof lr);
         memcpy(at(t, t->step), &fs, sizeof fs);
-        if (m->train_step(t->arenas, t->a.seed) < 0)
-            return fail("step %lld failed on a training batch (bad labels or ids; see above)", (long long)step);
+        char what[64];
+        snprintf(what, sizeof what, "step %lld", (long long)step);
+        if (run_step(t, m->train_step, what))
+            return 1;
         t->done = step;
         float loss;
         memcpy(&loss, t->arenas[MMRT_ARENA_ACT] + m->train_loss_offset, sizeof loss);
@@ -636,12 +729,12 @@ static int train(Trainer *t)
                 return 1;
             f[nf++] = (MmrtLogField){"eval_loss", el, NULL};
             f[nf++] = (MmrtLogField){"eval_accuracy", ea, NULL};
-            if (!t->a.quiet)
+            if (loud)
                 fprintf(stderr, "%sstep %lld: eval loss %.4f, accuracy %.4f\n", tty ? "\n" : "", (long long)step, el, ea);
         }
         if (t->has_log && mmrt_log_write(&t->log, step, f, nf, err, sizeof err) != MMRT_OK)
             return fail("%s", err);
-        if (!t->a.quiet && (tty ? tn - last > 0.2 || step == t->a.steps : step % every == 0 || step == t->a.steps)) {
+        if (loud && (tty ? tn - last > 0.2 || step == t->a.steps : step % every == 0 || step == t->a.steps)) {
             mmrt_progress_format(line, sizeof line, step, t->a.steps, loss, sps, tn - t0);
             fprintf(stderr, tty ? "\r%s" : "%s\n", line);
             last = tn;
@@ -649,9 +742,138 @@ static int train(Trainer *t)
         if (t->a.ckpt && t->a.ckpt_every > 0 && step % t->a.ckpt_every == 0 && save_ckpt(t))
             return 1;
     }
-    if (!t->a.quiet && tty)
+    if (loud && tty)
         fputc('\n', stderr);
     return 0;
+}
+
+/* The mesh of a multi-rank model, and this rank's rows of every batch:
+ * batch inputs may be split along the batch (dim 0) by dp, nothing else. */
+static int setup_ranks(Trainer *t)
+{
+    const MmrtModelDesc *m = t->m;
+    char err[ERRLEN];
+    t->world = (int)(m->mesh[0] * m->mesh[1] * m->mesh[2]);
+    t->rows = t->B;
+    if (t->world > 1) {
+        if (mmrt_mesh_init(&t->mesh, (int)m->mesh[0], (int)m->mesh[1], (int)m->mesh[2], 1, err, sizeof err) != MMRT_OK)
+            return fail("%s", err);
+        t->has_mesh = 1;
+        t->rank = t->mesh.coord[MMRT_AXIS_WORLD];
+        g_rank = t->rank;
+    }
+    const MmrtTensorDesc *batch[3] = {t->x, t->y, t->text};
+    for (int k = 0; k < 3; k++) {
+        const MmrtTensorDesc *d = batch[k];
+        if (!d)
+            continue;
+        for (int64_t i = 1; i < d->ndim; i++)
+            if (d->split[i])
+                return fail("input %s is split along dim %lld; the trainer splits batches along the batch only",
+                            d->name, (long long)i);
+        if (d->split[0] & ~(int64_t)(1 << MMRT_DESC_AXIS_DP))
+            return fail("input %s is split along the batch by an axis other than dp", d->name);
+        int64_t lo = 0, len = t->B;
+        if (d->split[0])
+            mmrt_split_range(t->B, (int)m->mesh[MMRT_DESC_AXIS_DP], t->mesh.coord[MMRT_AXIS_DP], &lo, &len);
+        if (k > 0 && (lo != t->lo || len != t->rows))
+            return fail("inputs %s and %s are split differently", t->x->name, d->name);
+        t->lo = lo, t->rows = len;
+    }
+    return 0;
+}
+
+static int run(Trainer *t, int argc, char **argv)
+{
+    const MmrtModelDesc *m = t->m;
+    if (m->abi_version != MMRT_ABI_VERSION)
+        return fail("the model was compiled for runtime ABI %lld, this runtime is %d; recompile it",
+                    (long long)m->abi_version, MMRT_ABI_VERSION);
+    int rc = parse_args(argc, argv, m, &t->a);
+    if (rc)
+        return rc < 0 ? 0 : rc; /* -1: --help */
+    if (bind(t) || setup_ranks(t))
+        return 1;
+    int loud = !t->a.quiet && t->rank == 0;
+    if (!m->train_step || !t->lr || !t->step)
+        return fail("model %s has no training function (@train with inputs lr and step)", m->name);
+    char err[ERRLEN];
+    if (mmrt_fmnist_load(&t->train, t->a.data, MMRT_SPLIT_TRAIN, err, sizeof err) != MMRT_OK ||
+        mmrt_fmnist_load(&t->test, t->a.data, MMRT_SPLIT_TEST, err, sizeof err) != MMRT_OK)
+        return fail("--data %s: %s", t->a.data, err);
+    if (mmrt_iter_init(&t->it, &t->train, t->B, 1, t->a.seed, err, sizeof err) != MMRT_OK)
+        return fail("%s", err);
+    if (alloc_arenas(t))
+        return 1;
+    for (int64_t i = 0; i < m->nparams; i++)
+        if (init_param(t, &m->params[i]))
+            return 1;
+    if (t->a.resume) {
+        int fresh;
+        if (load_ckpt(t, &fresh))
+            return 1;
+        if (fresh && t->rank == 0)
+            fprintf(stderr, "trainer: no checkpoint in %s yet; starting at step 0\n", t->a.ckpt);
+        else if (loud && !fresh)
+            fprintf(stderr, "trainer: resumed from %s at step %lld\n", t->a.ckpt, (long long)t->done);
+    }
+    if (t->task == TASK_CAPTION && init_captions(t))
+        return 1;
+    if (t->a.log && t->rank == 0) {
+        if (mmrt_log_open(&t->log, t->a.log, err, sizeof err) != MMRT_OK)
+            return fail("--log %s", err);
+        t->has_log = 1;
+    }
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    if (loud)
+        fprintf(stderr, "trainer: model %s, %s task, batch %lld, steps %lld, seed %llu, %d rank%s\n", m->name,
+                t->task == TASK_CLASSIFY ? "classification" : t->task == TASK_LM ? "next-pixel" : "captioning",
+                (long long)t->B, (long long)t->a.steps, (unsigned long long)t->a.seed, t->world > 1 ? t->world : 1,
+                t->world > 1 ? "s" : "");
+    rc = train(t);
+    if (!rc && t->a.ckpt && t->done > 0)
+        rc = save_ckpt(t);
+    if (!rc && !stop_requested) {
+        double el, ea;
+        rc = evaluate(t, &el, &ea);
+        MmrtLogField f[3] = {{"eval_loss", el, NULL}, {"eval_accuracy", ea, NULL}};
+        int nf = 2;
+        if (!rc && t->task == TASK_CAPTION) {
+            double em;
+            rc = caption_match(t, &em);
+            f[nf++] = (MmrtLogField){"eval_caption_exact_match", em, NULL};
+        }
+        if (!rc && t->rank == 0) {
+            printf("eval: loss %.6f accuracy %.4f", el, ea);
+            if (nf > 2)
+                printf(" caption exact match %.4f", f[2].num);
+            printf(" (test split)\n");
+            if (t->has_log && mmrt_log_write(&t->log, t->done, f, nf, err, sizeof err) != MMRT_OK)
+                rc = fail("%s", err);
+        }
+    }
+    if (!rc && !stop_requested && t->a.dump_logits)
+        rc = dump_logits(t);
+    if (stop_requested) {
+        if (t->rank == 0)
+            fprintf(stderr, "trainer: stopped by signal %d after step %lld%s\n", (int)stop_requested,
+                    (long long)t->done, t->a.ckpt ? " (checkpoint written)" : "");
+        rc = rc ? rc : 1;
+    }
+    if (t->rank == 0) {
+        int64_t total = 0;
+        for (int r = 0; r < MMRT_NARENAS; r++)
+            total += m->arena_bytes[r];
+        printf("allocated arena bytes%s: param=%lld grad=%lld opt=%lld act=%lld input=%lld total=%lld\n",
+               t->world > 1 ? " per rank" : "", (long long)m->arena_bytes[MMRT_ARENA_PARAM],
+               (long long)m->arena_bytes[MMRT_ARENA_GRAD], (long long)m->arena_bytes[MMRT_ARENA_OPT],
+               (long long)m->arena_bytes[MMRT_ARENA_ACT], (long long)m->arena_bytes[MMRT_ARENA_INPUT],
+               (long long)total);
+        printf("peak RSS: %lld bytes (%.1f MiB)\n", (long long)mmrt_peak_rss_bytes(),
+               (double)mmrt_peak_rss_bytes() / (1 << 20));
+    }
+    return rc;
 }
 
 int mmrt_main(int argc, char **argv, const MmrtModelDesc *m)
@@ -659,87 +881,8 @@ int mmrt_main(int argc, char **argv, const MmrtModelDesc *m)
     Trainer t;
     memset(&t, 0, sizeof t);
     t.m = m;
-    if (m->abi_version != MMRT_ABI_VERSION)
-        return fail("the model was compiled for runtime ABI %lld, this runtime is %d; recompile it",
-                    (long long)m->abi_version, MMRT_ABI_VERSION);
-    int rc = parse_args(argc, argv, m, &t.a);
-    if (rc)
-        return rc < 0 ? 0 : rc; /* -1: --help */
-    if (bind(&t))
-        return 1;
-    if (!m->train_step || !t.lr || !t.step)
-        return fail("model %s has no training function (@train with inputs lr and step)", m->name);
-    char err[ERRLEN];
-    if (mmrt_fmnist_load(&t.train, t.a.data, MMRT_SPLIT_TRAIN, err, sizeof err) != MMRT_OK ||
-        mmrt_fmnist_load(&t.test, t.a.data, MMRT_SPLIT_TEST, err, sizeof err) != MMRT_OK)
-        return fail("--data %s: %s", t.a.data, err);
-    if (mmrt_iter_init(&t.it, &t.train, t.B, 1, t.a.seed, err, sizeof err) != MMRT_OK)
-        return fail("%s", err);
-    if (alloc_arenas(&t))
-        return 1;
-    for (int64_t i = 0; i < m->nparams; i++)
-        init_param(&t, &m->params[i]);
-    if (t.a.resume) {
-        int fresh;
-        if (load_ckpt(&t, &fresh))
-            return 1;
-        if (fresh)
-            fprintf(stderr, "trainer: no checkpoint in %s yet; starting at step 0\n", t.a.ckpt);
-        else if (!t.a.quiet)
-            fprintf(stderr, "trainer: resumed from %s at step %lld\n", t.a.ckpt, (long long)t.done);
-    }
-    if (t.task == TASK_CAPTION && init_captions(&t))
-        return 1;
-    if (t.a.log) {
-        if (mmrt_log_open(&t.log, t.a.log, err, sizeof err) != MMRT_OK)
-            return fail("--log %s", err);
-        t.has_log = 1;
-    }
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
-    if (!t.a.quiet)
-        fprintf(stderr, "trainer: model %s, %s task, batch %lld, steps %lld, seed %llu\n", m->name,
-                t.task == TASK_CLASSIFY ? "classification" : t.task == TASK_LM ? "next-pixel" : "captioning",
-                (long long)t.B, (long long)t.a.steps,
-                (unsigned long long)t.a.seed);
-    rc = train(&t);
-    if (!rc && t.a.ckpt && t.done > 0)
-        rc = save_ckpt(&t);
-    if (!rc && !stop_requested) {
-        double el, ea;
-        rc = evaluate(&t, &el, &ea);
-        MmrtLogField f[3] = {{"eval_loss", el, NULL}, {"eval_accuracy", ea, NULL}};
-        int nf = 2;
-        if (!rc && t.task == TASK_CAPTION) {
-            double em;
-            rc = caption_match(&t, &em);
-            f[nf++] = (MmrtLogField){"eval_caption_exact_match", em, NULL};
-        }
-        if (!rc) {
-            printf("eval: loss %.6f accuracy %.4f", el, ea);
-            if (nf > 2)
-                printf(" caption exact match %.4f", f[2].num);
-            printf(" (test split)\n");
-            if (t.has_log && mmrt_log_write(&t.log, t.done, f, nf, err, sizeof err) != MMRT_OK)
-                rc = fail("%s", err);
-        }
-    }
-    if (!rc && !stop_requested && t.a.dump_logits)
-        rc = dump_logits(&t);
-    if (stop_requested) {
-        fprintf(stderr, "trainer: stopped by signal %d after step %lld%s\n", (int)stop_requested, (long long)t.done,
-                t.a.ckpt ? " (checkpoint written)" : "");
-        rc = rc ? rc : 1;
-    }
-    int64_t total = 0;
-    for (int r = 0; r < MMRT_NARENAS; r++)
-        total += m->arena_bytes[r];
-    printf("allocated arena bytes: param=%lld grad=%lld opt=%lld act=%lld input=%lld total=%lld\n",
-           (long long)m->arena_bytes[MMRT_ARENA_PARAM], (long long)m->arena_bytes[MMRT_ARENA_GRAD],
-           (long long)m->arena_bytes[MMRT_ARENA_OPT], (long long)m->arena_bytes[MMRT_ARENA_ACT],
-           (long long)m->arena_bytes[MMRT_ARENA_INPUT], (long long)total);
-    printf("peak RSS: %lld bytes (%.1f MiB)\n", (long long)mmrt_peak_rss_bytes(),
-           (double)mmrt_peak_rss_bytes() / (1 << 20));
+    int rc = run(&t, argc, argv);
+    fflush(NULL);
     if (t.has_log)
         mmrt_log_close(&t.log);
     mmrt_iter_free(&t.it);
@@ -749,7 +892,38 @@ int mmrt_main(int argc, char **argv, const MmrtModelDesc *m)
     for (int r = 0; r < MMRT_NARENAS; r++)
         free(t.arenas[r]);
     mmrt_kernels_shutdown();
+    if (t.has_mesh) {
+        mmrt_mesh_free(&t.mesh);
+        mmrt_comm_finalize();
+    }
     return rc;
+}
+
+/* ---- helpers of the step functions (mmrt_main.h) ---- */
+
+int mmrt_step_coord(const void *mesh, int axis)
+{
+    return mesh && axis >= 0 && axis < MMRT_NAXES ? ((const MmrtMesh *)mesh)->coord[axis] : 0;
+}
+
+int mmrt_step_count_labels(const int32_t *labels, int64_t n, int ignore)
+{
+    int c = 0;
+    for (int64_t i = 0; i < n; i++)
+        c += labels[i] != ignore;
+    return c;
+}
+
+int mmrt_step_all_reduce(void *mesh, int axes, float *x, int64_t n)
+{
+    for (int a = 0; mesh && a < MMRT_DESC_NAXES; a++) {
+        if (!(axes >> a & 1))
+            continue;
+        int rc = mmrt_all_reduce(mesh, (MmrtAxis)a, x, x, (size_t)n, MMRT_F32);
+        if (rc != MMRT_OK)
+            return rc;
+    }
+    return 0;
 }
 
 int main(int argc, char **argv) { return mmrt_main(argc, argv, &mm_model); }

@@ -13,6 +13,14 @@
  * function gets the five bases and touches nothing else but the kernels'
  * own caches.
  *
+ * Ranks: a model compiled for a mesh of more than one rank (dp x cp x tp)
+ * runs under mpirun on exactly that many ranks. Every rank runs the same
+ * step functions on its pieces (the local shapes of the plan); the step
+ * functions call the collectives of mmrt_comm.h on the MmrtMesh they are
+ * given (NULL on one rank). Tensor descriptors give global shapes and, per
+ * dim, the mesh axes that split it; a rank holds part `coord` of each split
+ * dim (mmrt_split_range).
+ *
  * Descriptor layout: every field is 8 bytes wide (int64_t, double or a
  * pointer), so the struct has no padding and codegen builds the same layout
  * as an LLVM struct of i64/double/ptr, field by field.
@@ -43,7 +51,7 @@
 #include "mmrt_kernels.h"
 #include "mmrt_rng.h"
 
-#define MMRT_ABI_VERSION 1
+#define MMRT_ABI_VERSION 2
 
 /* Arenas, in this order in MmrtModelDesc.arena_bytes and in the array of
  * bases a step function receives. */
@@ -73,13 +81,18 @@ typedef struct MmrtTensorDesc {
     int64_t init;   /* MMRT_INIT_* */
     double init_a, init_b;
     int64_t frozen; /* 1: trained by nobody (no gradient, no state) */
+    int64_t split[MMRT_DESC_MAX_DIMS]; /* per dim: bit a set when mesh axis a (MMRT_AXIS_*) splits it */
 } MmrtTensorDesc;
 
+/* Mesh axes, as mmrt_comm.h numbers them (MmrtAxis). */
+enum { MMRT_DESC_AXIS_DP = 0, MMRT_DESC_AXIS_CP = 1, MMRT_DESC_AXIS_TP = 2, MMRT_DESC_NAXES = 3 };
+
 /* A step: runs one function of the model on the arenas. `seed` is the run
- * seed (dropout masks are Philox streams of it). Returns 0, or a negative
- * value when a kernel reported bad data (a label or id out of range; the
- * kernel printed which). */
-typedef int (*MmrtStepFn)(char *const *arenas, uint64_t seed);
+ * seed (dropout masks are Philox streams of it); `mesh` the MmrtMesh of a
+ * multi-rank run, or NULL. Returns 0, or a negative value when a kernel
+ * reported bad data (a label or id out of range; the kernel printed which)
+ * or a collective failed (mesh->err says which). */
+typedef int (*MmrtStepFn)(char *const *arenas, uint64_t seed, void *mesh);
 
 typedef struct MmrtModelDesc {
     int64_t abi_version; /* MMRT_ABI_VERSION */
@@ -101,13 +114,14 @@ typedef struct MmrtModelDesc {
     int64_t lr_sched; /* MMRT_LR_* */
     int64_t warmup, steps; /* steps 0: given by --steps */
     double min_lr;
-    int64_t batch;           /* the compiled batch size (B) */
+    int64_t batch;           /* the compiled (global) batch size (B) */
+    int64_t mesh[MMRT_DESC_NAXES]; /* ranks per axis: dp, cp, tp */
     MmrtStepFn train_step;   /* @train: forward, backward, optimizer (NULL: none) */
     MmrtStepFn eval_step;    /* @forward */
 } MmrtModelDesc;
 
-#define MMRT_DESC_FIELDS 33 /* 8-byte slots in MmrtModelDesc */
-#define MMRT_TENSOR_FIELDS 17 /* 8-byte slots in MmrtTensorDesc */
+#define MMRT_DESC_FIELDS 36 /* 8-byte slots in MmrtModelDesc */
+#define MMRT_TENSOR_FIELDS 25 /* 8-byte slots in MmrtTensorDesc */
 
 /* The descriptor of the model, defined by the generated object. */
 extern const MmrtModelDesc mm_model;
@@ -116,5 +130,15 @@ extern const MmrtModelDesc mm_model;
  * message on stderr naming the flag or file at fault). main() calls it with
  * &mm_model. */
 int mmrt_main(int argc, char **argv, const MmrtModelDesc *m);
+
+/* Helpers the step functions call on a multi-rank mesh (mesh may be NULL:
+ * one rank). */
+/* This rank's coordinate on mesh axis `axis` (0 without a mesh). */
+int mmrt_step_coord(const void *mesh, int axis);
+/* Labels in labels[0..n) other than `ignore`. */
+int mmrt_step_count_labels(const int32_t *labels, int64_t n, int ignore);
+/* x[0..n) summed in place over every mesh axis whose bit is in axes;
+ * returns 0, or a negative status after printing the mesh's message. */
+int mmrt_step_all_reduce(void *mesh, int axes, float *x, int64_t n);
 
 #endif
