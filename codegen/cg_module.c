@@ -145,6 +145,10 @@ static const struct {
     {"mmrt_step_coord", "i:pi"},
     {"mmrt_step_count_labels", "i:pli"},
     {"mmrt_step_all_reduce", "i:pipl"},
+    {"mmrt_split_embedding_fwd", "v:pippplll"},
+    {"mmrt_split_embedding_bwd", "v:pippplll"},
+    {"mmrt_split_cross_entropy_fwd", "i:pipppplli"},
+    {"mmrt_split_cross_entropy_bwd", "v:pippppflli"},
     {"mmrt_rng_uniform_at", "f:lll"},
     {"erff", "f:f"},
     {"tanhf", "f:f"},
@@ -394,11 +398,14 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
       batch = cg_orig(cg, inputs[i])->shape.d[0];
 
   const IrNode *eval_ce = last_loss(feval);
-  int64_t logits_rows = 0, logits_cols = 0, logits_off = -1, ignore = -100;
+  int64_t logits_rows = 0, logits_cols = 0, logits_off = -1, ignore = -100, vocab_axis = -1;
   if (eval_ce) {
     const IrValue *lg = eval_ce->in[0];
     logits_cols = lg->shape.rank ? lg->shape.d[lg->shape.rank - 1] : 1;
     logits_rows = ir_numel(&lg->shape) / logits_cols;
+    const CgOrig *o = cg_orig(cg, lg);
+    for (int a = 0; a < IR_NAXES; a++)
+      if (o->pl[a].kind == IR_PL_S && o->pl[a].dim == lg->shape.rank - 1 && m->mesh[a] > 1) vocab_axis = a;
     logits_off = lg->mem_arena == IR_ROLE_ACT ? lg->mem_offset : -1;
     ignore = eval_ce->attrs.v[IR_ATTR_IGNORE].i;
   }
@@ -423,6 +430,7 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
       cg_i64(cg, logits_off),
       cg_i64(cg, logits_rows),
       cg_i64(cg, logits_cols),
+      cg_i64(cg, vocab_axis),
       cg_i64(cg, ignore),
       cg_i64(cg, t->optim == MM_OPT_SGD ? MMRT_OPTIM_SGD : MMRT_OPTIM_ADAMW),
       cg_f64(cg, t->lr),

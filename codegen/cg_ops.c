@@ -227,6 +227,16 @@ static bool lower_softmax_grad(Cg *cg, const IrNode *n) {
 
 /* ---- transformer pieces ---- */
 
+/* The mesh axis that split dim d of v (before localize), -1 for none, -2
+ * for several. */
+static int split_axis(const Cg *cg, const IrValue *v, int d) {
+  const CgOrig *o = cg_orig(cg, v);
+  int axis = -1;
+  for (int a = 0; a < IR_NAXES; a++)
+    if (o->pl[a].kind == IR_PL_S && o->pl[a].dim == d && cg->m->mesh[a] > 1) axis = axis == -1 ? a : -2;
+  return axis;
+}
+
 static bool need_i32_ids(Cg *cg, const IrNode *n, int i) {
   if (n->in[i]->dtype == IR_I32) return true;
   return cg_error(cg, n, "ids are %s; the runtime takes i32", ir_dtype_name(n->in[i]->dtype));
@@ -235,6 +245,12 @@ static bool need_i32_ids(Cg *cg, const IrNode *n, int i) {
 static bool lower_embedding(Cg *cg, const IrNode *n) {
   const IrValue *ids = n->in[0], *table = n->in[1];
   if (!need_i32_ids(cg, n, 0)) return false;
+  int ax = split_axis(cg, table, 0);
+  if (ax >= 0) { /* vocabulary parallel: this rank's rows of the table */
+    CALL("mmrt_split_embedding_fwd", cg->mesh, I32(ax), O(0), V(1), V(0), cg_i64(cg, ir_numel(&ids->shape)),
+         cg_i64(cg, table->shape.d[0]), cg_i64(cg, table->shape.d[1]));
+    return true;
+  }
   LLVMValueRef r = CALL("mmrt_embedding_fwd", O(0), V(1), V(0), I32(ir_numel(&ids->shape)), I32(table->shape.d[0]),
                         I32(table->shape.d[1]));
   cg_check_status(cg, r);
@@ -245,6 +261,12 @@ static bool lower_embedding(Cg *cg, const IrNode *n) {
 static bool lower_embedding_grad(Cg *cg, const IrNode *n) {
   if (!need_i32_ids(cg, n, 1)) return false;
   IrShape t = shape_attr(n);
+  int ax = split_axis(cg, n->out[0], 0);
+  if (ax >= 0) {
+    CALL("mmrt_split_embedding_bwd", cg->mesh, I32(ax), O(0), V(0), V(1), cg_i64(cg, ir_numel(&n->in[1]->shape)),
+         cg_i64(cg, t.d[0]), cg_i64(cg, t.d[1]));
+    return true;
+  }
   CALL("mmrt_embedding_bwd", O(0), V(0), V(1), I32(ir_numel(&n->in[1]->shape)), I32(t.d[0]), I32(t.d[1]), I32(0));
   return true;
 }
@@ -254,11 +276,15 @@ static bool lower_rope(Cg *cg, const IrNode *n) {
   if (s->rank != 4) return cg_error(cg, n, "rope takes x[B, T, H, D]");
   int64_t off = ir_attrs_has(&n->attrs, IR_ATTR_OFFSET) ? attr(n, IR_ATTR_OFFSET)->i : 0;
   float theta = (float)attr(n, IR_ATTR_THETA)->f;
+  LLVMValueRef pos = I32(off);
+  int ax = split_axis(cg, n->in[0], 1);
+  if (ax == -2) return cg_error(cg, n, "rope on a sequence split by several axes is not supported");
+  if (ax >= 0) /* a split sequence: this rank's first position */
+    pos = LLVMBuildAdd(cg->b, pos, LLVMBuildMul(cg->b, CALL("mmrt_step_coord", cg->mesh, I32(ax)), I32(s->d[1]), ""), "");
   if (n->op == IR_OP_ROPE)
-    CALL("mmrt_rope_fwd", O(0), V(0), I32(s->d[0]), I32(s->d[1]), I32(s->d[2]), I32(s->d[3]), F32(theta), I32(off));
+    CALL("mmrt_rope_fwd", O(0), V(0), I32(s->d[0]), I32(s->d[1]), I32(s->d[2]), I32(s->d[3]), F32(theta), pos);
   else
-    CALL("mmrt_rope_bwd", O(0), V(0), I32(s->d[0]), I32(s->d[1]), I32(s->d[2]), I32(s->d[3]), F32(theta), I32(off),
-         I32(0));
+    CALL("mmrt_rope_bwd", O(0), V(0), I32(s->d[0]), I32(s->d[1]), I32(s->d[2]), I32(s->d[3]), F32(theta), pos, I32(0));
   return true;
 }
 
@@ -306,10 +332,14 @@ static LLVMValueRef share(Cg *cg, LLVMValueRef count_local, int axes) {
 static bool lower_cross_entropy(Cg *cg, const IrNode *n) {
   if (n->in[1]->dtype != IR_I32) return cg_error(cg, n, "labels are %s; the runtime takes i32", ir_dtype_name(n->in[1]->dtype));
   const IrValue *lg = n->in[0];
-  if (cg_split_axes(cg, lg) & ~cg_split_axes(cg, n->in[1]))
-    return cg_error(cg, n, "vocabulary-parallel cross entropy (logits split along the classes) is not supported yet");
-  LLVMValueRef r = CALL("mmrt_cross_entropy_fwd", O(0), stat(cg, n, 1, 0), V(0), V(1), I32(rows(lg)),
-                        I32(last_dim(lg)), I32(attr(n, IR_ATTR_IGNORE)->i));
+  int vax = split_axis(cg, lg, lg->shape.rank - 1);
+  if (vax == -2 || (cg_split_axes(cg, lg) & ~cg_split_axes(cg, n->in[1]) & ~(vax >= 0 ? 1 << vax : 0)))
+    return cg_error(cg, n, "the logits are split in a way the cross entropy does not support");
+  if (vax >= 0 && n->nout < 2) return cg_error(cg, n, "vocabulary-parallel cross entropy needs the lse result");
+  LLVMValueRef r = vax >= 0 ? CALL("mmrt_split_cross_entropy_fwd", cg->mesh, I32(vax), O(0), O(1), V(0), V(1),
+                                   cg_i64(cg, rows(lg)), cg_i64(cg, last_dim(lg)), I32(attr(n, IR_ATTR_IGNORE)->i))
+                            : CALL("mmrt_cross_entropy_fwd", O(0), stat(cg, n, 1, 0), V(0), V(1), I32(rows(lg)),
+                                   I32(last_dim(lg)), I32(attr(n, IR_ATTR_IGNORE)->i));
   cg_check_status(cg, r);
   int axes = cg_split_axes(cg, n->in[1]);
   if (axes) {
@@ -322,17 +352,21 @@ static bool lower_cross_entropy(Cg *cg, const IrNode *n) {
 /* cross_entropy_grad(dloss f32[], logits, labels, lse) -> dlogits */
 static bool lower_cross_entropy_grad(Cg *cg, const IrNode *n) {
   const IrValue *lg = n->in[1];
-  int axes = cg_split_axes(cg, n->in[2]);
-  if (cg_split_axes(cg, lg) & ~axes)
-    return cg_error(cg, n, "vocabulary-parallel cross entropy (logits split along the classes) is not supported yet");
+  int axes = cg_split_axes(cg, n->in[2]), vax = split_axis(cg, lg, lg->shape.rank - 1);
+  if (vax == -2 || (cg_split_axes(cg, lg) & ~axes & ~(vax >= 0 ? 1 << vax : 0)))
+    return cg_error(cg, n, "the logits are split in a way the cross entropy does not support");
   LLVMValueRef dloss = cg_load_f32(cg, n->in[0]);
   if (axes) { /* the runtime divides by the local count */
     LLVMValueRef c = CALL("mmrt_step_count_labels", V(2), cg_i64(cg, ir_numel(&n->in[2]->shape)),
                           I32(attr(n, IR_ATTR_IGNORE)->i));
     dloss = LLVMBuildFMul(cg->b, dloss, share(cg, c, axes), "");
   }
-  CALL("mmrt_cross_entropy_bwd", O(0), V(1), V(3), V(2), dloss, I32(rows(lg)), I32(last_dim(lg)),
-       I32(attr(n, IR_ATTR_IGNORE)->i), I32(0));
+  if (vax >= 0)
+    CALL("mmrt_split_cross_entropy_bwd", cg->mesh, I32(vax), O(0), V(1), V(3), V(2), dloss, cg_i64(cg, rows(lg)),
+         cg_i64(cg, last_dim(lg)), I32(attr(n, IR_ATTR_IGNORE)->i));
+  else
+    CALL("mmrt_cross_entropy_bwd", O(0), V(1), V(3), V(2), dloss, I32(rows(lg)), I32(last_dim(lg)),
+         I32(attr(n, IR_ATTR_IGNORE)->i), I32(0));
   return true;
 }
 
@@ -483,15 +517,9 @@ static bool split_ok(Cg *cg, const IrNode *n) {
   case IR_OP_EMBEDDING:
   case IR_OP_EMBEDDING_GRAD: {
     const IrValue *table = n->op == IR_OP_EMBEDDING ? n->in[1] : n->out[0];
-    if (cg_split_axes(cg, table)) return cg_error(cg, n, "a vocabulary-parallel embedding is not supported yet");
+    if (split_axis(cg, table, 0) == -2) return cg_error(cg, n, "a table split by several axes is not supported");
     return true;
   }
-  case IR_OP_ROPE:
-  case IR_OP_ROPE_GRAD:
-    for (int a = 0; a < IR_NAXES; a++)
-      if (x->pl[a].kind == IR_PL_S && x->pl[a].dim == 1 && cg->m->mesh[a] > 1)
-        return cg_error(cg, n, "rope on a split sequence is not supported yet");
-    return true;
   case IR_OP_MEAN:
   case IR_OP_MSE: return cg_error(cg, n, "a mean over split values is not supported yet");
   case IR_OP_SLICE:

@@ -213,6 +213,13 @@ static int is(const MmrtTensorDesc *t, MmrtStDtype dt, int ndim, const int64_t *
     return 1;
 }
 
+/* Classes (vocabulary) of the logits the trainer reads, all ranks together. */
+static int64_t classes(const MmrtModelDesc *m)
+{
+    int64_t a = m->logits_vocab_axis;
+    return m->logits_cols * (a >= 0 && a < MMRT_DESC_NAXES ? m->mesh[a] : 1);
+}
+
 static int bind(Trainer *t)
 {
     const MmrtModelDesc *m = t->m;
@@ -230,9 +237,9 @@ static int bind(Trainer *t)
     if (px && is(px, MMRT_ST_F32, 4, img) && is(lb, MMRT_ST_I32, 1, vec)) {
         t->task = TASK_CLASSIFY;
         t->x = px, t->y = lb;
-        if (m->eval_logits_offset >= 0 && m->logits_cols < MMRT_FMNIST_CLASSES)
+        if (m->eval_logits_offset >= 0 && classes(m) < MMRT_FMNIST_CLASSES)
             return fail("model %s classifies into %lld classes; Fashion-MNIST has %d", m->name,
-                        (long long)m->logits_cols, MMRT_FMNIST_CLASSES);
+                        (long long)classes(m), MMRT_FMNIST_CLASSES);
         return 0;
     }
     if (px && is(px, MMRT_ST_F32, 4, img) && text && is(text, MMRT_ST_I32, 2, tok) && lb &&
@@ -252,8 +259,8 @@ static int bind(Trainer *t)
         if (t->T + 1 > MMRT_FMNIST_SIDE * MMRT_FMNIST_SIDE)
             return fail("model %s reads sequences of %lld tokens; an image has only %d pixel bytes", m->name,
                         (long long)t->T, MMRT_FMNIST_SIDE * MMRT_FMNIST_SIDE - 1);
-        if (m->eval_logits_offset >= 0 && m->logits_cols < 256)
-            return fail("model %s has a vocabulary of %lld; pixel bytes need 256", m->name, (long long)m->logits_cols);
+        if (m->eval_logits_offset >= 0 && classes(m) < 256)
+            return fail("model %s has a vocabulary of %lld; pixel bytes need 256", m->name, (long long)classes(m));
         return 0;
     }
     for (int64_t i = 0; i < m->ninputs; i++) {
@@ -274,7 +281,7 @@ static int init_captions(Trainer *t)
     char err[ERRLEN];
     if (mmrt_caption_init(&t->cap_train, (int)t->T, 0, MMRT_CAPTION_TRAIN, t->a.seed, err, sizeof err) != MMRT_OK ||
         mmrt_caption_init(&t->cap_eval, (int)t->T, 0, MMRT_CAPTION_EVAL, t->a.seed, err, sizeof err) != MMRT_OK ||
-        mmrt_tok_fits(&t->cap_train.tok, (int)t->m->logits_cols, err, sizeof err) != MMRT_OK)
+        mmrt_tok_fits(&t->cap_train.tok, (int)classes(t->m), err, sizeof err) != MMRT_OK)
         return fail("model %s cannot learn the captions: %s", t->m->name, err);
     return 0;
 }
@@ -557,15 +564,36 @@ static double now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Index of the largest logit of row r of the last eval step. */
-static int32_t argmax_row(const Trainer *t, int64_t r)
+/* best[r] = the class of the largest logit of each row of the last eval
+ * step; with the classes split over a mesh axis, the largest over the
+ * ranks (MPI_MAXLOC on that axis, ties to the lowest class). */
+static void argmax_rows(Trainer *t, int32_t *best)
 {
-    const float *row = (const float *)(t->arenas[MMRT_ARENA_ACT] + t->m->eval_logits_offset) + r * t->m->logits_cols;
-    int32_t best = 0;
-    for (int32_t c = 1; c < (int32_t)t->m->logits_cols; c++)
-        if (row[c] > row[best])
-            best = c;
-    return best;
+    const MmrtModelDesc *m = t->m;
+    const float *lg = (const float *)(t->arenas[MMRT_ARENA_ACT] + m->eval_logits_offset);
+    int64_t a = m->logits_vocab_axis, V = m->logits_cols, R = m->logits_rows;
+    int64_t c0 = a >= 0 && t->has_mesh ? (int64_t)t->mesh.coord[a] * V : 0;
+    struct {
+        float v;
+        int i;
+    } *vi = a >= 0 && t->has_mesh ? malloc(sizeof *vi * (size_t)R) : NULL;
+    for (int64_t r = 0; r < R; r++) {
+        const float *row = lg + r * V;
+        int32_t b = 0;
+        for (int32_t c = 1; c < (int32_t)V; c++)
+            if (row[c] > row[b])
+                b = c;
+        best[r] = (int32_t)(b + c0);
+        if (vi)
+            vi[r].v = row[b], vi[r].i = best[r];
+    }
+    if (vi) {
+        /* MAXLOC keeps the lowest index among equal values, as the serial scan does */
+        MPI_Allreduce(MPI_IN_PLACE, vi, (int)R, MPI_FLOAT_INT, MPI_MAXLOC, t->mesh.comm[a]);
+        for (int64_t r = 0; r < R; r++)
+            best[r] = vi[r].i;
+        free(vi);
+    }
 }
 
 static int restart_eval(Trainer *t)
@@ -586,9 +614,10 @@ static int caption_match(Trainer *t, double *rate)
     const int64_t B = t->rows, T = t->T; /* this rank's rows */
     int32_t *text = at(t, t->text), *y = at(t, t->y);
     int32_t *len = calloc((size_t)B, sizeof *len), *label = calloc((size_t)B, sizeof *label),
-            *gen = calloc((size_t)(B * T), sizeof *gen), *ng = calloc((size_t)B, sizeof *ng);
+            *gen = calloc((size_t)(B * T), sizeof *gen), *ng = calloc((size_t)B, sizeof *ng),
+            *best = calloc((size_t)(B * T), sizeof *best);
     int64_t matches = 0, counted = 0, batches = 0;
-    int rc = !len || !label || !gen || !ng ? fail("out of memory") : restart_eval(t);
+    int rc = !len || !label || !gen || !ng || !best ? fail("out of memory") : restart_eval(t);
     while (!rc) {
         int64_t rows = mmrt_iter_next(&t->eval_it);
         if (rows == 0 || (t->a.eval_batches >= 0 && batches >= t->a.eval_batches))
@@ -599,11 +628,13 @@ static int caption_match(Trainer *t, double *rate)
         memset(ng, 0, (size_t)B * sizeof *ng);
         for (int active = 1; active && !rc;) {
             rc = run_step(t, t->m->eval_step, "the evaluation step (generating captions)");
+            if (!rc)
+                argmax_rows(t, best);
             active = 0;
             for (int64_t r = 0; r < B && !rc; r++) {
                 if (label[r] < 0 || len[r] == 0 || len[r] > T || (ng[r] && gen[r * T + ng[r] - 1] == MMRT_TOK_EOS))
                     continue;
-                int32_t tok = argmax_row(t, r * T + len[r] - 1);
+                int32_t tok = best[r * T + len[r] - 1];
                 gen[r * T + ng[r]++] = tok;
                 if (tok != MMRT_TOK_EOS && len[r] < T && ng[r] < T) {
                     text[r * T + len[r]++] = tok;
@@ -625,7 +656,7 @@ static int caption_match(Trainer *t, double *rate)
         MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_INT64_T, MPI_SUM, t->mesh.comm[MMRT_AXIS_DP]);
         matches = v[0], counted = v[1];
     }
-    free(len), free(label), free(gen), free(ng);
+    free(len), free(label), free(gen), free(ng), free(best);
     *rate = counted ? (double)matches / (double)counted : NAN;
     return rc;
 }
@@ -636,22 +667,32 @@ static int evaluate(Trainer *t, double *loss, double *acc)
     const MmrtModelDesc *m = t->m;
     int64_t counted = 0, correct = 0, batches = 0;
     double lsum = 0;
-    if (restart_eval(t))
+    int32_t *best = calloc((size_t)m->logits_rows + 1, sizeof *best);
+    if (!best)
+        return fail("out of memory");
+    if (restart_eval(t)) {
+        free(best);
         return 1;
+    }
     for (;;) {
         int64_t rows = mmrt_iter_next(&t->eval_it);
         if (rows == 0 || (t->a.eval_batches >= 0 && batches >= t->a.eval_batches))
             break;
         fill_batch(t, &t->eval_it, rows, 1, 0);
-        if (run_step(t, m->eval_step, "the evaluation step on a test batch"))
+        if (run_step(t, m->eval_step, "the evaluation step on a test batch")) {
+            free(best);
             return 1;
+        }
         const int32_t *y = at(t, t->y);
         int64_t nc[2] = {0, 0}; /* rows counted, rows right */
-        for (int64_t r = 0; m->eval_logits_offset >= 0 && r < m->logits_rows; r++) {
-            if (y[r] == (int32_t)m->ignore_index)
-                continue;
-            nc[1] += argmax_row(t, r) == y[r];
-            nc[0]++;
+        if (m->eval_logits_offset >= 0) {
+            argmax_rows(t, best);
+            for (int64_t r = 0; r < m->logits_rows; r++) {
+                if (y[r] == (int32_t)m->ignore_index)
+                    continue;
+                nc[1] += best[r] == y[r];
+                nc[0]++;
+            }
         }
         if (t->has_mesh) /* the rows of the whole dp group (the loss is the group's already) */
             MPI_Allreduce(MPI_IN_PLACE, nc, 2, MPI_INT64_T, MPI_SUM, t->mesh.comm[MMRT_AXIS_DP]);
@@ -663,6 +704,7 @@ static int evaluate(Trainer *t, double *loss, double *acc)
         counted += n;
         batches++;
     }
+    free(best);
     *loss = counted ? lsum / (double)counted : NAN;
     *acc = counted ? (double)correct / (double)counted : NAN;
     return 0;
@@ -897,33 +939,6 @@ int mmrt_main(int argc, char **argv, const MmrtModelDesc *m)
         mmrt_comm_finalize();
     }
     return rc;
-}
-
-/* ---- helpers of the step functions (mmrt_main.h) ---- */
-
-int mmrt_step_coord(const void *mesh, int axis)
-{
-    return mesh && axis >= 0 && axis < MMRT_NAXES ? ((const MmrtMesh *)mesh)->coord[axis] : 0;
-}
-
-int mmrt_step_count_labels(const int32_t *labels, int64_t n, int ignore)
-{
-    int c = 0;
-    for (int64_t i = 0; i < n; i++)
-        c += labels[i] != ignore;
-    return c;
-}
-
-int mmrt_step_all_reduce(void *mesh, int axes, float *x, int64_t n)
-{
-    for (int a = 0; mesh && a < MMRT_DESC_NAXES; a++) {
-        if (!(axes >> a & 1))
-            continue;
-        int rc = mmrt_all_reduce(mesh, (MmrtAxis)a, x, x, (size_t)n, MMRT_F32);
-        if (rc != MMRT_OK)
-            return rc;
-    }
-    return 0;
 }
 
 int main(int argc, char **argv) { return mmrt_main(argc, argv, &mm_model); }

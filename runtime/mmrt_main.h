@@ -106,7 +106,8 @@ typedef struct MmrtModelDesc {
     int64_t train_loss_offset;    /* act arena, f32[]: the loss of the last train step (-1: none) */
     int64_t eval_loss_offset;     /* act arena, f32[]: the loss of the last eval step */
     int64_t eval_logits_offset;   /* act arena, f32[rows, cols]: the logits of the loss (-1: none) */
-    int64_t logits_rows, logits_cols;
+    int64_t logits_rows, logits_cols; /* this rank's piece */
+    int64_t logits_vocab_axis;        /* the mesh axis splitting the classes, or -1 */
     int64_t ignore_index;         /* of that cross entropy */
     /* the train section */
     int64_t optim; /* MMRT_OPTIM_* */
@@ -120,7 +121,7 @@ typedef struct MmrtModelDesc {
     MmrtStepFn eval_step;    /* @forward */
 } MmrtModelDesc;
 
-#define MMRT_DESC_FIELDS 36 /* 8-byte slots in MmrtModelDesc */
+#define MMRT_DESC_FIELDS 37 /* 8-byte slots in MmrtModelDesc */
 #define MMRT_TENSOR_FIELDS 25 /* 8-byte slots in MmrtTensorDesc */
 
 /* The descriptor of the model, defined by the generated object. */
@@ -138,7 +139,25 @@ int mmrt_step_coord(const void *mesh, int axis);
 /* Labels in labels[0..n) other than `ignore`. */
 int mmrt_step_count_labels(const int32_t *labels, int64_t n, int ignore);
 /* x[0..n) summed in place over every mesh axis whose bit is in axes;
- * returns 0, or a negative status after printing the mesh's message. */
+ * returns 0, or a negative status (the mesh's err says why). */
 int mmrt_step_all_reduce(void *mesh, int axes, float *x, int64_t n);
+
+/* Vocabulary parallel (mmrt_split.c): the table [Vl, C] or the logits
+ * [N, Vl] are this rank's rows [c Vl, (c + 1) Vl) of the vocabulary, c its
+ * coordinate on `axis`.
+ *   embedding: out[i] = table[ids[i] - c Vl], a zero row for ids elsewhere
+ *   (a partial sum over the axis); its gradient scatters into dtable.
+ *   cross entropy: loss and lse[N] of the whole vocabulary (one all-reduce
+ *   over the axis); returns the rows counted (labels != ignore) or a
+ *   negative status. The gradient is this rank's columns of
+ *   dloss * (softmax - onehot) / count. */
+void mmrt_split_embedding_fwd(void *mesh, int axis, float *out, const float *table, const int32_t *ids, int64_t N,
+                              int64_t Vl, int64_t C);
+void mmrt_split_embedding_bwd(void *mesh, int axis, float *dtable, const float *dout, const int32_t *ids, int64_t N,
+                              int64_t Vl, int64_t C);
+int mmrt_split_cross_entropy_fwd(void *mesh, int axis, float *loss, float *lse, const float *logits,
+                                 const int32_t *labels, int64_t N, int64_t Vl, int ignore);
+void mmrt_split_cross_entropy_bwd(void *mesh, int axis, float *dlogits, const float *logits, const float *lse,
+                                  const int32_t *labels, float dloss, int64_t N, int64_t Vl, int ignore);
 
 #endif

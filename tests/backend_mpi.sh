@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Multi-rank trainers under mpirun: GPT2Tiny, ViTFashion and InternVL2Tiny
-# compiled for dp = 2 (and GPT2Tiny under ZeRO-1/2/3) train with the losses
-# of the one-rank trainer (within 1e-5 relative: only the order of sums
-# differs), allocate per rank the bytes `mmc plan` gives, and resume exactly
-# from per-rank checkpoints.
+# compiled for data parallel (and ZeRO-1/2/3), tensor parallel (with and
+# without sequence parallel: vocabulary-parallel embedding and cross
+# entropy, split heads, RoPE on a split sequence) and both on 4 ranks train
+# with the losses of the one-rank trainer (within 1e-5 relative: only the
+# order of sums differs), evaluate to the same accuracy, allocate per rank
+# the bytes `mmc plan` gives, and resume exactly from per-rank checkpoints.
 set -uo pipefail
 S="$MMC_SOURCE_DIR/stdlib_models"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$MMC_SOURCE_DIR/tests/lsan.supp}:fast_unwind_on_malloc=0"
-MPIRUN=(timeout 300 mpirun --oversubscribe -np 2 -x OMP_NUM_THREADS -x OMP_WAIT_POLICY -x LSAN_OPTIONS)
+MPIRUN=(timeout 300 mpirun --oversubscribe -x OMP_NUM_THREADS -x OMP_WAIT_POLICY -x LSAN_OPTIONS -np)
 pass=0; fail=0
 ok() { pass=$((pass+1)); }
 bad() { echo "FAIL: $*"; fail=$((fail+1)); }
@@ -19,21 +21,23 @@ close() { # name serial.jsonl ranks.jsonl
   /usr/bin/python3 - "$@" <<'PY'
 import json, sys
 name, pa, pb = sys.argv[1:4]
-def losses(p): return [json.loads(l)["loss"] for l in open(p) if '"loss"' in l]
-a, b = losses(pa), losses(pb)
+def rows(p): return [json.loads(l) for l in open(p)]
+ra, rb = rows(pa), rows(pb)
+a, b = [r["loss"] for r in ra if "loss" in r], [r["loss"] for r in rb if "loss" in r]
 worst = max(abs(x - y) / abs(x) for x, y in zip(a, b)) if a and len(a) == len(b) else float("inf")
-print("%s: %d steps, largest relative difference from one rank %.2e" % (name, len(b), worst))
-sys.exit(0 if worst <= 1e-5 else 1)
+ea, eb = ra[-1].get("eval_accuracy"), rb[-1].get("eval_accuracy")
+print("%s: %d steps, largest relative difference from one rank %.2e; eval accuracy %s (one rank %s)" % (name, len(b), worst, eb, ea))
+sys.exit(0 if worst <= 1e-5 and ea is not None and abs(ea - eb) <= 1e-6 else 1)
 PY
 }
 
-check() { # name file model steps plan-flags...
-  local name=$1 file=$2 model=$3 steps=$4; shift 4
+check() { # name ranks file model steps plan-flags...
+  local name=$1 np=$2 file=$3 model=$4 steps=$5; shift 5
   [ -x "$T/$model.serial" ] || "$MMC" compile "$S/$file" --model "$model" -o "$T/$model.serial" || { bad "$model: compile"; return; }
   [ -s "$T/$model.serial.jsonl" ] || "$T/$model.serial" --steps "$steps" --eval-batches 2 --quiet --log "$T/$model.serial.jsonl" > /dev/null ||
     { bad "$model: serial run"; return; }
   if ! "$MMC" compile "$S/$file" --model "$model" "$@" -o "$T/$name"; then bad "$name: compile"; return; fi
-  if ! "${MPIRUN[@]}" "$T/$name" --steps "$steps" --eval-batches 2 --quiet --log "$T/$name.jsonl" > "$T/$name.out" 2>&1; then
+  if ! "${MPIRUN[@]}" "$np" "$T/$name" --steps "$steps" --eval-batches 2 --quiet --log "$T/$name.jsonl" > "$T/$name.out" 2>&1; then
     bad "$name: mpirun"; tail -5 "$T/$name.out"; return
   fi
   close "$name" "$T/$model.serial.jsonl" "$T/$name.jsonl" && ok || bad "$name: losses differ"
@@ -43,16 +47,20 @@ check() { # name file model steps plan-flags...
   [ "$want" = "$got" ] && ok || bad "$name: mmc plan says $want bytes per rank, the trainer allocated '$got'"
 }
 
-check gpt2tiny.dp2 gpt2.mm GPT2Tiny 6 --dp 2
-for z in 1 2 3; do check gpt2tiny.dp2.zero$z gpt2.mm GPT2Tiny 6 --dp 2 --zero $z; done
-check vit.dp2 vit_fashion.mm ViTFashion 4 --dp 2
-check internvl2tiny.dp2 internvl2.mm InternVL2Tiny 6 --dp 2
+check gpt2tiny.dp2 2 gpt2.mm GPT2Tiny 6 --dp 2
+for z in 1 2 3; do check gpt2tiny.dp2.zero$z 2 gpt2.mm GPT2Tiny 6 --dp 2 --zero $z; done
+check gpt2tiny.tp2 2 gpt2.mm GPT2Tiny 6 --tp 2
+check gpt2tiny.tp2.sp 2 gpt2.mm GPT2Tiny 6 --tp 2 --sp
+check vit.dp2 2 vit_fashion.mm ViTFashion 4 --dp 2
+check vit.tp2.dp2 4 vit_fashion.mm ViTFashion 4 --tp 2 --dp 2
+check internvl2tiny.dp2 2 internvl2.mm InternVL2Tiny 6 --dp 2
+check internvl2tiny.tp2.sp 2 internvl2.mm InternVL2Tiny 6 --tp 2 --sp
 
 # resume from per-rank checkpoints (ZeRO-2: every rank holds other pieces)
 R=(--eval-batches 1 --quiet)
-if "${MPIRUN[@]}" "$T/gpt2tiny.dp2.zero2" --steps 6 "${R[@]}" --ckpt "$T/ra" --log "$T/ra.jsonl" > /dev/null 2>&1 &&
-   "${MPIRUN[@]}" "$T/gpt2tiny.dp2.zero2" --steps 3 "${R[@]}" --ckpt "$T/rb" --log "$T/rb.jsonl" > /dev/null 2>&1 &&
-   "${MPIRUN[@]}" "$T/gpt2tiny.dp2.zero2" --steps 6 "${R[@]}" --ckpt "$T/rb" --resume --log "$T/rb.jsonl" > /dev/null 2>&1; then
+if "${MPIRUN[@]}" 2 "$T/gpt2tiny.dp2.zero2" --steps 6 "${R[@]}" --ckpt "$T/ra" --log "$T/ra.jsonl" > /dev/null 2>&1 &&
+   "${MPIRUN[@]}" 2 "$T/gpt2tiny.dp2.zero2" --steps 3 "${R[@]}" --ckpt "$T/rb" --log "$T/rb.jsonl" > /dev/null 2>&1 &&
+   "${MPIRUN[@]}" 2 "$T/gpt2tiny.dp2.zero2" --steps 6 "${R[@]}" --ckpt "$T/rb" --resume --log "$T/rb.jsonl" > /dev/null 2>&1; then
   if [ -f "$T/rb/rank-00001.safetensors" ] && cmp -s <(grep -o '"loss": [^,]*' "$T/ra.jsonl") <(grep -o '"loss": [^,]*' "$T/rb.jsonl") &&
      cmp -s "$T/ra/rank-00001.safetensors" "$T/rb/rank-00001.safetensors"; then
     ok; echo "gpt2tiny.dp2.zero2: 3 steps, resume, 3 steps = 6 steps (losses and rank files identical)"
