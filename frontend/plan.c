@@ -136,6 +136,190 @@ static bool read_schedule(FeProgram *p, Env *e, AstExpr *x, MmTrain *t) {
   return ok;
 }
 
+/* ---- lora = lora(rank = 8, alpha = 16, targets = [llm], layers = ["q_proj", "v_proj"]) ---- */
+
+/* The items of a list setting with a location each: the elements of a list
+ * literal located one by one, else the evaluated list located as a whole.
+ * NULL (reported) when x is not a list. */
+static Val **list_items(FeProgram *p, Env *e, AstExpr *x, const char *what, int *n, SrcLoc **locs) {
+  if (x->kind == AST_LIST) {
+    *n = x->items.len;
+    Val **out = ARENA_ARRAY(&p->ast, Val *, *n + 1);
+    *locs = ARENA_ARRAY(&p->ast, SrcLoc, *n + 1);
+    for (int i = 0; i < *n; i++) {
+      AstExpr *it = x->items.items[i];
+      out[i] = fe_eval(p, e, it);
+      (*locs)[i] = it->loc;
+    }
+    return out;
+  }
+  Val *l = fe_eval(p, e, x);
+  if (l->k == V_ERR) return NULL;
+  if (l->k != V_LIST) {
+    diag_error(p->d, x->loc, "lora: %s takes a list, not a %s", what, val_kind_name(l->k));
+    return NULL;
+  }
+  *n = l->n;
+  *locs = ARENA_ARRAY(&p->ast, SrcLoc, *n + 1);
+  for (int i = 0; i < *n; i++) (*locs)[i] = x->loc;
+  return l->items;
+}
+
+/* Every Linear instance under `in` (itself included) that the name selects
+ * into out (paths): the last component of its path, or for the layers of a
+ * stack of Linears the stack's name (`member`). `name` NULL selects all,
+ * and names (if given) gets the member name of each. */
+static void find_linears(FeProgram *p, Inst *in, const char *member, const char *name, PtrVec *out, PtrVec *names) {
+  if (in->is_stack) {
+    for (int l = 0; l < in->nlayers; l++) find_linears(p, in->layers[l], member, name, out, names);
+    return;
+  }
+  if (in->decl && strcmp(in->decl->name, "Linear") == 0 && (!name || strcmp(member, name) == 0)) {
+    ptrvec_push(&p->ast, out, (void *)in->path);
+    if (names) ptrvec_push(&p->ast, names, (void *)member);
+    return;
+  }
+  /* sub-instances are the bindings of the instance's own scope whose path
+   * continues it (a let naming another instance is not one), in
+   * declaration order (the scope is a list, newest first) */
+  size_t len = strlen(in->path);
+  int nb = 0, k = 0;
+  for (Binding *b = in->env.head; b; b = b->next) nb++;
+  Binding **bs = ARENA_ARRAY(&p->ast, Binding *, nb + 1);
+  for (Binding *b = in->env.head; b; b = b->next) bs[nb - 1 - k++] = b;
+  for (int i = 0; i < nb; i++) {
+    Binding *b = bs[i];
+    Val *v = b->val;
+    if (v->k != V_INST || !v->inst) continue;
+    const char *sp = v->inst->path;
+    if (strncmp(sp, in->path, len) != 0 || (len && sp[len] != '.') || strcmp(sp + len + (len ? 1 : 0), b->name) != 0)
+      continue;
+    find_linears(p, v->inst, b->name, name, out, names);
+  }
+}
+
+static bool has_str(const char **v, int n, const char *s) {
+  for (int i = 0; i < n; i++)
+    if (strcmp(v[i], s) == 0) return true;
+  return false;
+}
+
+static bool read_lora(FeProgram *p, Env *e, AstStmt *s, MmLora *lo) {
+  AstExpr *x = s->value;
+  const char *shape = "lora(rank = N, alpha = X, targets = [sub-models], layers = [\"name\", ...])";
+  if (x->kind != AST_CALL || x->lhs->kind != AST_NAME || strcmp(x->lhs->name, "lora") != 0) {
+    diag_error(p->d, x->loc, "expected %s", shape);
+    return false;
+  }
+  lo->loc = s->name_loc;
+  bool ok = true, has_alpha = false;
+  AstArg *targets = NULL, *layers = NULL, *rank = NULL;
+  for (int i = 0; i < x->args.len; i++) {
+    AstArg *a = x->args.items[i];
+    if (!a->name) {
+      diag_error(p->d, a->value->loc, "lora takes keyword arguments: %s", shape);
+      ok = false;
+    } else if (strcmp(a->name, "rank") == 0) {
+      rank = a;
+      int64_t r;
+      if (!fe_eval_int(p, e, a->value, &r)) ok = false;
+      else if (r < 1 || r > (1 << 20)) {
+        diag_error(p->d, a->value->loc, "lora rank must be at least 1, not %lld", (long long)r);
+        ok = false;
+      } else lo->rank = (int)r;
+    } else if (strcmp(a->name, "alpha") == 0) {
+      double v;
+      if (!get_num(p, e, a->value, &v)) ok = false;
+      else if (!(v > 0)) {
+        diag_error(p->d, a->value->loc, "lora alpha must be positive, not %g", v);
+        ok = false;
+      } else lo->alpha = v, has_alpha = true;
+    } else if (strcmp(a->name, "targets") == 0) {
+      targets = a;
+    } else if (strcmp(a->name, "layers") == 0) {
+      layers = a;
+    } else {
+      diag_error(p->d, a->loc, "lora has no setting '%s' (expected rank, alpha, targets, layers)", a->name);
+      ok = false;
+    }
+  }
+  if (!rank || !targets || !layers) {
+    diag_error(p->d, x->loc, "lora needs %s", !rank ? "rank = N" : !targets ? "targets = [sub-models]" : "layers = [\"name\", ...]");
+    return false;
+  }
+  if (!has_alpha) lo->alpha = lo->rank; /* scale 1 */
+
+  int nt = 0, nl = 0;
+  SrcLoc *tlocs = NULL, *llocs = NULL;
+  Val **tv = list_items(p, e, targets->value, "targets", &nt, &tlocs);
+  Val **lv = list_items(p, e, layers->value, "layers", &nl, &llocs);
+  if (!tv || !lv) return false;
+  if (nt == 0 || nl == 0) {
+    diag_error(p->d, nt == 0 ? targets->value->loc : layers->value->loc, "lora: %s is empty",
+               nt == 0 ? "targets" : "layers");
+    return false;
+  }
+  Inst **tinst = ARENA_ARRAY(&p->ast, Inst *, nt + 1);
+  lo->targets = ARENA_ARRAY(&p->ast, const char *, nt + 1);
+  for (int k = 0; k < nt; k++) {
+    Val *v = tv[k];
+    if (v->k == V_ERR) {
+      ok = false;
+    } else if (v->k != V_INST || !v->inst || !v->inst->path[0]) {
+      const char *kind = v->k == V_TENSOR ? "parameter" : v->k == V_SLICE ? "stack slice" : val_kind_name(v->k);
+      diag_error(p->d, tlocs[k], "lora: target %d is a%s %s, not a sub-model (e.g. targets = [llm])", k,
+                 strchr("aeiou", kind[0]) ? "n" : "", kind);
+      ok = false;
+    } else {
+      tinst[lo->ntargets] = v->inst;
+      lo->targets[lo->ntargets++] = v->inst->path;
+    }
+  }
+  lo->layers = ARENA_ARRAY(&p->ast, const char *, nl + 1);
+  for (int k = 0; k < nl; k++) {
+    Val *v = lv[k];
+    if (v->k == V_ERR) ok = false;
+    else if (v->k != V_STR) {
+      const char *kind = val_kind_name(v->k);
+      diag_error(p->d, llocs[k], "lora: layer %d is a%s %s, not a name in quotes (e.g. \"q_proj\")", k,
+                 strchr("aeiou", kind[0]) ? "n" : "", kind);
+      ok = false;
+    } else lo->layers[lo->nlayers++] = v->s;
+  }
+  if (!ok) return false;
+
+  PtrVec found = {0};
+  for (int k = 0; k < lo->nlayers; k++) {
+    int before = found.len;
+    for (int t = 0; t < lo->ntargets; t++) {
+      const char *path = tinst[t]->path, *dot = strrchr(path, '.');
+      find_linears(p, tinst[t], dot ? dot + 1 : path, lo->layers[k], &found, NULL);
+    }
+    if (found.len > before) continue;
+    const char *tl = lo->targets[0];
+    for (int t = 1; t < lo->ntargets; t++) tl = arena_printf(&p->ast, "%s, %s", tl, lo->targets[t]);
+    diag_error(p->d, llocs[k], "lora: no Linear named '%s' in %s", lo->layers[k], tl);
+    PtrVec all = {0}, names = {0};
+    for (int t = 0; t < lo->ntargets; t++) {
+      const char *path = tinst[t]->path, *dot = strrchr(path, '.');
+      find_linears(p, tinst[t], dot ? dot + 1 : path, NULL, &all, &names);
+    }
+    const char *list = NULL;
+    for (int i = 0; i < names.len; i++) {
+      bool seen = false;
+      for (int j = 0; j < i && !seen; j++) seen = strcmp(names.items[i], names.items[j]) == 0;
+      if (!seen) list = list ? arena_printf(&p->ast, "%s, %s", list, (const char *)names.items[i]) : names.items[i];
+    }
+    if (list) diag_note(p->d, tlocs[0], "the Linear layers there are named: %s", list);
+    else diag_note(p->d, tlocs[0], "%s holds no Linear layer", tl);
+    ok = false;
+  }
+  lo->modules = ARENA_ARRAY(&p->ast, const char *, found.len + 1);
+  for (int i = 0; i < found.len; i++)
+    if (!has_str(lo->modules, lo->nmodules, found.items[i])) lo->modules[lo->nmodules++] = found.items[i];
+  return ok;
+}
+
 /* Whether setting i of a section repeats an earlier one (reported). */
 static bool set_twice(FeProgram *p, AstStmt *sec, int i) {
   AstStmt *s = sec->body.items[i];
@@ -182,13 +366,15 @@ static bool read_train(FeProgram *p, Inst *root, AstStmt *sec, MmTrain *t) {
       double v;
       if (!get_num(p, &root->env, s->value, &v)) ok = false;
       else t->clip = v;
+    } else if (strcmp(s->name, "lora") == 0) {
+      ok &= read_lora(p, &root->env, s, &t->lora);
     } else if (strcmp(s->name, "steps") == 0 || strcmp(s->name, "batch") == 0) {
       int v;
       if (!pos_int(p, &root->env, s, 1, 1 << 30, &v)) ok = false;
       else if (s->name[0] == 's') t->steps = v;
       else t->batch = v;
     } else {
-      diag_error(p->d, s->name_loc, "unknown train setting '%s' (expected freeze, optimizer, schedule, clip, steps, batch)",
+      diag_error(p->d, s->name_loc, "unknown train setting '%s' (expected freeze, optimizer, schedule, clip, steps, batch, lora)",
                  s->name);
       ok = false;
     }

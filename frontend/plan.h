@@ -38,6 +38,23 @@ void mm_plan_flags_init(MmPlanFlags *f);
 typedef enum MmOptim { MM_OPT_ADAMW, MM_OPT_SGD } MmOptim;
 typedef enum MmLrSched { MM_LR_CONSTANT, MM_LR_COSINE } MmLrSched;
 
+/* LoRA (train { lora = lora(rank = 8, alpha = 16, targets = [llm],
+ * layers = ["q_proj", "v_proj"]) }), checked by the frontend. `modules` are
+ * the paths of the Linear instances the setting matched (e.g.
+ * "llm.blocks.3.attn.q_proj"); the `lora` pass adapts every linear node
+ * whose weight is `<module>.weight` and freezes every other parameter. */
+typedef struct MmLora {
+  int rank;              /* 0: no LoRA */
+  double alpha;          /* the update is scaled by alpha / rank */
+  const char **targets;  /* sub-model paths, e.g. "llm" */
+  int ntargets;
+  const char **layers;   /* Linear instance names, e.g. "q_proj" */
+  int nlayers;
+  const char **modules;  /* the matched Linear instances' paths */
+  int nmodules;
+  SrcLoc loc;            /* the setting (for the pass's messages and the adapters' loc) */
+} MmLora;
+
 typedef struct MmTrain {
   const char **freeze; /* instance paths whose parameters get no gradient */
   int nfreeze;
@@ -47,6 +64,7 @@ typedef struct MmTrain {
   int warmup, steps; /* steps 0: set by the trainer */
   double min_lr;
   int batch;         /* samples per step if the model says (else 0) */
+  MmLora lora;       /* rank 0: none */
 } MmTrain;
 
 #endif

@@ -403,7 +403,7 @@ static int cmd_stats(Opts *o) {
   diag_init(&d);
   FeProgram *p;
   FeResult r;
-  IrModule *m = build(o, &d, &p, &r, "lower", NULL, NULL);
+  IrModule *m = build(o, &d, &p, &r, "lora", NULL, NULL); /* LoRA adapters counted, the base frozen */
   if (!m) return finish(&d, p, &r, EXIT_USER);
   int64_t total = 0, trainable = 0, flops = 0, bytes = 0;
   ModStat *mods = calloc((size_t)m->params.len * 2 + 1, sizeof *mods);
