@@ -390,33 +390,46 @@ static void init_run(Trainer *t, const MmrtTensorDesc *p, float *w, uint64_t g, 
     }
 }
 
-/* A parameter's initial values; a rank holding part of a split dim gets
- * exactly the elements the one-rank run puts there. */
+/* The part of a dim split by the axes of `mask` this rank holds: tp is the
+ * outermost split, then cp, then dp (as the IR orders them). */
+static int64_t part_of(const Trainer *t, int64_t mask)
+{
+    static const int order[3] = {MMRT_DESC_AXIS_TP, MMRT_DESC_AXIS_CP, MMRT_DESC_AXIS_DP};
+    int64_t c = 0;
+    for (int k = 0; k < 3; k++) {
+        int a = order[k];
+        if (mask >> a & 1)
+            c = c * t->m->mesh[a] + (t->has_mesh ? t->mesh.coord[a] : 0);
+    }
+    return c;
+}
+
+/* A parameter's initial values; a rank holding part of split dims gets
+ * exactly the elements the one-rank run puts there: each run along the
+ * last dim is contiguous in the whole tensor too. */
 static int init_param(Trainer *t, const MmrtTensorDesc *p)
 {
     float *w = at(t, p);
-    int d = -1;
-    for (int64_t i = 0; i < p->ndim; i++)
-        if (p->split[i]) {
-            if (d >= 0 || (p->split[i] & (p->split[i] - 1)))
-                return fail("parameter %s is split along several dims or axes; the trainer initialises one split",
-                            p->name);
-            d = (int)i;
-        }
-    if (d < 0) {
-        init_run(t, p, w, 0, numel(t, p));
+    int64_t r = p->ndim, len[MMRT_DESC_MAX_DIMS], first[MMRT_DESC_MAX_DIMS], stride[MMRT_DESC_MAX_DIMS];
+    if (r == 0) {
+        init_run(t, p, w, 0, 1);
         return 0;
     }
-    int a = __builtin_ctzll((unsigned long long)p->split[d]);
-    int64_t n = t->m->mesh[a], len = p->shape[d] / n, outer = 1, inner = 1;
-    int64_t c = t->has_mesh ? t->mesh.coord[a] : 0;
-    for (int i = 0; i < d; i++)
-        outer *= p->shape[i];
-    for (int64_t i = d + 1; i < p->ndim; i++)
-        inner *= p->shape[i];
-    for (int64_t o = 0; o < outer; o++)
-        for (int64_t j = 0; j < len; j++)
-            init_run(t, p, w + (o * len + j) * inner, (uint64_t)((o * p->shape[d] + c * len + j) * inner), inner);
+    for (int64_t d = r - 1, k = 1; d >= 0; d--) {
+        len[d] = p->shape[d] / ways(t, p->split[d]);
+        first[d] = part_of(t, p->split[d]) * len[d];
+        stride[d] = k;
+        k *= p->shape[d];
+    }
+    int64_t runs = numel(t, p) / len[r - 1], idx[MMRT_DESC_MAX_DIMS] = {0};
+    for (int64_t q = 0; q < runs; q++) { /* idx: the local position of run q in dims 0 .. r-2 */
+        int64_t g = first[r - 1];
+        for (int64_t d = 0; d < r - 1; d++)
+            g += (first[d] + idx[d]) * stride[d];
+        init_run(t, p, w + q * len[r - 1], (uint64_t)g, len[r - 1]);
+        for (int64_t d = r - 2; d >= 0 && ++idx[d] == len[d]; d--)
+            idx[d] = 0;
+    }
     return 0;
 }
 
