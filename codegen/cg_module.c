@@ -447,6 +447,8 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
       cg_i64(cg, batch),
       LLVMConstArray2(cg->t_i64, (LLVMValueRef[]){cg_i64(cg, m->mesh[IR_AX_DP]), cg_i64(cg, m->mesh[IR_AX_CP]),
                                                   cg_i64(cg, m->mesh[IR_AX_TP])}, 3),
+      cg_i64(cg, t->lora.rank),
+      cg_f64(cg, t->lora.alpha),
       train_fn ? train_fn : cg_null(cg),
       eval_fn ? eval_fn : cg_null(cg),
   };

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -33,7 +34,7 @@
 #define ERRLEN 1024
 
 typedef struct Args {
-    const char *data, *ckpt, *log, *dump_logits;
+    const char *data, *ckpt, *log, *dump_logits, *init_from, *load_adapters, *save_adapters;
     int64_t steps, batch, eval_every, eval_batches, ckpt_every;
     double lr;
     uint64_t seed;
@@ -98,6 +99,11 @@ static void usage(FILE *out, const MmrtModelDesc *m)
             "  --resume           continue from the checkpoint in --ckpt DIR\n"
             "  --log FILE         append metrics as JSON lines\n"
             "  --dump-logits FILE write the logits of the first test batch (f32, row-major) after training\n"
+            "  --init-from PATH   load parameters by name from a checkpoint directory or a .safetensors file\n"
+            "                     (another model's too: a LoRA model from its base); the others keep their init\n"
+            "  --load-adapters F  LoRA: load every adapter (*.lora_a, *.lora_b) from F\n"
+            "  --save-adapters F  LoRA: write the adapters alone to F after training (safetensors)\n"
+            "A model compiled for N ranks (--dp/--tp) runs under mpirun -np N.\n"
             "  --quiet            no progress line\n",
             m->name, (long long)m->batch, MMRT_FMNIST_DEFAULT_DIR, (long long)(m->steps > 0 ? m->steps : 100), m->lr);
 }
@@ -136,7 +142,8 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a)
         } else if (!v && (!strcmp(f, "--data") || !strcmp(f, "--steps") || !strcmp(f, "--batch") ||
                           !strcmp(f, "--lr") || !strcmp(f, "--seed") || !strcmp(f, "--eval-every") ||
                           !strcmp(f, "--eval-batches") || !strcmp(f, "--ckpt") || !strcmp(f, "--ckpt-every") ||
-                          !strcmp(f, "--log") || !strcmp(f, "--dump-logits"))) {
+                          !strcmp(f, "--log") || !strcmp(f, "--dump-logits") || !strcmp(f, "--init-from") ||
+                          !strcmp(f, "--load-adapters") || !strcmp(f, "--save-adapters"))) {
             return fail("%s needs a value (see --help)", f);
         } else if (!strcmp(f, "--data")) {
             a->data = v;
@@ -146,8 +153,14 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a)
             a->log = v;
         } else if (!strcmp(f, "--dump-logits")) {
             a->dump_logits = v;
+        } else if (!strcmp(f, "--init-from")) {
+            a->init_from = v;
+        } else if (!strcmp(f, "--load-adapters")) {
+            a->load_adapters = v;
+        } else if (!strcmp(f, "--save-adapters")) {
+            a->save_adapters = v;
         } else if (!strcmp(f, "--steps")) {
-            rc = parse_i64(f, v, 1, &a->steps);
+            rc = parse_i64(f, v, 0, &a->steps); /* 0: evaluate only */
         } else if (!strcmp(f, "--batch")) {
             rc = parse_i64(f, v, 1, &a->batch);
         } else if (!strcmp(f, "--eval-every")) {
@@ -181,6 +194,9 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a)
                     (long long)a->batch, (long long)m->batch, m->name, (long long)a->batch);
     if (a->resume && !a->ckpt)
         return fail("--resume needs --ckpt DIR (the checkpoint to continue from)");
+    if ((a->load_adapters || a->save_adapters) && m->lora_rank <= 0)
+        return fail("%s: model %s has no LoRA adapters", a->load_adapters ? "--load-adapters" : "--save-adapters",
+                    m->name);
     return 0;
 }
 
@@ -551,6 +567,89 @@ static int load_ckpt(Trainer *t, int *fresh)
     return 0;
 }
 
+/* ---- loading by name, LoRA adapters ---- */
+
+static int is_adapter(const char *name)
+{
+    size_t n = strlen(name);
+    return n > 7 && (!strcmp(name + n - 7, ".lora_a") || !strcmp(name + n - 7, ".lora_b"));
+}
+
+/* The parameters (not optimizer state) a file has, by name and shape:
+ * adapters only, everything else, or (which < 0) all. PATH is a
+ * .safetensors file or a checkpoint directory (its rank file). Returns the
+ * number loaded, or -1 after a message. `need_all`: every selected
+ * parameter must be there. */
+static int load_by_name(Trainer *t, const char *flag, const char *path, int which, int need_all)
+{
+    char err[ERRLEN], file[4096];
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        mmrt_ckpt_rank_path(file, sizeof file, path, t->rank);
+    else
+        snprintf(file, sizeof file, "%s", path);
+    MmrtStFile *f = NULL;
+    if (mmrt_st_open(&f, file, err, sizeof err) != MMRT_OK)
+        return fail("%s %s: %s", flag, path, err), -1;
+    int loaded = 0, rc = MMRT_OK;
+    for (int64_t i = 0; i < t->m->nparams && rc == MMRT_OK; i++) {
+        const MmrtTensorDesc *p = &t->m->params[i];
+        if (p->arena != MMRT_ARENA_PARAM || (which >= 0 && is_adapter(p->name) != which))
+            continue;
+        if (mmrt_st_find(f, p->name) < 0) {
+            if (need_all)
+                rc = mmrt_errf(err, sizeof err, MMRT_ERR_NOTFOUND, "%s: no tensor '%s'", file, p->name);
+            continue;
+        }
+        MmrtTensorRef ref = {.name = p->name, .dtype = (MmrtStDtype)p->dtype, .ndim = (int)p->ndim, .data = at(t, p)};
+        for (int64_t d = 0; d < p->ndim; d++)
+            ref.shape[d] = p->shape[d] / ways(t, p->split[d]);
+        for (int64_t d = 0; d < p->ndim; d++)
+            if (p->split[d] && !(stat(path, &st) == 0 && S_ISDIR(st.st_mode)))
+                rc = mmrt_errf(err, sizeof err, MMRT_ERR_ARG, "%s: %s is split over ranks; load it from a checkpoint "
+                               "directory of the same plan", file, p->name);
+        if (rc == MMRT_OK)
+            rc = mmrt_st_read(f, &ref, err, sizeof err);
+        loaded += rc == MMRT_OK;
+    }
+    mmrt_st_close(f);
+    if (rc != MMRT_OK)
+        return fail("%s %s: %s", flag, path, err), -1;
+    return loaded;
+}
+
+/* The adapters alone, with their rank and alpha in the metadata. */
+static int save_adapters(Trainer *t)
+{
+    const MmrtModelDesc *m = t->m;
+    char err[ERRLEN], rank[32], alpha[32];
+    MmrtTensorRef *refs = calloc((size_t)m->nparams + 1, sizeof *refs);
+    int n = 0;
+    for (int64_t i = 0; refs && i < m->nparams; i++) {
+        const MmrtTensorDesc *p = &m->params[i];
+        if (p->arena != MMRT_ARENA_PARAM || !is_adapter(p->name))
+            continue;
+        for (int64_t d = 0; d < p->ndim; d++)
+            if (p->split[d])
+                return free(refs), fail("--save-adapters: %s is split over ranks; train LoRA on dp only", p->name);
+        refs[n] = (MmrtTensorRef){.name = p->name, .dtype = (MmrtStDtype)p->dtype, .ndim = (int)p->ndim,
+                                  .data = at(t, p)};
+        for (int64_t d = 0; d < p->ndim; d++)
+            refs[n].shape[d] = p->shape[d];
+        n++;
+    }
+    if (!refs)
+        return fail("out of memory");
+    snprintf(rank, sizeof rank, "%lld", (long long)m->lora_rank);
+    snprintf(alpha, sizeof alpha, "%.17g", m->lora_alpha);
+    MmrtKV meta[] = {{"lora_rank", rank}, {"lora_alpha", alpha}, {"model", m->name}, {"format", "mmc-lora"}};
+    int rc = t->rank == 0 ? mmrt_st_save(t->a.save_adapters, refs, n, meta, 4, err, sizeof err) : MMRT_OK;
+    free(refs);
+    if (rc != MMRT_OK)
+        return fail("--save-adapters %s: %s", t->a.save_adapters, err);
+    return 0;
+}
+
 /* ---- the schedule, evaluation, the loop ---- */
 
 static double lr_at(const Trainer *t, int64_t step)
@@ -872,6 +971,17 @@ static int run(Trainer *t, int argc, char **argv)
         else if (loud && !fresh)
             fprintf(stderr, "trainer: resumed from %s at step %lld\n", t->a.ckpt, (long long)t->done);
     }
+    if (t->a.init_from && !t->a.resume) {
+        int n = load_by_name(t, "--init-from", t->a.init_from, -1, 0);
+        if (n < 0)
+            return 1;
+        if (n == 0)
+            return fail("--init-from %s: none of the model's parameters is there", t->a.init_from);
+        if (loud)
+            fprintf(stderr, "trainer: %d parameters loaded from %s\n", n, t->a.init_from);
+    }
+    if (t->a.load_adapters && !t->a.resume && load_by_name(t, "--load-adapters", t->a.load_adapters, 1, 1) < 0)
+        return 1;
     if (t->task == TASK_CAPTION && init_captions(t))
         return 1;
     if (t->a.log && t->rank == 0) {
@@ -889,6 +999,8 @@ static int run(Trainer *t, int argc, char **argv)
     rc = train(t);
     if (!rc && t->a.ckpt && t->done > 0)
         rc = save_ckpt(t);
+    if (!rc && t->a.save_adapters)
+        rc = save_adapters(t);
     if (!rc && !stop_requested) {
         double el, ea;
         rc = evaluate(t, &el, &ea);

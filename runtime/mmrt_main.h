@@ -117,11 +117,13 @@ typedef struct MmrtModelDesc {
     double min_lr;
     int64_t batch;           /* the compiled (global) batch size (B) */
     int64_t mesh[MMRT_DESC_NAXES]; /* ranks per axis: dp, cp, tp */
+    int64_t lora_rank;       /* LoRA: adapters are the params named *.lora_a / *.lora_b (0: none) */
+    double lora_alpha;       /* their update is scaled by alpha / rank */
     MmrtStepFn train_step;   /* @train: forward, backward, optimizer (NULL: none) */
     MmrtStepFn eval_step;    /* @forward */
 } MmrtModelDesc;
 
-#define MMRT_DESC_FIELDS 37 /* 8-byte slots in MmrtModelDesc */
+#define MMRT_DESC_FIELDS 39 /* 8-byte slots in MmrtModelDesc */
 #define MMRT_TENSOR_FIELDS 25 /* 8-byte slots in MmrtTensorDesc */
 
 /* The descriptor of the model, defined by the generated object. */
