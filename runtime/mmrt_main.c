@@ -34,7 +34,7 @@
 #define ERRLEN 1024
 
 typedef struct Args {
-    const char *data, *ckpt, *log, *dump_logits, *init_from, *load_adapters, *save_adapters;
+    const char *data, *ckpt, *log, *dump_logits, *dump_inputs, *init_from, *load_adapters, *save_adapters;
     int64_t steps, batch, eval_every, eval_batches, ckpt_every;
     double lr;
     uint64_t seed;
@@ -99,6 +99,8 @@ static void usage(FILE *out, const MmrtModelDesc *m)
             "  --resume           continue from the checkpoint in --ckpt DIR\n"
             "  --log FILE         append metrics as JSON lines\n"
             "  --dump-logits FILE write the logits of the first test batch (f32, row-major) after training\n"
+            "  --dump-inputs DIR  write each training step's inputs to DIR/step-NNNNNN.safetensors (for\n"
+            "                     checking against another implementation on the same batches)\n"
             "  --init-from PATH   load parameters by name from a checkpoint directory or a .safetensors file\n"
             "                     (another model's too: a LoRA model from its base); the others keep their init\n"
             "  --load-adapters F  LoRA: load every adapter (*.lora_a, *.lora_b) from F\n"
@@ -151,6 +153,8 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a)
             a->ckpt = v;
         } else if (!strcmp(f, "--log")) {
             a->log = v;
+        } else if (!strcmp(f, "--dump-inputs")) {
+            a->dump_inputs = v;
         } else if (!strcmp(f, "--dump-logits")) {
             a->dump_logits = v;
         } else if (!strcmp(f, "--init-from")) {
@@ -514,6 +518,34 @@ static int save_ckpt(Trainer *t)
     return 0;
 }
 
+/* --dump-inputs: this rank's data inputs of a training step (the global
+ * batch on one rank) as DIR/step-NNNNNN.safetensors, named as in the model. */
+static int dump_inputs(Trainer *t, int64_t step)
+{
+    const MmrtModelDesc *m = t->m;
+    MmrtTensorRef refs[16];
+    int n = 0;
+    for (int64_t i = 0; i < m->ninputs && n < 16; i++) {
+        const MmrtTensorDesc *d = &m->inputs[i];
+        if (d->arena != MMRT_ARENA_INPUT || d->ndim == 0) /* lr and step are scalars the driver sets */
+            continue;
+        MmrtTensorRef *r = &refs[n++];
+        r->name = d->name;
+        r->dtype = (MmrtStDtype)d->dtype;
+        r->ndim = (int)d->ndim;
+        for (int k = 0; k < r->ndim; k++)
+            r->shape[k] = d->shape[k];
+        r->data = t->arenas[d->arena] + d->offset;
+    }
+    char path[4096], err[512];
+    if (mkdir(t->a.dump_inputs, 0755) != 0 && errno != EEXIST)
+        return fail("--dump-inputs %s: cannot create the folder: %s", t->a.dump_inputs, strerror(errno));
+    snprintf(path, sizeof path, "%s/step-%06lld.safetensors", t->a.dump_inputs, (long long)step);
+    if (mmrt_st_save(path, refs, n, NULL, 0, err, sizeof err))
+        return fail("--dump-inputs: %s", err);
+    return 0;
+}
+
 /* Loads the checkpoint of --ckpt; *fresh = 1 when there is none yet. */
 static int load_ckpt(Trainer *t, int *fresh)
 {
@@ -864,6 +896,8 @@ static int train(Trainer *t)
         if (mmrt_iter_next(&t->it) != t->B)
             return fail("the training data gave a short batch");
         fill_batch(t, &t->it, t->B, 0, (uint64_t)(step - 1) * (uint64_t)t->B);
+        if (t->a.dump_inputs && dump_inputs(t, step))
+            return 1;
         float lr = (float)lr_at(t, step), fs = (float)step;
         memcpy(at(t, t->lr), &lr, sizeof lr);
         memcpy(at(t, t->step), &fs, sizeof fs);
@@ -997,7 +1031,8 @@ static int run(Trainer *t, int argc, char **argv)
                 (long long)t->B, (long long)t->a.steps, (unsigned long long)t->a.seed, t->world > 1 ? t->world : 1,
                 t->world > 1 ? "s" : "");
     rc = train(t);
-    if (!rc && t->a.ckpt && t->done > 0)
+    /* --steps 0 --ckpt DIR writes the initial weights (a reference starts from them) */
+    if (!rc && t->a.ckpt && (t->done > 0 || t->a.steps == 0))
         rc = save_ckpt(t);
     if (!rc && t->a.save_adapters)
         rc = save_adapters(t);

@@ -1,0 +1,151 @@
+"""PyTorch references of the stdlib models, written independently of mmc from
+the same definitions (stdlib_models/*.mm), keyed by mmc's parameter names.
+Used by the parity tests and bench/. Needs Debian's python3-torch
+(/usr/bin/python3) and numpy; reads and writes safetensors with numpy only."""
+import json, math, struct
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+# ---------------------------------------------------------------- safetensors
+_DT = {"F32": np.float32, "F16": np.float16, "I32": np.int32, "I64": np.int64, "U8": np.uint8}
+_DT_BACK = {np.dtype(v): k for k, v in _DT.items()}
+
+
+def st_load(path):
+    """Returns ({name: np.ndarray}, metadata dict)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    base = 8 + n
+    out = {}
+    for name, t in header.items():
+        b, e = t["data_offsets"]
+        if t["dtype"] == "BF16":
+            raw = np.frombuffer(data[base + b:base + e], dtype=np.uint16).astype(np.uint32) << 16
+            arr = raw.view(np.float32)
+        else:
+            arr = np.frombuffer(data[base + b:base + e], dtype=_DT[t["dtype"]])
+        out[name] = arr.reshape(t["shape"]).copy()
+    return out, meta
+
+
+def st_save(path, tensors, meta=None):
+    header, blobs, off = {}, [], 0
+    for name in sorted(tensors):
+        a = np.ascontiguousarray(tensors[name])
+        raw = a.tobytes()
+        header[name] = {"dtype": _DT_BACK[a.dtype], "shape": list(a.shape), "data_offsets": [off, off + len(raw)]}
+        blobs.append(raw)
+        off += len(raw)
+    if meta:
+        header["__metadata__"] = {k: str(v) for k, v in meta.items()}
+    h = json.dumps(header).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+# ---------------------------------------------------------------- primitives (nn.mm)
+def linear(P, name, x, bias=True):
+    return F.linear(x, P[name + ".weight"], P[name + ".bias"] if bias else None)
+
+
+def layer_norm(P, name, x, eps):
+    return F.layer_norm(x, x.shape[-1:], P[name + ".weight"], P[name + ".bias"], eps)
+
+
+def rms_norm(P, name, x, eps):
+    rstd = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return x * rstd * P[name + ".weight"]
+
+
+def rope(x, theta, offset=0):
+    B, T, H, D = x.shape
+    inv = theta ** (-torch.arange(0, D // 2, dtype=torch.float64) * 2 / D)
+    ang = (torch.arange(T, dtype=torch.float64)[:, None] + offset) * inv[None, :]
+    cos = torch.cos(ang).float()[None, :, None, :].repeat(1, 1, 1, 2)
+    sin = torch.sin(ang).float()[None, :, None, :].repeat(1, 1, 1, 2)
+    x1, x2 = x[..., :D // 2], x[..., D // 2:]
+    return x * cos + torch.cat([-x2, x1], -1) * sin
+
+
+def attention_core(q, k, v, causal):
+    B, T, H, D = q.shape
+    S, KVH = k.shape[1], k.shape[2]
+    if KVH != H:
+        k = k.repeat_interleave(H // KVH, dim=2)
+        v = v.repeat_interleave(H // KVH, dim=2)
+    q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+    s = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(D))
+    if causal:
+        mask = torch.ones(T, S, dtype=torch.bool).tril(S - T)
+        s = s.masked_fill(~mask, float("-inf"))
+    return (s.softmax(-1) @ v).transpose(1, 2)
+
+
+def attention(P, name, x, heads, kv_heads=None, qkv_bias=True, out_bias=True, causal=False, rope_theta=0.0):
+    B, T, C = x.shape
+    kv_heads = kv_heads or heads
+    hd = C // heads
+    q = linear(P, name + ".q_proj", x, qkv_bias).reshape(B, T, heads, hd)
+    k = linear(P, name + ".k_proj", x, qkv_bias).reshape(B, T, kv_heads, hd)
+    v = linear(P, name + ".v_proj", x, qkv_bias).reshape(B, T, kv_heads, hd)
+    if rope_theta > 0:
+        q, k = rope(q, rope_theta), rope(k, rope_theta)
+    o = attention_core(q, k, v, causal).reshape(B, T, heads * hd)
+    return linear(P, name + ".o_proj", o, out_bias)
+
+
+ACT = {"gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "silu": F.silu, "relu": F.relu}
+
+
+def mlp(P, name, x, act, bias=True):
+    return linear(P, name + ".fc2", ACT[act](linear(P, name + ".fc1", x, bias)), bias)
+
+
+# ---------------------------------------------------------------- models
+def internvit(P, name, pixels, patch, depth, heads, eps=1e-6):
+    p = F.conv2d(pixels, P[name + ".embed.weight"], P[name + ".embed.bias"], stride=patch)
+    p = p.flatten(2).transpose(1, 2)
+    B, _, C = p.shape
+    x = torch.cat([P[name + ".cls"].expand(B, 1, C), p], 1) + P[name + ".pos"]
+    for i in range(depth):
+        b = "%s.blocks.%d" % (name, i)
+        h = x + P[b + ".ls1"] * attention(P, b + ".attn", layer_norm(P, b + ".norm1", x, eps), heads)
+        x = h + P[b + ".ls2"] * mlp(P, b + ".mlp", layer_norm(P, b + ".norm2", h, eps), "gelu")
+    return x
+
+
+def vit_fashion(P, pixels, labels):
+    """stdlib_models/vit_fashion.mm, model ViTFashion."""
+    f = internvit(P, "vit", pixels, patch=4, depth=4, heads=4)[:, 0]
+    logits = linear(P, "head", layer_norm(P, "norm", f, 1e-5))
+    return F.cross_entropy(logits, labels.long(), ignore_index=-100)
+
+
+def gpt(P, name, ids, labels, depth, heads):
+    T = ids.shape[1]
+    x = F.embedding(ids.long(), P[name + ".wte.weight"]) + P[name + ".wpe"][:T]
+    for i in range(depth):
+        b = "%s.h.%d" % (name, i)
+        h = x + attention(P, b + ".attn", layer_norm(P, b + ".ln_1", x, 1e-5), heads, causal=True)
+        x = h + mlp(P, b + ".mlp", layer_norm(P, b + ".ln_2", h, 1e-5), "gelu_tanh")
+    logits = F.linear(layer_norm(P, name + ".ln_f", x, 1e-5), P[name + ".wte.weight"])
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1).long(), ignore_index=-100)
+
+
+def gpt2_tiny(P, ids, labels):
+    """stdlib_models/gpt2.mm, model GPT2Tiny."""
+    return gpt(P, "gpt", ids, labels, depth=2, heads=4)
+
+
+def gpt2_small(P, ids, labels):
+    """stdlib_models/gpt2.mm, model GPT2."""
+    return gpt(P, "gpt", ids, labels, depth=12, heads=12)
+
+
+MODELS = {"ViTFashion": vit_fashion, "GPT2Tiny": gpt2_tiny, "GPT2": gpt2_small}
