@@ -47,13 +47,15 @@ check() { # name ranks file model steps plan-flags...
   [ "$want" = "$got" ] && ok || bad "$name: mmc plan says $want bytes per rank, the trainer allocated '$got'"
 }
 
+# under the sanitizers (ten times slower) fewer plans
+SAN=0; grep -qs 'MMC_SANITIZE:BOOL=ON' "${MMC_BINARY_DIR:-.}/CMakeCache.txt" && SAN=1
 check gpt2tiny.dp2 2 gpt2.mm GPT2Tiny 6 --dp 2
-for z in 1 2 3; do check gpt2tiny.dp2.zero$z 2 gpt2.mm GPT2Tiny 6 --dp 2 --zero $z; done
+for z in 1 2 3; do [ $SAN = 1 ] && [ $z != 2 ] || check gpt2tiny.dp2.zero$z 2 gpt2.mm GPT2Tiny 6 --dp 2 --zero $z; done
 check gpt2tiny.tp2 2 gpt2.mm GPT2Tiny 6 --tp 2
 check gpt2tiny.tp2.sp 2 gpt2.mm GPT2Tiny 6 --tp 2 --sp
 check gpt2tiny.tp2.dp2.zero3 4 gpt2.mm GPT2Tiny 6 --tp 2 --dp 2 --zero 3
-check vit.dp2 2 vit_fashion.mm ViTFashion 4 --dp 2
-check vit.tp2.dp2 4 vit_fashion.mm ViTFashion 4 --tp 2 --dp 2
+[ $SAN = 1 ] || check vit.dp2 2 vit_fashion.mm ViTFashion 4 --dp 2
+[ $SAN = 1 ] || check vit.tp2.dp2 4 vit_fashion.mm ViTFashion 4 --tp 2 --dp 2
 check internvl2tiny.dp2 2 internvl2.mm InternVL2Tiny 6 --dp 2
 check internvl2tiny.tp2.sp 2 internvl2.mm InternVL2Tiny 6 --tp 2 --sp
 
