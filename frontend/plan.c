@@ -138,6 +138,9 @@ static bool read_schedule(FeProgram *p, Env *e, AstExpr *x, MmTrain *t) {
 
 /* ---- lora = lora(rank = 8, alpha = 16, targets = [llm], layers = ["q_proj", "v_proj"]) ---- */
 
+/* "a" or "an" before a word. */
+static const char *article(const char *w) { return w[0] && strchr("aeiou", w[0]) ? "an" : "a"; }
+
 /* The items of a list setting with a location each: the elements of a list
  * literal located one by one, else the evaluated list located as a whole.
  * NULL (reported) when x is not a list. */
@@ -156,7 +159,7 @@ static Val **list_items(FeProgram *p, Env *e, AstExpr *x, const char *what, int 
   Val *l = fe_eval(p, e, x);
   if (l->k == V_ERR) return NULL;
   if (l->k != V_LIST) {
-    diag_error(p->d, x->loc, "lora: %s takes a list, not a %s", what, val_kind_name(l->k));
+    diag_error(p->d, x->loc, "lora: %s takes a list, not %s %s", what, article(val_kind_name(l->k)), val_kind_name(l->k));
     return NULL;
   }
   *n = l->n;
@@ -267,8 +270,7 @@ static bool read_lora(FeProgram *p, Env *e, AstStmt *s, MmLora *lo) {
       ok = false;
     } else if (v->k != V_INST || !v->inst || !v->inst->path[0]) {
       const char *kind = v->k == V_TENSOR ? "parameter" : v->k == V_SLICE ? "stack slice" : val_kind_name(v->k);
-      diag_error(p->d, tlocs[k], "lora: target %d is a%s %s, not a sub-model (e.g. targets = [llm])", k,
-                 strchr("aeiou", kind[0]) ? "n" : "", kind);
+      diag_error(p->d, tlocs[k], "lora: target %d is %s %s, not a sub-model (e.g. targets = [llm])", k, article(kind), kind);
       ok = false;
     } else {
       tinst[lo->ntargets] = v->inst;
@@ -281,8 +283,7 @@ static bool read_lora(FeProgram *p, Env *e, AstStmt *s, MmLora *lo) {
     if (v->k == V_ERR) ok = false;
     else if (v->k != V_STR) {
       const char *kind = val_kind_name(v->k);
-      diag_error(p->d, llocs[k], "lora: layer %d is a%s %s, not a name in quotes (e.g. \"q_proj\")", k,
-                 strchr("aeiou", kind[0]) ? "n" : "", kind);
+      diag_error(p->d, llocs[k], "lora: layer %d is %s %s, not a name in quotes (e.g. \"q_proj\")", k, article(kind), kind);
       ok = false;
     } else lo->layers[lo->nlayers++] = v->s;
   }
