@@ -132,8 +132,59 @@ static LLVMValueRef xfmul(Cg *cg, LLVMValueRef a, LLVMValueRef b) { return LLVMB
 static LLVMValueRef xfadd(Cg *cg, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildFAdd(cg->b, a, b, ""); }
 static LLVMValueRef xfsub(Cg *cg, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildFSub(cg->b, a, b, ""); }
 static LLVMValueRef xfdiv(Cg *cg, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildFDiv(cg->b, a, b, ""); }
-static LLVMValueRef f1(Cg *cg, const char *fn, LLVMValueRef x) { return cg_call(cg, fn, &x, 1); }
-static LLVMValueRef xfexp(Cg *cg, LLVMValueRef x) { return cg_intrinsic(cg, "llvm.exp", cg->t_f32, &x, 1); }
+/* exp, tanh and erf as straight-line float arithmetic (no libm calls), so
+ * that loops using them vectorise: Cephes' expf (range reduction by ln 2,
+ * a degree-6 polynomial, the exponent set by bits; about 1 ulp), Cephes'
+ * tanhf (a polynomial below 0.625, 1 - 2 / (exp(2|x|) + 1) above) and
+ * Abramowitz & Stegun 7.1.26 for erf (absolute error below 1.5e-7). */
+static LLVMValueRef fmin_max(Cg *cg, const char *f, LLVMValueRef x, double c) {
+  LLVMValueRef a[2] = {x, xfconst(cg, c)};
+  return cg_intrinsic(cg, f, cg->t_f32, a, 2);
+}
+
+static LLVMValueRef poly(Cg *cg, LLVMValueRef x, const double *c, int n) { /* c[0] x^(n-1) + ... + c[n-1] */
+  LLVMValueRef p = xfconst(cg, c[0]);
+  for (int i = 1; i < n; i++) p = xfadd(cg, xfmul(cg, p, x), xfconst(cg, c[i]));
+  return p;
+}
+
+static LLVMValueRef xfexp(Cg *cg, LLVMValueRef x) {
+  static const double P[] = {1.9875691500E-4, 1.3981999507E-3, 8.3334519073E-3, 4.1665795894E-2, 1.6666665459E-1,
+                             5.0000001201E-1};
+  x = fmin_max(cg, "llvm.maxnum", fmin_max(cg, "llvm.minnum", x, 88.3762626647949), -87.3365447504019);
+  LLVMValueRef t = xfadd(cg, xfmul(cg, x, xfconst(cg, 1.44269504088896341)), xfconst(cg, 0.5));
+  LLVMValueRef n = cg_intrinsic(cg, "llvm.floor", cg->t_f32, &t, 1);
+  LLVMValueRef r = xfsub(cg, xfsub(cg, x, xfmul(cg, n, xfconst(cg, 0.693359375))), xfmul(cg, n, xfconst(cg, -2.12194440e-4)));
+  LLVMValueRef r2 = xfmul(cg, r, r);
+  LLVMValueRef p = xfadd(cg, xfadd(cg, xfmul(cg, poly(cg, r, P, 6), r2), r), xfconst(cg, 1));
+  LLVMValueRef e = LLVMBuildAdd(cg->b, LLVMBuildFPToSI(cg->b, n, cg->t_i32, ""), cg_i32(cg, 127), "");
+  LLVMValueRef scale = LLVMBuildBitCast(cg->b, LLVMBuildShl(cg->b, e, cg_i32(cg, 23), ""), cg->t_f32, "");
+  return xfmul(cg, p, scale);
+}
+
+static LLVMValueRef xfabs(Cg *cg, LLVMValueRef x) { return cg_intrinsic(cg, "llvm.fabs", cg->t_f32, &x, 1); }
+static LLVMValueRef xfcopysign(Cg *cg, LLVMValueRef mag, LLVMValueRef sgn) {
+  LLVMValueRef a[2] = {mag, sgn};
+  return cg_intrinsic(cg, "llvm.copysign", cg->t_f32, a, 2);
+}
+
+static LLVMValueRef xftanh(Cg *cg, LLVMValueRef x) {
+  static const double P[] = {-5.70498872745E-3, 2.06390887954E-2, -5.37397155531E-2, 1.33314422036E-1,
+                             -3.33332819422E-1};
+  LLVMValueRef ax = xfabs(cg, x), z = xfmul(cg, x, x);
+  LLVMValueRef small = xfadd(cg, x, xfmul(cg, xfmul(cg, x, z), poly(cg, z, P, 5)));
+  LLVMValueRef e = xfexp(cg, xfmul(cg, ax, xfconst(cg, 2)));
+  LLVMValueRef big = xfcopysign(cg, xfsub(cg, xfconst(cg, 1), xfdiv(cg, xfconst(cg, 2), xfadd(cg, e, xfconst(cg, 1)))), x);
+  return LLVMBuildSelect(cg->b, LLVMBuildFCmp(cg->b, LLVMRealOLT, ax, xfconst(cg, 0.625), ""), small, big, "");
+}
+
+static LLVMValueRef xferf(Cg *cg, LLVMValueRef x) {
+  static const double A[] = {1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592, 0};
+  LLVMValueRef ax = xfabs(cg, x);
+  LLVMValueRef t = xfdiv(cg, xfconst(cg, 1), xfadd(cg, xfconst(cg, 1), xfmul(cg, ax, xfconst(cg, 0.3275911))));
+  LLVMValueRef y = xfsub(cg, xfconst(cg, 1), xfmul(cg, poly(cg, t, A, 6), xfexp(cg, LLVMBuildFNeg(cg->b, xfmul(cg, x, x), ""))));
+  return xfcopysign(cg, y, x);
+}
 static LLVMValueRef xfsqrt(Cg *cg, LLVMValueRef x) { return cg_intrinsic(cg, "llvm.sqrt", cg->t_f32, &x, 1); }
 static LLVMValueRef sigmoid(Cg *cg, LLVMValueRef x) {
   return xfdiv(cg, xfconst(cg, 1), xfadd(cg, xfconst(cg, 1), xfexp(cg, LLVMBuildFNeg(cg->b, x, ""))));
@@ -146,7 +197,7 @@ static LLVMValueRef sigmoid(Cg *cg, LLVMValueRef x) {
 
 /* gelu(x) = x Phi(x);  gelu'(x) = Phi(x) + x phi(x) */
 static LLVMValueRef gelu(Cg *cg, LLVMValueRef x, bool grad) {
-  LLVMValueRef phi_cdf = xfmul(cg, xfconst(cg, 0.5), xfadd(cg, xfconst(cg, 1), f1(cg, "erff", xfmul(cg, x, xfconst(cg, SQRT1_2)))));
+  LLVMValueRef phi_cdf = xfmul(cg, xfconst(cg, 0.5), xfadd(cg, xfconst(cg, 1), xferf(cg, xfmul(cg, x, xfconst(cg, SQRT1_2)))));
   if (!grad) return xfmul(cg, x, phi_cdf);
   LLVMValueRef pdf = xfmul(cg, xfconst(cg, INV_SQRT_2PI), xfexp(cg, xfmul(cg, xfconst(cg, -0.5), xfmul(cg, x, x))));
   return xfadd(cg, phi_cdf, xfmul(cg, x, pdf));
@@ -156,7 +207,7 @@ static LLVMValueRef gelu(Cg *cg, LLVMValueRef x, bool grad) {
 static LLVMValueRef gelu_tanh(Cg *cg, LLVMValueRef x, bool grad) {
   LLVMValueRef x2 = xfmul(cg, x, x);
   LLVMValueRef u = xfmul(cg, xfconst(cg, SQRT_2_PI), xfadd(cg, x, xfmul(cg, xfconst(cg, GELU_C), xfmul(cg, x2, x))));
-  LLVMValueRef t = f1(cg, "tanhf", u);
+  LLVMValueRef t = xftanh(cg, u);
   LLVMValueRef half1t = xfmul(cg, xfconst(cg, 0.5), xfadd(cg, xfconst(cg, 1), t));
   if (!grad) return xfmul(cg, x, half1t);
   LLVMValueRef du = xfmul(cg, xfconst(cg, SQRT_2_PI), xfadd(cg, xfconst(cg, 1), xfmul(cg, xfconst(cg, 3 * GELU_C), x2)));
@@ -209,7 +260,7 @@ static LLVMValueRef eval(Cg *cg, const IrFusedInstr *in, LLVMValueRef *a, const 
   case IR_OP_LOG: return cg_intrinsic(cg, "llvm.log", ty, a, 1);
   case IR_OP_SQRT: return xfsqrt(cg, a[0]);
   case IR_OP_RSQRT: return xfdiv(cg, xfconst(cg, 1), xfsqrt(cg, a[0]));
-  case IR_OP_TANH: return f1(cg, "tanhf", a[0]);
+  case IR_OP_TANH: return xftanh(cg, a[0]);
   case IR_OP_SIGMOID: return sigmoid(cg, a[0]);
   case IR_OP_RELU:
     return fl ? LLVMBuildSelect(cg->b, LLVMBuildFCmp(cg->b, LLVMRealOGT, a[0], xfconst(cg, 0), ""), a[0], xfconst(cg, 0), "")
@@ -241,7 +292,7 @@ static LLVMValueRef eval(Cg *cg, const IrFusedInstr *in, LLVMValueRef *a, const 
     return xfmul(cg, a[0], xfmul(cg, s, xfsub(cg, xfconst(cg, 1), s)));
   }
   case IR_OP_TANH_GRAD: {
-    LLVMValueRef th = f1(cg, "tanhf", a[1]);
+    LLVMValueRef th = xftanh(cg, a[1]);
     return xfmul(cg, a[0], xfsub(cg, xfconst(cg, 1), xfmul(cg, th, th)));
   }
   default: MM_UNREACHABLE();
