@@ -25,6 +25,9 @@
 #ifndef MMC_RUNTIME_LIBS
 #define MMC_RUNTIME_LIBS "-ldnnl -lpng -lz -ljson-c -lm -fopenmp"
 #endif
+#ifndef MMC_RUNTIME_INCLUDE
+#define MMC_RUNTIME_INCLUDE "runtime"
+#endif
 
 static const char *env_or(const char *name, const char *dflt) {
   const char *v = getenv(name);
@@ -34,6 +37,7 @@ static const char *env_or(const char *name, const char *dflt) {
 const char *cg_link_cc(void) { return env_or("MMC_CC", MMC_LINK_CC); }
 const char *cg_runtime_lib(void) { return env_or("MMC_RUNTIME_LIB", MMC_RUNTIME_LIB); }
 const char *cg_runtime_libs(void) { return env_or("MMC_RUNTIME_LIBS", MMC_RUNTIME_LIBS); }
+const char *cg_runtime_include(void) { return env_or("MMC_RUNTIME_INCLUDE", MMC_RUNTIME_INCLUDE); }
 
 static LLVMTargetMachineRef host_machine(Cg *cg, int opt) {
   LLVMInitializeNativeTarget();
@@ -101,6 +105,7 @@ static bool link_trainer(Cg *cg, const char *obj, const char *out, bool verbose)
   argv[n++] = (char *)lib;
   for (char *tok = strtok(libs, " "); tok && n < 126; tok = strtok(NULL, " ")) argv[n++] = tok;
   argv[n] = NULL;
+  if (verbose) fprintf(stderr, "mmc: runtime %s, headers in %s\n", lib, cg_runtime_include());
   int rc = run(argv, verbose);
   if (rc != 0) {
     cg_error(cg, NULL, "linking '%s' with %s failed (exit status %d)", out, cc, rc);
