@@ -50,8 +50,14 @@ def st_save(path, tensors, meta=None):
 
 
 # ---------------------------------------------------------------- primitives (nn.mm)
+LORA_SCALE = 1.0  # alpha / rank of the model's LoRA setting (passes/lora.c)
+
+
 def linear(P, name, x, bias=True):
-    return F.linear(x, P[name + ".weight"], P[name + ".bias"] if bias else None)
+    y = F.linear(x, P[name + ".weight"], P[name + ".bias"] if bias else None)
+    if name + ".lora_a" in P:  # a LoRA adapter: y + alpha/r * B(A(x)), after the bias
+        y = y + LORA_SCALE * F.linear(F.linear(x, P[name + ".lora_a"]), P[name + ".lora_b"])
+    return y
 
 
 def layer_norm(P, name, x, eps):
@@ -149,3 +155,36 @@ def gpt2_small(P, ids, labels):
 
 
 MODELS = {"ViTFashion": vit_fashion, "GPT2Tiny": gpt2_tiny, "GPT2": gpt2_small}
+
+
+def llm_decode(P, name, h, depth, heads, kv_heads, theta, eps=1e-6, qkv_bias=True, tied=False):
+    """stdlib_models/llm.mm, LLM.decode: DecoderBlocks (RMSNorm, GQA with RoPE, SwiGLU), RMSNorm, head."""
+    for i in range(depth):
+        b = "%s.blocks.%d" % (name, i)
+        x = h + attention(P, b + ".attn", rms_norm(P, b + ".norm1", h, eps), heads, kv_heads, qkv_bias=qkv_bias,
+                          out_bias=False, causal=True, rope_theta=theta)
+        m = rms_norm(P, b + ".norm2", x, eps)
+        g = F.silu(linear(P, b + ".mlp.gate_proj", m, False)) * linear(P, b + ".mlp.up_proj", m, False)
+        h = x + linear(P, b + ".mlp.down_proj", g, False)
+    h = rms_norm(P, name + ".norm", h, eps)
+    return F.linear(h, P[name + ".embed.weight"]) if tied else linear(P, name + ".head", h, False)
+
+
+def pixel_shuffle_mlp(P, name, x, grid, factor=2):
+    """stdlib_models/projector.mm: [B, grid*grid, C] -> 2x2 neighbours into channels -> LN, fc1, GELU, fc2."""
+    B, _, C = x.shape
+    f = factor
+    s = x.reshape(B, grid // f, f, grid // f, f, C).permute(0, 1, 3, 2, 4, 5).reshape(B, (grid // f) ** 2, f * f * C)
+    return linear(P, name + ".fc2", F.gelu(linear(P, name + ".fc1", layer_norm(P, name + ".norm", s, 1e-5))))
+
+
+def internvl2_tiny(P, pixels, text, labels):
+    """stdlib_models/internvl2.mm, model InternVL2Tiny."""
+    image = pixel_shuffle_mlp(P, "projector", internvit(P, "vision", pixels, patch=7, depth=2, heads=4)[:, 1:], grid=4)
+    h = torch.cat([image, F.embedding(text.long(), P["llm.embed.weight"])], 1)
+    logits = llm_decode(P, "llm", h, depth=2, heads=4, kv_heads=2, theta=10000.0)[:, image.shape[1]:]
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1).long(), ignore_index=-100)
+
+
+MODELS["InternVL2Tiny"] = internvl2_tiny
+MODELS["InternVL2TinyLoRA"] = internvl2_tiny  # with .lora_a/.lora_b in P (rank 4, alpha 8: LORA_SCALE = 2)

@@ -19,6 +19,9 @@ LOSS_RTOL, W_RTOL = 1e-5, 1e-4
 OPT = {
     "ViTFashion": {"beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.05, "clip": 1.0},
     "GPT2Tiny": {"beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 0.1, "clip": 1.0},
+    "InternVL2Tiny": {"beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.01, "clip": 1.0},
+    "InternVL2TinyLoRA": {"beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.01, "clip": 1.0,
+                          "lora_scale": 8 / 4},
 }
 
 
@@ -29,11 +32,14 @@ def main():
     torch.set_default_dtype(torch.float32)
     w, meta = mmref.st_load(init)
     names = sorted(k for k in w if not k.startswith(("adamw.", "sgd.")))
-    P = {k: torch.tensor(w[k], requires_grad=True) for k in names}
     cfg = OPT[model]
+    mmref.LORA_SCALE = cfg.get("lora_scale", 1.0)
+    lora = "lora_scale" in cfg  # LoRA: the base is frozen, only the adapters train
+    P = {k: torch.tensor(w[k], requires_grad=not lora or ".lora_" in k) for k in names}
+    trained = [k for k in names if P[k].requires_grad]
     logged = [json.loads(l) for l in open(log) if l.strip()]
     by_step = {r["step"]: r for r in logged if "loss" in r and "lr" in r}
-    opt = torch.optim.AdamW([P[k] for k in names], lr=1.0, betas=(cfg.get("beta1", 0.9), cfg.get("beta2", 0.999)),
+    opt = torch.optim.AdamW([P[k] for k in trained], lr=1.0, betas=(cfg.get("beta1", 0.9), cfg.get("beta2", 0.999)),
                             eps=cfg.get("eps", 1e-8), weight_decay=cfg.get("weight_decay", 0.0))
     fn = mmref.MODELS[model]
     bad = 0
@@ -41,13 +47,15 @@ def main():
         batch, _ = mmref.st_load(os.path.join(inputs_dir, "step-%06d.safetensors" % s))
         if model == "ViTFashion":
             args = [torch.tensor(batch["pixels"]), torch.tensor(batch["labels"])]
+        elif model.startswith("InternVL2Tiny"):
+            args = [torch.tensor(batch[k]) for k in ("pixels", "text", "labels")]
         else:
             args = [torch.tensor(batch["ids"]), torch.tensor(batch["labels"])]
         opt.zero_grad(set_to_none=True)
         loss = fn(P, *args)
         loss.backward()
         if cfg.get("clip", 0) > 0:
-            torch.nn.utils.clip_grad_norm_([P[k] for k in names], cfg["clip"])
+            torch.nn.utils.clip_grad_norm_([P[k] for k in trained], cfg["clip"])
         lr = by_step[s]["lr"]
         for g in opt.param_groups:
             g["lr"] = lr
