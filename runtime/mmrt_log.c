@@ -140,6 +140,24 @@ int mmrt_log_write(MmrtLog *lg, int64_t step, const MmrtLogField *fields,
     return MMRT_OK;
 }
 
+int mmrt_log_write_json(MmrtLog *lg, int64_t step, const char *key,
+                        const char *json, char *err, size_t errlen)
+{
+    if (!lg->f)
+        return mmrt_errf(err, errlen, MMRT_ERR_ARG, "metrics log is not open");
+    char k[512];
+    Out o = {k, sizeof k, 0};
+    put_json_string(&o, key);
+    if (o.pos >= sizeof k)
+        return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: log key too long", lg->path);
+    int bad = fprintf(lg->f, "{\"step\": %lld, %s: %s}\n", (long long)step, k, json) < 0 ||
+              fflush(lg->f) != 0;
+    if (bad)
+        return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: writing metrics line for step %lld: %s",
+                         lg->path, (long long)step, strerror(errno));
+    return MMRT_OK;
+}
+
 void mmrt_log_close(MmrtLog *lg)
 {
     if (lg->f)

@@ -56,6 +56,11 @@ int mmrt_log_write(MmrtLog *lg, int64_t step, const MmrtLogField *fields,
 size_t mmrt_log_format(char *buf, size_t len, int64_t step,
                        const MmrtLogField *fields, int nfields);
 
+/* Append {"step": step, "key": json}\n and flush, json being written as
+ * it is (the caller's JSON value, e.g. an object of counters). */
+int mmrt_log_write_json(MmrtLog *lg, int64_t step, const char *key,
+                        const char *json, char *err, size_t errlen);
+
 void mmrt_log_close(MmrtLog *lg);
 
 /* ---- progress line for stderr ---- */

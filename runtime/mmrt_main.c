@@ -61,6 +61,9 @@ typedef struct Trainer {
     MmrtMesh mesh;
     int has_mesh, rank, world;
     int64_t lo, rows;                        /* this rank's rows [lo, lo + rows) of each batch */
+    /* this rank's collectives in the training steps (not evaluation) */
+    MmrtCommCount step_comm[MMRT_COMM_NKINDS][MMRT_NAXES];
+    int64_t comm_steps;
 } Trainer;
 
 static volatile sig_atomic_t stop_requested;
@@ -340,6 +343,65 @@ static int run_step(Trainer *t, MmrtStepFn fn, const char *what)
         mmrt_comm_abort(1);
     }
     return fail("%s failed (bad labels or ids; see above)", what);
+}
+
+/* Adds the counters' change since `before` to the training-step table;
+ * returns the bytes this rank sent in between. */
+static uint64_t add_step_comm(Trainer *t, MmrtCommCount before[MMRT_COMM_NKINDS][MMRT_NAXES])
+{
+    uint64_t bytes = 0;
+    for (int k = 0; k < MMRT_COMM_NKINDS; k++)
+        for (int a = 0; a < MMRT_NAXES; a++) {
+            MmrtCommCount c = mmrt_comm_counter((MmrtCommKind)k, (MmrtAxis)a), *s = &t->step_comm[k][a];
+            s->calls += c.calls - before[k][a].calls;
+            s->elems += c.elems - before[k][a].elems;
+            s->bytes += c.bytes - before[k][a].bytes;
+            bytes += c.bytes - before[k][a].bytes;
+            if (c.calls != before[k][a].calls)
+                s->n = c.n;
+        }
+    t->comm_steps++;
+    return bytes;
+}
+
+static void snap_comm(MmrtCommCount snap[MMRT_COMM_NKINDS][MMRT_NAXES])
+{
+    for (int k = 0; k < MMRT_COMM_NKINDS; k++)
+        for (int a = 0; a < MMRT_NAXES; a++)
+            snap[k][a] = mmrt_comm_counter((MmrtCommKind)k, (MmrtAxis)a);
+}
+
+/* The metrics log's line of this rank's communication: {"steps": n,
+ * "train": {kind.axis: {n, calls, elems, bytes}, ..., "bytes": b} of the
+ * training steps, "total": the same of the whole run so far (with
+ * evaluation)}. */
+static int log_comm(Trainer *t)
+{
+    char err[ERRLEN];
+    size_t tl = mmrt_comm_counters_json(NULL, 0) + 1, need = tl + 64 + 128 * MMRT_COMM_NKINDS * MMRT_NAXES;
+    char *buf = malloc(need + tl);
+    if (!buf)
+        return fail("out of memory for the communication counters");
+    size_t pos = (size_t)snprintf(buf, need, "{\"steps\":%lld,\"train\":{", (long long)t->comm_steps);
+    uint64_t bytes = 0;
+    for (int k = 0; k < MMRT_COMM_NKINDS; k++)
+        for (int a = 0; a < MMRT_NAXES; a++) {
+            const MmrtCommCount *c = &t->step_comm[k][a];
+            if (!c->calls)
+                continue;
+            pos += (size_t)snprintf(buf + pos, need - pos, "\"%s.%s\":{\"n\":%d,\"calls\":%llu,\"elems\":%llu,\"bytes\":%llu},",
+                                    mmrt_comm_kind_name((MmrtCommKind)k), mmrt_axis_name((MmrtAxis)a), c->n,
+                                    (unsigned long long)c->calls, (unsigned long long)c->elems,
+                                    (unsigned long long)c->bytes);
+            bytes += c->bytes;
+        }
+    pos += (size_t)snprintf(buf + pos, need - pos, "\"bytes\":%llu},\"total\":", (unsigned long long)bytes);
+    mmrt_comm_counters_json(buf + pos, need + tl - pos - 1);
+    pos = strlen(buf);
+    snprintf(buf + pos, need + tl - pos, "}");
+    int rc = mmrt_log_write_json(&t->log, t->done, "comm", buf, err, sizeof err);
+    free(buf);
+    return rc == MMRT_OK ? 0 : fail("%s", err);
 }
 
 /* Rows [0, B) of the iterator's current batch into the inputs; rows past
@@ -903,14 +965,19 @@ static int train(Trainer *t)
         memcpy(at(t, t->step), &fs, sizeof fs);
         char what[64];
         snprintf(what, sizeof what, "step %lld", (long long)step);
+        MmrtCommCount before[MMRT_COMM_NKINDS][MMRT_NAXES];
+        snap_comm(before);
         if (run_step(t, m->train_step, what))
             return 1;
+        uint64_t sent = add_step_comm(t, before);
         t->done = step;
         float loss;
         memcpy(&loss, t->arenas[MMRT_ARENA_ACT] + m->train_loss_offset, sizeof loss);
         double tn = now(), sps = (double)t->B * (double)(step - first) / (tn - t0 > 0 ? tn - t0 : 1e-9);
-        MmrtLogField f[5] = {{"loss", loss, NULL}, {"lr", lr, NULL}, {"samples_per_s", sps, NULL}};
+        MmrtLogField f[6] = {{"loss", loss, NULL}, {"lr", lr, NULL}, {"samples_per_s", sps, NULL}};
         int nf = 3;
+        if (t->has_mesh) /* bytes this rank sent in the step */
+            f[nf++] = (MmrtLogField){"comm_bytes", (double)sent, NULL};
         if (t->a.eval_every > 0 && step % t->a.eval_every == 0 && step < t->a.steps) {
             double el, ea;
             if (evaluate(t, &el, &ea))
@@ -1036,6 +1103,8 @@ static int run(Trainer *t, int argc, char **argv)
         rc = save_ckpt(t);
     if (!rc && t->a.save_adapters)
         rc = save_adapters(t);
+    if (!rc && t->has_mesh && t->has_log)
+        rc = log_comm(t);
     if (!rc && !stop_requested) {
         double el, ea;
         rc = evaluate(t, &el, &ea);
@@ -1074,6 +1143,11 @@ static int run(Trainer *t, int argc, char **argv)
                (long long)total);
         printf("peak RSS: %lld bytes (%.1f MiB)\n", (long long)mmrt_peak_rss_bytes(),
                (double)mmrt_peak_rss_bytes() / (1 << 20));
+        if (t->has_mesh) { /* every rank of an axis runs the same collectives: rank 0 stands for them */
+            printf("communication of rank 0 of %d (%lld training steps and evaluation):\n", t->world,
+                   (long long)t->comm_steps);
+            mmrt_comm_counters_print(stdout);
+        }
     }
     return rc;
 }
