@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Megatron's and ZeRO's communication counts read from the RUNTIME counters
+# of real mpirun trainers of GPT2Tiny (L = 2 layers, s = T = 32, b = B = 4,
+# h = 64, vocabulary 256; Psi = 120576 trainable parameters, from `mmc
+# stats`): the "comm" line the trainer writes to its metrics log holds, per
+# collective kind and axis, the calls, elements and bytes this rank sent in
+# the training steps (all-reduce counted as 2(n-1)/n of the buffer,
+# all-gather and reduce-scatter as (n-1)/n of the full tensor).
+#
+#  tp=2: all_reduce.tp = 2 forward + 2 backward per layer of s*b*h each
+#    (4L), plus, outside the layers, the vocabulary-parallel embedding's
+#    forward all-reduce and the lm head input's backward all-reduce (s*b*h
+#    each), the vocabulary-parallel cross entropy's one all-reduce of its
+#    (b*s rows) x (tp + 1) statistics, and the 1-element all-reduce of the
+#    label count of the mean loss.  Nothing else.
+#  tp=2+sp: all_gather.tp and reduce_scatter.tp = 2 forward + 2 backward
+#    per layer of s*b*h each (4L), plus: the embedding's reduce-scatter
+#    (forward) and all-gather (backward), the lm head's all-gather (forward)
+#    and reduce-scatter (backward), all s*b*h; the position embedding's
+#    gradient all-gathered from the split sequence (s*h); all_reduce.tp:
+#    the gradients of weights replicated over tp but used on a split
+#    sequence, of h elements each -- 2 per layer norm (2L + 1 of them) and
+#    the bias of each row-parallel layer (2L) -- plus the cross entropy's
+#    and the label count's all-reduces as under tp=2.
+#  dp=2, ZeRO-1, ZeRO-2: gradient and parameter elements sent per rank and
+#    step = 2 Psi (d-1)/d; ZeRO-3: 3 Psi (d-1)/d; besides, 1-element
+#    all-reduces (the loss, the label counts of the mean, and under ZeRO the
+#    gradient norm's partial sums): 3 under plain dp, 4 under ZeRO.
+#  ZeRO-1: the optimizer state per rank is 1/dp of the serial one, in `mmc
+#    plan --json` (by_role.opt) and in the trainer's allocated-bytes report.
+set -uo pipefail
+S="$MMC_SOURCE_DIR/stdlib_models"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
+export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$MMC_SOURCE_DIR/tests/lsan.supp}:fast_unwind_on_malloc=0"
+MPIRUN=(timeout 300 mpirun --oversubscribe -x OMP_NUM_THREADS -x OMP_WAIT_POLICY -x LSAN_OPTIONS -np)
+pass=0; fail=0
+ok() { pass=$((pass+1)); }
+bad() { echo "FAIL: $*"; fail=$((fail+1)); }
+STEPS=2
+
+# Psi from `mmc stats` (the total line: parameters, trainable)
+PSI=$("$MMC" stats "$S/gpt2.mm" --model GPT2Tiny | awk '$1 == "total" {print $3}')
+[ "$PSI" = 120576 ] && ok || bad "GPT2Tiny trainable parameters: '$PSI', expected 120576"
+
+run() { # name np flags...
+  local name=$1 np=$2; shift 2
+  "$MMC" compile "$S/gpt2.mm" --model GPT2Tiny "$@" -o "$T/$name" || { bad "$name: compile"; return 1; }
+  "${MPIRUN[@]}" "$np" "$T/$name" --steps $STEPS --eval-batches 1 --quiet --log "$T/$name.jsonl" > "$T/$name.out" 2>&1 ||
+    { bad "$name: mpirun"; tail -5 "$T/$name.out"; return 1; }
+  grep -q '^communication of rank 0 of' "$T/$name.out" || { bad "$name: no counters printed at exit"; return 1; }
+}
+
+counts() { # name mode: compare the counters of the log with the expected ones
+  /usr/bin/python3 - "$T/$1.jsonl" "$1" "$2" "$PSI" "$STEPS" <<'PY'
+import json, sys
+path, name, mode, psi, steps = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+rows = [json.loads(l) for l in open(path)]
+comm = [r["comm"] for r in rows if "comm" in r]
+per = [r["comm_bytes"] for r in rows if "comm_bytes" in r]
+assert len(comm) == 1 and comm[0]["steps"] == steps, "one comm line for %d steps" % steps
+c = {k: v for k, v in comm[0]["train"].items() if k != "bytes"}
+L, s, b, h, V, tp = 2, 32, 4, 64, 256, 2
+sbh = s * b * h
+ok = True
+def expect(key, parts):
+    """parts: [(what, calls, elements each)] per step; checks calls and elements."""
+    global ok
+    calls = sum(n for _, n, _ in parts) * steps
+    elems = sum(n * e for _, n, e in parts) * steps
+    got = c.pop(key, {"calls": 0, "elems": 0})
+    good = got["calls"] == calls and got["elems"] == elems
+    ok &= good
+    print("%s %-18s %s calls %d elements %d per %d steps (%s)" % (name, key, "==" if good else "!=", got["calls"], got["elems"], steps,
+          ", ".join("%s: %d x %d" % p for p in parts)))
+def sent(key):
+    return c[key]["bytes"] / 4 / steps  # f32 elements sent per step
+if mode == "tp":
+    expect("all_reduce.tp", [("Megatron per layer 2 fwd + 2 bwd", 4 * L, sbh), ("vocab-parallel embedding fwd", 1, sbh),
+                             ("lm head input bwd", 1, sbh), ("vocab-parallel cross entropy", 1, b * s * (tp + 1)),
+                             ("label count", 1, 1)])
+elif mode == "tpsp":
+    expect("all_gather.tp", [("Megatron-SP per layer 2 fwd + 2 bwd", 4 * L, sbh), ("lm head input fwd", 1, sbh),
+                             ("embedding bwd", 1, sbh), ("position embedding grad", 1, s * h)])
+    expect("reduce_scatter.tp", [("Megatron-SP per layer 2 fwd + 2 bwd", 4 * L, sbh), ("embedding fwd", 1, sbh),
+                                 ("lm head input bwd", 1, sbh)])
+    expect("all_reduce.tp", [("layer-norm weight+bias grads", 2 * (2 * L + 1), h), ("row-parallel bias grads", 2 * L, h),
+                             ("vocab-parallel cross entropy", 1, b * s * (tp + 1)), ("label count", 1, 1)])
+else:
+    d = 2
+    scalars = 3 if mode == "dp" else 4
+    ar = c.get("all_reduce.dp", {"calls": 0, "elems": 0, "bytes": 0})
+    # the scalars' elements sent (all-reduce of 1 element: 2(d-1)/d)
+    sc = scalars * 2 * (d - 1) / d
+    total = sum(v["bytes"] for v in c.values()) / 4 / steps
+    want = (3 if mode == "zero3" else 2) * psi * (d - 1) / d
+    good = abs(total - sc - want) < 1e-9
+    if mode == "dp":
+        good &= ar["elems"] == (psi + scalars) * steps
+    else:
+        good &= ar["calls"] == scalars * steps and ar["elems"] == scalars * steps
+        good &= c["reduce_scatter.dp"]["elems"] == psi * steps
+        good &= c["all_gather.dp"]["elems"] == (2 if mode == "zero3" else 1) * psi * steps
+    ok &= good
+    print("%s: elements sent per rank and step %.0f = %s Psi (d-1)/d = %.0f (Psi %d, d %d) + %d one-element all-reduces (%.0f) %s" %
+          (name, total, "3" if mode == "zero3" else "2", want, psi, d, scalars, sc, "ok" if good else "WRONG"),
+          {k: (v["calls"], v["elems"]) for k, v in c.items()})
+    c = {}
+if c:
+    print("%s: collectives not accounted for: %s" % (name, c)); ok = False
+# the per-step comm_bytes add up to the training counters
+if sum(per) != comm[0]["train"]["bytes"]:
+    print("%s: per-step comm_bytes %s do not add up to %d" % (name, per, comm[0]["train"]["bytes"])); ok = False
+sys.exit(0 if ok else 1)
+PY
+}
+
+run tp2 2 --tp 2 && { counts tp2 tp && ok || bad "tp=2 counts"; }
+run tp2sp 2 --tp 2 --sp && { counts tp2sp tpsp && ok || bad "tp=2+sp counts"; }
+run dp2 2 --dp 2 && { counts dp2 dp && ok || bad "dp=2 counts"; }
+for z in 1 2 3; do run zero$z 2 --dp 2 --zero $z && { counts zero$z zero$z && ok || bad "dp=2 ZeRO-$z counts"; }; done
+
+# ZeRO-1: optimizer state per rank 1/dp of the serial one, in the plan and the trainer
+opt() { "$MMC" plan "$S/gpt2.mm" --model GPT2Tiny "$@" --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["by_role"]["opt"])'; }
+serial=$(opt); z1=$(opt --dp 2 --zero 1)
+rt=$(sed -n 's/^allocated arena bytes per rank: .* opt=\([0-9]*\) .*$/\1/p' "$T/zero1.out" 2>/dev/null)
+"$MMC" compile "$S/gpt2.mm" --model GPT2Tiny -o "$T/serial" && "$T/serial" --steps 1 --eval-batches 1 --quiet > "$T/serial.out" 2>&1
+rs=$(sed -n 's/^allocated arena bytes: .* opt=\([0-9]*\) .*$/\1/p' "$T/serial.out")
+echo "ZeRO-1 optimizer state: serial plan $serial, trainer $rs; dp=2 ZeRO-1 plan $z1 per rank, trainer $rt per rank"
+if [ -n "$serial" ] && [ "$rs" = "$serial" ] && [ "$z1" = "$rt" ] && [ $((2 * z1)) = "$serial" ]; then ok; else bad "ZeRO-1 optimizer state is not 1/dp of the serial one"; fi
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
