@@ -382,6 +382,8 @@ static void around(const IrShape *s, int d, int64_t *outer, int64_t *inner) {
 static bool lower_collective(Cg *cg, const IrNode *n) {
   int ax = (int)attr(n, IR_ATTR_MESH)->i, d = (int)attr(n, IR_ATTR_DIM)->i;
   const IrValue *x = n->in[0], *y = n->out[0];
+  if (n->op == IR_OP_ALL_SLICE) /* no communication: this rank's part of x along d (any dtype: a copy) */
+    return cg_loop_all_slice(cg, n, CALL("mmrt_step_coord", cg->mesh, I32(ax)));
   if (x->dtype != IR_F32) return cg_error(cg, n, "collectives of %s are not supported", ir_dtype_name(x->dtype));
   int64_t outer, inner;
   LLVMValueRef r;
@@ -411,8 +413,6 @@ static bool lower_collective(Cg *cg, const IrNode *n) {
              I32(attr(n, IR_ATTR_TO)->i), I32(MMRT_F32));
     break;
   }
-  case IR_OP_ALL_SLICE: /* no communication: this rank's part of x along d */
-    return cg_loop_all_slice(cg, n, CALL("mmrt_step_coord", cg->mesh, I32(ax)));
   default: return cg_error(cg, n, "not a collective");
   }
   cg_check_status(cg, r);

@@ -57,6 +57,12 @@ static IrValue *lower(Co *c, const IrNode *at, IrValue *x, const IrPlacement *to
   const IrPlacement B = {IR_PL_B, 0};
   for (int a = 0; a < IR_NAXES; a++) { /* partial sums */
     if (x->pl[a].kind != IR_PL_P || to[a].kind == IR_PL_P) continue;
+    /* a dim split by several axes nests tp outermost, then cp, then dp: an
+     * outer axis' slice of the same dim comes first (slicing a partial sum
+     * is exact), so that the reduce-scatter splits that axis' piece */
+    for (int o = IR_NAXES - 1; to[a].kind == IR_PL_S && o > a; o--)
+      if (x->pl[o].kind == IR_PL_B && ir_placement_eq(to[o], to[a]) && fits(c->m, x, o, to[o]))
+        x = emit(c, at, IR_OP_ALL_SLICE, x, o, to[o].dim, 0, to[o]);
     if (to[a].kind == IR_PL_S && fits(c->m, x, a, to[a]))
       x = emit(c, at, IR_OP_REDUCE_SCATTER, x, a, to[a].dim, 0, to[a]);
     else
@@ -68,7 +74,7 @@ static IrValue *lower(Co *c, const IrNode *at, IrValue *x, const IrPlacement *to
   for (int a = 0; a < IR_NAXES; a++) /* splits that go */
     if (x->pl[a].kind == IR_PL_S && !ir_placement_eq(x->pl[a], to[a]))
       x = emit(c, at, IR_OP_ALL_GATHER, x, a, x->pl[a].dim, 0, B);
-  for (int a = 0; a < IR_NAXES; a++) /* splits that come */
+  for (int a = IR_NAXES - 1; a >= 0; a--) /* splits that come, the outermost first */
     if (x->pl[a].kind == IR_PL_B && to[a].kind == IR_PL_S)
       x = emit(c, at, IR_OP_ALL_SLICE, x, a, to[a].dim, 0, to[a]);
   for (int a = 0; a < IR_NAXES; a++) MM_ASSERT(ir_placement_eq(x->pl[a], to[a]));

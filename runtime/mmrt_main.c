@@ -34,7 +34,7 @@
 #define ERRLEN 1024
 
 typedef struct Args {
-    const char *data, *ckpt, *log, *dump_logits, *dump_inputs, *init_from, *load_adapters, *save_adapters;
+    const char *data, *ckpt, *log, *dump_logits, *dump_inputs, *init_from, *load_adapters, *save_adapters, *save_weights;
     int64_t steps, batch, eval_every, eval_batches, ckpt_every;
     double lr;
     uint64_t seed;
@@ -108,6 +108,8 @@ static void usage(FILE *out, const MmrtModelDesc *m)
             "                     (another model's too: a LoRA model from its base); the others keep their init\n"
             "  --load-adapters F  LoRA: load every adapter (*.lora_a, *.lora_b) from F\n"
             "  --save-adapters F  LoRA: write the adapters alone to F after training (safetensors)\n"
+            "  --save-weights F   write every parameter and optimizer state, whole (gathered from the ranks),\n"
+            "                     to F after training (safetensors, from rank 0)\n"
             "A model compiled for N ranks (--dp/--tp) runs under mpirun -np N.\n"
             "  --quiet            no progress line\n",
             m->name, (long long)m->batch, MMRT_FMNIST_DEFAULT_DIR, (long long)(m->steps > 0 ? m->steps : 100), m->lr);
@@ -148,7 +150,8 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a)
                           !strcmp(f, "--lr") || !strcmp(f, "--seed") || !strcmp(f, "--eval-every") ||
                           !strcmp(f, "--eval-batches") || !strcmp(f, "--ckpt") || !strcmp(f, "--ckpt-every") ||
                           !strcmp(f, "--log") || !strcmp(f, "--dump-logits") || !strcmp(f, "--init-from") ||
-                          !strcmp(f, "--load-adapters") || !strcmp(f, "--save-adapters"))) {
+                          !strcmp(f, "--load-adapters") || !strcmp(f, "--save-adapters") ||
+                          !strcmp(f, "--save-weights"))) {
             return fail("%s needs a value (see --help)", f);
         } else if (!strcmp(f, "--data")) {
             a->data = v;
@@ -156,6 +159,8 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a)
             a->ckpt = v;
         } else if (!strcmp(f, "--log")) {
             a->log = v;
+        } else if (!strcmp(f, "--save-weights")) {
+            a->save_weights = v;
         } else if (!strcmp(f, "--dump-inputs")) {
             a->dump_inputs = v;
         } else if (!strcmp(f, "--dump-logits")) {
@@ -578,6 +583,72 @@ static int save_ckpt(Trainer *t)
     if (rc != MMRT_OK)
         return fail("writing the checkpoint failed: %s", err);
     return 0;
+}
+
+/* --save-weights: every tensor whole, as the one-rank trainer holds it.
+ * Each rank puts its piece into a zeroed whole tensor (a tensor replicated
+ * over an axis: only coordinate 0 of that axis), and a sum over the world
+ * on rank 0 assembles it exactly (every element has one contributor). */
+static int save_weights(Trainer *t)
+{
+    const MmrtModelDesc *m = t->m;
+    char err[ERRLEN];
+    MmrtTensorRef *refs = calloc((size_t)m->nparams + 1, sizeof *refs);
+    int rc = refs ? 0 : fail("out of memory for --save-weights");
+    for (int64_t i = 0; !rc && i < m->nparams; i++) {
+        const MmrtTensorDesc *p = &m->params[i];
+        int64_t r = p->ndim, whole = 1, len[MMRT_DESC_MAX_DIMS], first[MMRT_DESC_MAX_DIMS], stride[MMRT_DESC_MAX_DIMS];
+        refs[i].name = p->name;
+        refs[i].dtype = (MmrtStDtype)p->dtype;
+        refs[i].ndim = (int)r;
+        for (int64_t d = 0; d < r; d++)
+            whole *= refs[i].shape[d] = p->shape[d];
+        float *w = calloc((size_t)whole, sizeof *w);
+        refs[i].data = w;
+        if (!w) {
+            rc = fail("out of memory for --save-weights");
+            break;
+        }
+        int64_t used = 0; /* axes splitting some dim */
+        for (int64_t d = 0; d < r; d++)
+            used |= p->split[d];
+        int mine = 1;
+        for (int a = 0; t->has_mesh && a < MMRT_DESC_NAXES; a++)
+            if (!(used >> a & 1) && t->mesh.coord[a] != 0)
+                mine = 0;
+        const float *src = at(t, p);
+        if (mine && r == 0)
+            w[0] = src[0];
+        else if (mine) {
+            for (int64_t d = r - 1, k = 1; d >= 0; d--) {
+                len[d] = p->shape[d] / ways(t, p->split[d]);
+                first[d] = part_of(t, p->split[d]) * len[d];
+                stride[d] = k;
+                k *= p->shape[d];
+            }
+            int64_t runs = numel(t, p) / len[r - 1], idx[MMRT_DESC_MAX_DIMS] = {0};
+            for (int64_t q = 0; q < runs; q++) {
+                int64_t g = first[r - 1];
+                for (int64_t d = 0; d < r - 1; d++)
+                    g += (first[d] + idx[d]) * stride[d];
+                memcpy(w + g, src + q * len[r - 1], (size_t)len[r - 1] * sizeof *w);
+                for (int64_t d = r - 2; d >= 0 && ++idx[d] == len[d]; d--)
+                    idx[d] = 0;
+            }
+        }
+        if (t->has_mesh && MPI_Reduce(t->rank == 0 ? MPI_IN_PLACE : w, w, (int)whole, MPI_FLOAT, MPI_SUM, 0,
+                                      MPI_COMM_WORLD) != MPI_SUCCESS)
+            rc = fail("--save-weights: gathering %s failed", p->name);
+    }
+    if (!rc && t->rank == 0) {
+        MmrtKV meta[] = {{"model", m->name}, {"format", "mmc-weights"}};
+        if (mmrt_st_save(t->a.save_weights, refs, (int)m->nparams, meta, 2, err, sizeof err) != MMRT_OK)
+            rc = fail("--save-weights %s", err);
+    }
+    for (int64_t i = 0; refs && i < m->nparams; i++)
+        free(refs[i].data);
+    free(refs);
+    return rc;
 }
 
 /* --dump-inputs: this rank's data inputs of a training step (the global
@@ -1103,6 +1174,8 @@ static int run(Trainer *t, int argc, char **argv)
         rc = save_ckpt(t);
     if (!rc && t->a.save_adapters)
         rc = save_adapters(t);
+    if (!rc && t->a.save_weights)
+        rc = save_weights(t);
     if (!rc && t->has_mesh && t->has_log)
         rc = log_comm(t);
     if (!rc && !stop_requested) {
