@@ -4,12 +4,13 @@
 # tp=2, tp=2+sp, tp=4+sp, dp=2, dp=2+ZeRO-1/2/3 and tp=2 x dp=2+sp+ZeRO-1
 # give the serial trainer's loss at each of 10 steps (1e-5 relative: only
 # the order of sums differs) and, gathered on rank 0 by --save-weights, its
-# final weights: the largest difference over a tensor, relative to the
-# largest magnitude of that tensor, at most $WTOL (Adam turns rounding
-# differences of near-zero gradients into whole learning-rate steps, so
-# tensors whose values are all below 1e-4 -- e.g. the key biases, whose
-# gradient is zero in exact arithmetic -- are compared absolutely: within
-# 1e-4).  A plan the compiler rejects for a model because of its heads
+# final weights: per tensor, the norm of the difference relative to the
+# norm of the tensor at most $WTOL, as in tests/torch_parity.sh (Adam turns
+# rounding differences of near-zero gradients into whole learning-rate
+# steps of either sign, so single elements may differ more: the largest is
+# printed; the key biases, whose gradient is zero in exact arithmetic, only
+# move by such steps and are compared absolutely (within 10 steps x lr), and
+# tensors whose values are all below 1e-4 within 1e-4).  A plan the compiler rejects for a model because of its heads
 # (InternVL2Tiny's 2 KV heads under tp=4) is skipped with the compiler's
 # reason printed; any other compile error fails.
 # Under the sanitizer build a reduced subset runs.
@@ -20,7 +21,7 @@ trap 'rm -rf "$T"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$MMC_SOURCE_DIR/tests/lsan.supp}:fast_unwind_on_malloc=0"
 MPIRUN=(timeout 300 mpirun --oversubscribe -x OMP_NUM_THREADS -x OMP_WAIT_POLICY -x LSAN_OPTIONS -np)
-WTOL=${WTOL:-1e-3}
+WTOL=${WTOL:-1e-4}
 pass=0; fail=0; skip=0
 ok() { pass=$((pass+1)); }
 bad() { echo "FAIL: $*"; fail=$((fail+1)); }
@@ -41,7 +42,7 @@ def load(p):
             a = array.array("f"); a.frombytes(data[v["data_offsets"][0]:v["data_offsets"][1]]); out[k] = (v["shape"], a)
     return out
 A, B = load(wa), load(wb)
-ww, where, good = 0.0, "", A.keys() == B.keys()
+ww, we, where, good = 0.0, 0.0, "", A.keys() == B.keys()
 for k in A:
     if k.startswith("adamw.") or k not in B:
         continue
@@ -52,10 +53,15 @@ for k in A:
     if top < 1e-4:
         good &= d <= 1e-4
         continue
-    if d / top > ww:
-        ww, where = d / top, k
-print("%s: %d steps, loss largest relative difference %.2e; final weights largest difference %.2e of the tensor's magnitude (%s)" %
-      (name, len(lb), lw, ww, where))
+    if k.endswith(".k_proj.bias"):  # zero gradient in exact arithmetic: moved by rounding, as in parity.py
+        good &= d <= 2e-2             # at most lr-sized steps of either sign (10 steps, lr <= 2e-3)
+        continue
+    nd = sum((x - y) ** 2 for x, y in zip(xa, xb)) ** 0.5 / max(sum(y * y for y in xb) ** 0.5, 1e-30)
+    we = max(we, d / top)
+    if nd > ww:
+        ww, where = nd, k
+print("%s: %d steps, loss largest relative difference %.2e; final weights: norm-wise %.2e (%s), largest element %.2e of its tensor's magnitude" %
+      (name, len(lb), lw, ww, where, we))
 sys.exit(0 if good and lw <= 1e-5 and ww <= wtol else 1)
 PY
 }
