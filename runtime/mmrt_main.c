@@ -151,7 +151,7 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a)
                           !strcmp(f, "--eval-batches") || !strcmp(f, "--ckpt") || !strcmp(f, "--ckpt-every") ||
                           !strcmp(f, "--log") || !strcmp(f, "--dump-logits") || !strcmp(f, "--init-from") ||
                           !strcmp(f, "--load-adapters") || !strcmp(f, "--save-adapters") ||
-                          !strcmp(f, "--save-weights"))) {
+                          !strcmp(f, "--save-weights") || !strcmp(f, "--dump-inputs"))) {
             return fail("%s needs a value (see --help)", f);
         } else if (!strcmp(f, "--data")) {
             a->data = v;
