@@ -281,6 +281,12 @@ float mmrt_fmnist_normalize(uint8_t p)
     return ((float)p / 255.0f - MMRT_FMNIST_MEAN) / MMRT_FMNIST_STD;
 }
 
+void mmrt_fmnist_normalize_image(const uint8_t *px, size_t n, float *out)
+{
+    for (size_t k = 0; k < n; k++)
+        out[k] = mmrt_fmnist_normalize(px[k]);
+}
+
 void mmrt_batch_slice(int64_t B, int nranks, int rank, int64_t *lo, int64_t *hi)
 {
     *lo = B * rank / nranks;

@@ -63,6 +63,10 @@ const char *mmrt_fmnist_class_name(int label);
 /* Normalised pixel value (p / 255 - mean) / std. */
 float mmrt_fmnist_normalize(uint8_t p);
 
+/* n pixels (e.g. one 28x28 image from mmrt_png_read_gray) normalised as
+ * above into out: exactly the floats mmrt_iter_fill gives that image. */
+void mmrt_fmnist_normalize_image(const uint8_t *px, size_t n, float *out);
+
 /* Rows [lo, hi) of rank `rank` out of `nranks` for a global batch of B:
  * contiguous, sizes differing by at most one. */
 void mmrt_batch_slice(int64_t B, int nranks, int rank, int64_t *lo, int64_t *hi);
