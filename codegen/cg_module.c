@@ -122,6 +122,12 @@ static const struct {
     {"mmrt_rope_fwd", "v:ppiiiifi"},
     {"mmrt_rope_bwd", "v:ppiiiifii"},
     {"mmrt_attention_fwd", "v:pppppiiiiiiif"},
+    {"mmrt_rope_pos_fwd", "i:ppiiiifp"},
+    {"mmrt_rope_pos_bwd", "i:ppiiiifp"},
+    {"mmrt_place_fwd", "i:ppppiiiii"},
+    {"mmrt_place_bwd", "i:ppppiiiii"},
+    {"mmrt_kv_write", "i:pppiiiii"},
+    {"mmrt_attention_cached_fwd", "i:pppppiiiiiif"},
     {"mmrt_attention_bwd", "v:pppppppppiiiiiiifi"},
     {"mmrt_cross_entropy_fwd", "i:ppppiii"},
     {"mmrt_cross_entropy_bwd", "v:ppppfiiii"},
@@ -284,6 +290,14 @@ static LLVMValueRef build_step(Cg *cg, const IrFunc *f, const char *name, bool t
 
 /* ---- the descriptor ---- */
 
+typedef struct CgDecode {
+  int task;                    /* MMRT_TASK_* */
+  const IrFunc *prefill, *decode;
+  LLVMValueRef prefill_fn, decode_fn;
+  int64_t cache_len;
+} CgDecode;
+
+
 static int st_dtype(IrDType t) {
   switch (t) {
   case IR_F32: return MMRT_ST_F32;
@@ -369,8 +383,24 @@ static const IrNode *last_loss(const IrFunc *f) {
   return NULL;
 }
 
+/* The first `place` of a function: rows placed and the token, or 0, -1. */
+static void image_place(const IrFunc *f, int64_t *rows, int64_t *token) {
+  *rows = 0, *token = -1;
+  for (int i = 0; f && i < f->nodes.len; i++) {
+    const IrNode *n = f->nodes.items[i];
+    if (n->op != IR_OP_PLACE) continue;
+    *rows = n->in[1]->shape.d[1], *token = n->attrs.v[IR_ATTR_TOKEN].i;
+    return;
+  }
+}
+
+static int64_t result_offset(const IrFunc *f) {
+  const IrValue *r = f && f->results.len ? f->results.items[0] : NULL;
+  return r && r->mem_arena == IR_ROLE_ACT ? r->mem_offset : -1;
+}
+
 static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVMValueRef eval_fn, const IrFunc *ftrain,
-                       const IrFunc *feval, const MpSummary *sum) {
+                       const IrFunc *feval, const MpSummary *sum, const CgDecode *dec) {
   const IrModule *m = cg->m;
   LLVMTypeRef tty = tensor_type(cg);
   /* inputs once by name, in order of first appearance */
@@ -385,10 +415,12 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
       if (!seen && ninputs < 64) inputs[ninputs++] = v;
     }
   }
+  /* the fingerprint: params and the inputs of @forward (a generator takes
+   * the trainer's checkpoints) */
   uint64_t h = fnv(1469598103934665603ull, m->name, strlen(m->name) + 1);
   h = fnv(h, m->mesh, sizeof m->mesh);
   for (int i = 0; i < m->params.len; i++) h = hash_value(cg, h, m->params.items[i]);
-  for (int i = 0; i < ninputs; i++) h = hash_value(cg, h, inputs[i]);
+  for (int i = 0; feval && i < feval->inputs.len; i++) h = hash_value(cg, h, feval->inputs.items[i]);
   char fp[128];
   snprintf(fp, sizeof fp, "%s-%016llx", m->name, (unsigned long long)h);
 
@@ -409,6 +441,8 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
     logits_off = lg->mem_arena == IR_ROLE_ACT ? lg->mem_offset : -1;
     ignore = eval_ce->attrs.v[IR_ATTR_IGNORE].i;
   }
+  int64_t img_rows, img_token;
+  image_place(feval, &img_rows, &img_token);
   const IrValue *tl = ftrain && ftrain->results.len ? ftrain->results.items[0] : NULL;
   const IrValue *el = feval && feval->results.len ? feval->results.items[0] : NULL;
 
@@ -451,6 +485,15 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
       cg_f64(cg, t->lora.alpha),
       train_fn ? train_fn : cg_null(cg),
       eval_fn ? eval_fn : cg_null(cg),
+      cg_i64(cg, dec->task),
+      cg_i64(cg, img_rows),
+      cg_i64(cg, img_token),
+      dec->prefill_fn ? dec->prefill_fn : cg_null(cg),
+      dec->decode_fn ? dec->decode_fn : cg_null(cg),
+      cg_i64(cg, result_offset(dec->prefill)),
+      cg_i64(cg, result_offset(dec->decode)),
+      cg_i64(cg, dec->cache_len),
+      cg_i64(cg, logits_cols),
   };
   LLVMTypeRef ft[sizeof f / sizeof f[0]];
   for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) ft[i] = LLVMTypeOf(f[i]);
@@ -552,7 +595,22 @@ bool cg_compile(IrModule *m, const MmTrain *train, const CgOptions *o, Diag *d) 
   if (ok) eval_fn = build_step(&cg, feval, "mm_eval_step", false);
   if (ok && eval_fn && ftrain) train_fn = build_step(&cg, ftrain, "mm_train_step", true);
   ok = ok && eval_fn && (!ftrain || train_fn) && !cg.failed;
-  if (ok) ok = build_desc(&cg, train, train_fn, eval_fn, ftrain, feval, &sum);
+  CgDecode dec = {.task = o->task, .prefill = ir_module_func(m, "prefill"), .decode = ir_module_func(m, "decode")};
+  if (ok && o->task != MMRT_TASK_TRAIN) {
+    if (!dec.prefill || !dec.decode) {
+      diag_error_plain(d, "codegen: the generate and eval tasks need @prefill and @decode");
+      ok = false;
+    }
+    if (ok) dec.prefill_fn = build_step(&cg, dec.prefill, "mm_prefill_step", false);
+    if (ok && dec.prefill_fn) dec.decode_fn = build_step(&cg, dec.decode, "mm_decode_step", false);
+    ok = ok && dec.prefill_fn && dec.decode_fn && !cg.failed;
+    for (int i = 0; ok && i < dec.prefill->inputs.len; i++) {
+      const IrValue *v = dec.prefill->inputs.items[i];
+      size_t n = strlen(v->name);
+      if (n > 8 && strcmp(v->name + n - 8, ".k_cache") == 0) dec.cache_len = v->shape.d[1];
+    }
+  }
+  if (ok) ok = build_desc(&cg, train, train_fn, eval_fn, ftrain, feval, &sum, &dec);
   if (ok) ok = cg_emit_module(&cg, o);
   LLVMDisposeBuilder(cg.b);
   LLVMDisposeModule(cg.mod);

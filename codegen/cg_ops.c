@@ -281,6 +281,12 @@ static bool lower_rope(Cg *cg, const IrNode *n) {
   if (ax == -2) return cg_error(cg, n, "rope on a sequence split by several axes is not supported");
   if (ax >= 0) /* a split sequence: this rank's first position */
     pos = LLVMBuildAdd(cg->b, pos, LLVMBuildMul(cg->b, CALL("mmrt_step_coord", cg->mesh, I32(ax)), I32(s->d[1]), ""), "");
+  if (n->nin > 1) { /* a start position per row (decoding) */
+    if (ax >= 0) return cg_error(cg, n, "rope at per-row positions on a split sequence is not supported");
+    cg_check_status(cg, CALL(n->op == IR_OP_ROPE ? "mmrt_rope_pos_fwd" : "mmrt_rope_pos_bwd", O(0), V(0),
+                             I32(s->d[0]), I32(s->d[1]), I32(s->d[2]), I32(s->d[3]), F32(theta), V(1)));
+    return true;
+  }
   if (n->op == IR_OP_ROPE)
     CALL("mmrt_rope_fwd", O(0), V(0), I32(s->d[0]), I32(s->d[1]), I32(s->d[2]), I32(s->d[3]), F32(theta), pos);
   else
@@ -303,6 +309,35 @@ static bool lower_attention(Cg *cg, const IrNode *n) {
   int64_t lse_off = 0;
   CALL("mmrt_attention_fwd", O(0), stat(cg, n, 1, lse_off), V(0), V(1), V(2), I32(d[0]), I32(d[1]), I32(d[2]),
        I32(d[3]), I32(d[4]), I32(d[5]), I32(attr(n, IR_ATTR_CAUSAL)->i), F32(attr(n, IR_ATTR_SCALE)->f));
+  return true;
+}
+
+/* place(x, src, ids) {token}; place_grad(dy, ids) {token, size} -> dx, dsrc */
+static bool lower_place(Cg *cg, const IrNode *n) {
+  const IrShape *x = &n->in[0]->shape;
+  int64_t tok = attr(n, IR_ATTR_TOKEN)->i;
+  if (n->op == IR_OP_PLACE)
+    cg_check_status(cg, CALL("mmrt_place_fwd", O(0), V(0), V(1), V(2), I32(x->d[0]), I32(x->d[1]),
+                             I32(n->in[1]->shape.d[1]), I32(x->d[2]), I32(tok)));
+  else
+    cg_check_status(cg, CALL("mmrt_place_bwd", O(0), O(1), V(0), V(1), I32(x->d[0]), I32(x->d[1]),
+                             I32(attr(n, IR_ATTR_SIZE)->i), I32(x->d[2]), I32(tok)));
+  return true;
+}
+
+/* kv_write(cache[B, S, KVH, D], x[B, n, KVH, D], pos) */
+static bool lower_kv_write(Cg *cg, const IrNode *n) {
+  const IrShape *c = &n->in[0]->shape;
+  cg_check_status(cg, CALL("mmrt_kv_write", V(0), V(1), V(2), I32(c->d[0]), I32(c->d[1]), I32(n->in[1]->shape.d[1]),
+                           I32(c->d[2]), I32(c->d[3])));
+  return true;
+}
+
+/* attention_cached(q[B, n, H, D], k_cache, v_cache [B, S, KVH, D], pos) {scale} */
+static bool lower_attention_cached(Cg *cg, const IrNode *n) {
+  const IrShape *q = &n->in[0]->shape, *k = &n->in[1]->shape;
+  cg_check_status(cg, CALL("mmrt_attention_cached_fwd", O(0), V(0), V(1), V(2), V(3), I32(q->d[0]), I32(q->d[1]),
+                           I32(k->d[1]), I32(q->d[2]), I32(k->d[2]), I32(q->d[3]), F32(attr(n, IR_ATTR_SCALE)->f)));
   return true;
 }
 
@@ -598,6 +633,12 @@ bool cg_lower_node(Cg *cg, const IrNode *n) {
   case IR_OP_EMBEDDING_GRAD: return need_f32(cg, n, 0, 1) && lower_embedding_grad(cg, n);
   case IR_OP_CROSS_ENTROPY: return need_f32(cg, n, 0, 1) && lower_cross_entropy(cg, n);
   case IR_OP_CROSS_ENTROPY_GRAD: return need_f32(cg, n, 0, 2) && need_f32(cg, n, 3, 1) && lower_cross_entropy_grad(cg, n);
+  case IR_OP_PLACE: return need_f32(cg, n, 0, 2) && lower_place(cg, n);
+  case IR_OP_PLACE_GRAD: return need_f32(cg, n, 0, 1) && lower_place(cg, n);
+  case IR_OP_KV_WRITE: return need_f32(cg, n, 0, 2) && lower_kv_write(cg, n);
+  case IR_OP_ATTENTION_CACHED: return need_f32(cg, n, 0, 3) && lower_attention_cached(cg, n);
+  case IR_OP_ROPE:
+  case IR_OP_ROPE_GRAD: return need_f32(cg, n, 0, 1) && lower_rope(cg, n);
   default: break;
   }
   if (!need_f32(cg, n, 0, n->nin)) return false;

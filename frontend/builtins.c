@@ -3,6 +3,7 @@
  * (x.reshape(...)) are the same functions with the tensor as first argument.
  * A few builtins also work on compile-time numbers (min, max, abs, sqrt). */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "fe_internal.h"
@@ -244,7 +245,63 @@ static Val *bi_rope(Args *a) {
   IrAttrs at_ = {0};
   ir_attrs_set_float(&at_, IR_ATTR_THETA, theta);
   if (off) ir_attrs_set_int(&at_, IR_ATTR_OFFSET, off);
+  if (a->p->mode != FE_TRAIN && x && x->shape.rank == 4) { /* positions from the `pos` input */
+    IrValue *in[2] = {x, fe_cache_pos(a->p, x->shape.d[0], at(a))};
+    return emit(a, IR_OP_ROPE, in, 2, &at_);
+  }
   return emit(a, IR_OP_ROPE, &x, 1, &at_);
+}
+
+IrValue *fe_cache_pos(FeProgram *p, int64_t batch, SrcLoc loc) {
+  if (!p->pos) {
+    IrShape s = {.rank = 1, .d = {batch}};
+    p->pos = ir_add_input(p->ir, p->b.f, "pos", IR_I32, &s, loc);
+  }
+  return p->pos;
+}
+
+/* A causal attention in a KV-cache mode: the new keys and values go into
+ * the caches (inputs <scope>.k_cache, .v_cache), the queries attend to them. */
+static Val *cached_attention(Args *a, IrValue **qkv, double scale) {
+  FeProgram *p = a->p;
+  const IrShape *ks = &qkv[1]->shape;
+  IrShape cs = {.rank = 4, .d = {ks->d[0], p->cache_len, ks->d[2], ks->d[3]}};
+  IrValue *pos = fe_cache_pos(p, ks->d[0], at(a)), *cache[2];
+  const char *scope = p->b.scope ? p->b.scope : "attention";
+  for (int i = 0; i < 2; i++) {
+    size_t n = strlen(scope) + 10;
+    char *name = arena_alloc(&p->ast, n);
+    snprintf(name, n, "%s.%s_cache", scope, i ? "v" : "k");
+    for (int j = 0; j < p->b.f->inputs.len; j++) {
+      IrValue *v = p->b.f->inputs.items[j];
+      if (strcmp(v->name, name) == 0) {
+        diag_error(p->d, at(a), "attention: a second cached attention in scope '%s'; each needs its own module", scope);
+        return val_err(p);
+      }
+    }
+    cache[i] = ir_add_input(p->ir, p->b.f, name, qkv[1]->dtype, &cs, at(a));
+    IrValue *in[3] = {cache[i], qkv[1 + i], pos};
+    if (!fe_emit(p, IR_OP_KV_WRITE, in, 3, NULL, at(a))) return val_err(p);
+  }
+  IrAttrs at_ = {0};
+  ir_attrs_set_float(&at_, IR_ATTR_SCALE, scale);
+  IrValue *in[4] = {qkv[0], cache[0], cache[1], pos};
+  return emit(a, IR_OP_ATTENTION_CACHED, in, 4, &at_);
+}
+
+/* place(x, src, ids, token): src's rows where ids == token */
+static Val *bi_place(Args *a) {
+  IrValue *in[3] = {tensor_arg(a, 0, "x"), tensor_arg(a, 1, "src"), tensor_arg(a, 2, "ids")};
+  int64_t tok;
+  if (!in[0] || !in[1] || !in[2] || !int_arg(a, 3, "token", -1, &tok)) return val_err(a->p);
+  if (!a->v[3] || tok < 0) {
+    diag_error(a->p->d, at(a), "place: needs token = the id (>= 0) of the image-context token");
+    return val_err(a->p);
+  }
+  if (a->p->mode == FE_DECODE) return a->v[0]; /* a generated token is never an image-context token */
+  IrAttrs at_ = {0};
+  ir_attrs_set_int(&at_, IR_ATTR_TOKEN, tok);
+  return emit(a, IR_OP_PLACE, in, 3, &at_);
 }
 
 static Val *bi_attention(Args *a) {
@@ -257,6 +314,7 @@ static Val *bi_attention(Args *a) {
   IrAttrs at_ = {0};
   ir_attrs_set_bool(&at_, IR_ATTR_CAUSAL, causal);
   ir_attrs_set_float(&at_, IR_ATTR_SCALE, scale);
+  if (a->p->mode != FE_TRAIN && causal && in[1] && in[2] && in[1]->shape.rank == 4) return cached_attention(a, in, scale);
   Val *r = emit(a, IR_OP_ATTENTION, in, 3, &at_);
   if (r->k == V_TENSOR && in[1]) {
     AttnSite *s = ARENA_NEW(&a->p->ast, AttnSite);
@@ -604,6 +662,7 @@ static const Builtin builtins[] = {
     {"embedding", "ids, table", bi_embedding, 1},
     {"rope", "x, theta?, offset?", bi_rope, 0},
     {"attention", "q, k, v, causal?, scale?", bi_attention, 1},
+    {"place", "x, src, ids, token", bi_place, 1},
     {"softmax", "x, axis?", bi_softmax, 0},
     {"log_softmax", "x, axis?", bi_log_softmax, 0},
     {"gelu", "x", bi_unary, 0},

@@ -250,7 +250,14 @@ static void make_param(FeProgram *p, Inst *in, AstStmt *st) {
     return;
   }
   const char *name = join(p, in->path, st->name);
-  IrValue *v = ir_add_param(p->ir, name, dt, &s, init, st->name_loc);
+  IrValue *v = ir_module_param(p->ir, name); /* elaborating again into a module that has it */
+  if (v && (v->dtype != dt || !ir_shape_eq(&v->shape, &s))) {
+    diag_error(p->d, st->name_loc, "parameter '%s' is %s%s here but %s%s in the module", name, ir_dtype_name(dt),
+               fe_shape_str(p, &s), ir_dtype_name(v->dtype), fe_shape_str(p, &v->shape));
+    env_bind(p, &in->env, st->name, val_err(p), st->name_loc);
+    return;
+  }
+  if (!v) v = ir_add_param(p->ir, name, dt, &s, init, st->name_loc);
   remember_shape(p, v, st->ptype);
   v->group = p->b.group;
   v->layer = p->b.layer;
@@ -627,7 +634,7 @@ static AstDecl *root_decl(FeProgram *p, const char *name) {
   return NULL;
 }
 
-bool fe_elaborate(FeProgram *p, const char *name, FeResult *out) {
+static bool elaborate(FeProgram *p, const char *name, FeResult *out, IrModule *into, const char *func) {
   memset(out, 0, sizeof *out);
   if (p->d->errors) return false;
   AstDecl *dcl = root_decl(p, name);
@@ -637,7 +644,8 @@ bool fe_elaborate(FeProgram *p, const char *name, FeResult *out) {
   }
   int before = p->d->errors;
   if (p->ir) ir_module_free(p->ir);
-  p->ir = ir_module_new(p->d, name);
+  p->ir = into ? into : ir_module_new(p->d, name);
+  p->pos = NULL;
   p->b = (IrBuilder){.m = p->ir, .f = NULL, .scope = NULL, .group = -1, .layer = -1};
   p->inst_stack.len = 0;
   p->attn.len = 0;
@@ -657,7 +665,7 @@ bool fe_elaborate(FeProgram *p, const char *name, FeResult *out) {
     diag_error(p->d, dcl->name_loc, "%s '%s' has no forward", is_model ? "model" : "module", name);
     return false;
   }
-  IrFunc *f = ir_func_new(p->ir, "forward");
+  IrFunc *f = ir_func_new(p->ir, func);
   p->b.f = f;
   int n = fwd->params.len;
   Val **args = ARENA_ARRAY(&p->ast, Val *, n + 1);
@@ -736,6 +744,89 @@ bool fe_elaborate(FeProgram *p, const char *name, FeResult *out) {
   p->ir = NULL; /* the caller owns it now */
   if (!ir_verify(out->ir)) return false;
   return p->d->errors == before;
+}
+
+bool fe_elaborate(FeProgram *p, const char *name, FeResult *out) {
+  p->mode = FE_TRAIN;
+  return elaborate(p, name, out, NULL, "forward");
+}
+
+/* The forward's input `text` and the name of the size of its dim 1. */
+static const char *text_len_name(FeProgram *p, AstDecl *dcl, SrcLoc *loc) {
+  AstStmt *fwd = fe_find_forward(dcl, NULL);
+  for (int i = 0; fwd && i < fwd->params.len; i++) {
+    AstParam *prm = fwd->params.items[i];
+    if (strcmp(prm->name, "text") != 0) continue;
+    *loc = prm->loc;
+    if (prm->type && prm->type->kind == AT_TENSOR && prm->type->dims.len == 2) {
+      AstExpr *dx = prm->type->dims.items[1];
+      if (dx->kind == AST_NAME) return dx->name;
+    }
+    diag_error(p->d, prm->loc, "decoding needs the text input as text: i32[B, T] with T a name (a let of the model)");
+    return NULL;
+  }
+  diag_error(p->d, dcl->name_loc, "decoding needs an input named 'text' (the token ids, i32[B, T]) in the forward of '%s'",
+             dcl->name);
+  return NULL;
+}
+
+bool fe_elaborate_cached(FeProgram *p, const char *name, IrModule *into, const char *func, FeMode mode,
+                         int64_t cache_len) {
+  if (p->d->errors) return false;
+  AstDecl *dcl = root_decl(p, name);
+  if (!dcl || dcl->kind != DECL_MODEL) {
+    diag_error_plain(p->d, "'%s' declares no model named '%s'", p->root->path, name);
+    return false;
+  }
+  SrcLoc tloc = dcl->name_loc;
+  const char *tname = text_len_name(p, dcl, &tloc);
+  if (!tname) return false;
+  FeOptions saved = p->opts;
+  if (mode == FE_DECODE) { /* the text is one token long */
+    FeOverride *ov = ARENA_ARRAY(&p->ast, FeOverride, saved.noverrides + 1);
+    int n = 0;
+    for (int i = 0; i < saved.noverrides; i++)
+      if (strcmp(saved.overrides[i].name, tname) != 0) ov[n++] = saved.overrides[i];
+    ov[n++] = (FeOverride){tname, "1"};
+    p->opts.overrides = ov;
+    p->opts.noverrides = n;
+  }
+  p->mode = mode;
+  p->cache_len = cache_len;
+  FeResult r;
+  bool ok = elaborate(p, name, &r, into, func);
+  p->opts = saved;
+  p->mode = FE_TRAIN;
+  p->ir = NULL; /* `into` stays the caller's, even on error */
+  if (!ok) return false;
+  IrFunc *f = ir_module_func(into, func);
+  IrValue *loss = f->results.items[0];
+  if (!loss->def || loss->def->op != IR_OP_CROSS_ENTROPY) {
+    diag_error(p->d, dcl->name_loc, "decoding needs the forward of '%s' to return a cross_entropy of the logits", name);
+    return false;
+  }
+  f->results.items[0] = loss->def->in[0]; /* the logits */
+  ir_func_dce(f);
+  bool cached = false;
+  for (int i = 0; i < f->inputs.len; i++) {
+    IrValue *v = f->inputs.items[i];
+    size_t n = strlen(v->name);
+    if (n > 8 && strcmp(v->name + n - 8, ".k_cache") == 0) cached = true;
+    if (mode == FE_DECODE && strcmp(v->name, "text") == 0) v->name = "token";
+  }
+  for (int i = 0; mode == FE_DECODE && i < f->nodes.len; i++) {
+    IrNode *nd = f->nodes.items[i];
+    if (nd->op == IR_OP_ATTENTION) {
+      diag_error(p->d, nd->loc, "cannot decode incrementally: this attention is not causal and sees the text");
+      return false;
+    }
+  }
+  if (!cached) {
+    diag_error(p->d, dcl->name_loc, "model '%s' has no causal attention on its text: there is nothing to cache", name);
+    return false;
+  }
+  ir_func_renumber(f);
+  return ir_verify(into);
 }
 
 bool fe_check_all(FeProgram *p) {

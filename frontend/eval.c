@@ -226,7 +226,7 @@ IrValue *fe_emit(FeProgram *p, IrOp op, IrValue **in, int nin, const IrAttrs *a,
     }
     return NULL;
   }
-  return n->out[0];
+  return n->nout ? n->out[0] : in[0]; /* an in-place op: the value it updated */
 }
 
 IrValue *fe_emit1(FeProgram *p, IrOp op, IrValue *x, const IrAttrs *a, SrcLoc loc) {

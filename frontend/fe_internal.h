@@ -89,7 +89,15 @@ struct FeProgram {
   Inst *cur_inst;  /* the instance whose forward is running */
   bool in_stages;  /* evaluating a stage list: '+' joins instances, layers and parameters */
   IrMap decl_shape; /* IrValue* -> declared shape text ("[3 * dim, dim]") for notes */
+  /* KV-cache elaboration (fe_elaborate_cached): the mode, the cache length
+   * and the function's `pos` input once made */
+  FeMode mode;
+  int64_t cache_len;
+  IrValue *pos;
 };
+
+/* builtins.c: the `pos` input of the function being built in a cached mode */
+IrValue *fe_cache_pos(FeProgram *p, int64_t batch, SrcLoc loc);
 
 /* load.c */
 AstDecl *fe_find_decl(FeProgram *p, AstFile *from, const char *name);

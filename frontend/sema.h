@@ -58,6 +58,26 @@ typedef struct FeResult {
  * hyper-parameters all have defaults). Returns false on any error. */
 bool fe_elaborate(FeProgram *p, const char *name, FeResult *out);
 
+/* Incremental decoding with a KV cache.  FE_PREFILL and FE_DECODE elaborate
+ * the model's forward again, into an existing module (reusing its
+ * parameters by name), as a function of logits instead of the loss:
+ *   - every causal `attention` keeps its keys and values in two inputs
+ *     named <scope>.k_cache and <scope>.v_cache, [B, cache_len, KVH, D]:
+ *     kv_write stores the new ones at positions pos[b].., and
+ *     attention_cached attends to the cache up to each query's position;
+ *   - `rope` rotates row b's tokens from position pos[b] (an input
+ *     `pos` i32[B]);
+ *   - the function returns the logits that went into the model's
+ *     cross_entropy; the labels and everything that only fed the loss go.
+ * FE_PREFILL takes the whole text (the model's sequence length): images are
+ * placed, the caches filled from pos. FE_DECODE takes one token per row:
+ * the size naming the text's dim 1 (text: i32[B, T]) is set to 1, `place`
+ * leaves the text as it is (a generated token is never an image-context
+ * token) and the image branch is dropped; the input is renamed `token`. */
+typedef enum FeMode { FE_TRAIN, FE_PREFILL, FE_DECODE } FeMode;
+bool fe_elaborate_cached(FeProgram *p, const char *name, IrModule *into, const char *func, FeMode mode,
+                         int64_t cache_len);
+
 /* Elaborates every model of the root file (mmc check). */
 bool fe_check_all(FeProgram *p);
 

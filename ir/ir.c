@@ -534,3 +534,44 @@ int64_t ir_flops(const IrNode *n) {
   }
   return 0;
 }
+
+void ir_func_dce(IrFunc *f) {
+  /* live marks in the values' aux slots */
+  for (int i = 0; i < f->inputs.len; i++) ((IrValue *)f->inputs.items[i])->aux = NULL;
+  for (int i = 0; i < f->nodes.len; i++) {
+    IrNode *n = f->nodes.items[i];
+    for (int j = 0; j < n->nin; j++) n->in[j]->aux = NULL;
+    for (int j = 0; j < n->nout; j++) n->out[j]->aux = NULL;
+  }
+  static char live;
+  for (int i = 0; i < f->results.len; i++) ((IrValue *)f->results.items[i])->aux = &live;
+  int kept = 0;
+  for (int i = f->nodes.len - 1; i >= 0; i--) {
+    IrNode *n = f->nodes.items[i];
+    bool keep = (ir_ops[n->op].flags & OPF_INPLACE) != 0;
+    for (int j = 0; j < n->nout && !keep; j++) keep = n->out[j]->aux == &live;
+    if (!keep) {
+      f->nodes.items[i] = NULL;
+      continue;
+    }
+    kept++;
+    for (int j = 0; j < n->nin; j++) n->in[j]->aux = &live;
+  }
+  int k = 0;
+  for (int i = 0; i < f->nodes.len; i++)
+    if (f->nodes.items[i]) f->nodes.items[k++] = f->nodes.items[i];
+  f->nodes.len = k;
+  k = 0;
+  for (int i = 0; i < f->inputs.len; i++) {
+    IrValue *v = f->inputs.items[i];
+    if (v->aux == &live) f->inputs.items[k++] = v;
+  }
+  f->inputs.len = k;
+  for (int i = 0; i < f->inputs.len; i++) ((IrValue *)f->inputs.items[i])->aux = NULL;
+  for (int i = 0; i < f->nodes.len; i++) {
+    IrNode *n = f->nodes.items[i];
+    for (int j = 0; j < n->nin; j++) n->in[j]->aux = NULL;
+    for (int j = 0; j < n->nout; j++) n->out[j]->aux = NULL;
+  }
+  (void)kept;
+}

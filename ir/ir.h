@@ -281,6 +281,9 @@ bool ir_shape_valid(const IrShape *s);
 
 /* Appends v to the function's returned values. */
 void ir_func_add_result(IrModule *m, IrFunc *f, IrValue *v);
+/* Dead code: drops the nodes none of whose results reach the function's
+ * results (in-place ops always stay), then the inputs nothing uses. */
+void ir_func_dce(IrFunc *f);
 /* Sets every node result's id to its print number (0, 1, ... in order). */
 void ir_func_renumber(IrFunc *f);
 
@@ -344,6 +347,7 @@ typedef enum IrShardRuleId {
   IR_SHR_GROUP_NORM, IR_SHR_GROUP_NORM_GRAD, IR_SHR_SOFTMAX, IR_SHR_REDUCE, IR_SHR_RESHAPE, IR_SHR_TRANSPOSE,
   IR_SHR_AXIS_WHOLE, IR_SHR_EXPAND, IR_SHR_SUM_TO, IR_SHR_EMBEDDING, IR_SHR_EMBEDDING_GRAD, IR_SHR_ROPE,
   IR_SHR_ATTENTION, IR_SHR_ATTENTION_GRAD, IR_SHR_CROSS_ENTROPY, IR_SHR_CROSS_ENTROPY_GRAD, IR_SHR_MSE,
+  IR_SHR_PLACE, IR_SHR_PLACE_GRAD,
   IR_SHR_FREE,       /* grad_norm: operands split any way (never P); the kernel reduces, the result is B */
   IR_SHR_COLLECTIVE, /* all_reduce, all_gather, ...: checked against their attributes */
   IR_SHR_RESHARD,    /* reshard: any placement change (lowered by the collectives pass) */

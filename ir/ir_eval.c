@@ -618,12 +618,14 @@ static bool ev_rope(Ev *e) {
   const IrTensor *x = IN(e, 0);
   IrTensor *y = OUT(e, 0);
   double theta = fattr(e, IR_ATTR_THETA), sgn = e->n->op == IR_OP_ROPE ? 1 : -1;
-  int64_t off = has(e, IR_ATTR_OFFSET) ? iattr(e, IR_ATTR_OFFSET) : 0;
+  int64_t off0 = has(e, IR_ATTR_OFFSET) ? iattr(e, IR_ATTR_OFFSET) : 0;
+  const IrTensor *pos = e->n->nin > 1 ? IN(e, 1) : NULL;
   const IrShape *s = &x->shape;
   int64_t T = s->d[1], H = s->d[2], D = s->d[3], h2 = D / 2;
   for (int64_t b = 0; b < s->d[0]; b++)
     for (int64_t t = 0; t < T; t++)
       for (int64_t h = 0; h < H; h++) {
+        int64_t off = off0 + (pos ? (int64_t)pos->d[b] : 0);
         const double *xr = x->d + ((b * T + t) * H + h) * D;
         double *yr = y->d + ((b * T + t) * H + h) * D;
         for (int64_t i = 0; i < h2; i++) {
@@ -634,6 +636,88 @@ static bool ev_rope(Ev *e) {
         }
       }
   return true;
+}
+
+/* place(x, src, ids) {token} and place_grad(dy, ids) {token, size}: the
+ * rows where ids == token, in order, are src's (dsrc's) rows */
+static bool ev_place(Ev *e) {
+  bool grad = e->n->op == IR_OP_PLACE_GRAD;
+  const IrTensor *x = IN(e, 0), *ids = IN(e, grad ? 1 : 2), *src = grad ? NULL : IN(e, 1);
+  IrTensor *y = OUT(e, 0), *dsrc = grad ? OUT(e, 1) : NULL;
+  int64_t B = x->shape.d[0], T = x->shape.d[1], C = x->shape.d[2];
+  int64_t N = grad ? iattr(e, IR_ATTR_SIZE) : src->shape.d[1], tok = iattr(e, IR_ATTR_TOKEN);
+  memcpy(y->d, x->d, sizeof(double) * (size_t)x->n);
+  for (int64_t b = 0; b < B; b++) {
+    int64_t j = 0;
+    for (int64_t t = 0; t < T; t++) {
+      if ((int64_t)ids->d[b * T + t] != tok) continue;
+      if (j == N) break;
+      double *yr = y->d + (b * T + t) * C;
+      for (int64_t c = 0; c < C; c++) {
+        if (grad) dsrc->d[(b * N + j) * C + c] = yr[c], yr[c] = 0;
+        else yr[c] = src->d[(b * N + j) * C + c];
+      }
+      j++;
+    }
+    int64_t cnt = 0;
+    for (int64_t t = 0; t < T; t++) cnt += (int64_t)ids->d[b * T + t] == tok;
+    if (cnt != N) return fail(e, "row %lld holds token %lld %lld times, not %lld", (long long)b, (long long)tok, (long long)cnt, (long long)N);
+  }
+  return true;
+}
+
+/* kv_write(cache, x, pos): in place on the cache */
+static bool ev_kv_write(Ev *e) {
+  IrTensor *c = ir_store_get(e->st, e->n->in[0]);
+  const IrTensor *x = IN(e, 1), *pos = IN(e, 2);
+  int64_t B = c->shape.d[0], S = c->shape.d[1], row = c->shape.d[2] * c->shape.d[3], n = x->shape.d[1];
+  for (int64_t b = 0; b < B; b++) {
+    int64_t p = (int64_t)pos->d[b];
+    if (p < 0 || p + n > S) return fail(e, "row %lld: positions %lld..%lld are outside the cache of %lld", (long long)b, (long long)p, (long long)(p + n - 1), (long long)S);
+    memcpy(c->d + (b * S + p) * row, x->d + b * n * row, sizeof(double) * (size_t)(n * row));
+  }
+  return true;
+}
+
+/* attention_cached(q, k_cache, v_cache, pos) {scale}: query i of row b sees
+ * cache positions 0 .. pos[b] + i */
+static bool ev_attention_cached(Ev *e) {
+  const IrTensor *q = IN(e, 0), *k = IN(e, 1), *v = IN(e, 2), *pos = IN(e, 3);
+  IrTensor *out = OUT(e, 0);
+  int64_t B = q->shape.d[0], n = q->shape.d[1], H = q->shape.d[2], D = q->shape.d[3], S = k->shape.d[1], KVH = k->shape.d[2];
+  double scale = fattr(e, IR_ATTR_SCALE);
+  double *p = calloc((size_t)S, sizeof(double));
+  if (!p) mm_die(__FILE__, __LINE__, "out of memory");
+  bool ok = true;
+  for (int64_t b = 0; b < B && ok; b++)
+    for (int64_t i = 0; i < n && ok; i++) {
+      int64_t ns = (int64_t)pos->d[b] + i + 1;
+      if (ns < 1 || ns > S) {
+        ok = fail(e, "row %lld: position %lld is outside the cache of %lld", (long long)b, (long long)(ns - 1), (long long)S);
+        break;
+      }
+      for (int64_t h = 0; h < H; h++) {
+        int64_t kh = h / (H / KVH);
+        const double *qr = q->d + ((b * n + i) * H + h) * D;
+        double mx = -INFINITY, sum = 0;
+        for (int64_t s = 0; s < ns; s++) {
+          const double *kr = k->d + ((b * S + s) * KVH + kh) * D;
+          double dot = 0;
+          for (int64_t c = 0; c < D; c++) dot += qr[c] * kr[c];
+          p[s] = dot * scale;
+          mx = fmax(mx, p[s]);
+        }
+        for (int64_t s = 0; s < ns; s++) sum += (p[s] = exp(p[s] - mx));
+        double *orow = out->d + ((b * n + i) * H + h) * D;
+        for (int64_t c = 0; c < D; c++) {
+          double acc = 0;
+          for (int64_t s = 0; s < ns; s++) acc += p[s] * v->d[((b * S + s) * KVH + kh) * D + c];
+          orow[c] = acc / sum;
+        }
+      }
+    }
+  free(p);
+  return ok;
 }
 
 /* q[B, T, H, D], k[B, S, KVH, D], v[B, S, KVH, Dv]; query t sees key s when
@@ -906,6 +990,9 @@ static EvFn kernel(IrOp op) {
   case IR_OP_EMBEDDING: case IR_OP_EMBEDDING_GRAD: return ev_embedding;
   case IR_OP_ROPE: case IR_OP_ROPE_GRAD: return ev_rope;
   case IR_OP_ATTENTION: case IR_OP_ATTENTION_GRAD: return ev_attention;
+  case IR_OP_PLACE: case IR_OP_PLACE_GRAD: return ev_place;
+  case IR_OP_KV_WRITE: return ev_kv_write;
+  case IR_OP_ATTENTION_CACHED: return ev_attention_cached;
   case IR_OP_CROSS_ENTROPY: case IR_OP_CROSS_ENTROPY_GRAD: return ev_cross_entropy;
   case IR_OP_MSE: return ev_mse;
   case IR_OP_GELU_GRAD: case IR_OP_GELU_TANH_GRAD: case IR_OP_SILU_GRAD: case IR_OP_RELU_GRAD:

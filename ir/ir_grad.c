@@ -395,8 +395,20 @@ bool ir_grad_EMBEDDING(IrGradCtx *cx) {
 }
 
 bool ir_grad_ROPE(IrGradCtx *cx) {
-  IrValue *dy = DY;
-  SET(0, emit(cx, IR_OP_ROPE_GRAD, &dy, 1, &cx->node->attrs));
+  IrValue *ops[2] = {DY, cx->node->nin > 1 ? in(cx, 1) : NULL};
+  SET(0, emit(cx, IR_OP_ROPE_GRAD, ops, cx->node->nin, &cx->node->attrs));
+  return true;
+}
+
+bool ir_grad_PLACE(IrGradCtx *cx) {
+  IrAttrs a = {0};
+  copy_attr(&a, cx->node, IR_ATTR_TOKEN);
+  ir_attrs_set_int(&a, IR_ATTR_SIZE, in(cx, 1)->shape.d[1]);
+  IrValue *ops[2] = {DY, in(cx, 2)};
+  IrNode *g = node(cx, IR_OP_PLACE_GRAD, ops, 2, &a);
+  if (!g) return false;
+  SET(0, g->out[0]);
+  SET(1, g->out[1]);
   return true;
 }
 

@@ -475,14 +475,82 @@ bool ir_shape_EMBEDDING(IrShapeCtx *cx) {
   return true;
 }
 
+/* pos, when given: i32[B], one start position per row */
+static bool rope_pos(IrShapeCtx *cx, int i, int64_t B) {
+  if (cx->nin <= i) return true;
+  if (cx->in_dtype[i] != IR_I32 || rank(cx, i) != 1 || dim(cx, i, 0) != B)
+    return fail(cx, i, "pos must be i32[%lld] (a start position per row), got %s%s", (long long)B, dt(cx, i),
+                sh(in_shape(cx, i)));
+  return true;
+}
+
 bool ir_shape_ROPE(IrShapeCtx *cx) {
   if (!need_rank(cx, 0, 4, "input [B, T, H, D]") || !need_float(cx, 0)) return false;
+  if (!rope_pos(cx, 1, dim(cx, 0, 0))) return false;
   if (last(cx, 0) % 2) return fail(cx, 0, "head dim %lld must be even", (long long)last(cx, 0));
   double th = attr(cx, IR_ATTR_THETA)->f;
   if (!(th > 0) || th > 1e300) return fail(cx, -1, "theta must be a finite positive number, got %g", th);
   if (has(cx, IR_ATTR_OFFSET) && attr(cx, IR_ATTR_OFFSET)->i < 0)
     return fail(cx, -1, "offset must be >= 0, got %lld", (long long)attr(cx, IR_ATTR_OFFSET)->i);
   return unary(cx, true);
+}
+
+/* x[B, T, C], src[B, N, C], ids i32[B, T] -> [B, T, C] */
+bool ir_shape_PLACE(IrShapeCtx *cx) {
+  if (!need_rank(cx, 0, 3, "x [B, T, C]") || !need_float(cx, 0) || !need_rank(cx, 1, 3, "src [B, N, C]") ||
+      !same_dtype(cx, 0, 1))
+    return false;
+  if (dim(cx, 1, 0) != dim(cx, 0, 0) || dim(cx, 1, 2) != dim(cx, 0, 2))
+    return fail(cx, 1, "src %s must be [%lld, N, %lld] to go into x %s", sh(in_shape(cx, 1)), (long long)dim(cx, 0, 0),
+                (long long)dim(cx, 0, 2), sh(in_shape(cx, 0)));
+  if (cx->in_dtype[2] != IR_I32 || rank(cx, 2) != 2 || dim(cx, 2, 0) != dim(cx, 0, 0) || dim(cx, 2, 1) != dim(cx, 0, 1))
+    return fail(cx, 2, "ids must be i32[%lld, %lld] (the tokens of x), got %s%s", (long long)dim(cx, 0, 0),
+                (long long)dim(cx, 0, 1), dt(cx, 2), sh(in_shape(cx, 2)));
+  if (dim(cx, 1, 1) > dim(cx, 0, 1))
+    return fail(cx, 1, "%lld rows of src do not fit in %lld positions", (long long)dim(cx, 1, 1), (long long)dim(cx, 0, 1));
+  set_out(cx, cx->in_dtype[0], in_shape(cx, 0));
+  return true;
+}
+
+/* (dy[B, T, C], ids i32[B, T]) {size = N} -> dx[B, T, C], dsrc[B, N, C] */
+bool ir_shape_PLACE_GRAD(IrShapeCtx *cx) {
+  if (!need_rank(cx, 0, 3, "dy [B, T, C]") || !need_float(cx, 0)) return false;
+  if (cx->in_dtype[1] != IR_I32 || rank(cx, 1) != 2 || dim(cx, 1, 0) != dim(cx, 0, 0) || dim(cx, 1, 1) != dim(cx, 0, 1))
+    return fail(cx, 1, "ids must be i32[%lld, %lld], got %s%s", (long long)dim(cx, 0, 0), (long long)dim(cx, 0, 1),
+                dt(cx, 1), sh(in_shape(cx, 1)));
+  int64_t n = attr(cx, IR_ATTR_SIZE)->i;
+  if (n < 1 || n > dim(cx, 0, 1)) return fail(cx, -1, "size %lld must be in [1, %lld]", (long long)n, (long long)dim(cx, 0, 1));
+  IrShape s = *in_shape(cx, 0);
+  set_outj(cx, 0, cx->in_dtype[0], &s);
+  s.d[1] = n;
+  set_outj(cx, 1, cx->in_dtype[0], &s);
+  return true;
+}
+
+/* cache[B, S, KVH, D], x[B, n, KVH, D], pos i32[B] (no result) */
+bool ir_shape_KV_WRITE(IrShapeCtx *cx) {
+  if (!need_rank(cx, 0, 4, "cache [B, S, KVH, D]") || !need_float(cx, 0) || !need_rank(cx, 1, 4, "x [B, n, KVH, D]") ||
+      !same_dtype(cx, 0, 1))
+    return false;
+  if (dim(cx, 1, 0) != dim(cx, 0, 0) || dim(cx, 1, 2) != dim(cx, 0, 2) || dim(cx, 1, 3) != dim(cx, 0, 3) ||
+      dim(cx, 1, 1) > dim(cx, 0, 1))
+    return fail(cx, 1, "x %s does not fit the cache %s", sh(in_shape(cx, 1)), sh(in_shape(cx, 0)));
+  return rope_pos(cx, 2, dim(cx, 0, 0));
+}
+
+/* q[B, n, H, D], k_cache, v_cache [B, S, KVH, D], pos i32[B] -> [B, n, H, D] */
+bool ir_shape_ATTENTION_CACHED(IrShapeCtx *cx) {
+  if (!need_rank(cx, 0, 4, "q [B, n, H, D]") || !need_float(cx, 0) || !need_rank(cx, 1, 4, "k_cache [B, S, KVH, D]") ||
+      !need_rank(cx, 2, 4, "v_cache [B, S, KVH, D]") || !same_dtype(cx, 0, 1) || !same_dtype(cx, 0, 2))
+    return false;
+  if (!ir_shape_eq(in_shape(cx, 1), in_shape(cx, 2)))
+    return fail(cx, 2, "the caches differ: k %s, v %s", sh(in_shape(cx, 1)), sh(in_shape(cx, 2)));
+  if (dim(cx, 1, 0) != dim(cx, 0, 0) || dim(cx, 1, 3) != dim(cx, 0, 3) || dim(cx, 0, 2) % dim(cx, 1, 2) ||
+      dim(cx, 0, 1) > dim(cx, 1, 1))
+    return fail(cx, 1, "q %s does not match the cache %s", sh(in_shape(cx, 0)), sh(in_shape(cx, 1)));
+  if (!rope_pos(cx, 3, dim(cx, 0, 0))) return false;
+  set_out(cx, cx->in_dtype[0], in_shape(cx, 0));
+  return true;
 }
 
 /* q[B, T, H, D], k[B, S, KVH, D], v[B, S, KVH, Dv] -> [B, T, H, Dv] */

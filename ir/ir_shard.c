@@ -306,7 +306,24 @@ static void rule_ROPE(const IrNode *n, IrShardRule *r) {
   for (int d = 0; d < 3 && d < ish(n, 0)->rank; d++) {
     int f = newf(r, ish(n, 0)->d[d], IR_FM_BAD);
     in_f(r, 0, d, f), out_f(r, 0, d, f);
+    if (d == 0 && n->nin > 1) in_f(r, 1, 0, f); /* pos[B] follows the batch */
   }
+}
+
+/* place(x[B, T, C], src[B, N, C], ids[B, T]) -> [B, T, C]: batch and
+ * channels split; T and N stay whole (the token positions are global) */
+static void rule_PLACE(const IrNode *n, IrShardRule *r) {
+  int b = newf(r, ish(n, 0)->d[0], IR_FM_BAD), c = newf(r, ish(n, 0)->d[2], IR_FM_BAD);
+  for (int i = 0; i < 3; i++) in_f(r, i, 0, b);
+  in_f(r, 0, 2, c), in_f(r, 1, 2, c);
+  out_f(r, 0, 0, b), out_f(r, 0, 2, c);
+}
+
+/* place_grad(dy[B, T, C], ids[B, T]) -> dx[B, T, C], dsrc[B, N, C] */
+static void rule_PLACE_GRAD(const IrNode *n, IrShardRule *r) {
+  int b = newf(r, ish(n, 0)->d[0], IR_FM_BAD), c = newf(r, ish(n, 0)->d[2], IR_FM_BAD);
+  in_f(r, 0, 0, b), in_f(r, 1, 0, b), in_f(r, 0, 2, c);
+  for (int j = 0; j < 2; j++) out_f(r, j, 0, b), out_f(r, j, 2, c);
 }
 
 /* attention q[B, T, H, D], k, v[B, S, KVH, D] -> out[B, T, H, Dv],
@@ -393,6 +410,8 @@ static void (*const rule_fns[IR_SHR_COUNT])(const IrNode *, IrShardRule *) = {
     [IR_SHR_CROSS_ENTROPY] = rule_CROSS_ENTROPY,
     [IR_SHR_CROSS_ENTROPY_GRAD] = rule_CROSS_ENTROPY_GRAD,
     [IR_SHR_MSE] = rule_MSE,
+    [IR_SHR_PLACE] = rule_PLACE,
+    [IR_SHR_PLACE_GRAD] = rule_PLACE_GRAD,
     [IR_SHR_FREE] = rule_FREE,
     [IR_SHR_COLLECTIVE] = rule_COLLECTIVE,
     [IR_SHR_RESHARD] = rule_RESHARD,

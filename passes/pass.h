@@ -14,6 +14,7 @@ typedef struct PassCtx {
   const MmPlan *plan;
   const MmTrain *train;
   bool no_fuse; /* fuse: leave every op on its own (mmc --no-fuse) */
+  bool inference; /* generate/eval executables: no @train (autodiff and optimizer do nothing) */
 } PassCtx;
 
 typedef struct Pass {

@@ -233,6 +233,41 @@ void mmrt_rope_fwd(float *y, const float *x, int B, int T, int H, int D,
 void mmrt_rope_bwd(float *dx, const float *dy, int B, int T, int H, int D,
                    float theta, int pos_offset, int accumulate);
 
+/* The same with a start position per row: row b's token t is at position
+ * pos[b] + t (incremental decoding).  Returns 0, or -1 when a position is
+ * negative (message on stderr). */
+int mmrt_rope_pos_fwd(float *y, const float *x, int B, int T, int H, int D,
+                      float theta, const int32_t *pos);
+int mmrt_rope_pos_bwd(float *dx, const float *dy, int B, int T, int H, int D,
+                      float theta, const int32_t *pos);
+
+/* Image features into the text: y = x, except that the rows t of sample b
+ * where ids[b, t] == token take src[b, 0], src[b, 1], ... in order.
+ *   y, x: (B, T, C)  src: (B, N, C)  ids: (B, T)
+ * Returns 0, or -1 when a sample holds the token other than N times
+ * (message on stderr naming the sample and the counts). */
+int mmrt_place_fwd(float *y, const float *x, const float *src,
+                   const int32_t *ids, int B, int T, int N, int C, int token);
+/* Its gradient: dx = dy with those rows zeroed, dsrc = those rows of dy.
+ *   dx, dy: (B, T, C)  dsrc: (B, N, C); in place (dx == dy) ok */
+int mmrt_place_bwd(float *dx, float *dsrc, const float *dy,
+                   const int32_t *ids, int B, int T, int N, int C, int token);
+
+/* KV cache: cache[b, pos[b] + i] = x[b, i] for i < n.
+ *   cache: (B, S, KVH, D)  x: (B, n, KVH, D)  pos: (B)
+ * Returns 0, or -1 when pos[b] + n > S or pos[b] < 0 (message on stderr). */
+int mmrt_kv_write(float *cache, const float *x, const int32_t *pos, int B,
+                  int S, int n, int KVH, int D);
+/* Attention of n new queries per row on the cache: query i of row b is at
+ * position pos[b] + i and sees cache positions 0 .. pos[b] + i (causal);
+ * query head h reads KV head h / (H / KVH).
+ *   out, q: (B, n, H, D)  k, v: (B, S, KVH, D)  pos: (B)
+ * Returns 0, or -1 when a position falls outside the cache. */
+int mmrt_attention_cached_fwd(float *out, const float *q, const float *k,
+                              const float *v, const int32_t *pos, int B,
+                              int n, int S, int H, int KVH, int D,
+                              float scale);
+
 /* Scaled dot-product attention with grouped KV heads (H % KVH == 0; query
  * head h reads KV head h / (H / KVH)). With causal != 0, query t sees keys
  * s <= t + (S - T) (the queries are the last T of S positions); a query

@@ -51,7 +51,7 @@
 #include "mmrt_kernels.h"
 #include "mmrt_rng.h"
 
-#define MMRT_ABI_VERSION 2
+#define MMRT_ABI_VERSION 3
 
 /* Arenas, in this order in MmrtModelDesc.arena_bytes and in the array of
  * bases a step function receives. */
@@ -121,9 +121,23 @@ typedef struct MmrtModelDesc {
     double lora_alpha;       /* their update is scaled by alpha / rank */
     MmrtStepFn train_step;   /* @train: forward, backward, optimizer (NULL: none) */
     MmrtStepFn eval_step;    /* @forward */
+    /* what the executable does (mmc compile --task) */
+    int64_t task;            /* MMRT_TASK_* */
+    /* images in the text: the rows `place` puts where the image-context
+     * token stands (0: the model places none) and that token's id */
+    int64_t image_tokens, image_token;
+    /* incremental decoding (generate and eval tasks; NULL / -1 otherwise):
+     * @prefill runs the whole text [B, T] from positions `pos` and fills the
+     * KV caches (inputs named *.k_cache, *.v_cache); @decode runs one token
+     * per row (input `token` [B, 1]) at positions `pos`. Their logits,
+     * f32[B, T, vocab] and f32[B, 1, vocab], are at these act offsets. */
+    MmrtStepFn prefill_step, decode_step;
+    int64_t prefill_logits_offset, decode_logits_offset;
+    int64_t cache_len, vocab;
 } MmrtModelDesc;
+enum { MMRT_TASK_TRAIN, MMRT_TASK_GENERATE, MMRT_TASK_EVAL };
 
-#define MMRT_DESC_FIELDS 39 /* 8-byte slots in MmrtModelDesc */
+#define MMRT_DESC_FIELDS 48 /* 8-byte slots in MmrtModelDesc */
 #define MMRT_TENSOR_FIELDS 25 /* 8-byte slots in MmrtTensorDesc */
 
 /* The descriptor of the model, defined by the generated object. */

@@ -1,6 +1,7 @@
-// InternVL2: InternViT, the pixel-shuffle projector and an LLM. Image tokens
-// go before the text; the loss covers the answer tokens only (labels are
-// -100 elsewhere).
+// InternVL2: InternViT, the pixel-shuffle projector and an LLM. The text
+// holds one image-context token (IMG) per image token; `place` puts the
+// projected image features where they stand, as InternVL's chat template
+// does. The loss covers the answer tokens only (labels are -100 elsewhere).
 import "internvit.mm"
 import "projector.mm"
 import "llm.mm"
@@ -8,14 +9,15 @@ import "llm.mm"
 // InternVL2-1B: InternViT-300M + Qwen2-0.5B (untied head), 448 px, 256 image tokens.
 model InternVL2_1B {
   let B = 2                   // samples per micro-batch, split over dp = 2
-  let T = 256
+  let T = 512                 // 256 image-context tokens and the text
+  let IMG = 151648            // <IMG_CONTEXT> in Qwen2's tokenizer as InternVL2 extends it
   vision    = InternViT(image = 448, patch = 14, dim = 1024, depth = 24, heads = 16, ffn = 4096)
   projector = PixelShuffleMLP(dim_in = 1024, dim_out = 896, grid = 32)
   llm       = LLM(vocab = 151655, dim = 896, depth = 24, heads = 14, kv_heads = 2, ffn = 4864, theta = 1e6)
 
   forward(pixels: f32[B, 3, 448, 448], text: i32[B, T], labels: i32[B, T]) -> loss {
     image  = projector(vision(pixels)[:, 1:])                // drop CLS: [B, 256, 896]
-    logits = llm.decode(concat([image, llm.embed(text)], axis = 1))[:, 256:]
+    logits = llm.decode(place(llm.embed(text), image, text, token = IMG))
     return cross_entropy(logits, labels, ignore = -100)
   }
 
@@ -36,7 +38,8 @@ model InternVL2_1B {
 // InternVL2-2B: InternViT-300M + InternLM2-1.8B.
 model InternVL2_2B {
   let B = 1
-  let T = 256
+  let T = 512
+  let IMG = 92546             // <IMG_CONTEXT> in InternLM2's tokenizer as InternVL2 extends it
   vision    = InternViT(image = 448, patch = 14, dim = 1024, depth = 24, heads = 16, ffn = 4096)
   projector = PixelShuffleMLP(dim_in = 1024, dim_out = 2048, grid = 32)
   llm       = LLM(vocab = 92553, dim = 2048, depth = 24, heads = 16, kv_heads = 8, ffn = 8192,
@@ -44,7 +47,7 @@ model InternVL2_2B {
 
   forward(pixels: f32[B, 3, 448, 448], text: i32[B, T], labels: i32[B, T]) -> loss {
     image  = projector(vision(pixels)[:, 1:])                // [B, 256, 2048]
-    logits = llm.decode(concat([image, llm.embed(text)], axis = 1))[:, 256:]
+    logits = llm.decode(place(llm.embed(text), image, text, token = IMG))
     return cross_entropy(logits, labels, ignore = -100)
   }
 
@@ -56,19 +59,20 @@ model InternVL2_2B {
 }
 
 // A tiny InternVL2 for 28x28 one-channel images (Fashion-MNIST): a 4x4 grid
-// of 7x7 patches, pixel-shuffled into 4 image tokens for a 2-layer LLM.
+// of 7x7 patches, pixel-shuffled into 4 image tokens placed in the text of a
+// 2-layer LLM.
 model InternVL2Tiny {
   let B = 8
-  let T = 12
+  let T = 16                  // <bos>, 4 image-context tokens, prompt, answer, <eos>
+  let IMG = 3                 // the caption tokenizer's <img>
   let grid = 4
   vision    = InternViT(image = 28, patch = 7, dim = 64, depth = 2, heads = 4, ffn = 128, channels = 1)
   projector = PixelShuffleMLP(dim_in = 64, dim_out = 64, grid = grid)
   llm       = LLM(vocab = 64, dim = 64, depth = 2, heads = 4, kv_heads = 2, ffn = 128, theta = 10000.0)
 
   forward(pixels: f32[B, 1, 28, 28], text: i32[B, T], labels: i32[B, T]) -> loss {
-    let n = (grid // 2) ** 2
     image  = projector(vision(pixels)[:, 1:])                // [B, 4, 64]
-    logits = llm.decode(concat([image, llm.embed(text)], axis = 1))[:, n:]
+    logits = llm.decode(place(llm.embed(text), image, text, token = IMG))
     return cross_entropy(logits, labels, ignore = -100)
   }
 
@@ -83,16 +87,16 @@ model InternVL2Tiny {
 // (the `lora` pass adds llm.blocks.N.attn.{q,v}_proj.lora_a / .lora_b).
 model InternVL2TinyLoRA {
   let B = 8
-  let T = 12
+  let T = 16                  // <bos>, 4 image-context tokens, prompt, answer, <eos>
+  let IMG = 3                 // the caption tokenizer's <img>
   let grid = 4
   vision    = InternViT(image = 28, patch = 7, dim = 64, depth = 2, heads = 4, ffn = 128, channels = 1)
   projector = PixelShuffleMLP(dim_in = 64, dim_out = 64, grid = grid)
   llm       = LLM(vocab = 64, dim = 64, depth = 2, heads = 4, kv_heads = 2, ffn = 128, theta = 10000.0)
 
   forward(pixels: f32[B, 1, 28, 28], text: i32[B, T], labels: i32[B, T]) -> loss {
-    let n = (grid // 2) ** 2
     image  = projector(vision(pixels)[:, 1:])                // [B, 4, 64]
-    logits = llm.decode(concat([image, llm.embed(text)], axis = 1))[:, n:]
+    logits = llm.decode(place(llm.embed(text), image, text, token = IMG))
     return cross_entropy(logits, labels, ignore = -100)
   }
 
@@ -107,16 +111,16 @@ model InternVL2TinyLoRA {
 // optimizer state for vision.* (mmc plan --json shows the difference).
 model InternVL2TinyFrozenVision {
   let B = 8
-  let T = 12
+  let T = 16                  // <bos>, 4 image-context tokens, prompt, answer, <eos>
+  let IMG = 3                 // the caption tokenizer's <img>
   let grid = 4
   vision    = InternViT(image = 28, patch = 7, dim = 64, depth = 2, heads = 4, ffn = 128, channels = 1)
   projector = PixelShuffleMLP(dim_in = 64, dim_out = 64, grid = grid)
   llm       = LLM(vocab = 64, dim = 64, depth = 2, heads = 4, kv_heads = 2, ffn = 128, theta = 10000.0)
 
   forward(pixels: f32[B, 1, 28, 28], text: i32[B, T], labels: i32[B, T]) -> loss {
-    let n = (grid // 2) ** 2
     image  = projector(vision(pixels)[:, 1:])                // [B, 4, 64]
-    logits = llm.decode(concat([image, llm.embed(text)], axis = 1))[:, n:]
+    logits = llm.decode(place(llm.embed(text), image, text, token = IMG))
     return cross_entropy(logits, labels, ignore = -100)
   }
 

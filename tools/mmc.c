@@ -15,6 +15,7 @@
 #include "ir/ir.h"
 #include "passes/memplan.h"
 #include "passes/pass.h"
+#include "runtime/mmrt_main.h"
 
 enum { EXIT_OK = 0, EXIT_USER = 1, EXIT_USAGE = 2 };
 
@@ -85,6 +86,7 @@ typedef struct Opts {
   const char *output, *emit; /* compile */
   int opt_level;
   bool no_fuse, verbose;
+  int task; /* MMRT_TASK_*: train (default), generate, eval */
   const char *incdirs[64];
   int nincdirs;
   FeOverride overrides[64];
@@ -147,6 +149,12 @@ static int parse_opts(int argc, char **argv, Opts *o) {
       o->format = next;
     } else if (strcmp(a, "--json") == 0 && (strcmp(o->cmd->name, "stats") == 0 || strcmp(o->cmd->name, "plan") == 0)) {
       o->json = true;
+    } else if (strcmp(a, "--task") == 0 && strcmp(o->cmd->name, "check") != 0 && strcmp(o->cmd->name, "stats") != 0) {
+      NEED_ARG();
+      if (strcmp(next, "train") == 0) o->task = MMRT_TASK_TRAIN;
+      else if (strcmp(next, "generate") == 0) o->task = MMRT_TASK_GENERATE;
+      else if (strcmp(next, "eval") == 0) o->task = MMRT_TASK_EVAL;
+      else return bad_usage(o->cmd, "--task takes train, generate or eval, not '%s'", next);
     } else if (strcmp(a, "--no-fuse") == 0 && (strcmp(o->cmd->name, "plan") == 0 || strcmp(o->cmd->name, "compile") == 0)) {
       o->no_fuse = true;
     } else if (strcmp(a, "-o") == 0 && strcmp(o->cmd->name, "compile") == 0) {
@@ -301,6 +309,32 @@ static void dump_after(const char *name, IrModule *m, void *user) {
   if (!print_ir(m, s->dot, s->rank, name)) s->bad_rank = true;
 }
 
+/* The generate and eval tasks: @prefill and @decode next to @forward, on
+ * one rank (the parallel section is for training). */
+static bool add_decoding(FeProgram *p, const char *model, FeResult *r, Diag *d) {
+  MmPlan *pl = &r->plan;
+  if (pl->tp * pl->pp * pl->cp * pl->dp > 1)
+    fprintf(stderr, "mmc: note: generation runs on one rank; the plan (tp = %d, pp = %d, cp = %d, dp = %d) is for "
+                    "training and is not applied\n", pl->tp, pl->pp, pl->cp, pl->dp);
+  pl->tp = pl->pp = pl->cp = pl->dp = 1;
+  pl->sp = false;
+  pl->zero = 0;
+  pl->stages = NULL;
+  pl->nstages = 0;
+  IrFunc *f = ir_module_func(r->ir, "forward");
+  int64_t T = 0;
+  for (int i = 0; f && i < f->inputs.len; i++) {
+    IrValue *v = f->inputs.items[i];
+    if (strcmp(v->name, "text") == 0 && v->shape.rank == 2) T = v->shape.d[1];
+  }
+  if (!T) {
+    diag_error_plain(d, "model '%s': generation needs a forward input text: i32[B, T] (the token ids)", model);
+    return false;
+  }
+  return fe_elaborate_cached(p, model, r->ir, "prefill", FE_PREFILL, T) &&
+         fe_elaborate_cached(p, model, r->ir, "decode", FE_DECODE, T);
+}
+
 /* Loads, elaborates and runs the pipeline; returns the module or NULL. */
 static IrModule *build(Opts *o, Diag *d, FeProgram **pp, FeResult *r, const char *stop,
                        void (*after)(const char *, IrModule *, void *), void *user) {
@@ -310,7 +344,9 @@ static IrModule *build(Opts *o, Diag *d, FeProgram **pp, FeResult *r, const char
   if (!p || d->errors) return NULL;
   const char *model = pick_model(p, o, d);
   if (!model || !fe_elaborate(p, model, r)) return NULL;
-  PassCtx cx = {.d = d, .plan = &r->plan, .train = &r->train, .no_fuse = o->no_fuse};
+  if (o->task != MMRT_TASK_TRAIN && !add_decoding(p, model, r, d)) return NULL;
+  PassCtx cx = {.d = d, .plan = &r->plan, .train = &r->train, .no_fuse = o->no_fuse,
+                .inference = o->task != MMRT_TASK_TRAIN};
   if (!pass_run_pipeline(r->ir, &cx, stop, after, user)) return NULL;
   return r->ir;
 }
@@ -621,7 +657,7 @@ static int cmd_compile(Opts *o) {
     if (out != stdout) fclose(out);
     return finish(&d, p, &r, EXIT_OK);
   }
-  CgOptions co = {.output = o->output, .opt_level = o->opt_level, .verbose = o->verbose};
+  CgOptions co = {.output = o->output, .opt_level = o->opt_level, .verbose = o->verbose, .task = o->task};
   co.emit = strcmp(emit, "obj") == 0 ? CG_EMIT_OBJ : strcmp(emit, "llvm") == 0 ? CG_EMIT_LLVM
             : strcmp(emit, "asm") == 0 ? CG_EMIT_ASM : CG_EMIT_EXE;
   bool ok = cg_compile(m, &r.train, &co, &d);
