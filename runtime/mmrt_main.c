@@ -307,8 +307,8 @@ static int bind(Trainer *t)
 static int init_captions(Trainer *t)
 {
     char err[ERRLEN];
-    if (mmrt_caption_init(&t->cap_train, (int)t->T, 0, MMRT_CAPTION_TRAIN, t->a.seed, err, sizeof err) != MMRT_OK ||
-        mmrt_caption_init(&t->cap_eval, (int)t->T, 0, MMRT_CAPTION_EVAL, t->a.seed, err, sizeof err) != MMRT_OK ||
+    if (mmrt_caption_init(&t->cap_train, (int)t->T, (int)t->m->image_tokens, MMRT_CAPTION_TRAIN, t->a.seed, err, sizeof err) != MMRT_OK ||
+        mmrt_caption_init(&t->cap_eval, (int)t->T, (int)t->m->image_tokens, MMRT_CAPTION_EVAL, t->a.seed, err, sizeof err) != MMRT_OK ||
         mmrt_tok_fits(&t->cap_train.tok, (int)classes(t->m), err, sizeof err) != MMRT_OK)
         return fail("model %s cannot learn the captions: %s", t->m->name, err);
     return 0;
@@ -1115,6 +1115,8 @@ static int run(Trainer *t, int argc, char **argv)
     if (m->abi_version != MMRT_ABI_VERSION)
         return fail("the model was compiled for runtime ABI %lld, this runtime is %d; recompile it",
                     (long long)m->abi_version, MMRT_ABI_VERSION);
+    if (m->task != MMRT_TASK_TRAIN)
+        return mmrt_generate_main(argc, argv, m);
     int rc = parse_args(argc, argv, m, &t->a);
     if (rc)
         return rc < 0 ? 0 : rc; /* -1: --help */

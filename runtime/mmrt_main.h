@@ -147,6 +147,9 @@ extern const MmrtModelDesc mm_model;
  * message on stderr naming the flag or file at fault). main() calls it with
  * &mm_model. */
 int mmrt_main(int argc, char **argv, const MmrtModelDesc *m);
+/* The generate and eval executables (task != MMRT_TASK_TRAIN), which
+ * mmrt_main hands over to: mmrt_generate.c. */
+int mmrt_generate_main(int argc, char **argv, const MmrtModelDesc *m);
 
 /* Helpers the step functions call on a multi-rank mesh (mesh may be NULL:
  * one rank). */
