@@ -368,11 +368,13 @@ static int step(Gen *g, MmrtStepFn fn, const char *what)
     return 0;
 }
 
+/* The most likely token that generation may pick: never PAD, BOS or the
+ * image-context token (a row must hold exactly the image's <img> tokens). */
 static int32_t argmax(const float *row, int64_t V)
 {
-    int64_t best = 0;
-    for (int64_t v = 1; v < V; v++)
-        if (row[v] > row[best])
+    int64_t best = MMRT_TOK_EOS;
+    for (int64_t v = 0; v < V; v++)
+        if (v != MMRT_TOK_PAD && v != MMRT_TOK_BOS && v != MMRT_TOK_IMG && row[v] > row[best])
             best = v;
     return (int32_t)best;
 }

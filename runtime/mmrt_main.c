@@ -844,7 +844,10 @@ static double now(void)
 /* best[r] = the class of the largest logit of each row of the last eval
  * step; with the classes split over a mesh axis, the largest over the
  * ranks (MPI_MAXLOC on that axis, ties to the lowest class). */
-static void argmax_rows(Trainer *t, int32_t *best)
+/* Generation never picks PAD, BOS or the image-context token. */
+static int generable(int64_t id) { return id != MMRT_TOK_PAD && id != MMRT_TOK_BOS && id != MMRT_TOK_IMG; }
+
+static void argmax_rows(Trainer *t, int32_t *best, int gen)
 {
     const MmrtModelDesc *m = t->m;
     const float *lg = (const float *)(t->arenas[MMRT_ARENA_ACT] + m->eval_logits_offset);
@@ -856,13 +859,16 @@ static void argmax_rows(Trainer *t, int32_t *best)
     } *vi = a >= 0 && t->has_mesh ? malloc(sizeof *vi * (size_t)R) : NULL;
     for (int64_t r = 0; r < R; r++) {
         const float *row = lg + r * V;
-        int32_t b = 0;
-        for (int32_t c = 1; c < (int32_t)V; c++)
-            if (row[c] > row[b])
+        int32_t b = -1;
+        for (int32_t c = 0; c < (int32_t)V; c++)
+            if ((!gen || generable(c + c0)) && (b < 0 || row[c] > row[b]))
                 b = c;
+        int none = b < 0; /* a rank whose piece of the vocabulary has nothing generable */
+        if (none)
+            b = 0;
         best[r] = (int32_t)(b + c0);
         if (vi)
-            vi[r].v = row[b], vi[r].i = best[r];
+            vi[r].v = none ? -INFINITY : row[b], vi[r].i = best[r];
     }
     if (vi) {
         /* MAXLOC keeps the lowest index among equal values, as the serial scan does */
@@ -906,7 +912,7 @@ static int caption_match(Trainer *t, double *rate)
         for (int active = 1; active && !rc;) {
             rc = run_step(t, t->m->eval_step, "the evaluation step (generating captions)");
             if (!rc)
-                argmax_rows(t, best);
+                argmax_rows(t, best, 1);
             active = 0;
             for (int64_t r = 0; r < B && !rc; r++) {
                 if (label[r] < 0 || len[r] == 0 || len[r] > T || (ng[r] && gen[r * T + ng[r] - 1] == MMRT_TOK_EOS))
@@ -963,7 +969,7 @@ static int evaluate(Trainer *t, double *loss, double *acc)
         const int32_t *y = at(t, t->y);
         int64_t nc[2] = {0, 0}; /* rows counted, rows right */
         if (m->eval_logits_offset >= 0) {
-            argmax_rows(t, best);
+            argmax_rows(t, best, 0);
             for (int64_t r = 0; r < m->logits_rows; r++) {
                 if (y[r] == (int32_t)m->ignore_index)
                     continue;

@@ -178,11 +178,18 @@ def pixel_shuffle_mlp(P, name, x, grid, factor=2):
     return linear(P, name + ".fc2", F.gelu(linear(P, name + ".fc1", layer_norm(P, name + ".norm", s, 1e-5))))
 
 
+IMG_TOKEN = 3  # the caption tokenizer's <img> (runtime/mmrt_caption.h)
+
+
 def internvl2_tiny(P, pixels, text, labels):
     """stdlib_models/internvl2.mm, model InternVL2Tiny."""
     image = pixel_shuffle_mlp(P, "projector", internvit(P, "vision", pixels, patch=7, depth=2, heads=4)[:, 1:], grid=4)
-    h = torch.cat([image, F.embedding(text.long(), P["llm.embed.weight"])], 1)
-    logits = llm_decode(P, "llm", h, depth=2, heads=4, kv_heads=2, theta=10000.0)[:, image.shape[1]:]
+    h = F.embedding(text.long(), P["llm.embed.weight"])
+    # the image features where the image-context tokens stand, as InternVL's
+    # chat model does: input_embeds[selected] = vit_embeds
+    mask = text == IMG_TOKEN
+    h = h.masked_scatter(mask.unsqueeze(-1), image.reshape(-1, image.shape[-1]).to(h.dtype))
+    logits = llm_decode(P, "llm", h, depth=2, heads=4, kv_heads=2, theta=10000.0)
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1).long(), ignore_index=-100)
 
 
