@@ -81,7 +81,8 @@ static void usage(FILE *f, const MmrtModelDesc *m)
             "  --prompt TEXT         the prompt for every image (default: %s)\n"
             "  --seed S              the seed that picks each test image's prompt (default 42)\n"
             "  --no-cache            recompute the whole text for every token (no KV cache)\n"
-            "  --ids FILE            also write each image's generated token ids, one line each\n"
+            "  --ids FILE            also write, one line per image: source, TAB, the prompt's token ids, TAB, the\n"
+            "                        generated ids\n"
             "  --quiet               no progress on stderr\n",
             gen ? "generator" : "evaluator", gen ? "Captions" : "Exact-match caption accuracy", m->name,
             gen ? "  --images PATH...      PNG files (28x28) or IDX image files (raw or gzip)\n"
@@ -397,7 +398,7 @@ static int prefix(Gen *g, int64_t k, const int32_t *prompt, int nprompt, int32_t
 /* Captions of images [k0, k0 + rows): gen (B, T) tokens after each prefix,
  * ng (B) their counts. */
 static int generate_batch(Gen *g, int64_t k0, int64_t rows, const int32_t *prompt, int nprompt, int32_t *gen,
-                          int32_t *ng)
+                          int32_t *ng, int32_t *plen)
 {
     const int64_t B = g->B, T = g->T, V = g->V, hw = g->H * g->W;
     float *x = at(g, g->pixels);
@@ -416,6 +417,7 @@ static int generate_batch(Gen *g, int64_t k0, int64_t rows, const int32_t *promp
             memset(x + r * hw, 0, sizeof(float) * (size_t)hw);
             len[r] = prefix(g, 0, prompt, nprompt, row);
         }
+        plen[r] = len[r];
         if (len[r] >= T)
             return fail("the prompt of image %lld takes %d of the %lld text positions: no room for a caption",
                         (long long)(k0 + r), len[r], (long long)T);
@@ -482,19 +484,24 @@ static int run(Gen *g)
             fclose(out);
         return fail("--ids %s: %s", g->a.ids_out, strerror(errno));
     }
-    int32_t *gen = calloc((size_t)(g->B * g->T), sizeof *gen), *ng = calloc((size_t)g->B, sizeof *ng);
+    int32_t *gen = calloc((size_t)(g->B * g->T), sizeof *gen), *ng = calloc((size_t)g->B, sizeof *ng),
+            *plen = calloc((size_t)g->B, sizeof *plen);
     int64_t matches = 0, counted = 0;
-    int rc = gen && ng ? 0 : fail("out of memory");
+    int rc = gen && ng && plen ? 0 : fail("out of memory");
     double t0 = now();
     for (int64_t k0 = 0; k0 < g->n && !rc; k0 += g->B) {
         int64_t rows = g->n - k0 < g->B ? g->n - k0 : g->B;
-        rc = generate_batch(g, k0, rows, ptext ? prompt : NULL, nprompt, gen, ng);
+        rc = generate_batch(g, k0, rows, ptext ? prompt : NULL, nprompt, gen, ng, plen);
         for (int64_t r = 0; r < rows && !rc; r++) {
             const int32_t *gr = gen + r * g->T;
-            if (ids) {
-                fprintf(ids, "%s", g->source[k0 + r]);
+            if (ids) { /* source, TAB, the prefix's ids, TAB, the generated ids */
+                const int32_t *text = at(g, g->text);
+                fprintf(ids, "%s\t", g->source[k0 + r]);
+                for (int i = 0; i < plen[r]; i++)
+                    fprintf(ids, "%s%d", i ? " " : "", (int)text[r * g->T + i]);
+                fputc('\t', ids);
                 for (int i = 0; i < ng[r]; i++)
-                    fprintf(ids, " %d", (int)gr[i]);
+                    fprintf(ids, "%s%d", i ? " " : "", (int)gr[i]);
                 fputc('\n', ids);
             }
             if (g->m->task == MMRT_TASK_EVAL) {
@@ -518,7 +525,7 @@ static int run(Gen *g)
         rc = fail("--ids %s: %s", g->a.ids_out, strerror(errno));
     if (out != stdout && fclose(out) && !rc)
         rc = fail("--out %s: %s", g->a.out, strerror(errno));
-    free(gen), free(ng);
+    free(gen), free(ng), free(plen);
     if (rc)
         return rc;
     if (g->m->task == MMRT_TASK_EVAL)

@@ -183,14 +183,19 @@ IMG_TOKEN = 3  # the caption tokenizer's <img> (runtime/mmrt_caption.h)
 
 def internvl2_tiny(P, pixels, text, labels):
     """stdlib_models/internvl2.mm, model InternVL2Tiny."""
+    logits = internvl2_tiny_logits(P, pixels, text)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1).long(), ignore_index=-100)
+
+
+def internvl2_tiny_logits(P, pixels, text):
+    """InternVL2Tiny's logits [B, T, vocab] for images [B, 1, 28, 28] and text [B, T]."""
     image = pixel_shuffle_mlp(P, "projector", internvit(P, "vision", pixels, patch=7, depth=2, heads=4)[:, 1:], grid=4)
     h = F.embedding(text.long(), P["llm.embed.weight"])
     # the image features where the image-context tokens stand, as InternVL's
     # chat model does: input_embeds[selected] = vit_embeds
     mask = text == IMG_TOKEN
     h = h.masked_scatter(mask.unsqueeze(-1), image.reshape(-1, image.shape[-1]).to(h.dtype))
-    logits = llm_decode(P, "llm", h, depth=2, heads=4, kv_heads=2, theta=10000.0)
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1).long(), ignore_index=-100)
+    return llm_decode(P, "llm", h, depth=2, heads=4, kv_heads=2, theta=10000.0)
 
 
 MODELS["InternVL2Tiny"] = internvl2_tiny
