@@ -433,6 +433,36 @@ START_TEST(test_rope) {
 }
 END_TEST
 
+/* rope with a start position per row (incremental decoding) */
+START_TEST(test_rope_pos) {
+  G g;
+  g_init(&g, 38);
+  static const int pos[2] = {3, 0};
+  IrValue *x = g_param(&g, "x", SHP(2, 4, 3, 6)), *p = g_ints(&g, "pos", SHP(2), pos);
+  IrAttrs a = {0};
+  ir_attrs_set_float(&a, IR_ATTR_THETA, 100);
+  g_loss(&g, g_op(&g, IR_OP_ROPE, VS(x, p), &a));
+  run(&g);
+  g_free(&g);
+}
+END_TEST
+
+/* image rows placed at the <img> tokens (id 3): three per row, in order */
+START_TEST(test_place) {
+  G g;
+  g_init(&g, 39);
+  static const int ids[12] = {1, 3, 3, 3, 7, 2, 3, 5, 3, 6, 3, 0};
+  IrValue *x = g_param(&g, "x", SHP(2, 6, 5)), *src = g_param(&g, "src", SHP(2, 3, 5)),
+          *i = g_ints(&g, "ids", SHP(2, 6), ids);
+  IrAttrs a = {0};
+  ir_attrs_set_int(&a, IR_ATTR_TOKEN, 3);
+  IrValue *y = g_op(&g, IR_OP_PLACE, VS(x, src, i), &a);
+  g_loss(&g, g_op(&g, IR_OP_TANH, &y, 1, NULL));
+  run(&g);
+  g_free(&g);
+}
+END_TEST
+
 static void attention_case(uint64_t seed, bool causal, int64_t T, int64_t S, int64_t D, int64_t Dv) {
   G g;
   g_init(&g, seed);
@@ -491,7 +521,7 @@ START_TEST(test_every_rule_covered) {
       IR_OP_MATMUL, IR_OP_LINEAR, IR_OP_CONV2D, IR_OP_CONV3D, IR_OP_LAYER_NORM, IR_OP_RMS_NORM,
       IR_OP_GROUP_NORM, IR_OP_SOFTMAX, IR_OP_LOG_SOFTMAX, IR_OP_SUM, IR_OP_MEAN, IR_OP_RESHAPE,
       IR_OP_TRANSPOSE, IR_OP_SLICE, IR_OP_CONCAT, IR_OP_EXPAND, IR_OP_EMBEDDING, IR_OP_ROPE,
-      IR_OP_ATTENTION, IR_OP_CROSS_ENTROPY, IR_OP_MSE,
+      IR_OP_ATTENTION, IR_OP_CROSS_ENTROPY, IR_OP_MSE, IR_OP_PLACE,
   };
   for (int op = 0; op < IR_OP_COUNT; op++) {
     if (!ir_ops[op].grad) continue;
@@ -553,6 +583,8 @@ static Suite *grad_suite(void) {
   tcase_add_test(tc, test_embedding);
   tcase_add_test(tc, test_tied_embedding);
   tcase_add_test(tc, test_rope);
+  tcase_add_test(tc, test_rope_pos);
+  tcase_add_test(tc, test_place);
   tcase_add_test(tc, test_attention_causal);
   tcase_add_test(tc, test_attention_cross);
   tcase_add_test(tc, test_attention_causal_longer_keys);

@@ -867,6 +867,86 @@ static double attn_loss(void *p)
     return dotd(c->out, c->gy, (size_t)c->B * c->T * c->H * c->D);
 }
 
+/* ---- incremental decoding: rope at per-row positions, the KV cache ---- */
+
+START_TEST(test_rope_pos)
+{
+    enum { B = 3, T = 4, H = 2, D = 8 };
+    const int32_t pos[B] = {5, 0, 11};
+    size_t row = (size_t)T * H * D, n = B * row;
+    float *x = rnd(n), *y = fvec(n), *back = fvec(n);
+    ck_assert_int_eq(mmrt_rope_pos_fwd(y, x, B, T, H, D, 500.0f, pos), 0);
+    for (int b = 0; b < B; b++) { /* row b is the reference at offset pos[b] */
+        float *gy = rnd(row);
+        RopeCtx c = {1, T, H, D, pos[b], 500.0, tod(x + b * row, row), tod(gy, row), dvec(row)};
+        rope_loss(&c);
+        CHECK_CLOSE(y + b * row, c.y, row, TOL, "rope at per-row positions");
+    }
+    ck_assert_int_eq(mmrt_rope_pos_bwd(back, y, B, T, H, D, 500.0f, pos), 0);
+    CHECK_CLOSE(back, tod(x, n), n, TOL, "rope_pos bwd inverts fwd");
+    const int32_t neg[B] = {0, -1, 0};
+    ck_assert_int_eq(mmrt_rope_pos_fwd(y, x, B, T, H, D, 500.0f, neg), -1);
+}
+END_TEST
+
+START_TEST(test_place)
+{
+    enum { B = 2, T = 7, N = 3, C = 5 };
+    const int32_t ids[B * T] = {1, 3, 3, 3, 9, 9, 2, 3, 8, 3, 8, 3, 2, 0};
+    float *x = rnd(B * T * C), *src = rnd(B * N * C), *y = fvec(B * T * C);
+    ck_assert_int_eq(mmrt_place_fwd(y, x, src, ids, B, T, N, C, 3), 0);
+    for (int b = 0; b < B; b++)
+        for (int t = 0, j = 0; t < T; t++) {
+            const float *want = ids[b * T + t] == 3 ? src + (b * N + j++) * C : x + (b * T + t) * C;
+            for (int c = 0; c < C; c++)
+                ck_assert_float_eq(y[(b * T + t) * C + c], want[c]);
+        }
+    float *dx = fvec(B * T * C), *ds = fvec(B * N * C);
+    ck_assert_int_eq(mmrt_place_bwd(dx, ds, y, ids, B, T, N, C, 3), 0);
+    for (int i = 0; i < B * T * C; i++) /* the image rows' gradient goes to src, the rest to x */
+        ck_assert_float_eq(dx[i], ids[i / C] == 3 ? 0.0f : x[i]);
+    for (int i = 0; i < B * N * C; i++)
+        ck_assert_float_eq(ds[i], src[i]);
+    const int32_t four[B * T] = {3, 3, 3, 3, 9, 9, 2, 3, 8, 3, 8, 3, 2, 0};
+    ck_assert_int_eq(mmrt_place_fwd(y, x, src, four, B, T, N, C, 3), -1); /* 4 tokens for 3 rows */
+}
+END_TEST
+
+/* Queries at positions pos[b] .. pos[b] + n - 1 on a cache filled by
+ * kv_write: the causal attention of the textbook reference on the first
+ * pos[b] + n positions. */
+START_TEST(test_attention_cached)
+{
+    enum { B = 2, S = 12, n = 2, H = 4, KVH = 2, D = 8 };
+    const int32_t pos[B] = {6, 0};
+    size_t kvrow = (size_t)KVH * D;
+    float *k = rnd(B * S * kvrow), *v = rnd(B * S * kvrow), *kc = fvec(B * S * kvrow), *vc = fvec(B * S * kvrow);
+    float *q = rnd((size_t)B * n * H * D), *out = fvec((size_t)B * n * H * D);
+    const int32_t zero[B] = {0, 0};
+    /* a prefill of all S positions, then the n new ones written at pos */
+    ck_assert_int_eq(mmrt_kv_write(kc, k, zero, B, S, S, KVH, D), 0);
+    ck_assert_int_eq(mmrt_kv_write(vc, v, zero, B, S, S, KVH, D), 0);
+    float *kn = rnd(B * n * kvrow), *vn = rnd(B * n * kvrow);
+    ck_assert_int_eq(mmrt_kv_write(kc, kn, pos, B, S, n, KVH, D), 0);
+    ck_assert_int_eq(mmrt_kv_write(vc, vn, pos, B, S, n, KVH, D), 0);
+    ck_assert_int_eq(mmrt_attention_cached_fwd(out, q, kc, vc, pos, B, n, S, H, KVH, D, 0.3f), 0);
+    for (int b = 0; b < B; b++) {
+        int len = pos[b] + n;
+        float *kr = fcopy(k + b * S * kvrow, (size_t)len * kvrow), *vr = fcopy(v + b * S * kvrow, (size_t)len * kvrow);
+        memcpy(kr + pos[b] * kvrow, kn + b * n * kvrow, sizeof(float) * n * kvrow);
+        memcpy(vr + pos[b] * kvrow, vn + b * n * kvrow, sizeof(float) * n * kvrow);
+        AttnCtx c = {.B = 1, .T = n, .S = len, .H = H, .KVH = KVH, .D = D, .causal = 1, .scale = 0.3,
+                     .q = tod(q + b * n * H * D, (size_t)n * H * D), .k = tod(kr, (size_t)len * kvrow),
+                     .v = tod(vr, (size_t)len * kvrow), .out = dvec((size_t)n * H * D), .lse = dvec((size_t)H * n)};
+        attention_ref(&c);
+        CHECK_CLOSE(out + b * n * H * D, c.out, (size_t)n * H * D, TOL, "attention on the cache");
+    }
+    const int32_t full[B] = {11, 0}; /* 11 + 2 > 12 */
+    ck_assert_int_eq(mmrt_kv_write(kc, kn, full, B, S, n, KVH, D), -1);
+    ck_assert_int_eq(mmrt_attention_cached_fwd(out, q, kc, vc, full, B, n, S, H, KVH, D, 0.3f), -1);
+}
+END_TEST
+
 /* The textbook backward with the probabilities written out, in double. */
 static void attention_bwd_ref(AttnCtx *c, double *dq, double *dk, double *dv)
 {
@@ -1398,6 +1478,9 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, test_adamw);
     tcase_add_test(tc, test_sgd);
     tcase_add_test(tc, test_grad_norm);
+    tcase_add_test(tc, test_rope_pos);
+    tcase_add_test(tc, test_place);
+    tcase_add_test(tc, test_attention_cached);
     suite_add_tcase(s, tc);
     return s;
 }
