@@ -528,9 +528,17 @@ static int run(Gen *g)
     free(gen), free(ng), free(plen);
     if (rc)
         return rc;
-    if (g->m->task == MMRT_TASK_EVAL)
+    if (g->m->task == MMRT_TASK_EVAL) {
         printf("eval: caption exact match %.4f (%lld of %lld test images)\n", counted ? (double)matches / counted : 0.0,
                (long long)matches, (long long)counted);
+        int64_t total = 0;
+        for (int r = 0; r < MMRT_NARENAS; r++)
+            total += g->m->arena_bytes[r];
+        printf("allocated arena bytes: param=%lld grad=%lld opt=%lld act=%lld input=%lld total=%lld\n",
+               (long long)g->m->arena_bytes[MMRT_ARENA_PARAM], (long long)g->m->arena_bytes[MMRT_ARENA_GRAD],
+               (long long)g->m->arena_bytes[MMRT_ARENA_OPT], (long long)g->m->arena_bytes[MMRT_ARENA_ACT],
+               (long long)g->m->arena_bytes[MMRT_ARENA_INPUT], (long long)total);
+    }
     if (!g->a.quiet)
         fprintf(stderr,
                 "generator: %lld images, %lld tokens generated %s KV cache in %.3f s (%.0f tokens/s; %lld step calls, "

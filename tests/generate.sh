@@ -34,6 +34,9 @@ cat train.out | grep eval:
 cat cache.out
 check "64 test images: the same tokens with and without the KV cache" "cmp -s cache.ids nocache.ids"
 check "the same exact match with and without the KV cache" "cmp -s cache.out nocache.out"
+want=$("$MMC" plan "$SRC" --model InternVL2Tiny --task eval --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["peak_bytes"])')
+got=$(sed -n 's/^allocated arena bytes: .*total=\([0-9]*\)$/\1/p' cache.out)
+check "mmc plan --task eval peak ($want bytes, KV caches included) = the evaluator's arenas ($got)" "[ '$want' = '$got' ]"
 gen_tokens=$(awk -F'\t' '{n += split($3, a, " ")} END {print n}' cache.ids)
 check "captions were generated ($gen_tokens tokens)" "[ $gen_tokens -ge 128 ]"
 tr_em=$(sed -n 's/.*caption exact match \([0-9.]*\).*/\1/p' train.out)
