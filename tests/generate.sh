@@ -22,6 +22,11 @@ DATA=${MMC_FMNIST:-/usr/share/datasets/fashion-mnist}
 IMGS=$DATA/t10k-images-idx3-ubyte.gz
 SRC=$MMC_SOURCE_DIR/stdlib_models/internvl2.mm
 
+# @prefill and @decode print, parse and print again byte for byte
+"$MMC" dump-ir "$SRC" --model InternVL2Tiny --task generate > gen.mmir
+"$MMC" dump-ir gen.mmir > gen2.mmir
+check "the generate module's IR round-trips (kv_write, attention_cached, place, rope at pos)" "cmp -s gen.mmir gen2.mmir"
+check "@decode holds no vision op" "! sed -n '/^func @decode/,/^}/p' gen.mmir | grep -q 'vision\.'"
 "$MMC" compile "$SRC" --model InternVL2Tiny -o train
 "$MMC" compile "$SRC" --model InternVL2Tiny --task generate -o gen
 "$MMC" compile "$SRC" --model InternVL2Tiny --task eval -o ev

@@ -600,12 +600,20 @@ static int cmd_plan(Opts *o) {
     return finish(&d, p, &r, EXIT_USER);
   }
   static const IrRole order[] = {IR_ROLE_PARAM, IR_ROLE_GRAD, IR_ROLE_OPT, IR_ROLE_ACT, IR_ROLE_INPUT};
+  int64_t kv_bytes = 0; /* the KV caches of @prefill and @decode, inputs shared by name */
+  int nkv = 0;
+  IrFunc *pf = ir_module_func(m, "prefill");
+  for (int i = 0; pf && i < pf->inputs.len; i++) {
+    IrValue *v = pf->inputs.items[i];
+    if (ends_with(v->name, ".k_cache") || ends_with(v->name, ".v_cache")) kv_bytes += mp_value_bytes(m, v), nkv++;
+  }
   if (o->json) {
     json_object *root = json_object_new_object(), *roles = json_object_new_object(), *funcs = json_object_new_object();
     json_object_object_add(root, "model", json_object_new_string(m->name));
     json_object_object_add(root, "peak_bytes", json_object_new_int64(s.total));
     for (int i = 0; i < 5; i++) json_object_object_add(roles, ir_role_name(order[i]), json_object_new_int64(s.arena[order[i]]));
     json_object_object_add(root, "by_role", roles);
+    if (nkv) json_object_object_add(root, "kv_cache_bytes", json_object_new_int64(kv_bytes));
     for (int i = 0; i < s.nfuncs; i++) {
       const MpFuncStats *f = &s.funcs[i];
       json_object *e = json_object_new_object();
@@ -627,6 +635,9 @@ static int cmd_plan(Opts *o) {
       printf("  %-6s %14lld bytes  %9.3f MiB\n", ir_role_name(order[i]), (long long)s.arena[order[i]],
              (double)s.arena[order[i]] / (1 << 20));
     printf("  %-6s %14lld bytes  %9.3f MiB\n", "peak", (long long)s.total, (double)s.total / (1 << 20));
+    if (nkv)
+      printf("  the input arena holds the KV cache: %lld bytes in %d tensors (keys and values of %d attention layers)\n",
+             (long long)kv_bytes, nkv, nkv / 2);
     for (int i = 0; i < s.nfuncs; i++) {
       const MpFuncStats *f = &s.funcs[i];
       double eff = f->arena[IR_ROLE_ACT] ? 100.0 * (double)f->live_peak / (double)f->arena[IR_ROLE_ACT] : 100.0;
