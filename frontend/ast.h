@@ -1,6 +1,9 @@
 /* The AST of a .mm file. Built by the bison parser (lang/parser.y) into the
  * AST arena, read by sema/elaboration. Every node carries its SrcLoc.
- * Lists are PtrVec of node pointers. The AST is never mutated after parsing. */
+ * Lists are PtrVec of node pointers. The AST is never mutated after parsing,
+ * with one exception: load.c resolves `model D extends B` by giving D the
+ * merged member list (and B's hyper-parameters), so that everything after
+ * loading sees an extending model as if it had been written out in full. */
 #ifndef MM_FRONTEND_AST_H
 #define MM_FRONTEND_AST_H
 
@@ -115,7 +118,11 @@ typedef struct AstDecl {
   SrcLoc loc, name_loc;
   const char *name; /* module/model name, or the import path */
   PtrVec hparams;   /* AstParam* */
-  PtrVec members;   /* AstStmt* */
+  PtrVec members;   /* AstStmt*; after loading, an extending model's merged list */
+  const char *base; /* `extends Base`: the base model's name, or NULL */
+  SrcLoc base_loc;  /* ... and where it is written */
+  PtrVec own;       /* an extending model's members as written (set by load.c) */
+  struct AstDecl *base_decl; /* the resolved base (set by load.c), or NULL */
   struct AstFile *file;
 } AstDecl;
 

@@ -370,6 +370,193 @@ static void check_decl(FeProgram *p, AstDecl *dcl) {
   check_members(p, dcl, &dcl->members, &mod, &ordered);
 }
 
+/* ---- model extension: `model D extends B { ... }` ----
+ *
+ * Resolved once every file is parsed and before the name check: D's member
+ * list becomes B's members in B's order, each replaced in place by D's
+ * member of the same name (a let, param or instance by its name, a forward
+ * by its name or the unnamed forward, a train/parallel section by its
+ * kind), followed by D's other members in D's order. D also takes B's
+ * hyper-parameters. Everything after loading sees D as if written out. */
+
+typedef struct ExtState {
+  PtrVec active; /* AstDecl* whose base is being resolved, outermost first */
+  PtrVec done;   /* resolved */
+  PtrVec failed; /* reported (or their base was): neither merged nor checked */
+  PtrVec checked, dirty; /* check_decl done; ... and it reported errors */
+} ExtState;
+
+static int vec_index(const PtrVec *v, const void *x) {
+  for (int i = 0; i < v->len; i++)
+    if (v->items[i] == x) return i;
+  return -1;
+}
+
+static bool is_value_member(const AstStmt *st) {
+  return st->kind == ST_LET || st->kind == ST_PARAM || st->kind == ST_INSTANCE;
+}
+
+/* Whether member d (of the extending model) replaces member b (of its base). */
+static bool replaces(const AstStmt *d, const AstStmt *b) {
+  if (is_value_member(d) && is_value_member(b)) return strcmp(d->name, b->name) == 0;
+  if (d->kind == ST_FORWARD && b->kind == ST_FORWARD)
+    return strcmp(d->name ? d->name : "forward", b->name ? b->name : "forward") == 0;
+  if (d->kind == ST_SECTION && b->kind == ST_SECTION) return strcmp(d->name, b->name) == 0;
+  return false;
+}
+
+/* A let/param/instance called name inside an `if` of members, or NULL. */
+static AstStmt *find_in_ifs(PtrVec *members, const char *name, bool top) {
+  for (int i = 0; i < members->len; i++) {
+    AstStmt *st = members->items[i];
+    if (st->kind == ST_IF) {
+      AstStmt *r = find_in_ifs(&st->body, name, false);
+      if (!r) r = find_in_ifs(&st->else_body, name, false);
+      if (r) return r;
+    } else if (!top && is_value_member(st) && strcmp(st->name, name) == 0) {
+      return st;
+    }
+  }
+  return NULL;
+}
+
+static AstFile *file_with_id(FeProgram *p, uint32_t id) {
+  for (int i = 0; i < p->files.len; i++) {
+    AstFile *f = p->files.items[i];
+    if (f->file_id == id) return f;
+  }
+  return NULL;
+}
+
+/* Elaboration looks module names up from the model's own file: an
+ * inherited instance must name the same module from there as from the file
+ * that declares it (another module of the same name may shadow it). */
+static void check_inherited_callees(FeProgram *p, AstDecl *dcl, PtrVec *members) {
+  for (int i = 0; i < members->len; i++) {
+    AstStmt *st = members->items[i];
+    if (st->kind == ST_IF) {
+      check_inherited_callees(p, dcl, &st->body);
+      check_inherited_callees(p, dcl, &st->else_body);
+      continue;
+    }
+    if (st->kind != ST_INSTANCE || !st->value || st->value->kind != AST_CALL ||
+        st->value->lhs->kind != AST_NAME)
+      continue;
+    AstFile *from = file_with_id(p, st->loc.file);
+    if (!from || from == dcl->file) continue;
+    const char *callee = st->value->lhs->name;
+    AstDecl *there = fe_find_decl(p, from, callee), *here = fe_find_decl(p, dcl->file, callee);
+    if (!there || there == here) continue; /* an unknown module is reported in the base */
+    diag_error(p->d, dcl->base_loc,
+               "'%s' inherits '%s = %s(...)' from '%s', but '%s' seen from this file is another "
+               "declaration than where '%s' is written", dcl->name, st->name, callee, dcl->base, callee, st->name);
+    if (here) diag_note(p->d, here->name_loc, "'%s' seen from '%s' is this one", callee, dcl->name);
+    diag_note(p->d, there->name_loc, "'%s' of the inherited member is this one", callee);
+  }
+}
+
+static void merge_members(FeProgram *p, AstDecl *dcl, AstDecl *base) {
+  dcl->own = dcl->members;
+  dcl->base_decl = base;
+  PtrVec out = {0};
+  for (int i = 0; i < base->members.len; i++) ptrvec_push(&p->ast, &out, base->members.items[i]);
+  int nb = out.len;
+  bool *taken = ARENA_ARRAY(&p->ast, bool, nb + 1);
+  for (int i = 0; i < dcl->own.len; i++) {
+    AstStmt *m = dcl->own.items[i];
+    int hit = -1;
+    for (int j = 0; j < nb; j++)
+      if (replaces(m, base->members.items[j])) {
+        /* a second member of that name in dcl is appended: the checks of
+         * the merged list report it as they would in one body */
+        if (!taken[j]) hit = j;
+        break;
+      }
+    if (hit < 0 && is_value_member(m)) {
+      AstStmt *inner = find_in_ifs(&base->members, m->name, true);
+      if (inner) {
+        diag_error(p->d, m->name_loc, "cannot replace '%s' of '%s': it is declared inside an 'if' there",
+                   m->name, base->name);
+        diag_note(p->d, inner->name_loc, "'%s' is declared here", m->name);
+      }
+    }
+    if (hit >= 0) {
+      out.items[hit] = m;
+      taken[hit] = true;
+    } else {
+      ptrvec_push(&p->ast, &out, m);
+    }
+  }
+  dcl->members = out;
+  if (dcl->hparams.len == 0) dcl->hparams = base->hparams;
+  PtrVec inherited = {0};
+  for (int j = 0; j < nb; j++)
+    if (!taken[j]) ptrvec_push(&p->ast, &inherited, out.items[j]);
+  check_inherited_callees(p, dcl, &inherited);
+}
+
+/* Resolves dcl's base (first its base's own base) and merges; false when
+ * that failed (reported once, here or further down the chain). */
+static bool resolve_extends(FeProgram *p, ExtState *x, AstDecl *dcl) {
+  if (!dcl->base || vec_index(&x->done, dcl) >= 0) return true;
+  if (vec_index(&x->failed, dcl) >= 0) return false;
+  AstDecl *b = fe_find_decl(p, dcl->file, dcl->base);
+  bool ok = false;
+  int cyc = b ? vec_index(&x->active, b) : -1;
+  if (!b) {
+    diag_error(p->d, dcl->base_loc, "unknown model '%s' (the base of '%s')", dcl->base, dcl->name);
+  } else if (b == dcl) {
+    diag_error(p->d, dcl->base_loc, "model '%s' extends itself", dcl->name);
+  } else if (b->kind != DECL_MODEL) {
+    diag_error(p->d, dcl->base_loc, "'%s' is a module, not a model: a model can only extend a model", b->name);
+    diag_note(p->d, b->name_loc, "'%s' is declared here", b->name);
+  } else if (cyc >= 0) {
+    /* reported at the first model of the cycle, with a note per link */
+    AstDecl *first = x->active.items[cyc];
+    char *chain = arena_strdup(&p->ast, first->name);
+    for (int j = cyc + 1; j < x->active.len; j++)
+      chain = arena_printf(&p->ast, "%s extends %s", chain, ((AstDecl *)x->active.items[j])->name);
+    chain = arena_printf(&p->ast, "%s extends %s extends %s", chain, dcl->name, b->name);
+    diag_error(p->d, first->base_loc, "cycle of model extensions: %s", chain);
+    for (int j = cyc + 1; j < x->active.len; j++) {
+      AstDecl *a = x->active.items[j];
+      diag_note(p->d, a->base_loc, "'%s' extends '%s' here", a->name, a->base);
+    }
+    diag_note(p->d, dcl->base_loc, "'%s' extends '%s' here", dcl->name, dcl->base);
+  } else {
+    ptrvec_push(&p->ast, &x->active, dcl);
+    ok = resolve_extends(p, x, b);
+    x->active.len--;
+  }
+  if (!ok) {
+    ptrvec_push(&p->ast, &x->failed, dcl);
+    return false;
+  }
+  if (dcl->hparams.len > 0)
+    diag_error(p->d, ((AstParam *)dcl->hparams.items[0])->loc,
+               "model '%s' extends '%s' and cannot declare hyper-parameters (it has those of '%s')",
+               dcl->name, b->name, b->name);
+  merge_members(p, dcl, b);
+  ptrvec_push(&p->ast, &x->done, dcl);
+  return true;
+}
+
+/* The name check of dcl, after its base's: an extending model whose base
+ * has errors is not checked (its inherited members would repeat them).
+ * Returns whether dcl is free of errors. */
+static bool check_extended(FeProgram *p, ExtState *x, AstDecl *dcl) {
+  if (vec_index(&x->checked, dcl) >= 0) return vec_index(&x->dirty, dcl) < 0;
+  ptrvec_push(&p->ast, &x->checked, dcl);
+  bool clean = vec_index(&x->failed, dcl) < 0 && (!dcl->base_decl || check_extended(p, x, dcl->base_decl));
+  if (clean) {
+    int before = p->d->errors;
+    check_decl(p, dcl);
+    clean = p->d->errors == before;
+  }
+  if (!clean) ptrvec_push(&p->ast, &x->dirty, dcl);
+  return clean;
+}
+
 static FeProgram *load_root(Diag *d, const char *path, const char *text, size_t len, const FeOptions *opts) {
   FeProgram *p = calloc(1, sizeof *p);
   if (!p) mm_die(__FILE__, __LINE__, "out of memory");
@@ -407,11 +594,19 @@ static FeProgram *load_root(Diag *d, const char *path, const char *text, size_t 
       dcl->file = file;
     }
   }
+  ExtState ext = {0};
   for (int f = 0; f < p->files.len; f++) {
     AstFile *file = p->files.items[f];
     for (int i = 0; i < file->decls.len; i++) {
       AstDecl *dcl = file->decls.items[i];
-      if (dcl->kind != DECL_IMPORT) check_decl(p, dcl);
+      if (dcl->kind == DECL_MODEL) resolve_extends(p, &ext, dcl);
+    }
+  }
+  for (int f = 0; f < p->files.len; f++) {
+    AstFile *file = p->files.items[f];
+    for (int i = 0; i < file->decls.len; i++) {
+      AstDecl *dcl = file->decls.items[i];
+      if (dcl->kind != DECL_IMPORT) check_extended(p, &ext, dcl);
     }
   }
   return p;

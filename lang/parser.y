@@ -353,7 +353,7 @@ static AstStmt *mk_instance(ParseState *ps, const char *name, MmLoc name_loc, As
 %token POW "'**'" FLOORDIV "'//'" EQ "'=='" NE "'!='" LE "'<='" GE "'>='" ARROW "'->'"
 
 %type <expr> expr cond or_expr and_expr not_expr cmp arith term unary power postfix primary
-%type <expr> index opt_expr
+%type <expr> index opt_expr opt_extends
 %type <arg> arg
 %type <vec> args_opt arg_list indices list_opt expr_list
 %type <vec> members members_block stmts stmts_block settings settings_block
@@ -397,15 +397,43 @@ lbrace: '{' ;
 
 decl
   : IMPORT STRING     { $$ = mk_decl(ps, DECL_IMPORT, @1, $2, @2); }
-  | MODULE IDENT opt_hparams members_block {
+  | MODULE IDENT opt_hparams opt_extends members_block {
       $$ = mk_decl(ps, DECL_MODULE, @1, $2, @2);
       $$->hparams = $3;
-      $$->members = $4;
+      $$->members = $5;
+      if ($4)
+        diag_error(ps->d, $4->loc,
+                   "module '%s' cannot extend '%s': only a model can extend another model", $2, $4->name);
     }
-  | MODEL IDENT opt_hparams members_block {
+  | MODEL IDENT opt_hparams opt_extends members_block {
       $$ = mk_decl(ps, DECL_MODEL, @1, $2, @2);
       $$->hparams = $3;
-      $$->members = $4;
+      $$->members = $5;
+      if ($4) {
+        $$->base = $4->name;
+        $$->base_loc = $4->loc;
+      }
+    }
+  ;
+
+/* `extends Base`: `extends` is not reserved, it is a name in this place
+ * only (the base is resolved, and the members merged, in frontend/load.c). */
+opt_extends
+  : %empty                  { $$ = NULL; }
+  | IDENT IDENT {
+      if (strcmp($1, "extends") != 0)
+        diag_error(ps->d, fe_loc(@1), "unexpected name '%s' after the declaration's name, expected "
+                   "'extends' or '{'", $1);
+      $$ = mk_expr(ps, AST_NAME, @2);
+      $$->name = $2;
+    }
+  | IDENT {
+      if (strcmp($1, "extends") == 0)
+        diag_error(ps->d, fe_loc(@1), "expected the name of a model after 'extends'");
+      else
+        diag_error(ps->d, fe_loc(@1), "unexpected name '%s' after the declaration's name, expected "
+                   "'extends' or '{'", $1);
+      $$ = NULL;
     }
   ;
 
@@ -919,10 +947,15 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, ParseState *ps) {
   if (n + ng > 1 || want_term) n = drop_tokens(exp, n, (yysymbol_kind_t[]){YYSYMBOL_YYEOF}, 1);
 #undef COUNT
 
+  /* In a declaration's header (`model M` or `model M(...)`) the only name
+   * that may follow is the word `extends`: say so rather than "a name".
+   * Nowhere else is a name expected together with '{' but not an expression. */
+  bool header = is_token(exp, n, CH('{')) && is_token(exp, n, YYSYMBOL_IDENT) && ng == 0;
+
   const char *items[YYNTOKENS + 5];
   int ni = 0;
   for (int i = 0; i < ng; i++) items[ni++] = groups[i];
-  for (int i = 0; i < n; i++) items[ni++] = sym_name(exp[i]);
+  for (int i = 0; i < n; i++) items[ni++] = header && exp[i] == YYSYMBOL_IDENT ? "'extends'" : sym_name(exp[i]);
   if (want_term) items[ni++] = "end of line";
 
   char what[64];

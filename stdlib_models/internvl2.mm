@@ -85,21 +85,7 @@ model InternVL2Tiny {
 // InternVL2Tiny fine-tuned with LoRA: rank-4 adapters (scale alpha / rank = 2)
 // on the query and value projections of every LLM layer; the rest is frozen
 // (the `lora` pass adds llm.blocks.N.attn.{q,v}_proj.lora_a / .lora_b).
-model InternVL2TinyLoRA {
-  let B = 8
-  let T = 16                  // <bos>, 4 image-context tokens, prompt, answer, <eos>
-  let IMG = 3                 // the caption tokenizer's <img>
-  let grid = 4
-  vision    = InternViT(image = 28, patch = 7, dim = 64, depth = 2, heads = 4, ffn = 128, channels = 1)
-  projector = PixelShuffleMLP(dim_in = 64, dim_out = 64, grid = grid)
-  llm       = LLM(vocab = 64, dim = 64, depth = 2, heads = 4, kv_heads = 2, ffn = 128, theta = 10000.0)
-
-  forward(pixels: f32[B, 1, 28, 28], text: i32[B, T], labels: i32[B, T]) -> loss {
-    image  = projector(vision(pixels)[:, 1:])                // [B, 4, 64]
-    logits = llm.decode(place(llm.embed(text), image, text, token = IMG))
-    return cross_entropy(logits, labels, ignore = -100)
-  }
-
+model InternVL2TinyLoRA extends InternVL2Tiny {
   train {
     lora      = lora(rank = 4, alpha = 8, targets = [llm], layers = ["q_proj", "v_proj"])
     optimizer = adamw(lr = 1e-3, betas = [0.9, 0.999], weight_decay = 0.01, clip = 1.0)
@@ -109,21 +95,7 @@ model InternVL2TinyLoRA {
 
 // InternVL2Tiny with the vision encoder frozen: no gradients and no
 // optimizer state for vision.* (mmc plan --json shows the difference).
-model InternVL2TinyFrozenVision {
-  let B = 8
-  let T = 16                  // <bos>, 4 image-context tokens, prompt, answer, <eos>
-  let IMG = 3                 // the caption tokenizer's <img>
-  let grid = 4
-  vision    = InternViT(image = 28, patch = 7, dim = 64, depth = 2, heads = 4, ffn = 128, channels = 1)
-  projector = PixelShuffleMLP(dim_in = 64, dim_out = 64, grid = grid)
-  llm       = LLM(vocab = 64, dim = 64, depth = 2, heads = 4, kv_heads = 2, ffn = 128, theta = 10000.0)
-
-  forward(pixels: f32[B, 1, 28, 28], text: i32[B, T], labels: i32[B, T]) -> loss {
-    image  = projector(vision(pixels)[:, 1:])                // [B, 4, 64]
-    logits = llm.decode(place(llm.embed(text), image, text, token = IMG))
-    return cross_entropy(logits, labels, ignore = -100)
-  }
-
+model InternVL2TinyFrozenVision extends InternVL2Tiny {
   train {
     freeze    = [vision]
     optimizer = adamw(lr = 1e-3, betas = [0.9, 0.999], weight_decay = 0.01, clip = 1.0)

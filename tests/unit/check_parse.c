@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "frontend/ast.h"
+#include "frontend/sema.h"
 
 /* ---- harness ---- */
 
@@ -510,6 +511,144 @@ START_TEST(t_model_sections) {
 }
 END_TEST
 
+START_TEST(t_model_extends) {
+  parse("model D extends Base {\n"
+        "  let extends = 2\n" /* `extends` is a name everywhere else */
+        "  train { optimizer = sgd(lr = 0.1) }\n"
+        "}\n"
+        "model Base {\n"
+        "  forward(x) { return x }\n"
+        "}\n");
+  ck_assert_msg(errors() == 0, "%.1500s", P->out);
+  AstDecl *d = decl(0);
+  ck_assert_str_eq(d->name, "D");
+  ck_assert_str_eq(d->base, "Base");
+  ck_assert_uint_eq(d->base_loc.line, 1);
+  ck_assert_uint_eq(d->base_loc.col, 17);
+  ck_assert_uint_eq(d->base_loc.len, 4);
+  ck_assert_int_eq(d->members.len, 2);
+  ck_assert_str_eq(member(0, 0)->name, "extends");
+  ck_assert_ptr_null(decl(1)->base);
+
+  parse("module M extends Base {\n}\n"
+        "model N foo {\n}\n"
+        "model O extends {\n}\n");
+  ck_assert_int_eq(errors(), 3);
+  ck_diag_has("t.mm:1:18: error: module 'M' cannot extend 'Base': only a model can extend another model");
+  ck_diag_has("t.mm:3:9: error: unexpected name 'foo' after the declaration's name, expected 'extends' or '{'");
+  ck_diag_has("t.mm:5:9: error: expected the name of a model after 'extends'");
+  ck_assert_int_eq(P->file->decls.len, 3); /* each still declared */
+
+  parse("model M = {\n}\n");
+  ck_diag_has("t.mm:1:9: error: unexpected '=', expected 'extends', '{' or '('");
+  parse("model M(n: int) extends B C {\n}\n");
+  ck_diag_has("t.mm:1:27: error: unexpected name 'C', expected '{'");
+}
+END_TEST
+
+/* ---- extension through the loader: the merged model elaborates to the IR
+ * of the same model written out ---- */
+
+static char *g_ext_out;
+
+/* Elaborates `name` and returns its IR text without the module line and
+ * the source locations (inherited members keep the base's). */
+static char *ir_text(FeProgram *p, const char *name) {
+  FeResult r = {0};
+  ck_assert_msg(fe_elaborate(p, name, &r), "elaborate %s: %s", name, g_ext_out);
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  ir_print_module(f, r.ir);
+  fclose(f);
+  ir_module_free(r.ir);
+  char *o = text, *w = text;
+  while (*o && *o != '\n') o++; /* module @name ... */
+  while (*o) {
+    if (strncmp(o, " loc(\"", 6) == 0) {
+      char *e = strchr(o, ')');
+      if (e) {
+        o = e + 1;
+        continue;
+      }
+    }
+    *w++ = *o++;
+  }
+  *w = 0;
+  return text;
+}
+
+static const char ext_src[] =
+    "model Base {\n"
+    "  let B = 2\n"
+    "  let d = 4\n"
+    "  a = param f32[d] = ones\n"
+    "  b = param f32[3, d] = normal(0.02)\n"
+    "  forward(x: f32[B, d]) -> loss { return mean(x * a) }\n"
+    "  train { freeze = [a]; optimizer = sgd(lr = 0.5) }\n"
+    "  parallel { dp = 2 }\n"
+    "}\n"
+    "model Derived extends Base {\n"
+    "  train { optimizer = adamw(lr = 0.25); clip = 2.0 }\n"
+    "  c = param f32[d] = zeros\n"
+    "  let d = 8\n"
+    "  forward(x: f32[B, d]) -> loss { return mean(x * a + c) + mean(b) }\n"
+    "}\n"
+    "model Chained extends Derived {\n"
+    "  let B = 4\n"
+    "}\n"
+    "model Flat {\n" /* Chained written out */
+    "  let B = 4\n"
+    "  let d = 8\n"
+    "  a = param f32[d] = ones\n"
+    "  b = param f32[3, d] = normal(0.02)\n"
+    "  forward(x: f32[B, d]) -> loss { return mean(x * a + c) + mean(b) }\n"
+    "  train { optimizer = adamw(lr = 0.25); clip = 2.0 }\n"
+    "  parallel { dp = 2 }\n"
+    "  c = param f32[d] = zeros\n"
+    "}\n";
+
+START_TEST(t_extends_elaborates_as_written_out) {
+  Diag d;
+  diag_init(&d);
+  size_t outlen = 0;
+  FILE *fp = open_memstream(&g_ext_out, &outlen);
+  d.out = fp;
+  FeOptions fo = {0};
+  FeProgram *p = fe_load_buffer(&d, "ext.mm", ext_src, strlen(ext_src), &fo);
+  ck_assert_ptr_nonnull(p);
+  fflush(fp);
+  ck_assert_msg(d.errors == 0, "%s", g_ext_out);
+  char *chained = ir_text(p, "Chained"), *flat = ir_text(p, "Flat");
+  ck_assert_str_eq(chained, flat);
+  /* in member order: a, b (Base's places, d replaced), then c appended */
+  char *pa = strstr(chained, "param @a : f32[8]"), *pb = strstr(chained, "param @b : f32[3, 8]"),
+       *pc = strstr(chained, "param @c : f32[8]");
+  ck_assert_msg(pa && pb && pc && pa < pb && pb < pc, "%s", chained);
+  ck_assert_ptr_nonnull(strstr(chained, "f32[4, 8]")); /* x: B = 4 from Chained */
+  /* the train section replaced as a whole: no freeze, adamw; parallel inherited */
+  FeResult r = {0};
+  ck_assert(fe_elaborate(p, "Chained", &r));
+  ck_assert_int_eq(r.train.nfreeze, 0);
+  ck_assert_int_eq(r.train.optim, MM_OPT_ADAMW);
+  ck_assert(r.train.lr == 0.25 && r.train.clip == 2.0);
+  ck_assert_int_eq(r.plan.dp, 2);
+  FeResult rb = {0};
+  ck_assert(fe_elaborate(p, "Base", &rb));
+  ck_assert_int_eq(rb.train.nfreeze, 1);
+  ck_assert_int_eq(rb.train.optim, MM_OPT_SGD);
+  ir_module_free(r.ir);
+  ir_module_free(rb.ir);
+  free(chained);
+  free(flat);
+  fe_free(p);
+  fclose(fp);
+  free(g_ext_out);
+  g_ext_out = NULL;
+  diag_free(&d);
+}
+END_TEST
+
 START_TEST(t_locations) {
   parse("module M() {\n  let v = a + b * c\n  let w = f(x,\n    y)\n}\n");
   ck_assert_int_eq(errors(), 0);
@@ -839,7 +978,8 @@ static const char *sample =
     "    return -h\n"
     "  }\n"
     "}\n"
-    "model M { train { lr = 1 }; parallel { tp = 2; schedule = 1f1b } }\n";
+    "model M { train { lr = 1 }; parallel { tp = 2; schedule = 1f1b } }\n"
+    "model N extends M { train { lr = 2 } }\n";
 
 START_TEST(t_fuzz_smoke) {
   size_t n = strlen(sample);
@@ -880,6 +1020,8 @@ Suite *parse_suite(void) {
   tcase_add_test(tc, t_forward);
   tcase_add_test(tc, t_if_members_and_else_newline);
   tcase_add_test(tc, t_model_sections);
+  tcase_add_test(tc, t_model_extends);
+  tcase_add_test(tc, t_extends_elaborates_as_written_out);
   tcase_add_test(tc, t_locations);
   tcase_add_test(tc, t_err_missing_brace);
   tcase_add_test(tc, t_err_stray_token);
