@@ -304,7 +304,7 @@ static bool attention_dims(Cg *cg, const IrNode *n, int q, int64_t *d) {
 }
 
 static bool lower_attention(Cg *cg, const IrNode *n) {
-  int64_t d[6];
+  int64_t d[6] = {0};
   if (!attention_dims(cg, n, 0, d)) return false;
   int64_t lse_off = 0;
   CALL("mmrt_attention_fwd", O(0), stat(cg, n, 1, lse_off), V(0), V(1), V(2), I32(d[0]), I32(d[1]), I32(d[2]),
@@ -343,7 +343,7 @@ static bool lower_attention_cached(Cg *cg, const IrNode *n) {
 
 /* attention_grad(dy, q, k, v, out, lse) -> dq, dk, dv */
 static bool lower_attention_grad(Cg *cg, const IrNode *n) {
-  int64_t d[6];
+  int64_t d[6] = {0};
   if (!attention_dims(cg, n, 1, d)) return false;
   CALL("mmrt_attention_bwd", O(0), O(1), O(2), V(0), V(1), V(2), V(3), V(4), V(5), I32(d[0]), I32(d[1]), I32(d[2]),
        I32(d[3]), I32(d[4]), I32(d[5]), I32(attr(n, IR_ATTR_CAUSAL)->i), F32(attr(n, IR_ATTR_SCALE)->f), I32(0));

@@ -244,7 +244,8 @@ int mmrt_rope_pos_bwd(float *dx, const float *dy, int B, int T, int H, int D,
 /* Image features into the text: y = x, except that the rows t of sample b
  * where ids[b, t] == token take src[b, 0], src[b, 1], ... in order.
  *   y, x: (B, T, C)  src: (B, N, C)  ids: (B, T)
- * Returns 0, or -1 when a sample holds the token other than N times
+ * A sample without the token (text only, or a padding row) keeps x.
+ * Returns 0, or -1 when a sample holds the token neither N times nor never
  * (message on stderr naming the sample and the counts). */
 int mmrt_place_fwd(float *y, const float *x, const float *src,
                    const int32_t *ids, int B, int T, int N, int C, int token);

@@ -909,6 +909,10 @@ START_TEST(test_place)
         ck_assert_float_eq(ds[i], src[i]);
     const int32_t four[B * T] = {3, 3, 3, 3, 9, 9, 2, 3, 8, 3, 8, 3, 2, 0};
     ck_assert_int_eq(mmrt_place_fwd(y, x, src, four, B, T, N, C, 3), -1); /* 4 tokens for 3 rows */
+    const int32_t none[B * T] = {1, 5, 5, 5, 9, 9, 2, 3, 8, 3, 8, 3, 2, 0}; /* sample 0 has no image */
+    ck_assert_int_eq(mmrt_place_fwd(y, x, src, none, B, T, N, C, 3), 0);
+    for (int i = 0; i < T * C; i++)
+        ck_assert_float_eq(y[i], x[i]);
 }
 END_TEST
 
