@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../ir/ir_fused.h"
+#include "../passes/bucket.h"
 #include "../runtime/mmrt_main.h"
 #include "cg_internal.h"
 
@@ -379,6 +380,33 @@ static void around(const IrShape *s, int d, int64_t *outer, int64_t *inner) {
   for (int i = d + 1; i < s->rank; i++) *inner *= s->d[i];
 }
 
+/* A gradient bucket (passes/bucket.c): the `run` consecutive all_reduce
+ * nodes from this one, in one call. Each operand is copied into its result
+ * (in order: memplan may give a result the storage of an earlier member's
+ * operand, which dies before it, never of a later one's), then the results
+ * are all-reduced in place as one concatenation (one bucket of all their
+ * bytes: one MPI all-reduce, counted as one call). */
+static bool lower_bucket(Cg *cg, const IrNode *n, int run) {
+  LLVMValueRef ptrs = LLVMBuildArrayAlloca(cg->b, cg->t_ptr, I32(run), "bucket");
+  LLVMValueRef sizes = LLVMBuildArrayAlloca(cg->b, cg->t_i64, I32(run), "counts");
+  int64_t total = 0;
+  for (int k = 0; k < run; k++) {
+    const IrNode *u = cg->f->nodes.items[cg->cur + k];
+    const IrValue *x = u->in[0], *y = u->out[0];
+    if (x->dtype != IR_F32) return cg_error(cg, u, "collectives of %s are not supported", ir_dtype_name(x->dtype));
+    int64_t count = ir_numel(&x->shape);
+    if (x->mem_arena != y->mem_arena || x->mem_offset != y->mem_offset)
+      LLVMBuildMemCpy(cg->b, cg_ptr(cg, y), 4, cg_ptr(cg, x), 4, cg_i64(cg, count * 4));
+    LLVMValueRef idx = cg_i64(cg, k);
+    LLVMBuildStore(cg->b, cg_ptr(cg, y), LLVMBuildInBoundsGEP2(cg->b, cg->t_ptr, ptrs, &idx, 1, ""));
+    LLVMBuildStore(cg->b, cg_i64(cg, count), LLVMBuildInBoundsGEP2(cg->b, cg->t_i64, sizes, &idx, 1, ""));
+    total += count;
+  }
+  cg_check_status(cg, CALL("mmrt_all_reduce_buckets", cg->mesh, I32((int)attr(n, IR_ATTR_MESH)->i), ptrs, sizes,
+                           I32(run), I32(MMRT_F32), cg_i64(cg, total > 0 ? total * 4 : 4), F32(1)));
+  return true;
+}
+
 static bool lower_collective(Cg *cg, const IrNode *n) {
   int ax = (int)attr(n, IR_ATTR_MESH)->i, d = (int)attr(n, IR_ATTR_DIM)->i;
   const IrValue *x = n->in[0], *y = n->out[0];
@@ -389,6 +417,8 @@ static bool lower_collective(Cg *cg, const IrNode *n) {
   LLVMValueRef r;
   switch (n->op) {
   case IR_OP_ALL_REDUCE:
+    if (bucket_run(cg->f, cg->cur) != 1) /* a bucket: lowered at its first node */
+      return bucket_run(cg->f, cg->cur) == 0 || lower_bucket(cg, n, bucket_run(cg->f, cg->cur));
     r = CALL("mmrt_all_reduce", cg->mesh, I32(ax), V(0), O(0), cg_i64(cg, ir_numel(&x->shape)), I32(MMRT_F32));
     break;
   case IR_OP_ALL_GATHER: /* x: this rank's part of y along d */
