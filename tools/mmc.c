@@ -581,8 +581,8 @@ static void plan_collectives(IrModule *m, const MmPlan *pl, json_object *root) {
     printf("    %-15s %-3s %5d calls %14lld elements sent %14lld bytes\n", ir_ops[tot[k].op].name,
            ir_axis_name((IrAxis)tot[k].axis), tot[k].calls, (long long)tot[k].elems, (long long)tot[k].bytes);
   if (!nbuckets) return;
-  printf("  gradient buckets (bucket_mb = %g): %d gradients all-reduced in %d calls\n",
-         pl ? pl->bucket_mb : MM_BUCKET_MB_DEFAULT, nbucketed, nbuckets);
+  printf("  gradient buckets (bucket_mb = %g): %d gradients all-reduced in %d call%s\n",
+         pl ? pl->bucket_mb : MM_BUCKET_MB_DEFAULT, nbucketed, nbuckets, nbuckets == 1 ? "" : "s");
   for (int i = 0; i < f->nodes.len; i++) {
     const IrNode *n = f->nodes.items[i];
     int run = bucket_run(f, i);
