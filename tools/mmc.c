@@ -594,9 +594,9 @@ static void plan_collectives(IrModule *m, const MmPlan *pl, json_object *root) {
       msg += t;
     }
     const IrValue *p0 = bucket_grad_param(f, i), *p1 = bucket_grad_param(f, i + run - 1);
-    printf("    bucket %-3lld all_reduce %-3s %4d gradients %12lld elements  %s .. %s\n", (long long)bucket_id(n),
-           ir_axis_name((IrAxis)n->attrs.v[IR_ATTR_MESH].i), run, (long long)msg, p0 ? p0->name : "?",
-           p1 ? p1->name : "?");
+    printf("    bucket %-3lld all_reduce %-3s %4d gradient%s %12lld elements  %s%s%s\n", (long long)bucket_id(n),
+           ir_axis_name((IrAxis)n->attrs.v[IR_ATTR_MESH].i), run, run == 1 ? " " : "s", (long long)msg,
+           p0 ? p0->name : "?", run > 1 ? " .. " : "", run > 1 ? (p1 ? p1->name : "?") : "");
   }
 }
 
