@@ -3,10 +3,11 @@
  *
  * After `collectives`, plain data parallel leaves one all_reduce over dp
  * per gradient, right where the gradient is complete (shard puts the
- * reshard there). Each is a separate collective call: a latency each, and
+ * reshard there); ZeRO a reduce_scatter per gradient. Each is a separate collective call: a latency each, and
  * small tensors (biases, norms) waste the link. This pass groups them:
  *
- *   - the candidates are the all_reduce nodes over dp of @train whose result
+ *   - the candidates are the all_reduce (and reduce_scatter) nodes over dp
+ *     of @train whose result
  *     is a gradient (grad(@p)), or becomes one through a chain of other
  *     collectives used once each (the dp all-reduce of a norm's gradient
  *     followed by its tp all-reduce under tensor parallelism), and whose
@@ -26,10 +27,15 @@
  *
  * Nothing else changes: the same values are reduced over the same axis, so
  * the elements sent per rank and step are those of the per-gradient
- * all-reduces (2 Psi (d - 1) / d), in fewer calls. zero >= 1 reduce-scatters
- * the gradients instead (the zero pass); only those it leaves replicated
- * (no dim dp divides) are all-reduced, and bucketed here. bucket_mb = 0
- * turns the pass off. */
+ * all-reduces (2 Psi (d - 1) / d), in fewer calls.
+ *
+ * Under ZeRO (zero >= 1) the zero pass reduce-scatters the gradients over
+ * dp instead; those reduce_scatter nodes are bucketed the same way, in a
+ * stream of their own (a bucket holds one kind of collective), and the
+ * backend packs each rank's parts of a bucket's gradients together for one
+ * MPI reduce-scatter (mmrt_reduce_scatter_bucket). Gradients ZeRO leaves
+ * replicated (no dim dp divides) stay all-reduced, in all-reduce buckets.
+ * bucket_mb = 0 turns the pass off. */
 #include <string.h>
 
 #include "bucket.h"
@@ -38,20 +44,22 @@
 #define MAX_TAIL 8
 
 typedef struct Cand {
-  IrNode *ar;                /* the all_reduce over dp */
+  IrNode *ar;                /* the all_reduce or reduce_scatter over dp */
   IrNode *tail[MAX_TAIL];    /* the collectives that finish the gradient */
   int ntail;
   int64_t bytes;             /* the message, per rank */
   int bucket;
 } Cand;
 
+static bool bucket_op(IrOp op) { return op == IR_OP_ALL_REDUCE || op == IR_OP_REDUCE_SCATTER; }
+
 int64_t bucket_id(const IrNode *n) {
-  if (n->op != IR_OP_ALL_REDUCE || !ir_attrs_has(&n->attrs, IR_ATTR_BUCKET)) return -1;
+  if (!bucket_op(n->op) || !ir_attrs_has(&n->attrs, IR_ATTR_BUCKET)) return -1;
   return n->attrs.v[IR_ATTR_BUCKET].i;
 }
 
 static bool same_run(const IrNode *a, const IrNode *b) {
-  return bucket_id(a) >= 0 && bucket_id(a) == bucket_id(b) &&
+  return bucket_id(a) >= 0 && bucket_id(a) == bucket_id(b) && a->op == b->op &&
          a->attrs.v[IR_ATTR_MESH].i == b->attrs.v[IR_ATTR_MESH].i;
 }
 
@@ -124,7 +132,7 @@ static void bucket_func(IrModule *m, IrFunc *f, int64_t cap, Arena *a) {
   int nc = 0;
   for (int i = 0; i < opt; i++) {
     IrNode *n = f->nodes.items[i];
-    if (n->op != IR_OP_ALL_REDUCE || n->nin != 1 || n->nout != 1 || n->attrs.v[IR_ATTR_MESH].i != IR_AX_DP ||
+    if (!bucket_op(n->op) || n->nin != 1 || n->nout != 1 || n->attrs.v[IR_ATTR_MESH].i != IR_AX_DP ||
         bucket_id(n) >= 0 || n->in[0]->dtype != IR_F32)
       continue;
     Cand c = {.ar = n, .bytes = ir_local_numel(m, n->in[0]) * ir_dtype_size(n->in[0]->dtype)};
@@ -146,42 +154,55 @@ static void bucket_func(IrModule *m, IrFunc *f, int64_t cap, Arena *a) {
     cands[nc++] = c;
   }
   if (!nc) return;
-  /* greedy, in order: a bucket closes once it holds cap bytes */
+  /* greedy, in order, one stream per op (all-reduces, and under ZeRO the
+   * reduce-scatters): a bucket closes once it holds cap bytes */
   int nb = 0;
-  int64_t fill = 0;
-  for (int k = 0; k < nc; k++) {
-    cands[k].bucket = nb;
-    ir_attrs_set_int(&cands[k].ar->attrs, IR_ATTR_BUCKET, nb);
-    fill += cands[k].bytes;
-    if (fill >= cap || k == nc - 1) nb++, fill = 0;
+  int *last = ARENA_ARRAY(a, int, nc); /* bucket -> its last candidate */
+  for (int op = 0; op < 2; op++) {
+    IrOp want = op ? IR_OP_REDUCE_SCATTER : IR_OP_ALL_REDUCE;
+    int64_t fill = 0, open = -1;
+    for (int k = 0; k < nc; k++) {
+      if (cands[k].ar->op != want) continue;
+      if (open < 0) open = nb++;
+      cands[k].bucket = (int)open;
+      last[open] = k;
+      fill += cands[k].bytes;
+      if (fill >= cap) open = -1, fill = 0;
+    }
   }
-  /* the last member of each bucket, and what moves */
-  int *last = ARENA_ARRAY(a, int, nb);
-  IrMap moving;
+  /* number the buckets in the order they are reduced: by their last member */
+  int *id = ARENA_ARRAY(a, int, nb), next = 0;
+  for (int k = 0; k < nc; k++)
+    if (last[cands[k].bucket] == k) id[cands[k].bucket] = next++;
+  for (int k = 0; k < nc; k++) ir_attrs_set_int(&cands[k].ar->attrs, IR_ATTR_BUCKET, id[cands[k].bucket]);
+  IrMap moving, lastnode;
   ir_map_init(&moving, a, false);
+  ir_map_init(&lastnode, a, false);
   for (int k = 0; k < nc; k++) {
-    last[cands[k].bucket] = k;
     ir_map_put(&moving, cands[k].ar);
     for (int t = 0; t < cands[k].ntail; t++) ir_map_put(&moving, cands[k].tail[t]);
+    if (last[cands[k].bucket] == k) ir_map_put(&lastnode, cands[k].ar)->i = cands[k].bucket + 1;
   }
   void **old = ARENA_ARRAY(a, void *, nn);
   memcpy(old, f->nodes.items, sizeof(void *) * (size_t)nn);
-  int w = 0, first = 0; /* first: the first candidate of the next bucket */
+  int w = 0, done = 0;
   for (int i = 0; i < nn; i++) {
     IrNode *n = old[i];
     if (!ir_map_get(&moving, n)) {
       f->nodes.items[w++] = n;
       continue;
     }
-    if (first >= nc || n != cands[last[cands[first].bucket]].ar) continue;
-    /* the bucket's last gradient is ready: its all-reduces, then their chains */
-    int b = cands[first].bucket, end = last[b];
-    for (int k = first; k <= end; k++) f->nodes.items[w++] = cands[k].ar;
-    for (int k = first; k <= end; k++)
-      for (int t = 0; t < cands[k].ntail; t++) f->nodes.items[w++] = cands[k].tail[t];
-    first = end + 1;
+    IrMapSlot *ls = ir_map_get(&lastnode, n);
+    if (!ls) continue;
+    /* the bucket's last gradient is ready: its collectives, then their chains */
+    int b = (int)ls->i - 1;
+    for (int k = 0; k < nc; k++)
+      if (cands[k].bucket == b) f->nodes.items[w++] = cands[k].ar, done++;
+    for (int k = 0; k < nc; k++)
+      if (cands[k].bucket == b)
+        for (int t = 0; t < cands[k].ntail; t++) f->nodes.items[w++] = cands[k].tail[t];
   }
-  MM_ASSERT(w == nn && first == nc);
+  MM_ASSERT(w == nn && done == nc);
   ir_func_renumber(f);
 }
 

@@ -32,6 +32,8 @@
 #    lines of `mmc dump-ir --after lower`) taken in reverse order (the order
 #    the backward completes them, as DDP assumes), a bucket closing once it
 #    holds bucket_mb MiB or more: the default 0.25 MiB, and 0.05 MiB.
+#    Under ZeRO the gradients' reduce-scatters are bucketed alike: the
+#    reduce_scatter.dp calls per step are the same bucket count.
 #  ZeRO-1: the optimizer state per rank is 1/dp of the serial one, in `mmc
 #    plan --json` (by_role.opt) and in the trainer's allocated-bytes report.
 set -uo pipefail
@@ -128,6 +130,10 @@ else:
     else:
         good &= ar["calls"] == scalars * steps and ar["elems"] == scalars * steps
         good &= c["reduce_scatter.dp"]["elems"] == psi * steps
+        rs = c["reduce_scatter.dp"]["calls"] == buckets * steps
+        print("%s: reduce_scatter.dp calls per step %g, expected %d gradient buckets of %s MiB %s"
+              % (name, c["reduce_scatter.dp"]["calls"] / steps, buckets, sys.argv[7], "ok" if rs else "WRONG"))
+        good &= rs
         good &= c["all_gather.dp"]["elems"] == (2 if mode == "zero3" else 1) * psi * steps
     ok &= good
     print("%s: elements sent per rank and step %.0f = %s Psi (d-1)/d = %.0f (Psi %d, d %d) + %d one-element all-reduces (%.0f) %s" %

@@ -529,7 +529,7 @@ static void plan_collectives(IrModule *m, const MmPlan *pl, json_object *root) {
         ir_collective_elems(m, f->nodes.items[i + j], &t);
         msg += t;
       }
-      sent = 2 * msg * (m->mesh[a] - 1) / m->mesh[a];
+      sent = (n->op == IR_OP_ALL_REDUCE ? 2 : 1) * msg * (m->mesh[a] - 1) / m->mesh[a];
       nbuckets++, nbucketed += run;
     }
     bytes = sent * ir_dtype_size(n->in[0]->dtype);
@@ -581,7 +581,7 @@ static void plan_collectives(IrModule *m, const MmPlan *pl, json_object *root) {
     printf("    %-15s %-3s %5d calls %14lld elements sent %14lld bytes\n", ir_ops[tot[k].op].name,
            ir_axis_name((IrAxis)tot[k].axis), tot[k].calls, (long long)tot[k].elems, (long long)tot[k].bytes);
   if (!nbuckets) return;
-  printf("  gradient buckets (bucket_mb = %g): %d gradients all-reduced in %d call%s\n",
+  printf("  gradient buckets (bucket_mb = %g): %d gradients reduced in %d call%s\n",
          pl ? pl->bucket_mb : MM_BUCKET_MB_DEFAULT, nbucketed, nbuckets, nbuckets == 1 ? "" : "s");
   for (int i = 0; i < f->nodes.len; i++) {
     const IrNode *n = f->nodes.items[i];
@@ -594,8 +594,8 @@ static void plan_collectives(IrModule *m, const MmPlan *pl, json_object *root) {
       msg += t;
     }
     const IrValue *p0 = bucket_grad_param(f, i), *p1 = bucket_grad_param(f, i + run - 1);
-    printf("    bucket %-3lld all_reduce %-3s %4d gradient%s %12lld elements  %s%s%s\n", (long long)bucket_id(n),
-           ir_axis_name((IrAxis)n->attrs.v[IR_ATTR_MESH].i), run, run == 1 ? " " : "s", (long long)msg,
+    printf("    bucket %-3lld %-14s %-3s %4d gradient%s %12lld elements  %s%s%s\n", (long long)bucket_id(n),
+           ir_ops[n->op].name, ir_axis_name((IrAxis)n->attrs.v[IR_ATTR_MESH].i), run, run == 1 ? " " : "s", (long long)msg,
            p0 ? p0->name : "?", run > 1 ? " .. " : "", run > 1 ? (p1 ? p1->name : "?") : "");
   }
 }

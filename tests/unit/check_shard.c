@@ -886,8 +886,10 @@ END_TEST
 
 /* ---- gradient buckets (passes/bucket.c) ---- */
 
+static int bucket_zero; /* the ZeRO stage of the bucket tests: 0 all-reduces, else reduce-scatters */
+
 static MmPlanFlags bucket_flags(int tp, bool sp, double mb) {
-  MmPlanFlags f = flags(tp, 2, sp, 0);
+  MmPlanFlags f = flags(tp, 2, sp, bucket_zero);
   f.bucket_set = mb >= 0;
   f.bucket_mb = mb;
   return f;
@@ -903,6 +905,17 @@ static MmPlanFlags bucket_flags(int tp, bool sp, double mb) {
  * order, as DDP assumes), and the count is then the greedy count over the
  * parameter sizes in that order, computed here apart from the pass. Returns
  * the number of buckets. */
+/* The gradient a rank holds before its reduction: the parameter's piece on
+ * the axes other than dp (ZeRO stores the parameter split over dp too). */
+static int64_t grad_numel(const IrModule *m, const IrValue *p) {
+  IrPlacement pl[IR_NAXES];
+  memcpy(pl, p->pl, sizeof pl);
+  pl[IR_AX_DP] = B;
+  IrShape s;
+  ir_local_shape(m, pl, &p->shape, &s);
+  return ir_numel(&s);
+}
+
 static int expect_buckets(const char *file, const char *model, int tp, bool sp, double mb, bool in_reverse) {
   Run x;
   run_model(&x, stdlib_path(file), NULL, model, bucket_flags(tp, sp, mb), "bucket");
@@ -923,7 +936,7 @@ static int expect_buckets(const char *file, const char *model, int tp, bool sp, 
     int run = bucket_run(f, i);
     if (bucket_id(n) < 0) {
       /* no gradient of a trainable parameter left alone on dp */
-      if (n->op == IR_OP_ALL_REDUCE && n->attrs.v[IR_ATTR_MESH].i == IR_AX_DP)
+      if ((n->op == IR_OP_ALL_REDUCE || n->op == IR_OP_REDUCE_SCATTER) && n->attrs.v[IR_ATTR_MESH].i == IR_AX_DP)
         ck_assert_msg(!bucket_grad_param(f, i), "%s: the dp all-reduce of %s is in no bucket", model,
                       bucket_grad_param(f, i)->name);
       continue;
@@ -933,7 +946,8 @@ static int expect_buckets(const char *file, const char *model, int tp, bool sp, 
     int64_t bytes = 0, last = 0;
     for (int j = 0; j < run; j++) {
       IrNode *u = f->nodes.items[i + j];
-      ck_assert(u->op == IR_OP_ALL_REDUCE && bucket_id(u) == bucket_id(n) && u->attrs.v[IR_ATTR_MESH].i == IR_AX_DP);
+      ck_assert(u->op == (bucket_zero ? IR_OP_REDUCE_SCATTER : IR_OP_ALL_REDUCE) && bucket_id(u) == bucket_id(n) &&
+                u->attrs.v[IR_ATTR_MESH].i == IR_AX_DP);
       const IrValue *p = bucket_grad_param(f, i + j);
       ck_assert_msg(p != NULL, "%s: bucket %d member %d reduces no gradient", model, nb, j);
       IrMapSlot *sl = ir_map_put(&seen, p);
@@ -960,7 +974,7 @@ static int expect_buckets(const char *file, const char *model, int tp, bool sp, 
     IrValue *p = m->params.items[i];
     if (p->role != IR_ROLE_PARAM || p->frozen) continue;
     ck_assert_msg(ir_map_get(&seen, p) != NULL, "%s: the gradient of %s is in no bucket", model, p->name);
-    local_psi += ir_local_numel(m, p);
+    local_psi += grad_numel(m, p);
     ntrain++;
   }
   ck_assert_int_eq(ng, ntrain);
@@ -973,7 +987,7 @@ static int expect_buckets(const char *file, const char *model, int tp, bool sp, 
       if (p->role != IR_ROLE_PARAM || p->frozen) continue;
       ck_assert_msg(order[k] == p, "%s: gradient %d of the buckets is %s, expected %s", model, k, order[k]->name, p->name);
       k++;
-      fill += ir_local_numel(m, p) * 4;
+      fill += grad_numel(m, p) * 4;
       if (fill >= cap) want++, fill = 0;
     }
     if (fill) want++;
@@ -998,6 +1012,20 @@ START_TEST(test_buckets) {
   expect_buckets("vit_fashion.mm", "ViTFashion", -1, false, 0.1, false);
   expect_buckets("internvl2.mm", "InternVL2Tiny", -1, false, 0.1, false);
   expect_buckets("vit_fashion.mm", "ViTFashion", 2, false, 0.1, false);
+}
+END_TEST
+
+/* ZeRO-1/2/3: the gradients' reduce-scatters over dp in buckets, by the same
+ * rule (the input, the whole gradient, counts against the cap). */
+START_TEST(test_buckets_zero) {
+  for (bucket_zero = 1; bucket_zero <= 3; bucket_zero++) {
+    ck_assert_int_eq(expect_buckets("gpt2.mm", "GPT2Tiny", -1, false, 0.25, true), 2);
+    ck_assert_int_eq(expect_buckets("gpt2.mm", "GPT2Tiny", -1, false, 0.05, true), 7);
+  }
+  bucket_zero = 1; /* tp x dp + sp: the norms' dp reduce-scatters, then their tp all-reduces */
+  ck_assert_int_ge(expect_buckets("gpt2.mm", "GPT2Tiny", 2, true, 0.05, true), 4);
+  expect_buckets("internvl2.mm", "InternVL2Tiny", -1, false, 0.1, false);
+  bucket_zero = 0;
 }
 END_TEST
 
@@ -1143,6 +1171,7 @@ static Suite *shard_suite(void) {
   tcase_add_test(tc, test_tp_dp_sp_zero1);
   tcase_add_test(tc, test_buckets);
   tcase_add_test(tc, test_buckets_off);
+  tcase_add_test(tc, test_buckets_zero);
   tcase_add_test(tc, test_serial_unchanged);
   tcase_add_test(tc, test_plans_verify);
   tcase_add_test(tc, test_errors);
