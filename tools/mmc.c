@@ -517,8 +517,8 @@ static void plan_collectives(IrModule *m, const MmPlan *pl, json_object *root) {
   for (int i = 0; i < f->nodes.len; i++) {
     IrNode *n = f->nodes.items[i];
     if (!ir_op_is_collective(n->op)) continue;
-    /* a gradient bucket (passes/bucket.h) is one call: the all-reduce of the
-     * concatenation of its members */
+    /* a gradient bucket (passes/bucket.h) is one call: the all-reduce (or
+     * reduce-scatter) of its members together */
     int run = bucket_run(f, i);
     if (run == 0) continue;
     int64_t msg = 0, sent = ir_collective_elems(m, n, &msg), bytes;
@@ -561,6 +561,7 @@ static void plan_collectives(IrModule *m, const MmPlan *pl, json_object *root) {
     for (int a = 0; a < IR_NAXES; a++) json_object_object_add(mesh, ir_axis_name((IrAxis)a), json_object_new_int(m->mesh[a]));
     json_object_object_add(root, "mesh", mesh);
     json_object_object_add(root, "collectives", list);
+    if (nbuckets) json_object_object_add(root, "bucket_mb", json_object_new_double(pl ? pl->bucket_mb : MM_BUCKET_MB_DEFAULT));
     json_object *t = json_object_new_array();
     for (int k = 0; k < nt; k++) {
       json_object *e = json_object_new_object();
