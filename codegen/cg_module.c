@@ -144,6 +144,8 @@ static const struct {
     {"mmrt_sum_squares", "d:ppi"},
     /* mmrt_comm.h: the mesh is an opaque pointer, MmrtAxis an int */
     {"mmrt_all_reduce", "i:pippli"},
+    {"mmrt_all_reduce_buckets", "i:pippiilf"},
+    {"mmrt_reduce_scatter_bucket", "i:pipppii"},
     {"mmrt_all_gather", "i:pippllli"},
     {"mmrt_reduce_scatter", "i:pippllli"},
     {"mmrt_all_to_all", "i:pipppiiii"},

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../ir/ir_fused.h"
+#include "../passes/bucket.h"
 #include "../runtime/mmrt_main.h"
 #include "cg_internal.h"
 
@@ -414,6 +415,61 @@ static void around(const IrShape *s, int d, int64_t *outer, int64_t *inner) {
   for (int i = d + 1; i < s->rank; i++) *inner *= s->d[i];
 }
 
+/* A gradient bucket (passes/bucket.c): the `run` consecutive all_reduce
+ * nodes from this one, in one call. Each operand is copied into its result
+ * (in order: memplan may give a result the storage of an earlier member's
+ * operand, which dies before it, never of a later one's), then the results
+ * are all-reduced in place as one concatenation (one bucket of all their
+ * bytes: one MPI all-reduce, counted as one call). */
+static bool lower_bucket(Cg *cg, const IrNode *n, int run) {
+  LLVMValueRef ptrs = LLVMBuildArrayAlloca(cg->b, cg->t_ptr, I32(run), "bucket");
+  LLVMValueRef sizes = LLVMBuildArrayAlloca(cg->b, cg->t_i64, I32(run), "counts");
+  int64_t total = 0;
+  for (int k = 0; k < run; k++) {
+    const IrNode *u = cg->f->nodes.items[cg->cur + k];
+    const IrValue *x = u->in[0], *y = u->out[0];
+    if (x->dtype != IR_F32) return cg_error(cg, u, "collectives of %s are not supported", ir_dtype_name(x->dtype));
+    int64_t count = ir_numel(&x->shape);
+    if (x->mem_arena != y->mem_arena || x->mem_offset != y->mem_offset)
+      LLVMBuildMemCpy(cg->b, cg_ptr(cg, y), 4, cg_ptr(cg, x), 4, cg_i64(cg, count * 4));
+    LLVMValueRef idx = cg_i64(cg, k);
+    LLVMBuildStore(cg->b, cg_ptr(cg, y), LLVMBuildInBoundsGEP2(cg->b, cg->t_ptr, ptrs, &idx, 1, ""));
+    LLVMBuildStore(cg->b, cg_i64(cg, count), LLVMBuildInBoundsGEP2(cg->b, cg->t_i64, sizes, &idx, 1, ""));
+    total += count;
+  }
+  cg_check_status(cg, CALL("mmrt_all_reduce_buckets", cg->mesh, I32((int)attr(n, IR_ATTR_MESH)->i), ptrs, sizes,
+                           I32(run), I32(MMRT_F32), cg_i64(cg, total > 0 ? total * 4 : 4), F32(1)));
+  return true;
+}
+
+/* A reduce-scatter bucket (ZeRO): one mmrt_reduce_scatter_bucket call over
+ * the `run` consecutive reduce_scatter nodes from this one; the runtime
+ * packs every operand before it writes any result. */
+static bool lower_rs_bucket(Cg *cg, const IrNode *n, int run) {
+  LLVMValueRef sends = LLVMBuildArrayAlloca(cg->b, cg->t_ptr, I32(run), "sends");
+  LLVMValueRef recvs = LLVMBuildArrayAlloca(cg->b, cg->t_ptr, I32(run), "recvs");
+  LLVMValueRef dims = LLVMBuildArrayAlloca(cg->b, cg->t_i64, I32(3 * run), "dims");
+  for (int k = 0; k < run; k++) {
+    const IrNode *u = cg->f->nodes.items[cg->cur + k];
+    const IrValue *x = u->in[0];
+    if (x->dtype != IR_F32) return cg_error(cg, u, "collectives of %s are not supported", ir_dtype_name(x->dtype));
+    int d = (int)attr(u, IR_ATTR_DIM)->i;
+    int64_t g[3];
+    around(&x->shape, d, &g[0], &g[2]);
+    g[1] = x->shape.d[d];
+    LLVMValueRef idx = cg_i64(cg, k);
+    LLVMBuildStore(cg->b, cg_ptr(cg, x), LLVMBuildInBoundsGEP2(cg->b, cg->t_ptr, sends, &idx, 1, ""));
+    LLVMBuildStore(cg->b, cg_ptr(cg, u->out[0]), LLVMBuildInBoundsGEP2(cg->b, cg->t_ptr, recvs, &idx, 1, ""));
+    for (int j = 0; j < 3; j++) {
+      LLVMValueRef at = cg_i64(cg, 3 * k + j);
+      LLVMBuildStore(cg->b, cg_i64(cg, g[j]), LLVMBuildInBoundsGEP2(cg->b, cg->t_i64, dims, &at, 1, ""));
+    }
+  }
+  cg_check_status(cg, CALL("mmrt_reduce_scatter_bucket", cg->mesh, I32((int)attr(n, IR_ATTR_MESH)->i), sends, recvs,
+                           dims, I32(run), I32(MMRT_F32)));
+  return true;
+}
+
 static bool lower_collective(Cg *cg, const IrNode *n) {
   int ax = (int)attr(n, IR_ATTR_MESH)->i, d = (int)attr(n, IR_ATTR_DIM)->i;
   const IrValue *x = n->in[0], *y = n->out[0];
@@ -424,6 +480,8 @@ static bool lower_collective(Cg *cg, const IrNode *n) {
   LLVMValueRef r;
   switch (n->op) {
   case IR_OP_ALL_REDUCE:
+    if (bucket_run(cg->f, cg->cur) != 1) /* a bucket: lowered at its first node */
+      return bucket_run(cg->f, cg->cur) == 0 || lower_bucket(cg, n, bucket_run(cg->f, cg->cur));
     r = CALL("mmrt_all_reduce", cg->mesh, I32(ax), V(0), O(0), cg_i64(cg, ir_numel(&x->shape)), I32(MMRT_F32));
     break;
   case IR_OP_ALL_GATHER: /* x: this rank's part of y along d */
@@ -432,6 +490,8 @@ static bool lower_collective(Cg *cg, const IrNode *n) {
              cg_i64(cg, inner), I32(MMRT_F32));
     break;
   case IR_OP_REDUCE_SCATTER: /* y: this rank's part of the sum of x along d */
+    if (bucket_run(cg->f, cg->cur) != 1) /* a bucket: lowered at its first node */
+      return bucket_run(cg->f, cg->cur) == 0 || lower_rs_bucket(cg, n, bucket_run(cg->f, cg->cur));
     around(&x->shape, d, &outer, &inner);
     r = CALL("mmrt_reduce_scatter", cg->mesh, I32(ax), V(0), O(0), cg_i64(cg, outer), cg_i64(cg, x->shape.d[d]),
              cg_i64(cg, inner), I32(MMRT_F32));

@@ -10,6 +10,8 @@ void mm_plan_flags_init(MmPlanFlags *f) {
   f->tp = f->pp = f->cp = f->dp = f->zero = f->micro_batches = -1;
   f->sp = -1;
   f->schedule = f->recompute = NULL;
+  f->bucket_set = false;
+  f->bucket_mb = 0;
 }
 
 static AstStmt *section(AstDecl *dcl, const char *name, AstStmt **dup) {
@@ -397,6 +399,16 @@ static bool read_parallel(FeProgram *p, Inst *root, AstStmt *sec, MmPlan *pl) {
     else if (strcmp(n, "zero") == 0) { ok &= pos_int(p, &root->env, s, 0, 3, &pl->zero); pl->loc_zero = s->name_loc; }
     else if (strcmp(n, "micro_batches") == 0) { ok &= pos_int(p, &root->env, s, 1, 1 << 20, &pl->micro_batches); pl->loc_mb = s->name_loc; }
     else if (strcmp(n, "vpp") == 0) ok &= pos_int(p, &root->env, s, 1, 64, &pl->vpp);
+    else if (strcmp(n, "bucket_mb") == 0) {
+      double v;
+      pl->loc_bucket = s->name_loc;
+      if (!get_num(p, &root->env, s->value, &v)) ok = false;
+      else if (!(v >= 0 && v <= 1 << 20)) {
+        diag_error(p->d, s->value->loc, "bucket_mb must be between 0 and %d MiB (0: no buckets), not %g", 1 << 20, v);
+        ok = false;
+      } else
+        pl->bucket_mb = v;
+    }
     else if (strcmp(n, "sp") == 0) {
       Val *v = fe_eval(p, &root->env, s->value);
       if (v->k == V_BOOL) pl->sp = v->b;
@@ -461,7 +473,7 @@ static bool read_parallel(FeProgram *p, Inst *root, AstStmt *sec, MmPlan *pl) {
       }
     } else {
       diag_error(p->d, s->name_loc,
-                 "unknown parallel setting '%s' (expected tp, sp, pp, cp, dp, zero, micro_batches, schedule, stages, recompute, vpp)",
+                 "unknown parallel setting '%s' (expected tp, sp, pp, cp, dp, zero, micro_batches, schedule, stages, recompute, vpp, bucket_mb)",
                  n);
       ok = false;
     }
@@ -597,6 +609,7 @@ static void apply_flags(FeProgram *p, MmPlan *pl, const MmPlanFlags *f) {
   if (f->zero >= 0) pl->zero = f->zero, pl->loc_zero = (SrcLoc){0};
   if (f->micro_batches > 0) pl->micro_batches = f->micro_batches, pl->loc_mb = (SrcLoc){0};
   if (f->sp >= 0) pl->sp = f->sp == 1, pl->loc_sp = (SrcLoc){0};
+  if (f->bucket_set) pl->bucket_mb = f->bucket_mb, pl->loc_bucket = (SrcLoc){0};
   if (f->schedule) {
     if (strcmp(f->schedule, "gpipe") == 0) pl->schedule = MM_SCHED_GPIPE;
     else if (strcmp(f->schedule, "interleaved") == 0) pl->schedule = MM_SCHED_INTERLEAVED;
@@ -616,6 +629,7 @@ bool fe_read_sections(FeProgram *p, Inst *root, FeResult *out) {
   memset(pl, 0, sizeof *pl);
   memset(t, 0, sizeof *t);
   pl->tp = pl->pp = pl->cp = pl->dp = pl->micro_batches = pl->vpp = 1;
+  pl->bucket_mb = MM_BUCKET_MB_DEFAULT;
   t->optim = MM_OPT_ADAMW;
   t->lr = 1e-3;
   t->beta1 = 0.9;

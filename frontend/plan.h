@@ -24,14 +24,23 @@ typedef struct MmPlan {
   MmRecompute recompute;
   MmStage *stages; /* pp entries when given, else NULL */
   int nstages;
-  SrcLoc loc_tp, loc_pp, loc_cp, loc_dp, loc_sp, loc_zero, loc_mb, loc_stages; /* where each was set */
+  /* data parallel: the gradients' dp all-reduces are grouped into buckets of
+   * about this many MiB (a bucket closes once it holds at least that much);
+   * 0: one all-reduce per gradient (the bucket pass) */
+  double bucket_mb;
+  SrcLoc loc_tp, loc_pp, loc_cp, loc_dp, loc_sp, loc_zero, loc_mb, loc_stages, loc_bucket; /* where each was set */
 } MmPlan;
+
+/* The bucket size when neither the model nor --bucket-mb sets one. */
+#define MM_BUCKET_MB_DEFAULT 0.25
 
 /* Command-line overrides: -1 (or false for has_sp) means "not given". */
 typedef struct MmPlanFlags {
   int tp, pp, cp, dp, zero, micro_batches;
   int sp; /* -1 not given, 0 off, 1 on */
   const char *schedule, *recompute;
+  bool bucket_set; /* --bucket-mb given (false in a zeroed struct) */
+  double bucket_mb;
 } MmPlanFlags;
 void mm_plan_flags_init(MmPlanFlags *f);
 

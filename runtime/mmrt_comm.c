@@ -960,6 +960,78 @@ int mmrt_all_reduce_buckets(MmrtMesh *m, MmrtAxis ax, void *const *bufs, const s
     return MMRT_OK;
 }
 
+/* Several reduce-scatters as one: rank r's parts of every tensor are packed
+ * next to each other (block r), one MPI reduce-scatter sums the blocks, and
+ * this rank's block is unpacked into the recv buffers. */
+int mmrt_reduce_scatter_bucket(MmrtMesh *m, MmrtAxis ax, const void *const *send, void *const *recv,
+                               const size_t *dims, int nbufs, MmrtDtype dt)
+{
+    static const char op[] = "reduce_scatter_bucket";
+    int rc = check(m, op, ax, dt);
+    if (rc)
+        return rc;
+    if (nbufs < 0 || (nbufs > 0 && (!send || !recv || !dims)))
+        return fail(m, MMRT_ERR_ARG, op, ax, "needs send and recv buffers and their dims");
+    size_t es = esize(dt), full = 0;
+    int n = m->size[ax], me = m->coord[ax];
+    for (int k = 0; k < nbufs; k++) {
+        size_t f;
+        if (!mul3(dims[3 * k], dims[3 * k + 1], dims[3 * k + 2], &f) || full + f > INT_MAX)
+            return too_large(m, op, ax, (uint64_t)full + (uint64_t)dims[3 * k] * dims[3 * k + 1] * dims[3 * k + 2]);
+        if (f && (!send[k] || !recv[k]))
+            return fail(m, MMRT_ERR_ARG, op, ax, "buffer %d of %zu elements is NULL", k, f);
+        full += f;
+    }
+    tally(MMRT_COMM_REDUCE_SCATTER, ax, n, full, share((uint64_t)full * es, (uint64_t)(n - 1), n));
+    if (full == 0)
+        return MMRT_OK;
+    int *cnt = m->cnt, *dsp = m->cnt + n;
+    bool even = true;
+    for (int r = 0; r < n; r++) {
+        size_t c = 0;
+        for (int k = 0; k < nbufs; k++) {
+            int64_t lo, len;
+            mmrt_split_range((int64_t)dims[3 * k + 1], n, r, &lo, &len);
+            c += dims[3 * k] * (size_t)len * dims[3 * k + 2];
+        }
+        cnt[r] = (int)c;
+        dsp[r] = r ? dsp[r - 1] + cnt[r - 1] : 0;
+        even &= cnt[r] == cnt[0];
+    }
+    char *buf = scratch(m, op, ax, (full + (size_t)cnt[me]) * es);
+    if (!buf)
+        return MMRT_ERR_NOMEM;
+    char *mine = buf + full * es;
+    for (int r = 0; r < n; r++) {
+        char *at = buf + (size_t)dsp[r] * es;
+        for (int k = 0; k < nbufs; k++) {
+            int64_t lo, len;
+            mmrt_split_range((int64_t)dims[3 * k + 1], n, r, &lo, &len);
+            slice_out(at, send[k], dims[3 * k], dims[3 * k + 1], dims[3 * k + 2], (size_t)lo, (size_t)len, es);
+            at += dims[3 * k] * (size_t)len * dims[3 * k + 2] * es;
+        }
+    }
+    MPI_Datatype t = mpi_type(dt);
+    MPI_Op o = sum_op(m, dt);
+    MPI_Request rq, *prq = m->timeout_s > 0 ? &rq : NULL;
+    if (even)
+        rc = prq ? MPI_Ireduce_scatter_block(buf, mine, cnt[me], t, o, m->comm[ax], prq)
+                 : MPI_Reduce_scatter_block(buf, mine, cnt[me], t, o, m->comm[ax]);
+    else
+        rc = prq ? MPI_Ireduce_scatter(buf, mine, cnt, t, o, m->comm[ax], prq)
+                 : MPI_Reduce_scatter(buf, mine, cnt, t, o, m->comm[ax]);
+    if ((rc = finish(m, op, ax, rc, prq)))
+        return rc;
+    for (int k = 0; k < nbufs; k++) {
+        int64_t lo, len;
+        mmrt_split_range((int64_t)dims[3 * k + 1], n, me, &lo, &len);
+        size_t part = dims[3 * k] * (size_t)len * dims[3 * k + 2] * es;
+        copy(recv[k], mine, part);
+        mine += part;
+    }
+    return MMRT_OK;
+}
+
 /* ---- counters ---- */
 
 MmrtCommCount mmrt_comm_counter(MmrtCommKind k, MmrtAxis ax)

@@ -212,6 +212,19 @@ int mmrt_all_reduce_buckets(MmrtMesh *m, MmrtAxis ax, void *const *bufs,
                             const size_t *counts, int nbufs, MmrtDtype dt,
                             size_t bucket_bytes, float scale);
 
+/* Reduce-scatter the nbufs tensors in one call (a gradient bucket under
+ * ZeRO): tensor k is the whole (dims[3k], dims[3k+1], dims[3k+2]) =
+ * (outer, dim, inner) tensor send[k] on every rank, and recv[k] gets this
+ * rank's part (outer, len, inner) of its sum along dim, as
+ * mmrt_reduce_scatter() gives it.  The parts of all tensors that go to one
+ * rank are packed together into scratch, so that one MPI reduce-scatter
+ * does all: counted as one reduce_scatter call of the summed elements.
+ * Every send is packed before any recv is written, so a recv may overlap
+ * another tensor's send.  A zero-size tensor may come with NULL buffers. */
+int mmrt_reduce_scatter_bucket(MmrtMesh *m, MmrtAxis ax, const void *const *send,
+                               void *const *recv, const size_t *dims, int nbufs,
+                               MmrtDtype dt);
+
 /* ---- counters ---- */
 
 typedef enum MmrtCommKind {

@@ -6,6 +6,7 @@
 # with the losses of the one-rank trainer (within 1e-5 relative: only the
 # order of sums differs), evaluate to the same accuracy, allocate per rank
 # the bytes `mmc plan` gives, and resume exactly from per-rank checkpoints.
+# Data parallel all-reduces the gradients in buckets (passes/bucket.c).
 set -uo pipefail
 S="$MMC_SOURCE_DIR/stdlib_models"
 T=$(mktemp -d)
@@ -54,6 +55,9 @@ for z in 1 2 3; do [ $SAN = 1 ] && [ $z != 2 ] || check gpt2tiny.dp2.zero$z 2 gp
 check gpt2tiny.tp2 2 gpt2.mm GPT2Tiny 6 --tp 2
 check gpt2tiny.tp2.sp 2 gpt2.mm GPT2Tiny 6 --tp 2 --sp
 check gpt2tiny.tp2.dp2.zero3 4 gpt2.mm GPT2Tiny 6 --tp 2 --dp 2 --zero 3
+# gradient buckets of 20 KiB (some of one gradient, some of many), the norms'
+# dp all-reduces bucketed ahead of their tp all-reduces
+[ $SAN = 1 ] || check gpt2tiny.tp2.dp2.sp.buckets 4 gpt2.mm GPT2Tiny 6 --tp 2 --dp 2 --sp --bucket-mb 0.02
 [ $SAN = 1 ] || check vit.dp2 2 vit_fashion.mm ViTFashion 4 --dp 2
 [ $SAN = 1 ] || check vit.tp2.dp2 4 vit_fashion.mm ViTFashion 4 --tp 2 --dp 2
 check internvl2tiny.dp2 2 internvl2.mm InternVL2Tiny 6 --dp 2

@@ -26,6 +26,14 @@
 #    step = 2 Psi (d-1)/d; ZeRO-3: 3 Psi (d-1)/d; besides, 1-element
 #    all-reduces (the loss, the label counts of the mean, and under ZeRO the
 #    gradient norm's partial sums): 3 under plain dp, 4 under ZeRO.
+#  dp=2: the gradients are all-reduced in buckets (passes/bucket.c), so the
+#    all_reduce.dp calls per step are the buckets plus the 3 scalars.  The
+#    bucket count is computed here from the parameter sizes (the `param`
+#    lines of `mmc dump-ir --after lower`) taken in reverse order (the order
+#    the backward completes them, as DDP assumes), a bucket closing once it
+#    holds bucket_mb MiB or more: the default 0.25 MiB, and 0.05 MiB.
+#    Under ZeRO the gradients' reduce-scatters are bucketed alike: the
+#    reduce_scatter.dp calls per step are the same bucket count.
 #  ZeRO-1: the optimizer state per rank is 1/dp of the serial one, in `mmc
 #    plan --json` (by_role.opt) and in the trainer's allocated-bytes report.
 set -uo pipefail
@@ -52,10 +60,27 @@ run() { # name np flags...
   grep -q '^communication of rank 0 of' "$T/$name.out" || { bad "$name: no counters printed at exit"; return 1; }
 }
 
-counts() { # name mode: compare the counters of the log with the expected ones
-  /usr/bin/python3 - "$T/$1.jsonl" "$1" "$2" "$PSI" "$STEPS" <<'PY'
+# the parameters' sizes in declaration order, one a line
+"$MMC" dump-ir "$S/gpt2.mm" --model GPT2Tiny --after lower |
+  sed -n 's/^param @[^ ]* : f32\[\([0-9, ]*\)\].*/\1/p' > "$T/param_sizes"
+
+counts() { # name mode [bucket_mb]: compare the counters of the log with the expected ones
+  /usr/bin/python3 - "$T/$1.jsonl" "$1" "$2" "$PSI" "$STEPS" "$T/param_sizes" "${3:-0.25}" <<'PY'
 import json, sys
 path, name, mode, psi, steps = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+sizes = []
+for line in open(sys.argv[6]):
+    n = 1
+    for d in line.split(","):
+        n *= int(d)
+    sizes.append(n)
+cap = int(float(sys.argv[7]) * 1048576)  # bytes
+buckets, fill = 0, 0
+for n in reversed(sizes):  # the backward's order
+    fill += 4 * n
+    if fill >= cap:
+        buckets, fill = buckets + 1, 0
+buckets += fill > 0
 rows = [json.loads(l) for l in open(path)]
 comm = [r["comm"] for r in rows if "comm" in r]
 per = [r["comm_bytes"] for r in rows if "comm_bytes" in r]
@@ -98,9 +123,17 @@ else:
     good = abs(total - sc - want) < 1e-9
     if mode == "dp":
         good &= ar["elems"] == (psi + scalars) * steps
+        calls = ar["calls"] == (buckets + scalars) * steps
+        print("%s: all_reduce.dp calls per step %g, expected %d gradient buckets of %s MiB (%d parameters, %d bytes) + %d scalars %s"
+              % (name, ar["calls"] / steps, buckets, sys.argv[7], len(sizes), 4 * sum(sizes), scalars, "ok" if calls else "WRONG"))
+        good &= calls and sum(sizes) == psi
     else:
         good &= ar["calls"] == scalars * steps and ar["elems"] == scalars * steps
         good &= c["reduce_scatter.dp"]["elems"] == psi * steps
+        rs = c["reduce_scatter.dp"]["calls"] == buckets * steps
+        print("%s: reduce_scatter.dp calls per step %g, expected %d gradient buckets of %s MiB %s"
+              % (name, c["reduce_scatter.dp"]["calls"] / steps, buckets, sys.argv[7], "ok" if rs else "WRONG"))
+        good &= rs
         good &= c["all_gather.dp"]["elems"] == (2 if mode == "zero3" else 1) * psi * steps
     ok &= good
     print("%s: elements sent per rank and step %.0f = %s Psi (d-1)/d = %.0f (Psi %d, d %d) + %d one-element all-reduces (%.0f) %s" %
@@ -119,6 +152,7 @@ PY
 run tp2 2 --tp 2 && { counts tp2 tp && ok || bad "tp=2 counts"; }
 run tp2sp 2 --tp 2 --sp && { counts tp2sp tpsp && ok || bad "tp=2+sp counts"; }
 run dp2 2 --dp 2 && { counts dp2 dp && ok || bad "dp=2 counts"; }
+run dp2b 2 --dp 2 --bucket-mb 0.05 && { counts dp2b dp 0.05 && ok || bad "dp=2 counts with 0.05 MiB buckets"; }
 for z in 1 2 3; do run zero$z 2 --dp 2 --zero $z && { counts zero$z zero$z && ok || bad "dp=2 ZeRO-$z counts"; }; done
 
 # ZeRO-1: optimizer state per rank 1/dp of the serial one, in the plan and the trainer

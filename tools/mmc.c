@@ -13,6 +13,7 @@
 #include "codegen/cg.h"
 #include "frontend/sema.h"
 #include "ir/ir.h"
+#include "passes/bucket.h"
 #include "passes/memplan.h"
 #include "passes/pass.h"
 #include "runtime/mmrt_main.h"
@@ -45,7 +46,7 @@ static const char *common_opts =
     "  --model NAME       the model (or a module whose hyper-parameters all have defaults)\n"
     "  --set NAME=VALUE   override a model-level let or hyper-parameter (e.g. --set B=8)\n"
     "  --tp N --pp N --cp N --dp N --zero K --micro-batches N --sp --no-sp\n"
-    "  --schedule 1f1b|gpipe|interleaved --recompute none|selective|full\n"
+    "  --schedule 1f1b|gpipe|interleaved --recompute none|selective|full --bucket-mb X\n"
     "                     override the model's parallel section\n"
     "  -h, --help         this help\n";
 
@@ -177,6 +178,14 @@ static int parse_opts(int argc, char **argv, Opts *o) {
       o->overrides[o->noverrides].name = strndup(next, (size_t)(eq - next));
       o->overrides[o->noverrides].value = eq + 1;
       o->noverrides++;
+    } else if (strcmp(a, "--bucket-mb") == 0) {
+      NEED_ARG();
+      char *end;
+      double v = strtod(next, &end);
+      if (!*next || *end || !(v >= 0 && v <= 1 << 20))
+        return bad_usage(o->cmd, "--bucket-mb takes a size in MiB from 0 (no buckets) to 1048576, not '%s'", next);
+      o->flags.bucket_set = true;
+      o->flags.bucket_mb = v;
     } else if (strcmp(a, "--sp") == 0) {
       o->flags.sp = 1;
     } else if (strcmp(a, "--no-sp") == 0) {
@@ -533,19 +542,33 @@ typedef struct CollTotal {
   int64_t elems, bytes;
 } CollTotal;
 
-static void plan_collectives(IrModule *m, json_object *root) {
+static void plan_collectives(IrModule *m, const MmPlan *pl, json_object *root) {
   if (ir_world_size(m) <= 1) return;
   IrFunc *f = ir_module_func(m, "train");
   if (!f) f = ir_module_func(m, "forward");
   if (!f) return;
   CollTotal tot[64];
-  int nt = 0;
+  int nt = 0, nbuckets = 0, nbucketed = 0;
   json_object *list = root ? json_object_new_array() : NULL;
   for (int i = 0; i < f->nodes.len; i++) {
     IrNode *n = f->nodes.items[i];
     if (!ir_op_is_collective(n->op)) continue;
-    int64_t msg = 0, sent = ir_collective_elems(m, n, &msg), bytes = sent * ir_dtype_size(n->in[0]->dtype);
+    /* a gradient bucket (passes/bucket.h) is one call: the all-reduce (or
+     * reduce-scatter) of its members together */
+    int run = bucket_run(f, i);
+    if (run == 0) continue;
+    int64_t msg = 0, sent = ir_collective_elems(m, n, &msg), bytes;
     int a = (int)n->attrs.v[IR_ATTR_MESH].i, k = 0;
+    if (bucket_id(n) >= 0) {
+      for (int j = 1; j < run; j++) {
+        int64_t t = 0;
+        ir_collective_elems(m, f->nodes.items[i + j], &t);
+        msg += t;
+      }
+      sent = (n->op == IR_OP_ALL_REDUCE ? 2 : 1) * msg * (m->mesh[a] - 1) / m->mesh[a];
+      nbuckets++, nbucketed += run;
+    }
+    bytes = sent * ir_dtype_size(n->in[0]->dtype);
     while (k < nt && (tot[k].op != n->op || tot[k].axis != a)) k++;
     if (k == nt && nt < 64) tot[nt++] = (CollTotal){n->op, a, 0, 0, 0};
     if (k < nt) tot[k].calls++, tot[k].elems += sent, tot[k].bytes += bytes;
@@ -557,6 +580,15 @@ static void plan_collectives(IrModule *m, json_object *root) {
       json_object_object_add(e, "sent_elements", json_object_new_int64(sent));
       json_object_object_add(e, "sent_bytes", json_object_new_int64(bytes));
       json_object_object_add(e, "scope", n->scope ? json_object_new_string(n->scope) : NULL);
+      if (bucket_id(n) >= 0) {
+        json_object *g = json_object_new_array();
+        for (int j = 0; j < run; j++) {
+          const IrValue *p = bucket_grad_param(f, i + j);
+          json_object_array_add(g, p ? json_object_new_string(p->name) : NULL);
+        }
+        json_object_object_add(e, "bucket", json_object_new_int64(bucket_id(n)));
+        json_object_object_add(e, "gradients", g);
+      }
       json_object_array_add(list, e);
     }
   }
@@ -565,6 +597,7 @@ static void plan_collectives(IrModule *m, json_object *root) {
     for (int a = 0; a < IR_NAXES; a++) json_object_object_add(mesh, ir_axis_name((IrAxis)a), json_object_new_int(m->mesh[a]));
     json_object_object_add(root, "mesh", mesh);
     json_object_object_add(root, "collectives", list);
+    if (nbuckets) json_object_object_add(root, "bucket_mb", json_object_new_double(pl ? pl->bucket_mb : MM_BUCKET_MB_DEFAULT));
     json_object *t = json_object_new_array();
     for (int k = 0; k < nt; k++) {
       json_object *e = json_object_new_object();
@@ -584,6 +617,24 @@ static void plan_collectives(IrModule *m, json_object *root) {
   for (int k = 0; k < nt; k++)
     printf("    %-15s %-3s %5d calls %14lld elements sent %14lld bytes\n", ir_ops[tot[k].op].name,
            ir_axis_name((IrAxis)tot[k].axis), tot[k].calls, (long long)tot[k].elems, (long long)tot[k].bytes);
+  if (!nbuckets) return;
+  printf("  gradient buckets (bucket_mb = %g): %d gradients reduced in %d call%s\n",
+         pl ? pl->bucket_mb : MM_BUCKET_MB_DEFAULT, nbucketed, nbuckets, nbuckets == 1 ? "" : "s");
+  for (int i = 0; i < f->nodes.len; i++) {
+    const IrNode *n = f->nodes.items[i];
+    int run = bucket_run(f, i);
+    if (bucket_id(n) < 0 || run == 0) continue;
+    int64_t msg = 0;
+    for (int j = 0; j < run; j++) {
+      int64_t t = 0;
+      ir_collective_elems(m, f->nodes.items[i + j], &t);
+      msg += t;
+    }
+    const IrValue *p0 = bucket_grad_param(f, i), *p1 = bucket_grad_param(f, i + run - 1);
+    printf("    bucket %-3lld %-14s %-3s %4d gradient%s %12lld elements  %s%s%s\n", (long long)bucket_id(n),
+           ir_ops[n->op].name, ir_axis_name((IrAxis)n->attrs.v[IR_ATTR_MESH].i), run, run == 1 ? " " : "s", (long long)msg,
+           p0 ? p0->name : "?", run > 1 ? " .. " : "", run > 1 ? (p1 ? p1->name : "?") : "");
+  }
 }
 
 static int cmd_plan(Opts *o) {
@@ -626,7 +677,7 @@ static int cmd_plan(Opts *o) {
       json_object_object_add(funcs, f->name, e);
     }
     json_object_object_add(root, "funcs", funcs);
-    plan_collectives(m, root);
+    plan_collectives(m, &r.plan, root);
     printf("%s\n", json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED));
     json_object_put(root);
   } else {
@@ -645,7 +696,7 @@ static int cmd_plan(Opts *o) {
              f->name, (long long)f->arena[IR_ROLE_ACT], (long long)f->live_peak, eff, (long long)f->arena[IR_ROLE_GRAD],
              f->nbuffers, f->ninplace, f->nviews);
     }
-    plan_collectives(m, NULL);
+    plan_collectives(m, &r.plan, NULL);
   }
   return finish(&d, p, &r, EXIT_OK);
 }

@@ -608,6 +608,54 @@ START_TEST(buckets)
 }
 END_TEST
 
+/* Several reduce-scatters in one call (a ZeRO gradient bucket): each part
+ * equals the tensor's own mmrt_reduce_scatter, uneven and empty dims too,
+ * and the call counts once with the summed elements. */
+START_TEST(reduce_scatter_bucket)
+{
+    enum { NB = 4 };
+    static const size_t dims[3 * NB] = {3, 8, 5, 1, 7, 3, 2, 0, 4, 1, 10, 1};
+    for (int pi = 0; pi < nplans; pi++) {
+        MmrtMesh m;
+        open_mesh(&m, plans[pi]);
+        MmrtAxis axes[2] = {MMRT_AXIS_DP, MMRT_AXIS_WORLD};
+        for (int ai = 0; ai < 2; ai++) {
+            MmrtAxis ax = axes[ai];
+            float *x[NB], *got[NB], *want[NB];
+            size_t full = 0;
+            for (int k = 0; k < NB; k++) {
+                size_t f = dims[3 * k] * dims[3 * k + 1] * dims[3 * k + 2];
+                full += f;
+                x[k] = f ? malloc(f * 4) : NULL;
+                got[k] = f ? calloc(f, 4) : NULL;
+                want[k] = f ? calloc(f, 4) : NULL;
+                for (size_t i = 0; i < f; i++)
+                    x[k][i] = val(wrank * 5 + k, (int64_t)i);
+                EXPECT_OK(mmrt_reduce_scatter(&m, ax, x[k], want[k], dims[3 * k], dims[3 * k + 1],
+                                              dims[3 * k + 2], MMRT_F32),
+                          &m);
+            }
+            mmrt_comm_counters_reset();
+            EXPECT_OK(mmrt_reduce_scatter_bucket(&m, ax, (const void *const *)x, (void *const *)got, dims,
+                                                 NB, MMRT_F32),
+                      &m);
+            MmrtCommCount c = mmrt_comm_counter(MMRT_COMM_REDUCE_SCATTER, ax);
+            EXPECT(c.calls == 1 && c.elems == full, "reduce_scatter_bucket counted %llu calls of %llu elements",
+                   (unsigned long long)c.calls, (unsigned long long)c.elems);
+            for (int k = 0; k < NB; k++) {
+                int64_t lo, len;
+                mmrt_split_range((int64_t)dims[3 * k + 1], m.size[ax], m.coord[ax], &lo, &len);
+                check_eq(got[k], want[k], (int64_t)(dims[3 * k] * (size_t)len * dims[3 * k + 2]),
+                         "bucketed reduce_scatter");
+                free(x[k]), free(got[k]), free(want[k]);
+            }
+        }
+        mmrt_mesh_free(&m);
+    }
+    verdict();
+}
+END_TEST
+
 /* The counters against the accounting formulas, per kind and axis. */
 static uint64_t frac(uint64_t bytes, uint64_t k, uint64_t n)
 {
@@ -815,6 +863,7 @@ static Suite *comm_suite(void)
     tcase_add_test(tc, pipeline_send_recv);
     tcase_add_test(tc, sendrecv_ring);
     tcase_add_test(tc, buckets);
+    tcase_add_test(tc, reduce_scatter_bucket);
     tcase_add_test(tc, counters);
     tcase_add_test(tc, errors);
     tcase_add_test(tc, mpi_errors);

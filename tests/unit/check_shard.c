@@ -17,6 +17,7 @@
 
 #include "frontend/sema.h"
 #include "ir/ir.h"
+#include "passes/bucket.h"
 #include "passes/pass.h"
 
 static IrShape shp(const int64_t *d, int n) {
@@ -883,6 +884,181 @@ START_TEST(test_tp_dp_sp_zero1) {
 }
 END_TEST
 
+/* ---- gradient buckets (passes/bucket.c) ---- */
+
+static int bucket_zero; /* the ZeRO stage of the bucket tests: 0 all-reduces, else reduce-scatters */
+
+static MmPlanFlags bucket_flags(int tp, bool sp, double mb) {
+  MmPlanFlags f = flags(tp, 2, sp, bucket_zero);
+  f.bucket_set = mb >= 0;
+  f.bucket_mb = mb;
+  return f;
+}
+
+/* The bucket pass on a dp = 2 plan: every trainable parameter's gradient is
+ * all-reduced over dp in exactly one bucket; a bucket is one run of
+ * consecutive all_reduce nodes (bucket_run), numbered 0, 1, ... in order; a
+ * bucket closes at the first gradient that brings it to the cap or more, so
+ * every bucket but the last holds at least the cap and less than the cap
+ * before its last gradient; the buckets hold Psi's local share in all.
+ * in_reverse: the order is the reverse of the parameters' (the backward's
+ * order, as DDP assumes), and the count is then the greedy count over the
+ * parameter sizes in that order, computed here apart from the pass. Returns
+ * the number of buckets. */
+/* The gradient a rank holds before its reduction: the parameter's piece on
+ * the axes other than dp (ZeRO stores the parameter split over dp too). */
+static int64_t grad_numel(const IrModule *m, const IrValue *p) {
+  IrPlacement pl[IR_NAXES];
+  memcpy(pl, p->pl, sizeof pl);
+  pl[IR_AX_DP] = B;
+  IrShape s;
+  ir_local_shape(m, pl, &p->shape, &s);
+  return ir_numel(&s);
+}
+
+static int expect_buckets(const char *file, const char *model, int tp, bool sp, double mb, bool in_reverse) {
+  Run x;
+  run_model(&x, stdlib_path(file), NULL, model, bucket_flags(tp, sp, mb), "bucket");
+  ck_assert_msg(x.ok, "%s", x.dbuf ? x.dbuf : "");
+  IrModule *m = x.r.ir;
+  IrFunc *f = ir_module_func(m, "train");
+  ck_assert_ptr_nonnull(f);
+  int64_t cap = (int64_t)(mb * 1048576.0);
+  IrMap seen;
+  Arena a;
+  arena_init(&a);
+  ir_map_init(&seen, &a, false);
+  const IrValue *order[1024];
+  int nb = 0, ng = 0, next_id = 0;
+  int64_t total = 0;
+  for (int i = 0; i < f->nodes.len; i++) {
+    IrNode *n = f->nodes.items[i];
+    int run = bucket_run(f, i);
+    if (bucket_id(n) < 0) {
+      /* no gradient of a trainable parameter left alone on dp */
+      if ((n->op == IR_OP_ALL_REDUCE || n->op == IR_OP_REDUCE_SCATTER) && n->attrs.v[IR_ATTR_MESH].i == IR_AX_DP)
+        ck_assert_msg(!bucket_grad_param(f, i), "%s: the dp all-reduce of %s is in no bucket", model,
+                      bucket_grad_param(f, i)->name);
+      continue;
+    }
+    if (run == 0) continue;
+    ck_assert_int_eq(bucket_id(n), next_id++); /* one run per bucket, in order */
+    int64_t bytes = 0, last = 0;
+    for (int j = 0; j < run; j++) {
+      IrNode *u = f->nodes.items[i + j];
+      ck_assert(u->op == (bucket_zero ? IR_OP_REDUCE_SCATTER : IR_OP_ALL_REDUCE) && bucket_id(u) == bucket_id(n) &&
+                u->attrs.v[IR_ATTR_MESH].i == IR_AX_DP);
+      const IrValue *p = bucket_grad_param(f, i + j);
+      ck_assert_msg(p != NULL, "%s: bucket %d member %d reduces no gradient", model, nb, j);
+      IrMapSlot *sl = ir_map_put(&seen, p);
+      ck_assert_msg(sl->i == 0, "%s: the gradient of %s is in two buckets", model, p->name);
+      sl->i = 1;
+      ck_assert_int_lt(ng, 1024);
+      order[ng++] = p;
+      last = ir_local_numel(m, u->in[0]) * 4;
+      bytes += last;
+    }
+    total += bytes / 4;
+    ck_assert_msg(bytes - last < cap, "%s: bucket %d held %lld bytes before its last gradient (cap %lld)", model, nb,
+                  (long long)(bytes - last), (long long)cap);
+    /* every bucket but the last is full; the last one ends the gradients */
+    bool is_last = true;
+    for (int k = i + run; k < f->nodes.len && is_last; k++) is_last = bucket_id(f->nodes.items[k]) < 0;
+    if (!is_last) ck_assert_msg(bytes >= cap, "%s: bucket %d closed at %lld bytes < %lld", model, nb, (long long)bytes,
+                                (long long)cap);
+    nb++;
+  }
+  int64_t local_psi = 0;
+  int ntrain = 0;
+  for (int i = 0; i < m->params.len; i++) {
+    IrValue *p = m->params.items[i];
+    if (p->role != IR_ROLE_PARAM || p->frozen) continue;
+    ck_assert_msg(ir_map_get(&seen, p) != NULL, "%s: the gradient of %s is in no bucket", model, p->name);
+    local_psi += grad_numel(m, p);
+    ntrain++;
+  }
+  ck_assert_int_eq(ng, ntrain);
+  ck_assert_int_eq(total, local_psi);
+  if (in_reverse) {
+    int k = 0, want = 0;
+    int64_t fill = 0;
+    for (int i = m->params.len - 1; i >= 0; i--) {
+      IrValue *p = m->params.items[i];
+      if (p->role != IR_ROLE_PARAM || p->frozen) continue;
+      ck_assert_msg(order[k] == p, "%s: gradient %d of the buckets is %s, expected %s", model, k, order[k]->name, p->name);
+      k++;
+      fill += grad_numel(m, p) * 4;
+      if (fill >= cap) want++, fill = 0;
+    }
+    if (fill) want++;
+    ck_assert_int_eq(nb, want);
+  }
+  arena_free(&a);
+  run_free(&x);
+  return nb;
+}
+
+START_TEST(test_buckets) {
+  /* GPT2Tiny: Psi = 120576 f32 = 471 KiB; its largest gradients (wte, fc1,
+   * fc2) are 64 KiB */
+  ck_assert_int_eq(expect_buckets("gpt2.mm", "GPT2Tiny", -1, false, 1000, true), 1);
+  ck_assert_int_eq(expect_buckets("gpt2.mm", "GPT2Tiny", -1, false, 0.25, true), 2);
+  ck_assert_int_eq(expect_buckets("gpt2.mm", "GPT2Tiny", -1, false, 0.05, true), 7);
+  /* a bucket smaller than any gradient: one per gradient */
+  ck_assert_int_eq(expect_buckets("gpt2.mm", "GPT2Tiny", -1, false, 1e-6, true), 36);
+  /* tp x dp with sp: the dp all-reduces of the norms' gradients, followed by
+   * their tp all-reduces, are bucketed too; sizes are the tp-local pieces */
+  ck_assert_int_ge(expect_buckets("gpt2.mm", "GPT2Tiny", 2, true, 0.05, true), 4);
+  expect_buckets("vit_fashion.mm", "ViTFashion", -1, false, 0.1, false);
+  expect_buckets("internvl2.mm", "InternVL2Tiny", -1, false, 0.1, false);
+  expect_buckets("vit_fashion.mm", "ViTFashion", 2, false, 0.1, false);
+}
+END_TEST
+
+/* ZeRO-1/2/3: the gradients' reduce-scatters over dp in buckets, by the same
+ * rule (the input, the whole gradient, counts against the cap). */
+START_TEST(test_buckets_zero) {
+  for (bucket_zero = 1; bucket_zero <= 3; bucket_zero++) {
+    ck_assert_int_eq(expect_buckets("gpt2.mm", "GPT2Tiny", -1, false, 0.25, true), 2);
+    ck_assert_int_eq(expect_buckets("gpt2.mm", "GPT2Tiny", -1, false, 0.05, true), 7);
+  }
+  bucket_zero = 1; /* tp x dp + sp: the norms' dp reduce-scatters, then their tp all-reduces */
+  ck_assert_int_ge(expect_buckets("gpt2.mm", "GPT2Tiny", 2, true, 0.05, true), 4);
+  expect_buckets("internvl2.mm", "InternVL2Tiny", -1, false, 0.1, false);
+  bucket_zero = 0;
+}
+END_TEST
+
+/* bucket_mb = 0: no buckets, the pass leaves the IR as it was; the default
+ * is MM_BUCKET_MB_DEFAULT; the bucketed program holds the same collectives
+ * with the same placements, only moved and marked. */
+START_TEST(test_buckets_off) {
+  Run a, b, c;
+  run_model(&a, stdlib_path("gpt2.mm"), NULL, "GPT2Tiny", bucket_flags(-1, false, 0), "collectives");
+  run_model(&b, stdlib_path("gpt2.mm"), NULL, "GPT2Tiny", bucket_flags(-1, false, 0), "bucket");
+  run_model(&c, stdlib_path("gpt2.mm"), NULL, "GPT2Tiny", bucket_flags(-1, false, -1), "bucket");
+  ck_assert(a.ok && b.ok && c.ok);
+  ck_assert(b.r.plan.bucket_mb == 0 && c.r.plan.bucket_mb == MM_BUCKET_MB_DEFAULT);
+  char *sa = print_str(a.r.ir, -1), *sb = print_str(b.r.ir, -1);
+  ck_assert_str_eq(sa, sb);
+  free(sa);
+  free(sb);
+  IrFunc *fa = ir_module_func(a.r.ir, "train"), *fc = ir_module_func(c.r.ir, "train");
+  ck_assert_int_eq(fa->nodes.len, fc->nodes.len);
+  int na = 0, nc = 0;
+  for (int i = 0; i < fa->nodes.len; i++) {
+    IrNode *n = fa->nodes.items[i], *u = fc->nodes.items[i];
+    na += bucket_id(n) >= 0;
+    nc += bucket_id(u) >= 0;
+  }
+  ck_assert_int_eq(na, 0);
+  ck_assert_int_eq(nc, 36);
+  run_free(&a);
+  run_free(&b);
+  run_free(&c);
+}
+END_TEST
+
 /* All axes 1: the three passes leave the IR as the optimizer left it. */
 START_TEST(test_serial_unchanged) {
   const char *models[][2] = {{"gpt2.mm", "GPT2Tiny"}, {"vit_fashion.mm", "ViTFashion"}, {"internvl2.mm", "InternVL2Tiny"}};
@@ -993,6 +1169,9 @@ static Suite *shard_suite(void) {
   tcase_add_test(tc, test_zero3);
   tcase_add_test(tc, test_zero_order);
   tcase_add_test(tc, test_tp_dp_sp_zero1);
+  tcase_add_test(tc, test_buckets);
+  tcase_add_test(tc, test_buckets_off);
+  tcase_add_test(tc, test_buckets_zero);
   tcase_add_test(tc, test_serial_unchanged);
   tcase_add_test(tc, test_plans_verify);
   tcase_add_test(tc, test_errors);

@@ -1,0 +1,219 @@
+/* The `bucket` pass: data-parallel gradient buckets, as PyTorch DDP's
+ * Reducer and Megatron's gradient buffers do them, decided at compile time.
+ *
+ * After `collectives`, plain data parallel leaves one all_reduce over dp
+ * per gradient, right where the gradient is complete (shard puts the
+ * reshard there); ZeRO a reduce_scatter per gradient. Each is a separate collective call: a latency each, and
+ * small tensors (biases, norms) waste the link. This pass groups them:
+ *
+ *   - the candidates are the all_reduce (and reduce_scatter) nodes over dp
+ *     of @train whose result
+ *     is a gradient (grad(@p)), or becomes one through a chain of other
+ *     collectives used once each (the dp all-reduce of a norm's gradient
+ *     followed by its tp all-reduce under tensor parallelism), and whose
+ *     gradient is read only from the optimizer on (grad_norm, adamw, sgd):
+ *     then the reduction can wait until its bucket is full;
+ *   - in program order, i.e. the order the backward completes the gradients
+ *     (the reverse of the parameters' order, as DDP assumes), a candidate
+ *     joins the open bucket; the bucket closes once it holds at least
+ *     `bucket_mb` MiB (per rank: the local pieces under tp), as DDP's
+ *     bucket_cap_mb does; the last bucket may be smaller;
+ *   - each member gets the attribute `bucket = K` (K = 0, 1, ... in order),
+ *     and the members move to just before the bucket's last member, so that
+ *     a bucket is a run of consecutive all_reduce nodes that the backend
+ *     lowers to one call (mmrt_all_reduce_buckets) when the last gradient
+ *     of the bucket is ready; the collectives after a member (the chain
+ *     above) follow the bucket, in the members' order.
+ *
+ * Nothing else changes: the same values are reduced over the same axis, so
+ * the elements sent per rank and step are those of the per-gradient
+ * all-reduces (2 Psi (d - 1) / d), in fewer calls.
+ *
+ * Under ZeRO (zero >= 1) the zero pass reduce-scatters the gradients over
+ * dp instead; those reduce_scatter nodes are bucketed the same way, in a
+ * stream of their own (a bucket holds one kind of collective), and the
+ * backend packs each rank's parts of a bucket's gradients together for one
+ * MPI reduce-scatter (mmrt_reduce_scatter_bucket). Gradients ZeRO leaves
+ * replicated (no dim dp divides) stay all-reduced, in all-reduce buckets.
+ * bucket_mb = 0 turns the pass off. */
+#include <string.h>
+
+#include "bucket.h"
+#include "pass.h"
+
+#define MAX_TAIL 8
+
+typedef struct Cand {
+  IrNode *ar;                /* the all_reduce or reduce_scatter over dp */
+  IrNode *tail[MAX_TAIL];    /* the collectives that finish the gradient */
+  int ntail;
+  int64_t bytes;             /* the message, per rank */
+  int bucket;
+} Cand;
+
+static bool bucket_op(IrOp op) { return op == IR_OP_ALL_REDUCE || op == IR_OP_REDUCE_SCATTER; }
+
+int64_t bucket_id(const IrNode *n) {
+  if (!bucket_op(n->op) || !ir_attrs_has(&n->attrs, IR_ATTR_BUCKET)) return -1;
+  return n->attrs.v[IR_ATTR_BUCKET].i;
+}
+
+static bool same_run(const IrNode *a, const IrNode *b) {
+  return bucket_id(a) >= 0 && bucket_id(a) == bucket_id(b) && a->op == b->op &&
+         a->attrs.v[IR_ATTR_MESH].i == b->attrs.v[IR_ATTR_MESH].i;
+}
+
+int bucket_run(const IrFunc *f, int i) {
+  const IrNode *n = f->nodes.items[i];
+  if (bucket_id(n) < 0) return 1;
+  if (i > 0 && same_run(f->nodes.items[i - 1], n)) return 0;
+  int k = 1;
+  while (i + k < f->nodes.len && same_run(n, f->nodes.items[i + k])) k++;
+  return k;
+}
+
+static bool chain_op(IrOp op) { return ir_op_is_collective(op) || op == IR_OP_ALL_SLICE; }
+
+const IrValue *bucket_grad_param(const IrFunc *f, int i) {
+  const IrValue *v = ((const IrNode *)f->nodes.items[i])->out[0];
+  for (int step = 0; step <= MAX_TAIL && v; step++) {
+    if (v->grad_of) return v->grad_of;
+    const IrValue *next = NULL;
+    for (int j = i + 1; j < f->nodes.len && !next; j++) {
+      const IrNode *u = f->nodes.items[j];
+      if (chain_op(u->op) && u->nin == 1 && u->in[0] == v) next = u->out[0], i = j;
+    }
+    v = next;
+  }
+  return NULL;
+}
+
+typedef struct Use {
+  int count;
+  int first;   /* index of the first use; f->nodes.len for a returned value */
+  IrNode *user; /* the last user */
+} Use;
+
+static bool is_opt(IrOp op) { return op == IR_OP_GRAD_NORM || op == IR_OP_ADAMW || op == IR_OP_SGD; }
+
+static void bucket_func(IrModule *m, IrFunc *f, int64_t cap, Arena *a) {
+  int nn = f->nodes.len, opt = -1;
+  for (int i = 0; i < nn && opt < 0; i++)
+    if (is_opt(((IrNode *)f->nodes.items[i])->op)) opt = i;
+  if (opt < 0) return; /* no optimizer: no gradients to reduce */
+  IrMap uses, index;
+  ir_map_init(&uses, a, false);
+  ir_map_init(&index, a, false);
+  for (int i = 0; i < nn; i++) {
+    IrNode *n = f->nodes.items[i];
+    ir_map_put(&index, n)->i = i;
+    for (int k = 0; k < n->nin; k++) {
+      IrMapSlot *s = ir_map_put(&uses, n->in[k]);
+      Use *u = s->p;
+      if (!u) {
+        u = s->p = ARENA_NEW(a, Use);
+        u->first = i;
+      }
+      u->count++;
+      u->user = n;
+    }
+  }
+  for (int r = 0; r < f->results.len; r++) {
+    IrMapSlot *s = ir_map_put(&uses, f->results.items[r]);
+    Use *u = s->p;
+    if (!u) {
+      u = s->p = ARENA_NEW(a, Use);
+      u->first = nn;
+    }
+    u->count++;
+  }
+  /* the candidates, in program order */
+  Cand *cands = ARENA_ARRAY(a, Cand, nn ? nn : 1);
+  int nc = 0;
+  for (int i = 0; i < opt; i++) {
+    IrNode *n = f->nodes.items[i];
+    if (!bucket_op(n->op) || n->nin != 1 || n->nout != 1 || n->attrs.v[IR_ATTR_MESH].i != IR_AX_DP ||
+        bucket_id(n) >= 0 || n->in[0]->dtype != IR_F32)
+      continue;
+    Cand c = {.ar = n, .bytes = ir_local_numel(m, n->in[0]) * ir_dtype_size(n->in[0]->dtype)};
+    IrValue *v = n->out[0];
+    bool ok = true;
+    while (ok && !v->grad_of) { /* follow the collectives that finish the gradient */
+      IrMapSlot *s = ir_map_get(&uses, v);
+      Use *u = s ? s->p : NULL;
+      ok = u && u->count == 1 && u->user && chain_op(u->user->op) && u->user->nin == 1 && u->user->nout == 1 &&
+           u->first < opt && c.ntail < MAX_TAIL;
+      if (ok) {
+        c.tail[c.ntail++] = u->user;
+        v = u->user->out[0];
+      }
+    }
+    if (!ok) continue;
+    IrMapSlot *s = ir_map_get(&uses, v);
+    if (s && ((Use *)s->p)->first < opt) continue; /* read before the optimizer */
+    cands[nc++] = c;
+  }
+  if (!nc) return;
+  /* greedy, in order, one stream per op (all-reduces, and under ZeRO the
+   * reduce-scatters): a bucket closes once it holds cap bytes */
+  int nb = 0;
+  int *last = ARENA_ARRAY(a, int, nc); /* bucket -> its last candidate */
+  for (int op = 0; op < 2; op++) {
+    IrOp want = op ? IR_OP_REDUCE_SCATTER : IR_OP_ALL_REDUCE;
+    int64_t fill = 0, open = -1;
+    for (int k = 0; k < nc; k++) {
+      if (cands[k].ar->op != want) continue;
+      if (open < 0) open = nb++;
+      cands[k].bucket = (int)open;
+      last[open] = k;
+      fill += cands[k].bytes;
+      if (fill >= cap) open = -1, fill = 0;
+    }
+  }
+  /* number the buckets in the order they are reduced: by their last member */
+  int *id = ARENA_ARRAY(a, int, nb), next = 0;
+  for (int k = 0; k < nc; k++)
+    if (last[cands[k].bucket] == k) id[cands[k].bucket] = next++;
+  for (int k = 0; k < nc; k++) ir_attrs_set_int(&cands[k].ar->attrs, IR_ATTR_BUCKET, id[cands[k].bucket]);
+  IrMap moving, lastnode;
+  ir_map_init(&moving, a, false);
+  ir_map_init(&lastnode, a, false);
+  for (int k = 0; k < nc; k++) {
+    ir_map_put(&moving, cands[k].ar);
+    for (int t = 0; t < cands[k].ntail; t++) ir_map_put(&moving, cands[k].tail[t]);
+    if (last[cands[k].bucket] == k) ir_map_put(&lastnode, cands[k].ar)->i = cands[k].bucket + 1;
+  }
+  void **old = ARENA_ARRAY(a, void *, nn);
+  memcpy(old, f->nodes.items, sizeof(void *) * (size_t)nn);
+  int w = 0, done = 0;
+  for (int i = 0; i < nn; i++) {
+    IrNode *n = old[i];
+    if (!ir_map_get(&moving, n)) {
+      f->nodes.items[w++] = n;
+      continue;
+    }
+    IrMapSlot *ls = ir_map_get(&lastnode, n);
+    if (!ls) continue;
+    /* the bucket's last gradient is ready: its collectives, then their chains */
+    int b = (int)ls->i - 1;
+    for (int k = 0; k < nc; k++)
+      if (cands[k].bucket == b) f->nodes.items[w++] = cands[k].ar, done++;
+    for (int k = 0; k < nc; k++)
+      if (cands[k].bucket == b)
+        for (int t = 0; t < cands[k].ntail; t++) f->nodes.items[w++] = cands[k].tail[t];
+  }
+  MM_ASSERT(w == nn && done == nc);
+  ir_func_renumber(f);
+}
+
+bool pass_bucket(IrModule *m, PassCtx *cx) {
+  const MmPlan *plan = cx ? cx->plan : NULL;
+  if (!plan || plan->bucket_mb <= 0 || m->mesh[IR_AX_DP] <= 1) return true;
+  double bytes = plan->bucket_mb * 1048576.0;
+  int64_t cap = bytes < 1 ? 1 : (int64_t)bytes;
+  Arena a;
+  arena_init(&a);
+  for (int i = 0; i < m->funcs.len; i++) bucket_func(m, m->funcs.items[i], cap, &a);
+  arena_free(&a);
+  return true;
+}

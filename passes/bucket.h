@@ -1,0 +1,25 @@
+/* Gradient buckets (the `bucket` pass, passes/bucket.c), as the backend and
+ * `mmc plan` read them: a bucket is a run of consecutive all_reduce nodes
+ * with the same `bucket` attribute on the same mesh axis, reduced in one
+ * collective call. */
+#ifndef MM_PASSES_BUCKET_H
+#define MM_PASSES_BUCKET_H
+
+#include "../ir/ir.h"
+
+/* The `bucket` attribute of an all_reduce node, or -1 (any other node, or
+ * an all_reduce outside buckets). */
+int64_t bucket_id(const IrNode *n);
+
+/* How many nodes, from index i of f, one collective call covers: the run of
+ * consecutive all_reduce nodes of node i's bucket and mesh axis that starts
+ * at i; 1 for a node outside buckets, 0 when node i continues a run that
+ * started before it. */
+int bucket_run(const IrFunc *f, int i);
+
+/* The parameter whose gradient node i of f (an all_reduce of a bucket)
+ * reduces: its result's grad(@p), or that of the collectives after it that
+ * finish the gradient (a dp all-reduce followed by a tp one). NULL if none. */
+const IrValue *bucket_grad_param(const IrFunc *f, int i);
+
+#endif
