@@ -153,6 +153,7 @@ static const struct {
     {"mmrt_step_coord", "i:pi"},
     {"mmrt_step_count_labels", "i:pli"},
     {"mmrt_step_all_reduce", "i:pipl"},
+    {"mmrt_comm_set_phase", "v:i"},
     {"mmrt_split_embedding_fwd", "v:pippplll"},
     {"mmrt_split_embedding_bwd", "v:pippplll"},
     {"mmrt_split_cross_entropy_fwd", "i:pipppplli"},
@@ -275,8 +276,26 @@ static LLVMValueRef build_step(Cg *cg, const IrFunc *f, const char *name, bool t
   LLVMPositionBuilderAtEnd(cg->b, cg->fail_bb);
   LLVMBuildRet(cg->b, cg_i32(cg, -1));
   LLVMPositionBuilderAtEnd(cg->b, body);
+  /* on a mesh, the communication counters learn the phase: forward, then
+   * backward from the loss's gradient seed, update from the first
+   * optimizer op */
+  int bwd = -1, upd = -1;
+  if (ir_world_size(cg->m) > 1) {
+    cg_call(cg, "mmrt_comm_set_phase", (LLVMValueRef[]){cg_i32(cg, 0)}, 1);
+    const IrValue *loss = training && f->results.len ? f->results.items[0] : NULL;
+    bool after_loss = false;
+    for (int i = 0; training && i < f->nodes.len; i++) {
+      const IrNode *n = f->nodes.items[i];
+      if (bwd < 0 && after_loss && n->op == IR_OP_FULL && n->out[0]->shape.rank == 0) bwd = i; /* autodiff's seed */
+      for (int j = 0; j < n->nout; j++) after_loss |= loss && n->out[j] == loss;
+      if (upd < 0 && (n->op == IR_OP_GRAD_NORM || n->op == IR_OP_CLIP_SCALE || n->op == IR_OP_ADAMW || n->op == IR_OP_SGD))
+        upd = i;
+    }
+  }
   for (int i = 0; i < f->nodes.len && !cg->failed; i++) {
     const IrNode *n = f->nodes.items[i];
+    if (i == bwd || i == upd)
+      cg_call(cg, "mmrt_comm_set_phase", (LLVMValueRef[]){cg_i32(cg, i == bwd ? 1 : 2)}, 1);
     for (int j = 0; j < n->nout; j++)
       if (!n->out[j]->mem_planned) {
         cg_error(cg, n, "result %d has no memory plan (run memplan)", j);

@@ -40,6 +40,8 @@ static const char *const kind_names[MMRT_COMM_NKINDS] = {
 enum { TAG_FWD = 0x6d6d01, TAG_BWD = 0x6d6d02 };
 
 static MmrtCommCount counters[MMRT_COMM_NKINDS][MMRT_NAXES];
+static MmrtCommCount phase_counters[MMRT_NPHASES][MMRT_COMM_NKINDS][MMRT_NAXES];
+static int cur_phase;
 
 const char *mmrt_axis_name(MmrtAxis ax)
 {
@@ -113,11 +115,32 @@ static uint64_t share(uint64_t bytes, uint64_t k, uint64_t n)
 
 static void tally(MmrtCommKind k, MmrtAxis ax, int n, uint64_t elems, uint64_t bytes)
 {
-    MmrtCommCount *c = &counters[k][ax];
-    c->calls++;
-    c->elems += elems;
-    c->bytes += bytes;
-    c->n = n;
+    MmrtCommCount *cs[2] = {&counters[k][ax], &phase_counters[cur_phase][k][ax]};
+    for (int i = 0; i < 2; i++) {
+        cs[i]->calls++;
+        cs[i]->elems += elems;
+        cs[i]->bytes += bytes;
+        cs[i]->n = n;
+    }
+}
+
+void mmrt_comm_set_phase(int phase)
+{
+    cur_phase = phase >= 0 && phase < MMRT_NPHASES ? phase : MMRT_PHASE_FORWARD;
+}
+
+const char *mmrt_comm_phase_name(MmrtCommPhase p)
+{
+    static const char *const names[MMRT_NPHASES] = {"forward", "backward", "update"};
+    return (unsigned)p < MMRT_NPHASES ? names[p] : "?";
+}
+
+MmrtCommCount mmrt_comm_counter_phase(MmrtCommPhase p, MmrtCommKind k, MmrtAxis ax)
+{
+    MmrtCommCount zero = {0};
+    if ((unsigned)p >= MMRT_NPHASES || (unsigned)k >= MMRT_COMM_NKINDS || (unsigned)ax >= MMRT_NAXES)
+        return zero;
+    return phase_counters[p][k][ax];
 }
 
 /* ---- errors ---- */
@@ -1054,6 +1077,7 @@ uint64_t mmrt_comm_bytes_total(void)
 void mmrt_comm_counters_reset(void)
 {
     memset(counters, 0, sizeof counters);
+    memset(phase_counters, 0, sizeof phase_counters);
 }
 
 void mmrt_comm_counters_print(FILE *f)

@@ -251,6 +251,20 @@ typedef struct MmrtCommCount {
 
 MmrtCommCount mmrt_comm_counter(MmrtCommKind k, MmrtAxis ax);
 
+/* Phases of a training step: the generated step function says where it is
+ * (forward until the loss, backward from the loss's gradient seed, update
+ * from the gradient norm and the optimizer on), and every call is also
+ * counted under the phase current at the time.  Evaluation is forward. */
+typedef enum MmrtCommPhase {
+    MMRT_PHASE_FORWARD,
+    MMRT_PHASE_BACKWARD,
+    MMRT_PHASE_UPDATE,
+    MMRT_NPHASES,
+} MmrtCommPhase;
+void mmrt_comm_set_phase(int phase);
+const char *mmrt_comm_phase_name(MmrtCommPhase p); /* "forward", "backward", "update" */
+MmrtCommCount mmrt_comm_counter_phase(MmrtCommPhase p, MmrtCommKind k, MmrtAxis ax);
+
 /* Sum of bytes sent over every kind and axis. */
 uint64_t mmrt_comm_bytes_total(void);
 

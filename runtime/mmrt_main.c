@@ -62,7 +62,8 @@ typedef struct Trainer {
     int has_mesh, rank, world;
     int64_t lo, rows;                        /* this rank's rows [lo, lo + rows) of each batch */
     /* this rank's collectives in the training steps (not evaluation) */
-    MmrtCommCount step_comm[MMRT_COMM_NKINDS][MMRT_NAXES];
+    /* the training steps' communication per phase, and [MMRT_NPHASES] in all */
+    MmrtCommCount step_comm[MMRT_NPHASES + 1][MMRT_COMM_NKINDS][MMRT_NAXES];
     int64_t comm_steps;
 } Trainer;
 
@@ -352,28 +353,62 @@ static int run_step(Trainer *t, MmrtStepFn fn, const char *what)
 
 /* Adds the counters' change since `before` to the training-step table;
  * returns the bytes this rank sent in between. */
-static uint64_t add_step_comm(Trainer *t, MmrtCommCount before[MMRT_COMM_NKINDS][MMRT_NAXES])
+typedef MmrtCommCount CommSnap[MMRT_NPHASES + 1][MMRT_COMM_NKINDS][MMRT_NAXES];
+
+static MmrtCommCount comm_count(int p, int k, int a)
+{
+    return p == MMRT_NPHASES ? mmrt_comm_counter((MmrtCommKind)k, (MmrtAxis)a)
+                             : mmrt_comm_counter_phase((MmrtCommPhase)p, (MmrtCommKind)k, (MmrtAxis)a);
+}
+
+/* Adds the counters' change since `before` to the training-step table;
+ * returns the bytes this rank sent in between. */
+static uint64_t add_step_comm(Trainer *t, CommSnap before)
 {
     uint64_t bytes = 0;
-    for (int k = 0; k < MMRT_COMM_NKINDS; k++)
-        for (int a = 0; a < MMRT_NAXES; a++) {
-            MmrtCommCount c = mmrt_comm_counter((MmrtCommKind)k, (MmrtAxis)a), *s = &t->step_comm[k][a];
-            s->calls += c.calls - before[k][a].calls;
-            s->elems += c.elems - before[k][a].elems;
-            s->bytes += c.bytes - before[k][a].bytes;
-            bytes += c.bytes - before[k][a].bytes;
-            if (c.calls != before[k][a].calls)
-                s->n = c.n;
-        }
+    for (int p = 0; p <= MMRT_NPHASES; p++)
+        for (int k = 0; k < MMRT_COMM_NKINDS; k++)
+            for (int a = 0; a < MMRT_NAXES; a++) {
+                MmrtCommCount c = comm_count(p, k, a), *s = &t->step_comm[p][k][a];
+                s->calls += c.calls - before[p][k][a].calls;
+                s->elems += c.elems - before[p][k][a].elems;
+                s->bytes += c.bytes - before[p][k][a].bytes;
+                if (p == MMRT_NPHASES)
+                    bytes += c.bytes - before[p][k][a].bytes;
+                if (c.calls != before[p][k][a].calls)
+                    s->n = c.n;
+            }
     t->comm_steps++;
     return bytes;
 }
 
-static void snap_comm(MmrtCommCount snap[MMRT_COMM_NKINDS][MMRT_NAXES])
+static void snap_comm(CommSnap snap)
 {
+    for (int p = 0; p <= MMRT_NPHASES; p++)
+        for (int k = 0; k < MMRT_COMM_NKINDS; k++)
+            for (int a = 0; a < MMRT_NAXES; a++)
+                snap[p][k][a] = comm_count(p, k, a);
+}
+
+/* One table as JSON: {kind.axis: {n, calls, elems, bytes}, ..., "bytes": b}. */
+static size_t comm_table_json(char *buf, size_t len, MmrtCommCount tab[MMRT_COMM_NKINDS][MMRT_NAXES])
+{
+    size_t pos = (size_t)snprintf(buf, len, "{");
+    uint64_t bytes = 0;
     for (int k = 0; k < MMRT_COMM_NKINDS; k++)
-        for (int a = 0; a < MMRT_NAXES; a++)
-            snap[k][a] = mmrt_comm_counter((MmrtCommKind)k, (MmrtAxis)a);
+        for (int a = 0; a < MMRT_NAXES; a++) {
+            const MmrtCommCount *c = &tab[k][a];
+            if (!c->calls)
+                continue;
+            pos += (size_t)snprintf(buf + pos, pos < len ? len - pos : 0,
+                                    "\"%s.%s\":{\"n\":%d,\"calls\":%llu,\"elems\":%llu,\"bytes\":%llu},",
+                                    mmrt_comm_kind_name((MmrtCommKind)k), mmrt_axis_name((MmrtAxis)a), c->n,
+                                    (unsigned long long)c->calls, (unsigned long long)c->elems,
+                                    (unsigned long long)c->bytes);
+            bytes += c->bytes;
+        }
+    pos += (size_t)snprintf(buf + pos, pos < len ? len - pos : 0, "\"bytes\":%llu}", (unsigned long long)bytes);
+    return pos;
 }
 
 /* The metrics log's line of this rank's communication: {"steps": n,
@@ -383,27 +418,21 @@ static void snap_comm(MmrtCommCount snap[MMRT_COMM_NKINDS][MMRT_NAXES])
 static int log_comm(Trainer *t)
 {
     char err[ERRLEN];
-    size_t tl = mmrt_comm_counters_json(NULL, 0) + 1, need = tl + 64 + 128 * MMRT_COMM_NKINDS * MMRT_NAXES;
-    char *buf = malloc(need + tl);
+    size_t tl = mmrt_comm_counters_json(NULL, 0) + 1,
+           need = tl + 256 + (MMRT_NPHASES + 1) * 128 * MMRT_COMM_NKINDS * MMRT_NAXES;
+    char *buf = malloc(need);
     if (!buf)
         return fail("out of memory for the communication counters");
-    size_t pos = (size_t)snprintf(buf, need, "{\"steps\":%lld,\"train\":{", (long long)t->comm_steps);
-    uint64_t bytes = 0;
-    for (int k = 0; k < MMRT_COMM_NKINDS; k++)
-        for (int a = 0; a < MMRT_NAXES; a++) {
-            const MmrtCommCount *c = &t->step_comm[k][a];
-            if (!c->calls)
-                continue;
-            pos += (size_t)snprintf(buf + pos, need - pos, "\"%s.%s\":{\"n\":%d,\"calls\":%llu,\"elems\":%llu,\"bytes\":%llu},",
-                                    mmrt_comm_kind_name((MmrtCommKind)k), mmrt_axis_name((MmrtAxis)a), c->n,
-                                    (unsigned long long)c->calls, (unsigned long long)c->elems,
-                                    (unsigned long long)c->bytes);
-            bytes += c->bytes;
-        }
-    pos += (size_t)snprintf(buf + pos, need - pos, "\"bytes\":%llu},\"total\":", (unsigned long long)bytes);
-    mmrt_comm_counters_json(buf + pos, need + tl - pos - 1);
+    size_t pos = (size_t)snprintf(buf, need, "{\"steps\":%lld,\"train\":", (long long)t->comm_steps);
+    pos += comm_table_json(buf + pos, need - pos, t->step_comm[MMRT_NPHASES]);
+    for (int p = 0; p < MMRT_NPHASES; p++) {
+        pos += (size_t)snprintf(buf + pos, need - pos, ",\"train_%s\":", mmrt_comm_phase_name((MmrtCommPhase)p));
+        pos += comm_table_json(buf + pos, need - pos, t->step_comm[p]);
+    }
+    pos += (size_t)snprintf(buf + pos, need - pos, ",\"total\":");
+    mmrt_comm_counters_json(buf + pos, need - pos - 1);
     pos = strlen(buf);
-    snprintf(buf + pos, need + tl - pos, "}");
+    snprintf(buf + pos, need - pos, "}");
     int rc = mmrt_log_write_json(&t->log, t->done, "comm", buf, err, sizeof err);
     free(buf);
     return rc == MMRT_OK ? 0 : fail("%s", err);
@@ -1042,7 +1071,7 @@ static int train(Trainer *t)
         memcpy(at(t, t->step), &fs, sizeof fs);
         char what[64];
         snprintf(what, sizeof what, "step %lld", (long long)step);
-        MmrtCommCount before[MMRT_COMM_NKINDS][MMRT_NAXES];
+        CommSnap before;
         snap_comm(before);
         if (run_step(t, m->train_step, what))
             return 1;

@@ -12,7 +12,11 @@
 #    forward all-reduce and the lm head input's backward all-reduce (s*b*h
 #    each), the vocabulary-parallel cross entropy's one all-reduce of its
 #    (b*s rows) x (tp + 1) statistics, and the 1-element all-reduce of the
-#    label count of the mean loss.  Nothing else.
+#    gradient norm's partial sums (the update).  Nothing else.  The same is
+#    checked per phase: the step function tells the runtime counters where
+#    the backward (autodiff's seed) and the update (gradient norm, optimizer)
+#    begin, so forward and backward are counted apart: 2L + 2 forward,
+#    2L + 1 backward, 1 in the update.
 #  tp=2+sp: all_gather.tp and reduce_scatter.tp = 2 forward + 2 backward
 #    per layer of s*b*h each (4L), plus: the embedding's reduce-scatter
 #    (forward) and all-gather (backward), the lm head's all-gather (forward)
@@ -21,7 +25,10 @@
 #    the gradients of weights replicated over tp but used on a split
 #    sequence, of h elements each -- 2 per layer norm (2L + 1 of them) and
 #    the bias of each row-parallel layer (2L) -- plus the cross entropy's
-#    and the label count's all-reduces as under tp=2.
+#    and the gradient norm's all-reduces as under tp=2. Per phase: forward
+#    2L + 1 all-gathers, 2L + 1 reduce-scatters and the cross entropy's
+#    all-reduce; backward 2L + 2 all-gathers, 2L + 1 reduce-scatters and the
+#    replicated weights' gradient all-reduces.
 #  dp=2, ZeRO-1, ZeRO-2: gradient and parameter elements sent per rank and
 #    step = 2 Psi (d-1)/d; ZeRO-3: 3 Psi (d-1)/d; besides, 1-element
 #    all-reduces (the loss, the label counts of the mean, and under ZeRO the
@@ -104,14 +111,14 @@ def sent(key):
 if mode == "tp":
     expect("all_reduce.tp", [("Megatron per layer 2 fwd + 2 bwd", 4 * L, sbh), ("vocab-parallel embedding fwd", 1, sbh),
                              ("lm head input bwd", 1, sbh), ("vocab-parallel cross entropy", 1, b * s * (tp + 1)),
-                             ("label count", 1, 1)])
+                             ("gradient norm", 1, 1)])
 elif mode == "tpsp":
     expect("all_gather.tp", [("Megatron-SP per layer 2 fwd + 2 bwd", 4 * L, sbh), ("lm head input fwd", 1, sbh),
                              ("embedding bwd", 1, sbh), ("position embedding grad", 1, s * h)])
     expect("reduce_scatter.tp", [("Megatron-SP per layer 2 fwd + 2 bwd", 4 * L, sbh), ("embedding fwd", 1, sbh),
                                  ("lm head input bwd", 1, sbh)])
     expect("all_reduce.tp", [("layer-norm weight+bias grads", 2 * (2 * L + 1), h), ("row-parallel bias grads", 2 * L, h),
-                             ("vocab-parallel cross entropy", 1, b * s * (tp + 1)), ("label count", 1, 1)])
+                             ("vocab-parallel cross entropy", 1, b * s * (tp + 1)), ("gradient norm", 1, 1)])
 else:
     d = 2
     scalars = 3 if mode == "dp" else 4
@@ -140,6 +147,39 @@ else:
           (name, total, "3" if mode == "zero3" else "2", want, psi, d, scalars, sc, "ok" if good else "WRONG"),
           {k: (v["calls"], v["elems"]) for k, v in c.items()})
     c = {}
+# the same per phase: the generated step tells the counters when the
+# backward (the loss's gradient seed) and the update (gradient norm,
+# optimizer) begin
+def phase(ph, want):
+    """want: {key: [(what, calls, elements each)]} per step for phase ph; nothing else may be there."""
+    global ok
+    got = {k: v for k, v in comm[0]["train_" + ph].items() if k != "bytes"}
+    for key, parts in want.items():
+        calls = sum(n for _, n, _ in parts) * steps
+        elems = sum(n * e for _, n, e in parts) * steps
+        g = got.pop(key, {"calls": 0, "elems": 0})
+        good = g["calls"] == calls and g["elems"] == elems
+        ok &= good
+        print("%s %-8s %-18s %s calls %d elements %d per %d steps (%s)" % (name, ph, key, "==" if good else "!=", g["calls"],
+              g["elems"], steps, ", ".join("%s: %d x %d" % p for p in parts)))
+    if got:
+        print("%s %s: collectives not accounted for: %s" % (name, ph, got)); ok = False
+gnorm = [("gradient norm's partial sums", 1, 1)]
+if mode == "tp":
+    phase("forward", {"all_reduce.tp": [("Megatron per layer 2 fwd", 2 * L, sbh), ("vocab-parallel embedding", 1, sbh),
+                                        ("vocab-parallel cross entropy", 1, b * s * (tp + 1))]})
+    phase("backward", {"all_reduce.tp": [("Megatron per layer 2 bwd", 2 * L, sbh), ("lm head input", 1, sbh)]})
+    phase("update", {"all_reduce.tp": gnorm})
+elif mode == "tpsp":
+    phase("forward", {"all_gather.tp": [("Megatron-SP per layer 2 fwd", 2 * L, sbh), ("lm head input", 1, sbh)],
+                      "reduce_scatter.tp": [("Megatron-SP per layer 2 fwd", 2 * L, sbh), ("embedding", 1, sbh)],
+                      "all_reduce.tp": [("vocab-parallel cross entropy", 1, b * s * (tp + 1))]})
+    phase("backward", {"all_gather.tp": [("Megatron-SP per layer 2 bwd", 2 * L, sbh), ("embedding", 1, sbh),
+                                         ("position embedding grad", 1, s * h)],
+                       "reduce_scatter.tp": [("Megatron-SP per layer 2 bwd", 2 * L, sbh), ("lm head input", 1, sbh)],
+                       "all_reduce.tp": [("layer-norm weight+bias grads", 2 * (2 * L + 1), h),
+                                         ("row-parallel bias grads", 2 * L, h)]})
+    phase("update", {"all_reduce.tp": gnorm})
 if c:
     print("%s: collectives not accounted for: %s" % (name, c)); ok = False
 # the per-step comm_bytes add up to the training counters
