@@ -170,21 +170,7 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, GenArgs *a)
     return 0;
 }
 
-static const MmrtTensorDesc *input(const MmrtModelDesc *m, const char *name)
-{
-    for (int64_t i = 0; i < m->ninputs; i++)
-        if (!strcmp(m->inputs[i].name, name))
-            return &m->inputs[i];
-    return NULL;
-}
-
 static void *at(Gen *g, const MmrtTensorDesc *d) { return g->arenas[d->arena] + d->offset; }
-
-static int is_suffix(const char *s, const char *suf)
-{
-    size_t n = strlen(s), k = strlen(suf);
-    return n >= k && !strcmp(s + n - k, suf);
-}
 
 static int bind(Gen *g)
 {
@@ -194,7 +180,8 @@ static int bind(Gen *g)
     if (m->mesh[0] * m->mesh[1] * m->mesh[2] != 1)
         return fail("model %s is compiled for %lld ranks; generation runs on one", m->name,
                     (long long)(m->mesh[0] * m->mesh[1] * m->mesh[2]));
-    g->pixels = input(m, "pixels"), g->text = input(m, "text"), g->pos = input(m, "pos"), g->token = input(m, "token");
+    g->pixels = mmrt_desc_input(m, "pixels"), g->text = mmrt_desc_input(m, "text");
+    g->pos = mmrt_desc_input(m, "pos"), g->token = mmrt_desc_input(m, "token");
     if (!g->pixels || !g->text || !g->pos || !g->token || g->pixels->ndim != 4 || g->text->ndim != 2 ||
         g->token->ndim != 2 || g->token->shape[1] != 1 || g->text->dtype != MMRT_ST_I32)
         return fail("model %s: generation needs inputs pixels f32[B, C, H, W], text i32[B, T], token i32[B, 1] and "
@@ -231,8 +218,6 @@ static int alloc_arenas(Gen *g)
     return 0;
 }
 
-static int is_adapter(const char *name) { return is_suffix(name, ".lora_a") || is_suffix(name, ".lora_b"); }
-
 /* The parameters (which = 0: base, 1: adapters) from a safetensors file or
  * a checkpoint folder (rank 0's file), every one required. */
 static int load(Gen *g, const char *flag, const char *path, int which)
@@ -249,10 +234,10 @@ static int load(Gen *g, const char *flag, const char *path, int which)
     int rc = MMRT_OK, n = 0;
     for (int64_t i = 0; i < g->m->nparams && rc == MMRT_OK; i++) {
         const MmrtTensorDesc *p = &g->m->params[i];
-        if (p->arena != MMRT_ARENA_PARAM || (which && !is_adapter(p->name)))
+        if (p->arena != MMRT_ARENA_PARAM || (which && !mmrt_is_adapter(p->name)))
             continue;
         if (mmrt_st_find(f, p->name) < 0) {
-            if (which || !is_adapter(p->name)) /* adapters may come from --load-adapters */
+            if (which || !mmrt_is_adapter(p->name)) /* adapters may come from --load-adapters */
                 rc = mmrt_errf(err, sizeof err, MMRT_ERR_NOTFOUND, "%s: no tensor '%s'", file, p->name);
             continue;
         }

@@ -215,7 +215,7 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a)
 
 /* ---- binding inputs to data ---- */
 
-static const MmrtTensorDesc *input(const MmrtModelDesc *m, const char *name)
+const MmrtTensorDesc *mmrt_desc_input(const MmrtModelDesc *m, const char *name)
 {
     for (int64_t i = 0; i < m->ninputs; i++)
         if (!strcmp(m->inputs[i].name, name))
@@ -253,14 +253,14 @@ static int bind(Trainer *t)
 {
     const MmrtModelDesc *m = t->m;
     t->B = m->batch;
-    t->lr = input(m, "lr");
-    t->step = input(m, "step");
+    t->lr = mmrt_desc_input(m, "lr");
+    t->step = mmrt_desc_input(m, "step");
     if (t->lr && (t->lr->dtype != MMRT_ST_F32 || t->lr->ndim != 0))
         return fail("model input 'lr' must be f32[] (the learning rate)");
     if (t->step && (t->step->dtype != MMRT_ST_F32 || t->step->ndim != 0))
         return fail("model input 'step' must be f32[] (the step counter)");
-    const MmrtTensorDesc *px = input(m, "pixels"), *ids = input(m, "ids"), *lb = input(m, "labels"),
-                         *text = input(m, "text");
+    const MmrtTensorDesc *px = mmrt_desc_input(m, "pixels"), *ids = mmrt_desc_input(m, "ids"),
+                         *lb = mmrt_desc_input(m, "labels"), *text = mmrt_desc_input(m, "text");
     const int64_t img[4] = {t->B, 1, MMRT_FMNIST_SIDE, MMRT_FMNIST_SIDE}, vec[1] = {t->B}, tok[2] = {t->B, -1};
     char got[256] = "", buf[128];
     if (px && is(px, MMRT_ST_F32, 4, img) && is(lb, MMRT_ST_I32, 1, vec)) {
@@ -763,7 +763,7 @@ static int load_ckpt(Trainer *t, int *fresh)
 
 /* ---- loading by name, LoRA adapters ---- */
 
-static int is_adapter(const char *name)
+int mmrt_is_adapter(const char *name)
 {
     size_t n = strlen(name);
     return n > 7 && (!strcmp(name + n - 7, ".lora_a") || !strcmp(name + n - 7, ".lora_b"));
@@ -788,7 +788,7 @@ static int load_by_name(Trainer *t, const char *flag, const char *path, int whic
     int loaded = 0, rc = MMRT_OK;
     for (int64_t i = 0; i < t->m->nparams && rc == MMRT_OK; i++) {
         const MmrtTensorDesc *p = &t->m->params[i];
-        if (p->arena != MMRT_ARENA_PARAM || (which >= 0 && is_adapter(p->name) != which))
+        if (p->arena != MMRT_ARENA_PARAM || (which >= 0 && mmrt_is_adapter(p->name) != which))
             continue;
         if (mmrt_st_find(f, p->name) < 0) {
             if (need_all)
@@ -821,7 +821,7 @@ static int save_adapters(Trainer *t)
     int n = 0;
     for (int64_t i = 0; refs && i < m->nparams; i++) {
         const MmrtTensorDesc *p = &m->params[i];
-        if (p->arena != MMRT_ARENA_PARAM || !is_adapter(p->name))
+        if (p->arena != MMRT_ARENA_PARAM || !mmrt_is_adapter(p->name))
             continue;
         for (int64_t d = 0; d < p->ndim; d++)
             if (p->split[d])

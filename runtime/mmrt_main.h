@@ -147,6 +147,10 @@ extern const MmrtModelDesc mm_model;
  * message on stderr naming the flag or file at fault). main() calls it with
  * &mm_model. */
 int mmrt_main(int argc, char **argv, const MmrtModelDesc *m);
+/* The descriptor of the input named `name`, or NULL. */
+const MmrtTensorDesc *mmrt_desc_input(const MmrtModelDesc *m, const char *name);
+/* 1 when a parameter name is a LoRA adapter's (*.lora_a, *.lora_b). */
+int mmrt_is_adapter(const char *name);
 /* The generate and eval executables (task != MMRT_TASK_TRAIN), which
  * mmrt_main hands over to: mmrt_generate.c. */
 int mmrt_generate_main(int argc, char **argv, const MmrtModelDesc *m);
