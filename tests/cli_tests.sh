@@ -37,6 +37,13 @@ expect "missing file" 1 "$MMC" check "$T/nope.mm"
 contains "missing file named" "$T/err" "nope.mm"
 expect "unknown model" 1 "$MMC" stats "$S/gpt2.mm" --model GPT3
 contains "unknown model lists models" "$T/err" "GPT2Tiny"
+expect "bad --task" 2 "$MMC" compile "$S/internvl2.mm" --model InternVL2Tiny --task serve
+contains "bad --task named" "$T/err" "--task takes train, generate or eval, not 'serve'"
+expect "--task on a model without text" 1 "$MMC" plan "$S/gpt2.mm" --model GPT2Tiny --task generate
+contains "--task without text says why" "$T/err" "generation needs a forward input text: i32[B, T]"
+expect "--task generate on a parallel plan" 0 "$MMC" plan "$S/internvl2.mm" --model InternVL2Tiny --tp 2 --task generate
+contains "the plan is not applied to generation" "$T/err" "generation runs on one rank"
+contains "the plan shows the KV cache" "$T/out" "the input arena holds the KV cache: 65536 bytes in 4 tensors"
 expect "bad --set" 1 "$MMC" check "$S/gpt2.mm" --model GPT2Tiny --set Q=3
 contains "bad --set named" "$T/err" "--set Q"
 expect "--set B" 0 "$MMC" stats "$S/gpt2.mm" --model GPT2Tiny --set B=8 --json
