@@ -1083,21 +1083,25 @@ void mmrt_comm_counters_reset(void)
 void mmrt_comm_counters_print(FILE *f)
 {
     uint64_t calls = 0, bytes = 0;
-    fprintf(f, "%-15s %-5s %5s %10s %14s %12s\n", "collective", "axis", "n", "calls", "elements",
-            "MiB sent");
+    fprintf(f, "%-15s %-5s %5s %10s %20s %14s %12s\n", "collective", "axis", "n", "calls", "fwd/bwd/update",
+            "elements", "MiB sent");
     for (int k = 0; k < MMRT_COMM_NKINDS; k++)
         for (int a = 0; a < MMRT_NAXES; a++) {
             const MmrtCommCount *c = &counters[k][a];
             if (!c->calls)
                 continue;
-            fprintf(f, "%-15s %-5s %5d %10llu %14llu %12.3f\n", kind_names[k], axis_names[a],
-                    c->n, (unsigned long long)c->calls, (unsigned long long)c->elems,
+            char ph[64];
+            snprintf(ph, sizeof ph, "%llu/%llu/%llu", (unsigned long long)phase_counters[0][k][a].calls,
+                     (unsigned long long)phase_counters[1][k][a].calls,
+                     (unsigned long long)phase_counters[2][k][a].calls);
+            fprintf(f, "%-15s %-5s %5d %10llu %20s %14llu %12.3f\n", kind_names[k], axis_names[a],
+                    c->n, (unsigned long long)c->calls, ph, (unsigned long long)c->elems,
                     (double)c->bytes / (1024.0 * 1024.0));
             calls += c->calls;
             bytes += c->bytes;
         }
-    fprintf(f, "%-15s %-5s %5s %10llu %14s %12.3f\n", "total", "", "", (unsigned long long)calls,
-            "", (double)bytes / (1024.0 * 1024.0));
+    fprintf(f, "%-15s %-5s %5s %10llu %20s %14s %12.3f\n", "total", "", "", (unsigned long long)calls,
+            "", "", (double)bytes / (1024.0 * 1024.0));
 }
 
 size_t mmrt_comm_counters_json(char *buf, size_t len)
