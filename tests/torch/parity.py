@@ -99,6 +99,8 @@ def main():
                 bad += 1
             a, b = a[~mask], b[~mask]
             n_noisy[0] += int(mask.sum())
+            if a.size == 0:
+                continue
         rel = float(np.linalg.norm(a - b) / max(float(np.linalg.norm(b)), 1e-30))
         elem = float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), 1e-30))
         if elem > worst_elem:
