@@ -371,6 +371,9 @@ static int prefix(Gen *g, int64_t k, const int32_t *prompt, int nprompt, int32_t
 {
     if (!prompt)
         return mmrt_caption_prefix(&g->cap, k, ids);
+    int len = 1 + (int)g->m->image_tokens + nprompt;
+    if (len >= g->T) /* no room: the caller says so; nothing is written past the row */
+        return len;
     int n = 0;
     ids[n++] = MMRT_TOK_BOS;
     for (int64_t i = 0; i < g->m->image_tokens; i++)
@@ -404,8 +407,9 @@ static int generate_batch(Gen *g, int64_t k0, int64_t rows, const int32_t *promp
         }
         plen[r] = len[r];
         if (len[r] >= T)
-            return fail("the prompt of image %lld takes %d of the %lld text positions: no room for a caption",
-                        (long long)(k0 + r), len[r], (long long)T);
+            return fail("the prompt of image %lld takes %d of the %lld text positions (<bos>, %lld <img>, the prompt): "
+                        "no room for a caption", (long long)(k0 + r), len[r], (long long)T,
+                        (long long)g->m->image_tokens);
         pos[r] = 0;
     }
     const float *pl = (const float *)(g->arenas[MMRT_ARENA_ACT] + g->m->prefill_logits_offset);

@@ -100,6 +100,12 @@ expect_err "another model's weights" "gpt.safetensors: no tensor" ./gen --weight
 head -c 1000 w.safetensors > trunc.safetensors
 expect_err "truncated weights" "trunc.safetensors" ./gen --weights trunc.safetensors --images img0.png
 expect_err "a bad flag" "unknown option" ./ev --weights w.safetensors --frobnicate
+expect_err "a prompt word outside the vocabulary" "unknown word" \
+  ./gen --weights w.safetensors --images img0.png --prompt "what is the frobnicator ?"
+expect_err "a prompt too long for the text" "no room for a caption" \
+  ./gen --weights w.safetensors --images img0.png --prompt "what is this ? what is this ? what is this ?"
+expect_err "an IDX label file as images" "neither a PNG file nor an IDX image file" \
+  ./gen --weights w.safetensors --images "$DATA/t10k-labels-idx1-ubyte.gz"
 expect_err "a model without a text to decode" "input text" \
   "$MMC" compile "$MMC_SOURCE_DIR/stdlib_models/vit_fashion.mm" --model ViTFashion --task generate -o x
 exit $fail
