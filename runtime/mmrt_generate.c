@@ -51,6 +51,7 @@ typedef struct Gen {
     int32_t *label;
     char **source;
     MmrtImages test;
+    int32_t *len, *done;   /* per row of a batch: text length, finished */
     int64_t tokens, steps; /* generated tokens, step calls */
     double seconds;        /* in the step functions */
 } Gen;
@@ -391,7 +392,7 @@ static int generate_batch(Gen *g, int64_t k0, int64_t rows, const int32_t *promp
     const int64_t B = g->B, T = g->T, V = g->V, hw = g->H * g->W;
     float *x = at(g, g->pixels);
     int32_t *text = at(g, g->text), *pos = at(g, g->pos), *tok = at(g, g->token);
-    int32_t len[B], done[B];
+    int32_t *len = g->len, *done = g->done;
     for (int64_t r = 0; r < B; r++) {
         int32_t *row = text + r * T;
         for (int64_t t = 0; t < T; t++)
@@ -475,8 +476,9 @@ static int run(Gen *g)
     }
     int32_t *gen = calloc((size_t)(g->B * g->T), sizeof *gen), *ng = calloc((size_t)g->B, sizeof *ng),
             *plen = calloc((size_t)g->B, sizeof *plen);
+    g->len = calloc((size_t)g->B, sizeof *g->len), g->done = calloc((size_t)g->B, sizeof *g->done);
     int64_t matches = 0, counted = 0;
-    int rc = gen && ng && plen ? 0 : fail("out of memory");
+    int rc = gen && ng && plen && g->len && g->done ? 0 : fail("out of memory");
     double t0 = now();
     for (int64_t k0 = 0; k0 < g->n && !rc; k0 += g->B) {
         int64_t rows = g->n - k0 < g->B ? g->n - k0 : g->B;
@@ -514,7 +516,8 @@ static int run(Gen *g)
         rc = fail("--ids %s: %s", g->a.ids_out, strerror(errno));
     if (out != stdout && fclose(out) && !rc)
         rc = fail("--out %s: %s", g->a.out, strerror(errno));
-    free(gen), free(ng), free(plen);
+    free(gen), free(ng), free(plen), free(g->len), free(g->done);
+    g->len = g->done = NULL;
     if (rc)
         return rc;
     if (g->m->task == MMRT_TASK_EVAL) {
