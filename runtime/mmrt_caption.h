@@ -28,11 +28,13 @@
  * Layout of one text sequence of T positions (the model shifts nothing:
  * labels[t] is the target of the logits at position t, i.e. the token at
  * t + 1, or -100 where nothing is learned):
- *   image tokens before the text (InternVL2Tiny: 4 image embeddings are
- *   concatenated in front of the T text embeddings), img_in_text = 0:
- *     ids    = [BOS, prompt..., answer..., EOS, PAD...]
- *   image tokens inside the text, img_in_text = n:
+ *   image tokens inside the text, img_in_text = n (InternVL2Tiny: n = 4,
+ *   the model's `place` puts its image rows where the IMG tokens stand;
+ *   the trainer takes n from the compiled model):
  *     ids    = [BOS, IMG x n, prompt..., answer..., EOS, PAD...]
+ *   no image tokens in the text (a model that concatenates its image in
+ *   front of the text embeddings), img_in_text = 0:
+ *     ids    = [BOS, prompt..., answer..., EOS, PAD...]
  *   labels[t] = ids[t + 1] when position t + 1 holds an answer word or the
  *   EOS, else -100: nothing is learned where the next token is an image
  *   token, a prompt word, or padding.  Example (T = 12, img_in_text = 0):

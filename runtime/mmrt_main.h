@@ -36,10 +36,11 @@
  *     first T bytes, labels the next T (next-pixel prediction). Evaluation
  *     reports next-byte accuracy.
  *   - captioning (a VLM): `pixels` f32[B, 1, 28, 28], `text` and `labels`
- *     i32[B, T]: the image, then "<bos> prompt answer <eos>" with the loss
- *     on the answer (mmrt_caption.h; the model puts its image tokens before
- *     the text). Evaluation reports teacher-forced answer-token accuracy
- *     and, at the end, the exact-match rate of greedy captions.
+ *     i32[B, T]: the image, then "<bos> <img> x n prompt answer <eos>"
+ *     with the loss on the answer (mmrt_caption.h; n is image_tokens, the
+ *     rows the model's `place` puts at the <img> tokens). Evaluation
+ *     reports teacher-forced answer-token accuracy and, at the end, the
+ *     exact-match rate of greedy captions.
  *   Anything else is refused at start-up with the list of inputs found. */
 #ifndef MMRT_MAIN_H
 #define MMRT_MAIN_H
