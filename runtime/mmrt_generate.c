@@ -477,7 +477,7 @@ static int run(Gen *g)
     int32_t *gen = calloc((size_t)(g->B * g->T), sizeof *gen), *ng = calloc((size_t)g->B, sizeof *ng),
             *plen = calloc((size_t)g->B, sizeof *plen);
     g->len = calloc((size_t)g->B, sizeof *g->len), g->done = calloc((size_t)g->B, sizeof *g->done);
-    int64_t matches = 0, counted = 0;
+    int64_t matches = 0, counted = 0, per_class[MMRT_FMNIST_CLASSES][2] = {{0}}; /* images, matches */
     int rc = gen && ng && plen && g->len && g->done ? 0 : fail("out of memory");
     double t0 = now();
     for (int64_t k0 = 0; k0 < g->n && !rc; k0 += g->B) {
@@ -496,8 +496,11 @@ static int run(Gen *g)
                 fputc('\n', ids);
             }
             if (g->m->task == MMRT_TASK_EVAL) {
-                matches += mmrt_caption_match(&g->cap, g->label[k0 + r], gr, ng[r]);
+                int lb = g->label[k0 + r], hit = mmrt_caption_match(&g->cap, lb, gr, ng[r]);
+                matches += hit;
                 counted++;
+                if (lb >= 0 && lb < MMRT_FMNIST_CLASSES)
+                    per_class[lb][0]++, per_class[lb][1] += hit;
                 continue;
             }
             char cap[512];
@@ -523,6 +526,11 @@ static int run(Gen *g)
     if (g->m->task == MMRT_TASK_EVAL) {
         printf("eval: caption exact match %.4f (%lld of %lld test images)\n", counted ? (double)matches / counted : 0.0,
                (long long)matches, (long long)counted);
+        for (int c = 0; c < MMRT_FMNIST_CLASSES; c++) /* which classes the captioner confuses */
+            if (per_class[c][0])
+                printf("  %-12s %.4f (%lld of %lld)\n", mmrt_fmnist_class_name(c),
+                       (double)per_class[c][1] / (double)per_class[c][0], (long long)per_class[c][1],
+                       (long long)per_class[c][0]);
         int64_t total = 0;
         for (int r = 0; r < MMRT_NARENAS; r++)
             total += g->m->arena_bytes[r];
