@@ -282,15 +282,7 @@ static LLVMValueRef build_step(Cg *cg, const IrFunc *f, const char *name, bool t
   int bwd = -1, upd = -1;
   if (ir_world_size(cg->m) > 1) {
     cg_call(cg, "mmrt_comm_set_phase", (LLVMValueRef[]){cg_i32(cg, 0)}, 1);
-    const IrValue *loss = training && f->results.len ? f->results.items[0] : NULL;
-    bool after_loss = false;
-    for (int i = 0; training && i < f->nodes.len; i++) {
-      const IrNode *n = f->nodes.items[i];
-      if (bwd < 0 && after_loss && n->op == IR_OP_FULL && n->out[0]->shape.rank == 0) bwd = i; /* autodiff's seed */
-      for (int j = 0; j < n->nout; j++) after_loss |= loss && n->out[j] == loss;
-      if (upd < 0 && (n->op == IR_OP_GRAD_NORM || n->op == IR_OP_CLIP_SCALE || n->op == IR_OP_ADAMW || n->op == IR_OP_SGD))
-        upd = i;
-    }
+    if (training) ir_train_phases(f, &bwd, &upd);
   }
   for (int i = 0; i < f->nodes.len && !cg->failed; i++) {
     const IrNode *n = f->nodes.items[i];

@@ -575,3 +575,23 @@ void ir_func_dce(IrFunc *f) {
   }
   (void)kept;
 }
+
+void ir_train_phases(const IrFunc *f, int *bwd, int *upd) {
+  *bwd = *upd = -1;
+  const IrValue *loss = f->results.len ? f->results.items[0] : NULL;
+  while (loss && loss->def && ir_op_is_collective(loss->def->op)) loss = loss->def->in[0]; /* e.g. summed over dp */
+  bool after_loss = false;
+  for (int i = 0; i < f->nodes.len; i++) {
+    const IrNode *n = f->nodes.items[i];
+    if (*bwd < 0 && after_loss && n->op == IR_OP_FULL && n->out[0]->shape.rank == 0) *bwd = i;
+    for (int j = 0; j < n->nout; j++) after_loss |= loss && n->out[j] == loss;
+    if (*upd < 0 && (n->op == IR_OP_GRAD_NORM || n->op == IR_OP_CLIP_SCALE || n->op == IR_OP_ADAMW || n->op == IR_OP_SGD))
+      *upd = i;
+  }
+}
+
+const char *ir_phase_name(int i, int bwd, int upd) {
+  if (upd >= 0 && i >= upd) return "update";
+  if (bwd >= 0 && i >= bwd) return "backward";
+  return "forward";
+}

@@ -281,6 +281,14 @@ bool ir_shape_valid(const IrShape *s);
 
 /* Appends v to the function's returned values. */
 void ir_func_add_result(IrModule *m, IrFunc *f, IrValue *v);
+/* The phases of @train, as node indexes: the backward begins at autodiff's
+ * seed (the first scalar `full` after the node that makes the loss, the
+ * function's result 0 before any collective that sums it), the update at the first grad_norm, clip_scale,
+ * adamw or sgd; -1 where there is none (a forward-only function). */
+void ir_train_phases(const IrFunc *f, int *bwd, int *upd);
+/* "forward", "backward" or "update" for node i under those boundaries. */
+const char *ir_phase_name(int i, int bwd, int upd);
+
 /* Dead code: drops the nodes none of whose results reach the function's
  * results (in-place ops always stay), then the inputs nothing uses. */
 void ir_func_dce(IrFunc *f);

@@ -539,6 +539,7 @@ static int cmd_stats(Opts *o) {
 typedef struct CollTotal {
   IrOp op;
   int axis, calls;
+  int phase_calls[3]; /* forward, backward, update */
   int64_t elems, bytes;
 } CollTotal;
 
@@ -548,7 +549,8 @@ static void plan_collectives(IrModule *m, const MmPlan *pl, json_object *root) {
   if (!f) f = ir_module_func(m, "forward");
   if (!f) return;
   CollTotal tot[64];
-  int nt = 0, nbuckets = 0, nbucketed = 0;
+  int nt = 0, nbuckets = 0, nbucketed = 0, bwd = -1, upd = -1;
+  if (strcmp(f->name, "train") == 0) ir_train_phases(f, &bwd, &upd);
   json_object *list = root ? json_object_new_array() : NULL;
   for (int i = 0; i < f->nodes.len; i++) {
     IrNode *n = f->nodes.items[i];
@@ -570,8 +572,11 @@ static void plan_collectives(IrModule *m, const MmPlan *pl, json_object *root) {
     }
     bytes = sent * ir_dtype_size(n->in[0]->dtype);
     while (k < nt && (tot[k].op != n->op || tot[k].axis != a)) k++;
-    if (k == nt && nt < 64) tot[nt++] = (CollTotal){n->op, a, 0, 0, 0};
-    if (k < nt) tot[k].calls++, tot[k].elems += sent, tot[k].bytes += bytes;
+    if (k == nt && nt < 64) tot[nt++] = (CollTotal){.op = n->op, .axis = a};
+    if (k < nt) {
+      tot[k].calls++, tot[k].elems += sent, tot[k].bytes += bytes;
+      tot[k].phase_calls[(upd >= 0 && i >= upd) ? 2 : (bwd >= 0 && i >= bwd) ? 1 : 0]++;
+    }
     if (list) {
       json_object *e = json_object_new_object();
       json_object_object_add(e, "kind", json_object_new_string(ir_ops[n->op].name));
@@ -580,6 +585,7 @@ static void plan_collectives(IrModule *m, const MmPlan *pl, json_object *root) {
       json_object_object_add(e, "sent_elements", json_object_new_int64(sent));
       json_object_object_add(e, "sent_bytes", json_object_new_int64(bytes));
       json_object_object_add(e, "scope", n->scope ? json_object_new_string(n->scope) : NULL);
+      json_object_object_add(e, "phase", json_object_new_string(ir_phase_name(i, bwd, upd)));
       if (bucket_id(n) >= 0) {
         json_object *g = json_object_new_array();
         for (int j = 0; j < run; j++) {
@@ -604,6 +610,9 @@ static void plan_collectives(IrModule *m, const MmPlan *pl, json_object *root) {
       json_object_object_add(e, "kind", json_object_new_string(ir_ops[tot[k].op].name));
       json_object_object_add(e, "axis", json_object_new_string(ir_axis_name((IrAxis)tot[k].axis)));
       json_object_object_add(e, "calls", json_object_new_int(tot[k].calls));
+      json_object_object_add(e, "forward_calls", json_object_new_int(tot[k].phase_calls[0]));
+      json_object_object_add(e, "backward_calls", json_object_new_int(tot[k].phase_calls[1]));
+      json_object_object_add(e, "update_calls", json_object_new_int(tot[k].phase_calls[2]));
       json_object_object_add(e, "sent_elements", json_object_new_int64(tot[k].elems));
       json_object_object_add(e, "sent_bytes", json_object_new_int64(tot[k].bytes));
       json_object_array_add(t, e);
@@ -615,8 +624,9 @@ static void plan_collectives(IrModule *m, const MmPlan *pl, json_object *root) {
          m->mesh[IR_AX_CP], m->mesh[IR_AX_TP], ir_world_size(m), f->name);
   printf("  collectives per step, per rank:\n");
   for (int k = 0; k < nt; k++)
-    printf("    %-15s %-3s %5d calls %14lld elements sent %14lld bytes\n", ir_ops[tot[k].op].name,
-           ir_axis_name((IrAxis)tot[k].axis), tot[k].calls, (long long)tot[k].elems, (long long)tot[k].bytes);
+    printf("    %-15s %-3s %5d calls (%d forward, %d backward, %d update) %14lld elements sent %14lld bytes\n",
+           ir_ops[tot[k].op].name, ir_axis_name((IrAxis)tot[k].axis), tot[k].calls, tot[k].phase_calls[0],
+           tot[k].phase_calls[1], tot[k].phase_calls[2], (long long)tot[k].elems, (long long)tot[k].bytes);
   if (!nbuckets) return;
   printf("  gradient buckets (bucket_mb = %g): %d gradients reduced in %d call%s\n",
          pl ? pl->bucket_mb : MM_BUCKET_MB_DEFAULT, nbucketed, nbuckets, nbuckets == 1 ? "" : "s");
