@@ -180,6 +180,18 @@ elif mode == "tpsp":
                        "all_reduce.tp": [("layer-norm weight+bias grads", 2 * (2 * L + 1), h),
                                          ("row-parallel bias grads", 2 * L, h)]})
     phase("update", {"all_reduce.tp": gnorm})
+elif mode == "zero3":
+    # ZeRO-3: every parameter gathered before its use in the forward and again in the backward;
+    # the gradients' bucketed reduce-scatters in the backward; the gradient norm in the update
+    nparams = len(sizes)
+    got = {ph: comm[0]["train_" + ph] for ph in ("forward", "backward", "update")}
+    calls = lambda ph, key: got[ph].get(key, {"calls": 0})["calls"] // steps
+    want = {("forward", "all_gather.dp"): nparams, ("backward", "all_gather.dp"): nparams,
+            ("backward", "reduce_scatter.dp"): buckets, ("forward", "reduce_scatter.dp"): 0}
+    for (ph, key), n in want.items():
+        good = calls(ph, key) == n
+        ok &= good
+        print("%s %-8s %-18s calls per step %d %s %d" % (name, ph, key, calls(ph, key), "==" if good else "!=", n))
 if c:
     print("%s: collectives not accounted for: %s" % (name, c)); ok = False
 # the per-step comm_bytes add up to the training counters
