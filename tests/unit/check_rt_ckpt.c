@@ -10,22 +10,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tmpdir_fixture.h"
 #include "mmrt_ckpt.h"
 
-static char tmpdir[256];
-
-static void setup(void)
-{
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/mmrt_ckpt_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
-
-static void teardown(void)
-{
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
-}
+static void setup(void) { tmpdir_make("mmrt_ckpt"); }
+static void teardown(void) { tmpdir_remove(); }
 
 static char *tpath(const char *name)
 {

@@ -10,24 +10,13 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "tmpdir_fixture.h"
 #include "mmrt_data.h"
 #include "mmrt_log.h"
 #include "mmrt_rng.h"
 
-static char tmpdir[256];
-
-static void make_tmpdir(void)
-{
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/mmrt_data_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
-
-static void remove_tmpdir(void)
-{
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
-}
+static void make_tmpdir(void) { tmpdir_make("mmrt_data"); }
+static void remove_tmpdir(void) { tmpdir_remove(); }
 
 static void put_be32(uint8_t *p, uint32_t v)
 {
