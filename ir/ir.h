@@ -114,6 +114,7 @@ enum {
   OPF_VIEW = 1 << 2,        /* result may alias the operand's storage */
   OPF_LOSS = 1 << 3,        /* scalar loss */
   OPF_INPLACE = 1 << 4,     /* side effect: updates the OPF_WRITES operands in place (never dead) */
+  OPF_WRITES_STATE = 1 << 5, /* the operands it writes are function inputs holding state (a KV cache), not params */
 };
 /* Operand i (< 16) of an OPF_INPLACE op is updated in place. */
 #define OPF_WRITES(i) (1u << (16 + (i)))

@@ -334,10 +334,10 @@ static void check_func(Verifier *v, const IrFunc *f) {
       } else if (s->p == (void *)VK_RESULT && ir_map_get(&v->pos, x)->i >= i) {
         report(v, n->loc, "%s: operand %d (%s) is used before its definition", who, k, vname(v, x));
         ok = false;
-      } else if (IR_OP_WRITES(n->op, k) && s->p != (void *)VK_PARAM &&
-                 !(n->op == IR_OP_KV_WRITE && x->role == IR_ROLE_INPUT)) {
-        report(v, n->loc, "%s: operand %d (%s) is updated in place, so it must be a parameter%s", who, k, vname(v, x),
-               n->op == IR_OP_KV_WRITE ? " or an input (a KV cache)" : "");
+      } else if (IR_OP_WRITES(n->op, k) &&
+                 !((ir_ops[n->op].flags & OPF_WRITES_STATE) ? x->role == IR_ROLE_INPUT : s->p == (void *)VK_PARAM)) {
+        report(v, n->loc, "%s: operand %d (%s) is updated in place, so it must be %s", who, k, vname(v, x),
+               (ir_ops[n->op].flags & OPF_WRITES_STATE) ? "an input holding state (a KV cache)" : "a parameter");
         ok = false;
       }
     }
