@@ -530,24 +530,41 @@ static void blocks(int *cnt, int *dsp, int n, size_t outer, size_t dim, size_t i
     }
 }
 
+/* What all_gather and reduce_scatter of an (outer, dim, inner) tensor
+ * split along dim share: the checks, the count, a copy on a single rank
+ * (*done = 1), else the blocks of every rank in m->cnt (counts, then
+ * offsets). *full gets the full tensor's elements. */
+static int split_begin(MmrtMesh *m, const char *op, MmrtCommKind kind, MmrtAxis ax, const void *send, void *recv,
+                       size_t outer, size_t dim, size_t inner, MmrtDtype dt, size_t *full, int *done)
+{
+    *done = 0;
+    int rc = check(m, op, ax, dt);
+    if (rc)
+        return rc;
+    size_t es = esize(dt);
+    int n = m->size[ax];
+    if (!mul3(outer, dim, inner, full) || *full > INT_MAX)
+        return too_large(m, op, ax, (uint64_t)outer * dim * inner);
+    tally(kind, ax, n, *full, share((uint64_t)*full * es, (uint64_t)(n - 1), n));
+    if (n == 1) {
+        copy(recv, send, *full * es);
+        *done = 1;
+        return MMRT_OK;
+    }
+    blocks(m->cnt, m->cnt + n, n, outer, dim, inner);
+    return MMRT_OK;
+}
+
 int mmrt_all_gather(MmrtMesh *m, MmrtAxis ax, const void *send, void *recv, size_t outer,
                     size_t dim, size_t inner, MmrtDtype dt)
 {
     static const char op[] = "all_gather";
-    int rc = check(m, op, ax, dt);
-    if (rc)
-        return rc;
     size_t es = esize(dt), full;
+    int done, rc = split_begin(m, op, MMRT_COMM_ALL_GATHER, ax, send, recv, outer, dim, inner, dt, &full, &done);
+    if (rc || done)
+        return rc;
     int n = m->size[ax], me = m->coord[ax];
-    if (!mul3(outer, dim, inner, &full) || full > INT_MAX)
-        return too_large(m, op, ax, (uint64_t)outer * dim * inner);
-    tally(MMRT_COMM_ALL_GATHER, ax, n, full, share((uint64_t)full * es, (uint64_t)(n - 1), n));
-    if (n == 1) {
-        copy(recv, send, full * es);
-        return MMRT_OK;
-    }
     int *cnt = m->cnt, *dsp = m->cnt + n;
-    blocks(cnt, dsp, n, outer, dim, inner);
     /* the blocks in rank order are the result when the split dim leads */
     char *dst = outer == 1 ? recv : scratch(m, op, ax, full * es);
     if (!dst)
@@ -576,20 +593,12 @@ int mmrt_reduce_scatter(MmrtMesh *m, MmrtAxis ax, const void *send, void *recv, 
                         size_t dim, size_t inner, MmrtDtype dt)
 {
     static const char op[] = "reduce_scatter";
-    int rc = check(m, op, ax, dt);
-    if (rc)
-        return rc;
     size_t es = esize(dt), full;
+    int done, rc = split_begin(m, op, MMRT_COMM_REDUCE_SCATTER, ax, send, recv, outer, dim, inner, dt, &full, &done);
+    if (rc || done)
+        return rc;
     int n = m->size[ax], me = m->coord[ax];
-    if (!mul3(outer, dim, inner, &full) || full > INT_MAX)
-        return too_large(m, op, ax, (uint64_t)outer * dim * inner);
-    tally(MMRT_COMM_REDUCE_SCATTER, ax, n, full, share((uint64_t)full * es, (uint64_t)(n - 1), n));
-    if (n == 1) {
-        copy(recv, send, full * es);
-        return MMRT_OK;
-    }
     int *cnt = m->cnt, *dsp = m->cnt + n;
-    blocks(cnt, dsp, n, outer, dim, inner);
     const char *src = send;
     if (outer != 1) {
         char *buf = scratch(m, op, ax, full * es);
