@@ -127,6 +127,39 @@ static int parse_i64(const char *flag, const char *s, int64_t lo, int64_t *out)
     return 0;
 }
 
+/* The flags that take a file or folder, and where each goes. */
+static const char **text_flag(Args *a, const char *f)
+{
+    const struct { const char *flag; const char **to; } t[] = {
+        {"--data", &a->data}, {"--ckpt", &a->ckpt}, {"--log", &a->log}, {"--save-weights", &a->save_weights},
+        {"--dump-inputs", &a->dump_inputs}, {"--dump-logits", &a->dump_logits}, {"--init-from", &a->init_from},
+        {"--load-adapters", &a->load_adapters}, {"--save-adapters", &a->save_adapters},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (!strcmp(f, t[i].flag))
+            return t[i].to;
+    return NULL;
+}
+
+/* The flags that take a whole number >= 0 (--batch: >= 1). */
+static int64_t *int_flag(Args *a, const char *f)
+{
+    const struct { const char *flag; int64_t *to; } t[] = {
+        {"--steps", &a->steps}, {"--batch", &a->batch}, {"--eval-every", &a->eval_every},
+        {"--eval-batches", &a->eval_batches}, {"--ckpt-every", &a->ckpt_every},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (!strcmp(f, t[i].flag))
+            return t[i].to;
+    return NULL;
+}
+
+static int is_valued(const char *f)
+{
+    static Args probe; /* only the fields' addresses are taken */
+    return text_flag(&probe, f) || int_flag(&probe, f) || !strcmp(f, "--seed") || !strcmp(f, "--lr");
+}
+
 static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a)
 {
     memset(a, 0, sizeof *a);
@@ -138,7 +171,7 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a)
     a->eval_batches = -1;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int64_t n;
+        int64_t n = 0;
         int takes = 1, rc = 0;
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
             usage(stdout, m);
@@ -147,41 +180,12 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a)
             a->resume = 1, takes = 0;
         } else if (!strcmp(f, "--quiet")) {
             a->quiet = 1, takes = 0;
-        } else if (!v && (!strcmp(f, "--data") || !strcmp(f, "--steps") || !strcmp(f, "--batch") ||
-                          !strcmp(f, "--lr") || !strcmp(f, "--seed") || !strcmp(f, "--eval-every") ||
-                          !strcmp(f, "--eval-batches") || !strcmp(f, "--ckpt") || !strcmp(f, "--ckpt-every") ||
-                          !strcmp(f, "--log") || !strcmp(f, "--dump-logits") || !strcmp(f, "--init-from") ||
-                          !strcmp(f, "--load-adapters") || !strcmp(f, "--save-adapters") ||
-                          !strcmp(f, "--save-weights") || !strcmp(f, "--dump-inputs"))) {
+        } else if (is_valued(f) && !v) {
             return fail("%s needs a value (see --help)", f);
-        } else if (!strcmp(f, "--data")) {
-            a->data = v;
-        } else if (!strcmp(f, "--ckpt")) {
-            a->ckpt = v;
-        } else if (!strcmp(f, "--log")) {
-            a->log = v;
-        } else if (!strcmp(f, "--save-weights")) {
-            a->save_weights = v;
-        } else if (!strcmp(f, "--dump-inputs")) {
-            a->dump_inputs = v;
-        } else if (!strcmp(f, "--dump-logits")) {
-            a->dump_logits = v;
-        } else if (!strcmp(f, "--init-from")) {
-            a->init_from = v;
-        } else if (!strcmp(f, "--load-adapters")) {
-            a->load_adapters = v;
-        } else if (!strcmp(f, "--save-adapters")) {
-            a->save_adapters = v;
-        } else if (!strcmp(f, "--steps")) {
-            rc = parse_i64(f, v, 0, &a->steps); /* 0: evaluate only */
-        } else if (!strcmp(f, "--batch")) {
-            rc = parse_i64(f, v, 1, &a->batch);
-        } else if (!strcmp(f, "--eval-every")) {
-            rc = parse_i64(f, v, 0, &a->eval_every);
-        } else if (!strcmp(f, "--eval-batches")) {
-            rc = parse_i64(f, v, 0, &a->eval_batches);
-        } else if (!strcmp(f, "--ckpt-every")) {
-            rc = parse_i64(f, v, 0, &a->ckpt_every);
+        } else if (text_flag(a, f)) {
+            *text_flag(a, f) = v;
+        } else if (int_flag(a, f)) {
+            rc = parse_i64(f, v, !strcmp(f, "--batch") ? 1 : 0, int_flag(a, f)); /* --steps 0: evaluate only */
         } else if (!strcmp(f, "--seed")) {
             rc = parse_i64(f, v, 0, &n);
             a->seed = (uint64_t)n;
