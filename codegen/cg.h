@@ -26,10 +26,11 @@ typedef enum CgEmit {
 
 typedef struct CgOptions {
   CgEmit emit;
-  const char *output; /* file to write; NULL: "trainer" (exe), "trainer.o" (obj), stdout (llvm, asm) */
-  int opt_level;      /* 0..3 */
-  bool verbose;       /* print the link command */
-  int task;           /* MMRT_TASK_TRAIN (0), _GENERATE, _EVAL: what the executable does */
+  const char
+      *output;   /* file to write; NULL: "trainer" (exe), "trainer.o" (obj), stdout (llvm, asm) */
+  int opt_level; /* 0..3 */
+  bool verbose;  /* print the link command */
+  int task;      /* MMRT_TASK_TRAIN (0), _GENERATE, _EVAL: what the executable does */
 } CgOptions;
 
 /* The compiler driver, runtime library, its link flags and its header

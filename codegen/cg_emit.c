@@ -34,10 +34,18 @@ static const char *env_or(const char *name, const char *dflt) {
   return v && *v ? v : dflt;
 }
 
-const char *cg_link_cc(void) { return env_or("MMC_CC", MMC_LINK_CC); }
-const char *cg_runtime_lib(void) { return env_or("MMC_RUNTIME_LIB", MMC_RUNTIME_LIB); }
-const char *cg_runtime_libs(void) { return env_or("MMC_RUNTIME_LIBS", MMC_RUNTIME_LIBS); }
-const char *cg_runtime_include(void) { return env_or("MMC_RUNTIME_INCLUDE", MMC_RUNTIME_INCLUDE); }
+const char *cg_link_cc(void) {
+  return env_or("MMC_CC", MMC_LINK_CC);
+}
+const char *cg_runtime_lib(void) {
+  return env_or("MMC_RUNTIME_LIB", MMC_RUNTIME_LIB);
+}
+const char *cg_runtime_libs(void) {
+  return env_or("MMC_RUNTIME_LIBS", MMC_RUNTIME_LIBS);
+}
+const char *cg_runtime_include(void) {
+  return env_or("MMC_RUNTIME_INCLUDE", MMC_RUNTIME_INCLUDE);
+}
 
 static LLVMTargetMachineRef host_machine(Cg *cg, int opt) {
   LLVMInitializeNativeTarget();
@@ -52,12 +60,12 @@ static LLVMTargetMachineRef host_machine(Cg *cg, int opt) {
     return NULL;
   }
   char *cpu = LLVMGetHostCPUName(), *features = LLVMGetHostCPUFeatures();
-  LLVMCodeGenOptLevel lvl = opt <= 0 ? LLVMCodeGenLevelNone
+  LLVMCodeGenOptLevel lvl = opt <= 0   ? LLVMCodeGenLevelNone
                             : opt == 1 ? LLVMCodeGenLevelLess
                             : opt == 2 ? LLVMCodeGenLevelDefault
                                        : LLVMCodeGenLevelAggressive;
-  LLVMTargetMachineRef tm =
-      LLVMCreateTargetMachine(target, triple, cpu, features, lvl, LLVMRelocPIC, LLVMCodeModelDefault);
+  LLVMTargetMachineRef tm = LLVMCreateTargetMachine(target, triple, cpu, features, lvl,
+                                                    LLVMRelocPIC, LLVMCodeModelDefault);
   LLVMSetTarget(cg->mod, triple);
   LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(tm);
   LLVMSetModuleDataLayout(cg->mod, dl);
@@ -126,7 +134,10 @@ bool cg_emit_module(Cg *cg, const CgOptions *o) {
   if (!tm) return false;
   bool ok = true;
   char pipeline[32];
-  snprintf(pipeline, sizeof pipeline, "default<O%d>", o->opt_level < 0 ? 0 : o->opt_level > 3 ? 3 : o->opt_level);
+  snprintf(pipeline, sizeof pipeline, "default<O%d>",
+           o->opt_level < 0   ? 0
+           : o->opt_level > 3 ? 3
+                              : o->opt_level);
   LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
   LLVMPassBuilderOptionsSetLoopVectorization(po, o->opt_level >= 2);
   LLVMPassBuilderOptionsSetSLPVectorization(po, o->opt_level >= 2);
@@ -151,14 +162,16 @@ bool cg_emit_module(Cg *cg, const CgOptions *o) {
     size_t len = text ? strlen(text) : buf ? LLVMGetBufferSize(buf) : 0;
     if (ok && s) {
       FILE *out = o->output ? fopen(o->output, "w") : stdout;
-      if (!out || fwrite(s, 1, len, out) != len) ok = cg_error(cg, NULL, "cannot write '%s'", o->output);
+      if (!out || fwrite(s, 1, len, out) != len)
+        ok = cg_error(cg, NULL, "cannot write '%s'", o->output);
       if (out && out != stdout) fclose(out);
     }
     if (text) LLVMDisposeMessage(text);
     if (buf) LLVMDisposeMemoryBuffer(buf);
   } else if (ok) {
     const char *out = o->output ? o->output : o->emit == CG_EMIT_OBJ ? "trainer.o" : "trainer";
-    char *obj = o->emit == CG_EMIT_OBJ ? arena_strdup(cg->a, out) : arena_printf(cg->a, "%s.o.tmp%d", out, (int)getpid());
+    char *obj = o->emit == CG_EMIT_OBJ ? arena_strdup(cg->a, out)
+                                       : arena_printf(cg->a, "%s.o.tmp%d", out, (int)getpid());
     if (LLVMTargetMachineEmitToFile(tm, cg->mod, obj, LLVMObjectFile, &msg)) {
       ok = cg_error(cg, NULL, "emitting '%s' failed: %s", obj, msg ? msg : "?");
       LLVMDisposeMessage(msg);

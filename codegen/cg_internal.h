@@ -11,7 +11,8 @@
 #include "../passes/memplan.h"
 #include "cg.h"
 
-#define CG_MAX_PTRS 70 /* pointers of one loop nest: the result and up to 64 operands, and spare */
+/* pointers of one loop nest: the result and up to 64 operands, and spare */
+#define CG_MAX_PTRS 70
 
 typedef struct Cg {
   LLVMContextRef ctx;
@@ -34,9 +35,9 @@ typedef struct Cg {
   IrMap uses;                        /* IrValue* -> i: its uses in the function (results count) */
   const IrNode *skip;                /* a later node already done by the current one's kernel */
   bool failed;
-  int nfns;                          /* helper functions made so far (names) */
+  int nfns; /* helper functions made so far (names) */
   /* before localize: each value's global shape and placement */
-  IrMap orig;                        /* IrValue* -> p: CgOrig* */
+  IrMap orig; /* IrValue* -> p: CgOrig* */
 } Cg;
 
 /* A multi-rank module is made local before lowering (cg_module.c): every
@@ -67,7 +68,8 @@ LLVMValueRef cg_ws(Cg *cg, const IrNode *n, int64_t off);
  * signature table in cg_module.c. */
 LLVMValueRef cg_call(Cg *cg, const char *name, LLVMValueRef *args, int nargs);
 /* An LLVM intrinsic overloaded on `type` (e.g. "llvm.sqrt"). */
-LLVMValueRef cg_intrinsic(Cg *cg, const char *name, LLVMTypeRef type, LLVMValueRef *args, int nargs);
+LLVMValueRef cg_intrinsic(Cg *cg, const char *name, LLVMTypeRef type, LLVMValueRef *args,
+                          int nargs);
 /* Branch to the failure exit when the i32 status r is negative. */
 void cg_check_status(Cg *cg, LLVMValueRef r);
 /* A private constant global (for shape arrays and conv geometry). */
@@ -78,7 +80,8 @@ LLVMValueRef cg_load_f32(Cg *cg, const IrValue *v);
 /* A fresh internal function `void name.N(ptr x nptr, i64 x nextra)`; the
  * builder moves into its entry block (cg_end_fn returns it to the caller's
  * block). */
-LLVMValueRef cg_begin_fn(Cg *cg, const char *prefix, int nptr, int nextra, LLVMBasicBlockRef *saved);
+LLVMValueRef cg_begin_fn(Cg *cg, const char *prefix, int nptr, int nextra,
+                         LLVMBasicBlockRef *saved);
 void cg_end_fn(Cg *cg, LLVMBasicBlockRef saved);
 LLVMTypeRef cg_dtype(Cg *cg, IrDType t); /* the LLVM type of one element (NULL: unsupported) */
 
@@ -107,11 +110,12 @@ void cg_bcast_strides(const IrShape *in, const IrShape *out, int64_t *st);
  * and row-wise ops the runtime lacks (log_softmax, softmax along another
  * axis, their gradients, mse, full). */
 bool cg_loop_elementwise(Cg *cg, const IrNode *n);
-bool cg_loop_copy(Cg *cg, const IrNode *n);     /* transpose, slice, expand, concat, pad_slice, reshape copy */
-bool cg_loop_reduce(Cg *cg, const IrNode *n);   /* sum, mean, sum_to */
-bool cg_loop_rowwise(Cg *cg, const IrNode *n);  /* softmax, log_softmax and their gradients */
+bool cg_loop_copy(Cg *cg,
+                  const IrNode *n); /* transpose, slice, expand, concat, pad_slice, reshape copy */
+bool cg_loop_reduce(Cg *cg, const IrNode *n);  /* sum, mean, sum_to */
+bool cg_loop_rowwise(Cg *cg, const IrNode *n); /* softmax, log_softmax and their gradients */
 bool cg_loop_mse(Cg *cg, const IrNode *n);
-bool cg_loop_fill(Cg *cg, const IrNode *n);     /* full */
+bool cg_loop_fill(Cg *cg, const IrNode *n); /* full */
 bool cg_loop_all_slice(Cg *cg, const IrNode *n, LLVMValueRef coord);
 /* The batch loop of a broadcasting matmul: calls mmrt_matmul once per
  * result batch. */

@@ -37,12 +37,12 @@ void cg_bcast_strides(const IrShape *in, const IrShape *out, int64_t *st) {
 /* ---- one access pattern per pointer ---- */
 
 typedef struct Access {
-  const IrValue *v;    /* the storage (arena, offset) */
-  int64_t byte_off;    /* added to the value's offset */
+  const IrValue *v;     /* the storage (arena, offset) */
+  int64_t byte_off;     /* added to the value's offset */
   LLVMValueRef dyn_off; /* i64 bytes known only when the step runs (this rank's part), or NULL */
   int64_t stride[IR_MAX_RANK];
   IrDType dt;
-  int param;           /* index of the helper function's pointer parameter */
+  int param; /* index of the helper function's pointer parameter */
 } Access;
 
 typedef enum MapKind { MAP_PROG, MAP_COPY, MAP_ACCUM, MAP_STORE_CONST } MapKind;
@@ -116,7 +116,8 @@ static LLVMValueRef loop_end(Cg *cg, Loop *l, int64_t count, LLVMValueRef acc_ne
   LLVMAddIncoming(l->i, &next, &latch, 1);
   if (l->acc) LLVMAddIncoming(l->acc, &acc_next, &latch, 1);
   LLVMBasicBlockRef exit = LLVMAppendBasicBlockInContext(cg->ctx, fn, "done");
-  LLVMBuildCondBr(cg->b, LLVMBuildICmp(cg->b, LLVMIntULT, next, cg_i64(cg, count), ""), l->header, exit);
+  LLVMBuildCondBr(cg->b, LLVMBuildICmp(cg->b, LLVMIntULT, next, cg_i64(cg, count), ""), l->header,
+                  exit);
   LLVMPositionBuilderAtEnd(cg->b, exit);
   return acc_next;
 }
@@ -127,11 +128,21 @@ static LLVMValueRef elem_ptr(Cg *cg, LLVMValueRef base, IrDType dt, LLVMValueRef
 
 /* ---- scalar semantics of the elementwise ops ---- */
 
-static LLVMValueRef xfconst(Cg *cg, double v) { return cg_f32(cg, v); }
-static LLVMValueRef xfmul(Cg *cg, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildFMul(cg->b, a, b, ""); }
-static LLVMValueRef xfadd(Cg *cg, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildFAdd(cg->b, a, b, ""); }
-static LLVMValueRef xfsub(Cg *cg, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildFSub(cg->b, a, b, ""); }
-static LLVMValueRef xfdiv(Cg *cg, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildFDiv(cg->b, a, b, ""); }
+static LLVMValueRef xfconst(Cg *cg, double v) {
+  return cg_f32(cg, v);
+}
+static LLVMValueRef xfmul(Cg *cg, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildFMul(cg->b, a, b, "");
+}
+static LLVMValueRef xfadd(Cg *cg, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildFAdd(cg->b, a, b, "");
+}
+static LLVMValueRef xfsub(Cg *cg, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildFSub(cg->b, a, b, "");
+}
+static LLVMValueRef xfdiv(Cg *cg, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildFDiv(cg->b, a, b, "");
+}
 /* exp, tanh and erf as straight-line float arithmetic (no libm calls), so
  * that loops using them vectorise: Cephes' expf (range reduction by ln 2,
  * a degree-6 polynomial, the exponent set by bits; about 1 ulp), Cephes'
@@ -142,75 +153,95 @@ static LLVMValueRef fmin_max(Cg *cg, const char *f, LLVMValueRef x, double c) {
   return cg_intrinsic(cg, f, cg->t_f32, a, 2);
 }
 
-static LLVMValueRef poly(Cg *cg, LLVMValueRef x, const double *c, int n) { /* c[0] x^(n-1) + ... + c[n-1] */
+static LLVMValueRef poly(Cg *cg, LLVMValueRef x, const double *c,
+                         int n) { /* c[0] x^(n-1) + ... + c[n-1] */
   LLVMValueRef p = xfconst(cg, c[0]);
   for (int i = 1; i < n; i++) p = xfadd(cg, xfmul(cg, p, x), xfconst(cg, c[i]));
   return p;
 }
 
 static LLVMValueRef xfexp(Cg *cg, LLVMValueRef x) {
-  static const double P[] = {1.9875691500E-4, 1.3981999507E-3, 8.3334519073E-3, 4.1665795894E-2, 1.6666665459E-1,
-                             5.0000001201E-1};
-  x = fmin_max(cg, "llvm.maxnum", fmin_max(cg, "llvm.minnum", x, 88.3762626647949), -87.3365447504019);
+  static const double P[] = {1.9875691500E-4, 1.3981999507E-3, 8.3334519073E-3,
+                             4.1665795894E-2, 1.6666665459E-1, 5.0000001201E-1};
+  x = fmin_max(cg, "llvm.maxnum", fmin_max(cg, "llvm.minnum", x, 88.3762626647949),
+               -87.3365447504019);
   LLVMValueRef t = xfadd(cg, xfmul(cg, x, xfconst(cg, 1.44269504088896341)), xfconst(cg, 0.5));
   LLVMValueRef n = cg_intrinsic(cg, "llvm.floor", cg->t_f32, &t, 1);
-  LLVMValueRef r = xfsub(cg, xfsub(cg, x, xfmul(cg, n, xfconst(cg, 0.693359375))), xfmul(cg, n, xfconst(cg, -2.12194440e-4)));
+  LLVMValueRef r = xfsub(cg, xfsub(cg, x, xfmul(cg, n, xfconst(cg, 0.693359375))),
+                         xfmul(cg, n, xfconst(cg, -2.12194440e-4)));
   LLVMValueRef r2 = xfmul(cg, r, r);
   LLVMValueRef p = xfadd(cg, xfadd(cg, xfmul(cg, poly(cg, r, P, 6), r2), r), xfconst(cg, 1));
-  LLVMValueRef e = LLVMBuildAdd(cg->b, LLVMBuildFPToSI(cg->b, n, cg->t_i32, ""), cg_i32(cg, 127), "");
-  LLVMValueRef scale = LLVMBuildBitCast(cg->b, LLVMBuildShl(cg->b, e, cg_i32(cg, 23), ""), cg->t_f32, "");
+  LLVMValueRef e =
+      LLVMBuildAdd(cg->b, LLVMBuildFPToSI(cg->b, n, cg->t_i32, ""), cg_i32(cg, 127), "");
+  LLVMValueRef scale =
+      LLVMBuildBitCast(cg->b, LLVMBuildShl(cg->b, e, cg_i32(cg, 23), ""), cg->t_f32, "");
   return xfmul(cg, p, scale);
 }
 
-static LLVMValueRef xfabs(Cg *cg, LLVMValueRef x) { return cg_intrinsic(cg, "llvm.fabs", cg->t_f32, &x, 1); }
+static LLVMValueRef xfabs(Cg *cg, LLVMValueRef x) {
+  return cg_intrinsic(cg, "llvm.fabs", cg->t_f32, &x, 1);
+}
 static LLVMValueRef xfcopysign(Cg *cg, LLVMValueRef mag, LLVMValueRef sgn) {
   LLVMValueRef a[2] = {mag, sgn};
   return cg_intrinsic(cg, "llvm.copysign", cg->t_f32, a, 2);
 }
 
 static LLVMValueRef xftanh(Cg *cg, LLVMValueRef x) {
-  static const double P[] = {-5.70498872745E-3, 2.06390887954E-2, -5.37397155531E-2, 1.33314422036E-1,
-                             -3.33332819422E-1};
+  static const double P[] = {-5.70498872745E-3, 2.06390887954E-2, -5.37397155531E-2,
+                             1.33314422036E-1, -3.33332819422E-1};
   LLVMValueRef ax = xfabs(cg, x), z = xfmul(cg, x, x);
   LLVMValueRef small = xfadd(cg, x, xfmul(cg, xfmul(cg, x, z), poly(cg, z, P, 5)));
   LLVMValueRef e = xfexp(cg, xfmul(cg, ax, xfconst(cg, 2)));
-  LLVMValueRef big = xfcopysign(cg, xfsub(cg, xfconst(cg, 1), xfdiv(cg, xfconst(cg, 2), xfadd(cg, e, xfconst(cg, 1)))), x);
-  return LLVMBuildSelect(cg->b, LLVMBuildFCmp(cg->b, LLVMRealOLT, ax, xfconst(cg, 0.625), ""), small, big, "");
+  LLVMValueRef big = xfcopysign(
+      cg, xfsub(cg, xfconst(cg, 1), xfdiv(cg, xfconst(cg, 2), xfadd(cg, e, xfconst(cg, 1)))), x);
+  return LLVMBuildSelect(cg->b, LLVMBuildFCmp(cg->b, LLVMRealOLT, ax, xfconst(cg, 0.625), ""),
+                         small, big, "");
 }
 
 static LLVMValueRef xferf(Cg *cg, LLVMValueRef x) {
   static const double A[] = {1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592, 0};
   LLVMValueRef ax = xfabs(cg, x);
-  LLVMValueRef t = xfdiv(cg, xfconst(cg, 1), xfadd(cg, xfconst(cg, 1), xfmul(cg, ax, xfconst(cg, 0.3275911))));
-  LLVMValueRef y = xfsub(cg, xfconst(cg, 1), xfmul(cg, poly(cg, t, A, 6), xfexp(cg, LLVMBuildFNeg(cg->b, xfmul(cg, x, x), ""))));
+  LLVMValueRef t =
+      xfdiv(cg, xfconst(cg, 1), xfadd(cg, xfconst(cg, 1), xfmul(cg, ax, xfconst(cg, 0.3275911))));
+  LLVMValueRef y =
+      xfsub(cg, xfconst(cg, 1),
+            xfmul(cg, poly(cg, t, A, 6), xfexp(cg, LLVMBuildFNeg(cg->b, xfmul(cg, x, x), ""))));
   return xfcopysign(cg, y, x);
 }
-static LLVMValueRef xfsqrt(Cg *cg, LLVMValueRef x) { return cg_intrinsic(cg, "llvm.sqrt", cg->t_f32, &x, 1); }
+static LLVMValueRef xfsqrt(Cg *cg, LLVMValueRef x) {
+  return cg_intrinsic(cg, "llvm.sqrt", cg->t_f32, &x, 1);
+}
 static LLVMValueRef sigmoid(Cg *cg, LLVMValueRef x) {
-  return xfdiv(cg, xfconst(cg, 1), xfadd(cg, xfconst(cg, 1), xfexp(cg, LLVMBuildFNeg(cg->b, x, ""))));
+  return xfdiv(cg, xfconst(cg, 1),
+               xfadd(cg, xfconst(cg, 1), xfexp(cg, LLVMBuildFNeg(cg->b, x, ""))));
 }
 
-#define SQRT1_2 0.70710678118654752440
-#define SQRT_2_PI 0.79788456080286535588 /* sqrt(2 / pi) */
+#define SQRT1_2      0.70710678118654752440
+#define SQRT_2_PI    0.79788456080286535588 /* sqrt(2 / pi) */
 #define INV_SQRT_2PI 0.39894228040143267794
-#define GELU_C 0.044715
+#define GELU_C       0.044715
 
 /* gelu(x) = x Phi(x);  gelu'(x) = Phi(x) + x phi(x) */
 static LLVMValueRef gelu(Cg *cg, LLVMValueRef x, bool grad) {
-  LLVMValueRef phi_cdf = xfmul(cg, xfconst(cg, 0.5), xfadd(cg, xfconst(cg, 1), xferf(cg, xfmul(cg, x, xfconst(cg, SQRT1_2)))));
+  LLVMValueRef phi_cdf =
+      xfmul(cg, xfconst(cg, 0.5),
+            xfadd(cg, xfconst(cg, 1), xferf(cg, xfmul(cg, x, xfconst(cg, SQRT1_2)))));
   if (!grad) return xfmul(cg, x, phi_cdf);
-  LLVMValueRef pdf = xfmul(cg, xfconst(cg, INV_SQRT_2PI), xfexp(cg, xfmul(cg, xfconst(cg, -0.5), xfmul(cg, x, x))));
+  LLVMValueRef pdf = xfmul(cg, xfconst(cg, INV_SQRT_2PI),
+                           xfexp(cg, xfmul(cg, xfconst(cg, -0.5), xfmul(cg, x, x))));
   return xfadd(cg, phi_cdf, xfmul(cg, x, pdf));
 }
 
 /* gelu_tanh(x) = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + c x^3) */
 static LLVMValueRef gelu_tanh(Cg *cg, LLVMValueRef x, bool grad) {
   LLVMValueRef x2 = xfmul(cg, x, x);
-  LLVMValueRef u = xfmul(cg, xfconst(cg, SQRT_2_PI), xfadd(cg, x, xfmul(cg, xfconst(cg, GELU_C), xfmul(cg, x2, x))));
+  LLVMValueRef u = xfmul(cg, xfconst(cg, SQRT_2_PI),
+                         xfadd(cg, x, xfmul(cg, xfconst(cg, GELU_C), xfmul(cg, x2, x))));
   LLVMValueRef t = xftanh(cg, u);
   LLVMValueRef half1t = xfmul(cg, xfconst(cg, 0.5), xfadd(cg, xfconst(cg, 1), t));
   if (!grad) return xfmul(cg, x, half1t);
-  LLVMValueRef du = xfmul(cg, xfconst(cg, SQRT_2_PI), xfadd(cg, xfconst(cg, 1), xfmul(cg, xfconst(cg, 3 * GELU_C), x2)));
+  LLVMValueRef du = xfmul(cg, xfconst(cg, SQRT_2_PI),
+                          xfadd(cg, xfconst(cg, 1), xfmul(cg, xfconst(cg, 3 * GELU_C), x2)));
   LLVMValueRef sech2 = xfsub(cg, xfconst(cg, 1), xfmul(cg, t, t));
   return xfadd(cg, half1t, xfmul(cg, xfmul(cg, xfconst(cg, 0.5), x), xfmul(cg, sech2, du)));
 }
@@ -220,82 +251,103 @@ static LLVMValueRef cast(Cg *cg, LLVMValueRef x, IrDType from, IrDType to) {
   LLVMTypeRef t = cg_dtype(cg, to);
   bool ff = ir_dtype_is_float(from), tf = ir_dtype_is_float(to);
   if (ff && tf) return LLVMBuildFPCast(cg->b, x, t, "");
-  if (ff) return to == IR_BOOL ? LLVMBuildZExt(cg->b, LLVMBuildFCmp(cg->b, LLVMRealUNE, x, LLVMConstNull(LLVMTypeOf(x)), ""), t, "")
-                               : LLVMBuildFPToSI(cg->b, x, t, "");
-  if (tf) return from == IR_U8 || from == IR_BOOL ? LLVMBuildUIToFP(cg->b, x, t, "") : LLVMBuildSIToFP(cg->b, x, t, "");
-  if (to == IR_BOOL) return LLVMBuildZExt(cg->b, LLVMBuildICmp(cg->b, LLVMIntNE, x, LLVMConstNull(LLVMTypeOf(x)), ""), t, "");
+  if (ff)
+    return to == IR_BOOL
+               ? LLVMBuildZExt(
+                     cg->b, LLVMBuildFCmp(cg->b, LLVMRealUNE, x, LLVMConstNull(LLVMTypeOf(x)), ""),
+                     t, "")
+               : LLVMBuildFPToSI(cg->b, x, t, "");
+  if (tf)
+    return from == IR_U8 || from == IR_BOOL ? LLVMBuildUIToFP(cg->b, x, t, "")
+                                            : LLVMBuildSIToFP(cg->b, x, t, "");
+  if (to == IR_BOOL)
+    return LLVMBuildZExt(
+        cg->b, LLVMBuildICmp(cg->b, LLVMIntNE, x, LLVMConstNull(LLVMTypeOf(x)), ""), t, "");
   return LLVMBuildIntCast2(cg->b, x, t, from != IR_U8 && from != IR_BOOL, "");
 }
 
 /* One instruction at one element. a: the argument values; dt: their dtypes;
  * flat: the element's index in the result (dropout masks). */
-static LLVMValueRef eval(Cg *cg, const IrFusedInstr *in, LLVMValueRef *a, const IrDType *dt, LLVMValueRef flat,
-                         LLVMValueRef seed, LLVMValueRef stream) {
+static LLVMValueRef eval(Cg *cg, const IrFusedInstr *in, LLVMValueRef *a, const IrDType *dt,
+                         LLVMValueRef flat, LLVMValueRef seed, LLVMValueRef stream) {
   const IrAttrs *at = &in->attrs;
   bool fl = ir_dtype_is_float(in->dtype);
   IrDType t = in->dtype;
   LLVMTypeRef ty = cg_dtype(cg, t);
   switch (in->op) {
-  case IR_OP_ADD: return fl ? xfadd(cg, a[0], a[1]) : LLVMBuildAdd(cg->b, a[0], a[1], "");
-  case IR_OP_SUB: return fl ? xfsub(cg, a[0], a[1]) : LLVMBuildSub(cg->b, a[0], a[1], "");
-  case IR_OP_MUL: return fl ? xfmul(cg, a[0], a[1]) : LLVMBuildMul(cg->b, a[0], a[1], "");
-  case IR_OP_DIV: return fl ? xfdiv(cg, a[0], a[1]) : LLVMBuildSDiv(cg->b, a[0], a[1], "");
-  case IR_OP_POW: return cg_intrinsic(cg, "llvm.pow", ty, a, 2);
-  case IR_OP_ADD_SCALAR:
-    return fl ? xfadd(cg, a[0], LLVMConstReal(ty, at->v[IR_ATTR_VALUE].f))
-              : LLVMBuildAdd(cg->b, a[0], LLVMConstInt(ty, (unsigned long long)(int64_t)at->v[IR_ATTR_VALUE].f, true), "");
-  case IR_OP_MUL_SCALAR:
-    return fl ? xfmul(cg, a[0], LLVMConstReal(ty, at->v[IR_ATTR_VALUE].f))
-              : LLVMBuildMul(cg->b, a[0], LLVMConstInt(ty, (unsigned long long)(int64_t)at->v[IR_ATTR_VALUE].f, true), "");
-  case IR_OP_POW_SCALAR: {
-    double p = at->v[IR_ATTR_VALUE].f;
-    if (p == 2) return xfmul(cg, a[0], a[0]);
-    if (p == 1) return a[0];
-    if (p == 0.5) return xfsqrt(cg, a[0]);
-    LLVMValueRef args[2] = {a[0], xfconst(cg, p)};
-    return cg_intrinsic(cg, "llvm.pow", ty, args, 2);
-  }
-  case IR_OP_NEG: return fl ? LLVMBuildFNeg(cg->b, a[0], "") : LLVMBuildNeg(cg->b, a[0], "");
-  case IR_OP_EXP: return xfexp(cg, a[0]);
-  case IR_OP_LOG: return cg_intrinsic(cg, "llvm.log", ty, a, 1);
-  case IR_OP_SQRT: return xfsqrt(cg, a[0]);
-  case IR_OP_RSQRT: return xfdiv(cg, xfconst(cg, 1), xfsqrt(cg, a[0]));
-  case IR_OP_TANH: return xftanh(cg, a[0]);
-  case IR_OP_SIGMOID: return sigmoid(cg, a[0]);
-  case IR_OP_RELU:
-    return fl ? LLVMBuildSelect(cg->b, LLVMBuildFCmp(cg->b, LLVMRealOGT, a[0], xfconst(cg, 0), ""), a[0], xfconst(cg, 0), "")
-              : LLVMBuildSelect(cg->b, LLVMBuildICmp(cg->b, LLVMIntSGT, a[0], LLVMConstNull(ty), ""), a[0],
-                                LLVMConstNull(ty), "");
-  case IR_OP_GELU: return gelu(cg, a[0], false);
-  case IR_OP_GELU_TANH: return gelu_tanh(cg, a[0], false);
-  case IR_OP_SILU: return xfmul(cg, a[0], sigmoid(cg, a[0]));
-  case IR_OP_CAST: return cast(cg, a[0], dt[0], t);
-  case IR_OP_DROPOUT: {
-    double p = at->v[IR_ATTR_P].f;
-    if (!cg->training || p == 0 || !stream) return a[0];
-    LLVMValueRef args[3] = {seed, stream, flat};
-    LLVMValueRef u = cg_call(cg, "mmrt_rng_uniform_at", args, 3);
-    LLVMValueRef keep = LLVMBuildFCmp(cg->b, LLVMRealOGE, u, xfconst(cg, p), "");
-    return LLVMBuildSelect(cg->b, keep, xfmul(cg, a[0], xfconst(cg, 1.0 / (1.0 - p))), xfconst(cg, 0), "");
-  }
-  /* gradients: a[0] = dy, a[1] = x (the activation's input) */
-  case IR_OP_GELU_GRAD: return xfmul(cg, a[0], gelu(cg, a[1], true));
-  case IR_OP_GELU_TANH_GRAD: return xfmul(cg, a[0], gelu_tanh(cg, a[1], true));
-  case IR_OP_SILU_GRAD: {
-    LLVMValueRef s = sigmoid(cg, a[1]);
-    return xfmul(cg, a[0], xfmul(cg, s, xfadd(cg, xfconst(cg, 1), xfmul(cg, a[1], xfsub(cg, xfconst(cg, 1), s)))));
-  }
-  case IR_OP_RELU_GRAD:
-    return LLVMBuildSelect(cg->b, LLVMBuildFCmp(cg->b, LLVMRealOGT, a[1], xfconst(cg, 0), ""), a[0], xfconst(cg, 0), "");
-  case IR_OP_SIGMOID_GRAD: {
-    LLVMValueRef s = sigmoid(cg, a[1]);
-    return xfmul(cg, a[0], xfmul(cg, s, xfsub(cg, xfconst(cg, 1), s)));
-  }
-  case IR_OP_TANH_GRAD: {
-    LLVMValueRef th = xftanh(cg, a[1]);
-    return xfmul(cg, a[0], xfsub(cg, xfconst(cg, 1), xfmul(cg, th, th)));
-  }
-  default: MM_UNREACHABLE();
+    case IR_OP_ADD: return fl ? xfadd(cg, a[0], a[1]) : LLVMBuildAdd(cg->b, a[0], a[1], "");
+    case IR_OP_SUB: return fl ? xfsub(cg, a[0], a[1]) : LLVMBuildSub(cg->b, a[0], a[1], "");
+    case IR_OP_MUL: return fl ? xfmul(cg, a[0], a[1]) : LLVMBuildMul(cg->b, a[0], a[1], "");
+    case IR_OP_DIV: return fl ? xfdiv(cg, a[0], a[1]) : LLVMBuildSDiv(cg->b, a[0], a[1], "");
+    case IR_OP_POW: return cg_intrinsic(cg, "llvm.pow", ty, a, 2);
+    case IR_OP_ADD_SCALAR:
+      return fl ? xfadd(cg, a[0], LLVMConstReal(ty, at->v[IR_ATTR_VALUE].f))
+                : LLVMBuildAdd(
+                      cg->b, a[0],
+                      LLVMConstInt(ty, (unsigned long long)(int64_t)at->v[IR_ATTR_VALUE].f, true),
+                      "");
+    case IR_OP_MUL_SCALAR:
+      return fl ? xfmul(cg, a[0], LLVMConstReal(ty, at->v[IR_ATTR_VALUE].f))
+                : LLVMBuildMul(
+                      cg->b, a[0],
+                      LLVMConstInt(ty, (unsigned long long)(int64_t)at->v[IR_ATTR_VALUE].f, true),
+                      "");
+    case IR_OP_POW_SCALAR: {
+      double p = at->v[IR_ATTR_VALUE].f;
+      if (p == 2) return xfmul(cg, a[0], a[0]);
+      if (p == 1) return a[0];
+      if (p == 0.5) return xfsqrt(cg, a[0]);
+      LLVMValueRef args[2] = {a[0], xfconst(cg, p)};
+      return cg_intrinsic(cg, "llvm.pow", ty, args, 2);
+    }
+    case IR_OP_NEG: return fl ? LLVMBuildFNeg(cg->b, a[0], "") : LLVMBuildNeg(cg->b, a[0], "");
+    case IR_OP_EXP: return xfexp(cg, a[0]);
+    case IR_OP_LOG: return cg_intrinsic(cg, "llvm.log", ty, a, 1);
+    case IR_OP_SQRT: return xfsqrt(cg, a[0]);
+    case IR_OP_RSQRT: return xfdiv(cg, xfconst(cg, 1), xfsqrt(cg, a[0]));
+    case IR_OP_TANH: return xftanh(cg, a[0]);
+    case IR_OP_SIGMOID: return sigmoid(cg, a[0]);
+    case IR_OP_RELU:
+      return fl ? LLVMBuildSelect(cg->b,
+                                  LLVMBuildFCmp(cg->b, LLVMRealOGT, a[0], xfconst(cg, 0), ""), a[0],
+                                  xfconst(cg, 0), "")
+                : LLVMBuildSelect(cg->b,
+                                  LLVMBuildICmp(cg->b, LLVMIntSGT, a[0], LLVMConstNull(ty), ""),
+                                  a[0], LLVMConstNull(ty), "");
+    case IR_OP_GELU: return gelu(cg, a[0], false);
+    case IR_OP_GELU_TANH: return gelu_tanh(cg, a[0], false);
+    case IR_OP_SILU: return xfmul(cg, a[0], sigmoid(cg, a[0]));
+    case IR_OP_CAST: return cast(cg, a[0], dt[0], t);
+    case IR_OP_DROPOUT: {
+      double p = at->v[IR_ATTR_P].f;
+      if (!cg->training || p == 0 || !stream) return a[0];
+      LLVMValueRef args[3] = {seed, stream, flat};
+      LLVMValueRef u = cg_call(cg, "mmrt_rng_uniform_at", args, 3);
+      LLVMValueRef keep = LLVMBuildFCmp(cg->b, LLVMRealOGE, u, xfconst(cg, p), "");
+      return LLVMBuildSelect(cg->b, keep, xfmul(cg, a[0], xfconst(cg, 1.0 / (1.0 - p))),
+                             xfconst(cg, 0), "");
+    }
+    /* gradients: a[0] = dy, a[1] = x (the activation's input) */
+    case IR_OP_GELU_GRAD: return xfmul(cg, a[0], gelu(cg, a[1], true));
+    case IR_OP_GELU_TANH_GRAD: return xfmul(cg, a[0], gelu_tanh(cg, a[1], true));
+    case IR_OP_SILU_GRAD: {
+      LLVMValueRef s = sigmoid(cg, a[1]);
+      return xfmul(
+          cg, a[0],
+          xfmul(cg, s, xfadd(cg, xfconst(cg, 1), xfmul(cg, a[1], xfsub(cg, xfconst(cg, 1), s)))));
+    }
+    case IR_OP_RELU_GRAD:
+      return LLVMBuildSelect(cg->b, LLVMBuildFCmp(cg->b, LLVMRealOGT, a[1], xfconst(cg, 0), ""),
+                             a[0], xfconst(cg, 0), "");
+    case IR_OP_SIGMOID_GRAD: {
+      LLVMValueRef s = sigmoid(cg, a[1]);
+      return xfmul(cg, a[0], xfmul(cg, s, xfsub(cg, xfconst(cg, 1), s)));
+    }
+    case IR_OP_TANH_GRAD: {
+      LLVMValueRef th = xftanh(cg, a[1]);
+      return xfmul(cg, a[0], xfsub(cg, xfconst(cg, 1), xfmul(cg, th, th)));
+    }
+    default: MM_UNREACHABLE();
   }
 }
 
@@ -303,12 +355,14 @@ static LLVMValueRef eval(Cg *cg, const IrFusedInstr *in, LLVMValueRef *a, const 
 static bool check_prog(Cg *cg, const IrNode *n, const IrFusedProg *p) {
   for (int i = 0; i < p->n; i++) {
     const IrFusedInstr *in = &p->ins[i];
-    if (!cg_dtype(cg, in->dtype)) return cg_error(cg, n, "dtype %s is not supported yet", ir_dtype_name(in->dtype));
-    bool int_ok = in->op == IR_OP_ADD || in->op == IR_OP_SUB || in->op == IR_OP_MUL || in->op == IR_OP_DIV ||
-                  in->op == IR_OP_ADD_SCALAR || in->op == IR_OP_MUL_SCALAR || in->op == IR_OP_NEG ||
-                  in->op == IR_OP_RELU || in->op == IR_OP_CAST;
+    if (!cg_dtype(cg, in->dtype))
+      return cg_error(cg, n, "dtype %s is not supported yet", ir_dtype_name(in->dtype));
+    bool int_ok = in->op == IR_OP_ADD || in->op == IR_OP_SUB || in->op == IR_OP_MUL ||
+                  in->op == IR_OP_DIV || in->op == IR_OP_ADD_SCALAR || in->op == IR_OP_MUL_SCALAR ||
+                  in->op == IR_OP_NEG || in->op == IR_OP_RELU || in->op == IR_OP_CAST;
     if (!ir_dtype_is_float(in->dtype) && !int_ok)
-      return cg_error(cg, n, "%s on %s is not supported", ir_ops[in->op].name, ir_dtype_name(in->dtype));
+      return cg_error(cg, n, "%s on %s is not supported", ir_ops[in->op].name,
+                      ir_dtype_name(in->dtype));
     if (ir_dtype_is_float(in->dtype) && in->dtype != IR_F32)
       return cg_error(cg, n, "%s is not supported yet (f32 only)", ir_dtype_name(in->dtype));
   }
@@ -318,7 +372,8 @@ static bool check_prog(Cg *cg, const IrNode *n, const IrFusedProg *p) {
 /* ---- emitting one map ---- */
 
 static bool same_place(const Access *a, const Access *b) {
-  return a->v->mem_arena == b->v->mem_arena && a->v->mem_offset + a->byte_off == b->v->mem_offset + b->byte_off &&
+  return a->v->mem_arena == b->v->mem_arena &&
+         a->v->mem_offset + a->byte_off == b->v->mem_offset + b->byte_off &&
          a->dyn_off == b->dyn_off;
 }
 
@@ -329,7 +384,8 @@ static int64_t extent_bytes(const Map *m, const Access *a) {
 }
 
 /* The body at one element: offsets of every access, the flat index. */
-static void body(Cg *cg, Map *m, LLVMValueRef *params, LLVMValueRef *idx, LLVMValueRef seed, LLVMValueRef stream) {
+static void body(Cg *cg, Map *m, LLVMValueRef *params, LLVMValueRef *idx, LLVMValueRef seed,
+                 LLVMValueRef stream) {
   LLVMValueRef off[CG_MAX_PTRS];
   IrShape s = {.rank = m->rank};
   memcpy(s.d, m->dims, sizeof s.d);
@@ -341,24 +397,29 @@ static void body(Cg *cg, Map *m, LLVMValueRef *params, LLVMValueRef *idx, LLVMVa
     flat = LLVMBuildAdd(cg->b, flat, LLVMBuildMul(cg->b, idx[d], cg_i64(cg, fst[d]), ""), "");
     for (int k = 0; k < m->nacc; k++)
       if (m->acc[k].stride[d])
-        off[k] = LLVMBuildAdd(cg->b, off[k], LLVMBuildMul(cg->b, idx[d], cg_i64(cg, m->acc[k].stride[d]), ""), "");
+        off[k] = LLVMBuildAdd(cg->b, off[k],
+                              LLVMBuildMul(cg->b, idx[d], cg_i64(cg, m->acc[k].stride[d]), ""), "");
   }
   const Access *o = &m->acc[0];
   LLVMValueRef optr = elem_ptr(cg, params[o->param], o->dt, off[0]);
   LLVMValueRef val;
   if (m->kind == MAP_STORE_CONST) {
-    val = ir_dtype_is_float(o->dt) ? LLVMConstReal(cg_dtype(cg, o->dt), m->value)
-                                   : LLVMConstInt(cg_dtype(cg, o->dt), (unsigned long long)(int64_t)m->value, true);
+    val = ir_dtype_is_float(o->dt)
+              ? LLVMConstReal(cg_dtype(cg, o->dt), m->value)
+              : LLVMConstInt(cg_dtype(cg, o->dt), (unsigned long long)(int64_t)m->value, true);
   } else if (m->kind == MAP_COPY || m->kind == MAP_ACCUM) {
     const Access *a = &m->acc[1];
-    val = LLVMBuildLoad2(cg->b, cg_dtype(cg, a->dt), elem_ptr(cg, params[a->param], a->dt, off[1]), "");
-    if (m->kind == MAP_ACCUM) val = xfadd(cg, LLVMBuildLoad2(cg->b, cg_dtype(cg, o->dt), optr, ""), val);
+    val = LLVMBuildLoad2(cg->b, cg_dtype(cg, a->dt), elem_ptr(cg, params[a->param], a->dt, off[1]),
+                         "");
+    if (m->kind == MAP_ACCUM)
+      val = xfadd(cg, LLVMBuildLoad2(cg->b, cg_dtype(cg, o->dt), optr, ""), val);
   } else {
     const IrFusedProg *p = m->prog;
     LLVMValueRef in[CG_MAX_PTRS], *t = ARENA_ARRAY(cg->a, LLVMValueRef, p->n);
     for (int k = 1; k < m->nacc; k++) {
       const Access *a = &m->acc[k];
-      in[k] = LLVMBuildLoad2(cg->b, cg_dtype(cg, a->dt), elem_ptr(cg, params[a->param], a->dt, off[k]), "");
+      in[k] = LLVMBuildLoad2(cg->b, cg_dtype(cg, a->dt),
+                             elem_ptr(cg, params[a->param], a->dt, off[k]), "");
     }
     for (int i = 0; i < p->n; i++) {
       const IrFusedInstr *ins = &p->ins[i];
@@ -417,7 +478,8 @@ static bool emit_map(Cg *cg, Map *m, LLVMValueRef stream) {
   unsigned kind = LLVMGetEnumAttributeKindForName("noalias", 7);
   for (int p = 0; p < np; p++) {
     params[p] = LLVMGetParam(fn, (unsigned)p);
-    if (noalias) LLVMAddAttributeAtIndex(fn, (unsigned)p + 1, LLVMCreateEnumAttribute(cg->ctx, kind, 0));
+    if (noalias)
+      LLVMAddAttributeAtIndex(fn, (unsigned)p + 1, LLVMCreateEnumAttribute(cg->ctx, kind, 0));
   }
   LLVMValueRef idx[IR_MAX_RANK];
   nest(cg, m, params, 0, idx, dropout ? LLVMGetParam(fn, (unsigned)np) : NULL,
@@ -484,14 +546,18 @@ bool cg_loop_elementwise(Cg *cg, const IrNode *n) {
   init_map(&m, n, MAP_PROG, &n->out[0]->shape);
   m.prog = p;
   cg_strides(&n->out[0]->shape, add_access(&m, n->out[0], 0)->stride);
-  for (int k = 0; k < n->nin; k++) cg_bcast_strides(&n->in[k]->shape, &n->out[0]->shape, add_access(&m, n->in[k], 0)->stride);
+  for (int k = 0; k < n->nin; k++)
+    cg_bcast_strides(&n->in[k]->shape, &n->out[0]->shape, add_access(&m, n->in[k], 0)->stride);
   LLVMValueRef stream = NULL;
   for (int i = 0; i < p->n && cg->training; i++)
     if (p->ins[i].op == IR_OP_DROPOUT && p->ins[i].attrs.v[IR_ATTR_P].f > 0) {
       /* one mask stream per dropout site and step: "dropout/<seed>" mixed with the step */
-      int64_t site = ir_attrs_has(&p->ins[i].attrs, IR_ATTR_SEED) ? p->ins[i].attrs.v[IR_ATTR_SEED].i : 0;
-      LLVMValueRef name = LLVMBuildGlobalStringPtr(cg->b, arena_printf(cg->a, "dropout/%lld", (long long)site), "site");
-      LLVMValueRef step = cg->step ? LLVMBuildFPToUI(cg->b, cg->step, cg->t_i64, "") : cg_i64(cg, 0);
+      int64_t site =
+          ir_attrs_has(&p->ins[i].attrs, IR_ATTR_SEED) ? p->ins[i].attrs.v[IR_ATTR_SEED].i : 0;
+      LLVMValueRef name = LLVMBuildGlobalStringPtr(
+          cg->b, arena_printf(cg->a, "dropout/%lld", (long long)site), "site");
+      LLVMValueRef step =
+          cg->step ? LLVMBuildFPToUI(cg->b, cg->step, cg->t_i64, "") : cg_i64(cg, 0);
       LLVMValueRef args[2] = {name, step};
       stream = cg_call(cg, "mmrt_rng_stream", args, 2);
       break; /* all dropouts of one program share the stream (one site) */
@@ -503,74 +569,77 @@ bool cg_loop_elementwise(Cg *cg, const IrNode *n) {
 
 bool cg_loop_copy(Cg *cg, const IrNode *n) {
   const IrValue *x = n->in[0], *y = n->out[0];
-  if (!cg_dtype(cg, y->dtype)) return cg_error(cg, n, "dtype %s is not supported yet", ir_dtype_name(y->dtype));
+  if (!cg_dtype(cg, y->dtype))
+    return cg_error(cg, n, "dtype %s is not supported yet", ir_dtype_name(y->dtype));
   int64_t es = ir_dtype_size(y->dtype);
   int64_t xs[IR_MAX_RANK], ys[IR_MAX_RANK];
   cg_strides(&x->shape, xs);
   cg_strides(&y->shape, ys);
   Map m;
   switch (n->op) {
-  case IR_OP_TRANSPOSE: { /* y[i0, i1, ...] = x[i_perm^-1 ...]: dim d of y is dim perm[d] of x */
-    init_map(&m, n, MAP_COPY, &y->shape);
-    memcpy(add_access(&m, y, 0)->stride, ys, sizeof ys);
-    Access *a = add_access(&m, x, 0);
-    for (int d = 0; d < y->shape.rank; d++) a->stride[d] = xs[n->attrs.v[IR_ATTR_PERM].ints[d]];
-    return emit_map(cg, &m, NULL);
-  }
-  case IR_OP_SLICE: {
-    int axis = (int)n->attrs.v[IR_ATTR_AXIS].i;
-    int64_t start = n->attrs.v[IR_ATTR_START].i, step = ir_attrs_has(&n->attrs, IR_ATTR_STEP) ? n->attrs.v[IR_ATTR_STEP].i : 1;
-    if (start < 0) start += x->shape.d[axis];
-    init_map(&m, n, MAP_COPY, &y->shape);
-    memcpy(add_access(&m, y, 0)->stride, ys, sizeof ys);
-    Access *a = add_access(&m, x, start * xs[axis] * es);
-    memcpy(a->stride, xs, sizeof xs);
-    a->stride[axis] *= step;
-    return emit_map(cg, &m, NULL);
-  }
-  case IR_OP_EXPAND:
-    init_map(&m, n, MAP_COPY, &y->shape);
-    memcpy(add_access(&m, y, 0)->stride, ys, sizeof ys);
-    cg_bcast_strides(&x->shape, &y->shape, add_access(&m, x, 0)->stride);
-    return emit_map(cg, &m, NULL);
-  case IR_OP_RESHAPE: /* a copy when the plan did not make it a view */
-  case IR_OP_CONCAT:
-    if (n->op == IR_OP_RESHAPE) {
-      IrShape flat = {.rank = 1, .d = {ir_numel(&y->shape)}};
-      init_map(&m, n, MAP_COPY, &flat);
-      add_access(&m, y, 0)->stride[0] = 1;
-      add_access(&m, x, 0)->stride[0] = 1;
+    case IR_OP_TRANSPOSE: { /* y[i0, i1, ...] = x[i_perm^-1 ...]: dim d of y is dim perm[d] of x */
+      init_map(&m, n, MAP_COPY, &y->shape);
+      memcpy(add_access(&m, y, 0)->stride, ys, sizeof ys);
+      Access *a = add_access(&m, x, 0);
+      for (int d = 0; d < y->shape.rank; d++) a->stride[d] = xs[n->attrs.v[IR_ATTR_PERM].ints[d]];
       return emit_map(cg, &m, NULL);
-    } else {
-      int axis = (int)n->attrs.v[IR_ATTR_AXIS].i;
-      int64_t at = 0;
-      for (int k = 0; k < n->nin; k++) { /* operand k into y[..., at:at + its dim, ...] */
-        const IrValue *xk = n->in[k];
-        int64_t ks[IR_MAX_RANK];
-        cg_strides(&xk->shape, ks);
-        init_map(&m, n, MAP_COPY, &xk->shape);
-        memcpy(add_access(&m, y, at * ys[axis] * es)->stride, ys, sizeof ys);
-        memcpy(add_access(&m, xk, 0)->stride, ks, sizeof ks);
-        if (!emit_map(cg, &m, NULL)) return false;
-        at += xk->shape.d[axis];
-      }
-      return true;
     }
-  case IR_OP_PAD_SLICE: { /* zeros, then dy at start:stop:step along axis */
-    int axis = (int)n->attrs.v[IR_ATTR_AXIS].i;
-    int64_t start = n->attrs.v[IR_ATTR_START].i, step = ir_attrs_has(&n->attrs, IR_ATTR_STEP) ? n->attrs.v[IR_ATTR_STEP].i : 1;
-    if (start < 0) start += y->shape.d[axis];
-    init_map(&m, n, MAP_STORE_CONST, &y->shape);
-    memcpy(add_access(&m, y, 0)->stride, ys, sizeof ys);
-    if (!emit_map(cg, &m, NULL)) return false;
-    init_map(&m, n, MAP_COPY, &x->shape);
-    Access *o = add_access(&m, y, start * ys[axis] * es);
-    memcpy(o->stride, ys, sizeof ys);
-    o->stride[axis] *= step;
-    memcpy(add_access(&m, x, 0)->stride, xs, sizeof xs);
-    return emit_map(cg, &m, NULL);
-  }
-  default: return cg_error(cg, n, "not a layout op");
+    case IR_OP_SLICE: {
+      int axis = (int)n->attrs.v[IR_ATTR_AXIS].i;
+      int64_t start = n->attrs.v[IR_ATTR_START].i,
+              step = ir_attrs_has(&n->attrs, IR_ATTR_STEP) ? n->attrs.v[IR_ATTR_STEP].i : 1;
+      if (start < 0) start += x->shape.d[axis];
+      init_map(&m, n, MAP_COPY, &y->shape);
+      memcpy(add_access(&m, y, 0)->stride, ys, sizeof ys);
+      Access *a = add_access(&m, x, start * xs[axis] * es);
+      memcpy(a->stride, xs, sizeof xs);
+      a->stride[axis] *= step;
+      return emit_map(cg, &m, NULL);
+    }
+    case IR_OP_EXPAND:
+      init_map(&m, n, MAP_COPY, &y->shape);
+      memcpy(add_access(&m, y, 0)->stride, ys, sizeof ys);
+      cg_bcast_strides(&x->shape, &y->shape, add_access(&m, x, 0)->stride);
+      return emit_map(cg, &m, NULL);
+    case IR_OP_RESHAPE: /* a copy when the plan did not make it a view */
+    case IR_OP_CONCAT:
+      if (n->op == IR_OP_RESHAPE) {
+        IrShape flat = {.rank = 1, .d = {ir_numel(&y->shape)}};
+        init_map(&m, n, MAP_COPY, &flat);
+        add_access(&m, y, 0)->stride[0] = 1;
+        add_access(&m, x, 0)->stride[0] = 1;
+        return emit_map(cg, &m, NULL);
+      } else {
+        int axis = (int)n->attrs.v[IR_ATTR_AXIS].i;
+        int64_t at = 0;
+        for (int k = 0; k < n->nin; k++) { /* operand k into y[..., at:at + its dim, ...] */
+          const IrValue *xk = n->in[k];
+          int64_t ks[IR_MAX_RANK];
+          cg_strides(&xk->shape, ks);
+          init_map(&m, n, MAP_COPY, &xk->shape);
+          memcpy(add_access(&m, y, at * ys[axis] * es)->stride, ys, sizeof ys);
+          memcpy(add_access(&m, xk, 0)->stride, ks, sizeof ks);
+          if (!emit_map(cg, &m, NULL)) return false;
+          at += xk->shape.d[axis];
+        }
+        return true;
+      }
+    case IR_OP_PAD_SLICE: { /* zeros, then dy at start:stop:step along axis */
+      int axis = (int)n->attrs.v[IR_ATTR_AXIS].i;
+      int64_t start = n->attrs.v[IR_ATTR_START].i,
+              step = ir_attrs_has(&n->attrs, IR_ATTR_STEP) ? n->attrs.v[IR_ATTR_STEP].i : 1;
+      if (start < 0) start += y->shape.d[axis];
+      init_map(&m, n, MAP_STORE_CONST, &y->shape);
+      memcpy(add_access(&m, y, 0)->stride, ys, sizeof ys);
+      if (!emit_map(cg, &m, NULL)) return false;
+      init_map(&m, n, MAP_COPY, &x->shape);
+      Access *o = add_access(&m, y, start * ys[axis] * es);
+      memcpy(o->stride, ys, sizeof ys);
+      o->stride[axis] *= step;
+      memcpy(add_access(&m, x, 0)->stride, xs, sizeof xs);
+      return emit_map(cg, &m, NULL);
+    }
+    default: return cg_error(cg, n, "not a layout op");
   }
 }
 
@@ -588,7 +657,8 @@ bool cg_loop_all_slice(Cg *cg, const IrNode *n, LLVMValueRef coord) {
   Access *a = add_access(&m, x, 0);
   memcpy(a->stride, xs, sizeof xs);
   LLVMValueRef c = LLVMBuildSExt(cg->b, coord, cg->t_i64, "");
-  a->dyn_off = LLVMBuildMul(cg->b, c, cg_i64(cg, y->shape.d[d] * xs[d] * ir_dtype_size(x->dtype)), "");
+  a->dyn_off =
+      LLVMBuildMul(cg->b, c, cg_i64(cg, y->shape.d[d] * xs[d] * ir_dtype_size(x->dtype)), "");
   return emit_map(cg, &m, NULL);
 }
 
@@ -596,7 +666,8 @@ bool cg_loop_all_slice(Cg *cg, const IrNode *n, LLVMValueRef coord) {
 
 bool cg_loop_reduce(Cg *cg, const IrNode *n) {
   const IrValue *x = n->in[0], *y = n->out[0];
-  if (x->dtype != IR_F32) return cg_error(cg, n, "reductions take f32, not %s", ir_dtype_name(x->dtype));
+  if (x->dtype != IR_F32)
+    return cg_error(cg, n, "reductions take f32, not %s", ir_dtype_name(x->dtype));
   int r = x->shape.rank;
   bool red[IR_MAX_RANK] = {0};
   if (n->op == IR_OP_SUM_TO) { /* the target broadcasts to x: reduce where it has 1 (or no dim) */
@@ -627,8 +698,9 @@ bool cg_loop_reduce(Cg *cg, const IrNode *n) {
     for (int d = 0; d < first; d++) outer *= x->shape.d[d];
     for (int d = last + 1; d < r; d++) inner *= x->shape.d[d];
     if (first < 0) outer = ir_numel(&x->shape), count = 1;
-    LLVMValueRef args[7] = {cg_ptr(cg, y), cg_ptr(cg, x), cg_i32(cg, outer), cg_i32(cg, count), cg_i32(cg, inner),
-                            cg_i32(cg, mean), cg_i32(cg, 0)};
+    LLVMValueRef args[7] = {cg_ptr(cg, y),     cg_ptr(cg, x),     cg_i32(cg, outer),
+                            cg_i32(cg, count), cg_i32(cg, inner), cg_i32(cg, mean),
+                            cg_i32(cg, 0)};
     cg_call(cg, "mmrt_reduce_sum", args, 7);
     return true;
   }
@@ -702,16 +774,20 @@ bool cg_loop_rowwise(Cg *cg, const IrNode *n) {
   bool logv = n->op == IR_OP_LOG_SOFTMAX || n->op == IR_OP_LOG_SOFTMAX_GRAD;
   LLVMBasicBlockRef saved;
   LLVMValueRef fn = cg_begin_fn(cg, "rows", grad ? 3 : 2, 0, &saved);
-  LLVMValueRef out = LLVMGetParam(fn, 0), in = LLVMGetParam(fn, 1), dy = grad ? LLVMGetParam(fn, 2) : NULL;
+  LLVMValueRef out = LLVMGetParam(fn, 0), in = LLVMGetParam(fn, 1),
+               dy = grad ? LLVMGetParam(fn, 2) : NULL;
   Loop lo = loop_begin(cg, NULL);
   Loop li = loop_begin(cg, NULL);
   /* the row starts at o * len * inner + i, step inner */
-  LLVMValueRef base = LLVMBuildAdd(cg->b, LLVMBuildMul(cg->b, lo.i, cg_i64(cg, len * inner), ""), li.i, "");
+  LLVMValueRef base =
+      LLVMBuildAdd(cg->b, LLVMBuildMul(cg->b, lo.i, cg_i64(cg, len * inner), ""), li.i, "");
 #define AT(l) LLVMBuildAdd(cg->b, base, LLVMBuildMul(cg->b, (l).i, cg_i64(cg, inner), ""), "")
   if (!grad) {
     Loop l1 = loop_begin(cg, cg_f32(cg, -INFINITY));
     LLVMValueRef v = load_at(cg, in, AT(l1));
-    LLVMValueRef mx = loop_end(cg, &l1, len, LLVMBuildSelect(cg->b, LLVMBuildFCmp(cg->b, LLVMRealOGT, v, l1.acc, ""), v, l1.acc, ""));
+    LLVMValueRef mx = loop_end(
+        cg, &l1, len,
+        LLVMBuildSelect(cg->b, LLVMBuildFCmp(cg->b, LLVMRealOGT, v, l1.acc, ""), v, l1.acc, ""));
     Loop l2 = loop_begin(cg, cg_f32(cg, 0));
     LLVMValueRef e = xfexp(cg, xfsub(cg, load_at(cg, in, AT(l2)), mx));
     LLVMValueRef sum = loop_end(cg, &l2, len, xfadd(cg, l2.acc, e));
@@ -724,12 +800,14 @@ bool cg_loop_rowwise(Cg *cg, const IrNode *n) {
   } else { /* in = y, dy: softmax: y (dy - sum(dy y)); log_softmax: dy - exp(y) sum(dy) */
     Loop l1 = loop_begin(cg, cg_f32(cg, 0));
     LLVMValueRef off = AT(l1), g = load_at(cg, dy, off);
-    LLVMValueRef s = loop_end(cg, &l1, len, xfadd(cg, l1.acc, logv ? g : xfmul(cg, g, load_at(cg, in, off))));
+    LLVMValueRef s =
+        loop_end(cg, &l1, len, xfadd(cg, l1.acc, logv ? g : xfmul(cg, g, load_at(cg, in, off))));
     Loop l2 = loop_begin(cg, NULL);
     off = AT(l2);
     g = load_at(cg, dy, off);
     LLVMValueRef yv = load_at(cg, in, off);
-    LLVMValueRef r = logv ? xfsub(cg, g, xfmul(cg, xfexp(cg, yv), s)) : xfmul(cg, yv, xfsub(cg, g, s));
+    LLVMValueRef r =
+        logv ? xfsub(cg, g, xfmul(cg, xfexp(cg, yv), s)) : xfmul(cg, yv, xfsub(cg, g, s));
     LLVMBuildStore(cg->b, r, elem_ptr(cg, out, IR_F32, off));
     loop_end(cg, &l2, len, NULL);
   }
@@ -767,7 +845,8 @@ bool cg_loop_mse(Cg *cg, const IrNode *n) {
 bool cg_loop_matmul(Cg *cg, const IrNode *n, int64_t M, int64_t N, int64_t K) {
   const IrShape *c = &n->out[0]->shape;
   int rb = c->rank - 2; /* batch dims of the result */
-  IrShape bs = {.rank = rb}, as = {.rank = n->in[0]->shape.rank - 2}, bbs = {.rank = n->in[1]->shape.rank - 2};
+  IrShape bs = {.rank = rb}, as = {.rank = n->in[0]->shape.rank - 2},
+          bbs = {.rank = n->in[1]->shape.rank - 2};
   memcpy(bs.d, c->d, sizeof(int64_t) * (size_t)rb);
   memcpy(as.d, n->in[0]->shape.d, sizeof(int64_t) * (size_t)as.rank);
   memcpy(bbs.d, n->in[1]->shape.d, sizeof(int64_t) * (size_t)bbs.rank);
@@ -789,10 +868,12 @@ bool cg_loop_matmul(Cg *cg, const IrNode *n, int64_t M, int64_t N, int64_t K) {
   LLVMValueRef p[3];
   for (int k = 0; k < 3; k++) {
     for (int d = 0; d < rb; d++)
-      off[k] = LLVMBuildAdd(cg->b, off[k], LLVMBuildMul(cg->b, idx[d], cg_i64(cg, st[k][d] * mat[k]), ""), "");
+      off[k] = LLVMBuildAdd(cg->b, off[k],
+                            LLVMBuildMul(cg->b, idx[d], cg_i64(cg, st[k][d] * mat[k]), ""), "");
     p[k] = elem_ptr(cg, LLVMGetParam(fn, (unsigned)k), IR_F32, off[k]);
   }
-  LLVMValueRef args[10] = {cg_i32(cg, 0), p[0], p[1], p[2], cg_i32(cg, 1), cg_i32(cg, M), cg_i32(cg, N), cg_i32(cg, K),
+  LLVMValueRef args[10] = {cg_i32(cg, 0), p[0],          p[1],          p[2],
+                           cg_i32(cg, 1), cg_i32(cg, M), cg_i32(cg, N), cg_i32(cg, K),
                            cg_f32(cg, 1), cg_i32(cg, 0)};
   cg_call(cg, "mmrt_matmul", args, 10);
   for (int d = rb - 1; d >= 0; d--) loop_end(cg, &loops[d], bs.d[d], NULL);

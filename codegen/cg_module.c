@@ -10,7 +10,8 @@
 #include "cg_internal.h"
 
 _Static_assert(sizeof(MmrtModelDesc) == 8 * MMRT_DESC_FIELDS, "MmrtModelDesc is not 8-byte slots");
-_Static_assert(sizeof(MmrtTensorDesc) == 8 * MMRT_TENSOR_FIELDS, "MmrtTensorDesc is not 8-byte slots");
+_Static_assert(sizeof(MmrtTensorDesc) == 8 * MMRT_TENSOR_FIELDS,
+               "MmrtTensorDesc is not 8-byte slots");
 _Static_assert(sizeof(MmrtConv) == 19 * 4, "MmrtConv is not 19 ints");
 
 /* ---- small helpers ---- */
@@ -24,27 +25,38 @@ bool cg_error(Cg *cg, const IrNode *n, const char *fmt, ...) {
   if (n && n->loc.file)
     diag_error(cg->d, n->loc, "codegen: %s: %s", ir_ops[n->op].name, msg);
   else if (n)
-    diag_error_plain(cg->d, "codegen: %s in @%s: %s", ir_ops[n->op].name, cg->f ? cg->f->name : "?", msg);
+    diag_error_plain(cg->d, "codegen: %s in @%s: %s", ir_ops[n->op].name, cg->f ? cg->f->name : "?",
+                     msg);
   else
     diag_error_plain(cg->d, "codegen: %s", msg);
   cg->failed = true;
   return false;
 }
 
-LLVMValueRef cg_i32(Cg *cg, int64_t v) { return LLVMConstInt(cg->t_i32, (unsigned long long)v, true); }
-LLVMValueRef cg_i64(Cg *cg, int64_t v) { return LLVMConstInt(cg->t_i64, (unsigned long long)v, true); }
-LLVMValueRef cg_f32(Cg *cg, double v) { return LLVMConstReal(cg->t_f32, v); }
-LLVMValueRef cg_f64(Cg *cg, double v) { return LLVMConstReal(cg->t_f64, v); }
-LLVMValueRef cg_null(Cg *cg) { return LLVMConstNull(cg->t_ptr); }
+LLVMValueRef cg_i32(Cg *cg, int64_t v) {
+  return LLVMConstInt(cg->t_i32, (unsigned long long)v, true);
+}
+LLVMValueRef cg_i64(Cg *cg, int64_t v) {
+  return LLVMConstInt(cg->t_i64, (unsigned long long)v, true);
+}
+LLVMValueRef cg_f32(Cg *cg, double v) {
+  return LLVMConstReal(cg->t_f32, v);
+}
+LLVMValueRef cg_f64(Cg *cg, double v) {
+  return LLVMConstReal(cg->t_f64, v);
+}
+LLVMValueRef cg_null(Cg *cg) {
+  return LLVMConstNull(cg->t_ptr);
+}
 
 LLVMTypeRef cg_dtype(Cg *cg, IrDType t) {
   switch (t) {
-  case IR_F32: return cg->t_f32;
-  case IR_I32: return cg->t_i32;
-  case IR_I64: return cg->t_i64;
-  case IR_U8:
-  case IR_BOOL: return cg->t_i8;
-  default: return NULL; /* bf16, f16: not yet */
+    case IR_F32: return cg->t_f32;
+    case IR_I32: return cg->t_i32;
+    case IR_I64: return cg->t_i64;
+    case IR_U8:
+    case IR_BOOL: return cg->t_i8;
+    default: return NULL; /* bf16, f16: not yet */
   }
 }
 
@@ -64,7 +76,9 @@ LLVMValueRef cg_ws(Cg *cg, const IrNode *n, int64_t off) {
   return byte_ptr(cg, cg->bases[IR_ROLE_ACT], n->ws_offset + off);
 }
 
-LLVMValueRef cg_load_f32(Cg *cg, const IrValue *v) { return LLVMBuildLoad2(cg->b, cg->t_f32, cg_ptr(cg, v), ""); }
+LLVMValueRef cg_load_f32(Cg *cg, const IrValue *v) {
+  return LLVMBuildLoad2(cg->b, cg->t_f32, cg_ptr(cg, v), "");
+}
 
 void cg_check_status(Cg *cg, LLVMValueRef r) {
   LLVMValueRef bad = LLVMBuildICmp(cg->b, LLVMIntSLT, r, cg_i32(cg, 0), "");
@@ -168,12 +182,12 @@ static const struct {
 
 static LLVMTypeRef sig_type(Cg *cg, char c) {
   switch (c) {
-  case 'v': return cg->t_void;
-  case 'i': return cg->t_i32;
-  case 'l': return cg->t_i64;
-  case 'f': return cg->t_f32;
-  case 'd': return cg->t_f64;
-  case 'p': return cg->t_ptr;
+    case 'v': return cg->t_void;
+    case 'i': return cg->t_i32;
+    case 'l': return cg->t_i64;
+    case 'f': return cg->t_f32;
+    case 'd': return cg->t_f64;
+    case 'p': return cg->t_ptr;
   }
   MM_UNREACHABLE();
 }
@@ -200,7 +214,8 @@ LLVMValueRef cg_call(Cg *cg, const char *name, LLVMValueRef *args, int nargs) {
   return LLVMBuildCall2(cg->b, ty, fn, args, (unsigned)nargs, "");
 }
 
-LLVMValueRef cg_intrinsic(Cg *cg, const char *name, LLVMTypeRef type, LLVMValueRef *args, int nargs) {
+LLVMValueRef cg_intrinsic(Cg *cg, const char *name, LLVMTypeRef type, LLVMValueRef *args,
+                          int nargs) {
   unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
   MM_ASSERT(id != 0);
   LLVMValueRef fn = LLVMGetIntrinsicDeclaration(cg->mod, id, &type, 1);
@@ -208,18 +223,21 @@ LLVMValueRef cg_intrinsic(Cg *cg, const char *name, LLVMTypeRef type, LLVMValueR
   return LLVMBuildCall2(cg->b, ty, fn, args, (unsigned)nargs, "");
 }
 
-LLVMValueRef cg_begin_fn(Cg *cg, const char *prefix, int nptr, int nextra, LLVMBasicBlockRef *saved) {
+LLVMValueRef cg_begin_fn(Cg *cg, const char *prefix, int nptr, int nextra,
+                         LLVMBasicBlockRef *saved) {
   LLVMTypeRef params[CG_MAX_PTRS + 4];
   MM_ASSERT(nptr + nextra <= CG_MAX_PTRS + 4);
   for (int i = 0; i < nptr; i++) params[i] = cg->t_ptr;
   for (int i = 0; i < nextra; i++) params[nptr + i] = cg->t_i64;
   char name[64];
   snprintf(name, sizeof name, "%s.%d", prefix, cg->nfns++);
-  LLVMValueRef fn = LLVMAddFunction(cg->mod, name, LLVMFunctionType(cg->t_void, params, (unsigned)(nptr + nextra), false));
+  LLVMValueRef fn = LLVMAddFunction(
+      cg->mod, name, LLVMFunctionType(cg->t_void, params, (unsigned)(nptr + nextra), false));
   LLVMSetLinkage(fn, LLVMInternalLinkage);
   /* kept out of line: the step function stays a readable call sequence */
   unsigned noinline = LLVMGetEnumAttributeKindForName("noinline", 8);
-  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(cg->ctx, noinline, 0));
+  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+                          LLVMCreateEnumAttribute(cg->ctx, noinline, 0));
   *saved = LLVMGetInsertBlock(cg->b);
   LLVMPositionBuilderAtEnd(cg->b, LLVMAppendBasicBlockInContext(cg->ctx, fn, "entry"));
   return fn;
@@ -234,12 +252,12 @@ void cg_end_fn(Cg *cg, LLVMBasicBlockRef saved) {
 
 static int arena_index(IrRole r) {
   switch (r) {
-  case IR_ROLE_PARAM: return MMRT_ARENA_PARAM;
-  case IR_ROLE_GRAD: return MMRT_ARENA_GRAD;
-  case IR_ROLE_OPT: return MMRT_ARENA_OPT;
-  case IR_ROLE_ACT: return MMRT_ARENA_ACT;
-  case IR_ROLE_INPUT: return MMRT_ARENA_INPUT;
-  default: MM_UNREACHABLE();
+    case IR_ROLE_PARAM: return MMRT_ARENA_PARAM;
+    case IR_ROLE_GRAD: return MMRT_ARENA_GRAD;
+    case IR_ROLE_OPT: return MMRT_ARENA_OPT;
+    case IR_ROLE_ACT: return MMRT_ARENA_ACT;
+    case IR_ROLE_INPUT: return MMRT_ARENA_INPUT;
+    default: MM_UNREACHABLE();
   }
 }
 
@@ -262,7 +280,8 @@ static LLVMValueRef build_step(Cg *cg, const IrFunc *f, const char *name, bool t
   cg->step = NULL;
   for (int i = 0; i < f->inputs.len; i++) {
     const IrValue *v = f->inputs.items[i];
-    if (strcmp(v->name, "step") == 0 && v->dtype == IR_F32 && v->shape.rank == 0) cg->step = cg_load_f32(cg, v);
+    if (strcmp(v->name, "step") == 0 && v->dtype == IR_F32 && v->shape.rank == 0)
+      cg->step = cg_load_f32(cg, v);
   }
   ir_map_init(&cg->uses, cg->a, false);
   for (int i = 0; i < f->nodes.len; i++) {
@@ -304,33 +323,32 @@ static LLVMValueRef build_step(Cg *cg, const IrFunc *f, const char *name, bool t
 /* ---- the descriptor ---- */
 
 typedef struct CgDecode {
-  int task;                    /* MMRT_TASK_* */
+  int task; /* MMRT_TASK_* */
   const IrFunc *prefill, *decode;
   LLVMValueRef prefill_fn, decode_fn;
   int64_t cache_len;
 } CgDecode;
 
-
 static int st_dtype(IrDType t) {
   switch (t) {
-  case IR_F32: return MMRT_ST_F32;
-  case IR_BF16: return MMRT_ST_BF16;
-  case IR_F16: return MMRT_ST_F16;
-  case IR_I32: return MMRT_ST_I32;
-  case IR_I64: return MMRT_ST_I64;
-  default: return MMRT_ST_U8;
+    case IR_F32: return MMRT_ST_F32;
+    case IR_BF16: return MMRT_ST_BF16;
+    case IR_F16: return MMRT_ST_F16;
+    case IR_I32: return MMRT_ST_I32;
+    case IR_I64: return MMRT_ST_I64;
+    default: return MMRT_ST_U8;
   }
 }
 
 static int init_kind(IrInitKind k) {
   switch (k) {
-  case IR_INIT_ZEROS: return MMRT_INIT_ZEROS;
-  case IR_INIT_ONES: return MMRT_INIT_ONES;
-  case IR_INIT_FILL: return MMRT_INIT_FILL;
-  case IR_INIT_NORMAL: return MMRT_INIT_NORMAL;
-  case IR_INIT_UNIFORM: return MMRT_INIT_UNIFORM;
-  case IR_INIT_FAN_IN: return MMRT_INIT_FAN_IN;
-  default: return MMRT_INIT_NONE;
+    case IR_INIT_ZEROS: return MMRT_INIT_ZEROS;
+    case IR_INIT_ONES: return MMRT_INIT_ONES;
+    case IR_INIT_FILL: return MMRT_INIT_FILL;
+    case IR_INIT_NORMAL: return MMRT_INIT_NORMAL;
+    case IR_INIT_UNIFORM: return MMRT_INIT_UNIFORM;
+    case IR_INIT_FAN_IN: return MMRT_INIT_FAN_IN;
+    default: return MMRT_INIT_NONE;
   }
 }
 
@@ -366,7 +384,8 @@ static LLVMValueRef tensor_desc(Cg *cg, LLVMTypeRef ty, const IrValue *v) {
   return LLVMConstNamedStruct(ty, f, sizeof f / sizeof f[0]);
 }
 
-static LLVMValueRef tensor_array(Cg *cg, LLVMTypeRef ty, const IrValue *const *v, int n, const char *name) {
+static LLVMValueRef tensor_array(Cg *cg, LLVMTypeRef ty, const IrValue *const *v, int n,
+                                 const char *name) {
   LLVMValueRef *e = ARENA_ARRAY(cg->a, LLVMValueRef, n + 1);
   for (int i = 0; i < n; i++) e[i] = tensor_desc(cg, ty, v[i]);
   return cg_const_global(cg, LLVMConstArray2(ty, e, (uint64_t)n), name);
@@ -382,7 +401,8 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
 static uint64_t hash_value(const Cg *cg, uint64_t h, const IrValue *v) {
   const CgOrig *o = cg_orig(cg, v);
   int32_t meta[3 + IR_NAXES * 2] = {(int32_t)v->dtype, (int32_t)v->role, o->shape.rank};
-  for (int a = 0; a < IR_NAXES; a++) meta[3 + 2 * a] = o->pl[a].kind, meta[4 + 2 * a] = o->pl[a].dim;
+  for (int a = 0; a < IR_NAXES; a++)
+    meta[3 + 2 * a] = o->pl[a].kind, meta[4 + 2 * a] = o->pl[a].dim;
   h = fnv(h, v->name ? v->name : "", strlen(v->name ? v->name : "") + 1);
   h = fnv(h, meta, sizeof meta);
   return fnv(h, o->shape.d, sizeof(int64_t) * (size_t)o->shape.rank);
@@ -412,8 +432,9 @@ static int64_t result_offset(const IrFunc *f) {
   return r && r->mem_arena == IR_ROLE_ACT ? r->mem_offset : -1;
 }
 
-static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVMValueRef eval_fn, const IrFunc *ftrain,
-                       const IrFunc *feval, const MpSummary *sum, const CgDecode *dec) {
+static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVMValueRef eval_fn,
+                       const IrFunc *ftrain, const IrFunc *feval, const MpSummary *sum,
+                       const CgDecode *dec) {
   const IrModule *m = cg->m;
   LLVMTypeRef tty = tensor_type(cg);
   /* inputs once by name, in order of first appearance */
@@ -433,13 +454,15 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
   uint64_t h = fnv(1469598103934665603ull, m->name, strlen(m->name) + 1);
   h = fnv(h, m->mesh, sizeof m->mesh);
   for (int i = 0; i < m->params.len; i++) h = hash_value(cg, h, m->params.items[i]);
-  for (int i = 0; feval && i < feval->inputs.len; i++) h = hash_value(cg, h, feval->inputs.items[i]);
+  for (int i = 0; feval && i < feval->inputs.len; i++)
+    h = hash_value(cg, h, feval->inputs.items[i]);
   char fp[128];
   snprintf(fp, sizeof fp, "%s-%016llx", m->name, (unsigned long long)h);
 
   int64_t batch = train && train->batch > 0 ? train->batch : 0;
   for (int i = 0; i < ninputs && !batch; i++)
-    if (inputs[i]->shape.rank >= 1 && strcmp(inputs[i]->name, "lr") && strcmp(inputs[i]->name, "step"))
+    if (inputs[i]->shape.rank >= 1 && strcmp(inputs[i]->name, "lr") &&
+        strcmp(inputs[i]->name, "step"))
       batch = cg_orig(cg, inputs[i])->shape.d[0];
 
   const IrNode *eval_ce = last_loss(feval);
@@ -450,7 +473,8 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
     logits_rows = ir_numel(&lg->shape) / logits_cols;
     const CgOrig *o = cg_orig(cg, lg);
     for (int a = 0; a < IR_NAXES; a++)
-      if (o->pl[a].kind == IR_PL_S && o->pl[a].dim == lg->shape.rank - 1 && m->mesh[a] > 1) vocab_axis = a;
+      if (o->pl[a].kind == IR_PL_S && o->pl[a].dim == lg->shape.rank - 1 && m->mesh[a] > 1)
+        vocab_axis = a;
     logits_off = lg->mem_arena == IR_ROLE_ACT ? lg->mem_offset : -1;
     ignore = eval_ce->attrs.v[IR_ATTR_IGNORE].i;
   }
@@ -460,7 +484,8 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
   const IrValue *el = feval && feval->results.len ? feval->results.items[0] : NULL;
 
   LLVMValueRef arenas[MMRT_NARENAS];
-  for (int r = 0; r < IR_ROLE_COUNT; r++) arenas[arena_index((IrRole)r)] = cg_i64(cg, sum->arena[r]);
+  for (int r = 0; r < IR_ROLE_COUNT; r++)
+    arenas[arena_index((IrRole)r)] = cg_i64(cg, sum->arena[r]);
   MmTrain dflt = {.optim = MM_OPT_ADAMW, .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8};
   const MmTrain *t = train ? train : &dflt;
   LLVMValueRef f[] = {
@@ -492,8 +517,10 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
       cg_i64(cg, t->steps),
       cg_f64(cg, t->min_lr),
       cg_i64(cg, batch),
-      LLVMConstArray2(cg->t_i64, (LLVMValueRef[]){cg_i64(cg, m->mesh[IR_AX_DP]), cg_i64(cg, m->mesh[IR_AX_CP]),
-                                                  cg_i64(cg, m->mesh[IR_AX_TP])}, 3),
+      LLVMConstArray2(cg->t_i64,
+                      (LLVMValueRef[]){cg_i64(cg, m->mesh[IR_AX_DP]), cg_i64(cg, m->mesh[IR_AX_CP]),
+                                       cg_i64(cg, m->mesh[IR_AX_TP])},
+                      3),
       cg_i64(cg, t->lora.rank),
       cg_f64(cg, t->lora.alpha),
       train_fn ? train_fn : cg_null(cg),
@@ -561,7 +588,8 @@ static void localize(Cg *cg, IrModule *m) {
       IrNode *n = f->nodes.items[i];
       for (int j = 0; j < n->nout; j++) localize_value(cg, n->out[j]);
       IrAttrVal *s = &n->attrs.v[IR_ATTR_SHAPE];
-      if (ir_attrs_has(&n->attrs, IR_ATTR_SHAPE) && n->nout >= 1 && s->nints == n->out[0]->shape.rank) {
+      if (ir_attrs_has(&n->attrs, IR_ATTR_SHAPE) && n->nout >= 1 &&
+          s->nints == n->out[0]->shape.rank) {
         int64_t *ints = ARENA_ARRAY(&m->arena, int64_t, s->nints + 1);
         memcpy(ints, n->out[0]->shape.d, sizeof(int64_t) * (size_t)s->nints);
         s->ints = ints;
@@ -608,7 +636,9 @@ bool cg_compile(IrModule *m, const MmTrain *train, const CgOptions *o, Diag *d) 
   if (ok) eval_fn = build_step(&cg, feval, "mm_eval_step", false);
   if (ok && eval_fn && ftrain) train_fn = build_step(&cg, ftrain, "mm_train_step", true);
   ok = ok && eval_fn && (!ftrain || train_fn) && !cg.failed;
-  CgDecode dec = {.task = o->task, .prefill = ir_module_func(m, "prefill"), .decode = ir_module_func(m, "decode")};
+  CgDecode dec = {.task = o->task,
+                  .prefill = ir_module_func(m, "prefill"),
+                  .decode = ir_module_func(m, "decode")};
   if (ok && o->task != MMRT_TASK_TRAIN) {
     if (!dec.prefill || !dec.decode) {
       diag_error_plain(d, "codegen: the generate and eval tasks need @prefill and @decode");

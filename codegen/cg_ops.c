@@ -10,34 +10,44 @@
 #include "../runtime/mmrt_main.h"
 #include "cg_internal.h"
 
-#define V(i) cg_ptr(cg, n->in[i])   /* operand i's storage */
-#define O(j) cg_ptr(cg, n->out[j])  /* result j's storage */
+#define V(i)   cg_ptr(cg, n->in[i])  /* operand i's storage */
+#define O(j)   cg_ptr(cg, n->out[j]) /* result j's storage */
 #define I32(x) cg_i32(cg, x)
 #define F32(x) cg_f32(cg, x)
-#define CALL(name, ...)                                                   \
-  cg_call(cg, name, (LLVMValueRef[]){__VA_ARGS__},                        \
+#define CALL(name, ...)                                                                            \
+  cg_call(cg, name, (LLVMValueRef[]){__VA_ARGS__},                                                 \
           (int)(sizeof((LLVMValueRef[]){__VA_ARGS__}) / sizeof(LLVMValueRef)))
 
-static const IrAttrVal *attr(const IrNode *n, IrAttrId id) { return &n->attrs.v[id]; }
-static int64_t last_dim(const IrValue *v) { return v->shape.rank ? v->shape.d[v->shape.rank - 1] : 1; }
-static int64_t rows(const IrValue *v) { return ir_numel(&v->shape) / last_dim(v); }
+static const IrAttrVal *attr(const IrNode *n, IrAttrId id) {
+  return &n->attrs.v[id];
+}
+static int64_t last_dim(const IrValue *v) {
+  return v->shape.rank ? v->shape.d[v->shape.rank - 1] : 1;
+}
+static int64_t rows(const IrValue *v) {
+  return ir_numel(&v->shape) / last_dim(v);
+}
 
 /* Every operand and result f32, and every size a kernel takes as int fits. */
 static bool need_f32(Cg *cg, const IrNode *n, int first, int count) {
   for (int i = first; i < first + count && i < n->nin; i++)
     if (n->in[i]->dtype != IR_F32)
-      return cg_error(cg, n, "operand %d is %s; this kernel takes f32 (bf16 is not implemented yet)", i,
+      return cg_error(cg, n,
+                      "operand %d is %s; this kernel takes f32 (bf16 is not implemented yet)", i,
                       ir_dtype_name(n->in[i]->dtype));
   for (int j = 0; j < n->nout; j++)
-    if (n->out[j]->dtype != IR_F32) return cg_error(cg, n, "result %d is %s, not f32", j, ir_dtype_name(n->out[j]->dtype));
+    if (n->out[j]->dtype != IR_F32)
+      return cg_error(cg, n, "result %d is %s, not f32", j, ir_dtype_name(n->out[j]->dtype));
   return true;
 }
 
 static bool fits(Cg *cg, const IrNode *n) {
   for (int i = 0; i < n->nin; i++)
-    if (ir_numel(&n->in[i]->shape) > INT32_MAX) return cg_error(cg, n, "operand %d has more than 2^31 elements", i);
+    if (ir_numel(&n->in[i]->shape) > INT32_MAX)
+      return cg_error(cg, n, "operand %d has more than 2^31 elements", i);
   for (int j = 0; j < n->nout; j++)
-    if (ir_numel(&n->out[j]->shape) > INT32_MAX) return cg_error(cg, n, "result %d has more than 2^31 elements", j);
+    if (ir_numel(&n->out[j]->shape) > INT32_MAX)
+      return cg_error(cg, n, "result %d has more than 2^31 elements", j);
   return true;
 }
 
@@ -45,13 +55,16 @@ static bool fits(Cg *cg, const IrNode *n) {
 
 static bool lower_matmul(Cg *cg, const IrNode *n) {
   const IrShape *a = &n->in[0]->shape, *b = &n->in[1]->shape, *c = &n->out[0]->shape;
-  if (a->rank < 2 || b->rank < 2) return cg_error(cg, n, "matmul of a vector is not supported; reshape it to a matrix");
+  if (a->rank < 2 || b->rank < 2)
+    return cg_error(cg, n, "matmul of a vector is not supported; reshape it to a matrix");
   int64_t M = a->d[a->rank - 2], K = a->d[a->rank - 1], N = b->d[b->rank - 1];
   int64_t batch = ir_numel(c) / (M * N), ba = ir_numel(a) / (M * K), bb = ir_numel(b) / (K * N);
   if (ba == batch && bb == batch) { /* same batch shape (broadcasting never shrinks) */
-    CALL("mmrt_matmul", I32(MMRT_F32), O(0), V(0), V(1), I32(batch), I32(M), I32(N), I32(K), F32(1), I32(0));
+    CALL("mmrt_matmul", I32(MMRT_F32), O(0), V(0), V(1), I32(batch), I32(M), I32(N), I32(K), F32(1),
+         I32(0));
   } else if (bb == 1 && ba == batch) { /* one B for every batch: fold the batch into M */
-    CALL("mmrt_matmul", I32(MMRT_F32), O(0), V(0), V(1), I32(1), I32(batch * M), I32(N), I32(K), F32(1), I32(0));
+    CALL("mmrt_matmul", I32(MMRT_F32), O(0), V(0), V(1), I32(1), I32(batch * M), I32(N), I32(K),
+         F32(1), I32(0));
   } else {
     return cg_loop_matmul(cg, n, M, N, K);
   }
@@ -70,7 +83,8 @@ static const IrValue *bias_of_next(Cg *cg, const IrNode *n) {
       a->out[0]->mem_offset != y->mem_offset || !ir_shape_eq(&a->out[0]->shape, &y->shape))
     return NULL;
   const IrValue *b = a->in[0] == y ? a->in[1] : a->in[1] == y ? a->in[0] : NULL;
-  if (!b || b == y || b->dtype != IR_F32 || b->shape.rank != 1 || b->shape.d[0] != last_dim(y)) return NULL;
+  if (!b || b == y || b->dtype != IR_F32 || b->shape.rank != 1 || b->shape.d[0] != last_dim(y))
+    return NULL;
   cg->skip = a;
   return b;
 }
@@ -78,8 +92,8 @@ static const IrValue *bias_of_next(Cg *cg, const IrNode *n) {
 static bool lower_linear(Cg *cg, const IrNode *n) {
   const IrValue *x = n->in[0], *w = n->in[1], *bias = bias_of_next(cg, n);
   int64_t K = last_dim(x), N = w->shape.d[0];
-  CALL("mmrt_linear_fwd", I32(MMRT_F32), O(0), V(0), V(1), bias ? cg_ptr(cg, bias) : cg_null(cg), I32(rows(x)), I32(K),
-       I32(N));
+  CALL("mmrt_linear_fwd", I32(MMRT_F32), O(0), V(0), V(1), bias ? cg_ptr(cg, bias) : cg_null(cg),
+       I32(rows(x)), I32(K), I32(N));
   return true;
 }
 
@@ -87,15 +101,16 @@ static bool lower_linear(Cg *cg, const IrNode *n) {
 static bool lower_linear_grad_x(Cg *cg, const IrNode *n) {
   const IrValue *dy = n->in[0], *w = n->in[1];
   int64_t N = w->shape.d[0], K = w->shape.d[1];
-  CALL("mmrt_linear_bwd_data", I32(MMRT_F32), O(0), V(0), V(1), I32(rows(dy)), I32(K), I32(N), I32(0));
+  CALL("mmrt_linear_bwd_data", I32(MMRT_F32), O(0), V(0), V(1), I32(rows(dy)), I32(K), I32(N),
+       I32(0));
   return true;
 }
 
 /* linear_grad_w(dy[..., N], x[..., K]) -> dw[N, K] */
 static bool lower_linear_grad_w(Cg *cg, const IrNode *n) {
   const IrValue *dy = n->in[0], *x = n->in[1];
-  CALL("mmrt_linear_bwd_weights", I32(MMRT_F32), O(0), cg_null(cg), V(0), V(1), I32(rows(dy)), I32(last_dim(x)),
-       I32(last_dim(dy)), I32(0));
+  CALL("mmrt_linear_bwd_weights", I32(MMRT_F32), O(0), cg_null(cg), V(0), V(1), I32(rows(dy)),
+       I32(last_dim(x)), I32(last_dim(dy)), I32(0));
   return true;
 }
 
@@ -140,10 +155,11 @@ static bool lower_conv_grad(Cg *cg, const IrNode *n) {
   const IrShape *x = wrt_x ? &given : &n->in[1]->shape, *w = wrt_x ? &n->in[1]->shape : &given;
   LLVMValueRef cv = conv_geom(cg, n, x, w);
   if (wrt_x)
-    CALL(is3 ? "mmrt_conv3d_bwd_data" : "mmrt_conv2d_bwd_data", I32(MMRT_F32), cv, O(0), V(0), V(1), I32(0));
+    CALL(is3 ? "mmrt_conv3d_bwd_data" : "mmrt_conv2d_bwd_data", I32(MMRT_F32), cv, O(0), V(0), V(1),
+         I32(0));
   else
-    CALL(is3 ? "mmrt_conv3d_bwd_weights" : "mmrt_conv2d_bwd_weights", I32(MMRT_F32), cv, O(0), cg_null(cg), V(0),
-         V(1), I32(0));
+    CALL(is3 ? "mmrt_conv3d_bwd_weights" : "mmrt_conv2d_bwd_weights", I32(MMRT_F32), cv, O(0),
+         cg_null(cg), V(0), V(1), I32(0));
   return true;
 }
 
@@ -157,15 +173,16 @@ static LLVMValueRef stat(Cg *cg, const IrNode *n, int j, int64_t ws_off) {
 static bool lower_layer_norm(Cg *cg, const IrNode *n) {
   const IrValue *x = n->in[0];
   int64_t N = rows(x), C = last_dim(x);
-  CALL("mmrt_layernorm_fwd", O(0), stat(cg, n, 1, 0), stat(cg, n, 2, 4 * N), V(0), n->nin > 1 ? V(1) : cg_null(cg),
-       n->nin > 2 ? V(2) : cg_null(cg), I32(N), I32(C), F32(attr(n, IR_ATTR_EPS)->f));
+  CALL("mmrt_layernorm_fwd", O(0), stat(cg, n, 1, 0), stat(cg, n, 2, 4 * N), V(0),
+       n->nin > 1 ? V(1) : cg_null(cg), n->nin > 2 ? V(2) : cg_null(cg), I32(N), I32(C),
+       F32(attr(n, IR_ATTR_EPS)->f));
   return true;
 }
 
 static bool lower_rms_norm(Cg *cg, const IrNode *n) {
   const IrValue *x = n->in[0];
-  CALL("mmrt_rmsnorm_fwd", O(0), stat(cg, n, 1, 0), V(0), n->nin > 1 ? V(1) : cg_null(cg), I32(rows(x)),
-       I32(last_dim(x)), F32(attr(n, IR_ATTR_EPS)->f));
+  CALL("mmrt_rmsnorm_fwd", O(0), stat(cg, n, 1, 0), V(0), n->nin > 1 ? V(1) : cg_null(cg),
+       I32(rows(x)), I32(last_dim(x)), F32(attr(n, IR_ATTR_EPS)->f));
   return true;
 }
 
@@ -179,24 +196,25 @@ static void group_dims(const IrValue *x, int64_t *B, int64_t *C, int64_t *S) {
 static bool lower_group_norm(Cg *cg, const IrNode *n) {
   int64_t B, C, S, G = attr(n, IR_ATTR_GROUPS)->i;
   group_dims(n->in[0], &B, &C, &S);
-  CALL("mmrt_groupnorm_fwd", O(0), stat(cg, n, 1, 0), stat(cg, n, 2, 4 * B * G), V(0), n->nin > 1 ? V(1) : cg_null(cg),
-       n->nin > 2 ? V(2) : cg_null(cg), I32(B), I32(C), I32(S), I32(G), F32(attr(n, IR_ATTR_EPS)->f));
+  CALL("mmrt_groupnorm_fwd", O(0), stat(cg, n, 1, 0), stat(cg, n, 2, 4 * B * G), V(0),
+       n->nin > 1 ? V(1) : cg_null(cg), n->nin > 2 ? V(2) : cg_null(cg), I32(B), I32(C), I32(S),
+       I32(G), F32(attr(n, IR_ATTR_EPS)->f));
   return true;
 }
 
 /* layer_norm_grad(dy, x, mean, rstd, w?) -> dx, dw, db */
 static bool lower_layer_norm_grad(Cg *cg, const IrNode *n) {
   const IrValue *x = n->in[1];
-  CALL("mmrt_layernorm_bwd", O(0), O(1), O(2), V(0), V(1), V(2), V(3), n->nin > 4 ? V(4) : cg_null(cg), I32(rows(x)),
-       I32(last_dim(x)), I32(0));
+  CALL("mmrt_layernorm_bwd", O(0), O(1), O(2), V(0), V(1), V(2), V(3),
+       n->nin > 4 ? V(4) : cg_null(cg), I32(rows(x)), I32(last_dim(x)), I32(0));
   return true;
 }
 
 /* rms_norm_grad(dy, x, rstd, w?) -> dx, dw */
 static bool lower_rms_norm_grad(Cg *cg, const IrNode *n) {
   const IrValue *x = n->in[1];
-  CALL("mmrt_rmsnorm_bwd", O(0), O(1), V(0), V(1), V(2), n->nin > 3 ? V(3) : cg_null(cg), I32(rows(x)),
-       I32(last_dim(x)), I32(0));
+  CALL("mmrt_rmsnorm_bwd", O(0), O(1), V(0), V(1), V(2), n->nin > 3 ? V(3) : cg_null(cg),
+       I32(rows(x)), I32(last_dim(x)), I32(0));
   return true;
 }
 
@@ -204,13 +222,15 @@ static bool lower_rms_norm_grad(Cg *cg, const IrNode *n) {
 static bool lower_group_norm_grad(Cg *cg, const IrNode *n) {
   int64_t B, C, S, G = attr(n, IR_ATTR_GROUPS)->i;
   group_dims(n->in[1], &B, &C, &S);
-  CALL("mmrt_groupnorm_bwd", O(0), O(1), O(2), V(0), V(1), V(2), V(3), n->nin > 4 ? V(4) : cg_null(cg), I32(B), I32(C),
-       I32(S), I32(G), I32(0));
+  CALL("mmrt_groupnorm_bwd", O(0), O(1), O(2), V(0), V(1), V(2), V(3),
+       n->nin > 4 ? V(4) : cg_null(cg), I32(B), I32(C), I32(S), I32(G), I32(0));
   return true;
 }
 
 /* softmax along the last axis goes to the runtime, any other to a loop */
-static bool last_axis(const IrNode *n) { return attr(n, IR_ATTR_AXIS)->i == n->in[0]->shape.rank - 1; }
+static bool last_axis(const IrNode *n) {
+  return attr(n, IR_ATTR_AXIS)->i == n->in[0]->shape.rank - 1;
+}
 
 static bool lower_softmax(Cg *cg, const IrNode *n) {
   if (!last_axis(n)) return cg_loop_rowwise(cg, n);
@@ -234,7 +254,8 @@ static int split_axis(const Cg *cg, const IrValue *v, int d) {
   const CgOrig *o = cg_orig(cg, v);
   int axis = -1;
   for (int a = 0; a < IR_NAXES; a++)
-    if (o->pl[a].kind == IR_PL_S && o->pl[a].dim == d && cg->m->mesh[a] > 1) axis = axis == -1 ? a : -2;
+    if (o->pl[a].kind == IR_PL_S && o->pl[a].dim == d && cg->m->mesh[a] > 1)
+      axis = axis == -1 ? a : -2;
   return axis;
 }
 
@@ -248,12 +269,13 @@ static bool lower_embedding(Cg *cg, const IrNode *n) {
   if (!need_i32_ids(cg, n, 0)) return false;
   int ax = split_axis(cg, table, 0);
   if (ax >= 0) { /* vocabulary parallel: this rank's rows of the table */
-    CALL("mmrt_split_embedding_fwd", cg->mesh, I32(ax), O(0), V(1), V(0), cg_i64(cg, ir_numel(&ids->shape)),
-         cg_i64(cg, table->shape.d[0]), cg_i64(cg, table->shape.d[1]));
+    CALL("mmrt_split_embedding_fwd", cg->mesh, I32(ax), O(0), V(1), V(0),
+         cg_i64(cg, ir_numel(&ids->shape)), cg_i64(cg, table->shape.d[0]),
+         cg_i64(cg, table->shape.d[1]));
     return true;
   }
-  LLVMValueRef r = CALL("mmrt_embedding_fwd", O(0), V(1), V(0), I32(ir_numel(&ids->shape)), I32(table->shape.d[0]),
-                        I32(table->shape.d[1]));
+  LLVMValueRef r = CALL("mmrt_embedding_fwd", O(0), V(1), V(0), I32(ir_numel(&ids->shape)),
+                        I32(table->shape.d[0]), I32(table->shape.d[1]));
   cg_check_status(cg, r);
   return true;
 }
@@ -264,11 +286,12 @@ static bool lower_embedding_grad(Cg *cg, const IrNode *n) {
   IrShape t = shape_attr(n);
   int ax = split_axis(cg, n->out[0], 0);
   if (ax >= 0) {
-    CALL("mmrt_split_embedding_bwd", cg->mesh, I32(ax), O(0), V(0), V(1), cg_i64(cg, ir_numel(&n->in[1]->shape)),
-         cg_i64(cg, t.d[0]), cg_i64(cg, t.d[1]));
+    CALL("mmrt_split_embedding_bwd", cg->mesh, I32(ax), O(0), V(0), V(1),
+         cg_i64(cg, ir_numel(&n->in[1]->shape)), cg_i64(cg, t.d[0]), cg_i64(cg, t.d[1]));
     return true;
   }
-  CALL("mmrt_embedding_bwd", O(0), V(0), V(1), I32(ir_numel(&n->in[1]->shape)), I32(t.d[0]), I32(t.d[1]), I32(0));
+  CALL("mmrt_embedding_bwd", O(0), V(0), V(1), I32(ir_numel(&n->in[1]->shape)), I32(t.d[0]),
+       I32(t.d[1]), I32(0));
   return true;
 }
 
@@ -281,17 +304,23 @@ static bool lower_rope(Cg *cg, const IrNode *n) {
   int ax = split_axis(cg, n->in[0], 1);
   if (ax == -2) return cg_error(cg, n, "rope on a sequence split by several axes is not supported");
   if (ax >= 0) /* a split sequence: this rank's first position */
-    pos = LLVMBuildAdd(cg->b, pos, LLVMBuildMul(cg->b, CALL("mmrt_step_coord", cg->mesh, I32(ax)), I32(s->d[1]), ""), "");
+    pos = LLVMBuildAdd(
+        cg->b, pos,
+        LLVMBuildMul(cg->b, CALL("mmrt_step_coord", cg->mesh, I32(ax)), I32(s->d[1]), ""), "");
   if (n->nin > 1) { /* a start position per row (decoding) */
-    if (ax >= 0) return cg_error(cg, n, "rope at per-row positions on a split sequence is not supported");
-    cg_check_status(cg, CALL(n->op == IR_OP_ROPE ? "mmrt_rope_pos_fwd" : "mmrt_rope_pos_bwd", O(0), V(0),
-                             I32(s->d[0]), I32(s->d[1]), I32(s->d[2]), I32(s->d[3]), F32(theta), V(1)));
+    if (ax >= 0)
+      return cg_error(cg, n, "rope at per-row positions on a split sequence is not supported");
+    cg_check_status(cg, CALL(n->op == IR_OP_ROPE ? "mmrt_rope_pos_fwd" : "mmrt_rope_pos_bwd", O(0),
+                             V(0), I32(s->d[0]), I32(s->d[1]), I32(s->d[2]), I32(s->d[3]),
+                             F32(theta), V(1)));
     return true;
   }
   if (n->op == IR_OP_ROPE)
-    CALL("mmrt_rope_fwd", O(0), V(0), I32(s->d[0]), I32(s->d[1]), I32(s->d[2]), I32(s->d[3]), F32(theta), pos);
+    CALL("mmrt_rope_fwd", O(0), V(0), I32(s->d[0]), I32(s->d[1]), I32(s->d[2]), I32(s->d[3]),
+         F32(theta), pos);
   else
-    CALL("mmrt_rope_bwd", O(0), V(0), I32(s->d[0]), I32(s->d[1]), I32(s->d[2]), I32(s->d[3]), F32(theta), pos, I32(0));
+    CALL("mmrt_rope_bwd", O(0), V(0), I32(s->d[0]), I32(s->d[1]), I32(s->d[2]), I32(s->d[3]),
+         F32(theta), pos, I32(0));
   return true;
 }
 
@@ -300,7 +329,8 @@ static bool attention_dims(Cg *cg, const IrNode *n, int q, int64_t *d) {
   const IrShape *qs = &n->in[q]->shape, *ks = &n->in[q + 1]->shape, *vs = &n->in[q + 2]->shape;
   if (qs->rank != 4 || ks->rank != 4 || vs->rank != 4 || vs->d[3] != qs->d[3])
     return cg_error(cg, n, "the runtime's attention takes q, k, v of rank 4 with one head size");
-  d[0] = qs->d[0], d[1] = qs->d[1], d[2] = ks->d[1], d[3] = qs->d[2], d[4] = ks->d[2], d[5] = qs->d[3];
+  d[0] = qs->d[0], d[1] = qs->d[1], d[2] = ks->d[1], d[3] = qs->d[2], d[4] = ks->d[2],
+  d[5] = qs->d[3];
   return true;
 }
 
@@ -308,8 +338,9 @@ static bool lower_attention(Cg *cg, const IrNode *n) {
   int64_t d[6] = {0};
   if (!attention_dims(cg, n, 0, d)) return false;
   int64_t lse_off = 0;
-  CALL("mmrt_attention_fwd", O(0), stat(cg, n, 1, lse_off), V(0), V(1), V(2), I32(d[0]), I32(d[1]), I32(d[2]),
-       I32(d[3]), I32(d[4]), I32(d[5]), I32(attr(n, IR_ATTR_CAUSAL)->i), F32(attr(n, IR_ATTR_SCALE)->f));
+  CALL("mmrt_attention_fwd", O(0), stat(cg, n, 1, lse_off), V(0), V(1), V(2), I32(d[0]), I32(d[1]),
+       I32(d[2]), I32(d[3]), I32(d[4]), I32(d[5]), I32(attr(n, IR_ATTR_CAUSAL)->i),
+       F32(attr(n, IR_ATTR_SCALE)->f));
   return true;
 }
 
@@ -329,16 +360,17 @@ static bool lower_place(Cg *cg, const IrNode *n) {
 /* kv_write(cache[B, S, KVH, D], x[B, n, KVH, D], pos) */
 static bool lower_kv_write(Cg *cg, const IrNode *n) {
   const IrShape *c = &n->in[0]->shape;
-  cg_check_status(cg, CALL("mmrt_kv_write", V(0), V(1), V(2), I32(c->d[0]), I32(c->d[1]), I32(n->in[1]->shape.d[1]),
-                           I32(c->d[2]), I32(c->d[3])));
+  cg_check_status(cg, CALL("mmrt_kv_write", V(0), V(1), V(2), I32(c->d[0]), I32(c->d[1]),
+                           I32(n->in[1]->shape.d[1]), I32(c->d[2]), I32(c->d[3])));
   return true;
 }
 
 /* attention_cached(q[B, n, H, D], k_cache, v_cache [B, S, KVH, D], pos) {scale} */
 static bool lower_attention_cached(Cg *cg, const IrNode *n) {
   const IrShape *q = &n->in[0]->shape, *k = &n->in[1]->shape;
-  cg_check_status(cg, CALL("mmrt_attention_cached_fwd", O(0), V(0), V(1), V(2), V(3), I32(q->d[0]), I32(q->d[1]),
-                           I32(k->d[1]), I32(q->d[2]), I32(k->d[2]), I32(q->d[3]), F32(attr(n, IR_ATTR_SCALE)->f)));
+  cg_check_status(cg, CALL("mmrt_attention_cached_fwd", O(0), V(0), V(1), V(2), V(3), I32(q->d[0]),
+                           I32(q->d[1]), I32(k->d[1]), I32(q->d[2]), I32(k->d[2]), I32(q->d[3]),
+                           F32(attr(n, IR_ATTR_SCALE)->f)));
   return true;
 }
 
@@ -346,8 +378,9 @@ static bool lower_attention_cached(Cg *cg, const IrNode *n) {
 static bool lower_attention_grad(Cg *cg, const IrNode *n) {
   int64_t d[6] = {0};
   if (!attention_dims(cg, n, 1, d)) return false;
-  CALL("mmrt_attention_bwd", O(0), O(1), O(2), V(0), V(1), V(2), V(3), V(4), V(5), I32(d[0]), I32(d[1]), I32(d[2]),
-       I32(d[3]), I32(d[4]), I32(d[5]), I32(attr(n, IR_ATTR_CAUSAL)->i), F32(attr(n, IR_ATTR_SCALE)->f), I32(0));
+  CALL("mmrt_attention_bwd", O(0), O(1), O(2), V(0), V(1), V(2), V(3), V(4), V(5), I32(d[0]),
+       I32(d[1]), I32(d[2]), I32(d[3]), I32(d[4]), I32(d[5]), I32(attr(n, IR_ATTR_CAUSAL)->i),
+       F32(attr(n, IR_ATTR_SCALE)->f), I32(0));
   return true;
 }
 
@@ -366,16 +399,21 @@ static LLVMValueRef share(Cg *cg, LLVMValueRef count_local, int axes) {
 
 /* cross_entropy(logits[..., V], labels[...]) -> loss, lse[N] */
 static bool lower_cross_entropy(Cg *cg, const IrNode *n) {
-  if (n->in[1]->dtype != IR_I32) return cg_error(cg, n, "labels are %s; the runtime takes i32", ir_dtype_name(n->in[1]->dtype));
+  if (n->in[1]->dtype != IR_I32)
+    return cg_error(cg, n, "labels are %s; the runtime takes i32", ir_dtype_name(n->in[1]->dtype));
   const IrValue *lg = n->in[0];
   int vax = split_axis(cg, lg, lg->shape.rank - 1);
-  if (vax == -2 || (cg_split_axes(cg, lg) & ~cg_split_axes(cg, n->in[1]) & ~(vax >= 0 ? 1 << vax : 0)))
+  if (vax == -2 ||
+      (cg_split_axes(cg, lg) & ~cg_split_axes(cg, n->in[1]) & ~(vax >= 0 ? 1 << vax : 0)))
     return cg_error(cg, n, "the logits are split in a way the cross entropy does not support");
-  if (vax >= 0 && n->nout < 2) return cg_error(cg, n, "vocabulary-parallel cross entropy needs the lse result");
-  LLVMValueRef r = vax >= 0 ? CALL("mmrt_split_cross_entropy_fwd", cg->mesh, I32(vax), O(0), O(1), V(0), V(1),
-                                   cg_i64(cg, rows(lg)), cg_i64(cg, last_dim(lg)), I32(attr(n, IR_ATTR_IGNORE)->i))
-                            : CALL("mmrt_cross_entropy_fwd", O(0), stat(cg, n, 1, 0), V(0), V(1), I32(rows(lg)),
-                                   I32(last_dim(lg)), I32(attr(n, IR_ATTR_IGNORE)->i));
+  if (vax >= 0 && n->nout < 2)
+    return cg_error(cg, n, "vocabulary-parallel cross entropy needs the lse result");
+  LLVMValueRef r =
+      vax >= 0
+          ? CALL("mmrt_split_cross_entropy_fwd", cg->mesh, I32(vax), O(0), O(1), V(0), V(1),
+                 cg_i64(cg, rows(lg)), cg_i64(cg, last_dim(lg)), I32(attr(n, IR_ATTR_IGNORE)->i))
+          : CALL("mmrt_cross_entropy_fwd", O(0), stat(cg, n, 1, 0), V(0), V(1), I32(rows(lg)),
+                 I32(last_dim(lg)), I32(attr(n, IR_ATTR_IGNORE)->i));
   cg_check_status(cg, r);
   int axes = cg_split_axes(cg, n->in[1]);
   if (axes) {
@@ -398,8 +436,8 @@ static bool lower_cross_entropy_grad(Cg *cg, const IrNode *n) {
     dloss = LLVMBuildFMul(cg->b, dloss, share(cg, c, axes), "");
   }
   if (vax >= 0)
-    CALL("mmrt_split_cross_entropy_bwd", cg->mesh, I32(vax), O(0), V(1), V(3), V(2), dloss, cg_i64(cg, rows(lg)),
-         cg_i64(cg, last_dim(lg)), I32(attr(n, IR_ATTR_IGNORE)->i));
+    CALL("mmrt_split_cross_entropy_bwd", cg->mesh, I32(vax), O(0), V(1), V(3), V(2), dloss,
+         cg_i64(cg, rows(lg)), cg_i64(cg, last_dim(lg)), I32(attr(n, IR_ATTR_IGNORE)->i));
   else
     CALL("mmrt_cross_entropy_bwd", O(0), V(1), V(3), V(2), dloss, I32(rows(lg)), I32(last_dim(lg)),
          I32(attr(n, IR_ATTR_IGNORE)->i), I32(0));
@@ -428,17 +466,21 @@ static bool lower_bucket(Cg *cg, const IrNode *n, int run) {
   for (int k = 0; k < run; k++) {
     const IrNode *u = cg->f->nodes.items[cg->cur + k];
     const IrValue *x = u->in[0], *y = u->out[0];
-    if (x->dtype != IR_F32) return cg_error(cg, u, "collectives of %s are not supported", ir_dtype_name(x->dtype));
+    if (x->dtype != IR_F32)
+      return cg_error(cg, u, "collectives of %s are not supported", ir_dtype_name(x->dtype));
     int64_t count = ir_numel(&x->shape);
     if (x->mem_arena != y->mem_arena || x->mem_offset != y->mem_offset)
       LLVMBuildMemCpy(cg->b, cg_ptr(cg, y), 4, cg_ptr(cg, x), 4, cg_i64(cg, count * 4));
     LLVMValueRef idx = cg_i64(cg, k);
-    LLVMBuildStore(cg->b, cg_ptr(cg, y), LLVMBuildInBoundsGEP2(cg->b, cg->t_ptr, ptrs, &idx, 1, ""));
-    LLVMBuildStore(cg->b, cg_i64(cg, count), LLVMBuildInBoundsGEP2(cg->b, cg->t_i64, sizes, &idx, 1, ""));
+    LLVMBuildStore(cg->b, cg_ptr(cg, y),
+                   LLVMBuildInBoundsGEP2(cg->b, cg->t_ptr, ptrs, &idx, 1, ""));
+    LLVMBuildStore(cg->b, cg_i64(cg, count),
+                   LLVMBuildInBoundsGEP2(cg->b, cg->t_i64, sizes, &idx, 1, ""));
     total += count;
   }
-  cg_check_status(cg, CALL("mmrt_all_reduce_buckets", cg->mesh, I32((int)attr(n, IR_ATTR_MESH)->i), ptrs, sizes,
-                           I32(run), I32(MMRT_F32), cg_i64(cg, total > 0 ? total * 4 : 4), F32(1)));
+  cg_check_status(cg, CALL("mmrt_all_reduce_buckets", cg->mesh, I32((int)attr(n, IR_ATTR_MESH)->i),
+                           ptrs, sizes, I32(run), I32(MMRT_F32),
+                           cg_i64(cg, total > 0 ? total * 4 : 4), F32(1)));
   return true;
 }
 
@@ -452,63 +494,73 @@ static bool lower_rs_bucket(Cg *cg, const IrNode *n, int run) {
   for (int k = 0; k < run; k++) {
     const IrNode *u = cg->f->nodes.items[cg->cur + k];
     const IrValue *x = u->in[0];
-    if (x->dtype != IR_F32) return cg_error(cg, u, "collectives of %s are not supported", ir_dtype_name(x->dtype));
+    if (x->dtype != IR_F32)
+      return cg_error(cg, u, "collectives of %s are not supported", ir_dtype_name(x->dtype));
     int d = (int)attr(u, IR_ATTR_DIM)->i;
     int64_t g[3];
     around(&x->shape, d, &g[0], &g[2]);
     g[1] = x->shape.d[d];
     LLVMValueRef idx = cg_i64(cg, k);
-    LLVMBuildStore(cg->b, cg_ptr(cg, x), LLVMBuildInBoundsGEP2(cg->b, cg->t_ptr, sends, &idx, 1, ""));
-    LLVMBuildStore(cg->b, cg_ptr(cg, u->out[0]), LLVMBuildInBoundsGEP2(cg->b, cg->t_ptr, recvs, &idx, 1, ""));
+    LLVMBuildStore(cg->b, cg_ptr(cg, x),
+                   LLVMBuildInBoundsGEP2(cg->b, cg->t_ptr, sends, &idx, 1, ""));
+    LLVMBuildStore(cg->b, cg_ptr(cg, u->out[0]),
+                   LLVMBuildInBoundsGEP2(cg->b, cg->t_ptr, recvs, &idx, 1, ""));
     for (int j = 0; j < 3; j++) {
       LLVMValueRef at = cg_i64(cg, 3 * k + j);
-      LLVMBuildStore(cg->b, cg_i64(cg, g[j]), LLVMBuildInBoundsGEP2(cg->b, cg->t_i64, dims, &at, 1, ""));
+      LLVMBuildStore(cg->b, cg_i64(cg, g[j]),
+                     LLVMBuildInBoundsGEP2(cg->b, cg->t_i64, dims, &at, 1, ""));
     }
   }
-  cg_check_status(cg, CALL("mmrt_reduce_scatter_bucket", cg->mesh, I32((int)attr(n, IR_ATTR_MESH)->i), sends, recvs,
-                           dims, I32(run), I32(MMRT_F32)));
+  cg_check_status(cg,
+                  CALL("mmrt_reduce_scatter_bucket", cg->mesh, I32((int)attr(n, IR_ATTR_MESH)->i),
+                       sends, recvs, dims, I32(run), I32(MMRT_F32)));
   return true;
 }
 
 static bool lower_collective(Cg *cg, const IrNode *n) {
   int ax = (int)attr(n, IR_ATTR_MESH)->i, d = (int)attr(n, IR_ATTR_DIM)->i;
   const IrValue *x = n->in[0], *y = n->out[0];
-  if (n->op == IR_OP_ALL_SLICE) /* no communication: this rank's part of x along d (any dtype: a copy) */
+  if (n->op ==
+      IR_OP_ALL_SLICE) /* no communication: this rank's part of x along d (any dtype: a copy) */
     return cg_loop_all_slice(cg, n, CALL("mmrt_step_coord", cg->mesh, I32(ax)));
-  if (x->dtype != IR_F32) return cg_error(cg, n, "collectives of %s are not supported", ir_dtype_name(x->dtype));
+  if (x->dtype != IR_F32)
+    return cg_error(cg, n, "collectives of %s are not supported", ir_dtype_name(x->dtype));
   int64_t outer, inner;
   LLVMValueRef r;
   switch (n->op) {
-  case IR_OP_ALL_REDUCE:
-    if (bucket_run(cg->f, cg->cur) != 1) /* a bucket: lowered at its first node */
-      return bucket_run(cg->f, cg->cur) == 0 || lower_bucket(cg, n, bucket_run(cg->f, cg->cur));
-    r = CALL("mmrt_all_reduce", cg->mesh, I32(ax), V(0), O(0), cg_i64(cg, ir_numel(&x->shape)), I32(MMRT_F32));
-    break;
-  case IR_OP_ALL_GATHER: /* x: this rank's part of y along d */
-    around(&y->shape, d, &outer, &inner);
-    r = CALL("mmrt_all_gather", cg->mesh, I32(ax), V(0), O(0), cg_i64(cg, outer), cg_i64(cg, y->shape.d[d]),
-             cg_i64(cg, inner), I32(MMRT_F32));
-    break;
-  case IR_OP_REDUCE_SCATTER: /* y: this rank's part of the sum of x along d */
-    if (bucket_run(cg->f, cg->cur) != 1) /* a bucket: lowered at its first node */
-      return bucket_run(cg->f, cg->cur) == 0 || lower_rs_bucket(cg, n, bucket_run(cg->f, cg->cur));
-    around(&x->shape, d, &outer, &inner);
-    r = CALL("mmrt_reduce_scatter", cg->mesh, I32(ax), V(0), O(0), cg_i64(cg, outer), cg_i64(cg, x->shape.d[d]),
-             cg_i64(cg, inner), I32(MMRT_F32));
-    break;
-  case IR_OP_ALL_TO_ALL: { /* the tensor on the axis' group: x's local shape, whole along d */
-    int64_t sh[IR_MAX_RANK];
-    LLVMValueRef e[IR_MAX_RANK];
-    for (int i = 0; i < x->shape.rank; i++) {
-      sh[i] = x->shape.d[i] * (i == d ? cg->m->mesh[ax] : 1);
-      e[i] = cg_i64(cg, sh[i]);
+    case IR_OP_ALL_REDUCE:
+      if (bucket_run(cg->f, cg->cur) != 1) /* a bucket: lowered at its first node */
+        return bucket_run(cg->f, cg->cur) == 0 || lower_bucket(cg, n, bucket_run(cg->f, cg->cur));
+      r = CALL("mmrt_all_reduce", cg->mesh, I32(ax), V(0), O(0), cg_i64(cg, ir_numel(&x->shape)),
+               I32(MMRT_F32));
+      break;
+    case IR_OP_ALL_GATHER: /* x: this rank's part of y along d */
+      around(&y->shape, d, &outer, &inner);
+      r = CALL("mmrt_all_gather", cg->mesh, I32(ax), V(0), O(0), cg_i64(cg, outer),
+               cg_i64(cg, y->shape.d[d]), cg_i64(cg, inner), I32(MMRT_F32));
+      break;
+    case IR_OP_REDUCE_SCATTER:             /* y: this rank's part of the sum of x along d */
+      if (bucket_run(cg->f, cg->cur) != 1) /* a bucket: lowered at its first node */
+        return bucket_run(cg->f, cg->cur) == 0 ||
+               lower_rs_bucket(cg, n, bucket_run(cg->f, cg->cur));
+      around(&x->shape, d, &outer, &inner);
+      r = CALL("mmrt_reduce_scatter", cg->mesh, I32(ax), V(0), O(0), cg_i64(cg, outer),
+               cg_i64(cg, x->shape.d[d]), cg_i64(cg, inner), I32(MMRT_F32));
+      break;
+    case IR_OP_ALL_TO_ALL: { /* the tensor on the axis' group: x's local shape, whole along d */
+      int64_t sh[IR_MAX_RANK];
+      LLVMValueRef e[IR_MAX_RANK];
+      for (int i = 0; i < x->shape.rank; i++) {
+        sh[i] = x->shape.d[i] * (i == d ? cg->m->mesh[ax] : 1);
+        e[i] = cg_i64(cg, sh[i]);
+      }
+      LLVMValueRef shape =
+          cg_const_global(cg, LLVMConstArray2(cg->t_i64, e, (uint64_t)x->shape.rank), "shape");
+      r = CALL("mmrt_all_to_all", cg->mesh, I32(ax), V(0), O(0), shape, I32(x->shape.rank), I32(d),
+               I32(attr(n, IR_ATTR_TO)->i), I32(MMRT_F32));
+      break;
     }
-    LLVMValueRef shape = cg_const_global(cg, LLVMConstArray2(cg->t_i64, e, (uint64_t)x->shape.rank), "shape");
-    r = CALL("mmrt_all_to_all", cg->mesh, I32(ax), V(0), O(0), shape, I32(x->shape.rank), I32(d),
-             I32(attr(n, IR_ATTR_TO)->i), I32(MMRT_F32));
-    break;
-  }
-  default: return cg_error(cg, n, "not a collective");
+    default: return cg_error(cg, n, "not a collective");
   }
   cg_check_status(cg, r);
   return true;
@@ -518,16 +570,22 @@ static bool lower_collective(Cg *cg, const IrNode *n) {
 
 static int act_of(IrOp op) {
   switch (op) {
-  case IR_OP_GELU: case IR_OP_GELU_GRAD: return MMRT_ACT_GELU;
-  case IR_OP_GELU_TANH: case IR_OP_GELU_TANH_GRAD: return MMRT_ACT_GELU_TANH;
-  case IR_OP_SILU: case IR_OP_SILU_GRAD: return MMRT_ACT_SILU;
-  case IR_OP_RELU: case IR_OP_RELU_GRAD: return MMRT_ACT_RELU;
-  case IR_OP_TANH: case IR_OP_TANH_GRAD: return MMRT_ACT_TANH;
-  case IR_OP_SIGMOID: case IR_OP_SIGMOID_GRAD: return MMRT_ACT_SIGMOID;
-  case IR_OP_EXP: return MMRT_ACT_EXP;
-  case IR_OP_LOG: return MMRT_ACT_LOG;
-  case IR_OP_SQRT: return MMRT_ACT_SQRT;
-  default: return -1;
+    case IR_OP_GELU:
+    case IR_OP_GELU_GRAD: return MMRT_ACT_GELU;
+    case IR_OP_GELU_TANH:
+    case IR_OP_GELU_TANH_GRAD: return MMRT_ACT_GELU_TANH;
+    case IR_OP_SILU:
+    case IR_OP_SILU_GRAD: return MMRT_ACT_SILU;
+    case IR_OP_RELU:
+    case IR_OP_RELU_GRAD: return MMRT_ACT_RELU;
+    case IR_OP_TANH:
+    case IR_OP_TANH_GRAD: return MMRT_ACT_TANH;
+    case IR_OP_SIGMOID:
+    case IR_OP_SIGMOID_GRAD: return MMRT_ACT_SIGMOID;
+    case IR_OP_EXP: return MMRT_ACT_EXP;
+    case IR_OP_LOG: return MMRT_ACT_LOG;
+    case IR_OP_SQRT: return MMRT_ACT_SQRT;
+    default: return -1;
   }
 }
 
@@ -545,14 +603,19 @@ static bool lower_elementwise(Cg *cg, const IrNode *n) {
     return true;
   }
   const IrValue *y = n->out[0];
-  bool y_is_x = n->nin == 2 && y->mem_arena == n->in[1]->mem_arena && y->mem_offset == n->in[1]->mem_offset;
-  if (act >= 0 && all_f32(n) && n->nin == 2 && ir_shape_eq(&n->in[0]->shape, &n->in[1]->shape) && !y_is_x) {
+  bool y_is_x =
+      n->nin == 2 && y->mem_arena == n->in[1]->mem_arena && y->mem_offset == n->in[1]->mem_offset;
+  if (act >= 0 && all_f32(n) && n->nin == 2 && ir_shape_eq(&n->in[0]->shape, &n->in[1]->shape) &&
+      !y_is_x) {
     /* (dx may alias dy for the runtime, not x: in place over x goes to a loop) */
     CALL("mmrt_eltwise_bwd", I32(MMRT_F32), I32(act), O(0), V(0), V(1), cg_i64(cg, numel), I32(0));
     return true;
   }
-  int bin = n->op == IR_OP_ADD ? MMRT_BIN_ADD : n->op == IR_OP_SUB ? MMRT_BIN_SUB : n->op == IR_OP_MUL ? MMRT_BIN_MUL
-            : n->op == IR_OP_DIV ? MMRT_BIN_DIV : -1;
+  int bin = n->op == IR_OP_ADD   ? MMRT_BIN_ADD
+            : n->op == IR_OP_SUB ? MMRT_BIN_SUB
+            : n->op == IR_OP_MUL ? MMRT_BIN_MUL
+            : n->op == IR_OP_DIV ? MMRT_BIN_DIV
+                                 : -1;
   if (bin >= 0 && all_f32(n) && n->out[0]->shape.rank <= MMRT_MAX_DIMS && fits(cg, n)) {
     int r = n->out[0]->shape.rank ? n->out[0]->shape.rank : 1;
     int32_t sh[3][MMRT_MAX_DIMS];
@@ -562,8 +625,8 @@ static bool lower_elementwise(Cg *cg, const IrNode *n) {
         int i = d - (r - s[k]->rank);
         sh[k][d] = i >= 0 ? (int32_t)s[k]->d[i] : 1;
       }
-    CALL("mmrt_binary_fwd", I32(bin), O(0), cg_i32_array(cg, sh[0], r), V(0), cg_i32_array(cg, sh[1], r), V(1),
-         cg_i32_array(cg, sh[2], r), I32(r));
+    CALL("mmrt_binary_fwd", I32(bin), O(0), cg_i32_array(cg, sh[0], r), V(0),
+         cg_i32_array(cg, sh[1], r), V(1), cg_i32_array(cg, sh[2], r), I32(r));
     return true;
   }
   return cg_loop_elementwise(cg, n);
@@ -609,22 +672,24 @@ static bool split_ok(Cg *cg, const IrNode *n) {
   if (!any) return true;
   const CgOrig *x = cg_orig(cg, n->in[0]);
   switch (n->op) {
-  case IR_OP_EMBEDDING:
-  case IR_OP_EMBEDDING_GRAD: {
-    const IrValue *table = n->op == IR_OP_EMBEDDING ? n->in[1] : n->out[0];
-    if (split_axis(cg, table, 0) == -2) return cg_error(cg, n, "a table split by several axes is not supported");
-    return true;
-  }
-  case IR_OP_MEAN:
-  case IR_OP_MSE: return cg_error(cg, n, "a mean over split values is not supported yet");
-  case IR_OP_SLICE:
-  case IR_OP_PAD_SLICE:
-  case IR_OP_CONCAT:
-    for (int a = 0; a < IR_NAXES; a++)
-      if (x->pl[a].kind == IR_PL_S && x->pl[a].dim == attr(n, IR_ATTR_AXIS)->i && cg->m->mesh[a] > 1)
-        return cg_error(cg, n, "%s along a split dim is not supported", ir_ops[n->op].name);
-    return true;
-  default: return true;
+    case IR_OP_EMBEDDING:
+    case IR_OP_EMBEDDING_GRAD: {
+      const IrValue *table = n->op == IR_OP_EMBEDDING ? n->in[1] : n->out[0];
+      if (split_axis(cg, table, 0) == -2)
+        return cg_error(cg, n, "a table split by several axes is not supported");
+      return true;
+    }
+    case IR_OP_MEAN:
+    case IR_OP_MSE: return cg_error(cg, n, "a mean over split values is not supported yet");
+    case IR_OP_SLICE:
+    case IR_OP_PAD_SLICE:
+    case IR_OP_CONCAT:
+      for (int a = 0; a < IR_NAXES; a++)
+        if (x->pl[a].kind == IR_PL_S && x->pl[a].dim == attr(n, IR_ATTR_AXIS)->i &&
+            cg->m->mesh[a] > 1)
+          return cg_error(cg, n, "%s along a split dim is not supported", ir_ops[n->op].name);
+      return true;
+    default: return true;
   }
 }
 
@@ -638,16 +703,18 @@ static bool lower_clip_scale(Cg *cg, const IrNode *n) {
 /* adamw(param, grad, m, v, lr, step, scale) */
 static bool lower_adamw(Cg *cg, const IrNode *n) {
   LLVMValueRef step = LLVMBuildFPToSI(cg->b, cg_load_f32(cg, n->in[5]), cg->t_i32, "");
-  CALL("mmrt_adamw_step", V(0), V(1), V(2), V(3), cg_i64(cg, ir_numel(&n->in[0]->shape)), cg_load_f32(cg, n->in[4]),
-       F32(attr(n, IR_ATTR_BETA1)->f), F32(attr(n, IR_ATTR_BETA2)->f), F32(attr(n, IR_ATTR_EPS)->f),
-       F32(attr(n, IR_ATTR_WEIGHT_DECAY)->f), cg_load_f32(cg, n->in[6]), step);
+  CALL("mmrt_adamw_step", V(0), V(1), V(2), V(3), cg_i64(cg, ir_numel(&n->in[0]->shape)),
+       cg_load_f32(cg, n->in[4]), F32(attr(n, IR_ATTR_BETA1)->f), F32(attr(n, IR_ATTR_BETA2)->f),
+       F32(attr(n, IR_ATTR_EPS)->f), F32(attr(n, IR_ATTR_WEIGHT_DECAY)->f),
+       cg_load_f32(cg, n->in[6]), step);
   return true;
 }
 
 /* sgd(param, grad, mom, lr, scale) */
 static bool lower_sgd(Cg *cg, const IrNode *n) {
-  CALL("mmrt_sgd_step", V(0), V(1), V(2), cg_i64(cg, ir_numel(&n->in[0]->shape)), cg_load_f32(cg, n->in[3]),
-       F32(attr(n, IR_ATTR_MOMENTUM)->f), F32(attr(n, IR_ATTR_WEIGHT_DECAY)->f), cg_load_f32(cg, n->in[4]), I32(0));
+  CALL("mmrt_sgd_step", V(0), V(1), V(2), cg_i64(cg, ir_numel(&n->in[0]->shape)),
+       cg_load_f32(cg, n->in[3]), F32(attr(n, IR_ATTR_MOMENTUM)->f),
+       F32(attr(n, IR_ATTR_WEIGHT_DECAY)->f), cg_load_f32(cg, n->in[4]), I32(0));
   return true;
 }
 
@@ -665,70 +732,71 @@ static bool lower_view(Cg *cg, const IrNode *n) {
 bool cg_lower_node(Cg *cg, const IrNode *n) {
   if (!fits(cg, n) || !split_ok(cg, n)) return false;
   switch (n->op) {
-  case IR_OP_ALL_REDUCE:
-  case IR_OP_ALL_GATHER:
-  case IR_OP_REDUCE_SCATTER:
-  case IR_OP_ALL_TO_ALL:
-  case IR_OP_ALL_SLICE: return lower_collective(cg, n);
-  case IR_OP_RESHARD: return cg_error(cg, n, "a reshard left after the collectives pass");
-  case IR_OP_RESHAPE:
-  case IR_OP_SLICE: return lower_view(cg, n);
-  case IR_OP_TRANSPOSE:
-  case IR_OP_CONCAT:
-  case IR_OP_EXPAND:
-  case IR_OP_PAD_SLICE: return cg_loop_copy(cg, n);
-  case IR_OP_SUM:
-  case IR_OP_MEAN:
-  case IR_OP_SUM_TO: return cg_loop_reduce(cg, n);
-  case IR_OP_FULL: return cg_loop_fill(cg, n);
-  case IR_OP_FUSED: return cg_loop_elementwise(cg, n);
-  case IR_OP_LOG_SOFTMAX:
-  case IR_OP_LOG_SOFTMAX_GRAD: return need_f32(cg, n, 0, n->nin) && cg_loop_rowwise(cg, n);
-  case IR_OP_MSE: return need_f32(cg, n, 0, 2) && cg_loop_mse(cg, n);
-  default: break;
+    case IR_OP_ALL_REDUCE:
+    case IR_OP_ALL_GATHER:
+    case IR_OP_REDUCE_SCATTER:
+    case IR_OP_ALL_TO_ALL:
+    case IR_OP_ALL_SLICE: return lower_collective(cg, n);
+    case IR_OP_RESHARD: return cg_error(cg, n, "a reshard left after the collectives pass");
+    case IR_OP_RESHAPE:
+    case IR_OP_SLICE: return lower_view(cg, n);
+    case IR_OP_TRANSPOSE:
+    case IR_OP_CONCAT:
+    case IR_OP_EXPAND:
+    case IR_OP_PAD_SLICE: return cg_loop_copy(cg, n);
+    case IR_OP_SUM:
+    case IR_OP_MEAN:
+    case IR_OP_SUM_TO: return cg_loop_reduce(cg, n);
+    case IR_OP_FULL: return cg_loop_fill(cg, n);
+    case IR_OP_FUSED: return cg_loop_elementwise(cg, n);
+    case IR_OP_LOG_SOFTMAX:
+    case IR_OP_LOG_SOFTMAX_GRAD: return need_f32(cg, n, 0, n->nin) && cg_loop_rowwise(cg, n);
+    case IR_OP_MSE: return need_f32(cg, n, 0, 2) && cg_loop_mse(cg, n);
+    default: break;
   }
   if (ir_ops[n->op].flags & OPF_ELEMWISE) return lower_elementwise(cg, n);
   switch (n->op) {
-  case IR_OP_EMBEDDING: return need_f32(cg, n, 1, 1) && lower_embedding(cg, n);
-  case IR_OP_EMBEDDING_GRAD: return need_f32(cg, n, 0, 1) && lower_embedding_grad(cg, n);
-  case IR_OP_CROSS_ENTROPY: return need_f32(cg, n, 0, 1) && lower_cross_entropy(cg, n);
-  case IR_OP_CROSS_ENTROPY_GRAD: return need_f32(cg, n, 0, 2) && need_f32(cg, n, 3, 1) && lower_cross_entropy_grad(cg, n);
-  case IR_OP_PLACE: return need_f32(cg, n, 0, 2) && lower_place(cg, n);
-  case IR_OP_PLACE_GRAD: return need_f32(cg, n, 0, 1) && lower_place(cg, n);
-  case IR_OP_KV_WRITE: return need_f32(cg, n, 0, 2) && lower_kv_write(cg, n);
-  case IR_OP_ATTENTION_CACHED: return need_f32(cg, n, 0, 3) && lower_attention_cached(cg, n);
-  case IR_OP_ROPE:
-  case IR_OP_ROPE_GRAD: return need_f32(cg, n, 0, 1) && lower_rope(cg, n);
-  default: break;
+    case IR_OP_EMBEDDING: return need_f32(cg, n, 1, 1) && lower_embedding(cg, n);
+    case IR_OP_EMBEDDING_GRAD: return need_f32(cg, n, 0, 1) && lower_embedding_grad(cg, n);
+    case IR_OP_CROSS_ENTROPY: return need_f32(cg, n, 0, 1) && lower_cross_entropy(cg, n);
+    case IR_OP_CROSS_ENTROPY_GRAD:
+      return need_f32(cg, n, 0, 2) && need_f32(cg, n, 3, 1) && lower_cross_entropy_grad(cg, n);
+    case IR_OP_PLACE: return need_f32(cg, n, 0, 2) && lower_place(cg, n);
+    case IR_OP_PLACE_GRAD: return need_f32(cg, n, 0, 1) && lower_place(cg, n);
+    case IR_OP_KV_WRITE: return need_f32(cg, n, 0, 2) && lower_kv_write(cg, n);
+    case IR_OP_ATTENTION_CACHED: return need_f32(cg, n, 0, 3) && lower_attention_cached(cg, n);
+    case IR_OP_ROPE:
+    case IR_OP_ROPE_GRAD: return need_f32(cg, n, 0, 1) && lower_rope(cg, n);
+    default: break;
   }
   if (!need_f32(cg, n, 0, n->nin)) return false;
   switch (n->op) {
-  case IR_OP_MATMUL: return lower_matmul(cg, n);
-  case IR_OP_LINEAR: return lower_linear(cg, n);
-  case IR_OP_LINEAR_GRAD_X: return lower_linear_grad_x(cg, n);
-  case IR_OP_LINEAR_GRAD_W: return lower_linear_grad_w(cg, n);
-  case IR_OP_CONV2D:
-  case IR_OP_CONV3D: return lower_conv(cg, n);
-  case IR_OP_CONV2D_GRAD_X:
-  case IR_OP_CONV2D_GRAD_W:
-  case IR_OP_CONV3D_GRAD_X:
-  case IR_OP_CONV3D_GRAD_W: return lower_conv_grad(cg, n);
-  case IR_OP_LAYER_NORM: return lower_layer_norm(cg, n);
-  case IR_OP_RMS_NORM: return lower_rms_norm(cg, n);
-  case IR_OP_GROUP_NORM: return lower_group_norm(cg, n);
-  case IR_OP_LAYER_NORM_GRAD: return lower_layer_norm_grad(cg, n);
-  case IR_OP_RMS_NORM_GRAD: return lower_rms_norm_grad(cg, n);
-  case IR_OP_GROUP_NORM_GRAD: return lower_group_norm_grad(cg, n);
-  case IR_OP_SOFTMAX: return lower_softmax(cg, n);
-  case IR_OP_SOFTMAX_GRAD: return lower_softmax_grad(cg, n);
-  case IR_OP_ROPE:
-  case IR_OP_ROPE_GRAD: return lower_rope(cg, n);
-  case IR_OP_ATTENTION: return lower_attention(cg, n);
-  case IR_OP_ATTENTION_GRAD: return lower_attention_grad(cg, n);
-  case IR_OP_GRAD_NORM: return lower_grad_norm(cg, n);
-  case IR_OP_CLIP_SCALE: return lower_clip_scale(cg, n);
-  case IR_OP_ADAMW: return lower_adamw(cg, n);
-  case IR_OP_SGD: return lower_sgd(cg, n);
-  default: return cg_error(cg, n, "the backend has no lowering for this op yet");
+    case IR_OP_MATMUL: return lower_matmul(cg, n);
+    case IR_OP_LINEAR: return lower_linear(cg, n);
+    case IR_OP_LINEAR_GRAD_X: return lower_linear_grad_x(cg, n);
+    case IR_OP_LINEAR_GRAD_W: return lower_linear_grad_w(cg, n);
+    case IR_OP_CONV2D:
+    case IR_OP_CONV3D: return lower_conv(cg, n);
+    case IR_OP_CONV2D_GRAD_X:
+    case IR_OP_CONV2D_GRAD_W:
+    case IR_OP_CONV3D_GRAD_X:
+    case IR_OP_CONV3D_GRAD_W: return lower_conv_grad(cg, n);
+    case IR_OP_LAYER_NORM: return lower_layer_norm(cg, n);
+    case IR_OP_RMS_NORM: return lower_rms_norm(cg, n);
+    case IR_OP_GROUP_NORM: return lower_group_norm(cg, n);
+    case IR_OP_LAYER_NORM_GRAD: return lower_layer_norm_grad(cg, n);
+    case IR_OP_RMS_NORM_GRAD: return lower_rms_norm_grad(cg, n);
+    case IR_OP_GROUP_NORM_GRAD: return lower_group_norm_grad(cg, n);
+    case IR_OP_SOFTMAX: return lower_softmax(cg, n);
+    case IR_OP_SOFTMAX_GRAD: return lower_softmax_grad(cg, n);
+    case IR_OP_ROPE:
+    case IR_OP_ROPE_GRAD: return lower_rope(cg, n);
+    case IR_OP_ATTENTION: return lower_attention(cg, n);
+    case IR_OP_ATTENTION_GRAD: return lower_attention_grad(cg, n);
+    case IR_OP_GRAD_NORM: return lower_grad_norm(cg, n);
+    case IR_OP_CLIP_SCALE: return lower_clip_scale(cg, n);
+    case IR_OP_ADAMW: return lower_adamw(cg, n);
+    case IR_OP_SGD: return lower_sgd(cg, n);
+    default: return cg_error(cg, n, "the backend has no lowering for this op yet");
   }
 }

@@ -15,26 +15,41 @@
 
 /* ---- expressions ---- */
 typedef enum AstExprKind {
-  AST_INT,     /* ival */
-  AST_FLOAT,   /* fval */
-  AST_STRING,  /* str (unescaped) */
-  AST_BOOL,    /* bval */
-  AST_NAME,    /* name */
-  AST_LIST,    /* items: [a, b, c] */
-  AST_UNARY,   /* op ('-' or '!' for not), lhs */
-  AST_BINARY,  /* op, lhs, rhs */
-  AST_COND,    /* then_ if cond else else_  (cond, lhs = then, rhs = else) */
-  AST_CALL,    /* lhs = callee (NAME or FIELD for methods), args (AstArg) */
-  AST_FIELD,   /* lhs.name */
-  AST_INDEX,   /* lhs[items]: items are exprs or AST_SLICE */
-  AST_SLICE,   /* start:stop:step, each may be NULL (inside AST_INDEX only) */
+  AST_INT,    /* ival */
+  AST_FLOAT,  /* fval */
+  AST_STRING, /* str (unescaped) */
+  AST_BOOL,   /* bval */
+  AST_NAME,   /* name */
+  AST_LIST,   /* items: [a, b, c] */
+  AST_UNARY,  /* op ('-' or '!' for not), lhs */
+  AST_BINARY, /* op, lhs, rhs */
+  AST_COND,   /* then_ if cond else else_  (cond, lhs = then, rhs = else) */
+  AST_CALL,   /* lhs = callee (NAME or FIELD for methods), args (AstArg) */
+  AST_FIELD,  /* lhs.name */
+  AST_INDEX,  /* lhs[items]: items are exprs or AST_SLICE */
+  AST_SLICE,  /* start:stop:step, each may be NULL (inside AST_INDEX only) */
 } AstExprKind;
 
 /* Binary/unary operators. */
 typedef enum AstOp {
-  OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_FLOORDIV, OP_MOD, OP_POW, OP_MATMUL,
-  OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE, OP_AND, OP_OR,
-  OP_NEG, OP_NOT,
+  OP_ADD,
+  OP_SUB,
+  OP_MUL,
+  OP_DIV,
+  OP_FLOORDIV,
+  OP_MOD,
+  OP_POW,
+  OP_MATMUL,
+  OP_EQ,
+  OP_NE,
+  OP_LT,
+  OP_LE,
+  OP_GT,
+  OP_GE,
+  OP_AND,
+  OP_OR,
+  OP_NEG,
+  OP_NOT,
 } AstOp;
 
 typedef struct AstExpr AstExpr;
@@ -61,9 +76,13 @@ struct AstExpr {
 
 /* ---- types ---- */
 typedef enum AstTypeKind {
-  AT_INT, AT_FLOAT, AT_BOOL, AT_STRING, AT_LIST, /* hyper-parameter types */
-  AT_TENSOR,                                     /* dtype[dims] or [dims] */
-  AT_LOSS,                                       /* '-> loss' */
+  AT_INT,
+  AT_FLOAT,
+  AT_BOOL,
+  AT_STRING,
+  AT_LIST,   /* hyper-parameter types */
+  AT_TENSOR, /* dtype[dims] or [dims] */
+  AT_LOSS,   /* '-> loss' */
 } AstTypeKind;
 
 typedef struct AstType {
@@ -97,7 +116,7 @@ typedef struct AstParam { /* a typed argument of a forward or a hyper-parameter 
 typedef struct AstStmt AstStmt;
 struct AstStmt {
   AstStmtKind kind;
-  SrcLoc loc;      /* the statement's start (name position) */
+  SrcLoc loc; /* the statement's start (name position) */
   const char *name;
   SrcLoc name_loc;
   AstExpr *value;  /* LET, ASSIGN, RETURN, SETTING: value; INSTANCE: the call; PARAM: init */
@@ -106,8 +125,8 @@ struct AstStmt {
   AstExpr *cond;   /* IF */
   PtrVec body;     /* IF then-branch, FORWARD body, SECTION settings: AstStmt* */
   PtrVec else_body;
-  PtrVec params;   /* FORWARD: AstParam* */
-  AstType *ret;    /* FORWARD: return type or NULL */
+  PtrVec params; /* FORWARD: AstParam* */
+  AstType *ret;  /* FORWARD: return type or NULL */
 };
 
 /* ---- top level ---- */
@@ -116,20 +135,20 @@ typedef enum AstDeclKind { DECL_IMPORT, DECL_MODULE, DECL_MODEL } AstDeclKind;
 typedef struct AstDecl {
   AstDeclKind kind;
   SrcLoc loc, name_loc;
-  const char *name; /* module/model name, or the import path */
-  PtrVec hparams;   /* AstParam* */
-  PtrVec members;   /* AstStmt*; after loading, an extending model's merged list */
-  const char *base; /* `extends Base`: the base model's name, or NULL */
-  SrcLoc base_loc;  /* ... and where it is written */
-  PtrVec own;       /* an extending model's members as written (set by load.c) */
+  const char *name;          /* module/model name, or the import path */
+  PtrVec hparams;            /* AstParam* */
+  PtrVec members;            /* AstStmt*; after loading, an extending model's merged list */
+  const char *base;          /* `extends Base`: the base model's name, or NULL */
+  SrcLoc base_loc;           /* ... and where it is written */
+  PtrVec own;                /* an extending model's members as written (set by load.c) */
   struct AstDecl *base_decl; /* the resolved base (set by load.c), or NULL */
   struct AstFile *file;
 } AstDecl;
 
 typedef struct AstFile {
   const char *path;
-  uint32_t file_id; /* Diag file index */
-  PtrVec decls;     /* AstDecl* in source order, imports included */
+  uint32_t file_id;      /* Diag file index */
+  PtrVec decls;          /* AstDecl* in source order, imports included */
   const char *real_path; /* canonical path (identity of the file); `path` is for display */
 } AstFile;
 

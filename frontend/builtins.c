@@ -32,14 +32,17 @@ typedef struct Builtin {
 
 /* ---- argument helpers ---- */
 
-static SrcLoc at(Args *a) { return a->call->loc; }
+static SrcLoc at(Args *a) {
+  return a->call->loc;
+}
 
 static IrValue *tensor_arg(Args *a, int i, const char *what) {
   Val *v = a->v[i];
   if (!v) return NULL;
   if (v->k == V_TENSOR) return v->t;
   if (v->k != V_ERR)
-    diag_error(a->p->d, a->loc[i], "%s: argument '%s' must be a tensor, not a %s", a->name, what, val_kind_name(v->k));
+    diag_error(a->p->d, a->loc[i], "%s: argument '%s' must be a tensor, not a %s", a->name, what,
+               val_kind_name(v->k));
   return NULL;
 }
 
@@ -54,7 +57,8 @@ static bool int_arg(Args *a, int i, const char *what, int64_t dflt, int64_t *out
     return true;
   }
   if (v->k != V_ERR)
-    diag_error(a->p->d, a->loc[i], "%s: argument '%s' must be an int, not a %s", a->name, what, val_kind_name(v->k));
+    diag_error(a->p->d, a->loc[i], "%s: argument '%s' must be an int, not a %s", a->name, what,
+               val_kind_name(v->k));
   return false;
 }
 
@@ -69,7 +73,8 @@ static bool num_arg(Args *a, int i, const char *what, double dflt, double *out) 
     return true;
   }
   if (v->k != V_ERR)
-    diag_error(a->p->d, a->loc[i], "%s: argument '%s' must be a number, not a %s", a->name, what, val_kind_name(v->k));
+    diag_error(a->p->d, a->loc[i], "%s: argument '%s' must be a number, not a %s", a->name, what,
+               val_kind_name(v->k));
   return false;
 }
 
@@ -84,7 +89,8 @@ static bool bool_arg(Args *a, int i, const char *what, bool dflt, bool *out) {
     return true;
   }
   if (v->k != V_ERR)
-    diag_error(a->p->d, a->loc[i], "%s: argument '%s' must be a bool, not a %s", a->name, what, val_kind_name(v->k));
+    diag_error(a->p->d, a->loc[i], "%s: argument '%s' must be a bool, not a %s", a->name, what,
+               val_kind_name(v->k));
   return false;
 }
 
@@ -104,7 +110,8 @@ static bool ints_arg(Args *a, int i, const char *what, int n, int64_t dflt, int6
   }
 bad:
   if (v->k != V_ERR)
-    diag_error(a->p->d, a->loc[i], "%s: '%s' must be an int or a list of %d ints", a->name, what, n);
+    diag_error(a->p->d, a->loc[i], "%s: '%s' must be an int or a list of %d ints", a->name, what,
+               n);
   return false;
 }
 
@@ -123,8 +130,8 @@ static bool dims_rest(Args *a, int64_t *out, int *n) {
   for (int i = 0; i < cnt; i++) {
     if (items[i]->k == V_ERR) return false;
     if (items[i]->k != V_INT) {
-      diag_error(a->p->d, a->nrest == cnt ? a->rest_loc[i] : at(a), "%s: dimensions must be ints, not a %s", a->name,
-                 val_kind_name(items[i]->k));
+      diag_error(a->p->d, a->nrest == cnt ? a->rest_loc[i] : at(a),
+                 "%s: dimensions must be ints, not a %s", a->name, val_kind_name(items[i]->k));
       return false;
     }
     out[i] = items[i]->i;
@@ -136,7 +143,8 @@ static bool dims_rest(Args *a, int64_t *out, int *n) {
 static bool norm_axis(Args *a, int64_t axis, int rank, SrcLoc loc, int64_t *out) {
   int64_t r = axis < 0 ? axis + rank : axis;
   if (r < 0 || r >= rank) {
-    diag_error(a->p->d, loc, "%s: axis %lld is out of range for rank %d", a->name, (long long)axis, rank);
+    diag_error(a->p->d, loc, "%s: axis %lld is out of range for rank %d", a->name, (long long)axis,
+               rank);
     return false;
   }
   *out = r;
@@ -189,15 +197,19 @@ static Val *bi_layer_norm(Args *a) {
   }
   return norm(a, IR_OP_LAYER_NORM, 2, 3, 1e-5);
 }
-static Val *bi_rms_norm(Args *a) { return norm(a, IR_OP_RMS_NORM, 1, 2, 1e-6); }
+static Val *bi_rms_norm(Args *a) {
+  return norm(a, IR_OP_RMS_NORM, 1, 2, 1e-6);
+}
 
 static Val *bi_group_norm(Args *a) {
   IrValue *in[3] = {tensor_arg(a, 0, "x"), tensor_arg(a, 1, "weight"), tensor_arg(a, 2, "bias")};
   int64_t groups;
   double eps;
-  if (!int_arg(a, 3, "groups", 1, &groups) || !num_arg(a, 4, "eps", 1e-5, &eps)) return val_err(a->p);
+  if (!int_arg(a, 3, "groups", 1, &groups) || !num_arg(a, 4, "eps", 1e-5, &eps))
+    return val_err(a->p);
   if (groups < 1) {
-    diag_error(a->p->d, a->loc[3], "group_norm: groups must be positive, not %lld", (long long)groups);
+    diag_error(a->p->d, a->loc[3], "group_norm: groups must be positive, not %lld",
+               (long long)groups);
     return val_err(a->p);
   }
   IrAttrs at_ = {0};
@@ -213,7 +225,8 @@ static Val *conv(Args *a, IrOp op, int nd) {
   in[n++] = tensor_arg(a, 1, "weight");
   if (a->v[2]) in[n++] = tensor_arg(a, 2, "bias");
   int64_t stride[3], pad[3];
-  if (!ints_arg(a, 3, "stride", nd, 1, stride) || !ints_arg(a, 4, "padding", nd, 0, pad)) return val_err(a->p);
+  if (!ints_arg(a, 3, "stride", nd, 1, stride) || !ints_arg(a, 4, "padding", nd, 0, pad))
+    return val_err(a->p);
   for (int i = 0; i < nd; i++) {
     if (stride[i] < 1 || pad[i] < 0) {
       diag_error(a->p->d, at(a), "%s: stride must be >= 1 and padding >= 0", a->name);
@@ -225,8 +238,12 @@ static Val *conv(Args *a, IrOp op, int nd) {
   ir_attrs_set_ints(&at_, IR_ATTR_PADDING, pad, nd);
   return emit(a, op, in, n, &at_);
 }
-static Val *bi_conv2d(Args *a) { return conv(a, IR_OP_CONV2D, 2); }
-static Val *bi_conv3d(Args *a) { return conv(a, IR_OP_CONV3D, 3); }
+static Val *bi_conv2d(Args *a) {
+  return conv(a, IR_OP_CONV2D, 2);
+}
+static Val *bi_conv3d(Args *a) {
+  return conv(a, IR_OP_CONV3D, 3);
+}
 
 static Val *bi_embedding(Args *a) {
   IrValue *in[2] = {tensor_arg(a, 0, "ids"), tensor_arg(a, 1, "table")};
@@ -237,7 +254,8 @@ static Val *bi_rope(Args *a) {
   IrValue *x = tensor_arg(a, 0, "x");
   double theta;
   int64_t off;
-  if (!num_arg(a, 1, "theta", 10000.0, &theta) || !int_arg(a, 2, "offset", 0, &off)) return val_err(a->p);
+  if (!num_arg(a, 1, "theta", 10000.0, &theta) || !int_arg(a, 2, "offset", 0, &off))
+    return val_err(a->p);
   if (!(theta > 1.0)) {
     diag_error(a->p->d, a->loc[1], "rope: theta must be greater than 1, not %g", theta);
     return val_err(a->p);
@@ -275,7 +293,9 @@ static Val *cached_attention(Args *a, IrValue **qkv, double scale) {
     for (int j = 0; j < p->b.f->inputs.len; j++) {
       IrValue *v = p->b.f->inputs.items[j];
       if (strcmp(v->name, name) == 0) {
-        diag_error(p->d, at(a), "attention: a second cached attention in scope '%s'; each needs its own module", scope);
+        diag_error(p->d, at(a),
+                   "attention: a second cached attention in scope '%s'; each needs its own module",
+                   scope);
         return val_err(p);
       }
     }
@@ -298,7 +318,8 @@ static Val *bi_place(Args *a) {
     diag_error(a->p->d, at(a), "place: needs token = the id (>= 0) of the image-context token");
     return val_err(a->p);
   }
-  if (a->p->mode == FE_DECODE) return a->v[0]; /* a generated token is never an image-context token */
+  if (a->p->mode == FE_DECODE)
+    return a->v[0]; /* a generated token is never an image-context token */
   IrAttrs at_ = {0};
   ir_attrs_set_int(&at_, IR_ATTR_TOKEN, tok);
   return emit(a, IR_OP_PLACE, in, 3, &at_);
@@ -314,7 +335,8 @@ static Val *bi_attention(Args *a) {
   IrAttrs at_ = {0};
   ir_attrs_set_bool(&at_, IR_ATTR_CAUSAL, causal);
   ir_attrs_set_float(&at_, IR_ATTR_SCALE, scale);
-  if (a->p->mode != FE_TRAIN && causal && in[1] && in[2] && in[1]->shape.rank == 4) return cached_attention(a, in, scale);
+  if (a->p->mode != FE_TRAIN && causal && in[1] && in[2] && in[1]->shape.rank == 4)
+    return cached_attention(a, in, scale);
   Val *r = emit(a, IR_OP_ATTENTION, in, 3, &at_);
   if (r->k == V_TENSOR && in[1]) {
     AttnSite *s = ARENA_NEW(&a->p->ast, AttnSite);
@@ -330,18 +352,28 @@ static Val *bi_attention(Args *a) {
 static Val *softmax_like(Args *a, IrOp op) {
   IrValue *x = tensor_arg(a, 0, "x");
   int64_t axis;
-  if (!x || !int_arg(a, 1, "axis", -1, &axis) || !norm_axis(a, axis, x->shape.rank, at(a), &axis)) return val_err(a->p);
+  if (!x || !int_arg(a, 1, "axis", -1, &axis) || !norm_axis(a, axis, x->shape.rank, at(a), &axis))
+    return val_err(a->p);
   IrAttrs at_ = {0};
   ir_attrs_set_int(&at_, IR_ATTR_AXIS, axis);
   return emit(a, op, &x, 1, &at_);
 }
-static Val *bi_softmax(Args *a) { return softmax_like(a, IR_OP_SOFTMAX); }
-static Val *bi_log_softmax(Args *a) { return softmax_like(a, IR_OP_LOG_SOFTMAX); }
+static Val *bi_softmax(Args *a) {
+  return softmax_like(a, IR_OP_SOFTMAX);
+}
+static Val *bi_log_softmax(Args *a) {
+  return softmax_like(a, IR_OP_LOG_SOFTMAX);
+}
 
-static const struct { const char *name; IrOp op; } unary_ops[] = {
-    {"gelu", IR_OP_GELU}, {"gelu_tanh", IR_OP_GELU_TANH}, {"silu", IR_OP_SILU}, {"relu", IR_OP_RELU},
-    {"sigmoid", IR_OP_SIGMOID}, {"tanh", IR_OP_TANH},  {"exp", IR_OP_EXP},   {"log", IR_OP_LOG},
-    {"sqrt", IR_OP_SQRT}, {"rsqrt", IR_OP_RSQRT},
+static const struct {
+  const char *name;
+  IrOp op;
+} unary_ops[] = {
+    {"gelu", IR_OP_GELU},       {"gelu_tanh", IR_OP_GELU_TANH},
+    {"silu", IR_OP_SILU},       {"relu", IR_OP_RELU},
+    {"sigmoid", IR_OP_SIGMOID}, {"tanh", IR_OP_TANH},
+    {"exp", IR_OP_EXP},         {"log", IR_OP_LOG},
+    {"sqrt", IR_OP_SQRT},       {"rsqrt", IR_OP_RSQRT},
 };
 
 static Val *unary_named(Args *a, const char *name, IrValue *x) {
@@ -376,7 +408,8 @@ static Val *bi_activation(Args *a) {
   if (strcmp(n->s, "gelu") == 0 || strcmp(n->s, "gelu_tanh") == 0 || strcmp(n->s, "silu") == 0 ||
       strcmp(n->s, "relu") == 0 || strcmp(n->s, "tanh") == 0 || strcmp(n->s, "sigmoid") == 0)
     return unary_named(a, n->s, x);
-  diag_error(a->p->d, a->loc[1], "unknown activation \"%s\" (expected gelu, gelu_tanh, silu, relu, tanh or sigmoid)",
+  diag_error(a->p->d, a->loc[1],
+             "unknown activation \"%s\" (expected gelu, gelu_tanh, silu, relu, tanh or sigmoid)",
              n->s);
   return val_err(a->p);
 }
@@ -398,7 +431,8 @@ static Val *reduce(Args *a, IrOp op) {
     }
   } else {
   bad:
-    if (ax->k != V_ERR) diag_error(a->p->d, a->loc[1], "%s: axis must be an int or a list of ints", a->name);
+    if (ax->k != V_ERR)
+      diag_error(a->p->d, a->loc[1], "%s: axis must be an int or a list of ints", a->name);
     return val_err(a->p);
   }
   for (int i = 0; i < n; i++)
@@ -410,8 +444,12 @@ static Val *reduce(Args *a, IrOp op) {
   if (keep) ir_attrs_set_bool(&at_, IR_ATTR_KEEPDIM, true);
   return emit(a, op, &x, 1, &at_);
 }
-static Val *bi_sum(Args *a) { return reduce(a, IR_OP_SUM); }
-static Val *bi_mean(Args *a) { return reduce(a, IR_OP_MEAN); }
+static Val *bi_sum(Args *a) {
+  return reduce(a, IR_OP_SUM);
+}
+static Val *bi_mean(Args *a) {
+  return reduce(a, IR_OP_MEAN);
+}
 
 static Val *bi_cross_entropy(Args *a) {
   IrValue *in[2] = {tensor_arg(a, 0, "logits"), tensor_arg(a, 1, "labels")};
@@ -431,20 +469,23 @@ static Val *bi_concat(Args *a) {
   Val *l = a->v[0];
   if (l->k == V_ERR) return l;
   if (l->k != V_LIST || l->n < 1 || l->n > 64) {
-    diag_error(a->p->d, a->loc[0], "concat: the first argument must be a list of 1 to 64 tensors, e.g. [a, b]");
+    diag_error(a->p->d, a->loc[0],
+               "concat: the first argument must be a list of 1 to 64 tensors, e.g. [a, b]");
     return val_err(a->p);
   }
   IrValue *in[64];
   for (int i = 0; i < l->n; i++) {
     if (l->items[i]->k == V_ERR) return val_err(a->p);
     if (l->items[i]->k != V_TENSOR) {
-      diag_error(a->p->d, a->loc[0], "concat: item %d is a %s, not a tensor", i, val_kind_name(l->items[i]->k));
+      diag_error(a->p->d, a->loc[0], "concat: item %d is a %s, not a tensor", i,
+                 val_kind_name(l->items[i]->k));
       return val_err(a->p);
     }
     in[i] = l->items[i]->t;
   }
   int64_t axis;
-  if (!int_arg(a, 1, "axis", 0, &axis) || !norm_axis(a, axis, in[0]->shape.rank, a->v[1] ? a->loc[1] : at(a), &axis))
+  if (!int_arg(a, 1, "axis", 0, &axis) ||
+      !norm_axis(a, axis, in[0]->shape.rank, a->v[1] ? a->loc[1] : at(a), &axis))
     return val_err(a->p);
   if (l->n == 1) return l->items[0];
   IrAttrs at_ = {0};
@@ -478,8 +519,12 @@ static Val *fill(Args *a, double value) {
   ir_attrs_set_dtype(&at_, IR_ATTR_DTYPE, IR_F32);
   return emit(a, IR_OP_FULL, NULL, 0, &at_);
 }
-static Val *bi_zeros(Args *a) { return fill(a, 0.0); }
-static Val *bi_ones(Args *a) { return fill(a, 1.0); }
+static Val *bi_zeros(Args *a) {
+  return fill(a, 0.0);
+}
+static Val *bi_ones(Args *a) {
+  return fill(a, 1.0);
+}
 static Val *bi_full(Args *a) {
   if (!a->v[0]) {
     diag_error(a->p->d, at(a), "full: needs value = ...");
@@ -514,7 +559,8 @@ static Val *bi_transpose(Args *a) {
   IrValue *x = tensor_arg(a, 0, "x");
   int64_t i, j;
   if (!x || !int_arg(a, 1, "dim0", 0, &i) || !int_arg(a, 2, "dim1", 0, &j)) return val_err(a->p);
-  if (!norm_axis(a, i, x->shape.rank, a->loc[1], &i) || !norm_axis(a, j, x->shape.rank, a->loc[2], &j))
+  if (!norm_axis(a, i, x->shape.rank, a->loc[1], &i) ||
+      !norm_axis(a, j, x->shape.rank, a->loc[2], &j))
     return val_err(a->p);
   int64_t perm[IR_MAX_RANK];
   for (int k = 0; k < x->shape.rank; k++) perm[k] = k;
@@ -572,13 +618,14 @@ static Val *bi_pixel_unshuffle(Args *a) {
   int64_t f;
   if (!x || !int_arg(a, 1, "factor", 2, &f)) return val_err(a->p);
   if (x->shape.rank != 4) {
-    diag_error(a->p->d, at(a), "pixel_unshuffle needs [B, H, W, C], got %s", fe_shape_str(a->p, &x->shape));
+    diag_error(a->p->d, at(a), "pixel_unshuffle needs [B, H, W, C], got %s",
+               fe_shape_str(a->p, &x->shape));
     return val_err(a->p);
   }
   int64_t B = x->shape.d[0], H = x->shape.d[1], W = x->shape.d[2], C = x->shape.d[3];
   if (f < 1 || H % f || W % f) {
-    diag_error(a->p->d, at(a), "pixel_unshuffle: factor %lld does not divide the grid %lld x %lld", (long long)f,
-               (long long)H, (long long)W);
+    diag_error(a->p->d, at(a), "pixel_unshuffle: factor %lld does not divide the grid %lld x %lld",
+               (long long)f, (long long)H, (long long)W);
     return val_err(a->p);
   }
   int64_t d6[6] = {B, H / f, f, W / f, f, C};
@@ -625,7 +672,8 @@ static Val *bi_minmax(Args *a) {
     diag_error(a->p->d, at(a), "%s works on numbers", a->name);
     return val_err(a->p);
   }
-  if (x->k == V_INT && y->k == V_INT) return val_int(a->p, is_min ? (x->i < y->i ? x->i : y->i) : (x->i > y->i ? x->i : y->i));
+  if (x->k == V_INT && y->k == V_INT)
+    return val_int(a->p, is_min ? (x->i < y->i ? x->i : y->i) : (x->i > y->i ? x->i : y->i));
   double u = val_num(x), w = val_num(y);
   return val_float(a->p, is_min ? fmin(u, w) : fmax(u, w));
 }
@@ -714,7 +762,8 @@ bool fe_is_builtin(const char *name) {
 
 /* Splits the signature into names; returns the count, *variadic set when the
  * last entry is "*". */
-static int parse_sig(const char *sig, char names[MAX_ARGS][24], bool opt[MAX_ARGS], bool *variadic) {
+static int parse_sig(const char *sig, char names[MAX_ARGS][24], bool opt[MAX_ARGS],
+                     bool *variadic) {
   int n = 0;
   *variadic = false;
   const char *s = sig;

@@ -9,7 +9,7 @@
 #include "fe_internal.h"
 
 #define MAX_INST_DEPTH 64
-#define MAX_FWD_DEPTH 256
+#define MAX_FWD_DEPTH  256
 
 static const char *join(FeProgram *p, const char *path, const char *name) {
   return path[0] ? arena_printf(&p->ast, "%s.%s", path, name) : arena_strdup(&p->ast, name);
@@ -19,37 +19,37 @@ static const char *join(FeProgram *p, const char *path, const char *name) {
 
 static const char *type_name(FeProgram *p, const AstType *t) {
   switch (t->kind) {
-  case AT_INT: return "int";
-  case AT_FLOAT: return "float";
-  case AT_BOOL: return "bool";
-  case AT_STRING: return "string";
-  case AT_LIST: return arena_printf(&p->ast, "list[%s]", t->elem ? type_name(p, t->elem) : "?");
-  default: return "tensor";
+    case AT_INT: return "int";
+    case AT_FLOAT: return "float";
+    case AT_BOOL: return "bool";
+    case AT_STRING: return "string";
+    case AT_LIST: return arena_printf(&p->ast, "list[%s]", t->elem ? type_name(p, t->elem) : "?");
+    default: return "tensor";
   }
 }
 
 /* Converts v to type t (int -> float is allowed); NULL if it does not fit. */
 static Val *coerce(FeProgram *p, const AstType *t, Val *v) {
   switch (t->kind) {
-  case AT_INT: return v->k == V_INT ? v : NULL;
-  case AT_FLOAT: return v->k == V_FLOAT ? v : v->k == V_INT ? val_float(p, (double)v->i) : NULL;
-  case AT_BOOL: return v->k == V_BOOL ? v : NULL;
-  case AT_STRING:
-    if (v->k == V_STR) return v;
-    if (v->k == V_SYM) return val_str(p, v->s);
-    return NULL;
-  case AT_LIST: {
-    if (v->k != V_LIST) return NULL;
-    Val *r = val_new(p, V_LIST);
-    r->items = ARENA_ARRAY(&p->ast, Val *, v->n + 1);
-    for (int i = 0; i < v->n; i++) {
-      Val *c = t->elem ? coerce(p, t->elem, v->items[i]) : v->items[i];
-      if (!c) return NULL;
-      r->items[r->n++] = c;
+    case AT_INT: return v->k == V_INT ? v : NULL;
+    case AT_FLOAT: return v->k == V_FLOAT ? v : v->k == V_INT ? val_float(p, (double)v->i) : NULL;
+    case AT_BOOL: return v->k == V_BOOL ? v : NULL;
+    case AT_STRING:
+      if (v->k == V_STR) return v;
+      if (v->k == V_SYM) return val_str(p, v->s);
+      return NULL;
+    case AT_LIST: {
+      if (v->k != V_LIST) return NULL;
+      Val *r = val_new(p, V_LIST);
+      r->items = ARENA_ARRAY(&p->ast, Val *, v->n + 1);
+      for (int i = 0; i < v->n; i++) {
+        Val *c = t->elem ? coerce(p, t->elem, v->items[i]) : v->items[i];
+        if (!c) return NULL;
+        r->items[r->n++] = c;
+      }
+      return r;
     }
-    return r;
-  }
-  default: return NULL;
+    default: return NULL;
   }
 }
 
@@ -75,8 +75,8 @@ static Val *find_override(FeProgram *p, const char *name, bool *used) {
 
 /* ---- instantiation ---- */
 
-static Inst *instantiate(FeProgram *p, AstDecl *dcl, AstExpr *call, Env *caller, const char *path, SrcLoc at,
-                         bool *ovr_used);
+static Inst *instantiate(FeProgram *p, AstDecl *dcl, AstExpr *call, Env *caller, const char *path,
+                         SrcLoc at, bool *ovr_used);
 
 static bool bind_hparams(FeProgram *p, Inst *in, AstExpr *call, Env *caller, bool *ovr_used) {
   AstDecl *dcl = in->decl;
@@ -91,8 +91,8 @@ static bool bind_hparams(FeProgram *p, Inst *in, AstExpr *call, Env *caller, boo
     if (!a->name) {
       slot = npos++;
       if (slot >= n) {
-        diag_error(p->d, a->value->loc, "'%s' takes %d hyper-parameter%s, but more were given", dcl->name, n,
-                   n == 1 ? "" : "s");
+        diag_error(p->d, a->value->loc, "'%s' takes %d hyper-parameter%s, but more were given",
+                   dcl->name, n, n == 1 ? "" : "s");
         diag_note(p->d, dcl->name_loc, "'%s' declared here", dcl->name);
         ok = false;
         break;
@@ -128,7 +128,8 @@ static bool bind_hparams(FeProgram *p, Inst *in, AstExpr *call, Env *caller, boo
     if (!v && !call && ovr_used) v = find_override(p, hp->name, ovr_used), vloc = hp->loc;
     if (!v) {
       if (!hp->dflt) {
-        diag_error(p->d, call ? call->loc : in->loc, "missing hyper-parameter '%s' of '%s'", hp->name, dcl->name);
+        diag_error(p->d, call ? call->loc : in->loc, "missing hyper-parameter '%s' of '%s'",
+                   hp->name, dcl->name);
         diag_note(p->d, hp->loc, "'%s' declared here without a default", hp->name);
         ok = false;
         continue;
@@ -142,8 +143,9 @@ static bool bind_hparams(FeProgram *p, Inst *in, AstExpr *call, Env *caller, boo
     }
     Val *c = coerce(p, hp->type, v);
     if (!c) {
-      diag_error(p->d, vloc, "hyper-parameter '%s' of '%s' is a %s, but the value given is a %s", hp->name,
-                 dcl->name, type_name(p, hp->type), v->k == V_LIST ? "list of other types" : val_kind_name(v->k));
+      diag_error(p->d, vloc, "hyper-parameter '%s' of '%s' is a %s, but the value given is a %s",
+                 hp->name, dcl->name, type_name(p, hp->type),
+                 v->k == V_LIST ? "list of other types" : val_kind_name(v->k));
       diag_note(p->d, hp->loc, "'%s' declared here", hp->name);
       ok = false;
       continue;
@@ -159,17 +161,25 @@ static bool init_from(FeProgram *p, Env *e, AstExpr *x, IrInit *out) {
     out->kind = IR_INIT_ZEROS;
     return true;
   }
-  const char *name = x->kind == AST_NAME ? x->name : (x->kind == AST_CALL && x->lhs->kind == AST_NAME) ? x->lhs->name : NULL;
-  static const struct { const char *name; IrInitKind k; int nargs, nopt; } kinds[] = {
-      {"zeros", IR_INIT_ZEROS, 0, 0},     {"ones", IR_INIT_ONES, 0, 0},       {"fill", IR_INIT_FILL, 1, 0},
-      {"normal", IR_INIT_NORMAL, 1, 0},   {"uniform", IR_INIT_UNIFORM, 2, 0}, {"fan_in", IR_INIT_FAN_IN, 0, 1},
+  const char *name = x->kind == AST_NAME                                 ? x->name
+                     : (x->kind == AST_CALL && x->lhs->kind == AST_NAME) ? x->lhs->name
+                                                                         : NULL;
+  static const struct {
+    const char *name;
+    IrInitKind k;
+    int nargs, nopt;
+  } kinds[] = {
+      {"zeros", IR_INIT_ZEROS, 0, 0},     {"ones", IR_INIT_ONES, 0, 0},
+      {"fill", IR_INIT_FILL, 1, 0},       {"normal", IR_INIT_NORMAL, 1, 0},
+      {"uniform", IR_INIT_UNIFORM, 2, 0}, {"fan_in", IR_INIT_FAN_IN, 0, 1},
   };
   for (size_t i = 0; name && i < sizeof kinds / sizeof kinds[0]; i++) {
     if (strcmp(kinds[i].name, name) != 0) continue;
     int given = x->kind == AST_CALL ? x->args.len : 0;
     if (given < kinds[i].nargs || given > kinds[i].nargs + kinds[i].nopt) {
-      diag_error(p->d, x->loc, "initialiser '%s' takes %d argument%s, %d given", name, kinds[i].nargs + kinds[i].nopt,
-                 kinds[i].nargs + kinds[i].nopt == 1 ? "" : "s", given);
+      diag_error(p->d, x->loc, "initialiser '%s' takes %d argument%s, %d given", name,
+                 kinds[i].nargs + kinds[i].nopt, kinds[i].nargs + kinds[i].nopt == 1 ? "" : "s",
+                 given);
       return false;
     }
     out->kind = kinds[i].k;
@@ -196,7 +206,8 @@ static bool init_from(FeProgram *p, Env *e, AstExpr *x, IrInit *out) {
     return true;
   }
   diag_error(p->d, x->loc,
-             "unknown initialiser '%s' (expected zeros, ones, fill(x), normal(std), uniform(a, b) or fan_in(gain))",
+             "unknown initialiser '%s' (expected zeros, ones, fill(x), normal(std), uniform(a, b) "
+             "or fan_in(gain))",
              name ? name : fe_expr_text(p, x));
   return false;
 }
@@ -237,7 +248,8 @@ static void make_param(FeProgram *p, Inst *in, AstStmt *st) {
       break;
     }
     if (__builtin_mul_overflow(numel, v, &numel) || numel > ((int64_t)1 << 40)) {
-      diag_error(p->d, st->ptype->loc, "parameter '%s' has too many elements (more than 2^40)", st->name);
+      diag_error(p->d, st->ptype->loc, "parameter '%s' has too many elements (more than 2^40)",
+                 st->name);
       ok = false;
       break;
     }
@@ -252,8 +264,9 @@ static void make_param(FeProgram *p, Inst *in, AstStmt *st) {
   const char *name = join(p, in->path, st->name);
   IrValue *v = ir_module_param(p->ir, name); /* elaborating again into a module that has it */
   if (v && (v->dtype != dt || !ir_shape_eq(&v->shape, &s))) {
-    diag_error(p->d, st->name_loc, "parameter '%s' is %s%s here but %s%s in the module", name, ir_dtype_name(dt),
-               fe_shape_str(p, &s), ir_dtype_name(v->dtype), fe_shape_str(p, &v->shape));
+    diag_error(p->d, st->name_loc, "parameter '%s' is %s%s here but %s%s in the module", name,
+               ir_dtype_name(dt), fe_shape_str(p, &s), ir_dtype_name(v->dtype),
+               fe_shape_str(p, &v->shape));
     env_bind(p, &in->env, st->name, val_err(p), st->name_loc);
     return;
   }
@@ -284,7 +297,8 @@ static void make_instance(FeProgram *p, Inst *in, AstStmt *st) {
       return;
     }
     if (depth < 1 || depth > 100000) {
-      diag_error(p->d, st->repeat->loc, "a stack needs between 1 and 100000 layers, not %lld", (long long)depth);
+      diag_error(p->d, st->repeat->loc, "a stack needs between 1 and 100000 layers, not %lld",
+                 (long long)depth);
       env_bind(p, &in->env, st->name, val_err(p), st->name_loc);
       return;
     }
@@ -301,7 +315,9 @@ static void make_instance(FeProgram *p, Inst *in, AstStmt *st) {
     for (int64_t i = 0; i < depth; i++) {
       p->b.group = stack->group;
       p->b.layer = (int)i;
-      Inst *l = instantiate(p, dcl, c, &in->env, arena_printf(&p->ast, "%s.%lld", path, (long long)i), st->name_loc, NULL);
+      Inst *l =
+          instantiate(p, dcl, c, &in->env, arena_printf(&p->ast, "%s.%lld", path, (long long)i),
+                      st->name_loc, NULL);
       if (!l) {
         p->b.group = sg;
         p->b.layer = sl;
@@ -330,31 +346,32 @@ static void run_members(FeProgram *p, Inst *in, PtrVec *members, bool *ovr_used)
   for (int i = 0; i < members->len; i++) {
     AstStmt *st = members->items[i];
     switch (st->kind) {
-    case ST_LET: {
-      Val *v = ovr_used ? find_override(p, st->name, ovr_used) : NULL;
-      if (!v) v = fe_eval(p, &in->env, st->value);
-      env_bind(p, &in->env, st->name, v, st->name_loc);
-      break;
-    }
-    case ST_PARAM: make_param(p, in, st); break;
-    case ST_INSTANCE: make_instance(p, in, st); break;
-    case ST_IF: {
-      Val *c = fe_eval(p, &in->env, st->cond);
-      if (c->k == V_ERR) break;
-      if (c->k != V_BOOL) {
-        diag_error(p->d, st->cond->loc, "an 'if' condition must be a compile-time bool, not a %s", val_kind_name(c->k));
+      case ST_LET: {
+        Val *v = ovr_used ? find_override(p, st->name, ovr_used) : NULL;
+        if (!v) v = fe_eval(p, &in->env, st->value);
+        env_bind(p, &in->env, st->name, v, st->name_loc);
         break;
       }
-      run_members(p, in, c->b ? &st->body : &st->else_body, ovr_used);
-      break;
-    }
-    default: break;
+      case ST_PARAM: make_param(p, in, st); break;
+      case ST_INSTANCE: make_instance(p, in, st); break;
+      case ST_IF: {
+        Val *c = fe_eval(p, &in->env, st->cond);
+        if (c->k == V_ERR) break;
+        if (c->k != V_BOOL) {
+          diag_error(p->d, st->cond->loc, "an 'if' condition must be a compile-time bool, not a %s",
+                     val_kind_name(c->k));
+          break;
+        }
+        run_members(p, in, c->b ? &st->body : &st->else_body, ovr_used);
+        break;
+      }
+      default: break;
     }
   }
 }
 
-static Inst *instantiate(FeProgram *p, AstDecl *dcl, AstExpr *call, Env *caller, const char *path, SrcLoc at,
-                         bool *ovr_used) {
+static Inst *instantiate(FeProgram *p, AstDecl *dcl, AstExpr *call, Env *caller, const char *path,
+                         SrcLoc at, bool *ovr_used) {
   for (int i = 0; i < p->inst_stack.len; i++) {
     if (p->inst_stack.items[i] == dcl) {
       diag_error(p->d, at, "recursive module: '%s' contains itself", dcl->name);
@@ -388,14 +405,14 @@ static Inst *instantiate(FeProgram *p, AstDecl *dcl, AstExpr *call, Env *caller,
 
 Val *fe_inst_member(FeProgram *p, Inst *inst, const char *name, SrcLoc at) {
   if (inst->is_stack) {
-    diag_error(p->d, at, "'%s' is a stack of %d layers; index a layer first, e.g. %s[0].%s", inst->path,
-               inst->nlayers, inst->path, name);
+    diag_error(p->d, at, "'%s' is a stack of %d layers; index a layer first, e.g. %s[0].%s",
+               inst->path, inst->nlayers, inst->path, name);
     return val_err(p);
   }
   Binding *b = env_lookup_local(&inst->env, name);
   if (!b) {
-    diag_error(p->d, at, "'%s' (a %s) has no member '%s'", inst->path[0] ? inst->path : inst->decl->name,
-               inst->decl->name, name);
+    diag_error(p->d, at, "'%s' (a %s) has no member '%s'",
+               inst->path[0] ? inst->path : inst->decl->name, inst->decl->name, name);
     diag_note(p->d, inst->decl->name_loc, "'%s' declared here", inst->decl->name);
     return val_err(p);
   }
@@ -408,7 +425,8 @@ AstStmt *fe_find_forward(AstDecl *dcl, const char *fn) {
   for (int i = 0; i < dcl->members.len; i++) {
     AstStmt *st = dcl->members.items[i];
     if (st->kind != ST_FORWARD) continue;
-    if ((!fn && (!st->name || strcmp(st->name, "forward") == 0)) || (fn && st->name && strcmp(st->name, fn) == 0))
+    if ((!fn && (!st->name || strcmp(st->name, "forward") == 0)) ||
+        (fn && st->name && strcmp(st->name, fn) == 0))
       return st;
   }
   return NULL;
@@ -416,10 +434,12 @@ AstStmt *fe_find_forward(AstDecl *dcl, const char *fn) {
 
 /* Checks a tensor against a declared type, binding shape variables in fenv.
  * `what` names the thing (argument 'x' of ViTBlock.forward). */
-static bool match_type(FeProgram *p, Inst *in, Env *fenv, AstType *t, IrValue *v, const char *what, SrcLoc at) {
+static bool match_type(FeProgram *p, Inst *in, Env *fenv, AstType *t, IrValue *v, const char *what,
+                       SrcLoc at) {
   if (t->kind == AT_LOSS) {
     if (v->shape.rank != 0) {
-      diag_error(p->d, at, "%s must be a scalar loss, but it has shape %s", what, fe_shape_str(p, &v->shape));
+      diag_error(p->d, at, "%s must be a scalar loss, but it has shape %s", what,
+                 fe_shape_str(p, &v->shape));
       diag_note(p->d, t->loc, "declared '-> loss' here");
       return false;
     }
@@ -451,12 +471,13 @@ static bool match_type(FeProgram *p, Inst *in, Env *fenv, AstType *t, IrValue *v
       env_bind(p, fenv, dx->name, val_int(p, got), dx->loc);
       continue;
     }
-    if (dx->kind == AST_NAME && env_lookup_local(fenv, dx->name) && !env_lookup(&in->env, dx->name)) {
+    if (dx->kind == AST_NAME && env_lookup_local(fenv, dx->name) &&
+        !env_lookup(&in->env, dx->name)) {
       /* a shape variable bound by an earlier argument */
       Binding *b = env_lookup_local(fenv, dx->name);
       if (b->val->k == V_INT && b->val->i != got) {
-        diag_error(p->d, at, "dimension %d of %s is %lld, but %s = %lld from an earlier argument", i, what,
-                   (long long)got, dx->name, (long long)b->val->i);
+        diag_error(p->d, at, "dimension %d of %s is %lld, but %s = %lld from an earlier argument",
+                   i, what, (long long)got, dx->name, (long long)b->val->i);
         diag_note(p->d, dx->loc, "'%s' used here", dx->name);
         return false;
       }
@@ -465,8 +486,8 @@ static bool match_type(FeProgram *p, Inst *in, Env *fenv, AstType *t, IrValue *v
     int64_t want;
     if (!fe_eval_int(p, fenv, dx, &want)) return false;
     if (want != got) {
-      diag_error(p->d, at, "dimension %d of %s is %lld, but the declared size %s = %lld", i, what, (long long)got,
-                 fe_expr_text(p, dx), (long long)want);
+      diag_error(p->d, at, "dimension %d of %s is %lld, but the declared size %s = %lld", i, what,
+                 (long long)got, fe_expr_text(p, dx), (long long)want);
       diag_note(p->d, dx->loc, "declared here");
       return false;
     }
@@ -483,33 +504,35 @@ static void run_body(FeProgram *p, Env *fenv, PtrVec *body, Ret *r) {
   for (int i = 0; i < body->len && !r->done; i++) {
     AstStmt *st = body->items[i];
     switch (st->kind) {
-    case ST_LET:
-    case ST_ASSIGN: env_bind(p, fenv, st->name, fe_eval(p, fenv, st->value), st->name_loc); break;
-    case ST_RETURN:
-      r->v = fe_eval(p, fenv, st->value);
-      r->done = true;
-      break;
-    case ST_IF: {
-      Val *c = fe_eval(p, fenv, st->cond);
-      if (c->k == V_ERR) break;
-      if (c->k != V_BOOL) {
-        diag_error(p->d, st->cond->loc, "an 'if' condition must be a compile-time bool, not a %s", val_kind_name(c->k));
+      case ST_LET:
+      case ST_ASSIGN: env_bind(p, fenv, st->name, fe_eval(p, fenv, st->value), st->name_loc); break;
+      case ST_RETURN:
+        r->v = fe_eval(p, fenv, st->value);
+        r->done = true;
+        break;
+      case ST_IF: {
+        Val *c = fe_eval(p, fenv, st->cond);
+        if (c->k == V_ERR) break;
+        if (c->k != V_BOOL) {
+          diag_error(p->d, st->cond->loc, "an 'if' condition must be a compile-time bool, not a %s",
+                     val_kind_name(c->k));
+          break;
+        }
+        run_body(p, fenv, c->b ? &st->body : &st->else_body, r);
         break;
       }
-      run_body(p, fenv, c->b ? &st->body : &st->else_body, r);
-      break;
-    }
-    default: break;
+      default: break;
     }
   }
 }
 
-static Val *call_forward(FeProgram *p, Inst *in, AstStmt *fwd, Val **args, SrcLoc *locs, int nargs, SrcLoc at) {
+static Val *call_forward(FeProgram *p, Inst *in, AstStmt *fwd, Val **args, SrcLoc *locs, int nargs,
+                         SrcLoc at) {
   const char *fname = fwd->name ? fwd->name : "forward";
   const char *who = arena_printf(&p->ast, "%s.%s", in->decl->name, fname);
   if (nargs != fwd->params.len) {
-    diag_error(p->d, at, "%s takes %d argument%s, %d given", who, fwd->params.len, fwd->params.len == 1 ? "" : "s",
-               nargs);
+    diag_error(p->d, at, "%s takes %d argument%s, %d given", who, fwd->params.len,
+               fwd->params.len == 1 ? "" : "s", nargs);
     diag_note(p->d, fwd->loc, "'%s' declared here", who);
     return val_err(p);
   }
@@ -530,7 +553,8 @@ static Val *call_forward(FeProgram *p, Inst *in, AstStmt *fwd, Val **args, SrcLo
     }
     if (prm->type && prm->type->kind == AT_TENSOR) {
       if (a->k != V_TENSOR) {
-        diag_error(p->d, locs[i], "argument '%s' of %s must be a tensor, not a %s", prm->name, who, val_kind_name(a->k));
+        diag_error(p->d, locs[i], "argument '%s' of %s must be a tensor, not a %s", prm->name, who,
+                   val_kind_name(a->k));
         ok = false;
         continue;
       }
@@ -604,8 +628,8 @@ Val *fe_call_inst(FeProgram *p, Env *e, AstExpr *call, Val *callee, const char *
       Inst *layer = in->layers[l];
       AstStmt *fwd = fe_find_forward(layer->decl, fn);
       if (!fwd) {
-        diag_error(p->d, call->loc, "module '%s' has no %s%s", layer->decl->name, fn ? "forward named " : "forward",
-                   fn ? fn : "");
+        diag_error(p->d, call->loc, "module '%s' has no %s%s", layer->decl->name,
+                   fn ? "forward named " : "forward", fn ? fn : "");
         return val_err(p);
       }
       args[0] = cur;
@@ -616,8 +640,8 @@ Val *fe_call_inst(FeProgram *p, Env *e, AstExpr *call, Val *callee, const char *
   }
   AstStmt *fwd = fe_find_forward(in->decl, fn);
   if (!fwd) {
-    diag_error(p->d, call->loc, "module '%s' has no %s%s", in->decl->name, fn ? "forward named " : "forward",
-               fn ? fn : "");
+    diag_error(p->d, call->loc, "module '%s' has no %s%s", in->decl->name,
+               fn ? "forward named " : "forward", fn ? fn : "");
     diag_note(p->d, in->decl->name_loc, "'%s' declared here", in->decl->name);
     return val_err(p);
   }
@@ -634,7 +658,8 @@ static AstDecl *root_decl(FeProgram *p, const char *name) {
   return NULL;
 }
 
-static bool elaborate(FeProgram *p, const char *name, FeResult *out, IrModule *into, const char *func) {
+static bool elaborate(FeProgram *p, const char *name, FeResult *out, IrModule *into,
+                      const char *func) {
   memset(out, 0, sizeof *out);
   if (p->d->errors) return false;
   AstDecl *dcl = root_decl(p, name);
@@ -656,8 +681,8 @@ static bool elaborate(FeProgram *p, const char *name, FeResult *out, IrModule *i
   bool is_model = dcl->kind == DECL_MODEL;
   for (int i = 0; i < p->opts.noverrides; i++)
     if (!used[i])
-      diag_error_plain(p->d, "--set %s: '%s' has no let or hyper-parameter named '%s'", p->opts.overrides[i].name,
-                       name, p->opts.overrides[i].name);
+      diag_error_plain(p->d, "--set %s: '%s' has no let or hyper-parameter named '%s'",
+                       p->opts.overrides[i].name, name, p->opts.overrides[i].name);
   if (!root || p->d->errors > before) return false;
 
   AstStmt *fwd = fe_find_forward(dcl, NULL);
@@ -674,7 +699,8 @@ static bool elaborate(FeProgram *p, const char *name, FeResult *out, IrModule *i
     AstParam *prm = fwd->params.items[i];
     AstType *t = prm->type;
     if (!t || t->kind != AT_TENSOR) {
-      diag_error(p->d, prm->loc, "input '%s' needs a tensor type such as f32[B, 3, 224, 224]", prm->name);
+      diag_error(p->d, prm->loc, "input '%s' needs a tensor type such as f32[B, 3, 224, 224]",
+                 prm->name);
       ok = false;
       continue;
     }
@@ -697,8 +723,8 @@ static bool elaborate(FeProgram *p, const char *name, FeResult *out, IrModule *i
       if (dx->kind == AST_NAME && !env_lookup(&root->env, dx->name)) {
         if (is_model) {
           diag_error(p->d, dx->loc, "size '%s' of input '%s' is not bound", dx->name, prm->name);
-          diag_note(p->d, dcl->name_loc, "declare 'let %s = ...' in model '%s', or pass --set %s=N", dx->name, name,
-                    dx->name);
+          diag_note(p->d, dcl->name_loc, "declare 'let %s = ...' in model '%s', or pass --set %s=N",
+                    dx->name, name, dx->name);
           ok = false;
           break;
         }
@@ -708,8 +734,8 @@ static bool elaborate(FeProgram *p, const char *name, FeResult *out, IrModule *i
         break;
       }
       if (v <= 0) {
-        diag_error(p->d, dx->loc, "size '%s' of input '%s' must be positive, but it is %lld", fe_expr_text(p, dx),
-                   prm->name, (long long)v);
+        diag_error(p->d, dx->loc, "size '%s' of input '%s' must be positive, but it is %lld",
+                   fe_expr_text(p, dx), prm->name, (long long)v);
         ok = false;
         break;
       }
@@ -730,11 +756,13 @@ static bool elaborate(FeProgram *p, const char *name, FeResult *out, IrModule *i
   Val *r = call_forward(p, root, fwd, args, locs, n, fwd->loc);
   if (r->k == V_ERR || p->d->errors > before) return false;
   if (r->k != V_TENSOR) {
-    diag_error(p->d, fwd->loc, "the forward of '%s' must return a tensor, not a %s", name, val_kind_name(r->k));
+    diag_error(p->d, fwd->loc, "the forward of '%s' must return a tensor, not a %s", name,
+               val_kind_name(r->k));
     return false;
   }
   if (is_model && r->t->shape.rank != 0) {
-    diag_error(p->d, fwd->loc, "the forward of model '%s' must return a scalar loss, but returns shape %s", name,
+    diag_error(p->d, fwd->loc,
+               "the forward of model '%s' must return a scalar loss, but returns shape %s", name,
                fe_shape_str(p, &r->t->shape));
     return false;
   }
@@ -762,16 +790,20 @@ static const char *text_len_name(FeProgram *p, AstDecl *dcl, SrcLoc *loc) {
       AstExpr *dx = prm->type->dims.items[1];
       if (dx->kind == AST_NAME) return dx->name;
     }
-    diag_error(p->d, prm->loc, "decoding needs the text input as text: i32[B, T] with T a name (a let of the model)");
+    diag_error(
+        p->d, prm->loc,
+        "decoding needs the text input as text: i32[B, T] with T a name (a let of the model)");
     return NULL;
   }
-  diag_error(p->d, dcl->name_loc, "decoding needs an input named 'text' (the token ids, i32[B, T]) in the forward of '%s'",
-             dcl->name);
+  diag_error(
+      p->d, dcl->name_loc,
+      "decoding needs an input named 'text' (the token ids, i32[B, T]) in the forward of '%s'",
+      dcl->name);
   return NULL;
 }
 
-bool fe_elaborate_cached(FeProgram *p, const char *name, IrModule *into, const char *func, FeMode mode,
-                         int64_t cache_len) {
+bool fe_elaborate_cached(FeProgram *p, const char *name, IrModule *into, const char *func,
+                         FeMode mode, int64_t cache_len) {
   if (p->d->errors) return false;
   AstDecl *dcl = root_decl(p, name);
   if (!dcl || dcl->kind != DECL_MODEL) {
@@ -802,7 +834,8 @@ bool fe_elaborate_cached(FeProgram *p, const char *name, IrModule *into, const c
   IrFunc *f = ir_module_func(into, func);
   IrValue *loss = f->results.items[0];
   if (!loss->def || loss->def->op != IR_OP_CROSS_ENTROPY) {
-    diag_error(p->d, dcl->name_loc, "decoding needs the forward of '%s' to return a cross_entropy of the logits", name);
+    diag_error(p->d, dcl->name_loc,
+               "decoding needs the forward of '%s' to return a cross_entropy of the logits", name);
     return false;
   }
   f->results.items[0] = loss->def->in[0]; /* the logits */
@@ -817,12 +850,14 @@ bool fe_elaborate_cached(FeProgram *p, const char *name, IrModule *into, const c
   for (int i = 0; mode == FE_DECODE && i < f->nodes.len; i++) {
     IrNode *nd = f->nodes.items[i];
     if (nd->op == IR_OP_ATTENTION) {
-      diag_error(p->d, nd->loc, "cannot decode incrementally: this attention is not causal and sees the text");
+      diag_error(p->d, nd->loc,
+                 "cannot decode incrementally: this attention is not causal and sees the text");
       return false;
     }
   }
   if (!cached) {
-    diag_error(p->d, dcl->name_loc, "model '%s' has no causal attention on its text: there is nothing to cache", name);
+    diag_error(p->d, dcl->name_loc,
+               "model '%s' has no causal attention on its text: there is nothing to cache", name);
     return false;
   }
   ir_func_renumber(f);

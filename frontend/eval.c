@@ -12,11 +12,29 @@ Val *val_new(FeProgram *p, VKind k) {
   v->k = k;
   return v;
 }
-Val *val_int(FeProgram *p, int64_t i) { Val *v = val_new(p, V_INT); v->i = i; return v; }
-Val *val_float(FeProgram *p, double f) { Val *v = val_new(p, V_FLOAT); v->f = f; return v; }
-Val *val_bool(FeProgram *p, bool b) { Val *v = val_new(p, V_BOOL); v->b = b; return v; }
-Val *val_str(FeProgram *p, const char *s) { Val *v = val_new(p, V_STR); v->s = s; return v; }
-Val *val_err(FeProgram *p) { return val_new(p, V_ERR); }
+Val *val_int(FeProgram *p, int64_t i) {
+  Val *v = val_new(p, V_INT);
+  v->i = i;
+  return v;
+}
+Val *val_float(FeProgram *p, double f) {
+  Val *v = val_new(p, V_FLOAT);
+  v->f = f;
+  return v;
+}
+Val *val_bool(FeProgram *p, bool b) {
+  Val *v = val_new(p, V_BOOL);
+  v->b = b;
+  return v;
+}
+Val *val_str(FeProgram *p, const char *s) {
+  Val *v = val_new(p, V_STR);
+  v->s = s;
+  return v;
+}
+Val *val_err(FeProgram *p) {
+  return val_new(p, V_ERR);
+}
 Val *val_tensor(FeProgram *p, IrValue *t) {
   if (!t) return val_err(p);
   Val *v = val_new(p, V_TENSOR);
@@ -26,24 +44,28 @@ Val *val_tensor(FeProgram *p, IrValue *t) {
 
 const char *val_kind_name(VKind k) {
   switch (k) {
-  case V_ERR: return "error";
-  case V_NONE: return "nothing";
-  case V_INT: return "int";
-  case V_FLOAT: return "float";
-  case V_BOOL: return "bool";
-  case V_STR: return "string";
-  case V_SYM: return "name";
-  case V_LIST: return "list";
-  case V_TENSOR: return "tensor";
-  case V_INST: return "module instance";
-  case V_SLICE: return "stack slice";
-  case V_UNITS: return "stage list";
+    case V_ERR: return "error";
+    case V_NONE: return "nothing";
+    case V_INT: return "int";
+    case V_FLOAT: return "float";
+    case V_BOOL: return "bool";
+    case V_STR: return "string";
+    case V_SYM: return "name";
+    case V_LIST: return "list";
+    case V_TENSOR: return "tensor";
+    case V_INST: return "module instance";
+    case V_SLICE: return "stack slice";
+    case V_UNITS: return "stage list";
   }
   return "?";
 }
 
-bool val_is_num(const Val *v) { return v->k == V_INT || v->k == V_FLOAT; }
-double val_num(const Val *v) { return v->k == V_INT ? (double)v->i : v->f; }
+bool val_is_num(const Val *v) {
+  return v->k == V_INT || v->k == V_FLOAT;
+}
+double val_num(const Val *v) {
+  return v->k == V_INT ? (double)v->i : v->f;
+}
 
 void env_bind(FeProgram *p, Env *e, const char *name, Val *v, SrcLoc loc) {
   Binding *b = ARENA_NEW(&p->ast, Binding);
@@ -73,12 +95,18 @@ Binding *env_lookup(Env *e, const char *name) {
 static int prec(const AstExpr *x) {
   if (x->kind == AST_COND) return 1;
   if (x->kind == AST_BINARY) switch (x->op) {
-    case OP_OR: return 2;
-    case OP_AND: return 3;
-    case OP_EQ: case OP_NE: case OP_LT: case OP_LE: case OP_GT: case OP_GE: return 5;
-    case OP_ADD: case OP_SUB: return 6;
-    case OP_POW: return 9;
-    default: return 7;
+      case OP_OR: return 2;
+      case OP_AND: return 3;
+      case OP_EQ:
+      case OP_NE:
+      case OP_LT:
+      case OP_LE:
+      case OP_GT:
+      case OP_GE: return 5;
+      case OP_ADD:
+      case OP_SUB: return 6;
+      case OP_POW: return 9;
+      default: return 7;
     }
   if (x->kind == AST_UNARY) return x->op == OP_NOT ? 4 : 8;
   return 10;
@@ -88,39 +116,43 @@ static const char *text(FeProgram *p, AstExpr *x, int ctx) {
   if (!x) return "";
   const char *s = "?";
   switch (x->kind) {
-  case AST_INT: s = arena_printf(&p->ast, "%lld", (long long)x->ival); break;
-  case AST_FLOAT: s = arena_printf(&p->ast, "%g", x->fval); break;
-  case AST_STRING: s = arena_printf(&p->ast, "\"%s\"", x->str); break;
-  case AST_BOOL: s = x->bval ? "true" : "false"; break;
-  case AST_NAME: s = x->name; break;
-  case AST_UNARY:
-    s = arena_printf(&p->ast, "%s%s", x->op == OP_NOT ? "not " : "-", text(p, x->lhs, prec(x)));
-    break;
-  case AST_BINARY:
-    s = arena_printf(&p->ast, "%s %s %s", text(p, x->lhs, prec(x)), ast_op_str(x->op), text(p, x->rhs, prec(x) + 1));
-    break;
-  case AST_FIELD: s = arena_printf(&p->ast, "%s.%s", text(p, x->lhs, 10), x->name); break;
-  case AST_CALL: {
-    s = arena_printf(&p->ast, "%s(", text(p, x->lhs, 10));
-    for (int i = 0; i < x->args.len; i++) {
-      AstArg *a = x->args.items[i];
-      s = arena_printf(&p->ast, "%s%s%s%s%s", s, i ? ", " : "", a->name ? a->name : "", a->name ? " = " : "",
-                       text(p, a->value, 0));
+    case AST_INT: s = arena_printf(&p->ast, "%lld", (long long)x->ival); break;
+    case AST_FLOAT: s = arena_printf(&p->ast, "%g", x->fval); break;
+    case AST_STRING: s = arena_printf(&p->ast, "\"%s\"", x->str); break;
+    case AST_BOOL: s = x->bval ? "true" : "false"; break;
+    case AST_NAME: s = x->name; break;
+    case AST_UNARY:
+      s = arena_printf(&p->ast, "%s%s", x->op == OP_NOT ? "not " : "-", text(p, x->lhs, prec(x)));
+      break;
+    case AST_BINARY:
+      s = arena_printf(&p->ast, "%s %s %s", text(p, x->lhs, prec(x)), ast_op_str(x->op),
+                       text(p, x->rhs, prec(x) + 1));
+      break;
+    case AST_FIELD: s = arena_printf(&p->ast, "%s.%s", text(p, x->lhs, 10), x->name); break;
+    case AST_CALL: {
+      s = arena_printf(&p->ast, "%s(", text(p, x->lhs, 10));
+      for (int i = 0; i < x->args.len; i++) {
+        AstArg *a = x->args.items[i];
+        s = arena_printf(&p->ast, "%s%s%s%s%s", s, i ? ", " : "", a->name ? a->name : "",
+                         a->name ? " = " : "", text(p, a->value, 0));
+      }
+      s = arena_printf(&p->ast, "%s)", s);
+      break;
     }
-    s = arena_printf(&p->ast, "%s)", s);
-    break;
-  }
-  default: s = "..."; break;
+    default: s = "..."; break;
   }
   if (prec(x) < ctx) s = arena_printf(&p->ast, "(%s)", s);
   return s;
 }
 
-const char *fe_expr_text(FeProgram *p, AstExpr *x) { return text(p, x, 0); }
+const char *fe_expr_text(FeProgram *p, AstExpr *x) {
+  return text(p, x, 0);
+}
 
 char *fe_shape_str(FeProgram *p, const IrShape *s) {
   char *r = arena_strdup(&p->ast, "[");
-  for (int i = 0; i < s->rank; i++) r = arena_printf(&p->ast, "%s%s%lld", r, i ? ", " : "", (long long)s->d[i]);
+  for (int i = 0; i < s->rank; i++)
+    r = arena_printf(&p->ast, "%s%s%lld", r, i ? ", " : "", (long long)s->d[i]);
   return arena_printf(&p->ast, "%s]", r);
 }
 
@@ -129,42 +161,51 @@ char *fe_shape_str(FeProgram *p, const IrShape *s) {
 static Val *arith_int(FeProgram *p, AstExpr *x, AstOp op, int64_t a, int64_t b) {
   int64_t r = 0;
   switch (op) {
-  case OP_ADD: if (__builtin_add_overflow(a, b, &r)) goto ovf; return val_int(p, r);
-  case OP_SUB: if (__builtin_sub_overflow(a, b, &r)) goto ovf; return val_int(p, r);
-  case OP_MUL: if (__builtin_mul_overflow(a, b, &r)) goto ovf; return val_int(p, r);
-  case OP_DIV:
-  case OP_FLOORDIV:
-  case OP_MOD:
-    if (b == 0) {
-      diag_error(p->d, x->loc, "division by zero in '%s'", fe_expr_text(p, x));
-      diag_note(p->d, x->rhs->loc, "'%s' is 0", fe_expr_text(p, x->rhs));
-      return val_err(p);
+    case OP_ADD:
+      if (__builtin_add_overflow(a, b, &r)) goto ovf;
+      return val_int(p, r);
+    case OP_SUB:
+      if (__builtin_sub_overflow(a, b, &r)) goto ovf;
+      return val_int(p, r);
+    case OP_MUL:
+      if (__builtin_mul_overflow(a, b, &r)) goto ovf;
+      return val_int(p, r);
+    case OP_DIV:
+    case OP_FLOORDIV:
+    case OP_MOD:
+      if (b == 0) {
+        diag_error(p->d, x->loc, "division by zero in '%s'", fe_expr_text(p, x));
+        diag_note(p->d, x->rhs->loc, "'%s' is 0", fe_expr_text(p, x->rhs));
+        return val_err(p);
+      }
+      if (a == INT64_MIN && b == -1) goto ovf;
+      if (op == OP_DIV) {
+        if (a % b == 0) return val_int(p, a / b);
+        return val_float(p, (double)a / (double)b);
+      } else {
+        int64_t q = a / b, m = a % b;
+        if (m != 0 && ((m < 0) != (b < 0))) {
+          q -= 1;
+          m += b;
+        }
+        return val_int(p, op == OP_FLOORDIV ? q : m);
+      }
+    case OP_POW: {
+      if (b < 0) return val_float(p, pow((double)a, (double)b));
+      r = 1;
+      for (int64_t i = 0; i < b; i++) {
+        if (__builtin_mul_overflow(r, a, &r)) goto ovf;
+        if (r == 0 || r == 1) break;
+      }
+      return val_int(p, r);
     }
-    if (a == INT64_MIN && b == -1) goto ovf;
-    if (op == OP_DIV) {
-      if (a % b == 0) return val_int(p, a / b);
-      return val_float(p, (double)a / (double)b);
-    } else {
-      int64_t q = a / b, m = a % b;
-      if (m != 0 && ((m < 0) != (b < 0))) { q -= 1; m += b; }
-      return val_int(p, op == OP_FLOORDIV ? q : m);
-    }
-  case OP_POW: {
-    if (b < 0) return val_float(p, pow((double)a, (double)b));
-    r = 1;
-    for (int64_t i = 0; i < b; i++) {
-      if (__builtin_mul_overflow(r, a, &r)) goto ovf;
-      if (r == 0 || r == 1) break;
-    }
-    return val_int(p, r);
-  }
-  case OP_EQ: return val_bool(p, a == b);
-  case OP_NE: return val_bool(p, a != b);
-  case OP_LT: return val_bool(p, a < b);
-  case OP_LE: return val_bool(p, a <= b);
-  case OP_GT: return val_bool(p, a > b);
-  case OP_GE: return val_bool(p, a >= b);
-  default: break;
+    case OP_EQ: return val_bool(p, a == b);
+    case OP_NE: return val_bool(p, a != b);
+    case OP_LT: return val_bool(p, a < b);
+    case OP_LE: return val_bool(p, a <= b);
+    case OP_GT: return val_bool(p, a > b);
+    case OP_GE: return val_bool(p, a >= b);
+    default: break;
   }
   diag_error(p->d, x->loc, "operator '%s' does not apply to integers", ast_op_str(op));
   return val_err(p);
@@ -175,27 +216,27 @@ ovf:
 
 static Val *arith_float(FeProgram *p, AstExpr *x, AstOp op, double a, double b) {
   switch (op) {
-  case OP_ADD: return val_float(p, a + b);
-  case OP_SUB: return val_float(p, a - b);
-  case OP_MUL: return val_float(p, a * b);
-  case OP_DIV:
-  case OP_FLOORDIV:
-  case OP_MOD:
-    if (b == 0) {
-      diag_error(p->d, x->loc, "division by zero in '%s'", fe_expr_text(p, x));
-      return val_err(p);
-    }
-    if (op == OP_DIV) return val_float(p, a / b);
-    if (op == OP_FLOORDIV) return val_float(p, floor(a / b));
-    return val_float(p, a - b * floor(a / b));
-  case OP_POW: return val_float(p, pow(a, b));
-  case OP_EQ: return val_bool(p, a == b);
-  case OP_NE: return val_bool(p, a != b);
-  case OP_LT: return val_bool(p, a < b);
-  case OP_LE: return val_bool(p, a <= b);
-  case OP_GT: return val_bool(p, a > b);
-  case OP_GE: return val_bool(p, a >= b);
-  default: break;
+    case OP_ADD: return val_float(p, a + b);
+    case OP_SUB: return val_float(p, a - b);
+    case OP_MUL: return val_float(p, a * b);
+    case OP_DIV:
+    case OP_FLOORDIV:
+    case OP_MOD:
+      if (b == 0) {
+        diag_error(p->d, x->loc, "division by zero in '%s'", fe_expr_text(p, x));
+        return val_err(p);
+      }
+      if (op == OP_DIV) return val_float(p, a / b);
+      if (op == OP_FLOORDIV) return val_float(p, floor(a / b));
+      return val_float(p, a - b * floor(a / b));
+    case OP_POW: return val_float(p, pow(a, b));
+    case OP_EQ: return val_bool(p, a == b);
+    case OP_NE: return val_bool(p, a != b);
+    case OP_LT: return val_bool(p, a < b);
+    case OP_LE: return val_bool(p, a <= b);
+    case OP_GT: return val_bool(p, a > b);
+    case OP_GE: return val_bool(p, a >= b);
+    default: break;
   }
   diag_error(p->d, x->loc, "operator '%s' does not apply to numbers", ast_op_str(op));
   return val_err(p);
@@ -218,11 +259,11 @@ IrValue *fe_emit(FeProgram *p, IrOp op, IrValue **in, int nin, const IrAttrs *a,
       const char *decl = sl ? (const char *)sl->p : NULL;
       const char *shape = fe_shape_str(p, &in[i]->shape);
       if (decl && strcmp(decl, shape) != 0)
-        diag_note(p->d, in[i]->loc, "%s'%s' declared here as %s = %s", in[i]->role == IR_ROLE_INPUT ? "input " : "",
-                  in[i]->name, decl, shape);
+        diag_note(p->d, in[i]->loc, "%s'%s' declared here as %s = %s",
+                  in[i]->role == IR_ROLE_INPUT ? "input " : "", in[i]->name, decl, shape);
       else
-        diag_note(p->d, in[i]->loc, "%s'%s' declared here as %s", in[i]->role == IR_ROLE_INPUT ? "input " : "",
-                  in[i]->name, shape);
+        diag_note(p->d, in[i]->loc, "%s'%s' declared here as %s",
+                  in[i]->role == IR_ROLE_INPUT ? "input " : "", in[i]->name, shape);
     }
     return NULL;
   }
@@ -245,15 +286,15 @@ static Val *tensor_binary(FeProgram *p, AstExpr *x, AstOp op, Val *l, Val *r) {
     IrValue *in[2] = {l->t, r->t};
     IrOp o;
     switch (op) {
-    case OP_ADD: o = IR_OP_ADD; break;
-    case OP_SUB: o = IR_OP_SUB; break;
-    case OP_MUL: o = IR_OP_MUL; break;
-    case OP_DIV: o = IR_OP_DIV; break;
-    case OP_POW: o = IR_OP_POW; break;
-    case OP_MATMUL: o = IR_OP_MATMUL; break;
-    default:
-      diag_error(p->d, at, "operator '%s' does not apply to tensors", ast_op_str(op));
-      return val_err(p);
+      case OP_ADD: o = IR_OP_ADD; break;
+      case OP_SUB: o = IR_OP_SUB; break;
+      case OP_MUL: o = IR_OP_MUL; break;
+      case OP_DIV: o = IR_OP_DIV; break;
+      case OP_POW: o = IR_OP_POW; break;
+      case OP_MATMUL: o = IR_OP_MATMUL; break;
+      default:
+        diag_error(p->d, at, "operator '%s' does not apply to tensors", ast_op_str(op));
+        return val_err(p);
     }
     return val_tensor(p, fe_emit(p, o, in, 2, NULL, at));
   }
@@ -261,37 +302,39 @@ static Val *tensor_binary(FeProgram *p, AstExpr *x, AstOp op, Val *l, Val *r) {
   IrValue *t = left ? l->t : r->t;
   Val *other = left ? r : l;
   if (!val_is_num(other)) {
-    diag_error(p->d, at, "operator '%s' between a tensor and a %s", ast_op_str(op), val_kind_name(other->k));
+    diag_error(p->d, at, "operator '%s' between a tensor and a %s", ast_op_str(op),
+               val_kind_name(other->k));
     return val_err(p);
   }
   double c = val_num(other);
   switch (op) {
-  case OP_ADD: return val_tensor(p, scalar_op(p, IR_OP_ADD_SCALAR, t, c, at));
-  case OP_MUL: return val_tensor(p, scalar_op(p, IR_OP_MUL_SCALAR, t, c, at));
-  case OP_SUB:
-    if (left) return val_tensor(p, scalar_op(p, IR_OP_ADD_SCALAR, t, -c, at));
-    {
-      IrValue *n = fe_emit1(p, IR_OP_NEG, t, NULL, at);
-      return val_tensor(p, n ? scalar_op(p, IR_OP_ADD_SCALAR, n, c, at) : NULL);
-    }
-  case OP_DIV:
-    if (left) {
-      if (c == 0) {
-        diag_error(p->d, at, "division of a tensor by zero");
-        return val_err(p);
+    case OP_ADD: return val_tensor(p, scalar_op(p, IR_OP_ADD_SCALAR, t, c, at));
+    case OP_MUL: return val_tensor(p, scalar_op(p, IR_OP_MUL_SCALAR, t, c, at));
+    case OP_SUB:
+      if (left) return val_tensor(p, scalar_op(p, IR_OP_ADD_SCALAR, t, -c, at));
+      {
+        IrValue *n = fe_emit1(p, IR_OP_NEG, t, NULL, at);
+        return val_tensor(p, n ? scalar_op(p, IR_OP_ADD_SCALAR, n, c, at) : NULL);
       }
-      return val_tensor(p, scalar_op(p, IR_OP_MUL_SCALAR, t, 1.0 / c, at));
-    } else {
-      IrValue *inv = scalar_op(p, IR_OP_POW_SCALAR, t, -1.0, at);
-      return val_tensor(p, inv ? scalar_op(p, IR_OP_MUL_SCALAR, inv, c, at) : NULL);
-    }
-  case OP_POW:
-    if (left) return val_tensor(p, scalar_op(p, IR_OP_POW_SCALAR, t, c, at));
-    diag_error(p->d, at, "a number raised to a tensor power is not supported; use exp(x * log(c))");
-    return val_err(p);
-  default:
-    diag_error(p->d, at, "operator '%s' between a tensor and a number", ast_op_str(op));
-    return val_err(p);
+    case OP_DIV:
+      if (left) {
+        if (c == 0) {
+          diag_error(p->d, at, "division of a tensor by zero");
+          return val_err(p);
+        }
+        return val_tensor(p, scalar_op(p, IR_OP_MUL_SCALAR, t, 1.0 / c, at));
+      } else {
+        IrValue *inv = scalar_op(p, IR_OP_POW_SCALAR, t, -1.0, at);
+        return val_tensor(p, inv ? scalar_op(p, IR_OP_MUL_SCALAR, inv, c, at) : NULL);
+      }
+    case OP_POW:
+      if (left) return val_tensor(p, scalar_op(p, IR_OP_POW_SCALAR, t, c, at));
+      diag_error(p->d, at,
+                 "a number raised to a tensor power is not supported; use exp(x * log(c))");
+      return val_err(p);
+    default:
+      diag_error(p->d, at, "operator '%s' between a tensor and a number", ast_op_str(op));
+      return val_err(p);
   }
 }
 
@@ -300,7 +343,8 @@ static Val *binary(FeProgram *p, Env *e, AstExpr *x) {
     Val *l = fe_eval(p, e, x->lhs);
     if (l->k == V_ERR) return l;
     if (l->k != V_BOOL) {
-      diag_error(p->d, x->lhs->loc, "'%s' needs a bool, not a %s", ast_op_str(x->op), val_kind_name(l->k));
+      diag_error(p->d, x->lhs->loc, "'%s' needs a bool, not a %s", ast_op_str(x->op),
+                 val_kind_name(l->k));
       return val_err(p);
     }
     if (x->op == OP_AND && !l->b) return l;
@@ -308,7 +352,8 @@ static Val *binary(FeProgram *p, Env *e, AstExpr *x) {
     Val *r = fe_eval(p, e, x->rhs);
     if (r->k == V_ERR) return r;
     if (r->k != V_BOOL) {
-      diag_error(p->d, x->rhs->loc, "'%s' needs a bool, not a %s", ast_op_str(x->op), val_kind_name(r->k));
+      diag_error(p->d, x->rhs->loc, "'%s' needs a bool, not a %s", ast_op_str(x->op),
+                 val_kind_name(r->k));
       return val_err(p);
     }
     return r;
@@ -319,8 +364,10 @@ static Val *binary(FeProgram *p, Env *e, AstExpr *x) {
   if (l->k == V_INT && r->k == V_INT) return arith_int(p, x, x->op, l->i, r->i);
   if (val_is_num(l) && val_is_num(r)) return arith_float(p, x, x->op, val_num(l), val_num(r));
   if (p->in_stages && x->op == OP_ADD) {
-    bool lu = l->k == V_INST || l->k == V_SLICE || l->k == V_UNITS || (l->k == V_TENSOR && l->t->role == IR_ROLE_PARAM);
-    bool ru = r->k == V_INST || r->k == V_SLICE || r->k == V_UNITS || (r->k == V_TENSOR && r->t->role == IR_ROLE_PARAM);
+    bool lu = l->k == V_INST || l->k == V_SLICE || l->k == V_UNITS ||
+              (l->k == V_TENSOR && l->t->role == IR_ROLE_PARAM);
+    bool ru = r->k == V_INST || r->k == V_SLICE || r->k == V_UNITS ||
+              (r->k == V_TENSOR && r->t->role == IR_ROLE_PARAM);
     if (lu && ru) {
       Val *u = val_new(p, V_UNITS);
       int n = (l->k == V_UNITS ? l->n : 1) + (r->k == V_UNITS ? r->n : 1);
@@ -334,7 +381,8 @@ static Val *binary(FeProgram *p, Env *e, AstExpr *x) {
       }
       return u;
     }
-    diag_error(p->d, x->loc, "a stage joins sub-models, layer slices and parameters with '+', not a %s and a %s",
+    diag_error(p->d, x->loc,
+               "a stage joins sub-models, layer slices and parameters with '+', not a %s and a %s",
                val_kind_name(l->k), val_kind_name(r->k));
     return val_err(p);
   }
@@ -342,7 +390,8 @@ static Val *binary(FeProgram *p, Env *e, AstExpr *x) {
   if (l->k == V_BOOL && r->k == V_BOOL && (x->op == OP_EQ || x->op == OP_NE))
     return val_bool(p, (l->b == r->b) == (x->op == OP_EQ));
   if ((l->k == V_STR || l->k == V_SYM) && (r->k == V_STR || r->k == V_SYM)) {
-    if (x->op == OP_EQ || x->op == OP_NE) return val_bool(p, (strcmp(l->s, r->s) == 0) == (x->op == OP_EQ));
+    if (x->op == OP_EQ || x->op == OP_NE)
+      return val_bool(p, (strcmp(l->s, r->s) == 0) == (x->op == OP_EQ));
     if (x->op == OP_ADD) return val_str(p, arena_printf(&p->ast, "%s%s", l->s, r->s));
   }
   if (x->op == OP_ADD && l->k == V_LIST && r->k == V_LIST) {
@@ -352,38 +401,44 @@ static Val *binary(FeProgram *p, Env *e, AstExpr *x) {
     for (int i = 0; i < r->n; i++) u->items[u->n++] = r->items[i];
     return u;
   }
-  diag_error(p->d, x->loc, "operator '%s' does not apply to a %s and a %s", ast_op_str(x->op), val_kind_name(l->k),
-             val_kind_name(r->k));
+  diag_error(p->d, x->loc, "operator '%s' does not apply to a %s and a %s", ast_op_str(x->op),
+             val_kind_name(l->k), val_kind_name(r->k));
   return val_err(p);
 }
 
 /* ---- indexing ---- */
 
-static bool norm_index(FeProgram *p, AstExpr *at, int64_t i, int64_t n, bool is_stop, int64_t *out) {
+static bool norm_index(FeProgram *p, AstExpr *at, int64_t i, int64_t n, bool is_stop,
+                       int64_t *out) {
   int64_t r = i < 0 ? i + n : i;
   int64_t max = is_stop ? n : n - 1;
   if (r < 0 || r > max) {
-    diag_error(p->d, at->loc, "index %lld is out of range for a dimension of size %lld", (long long)i, (long long)n);
+    diag_error(p->d, at->loc, "index %lld is out of range for a dimension of size %lld",
+               (long long)i, (long long)n);
     return false;
   }
   *out = r;
   return true;
 }
 
-static bool slice_bounds(FeProgram *p, Env *e, AstExpr *sl, int64_t n, int64_t *lo, int64_t *hi, int64_t *step) {
+static bool slice_bounds(FeProgram *p, Env *e, AstExpr *sl, int64_t n, int64_t *lo, int64_t *hi,
+                         int64_t *step) {
   *lo = 0;
   *hi = n;
   *step = 1;
-  if (sl->start && (!fe_eval_int(p, e, sl->start, lo) || !norm_index(p, sl->start, *lo, n, true, lo))) return false;
-  if (sl->stop && (!fe_eval_int(p, e, sl->stop, hi) || !norm_index(p, sl->stop, *hi, n, true, hi))) return false;
+  if (sl->start &&
+      (!fe_eval_int(p, e, sl->start, lo) || !norm_index(p, sl->start, *lo, n, true, lo)))
+    return false;
+  if (sl->stop && (!fe_eval_int(p, e, sl->stop, hi) || !norm_index(p, sl->stop, *hi, n, true, hi)))
+    return false;
   if (sl->step && !fe_eval_int(p, e, sl->step, step)) return false;
   if (*step < 1) {
     diag_error(p->d, sl->step->loc, "slice step must be at least 1, not %lld", (long long)*step);
     return false;
   }
   if (*lo >= *hi) {
-    diag_error(p->d, sl->loc, "empty slice %lld:%lld of a dimension of size %lld", (long long)*lo, (long long)*hi,
-               (long long)n);
+    diag_error(p->d, sl->loc, "empty slice %lld:%lld of a dimension of size %lld", (long long)*lo,
+               (long long)*hi, (long long)n);
     return false;
   }
   return true;
@@ -440,9 +495,12 @@ static Val *index_val(FeProgram *p, Env *e, AstExpr *x) {
   }
   AstExpr *it = x->items.items[0];
   int64_t n;
-  if (base->k == V_LIST) n = base->n;
-  else if (base->k == V_INST && base->inst->is_stack) n = base->inst->nlayers;
-  else if (base->k == V_SLICE) n = base->hi - base->lo;
+  if (base->k == V_LIST)
+    n = base->n;
+  else if (base->k == V_INST && base->inst->is_stack)
+    n = base->inst->nlayers;
+  else if (base->k == V_SLICE)
+    n = base->hi - base->lo;
   else {
     diag_error(p->d, x->loc, "a %s cannot be indexed", val_kind_name(base->k));
     return val_err(p);
@@ -491,7 +549,8 @@ static Val *field(FeProgram *p, Env *e, AstExpr *x) {
     }
     if (strcmp(x->name, "T") == 0) {
       if (t->shape.rank != 2) {
-        diag_error(p->d, x->loc, ".T needs a 2-D tensor, this one is %s", fe_shape_str(p, &t->shape));
+        diag_error(p->d, x->loc, ".T needs a 2-D tensor, this one is %s",
+                   fe_shape_str(p, &t->shape));
         return val_err(p);
       }
       IrAttrs a = {0};
@@ -518,7 +577,8 @@ static Val *call(FeProgram *p, Env *e, AstExpr *x) {
       if (f->k == V_INST || f->k == V_SLICE) {
         return fe_call_inst(p, e, x, f, NULL);
       }
-      diag_error(p->d, c->loc, "'%s' is a %s, not something callable", c->name, val_kind_name(f->k));
+      diag_error(p->d, c->loc, "'%s' is a %s, not something callable", c->name,
+                 val_kind_name(f->k));
       return val_err(p);
     }
     if (p->cur_inst && !p->cur_inst->is_stack && fe_find_forward(p->cur_inst->decl, c->name) &&
@@ -557,69 +617,70 @@ static Val *call(FeProgram *p, Env *e, AstExpr *x) {
 
 Val *fe_eval(FeProgram *p, Env *e, AstExpr *x) {
   switch (x->kind) {
-  case AST_INT: return val_int(p, x->ival);
-  case AST_FLOAT: return val_float(p, x->fval);
-  case AST_STRING: return val_str(p, x->str);
-  case AST_BOOL: return val_bool(p, x->bval);
-  case AST_NAME: {
-    Binding *b = env_lookup(e, x->name);
-    if (b) return b->val;
-    if (p->allow_sym) {
-      Val *v = val_new(p, V_SYM);
-      v->s = x->name;
-      return v;
-    }
-    diag_error(p->d, x->loc, "unknown name '%s'", x->name);
-    return val_err(p);
-  }
-  case AST_LIST: {
-    Val *l = val_new(p, V_LIST);
-    l->items = ARENA_ARRAY(&p->ast, Val *, x->items.len + 1);
-    for (int i = 0; i < x->items.len; i++) {
-      Val *v = fe_eval(p, e, x->items.items[i]);
-      if (v->k == V_ERR) return v;
-      l->items[l->n++] = v;
-    }
-    return l;
-  }
-  case AST_UNARY: {
-    Val *v = fe_eval(p, e, x->lhs);
-    if (v->k == V_ERR) return v;
-    if (x->op == OP_NOT) {
-      if (v->k != V_BOOL) {
-        diag_error(p->d, x->loc, "'not' needs a bool, not a %s", val_kind_name(v->k));
-        return val_err(p);
+    case AST_INT: return val_int(p, x->ival);
+    case AST_FLOAT: return val_float(p, x->fval);
+    case AST_STRING: return val_str(p, x->str);
+    case AST_BOOL: return val_bool(p, x->bval);
+    case AST_NAME: {
+      Binding *b = env_lookup(e, x->name);
+      if (b) return b->val;
+      if (p->allow_sym) {
+        Val *v = val_new(p, V_SYM);
+        v->s = x->name;
+        return v;
       }
-      return val_bool(p, !v->b);
-    }
-    if (v->k == V_INT) {
-      if (v->i == INT64_MIN) {
-        diag_error(p->d, x->loc, "integer overflow in '%s'", fe_expr_text(p, x));
-        return val_err(p);
-      }
-      return val_int(p, -v->i);
-    }
-    if (v->k == V_FLOAT) return val_float(p, -v->f);
-    if (v->k == V_TENSOR) return val_tensor(p, fe_emit1(p, IR_OP_NEG, v->t, NULL, x->loc));
-    diag_error(p->d, x->loc, "unary '-' does not apply to a %s", val_kind_name(v->k));
-    return val_err(p);
-  }
-  case AST_BINARY: return binary(p, e, x);
-  case AST_COND: {
-    Val *c = fe_eval(p, e, x->cond);
-    if (c->k == V_ERR) return c;
-    if (c->k != V_BOOL) {
-      diag_error(p->d, x->cond->loc, "a condition must be a compile-time bool, not a %s", val_kind_name(c->k));
+      diag_error(p->d, x->loc, "unknown name '%s'", x->name);
       return val_err(p);
     }
-    return fe_eval(p, e, c->b ? x->lhs : x->rhs);
-  }
-  case AST_CALL: return call(p, e, x);
-  case AST_FIELD: return field(p, e, x);
-  case AST_INDEX: return index_val(p, e, x);
-  case AST_SLICE:
-    diag_error(p->d, x->loc, "a slice is only allowed inside [ ]");
-    return val_err(p);
+    case AST_LIST: {
+      Val *l = val_new(p, V_LIST);
+      l->items = ARENA_ARRAY(&p->ast, Val *, x->items.len + 1);
+      for (int i = 0; i < x->items.len; i++) {
+        Val *v = fe_eval(p, e, x->items.items[i]);
+        if (v->k == V_ERR) return v;
+        l->items[l->n++] = v;
+      }
+      return l;
+    }
+    case AST_UNARY: {
+      Val *v = fe_eval(p, e, x->lhs);
+      if (v->k == V_ERR) return v;
+      if (x->op == OP_NOT) {
+        if (v->k != V_BOOL) {
+          diag_error(p->d, x->loc, "'not' needs a bool, not a %s", val_kind_name(v->k));
+          return val_err(p);
+        }
+        return val_bool(p, !v->b);
+      }
+      if (v->k == V_INT) {
+        if (v->i == INT64_MIN) {
+          diag_error(p->d, x->loc, "integer overflow in '%s'", fe_expr_text(p, x));
+          return val_err(p);
+        }
+        return val_int(p, -v->i);
+      }
+      if (v->k == V_FLOAT) return val_float(p, -v->f);
+      if (v->k == V_TENSOR) return val_tensor(p, fe_emit1(p, IR_OP_NEG, v->t, NULL, x->loc));
+      diag_error(p->d, x->loc, "unary '-' does not apply to a %s", val_kind_name(v->k));
+      return val_err(p);
+    }
+    case AST_BINARY: return binary(p, e, x);
+    case AST_COND: {
+      Val *c = fe_eval(p, e, x->cond);
+      if (c->k == V_ERR) return c;
+      if (c->k != V_BOOL) {
+        diag_error(p->d, x->cond->loc, "a condition must be a compile-time bool, not a %s",
+                   val_kind_name(c->k));
+        return val_err(p);
+      }
+      return fe_eval(p, e, c->b ? x->lhs : x->rhs);
+    }
+    case AST_CALL: return call(p, e, x);
+    case AST_FIELD: return field(p, e, x);
+    case AST_INDEX: return index_val(p, e, x);
+    case AST_SLICE:
+      diag_error(p->d, x->loc, "a slice is only allowed inside [ ]");
+      return val_err(p);
   }
   return val_err(p);
 }
@@ -635,7 +696,8 @@ bool fe_eval_int(FeProgram *p, Env *e, AstExpr *x, int64_t *out) {
     *out = (int64_t)v->f;
     return true;
   }
-  diag_error(p->d, x->loc, "expected an integer, but '%s' is a %s", fe_expr_text(p, x), val_kind_name(v->k));
+  diag_error(p->d, x->loc, "expected an integer, but '%s' is a %s", fe_expr_text(p, x),
+             val_kind_name(v->k));
   return false;
 }
 
@@ -646,6 +708,7 @@ bool fe_eval_num(FeProgram *p, Env *e, AstExpr *x, double *out) {
     *out = val_num(v);
     return true;
   }
-  diag_error(p->d, x->loc, "expected a number, but '%s' is a %s", fe_expr_text(p, x), val_kind_name(v->k));
+  diag_error(p->d, x->loc, "expected a number, but '%s' is a %s", fe_expr_text(p, x),
+             val_kind_name(v->k));
   return false;
 }

@@ -8,10 +8,13 @@
 
 /* ---- compile-time values ---- */
 typedef enum VKind {
-  V_ERR,    /* an error was already reported: propagate silently */
+  V_ERR, /* an error was already reported: propagate silently */
   V_NONE,
-  V_INT, V_FLOAT, V_BOOL, V_STR,
-  V_SYM,    /* a bare name with no binding (settings such as `selective`) */
+  V_INT,
+  V_FLOAT,
+  V_BOOL,
+  V_STR,
+  V_SYM, /* a bare name with no binding (settings such as `selective`) */
   V_LIST,
   V_TENSOR, /* an IR value */
   V_INST,   /* a module instance (or a whole stack) */
@@ -56,9 +59,9 @@ struct Inst {
   bool is_stack;
   Inst **layers;
   int nlayers;
-  int group;        /* IR group index for a stack, or the group this layer is in (-1) */
-  int layer;        /* index within its stack, or -1 */
-  SrcLoc loc;       /* where it was instantiated */
+  int group;          /* IR group index for a stack, or the group this layer is in (-1) */
+  int layer;          /* index within its stack, or -1 */
+  SrcLoc loc;         /* where it was instantiated */
   AstStmt *attn_note; /* unused */
 };
 
@@ -70,24 +73,24 @@ typedef struct AttnSite {
 } AttnSite;
 
 struct FeProgram {
-  Arena ast;     /* AST, values, instances: everything of this program */
+  Arena ast; /* AST, values, instances: everything of this program */
   Diag *d;
   FeOptions opts;
   AstFile *root;
-  PtrVec files;  /* AstFile* */
-  PtrVec loading;/* files being loaded (import cycle check) */
+  PtrVec files;      /* AstFile* */
+  PtrVec loading;    /* files being loaded (import cycle check) */
   PtrVec loading_at; /* SrcLoc* of the import that loaded each of them */
   /* during elaboration */
   IrModule *ir;
   IrBuilder b;
   PtrVec inst_stack; /* AstDecl* being instantiated (recursion check) */
   int call_depth;
-  PtrVec attn;   /* AttnSite* */
+  PtrVec attn; /* AttnSite* */
   Inst *root_inst;
-  bool allow_sym;  /* bare unknown names evaluate to symbols (sections) */
-  int fwd_depth;   /* nesting of forward calls (recursion guard) */
-  Inst *cur_inst;  /* the instance whose forward is running */
-  bool in_stages;  /* evaluating a stage list: '+' joins instances, layers and parameters */
+  bool allow_sym;   /* bare unknown names evaluate to symbols (sections) */
+  int fwd_depth;    /* nesting of forward calls (recursion guard) */
+  Inst *cur_inst;   /* the instance whose forward is running */
+  bool in_stages;   /* evaluating a stage list: '+' joins instances, layers and parameters */
   IrMap decl_shape; /* IrValue* -> declared shape text ("[3 * dim, dim]") for notes */
   /* KV-cache elaboration (fe_elaborate_cached): the mode, the cache length
    * and the function's `pos` input once made */

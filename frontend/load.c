@@ -57,7 +57,8 @@ static void load_imports(FeProgram *p, AstFile *f) {
 }
 
 /* Parses a loaded file and, with it on the loading stack, its imports. */
-static AstFile *parse_loaded(FeProgram *p, uint32_t id, const char *path, const char *real, SrcLoc at) {
+static AstFile *parse_loaded(FeProgram *p, uint32_t id, const char *path, const char *real,
+                             SrcLoc at) {
   AstFile *f = fe_parse(&p->ast, p->d, id);
   f->path = path;
   f->real_path = real;
@@ -82,7 +83,8 @@ static AstFile *load_file(FeProgram *p, const char *path, SrcLoc at) {
       char *chain = arena_strdup(&p->ast, "");
       for (int j = i; j < p->loading.len; j++) {
         const char *base = strrchr(((AstFile *)p->loading.items[j])->path, '/');
-        chain = arena_printf(&p->ast, "%s%s -> ", chain, base ? base + 1 : ((AstFile *)p->loading.items[j])->path);
+        chain = arena_printf(&p->ast, "%s%s -> ", chain,
+                             base ? base + 1 : ((AstFile *)p->loading.items[j])->path);
       }
       const char *base = strrchr(real, '/');
       /* report at the import that starts the cycle, in the first file of it */
@@ -151,7 +153,8 @@ typedef struct Scope {
 static void scope_add(FeProgram *p, Scope *s, const char *name) {
   if (s->n == s->cap) {
     int nc = s->cap ? s->cap * 2 : 16;
-    s->names = arena_realloc(&p->ast, s->names, sizeof(char *) * (size_t)s->cap, sizeof(char *) * (size_t)nc);
+    s->names = arena_realloc(&p->ast, s->names, sizeof(char *) * (size_t)s->cap,
+                             sizeof(char *) * (size_t)nc);
     s->cap = nc;
   }
   s->names[s->n++] = name;
@@ -180,50 +183,51 @@ static void check_list(FeProgram *p, PtrVec *v, const Scope *s, bool tensors) {
 static void check_expr(FeProgram *p, AstExpr *x, const Scope *s, bool tensors) {
   if (!x) return;
   switch (x->kind) {
-  case AST_NAME:
-    if (!scope_has(s, x->name)) {
-      if (fe_is_builtin(x->name) || is_number_builtin(x->name))
-        diag_error(p->d, x->loc, "'%s' is a function; call it with arguments", x->name);
-      else
-        diag_error(p->d, x->loc, "unknown name '%s'", x->name);
-    }
-    break;
-  case AST_CALL:
-    if (x->lhs->kind == AST_NAME) {
-      const char *n = x->lhs->name;
-      if (!scope_has(s, n) && !(tensors && fe_is_builtin(n)) && !is_number_builtin(n)) {
-        if (!tensors && fe_is_builtin(n))
-          diag_error(p->d, x->lhs->loc, "tensor function '%s' used outside a forward", n);
+    case AST_NAME:
+      if (!scope_has(s, x->name)) {
+        if (fe_is_builtin(x->name) || is_number_builtin(x->name))
+          diag_error(p->d, x->loc, "'%s' is a function; call it with arguments", x->name);
         else
-          diag_error(p->d, x->lhs->loc, "unknown function '%s'", n);
+          diag_error(p->d, x->loc, "unknown name '%s'", x->name);
       }
-    } else {
+      break;
+    case AST_CALL:
+      if (x->lhs->kind == AST_NAME) {
+        const char *n = x->lhs->name;
+        if (!scope_has(s, n) && !(tensors && fe_is_builtin(n)) && !is_number_builtin(n)) {
+          if (!tensors && fe_is_builtin(n))
+            diag_error(p->d, x->lhs->loc, "tensor function '%s' used outside a forward", n);
+          else
+            diag_error(p->d, x->lhs->loc, "unknown function '%s'", n);
+        }
+      } else {
+        check_expr(p, x->lhs, s, tensors);
+      }
+      for (int i = 0; i < x->args.len; i++)
+        check_expr(p, ((AstArg *)x->args.items[i])->value, s, tensors);
+      break;
+    case AST_FIELD: check_expr(p, x->lhs, s, tensors); break;
+    case AST_UNARY: check_expr(p, x->lhs, s, tensors); break;
+    case AST_BINARY:
       check_expr(p, x->lhs, s, tensors);
-    }
-    for (int i = 0; i < x->args.len; i++) check_expr(p, ((AstArg *)x->args.items[i])->value, s, tensors);
-    break;
-  case AST_FIELD: check_expr(p, x->lhs, s, tensors); break;
-  case AST_UNARY: check_expr(p, x->lhs, s, tensors); break;
-  case AST_BINARY:
-    check_expr(p, x->lhs, s, tensors);
-    check_expr(p, x->rhs, s, tensors);
-    break;
-  case AST_COND:
-    check_expr(p, x->cond, s, tensors);
-    check_expr(p, x->lhs, s, tensors);
-    check_expr(p, x->rhs, s, tensors);
-    break;
-  case AST_LIST: check_list(p, &x->items, s, tensors); break;
-  case AST_INDEX:
-    check_expr(p, x->lhs, s, tensors);
-    check_list(p, &x->items, s, tensors);
-    break;
-  case AST_SLICE:
-    check_expr(p, x->start, s, tensors);
-    check_expr(p, x->stop, s, tensors);
-    check_expr(p, x->step, s, tensors);
-    break;
-  default: break;
+      check_expr(p, x->rhs, s, tensors);
+      break;
+    case AST_COND:
+      check_expr(p, x->cond, s, tensors);
+      check_expr(p, x->lhs, s, tensors);
+      check_expr(p, x->rhs, s, tensors);
+      break;
+    case AST_LIST: check_list(p, &x->items, s, tensors); break;
+    case AST_INDEX:
+      check_expr(p, x->lhs, s, tensors);
+      check_list(p, &x->items, s, tensors);
+      break;
+    case AST_SLICE:
+      check_expr(p, x->start, s, tensors);
+      check_expr(p, x->stop, s, tensors);
+      check_expr(p, x->step, s, tensors);
+      break;
+    default: break;
   }
 }
 
@@ -231,8 +235,10 @@ static void check_expr(FeProgram *p, AstExpr *x, const Scope *s, bool tensors) {
 static void collect_members(FeProgram *p, PtrVec *members, Scope *s) {
   for (int i = 0; i < members->len; i++) {
     AstStmt *st = members->items[i];
-    if (st->kind == ST_LET || st->kind == ST_PARAM || st->kind == ST_INSTANCE) scope_add(p, s, st->name);
-    if (st->kind == ST_FORWARD && st->name) scope_add(p, s, st->name); /* sibling forwards are callable */
+    if (st->kind == ST_LET || st->kind == ST_PARAM || st->kind == ST_INSTANCE)
+      scope_add(p, s, st->name);
+    if (st->kind == ST_FORWARD && st->name)
+      scope_add(p, s, st->name); /* sibling forwards are callable */
     if (st->kind == ST_IF) {
       collect_members(p, &st->body, s);
       collect_members(p, &st->else_body, s);
@@ -244,22 +250,22 @@ static void check_stmts(FeProgram *p, PtrVec *body, Scope *s) {
   for (int i = 0; i < body->len; i++) {
     AstStmt *st = body->items[i];
     switch (st->kind) {
-    case ST_LET:
-    case ST_ASSIGN:
-      check_expr(p, st->value, s, true);
-      scope_add(p, s, st->name);
-      break;
-    case ST_RETURN: check_expr(p, st->value, s, true); break;
-    case ST_IF: {
-      check_expr(p, st->cond, s, true);
-      /* names assigned in a branch stay visible after it */
-      check_stmts(p, &st->body, s);
-      check_stmts(p, &st->else_body, s);
-      break;
-    }
-    default:
-      diag_error(p->d, st->loc, "this statement is not allowed inside a forward function");
-      break;
+      case ST_LET:
+      case ST_ASSIGN:
+        check_expr(p, st->value, s, true);
+        scope_add(p, s, st->name);
+        break;
+      case ST_RETURN: check_expr(p, st->value, s, true); break;
+      case ST_IF: {
+        check_expr(p, st->cond, s, true);
+        /* names assigned in a branch stay visible after it */
+        check_stmts(p, &st->body, s);
+        check_stmts(p, &st->else_body, s);
+        break;
+      }
+      default:
+        diag_error(p->d, st->loc, "this statement is not allowed inside a forward function");
+        break;
     }
   }
 }
@@ -269,8 +275,10 @@ static void check_type_dims(FeProgram *p, AstType *t, Scope *s, bool bind) {
   for (int i = 0; i < t->dims.len; i++) {
     AstExpr *dx = t->dims.items[i];
     if (dx->kind == AST_NAME && !scope_has(s, dx->name)) {
-      if (bind) scope_add(p, s, dx->name); /* a shape variable */
-      else diag_error(p->d, dx->loc, "unbound shape variable '%s' in the return type", dx->name);
+      if (bind)
+        scope_add(p, s, dx->name); /* a shape variable */
+      else
+        diag_error(p->d, dx->loc, "unbound shape variable '%s' in the return type", dx->name);
     } else {
       check_expr(p, dx, s, false);
     }
@@ -281,56 +289,59 @@ static void check_members(FeProgram *p, AstDecl *dcl, PtrVec *members, Scope *mo
   for (int i = 0; i < members->len; i++) {
     AstStmt *st = members->items[i];
     switch (st->kind) {
-    case ST_LET:
-      check_expr(p, st->value, ordered, false);
-      scope_add(p, ordered, st->name);
-      break;
-    case ST_PARAM:
-      if (st->ptype) check_list(p, &st->ptype->dims, ordered, false);
-      if (st->value && st->value->kind == AST_CALL) {
-        for (int j = 0; j < st->value->args.len; j++)
-          check_expr(p, ((AstArg *)st->value->args.items[j])->value, ordered, false);
-      }
-      scope_add(p, ordered, st->name);
-      break;
-    case ST_INSTANCE: {
-      AstExpr *c = st->value;
-      if (c && c->kind == AST_CALL && c->lhs->kind == AST_NAME) {
-        AstDecl *m = fe_find_decl(p, dcl->file, c->lhs->name);
-        if (!m) {
-          diag_error(p->d, c->lhs->loc, "unknown module '%s'", c->lhs->name);
-        } else if (m->kind == DECL_MODEL && dcl->kind == DECL_MODULE) {
-          diag_error(p->d, c->lhs->loc, "'%s' is a model; a module can only contain modules", m->name);
+      case ST_LET:
+        check_expr(p, st->value, ordered, false);
+        scope_add(p, ordered, st->name);
+        break;
+      case ST_PARAM:
+        if (st->ptype) check_list(p, &st->ptype->dims, ordered, false);
+        if (st->value && st->value->kind == AST_CALL) {
+          for (int j = 0; j < st->value->args.len; j++)
+            check_expr(p, ((AstArg *)st->value->args.items[j])->value, ordered, false);
         }
-        for (int j = 0; j < c->args.len; j++) check_expr(p, ((AstArg *)c->args.items[j])->value, ordered, false);
-      } else if (c) {
-        diag_error(p->d, st->loc, "expected a module instance such as Linear(64, 64)");
+        scope_add(p, ordered, st->name);
+        break;
+      case ST_INSTANCE: {
+        AstExpr *c = st->value;
+        if (c && c->kind == AST_CALL && c->lhs->kind == AST_NAME) {
+          AstDecl *m = fe_find_decl(p, dcl->file, c->lhs->name);
+          if (!m) {
+            diag_error(p->d, c->lhs->loc, "unknown module '%s'", c->lhs->name);
+          } else if (m->kind == DECL_MODEL && dcl->kind == DECL_MODULE) {
+            diag_error(p->d, c->lhs->loc, "'%s' is a model; a module can only contain modules",
+                       m->name);
+          }
+          for (int j = 0; j < c->args.len; j++)
+            check_expr(p, ((AstArg *)c->args.items[j])->value, ordered, false);
+        } else if (c) {
+          diag_error(p->d, st->loc, "expected a module instance such as Linear(64, 64)");
+        }
+        check_expr(p, st->repeat, ordered, false);
+        scope_add(p, ordered, st->name);
+        break;
       }
-      check_expr(p, st->repeat, ordered, false);
-      scope_add(p, ordered, st->name);
-      break;
-    }
-    case ST_IF:
-      check_expr(p, st->cond, ordered, false);
-      check_members(p, dcl, &st->body, mod, ordered);
-      check_members(p, dcl, &st->else_body, mod, ordered);
-      break;
-    case ST_FORWARD: {
-      Scope fs = {.parent = mod};
-      for (int j = 0; j < st->params.len; j++) {
-        AstParam *prm = st->params.items[j];
-        scope_add(p, &fs, prm->name);
-        if (prm->type) check_type_dims(p, prm->type, &fs, true);
+      case ST_IF:
+        check_expr(p, st->cond, ordered, false);
+        check_members(p, dcl, &st->body, mod, ordered);
+        check_members(p, dcl, &st->else_body, mod, ordered);
+        break;
+      case ST_FORWARD: {
+        Scope fs = {.parent = mod};
+        for (int j = 0; j < st->params.len; j++) {
+          AstParam *prm = st->params.items[j];
+          scope_add(p, &fs, prm->name);
+          if (prm->type) check_type_dims(p, prm->type, &fs, true);
+        }
+        check_type_dims(p, st->ret, &fs, false);
+        check_stmts(p, &st->body, &fs);
+        break;
       }
-      check_type_dims(p, st->ret, &fs, false);
-      check_stmts(p, &st->body, &fs);
-      break;
-    }
-    case ST_SECTION:
-      if (dcl->kind != DECL_MODEL)
-        diag_error(p->d, st->loc, "a '%s' section belongs in a model, not in module '%s'", st->name, dcl->name);
-      break;
-    default: break;
+      case ST_SECTION:
+        if (dcl->kind != DECL_MODEL)
+          diag_error(p->d, st->loc, "a '%s' section belongs in a model, not in module '%s'",
+                     st->name, dcl->name);
+        break;
+      default: break;
     }
   }
 }
@@ -354,7 +365,8 @@ static void check_decl(FeProgram *p, AstDecl *dcl) {
     if (a->kind != ST_LET && a->kind != ST_PARAM && a->kind != ST_INSTANCE) continue;
     for (int j = 0; j < i; j++) {
       AstStmt *b = dcl->members.items[j];
-      if ((b->kind == ST_LET || b->kind == ST_PARAM || b->kind == ST_INSTANCE) && strcmp(a->name, b->name) == 0) {
+      if ((b->kind == ST_LET || b->kind == ST_PARAM || b->kind == ST_INSTANCE) &&
+          strcmp(a->name, b->name) == 0) {
         diag_error(p->d, a->name_loc, "redefinition of '%s'", a->name);
         diag_note(p->d, b->name_loc, "previous definition is here");
         break;
@@ -362,7 +374,8 @@ static void check_decl(FeProgram *p, AstDecl *dcl) {
     }
     for (int j = 0; j < dcl->hparams.len; j++)
       if (strcmp(((AstParam *)dcl->hparams.items[j])->name, a->name) == 0) {
-        diag_error(p->d, a->name_loc, "'%s' is already a hyper-parameter of '%s'", a->name, dcl->name);
+        diag_error(p->d, a->name_loc, "'%s' is already a hyper-parameter of '%s'", a->name,
+                   dcl->name);
         break;
       }
   }
@@ -380,9 +393,9 @@ static void check_decl(FeProgram *p, AstDecl *dcl) {
  * hyper-parameters. Everything after loading sees D as if written out. */
 
 typedef struct ExtState {
-  PtrVec active; /* AstDecl* whose base is being resolved, outermost first */
-  PtrVec done;   /* resolved */
-  PtrVec failed; /* reported (or their base was): neither merged nor checked */
+  PtrVec active;         /* AstDecl* whose base is being resolved, outermost first */
+  PtrVec done;           /* resolved */
+  PtrVec failed;         /* reported (or their base was): neither merged nor checked */
   PtrVec checked, dirty; /* check_decl done; ... and it reported errors */
 } ExtState;
 
@@ -449,7 +462,8 @@ static void check_inherited_callees(FeProgram *p, AstDecl *dcl, PtrVec *members)
     if (!there || there == here) continue; /* an unknown module is reported in the base */
     diag_error(p->d, dcl->base_loc,
                "'%s' inherits '%s = %s(...)' from '%s', but '%s' seen from this file is another "
-               "declaration than where '%s' is written", dcl->name, st->name, callee, dcl->base, callee, st->name);
+               "declaration than where '%s' is written",
+               dcl->name, st->name, callee, dcl->base, callee, st->name);
     if (here) diag_note(p->d, here->name_loc, "'%s' seen from '%s' is this one", callee, dcl->name);
     diag_note(p->d, there->name_loc, "'%s' of the inherited member is this one", callee);
   }
@@ -475,8 +489,9 @@ static void merge_members(FeProgram *p, AstDecl *dcl, AstDecl *base) {
     if (hit < 0 && is_value_member(m)) {
       AstStmt *inner = find_in_ifs(&base->members, m->name, true);
       if (inner) {
-        diag_error(p->d, m->name_loc, "cannot replace '%s' of '%s': it is declared inside an 'if' there",
-                   m->name, base->name);
+        diag_error(p->d, m->name_loc,
+                   "cannot replace '%s' of '%s': it is declared inside an 'if' there", m->name,
+                   base->name);
         diag_note(p->d, inner->name_loc, "'%s' is declared here", m->name);
       }
     }
@@ -508,7 +523,8 @@ static bool resolve_extends(FeProgram *p, ExtState *x, AstDecl *dcl) {
   } else if (b == dcl) {
     diag_error(p->d, dcl->base_loc, "model '%s' extends itself", dcl->name);
   } else if (b->kind != DECL_MODEL) {
-    diag_error(p->d, dcl->base_loc, "'%s' is a module, not a model: a model can only extend a model", b->name);
+    diag_error(p->d, dcl->base_loc,
+               "'%s' is a module, not a model: a model can only extend a model", b->name);
     diag_note(p->d, b->name_loc, "'%s' is declared here", b->name);
   } else if (cyc >= 0) {
     /* reported at the first model of the cycle, with a note per link */
@@ -547,7 +563,8 @@ static bool resolve_extends(FeProgram *p, ExtState *x, AstDecl *dcl) {
 static bool check_extended(FeProgram *p, ExtState *x, AstDecl *dcl) {
   if (vec_index(&x->checked, dcl) >= 0) return vec_index(&x->dirty, dcl) < 0;
   ptrvec_push(&p->ast, &x->checked, dcl);
-  bool clean = vec_index(&x->failed, dcl) < 0 && (!dcl->base_decl || check_extended(p, x, dcl->base_decl));
+  bool clean =
+      vec_index(&x->failed, dcl) < 0 && (!dcl->base_decl || check_extended(p, x, dcl->base_decl));
   if (clean) {
     int before = p->d->errors;
     check_decl(p, dcl);
@@ -557,7 +574,8 @@ static bool check_extended(FeProgram *p, ExtState *x, AstDecl *dcl) {
   return clean;
 }
 
-static FeProgram *load_root(Diag *d, const char *path, const char *text, size_t len, const FeOptions *opts) {
+static FeProgram *load_root(Diag *d, const char *path, const char *text, size_t len,
+                            const FeOptions *opts) {
   FeProgram *p = calloc(1, sizeof *p);
   if (!p) mm_die(__FILE__, __LINE__, "out of memory");
   arena_init(&p->ast);
@@ -616,7 +634,8 @@ FeProgram *fe_load(Diag *d, const char *path, const FeOptions *opts) {
   return load_root(d, path, NULL, 0, opts);
 }
 
-FeProgram *fe_load_buffer(Diag *d, const char *name, const char *text, size_t len, const FeOptions *opts) {
+FeProgram *fe_load_buffer(Diag *d, const char *name, const char *text, size_t len,
+                          const FeOptions *opts) {
   return load_root(d, name, text, len, opts);
 }
 

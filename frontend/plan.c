@@ -20,8 +20,10 @@ static AstStmt *section(AstDecl *dcl, const char *name, AstStmt **dup) {
   for (int i = 0; i < dcl->members.len; i++) {
     AstStmt *st = dcl->members.items[i];
     if (st->kind == ST_SECTION && strcmp(st->name, name) == 0) {
-      if (found) *dup = st;
-      else found = st;
+      if (found)
+        *dup = st;
+      else
+        found = st;
     }
   }
   return found;
@@ -31,21 +33,25 @@ static bool pos_int(FeProgram *p, Env *e, AstStmt *s, int lo, int hi, int *out) 
   int64_t v;
   if (!fe_eval_int(p, e, s->value, &v)) return false;
   if (v < lo || v > hi) {
-    diag_error(p->d, s->value->loc, "%s must be between %d and %d, not %lld", s->name, lo, hi, (long long)v);
+    diag_error(p->d, s->value->loc, "%s must be between %d and %d, not %lld", s->name, lo, hi,
+               (long long)v);
     return false;
   }
   *out = (int)v;
   return true;
 }
 
-static bool get_num(FeProgram *p, Env *e, AstExpr *x, double *out) { return fe_eval_num(p, e, x, out); }
+static bool get_num(FeProgram *p, Env *e, AstExpr *x, double *out) {
+  return fe_eval_num(p, e, x, out);
+}
 
 static const char *sym_of(FeProgram *p, Env *e, AstExpr *x) {
   p->allow_sym = true;
   Val *v = fe_eval(p, e, x);
   p->allow_sym = false;
   if (v->k == V_SYM || v->k == V_STR) return v->s;
-  if (v->k != V_ERR) diag_error(p->d, x->loc, "expected a name such as 'selective', not a %s", val_kind_name(v->k));
+  if (v->k != V_ERR)
+    diag_error(p->d, x->loc, "expected a name such as 'selective', not a %s", val_kind_name(v->k));
   return NULL;
 }
 
@@ -57,8 +63,10 @@ static bool read_optimizer(FeProgram *p, Env *e, AstExpr *x, MmTrain *t) {
     return false;
   }
   const char *kind = x->lhs->name;
-  if (strcmp(kind, "adamw") == 0) t->optim = MM_OPT_ADAMW;
-  else if (strcmp(kind, "sgd") == 0) t->optim = MM_OPT_SGD;
+  if (strcmp(kind, "adamw") == 0)
+    t->optim = MM_OPT_ADAMW;
+  else if (strcmp(kind, "sgd") == 0)
+    t->optim = MM_OPT_SGD;
   else {
     diag_error(p->d, x->lhs->loc, "unknown optimizer '%s' (expected adamw or sgd)", kind);
     return false;
@@ -91,11 +99,16 @@ static bool read_optimizer(FeProgram *p, Env *e, AstExpr *x, MmTrain *t) {
       ok = false;
       continue;
     }
-    if (strcmp(a->name, "lr") == 0) t->lr = v;
-    else if (strcmp(a->name, "weight_decay") == 0) t->weight_decay = v;
-    else if (strcmp(a->name, "eps") == 0 && t->optim == MM_OPT_ADAMW) t->eps = v;
-    else if (strcmp(a->name, "clip") == 0) t->clip = v;
-    else if (strcmp(a->name, "momentum") == 0 && t->optim == MM_OPT_SGD) t->momentum = v;
+    if (strcmp(a->name, "lr") == 0)
+      t->lr = v;
+    else if (strcmp(a->name, "weight_decay") == 0)
+      t->weight_decay = v;
+    else if (strcmp(a->name, "eps") == 0 && t->optim == MM_OPT_ADAMW)
+      t->eps = v;
+    else if (strcmp(a->name, "clip") == 0)
+      t->clip = v;
+    else if (strcmp(a->name, "momentum") == 0 && t->optim == MM_OPT_SGD)
+      t->momentum = v;
     else {
       diag_error(p->d, a->loc, "%s has no setting '%s'", kind, a->name);
       ok = false;
@@ -110,7 +123,9 @@ static bool read_optimizer(FeProgram *p, Env *e, AstExpr *x, MmTrain *t) {
 }
 
 static bool read_schedule(FeProgram *p, Env *e, AstExpr *x, MmTrain *t) {
-  const char *kind = x->kind == AST_NAME ? x->name : (x->kind == AST_CALL && x->lhs->kind == AST_NAME) ? x->lhs->name : NULL;
+  const char *kind = x->kind == AST_NAME                                 ? x->name
+                     : (x->kind == AST_CALL && x->lhs->kind == AST_NAME) ? x->lhs->name
+                                                                         : NULL;
   if (!kind || (strcmp(kind, "cosine") != 0 && strcmp(kind, "constant") != 0)) {
     diag_error(p->d, x->loc, "expected constant or cosine(warmup = N, min_lr = X)");
     return false;
@@ -122,14 +137,18 @@ static bool read_schedule(FeProgram *p, Env *e, AstExpr *x, MmTrain *t) {
     int64_t iv;
     double dv;
     if (a->name && strcmp(a->name, "warmup") == 0) {
-      if (!fe_eval_int(p, e, a->value, &iv)) ok = false;
+      if (!fe_eval_int(p, e, a->value, &iv))
+        ok = false;
       else if (iv < 0) {
         diag_error(p->d, a->value->loc, "warmup must not be negative");
         ok = false;
-      } else t->warmup = (int)iv;
+      } else
+        t->warmup = (int)iv;
     } else if (a->name && strcmp(a->name, "min_lr") == 0 && t->lr_sched == MM_LR_COSINE) {
-      if (!get_num(p, e, a->value, &dv)) ok = false;
-      else t->min_lr = dv;
+      if (!get_num(p, e, a->value, &dv))
+        ok = false;
+      else
+        t->min_lr = dv;
     } else {
       diag_error(p->d, a->loc, "%s has no setting '%s'", kind, a->name ? a->name : "(positional)");
       ok = false;
@@ -141,7 +160,9 @@ static bool read_schedule(FeProgram *p, Env *e, AstExpr *x, MmTrain *t) {
 /* ---- lora = lora(rank = 8, alpha = 16, targets = [llm], layers = ["q_proj", "v_proj"]) ---- */
 
 /* "a" or "an" before a word. */
-static const char *article(const char *w) { return w[0] && strchr("aeiou", w[0]) ? "an" : "a"; }
+static const char *article(const char *w) {
+  return w[0] && strchr("aeiou", w[0]) ? "an" : "a";
+}
 
 /* The items of a list setting with a location each: the elements of a list
  * literal located one by one, else the evaluated list located as a whole.
@@ -161,7 +182,8 @@ static Val **list_items(FeProgram *p, Env *e, AstExpr *x, const char *what, int 
   Val *l = fe_eval(p, e, x);
   if (l->k == V_ERR) return NULL;
   if (l->k != V_LIST) {
-    diag_error(p->d, x->loc, "lora: %s takes a list, not %s %s", what, article(val_kind_name(l->k)), val_kind_name(l->k));
+    diag_error(p->d, x->loc, "lora: %s takes a list, not %s %s", what, article(val_kind_name(l->k)),
+               val_kind_name(l->k));
     return NULL;
   }
   *n = l->n;
@@ -174,7 +196,8 @@ static Val **list_items(FeProgram *p, Env *e, AstExpr *x, const char *what, int 
  * into out (paths): the last component of its path, or for the layers of a
  * stack of Linears the stack's name (`member`). `name` NULL selects all,
  * and names (if given) gets the member name of each. */
-static void find_linears(FeProgram *p, Inst *in, const char *member, const char *name, PtrVec *out, PtrVec *names) {
+static void find_linears(FeProgram *p, Inst *in, const char *member, const char *name, PtrVec *out,
+                         PtrVec *names) {
   if (in->is_stack) {
     for (int l = 0; l < in->nlayers; l++) find_linears(p, in->layers[l], member, name, out, names);
     return;
@@ -197,7 +220,8 @@ static void find_linears(FeProgram *p, Inst *in, const char *member, const char 
     Val *v = b->val;
     if (v->k != V_INST || !v->inst) continue;
     const char *sp = v->inst->path;
-    if (strncmp(sp, in->path, len) != 0 || (len && sp[len] != '.') || strcmp(sp + len + (len ? 1 : 0), b->name) != 0)
+    if (strncmp(sp, in->path, len) != 0 || (len && sp[len] != '.') ||
+        strcmp(sp + len + (len ? 1 : 0), b->name) != 0)
       continue;
     find_linears(p, v->inst, b->name, name, out, names);
   }
@@ -227,29 +251,37 @@ static bool read_lora(FeProgram *p, Env *e, AstStmt *s, MmLora *lo) {
     } else if (strcmp(a->name, "rank") == 0) {
       rank = a;
       int64_t r;
-      if (!fe_eval_int(p, e, a->value, &r)) ok = false;
+      if (!fe_eval_int(p, e, a->value, &r))
+        ok = false;
       else if (r < 1 || r > (1 << 20)) {
         diag_error(p->d, a->value->loc, "lora rank must be at least 1, not %lld", (long long)r);
         ok = false;
-      } else lo->rank = (int)r;
+      } else
+        lo->rank = (int)r;
     } else if (strcmp(a->name, "alpha") == 0) {
       double v;
-      if (!get_num(p, e, a->value, &v)) ok = false;
+      if (!get_num(p, e, a->value, &v))
+        ok = false;
       else if (!(v > 0)) {
         diag_error(p->d, a->value->loc, "lora alpha must be positive, not %g", v);
         ok = false;
-      } else lo->alpha = v, has_alpha = true;
+      } else
+        lo->alpha = v, has_alpha = true;
     } else if (strcmp(a->name, "targets") == 0) {
       targets = a;
     } else if (strcmp(a->name, "layers") == 0) {
       layers = a;
     } else {
-      diag_error(p->d, a->loc, "lora has no setting '%s' (expected rank, alpha, targets, layers)", a->name);
+      diag_error(p->d, a->loc, "lora has no setting '%s' (expected rank, alpha, targets, layers)",
+                 a->name);
       ok = false;
     }
   }
   if (!rank || !targets || !layers) {
-    diag_error(p->d, x->loc, "lora needs %s", !rank ? "rank = N" : !targets ? "targets = [sub-models]" : "layers = [\"name\", ...]");
+    diag_error(p->d, x->loc, "lora needs %s",
+               !rank      ? "rank = N"
+               : !targets ? "targets = [sub-models]"
+                          : "layers = [\"name\", ...]");
     return false;
   }
   if (!has_alpha) lo->alpha = lo->rank; /* scale 1 */
@@ -271,8 +303,11 @@ static bool read_lora(FeProgram *p, Env *e, AstStmt *s, MmLora *lo) {
     if (v->k == V_ERR) {
       ok = false;
     } else if (v->k != V_INST || !v->inst || !v->inst->path[0]) {
-      const char *kind = v->k == V_TENSOR ? "parameter" : v->k == V_SLICE ? "stack slice" : val_kind_name(v->k);
-      diag_error(p->d, tlocs[k], "lora: target %d is %s %s, not a sub-model (e.g. targets = [llm])", k, article(kind), kind);
+      const char *kind = v->k == V_TENSOR  ? "parameter"
+                         : v->k == V_SLICE ? "stack slice"
+                                           : val_kind_name(v->k);
+      diag_error(p->d, tlocs[k], "lora: target %d is %s %s, not a sub-model (e.g. targets = [llm])",
+                 k, article(kind), kind);
       ok = false;
     } else {
       tinst[lo->ntargets] = v->inst;
@@ -282,12 +317,15 @@ static bool read_lora(FeProgram *p, Env *e, AstStmt *s, MmLora *lo) {
   lo->layers = ARENA_ARRAY(&p->ast, const char *, nl + 1);
   for (int k = 0; k < nl; k++) {
     Val *v = lv[k];
-    if (v->k == V_ERR) ok = false;
+    if (v->k == V_ERR)
+      ok = false;
     else if (v->k != V_STR) {
       const char *kind = val_kind_name(v->k);
-      diag_error(p->d, llocs[k], "lora: layer %d is %s %s, not a name in quotes (e.g. \"q_proj\")", k, article(kind), kind);
+      diag_error(p->d, llocs[k], "lora: layer %d is %s %s, not a name in quotes (e.g. \"q_proj\")",
+                 k, article(kind), kind);
       ok = false;
-    } else lo->layers[lo->nlayers++] = v->s;
+    } else
+      lo->layers[lo->nlayers++] = v->s;
   }
   if (!ok) return false;
 
@@ -311,15 +349,20 @@ static bool read_lora(FeProgram *p, Env *e, AstStmt *s, MmLora *lo) {
     for (int i = 0; i < names.len; i++) {
       bool seen = false;
       for (int j = 0; j < i && !seen; j++) seen = strcmp(names.items[i], names.items[j]) == 0;
-      if (!seen) list = list ? arena_printf(&p->ast, "%s, %s", list, (const char *)names.items[i]) : names.items[i];
+      if (!seen)
+        list = list ? arena_printf(&p->ast, "%s, %s", list, (const char *)names.items[i])
+                    : names.items[i];
     }
-    if (list) diag_note(p->d, tlocs[0], "the Linear layers there are named: %s", list);
-    else diag_note(p->d, tlocs[0], "%s holds no Linear layer", tl);
+    if (list)
+      diag_note(p->d, tlocs[0], "the Linear layers there are named: %s", list);
+    else
+      diag_note(p->d, tlocs[0], "%s holds no Linear layer", tl);
     ok = false;
   }
   lo->modules = ARENA_ARRAY(&p->ast, const char *, found.len + 1);
   for (int i = 0; i < found.len; i++)
-    if (!has_str(lo->modules, lo->nmodules, found.items[i])) lo->modules[lo->nmodules++] = found.items[i];
+    if (!has_str(lo->modules, lo->nmodules, found.items[i]))
+      lo->modules[lo->nmodules++] = found.items[i];
   return ok;
 }
 
@@ -345,7 +388,10 @@ static bool read_train(FeProgram *p, Inst *root, AstStmt *sec, MmTrain *t) {
     if (set_twice(p, sec, i)) ok = false;
     if (strcmp(s->name, "freeze") == 0) {
       Val *l = fe_eval(p, &root->env, s->value);
-      if (l->k == V_ERR) { ok = false; continue; }
+      if (l->k == V_ERR) {
+        ok = false;
+        continue;
+      }
       if (l->k != V_LIST) {
         diag_error(p->d, s->value->loc, "freeze takes a list of sub-models, e.g. [vision]");
         ok = false;
@@ -354,10 +400,13 @@ static bool read_train(FeProgram *p, Inst *root, AstStmt *sec, MmTrain *t) {
       t->freeze = ARENA_ARRAY(&p->ast, const char *, l->n + 1);
       for (int k = 0; k < l->n; k++) {
         Val *v = l->items[k];
-        if (v->k == V_INST) t->freeze[t->nfreeze++] = v->inst->path;
-        else if (v->k == V_TENSOR && v->t->role == IR_ROLE_PARAM) t->freeze[t->nfreeze++] = v->t->name;
+        if (v->k == V_INST)
+          t->freeze[t->nfreeze++] = v->inst->path;
+        else if (v->k == V_TENSOR && v->t->role == IR_ROLE_PARAM)
+          t->freeze[t->nfreeze++] = v->t->name;
         else {
-          diag_error(p->d, s->value->loc, "freeze: item %d is a %s, not a sub-model or parameter", k, val_kind_name(v->k));
+          diag_error(p->d, s->value->loc, "freeze: item %d is a %s, not a sub-model or parameter",
+                     k, val_kind_name(v->k));
           ok = false;
         }
       }
@@ -367,17 +416,24 @@ static bool read_train(FeProgram *p, Inst *root, AstStmt *sec, MmTrain *t) {
       ok &= read_schedule(p, &root->env, s->value, t);
     } else if (strcmp(s->name, "clip") == 0) {
       double v;
-      if (!get_num(p, &root->env, s->value, &v)) ok = false;
-      else t->clip = v;
+      if (!get_num(p, &root->env, s->value, &v))
+        ok = false;
+      else
+        t->clip = v;
     } else if (strcmp(s->name, "lora") == 0) {
       ok &= read_lora(p, &root->env, s, &t->lora);
     } else if (strcmp(s->name, "steps") == 0 || strcmp(s->name, "batch") == 0) {
       int v;
-      if (!pos_int(p, &root->env, s, 1, 1 << 30, &v)) ok = false;
-      else if (s->name[0] == 's') t->steps = v;
-      else t->batch = v;
+      if (!pos_int(p, &root->env, s, 1, 1 << 30, &v))
+        ok = false;
+      else if (s->name[0] == 's')
+        t->steps = v;
+      else
+        t->batch = v;
     } else {
-      diag_error(p->d, s->name_loc, "unknown train setting '%s' (expected freeze, optimizer, schedule, clip, steps, batch, lora)",
+      diag_error(p->d, s->name_loc,
+                 "unknown train setting '%s' (expected freeze, optimizer, schedule, clip, steps, "
+                 "batch, lora)",
                  s->name);
       ok = false;
     }
@@ -392,26 +448,41 @@ static bool read_parallel(FeProgram *p, Inst *root, AstStmt *sec, MmPlan *pl) {
     if (s->kind != ST_SETTING) continue;
     if (set_twice(p, sec, i)) ok = false;
     const char *n = s->name;
-    if (strcmp(n, "tp") == 0) { ok &= pos_int(p, &root->env, s, 1, 4096, &pl->tp); pl->loc_tp = s->name_loc; }
-    else if (strcmp(n, "pp") == 0) { ok &= pos_int(p, &root->env, s, 1, 4096, &pl->pp); pl->loc_pp = s->name_loc; }
-    else if (strcmp(n, "cp") == 0) { ok &= pos_int(p, &root->env, s, 1, 4096, &pl->cp); pl->loc_cp = s->name_loc; }
-    else if (strcmp(n, "dp") == 0) { ok &= pos_int(p, &root->env, s, 1, 1 << 20, &pl->dp); pl->loc_dp = s->name_loc; }
-    else if (strcmp(n, "zero") == 0) { ok &= pos_int(p, &root->env, s, 0, 3, &pl->zero); pl->loc_zero = s->name_loc; }
-    else if (strcmp(n, "micro_batches") == 0) { ok &= pos_int(p, &root->env, s, 1, 1 << 20, &pl->micro_batches); pl->loc_mb = s->name_loc; }
-    else if (strcmp(n, "vpp") == 0) ok &= pos_int(p, &root->env, s, 1, 64, &pl->vpp);
+    if (strcmp(n, "tp") == 0) {
+      ok &= pos_int(p, &root->env, s, 1, 4096, &pl->tp);
+      pl->loc_tp = s->name_loc;
+    } else if (strcmp(n, "pp") == 0) {
+      ok &= pos_int(p, &root->env, s, 1, 4096, &pl->pp);
+      pl->loc_pp = s->name_loc;
+    } else if (strcmp(n, "cp") == 0) {
+      ok &= pos_int(p, &root->env, s, 1, 4096, &pl->cp);
+      pl->loc_cp = s->name_loc;
+    } else if (strcmp(n, "dp") == 0) {
+      ok &= pos_int(p, &root->env, s, 1, 1 << 20, &pl->dp);
+      pl->loc_dp = s->name_loc;
+    } else if (strcmp(n, "zero") == 0) {
+      ok &= pos_int(p, &root->env, s, 0, 3, &pl->zero);
+      pl->loc_zero = s->name_loc;
+    } else if (strcmp(n, "micro_batches") == 0) {
+      ok &= pos_int(p, &root->env, s, 1, 1 << 20, &pl->micro_batches);
+      pl->loc_mb = s->name_loc;
+    } else if (strcmp(n, "vpp") == 0)
+      ok &= pos_int(p, &root->env, s, 1, 64, &pl->vpp);
     else if (strcmp(n, "bucket_mb") == 0) {
       double v;
       pl->loc_bucket = s->name_loc;
-      if (!get_num(p, &root->env, s->value, &v)) ok = false;
+      if (!get_num(p, &root->env, s->value, &v))
+        ok = false;
       else if (!(v >= 0 && v <= 1 << 20)) {
-        diag_error(p->d, s->value->loc, "bucket_mb must be between 0 and %d MiB (0: no buckets), not %g", 1 << 20, v);
+        diag_error(p->d, s->value->loc,
+                   "bucket_mb must be between 0 and %d MiB (0: no buckets), not %g", 1 << 20, v);
         ok = false;
       } else
         pl->bucket_mb = v;
-    }
-    else if (strcmp(n, "sp") == 0) {
+    } else if (strcmp(n, "sp") == 0) {
       Val *v = fe_eval(p, &root->env, s->value);
-      if (v->k == V_BOOL) pl->sp = v->b;
+      if (v->k == V_BOOL)
+        pl->sp = v->b;
       else {
         if (v->k != V_ERR) diag_error(p->d, s->value->loc, "sp must be true or false");
         ok = false;
@@ -419,22 +490,32 @@ static bool read_parallel(FeProgram *p, Inst *root, AstStmt *sec, MmPlan *pl) {
       pl->loc_sp = s->name_loc;
     } else if (strcmp(n, "schedule") == 0) {
       const char *k = sym_of(p, &root->env, s->value);
-      if (!k) ok = false;
-      else if (strcmp(k, "1f1b") == 0) pl->schedule = MM_SCHED_1F1B;
-      else if (strcmp(k, "gpipe") == 0) pl->schedule = MM_SCHED_GPIPE;
-      else if (strcmp(k, "interleaved") == 0) pl->schedule = MM_SCHED_INTERLEAVED;
+      if (!k)
+        ok = false;
+      else if (strcmp(k, "1f1b") == 0)
+        pl->schedule = MM_SCHED_1F1B;
+      else if (strcmp(k, "gpipe") == 0)
+        pl->schedule = MM_SCHED_GPIPE;
+      else if (strcmp(k, "interleaved") == 0)
+        pl->schedule = MM_SCHED_INTERLEAVED;
       else {
-        diag_error(p->d, s->value->loc, "unknown pipeline schedule '%s' (expected 1f1b, gpipe or interleaved)", k);
+        diag_error(p->d, s->value->loc,
+                   "unknown pipeline schedule '%s' (expected 1f1b, gpipe or interleaved)", k);
         ok = false;
       }
     } else if (strcmp(n, "recompute") == 0) {
       const char *k = sym_of(p, &root->env, s->value);
-      if (!k) ok = false;
-      else if (strcmp(k, "none") == 0) pl->recompute = MM_RECOMPUTE_NONE;
-      else if (strcmp(k, "selective") == 0) pl->recompute = MM_RECOMPUTE_SELECTIVE;
-      else if (strcmp(k, "full") == 0) pl->recompute = MM_RECOMPUTE_FULL;
+      if (!k)
+        ok = false;
+      else if (strcmp(k, "none") == 0)
+        pl->recompute = MM_RECOMPUTE_NONE;
+      else if (strcmp(k, "selective") == 0)
+        pl->recompute = MM_RECOMPUTE_SELECTIVE;
+      else if (strcmp(k, "full") == 0)
+        pl->recompute = MM_RECOMPUTE_FULL;
       else {
-        diag_error(p->d, s->value->loc, "unknown recompute policy '%s' (expected none, selective or full)", k);
+        diag_error(p->d, s->value->loc,
+                   "unknown recompute policy '%s' (expected none, selective or full)", k);
         ok = false;
       }
     } else if (strcmp(n, "stages") == 0) {
@@ -442,9 +523,14 @@ static bool read_parallel(FeProgram *p, Inst *root, AstStmt *sec, MmPlan *pl) {
       p->in_stages = true;
       Val *l = fe_eval(p, &root->env, s->value);
       p->in_stages = false;
-      if (l->k == V_ERR) { ok = false; continue; }
+      if (l->k == V_ERR) {
+        ok = false;
+        continue;
+      }
       if (l->k != V_LIST || l->n < 1) {
-        diag_error(p->d, s->value->loc, "stages takes a list of stages, e.g. [vision + llm.blocks[0:8], llm.blocks[8:24] + llm.head]");
+        diag_error(p->d, s->value->loc,
+                   "stages takes a list of stages, e.g. [vision + llm.blocks[0:8], "
+                   "llm.blocks[8:24] + llm.head]");
         ok = false;
         continue;
       }
@@ -455,17 +541,21 @@ static bool read_parallel(FeProgram *p, Inst *root, AstStmt *sec, MmPlan *pl) {
         int cnt = st->k == V_UNITS ? st->n : 1;
         Val **items = st->k == V_UNITS ? st->items : &l->items[k];
         int total = 0;
-        for (int j = 0; j < cnt; j++) total += items[j]->k == V_SLICE ? items[j]->hi - items[j]->lo : 1;
+        for (int j = 0; j < cnt; j++)
+          total += items[j]->k == V_SLICE ? items[j]->hi - items[j]->lo : 1;
         MmStage *ms = &pl->stages[k];
         ms->units = ARENA_ARRAY(&p->ast, const char *, total + 1);
         for (int j = 0; j < cnt; j++) {
           Val *u = items[j];
-          if (u->k == V_INST) ms->units[ms->nunits++] = u->inst->path;
+          if (u->k == V_INST)
+            ms->units[ms->nunits++] = u->inst->path;
           else if (u->k == V_SLICE)
             for (int q = u->lo; q < u->hi; q++) ms->units[ms->nunits++] = u->inst->layers[q]->path;
-          else if (u->k == V_TENSOR && u->t->role == IR_ROLE_PARAM) ms->units[ms->nunits++] = u->t->name;
+          else if (u->k == V_TENSOR && u->t->role == IR_ROLE_PARAM)
+            ms->units[ms->nunits++] = u->t->name;
           else {
-            diag_error(p->d, s->value->loc, "stage %d: a %s is not a sub-model, layer slice or parameter", k,
+            diag_error(p->d, s->value->loc,
+                       "stage %d: a %s is not a sub-model, layer slice or parameter", k,
                        val_kind_name(u->k));
             ok = false;
           }
@@ -473,7 +563,8 @@ static bool read_parallel(FeProgram *p, Inst *root, AstStmt *sec, MmPlan *pl) {
       }
     } else {
       diag_error(p->d, s->name_loc,
-                 "unknown parallel setting '%s' (expected tp, sp, pp, cp, dp, zero, micro_batches, schedule, stages, recompute, vpp, bucket_mb)",
+                 "unknown parallel setting '%s' (expected tp, sp, pp, cp, dp, zero, micro_batches, "
+                 "schedule, stages, recompute, vpp, bucket_mb)",
                  n);
       ok = false;
     }
@@ -510,7 +601,10 @@ static bool check_stages(FeProgram *p, MmPlan *pl, SrcLoc at) {
     for (int i = 0; i < p->ir->params.len; i++) {
       IrValue *v = p->ir->params.items[i];
       for (int u = 0; u < pl->stages[s].nunits; u++)
-        if (covers(pl->stages[s].units[u], v->name)) { held++; break; }
+        if (covers(pl->stages[s].units[u], v->name)) {
+          held++;
+          break;
+        }
     }
     if (held == 0) {
       diag_error(p->d, pl->loc_stages, "stage %d holds no parameters", s);
@@ -525,8 +619,10 @@ static bool check_stages(FeProgram *p, MmPlan *pl, SrcLoc at) {
     for (int s = 0; s < pl->nstages; s++)
       for (int u = 0; u < pl->stages[s].nunits; u++)
         if (covers(pl->stages[s].units[u], v->name)) {
-          if (first < 0) first = s;
-          else if (second < 0 && s != first) second = s;
+          if (first < 0)
+            first = s;
+          else if (second < 0 && s != first)
+            second = s;
           break;
         }
     const char *unit = unit_of(p, v);
@@ -536,7 +632,8 @@ static bool check_stages(FeProgram *p, MmPlan *pl, SrcLoc at) {
       ok = false;
       nerr++;
     } else if (second >= 0 && (!last_dup || strcmp(last_dup, unit) != 0)) {
-      diag_error(p->d, pl->loc_stages, "'%s' is in stages %d and %d; every layer belongs to exactly one", unit, first,
+      diag_error(p->d, pl->loc_stages,
+                 "'%s' is in stages %d and %d; every layer belongs to exactly one", unit, first,
                  second);
       last_dup = unit;
       ok = false;
@@ -547,12 +644,15 @@ static bool check_stages(FeProgram *p, MmPlan *pl, SrcLoc at) {
   return ok;
 }
 
-static SrcLoc or_loc(SrcLoc a, SrcLoc b) { return a.file ? a : b; }
+static SrcLoc or_loc(SrcLoc a, SrcLoc b) {
+  return a.file ? a : b;
+}
 
 static bool check_plan(FeProgram *p, MmPlan *pl, SrcLoc model_loc) {
   bool ok = true;
   if (pl->sp && pl->tp <= 1) {
-    diag_error(p->d, or_loc(pl->loc_sp, model_loc), "sequence parallel (sp) needs tensor parallel, but tp = %d", pl->tp);
+    diag_error(p->d, or_loc(pl->loc_sp, model_loc),
+               "sequence parallel (sp) needs tensor parallel, but tp = %d", pl->tp);
     ok = false;
   }
   /* heads against tp and cp, once per distinct (heads, kv_heads) */
@@ -565,23 +665,28 @@ static bool check_plan(FeProgram *p, MmPlan *pl, SrcLoc model_loc) {
     }
     if (seen) continue;
     if (s->heads % pl->tp != 0) {
-      diag_error(p->d, or_loc(pl->loc_tp, model_loc), "tp = %d does not divide the %lld attention heads of '%s'", pl->tp,
+      diag_error(p->d, or_loc(pl->loc_tp, model_loc),
+                 "tp = %d does not divide the %lld attention heads of '%s'", pl->tp,
                  (long long)s->heads, s->path);
       diag_note(p->d, s->loc, "attention with %lld heads here", (long long)s->heads);
       ok = false;
     } else if (pl->cp > 1 && s->heads % ((int64_t)pl->tp * pl->cp) != 0) {
-      diag_error(p->d, or_loc(pl->loc_cp, model_loc), "tp * cp = %d does not divide the %lld attention heads of '%s'",
-                 pl->tp * pl->cp, (long long)s->heads, s->path);
+      diag_error(p->d, or_loc(pl->loc_cp, model_loc),
+                 "tp * cp = %d does not divide the %lld attention heads of '%s'", pl->tp * pl->cp,
+                 (long long)s->heads, s->path);
       diag_note(p->d, s->loc, "attention with %lld heads here", (long long)s->heads);
       ok = false;
     }
     if (s->kv_heads < s->heads && pl->tp > s->kv_heads) {
-      diag_error(p->d, or_loc(pl->loc_tp, model_loc), "tp = %d is more than the %lld key/value heads of '%s'", pl->tp,
+      diag_error(p->d, or_loc(pl->loc_tp, model_loc),
+                 "tp = %d is more than the %lld key/value heads of '%s'", pl->tp,
                  (long long)s->kv_heads, s->path);
-      diag_note(p->d, s->loc, "grouped-query attention with %lld key/value heads here", (long long)s->kv_heads);
+      diag_note(p->d, s->loc, "grouped-query attention with %lld key/value heads here",
+                (long long)s->kv_heads);
       ok = false;
     } else if (s->kv_heads < s->heads && s->kv_heads % pl->tp != 0) {
-      diag_error(p->d, or_loc(pl->loc_tp, model_loc), "tp = %d does not divide the %lld key/value heads of '%s'", pl->tp,
+      diag_error(p->d, or_loc(pl->loc_tp, model_loc),
+                 "tp = %d does not divide the %lld key/value heads of '%s'", pl->tp,
                  (long long)s->kv_heads, s->path);
       diag_note(p->d, s->loc, "attention here");
       ok = false;
@@ -590,8 +695,8 @@ static bool check_plan(FeProgram *p, MmPlan *pl, SrcLoc model_loc) {
   if (pl->pp > 1) {
     if (pl->schedule == MM_SCHED_1F1B && pl->micro_batches < pl->pp) {
       diag_error(p->d, or_loc(pl->loc_mb, or_loc(pl->loc_pp, model_loc)),
-                 "the 1F1B schedule needs micro_batches >= pp, but micro_batches = %d and pp = %d", pl->micro_batches,
-                 pl->pp);
+                 "the 1F1B schedule needs micro_batches >= pp, but micro_batches = %d and pp = %d",
+                 pl->micro_batches, pl->pp);
       ok = false;
     }
     if (pl->stages) ok &= check_stages(p, pl, model_loc);
@@ -611,14 +716,20 @@ static void apply_flags(FeProgram *p, MmPlan *pl, const MmPlanFlags *f) {
   if (f->sp >= 0) pl->sp = f->sp == 1, pl->loc_sp = (SrcLoc){0};
   if (f->bucket_set) pl->bucket_mb = f->bucket_mb, pl->loc_bucket = (SrcLoc){0};
   if (f->schedule) {
-    if (strcmp(f->schedule, "gpipe") == 0) pl->schedule = MM_SCHED_GPIPE;
-    else if (strcmp(f->schedule, "interleaved") == 0) pl->schedule = MM_SCHED_INTERLEAVED;
-    else pl->schedule = MM_SCHED_1F1B;
+    if (strcmp(f->schedule, "gpipe") == 0)
+      pl->schedule = MM_SCHED_GPIPE;
+    else if (strcmp(f->schedule, "interleaved") == 0)
+      pl->schedule = MM_SCHED_INTERLEAVED;
+    else
+      pl->schedule = MM_SCHED_1F1B;
   }
   if (f->recompute) {
-    if (strcmp(f->recompute, "selective") == 0) pl->recompute = MM_RECOMPUTE_SELECTIVE;
-    else if (strcmp(f->recompute, "full") == 0) pl->recompute = MM_RECOMPUTE_FULL;
-    else pl->recompute = MM_RECOMPUTE_NONE;
+    if (strcmp(f->recompute, "selective") == 0)
+      pl->recompute = MM_RECOMPUTE_SELECTIVE;
+    else if (strcmp(f->recompute, "full") == 0)
+      pl->recompute = MM_RECOMPUTE_FULL;
+    else
+      pl->recompute = MM_RECOMPUTE_NONE;
   }
   (void)p;
 }

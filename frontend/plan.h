@@ -8,7 +8,11 @@
 #include "../support/diag.h"
 
 typedef enum MmSchedule { MM_SCHED_1F1B, MM_SCHED_GPIPE, MM_SCHED_INTERLEAVED } MmSchedule;
-typedef enum MmRecompute { MM_RECOMPUTE_NONE, MM_RECOMPUTE_SELECTIVE, MM_RECOMPUTE_FULL } MmRecompute;
+typedef enum MmRecompute {
+  MM_RECOMPUTE_NONE,
+  MM_RECOMPUTE_SELECTIVE,
+  MM_RECOMPUTE_FULL
+} MmRecompute;
 
 /* One pipeline stage: which parameter-name prefixes (instances or stack
  * layers, e.g. "vision", "llm.blocks.3") it holds. */
@@ -28,7 +32,8 @@ typedef struct MmPlan {
    * about this many MiB (a bucket closes once it holds at least that much);
    * 0: one all-reduce per gradient (the bucket pass) */
   double bucket_mb;
-  SrcLoc loc_tp, loc_pp, loc_cp, loc_dp, loc_sp, loc_zero, loc_mb, loc_stages, loc_bucket; /* where each was set */
+  SrcLoc loc_tp, loc_pp, loc_cp, loc_dp, loc_sp, loc_zero, loc_mb, loc_stages,
+      loc_bucket; /* where each was set */
 } MmPlan;
 
 /* The bucket size when neither the model nor --bucket-mb sets one. */
@@ -53,15 +58,15 @@ typedef enum MmLrSched { MM_LR_CONSTANT, MM_LR_COSINE } MmLrSched;
  * "llm.blocks.3.attn.q_proj"); the `lora` pass adapts every linear node
  * whose weight is `<module>.weight` and freezes every other parameter. */
 typedef struct MmLora {
-  int rank;              /* 0: no LoRA */
-  double alpha;          /* the update is scaled by alpha / rank */
-  const char **targets;  /* sub-model paths, e.g. "llm" */
+  int rank;             /* 0: no LoRA */
+  double alpha;         /* the update is scaled by alpha / rank */
+  const char **targets; /* sub-model paths, e.g. "llm" */
   int ntargets;
-  const char **layers;   /* Linear instance names, e.g. "q_proj" */
+  const char **layers; /* Linear instance names, e.g. "q_proj" */
   int nlayers;
-  const char **modules;  /* the matched Linear instances' paths */
+  const char **modules; /* the matched Linear instances' paths */
   int nmodules;
-  SrcLoc loc;            /* the setting (for the pass's messages and the adapters' loc) */
+  SrcLoc loc; /* the setting (for the pass's messages and the adapters' loc) */
 } MmLora;
 
 typedef struct MmTrain {
@@ -72,8 +77,8 @@ typedef struct MmTrain {
   MmLrSched lr_sched;
   int warmup, steps; /* steps 0: set by the trainer */
   double min_lr;
-  int batch;         /* samples per step if the model says (else 0) */
-  MmLora lora;       /* rank 0: none */
+  int batch;   /* samples per step if the model says (else 0) */
+  MmLora lora; /* rank 0: none */
 } MmTrain;
 
 #endif

@@ -27,10 +27,10 @@ typedef struct FeOverride {
 typedef struct FeOptions {
   const char **incdirs;
   int nincdirs;
-  const char *stdlib_dir;  /* NULL: the built-in default */
+  const char *stdlib_dir; /* NULL: the built-in default */
   FeOverride *overrides;
   int noverrides;
-  MmPlanFlags flags;       /* command-line plan overrides */
+  MmPlanFlags flags; /* command-line plan overrides */
 } FeOptions;
 
 typedef struct FeProgram FeProgram;
@@ -40,7 +40,8 @@ typedef struct FeProgram FeProgram;
 FeProgram *fe_load(Diag *d, const char *path, const FeOptions *opts);
 /* The same for source text in memory (fuzzing, tests); imports resolve
  * against the folder of `name`. */
-FeProgram *fe_load_buffer(Diag *d, const char *name, const char *text, size_t len, const FeOptions *opts);
+FeProgram *fe_load_buffer(Diag *d, const char *name, const char *text, size_t len,
+                          const FeOptions *opts);
 void fe_free(FeProgram *p);
 
 /* Names of the models (and modules) declared in the root file. */
@@ -49,9 +50,9 @@ const char *fe_model_name(const FeProgram *p, int i);
 bool fe_has_decl(const FeProgram *p, const char *name, bool *is_model);
 
 typedef struct FeResult {
-  IrModule *ir;   /* the lowered forward graph, or NULL on error */
-  MmPlan plan;    /* the checked parallel plan */
-  MmTrain train;  /* the train section */
+  IrModule *ir;  /* the lowered forward graph, or NULL on error */
+  MmPlan plan;   /* the checked parallel plan */
+  MmTrain train; /* the train section */
 } FeResult;
 
 /* Elaborates `name` (a model, or a module of the root file whose
@@ -75,8 +76,8 @@ bool fe_elaborate(FeProgram *p, const char *name, FeResult *out);
  * leaves the text as it is (a generated token is never an image-context
  * token) and the image branch is dropped; the input is renamed `token`. */
 typedef enum FeMode { FE_TRAIN, FE_PREFILL, FE_DECODE } FeMode;
-bool fe_elaborate_cached(FeProgram *p, const char *name, IrModule *into, const char *func, FeMode mode,
-                         int64_t cache_len);
+bool fe_elaborate_cached(FeProgram *p, const char *name, IrModule *into, const char *func,
+                         FeMode mode, int64_t cache_len);
 
 /* Elaborates every model of the root file (mmc check). */
 bool fe_check_all(FeProgram *p);

@@ -10,35 +10,44 @@
 /* ---- the tables ---- */
 
 /* Columns of ops.def: attribute masks and FLOP classes. */
-#define A(X) (1ull << IR_ATTR_##X)
-#define FL_NONE .flop_kind = IR_FL_NONE
-#define FL_ELEM(k) .flop_kind = IR_FL_ELEM, .flop_per_elem = (k)
-#define FL_MATMUL .flop_kind = IR_FL_MATMUL
-#define FL_LINEAR .flop_kind = IR_FL_LINEAR
-#define FL_CONV .flop_kind = IR_FL_CONV
-#define FL_ATTENTION .flop_kind = IR_FL_ATTENTION
-#define FL_LINEAR_W .flop_kind = IR_FL_LINEAR_W
-#define FL_CONV_X .flop_kind = IR_FL_CONV_X
-#define FL_CONV_W .flop_kind = IR_FL_CONV_W
+#define A(X)             (1ull << IR_ATTR_##X)
+#define FL_NONE          .flop_kind = IR_FL_NONE
+#define FL_ELEM(k)       .flop_kind = IR_FL_ELEM, .flop_per_elem = (k)
+#define FL_MATMUL        .flop_kind = IR_FL_MATMUL
+#define FL_LINEAR        .flop_kind = IR_FL_LINEAR
+#define FL_CONV          .flop_kind = IR_FL_CONV
+#define FL_ATTENTION     .flop_kind = IR_FL_ATTENTION
+#define FL_LINEAR_W      .flop_kind = IR_FL_LINEAR_W
+#define FL_CONV_X        .flop_kind = IR_FL_CONV_X
+#define FL_CONV_W        .flop_kind = IR_FL_CONV_W
 #define FL_ATTENTION_BWD .flop_kind = IR_FL_ATTENTION_BWD
 /* the grad column: GRAD names ir_grad_NAME, NOGRAD none */
-#define GRAD_RULE_GRAD(N) ir_grad_##N
+#define GRAD_RULE_GRAD(N)   ir_grad_##N
 #define GRAD_RULE_NOGRAD(N) NULL
 /* the SH column: the sharding rule and how partial sums pass */
 #define SH(R, PF) .shard = IR_SHR_##R, .shard_pflags = (PF)
-#define P_NO 0u
-#define P_ALL IR_SHP_ALL
-#define P_ONE IR_SHP_ONE
-#define P_FIRST IR_SHP_FIRST
-#define SEQ IR_SHP_SEQ
-#define P_PROG IR_SHP_PROG
+#define P_NO      0u
+#define P_ALL     IR_SHP_ALL
+#define P_ONE     IR_SHP_ONE
+#define P_FIRST   IR_SHP_FIRST
+#define SEQ       IR_SHP_SEQ
+#define P_PROG    IR_SHP_PROG
 
 _Static_assert(IR_ATTR_COUNT <= 64, "attribute masks are 64-bit");
 
 const IrOpInfo ir_ops[IR_OP_COUNT] = {
-#define OP(N, S, MIN, MAX, NOUT, REQ, OPT, FLAGS, FLOPS, G, SHARD)                           \
-  [IR_OP_##N] = {.name = S, .min_in = MIN, .max_in = MAX, .nout = NOUT, .req_attrs = REQ, \
-                 .opt_attrs = OPT, .flags = FLAGS, FLOPS, .shape = ir_shape_##N, .grad = GRAD_RULE_##G(N), SHARD},
+#define OP(N, S, MIN, MAX, NOUT, REQ, OPT, FLAGS, FLOPS, G, SHARD)                                 \
+  [IR_OP_##N] = {.name = S,                                                                        \
+                 .min_in = MIN,                                                                    \
+                 .max_in = MAX,                                                                    \
+                 .nout = NOUT,                                                                     \
+                 .req_attrs = REQ,                                                                 \
+                 .opt_attrs = OPT,                                                                 \
+                 .flags = FLAGS,                                                                   \
+                 FLOPS,                                                                            \
+                 .shape = ir_shape_##N,                                                            \
+                 .grad = GRAD_RULE_##G(N),                                                         \
+                 SHARD},
 #include "ops.def"
 #undef OP
 };
@@ -65,14 +74,20 @@ static const struct {
   int size;
   bool is_float;
 } dtypes[IR_DTYPE_COUNT] = {
-    [IR_F32] = {"f32", 4, true}, [IR_BF16] = {"bf16", 2, true}, [IR_F16] = {"f16", 2, true},
-    [IR_I32] = {"i32", 4, false}, [IR_I64] = {"i64", 8, false}, [IR_U8] = {"u8", 1, false},
+    [IR_F32] = {"f32", 4, true},    [IR_BF16] = {"bf16", 2, true}, [IR_F16] = {"f16", 2, true},
+    [IR_I32] = {"i32", 4, false},   [IR_I64] = {"i64", 8, false},  [IR_U8] = {"u8", 1, false},
     [IR_BOOL] = {"bool", 1, false},
 };
 
-const char *ir_dtype_name(IrDType t) { return (unsigned)t < IR_DTYPE_COUNT ? dtypes[t].name : "?"; }
-int ir_dtype_size(IrDType t) { return (unsigned)t < IR_DTYPE_COUNT ? dtypes[t].size : 0; }
-bool ir_dtype_is_float(IrDType t) { return (unsigned)t < IR_DTYPE_COUNT && dtypes[t].is_float; }
+const char *ir_dtype_name(IrDType t) {
+  return (unsigned)t < IR_DTYPE_COUNT ? dtypes[t].name : "?";
+}
+int ir_dtype_size(IrDType t) {
+  return (unsigned)t < IR_DTYPE_COUNT ? dtypes[t].size : 0;
+}
+bool ir_dtype_is_float(IrDType t) {
+  return (unsigned)t < IR_DTYPE_COUNT && dtypes[t].is_float;
+}
 
 bool ir_dtype_parse(const char *s, IrDType *out) {
   for (int i = 0; i < IR_DTYPE_COUNT; i++)
@@ -83,14 +98,19 @@ bool ir_dtype_parse(const char *s, IrDType *out) {
   return false;
 }
 
-static const char *const axis_names[IR_NAXES] = {[IR_AX_DP] = "dp", [IR_AX_CP] = "cp", [IR_AX_TP] = "tp"};
-const char *ir_axis_name(IrAxis a) { return (unsigned)a < IR_NAXES ? axis_names[a] : "?"; }
+static const char *const axis_names[IR_NAXES] = {
+    [IR_AX_DP] = "dp", [IR_AX_CP] = "cp", [IR_AX_TP] = "tp"};
+const char *ir_axis_name(IrAxis a) {
+  return (unsigned)a < IR_NAXES ? axis_names[a] : "?";
+}
 
 static const char *const role_names[IR_ROLE_COUNT] = {
     [IR_ROLE_ACT] = "act",   [IR_ROLE_INPUT] = "input", [IR_ROLE_PARAM] = "param",
     [IR_ROLE_GRAD] = "grad", [IR_ROLE_OPT] = "opt",
 };
-const char *ir_role_name(IrRole r) { return (unsigned)r < IR_ROLE_COUNT ? role_names[r] : "?"; }
+const char *ir_role_name(IrRole r) {
+  return (unsigned)r < IR_ROLE_COUNT ? role_names[r] : "?";
+}
 
 bool ir_role_parse(const char *s, IrRole *out) {
   for (int i = 0; i < IR_ROLE_COUNT; i++)
@@ -102,13 +122,15 @@ bool ir_role_parse(const char *s, IrRole *out) {
 }
 
 static const char *const init_names[] = {
-    [IR_INIT_NONE] = "none",     [IR_INIT_ZEROS] = "zeros",     [IR_INIT_ONES] = "ones",
-    [IR_INIT_FILL] = "fill",     [IR_INIT_NORMAL] = "normal",   [IR_INIT_UNIFORM] = "uniform",
+    [IR_INIT_NONE] = "none",     [IR_INIT_ZEROS] = "zeros",   [IR_INIT_ONES] = "ones",
+    [IR_INIT_FILL] = "fill",     [IR_INIT_NORMAL] = "normal", [IR_INIT_UNIFORM] = "uniform",
     [IR_INIT_FAN_IN] = "fan_in",
 };
 #define NINIT ((int)(sizeof init_names / sizeof init_names[0]))
 
-const char *ir_init_name(IrInitKind k) { return (unsigned)k < NINIT ? init_names[k] : "?"; }
+const char *ir_init_name(IrInitKind k) {
+  return (unsigned)k < NINIT ? init_names[k] : "?";
+}
 
 bool ir_init_parse(const char *s, IrInitKind *out) {
   for (int i = 0; i < NINIT; i++)
@@ -168,11 +190,21 @@ static IrAttrVal *attr_slot(IrAttrs *a, IrAttrId id, IrAttrKind kind) {
   return v;
 }
 
-void ir_attrs_set_int(IrAttrs *a, IrAttrId id, int64_t v) { attr_slot(a, id, IR_AK_INT)->i = v; }
-void ir_attrs_set_float(IrAttrs *a, IrAttrId id, double v) { attr_slot(a, id, IR_AK_FLOAT)->f = v; }
-void ir_attrs_set_bool(IrAttrs *a, IrAttrId id, bool v) { attr_slot(a, id, IR_AK_BOOL)->i = v; }
-void ir_attrs_set_dtype(IrAttrs *a, IrAttrId id, IrDType v) { attr_slot(a, id, IR_AK_DTYPE)->i = v; }
-void ir_attrs_set_mesh(IrAttrs *a, IrAttrId id, IrAxis v) { attr_slot(a, id, IR_AK_MESH)->i = v; }
+void ir_attrs_set_int(IrAttrs *a, IrAttrId id, int64_t v) {
+  attr_slot(a, id, IR_AK_INT)->i = v;
+}
+void ir_attrs_set_float(IrAttrs *a, IrAttrId id, double v) {
+  attr_slot(a, id, IR_AK_FLOAT)->f = v;
+}
+void ir_attrs_set_bool(IrAttrs *a, IrAttrId id, bool v) {
+  attr_slot(a, id, IR_AK_BOOL)->i = v;
+}
+void ir_attrs_set_dtype(IrAttrs *a, IrAttrId id, IrDType v) {
+  attr_slot(a, id, IR_AK_DTYPE)->i = v;
+}
+void ir_attrs_set_mesh(IrAttrs *a, IrAttrId id, IrAxis v) {
+  attr_slot(a, id, IR_AK_MESH)->i = v;
+}
 
 void ir_attrs_set_ints(IrAttrs *a, IrAttrId id, const int64_t *v, int n) {
   IrAttrVal *s = attr_slot(a, id, IR_AK_INTS);
@@ -180,7 +212,9 @@ void ir_attrs_set_ints(IrAttrs *a, IrAttrId id, const int64_t *v, int n) {
   s->nints = n;
 }
 
-bool ir_attrs_has(const IrAttrs *a, IrAttrId id) { return (unsigned)id < IR_ATTR_COUNT && (a->set >> id & 1); }
+bool ir_attrs_has(const IrAttrs *a, IrAttrId id) {
+  return (unsigned)id < IR_ATTR_COUNT && (a->set >> id & 1);
+}
 
 /* ---- maps ---- */
 
@@ -316,22 +350,27 @@ static IrValue *new_value(IrModule *m, IrDType dt, const IrShape *s, IrRole role
   return v;
 }
 
-IrValue *ir_add_param(IrModule *m, const char *name, IrDType dt, const IrShape *s, IrInit init, SrcLoc loc) {
+IrValue *ir_add_param(IrModule *m, const char *name, IrDType dt, const IrShape *s, IrInit init,
+                      SrcLoc loc) {
   IrValue *v = new_value(m, dt, s, IR_ROLE_PARAM, loc);
-  v->name = name ? arena_strdup(&m->arena, name) : arena_printf(&m->arena, "param%d", m->params.len);
+  v->name =
+      name ? arena_strdup(&m->arena, name) : arena_printf(&m->arena, "param%d", m->params.len);
   v->init = init;
   ptrvec_push(&m->arena, &m->params, v);
   return v;
 }
 
-IrValue *ir_add_input(IrModule *m, IrFunc *f, const char *name, IrDType dt, const IrShape *s, SrcLoc loc) {
+IrValue *ir_add_input(IrModule *m, IrFunc *f, const char *name, IrDType dt, const IrShape *s,
+                      SrcLoc loc) {
   IrValue *v = new_value(m, dt, s, IR_ROLE_INPUT, loc);
   v->name = name ? arena_strdup(&m->arena, name) : arena_printf(&m->arena, "arg%d", f->inputs.len);
   ptrvec_push(&m->arena, &f->inputs, v);
   return v;
 }
 
-void ir_func_add_result(IrModule *m, IrFunc *f, IrValue *v) { ptrvec_push(&m->arena, &f->results, v); }
+void ir_func_add_result(IrModule *m, IrFunc *f, IrValue *v) {
+  ptrvec_push(&m->arena, &f->results, v);
+}
 
 void ir_func_renumber(IrFunc *f) {
   int id = 0;
@@ -377,9 +416,10 @@ IrNode *ir_build(IrBuilder *b, IrOp op, IrValue **in, int nin, const IrAttrs *at
 
   if (nin < info->min_in || nin > info->max_in) {
     if (info->min_in == info->max_in)
-      return FAIL("%s: expects %d operand%s, got %d", info->name, info->min_in, info->min_in == 1 ? "" : "s",
-                  nin);
-    return FAIL("%s: expects %d to %d operands, got %d", info->name, info->min_in, info->max_in, nin);
+      return FAIL("%s: expects %d operand%s, got %d", info->name, info->min_in,
+                  info->min_in == 1 ? "" : "s", nin);
+    return FAIL("%s: expects %d to %d operands, got %d", info->name, info->min_in, info->max_in,
+                nin);
   }
   for (int i = 0; i < nin; i++)
     if (!in[i]) {
@@ -388,18 +428,20 @@ IrNode *ir_build(IrBuilder *b, IrOp op, IrValue **in, int nin, const IrAttrs *at
     }
   uint64_t set = attrs ? attrs->set : 0;
   uint64_t missing = info->req_attrs & ~set, extra = set & ~(info->req_attrs | info->opt_attrs);
-  if (missing) return FAIL("%s: missing attribute '%s'", info->name, ir_attrs[__builtin_ctzll(missing)].name);
+  if (missing)
+    return FAIL("%s: missing attribute '%s'", info->name, ir_attrs[__builtin_ctzll(missing)].name);
   if (extra) {
     int k = __builtin_ctzll(extra);
     if (k >= IR_ATTR_COUNT) return FAIL("%s: unknown attribute #%d", info->name, k);
     return FAIL("%s: unexpected attribute '%s'", info->name, ir_attrs[k].name);
   }
   if (b->group != -1 || b->layer != -1) {
-    if (b->group < 0 || b->group >= m->groups.len) return FAIL("%s: invalid layer group #%d", info->name, b->group);
+    if (b->group < 0 || b->group >= m->groups.len)
+      return FAIL("%s: invalid layer group #%d", info->name, b->group);
     const IrGroup *g = m->groups.items[b->group];
     if (b->layer < 0 || b->layer >= g->nlayers)
-      return FAIL("%s: layer %d is out of range for group \"%s\" of %d layers", info->name, b->layer, g->name,
-                  g->nlayers);
+      return FAIL("%s: layer %d is out of range for group \"%s\" of %d layers", info->name,
+                  b->layer, g->name, g->nlayers);
   }
 
   IrNode *n = ARENA_NEW(&m->arena, IrNode);
@@ -445,7 +487,8 @@ IrNode *ir_build(IrBuilder *b, IrOp op, IrValue **in, int nin, const IrAttrs *at
     MM_ASSERT(s->rank >= 0 && s->rank <= IR_MAX_RANK && (unsigned)cx.out_dtype[j] < IR_DTYPE_COUNT);
     if (!ir_shape_valid(s)) {
       char buf[200];
-      return FAIL("%s: shape %s has too many elements", info->name, ir_shape_str(buf, sizeof buf, s));
+      return FAIL("%s: shape %s has too many elements", info->name,
+                  ir_shape_str(buf, sizeof buf, s));
     }
   }
   if (op == IR_OP_RESHAPE) { /* store the shape with its -1 resolved */
@@ -466,8 +509,9 @@ IrNode *ir_build(IrBuilder *b, IrOp op, IrValue **in, int nin, const IrAttrs *at
   n->layer = b->layer;
   if (b->scope) { /* consecutive nodes of one instance share the string */
     IrNode *prev = b->f->nodes.len ? b->f->nodes.items[b->f->nodes.len - 1] : NULL;
-    n->scope = prev && prev->scope && strcmp(prev->scope, b->scope) == 0 ? prev->scope
-                                                                       : arena_strdup(&m->arena, b->scope);
+    n->scope = prev && prev->scope && strcmp(prev->scope, b->scope) == 0
+                   ? prev->scope
+                   : arena_strdup(&m->arena, b->scope);
   }
   ptrvec_push(&m->arena, &b->f->nodes, n);
   return n;
@@ -480,7 +524,9 @@ static int64_t mul_sat(int64_t a, int64_t b) {
   return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
 }
 
-static int64_t last_dim(const IrValue *v) { return v->shape.rank ? v->shape.d[v->shape.rank - 1] : 1; }
+static int64_t last_dim(const IrValue *v) {
+  return v->shape.rank ? v->shape.d[v->shape.rank - 1] : 1;
+}
 
 /* 2 FLOPs per multiply-add. FL_ELEM ops count k per element of the larger
  * of the result and the first operand: the result for pointwise ops (it is
@@ -489,48 +535,49 @@ static int64_t last_dim(const IrValue *v) { return v->shape.rank ? v->shape.d[v-
 int64_t ir_flops(const IrNode *n) {
   if ((unsigned)n->op >= IR_OP_COUNT) return 0;
   const IrOpInfo *info = &ir_ops[n->op];
-  int64_t out = n->nout >= 1 ? ir_numel(&n->out[0]->shape) : 0; /* nout 0: optimizer steps count the input */
+  int64_t out =
+      n->nout >= 1 ? ir_numel(&n->out[0]->shape) : 0; /* nout 0: optimizer steps count the input */
   switch (info->flop_kind) {
-  case IR_FL_NONE: return 0;
-  case IR_FL_ELEM: {
-    int64_t in0 = n->nin ? ir_numel(&n->in[0]->shape) : 0;
-    return mul_sat(info->flop_per_elem, in0 > out ? in0 : out);
-  }
-  case IR_FL_MATMUL: /* 2 * batch * M * N * K */
-  case IR_FL_LINEAR: /* 2 * rows * N * K */
-    return n->nin < 1 ? 0 : mul_sat(2, mul_sat(out, last_dim(n->in[0])));
-  case IR_FL_CONV: { /* 2 * B * Cout * out_spatial * Cin * kernel volume */
-    if (n->nin < 2) return 0;
-    const IrShape *w = &n->in[1]->shape;
-    int64_t per_out = 1;
-    for (int i = 1; i < w->rank; i++) per_out = mul_sat(per_out, w->d[i]);
-    return mul_sat(2, mul_sat(out, per_out));
-  }
-  case IR_FL_ATTENTION: { /* q k^T: 2*B*H*T*S*D, then p v: 2*B*H*T*S*Dv */
-    if (n->nin < 3 || n->in[0]->shape.rank != 4 || n->in[1]->shape.rank != 4) return 0;
-    const IrShape *q = &n->in[0]->shape, *k = &n->in[1]->shape;
-    int64_t bht = mul_sat(mul_sat(q->d[0], q->d[1]), q->d[2]);
-    int64_t d = q->d[3] + last_dim(n->in[2]);
-    return mul_sat(2, mul_sat(mul_sat(bht, k->d[1]), d));
-  }
-  case IR_FL_LINEAR_W: /* dy[rows, N], x[rows, K] */
-    return n->nin < 2 ? 0 : mul_sat(2, mul_sat(ir_numel(&n->in[0]->shape), last_dim(n->in[1])));
-  case IR_FL_CONV_X:   /* 2 * numel(dy) * Cin * kernel volume, from w (operand 1) */
-  case IR_FL_CONV_W: { /* the same, from dw's shape */
-    if (n->nin < 2 || n->nout < 1) return 0;
-    const IrShape *w = info->flop_kind == IR_FL_CONV_X ? &n->in[1]->shape : &n->out[0]->shape;
-    int64_t per_out = 1;
-    for (int i = 1; i < w->rank; i++) per_out = mul_sat(per_out, w->d[i]);
-    return mul_sat(2, mul_sat(ir_numel(&n->in[0]->shape), per_out));
-  }
-  case IR_FL_ATTENTION_BWD: { /* attention_grad(dy, q, k, v, ...): q k^T again, dp = dy v^T,
-                                 dv = p^T dy, dq = ds k, dk = ds^T q: 2*B*H*T*S*(3D + 2Dv) */
-    if (n->nin < 4 || n->in[1]->shape.rank != 4 || n->in[2]->shape.rank != 4) return 0;
-    const IrShape *q = &n->in[1]->shape, *k = &n->in[2]->shape;
-    int64_t bht = mul_sat(mul_sat(q->d[0], q->d[1]), q->d[2]);
-    int64_t d = mul_sat(3, q->d[3]) + mul_sat(2, last_dim(n->in[3]));
-    return mul_sat(2, mul_sat(mul_sat(bht, k->d[1]), d));
-  }
+    case IR_FL_NONE: return 0;
+    case IR_FL_ELEM: {
+      int64_t in0 = n->nin ? ir_numel(&n->in[0]->shape) : 0;
+      return mul_sat(info->flop_per_elem, in0 > out ? in0 : out);
+    }
+    case IR_FL_MATMUL: /* 2 * batch * M * N * K */
+    case IR_FL_LINEAR: /* 2 * rows * N * K */
+      return n->nin < 1 ? 0 : mul_sat(2, mul_sat(out, last_dim(n->in[0])));
+    case IR_FL_CONV: { /* 2 * B * Cout * out_spatial * Cin * kernel volume */
+      if (n->nin < 2) return 0;
+      const IrShape *w = &n->in[1]->shape;
+      int64_t per_out = 1;
+      for (int i = 1; i < w->rank; i++) per_out = mul_sat(per_out, w->d[i]);
+      return mul_sat(2, mul_sat(out, per_out));
+    }
+    case IR_FL_ATTENTION: { /* q k^T: 2*B*H*T*S*D, then p v: 2*B*H*T*S*Dv */
+      if (n->nin < 3 || n->in[0]->shape.rank != 4 || n->in[1]->shape.rank != 4) return 0;
+      const IrShape *q = &n->in[0]->shape, *k = &n->in[1]->shape;
+      int64_t bht = mul_sat(mul_sat(q->d[0], q->d[1]), q->d[2]);
+      int64_t d = q->d[3] + last_dim(n->in[2]);
+      return mul_sat(2, mul_sat(mul_sat(bht, k->d[1]), d));
+    }
+    case IR_FL_LINEAR_W: /* dy[rows, N], x[rows, K] */
+      return n->nin < 2 ? 0 : mul_sat(2, mul_sat(ir_numel(&n->in[0]->shape), last_dim(n->in[1])));
+    case IR_FL_CONV_X:   /* 2 * numel(dy) * Cin * kernel volume, from w (operand 1) */
+    case IR_FL_CONV_W: { /* the same, from dw's shape */
+      if (n->nin < 2 || n->nout < 1) return 0;
+      const IrShape *w = info->flop_kind == IR_FL_CONV_X ? &n->in[1]->shape : &n->out[0]->shape;
+      int64_t per_out = 1;
+      for (int i = 1; i < w->rank; i++) per_out = mul_sat(per_out, w->d[i]);
+      return mul_sat(2, mul_sat(ir_numel(&n->in[0]->shape), per_out));
+    }
+    case IR_FL_ATTENTION_BWD: { /* attention_grad(dy, q, k, v, ...): q k^T again, dp = dy v^T,
+                                   dv = p^T dy, dq = ds k, dk = ds^T q: 2*B*H*T*S*(3D + 2Dv) */
+      if (n->nin < 4 || n->in[1]->shape.rank != 4 || n->in[2]->shape.rank != 4) return 0;
+      const IrShape *q = &n->in[1]->shape, *k = &n->in[2]->shape;
+      int64_t bht = mul_sat(mul_sat(q->d[0], q->d[1]), q->d[2]);
+      int64_t d = mul_sat(3, q->d[3]) + mul_sat(2, last_dim(n->in[3]));
+      return mul_sat(2, mul_sat(mul_sat(bht, k->d[1]), d));
+    }
   }
   return 0;
 }
@@ -579,13 +626,15 @@ void ir_func_dce(IrFunc *f) {
 void ir_train_phases(const IrFunc *f, int *bwd, int *upd) {
   *bwd = *upd = -1;
   const IrValue *loss = f->results.len ? f->results.items[0] : NULL;
-  while (loss && loss->def && ir_op_is_collective(loss->def->op)) loss = loss->def->in[0]; /* e.g. summed over dp */
+  while (loss && loss->def && ir_op_is_collective(loss->def->op))
+    loss = loss->def->in[0]; /* e.g. summed over dp */
   bool after_loss = false;
   for (int i = 0; i < f->nodes.len; i++) {
     const IrNode *n = f->nodes.items[i];
     if (*bwd < 0 && after_loss && n->op == IR_OP_FULL && n->out[0]->shape.rank == 0) *bwd = i;
     for (int j = 0; j < n->nout; j++) after_loss |= loss && n->out[j] == loss;
-    if (*upd < 0 && (n->op == IR_OP_GRAD_NORM || n->op == IR_OP_CLIP_SCALE || n->op == IR_OP_ADAMW || n->op == IR_OP_SGD))
+    if (*upd < 0 && (n->op == IR_OP_GRAD_NORM || n->op == IR_OP_CLIP_SCALE ||
+                     n->op == IR_OP_ADAMW || n->op == IR_OP_SGD))
       *upd = i;
   }
 }

@@ -10,9 +10,9 @@
  *   module @GPT2Tiny mesh(dp = 1, cp = 1, tp = 1)
  *   param @wte.weight : f32[256, 64]{dp:B, cp:B, tp:B} init(normal, 0.02) loc("gpt2.mm":12:3)
  *   func @forward(%tokens : i32[4, 64]{dp:B, cp:B, tp:B} loc("gpt2.mm":40:11)) {
- *     %0 = embedding(%tokens, @wte.weight) : f32[4, 64, 64]{dp:B, cp:B, tp:B} scope("wte") loc("gpt2.mm":30:7)
- *     %1 = layer_norm(%0, @h.0.ln_1.weight, @h.0.ln_1.bias) {eps = 1e-05} : f32[4, 64, 64]{...} layer("h", 0) scope("h.0.ln_1") loc(...)
- *     return %1
+ *     %0 = embedding(%tokens, @wte.weight) : f32[4, 64, 64]{dp:B, cp:B, tp:B} scope("wte")
+ * loc("gpt2.mm":30:7) %1 = layer_norm(%0, @h.0.ln_1.weight, @h.0.ln_1.bias) {eps = 1e-05} : f32[4,
+ * 64, 64]{...} layer("h", 0) scope("h.0.ln_1") loc(...) return %1
  *   }
  */
 #ifndef MM_IR_IR_H
@@ -28,7 +28,16 @@
 
 #define IR_MAX_RANK 8
 
-typedef enum IrDType { IR_F32, IR_BF16, IR_F16, IR_I32, IR_I64, IR_U8, IR_BOOL, IR_DTYPE_COUNT } IrDType;
+typedef enum IrDType {
+  IR_F32,
+  IR_BF16,
+  IR_F16,
+  IR_I32,
+  IR_I64,
+  IR_U8,
+  IR_BOOL,
+  IR_DTYPE_COUNT
+} IrDType;
 const char *ir_dtype_name(IrDType t);
 bool ir_dtype_parse(const char *s, IrDType *out);
 int ir_dtype_size(IrDType t);
@@ -51,11 +60,21 @@ typedef struct IrPlacement {
   int dim; /* for S */
 } IrPlacement;
 
-typedef enum IrRole { IR_ROLE_ACT, IR_ROLE_INPUT, IR_ROLE_PARAM, IR_ROLE_GRAD, IR_ROLE_OPT, IR_ROLE_COUNT } IrRole;
+typedef enum IrRole {
+  IR_ROLE_ACT,
+  IR_ROLE_INPUT,
+  IR_ROLE_PARAM,
+  IR_ROLE_GRAD,
+  IR_ROLE_OPT,
+  IR_ROLE_COUNT
+} IrRole;
 const char *ir_role_name(IrRole r);
 
 typedef enum IrInitKind {
-  IR_INIT_NONE, IR_INIT_ZEROS, IR_INIT_ONES, IR_INIT_FILL,   /* fill(a) */
+  IR_INIT_NONE,
+  IR_INIT_ZEROS,
+  IR_INIT_ONES,
+  IR_INIT_FILL,    /* fill(a) */
   IR_INIT_NORMAL,  /* normal(a = std) */
   IR_INIT_UNIFORM, /* uniform(a, b) */
   IR_INIT_FAN_IN,  /* uniform(-a/sqrt(fan_in), a/sqrt(fan_in)), fan_in = numel / dim 0 */
@@ -67,7 +86,15 @@ typedef struct IrInit {
 
 /* ---- attributes ---- */
 /* MESH: a mesh axis, printed by name (dp, cp, tp) */
-typedef enum IrAttrKind { IR_AK_INT, IR_AK_INTS, IR_AK_FLOAT, IR_AK_BOOL, IR_AK_STR, IR_AK_DTYPE, IR_AK_MESH } IrAttrKind;
+typedef enum IrAttrKind {
+  IR_AK_INT,
+  IR_AK_INTS,
+  IR_AK_FLOAT,
+  IR_AK_BOOL,
+  IR_AK_STR,
+  IR_AK_DTYPE,
+  IR_AK_MESH
+} IrAttrKind;
 typedef enum IrAttrId {
 #define ATTR(N, S, K) IR_ATTR_##N,
 #include "attrs.def"
@@ -109,20 +136,27 @@ typedef enum IrOp {
 } IrOp;
 
 enum {
-  OPF_ELEMWISE = 1 << 0,    /* same-shape (after broadcast) pointwise: fusible */
+  OPF_ELEMWISE = 1 << 0, /* same-shape (after broadcast) pointwise: fusible */
   OPF_COMMUTATIVE = 1 << 1,
-  OPF_VIEW = 1 << 2,        /* result may alias the operand's storage */
-  OPF_LOSS = 1 << 3,        /* scalar loss */
-  OPF_INPLACE = 1 << 4,     /* side effect: updates the OPF_WRITES operands in place (never dead) */
-  OPF_WRITES_STATE = 1 << 5, /* the operands it writes are function inputs holding state (a KV cache), not params */
+  OPF_VIEW = 1 << 2,    /* result may alias the operand's storage */
+  OPF_LOSS = 1 << 3,    /* scalar loss */
+  OPF_INPLACE = 1 << 4, /* side effect: updates the OPF_WRITES operands in place (never dead) */
+  OPF_WRITES_STATE =
+      1
+      << 5, /* the operands it writes are function inputs holding state (a KV cache), not params */
 };
 /* Operand i (< 16) of an OPF_INPLACE op is updated in place. */
-#define OPF_WRITES(i) (1u << (16 + (i)))
+#define OPF_WRITES(i)       (1u << (16 + (i)))
 #define IR_OP_WRITES(op, i) ((i) < 16 && (ir_ops[op].flags & OPF_WRITES(i)))
 
 /* FLOP classes (the cost rule is in ir_flops) */
 typedef enum IrFlopKind {
-  IR_FL_NONE, IR_FL_ELEM, IR_FL_MATMUL, IR_FL_LINEAR, IR_FL_CONV, IR_FL_ATTENTION,
+  IR_FL_NONE,
+  IR_FL_ELEM,
+  IR_FL_MATMUL,
+  IR_FL_LINEAR,
+  IR_FL_CONV,
+  IR_FL_ATTENTION,
   IR_FL_LINEAR_W,     /* linear_grad_w: 2 * numel(dy) * K */
   IR_FL_CONV_X,       /* convND_grad_x: 2 * numel(dy) * Cin * kernel volume, from w */
   IR_FL_CONV_W,       /* convND_grad_w: the same, from dw's shape */
@@ -142,8 +176,8 @@ typedef struct IrOpInfo {
   IrFlopKind flop_kind;
   int flop_per_elem; /* for IR_FL_ELEM */
   IrShapeFn shape;
-  IrGradFn grad;     /* vector-Jacobian rule, or NULL (ops.def: NOGRAD) */
-  uint8_t shard;     /* sharding rule (IrShardRuleId, ops.def: SH(rule, flags)) */
+  IrGradFn grad;         /* vector-Jacobian rule, or NULL (ops.def: NOGRAD) */
+  uint8_t shard;         /* sharding rule (IrShardRuleId, ops.def: SH(rule, flags)) */
   unsigned shard_pflags; /* IR_SHP_*: how partial sums pass, sequence-parallel region */
 } IrOpInfo;
 extern const IrOpInfo ir_ops[IR_OP_COUNT];
@@ -152,20 +186,21 @@ bool ir_op_parse(const char *name, IrOp *out);
 /* ---- values, nodes, functions, modules ---- */
 typedef struct IrNode IrNode;
 typedef struct IrValue {
-  int id;            /* printing number within its function; params use name */
+  int id; /* printing number within its function; params use name */
   IrDType dtype;
   IrShape shape;
   IrRole role;
   IrPlacement pl[IR_NAXES];
-  const char *name;  /* params: hierarchical name; inputs: argument name; else NULL */
-  IrNode *def;       /* producing node (NULL for params and inputs) */
+  const char *name; /* params: hierarchical name; inputs: argument name; else NULL */
+  IrNode *def;      /* producing node (NULL for params and inputs) */
   SrcLoc loc;
   /* params only */
   IrInit init;
-  bool frozen;       /* no gradient, no optimizer state */
-  struct IrValue *grad_of; /* role GRAD: the parameter this is the gradient of (printed grad(@name)) */
-  int group, layer;  /* stack group index and layer in it, or -1 */
-  void *aux;         /* free slot for passes (cleared by each user) */
+  bool frozen; /* no gradient, no optimizer state */
+  struct IrValue
+      *grad_of;     /* role GRAD: the parameter this is the gradient of (printed grad(@name)) */
+  int group, layer; /* stack group index and layer in it, or -1 */
+  void *aux;        /* free slot for passes (cleared by each user) */
   /* memory plan (passes/memplan.c): the arena (named by its role) and byte
    * offset of the storage; printed as mem(act, 4096) once planned */
   bool mem_planned;
@@ -205,23 +240,25 @@ typedef struct IrFunc {
 
 typedef struct IrModule {
   Arena arena;
-  Diag *diag;      /* for loc file names; not owned */
+  Diag *diag; /* for loc file names; not owned */
   const char *name;
   int mesh[IR_NAXES];
-  PtrVec params;   /* IrValue* (role PARAM) */
-  PtrVec groups;   /* IrGroup* */
-  PtrVec funcs;    /* IrFunc* */
+  PtrVec params; /* IrValue* (role PARAM) */
+  PtrVec groups; /* IrGroup* */
+  PtrVec funcs;  /* IrFunc* */
 } IrModule;
 
 IrModule *ir_module_new(Diag *diag, const char *name);
 void ir_module_free(IrModule *m);
 IrFunc *ir_func_new(IrModule *m, const char *name);
-IrFunc *ir_module_func(IrModule *m, const char *name); /* or NULL */
-IrValue *ir_module_param(IrModule *m, const char *name); /* or NULL */
+IrFunc *ir_module_func(IrModule *m, const char *name);           /* or NULL */
+IrValue *ir_module_param(IrModule *m, const char *name);         /* or NULL */
 int ir_module_group(IrModule *m, const char *name, int nlayers); /* finds or adds */
 
-IrValue *ir_add_param(IrModule *m, const char *name, IrDType dt, const IrShape *s, IrInit init, SrcLoc loc);
-IrValue *ir_add_input(IrModule *m, IrFunc *f, const char *name, IrDType dt, const IrShape *s, SrcLoc loc);
+IrValue *ir_add_param(IrModule *m, const char *name, IrDType dt, const IrShape *s, IrInit init,
+                      SrcLoc loc);
+IrValue *ir_add_input(IrModule *m, IrFunc *f, const char *name, IrDType dt, const IrShape *s,
+                      SrcLoc loc);
 
 /* Where new nodes go and what they are attributed to. */
 typedef struct IrBuilder {
@@ -257,7 +294,7 @@ bool ir_verify(const IrModule *m);
 
 /* ---- shape rules' view ---- */
 struct IrShapeCtx {
-  const IrNode *node;        /* op and attrs */
+  const IrNode *node; /* op and attrs */
   IrDType in_dtype[64];
   const IrShape *in_shape[64];
   int nin;
@@ -272,7 +309,8 @@ struct IrShapeCtx {
 
 /* Names of the other enums, and their inverses. */
 bool ir_role_parse(const char *s, IrRole *out);
-const char *ir_init_name(IrInitKind k); /* "none", "zeros", "ones", "fill", "normal", "uniform", "fan_in" */
+const char *
+ir_init_name(IrInitKind k); /* "none", "zeros", "ones", "fill", "normal", "uniform", "fan_in" */
 bool ir_init_parse(const char *s, IrInitKind *out);
 
 /* "[4, 64, 768]" into buf (truncated to n); returns buf. */
@@ -284,8 +322,8 @@ bool ir_shape_valid(const IrShape *s);
 void ir_func_add_result(IrModule *m, IrFunc *f, IrValue *v);
 /* The phases of @train, as node indexes: the backward begins at autodiff's
  * seed (the first scalar `full` after the node that makes the loss, the
- * function's result 0 before any collective that sums it), the update at the first grad_norm, clip_scale,
- * adamw or sgd; -1 where there is none (a forward-only function). */
+ * function's result 0 before any collective that sums it), the update at the first grad_norm,
+ * clip_scale, adamw or sgd; -1 where there is none (a forward-only function). */
 void ir_train_phases(const IrFunc *f, int *bwd, int *upd);
 /* "forward", "backward" or "update" for node i under those boundaries. */
 const char *ir_phase_name(int i, int bwd, int upd);
@@ -341,7 +379,6 @@ struct IrGradCtx {
 #include "ops.def"
 #undef OP
 
-
 /* ---- sharding (ir_shard.c) ----
  * Every op has a sharding rule (the SH column of ops.def): its operand and
  * result dims as factors, einsum-like. Splitting a factor on a mesh axis
@@ -351,23 +388,51 @@ struct IrGradCtx {
  * Per mesh axis a node runs one strategy: NONE (all B), SPLIT(factor), or
  * PASSP (partial sums pass through a linear op, per the IR_SHP_ flags). */
 typedef enum IrShardRuleId {
-  IR_SHR_ELEM, IR_SHR_OPT_STEP, IR_SHR_FULL, IR_SHR_SCALAR, IR_SHR_MATMUL, IR_SHR_LINEAR, IR_SHR_LINEAR_GRAD_X,
-  IR_SHR_LINEAR_GRAD_W, IR_SHR_CONV, IR_SHR_CONV_GRAD_X, IR_SHR_CONV_GRAD_W, IR_SHR_NORM, IR_SHR_NORM_GRAD,
-  IR_SHR_GROUP_NORM, IR_SHR_GROUP_NORM_GRAD, IR_SHR_SOFTMAX, IR_SHR_REDUCE, IR_SHR_RESHAPE, IR_SHR_TRANSPOSE,
-  IR_SHR_AXIS_WHOLE, IR_SHR_EXPAND, IR_SHR_SUM_TO, IR_SHR_EMBEDDING, IR_SHR_EMBEDDING_GRAD, IR_SHR_ROPE,
-  IR_SHR_ATTENTION, IR_SHR_ATTENTION_GRAD, IR_SHR_CROSS_ENTROPY, IR_SHR_CROSS_ENTROPY_GRAD, IR_SHR_MSE,
-  IR_SHR_PLACE, IR_SHR_PLACE_GRAD,
-  IR_SHR_FREE,       /* grad_norm: operands split any way (never P); the kernel reduces, the result is B */
+  IR_SHR_ELEM,
+  IR_SHR_OPT_STEP,
+  IR_SHR_FULL,
+  IR_SHR_SCALAR,
+  IR_SHR_MATMUL,
+  IR_SHR_LINEAR,
+  IR_SHR_LINEAR_GRAD_X,
+  IR_SHR_LINEAR_GRAD_W,
+  IR_SHR_CONV,
+  IR_SHR_CONV_GRAD_X,
+  IR_SHR_CONV_GRAD_W,
+  IR_SHR_NORM,
+  IR_SHR_NORM_GRAD,
+  IR_SHR_GROUP_NORM,
+  IR_SHR_GROUP_NORM_GRAD,
+  IR_SHR_SOFTMAX,
+  IR_SHR_REDUCE,
+  IR_SHR_RESHAPE,
+  IR_SHR_TRANSPOSE,
+  IR_SHR_AXIS_WHOLE,
+  IR_SHR_EXPAND,
+  IR_SHR_SUM_TO,
+  IR_SHR_EMBEDDING,
+  IR_SHR_EMBEDDING_GRAD,
+  IR_SHR_ROPE,
+  IR_SHR_ATTENTION,
+  IR_SHR_ATTENTION_GRAD,
+  IR_SHR_CROSS_ENTROPY,
+  IR_SHR_CROSS_ENTROPY_GRAD,
+  IR_SHR_MSE,
+  IR_SHR_PLACE,
+  IR_SHR_PLACE_GRAD,
+  IR_SHR_FREE, /* grad_norm: operands split any way (never P); the kernel reduces, the result is B
+                */
   IR_SHR_COLLECTIVE, /* all_reduce, all_gather, ...: checked against their attributes */
   IR_SHR_RESHARD,    /* reshard: any placement change (lowered by the collectives pass) */
   IR_SHR_COUNT
 } IrShardRuleId;
 enum {
-  IR_SHP_ALL = 1 << 0,   /* partial in every operand -> partial (add, sub, concat) */
-  IR_SHP_ONE = 1 << 1,   /* partial in one operand, the others B -> partial (mul) */
-  IR_SHP_FIRST = 1 << 2, /* partial in operand 0, the others B -> partial (div, reshape, sum, ...) */
-  IR_SHP_SEQ = 1 << 3,   /* in the sequence-parallel region (norms, residual adds, dropout) */
-  IR_SHP_PROG = 1 << 4,  /* fused: as its sub-program's ops let partial sums through */
+  IR_SHP_ALL = 1 << 0, /* partial in every operand -> partial (add, sub, concat) */
+  IR_SHP_ONE = 1 << 1, /* partial in one operand, the others B -> partial (mul) */
+  IR_SHP_FIRST =
+      1 << 2,           /* partial in operand 0, the others B -> partial (div, reshape, sum, ...) */
+  IR_SHP_SEQ = 1 << 3,  /* in the sequence-parallel region (norms, residual adds, dropout) */
+  IR_SHP_PROG = 1 << 4, /* fused: as its sub-program's ops let partial sums through */
 };
 #define IR_SH_MAXF 30
 typedef enum IrFactorMiss { IR_FM_BAD, IR_FM_P, IR_FM_B } IrFactorMiss;
@@ -398,7 +463,8 @@ void ir_shard_rule(const IrNode *n, IrShardRule *r);
 int ir_shard_strategies(const IrShardRule *r, const IrNode *n, int a, IrStrategy *out, int max);
 /* The operand placements strategy s needs and the result placements it
  * gives, on one axis; false if s is not legal for the node. */
-bool ir_shard_apply(const IrShardRule *r, const IrNode *n, IrStrategy s, IrPlacement *req, IrPlacement *out);
+bool ir_shard_apply(const IrShardRule *r, const IrNode *n, IrStrategy s, IrPlacement *req,
+                    IrPlacement *out);
 /* Whether some strategy explains the node's placements on every axis of
  * size > 1 (collectives: their attributes); else a message in err. */
 bool ir_shard_check_node(const IrModule *m, const IrNode *n, char *err, size_t errlen);
@@ -411,7 +477,8 @@ int ir_world_size(const IrModule *m);
 void ir_rank_coords(const IrModule *m, int rank, int coord[IR_NAXES]);
 int ir_rank_of(const IrModule *m, const int coord[IR_NAXES]);
 /* The shape one rank holds: every split dim divided by its axis size. */
-void ir_local_shape(const IrModule *m, const IrPlacement *pl, const IrShape *global, IrShape *local);
+void ir_local_shape(const IrModule *m, const IrPlacement *pl, const IrShape *global,
+                    IrShape *local);
 int64_t ir_local_numel(const IrModule *m, const IrValue *v);
 /* all_reduce, all_gather, reduce_scatter, all_to_all (not all_slice). */
 bool ir_op_is_collective(IrOp op);

@@ -50,7 +50,9 @@ static IrTensor *put_shape(IrTensorStore *st, const IrValue *v, IrDType dt, cons
   return t;
 }
 
-IrTensor *ir_store_put(IrTensorStore *st, const IrValue *v) { return put_shape(st, v, v->dtype, &v->shape); }
+IrTensor *ir_store_put(IrTensorStore *st, const IrValue *v) {
+  return put_shape(st, v, v->dtype, &v->shape);
+}
 
 /* splitmix64 */
 static uint64_t mix(uint64_t x) {
@@ -74,21 +76,21 @@ void ir_store_init_params(IrTensorStore *st, const IrModule *m, uint64_t seed) {
     for (int64_t i = 0; i < t->n; i++) {
       double u = ir_eval_uniform(seed, (uint64_t)k, (uint64_t)i), x = 0;
       switch (in->kind) {
-      case IR_INIT_NONE:
-      case IR_INIT_ZEROS: x = 0; break;
-      case IR_INIT_ONES: x = 1; break;
-      case IR_INIT_FILL: x = in->a; break;
-      case IR_INIT_NORMAL: { /* Box-Muller on two hashes */
-        double u2 = ir_eval_uniform(seed ^ 0x5bd1e995u, (uint64_t)k, (uint64_t)i);
-        x = in->a * sqrt(-2 * log(1 - u)) * cos(2 * M_PI * u2);
-        break;
-      }
-      case IR_INIT_UNIFORM: x = in->a + (in->b - in->a) * u; break;
-      case IR_INIT_FAN_IN: {
-        double b = in->a / sqrt((double)(fan_in ? fan_in : 1));
-        x = -b + 2 * b * u;
-        break;
-      }
+        case IR_INIT_NONE:
+        case IR_INIT_ZEROS: x = 0; break;
+        case IR_INIT_ONES: x = 1; break;
+        case IR_INIT_FILL: x = in->a; break;
+        case IR_INIT_NORMAL: { /* Box-Muller on two hashes */
+          double u2 = ir_eval_uniform(seed ^ 0x5bd1e995u, (uint64_t)k, (uint64_t)i);
+          x = in->a * sqrt(-2 * log(1 - u)) * cos(2 * M_PI * u2);
+          break;
+        }
+        case IR_INIT_UNIFORM: x = in->a + (in->b - in->a) * u; break;
+        case IR_INIT_FAN_IN: {
+          double b = in->a / sqrt((double)(fan_in ? fan_in : 1));
+          x = -b + 2 * b * u;
+          break;
+        }
       }
       t->d[i] = x;
     }
@@ -116,12 +118,24 @@ static bool fail(Ev *e, const char *fmt, ...) {
   return false;
 }
 
-static const IrTensor *IN(Ev *e, int i) { return ir_store_get(e->st, e->n->in[i]); }
-static IrTensor *OUT(Ev *e, int j) { return ir_store_put(e->st, e->n->out[j]); }
-static double fattr(Ev *e, IrAttrId id) { return e->n->attrs.v[id].f; }
-static int64_t iattr(Ev *e, IrAttrId id) { return e->n->attrs.v[id].i; }
-static bool has(Ev *e, IrAttrId id) { return ir_attrs_has(&e->n->attrs, id); }
-static const IrAttrVal *attr(Ev *e, IrAttrId id) { return &e->n->attrs.v[id]; }
+static const IrTensor *IN(Ev *e, int i) {
+  return ir_store_get(e->st, e->n->in[i]);
+}
+static IrTensor *OUT(Ev *e, int j) {
+  return ir_store_put(e->st, e->n->out[j]);
+}
+static double fattr(Ev *e, IrAttrId id) {
+  return e->n->attrs.v[id].f;
+}
+static int64_t iattr(Ev *e, IrAttrId id) {
+  return e->n->attrs.v[id].i;
+}
+static bool has(Ev *e, IrAttrId id) {
+  return ir_attrs_has(&e->n->attrs, id);
+}
+static const IrAttrVal *attr(Ev *e, IrAttrId id) {
+  return &e->n->attrs.v[id];
+}
 
 /* index into `in` of the element at coord (of an out-shaped iteration),
  * numpy broadcasting (trailing alignment, size-1 dims repeat) */
@@ -141,7 +155,9 @@ static void unravel(const IrShape *s, int64_t flat, int64_t *coord) {
   }
 }
 
-static int64_t last(const IrShape *s) { return s->rank ? s->d[s->rank - 1] : 1; }
+static int64_t last(const IrShape *s) {
+  return s->rank ? s->d[s->rank - 1] : 1;
+}
 
 /* outer, n, inner of a split at `axis` */
 static void split_axis(const IrShape *s, int axis, int64_t *outer, int64_t *n, int64_t *inner) {
@@ -151,48 +167,51 @@ static void split_axis(const IrShape *s, int axis, int64_t *outer, int64_t *n, i
   for (int i = axis + 1; i < s->rank; i++) *inner *= s->d[i];
 }
 
-static double sigm(double x) { return 1 / (1 + exp(-x)); }
+static double sigm(double x) {
+  return 1 / (1 + exp(-x));
+}
 static const double GELU_C = 0.7978845608028654; /* sqrt(2 / pi) */
 
 static double act_fwd(IrOp op, double x) {
   switch (op) {
-  case IR_OP_NEG: return -x;
-  case IR_OP_EXP: return exp(x);
-  case IR_OP_LOG: return log(x);
-  case IR_OP_SQRT: return sqrt(x);
-  case IR_OP_RSQRT: return 1 / sqrt(x);
-  case IR_OP_TANH: return tanh(x);
-  case IR_OP_SIGMOID: return sigm(x);
-  case IR_OP_RELU: return x > 0 ? x : 0;
-  case IR_OP_GELU: return 0.5 * x * (1 + erf(x / M_SQRT2));
-  case IR_OP_GELU_TANH: return 0.5 * x * (1 + tanh(GELU_C * (x + 0.044715 * x * x * x)));
-  case IR_OP_SILU: return x * sigm(x);
-  default: return NAN;
+    case IR_OP_NEG: return -x;
+    case IR_OP_EXP: return exp(x);
+    case IR_OP_LOG: return log(x);
+    case IR_OP_SQRT: return sqrt(x);
+    case IR_OP_RSQRT: return 1 / sqrt(x);
+    case IR_OP_TANH: return tanh(x);
+    case IR_OP_SIGMOID: return sigm(x);
+    case IR_OP_RELU: return x > 0 ? x : 0;
+    case IR_OP_GELU: return 0.5 * x * (1 + erf(x / M_SQRT2));
+    case IR_OP_GELU_TANH: return 0.5 * x * (1 + tanh(GELU_C * (x + 0.044715 * x * x * x)));
+    case IR_OP_SILU: return x * sigm(x);
+    default: return NAN;
   }
 }
 
 /* act'(x) */
 static double act_bwd(IrOp op, double x) {
   switch (op) {
-  case IR_OP_GELU_GRAD: return 0.5 * (1 + erf(x / M_SQRT2)) + x * exp(-0.5 * x * x) / sqrt(2 * M_PI);
-  case IR_OP_GELU_TANH_GRAD: {
-    double t = tanh(GELU_C * (x + 0.044715 * x * x * x));
-    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * GELU_C * (1 + 3 * 0.044715 * x * x);
-  }
-  case IR_OP_SILU_GRAD: {
-    double s = sigm(x);
-    return s * (1 + x * (1 - s));
-  }
-  case IR_OP_RELU_GRAD: return x > 0 ? 1 : 0;
-  case IR_OP_SIGMOID_GRAD: {
-    double s = sigm(x);
-    return s * (1 - s);
-  }
-  case IR_OP_TANH_GRAD: {
-    double t = tanh(x);
-    return 1 - t * t;
-  }
-  default: return NAN;
+    case IR_OP_GELU_GRAD:
+      return 0.5 * (1 + erf(x / M_SQRT2)) + x * exp(-0.5 * x * x) / sqrt(2 * M_PI);
+    case IR_OP_GELU_TANH_GRAD: {
+      double t = tanh(GELU_C * (x + 0.044715 * x * x * x));
+      return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * GELU_C * (1 + 3 * 0.044715 * x * x);
+    }
+    case IR_OP_SILU_GRAD: {
+      double s = sigm(x);
+      return s * (1 + x * (1 - s));
+    }
+    case IR_OP_RELU_GRAD: return x > 0 ? 1 : 0;
+    case IR_OP_SIGMOID_GRAD: {
+      double s = sigm(x);
+      return s * (1 - s);
+    }
+    case IR_OP_TANH_GRAD: {
+      double t = tanh(x);
+      return 1 - t * t;
+    }
+    default: return NAN;
   }
 }
 
@@ -217,14 +236,14 @@ static bool ev_binary(Ev *e) {
     unravel(&y->shape, i, c);
     double u = a->d[bidx(&y->shape, c, &a->shape)], v = b->d[bidx(&y->shape, c, &b->shape)], r;
     switch (op) {
-    case IR_OP_ADD: r = u + v; break;
-    case IR_OP_SUB: r = u - v; break;
-    case IR_OP_MUL: r = u * v; break;
-    case IR_OP_DIV:
-      if (integral && v == 0) return fail(e, "integer division by zero");
-      r = integral ? trunc(u / v) : u / v;
-      break;
-    default: r = pow(u, v); break;
+      case IR_OP_ADD: r = u + v; break;
+      case IR_OP_SUB: r = u - v; break;
+      case IR_OP_MUL: r = u * v; break;
+      case IR_OP_DIV:
+        if (integral && v == 0) return fail(e, "integer division by zero");
+        r = integral ? trunc(u / v) : u / v;
+        break;
+      default: r = pow(u, v); break;
     }
     y->d[i] = to_dtype(y->dtype, r);
   }
@@ -238,21 +257,21 @@ static bool ev_unary(Ev *e) {
   for (int64_t i = 0; i < y->n; i++) {
     double v = x->d[i];
     switch (op) {
-    case IR_OP_ADD_SCALAR: v += fattr(e, IR_ATTR_VALUE); break;
-    case IR_OP_MUL_SCALAR: v *= fattr(e, IR_ATTR_VALUE); break;
-    case IR_OP_POW_SCALAR: v = pow(v, fattr(e, IR_ATTR_VALUE)); break;
-    case IR_OP_CAST: break;
-    case IR_OP_DROPOUT: {
-      double p = fattr(e, IR_ATTR_P);
-      int64_t seed = has(e, IR_ATTR_SEED) ? iattr(e, IR_ATTR_SEED) : 0;
-      if (p > 0) {
-        double u = e->st->uniform ? e->st->uniform(e->st->user, seed, e->st->step, (uint64_t)i)
-                                  : ir_eval_uniform((uint64_t)seed, e->st->step, (uint64_t)i);
-        v = u >= p ? v / (1 - p) : 0;
+      case IR_OP_ADD_SCALAR: v += fattr(e, IR_ATTR_VALUE); break;
+      case IR_OP_MUL_SCALAR: v *= fattr(e, IR_ATTR_VALUE); break;
+      case IR_OP_POW_SCALAR: v = pow(v, fattr(e, IR_ATTR_VALUE)); break;
+      case IR_OP_CAST: break;
+      case IR_OP_DROPOUT: {
+        double p = fattr(e, IR_ATTR_P);
+        int64_t seed = has(e, IR_ATTR_SEED) ? iattr(e, IR_ATTR_SEED) : 0;
+        if (p > 0) {
+          double u = e->st->uniform ? e->st->uniform(e->st->user, seed, e->st->step, (uint64_t)i)
+                                    : ir_eval_uniform((uint64_t)seed, e->st->step, (uint64_t)i);
+          v = u >= p ? v / (1 - p) : 0;
+        }
+        break;
       }
-      break;
-    }
-    default: v = act_fwd(op, v); break;
+      default: v = act_fwd(op, v); break;
     }
     y->d[i] = to_dtype(y->dtype, v);
   }
@@ -344,7 +363,8 @@ static void conv_geom(Ev *e, const IrShape *x, const IrShape *w, const IrShape *
 /* Visits every (output position, kernel tap) pair whose input is inside:
  * mode 0: y += x * w (+ bias); 1: dx += dy * w; 2: dw += dy * x. */
 static void conv_loop(const Conv *g, int mode, double *y, double *x, double *w) {
-  int64_t kv = g->k[0] * g->k[1] * g->k[2], iv = g->in[0] * g->in[1] * g->in[2], ov = g->out[0] * g->out[1] * g->out[2];
+  int64_t kv = g->k[0] * g->k[1] * g->k[2], iv = g->in[0] * g->in[1] * g->in[2],
+          ov = g->out[0] * g->out[1] * g->out[2];
   for (int64_t b = 0; b < g->B; b++)
     for (int64_t o = 0; o < g->O; o++)
       for (int64_t od = 0; od < g->out[0]; od++)
@@ -357,12 +377,17 @@ static void conv_loop(const Conv *g, int mode, double *y, double *x, double *w) 
                   for (int64_t kw = 0; kw < g->k[2]; kw++) {
                     int64_t id = od * g->s[0] - g->p[0] + kd, ih = oh * g->s[1] - g->p[1] + kh,
                             iw = ow * g->s[2] - g->p[2] + kw;
-                    if (id < 0 || id >= g->in[0] || ih < 0 || ih >= g->in[1] || iw < 0 || iw >= g->in[2]) continue;
+                    if (id < 0 || id >= g->in[0] || ih < 0 || ih >= g->in[1] || iw < 0 ||
+                        iw >= g->in[2])
+                      continue;
                     double *xx = &x[(b * g->C + c) * iv + (id * g->in[1] + ih) * g->in[2] + iw];
                     double *ww = &w[(o * g->C + c) * kv + (kd * g->k[1] + kh) * g->k[2] + kw];
-                    if (mode == 0) *yy += *xx * *ww;
-                    else if (mode == 1) *xx += *yy * *ww;
-                    else *ww += *yy * *xx;
+                    if (mode == 0)
+                      *yy += *xx * *ww;
+                    else if (mode == 1)
+                      *xx += *yy * *ww;
+                    else
+                      *ww += *yy * *xx;
                   }
           }
 }
@@ -399,8 +424,10 @@ static bool ev_conv(Ev *e) {
  * channel of element i = ch(i). Forward: y, and its mean and rstd. */
 static bool ev_norm(Ev *e) {
   IrOp op = e->n->op;
-  const IrTensor *x = IN(e, 0), *w = e->n->nin > 1 ? IN(e, 1) : NULL, *b = e->n->nin > 2 ? IN(e, 2) : NULL;
-  IrTensor *y = OUT(e, 0), *mean = op == IR_OP_RMS_NORM ? NULL : OUT(e, 1), *rstd = OUT(e, op == IR_OP_RMS_NORM ? 1 : 2);
+  const IrTensor *x = IN(e, 0), *w = e->n->nin > 1 ? IN(e, 1) : NULL,
+                 *b = e->n->nin > 2 ? IN(e, 2) : NULL;
+  IrTensor *y = OUT(e, 0), *mean = op == IR_OP_RMS_NORM ? NULL : OUT(e, 1),
+           *rstd = OUT(e, op == IR_OP_RMS_NORM ? 1 : 2);
   double eps = fattr(e, IR_ATTR_EPS);
   int64_t rows, n, C, S = 1, G = 1;
   if (op == IR_OP_GROUP_NORM) {
@@ -419,7 +446,8 @@ static bool ev_norm(Ev *e) {
     double mu = 0, var = 0;
     for (int64_t i = 0; i < n; i++) mu += xr[i];
     mu /= (double)n;
-    for (int64_t i = 0; i < n; i++) var += op == IR_OP_RMS_NORM ? xr[i] * xr[i] : (xr[i] - mu) * (xr[i] - mu);
+    for (int64_t i = 0; i < n; i++)
+      var += op == IR_OP_RMS_NORM ? xr[i] * xr[i] : (xr[i] - mu) * (xr[i] - mu);
     double rs = 1 / sqrt(var / (double)n + eps);
     if (op == IR_OP_RMS_NORM) mu = 0;
     if (mean) mean->d[r] = mu;
@@ -440,7 +468,8 @@ static bool ev_norm_grad(Ev *e) {
   IrOp op = e->n->op;
   bool rms = op == IR_OP_RMS_NORM_GRAD;
   int nst = rms ? 1 : 2;
-  const IrTensor *dy = IN(e, 0), *x = IN(e, 1), *mean = rms ? NULL : IN(e, 2), *rstd = IN(e, 1 + nst);
+  const IrTensor *dy = IN(e, 0), *x = IN(e, 1), *mean = rms ? NULL : IN(e, 2),
+                 *rstd = IN(e, 1 + nst);
   const IrTensor *w = e->n->nin > 2 + nst ? IN(e, 2 + nst) : NULL;
   IrTensor *dx = OUT(e, 0), *dw = OUT(e, 1), *db = rms ? NULL : OUT(e, 2);
   memset(dw->d, 0, sizeof(double) * (size_t)dw->n);
@@ -494,11 +523,13 @@ static bool ev_softmax(Ev *e) {
         for (int64_t i = 0; i < n; i++) mx = fmax(mx, xr[i * inner]);
         for (int64_t i = 0; i < n; i++) s += exp(xr[i * inner] - mx);
         for (int64_t i = 0; i < n; i++)
-          yr[i * inner] = op == IR_OP_SOFTMAX ? exp(xr[i * inner] - mx) / s : xr[i * inner] - mx - log(s);
+          yr[i * inner] =
+              op == IR_OP_SOFTMAX ? exp(xr[i * inner] - mx) / s : xr[i * inner] - mx - log(s);
       } else { /* (dy, y) */
         const double *yv = IN(e, 1)->d + o * n * inner + in;
         double s = 0;
-        for (int64_t i = 0; i < n; i++) s += op == IR_OP_SOFTMAX_GRAD ? xr[i * inner] * yv[i * inner] : xr[i * inner];
+        for (int64_t i = 0; i < n; i++)
+          s += op == IR_OP_SOFTMAX_GRAD ? xr[i * inner] * yv[i * inner] : xr[i * inner];
         for (int64_t i = 0; i < n; i++)
           yr[i * inner] = op == IR_OP_SOFTMAX_GRAD ? yv[i * inner] * (xr[i * inner] - s)
                                                    : xr[i * inner] - exp(yv[i * inner]) * s;
@@ -561,8 +592,10 @@ static bool ev_layout(Ev *e) {
     }
   } else { /* SLICE, PAD_SLICE: y[.., start + i * step, ..] <-> x[.., i, ..] */
     int ax = (int)iattr(e, IR_ATTR_AXIS);
-    int64_t start = iattr(e, IR_ATTR_START), step = has(e, IR_ATTR_STEP) ? iattr(e, IR_ATTR_STEP) : 1;
-    const IrShape *small = op == IR_OP_SLICE ? &y->shape : &x->shape, *big = op == IR_OP_SLICE ? &x->shape : &y->shape;
+    int64_t start = iattr(e, IR_ATTR_START),
+            step = has(e, IR_ATTR_STEP) ? iattr(e, IR_ATTR_STEP) : 1;
+    const IrShape *small = op == IR_OP_SLICE ? &y->shape : &x->shape,
+                  *big = op == IR_OP_SLICE ? &x->shape : &y->shape;
     if (op == IR_OP_PAD_SLICE) memset(y->d, 0, sizeof(double) * (size_t)y->n);
     int64_t sn = ir_numel(small);
     for (int64_t i = 0; i < sn; i++) {
@@ -570,8 +603,10 @@ static bool ev_layout(Ev *e) {
       c[ax] = start + c[ax] * step;
       int64_t idx = 0;
       for (int k = 0; k < big->rank; k++) idx = idx * big->d[k] + c[k];
-      if (op == IR_OP_SLICE) y->d[i] = x->d[idx];
-      else y->d[idx] = x->d[i];
+      if (op == IR_OP_SLICE)
+        y->d[i] = x->d[idx];
+      else
+        y->d[idx] = x->d[i];
     }
   }
   return true;
@@ -586,7 +621,8 @@ static bool ev_concat(Ev *e) {
     const IrTensor *x = IN(e, k);
     int64_t xn = x->shape.d[ax];
     for (int64_t o = 0; o < outer; o++)
-      memcpy(y->d + (o * n + off) * inner, x->d + o * xn * inner, sizeof(double) * (size_t)(xn * inner));
+      memcpy(y->d + (o * n + off) * inner, x->d + o * xn * inner,
+             sizeof(double) * (size_t)(xn * inner));
     off += xn;
   }
   return true;
@@ -603,11 +639,14 @@ static bool ev_embedding(Ev *e) {
   if (grad) memset(y->d, 0, sizeof(double) * (size_t)y->n);
   for (int64_t i = 0; i < ids->n; i++) {
     double id = ids->d[i];
-    if (!(id >= 0 && id < (double)V)) return fail(e, "id %g at position %lld is outside [0, %lld)", id, (long long)i, (long long)V);
+    if (!(id >= 0 && id < (double)V))
+      return fail(e, "id %g at position %lld is outside [0, %lld)", id, (long long)i, (long long)V);
     int64_t r = (int64_t)id;
     for (int64_t c = 0; c < C; c++) {
-      if (grad) y->d[r * C + c] += src->d[i * C + c];
-      else y->d[i * C + c] = src->d[r * C + c];
+      if (grad)
+        y->d[r * C + c] += src->d[i * C + c];
+      else
+        y->d[i * C + c] = src->d[r * C + c];
     }
   }
   return true;
@@ -629,7 +668,8 @@ static bool ev_rope(Ev *e) {
         const double *xr = x->d + ((b * T + t) * H + h) * D;
         double *yr = y->d + ((b * T + t) * H + h) * D;
         for (int64_t i = 0; i < h2; i++) {
-          double a = (double)(off + t) * pow(theta, -2.0 * (double)i / (double)D), co = cos(a), si = sgn * sin(a);
+          double a = (double)(off + t) * pow(theta, -2.0 * (double)i / (double)D), co = cos(a),
+                 si = sgn * sin(a);
           double x0 = xr[i], x1 = xr[i + h2];
           yr[i] = x0 * co - x1 * si;
           yr[i + h2] = x1 * co + x0 * si;
@@ -654,14 +694,18 @@ static bool ev_place(Ev *e) {
       if (j == N) break;
       double *yr = y->d + (b * T + t) * C;
       for (int64_t c = 0; c < C; c++) {
-        if (grad) dsrc->d[(b * N + j) * C + c] = yr[c], yr[c] = 0;
-        else yr[c] = src->d[(b * N + j) * C + c];
+        if (grad)
+          dsrc->d[(b * N + j) * C + c] = yr[c], yr[c] = 0;
+        else
+          yr[c] = src->d[(b * N + j) * C + c];
       }
       j++;
     }
     int64_t cnt = 0;
     for (int64_t t = 0; t < T; t++) cnt += (int64_t)ids->d[b * T + t] == tok;
-    if (cnt != N && cnt != 0) return fail(e, "row %lld holds token %lld %lld times, not %lld (or 0)", (long long)b, (long long)tok, (long long)cnt, (long long)N);
+    if (cnt != N && cnt != 0)
+      return fail(e, "row %lld holds token %lld %lld times, not %lld (or 0)", (long long)b,
+                  (long long)tok, (long long)cnt, (long long)N);
   }
   return true;
 }
@@ -670,10 +714,13 @@ static bool ev_place(Ev *e) {
 static bool ev_kv_write(Ev *e) {
   IrTensor *c = ir_store_get(e->st, e->n->in[0]);
   const IrTensor *x = IN(e, 1), *pos = IN(e, 2);
-  int64_t B = c->shape.d[0], S = c->shape.d[1], row = c->shape.d[2] * c->shape.d[3], n = x->shape.d[1];
+  int64_t B = c->shape.d[0], S = c->shape.d[1], row = c->shape.d[2] * c->shape.d[3],
+          n = x->shape.d[1];
   for (int64_t b = 0; b < B; b++) {
     int64_t p = (int64_t)pos->d[b];
-    if (p < 0 || p + n > S) return fail(e, "row %lld: positions %lld..%lld are outside the cache of %lld", (long long)b, (long long)p, (long long)(p + n - 1), (long long)S);
+    if (p < 0 || p + n > S)
+      return fail(e, "row %lld: positions %lld..%lld are outside the cache of %lld", (long long)b,
+                  (long long)p, (long long)(p + n - 1), (long long)S);
     memcpy(c->d + (b * S + p) * row, x->d + b * n * row, sizeof(double) * (size_t)(n * row));
   }
   return true;
@@ -684,7 +731,8 @@ static bool ev_kv_write(Ev *e) {
 static bool ev_attention_cached(Ev *e) {
   const IrTensor *q = IN(e, 0), *k = IN(e, 1), *v = IN(e, 2), *pos = IN(e, 3);
   IrTensor *out = OUT(e, 0);
-  int64_t B = q->shape.d[0], n = q->shape.d[1], H = q->shape.d[2], D = q->shape.d[3], S = k->shape.d[1], KVH = k->shape.d[2];
+  int64_t B = q->shape.d[0], n = q->shape.d[1], H = q->shape.d[2], D = q->shape.d[3],
+          S = k->shape.d[1], KVH = k->shape.d[2];
   double scale = fattr(e, IR_ATTR_SCALE);
   double *p = calloc((size_t)S, sizeof(double));
   if (!p) mm_die(__FILE__, __LINE__, "out of memory");
@@ -693,7 +741,8 @@ static bool ev_attention_cached(Ev *e) {
     for (int64_t i = 0; i < n && ok; i++) {
       int64_t ns = (int64_t)pos->d[b] + i + 1;
       if (ns < 1 || ns > S) {
-        ok = fail(e, "row %lld: position %lld is outside the cache of %lld", (long long)b, (long long)(ns - 1), (long long)S);
+        ok = fail(e, "row %lld: position %lld is outside the cache of %lld", (long long)b,
+                  (long long)(ns - 1), (long long)S);
         break;
       }
       for (int64_t h = 0; h < H; h++) {
@@ -728,7 +777,8 @@ static bool ev_attention(Ev *e) {
   int o = grad ? 1 : 0;
   const IrTensor *q = IN(e, o), *k = IN(e, o + 1), *v = IN(e, o + 2);
   const IrShape *qs = &q->shape, *ks = &k->shape;
-  int64_t B = qs->d[0], T = qs->d[1], H = qs->d[2], D = qs->d[3], S = ks->d[1], KVH = ks->d[2], Dv = v->shape.d[3];
+  int64_t B = qs->d[0], T = qs->d[1], H = qs->d[2], D = qs->d[3], S = ks->d[1], KVH = ks->d[2],
+          Dv = v->shape.d[3];
   bool causal = iattr(e, IR_ATTR_CAUSAL);
   double scale = fattr(e, IR_ATTR_SCALE);
   double *p = calloc((size_t)S, sizeof(double));
@@ -781,13 +831,16 @@ static bool ev_attention(Ev *e) {
           }
           continue;
         }
-        const double *dyr = dy->d + ((b * T + t) * H + h) * Dv, *orow = fo->d + ((b * T + t) * H + h) * Dv;
+        const double *dyr = dy->d + ((b * T + t) * H + h) * Dv,
+                     *orow = fo->d + ((b * T + t) * H + h) * Dv;
         double *dqr = dq->d + ((b * T + t) * H + h) * D, delta = 0;
         for (int64_t i = 0; i < Dv; i++) delta += dyr[i] * orow[i];
         for (int64_t i = 0; i < D; i++) dqr[i] = 0;
         for (int64_t s = 0; s < ns; s++) {
-          const double *vr = v->d + ((b * S + s) * KVH + kh) * Dv, *kr = k->d + ((b * S + s) * KVH + kh) * D;
-          double *dvr = dv->d + ((b * S + s) * KVH + kh) * Dv, *dkr = dk->d + ((b * S + s) * KVH + kh) * D;
+          const double *vr = v->d + ((b * S + s) * KVH + kh) * Dv,
+                       *kr = k->d + ((b * S + s) * KVH + kh) * D;
+          double *dvr = dv->d + ((b * S + s) * KVH + kh) * Dv,
+                 *dkr = dk->d + ((b * S + s) * KVH + kh) * D;
           double dp = 0;
           for (int64_t i = 0; i < Dv; i++) {
             dp += dyr[i] * vr[i];
@@ -817,8 +870,8 @@ static bool ev_cross_entropy(Ev *e) {
     double l = lab->d[r];
     if (l == (double)ignore) continue;
     if (!(l >= 0 && l < (double)V))
-      return fail(e, "label %g at row %lld is outside [0, %lld) and is not the ignore index %lld", l, (long long)r,
-                  (long long)V, (long long)ignore);
+      return fail(e, "label %g at row %lld is outside [0, %lld) and is not the ignore index %lld",
+                  l, (long long)r, (long long)V, (long long)ignore);
     count++;
   }
   if (grad) {
@@ -908,29 +961,35 @@ static double elem(Ev *e, const IrFusedInstr *in, const double *a, uint64_t i) {
   const IrAttrs *at = &in->attrs;
   double r;
   switch (in->op) {
-  case IR_OP_ADD: r = a[0] + a[1]; break;
-  case IR_OP_SUB: r = a[0] - a[1]; break;
-  case IR_OP_MUL: r = a[0] * a[1]; break;
-  case IR_OP_DIV: r = ir_dtype_is_float(in->dtype) ? a[0] / a[1] : a[1] != 0 ? trunc(a[0] / a[1]) : 0; break;
-  case IR_OP_POW: r = pow(a[0], a[1]); break;
-  case IR_OP_ADD_SCALAR: r = a[0] + at->v[IR_ATTR_VALUE].f; break;
-  case IR_OP_MUL_SCALAR: r = a[0] * at->v[IR_ATTR_VALUE].f; break;
-  case IR_OP_POW_SCALAR: r = pow(a[0], at->v[IR_ATTR_VALUE].f); break;
-  case IR_OP_CAST: r = a[0]; break;
-  case IR_OP_DROPOUT: {
-    double p = at->v[IR_ATTR_P].f;
-    int64_t seed = ir_attrs_has(at, IR_ATTR_SEED) ? at->v[IR_ATTR_SEED].i : 0;
-    r = a[0];
-    if (p > 0) {
-      double u = e->st->uniform ? e->st->uniform(e->st->user, seed, e->st->step, i)
-                                : ir_eval_uniform((uint64_t)seed, e->st->step, i);
-      r = u >= p ? r / (1 - p) : 0;
+    case IR_OP_ADD: r = a[0] + a[1]; break;
+    case IR_OP_SUB: r = a[0] - a[1]; break;
+    case IR_OP_MUL: r = a[0] * a[1]; break;
+    case IR_OP_DIV:
+      r = ir_dtype_is_float(in->dtype) ? a[0] / a[1] : a[1] != 0 ? trunc(a[0] / a[1]) : 0;
+      break;
+    case IR_OP_POW: r = pow(a[0], a[1]); break;
+    case IR_OP_ADD_SCALAR: r = a[0] + at->v[IR_ATTR_VALUE].f; break;
+    case IR_OP_MUL_SCALAR: r = a[0] * at->v[IR_ATTR_VALUE].f; break;
+    case IR_OP_POW_SCALAR: r = pow(a[0], at->v[IR_ATTR_VALUE].f); break;
+    case IR_OP_CAST: r = a[0]; break;
+    case IR_OP_DROPOUT: {
+      double p = at->v[IR_ATTR_P].f;
+      int64_t seed = ir_attrs_has(at, IR_ATTR_SEED) ? at->v[IR_ATTR_SEED].i : 0;
+      r = a[0];
+      if (p > 0) {
+        double u = e->st->uniform ? e->st->uniform(e->st->user, seed, e->st->step, i)
+                                  : ir_eval_uniform((uint64_t)seed, e->st->step, i);
+        r = u >= p ? r / (1 - p) : 0;
+      }
+      break;
     }
-    break;
-  }
-  case IR_OP_GELU_GRAD: case IR_OP_GELU_TANH_GRAD: case IR_OP_SILU_GRAD: case IR_OP_RELU_GRAD:
-  case IR_OP_SIGMOID_GRAD: case IR_OP_TANH_GRAD: r = a[0] * act_bwd(in->op, a[1]); break;
-  default: r = act_fwd(in->op, a[0]); break;
+    case IR_OP_GELU_GRAD:
+    case IR_OP_GELU_TANH_GRAD:
+    case IR_OP_SILU_GRAD:
+    case IR_OP_RELU_GRAD:
+    case IR_OP_SIGMOID_GRAD:
+    case IR_OP_TANH_GRAD: r = a[0] * act_bwd(in->op, a[1]); break;
+    default: r = act_fwd(in->op, a[0]); break;
   }
   return to_dtype(in->dtype, r);
 }
@@ -971,35 +1030,82 @@ typedef bool (*EvFn)(Ev *e);
 
 static EvFn kernel(IrOp op) {
   switch (op) {
-  case IR_OP_ADD: case IR_OP_SUB: case IR_OP_MUL: case IR_OP_DIV: case IR_OP_POW: return ev_binary;
-  case IR_OP_ADD_SCALAR: case IR_OP_MUL_SCALAR: case IR_OP_POW_SCALAR: case IR_OP_NEG: case IR_OP_EXP:
-  case IR_OP_LOG: case IR_OP_SQRT: case IR_OP_RSQRT: case IR_OP_TANH: case IR_OP_SIGMOID: case IR_OP_RELU:
-  case IR_OP_GELU: case IR_OP_GELU_TANH: case IR_OP_SILU: case IR_OP_CAST: case IR_OP_DROPOUT: return ev_unary;
-  case IR_OP_FULL: return ev_full;
-  case IR_OP_MATMUL: return ev_matmul;
-  case IR_OP_LINEAR: case IR_OP_LINEAR_GRAD_X: case IR_OP_LINEAR_GRAD_W: return ev_linear;
-  case IR_OP_CONV2D: case IR_OP_CONV3D: case IR_OP_CONV2D_GRAD_X: case IR_OP_CONV2D_GRAD_W:
-  case IR_OP_CONV3D_GRAD_X: case IR_OP_CONV3D_GRAD_W: return ev_conv;
-  case IR_OP_LAYER_NORM: case IR_OP_RMS_NORM: case IR_OP_GROUP_NORM: return ev_norm;
-  case IR_OP_LAYER_NORM_GRAD: case IR_OP_RMS_NORM_GRAD: case IR_OP_GROUP_NORM_GRAD: return ev_norm_grad;
-  case IR_OP_SOFTMAX: case IR_OP_LOG_SOFTMAX: case IR_OP_SOFTMAX_GRAD: case IR_OP_LOG_SOFTMAX_GRAD: return ev_softmax;
-  case IR_OP_SUM: case IR_OP_MEAN: case IR_OP_SUM_TO: return ev_reduce;
-  case IR_OP_RESHAPE: case IR_OP_TRANSPOSE: case IR_OP_SLICE: case IR_OP_EXPAND: case IR_OP_PAD_SLICE:
-    return ev_layout;
-  case IR_OP_CONCAT: return ev_concat;
-  case IR_OP_EMBEDDING: case IR_OP_EMBEDDING_GRAD: return ev_embedding;
-  case IR_OP_ROPE: case IR_OP_ROPE_GRAD: return ev_rope;
-  case IR_OP_ATTENTION: case IR_OP_ATTENTION_GRAD: return ev_attention;
-  case IR_OP_PLACE: case IR_OP_PLACE_GRAD: return ev_place;
-  case IR_OP_KV_WRITE: return ev_kv_write;
-  case IR_OP_ATTENTION_CACHED: return ev_attention_cached;
-  case IR_OP_CROSS_ENTROPY: case IR_OP_CROSS_ENTROPY_GRAD: return ev_cross_entropy;
-  case IR_OP_MSE: return ev_mse;
-  case IR_OP_GELU_GRAD: case IR_OP_GELU_TANH_GRAD: case IR_OP_SILU_GRAD: case IR_OP_RELU_GRAD:
-  case IR_OP_SIGMOID_GRAD: case IR_OP_TANH_GRAD: return ev_act_grad;
-  case IR_OP_GRAD_NORM: case IR_OP_CLIP_SCALE: case IR_OP_ADAMW: case IR_OP_SGD: return ev_optim;
-  case IR_OP_FUSED: return ev_fused;
-  default: break;
+    case IR_OP_ADD:
+    case IR_OP_SUB:
+    case IR_OP_MUL:
+    case IR_OP_DIV:
+    case IR_OP_POW: return ev_binary;
+    case IR_OP_ADD_SCALAR:
+    case IR_OP_MUL_SCALAR:
+    case IR_OP_POW_SCALAR:
+    case IR_OP_NEG:
+    case IR_OP_EXP:
+    case IR_OP_LOG:
+    case IR_OP_SQRT:
+    case IR_OP_RSQRT:
+    case IR_OP_TANH:
+    case IR_OP_SIGMOID:
+    case IR_OP_RELU:
+    case IR_OP_GELU:
+    case IR_OP_GELU_TANH:
+    case IR_OP_SILU:
+    case IR_OP_CAST:
+    case IR_OP_DROPOUT: return ev_unary;
+    case IR_OP_FULL: return ev_full;
+    case IR_OP_MATMUL: return ev_matmul;
+    case IR_OP_LINEAR:
+    case IR_OP_LINEAR_GRAD_X:
+    case IR_OP_LINEAR_GRAD_W: return ev_linear;
+    case IR_OP_CONV2D:
+    case IR_OP_CONV3D:
+    case IR_OP_CONV2D_GRAD_X:
+    case IR_OP_CONV2D_GRAD_W:
+    case IR_OP_CONV3D_GRAD_X:
+    case IR_OP_CONV3D_GRAD_W: return ev_conv;
+    case IR_OP_LAYER_NORM:
+    case IR_OP_RMS_NORM:
+    case IR_OP_GROUP_NORM: return ev_norm;
+    case IR_OP_LAYER_NORM_GRAD:
+    case IR_OP_RMS_NORM_GRAD:
+    case IR_OP_GROUP_NORM_GRAD: return ev_norm_grad;
+    case IR_OP_SOFTMAX:
+    case IR_OP_LOG_SOFTMAX:
+    case IR_OP_SOFTMAX_GRAD:
+    case IR_OP_LOG_SOFTMAX_GRAD: return ev_softmax;
+    case IR_OP_SUM:
+    case IR_OP_MEAN:
+    case IR_OP_SUM_TO: return ev_reduce;
+    case IR_OP_RESHAPE:
+    case IR_OP_TRANSPOSE:
+    case IR_OP_SLICE:
+    case IR_OP_EXPAND:
+    case IR_OP_PAD_SLICE: return ev_layout;
+    case IR_OP_CONCAT: return ev_concat;
+    case IR_OP_EMBEDDING:
+    case IR_OP_EMBEDDING_GRAD: return ev_embedding;
+    case IR_OP_ROPE:
+    case IR_OP_ROPE_GRAD: return ev_rope;
+    case IR_OP_ATTENTION:
+    case IR_OP_ATTENTION_GRAD: return ev_attention;
+    case IR_OP_PLACE:
+    case IR_OP_PLACE_GRAD: return ev_place;
+    case IR_OP_KV_WRITE: return ev_kv_write;
+    case IR_OP_ATTENTION_CACHED: return ev_attention_cached;
+    case IR_OP_CROSS_ENTROPY:
+    case IR_OP_CROSS_ENTROPY_GRAD: return ev_cross_entropy;
+    case IR_OP_MSE: return ev_mse;
+    case IR_OP_GELU_GRAD:
+    case IR_OP_GELU_TANH_GRAD:
+    case IR_OP_SILU_GRAD:
+    case IR_OP_RELU_GRAD:
+    case IR_OP_SIGMOID_GRAD:
+    case IR_OP_TANH_GRAD: return ev_act_grad;
+    case IR_OP_GRAD_NORM:
+    case IR_OP_CLIP_SCALE:
+    case IR_OP_ADAMW:
+    case IR_OP_SGD: return ev_optim;
+    case IR_OP_FUSED: return ev_fused;
+    default: break;
   }
   return NULL;
 }
@@ -1015,7 +1121,10 @@ bool ir_eval_node(const IrModule *m, const IrNode *n, IrTensorStore *st, char *e
     const IrTensor *t = ir_store_get(st, n->in[i]);
     if (!t) {
       const IrValue *v = n->in[i];
-      return fail(&e, "operand %d (%c%s) has no value in the store", i, v->def ? '%' : v->role == IR_ROLE_PARAM ? '@' : '%',
+      return fail(&e, "operand %d (%c%s) has no value in the store", i,
+                  v->def                     ? '%'
+                  : v->role == IR_ROLE_PARAM ? '@'
+                                             : '%',
                   v->name ? v->name : "result");
     }
     if (!ir_shape_eq(&t->shape, &n->in[i]->shape))

@@ -30,8 +30,8 @@ typedef struct IrTensor {
 } IrTensor;
 
 typedef struct IrTensorStore {
-  Arena arena; /* the map and the IrTensor records; data is malloc'd */
-  IrMap map;   /* const IrValue* -> IrTensor* (p) */
+  Arena arena;   /* the map and the IrTensor records; data is malloc'd */
+  IrMap map;     /* const IrValue* -> IrTensor* (p) */
   uint64_t step; /* the training step, for dropout masks (default 0) */
   double (*uniform)(void *user, int64_t seed, uint64_t step, uint64_t i); /* NULL: built-in */
   void *user;

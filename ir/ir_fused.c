@@ -43,8 +43,10 @@ static bool ident(Lex *l, char *buf, size_t n) {
   blanks(l);
   size_t k = 0;
   const char *p = l->s;
-  if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || *p == '_')) return fail(l, "expected a name at '%.12s'", p);
-  while ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_') {
+  if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || *p == '_'))
+    return fail(l, "expected a name at '%.12s'", p);
+  while ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+         *p == '_') {
     if (k + 1 >= n) return fail(l, "name too long at '%.12s'", l->s);
     buf[k++] = *p++;
   }
@@ -96,34 +98,35 @@ static bool attrs(Lex *l, IrAttrs *a) {
     bool is_int = false;
     char word[16];
     switch (ir_attrs[id].kind) {
-    case IR_AK_INT:
-      if (!number(l, &f, &i, &is_int)) return false;
-      if (!is_int) return fail(l, "attribute '%s' takes an integer", name);
-      ir_attrs_set_int(a, (IrAttrId)id, i);
-      break;
-    case IR_AK_FLOAT:
-      blanks(l);
-      if (strncmp(l->s, "inf", 3) == 0 || strncmp(l->s, "nan", 3) == 0) {
-        ir_attrs_set_float(a, (IrAttrId)id, l->s[0] == 'i' ? HUGE_VAL : NAN);
-        l->s += 3;
+      case IR_AK_INT:
+        if (!number(l, &f, &i, &is_int)) return false;
+        if (!is_int) return fail(l, "attribute '%s' takes an integer", name);
+        ir_attrs_set_int(a, (IrAttrId)id, i);
+        break;
+      case IR_AK_FLOAT:
+        blanks(l);
+        if (strncmp(l->s, "inf", 3) == 0 || strncmp(l->s, "nan", 3) == 0) {
+          ir_attrs_set_float(a, (IrAttrId)id, l->s[0] == 'i' ? HUGE_VAL : NAN);
+          l->s += 3;
+          break;
+        }
+        if (!number(l, &f, &i, &is_int)) return false;
+        ir_attrs_set_float(a, (IrAttrId)id, f);
+        break;
+      case IR_AK_BOOL:
+        if (!ident(l, word, sizeof word)) return false;
+        if (strcmp(word, "true") && strcmp(word, "false"))
+          return fail(l, "attribute '%s' takes true or false", name);
+        ir_attrs_set_bool(a, (IrAttrId)id, word[0] == 't');
+        break;
+      case IR_AK_DTYPE: {
+        IrDType t;
+        if (!ident(l, word, sizeof word)) return false;
+        if (!ir_dtype_parse(word, &t)) return fail(l, "unknown dtype '%s'", word);
+        ir_attrs_set_dtype(a, (IrAttrId)id, t);
         break;
       }
-      if (!number(l, &f, &i, &is_int)) return false;
-      ir_attrs_set_float(a, (IrAttrId)id, f);
-      break;
-    case IR_AK_BOOL:
-      if (!ident(l, word, sizeof word)) return false;
-      if (strcmp(word, "true") && strcmp(word, "false")) return fail(l, "attribute '%s' takes true or false", name);
-      ir_attrs_set_bool(a, (IrAttrId)id, word[0] == 't');
-      break;
-    case IR_AK_DTYPE: {
-      IrDType t;
-      if (!ident(l, word, sizeof word)) return false;
-      if (!ir_dtype_parse(word, &t)) return fail(l, "unknown dtype '%s'", word);
-      ir_attrs_set_dtype(a, (IrAttrId)id, t);
-      break;
-    }
-    default: return fail(l, "attribute '%s' cannot appear in a fused program", name);
+      default: return fail(l, "attribute '%s' cannot appear in a fused program", name);
     }
   }
   return true;
@@ -156,12 +159,14 @@ bool ir_fused_parse(const char *text, int nin, const IrDType *dtypes, const IrSh
       fail(&l, "unknown op '%s'", name);
       break;
     }
-    if (!(ir_ops[op].flags & OPF_ELEMWISE) || ir_ops[op].nout != 1 || ir_ops[op].max_in > IR_FUSED_MAX_ARGS) {
+    if (!(ir_ops[op].flags & OPF_ELEMWISE) || ir_ops[op].nout != 1 ||
+        ir_ops[op].max_in > IR_FUSED_MAX_ARGS) {
       fail(&l, "'%s' is not an elementwise op", name);
       break;
     }
     if (out->n == cap) {
-      out->ins = arena_realloc(a, out->ins, sizeof(IrFusedInstr) * (size_t)cap, sizeof(IrFusedInstr) * (size_t)cap * 2);
+      out->ins = arena_realloc(a, out->ins, sizeof(IrFusedInstr) * (size_t)cap,
+                               sizeof(IrFusedInstr) * (size_t)cap * 2);
       cap *= 2;
     }
     IrFusedInstr *in = &out->ins[out->n];
@@ -199,7 +204,8 @@ bool ir_fused_parse(const char *text, int nin, const IrDType *dtypes, const IrSh
                info->min_in == 1 ? "" : "s", in->nargs);
       return false;
     }
-    uint64_t missing = info->req_attrs & ~in->attrs.set, extra = in->attrs.set & ~(info->req_attrs | info->opt_attrs);
+    uint64_t missing = info->req_attrs & ~in->attrs.set,
+             extra = in->attrs.set & ~(info->req_attrs | info->opt_attrs);
     if (missing || extra) {
       snprintf(err, errlen, "t%d: %s attribute '%s'", out->n, missing ? "missing" : "unexpected",
                ir_attrs[__builtin_ctzll(missing ? missing : extra)].name);
@@ -275,15 +281,15 @@ static void fmt_float(char *buf, size_t n, double x) {
 char *ir_fused_format(const IrFusedProg *p, Arena *a) {
   size_t cap = 256, len = 0;
   char *s = arena_alloc(a, cap);
-#define PUT(...)                                                                    \
-  do {                                                                              \
-    int k_ = snprintf(s + len, cap - len, __VA_ARGS__);                             \
-    while (len + (size_t)k_ + 1 > cap) {                                            \
-      s = arena_realloc(a, s, cap, cap * 2);                                        \
-      cap *= 2;                                                                     \
-      k_ = snprintf(s + len, cap - len, __VA_ARGS__);                               \
-    }                                                                               \
-    len += (size_t)k_;                                                              \
+#define PUT(...)                                                                                   \
+  do {                                                                                             \
+    int k_ = snprintf(s + len, cap - len, __VA_ARGS__);                                            \
+    while (len + (size_t)k_ + 1 > cap) {                                                           \
+      s = arena_realloc(a, s, cap, cap * 2);                                                       \
+      cap *= 2;                                                                                    \
+      k_ = snprintf(s + len, cap - len, __VA_ARGS__);                                              \
+    }                                                                                              \
+    len += (size_t)k_;                                                                             \
   } while (0)
   for (int i = 0; i < p->n; i++) {
     const IrFusedInstr *in = &p->ins[i];
@@ -301,14 +307,14 @@ char *ir_fused_format(const IrFusedProg *p, Arena *a) {
       first = false;
       char num[40];
       switch (ir_attrs[id].kind) {
-      case IR_AK_INT: PUT("%lld", (long long)v->i); break;
-      case IR_AK_FLOAT:
-        fmt_float(num, sizeof num, v->f);
-        PUT("%s", num);
-        break;
-      case IR_AK_BOOL: PUT("%s", v->i ? "true" : "false"); break;
-      case IR_AK_DTYPE: PUT("%s", ir_dtype_name((IrDType)v->i)); break;
-      default: break;
+        case IR_AK_INT: PUT("%lld", (long long)v->i); break;
+        case IR_AK_FLOAT:
+          fmt_float(num, sizeof num, v->f);
+          PUT("%s", num);
+          break;
+        case IR_AK_BOOL: PUT("%s", v->i ? "true" : "false"); break;
+        case IR_AK_DTYPE: PUT("%s", ir_dtype_name((IrDType)v->i)); break;
+        default: break;
       }
     }
     if (!first) PUT("}");
@@ -336,8 +342,8 @@ bool ir_shape_FUSED(IrShapeCtx *cx) {
   arena_init(&a);
   IrFusedProg p;
   char err[256];
-  bool ok = ir_fused_parse(cx->node->attrs.v[IR_ATTR_PROG].s, cx->nin, cx->in_dtype, cx->in_shape, &p, &a, err,
-                           sizeof err);
+  bool ok = ir_fused_parse(cx->node->attrs.v[IR_ATTR_PROG].s, cx->nin, cx->in_dtype, cx->in_shape,
+                           &p, &a, err, sizeof err);
   if (ok) {
     cx->out_dtype[0] = p.ins[p.n - 1].dtype;
     cx->out_shape[0] = p.ins[p.n - 1].shape;

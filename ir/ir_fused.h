@@ -25,8 +25,8 @@ typedef struct IrFusedInstr {
   int nargs;
   int arg[IR_FUSED_MAX_ARGS]; /* >= 0: instruction index (tK); < 0: operand -1 - K (iK) */
   IrAttrs attrs;
-  IrDType dtype;              /* result dtype (from the shape rule) */
-  IrShape shape;              /* result shape before broadcasting to the node's */
+  IrDType dtype; /* result dtype (from the shape rule) */
+  IrShape shape; /* result shape before broadcasting to the node's */
 } IrFusedInstr;
 
 typedef struct IrFusedProg {

@@ -19,7 +19,8 @@ static IrNode *node(IrGradCtx *cx, IrOp op, IrValue **in, int nin, const IrAttrs
   char err[400];
   IrAttrs none = {0};
   IrNode *n = ir_build(cx->b, op, in, nin, a ? a : &none, cx->node->loc, err, sizeof err, NULL);
-  if (!n && cx->err[0] == 0) snprintf(cx->err, cx->errlen, "gradient of %s: %s", ir_ops[cx->node->op].name, err);
+  if (!n && cx->err[0] == 0)
+    snprintf(cx->err, cx->errlen, "gradient of %s: %s", ir_ops[cx->node->op].name, err);
   return n;
 }
 
@@ -28,7 +29,9 @@ static IrValue *emit(IrGradCtx *cx, IrOp op, IrValue **in, int nin, const IrAttr
   return n ? n->out[0] : NULL;
 }
 
-static IrValue *un(IrGradCtx *cx, IrOp op, IrValue *x) { return x ? emit(cx, op, &x, 1, NULL) : NULL; }
+static IrValue *un(IrGradCtx *cx, IrOp op, IrValue *x) {
+  return x ? emit(cx, op, &x, 1, NULL) : NULL;
+}
 
 static IrValue *bin(IrGradCtx *cx, IrOp op, IrValue *a, IrValue *b) {
   if (!a || !b) return NULL;
@@ -63,15 +66,19 @@ static void copy_attr(IrAttrs *a, const IrNode *n, IrAttrId id) {
   a->v[id] = n->attrs.v[id];
 }
 
-static IrValue *in(const IrGradCtx *cx, int i) { return cx->node->in[i]; }
-static IrValue *out(const IrGradCtx *cx, int j) { return cx->node->out[j]; }
+static IrValue *in(const IrGradCtx *cx, int i) {
+  return cx->node->in[i];
+}
+static IrValue *out(const IrGradCtx *cx, int j) {
+  return cx->node->out[j];
+}
 
 /* Only result 0 is differentiable. */
 static bool only_first(IrGradCtx *cx) {
   for (int j = 1; j < cx->node->nout; j++)
     if (cx->dout[j]) {
-      snprintf(cx->err, cx->errlen, "the saved statistics (result %d) of %s are not differentiable", j,
-               ir_ops[cx->node->op].name);
+      snprintf(cx->err, cx->errlen, "the saved statistics (result %d) of %s are not differentiable",
+               j, ir_ops[cx->node->op].name);
       return false;
     }
   return true;
@@ -79,12 +86,12 @@ static bool only_first(IrGradCtx *cx) {
 
 /* Sets din[i] when needed and checks that every needed cotangent that the
  * rule computed was built. */
-#define SET(i, expr)                            \
-  do {                                          \
-    if (cx->need[i]) {                          \
-      cx->din[i] = (expr);                      \
-      if (!cx->din[i] && cx->err[0]) return false; \
-    }                                           \
+#define SET(i, expr)                                                                               \
+  do {                                                                                             \
+    if (cx->need[i]) {                                                                             \
+      cx->din[i] = (expr);                                                                         \
+      if (!cx->din[i] && cx->err[0]) return false;                                                 \
+    }                                                                                              \
   } while (0)
 
 #define DY (cx->dout[0])
@@ -112,22 +119,30 @@ bool ir_grad_MUL(IrGradCtx *cx) {
 /* y = a / b: da = dy / b, db = -dy * y / b */
 bool ir_grad_DIV(IrGradCtx *cx) {
   SET(0, sum_to(cx, bin(cx, IR_OP_DIV, DY, in(cx, 1)), in(cx, 0)));
-  SET(1, un(cx, IR_OP_NEG, sum_to(cx, bin(cx, IR_OP_MUL, DY, bin(cx, IR_OP_DIV, out(cx, 0), in(cx, 1))), in(cx, 1))));
+  SET(1,
+      un(cx, IR_OP_NEG,
+         sum_to(cx, bin(cx, IR_OP_MUL, DY, bin(cx, IR_OP_DIV, out(cx, 0), in(cx, 1))), in(cx, 1))));
   return true;
 }
 
 /* y = a ** b: da = dy * b * a ** (b - 1), db = dy * y * log(a) */
 bool ir_grad_POW(IrGradCtx *cx) {
   IrValue *a = in(cx, 0), *b = in(cx, 1);
-  SET(0, sum_to(cx, bin(cx, IR_OP_MUL, DY, bin(cx, IR_OP_MUL, b, bin(cx, IR_OP_POW, a, scal(cx, IR_OP_ADD_SCALAR, b, -1)))),
-                a));
-  SET(1, sum_to(cx, bin(cx, IR_OP_MUL, DY, bin(cx, IR_OP_MUL, out(cx, 0), un(cx, IR_OP_LOG, a))), b));
+  SET(0,
+      sum_to(cx,
+             bin(cx, IR_OP_MUL, DY,
+                 bin(cx, IR_OP_MUL, b, bin(cx, IR_OP_POW, a, scal(cx, IR_OP_ADD_SCALAR, b, -1)))),
+             a));
+  SET(1,
+      sum_to(cx, bin(cx, IR_OP_MUL, DY, bin(cx, IR_OP_MUL, out(cx, 0), un(cx, IR_OP_LOG, a))), b));
   return true;
 }
 
 /* ---- elementwise with a constant ---- */
 
-static double value(const IrGradCtx *cx) { return cx->node->attrs.v[IR_ATTR_VALUE].f; }
+static double value(const IrGradCtx *cx) {
+  return cx->node->attrs.v[IR_ATTR_VALUE].f;
+}
 
 bool ir_grad_ADD_SCALAR(IrGradCtx *cx) {
   SET(0, DY);
@@ -148,7 +163,8 @@ bool ir_grad_POW_SCALAR(IrGradCtx *cx) {
   } else if (c == 2) {
     SET(0, bin(cx, IR_OP_MUL, DY, scal(cx, IR_OP_MUL_SCALAR, in(cx, 0), 2)));
   } else {
-    SET(0, bin(cx, IR_OP_MUL, DY, scal(cx, IR_OP_MUL_SCALAR, scal(cx, IR_OP_POW_SCALAR, in(cx, 0), c - 1), c)));
+    SET(0, bin(cx, IR_OP_MUL, DY,
+               scal(cx, IR_OP_MUL_SCALAR, scal(cx, IR_OP_POW_SCALAR, in(cx, 0), c - 1), c)));
   }
   return true;
 }
@@ -178,7 +194,8 @@ bool ir_grad_SQRT(IrGradCtx *cx) {
 
 /* y = x ** -1/2: dx = -0.5 dy y^3 */
 bool ir_grad_RSQRT(IrGradCtx *cx) {
-  SET(0, bin(cx, IR_OP_MUL, DY, scal(cx, IR_OP_MUL_SCALAR, scal(cx, IR_OP_POW_SCALAR, out(cx, 0), 3), -0.5)));
+  SET(0, bin(cx, IR_OP_MUL, DY,
+             scal(cx, IR_OP_MUL_SCALAR, scal(cx, IR_OP_POW_SCALAR, out(cx, 0), 3), -0.5)));
   return true;
 }
 
@@ -187,12 +204,24 @@ static bool act(IrGradCtx *cx, IrOp grad_op) {
   return true;
 }
 
-bool ir_grad_TANH(IrGradCtx *cx) { return act(cx, IR_OP_TANH_GRAD); }
-bool ir_grad_SIGMOID(IrGradCtx *cx) { return act(cx, IR_OP_SIGMOID_GRAD); }
-bool ir_grad_RELU(IrGradCtx *cx) { return act(cx, IR_OP_RELU_GRAD); }
-bool ir_grad_GELU(IrGradCtx *cx) { return act(cx, IR_OP_GELU_GRAD); }
-bool ir_grad_GELU_TANH(IrGradCtx *cx) { return act(cx, IR_OP_GELU_TANH_GRAD); }
-bool ir_grad_SILU(IrGradCtx *cx) { return act(cx, IR_OP_SILU_GRAD); }
+bool ir_grad_TANH(IrGradCtx *cx) {
+  return act(cx, IR_OP_TANH_GRAD);
+}
+bool ir_grad_SIGMOID(IrGradCtx *cx) {
+  return act(cx, IR_OP_SIGMOID_GRAD);
+}
+bool ir_grad_RELU(IrGradCtx *cx) {
+  return act(cx, IR_OP_RELU_GRAD);
+}
+bool ir_grad_GELU(IrGradCtx *cx) {
+  return act(cx, IR_OP_GELU_GRAD);
+}
+bool ir_grad_GELU_TANH(IrGradCtx *cx) {
+  return act(cx, IR_OP_GELU_TANH_GRAD);
+}
+bool ir_grad_SILU(IrGradCtx *cx) {
+  return act(cx, IR_OP_SILU_GRAD);
+}
 
 /* the cotangent goes back to the operand's dtype; integer operands get none */
 bool ir_grad_CAST(IrGradCtx *cx) {
@@ -272,8 +301,12 @@ static bool conv(IrGradCtx *cx, IrOp gx, IrOp gw) {
   return true;
 }
 
-bool ir_grad_CONV2D(IrGradCtx *cx) { return conv(cx, IR_OP_CONV2D_GRAD_X, IR_OP_CONV2D_GRAD_W); }
-bool ir_grad_CONV3D(IrGradCtx *cx) { return conv(cx, IR_OP_CONV3D_GRAD_X, IR_OP_CONV3D_GRAD_W); }
+bool ir_grad_CONV2D(IrGradCtx *cx) {
+  return conv(cx, IR_OP_CONV2D_GRAD_X, IR_OP_CONV2D_GRAD_W);
+}
+bool ir_grad_CONV3D(IrGradCtx *cx) {
+  return conv(cx, IR_OP_CONV3D_GRAD_X, IR_OP_CONV3D_GRAD_W);
+}
 
 /* ---- normalisation ---- */
 
@@ -295,9 +328,15 @@ static bool norm(IrGradCtx *cx, IrOp op, int nstats) {
   return true;
 }
 
-bool ir_grad_LAYER_NORM(IrGradCtx *cx) { return norm(cx, IR_OP_LAYER_NORM_GRAD, 2); }
-bool ir_grad_RMS_NORM(IrGradCtx *cx) { return norm(cx, IR_OP_RMS_NORM_GRAD, 1); }
-bool ir_grad_GROUP_NORM(IrGradCtx *cx) { return norm(cx, IR_OP_GROUP_NORM_GRAD, 2); }
+bool ir_grad_LAYER_NORM(IrGradCtx *cx) {
+  return norm(cx, IR_OP_LAYER_NORM_GRAD, 2);
+}
+bool ir_grad_RMS_NORM(IrGradCtx *cx) {
+  return norm(cx, IR_OP_RMS_NORM_GRAD, 1);
+}
+bool ir_grad_GROUP_NORM(IrGradCtx *cx) {
+  return norm(cx, IR_OP_GROUP_NORM_GRAD, 2);
+}
 
 static bool softmax_like(IrGradCtx *cx, IrOp op) {
   IrAttrs a = {0};
@@ -307,8 +346,12 @@ static bool softmax_like(IrGradCtx *cx, IrOp op) {
   return true;
 }
 
-bool ir_grad_SOFTMAX(IrGradCtx *cx) { return softmax_like(cx, IR_OP_SOFTMAX_GRAD); }
-bool ir_grad_LOG_SOFTMAX(IrGradCtx *cx) { return softmax_like(cx, IR_OP_LOG_SOFTMAX_GRAD); }
+bool ir_grad_SOFTMAX(IrGradCtx *cx) {
+  return softmax_like(cx, IR_OP_SOFTMAX_GRAD);
+}
+bool ir_grad_LOG_SOFTMAX(IrGradCtx *cx) {
+  return softmax_like(cx, IR_OP_LOG_SOFTMAX_GRAD);
+}
 
 /* ---- reductions ---- */
 
@@ -331,8 +374,12 @@ static bool reduce(IrGradCtx *cx, bool mean) {
   return true;
 }
 
-bool ir_grad_SUM(IrGradCtx *cx) { return reduce(cx, false); }
-bool ir_grad_MEAN(IrGradCtx *cx) { return reduce(cx, true); }
+bool ir_grad_SUM(IrGradCtx *cx) {
+  return reduce(cx, false);
+}
+bool ir_grad_MEAN(IrGradCtx *cx) {
+  return reduce(cx, true);
+}
 
 /* ---- layout ---- */
 

@@ -90,7 +90,9 @@ static const char *tok_desc(Parser *p) {
 
 /* ---- the lexer ---- */
 
-static int peekc(const Parser *p, size_t k) { return p->cur + k < p->end ? (unsigned char)p->cur[k] : -1; }
+static int peekc(const Parser *p, size_t k) {
+  return p->cur + k < p->end ? (unsigned char)p->cur[k] : -1;
+}
 
 static void advance(Parser *p) {
   if (p->cur >= p->end) return;
@@ -103,11 +105,20 @@ static void advance(Parser *p) {
   p->cur++;
 }
 
-static bool is_digit(int c) { return c >= '0' && c <= '9'; }
-static bool is_alpha(int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
-static bool is_bare(int c) { return is_alpha(c) || is_digit(c) || c == '.' || c == '$' || c == '-'; }
+static bool is_digit(int c) {
+  return c >= '0' && c <= '9';
+}
+static bool is_alpha(int c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+static bool is_bare(int c) {
+  return is_alpha(c) || is_digit(c) || c == '.' || c == '$' || c == '-';
+}
 static int hexval(int c) {
-  return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+  return c >= '0' && c <= '9'   ? c - '0'
+         : c >= 'a' && c <= 'f' ? c - 'a' + 10
+         : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                : -1;
 }
 
 /* A quoted string at p->cur, decoded into the scratch arena. */
@@ -129,7 +140,8 @@ static bool lex_string(Parser *p, char **out) {
         advance(p);
       } else {
         int h = hexval(a), l = hexval(peekc(p, 1));
-        if (h < 0 || l < 0) return error(p, at, "invalid escape in string (use \\\\, \\\" or two hex digits)");
+        if (h < 0 || l < 0)
+          return error(p, at, "invalid escape in string (use \\\\, \\\" or two hex digits)");
         c = h * 16 + l;
         if (c == 0) return error(p, at, "a string cannot contain \\00");
         advance(p);
@@ -171,7 +183,8 @@ static bool lex_number(Parser *p) {
     flt = true;
     advance(p);
     if (peekc(p, 0) == '+' || peekc(p, 0) == '-') advance(p);
-    if (!is_digit(peekc(p, 0))) return error(p, t->loc, "expected digits in the exponent of a number");
+    if (!is_digit(peekc(p, 0)))
+      return error(p, t->loc, "expected digits in the exponent of a number");
     while (is_digit(peekc(p, 0))) advance(p);
   }
   size_t n = (size_t)(p->cur - s);
@@ -255,19 +268,24 @@ static bool next(Parser *p) {
 
 /* ---- token tests ---- */
 
-static bool is_punct(const Parser *p, char c) { return p->tok.kind == T_PUNCT && p->tok.text[0] == c; }
-static bool is_kw(const Parser *p, const char *kw) { return p->tok.kind == T_IDENT && strcmp(p->tok.s, kw) == 0; }
+static bool is_punct(const Parser *p, char c) {
+  return p->tok.kind == T_PUNCT && p->tok.text[0] == c;
+}
+static bool is_kw(const Parser *p, const char *kw) {
+  return p->tok.kind == T_IDENT && strcmp(p->tok.s, kw) == 0;
+}
 
 static bool expect_punct(Parser *p, char c, const char *ctx) {
-  if (!is_punct(p, c)) return error(p, p->tok.loc, "expected '%c' %s, found %s", c, ctx, tok_desc(p));
+  if (!is_punct(p, c))
+    return error(p, p->tok.loc, "expected '%c' %s, found %s", c, ctx, tok_desc(p));
   return next(p);
 }
 
 /* A closing bracket, naming the opening one when it is missing. */
 static bool expect_close(Parser *p, char c, SrcLoc open) {
   if (!is_punct(p, c))
-    return error(p, p->tok.loc, "expected '%c' (to close the one at %u:%u), found %s", c, open.line, open.col,
-                 tok_desc(p));
+    return error(p, p->tok.loc, "expected '%c' (to close the one at %u:%u), found %s", c, open.line,
+                 open.col, tok_desc(p));
   return next(p);
 }
 
@@ -277,10 +295,11 @@ static bool expect_kw(Parser *p, const char *kw) {
 }
 
 static bool parse_int(Parser *p, int64_t lo, int64_t hi, const char *what, int64_t *out) {
-  if (p->tok.kind != T_INT) return error(p, p->tok.loc, "expected %s (an integer), found %s", what, tok_desc(p));
+  if (p->tok.kind != T_INT)
+    return error(p, p->tok.loc, "expected %s (an integer), found %s", what, tok_desc(p));
   if (p->tok.i < lo || p->tok.i > hi)
-    return error(p, p->tok.loc, "%s %lld is out of range [%lld, %lld]", what, (long long)p->tok.i, (long long)lo,
-                 (long long)hi);
+    return error(p, p->tok.loc, "%s %lld is out of range [%lld, %lld]", what, (long long)p->tok.i,
+                 (long long)lo, (long long)hi);
   *out = p->tok.i;
   return next(p);
 }
@@ -299,7 +318,8 @@ static bool parse_float(Parser *p, const char *what, double *out) {
 }
 
 static bool parse_string(Parser *p, const char *what, char **out) {
-  if (p->tok.kind != T_STRING) return error(p, p->tok.loc, "expected %s (a string), found %s", what, tok_desc(p));
+  if (p->tok.kind != T_STRING)
+    return error(p, p->tok.loc, "expected %s (a string), found %s", what, tok_desc(p));
   *out = p->tok.s;
   return next(p);
 }
@@ -308,7 +328,8 @@ static bool parse_string(Parser *p, const char *what, char **out) {
 
 /* The roles each kind of value may have (as the verifier checks them). */
 #define ROLES_PARAM (1u << IR_ROLE_PARAM | 1u << IR_ROLE_OPT | 1u << IR_ROLE_GRAD)
-#define ROLES_INPUT (1u << IR_ROLE_INPUT | 1u << IR_ROLE_ACT | 1u << IR_ROLE_GRAD | 1u << IR_ROLE_OPT)
+#define ROLES_INPUT                                                                                \
+  (1u << IR_ROLE_INPUT | 1u << IR_ROLE_ACT | 1u << IR_ROLE_GRAD | 1u << IR_ROLE_OPT)
 #define ROLES_RESULT (1u << IR_ROLE_ACT | 1u << IR_ROLE_GRAD | 1u << IR_ROLE_OPT)
 
 typedef struct Type {
@@ -350,7 +371,8 @@ static bool parse_placement(Parser *p, Type *t) {
       SrcLoc dl = p->tok.loc;
       if (!parse_int(p, 0, IR_MAX_RANK - 1, "split dim", &d)) return false;
       if (d >= t->shape.rank)
-        return error(p, dl, "split dim %lld is out of range for rank %d", (long long)d, t->shape.rank);
+        return error(p, dl, "split dim %lld is out of range for rank %d", (long long)d,
+                     t->shape.rank);
       pl->kind = IR_PL_S;
       pl->dim = (int)d;
       if (!expect_punct(p, ')', "after the split dim")) return false;
@@ -366,7 +388,8 @@ static bool parse_type(Parser *p, Type *t) {
   memset(t, 0, sizeof *t);
   t->loc = p->tok.loc;
   if (p->tok.kind != T_IDENT || !ir_dtype_parse(p->tok.s, &t->dtype))
-    return error(p, p->tok.loc, "expected a dtype (f32, bf16, f16, i32, i64, u8, bool), found %s", tok_desc(p));
+    return error(p, p->tok.loc, "expected a dtype (f32, bf16, f16, i32, i64, u8, bool), found %s",
+                 tok_desc(p));
   if (!next(p)) return false;
   SrcLoc open = p->tok.loc;
   if (!expect_punct(p, '[', "after the dtype")) return false;
@@ -381,7 +404,8 @@ static bool parse_type(Parser *p, Type *t) {
   t->loc = srcloc_span(t->loc, open);
   if (!ir_shape_valid(&t->shape)) {
     char buf[200];
-    return error(p, t->loc, "shape %s has too many elements", ir_shape_str(buf, sizeof buf, &t->shape));
+    return error(p, t->loc, "shape %s has too many elements",
+                 ir_shape_str(buf, sizeof buf, &t->shape));
   }
   if (is_punct(p, '{') && !parse_placement(p, t)) return false;
   /* the ranks of the axes that split a dim must divide it (v1 has no padding) */
@@ -403,7 +427,8 @@ static bool parse_type(Parser *p, Type *t) {
 static bool parse_role(Parser *p, IrRole *r, unsigned allowed, const char *what) {
   if (!next(p) || !expect_punct(p, '(', "after 'role'")) return false;
   if (p->tok.kind != T_IDENT || !ir_role_parse(p->tok.s, r))
-    return error(p, p->tok.loc, "expected a role (act, input, param, grad, opt), found %s", tok_desc(p));
+    return error(p, p->tok.loc, "expected a role (act, input, param, grad, opt), found %s",
+                 tok_desc(p));
   if (!(allowed >> *r & 1)) return error(p, p->tok.loc, "%s cannot have role %s", what, p->tok.s);
   if (!next(p)) return false;
   return expect_punct(p, ')', "after the role");
@@ -420,8 +445,10 @@ static bool parse_mem(Parser *p, Mem *m) {
   int64_t off = 0;
   if (!next(p) || !expect_punct(p, '(', "after 'mem'")) return false;
   if (p->tok.kind != T_IDENT || !ir_role_parse(p->tok.s, &m->arena))
-    return error(p, p->tok.loc, "expected an arena (act, input, param, grad, opt), found %s", tok_desc(p));
-  if (!next(p) || !expect_punct(p, ',', "after the arena") || !parse_int(p, 0, INT64_C(1) << 62, "offset", &off) ||
+    return error(p, p->tok.loc, "expected an arena (act, input, param, grad, opt), found %s",
+                 tok_desc(p));
+  if (!next(p) || !expect_punct(p, ',', "after the arena") ||
+      !parse_int(p, 0, INT64_C(1) << 62, "offset", &off) ||
       !expect_punct(p, ')', "after the offset"))
     return false;
   m->planned = true;
@@ -439,7 +466,8 @@ static void set_mem(IrValue *v, const Mem *m) {
  * parameter */
 static bool parse_grad(Parser *p, IrValue **out) {
   if (!next(p) || !expect_punct(p, '(', "after 'grad'")) return false;
-  if (p->tok.kind != T_AT) return error(p, p->tok.loc, "expected a parameter @name, found %s", tok_desc(p));
+  if (p->tok.kind != T_AT)
+    return error(p, p->tok.loc, "expected a parameter @name, found %s", tok_desc(p));
   IrMapSlot *s = ir_map_get(&p->params, p->tok.s);
   if (!s) return error(p, p->tok.loc, "gradient of undefined parameter @%s", p->tok.s);
   *out = s->p;
@@ -479,8 +507,8 @@ static bool parse_layer(Parser *p, int *group, int *layer) {
   at = p->tok.loc;
   if (!parse_int(p, 0, INT_MAX, "layer", &l)) return false;
   if (l >= g->nlayers)
-    return error(p, at, "layer %lld is out of range for group \"%s\" of %d layers", (long long)l, g->name,
-                 g->nlayers);
+    return error(p, at, "layer %lld is out of range for group \"%s\" of %d layers", (long long)l,
+                 g->name, g->nlayers);
   *group = (int)s->i;
   *layer = (int)l;
   return expect_punct(p, ')', "after the layer");
@@ -501,7 +529,8 @@ static bool parse_mesh(Parser *p) {
     if (!parse_axis(p, &a)) return false;
     if (seen[a]) return error(p, at, "mesh axis %s given twice", ir_axis_name(a));
     seen[a] = true;
-    if (!expect_punct(p, '=', "after the mesh axis") || !parse_int(p, 1, 1 << 20, "mesh size", &n)) return false;
+    if (!expect_punct(p, '=', "after the mesh axis") || !parse_int(p, 1, 1 << 20, "mesh size", &n))
+      return false;
     p->m->mesh[a] = (int)n;
   }
   return expect_close(p, ')', open);
@@ -525,7 +554,8 @@ static bool parse_group(Parser *p) {
 
 static bool parse_param(Parser *p) {
   if (!next(p)) return false;
-  if (p->tok.kind != T_AT) return error(p, p->tok.loc, "expected a parameter name @name, found %s", tok_desc(p));
+  if (p->tok.kind != T_AT)
+    return error(p, p->tok.loc, "expected a parameter name @name, found %s", tok_desc(p));
   char *name = p->tok.s;
   SrcLoc at = p->tok.loc;
   if (ir_map_get(&p->params, name)) return error(p, at, "redefinition of parameter @%s", name);
@@ -535,7 +565,8 @@ static bool parse_param(Parser *p) {
   bool frozen = false;
   int group = -1, layer = -1;
   SrcLoc loc = {0};
-  if (!next(p) || !expect_punct(p, ':', "after the parameter name") || !parse_type(p, &t)) return false;
+  if (!next(p) || !expect_punct(p, ':', "after the parameter name") || !parse_type(p, &t))
+    return false;
   if (is_kw(p, "role") && !parse_role(p, &role, ROLES_PARAM, "a parameter")) return false;
   IrValue *grad_of = NULL;
   if (is_kw(p, "grad") && !parse_grad(p, &grad_of)) return false;
@@ -546,14 +577,20 @@ static bool parse_param(Parser *p) {
     SrcLoc open = p->tok.loc;
     if (!expect_punct(p, '(', "after 'init'")) return false;
     if (p->tok.kind != T_IDENT || !ir_init_parse(p->tok.s, &init.kind))
-      return error(p, p->tok.loc, "expected an init kind (zeros, ones, fill, normal, uniform, fan_in), found %s",
+      return error(p, p->tok.loc,
+                   "expected an init kind (zeros, ones, fill, normal, uniform, fan_in), found %s",
                    tok_desc(p));
-    if (init.kind == IR_INIT_NONE) return error(p, p->tok.loc, "write no init(...) for a parameter without one");
+    if (init.kind == IR_INIT_NONE)
+      return error(p, p->tok.loc, "write no init(...) for a parameter without one");
     if (!next(p)) return false;
-    int nargs = init.kind == IR_INIT_ZEROS || init.kind == IR_INIT_ONES ? 0 : init.kind == IR_INIT_UNIFORM ? 2 : 1;
-    if (nargs >= 1 && (!expect_punct(p, ',', "after the init kind") || !parse_float(p, "an init argument", &init.a)))
+    int nargs = init.kind == IR_INIT_ZEROS || init.kind == IR_INIT_ONES ? 0
+                : init.kind == IR_INIT_UNIFORM                          ? 2
+                                                                        : 1;
+    if (nargs >= 1 && (!expect_punct(p, ',', "after the init kind") ||
+                       !parse_float(p, "an init argument", &init.a)))
       return false;
-    if (nargs >= 2 && (!expect_punct(p, ',', "between init arguments") || !parse_float(p, "an init argument", &init.b)))
+    if (nargs >= 2 && (!expect_punct(p, ',', "between init arguments") ||
+                       !parse_float(p, "an init argument", &init.b)))
       return false;
     if (!expect_close(p, ')', open)) return false;
   }
@@ -595,61 +632,61 @@ static bool parse_ref(Parser *p, IrValue **out) {
 static bool parse_attr_value(Parser *p, IrAttrId id, IrAttrs *a) {
   const char *name = ir_attrs[id].name;
   switch (ir_attrs[id].kind) {
-  case IR_AK_INT: {
-    int64_t v = 0;
-    if (!parse_int(p, INT64_MIN, INT64_MAX, name, &v)) return false;
-    ir_attrs_set_int(a, id, v);
-    return true;
-  }
-  case IR_AK_FLOAT: {
-    double v = 0;
-    if (!parse_float(p, name, &v)) return false;
-    ir_attrs_set_float(a, id, v);
-    return true;
-  }
-  case IR_AK_BOOL:
-    if (!is_kw(p, "true") && !is_kw(p, "false"))
-      return error(p, p->tok.loc, "expected true or false for '%s', found %s", name, tok_desc(p));
-    ir_attrs_set_bool(a, id, is_kw(p, "true"));
-    return next(p);
-  case IR_AK_DTYPE: {
-    IrDType t = IR_F32;
-    if (p->tok.kind != T_IDENT || !ir_dtype_parse(p->tok.s, &t))
-      return error(p, p->tok.loc, "expected a dtype for '%s', found %s", name, tok_desc(p));
-    ir_attrs_set_dtype(a, id, t);
-    return next(p);
-  }
-  case IR_AK_MESH: {
-    IrAxis ax = IR_AX_DP;
-    if (!parse_axis(p, &ax)) return false;
-    ir_attrs_set_mesh(a, id, ax);
-    return true;
-  }
-  case IR_AK_STR: {
-    char *s = NULL;
-    if (!parse_string(p, name, &s)) return false;
-    a->set |= 1ull << id;
-    a->v[id].s = s;
-    return true;
-  }
-  case IR_AK_INTS: {
-    SrcLoc open = p->tok.loc;
-    if (!expect_punct(p, '[', "to open a list of integers")) return false;
-    int n = 0, cap = 8;
-    int64_t *v = ARENA_ARRAY(&p->scratch, int64_t, cap);
-    while (!is_punct(p, ']')) {
-      if (n && !expect_punct(p, ',', "between list items")) return false;
-      if (n == 1 << 20) return error(p, p->tok.loc, "list of more than 2^20 integers");
-      if (n == cap) {
-        v = arena_realloc(&p->scratch, v, sizeof *v * (size_t)cap, sizeof *v * (size_t)cap * 2);
-        cap *= 2;
-      }
-      if (!parse_int(p, INT64_MIN, INT64_MAX, name, &v[n])) return false;
-      n++;
+    case IR_AK_INT: {
+      int64_t v = 0;
+      if (!parse_int(p, INT64_MIN, INT64_MAX, name, &v)) return false;
+      ir_attrs_set_int(a, id, v);
+      return true;
     }
-    ir_attrs_set_ints(a, id, v, n);
-    return expect_close(p, ']', open);
-  }
+    case IR_AK_FLOAT: {
+      double v = 0;
+      if (!parse_float(p, name, &v)) return false;
+      ir_attrs_set_float(a, id, v);
+      return true;
+    }
+    case IR_AK_BOOL:
+      if (!is_kw(p, "true") && !is_kw(p, "false"))
+        return error(p, p->tok.loc, "expected true or false for '%s', found %s", name, tok_desc(p));
+      ir_attrs_set_bool(a, id, is_kw(p, "true"));
+      return next(p);
+    case IR_AK_DTYPE: {
+      IrDType t = IR_F32;
+      if (p->tok.kind != T_IDENT || !ir_dtype_parse(p->tok.s, &t))
+        return error(p, p->tok.loc, "expected a dtype for '%s', found %s", name, tok_desc(p));
+      ir_attrs_set_dtype(a, id, t);
+      return next(p);
+    }
+    case IR_AK_MESH: {
+      IrAxis ax = IR_AX_DP;
+      if (!parse_axis(p, &ax)) return false;
+      ir_attrs_set_mesh(a, id, ax);
+      return true;
+    }
+    case IR_AK_STR: {
+      char *s = NULL;
+      if (!parse_string(p, name, &s)) return false;
+      a->set |= 1ull << id;
+      a->v[id].s = s;
+      return true;
+    }
+    case IR_AK_INTS: {
+      SrcLoc open = p->tok.loc;
+      if (!expect_punct(p, '[', "to open a list of integers")) return false;
+      int n = 0, cap = 8;
+      int64_t *v = ARENA_ARRAY(&p->scratch, int64_t, cap);
+      while (!is_punct(p, ']')) {
+        if (n && !expect_punct(p, ',', "between list items")) return false;
+        if (n == 1 << 20) return error(p, p->tok.loc, "list of more than 2^20 integers");
+        if (n == cap) {
+          v = arena_realloc(&p->scratch, v, sizeof *v * (size_t)cap, sizeof *v * (size_t)cap * 2);
+          cap *= 2;
+        }
+        if (!parse_int(p, INT64_MIN, INT64_MAX, name, &v[n])) return false;
+        n++;
+      }
+      ir_attrs_set_ints(a, id, v, n);
+      return expect_close(p, ']', open);
+    }
   }
   return false;
 }
@@ -660,13 +697,16 @@ static bool parse_attrs(Parser *p, IrAttrs *a) {
   if (!next(p)) return false;
   for (int k = 0; !is_punct(p, '}'); k++) {
     if (k && !expect_punct(p, ',', "between attributes")) return false;
-    if (p->tok.kind != T_IDENT) return error(p, p->tok.loc, "expected an attribute name, found %s", tok_desc(p));
+    if (p->tok.kind != T_IDENT)
+      return error(p, p->tok.loc, "expected an attribute name, found %s", tok_desc(p));
     int id = -1;
     for (int i = 0; i < IR_ATTR_COUNT; i++)
       if (strcmp(ir_attrs[i].name, p->tok.s) == 0) id = i;
     if (id < 0) return error(p, p->tok.loc, "unknown attribute '%s'", p->tok.s);
-    if (ir_attrs_has(a, (IrAttrId)id)) return error(p, p->tok.loc, "attribute '%s' given twice", p->tok.s);
-    if (!next(p) || !expect_punct(p, '=', "after the attribute name") || !parse_attr_value(p, (IrAttrId)id, a))
+    if (ir_attrs_has(a, (IrAttrId)id))
+      return error(p, p->tok.loc, "attribute '%s' given twice", p->tok.s);
+    if (!next(p) || !expect_punct(p, '=', "after the attribute name") ||
+        !parse_attr_value(p, (IrAttrId)id, a))
       return false;
   }
   return expect_close(p, '}', open);
@@ -689,7 +729,8 @@ static bool parse_node(Parser *p, IrFunc *f) {
   int nlab = 0;
   SrcLoc start = p->tok.loc;
   while (nlab || p->tok.kind != T_IDENT) { /* an op name first: a node without results */
-    if (p->tok.kind != T_PCT) return error(p, p->tok.loc, "expected a result name %%N, found %s", tok_desc(p));
+    if (p->tok.kind != T_PCT)
+      return error(p, p->tok.loc, "expected a result name %%N, found %s", tok_desc(p));
     if (nlab == 4) return error(p, p->tok.loc, "too many results");
     Label *l = &labels[nlab++];
     *l = (Label){p->tok.s, p->tok.numbered, p->tok.loc};
@@ -704,7 +745,8 @@ static bool parse_node(Parser *p, IrFunc *f) {
     }
     if (!next(p)) return false;
   }
-  if (p->tok.kind != T_IDENT) return error(p, p->tok.loc, "expected an op name, found %s", tok_desc(p));
+  if (p->tok.kind != T_IDENT)
+    return error(p, p->tok.loc, "expected an op name, found %s", tok_desc(p));
   IrOp op;
   SrcLoc op_loc = p->tok.loc;
   if (!ir_op_parse(p->tok.s, &op)) return error(p, op_loc, "unknown op '%s'", p->tok.s);
@@ -726,7 +768,8 @@ static bool parse_node(Parser *p, IrFunc *f) {
                    info->max_in == 1 ? "" : "s");
     if (nin == cap) {
       in = arena_realloc(&p->scratch, in, sizeof *in * (size_t)cap, sizeof *in * (size_t)cap * 2);
-      in_loc = arena_realloc(&p->scratch, in_loc, sizeof *in_loc * (size_t)cap, sizeof *in_loc * (size_t)cap * 2);
+      in_loc = arena_realloc(&p->scratch, in_loc, sizeof *in_loc * (size_t)cap,
+                             sizeof *in_loc * (size_t)cap * 2);
       cap *= 2;
     }
     in_loc[nin] = p->tok.loc;
@@ -755,8 +798,10 @@ static bool parse_node(Parser *p, IrFunc *f) {
   }
   int64_t ws[2] = {0, 0}; /* ws(offset, bytes): the node's scratch */
   if (is_kw(p, "ws")) {
-    if (!next(p) || !expect_punct(p, '(', "after 'ws'") || !parse_int(p, 0, INT64_C(1) << 62, "offset", &ws[0]) ||
-        !expect_punct(p, ',', "after the offset") || !parse_int(p, 1, INT64_C(1) << 62, "bytes", &ws[1]) ||
+    if (!next(p) || !expect_punct(p, '(', "after 'ws'") ||
+        !parse_int(p, 0, INT64_C(1) << 62, "offset", &ws[0]) ||
+        !expect_punct(p, ',', "after the offset") ||
+        !parse_int(p, 1, INT64_C(1) << 62, "bytes", &ws[1]) ||
         !expect_punct(p, ')', "after the bytes"))
       return false;
   }
@@ -781,8 +826,8 @@ static bool parse_node(Parser *p, IrFunc *f) {
     if (v->dtype != types[j].dtype || !ir_shape_eq(&v->shape, &types[j].shape)) {
       char a[200], c[200];
       return error(p, types[j].loc, "declared type %s%s of %%%s differs from the inferred %s%s",
-                   ir_dtype_name(types[j].dtype), ir_shape_str(a, sizeof a, &types[j].shape), labels[j].name,
-                   ir_dtype_name(v->dtype), ir_shape_str(c, sizeof c, &v->shape));
+                   ir_dtype_name(types[j].dtype), ir_shape_str(a, sizeof a, &types[j].shape),
+                   labels[j].name, ir_dtype_name(v->dtype), ir_shape_str(c, sizeof c, &v->shape));
     }
     memcpy(v->pl, types[j].pl, sizeof v->pl);
     v->role = roles[j];
@@ -793,13 +838,15 @@ static bool parse_node(Parser *p, IrFunc *f) {
   n->ws_offset = ws[0];
   n->ws_bytes = ws[1];
   /* placements must follow the op's sharding rule (as the verifier checks) */
-  if (!ir_shard_check_node(p->m, n, err, sizeof err)) return error(p, nlab ? types[0].loc : op_loc, "%s", err);
+  if (!ir_shard_check_node(p->m, n, err, sizeof err))
+    return error(p, nlab ? types[0].loc : op_loc, "%s", err);
   return true;
 }
 
 /* %name : type role(...) loc(...) */
 static bool parse_input(Parser *p, IrFunc *f) {
-  if (p->tok.kind != T_PCT) return error(p, p->tok.loc, "expected an input %%name, found %s", tok_desc(p));
+  if (p->tok.kind != T_PCT)
+    return error(p, p->tok.loc, "expected an input %%name, found %s", tok_desc(p));
   Label l = {p->tok.s, p->tok.numbered, p->tok.loc};
   if (l.numbered) return error(p, l.loc, "function input %%%s needs a name, not a number", l.name);
   if (defined(p, &l)) return error(p, l.loc, "redefinition of %%%s", l.name);
@@ -824,7 +871,8 @@ static bool parse_input(Parser *p, IrFunc *f) {
 
 static bool parse_func(Parser *p) {
   if (!next(p)) return false;
-  if (p->tok.kind != T_AT) return error(p, p->tok.loc, "expected a function name @name, found %s", tok_desc(p));
+  if (p->tok.kind != T_AT)
+    return error(p, p->tok.loc, "expected a function name @name, found %s", tok_desc(p));
   IrMapSlot *s = ir_map_put(&p->funcs, p->tok.s);
   if (s->p) return error(p, p->tok.loc, "redefinition of function @%s", p->tok.s);
   IrFunc *f = ir_func_new(p->m, p->tok.s);
@@ -843,7 +891,8 @@ static bool parse_func(Parser *p) {
   if (!expect_punct(p, '{', "to open the function body")) return false;
   while (!is_kw(p, "return")) {
     if (p->tok.kind != T_PCT && p->tok.kind != T_IDENT)
-      return error(p, p->tok.loc, "expected a node or 'return' in @%s, found %s", f->name, tok_desc(p));
+      return error(p, p->tok.loc, "expected a node or 'return' in @%s, found %s", f->name,
+                   tok_desc(p));
     if (!parse_node(p, f)) return false;
   }
   if (!next(p)) return false;

@@ -27,8 +27,8 @@ enum { VK_PARAM = 1, VK_INPUT, VK_RESULT };
 /* ---- lexical pieces shared with the parser's conventions ---- */
 
 static bool bare_char(int c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
-         c == '$' || c == '-';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '.' || c == '$' || c == '-';
 }
 
 static void print_string(FILE *out, const char *s) {
@@ -104,15 +104,16 @@ static void print_type(const Printer *p, const IrValue *v) {
   IrShape s = v->shape;
   if (p->rank >= 0) ir_local_shape(p->m, v->pl, &v->shape, &s);
   fprintf(out, "%s[", ir_dtype_name(v->dtype));
-  for (int i = 0; i < s.rank && i < IR_MAX_RANK; i++) fprintf(out, "%s%lld", i ? ", " : "", (long long)s.d[i]);
+  for (int i = 0; i < s.rank && i < IR_MAX_RANK; i++)
+    fprintf(out, "%s%lld", i ? ", " : "", (long long)s.d[i]);
   fputs("]{", out);
   for (int a = 0; a < IR_NAXES; a++) {
     fprintf(out, "%s%s:", a ? ", " : "", ir_axis_name((IrAxis)a));
     switch (v->pl[a].kind) {
-    case IR_PL_B: fputc('B', out); break;
-    case IR_PL_S: fprintf(out, "S(%d)", v->pl[a].dim); break;
-    case IR_PL_P: fputc('P', out); break;
-    default: fputc('?', out); break;
+      case IR_PL_B: fputc('B', out); break;
+      case IR_PL_S: fprintf(out, "S(%d)", v->pl[a].dim); break;
+      case IR_PL_P: fputc('P', out); break;
+      default: fputc('?', out); break;
     }
   }
   fputc('}', out);
@@ -120,7 +121,8 @@ static void print_type(const Printer *p, const IrValue *v) {
 
 /* mem(act, 4096): where the memory plan put the value */
 static void print_mem(const Printer *p, const IrValue *v) {
-  if (v->mem_planned) fprintf(p->out, " mem(%s, %lld)", ir_role_name(v->mem_arena), (long long)v->mem_offset);
+  if (v->mem_planned)
+    fprintf(p->out, " mem(%s, %lld)", ir_role_name(v->mem_arena), (long long)v->mem_offset);
 }
 
 static bool is_param(const IrModule *m, const IrValue *v) {
@@ -155,17 +157,18 @@ static void print_ref(const Printer *p, const IrValue *v) {
 
 static void print_attr_value(FILE *out, IrAttrKind kind, const IrAttrVal *v) {
   switch (kind) {
-  case IR_AK_INT: fprintf(out, "%lld", (long long)v->i); break;
-  case IR_AK_INTS:
-    fputc('[', out);
-    for (int i = 0; i < v->nints; i++) fprintf(out, "%s%lld", i ? ", " : "", (long long)v->ints[i]);
-    fputc(']', out);
-    break;
-  case IR_AK_FLOAT: print_float(out, v->f); break;
-  case IR_AK_BOOL: fputs(v->i ? "true" : "false", out); break;
-  case IR_AK_STR: print_string(out, v->s ? v->s : ""); break;
-  case IR_AK_DTYPE: fputs(ir_dtype_name((IrDType)v->i), out); break;
-  case IR_AK_MESH: fputs(ir_axis_name((IrAxis)v->i), out); break;
+    case IR_AK_INT: fprintf(out, "%lld", (long long)v->i); break;
+    case IR_AK_INTS:
+      fputc('[', out);
+      for (int i = 0; i < v->nints; i++)
+        fprintf(out, "%s%lld", i ? ", " : "", (long long)v->ints[i]);
+      fputc(']', out);
+      break;
+    case IR_AK_FLOAT: print_float(out, v->f); break;
+    case IR_AK_BOOL: fputs(v->i ? "true" : "false", out); break;
+    case IR_AK_STR: print_string(out, v->s ? v->s : ""); break;
+    case IR_AK_DTYPE: fputs(ir_dtype_name((IrDType)v->i), out); break;
+    case IR_AK_MESH: fputs(ir_axis_name((IrAxis)v->i), out); break;
   }
 }
 
@@ -221,8 +224,10 @@ static void print_node(const Printer *p, const IrNode *n, const char *indent) {
     print_role(p, n->out[j], IR_ROLE_ACT);
     print_mem(p, n->out[j]);
   }
-  if (n->ws_bytes > 0) fprintf(out, " ws(%lld, %lld)", (long long)n->ws_offset, (long long)n->ws_bytes);
-  if (p->rank >= 0 && ir_ops[n->op].shard == IR_SHR_COLLECTIVE && ir_attrs_has(&n->attrs, IR_ATTR_MESH)) {
+  if (n->ws_bytes > 0)
+    fprintf(out, " ws(%lld, %lld)", (long long)n->ws_offset, (long long)n->ws_bytes);
+  if (p->rank >= 0 && ir_ops[n->op].shard == IR_SHR_COLLECTIVE &&
+      ir_attrs_has(&n->attrs, IR_ATTR_MESH)) {
     /* the ranks of this rank's group on the collective's axis */
     int a = (int)n->attrs.v[IR_ATTR_MESH].i, c[IR_NAXES];
     memcpy(c, p->coord, sizeof c);
@@ -258,21 +263,21 @@ static void print_param(const Printer *p, const IrValue *v) {
   print_mem(p, v);
   const IrInit *in = &v->init;
   switch (in->kind) {
-  case IR_INIT_NONE: break;
-  case IR_INIT_ZEROS:
-  case IR_INIT_ONES: fprintf(out, " init(%s)", ir_init_name(in->kind)); break;
-  case IR_INIT_UNIFORM:
-    fprintf(out, " init(%s, ", ir_init_name(in->kind));
-    print_float(out, in->a);
-    fputs(", ", out);
-    print_float(out, in->b);
-    fputc(')', out);
-    break;
-  default:
-    fprintf(out, " init(%s, ", ir_init_name(in->kind));
-    print_float(out, in->a);
-    fputc(')', out);
-    break;
+    case IR_INIT_NONE: break;
+    case IR_INIT_ZEROS:
+    case IR_INIT_ONES: fprintf(out, " init(%s)", ir_init_name(in->kind)); break;
+    case IR_INIT_UNIFORM:
+      fprintf(out, " init(%s, ", ir_init_name(in->kind));
+      print_float(out, in->a);
+      fputs(", ", out);
+      print_float(out, in->b);
+      fputc(')', out);
+      break;
+    default:
+      fprintf(out, " init(%s, ", ir_init_name(in->kind));
+      print_float(out, in->a);
+      fputc(')', out);
+      break;
   }
   if (v->frozen) fputs(" frozen", out);
   print_layer(p, v->group, v->layer);
@@ -283,8 +288,10 @@ static void print_param(const Printer *p, const IrValue *v) {
 static void print_func(Printer *p, const IrFunc *f, Arena *scratch) {
   FILE *out = p->out;
   ir_map_init(&p->num, scratch, false);
-  for (int i = 0; i < p->m->params.len; i++) ir_map_put(&p->num, p->m->params.items[i])->p = (void *)VK_PARAM;
-  for (int i = 0; i < f->inputs.len; i++) ir_map_put(&p->num, f->inputs.items[i])->p = (void *)VK_INPUT;
+  for (int i = 0; i < p->m->params.len; i++)
+    ir_map_put(&p->num, p->m->params.items[i])->p = (void *)VK_PARAM;
+  for (int i = 0; i < f->inputs.len; i++)
+    ir_map_put(&p->num, f->inputs.items[i])->p = (void *)VK_INPUT;
   int id = 0;
   for (int i = 0; i < f->nodes.len; i++) {
     const IrNode *n = f->nodes.items[i];
@@ -328,11 +335,13 @@ static void print_module(Printer *p) {
   fputs("module ", out);
   print_name(out, '@', m->name ? m->name : "module");
   fputs(" mesh(", out);
-  for (int a = 0; a < IR_NAXES; a++) fprintf(out, "%s%s = %d", a ? ", " : "", ir_axis_name((IrAxis)a), m->mesh[a]);
+  for (int a = 0; a < IR_NAXES; a++)
+    fprintf(out, "%s%s = %d", a ? ", " : "", ir_axis_name((IrAxis)a), m->mesh[a]);
   fputs(")", out);
   if (p->rank >= 0) {
     fprintf(out, " rank %d of %d (", p->rank, ir_world_size(m));
-    for (int a = 0; a < IR_NAXES; a++) fprintf(out, "%s%s = %d", a ? ", " : "", ir_axis_name((IrAxis)a), p->coord[a]);
+    for (int a = 0; a < IR_NAXES; a++)
+      fprintf(out, "%s%s = %d", a ? ", " : "", ir_axis_name((IrAxis)a), p->coord[a]);
     fputs("): local shapes", out);
   }
   fputc('\n', out);
@@ -385,10 +394,13 @@ static size_t scope_prefix(const char *s, int depth, bool *full) {
   return i;
 }
 
-static bool prefix_eq(const char *a, size_t la, const char *b, size_t lb) { return la == lb && !memcmp(a, b, la); }
+static bool prefix_eq(const char *a, size_t la, const char *b, size_t lb) {
+  return la == lb && !memcmp(a, b, la);
+}
 
 static void dot_node(FILE *out, int fi, int ni, const IrNode *n, const char *indent) {
-  fprintf(out, "%sf%d_n%d [label=\"%s\\n", indent, fi, ni, (unsigned)n->op < IR_OP_COUNT ? ir_ops[n->op].name : "?");
+  fprintf(out, "%sf%d_n%d [label=\"%s\\n", indent, fi, ni,
+          (unsigned)n->op < IR_OP_COUNT ? ir_ops[n->op].name : "?");
   for (int j = 0; j < n->nout; j++) {
     if (j) fputs(", ", out);
     dot_type(out, n->out[j]);
@@ -464,7 +476,8 @@ void ir_print_dot(FILE *out, const IrModule *m) {
         fputs("\";\n", out);
         for (int k = j; k < nn; k++) {
           const IrNode *b = f->nodes.items[k];
-          if (done[k] || !prefix_eq(b->scope, scope_prefix(b->scope, 2, &full), a->scope, l2)) continue;
+          if (done[k] || !prefix_eq(b->scope, scope_prefix(b->scope, 2, &full), a->scope, l2))
+            continue;
           dot_node(out, fi, k, b, "        ");
           done[k] = true;
         }

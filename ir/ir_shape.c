@@ -13,9 +13,12 @@
 
 #define SHAPE_BUF 200
 
-static const char *opname(const IrShapeCtx *cx) { return ir_ops[cx->node->op].name; }
+static const char *opname(const IrShapeCtx *cx) {
+  return ir_ops[cx->node->op].name;
+}
 
-static bool fail(IrShapeCtx *cx, int bad, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bool fail(IrShapeCtx *cx, int bad, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static bool fail(IrShapeCtx *cx, int bad, const char *fmt, ...) {
   cx->bad_operand = bad;
   int k = snprintf(cx->err, cx->errlen, "%s: ", opname(cx));
@@ -36,16 +39,32 @@ static const char *sh(const IrShape *s) {
   return ir_shape_str(b, SHAPE_BUF, s);
 }
 
-static const IrShape *in_shape(const IrShapeCtx *cx, int i) { return cx->in_shape[i]; }
-static int rank(const IrShapeCtx *cx, int i) { return cx->in_shape[i]->rank; }
-static int64_t dim(const IrShapeCtx *cx, int i, int d) { return cx->in_shape[i]->d[d]; }
-static int64_t last(const IrShapeCtx *cx, int i) { return dim(cx, i, rank(cx, i) - 1); }
-static const char *dt(const IrShapeCtx *cx, int i) { return ir_dtype_name(cx->in_dtype[i]); }
+static const IrShape *in_shape(const IrShapeCtx *cx, int i) {
+  return cx->in_shape[i];
+}
+static int rank(const IrShapeCtx *cx, int i) {
+  return cx->in_shape[i]->rank;
+}
+static int64_t dim(const IrShapeCtx *cx, int i, int d) {
+  return cx->in_shape[i]->d[d];
+}
+static int64_t last(const IrShapeCtx *cx, int i) {
+  return dim(cx, i, rank(cx, i) - 1);
+}
+static const char *dt(const IrShapeCtx *cx, int i) {
+  return ir_dtype_name(cx->in_dtype[i]);
+}
 
-static const IrAttrVal *attr(const IrShapeCtx *cx, IrAttrId id) { return &cx->node->attrs.v[id]; }
-static bool has(const IrShapeCtx *cx, IrAttrId id) { return ir_attrs_has(&cx->node->attrs, id); }
+static const IrAttrVal *attr(const IrShapeCtx *cx, IrAttrId id) {
+  return &cx->node->attrs.v[id];
+}
+static bool has(const IrShapeCtx *cx, IrAttrId id) {
+  return ir_attrs_has(&cx->node->attrs, id);
+}
 
-static bool is_int(IrDType t) { return t == IR_I32 || t == IR_I64 || t == IR_U8; }
+static bool is_int(IrDType t) {
+  return t == IR_I32 || t == IR_I64 || t == IR_U8;
+}
 
 static void set_out(IrShapeCtx *cx, IrDType t, const IrShape *s) {
   cx->out_dtype[0] = t;
@@ -112,8 +131,8 @@ static bool broadcast(IrShapeCtx *cx, const IrShape *a, const IrShape *b, IrShap
     int ia = k - (r - a->rank), ib = k - (r - b->rank);
     int64_t da = ia >= 0 ? a->d[ia] : 1, db = ib >= 0 ? b->d[ib] : 1;
     if (da != db && da != 1 && db != 1)
-      return fail(cx, bad, "shapes %s and %s do not broadcast (dim %d: %lld vs %lld)", sh(a), sh(b), k,
-                  (long long)da, (long long)db);
+      return fail(cx, bad, "shapes %s and %s do not broadcast (dim %d: %lld vs %lld)", sh(a), sh(b),
+                  k, (long long)da, (long long)db);
     out->d[k] = da == 1 ? db : da;
   }
   return true;
@@ -121,7 +140,8 @@ static bool broadcast(IrShapeCtx *cx, const IrShape *a, const IrShape *b, IrShap
 
 /* Normalises a (possibly negative) axis of a rank-r operand. */
 static bool norm_axis(IrShapeCtx *cx, int64_t axis, int r, int *out) {
-  if (axis < -r || axis >= r) return fail(cx, 0, "axis %lld is out of range for rank %d", (long long)axis, r);
+  if (axis < -r || axis >= r)
+    return fail(cx, 0, "axis %lld is out of range for rank %d", (long long)axis, r);
   *out = (int)(axis < 0 ? axis + r : axis);
   return true;
 }
@@ -143,25 +163,63 @@ static bool unary(IrShapeCtx *cx, bool float_only) {
   return true;
 }
 
-bool ir_shape_ADD(IrShapeCtx *cx) { return binary(cx, false); }
-bool ir_shape_SUB(IrShapeCtx *cx) { return binary(cx, false); }
-bool ir_shape_MUL(IrShapeCtx *cx) { return binary(cx, false); }
-bool ir_shape_DIV(IrShapeCtx *cx) { return binary(cx, false); }
-bool ir_shape_POW(IrShapeCtx *cx) { return binary(cx, true); }
-bool ir_shape_ADD_SCALAR(IrShapeCtx *cx) { return unary(cx, false); }
-bool ir_shape_MUL_SCALAR(IrShapeCtx *cx) { return unary(cx, false); }
-bool ir_shape_POW_SCALAR(IrShapeCtx *cx) { return unary(cx, true); }
-bool ir_shape_NEG(IrShapeCtx *cx) { return unary(cx, false); }
-bool ir_shape_EXP(IrShapeCtx *cx) { return unary(cx, true); }
-bool ir_shape_LOG(IrShapeCtx *cx) { return unary(cx, true); }
-bool ir_shape_SQRT(IrShapeCtx *cx) { return unary(cx, true); }
-bool ir_shape_RSQRT(IrShapeCtx *cx) { return unary(cx, true); }
-bool ir_shape_TANH(IrShapeCtx *cx) { return unary(cx, true); }
-bool ir_shape_SIGMOID(IrShapeCtx *cx) { return unary(cx, true); }
-bool ir_shape_RELU(IrShapeCtx *cx) { return unary(cx, false); }
-bool ir_shape_GELU(IrShapeCtx *cx) { return unary(cx, true); }
-bool ir_shape_GELU_TANH(IrShapeCtx *cx) { return unary(cx, true); }
-bool ir_shape_SILU(IrShapeCtx *cx) { return unary(cx, true); }
+bool ir_shape_ADD(IrShapeCtx *cx) {
+  return binary(cx, false);
+}
+bool ir_shape_SUB(IrShapeCtx *cx) {
+  return binary(cx, false);
+}
+bool ir_shape_MUL(IrShapeCtx *cx) {
+  return binary(cx, false);
+}
+bool ir_shape_DIV(IrShapeCtx *cx) {
+  return binary(cx, false);
+}
+bool ir_shape_POW(IrShapeCtx *cx) {
+  return binary(cx, true);
+}
+bool ir_shape_ADD_SCALAR(IrShapeCtx *cx) {
+  return unary(cx, false);
+}
+bool ir_shape_MUL_SCALAR(IrShapeCtx *cx) {
+  return unary(cx, false);
+}
+bool ir_shape_POW_SCALAR(IrShapeCtx *cx) {
+  return unary(cx, true);
+}
+bool ir_shape_NEG(IrShapeCtx *cx) {
+  return unary(cx, false);
+}
+bool ir_shape_EXP(IrShapeCtx *cx) {
+  return unary(cx, true);
+}
+bool ir_shape_LOG(IrShapeCtx *cx) {
+  return unary(cx, true);
+}
+bool ir_shape_SQRT(IrShapeCtx *cx) {
+  return unary(cx, true);
+}
+bool ir_shape_RSQRT(IrShapeCtx *cx) {
+  return unary(cx, true);
+}
+bool ir_shape_TANH(IrShapeCtx *cx) {
+  return unary(cx, true);
+}
+bool ir_shape_SIGMOID(IrShapeCtx *cx) {
+  return unary(cx, true);
+}
+bool ir_shape_RELU(IrShapeCtx *cx) {
+  return unary(cx, false);
+}
+bool ir_shape_GELU(IrShapeCtx *cx) {
+  return unary(cx, true);
+}
+bool ir_shape_GELU_TANH(IrShapeCtx *cx) {
+  return unary(cx, true);
+}
+bool ir_shape_SILU(IrShapeCtx *cx) {
+  return unary(cx, true);
+}
 
 bool ir_shape_CAST(IrShapeCtx *cx) {
   int64_t t = attr(cx, IR_ATTR_DTYPE)->i;
@@ -182,11 +240,13 @@ bool ir_shape_DROPOUT(IrShapeCtx *cx) {
 static bool shape_attr(IrShapeCtx *cx, IrAttrId id, IrShape *s) {
   const IrAttrVal *v = attr(cx, id);
   if (v->nints > IR_MAX_RANK)
-    return fail(cx, -1, "%s has rank %d, more than the maximum %d", ir_attrs[id].name, v->nints, IR_MAX_RANK);
+    return fail(cx, -1, "%s has rank %d, more than the maximum %d", ir_attrs[id].name, v->nints,
+                IR_MAX_RANK);
   s->rank = v->nints;
   for (int i = 0; i < v->nints; i++) {
     if (v->ints[i] < 1)
-      return fail(cx, -1, "%s dim %d is %lld; dims must be >= 1", ir_attrs[id].name, i, (long long)v->ints[i]);
+      return fail(cx, -1, "%s dim %d is %lld; dims must be >= 1", ir_attrs[id].name, i,
+                  (long long)v->ints[i]);
     s->d[i] = v->ints[i];
   }
   return true;
@@ -208,7 +268,8 @@ bool ir_shape_MATMUL(IrShapeCtx *cx) {
   if (!same_dtype(cx, 0, 1) || !need_float(cx, 0)) return false;
   int ra = rank(cx, 0), rb = rank(cx, 1);
   int64_t k0 = dim(cx, 0, ra - 1), k1 = dim(cx, 1, rb - 2);
-  if (k0 != k1) return fail(cx, 1, "inner dimensions differ: %lld vs %lld", (long long)k0, (long long)k1);
+  if (k0 != k1)
+    return fail(cx, 1, "inner dimensions differ: %lld vs %lld", (long long)k0, (long long)k1);
   IrShape ba = *in_shape(cx, 0), bb = *in_shape(cx, 1), out;
   ba.rank -= 2;
   bb.rank -= 2;
@@ -223,8 +284,9 @@ bool ir_shape_LINEAR(IrShapeCtx *cx) {
   if (!need_rank_min(cx, 0, 1, "input") || !need_rank(cx, 1, 2, "weight")) return false;
   if (!same_dtype(cx, 0, 1) || !need_float(cx, 0)) return false;
   if (last(cx, 0) != dim(cx, 1, 1))
-    return fail(cx, 1, "input features differ: input %s has %lld, weight %s expects %lld", sh(in_shape(cx, 0)),
-                (long long)last(cx, 0), sh(in_shape(cx, 1)), (long long)dim(cx, 1, 1));
+    return fail(cx, 1, "input features differ: input %s has %lld, weight %s expects %lld",
+                sh(in_shape(cx, 0)), (long long)last(cx, 0), sh(in_shape(cx, 1)),
+                (long long)dim(cx, 1, 1));
   IrShape out = *in_shape(cx, 0);
   out.d[out.rank - 1] = dim(cx, 1, 0);
   set_out(cx, cx->in_dtype[0], &out);
@@ -235,13 +297,14 @@ bool ir_shape_LINEAR(IrShapeCtx *cx) {
  * with the node's stride and padding: out[B, Cout, (dim + 2 * pad - kernel)
  * / stride + 1 ...]. bx and bw are the operand indices to blame (-1: an
  * attribute). */
-static bool conv_geom(IrShapeCtx *cx, const IrShape *x, const IrShape *w, int nsp, int bx, int bw, IrShape *out) {
+static bool conv_geom(IrShapeCtx *cx, const IrShape *x, const IrShape *w, int nsp, int bx, int bw,
+                      IrShape *out) {
   int r = nsp + 2;
   if (x->rank != r) return fail(cx, bx, "input must have rank %d, got %s", r, sh(x));
   if (w->rank != r) return fail(cx, bw, "weight must have rank %d, got %s", r, sh(w));
   if (x->d[1] != w->d[1])
-    return fail(cx, bw, "input channels differ: input %s has %lld, weight %s expects %lld", sh(x), (long long)x->d[1],
-                sh(w), (long long)w->d[1]);
+    return fail(cx, bw, "input channels differ: input %s has %lld, weight %s expects %lld", sh(x),
+                (long long)x->d[1], sh(w), (long long)w->d[1]);
   const IrAttrVal *st = attr(cx, IR_ATTR_STRIDE), *pd = attr(cx, IR_ATTR_PADDING);
   if (st->nints != nsp) return fail(cx, -1, "stride needs %d values, got %d", nsp, st->nints);
   if (pd->nints != nsp) return fail(cx, -1, "padding needs %d values, got %d", nsp, pd->nints);
@@ -250,11 +313,13 @@ static bool conv_geom(IrShapeCtx *cx, const IrShape *x, const IrShape *w, int ns
   out->d[1] = w->d[0];
   for (int i = 0; i < nsp; i++) {
     int64_t s = st->ints[i], p = pd->ints[i], xd = x->d[2 + i], k = w->d[2 + i];
-    if (s < 1 || s > INT32_MAX) return fail(cx, -1, "stride %lld must be in [1, 2^31)", (long long)s);
-    if (p < 0 || p > INT32_MAX) return fail(cx, -1, "padding %lld must be in [0, 2^31)", (long long)p);
+    if (s < 1 || s > INT32_MAX)
+      return fail(cx, -1, "stride %lld must be in [1, 2^31)", (long long)s);
+    if (p < 0 || p > INT32_MAX)
+      return fail(cx, -1, "padding %lld must be in [0, 2^31)", (long long)p);
     if (xd + 2 * p < k)
-      return fail(cx, bw, "kernel %lld is larger than input dim %d of size %lld with padding %lld", (long long)k,
-                  2 + i, (long long)xd, (long long)p);
+      return fail(cx, bw, "kernel %lld is larger than input dim %d of size %lld with padding %lld",
+                  (long long)k, 2 + i, (long long)xd, (long long)p);
     out->d[2 + i] = (xd + 2 * p - k) / s + 1;
   }
   return true;
@@ -272,14 +337,19 @@ static bool conv(IrShapeCtx *cx, int nsp) {
   return true;
 }
 
-bool ir_shape_CONV2D(IrShapeCtx *cx) { return conv(cx, 2); }
-bool ir_shape_CONV3D(IrShapeCtx *cx) { return conv(cx, 3); }
+bool ir_shape_CONV2D(IrShapeCtx *cx) {
+  return conv(cx, 2);
+}
+bool ir_shape_CONV3D(IrShapeCtx *cx) {
+  return conv(cx, 3);
+}
 
 /* ---- normalisation ---- */
 
 static bool need_eps(IrShapeCtx *cx) {
   double e = attr(cx, IR_ATTR_EPS)->f;
-  if (!(e >= 0) || e > 1e300) return fail(cx, -1, "eps must be a finite non-negative number, got %g", e);
+  if (!(e >= 0) || e > 1e300)
+    return fail(cx, -1, "eps must be a finite non-negative number, got %g", e);
   return true;
 }
 
@@ -300,14 +370,19 @@ static bool norm_last(IrShapeCtx *cx, int nstats) {
   return unary(cx, true);
 }
 
-bool ir_shape_LAYER_NORM(IrShapeCtx *cx) { return norm_last(cx, 2); }
-bool ir_shape_RMS_NORM(IrShapeCtx *cx) { return norm_last(cx, 1); }
+bool ir_shape_LAYER_NORM(IrShapeCtx *cx) {
+  return norm_last(cx, 2);
+}
+bool ir_shape_RMS_NORM(IrShapeCtx *cx) {
+  return norm_last(cx, 1);
+}
 
 /* groups attr against x[B, C, ...]; *ng = B * groups */
 static bool groups_of(IrShapeCtx *cx, int x, int64_t *ng) {
   int64_t g = attr(cx, IR_ATTR_GROUPS)->i, c = dim(cx, x, 1);
   if (g < 1) return fail(cx, -1, "groups must be >= 1, got %lld", (long long)g);
-  if (c % g) return fail(cx, x, "%lld channels do not divide into %lld groups", (long long)c, (long long)g);
+  if (c % g)
+    return fail(cx, x, "%lld channels do not divide into %lld groups", (long long)c, (long long)g);
   *ng = dim(cx, x, 0) * g; /* <= numel(x) */
   return true;
 }
@@ -324,11 +399,14 @@ bool ir_shape_GROUP_NORM(IrShapeCtx *cx) {
 
 bool ir_shape_SOFTMAX(IrShapeCtx *cx) {
   int ax = 0;
-  if (!need_float(cx, 0) || !norm_axis(cx, attr(cx, IR_ATTR_AXIS)->i, rank(cx, 0), &ax)) return false;
+  if (!need_float(cx, 0) || !norm_axis(cx, attr(cx, IR_ATTR_AXIS)->i, rank(cx, 0), &ax))
+    return false;
   return unary(cx, true);
 }
 
-bool ir_shape_LOG_SOFTMAX(IrShapeCtx *cx) { return ir_shape_SOFTMAX(cx); }
+bool ir_shape_LOG_SOFTMAX(IrShapeCtx *cx) {
+  return ir_shape_SOFTMAX(cx);
+}
 
 /* ---- reductions ---- */
 
@@ -356,8 +434,12 @@ static bool reduce(IrShapeCtx *cx, bool float_only) {
   return true;
 }
 
-bool ir_shape_SUM(IrShapeCtx *cx) { return reduce(cx, false); }
-bool ir_shape_MEAN(IrShapeCtx *cx) { return reduce(cx, true); }
+bool ir_shape_SUM(IrShapeCtx *cx) {
+  return reduce(cx, false);
+}
+bool ir_shape_MEAN(IrShapeCtx *cx) {
+  return reduce(cx, true);
+}
 
 /* ---- layout ---- */
 
@@ -377,15 +459,18 @@ bool ir_shape_RESHAPE(IrShapeCtx *cx) {
     } else if (d < 1) {
       return fail(cx, -1, "shape dim %d is %lld; dims must be >= 1 (or one -1)", i, (long long)d);
     } else if (__builtin_mul_overflow(known, d, &known) || known > n) {
-      return fail(cx, 0, "cannot reshape %s (%lld elements) into %s", sh(in_shape(cx, 0)), (long long)n, sh(&out));
+      return fail(cx, 0, "cannot reshape %s (%lld elements) into %s", sh(in_shape(cx, 0)),
+                  (long long)n, sh(&out));
     }
   }
   if (hole >= 0) {
     if (n % known)
-      return fail(cx, 0, "cannot reshape %s (%lld elements) into %s", sh(in_shape(cx, 0)), (long long)n, sh(&out));
+      return fail(cx, 0, "cannot reshape %s (%lld elements) into %s", sh(in_shape(cx, 0)),
+                  (long long)n, sh(&out));
     out.d[hole] = n / known;
   } else if (known != n) {
-    return fail(cx, 0, "cannot reshape %s (%lld elements) into %s", sh(in_shape(cx, 0)), (long long)n, sh(&out));
+    return fail(cx, 0, "cannot reshape %s (%lld elements) into %s", sh(in_shape(cx, 0)),
+                (long long)n, sh(&out));
   }
   set_out(cx, cx->in_dtype[0], &out);
   return true;
@@ -404,8 +489,8 @@ bool ir_shape_TRANSPOSE(IrShapeCtx *cx) {
   if (!ok) {
     IrShape p = {.rank = v->nints > IR_MAX_RANK ? IR_MAX_RANK : v->nints};
     for (int i = 0; i < p.rank; i++) p.d[i] = v->ints[i];
-    return fail(cx, -1, "perm %s%s is not a permutation of 0..%d", sh(&p), v->nints > IR_MAX_RANK ? "..." : "",
-                r - 1);
+    return fail(cx, -1, "perm %s%s is not a permutation of 0..%d", sh(&p),
+                v->nints > IR_MAX_RANK ? "..." : "", r - 1);
   }
   IrShape out = {.rank = r};
   for (int i = 0; i < r; i++) out.d[i] = dim(cx, 0, (int)v->ints[i]);
@@ -420,8 +505,10 @@ bool ir_shape_SLICE(IrShapeCtx *cx) {
   int64_t step = has(cx, IR_ATTR_STEP) ? attr(cx, IR_ATTR_STEP)->i : 1, n = dim(cx, 0, ax);
   if (step < 1) return fail(cx, -1, "step must be >= 1, got %lld", (long long)step);
   if (!(0 <= start && start < stop && stop <= n))
-    return fail(cx, 0, "range [%lld:%lld] is not within dim %d of size %lld (need 0 <= start < stop <= %lld)",
-                (long long)start, (long long)stop, ax, (long long)n, (long long)n);
+    return fail(
+        cx, 0,
+        "range [%lld:%lld] is not within dim %d of size %lld (need 0 <= start < stop <= %lld)",
+        (long long)start, (long long)stop, ax, (long long)n, (long long)n);
   IrShape out = *in_shape(cx, 0);
   out.d[ax] = 1 + (stop - start - 1) / step;
   set_out(cx, cx->in_dtype[0], &out);
@@ -439,8 +526,10 @@ bool ir_shape_CONCAT(IrShapeCtx *cx) {
       return fail(cx, i, "operand %d has rank %d, operand 0 has rank %d", i, rank(cx, i), r);
     for (int d = 0; d < r; d++)
       if (d != ax && dim(cx, i, d) != out.d[d])
-        return fail(cx, i, "operand %d %s differs from operand 0 %s in dim %d (concatenating along axis %d)", i,
-                    sh(in_shape(cx, i)), sh(in_shape(cx, 0)), d, ax);
+        return fail(
+            cx, i,
+            "operand %d %s differs from operand 0 %s in dim %d (concatenating along axis %d)", i,
+            sh(in_shape(cx, i)), sh(in_shape(cx, 0)), d, ax);
     out.d[ax] += dim(cx, i, ax); /* dims are <= 2^53 and there are <= 64 operands */
   }
   set_out(cx, cx->in_dtype[0], &out);
@@ -451,13 +540,14 @@ bool ir_shape_EXPAND(IrShapeCtx *cx) {
   IrShape out = {0};
   if (!shape_attr(cx, IR_ATTR_SHAPE, &out)) return false;
   int r = rank(cx, 0);
-  if (out.rank < r) return fail(cx, 0, "cannot expand %s to the lower rank %s", sh(in_shape(cx, 0)), sh(&out));
+  if (out.rank < r)
+    return fail(cx, 0, "cannot expand %s to the lower rank %s", sh(in_shape(cx, 0)), sh(&out));
   for (int i = 0; i < r; i++) {
     int k = out.rank - r + i;
     int64_t d = dim(cx, 0, i);
     if (d != 1 && d != out.d[k])
-      return fail(cx, 0, "cannot expand %s to %s (dim %d: %lld vs %lld)", sh(in_shape(cx, 0)), sh(&out), k,
-                  (long long)d, (long long)out.d[k]);
+      return fail(cx, 0, "cannot expand %s to %s (dim %d: %lld vs %lld)", sh(in_shape(cx, 0)),
+                  sh(&out), k, (long long)d, (long long)out.d[k]);
   }
   set_out(cx, cx->in_dtype[0], &out);
   return true;
@@ -468,7 +558,8 @@ bool ir_shape_EXPAND(IrShapeCtx *cx) {
 bool ir_shape_EMBEDDING(IrShapeCtx *cx) {
   if (!need_int(cx, 0, "ids") || !need_rank(cx, 1, 2, "table")) return false;
   if (rank(cx, 0) + 1 > IR_MAX_RANK)
-    return fail(cx, 0, "ids %s leave no room for the embedding dim (max rank %d)", sh(in_shape(cx, 0)), IR_MAX_RANK);
+    return fail(cx, 0, "ids %s leave no room for the embedding dim (max rank %d)",
+                sh(in_shape(cx, 0)), IR_MAX_RANK);
   IrShape out = *in_shape(cx, 0);
   out.d[out.rank++] = dim(cx, 1, 1);
   set_out(cx, cx->in_dtype[1], &out);
@@ -479,8 +570,8 @@ bool ir_shape_EMBEDDING(IrShapeCtx *cx) {
 static bool rope_pos(IrShapeCtx *cx, int i, int64_t B) {
   if (cx->nin <= i) return true;
   if (cx->in_dtype[i] != IR_I32 || rank(cx, i) != 1 || dim(cx, i, 0) != B)
-    return fail(cx, i, "pos must be i32[%lld] (a start position per row), got %s%s", (long long)B, dt(cx, i),
-                sh(in_shape(cx, i)));
+    return fail(cx, i, "pos must be i32[%lld] (a start position per row), got %s%s", (long long)B,
+                dt(cx, i), sh(in_shape(cx, i)));
   return true;
 }
 
@@ -489,7 +580,8 @@ bool ir_shape_ROPE(IrShapeCtx *cx) {
   if (!rope_pos(cx, 1, dim(cx, 0, 0))) return false;
   if (last(cx, 0) % 2) return fail(cx, 0, "head dim %lld must be even", (long long)last(cx, 0));
   double th = attr(cx, IR_ATTR_THETA)->f;
-  if (!(th > 0) || th > 1e300) return fail(cx, -1, "theta must be a finite positive number, got %g", th);
+  if (!(th > 0) || th > 1e300)
+    return fail(cx, -1, "theta must be a finite positive number, got %g", th);
   if (has(cx, IR_ATTR_OFFSET) && attr(cx, IR_ATTR_OFFSET)->i < 0)
     return fail(cx, -1, "offset must be >= 0, got %lld", (long long)attr(cx, IR_ATTR_OFFSET)->i);
   return unary(cx, true);
@@ -497,17 +589,19 @@ bool ir_shape_ROPE(IrShapeCtx *cx) {
 
 /* x[B, T, C], src[B, N, C], ids i32[B, T] -> [B, T, C] */
 bool ir_shape_PLACE(IrShapeCtx *cx) {
-  if (!need_rank(cx, 0, 3, "x [B, T, C]") || !need_float(cx, 0) || !need_rank(cx, 1, 3, "src [B, N, C]") ||
-      !same_dtype(cx, 0, 1))
+  if (!need_rank(cx, 0, 3, "x [B, T, C]") || !need_float(cx, 0) ||
+      !need_rank(cx, 1, 3, "src [B, N, C]") || !same_dtype(cx, 0, 1))
     return false;
   if (dim(cx, 1, 0) != dim(cx, 0, 0) || dim(cx, 1, 2) != dim(cx, 0, 2))
-    return fail(cx, 1, "src %s must be [%lld, N, %lld] to go into x %s", sh(in_shape(cx, 1)), (long long)dim(cx, 0, 0),
-                (long long)dim(cx, 0, 2), sh(in_shape(cx, 0)));
-  if (cx->in_dtype[2] != IR_I32 || rank(cx, 2) != 2 || dim(cx, 2, 0) != dim(cx, 0, 0) || dim(cx, 2, 1) != dim(cx, 0, 1))
-    return fail(cx, 2, "ids must be i32[%lld, %lld] (the tokens of x), got %s%s", (long long)dim(cx, 0, 0),
-                (long long)dim(cx, 0, 1), dt(cx, 2), sh(in_shape(cx, 2)));
+    return fail(cx, 1, "src %s must be [%lld, N, %lld] to go into x %s", sh(in_shape(cx, 1)),
+                (long long)dim(cx, 0, 0), (long long)dim(cx, 0, 2), sh(in_shape(cx, 0)));
+  if (cx->in_dtype[2] != IR_I32 || rank(cx, 2) != 2 || dim(cx, 2, 0) != dim(cx, 0, 0) ||
+      dim(cx, 2, 1) != dim(cx, 0, 1))
+    return fail(cx, 2, "ids must be i32[%lld, %lld] (the tokens of x), got %s%s",
+                (long long)dim(cx, 0, 0), (long long)dim(cx, 0, 1), dt(cx, 2), sh(in_shape(cx, 2)));
   if (dim(cx, 1, 1) > dim(cx, 0, 1))
-    return fail(cx, 1, "%lld rows of src do not fit in %lld positions", (long long)dim(cx, 1, 1), (long long)dim(cx, 0, 1));
+    return fail(cx, 1, "%lld rows of src do not fit in %lld positions", (long long)dim(cx, 1, 1),
+                (long long)dim(cx, 0, 1));
   set_out(cx, cx->in_dtype[0], in_shape(cx, 0));
   return true;
 }
@@ -515,11 +609,13 @@ bool ir_shape_PLACE(IrShapeCtx *cx) {
 /* (dy[B, T, C], ids i32[B, T]) {size = N} -> dx[B, T, C], dsrc[B, N, C] */
 bool ir_shape_PLACE_GRAD(IrShapeCtx *cx) {
   if (!need_rank(cx, 0, 3, "dy [B, T, C]") || !need_float(cx, 0)) return false;
-  if (cx->in_dtype[1] != IR_I32 || rank(cx, 1) != 2 || dim(cx, 1, 0) != dim(cx, 0, 0) || dim(cx, 1, 1) != dim(cx, 0, 1))
-    return fail(cx, 1, "ids must be i32[%lld, %lld], got %s%s", (long long)dim(cx, 0, 0), (long long)dim(cx, 0, 1),
-                dt(cx, 1), sh(in_shape(cx, 1)));
+  if (cx->in_dtype[1] != IR_I32 || rank(cx, 1) != 2 || dim(cx, 1, 0) != dim(cx, 0, 0) ||
+      dim(cx, 1, 1) != dim(cx, 0, 1))
+    return fail(cx, 1, "ids must be i32[%lld, %lld], got %s%s", (long long)dim(cx, 0, 0),
+                (long long)dim(cx, 0, 1), dt(cx, 1), sh(in_shape(cx, 1)));
   int64_t n = attr(cx, IR_ATTR_SIZE)->i;
-  if (n < 1 || n > dim(cx, 0, 1)) return fail(cx, -1, "size %lld must be in [1, %lld]", (long long)n, (long long)dim(cx, 0, 1));
+  if (n < 1 || n > dim(cx, 0, 1))
+    return fail(cx, -1, "size %lld must be in [1, %lld]", (long long)n, (long long)dim(cx, 0, 1));
   IrShape s = *in_shape(cx, 0);
   set_outj(cx, 0, cx->in_dtype[0], &s);
   s.d[1] = n;
@@ -529,25 +625,28 @@ bool ir_shape_PLACE_GRAD(IrShapeCtx *cx) {
 
 /* cache[B, S, KVH, D], x[B, n, KVH, D], pos i32[B] (no result) */
 bool ir_shape_KV_WRITE(IrShapeCtx *cx) {
-  if (!need_rank(cx, 0, 4, "cache [B, S, KVH, D]") || !need_float(cx, 0) || !need_rank(cx, 1, 4, "x [B, n, KVH, D]") ||
-      !same_dtype(cx, 0, 1))
+  if (!need_rank(cx, 0, 4, "cache [B, S, KVH, D]") || !need_float(cx, 0) ||
+      !need_rank(cx, 1, 4, "x [B, n, KVH, D]") || !same_dtype(cx, 0, 1))
     return false;
-  if (dim(cx, 1, 0) != dim(cx, 0, 0) || dim(cx, 1, 2) != dim(cx, 0, 2) || dim(cx, 1, 3) != dim(cx, 0, 3) ||
-      dim(cx, 1, 1) > dim(cx, 0, 1))
+  if (dim(cx, 1, 0) != dim(cx, 0, 0) || dim(cx, 1, 2) != dim(cx, 0, 2) ||
+      dim(cx, 1, 3) != dim(cx, 0, 3) || dim(cx, 1, 1) > dim(cx, 0, 1))
     return fail(cx, 1, "x %s does not fit the cache %s", sh(in_shape(cx, 1)), sh(in_shape(cx, 0)));
   return rope_pos(cx, 2, dim(cx, 0, 0));
 }
 
 /* q[B, n, H, D], k_cache, v_cache [B, S, KVH, D], pos i32[B] -> [B, n, H, D] */
 bool ir_shape_ATTENTION_CACHED(IrShapeCtx *cx) {
-  if (!need_rank(cx, 0, 4, "q [B, n, H, D]") || !need_float(cx, 0) || !need_rank(cx, 1, 4, "k_cache [B, S, KVH, D]") ||
-      !need_rank(cx, 2, 4, "v_cache [B, S, KVH, D]") || !same_dtype(cx, 0, 1) || !same_dtype(cx, 0, 2))
+  if (!need_rank(cx, 0, 4, "q [B, n, H, D]") || !need_float(cx, 0) ||
+      !need_rank(cx, 1, 4, "k_cache [B, S, KVH, D]") ||
+      !need_rank(cx, 2, 4, "v_cache [B, S, KVH, D]") || !same_dtype(cx, 0, 1) ||
+      !same_dtype(cx, 0, 2))
     return false;
   if (!ir_shape_eq(in_shape(cx, 1), in_shape(cx, 2)))
     return fail(cx, 2, "the caches differ: k %s, v %s", sh(in_shape(cx, 1)), sh(in_shape(cx, 2)));
-  if (dim(cx, 1, 0) != dim(cx, 0, 0) || dim(cx, 1, 3) != dim(cx, 0, 3) || dim(cx, 0, 2) % dim(cx, 1, 2) ||
-      dim(cx, 0, 1) > dim(cx, 1, 1))
-    return fail(cx, 1, "q %s does not match the cache %s", sh(in_shape(cx, 0)), sh(in_shape(cx, 1)));
+  if (dim(cx, 1, 0) != dim(cx, 0, 0) || dim(cx, 1, 3) != dim(cx, 0, 3) ||
+      dim(cx, 0, 2) % dim(cx, 1, 2) || dim(cx, 0, 1) > dim(cx, 1, 1))
+    return fail(cx, 1, "q %s does not match the cache %s", sh(in_shape(cx, 0)),
+                sh(in_shape(cx, 1)));
   if (!rope_pos(cx, 3, dim(cx, 0, 0))) return false;
   set_out(cx, cx->in_dtype[0], in_shape(cx, 0));
   return true;
@@ -561,16 +660,19 @@ bool ir_shape_ATTENTION(IrShapeCtx *cx) {
   if (!need_float(cx, 0) || !same_dtype(cx, 0, 1) || !same_dtype(cx, 0, 2)) return false;
   if (dim(cx, 1, 0) != dim(cx, 0, 0) || dim(cx, 2, 0) != dim(cx, 0, 0)) {
     int bad = dim(cx, 1, 0) != dim(cx, 0, 0) ? 1 : 2;
-    return fail(cx, bad, "batch sizes differ: q %s, %s %s", sh(in_shape(cx, 0)), bad == 1 ? "k" : "v",
-                sh(in_shape(cx, bad)));
+    return fail(cx, bad, "batch sizes differ: q %s, %s %s", sh(in_shape(cx, 0)),
+                bad == 1 ? "k" : "v", sh(in_shape(cx, bad)));
   }
   if (dim(cx, 1, 1) != dim(cx, 2, 1) || dim(cx, 1, 2) != dim(cx, 2, 2))
-    return fail(cx, 2, "k %s and v %s differ in length or heads", sh(in_shape(cx, 1)), sh(in_shape(cx, 2)));
+    return fail(cx, 2, "k %s and v %s differ in length or heads", sh(in_shape(cx, 1)),
+                sh(in_shape(cx, 2)));
   if (dim(cx, 0, 3) != dim(cx, 1, 3))
-    return fail(cx, 1, "head dims differ: q has %lld, k has %lld", (long long)dim(cx, 0, 3), (long long)dim(cx, 1, 3));
+    return fail(cx, 1, "head dims differ: q has %lld, k has %lld", (long long)dim(cx, 0, 3),
+                (long long)dim(cx, 1, 3));
   int64_t h = dim(cx, 0, 2), kvh = dim(cx, 1, 2);
   if (h % kvh)
-    return fail(cx, 1, "%lld query heads are not a multiple of %lld key/value heads", (long long)h, (long long)kvh);
+    return fail(cx, 1, "%lld query heads are not a multiple of %lld key/value heads", (long long)h,
+                (long long)kvh);
   IrShape out = *in_shape(cx, 0);
   out.d[3] = dim(cx, 2, 3);
   set_out(cx, cx->in_dtype[0], &out);
@@ -582,12 +684,13 @@ bool ir_shape_ATTENTION(IrShapeCtx *cx) {
 /* ---- losses ---- */
 
 bool ir_shape_CROSS_ENTROPY(IrShapeCtx *cx) {
-  if (!need_rank_min(cx, 0, 1, "logits") || !need_float(cx, 0) || !need_int(cx, 1, "labels")) return false;
+  if (!need_rank_min(cx, 0, 1, "logits") || !need_float(cx, 0) || !need_int(cx, 1, "labels"))
+    return false;
   IrShape want = *in_shape(cx, 0);
   want.rank--;
   if (!ir_shape_eq(&want, in_shape(cx, 1)))
-    return fail(cx, 1, "labels %s must have the shape of logits %s without its last dim, %s", sh(in_shape(cx, 1)),
-                sh(in_shape(cx, 0)), sh(&want));
+    return fail(cx, 1, "labels %s must have the shape of logits %s without its last dim, %s",
+                sh(in_shape(cx, 1)), sh(in_shape(cx, 0)), sh(&want));
   set_scalar(cx, IR_F32);
   IrShape lse = vec_shape(ir_numel(in_shape(cx, 1)));
   set_outj(cx, 1, IR_F32, &lse);
@@ -621,16 +724,18 @@ bool ir_shape_SUM_TO(IrShapeCtx *cx) {
 bool ir_shape_PAD_SLICE(IrShapeCtx *cx) {
   int ax = 0;
   if (!norm_axis(cx, attr(cx, IR_ATTR_AXIS)->i, rank(cx, 0), &ax)) return false;
-  int64_t start = attr(cx, IR_ATTR_START)->i, stop = attr(cx, IR_ATTR_STOP)->i, n = attr(cx, IR_ATTR_SIZE)->i;
+  int64_t start = attr(cx, IR_ATTR_START)->i, stop = attr(cx, IR_ATTR_STOP)->i,
+          n = attr(cx, IR_ATTR_SIZE)->i;
   int64_t step = has(cx, IR_ATTR_STEP) ? attr(cx, IR_ATTR_STEP)->i : 1;
   if (step < 1) return fail(cx, -1, "step must be >= 1, got %lld", (long long)step);
   if (!(0 <= start && start < stop && stop <= n))
-    return fail(cx, -1, "range [%lld:%lld] is not within a dim of size %lld", (long long)start, (long long)stop,
-                (long long)n);
+    return fail(cx, -1, "range [%lld:%lld] is not within a dim of size %lld", (long long)start,
+                (long long)stop, (long long)n);
   int64_t want = 1 + (stop - start - 1) / step;
   if (dim(cx, 0, ax) != want)
-    return fail(cx, 0, "dim %d of %s must be %lld, the length of [%lld:%lld:%lld]", ax, sh(in_shape(cx, 0)),
-                (long long)want, (long long)start, (long long)stop, (long long)step);
+    return fail(cx, 0, "dim %d of %s must be %lld, the length of [%lld:%lld:%lld]", ax,
+                sh(in_shape(cx, 0)), (long long)want, (long long)start, (long long)stop,
+                (long long)step);
   IrShape out = *in_shape(cx, 0);
   out.d[ax] = n;
   set_out(cx, cx->in_dtype[0], &out);
@@ -646,20 +751,33 @@ static bool act_grad(IrShapeCtx *cx) {
   return true;
 }
 
-bool ir_shape_GELU_GRAD(IrShapeCtx *cx) { return act_grad(cx); }
-bool ir_shape_GELU_TANH_GRAD(IrShapeCtx *cx) { return act_grad(cx); }
-bool ir_shape_SILU_GRAD(IrShapeCtx *cx) { return act_grad(cx); }
-bool ir_shape_RELU_GRAD(IrShapeCtx *cx) { return act_grad(cx); }
-bool ir_shape_SIGMOID_GRAD(IrShapeCtx *cx) { return act_grad(cx); }
-bool ir_shape_TANH_GRAD(IrShapeCtx *cx) { return act_grad(cx); }
+bool ir_shape_GELU_GRAD(IrShapeCtx *cx) {
+  return act_grad(cx);
+}
+bool ir_shape_GELU_TANH_GRAD(IrShapeCtx *cx) {
+  return act_grad(cx);
+}
+bool ir_shape_SILU_GRAD(IrShapeCtx *cx) {
+  return act_grad(cx);
+}
+bool ir_shape_RELU_GRAD(IrShapeCtx *cx) {
+  return act_grad(cx);
+}
+bool ir_shape_SIGMOID_GRAD(IrShapeCtx *cx) {
+  return act_grad(cx);
+}
+bool ir_shape_TANH_GRAD(IrShapeCtx *cx) {
+  return act_grad(cx);
+}
 
 /* dy[..., N], w[N, K] -> [..., K] */
 bool ir_shape_LINEAR_GRAD_X(IrShapeCtx *cx) {
   if (!need_rank_min(cx, 0, 1, "dy") || !need_rank(cx, 1, 2, "weight")) return false;
   if (!same_dtype(cx, 0, 1) || !need_float(cx, 0)) return false;
   if (last(cx, 0) != dim(cx, 1, 0))
-    return fail(cx, 1, "output features differ: dy %s has %lld, weight %s gives %lld", sh(in_shape(cx, 0)),
-                (long long)last(cx, 0), sh(in_shape(cx, 1)), (long long)dim(cx, 1, 0));
+    return fail(cx, 1, "output features differ: dy %s has %lld, weight %s gives %lld",
+                sh(in_shape(cx, 0)), (long long)last(cx, 0), sh(in_shape(cx, 1)),
+                (long long)dim(cx, 1, 0));
   IrShape out = *in_shape(cx, 0);
   out.d[out.rank - 1] = dim(cx, 1, 1);
   set_out(cx, cx->in_dtype[0], &out);
@@ -691,10 +809,18 @@ static bool conv_grad(IrShapeCtx *cx, int nsp, bool wrt_x) {
   return true;
 }
 
-bool ir_shape_CONV2D_GRAD_X(IrShapeCtx *cx) { return conv_grad(cx, 2, true); }
-bool ir_shape_CONV2D_GRAD_W(IrShapeCtx *cx) { return conv_grad(cx, 2, false); }
-bool ir_shape_CONV3D_GRAD_X(IrShapeCtx *cx) { return conv_grad(cx, 3, true); }
-bool ir_shape_CONV3D_GRAD_W(IrShapeCtx *cx) { return conv_grad(cx, 3, false); }
+bool ir_shape_CONV2D_GRAD_X(IrShapeCtx *cx) {
+  return conv_grad(cx, 2, true);
+}
+bool ir_shape_CONV2D_GRAD_W(IrShapeCtx *cx) {
+  return conv_grad(cx, 2, false);
+}
+bool ir_shape_CONV3D_GRAD_X(IrShapeCtx *cx) {
+  return conv_grad(cx, 3, true);
+}
+bool ir_shape_CONV3D_GRAD_W(IrShapeCtx *cx) {
+  return conv_grad(cx, 3, false);
+}
 
 /* Operand i must be f32[n] (saved statistics). */
 static bool need_stats(IrShapeCtx *cx, int i, int64_t n, const char *what) {
@@ -705,7 +831,8 @@ static bool need_stats(IrShapeCtx *cx, int i, int64_t n, const char *what) {
 /* (dy, x, stats..., w?) -> dx like x, then nparam vectors [C] (dw, db);
  * C is the last dim, or dim 1 when groups are given. */
 static bool norm_grad(IrShapeCtx *cx, int nstats, int nparam, bool grouped) {
-  if (!need_rank_min(cx, 1, grouped ? 2 : 1, "x") || !need_float(cx, 1) || !same_dtype(cx, 1, 0) || !need_eps(cx))
+  if (!need_rank_min(cx, 1, grouped ? 2 : 1, "x") || !need_float(cx, 1) || !same_dtype(cx, 1, 0) ||
+      !need_eps(cx))
     return false;
   if (!ir_shape_eq(in_shape(cx, 0), in_shape(cx, 1)))
     return fail(cx, 0, "dy %s and x %s differ", sh(in_shape(cx, 0)), sh(in_shape(cx, 1)));
@@ -722,9 +849,15 @@ static bool norm_grad(IrShapeCtx *cx, int nstats, int nparam, bool grouped) {
   return true;
 }
 
-bool ir_shape_LAYER_NORM_GRAD(IrShapeCtx *cx) { return norm_grad(cx, 2, 2, false); }
-bool ir_shape_RMS_NORM_GRAD(IrShapeCtx *cx) { return norm_grad(cx, 1, 1, false); }
-bool ir_shape_GROUP_NORM_GRAD(IrShapeCtx *cx) { return norm_grad(cx, 2, 2, true); }
+bool ir_shape_LAYER_NORM_GRAD(IrShapeCtx *cx) {
+  return norm_grad(cx, 2, 2, false);
+}
+bool ir_shape_RMS_NORM_GRAD(IrShapeCtx *cx) {
+  return norm_grad(cx, 1, 1, false);
+}
+bool ir_shape_GROUP_NORM_GRAD(IrShapeCtx *cx) {
+  return norm_grad(cx, 2, 2, true);
+}
 
 bool ir_shape_SOFTMAX_GRAD(IrShapeCtx *cx) {
   int ax = 0;
@@ -732,23 +865,29 @@ bool ir_shape_SOFTMAX_GRAD(IrShapeCtx *cx) {
   return true;
 }
 
-bool ir_shape_LOG_SOFTMAX_GRAD(IrShapeCtx *cx) { return ir_shape_SOFTMAX_GRAD(cx); }
+bool ir_shape_LOG_SOFTMAX_GRAD(IrShapeCtx *cx) {
+  return ir_shape_SOFTMAX_GRAD(cx);
+}
 
 /* dy[..., C], ids[...] {shape = [V, C]} -> [V, C] */
 bool ir_shape_EMBEDDING_GRAD(IrShapeCtx *cx) {
   IrShape to = {0};
-  if (!shape_attr(cx, IR_ATTR_SHAPE, &to) || !need_float(cx, 0) || !need_int(cx, 1, "ids")) return false;
+  if (!shape_attr(cx, IR_ATTR_SHAPE, &to) || !need_float(cx, 0) || !need_int(cx, 1, "ids"))
+    return false;
   if (to.rank != 2) return fail(cx, -1, "shape %s must be the table's [V, C]", sh(&to));
   IrShape want = *in_shape(cx, 1);
   if (want.rank + 1 > IR_MAX_RANK) return fail(cx, 1, "ids %s have too high a rank", sh(&want));
   want.d[want.rank++] = to.d[1];
   if (!ir_shape_eq(&want, in_shape(cx, 0)))
-    return fail(cx, 0, "dy %s must be the ids' shape and the embedding dim, %s", sh(in_shape(cx, 0)), sh(&want));
+    return fail(cx, 0, "dy %s must be the ids' shape and the embedding dim, %s",
+                sh(in_shape(cx, 0)), sh(&want));
   set_out(cx, cx->in_dtype[0], &to);
   return true;
 }
 
-bool ir_shape_ROPE_GRAD(IrShapeCtx *cx) { return ir_shape_ROPE(cx); }
+bool ir_shape_ROPE_GRAD(IrShapeCtx *cx) {
+  return ir_shape_ROPE(cx);
+}
 
 /* (dy, q, k, v, out, lse) -> dq, dk, dv */
 bool ir_shape_ATTENTION_GRAD(IrShapeCtx *cx) {
@@ -765,11 +904,12 @@ bool ir_shape_ATTENTION_GRAD(IrShapeCtx *cx) {
   for (int i = 0; i < 5; i += 4) { /* dy and out */
     if (!same_dtype(cx, 1, i)) return false;
     if (!ir_shape_eq(in_shape(cx, i), &fwd.out_shape[0]))
-      return fail(cx, i, "%s %s must have the attention output's shape %s", i ? "out" : "dy", sh(in_shape(cx, i)),
-                  sh(&fwd.out_shape[0]));
+      return fail(cx, i, "%s %s must have the attention output's shape %s", i ? "out" : "dy",
+                  sh(in_shape(cx, i)), sh(&fwd.out_shape[0]));
   }
   if (cx->in_dtype[5] != IR_F32 || !ir_shape_eq(in_shape(cx, 5), &fwd.out_shape[1]))
-    return fail(cx, 5, "lse must be f32%s, got %s%s", sh(&fwd.out_shape[1]), dt(cx, 5), sh(in_shape(cx, 5)));
+    return fail(cx, 5, "lse must be f32%s, got %s%s", sh(&fwd.out_shape[1]), dt(cx, 5),
+                sh(in_shape(cx, 5)));
   for (int j = 0; j < 3; j++) set_outj(cx, j, cx->in_dtype[j + 1], in_shape(cx, j + 1));
   return true;
 }
@@ -807,7 +947,8 @@ bool ir_shape_GRAD_NORM(IrShapeCtx *cx) {
 
 bool ir_shape_CLIP_SCALE(IrShapeCtx *cx) {
   double v = attr(cx, IR_ATTR_VALUE)->f;
-  if (!(v > 0) || v > 1e300) return fail(cx, -1, "value must be a finite positive number, got %g", v);
+  if (!(v > 0) || v > 1e300)
+    return fail(cx, -1, "value must be a finite positive number, got %g", v);
   if (!need_scalar(cx, 0, "norm")) return false;
   set_scalar(cx, IR_F32);
   return true;
@@ -820,13 +961,15 @@ static bool step_op(IrShapeCtx *cx, int ntensor, const char *const *names) {
   for (int k = 0; k < IR_ATTR_COUNT; k++)
     if (has(cx, (IrAttrId)k) && ir_attrs[k].kind == IR_AK_FLOAT) {
       double f = attr(cx, (IrAttrId)k)->f;
-      if (!(f >= 0) || f > 1e300) return fail(cx, -1, "%s must be a finite number >= 0, got %g", ir_attrs[k].name, f);
+      if (!(f >= 0) || f > 1e300)
+        return fail(cx, -1, "%s must be a finite number >= 0, got %g", ir_attrs[k].name, f);
     }
   if (!need_float(cx, 0)) return false;
   for (int i = 1; i < ntensor; i++) {
     if (!same_dtype(cx, 0, i)) return false;
     if (!ir_shape_eq(in_shape(cx, 0), in_shape(cx, i)))
-      return fail(cx, i, "%s %s differs from param %s", names[i], sh(in_shape(cx, i)), sh(in_shape(cx, 0)));
+      return fail(cx, i, "%s %s differs from param %s", names[i], sh(in_shape(cx, i)),
+                  sh(in_shape(cx, 0)));
   }
   for (int i = ntensor; i < cx->nin; i++)
     if (!need_scalar(cx, i, names[i])) return false;

@@ -45,9 +45,15 @@ static void out_f(IrShardRule *r, int j, int d, int f) {
   if (j < r->nout && d >= 0 && d < IR_MAX_RANK && f >= 0) r->out[j][d] |= 1u << f;
 }
 
-static const IrShape *ish(const IrNode *n, int i) { return &n->in[i]->shape; }
-static const IrShape *osh(const IrNode *n, int j) { return &n->out[j]->shape; }
-static int64_t iattr(const IrNode *n, IrAttrId id) { return n->attrs.v[id].i; }
+static const IrShape *ish(const IrNode *n, int i) {
+  return &n->in[i]->shape;
+}
+static const IrShape *osh(const IrNode *n, int j) {
+  return &n->out[j]->shape;
+}
+static int64_t iattr(const IrNode *n, IrAttrId id) {
+  return n->attrs.v[id].i;
+}
 
 /* Operand i's leading dims (all but the last `skip`) as new factors shared
  * with result j's leading dims; returns the mask of the factors. */
@@ -78,7 +84,9 @@ static void broadcast(IrShardRule *r, const IrNode *n, const IrShape *out, uint6
   }
 }
 
-static void rule_ELEM(const IrNode *n, IrShardRule *r) { broadcast(r, n, osh(n, 0), ~0ull, 0); }
+static void rule_ELEM(const IrNode *n, IrShardRule *r) {
+  broadcast(r, n, osh(n, 0), ~0ull, 0);
+}
 
 /* adamw, sgd: param, grad and state (the first `k` operands) elementwise;
  * the scalars after them replicated */
@@ -91,7 +99,9 @@ static void rule_FULL(const IrNode *n, IrShardRule *r) {
   for (int d = 0; d < osh(n, 0)->rank; d++) out_f(r, 0, d, newf(r, osh(n, 0)->d[d], IR_FM_BAD));
 }
 
-static void rule_SCALAR(const IrNode *n, IrShardRule *r) { (void)n, (void)r; }
+static void rule_SCALAR(const IrNode *n, IrShardRule *r) {
+  (void)n, (void)r;
+}
 
 /* [..., M, K] @ [..., K, N]: batch dims broadcast, K reduces */
 static void rule_MATMUL(const IrNode *n, IrShardRule *r) {
@@ -139,7 +149,8 @@ static void rule_LINEAR_GRAD_W(const IrNode *n, IrShardRule *r) {
  * reduces, the spatial dims stay whole (no halo exchange in v1) */
 static void rule_CONV(const IrNode *n, IrShardRule *r) {
   /* with a bias, a partial sum would add it on every rank */
-  int b = newf(r, ish(n, 0)->d[0], IR_FM_BAD), ci = newf(r, ish(n, 0)->d[1], n->nin == 3 ? IR_FM_BAD : IR_FM_P),
+  int b = newf(r, ish(n, 0)->d[0], IR_FM_BAD),
+      ci = newf(r, ish(n, 0)->d[1], n->nin == 3 ? IR_FM_BAD : IR_FM_P),
       co = newf(r, ish(n, 1)->d[0], IR_FM_BAD);
   in_f(r, 0, 0, b), out_f(r, 0, 0, b);
   in_f(r, 0, 1, ci), in_f(r, 1, 1, ci);
@@ -267,7 +278,9 @@ static void rule_AXIS_WHOLE(const IrNode *n, IrShardRule *r) {
 }
 
 /* expand: broadcast dims are result-only factors */
-static void rule_EXPAND(const IrNode *n, IrShardRule *r) { broadcast(r, n, osh(n, 0), 1, 0); }
+static void rule_EXPAND(const IrNode *n, IrShardRule *r) {
+  broadcast(r, n, osh(n, 0), 1, 0);
+}
 
 /* sum_to: x summed down to `shape`: the summed dims reduce */
 static void rule_SUM_TO(const IrNode *n, IrShardRule *r) {
@@ -374,9 +387,15 @@ static void rule_MSE(const IrNode *n, IrShardRule *r) {
   }
 }
 
-static void rule_FREE(const IrNode *n, IrShardRule *r) { (void)n, r->kind = IR_SK_FREE; }
-static void rule_COLLECTIVE(const IrNode *n, IrShardRule *r) { (void)n, r->kind = IR_SK_COLLECTIVE; }
-static void rule_RESHARD(const IrNode *n, IrShardRule *r) { (void)n, r->kind = IR_SK_RESHARD; }
+static void rule_FREE(const IrNode *n, IrShardRule *r) {
+  (void)n, r->kind = IR_SK_FREE;
+}
+static void rule_COLLECTIVE(const IrNode *n, IrShardRule *r) {
+  (void)n, r->kind = IR_SK_COLLECTIVE;
+}
+static void rule_RESHARD(const IrNode *n, IrShardRule *r) {
+  (void)n, r->kind = IR_SK_RESHARD;
+}
 
 /* The rule builders, by the SH column's rule name. */
 static void (*const rule_fns[IR_SHR_COUNT])(const IrNode *, IrShardRule *) = {
@@ -429,7 +448,9 @@ void ir_shard_rule(const IrNode *n, IrShardRule *r) {
 /* ---- strategies ---- */
 
 static const IrPlacement PB = {IR_PL_B, 0}, PP = {IR_PL_P, 0};
-static IrPlacement PS(int d) { return (IrPlacement){IR_PL_S, d}; }
+static IrPlacement PS(int d) {
+  return (IrPlacement){IR_PL_S, d};
+}
 
 bool ir_placement_eq(IrPlacement a, IrPlacement b) {
   return a.kind == b.kind && (a.kind != IR_PL_S || a.dim == b.dim);
@@ -465,60 +486,68 @@ static bool prog_passes_p(const IrNode *n, uint32_t mask) {
     unsigned pf = ir_ops[in->op].shard_pflags;
     isp[k] = np > 0;
     if (np == 0) continue;
-    if (pf & IR_SHP_ALL) ok = np == in->nargs;
-    else if (pf & IR_SHP_ONE) ok = np == 1;
-    else if (pf & IR_SHP_FIRST) ok = np == 1 && first;
-    else ok = false;
+    if (pf & IR_SHP_ALL)
+      ok = np == in->nargs;
+    else if (pf & IR_SHP_ONE)
+      ok = np == 1;
+    else if (pf & IR_SHP_FIRST)
+      ok = np == 1 && first;
+    else
+      ok = false;
   }
   ok = ok && isp[p.n - 1];
   arena_free(&a);
   return ok;
 }
 
-bool ir_shard_apply(const IrShardRule *r, const IrNode *n, IrStrategy s, IrPlacement *req, IrPlacement *out) {
+bool ir_shard_apply(const IrShardRule *r, const IrNode *n, IrStrategy s, IrPlacement *req,
+                    IrPlacement *out) {
   if (r->kind != IR_SK_FACTORS) return false;
   for (int i = 0; i < r->nin; i++) req[i] = PB;
   for (int j = 0; j < r->nout; j++) out[j] = PB;
   switch (s.kind) {
-  case IR_ST_NONE: return true;
-  case IR_ST_SPLIT: {
-    if (s.factor < 0 || s.factor >= r->nf) return false;
-    const IrFactor *f = &r->f[s.factor];
-    for (int i = 0; i < r->nin; i++) {
-      int d = dim_of(r->in[i], n->in[i]->shape.rank, s.factor);
-      if (d == -2) return false;
-      if (d >= 0) req[i] = PS(d);
+    case IR_ST_NONE: return true;
+    case IR_ST_SPLIT: {
+      if (s.factor < 0 || s.factor >= r->nf) return false;
+      const IrFactor *f = &r->f[s.factor];
+      for (int i = 0; i < r->nin; i++) {
+        int d = dim_of(r->in[i], n->in[i]->shape.rank, s.factor);
+        if (d == -2) return false;
+        if (d >= 0) req[i] = PS(d);
+      }
+      for (int j = 0; j < r->nout; j++) {
+        int d = dim_of(r->out[j], n->out[j]->shape.rank, s.factor);
+        if (d == -2) return false;
+        if (d >= 0)
+          out[j] = PS(d);
+        else if (f->miss == IR_FM_P)
+          out[j] = PP;
+        else if (f->miss == IR_FM_BAD)
+          return false;
+      }
+      return true;
     }
-    for (int j = 0; j < r->nout; j++) {
-      int d = dim_of(r->out[j], n->out[j]->shape.rank, s.factor);
-      if (d == -2) return false;
-      if (d >= 0) out[j] = PS(d);
-      else if (f->miss == IR_FM_P) out[j] = PP;
-      else if (f->miss == IR_FM_BAD) return false;
+    case IR_ST_PASSP: {
+      unsigned pf = r->pflags;
+      if (r->nout != 1) return false;
+      if (pf & IR_SHP_ALL) {
+        for (int i = 0; i < r->nin; i++) req[i] = PP;
+      } else if (pf & IR_SHP_ONE) {
+        if (s.factor < 0 || s.factor >= r->nin) return false;
+        req[s.factor] = PP;
+      } else if (pf & IR_SHP_FIRST) {
+        if (r->nin < 1) return false;
+        req[0] = PP;
+      } else if (pf & IR_SHP_PROG) {
+        if (!s.factor || !prog_passes_p(n, (uint32_t)s.factor)) return false;
+        for (int i = 0; i < r->nin && i < 32; i++)
+          if ((uint32_t)s.factor >> i & 1) req[i] = PP;
+      } else {
+        return false;
+      }
+      out[0] = PP;
+      return true;
     }
-    return true;
-  }
-  case IR_ST_PASSP: {
-    unsigned pf = r->pflags;
-    if (r->nout != 1) return false;
-    if (pf & IR_SHP_ALL) {
-      for (int i = 0; i < r->nin; i++) req[i] = PP;
-    } else if (pf & IR_SHP_ONE) {
-      if (s.factor < 0 || s.factor >= r->nin) return false;
-      req[s.factor] = PP;
-    } else if (pf & IR_SHP_FIRST) {
-      if (r->nin < 1) return false;
-      req[0] = PP;
-    } else if (pf & IR_SHP_PROG) {
-      if (!s.factor || !prog_passes_p(n, (uint32_t)s.factor)) return false;
-      for (int i = 0; i < r->nin && i < 32; i++)
-        if ((uint32_t)s.factor >> i & 1) req[i] = PP;
-    } else {
-      return false;
-    }
-    out[0] = PP;
-    return true;
-  }
   }
   return false;
 }
@@ -543,12 +572,16 @@ int ir_shard_strategies(const IrShardRule *r, const IrNode *n, int a, IrStrategy
 }
 
 static const char *pl_str(char *buf, size_t n, IrPlacement p) {
-  if (p.kind == IR_PL_S) snprintf(buf, n, "S(%d)", p.dim);
-  else snprintf(buf, n, "%s", p.kind == IR_PL_P ? "P" : "B");
+  if (p.kind == IR_PL_S)
+    snprintf(buf, n, "S(%d)", p.dim);
+  else
+    snprintf(buf, n, "%s", p.kind == IR_PL_P ? "P" : "B");
   return buf;
 }
 
-const char *ir_placement_str(char *buf, size_t n, IrPlacement p) { return pl_str(buf, n, p); }
+const char *ir_placement_str(char *buf, size_t n, IrPlacement p) {
+  return pl_str(buf, n, p);
+}
 
 static bool check_collective(const IrModule *m, const IrNode *n, char *err, size_t errlen) {
   if (n->nin != 1 || n->nout != 1) return true; /* arity is reported elsewhere */
@@ -561,26 +594,27 @@ static bool check_collective(const IrModule *m, const IrNode *n, char *err, size
   }
   for (int b = 0; b < IR_NAXES; b++)
     if (b != a && !ir_placement_eq(x->pl[b], y->pl[b])) {
-      snprintf(err, errlen, "changes the placement on %s, but it acts on %s", ir_axis_name((IrAxis)b),
-               ir_axis_name((IrAxis)a));
+      snprintf(err, errlen, "changes the placement on %s, but it acts on %s",
+               ir_axis_name((IrAxis)b), ir_axis_name((IrAxis)a));
       return false;
     }
   int dim = (int)n->attrs.v[IR_ATTR_DIM].i, to = (int)n->attrs.v[IR_ATTR_TO].i;
   IrPlacement want_in, want_out;
   switch (n->op) {
-  case IR_OP_ALL_REDUCE: want_in = PP, want_out = PB; break;
-  case IR_OP_REDUCE_SCATTER: want_in = PP, want_out = PS(dim); break;
-  case IR_OP_ALL_GATHER: want_in = PS(dim), want_out = PB; break;
-  case IR_OP_ALL_TO_ALL: want_in = PS(dim), want_out = PS(to); break;
-  case IR_OP_ALL_SLICE: want_in = PB, want_out = PS(dim); break;
-  default: return true;
+    case IR_OP_ALL_REDUCE: want_in = PP, want_out = PB; break;
+    case IR_OP_REDUCE_SCATTER: want_in = PP, want_out = PS(dim); break;
+    case IR_OP_ALL_GATHER: want_in = PS(dim), want_out = PB; break;
+    case IR_OP_ALL_TO_ALL: want_in = PS(dim), want_out = PS(to); break;
+    case IR_OP_ALL_SLICE: want_in = PB, want_out = PS(dim); break;
+    default: return true;
   }
   (void)m;
   if (!ir_placement_eq(x->pl[a], want_in) || !ir_placement_eq(y->pl[a], want_out)) {
     char b1[16], b2[16], b3[16], b4[16];
     snprintf(err, errlen, "takes %s to %s on %s, but its operand is %s and its result %s",
-             pl_str(b1, sizeof b1, want_in), pl_str(b2, sizeof b2, want_out), ir_axis_name((IrAxis)a),
-             pl_str(b3, sizeof b3, x->pl[a]), pl_str(b4, sizeof b4, y->pl[a]));
+             pl_str(b1, sizeof b1, want_in), pl_str(b2, sizeof b2, want_out),
+             ir_axis_name((IrAxis)a), pl_str(b3, sizeof b3, x->pl[a]),
+             pl_str(b4, sizeof b4, y->pl[a]));
     return false;
   }
   return true;
@@ -594,7 +628,8 @@ bool ir_shard_check_node(const IrModule *m, const IrNode *n, char *err, size_t e
     if (!n->out[j]) return true;
   IrShardRule r;
   ir_shard_rule(n, &r);
-  if (r.kind == IR_SK_COLLECTIVE || r.kind == IR_SK_RESHARD) return check_collective(m, n, err, errlen);
+  if (r.kind == IR_SK_COLLECTIVE || r.kind == IR_SK_RESHARD)
+    return check_collective(m, n, err, errlen);
   for (int a = 0; a < IR_NAXES; a++) {
     if (m->mesh[a] <= 1) continue;
     if (r.kind == IR_SK_FREE) {
@@ -617,16 +652,19 @@ bool ir_shard_check_node(const IrModule *m, const IrNode *n, char *err, size_t e
       if (found) continue;
     }
     /* describe what there is */
-    size_t k = (size_t)snprintf(err, errlen, "no sharding of %s explains its placements on %s (operands ",
-                                ir_ops[n->op].name, ir_axis_name((IrAxis)a));
+    size_t k =
+        (size_t)snprintf(err, errlen, "no sharding of %s explains its placements on %s (operands ",
+                         ir_ops[n->op].name, ir_axis_name((IrAxis)a));
     for (int i = 0; i < n->nin && k < errlen; i++) {
       char b[16];
-      k += (size_t)snprintf(err + k, errlen - k, "%s%s", i ? ", " : "", pl_str(b, sizeof b, n->in[i]->pl[a]));
+      k += (size_t)snprintf(err + k, errlen - k, "%s%s", i ? ", " : "",
+                            pl_str(b, sizeof b, n->in[i]->pl[a]));
     }
     if (k < errlen) k += (size_t)snprintf(err + k, errlen - k, "; results ");
     for (int j = 0; j < n->nout && k < errlen; j++) {
       char b[16];
-      k += (size_t)snprintf(err + k, errlen - k, "%s%s", j ? ", " : "", pl_str(b, sizeof b, n->out[j]->pl[a]));
+      k += (size_t)snprintf(err + k, errlen - k, "%s%s", j ? ", " : "",
+                            pl_str(b, sizeof b, n->out[j]->pl[a]));
     }
     if (k < errlen) snprintf(err + k, errlen - k, ")");
     return false;
@@ -657,7 +695,8 @@ int ir_rank_of(const IrModule *m, const int coord[IR_NAXES]) {
   return r;
 }
 
-void ir_local_shape(const IrModule *m, const IrPlacement *pl, const IrShape *global, IrShape *local) {
+void ir_local_shape(const IrModule *m, const IrPlacement *pl, const IrShape *global,
+                    IrShape *local) {
   *local = *global;
   for (int a = 0; a < IR_NAXES; a++)
     if (pl[a].kind == IR_PL_S && pl[a].dim >= 0 && pl[a].dim < local->rank && m->mesh[a] > 0)
@@ -671,7 +710,8 @@ int64_t ir_local_numel(const IrModule *m, const IrValue *v) {
 }
 
 bool ir_op_is_collective(IrOp op) {
-  return op == IR_OP_ALL_REDUCE || op == IR_OP_ALL_GATHER || op == IR_OP_REDUCE_SCATTER || op == IR_OP_ALL_TO_ALL;
+  return op == IR_OP_ALL_REDUCE || op == IR_OP_ALL_GATHER || op == IR_OP_REDUCE_SCATTER ||
+         op == IR_OP_ALL_TO_ALL;
 }
 
 /* Ring algorithms on a group of n ranks, per rank: all_reduce sends
@@ -689,11 +729,11 @@ int64_t ir_collective_elems(const IrModule *m, const IrNode *n, int64_t *msg) {
   int64_t t = ir_local_numel(m, full);
   if (msg) *msg = t;
   switch (n->op) {
-  case IR_OP_ALL_REDUCE: return 2 * t * (g - 1) / g;
-  case IR_OP_ALL_GATHER:
-  case IR_OP_REDUCE_SCATTER: return t * (g - 1) / g;
-  case IR_OP_ALL_TO_ALL: return t * (g - 1) / g;
-  default: return 0;
+    case IR_OP_ALL_REDUCE: return 2 * t * (g - 1) / g;
+    case IR_OP_ALL_GATHER:
+    case IR_OP_REDUCE_SCATTER: return t * (g - 1) / g;
+    case IR_OP_ALL_TO_ALL: return t * (g - 1) / g;
+    default: return 0;
   }
 }
 
@@ -725,15 +765,26 @@ static bool mesh_attr(IrShapeCtx *cx) {
 static bool dim_attr(IrShapeCtx *cx, IrAttrId id) {
   int64_t d = cx->node->attrs.v[id].i;
   if (d < 0 || d >= cx->in_shape[0]->rank)
-    return fail(cx, "%s %lld is out of range for rank %d", ir_attrs[id].name, (long long)d, cx->in_shape[0]->rank);
+    return fail(cx, "%s %lld is out of range for rank %d", ir_attrs[id].name, (long long)d,
+                cx->in_shape[0]->rank);
   return true;
 }
 
-bool ir_shape_ALL_REDUCE(IrShapeCtx *cx) { return mesh_attr(cx) && same(cx); }
-bool ir_shape_ALL_GATHER(IrShapeCtx *cx) { return mesh_attr(cx) && dim_attr(cx, IR_ATTR_DIM) && same(cx); }
-bool ir_shape_REDUCE_SCATTER(IrShapeCtx *cx) { return mesh_attr(cx) && dim_attr(cx, IR_ATTR_DIM) && same(cx); }
-bool ir_shape_ALL_SLICE(IrShapeCtx *cx) { return mesh_attr(cx) && dim_attr(cx, IR_ATTR_DIM) && same(cx); }
-bool ir_shape_RESHARD(IrShapeCtx *cx) { return same(cx); }
+bool ir_shape_ALL_REDUCE(IrShapeCtx *cx) {
+  return mesh_attr(cx) && same(cx);
+}
+bool ir_shape_ALL_GATHER(IrShapeCtx *cx) {
+  return mesh_attr(cx) && dim_attr(cx, IR_ATTR_DIM) && same(cx);
+}
+bool ir_shape_REDUCE_SCATTER(IrShapeCtx *cx) {
+  return mesh_attr(cx) && dim_attr(cx, IR_ATTR_DIM) && same(cx);
+}
+bool ir_shape_ALL_SLICE(IrShapeCtx *cx) {
+  return mesh_attr(cx) && dim_attr(cx, IR_ATTR_DIM) && same(cx);
+}
+bool ir_shape_RESHARD(IrShapeCtx *cx) {
+  return same(cx);
+}
 
 bool ir_shape_ALL_TO_ALL(IrShapeCtx *cx) {
   if (!mesh_attr(cx) || !dim_attr(cx, IR_ATTR_DIM) || !dim_attr(cx, IR_ATTR_TO)) return false;
@@ -766,7 +817,8 @@ static IrValue *emit1(IrGradCtx *cx, IrOp op, IrValue *x, IrAttrs *a, const IrPl
   return n->out[0];
 }
 
-static IrValue *coll(IrGradCtx *cx, IrOp op, IrValue *dy, int axis, int dim, int to, const IrPlacement *pl) {
+static IrValue *coll(IrGradCtx *cx, IrOp op, IrValue *dy, int axis, int dim, int to,
+                     const IrPlacement *pl) {
   IrAttrs a = {0};
   ir_attrs_set_mesh(&a, IR_ATTR_MESH, (IrAxis)axis);
   if (op != IR_OP_ALL_REDUCE) ir_attrs_set_int(&a, IR_ATTR_DIM, dim);
@@ -774,8 +826,12 @@ static IrValue *coll(IrGradCtx *cx, IrOp op, IrValue *dy, int axis, int dim, int
   return emit1(cx, op, dy, &a, pl);
 }
 
-static int axis_of(const IrGradCtx *cx) { return (int)cx->node->attrs.v[IR_ATTR_MESH].i; }
-static int dim_of_node(const IrGradCtx *cx) { return (int)cx->node->attrs.v[IR_ATTR_DIM].i; }
+static int axis_of(const IrGradCtx *cx) {
+  return (int)cx->node->attrs.v[IR_ATTR_MESH].i;
+}
+static int dim_of_node(const IrGradCtx *cx) {
+  return (int)cx->node->attrs.v[IR_ATTR_DIM].i;
+}
 
 /* the placements of dy with axis a set to p */
 static void with(const IrValue *dy, int a, IrPlacement p, IrPlacement *pl) {

@@ -22,14 +22,15 @@ typedef struct Verifier {
   Diag *d;
   int errors;
   Arena scratch;
-  IrMap kind; /* IrValue* -> p: VK_*, i: print number (results) */
+  IrMap kind;   /* IrValue* -> p: VK_*, i: print number (results) */
   IrMap params; /* the module's params */
-  IrMap pos;  /* result IrValue* -> index of its node in the function */
+  IrMap pos;    /* result IrValue* -> index of its node in the function */
 } Verifier;
 
 enum { VK_PARAM = 1, VK_INPUT, VK_RESULT };
 
-static void report(Verifier *v, SrcLoc at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void report(Verifier *v, SrcLoc at, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void report(Verifier *v, SrcLoc at, const char *fmt, ...) {
   char msg[768];
   va_list ap;
@@ -46,9 +47,12 @@ static const char *vname(Verifier *v, const IrValue *x) {
   if (!x) return "(null)";
   const IrMapSlot *s = ir_map_get(&v->kind, x);
   if (s && s->p == (void *)VK_RESULT) return arena_printf(&v->scratch, "%%%lld", (long long)s->i);
-  if (s) return arena_printf(&v->scratch, "%c%s", s->p == (void *)VK_PARAM ? '@' : '%', x->name ? x->name : "?");
+  if (s)
+    return arena_printf(&v->scratch, "%c%s", s->p == (void *)VK_PARAM ? '@' : '%',
+                        x->name ? x->name : "?");
   if (x->def) return arena_printf(&v->scratch, "%%%d", x->id);
-  return arena_printf(&v->scratch, "%c%s", x->role == IR_ROLE_PARAM ? '@' : '%', x->name ? x->name : "?");
+  return arena_printf(&v->scratch, "%c%s", x->role == IR_ROLE_PARAM ? '@' : '%',
+                      x->name ? x->name : "?");
 }
 
 static const char *node_name(Verifier *v, const IrNode *n) {
@@ -74,7 +78,8 @@ static bool check_type(Verifier *v, const IrValue *x, SrcLoc at, const char *who
     return false;
   }
   if (!ir_shape_valid(&x->shape)) {
-    report(v, at, "%s: invalid shape %s (dims must be >= 1, at most 2^53 elements)", who, shape_s(v, &x->shape));
+    report(v, at, "%s: invalid shape %s (dims must be >= 1, at most 2^53 elements)", who,
+           shape_s(v, &x->shape));
     return false;
   }
   int64_t split[IR_MAX_RANK];
@@ -106,7 +111,8 @@ static bool check_type(Verifier *v, const IrValue *x, SrcLoc at, const char *who
 /* grad(@p): x has role grad and p's dtype and shape, p is a trainable
  * parameter of the module, and no other value of `seen` (this function's
  * values, or the params) claims p. */
-static void check_grad_link(Verifier *v, const IrValue *x, SrcLoc at, const char *who, IrMap *seen) {
+static void check_grad_link(Verifier *v, const IrValue *x, SrcLoc at, const char *who,
+                            IrMap *seen) {
   const IrValue *p = x->grad_of;
   if (!p) return;
   const IrMapSlot *s = ir_map_get(&v->params, p);
@@ -114,13 +120,16 @@ static void check_grad_link(Verifier *v, const IrValue *x, SrcLoc at, const char
     report(v, at, "%s: grad(...) names a value that is not a parameter of the module", who);
     return;
   }
-  if (x->role != IR_ROLE_GRAD) report(v, at, "%s: a gradient of @%s must have role grad, not %s", who, p->name,
-                                      ir_role_name(x->role));
-  if (p->role != IR_ROLE_PARAM) report(v, at, "%s: @%s has role %s; only params have gradients", who, p->name,
-                                       ir_role_name(p->role));
+  if (x->role != IR_ROLE_GRAD)
+    report(v, at, "%s: a gradient of @%s must have role grad, not %s", who, p->name,
+           ir_role_name(x->role));
+  if (p->role != IR_ROLE_PARAM)
+    report(v, at, "%s: @%s has role %s; only params have gradients", who, p->name,
+           ir_role_name(p->role));
   if (x->dtype != p->dtype || !ir_shape_eq(&x->shape, &p->shape))
-    report(v, at, "%s: type %s%s differs from its parameter @%s, %s%s", who, ir_dtype_name(x->dtype),
-           shape_s(v, &x->shape), p->name, ir_dtype_name(p->dtype), shape_s(v, &p->shape));
+    report(v, at, "%s: type %s%s differs from its parameter @%s, %s%s", who,
+           ir_dtype_name(x->dtype), shape_s(v, &x->shape), p->name, ir_dtype_name(p->dtype),
+           shape_s(v, &p->shape));
   if (seen) {
     IrMapSlot *c = ir_map_put(seen, p);
     if (c->p) report(v, at, "%s: @%s already has a gradient here", who, p->name);
@@ -136,7 +145,8 @@ static void check_layer(Verifier *v, int group, int layer, SrcLoc at, const char
   }
   const IrGroup *g = v->m->groups.items[group];
   if (layer < 0 || layer >= g->nlayers)
-    report(v, at, "%s: layer %d is out of range for group \"%s\" of %d layers", who, layer, g->name, g->nlayers);
+    report(v, at, "%s: layer %d is out of range for group \"%s\" of %d layers", who, layer, g->name,
+           g->nlayers);
 }
 
 static void check_module(Verifier *v) {
@@ -144,8 +154,8 @@ static void check_module(Verifier *v) {
   SrcLoc none = {0};
   for (int a = 0; a < IR_NAXES; a++)
     if (m->mesh[a] < 1 || m->mesh[a] > 1 << 20)
-      report(v, none, "module @%s: mesh size %s = %d is out of range [1, 2^20]", m->name, ir_axis_name((IrAxis)a),
-             m->mesh[a]);
+      report(v, none, "module @%s: mesh size %s = %d is out of range [1, 2^20]", m->name,
+             ir_axis_name((IrAxis)a), m->mesh[a]);
   IrMap names;
   ir_map_init(&names, &v->scratch, true);
   for (int i = 0; i < m->groups.len; i++) {
@@ -177,8 +187,10 @@ static void check_module(Verifier *v) {
     s->p = (void *)1;
     if (x->def) report(v, x->loc, "%s has a defining node", who);
     if (x->role != IR_ROLE_PARAM && x->role != IR_ROLE_OPT && x->role != IR_ROLE_GRAD)
-      report(v, x->loc, "%s has role %s (a parameter is param, opt or grad state)", who, ir_role_name(x->role));
-    if ((unsigned)x->init.kind > IR_INIT_FAN_IN) report(v, x->loc, "%s: invalid init kind #%d", who, (int)x->init.kind);
+      report(v, x->loc, "%s has role %s (a parameter is param, opt or grad state)", who,
+             ir_role_name(x->role));
+    if ((unsigned)x->init.kind > IR_INIT_FAN_IN)
+      report(v, x->loc, "%s: invalid init kind #%d", who, (int)x->init.kind);
     check_type(v, x, x->loc, who);
     check_layer(v, x->group, x->layer, x->loc, who);
     check_grad_link(v, x, x->loc, who, &grads);
@@ -195,14 +207,16 @@ static void check_module(Verifier *v) {
 /* Arity, attributes and the shape rule; operands are known to be non-NULL. */
 static void check_node_types(Verifier *v, const IrNode *n, const char *who) {
   const IrOpInfo *info = &ir_ops[n->op];
-  uint64_t missing = info->req_attrs & ~n->attrs.set, extra = n->attrs.set & ~(info->req_attrs | info->opt_attrs);
+  uint64_t missing = info->req_attrs & ~n->attrs.set,
+           extra = n->attrs.set & ~(info->req_attrs | info->opt_attrs);
   if (missing) {
     report(v, n->loc, "%s: missing attribute '%s'", who, ir_attrs[__builtin_ctzll(missing)].name);
     return;
   }
   if (extra) {
     int k = __builtin_ctzll(extra);
-    report(v, n->loc, "%s: unexpected attribute '%s'", who, k < IR_ATTR_COUNT ? ir_attrs[k].name : "?");
+    report(v, n->loc, "%s: unexpected attribute '%s'", who,
+           k < IR_ATTR_COUNT ? ir_attrs[k].name : "?");
     return;
   }
   for (int k = 0; k < IR_ATTR_COUNT; k++)
@@ -217,7 +231,8 @@ static void check_node_types(Verifier *v, const IrNode *n, const char *who) {
   cx.node = n;
   cx.nin = n->nin;
   for (int i = 0; i < n->nin; i++) {
-    if (!ir_shape_valid(&n->in[i]->shape) || (unsigned)n->in[i]->dtype >= IR_DTYPE_COUNT) return; /* reported at its definition */
+    if (!ir_shape_valid(&n->in[i]->shape) || (unsigned)n->in[i]->dtype >= IR_DTYPE_COUNT)
+      return; /* reported at its definition */
     cx.in_dtype[i] = n->in[i]->dtype;
     cx.in_shape[i] = &n->in[i]->shape;
   }
@@ -226,15 +241,17 @@ static void check_node_types(Verifier *v, const IrNode *n, const char *who) {
   cx.bad_operand = -1;
   if (!info->shape(&cx)) {
     size_t k = strlen(info->name); /* the rule's message starts with "op: " */
-    const char *msg = !strncmp(err, info->name, k) && !strncmp(err + k, ": ", 2) ? err + k + 2 : err;
+    const char *msg =
+        !strncmp(err, info->name, k) && !strncmp(err + k, ": ", 2) ? err + k + 2 : err;
     report(v, n->loc, "%s: %s", who, msg);
     return;
   }
   for (int j = 0; j < n->nout; j++) {
     const IrValue *x = n->out[j];
     if (x->dtype != cx.out_dtype[j] || !ir_shape_eq(&x->shape, &cx.out_shape[j]))
-      report(v, n->loc, "%s: stored type %s%s of %s differs from the inferred %s%s", who, ir_dtype_name(x->dtype),
-             shape_s(v, &x->shape), vname(v, x), ir_dtype_name(cx.out_dtype[j]), shape_s(v, &cx.out_shape[j]));
+      report(v, n->loc, "%s: stored type %s%s of %s differs from the inferred %s%s", who,
+             ir_dtype_name(x->dtype), shape_s(v, &x->shape), vname(v, x),
+             ir_dtype_name(cx.out_dtype[j]), shape_s(v, &cx.out_shape[j]));
   }
 }
 
@@ -274,7 +291,8 @@ static void check_func(Verifier *v, const IrFunc *f) {
     if (s->p) report(v, x->loc, "%s: the name is used twice", who);
     s->p = (void *)1;
     if (x->def) report(v, x->loc, "%s has a defining node", who);
-    if (x->role == IR_ROLE_PARAM) report(v, x->loc, "%s has role param (parameters belong to the module)", who);
+    if (x->role == IR_ROLE_PARAM)
+      report(v, x->loc, "%s has role param (parameters belong to the module)", who);
     check_type(v, x, x->loc, who);
     check_grad_link(v, x, x->loc, who, &grads);
   }
@@ -317,7 +335,8 @@ static void check_func(Verifier *v, const IrFunc *f) {
       continue;
     }
     if (n->nin < info->min_in || n->nin > info->max_in || (n->nin && !n->in)) {
-      report(v, n->loc, "%s: has %d operands, the op takes %d to %d", who, n->nin, info->min_in, info->max_in);
+      report(v, n->loc, "%s: has %d operands, the op takes %d to %d", who, n->nin, info->min_in,
+             info->max_in);
       continue;
     }
     bool ok = true;
@@ -328,16 +347,19 @@ static void check_func(Verifier *v, const IrFunc *f) {
         report(v, n->loc, "%s: operand %d is missing", who, k);
         ok = false;
       } else if (!s) {
-        report(v, n->loc, "%s: operand %d (%s) is not a parameter, an input or a result of @%s", who, k,
-               vname(v, x), f->name);
+        report(v, n->loc, "%s: operand %d (%s) is not a parameter, an input or a result of @%s",
+               who, k, vname(v, x), f->name);
         ok = false;
       } else if (s->p == (void *)VK_RESULT && ir_map_get(&v->pos, x)->i >= i) {
         report(v, n->loc, "%s: operand %d (%s) is used before its definition", who, k, vname(v, x));
         ok = false;
       } else if (IR_OP_WRITES(n->op, k) &&
-                 !((ir_ops[n->op].flags & OPF_WRITES_STATE) ? x->role == IR_ROLE_INPUT : s->p == (void *)VK_PARAM)) {
-        report(v, n->loc, "%s: operand %d (%s) is updated in place, so it must be %s", who, k, vname(v, x),
-               (ir_ops[n->op].flags & OPF_WRITES_STATE) ? "an input holding state (a KV cache)" : "a parameter");
+                 !((ir_ops[n->op].flags & OPF_WRITES_STATE) ? x->role == IR_ROLE_INPUT
+                                                            : s->p == (void *)VK_PARAM)) {
+        report(v, n->loc, "%s: operand %d (%s) is updated in place, so it must be %s", who, k,
+               vname(v, x),
+               (ir_ops[n->op].flags & OPF_WRITES_STATE) ? "an input holding state (a KV cache)"
+                                                        : "a parameter");
         ok = false;
       }
     }
@@ -348,10 +370,11 @@ static void check_func(Verifier *v, const IrFunc *f) {
         ok = false;
         continue;
       }
-      if (x->def != n) report(v, n->loc, "%s: result %s does not point back to its node", who, vname(v, x));
+      if (x->def != n)
+        report(v, n->loc, "%s: result %s does not point back to its node", who, vname(v, x));
       if (x->role != IR_ROLE_ACT && x->role != IR_ROLE_GRAD && x->role != IR_ROLE_OPT)
-        report(v, n->loc, "%s: result %s has role %s (a node produces act, grad or opt values)", who, vname(v, x),
-               ir_role_name(x->role));
+        report(v, n->loc, "%s: result %s has role %s (a node produces act, grad or opt values)",
+               who, vname(v, x), ir_role_name(x->role));
       if (!check_type(v, x, n->loc, who)) ok = false;
       check_grad_link(v, x, n->loc, who, &grads);
     }
@@ -363,7 +386,8 @@ static void check_func(Verifier *v, const IrFunc *f) {
   for (int i = 0; i < f->results.len; i++) {
     const IrValue *x = f->results.items[i];
     if (!x || !ir_map_get(&v->kind, x))
-      report(v, none, "@%s: returned value %d (%s) is not defined in the function", f->name, i, vname(v, x));
+      report(v, none, "@%s: returned value %d (%s) is not defined in the function", f->name, i,
+             vname(v, x));
   }
 }
 

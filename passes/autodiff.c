@@ -27,11 +27,11 @@ typedef struct Ad {
   IrModule *m;
   Diag *d;
   IrFunc *fwd, *train;
-  IrMap map;   /* forward value -> @train value (p) */
-  IrMap needs; /* @train value -> p: the parameter it depends on (trainable, float path) */
-  IrMap useful; /* @train value: the loss depends on it */
-  IrMap ct;    /* @train value -> its cotangent (p) */
-  IrMap uses;  /* @train value -> number of node operands that read it (i), after the backward */
+  IrMap map;     /* forward value -> @train value (p) */
+  IrMap needs;   /* @train value -> p: the parameter it depends on (trainable, float path) */
+  IrMap useful;  /* @train value: the loss depends on it */
+  IrMap ct;      /* @train value -> its cotangent (p) */
+  IrMap uses;    /* @train value -> number of node operands that read it (i), after the backward */
   Arena scratch; /* the maps */
 } Ad;
 
@@ -41,14 +41,18 @@ static IrValue *mapped(Ad *a, IrValue *v) {
 }
 
 /* Parameters are the only values without a node whose role is param. */
-static bool is_param(const IrValue *v) { return !v->def && v->role == IR_ROLE_PARAM; }
+static bool is_param(const IrValue *v) {
+  return !v->def && v->role == IR_ROLE_PARAM;
+}
 
 /* @train's inputs: the forward's, then %lr and %step. */
 static bool make_inputs(Ad *a) {
   for (int i = 0; i < a->fwd->inputs.len; i++) {
     IrValue *v = a->fwd->inputs.items[i];
     if (!strcmp(v->name, "lr") || !strcmp(v->name, "step")) {
-      diag_error(a->d, v->loc, "autodiff: @forward has an input named '%s', which @train needs for itself", v->name);
+      diag_error(a->d, v->loc,
+                 "autodiff: @forward has an input named '%s', which @train needs for itself",
+                 v->name);
       return false;
     }
     IrValue *c = ir_add_input(a->m, a->train, v->name, v->dtype, &v->shape, v->loc);
@@ -69,7 +73,8 @@ static bool copy_forward(Ad *a) {
     IrNode *n = a->fwd->nodes.items[i];
     IrValue *in[64];
     for (int k = 0; k < n->nin; k++) in[k] = mapped(a, n->in[k]);
-    IrBuilder b = {.m = a->m, .f = a->train, .scope = n->scope, .group = n->group, .layer = n->layer};
+    IrBuilder b = {
+        .m = a->m, .f = a->train, .scope = n->scope, .group = n->group, .layer = n->layer};
     IrNode *c = ir_build(&b, n->op, in, n->nin, &n->attrs, n->loc, err, sizeof err, NULL);
     if (!c) {
       diag_error(a->d, n->loc, "autodiff: cannot copy %s into @train: %s", ir_ops[n->op].name, err);
@@ -89,7 +94,8 @@ static bool copy_forward(Ad *a) {
 static void mark(Ad *a, IrValue *loss, int nfwd) {
   for (int i = 0; i < a->m->params.len; i++) {
     IrValue *p = a->m->params.items[i];
-    if (p->role == IR_ROLE_PARAM && !p->frozen && ir_dtype_is_float(p->dtype)) ir_map_put(&a->needs, p)->p = p;
+    if (p->role == IR_ROLE_PARAM && !p->frozen && ir_dtype_is_float(p->dtype))
+      ir_map_put(&a->needs, p)->p = p;
   }
   for (int i = 0; i < nfwd; i++) {
     IrNode *n = a->train->nodes.items[i];
@@ -112,7 +118,9 @@ static void mark(Ad *a, IrValue *loss, int nfwd) {
   }
 }
 
-static bool on_path(Ad *a, IrValue *v) { return ir_map_get(&a->needs, v) && ir_map_get(&a->useful, v); }
+static bool on_path(Ad *a, IrValue *v) {
+  return ir_map_get(&a->needs, v) && ir_map_get(&a->useful, v);
+}
 
 /* Every node on a param -> loss path must have a rule; reports each one
  * that has none. */
@@ -125,8 +133,8 @@ static bool check_rules(Ad *a, int nfwd) {
     for (int j = 0; j < n->nout && !src; j++)
       if (on_path(a, n->out[j])) src = ir_map_get(&a->needs, n->out[j])->p;
     if (!src) continue;
-    diag_error(a->d, n->loc, "no gradient rule for op '%s' (needed by the gradient of @%s)", ir_ops[n->op].name,
-               src->name);
+    diag_error(a->d, n->loc, "no gradient rule for op '%s' (needed by the gradient of @%s)",
+               ir_ops[n->op].name, src->name);
     ok = false;
   }
   return ok;
@@ -150,7 +158,8 @@ static bool backward(Ad *a, IrValue *loss, int nfwd) {
   ir_attrs_set_ints(&one, IR_ATTR_SHAPE, NULL, 0);
   ir_attrs_set_float(&one, IR_ATTR_VALUE, 1.0);
   ir_attrs_set_dtype(&one, IR_ATTR_DTYPE, IR_F32);
-  IrNode *seed = ir_build(&b, IR_OP_FULL, NULL, 0, &one, loss->def ? loss->def->loc : (SrcLoc){0}, err, sizeof err, NULL);
+  IrNode *seed = ir_build(&b, IR_OP_FULL, NULL, 0, &one, loss->def ? loss->def->loc : (SrcLoc){0},
+                          err, sizeof err, NULL);
   MM_ASSERT(seed != NULL);
   ir_map_put(&a->ct, loss)->p = seed->out[0];
 
@@ -170,15 +179,18 @@ static bool backward(Ad *a, IrValue *loss, int nfwd) {
     }
     if (!any_out || !any_in) continue;
     MM_ASSERT(ir_ops[n->op].grad != NULL); /* check_rules */
-    IrBuilder nb = {.m = a->m, .f = a->train, .scope = n->scope, .group = n->group, .layer = n->layer};
+    IrBuilder nb = {
+        .m = a->m, .f = a->train, .scope = n->scope, .group = n->group, .layer = n->layer};
     err[0] = 0;
     g.b = &nb;
     g.node = n;
     g.err = err;
     g.errlen = sizeof err;
     if (!g.dout[0] && n->nout > 1) {
-      diag_error(a->d, n->loc, "autodiff: only the saved statistics of %s reach the loss; they are not differentiable",
-                 ir_ops[n->op].name);
+      diag_error(
+          a->d, n->loc,
+          "autodiff: only the saved statistics of %s reach the loss; they are not differentiable",
+          ir_ops[n->op].name);
       return false;
     }
     if (!ir_ops[n->op].grad(&g)) {
@@ -190,9 +202,11 @@ static bool backward(Ad *a, IrValue *loss, int nfwd) {
       if (!g.need[k] || !d) continue;
       if (d->dtype != x->dtype || !ir_shape_eq(&d->shape, &x->shape)) {
         char s1[200], s2[200];
-        diag_error(a->d, n->loc, "autodiff: the gradient rule of %s gave operand %d a cotangent %s%s for %s%s",
-                   ir_ops[n->op].name, k, ir_dtype_name(d->dtype), ir_shape_str(s1, sizeof s1, &d->shape),
-                   ir_dtype_name(x->dtype), ir_shape_str(s2, sizeof s2, &x->shape));
+        diag_error(a->d, n->loc,
+                   "autodiff: the gradient rule of %s gave operand %d a cotangent %s%s for %s%s",
+                   ir_ops[n->op].name, k, ir_dtype_name(d->dtype),
+                   ir_shape_str(s1, sizeof s1, &d->shape), ir_dtype_name(x->dtype),
+                   ir_shape_str(s2, sizeof s2, &x->shape));
         return false;
       }
       IrMapSlot *s = ir_map_put(&a->ct, x);
@@ -227,9 +241,13 @@ static bool link_grads(Ad *a) {
     if (!s || !ir_map_get(&a->needs, p)) continue;
     IrValue *g = s->p;
     IrMapSlot *u = ir_map_get(&a->uses, g);
-    if (ir_map_get(&claimed, g) || ir_map_get(&other, g) || (u && u->i > 0) || !g->def || g->role != IR_ROLE_ACT) {
+    if (ir_map_get(&claimed, g) || ir_map_get(&other, g) || (u && u->i > 0) || !g->def ||
+        g->role != IR_ROLE_ACT) {
       char err[512];
-      IrBuilder b = {.m = a->m, .f = a->train, .scope = g->def ? g->def->scope : NULL, .group = p->group,
+      IrBuilder b = {.m = a->m,
+                     .f = a->train,
+                     .scope = g->def ? g->def->scope : NULL,
+                     .group = p->group,
                      .layer = p->layer};
       IrAttrs one = {0};
       ir_attrs_set_float(&one, IR_ATTR_VALUE, 1.0);
@@ -272,7 +290,8 @@ bool pass_autodiff(IrModule *m, PassCtx *cx) {
     int nfwd = a.train->nodes.len;
     IrValue *tloss = mapped(&a, loss);
     mark(&a, tloss, nfwd);
-    ok = check_rules(&a, nfwd) && (!ir_map_get(&a.needs, tloss) || backward(&a, tloss, nfwd)) && link_grads(&a);
+    ok = check_rules(&a, nfwd) && (!ir_map_get(&a.needs, tloss) || backward(&a, tloss, nfwd)) &&
+         link_grads(&a);
     if (ok) ir_func_add_result(m, a.train, tloss);
   }
   arena_free(&a.scratch);

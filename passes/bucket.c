@@ -3,8 +3,8 @@
  *
  * After `collectives`, plain data parallel leaves one all_reduce over dp
  * per gradient, right where the gradient is complete (shard puts the
- * reshard there); ZeRO a reduce_scatter per gradient. Each is a separate collective call: a latency each, and
- * small tensors (biases, norms) waste the link. This pass groups them:
+ * reshard there); ZeRO a reduce_scatter per gradient. Each is a separate collective call: a latency
+ * each, and small tensors (biases, norms) waste the link. This pass groups them:
  *
  *   - the candidates are the all_reduce (and reduce_scatter) nodes over dp
  *     of @train whose result
@@ -44,14 +44,16 @@
 #define MAX_TAIL 8
 
 typedef struct Cand {
-  IrNode *ar;                /* the all_reduce or reduce_scatter over dp */
-  IrNode *tail[MAX_TAIL];    /* the collectives that finish the gradient */
+  IrNode *ar;             /* the all_reduce or reduce_scatter over dp */
+  IrNode *tail[MAX_TAIL]; /* the collectives that finish the gradient */
   int ntail;
-  int64_t bytes;             /* the message, per rank */
+  int64_t bytes; /* the message, per rank */
   int bucket;
 } Cand;
 
-static bool bucket_op(IrOp op) { return op == IR_OP_ALL_REDUCE || op == IR_OP_REDUCE_SCATTER; }
+static bool bucket_op(IrOp op) {
+  return op == IR_OP_ALL_REDUCE || op == IR_OP_REDUCE_SCATTER;
+}
 
 int64_t bucket_id(const IrNode *n) {
   if (!bucket_op(n->op) || !ir_attrs_has(&n->attrs, IR_ATTR_BUCKET)) return -1;
@@ -72,7 +74,9 @@ int bucket_run(const IrFunc *f, int i) {
   return k;
 }
 
-static bool chain_op(IrOp op) { return ir_op_is_collective(op) || op == IR_OP_ALL_SLICE; }
+static bool chain_op(IrOp op) {
+  return ir_op_is_collective(op) || op == IR_OP_ALL_SLICE;
+}
 
 const IrValue *bucket_grad_param(const IrFunc *f, int i) {
   const IrValue *v = ((const IrNode *)f->nodes.items[i])->out[0];
@@ -90,11 +94,13 @@ const IrValue *bucket_grad_param(const IrFunc *f, int i) {
 
 typedef struct Use {
   int count;
-  int first;   /* index of the first use; f->nodes.len for a returned value */
+  int first;    /* index of the first use; f->nodes.len for a returned value */
   IrNode *user; /* the last user */
 } Use;
 
-static bool is_opt(IrOp op) { return op == IR_OP_GRAD_NORM || op == IR_OP_ADAMW || op == IR_OP_SGD; }
+static bool is_opt(IrOp op) {
+  return op == IR_OP_GRAD_NORM || op == IR_OP_ADAMW || op == IR_OP_SGD;
+}
 
 static void bucket_func(IrModule *m, IrFunc *f, int64_t cap, Arena *a) {
   int nn = f->nodes.len, opt = -1;
@@ -132,8 +138,8 @@ static void bucket_func(IrModule *m, IrFunc *f, int64_t cap, Arena *a) {
   int nc = 0;
   for (int i = 0; i < opt; i++) {
     IrNode *n = f->nodes.items[i];
-    if (!bucket_op(n->op) || n->nin != 1 || n->nout != 1 || n->attrs.v[IR_ATTR_MESH].i != IR_AX_DP ||
-        bucket_id(n) >= 0 || n->in[0]->dtype != IR_F32)
+    if (!bucket_op(n->op) || n->nin != 1 || n->nout != 1 ||
+        n->attrs.v[IR_ATTR_MESH].i != IR_AX_DP || bucket_id(n) >= 0 || n->in[0]->dtype != IR_F32)
       continue;
     Cand c = {.ar = n, .bytes = ir_local_numel(m, n->in[0]) * ir_dtype_size(n->in[0]->dtype)};
     IrValue *v = n->out[0];
@@ -141,8 +147,8 @@ static void bucket_func(IrModule *m, IrFunc *f, int64_t cap, Arena *a) {
     while (ok && !v->grad_of) { /* follow the collectives that finish the gradient */
       IrMapSlot *s = ir_map_get(&uses, v);
       Use *u = s ? s->p : NULL;
-      ok = u && u->count == 1 && u->user && chain_op(u->user->op) && u->user->nin == 1 && u->user->nout == 1 &&
-           u->first < opt && c.ntail < MAX_TAIL;
+      ok = u && u->count == 1 && u->user && chain_op(u->user->op) && u->user->nin == 1 &&
+           u->user->nout == 1 && u->first < opt && c.ntail < MAX_TAIL;
       if (ok) {
         c.tail[c.ntail++] = u->user;
         v = u->user->out[0];
@@ -174,7 +180,8 @@ static void bucket_func(IrModule *m, IrFunc *f, int64_t cap, Arena *a) {
   int *id = ARENA_ARRAY(a, int, nb), next = 0;
   for (int k = 0; k < nc; k++)
     if (last[cands[k].bucket] == k) id[cands[k].bucket] = next++;
-  for (int k = 0; k < nc; k++) ir_attrs_set_int(&cands[k].ar->attrs, IR_ATTR_BUCKET, id[cands[k].bucket]);
+  for (int k = 0; k < nc; k++)
+    ir_attrs_set_int(&cands[k].ar->attrs, IR_ATTR_BUCKET, id[cands[k].bucket]);
   IrMap moving, lastnode;
   ir_map_init(&moving, a, false);
   ir_map_init(&lastnode, a, false);

@@ -23,7 +23,8 @@ typedef struct Co {
   Arena a;
 } Co;
 
-static IrValue *emit(Co *c, const IrNode *at, IrOp op, IrValue *x, int axis, int dim, int to, IrPlacement p) {
+static IrValue *emit(Co *c, const IrNode *at, IrOp op, IrValue *x, int axis, int dim, int to,
+                     IrPlacement p) {
   char err[400];
   IrBuilder b = {.m = c->m, .f = c->f, .scope = at->scope, .group = at->group, .layer = at->layer};
   IrAttrs a = {0};
@@ -69,7 +70,8 @@ static IrValue *lower(Co *c, const IrNode *at, IrValue *x, const IrPlacement *to
       x = emit(c, at, IR_OP_ALL_REDUCE, x, a, 0, 0, B);
   }
   for (int a = 0; a < IR_NAXES; a++) /* splits that move */
-    if (x->pl[a].kind == IR_PL_S && to[a].kind == IR_PL_S && x->pl[a].dim != to[a].dim && fits(c->m, x, a, to[a]))
+    if (x->pl[a].kind == IR_PL_S && to[a].kind == IR_PL_S && x->pl[a].dim != to[a].dim &&
+        fits(c->m, x, a, to[a]))
       x = emit(c, at, IR_OP_ALL_TO_ALL, x, a, x->pl[a].dim, to[a].dim, to[a]);
   for (int a = 0; a < IR_NAXES; a++) /* splits that go */
     if (x->pl[a].kind == IR_PL_S && !ir_placement_eq(x->pl[a], to[a]))
@@ -121,7 +123,8 @@ bool pass_collectives(IrModule *m, PassCtx *cx) {
   for (int i = 0; i < m->funcs.len; i++) {
     IrFunc *f = m->funcs.items[i];
     bool any = false;
-    for (int j = 0; j < f->nodes.len && !any; j++) any = ((IrNode *)f->nodes.items[j])->op == IR_OP_RESHARD;
+    for (int j = 0; j < f->nodes.len && !any; j++)
+      any = ((IrNode *)f->nodes.items[j])->op == IR_OP_RESHARD;
     if (any) lower_func(&c, f);
   }
   arena_free(&c.a);

@@ -29,10 +29,13 @@ typedef struct Group {
   int n;
 } Group;
 
-static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+static int cmp_int(const void *a, const void *b) {
+  return *(const int *)a - *(const int *)b;
+}
 
 /* The fused node replacing group g (members of f's old node list `old`). */
-static IrNode *build_fused(IrModule *m, IrFunc *f, void **old, const Group *g, Arena *a, PassCtx *cx) {
+static IrNode *build_fused(IrModule *m, IrFunc *f, void **old, const Group *g, Arena *a,
+                           PassCtx *cx) {
   IrMap tnum, inum; /* member result -> t index; external operand -> i index */
   ir_map_init(&tnum, a, false);
   ir_map_init(&inum, a, false);
@@ -91,7 +94,8 @@ static bool fuse_func(IrModule *m, IrFunc *f, PassCtx *cx, Arena *a) {
     ir_map_put(&index, n)->i = i;
     for (int k = 0; k < n->nin; k++) ir_map_put(&uses, n->in[k])->i++;
   }
-  for (int i = 0; i < f->results.len; i++) ir_map_put(&uses, f->results.items[i])->i += 2; /* pinned */
+  for (int i = 0; i < f->results.len; i++)
+    ir_map_put(&uses, f->results.items[i])->i += 2; /* pinned */
 
   int *group_of = ARENA_ARRAY(a, int, nn);
   for (int i = 0; i < nn; i++) group_of[i] = -1;

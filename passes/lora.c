@@ -35,8 +35,8 @@
 #include "pass.h"
 
 typedef struct Site {
-  IrNode *lin;     /* the linear node */
-  IrValue *a, *b;  /* its adapters */
+  IrNode *lin;    /* the linear node */
+  IrValue *a, *b; /* its adapters */
 } Site;
 
 typedef struct Lora {
@@ -60,7 +60,8 @@ static const char *owner_of(Lora *l, const IrValue *w) {
   return s ? s->key : NULL;
 }
 
-static IrValue *adapter(Lora *l, const IrValue *w, const char *suffix, const IrShape *s, IrInit init) {
+static IrValue *adapter(Lora *l, const IrValue *w, const char *suffix, const IrShape *s,
+                        IrInit init) {
   size_t n = strlen(w->name) - 7; /* "<module>" of "<module>.weight" */
   const char *name = arena_printf(&l->scratch, "%.*s.%s", (int)n, w->name, suffix);
   if (ir_module_param(l->m, name)) {
@@ -189,7 +190,8 @@ static bool rewrite(Lora *l, IrFunc *f) {
 
 static bool is_adapter(const IrValue *p) {
   size_t n = strlen(p->name);
-  return n > 7 && (strcmp(p->name + n - 7, ".lora_a") == 0 || strcmp(p->name + n - 7, ".lora_b") == 0);
+  return n > 7 &&
+         (strcmp(p->name + n - 7, ".lora_a") == 0 || strcmp(p->name + n - 7, ".lora_b") == 0);
 }
 
 /* The module path of a parameter ("h.0.fc" of "h.0.fc.weight"), or NULL. */
@@ -236,8 +238,9 @@ bool pass_lora(IrModule *m, PassCtx *cx) {
   bool ok = true;
   for (int i = 0; i < m->funcs.len && ok; i++) ok = rewrite(&l, m->funcs.items[i]);
   if (ok && l.nadapted == 0) {
-    diag_error(l.d, cfg->loc, "lora: no linear op uses the weight of the %d Linear layer%s it names", cfg->nmodules,
-               cfg->nmodules == 1 ? "" : "s");
+    diag_error(l.d, cfg->loc,
+               "lora: no linear op uses the weight of the %d Linear layer%s it names",
+               cfg->nmodules, cfg->nmodules == 1 ? "" : "s");
     ok = false;
   }
   if (ok) {

@@ -22,7 +22,9 @@
 
 #include "pass.h"
 
-int64_t mp_value_bytes(const IrModule *m, const IrValue *v) { return ir_local_numel(m, v) * ir_dtype_size(v->dtype); }
+int64_t mp_value_bytes(const IrModule *m, const IrValue *v) {
+  return ir_local_numel(m, v) * ir_dtype_size(v->dtype);
+}
 
 static IrShape local(const IrModule *m, const IrValue *v) {
   IrShape s;
@@ -39,15 +41,17 @@ int64_t mp_workspace_bytes(const IrModule *m, const IrNode *n) {
   if (n->nin < 1) return 0;
   IrShape x = local(m, n->in[0]);
   switch (n->op) {
-  case IR_OP_LAYER_NORM: return n->nout < 3 ? 2 * 4 * rows_of(&x) : 0; /* mean, rstd */
-  case IR_OP_RMS_NORM: return n->nout < 2 ? 4 * rows_of(&x) : 0;      /* rstd */
-  case IR_OP_GROUP_NORM:                                              /* mean, rstd (B, G) */
-    return n->nout < 3 && ir_attrs_has(&n->attrs, IR_ATTR_GROUPS) ? 2 * 4 * x.d[0] * n->attrs.v[IR_ATTR_GROUPS].i : 0;
-  case IR_OP_ATTENTION: /* lse (B, H, T) */
-    return n->nout < 2 && x.rank == 4 ? 4 * x.d[0] * x.d[1] * x.d[2] : 0;
-  case IR_OP_CROSS_ENTROPY: /* lse (N) */
-    return n->nout < 2 && n->nin == 2 ? 4 * ir_local_numel(m, n->in[1]) : 0;
-  default: return 0;
+    case IR_OP_LAYER_NORM: return n->nout < 3 ? 2 * 4 * rows_of(&x) : 0; /* mean, rstd */
+    case IR_OP_RMS_NORM: return n->nout < 2 ? 4 * rows_of(&x) : 0;       /* rstd */
+    case IR_OP_GROUP_NORM:                                               /* mean, rstd (B, G) */
+      return n->nout < 3 && ir_attrs_has(&n->attrs, IR_ATTR_GROUPS)
+                 ? 2 * 4 * x.d[0] * n->attrs.v[IR_ATTR_GROUPS].i
+                 : 0;
+    case IR_OP_ATTENTION: /* lse (B, H, T) */
+      return n->nout < 2 && x.rank == 4 ? 4 * x.d[0] * x.d[1] * x.d[2] : 0;
+    case IR_OP_CROSS_ENTROPY: /* lse (N) */
+      return n->nout < 2 && n->nin == 2 ? 4 * ir_local_numel(m, n->in[1]) : 0;
+    default: return 0;
   }
 }
 
@@ -55,7 +59,8 @@ int64_t mp_view_offset(const IrModule *m, const IrNode *n) {
   if (n->nin < 1 || n->nout != 1) return -1;
   const IrValue *v = n->in[0];
   if (n->op == IR_OP_RESHAPE) return 0;
-  if (n->op == IR_OP_SLICE) { /* contiguous: step 1 and only size-1 dims before the axis, not split */
+  if (n->op ==
+      IR_OP_SLICE) { /* contiguous: step 1 and only size-1 dims before the axis, not split */
     IrShape x = local(m, v);
     int axis = (int)n->attrs.v[IR_ATTR_AXIS].i;
     int64_t step = ir_attrs_has(&n->attrs, IR_ATTR_STEP) ? n->attrs.v[IR_ATTR_STEP].i : 1;
@@ -76,7 +81,7 @@ int64_t mp_view_offset(const IrModule *m, const IrNode *n) {
 
 typedef struct Buf {
   IrRole arena;
-  int64_t size; /* aligned */
+  int64_t size;   /* aligned */
   int start, end; /* node positions, inclusive */
   int64_t offset;
 } Buf;
@@ -94,22 +99,25 @@ typedef struct FPlan {
   const IrFunc *f;
   Buf *bufs;
   int nbufs, cap;
-  IrMap loc;     /* IrValue* -> p: Loc* */
-  IrMap last;    /* IrValue* -> i: last use */
-  int *ws_buf;   /* per node: its scratch buffer or -1 */
+  IrMap loc;   /* IrValue* -> p: Loc* */
+  IrMap last;  /* IrValue* -> i: last use */
+  int *ws_buf; /* per node: its scratch buffer or -1 */
   int ninplace, nviews;
   int64_t live_peak;
 } FPlan;
 
 static IrRole arena_of(IrRole role) {
-  return role == IR_ROLE_GRAD || role == IR_ROLE_OPT || role == IR_ROLE_PARAM || role == IR_ROLE_INPUT ? role
-                                                                                                       : IR_ROLE_ACT;
+  return role == IR_ROLE_GRAD || role == IR_ROLE_OPT || role == IR_ROLE_PARAM ||
+                 role == IR_ROLE_INPUT
+             ? role
+             : IR_ROLE_ACT;
 }
 
 static int new_buf(FPlan *p, IrRole arena, int64_t bytes, int start, int end) {
   if (p->nbufs == p->cap) {
     int ncap = p->cap ? p->cap * 2 : 64;
-    p->bufs = arena_realloc(p->a, p->bufs, sizeof(Buf) * (size_t)p->cap, sizeof(Buf) * (size_t)ncap);
+    p->bufs =
+        arena_realloc(p->a, p->bufs, sizeof(Buf) * (size_t)p->cap, sizeof(Buf) * (size_t)ncap);
     p->cap = ncap;
   }
   p->bufs[p->nbufs] = (Buf){arena, mp_align(bytes > 0 ? bytes : 1), start, end, -1};
@@ -156,7 +164,8 @@ static void analyze(FPlan *p, const IrModule *m, const IrFunc *f, Arena *a) {
     for (int k = 0; k < n->nin; k++) ir_map_put(&p->last, n->in[k])->i = i;
   }
   for (int i = 0; i < f->results.len; i++) ir_map_put(&p->last, f->results.items[i])->i = nn;
-  if (strcmp(f->name, "forward") == 0 && eval_logits(f)) ir_map_put(&p->last, eval_logits(f))->i = nn;
+  if (strcmp(f->name, "forward") == 0 && eval_logits(f))
+    ir_map_put(&p->last, eval_logits(f))->i = nn;
 
   for (int i = 0; i < m->params.len; i++) {
     const IrValue *v = m->params.items[i];
@@ -200,14 +209,15 @@ static void analyze(FPlan *p, const IrModule *m, const IrFunc *f, Arena *a) {
         const Loc *src = loc_of(p, x);
         if (!src || src->buf < 0 || src->off != 0) continue;
         const Buf *b = &p->bufs[src->buf];
-        if (b->arena == ar && b->end <= i && b->size == mp_align(bytes) && mp_value_bytes(m, x) == bytes &&
-            ir_local_numel(m, x) == ir_local_numel(m, v))
+        if (b->arena == ar && b->end <= i && b->size == mp_align(bytes) &&
+            mp_value_bytes(m, x) == bytes && ir_local_numel(m, x) == ir_local_numel(m, v))
           reuse = src->buf;
         /* every other operand in that storage must be read at the same
          * element (a view at another offset would be overwritten first) */
         for (int q = 0; reuse >= 0 && q < n->nin; q++) {
           const Loc *o = loc_of(p, n->in[q]);
-          if (o && o->buf == reuse && (o->off != 0 || mp_value_bytes(m, n->in[q]) != bytes)) reuse = -1;
+          if (o && o->buf == reuse && (o->off != 0 || mp_value_bytes(m, n->in[q]) != bytes))
+            reuse = -1;
         }
       }
       if (reuse >= 0) {
@@ -249,7 +259,9 @@ static int by_lo(const void *a, const void *b) {
   return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
-static bool overlap_time(const Buf *a, const Buf *b) { return a->start <= b->end && b->start <= a->end; }
+static bool overlap_time(const Buf *a, const Buf *b) {
+  return a->start <= b->end && b->start <= a->end;
+}
 
 /* Step 3: offsets of the buffers of one arena by decreasing-size best fit;
  * returns the arena's size. */
@@ -290,8 +302,8 @@ static bool check_plan(const FPlan *p, char *err, size_t errlen) {
       const Buf *x = &p->bufs[i], *y = &p->bufs[j];
       if (x->arena != y->arena || !overlap_time(x, y)) continue;
       if (x->offset < y->offset + y->size && y->offset < x->offset + x->size) {
-        snprintf(err, errlen, "@%s: buffers %d and %d of arena %s overlap while both live", p->f->name, i, j,
-                 ir_role_name(x->arena));
+        snprintf(err, errlen, "@%s: buffers %d and %d of arena %s overlap while both live",
+                 p->f->name, i, j, ir_role_name(x->arena));
         return false;
       }
     }
@@ -321,7 +333,9 @@ static bool place_fixed(IrModule *m, Arena *a, int64_t *top, char *err, size_t e
       if (s->p) {
         const IrValue *w = s->p;
         if (w->dtype != v->dtype || !ir_shape_eq(&w->shape, &v->shape) || w->role != v->role) {
-          snprintf(err, errlen, "input %%%s of @%s differs in type or role from the input of the same name of another function",
+          snprintf(err, errlen,
+                   "input %%%s of @%s differs in type or role from the input of the same name of "
+                   "another function",
                    v->name, f->name);
           return false;
         }
@@ -349,8 +363,10 @@ bool pass_memplan(IrModule *m, PassCtx *cx) {
     IrFunc *f = m->funcs.items[fi];
     FPlan p;
     analyze(&p, m, f, &a);
-    for (size_t r = 0; r < sizeof planned_arenas / sizeof planned_arenas[0]; r++) assign(&p, planned_arenas[r], &a);
-    for (int b = 0; b < p.nbufs; b++) p.bufs[b].offset += fixed[p.bufs[b].arena]; /* planned above the fixed part */
+    for (size_t r = 0; r < sizeof planned_arenas / sizeof planned_arenas[0]; r++)
+      assign(&p, planned_arenas[r], &a);
+    for (int b = 0; b < p.nbufs; b++)
+      p.bufs[b].offset += fixed[p.bufs[b].arena]; /* planned above the fixed part */
     if (!check_plan(&p, err, sizeof err)) {
       ok = false;
       break;
@@ -411,7 +427,8 @@ bool mp_summarize(const IrModule *m, MpSummary *s, char *err, size_t errlen) {
         if (!n->out[j]->mem_planned) planned = false;
         extent(m, top, n->out[j]);
       }
-      if (n->ws_bytes > 0 && n->ws_offset + n->ws_bytes > top[IR_ROLE_ACT]) top[IR_ROLE_ACT] = n->ws_offset + n->ws_bytes;
+      if (n->ws_bytes > 0 && n->ws_offset + n->ws_bytes > top[IR_ROLE_ACT])
+        top[IR_ROLE_ACT] = n->ws_offset + n->ws_bytes;
     }
     for (int r = 0; r < IR_ROLE_COUNT; r++) {
       top[r] = mp_align(top[r]);

@@ -20,7 +20,9 @@
 
 #define MP_ALIGN 64 /* every buffer starts on a cache line (and AVX-512 vector) */
 
-static inline int64_t mp_align(int64_t n) { return (n + MP_ALIGN - 1) / MP_ALIGN * MP_ALIGN; }
+static inline int64_t mp_align(int64_t n) {
+  return (n + MP_ALIGN - 1) / MP_ALIGN * MP_ALIGN;
+}
 
 /* Bytes one rank holds of a value (local numel * element size, the
  * placement's splits applied), unaligned. The plan is per rank: every rank
@@ -39,9 +41,9 @@ int64_t mp_view_offset(const IrModule *m, const IrNode *n);
 typedef struct MpFuncStats {
   const char *name;
   int64_t arena[IR_ROLE_COUNT]; /* bytes this function needs per planned arena (act, grad) */
-  int64_t live_peak;            /* act: the largest sum of live buffers at one node (a lower bound) */
-  int nbuffers;                 /* act and grad buffers planned */
-  int ninplace, nviews;         /* results sharing an operand's storage */
+  int64_t live_peak;    /* act: the largest sum of live buffers at one node (a lower bound) */
+  int nbuffers;         /* act and grad buffers planned */
+  int ninplace, nviews; /* results sharing an operand's storage */
 } MpFuncStats;
 
 #define MP_MAX_FUNCS 16

@@ -27,7 +27,8 @@ typedef struct Opt {
   char err[512];
 } Opt;
 
-static IrNode *build(Opt *o, IrBuilder *b, IrOp op, IrValue **in, int nin, const IrAttrs *a, SrcLoc loc) {
+static IrNode *build(Opt *o, IrBuilder *b, IrOp op, IrValue **in, int nin, const IrAttrs *a,
+                     SrcLoc loc) {
   IrNode *n = ir_build(b, op, in, nin, a, loc, o->err, sizeof o->err, NULL);
   if (!n) diag_error(o->d, loc, "optimizer: %s", o->err);
   return n;

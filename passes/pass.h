@@ -13,7 +13,7 @@ typedef struct PassCtx {
   Diag *d;
   const MmPlan *plan;
   const MmTrain *train;
-  bool no_fuse; /* fuse: leave every op on its own (mmc --no-fuse) */
+  bool no_fuse;   /* fuse: leave every op on its own (mmc --no-fuse) */
   bool inference; /* generate/eval executables: no @train (autodiff and optimizer do nothing) */
 } PassCtx;
 

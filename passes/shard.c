@@ -57,15 +57,17 @@ typedef struct Sh {
   Arena a;      /* everything below; dropped at the end */
   IrMap uses;   /* value -> Use* (per function) */
   IrMap region; /* value -> i: the dim a column split of some linear reaches it at (+1) */
-  IrMap want;   /* param -> i: the tp placement the strategy wants (S(i - 1), or -1 for a conflict) */
-  IrMap hint;   /* value -> p: IrPlacement[IR_NAXES] wished for (kind -1: none) */
-  IrMap req;    /* node -> p: IrPlacement[nin * IR_NAXES], what its strategy needs */
+  IrMap want; /* param -> i: the tp placement the strategy wants (S(i - 1), or -1 for a conflict) */
+  IrMap hint; /* value -> p: IrPlacement[IR_NAXES] wished for (kind -1: none) */
+  IrMap req;  /* node -> p: IrPlacement[nin * IR_NAXES], what its strategy needs */
   IrMap planned; /* value -> p: Planned*, the reshards earlier nodes of this sweep need */
   bool sp_warned;
   bool ok;
 } Sh;
 
-static bool is_param(const IrValue *v) { return !v->def && (v->role == IR_ROLE_PARAM || v->role == IR_ROLE_OPT); }
+static bool is_param(const IrValue *v) {
+  return !v->def && (v->role == IR_ROLE_PARAM || v->role == IR_ROLE_OPT);
+}
 
 static void build_uses(Sh *s, IrFunc *f) {
   ir_map_init(&s->uses, &s->a, false);
@@ -87,7 +89,9 @@ static Use *uses_of(Sh *s, IrValue *v) {
 
 /* The scope of a node without the last component: "gpt.h.0.mlp" of
  * "gpt.h.0.mlp.fc1", for messages. */
-static const char *where(const IrNode *n) { return n->scope ? n->scope : "the model"; }
+static const char *where(const IrNode *n) {
+  return n->scope ? n->scope : "the model";
+}
 
 /* ---- the tensor-parallel strategy ---- */
 
@@ -98,34 +102,51 @@ static int transfer(const IrNode *n, int k, int d) {
   const IrShape *x = &n->in[k]->shape;
   int r = n->nout ? n->out[0]->shape.rank : 0;
   switch (n->op) {
-  case IR_OP_ADD: case IR_OP_SUB: case IR_OP_MUL: case IR_OP_DIV:
-    return d + (r - x->rank);
-  case IR_OP_NEG: case IR_OP_EXP: case IR_OP_LOG: case IR_OP_SQRT: case IR_OP_RSQRT: case IR_OP_TANH:
-  case IR_OP_SIGMOID: case IR_OP_RELU: case IR_OP_GELU: case IR_OP_GELU_TANH: case IR_OP_SILU: case IR_OP_CAST:
-  case IR_OP_DROPOUT: case IR_OP_ADD_SCALAR: case IR_OP_MUL_SCALAR: case IR_OP_POW_SCALAR:
-    return d;
-  case IR_OP_ROPE: return d == 2 ? 2 : -1;
-  case IR_OP_LAYER_NORM: case IR_OP_RMS_NORM: return k == 0 && d != x->rank - 1 ? d : -1;
-  case IR_OP_ATTENTION: return k <= 2 && d == 2 ? 2 : -1;
-  case IR_OP_SLICE: return d != n->attrs.v[IR_ATTR_AXIS].i ? d : -1;
-  case IR_OP_TRANSPOSE: {
-    const IrAttrVal *p = &n->attrs.v[IR_ATTR_PERM];
-    for (int j = 0; j < p->nints; j++)
-      if (p->ints[j] == d) return j;
-    return -1;
-  }
-  case IR_OP_RESHAPE: {
-    IrShardRule rule;
-    ir_shard_rule(n, &rule);
-    for (int j = 0; j < r; j++)
-      if (rule.in[0][d] & rule.out[0][j]) return j;
-    return -1;
-  }
-  default: return -1;
+    case IR_OP_ADD:
+    case IR_OP_SUB:
+    case IR_OP_MUL:
+    case IR_OP_DIV: return d + (r - x->rank);
+    case IR_OP_NEG:
+    case IR_OP_EXP:
+    case IR_OP_LOG:
+    case IR_OP_SQRT:
+    case IR_OP_RSQRT:
+    case IR_OP_TANH:
+    case IR_OP_SIGMOID:
+    case IR_OP_RELU:
+    case IR_OP_GELU:
+    case IR_OP_GELU_TANH:
+    case IR_OP_SILU:
+    case IR_OP_CAST:
+    case IR_OP_DROPOUT:
+    case IR_OP_ADD_SCALAR:
+    case IR_OP_MUL_SCALAR:
+    case IR_OP_POW_SCALAR: return d;
+    case IR_OP_ROPE: return d == 2 ? 2 : -1;
+    case IR_OP_LAYER_NORM:
+    case IR_OP_RMS_NORM: return k == 0 && d != x->rank - 1 ? d : -1;
+    case IR_OP_ATTENTION: return k <= 2 && d == 2 ? 2 : -1;
+    case IR_OP_SLICE: return d != n->attrs.v[IR_ATTR_AXIS].i ? d : -1;
+    case IR_OP_TRANSPOSE: {
+      const IrAttrVal *p = &n->attrs.v[IR_ATTR_PERM];
+      for (int j = 0; j < p->nints; j++)
+        if (p->ints[j] == d) return j;
+      return -1;
+    }
+    case IR_OP_RESHAPE: {
+      IrShardRule rule;
+      ir_shard_rule(n, &rule);
+      for (int j = 0; j < r; j++)
+        if (rule.in[0][d] & rule.out[0][j]) return j;
+      return -1;
+    }
+    default: return -1;
   }
 }
 
-static bool binary(IrOp op) { return op == IR_OP_ADD || op == IR_OP_SUB || op == IR_OP_MUL || op == IR_OP_DIV; }
+static bool binary(IrOp op) {
+  return op == IR_OP_ADD || op == IR_OP_SUB || op == IR_OP_MUL || op == IR_OP_DIV;
+}
 
 /* region: the values a column split (of any linear or conv) reaches, and at
  * which dim, so that a binary op joining two of them (a gate times an up
@@ -137,7 +158,8 @@ static void build_region(Sh *s, IrFunc *f) {
     if (n->nout < 1) continue;
     if ((n->op == IR_OP_LINEAR && is_param(n->in[1])) ||
         ((n->op == IR_OP_CONV2D || n->op == IR_OP_CONV3D) && is_param(n->in[1]))) {
-      ir_map_put(&s->region, n->out[0])->i = (n->op == IR_OP_LINEAR ? n->out[0]->shape.rank - 1 : 1) + 1;
+      ir_map_put(&s->region, n->out[0])->i =
+          (n->op == IR_OP_LINEAR ? n->out[0]->shape.rank - 1 : 1) + 1;
       continue;
     }
     int dim = -1;
@@ -211,11 +233,13 @@ static void walk(Sh *s, IrValue *v, int d, Walk *w, int depth) {
         int od = dd - (n->out[0]->shape.rank - x->shape.rank);
         if (is_param(x)) {
           /* a bias or scale along the split dim is split with it */
-          if (od >= 0 && x->shape.d[od] == n->out[0]->shape.d[dd] && x->shape.d[od] > 1 && w->biases.len < 64) {
+          if (od >= 0 && x->shape.d[od] == n->out[0]->shape.d[dd] && x->shape.d[od] > 1 &&
+              w->biases.len < 64) {
             w->bdims[w->biases.len] = od;
             ptrvec_push(&s->a, &w->biases, x);
           }
-        } else if (region_dim(s, x) != (n->op == IR_OP_ATTENTION ? 2 : od) && !(od < 0 || x->shape.d[od] == 1)) {
+        } else if (region_dim(s, x) != (n->op == IR_OP_ATTENTION ? 2 : od) &&
+                   !(od < 0 || x->shape.d[od] == 1)) {
           w->ok = false;
         }
       }
@@ -226,11 +250,15 @@ static void walk(Sh *s, IrValue *v, int d, Walk *w, int depth) {
 
 static void want(Sh *s, IrValue *p, int dim) {
   IrMapSlot *sl = ir_map_put(&s->want, p);
-  if (sl->i == 0) sl->i = dim + 1;
-  else if (sl->i != dim + 1) sl->i = -1; /* wanted two ways: stays replicated */
+  if (sl->i == 0)
+    sl->i = dim + 1;
+  else if (sl->i != dim + 1)
+    sl->i = -1; /* wanted two ways: stays replicated */
 }
 
-static bool divides(int64_t n, int t) { return n % t == 0; }
+static bool divides(int64_t n, int t) {
+  return n % t == 0;
+}
 
 static void tp_strategy(Sh *s, IrFunc *f) {
   int tp = s->m->mesh[IR_AX_TP];
@@ -241,10 +269,13 @@ static void tp_strategy(Sh *s, IrFunc *f) {
     bool lin = n->op == IR_OP_LINEAR, conv = n->op == IR_OP_CONV2D || n->op == IR_OP_CONV3D;
     if (n->op == IR_OP_EMBEDDING && is_param(n->in[1])) {
       IrValue *t = n->in[1];
-      if (divides(t->shape.d[0], tp)) want(s, t, 0);
+      if (divides(t->shape.d[0], tp))
+        want(s, t, 0);
       else
-        diag_warning(s->d, n->loc, "tp = %d does not divide the vocabulary of %lld of '%s'; the embedding stays "
-                     "replicated", tp, (long long)t->shape.d[0], where(n));
+        diag_warning(s->d, n->loc,
+                     "tp = %d does not divide the vocabulary of %lld of '%s'; the embedding stays "
+                     "replicated",
+                     tp, (long long)t->shape.d[0], where(n));
       continue;
     }
     if (!(lin || conv) || !is_param(n->in[1]) || n->nout < 1) continue;
@@ -271,8 +302,10 @@ static void tp_strategy(Sh *s, IrFunc *f) {
         char sh[200];
         ir_shape_str(sh, sizeof sh, &bad->shape);
         diag_error(s->d, n->loc,
-                   "tensor parallel: tp = %d does not divide dim %d (%lld) of %s%s%s, which the column-parallel "
-                   "'%s' splits", tp, bad_dim, (long long)bad->shape.d[bad_dim], is_param(bad) ? "@" : "a value ",
+                   "tensor parallel: tp = %d does not divide dim %d (%lld) of %s%s%s, which the "
+                   "column-parallel "
+                   "'%s' splits",
+                   tp, bad_dim, (long long)bad->shape.d[bad_dim], is_param(bad) ? "@" : "a value ",
                    is_param(bad) ? bad->name : "of shape ", is_param(bad) ? "" : sh, where(n));
         if (s->plan->loc_tp.file) diag_note(s->d, s->plan->loc_tp, "tp set here");
         s->ok = false;
@@ -287,9 +320,11 @@ static void tp_strategy(Sh *s, IrFunc *f) {
   for (int i = 0; i < s->m->params.len; i++) {
     IrValue *p = s->m->params.items[i];
     IrMapSlot *sl = ir_map_get(&s->want, p);
-    if (sl && sl->i > 0) p->pl[IR_AX_TP] = (IrPlacement){IR_PL_S, (int)sl->i - 1};
+    if (sl && sl->i > 0)
+      p->pl[IR_AX_TP] = (IrPlacement){IR_PL_S, (int)sl->i - 1};
     else if (sl && sl->i < 0)
-      diag_warning(s->d, p->loc, "@%s is used both column- and row-parallel; it stays replicated", p->name);
+      diag_warning(s->d, p->loc, "@%s is used both column- and row-parallel; it stays replicated",
+                   p->name);
   }
 }
 
@@ -309,7 +344,8 @@ static void dp_strategy(Sh *s) {
             seen = !strcmp(((IrValue *)g->inputs.items[j])->name, x->name);
         }
         if (!seen) {
-          diag_error(s->d, x->loc, "data parallel: dp = %d does not divide the batch of %lld of input '%s'", dp,
+          diag_error(s->d, x->loc,
+                     "data parallel: dp = %d does not divide the batch of %lld of input '%s'", dp,
                      (long long)x->shape.d[0], x->name);
           if (s->plan->loc_dp.file) diag_note(s->d, s->plan->loc_dp, "dp set here");
         }
@@ -336,21 +372,25 @@ static void state_like_params(Sh *s) {
 /* ---- propagation ---- */
 
 #define PARAM_PENALTY 1000.0
-#define SEQ_BONUS 0.01
-#define SLICE_COST 0.001
+#define SEQ_BONUS     0.01
+#define SLICE_COST    0.001
 
 /* Elements one rank sends to move v from `from` to `to` on axis a (§7.3's
  * table); INFINITY for what no collective does (-> P). */
-static double move_cost(const IrModule *m, const IrValue *v, int a, IrPlacement from, IrPlacement to) {
+static double move_cost(const IrModule *m, const IrValue *v, int a, IrPlacement from,
+                        IrPlacement to) {
   if (ir_placement_eq(from, to)) return 0;
   if (to.kind == IR_PL_P) return INFINITY;
   double n = m->mesh[a], t = (double)ir_numel(&v->shape);
   for (int b = 0; b < IR_NAXES; b++)
     if (b != a && v->pl[b].kind == IR_PL_S) t /= m->mesh[b];
   double c;
-  if (from.kind == IR_PL_P) c = (to.kind == IR_PL_B ? 2 : 1) * t * (n - 1) / n;
-  else if (from.kind == IR_PL_S) c = to.kind == IR_PL_B ? t * (n - 1) / n : t * (n - 1) / (n * n);
-  else c = SLICE_COST;
+  if (from.kind == IR_PL_P)
+    c = (to.kind == IR_PL_B ? 2 : 1) * t * (n - 1) / n;
+  else if (from.kind == IR_PL_S)
+    c = to.kind == IR_PL_B ? t * (n - 1) / n : t * (n - 1) / (n * n);
+  else
+    c = SLICE_COST;
   if (is_param(v) && a != IR_AX_DP) c *= PARAM_PENALTY;
   return c;
 }
@@ -412,10 +452,11 @@ static void build_hints(Sh *s, IrFunc *f) {
     }
     IrPlacement *h = n->nout == 1 ? hint_of(s, n->out[0]) : NULL;
     if (!h) continue;
-    if (n->op == IR_OP_ADD || n->op == IR_OP_SUB || n->op == IR_OP_MUL_SCALAR || n->op == IR_OP_NEG ||
-        n->op == IR_OP_CAST)
+    if (n->op == IR_OP_ADD || n->op == IR_OP_SUB || n->op == IR_OP_MUL_SCALAR ||
+        n->op == IR_OP_NEG || n->op == IR_OP_CAST)
       for (int k = 0; k < n->nin; k++)
-        if (n->in[k]->def && ir_shape_eq(&n->in[k]->shape, &n->out[0]->shape)) set_hint(s, n->in[k], h);
+        if (n->in[k]->def && ir_shape_eq(&n->in[k]->shape, &n->out[0]->shape))
+          set_hint(s, n->in[k], h);
   }
 }
 
@@ -427,7 +468,8 @@ static IrPlacement *req_of(Sh *s, IrNode *n) {
 
 /* Whether placement p on axis a of value v (with `other` on the other
  * axes) splits its dims evenly. */
-static bool even(const IrModule *m, const IrValue *v, const IrPlacement *other, int a, IrPlacement p) {
+static bool even(const IrModule *m, const IrValue *v, const IrPlacement *other, int a,
+                 IrPlacement p) {
   if (p.kind != IR_PL_S) return true;
   int64_t ways = m->mesh[a];
   for (int b = 0; b < IR_NAXES; b++)
@@ -443,7 +485,8 @@ static bool decide(Sh *s, IrNode *n, const IrShardRule *r, int a, IrPlacement *r
   if (r->kind == IR_SK_FREE) {
     bool changed = false;
     for (int k = 0; k < n->nin; k++)
-      req[k * IR_NAXES + a] = n->in[k]->pl[a].kind == IR_PL_P ? (IrPlacement){IR_PL_B, 0} : n->in[k]->pl[a];
+      req[k * IR_NAXES + a] =
+          n->in[k]->pl[a].kind == IR_PL_P ? (IrPlacement){IR_PL_B, 0} : n->in[k]->pl[a];
     for (int j = 0; j < n->nout; j++) {
       changed |= n->out[j]->pl[a].kind != IR_PL_B;
       n->out[j]->pl[a] = (IrPlacement){IR_PL_B, 0};
@@ -455,8 +498,8 @@ static bool decide(Sh *s, IrNode *n, const IrShardRule *r, int a, IrPlacement *r
   bool any_p = false;
   for (int k = 0; k < n->nin; k++) any_p |= n->in[k]->pl[a].kind == IR_PL_P;
   int seqf = -1; /* the factor of the sequence dim, when sp lets it split */
-  if (a == IR_AX_TP && s->plan->sp && (r->pflags & IR_SHP_SEQ) && n->nout >= 1 && n->out[0]->shape.rank == 3 &&
-      ir_dtype_is_float(n->out[0]->dtype)) {
+  if (a == IR_AX_TP && s->plan->sp && (r->pflags & IR_SHP_SEQ) && n->nout >= 1 &&
+      n->out[0]->shape.rank == 3 && ir_dtype_is_float(n->out[0]->dtype)) {
     uint32_t mask = r->out[0][1];
     if (mask && !(mask & (mask - 1))) seqf = __builtin_ctz(mask);
   }
@@ -489,7 +532,8 @@ static bool decide(Sh *s, IrNode *n, const IrShardRule *r, int a, IrPlacement *r
     }
     double cost = -bonus;
     for (int k = 0; k < n->nin; k++)
-      if (!is_planned(s, n->in[k], a, rq[k])) cost += move_cost(m, n->in[k], a, n->in[k]->pl[a], rq[k]);
+      if (!is_planned(s, n->in[k], a, rq[k]))
+        cost += move_cost(m, n->in[k], a, n->in[k]->pl[a], rq[k]);
     for (int j = 0; j < n->nout; j++) {
       IrPlacement *h = hint_of(s, n->out[j]);
       if (h && h[a].kind != IR_PL_P) cost += move_cost(m, n->out[j], a, out[j], h[a]);
@@ -501,8 +545,10 @@ static bool decide(Sh *s, IrNode *n, const IrShardRule *r, int a, IrPlacement *r
     }
   }
   if (seq_blocked && !s->sp_warned && best > 0) {
-    diag_warning(s->d, n->loc, "sequence parallel: tp = %d does not divide the sequence of %lld here; these "
-                 "activations stay whole", m->mesh[a], (long long)n->out[0]->shape.d[1]);
+    diag_warning(s->d, n->loc,
+                 "sequence parallel: tp = %d does not divide the sequence of %lld here; these "
+                 "activations stay whole",
+                 m->mesh[a], (long long)n->out[0]->shape.d[1]);
     s->sp_warned = true;
   }
   MM_ASSERT(best < INFINITY); /* NONE is always possible: P -> B, S -> B */
@@ -534,7 +580,8 @@ static bool sweep(Sh *s, IrFunc *f) {
     }
     for (int k = 0; k < n->nin; k++) {
       IrPlacement want[IR_NAXES];
-      for (int a = 0; a < IR_NAXES; a++) want[a] = s->m->mesh[a] > 1 ? req[k * IR_NAXES + a] : n->in[k]->pl[a];
+      for (int a = 0; a < IR_NAXES; a++)
+        want[a] = s->m->mesh[a] > 1 ? req[k * IR_NAXES + a] : n->in[k]->pl[a];
       if (memcmp(want, n->in[k]->pl, sizeof want)) plan_reshard(s, n->in[k], want);
     }
   }
@@ -555,7 +602,8 @@ static IrValue *reshard(Sh *s, IrFunc *f, IrValue *x, const IrPlacement *pl, con
 /* Moves the node just built (the last of f) to index `at`. */
 static void move_last_to(IrFunc *f, int at) {
   void *n = f->nodes.items[f->nodes.len - 1];
-  memmove(&f->nodes.items[at + 1], &f->nodes.items[at], sizeof(void *) * (size_t)(f->nodes.len - 1 - at));
+  memmove(&f->nodes.items[at + 1], &f->nodes.items[at],
+          sizeof(void *) * (size_t)(f->nodes.len - 1 - at));
   f->nodes.items[at] = n;
 }
 
@@ -621,7 +669,8 @@ static void materialize(Sh *s, IrFunc *f) {
       for (int k = 0; k < n->nin; k++) {
         IrValue *x = n->in[k];
         IrPlacement want[IR_NAXES];
-        for (int a = 0; a < IR_NAXES; a++) want[a] = s->m->mesh[a] > 1 ? req[k * IR_NAXES + a] : x->pl[a];
+        for (int a = 0; a < IR_NAXES; a++)
+          want[a] = s->m->mesh[a] > 1 ? req[k * IR_NAXES + a] : x->pl[a];
         if (same_pl(want, x->pl)) continue;
         IrMapSlot *ds = ir_map_put(&done, x);
         Done *d = ds->p;
@@ -645,7 +694,8 @@ static void materialize(Sh *s, IrFunc *f) {
     bool p = false;
     for (int a = 0; a < IR_NAXES; a++) {
       want[a] = v->pl[a];
-      if (v->shape.rank == 0 && v->pl[a].kind == IR_PL_P) want[a] = (IrPlacement){IR_PL_B, 0}, p = true;
+      if (v->shape.rank == 0 && v->pl[a].kind == IR_PL_P)
+        want[a] = (IrPlacement){IR_PL_B, 0}, p = true;
     }
     if (p && v->def) f->results.items[i] = reshard(s, f, v, want, v->def);
   }
@@ -673,7 +723,8 @@ bool pass_shard(IrModule *m, PassCtx *cx) {
   if (trivial) return true;
   Sh s = {.m = m, .d = cx->d ? cx->d : m->diag, .plan = plan, .ok = true};
   if (plan->cp > 1) {
-    diag_error(s.d, plan->loc_cp, "context parallel (cp = %d) is not supported yet; use tp, sp and dp", plan->cp);
+    diag_error(s.d, plan->loc_cp,
+               "context parallel (cp = %d) is not supported yet; use tp, sp and dp", plan->cp);
     return false;
   }
   for (int a = 0; a < IR_NAXES; a++) m->mesh[a] = mesh[a] < 1 ? 1 : mesh[a];

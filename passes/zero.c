@@ -32,16 +32,22 @@ typedef struct Zero {
   IrMap store; /* param -> i: storage dim + 1 */
 } Zero;
 
-static bool step_op(IrOp op) { return op == IR_OP_ADAMW || op == IR_OP_SGD; }
+static bool step_op(IrOp op) {
+  return op == IR_OP_ADAMW || op == IR_OP_SGD;
+}
 
 static int storage_dim(Zero *z, IrValue *p) {
   IrMapSlot *s = ir_map_get(&z->store, p);
   return s ? (int)s->i - 1 : -1;
 }
 
-static IrNode *reshard_node(Zero *z, IrFunc *f, IrValue *x, const IrPlacement *pl, const IrNode *at, SrcLoc loc) {
+static IrNode *reshard_node(Zero *z, IrFunc *f, IrValue *x, const IrPlacement *pl, const IrNode *at,
+                            SrcLoc loc) {
   char err[400];
-  IrBuilder b = {.m = z->m, .f = f, .scope = at ? at->scope : NULL, .group = at ? at->group : -1,
+  IrBuilder b = {.m = z->m,
+                 .f = f,
+                 .scope = at ? at->scope : NULL,
+                 .group = at ? at->group : -1,
                  .layer = at ? at->layer : -1};
   IrAttrs none = {0};
   IrNode *n = ir_build(&b, IR_OP_RESHARD, &x, 1, &none, loc, err, sizeof err, NULL);
@@ -53,7 +59,8 @@ static IrNode *reshard_node(Zero *z, IrFunc *f, IrValue *x, const IrPlacement *p
 /* Moves the last node of f to index `at`. */
 static void move_last_to(IrFunc *f, int at) {
   void *n = f->nodes.items[f->nodes.len - 1];
-  memmove(&f->nodes.items[at + 1], &f->nodes.items[at], sizeof(void *) * (size_t)(f->nodes.len - 1 - at));
+  memmove(&f->nodes.items[at + 1], &f->nodes.items[at],
+          sizeof(void *) * (size_t)(f->nodes.len - 1 - at));
   f->nodes.items[at] = n;
 }
 
@@ -151,7 +158,8 @@ static void grads(Zero *z, IrFunc *f) {
 static bool in_module(const IrNode *n, const IrValue *p) {
   const char *dot = strrchr(p->name, '.');
   size_t len = dot ? (size_t)(dot - p->name) : strlen(p->name);
-  return n->scope && strncmp(n->scope, p->name, len) == 0 && (n->scope[len] == 0 || n->scope[len] == '.');
+  return n->scope && strncmp(n->scope, p->name, len) == 0 &&
+         (n->scope[len] == 0 || n->scope[len] == '.');
 }
 
 /* Parameters stored S(d) are gathered before use: once per function

@@ -50,21 +50,21 @@
 #include "mmrt_data.h"
 #include "mmrt_log.h"
 
-#define MMRT_CAPTION_PROMPTS 4
-#define MMRT_CAPTION_ANSWERS 3   /* phrasings per class; 0 is canonical */
+#define MMRT_CAPTION_PROMPTS   4
+#define MMRT_CAPTION_ANSWERS   3 /* phrasings per class; 0 is canonical */
 #define MMRT_CAPTION_MAX_WORDS 8 /* words in one prompt or one answer */
-#define MMRT_IGNORE_INDEX (-100)
+#define MMRT_IGNORE_INDEX      (-100)
 
 enum {
-    MMRT_TOK_PAD = 0,
-    MMRT_TOK_BOS = 1,
-    MMRT_TOK_EOS = 2,
-    MMRT_TOK_IMG = 3,
-    MMRT_TOK_FIRST_WORD = 4,
+  MMRT_TOK_PAD = 0,
+  MMRT_TOK_BOS = 1,
+  MMRT_TOK_EOS = 2,
+  MMRT_TOK_IMG = 3,
+  MMRT_TOK_FIRST_WORD = 4,
 };
 
-#define MMRT_TOK_MAX 128 /* room for ids; the caption vocabulary uses 34 */
-#define MMRT_TOK_WORD 16 /* bytes per word, with the NUL */
+#define MMRT_TOK_MAX  128 /* room for ids; the caption vocabulary uses 34 */
+#define MMRT_TOK_WORD 16  /* bytes per word, with the NUL */
 
 /* ---- caption texts ---- */
 
@@ -79,9 +79,9 @@ const char *mmrt_caption_answer(int label, int k);
 /* ---- tokenizer ---- */
 
 typedef struct MmrtTokenizer {
-    int size;                                /* V: 4 specials + the words */
-    char words[MMRT_TOK_MAX][MMRT_TOK_WORD]; /* (V) id -> "<pad>", "<bos>",
-                                                "<eos>", "<img>", sorted words */
+  int size;                                /* V: 4 specials + the words */
+  char words[MMRT_TOK_MAX][MMRT_TOK_WORD]; /* (V) id -> "<pad>", "<bos>",
+                                              "<eos>", "<img>", sorted words */
 } MmrtTokenizer;
 
 /* The caption vocabulary: specials, then every word of every prompt and
@@ -102,14 +102,14 @@ const char *mmrt_tok_word(const MmrtTokenizer *tok, int32_t id);
 /* ids[0..*n) = the words of `text` (split on whitespace).  Fails on an
  * unknown word (MMRT_ERR_ARG, naming the word and listing the vocabulary)
  * and when more than `cap` ids are needed. */
-int mmrt_tok_encode(const MmrtTokenizer *tok, const char *text, int32_t *ids,
-                    int cap, int *n, char *err, size_t errlen);
+int mmrt_tok_encode(const MmrtTokenizer *tok, const char *text, int32_t *ids, int cap, int *n,
+                    char *err, size_t errlen);
 
 /* The words of ids[0..n) joined by single spaces into buf, stopping before
  * the first EOS; PAD, BOS and IMG are written by name ("<pad>", ...).
  * Fails on an id outside [0, V) and when buf is too small. */
-int mmrt_tok_decode(const MmrtTokenizer *tok, const int32_t *ids, int n,
-                    char *buf, size_t len, char *err, size_t errlen);
+int mmrt_tok_decode(const MmrtTokenizer *tok, const int32_t *ids, int n, char *buf, size_t len,
+                    char *err, size_t errlen);
 
 /* ---- one sequence ---- */
 
@@ -117,36 +117,35 @@ int mmrt_tok_decode(const MmrtTokenizer *tok, const int32_t *ids, int n,
  * above.  Fails on unknown words and, with MMRT_ERR_ARG, when BOS + IMG x
  * img_in_text + prompt + answer + EOS exceeds T (the message gives each
  * count and T).  labels may be NULL. */
-int mmrt_caption_layout(const MmrtTokenizer *tok, const char *prompt,
-                        const char *answer, int T, int img_in_text,
-                        int32_t *ids, int32_t *labels, char *err, size_t errlen);
+int mmrt_caption_layout(const MmrtTokenizer *tok, const char *prompt, const char *answer, int T,
+                        int img_in_text, int32_t *ids, int32_t *labels, char *err, size_t errlen);
 
 /* ---- the captioner: tokenizer, layout and phrasing choice together ---- */
 
 typedef enum MmrtCaptionMode { MMRT_CAPTION_TRAIN, MMRT_CAPTION_EVAL } MmrtCaptionMode;
 
 typedef struct MmrtCaptionTokens {
-    int n;
-    int32_t ids[MMRT_CAPTION_MAX_WORDS];
+  int n;
+  int32_t ids[MMRT_CAPTION_MAX_WORDS];
 } MmrtCaptionTokens;
 
 typedef struct MmrtCaptioner {
-    MmrtTokenizer tok;
-    int T;           /* text positions */
-    int img_in_text; /* IMG tokens after BOS; 0 when the model puts its
-                        image tokens before the text */
-    MmrtCaptionMode mode;
-    uint64_t seed;
-    int fixed_prompt; /* -1: chosen per image; else this prompt always */
-    MmrtCaptionTokens prompts[MMRT_CAPTION_PROMPTS];
-    MmrtCaptionTokens answers[MMRT_FMNIST_CLASSES][MMRT_CAPTION_ANSWERS];
+  MmrtTokenizer tok;
+  int T;           /* text positions */
+  int img_in_text; /* IMG tokens after BOS; 0 when the model puts its
+                      image tokens before the text */
+  MmrtCaptionMode mode;
+  uint64_t seed;
+  int fixed_prompt; /* -1: chosen per image; else this prompt always */
+  MmrtCaptionTokens prompts[MMRT_CAPTION_PROMPTS];
+  MmrtCaptionTokens answers[MMRT_FMNIST_CLASSES][MMRT_CAPTION_ANSWERS];
 } MmrtCaptioner;
 
 /* Build the tokenizer and encode every prompt and phrasing; checks that the
  * longest caption fits T (else MMRT_ERR_ARG naming that caption, its token
  * counts and T), so the fills below cannot fail. */
-int mmrt_caption_init(MmrtCaptioner *c, int T, int img_in_text,
-                      MmrtCaptionMode mode, uint64_t seed, char *err, size_t errlen);
+int mmrt_caption_init(MmrtCaptioner *c, int T, int img_in_text, MmrtCaptionMode mode, uint64_t seed,
+                      char *err, size_t errlen);
 
 /* Use prompt p for every image (p = -1: back to the per-image choice). */
 int mmrt_caption_set_prompt(MmrtCaptioner *c, int p, char *err, size_t errlen);
@@ -154,26 +153,24 @@ int mmrt_caption_set_prompt(MmrtCaptioner *c, int p, char *err, size_t errlen);
 /* The phrasing of dataset image `index` in `epoch` (epoch ignored in EVAL
  * mode): indexes into mmrt_caption_prompt and mmrt_caption_answer. */
 typedef struct MmrtCaptionChoice {
-    int prompt;
-    int answer;
+  int prompt;
+  int answer;
 } MmrtCaptionChoice;
-MmrtCaptionChoice mmrt_caption_choose(const MmrtCaptioner *c, int64_t epoch,
-                                      int64_t index);
+MmrtCaptionChoice mmrt_caption_choose(const MmrtCaptioner *c, int64_t epoch, int64_t index);
 
 /* ids (T) and labels (T) of image `index` with class `label`; a label
  * outside [0, 10) (a padding row) gives all PAD and all -100.  labels may
  * be NULL. */
-void mmrt_caption_row(const MmrtCaptioner *c, int64_t epoch, int64_t index,
-                      int label, int32_t *ids, int32_t *labels);
+void mmrt_caption_row(const MmrtCaptioner *c, int64_t epoch, int64_t index, int label, int32_t *ids,
+                      int32_t *labels);
 
 /* Rows [lo, hi) of the iterator's current batch, in its current epoch:
  *   pixels (hi - lo, 1, 28, 28) normalised as mmrt_iter_fill does,
  *   text (hi - lo, T), labels (hi - lo, T).
  * Rows past the batch's row count are zero images, PAD text and all -100
  * labels.  Any pointer may be NULL. */
-void mmrt_caption_fill(const MmrtCaptioner *c, const MmrtBatchIter *it,
-                       int64_t lo, int64_t hi, float *pixels, int32_t *text,
-                       int32_t *labels);
+void mmrt_caption_fill(const MmrtCaptioner *c, const MmrtBatchIter *it, int64_t lo, int64_t hi,
+                       float *pixels, int32_t *text, int32_t *labels);
 
 /* ---- evaluation ---- */
 
@@ -187,9 +184,8 @@ int mmrt_caption_prefix(const MmrtCaptioner *c, int64_t index, int32_t *ids);
  *   pixels (hi - lo, 1, 28, 28), prefix (hi - lo, T) PAD after the prefix,
  *   prefix_len (hi - lo), label (hi - lo) (class, -1 on padding rows, whose
  *   prefix_len is 0).  Any pointer may be NULL. */
-void mmrt_caption_fill_prefix(const MmrtCaptioner *c, const MmrtBatchIter *it,
-                              int64_t lo, int64_t hi, float *pixels,
-                              int32_t *prefix, int32_t *prefix_len,
+void mmrt_caption_fill_prefix(const MmrtCaptioner *c, const MmrtBatchIter *it, int64_t lo,
+                              int64_t hi, float *pixels, int32_t *prefix, int32_t *prefix_len,
                               int32_t *label);
 
 /* ids = the canonical answer of `label` followed by EOS; returns its length
@@ -199,15 +195,14 @@ int mmrt_caption_target(const MmrtCaptioner *c, int label, int32_t *ids);
 /* 1 when the generated continuation gen[0..n) (the tokens after the
  * prefix) starts with exactly the canonical answer of `label` and then EOS
  * (what follows the EOS is ignored), else 0. */
-int mmrt_caption_match(const MmrtCaptioner *c, int label, const int32_t *gen,
-                       int n);
+int mmrt_caption_match(const MmrtCaptioner *c, int label, const int32_t *gen, int n);
 
 /* Exact matches over `rows` generations: row r is gen[r * stride ..] with
  * gen_len[r] tokens (stride when gen_len is NULL) and class label[r]; rows
  * with label -1 are padding and not counted.  *counted (may be NULL) gets
  * the number of rows scored. */
-int64_t mmrt_caption_count_matches(const MmrtCaptioner *c, const int32_t *label,
-                                   const int32_t *gen, const int32_t *gen_len,
-                                   int64_t rows, int64_t stride, int64_t *counted);
+int64_t mmrt_caption_count_matches(const MmrtCaptioner *c, const int32_t *label, const int32_t *gen,
+                                   const int32_t *gen_len, int64_t rows, int64_t stride,
+                                   int64_t *counted);
 
 #endif

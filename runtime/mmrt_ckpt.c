@@ -19,948 +19,890 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 #define MAX_HEADER (100u << 20) /* the reference implementation's limit */
 
 static const struct {
-    const char *name;
-    size_t size;
+  const char *name;
+  size_t size;
 } dtypes[MMRT_ST_NDTYPES] = {
     [MMRT_ST_F32] = {"F32", 4}, [MMRT_ST_BF16] = {"BF16", 2}, [MMRT_ST_F16] = {"F16", 2},
     [MMRT_ST_I32] = {"I32", 4}, [MMRT_ST_I64] = {"I64", 8},   [MMRT_ST_U8] = {"U8", 1},
 };
 
-const char *mmrt_st_dtype_name(MmrtStDtype dt)
-{
-    return (unsigned)dt < MMRT_ST_NDTYPES ? dtypes[dt].name : "?";
+const char *mmrt_st_dtype_name(MmrtStDtype dt) {
+  return (unsigned)dt < MMRT_ST_NDTYPES ? dtypes[dt].name : "?";
 }
 
-size_t mmrt_st_dtype_size(MmrtStDtype dt)
-{
-    return (unsigned)dt < MMRT_ST_NDTYPES ? dtypes[dt].size : 0;
+size_t mmrt_st_dtype_size(MmrtStDtype dt) {
+  return (unsigned)dt < MMRT_ST_NDTYPES ? dtypes[dt].size : 0;
 }
 
-static int dtype_parse(const char *s, MmrtStDtype *out)
-{
-    for (int i = 0; i < MMRT_ST_NDTYPES; i++)
-        if (strcmp(s, dtypes[i].name) == 0) {
-            *out = (MmrtStDtype)i;
-            return 1;
-        }
-    return 0;
+static int dtype_parse(const char *s, MmrtStDtype *out) {
+  for (int i = 0; i < MMRT_ST_NDTYPES; i++)
+    if (strcmp(s, dtypes[i].name) == 0) {
+      *out = (MmrtStDtype)i;
+      return 1;
+    }
+  return 0;
 }
 
 /* Product of shape times element size; 0 with *ok = 0 on overflow. */
-static uint64_t span_bytes(MmrtStDtype dt, int ndim, const int64_t *shape, int *ok)
-{
-    uint64_t n = mmrt_st_dtype_size(dt);
-    *ok = 1;
-    for (int d = 0; d < ndim; d++) {
-        if (shape[d] < 0 || (shape[d] && n > UINT64_MAX / (uint64_t)shape[d])) {
-            *ok = 0;
-            return 0;
-        }
-        n *= (uint64_t)shape[d];
+static uint64_t span_bytes(MmrtStDtype dt, int ndim, const int64_t *shape, int *ok) {
+  uint64_t n = mmrt_st_dtype_size(dt);
+  *ok = 1;
+  for (int d = 0; d < ndim; d++) {
+    if (shape[d] < 0 || (shape[d] && n > UINT64_MAX / (uint64_t)shape[d])) {
+      *ok = 0;
+      return 0;
     }
-    return n;
+    n *= (uint64_t)shape[d];
+  }
+  return n;
 }
 
-size_t mmrt_tensor_bytes(const MmrtTensorRef *t)
-{
-    int ok;
-    uint64_t n = span_bytes(t->dtype, t->ndim, t->shape, &ok);
-    return ok ? (size_t)n : 0;
+size_t mmrt_tensor_bytes(const MmrtTensorRef *t) {
+  int ok;
+  uint64_t n = span_bytes(t->dtype, t->ndim, t->shape, &ok);
+  return ok ? (size_t)n : 0;
 }
 
-static void shape_str(char *buf, size_t len, int ndim, const int64_t *shape)
-{
-    size_t pos = 0;
-    pos += (size_t)snprintf(buf, len, "[");
-    for (int d = 0; d < ndim && pos < len; d++)
-        pos += (size_t)snprintf(buf + pos, len - pos, "%s%" PRId64, d ? ", " : "", shape[d]);
-    if (pos < len)
-        snprintf(buf + pos, len - pos, "]");
+static void shape_str(char *buf, size_t len, int ndim, const int64_t *shape) {
+  size_t pos = 0;
+  pos += (size_t)snprintf(buf, len, "[");
+  for (int d = 0; d < ndim && pos < len; d++)
+    pos += (size_t)snprintf(buf + pos, len - pos, "%s%" PRId64, d ? ", " : "", shape[d]);
+  if (pos < len) snprintf(buf + pos, len - pos, "]");
 }
 
 /* ---- atomic files ---- */
 
 typedef struct Atomic {
-    const char *path;
-    char tmp[PATH_MAX + 32];
-    int fd;
+  const char *path;
+  char tmp[PATH_MAX + 32];
+  int fd;
 } Atomic;
 
-static int atomic_fail(Atomic *a, char *err, size_t errlen, const char *what, int e)
-{
-    if (a->fd >= 0)
-        close(a->fd);
-    a->fd = -1;
-    unlink(a->tmp);
+static int atomic_fail(Atomic *a, char *err, size_t errlen, const char *what, int e) {
+  if (a->fd >= 0) close(a->fd);
+  a->fd = -1;
+  unlink(a->tmp);
+  return mmrt_errf(err, errlen, e == ENOENT ? MMRT_ERR_NOTFOUND : MMRT_ERR_IO,
+                   "%s: %s %s: %s; any existing %s is unchanged", a->path, what, a->tmp,
+                   strerror(e), a->path);
+}
+
+static int atomic_begin(Atomic *a, const char *path, char *err, size_t errlen) {
+  a->path = path;
+  a->fd = -1;
+  if ((size_t)snprintf(a->tmp, sizeof a->tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof a->tmp)
+    return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: path too long", path);
+  a->fd = open(a->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (a->fd < 0) {
+    int e = errno;
     return mmrt_errf(err, errlen, e == ENOENT ? MMRT_ERR_NOTFOUND : MMRT_ERR_IO,
-                     "%s: %s %s: %s; any existing %s is unchanged", a->path, what, a->tmp,
-                     strerror(e), a->path);
+                     "%s: cannot create temporary file %s: %s", path, a->tmp, strerror(e));
+  }
+  return MMRT_OK;
 }
 
-static int atomic_begin(Atomic *a, const char *path, char *err, size_t errlen)
-{
-    a->path = path;
-    a->fd = -1;
-    if ((size_t)snprintf(a->tmp, sizeof a->tmp, "%s.tmp.%ld", path, (long)getpid()) >=
-        sizeof a->tmp)
-        return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: path too long", path);
-    a->fd = open(a->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (a->fd < 0) {
-        int e = errno;
-        return mmrt_errf(err, errlen, e == ENOENT ? MMRT_ERR_NOTFOUND : MMRT_ERR_IO,
-                         "%s: cannot create temporary file %s: %s", path, a->tmp, strerror(e));
-    }
-    return MMRT_OK;
+static int atomic_write(Atomic *a, const void *buf, size_t n, char *err, size_t errlen) {
+  const char *p = buf;
+  while (n > 0) {
+    size_t chunk = n > (1u << 30) ? (1u << 30) : n;
+    ssize_t w = write(a->fd, p, chunk);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return atomic_fail(a, err, errlen, "writing", w < 0 ? errno : EIO);
+    p += w;
+    n -= (size_t)w;
+  }
+  return MMRT_OK;
 }
 
-static int atomic_write(Atomic *a, const void *buf, size_t n, char *err, size_t errlen)
-{
-    const char *p = buf;
-    while (n > 0) {
-        size_t chunk = n > (1u << 30) ? (1u << 30) : n;
-        ssize_t w = write(a->fd, p, chunk);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return atomic_fail(a, err, errlen, "writing", w < 0 ? errno : EIO);
-        p += w;
-        n -= (size_t)w;
-    }
-    return MMRT_OK;
+static int fsync_dir_of(const char *path) {
+  char dir[PATH_MAX];
+  const char *slash = strrchr(path, '/');
+  if (!slash)
+    snprintf(dir, sizeof dir, ".");
+  else if (slash == path)
+    snprintf(dir, sizeof dir, "/");
+  else
+    snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  int rc = fsync(fd);
+  close(fd);
+  return rc;
 }
 
-static int fsync_dir_of(const char *path)
-{
-    char dir[PATH_MAX];
-    const char *slash = strrchr(path, '/');
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == path)
-        snprintf(dir, sizeof dir, "/");
-    else
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    int rc = fsync(fd);
-    close(fd);
+static int atomic_commit(Atomic *a, char *err, size_t errlen) {
+  if (fsync(a->fd) != 0) return atomic_fail(a, err, errlen, "fsync of", errno);
+  int rc = close(a->fd);
+  a->fd = -1;
+  if (rc != 0) return atomic_fail(a, err, errlen, "closing", errno);
+  if (rename(a->tmp, a->path) != 0)
+    return atomic_fail(a, err, errlen, "renaming into place", errno);
+  if (fsync_dir_of(a->path) != 0)
+    return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: written, but fsync of its directory failed: %s",
+                     a->path, strerror(errno));
+  return MMRT_OK;
+}
+
+int mmrt_write_file_atomic(const char *path, const void *data, size_t len, char *err,
+                           size_t errlen) {
+  Atomic a;
+  int rc;
+  if ((rc = atomic_begin(&a, path, err, errlen)) != MMRT_OK ||
+      (rc = atomic_write(&a, data, len, err, errlen)) != MMRT_OK)
     return rc;
-}
-
-static int atomic_commit(Atomic *a, char *err, size_t errlen)
-{
-    if (fsync(a->fd) != 0)
-        return atomic_fail(a, err, errlen, "fsync of", errno);
-    int rc = close(a->fd);
-    a->fd = -1;
-    if (rc != 0)
-        return atomic_fail(a, err, errlen, "closing", errno);
-    if (rename(a->tmp, a->path) != 0)
-        return atomic_fail(a, err, errlen, "renaming into place", errno);
-    if (fsync_dir_of(a->path) != 0)
-        return mmrt_errf(err, errlen, MMRT_ERR_IO,
-                         "%s: written, but fsync of its directory failed: %s", a->path,
-                         strerror(errno));
-    return MMRT_OK;
-}
-
-int mmrt_write_file_atomic(const char *path, const void *data, size_t len,
-                           char *err, size_t errlen)
-{
-    Atomic a;
-    int rc;
-    if ((rc = atomic_begin(&a, path, err, errlen)) != MMRT_OK ||
-        (rc = atomic_write(&a, data, len, err, errlen)) != MMRT_OK)
-        return rc;
-    return atomic_commit(&a, err, errlen);
+  return atomic_commit(&a, err, errlen);
 }
 
 /* ---- writing safetensors ---- */
 
 typedef struct Order {
-    const MmrtTensorRef *t;
-    int index;
+  const MmrtTensorRef *t;
+  int index;
 } Order;
 
-static int by_size_then_index(const void *pa, const void *pb)
-{
-    const Order *a = pa, *b = pb;
-    size_t sa = mmrt_st_dtype_size(a->t->dtype), sb = mmrt_st_dtype_size(b->t->dtype);
-    if (sa != sb)
-        return sa > sb ? -1 : 1;
-    return (a->index > b->index) - (a->index < b->index);
+static int by_size_then_index(const void *pa, const void *pb) {
+  const Order *a = pa, *b = pb;
+  size_t sa = mmrt_st_dtype_size(a->t->dtype), sb = mmrt_st_dtype_size(b->t->dtype);
+  if (sa != sb) return sa > sb ? -1 : 1;
+  return (a->index > b->index) - (a->index < b->index);
 }
 
-int mmrt_st_save(const char *path, const MmrtTensorRef *tensors, int ntensors,
-                 const MmrtKV *meta, int nmeta, char *err, size_t errlen)
-{
-    if (ntensors < 0 || nmeta < 0)
-        return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: negative tensor or metadata count", path);
-    /* validate everything before touching the disk */
-    for (int i = 0; i < ntensors; i++) {
-        const MmrtTensorRef *t = &tensors[i];
-        if (!t->name || !t->name[0] || strcmp(t->name, "__metadata__") == 0)
-            return mmrt_errf(err, errlen, MMRT_ERR_ARG,
-                             "%s: tensor %d has name '%s', expected a non-empty name other "
-                             "than __metadata__", path, i, t->name ? t->name : "(null)");
-        if ((unsigned)t->dtype >= MMRT_ST_NDTYPES || t->ndim < 0 || t->ndim > MMRT_ST_MAX_DIMS)
-            return mmrt_errf(err, errlen, MMRT_ERR_ARG,
-                             "%s: tensor '%s' has dtype %d and %d dims, expected a MMRT_ST_* "
-                             "dtype and 0..%d dims", path, t->name, (int)t->dtype, t->ndim,
-                             MMRT_ST_MAX_DIMS);
-        int ok;
-        uint64_t n = span_bytes(t->dtype, t->ndim, t->shape, &ok);
-        if (!ok)
-            return mmrt_errf(err, errlen, MMRT_ERR_ARG,
-                             "%s: tensor '%s' has a negative or overflowing shape", path, t->name);
-        if (n && !t->data)
-            return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: tensor '%s' has no data", path,
-                             t->name);
-        for (int j = 0; j < i; j++)
-            if (strcmp(tensors[j].name, t->name) == 0)
-                return mmrt_errf(err, errlen, MMRT_ERR_ARG,
-                                 "%s: tensor name '%s' appears twice (entries %d and %d)",
-                                 path, t->name, j, i);
-    }
+int mmrt_st_save(const char *path, const MmrtTensorRef *tensors, int ntensors, const MmrtKV *meta,
+                 int nmeta, char *err, size_t errlen) {
+  if (ntensors < 0 || nmeta < 0)
+    return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: negative tensor or metadata count", path);
+  /* validate everything before touching the disk */
+  for (int i = 0; i < ntensors; i++) {
+    const MmrtTensorRef *t = &tensors[i];
+    if (!t->name || !t->name[0] || strcmp(t->name, "__metadata__") == 0)
+      return mmrt_errf(err, errlen, MMRT_ERR_ARG,
+                       "%s: tensor %d has name '%s', expected a non-empty name other "
+                       "than __metadata__",
+                       path, i, t->name ? t->name : "(null)");
+    if ((unsigned)t->dtype >= MMRT_ST_NDTYPES || t->ndim < 0 || t->ndim > MMRT_ST_MAX_DIMS)
+      return mmrt_errf(err, errlen, MMRT_ERR_ARG,
+                       "%s: tensor '%s' has dtype %d and %d dims, expected a MMRT_ST_* "
+                       "dtype and 0..%d dims",
+                       path, t->name, (int)t->dtype, t->ndim, MMRT_ST_MAX_DIMS);
+    int ok;
+    uint64_t n = span_bytes(t->dtype, t->ndim, t->shape, &ok);
+    if (!ok)
+      return mmrt_errf(err, errlen, MMRT_ERR_ARG,
+                       "%s: tensor '%s' has a negative or overflowing shape", path, t->name);
+    if (n && !t->data)
+      return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: tensor '%s' has no data", path, t->name);
+    for (int j = 0; j < i; j++)
+      if (strcmp(tensors[j].name, t->name) == 0)
+        return mmrt_errf(err, errlen, MMRT_ERR_ARG,
+                         "%s: tensor name '%s' appears twice (entries %d and %d)", path, t->name, j,
+                         i);
+  }
+  for (int i = 0; i < nmeta; i++)
+    if (!meta[i].key || !meta[i].value)
+      return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: metadata entry %d is NULL", path, i);
+
+  Order *ord = malloc(((size_t)ntensors + 1) * sizeof *ord);
+  json_object *hdr = json_object_new_object();
+  char *blob = NULL;
+  int rc = MMRT_OK;
+  if (!ord || !hdr) {
+    rc = mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "%s: out of memory", path);
+    goto done;
+  }
+  for (int i = 0; i < ntensors; i++) ord[i] = (Order){&tensors[i], i};
+  qsort(ord, (size_t)ntensors, sizeof *ord, by_size_then_index);
+
+  if (nmeta > 0) {
+    json_object *m = json_object_new_object();
     for (int i = 0; i < nmeta; i++)
-        if (!meta[i].key || !meta[i].value)
-            return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: metadata entry %d is NULL", path, i);
+      json_object_object_add(m, meta[i].key, json_object_new_string(meta[i].value));
+    json_object_object_add(hdr, "__metadata__", m);
+  }
+  uint64_t off = 0;
+  for (int i = 0; i < ntensors; i++) {
+    const MmrtTensorRef *t = ord[i].t;
+    int ok;
+    uint64_t n = span_bytes(t->dtype, t->ndim, t->shape, &ok);
+    json_object *e = json_object_new_object(), *shape = json_object_new_array(),
+                *offs = json_object_new_array();
+    for (int d = 0; d < t->ndim; d++)
+      json_object_array_add(shape, json_object_new_int64(t->shape[d]));
+    json_object_array_add(offs, json_object_new_int64((int64_t)off));
+    json_object_array_add(offs, json_object_new_int64((int64_t)(off + n)));
+    json_object_object_add(e, "dtype", json_object_new_string(dtypes[t->dtype].name));
+    json_object_object_add(e, "shape", shape);
+    json_object_object_add(e, "data_offsets", offs);
+    json_object_object_add(hdr, t->name, e);
+    off += n;
+  }
+  const char *js =
+      json_object_to_json_string_ext(hdr, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+  size_t jlen = strlen(js), padded = (jlen + 7) / 8 * 8;
+  blob = malloc(8 + padded);
+  if (!blob) {
+    rc = mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "%s: out of memory", path);
+    goto done;
+  }
+  for (int k = 0; k < 8; k++) blob[k] = (char)((uint64_t)padded >> (8 * k));
+  memcpy(blob + 8, js, jlen);
+  memset(blob + 8 + jlen, ' ', padded - jlen);
 
-    Order *ord = malloc(((size_t)ntensors + 1) * sizeof *ord);
-    json_object *hdr = json_object_new_object();
-    char *blob = NULL;
-    int rc = MMRT_OK;
-    if (!ord || !hdr) {
-        rc = mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "%s: out of memory", path);
-        goto done;
-    }
-    for (int i = 0; i < ntensors; i++)
-        ord[i] = (Order){&tensors[i], i};
-    qsort(ord, (size_t)ntensors, sizeof *ord, by_size_then_index);
-
-    if (nmeta > 0) {
-        json_object *m = json_object_new_object();
-        for (int i = 0; i < nmeta; i++)
-            json_object_object_add(m, meta[i].key, json_object_new_string(meta[i].value));
-        json_object_object_add(hdr, "__metadata__", m);
-    }
-    uint64_t off = 0;
-    for (int i = 0; i < ntensors; i++) {
-        const MmrtTensorRef *t = ord[i].t;
-        int ok;
-        uint64_t n = span_bytes(t->dtype, t->ndim, t->shape, &ok);
-        json_object *e = json_object_new_object(), *shape = json_object_new_array(),
-                    *offs = json_object_new_array();
-        for (int d = 0; d < t->ndim; d++)
-            json_object_array_add(shape, json_object_new_int64(t->shape[d]));
-        json_object_array_add(offs, json_object_new_int64((int64_t)off));
-        json_object_array_add(offs, json_object_new_int64((int64_t)(off + n)));
-        json_object_object_add(e, "dtype", json_object_new_string(dtypes[t->dtype].name));
-        json_object_object_add(e, "shape", shape);
-        json_object_object_add(e, "data_offsets", offs);
-        json_object_object_add(hdr, t->name, e);
-        off += n;
-    }
-    const char *js = json_object_to_json_string_ext(
-        hdr, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
-    size_t jlen = strlen(js), padded = (jlen + 7) / 8 * 8;
-    blob = malloc(8 + padded);
-    if (!blob) {
-        rc = mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "%s: out of memory", path);
-        goto done;
-    }
-    for (int k = 0; k < 8; k++)
-        blob[k] = (char)((uint64_t)padded >> (8 * k));
-    memcpy(blob + 8, js, jlen);
-    memset(blob + 8 + jlen, ' ', padded - jlen);
-
-    Atomic a;
-    if ((rc = atomic_begin(&a, path, err, errlen)) != MMRT_OK)
-        goto done;
-    if ((rc = atomic_write(&a, blob, 8 + padded, err, errlen)) != MMRT_OK)
-        goto done;
-    for (int i = 0; i < ntensors; i++)
-        if ((rc = atomic_write(&a, ord[i].t->data, mmrt_tensor_bytes(ord[i].t), err,
-                               errlen)) != MMRT_OK)
-            goto done;
-    rc = atomic_commit(&a, err, errlen);
+  Atomic a;
+  if ((rc = atomic_begin(&a, path, err, errlen)) != MMRT_OK) goto done;
+  if ((rc = atomic_write(&a, blob, 8 + padded, err, errlen)) != MMRT_OK) goto done;
+  for (int i = 0; i < ntensors; i++)
+    if ((rc = atomic_write(&a, ord[i].t->data, mmrt_tensor_bytes(ord[i].t), err, errlen)) !=
+        MMRT_OK)
+      goto done;
+  rc = atomic_commit(&a, err, errlen);
 done:
-    free(blob);
-    free(ord);
-    json_object_put(hdr);
-    return rc;
+  free(blob);
+  free(ord);
+  json_object_put(hdr);
+  return rc;
 }
 
 /* ---- reading safetensors ---- */
 
 typedef struct Entry {
-    char *name;
-    MmrtStDtype dtype;
-    int ndim;
-    int64_t shape[MMRT_ST_MAX_DIMS];
-    uint64_t begin, end;
+  char *name;
+  MmrtStDtype dtype;
+  int ndim;
+  int64_t shape[MMRT_ST_MAX_DIMS];
+  uint64_t begin, end;
 } Entry;
 
 struct MmrtStFile {
-    int fd;
-    char *path;
-    uint64_t data_start, data_size;
-    int n, nmeta;
-    Entry *e;
-    MmrtKV *meta;
+  int fd;
+  char *path;
+  uint64_t data_start, data_size;
+  int n, nmeta;
+  Entry *e;
+  MmrtKV *meta;
 };
 
-void mmrt_st_close(MmrtStFile *f)
-{
-    if (!f)
-        return;
-    if (f->fd >= 0)
-        close(f->fd);
-    for (int i = 0; i < f->n; i++)
-        free(f->e[i].name);
-    for (int i = 0; i < f->nmeta; i++) {
-        free((char *)f->meta[i].key);
-        free((char *)f->meta[i].value);
-    }
-    free(f->e);
-    free(f->meta);
-    free(f->path);
-    free(f);
+void mmrt_st_close(MmrtStFile *f) {
+  if (!f) return;
+  if (f->fd >= 0) close(f->fd);
+  for (int i = 0; i < f->n; i++) free(f->e[i].name);
+  for (int i = 0; i < f->nmeta; i++) {
+    free((char *)f->meta[i].key);
+    free((char *)f->meta[i].value);
+  }
+  free(f->e);
+  free(f->meta);
+  free(f->path);
+  free(f);
 }
 
-static int read_at(int fd, void *buf, size_t n, uint64_t off)
-{
-    char *p = buf;
-    while (n > 0) {
-        ssize_t r = pread(fd, p, n > (1u << 30) ? (1u << 30) : n, (off_t)off);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return r < 0 ? errno : EIO;
-        p += r, n -= (size_t)r, off += (uint64_t)r;
-    }
-    return 0;
+static int read_at(int fd, void *buf, size_t n, uint64_t off) {
+  char *p = buf;
+  while (n > 0) {
+    ssize_t r = pread(fd, p, n > (1u << 30) ? (1u << 30) : n, (off_t)off);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return r < 0 ? errno : EIO;
+    p += r, n -= (size_t)r, off += (uint64_t)r;
+  }
+  return 0;
 }
 
 /* A non-negative integer JSON value. */
-static int get_u64(json_object *v, uint64_t *out)
-{
-    if (!json_object_is_type(v, json_type_int))
-        return 0;
-    errno = 0;
-    int64_t x = json_object_get_int64(v);
-    if (x < 0 || (x == INT64_MAX && errno == ERANGE))
-        return 0;
-    *out = (uint64_t)x;
-    return 1;
+static int get_u64(json_object *v, uint64_t *out) {
+  if (!json_object_is_type(v, json_type_int)) return 0;
+  errno = 0;
+  int64_t x = json_object_get_int64(v);
+  if (x < 0 || (x == INT64_MAX && errno == ERANGE)) return 0;
+  *out = (uint64_t)x;
+  return 1;
 }
 
-static int parse_entry(MmrtStFile *f, const char *name, json_object *v, Entry *e,
-                       char *err, size_t errlen)
-{
-    const char *p = f->path;
-    json_object *dt, *shape, *offs;
-    if (!json_object_is_type(v, json_type_object))
-        return mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
-                         "%s: tensor '%s': expected an object with dtype, shape, data_offsets",
-                         p, name);
-    if (!json_object_object_get_ex(v, "dtype", &dt) || !json_object_is_type(dt, json_type_string))
-        return mmrt_errf(err, errlen, MMRT_ERR_FORMAT, "%s: tensor '%s': missing string field "
-                         "'dtype'", p, name);
-    if (!dtype_parse(json_object_get_string(dt), &e->dtype))
-        return mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
-                         "%s: tensor '%s': dtype '%s' not supported, expected one of F32, BF16, "
-                         "F16, I32, I64, U8", p, name, json_object_get_string(dt));
-    if (!json_object_object_get_ex(v, "shape", &shape) ||
-        !json_object_is_type(shape, json_type_array))
-        return mmrt_errf(err, errlen, MMRT_ERR_FORMAT, "%s: tensor '%s': missing array field "
-                         "'shape'", p, name);
-    size_t nd = json_object_array_length(shape);
-    if (nd > MMRT_ST_MAX_DIMS)
-        return mmrt_errf(err, errlen, MMRT_ERR_FORMAT, "%s: tensor '%s': %zu dims, at most %d "
-                         "supported", p, name, nd, MMRT_ST_MAX_DIMS);
-    e->ndim = (int)nd;
-    for (size_t d = 0; d < nd; d++) {
-        uint64_t x;
-        if (!get_u64(json_object_array_get_idx(shape, d), &x))
-            return mmrt_errf(err, errlen, MMRT_ERR_FORMAT, "%s: tensor '%s': shape[%zu] is not "
-                             "a non-negative integer", p, name, d);
-        e->shape[d] = (int64_t)x;
+static int parse_entry(MmrtStFile *f, const char *name, json_object *v, Entry *e, char *err,
+                       size_t errlen) {
+  const char *p = f->path;
+  json_object *dt, *shape, *offs;
+  if (!json_object_is_type(v, json_type_object))
+    return mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
+                     "%s: tensor '%s': expected an object with dtype, shape, data_offsets", p,
+                     name);
+  if (!json_object_object_get_ex(v, "dtype", &dt) || !json_object_is_type(dt, json_type_string))
+    return mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
+                     "%s: tensor '%s': missing string field "
+                     "'dtype'",
+                     p, name);
+  if (!dtype_parse(json_object_get_string(dt), &e->dtype))
+    return mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
+                     "%s: tensor '%s': dtype '%s' not supported, expected one of F32, BF16, "
+                     "F16, I32, I64, U8",
+                     p, name, json_object_get_string(dt));
+  if (!json_object_object_get_ex(v, "shape", &shape) ||
+      !json_object_is_type(shape, json_type_array))
+    return mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
+                     "%s: tensor '%s': missing array field "
+                     "'shape'",
+                     p, name);
+  size_t nd = json_object_array_length(shape);
+  if (nd > MMRT_ST_MAX_DIMS)
+    return mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
+                     "%s: tensor '%s': %zu dims, at most %d "
+                     "supported",
+                     p, name, nd, MMRT_ST_MAX_DIMS);
+  e->ndim = (int)nd;
+  for (size_t d = 0; d < nd; d++) {
+    uint64_t x;
+    if (!get_u64(json_object_array_get_idx(shape, d), &x))
+      return mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
+                       "%s: tensor '%s': shape[%zu] is not "
+                       "a non-negative integer",
+                       p, name, d);
+    e->shape[d] = (int64_t)x;
+  }
+  if (!json_object_object_get_ex(v, "data_offsets", &offs) ||
+      !json_object_is_type(offs, json_type_array) || json_object_array_length(offs) != 2 ||
+      !get_u64(json_object_array_get_idx(offs, 0), &e->begin) ||
+      !get_u64(json_object_array_get_idx(offs, 1), &e->end))
+    return mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
+                     "%s: tensor '%s': expected "
+                     "'data_offsets': [begin, end] of non-negative integers",
+                     p, name);
+  char sh[160];
+  shape_str(sh, sizeof sh, e->ndim, e->shape);
+  if (e->begin > e->end)
+    return mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
+                     "%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64
+                     ") end before they begin",
+                     p, name, e->begin, e->end);
+  int ok;
+  uint64_t want = span_bytes(e->dtype, e->ndim, e->shape, &ok);
+  if (!ok || want != e->end - e->begin)
+    return mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
+                     "%s: tensor '%s': %s %s needs %" PRIu64 " bytes, data_offsets [%" PRIu64
+                     ", %" PRIu64 ") span %" PRIu64,
+                     p, name, dtypes[e->dtype].name, sh, want, e->begin, e->end, e->end - e->begin);
+  if (e->end > f->data_size)
+    return mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
+                     "%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 ") extend past "
+                     "the %" PRIu64 "-byte data area (file truncated?)",
+                     p, name, e->begin, e->end, f->data_size);
+  return MMRT_OK;
+}
+
+static int by_begin(const void *pa, const void *pb) {
+  const Entry *a = pa, *b = pb;
+  if (a->begin != b->begin) return a->begin < b->begin ? -1 : 1;
+  return (a->end > b->end) - (a->end < b->end);
+}
+
+static int parse_header(MmrtStFile *f, const char *js, size_t len, char *err, size_t errlen) {
+  const char *p = f->path;
+  if (len == 0 || js[0] != '{')
+    return mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
+                     "%s: header does not start with '{' (not a safetensors file?)", p);
+  json_tokener *tok = json_tokener_new();
+  if (!tok) return mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "%s: out of memory", p);
+  json_object *root = json_tokener_parse_ex(tok, js, (int)len);
+  enum json_tokener_error jerr = json_tokener_get_error(tok);
+  size_t end = json_tokener_get_parse_end(tok);
+  json_tokener_free(tok);
+  int rc = MMRT_OK;
+  if (!root || jerr != json_tokener_success) {
+    rc = mmrt_errf(err, errlen, MMRT_ERR_FORMAT, "%s: header JSON does not parse: %s", p,
+                   jerr == json_tokener_continue ? "unexpected end of header"
+                                                 : json_tokener_error_desc(jerr));
+    goto done;
+  }
+  for (size_t i = end; i < len; i++)
+    if (js[i] != ' ' && js[i] != '\t' && js[i] != '\n' && js[i] != '\r' && js[i] != 0) {
+      rc = mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
+                     "%s: header has bytes after its JSON object at offset %zu, expected "
+                     "only space padding",
+                     p, i);
+      goto done;
     }
-    if (!json_object_object_get_ex(v, "data_offsets", &offs) ||
-        !json_object_is_type(offs, json_type_array) || json_object_array_length(offs) != 2 ||
-        !get_u64(json_object_array_get_idx(offs, 0), &e->begin) ||
-        !get_u64(json_object_array_get_idx(offs, 1), &e->end))
-        return mmrt_errf(err, errlen, MMRT_ERR_FORMAT, "%s: tensor '%s': expected "
-                         "'data_offsets': [begin, end] of non-negative integers", p, name);
-    char sh[160];
-    shape_str(sh, sizeof sh, e->ndim, e->shape);
-    if (e->begin > e->end)
-        return mmrt_errf(err, errlen, MMRT_ERR_FORMAT, "%s: tensor '%s': data_offsets [%" PRIu64
-                         ", %" PRIu64 ") end before they begin", p, name, e->begin, e->end);
-    int ok;
-    uint64_t want = span_bytes(e->dtype, e->ndim, e->shape, &ok);
-    if (!ok || want != e->end - e->begin)
-        return mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
-                         "%s: tensor '%s': %s %s needs %" PRIu64 " bytes, data_offsets [%" PRIu64
-                         ", %" PRIu64 ") span %" PRIu64, p, name, dtypes[e->dtype].name, sh,
-                         want, e->begin, e->end, e->end - e->begin);
-    if (e->end > f->data_size)
-        return mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
-                         "%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 ") extend past "
-                         "the %" PRIu64 "-byte data area (file truncated?)", p, name, e->begin, e->end, f->data_size);
-    return MMRT_OK;
-}
-
-static int by_begin(const void *pa, const void *pb)
-{
-    const Entry *a = pa, *b = pb;
-    if (a->begin != b->begin)
-        return a->begin < b->begin ? -1 : 1;
-    return (a->end > b->end) - (a->end < b->end);
-}
-
-static int parse_header(MmrtStFile *f, const char *js, size_t len, char *err, size_t errlen)
-{
-    const char *p = f->path;
-    if (len == 0 || js[0] != '{')
-        return mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
-                         "%s: header does not start with '{' (not a safetensors file?)", p);
-    json_tokener *tok = json_tokener_new();
-    if (!tok)
-        return mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "%s: out of memory", p);
-    json_object *root = json_tokener_parse_ex(tok, js, (int)len);
-    enum json_tokener_error jerr = json_tokener_get_error(tok);
-    size_t end = json_tokener_get_parse_end(tok);
-    json_tokener_free(tok);
-    int rc = MMRT_OK;
-    if (!root || jerr != json_tokener_success) {
-        rc = mmrt_errf(err, errlen, MMRT_ERR_FORMAT, "%s: header JSON does not parse: %s", p,
-                       jerr == json_tokener_continue ? "unexpected end of header"
-                                                     : json_tokener_error_desc(jerr));
+  if (!json_object_is_type(root, json_type_object)) {
+    rc = mmrt_errf(err, errlen, MMRT_ERR_FORMAT, "%s: header is not a JSON object", p);
+    goto done;
+  }
+  int count = json_object_object_length(root);
+  f->e = calloc((size_t)count + 1, sizeof *f->e);
+  if (!f->e) {
+    rc = mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "%s: out of memory", p);
+    goto done;
+  }
+  json_object_object_foreach(root, key, val) {
+    if (strcmp(key, "__metadata__") == 0) {
+      if (!json_object_is_type(val, json_type_object)) {
+        rc = mmrt_errf(err, errlen, MMRT_ERR_FORMAT, "%s: __metadata__ is not an object of strings",
+                       p);
         goto done;
-    }
-    for (size_t i = end; i < len; i++)
-        if (js[i] != ' ' && js[i] != '\t' && js[i] != '\n' && js[i] != '\r' && js[i] != 0) {
-            rc = mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
-                           "%s: header has bytes after its JSON object at offset %zu, expected "
-                           "only space padding", p, i);
-            goto done;
-        }
-    if (!json_object_is_type(root, json_type_object)) {
-        rc = mmrt_errf(err, errlen, MMRT_ERR_FORMAT, "%s: header is not a JSON object", p);
-        goto done;
-    }
-    int count = json_object_object_length(root);
-    f->e = calloc((size_t)count + 1, sizeof *f->e);
-    if (!f->e) {
+      }
+      f->meta = calloc((size_t)json_object_object_length(val) + 1, sizeof *f->meta);
+      if (!f->meta) {
         rc = mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "%s: out of memory", p);
         goto done;
-    }
-    json_object_object_foreach(root, key, val)
-    {
-        if (strcmp(key, "__metadata__") == 0) {
-            if (!json_object_is_type(val, json_type_object)) {
-                rc = mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
-                               "%s: __metadata__ is not an object of strings", p);
-                goto done;
-            }
-            f->meta = calloc((size_t)json_object_object_length(val) + 1, sizeof *f->meta);
-            if (!f->meta) {
-                rc = mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "%s: out of memory", p);
-                goto done;
-            }
-            json_object_object_foreach(val, mk, mv)
-            {
-                if (!json_object_is_type(mv, json_type_string)) {
-                    rc = mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
-                                   "%s: __metadata__ key '%s' is not a string", p, mk);
-                    goto done;
-                }
-                f->meta[f->nmeta].key = strdup(mk);
-                f->meta[f->nmeta].value = strdup(json_object_get_string(mv));
-                f->nmeta++;
-            }
-            continue;
+      }
+      json_object_object_foreach(val, mk, mv) {
+        if (!json_object_is_type(mv, json_type_string)) {
+          rc = mmrt_errf(err, errlen, MMRT_ERR_FORMAT, "%s: __metadata__ key '%s' is not a string",
+                         p, mk);
+          goto done;
         }
-        Entry *e = &f->e[f->n];
-        if ((rc = parse_entry(f, key, val, e, err, errlen)) != MMRT_OK)
-            goto done;
-        e->name = strdup(key);
-        f->n++;
+        f->meta[f->nmeta].key = strdup(mk);
+        f->meta[f->nmeta].value = strdup(json_object_get_string(mv));
+        f->nmeta++;
+      }
+      continue;
     }
-    /* the tensors tile the data area exactly */
-    qsort(f->e, (size_t)f->n, sizeof *f->e, by_begin);
-    uint64_t at = 0;
-    for (int i = 0; i < f->n; i++) {
-        Entry *e = &f->e[i];
-        if (e->begin < at) {
-            rc = mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
-                           "%s: tensor '%s' [%" PRIu64 ", %" PRIu64 ") overlaps tensor '%s' [%"
-                           PRIu64 ", %" PRIu64 ")", p, e->name, e->begin, e->end,
-                           f->e[i - 1].name, f->e[i - 1].begin, f->e[i - 1].end);
-            goto done;
-        }
-        if (e->begin > at) {
-            rc = mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
-                           "%s: data bytes [%" PRIu64 ", %" PRIu64 ") belong to no tensor "
-                           "(next is '%s')", p, at, e->begin, e->name);
-            goto done;
-        }
-        at = e->end;
+    Entry *e = &f->e[f->n];
+    if ((rc = parse_entry(f, key, val, e, err, errlen)) != MMRT_OK) goto done;
+    e->name = strdup(key);
+    f->n++;
+  }
+  /* the tensors tile the data area exactly */
+  qsort(f->e, (size_t)f->n, sizeof *f->e, by_begin);
+  uint64_t at = 0;
+  for (int i = 0; i < f->n; i++) {
+    Entry *e = &f->e[i];
+    if (e->begin < at) {
+      rc = mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
+                     "%s: tensor '%s' [%" PRIu64 ", %" PRIu64 ") overlaps tensor '%s' [%" PRIu64
+                     ", %" PRIu64 ")",
+                     p, e->name, e->begin, e->end, f->e[i - 1].name, f->e[i - 1].begin,
+                     f->e[i - 1].end);
+      goto done;
     }
-    if (at != f->data_size)
-        rc = mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
-                       "%s: data area is %" PRIu64 " bytes but the tensors cover %" PRIu64, p,
-                       f->data_size, at);
+    if (e->begin > at) {
+      rc = mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
+                     "%s: data bytes [%" PRIu64 ", %" PRIu64 ") belong to no tensor "
+                     "(next is '%s')",
+                     p, at, e->begin, e->name);
+      goto done;
+    }
+    at = e->end;
+  }
+  if (at != f->data_size)
+    rc = mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
+                   "%s: data area is %" PRIu64 " bytes but the tensors cover %" PRIu64, p,
+                   f->data_size, at);
 done:
-    json_object_put(root);
-    return rc;
+  json_object_put(root);
+  return rc;
 }
 
-int mmrt_st_open(MmrtStFile **out, const char *path, char *err, size_t errlen)
-{
-    *out = NULL;
-    MmrtStFile *f = calloc(1, sizeof *f);
-    if (!f || !(f->path = strdup(path))) {
-        free(f);
-        return mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "%s: out of memory", path);
-    }
-    char *js = NULL;
-    int rc = MMRT_OK;
-    f->fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (f->fd < 0) {
-        int e = errno;
-        rc = mmrt_errf(err, errlen, e == ENOENT ? MMRT_ERR_NOTFOUND : MMRT_ERR_IO,
-                       "%s: cannot open: %s", path, strerror(e));
-        goto done;
-    }
-    struct stat st;
-    if (fstat(f->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        rc = mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: not a regular file", path);
-        goto done;
-    }
-    uint64_t size = (uint64_t)st.st_size;
-    uint8_t lenb[8];
-    if (size < 8) {
-        rc = mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
-                       "%s: file is %" PRIu64 " bytes, too short for the 8-byte header length",
-                       path, size);
-        goto done;
-    }
-    int e = read_at(f->fd, lenb, 8, 0);
-    if (e) {
-        rc = mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: reading: %s", path, strerror(e));
-        goto done;
-    }
-    uint64_t n = 0;
-    for (int k = 7; k >= 0; k--)
-        n = n << 8 | lenb[k];
-    if (n > size - 8) {
-        rc = mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
-                       "%s: header length %" PRIu64 " exceeds the %" PRIu64
-                       " bytes after the length field (file truncated or not safetensors?)",
-                       path, n, size - 8);
-        goto done;
-    }
-    if (n > MAX_HEADER) {
-        rc = mmrt_errf(err, errlen, MMRT_ERR_FORMAT, "%s: header length %" PRIu64 " exceeds "
-                       "the %u-byte limit", path, n, MAX_HEADER);
-        goto done;
-    }
-    js = malloc(n + 1);
-    if (!js) {
-        rc = mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "%s: out of memory", path);
-        goto done;
-    }
-    if ((e = read_at(f->fd, js, n, 8)) != 0) {
-        rc = mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: reading header: %s", path, strerror(e));
-        goto done;
-    }
-    js[n] = 0;
-    f->data_start = 8 + n;
-    f->data_size = size - 8 - n;
-    rc = parse_header(f, js, n, err, errlen);
+int mmrt_st_open(MmrtStFile **out, const char *path, char *err, size_t errlen) {
+  *out = NULL;
+  MmrtStFile *f = calloc(1, sizeof *f);
+  if (!f || !(f->path = strdup(path))) {
+    free(f);
+    return mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "%s: out of memory", path);
+  }
+  char *js = NULL;
+  int rc = MMRT_OK;
+  f->fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (f->fd < 0) {
+    int e = errno;
+    rc = mmrt_errf(err, errlen, e == ENOENT ? MMRT_ERR_NOTFOUND : MMRT_ERR_IO,
+                   "%s: cannot open: %s", path, strerror(e));
+    goto done;
+  }
+  struct stat st;
+  if (fstat(f->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    rc = mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: not a regular file", path);
+    goto done;
+  }
+  uint64_t size = (uint64_t)st.st_size;
+  uint8_t lenb[8];
+  if (size < 8) {
+    rc = mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
+                   "%s: file is %" PRIu64 " bytes, too short for the 8-byte header length", path,
+                   size);
+    goto done;
+  }
+  int e = read_at(f->fd, lenb, 8, 0);
+  if (e) {
+    rc = mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: reading: %s", path, strerror(e));
+    goto done;
+  }
+  uint64_t n = 0;
+  for (int k = 7; k >= 0; k--) n = n << 8 | lenb[k];
+  if (n > size - 8) {
+    rc = mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
+                   "%s: header length %" PRIu64 " exceeds the %" PRIu64
+                   " bytes after the length field (file truncated or not safetensors?)",
+                   path, n, size - 8);
+    goto done;
+  }
+  if (n > MAX_HEADER) {
+    rc = mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
+                   "%s: header length %" PRIu64 " exceeds "
+                   "the %u-byte limit",
+                   path, n, MAX_HEADER);
+    goto done;
+  }
+  js = malloc(n + 1);
+  if (!js) {
+    rc = mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "%s: out of memory", path);
+    goto done;
+  }
+  if ((e = read_at(f->fd, js, n, 8)) != 0) {
+    rc = mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: reading header: %s", path, strerror(e));
+    goto done;
+  }
+  js[n] = 0;
+  f->data_start = 8 + n;
+  f->data_size = size - 8 - n;
+  rc = parse_header(f, js, n, err, errlen);
 done:
-    free(js);
-    if (rc != MMRT_OK)
-        mmrt_st_close(f);
-    else
-        *out = f;
-    return rc;
+  free(js);
+  if (rc != MMRT_OK)
+    mmrt_st_close(f);
+  else
+    *out = f;
+  return rc;
 }
 
-const char *mmrt_st_path(const MmrtStFile *f) { return f->path; }
-int mmrt_st_count(const MmrtStFile *f) { return f->n; }
-
-const char *mmrt_st_name(const MmrtStFile *f, int i)
-{
-    return i >= 0 && i < f->n ? f->e[i].name : NULL;
+const char *mmrt_st_path(const MmrtStFile *f) {
+  return f->path;
+}
+int mmrt_st_count(const MmrtStFile *f) {
+  return f->n;
 }
 
-int mmrt_st_find(const MmrtStFile *f, const char *name)
-{
-    for (int i = 0; i < f->n; i++)
-        if (strcmp(f->e[i].name, name) == 0)
-            return i;
-    return -1;
+const char *mmrt_st_name(const MmrtStFile *f, int i) {
+  return i >= 0 && i < f->n ? f->e[i].name : NULL;
+}
+
+int mmrt_st_find(const MmrtStFile *f, const char *name) {
+  for (int i = 0; i < f->n; i++)
+    if (strcmp(f->e[i].name, name) == 0) return i;
+  return -1;
 }
 
 void mmrt_st_info(const MmrtStFile *f, int i, MmrtStDtype *dtype, int *ndim,
-                  const int64_t **shape)
-{
-    if (dtype)
-        *dtype = f->e[i].dtype;
-    if (ndim)
-        *ndim = f->e[i].ndim;
-    if (shape)
-        *shape = f->e[i].shape;
+                  const int64_t **shape) {
+  if (dtype) *dtype = f->e[i].dtype;
+  if (ndim) *ndim = f->e[i].ndim;
+  if (shape) *shape = f->e[i].shape;
 }
 
-int mmrt_st_read(MmrtStFile *f, const MmrtTensorRef *t, char *err, size_t errlen)
-{
-    int i = mmrt_st_find(f, t->name);
-    if (i < 0)
-        return mmrt_errf(err, errlen, MMRT_ERR_MISMATCH,
-                         "%s: tensor '%s' is missing (the file has %d tensors)", f->path,
-                         t->name, f->n);
-    const Entry *e = &f->e[i];
-    char want[160], have[160];
-    shape_str(want, sizeof want, t->ndim, t->shape);
-    shape_str(have, sizeof have, e->ndim, e->shape);
-    int same = e->dtype == t->dtype && e->ndim == t->ndim;
-    for (int d = 0; same && d < e->ndim; d++)
-        same = e->shape[d] == t->shape[d];
-    if (!same)
-        return mmrt_errf(err, errlen, MMRT_ERR_MISMATCH,
-                         "%s: tensor '%s' is %s %s, expected %s %s", f->path, t->name,
-                         dtypes[e->dtype].name, have, mmrt_st_dtype_name(t->dtype), want);
-    int er = read_at(f->fd, t->data, (size_t)(e->end - e->begin), f->data_start + e->begin);
-    if (er)
-        return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: reading tensor '%s': %s", f->path,
-                         t->name, er == EIO ? "file shorter than its header says" : strerror(er));
-    return MMRT_OK;
+int mmrt_st_read(MmrtStFile *f, const MmrtTensorRef *t, char *err, size_t errlen) {
+  int i = mmrt_st_find(f, t->name);
+  if (i < 0)
+    return mmrt_errf(err, errlen, MMRT_ERR_MISMATCH,
+                     "%s: tensor '%s' is missing (the file has %d tensors)", f->path, t->name,
+                     f->n);
+  const Entry *e = &f->e[i];
+  char want[160], have[160];
+  shape_str(want, sizeof want, t->ndim, t->shape);
+  shape_str(have, sizeof have, e->ndim, e->shape);
+  int same = e->dtype == t->dtype && e->ndim == t->ndim;
+  for (int d = 0; same && d < e->ndim; d++) same = e->shape[d] == t->shape[d];
+  if (!same)
+    return mmrt_errf(err, errlen, MMRT_ERR_MISMATCH, "%s: tensor '%s' is %s %s, expected %s %s",
+                     f->path, t->name, dtypes[e->dtype].name, have, mmrt_st_dtype_name(t->dtype),
+                     want);
+  int er = read_at(f->fd, t->data, (size_t)(e->end - e->begin), f->data_start + e->begin);
+  if (er)
+    return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: reading tensor '%s': %s", f->path, t->name,
+                     er == EIO ? "file shorter than its header says" : strerror(er));
+  return MMRT_OK;
 }
 
-int mmrt_st_read_all(MmrtStFile *f, const MmrtTensorRef *t, int n, int strict,
-                     char *err, size_t errlen)
-{
-    for (int i = 0; i < n; i++) {
-        int rc = mmrt_st_read(f, &t[i], err, errlen);
-        if (rc != MMRT_OK)
-            return rc;
+int mmrt_st_read_all(MmrtStFile *f, const MmrtTensorRef *t, int n, int strict, char *err,
+                     size_t errlen) {
+  for (int i = 0; i < n; i++) {
+    int rc = mmrt_st_read(f, &t[i], err, errlen);
+    if (rc != MMRT_OK) return rc;
+  }
+  if (strict)
+    for (int i = 0; i < f->n; i++) {
+      int known = 0;
+      for (int j = 0; j < n && !known; j++) known = strcmp(f->e[i].name, t[j].name) == 0;
+      if (!known)
+        return mmrt_errf(err, errlen, MMRT_ERR_MISMATCH,
+                         "%s: holds tensor '%s' that the model does not have", f->path,
+                         f->e[i].name);
     }
-    if (strict)
-        for (int i = 0; i < f->n; i++) {
-            int known = 0;
-            for (int j = 0; j < n && !known; j++)
-                known = strcmp(f->e[i].name, t[j].name) == 0;
-            if (!known)
-                return mmrt_errf(err, errlen, MMRT_ERR_MISMATCH,
-                                 "%s: holds tensor '%s' that the model does not have", f->path,
-                                 f->e[i].name);
-        }
-    return MMRT_OK;
+  return MMRT_OK;
 }
 
-const char *mmrt_st_meta(const MmrtStFile *f, const char *key)
-{
-    for (int i = 0; i < f->nmeta; i++)
-        if (strcmp(f->meta[i].key, key) == 0)
-            return f->meta[i].value;
-    return NULL;
+const char *mmrt_st_meta(const MmrtStFile *f, const char *key) {
+  for (int i = 0; i < f->nmeta; i++)
+    if (strcmp(f->meta[i].key, key) == 0) return f->meta[i].value;
+  return NULL;
 }
 
-int mmrt_st_meta_count(const MmrtStFile *f) { return f->nmeta; }
-
-MmrtKV mmrt_st_meta_at(const MmrtStFile *f, int i)
-{
-    return i >= 0 && i < f->nmeta ? f->meta[i] : (MmrtKV){NULL, NULL};
+int mmrt_st_meta_count(const MmrtStFile *f) {
+  return f->nmeta;
 }
 
-static int parse_i64(const char *s, int64_t *out)
-{
-    if (!s || !*s)
-        return 0;
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || *end)
-        return 0;
-    *out = v;
-    return 1;
+MmrtKV mmrt_st_meta_at(const MmrtStFile *f, int i) {
+  return i >= 0 && i < f->nmeta ? f->meta[i] : (MmrtKV){NULL, NULL};
 }
 
-int mmrt_st_meta_int64(const MmrtStFile *f, const char *key, int64_t *out,
-                       char *err, size_t errlen)
-{
-    const char *v = mmrt_st_meta(f, key);
-    if (!v)
-        return mmrt_errf(err, errlen, MMRT_ERR_NOTFOUND, "%s: metadata key '%s' is missing",
-                         f->path, key);
-    if (!parse_i64(v, out))
-        return mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
-                         "%s: metadata '%s' is '%s', expected a decimal integer", f->path, key, v);
-    return MMRT_OK;
+static int parse_i64(const char *s, int64_t *out) {
+  if (!s || !*s) return 0;
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || *end) return 0;
+  *out = v;
+  return 1;
+}
+
+int mmrt_st_meta_int64(const MmrtStFile *f, const char *key, int64_t *out, char *err,
+                       size_t errlen) {
+  const char *v = mmrt_st_meta(f, key);
+  if (!v)
+    return mmrt_errf(err, errlen, MMRT_ERR_NOTFOUND, "%s: metadata key '%s' is missing", f->path,
+                     key);
+  if (!parse_i64(v, out))
+    return mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
+                     "%s: metadata '%s' is '%s', expected a decimal integer", f->path, key, v);
+  return MMRT_OK;
 }
 
 /* ---- checkpoint directories ---- */
 
-int mmrt_ckpt_rank_path(char *buf, size_t len, const char *dir, int rank)
-{
-    return snprintf(buf, len, "%s/rank-%05d.safetensors", dir, rank);
+int mmrt_ckpt_rank_path(char *buf, size_t len, const char *dir, int rank) {
+  return snprintf(buf, len, "%s/rank-%05d.safetensors", dir, rank);
 }
 
-static int mkdir_p(const char *dir, char *err, size_t errlen)
-{
-    char tmp[PATH_MAX];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s", dir) >= sizeof tmp)
-        return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: path too long", dir);
-    for (char *p = tmp + 1;; p++) {
-        if (*p == '/' || *p == 0) {
-            char c = *p;
-            *p = 0;
-            struct stat st;
-            if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-                return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: cannot create directory %s: %s",
-                                 dir, tmp, strerror(errno));
-            if (stat(tmp, &st) != 0 || !S_ISDIR(st.st_mode))
-                return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: %s exists and is not a directory",
-                                 dir, tmp);
-            *p = c;
-            if (!c)
-                break;
-        }
+static int mkdir_p(const char *dir, char *err, size_t errlen) {
+  char tmp[PATH_MAX];
+  if ((size_t)snprintf(tmp, sizeof tmp, "%s", dir) >= sizeof tmp)
+    return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: path too long", dir);
+  for (char *p = tmp + 1;; p++) {
+    if (*p == '/' || *p == 0) {
+      char c = *p;
+      *p = 0;
+      struct stat st;
+      if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+        return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: cannot create directory %s: %s", dir, tmp,
+                         strerror(errno));
+      if (stat(tmp, &st) != 0 || !S_ISDIR(st.st_mode))
+        return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: %s exists and is not a directory", dir,
+                         tmp);
+      *p = c;
+      if (!c) break;
     }
-    return MMRT_OK;
+  }
+  return MMRT_OK;
 }
 
 int mmrt_ckpt_save_rank(const char *dir, int rank, const MmrtManifest *m,
-                        const MmrtTensorRef *tensors, int ntensors,
-                        const MmrtKV *meta, int nmeta, char *err, size_t errlen)
-{
-    if (rank < 0 || rank >= m->world_size)
-        return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: rank %d outside world size %d", dir,
-                         rank, m->world_size);
-    int rc = mkdir_p(dir, err, errlen);
-    if (rc != MMRT_OK)
-        return rc;
-    char path[PATH_MAX], step[32], rk[16], ws[16];
-    if ((size_t)mmrt_ckpt_rank_path(path, sizeof path, dir, rank) >= sizeof path)
-        return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: path too long", dir);
-    snprintf(step, sizeof step, "%" PRId64, m->step);
-    snprintf(rk, sizeof rk, "%d", rank);
-    snprintf(ws, sizeof ws, "%d", m->world_size);
-    MmrtKV *all = malloc(((size_t)nmeta + 4) * sizeof *all);
-    if (!all)
-        return mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "%s: out of memory", path);
-    all[0] = (MmrtKV){MMRT_CKPT_STEP, step};
-    all[1] = (MmrtKV){MMRT_CKPT_RANK, rk};
-    all[2] = (MmrtKV){MMRT_CKPT_WORLD, ws};
-    all[3] = (MmrtKV){MMRT_CKPT_FINGERPRINT, m->fingerprint};
-    int n = 4;
-    for (int i = 0; i < nmeta; i++) {
-        int reserved = 0;
-        for (int j = 0; j < 4; j++)
-            reserved |= strcmp(meta[i].key, all[j].key) == 0;
-        if (reserved) {
-            free(all);
-            return mmrt_errf(err, errlen, MMRT_ERR_ARG,
-                             "%s: metadata key '%s' is set by mmrt_ckpt_save_rank", path,
-                             meta[i].key);
-        }
-        all[n++] = meta[i];
+                        const MmrtTensorRef *tensors, int ntensors, const MmrtKV *meta, int nmeta,
+                        char *err, size_t errlen) {
+  if (rank < 0 || rank >= m->world_size)
+    return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: rank %d outside world size %d", dir, rank,
+                     m->world_size);
+  int rc = mkdir_p(dir, err, errlen);
+  if (rc != MMRT_OK) return rc;
+  char path[PATH_MAX], step[32], rk[16], ws[16];
+  if ((size_t)mmrt_ckpt_rank_path(path, sizeof path, dir, rank) >= sizeof path)
+    return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: path too long", dir);
+  snprintf(step, sizeof step, "%" PRId64, m->step);
+  snprintf(rk, sizeof rk, "%d", rank);
+  snprintf(ws, sizeof ws, "%d", m->world_size);
+  MmrtKV *all = malloc(((size_t)nmeta + 4) * sizeof *all);
+  if (!all) return mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "%s: out of memory", path);
+  all[0] = (MmrtKV){MMRT_CKPT_STEP, step};
+  all[1] = (MmrtKV){MMRT_CKPT_RANK, rk};
+  all[2] = (MmrtKV){MMRT_CKPT_WORLD, ws};
+  all[3] = (MmrtKV){MMRT_CKPT_FINGERPRINT, m->fingerprint};
+  int n = 4;
+  for (int i = 0; i < nmeta; i++) {
+    int reserved = 0;
+    for (int j = 0; j < 4; j++) reserved |= strcmp(meta[i].key, all[j].key) == 0;
+    if (reserved) {
+      free(all);
+      return mmrt_errf(err, errlen, MMRT_ERR_ARG,
+                       "%s: metadata key '%s' is set by mmrt_ckpt_save_rank", path, meta[i].key);
     }
-    rc = mmrt_st_save(path, tensors, ntensors, all, n, err, errlen);
-    free(all);
-    return rc;
+    all[n++] = meta[i];
+  }
+  rc = mmrt_st_save(path, tensors, ntensors, all, n, err, errlen);
+  free(all);
+  return rc;
 }
 
-int mmrt_ckpt_write_manifest(const char *dir, const MmrtManifest *m, char *err, size_t errlen)
-{
-    if (m->world_size < 1)
-        return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: world size %d, expected >= 1", dir,
-                         m->world_size);
-    char path[PATH_MAX], name[64];
-    if ((size_t)snprintf(path, sizeof path, "%s/manifest.json", dir) >= sizeof path)
-        return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: path too long", dir);
-    json_object *o = json_object_new_object(), *files = json_object_new_array();
-    json_object_object_add(o, "format", json_object_new_string("mmrt-checkpoint"));
-    json_object_object_add(o, "version", json_object_new_int(1));
-    json_object_object_add(o, "step", json_object_new_int64(m->step));
-    json_object_object_add(o, "world_size", json_object_new_int(m->world_size));
-    json_object_object_add(o, "fingerprint", json_object_new_string(m->fingerprint));
-    for (int r = 0; r < m->world_size; r++) {
-        snprintf(name, sizeof name, "rank-%05d.safetensors", r);
-        json_object_array_add(files, json_object_new_string(name));
-    }
-    json_object_object_add(o, "files", files);
-    const char *js = json_object_to_json_string_ext(
-        o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE);
-    size_t len = strlen(js);
-    char *buf = malloc(len + 2);
-    int rc;
-    if (!buf) {
-        rc = mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "%s: out of memory", path);
-    } else {
-        memcpy(buf, js, len);
-        buf[len] = '\n';
-        rc = mmrt_write_file_atomic(path, buf, len + 1, err, errlen);
-        free(buf);
-    }
-    json_object_put(o);
-    return rc;
-}
-
-int mmrt_ckpt_read_manifest(const char *dir, MmrtManifest *m, char *err, size_t errlen)
-{
-    memset(m, 0, sizeof *m);
-    char path[PATH_MAX];
-    if ((size_t)snprintf(path, sizeof path, "%s/manifest.json", dir) >= sizeof path)
-        return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: path too long", dir);
-    FILE *fp = fopen(path, "rb");
-    if (!fp) {
-        int e = errno;
-        return mmrt_errf(err, errlen, e == ENOENT ? MMRT_ERR_NOTFOUND : MMRT_ERR_IO,
-                         "%s: cannot open checkpoint manifest: %s", path, strerror(e));
-    }
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    int rc = MMRT_OK;
-    for (;;) {
-        if (len == cap) {
-            cap = cap ? cap * 2 : 4096;
-            char *nb = cap <= (16u << 20) ? realloc(buf, cap + 1) : NULL;
-            if (!nb) {
-                rc = mmrt_errf(err, errlen, MMRT_ERR_FORMAT, "%s: manifest too large", path);
-                goto done;
-            }
-            buf = nb;
-        }
-        size_t r = fread(buf + len, 1, cap - len, fp);
-        len += r;
-        if (r == 0)
-            break;
-    }
-    if (ferror(fp)) {
-        rc = mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: read error", path);
-        goto done;
-    }
-    buf[len] = 0;
-    json_tokener *tok = json_tokener_new();
-    if (!tok) {
-        rc = mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "%s: out of memory", path);
-        goto done;
-    }
-    json_object *o = json_tokener_parse_ex(tok, buf, (int)len);
-    enum json_tokener_error jerr = json_tokener_get_error(tok);
-    json_tokener_free(tok);
-    if (!o || jerr != json_tokener_success || !json_object_is_type(o, json_type_object)) {
-        rc = mmrt_errf(err, errlen, MMRT_ERR_FORMAT, "%s: manifest is not a JSON object: %s",
-                       path, jerr == json_tokener_continue ? "unexpected end of file"
-                                                           : json_tokener_error_desc(jerr));
-        json_object_put(o);
-        goto done;
-    }
-    json_object *v;
-    if (!json_object_object_get_ex(o, "format", &v) ||
-        strcmp(json_object_get_string(v), "mmrt-checkpoint") != 0 ||
-        !json_object_object_get_ex(o, "version", &v) || json_object_get_int(v) != 1) {
-        rc = mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
-                       "%s: expected \"format\": \"mmrt-checkpoint\", \"version\": 1", path);
-    } else if (!json_object_object_get_ex(o, "step", &v) || !json_object_is_type(v, json_type_int) ||
-               (m->step = json_object_get_int64(v)) < 0) {
-        rc = mmrt_errf(err, errlen, MMRT_ERR_FORMAT, "%s: field 'step': expected an integer >= 0",
-                       path);
-    } else if (!json_object_object_get_ex(o, "world_size", &v) ||
-               !json_object_is_type(v, json_type_int) ||
-               (m->world_size = json_object_get_int(v)) < 1) {
-        rc = mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
-                       "%s: field 'world_size': expected an integer >= 1", path);
-    } else if (!json_object_object_get_ex(o, "fingerprint", &v) ||
-               !json_object_is_type(v, json_type_string) ||
-               strlen(json_object_get_string(v)) >= sizeof m->fingerprint) {
-        rc = mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
-                       "%s: field 'fingerprint': expected a string shorter than %zu bytes", path,
-                       sizeof m->fingerprint);
-    } else {
-        strcpy(m->fingerprint, json_object_get_string(v));
-        json_object *files;
-        if (!json_object_object_get_ex(o, "files", &files) ||
-            !json_object_is_type(files, json_type_array) ||
-            json_object_array_length(files) != (size_t)m->world_size) {
-            rc = mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
-                           "%s: field 'files': expected an array of %d file names (world_size)",
-                           path, m->world_size);
-        } else {
-            for (int r = 0; r < m->world_size && rc == MMRT_OK; r++) {
-                char want[64];
-                snprintf(want, sizeof want, "rank-%05d.safetensors", r);
-                const char *got = json_object_get_string(json_object_array_get_idx(files, r));
-                if (!got || strcmp(got, want) != 0)
-                    rc = mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
-                                   "%s: files[%d] is '%s', expected '%s'", path, r,
-                                   got ? got : "(not a string)", want);
-            }
-        }
-    }
-    json_object_put(o);
-done:
+int mmrt_ckpt_write_manifest(const char *dir, const MmrtManifest *m, char *err, size_t errlen) {
+  if (m->world_size < 1)
+    return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: world size %d, expected >= 1", dir,
+                     m->world_size);
+  char path[PATH_MAX], name[64];
+  if ((size_t)snprintf(path, sizeof path, "%s/manifest.json", dir) >= sizeof path)
+    return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: path too long", dir);
+  json_object *o = json_object_new_object(), *files = json_object_new_array();
+  json_object_object_add(o, "format", json_object_new_string("mmrt-checkpoint"));
+  json_object_object_add(o, "version", json_object_new_int(1));
+  json_object_object_add(o, "step", json_object_new_int64(m->step));
+  json_object_object_add(o, "world_size", json_object_new_int(m->world_size));
+  json_object_object_add(o, "fingerprint", json_object_new_string(m->fingerprint));
+  for (int r = 0; r < m->world_size; r++) {
+    snprintf(name, sizeof name, "rank-%05d.safetensors", r);
+    json_object_array_add(files, json_object_new_string(name));
+  }
+  json_object_object_add(o, "files", files);
+  const char *js = json_object_to_json_string_ext(
+      o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE);
+  size_t len = strlen(js);
+  char *buf = malloc(len + 2);
+  int rc;
+  if (!buf) {
+    rc = mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "%s: out of memory", path);
+  } else {
+    memcpy(buf, js, len);
+    buf[len] = '\n';
+    rc = mmrt_write_file_atomic(path, buf, len + 1, err, errlen);
     free(buf);
-    fclose(fp);
-    return rc;
+  }
+  json_object_put(o);
+  return rc;
 }
 
-int mmrt_ckpt_open_rank(MmrtStFile **out, const char *dir, int rank,
-                        const MmrtManifest *expect, MmrtManifest *found,
-                        char *err, size_t errlen)
-{
-    *out = NULL;
-    MmrtManifest m;
-    int rc = mmrt_ckpt_read_manifest(dir, &m, err, errlen);
-    if (rc != MMRT_OK)
-        return rc;
-    if (found)
-        *found = m;
-    if (strcmp(m.fingerprint, expect->fingerprint) != 0)
-        return mmrt_errf(err, errlen, MMRT_ERR_MISMATCH,
-                         "%s/manifest.json: model fingerprint is '%s', expected '%s' (the "
-                         "checkpoint is of another model or parallel plan)", dir, m.fingerprint,
-                         expect->fingerprint);
-    if (m.world_size != expect->world_size)
-        return mmrt_errf(err, errlen, MMRT_ERR_MISMATCH,
-                         "%s/manifest.json: world size is %d, expected %d (this run's ranks)",
-                         dir, m.world_size, expect->world_size);
-    if (rank < 0 || rank >= m.world_size)
-        return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: rank %d outside world size %d", dir,
-                         rank, m.world_size);
-    char path[PATH_MAX];
-    if ((size_t)mmrt_ckpt_rank_path(path, sizeof path, dir, rank) >= sizeof path)
-        return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: path too long", dir);
-    MmrtStFile *f;
-    if ((rc = mmrt_st_open(&f, path, err, errlen)) != MMRT_OK) {
-        /* a rank file named by the manifest is missing: damaged, not fresh */
-        return rc == MMRT_ERR_NOTFOUND ? MMRT_ERR_FORMAT : rc;
+int mmrt_ckpt_read_manifest(const char *dir, MmrtManifest *m, char *err, size_t errlen) {
+  memset(m, 0, sizeof *m);
+  char path[PATH_MAX];
+  if ((size_t)snprintf(path, sizeof path, "%s/manifest.json", dir) >= sizeof path)
+    return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: path too long", dir);
+  FILE *fp = fopen(path, "rb");
+  if (!fp) {
+    int e = errno;
+    return mmrt_errf(err, errlen, e == ENOENT ? MMRT_ERR_NOTFOUND : MMRT_ERR_IO,
+                     "%s: cannot open checkpoint manifest: %s", path, strerror(e));
+  }
+  char *buf = NULL;
+  size_t len = 0, cap = 0;
+  int rc = MMRT_OK;
+  for (;;) {
+    if (len == cap) {
+      cap = cap ? cap * 2 : 4096;
+      char *nb = cap <= (16u << 20) ? realloc(buf, cap + 1) : NULL;
+      if (!nb) {
+        rc = mmrt_errf(err, errlen, MMRT_ERR_FORMAT, "%s: manifest too large", path);
+        goto done;
+      }
+      buf = nb;
     }
-    int64_t step, rk, ws;
-    if ((rc = mmrt_st_meta_int64(f, MMRT_CKPT_STEP, &step, err, errlen)) != MMRT_OK ||
-        (rc = mmrt_st_meta_int64(f, MMRT_CKPT_RANK, &rk, err, errlen)) != MMRT_OK ||
-        (rc = mmrt_st_meta_int64(f, MMRT_CKPT_WORLD, &ws, err, errlen)) != MMRT_OK) {
-        mmrt_st_close(f);
-        return rc == MMRT_ERR_NOTFOUND ? MMRT_ERR_FORMAT : rc;
+    size_t r = fread(buf + len, 1, cap - len, fp);
+    len += r;
+    if (r == 0) break;
+  }
+  if (ferror(fp)) {
+    rc = mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: read error", path);
+    goto done;
+  }
+  buf[len] = 0;
+  json_tokener *tok = json_tokener_new();
+  if (!tok) {
+    rc = mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "%s: out of memory", path);
+    goto done;
+  }
+  json_object *o = json_tokener_parse_ex(tok, buf, (int)len);
+  enum json_tokener_error jerr = json_tokener_get_error(tok);
+  json_tokener_free(tok);
+  if (!o || jerr != json_tokener_success || !json_object_is_type(o, json_type_object)) {
+    rc = mmrt_errf(err, errlen, MMRT_ERR_FORMAT, "%s: manifest is not a JSON object: %s", path,
+                   jerr == json_tokener_continue ? "unexpected end of file"
+                                                 : json_tokener_error_desc(jerr));
+    json_object_put(o);
+    goto done;
+  }
+  json_object *v;
+  if (!json_object_object_get_ex(o, "format", &v) ||
+      strcmp(json_object_get_string(v), "mmrt-checkpoint") != 0 ||
+      !json_object_object_get_ex(o, "version", &v) || json_object_get_int(v) != 1) {
+    rc = mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
+                   "%s: expected \"format\": \"mmrt-checkpoint\", \"version\": 1", path);
+  } else if (!json_object_object_get_ex(o, "step", &v) || !json_object_is_type(v, json_type_int) ||
+             (m->step = json_object_get_int64(v)) < 0) {
+    rc =
+        mmrt_errf(err, errlen, MMRT_ERR_FORMAT, "%s: field 'step': expected an integer >= 0", path);
+  } else if (!json_object_object_get_ex(o, "world_size", &v) ||
+             !json_object_is_type(v, json_type_int) ||
+             (m->world_size = json_object_get_int(v)) < 1) {
+    rc = mmrt_errf(err, errlen, MMRT_ERR_FORMAT, "%s: field 'world_size': expected an integer >= 1",
+                   path);
+  } else if (!json_object_object_get_ex(o, "fingerprint", &v) ||
+             !json_object_is_type(v, json_type_string) ||
+             strlen(json_object_get_string(v)) >= sizeof m->fingerprint) {
+    rc = mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
+                   "%s: field 'fingerprint': expected a string shorter than %zu bytes", path,
+                   sizeof m->fingerprint);
+  } else {
+    strcpy(m->fingerprint, json_object_get_string(v));
+    json_object *files;
+    if (!json_object_object_get_ex(o, "files", &files) ||
+        !json_object_is_type(files, json_type_array) ||
+        json_object_array_length(files) != (size_t)m->world_size) {
+      rc = mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
+                     "%s: field 'files': expected an array of %d file names (world_size)", path,
+                     m->world_size);
+    } else {
+      for (int r = 0; r < m->world_size && rc == MMRT_OK; r++) {
+        char want[64];
+        snprintf(want, sizeof want, "rank-%05d.safetensors", r);
+        const char *got = json_object_get_string(json_object_array_get_idx(files, r));
+        if (!got || strcmp(got, want) != 0)
+          rc = mmrt_errf(err, errlen, MMRT_ERR_FORMAT, "%s: files[%d] is '%s', expected '%s'", path,
+                         r, got ? got : "(not a string)", want);
+      }
     }
-    const char *fp = mmrt_st_meta(f, MMRT_CKPT_FINGERPRINT);
-    if (step != m.step || rk != rank || ws != m.world_size || !fp ||
-        strcmp(fp, m.fingerprint) != 0) {
-        rc = mmrt_errf(err, errlen, MMRT_ERR_MISMATCH,
-                       "%s: metadata says step %" PRId64 ", rank %" PRId64 ", world size %"
-                       PRId64 ", fingerprint '%s'; expected step %" PRId64 ", rank %d, world "
-                       "size %d, fingerprint '%s' from manifest.json (checkpoint left half "
-                       "written?)", path, step, rk, ws, fp ? fp : "(missing)", m.step, rank,
-                       m.world_size, m.fingerprint);
-        mmrt_st_close(f);
-        return rc;
-    }
-    *out = f;
-    return MMRT_OK;
+  }
+  json_object_put(o);
+done:
+  free(buf);
+  fclose(fp);
+  return rc;
+}
+
+int mmrt_ckpt_open_rank(MmrtStFile **out, const char *dir, int rank, const MmrtManifest *expect,
+                        MmrtManifest *found, char *err, size_t errlen) {
+  *out = NULL;
+  MmrtManifest m;
+  int rc = mmrt_ckpt_read_manifest(dir, &m, err, errlen);
+  if (rc != MMRT_OK) return rc;
+  if (found) *found = m;
+  if (strcmp(m.fingerprint, expect->fingerprint) != 0)
+    return mmrt_errf(err, errlen, MMRT_ERR_MISMATCH,
+                     "%s/manifest.json: model fingerprint is '%s', expected '%s' (the "
+                     "checkpoint is of another model or parallel plan)",
+                     dir, m.fingerprint, expect->fingerprint);
+  if (m.world_size != expect->world_size)
+    return mmrt_errf(err, errlen, MMRT_ERR_MISMATCH,
+                     "%s/manifest.json: world size is %d, expected %d (this run's ranks)", dir,
+                     m.world_size, expect->world_size);
+  if (rank < 0 || rank >= m.world_size)
+    return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: rank %d outside world size %d", dir, rank,
+                     m.world_size);
+  char path[PATH_MAX];
+  if ((size_t)mmrt_ckpt_rank_path(path, sizeof path, dir, rank) >= sizeof path)
+    return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: path too long", dir);
+  MmrtStFile *f;
+  if ((rc = mmrt_st_open(&f, path, err, errlen)) != MMRT_OK) {
+    /* a rank file named by the manifest is missing: damaged, not fresh */
+    return rc == MMRT_ERR_NOTFOUND ? MMRT_ERR_FORMAT : rc;
+  }
+  int64_t step, rk, ws;
+  if ((rc = mmrt_st_meta_int64(f, MMRT_CKPT_STEP, &step, err, errlen)) != MMRT_OK ||
+      (rc = mmrt_st_meta_int64(f, MMRT_CKPT_RANK, &rk, err, errlen)) != MMRT_OK ||
+      (rc = mmrt_st_meta_int64(f, MMRT_CKPT_WORLD, &ws, err, errlen)) != MMRT_OK) {
+    mmrt_st_close(f);
+    return rc == MMRT_ERR_NOTFOUND ? MMRT_ERR_FORMAT : rc;
+  }
+  const char *fp = mmrt_st_meta(f, MMRT_CKPT_FINGERPRINT);
+  if (step != m.step || rk != rank || ws != m.world_size || !fp || strcmp(fp, m.fingerprint) != 0) {
+    rc = mmrt_errf(err, errlen, MMRT_ERR_MISMATCH,
+                   "%s: metadata says step %" PRId64 ", rank %" PRId64 ", world size %" PRId64
+                   ", fingerprint '%s'; expected step %" PRId64 ", rank %d, world "
+                   "size %d, fingerprint '%s' from manifest.json (checkpoint left half "
+                   "written?)",
+                   path, step, rk, ws, fp ? fp : "(missing)", m.step, rank, m.world_size,
+                   m.fingerprint);
+    mmrt_st_close(f);
+    return rc;
+  }
+  *out = f;
+  return MMRT_OK;
 }

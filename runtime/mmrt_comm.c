@@ -19,7 +19,7 @@
 #include <time.h>
 
 static const char *const axis_names[MMRT_NAXES] = {
-    [MMRT_AXIS_DP] = "dp", [MMRT_AXIS_CP] = "cp", [MMRT_AXIS_TP] = "tp",
+    [MMRT_AXIS_DP] = "dp", [MMRT_AXIS_CP] = "cp",       [MMRT_AXIS_TP] = "tp",
     [MMRT_AXIS_PP] = "pp", [MMRT_AXIS_WORLD] = "world",
 };
 
@@ -43,104 +43,88 @@ static MmrtCommCount counters[MMRT_COMM_NKINDS][MMRT_NAXES];
 static MmrtCommCount phase_counters[MMRT_NPHASES][MMRT_COMM_NKINDS][MMRT_NAXES];
 static int cur_phase;
 
-const char *mmrt_axis_name(MmrtAxis ax)
-{
-    return (unsigned)ax < MMRT_NAXES ? axis_names[ax] : "?";
+const char *mmrt_axis_name(MmrtAxis ax) {
+  return (unsigned)ax < MMRT_NAXES ? axis_names[ax] : "?";
 }
 
-const char *mmrt_comm_kind_name(MmrtCommKind k)
-{
-    return (unsigned)k < MMRT_COMM_NKINDS ? kind_names[k] : "?";
+const char *mmrt_comm_kind_name(MmrtCommKind k) {
+  return (unsigned)k < MMRT_COMM_NKINDS ? kind_names[k] : "?";
 }
 
-static size_t esize(MmrtDtype dt)
-{
-    switch (dt) {
+static size_t esize(MmrtDtype dt) {
+  switch (dt) {
     case MMRT_F32: return 4;
     case MMRT_BF16: return 2;
-    }
-    return 0;
+  }
+  return 0;
 }
 
 /* bf16 travels as 16-bit words; only sums need to know what they are. */
-static MPI_Datatype mpi_type(MmrtDtype dt)
-{
-    return dt == MMRT_BF16 ? MPI_UINT16_T : MPI_FLOAT;
+static MPI_Datatype mpi_type(MmrtDtype dt) {
+  return dt == MMRT_BF16 ? MPI_UINT16_T : MPI_FLOAT;
 }
 
-static MPI_Op sum_op(const MmrtMesh *m, MmrtDtype dt)
-{
-    return dt == MMRT_BF16 ? m->bf16_sum : MPI_SUM;
+static MPI_Op sum_op(const MmrtMesh *m, MmrtDtype dt) {
+  return dt == MMRT_BF16 ? m->bf16_sum : MPI_SUM;
 }
 
-static float bf16_to_f32(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
+static float bf16_to_f32(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
 }
 
 /* Round to nearest even; NaN stays a (quiet) NaN. */
-static uint16_t f32_to_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((u >> 16) | 0x40);
-    u += 0x7fffu + ((u >> 16) & 1);
-    return (uint16_t)(u >> 16);
+static uint16_t f32_to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1);
+  return (uint16_t)(u >> 16);
 }
 
-static void bf16_sum_fn(void *in, void *inout, int *len, MPI_Datatype *type)
-{
-    const uint16_t *a = in;
-    uint16_t *b = inout;
-    for (int i = 0; i < *len; i++)
-        b[i] = f32_to_bf16(bf16_to_f32(a[i]) + bf16_to_f32(b[i]));
+static void bf16_sum_fn(void *in, void *inout, int *len, MPI_Datatype *type) {
+  const uint16_t *a = in;
+  uint16_t *b = inout;
+  for (int i = 0; i < *len; i++) b[i] = f32_to_bf16(bf16_to_f32(a[i]) + bf16_to_f32(b[i]));
 }
 
-void mmrt_split_range(int64_t dim, int n, int r, int64_t *lo, int64_t *len)
-{
-    int64_t q = dim / n, extra = dim % n;
-    *len = q + (r < extra);
-    *lo = r * q + (r < extra ? r : extra);
+void mmrt_split_range(int64_t dim, int n, int r, int64_t *lo, int64_t *len) {
+  int64_t q = dim / n, extra = dim % n;
+  *len = q + (r < extra);
+  *lo = r * q + (r < extra ? r : extra);
 }
 
 /* floor(bytes * k / n) without overflow. */
-static uint64_t share(uint64_t bytes, uint64_t k, uint64_t n)
-{
-    return bytes / n * k + bytes % n * k / n;
+static uint64_t share(uint64_t bytes, uint64_t k, uint64_t n) {
+  return bytes / n * k + bytes % n * k / n;
 }
 
-static void tally(MmrtCommKind k, MmrtAxis ax, int n, uint64_t elems, uint64_t bytes)
-{
-    MmrtCommCount *cs[2] = {&counters[k][ax], &phase_counters[cur_phase][k][ax]};
-    for (int i = 0; i < 2; i++) {
-        cs[i]->calls++;
-        cs[i]->elems += elems;
-        cs[i]->bytes += bytes;
-        cs[i]->n = n;
-    }
+static void tally(MmrtCommKind k, MmrtAxis ax, int n, uint64_t elems, uint64_t bytes) {
+  MmrtCommCount *cs[2] = {&counters[k][ax], &phase_counters[cur_phase][k][ax]};
+  for (int i = 0; i < 2; i++) {
+    cs[i]->calls++;
+    cs[i]->elems += elems;
+    cs[i]->bytes += bytes;
+    cs[i]->n = n;
+  }
 }
 
-void mmrt_comm_set_phase(int phase)
-{
-    cur_phase = phase >= 0 && phase < MMRT_NPHASES ? phase : MMRT_PHASE_FORWARD;
+void mmrt_comm_set_phase(int phase) {
+  cur_phase = phase >= 0 && phase < MMRT_NPHASES ? phase : MMRT_PHASE_FORWARD;
 }
 
-const char *mmrt_comm_phase_name(MmrtCommPhase p)
-{
-    static const char *const names[MMRT_NPHASES] = {"forward", "backward", "update"};
-    return (unsigned)p < MMRT_NPHASES ? names[p] : "?";
+const char *mmrt_comm_phase_name(MmrtCommPhase p) {
+  static const char *const names[MMRT_NPHASES] = {"forward", "backward", "update"};
+  return (unsigned)p < MMRT_NPHASES ? names[p] : "?";
 }
 
-MmrtCommCount mmrt_comm_counter_phase(MmrtCommPhase p, MmrtCommKind k, MmrtAxis ax)
-{
-    MmrtCommCount zero = {0};
-    if ((unsigned)p >= MMRT_NPHASES || (unsigned)k >= MMRT_COMM_NKINDS || (unsigned)ax >= MMRT_NAXES)
-        return zero;
-    return phase_counters[p][k][ax];
+MmrtCommCount mmrt_comm_counter_phase(MmrtCommPhase p, MmrtCommKind k, MmrtAxis ax) {
+  MmrtCommCount zero = {0};
+  if ((unsigned)p >= MMRT_NPHASES || (unsigned)k >= MMRT_COMM_NKINDS || (unsigned)ax >= MMRT_NAXES)
+    return zero;
+  return phase_counters[p][k][ax];
 }
 
 /* ---- errors ---- */
@@ -148,996 +132,879 @@ MmrtCommCount mmrt_comm_counter_phase(MmrtCommPhase p, MmrtCommKind k, MmrtAxis 
 /* m->err = "<op> on axis <ax> (<n> ranks; <ax> rank <c>, world rank <w>): <detail>" */
 static int fail(MmrtMesh *m, int code, const char *op, MmrtAxis ax, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
-static int fail(MmrtMesh *m, int code, const char *op, MmrtAxis ax, const char *fmt, ...)
-{
-    int k;
-    if (ax == MMRT_AXIS_WORLD)
-        k = snprintf(m->err, sizeof m->err, "%s on axis world (%d rank%s; world rank %d): ", op,
-                     m->size[ax], m->size[ax] == 1 ? "" : "s", m->coord[MMRT_AXIS_WORLD]);
-    else
-        k = snprintf(m->err, sizeof m->err,
-                     "%s on axis %s (%d rank%s; %s rank %d, world rank %d): ", op, axis_names[ax],
-                     m->size[ax], m->size[ax] == 1 ? "" : "s", axis_names[ax], m->coord[ax],
-                     m->coord[MMRT_AXIS_WORLD]);
-    if (k >= 0 && (size_t)k < sizeof m->err) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(m->err + k, sizeof m->err - (size_t)k, fmt, ap);
-        va_end(ap);
-    }
-    return code;
+static int fail(MmrtMesh *m, int code, const char *op, MmrtAxis ax, const char *fmt, ...) {
+  int k;
+  if (ax == MMRT_AXIS_WORLD)
+    k = snprintf(m->err, sizeof m->err, "%s on axis world (%d rank%s; world rank %d): ", op,
+                 m->size[ax], m->size[ax] == 1 ? "" : "s", m->coord[MMRT_AXIS_WORLD]);
+  else
+    k = snprintf(m->err, sizeof m->err,
+                 "%s on axis %s (%d rank%s; %s rank %d, world rank %d): ", op, axis_names[ax],
+                 m->size[ax], m->size[ax] == 1 ? "" : "s", axis_names[ax], m->coord[ax],
+                 m->coord[MMRT_AXIS_WORLD]);
+  if (k >= 0 && (size_t)k < sizeof m->err) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m->err + k, sizeof m->err - (size_t)k, fmt, ap);
+    va_end(ap);
+  }
+  return code;
 }
 
-static int mpi_fail(MmrtMesh *m, const char *op, MmrtAxis ax, int rc)
-{
-    char s[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    if (MPI_Error_string(rc, s, &len) != MPI_SUCCESS)
-        snprintf(s, sizeof s, "MPI error code %d", rc);
-    return fail(m, MMRT_ERR_COMM, op, ax, "failed: %s", s);
+static int mpi_fail(MmrtMesh *m, const char *op, MmrtAxis ax, int rc) {
+  char s[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(rc, s, &len) != MPI_SUCCESS) snprintf(s, sizeof s, "MPI error code %d", rc);
+  return fail(m, MMRT_ERR_COMM, op, ax, "failed: %s", s);
 }
 
 /* Common argument checks; ax must be valid before fail() can name it. */
-static int check(MmrtMesh *m, const char *op, MmrtAxis ax, MmrtDtype dt)
-{
-    if ((unsigned)ax >= MMRT_NAXES) {
-        snprintf(m->err, sizeof m->err, "%s: no mesh axis %d (axes are 0..%d)", op, (int)ax,
-                 MMRT_NAXES - 1);
-        return MMRT_ERR_ARG;
-    }
-    if (m->comm[ax] == MPI_COMM_NULL)
-        return fail(m, MMRT_ERR_ARG, op, ax, "the mesh is not initialised");
-    if (!esize(dt))
-        return fail(m, MMRT_ERR_ARG, op, ax, "unknown dtype %d", (int)dt);
-    return MMRT_OK;
+static int check(MmrtMesh *m, const char *op, MmrtAxis ax, MmrtDtype dt) {
+  if ((unsigned)ax >= MMRT_NAXES) {
+    snprintf(m->err, sizeof m->err, "%s: no mesh axis %d (axes are 0..%d)", op, (int)ax,
+             MMRT_NAXES - 1);
+    return MMRT_ERR_ARG;
+  }
+  if (m->comm[ax] == MPI_COMM_NULL)
+    return fail(m, MMRT_ERR_ARG, op, ax, "the mesh is not initialised");
+  if (!esize(dt)) return fail(m, MMRT_ERR_ARG, op, ax, "unknown dtype %d", (int)dt);
+  return MMRT_OK;
 }
 
-static int too_large(MmrtMesh *m, const char *op, MmrtAxis ax, uint64_t elems)
-{
-    return fail(m, MMRT_ERR_ARG, op, ax,
-                "%llu elements is more than MPI's int counts can address (%d)",
-                (unsigned long long)elems, INT_MAX);
+static int too_large(MmrtMesh *m, const char *op, MmrtAxis ax, uint64_t elems) {
+  return fail(m, MMRT_ERR_ARG, op, ax,
+              "%llu elements is more than MPI's int counts can address (%d)",
+              (unsigned long long)elems, INT_MAX);
 }
 
 /* *out = a * b * c, false on overflow. */
-static bool mul3(size_t a, size_t b, size_t c, size_t *out)
-{
-    size_t ab;
-    return !__builtin_mul_overflow(a, b, &ab) && !__builtin_mul_overflow(ab, c, out);
+static bool mul3(size_t a, size_t b, size_t c, size_t *out) {
+  size_t ab;
+  return !__builtin_mul_overflow(a, b, &ab) && !__builtin_mul_overflow(ab, c, out);
 }
 
 /* Scratch of at least bytes (contents not kept), NULL with m->err set. */
-static char *scratch(MmrtMesh *m, const char *op, MmrtAxis ax, size_t bytes)
-{
-    if (bytes > m->scratch_bytes) {
-        void *p = realloc(m->scratch, bytes);
-        if (!p) {
-            fail(m, MMRT_ERR_NOMEM, op, ax, "cannot allocate %zu bytes of scratch", bytes);
-            return NULL;
-        }
-        m->scratch = p;
-        m->scratch_bytes = bytes;
+static char *scratch(MmrtMesh *m, const char *op, MmrtAxis ax, size_t bytes) {
+  if (bytes > m->scratch_bytes) {
+    void *p = realloc(m->scratch, bytes);
+    if (!p) {
+      fail(m, MMRT_ERR_NOMEM, op, ax, "cannot allocate %zu bytes of scratch", bytes);
+      return NULL;
     }
-    return m->scratch;
+    m->scratch = p;
+    m->scratch_bytes = bytes;
+  }
+  return m->scratch;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* Poll nreq requests until all are done or m->timeout_s has passed.  st
  * (may be NULL) receives their statuses. */
 static int wait_reqs(MmrtMesh *m, const char *op, MmrtAxis ax, int nreq, MPI_Request *req,
-                     MPI_Status *st)
-{
-    MPI_Status own[2];
-    if (!st)
-        st = own;
-    double t0 = now_s();
-    for (;;) {
-        int done = 0;
-        int rc = MPI_Testall(nreq, req, &done, st);
-        if (rc == MPI_ERR_IN_STATUS) {
-            for (int i = 0; i < nreq; i++)
-                if (st[i].MPI_ERROR != MPI_SUCCESS && st[i].MPI_ERROR != MPI_ERR_PENDING)
-                    return mpi_fail(m, op, ax, st[i].MPI_ERROR);
-        }
-        if (rc != MPI_SUCCESS)
-            return mpi_fail(m, op, ax, rc);
-        if (done)
-            return MMRT_OK;
-        if (now_s() - t0 > m->timeout_s)
-            return fail(m, MMRT_ERR_COMM, op, ax,
-                        "did not finish within %.1f s: a rank has probably died or hung; "
-                        "abort the job",
-                        m->timeout_s);
-        sched_yield();
+                     MPI_Status *st) {
+  MPI_Status own[2];
+  if (!st) st = own;
+  double t0 = now_s();
+  for (;;) {
+    int done = 0;
+    int rc = MPI_Testall(nreq, req, &done, st);
+    if (rc == MPI_ERR_IN_STATUS) {
+      for (int i = 0; i < nreq; i++)
+        if (st[i].MPI_ERROR != MPI_SUCCESS && st[i].MPI_ERROR != MPI_ERR_PENDING)
+          return mpi_fail(m, op, ax, st[i].MPI_ERROR);
     }
+    if (rc != MPI_SUCCESS) return mpi_fail(m, op, ax, rc);
+    if (done) return MMRT_OK;
+    if (now_s() - t0 > m->timeout_s)
+      return fail(m, MMRT_ERR_COMM, op, ax,
+                  "did not finish within %.1f s: a rank has probably died or hung; "
+                  "abort the job",
+                  m->timeout_s);
+    sched_yield();
+  }
 }
 
 /* After an MPI call: rc from a blocking call (rq == NULL) or from the
  * start of a non-blocking one, which is then waited for. */
-static int finish(MmrtMesh *m, const char *op, MmrtAxis ax, int rc, MPI_Request *rq)
-{
-    if (rc != MPI_SUCCESS)
-        return mpi_fail(m, op, ax, rc);
-    return rq ? wait_reqs(m, op, ax, 1, rq, NULL) : MMRT_OK;
+static int finish(MmrtMesh *m, const char *op, MmrtAxis ax, int rc, MPI_Request *rq) {
+  if (rc != MPI_SUCCESS) return mpi_fail(m, op, ax, rc);
+  return rq ? wait_reqs(m, op, ax, 1, rq, NULL) : MMRT_OK;
 }
 
 /* dst (outer, len, inner) = src (outer, dim, inner)[:, lo : lo + len, :] */
-static void slice_out(char *dst, const char *src, size_t outer, size_t dim, size_t inner,
-                      size_t lo, size_t len, size_t es)
-{
-    size_t row = len * inner * es;
-    if (row)
-        for (size_t o = 0; o < outer; o++)
-            memcpy(dst + o * row, src + (o * dim + lo) * inner * es, row);
+static void slice_out(char *dst, const char *src, size_t outer, size_t dim, size_t inner, size_t lo,
+                      size_t len, size_t es) {
+  size_t row = len * inner * es;
+  if (row)
+    for (size_t o = 0; o < outer; o++)
+      memcpy(dst + o * row, src + (o * dim + lo) * inner * es, row);
 }
 
 /* dst (outer, dim, inner)[:, lo : lo + len, :] = src (outer, len, inner) */
-static void slice_in(char *dst, const char *src, size_t outer, size_t dim, size_t inner,
-                     size_t lo, size_t len, size_t es)
-{
-    size_t row = len * inner * es;
-    if (row)
-        for (size_t o = 0; o < outer; o++)
-            memcpy(dst + (o * dim + lo) * inner * es, src + o * row, row);
+static void slice_in(char *dst, const char *src, size_t outer, size_t dim, size_t inner, size_t lo,
+                     size_t len, size_t es) {
+  size_t row = len * inner * es;
+  if (row)
+    for (size_t o = 0; o < outer; o++)
+      memcpy(dst + (o * dim + lo) * inner * es, src + o * row, row);
 }
 
-static void copy(void *dst, const void *src, size_t bytes)
-{
-    if (bytes && dst != src)
-        memcpy(dst, src, bytes);
+static void copy(void *dst, const void *src, size_t bytes) {
+  if (bytes && dst != src) memcpy(dst, src, bytes);
 }
 
 /* ---- mesh ---- */
 
-int mmrt_mesh_rank_of(const MmrtMesh *m, int dp, int cp, int tp, int pp)
-{
-    return ((pp * m->size[MMRT_AXIS_DP] + dp) * m->size[MMRT_AXIS_CP] + cp) *
-               m->size[MMRT_AXIS_TP] + tp;
+int mmrt_mesh_rank_of(const MmrtMesh *m, int dp, int cp, int tp, int pp) {
+  return ((pp * m->size[MMRT_AXIS_DP] + dp) * m->size[MMRT_AXIS_CP] + cp) * m->size[MMRT_AXIS_TP] +
+         tp;
 }
 
-int mmrt_pp_next(const MmrtMesh *m)
-{
-    return (m->coord[MMRT_AXIS_PP] + 1) % m->size[MMRT_AXIS_PP];
+int mmrt_pp_next(const MmrtMesh *m) {
+  return (m->coord[MMRT_AXIS_PP] + 1) % m->size[MMRT_AXIS_PP];
 }
 
-int mmrt_pp_prev(const MmrtMesh *m)
-{
-    int n = m->size[MMRT_AXIS_PP];
-    return (m->coord[MMRT_AXIS_PP] + n - 1) % n;
+int mmrt_pp_prev(const MmrtMesh *m) {
+  int n = m->size[MMRT_AXIS_PP];
+  return (m->coord[MMRT_AXIS_PP] + n - 1) % n;
 }
 
-void mmrt_comm_set_timeout(MmrtMesh *m, double seconds)
-{
-    m->timeout_s = seconds > 0 ? seconds : 0;
+void mmrt_comm_set_timeout(MmrtMesh *m, double seconds) {
+  m->timeout_s = seconds > 0 ? seconds : 0;
 }
 
-static int init_fail(MmrtMesh *m, char *err, size_t errlen, int code, const char *what, int rc)
-{
-    char s[MPI_MAX_ERROR_STRING] = "";
-    int len = 0;
-    if (rc != MPI_SUCCESS && MPI_Error_string(rc, s, &len) != MPI_SUCCESS)
-        snprintf(s, sizeof s, "MPI error code %d", rc);
-    snprintf(m->err, sizeof m->err, "mesh init: %s%s%s", what, rc != MPI_SUCCESS ? ": " : "", s);
-    if (err && errlen)
-        snprintf(err, errlen, "%s", m->err);
-    return code;
+static int init_fail(MmrtMesh *m, char *err, size_t errlen, int code, const char *what, int rc) {
+  char s[MPI_MAX_ERROR_STRING] = "";
+  int len = 0;
+  if (rc != MPI_SUCCESS && MPI_Error_string(rc, s, &len) != MPI_SUCCESS)
+    snprintf(s, sizeof s, "MPI error code %d", rc);
+  snprintf(m->err, sizeof m->err, "mesh init: %s%s%s", what, rc != MPI_SUCCESS ? ": " : "", s);
+  if (err && errlen) snprintf(err, errlen, "%s", m->err);
+  return code;
 }
 
-int mmrt_mesh_init(MmrtMesh *m, int dp, int cp, int tp, int pp, char *err, size_t errlen)
-{
-    memset(m, 0, sizeof *m);
-    for (int a = 0; a < MMRT_NAXES; a++)
-        m->comm[a] = MPI_COMM_NULL;
+int mmrt_mesh_init(MmrtMesh *m, int dp, int cp, int tp, int pp, char *err, size_t errlen) {
+  memset(m, 0, sizeof *m);
+  for (int a = 0; a < MMRT_NAXES; a++) m->comm[a] = MPI_COMM_NULL;
+  m->bf16_sum = MPI_OP_NULL;
+  const int sizes[4] = {
+      [MMRT_AXIS_DP] = dp, [MMRT_AXIS_CP] = cp, [MMRT_AXIS_TP] = tp, [MMRT_AXIS_PP] = pp};
+  long long want = 1;
+  char what[320];
+  for (int a = 0; a < 4; a++) {
+    if (sizes[a] < 1) {
+      snprintf(what, sizeof what, "axis sizes must be at least 1, got dp=%d cp=%d tp=%d pp=%d", dp,
+               cp, tp, pp);
+      return init_fail(m, err, errlen, MMRT_ERR_ARG, what, MPI_SUCCESS);
+    }
+    want *= sizes[a];
+    if (want > INT_MAX) {
+      snprintf(what, sizeof what, "dp=%d x cp=%d x tp=%d x pp=%d is too many ranks", dp, cp, tp,
+               pp);
+      return init_fail(m, err, errlen, MMRT_ERR_ARG, what, MPI_SUCCESS);
+    }
+  }
+
+  int inited = 0, finalized = 0, rc;
+  MPI_Finalized(&finalized);
+  if (finalized)
+    return init_fail(m, err, errlen, MMRT_ERR_ARG, "MPI has already been finalised", MPI_SUCCESS);
+  MPI_Initialized(&inited);
+  if (!inited) {
+    int provided;
+    rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
+    if (rc != MPI_SUCCESS)
+      return init_fail(m, err, errlen, MMRT_ERR_COMM, "MPI_Init_thread failed", rc);
+  }
+  int world, rank;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (world != want) {
+    /* "tp=2 x dp=2 = 4 ranks": the axes that are split, innermost first */
+    static const int order[4] = {MMRT_AXIS_TP, MMRT_AXIS_CP, MMRT_AXIS_DP, MMRT_AXIS_PP};
+    char plan[96] = "";
+    size_t k = 0;
+    for (int i = 0; i < 4; i++)
+      if (sizes[order[i]] > 1 && k < sizeof plan) {
+        int w = snprintf(plan + k, sizeof plan - k, "%s%s=%d", k ? " x " : "", axis_names[order[i]],
+                         sizes[order[i]]);
+        if (w > 0) k += (size_t)w;
+      }
+    if (want == 1)
+      snprintf(what, sizeof what,
+               "the trainer was compiled for 1 rank (no parallelism), but mpirun started %d "
+               "(start it without mpirun, or with mpirun -np 1)",
+               world);
+    else
+      snprintf(what, sizeof what,
+               "the trainer was compiled for %s = %lld ranks, but mpirun started %d "
+               "(start it with mpirun -np %lld)",
+               plan, want, world, want);
+    /* the whole message, without the "mesh init: " prefix */
+    snprintf(m->err, sizeof m->err, "%s", what);
+    if (err && errlen) snprintf(err, errlen, "%s", what);
+    return MMRT_ERR_MISMATCH;
+  }
+
+  for (int a = 0; a < 4; a++) m->size[a] = sizes[a];
+  m->size[MMRT_AXIS_WORLD] = world;
+  m->coord[MMRT_AXIS_WORLD] = rank;
+  int c = rank;
+  m->coord[MMRT_AXIS_TP] = c % tp, c /= tp;
+  m->coord[MMRT_AXIS_CP] = c % cp, c /= cp;
+  m->coord[MMRT_AXIS_DP] = c % dp, c /= dp;
+  m->coord[MMRT_AXIS_PP] = c;
+  const int stride[4] = {[MMRT_AXIS_TP] = 1,
+                         [MMRT_AXIS_CP] = tp,
+                         [MMRT_AXIS_DP] = cp * tp,
+                         [MMRT_AXIS_PP] = dp * cp * tp};
+
+  rc = MPI_Comm_dup(MPI_COMM_WORLD, &m->comm[MMRT_AXIS_WORLD]);
+  if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(m->comm[MMRT_AXIS_WORLD], MPI_ERRORS_RETURN);
+  if (rc != MPI_SUCCESS) {
+    m->comm[MMRT_AXIS_WORLD] = MPI_COMM_NULL;
+    mmrt_mesh_free(m);
+    return init_fail(m, err, errlen, MMRT_ERR_COMM, "duplicating MPI_COMM_WORLD failed", rc);
+  }
+  for (int a = 0; a < 4; a++) {
+    /* color: the world rank with this axis's coordinate set to 0, the
+     * same for exactly the ranks that differ only on this axis */
+    int color = rank - m->coord[a] * stride[a];
+    rc = MPI_Comm_split(m->comm[MMRT_AXIS_WORLD], color, m->coord[a], &m->comm[a]);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(m->comm[a], MPI_ERRORS_RETURN);
+    int n = 0, r = -1;
+    if (rc == MPI_SUCCESS) {
+      MPI_Comm_size(m->comm[a], &n);
+      MPI_Comm_rank(m->comm[a], &r);
+    }
+    if (rc != MPI_SUCCESS || n != sizes[a] || r != m->coord[a]) {
+      snprintf(what, sizeof what, "building the %s communicator (MPI_Comm_split) failed",
+               axis_names[a]);
+      mmrt_mesh_free(m);
+      return init_fail(m, err, errlen, MMRT_ERR_COMM, what, rc);
+    }
+  }
+  rc = MPI_Op_create(bf16_sum_fn, 1, &m->bf16_sum);
+  if (rc != MPI_SUCCESS) {
     m->bf16_sum = MPI_OP_NULL;
-    const int sizes[4] = {[MMRT_AXIS_DP] = dp, [MMRT_AXIS_CP] = cp, [MMRT_AXIS_TP] = tp,
-                          [MMRT_AXIS_PP] = pp};
-    long long want = 1;
-    char what[320];
-    for (int a = 0; a < 4; a++) {
-        if (sizes[a] < 1) {
-            snprintf(what, sizeof what,
-                     "axis sizes must be at least 1, got dp=%d cp=%d tp=%d pp=%d", dp, cp, tp, pp);
-            return init_fail(m, err, errlen, MMRT_ERR_ARG, what, MPI_SUCCESS);
-        }
-        want *= sizes[a];
-        if (want > INT_MAX) {
-            snprintf(what, sizeof what, "dp=%d x cp=%d x tp=%d x pp=%d is too many ranks", dp, cp,
-                     tp, pp);
-            return init_fail(m, err, errlen, MMRT_ERR_ARG, what, MPI_SUCCESS);
-        }
-    }
-
-    int inited = 0, finalized = 0, rc;
-    MPI_Finalized(&finalized);
-    if (finalized)
-        return init_fail(m, err, errlen, MMRT_ERR_ARG, "MPI has already been finalised",
-                         MPI_SUCCESS);
-    MPI_Initialized(&inited);
-    if (!inited) {
-        int provided;
-        rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
-        if (rc != MPI_SUCCESS)
-            return init_fail(m, err, errlen, MMRT_ERR_COMM, "MPI_Init_thread failed", rc);
-    }
-    int world, rank;
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (world != want) {
-        /* "tp=2 x dp=2 = 4 ranks": the axes that are split, innermost first */
-        static const int order[4] = {MMRT_AXIS_TP, MMRT_AXIS_CP, MMRT_AXIS_DP, MMRT_AXIS_PP};
-        char plan[96] = "";
-        size_t k = 0;
-        for (int i = 0; i < 4; i++)
-            if (sizes[order[i]] > 1 && k < sizeof plan) {
-                int w = snprintf(plan + k, sizeof plan - k, "%s%s=%d", k ? " x " : "",
-                                 axis_names[order[i]], sizes[order[i]]);
-                if (w > 0)
-                    k += (size_t)w;
-            }
-        if (want == 1)
-            snprintf(what, sizeof what,
-                     "the trainer was compiled for 1 rank (no parallelism), but mpirun started %d "
-                     "(start it without mpirun, or with mpirun -np 1)",
-                     world);
-        else
-            snprintf(what, sizeof what,
-                     "the trainer was compiled for %s = %lld ranks, but mpirun started %d "
-                     "(start it with mpirun -np %lld)",
-                     plan, want, world, want);
-        /* the whole message, without the "mesh init: " prefix */
-        snprintf(m->err, sizeof m->err, "%s", what);
-        if (err && errlen)
-            snprintf(err, errlen, "%s", what);
-        return MMRT_ERR_MISMATCH;
-    }
-
-    for (int a = 0; a < 4; a++)
-        m->size[a] = sizes[a];
-    m->size[MMRT_AXIS_WORLD] = world;
-    m->coord[MMRT_AXIS_WORLD] = rank;
-    int c = rank;
-    m->coord[MMRT_AXIS_TP] = c % tp, c /= tp;
-    m->coord[MMRT_AXIS_CP] = c % cp, c /= cp;
-    m->coord[MMRT_AXIS_DP] = c % dp, c /= dp;
-    m->coord[MMRT_AXIS_PP] = c;
-    const int stride[4] = {[MMRT_AXIS_TP] = 1, [MMRT_AXIS_CP] = tp, [MMRT_AXIS_DP] = cp * tp,
-                           [MMRT_AXIS_PP] = dp * cp * tp};
-
-    rc = MPI_Comm_dup(MPI_COMM_WORLD, &m->comm[MMRT_AXIS_WORLD]);
-    if (rc == MPI_SUCCESS)
-        rc = MPI_Comm_set_errhandler(m->comm[MMRT_AXIS_WORLD], MPI_ERRORS_RETURN);
-    if (rc != MPI_SUCCESS) {
-        m->comm[MMRT_AXIS_WORLD] = MPI_COMM_NULL;
-        mmrt_mesh_free(m);
-        return init_fail(m, err, errlen, MMRT_ERR_COMM, "duplicating MPI_COMM_WORLD failed", rc);
-    }
-    for (int a = 0; a < 4; a++) {
-        /* color: the world rank with this axis's coordinate set to 0, the
-         * same for exactly the ranks that differ only on this axis */
-        int color = rank - m->coord[a] * stride[a];
-        rc = MPI_Comm_split(m->comm[MMRT_AXIS_WORLD], color, m->coord[a], &m->comm[a]);
-        if (rc == MPI_SUCCESS)
-            rc = MPI_Comm_set_errhandler(m->comm[a], MPI_ERRORS_RETURN);
-        int n = 0, r = -1;
-        if (rc == MPI_SUCCESS) {
-            MPI_Comm_size(m->comm[a], &n);
-            MPI_Comm_rank(m->comm[a], &r);
-        }
-        if (rc != MPI_SUCCESS || n != sizes[a] || r != m->coord[a]) {
-            snprintf(what, sizeof what, "building the %s communicator (MPI_Comm_split) failed",
-                     axis_names[a]);
-            mmrt_mesh_free(m);
-            return init_fail(m, err, errlen, MMRT_ERR_COMM, what, rc);
-        }
-    }
-    rc = MPI_Op_create(bf16_sum_fn, 1, &m->bf16_sum);
-    if (rc != MPI_SUCCESS) {
-        m->bf16_sum = MPI_OP_NULL;
-        mmrt_mesh_free(m);
-        return init_fail(m, err, errlen, MMRT_ERR_COMM, "creating the bf16 sum failed", rc);
-    }
-    m->cnt = malloc(4 * (size_t)world * sizeof *m->cnt);
-    if (!m->cnt) {
-        mmrt_mesh_free(m);
-        return init_fail(m, err, errlen, MMRT_ERR_NOMEM, "out of memory", MPI_SUCCESS);
-    }
-    return MMRT_OK;
+    mmrt_mesh_free(m);
+    return init_fail(m, err, errlen, MMRT_ERR_COMM, "creating the bf16 sum failed", rc);
+  }
+  m->cnt = malloc(4 * (size_t)world * sizeof *m->cnt);
+  if (!m->cnt) {
+    mmrt_mesh_free(m);
+    return init_fail(m, err, errlen, MMRT_ERR_NOMEM, "out of memory", MPI_SUCCESS);
+  }
+  return MMRT_OK;
 }
 
-void mmrt_mesh_free(MmrtMesh *m)
-{
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    for (int a = 0; a < MMRT_NAXES; a++) {
-        if (m->comm[a] != MPI_COMM_NULL && !finalized)
-            MPI_Comm_free(&m->comm[a]);
-        m->comm[a] = MPI_COMM_NULL;
-    }
-    if (m->bf16_sum != MPI_OP_NULL && !finalized)
-        MPI_Op_free(&m->bf16_sum);
-    m->bf16_sum = MPI_OP_NULL;
-    free(m->scratch);
-    m->scratch = NULL;
-    m->scratch_bytes = 0;
-    free(m->cnt);
-    m->cnt = NULL;
+void mmrt_mesh_free(MmrtMesh *m) {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  for (int a = 0; a < MMRT_NAXES; a++) {
+    if (m->comm[a] != MPI_COMM_NULL && !finalized) MPI_Comm_free(&m->comm[a]);
+    m->comm[a] = MPI_COMM_NULL;
+  }
+  if (m->bf16_sum != MPI_OP_NULL && !finalized) MPI_Op_free(&m->bf16_sum);
+  m->bf16_sum = MPI_OP_NULL;
+  free(m->scratch);
+  m->scratch = NULL;
+  m->scratch_bytes = 0;
+  free(m->cnt);
+  m->cnt = NULL;
 }
 
-int mmrt_comm_finalize(void)
-{
-    int inited = 0, finalized = 0;
-    MPI_Initialized(&inited);
-    MPI_Finalized(&finalized);
-    if (inited && !finalized && MPI_Finalize() != MPI_SUCCESS)
-        return MMRT_ERR_COMM;
-    return MMRT_OK;
+int mmrt_comm_finalize(void) {
+  int inited = 0, finalized = 0;
+  MPI_Initialized(&inited);
+  MPI_Finalized(&finalized);
+  if (inited && !finalized && MPI_Finalize() != MPI_SUCCESS) return MMRT_ERR_COMM;
+  return MMRT_OK;
 }
 
-void mmrt_comm_abort(int code)
-{
-    fflush(stdout);
-    fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, code);
-    abort(); /* MPI_Abort does not return; if it did, still end */
+void mmrt_comm_abort(int code) {
+  fflush(stdout);
+  fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, code);
+  abort(); /* MPI_Abort does not return; if it did, still end */
 }
 
 /* ---- collectives ---- */
 
 int mmrt_all_reduce(MmrtMesh *m, MmrtAxis ax, const void *send, void *recv, size_t count,
-                    MmrtDtype dt)
-{
-    static const char op[] = "all_reduce";
-    int rc = check(m, op, ax, dt);
-    if (rc)
-        return rc;
-    size_t es = esize(dt);
-    int n = m->size[ax];
-    tally(MMRT_COMM_ALL_REDUCE, ax, n, count,
-          share((uint64_t)count * es, 2 * (uint64_t)(n - 1), n));
-    if (n == 1 || count == 0) {
-        copy(recv, send, count * es);
-        return MMRT_OK;
-    }
-    /* pieces of at most INT_MAX elements: an all-reduce splits freely */
-    for (size_t off = 0; off < count; off += INT_MAX) {
-        int c = (int)(count - off < INT_MAX ? count - off : INT_MAX);
-        const void *s = send == recv ? MPI_IN_PLACE : (const char *)send + off * es;
-        void *r = (char *)recv + off * es;
-        MPI_Request rq, *prq = m->timeout_s > 0 ? &rq : NULL;
-        rc = prq ? MPI_Iallreduce(s, r, c, mpi_type(dt), sum_op(m, dt), m->comm[ax], prq)
-                 : MPI_Allreduce(s, r, c, mpi_type(dt), sum_op(m, dt), m->comm[ax]);
-        if ((rc = finish(m, op, ax, rc, prq)))
-            return rc;
-    }
+                    MmrtDtype dt) {
+  static const char op[] = "all_reduce";
+  int rc = check(m, op, ax, dt);
+  if (rc) return rc;
+  size_t es = esize(dt);
+  int n = m->size[ax];
+  tally(MMRT_COMM_ALL_REDUCE, ax, n, count, share((uint64_t)count * es, 2 * (uint64_t)(n - 1), n));
+  if (n == 1 || count == 0) {
+    copy(recv, send, count * es);
     return MMRT_OK;
+  }
+  /* pieces of at most INT_MAX elements: an all-reduce splits freely */
+  for (size_t off = 0; off < count; off += INT_MAX) {
+    int c = (int)(count - off < INT_MAX ? count - off : INT_MAX);
+    const void *s = send == recv ? MPI_IN_PLACE : (const char *)send + off * es;
+    void *r = (char *)recv + off * es;
+    MPI_Request rq, *prq = m->timeout_s > 0 ? &rq : NULL;
+    rc = prq ? MPI_Iallreduce(s, r, c, mpi_type(dt), sum_op(m, dt), m->comm[ax], prq)
+             : MPI_Allreduce(s, r, c, mpi_type(dt), sum_op(m, dt), m->comm[ax]);
+    if ((rc = finish(m, op, ax, rc, prq))) return rc;
+  }
+  return MMRT_OK;
 }
 
 /* cnt[r], dsp[r]: elements and offset of rank r's block (outer, len_r,
  * inner) in the rank-ordered concatenation of the blocks. */
-static void blocks(int *cnt, int *dsp, int n, size_t outer, size_t dim, size_t inner)
-{
-    for (int r = 0; r < n; r++) {
-        int64_t lo, len;
-        mmrt_split_range((int64_t)dim, n, r, &lo, &len);
-        cnt[r] = (int)(outer * (size_t)len * inner);
-        dsp[r] = (int)(outer * (size_t)lo * inner);
-    }
+static void blocks(int *cnt, int *dsp, int n, size_t outer, size_t dim, size_t inner) {
+  for (int r = 0; r < n; r++) {
+    int64_t lo, len;
+    mmrt_split_range((int64_t)dim, n, r, &lo, &len);
+    cnt[r] = (int)(outer * (size_t)len * inner);
+    dsp[r] = (int)(outer * (size_t)lo * inner);
+  }
 }
 
 /* What all_gather and reduce_scatter of an (outer, dim, inner) tensor
  * split along dim share: the checks, the count, a copy on a single rank
  * (*done = 1), else the blocks of every rank in m->cnt (counts, then
  * offsets). *full gets the full tensor's elements. */
-static int split_begin(MmrtMesh *m, const char *op, MmrtCommKind kind, MmrtAxis ax, const void *send, void *recv,
-                       size_t outer, size_t dim, size_t inner, MmrtDtype dt, size_t *full, int *done)
-{
-    *done = 0;
-    int rc = check(m, op, ax, dt);
-    if (rc)
-        return rc;
-    size_t es = esize(dt);
-    int n = m->size[ax];
-    if (!mul3(outer, dim, inner, full) || *full > INT_MAX)
-        return too_large(m, op, ax, (uint64_t)outer * dim * inner);
-    tally(kind, ax, n, *full, share((uint64_t)*full * es, (uint64_t)(n - 1), n));
-    if (n == 1) {
-        copy(recv, send, *full * es);
-        *done = 1;
-        return MMRT_OK;
-    }
-    blocks(m->cnt, m->cnt + n, n, outer, dim, inner);
+static int split_begin(MmrtMesh *m, const char *op, MmrtCommKind kind, MmrtAxis ax,
+                       const void *send, void *recv, size_t outer, size_t dim, size_t inner,
+                       MmrtDtype dt, size_t *full, int *done) {
+  *done = 0;
+  int rc = check(m, op, ax, dt);
+  if (rc) return rc;
+  size_t es = esize(dt);
+  int n = m->size[ax];
+  if (!mul3(outer, dim, inner, full) || *full > INT_MAX)
+    return too_large(m, op, ax, (uint64_t)outer * dim * inner);
+  tally(kind, ax, n, *full, share((uint64_t)*full * es, (uint64_t)(n - 1), n));
+  if (n == 1) {
+    copy(recv, send, *full * es);
+    *done = 1;
     return MMRT_OK;
+  }
+  blocks(m->cnt, m->cnt + n, n, outer, dim, inner);
+  return MMRT_OK;
 }
 
 int mmrt_all_gather(MmrtMesh *m, MmrtAxis ax, const void *send, void *recv, size_t outer,
-                    size_t dim, size_t inner, MmrtDtype dt)
-{
-    static const char op[] = "all_gather";
-    size_t es = esize(dt), full;
-    int done, rc = split_begin(m, op, MMRT_COMM_ALL_GATHER, ax, send, recv, outer, dim, inner, dt, &full, &done);
-    if (rc || done)
-        return rc;
-    int n = m->size[ax], me = m->coord[ax];
-    int *cnt = m->cnt, *dsp = m->cnt + n;
-    /* the blocks in rank order are the result when the split dim leads */
-    char *dst = outer == 1 ? recv : scratch(m, op, ax, full * es);
-    if (!dst)
-        return MMRT_ERR_NOMEM;
-    MPI_Datatype t = mpi_type(dt);
-    MPI_Request rq, *prq = m->timeout_s > 0 ? &rq : NULL;
-    if (dim % (size_t)n == 0)
-        rc = prq ? MPI_Iallgather(send, cnt[me], t, dst, cnt[me], t, m->comm[ax], prq)
-                 : MPI_Allgather(send, cnt[me], t, dst, cnt[me], t, m->comm[ax]);
-    else
-        rc = prq ? MPI_Iallgatherv(send, cnt[me], t, dst, cnt, dsp, t, m->comm[ax], prq)
-                 : MPI_Allgatherv(send, cnt[me], t, dst, cnt, dsp, t, m->comm[ax]);
-    if ((rc = finish(m, op, ax, rc, prq)))
-        return rc;
-    if (outer != 1)
-        for (int r = 0; r < n; r++) {
-            int64_t lo, len;
-            mmrt_split_range((int64_t)dim, n, r, &lo, &len);
-            slice_in(recv, dst + (size_t)dsp[r] * es, outer, dim, inner, (size_t)lo, (size_t)len,
-                     es);
-        }
-    return MMRT_OK;
+                    size_t dim, size_t inner, MmrtDtype dt) {
+  static const char op[] = "all_gather";
+  size_t es = esize(dt), full;
+  int done, rc = split_begin(m, op, MMRT_COMM_ALL_GATHER, ax, send, recv, outer, dim, inner, dt,
+                             &full, &done);
+  if (rc || done) return rc;
+  int n = m->size[ax], me = m->coord[ax];
+  int *cnt = m->cnt, *dsp = m->cnt + n;
+  /* the blocks in rank order are the result when the split dim leads */
+  char *dst = outer == 1 ? recv : scratch(m, op, ax, full * es);
+  if (!dst) return MMRT_ERR_NOMEM;
+  MPI_Datatype t = mpi_type(dt);
+  MPI_Request rq, *prq = m->timeout_s > 0 ? &rq : NULL;
+  if (dim % (size_t)n == 0)
+    rc = prq ? MPI_Iallgather(send, cnt[me], t, dst, cnt[me], t, m->comm[ax], prq)
+             : MPI_Allgather(send, cnt[me], t, dst, cnt[me], t, m->comm[ax]);
+  else
+    rc = prq ? MPI_Iallgatherv(send, cnt[me], t, dst, cnt, dsp, t, m->comm[ax], prq)
+             : MPI_Allgatherv(send, cnt[me], t, dst, cnt, dsp, t, m->comm[ax]);
+  if ((rc = finish(m, op, ax, rc, prq))) return rc;
+  if (outer != 1)
+    for (int r = 0; r < n; r++) {
+      int64_t lo, len;
+      mmrt_split_range((int64_t)dim, n, r, &lo, &len);
+      slice_in(recv, dst + (size_t)dsp[r] * es, outer, dim, inner, (size_t)lo, (size_t)len, es);
+    }
+  return MMRT_OK;
 }
 
 int mmrt_reduce_scatter(MmrtMesh *m, MmrtAxis ax, const void *send, void *recv, size_t outer,
-                        size_t dim, size_t inner, MmrtDtype dt)
-{
-    static const char op[] = "reduce_scatter";
-    size_t es = esize(dt), full;
-    int done, rc = split_begin(m, op, MMRT_COMM_REDUCE_SCATTER, ax, send, recv, outer, dim, inner, dt, &full, &done);
-    if (rc || done)
-        return rc;
-    int n = m->size[ax], me = m->coord[ax];
-    int *cnt = m->cnt, *dsp = m->cnt + n;
-    const char *src = send;
-    if (outer != 1) {
-        char *buf = scratch(m, op, ax, full * es);
-        if (!buf)
-            return MMRT_ERR_NOMEM;
-        for (int r = 0; r < n; r++) {
-            int64_t lo, len;
-            mmrt_split_range((int64_t)dim, n, r, &lo, &len);
-            slice_out(buf + (size_t)dsp[r] * es, send, outer, dim, inner, (size_t)lo, (size_t)len,
-                      es);
-        }
-        src = buf;
+                        size_t dim, size_t inner, MmrtDtype dt) {
+  static const char op[] = "reduce_scatter";
+  size_t es = esize(dt), full;
+  int done, rc = split_begin(m, op, MMRT_COMM_REDUCE_SCATTER, ax, send, recv, outer, dim, inner, dt,
+                             &full, &done);
+  if (rc || done) return rc;
+  int n = m->size[ax], me = m->coord[ax];
+  int *cnt = m->cnt, *dsp = m->cnt + n;
+  const char *src = send;
+  if (outer != 1) {
+    char *buf = scratch(m, op, ax, full * es);
+    if (!buf) return MMRT_ERR_NOMEM;
+    for (int r = 0; r < n; r++) {
+      int64_t lo, len;
+      mmrt_split_range((int64_t)dim, n, r, &lo, &len);
+      slice_out(buf + (size_t)dsp[r] * es, send, outer, dim, inner, (size_t)lo, (size_t)len, es);
     }
-    MPI_Datatype t = mpi_type(dt);
-    MPI_Op o = sum_op(m, dt);
-    MPI_Request rq, *prq = m->timeout_s > 0 ? &rq : NULL;
-    if (dim % (size_t)n == 0)
-        rc = prq ? MPI_Ireduce_scatter_block(src, recv, cnt[me], t, o, m->comm[ax], prq)
-                 : MPI_Reduce_scatter_block(src, recv, cnt[me], t, o, m->comm[ax]);
-    else
-        rc = prq ? MPI_Ireduce_scatter(src, recv, cnt, t, o, m->comm[ax], prq)
-                 : MPI_Reduce_scatter(src, recv, cnt, t, o, m->comm[ax]);
-    return finish(m, op, ax, rc, prq);
+    src = buf;
+  }
+  MPI_Datatype t = mpi_type(dt);
+  MPI_Op o = sum_op(m, dt);
+  MPI_Request rq, *prq = m->timeout_s > 0 ? &rq : NULL;
+  if (dim % (size_t)n == 0)
+    rc = prq ? MPI_Ireduce_scatter_block(src, recv, cnt[me], t, o, m->comm[ax], prq)
+             : MPI_Reduce_scatter_block(src, recv, cnt[me], t, o, m->comm[ax]);
+  else
+    rc = prq ? MPI_Ireduce_scatter(src, recv, cnt, t, o, m->comm[ax], prq)
+             : MPI_Reduce_scatter(src, recv, cnt, t, o, m->comm[ax]);
+  return finish(m, op, ax, rc, prq);
 }
 
 /* The (outer, dim, inner) view of a tensor around dimension d, where
  * dimension `other` has size other_len instead of its global size. */
-static void view(const int64_t *shape, int ndim, int d, int other, int64_t other_len,
-                 size_t *outer, size_t *inner)
-{
-    *outer = *inner = 1;
-    for (int i = 0; i < ndim; i++) {
-        size_t s = (size_t)(i == other ? other_len : shape[i]);
-        if (i < d)
-            *outer *= s;
-        else if (i > d)
-            *inner *= s;
-    }
+static void view(const int64_t *shape, int ndim, int d, int other, int64_t other_len, size_t *outer,
+                 size_t *inner) {
+  *outer = *inner = 1;
+  for (int i = 0; i < ndim; i++) {
+    size_t s = (size_t)(i == other ? other_len : shape[i]);
+    if (i < d)
+      *outer *= s;
+    else if (i > d)
+      *inner *= s;
+  }
 }
 
-int mmrt_all_to_all(MmrtMesh *m, MmrtAxis ax, const void *send, void *recv,
-                    const int64_t *shape, int ndim, int gather_dim, int scatter_dim, MmrtDtype dt)
-{
-    static const char op[] = "all_to_all";
-    int rc = check(m, op, ax, dt);
-    if (rc)
-        return rc;
-    if (ndim < 1 || !shape)
-        return fail(m, MMRT_ERR_ARG, op, ax, "needs a shape of at least one dimension");
-    if (gather_dim < 0 || gather_dim >= ndim || scatter_dim < 0 || scatter_dim >= ndim ||
-        gather_dim == scatter_dim)
-        return fail(m, MMRT_ERR_ARG, op, ax,
-                    "gather_dim %d and scatter_dim %d must be two different dimensions of a "
-                    "%d-d tensor",
-                    gather_dim, scatter_dim, ndim);
-    uint64_t total = 1;
-    for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 0 || __builtin_mul_overflow(total, (uint64_t)shape[i], &total))
-            return fail(m, MMRT_ERR_ARG, op, ax, "bad shape: dimension %d is %lld", i,
-                        (long long)shape[i]);
-    }
-    if (total > INT_MAX)
-        return too_large(m, op, ax, total);
-    size_t es = esize(dt);
-    int n = m->size[ax], me = m->coord[ax];
-    int64_t glo, glen, slo, slen;
-    mmrt_split_range(shape[gather_dim], n, me, &glo, &glen);
-    mmrt_split_range(shape[scatter_dim], n, me, &slo, &slen);
-    /* send: global split along gather_dim; seen around scatter_dim */
-    size_t so, si, go, gi;
-    view(shape, ndim, scatter_dim, gather_dim, glen, &so, &si);
-    /* recv: global split along scatter_dim; seen around gather_dim */
-    view(shape, ndim, gather_dim, scatter_dim, slen, &go, &gi);
-    size_t in_elems = so * (size_t)shape[scatter_dim] * si;
-    size_t out_elems = go * (size_t)shape[gather_dim] * gi;
-    tally(MMRT_COMM_ALL_TO_ALL, ax, n, in_elems,
-          share((uint64_t)in_elems * es, (uint64_t)(n - 1), n));
-    if (n == 1) {
-        copy(recv, send, in_elems * es);
-        return MMRT_OK;
-    }
-    int *scnt = m->cnt, *sdsp = m->cnt + n, *rcnt = m->cnt + 2 * n, *rdsp = m->cnt + 3 * n;
-    blocks(scnt, sdsp, n, so, (size_t)shape[scatter_dim], si);
-    blocks(rcnt, rdsp, n, go, (size_t)shape[gather_dim], gi);
-    /* a block is a contiguous piece of the caller's buffer when the split
-     * dim leads (so == 1 / go == 1); otherwise pack or unpack via scratch */
-    size_t in_bytes = so == 1 ? 0 : (in_elems * es + 63) / 64 * 64;
-    size_t tmp_bytes = in_bytes + (go == 1 ? 0 : out_elems * es);
-    char *tmp = NULL;
-    if (tmp_bytes && !(tmp = scratch(m, op, ax, tmp_bytes)))
-        return MMRT_ERR_NOMEM;
-    const char *src = send;
-    if (so != 1) {
-        for (int r = 0; r < n; r++) {
-            int64_t lo, len;
-            mmrt_split_range(shape[scatter_dim], n, r, &lo, &len);
-            slice_out(tmp + (size_t)sdsp[r] * es, send, so, (size_t)shape[scatter_dim], si,
-                      (size_t)lo, (size_t)len, es);
-        }
-        src = tmp;
-    }
-    char *dst = go == 1 ? recv : tmp + in_bytes;
-    MPI_Datatype t = mpi_type(dt);
-    MPI_Request rq, *prq = m->timeout_s > 0 ? &rq : NULL;
-    if (shape[gather_dim] % n == 0 && shape[scatter_dim] % n == 0)
-        rc = prq ? MPI_Ialltoall(src, scnt[0], t, dst, rcnt[0], t, m->comm[ax], prq)
-                 : MPI_Alltoall(src, scnt[0], t, dst, rcnt[0], t, m->comm[ax]);
-    else
-        rc = prq ? MPI_Ialltoallv(src, scnt, sdsp, t, dst, rcnt, rdsp, t, m->comm[ax], prq)
-                 : MPI_Alltoallv(src, scnt, sdsp, t, dst, rcnt, rdsp, t, m->comm[ax]);
-    if ((rc = finish(m, op, ax, rc, prq)))
-        return rc;
-    if (go != 1)
-        for (int s = 0; s < n; s++) {
-            int64_t lo, len;
-            mmrt_split_range(shape[gather_dim], n, s, &lo, &len);
-            slice_in(recv, dst + (size_t)rdsp[s] * es, go, (size_t)shape[gather_dim], gi,
-                     (size_t)lo, (size_t)len, es);
-        }
+int mmrt_all_to_all(MmrtMesh *m, MmrtAxis ax, const void *send, void *recv, const int64_t *shape,
+                    int ndim, int gather_dim, int scatter_dim, MmrtDtype dt) {
+  static const char op[] = "all_to_all";
+  int rc = check(m, op, ax, dt);
+  if (rc) return rc;
+  if (ndim < 1 || !shape)
+    return fail(m, MMRT_ERR_ARG, op, ax, "needs a shape of at least one dimension");
+  if (gather_dim < 0 || gather_dim >= ndim || scatter_dim < 0 || scatter_dim >= ndim ||
+      gather_dim == scatter_dim)
+    return fail(m, MMRT_ERR_ARG, op, ax,
+                "gather_dim %d and scatter_dim %d must be two different dimensions of a "
+                "%d-d tensor",
+                gather_dim, scatter_dim, ndim);
+  uint64_t total = 1;
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] < 0 || __builtin_mul_overflow(total, (uint64_t)shape[i], &total))
+      return fail(m, MMRT_ERR_ARG, op, ax, "bad shape: dimension %d is %lld", i,
+                  (long long)shape[i]);
+  }
+  if (total > INT_MAX) return too_large(m, op, ax, total);
+  size_t es = esize(dt);
+  int n = m->size[ax], me = m->coord[ax];
+  int64_t glo, glen, slo, slen;
+  mmrt_split_range(shape[gather_dim], n, me, &glo, &glen);
+  mmrt_split_range(shape[scatter_dim], n, me, &slo, &slen);
+  /* send: global split along gather_dim; seen around scatter_dim */
+  size_t so, si, go, gi;
+  view(shape, ndim, scatter_dim, gather_dim, glen, &so, &si);
+  /* recv: global split along scatter_dim; seen around gather_dim */
+  view(shape, ndim, gather_dim, scatter_dim, slen, &go, &gi);
+  size_t in_elems = so * (size_t)shape[scatter_dim] * si;
+  size_t out_elems = go * (size_t)shape[gather_dim] * gi;
+  tally(MMRT_COMM_ALL_TO_ALL, ax, n, in_elems,
+        share((uint64_t)in_elems * es, (uint64_t)(n - 1), n));
+  if (n == 1) {
+    copy(recv, send, in_elems * es);
     return MMRT_OK;
+  }
+  int *scnt = m->cnt, *sdsp = m->cnt + n, *rcnt = m->cnt + 2 * n, *rdsp = m->cnt + 3 * n;
+  blocks(scnt, sdsp, n, so, (size_t)shape[scatter_dim], si);
+  blocks(rcnt, rdsp, n, go, (size_t)shape[gather_dim], gi);
+  /* a block is a contiguous piece of the caller's buffer when the split
+   * dim leads (so == 1 / go == 1); otherwise pack or unpack via scratch */
+  size_t in_bytes = so == 1 ? 0 : (in_elems * es + 63) / 64 * 64;
+  size_t tmp_bytes = in_bytes + (go == 1 ? 0 : out_elems * es);
+  char *tmp = NULL;
+  if (tmp_bytes && !(tmp = scratch(m, op, ax, tmp_bytes))) return MMRT_ERR_NOMEM;
+  const char *src = send;
+  if (so != 1) {
+    for (int r = 0; r < n; r++) {
+      int64_t lo, len;
+      mmrt_split_range(shape[scatter_dim], n, r, &lo, &len);
+      slice_out(tmp + (size_t)sdsp[r] * es, send, so, (size_t)shape[scatter_dim], si, (size_t)lo,
+                (size_t)len, es);
+    }
+    src = tmp;
+  }
+  char *dst = go == 1 ? recv : tmp + in_bytes;
+  MPI_Datatype t = mpi_type(dt);
+  MPI_Request rq, *prq = m->timeout_s > 0 ? &rq : NULL;
+  if (shape[gather_dim] % n == 0 && shape[scatter_dim] % n == 0)
+    rc = prq ? MPI_Ialltoall(src, scnt[0], t, dst, rcnt[0], t, m->comm[ax], prq)
+             : MPI_Alltoall(src, scnt[0], t, dst, rcnt[0], t, m->comm[ax]);
+  else
+    rc = prq ? MPI_Ialltoallv(src, scnt, sdsp, t, dst, rcnt, rdsp, t, m->comm[ax], prq)
+             : MPI_Alltoallv(src, scnt, sdsp, t, dst, rcnt, rdsp, t, m->comm[ax]);
+  if ((rc = finish(m, op, ax, rc, prq))) return rc;
+  if (go != 1)
+    for (int s = 0; s < n; s++) {
+      int64_t lo, len;
+      mmrt_split_range(shape[gather_dim], n, s, &lo, &len);
+      slice_in(recv, dst + (size_t)rdsp[s] * es, go, (size_t)shape[gather_dim], gi, (size_t)lo,
+               (size_t)len, es);
+    }
+  return MMRT_OK;
 }
 
-int mmrt_broadcast(MmrtMesh *m, MmrtAxis ax, void *buf, size_t count, MmrtDtype dt, int root)
-{
-    static const char op[] = "broadcast";
-    int rc = check(m, op, ax, dt);
-    if (rc)
-        return rc;
-    int n = m->size[ax];
-    if (root < 0 || root >= n)
-        return fail(m, MMRT_ERR_ARG, op, ax, "root %d is not a coordinate of the axis (0..%d)",
-                    root, n - 1);
-    if (count > INT_MAX)
-        return too_large(m, op, ax, count);
-    size_t es = esize(dt);
-    tally(MMRT_COMM_BROADCAST, ax, n, count,
-          n > 1 && m->coord[ax] == root ? (uint64_t)count * es : 0);
-    if (n == 1 || count == 0)
-        return MMRT_OK;
-    MPI_Request rq, *prq = m->timeout_s > 0 ? &rq : NULL;
-    rc = prq ? MPI_Ibcast(buf, (int)count, mpi_type(dt), root, m->comm[ax], prq)
-             : MPI_Bcast(buf, (int)count, mpi_type(dt), root, m->comm[ax]);
-    return finish(m, op, ax, rc, prq);
+int mmrt_broadcast(MmrtMesh *m, MmrtAxis ax, void *buf, size_t count, MmrtDtype dt, int root) {
+  static const char op[] = "broadcast";
+  int rc = check(m, op, ax, dt);
+  if (rc) return rc;
+  int n = m->size[ax];
+  if (root < 0 || root >= n)
+    return fail(m, MMRT_ERR_ARG, op, ax, "root %d is not a coordinate of the axis (0..%d)", root,
+                n - 1);
+  if (count > INT_MAX) return too_large(m, op, ax, count);
+  size_t es = esize(dt);
+  tally(MMRT_COMM_BROADCAST, ax, n, count,
+        n > 1 && m->coord[ax] == root ? (uint64_t)count * es : 0);
+  if (n == 1 || count == 0) return MMRT_OK;
+  MPI_Request rq, *prq = m->timeout_s > 0 ? &rq : NULL;
+  rc = prq ? MPI_Ibcast(buf, (int)count, mpi_type(dt), root, m->comm[ax], prq)
+           : MPI_Bcast(buf, (int)count, mpi_type(dt), root, m->comm[ax]);
+  return finish(m, op, ax, rc, prq);
 }
 
-int mmrt_barrier(MmrtMesh *m, MmrtAxis ax)
-{
-    static const char op[] = "barrier";
-    int rc = check(m, op, ax, MMRT_F32);
-    if (rc)
-        return rc;
-    int n = m->size[ax];
-    tally(MMRT_COMM_BARRIER, ax, n, 0, 0);
-    if (n == 1)
-        return MMRT_OK;
-    MPI_Request rq, *prq = m->timeout_s > 0 ? &rq : NULL;
-    rc = prq ? MPI_Ibarrier(m->comm[ax], prq) : MPI_Barrier(m->comm[ax]);
-    return finish(m, op, ax, rc, prq);
+int mmrt_barrier(MmrtMesh *m, MmrtAxis ax) {
+  static const char op[] = "barrier";
+  int rc = check(m, op, ax, MMRT_F32);
+  if (rc) return rc;
+  int n = m->size[ax];
+  tally(MMRT_COMM_BARRIER, ax, n, 0, 0);
+  if (n == 1) return MMRT_OK;
+  MPI_Request rq, *prq = m->timeout_s > 0 ? &rq : NULL;
+  rc = prq ? MPI_Ibarrier(m->comm[ax], prq) : MPI_Barrier(m->comm[ax]);
+  return finish(m, op, ax, rc, prq);
 }
 
 /* ---- point to point ---- */
 
-static int check_peer(MmrtMesh *m, const char *op, MmrtAxis ax, int peer, const char *role)
-{
-    int n = m->size[ax];
-    if (peer == MMRT_NO_PEER)
-        return MMRT_OK;
-    if (peer < 0 || peer >= n)
-        return fail(m, MMRT_ERR_ARG, op, ax, "%s %d is not a coordinate of the axis (0..%d)", role,
-                    peer, n - 1);
-    return MMRT_OK;
+static int check_peer(MmrtMesh *m, const char *op, MmrtAxis ax, int peer, const char *role) {
+  int n = m->size[ax];
+  if (peer == MMRT_NO_PEER) return MMRT_OK;
+  if (peer < 0 || peer >= n)
+    return fail(m, MMRT_ERR_ARG, op, ax, "%s %d is not a coordinate of the axis (0..%d)", role,
+                peer, n - 1);
+  return MMRT_OK;
 }
 
 /* The received element count must be what the caller expected: a schedule
  * that pairs the wrong transfers shows here, not as garbage later. */
-static int check_received(MmrtMesh *m, const char *op, MmrtAxis ax, MPI_Status *st,
-                          MmrtDtype dt, size_t want, int peer)
-{
-    int got = 0;
-    MPI_Get_count(st, mpi_type(dt), &got);
-    if ((size_t)got != want)
-        return fail(m, MMRT_ERR_COMM, op, ax, "expected %zu elements from %s rank %d, got %d",
-                    want, axis_names[ax], peer, got);
-    return MMRT_OK;
+static int check_received(MmrtMesh *m, const char *op, MmrtAxis ax, MPI_Status *st, MmrtDtype dt,
+                          size_t want, int peer) {
+  int got = 0;
+  MPI_Get_count(st, mpi_type(dt), &got);
+  if ((size_t)got != want)
+    return fail(m, MMRT_ERR_COMM, op, ax, "expected %zu elements from %s rank %d, got %d", want,
+                axis_names[ax], peer, got);
+  return MMRT_OK;
 }
 
 int mmrt_send(MmrtMesh *m, MmrtAxis ax, const void *buf, size_t count, MmrtDtype dt, int peer,
-              int tag)
-{
-    static const char op[] = "send";
-    int rc = check(m, op, ax, dt);
-    if (rc || (rc = check_peer(m, op, ax, peer, "peer")))
-        return rc;
-    if (peer == MMRT_NO_PEER)
-        return MMRT_OK;
-    if (peer == m->coord[ax])
-        return fail(m, MMRT_ERR_ARG, op, ax,
-                    "send to itself: a rank has no peer on a size-1 axis (use mmrt_sendrecv, "
-                    "which copies, or skip the transfer)");
-    if (count > INT_MAX)
-        return too_large(m, op, ax, count);
-    tally(MMRT_COMM_SEND, ax, m->size[ax], count, (uint64_t)count * esize(dt));
-    MPI_Request rq, *prq = m->timeout_s > 0 ? &rq : NULL;
-    rc = prq ? MPI_Isend(buf, (int)count, mpi_type(dt), peer, tag, m->comm[ax], prq)
-             : MPI_Send(buf, (int)count, mpi_type(dt), peer, tag, m->comm[ax]);
-    return finish(m, op, ax, rc, prq);
+              int tag) {
+  static const char op[] = "send";
+  int rc = check(m, op, ax, dt);
+  if (rc || (rc = check_peer(m, op, ax, peer, "peer"))) return rc;
+  if (peer == MMRT_NO_PEER) return MMRT_OK;
+  if (peer == m->coord[ax])
+    return fail(m, MMRT_ERR_ARG, op, ax,
+                "send to itself: a rank has no peer on a size-1 axis (use mmrt_sendrecv, "
+                "which copies, or skip the transfer)");
+  if (count > INT_MAX) return too_large(m, op, ax, count);
+  tally(MMRT_COMM_SEND, ax, m->size[ax], count, (uint64_t)count * esize(dt));
+  MPI_Request rq, *prq = m->timeout_s > 0 ? &rq : NULL;
+  rc = prq ? MPI_Isend(buf, (int)count, mpi_type(dt), peer, tag, m->comm[ax], prq)
+           : MPI_Send(buf, (int)count, mpi_type(dt), peer, tag, m->comm[ax]);
+  return finish(m, op, ax, rc, prq);
 }
 
-int mmrt_recv(MmrtMesh *m, MmrtAxis ax, void *buf, size_t count, MmrtDtype dt, int peer, int tag)
-{
-    static const char op[] = "recv";
-    int rc = check(m, op, ax, dt);
-    if (rc || (rc = check_peer(m, op, ax, peer, "peer")))
-        return rc;
-    if (peer == MMRT_NO_PEER)
-        return MMRT_OK;
-    if (peer == m->coord[ax])
-        return fail(m, MMRT_ERR_ARG, op, ax,
-                    "receive from itself: a rank has no peer on a size-1 axis (use "
-                    "mmrt_sendrecv, which copies, or skip the transfer)");
-    if (count > INT_MAX)
-        return too_large(m, op, ax, count);
-    tally(MMRT_COMM_RECV, ax, m->size[ax], count, 0);
-    MPI_Status st;
-    if (m->timeout_s > 0) {
-        MPI_Request rq;
-        rc = MPI_Irecv(buf, (int)count, mpi_type(dt), peer, tag, m->comm[ax], &rq);
-        if (rc != MPI_SUCCESS)
-            return mpi_fail(m, op, ax, rc);
-        if ((rc = wait_reqs(m, op, ax, 1, &rq, &st)))
-            return rc;
-    } else {
-        rc = MPI_Recv(buf, (int)count, mpi_type(dt), peer, tag, m->comm[ax], &st);
-        if (rc != MPI_SUCCESS)
-            return mpi_fail(m, op, ax, rc);
-    }
-    return check_received(m, op, ax, &st, dt, count, peer);
+int mmrt_recv(MmrtMesh *m, MmrtAxis ax, void *buf, size_t count, MmrtDtype dt, int peer, int tag) {
+  static const char op[] = "recv";
+  int rc = check(m, op, ax, dt);
+  if (rc || (rc = check_peer(m, op, ax, peer, "peer"))) return rc;
+  if (peer == MMRT_NO_PEER) return MMRT_OK;
+  if (peer == m->coord[ax])
+    return fail(m, MMRT_ERR_ARG, op, ax,
+                "receive from itself: a rank has no peer on a size-1 axis (use "
+                "mmrt_sendrecv, which copies, or skip the transfer)");
+  if (count > INT_MAX) return too_large(m, op, ax, count);
+  tally(MMRT_COMM_RECV, ax, m->size[ax], count, 0);
+  MPI_Status st;
+  if (m->timeout_s > 0) {
+    MPI_Request rq;
+    rc = MPI_Irecv(buf, (int)count, mpi_type(dt), peer, tag, m->comm[ax], &rq);
+    if (rc != MPI_SUCCESS) return mpi_fail(m, op, ax, rc);
+    if ((rc = wait_reqs(m, op, ax, 1, &rq, &st))) return rc;
+  } else {
+    rc = MPI_Recv(buf, (int)count, mpi_type(dt), peer, tag, m->comm[ax], &st);
+    if (rc != MPI_SUCCESS) return mpi_fail(m, op, ax, rc);
+  }
+  return check_received(m, op, ax, &st, dt, count, peer);
 }
 
 int mmrt_sendrecv(MmrtMesh *m, MmrtAxis ax, const void *sendbuf, size_t sendcount, int dest,
-                  void *recvbuf, size_t recvcount, int src, MmrtDtype dt, int tag)
-{
-    static const char op[] = "sendrecv";
-    int rc = check(m, op, ax, dt);
-    if (rc || (rc = check_peer(m, op, ax, dest, "dest")) ||
-        (rc = check_peer(m, op, ax, src, "src")))
-        return rc;
-    if (sendcount > INT_MAX || recvcount > INT_MAX)
-        return too_large(m, op, ax, sendcount > recvcount ? sendcount : recvcount);
-    int n = m->size[ax], me = m->coord[ax];
-    size_t es = esize(dt);
-    if (dest != MMRT_NO_PEER)
-        tally(MMRT_COMM_SEND, ax, n, sendcount, dest == me ? 0 : (uint64_t)sendcount * es);
-    if (src != MMRT_NO_PEER)
-        tally(MMRT_COMM_RECV, ax, n, recvcount, 0);
-    if (dest == me && src == me) {
-        if (sendcount != recvcount)
-            return fail(m, MMRT_ERR_ARG, op, ax,
-                        "sending %zu elements to itself but receiving %zu", sendcount, recvcount);
-        copy(recvbuf, sendbuf, sendcount * es);
-        return MMRT_OK;
-    }
-    int to = dest == MMRT_NO_PEER ? MPI_PROC_NULL : dest;
-    int from = src == MMRT_NO_PEER ? MPI_PROC_NULL : src;
-    MPI_Datatype t = mpi_type(dt);
-    MPI_Status st[2];
-    if (m->timeout_s > 0) {
-        MPI_Request rq[2];
-        rc = MPI_Irecv(recvbuf, (int)recvcount, t, from, tag, m->comm[ax], &rq[0]);
-        if (rc != MPI_SUCCESS)
-            return mpi_fail(m, op, ax, rc);
-        rc = MPI_Isend(sendbuf, (int)sendcount, t, to, tag, m->comm[ax], &rq[1]);
-        if (rc != MPI_SUCCESS)
-            return mpi_fail(m, op, ax, rc);
-        if ((rc = wait_reqs(m, op, ax, 2, rq, st)))
-            return rc;
-    } else {
-        rc = MPI_Sendrecv(sendbuf, (int)sendcount, t, to, tag, recvbuf, (int)recvcount, t, from,
-                          tag, m->comm[ax], &st[0]);
-        if (rc != MPI_SUCCESS)
-            return mpi_fail(m, op, ax, rc);
-    }
-    return from == MPI_PROC_NULL ? MMRT_OK
-                                 : check_received(m, op, ax, &st[0], dt, recvcount, src);
+                  void *recvbuf, size_t recvcount, int src, MmrtDtype dt, int tag) {
+  static const char op[] = "sendrecv";
+  int rc = check(m, op, ax, dt);
+  if (rc || (rc = check_peer(m, op, ax, dest, "dest")) || (rc = check_peer(m, op, ax, src, "src")))
+    return rc;
+  if (sendcount > INT_MAX || recvcount > INT_MAX)
+    return too_large(m, op, ax, sendcount > recvcount ? sendcount : recvcount);
+  int n = m->size[ax], me = m->coord[ax];
+  size_t es = esize(dt);
+  if (dest != MMRT_NO_PEER)
+    tally(MMRT_COMM_SEND, ax, n, sendcount, dest == me ? 0 : (uint64_t)sendcount * es);
+  if (src != MMRT_NO_PEER) tally(MMRT_COMM_RECV, ax, n, recvcount, 0);
+  if (dest == me && src == me) {
+    if (sendcount != recvcount)
+      return fail(m, MMRT_ERR_ARG, op, ax, "sending %zu elements to itself but receiving %zu",
+                  sendcount, recvcount);
+    copy(recvbuf, sendbuf, sendcount * es);
+    return MMRT_OK;
+  }
+  int to = dest == MMRT_NO_PEER ? MPI_PROC_NULL : dest;
+  int from = src == MMRT_NO_PEER ? MPI_PROC_NULL : src;
+  MPI_Datatype t = mpi_type(dt);
+  MPI_Status st[2];
+  if (m->timeout_s > 0) {
+    MPI_Request rq[2];
+    rc = MPI_Irecv(recvbuf, (int)recvcount, t, from, tag, m->comm[ax], &rq[0]);
+    if (rc != MPI_SUCCESS) return mpi_fail(m, op, ax, rc);
+    rc = MPI_Isend(sendbuf, (int)sendcount, t, to, tag, m->comm[ax], &rq[1]);
+    if (rc != MPI_SUCCESS) return mpi_fail(m, op, ax, rc);
+    if ((rc = wait_reqs(m, op, ax, 2, rq, st))) return rc;
+  } else {
+    rc = MPI_Sendrecv(sendbuf, (int)sendcount, t, to, tag, recvbuf, (int)recvcount, t, from, tag,
+                      m->comm[ax], &st[0]);
+    if (rc != MPI_SUCCESS) return mpi_fail(m, op, ax, rc);
+  }
+  return from == MPI_PROC_NULL ? MMRT_OK : check_received(m, op, ax, &st[0], dt, recvcount, src);
 }
 
-int mmrt_send_next(MmrtMesh *m, const void *buf, size_t count, MmrtDtype dt)
-{
-    return mmrt_send(m, MMRT_AXIS_PP, buf, count, dt, mmrt_pp_next(m), TAG_FWD);
+int mmrt_send_next(MmrtMesh *m, const void *buf, size_t count, MmrtDtype dt) {
+  return mmrt_send(m, MMRT_AXIS_PP, buf, count, dt, mmrt_pp_next(m), TAG_FWD);
 }
 
-int mmrt_recv_prev(MmrtMesh *m, void *buf, size_t count, MmrtDtype dt)
-{
-    return mmrt_recv(m, MMRT_AXIS_PP, buf, count, dt, mmrt_pp_prev(m), TAG_FWD);
+int mmrt_recv_prev(MmrtMesh *m, void *buf, size_t count, MmrtDtype dt) {
+  return mmrt_recv(m, MMRT_AXIS_PP, buf, count, dt, mmrt_pp_prev(m), TAG_FWD);
 }
 
-int mmrt_send_prev(MmrtMesh *m, const void *buf, size_t count, MmrtDtype dt)
-{
-    return mmrt_send(m, MMRT_AXIS_PP, buf, count, dt, mmrt_pp_prev(m), TAG_BWD);
+int mmrt_send_prev(MmrtMesh *m, const void *buf, size_t count, MmrtDtype dt) {
+  return mmrt_send(m, MMRT_AXIS_PP, buf, count, dt, mmrt_pp_prev(m), TAG_BWD);
 }
 
-int mmrt_recv_next(MmrtMesh *m, void *buf, size_t count, MmrtDtype dt)
-{
-    return mmrt_recv(m, MMRT_AXIS_PP, buf, count, dt, mmrt_pp_next(m), TAG_BWD);
+int mmrt_recv_next(MmrtMesh *m, void *buf, size_t count, MmrtDtype dt) {
+  return mmrt_recv(m, MMRT_AXIS_PP, buf, count, dt, mmrt_pp_next(m), TAG_BWD);
 }
 
 /* ---- bucketed gradient all-reduce ---- */
 
-static void scale_buf(void *p, size_t count, MmrtDtype dt, float scale)
-{
-    if (scale == 1.0f)
-        return;
-    if (dt == MMRT_BF16) {
-        uint16_t *h = p;
-        for (size_t i = 0; i < count; i++)
-            h[i] = f32_to_bf16(bf16_to_f32(h[i]) * scale);
-    } else {
-        float *f = p;
-        for (size_t i = 0; i < count; i++)
-            f[i] *= scale;
-    }
+static void scale_buf(void *p, size_t count, MmrtDtype dt, float scale) {
+  if (scale == 1.0f) return;
+  if (dt == MMRT_BF16) {
+    uint16_t *h = p;
+    for (size_t i = 0; i < count; i++) h[i] = f32_to_bf16(bf16_to_f32(h[i]) * scale);
+  } else {
+    float *f = p;
+    for (size_t i = 0; i < count; i++) f[i] *= scale;
+  }
 }
 
 int mmrt_all_reduce_buckets(MmrtMesh *m, MmrtAxis ax, void *const *bufs, const size_t *counts,
-                            int nbufs, MmrtDtype dt, size_t bucket_bytes, float scale)
-{
-    static const char op[] = "all_reduce_buckets";
-    int rc = check(m, op, ax, dt);
-    if (rc)
-        return rc;
-    size_t es = esize(dt), cap = bucket_bytes / es;
-    if (cap == 0)
-        return fail(m, MMRT_ERR_ARG, op, ax, "a bucket of %zu bytes holds no element",
-                    bucket_bytes);
-    if (cap > INT_MAX)
-        cap = INT_MAX;
-    size_t total = 0;
-    for (int k = 0; k < nbufs; k++) {
-        if (counts[k] && !bufs[k])
-            return fail(m, MMRT_ERR_ARG, op, ax, "buffer %d of %zu elements is NULL", k, counts[k]);
-        total += counts[k];
+                            int nbufs, MmrtDtype dt, size_t bucket_bytes, float scale) {
+  static const char op[] = "all_reduce_buckets";
+  int rc = check(m, op, ax, dt);
+  if (rc) return rc;
+  size_t es = esize(dt), cap = bucket_bytes / es;
+  if (cap == 0)
+    return fail(m, MMRT_ERR_ARG, op, ax, "a bucket of %zu bytes holds no element", bucket_bytes);
+  if (cap > INT_MAX) cap = INT_MAX;
+  size_t total = 0;
+  for (int k = 0; k < nbufs; k++) {
+    if (counts[k] && !bufs[k])
+      return fail(m, MMRT_ERR_ARG, op, ax, "buffer %d of %zu elements is NULL", k, counts[k]);
+    total += counts[k];
+  }
+  char *pack = NULL;
+  int k = 0; /* the bucket starts in bufs[k] at element off */
+  size_t off = 0;
+  while (k < nbufs) {
+    if (off == counts[k]) {
+      k++, off = 0;
+      continue;
     }
-    char *pack = NULL;
-    int k = 0;       /* the bucket starts in bufs[k] at element off */
-    size_t off = 0;
-    while (k < nbufs) {
-        if (off == counts[k]) {
-            k++, off = 0;
-            continue;
-        }
-        size_t fill = counts[k] - off < cap ? counts[k] - off : cap;
-        char *first = (char *)bufs[k] + off * es;
-        if (fill == cap || fill == total) {
-            /* the bucket lies in one buffer */
-            if ((rc = mmrt_all_reduce(m, ax, first, first, fill, dt)))
-                return rc;
-            scale_buf(first, fill, dt, scale);
-            off += fill;
-            total -= fill;
-            continue;
-        }
-        if (!pack && !(pack = scratch(m, op, ax, cap * es)))
-            return MMRT_ERR_NOMEM;
-        /* pack buffers k.. from off until the bucket is full or they end */
-        int k1 = k;
-        size_t off1 = off;
-        fill = 0;
-        while (k1 < nbufs && fill < cap) {
-            size_t take = counts[k1] - off1 < cap - fill ? counts[k1] - off1 : cap - fill;
-            copy(pack + fill * es, (char *)bufs[k1] + off1 * es, take * es);
-            fill += take;
-            off1 += take;
-            if (off1 == counts[k1])
-                k1++, off1 = 0;
-        }
-        if ((rc = mmrt_all_reduce(m, ax, pack, pack, fill, dt)))
-            return rc;
-        scale_buf(pack, fill, dt, scale);
-        /* unpack the same pieces */
-        size_t done = 0;
-        while (done < fill) {
-            size_t take = counts[k] - off < fill - done ? counts[k] - off : fill - done;
-            copy((char *)bufs[k] + off * es, pack + done * es, take * es);
-            done += take;
-            off += take;
-            if (off == counts[k])
-                k++, off = 0;
-        }
-        total -= fill;
+    size_t fill = counts[k] - off < cap ? counts[k] - off : cap;
+    char *first = (char *)bufs[k] + off * es;
+    if (fill == cap || fill == total) {
+      /* the bucket lies in one buffer */
+      if ((rc = mmrt_all_reduce(m, ax, first, first, fill, dt))) return rc;
+      scale_buf(first, fill, dt, scale);
+      off += fill;
+      total -= fill;
+      continue;
     }
-    return MMRT_OK;
+    if (!pack && !(pack = scratch(m, op, ax, cap * es))) return MMRT_ERR_NOMEM;
+    /* pack buffers k.. from off until the bucket is full or they end */
+    int k1 = k;
+    size_t off1 = off;
+    fill = 0;
+    while (k1 < nbufs && fill < cap) {
+      size_t take = counts[k1] - off1 < cap - fill ? counts[k1] - off1 : cap - fill;
+      copy(pack + fill * es, (char *)bufs[k1] + off1 * es, take * es);
+      fill += take;
+      off1 += take;
+      if (off1 == counts[k1]) k1++, off1 = 0;
+    }
+    if ((rc = mmrt_all_reduce(m, ax, pack, pack, fill, dt))) return rc;
+    scale_buf(pack, fill, dt, scale);
+    /* unpack the same pieces */
+    size_t done = 0;
+    while (done < fill) {
+      size_t take = counts[k] - off < fill - done ? counts[k] - off : fill - done;
+      copy((char *)bufs[k] + off * es, pack + done * es, take * es);
+      done += take;
+      off += take;
+      if (off == counts[k]) k++, off = 0;
+    }
+    total -= fill;
+  }
+  return MMRT_OK;
 }
 
 /* Several reduce-scatters as one: rank r's parts of every tensor are packed
  * next to each other (block r), one MPI reduce-scatter sums the blocks, and
  * this rank's block is unpacked into the recv buffers. */
 int mmrt_reduce_scatter_bucket(MmrtMesh *m, MmrtAxis ax, const void *const *send, void *const *recv,
-                               const size_t *dims, int nbufs, MmrtDtype dt)
-{
-    static const char op[] = "reduce_scatter_bucket";
-    int rc = check(m, op, ax, dt);
-    if (rc)
-        return rc;
-    if (nbufs < 0 || (nbufs > 0 && (!send || !recv || !dims)))
-        return fail(m, MMRT_ERR_ARG, op, ax, "needs send and recv buffers and their dims");
-    size_t es = esize(dt), full = 0;
-    int n = m->size[ax], me = m->coord[ax];
+                               const size_t *dims, int nbufs, MmrtDtype dt) {
+  static const char op[] = "reduce_scatter_bucket";
+  int rc = check(m, op, ax, dt);
+  if (rc) return rc;
+  if (nbufs < 0 || (nbufs > 0 && (!send || !recv || !dims)))
+    return fail(m, MMRT_ERR_ARG, op, ax, "needs send and recv buffers and their dims");
+  size_t es = esize(dt), full = 0;
+  int n = m->size[ax], me = m->coord[ax];
+  for (int k = 0; k < nbufs; k++) {
+    size_t f;
+    if (!mul3(dims[3 * k], dims[3 * k + 1], dims[3 * k + 2], &f) || full + f > INT_MAX)
+      return too_large(m, op, ax,
+                       (uint64_t)full + (uint64_t)dims[3 * k] * dims[3 * k + 1] * dims[3 * k + 2]);
+    if (f && (!send[k] || !recv[k]))
+      return fail(m, MMRT_ERR_ARG, op, ax, "buffer %d of %zu elements is NULL", k, f);
+    full += f;
+  }
+  tally(MMRT_COMM_REDUCE_SCATTER, ax, n, full, share((uint64_t)full * es, (uint64_t)(n - 1), n));
+  if (full == 0) return MMRT_OK;
+  int *cnt = m->cnt, *dsp = m->cnt + n;
+  bool even = true;
+  for (int r = 0; r < n; r++) {
+    size_t c = 0;
     for (int k = 0; k < nbufs; k++) {
-        size_t f;
-        if (!mul3(dims[3 * k], dims[3 * k + 1], dims[3 * k + 2], &f) || full + f > INT_MAX)
-            return too_large(m, op, ax, (uint64_t)full + (uint64_t)dims[3 * k] * dims[3 * k + 1] * dims[3 * k + 2]);
-        if (f && (!send[k] || !recv[k]))
-            return fail(m, MMRT_ERR_ARG, op, ax, "buffer %d of %zu elements is NULL", k, f);
-        full += f;
+      int64_t lo, len;
+      mmrt_split_range((int64_t)dims[3 * k + 1], n, r, &lo, &len);
+      c += dims[3 * k] * (size_t)len * dims[3 * k + 2];
     }
-    tally(MMRT_COMM_REDUCE_SCATTER, ax, n, full, share((uint64_t)full * es, (uint64_t)(n - 1), n));
-    if (full == 0)
-        return MMRT_OK;
-    int *cnt = m->cnt, *dsp = m->cnt + n;
-    bool even = true;
-    for (int r = 0; r < n; r++) {
-        size_t c = 0;
-        for (int k = 0; k < nbufs; k++) {
-            int64_t lo, len;
-            mmrt_split_range((int64_t)dims[3 * k + 1], n, r, &lo, &len);
-            c += dims[3 * k] * (size_t)len * dims[3 * k + 2];
-        }
-        cnt[r] = (int)c;
-        dsp[r] = r ? dsp[r - 1] + cnt[r - 1] : 0;
-        even &= cnt[r] == cnt[0];
-    }
-    char *buf = scratch(m, op, ax, (full + (size_t)cnt[me]) * es);
-    if (!buf)
-        return MMRT_ERR_NOMEM;
-    char *mine = buf + full * es;
-    for (int r = 0; r < n; r++) {
-        char *at = buf + (size_t)dsp[r] * es;
-        for (int k = 0; k < nbufs; k++) {
-            int64_t lo, len;
-            mmrt_split_range((int64_t)dims[3 * k + 1], n, r, &lo, &len);
-            slice_out(at, send[k], dims[3 * k], dims[3 * k + 1], dims[3 * k + 2], (size_t)lo, (size_t)len, es);
-            at += dims[3 * k] * (size_t)len * dims[3 * k + 2] * es;
-        }
-    }
-    MPI_Datatype t = mpi_type(dt);
-    MPI_Op o = sum_op(m, dt);
-    MPI_Request rq, *prq = m->timeout_s > 0 ? &rq : NULL;
-    if (even)
-        rc = prq ? MPI_Ireduce_scatter_block(buf, mine, cnt[me], t, o, m->comm[ax], prq)
-                 : MPI_Reduce_scatter_block(buf, mine, cnt[me], t, o, m->comm[ax]);
-    else
-        rc = prq ? MPI_Ireduce_scatter(buf, mine, cnt, t, o, m->comm[ax], prq)
-                 : MPI_Reduce_scatter(buf, mine, cnt, t, o, m->comm[ax]);
-    if ((rc = finish(m, op, ax, rc, prq)))
-        return rc;
+    cnt[r] = (int)c;
+    dsp[r] = r ? dsp[r - 1] + cnt[r - 1] : 0;
+    even &= cnt[r] == cnt[0];
+  }
+  char *buf = scratch(m, op, ax, (full + (size_t)cnt[me]) * es);
+  if (!buf) return MMRT_ERR_NOMEM;
+  char *mine = buf + full * es;
+  for (int r = 0; r < n; r++) {
+    char *at = buf + (size_t)dsp[r] * es;
     for (int k = 0; k < nbufs; k++) {
-        int64_t lo, len;
-        mmrt_split_range((int64_t)dims[3 * k + 1], n, me, &lo, &len);
-        size_t part = dims[3 * k] * (size_t)len * dims[3 * k + 2] * es;
-        copy(recv[k], mine, part);
-        mine += part;
+      int64_t lo, len;
+      mmrt_split_range((int64_t)dims[3 * k + 1], n, r, &lo, &len);
+      slice_out(at, send[k], dims[3 * k], dims[3 * k + 1], dims[3 * k + 2], (size_t)lo, (size_t)len,
+                es);
+      at += dims[3 * k] * (size_t)len * dims[3 * k + 2] * es;
     }
-    return MMRT_OK;
+  }
+  MPI_Datatype t = mpi_type(dt);
+  MPI_Op o = sum_op(m, dt);
+  MPI_Request rq, *prq = m->timeout_s > 0 ? &rq : NULL;
+  if (even)
+    rc = prq ? MPI_Ireduce_scatter_block(buf, mine, cnt[me], t, o, m->comm[ax], prq)
+             : MPI_Reduce_scatter_block(buf, mine, cnt[me], t, o, m->comm[ax]);
+  else
+    rc = prq ? MPI_Ireduce_scatter(buf, mine, cnt, t, o, m->comm[ax], prq)
+             : MPI_Reduce_scatter(buf, mine, cnt, t, o, m->comm[ax]);
+  if ((rc = finish(m, op, ax, rc, prq))) return rc;
+  for (int k = 0; k < nbufs; k++) {
+    int64_t lo, len;
+    mmrt_split_range((int64_t)dims[3 * k + 1], n, me, &lo, &len);
+    size_t part = dims[3 * k] * (size_t)len * dims[3 * k + 2] * es;
+    copy(recv[k], mine, part);
+    mine += part;
+  }
+  return MMRT_OK;
 }
 
 /* ---- counters ---- */
 
-MmrtCommCount mmrt_comm_counter(MmrtCommKind k, MmrtAxis ax)
-{
-    MmrtCommCount zero = {0};
-    if ((unsigned)k >= MMRT_COMM_NKINDS || (unsigned)ax >= MMRT_NAXES)
-        return zero;
-    return counters[k][ax];
+MmrtCommCount mmrt_comm_counter(MmrtCommKind k, MmrtAxis ax) {
+  MmrtCommCount zero = {0};
+  if ((unsigned)k >= MMRT_COMM_NKINDS || (unsigned)ax >= MMRT_NAXES) return zero;
+  return counters[k][ax];
 }
 
-uint64_t mmrt_comm_bytes_total(void)
-{
-    uint64_t t = 0;
-    for (int k = 0; k < MMRT_COMM_NKINDS; k++)
-        for (int a = 0; a < MMRT_NAXES; a++)
-            t += counters[k][a].bytes;
-    return t;
+uint64_t mmrt_comm_bytes_total(void) {
+  uint64_t t = 0;
+  for (int k = 0; k < MMRT_COMM_NKINDS; k++)
+    for (int a = 0; a < MMRT_NAXES; a++) t += counters[k][a].bytes;
+  return t;
 }
 
-void mmrt_comm_counters_reset(void)
-{
-    memset(counters, 0, sizeof counters);
-    memset(phase_counters, 0, sizeof phase_counters);
+void mmrt_comm_counters_reset(void) {
+  memset(counters, 0, sizeof counters);
+  memset(phase_counters, 0, sizeof phase_counters);
 }
 
-void mmrt_comm_counters_print(FILE *f)
-{
-    uint64_t calls = 0, bytes = 0;
-    fprintf(f, "%-15s %-5s %5s %10s %20s %14s %12s\n", "collective", "axis", "n", "calls", "fwd/bwd/update",
-            "elements", "MiB sent");
-    for (int k = 0; k < MMRT_COMM_NKINDS; k++)
-        for (int a = 0; a < MMRT_NAXES; a++) {
-            const MmrtCommCount *c = &counters[k][a];
-            if (!c->calls)
-                continue;
-            char ph[64];
-            snprintf(ph, sizeof ph, "%llu/%llu/%llu", (unsigned long long)phase_counters[0][k][a].calls,
-                     (unsigned long long)phase_counters[1][k][a].calls,
-                     (unsigned long long)phase_counters[2][k][a].calls);
-            fprintf(f, "%-15s %-5s %5d %10llu %20s %14llu %12.3f\n", kind_names[k], axis_names[a],
-                    c->n, (unsigned long long)c->calls, ph, (unsigned long long)c->elems,
-                    (double)c->bytes / (1024.0 * 1024.0));
-            calls += c->calls;
-            bytes += c->bytes;
-        }
-    fprintf(f, "%-15s %-5s %5s %10llu %20s %14s %12.3f\n", "total", "", "", (unsigned long long)calls,
-            "", "", (double)bytes / (1024.0 * 1024.0));
+void mmrt_comm_counters_print(FILE *f) {
+  uint64_t calls = 0, bytes = 0;
+  fprintf(f, "%-15s %-5s %5s %10s %20s %14s %12s\n", "collective", "axis", "n", "calls",
+          "fwd/bwd/update", "elements", "MiB sent");
+  for (int k = 0; k < MMRT_COMM_NKINDS; k++)
+    for (int a = 0; a < MMRT_NAXES; a++) {
+      const MmrtCommCount *c = &counters[k][a];
+      if (!c->calls) continue;
+      char ph[64];
+      snprintf(ph, sizeof ph, "%llu/%llu/%llu", (unsigned long long)phase_counters[0][k][a].calls,
+               (unsigned long long)phase_counters[1][k][a].calls,
+               (unsigned long long)phase_counters[2][k][a].calls);
+      fprintf(f, "%-15s %-5s %5d %10llu %20s %14llu %12.3f\n", kind_names[k], axis_names[a], c->n,
+              (unsigned long long)c->calls, ph, (unsigned long long)c->elems,
+              (double)c->bytes / (1024.0 * 1024.0));
+      calls += c->calls;
+      bytes += c->bytes;
+    }
+  fprintf(f, "%-15s %-5s %5s %10llu %20s %14s %12.3f\n", "total", "", "", (unsigned long long)calls,
+          "", "", (double)bytes / (1024.0 * 1024.0));
 }
 
-size_t mmrt_comm_counters_json(char *buf, size_t len)
-{
-    size_t pos = 0;
-    uint64_t bytes = 0;
-#define PUT(...)                                                                   \
-    do {                                                                           \
-        int w_ = snprintf(pos < len ? buf + pos : NULL, pos < len ? len - pos : 0, \
-                          __VA_ARGS__);                                            \
-        if (w_ > 0)                                                                \
-            pos += (size_t)w_;                                                     \
-    } while (0)
-    PUT("{");
-    for (int k = 0; k < MMRT_COMM_NKINDS; k++)
-        for (int a = 0; a < MMRT_NAXES; a++) {
-            const MmrtCommCount *c = &counters[k][a];
-            if (!c->calls)
-                continue;
-            PUT("\"%s.%s\":{\"n\":%d,\"calls\":%llu,\"elems\":%llu,\"bytes\":%llu},",
-                kind_names[k], axis_names[a], c->n, (unsigned long long)c->calls,
-                (unsigned long long)c->elems, (unsigned long long)c->bytes);
-            bytes += c->bytes;
-        }
-    PUT("\"bytes\":%llu}", (unsigned long long)bytes);
+size_t mmrt_comm_counters_json(char *buf, size_t len) {
+  size_t pos = 0;
+  uint64_t bytes = 0;
+#define PUT(...)                                                                                   \
+  do {                                                                                             \
+    int w_ = snprintf(pos < len ? buf + pos : NULL, pos < len ? len - pos : 0, __VA_ARGS__);       \
+    if (w_ > 0) pos += (size_t)w_;                                                                 \
+  } while (0)
+  PUT("{");
+  for (int k = 0; k < MMRT_COMM_NKINDS; k++)
+    for (int a = 0; a < MMRT_NAXES; a++) {
+      const MmrtCommCount *c = &counters[k][a];
+      if (!c->calls) continue;
+      PUT("\"%s.%s\":{\"n\":%d,\"calls\":%llu,\"elems\":%llu,\"bytes\":%llu},", kind_names[k],
+          axis_names[a], c->n, (unsigned long long)c->calls, (unsigned long long)c->elems,
+          (unsigned long long)c->bytes);
+      bytes += c->bytes;
+    }
+  PUT("\"bytes\":%llu}", (unsigned long long)bytes);
 #undef PUT
-    if (len && pos >= len)
-        buf[len - 1] = '\0';
-    return pos;
+  if (len && pos >= len) buf[len - 1] = '\0';
+  return pos;
 }

@@ -94,27 +94,27 @@ extern "C" {
 enum { MMRT_ERR_COMM = -16 };
 
 typedef enum MmrtAxis {
-    MMRT_AXIS_DP = 0,
-    MMRT_AXIS_CP = 1,
-    MMRT_AXIS_TP = 2,
-    MMRT_AXIS_PP = 3,
-    MMRT_AXIS_WORLD = 4,
-    MMRT_NAXES = 5,
+  MMRT_AXIS_DP = 0,
+  MMRT_AXIS_CP = 1,
+  MMRT_AXIS_TP = 2,
+  MMRT_AXIS_PP = 3,
+  MMRT_AXIS_WORLD = 4,
+  MMRT_NAXES = 5,
 } MmrtAxis;
 
 /* "dp", "cp", "tp", "pp", "world". */
 const char *mmrt_axis_name(MmrtAxis ax);
 
 typedef struct MmrtMesh {
-    int size[MMRT_NAXES];  /* ranks on each axis; size[WORLD] = world size */
-    int coord[MMRT_NAXES]; /* this rank's coordinate; coord[WORLD] = rank */
-    MPI_Comm comm[MMRT_NAXES];
-    MPI_Op bf16_sum;       /* user op, created once */
-    double timeout_s;      /* 0: blocking MPI calls */
-    void *scratch;         /* pack/unpack space, grown on demand */
-    size_t scratch_bytes;
-    int *cnt;              /* 4 x world ints: counts and displacements */
-    char err[512];         /* message of the last failure */
+  int size[MMRT_NAXES];  /* ranks on each axis; size[WORLD] = world size */
+  int coord[MMRT_NAXES]; /* this rank's coordinate; coord[WORLD] = rank */
+  MPI_Comm comm[MMRT_NAXES];
+  MPI_Op bf16_sum;  /* user op, created once */
+  double timeout_s; /* 0: blocking MPI calls */
+  void *scratch;    /* pack/unpack space, grown on demand */
+  size_t scratch_bytes;
+  int *cnt;      /* 4 x world ints: counts and displacements */
+  char err[512]; /* message of the last failure */
 } MmrtMesh;
 
 /* Initialise MPI if nobody has (MPI_Init_thread, FUNNELED), check that the
@@ -122,8 +122,7 @@ typedef struct MmrtMesh {
  * mismatch returns MMRT_ERR_MISMATCH with e.g. "the trainer was compiled
  * for tp=2 x dp=2 = 4 ranks, but mpirun started 3 (start it with mpirun -np
  * 4)" and leaves nothing to free.  The message also goes to m->err. */
-int mmrt_mesh_init(MmrtMesh *m, int dp, int cp, int tp, int pp, char *err,
-                   size_t errlen);
+int mmrt_mesh_init(MmrtMesh *m, int dp, int cp, int tp, int pp, char *err, size_t errlen);
 
 /* Free the communicators and scratch (not MPI itself). */
 void mmrt_mesh_free(MmrtMesh *m);
@@ -149,48 +148,43 @@ int mmrt_mesh_rank_of(const MmrtMesh *m, int dp, int cp, int tp, int pp);
 
 /* recv[i] = sum over the axis of send[i], i < count.  send == recv: in
  * place.  Placement P -> B. */
-int mmrt_all_reduce(MmrtMesh *m, MmrtAxis ax, const void *send, void *recv,
-                    size_t count, MmrtDtype dt);
+int mmrt_all_reduce(MmrtMesh *m, MmrtAxis ax, const void *send, void *recv, size_t count,
+                    MmrtDtype dt);
 
 /* send: this rank's part (outer, len, inner) of a (outer, dim, inner)
  * tensor; recv: the whole (outer, dim, inner).  S(d) -> B. */
-int mmrt_all_gather(MmrtMesh *m, MmrtAxis ax, const void *send, void *recv,
-                    size_t outer, size_t dim, size_t inner, MmrtDtype dt);
+int mmrt_all_gather(MmrtMesh *m, MmrtAxis ax, const void *send, void *recv, size_t outer,
+                    size_t dim, size_t inner, MmrtDtype dt);
 
 /* send: a whole (outer, dim, inner) tensor on every rank; recv: this
  * rank's part (outer, len, inner) of the sum over the axis.  P -> S(d). */
-int mmrt_reduce_scatter(MmrtMesh *m, MmrtAxis ax, const void *send,
-                        void *recv, size_t outer, size_t dim, size_t inner,
-                        MmrtDtype dt);
+int mmrt_reduce_scatter(MmrtMesh *m, MmrtAxis ax, const void *send, void *recv, size_t outer,
+                        size_t dim, size_t inner, MmrtDtype dt);
 
 /* S(gather_dim) -> S(scatter_dim) (Ulysses).  shape[ndim] is the global
  * shape.  send: the global tensor split along gather_dim (this rank's
  * part); recv: the global tensor split along scatter_dim.  E.g. q of
  * global (B, T, NH, HS): gather_dim 1, scatter_dim 2 turns (B, T/n, NH, HS)
  * into (B, T, NH/n, HS); swapping the two dims undoes it. */
-int mmrt_all_to_all(MmrtMesh *m, MmrtAxis ax, const void *send, void *recv,
-                    const int64_t *shape, int ndim, int gather_dim,
-                    int scatter_dim, MmrtDtype dt);
+int mmrt_all_to_all(MmrtMesh *m, MmrtAxis ax, const void *send, void *recv, const int64_t *shape,
+                    int ndim, int gather_dim, int scatter_dim, MmrtDtype dt);
 
 /* buf on every rank of the axis = buf on the rank with coordinate root. */
-int mmrt_broadcast(MmrtMesh *m, MmrtAxis ax, void *buf, size_t count,
-                   MmrtDtype dt, int root);
+int mmrt_broadcast(MmrtMesh *m, MmrtAxis ax, void *buf, size_t count, MmrtDtype dt, int root);
 
 int mmrt_barrier(MmrtMesh *m, MmrtAxis ax);
 
 /* Point to point along an axis; peer is a coordinate on that axis, or
  * MMRT_NO_PEER for nothing (e.g. the first pipeline stage's recv). */
 enum { MMRT_NO_PEER = -1 };
-int mmrt_send(MmrtMesh *m, MmrtAxis ax, const void *buf, size_t count,
-              MmrtDtype dt, int peer, int tag);
-int mmrt_recv(MmrtMesh *m, MmrtAxis ax, void *buf, size_t count,
-              MmrtDtype dt, int peer, int tag);
+int mmrt_send(MmrtMesh *m, MmrtAxis ax, const void *buf, size_t count, MmrtDtype dt, int peer,
+              int tag);
+int mmrt_recv(MmrtMesh *m, MmrtAxis ax, void *buf, size_t count, MmrtDtype dt, int peer, int tag);
 /* Send to dest and receive from src at once (no deadlock when both sides
  * send: a pipeline's send-forward/recv-backward, a ring step).  Counted as
  * one send and one recv.  dest == src == self is a copy. */
-int mmrt_sendrecv(MmrtMesh *m, MmrtAxis ax, const void *sendbuf,
-                  size_t sendcount, int dest, void *recvbuf, size_t recvcount,
-                  int src, MmrtDtype dt, int tag);
+int mmrt_sendrecv(MmrtMesh *m, MmrtAxis ax, const void *sendbuf, size_t sendcount, int dest,
+                  void *recvbuf, size_t recvcount, int src, MmrtDtype dt, int tag);
 
 /* Pipeline neighbours: pp coordinate + 1 and - 1, wrapping around (the last
  * stage's next is the first, as interleaved schedules and rings need). */
@@ -208,9 +202,8 @@ int mmrt_recv_next(MmrtMesh *m, void *buf, size_t count, MmrtDtype dt);
  * one buffer is reduced in place; one that spans several is packed into
  * scratch, reduced and unpacked.  scale multiplies the sums (1 / dp for a
  * mean; 1 leaves them).  A zero count may come with a NULL buffer. */
-int mmrt_all_reduce_buckets(MmrtMesh *m, MmrtAxis ax, void *const *bufs,
-                            const size_t *counts, int nbufs, MmrtDtype dt,
-                            size_t bucket_bytes, float scale);
+int mmrt_all_reduce_buckets(MmrtMesh *m, MmrtAxis ax, void *const *bufs, const size_t *counts,
+                            int nbufs, MmrtDtype dt, size_t bucket_bytes, float scale);
 
 /* Reduce-scatter the nbufs tensors in one call (a gradient bucket under
  * ZeRO): tensor k is the whole (dims[3k], dims[3k+1], dims[3k+2]) =
@@ -221,32 +214,31 @@ int mmrt_all_reduce_buckets(MmrtMesh *m, MmrtAxis ax, void *const *bufs,
  * does all: counted as one reduce_scatter call of the summed elements.
  * Every send is packed before any recv is written, so a recv may overlap
  * another tensor's send.  A zero-size tensor may come with NULL buffers. */
-int mmrt_reduce_scatter_bucket(MmrtMesh *m, MmrtAxis ax, const void *const *send,
-                               void *const *recv, const size_t *dims, int nbufs,
-                               MmrtDtype dt);
+int mmrt_reduce_scatter_bucket(MmrtMesh *m, MmrtAxis ax, const void *const *send, void *const *recv,
+                               const size_t *dims, int nbufs, MmrtDtype dt);
 
 /* ---- counters ---- */
 
 typedef enum MmrtCommKind {
-    MMRT_COMM_ALL_REDUCE,     /* elems: count */
-    MMRT_COMM_ALL_GATHER,     /* elems: the gathered (full) tensor */
-    MMRT_COMM_REDUCE_SCATTER, /* elems: the full input */
-    MMRT_COMM_ALL_TO_ALL,     /* elems: this rank's send buffer */
-    MMRT_COMM_BROADCAST,      /* elems: count */
-    MMRT_COMM_SEND,           /* elems: count */
-    MMRT_COMM_RECV,           /* elems: count */
-    MMRT_COMM_BARRIER,        /* elems: 0 */
-    MMRT_COMM_NKINDS,
+  MMRT_COMM_ALL_REDUCE,     /* elems: count */
+  MMRT_COMM_ALL_GATHER,     /* elems: the gathered (full) tensor */
+  MMRT_COMM_REDUCE_SCATTER, /* elems: the full input */
+  MMRT_COMM_ALL_TO_ALL,     /* elems: this rank's send buffer */
+  MMRT_COMM_BROADCAST,      /* elems: count */
+  MMRT_COMM_SEND,           /* elems: count */
+  MMRT_COMM_RECV,           /* elems: count */
+  MMRT_COMM_BARRIER,        /* elems: 0 */
+  MMRT_COMM_NKINDS,
 } MmrtCommKind;
 
 /* "all_reduce", "all_gather", ... */
 const char *mmrt_comm_kind_name(MmrtCommKind k);
 
 typedef struct MmrtCommCount {
-    uint64_t calls;
-    uint64_t elems;
-    uint64_t bytes; /* sent by this rank, by the accounting above */
-    int n;          /* axis size at the last call (0: never called) */
+  uint64_t calls;
+  uint64_t elems;
+  uint64_t bytes; /* sent by this rank, by the accounting above */
+  int n;          /* axis size at the last call (0: never called) */
 } MmrtCommCount;
 
 MmrtCommCount mmrt_comm_counter(MmrtCommKind k, MmrtAxis ax);
@@ -256,10 +248,10 @@ MmrtCommCount mmrt_comm_counter(MmrtCommKind k, MmrtAxis ax);
  * from the gradient norm and the optimizer on), and every call is also
  * counted under the phase current at the time.  Evaluation is forward. */
 typedef enum MmrtCommPhase {
-    MMRT_PHASE_FORWARD,
-    MMRT_PHASE_BACKWARD,
-    MMRT_PHASE_UPDATE,
-    MMRT_NPHASES,
+  MMRT_PHASE_FORWARD,
+  MMRT_PHASE_BACKWARD,
+  MMRT_PHASE_UPDATE,
+  MMRT_NPHASES,
 } MmrtCommPhase;
 void mmrt_comm_set_phase(int phase);
 const char *mmrt_comm_phase_name(MmrtCommPhase p); /* "forward", "backward", "update" */

@@ -19,42 +19,40 @@
 #include "mmrt_log.h"
 
 #define MMRT_FMNIST_DEFAULT_DIR "/usr/share/datasets/fashion-mnist"
-#define MMRT_FMNIST_MEAN 0.2860f
-#define MMRT_FMNIST_STD 0.3530f
-#define MMRT_FMNIST_CLASSES 10
-#define MMRT_FMNIST_SIDE 28
+#define MMRT_FMNIST_MEAN        0.2860f
+#define MMRT_FMNIST_STD         0.3530f
+#define MMRT_FMNIST_CLASSES     10
+#define MMRT_FMNIST_SIDE        28
 
 #define MMRT_IDX_MAGIC_IMAGES 0x00000803u /* unsigned bytes, 3 dims */
 #define MMRT_IDX_MAGIC_LABELS 0x00000801u /* unsigned bytes, 1 dim */
 
 /* One IDX file of unsigned bytes. */
 typedef struct MmrtIdx {
-    int ndim;
-    uint32_t dims[3];
-    uint8_t *data; /* (dims[0], ..., dims[ndim-1]) */
-    size_t size;   /* product of dims */
+  int ndim;
+  uint32_t dims[3];
+  uint8_t *data; /* (dims[0], ..., dims[ndim-1]) */
+  size_t size;   /* product of dims */
 } MmrtIdx;
 
 /* Read `path` (gzip or raw; zlib reads both), requiring `magic`
  * (MMRT_IDX_MAGIC_IMAGES or _LABELS).  Fails on a short file, and on
  * bytes beyond what the header promises. */
-int mmrt_idx_read(const char *path, uint32_t magic, MmrtIdx *out,
-                  char *err, size_t errlen);
+int mmrt_idx_read(const char *path, uint32_t magic, MmrtIdx *out, char *err, size_t errlen);
 void mmrt_idx_free(MmrtIdx *idx);
 
 typedef enum MmrtSplit { MMRT_SPLIT_TRAIN, MMRT_SPLIT_TEST } MmrtSplit;
 
 /* A labelled image split held as bytes. */
 typedef struct MmrtImages {
-    int64_t n;       /* images */
-    int rows, cols;  /* 28, 28 */
-    uint8_t *pixels; /* (n, rows, cols) */
-    uint8_t *labels; /* (n), each in [0, 10) */
+  int64_t n;       /* images */
+  int rows, cols;  /* 28, 28 */
+  uint8_t *pixels; /* (n, rows, cols) */
+  uint8_t *labels; /* (n), each in [0, 10) */
 } MmrtImages;
 
 /* Load train (60000) or test (10000) from dir (NULL: the default dir). */
-int mmrt_fmnist_load(MmrtImages *ds, const char *dir, MmrtSplit split,
-                     char *err, size_t errlen);
+int mmrt_fmnist_load(MmrtImages *ds, const char *dir, MmrtSplit split, char *err, size_t errlen);
 void mmrt_images_free(MmrtImages *ds);
 
 /* "T-shirt/top", "Trouser", ..., "Ankle boot"; NULL outside [0, 10). */
@@ -79,20 +77,20 @@ void mmrt_batch_slice(int64_t B, int nranks, int rank, int64_t *lo, int64_t *hi)
  *   short; after it mmrt_iter_next returns 0 once (end of the pass) and the
  *   next call starts the pass again. */
 typedef struct MmrtBatchIter {
-    const MmrtImages *ds;
-    int64_t batch; /* B */
-    int shuffle;
-    uint64_t seed;
-    int64_t epoch;       /* current epoch */
-    int64_t pos;         /* position in the epoch order after the current batch */
-    int64_t cur_start;   /* current batch: order[cur_start .. cur_start + cur_rows) */
-    int64_t cur_rows;
-    uint32_t *order;     /* (n) visiting order of `order_epoch` */
-    int64_t order_epoch;
+  const MmrtImages *ds;
+  int64_t batch; /* B */
+  int shuffle;
+  uint64_t seed;
+  int64_t epoch;     /* current epoch */
+  int64_t pos;       /* position in the epoch order after the current batch */
+  int64_t cur_start; /* current batch: order[cur_start .. cur_start + cur_rows) */
+  int64_t cur_rows;
+  uint32_t *order; /* (n) visiting order of `order_epoch` */
+  int64_t order_epoch;
 } MmrtBatchIter;
 
-int mmrt_iter_init(MmrtBatchIter *it, const MmrtImages *ds, int64_t batch,
-                   int shuffle, uint64_t seed, char *err, size_t errlen);
+int mmrt_iter_init(MmrtBatchIter *it, const MmrtImages *ds, int64_t batch, int shuffle,
+                   uint64_t seed, char *err, size_t errlen);
 void mmrt_iter_free(MmrtBatchIter *it);
 
 /* Advance to the next global batch; returns its row count (0 only at the
@@ -106,8 +104,7 @@ int64_t mmrt_iter_index(const MmrtBatchIter *it, int64_t k);
  *   x (hi - lo, 1, rows, cols), y (hi - lo).
  * Rows at or past the batch's row count are zero images with label -1.
  * Either pointer may be NULL. */
-void mmrt_iter_fill(const MmrtBatchIter *it, int64_t lo, int64_t hi,
-                    float *x, int32_t *y);
+void mmrt_iter_fill(const MmrtBatchIter *it, int64_t lo, int64_t hi, float *x, int32_t *y);
 
 /* Serialise/restore the position, e.g.
  * "mmrt-iter v1 n=60000 batch=64 shuffle=1 seed=42 epoch=3 pos=1280".
@@ -115,7 +112,6 @@ void mmrt_iter_fill(const MmrtBatchIter *it, int64_t lo, int64_t hi,
  * current when the state was taken.  Restore checks that n, batch, shuffle
  * and seed match the iterator it is applied to. */
 int mmrt_iter_state(const MmrtBatchIter *it, char *buf, size_t len);
-int mmrt_iter_restore(MmrtBatchIter *it, const char *state,
-                      char *err, size_t errlen);
+int mmrt_iter_restore(MmrtBatchIter *it, const char *state, char *err, size_t errlen);
 
 #endif

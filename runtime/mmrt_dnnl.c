@@ -22,28 +22,25 @@
 
 /* ---- errors ---------------------------------------------------------- */
 
-static _Noreturn void die(const char *what, const char *detail)
-{
-    fprintf(stderr, "mmrt: internal error in %s: %s\n", what, detail);
-    abort();
+static _Noreturn void die(const char *what, const char *detail) {
+  fprintf(stderr, "mmrt: internal error in %s: %s\n", what, detail);
+  abort();
 }
 
-#define DNNL_CHECK(call, what) \
-    do { \
-        dnnl_status_t st_ = (call); \
-        if (st_ != dnnl_success) { \
-            char msg_[512]; \
-            snprintf(msg_, sizeof msg_, "oneDNN %s (%s:%d: %s)", \
-                     dnnl_status2str(st_), __FILE__, __LINE__, #call); \
-            die(what, msg_); \
-        } \
-    } while (0)
+#define DNNL_CHECK(call, what)                                                                     \
+  do {                                                                                             \
+    dnnl_status_t st_ = (call);                                                                    \
+    if (st_ != dnnl_success) {                                                                     \
+      char msg_[512];                                                                              \
+      snprintf(msg_, sizeof msg_, "oneDNN %s (%s:%d: %s)", dnnl_status2str(st_), __FILE__,         \
+               __LINE__, #call);                                                                   \
+      die(what, msg_);                                                                             \
+    }                                                                                              \
+  } while (0)
 
-static dnnl_data_type_t dnnl_dt(MmrtDtype dt, const char *what)
-{
-    if (dt == MMRT_F32)
-        return dnnl_f32;
-    die(what, dt == MMRT_BF16 ? "bf16 is not implemented yet" : "unknown dtype");
+static dnnl_data_type_t dnnl_dt(MmrtDtype dt, const char *what) {
+  if (dt == MMRT_F32) return dnnl_f32;
+  die(what, dt == MMRT_BF16 ? "bf16 is not implemented yet" : "unknown dtype");
 }
 
 /* ---- engine, stream, scratch ------------------------------------------ */
@@ -53,33 +50,26 @@ static dnnl_stream_t stream;
 static float *scratch;
 static size_t scratch_cap;
 
-static void ensure_engine(void)
-{
-    if (eng)
-        return;
-    DNNL_CHECK(dnnl_engine_create(&eng, dnnl_cpu, 0), "engine");
-    DNNL_CHECK(dnnl_stream_create(&stream, eng, dnnl_stream_default_flags),
-               "stream");
+static void ensure_engine(void) {
+  if (eng) return;
+  DNNL_CHECK(dnnl_engine_create(&eng, dnnl_cpu, 0), "engine");
+  DNNL_CHECK(dnnl_stream_create(&stream, eng, dnnl_stream_default_flags), "stream");
 }
 
 /* A grow-only fp32 buffer of n elements for accumulate-by-add. */
-static float *get_scratch(size_t n)
-{
-    if (n > scratch_cap) {
-        free(scratch);
-        scratch = malloc(n * sizeof(float));
-        if (!scratch)
-            die("scratch", "out of memory");
-        scratch_cap = n;
-    }
-    return scratch;
+static float *get_scratch(size_t n) {
+  if (n > scratch_cap) {
+    free(scratch);
+    scratch = malloc(n * sizeof(float));
+    if (!scratch) die("scratch", "out of memory");
+    scratch_cap = n;
+  }
+  return scratch;
 }
 
-static void add_into(float *dst, const float *src, size_t n)
-{
+static void add_into(float *dst, const float *src, size_t n) {
 #pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < n; i++)
-        dst[i] += src[i];
+  for (size_t i = 0; i < n; i++) dst[i] += src[i];
 }
 
 /* ---- the primitive cache ---------------------------------------------- */
@@ -87,598 +77,523 @@ static void add_into(float *dst, const float *src, size_t n)
 enum { KEY_LEN = 28, MAX_ARGS = 6 };
 
 typedef struct Key {
-    int64_t v[KEY_LEN]; /* v[0] = kind, v[1] = dtype, then shape and flags */
+  int64_t v[KEY_LEN]; /* v[0] = kind, v[1] = dtype, then shape and flags */
 } Key;
 
 typedef struct Entry {
-    Key key;
-    int used;
-    dnnl_primitive_t prim;
-    int nargs;
-    int arg[MAX_ARGS];
-    dnnl_memory_t mem[MAX_ARGS];
+  Key key;
+  int used;
+  dnnl_primitive_t prim;
+  int nargs;
+  int arg[MAX_ARGS];
+  dnnl_memory_t mem[MAX_ARGS];
 } Entry;
 
 enum {
-    K_MATMUL = 1,
-    K_CONV_FWD,
-    K_CONV_BWD_DATA,
-    K_CONV_BWD_WEIGHTS,
-    K_SOFTMAX_FWD,
-    K_SOFTMAX_BWD,
-    K_ELTWISE_FWD,
-    K_ELTWISE_BWD,
+  K_MATMUL = 1,
+  K_CONV_FWD,
+  K_CONV_BWD_DATA,
+  K_CONV_BWD_WEIGHTS,
+  K_SOFTMAX_FWD,
+  K_SOFTMAX_BWD,
+  K_ELTWISE_FWD,
+  K_ELTWISE_BWD,
 };
 
 static Entry *table;
 static int table_cap, table_used;
 
-static uint64_t key_hash(const Key *k)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (int i = 0; i < KEY_LEN; i++) {
-        h ^= (uint64_t)k->v[i];
-        h *= 1099511628211ull;
-        h ^= h >> 29;
-    }
-    return h;
+static uint64_t key_hash(const Key *k) {
+  uint64_t h = 1469598103934665603ull;
+  for (int i = 0; i < KEY_LEN; i++) {
+    h ^= (uint64_t)k->v[i];
+    h *= 1099511628211ull;
+    h ^= h >> 29;
+  }
+  return h;
 }
 
-static Entry *slot_for(Entry *tab, int cap, const Key *k)
-{
-    uint64_t i = key_hash(k) & (uint64_t)(cap - 1);
-    while (tab[i].used && memcmp(&tab[i].key, k, sizeof *k) != 0)
-        i = (i + 1) & (uint64_t)(cap - 1);
-    return &tab[i];
+static Entry *slot_for(Entry *tab, int cap, const Key *k) {
+  uint64_t i = key_hash(k) & (uint64_t)(cap - 1);
+  while (tab[i].used && memcmp(&tab[i].key, k, sizeof *k) != 0) i = (i + 1) & (uint64_t)(cap - 1);
+  return &tab[i];
 }
 
-static Entry *cache_find(const Key *k)
-{
-    if (!table)
-        return NULL;
-    Entry *e = slot_for(table, table_cap, k);
-    return e->used ? e : NULL;
+static Entry *cache_find(const Key *k) {
+  if (!table) return NULL;
+  Entry *e = slot_for(table, table_cap, k);
+  return e->used ? e : NULL;
 }
 
-static Entry *cache_insert(const Key *k)
-{
-    if (2 * (table_used + 1) > table_cap) {
-        int ncap = table_cap ? 2 * table_cap : 64;
-        Entry *nt = calloc((size_t)ncap, sizeof *nt);
-        if (!nt)
-            die("primitive cache", "out of memory");
-        for (int i = 0; i < table_cap; i++)
-            if (table[i].used)
-                *slot_for(nt, ncap, &table[i].key) = table[i];
-        free(table);
-        table = nt;
-        table_cap = ncap;
-    }
-    Entry *e = slot_for(table, table_cap, k);
-    memset(e, 0, sizeof *e);
-    e->key = *k;
-    e->used = 1;
-    table_used++;
-    return e;
-}
-
-int mmrt_dnnl_cache_size(void)
-{
-    return table_used;
-}
-
-void mmrt_kernels_shutdown(void)
-{
-    for (int i = 0; i < table_cap; i++) {
-        if (!table[i].used)
-            continue;
-        for (int a = 0; a < table[i].nargs; a++)
-            dnnl_memory_destroy(table[i].mem[a]);
-        dnnl_primitive_destroy(table[i].prim);
-    }
+static Entry *cache_insert(const Key *k) {
+  if (2 * (table_used + 1) > table_cap) {
+    int ncap = table_cap ? 2 * table_cap : 64;
+    Entry *nt = calloc((size_t)ncap, sizeof *nt);
+    if (!nt) die("primitive cache", "out of memory");
+    for (int i = 0; i < table_cap; i++)
+      if (table[i].used) *slot_for(nt, ncap, &table[i].key) = table[i];
     free(table);
-    table = NULL;
-    table_cap = table_used = 0;
-    if (stream)
-        dnnl_stream_destroy(stream);
-    if (eng)
-        dnnl_engine_destroy(eng);
-    stream = NULL;
-    eng = NULL;
-    free(scratch);
-    scratch = NULL;
-    scratch_cap = 0;
+    table = nt;
+    table_cap = ncap;
+  }
+  Entry *e = slot_for(table, table_cap, k);
+  memset(e, 0, sizeof *e);
+  e->key = *k;
+  e->used = 1;
+  table_used++;
+  return e;
+}
+
+int mmrt_dnnl_cache_size(void) {
+  return table_used;
+}
+
+void mmrt_kernels_shutdown(void) {
+  for (int i = 0; i < table_cap; i++) {
+    if (!table[i].used) continue;
+    for (int a = 0; a < table[i].nargs; a++) dnnl_memory_destroy(table[i].mem[a]);
+    dnnl_primitive_destroy(table[i].prim);
+  }
+  free(table);
+  table = NULL;
+  table_cap = table_used = 0;
+  if (stream) dnnl_stream_destroy(stream);
+  if (eng) dnnl_engine_destroy(eng);
+  stream = NULL;
+  eng = NULL;
+  free(scratch);
+  scratch = NULL;
+  scratch_cap = 0;
 }
 
 /* Create the primitive of `pd` (which the entry now owns the result of),
  * and one memory object per listed argument, shaped as the pd says. The pd
  * is destroyed. */
-static void entry_build(Entry *e, dnnl_primitive_desc_t pd, int nargs,
-                        const int *args, const char *what)
-{
-    DNNL_CHECK(dnnl_primitive_create(&e->prim, pd), what);
-    e->nargs = nargs;
-    for (int a = 0; a < nargs; a++) {
-        const dnnl_memory_desc_t *md =
-            dnnl_primitive_desc_query_md(pd, dnnl_query_exec_arg_md, args[a]);
-        if (!md)
-            die(what, "argument has no memory descriptor");
-        e->arg[a] = args[a];
-        DNNL_CHECK(dnnl_memory_create(&e->mem[a], md, eng, DNNL_MEMORY_NONE),
-                   what);
-    }
-    DNNL_CHECK(dnnl_primitive_desc_destroy(pd), what);
+static void entry_build(Entry *e, dnnl_primitive_desc_t pd, int nargs, const int *args,
+                        const char *what) {
+  DNNL_CHECK(dnnl_primitive_create(&e->prim, pd), what);
+  e->nargs = nargs;
+  for (int a = 0; a < nargs; a++) {
+    const dnnl_memory_desc_t *md =
+        dnnl_primitive_desc_query_md(pd, dnnl_query_exec_arg_md, args[a]);
+    if (!md) die(what, "argument has no memory descriptor");
+    e->arg[a] = args[a];
+    DNNL_CHECK(dnnl_memory_create(&e->mem[a], md, eng, DNNL_MEMORY_NONE), what);
+  }
+  DNNL_CHECK(dnnl_primitive_desc_destroy(pd), what);
 }
 
 /* Run a cached primitive on the given handles (same order as its args). */
-static void entry_run(Entry *e, void *const *ptrs, const char *what)
-{
-    dnnl_exec_arg_t ex[MAX_ARGS];
-    for (int a = 0; a < e->nargs; a++) {
-        DNNL_CHECK(dnnl_memory_set_data_handle(e->mem[a], ptrs[a]), what);
-        ex[a].arg = e->arg[a];
-        ex[a].memory = e->mem[a];
-    }
-    DNNL_CHECK(dnnl_primitive_execute(e->prim, stream, e->nargs, ex), what);
-    DNNL_CHECK(dnnl_stream_wait(stream), what);
+static void entry_run(Entry *e, void *const *ptrs, const char *what) {
+  dnnl_exec_arg_t ex[MAX_ARGS];
+  for (int a = 0; a < e->nargs; a++) {
+    DNNL_CHECK(dnnl_memory_set_data_handle(e->mem[a], ptrs[a]), what);
+    ex[a].arg = e->arg[a];
+    ex[a].memory = e->mem[a];
+  }
+  DNNL_CHECK(dnnl_primitive_execute(e->prim, stream, e->nargs, ex), what);
+  DNNL_CHECK(dnnl_stream_wait(stream), what);
 }
 
-static void md_strided(dnnl_memory_desc_t *md, int nd, const dnnl_dims_t dims,
-                       dnnl_data_type_t t, const dnnl_dims_t strides,
-                       const char *what)
-{
-    DNNL_CHECK(dnnl_memory_desc_init_by_strides(md, nd, dims, t, strides), what);
+static void md_strided(dnnl_memory_desc_t *md, int nd, const dnnl_dims_t dims, dnnl_data_type_t t,
+                       const dnnl_dims_t strides, const char *what) {
+  DNNL_CHECK(dnnl_memory_desc_init_by_strides(md, nd, dims, t, strides), what);
 }
 
 /* Plain row-major descriptor. */
-static void md_plain(dnnl_memory_desc_t *md, int nd, const dnnl_dims_t dims,
-                     dnnl_data_type_t t, const char *what)
-{
-    dnnl_dims_t st;
-    int64_t s = 1;
-    for (int i = nd - 1; i >= 0; i--) {
-        st[i] = s;
-        s *= dims[i];
-    }
-    md_strided(md, nd, dims, t, st, what);
+static void md_plain(dnnl_memory_desc_t *md, int nd, const dnnl_dims_t dims, dnnl_data_type_t t,
+                     const char *what) {
+  dnnl_dims_t st;
+  int64_t s = 1;
+  for (int i = nd - 1; i >= 0; i--) {
+    st[i] = s;
+    s *= dims[i];
+  }
+  md_strided(md, nd, dims, t, st, what);
 }
 
 /* ---- matmul ------------------------------------------------------------ */
 
-static uint32_t float_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
+static uint32_t float_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
 }
 
 /* C = alpha * op(A) op(B) (+ bias) (+ C). bias: (N) or NULL. */
-static void matmul_impl(MmrtDtype dt, void *C, const void *A, const void *B,
-                        const void *bias, int batch, int M, int N, int K,
-                        float alpha, int flags)
-{
-    static const char *what = "mmrt_matmul";
-    dnnl_data_type_t t = dnnl_dt(dt, what);
-    if (batch < 1 || M < 1 || N < 1 || K < 1)
-        die(what, "non-positive dimension");
-    ensure_engine();
-    Key k = {{0}};
-    k.v[0] = K_MATMUL;
-    k.v[1] = dt;
-    k.v[2] = batch;
-    k.v[3] = M;
-    k.v[4] = N;
-    k.v[5] = K;
-    k.v[6] = flags;
-    k.v[7] = float_bits(alpha);
-    k.v[8] = bias != NULL;
-    Entry *e = cache_find(&k);
-    if (!e) {
-        int64_t bb = (flags & MMRT_MM_BCAST_B) ? 1 : batch;
-        dnnl_memory_desc_t a_md, b_md, c_md, bias_md;
-        dnnl_dims_t ad = {batch, M, K}, bd = {bb, K, N}, cd = {batch, M, N};
-        dnnl_dims_t as = {(int64_t)M * K, K, 1}, bs = {(int64_t)K * N, N, 1};
-        if (flags & MMRT_MM_TRANS_A) {
-            as[1] = 1;
-            as[2] = M;
-        }
-        if (flags & MMRT_MM_TRANS_B) {
-            bs[1] = 1;
-            bs[2] = K;
-        }
-        md_strided(&a_md, 3, ad, t, as, what);
-        md_strided(&b_md, 3, bd, t, bs, what);
-        md_plain(&c_md, 3, cd, t, what);
-        if (bias) {
-            dnnl_dims_t bsd = {1, 1, N};
-            md_plain(&bias_md, 3, bsd, t, what);
-        }
-        dnnl_matmul_desc_t desc;
-        DNNL_CHECK(dnnl_matmul_desc_init(&desc, &a_md, &b_md,
-                                         bias ? &bias_md : NULL, &c_md),
-                   what);
-        dnnl_primitive_attr_t attr;
-        DNNL_CHECK(dnnl_primitive_attr_create(&attr), what);
-        if (alpha != 1.0f)
-            DNNL_CHECK(dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha),
-                       what);
-        if (flags & MMRT_MM_ACCUM) {
-            dnnl_post_ops_t po;
-            DNNL_CHECK(dnnl_post_ops_create(&po), what);
-            DNNL_CHECK(dnnl_post_ops_append_sum(po, 1.0f), what);
-            DNNL_CHECK(dnnl_primitive_attr_set_post_ops(attr, po), what);
-            dnnl_post_ops_destroy(po);
-        }
-        dnnl_primitive_desc_t pd;
-        DNNL_CHECK(dnnl_primitive_desc_create(&pd, &desc, attr, eng, NULL), what);
-        dnnl_primitive_attr_destroy(attr);
-        e = cache_insert(&k);
-        int args[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST,
-                       DNNL_ARG_BIAS};
-        entry_build(e, pd, bias ? 4 : 3, args, what);
+static void matmul_impl(MmrtDtype dt, void *C, const void *A, const void *B, const void *bias,
+                        int batch, int M, int N, int K, float alpha, int flags) {
+  static const char *what = "mmrt_matmul";
+  dnnl_data_type_t t = dnnl_dt(dt, what);
+  if (batch < 1 || M < 1 || N < 1 || K < 1) die(what, "non-positive dimension");
+  ensure_engine();
+  Key k = {{0}};
+  k.v[0] = K_MATMUL;
+  k.v[1] = dt;
+  k.v[2] = batch;
+  k.v[3] = M;
+  k.v[4] = N;
+  k.v[5] = K;
+  k.v[6] = flags;
+  k.v[7] = float_bits(alpha);
+  k.v[8] = bias != NULL;
+  Entry *e = cache_find(&k);
+  if (!e) {
+    int64_t bb = (flags & MMRT_MM_BCAST_B) ? 1 : batch;
+    dnnl_memory_desc_t a_md, b_md, c_md, bias_md;
+    dnnl_dims_t ad = {batch, M, K}, bd = {bb, K, N}, cd = {batch, M, N};
+    dnnl_dims_t as = {(int64_t)M * K, K, 1}, bs = {(int64_t)K * N, N, 1};
+    if (flags & MMRT_MM_TRANS_A) {
+      as[1] = 1;
+      as[2] = M;
     }
-    void *ptrs[4] = {(void *)A, (void *)B, C, (void *)bias};
-    entry_run(e, ptrs, what);
+    if (flags & MMRT_MM_TRANS_B) {
+      bs[1] = 1;
+      bs[2] = K;
+    }
+    md_strided(&a_md, 3, ad, t, as, what);
+    md_strided(&b_md, 3, bd, t, bs, what);
+    md_plain(&c_md, 3, cd, t, what);
+    if (bias) {
+      dnnl_dims_t bsd = {1, 1, N};
+      md_plain(&bias_md, 3, bsd, t, what);
+    }
+    dnnl_matmul_desc_t desc;
+    DNNL_CHECK(dnnl_matmul_desc_init(&desc, &a_md, &b_md, bias ? &bias_md : NULL, &c_md), what);
+    dnnl_primitive_attr_t attr;
+    DNNL_CHECK(dnnl_primitive_attr_create(&attr), what);
+    if (alpha != 1.0f) DNNL_CHECK(dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha), what);
+    if (flags & MMRT_MM_ACCUM) {
+      dnnl_post_ops_t po;
+      DNNL_CHECK(dnnl_post_ops_create(&po), what);
+      DNNL_CHECK(dnnl_post_ops_append_sum(po, 1.0f), what);
+      DNNL_CHECK(dnnl_primitive_attr_set_post_ops(attr, po), what);
+      dnnl_post_ops_destroy(po);
+    }
+    dnnl_primitive_desc_t pd;
+    DNNL_CHECK(dnnl_primitive_desc_create(&pd, &desc, attr, eng, NULL), what);
+    dnnl_primitive_attr_destroy(attr);
+    e = cache_insert(&k);
+    int args[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
+    entry_build(e, pd, bias ? 4 : 3, args, what);
+  }
+  void *ptrs[4] = {(void *)A, (void *)B, C, (void *)bias};
+  entry_run(e, ptrs, what);
 }
 
-void mmrt_matmul(MmrtDtype dt, void *C, const void *A, const void *B,
-                 int batch, int M, int N, int K, float alpha, int flags)
-{
-    matmul_impl(dt, C, A, B, NULL, batch, M, N, K, alpha, flags);
+void mmrt_matmul(MmrtDtype dt, void *C, const void *A, const void *B, int batch, int M, int N,
+                 int K, float alpha, int flags) {
+  matmul_impl(dt, C, A, B, NULL, batch, M, N, K, alpha, flags);
 }
 
-void mmrt_linear_fwd(MmrtDtype dt, void *y, const void *x, const void *w,
-                     const void *bias, int rows, int K, int N)
-{
-    matmul_impl(dt, y, x, w, bias, 1, rows, N, K, 1.0f,
-                MMRT_MM_TRANS_B | MMRT_MM_BCAST_B);
+void mmrt_linear_fwd(MmrtDtype dt, void *y, const void *x, const void *w, const void *bias,
+                     int rows, int K, int N) {
+  matmul_impl(dt, y, x, w, bias, 1, rows, N, K, 1.0f, MMRT_MM_TRANS_B | MMRT_MM_BCAST_B);
 }
 
-void mmrt_linear_bwd_data(MmrtDtype dt, void *dx, const void *dy,
-                          const void *w, int rows, int K, int N,
-                          int accumulate)
-{
-    /* dx (rows, K) = dy (rows, N) @ w (N, K) */
-    matmul_impl(dt, dx, dy, w, NULL, 1, rows, K, N, 1.0f,
-                MMRT_MM_BCAST_B | (accumulate ? MMRT_MM_ACCUM : 0));
+void mmrt_linear_bwd_data(MmrtDtype dt, void *dx, const void *dy, const void *w, int rows, int K,
+                          int N, int accumulate) {
+  /* dx (rows, K) = dy (rows, N) @ w (N, K) */
+  matmul_impl(dt, dx, dy, w, NULL, 1, rows, K, N, 1.0f,
+              MMRT_MM_BCAST_B | (accumulate ? MMRT_MM_ACCUM : 0));
 }
 
-void mmrt_linear_bwd_weights(MmrtDtype dt, void *dw, void *dbias,
-                             const void *dy, const void *x, int rows, int K,
-                             int N, int accumulate)
-{
-    /* dw (N, K) = dy^T (N, rows) @ x (rows, K) */
-    matmul_impl(dt, dw, dy, x, NULL, 1, N, K, rows, 1.0f,
-                MMRT_MM_TRANS_A | MMRT_MM_BCAST_B |
-                    (accumulate ? MMRT_MM_ACCUM : 0));
-    if (dbias)
-        mmrt_reduce_sum(dbias, dy, 1, rows, N, 0, accumulate);
+void mmrt_linear_bwd_weights(MmrtDtype dt, void *dw, void *dbias, const void *dy, const void *x,
+                             int rows, int K, int N, int accumulate) {
+  /* dw (N, K) = dy^T (N, rows) @ x (rows, K) */
+  matmul_impl(dt, dw, dy, x, NULL, 1, N, K, rows, 1.0f,
+              MMRT_MM_TRANS_A | MMRT_MM_BCAST_B | (accumulate ? MMRT_MM_ACCUM : 0));
+  if (dbias) mmrt_reduce_sum(dbias, dy, 1, rows, N, 0, accumulate);
 }
 
 /* ---- convolution ------------------------------------------------------- */
 
-int mmrt_conv_out_size(int in, int k, int stride, int pad_lo, int pad_hi)
-{
-    return (in + pad_lo + pad_hi - k) / stride + 1;
+int mmrt_conv_out_size(int in, int k, int stride, int pad_lo, int pad_hi) {
+  return (in + pad_lo + pad_hi - k) / stride + 1;
 }
 
 typedef struct ConvMds {
-    dnnl_memory_desc_t x, w, b, y;
-    dnnl_dims_t strides, pad_lo, pad_hi;
-    int64_t xn, wn, yn; /* element counts */
+  dnnl_memory_desc_t x, w, b, y;
+  dnnl_dims_t strides, pad_lo, pad_hi;
+  int64_t xn, wn, yn; /* element counts */
 } ConvMds;
 
-static void conv_mds(const MmrtConv *cv, int nsp, dnnl_data_type_t t,
-                     ConvMds *m, const char *what)
-{
-    int g = cv->groups > 0 ? cv->groups : 1;
-    if (cv->C % g || cv->OC % g)
-        die(what, "channels not divisible by groups");
-    dnnl_dims_t xd = {cv->N, cv->C}, yd = {cv->N, cv->OC}, wd, bd = {cv->OC};
-    int wnd;
-    if (g == 1) {
-        wd[0] = cv->OC;
-        wd[1] = cv->C;
-        wnd = 2;
-    } else {
-        wd[0] = g;
-        wd[1] = cv->OC / g;
-        wd[2] = cv->C / g;
-        wnd = 3;
-    }
-    m->xn = (int64_t)cv->N * cv->C;
-    m->yn = (int64_t)cv->N * cv->OC;
-    m->wn = (int64_t)cv->OC * (cv->C / g);
-    for (int i = 0; i < nsp; i++) {
-        int o = mmrt_conv_out_size(cv->in[i], cv->k[i], cv->stride[i],
-                                   cv->pad_lo[i], cv->pad_hi[i]);
-        if (o < 1 || cv->stride[i] < 1)
-            die(what, "empty output or bad stride");
-        xd[2 + i] = cv->in[i];
-        yd[2 + i] = o;
-        wd[wnd + i] = cv->k[i];
-        m->strides[i] = cv->stride[i];
-        m->pad_lo[i] = cv->pad_lo[i];
-        m->pad_hi[i] = cv->pad_hi[i];
-        m->xn *= cv->in[i];
-        m->yn *= o;
-        m->wn *= cv->k[i];
-    }
-    md_plain(&m->x, 2 + nsp, xd, t, what);
-    md_plain(&m->y, 2 + nsp, yd, t, what);
-    md_plain(&m->w, wnd + nsp, wd, t, what);
-    md_plain(&m->b, 1, bd, t, what);
+static void conv_mds(const MmrtConv *cv, int nsp, dnnl_data_type_t t, ConvMds *m,
+                     const char *what) {
+  int g = cv->groups > 0 ? cv->groups : 1;
+  if (cv->C % g || cv->OC % g) die(what, "channels not divisible by groups");
+  dnnl_dims_t xd = {cv->N, cv->C}, yd = {cv->N, cv->OC}, wd, bd = {cv->OC};
+  int wnd;
+  if (g == 1) {
+    wd[0] = cv->OC;
+    wd[1] = cv->C;
+    wnd = 2;
+  } else {
+    wd[0] = g;
+    wd[1] = cv->OC / g;
+    wd[2] = cv->C / g;
+    wnd = 3;
+  }
+  m->xn = (int64_t)cv->N * cv->C;
+  m->yn = (int64_t)cv->N * cv->OC;
+  m->wn = (int64_t)cv->OC * (cv->C / g);
+  for (int i = 0; i < nsp; i++) {
+    int o = mmrt_conv_out_size(cv->in[i], cv->k[i], cv->stride[i], cv->pad_lo[i], cv->pad_hi[i]);
+    if (o < 1 || cv->stride[i] < 1) die(what, "empty output or bad stride");
+    xd[2 + i] = cv->in[i];
+    yd[2 + i] = o;
+    wd[wnd + i] = cv->k[i];
+    m->strides[i] = cv->stride[i];
+    m->pad_lo[i] = cv->pad_lo[i];
+    m->pad_hi[i] = cv->pad_hi[i];
+    m->xn *= cv->in[i];
+    m->yn *= o;
+    m->wn *= cv->k[i];
+  }
+  md_plain(&m->x, 2 + nsp, xd, t, what);
+  md_plain(&m->y, 2 + nsp, yd, t, what);
+  md_plain(&m->w, wnd + nsp, wd, t, what);
+  md_plain(&m->b, 1, bd, t, what);
 }
 
-static void conv_key(Key *k, int kind, MmrtDtype dt, const MmrtConv *cv,
-                     int nsp, int64_t extra)
-{
-    memset(k, 0, sizeof *k);
-    k->v[0] = kind;
-    k->v[1] = dt;
-    k->v[2] = nsp;
-    k->v[3] = cv->N;
-    k->v[4] = cv->C;
-    k->v[5] = cv->OC;
-    k->v[6] = cv->groups > 0 ? cv->groups : 1;
-    k->v[7] = extra;
-    for (int i = 0; i < nsp; i++) {
-        k->v[8 + i] = cv->in[i];
-        k->v[11 + i] = cv->k[i];
-        k->v[14 + i] = cv->stride[i];
-        k->v[17 + i] = cv->pad_lo[i];
-        k->v[20 + i] = cv->pad_hi[i];
-    }
+static void conv_key(Key *k, int kind, MmrtDtype dt, const MmrtConv *cv, int nsp, int64_t extra) {
+  memset(k, 0, sizeof *k);
+  k->v[0] = kind;
+  k->v[1] = dt;
+  k->v[2] = nsp;
+  k->v[3] = cv->N;
+  k->v[4] = cv->C;
+  k->v[5] = cv->OC;
+  k->v[6] = cv->groups > 0 ? cv->groups : 1;
+  k->v[7] = extra;
+  for (int i = 0; i < nsp; i++) {
+    k->v[8 + i] = cv->in[i];
+    k->v[11 + i] = cv->k[i];
+    k->v[14 + i] = cv->stride[i];
+    k->v[17 + i] = cv->pad_lo[i];
+    k->v[20 + i] = cv->pad_hi[i];
+  }
 }
 
-static void conv_fwd_desc(dnnl_convolution_desc_t *d, ConvMds *m, int bias,
-                          const char *what)
-{
-    DNNL_CHECK(dnnl_convolution_forward_desc_init(
-                   d, dnnl_forward_training, dnnl_convolution_direct, &m->x,
-                   &m->w, bias ? &m->b : NULL, &m->y, m->strides, m->pad_lo,
-                   m->pad_hi),
+static void conv_fwd_desc(dnnl_convolution_desc_t *d, ConvMds *m, int bias, const char *what) {
+  DNNL_CHECK(dnnl_convolution_forward_desc_init(d, dnnl_forward_training, dnnl_convolution_direct,
+                                                &m->x, &m->w, bias ? &m->b : NULL, &m->y,
+                                                m->strides, m->pad_lo, m->pad_hi),
+             what);
+}
+
+static void conv_fwd(MmrtDtype dt, const MmrtConv *cv, int nsp, void *y, const void *x,
+                     const void *w, const void *bias) {
+  const char *what = nsp == 3 ? "mmrt_conv3d_fwd" : "mmrt_conv2d_fwd";
+  dnnl_data_type_t t = dnnl_dt(dt, what);
+  ensure_engine();
+  Key k;
+  conv_key(&k, K_CONV_FWD, dt, cv, nsp, bias != NULL);
+  Entry *e = cache_find(&k);
+  if (!e) {
+    ConvMds m;
+    conv_mds(cv, nsp, t, &m, what);
+    dnnl_convolution_desc_t d;
+    conv_fwd_desc(&d, &m, bias != NULL, what);
+    dnnl_primitive_desc_t pd;
+    DNNL_CHECK(dnnl_primitive_desc_create(&pd, &d, NULL, eng, NULL), what);
+    e = cache_insert(&k);
+    int args[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
+    entry_build(e, pd, bias ? 4 : 3, args, what);
+  }
+  void *ptrs[4] = {(void *)x, (void *)w, y, (void *)bias};
+  entry_run(e, ptrs, what);
+}
+
+static void conv_bwd_data(MmrtDtype dt, const MmrtConv *cv, int nsp, void *dx, const void *dy,
+                          const void *w, int accumulate) {
+  const char *what = nsp == 3 ? "mmrt_conv3d_bwd_data" : "mmrt_conv2d_bwd_data";
+  dnnl_data_type_t t = dnnl_dt(dt, what);
+  ensure_engine();
+  ConvMds m;
+  conv_mds(cv, nsp, t, &m, what);
+  Key k;
+  conv_key(&k, K_CONV_BWD_DATA, dt, cv, nsp, 0);
+  Entry *e = cache_find(&k);
+  if (!e) {
+    dnnl_convolution_desc_t fd, bd;
+    conv_fwd_desc(&fd, &m, 0, what);
+    dnnl_primitive_desc_t fpd, pd;
+    DNNL_CHECK(dnnl_primitive_desc_create(&fpd, &fd, NULL, eng, NULL), what);
+    DNNL_CHECK(dnnl_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &m.x, &m.w,
+                                                        &m.y, m.strides, m.pad_lo, m.pad_hi),
                what);
+    DNNL_CHECK(dnnl_primitive_desc_create(&pd, &bd, NULL, eng, fpd), what);
+    dnnl_primitive_desc_destroy(fpd);
+    e = cache_insert(&k);
+    int args[3] = {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC};
+    entry_build(e, pd, 3, args, what);
+  }
+  float *out = accumulate ? get_scratch((size_t)m.xn) : dx;
+  void *ptrs[3] = {(void *)dy, (void *)w, out};
+  entry_run(e, ptrs, what);
+  if (accumulate) add_into(dx, out, (size_t)m.xn);
 }
 
-static void conv_fwd(MmrtDtype dt, const MmrtConv *cv, int nsp, void *y,
-                     const void *x, const void *w, const void *bias)
-{
-    const char *what = nsp == 3 ? "mmrt_conv3d_fwd" : "mmrt_conv2d_fwd";
-    dnnl_data_type_t t = dnnl_dt(dt, what);
-    ensure_engine();
-    Key k;
-    conv_key(&k, K_CONV_FWD, dt, cv, nsp, bias != NULL);
-    Entry *e = cache_find(&k);
-    if (!e) {
-        ConvMds m;
-        conv_mds(cv, nsp, t, &m, what);
-        dnnl_convolution_desc_t d;
-        conv_fwd_desc(&d, &m, bias != NULL, what);
-        dnnl_primitive_desc_t pd;
-        DNNL_CHECK(dnnl_primitive_desc_create(&pd, &d, NULL, eng, NULL), what);
-        e = cache_insert(&k);
-        int args[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST,
-                       DNNL_ARG_BIAS};
-        entry_build(e, pd, bias ? 4 : 3, args, what);
-    }
-    void *ptrs[4] = {(void *)x, (void *)w, y, (void *)bias};
-    entry_run(e, ptrs, what);
+static void conv_bwd_weights(MmrtDtype dt, const MmrtConv *cv, int nsp, void *dw, void *dbias,
+                             const void *dy, const void *x, int accumulate) {
+  const char *what = nsp == 3 ? "mmrt_conv3d_bwd_weights" : "mmrt_conv2d_bwd_weights";
+  dnnl_data_type_t t = dnnl_dt(dt, what);
+  ensure_engine();
+  ConvMds m;
+  conv_mds(cv, nsp, t, &m, what);
+  int hasb = dbias != NULL;
+  Key k;
+  conv_key(&k, K_CONV_BWD_WEIGHTS, dt, cv, nsp, hasb);
+  Entry *e = cache_find(&k);
+  if (!e) {
+    dnnl_convolution_desc_t fd, bd;
+    conv_fwd_desc(&fd, &m, hasb, what);
+    dnnl_primitive_desc_t fpd, pd;
+    DNNL_CHECK(dnnl_primitive_desc_create(&fpd, &fd, NULL, eng, NULL), what);
+    DNNL_CHECK(dnnl_convolution_backward_weights_desc_init(&bd, dnnl_convolution_direct, &m.x, &m.w,
+                                                           hasb ? &m.b : NULL, &m.y, m.strides,
+                                                           m.pad_lo, m.pad_hi),
+               what);
+    DNNL_CHECK(dnnl_primitive_desc_create(&pd, &bd, NULL, eng, fpd), what);
+    dnnl_primitive_desc_destroy(fpd);
+    e = cache_insert(&k);
+    int args[4] = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_DIFF_BIAS};
+    entry_build(e, pd, hasb ? 4 : 3, args, what);
+  }
+  float *ow = dw, *ob = dbias;
+  if (accumulate) {
+    ow = get_scratch((size_t)m.wn + (size_t)cv->OC);
+    ob = ow + m.wn;
+  }
+  void *ptrs[4] = {(void *)x, (void *)dy, ow, ob};
+  entry_run(e, ptrs, what);
+  if (accumulate) {
+    add_into(dw, ow, (size_t)m.wn);
+    if (hasb) add_into(dbias, ob, (size_t)cv->OC);
+  }
 }
 
-static void conv_bwd_data(MmrtDtype dt, const MmrtConv *cv, int nsp, void *dx,
-                          const void *dy, const void *w, int accumulate)
-{
-    const char *what =
-        nsp == 3 ? "mmrt_conv3d_bwd_data" : "mmrt_conv2d_bwd_data";
-    dnnl_data_type_t t = dnnl_dt(dt, what);
-    ensure_engine();
-    ConvMds m;
-    conv_mds(cv, nsp, t, &m, what);
-    Key k;
-    conv_key(&k, K_CONV_BWD_DATA, dt, cv, nsp, 0);
-    Entry *e = cache_find(&k);
-    if (!e) {
-        dnnl_convolution_desc_t fd, bd;
-        conv_fwd_desc(&fd, &m, 0, what);
-        dnnl_primitive_desc_t fpd, pd;
-        DNNL_CHECK(dnnl_primitive_desc_create(&fpd, &fd, NULL, eng, NULL), what);
-        DNNL_CHECK(dnnl_convolution_backward_data_desc_init(
-                       &bd, dnnl_convolution_direct, &m.x, &m.w, &m.y,
-                       m.strides, m.pad_lo, m.pad_hi),
-                   what);
-        DNNL_CHECK(dnnl_primitive_desc_create(&pd, &bd, NULL, eng, fpd), what);
-        dnnl_primitive_desc_destroy(fpd);
-        e = cache_insert(&k);
-        int args[3] = {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC};
-        entry_build(e, pd, 3, args, what);
-    }
-    float *out = accumulate ? get_scratch((size_t)m.xn) : dx;
-    void *ptrs[3] = {(void *)dy, (void *)w, out};
-    entry_run(e, ptrs, what);
-    if (accumulate)
-        add_into(dx, out, (size_t)m.xn);
+void mmrt_conv2d_fwd(MmrtDtype dt, const MmrtConv *cv, void *y, const void *x, const void *w,
+                     const void *bias) {
+  conv_fwd(dt, cv, 2, y, x, w, bias);
 }
 
-static void conv_bwd_weights(MmrtDtype dt, const MmrtConv *cv, int nsp,
-                             void *dw, void *dbias, const void *dy,
-                             const void *x, int accumulate)
-{
-    const char *what =
-        nsp == 3 ? "mmrt_conv3d_bwd_weights" : "mmrt_conv2d_bwd_weights";
-    dnnl_data_type_t t = dnnl_dt(dt, what);
-    ensure_engine();
-    ConvMds m;
-    conv_mds(cv, nsp, t, &m, what);
-    int hasb = dbias != NULL;
-    Key k;
-    conv_key(&k, K_CONV_BWD_WEIGHTS, dt, cv, nsp, hasb);
-    Entry *e = cache_find(&k);
-    if (!e) {
-        dnnl_convolution_desc_t fd, bd;
-        conv_fwd_desc(&fd, &m, hasb, what);
-        dnnl_primitive_desc_t fpd, pd;
-        DNNL_CHECK(dnnl_primitive_desc_create(&fpd, &fd, NULL, eng, NULL), what);
-        DNNL_CHECK(dnnl_convolution_backward_weights_desc_init(
-                       &bd, dnnl_convolution_direct, &m.x, &m.w,
-                       hasb ? &m.b : NULL, &m.y, m.strides, m.pad_lo,
-                       m.pad_hi),
-                   what);
-        DNNL_CHECK(dnnl_primitive_desc_create(&pd, &bd, NULL, eng, fpd), what);
-        dnnl_primitive_desc_destroy(fpd);
-        e = cache_insert(&k);
-        int args[4] = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS,
-                       DNNL_ARG_DIFF_BIAS};
-        entry_build(e, pd, hasb ? 4 : 3, args, what);
-    }
-    float *ow = dw, *ob = dbias;
-    if (accumulate) {
-        ow = get_scratch((size_t)m.wn + (size_t)cv->OC);
-        ob = ow + m.wn;
-    }
-    void *ptrs[4] = {(void *)x, (void *)dy, ow, ob};
-    entry_run(e, ptrs, what);
-    if (accumulate) {
-        add_into(dw, ow, (size_t)m.wn);
-        if (hasb)
-            add_into(dbias, ob, (size_t)cv->OC);
-    }
+void mmrt_conv3d_fwd(MmrtDtype dt, const MmrtConv *cv, void *y, const void *x, const void *w,
+                     const void *bias) {
+  conv_fwd(dt, cv, 3, y, x, w, bias);
 }
 
-void mmrt_conv2d_fwd(MmrtDtype dt, const MmrtConv *cv, void *y,
-                     const void *x, const void *w, const void *bias)
-{
-    conv_fwd(dt, cv, 2, y, x, w, bias);
+void mmrt_conv2d_bwd_data(MmrtDtype dt, const MmrtConv *cv, void *dx, const void *dy, const void *w,
+                          int accumulate) {
+  conv_bwd_data(dt, cv, 2, dx, dy, w, accumulate);
 }
 
-void mmrt_conv3d_fwd(MmrtDtype dt, const MmrtConv *cv, void *y,
-                     const void *x, const void *w, const void *bias)
-{
-    conv_fwd(dt, cv, 3, y, x, w, bias);
+void mmrt_conv3d_bwd_data(MmrtDtype dt, const MmrtConv *cv, void *dx, const void *dy, const void *w,
+                          int accumulate) {
+  conv_bwd_data(dt, cv, 3, dx, dy, w, accumulate);
 }
 
-void mmrt_conv2d_bwd_data(MmrtDtype dt, const MmrtConv *cv, void *dx,
-                          const void *dy, const void *w, int accumulate)
-{
-    conv_bwd_data(dt, cv, 2, dx, dy, w, accumulate);
+void mmrt_conv2d_bwd_weights(MmrtDtype dt, const MmrtConv *cv, void *dw, void *dbias,
+                             const void *dy, const void *x, int accumulate) {
+  conv_bwd_weights(dt, cv, 2, dw, dbias, dy, x, accumulate);
 }
 
-void mmrt_conv3d_bwd_data(MmrtDtype dt, const MmrtConv *cv, void *dx,
-                          const void *dy, const void *w, int accumulate)
-{
-    conv_bwd_data(dt, cv, 3, dx, dy, w, accumulate);
-}
-
-void mmrt_conv2d_bwd_weights(MmrtDtype dt, const MmrtConv *cv, void *dw,
-                             void *dbias, const void *dy, const void *x,
-                             int accumulate)
-{
-    conv_bwd_weights(dt, cv, 2, dw, dbias, dy, x, accumulate);
-}
-
-void mmrt_conv3d_bwd_weights(MmrtDtype dt, const MmrtConv *cv, void *dw,
-                             void *dbias, const void *dy, const void *x,
-                             int accumulate)
-{
-    conv_bwd_weights(dt, cv, 3, dw, dbias, dy, x, accumulate);
+void mmrt_conv3d_bwd_weights(MmrtDtype dt, const MmrtConv *cv, void *dw, void *dbias,
+                             const void *dy, const void *x, int accumulate) {
+  conv_bwd_weights(dt, cv, 3, dw, dbias, dy, x, accumulate);
 }
 
 /* ---- softmax ----------------------------------------------------------- */
 
-static void softmax_fwd_desc(dnnl_softmax_v2_desc_t *d, dnnl_memory_desc_t *md,
-                             const char *what)
-{
-    DNNL_CHECK(dnnl_softmax_v2_forward_desc_init(d, dnnl_forward_training,
-                                                 dnnl_softmax_accurate, md, md,
-                                                 1),
+static void softmax_fwd_desc(dnnl_softmax_v2_desc_t *d, dnnl_memory_desc_t *md, const char *what) {
+  DNNL_CHECK(
+      dnnl_softmax_v2_forward_desc_init(d, dnnl_forward_training, dnnl_softmax_accurate, md, md, 1),
+      what);
+}
+
+void mmrt_softmax_fwd(MmrtDtype dt, void *y, const void *x, int rows, int cols) {
+  static const char *what = "mmrt_softmax_fwd";
+  dnnl_data_type_t t = dnnl_dt(dt, what);
+  ensure_engine();
+  Key k = {{0}};
+  k.v[0] = K_SOFTMAX_FWD;
+  k.v[1] = dt;
+  k.v[2] = rows;
+  k.v[3] = cols;
+  Entry *e = cache_find(&k);
+  if (!e) {
+    dnnl_memory_desc_t md;
+    dnnl_dims_t d2 = {rows, cols};
+    md_plain(&md, 2, d2, t, what);
+    dnnl_softmax_v2_desc_t d;
+    softmax_fwd_desc(&d, &md, what);
+    dnnl_primitive_desc_t pd;
+    DNNL_CHECK(dnnl_primitive_desc_create(&pd, &d, NULL, eng, NULL), what);
+    e = cache_insert(&k);
+    int args[2] = {DNNL_ARG_SRC, DNNL_ARG_DST};
+    entry_build(e, pd, 2, args, what);
+  }
+  void *ptrs[2] = {(void *)x, y};
+  entry_run(e, ptrs, what);
+}
+
+void mmrt_softmax_bwd(MmrtDtype dt, void *dx, const void *dy, const void *y, int rows, int cols,
+                      int accumulate) {
+  static const char *what = "mmrt_softmax_bwd";
+  dnnl_data_type_t t = dnnl_dt(dt, what);
+  ensure_engine();
+  Key k = {{0}};
+  k.v[0] = K_SOFTMAX_BWD;
+  k.v[1] = dt;
+  k.v[2] = rows;
+  k.v[3] = cols;
+  Entry *e = cache_find(&k);
+  if (!e) {
+    dnnl_memory_desc_t md;
+    dnnl_dims_t d2 = {rows, cols};
+    md_plain(&md, 2, d2, t, what);
+    dnnl_softmax_v2_desc_t fd, bd;
+    softmax_fwd_desc(&fd, &md, what);
+    dnnl_primitive_desc_t fpd, pd;
+    DNNL_CHECK(dnnl_primitive_desc_create(&fpd, &fd, NULL, eng, NULL), what);
+    DNNL_CHECK(dnnl_softmax_v2_backward_desc_init(&bd, dnnl_softmax_accurate, &md, &md, &md, 1),
                what);
-}
-
-void mmrt_softmax_fwd(MmrtDtype dt, void *y, const void *x, int rows, int cols)
-{
-    static const char *what = "mmrt_softmax_fwd";
-    dnnl_data_type_t t = dnnl_dt(dt, what);
-    ensure_engine();
-    Key k = {{0}};
-    k.v[0] = K_SOFTMAX_FWD;
-    k.v[1] = dt;
-    k.v[2] = rows;
-    k.v[3] = cols;
-    Entry *e = cache_find(&k);
-    if (!e) {
-        dnnl_memory_desc_t md;
-        dnnl_dims_t d2 = {rows, cols};
-        md_plain(&md, 2, d2, t, what);
-        dnnl_softmax_v2_desc_t d;
-        softmax_fwd_desc(&d, &md, what);
-        dnnl_primitive_desc_t pd;
-        DNNL_CHECK(dnnl_primitive_desc_create(&pd, &d, NULL, eng, NULL), what);
-        e = cache_insert(&k);
-        int args[2] = {DNNL_ARG_SRC, DNNL_ARG_DST};
-        entry_build(e, pd, 2, args, what);
-    }
-    void *ptrs[2] = {(void *)x, y};
-    entry_run(e, ptrs, what);
-}
-
-void mmrt_softmax_bwd(MmrtDtype dt, void *dx, const void *dy, const void *y,
-                      int rows, int cols, int accumulate)
-{
-    static const char *what = "mmrt_softmax_bwd";
-    dnnl_data_type_t t = dnnl_dt(dt, what);
-    ensure_engine();
-    Key k = {{0}};
-    k.v[0] = K_SOFTMAX_BWD;
-    k.v[1] = dt;
-    k.v[2] = rows;
-    k.v[3] = cols;
-    Entry *e = cache_find(&k);
-    if (!e) {
-        dnnl_memory_desc_t md;
-        dnnl_dims_t d2 = {rows, cols};
-        md_plain(&md, 2, d2, t, what);
-        dnnl_softmax_v2_desc_t fd, bd;
-        softmax_fwd_desc(&fd, &md, what);
-        dnnl_primitive_desc_t fpd, pd;
-        DNNL_CHECK(dnnl_primitive_desc_create(&fpd, &fd, NULL, eng, NULL), what);
-        DNNL_CHECK(dnnl_softmax_v2_backward_desc_init(
-                       &bd, dnnl_softmax_accurate, &md, &md, &md, 1),
-                   what);
-        DNNL_CHECK(dnnl_primitive_desc_create(&pd, &bd, NULL, eng, fpd), what);
-        dnnl_primitive_desc_destroy(fpd);
-        e = cache_insert(&k);
-        int args[3] = {DNNL_ARG_DST, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC};
-        entry_build(e, pd, 3, args, what);
-    }
-    size_t n = (size_t)rows * (size_t)cols;
-    float *out = accumulate ? get_scratch(n) : dx;
-    void *ptrs[3] = {(void *)y, (void *)dy, out};
-    entry_run(e, ptrs, what);
-    if (accumulate)
-        add_into(dx, out, n);
+    DNNL_CHECK(dnnl_primitive_desc_create(&pd, &bd, NULL, eng, fpd), what);
+    dnnl_primitive_desc_destroy(fpd);
+    e = cache_insert(&k);
+    int args[3] = {DNNL_ARG_DST, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC};
+    entry_build(e, pd, 3, args, what);
+  }
+  size_t n = (size_t)rows * (size_t)cols;
+  float *out = accumulate ? get_scratch(n) : dx;
+  void *ptrs[3] = {(void *)y, (void *)dy, out};
+  entry_run(e, ptrs, what);
+  if (accumulate) add_into(dx, out, n);
 }
 
 /* ---- eltwise ----------------------------------------------------------- */
 
-const char *mmrt_act_name(MmrtAct act)
-{
-    static const char *names[] = {
+const char *mmrt_act_name(MmrtAct act) {
+  static const char *names[] = {
 #define X(e, s) [MMRT_ACT_##e] = s,
-        MMRT_ACT_LIST(X)
+      MMRT_ACT_LIST(X)
 #undef X
-    };
-    return (unsigned)act < MMRT_ACT_COUNT ? names[act] : "?";
+  };
+  return (unsigned)act < MMRT_ACT_COUNT ? names[act] : "?";
 }
 
 /* oneDNN algorithm and alpha for each activation (all src-based, so the
  * backward takes x). */
-static void act_alg(MmrtAct act, dnnl_alg_kind_t *alg, float *alpha)
-{
-    *alpha = 0.0f;
-    switch (act) {
+static void act_alg(MmrtAct act, dnnl_alg_kind_t *alg, float *alpha) {
+  *alpha = 0.0f;
+  switch (act) {
     case MMRT_ACT_GELU: *alg = dnnl_eltwise_gelu_erf; return;
     case MMRT_ACT_GELU_TANH: *alg = dnnl_eltwise_gelu_tanh; return;
-    case MMRT_ACT_SILU: *alg = dnnl_eltwise_swish; *alpha = 1.0f; return;
+    case MMRT_ACT_SILU:
+      *alg = dnnl_eltwise_swish;
+      *alpha = 1.0f;
+      return;
     case MMRT_ACT_RELU: *alg = dnnl_eltwise_relu; return;
     case MMRT_ACT_TANH: *alg = dnnl_eltwise_tanh; return;
     case MMRT_ACT_SIGMOID: *alg = dnnl_eltwise_logistic; return;
@@ -686,85 +601,75 @@ static void act_alg(MmrtAct act, dnnl_alg_kind_t *alg, float *alpha)
     case MMRT_ACT_LOG: *alg = dnnl_eltwise_log; return;
     case MMRT_ACT_SQRT: *alg = dnnl_eltwise_sqrt; return;
     case MMRT_ACT_COUNT: break;
-    }
-    die("mmrt_eltwise", "unknown activation");
+  }
+  die("mmrt_eltwise", "unknown activation");
 }
 
-static void eltwise_fwd_desc(dnnl_eltwise_desc_t *d, MmrtAct act,
-                             dnnl_memory_desc_t *md, const char *what)
-{
-    dnnl_alg_kind_t alg;
-    float alpha;
-    act_alg(act, &alg, &alpha);
-    DNNL_CHECK(dnnl_eltwise_forward_desc_init(d, dnnl_forward_training, alg,
-                                              md, alpha, 0.0f),
+static void eltwise_fwd_desc(dnnl_eltwise_desc_t *d, MmrtAct act, dnnl_memory_desc_t *md,
+                             const char *what) {
+  dnnl_alg_kind_t alg;
+  float alpha;
+  act_alg(act, &alg, &alpha);
+  DNNL_CHECK(dnnl_eltwise_forward_desc_init(d, dnnl_forward_training, alg, md, alpha, 0.0f), what);
+}
+
+void mmrt_eltwise_fwd(MmrtDtype dt, MmrtAct act, void *y, const void *x, size_t n) {
+  static const char *what = "mmrt_eltwise_fwd";
+  dnnl_data_type_t t = dnnl_dt(dt, what);
+  if (n == 0) return;
+  ensure_engine();
+  Key k = {{0}};
+  k.v[0] = K_ELTWISE_FWD;
+  k.v[1] = dt;
+  k.v[2] = act;
+  k.v[3] = (int64_t)n;
+  Entry *e = cache_find(&k);
+  if (!e) {
+    dnnl_memory_desc_t md;
+    dnnl_dims_t d1 = {(int64_t)n};
+    md_plain(&md, 1, d1, t, what);
+    dnnl_eltwise_desc_t d;
+    eltwise_fwd_desc(&d, act, &md, what);
+    dnnl_primitive_desc_t pd;
+    DNNL_CHECK(dnnl_primitive_desc_create(&pd, &d, NULL, eng, NULL), what);
+    e = cache_insert(&k);
+    int args[2] = {DNNL_ARG_SRC, DNNL_ARG_DST};
+    entry_build(e, pd, 2, args, what);
+  }
+  void *ptrs[2] = {(void *)x, y};
+  entry_run(e, ptrs, what);
+}
+
+void mmrt_eltwise_bwd(MmrtDtype dt, MmrtAct act, void *dx, const void *dy, const void *x, size_t n,
+                      int accumulate) {
+  static const char *what = "mmrt_eltwise_bwd";
+  dnnl_data_type_t t = dnnl_dt(dt, what);
+  if (n == 0) return;
+  ensure_engine();
+  Key k = {{0}};
+  k.v[0] = K_ELTWISE_BWD;
+  k.v[1] = dt;
+  k.v[2] = act;
+  k.v[3] = (int64_t)n;
+  Entry *e = cache_find(&k);
+  if (!e) {
+    dnnl_memory_desc_t md;
+    dnnl_dims_t d1 = {(int64_t)n};
+    md_plain(&md, 1, d1, t, what);
+    dnnl_eltwise_desc_t fd, bd;
+    eltwise_fwd_desc(&fd, act, &md, what);
+    dnnl_primitive_desc_t fpd, pd;
+    DNNL_CHECK(dnnl_primitive_desc_create(&fpd, &fd, NULL, eng, NULL), what);
+    DNNL_CHECK(dnnl_eltwise_backward_desc_init(&bd, fd.alg_kind, &md, &md, fd.alpha, fd.beta),
                what);
-}
-
-void mmrt_eltwise_fwd(MmrtDtype dt, MmrtAct act, void *y, const void *x,
-                      size_t n)
-{
-    static const char *what = "mmrt_eltwise_fwd";
-    dnnl_data_type_t t = dnnl_dt(dt, what);
-    if (n == 0)
-        return;
-    ensure_engine();
-    Key k = {{0}};
-    k.v[0] = K_ELTWISE_FWD;
-    k.v[1] = dt;
-    k.v[2] = act;
-    k.v[3] = (int64_t)n;
-    Entry *e = cache_find(&k);
-    if (!e) {
-        dnnl_memory_desc_t md;
-        dnnl_dims_t d1 = {(int64_t)n};
-        md_plain(&md, 1, d1, t, what);
-        dnnl_eltwise_desc_t d;
-        eltwise_fwd_desc(&d, act, &md, what);
-        dnnl_primitive_desc_t pd;
-        DNNL_CHECK(dnnl_primitive_desc_create(&pd, &d, NULL, eng, NULL), what);
-        e = cache_insert(&k);
-        int args[2] = {DNNL_ARG_SRC, DNNL_ARG_DST};
-        entry_build(e, pd, 2, args, what);
-    }
-    void *ptrs[2] = {(void *)x, y};
-    entry_run(e, ptrs, what);
-}
-
-void mmrt_eltwise_bwd(MmrtDtype dt, MmrtAct act, void *dx, const void *dy,
-                      const void *x, size_t n, int accumulate)
-{
-    static const char *what = "mmrt_eltwise_bwd";
-    dnnl_data_type_t t = dnnl_dt(dt, what);
-    if (n == 0)
-        return;
-    ensure_engine();
-    Key k = {{0}};
-    k.v[0] = K_ELTWISE_BWD;
-    k.v[1] = dt;
-    k.v[2] = act;
-    k.v[3] = (int64_t)n;
-    Entry *e = cache_find(&k);
-    if (!e) {
-        dnnl_memory_desc_t md;
-        dnnl_dims_t d1 = {(int64_t)n};
-        md_plain(&md, 1, d1, t, what);
-        dnnl_eltwise_desc_t fd, bd;
-        eltwise_fwd_desc(&fd, act, &md, what);
-        dnnl_primitive_desc_t fpd, pd;
-        DNNL_CHECK(dnnl_primitive_desc_create(&fpd, &fd, NULL, eng, NULL), what);
-        DNNL_CHECK(dnnl_eltwise_backward_desc_init(&bd, fd.alg_kind, &md, &md,
-                                                   fd.alpha, fd.beta),
-                   what);
-        DNNL_CHECK(dnnl_primitive_desc_create(&pd, &bd, NULL, eng, fpd), what);
-        dnnl_primitive_desc_destroy(fpd);
-        e = cache_insert(&k);
-        int args[3] = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC};
-        entry_build(e, pd, 3, args, what);
-    }
-    float *out = accumulate ? get_scratch(n) : dx;
-    void *ptrs[3] = {(void *)x, (void *)dy, out};
-    entry_run(e, ptrs, what);
-    if (accumulate)
-        add_into(dx, out, n);
+    DNNL_CHECK(dnnl_primitive_desc_create(&pd, &bd, NULL, eng, fpd), what);
+    dnnl_primitive_desc_destroy(fpd);
+    e = cache_insert(&k);
+    int args[3] = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC};
+    entry_build(e, pd, 3, args, what);
+  }
+  float *out = accumulate ? get_scratch(n) : dx;
+  void *ptrs[3] = {(void *)x, (void *)dy, out};
+  entry_run(e, ptrs, what);
+  if (accumulate) add_into(dx, out, n);
 }

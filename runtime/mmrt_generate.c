@@ -26,548 +26,509 @@
 #include "mmrt_main.h"
 #include "mmrt_png.h"
 
-#define ERRLEN 1024
+#define ERRLEN      1024
 #define MAX_SOURCES 4096
 
 typedef struct GenArgs {
-    const char *weights, *adapters, *data, *out, *prompt, *ids_out;
-    const char *images[MAX_SOURCES];
-    int nimages;
-    int64_t limit;
-    uint64_t seed;
-    int no_cache, quiet;
+  const char *weights, *adapters, *data, *out, *prompt, *ids_out;
+  const char *images[MAX_SOURCES];
+  int nimages;
+  int64_t limit;
+  uint64_t seed;
+  int no_cache, quiet;
 } GenArgs;
 
 typedef struct Gen {
-    const MmrtModelDesc *m;
-    GenArgs a;
-    char *arenas[MMRT_NARENAS];
-    const MmrtTensorDesc *pixels, *text, *pos, *token;
-    int64_t B, T, V, C, H, W; /* batch, text positions, vocabulary, image channels and size */
-    MmrtCaptioner cap;
-    /* the images to caption: bytes (n, H, W), labels (-1 unknown), names */
-    int64_t n;
-    uint8_t *px;
-    int32_t *label;
-    char **source;
-    MmrtImages test;
-    int32_t *len, *done;   /* per row of a batch: text length, finished */
-    int64_t tokens, steps; /* generated tokens, step calls */
-    double seconds;        /* in the step functions */
+  const MmrtModelDesc *m;
+  GenArgs a;
+  char *arenas[MMRT_NARENAS];
+  const MmrtTensorDesc *pixels, *text, *pos, *token;
+  int64_t B, T, V, C, H, W; /* batch, text positions, vocabulary, image channels and size */
+  MmrtCaptioner cap;
+  /* the images to caption: bytes (n, H, W), labels (-1 unknown), names */
+  int64_t n;
+  uint8_t *px;
+  int32_t *label;
+  char **source;
+  MmrtImages test;
+  int32_t *len, *done;   /* per row of a batch: text length, finished */
+  int64_t tokens, steps; /* generated tokens, step calls */
+  double seconds;        /* in the step functions */
 } Gen;
 
 static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int fail(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("generator: error: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    return 1;
+static int fail(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("generator: error: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  return 1;
 }
 
-static void usage(FILE *f, const MmrtModelDesc *m)
-{
-    int gen = m->task == MMRT_TASK_GENERATE;
-    fprintf(f,
-            "usage: %s --weights FILE|DIR [options]\n"
-            "%s of model %s with a KV cache (greedy decoding).\n"
-            "  --weights PATH        the parameters by name: a safetensors file (the trainer's --save-weights,\n"
-            "                        or one exported from PyTorch with the same names) or a checkpoint folder\n"
-            "  --load-adapters FILE  LoRA adapters saved by the trainer's --save-adapters\n"
-            "%s"
-            "  --limit N             the first N images only\n"
-            "  --prompt TEXT         the prompt for every image (default: %s)\n"
-            "  --seed S              the seed that picks each test image's prompt (default 42)\n"
-            "  --no-cache            recompute the whole text for every token (no KV cache)\n"
-            "  --ids FILE            also write, one line per image: source, TAB, the prompt's token ids, TAB, the\n"
-            "                        generated ids\n"
-            "  --quiet               no progress on stderr\n",
-            gen ? "generator" : "evaluator", gen ? "Captions" : "Exact-match caption accuracy", m->name,
-            gen ? "  --images PATH...      PNG files (28x28) or IDX image files (raw or gzip)\n"
-                  "  --out FILE            the captions (default: standard output)\n"
-                : "  --data DIR            Fashion-MNIST (default " MMRT_FMNIST_DEFAULT_DIR ")\n",
-            gen ? "\"what is this ?\"" : "one per image, as the trainer's evaluation picks it");
+static void usage(FILE *f, const MmrtModelDesc *m) {
+  int gen = m->task == MMRT_TASK_GENERATE;
+  fprintf(f,
+          "usage: %s --weights FILE|DIR [options]\n"
+          "%s of model %s with a KV cache (greedy decoding).\n"
+          "  --weights PATH        the parameters by name: a safetensors file (the trainer's "
+          "--save-weights,\n"
+          "                        or one exported from PyTorch with the same names) or a "
+          "checkpoint folder\n"
+          "  --load-adapters FILE  LoRA adapters saved by the trainer's --save-adapters\n"
+          "%s"
+          "  --limit N             the first N images only\n"
+          "  --prompt TEXT         the prompt for every image (default: %s)\n"
+          "  --seed S              the seed that picks each test image's prompt (default 42)\n"
+          "  --no-cache            recompute the whole text for every token (no KV cache)\n"
+          "  --ids FILE            also write, one line per image: source, TAB, the prompt's token "
+          "ids, TAB, the\n"
+          "                        generated ids\n"
+          "  --quiet               no progress on stderr\n",
+          gen ? "generator" : "evaluator", gen ? "Captions" : "Exact-match caption accuracy",
+          m->name,
+          gen ? "  --images PATH...      PNG files (28x28) or IDX image files (raw or gzip)\n"
+                "  --out FILE            the captions (default: standard output)\n"
+              : "  --data DIR            Fashion-MNIST (default " MMRT_FMNIST_DEFAULT_DIR ")\n",
+          gen ? "\"what is this ?\"" : "one per image, as the trainer's evaluation picks it");
 }
 
-static int parse_int64(const char *s, int64_t lo, int64_t *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (!*s || *end || errno || v < lo)
-        return -1;
-    *out = v;
-    return 0;
+static int parse_int64(const char *s, int64_t lo, int64_t *out) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (!*s || *end || errno || v < lo) return -1;
+  *out = v;
+  return 0;
 }
 
 /* 0 ok, 1 error (printed), -1 --help. */
-static int parse_args(int argc, char **argv, const MmrtModelDesc *m, GenArgs *a)
-{
-    memset(a, 0, sizeof *a);
-    a->limit = -1;
-    a->seed = 42;
-    int gen = m->task == MMRT_TASK_GENERATE;
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
-            usage(stdout, m);
-            return -1;
-        }
-        if (!strcmp(f, "--no-cache")) {
-            a->no_cache = 1;
-            continue;
-        }
-        if (!strcmp(f, "--quiet")) {
-            a->quiet = 1;
-            continue;
-        }
-        if (!strcmp(f, "--images") && gen) {
-            int k = 0;
-            while (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) {
-                if (a->nimages == MAX_SOURCES)
-                    return fail("--images: at most %d files", MAX_SOURCES);
-                a->images[a->nimages++] = argv[++i];
-                k++;
-            }
-            if (!k)
-                return fail("--images needs at least one PNG or IDX file");
-            continue;
-        }
-        const char **slot = !strcmp(f, "--weights")         ? &a->weights
-                            : !strcmp(f, "--load-adapters") ? &a->adapters
-                            : !strcmp(f, "--data") && !gen  ? &a->data
-                            : !strcmp(f, "--out") && gen    ? &a->out
-                            : !strcmp(f, "--prompt")        ? &a->prompt
-                            : !strcmp(f, "--ids")           ? &a->ids_out
-                                                            : NULL;
-        int is_num = !strcmp(f, "--limit") || !strcmp(f, "--seed");
-        if (!slot && !is_num) {
-            fprintf(stderr, "generator: error: unknown option '%s'\n", f);
-            usage(stderr, m);
-            return 1;
-        }
-        if (!v)
-            return fail("option %s needs a value", f);
-        i++;
-        if (slot) {
-            *slot = v;
-            continue;
-        }
-        int64_t n;
-        if (parse_int64(v, !strcmp(f, "--limit") ? 1 : 0, &n))
-            return fail("%s takes a %s integer, not '%s'", f, !strcmp(f, "--limit") ? "positive" : "non-negative", v);
-        if (!strcmp(f, "--limit"))
-            a->limit = n;
-        else
-            a->seed = (uint64_t)n;
+static int parse_args(int argc, char **argv, const MmrtModelDesc *m, GenArgs *a) {
+  memset(a, 0, sizeof *a);
+  a->limit = -1;
+  a->seed = 42;
+  int gen = m->task == MMRT_TASK_GENERATE;
+  for (int i = 1; i < argc; i++) {
+    const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
+      usage(stdout, m);
+      return -1;
     }
-    if (!a->weights)
-        return fail("--weights FILE|DIR is required (the trainer writes them with --save-weights or --ckpt)");
-    if (gen && !a->nimages)
-        return fail("--images PATH... is required: PNG files or IDX image files to caption");
-    return 0;
+    if (!strcmp(f, "--no-cache")) {
+      a->no_cache = 1;
+      continue;
+    }
+    if (!strcmp(f, "--quiet")) {
+      a->quiet = 1;
+      continue;
+    }
+    if (!strcmp(f, "--images") && gen) {
+      int k = 0;
+      while (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) {
+        if (a->nimages == MAX_SOURCES) return fail("--images: at most %d files", MAX_SOURCES);
+        a->images[a->nimages++] = argv[++i];
+        k++;
+      }
+      if (!k) return fail("--images needs at least one PNG or IDX file");
+      continue;
+    }
+    const char **slot = !strcmp(f, "--weights")         ? &a->weights
+                        : !strcmp(f, "--load-adapters") ? &a->adapters
+                        : !strcmp(f, "--data") && !gen  ? &a->data
+                        : !strcmp(f, "--out") && gen    ? &a->out
+                        : !strcmp(f, "--prompt")        ? &a->prompt
+                        : !strcmp(f, "--ids")           ? &a->ids_out
+                                                        : NULL;
+    int is_num = !strcmp(f, "--limit") || !strcmp(f, "--seed");
+    if (!slot && !is_num) {
+      fprintf(stderr, "generator: error: unknown option '%s'\n", f);
+      usage(stderr, m);
+      return 1;
+    }
+    if (!v) return fail("option %s needs a value", f);
+    i++;
+    if (slot) {
+      *slot = v;
+      continue;
+    }
+    int64_t n;
+    if (parse_int64(v, !strcmp(f, "--limit") ? 1 : 0, &n))
+      return fail("%s takes a %s integer, not '%s'", f,
+                  !strcmp(f, "--limit") ? "positive" : "non-negative", v);
+    if (!strcmp(f, "--limit"))
+      a->limit = n;
+    else
+      a->seed = (uint64_t)n;
+  }
+  if (!a->weights)
+    return fail(
+        "--weights FILE|DIR is required (the trainer writes them with --save-weights or --ckpt)");
+  if (gen && !a->nimages)
+    return fail("--images PATH... is required: PNG files or IDX image files to caption");
+  return 0;
 }
 
-static void *at(Gen *g, const MmrtTensorDesc *d) { return g->arenas[d->arena] + d->offset; }
-
-static int bind(Gen *g)
-{
-    const MmrtModelDesc *m = g->m;
-    if (!m->prefill_step || !m->decode_step || m->prefill_logits_offset < 0 || m->decode_logits_offset < 0)
-        return fail("model %s was not compiled for generation (mmc compile --task generate|eval)", m->name);
-    if (m->mesh[0] * m->mesh[1] * m->mesh[2] != 1)
-        return fail("model %s is compiled for %lld ranks; generation runs on one", m->name,
-                    (long long)(m->mesh[0] * m->mesh[1] * m->mesh[2]));
-    g->pixels = mmrt_desc_input(m, "pixels"), g->text = mmrt_desc_input(m, "text");
-    g->pos = mmrt_desc_input(m, "pos"), g->token = mmrt_desc_input(m, "token");
-    if (!g->pixels || !g->text || !g->pos || !g->token || g->pixels->ndim != 4 || g->text->ndim != 2 ||
-        g->token->ndim != 2 || g->token->shape[1] != 1 || g->text->dtype != MMRT_ST_I32)
-        return fail("model %s: generation needs inputs pixels f32[B, C, H, W], text i32[B, T], token i32[B, 1] and "
-                    "pos i32[B]", m->name);
-    g->B = g->text->shape[0], g->T = g->text->shape[1], g->V = m->vocab;
-    g->C = g->pixels->shape[1], g->H = g->pixels->shape[2], g->W = g->pixels->shape[3];
-    if (g->C != 1 || g->H != MMRT_FMNIST_SIDE || g->W != MMRT_FMNIST_SIDE)
-        return fail("model %s takes images of %lld x %lld x %lld; this generator reads one-channel %d x %d images",
-                    m->name, (long long)g->C, (long long)g->H, (long long)g->W, MMRT_FMNIST_SIDE, MMRT_FMNIST_SIDE);
-    if (m->cache_len != g->T)
-        return fail("model %s: the KV cache holds %lld positions, the text %lld", m->name, (long long)m->cache_len,
-                    (long long)g->T);
-    char err[ERRLEN];
-    if (mmrt_caption_init(&g->cap, (int)g->T, (int)m->image_tokens, MMRT_CAPTION_EVAL, g->a.seed, err, sizeof err) ||
-        mmrt_tok_fits(&g->cap.tok, (int)g->V, err, sizeof err))
-        return fail("model %s cannot caption: %s", m->name, err);
-    if (m->image_tokens > 0 && m->image_token != MMRT_TOK_IMG)
-        return fail("model %s places its image at token %lld; the caption tokenizer's <img> is %d", m->name,
-                    (long long)m->image_token, MMRT_TOK_IMG);
-    return 0;
+static void *at(Gen *g, const MmrtTensorDesc *d) {
+  return g->arenas[d->arena] + d->offset;
 }
 
-static int alloc_arenas(Gen *g)
-{
-    for (int r = 0; r < MMRT_NARENAS; r++) {
-        size_t n = (size_t)g->m->arena_bytes[r];
-        if (!n)
-            continue;
-        n = (n + 63) / 64 * 64;
-        if (!(g->arenas[r] = aligned_alloc(64, n)))
-            return fail("cannot allocate %zu bytes for arena %d", n, r);
-        memset(g->arenas[r], 0, n);
-    }
-    return 0;
+static int bind(Gen *g) {
+  const MmrtModelDesc *m = g->m;
+  if (!m->prefill_step || !m->decode_step || m->prefill_logits_offset < 0 ||
+      m->decode_logits_offset < 0)
+    return fail("model %s was not compiled for generation (mmc compile --task generate|eval)",
+                m->name);
+  if (m->mesh[0] * m->mesh[1] * m->mesh[2] != 1)
+    return fail("model %s is compiled for %lld ranks; generation runs on one", m->name,
+                (long long)(m->mesh[0] * m->mesh[1] * m->mesh[2]));
+  g->pixels = mmrt_desc_input(m, "pixels"), g->text = mmrt_desc_input(m, "text");
+  g->pos = mmrt_desc_input(m, "pos"), g->token = mmrt_desc_input(m, "token");
+  if (!g->pixels || !g->text || !g->pos || !g->token || g->pixels->ndim != 4 ||
+      g->text->ndim != 2 || g->token->ndim != 2 || g->token->shape[1] != 1 ||
+      g->text->dtype != MMRT_ST_I32)
+    return fail("model %s: generation needs inputs pixels f32[B, C, H, W], text i32[B, T], token "
+                "i32[B, 1] and "
+                "pos i32[B]",
+                m->name);
+  g->B = g->text->shape[0], g->T = g->text->shape[1], g->V = m->vocab;
+  g->C = g->pixels->shape[1], g->H = g->pixels->shape[2], g->W = g->pixels->shape[3];
+  if (g->C != 1 || g->H != MMRT_FMNIST_SIDE || g->W != MMRT_FMNIST_SIDE)
+    return fail("model %s takes images of %lld x %lld x %lld; this generator reads one-channel %d "
+                "x %d images",
+                m->name, (long long)g->C, (long long)g->H, (long long)g->W, MMRT_FMNIST_SIDE,
+                MMRT_FMNIST_SIDE);
+  if (m->cache_len != g->T)
+    return fail("model %s: the KV cache holds %lld positions, the text %lld", m->name,
+                (long long)m->cache_len, (long long)g->T);
+  char err[ERRLEN];
+  if (mmrt_caption_init(&g->cap, (int)g->T, (int)m->image_tokens, MMRT_CAPTION_EVAL, g->a.seed, err,
+                        sizeof err) ||
+      mmrt_tok_fits(&g->cap.tok, (int)g->V, err, sizeof err))
+    return fail("model %s cannot caption: %s", m->name, err);
+  if (m->image_tokens > 0 && m->image_token != MMRT_TOK_IMG)
+    return fail("model %s places its image at token %lld; the caption tokenizer's <img> is %d",
+                m->name, (long long)m->image_token, MMRT_TOK_IMG);
+  return 0;
+}
+
+static int alloc_arenas(Gen *g) {
+  for (int r = 0; r < MMRT_NARENAS; r++) {
+    size_t n = (size_t)g->m->arena_bytes[r];
+    if (!n) continue;
+    n = (n + 63) / 64 * 64;
+    if (!(g->arenas[r] = aligned_alloc(64, n)))
+      return fail("cannot allocate %zu bytes for arena %d", n, r);
+    memset(g->arenas[r], 0, n);
+  }
+  return 0;
 }
 
 /* The parameters (which = 0: base, 1: adapters) from a safetensors file or
  * a checkpoint folder (rank 0's file), every one required. */
-static int load(Gen *g, const char *flag, const char *path, int which)
-{
-    char err[ERRLEN], file[4096];
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-        mmrt_ckpt_rank_path(file, sizeof file, path, 0);
-    else
-        snprintf(file, sizeof file, "%s", path);
-    MmrtStFile *f = NULL;
-    if (mmrt_st_open(&f, file, err, sizeof err) != MMRT_OK)
-        return fail("%s %s: %s", flag, path, err);
-    int rc = MMRT_OK, n = 0;
-    for (int64_t i = 0; i < g->m->nparams && rc == MMRT_OK; i++) {
-        const MmrtTensorDesc *p = &g->m->params[i];
-        if (p->arena != MMRT_ARENA_PARAM || (which && !mmrt_is_adapter(p->name)))
-            continue;
-        if (mmrt_st_find(f, p->name) < 0) {
-            if (which || !mmrt_is_adapter(p->name)) /* adapters may come from --load-adapters */
-                rc = mmrt_errf(err, sizeof err, MMRT_ERR_NOTFOUND, "%s: no tensor '%s'", file, p->name);
-            continue;
-        }
-        MmrtTensorRef ref = {.name = p->name, .dtype = (MmrtStDtype)p->dtype, .ndim = (int)p->ndim, .data = at(g, p)};
-        for (int64_t d = 0; d < p->ndim; d++)
-            ref.shape[d] = p->shape[d];
-        if (rc == MMRT_OK)
-            rc = mmrt_st_read(f, &ref, err, sizeof err);
-        n += rc == MMRT_OK;
+static int load(Gen *g, const char *flag, const char *path, int which) {
+  char err[ERRLEN], file[4096];
+  struct stat st;
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+    mmrt_ckpt_rank_path(file, sizeof file, path, 0);
+  else
+    snprintf(file, sizeof file, "%s", path);
+  MmrtStFile *f = NULL;
+  if (mmrt_st_open(&f, file, err, sizeof err) != MMRT_OK) return fail("%s %s: %s", flag, path, err);
+  int rc = MMRT_OK, n = 0;
+  for (int64_t i = 0; i < g->m->nparams && rc == MMRT_OK; i++) {
+    const MmrtTensorDesc *p = &g->m->params[i];
+    if (p->arena != MMRT_ARENA_PARAM || (which && !mmrt_is_adapter(p->name))) continue;
+    if (mmrt_st_find(f, p->name) < 0) {
+      if (which || !mmrt_is_adapter(p->name)) /* adapters may come from --load-adapters */
+        rc = mmrt_errf(err, sizeof err, MMRT_ERR_NOTFOUND, "%s: no tensor '%s'", file, p->name);
+      continue;
     }
-    mmrt_st_close(f);
-    if (rc != MMRT_OK)
-        return fail("%s %s: %s", flag, path, err);
-    if (!g->a.quiet)
-        fprintf(stderr, "generator: %d %s loaded from %s\n", n, which ? "adapters" : "parameters", path);
-    return 0;
+    MmrtTensorRef ref = {
+        .name = p->name, .dtype = (MmrtStDtype)p->dtype, .ndim = (int)p->ndim, .data = at(g, p)};
+    for (int64_t d = 0; d < p->ndim; d++) ref.shape[d] = p->shape[d];
+    if (rc == MMRT_OK) rc = mmrt_st_read(f, &ref, err, sizeof err);
+    n += rc == MMRT_OK;
+  }
+  mmrt_st_close(f);
+  if (rc != MMRT_OK) return fail("%s %s: %s", flag, path, err);
+  if (!g->a.quiet)
+    fprintf(stderr, "generator: %d %s loaded from %s\n", n, which ? "adapters" : "parameters",
+            path);
+  return 0;
 }
 
 /* ---- the images ---- */
 
-static int add_image(Gen *g, const uint8_t *px, int label, const char *source)
-{
-    int64_t k = g->n, hw = g->H * g->W;
-    if (g->a.limit >= 0 && k >= g->a.limit)
-        return 0;
-    uint8_t *p = realloc(g->px, (size_t)((k + 1) * hw));
-    int32_t *l = p ? realloc(g->label, (size_t)(k + 1) * sizeof *l) : NULL;
-    char **s = l ? realloc(g->source, (size_t)(k + 1) * sizeof *s) : NULL;
-    if (p)
-        g->px = p;
-    if (l)
-        g->label = l;
-    if (s)
-        g->source = s;
-    if (!p || !l || !s || !(s[k] = strdup(source)))
-        return fail("out of memory reading the images");
-    memcpy(p + k * hw, px, (size_t)hw);
-    l[k] = label;
-    g->n = k + 1;
-    return 0;
+static int add_image(Gen *g, const uint8_t *px, int label, const char *source) {
+  int64_t k = g->n, hw = g->H * g->W;
+  if (g->a.limit >= 0 && k >= g->a.limit) return 0;
+  uint8_t *p = realloc(g->px, (size_t)((k + 1) * hw));
+  int32_t *l = p ? realloc(g->label, (size_t)(k + 1) * sizeof *l) : NULL;
+  char **s = l ? realloc(g->source, (size_t)(k + 1) * sizeof *s) : NULL;
+  if (p) g->px = p;
+  if (l) g->label = l;
+  if (s) g->source = s;
+  if (!p || !l || !s || !(s[k] = strdup(source))) return fail("out of memory reading the images");
+  memcpy(p + k * hw, px, (size_t)hw);
+  l[k] = label;
+  g->n = k + 1;
+  return 0;
 }
 
-static int is_png(const char *path)
-{
-    static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-    unsigned char b[8];
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return 0;
-    size_t n = fread(b, 1, 8, f);
-    fclose(f);
-    return n == 8 && !memcmp(b, sig, 8);
+static int is_png(const char *path) {
+  static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  unsigned char b[8];
+  FILE *f = fopen(path, "rb");
+  if (!f) return 0;
+  size_t n = fread(b, 1, 8, f);
+  fclose(f);
+  return n == 8 && !memcmp(b, sig, 8);
 }
 
-static int read_images(Gen *g)
-{
-    char err[ERRLEN], src[4200];
-    if (g->m->task == MMRT_TASK_EVAL) {
-        if (mmrt_fmnist_load(&g->test, g->a.data, MMRT_SPLIT_TEST, err, sizeof err) != MMRT_OK)
-            return fail("--data %s: %s", g->a.data ? g->a.data : MMRT_FMNIST_DEFAULT_DIR, err);
-        for (int64_t i = 0; i < g->test.n; i++) {
-            snprintf(src, sizeof src, "test:%lld", (long long)i);
-            if (add_image(g, g->test.pixels + i * g->H * g->W, g->test.labels[i], src))
-                return 1;
-        }
-        return 0;
-    }
-    for (int k = 0; k < g->a.nimages; k++) {
-        const char *path = g->a.images[k];
-        if (is_png(path)) {
-            uint8_t px[MMRT_FMNIST_SIDE * MMRT_FMNIST_SIDE];
-            if (mmrt_png_read_gray(path, (int)g->H, (int)g->W, px, err, sizeof err) != MMRT_OK)
-                return fail("--images: %s", err);
-            if (add_image(g, px, -1, path))
-                return 1;
-            continue;
-        }
-        MmrtIdx idx;
-        if (mmrt_idx_read(path, MMRT_IDX_MAGIC_IMAGES, &idx, err, sizeof err) != MMRT_OK)
-            return fail("--images %s: neither a PNG file nor an IDX image file: %s", path, err);
-        if (idx.ndim != 3 || idx.dims[1] != g->H || idx.dims[2] != g->W) {
-            mmrt_idx_free(&idx);
-            return fail("--images %s: IDX images must be N x %lld x %lld", path, (long long)g->H, (long long)g->W);
-        }
-        int rc = 0;
-        for (uint32_t i = 0; i < idx.dims[0] && !rc; i++) {
-            snprintf(src, sizeof src, "%s:%u", path, i);
-            rc = add_image(g, idx.data + (size_t)i * g->H * g->W, -1, src);
-        }
-        mmrt_idx_free(&idx);
-        if (rc)
-            return 1;
+static int read_images(Gen *g) {
+  char err[ERRLEN], src[4200];
+  if (g->m->task == MMRT_TASK_EVAL) {
+    if (mmrt_fmnist_load(&g->test, g->a.data, MMRT_SPLIT_TEST, err, sizeof err) != MMRT_OK)
+      return fail("--data %s: %s", g->a.data ? g->a.data : MMRT_FMNIST_DEFAULT_DIR, err);
+    for (int64_t i = 0; i < g->test.n; i++) {
+      snprintf(src, sizeof src, "test:%lld", (long long)i);
+      if (add_image(g, g->test.pixels + i * g->H * g->W, g->test.labels[i], src)) return 1;
     }
     return 0;
+  }
+  for (int k = 0; k < g->a.nimages; k++) {
+    const char *path = g->a.images[k];
+    if (is_png(path)) {
+      uint8_t px[MMRT_FMNIST_SIDE * MMRT_FMNIST_SIDE];
+      if (mmrt_png_read_gray(path, (int)g->H, (int)g->W, px, err, sizeof err) != MMRT_OK)
+        return fail("--images: %s", err);
+      if (add_image(g, px, -1, path)) return 1;
+      continue;
+    }
+    MmrtIdx idx;
+    if (mmrt_idx_read(path, MMRT_IDX_MAGIC_IMAGES, &idx, err, sizeof err) != MMRT_OK)
+      return fail("--images %s: neither a PNG file nor an IDX image file: %s", path, err);
+    if (idx.ndim != 3 || idx.dims[1] != g->H || idx.dims[2] != g->W) {
+      mmrt_idx_free(&idx);
+      return fail("--images %s: IDX images must be N x %lld x %lld", path, (long long)g->H,
+                  (long long)g->W);
+    }
+    int rc = 0;
+    for (uint32_t i = 0; i < idx.dims[0] && !rc; i++) {
+      snprintf(src, sizeof src, "%s:%u", path, i);
+      rc = add_image(g, idx.data + (size_t)i * g->H * g->W, -1, src);
+    }
+    mmrt_idx_free(&idx);
+    if (rc) return 1;
+  }
+  return 0;
 }
 
 /* ---- decoding ---- */
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int step(Gen *g, MmrtStepFn fn, const char *what)
-{
-    double t0 = now();
-    int rc = fn(g->arenas, g->a.seed, NULL);
-    g->seconds += now() - t0;
-    g->steps++;
-    if (rc)
-        return fail("%s failed (status %d; the kernel's message is above)", what, rc);
-    return 0;
+static int step(Gen *g, MmrtStepFn fn, const char *what) {
+  double t0 = now();
+  int rc = fn(g->arenas, g->a.seed, NULL);
+  g->seconds += now() - t0;
+  g->steps++;
+  if (rc) return fail("%s failed (status %d; the kernel's message is above)", what, rc);
+  return 0;
 }
 
 /* The most likely token that generation may pick: never PAD, BOS or the
  * image-context token (a row must hold exactly the image's <img> tokens). */
-static int32_t argmax(const float *row, int64_t V)
-{
-    int64_t best = MMRT_TOK_EOS;
-    for (int64_t v = 0; v < V; v++)
-        if (v != MMRT_TOK_PAD && v != MMRT_TOK_BOS && v != MMRT_TOK_IMG && row[v] > row[best])
-            best = v;
-    return (int32_t)best;
+static int32_t argmax(const float *row, int64_t V) {
+  int64_t best = MMRT_TOK_EOS;
+  for (int64_t v = 0; v < V; v++)
+    if (v != MMRT_TOK_PAD && v != MMRT_TOK_BOS && v != MMRT_TOK_IMG && row[v] > row[best]) best = v;
+  return (int32_t)best;
 }
 
 /* The prompt of image k: --prompt, or the one the trainer's evaluation
  * gives test image k; ids = [BOS, IMG x n, prompt], returns its length. */
-static int prefix(Gen *g, int64_t k, const int32_t *prompt, int nprompt, int32_t *ids)
-{
-    if (!prompt)
-        return mmrt_caption_prefix(&g->cap, k, ids);
-    int len = 1 + (int)g->m->image_tokens + nprompt;
-    if (len >= g->T) /* no room: the caller says so; nothing is written past the row */
-        return len;
-    int n = 0;
-    ids[n++] = MMRT_TOK_BOS;
-    for (int64_t i = 0; i < g->m->image_tokens; i++)
-        ids[n++] = MMRT_TOK_IMG;
-    for (int i = 0; i < nprompt; i++)
-        ids[n++] = prompt[i];
-    return n;
+static int prefix(Gen *g, int64_t k, const int32_t *prompt, int nprompt, int32_t *ids) {
+  if (!prompt) return mmrt_caption_prefix(&g->cap, k, ids);
+  int len = 1 + (int)g->m->image_tokens + nprompt;
+  if (len >= g->T) /* no room: the caller says so; nothing is written past the row */
+    return len;
+  int n = 0;
+  ids[n++] = MMRT_TOK_BOS;
+  for (int64_t i = 0; i < g->m->image_tokens; i++) ids[n++] = MMRT_TOK_IMG;
+  for (int i = 0; i < nprompt; i++) ids[n++] = prompt[i];
+  return n;
 }
 
 /* Captions of images [k0, k0 + rows): gen (B, T) tokens after each prefix,
  * ng (B) their counts. */
-static int generate_batch(Gen *g, int64_t k0, int64_t rows, const int32_t *prompt, int nprompt, int32_t *gen,
-                          int32_t *ng, int32_t *plen)
-{
-    const int64_t B = g->B, T = g->T, V = g->V, hw = g->H * g->W;
-    float *x = at(g, g->pixels);
-    int32_t *text = at(g, g->text), *pos = at(g, g->pos), *tok = at(g, g->token);
-    int32_t *len = g->len, *done = g->done;
+static int generate_batch(Gen *g, int64_t k0, int64_t rows, const int32_t *prompt, int nprompt,
+                          int32_t *gen, int32_t *ng, int32_t *plen) {
+  const int64_t B = g->B, T = g->T, V = g->V, hw = g->H * g->W;
+  float *x = at(g, g->pixels);
+  int32_t *text = at(g, g->text), *pos = at(g, g->pos), *tok = at(g, g->token);
+  int32_t *len = g->len, *done = g->done;
+  for (int64_t r = 0; r < B; r++) {
+    int32_t *row = text + r * T;
+    for (int64_t t = 0; t < T; t++) row[t] = MMRT_TOK_PAD;
+    ng[r] = 0;
+    done[r] = r >= rows;
+    if (r < rows) {
+      mmrt_fmnist_normalize_image(g->px + (k0 + r) * hw, (size_t)hw, x + r * hw);
+      len[r] = prefix(g, k0 + r, prompt, nprompt, row);
+    } else { /* padding rows: a zero image and a prefix of the right form */
+      memset(x + r * hw, 0, sizeof(float) * (size_t)hw);
+      len[r] = prefix(g, 0, prompt, nprompt, row);
+    }
+    plen[r] = len[r];
+    if (len[r] >= T)
+      return fail("the prompt of image %lld takes %d of the %lld text positions (<bos>, %lld "
+                  "<img>, the prompt): "
+                  "no room for a caption",
+                  (long long)(k0 + r), len[r], (long long)T, (long long)g->m->image_tokens);
+    pos[r] = 0;
+  }
+  const float *pl = (const float *)(g->arenas[MMRT_ARENA_ACT] + g->m->prefill_logits_offset);
+  const float *dl = (const float *)(g->arenas[MMRT_ARENA_ACT] + g->m->decode_logits_offset);
+  if (step(g, g->m->prefill_step, "the prefill step")) return 1;
+  for (int64_t r = 0; r < B; r++) tok[r] = argmax(pl + (r * T + len[r] - 1) * V, V);
+  for (;;) {
+    int active = 0;
     for (int64_t r = 0; r < B; r++) {
-        int32_t *row = text + r * T;
-        for (int64_t t = 0; t < T; t++)
-            row[t] = MMRT_TOK_PAD;
-        ng[r] = 0;
-        done[r] = r >= rows;
-        if (r < rows) {
-            mmrt_fmnist_normalize_image(g->px + (k0 + r) * hw, (size_t)hw, x + r * hw);
-            len[r] = prefix(g, k0 + r, prompt, nprompt, row);
-        } else { /* padding rows: a zero image and a prefix of the right form */
-            memset(x + r * hw, 0, sizeof(float) * (size_t)hw);
-            len[r] = prefix(g, 0, prompt, nprompt, row);
-        }
-        plen[r] = len[r];
-        if (len[r] >= T)
-            return fail("the prompt of image %lld takes %d of the %lld text positions (<bos>, %lld <img>, the prompt): "
-                        "no room for a caption", (long long)(k0 + r), len[r], (long long)T,
-                        (long long)g->m->image_tokens);
-        pos[r] = 0;
+      if (done[r]) continue;
+      gen[r * T + ng[r]++] = tok[r];
+      if (tok[r] == MMRT_TOK_EOS || len[r] == T) {
+        done[r] = 1;
+        continue;
+      }
+      g->tokens++;
+      text[r * T + len[r]] = tok[r];
+      pos[r] = len[r]++;
+      active = 1;
     }
-    const float *pl = (const float *)(g->arenas[MMRT_ARENA_ACT] + g->m->prefill_logits_offset);
-    const float *dl = (const float *)(g->arenas[MMRT_ARENA_ACT] + g->m->decode_logits_offset);
-    if (step(g, g->m->prefill_step, "the prefill step"))
-        return 1;
+    if (!active) return 0;
     for (int64_t r = 0; r < B; r++)
-        tok[r] = argmax(pl + (r * T + len[r] - 1) * V, V);
-    for (;;) {
-        int active = 0;
-        for (int64_t r = 0; r < B; r++) {
-            if (done[r])
-                continue;
-            gen[r * T + ng[r]++] = tok[r];
-            if (tok[r] == MMRT_TOK_EOS || len[r] == T) {
-                done[r] = 1;
-                continue;
-            }
-            g->tokens++;
-            text[r * T + len[r]] = tok[r];
-            pos[r] = len[r]++;
-            active = 1;
-        }
-        if (!active)
-            return 0;
-        for (int64_t r = 0; r < B; r++)
-            if (done[r]) /* a finished row rewrites a position nobody reads again */
-                tok[r] = MMRT_TOK_PAD, pos[r] = (int32_t)T - 1;
-        if (g->a.no_cache) { /* the whole text again, from position 0 */
-            for (int64_t r = 0; r < B; r++)
-                pos[r] = 0;
-            if (step(g, g->m->prefill_step, "the prefill step"))
-                return 1;
-            for (int64_t r = 0; r < B; r++)
-                if (!done[r])
-                    tok[r] = argmax(pl + (r * T + len[r] - 1) * V, V);
-        } else {
-            if (step(g, g->m->decode_step, "the decode step"))
-                return 1;
-            for (int64_t r = 0; r < B; r++)
-                if (!done[r])
-                    tok[r] = argmax(dl + r * V, V);
-        }
+      if (done[r]) /* a finished row rewrites a position nobody reads again */
+        tok[r] = MMRT_TOK_PAD, pos[r] = (int32_t)T - 1;
+    if (g->a.no_cache) { /* the whole text again, from position 0 */
+      for (int64_t r = 0; r < B; r++) pos[r] = 0;
+      if (step(g, g->m->prefill_step, "the prefill step")) return 1;
+      for (int64_t r = 0; r < B; r++)
+        if (!done[r]) tok[r] = argmax(pl + (r * T + len[r] - 1) * V, V);
+    } else {
+      if (step(g, g->m->decode_step, "the decode step")) return 1;
+      for (int64_t r = 0; r < B; r++)
+        if (!done[r]) tok[r] = argmax(dl + r * V, V);
     }
+  }
 }
 
-static int run(Gen *g)
-{
-    char err[ERRLEN];
-    int32_t prompt[MMRT_CAPTION_MAX_WORDS * 4];
-    int nprompt = 0;
-    const char *ptext = g->a.prompt ? g->a.prompt : g->m->task == MMRT_TASK_GENERATE ? mmrt_caption_prompt(0) : NULL;
-    if (ptext && mmrt_tok_encode(&g->cap.tok, ptext, prompt, (int)(sizeof prompt / sizeof *prompt), &nprompt, err,
-                                 sizeof err) != MMRT_OK)
-        return fail("--prompt \"%s\": %s", ptext, err);
-    FILE *out = stdout, *ids = NULL;
-    if (g->a.out && !(out = fopen(g->a.out, "w")))
-        return fail("--out %s: %s", g->a.out, strerror(errno));
-    if (g->a.ids_out && !(ids = fopen(g->a.ids_out, "w"))) {
-        if (out != stdout)
-            fclose(out);
-        return fail("--ids %s: %s", g->a.ids_out, strerror(errno));
-    }
-    int32_t *gen = calloc((size_t)(g->B * g->T), sizeof *gen), *ng = calloc((size_t)g->B, sizeof *ng),
-            *plen = calloc((size_t)g->B, sizeof *plen);
-    g->len = calloc((size_t)g->B, sizeof *g->len), g->done = calloc((size_t)g->B, sizeof *g->done);
-    int64_t matches = 0, counted = 0, per_class[MMRT_FMNIST_CLASSES][2] = {{0}}; /* images, matches */
-    int rc = gen && ng && plen && g->len && g->done ? 0 : fail("out of memory");
-    double t0 = now();
-    for (int64_t k0 = 0; k0 < g->n && !rc; k0 += g->B) {
-        int64_t rows = g->n - k0 < g->B ? g->n - k0 : g->B;
-        rc = generate_batch(g, k0, rows, ptext ? prompt : NULL, nprompt, gen, ng, plen);
-        for (int64_t r = 0; r < rows && !rc; r++) {
-            const int32_t *gr = gen + r * g->T;
-            if (ids) { /* source, TAB, the prefix's ids, TAB, the generated ids */
-                const int32_t *text = at(g, g->text);
-                fprintf(ids, "%s\t", g->source[k0 + r]);
-                for (int i = 0; i < plen[r]; i++)
-                    fprintf(ids, "%s%d", i ? " " : "", (int)text[r * g->T + i]);
-                fputc('\t', ids);
-                for (int i = 0; i < ng[r]; i++)
-                    fprintf(ids, "%s%d", i ? " " : "", (int)gr[i]);
-                fputc('\n', ids);
-            }
-            if (g->m->task == MMRT_TASK_EVAL) {
-                int lb = g->label[k0 + r], hit = mmrt_caption_match(&g->cap, lb, gr, ng[r]);
-                matches += hit;
-                counted++;
-                if (lb >= 0 && lb < MMRT_FMNIST_CLASSES)
-                    per_class[lb][0]++, per_class[lb][1] += hit;
-                continue;
-            }
-            char cap[512];
-            if (mmrt_tok_decode(&g->cap.tok, gr, ng[r], cap, sizeof cap, err, sizeof err) != MMRT_OK)
-                rc = fail("%s", err);
-            else
-                fprintf(out, "%s\t%s\n", g->source[k0 + r], cap);
-        }
-        if (!g->a.quiet && isatty(2))
-            fprintf(stderr, "\rgenerator: %lld/%lld images", (long long)(k0 + rows), (long long)g->n);
+static int run(Gen *g) {
+  char err[ERRLEN];
+  int32_t prompt[MMRT_CAPTION_MAX_WORDS * 4];
+  int nprompt = 0;
+  const char *ptext = g->a.prompt                        ? g->a.prompt
+                      : g->m->task == MMRT_TASK_GENERATE ? mmrt_caption_prompt(0)
+                                                         : NULL;
+  if (ptext && mmrt_tok_encode(&g->cap.tok, ptext, prompt, (int)(sizeof prompt / sizeof *prompt),
+                               &nprompt, err, sizeof err) != MMRT_OK)
+    return fail("--prompt \"%s\": %s", ptext, err);
+  FILE *out = stdout, *ids = NULL;
+  if (g->a.out && !(out = fopen(g->a.out, "w")))
+    return fail("--out %s: %s", g->a.out, strerror(errno));
+  if (g->a.ids_out && !(ids = fopen(g->a.ids_out, "w"))) {
+    if (out != stdout) fclose(out);
+    return fail("--ids %s: %s", g->a.ids_out, strerror(errno));
+  }
+  int32_t *gen = calloc((size_t)(g->B * g->T), sizeof *gen), *ng = calloc((size_t)g->B, sizeof *ng),
+          *plen = calloc((size_t)g->B, sizeof *plen);
+  g->len = calloc((size_t)g->B, sizeof *g->len), g->done = calloc((size_t)g->B, sizeof *g->done);
+  int64_t matches = 0, counted = 0, per_class[MMRT_FMNIST_CLASSES][2] = {{0}}; /* images, matches */
+  int rc = gen && ng && plen && g->len && g->done ? 0 : fail("out of memory");
+  double t0 = now();
+  for (int64_t k0 = 0; k0 < g->n && !rc; k0 += g->B) {
+    int64_t rows = g->n - k0 < g->B ? g->n - k0 : g->B;
+    rc = generate_batch(g, k0, rows, ptext ? prompt : NULL, nprompt, gen, ng, plen);
+    for (int64_t r = 0; r < rows && !rc; r++) {
+      const int32_t *gr = gen + r * g->T;
+      if (ids) { /* source, TAB, the prefix's ids, TAB, the generated ids */
+        const int32_t *text = at(g, g->text);
+        fprintf(ids, "%s\t", g->source[k0 + r]);
+        for (int i = 0; i < plen[r]; i++)
+          fprintf(ids, "%s%d", i ? " " : "", (int)text[r * g->T + i]);
+        fputc('\t', ids);
+        for (int i = 0; i < ng[r]; i++) fprintf(ids, "%s%d", i ? " " : "", (int)gr[i]);
+        fputc('\n', ids);
+      }
+      if (g->m->task == MMRT_TASK_EVAL) {
+        int lb = g->label[k0 + r], hit = mmrt_caption_match(&g->cap, lb, gr, ng[r]);
+        matches += hit;
+        counted++;
+        if (lb >= 0 && lb < MMRT_FMNIST_CLASSES) per_class[lb][0]++, per_class[lb][1] += hit;
+        continue;
+      }
+      char cap[512];
+      if (mmrt_tok_decode(&g->cap.tok, gr, ng[r], cap, sizeof cap, err, sizeof err) != MMRT_OK)
+        rc = fail("%s", err);
+      else
+        fprintf(out, "%s\t%s\n", g->source[k0 + r], cap);
     }
     if (!g->a.quiet && isatty(2))
-        fputc('\n', stderr);
-    double wall = now() - t0;
-    if (ids && fclose(ids) && !rc)
-        rc = fail("--ids %s: %s", g->a.ids_out, strerror(errno));
-    if (out != stdout && fclose(out) && !rc)
-        rc = fail("--out %s: %s", g->a.out, strerror(errno));
-    free(gen), free(ng), free(plen), free(g->len), free(g->done);
-    g->len = g->done = NULL;
-    if (rc)
-        return rc;
-    if (g->m->task == MMRT_TASK_EVAL) {
-        printf("eval: caption exact match %.4f (%lld of %lld test images)\n", counted ? (double)matches / counted : 0.0,
-               (long long)matches, (long long)counted);
-        for (int c = 0; c < MMRT_FMNIST_CLASSES; c++) /* which classes the captioner confuses */
-            if (per_class[c][0])
-                printf("  %-12s %.4f (%lld of %lld)\n", mmrt_fmnist_class_name(c),
-                       (double)per_class[c][1] / (double)per_class[c][0], (long long)per_class[c][1],
-                       (long long)per_class[c][0]);
-        int64_t total = 0;
-        for (int r = 0; r < MMRT_NARENAS; r++)
-            total += g->m->arena_bytes[r];
-        printf("allocated arena bytes: param=%lld grad=%lld opt=%lld act=%lld input=%lld total=%lld\n",
-               (long long)g->m->arena_bytes[MMRT_ARENA_PARAM], (long long)g->m->arena_bytes[MMRT_ARENA_GRAD],
-               (long long)g->m->arena_bytes[MMRT_ARENA_OPT], (long long)g->m->arena_bytes[MMRT_ARENA_ACT],
-               (long long)g->m->arena_bytes[MMRT_ARENA_INPUT], (long long)total);
-    }
-    if (!g->a.quiet)
-        fprintf(stderr,
-                "generator: %lld images, %lld tokens generated %s KV cache in %.3f s (%.0f tokens/s; %lld step calls, "
-                "%.3f s in them)\n",
-                (long long)g->n, (long long)g->tokens, g->a.no_cache ? "without the" : "with the", wall,
-                wall > 0 ? (double)g->tokens / wall : 0.0, (long long)g->steps, g->seconds);
-    return 0;
+      fprintf(stderr, "\rgenerator: %lld/%lld images", (long long)(k0 + rows), (long long)g->n);
+  }
+  if (!g->a.quiet && isatty(2)) fputc('\n', stderr);
+  double wall = now() - t0;
+  if (ids && fclose(ids) && !rc) rc = fail("--ids %s: %s", g->a.ids_out, strerror(errno));
+  if (out != stdout && fclose(out) && !rc) rc = fail("--out %s: %s", g->a.out, strerror(errno));
+  free(gen), free(ng), free(plen), free(g->len), free(g->done);
+  g->len = g->done = NULL;
+  if (rc) return rc;
+  if (g->m->task == MMRT_TASK_EVAL) {
+    printf("eval: caption exact match %.4f (%lld of %lld test images)\n",
+           counted ? (double)matches / counted : 0.0, (long long)matches, (long long)counted);
+    for (int c = 0; c < MMRT_FMNIST_CLASSES; c++) /* which classes the captioner confuses */
+      if (per_class[c][0])
+        printf("  %-12s %.4f (%lld of %lld)\n", mmrt_fmnist_class_name(c),
+               (double)per_class[c][1] / (double)per_class[c][0], (long long)per_class[c][1],
+               (long long)per_class[c][0]);
+    int64_t total = 0;
+    for (int r = 0; r < MMRT_NARENAS; r++) total += g->m->arena_bytes[r];
+    printf("allocated arena bytes: param=%lld grad=%lld opt=%lld act=%lld input=%lld total=%lld\n",
+           (long long)g->m->arena_bytes[MMRT_ARENA_PARAM],
+           (long long)g->m->arena_bytes[MMRT_ARENA_GRAD],
+           (long long)g->m->arena_bytes[MMRT_ARENA_OPT],
+           (long long)g->m->arena_bytes[MMRT_ARENA_ACT],
+           (long long)g->m->arena_bytes[MMRT_ARENA_INPUT], (long long)total);
+  }
+  if (!g->a.quiet)
+    fprintf(stderr,
+            "generator: %lld images, %lld tokens generated %s KV cache in %.3f s (%.0f tokens/s; "
+            "%lld step calls, "
+            "%.3f s in them)\n",
+            (long long)g->n, (long long)g->tokens, g->a.no_cache ? "without the" : "with the", wall,
+            wall > 0 ? (double)g->tokens / wall : 0.0, (long long)g->steps, g->seconds);
+  return 0;
 }
 
-int mmrt_generate_main(int argc, char **argv, const MmrtModelDesc *m)
-{
-    Gen g;
-    memset(&g, 0, sizeof g);
-    g.m = m;
-    int rc = parse_args(argc, argv, m, &g.a);
-    if (rc)
-        return rc < 0 ? 0 : rc;
-    rc = bind(&g) || alloc_arenas(&g) || load(&g, "--weights", g.a.weights, 0) ||
-         (g.a.adapters && load(&g, "--load-adapters", g.a.adapters, 1)) || read_images(&g);
-    if (!rc && !g.n)
-        rc = fail("no images to caption");
-    if (!rc)
-        rc = run(&g);
-    for (int r = 0; r < MMRT_NARENAS; r++)
-        free(g.arenas[r]);
-    for (int64_t k = 0; k < g.n; k++)
-        free(g.source[k]);
-    free(g.source), free(g.px), free(g.label);
-    mmrt_images_free(&g.test);
-    mmrt_kernels_shutdown();
-    return rc;
+int mmrt_generate_main(int argc, char **argv, const MmrtModelDesc *m) {
+  Gen g;
+  memset(&g, 0, sizeof g);
+  g.m = m;
+  int rc = parse_args(argc, argv, m, &g.a);
+  if (rc) return rc < 0 ? 0 : rc;
+  rc = bind(&g) || alloc_arenas(&g) || load(&g, "--weights", g.a.weights, 0) ||
+       (g.a.adapters && load(&g, "--load-adapters", g.a.adapters, 1)) || read_images(&g);
+  if (!rc && !g.n) rc = fail("no images to caption");
+  if (!rc) rc = run(&g);
+  for (int r = 0; r < MMRT_NARENAS; r++) free(g.arenas[r]);
+  for (int64_t k = 0; k < g.n; k++) free(g.source[k]);
+  free(g.source), free(g.px), free(g.label);
+  mmrt_images_free(&g.test);
+  mmrt_kernels_shutdown();
+  return rc;
 }

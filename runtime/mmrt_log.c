@@ -8,20 +8,18 @@
 #include <string.h>
 #include <sys/resource.h>
 
-int mmrt_errf(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
+int mmrt_errf(char *err, size_t errlen, int code, const char *fmt, ...) {
+  if (err && errlen) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+  }
+  return code;
 }
 
-const char *mmrt_status_name(int code)
-{
-    switch (code) {
+const char *mmrt_status_name(int code) {
+  switch (code) {
     case MMRT_OK: return "ok";
     case MMRT_ERR_IO: return "I/O error";
     case MMRT_ERR_NOTFOUND: return "not found";
@@ -29,171 +27,150 @@ const char *mmrt_status_name(int code)
     case MMRT_ERR_MISMATCH: return "mismatch";
     case MMRT_ERR_NOMEM: return "out of memory";
     case MMRT_ERR_ARG: return "bad argument";
-    }
-    return "unknown error";
+  }
+  return "unknown error";
 }
 
-int mmrt_log_open(MmrtLog *lg, const char *path, char *err, size_t errlen)
-{
-    memset(lg, 0, sizeof *lg);
-    if (strlen(path) >= sizeof lg->path)
-        return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: metrics log path too long", path);
-    lg->f = fopen(path, "a");
-    if (!lg->f)
-        return mmrt_errf(err, errlen, errno == ENOENT ? MMRT_ERR_NOTFOUND : MMRT_ERR_IO,
-                         "%s: cannot open metrics log for appending: %s", path,
-                         strerror(errno));
-    strcpy(lg->path, path);
-    return MMRT_OK;
+int mmrt_log_open(MmrtLog *lg, const char *path, char *err, size_t errlen) {
+  memset(lg, 0, sizeof *lg);
+  if (strlen(path) >= sizeof lg->path)
+    return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: metrics log path too long", path);
+  lg->f = fopen(path, "a");
+  if (!lg->f)
+    return mmrt_errf(err, errlen, errno == ENOENT ? MMRT_ERR_NOTFOUND : MMRT_ERR_IO,
+                     "%s: cannot open metrics log for appending: %s", path, strerror(errno));
+  strcpy(lg->path, path);
+  return MMRT_OK;
 }
 
 /* Appends to buf at *pos, never past len, always counting the full length. */
 typedef struct Out {
-    char *buf;
-    size_t len, pos;
+  char *buf;
+  size_t len, pos;
 } Out;
 
 static void put(Out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(Out *o, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    size_t room = o->pos < o->len ? o->len - o->pos : 0;
-    int n = vsnprintf(room ? o->buf + o->pos : NULL, room, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        o->pos += (size_t)n;
+static void put(Out *o, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  size_t room = o->pos < o->len ? o->len - o->pos : 0;
+  int n = vsnprintf(room ? o->buf + o->pos : NULL, room, fmt, ap);
+  va_end(ap);
+  if (n > 0) o->pos += (size_t)n;
 }
 
-static void put_json_string(Out *o, const char *s)
-{
-    put(o, "\"");
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            put(o, "\\%c", *p);
-        else if (*p == '\n')
-            put(o, "\\n");
-        else if (*p < 0x20)
-            put(o, "\\u%04x", *p);
-        else
-            put(o, "%c", *p);
-    }
-    put(o, "\"");
+static void put_json_string(Out *o, const char *s) {
+  put(o, "\"");
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    if (*p == '"' || *p == '\\')
+      put(o, "\\%c", *p);
+    else if (*p == '\n')
+      put(o, "\\n");
+    else if (*p < 0x20)
+      put(o, "\\u%04x", *p);
+    else
+      put(o, "%c", *p);
+  }
+  put(o, "\"");
 }
 
 /* Shortest of %.15g / %.17g that reads back exactly. */
-static void put_number(Out *o, double v)
-{
-    if (!isfinite(v)) {
-        put(o, "null");
-        return;
-    }
-    char tmp[40];
-    snprintf(tmp, sizeof tmp, "%.15g", v);
-    if (strtod(tmp, NULL) != v)
-        snprintf(tmp, sizeof tmp, "%.17g", v);
-    put(o, "%s", tmp);
+static void put_number(Out *o, double v) {
+  if (!isfinite(v)) {
+    put(o, "null");
+    return;
+  }
+  char tmp[40];
+  snprintf(tmp, sizeof tmp, "%.15g", v);
+  if (strtod(tmp, NULL) != v) snprintf(tmp, sizeof tmp, "%.17g", v);
+  put(o, "%s", tmp);
 }
 
-size_t mmrt_log_format(char *buf, size_t len, int64_t step,
-                       const MmrtLogField *fields, int nfields)
-{
-    Out o = {buf, len, 0};
-    if (len)
-        buf[0] = 0;
-    put(&o, "{\"step\": %lld", (long long)step);
-    for (int i = 0; i < nfields; i++) {
-        put(&o, ", ");
-        put_json_string(&o, fields[i].key);
-        put(&o, ": ");
-        if (fields[i].str)
-            put_json_string(&o, fields[i].str);
-        else
-            put_number(&o, fields[i].num);
-    }
-    put(&o, "}");
-    return o.pos;
+size_t mmrt_log_format(char *buf, size_t len, int64_t step, const MmrtLogField *fields,
+                       int nfields) {
+  Out o = {buf, len, 0};
+  if (len) buf[0] = 0;
+  put(&o, "{\"step\": %lld", (long long)step);
+  for (int i = 0; i < nfields; i++) {
+    put(&o, ", ");
+    put_json_string(&o, fields[i].key);
+    put(&o, ": ");
+    if (fields[i].str)
+      put_json_string(&o, fields[i].str);
+    else
+      put_number(&o, fields[i].num);
+  }
+  put(&o, "}");
+  return o.pos;
 }
 
-int mmrt_log_write(MmrtLog *lg, int64_t step, const MmrtLogField *fields,
-                   int nfields, char *err, size_t errlen)
-{
-    if (!lg->f)
-        return mmrt_errf(err, errlen, MMRT_ERR_ARG, "metrics log is not open");
-    char small[1024];
-    size_t n = mmrt_log_format(small, sizeof small, step, fields, nfields);
-    char *line = small;
-    if (n >= sizeof small) {
-        line = malloc(n + 1);
-        if (!line)
-            return mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "%s: out of memory for a log line",
-                             lg->path);
-        mmrt_log_format(line, n + 1, step, fields, nfields);
-    }
-    int bad = fprintf(lg->f, "%s\n", line) < 0 || fflush(lg->f) != 0;
-    int e = errno;
-    if (line != small)
-        free(line);
-    if (bad)
-        return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: writing metrics line for step %lld: %s",
-                         lg->path, (long long)step, strerror(e));
-    return MMRT_OK;
+int mmrt_log_write(MmrtLog *lg, int64_t step, const MmrtLogField *fields, int nfields, char *err,
+                   size_t errlen) {
+  if (!lg->f) return mmrt_errf(err, errlen, MMRT_ERR_ARG, "metrics log is not open");
+  char small[1024];
+  size_t n = mmrt_log_format(small, sizeof small, step, fields, nfields);
+  char *line = small;
+  if (n >= sizeof small) {
+    line = malloc(n + 1);
+    if (!line)
+      return mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "%s: out of memory for a log line", lg->path);
+    mmrt_log_format(line, n + 1, step, fields, nfields);
+  }
+  int bad = fprintf(lg->f, "%s\n", line) < 0 || fflush(lg->f) != 0;
+  int e = errno;
+  if (line != small) free(line);
+  if (bad)
+    return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: writing metrics line for step %lld: %s",
+                     lg->path, (long long)step, strerror(e));
+  return MMRT_OK;
 }
 
-int mmrt_log_write_json(MmrtLog *lg, int64_t step, const char *key,
-                        const char *json, char *err, size_t errlen)
-{
-    if (!lg->f)
-        return mmrt_errf(err, errlen, MMRT_ERR_ARG, "metrics log is not open");
-    char k[512];
-    Out o = {k, sizeof k, 0};
-    put_json_string(&o, key);
-    if (o.pos >= sizeof k)
-        return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: log key too long", lg->path);
-    int bad = fprintf(lg->f, "{\"step\": %lld, %s: %s}\n", (long long)step, k, json) < 0 ||
-              fflush(lg->f) != 0;
-    if (bad)
-        return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: writing metrics line for step %lld: %s",
-                         lg->path, (long long)step, strerror(errno));
-    return MMRT_OK;
+int mmrt_log_write_json(MmrtLog *lg, int64_t step, const char *key, const char *json, char *err,
+                        size_t errlen) {
+  if (!lg->f) return mmrt_errf(err, errlen, MMRT_ERR_ARG, "metrics log is not open");
+  char k[512];
+  Out o = {k, sizeof k, 0};
+  put_json_string(&o, key);
+  if (o.pos >= sizeof k)
+    return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: log key too long", lg->path);
+  int bad = fprintf(lg->f, "{\"step\": %lld, %s: %s}\n", (long long)step, k, json) < 0 ||
+            fflush(lg->f) != 0;
+  if (bad)
+    return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: writing metrics line for step %lld: %s",
+                     lg->path, (long long)step, strerror(errno));
+  return MMRT_OK;
 }
 
-void mmrt_log_close(MmrtLog *lg)
-{
-    if (lg->f)
-        fclose(lg->f);
-    lg->f = NULL;
+void mmrt_log_close(MmrtLog *lg) {
+  if (lg->f) fclose(lg->f);
+  lg->f = NULL;
 }
 
-void mmrt_format_hms(char *buf, size_t len, double seconds)
-{
-    if (!isfinite(seconds) || seconds < 0 || seconds > 1e12) {
-        snprintf(buf, len, "-:--:--");
-        return;
-    }
-    long long s = (long long)(seconds + 0.5);
-    snprintf(buf, len, "%lld:%02lld:%02lld", s / 3600, s / 60 % 60, s % 60);
+void mmrt_format_hms(char *buf, size_t len, double seconds) {
+  if (!isfinite(seconds) || seconds < 0 || seconds > 1e12) {
+    snprintf(buf, len, "-:--:--");
+    return;
+  }
+  long long s = (long long)(seconds + 0.5);
+  snprintf(buf, len, "%lld:%02lld:%02lld", s / 3600, s / 60 % 60, s % 60);
 }
 
-int mmrt_progress_format(char *buf, size_t len, int64_t step, int64_t total,
-                         double loss, double samples_per_s, double elapsed_s)
-{
-    char el[32], eta[32];
-    mmrt_format_hms(el, sizeof el, elapsed_s);
-    double left = step > 0 ? (double)(total - step) * elapsed_s / (double)step : -1;
-    mmrt_format_hms(eta, sizeof eta, left);
-    double pct = total > 0 ? 100.0 * (double)step / (double)total : 0;
-    double rss = (double)mmrt_peak_rss_bytes() / (1024.0 * 1024.0);
-    return snprintf(buf, len,
-                    "step %lld/%lld (%.1f%%) | loss %.4f | %.1f samples/s | elapsed %s"
-                    " | eta %s | peak rss %.1f MiB",
-                    (long long)step, (long long)total, pct, loss, samples_per_s, el, eta, rss);
+int mmrt_progress_format(char *buf, size_t len, int64_t step, int64_t total, double loss,
+                         double samples_per_s, double elapsed_s) {
+  char el[32], eta[32];
+  mmrt_format_hms(el, sizeof el, elapsed_s);
+  double left = step > 0 ? (double)(total - step) * elapsed_s / (double)step : -1;
+  mmrt_format_hms(eta, sizeof eta, left);
+  double pct = total > 0 ? 100.0 * (double)step / (double)total : 0;
+  double rss = (double)mmrt_peak_rss_bytes() / (1024.0 * 1024.0);
+  return snprintf(buf, len,
+                  "step %lld/%lld (%.1f%%) | loss %.4f | %.1f samples/s | elapsed %s"
+                  " | eta %s | peak rss %.1f MiB",
+                  (long long)step, (long long)total, pct, loss, samples_per_s, el, eta, rss);
 }
 
-int64_t mmrt_peak_rss_bytes(void)
-{
-    struct rusage ru;
-    if (getrusage(RUSAGE_SELF, &ru) != 0)
-        return 0;
-    return (int64_t)ru.ru_maxrss * 1024; /* Linux reports KiB */
+int64_t mmrt_peak_rss_bytes(void) {
+  struct rusage ru;
+  if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+  return (int64_t)ru.ru_maxrss * 1024; /* Linux reports KiB */
 }

@@ -13,13 +13,13 @@
 #include <stdio.h>
 
 typedef enum MmrtStatus {
-    MMRT_OK = 0,
-    MMRT_ERR_IO = -1,       /* open/read/write/rename failed */
-    MMRT_ERR_NOTFOUND = -2, /* file or directory does not exist */
-    MMRT_ERR_FORMAT = -3,   /* bad magic, bad header, truncated, corrupt */
-    MMRT_ERR_MISMATCH = -4, /* valid file, but not what the caller expects */
-    MMRT_ERR_NOMEM = -5,
-    MMRT_ERR_ARG = -6,      /* bad argument from the caller */
+  MMRT_OK = 0,
+  MMRT_ERR_IO = -1,       /* open/read/write/rename failed */
+  MMRT_ERR_NOTFOUND = -2, /* file or directory does not exist */
+  MMRT_ERR_FORMAT = -3,   /* bad magic, bad header, truncated, corrupt */
+  MMRT_ERR_MISMATCH = -4, /* valid file, but not what the caller expects */
+  MMRT_ERR_NOMEM = -5,
+  MMRT_ERR_ARG = -6, /* bad argument from the caller */
 } MmrtStatus;
 
 /* Format a message into err (if err && errlen) and return code. */
@@ -32,34 +32,34 @@ const char *mmrt_status_name(int code);
 /* ---- metrics log: one JSON object a line, flushed per line ---- */
 
 typedef struct MmrtLog {
-    FILE *f;
-    char path[4096];
+  FILE *f;
+  char path[4096];
 } MmrtLog;
 
 /* One key of a log line: a number, or a string when str != NULL.
  * Non-finite numbers are written as null (JSON has no NaN). */
 typedef struct MmrtLogField {
-    const char *key;
-    double num;
-    const char *str;
+  const char *key;
+  double num;
+  const char *str;
 } MmrtLogField;
 
 /* Open path for appending (created if absent). */
 int mmrt_log_open(MmrtLog *lg, const char *path, char *err, size_t errlen);
 
 /* Append {"step": step, key: value, ...}\n and flush. */
-int mmrt_log_write(MmrtLog *lg, int64_t step, const MmrtLogField *fields,
-                   int nfields, char *err, size_t errlen);
+int mmrt_log_write(MmrtLog *lg, int64_t step, const MmrtLogField *fields, int nfields, char *err,
+                   size_t errlen);
 
 /* The same line into buf (no newline); returns the length it needed, like
  * snprintf. */
-size_t mmrt_log_format(char *buf, size_t len, int64_t step,
-                       const MmrtLogField *fields, int nfields);
+size_t mmrt_log_format(char *buf, size_t len, int64_t step, const MmrtLogField *fields,
+                       int nfields);
 
 /* Append {"step": step, "key": json}\n and flush, json being written as
  * it is (the caller's JSON value, e.g. an object of counters). */
-int mmrt_log_write_json(MmrtLog *lg, int64_t step, const char *key,
-                        const char *json, char *err, size_t errlen);
+int mmrt_log_write_json(MmrtLog *lg, int64_t step, const char *key, const char *json, char *err,
+                        size_t errlen);
 
 void mmrt_log_close(MmrtLog *lg);
 
@@ -71,8 +71,8 @@ void mmrt_format_hms(char *buf, size_t len, double seconds);
 /* "step 120/500 (24.0%) | loss 0.6931 | 812.5 samples/s | elapsed 0:01:02
  *  | eta 0:03:17 | peak rss 512.3 MiB".  ETA is (total - step) * elapsed / step.
  * Returns what snprintf returns. */
-int mmrt_progress_format(char *buf, size_t len, int64_t step, int64_t total,
-                         double loss, double samples_per_s, double elapsed_s);
+int mmrt_progress_format(char *buf, size_t len, int64_t step, int64_t total, double loss,
+                         double samples_per_s, double elapsed_s);
 
 /* Peak resident set size of this process in bytes (getrusage), 0 if
  * unknown. */

@@ -34,743 +34,718 @@
 #define ERRLEN 1024
 
 typedef struct Args {
-    const char *data, *ckpt, *log, *dump_logits, *dump_inputs, *init_from, *load_adapters, *save_adapters, *save_weights;
-    int64_t steps, batch, eval_every, eval_batches, ckpt_every;
-    double lr;
-    uint64_t seed;
-    int has_lr, has_seed, resume, quiet;
+  const char *data, *ckpt, *log, *dump_logits, *dump_inputs, *init_from, *load_adapters,
+      *save_adapters, *save_weights;
+  int64_t steps, batch, eval_every, eval_batches, ckpt_every;
+  double lr;
+  uint64_t seed;
+  int has_lr, has_seed, resume, quiet;
 } Args;
 
 typedef enum Task { TASK_CLASSIFY, TASK_LM, TASK_CAPTION } Task;
 
 typedef struct Trainer {
-    const MmrtModelDesc *m;
-    Args a;
-    char *arenas[MMRT_NARENAS];
-    Task task;
-    const MmrtTensorDesc *x, *y, *lr, *step; /* bound inputs (lr, step: NULL for eval-only) */
-    const MmrtTensorDesc *text;              /* captioning: the text tokens */
-    MmrtCaptioner cap_train, cap_eval;
-    int64_t B, T;                            /* rows per batch; tokens per row (LM) */
-    MmrtImages train, test;
-    MmrtBatchIter it, eval_it;
-    int64_t done;                            /* steps completed */
-    MmrtLog log;
-    int has_log;
-    /* ranks: a mesh when the model was compiled for more than one */
-    MmrtMesh mesh;
-    int has_mesh, rank, world;
-    int64_t lo, rows;                        /* this rank's rows [lo, lo + rows) of each batch */
-    /* this rank's collectives in the training steps (not evaluation) */
-    /* the training steps' communication per phase, and [MMRT_NPHASES] in all */
-    MmrtCommCount step_comm[MMRT_NPHASES + 1][MMRT_COMM_NKINDS][MMRT_NAXES];
-    int64_t comm_steps;
+  const MmrtModelDesc *m;
+  Args a;
+  char *arenas[MMRT_NARENAS];
+  Task task;
+  const MmrtTensorDesc *x, *y, *lr, *step; /* bound inputs (lr, step: NULL for eval-only) */
+  const MmrtTensorDesc *text;              /* captioning: the text tokens */
+  MmrtCaptioner cap_train, cap_eval;
+  int64_t B, T; /* rows per batch; tokens per row (LM) */
+  MmrtImages train, test;
+  MmrtBatchIter it, eval_it;
+  int64_t done; /* steps completed */
+  MmrtLog log;
+  int has_log;
+  /* ranks: a mesh when the model was compiled for more than one */
+  MmrtMesh mesh;
+  int has_mesh, rank, world;
+  int64_t lo, rows; /* this rank's rows [lo, lo + rows) of each batch */
+  /* this rank's collectives in the training steps (not evaluation) */
+  /* the training steps' communication per phase, and [MMRT_NPHASES] in all */
+  MmrtCommCount step_comm[MMRT_NPHASES + 1][MMRT_COMM_NKINDS][MMRT_NAXES];
+  int64_t comm_steps;
 } Trainer;
 
 static volatile sig_atomic_t stop_requested;
-static void on_signal(int sig) { stop_requested = sig; }
+static void on_signal(int sig) {
+  stop_requested = sig;
+}
 static int g_rank = -1; /* named in messages when there are several */
 
 static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int fail(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (g_rank >= 0)
-        fprintf(stderr, "trainer (rank %d): error: ", g_rank);
-    else
-        fputs("trainer: error: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    return 1;
+static int fail(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  if (g_rank >= 0)
+    fprintf(stderr, "trainer (rank %d): error: ", g_rank);
+  else
+    fputs("trainer: error: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  return 1;
 }
 
 /* ---- arguments ---- */
 
-static void usage(FILE *out, const MmrtModelDesc *m)
-{
-    fprintf(out,
-            "usage: trainer [options]   (model %s, batch %lld)\n"
-            "  --data DIR         Fashion-MNIST IDX files (default %s)\n"
-            "  --steps N          train until step N (default %lld)\n"
-            "  --batch B          must equal the compiled batch (recompile with --set B=N to change it)\n"
-            "  --lr X             base learning rate (default %g from the model's train section)\n"
-            "  --seed S           run seed: initialisation, shuffling, dropout (default 42)\n"
-            "  --eval-every N     evaluate on the test split every N steps (default 0: at the end only)\n"
-            "  --eval-batches N   evaluate on at most N batches (default: the whole split)\n"
-            "  --ckpt DIR         write checkpoints there (at the end, and every --ckpt-every N steps)\n"
-            "  --resume           continue from the checkpoint in --ckpt DIR\n"
-            "  --log FILE         append metrics as JSON lines\n"
-            "  --dump-logits FILE write the logits of the first test batch (f32, row-major) after training\n"
-            "  --dump-inputs DIR  write each training step's inputs to DIR/step-NNNNNN.safetensors (for\n"
-            "                     checking against another implementation on the same batches)\n"
-            "  --init-from PATH   load parameters by name from a checkpoint directory or a .safetensors file\n"
-            "                     (another model's too: a LoRA model from its base); the others keep their init\n"
-            "  --load-adapters F  LoRA: load every adapter (*.lora_a, *.lora_b) from F\n"
-            "  --save-adapters F  LoRA: write the adapters alone to F after training (safetensors)\n"
-            "  --save-weights F   write every parameter and optimizer state, whole (gathered from the ranks),\n"
-            "                     to F after training (safetensors, from rank 0)\n"
-            "A model compiled for N ranks (--dp/--tp) runs under mpirun -np N.\n"
-            "  --quiet            no progress line\n",
-            m->name, (long long)m->batch, MMRT_FMNIST_DEFAULT_DIR, (long long)(m->steps > 0 ? m->steps : 100), m->lr);
+static void usage(FILE *out, const MmrtModelDesc *m) {
+  fprintf(
+      out,
+      "usage: trainer [options]   (model %s, batch %lld)\n"
+      "  --data DIR         Fashion-MNIST IDX files (default %s)\n"
+      "  --steps N          train until step N (default %lld)\n"
+      "  --batch B          must equal the compiled batch (recompile with --set B=N to change it)\n"
+      "  --lr X             base learning rate (default %g from the model's train section)\n"
+      "  --seed S           run seed: initialisation, shuffling, dropout (default 42)\n"
+      "  --eval-every N     evaluate on the test split every N steps (default 0: at the end only)\n"
+      "  --eval-batches N   evaluate on at most N batches (default: the whole split)\n"
+      "  --ckpt DIR         write checkpoints there (at the end, and every --ckpt-every N steps)\n"
+      "  --resume           continue from the checkpoint in --ckpt DIR\n"
+      "  --log FILE         append metrics as JSON lines\n"
+      "  --dump-logits FILE write the logits of the first test batch (f32, row-major) after "
+      "training\n"
+      "  --dump-inputs DIR  write each training step's inputs to DIR/step-NNNNNN.safetensors (for\n"
+      "                     checking against another implementation on the same batches)\n"
+      "  --init-from PATH   load parameters by name from a checkpoint directory or a .safetensors "
+      "file\n"
+      "                     (another model's too: a LoRA model from its base); the others keep "
+      "their init\n"
+      "  --load-adapters F  LoRA: load every adapter (*.lora_a, *.lora_b) from F\n"
+      "  --save-adapters F  LoRA: write the adapters alone to F after training (safetensors)\n"
+      "  --save-weights F   write every parameter and optimizer state, whole (gathered from the "
+      "ranks),\n"
+      "                     to F after training (safetensors, from rank 0)\n"
+      "A model compiled for N ranks (--dp/--tp) runs under mpirun -np N.\n"
+      "  --quiet            no progress line\n",
+      m->name, (long long)m->batch, MMRT_FMNIST_DEFAULT_DIR,
+      (long long)(m->steps > 0 ? m->steps : 100), m->lr);
 }
 
-static int parse_i64(const char *flag, const char *s, int64_t lo, int64_t *out)
-{
-    char *end;
-    errno = 0;
-    long long v = s ? strtoll(s, &end, 10) : 0;
-    if (!s || !*s || *end || errno || v < lo)
-        return fail("%s takes a whole number >= %lld, not '%s'", flag, (long long)lo, s ? s : "");
-    *out = v;
-    return 0;
+static int parse_i64(const char *flag, const char *s, int64_t lo, int64_t *out) {
+  char *end;
+  errno = 0;
+  long long v = s ? strtoll(s, &end, 10) : 0;
+  if (!s || !*s || *end || errno || v < lo)
+    return fail("%s takes a whole number >= %lld, not '%s'", flag, (long long)lo, s ? s : "");
+  *out = v;
+  return 0;
 }
 
 /* The flags that take a file or folder, and where each goes. */
-static const char **text_flag(Args *a, const char *f)
-{
-    const struct { const char *flag; const char **to; } t[] = {
-        {"--data", &a->data}, {"--ckpt", &a->ckpt}, {"--log", &a->log}, {"--save-weights", &a->save_weights},
-        {"--dump-inputs", &a->dump_inputs}, {"--dump-logits", &a->dump_logits}, {"--init-from", &a->init_from},
-        {"--load-adapters", &a->load_adapters}, {"--save-adapters", &a->save_adapters},
-    };
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-        if (!strcmp(f, t[i].flag))
-            return t[i].to;
-    return NULL;
+static const char **text_flag(Args *a, const char *f) {
+  const struct {
+    const char *flag;
+    const char **to;
+  } t[] = {
+      {"--data", &a->data},
+      {"--ckpt", &a->ckpt},
+      {"--log", &a->log},
+      {"--save-weights", &a->save_weights},
+      {"--dump-inputs", &a->dump_inputs},
+      {"--dump-logits", &a->dump_logits},
+      {"--init-from", &a->init_from},
+      {"--load-adapters", &a->load_adapters},
+      {"--save-adapters", &a->save_adapters},
+  };
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+    if (!strcmp(f, t[i].flag)) return t[i].to;
+  return NULL;
 }
 
 /* The flags that take a whole number >= 0 (--batch: >= 1). */
-static int64_t *int_flag(Args *a, const char *f)
-{
-    const struct { const char *flag; int64_t *to; } t[] = {
-        {"--steps", &a->steps}, {"--batch", &a->batch}, {"--eval-every", &a->eval_every},
-        {"--eval-batches", &a->eval_batches}, {"--ckpt-every", &a->ckpt_every},
-    };
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-        if (!strcmp(f, t[i].flag))
-            return t[i].to;
-    return NULL;
+static int64_t *int_flag(Args *a, const char *f) {
+  const struct {
+    const char *flag;
+    int64_t *to;
+  } t[] = {
+      {"--steps", &a->steps},           {"--batch", &a->batch},
+      {"--eval-every", &a->eval_every}, {"--eval-batches", &a->eval_batches},
+      {"--ckpt-every", &a->ckpt_every},
+  };
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+    if (!strcmp(f, t[i].flag)) return t[i].to;
+  return NULL;
 }
 
-static int is_valued(const char *f)
-{
-    static Args probe; /* only the fields' addresses are taken */
-    return text_flag(&probe, f) || int_flag(&probe, f) || !strcmp(f, "--seed") || !strcmp(f, "--lr");
+static int is_valued(const char *f) {
+  static Args probe; /* only the fields' addresses are taken */
+  return text_flag(&probe, f) || int_flag(&probe, f) || !strcmp(f, "--seed") || !strcmp(f, "--lr");
 }
 
-static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a)
-{
-    memset(a, 0, sizeof *a);
-    a->data = MMRT_FMNIST_DEFAULT_DIR;
-    a->steps = m->steps > 0 ? m->steps : 100;
-    a->batch = m->batch;
-    a->lr = m->lr;
-    a->seed = 42;
-    a->eval_batches = -1;
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int64_t n = 0;
-        int takes = 1, rc = 0;
-        if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
-            usage(stdout, m);
-            return -1;
-        } else if (!strcmp(f, "--resume")) {
-            a->resume = 1, takes = 0;
-        } else if (!strcmp(f, "--quiet")) {
-            a->quiet = 1, takes = 0;
-        } else if (is_valued(f) && !v) {
-            return fail("%s needs a value (see --help)", f);
-        } else if (text_flag(a, f)) {
-            *text_flag(a, f) = v;
-        } else if (int_flag(a, f)) {
-            rc = parse_i64(f, v, !strcmp(f, "--batch") ? 1 : 0, int_flag(a, f)); /* --steps 0: evaluate only */
-        } else if (!strcmp(f, "--seed")) {
-            rc = parse_i64(f, v, 0, &n);
-            a->seed = (uint64_t)n;
-            a->has_seed = 1;
-        } else if (!strcmp(f, "--lr")) {
-            char *end;
-            a->lr = strtod(v, &end);
-            if (!*v || *end || !(a->lr > 0) || !isfinite(a->lr))
-                return fail("--lr takes a positive number, not '%s'", v);
-            a->has_lr = 1;
-        } else {
-            fail("unknown option '%s'", f);
-            usage(stderr, m);
-            return 1;
-        }
-        if (rc)
-            return rc;
-        i += takes;
+static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a) {
+  memset(a, 0, sizeof *a);
+  a->data = MMRT_FMNIST_DEFAULT_DIR;
+  a->steps = m->steps > 0 ? m->steps : 100;
+  a->batch = m->batch;
+  a->lr = m->lr;
+  a->seed = 42;
+  a->eval_batches = -1;
+  for (int i = 1; i < argc; i++) {
+    const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    int64_t n = 0;
+    int takes = 1, rc = 0;
+    if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
+      usage(stdout, m);
+      return -1;
+    } else if (!strcmp(f, "--resume")) {
+      a->resume = 1, takes = 0;
+    } else if (!strcmp(f, "--quiet")) {
+      a->quiet = 1, takes = 0;
+    } else if (is_valued(f) && !v) {
+      return fail("%s needs a value (see --help)", f);
+    } else if (text_flag(a, f)) {
+      *text_flag(a, f) = v;
+    } else if (int_flag(a, f)) {
+      rc = parse_i64(f, v, !strcmp(f, "--batch") ? 1 : 0,
+                     int_flag(a, f)); /* --steps 0: evaluate only */
+    } else if (!strcmp(f, "--seed")) {
+      rc = parse_i64(f, v, 0, &n);
+      a->seed = (uint64_t)n;
+      a->has_seed = 1;
+    } else if (!strcmp(f, "--lr")) {
+      char *end;
+      a->lr = strtod(v, &end);
+      if (!*v || *end || !(a->lr > 0) || !isfinite(a->lr))
+        return fail("--lr takes a positive number, not '%s'", v);
+      a->has_lr = 1;
+    } else {
+      fail("unknown option '%s'", f);
+      usage(stderr, m);
+      return 1;
     }
-    if (a->batch != m->batch)
-        return fail("--batch %lld differs from the compiled batch %lld of model %s; recompile with "
-                    "`mmc compile ... --set B=%lld`",
-                    (long long)a->batch, (long long)m->batch, m->name, (long long)a->batch);
-    if (a->resume && !a->ckpt)
-        return fail("--resume needs --ckpt DIR (the checkpoint to continue from)");
-    if ((a->load_adapters || a->save_adapters) && m->lora_rank <= 0)
-        return fail("%s: model %s has no LoRA adapters", a->load_adapters ? "--load-adapters" : "--save-adapters",
-                    m->name);
-    return 0;
+    if (rc) return rc;
+    i += takes;
+  }
+  if (a->batch != m->batch)
+    return fail("--batch %lld differs from the compiled batch %lld of model %s; recompile with "
+                "`mmc compile ... --set B=%lld`",
+                (long long)a->batch, (long long)m->batch, m->name, (long long)a->batch);
+  if (a->resume && !a->ckpt)
+    return fail("--resume needs --ckpt DIR (the checkpoint to continue from)");
+  if ((a->load_adapters || a->save_adapters) && m->lora_rank <= 0)
+    return fail("%s: model %s has no LoRA adapters",
+                a->load_adapters ? "--load-adapters" : "--save-adapters", m->name);
+  return 0;
 }
 
 /* ---- binding inputs to data ---- */
 
-const MmrtTensorDesc *mmrt_desc_input(const MmrtModelDesc *m, const char *name)
-{
-    for (int64_t i = 0; i < m->ninputs; i++)
-        if (!strcmp(m->inputs[i].name, name))
-            return &m->inputs[i];
-    return NULL;
+const MmrtTensorDesc *mmrt_desc_input(const MmrtModelDesc *m, const char *name) {
+  for (int64_t i = 0; i < m->ninputs; i++)
+    if (!strcmp(m->inputs[i].name, name)) return &m->inputs[i];
+  return NULL;
 }
 
-static void shape_str(char *buf, size_t n, const MmrtTensorDesc *t)
-{
-    size_t k = (size_t)snprintf(buf, n, "%s[", mmrt_st_dtype_name((MmrtStDtype)t->dtype));
-    for (int64_t d = 0; d < t->ndim && k < n; d++)
-        k += (size_t)snprintf(buf + k, n - k, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
-    if (k < n)
-        snprintf(buf + k, n - k, "]");
+static void shape_str(char *buf, size_t n, const MmrtTensorDesc *t) {
+  size_t k = (size_t)snprintf(buf, n, "%s[", mmrt_st_dtype_name((MmrtStDtype)t->dtype));
+  for (int64_t d = 0; d < t->ndim && k < n; d++)
+    k += (size_t)snprintf(buf + k, n - k, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+  if (k < n) snprintf(buf + k, n - k, "]");
 }
 
-static int is(const MmrtTensorDesc *t, MmrtStDtype dt, int ndim, const int64_t *shape)
-{
-    if (!t || t->dtype != dt || t->ndim != ndim)
-        return 0;
-    for (int d = 0; d < ndim; d++)
-        if (shape[d] >= 0 && t->shape[d] != shape[d])
-            return 0;
-    return 1;
+static int is(const MmrtTensorDesc *t, MmrtStDtype dt, int ndim, const int64_t *shape) {
+  if (!t || t->dtype != dt || t->ndim != ndim) return 0;
+  for (int d = 0; d < ndim; d++)
+    if (shape[d] >= 0 && t->shape[d] != shape[d]) return 0;
+  return 1;
 }
 
 /* Classes (vocabulary) of the logits the trainer reads, all ranks together. */
-static int64_t classes(const MmrtModelDesc *m)
-{
-    int64_t a = m->logits_vocab_axis;
-    return m->logits_cols * (a >= 0 && a < MMRT_DESC_NAXES ? m->mesh[a] : 1);
+static int64_t classes(const MmrtModelDesc *m) {
+  int64_t a = m->logits_vocab_axis;
+  return m->logits_cols * (a >= 0 && a < MMRT_DESC_NAXES ? m->mesh[a] : 1);
 }
 
-static int bind(Trainer *t)
-{
-    const MmrtModelDesc *m = t->m;
-    t->B = m->batch;
-    t->lr = mmrt_desc_input(m, "lr");
-    t->step = mmrt_desc_input(m, "step");
-    if (t->lr && (t->lr->dtype != MMRT_ST_F32 || t->lr->ndim != 0))
-        return fail("model input 'lr' must be f32[] (the learning rate)");
-    if (t->step && (t->step->dtype != MMRT_ST_F32 || t->step->ndim != 0))
-        return fail("model input 'step' must be f32[] (the step counter)");
-    const MmrtTensorDesc *px = mmrt_desc_input(m, "pixels"), *ids = mmrt_desc_input(m, "ids"),
-                         *lb = mmrt_desc_input(m, "labels"), *text = mmrt_desc_input(m, "text");
-    const int64_t img[4] = {t->B, 1, MMRT_FMNIST_SIDE, MMRT_FMNIST_SIDE}, vec[1] = {t->B}, tok[2] = {t->B, -1};
-    char got[256] = "", buf[128];
-    if (px && is(px, MMRT_ST_F32, 4, img) && is(lb, MMRT_ST_I32, 1, vec)) {
-        t->task = TASK_CLASSIFY;
-        t->x = px, t->y = lb;
-        if (m->eval_logits_offset >= 0 && classes(m) < MMRT_FMNIST_CLASSES)
-            return fail("model %s classifies into %lld classes; Fashion-MNIST has %d", m->name,
-                        (long long)classes(m), MMRT_FMNIST_CLASSES);
-        return 0;
-    }
-    if (px && is(px, MMRT_ST_F32, 4, img) && text && is(text, MMRT_ST_I32, 2, tok) && lb &&
-        is(lb, MMRT_ST_I32, 2, text->shape)) {
-        t->task = TASK_CAPTION;
-        t->x = px, t->text = text, t->y = lb;
-        t->T = text->shape[1];
-        if (m->ignore_index != MMRT_IGNORE_INDEX)
-            return fail("model %s ignores label %lld; captions mark unlearned positions with %d", m->name,
-                        (long long)m->ignore_index, MMRT_IGNORE_INDEX);
-        return 0;
-    }
-    if (ids && is(ids, MMRT_ST_I32, 2, tok) && lb && is(lb, MMRT_ST_I32, 2, ids->shape)) {
-        t->task = TASK_LM;
-        t->x = ids, t->y = lb;
-        t->T = ids->shape[1];
-        if (t->T + 1 > MMRT_FMNIST_SIDE * MMRT_FMNIST_SIDE)
-            return fail("model %s reads sequences of %lld tokens; an image has only %d pixel bytes", m->name,
-                        (long long)t->T, MMRT_FMNIST_SIDE * MMRT_FMNIST_SIDE - 1);
-        if (m->eval_logits_offset >= 0 && classes(m) < 256)
-            return fail("model %s has a vocabulary of %lld; pixel bytes need 256", m->name, (long long)classes(m));
-        return 0;
-    }
-    for (int64_t i = 0; i < m->ninputs; i++) {
-        shape_str(buf, sizeof buf, &m->inputs[i]);
-        size_t k = strlen(got);
-        snprintf(got + k, sizeof got - k, "%s%s %s", i ? ", " : "", m->inputs[i].name, buf);
-    }
-    return fail("cannot bind the inputs of model %s (%s) to Fashion-MNIST: expected pixels F32[%lld, 1, 28, 28] "
-                "and labels I32[%lld] (classification), ids and labels I32[%lld, T] (pixel bytes as tokens), or "
-                "pixels, text and labels I32[%lld, T] (captions)",
-                m->name, got, (long long)t->B, (long long)t->B, (long long)t->B, (long long)t->B);
+static int bind(Trainer *t) {
+  const MmrtModelDesc *m = t->m;
+  t->B = m->batch;
+  t->lr = mmrt_desc_input(m, "lr");
+  t->step = mmrt_desc_input(m, "step");
+  if (t->lr && (t->lr->dtype != MMRT_ST_F32 || t->lr->ndim != 0))
+    return fail("model input 'lr' must be f32[] (the learning rate)");
+  if (t->step && (t->step->dtype != MMRT_ST_F32 || t->step->ndim != 0))
+    return fail("model input 'step' must be f32[] (the step counter)");
+  const MmrtTensorDesc *px = mmrt_desc_input(m, "pixels"), *ids = mmrt_desc_input(m, "ids"),
+                       *lb = mmrt_desc_input(m, "labels"), *text = mmrt_desc_input(m, "text");
+  const int64_t img[4] = {t->B, 1, MMRT_FMNIST_SIDE, MMRT_FMNIST_SIDE}, vec[1] = {t->B},
+                tok[2] = {t->B, -1};
+  char got[256] = "", buf[128];
+  if (px && is(px, MMRT_ST_F32, 4, img) && is(lb, MMRT_ST_I32, 1, vec)) {
+    t->task = TASK_CLASSIFY;
+    t->x = px, t->y = lb;
+    if (m->eval_logits_offset >= 0 && classes(m) < MMRT_FMNIST_CLASSES)
+      return fail("model %s classifies into %lld classes; Fashion-MNIST has %d", m->name,
+                  (long long)classes(m), MMRT_FMNIST_CLASSES);
+    return 0;
+  }
+  if (px && is(px, MMRT_ST_F32, 4, img) && text && is(text, MMRT_ST_I32, 2, tok) && lb &&
+      is(lb, MMRT_ST_I32, 2, text->shape)) {
+    t->task = TASK_CAPTION;
+    t->x = px, t->text = text, t->y = lb;
+    t->T = text->shape[1];
+    if (m->ignore_index != MMRT_IGNORE_INDEX)
+      return fail("model %s ignores label %lld; captions mark unlearned positions with %d", m->name,
+                  (long long)m->ignore_index, MMRT_IGNORE_INDEX);
+    return 0;
+  }
+  if (ids && is(ids, MMRT_ST_I32, 2, tok) && lb && is(lb, MMRT_ST_I32, 2, ids->shape)) {
+    t->task = TASK_LM;
+    t->x = ids, t->y = lb;
+    t->T = ids->shape[1];
+    if (t->T + 1 > MMRT_FMNIST_SIDE * MMRT_FMNIST_SIDE)
+      return fail("model %s reads sequences of %lld tokens; an image has only %d pixel bytes",
+                  m->name, (long long)t->T, MMRT_FMNIST_SIDE * MMRT_FMNIST_SIDE - 1);
+    if (m->eval_logits_offset >= 0 && classes(m) < 256)
+      return fail("model %s has a vocabulary of %lld; pixel bytes need 256", m->name,
+                  (long long)classes(m));
+    return 0;
+  }
+  for (int64_t i = 0; i < m->ninputs; i++) {
+    shape_str(buf, sizeof buf, &m->inputs[i]);
+    size_t k = strlen(got);
+    snprintf(got + k, sizeof got - k, "%s%s %s", i ? ", " : "", m->inputs[i].name, buf);
+  }
+  return fail("cannot bind the inputs of model %s (%s) to Fashion-MNIST: expected pixels F32[%lld, "
+              "1, 28, 28] "
+              "and labels I32[%lld] (classification), ids and labels I32[%lld, T] (pixel bytes as "
+              "tokens), or "
+              "pixels, text and labels I32[%lld, T] (captions)",
+              m->name, got, (long long)t->B, (long long)t->B, (long long)t->B, (long long)t->B);
 }
 
 /* The captioners (train: varied phrasings under the run seed; eval: the
  * canonical ones), once the seed is final; the vocabulary must fit. */
-static int init_captions(Trainer *t)
-{
-    char err[ERRLEN];
-    if (mmrt_caption_init(&t->cap_train, (int)t->T, (int)t->m->image_tokens, MMRT_CAPTION_TRAIN, t->a.seed, err, sizeof err) != MMRT_OK ||
-        mmrt_caption_init(&t->cap_eval, (int)t->T, (int)t->m->image_tokens, MMRT_CAPTION_EVAL, t->a.seed, err, sizeof err) != MMRT_OK ||
-        mmrt_tok_fits(&t->cap_train.tok, (int)classes(t->m), err, sizeof err) != MMRT_OK)
-        return fail("model %s cannot learn the captions: %s", t->m->name, err);
-    return 0;
+static int init_captions(Trainer *t) {
+  char err[ERRLEN];
+  if (mmrt_caption_init(&t->cap_train, (int)t->T, (int)t->m->image_tokens, MMRT_CAPTION_TRAIN,
+                        t->a.seed, err, sizeof err) != MMRT_OK ||
+      mmrt_caption_init(&t->cap_eval, (int)t->T, (int)t->m->image_tokens, MMRT_CAPTION_EVAL,
+                        t->a.seed, err, sizeof err) != MMRT_OK ||
+      mmrt_tok_fits(&t->cap_train.tok, (int)classes(t->m), err, sizeof err) != MMRT_OK)
+    return fail("model %s cannot learn the captions: %s", t->m->name, err);
+  return 0;
 }
 
-static void *at(Trainer *t, const MmrtTensorDesc *d) { return t->arenas[d->arena] + d->offset; }
+static void *at(Trainer *t, const MmrtTensorDesc *d) {
+  return t->arenas[d->arena] + d->offset;
+}
 
 /* Ranks on the axes of a split mask. */
-static int64_t ways(const Trainer *t, int64_t mask)
-{
-    int64_t n = 1;
-    for (int a = 0; a < MMRT_DESC_NAXES; a++)
-        if (mask >> a & 1)
-            n *= t->m->mesh[a];
-    return n;
+static int64_t ways(const Trainer *t, int64_t mask) {
+  int64_t n = 1;
+  for (int a = 0; a < MMRT_DESC_NAXES; a++)
+    if (mask >> a & 1) n *= t->m->mesh[a];
+  return n;
 }
 
 /* Elements this rank holds of a tensor (global dims divided by their splits). */
-static int64_t numel(const Trainer *t, const MmrtTensorDesc *d)
-{
-    int64_t n = 1;
-    for (int64_t i = 0; i < d->ndim; i++)
-        n *= d->shape[i] / ways(t, d->split[i]);
-    return n;
+static int64_t numel(const Trainer *t, const MmrtTensorDesc *d) {
+  int64_t n = 1;
+  for (int64_t i = 0; i < d->ndim; i++) n *= d->shape[i] / ways(t, d->split[i]);
+  return n;
 }
 
-static void *mesh_of(Trainer *t) { return t->has_mesh ? &t->mesh : NULL; }
+static void *mesh_of(Trainer *t) {
+  return t->has_mesh ? &t->mesh : NULL;
+}
 
 /* Runs a step; a failed collective ends the job (the other ranks may be
  * waiting in it), bad data is reported like any error. */
-static int run_step(Trainer *t, MmrtStepFn fn, const char *what)
-{
-    if (fn(t->arenas, t->a.seed, mesh_of(t)) >= 0)
-        return 0;
-    if (t->has_mesh && t->mesh.err[0]) {
-        fail("%s: %s", what, t->mesh.err);
-        mmrt_comm_abort(1);
-    }
-    return fail("%s failed (bad labels or ids; see above)", what);
+static int run_step(Trainer *t, MmrtStepFn fn, const char *what) {
+  if (fn(t->arenas, t->a.seed, mesh_of(t)) >= 0) return 0;
+  if (t->has_mesh && t->mesh.err[0]) {
+    fail("%s: %s", what, t->mesh.err);
+    mmrt_comm_abort(1);
+  }
+  return fail("%s failed (bad labels or ids; see above)", what);
 }
 
 /* Adds the counters' change since `before` to the training-step table;
  * returns the bytes this rank sent in between. */
 typedef MmrtCommCount CommSnap[MMRT_NPHASES + 1][MMRT_COMM_NKINDS][MMRT_NAXES];
 
-static MmrtCommCount comm_count(int p, int k, int a)
-{
-    return p == MMRT_NPHASES ? mmrt_comm_counter((MmrtCommKind)k, (MmrtAxis)a)
-                             : mmrt_comm_counter_phase((MmrtCommPhase)p, (MmrtCommKind)k, (MmrtAxis)a);
+static MmrtCommCount comm_count(int p, int k, int a) {
+  return p == MMRT_NPHASES
+             ? mmrt_comm_counter((MmrtCommKind)k, (MmrtAxis)a)
+             : mmrt_comm_counter_phase((MmrtCommPhase)p, (MmrtCommKind)k, (MmrtAxis)a);
 }
 
 /* Adds the counters' change since `before` to the training-step table;
  * returns the bytes this rank sent in between. */
-static uint64_t add_step_comm(Trainer *t, CommSnap before)
-{
-    uint64_t bytes = 0;
-    for (int p = 0; p <= MMRT_NPHASES; p++)
-        for (int k = 0; k < MMRT_COMM_NKINDS; k++)
-            for (int a = 0; a < MMRT_NAXES; a++) {
-                MmrtCommCount c = comm_count(p, k, a), *s = &t->step_comm[p][k][a];
-                s->calls += c.calls - before[p][k][a].calls;
-                s->elems += c.elems - before[p][k][a].elems;
-                s->bytes += c.bytes - before[p][k][a].bytes;
-                if (p == MMRT_NPHASES)
-                    bytes += c.bytes - before[p][k][a].bytes;
-                if (c.calls != before[p][k][a].calls)
-                    s->n = c.n;
-            }
-    t->comm_steps++;
-    return bytes;
+static uint64_t add_step_comm(Trainer *t, CommSnap before) {
+  uint64_t bytes = 0;
+  for (int p = 0; p <= MMRT_NPHASES; p++)
+    for (int k = 0; k < MMRT_COMM_NKINDS; k++)
+      for (int a = 0; a < MMRT_NAXES; a++) {
+        MmrtCommCount c = comm_count(p, k, a), *s = &t->step_comm[p][k][a];
+        s->calls += c.calls - before[p][k][a].calls;
+        s->elems += c.elems - before[p][k][a].elems;
+        s->bytes += c.bytes - before[p][k][a].bytes;
+        if (p == MMRT_NPHASES) bytes += c.bytes - before[p][k][a].bytes;
+        if (c.calls != before[p][k][a].calls) s->n = c.n;
+      }
+  t->comm_steps++;
+  return bytes;
 }
 
-static void snap_comm(CommSnap snap)
-{
-    for (int p = 0; p <= MMRT_NPHASES; p++)
-        for (int k = 0; k < MMRT_COMM_NKINDS; k++)
-            for (int a = 0; a < MMRT_NAXES; a++)
-                snap[p][k][a] = comm_count(p, k, a);
+static void snap_comm(CommSnap snap) {
+  for (int p = 0; p <= MMRT_NPHASES; p++)
+    for (int k = 0; k < MMRT_COMM_NKINDS; k++)
+      for (int a = 0; a < MMRT_NAXES; a++) snap[p][k][a] = comm_count(p, k, a);
 }
 
 /* One table as JSON: {kind.axis: {n, calls, elems, bytes}, ..., "bytes": b}. */
-static size_t comm_table_json(char *buf, size_t len, MmrtCommCount tab[MMRT_COMM_NKINDS][MMRT_NAXES])
-{
-    size_t pos = (size_t)snprintf(buf, len, "{");
-    uint64_t bytes = 0;
-    for (int k = 0; k < MMRT_COMM_NKINDS; k++)
-        for (int a = 0; a < MMRT_NAXES; a++) {
-            const MmrtCommCount *c = &tab[k][a];
-            if (!c->calls)
-                continue;
-            pos += (size_t)snprintf(buf + pos, pos < len ? len - pos : 0,
-                                    "\"%s.%s\":{\"n\":%d,\"calls\":%llu,\"elems\":%llu,\"bytes\":%llu},",
-                                    mmrt_comm_kind_name((MmrtCommKind)k), mmrt_axis_name((MmrtAxis)a), c->n,
-                                    (unsigned long long)c->calls, (unsigned long long)c->elems,
-                                    (unsigned long long)c->bytes);
-            bytes += c->bytes;
-        }
-    pos += (size_t)snprintf(buf + pos, pos < len ? len - pos : 0, "\"bytes\":%llu}", (unsigned long long)bytes);
-    return pos;
+static size_t comm_table_json(char *buf, size_t len,
+                              MmrtCommCount tab[MMRT_COMM_NKINDS][MMRT_NAXES]) {
+  size_t pos = (size_t)snprintf(buf, len, "{");
+  uint64_t bytes = 0;
+  for (int k = 0; k < MMRT_COMM_NKINDS; k++)
+    for (int a = 0; a < MMRT_NAXES; a++) {
+      const MmrtCommCount *c = &tab[k][a];
+      if (!c->calls) continue;
+      pos += (size_t)snprintf(buf + pos, pos < len ? len - pos : 0,
+                              "\"%s.%s\":{\"n\":%d,\"calls\":%llu,\"elems\":%llu,\"bytes\":%llu},",
+                              mmrt_comm_kind_name((MmrtCommKind)k), mmrt_axis_name((MmrtAxis)a),
+                              c->n, (unsigned long long)c->calls, (unsigned long long)c->elems,
+                              (unsigned long long)c->bytes);
+      bytes += c->bytes;
+    }
+  pos += (size_t)snprintf(buf + pos, pos < len ? len - pos : 0, "\"bytes\":%llu}",
+                          (unsigned long long)bytes);
+  return pos;
 }
 
 /* The metrics log's line of this rank's communication: {"steps": n,
  * "train": {kind.axis: {n, calls, elems, bytes}, ..., "bytes": b} of the
  * training steps, "total": the same of the whole run so far (with
  * evaluation)}. */
-static int log_comm(Trainer *t)
-{
-    char err[ERRLEN];
-    size_t tl = mmrt_comm_counters_json(NULL, 0) + 1,
-           need = tl + 256 + (MMRT_NPHASES + 1) * 128 * MMRT_COMM_NKINDS * MMRT_NAXES;
-    char *buf = malloc(need);
-    if (!buf)
-        return fail("out of memory for the communication counters");
-    size_t pos = (size_t)snprintf(buf, need, "{\"steps\":%lld,\"train\":", (long long)t->comm_steps);
-    pos += comm_table_json(buf + pos, need - pos, t->step_comm[MMRT_NPHASES]);
-    for (int p = 0; p < MMRT_NPHASES; p++) {
-        pos += (size_t)snprintf(buf + pos, need - pos, ",\"train_%s\":", mmrt_comm_phase_name((MmrtCommPhase)p));
-        pos += comm_table_json(buf + pos, need - pos, t->step_comm[p]);
-    }
-    pos += (size_t)snprintf(buf + pos, need - pos, ",\"total\":");
-    mmrt_comm_counters_json(buf + pos, need - pos - 1);
-    pos = strlen(buf);
-    snprintf(buf + pos, need - pos, "}");
-    int rc = mmrt_log_write_json(&t->log, t->done, "comm", buf, err, sizeof err);
-    free(buf);
-    return rc == MMRT_OK ? 0 : fail("%s", err);
+static int log_comm(Trainer *t) {
+  char err[ERRLEN];
+  size_t tl = mmrt_comm_counters_json(NULL, 0) + 1,
+         need = tl + 256 + (MMRT_NPHASES + 1) * 128 * MMRT_COMM_NKINDS * MMRT_NAXES;
+  char *buf = malloc(need);
+  if (!buf) return fail("out of memory for the communication counters");
+  size_t pos = (size_t)snprintf(buf, need, "{\"steps\":%lld,\"train\":", (long long)t->comm_steps);
+  pos += comm_table_json(buf + pos, need - pos, t->step_comm[MMRT_NPHASES]);
+  for (int p = 0; p < MMRT_NPHASES; p++) {
+    pos += (size_t)snprintf(buf + pos, need - pos,
+                            ",\"train_%s\":", mmrt_comm_phase_name((MmrtCommPhase)p));
+    pos += comm_table_json(buf + pos, need - pos, t->step_comm[p]);
+  }
+  pos += (size_t)snprintf(buf + pos, need - pos, ",\"total\":");
+  mmrt_comm_counters_json(buf + pos, need - pos - 1);
+  pos = strlen(buf);
+  snprintf(buf + pos, need - pos, "}");
+  int rc = mmrt_log_write_json(&t->log, t->done, "comm", buf, err, sizeof err);
+  free(buf);
+  return rc == MMRT_OK ? 0 : fail("%s", err);
 }
 
 /* Rows [0, B) of the iterator's current batch into the inputs; rows past
  * `rows` are padding (labels = the loss's ignore index). `sample0` numbers
  * the batch's first sample for the LM offsets (train: (step - 1) * B). */
-static void fill_batch(Trainer *t, const MmrtBatchIter *it, int64_t rows, int eval, uint64_t sample0)
-{
-    int32_t *y = at(t, t->y);
-    const int64_t lo = t->lo, hi = t->lo + t->rows;
-    if (t->task == TASK_CAPTION) {
-        mmrt_caption_fill(eval ? &t->cap_eval : &t->cap_train, it, lo, hi, at(t, t->x), at(t, t->text), y);
-        return;
+static void fill_batch(Trainer *t, const MmrtBatchIter *it, int64_t rows, int eval,
+                       uint64_t sample0) {
+  int32_t *y = at(t, t->y);
+  const int64_t lo = t->lo, hi = t->lo + t->rows;
+  if (t->task == TASK_CAPTION) {
+    mmrt_caption_fill(eval ? &t->cap_eval : &t->cap_train, it, lo, hi, at(t, t->x), at(t, t->text),
+                      y);
+    return;
+  }
+  if (t->task == TASK_CLASSIFY) {
+    mmrt_iter_fill(it, lo, hi, at(t, t->x), y);
+    for (int64_t k = rows > lo ? rows : lo; k < hi; k++) y[k - lo] = (int32_t)t->m->ignore_index;
+    return;
+  }
+  int32_t *ids = at(t, t->x);
+  const int64_t npx = MMRT_FMNIST_SIDE * MMRT_FMNIST_SIDE, span = npx - t->T;
+  uint64_t stream = mmrt_rng_stream(eval ? "data/offset/eval" : "data/offset", 0);
+  for (int64_t k = lo; k < hi; k++) {
+    int32_t *ir = ids + (k - lo) * t->T, *lr = y + (k - lo) * t->T;
+    if (k >= rows) {
+      for (int64_t j = 0; j < t->T; j++) ir[j] = 0, lr[j] = (int32_t)t->m->ignore_index;
+      continue;
     }
-    if (t->task == TASK_CLASSIFY) {
-        mmrt_iter_fill(it, lo, hi, at(t, t->x), y);
-        for (int64_t k = rows > lo ? rows : lo; k < hi; k++)
-            y[k - lo] = (int32_t)t->m->ignore_index;
-        return;
-    }
-    int32_t *ids = at(t, t->x);
-    const int64_t npx = MMRT_FMNIST_SIDE * MMRT_FMNIST_SIDE, span = npx - t->T;
-    uint64_t stream = mmrt_rng_stream(eval ? "data/offset/eval" : "data/offset", 0);
-    for (int64_t k = lo; k < hi; k++) {
-        int32_t *ir = ids + (k - lo) * t->T, *lr = y + (k - lo) * t->T;
-        if (k >= rows) {
-            for (int64_t j = 0; j < t->T; j++)
-                ir[j] = 0, lr[j] = (int32_t)t->m->ignore_index;
-            continue;
-        }
-        int64_t img = mmrt_iter_index(it, k);
-        uint64_t key = eval ? (uint64_t)img : sample0 + (uint64_t)k;
-        int64_t off = (int64_t)(mmrt_rng_u32(eval ? 0 : t->a.seed, stream, key) % (uint32_t)span);
-        const uint8_t *px = it->ds->pixels + img * npx + off;
-        for (int64_t j = 0; j < t->T; j++)
-            ir[j] = px[j], lr[j] = px[j + 1];
-    }
+    int64_t img = mmrt_iter_index(it, k);
+    uint64_t key = eval ? (uint64_t)img : sample0 + (uint64_t)k;
+    int64_t off = (int64_t)(mmrt_rng_u32(eval ? 0 : t->a.seed, stream, key) % (uint32_t)span);
+    const uint8_t *px = it->ds->pixels + img * npx + off;
+    for (int64_t j = 0; j < t->T; j++) ir[j] = px[j], lr[j] = px[j + 1];
+  }
 }
 
 /* ---- parameters ---- */
 
 /* Elements [g, g + n) of a parameter's global initial values into w. */
-static void init_run(Trainer *t, const MmrtTensorDesc *p, float *w, uint64_t g, int64_t n)
-{
-    char name[600];
-    snprintf(name, sizeof name, "init/%s", p->name);
-    uint64_t stream = mmrt_rng_stream(name, 0), e = g + (uint64_t)n;
-    int64_t total = 1;
-    for (int64_t d = 0; d < p->ndim; d++)
-        total *= p->shape[d];
-    switch (p->init) {
+static void init_run(Trainer *t, const MmrtTensorDesc *p, float *w, uint64_t g, int64_t n) {
+  char name[600];
+  snprintf(name, sizeof name, "init/%s", p->name);
+  uint64_t stream = mmrt_rng_stream(name, 0), e = g + (uint64_t)n;
+  int64_t total = 1;
+  for (int64_t d = 0; d < p->ndim; d++) total *= p->shape[d];
+  switch (p->init) {
     case MMRT_INIT_ONES: mmrt_fill(w, 1.0f, (size_t)n); break;
     case MMRT_INIT_FILL: mmrt_fill(w, (float)p->init_a, (size_t)n); break;
-    case MMRT_INIT_NORMAL: mmrt_rng_normal(w, t->a.seed, stream, g, e, 0.0f, (float)p->init_a); break;
+    case MMRT_INIT_NORMAL:
+      mmrt_rng_normal(w, t->a.seed, stream, g, e, 0.0f, (float)p->init_a);
+      break;
     case MMRT_INIT_UNIFORM:
     case MMRT_INIT_FAN_IN: {
-        double lo = p->init_a, hi = p->init_b;
-        if (p->init == MMRT_INIT_FAN_IN) {
-            int64_t fan_in = p->ndim >= 2 ? total / p->shape[0] : total;
-            hi = p->init_a / sqrt((double)fan_in);
-            lo = -hi;
-        }
-        mmrt_rng_uniform(w, t->a.seed, stream, g, e);
-        for (int64_t i = 0; i < n; i++)
-            w[i] = (float)(lo + (hi - lo) * w[i]);
-        break;
+      double lo = p->init_a, hi = p->init_b;
+      if (p->init == MMRT_INIT_FAN_IN) {
+        int64_t fan_in = p->ndim >= 2 ? total / p->shape[0] : total;
+        hi = p->init_a / sqrt((double)fan_in);
+        lo = -hi;
+      }
+      mmrt_rng_uniform(w, t->a.seed, stream, g, e);
+      for (int64_t i = 0; i < n; i++) w[i] = (float)(lo + (hi - lo) * w[i]);
+      break;
     }
     default: memset(w, 0, (size_t)n * sizeof(float)); break; /* zeros, none, optimizer state */
-    }
+  }
 }
 
 /* The part of a dim split by the axes of `mask` this rank holds: tp is the
  * outermost split, then cp, then dp (as the IR orders them). */
-static int64_t part_of(const Trainer *t, int64_t mask)
-{
-    static const int order[3] = {MMRT_DESC_AXIS_TP, MMRT_DESC_AXIS_CP, MMRT_DESC_AXIS_DP};
-    int64_t c = 0;
-    for (int k = 0; k < 3; k++) {
-        int a = order[k];
-        if (mask >> a & 1)
-            c = c * t->m->mesh[a] + (t->has_mesh ? t->mesh.coord[a] : 0);
-    }
-    return c;
+static int64_t part_of(const Trainer *t, int64_t mask) {
+  static const int order[3] = {MMRT_DESC_AXIS_TP, MMRT_DESC_AXIS_CP, MMRT_DESC_AXIS_DP};
+  int64_t c = 0;
+  for (int k = 0; k < 3; k++) {
+    int a = order[k];
+    if (mask >> a & 1) c = c * t->m->mesh[a] + (t->has_mesh ? t->mesh.coord[a] : 0);
+  }
+  return c;
 }
 
 /* A parameter's initial values; a rank holding part of split dims gets
  * exactly the elements the one-rank run puts there: each run along the
  * last dim is contiguous in the whole tensor too. */
-static int init_param(Trainer *t, const MmrtTensorDesc *p)
-{
-    float *w = at(t, p);
-    int64_t r = p->ndim, len[MMRT_DESC_MAX_DIMS], first[MMRT_DESC_MAX_DIMS], stride[MMRT_DESC_MAX_DIMS];
-    if (r == 0) {
-        init_run(t, p, w, 0, 1);
-        return 0;
-    }
-    for (int64_t d = r - 1, k = 1; d >= 0; d--) {
-        len[d] = p->shape[d] / ways(t, p->split[d]);
-        first[d] = part_of(t, p->split[d]) * len[d];
-        stride[d] = k;
-        k *= p->shape[d];
-    }
-    int64_t runs = numel(t, p) / len[r - 1], idx[MMRT_DESC_MAX_DIMS] = {0};
-    for (int64_t q = 0; q < runs; q++) { /* idx: the local position of run q in dims 0 .. r-2 */
-        int64_t g = first[r - 1];
-        for (int64_t d = 0; d < r - 1; d++)
-            g += (first[d] + idx[d]) * stride[d];
-        init_run(t, p, w + q * len[r - 1], (uint64_t)g, len[r - 1]);
-        for (int64_t d = r - 2; d >= 0 && ++idx[d] == len[d]; d--)
-            idx[d] = 0;
-    }
+static int init_param(Trainer *t, const MmrtTensorDesc *p) {
+  float *w = at(t, p);
+  int64_t r = p->ndim, len[MMRT_DESC_MAX_DIMS], first[MMRT_DESC_MAX_DIMS],
+          stride[MMRT_DESC_MAX_DIMS];
+  if (r == 0) {
+    init_run(t, p, w, 0, 1);
     return 0;
+  }
+  for (int64_t d = r - 1, k = 1; d >= 0; d--) {
+    len[d] = p->shape[d] / ways(t, p->split[d]);
+    first[d] = part_of(t, p->split[d]) * len[d];
+    stride[d] = k;
+    k *= p->shape[d];
+  }
+  int64_t runs = numel(t, p) / len[r - 1], idx[MMRT_DESC_MAX_DIMS] = {0};
+  for (int64_t q = 0; q < runs; q++) { /* idx: the local position of run q in dims 0 .. r-2 */
+    int64_t g = first[r - 1];
+    for (int64_t d = 0; d < r - 1; d++) g += (first[d] + idx[d]) * stride[d];
+    init_run(t, p, w + q * len[r - 1], (uint64_t)g, len[r - 1]);
+    for (int64_t d = r - 2; d >= 0 && ++idx[d] == len[d]; d--) idx[d] = 0;
+  }
+  return 0;
 }
 
-static int alloc_arenas(Trainer *t)
-{
-    for (int r = 0; r < MMRT_NARENAS; r++) {
-        int64_t n = t->m->arena_bytes[r];
-        if (n <= 0)
-            continue;
-        t->arenas[r] = aligned_alloc(64, (size_t)n);
-        if (!t->arenas[r])
-            return fail("cannot allocate %lld bytes for arena %d", (long long)n, r);
-        memset(t->arenas[r], 0, (size_t)n);
-    }
-    for (int64_t i = 0; i < t->m->nparams; i++) {
-        const MmrtTensorDesc *p = &t->m->params[i];
-        if (p->dtype != MMRT_ST_F32)
-            return fail("parameter %s is %s; the trainer initialises f32 only", p->name,
-                        mmrt_st_dtype_name((MmrtStDtype)p->dtype));
-    }
-    return 0;
+static int alloc_arenas(Trainer *t) {
+  for (int r = 0; r < MMRT_NARENAS; r++) {
+    int64_t n = t->m->arena_bytes[r];
+    if (n <= 0) continue;
+    t->arenas[r] = aligned_alloc(64, (size_t)n);
+    if (!t->arenas[r]) return fail("cannot allocate %lld bytes for arena %d", (long long)n, r);
+    memset(t->arenas[r], 0, (size_t)n);
+  }
+  for (int64_t i = 0; i < t->m->nparams; i++) {
+    const MmrtTensorDesc *p = &t->m->params[i];
+    if (p->dtype != MMRT_ST_F32)
+      return fail("parameter %s is %s; the trainer initialises f32 only", p->name,
+                  mmrt_st_dtype_name((MmrtStDtype)p->dtype));
+  }
+  return 0;
 }
 
 /* ---- checkpoints ---- */
 
-static MmrtTensorRef *tensor_refs(Trainer *t)
-{
-    MmrtTensorRef *refs = calloc((size_t)t->m->nparams + 1, sizeof *refs);
-    for (int64_t i = 0; refs && i < t->m->nparams; i++) {
-        const MmrtTensorDesc *p = &t->m->params[i];
-        refs[i].name = p->name;
-        refs[i].dtype = (MmrtStDtype)p->dtype;
-        refs[i].ndim = (int)p->ndim;
-        for (int64_t d = 0; d < p->ndim; d++)
-            refs[i].shape[d] = p->shape[d] / ways(t, p->split[d]); /* this rank's piece */
-        refs[i].data = at(t, p);
-    }
-    return refs;
+static MmrtTensorRef *tensor_refs(Trainer *t) {
+  MmrtTensorRef *refs = calloc((size_t)t->m->nparams + 1, sizeof *refs);
+  for (int64_t i = 0; refs && i < t->m->nparams; i++) {
+    const MmrtTensorDesc *p = &t->m->params[i];
+    refs[i].name = p->name;
+    refs[i].dtype = (MmrtStDtype)p->dtype;
+    refs[i].ndim = (int)p->ndim;
+    for (int64_t d = 0; d < p->ndim; d++)
+      refs[i].shape[d] = p->shape[d] / ways(t, p->split[d]); /* this rank's piece */
+    refs[i].data = at(t, p);
+  }
+  return refs;
 }
 
-static int save_ckpt(Trainer *t)
-{
-    char err[ERRLEN], seed[32], it[256], step[32];
-    MmrtManifest man = {.world_size = t->world, .step = t->done};
-    snprintf(man.fingerprint, sizeof man.fingerprint, "%s", t->m->fingerprint);
-    snprintf(seed, sizeof seed, "%llu", (unsigned long long)t->a.seed);
-    snprintf(step, sizeof step, "%lld", (long long)t->done);
-    mmrt_iter_state(&t->it, it, sizeof it);
-    MmrtKV meta[] = {{MMRT_CKPT_SEED, seed}, {MMRT_CKPT_DATA_ITER, it}, {MMRT_CKPT_OPT_STEP, step},
-                     {"model", t->m->name}};
-    MmrtTensorRef *refs = tensor_refs(t);
-    if (!refs)
-        return fail("out of memory");
-    int rc = mmrt_ckpt_save_rank(t->a.ckpt, t->rank, &man, refs, (int)t->m->nparams, meta, 4, err, sizeof err);
-    free(refs);
-    if (t->has_mesh) { /* every rank's file before the manifest that names them */
-        int bad = rc != MMRT_OK, any = bad;
-        MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-        if (any && rc == MMRT_OK)
-            rc = mmrt_errf(err, sizeof err, MMRT_ERR_IO, "another rank could not write its file");
-    }
-    if (rc == MMRT_OK && t->rank == 0)
-        rc = mmrt_ckpt_write_manifest(t->a.ckpt, &man, err, sizeof err);
-    if (rc != MMRT_OK)
-        return fail("writing the checkpoint failed: %s", err);
-    return 0;
+static int save_ckpt(Trainer *t) {
+  char err[ERRLEN], seed[32], it[256], step[32];
+  MmrtManifest man = {.world_size = t->world, .step = t->done};
+  snprintf(man.fingerprint, sizeof man.fingerprint, "%s", t->m->fingerprint);
+  snprintf(seed, sizeof seed, "%llu", (unsigned long long)t->a.seed);
+  snprintf(step, sizeof step, "%lld", (long long)t->done);
+  mmrt_iter_state(&t->it, it, sizeof it);
+  MmrtKV meta[] = {{MMRT_CKPT_SEED, seed},
+                   {MMRT_CKPT_DATA_ITER, it},
+                   {MMRT_CKPT_OPT_STEP, step},
+                   {"model", t->m->name}};
+  MmrtTensorRef *refs = tensor_refs(t);
+  if (!refs) return fail("out of memory");
+  int rc = mmrt_ckpt_save_rank(t->a.ckpt, t->rank, &man, refs, (int)t->m->nparams, meta, 4, err,
+                               sizeof err);
+  free(refs);
+  if (t->has_mesh) { /* every rank's file before the manifest that names them */
+    int bad = rc != MMRT_OK, any = bad;
+    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (any && rc == MMRT_OK)
+      rc = mmrt_errf(err, sizeof err, MMRT_ERR_IO, "another rank could not write its file");
+  }
+  if (rc == MMRT_OK && t->rank == 0)
+    rc = mmrt_ckpt_write_manifest(t->a.ckpt, &man, err, sizeof err);
+  if (rc != MMRT_OK) return fail("writing the checkpoint failed: %s", err);
+  return 0;
 }
 
 /* --save-weights: every tensor whole, as the one-rank trainer holds it.
  * Each rank puts its piece into a zeroed whole tensor (a tensor replicated
  * over an axis: only coordinate 0 of that axis), and a sum over the world
  * on rank 0 assembles it exactly (every element has one contributor). */
-static int save_weights(Trainer *t)
-{
-    const MmrtModelDesc *m = t->m;
-    char err[ERRLEN];
-    MmrtTensorRef *refs = calloc((size_t)m->nparams + 1, sizeof *refs);
-    int rc = refs ? 0 : fail("out of memory for --save-weights");
-    for (int64_t i = 0; !rc && i < m->nparams; i++) {
-        const MmrtTensorDesc *p = &m->params[i];
-        int64_t r = p->ndim, whole = 1, len[MMRT_DESC_MAX_DIMS], first[MMRT_DESC_MAX_DIMS], stride[MMRT_DESC_MAX_DIMS];
-        refs[i].name = p->name;
-        refs[i].dtype = (MmrtStDtype)p->dtype;
-        refs[i].ndim = (int)r;
-        for (int64_t d = 0; d < r; d++)
-            whole *= refs[i].shape[d] = p->shape[d];
-        float *w = calloc((size_t)whole, sizeof *w);
-        refs[i].data = w;
-        if (!w) {
-            rc = fail("out of memory for --save-weights");
-            break;
-        }
-        int64_t used = 0; /* axes splitting some dim */
-        for (int64_t d = 0; d < r; d++)
-            used |= p->split[d];
-        int mine = 1;
-        for (int a = 0; t->has_mesh && a < MMRT_DESC_NAXES; a++)
-            if (!(used >> a & 1) && t->mesh.coord[a] != 0)
-                mine = 0;
-        const float *src = at(t, p);
-        if (mine && r == 0)
-            w[0] = src[0];
-        else if (mine) {
-            for (int64_t d = r - 1, k = 1; d >= 0; d--) {
-                len[d] = p->shape[d] / ways(t, p->split[d]);
-                first[d] = part_of(t, p->split[d]) * len[d];
-                stride[d] = k;
-                k *= p->shape[d];
-            }
-            int64_t runs = numel(t, p) / len[r - 1], idx[MMRT_DESC_MAX_DIMS] = {0};
-            for (int64_t q = 0; q < runs; q++) {
-                int64_t g = first[r - 1];
-                for (int64_t d = 0; d < r - 1; d++)
-                    g += (first[d] + idx[d]) * stride[d];
-                memcpy(w + g, src + q * len[r - 1], (size_t)len[r - 1] * sizeof *w);
-                for (int64_t d = r - 2; d >= 0 && ++idx[d] == len[d]; d--)
-                    idx[d] = 0;
-            }
-        }
-        if (t->has_mesh && MPI_Reduce(t->rank == 0 ? MPI_IN_PLACE : w, w, (int)whole, MPI_FLOAT, MPI_SUM, 0,
-                                      MPI_COMM_WORLD) != MPI_SUCCESS)
-            rc = fail("--save-weights: gathering %s failed", p->name);
+static int save_weights(Trainer *t) {
+  const MmrtModelDesc *m = t->m;
+  char err[ERRLEN];
+  MmrtTensorRef *refs = calloc((size_t)m->nparams + 1, sizeof *refs);
+  int rc = refs ? 0 : fail("out of memory for --save-weights");
+  for (int64_t i = 0; !rc && i < m->nparams; i++) {
+    const MmrtTensorDesc *p = &m->params[i];
+    int64_t r = p->ndim, whole = 1, len[MMRT_DESC_MAX_DIMS], first[MMRT_DESC_MAX_DIMS],
+            stride[MMRT_DESC_MAX_DIMS];
+    refs[i].name = p->name;
+    refs[i].dtype = (MmrtStDtype)p->dtype;
+    refs[i].ndim = (int)r;
+    for (int64_t d = 0; d < r; d++) whole *= refs[i].shape[d] = p->shape[d];
+    float *w = calloc((size_t)whole, sizeof *w);
+    refs[i].data = w;
+    if (!w) {
+      rc = fail("out of memory for --save-weights");
+      break;
     }
-    if (!rc && t->rank == 0) {
-        MmrtKV meta[] = {{"model", m->name}, {"format", "mmc-weights"}};
-        if (mmrt_st_save(t->a.save_weights, refs, (int)m->nparams, meta, 2, err, sizeof err) != MMRT_OK)
-            rc = fail("--save-weights %s", err);
+    int64_t used = 0; /* axes splitting some dim */
+    for (int64_t d = 0; d < r; d++) used |= p->split[d];
+    int mine = 1;
+    for (int a = 0; t->has_mesh && a < MMRT_DESC_NAXES; a++)
+      if (!(used >> a & 1) && t->mesh.coord[a] != 0) mine = 0;
+    const float *src = at(t, p);
+    if (mine && r == 0)
+      w[0] = src[0];
+    else if (mine) {
+      for (int64_t d = r - 1, k = 1; d >= 0; d--) {
+        len[d] = p->shape[d] / ways(t, p->split[d]);
+        first[d] = part_of(t, p->split[d]) * len[d];
+        stride[d] = k;
+        k *= p->shape[d];
+      }
+      int64_t runs = numel(t, p) / len[r - 1], idx[MMRT_DESC_MAX_DIMS] = {0};
+      for (int64_t q = 0; q < runs; q++) {
+        int64_t g = first[r - 1];
+        for (int64_t d = 0; d < r - 1; d++) g += (first[d] + idx[d]) * stride[d];
+        memcpy(w + g, src + q * len[r - 1], (size_t)len[r - 1] * sizeof *w);
+        for (int64_t d = r - 2; d >= 0 && ++idx[d] == len[d]; d--) idx[d] = 0;
+      }
     }
-    for (int64_t i = 0; refs && i < m->nparams; i++)
-        free(refs[i].data);
-    free(refs);
-    return rc;
+    if (t->has_mesh && MPI_Reduce(t->rank == 0 ? MPI_IN_PLACE : w, w, (int)whole, MPI_FLOAT,
+                                  MPI_SUM, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
+      rc = fail("--save-weights: gathering %s failed", p->name);
+  }
+  if (!rc && t->rank == 0) {
+    MmrtKV meta[] = {{"model", m->name}, {"format", "mmc-weights"}};
+    if (mmrt_st_save(t->a.save_weights, refs, (int)m->nparams, meta, 2, err, sizeof err) != MMRT_OK)
+      rc = fail("--save-weights %s", err);
+  }
+  for (int64_t i = 0; refs && i < m->nparams; i++) free(refs[i].data);
+  free(refs);
+  return rc;
 }
 
 /* --dump-inputs: this rank's data inputs of a training step (the global
  * batch on one rank) as DIR/step-NNNNNN.safetensors, named as in the model. */
-static int dump_inputs(Trainer *t, int64_t step)
-{
-    const MmrtModelDesc *m = t->m;
-    MmrtTensorRef refs[16];
-    int n = 0;
-    for (int64_t i = 0; i < m->ninputs && n < 16; i++) {
-        const MmrtTensorDesc *d = &m->inputs[i];
-        if (d->arena != MMRT_ARENA_INPUT || d->ndim == 0) /* lr and step are scalars the driver sets */
-            continue;
-        MmrtTensorRef *r = &refs[n++];
-        r->name = d->name;
-        r->dtype = (MmrtStDtype)d->dtype;
-        r->ndim = (int)d->ndim;
-        for (int k = 0; k < r->ndim; k++)
-            r->shape[k] = d->shape[k];
-        r->data = t->arenas[d->arena] + d->offset;
-    }
-    char path[4096], err[512];
-    if (mkdir(t->a.dump_inputs, 0755) != 0 && errno != EEXIST)
-        return fail("--dump-inputs %s: cannot create the folder: %s", t->a.dump_inputs, strerror(errno));
-    snprintf(path, sizeof path, "%s/step-%06lld.safetensors", t->a.dump_inputs, (long long)step);
-    if (mmrt_st_save(path, refs, n, NULL, 0, err, sizeof err))
-        return fail("--dump-inputs: %s", err);
-    return 0;
+static int dump_inputs(Trainer *t, int64_t step) {
+  const MmrtModelDesc *m = t->m;
+  MmrtTensorRef refs[16];
+  int n = 0;
+  for (int64_t i = 0; i < m->ninputs && n < 16; i++) {
+    const MmrtTensorDesc *d = &m->inputs[i];
+    if (d->arena != MMRT_ARENA_INPUT || d->ndim == 0) /* lr and step are scalars the driver sets */
+      continue;
+    MmrtTensorRef *r = &refs[n++];
+    r->name = d->name;
+    r->dtype = (MmrtStDtype)d->dtype;
+    r->ndim = (int)d->ndim;
+    for (int k = 0; k < r->ndim; k++) r->shape[k] = d->shape[k];
+    r->data = t->arenas[d->arena] + d->offset;
+  }
+  char path[4096], err[512];
+  if (mkdir(t->a.dump_inputs, 0755) != 0 && errno != EEXIST)
+    return fail("--dump-inputs %s: cannot create the folder: %s", t->a.dump_inputs,
+                strerror(errno));
+  snprintf(path, sizeof path, "%s/step-%06lld.safetensors", t->a.dump_inputs, (long long)step);
+  if (mmrt_st_save(path, refs, n, NULL, 0, err, sizeof err)) return fail("--dump-inputs: %s", err);
+  return 0;
 }
 
 /* Loads the checkpoint of --ckpt; *fresh = 1 when there is none yet. */
-static int load_ckpt(Trainer *t, int *fresh)
-{
-    char err[ERRLEN];
-    MmrtManifest want = {.world_size = t->world}, found;
-    snprintf(want.fingerprint, sizeof want.fingerprint, "%s", t->m->fingerprint);
-    MmrtStFile *f = NULL;
-    int rc = mmrt_ckpt_open_rank(&f, t->a.ckpt, t->rank, &want, &found, err, sizeof err);
-    *fresh = 0;
-    if (rc == MMRT_ERR_NOTFOUND) {
-        MmrtManifest probe;
-        char e2[ERRLEN];
-        if (mmrt_ckpt_read_manifest(t->a.ckpt, &probe, e2, sizeof e2) == MMRT_ERR_NOTFOUND) {
-            *fresh = 1;
-            return 0;
-        }
+static int load_ckpt(Trainer *t, int *fresh) {
+  char err[ERRLEN];
+  MmrtManifest want = {.world_size = t->world}, found;
+  snprintf(want.fingerprint, sizeof want.fingerprint, "%s", t->m->fingerprint);
+  MmrtStFile *f = NULL;
+  int rc = mmrt_ckpt_open_rank(&f, t->a.ckpt, t->rank, &want, &found, err, sizeof err);
+  *fresh = 0;
+  if (rc == MMRT_ERR_NOTFOUND) {
+    MmrtManifest probe;
+    char e2[ERRLEN];
+    if (mmrt_ckpt_read_manifest(t->a.ckpt, &probe, e2, sizeof e2) == MMRT_ERR_NOTFOUND) {
+      *fresh = 1;
+      return 0;
     }
-    if (rc == MMRT_ERR_MISMATCH && strstr(err, "fingerprint"))
-        return fail("the checkpoint in %s is not of this model: %s", t->a.ckpt, err);
-    if (rc != MMRT_OK)
-        return fail("cannot resume from %s: %s", t->a.ckpt, err);
-    MmrtTensorRef *refs = tensor_refs(t);
-    int64_t seed = 0, step = 0;
-    const char *its = mmrt_st_meta(f, MMRT_CKPT_DATA_ITER);
-    if (!refs)
-        rc = MMRT_ERR_NOMEM, snprintf(err, sizeof err, "out of memory");
-    else
-        rc = mmrt_st_read_all(f, refs, (int)t->m->nparams, 1, err, sizeof err);
-    if (rc == MMRT_OK)
-        rc = mmrt_st_meta_int64(f, MMRT_CKPT_SEED, &seed, err, sizeof err);
-    if (rc == MMRT_OK)
-        rc = mmrt_st_meta_int64(f, MMRT_CKPT_STEP, &step, err, sizeof err);
-    if (rc == MMRT_OK && !its)
-        rc = mmrt_errf(err, sizeof err, MMRT_ERR_FORMAT, "%s: no '%s' in the metadata", mmrt_st_path(f),
-                       MMRT_CKPT_DATA_ITER);
-    if (rc == MMRT_OK && t->a.has_seed && (uint64_t)seed != t->a.seed)
-        rc = mmrt_errf(err, sizeof err, MMRT_ERR_MISMATCH, "%s was trained with --seed %lld, not %llu",
-                       mmrt_st_path(f), (long long)seed, (unsigned long long)t->a.seed);
-    if (rc == MMRT_OK) {
-        t->a.seed = (uint64_t)seed;
-        mmrt_iter_free(&t->it); /* the iterator's order depends on the seed */
-        rc = mmrt_iter_init(&t->it, &t->train, t->B, 1, t->a.seed, err, sizeof err);
-        if (rc == MMRT_OK)
-            rc = mmrt_iter_restore(&t->it, its, err, sizeof err);
-    }
-    free(refs);
-    mmrt_st_close(f);
-    if (rc != MMRT_OK)
-        return fail("cannot resume from %s: %s", t->a.ckpt, err);
-    t->done = step;
-    return 0;
+  }
+  if (rc == MMRT_ERR_MISMATCH && strstr(err, "fingerprint"))
+    return fail("the checkpoint in %s is not of this model: %s", t->a.ckpt, err);
+  if (rc != MMRT_OK) return fail("cannot resume from %s: %s", t->a.ckpt, err);
+  MmrtTensorRef *refs = tensor_refs(t);
+  int64_t seed = 0, step = 0;
+  const char *its = mmrt_st_meta(f, MMRT_CKPT_DATA_ITER);
+  if (!refs)
+    rc = MMRT_ERR_NOMEM, snprintf(err, sizeof err, "out of memory");
+  else
+    rc = mmrt_st_read_all(f, refs, (int)t->m->nparams, 1, err, sizeof err);
+  if (rc == MMRT_OK) rc = mmrt_st_meta_int64(f, MMRT_CKPT_SEED, &seed, err, sizeof err);
+  if (rc == MMRT_OK) rc = mmrt_st_meta_int64(f, MMRT_CKPT_STEP, &step, err, sizeof err);
+  if (rc == MMRT_OK && !its)
+    rc = mmrt_errf(err, sizeof err, MMRT_ERR_FORMAT, "%s: no '%s' in the metadata", mmrt_st_path(f),
+                   MMRT_CKPT_DATA_ITER);
+  if (rc == MMRT_OK && t->a.has_seed && (uint64_t)seed != t->a.seed)
+    rc = mmrt_errf(err, sizeof err, MMRT_ERR_MISMATCH, "%s was trained with --seed %lld, not %llu",
+                   mmrt_st_path(f), (long long)seed, (unsigned long long)t->a.seed);
+  if (rc == MMRT_OK) {
+    t->a.seed = (uint64_t)seed;
+    mmrt_iter_free(&t->it); /* the iterator's order depends on the seed */
+    rc = mmrt_iter_init(&t->it, &t->train, t->B, 1, t->a.seed, err, sizeof err);
+    if (rc == MMRT_OK) rc = mmrt_iter_restore(&t->it, its, err, sizeof err);
+  }
+  free(refs);
+  mmrt_st_close(f);
+  if (rc != MMRT_OK) return fail("cannot resume from %s: %s", t->a.ckpt, err);
+  t->done = step;
+  return 0;
 }
 
 /* ---- loading by name, LoRA adapters ---- */
 
-int mmrt_is_adapter(const char *name)
-{
-    size_t n = strlen(name);
-    return n > 7 && (!strcmp(name + n - 7, ".lora_a") || !strcmp(name + n - 7, ".lora_b"));
+int mmrt_is_adapter(const char *name) {
+  size_t n = strlen(name);
+  return n > 7 && (!strcmp(name + n - 7, ".lora_a") || !strcmp(name + n - 7, ".lora_b"));
 }
 
 /* The parameters (not optimizer state) a file has, by name and shape:
@@ -778,515 +753,472 @@ int mmrt_is_adapter(const char *name)
  * .safetensors file or a checkpoint directory (its rank file). Returns the
  * number loaded, or -1 after a message. `need_all`: every selected
  * parameter must be there. */
-static int load_by_name(Trainer *t, const char *flag, const char *path, int which, int need_all)
-{
-    char err[ERRLEN], file[4096];
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-        mmrt_ckpt_rank_path(file, sizeof file, path, t->rank);
-    else
-        snprintf(file, sizeof file, "%s", path);
-    MmrtStFile *f = NULL;
-    if (mmrt_st_open(&f, file, err, sizeof err) != MMRT_OK)
-        return fail("%s %s: %s", flag, path, err), -1;
-    int loaded = 0, rc = MMRT_OK;
-    for (int64_t i = 0; i < t->m->nparams && rc == MMRT_OK; i++) {
-        const MmrtTensorDesc *p = &t->m->params[i];
-        if (p->arena != MMRT_ARENA_PARAM || (which >= 0 && mmrt_is_adapter(p->name) != which))
-            continue;
-        if (mmrt_st_find(f, p->name) < 0) {
-            if (need_all)
-                rc = mmrt_errf(err, sizeof err, MMRT_ERR_NOTFOUND, "%s: no tensor '%s'", file, p->name);
-            continue;
-        }
-        MmrtTensorRef ref = {.name = p->name, .dtype = (MmrtStDtype)p->dtype, .ndim = (int)p->ndim, .data = at(t, p)};
-        for (int64_t d = 0; d < p->ndim; d++)
-            ref.shape[d] = p->shape[d] / ways(t, p->split[d]);
-        for (int64_t d = 0; d < p->ndim; d++)
-            if (p->split[d] && !(stat(path, &st) == 0 && S_ISDIR(st.st_mode)))
-                rc = mmrt_errf(err, sizeof err, MMRT_ERR_ARG, "%s: %s is split over ranks; load it from a checkpoint "
-                               "directory of the same plan", file, p->name);
-        if (rc == MMRT_OK)
-            rc = mmrt_st_read(f, &ref, err, sizeof err);
-        loaded += rc == MMRT_OK;
+static int load_by_name(Trainer *t, const char *flag, const char *path, int which, int need_all) {
+  char err[ERRLEN], file[4096];
+  struct stat st;
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+    mmrt_ckpt_rank_path(file, sizeof file, path, t->rank);
+  else
+    snprintf(file, sizeof file, "%s", path);
+  MmrtStFile *f = NULL;
+  if (mmrt_st_open(&f, file, err, sizeof err) != MMRT_OK)
+    return fail("%s %s: %s", flag, path, err), -1;
+  int loaded = 0, rc = MMRT_OK;
+  for (int64_t i = 0; i < t->m->nparams && rc == MMRT_OK; i++) {
+    const MmrtTensorDesc *p = &t->m->params[i];
+    if (p->arena != MMRT_ARENA_PARAM || (which >= 0 && mmrt_is_adapter(p->name) != which)) continue;
+    if (mmrt_st_find(f, p->name) < 0) {
+      if (need_all)
+        rc = mmrt_errf(err, sizeof err, MMRT_ERR_NOTFOUND, "%s: no tensor '%s'", file, p->name);
+      continue;
     }
-    mmrt_st_close(f);
-    if (rc != MMRT_OK)
-        return fail("%s %s: %s", flag, path, err), -1;
-    return loaded;
+    MmrtTensorRef ref = {
+        .name = p->name, .dtype = (MmrtStDtype)p->dtype, .ndim = (int)p->ndim, .data = at(t, p)};
+    for (int64_t d = 0; d < p->ndim; d++) ref.shape[d] = p->shape[d] / ways(t, p->split[d]);
+    for (int64_t d = 0; d < p->ndim; d++)
+      if (p->split[d] && !(stat(path, &st) == 0 && S_ISDIR(st.st_mode)))
+        rc = mmrt_errf(err, sizeof err, MMRT_ERR_ARG,
+                       "%s: %s is split over ranks; load it from a checkpoint "
+                       "directory of the same plan",
+                       file, p->name);
+    if (rc == MMRT_OK) rc = mmrt_st_read(f, &ref, err, sizeof err);
+    loaded += rc == MMRT_OK;
+  }
+  mmrt_st_close(f);
+  if (rc != MMRT_OK) return fail("%s %s: %s", flag, path, err), -1;
+  return loaded;
 }
 
 /* The adapters alone, with their rank and alpha in the metadata. */
-static int save_adapters(Trainer *t)
-{
-    const MmrtModelDesc *m = t->m;
-    char err[ERRLEN], rank[32], alpha[32];
-    MmrtTensorRef *refs = calloc((size_t)m->nparams + 1, sizeof *refs);
-    int n = 0;
-    for (int64_t i = 0; refs && i < m->nparams; i++) {
-        const MmrtTensorDesc *p = &m->params[i];
-        if (p->arena != MMRT_ARENA_PARAM || !mmrt_is_adapter(p->name))
-            continue;
-        for (int64_t d = 0; d < p->ndim; d++)
-            if (p->split[d])
-                return free(refs), fail("--save-adapters: %s is split over ranks; train LoRA on dp only", p->name);
-        refs[n] = (MmrtTensorRef){.name = p->name, .dtype = (MmrtStDtype)p->dtype, .ndim = (int)p->ndim,
-                                  .data = at(t, p)};
-        for (int64_t d = 0; d < p->ndim; d++)
-            refs[n].shape[d] = p->shape[d];
-        n++;
-    }
-    if (!refs)
-        return fail("out of memory");
-    snprintf(rank, sizeof rank, "%lld", (long long)m->lora_rank);
-    snprintf(alpha, sizeof alpha, "%.17g", m->lora_alpha);
-    MmrtKV meta[] = {{"lora_rank", rank}, {"lora_alpha", alpha}, {"model", m->name}, {"format", "mmc-lora"}};
-    int rc = t->rank == 0 ? mmrt_st_save(t->a.save_adapters, refs, n, meta, 4, err, sizeof err) : MMRT_OK;
-    free(refs);
-    if (rc != MMRT_OK)
-        return fail("--save-adapters %s: %s", t->a.save_adapters, err);
-    return 0;
+static int save_adapters(Trainer *t) {
+  const MmrtModelDesc *m = t->m;
+  char err[ERRLEN], rank[32], alpha[32];
+  MmrtTensorRef *refs = calloc((size_t)m->nparams + 1, sizeof *refs);
+  int n = 0;
+  for (int64_t i = 0; refs && i < m->nparams; i++) {
+    const MmrtTensorDesc *p = &m->params[i];
+    if (p->arena != MMRT_ARENA_PARAM || !mmrt_is_adapter(p->name)) continue;
+    for (int64_t d = 0; d < p->ndim; d++)
+      if (p->split[d])
+        return free(refs),
+               fail("--save-adapters: %s is split over ranks; train LoRA on dp only", p->name);
+    refs[n] = (MmrtTensorRef){
+        .name = p->name, .dtype = (MmrtStDtype)p->dtype, .ndim = (int)p->ndim, .data = at(t, p)};
+    for (int64_t d = 0; d < p->ndim; d++) refs[n].shape[d] = p->shape[d];
+    n++;
+  }
+  if (!refs) return fail("out of memory");
+  snprintf(rank, sizeof rank, "%lld", (long long)m->lora_rank);
+  snprintf(alpha, sizeof alpha, "%.17g", m->lora_alpha);
+  MmrtKV meta[] = {
+      {"lora_rank", rank}, {"lora_alpha", alpha}, {"model", m->name}, {"format", "mmc-lora"}};
+  int rc =
+      t->rank == 0 ? mmrt_st_save(t->a.save_adapters, refs, n, meta, 4, err, sizeof err) : MMRT_OK;
+  free(refs);
+  if (rc != MMRT_OK) return fail("--save-adapters %s: %s", t->a.save_adapters, err);
+  return 0;
 }
 
 /* ---- the schedule, evaluation, the loop ---- */
 
-static double lr_at(const Trainer *t, int64_t step)
-{
-    const MmrtModelDesc *m = t->m;
-    double lr = t->a.lr;
-    if (m->lr_sched != MMRT_LR_COSINE)
-        return lr;
-    int64_t warm = m->warmup, total = t->a.steps;
-    if (step <= warm && warm > 0)
-        return lr * (double)step / (double)warm;
-    if (total <= warm)
-        return lr;
-    double p = (double)(step - warm) / (double)(total - warm);
-    if (p > 1)
-        p = 1;
-    return m->min_lr + 0.5 * (lr - m->min_lr) * (1 + cos(M_PI * p));
+static double lr_at(const Trainer *t, int64_t step) {
+  const MmrtModelDesc *m = t->m;
+  double lr = t->a.lr;
+  if (m->lr_sched != MMRT_LR_COSINE) return lr;
+  int64_t warm = m->warmup, total = t->a.steps;
+  if (step <= warm && warm > 0) return lr * (double)step / (double)warm;
+  if (total <= warm) return lr;
+  double p = (double)(step - warm) / (double)(total - warm);
+  if (p > 1) p = 1;
+  return m->min_lr + 0.5 * (lr - m->min_lr) * (1 + cos(M_PI * p));
 }
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* best[r] = the class of the largest logit of each row of the last eval
  * step; with the classes split over a mesh axis, the largest over the
  * ranks (MPI_MAXLOC on that axis, ties to the lowest class). */
 /* Generation never picks PAD, BOS or the image-context token. */
-static int generable(int64_t id) { return id != MMRT_TOK_PAD && id != MMRT_TOK_BOS && id != MMRT_TOK_IMG; }
-
-static void argmax_rows(Trainer *t, int32_t *best, int gen)
-{
-    const MmrtModelDesc *m = t->m;
-    const float *lg = (const float *)(t->arenas[MMRT_ARENA_ACT] + m->eval_logits_offset);
-    int64_t a = m->logits_vocab_axis, V = m->logits_cols, R = m->logits_rows;
-    int64_t c0 = a >= 0 && t->has_mesh ? (int64_t)t->mesh.coord[a] * V : 0;
-    struct {
-        float v;
-        int i;
-    } *vi = a >= 0 && t->has_mesh ? malloc(sizeof *vi * (size_t)R) : NULL;
-    for (int64_t r = 0; r < R; r++) {
-        const float *row = lg + r * V;
-        int32_t b = -1;
-        for (int32_t c = 0; c < (int32_t)V; c++)
-            if ((!gen || generable(c + c0)) && (b < 0 || row[c] > row[b]))
-                b = c;
-        int none = b < 0; /* a rank whose piece of the vocabulary has nothing generable */
-        if (none)
-            b = 0;
-        best[r] = (int32_t)(b + c0);
-        if (vi)
-            vi[r].v = none ? -INFINITY : row[b], vi[r].i = best[r];
-    }
-    if (vi) {
-        /* MAXLOC keeps the lowest index among equal values, as the serial scan does */
-        MPI_Allreduce(MPI_IN_PLACE, vi, (int)R, MPI_FLOAT_INT, MPI_MAXLOC, t->mesh.comm[a]);
-        for (int64_t r = 0; r < R; r++)
-            best[r] = vi[r].i;
-        free(vi);
-    }
+static int generable(int64_t id) {
+  return id != MMRT_TOK_PAD && id != MMRT_TOK_BOS && id != MMRT_TOK_IMG;
 }
 
-static int restart_eval(Trainer *t)
-{
-    char err[ERRLEN];
-    mmrt_iter_free(&t->eval_it); /* a fresh pass in file order */
-    if (mmrt_iter_init(&t->eval_it, &t->test, t->B, 0, 0, err, sizeof err) != MMRT_OK)
-        return fail("%s", err);
-    return 0;
+static void argmax_rows(Trainer *t, int32_t *best, int gen) {
+  const MmrtModelDesc *m = t->m;
+  const float *lg = (const float *)(t->arenas[MMRT_ARENA_ACT] + m->eval_logits_offset);
+  int64_t a = m->logits_vocab_axis, V = m->logits_cols, R = m->logits_rows;
+  int64_t c0 = a >= 0 && t->has_mesh ? (int64_t)t->mesh.coord[a] * V : 0;
+  struct {
+    float v;
+    int i;
+  } *vi = a >= 0 && t->has_mesh ? malloc(sizeof *vi * (size_t)R) : NULL;
+  for (int64_t r = 0; r < R; r++) {
+    const float *row = lg + r * V;
+    int32_t b = -1;
+    for (int32_t c = 0; c < (int32_t)V; c++)
+      if ((!gen || generable(c + c0)) && (b < 0 || row[c] > row[b])) b = c;
+    int none = b < 0; /* a rank whose piece of the vocabulary has nothing generable */
+    if (none) b = 0;
+    best[r] = (int32_t)(b + c0);
+    if (vi) vi[r].v = none ? -INFINITY : row[b], vi[r].i = best[r];
+  }
+  if (vi) {
+    /* MAXLOC keeps the lowest index among equal values, as the serial scan does */
+    MPI_Allreduce(MPI_IN_PLACE, vi, (int)R, MPI_FLOAT_INT, MPI_MAXLOC, t->mesh.comm[a]);
+    for (int64_t r = 0; r < R; r++) best[r] = vi[r].i;
+    free(vi);
+  }
+}
+
+static int restart_eval(Trainer *t) {
+  char err[ERRLEN];
+  mmrt_iter_free(&t->eval_it); /* a fresh pass in file order */
+  if (mmrt_iter_init(&t->eval_it, &t->test, t->B, 0, 0, err, sizeof err) != MMRT_OK)
+    return fail("%s", err);
+  return 0;
 }
 
 /* Captioning: greedy generation from each test image's prompt, one eval
  * step per generated token (the model is causal, so the logits at the last
  * prefix position predict the next token), scored by exact match with the
  * canonical caption. */
-static int caption_match(Trainer *t, double *rate)
-{
-    const int64_t B = t->rows, T = t->T; /* this rank's rows */
-    int32_t *text = at(t, t->text), *y = at(t, t->y);
-    int32_t *len = calloc((size_t)B, sizeof *len), *label = calloc((size_t)B, sizeof *label),
-            *gen = calloc((size_t)(B * T), sizeof *gen), *ng = calloc((size_t)B, sizeof *ng),
-            *best = calloc((size_t)(B * T), sizeof *best);
-    int64_t matches = 0, counted = 0, batches = 0;
-    int rc = !len || !label || !gen || !ng || !best ? fail("out of memory") : restart_eval(t);
-    while (!rc) {
-        int64_t rows = mmrt_iter_next(&t->eval_it);
-        if (rows == 0 || (t->a.eval_batches >= 0 && batches >= t->a.eval_batches))
-            break;
-        mmrt_caption_fill_prefix(&t->cap_eval, &t->eval_it, t->lo, t->lo + B, at(t, t->x), text, len, label);
-        for (int64_t i = 0; i < B * T; i++)
-            y[i] = MMRT_IGNORE_INDEX; /* no loss: only the logits matter */
-        memset(ng, 0, (size_t)B * sizeof *ng);
-        for (int active = 1; active && !rc;) {
-            rc = run_step(t, t->m->eval_step, "the evaluation step (generating captions)");
-            if (!rc)
-                argmax_rows(t, best, 1);
-            active = 0;
-            for (int64_t r = 0; r < B && !rc; r++) {
-                if (label[r] < 0 || len[r] == 0 || len[r] > T || (ng[r] && gen[r * T + ng[r] - 1] == MMRT_TOK_EOS))
-                    continue;
-                int32_t tok = best[r * T + len[r] - 1];
-                gen[r * T + ng[r]++] = tok;
-                if (tok != MMRT_TOK_EOS && len[r] < T && ng[r] < T) {
-                    text[r * T + len[r]++] = tok;
-                    active = 1;
-                } else {
-                    len[r] = (int32_t)T + 1; /* done */
-                }
-            }
-            if (t->has_mesh) /* every rank runs as many steps: they hold collectives */
-                MPI_Allreduce(MPI_IN_PLACE, &active, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+static int caption_match(Trainer *t, double *rate) {
+  const int64_t B = t->rows, T = t->T; /* this rank's rows */
+  int32_t *text = at(t, t->text), *y = at(t, t->y);
+  int32_t *len = calloc((size_t)B, sizeof *len), *label = calloc((size_t)B, sizeof *label),
+          *gen = calloc((size_t)(B * T), sizeof *gen), *ng = calloc((size_t)B, sizeof *ng),
+          *best = calloc((size_t)(B * T), sizeof *best);
+  int64_t matches = 0, counted = 0, batches = 0;
+  int rc = !len || !label || !gen || !ng || !best ? fail("out of memory") : restart_eval(t);
+  while (!rc) {
+    int64_t rows = mmrt_iter_next(&t->eval_it);
+    if (rows == 0 || (t->a.eval_batches >= 0 && batches >= t->a.eval_batches)) break;
+    mmrt_caption_fill_prefix(&t->cap_eval, &t->eval_it, t->lo, t->lo + B, at(t, t->x), text, len,
+                             label);
+    for (int64_t i = 0; i < B * T; i++)
+      y[i] = MMRT_IGNORE_INDEX; /* no loss: only the logits matter */
+    memset(ng, 0, (size_t)B * sizeof *ng);
+    for (int active = 1; active && !rc;) {
+      rc = run_step(t, t->m->eval_step, "the evaluation step (generating captions)");
+      if (!rc) argmax_rows(t, best, 1);
+      active = 0;
+      for (int64_t r = 0; r < B && !rc; r++) {
+        if (label[r] < 0 || len[r] == 0 || len[r] > T ||
+            (ng[r] && gen[r * T + ng[r] - 1] == MMRT_TOK_EOS))
+          continue;
+        int32_t tok = best[r * T + len[r] - 1];
+        gen[r * T + ng[r]++] = tok;
+        if (tok != MMRT_TOK_EOS && len[r] < T && ng[r] < T) {
+          text[r * T + len[r]++] = tok;
+          active = 1;
+        } else {
+          len[r] = (int32_t)T + 1; /* done */
         }
-        int64_t c = 0;
-        matches += mmrt_caption_count_matches(&t->cap_eval, label, gen, ng, B, T, &c);
-        counted += c;
-        batches++;
+      }
+      if (t->has_mesh) /* every rank runs as many steps: they hold collectives */
+        MPI_Allreduce(MPI_IN_PLACE, &active, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     }
-    if (t->has_mesh) { /* ranks of one dp group share rows: count once per group */
-        int64_t v[2] = {matches, counted};
-        MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_INT64_T, MPI_SUM, t->mesh.comm[MMRT_AXIS_DP]);
-        matches = v[0], counted = v[1];
-    }
-    free(len), free(label), free(gen), free(ng), free(best);
-    *rate = counted ? (double)matches / (double)counted : NAN;
-    return rc;
+    int64_t c = 0;
+    matches += mmrt_caption_count_matches(&t->cap_eval, label, gen, ng, B, T, &c);
+    counted += c;
+    batches++;
+  }
+  if (t->has_mesh) { /* ranks of one dp group share rows: count once per group */
+    int64_t v[2] = {matches, counted};
+    MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_INT64_T, MPI_SUM, t->mesh.comm[MMRT_AXIS_DP]);
+    matches = v[0], counted = v[1];
+  }
+  free(len), free(label), free(gen), free(ng), free(best);
+  *rate = counted ? (double)matches / (double)counted : NAN;
+  return rc;
 }
 
 /* Loss and top-1 accuracy over the test split (or --eval-batches of it). */
-static int evaluate(Trainer *t, double *loss, double *acc)
-{
-    const MmrtModelDesc *m = t->m;
-    int64_t counted = 0, correct = 0, batches = 0;
-    double lsum = 0;
-    int32_t *best = calloc((size_t)m->logits_rows + 1, sizeof *best);
-    if (!best)
-        return fail("out of memory");
-    if (restart_eval(t)) {
-        free(best);
-        return 1;
-    }
-    for (;;) {
-        int64_t rows = mmrt_iter_next(&t->eval_it);
-        if (rows == 0 || (t->a.eval_batches >= 0 && batches >= t->a.eval_batches))
-            break;
-        fill_batch(t, &t->eval_it, rows, 1, 0);
-        if (run_step(t, m->eval_step, "the evaluation step on a test batch")) {
-            free(best);
-            return 1;
-        }
-        const int32_t *y = at(t, t->y);
-        int64_t nc[2] = {0, 0}; /* rows counted, rows right */
-        if (m->eval_logits_offset >= 0) {
-            argmax_rows(t, best, 0);
-            for (int64_t r = 0; r < m->logits_rows; r++) {
-                if (y[r] == (int32_t)m->ignore_index)
-                    continue;
-                nc[1] += best[r] == y[r];
-                nc[0]++;
-            }
-        }
-        if (t->has_mesh) /* the rows of the whole dp group (the loss is the group's already) */
-            MPI_Allreduce(MPI_IN_PLACE, nc, 2, MPI_INT64_T, MPI_SUM, t->mesh.comm[MMRT_AXIS_DP]);
-        int64_t n = nc[0];
-        correct += nc[1];
-        float l;
-        memcpy(&l, t->arenas[MMRT_ARENA_ACT] + m->eval_loss_offset, sizeof l);
-        lsum += (double)l * (double)n;
-        counted += n;
-        batches++;
-    }
+static int evaluate(Trainer *t, double *loss, double *acc) {
+  const MmrtModelDesc *m = t->m;
+  int64_t counted = 0, correct = 0, batches = 0;
+  double lsum = 0;
+  int32_t *best = calloc((size_t)m->logits_rows + 1, sizeof *best);
+  if (!best) return fail("out of memory");
+  if (restart_eval(t)) {
     free(best);
-    *loss = counted ? lsum / (double)counted : NAN;
-    *acc = counted ? (double)correct / (double)counted : NAN;
-    return 0;
+    return 1;
+  }
+  for (;;) {
+    int64_t rows = mmrt_iter_next(&t->eval_it);
+    if (rows == 0 || (t->a.eval_batches >= 0 && batches >= t->a.eval_batches)) break;
+    fill_batch(t, &t->eval_it, rows, 1, 0);
+    if (run_step(t, m->eval_step, "the evaluation step on a test batch")) {
+      free(best);
+      return 1;
+    }
+    const int32_t *y = at(t, t->y);
+    int64_t nc[2] = {0, 0}; /* rows counted, rows right */
+    if (m->eval_logits_offset >= 0) {
+      argmax_rows(t, best, 0);
+      for (int64_t r = 0; r < m->logits_rows; r++) {
+        if (y[r] == (int32_t)m->ignore_index) continue;
+        nc[1] += best[r] == y[r];
+        nc[0]++;
+      }
+    }
+    if (t->has_mesh) /* the rows of the whole dp group (the loss is the group's already) */
+      MPI_Allreduce(MPI_IN_PLACE, nc, 2, MPI_INT64_T, MPI_SUM, t->mesh.comm[MMRT_AXIS_DP]);
+    int64_t n = nc[0];
+    correct += nc[1];
+    float l;
+    memcpy(&l, t->arenas[MMRT_ARENA_ACT] + m->eval_loss_offset, sizeof l);
+    lsum += (double)l * (double)n;
+    counted += n;
+    batches++;
+  }
+  free(best);
+  *loss = counted ? lsum / (double)counted : NAN;
+  *acc = counted ? (double)correct / (double)counted : NAN;
+  return 0;
 }
 
 /* The logits of the first test batch, for comparing builds bit by bit. */
-static int dump_logits(Trainer *t)
-{
-    const MmrtModelDesc *m = t->m;
-    if (m->eval_logits_offset < 0)
-        return fail("--dump-logits: model %s has no logits", m->name);
-    if (restart_eval(t))
-        return 1;
-    fill_batch(t, &t->eval_it, mmrt_iter_next(&t->eval_it), 1, 0);
-    if (run_step(t, m->eval_step, "the evaluation step on a test batch"))
-        return 1;
-    if (t->rank != 0)
-        return 0;
-    FILE *f = fopen(t->a.dump_logits, "wb");
-    size_t n = (size_t)(m->logits_rows * m->logits_cols);
-    if (!f || fwrite(t->arenas[MMRT_ARENA_ACT] + m->eval_logits_offset, sizeof(float), n, f) != n || fclose(f)) {
-        if (f)
-            fclose(f);
-        return fail("--dump-logits %s: cannot write: %s", t->a.dump_logits, strerror(errno));
-    }
-    return 0;
+static int dump_logits(Trainer *t) {
+  const MmrtModelDesc *m = t->m;
+  if (m->eval_logits_offset < 0) return fail("--dump-logits: model %s has no logits", m->name);
+  if (restart_eval(t)) return 1;
+  fill_batch(t, &t->eval_it, mmrt_iter_next(&t->eval_it), 1, 0);
+  if (run_step(t, m->eval_step, "the evaluation step on a test batch")) return 1;
+  if (t->rank != 0) return 0;
+  FILE *f = fopen(t->a.dump_logits, "wb");
+  size_t n = (size_t)(m->logits_rows * m->logits_cols);
+  if (!f || fwrite(t->arenas[MMRT_ARENA_ACT] + m->eval_logits_offset, sizeof(float), n, f) != n ||
+      fclose(f)) {
+    if (f) fclose(f);
+    return fail("--dump-logits %s: cannot write: %s", t->a.dump_logits, strerror(errno));
+  }
+  return 0;
 }
 
-static int train(Trainer *t)
-{
-    const MmrtModelDesc *m = t->m;
-    char err[ERRLEN], line[512];
-    double t0 = now(), last = t0;
-    int64_t first = t->done, tty = isatty(2), every = t->a.steps / 20 > 0 ? t->a.steps / 20 : 1;
-    int loud = !t->a.quiet && t->rank == 0;
-    for (int64_t step = t->done + 1; step <= t->a.steps; step++) {
-        int stop = stop_requested != 0;
-        if (t->has_mesh) /* all ranks stop at the same step, or one would wait in a collective */
-            MPI_Allreduce(MPI_IN_PLACE, &stop, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-        if (stop) {
-            if (!stop_requested)
-                stop_requested = SIGTERM;
-            break;
-        }
-        if (mmrt_iter_next(&t->it) != t->B)
-            return fail("the training data gave a short batch");
-        fill_batch(t, &t->it, t->B, 0, (uint64_t)(step - 1) * (uint64_t)t->B);
-        if (t->a.dump_inputs && dump_inputs(t, step))
-            return 1;
-        float lr = (float)lr_at(t, step), fs = (float)step;
-        memcpy(at(t, t->lr), &lr, sizeof lr);
-        memcpy(at(t, t->step), &fs, sizeof fs);
-        char what[64];
-        snprintf(what, sizeof what, "step %lld", (long long)step);
-        CommSnap before;
-        snap_comm(before);
-        if (run_step(t, m->train_step, what))
-            return 1;
-        uint64_t sent = add_step_comm(t, before);
-        t->done = step;
-        float loss;
-        memcpy(&loss, t->arenas[MMRT_ARENA_ACT] + m->train_loss_offset, sizeof loss);
-        double tn = now(), sps = (double)t->B * (double)(step - first) / (tn - t0 > 0 ? tn - t0 : 1e-9);
-        MmrtLogField f[6] = {{"loss", loss, NULL}, {"lr", lr, NULL}, {"samples_per_s", sps, NULL}};
-        int nf = 3;
-        if (t->has_mesh) /* bytes this rank sent in the step */
-            f[nf++] = (MmrtLogField){"comm_bytes", (double)sent, NULL};
-        if (t->a.eval_every > 0 && step % t->a.eval_every == 0 && step < t->a.steps) {
-            double el, ea;
-            if (evaluate(t, &el, &ea))
-                return 1;
-            f[nf++] = (MmrtLogField){"eval_loss", el, NULL};
-            f[nf++] = (MmrtLogField){"eval_accuracy", ea, NULL};
-            if (loud)
-                fprintf(stderr, "%sstep %lld: eval loss %.4f, accuracy %.4f\n", tty ? "\n" : "", (long long)step, el, ea);
-        }
-        if (t->has_log && mmrt_log_write(&t->log, step, f, nf, err, sizeof err) != MMRT_OK)
-            return fail("%s", err);
-        if (loud && (tty ? tn - last > 0.2 || step == t->a.steps : step % every == 0 || step == t->a.steps)) {
-            mmrt_progress_format(line, sizeof line, step, t->a.steps, loss, sps, tn - t0);
-            fprintf(stderr, tty ? "\r%s" : "%s\n", line);
-            last = tn;
-        }
-        if (t->a.ckpt && t->a.ckpt_every > 0 && step % t->a.ckpt_every == 0 && save_ckpt(t))
-            return 1;
+static int train(Trainer *t) {
+  const MmrtModelDesc *m = t->m;
+  char err[ERRLEN], line[512];
+  double t0 = now(), last = t0;
+  int64_t first = t->done, tty = isatty(2), every = t->a.steps / 20 > 0 ? t->a.steps / 20 : 1;
+  int loud = !t->a.quiet && t->rank == 0;
+  for (int64_t step = t->done + 1; step <= t->a.steps; step++) {
+    int stop = stop_requested != 0;
+    if (t->has_mesh) /* all ranks stop at the same step, or one would wait in a collective */
+      MPI_Allreduce(MPI_IN_PLACE, &stop, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (stop) {
+      if (!stop_requested) stop_requested = SIGTERM;
+      break;
     }
-    if (loud && tty)
-        fputc('\n', stderr);
-    return 0;
+    if (mmrt_iter_next(&t->it) != t->B) return fail("the training data gave a short batch");
+    fill_batch(t, &t->it, t->B, 0, (uint64_t)(step - 1) * (uint64_t)t->B);
+    if (t->a.dump_inputs && dump_inputs(t, step)) return 1;
+    float lr = (float)lr_at(t, step), fs = (float)step;
+    memcpy(at(t, t->lr), &lr, sizeof lr);
+    memcpy(at(t, t->step), &fs, sizeof fs);
+    char what[64];
+    snprintf(what, sizeof what, "step %lld", (long long)step);
+    CommSnap before;
+    snap_comm(before);
+    if (run_step(t, m->train_step, what)) return 1;
+    uint64_t sent = add_step_comm(t, before);
+    t->done = step;
+    float loss;
+    memcpy(&loss, t->arenas[MMRT_ARENA_ACT] + m->train_loss_offset, sizeof loss);
+    double tn = now(), sps = (double)t->B * (double)(step - first) / (tn - t0 > 0 ? tn - t0 : 1e-9);
+    MmrtLogField f[6] = {{"loss", loss, NULL}, {"lr", lr, NULL}, {"samples_per_s", sps, NULL}};
+    int nf = 3;
+    if (t->has_mesh) /* bytes this rank sent in the step */
+      f[nf++] = (MmrtLogField){"comm_bytes", (double)sent, NULL};
+    if (t->a.eval_every > 0 && step % t->a.eval_every == 0 && step < t->a.steps) {
+      double el, ea;
+      if (evaluate(t, &el, &ea)) return 1;
+      f[nf++] = (MmrtLogField){"eval_loss", el, NULL};
+      f[nf++] = (MmrtLogField){"eval_accuracy", ea, NULL};
+      if (loud)
+        fprintf(stderr, "%sstep %lld: eval loss %.4f, accuracy %.4f\n", tty ? "\n" : "",
+                (long long)step, el, ea);
+    }
+    if (t->has_log && mmrt_log_write(&t->log, step, f, nf, err, sizeof err) != MMRT_OK)
+      return fail("%s", err);
+    if (loud &&
+        (tty ? tn - last > 0.2 || step == t->a.steps : step % every == 0 || step == t->a.steps)) {
+      mmrt_progress_format(line, sizeof line, step, t->a.steps, loss, sps, tn - t0);
+      fprintf(stderr, tty ? "\r%s" : "%s\n", line);
+      last = tn;
+    }
+    if (t->a.ckpt && t->a.ckpt_every > 0 && step % t->a.ckpt_every == 0 && save_ckpt(t)) return 1;
+  }
+  if (loud && tty) fputc('\n', stderr);
+  return 0;
 }
 
 /* The mesh of a multi-rank model, and this rank's rows of every batch:
  * batch inputs may be split along the batch (dim 0) by dp, nothing else. */
-static int setup_ranks(Trainer *t)
-{
-    const MmrtModelDesc *m = t->m;
-    char err[ERRLEN];
-    t->world = (int)(m->mesh[0] * m->mesh[1] * m->mesh[2]);
-    t->rows = t->B;
-    if (t->world > 1) {
-        if (mmrt_mesh_init(&t->mesh, (int)m->mesh[0], (int)m->mesh[1], (int)m->mesh[2], 1, err, sizeof err) != MMRT_OK)
-            return fail("%s", err);
-        t->has_mesh = 1;
-        t->rank = t->mesh.coord[MMRT_AXIS_WORLD];
-        g_rank = t->rank;
-    }
-    const MmrtTensorDesc *batch[3] = {t->x, t->y, t->text};
-    for (int k = 0; k < 3; k++) {
-        const MmrtTensorDesc *d = batch[k];
-        if (!d)
-            continue;
-        for (int64_t i = 1; i < d->ndim; i++)
-            if (d->split[i])
-                return fail("input %s is split along dim %lld; the trainer splits batches along the batch only",
-                            d->name, (long long)i);
-        if (d->split[0] & ~(int64_t)(1 << MMRT_DESC_AXIS_DP))
-            return fail("input %s is split along the batch by an axis other than dp", d->name);
-        int64_t lo = 0, len = t->B;
-        if (d->split[0])
-            mmrt_split_range(t->B, (int)m->mesh[MMRT_DESC_AXIS_DP], t->mesh.coord[MMRT_AXIS_DP], &lo, &len);
-        if (k > 0 && (lo != t->lo || len != t->rows))
-            return fail("inputs %s and %s are split differently", t->x->name, d->name);
-        t->lo = lo, t->rows = len;
-    }
-    return 0;
+static int setup_ranks(Trainer *t) {
+  const MmrtModelDesc *m = t->m;
+  char err[ERRLEN];
+  t->world = (int)(m->mesh[0] * m->mesh[1] * m->mesh[2]);
+  t->rows = t->B;
+  if (t->world > 1) {
+    if (mmrt_mesh_init(&t->mesh, (int)m->mesh[0], (int)m->mesh[1], (int)m->mesh[2], 1, err,
+                       sizeof err) != MMRT_OK)
+      return fail("%s", err);
+    t->has_mesh = 1;
+    t->rank = t->mesh.coord[MMRT_AXIS_WORLD];
+    g_rank = t->rank;
+  }
+  const MmrtTensorDesc *batch[3] = {t->x, t->y, t->text};
+  for (int k = 0; k < 3; k++) {
+    const MmrtTensorDesc *d = batch[k];
+    if (!d) continue;
+    for (int64_t i = 1; i < d->ndim; i++)
+      if (d->split[i])
+        return fail(
+            "input %s is split along dim %lld; the trainer splits batches along the batch only",
+            d->name, (long long)i);
+    if (d->split[0] & ~(int64_t)(1 << MMRT_DESC_AXIS_DP))
+      return fail("input %s is split along the batch by an axis other than dp", d->name);
+    int64_t lo = 0, len = t->B;
+    if (d->split[0])
+      mmrt_split_range(t->B, (int)m->mesh[MMRT_DESC_AXIS_DP], t->mesh.coord[MMRT_AXIS_DP], &lo,
+                       &len);
+    if (k > 0 && (lo != t->lo || len != t->rows))
+      return fail("inputs %s and %s are split differently", t->x->name, d->name);
+    t->lo = lo, t->rows = len;
+  }
+  return 0;
 }
 
-static int run(Trainer *t, int argc, char **argv)
-{
-    const MmrtModelDesc *m = t->m;
-    if (m->abi_version != MMRT_ABI_VERSION)
-        return fail("the model was compiled for runtime ABI %lld, this runtime is %d; recompile it",
-                    (long long)m->abi_version, MMRT_ABI_VERSION);
-    if (m->task != MMRT_TASK_TRAIN)
-        return mmrt_generate_main(argc, argv, m);
-    int rc = parse_args(argc, argv, m, &t->a);
-    if (rc)
-        return rc < 0 ? 0 : rc; /* -1: --help */
-    if (bind(t) || setup_ranks(t))
-        return 1;
-    int loud = !t->a.quiet && t->rank == 0;
-    if (!m->train_step || !t->lr || !t->step)
-        return fail("model %s has no training function (@train with inputs lr and step)", m->name);
-    char err[ERRLEN];
-    if (mmrt_fmnist_load(&t->train, t->a.data, MMRT_SPLIT_TRAIN, err, sizeof err) != MMRT_OK ||
-        mmrt_fmnist_load(&t->test, t->a.data, MMRT_SPLIT_TEST, err, sizeof err) != MMRT_OK)
-        return fail("--data %s: %s", t->a.data, err);
-    if (mmrt_iter_init(&t->it, &t->train, t->B, 1, t->a.seed, err, sizeof err) != MMRT_OK)
-        return fail("%s", err);
-    if (alloc_arenas(t))
-        return 1;
-    for (int64_t i = 0; i < m->nparams; i++)
-        if (init_param(t, &m->params[i]))
-            return 1;
-    if (t->a.resume) {
-        int fresh;
-        if (load_ckpt(t, &fresh))
-            return 1;
-        if (fresh && t->rank == 0)
-            fprintf(stderr, "trainer: no checkpoint in %s yet; starting at step 0\n", t->a.ckpt);
-        else if (loud && !fresh)
-            fprintf(stderr, "trainer: resumed from %s at step %lld\n", t->a.ckpt, (long long)t->done);
+static int run(Trainer *t, int argc, char **argv) {
+  const MmrtModelDesc *m = t->m;
+  if (m->abi_version != MMRT_ABI_VERSION)
+    return fail("the model was compiled for runtime ABI %lld, this runtime is %d; recompile it",
+                (long long)m->abi_version, MMRT_ABI_VERSION);
+  if (m->task != MMRT_TASK_TRAIN) return mmrt_generate_main(argc, argv, m);
+  int rc = parse_args(argc, argv, m, &t->a);
+  if (rc) return rc < 0 ? 0 : rc; /* -1: --help */
+  if (bind(t) || setup_ranks(t)) return 1;
+  int loud = !t->a.quiet && t->rank == 0;
+  if (!m->train_step || !t->lr || !t->step)
+    return fail("model %s has no training function (@train with inputs lr and step)", m->name);
+  char err[ERRLEN];
+  if (mmrt_fmnist_load(&t->train, t->a.data, MMRT_SPLIT_TRAIN, err, sizeof err) != MMRT_OK ||
+      mmrt_fmnist_load(&t->test, t->a.data, MMRT_SPLIT_TEST, err, sizeof err) != MMRT_OK)
+    return fail("--data %s: %s", t->a.data, err);
+  if (mmrt_iter_init(&t->it, &t->train, t->B, 1, t->a.seed, err, sizeof err) != MMRT_OK)
+    return fail("%s", err);
+  if (alloc_arenas(t)) return 1;
+  for (int64_t i = 0; i < m->nparams; i++)
+    if (init_param(t, &m->params[i])) return 1;
+  if (t->a.resume) {
+    int fresh;
+    if (load_ckpt(t, &fresh)) return 1;
+    if (fresh && t->rank == 0)
+      fprintf(stderr, "trainer: no checkpoint in %s yet; starting at step 0\n", t->a.ckpt);
+    else if (loud && !fresh)
+      fprintf(stderr, "trainer: resumed from %s at step %lld\n", t->a.ckpt, (long long)t->done);
+  }
+  if (t->a.init_from && !t->a.resume) {
+    int n = load_by_name(t, "--init-from", t->a.init_from, -1, 0);
+    if (n < 0) return 1;
+    if (n == 0)
+      return fail("--init-from %s: none of the model's parameters is there", t->a.init_from);
+    if (loud) fprintf(stderr, "trainer: %d parameters loaded from %s\n", n, t->a.init_from);
+  }
+  if (t->a.load_adapters && !t->a.resume &&
+      load_by_name(t, "--load-adapters", t->a.load_adapters, 1, 1) < 0)
+    return 1;
+  if (t->task == TASK_CAPTION && init_captions(t)) return 1;
+  if (t->a.log && t->rank == 0) {
+    if (mmrt_log_open(&t->log, t->a.log, err, sizeof err) != MMRT_OK) return fail("--log %s", err);
+    t->has_log = 1;
+  }
+  signal(SIGINT, on_signal);
+  signal(SIGTERM, on_signal);
+  if (loud)
+    fprintf(stderr, "trainer: model %s, %s task, batch %lld, steps %lld, seed %llu, %d rank%s\n",
+            m->name,
+            t->task == TASK_CLASSIFY ? "classification"
+            : t->task == TASK_LM     ? "next-pixel"
+                                     : "captioning",
+            (long long)t->B, (long long)t->a.steps, (unsigned long long)t->a.seed,
+            t->world > 1 ? t->world : 1, t->world > 1 ? "s" : "");
+  rc = train(t);
+  /* --steps 0 --ckpt DIR writes the initial weights (a reference starts from them) */
+  if (!rc && t->a.ckpt && (t->done > 0 || t->a.steps == 0)) rc = save_ckpt(t);
+  if (!rc && t->a.save_adapters) rc = save_adapters(t);
+  if (!rc && t->a.save_weights) rc = save_weights(t);
+  if (!rc && t->has_mesh && t->has_log) rc = log_comm(t);
+  if (!rc && !stop_requested) {
+    double el, ea;
+    rc = evaluate(t, &el, &ea);
+    MmrtLogField f[3] = {{"eval_loss", el, NULL}, {"eval_accuracy", ea, NULL}};
+    int nf = 2;
+    if (!rc && t->task == TASK_CAPTION) {
+      double em;
+      rc = caption_match(t, &em);
+      f[nf++] = (MmrtLogField){"eval_caption_exact_match", em, NULL};
     }
-    if (t->a.init_from && !t->a.resume) {
-        int n = load_by_name(t, "--init-from", t->a.init_from, -1, 0);
-        if (n < 0)
-            return 1;
-        if (n == 0)
-            return fail("--init-from %s: none of the model's parameters is there", t->a.init_from);
-        if (loud)
-            fprintf(stderr, "trainer: %d parameters loaded from %s\n", n, t->a.init_from);
+    if (!rc && t->rank == 0) {
+      printf("eval: loss %.6f accuracy %.4f", el, ea);
+      if (nf > 2) printf(" caption exact match %.4f", f[2].num);
+      printf(" (test split)\n");
+      if (t->has_log && mmrt_log_write(&t->log, t->done, f, nf, err, sizeof err) != MMRT_OK)
+        rc = fail("%s", err);
     }
-    if (t->a.load_adapters && !t->a.resume && load_by_name(t, "--load-adapters", t->a.load_adapters, 1, 1) < 0)
-        return 1;
-    if (t->task == TASK_CAPTION && init_captions(t))
-        return 1;
-    if (t->a.log && t->rank == 0) {
-        if (mmrt_log_open(&t->log, t->a.log, err, sizeof err) != MMRT_OK)
-            return fail("--log %s", err);
-        t->has_log = 1;
+  }
+  if (!rc && !stop_requested && t->a.dump_logits) rc = dump_logits(t);
+  if (stop_requested) {
+    if (t->rank == 0)
+      fprintf(stderr, "trainer: stopped by signal %d after step %lld%s\n", (int)stop_requested,
+              (long long)t->done, t->a.ckpt ? " (checkpoint written)" : "");
+    rc = rc ? rc : 1;
+  }
+  if (t->rank == 0) {
+    int64_t total = 0;
+    for (int r = 0; r < MMRT_NARENAS; r++) total += m->arena_bytes[r];
+    printf(
+        "allocated arena bytes%s: param=%lld grad=%lld opt=%lld act=%lld input=%lld total=%lld\n",
+        t->world > 1 ? " per rank" : "", (long long)m->arena_bytes[MMRT_ARENA_PARAM],
+        (long long)m->arena_bytes[MMRT_ARENA_GRAD], (long long)m->arena_bytes[MMRT_ARENA_OPT],
+        (long long)m->arena_bytes[MMRT_ARENA_ACT], (long long)m->arena_bytes[MMRT_ARENA_INPUT],
+        (long long)total);
+    printf("peak RSS: %lld bytes (%.1f MiB)\n", (long long)mmrt_peak_rss_bytes(),
+           (double)mmrt_peak_rss_bytes() / (1 << 20));
+    if (t->has_mesh) { /* every rank of an axis runs the same collectives: rank 0 stands for them */
+      printf("communication of rank 0 of %d (%lld training steps and evaluation):\n", t->world,
+             (long long)t->comm_steps);
+      mmrt_comm_counters_print(stdout);
     }
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
-    if (loud)
-        fprintf(stderr, "trainer: model %s, %s task, batch %lld, steps %lld, seed %llu, %d rank%s\n", m->name,
-                t->task == TASK_CLASSIFY ? "classification" : t->task == TASK_LM ? "next-pixel" : "captioning",
-                (long long)t->B, (long long)t->a.steps, (unsigned long long)t->a.seed, t->world > 1 ? t->world : 1,
-                t->world > 1 ? "s" : "");
-    rc = train(t);
-    /* --steps 0 --ckpt DIR writes the initial weights (a reference starts from them) */
-    if (!rc && t->a.ckpt && (t->done > 0 || t->a.steps == 0))
-        rc = save_ckpt(t);
-    if (!rc && t->a.save_adapters)
-        rc = save_adapters(t);
-    if (!rc && t->a.save_weights)
-        rc = save_weights(t);
-    if (!rc && t->has_mesh && t->has_log)
-        rc = log_comm(t);
-    if (!rc && !stop_requested) {
-        double el, ea;
-        rc = evaluate(t, &el, &ea);
-        MmrtLogField f[3] = {{"eval_loss", el, NULL}, {"eval_accuracy", ea, NULL}};
-        int nf = 2;
-        if (!rc && t->task == TASK_CAPTION) {
-            double em;
-            rc = caption_match(t, &em);
-            f[nf++] = (MmrtLogField){"eval_caption_exact_match", em, NULL};
-        }
-        if (!rc && t->rank == 0) {
-            printf("eval: loss %.6f accuracy %.4f", el, ea);
-            if (nf > 2)
-                printf(" caption exact match %.4f", f[2].num);
-            printf(" (test split)\n");
-            if (t->has_log && mmrt_log_write(&t->log, t->done, f, nf, err, sizeof err) != MMRT_OK)
-                rc = fail("%s", err);
-        }
-    }
-    if (!rc && !stop_requested && t->a.dump_logits)
-        rc = dump_logits(t);
-    if (stop_requested) {
-        if (t->rank == 0)
-            fprintf(stderr, "trainer: stopped by signal %d after step %lld%s\n", (int)stop_requested,
-                    (long long)t->done, t->a.ckpt ? " (checkpoint written)" : "");
-        rc = rc ? rc : 1;
-    }
-    if (t->rank == 0) {
-        int64_t total = 0;
-        for (int r = 0; r < MMRT_NARENAS; r++)
-            total += m->arena_bytes[r];
-        printf("allocated arena bytes%s: param=%lld grad=%lld opt=%lld act=%lld input=%lld total=%lld\n",
-               t->world > 1 ? " per rank" : "", (long long)m->arena_bytes[MMRT_ARENA_PARAM],
-               (long long)m->arena_bytes[MMRT_ARENA_GRAD], (long long)m->arena_bytes[MMRT_ARENA_OPT],
-               (long long)m->arena_bytes[MMRT_ARENA_ACT], (long long)m->arena_bytes[MMRT_ARENA_INPUT],
-               (long long)total);
-        printf("peak RSS: %lld bytes (%.1f MiB)\n", (long long)mmrt_peak_rss_bytes(),
-               (double)mmrt_peak_rss_bytes() / (1 << 20));
-        if (t->has_mesh) { /* every rank of an axis runs the same collectives: rank 0 stands for them */
-            printf("communication of rank 0 of %d (%lld training steps and evaluation):\n", t->world,
-                   (long long)t->comm_steps);
-            mmrt_comm_counters_print(stdout);
-        }
-    }
-    return rc;
+  }
+  return rc;
 }
 
-int mmrt_main(int argc, char **argv, const MmrtModelDesc *m)
-{
-    Trainer t;
-    memset(&t, 0, sizeof t);
-    t.m = m;
-    int rc = run(&t, argc, argv);
-    fflush(NULL);
-    if (t.has_log)
-        mmrt_log_close(&t.log);
-    mmrt_iter_free(&t.it);
-    mmrt_iter_free(&t.eval_it);
-    mmrt_images_free(&t.train);
-    mmrt_images_free(&t.test);
-    for (int r = 0; r < MMRT_NARENAS; r++)
-        free(t.arenas[r]);
-    mmrt_kernels_shutdown();
-    if (t.has_mesh) {
-        mmrt_mesh_free(&t.mesh);
-        mmrt_comm_finalize();
-    }
-    return rc;
+int mmrt_main(int argc, char **argv, const MmrtModelDesc *m) {
+  Trainer t;
+  memset(&t, 0, sizeof t);
+  t.m = m;
+  int rc = run(&t, argc, argv);
+  fflush(NULL);
+  if (t.has_log) mmrt_log_close(&t.log);
+  mmrt_iter_free(&t.it);
+  mmrt_iter_free(&t.eval_it);
+  mmrt_images_free(&t.train);
+  mmrt_images_free(&t.test);
+  for (int r = 0; r < MMRT_NARENAS; r++) free(t.arenas[r]);
+  mmrt_kernels_shutdown();
+  if (t.has_mesh) {
+    mmrt_mesh_free(&t.mesh);
+    mmrt_comm_finalize();
+  }
+  return rc;
 }
 
-int main(int argc, char **argv) { return mmrt_main(argc, argv, &mm_model); }
+int main(int argc, char **argv) {
+  return mmrt_main(argc, argv, &mm_model);
+}

@@ -56,15 +56,29 @@
 
 /* Arenas, in this order in MmrtModelDesc.arena_bytes and in the array of
  * bases a step function receives. */
-enum { MMRT_ARENA_PARAM, MMRT_ARENA_GRAD, MMRT_ARENA_OPT, MMRT_ARENA_ACT, MMRT_ARENA_INPUT, MMRT_NARENAS };
+enum {
+  MMRT_ARENA_PARAM,
+  MMRT_ARENA_GRAD,
+  MMRT_ARENA_OPT,
+  MMRT_ARENA_ACT,
+  MMRT_ARENA_INPUT,
+  MMRT_NARENAS
+};
 
 /* Parameter initialisation (a, b are MmrtTensorDesc.init_a, init_b):
  * zeros, ones, fill(a), normal(0, std = a), uniform(a, b), and fan_in:
  * uniform(-a / sqrt(fan_in), a / sqrt(fan_in)) with fan_in = numel / dim 0
  * (rank >= 2; numel for vectors). Each parameter draws from its own Philox
  * stream, mmrt_rng_stream("init/<name>", 0), under the run seed. */
-enum { MMRT_INIT_NONE, MMRT_INIT_ZEROS, MMRT_INIT_ONES, MMRT_INIT_FILL, MMRT_INIT_NORMAL, MMRT_INIT_UNIFORM,
-       MMRT_INIT_FAN_IN };
+enum {
+  MMRT_INIT_NONE,
+  MMRT_INIT_ZEROS,
+  MMRT_INIT_ONES,
+  MMRT_INIT_FILL,
+  MMRT_INIT_NORMAL,
+  MMRT_INIT_UNIFORM,
+  MMRT_INIT_FAN_IN
+};
 
 enum { MMRT_OPTIM_ADAMW, MMRT_OPTIM_SGD };
 enum { MMRT_LR_CONSTANT, MMRT_LR_COSINE }; /* cosine: linear warm-up, then cosine to min_lr */
@@ -73,16 +87,17 @@ enum { MMRT_LR_CONSTANT, MMRT_LR_COSINE }; /* cosine: linear warm-up, then cosin
 
 /* A parameter, a piece of optimizer state, or an input. */
 typedef struct MmrtTensorDesc {
-    const char *name;
-    int64_t dtype;  /* MmrtStDtype */
-    int64_t ndim;
-    int64_t shape[MMRT_DESC_MAX_DIMS];
-    int64_t arena;  /* MMRT_ARENA_* */
-    int64_t offset; /* bytes from the arena's base */
-    int64_t init;   /* MMRT_INIT_* */
-    double init_a, init_b;
-    int64_t frozen; /* 1: trained by nobody (no gradient, no state) */
-    int64_t split[MMRT_DESC_MAX_DIMS]; /* per dim: bit a set when mesh axis a (MMRT_AXIS_*) splits it */
+  const char *name;
+  int64_t dtype; /* MmrtStDtype */
+  int64_t ndim;
+  int64_t shape[MMRT_DESC_MAX_DIMS];
+  int64_t arena;  /* MMRT_ARENA_* */
+  int64_t offset; /* bytes from the arena's base */
+  int64_t init;   /* MMRT_INIT_* */
+  double init_a, init_b;
+  int64_t frozen; /* 1: trained by nobody (no gradient, no state) */
+  int64_t
+      split[MMRT_DESC_MAX_DIMS]; /* per dim: bit a set when mesh axis a (MMRT_AXIS_*) splits it */
 } MmrtTensorDesc;
 
 /* Mesh axes, as mmrt_comm.h numbers them (MmrtAxis). */
@@ -96,49 +111,49 @@ enum { MMRT_DESC_AXIS_DP = 0, MMRT_DESC_AXIS_CP = 1, MMRT_DESC_AXIS_TP = 2, MMRT
 typedef int (*MmrtStepFn)(char *const *arenas, uint64_t seed, void *mesh);
 
 typedef struct MmrtModelDesc {
-    int64_t abi_version; /* MMRT_ABI_VERSION */
-    const char *name;
-    const char *fingerprint; /* of the parameters and inputs: checkpoints must match it */
-    int64_t arena_bytes[MMRT_NARENAS];
-    int64_t nparams;
-    const MmrtTensorDesc *params; /* params (arena param) and optimizer state (arena opt) */
-    int64_t ninputs;
-    const MmrtTensorDesc *inputs; /* every input of every function, once by name */
-    int64_t train_loss_offset;    /* act arena, f32[]: the loss of the last train step (-1: none) */
-    int64_t eval_loss_offset;     /* act arena, f32[]: the loss of the last eval step */
-    int64_t eval_logits_offset;   /* act arena, f32[rows, cols]: the logits of the loss (-1: none) */
-    int64_t logits_rows, logits_cols; /* this rank's piece */
-    int64_t logits_vocab_axis;        /* the mesh axis splitting the classes, or -1 */
-    int64_t ignore_index;         /* of that cross entropy */
-    /* the train section */
-    int64_t optim; /* MMRT_OPTIM_* */
-    double lr, beta1, beta2, eps, weight_decay, momentum, clip;
-    int64_t lr_sched; /* MMRT_LR_* */
-    int64_t warmup, steps; /* steps 0: given by --steps */
-    double min_lr;
-    int64_t batch;           /* the compiled (global) batch size (B) */
-    int64_t mesh[MMRT_DESC_NAXES]; /* ranks per axis: dp, cp, tp */
-    int64_t lora_rank;       /* LoRA: adapters are the params named *.lora_a / *.lora_b (0: none) */
-    double lora_alpha;       /* their update is scaled by alpha / rank */
-    MmrtStepFn train_step;   /* @train: forward, backward, optimizer (NULL: none) */
-    MmrtStepFn eval_step;    /* @forward */
-    /* what the executable does (mmc compile --task) */
-    int64_t task;            /* MMRT_TASK_* */
-    /* images in the text: the rows `place` puts where the image-context
-     * token stands (0: the model places none) and that token's id */
-    int64_t image_tokens, image_token;
-    /* incremental decoding (generate and eval tasks; NULL / -1 otherwise):
-     * @prefill runs the whole text [B, T] from positions `pos` and fills the
-     * KV caches (inputs named *.k_cache, *.v_cache); @decode runs one token
-     * per row (input `token` [B, 1]) at positions `pos`. Their logits,
-     * f32[B, T, vocab] and f32[B, 1, vocab], are at these act offsets. */
-    MmrtStepFn prefill_step, decode_step;
-    int64_t prefill_logits_offset, decode_logits_offset;
-    int64_t cache_len, vocab;
+  int64_t abi_version; /* MMRT_ABI_VERSION */
+  const char *name;
+  const char *fingerprint; /* of the parameters and inputs: checkpoints must match it */
+  int64_t arena_bytes[MMRT_NARENAS];
+  int64_t nparams;
+  const MmrtTensorDesc *params; /* params (arena param) and optimizer state (arena opt) */
+  int64_t ninputs;
+  const MmrtTensorDesc *inputs; /* every input of every function, once by name */
+  int64_t train_loss_offset;    /* act arena, f32[]: the loss of the last train step (-1: none) */
+  int64_t eval_loss_offset;     /* act arena, f32[]: the loss of the last eval step */
+  int64_t eval_logits_offset;   /* act arena, f32[rows, cols]: the logits of the loss (-1: none) */
+  int64_t logits_rows, logits_cols; /* this rank's piece */
+  int64_t logits_vocab_axis;        /* the mesh axis splitting the classes, or -1 */
+  int64_t ignore_index;             /* of that cross entropy */
+  /* the train section */
+  int64_t optim; /* MMRT_OPTIM_* */
+  double lr, beta1, beta2, eps, weight_decay, momentum, clip;
+  int64_t lr_sched;      /* MMRT_LR_* */
+  int64_t warmup, steps; /* steps 0: given by --steps */
+  double min_lr;
+  int64_t batch;                 /* the compiled (global) batch size (B) */
+  int64_t mesh[MMRT_DESC_NAXES]; /* ranks per axis: dp, cp, tp */
+  int64_t lora_rank;     /* LoRA: adapters are the params named *.lora_a / *.lora_b (0: none) */
+  double lora_alpha;     /* their update is scaled by alpha / rank */
+  MmrtStepFn train_step; /* @train: forward, backward, optimizer (NULL: none) */
+  MmrtStepFn eval_step;  /* @forward */
+  /* what the executable does (mmc compile --task) */
+  int64_t task; /* MMRT_TASK_* */
+  /* images in the text: the rows `place` puts where the image-context
+   * token stands (0: the model places none) and that token's id */
+  int64_t image_tokens, image_token;
+  /* incremental decoding (generate and eval tasks; NULL / -1 otherwise):
+   * @prefill runs the whole text [B, T] from positions `pos` and fills the
+   * KV caches (inputs named *.k_cache, *.v_cache); @decode runs one token
+   * per row (input `token` [B, 1]) at positions `pos`. Their logits,
+   * f32[B, T, vocab] and f32[B, 1, vocab], are at these act offsets. */
+  MmrtStepFn prefill_step, decode_step;
+  int64_t prefill_logits_offset, decode_logits_offset;
+  int64_t cache_len, vocab;
 } MmrtModelDesc;
 enum { MMRT_TASK_TRAIN, MMRT_TASK_GENERATE, MMRT_TASK_EVAL };
 
-#define MMRT_DESC_FIELDS 48 /* 8-byte slots in MmrtModelDesc */
+#define MMRT_DESC_FIELDS   48 /* 8-byte slots in MmrtModelDesc */
 #define MMRT_TENSOR_FIELDS 25 /* 8-byte slots in MmrtTensorDesc */
 
 /* The descriptor of the model, defined by the generated object. */
@@ -175,13 +190,14 @@ int mmrt_step_all_reduce(void *mesh, int axes, float *x, int64_t n);
  *   over the axis); returns the rows counted (labels != ignore) or a
  *   negative status. The gradient is this rank's columns of
  *   dloss * (softmax - onehot) / count. */
-void mmrt_split_embedding_fwd(void *mesh, int axis, float *out, const float *table, const int32_t *ids, int64_t N,
-                              int64_t Vl, int64_t C);
-void mmrt_split_embedding_bwd(void *mesh, int axis, float *dtable, const float *dout, const int32_t *ids, int64_t N,
-                              int64_t Vl, int64_t C);
+void mmrt_split_embedding_fwd(void *mesh, int axis, float *out, const float *table,
+                              const int32_t *ids, int64_t N, int64_t Vl, int64_t C);
+void mmrt_split_embedding_bwd(void *mesh, int axis, float *dtable, const float *dout,
+                              const int32_t *ids, int64_t N, int64_t Vl, int64_t C);
 int mmrt_split_cross_entropy_fwd(void *mesh, int axis, float *loss, float *lse, const float *logits,
                                  const int32_t *labels, int64_t N, int64_t Vl, int ignore);
-void mmrt_split_cross_entropy_bwd(void *mesh, int axis, float *dlogits, const float *logits, const float *lse,
-                                  const int32_t *labels, float dloss, int64_t N, int64_t Vl, int ignore);
+void mmrt_split_cross_entropy_bwd(void *mesh, int axis, float *dlogits, const float *logits,
+                                  const float *lse, const int32_t *labels, float dloss, int64_t N,
+                                  int64_t Vl, int ignore);
 
 #endif

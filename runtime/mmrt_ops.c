@@ -17,317 +17,279 @@
 #ifdef _OPENMP
 #include <omp.h>
 #else
-static int omp_get_num_threads(void) { return 1; }
-static int omp_get_thread_num(void) { return 0; }
+static int omp_get_num_threads(void) {
+  return 1;
+}
+static int omp_get_thread_num(void) {
+  return 0;
+}
 #endif
 
-static _Noreturn void die(const char *what, const char *detail)
-{
-    fprintf(stderr, "mmrt: internal error in %s: %s\n", what, detail);
-    abort();
+static _Noreturn void die(const char *what, const char *detail) {
+  fprintf(stderr, "mmrt: internal error in %s: %s\n", what, detail);
+  abort();
 }
 
-static void *xmalloc(size_t n, const char *what)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p)
-        die(what, "out of memory");
-    return p;
+static void *xmalloc(size_t n, const char *what) {
+  void *p = malloc(n ? n : 1);
+  if (!p) die(what, "out of memory");
+  return p;
 }
 
 /* This thread's share [*lo, *hi) of n items, inside a parallel region. */
-static void thread_range(size_t n, size_t *lo, size_t *hi)
-{
-    size_t nt = (size_t)omp_get_num_threads(), id = (size_t)omp_get_thread_num();
-    size_t per = n / nt, rem = n % nt;
-    *lo = id * per + (id < rem ? id : rem);
-    *hi = *lo + per + (id < rem ? 1 : 0);
+static void thread_range(size_t n, size_t *lo, size_t *hi) {
+  size_t nt = (size_t)omp_get_num_threads(), id = (size_t)omp_get_thread_num();
+  size_t per = n / nt, rem = n % nt;
+  *lo = id * per + (id < rem ? id : rem);
+  *hi = *lo + per + (id < rem ? 1 : 0);
 }
 
 /* Hot row loops get AVX-512 and AVX2 clones chosen at load time: the
  * runtime is built for baseline x86-64 and cannot assume either.
  * -DMMRT_NO_CLONES builds only the baseline (to test that path). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-    __GNUC__ >= 12 && !defined(MMRT_NO_CLONES)
-#define MMRT_CLONES \
-    __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 &&           \
+    !defined(MMRT_NO_CLONES)
+#define MMRT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define MMRT_CLONES
 #endif
 
 /* exp(x) for x in [-86, 88] (clamped), within ~2 ulp; branch-free so that
  * simd loops vectorise it (libm's expf does not). Cephes polynomial. */
-static inline float exp_approx(float x)
-{
-    x = x < -86.0f ? -86.0f : x;
-    x = x > 88.0f ? 88.0f : x;
-    /* n = round(x / ln 2) via the 1.5 * 2^23 trick; its low bits are n */
-    float t = x * 1.44269504088896341f + 12582912.0f;
-    int32_t ti;
-    memcpy(&ti, &t, sizeof ti);
-    float n = t - 12582912.0f;
-    float r = x - n * 0.693359375f - n * -2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    uint32_t pb;
-    memcpy(&pb, &p, sizeof pb);
-    pb += (uint32_t)(ti - 0x4B400000) << 23; /* times 2^n */
-    memcpy(&p, &pb, sizeof p);
-    return p;
+static inline float exp_approx(float x) {
+  x = x < -86.0f ? -86.0f : x;
+  x = x > 88.0f ? 88.0f : x;
+  /* n = round(x / ln 2) via the 1.5 * 2^23 trick; its low bits are n */
+  float t = x * 1.44269504088896341f + 12582912.0f;
+  int32_t ti;
+  memcpy(&ti, &t, sizeof ti);
+  float n = t - 12582912.0f;
+  float r = x - n * 0.693359375f - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  uint32_t pb;
+  memcpy(&pb, &p, sizeof pb);
+  pb += (uint32_t)(ti - 0x4B400000) << 23; /* times 2^n */
+  memcpy(&p, &pb, sizeof p);
+  return p;
 }
 
-static inline void put(float *dst, float v, int accumulate)
-{
-    if (accumulate)
-        *dst += v;
-    else
-        *dst = v;
+static inline void put(float *dst, float v, int accumulate) {
+  if (accumulate)
+    *dst += v;
+  else
+    *dst = v;
 }
 
 /* ======================================================================
  * layer norm, RMSNorm, group norm
  * ====================================================================== */
 
-void mmrt_layernorm_fwd(float *y, float *mean, float *rstd, const float *x,
-                        const float *gamma, const float *beta, int N, int C,
-                        float eps)
-{
+void mmrt_layernorm_fwd(float *y, float *mean, float *rstd, const float *x, const float *gamma,
+                        const float *beta, int N, int C, float eps) {
 #pragma omp parallel for schedule(static)
-    for (int r = 0; r < N; r++) {
-        const float *xr = x + (size_t)r * C;
-        float *yr = y + (size_t)r * C;
-        float s = 0.0f;
+  for (int r = 0; r < N; r++) {
+    const float *xr = x + (size_t)r * C;
+    float *yr = y + (size_t)r * C;
+    float s = 0.0f;
 #pragma omp simd reduction(+ : s)
-        for (int c = 0; c < C; c++)
-            s += xr[c];
-        float m = s / (float)C;
-        float v = 0.0f;
+    for (int c = 0; c < C; c++) s += xr[c];
+    float m = s / (float)C;
+    float v = 0.0f;
 #pragma omp simd reduction(+ : v)
-        for (int c = 0; c < C; c++)
-            v += (xr[c] - m) * (xr[c] - m);
-        float rs = 1.0f / sqrtf(v / (float)C + eps);
-        for (int c = 0; c < C; c++) {
-            float h = (xr[c] - m) * rs;
-            yr[c] = h * (gamma ? gamma[c] : 1.0f) + (beta ? beta[c] : 0.0f);
-        }
-        if (mean)
-            mean[r] = m;
-        if (rstd)
-            rstd[r] = rs;
+    for (int c = 0; c < C; c++) v += (xr[c] - m) * (xr[c] - m);
+    float rs = 1.0f / sqrtf(v / (float)C + eps);
+    for (int c = 0; c < C; c++) {
+      float h = (xr[c] - m) * rs;
+      yr[c] = h * (gamma ? gamma[c] : 1.0f) + (beta ? beta[c] : 0.0f);
     }
+    if (mean) mean[r] = m;
+    if (rstd) rstd[r] = rs;
+  }
 }
 
 /* Column sums over rows of dy * xhat and dy, where xhat[r,c] =
  * (x[r,c] - mean[r]) * rstd[r] (mean may be NULL: RMSNorm). Threads own
  * column ranges, so there are no races and no partial buffers. */
-static void norm_param_grads(float *dgamma, float *dbeta, const float *dy,
-                             const float *x, const float *mean,
-                             const float *rstd, int N, int C, int accumulate)
-{
+static void norm_param_grads(float *dgamma, float *dbeta, const float *dy, const float *x,
+                             const float *mean, const float *rstd, int N, int C, int accumulate) {
 #pragma omp parallel
-    {
-        size_t lo, hi;
-        thread_range((size_t)C, &lo, &hi);
-        for (size_t c0 = lo; c0 < hi; c0 += 256) {
-            size_t c1 = c0 + 256 < hi ? c0 + 256 : hi;
-            float ag[256] = {0}, ab[256] = {0};
-            for (int r = 0; r < N; r++) {
-                const float *xr = x + (size_t)r * C, *dr = dy + (size_t)r * C;
-                float m = mean ? mean[r] : 0.0f, rs = rstd[r];
+  {
+    size_t lo, hi;
+    thread_range((size_t)C, &lo, &hi);
+    for (size_t c0 = lo; c0 < hi; c0 += 256) {
+      size_t c1 = c0 + 256 < hi ? c0 + 256 : hi;
+      float ag[256] = {0}, ab[256] = {0};
+      for (int r = 0; r < N; r++) {
+        const float *xr = x + (size_t)r * C, *dr = dy + (size_t)r * C;
+        float m = mean ? mean[r] : 0.0f, rs = rstd[r];
 #pragma omp simd
-                for (size_t c = c0; c < c1; c++) {
-                    ag[c - c0] += dr[c] * (xr[c] - m) * rs;
-                    ab[c - c0] += dr[c];
-                }
-            }
-            for (size_t c = c0; c < c1; c++) {
-                if (dgamma)
-                    put(&dgamma[c], ag[c - c0], accumulate);
-                if (dbeta)
-                    put(&dbeta[c], ab[c - c0], accumulate);
-            }
+        for (size_t c = c0; c < c1; c++) {
+          ag[c - c0] += dr[c] * (xr[c] - m) * rs;
+          ab[c - c0] += dr[c];
         }
+      }
+      for (size_t c = c0; c < c1; c++) {
+        if (dgamma) put(&dgamma[c], ag[c - c0], accumulate);
+        if (dbeta) put(&dbeta[c], ab[c - c0], accumulate);
+      }
     }
+  }
 }
 
-void mmrt_layernorm_bwd(float *dx, float *dgamma, float *dbeta,
-                        const float *dy, const float *x, const float *mean,
-                        const float *rstd, const float *gamma, int N, int C,
-                        int accumulate)
-{
-    if (dx) {
-#pragma omp parallel for schedule(static)
-        for (int r = 0; r < N; r++) {
-            const float *xr = x + (size_t)r * C, *dr = dy + (size_t)r * C;
-            float *dxr = dx + (size_t)r * C;
-            float m = mean[r], rs = rstd[r];
-            float sg = 0.0f, sgh = 0.0f; /* sums of g and g * xhat */
-#pragma omp simd reduction(+ : sg, sgh)
-            for (int c = 0; c < C; c++) {
-                float g = dr[c] * (gamma ? gamma[c] : 1.0f);
-                sg += g;
-                sgh += g * (xr[c] - m) * rs;
-            }
-            sg /= (float)C;
-            sgh /= (float)C;
-            for (int c = 0; c < C; c++) {
-                float g = dr[c] * (gamma ? gamma[c] : 1.0f);
-                float h = (xr[c] - m) * rs;
-                put(&dxr[c], rs * (g - sg - h * sgh), accumulate);
-            }
-        }
-    }
-    if (dgamma || dbeta)
-        norm_param_grads(dgamma, dbeta, dy, x, mean, rstd, N, C, accumulate);
-}
-
-void mmrt_rmsnorm_fwd(float *y, float *rstd, const float *x, const float *w,
-                      int N, int C, float eps)
-{
+void mmrt_layernorm_bwd(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
+                        const float *mean, const float *rstd, const float *gamma, int N, int C,
+                        int accumulate) {
+  if (dx) {
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < N; r++) {
-        const float *xr = x + (size_t)r * C;
-        float *yr = y + (size_t)r * C;
-        float ss = 0.0f;
-#pragma omp simd reduction(+ : ss)
-        for (int c = 0; c < C; c++)
-            ss += xr[c] * xr[c];
-        float rs = 1.0f / sqrtf(ss / (float)C + eps);
-        for (int c = 0; c < C; c++)
-            yr[c] = xr[c] * rs * (w ? w[c] : 1.0f);
-        if (rstd)
-            rstd[r] = rs;
+      const float *xr = x + (size_t)r * C, *dr = dy + (size_t)r * C;
+      float *dxr = dx + (size_t)r * C;
+      float m = mean[r], rs = rstd[r];
+      float sg = 0.0f, sgh = 0.0f; /* sums of g and g * xhat */
+#pragma omp simd reduction(+ : sg, sgh)
+      for (int c = 0; c < C; c++) {
+        float g = dr[c] * (gamma ? gamma[c] : 1.0f);
+        sg += g;
+        sgh += g * (xr[c] - m) * rs;
+      }
+      sg /= (float)C;
+      sgh /= (float)C;
+      for (int c = 0; c < C; c++) {
+        float g = dr[c] * (gamma ? gamma[c] : 1.0f);
+        float h = (xr[c] - m) * rs;
+        put(&dxr[c], rs * (g - sg - h * sgh), accumulate);
+      }
     }
+  }
+  if (dgamma || dbeta) norm_param_grads(dgamma, dbeta, dy, x, mean, rstd, N, C, accumulate);
 }
 
-void mmrt_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x,
-                      const float *rstd, const float *w, int N, int C,
-                      int accumulate)
-{
-    if (dx) {
+void mmrt_rmsnorm_fwd(float *y, float *rstd, const float *x, const float *w, int N, int C,
+                      float eps) {
 #pragma omp parallel for schedule(static)
-        for (int r = 0; r < N; r++) {
-            const float *xr = x + (size_t)r * C, *dr = dy + (size_t)r * C;
-            float *dxr = dx + (size_t)r * C;
-            float rs = rstd[r], sgh = 0.0f;
-#pragma omp simd reduction(+ : sgh)
-            for (int c = 0; c < C; c++)
-                sgh += dr[c] * (w ? w[c] : 1.0f) * xr[c] * rs;
-            sgh /= (float)C;
-            for (int c = 0; c < C; c++) {
-                float g = dr[c] * (w ? w[c] : 1.0f);
-                put(&dxr[c], rs * (g - xr[c] * rs * sgh), accumulate);
-            }
-        }
-    }
-    if (dw)
-        norm_param_grads(dw, NULL, dy, x, NULL, rstd, N, C, accumulate);
+  for (int r = 0; r < N; r++) {
+    const float *xr = x + (size_t)r * C;
+    float *yr = y + (size_t)r * C;
+    float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
+    for (int c = 0; c < C; c++) ss += xr[c] * xr[c];
+    float rs = 1.0f / sqrtf(ss / (float)C + eps);
+    for (int c = 0; c < C; c++) yr[c] = xr[c] * rs * (w ? w[c] : 1.0f);
+    if (rstd) rstd[r] = rs;
+  }
 }
 
-void mmrt_groupnorm_fwd(float *y, float *mean, float *rstd, const float *x,
-                        const float *gamma, const float *beta, int N, int C,
-                        int S, int G, float eps)
-{
-    if (C % G)
-        die("mmrt_groupnorm_fwd", "C not divisible by G");
-    int Cg = C / G;
-    size_t M = (size_t)Cg * S;
+void mmrt_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x, const float *rstd,
+                      const float *w, int N, int C, int accumulate) {
+  if (dx) {
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < N; r++) {
+      const float *xr = x + (size_t)r * C, *dr = dy + (size_t)r * C;
+      float *dxr = dx + (size_t)r * C;
+      float rs = rstd[r], sgh = 0.0f;
+#pragma omp simd reduction(+ : sgh)
+      for (int c = 0; c < C; c++) sgh += dr[c] * (w ? w[c] : 1.0f) * xr[c] * rs;
+      sgh /= (float)C;
+      for (int c = 0; c < C; c++) {
+        float g = dr[c] * (w ? w[c] : 1.0f);
+        put(&dxr[c], rs * (g - xr[c] * rs * sgh), accumulate);
+      }
+    }
+  }
+  if (dw) norm_param_grads(dw, NULL, dy, x, NULL, rstd, N, C, accumulate);
+}
+
+void mmrt_groupnorm_fwd(float *y, float *mean, float *rstd, const float *x, const float *gamma,
+                        const float *beta, int N, int C, int S, int G, float eps) {
+  if (C % G) die("mmrt_groupnorm_fwd", "C not divisible by G");
+  int Cg = C / G;
+  size_t M = (size_t)Cg * S;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int n = 0; n < N; n++) {
+    for (int g = 0; g < G; g++) {
+      size_t base = ((size_t)n * C + (size_t)g * Cg) * S;
+      const float *xb = x + base;
+      double s = 0.0, ss = 0.0;
+#pragma omp simd reduction(+ : s)
+      for (size_t i = 0; i < M; i++) s += xb[i];
+      double m = s / (double)M;
+#pragma omp simd reduction(+ : ss)
+      for (size_t i = 0; i < M; i++) ss += (xb[i] - m) * (xb[i] - m);
+      float mf = (float)m, rs = (float)(1.0 / sqrt(ss / (double)M + eps));
+      for (int c = 0; c < Cg; c++) {
+        int ch = g * Cg + c;
+        float ga = gamma ? gamma[ch] : 1.0f, be = beta ? beta[ch] : 0.0f;
+        const float *xc = xb + (size_t)c * S;
+        float *yc = y + base + (size_t)c * S;
+        for (int i = 0; i < S; i++) yc[i] = (xc[i] - mf) * rs * ga + be;
+      }
+      if (mean) mean[n * G + g] = mf;
+      if (rstd) rstd[n * G + g] = rs;
+    }
+  }
+}
+
+void mmrt_groupnorm_bwd(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
+                        const float *mean, const float *rstd, const float *gamma, int N, int C,
+                        int S, int G, int accumulate) {
+  if (C % G) die("mmrt_groupnorm_bwd", "C not divisible by G");
+  int Cg = C / G;
+  size_t M = (size_t)Cg * S;
+  if (dx) {
 #pragma omp parallel for collapse(2) schedule(static)
     for (int n = 0; n < N; n++) {
-        for (int g = 0; g < G; g++) {
-            size_t base = ((size_t)n * C + (size_t)g * Cg) * S;
-            const float *xb = x + base;
-            double s = 0.0, ss = 0.0;
-#pragma omp simd reduction(+ : s)
-            for (size_t i = 0; i < M; i++)
-                s += xb[i];
-            double m = s / (double)M;
-#pragma omp simd reduction(+ : ss)
-            for (size_t i = 0; i < M; i++)
-                ss += (xb[i] - m) * (xb[i] - m);
-            float mf = (float)m, rs = (float)(1.0 / sqrt(ss / (double)M + eps));
-            for (int c = 0; c < Cg; c++) {
-                int ch = g * Cg + c;
-                float ga = gamma ? gamma[ch] : 1.0f, be = beta ? beta[ch] : 0.0f;
-                const float *xc = xb + (size_t)c * S;
-                float *yc = y + base + (size_t)c * S;
-                for (int i = 0; i < S; i++)
-                    yc[i] = (xc[i] - mf) * rs * ga + be;
-            }
-            if (mean)
-                mean[n * G + g] = mf;
-            if (rstd)
-                rstd[n * G + g] = rs;
+      for (int g = 0; g < G; g++) {
+        size_t base = ((size_t)n * C + (size_t)g * Cg) * S;
+        float m = mean[n * G + g], rs = rstd[n * G + g];
+        double sg = 0.0, sgh = 0.0;
+        for (int c = 0; c < Cg; c++) {
+          float ga = gamma ? gamma[g * Cg + c] : 1.0f;
+          const float *xc = x + base + (size_t)c * S;
+          const float *dc = dy + base + (size_t)c * S;
+          for (int i = 0; i < S; i++) {
+            float gv = dc[i] * ga;
+            sg += gv;
+            sgh += gv * (xc[i] - m) * rs;
+          }
         }
-    }
-}
-
-void mmrt_groupnorm_bwd(float *dx, float *dgamma, float *dbeta,
-                        const float *dy, const float *x, const float *mean,
-                        const float *rstd, const float *gamma, int N, int C,
-                        int S, int G, int accumulate)
-{
-    if (C % G)
-        die("mmrt_groupnorm_bwd", "C not divisible by G");
-    int Cg = C / G;
-    size_t M = (size_t)Cg * S;
-    if (dx) {
-#pragma omp parallel for collapse(2) schedule(static)
-        for (int n = 0; n < N; n++) {
-            for (int g = 0; g < G; g++) {
-                size_t base = ((size_t)n * C + (size_t)g * Cg) * S;
-                float m = mean[n * G + g], rs = rstd[n * G + g];
-                double sg = 0.0, sgh = 0.0;
-                for (int c = 0; c < Cg; c++) {
-                    float ga = gamma ? gamma[g * Cg + c] : 1.0f;
-                    const float *xc = x + base + (size_t)c * S;
-                    const float *dc = dy + base + (size_t)c * S;
-                    for (int i = 0; i < S; i++) {
-                        float gv = dc[i] * ga;
-                        sg += gv;
-                        sgh += gv * (xc[i] - m) * rs;
-                    }
-                }
-                float mg = (float)(sg / (double)M), mgh = (float)(sgh / (double)M);
-                for (int c = 0; c < Cg; c++) {
-                    float ga = gamma ? gamma[g * Cg + c] : 1.0f;
-                    const float *xc = x + base + (size_t)c * S;
-                    const float *dc = dy + base + (size_t)c * S;
-                    float *dxc = dx + base + (size_t)c * S;
-                    for (int i = 0; i < S; i++) {
-                        float h = (xc[i] - m) * rs;
-                        put(&dxc[i], rs * (dc[i] * ga - mg - h * mgh),
-                            accumulate);
-                    }
-                }
-            }
+        float mg = (float)(sg / (double)M), mgh = (float)(sgh / (double)M);
+        for (int c = 0; c < Cg; c++) {
+          float ga = gamma ? gamma[g * Cg + c] : 1.0f;
+          const float *xc = x + base + (size_t)c * S;
+          const float *dc = dy + base + (size_t)c * S;
+          float *dxc = dx + base + (size_t)c * S;
+          for (int i = 0; i < S; i++) {
+            float h = (xc[i] - m) * rs;
+            put(&dxc[i], rs * (dc[i] * ga - mg - h * mgh), accumulate);
+          }
         }
+      }
     }
-    if (dgamma || dbeta) {
+  }
+  if (dgamma || dbeta) {
 #pragma omp parallel for schedule(static)
-        for (int c = 0; c < C; c++) {
-            int g = c / Cg;
-            double ag = 0.0, ab = 0.0;
-            for (int n = 0; n < N; n++) {
-                const float *xc = x + ((size_t)n * C + c) * S;
-                const float *dc = dy + ((size_t)n * C + c) * S;
-                float m = mean[n * G + g], rs = rstd[n * G + g];
-                for (int i = 0; i < S; i++) {
-                    ag += dc[i] * (xc[i] - m) * rs;
-                    ab += dc[i];
-                }
-            }
-            if (dgamma)
-                put(&dgamma[c], (float)ag, accumulate);
-            if (dbeta)
-                put(&dbeta[c], (float)ab, accumulate);
+    for (int c = 0; c < C; c++) {
+      int g = c / Cg;
+      double ag = 0.0, ab = 0.0;
+      for (int n = 0; n < N; n++) {
+        const float *xc = x + ((size_t)n * C + c) * S;
+        const float *dc = dy + ((size_t)n * C + c) * S;
+        float m = mean[n * G + g], rs = rstd[n * G + g];
+        for (int i = 0; i < S; i++) {
+          ag += dc[i] * (xc[i] - m) * rs;
+          ab += dc[i];
         }
+      }
+      if (dgamma) put(&dgamma[c], (float)ag, accumulate);
+      if (dbeta) put(&dbeta[c], (float)ab, accumulate);
     }
+  }
 }
 
 /* ======================================================================
@@ -335,68 +297,60 @@ void mmrt_groupnorm_bwd(float *dx, float *dgamma, float *dbeta,
  * ====================================================================== */
 
 /* cos/sin table: (T, D/2) each. */
-static void rope_table(float *cs, float *sn, int T, int D, float theta,
-                       int pos_offset)
-{
-    int half = D / 2;
-    for (int t = 0; t < T; t++) {
-        for (int i = 0; i < half; i++) {
-            double f = pow((double)theta, -2.0 * i / (double)D);
-            double a = (double)(pos_offset + t) * f;
-            cs[t * half + i] = (float)cos(a);
-            sn[t * half + i] = (float)sin(a);
-        }
+static void rope_table(float *cs, float *sn, int T, int D, float theta, int pos_offset) {
+  int half = D / 2;
+  for (int t = 0; t < T; t++) {
+    for (int i = 0; i < half; i++) {
+      double f = pow((double)theta, -2.0 * i / (double)D);
+      double a = (double)(pos_offset + t) * f;
+      cs[t * half + i] = (float)cos(a);
+      sn[t * half + i] = (float)sin(a);
     }
+  }
 }
 
 /* y = R(sign * angle) x on every (b, t, h) row. */
-static void rope_apply(float *y, const float *x, int B, int T, int H, int D,
-                       float theta, int pos_offset, float sign,
-                       int accumulate, const char *what)
-{
-    if (D % 2)
-        die(what, "head dim must be even");
-    int half = D / 2;
-    float *cs = xmalloc(sizeof(float) * (size_t)T * half * 2, what);
-    float *sn = cs + (size_t)T * half;
-    rope_table(cs, sn, T, D, theta, pos_offset);
+static void rope_apply(float *y, const float *x, int B, int T, int H, int D, float theta,
+                       int pos_offset, float sign, int accumulate, const char *what) {
+  if (D % 2) die(what, "head dim must be even");
+  int half = D / 2;
+  float *cs = xmalloc(sizeof(float) * (size_t)T * half * 2, what);
+  float *sn = cs + (size_t)T * half;
+  rope_table(cs, sn, T, D, theta, pos_offset);
 #pragma omp parallel for collapse(2) schedule(static)
-    for (int b = 0; b < B; b++) {
-        for (int t = 0; t < T; t++) {
-            const float *c = cs + (size_t)t * half, *s = sn + (size_t)t * half;
-            for (int h = 0; h < H; h++) {
-                size_t off = (((size_t)b * T + t) * H + h) * D;
-                const float *xr = x + off;
-                float *yr = y + off;
+  for (int b = 0; b < B; b++) {
+    for (int t = 0; t < T; t++) {
+      const float *c = cs + (size_t)t * half, *s = sn + (size_t)t * half;
+      for (int h = 0; h < H; h++) {
+        size_t off = (((size_t)b * T + t) * H + h) * D;
+        const float *xr = x + off;
+        float *yr = y + off;
 #pragma omp simd
-                for (int i = 0; i < half; i++) {
-                    float x1 = xr[i], x2 = xr[i + half], si = sign * s[i];
-                    float y1 = x1 * c[i] - x2 * si, y2 = x2 * c[i] + x1 * si;
-                    if (accumulate) {
-                        yr[i] += y1;
-                        yr[i + half] += y2;
-                    } else {
-                        yr[i] = y1;
-                        yr[i + half] = y2;
-                    }
-                }
-            }
+        for (int i = 0; i < half; i++) {
+          float x1 = xr[i], x2 = xr[i + half], si = sign * s[i];
+          float y1 = x1 * c[i] - x2 * si, y2 = x2 * c[i] + x1 * si;
+          if (accumulate) {
+            yr[i] += y1;
+            yr[i + half] += y2;
+          } else {
+            yr[i] = y1;
+            yr[i + half] = y2;
+          }
         }
+      }
     }
-    free(cs);
+  }
+  free(cs);
 }
 
-void mmrt_rope_fwd(float *y, const float *x, int B, int T, int H, int D,
-                   float theta, int pos_offset)
-{
-    rope_apply(y, x, B, T, H, D, theta, pos_offset, 1.0f, 0, "mmrt_rope_fwd");
+void mmrt_rope_fwd(float *y, const float *x, int B, int T, int H, int D, float theta,
+                   int pos_offset) {
+  rope_apply(y, x, B, T, H, D, theta, pos_offset, 1.0f, 0, "mmrt_rope_fwd");
 }
 
-void mmrt_rope_bwd(float *dx, const float *dy, int B, int T, int H, int D,
-                   float theta, int pos_offset, int accumulate)
-{
-    rope_apply(dx, dy, B, T, H, D, theta, pos_offset, -1.0f, accumulate,
-               "mmrt_rope_bwd");
+void mmrt_rope_bwd(float *dx, const float *dy, int B, int T, int H, int D, float theta,
+                   int pos_offset, int accumulate) {
+  rope_apply(dx, dy, B, T, H, D, theta, pos_offset, -1.0f, accumulate, "mmrt_rope_bwd");
 }
 
 /* ======================================================================
@@ -408,40 +362,31 @@ void mmrt_rope_bwd(float *dx, const float *dy, int B, int T, int H, int D,
 enum { ATT_TQ = 16, ATT_TS = 16, ATT_CHUNK = 256 };
 
 /* Number of keys query t sees. */
-static inline int visible_keys(int t, int T, int S, int causal)
-{
-    if (!causal)
-        return S;
-    int n = t + (S - T) + 1;
-    return n < 0 ? 0 : (n > S ? S : n);
+static inline int visible_keys(int t, int T, int S, int causal) {
+  if (!causal) return S;
+  int n = t + (S - T) + 1;
+  return n < 0 ? 0 : (n > S ? S : n);
 }
 
 /* First query that sees key s. */
-static inline int first_query(int s, int T, int S, int causal)
-{
-    if (!causal)
-        return 0;
-    int t = s - (S - T);
-    return t < 0 ? 0 : t;
+static inline int first_query(int s, int T, int S, int causal) {
+  if (!causal) return 0;
+  int t = s - (S - T);
+  return t < 0 ? 0 : t;
 }
 
 /* Row lengths of transposed tiles are padded to whole 16-float vectors. */
-static inline int pad16(int n)
-{
-    return (n + 15) & ~15;
+static inline int pad16(int n) {
+  return (n + 15) & ~15;
 }
 
 /* dst[d * ld + j] = src[j * stride + d] for j < n, d < D; zero for
  * n <= j < ld. */
-static void transpose_rows(float *dst, size_t ld, const float *src, int n,
-                           size_t stride, int D)
-{
-    for (int j = 0; j < n; j++)
-        for (int d = 0; d < D; d++)
-            dst[(size_t)d * ld + j] = src[(size_t)j * stride + d];
-    for (int d = 0; d < D; d++)
-        for (size_t j = (size_t)n; j < ld; j++)
-            dst[(size_t)d * ld + j] = 0.0f;
+static void transpose_rows(float *dst, size_t ld, const float *src, int n, size_t stride, int D) {
+  for (int j = 0; j < n; j++)
+    for (int d = 0; d < D; d++) dst[(size_t)d * ld + j] = src[(size_t)j * stride + d];
+  for (int d = 0; d < D; d++)
+    for (size_t j = (size_t)n; j < ld; j++) dst[(size_t)d * ld + j] = 0.0f;
 }
 
 /* The hot loops below want fused multiply-adds; ISO C mode turns
@@ -462,148 +407,134 @@ typedef float Vf16 __attribute__((vector_size(64)));
 typedef float Vf16u __attribute__((vector_size(64), aligned(4), may_alias));
 
 MMRT_CLONES static void scores_row(float *restrict sc, const float *restrict x,
-                                   const float *restrict yt, size_t ld, int n,
-                                   int D, float scale)
-{
-    int j0 = 0;
-    for (; j0 + ATT_VB <= n; j0 += ATT_VB) {
-        Vf16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
-        for (int d = 0; d < D; d++) {
-            float xd = x[d] * scale;
-            const Vf16u *y = (const Vf16u *)(yt + (size_t)d * ld + j0);
-            a0 += xd * y[0];
-            a1 += xd * y[1];
-            a2 += xd * y[2];
-            a3 += xd * y[3];
-        }
-        Vf16u *o = (Vf16u *)(sc + j0);
-        o[0] = a0;
-        o[1] = a1;
-        o[2] = a2;
-        o[3] = a3;
+                                   const float *restrict yt, size_t ld, int n, int D, float scale) {
+  int j0 = 0;
+  for (; j0 + ATT_VB <= n; j0 += ATT_VB) {
+    Vf16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+    for (int d = 0; d < D; d++) {
+      float xd = x[d] * scale;
+      const Vf16u *y = (const Vf16u *)(yt + (size_t)d * ld + j0);
+      a0 += xd * y[0];
+      a1 += xd * y[1];
+      a2 += xd * y[2];
+      a3 += xd * y[3];
     }
-    for (; j0 < n; j0 += 16) {
-        Vf16 a0 = {0};
-        for (int d = 0; d < D; d++)
-            a0 += (x[d] * scale) * *(const Vf16u *)(yt + (size_t)d * ld + j0);
-        *(Vf16u *)(sc + j0) = a0;
-    }
+    Vf16u *o = (Vf16u *)(sc + j0);
+    o[0] = a0;
+    o[1] = a1;
+    o[2] = a2;
+    o[3] = a3;
+  }
+  for (; j0 < n; j0 += 16) {
+    Vf16 a0 = {0};
+    for (int d = 0; d < D; d++) a0 += (x[d] * scale) * *(const Vf16u *)(yt + (size_t)d * ld + j0);
+    *(Vf16u *)(sc + j0) = a0;
+  }
 }
 
 /* acc[d] (+)= sum_j w[j] * rows[j * stride + d] */
 MMRT_CLONES static void wsum_rows(float *restrict acc, const float *restrict w,
-                                  const float *restrict rows, size_t stride,
-                                  int n, int D, int zero)
-{
-    if (zero)
-        for (int d = 0; d < D; d++)
-            acc[d] = 0.0f;
-    int d0 = 0;
-    for (; d0 + ATT_VB <= D; d0 += ATT_VB) {
-        Vf16u *o = (Vf16u *)(acc + d0);
-        Vf16 a0 = o[0], a1 = o[1], a2 = o[2], a3 = o[3];
-        for (int j = 0; j < n; j++) {
-            float wj = w[j];
-            const Vf16u *r = (const Vf16u *)(rows + (size_t)j * stride + d0);
-            a0 += wj * r[0];
-            a1 += wj * r[1];
-            a2 += wj * r[2];
-            a3 += wj * r[3];
-        }
-        o[0] = a0;
-        o[1] = a1;
-        o[2] = a2;
-        o[3] = a3;
+                                  const float *restrict rows, size_t stride, int n, int D,
+                                  int zero) {
+  if (zero)
+    for (int d = 0; d < D; d++) acc[d] = 0.0f;
+  int d0 = 0;
+  for (; d0 + ATT_VB <= D; d0 += ATT_VB) {
+    Vf16u *o = (Vf16u *)(acc + d0);
+    Vf16 a0 = o[0], a1 = o[1], a2 = o[2], a3 = o[3];
+    for (int j = 0; j < n; j++) {
+      float wj = w[j];
+      const Vf16u *r = (const Vf16u *)(rows + (size_t)j * stride + d0);
+      a0 += wj * r[0];
+      a1 += wj * r[1];
+      a2 += wj * r[2];
+      a3 += wj * r[3];
     }
-    if (d0 < D) {
-        for (int j = 0; j < n; j++) {
-            float wj = w[j];
-            const float *restrict r = rows + (size_t)j * stride;
+    o[0] = a0;
+    o[1] = a1;
+    o[2] = a2;
+    o[3] = a3;
+  }
+  if (d0 < D) {
+    for (int j = 0; j < n; j++) {
+      float wj = w[j];
+      const float *restrict r = rows + (size_t)j * stride;
 #pragma omp simd
-            for (int d = d0; d < D; d++)
-                acc[d] += wj * r[d];
-        }
+      for (int d = d0; d < D; d++) acc[d] += wj * r[d];
     }
+  }
 }
 
 #pragma GCC pop_options
 
 /* p[j] = exp(p[j] - sub); returns the sum. */
-MMRT_CLONES static float exp_row(float *p, int n, float sub)
-{
-    float s = 0.0f;
+MMRT_CLONES static float exp_row(float *p, int n, float sub) {
+  float s = 0.0f;
 #pragma omp simd reduction(+ : s)
-    for (int j = 0; j < n; j++) {
-        p[j] = exp_approx(p[j] - sub);
-        s += p[j];
-    }
-    return s;
+  for (int j = 0; j < n; j++) {
+    p[j] = exp_approx(p[j] - sub);
+    s += p[j];
+  }
+  return s;
 }
 
-static float max_row(const float *p, int n)
-{
-    float m = -INFINITY;
+static float max_row(const float *p, int n) {
+  float m = -INFINITY;
 #pragma omp simd reduction(max : m)
-    for (int j = 0; j < n; j++)
-        m = p[j] > m ? p[j] : m;
-    return m;
+  for (int j = 0; j < n; j++) m = p[j] > m ? p[j] : m;
+  return m;
 }
 
-static void attention_check(int H, int KVH, int D, const char *what)
-{
-    if (KVH < 1 || H % KVH || D < 1)
-        die(what, "H must be a multiple of KVH");
+static void attention_check(int H, int KVH, int D, const char *what) {
+  if (KVH < 1 || H % KVH || D < 1) die(what, "H must be a multiple of KVH");
 }
 
 /* Work item (b, h, block of ATT_TQ queries): K of the block's visible keys
  * is transposed once, then each query is scores -> exp -> weighted sum. */
-void mmrt_attention_fwd(float *out, float *lse, const float *q,
-                        const float *k, const float *v, int B, int T, int S,
-                        int H, int KVH, int D, int causal, float scale)
-{
-    static const char *what = "mmrt_attention_fwd";
-    attention_check(H, KVH, D, what);
-    int grp = H / KVH, nblk = (T + ATT_TQ - 1) / ATT_TQ;
-    size_t kvs = (size_t)KVH * D, qs = (size_t)H * D;
+void mmrt_attention_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
+                        int B, int T, int S, int H, int KVH, int D, int causal, float scale) {
+  static const char *what = "mmrt_attention_fwd";
+  attention_check(H, KVH, D, what);
+  int grp = H / KVH, nblk = (T + ATT_TQ - 1) / ATT_TQ;
+  size_t kvs = (size_t)KVH * D, qs = (size_t)H * D;
 #pragma omp parallel
-    {
-        size_t Sp = (size_t)pad16(S);
-        float *kt = xmalloc(sizeof(float) * (Sp * D + Sp + D), what);
-        float *p = kt + Sp * D, *acc = p + Sp;
+  {
+    size_t Sp = (size_t)pad16(S);
+    float *kt = xmalloc(sizeof(float) * (Sp * D + Sp + D), what);
+    float *p = kt + Sp * D, *acc = p + Sp;
 #pragma omp for collapse(3) schedule(dynamic)
-        for (int b = 0; b < B; b++) {
-            for (int h = 0; h < H; h++) {
-                for (int blk = 0; blk < nblk; blk++) {
-                    int t0 = blk * ATT_TQ, t1 = t0 + ATT_TQ < T ? t0 + ATT_TQ : T;
-                    int nmax = visible_keys(t1 - 1, T, S, causal);
-                    const float *kb = k + (size_t)b * S * kvs + (size_t)(h / grp) * D;
-                    const float *vb = v + (size_t)b * S * kvs + (size_t)(h / grp) * D;
-                    size_t ld = (size_t)pad16(nmax);
-                    transpose_rows(kt, ld, kb, nmax, kvs, D);
-                    for (int t = t0; t < t1; t++) {
-                        int n = visible_keys(t, T, S, causal);
-                        const float *qr = q + ((size_t)b * T + t) * qs + (size_t)h * D;
-                        float *orow = out + ((size_t)b * T + t) * qs + (size_t)h * D;
-                        float *l = lse + ((size_t)b * H + h) * T + t;
-                        if (n == 0) {
-                            memset(orow, 0, sizeof(float) * (size_t)D);
-                            *l = -INFINITY;
-                            continue;
-                        }
-                        scores_row(p, qr, kt, ld, n, D, scale);
-                        float mx = max_row(p, n);
-                        float sum = exp_row(p, n, mx);
-                        wsum_rows(acc, p, vb, kvs, n, D, 1);
-                        float inv = 1.0f / sum;
-                        for (int d = 0; d < D; d++)
-                            orow[d] = acc[d] * inv;
-                        *l = mx + logf(sum);
-                    }
-                }
+    for (int b = 0; b < B; b++) {
+      for (int h = 0; h < H; h++) {
+        for (int blk = 0; blk < nblk; blk++) {
+          int t0 = blk * ATT_TQ, t1 = t0 + ATT_TQ < T ? t0 + ATT_TQ : T;
+          int nmax = visible_keys(t1 - 1, T, S, causal);
+          const float *kb = k + (size_t)b * S * kvs + (size_t)(h / grp) * D;
+          const float *vb = v + (size_t)b * S * kvs + (size_t)(h / grp) * D;
+          size_t ld = (size_t)pad16(nmax);
+          transpose_rows(kt, ld, kb, nmax, kvs, D);
+          for (int t = t0; t < t1; t++) {
+            int n = visible_keys(t, T, S, causal);
+            const float *qr = q + ((size_t)b * T + t) * qs + (size_t)h * D;
+            float *orow = out + ((size_t)b * T + t) * qs + (size_t)h * D;
+            float *l = lse + ((size_t)b * H + h) * T + t;
+            if (n == 0) {
+              memset(orow, 0, sizeof(float) * (size_t)D);
+              *l = -INFINITY;
+              continue;
             }
+            scores_row(p, qr, kt, ld, n, D, scale);
+            float mx = max_row(p, n);
+            float sum = exp_row(p, n, mx);
+            wsum_rows(acc, p, vb, kvs, n, D, 1);
+            float inv = 1.0f / sum;
+            for (int d = 0; d < D; d++) orow[d] = acc[d] * inv;
+            *l = mx + logf(sum);
+          }
         }
-        free(kt);
+      }
     }
+    free(kt);
+  }
 }
 
 /* Backward in three passes so that every output has one writer:
@@ -614,141 +545,131 @@ void mmrt_attention_fwd(float *out, float *lse, const float *q,
  * with p_ts = exp(scale q_t.k_s - lse_t) and ds_ts = p_ts (dout_t.v_s - Dt).
  * Passes 2 and 3 both recompute p: twice the forward's score work, in
  * exchange for no atomics and no per-thread dk/dv copies. */
-void mmrt_attention_bwd(float *dq, float *dk, float *dv, const float *dout,
-                        const float *q, const float *k, const float *v,
-                        const float *out, const float *lse, int B, int T,
-                        int S, int H, int KVH, int D, int causal, float scale,
-                        int accumulate)
-{
-    static const char *what = "mmrt_attention_bwd";
-    attention_check(H, KVH, D, what);
-    int grp = H / KVH;
-    size_t kvs = (size_t)KVH * D, qs = (size_t)H * D;
-    float *Dt = xmalloc(sizeof(float) * (size_t)B * H * T, what);
+void mmrt_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                        const float *k, const float *v, const float *out, const float *lse, int B,
+                        int T, int S, int H, int KVH, int D, int causal, float scale,
+                        int accumulate) {
+  static const char *what = "mmrt_attention_bwd";
+  attention_check(H, KVH, D, what);
+  int grp = H / KVH;
+  size_t kvs = (size_t)KVH * D, qs = (size_t)H * D;
+  float *Dt = xmalloc(sizeof(float) * (size_t)B * H * T, what);
 #pragma omp parallel for collapse(3) schedule(static)
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++)
-            for (int t = 0; t < T; t++) {
-                size_t off = ((size_t)b * T + t) * qs + (size_t)h * D;
-                float s = 0.0f;
-                for (int d = 0; d < D; d++)
-                    s += dout[off + d] * out[off + d];
-                Dt[((size_t)b * H + h) * T + t] = s;
-            }
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < H; h++)
+      for (int t = 0; t < T; t++) {
+        size_t off = ((size_t)b * T + t) * qs + (size_t)h * D;
+        float s = 0.0f;
+        for (int d = 0; d < D; d++) s += dout[off + d] * out[off + d];
+        Dt[((size_t)b * H + h) * T + t] = s;
+      }
 
-    if (dq) {
-        int nblk = (T + ATT_TQ - 1) / ATT_TQ;
+  if (dq) {
+    int nblk = (T + ATT_TQ - 1) / ATT_TQ;
 #pragma omp parallel
-        {
-            size_t Sp = (size_t)pad16(S);
-            float *kt = xmalloc(sizeof(float) * (2 * Sp * D + 2 * Sp + D), what);
-            float *vt = kt + Sp * D, *p = vt + Sp * D;
-            float *dp = p + Sp, *acc = dp + Sp;
+    {
+      size_t Sp = (size_t)pad16(S);
+      float *kt = xmalloc(sizeof(float) * (2 * Sp * D + 2 * Sp + D), what);
+      float *vt = kt + Sp * D, *p = vt + Sp * D;
+      float *dp = p + Sp, *acc = dp + Sp;
 #pragma omp for collapse(3) schedule(dynamic)
-            for (int b = 0; b < B; b++) {
-                for (int h = 0; h < H; h++) {
-                    for (int blk = 0; blk < nblk; blk++) {
-                        int t0 = blk * ATT_TQ, t1 = t0 + ATT_TQ < T ? t0 + ATT_TQ : T;
-                        int nmax = visible_keys(t1 - 1, T, S, causal);
-                        const float *kb = k + (size_t)b * S * kvs + (size_t)(h / grp) * D;
-                        const float *vb = v + (size_t)b * S * kvs + (size_t)(h / grp) * D;
-                        size_t ld = (size_t)pad16(nmax);
-                        transpose_rows(kt, ld, kb, nmax, kvs, D);
-                        transpose_rows(vt, ld, vb, nmax, kvs, D);
-                        for (int t = t0; t < t1; t++) {
-                            int n = visible_keys(t, T, S, causal);
-                            size_t off = ((size_t)b * T + t) * qs + (size_t)h * D;
-                            size_t bht = ((size_t)b * H + h) * T + t;
-                            for (int d = 0; d < D; d++)
-                                acc[d] = 0.0f;
-                            if (n > 0) {
-                                scores_row(p, q + off, kt, ld, n, D, scale);
-                                exp_row(p, n, lse[bht]);
-                                scores_row(dp, dout + off, vt, ld, n, D, 1.0f);
-                                float dd = Dt[bht];
+      for (int b = 0; b < B; b++) {
+        for (int h = 0; h < H; h++) {
+          for (int blk = 0; blk < nblk; blk++) {
+            int t0 = blk * ATT_TQ, t1 = t0 + ATT_TQ < T ? t0 + ATT_TQ : T;
+            int nmax = visible_keys(t1 - 1, T, S, causal);
+            const float *kb = k + (size_t)b * S * kvs + (size_t)(h / grp) * D;
+            const float *vb = v + (size_t)b * S * kvs + (size_t)(h / grp) * D;
+            size_t ld = (size_t)pad16(nmax);
+            transpose_rows(kt, ld, kb, nmax, kvs, D);
+            transpose_rows(vt, ld, vb, nmax, kvs, D);
+            for (int t = t0; t < t1; t++) {
+              int n = visible_keys(t, T, S, causal);
+              size_t off = ((size_t)b * T + t) * qs + (size_t)h * D;
+              size_t bht = ((size_t)b * H + h) * T + t;
+              for (int d = 0; d < D; d++) acc[d] = 0.0f;
+              if (n > 0) {
+                scores_row(p, q + off, kt, ld, n, D, scale);
+                exp_row(p, n, lse[bht]);
+                scores_row(dp, dout + off, vt, ld, n, D, 1.0f);
+                float dd = Dt[bht];
 #pragma omp simd
-                                for (int j = 0; j < n; j++)
-                                    p[j] = p[j] * (dp[j] - dd) * scale;
-                                wsum_rows(acc, p, kb, kvs, n, D, 1);
-                            }
-                            for (int d = 0; d < D; d++)
-                                put(&dq[off + d], acc[d], accumulate);
-                        }
-                    }
-                }
+                for (int j = 0; j < n; j++) p[j] = p[j] * (dp[j] - dd) * scale;
+                wsum_rows(acc, p, kb, kvs, n, D, 1);
+              }
+              for (int d = 0; d < D; d++) put(&dq[off + d], acc[d], accumulate);
             }
-            free(kt);
+          }
         }
+      }
+      free(kt);
     }
+  }
 
-    if (dk || dv) {
-        int nblk = (S + ATT_TS - 1) / ATT_TS;
-        size_t NJmax = (size_t)pad16(grp * T);
+  if (dk || dv) {
+    int nblk = (S + ATT_TS - 1) / ATT_TS;
+    size_t NJmax = (size_t)pad16(grp * T);
 #pragma omp parallel
-        {
-            float *qt = xmalloc(sizeof(float) * (NJmax * (2 * (size_t)D + 4) + 2 * (size_t)D), what);
-            float *dot = qt + NJmax * D, *sc = dot + NJmax * D, *dp = sc + NJmax;
-            float *lj = dp + NJmax, *dj = lj + NJmax, *ak = dj + NJmax, *av = ak + D;
+    {
+      float *qt = xmalloc(sizeof(float) * (NJmax * (2 * (size_t)D + 4) + 2 * (size_t)D), what);
+      float *dot = qt + NJmax * D, *sc = dot + NJmax * D, *dp = sc + NJmax;
+      float *lj = dp + NJmax, *dj = lj + NJmax, *ak = dj + NJmax, *av = ak + D;
 #pragma omp for collapse(3) schedule(dynamic)
-            for (int b = 0; b < B; b++) {
-                for (int kh = 0; kh < KVH; kh++) {
-                    for (int blk = 0; blk < nblk; blk++) {
-                        int s0 = blk * ATT_TS, s1 = s0 + ATT_TS < S ? s0 + ATT_TS : S;
-                        int tmin = first_query(s0, T, S, causal);
-                        int Tv = T > tmin ? T - tmin : 0;
-                        size_t NJ = (size_t)grp * Tv, ld = (size_t)pad16((int)NJ);
-                        /* The group's visible queries, j = g * Tv + (t - tmin),
-                         * transposed with rows of ld. */
-                        for (int d = 0; d < D; d++)
-                            for (size_t j = NJ; j < ld; j++)
-                                qt[d * ld + j] = dot[d * ld + j] = 0.0f;
-                        for (int g = 0; g < grp && Tv > 0; g++) {
-                            size_t off = ((size_t)b * T + tmin) * qs + (size_t)(kh * grp + g) * D;
-                            for (int tt = 0; tt < Tv; tt++)
-                                for (int d = 0; d < D; d++) {
-                                    qt[(size_t)d * ld + (size_t)g * Tv + tt] = q[off + tt * qs + d];
-                                    dot[(size_t)d * ld + (size_t)g * Tv + tt] = dout[off + tt * qs + d];
-                                }
-                            size_t bh = ((size_t)b * H + kh * grp + g) * T + tmin;
-                            memcpy(lj + (size_t)g * Tv, lse + bh, sizeof(float) * (size_t)Tv);
-                            memcpy(dj + (size_t)g * Tv, Dt + bh, sizeof(float) * (size_t)Tv);
-                        }
-                        for (int s = s0; s < s1; s++) {
-                            size_t ko = ((size_t)b * S + s) * kvs + (size_t)kh * D;
-                            for (int d = 0; d < D; d++)
-                                ak[d] = av[d] = 0.0f;
-                            int ts = first_query(s, T, S, causal);
-                            if (NJ > 0 && ts < T) {
-                                scores_row(sc, k + ko, qt, ld, (int)NJ, D, scale);
-                                scores_row(dp, v + ko, dot, ld, (int)NJ, D, 1.0f);
-                                for (int g = 0; g < grp; g++) {
-                                    size_t j0 = (size_t)g * Tv + (size_t)(ts - tmin);
-                                    int L = T - ts;
-#pragma omp simd
-                                    for (int j = 0; j < L; j++) {
-                                        float pr = exp_approx(sc[j0 + j] - lj[j0 + j]);
-                                        sc[j0 + j] = pr;
-                                        dp[j0 + j] = pr * (dp[j0 + j] - dj[j0 + j]) * scale;
-                                    }
-                                    size_t off = ((size_t)b * T + ts) * qs + (size_t)(kh * grp + g) * D;
-                                    wsum_rows(av, sc + j0, dout + off, qs, L, D, 0);
-                                    wsum_rows(ak, dp + j0, q + off, qs, L, D, 0);
-                                }
-                            }
-                            for (int d = 0; d < D; d++) {
-                                if (dk)
-                                    put(&dk[ko + d], ak[d], accumulate);
-                                if (dv)
-                                    put(&dv[ko + d], av[d], accumulate);
-                            }
-                        }
-                    }
+      for (int b = 0; b < B; b++) {
+        for (int kh = 0; kh < KVH; kh++) {
+          for (int blk = 0; blk < nblk; blk++) {
+            int s0 = blk * ATT_TS, s1 = s0 + ATT_TS < S ? s0 + ATT_TS : S;
+            int tmin = first_query(s0, T, S, causal);
+            int Tv = T > tmin ? T - tmin : 0;
+            size_t NJ = (size_t)grp * Tv, ld = (size_t)pad16((int)NJ);
+            /* The group's visible queries, j = g * Tv + (t - tmin),
+             * transposed with rows of ld. */
+            for (int d = 0; d < D; d++)
+              for (size_t j = NJ; j < ld; j++) qt[d * ld + j] = dot[d * ld + j] = 0.0f;
+            for (int g = 0; g < grp && Tv > 0; g++) {
+              size_t off = ((size_t)b * T + tmin) * qs + (size_t)(kh * grp + g) * D;
+              for (int tt = 0; tt < Tv; tt++)
+                for (int d = 0; d < D; d++) {
+                  qt[(size_t)d * ld + (size_t)g * Tv + tt] = q[off + tt * qs + d];
+                  dot[(size_t)d * ld + (size_t)g * Tv + tt] = dout[off + tt * qs + d];
                 }
+              size_t bh = ((size_t)b * H + kh * grp + g) * T + tmin;
+              memcpy(lj + (size_t)g * Tv, lse + bh, sizeof(float) * (size_t)Tv);
+              memcpy(dj + (size_t)g * Tv, Dt + bh, sizeof(float) * (size_t)Tv);
             }
-            free(qt);
+            for (int s = s0; s < s1; s++) {
+              size_t ko = ((size_t)b * S + s) * kvs + (size_t)kh * D;
+              for (int d = 0; d < D; d++) ak[d] = av[d] = 0.0f;
+              int ts = first_query(s, T, S, causal);
+              if (NJ > 0 && ts < T) {
+                scores_row(sc, k + ko, qt, ld, (int)NJ, D, scale);
+                scores_row(dp, v + ko, dot, ld, (int)NJ, D, 1.0f);
+                for (int g = 0; g < grp; g++) {
+                  size_t j0 = (size_t)g * Tv + (size_t)(ts - tmin);
+                  int L = T - ts;
+#pragma omp simd
+                  for (int j = 0; j < L; j++) {
+                    float pr = exp_approx(sc[j0 + j] - lj[j0 + j]);
+                    sc[j0 + j] = pr;
+                    dp[j0 + j] = pr * (dp[j0 + j] - dj[j0 + j]) * scale;
+                  }
+                  size_t off = ((size_t)b * T + ts) * qs + (size_t)(kh * grp + g) * D;
+                  wsum_rows(av, sc + j0, dout + off, qs, L, D, 0);
+                  wsum_rows(ak, dp + j0, q + off, qs, L, D, 0);
+                }
+              }
+              for (int d = 0; d < D; d++) {
+                if (dk) put(&dk[ko + d], ak[d], accumulate);
+                if (dv) put(&dv[ko + d], av[d], accumulate);
+              }
+            }
+          }
         }
+      }
+      free(qt);
     }
-    free(Dt);
+  }
+  free(Dt);
 }
 
 /* ======================================================================
@@ -756,233 +677,194 @@ void mmrt_attention_bwd(float *dq, float *dk, float *dv, const float *dout,
  * ====================================================================== */
 
 /* sum_j exp(x[j] - sub) */
-MMRT_CLONES static float sum_exp(const float *x, int n, float sub)
-{
-    float s = 0.0f;
+MMRT_CLONES static float sum_exp(const float *x, int n, float sub) {
+  float s = 0.0f;
 #pragma omp simd reduction(+ : s)
-    for (int j = 0; j < n; j++)
-        s += exp_approx(x[j] - sub);
-    return s;
+  for (int j = 0; j < n; j++) s += exp_approx(x[j] - sub);
+  return s;
 }
 
 /* y[j] (+)= g * exp(x[j] - sub) */
-MMRT_CLONES static void scaled_exp_row(float *restrict y,
-                                       const float *restrict x, int n,
-                                       float sub, float g, int accumulate)
-{
-    if (accumulate) {
+MMRT_CLONES static void scaled_exp_row(float *restrict y, const float *restrict x, int n, float sub,
+                                       float g, int accumulate) {
+  if (accumulate) {
 #pragma omp simd
-        for (int j = 0; j < n; j++)
-            y[j] += g * exp_approx(x[j] - sub);
-    } else {
+    for (int j = 0; j < n; j++) y[j] += g * exp_approx(x[j] - sub);
+  } else {
 #pragma omp simd
-        for (int j = 0; j < n; j++)
-            y[j] = g * exp_approx(x[j] - sub);
-    }
+    for (int j = 0; j < n; j++) y[j] = g * exp_approx(x[j] - sub);
+  }
 }
 
-static int count_labels(const int32_t *labels, int N, int V, int ignore_index,
-                        const char *what)
-{
-    int count = 0;
-    for (int i = 0; i < N; i++) {
-        if (labels[i] == ignore_index)
-            continue;
-        if (labels[i] < 0 || labels[i] >= V) {
-            fprintf(stderr,
-                    "mmrt: %s: label %d at row %d is outside [0, %d) and is "
-                    "not the ignore index %d\n",
-                    what, (int)labels[i], i, V, ignore_index);
-            return -1;
-        }
-        count++;
+static int count_labels(const int32_t *labels, int N, int V, int ignore_index, const char *what) {
+  int count = 0;
+  for (int i = 0; i < N; i++) {
+    if (labels[i] == ignore_index) continue;
+    if (labels[i] < 0 || labels[i] >= V) {
+      fprintf(stderr,
+              "mmrt: %s: label %d at row %d is outside [0, %d) and is "
+              "not the ignore index %d\n",
+              what, (int)labels[i], i, V, ignore_index);
+      return -1;
     }
-    return count;
+    count++;
+  }
+  return count;
 }
 
-int mmrt_cross_entropy_fwd(float *loss, float *lse, const float *logits,
-                           const int32_t *labels, int N, int V,
-                           int ignore_index)
-{
-    int count = count_labels(labels, N, V, ignore_index,
-                             "mmrt_cross_entropy_fwd");
-    if (count < 0)
-        return -1;
-    double total = 0.0;
+int mmrt_cross_entropy_fwd(float *loss, float *lse, const float *logits, const int32_t *labels,
+                           int N, int V, int ignore_index) {
+  int count = count_labels(labels, N, V, ignore_index, "mmrt_cross_entropy_fwd");
+  if (count < 0) return -1;
+  double total = 0.0;
 #pragma omp parallel for reduction(+ : total) schedule(static)
-    for (int i = 0; i < N; i++) {
-        const float *row = logits + (size_t)i * V;
-        float mx = max_row(row, V);
-        float l = mx + logf(sum_exp(row, V, mx));
-        if (lse)
-            lse[i] = l;
-        if (labels[i] != ignore_index)
-            total += (double)l - (double)row[labels[i]];
-    }
-    *loss = count ? (float)(total / count) : 0.0f;
-    return count;
+  for (int i = 0; i < N; i++) {
+    const float *row = logits + (size_t)i * V;
+    float mx = max_row(row, V);
+    float l = mx + logf(sum_exp(row, V, mx));
+    if (lse) lse[i] = l;
+    if (labels[i] != ignore_index) total += (double)l - (double)row[labels[i]];
+  }
+  *loss = count ? (float)(total / count) : 0.0f;
+  return count;
 }
 
-void mmrt_cross_entropy_bwd(float *dlogits, const float *logits,
-                            const float *lse, const int32_t *labels,
-                            float dloss, int N, int V, int ignore_index,
-                            int accumulate)
-{
-    int count = count_labels(labels, N, V, ignore_index,
-                             "mmrt_cross_entropy_bwd");
-    if (count < 0)
-        die("mmrt_cross_entropy_bwd", "bad labels (forward should have failed)");
-    float g = count ? dloss / (float)count : 0.0f;
+void mmrt_cross_entropy_bwd(float *dlogits, const float *logits, const float *lse,
+                            const int32_t *labels, float dloss, int N, int V, int ignore_index,
+                            int accumulate) {
+  int count = count_labels(labels, N, V, ignore_index, "mmrt_cross_entropy_bwd");
+  if (count < 0) die("mmrt_cross_entropy_bwd", "bad labels (forward should have failed)");
+  float g = count ? dloss / (float)count : 0.0f;
 #pragma omp parallel for schedule(static)
-    for (int i = 0; i < N; i++) {
-        const float *row = logits + (size_t)i * V;
-        float *drow = dlogits + (size_t)i * V;
-        if (labels[i] == ignore_index) {
-            if (!accumulate)
-                memset(drow, 0, sizeof(float) * (size_t)V);
-            continue;
-        }
-        scaled_exp_row(drow, row, V, lse[i], g, accumulate);
-        drow[labels[i]] -= g;
+  for (int i = 0; i < N; i++) {
+    const float *row = logits + (size_t)i * V;
+    float *drow = dlogits + (size_t)i * V;
+    if (labels[i] == ignore_index) {
+      if (!accumulate) memset(drow, 0, sizeof(float) * (size_t)V);
+      continue;
     }
+    scaled_exp_row(drow, row, V, lse[i], g, accumulate);
+    drow[labels[i]] -= g;
+  }
 }
 
-int mmrt_embedding_fwd(float *out, const float *table, const int32_t *ids,
-                       int N, int V, int C)
-{
-    int bad = -1;
+int mmrt_embedding_fwd(float *out, const float *table, const int32_t *ids, int N, int V, int C) {
+  int bad = -1;
 #pragma omp parallel for schedule(static)
-    for (int i = 0; i < N; i++) {
-        float *o = out + (size_t)i * C;
-        if (ids[i] < 0 || ids[i] >= V) {
-            memset(o, 0, sizeof(float) * (size_t)C);
+  for (int i = 0; i < N; i++) {
+    float *o = out + (size_t)i * C;
+    if (ids[i] < 0 || ids[i] >= V) {
+      memset(o, 0, sizeof(float) * (size_t)C);
 #pragma omp critical(mmrt_embedding_bad)
-            if (bad < 0 || i < bad)
-                bad = i;
-            continue;
-        }
-        memcpy(o, table + (size_t)ids[i] * C, sizeof(float) * (size_t)C);
+      if (bad < 0 || i < bad) bad = i;
+      continue;
     }
-    if (bad >= 0) {
-        fprintf(stderr, "mmrt: mmrt_embedding_fwd: id %d at row %d is outside "
-                        "[0, %d)\n", (int)ids[bad], bad, V);
-        return -1;
-    }
-    return 0;
+    memcpy(o, table + (size_t)ids[i] * C, sizeof(float) * (size_t)C);
+  }
+  if (bad >= 0) {
+    fprintf(stderr,
+            "mmrt: mmrt_embedding_fwd: id %d at row %d is outside "
+            "[0, %d)\n",
+            (int)ids[bad], bad, V);
+    return -1;
+  }
+  return 0;
 }
 
-void mmrt_embedding_bwd(float *dtable, const float *dout, const int32_t *ids,
-                        int N, int V, int C, int accumulate)
-{
+void mmrt_embedding_bwd(float *dtable, const float *dout, const int32_t *ids, int N, int V, int C,
+                        int accumulate) {
 #pragma omp parallel
-    {
-        /* Threads own column ranges: every row's scatter is race-free. */
-        size_t lo, hi;
-        thread_range((size_t)C, &lo, &hi);
-        if (!accumulate)
-            for (int v = 0; v < V; v++)
-                memset(dtable + (size_t)v * C + lo, 0, sizeof(float) * (hi - lo));
-        for (int i = 0; i < N; i++) {
-            if (ids[i] < 0 || ids[i] >= V)
-                continue;
-            float *d = dtable + (size_t)ids[i] * C;
-            const float *g = dout + (size_t)i * C;
+  {
+    /* Threads own column ranges: every row's scatter is race-free. */
+    size_t lo, hi;
+    thread_range((size_t)C, &lo, &hi);
+    if (!accumulate)
+      for (int v = 0; v < V; v++) memset(dtable + (size_t)v * C + lo, 0, sizeof(float) * (hi - lo));
+    for (int i = 0; i < N; i++) {
+      if (ids[i] < 0 || ids[i] >= V) continue;
+      float *d = dtable + (size_t)ids[i] * C;
+      const float *g = dout + (size_t)i * C;
 #pragma omp simd
-            for (size_t c = lo; c < hi; c++)
-                d[c] += g[c];
-        }
+      for (size_t c = lo; c < hi; c++) d[c] += g[c];
     }
+  }
 }
 
 /* ======================================================================
  * reductions and small helpers
  * ====================================================================== */
 
-void mmrt_reduce_sum(float *y, const float *x, int outer, int n, int inner,
-                     int mean, int accumulate)
-{
-    float sc = mean && n > 0 ? 1.0f / (float)n : 1.0f;
-    if (inner == 1) {
-        if (outer == 1) {
-            double s = 0.0;
+void mmrt_reduce_sum(float *y, const float *x, int outer, int n, int inner, int mean,
+                     int accumulate) {
+  float sc = mean && n > 0 ? 1.0f / (float)n : 1.0f;
+  if (inner == 1) {
+    if (outer == 1) {
+      double s = 0.0;
 #pragma omp parallel for simd reduction(+ : s) schedule(static)
-            for (int i = 0; i < n; i++)
-                s += x[i];
-            put(y, (float)s * sc, accumulate);
-            return;
-        }
+      for (int i = 0; i < n; i++) s += x[i];
+      put(y, (float)s * sc, accumulate);
+      return;
+    }
 #pragma omp parallel for schedule(static)
-        for (int o = 0; o < outer; o++) {
-            const float *xr = x + (size_t)o * n;
-            float s = 0.0f;
+    for (int o = 0; o < outer; o++) {
+      const float *xr = x + (size_t)o * n;
+      float s = 0.0f;
 #pragma omp simd reduction(+ : s)
-            for (int i = 0; i < n; i++)
-                s += xr[i];
-            put(&y[o], s * sc, accumulate);
-        }
-        return;
+      for (int i = 0; i < n; i++) s += xr[i];
+      put(&y[o], s * sc, accumulate);
     }
-    /* Threads own (outer, 256-wide inner chunk) tiles. */
-    int nchunk = (inner + 255) / 256;
+    return;
+  }
+  /* Threads own (outer, 256-wide inner chunk) tiles. */
+  int nchunk = (inner + 255) / 256;
 #pragma omp parallel for collapse(2) schedule(static)
-    for (int o = 0; o < outer; o++) {
-        for (int ch = 0; ch < nchunk; ch++) {
-            int j0 = ch * 256, j1 = j0 + 256 < inner ? j0 + 256 : inner;
-            float acc[256] = {0};
-            for (int i = 0; i < n; i++) {
-                const float *xr = x + ((size_t)o * n + i) * inner;
+  for (int o = 0; o < outer; o++) {
+    for (int ch = 0; ch < nchunk; ch++) {
+      int j0 = ch * 256, j1 = j0 + 256 < inner ? j0 + 256 : inner;
+      float acc[256] = {0};
+      for (int i = 0; i < n; i++) {
+        const float *xr = x + ((size_t)o * n + i) * inner;
 #pragma omp simd
-                for (int j = j0; j < j1; j++)
-                    acc[j - j0] += xr[j];
-            }
-            float *yr = y + (size_t)o * inner;
-            for (int j = j0; j < j1; j++)
-                put(&yr[j], acc[j - j0] * sc, accumulate);
-        }
+        for (int j = j0; j < j1; j++) acc[j - j0] += xr[j];
+      }
+      float *yr = y + (size_t)o * inner;
+      for (int j = j0; j < j1; j++) put(&yr[j], acc[j - j0] * sc, accumulate);
     }
+  }
 }
 
-void mmrt_reduce_sum_bwd(float *dx, const float *dy, int outer, int n,
-                         int inner, int mean, int accumulate)
-{
-    float sc = mean && n > 0 ? 1.0f / (float)n : 1.0f;
+void mmrt_reduce_sum_bwd(float *dx, const float *dy, int outer, int n, int inner, int mean,
+                         int accumulate) {
+  float sc = mean && n > 0 ? 1.0f / (float)n : 1.0f;
 #pragma omp parallel for collapse(2) schedule(static)
-    for (int o = 0; o < outer; o++) {
-        for (int i = 0; i < n; i++) {
-            const float *g = dy + (size_t)o * inner;
-            float *d = dx + ((size_t)o * n + i) * inner;
-            if (accumulate) {
+  for (int o = 0; o < outer; o++) {
+    for (int i = 0; i < n; i++) {
+      const float *g = dy + (size_t)o * inner;
+      float *d = dx + ((size_t)o * n + i) * inner;
+      if (accumulate) {
 #pragma omp simd
-                for (int j = 0; j < inner; j++)
-                    d[j] += g[j] * sc;
-            } else {
+        for (int j = 0; j < inner; j++) d[j] += g[j] * sc;
+      } else {
 #pragma omp simd
-                for (int j = 0; j < inner; j++)
-                    d[j] = g[j] * sc;
-            }
-        }
+        for (int j = 0; j < inner; j++) d[j] = g[j] * sc;
+      }
     }
+  }
 }
 
-void mmrt_axpy(float *y, const float *x, float alpha, size_t n,
-               int accumulate)
-{
-    if (accumulate) {
+void mmrt_axpy(float *y, const float *x, float alpha, size_t n, int accumulate) {
+  if (accumulate) {
 #pragma omp parallel for simd schedule(static)
-        for (size_t i = 0; i < n; i++)
-            y[i] += alpha * x[i];
-    } else {
+    for (size_t i = 0; i < n; i++) y[i] += alpha * x[i];
+  } else {
 #pragma omp parallel for simd schedule(static)
-        for (size_t i = 0; i < n; i++)
-            y[i] = alpha * x[i];
-    }
+    for (size_t i = 0; i < n; i++) y[i] = alpha * x[i];
+  }
 }
 
-void mmrt_fill(float *x, float value, size_t n)
-{
+void mmrt_fill(float *x, float value, size_t n) {
 #pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < n; i++)
-        x[i] = value;
+  for (size_t i = 0; i < n; i++) x[i] = value;
 }
 
 /* ======================================================================
@@ -993,299 +875,260 @@ void mmrt_fill(float *x, float value, size_t n)
  * dropped and neighbouring dims merged while both operands broadcast the
  * same way across them; sa/sb are element strides (0 = broadcast). */
 typedef struct Bcast {
-    int nd;
-    size_t dim[MMRT_MAX_DIMS], sa[MMRT_MAX_DIMS], sb[MMRT_MAX_DIMS];
-    size_t total;
+  int nd;
+  size_t dim[MMRT_MAX_DIMS], sa[MMRT_MAX_DIMS], sb[MMRT_MAX_DIMS];
+  size_t total;
 } Bcast;
 
-static void bcast_plan(Bcast *bc, const int *ys, const int *as, const int *bs,
-                       int ndim, const char *what)
-{
-    if (ndim < 0 || ndim > MMRT_MAX_DIMS)
-        die(what, "too many dims");
-    int keep_a[MMRT_MAX_DIMS], keep_b[MMRT_MAX_DIMS];
-    size_t dims[MMRT_MAX_DIMS];
-    int nd = 0;
-    bc->total = 1;
-    for (int i = 0; i < ndim; i++) {
-        if ((as[i] != ys[i] && as[i] != 1) || (bs[i] != ys[i] && bs[i] != 1))
-            die(what, "operand shape does not broadcast to the output");
-        bc->total *= (size_t)ys[i];
-        if (ys[i] == 1)
-            continue;
-        int ka = as[i] != 1, kb = bs[i] != 1;
-        if (nd > 0 && keep_a[nd - 1] == ka && keep_b[nd - 1] == kb) {
-            dims[nd - 1] *= (size_t)ys[i];
-            continue;
-        }
-        keep_a[nd] = ka;
-        keep_b[nd] = kb;
-        dims[nd++] = (size_t)ys[i];
+static void bcast_plan(Bcast *bc, const int *ys, const int *as, const int *bs, int ndim,
+                       const char *what) {
+  if (ndim < 0 || ndim > MMRT_MAX_DIMS) die(what, "too many dims");
+  int keep_a[MMRT_MAX_DIMS], keep_b[MMRT_MAX_DIMS];
+  size_t dims[MMRT_MAX_DIMS];
+  int nd = 0;
+  bc->total = 1;
+  for (int i = 0; i < ndim; i++) {
+    if ((as[i] != ys[i] && as[i] != 1) || (bs[i] != ys[i] && bs[i] != 1))
+      die(what, "operand shape does not broadcast to the output");
+    bc->total *= (size_t)ys[i];
+    if (ys[i] == 1) continue;
+    int ka = as[i] != 1, kb = bs[i] != 1;
+    if (nd > 0 && keep_a[nd - 1] == ka && keep_b[nd - 1] == kb) {
+      dims[nd - 1] *= (size_t)ys[i];
+      continue;
     }
-    if (nd == 0) {
-        keep_a[0] = keep_b[0] = 1;
-        dims[nd++] = 1;
-    }
-    size_t sa = 1, sb = 1;
-    for (int i = nd - 1; i >= 0; i--) {
-        bc->dim[i] = dims[i];
-        bc->sa[i] = keep_a[i] ? sa : 0;
-        bc->sb[i] = keep_b[i] ? sb : 0;
-        if (keep_a[i])
-            sa *= dims[i];
-        if (keep_b[i])
-            sb *= dims[i];
-    }
-    bc->nd = nd;
+    keep_a[nd] = ka;
+    keep_b[nd] = kb;
+    dims[nd++] = (size_t)ys[i];
+  }
+  if (nd == 0) {
+    keep_a[0] = keep_b[0] = 1;
+    dims[nd++] = 1;
+  }
+  size_t sa = 1, sb = 1;
+  for (int i = nd - 1; i >= 0; i--) {
+    bc->dim[i] = dims[i];
+    bc->sa[i] = keep_a[i] ? sa : 0;
+    bc->sb[i] = keep_b[i] ? sb : 0;
+    if (keep_a[i]) sa *= dims[i];
+    if (keep_b[i]) sb *= dims[i];
+  }
+  bc->nd = nd;
 }
 
-static inline float binop(MmrtBinop op, float a, float b)
-{
-    switch (op) {
+static inline float binop(MmrtBinop op, float a, float b) {
+  switch (op) {
     case MMRT_BIN_ADD: return a + b;
     case MMRT_BIN_SUB: return a - b;
     case MMRT_BIN_MUL: return a * b;
     case MMRT_BIN_DIV: return a / b;
-    }
-    return 0.0f;
+  }
+  return 0.0f;
 }
 
 /* y = a op b over a plan; y is contiguous in the output shape. Work items
  * are (row of the last dim, chunk of 4096) pairs. */
-static void bcast_run(const Bcast *bc, MmrtBinop op, float *y, const float *a,
-                      const float *b)
-{
-    enum { CHUNK = 4096 };
-    int nd = bc->nd;
-    size_t L = bc->dim[nd - 1], rows = bc->total / (L ? L : 1);
-    size_t nch = (L + CHUNK - 1) / CHUNK, items = rows * nch;
-    size_t la = bc->sa[nd - 1], lb = bc->sb[nd - 1];
-    if (bc->total == 0)
-        return;
+static void bcast_run(const Bcast *bc, MmrtBinop op, float *y, const float *a, const float *b) {
+  enum { CHUNK = 4096 };
+  int nd = bc->nd;
+  size_t L = bc->dim[nd - 1], rows = bc->total / (L ? L : 1);
+  size_t nch = (L + CHUNK - 1) / CHUNK, items = rows * nch;
+  size_t la = bc->sa[nd - 1], lb = bc->sb[nd - 1];
+  if (bc->total == 0) return;
 #pragma omp parallel for schedule(static)
-    for (size_t it = 0; it < items; it++) {
-        size_t r = it / nch, j0 = (it % nch) * CHUNK;
-        size_t j1 = j0 + CHUNK < L ? j0 + CHUNK : L;
-        size_t oa = 0, ob = 0, rem = r;
-        for (int d = nd - 2; d >= 0; d--) {
-            size_t idx = rem % bc->dim[d];
-            rem /= bc->dim[d];
-            oa += idx * bc->sa[d];
-            ob += idx * bc->sb[d];
-        }
-        float *yr = y + r * L;
-        const float *ar = a + oa, *br = b + ob;
-        switch (op) {
-#define LOOP(OP, EXPR) \
-    case OP: \
-        for (size_t j = j0; j < j1; j++) { \
-            float av = ar[j * la], bv = br[j * lb]; \
-            yr[j] = EXPR; \
-        } \
-        break;
-            LOOP(MMRT_BIN_ADD, av + bv)
-            LOOP(MMRT_BIN_SUB, av - bv)
-            LOOP(MMRT_BIN_MUL, av * bv)
-            LOOP(MMRT_BIN_DIV, av / bv)
-#undef LOOP
-        }
+  for (size_t it = 0; it < items; it++) {
+    size_t r = it / nch, j0 = (it % nch) * CHUNK;
+    size_t j1 = j0 + CHUNK < L ? j0 + CHUNK : L;
+    size_t oa = 0, ob = 0, rem = r;
+    for (int d = nd - 2; d >= 0; d--) {
+      size_t idx = rem % bc->dim[d];
+      rem /= bc->dim[d];
+      oa += idx * bc->sa[d];
+      ob += idx * bc->sb[d];
     }
+    float *yr = y + r * L;
+    const float *ar = a + oa, *br = b + ob;
+    switch (op) {
+#define LOOP(OP, EXPR)                                                                             \
+  case OP:                                                                                         \
+    for (size_t j = j0; j < j1; j++) {                                                             \
+      float av = ar[j * la], bv = br[j * lb];                                                      \
+      yr[j] = EXPR;                                                                                \
+    }                                                                                              \
+    break;
+      LOOP(MMRT_BIN_ADD, av + bv)
+      LOOP(MMRT_BIN_SUB, av - bv)
+      LOOP(MMRT_BIN_MUL, av * bv)
+      LOOP(MMRT_BIN_DIV, av / bv)
+#undef LOOP
+    }
+  }
 }
 
-void mmrt_binary_fwd(MmrtBinop op, float *y, const int *yshape,
-                     const float *a, const int *ashape, const float *b,
-                     const int *bshape, int ndim)
-{
-    Bcast bc;
-    bcast_plan(&bc, yshape, ashape, bshape, ndim, "mmrt_binary_fwd");
-    bcast_run(&bc, op, y, a, b);
+void mmrt_binary_fwd(MmrtBinop op, float *y, const int *yshape, const float *a, const int *ashape,
+                     const float *b, const int *bshape, int ndim) {
+  Bcast bc;
+  bcast_plan(&bc, yshape, ashape, bshape, ndim, "mmrt_binary_fwd");
+  bcast_run(&bc, op, y, a, b);
 }
 
 /* dst (+)= src reduced from shape ys to shape xs (xs[i] is 1 or ys[i]),
  * as a chain of [outer, n, inner] middle-dim sums; the last stage writes
  * dst. */
-static void reduce_to(float *dst, const int *xs, const float *src,
-                      const int *ys, int ndim, int accumulate)
-{
-    int cur[MMRT_MAX_DIMS];
-    size_t total = 1;
-    for (int i = 0; i < ndim; i++) {
-        cur[i] = ys[i];
-        total *= (size_t)ys[i];
+static void reduce_to(float *dst, const int *xs, const float *src, const int *ys, int ndim,
+                      int accumulate) {
+  int cur[MMRT_MAX_DIMS];
+  size_t total = 1;
+  for (int i = 0; i < ndim; i++) {
+    cur[i] = ys[i];
+    total *= (size_t)ys[i];
+  }
+  /* The dims still to reduce. */
+  int todo[MMRT_MAX_DIMS], nt = 0;
+  for (int i = 0; i < ndim; i++)
+    if (xs[i] == 1 && ys[i] != 1) todo[nt++] = i;
+  if (nt == 0) {
+    mmrt_axpy(dst, src, 1.0f, total, accumulate);
+    return;
+  }
+  const float *in = src;
+  float *bufs[2] = {NULL, NULL};
+  for (int k = 0; k < nt; k++) {
+    int d = todo[k];
+    size_t outer = 1, inner = 1;
+    for (int i = 0; i < d; i++) outer *= (size_t)cur[i];
+    for (int i = d + 1; i < ndim; i++) inner *= (size_t)cur[i];
+    int n = cur[d];
+    cur[d] = 1;
+    float *o;
+    if (k == nt - 1) {
+      o = dst;
+    } else {
+      if (!bufs[k & 1]) bufs[k & 1] = xmalloc(sizeof(float) * outer * inner, "mmrt_binary_bwd");
+      o = bufs[k & 1];
     }
-    /* The dims still to reduce. */
-    int todo[MMRT_MAX_DIMS], nt = 0;
-    for (int i = 0; i < ndim; i++)
-        if (xs[i] == 1 && ys[i] != 1)
-            todo[nt++] = i;
-    if (nt == 0) {
-        mmrt_axpy(dst, src, 1.0f, total, accumulate);
-        return;
-    }
-    const float *in = src;
-    float *bufs[2] = {NULL, NULL};
-    for (int k = 0; k < nt; k++) {
-        int d = todo[k];
-        size_t outer = 1, inner = 1;
-        for (int i = 0; i < d; i++)
-            outer *= (size_t)cur[i];
-        for (int i = d + 1; i < ndim; i++)
-            inner *= (size_t)cur[i];
-        int n = cur[d];
-        cur[d] = 1;
-        float *o;
-        if (k == nt - 1) {
-            o = dst;
-        } else {
-            if (!bufs[k & 1])
-                bufs[k & 1] = xmalloc(sizeof(float) * outer * inner,
-                                      "mmrt_binary_bwd");
-            o = bufs[k & 1];
-        }
-        mmrt_reduce_sum(o, in, (int)outer, n, (int)inner, 0,
-                        k == nt - 1 ? accumulate : 0);
-        in = o;
-    }
-    free(bufs[0]);
-    free(bufs[1]);
+    mmrt_reduce_sum(o, in, (int)outer, n, (int)inner, 0, k == nt - 1 ? accumulate : 0);
+    in = o;
+  }
+  free(bufs[0]);
+  free(bufs[1]);
 }
 
-static size_t shape_total(const int *s, int ndim)
-{
-    size_t n = 1;
-    for (int i = 0; i < ndim; i++)
-        n *= (size_t)s[i];
-    return n;
+static size_t shape_total(const int *s, int ndim) {
+  size_t n = 1;
+  for (int i = 0; i < ndim; i++) n *= (size_t)s[i];
+  return n;
 }
 
-static int same_shape(const int *x, const int *y, int ndim)
-{
-    for (int i = 0; i < ndim; i++)
-        if (x[i] != y[i])
-            return 0;
-    return 1;
+static int same_shape(const int *x, const int *y, int ndim) {
+  for (int i = 0; i < ndim; i++)
+    if (x[i] != y[i]) return 0;
+  return 1;
 }
 
-void mmrt_binary_bwd(MmrtBinop op, float *da, float *db, const float *dy,
-                     const int *yshape, const float *a, const int *ashape,
-                     const float *b, const int *bshape, int ndim,
-                     int accumulate)
-{
-    static const char *what = "mmrt_binary_bwd";
-    size_t ny = shape_total(yshape, ndim);
-    int ones[MMRT_MAX_DIMS];
-    for (int i = 0; i < ndim && i < MMRT_MAX_DIMS; i++)
-        ones[i] = 1;
-    float *tmp = NULL, neg1 = -1.0f;
-    Bcast bc;
-    for (int side = 0; side < 2; side++) {
-        float *dst = side == 0 ? da : db;
-        const int *xs = side == 0 ? ashape : bshape;
-        if (!dst)
-            continue;
-        /* g = dy * d(y)/d(operand), full output shape (dy itself when the
-         * factor is 1). */
-        const float *g = dy;
-        if (op != MMRT_BIN_ADD && !(op == MMRT_BIN_SUB && side == 0)) {
-            if (!tmp)
-                tmp = xmalloc(sizeof(float) * ny, what);
-            g = tmp;
-            if (op == MMRT_BIN_SUB) { /* db = -dy */
-                bcast_plan(&bc, yshape, yshape, ones, ndim, what);
-                bcast_run(&bc, MMRT_BIN_MUL, tmp, dy, &neg1);
-            } else if (op == MMRT_BIN_MUL) {
-                const float *o = side == 0 ? b : a;
-                bcast_plan(&bc, yshape, yshape, side == 0 ? bshape : ashape,
-                           ndim, what);
-                bcast_run(&bc, MMRT_BIN_MUL, tmp, dy, o);
-            } else if (side == 0) { /* DIV: da = dy / b */
-                bcast_plan(&bc, yshape, yshape, bshape, ndim, what);
-                bcast_run(&bc, MMRT_BIN_DIV, tmp, dy, b);
-            } else { /* DIV: db = -dy * a / b^2 */
-                bcast_plan(&bc, yshape, yshape, ashape, ndim, what);
-                bcast_run(&bc, MMRT_BIN_MUL, tmp, dy, a);
-                bcast_plan(&bc, yshape, yshape, bshape, ndim, what);
-                bcast_run(&bc, MMRT_BIN_DIV, tmp, tmp, b);
-                bcast_run(&bc, MMRT_BIN_DIV, tmp, tmp, b);
-                bcast_plan(&bc, yshape, yshape, ones, ndim, what);
-                bcast_run(&bc, MMRT_BIN_MUL, tmp, tmp, &neg1);
-            }
-        }
-        if (same_shape(xs, yshape, ndim))
-            mmrt_axpy(dst, g, 1.0f, ny, accumulate);
-        else
-            reduce_to(dst, xs, g, yshape, ndim, accumulate);
+void mmrt_binary_bwd(MmrtBinop op, float *da, float *db, const float *dy, const int *yshape,
+                     const float *a, const int *ashape, const float *b, const int *bshape, int ndim,
+                     int accumulate) {
+  static const char *what = "mmrt_binary_bwd";
+  size_t ny = shape_total(yshape, ndim);
+  int ones[MMRT_MAX_DIMS];
+  for (int i = 0; i < ndim && i < MMRT_MAX_DIMS; i++) ones[i] = 1;
+  float *tmp = NULL, neg1 = -1.0f;
+  Bcast bc;
+  for (int side = 0; side < 2; side++) {
+    float *dst = side == 0 ? da : db;
+    const int *xs = side == 0 ? ashape : bshape;
+    if (!dst) continue;
+    /* g = dy * d(y)/d(operand), full output shape (dy itself when the
+     * factor is 1). */
+    const float *g = dy;
+    if (op != MMRT_BIN_ADD && !(op == MMRT_BIN_SUB && side == 0)) {
+      if (!tmp) tmp = xmalloc(sizeof(float) * ny, what);
+      g = tmp;
+      if (op == MMRT_BIN_SUB) { /* db = -dy */
+        bcast_plan(&bc, yshape, yshape, ones, ndim, what);
+        bcast_run(&bc, MMRT_BIN_MUL, tmp, dy, &neg1);
+      } else if (op == MMRT_BIN_MUL) {
+        const float *o = side == 0 ? b : a;
+        bcast_plan(&bc, yshape, yshape, side == 0 ? bshape : ashape, ndim, what);
+        bcast_run(&bc, MMRT_BIN_MUL, tmp, dy, o);
+      } else if (side == 0) { /* DIV: da = dy / b */
+        bcast_plan(&bc, yshape, yshape, bshape, ndim, what);
+        bcast_run(&bc, MMRT_BIN_DIV, tmp, dy, b);
+      } else { /* DIV: db = -dy * a / b^2 */
+        bcast_plan(&bc, yshape, yshape, ashape, ndim, what);
+        bcast_run(&bc, MMRT_BIN_MUL, tmp, dy, a);
+        bcast_plan(&bc, yshape, yshape, bshape, ndim, what);
+        bcast_run(&bc, MMRT_BIN_DIV, tmp, tmp, b);
+        bcast_run(&bc, MMRT_BIN_DIV, tmp, tmp, b);
+        bcast_plan(&bc, yshape, yshape, ones, ndim, what);
+        bcast_run(&bc, MMRT_BIN_MUL, tmp, tmp, &neg1);
+      }
     }
-    free(tmp);
+    if (same_shape(xs, yshape, ndim))
+      mmrt_axpy(dst, g, 1.0f, ny, accumulate);
+    else
+      reduce_to(dst, xs, g, yshape, ndim, accumulate);
+  }
+  free(tmp);
 }
 
 /* ======================================================================
  * optimizers and gradient norm
  * ====================================================================== */
 
-void mmrt_adamw_step(float *param, const float *grad, float *m, float *v,
-                     size_t n, float lr, float beta1, float beta2, float eps,
-                     float weight_decay, float grad_scale, int step)
-{
-    float bc1 = (float)(1.0 - pow((double)beta1, (double)step));
-    float bc2 = (float)(1.0 - pow((double)beta2, (double)step));
-    float decay = 1.0f - lr * weight_decay;
+void mmrt_adamw_step(float *param, const float *grad, float *m, float *v, size_t n, float lr,
+                     float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                     int step) {
+  float bc1 = (float)(1.0 - pow((double)beta1, (double)step));
+  float bc2 = (float)(1.0 - pow((double)beta2, (double)step));
+  float decay = 1.0f - lr * weight_decay;
 #pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float g = grad[i] * grad_scale;
-        float mi = beta1 * m[i] + (1.0f - beta1) * g;
-        float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
-        m[i] = mi;
-        v[i] = vi;
-        param[i] = param[i] * decay -
-                   lr * (mi / bc1) / (sqrtf(vi / bc2) + eps);
-    }
+  for (size_t i = 0; i < n; i++) {
+    float g = grad[i] * grad_scale;
+    float mi = beta1 * m[i] + (1.0f - beta1) * g;
+    float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    param[i] = param[i] * decay - lr * (mi / bc1) / (sqrtf(vi / bc2) + eps);
+  }
 }
 
-void mmrt_sgd_step(float *param, const float *grad, float *mom, size_t n,
-                   float lr, float momentum, float weight_decay,
-                   float grad_scale, int nesterov)
-{
-    if (momentum == 0.0f || !mom) {
+void mmrt_sgd_step(float *param, const float *grad, float *mom, size_t n, float lr, float momentum,
+                   float weight_decay, float grad_scale, int nesterov) {
+  if (momentum == 0.0f || !mom) {
 #pragma omp parallel for simd schedule(static)
-        for (size_t i = 0; i < n; i++)
-            param[i] -= lr * (grad[i] * grad_scale + weight_decay * param[i]);
-        return;
-    }
+    for (size_t i = 0; i < n; i++)
+      param[i] -= lr * (grad[i] * grad_scale + weight_decay * param[i]);
+    return;
+  }
 #pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float g = grad[i] * grad_scale + weight_decay * param[i];
-        float b = momentum * mom[i] + g;
-        mom[i] = b;
-        param[i] -= lr * (nesterov ? g + momentum * b : b);
-    }
+  for (size_t i = 0; i < n; i++) {
+    float g = grad[i] * grad_scale + weight_decay * param[i];
+    float b = momentum * mom[i] + g;
+    mom[i] = b;
+    param[i] -= lr * (nesterov ? g + momentum * b : b);
+  }
 }
 
-double mmrt_sum_squares(const float *const *bufs, const size_t *sizes,
-                        int nbufs)
-{
-    double total = 0.0;
-    for (int k = 0; k < nbufs; k++) {
-        const float *x = bufs[k];
-        size_t n = sizes[k];
-        double s = 0.0;
+double mmrt_sum_squares(const float *const *bufs, const size_t *sizes, int nbufs) {
+  double total = 0.0;
+  for (int k = 0; k < nbufs; k++) {
+    const float *x = bufs[k];
+    size_t n = sizes[k];
+    double s = 0.0;
 #pragma omp parallel for simd reduction(+ : s) schedule(static)
-        for (size_t i = 0; i < n; i++)
-            s += (double)x[i] * x[i];
-        total += s;
-    }
-    return total;
+    for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
+    total += s;
+  }
+  return total;
 }
 
-double mmrt_grad_norm(const float *const *bufs, const size_t *sizes,
-                      int nbufs)
-{
-    return sqrt(mmrt_sum_squares(bufs, sizes, nbufs));
+double mmrt_grad_norm(const float *const *bufs, const size_t *sizes, int nbufs) {
+  return sqrt(mmrt_sum_squares(bufs, sizes, nbufs));
 }
 
-float mmrt_clip_scale(double norm, double max_norm)
-{
-    if (max_norm <= 0.0 || !(norm > max_norm))
-        return 1.0f;
-    return (float)(max_norm / (norm + 1e-6));
+float mmrt_clip_scale(double norm, double max_norm) {
+  if (max_norm <= 0.0 || !(norm > max_norm)) return 1.0f;
+  return (float)(max_norm / (norm + 1e-6));
 }

@@ -40,15 +40,15 @@
  * the message has strerror), MMRT_ERR_FORMAT (not a PNG, truncated,
  * corrupt), MMRT_ERR_ARG, MMRT_ERR_NOMEM.  On failure out's contents are
  * unspecified. */
-int mmrt_png_read_gray(const char *path, int want_h, int want_w, uint8_t *out,
-                       char *err, size_t errlen);
+int mmrt_png_read_gray(const char *path, int want_h, int want_w, uint8_t *out, char *err,
+                       size_t errlen);
 
 /* Write px (h * w bytes, row major) as an 8-bit grayscale PNG, atomically:
  * the file is encoded in memory, then written to a temporary beside path,
  * fsynced and renamed over path (mmrt_write_file_atomic); on failure the
  * temporary is removed and an existing path is left as it was. */
-int mmrt_png_write_gray(const char *path, int h, int w, const uint8_t *px,
-                        char *err, size_t errlen);
+int mmrt_png_write_gray(const char *path, int h, int w, const uint8_t *px, char *err,
+                        size_t errlen);
 
 /* One Fashion-MNIST input from a 28x28 PNG: read as above and normalised
  * into x (784 floats) exactly as the IDX path (mmrt_iter_fill) does. */

@@ -30,15 +30,14 @@ float mmrt_rng_uniform_at(uint64_t seed, uint64_t stream, uint64_t i);
 
 /* out[k] = element lo + k of the stream, for k in [0, hi - lo).
  * uniform: [0, 1).  normal: mean + std * N(0, 1) via Box-Muller. */
-void mmrt_rng_uniform(float *out, uint64_t seed, uint64_t stream,
-                      uint64_t lo, uint64_t hi);
-void mmrt_rng_normal(float *out, uint64_t seed, uint64_t stream,
-                     uint64_t lo, uint64_t hi, float mean, float std);
+void mmrt_rng_uniform(float *out, uint64_t seed, uint64_t stream, uint64_t lo, uint64_t hi);
+void mmrt_rng_normal(float *out, uint64_t seed, uint64_t stream, uint64_t lo, uint64_t hi,
+                     float mean, float std);
 
 /* Dropout keep mask for elements [lo, hi): out[k] = 1 when the uniform of
  * element lo + k is >= p (kept), else 0. */
-void mmrt_rng_keep_mask(uint8_t *out, uint64_t seed, uint64_t stream,
-                        uint64_t lo, uint64_t hi, float p);
+void mmrt_rng_keep_mask(uint8_t *out, uint64_t seed, uint64_t stream, uint64_t lo, uint64_t hi,
+                        float p);
 
 /* A stream id from a name (64-bit FNV-1a), e.g. "init/blocks.3.attn.w_qkv"
  * or "dropout/attn", optionally mixed with a step number. */
@@ -47,7 +46,6 @@ uint64_t mmrt_rng_stream(const char *name, uint64_t step);
 /* perm = a permutation of 0..n-1 that depends only on (seed, epoch):
  * Fisher-Yates with each swap index drawn from Philox (unbiased 64-bit
  * multiply-shift), on a stream reserved for shuffles. */
-void mmrt_rng_permutation(uint32_t *perm, uint32_t n, uint64_t seed,
-                          uint64_t epoch);
+void mmrt_rng_permutation(uint32_t *perm, uint32_t n, uint64_t seed, uint64_t epoch);
 
 #endif

@@ -18,135 +18,115 @@
 
 /* ---- small helpers ---- */
 
-int mmrt_step_coord(const void *mesh, int axis)
-{
-    return mesh && axis >= 0 && axis < MMRT_NAXES ? ((const MmrtMesh *)mesh)->coord[axis] : 0;
+int mmrt_step_coord(const void *mesh, int axis) {
+  return mesh && axis >= 0 && axis < MMRT_NAXES ? ((const MmrtMesh *)mesh)->coord[axis] : 0;
 }
 
-int mmrt_step_count_labels(const int32_t *labels, int64_t n, int ignore)
-{
-    int c = 0;
-    for (int64_t i = 0; i < n; i++)
-        c += labels[i] != ignore;
-    return c;
+int mmrt_step_count_labels(const int32_t *labels, int64_t n, int ignore) {
+  int c = 0;
+  for (int64_t i = 0; i < n; i++) c += labels[i] != ignore;
+  return c;
 }
 
-int mmrt_step_all_reduce(void *mesh, int axes, float *x, int64_t n)
-{
-    for (int a = 0; mesh && a < MMRT_DESC_NAXES; a++) {
-        if (!(axes >> a & 1))
-            continue;
-        int rc = mmrt_all_reduce(mesh, (MmrtAxis)a, x, x, (size_t)n, MMRT_F32);
-        if (rc != MMRT_OK)
-            return rc;
-    }
-    return 0;
+int mmrt_step_all_reduce(void *mesh, int axes, float *x, int64_t n) {
+  for (int a = 0; mesh && a < MMRT_DESC_NAXES; a++) {
+    if (!(axes >> a & 1)) continue;
+    int rc = mmrt_all_reduce(mesh, (MmrtAxis)a, x, x, (size_t)n, MMRT_F32);
+    if (rc != MMRT_OK) return rc;
+  }
+  return 0;
 }
 
 /* ---- vocabulary parallel ---- */
 
-static int64_t first_row(const void *mesh, int axis, int64_t Vl)
-{
-    return (int64_t)mmrt_step_coord(mesh, axis) * Vl;
+static int64_t first_row(const void *mesh, int axis, int64_t Vl) {
+  return (int64_t)mmrt_step_coord(mesh, axis) * Vl;
 }
 
-void mmrt_split_embedding_fwd(void *mesh, int axis, float *out, const float *table, const int32_t *ids, int64_t N,
-                              int64_t Vl, int64_t C)
-{
-    int64_t v0 = first_row(mesh, axis, Vl);
+void mmrt_split_embedding_fwd(void *mesh, int axis, float *out, const float *table,
+                              const int32_t *ids, int64_t N, int64_t Vl, int64_t C) {
+  int64_t v0 = first_row(mesh, axis, Vl);
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < N; i++) {
-        int64_t r = (int64_t)ids[i] - v0;
-        if (r >= 0 && r < Vl)
-            memcpy(out + i * C, table + r * C, sizeof(float) * (size_t)C);
-        else
-            memset(out + i * C, 0, sizeof(float) * (size_t)C);
-    }
+  for (int64_t i = 0; i < N; i++) {
+    int64_t r = (int64_t)ids[i] - v0;
+    if (r >= 0 && r < Vl)
+      memcpy(out + i * C, table + r * C, sizeof(float) * (size_t)C);
+    else
+      memset(out + i * C, 0, sizeof(float) * (size_t)C);
+  }
 }
 
-void mmrt_split_embedding_bwd(void *mesh, int axis, float *dtable, const float *dout, const int32_t *ids, int64_t N,
-                              int64_t Vl, int64_t C)
-{
-    int64_t v0 = first_row(mesh, axis, Vl);
-    memset(dtable, 0, sizeof(float) * (size_t)(Vl * C));
-    for (int64_t i = 0; i < N; i++) { /* in order: sums in the serial order */
-        int64_t r = (int64_t)ids[i] - v0;
-        if (r < 0 || r >= Vl)
-            continue;
-        float *d = dtable + r * C;
-        const float *g = dout + i * C;
-        for (int64_t c = 0; c < C; c++)
-            d[c] += g[c];
-    }
+void mmrt_split_embedding_bwd(void *mesh, int axis, float *dtable, const float *dout,
+                              const int32_t *ids, int64_t N, int64_t Vl, int64_t C) {
+  int64_t v0 = first_row(mesh, axis, Vl);
+  memset(dtable, 0, sizeof(float) * (size_t)(Vl * C));
+  for (int64_t i = 0; i < N; i++) { /* in order: sums in the serial order */
+    int64_t r = (int64_t)ids[i] - v0;
+    if (r < 0 || r >= Vl) continue;
+    float *d = dtable + r * C;
+    const float *g = dout + i * C;
+    for (int64_t c = 0; c < C; c++) d[c] += g[c];
+  }
 }
 
 int mmrt_split_cross_entropy_fwd(void *mesh, int axis, float *loss, float *lse, const float *logits,
-                                 const int32_t *labels, int64_t N, int64_t Vl, int ignore)
-{
-    MmrtMesh *m = mesh;
-    int n = m ? m->size[axis] : 1, c = mmrt_step_coord(mesh, axis);
-    int64_t v0 = (int64_t)c * Vl;
-    float *g = calloc((size_t)(N * (n + 1)), sizeof *g); /* per row: each rank's lse, then the target logit */
-    if (!g)
-        return MMRT_ERR_NOMEM;
+                                 const int32_t *labels, int64_t N, int64_t Vl, int ignore) {
+  MmrtMesh *m = mesh;
+  int n = m ? m->size[axis] : 1, c = mmrt_step_coord(mesh, axis);
+  int64_t v0 = (int64_t)c * Vl;
+  float *g = calloc((size_t)(N * (n + 1)),
+                    sizeof *g); /* per row: each rank's lse, then the target logit */
+  if (!g) return MMRT_ERR_NOMEM;
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < N; r++) {
-        const float *x = logits + r * Vl;
-        float mx = -INFINITY;
-        for (int64_t j = 0; j < Vl; j++)
-            mx = x[j] > mx ? x[j] : mx;
-        double s = 0;
-        for (int64_t j = 0; j < Vl; j++)
-            s += exp((double)x[j] - mx);
-        g[r * (n + 1) + c] = (float)(mx + log(s));
-        int64_t t = (int64_t)labels[r] - v0;
-        if (labels[r] != ignore && t >= 0 && t < Vl)
-            g[r * (n + 1) + n] = x[t];
-    }
-    int rc = m ? mmrt_all_reduce(m, (MmrtAxis)axis, g, g, (size_t)(N * (n + 1)), MMRT_F32) : MMRT_OK;
-    if (rc != MMRT_OK) {
-        free(g);
-        return rc;
-    }
-    double sum = 0;
-    int count = 0;
-    for (int64_t r = 0; r < N; r++) {
-        const float *h = g + r * (n + 1);
-        float mx = -INFINITY;
-        for (int k = 0; k < n; k++)
-            mx = h[k] > mx ? h[k] : mx;
-        double s = 0;
-        for (int k = 0; k < n; k++)
-            s += exp((double)h[k] - mx);
-        lse[r] = (float)(mx + log(s));
-        if (labels[r] == ignore)
-            continue;
-        sum += (double)lse[r] - h[n];
-        count++;
-    }
-    *loss = count ? (float)(sum / count) : 0.0f;
+  for (int64_t r = 0; r < N; r++) {
+    const float *x = logits + r * Vl;
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < Vl; j++) mx = x[j] > mx ? x[j] : mx;
+    double s = 0;
+    for (int64_t j = 0; j < Vl; j++) s += exp((double)x[j] - mx);
+    g[r * (n + 1) + c] = (float)(mx + log(s));
+    int64_t t = (int64_t)labels[r] - v0;
+    if (labels[r] != ignore && t >= 0 && t < Vl) g[r * (n + 1) + n] = x[t];
+  }
+  int rc = m ? mmrt_all_reduce(m, (MmrtAxis)axis, g, g, (size_t)(N * (n + 1)), MMRT_F32) : MMRT_OK;
+  if (rc != MMRT_OK) {
     free(g);
-    return count;
+    return rc;
+  }
+  double sum = 0;
+  int count = 0;
+  for (int64_t r = 0; r < N; r++) {
+    const float *h = g + r * (n + 1);
+    float mx = -INFINITY;
+    for (int k = 0; k < n; k++) mx = h[k] > mx ? h[k] : mx;
+    double s = 0;
+    for (int k = 0; k < n; k++) s += exp((double)h[k] - mx);
+    lse[r] = (float)(mx + log(s));
+    if (labels[r] == ignore) continue;
+    sum += (double)lse[r] - h[n];
+    count++;
+  }
+  *loss = count ? (float)(sum / count) : 0.0f;
+  free(g);
+  return count;
 }
 
-void mmrt_split_cross_entropy_bwd(void *mesh, int axis, float *dlogits, const float *logits, const float *lse,
-                                  const int32_t *labels, float dloss, int64_t N, int64_t Vl, int ignore)
-{
-    int64_t v0 = first_row(mesh, axis, Vl);
-    int count = mmrt_step_count_labels(labels, N, ignore);
-    float scale = count ? dloss / (float)count : 0.0f;
+void mmrt_split_cross_entropy_bwd(void *mesh, int axis, float *dlogits, const float *logits,
+                                  const float *lse, const int32_t *labels, float dloss, int64_t N,
+                                  int64_t Vl, int ignore) {
+  int64_t v0 = first_row(mesh, axis, Vl);
+  int count = mmrt_step_count_labels(labels, N, ignore);
+  float scale = count ? dloss / (float)count : 0.0f;
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < N; r++) {
-        float *d = dlogits + r * Vl;
-        const float *x = logits + r * Vl;
-        if (labels[r] == ignore) {
-            memset(d, 0, sizeof(float) * (size_t)Vl);
-            continue;
-        }
-        for (int64_t j = 0; j < Vl; j++)
-            d[j] = expf(x[j] - lse[r]) * scale;
-        int64_t t = (int64_t)labels[r] - v0;
-        if (t >= 0 && t < Vl)
-            d[t] -= scale;
+  for (int64_t r = 0; r < N; r++) {
+    float *d = dlogits + r * Vl;
+    const float *x = logits + r * Vl;
+    if (labels[r] == ignore) {
+      memset(d, 0, sizeof(float) * (size_t)Vl);
+      continue;
     }
+    for (int64_t j = 0; j < Vl; j++) d[j] = expf(x[j] - lse[r]) * scale;
+    int64_t t = (int64_t)labels[r] - v0;
+    if (t >= 0 && t < Vl) d[t] -= scale;
+  }
 }

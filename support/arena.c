@@ -27,7 +27,9 @@ void arena_free(Arena *a) {
   a->head = NULL;
 }
 
-void arena_reset(Arena *a) { arena_free(a); }
+void arena_reset(Arena *a) {
+  arena_free(a);
+}
 
 void *arena_alloc(Arena *a, size_t n) {
   if (a->chunk_size == 0) a->chunk_size = 64 * 1024;
@@ -62,7 +64,9 @@ char *arena_strndup(Arena *a, const char *s, size_t n) {
   return d;
 }
 
-char *arena_strdup(Arena *a, const char *s) { return arena_strndup(a, s, strlen(s)); }
+char *arena_strdup(Arena *a, const char *s) {
+  return arena_strndup(a, s, strlen(s));
+}
 
 char *arena_vprintf(Arena *a, const char *fmt, va_list ap) {
   va_list ap2;
@@ -86,7 +90,8 @@ char *arena_printf(Arena *a, const char *fmt, ...) {
 void ptrvec_push(Arena *a, PtrVec *v, void *p) {
   if (v->len == v->cap) {
     int nc = v->cap ? v->cap * 2 : 8;
-    v->items = arena_realloc(a, v->items, sizeof(void *) * (size_t)v->cap, sizeof(void *) * (size_t)nc);
+    v->items =
+        arena_realloc(a, v->items, sizeof(void *) * (size_t)v->cap, sizeof(void *) * (size_t)nc);
     v->cap = nc;
   }
   v->items[v->len++] = p;

@@ -20,8 +20,8 @@ typedef struct SrcLoc {
 } SrcLoc;
 
 typedef struct SrcFile {
-  char *path;       /* as given or as resolved */
-  char *text;       /* NUL-terminated contents */
+  char *path; /* as given or as resolved */
+  char *text; /* NUL-terminated contents */
   size_t size;
   uint32_t *line_start; /* offsets of each line start */
   uint32_t nlines;
@@ -31,10 +31,10 @@ typedef struct Diag {
   SrcFile **files; /* index 0 is reserved for "no file" */
   uint32_t nfiles, capfiles;
   int errors, warnings;
-  int max_errors;      /* stop printing after this many (0 = 100) */
-  bool suppressed;     /* set once max_errors was reached */
-  bool last_printed;   /* whether the last error/warning was printed (for its notes) */
-  FILE *out;           /* stderr by default */
+  int max_errors;    /* stop printing after this many (0 = 100) */
+  bool suppressed;   /* set once max_errors was reached */
+  bool last_printed; /* whether the last error/warning was printed (for its notes) */
+  FILE *out;         /* stderr by default */
   bool color;
 } Diag;
 

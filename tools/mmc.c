@@ -26,18 +26,29 @@ typedef struct Cmd {
 
 static const Cmd cmds[] = {
     {"check", "FILE.mm [-I DIR]...",
-     "Parses FILE.mm and its imports, resolves names and checks every model's shapes and parallel plan."},
-    {"dump-ir", "FILE.mm|FILE.mmir [--model NAME] [--after PASS|all] [--format text|dot] [--rank R]",
-     "Prints the IR of a model (default: the first model of the file) after a pass (default: the last).\n"
-     "      Given IR text (.mmir), parses, verifies and prints it again. --rank R prints what rank R runs."},
+     "Parses FILE.mm and its imports, resolves names and checks every model's shapes and parallel "
+     "plan."},
+    {"dump-ir",
+     "FILE.mm|FILE.mmir [--model NAME] [--after PASS|all] [--format text|dot] [--rank R]",
+     "Prints the IR of a model (default: the first model of the file) after a pass (default: the "
+     "last).\n"
+     "      Given IR text (.mmir), parses, verifies and prints it again. --rank R prints what rank "
+     "R runs."},
     {"stats", "FILE.mm --model NAME [--json]",
-     "Prints the parameters per module and in total, and the forward FLOPs for the declared input sizes."},
+     "Prints the parameters per module and in total, and the forward FLOPs for the declared input "
+     "sizes."},
     {"plan", "FILE.mm --model NAME [--json] [--no-fuse]",
-     "Prints the static memory plan: the bytes of each arena (param, grad, opt, act, input), the peak\n"
-     "      (everything the trainer allocates before its first step) and a breakdown per function."},
-    {"compile", "FILE.mm --model NAME [-o OUT] [--emit exe|obj|llvm|asm|ir] [-O0|-O1|-O2|-O3] [--no-fuse] [-v]",
-     "Compiles a model into a training executable (default ./trainer): the step functions as LLVM code\n"
-     "      linked with the runtime. --emit ir prints the final mmc IR, llvm the optimised LLVM IR."},
+     "Prints the static memory plan: the bytes of each arena (param, grad, opt, act, input), the "
+     "peak\n"
+     "      (everything the trainer allocates before its first step) and a breakdown per "
+     "function."},
+    {"compile",
+     "FILE.mm --model NAME [-o OUT] [--emit exe|obj|llvm|asm|ir] [-O0|-O1|-O2|-O3] [--no-fuse] "
+     "[-v]",
+     "Compiles a model into a training executable (default ./trainer): the step functions as LLVM "
+     "code\n"
+     "      linked with the runtime. --emit ir prints the final mmc IR, llvm the optimised LLVM "
+     "IR."},
 };
 
 static const char *common_opts =
@@ -62,28 +73,31 @@ static void usage_cmd(FILE *out, const Cmd *c) {
   if (strcmp(c->name, "dump-ir") == 0) {
     fprintf(out, "  --after PASS|all   passes: lower");
     for (int i = 0; i < pass_count; i++) fprintf(out, ", %s", pass_list[i].name);
-    fprintf(out, "\n  --format text|dot  text IR (default) or Graphviz grouped by module\n"
-                 "  --rank R           one rank's program: local shapes, its mesh coordinates and the ranks\n"
-                 "                     of each collective's group (rank = (dp * cp + cp) * tp + tp)\n");
+    fprintf(out,
+            "\n  --format text|dot  text IR (default) or Graphviz grouped by module\n"
+            "  --rank R           one rank's program: local shapes, its mesh coordinates and the "
+            "ranks\n"
+            "                     of each collective's group (rank = (dp * cp + cp) * tp + tp)\n");
   }
   if (strcmp(c->name, "stats") == 0 || strcmp(c->name, "plan") == 0)
     fprintf(out, "  --json             machine-readable output\n");
   if (strcmp(c->name, "plan") == 0 || strcmp(c->name, "compile") == 0)
     fprintf(out, "  --no-fuse          keep every elementwise op on its own (no fused loops)\n");
   if (strcmp(c->name, "compile") == 0)
-    fprintf(out, "  -o FILE            the output (default: trainer, trainer.o, or stdout for text)\n"
-                 "  --emit KIND        exe (default), obj, llvm, asm or ir\n"
-                 "  -O0 .. -O3         LLVM optimisation level (default -O3)\n"
-                 "  -v                 print the link command\n"
-                 "The runtime library, its libraries and the compiler driver can be overridden with\n"
-                 "$MMC_RUNTIME_LIB, $MMC_RUNTIME_LIBS and $MMC_CC.\n");
+    fprintf(out,
+            "  -o FILE            the output (default: trainer, trainer.o, or stdout for text)\n"
+            "  --emit KIND        exe (default), obj, llvm, asm or ir\n"
+            "  -O0 .. -O3         LLVM optimisation level (default -O3)\n"
+            "  -v                 print the link command\n"
+            "The runtime library, its libraries and the compiler driver can be overridden with\n"
+            "$MMC_RUNTIME_LIB, $MMC_RUNTIME_LIBS and $MMC_CC.\n");
 }
 
 typedef struct Opts {
   const Cmd *cmd;
   const char *file, *model, *after, *format;
   bool json;
-  int rank; /* dump-ir --rank: >= 0 */
+  int rank;                  /* dump-ir --rank: >= 0 */
   const char *output, *emit; /* compile */
   int opt_level;
   bool no_fuse, verbose;
@@ -118,10 +132,10 @@ static int parse_opts(int argc, char **argv, Opts *o) {
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];
     const char *next = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED_ARG()                                                        \
-  do {                                                                    \
-    if (!next) return bad_usage(o->cmd, "option '%s' needs a value", a); \
-    i++;                                                                  \
+#define NEED_ARG()                                                                                 \
+  do {                                                                                             \
+    if (!next) return bad_usage(o->cmd, "option '%s' needs a value", a);                           \
+    i++;                                                                                           \
   } while (0)
     if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
       usage_cmd(stdout, o->cmd);
@@ -138,42 +152,54 @@ static int parse_opts(int argc, char **argv, Opts *o) {
       o->model = next;
     } else if (strcmp(a, "--after") == 0 && strcmp(o->cmd->name, "dump-ir") == 0) {
       NEED_ARG();
-      if (strcmp(next, "all") != 0 && !pass_exists(next)) return bad_usage(o->cmd, "unknown pass '%s'", next);
+      if (strcmp(next, "all") != 0 && !pass_exists(next))
+        return bad_usage(o->cmd, "unknown pass '%s'", next);
       o->after = next;
     } else if (strcmp(a, "--rank") == 0 && strcmp(o->cmd->name, "dump-ir") == 0) {
       NEED_ARG();
-      if (!parse_int(next, 0, 1 << 20, &o->rank)) return bad_usage(o->cmd, "--rank takes a rank number, not '%s'", next);
+      if (!parse_int(next, 0, 1 << 20, &o->rank))
+        return bad_usage(o->cmd, "--rank takes a rank number, not '%s'", next);
     } else if (strcmp(a, "--format") == 0 && strcmp(o->cmd->name, "dump-ir") == 0) {
       NEED_ARG();
       if (strcmp(next, "text") != 0 && strcmp(next, "dot") != 0)
         return bad_usage(o->cmd, "--format takes text or dot, not '%s'", next);
       o->format = next;
-    } else if (strcmp(a, "--json") == 0 && (strcmp(o->cmd->name, "stats") == 0 || strcmp(o->cmd->name, "plan") == 0)) {
+    } else if (strcmp(a, "--json") == 0 &&
+               (strcmp(o->cmd->name, "stats") == 0 || strcmp(o->cmd->name, "plan") == 0)) {
       o->json = true;
-    } else if (strcmp(a, "--task") == 0 && strcmp(o->cmd->name, "check") != 0 && strcmp(o->cmd->name, "stats") != 0) {
+    } else if (strcmp(a, "--task") == 0 && strcmp(o->cmd->name, "check") != 0 &&
+               strcmp(o->cmd->name, "stats") != 0) {
       NEED_ARG();
-      if (strcmp(next, "train") == 0) o->task = MMRT_TASK_TRAIN;
-      else if (strcmp(next, "generate") == 0) o->task = MMRT_TASK_GENERATE;
-      else if (strcmp(next, "eval") == 0) o->task = MMRT_TASK_EVAL;
-      else return bad_usage(o->cmd, "--task takes train, generate or eval, not '%s'", next);
-    } else if (strcmp(a, "--no-fuse") == 0 && (strcmp(o->cmd->name, "plan") == 0 || strcmp(o->cmd->name, "compile") == 0)) {
+      if (strcmp(next, "train") == 0)
+        o->task = MMRT_TASK_TRAIN;
+      else if (strcmp(next, "generate") == 0)
+        o->task = MMRT_TASK_GENERATE;
+      else if (strcmp(next, "eval") == 0)
+        o->task = MMRT_TASK_EVAL;
+      else
+        return bad_usage(o->cmd, "--task takes train, generate or eval, not '%s'", next);
+    } else if (strcmp(a, "--no-fuse") == 0 &&
+               (strcmp(o->cmd->name, "plan") == 0 || strcmp(o->cmd->name, "compile") == 0)) {
       o->no_fuse = true;
     } else if (strcmp(a, "-o") == 0 && strcmp(o->cmd->name, "compile") == 0) {
       NEED_ARG();
       o->output = next;
     } else if (strcmp(a, "--emit") == 0 && strcmp(o->cmd->name, "compile") == 0) {
       NEED_ARG();
-      if (strcmp(next, "exe") && strcmp(next, "obj") && strcmp(next, "llvm") && strcmp(next, "asm") && strcmp(next, "ir"))
+      if (strcmp(next, "exe") && strcmp(next, "obj") && strcmp(next, "llvm") &&
+          strcmp(next, "asm") && strcmp(next, "ir"))
         return bad_usage(o->cmd, "--emit takes exe, obj, llvm, asm or ir, not '%s'", next);
       o->emit = next;
     } else if (strncmp(a, "-O", 2) == 0 && strcmp(o->cmd->name, "compile") == 0) {
-      if (!parse_int(a + 2, 0, 3, &o->opt_level)) return bad_usage(o->cmd, "unknown optimisation level '%s' (-O0 to -O3)", a);
+      if (!parse_int(a + 2, 0, 3, &o->opt_level))
+        return bad_usage(o->cmd, "unknown optimisation level '%s' (-O0 to -O3)", a);
     } else if (strcmp(a, "-v") == 0 && strcmp(o->cmd->name, "compile") == 0) {
       o->verbose = true;
     } else if (strcmp(a, "--set") == 0) {
       NEED_ARG();
       const char *eq = strchr(next, '=');
-      if (!eq || eq == next || !eq[1]) return bad_usage(o->cmd, "--set takes NAME=VALUE, not '%s'", next);
+      if (!eq || eq == next || !eq[1])
+        return bad_usage(o->cmd, "--set takes NAME=VALUE, not '%s'", next);
       if (o->noverrides == 64) return bad_usage(o->cmd, "too many --set options%s", "");
       o->overrides[o->noverrides].name = strndup(next, (size_t)(eq - next));
       o->overrides[o->noverrides].value = eq + 1;
@@ -183,7 +209,9 @@ static int parse_opts(int argc, char **argv, Opts *o) {
       char *end;
       double v = strtod(next, &end);
       if (!*next || *end || !(v >= 0 && v <= 1 << 20))
-        return bad_usage(o->cmd, "--bucket-mb takes a size in MiB from 0 (no buckets) to 1048576, not '%s'", next);
+        return bad_usage(o->cmd,
+                         "--bucket-mb takes a size in MiB from 0 (no buckets) to 1048576, not '%s'",
+                         next);
       o->flags.bucket_set = true;
       o->flags.bucket_mb = v;
     } else if (strcmp(a, "--sp") == 0) {
@@ -201,12 +229,13 @@ static int parse_opts(int argc, char **argv, Opts *o) {
         return bad_usage(o->cmd, "--recompute takes none, selective or full, not '%s'", next);
       o->flags.recompute = next;
     } else if (strcmp(a, "--tp") == 0 || strcmp(a, "--pp") == 0 || strcmp(a, "--cp") == 0 ||
-               strcmp(a, "--dp") == 0 || strcmp(a, "--zero") == 0 || strcmp(a, "--micro-batches") == 0) {
+               strcmp(a, "--dp") == 0 || strcmp(a, "--zero") == 0 ||
+               strcmp(a, "--micro-batches") == 0) {
       NEED_ARG();
-      int *dst = strcmp(a, "--tp") == 0   ? &o->flags.tp
-                 : strcmp(a, "--pp") == 0 ? &o->flags.pp
-                 : strcmp(a, "--cp") == 0 ? &o->flags.cp
-                 : strcmp(a, "--dp") == 0 ? &o->flags.dp
+      int *dst = strcmp(a, "--tp") == 0     ? &o->flags.tp
+                 : strcmp(a, "--pp") == 0   ? &o->flags.pp
+                 : strcmp(a, "--cp") == 0   ? &o->flags.cp
+                 : strcmp(a, "--dp") == 0   ? &o->flags.dp
                  : strcmp(a, "--zero") == 0 ? &o->flags.zero
                                             : &o->flags.micro_batches;
       int lo = dst == &o->flags.zero ? 0 : 1, hi = dst == &o->flags.zero ? 3 : 1 << 20;
@@ -226,7 +255,8 @@ static int parse_opts(int argc, char **argv, Opts *o) {
   }
   if (!o->file) return bad_usage(o->cmd, "no input file%s", "");
   if (o->rank >= 0 && o->format && strcmp(o->format, "dot") == 0)
-    return bad_usage(o->cmd, "--rank prints the text form; it does not go with --format %s", o->format);
+    return bad_usage(o->cmd, "--rank prints the text form; it does not go with --format %s",
+                     o->format);
   return -1;
 }
 
@@ -257,7 +287,8 @@ static const char *pick_model(FeProgram *p, Opts *o, Diag *d) {
     return o->model;
   }
   if (fe_model_count(p) == 0) {
-    fprintf(stderr, "mmc: error: '%s' declares no model; name a module with --model NAME\n", o->file);
+    fprintf(stderr, "mmc: error: '%s' declares no model; name a module with --model NAME\n",
+            o->file);
     d->errors++;
     return NULL;
   }
@@ -297,14 +328,20 @@ typedef struct DumpState {
 /* The module, or one rank's program of it. */
 static bool print_ir(IrModule *m, bool dot, int rank, const char *after) {
   if (rank >= 0 && rank >= ir_world_size(m)) {
-    fprintf(stderr, "mmc: error: --rank %d is not a rank of the mesh (dp = %d, cp = %d, tp = %d: %d rank%s)%s\n", rank,
-            m->mesh[IR_AX_DP], m->mesh[IR_AX_CP], m->mesh[IR_AX_TP], ir_world_size(m),
-            ir_world_size(m) == 1 ? "" : "s", ir_world_size(m) == 1 && after ? "; the shard pass sets the mesh" : "");
+    fprintf(stderr,
+            "mmc: error: --rank %d is not a rank of the mesh (dp = %d, cp = %d, tp = %d: %d "
+            "rank%s)%s\n",
+            rank, m->mesh[IR_AX_DP], m->mesh[IR_AX_CP], m->mesh[IR_AX_TP], ir_world_size(m),
+            ir_world_size(m) == 1 ? "" : "s",
+            ir_world_size(m) == 1 && after ? "; the shard pass sets the mesh" : "");
     return false;
   }
-  if (dot) ir_print_dot(stdout, m);
-  else if (rank >= 0) ir_print_module_rank(stdout, m, rank);
-  else ir_print_module(stdout, m);
+  if (dot)
+    ir_print_dot(stdout, m);
+  else if (rank >= 0)
+    ir_print_module_rank(stdout, m, rank);
+  else
+    ir_print_module(stdout, m);
   return true;
 }
 
@@ -323,8 +360,11 @@ static void dump_after(const char *name, IrModule *m, void *user) {
 static bool add_decoding(FeProgram *p, const char *model, FeResult *r, Diag *d) {
   MmPlan *pl = &r->plan;
   if (pl->tp * pl->pp * pl->cp * pl->dp > 1)
-    fprintf(stderr, "mmc: note: generation runs on one rank; the plan (tp = %d, pp = %d, cp = %d, dp = %d) is for "
-                    "training and is not applied\n", pl->tp, pl->pp, pl->cp, pl->dp);
+    fprintf(stderr,
+            "mmc: note: generation runs on one rank; the plan (tp = %d, pp = %d, cp = %d, dp = %d) "
+            "is for "
+            "training and is not applied\n",
+            pl->tp, pl->pp, pl->cp, pl->dp);
   pl->tp = pl->pp = pl->cp = pl->dp = 1;
   pl->sp = false;
   pl->zero = 0;
@@ -337,7 +377,8 @@ static bool add_decoding(FeProgram *p, const char *model, FeResult *r, Diag *d) 
     if (strcmp(v->name, "text") == 0 && v->shape.rank == 2) T = v->shape.d[1];
   }
   if (!T) {
-    diag_error_plain(d, "model '%s': generation needs a forward input text: i32[B, T] (the token ids)", model);
+    diag_error_plain(
+        d, "model '%s': generation needs a forward input text: i32[B, T] (the token ids)", model);
     return false;
   }
   return fe_elaborate_cached(p, model, r->ir, "prefill", FE_PREFILL, T) &&
@@ -354,7 +395,10 @@ static IrModule *build(Opts *o, Diag *d, FeProgram **pp, FeResult *r, const char
   const char *model = pick_model(p, o, d);
   if (!model || !fe_elaborate(p, model, r)) return NULL;
   if (o->task != MMRT_TASK_TRAIN && !add_decoding(p, model, r, d)) return NULL;
-  PassCtx cx = {.d = d, .plan = &r->plan, .train = &r->train, .no_fuse = o->no_fuse,
+  PassCtx cx = {.d = d,
+                .plan = &r->plan,
+                .train = &r->train,
+                .no_fuse = o->no_fuse,
                 .inference = o->task != MMRT_TASK_TRAIN};
   if (!pass_run_pipeline(r->ir, &cx, stop, after, user)) return NULL;
   return r->ir;
@@ -387,7 +431,8 @@ static int dump_ir_text(Opts *o) {
     fprintf(stderr, "mmc: error: cannot read '%s': %s\n", o->file, err);
   } else {
     IrModule *m = ir_parse(&d, id);
-    if (m && ir_verify(m) && print_ir(m, o->format && strcmp(o->format, "dot") == 0, o->rank, NULL)) rc = EXIT_OK;
+    if (m && ir_verify(m) && print_ir(m, o->format && strcmp(o->format, "dot") == 0, o->rank, NULL))
+      rc = EXIT_OK;
     if (m) ir_module_free(m);
   }
   if (d.errors) {
@@ -405,7 +450,8 @@ static int cmd_dump_ir(Opts *o) {
   FeProgram *p;
   FeResult r;
   const char *last = pass_count ? pass_list[pass_count - 1].name : "lower";
-  DumpState s = {.after = o->after ? o->after : last, .dot = o->format && strcmp(o->format, "dot") == 0,
+  DumpState s = {.after = o->after ? o->after : last,
+                 .dot = o->format && strcmp(o->format, "dot") == 0,
                  .rank = o->rank};
   const char *stop = strcmp(s.after, "all") == 0 ? NULL : s.after;
   IrModule *m = build(o, &d, &p, &r, stop, dump_after, &s);
@@ -448,7 +494,8 @@ static int cmd_stats(Opts *o) {
   diag_init(&d);
   FeProgram *p;
   FeResult r;
-  IrModule *m = build(o, &d, &p, &r, "lora", NULL, NULL); /* LoRA adapters counted, the base frozen */
+  IrModule *m =
+      build(o, &d, &p, &r, "lora", NULL, NULL); /* LoRA adapters counted, the base frozen */
   if (!m) return finish(&d, p, &r, EXIT_USER);
   int64_t total = 0, trainable = 0, flops = 0, bytes = 0;
   ModStat *mods = calloc((size_t)m->params.len * 2 + 1, sizeof *mods);
@@ -468,7 +515,8 @@ static int cmd_stats(Opts *o) {
       if (depth == 2 && !has_submodules(m, v->name, module_prefix(v->name, 1))) continue;
       if (len > 255) len = 255;
       int k = 0;
-      while (k < nmods && (strlen(mods[k].name) != len || strncmp(mods[k].name, v->name, len) != 0)) k++;
+      while (k < nmods && (strlen(mods[k].name) != len || strncmp(mods[k].name, v->name, len) != 0))
+        k++;
       if (k == nmods) {
         memcpy(mods[k].name, v->name, len);
         mods[k].name[len] = 0;
@@ -502,26 +550,31 @@ static int cmd_stats(Opts *o) {
     for (int i = 0; i < f->inputs.len; i++) {
       IrValue *v = f->inputs.items[i];
       json_object *sh = json_object_new_array();
-      for (int k = 0; k < v->shape.rank; k++) json_object_array_add(sh, json_object_new_int64(v->shape.d[k]));
+      for (int k = 0; k < v->shape.rank; k++)
+        json_object_array_add(sh, json_object_new_int64(v->shape.d[k]));
       json_object_object_add(inputs, v->name, sh);
     }
     json_object_object_add(root, "inputs", inputs);
-    printf("%s\n", json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED));
+    printf("%s\n",
+           json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED));
     json_object_put(root);
   } else {
     printf("model %s\n", m->name);
     printf("  %-28s %16s %16s\n", "module", "parameters", "trainable");
     for (int k = 0; k < nmods; k++)
-      printf("  %-28s %16lld %16lld\n", mods[k].name, (long long)mods[k].params, (long long)mods[k].trainable);
+      printf("  %-28s %16lld %16lld\n", mods[k].name, (long long)mods[k].params,
+             (long long)mods[k].trainable);
 
     printf("  %-28s %16lld %16lld\n", "total", (long long)total, (long long)trainable);
     printf("  parameter bytes   %lld (%.1f MiB)\n", (long long)bytes, (double)bytes / (1 << 20));
-    printf("  forward FLOPs     %lld (%.3f GFLOP) for inputs", (long long)flops, (double)flops / 1e9);
+    printf("  forward FLOPs     %lld (%.3f GFLOP) for inputs", (long long)flops,
+           (double)flops / 1e9);
     IrFunc *f = m->funcs.items[0];
     for (int i = 0; i < f->inputs.len; i++) {
       IrValue *v = f->inputs.items[i];
       printf("%s%s:%s[", i ? ", " : " ", v->name, ir_dtype_name(v->dtype));
-      for (int k = 0; k < v->shape.rank; k++) printf("%s%lld", k ? ", " : "", (long long)v->shape.d[k]);
+      for (int k = 0; k < v->shape.rank; k++)
+        printf("%s%lld", k ? ", " : "", (long long)v->shape.d[k]);
       printf("]");
     }
     printf("\n");
@@ -600,10 +653,13 @@ static void plan_collectives(IrModule *m, const MmPlan *pl, json_object *root) {
   }
   if (root) {
     json_object *mesh = json_object_new_object();
-    for (int a = 0; a < IR_NAXES; a++) json_object_object_add(mesh, ir_axis_name((IrAxis)a), json_object_new_int(m->mesh[a]));
+    for (int a = 0; a < IR_NAXES; a++)
+      json_object_object_add(mesh, ir_axis_name((IrAxis)a), json_object_new_int(m->mesh[a]));
     json_object_object_add(root, "mesh", mesh);
     json_object_object_add(root, "collectives", list);
-    if (nbuckets) json_object_object_add(root, "bucket_mb", json_object_new_double(pl ? pl->bucket_mb : MM_BUCKET_MB_DEFAULT));
+    if (nbuckets)
+      json_object_object_add(root, "bucket_mb",
+                             json_object_new_double(pl ? pl->bucket_mb : MM_BUCKET_MB_DEFAULT));
     json_object *t = json_object_new_array();
     for (int k = 0; k < nt; k++) {
       json_object *e = json_object_new_object();
@@ -620,13 +676,15 @@ static void plan_collectives(IrModule *m, const MmPlan *pl, json_object *root) {
     json_object_object_add(root, "collective_totals", t);
     return;
   }
-  printf("  mesh dp = %d, cp = %d, tp = %d: %d ranks, each running @%s on its own piece\n", m->mesh[IR_AX_DP],
-         m->mesh[IR_AX_CP], m->mesh[IR_AX_TP], ir_world_size(m), f->name);
+  printf("  mesh dp = %d, cp = %d, tp = %d: %d ranks, each running @%s on its own piece\n",
+         m->mesh[IR_AX_DP], m->mesh[IR_AX_CP], m->mesh[IR_AX_TP], ir_world_size(m), f->name);
   printf("  collectives per step, per rank:\n");
   for (int k = 0; k < nt; k++)
-    printf("    %-15s %-3s %5d calls (%d forward, %d backward, %d update) %14lld elements sent %14lld bytes\n",
-           ir_ops[tot[k].op].name, ir_axis_name((IrAxis)tot[k].axis), tot[k].calls, tot[k].phase_calls[0],
-           tot[k].phase_calls[1], tot[k].phase_calls[2], (long long)tot[k].elems, (long long)tot[k].bytes);
+    printf("    %-15s %-3s %5d calls (%d forward, %d backward, %d update) %14lld elements sent "
+           "%14lld bytes\n",
+           ir_ops[tot[k].op].name, ir_axis_name((IrAxis)tot[k].axis), tot[k].calls,
+           tot[k].phase_calls[0], tot[k].phase_calls[1], tot[k].phase_calls[2],
+           (long long)tot[k].elems, (long long)tot[k].bytes);
   if (!nbuckets) return;
   printf("  gradient buckets (bucket_mb = %g): %d gradients reduced in %d call%s\n",
          pl ? pl->bucket_mb : MM_BUCKET_MB_DEFAULT, nbucketed, nbuckets, nbuckets == 1 ? "" : "s");
@@ -641,9 +699,11 @@ static void plan_collectives(IrModule *m, const MmPlan *pl, json_object *root) {
       msg += t;
     }
     const IrValue *p0 = bucket_grad_param(f, i), *p1 = bucket_grad_param(f, i + run - 1);
-    printf("    bucket %-3lld %-14s %-3s %4d gradient%s %12lld elements  %s%s%s\n", (long long)bucket_id(n),
-           ir_ops[n->op].name, ir_axis_name((IrAxis)n->attrs.v[IR_ATTR_MESH].i), run, run == 1 ? " " : "s", (long long)msg,
-           p0 ? p0->name : "?", run > 1 ? " .. " : "", run > 1 ? (p1 ? p1->name : "?") : "");
+    printf("    bucket %-3lld %-14s %-3s %4d gradient%s %12lld elements  %s%s%s\n",
+           (long long)bucket_id(n), ir_ops[n->op].name,
+           ir_axis_name((IrAxis)n->attrs.v[IR_ATTR_MESH].i), run, run == 1 ? " " : "s",
+           (long long)msg, p0 ? p0->name : "?", run > 1 ? " .. " : "",
+           run > 1 ? (p1 ? p1->name : "?") : "");
   }
 }
 
@@ -660,19 +720,24 @@ static int cmd_plan(Opts *o) {
     fprintf(stderr, "mmc: error: %s\n", err);
     return finish(&d, p, &r, EXIT_USER);
   }
-  static const IrRole order[] = {IR_ROLE_PARAM, IR_ROLE_GRAD, IR_ROLE_OPT, IR_ROLE_ACT, IR_ROLE_INPUT};
+  static const IrRole order[] = {IR_ROLE_PARAM, IR_ROLE_GRAD, IR_ROLE_OPT, IR_ROLE_ACT,
+                                 IR_ROLE_INPUT};
   int64_t kv_bytes = 0; /* the KV caches of @prefill and @decode, inputs shared by name */
   int nkv = 0;
   IrFunc *pf = ir_module_func(m, "prefill");
   for (int i = 0; pf && i < pf->inputs.len; i++) {
     IrValue *v = pf->inputs.items[i];
-    if (ends_with(v->name, ".k_cache") || ends_with(v->name, ".v_cache")) kv_bytes += mp_value_bytes(m, v), nkv++;
+    if (ends_with(v->name, ".k_cache") || ends_with(v->name, ".v_cache"))
+      kv_bytes += mp_value_bytes(m, v), nkv++;
   }
   if (o->json) {
-    json_object *root = json_object_new_object(), *roles = json_object_new_object(), *funcs = json_object_new_object();
+    json_object *root = json_object_new_object(), *roles = json_object_new_object(),
+                *funcs = json_object_new_object();
     json_object_object_add(root, "model", json_object_new_string(m->name));
     json_object_object_add(root, "peak_bytes", json_object_new_int64(s.total));
-    for (int i = 0; i < 5; i++) json_object_object_add(roles, ir_role_name(order[i]), json_object_new_int64(s.arena[order[i]]));
+    for (int i = 0; i < 5; i++)
+      json_object_object_add(roles, ir_role_name(order[i]),
+                             json_object_new_int64(s.arena[order[i]]));
     json_object_object_add(root, "by_role", roles);
     if (nkv) json_object_object_add(root, "kv_cache_bytes", json_object_new_int64(kv_bytes));
     for (int i = 0; i < s.nfuncs; i++) {
@@ -688,23 +753,29 @@ static int cmd_plan(Opts *o) {
     }
     json_object_object_add(root, "funcs", funcs);
     plan_collectives(m, &r.plan, root);
-    printf("%s\n", json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED));
+    printf("%s\n",
+           json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED));
     json_object_put(root);
   } else {
     printf("model %s: memory plan (allocated before the first step)\n", m->name);
     for (int i = 0; i < 5; i++)
-      printf("  %-6s %14lld bytes  %9.3f MiB\n", ir_role_name(order[i]), (long long)s.arena[order[i]],
-             (double)s.arena[order[i]] / (1 << 20));
-    printf("  %-6s %14lld bytes  %9.3f MiB\n", "peak", (long long)s.total, (double)s.total / (1 << 20));
+      printf("  %-6s %14lld bytes  %9.3f MiB\n", ir_role_name(order[i]),
+             (long long)s.arena[order[i]], (double)s.arena[order[i]] / (1 << 20));
+    printf("  %-6s %14lld bytes  %9.3f MiB\n", "peak", (long long)s.total,
+           (double)s.total / (1 << 20));
     if (nkv)
-      printf("  the input arena holds the KV cache: %lld bytes in %d tensors (keys and values of %d attention layers)\n",
+      printf("  the input arena holds the KV cache: %lld bytes in %d tensors (keys and values of "
+             "%d attention layers)\n",
              (long long)kv_bytes, nkv, nkv / 2);
     for (int i = 0; i < s.nfuncs; i++) {
       const MpFuncStats *f = &s.funcs[i];
-      double eff = f->arena[IR_ROLE_ACT] ? 100.0 * (double)f->live_peak / (double)f->arena[IR_ROLE_ACT] : 100.0;
-      printf("  @%s: act %lld bytes (live peak %lld, %.1f%% of it), grad %lld bytes; %d buffers, %d in place, %d views\n",
-             f->name, (long long)f->arena[IR_ROLE_ACT], (long long)f->live_peak, eff, (long long)f->arena[IR_ROLE_GRAD],
-             f->nbuffers, f->ninplace, f->nviews);
+      double eff = f->arena[IR_ROLE_ACT]
+                       ? 100.0 * (double)f->live_peak / (double)f->arena[IR_ROLE_ACT]
+                       : 100.0;
+      printf("  @%s: act %lld bytes (live peak %lld, %.1f%% of it), grad %lld bytes; %d buffers, "
+             "%d in place, %d views\n",
+             f->name, (long long)f->arena[IR_ROLE_ACT], (long long)f->live_peak, eff,
+             (long long)f->arena[IR_ROLE_GRAD], f->nbuffers, f->ninplace, f->nviews);
     }
     plan_collectives(m, &r.plan, NULL);
   }
@@ -729,9 +800,12 @@ static int cmd_compile(Opts *o) {
     if (out != stdout) fclose(out);
     return finish(&d, p, &r, EXIT_OK);
   }
-  CgOptions co = {.output = o->output, .opt_level = o->opt_level, .verbose = o->verbose, .task = o->task};
-  co.emit = strcmp(emit, "obj") == 0 ? CG_EMIT_OBJ : strcmp(emit, "llvm") == 0 ? CG_EMIT_LLVM
-            : strcmp(emit, "asm") == 0 ? CG_EMIT_ASM : CG_EMIT_EXE;
+  CgOptions co = {
+      .output = o->output, .opt_level = o->opt_level, .verbose = o->verbose, .task = o->task};
+  co.emit = strcmp(emit, "obj") == 0    ? CG_EMIT_OBJ
+            : strcmp(emit, "llvm") == 0 ? CG_EMIT_LLVM
+            : strcmp(emit, "asm") == 0  ? CG_EMIT_ASM
+                                        : CG_EMIT_EXE;
   bool ok = cg_compile(m, &r.train, &co, &d);
   return finish(&d, p, &r, ok ? EXIT_OK : EXIT_USER);
 }
@@ -741,7 +815,8 @@ int main(int argc, char **argv) {
     usage_all(stderr);
     return EXIT_USAGE;
   }
-  if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
+  if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
+      strcmp(argv[1], "help") == 0) {
     usage_all(stdout);
     return EXIT_OK;
   }
@@ -755,11 +830,16 @@ int main(int argc, char **argv) {
   }
   int rc = parse_opts(argc, argv, &o);
   if (rc < 0) {
-    if (strcmp(o.cmd->name, "check") == 0) rc = cmd_check(&o);
-    else if (strcmp(o.cmd->name, "dump-ir") == 0) rc = cmd_dump_ir(&o);
-    else if (strcmp(o.cmd->name, "plan") == 0) rc = cmd_plan(&o);
-    else if (strcmp(o.cmd->name, "compile") == 0) rc = cmd_compile(&o);
-    else rc = cmd_stats(&o);
+    if (strcmp(o.cmd->name, "check") == 0)
+      rc = cmd_check(&o);
+    else if (strcmp(o.cmd->name, "dump-ir") == 0)
+      rc = cmd_dump_ir(&o);
+    else if (strcmp(o.cmd->name, "plan") == 0)
+      rc = cmd_plan(&o);
+    else if (strcmp(o.cmd->name, "compile") == 0)
+      rc = cmd_compile(&o);
+    else
+      rc = cmd_stats(&o);
   }
   for (int i = 0; i < o.noverrides; i++) free((void *)o.overrides[i].name);
   return rc;

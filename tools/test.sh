@@ -8,6 +8,9 @@ bash tools/setup.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 JOBS=${JOBS:-2}
 
+echo "== format (clang-format-19, .clang-format) =="
+git ls-files '*.c' '*.h' | xargs clang-format-19 --dry-run -Werror
+
 echo "== release build =="
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo > /dev/null
 cmake --build build -j"$JOBS"

@@ -18,61 +18,58 @@
 
 #include "mmrt_comm.h"
 
-int main(int argc, char **argv)
-{
-    const char *mode = argc > 1 ? argv[1] : "";
-    MmrtMesh m;
-    char err[256];
-    if (strcmp(mode, "mismatch") == 0) {
-        int rc = mmrt_mesh_init(&m, 2, 1, 2, 1, err, sizeof err);
-        int rank = 0;
-        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-        if (rc != MMRT_OK) {
-            fprintf(stderr, "rank %d: error: %s\n", rank, err);
-            mmrt_comm_finalize();
-            return 3;
-        }
-        mmrt_mesh_free(&m);
-        mmrt_comm_finalize();
-        return 0;
-    }
-    int probe = mmrt_mesh_init(&m, 1, 1, 1, 1, err, sizeof err);
-    if (probe == MMRT_OK)
-        mmrt_mesh_free(&m);
-    int world;
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-    if (mmrt_mesh_init(&m, world, 1, 1, 1, err, sizeof err) != MMRT_OK) {
-        fprintf(stderr, "error: %s\n", err);
-        mmrt_comm_abort(1);
-    }
-    int rank = m.coord[MMRT_AXIS_WORLD];
-    float x[1024] = {0};
-    if (strcmp(mode, "dead") == 0) {
-        if (mmrt_barrier(&m, MMRT_AXIS_DP) != MMRT_OK) {
-            fprintf(stderr, "rank %d: error: %s\n", rank, m.err);
-            mmrt_comm_abort(1);
-        }
-        if (rank == world - 1)
-            raise(SIGKILL);
-        for (int step = 0; step < 1000000; step++)
-            if (mmrt_all_reduce(&m, MMRT_AXIS_DP, x, x, 1024, MMRT_F32) != MMRT_OK) {
-                fprintf(stderr, "rank %d: error: %s\n", rank, m.err);
-                mmrt_comm_abort(1);
-            }
-        fprintf(stderr, "rank %d: the all-reduces finished without the dead rank\n", rank);
-    } else if (strcmp(mode, "hang") == 0) {
-        mmrt_comm_set_timeout(&m, 1.0);
-        if (rank == world - 1) {
-            sleep(30); /* mpirun kills it once another rank aborts */
-        } else if (mmrt_all_reduce(&m, MMRT_AXIS_DP, x, x, 1024, MMRT_F32) != MMRT_OK) {
-            fprintf(stderr, "rank %d: error: %s\n", rank, m.err);
-            mmrt_comm_abort(2);
-        }
-        fprintf(stderr, "rank %d: no timeout\n", rank);
-    } else {
-        fprintf(stderr, "usage: mpi_fail mismatch|dead|hang\n");
+int main(int argc, char **argv) {
+  const char *mode = argc > 1 ? argv[1] : "";
+  MmrtMesh m;
+  char err[256];
+  if (strcmp(mode, "mismatch") == 0) {
+    int rc = mmrt_mesh_init(&m, 2, 1, 2, 1, err, sizeof err);
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rc != MMRT_OK) {
+      fprintf(stderr, "rank %d: error: %s\n", rank, err);
+      mmrt_comm_finalize();
+      return 3;
     }
     mmrt_mesh_free(&m);
     mmrt_comm_finalize();
-    return 4;
+    return 0;
+  }
+  int probe = mmrt_mesh_init(&m, 1, 1, 1, 1, err, sizeof err);
+  if (probe == MMRT_OK) mmrt_mesh_free(&m);
+  int world;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (mmrt_mesh_init(&m, world, 1, 1, 1, err, sizeof err) != MMRT_OK) {
+    fprintf(stderr, "error: %s\n", err);
+    mmrt_comm_abort(1);
+  }
+  int rank = m.coord[MMRT_AXIS_WORLD];
+  float x[1024] = {0};
+  if (strcmp(mode, "dead") == 0) {
+    if (mmrt_barrier(&m, MMRT_AXIS_DP) != MMRT_OK) {
+      fprintf(stderr, "rank %d: error: %s\n", rank, m.err);
+      mmrt_comm_abort(1);
+    }
+    if (rank == world - 1) raise(SIGKILL);
+    for (int step = 0; step < 1000000; step++)
+      if (mmrt_all_reduce(&m, MMRT_AXIS_DP, x, x, 1024, MMRT_F32) != MMRT_OK) {
+        fprintf(stderr, "rank %d: error: %s\n", rank, m.err);
+        mmrt_comm_abort(1);
+      }
+    fprintf(stderr, "rank %d: the all-reduces finished without the dead rank\n", rank);
+  } else if (strcmp(mode, "hang") == 0) {
+    mmrt_comm_set_timeout(&m, 1.0);
+    if (rank == world - 1) {
+      sleep(30); /* mpirun kills it once another rank aborts */
+    } else if (mmrt_all_reduce(&m, MMRT_AXIS_DP, x, x, 1024, MMRT_F32) != MMRT_OK) {
+      fprintf(stderr, "rank %d: error: %s\n", rank, m.err);
+      mmrt_comm_abort(2);
+    }
+    fprintf(stderr, "rank %d: no timeout\n", rank);
+  } else {
+    fprintf(stderr, "usage: mpi_fail mismatch|dead|hang\n");
+  }
+  mmrt_mesh_free(&m);
+  mmrt_comm_finalize();
+  return 4;
 }

@@ -56,19 +56,20 @@ static const IrNode *node(const IrModule *m, int fi, int i) {
   return f->nodes.items[i];
 }
 
-#define HDR "module @t mesh(dp = 1, cp = 1, tp = 1)\nparam @b : f32[8] init(zeros)\nparam @s : f32[8] init(ones)\n"
+#define HDR                                                                                        \
+  "module @t mesh(dp = 1, cp = 1, tp = 1)\nparam @b : f32[8] init(zeros)\nparam @s : f32[8] "      \
+  "init(ones)\n"
 
 /* x -> linear-free chain: add(bias) -> gelu -> mul(scale) -> add(residual) */
-static const char *chain = HDR
-    "func @forward(%x : f32[4, 8], %r : f32[4, 8]) {\n"
-    "  %0 = add(%x, @b) : f32[4, 8]\n"
-    "  %1 = gelu(%0) : f32[4, 8]\n"
-    "  %2 = mul(@s, %1) : f32[4, 8]\n"
-    "  %3 = add(%r, %2) : f32[4, 8]\n"
-    "  %4 = exp(%3) : f32[4, 8]\n"
-    "  %5 = mul_scalar(%4) {value = 0.5} : f32[4, 8]\n"
-    "  return %3, %5\n"
-    "}\n";
+static const char *chain = HDR "func @forward(%x : f32[4, 8], %r : f32[4, 8]) {\n"
+                               "  %0 = add(%x, @b) : f32[4, 8]\n"
+                               "  %1 = gelu(%0) : f32[4, 8]\n"
+                               "  %2 = mul(@s, %1) : f32[4, 8]\n"
+                               "  %3 = add(%r, %2) : f32[4, 8]\n"
+                               "  %4 = exp(%3) : f32[4, 8]\n"
+                               "  %5 = mul_scalar(%4) {value = 0.5} : f32[4, 8]\n"
+                               "  return %3, %5\n"
+                               "}\n";
 
 START_TEST(test_fuse_chain) {
   T t;
@@ -80,7 +81,8 @@ START_TEST(test_fuse_chain) {
   ck_assert_int_eq(f->nodes.len, 2);
   const IrNode *a = node(m, 0, 0), *b = node(m, 0, 1);
   ck_assert_int_eq(a->op, IR_OP_FUSED);
-  ck_assert_str_eq(a->attrs.v[IR_ATTR_PROG].s, "t0 = add(i0, i1); t1 = gelu(t0); t2 = mul(i2, t1); t3 = add(i3, t2)");
+  ck_assert_str_eq(a->attrs.v[IR_ATTR_PROG].s,
+                   "t0 = add(i0, i1); t1 = gelu(t0); t2 = mul(i2, t1); t3 = add(i3, t2)");
   ck_assert_int_eq(a->nin, 4);
   ck_assert_str_eq(b->attrs.v[IR_ATTR_PROG].s, "t0 = exp(i0); t1 = mul_scalar(t0) {value = 0.5}");
   ck_assert_ptr_eq(f->results.items[0], a->out[0]); /* the result value is kept */
@@ -100,21 +102,21 @@ END_TEST
 START_TEST(test_fuse_limits) {
   T t;
   /* %0 has two uses; %2 is smaller than the result (broadcast inside the loop is not simple) */
-  IrModule *m = parse(&t, HDR
-                      "func @forward(%x : f32[4, 8]) {\n"
-                      "  %0 = add(%x, @b) : f32[4, 8]\n"
-                      "  %1 = gelu(%0) : f32[4, 8]\n"
-                      "  %2 = add(@b, @s) : f32[8]\n"
-                      "  %3 = mul(%2, %1) : f32[4, 8]\n"
-                      "  %4 = add(%0, %3) : f32[4, 8]\n"
-                      "  return %4\n"
-                      "}\n");
+  IrModule *m = parse(&t, HDR "func @forward(%x : f32[4, 8]) {\n"
+                              "  %0 = add(%x, @b) : f32[4, 8]\n"
+                              "  %1 = gelu(%0) : f32[4, 8]\n"
+                              "  %2 = add(@b, @s) : f32[8]\n"
+                              "  %3 = mul(%2, %1) : f32[4, 8]\n"
+                              "  %4 = add(%0, %3) : f32[4, 8]\n"
+                              "  return %4\n"
+                              "}\n");
   ck_assert(pass_fuse(m, &t.cx));
   const IrFunc *f = m->funcs.items[0];
   ck_assert_int_eq(f->nodes.len, 3); /* add, add [8], fused(gelu, mul, add) */
   ck_assert_int_eq(node(m, 0, 0)->op, IR_OP_ADD);
   ck_assert_int_eq(node(m, 0, 1)->op, IR_OP_ADD);
-  ck_assert_str_eq(node(m, 0, 2)->attrs.v[IR_ATTR_PROG].s, "t0 = gelu(i0); t1 = mul(i1, t0); t2 = add(i0, t1)");
+  ck_assert_str_eq(node(m, 0, 2)->attrs.v[IR_ATTR_PROG].s,
+                   "t0 = gelu(i0); t1 = mul(i1, t0); t2 = add(i0, t1)");
   PassCtx off = t.cx;
   off.no_fuse = true;
   T u;
@@ -151,8 +153,10 @@ START_TEST(test_fused_prog_errors) {
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     IrFusedProg p;
     char err[256] = "";
-    ck_assert_msg(!ir_fused_parse(bad[i].prog, 2, dt, sh, &p, &a, err, sizeof err), "%s parsed", bad[i].prog);
-    ck_assert_msg(strstr(err, bad[i].msg), "'%s': got '%s', expected '%s'", bad[i].prog, err, bad[i].msg);
+    ck_assert_msg(!ir_fused_parse(bad[i].prog, 2, dt, sh, &p, &a, err, sizeof err), "%s parsed",
+                  bad[i].prog);
+    ck_assert_msg(strstr(err, bad[i].msg), "'%s': got '%s', expected '%s'", bad[i].prog, err,
+                  bad[i].msg);
   }
   /* a type error comes from the op's own shape rule */
   IrShape s3 = {.rank = 1, .d = {3}};
@@ -162,9 +166,10 @@ START_TEST(test_fused_prog_errors) {
   ck_assert(!ir_fused_parse("t0 = add(i0, i1)", 2, dt, sh3, &p, &a, err, sizeof err));
   ck_assert_msg(strstr(err, "broadcast"), "%s", err);
   /* formatting round-trips, attributes included */
-  ck_assert(ir_fused_parse("t0 = dropout(i0) {p = 0.1, seed = 3}; t1 = cast(t0) {dtype = i32}", 1, dt, sh, &p, &a, err,
-                           sizeof err));
-  ck_assert_str_eq(ir_fused_format(&p, &a), "t0 = dropout(i0) {p = 0.1, seed = 3}; t1 = cast(t0) {dtype = i32}");
+  ck_assert(ir_fused_parse("t0 = dropout(i0) {p = 0.1, seed = 3}; t1 = cast(t0) {dtype = i32}", 1,
+                           dt, sh, &p, &a, err, sizeof err));
+  ck_assert_str_eq(ir_fused_format(&p, &a),
+                   "t0 = dropout(i0) {p = 0.1, seed = 3}; t1 = cast(t0) {dtype = i32}");
   ck_assert_int_eq(p.ins[1].dtype, IR_I32);
   arena_free(&a);
 }
@@ -210,7 +215,8 @@ static void check_no_overlap(const IrModule *m) {
         if (i > lv[s->i].last) lv[s->i].last = i;
         const IrValue *x = nd->in[q], *y = nd->nout == 1 ? nd->out[0] : NULL;
         bool shares = y && x->mem_arena == y->mem_arena &&
-                      (mp_view_offset(m, nd) >= 0 || ((ir_ops[nd->op].flags & OPF_ELEMWISE) && x->mem_offset == y->mem_offset));
+                      (mp_view_offset(m, nd) >= 0 ||
+                       ((ir_ops[nd->op].flags & OPF_ELEMWISE) && x->mem_offset == y->mem_offset));
         if (shares) lv[find(lv, (int)ir_map_get(&idx, y)->i)].set = find(lv, (int)s->i);
       }
     }
@@ -223,9 +229,11 @@ static void check_no_overlap(const IrModule *m) {
         const IrValue *a1 = lv[x].v, *b1 = lv[y].v;
         if (a1->mem_arena != b1->mem_arena || find(lv, x) == find(lv, y)) continue;
         bool time = lv[x].def <= lv[y].last && lv[y].def <= lv[x].last;
-        int64_t ae = a1->mem_offset + mp_value_bytes(m, a1), be = b1->mem_offset + mp_value_bytes(m, b1);
+        int64_t ae = a1->mem_offset + mp_value_bytes(m, a1),
+                be = b1->mem_offset + mp_value_bytes(m, b1);
         bool space = a1->mem_offset < be && b1->mem_offset < ae;
-        ck_assert_msg(!(time && space), "@%s: %%%d and %%%d overlap while live", f->name, a1->id, b1->id);
+        ck_assert_msg(!(time && space), "@%s: %%%d and %%%d overlap while live", f->name, a1->id,
+                      b1->id);
       }
     arena_free(&a);
   }
@@ -233,18 +241,18 @@ static void check_no_overlap(const IrModule *m) {
 
 START_TEST(test_memplan_small) {
   T t;
-  IrModule *m = parse(&t, HDR
-                      "func @forward(%x : f32[4, 8], %r : f32[4, 8]) {\n"
-                      "  %0 = add(%x, @b) : f32[4, 8]\n"      /* 128 bytes */
-                      "  %1 = gelu(%0) : f32[4, 8]\n"         /* in place over %0 */
-                      "  %2 = reshape(%1) {shape = [32]} : f32[32]\n" /* a view */
-                      "  %3 = exp(%2) : f32[32]\n"            /* in place again */
-                      "  %4 = reshape(%3) {shape = [4, 8]} : f32[4, 8]\n"
-                      "  %5 = add(%4, %r) : f32[4, 8]\n"
-                      "  %6 = slice(@s) {axis = 0, start = 2, stop = 6} : f32[4]\n" /* a view of a param */
-                      "  %7 = sum(%5) {axes = [0]} : f32[8]\n"
-                      "  return %7, %6\n"
-                      "}\n");
+  IrModule *m = parse(
+      &t, HDR "func @forward(%x : f32[4, 8], %r : f32[4, 8]) {\n"
+              "  %0 = add(%x, @b) : f32[4, 8]\n"              /* 128 bytes */
+              "  %1 = gelu(%0) : f32[4, 8]\n"                 /* in place over %0 */
+              "  %2 = reshape(%1) {shape = [32]} : f32[32]\n" /* a view */
+              "  %3 = exp(%2) : f32[32]\n"                    /* in place again */
+              "  %4 = reshape(%3) {shape = [4, 8]} : f32[4, 8]\n"
+              "  %5 = add(%4, %r) : f32[4, 8]\n"
+              "  %6 = slice(@s) {axis = 0, start = 2, stop = 6} : f32[4]\n" /* a view of a param */
+              "  %7 = sum(%5) {axes = [0]} : f32[8]\n"
+              "  return %7, %6\n"
+              "}\n");
   ck_assert(pass_memplan(m, &t.cx));
   const IrValue *v0 = node(m, 0, 0)->out[0];
   for (int i = 1; i < 6; i++) {
@@ -291,7 +299,10 @@ START_TEST(test_memplan_stdlib) {
   const char *dir = getenv("MMC_SOURCE_DIR");
   static const struct {
     const char *file, *model;
-  } models[] = {{"gpt2.mm", "GPT2Tiny"}, {"vit_fashion.mm", "ViTFashion"}, {"internvl2.mm", NULL}, {"llm.mm", NULL}};
+  } models[] = {{"gpt2.mm", "GPT2Tiny"},
+                {"vit_fashion.mm", "ViTFashion"},
+                {"internvl2.mm", NULL},
+                {"llm.mm", NULL}};
   for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
     char path[1024];
     snprintf(path, sizeof path, "%s/stdlib_models/%s", dir ? dir : ".", models[i].file);
@@ -310,7 +321,8 @@ START_TEST(test_memplan_stdlib) {
     MpSummary s;
     char err[128];
     ck_assert(mp_summarize(r.ir, &s, err, sizeof err));
-    for (int k = 0; k < s.nfuncs; k++) ck_assert_int_ge(s.funcs[k].arena[IR_ROLE_ACT], s.funcs[k].live_peak);
+    for (int k = 0; k < s.nfuncs; k++)
+      ck_assert_int_ge(s.funcs[k].arena[IR_ROLE_ACT], s.funcs[k].live_peak);
     ck_assert_int_gt(s.arena[IR_ROLE_GRAD], 0);
     ir_module_free(r.ir);
     fe_free(p);

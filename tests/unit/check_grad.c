@@ -14,7 +14,9 @@ static void run(G *g) {
   ck_assert_int_gt(g->checked, 0);
 }
 
-static IrValue *pos(G *g, const char *name, IrShape s) { return g_param_in(g, name, s, 0.5, 2); }
+static IrValue *pos(G *g, const char *name, IrShape s) {
+  return g_param_in(g, name, s, 0.5, 2);
+}
 
 /* ---- elementwise binary, with broadcasting on either side ---- */
 
@@ -96,12 +98,15 @@ static const struct {
   IrOp op;
   double lo, hi, value; /* value: the VALUE (or P) attribute when the op takes one */
 } unary[] = {
-    {IR_OP_NEG, -1, 1, 0},          {IR_OP_EXP, -1, 1, 0},           {IR_OP_LOG, 0.5, 2, 0},
-    {IR_OP_SQRT, 0.5, 2, 0},        {IR_OP_RSQRT, 0.5, 2, 0},        {IR_OP_TANH, -2, 2, 0},
-    {IR_OP_SIGMOID, -2, 2, 0},      {IR_OP_RELU, -1, 1, 0},          {IR_OP_GELU, -2, 2, 0},
-    {IR_OP_GELU_TANH, -2, 2, 0},    {IR_OP_SILU, -2, 2, 0},          {IR_OP_ADD_SCALAR, -1, 1, 0.3},
-    {IR_OP_MUL_SCALAR, -1, 1, -1.7}, {IR_OP_POW_SCALAR, 0.5, 2, 2.5}, {IR_OP_POW_SCALAR, -1, 1, 2},
-    {IR_OP_POW_SCALAR, 0.5, 2, -1}, {IR_OP_POW_SCALAR, -1, 1, 1},   {IR_OP_POW_SCALAR, -1, 1, 3},
+    {IR_OP_NEG, -1, 1, 0},           {IR_OP_EXP, -1, 1, 0},
+    {IR_OP_LOG, 0.5, 2, 0},          {IR_OP_SQRT, 0.5, 2, 0},
+    {IR_OP_RSQRT, 0.5, 2, 0},        {IR_OP_TANH, -2, 2, 0},
+    {IR_OP_SIGMOID, -2, 2, 0},       {IR_OP_RELU, -1, 1, 0},
+    {IR_OP_GELU, -2, 2, 0},          {IR_OP_GELU_TANH, -2, 2, 0},
+    {IR_OP_SILU, -2, 2, 0},          {IR_OP_ADD_SCALAR, -1, 1, 0.3},
+    {IR_OP_MUL_SCALAR, -1, 1, -1.7}, {IR_OP_POW_SCALAR, 0.5, 2, 2.5},
+    {IR_OP_POW_SCALAR, -1, 1, 2},    {IR_OP_POW_SCALAR, 0.5, 2, -1},
+    {IR_OP_POW_SCALAR, -1, 1, 1},    {IR_OP_POW_SCALAR, -1, 1, 3},
     {IR_OP_DROPOUT, -1, 1, 0.3},
 };
 
@@ -226,7 +231,8 @@ static IrAttrs eps_attrs(double eps, int groups) {
 START_TEST(test_layer_norm) {
   G g;
   g_init(&g, 15);
-  IrValue *x = g_param(&g, "x", SHP(3, 5, 7)), *w = g_param(&g, "w", SHP(7)), *b = g_param(&g, "b", SHP(7));
+  IrValue *x = g_param(&g, "x", SHP(3, 5, 7)), *w = g_param(&g, "w", SHP(7)),
+          *b = g_param(&g, "b", SHP(7));
   IrAttrs a = eps_attrs(1e-5, 0);
   IrNode *n = g_node(&g, IR_OP_LAYER_NORM, VS(x, w, b), &a);
   ck_assert_int_eq(n->nout, 3);
@@ -274,7 +280,8 @@ END_TEST
 START_TEST(test_group_norm) {
   G g;
   g_init(&g, 19);
-  IrValue *x = g_param(&g, "x", SHP(2, 6, 5, 3)), *w = g_param(&g, "w", SHP(6)), *b = g_param(&g, "b", SHP(6));
+  IrValue *x = g_param(&g, "x", SHP(2, 6, 5, 3)), *w = g_param(&g, "w", SHP(6)),
+          *b = g_param(&g, "b", SHP(6));
   IrAttrs a = eps_attrs(1e-5, 3);
   IrNode *n = g_node(&g, IR_OP_GROUP_NORM, VS(x, w, b), &a);
   ck_assert_int_eq(n->out[2]->shape.d[0], 6); /* B * G */
@@ -295,9 +302,13 @@ static void softmax_case(IrOp op, int axis, uint64_t seed) {
   g_free(&g);
 }
 
-START_TEST(test_softmax) { softmax_case(IR_OP_SOFTMAX, 1, 20); }
+START_TEST(test_softmax) {
+  softmax_case(IR_OP_SOFTMAX, 1, 20);
+}
 END_TEST
-START_TEST(test_log_softmax) { softmax_case(IR_OP_LOG_SOFTMAX, -1, 21); }
+START_TEST(test_log_softmax) {
+  softmax_case(IR_OP_LOG_SOFTMAX, -1, 21);
+}
 END_TEST
 
 /* ---- reductions and layout ---- */
@@ -314,13 +325,21 @@ static void reduce_case(IrOp op, const int64_t *axes, int n, bool keep, uint64_t
   g_free(&g);
 }
 
-START_TEST(test_sum) { reduce_case(IR_OP_SUM, INTS(0, 2), false, 22); }
+START_TEST(test_sum) {
+  reduce_case(IR_OP_SUM, INTS(0, 2), false, 22);
+}
 END_TEST
-START_TEST(test_sum_keepdim) { reduce_case(IR_OP_SUM, INTS(1), true, 23); }
+START_TEST(test_sum_keepdim) {
+  reduce_case(IR_OP_SUM, INTS(1), true, 23);
+}
 END_TEST
-START_TEST(test_mean) { reduce_case(IR_OP_MEAN, INTS(2), false, 24); }
+START_TEST(test_mean) {
+  reduce_case(IR_OP_MEAN, INTS(2), false, 24);
+}
 END_TEST
-START_TEST(test_mean_keepdim) { reduce_case(IR_OP_MEAN, INTS(0, 1), true, 25); }
+START_TEST(test_mean_keepdim) {
+  reduce_case(IR_OP_MEAN, INTS(0, 1), true, 25);
+}
 END_TEST
 
 START_TEST(test_reshape_transpose) {
@@ -370,7 +389,8 @@ END_TEST
 START_TEST(test_concat) {
   G g;
   g_init(&g, 28);
-  IrValue *a = g_param(&g, "a", SHP(3, 2, 7)), *b = g_param(&g, "b", SHP(3, 5, 7)), *c = g_param(&g, "c", SHP(3, 1, 7));
+  IrValue *a = g_param(&g, "a", SHP(3, 2, 7)), *b = g_param(&g, "b", SHP(3, 5, 7)),
+          *c = g_param(&g, "c", SHP(3, 1, 7));
   IrAttrs at = {0};
   ir_attrs_set_int(&at, IR_ATTR_AXIS, 1);
   g_loss(&g, g_op(&g, IR_OP_CONCAT, VS(a, b, c, a), &at));
@@ -463,7 +483,8 @@ START_TEST(test_place) {
 }
 END_TEST
 
-static void attention_case(uint64_t seed, bool causal, int64_t T, int64_t S, int64_t D, int64_t Dv) {
+static void attention_case(uint64_t seed, bool causal, int64_t T, int64_t S, int64_t D,
+                           int64_t Dv) {
   G g;
   g_init(&g, seed);
   IrValue *q = g_param(&g, "q", SHP(2, T, 6, D)), *k = g_param(&g, "k", SHP(2, S, 2, D)),
@@ -480,18 +501,25 @@ static void attention_case(uint64_t seed, bool causal, int64_t T, int64_t S, int
   g_free(&g);
 }
 
-START_TEST(test_attention_causal) { attention_case(32, true, 5, 5, 4, 4); }
+START_TEST(test_attention_causal) {
+  attention_case(32, true, 5, 5, 4, 4);
+}
 END_TEST
-START_TEST(test_attention_cross) { attention_case(33, false, 5, 7, 4, 3); }
+START_TEST(test_attention_cross) {
+  attention_case(33, false, 5, 7, 4, 3);
+}
 END_TEST
-START_TEST(test_attention_causal_longer_keys) { attention_case(34, true, 5, 7, 4, 4); }
+START_TEST(test_attention_causal_longer_keys) {
+  attention_case(34, true, 5, 7, 4, 4);
+}
 END_TEST
 
 START_TEST(test_cross_entropy) {
   G g;
   g_init(&g, 35);
   static const int labels[15] = {0, 6, -100, 3, 2, 1, 1, 5, -100, 4, 0, 2, 6, 3, 3};
-  IrValue *x = g_param_in(&g, "logits", SHP(3, 5, 7), -3, 3), *l = g_ints(&g, "labels", SHP(3, 5), labels);
+  IrValue *x = g_param_in(&g, "logits", SHP(3, 5, 7), -3, 3),
+          *l = g_ints(&g, "labels", SHP(3, 5), labels);
   IrAttrs a = {0};
   ir_attrs_set_int(&a, IR_ATTR_IGNORE, -100);
   IrNode *n = g_node(&g, IR_OP_CROSS_ENTROPY, VS(x, l), &a);
@@ -515,13 +543,15 @@ END_TEST
 /* Every GRAD op of the table appears in some test above. */
 START_TEST(test_every_rule_covered) {
   static const IrOp covered[] = {
-      IR_OP_ADD, IR_OP_SUB, IR_OP_MUL, IR_OP_DIV, IR_OP_POW, IR_OP_ADD_SCALAR, IR_OP_MUL_SCALAR,
-      IR_OP_POW_SCALAR, IR_OP_NEG, IR_OP_EXP, IR_OP_LOG, IR_OP_SQRT, IR_OP_RSQRT, IR_OP_TANH,
-      IR_OP_SIGMOID, IR_OP_RELU, IR_OP_GELU, IR_OP_GELU_TANH, IR_OP_SILU, IR_OP_CAST, IR_OP_DROPOUT,
-      IR_OP_MATMUL, IR_OP_LINEAR, IR_OP_CONV2D, IR_OP_CONV3D, IR_OP_LAYER_NORM, IR_OP_RMS_NORM,
-      IR_OP_GROUP_NORM, IR_OP_SOFTMAX, IR_OP_LOG_SOFTMAX, IR_OP_SUM, IR_OP_MEAN, IR_OP_RESHAPE,
-      IR_OP_TRANSPOSE, IR_OP_SLICE, IR_OP_CONCAT, IR_OP_EXPAND, IR_OP_EMBEDDING, IR_OP_ROPE,
-      IR_OP_ATTENTION, IR_OP_CROSS_ENTROPY, IR_OP_MSE, IR_OP_PLACE,
+      IR_OP_ADD,           IR_OP_SUB,        IR_OP_MUL,        IR_OP_DIV,       IR_OP_POW,
+      IR_OP_ADD_SCALAR,    IR_OP_MUL_SCALAR, IR_OP_POW_SCALAR, IR_OP_NEG,       IR_OP_EXP,
+      IR_OP_LOG,           IR_OP_SQRT,       IR_OP_RSQRT,      IR_OP_TANH,      IR_OP_SIGMOID,
+      IR_OP_RELU,          IR_OP_GELU,       IR_OP_GELU_TANH,  IR_OP_SILU,      IR_OP_CAST,
+      IR_OP_DROPOUT,       IR_OP_MATMUL,     IR_OP_LINEAR,     IR_OP_CONV2D,    IR_OP_CONV3D,
+      IR_OP_LAYER_NORM,    IR_OP_RMS_NORM,   IR_OP_GROUP_NORM, IR_OP_SOFTMAX,   IR_OP_LOG_SOFTMAX,
+      IR_OP_SUM,           IR_OP_MEAN,       IR_OP_RESHAPE,    IR_OP_TRANSPOSE, IR_OP_SLICE,
+      IR_OP_CONCAT,        IR_OP_EXPAND,     IR_OP_EMBEDDING,  IR_OP_ROPE,      IR_OP_ATTENTION,
+      IR_OP_CROSS_ENTROPY, IR_OP_MSE,        IR_OP_PLACE,
   };
   for (int op = 0; op < IR_OP_COUNT; op++) {
     if (!ir_ops[op].grad) continue;
@@ -529,7 +559,8 @@ START_TEST(test_every_rule_covered) {
      * tensors: their rules are checked in check_shard.c */
     if (ir_ops[op].shard == IR_SHR_COLLECTIVE || ir_ops[op].shard == IR_SHR_RESHARD) continue;
     bool found = false;
-    for (size_t i = 0; i < sizeof covered / sizeof covered[0]; i++) found = found || covered[i] == (IrOp)op;
+    for (size_t i = 0; i < sizeof covered / sizeof covered[0]; i++)
+      found = found || covered[i] == (IrOp)op;
     ck_assert_msg(found, "the gradient rule of %s has no finite-difference test", ir_ops[op].name);
   }
 }

@@ -44,11 +44,12 @@ static const char lora_mm[] =
     "  }\n"
     "}\n";
 
-static const char lora_setting[] =
-    "lora = lora(rank = 2, alpha = 3, targets = [h, fcs, proj], layers = [\"q_proj\", \"v_proj\", \"fcs\", \"proj\"])";
+static const char lora_setting[] = "lora = lora(rank = 2, alpha = 3, targets = [h, fcs, proj], "
+                                   "layers = [\"q_proj\", \"v_proj\", \"fcs\", \"proj\"])";
 
 /* the adapted modules, their [out, in] */
-static const char *const adapted[] = {"h.0.q_proj", "h.0.v_proj", "h.1.q_proj", "h.1.v_proj", "fcs.0", "fcs.1", "proj"};
+static const char *const adapted[] = {"h.0.q_proj", "h.0.v_proj", "h.1.q_proj", "h.1.v_proj",
+                                      "fcs.0",      "fcs.1",      "proj"};
 #define NADAPTED ((int)(sizeof adapted / sizeof adapted[0]))
 
 typedef struct Model {
@@ -67,7 +68,8 @@ static void model_load(Model *md, bool with_lora, bool run_lora) {
   const char *at = strstr(lora_mm, "LORA");
   size_t n = strlen(lora_mm) + sizeof lora_setting;
   md->text = malloc(n);
-  snprintf(md->text, n, "%.*s%s%s", (int)(at - lora_mm), lora_mm, with_lora ? lora_setting : "", at + 4);
+  snprintf(md->text, n, "%.*s%s%s", (int)(at - lora_mm), lora_mm, with_lora ? lora_setting : "",
+           at + 4);
   FeOptions fo = {0};
   md->p = fe_load_buffer(&g->d, "lora.mm", md->text, strlen(md->text), &fo);
   ck_assert_msg(md->p && g->d.errors == 0, "load: %s", g_diag(g));
@@ -144,7 +146,8 @@ START_TEST(test_lora_params) {
   for (int i = 0; i < NADAPTED; i++) {
     IrValue *w = param(g->m, "%s.weight", adapted[i]);
     IrValue *a = param(g->m, "%s.lora_a", adapted[i]), *b = param(g->m, "%s.lora_b", adapted[i]);
-    /* A [r, in] fan_in(1) (PyTorch's kaiming_uniform(a = sqrt(5))), B [out, r] zeros, the weight's dtype and layer */
+    /* A [r, in] fan_in(1) (PyTorch's kaiming_uniform(a = sqrt(5))), B [out, r] zeros, the weight's
+     * dtype and layer */
     ck_assert_int_eq(a->shape.rank, 2);
     ck_assert_int_eq(a->shape.d[0], 2);
     ck_assert_int_eq(a->shape.d[1], w->shape.d[1]);
@@ -186,12 +189,14 @@ START_TEST(test_lora_params) {
     scales++;
     ck_assert(n->attrs.v[IR_ATTR_VALUE].f == 1.5);
     IrNode *lb = n->in[0]->def, *la = lb->in[0]->def, *add = g->f->nodes.items[i + 1];
-    ck_assert(lb->op == IR_OP_LINEAR && la->op == IR_OP_LINEAR && add->op == IR_OP_ADD && add->in[1] == n->out[0]);
+    ck_assert(lb->op == IR_OP_LINEAR && la->op == IR_OP_LINEAR && add->op == IR_OP_ADD &&
+              add->in[1] == n->out[0]);
     ck_assert_str_eq(lb->in[1]->name + strlen(lb->in[1]->name) - 7, ".lora_b");
     ck_assert_str_eq(n->scope, lb->scope);
     ck_assert_str_eq(n->scope, la->scope);
     IrNode *y = add->in[0]->def; /* the biased result for q_proj, the linear for v_proj */
-    if (strstr(n->scope, "q_proj")) ck_assert(y->op == IR_OP_ADD && y->in[0]->def->op == IR_OP_LINEAR);
+    if (strstr(n->scope, "q_proj"))
+      ck_assert(y->op == IR_OP_ADD && y->in[0]->def->op == IR_OP_LINEAR);
     if (strstr(n->scope, "v_proj")) ck_assert(y->op == IR_OP_LINEAR && y->in[0] == la->in[0]);
     ck_assert(y->loc.line == la->loc.line && y->loc.col == la->loc.col);
   }
@@ -212,7 +217,8 @@ START_TEST(test_lora_forward_unchanged) {
   int copied = 0;
   for (int i = 0; i < b.g.m->params.len; i++) { /* the same base values */
     IrValue *p = b.g.m->params.items[i];
-    IrTensor *src = ir_store_get(&a.g.st, ir_module_param(a.g.m, p->name)), *dst = ir_store_get(&b.g.st, p);
+    IrTensor *src = ir_store_get(&a.g.st, ir_module_param(a.g.m, p->name)),
+             *dst = ir_store_get(&b.g.st, p);
     ck_assert_int_eq(src->n, dst->n);
     memcpy(dst->d, src->d, sizeof(double) * (size_t)src->n);
     copied++;
@@ -254,7 +260,8 @@ START_TEST(test_lora_gradients) {
   for (int i = 0; i < g->m->params.len; i++) {
     IrValue *p = g->m->params.items[i];
     IrValue *gv = grad_of(train, p);
-    ck_assert_msg((gv != NULL) == is_adapter(p), "@%s: gradient %s", p->name, gv ? "present" : "missing");
+    ck_assert_msg((gv != NULL) == is_adapter(p), "@%s: gradient %s", p->name,
+                  gv ? "present" : "missing");
   }
   g_check(g, 0);
   ck_assert_int_eq(g->checked, NADAPTED * (2 * 8 + 8 * 2)); /* every element of every adapter */
@@ -264,8 +271,10 @@ START_TEST(test_lora_gradients) {
   g_copy_inputs(g, train, 0, 1);
   char err[512];
   ck_assert_msg(ir_eval_func(g->m, train, &g->st, err, sizeof err), "%s", err);
-  const IrTensor *ga = ir_store_get(&g->st, grad_of(train, ir_module_param(g->m, "h.0.q_proj.lora_a")));
-  const IrTensor *gb = ir_store_get(&g->st, grad_of(train, ir_module_param(g->m, "h.0.q_proj.lora_b")));
+  const IrTensor *ga =
+      ir_store_get(&g->st, grad_of(train, ir_module_param(g->m, "h.0.q_proj.lora_a")));
+  const IrTensor *gb =
+      ir_store_get(&g->st, grad_of(train, ir_module_param(g->m, "h.0.q_proj.lora_b")));
   double na = 0, nb = 0;
   for (int64_t k = 0; k < ga->n; k++) na += fabs(ga->d[k]);
   for (int64_t k = 0; k < gb->n; k++) nb += fabs(gb->d[k]);
@@ -302,8 +311,10 @@ START_TEST(test_lora_optimizer_step) {
     if (p->role != IR_ROLE_PARAM) continue;
     double after = ir_store_get(&g->st, p)->d[0];
     /* B moves (its gradient is not zero); A only by weight decay: it moves too */
-    if (is_adapter(p)) ck_assert_msg(after != before[i], "@%s did not move", p->name);
-    else ck_assert_msg(after == before[i], "frozen @%s moved", p->name);
+    if (is_adapter(p))
+      ck_assert_msg(after != before[i], "@%s did not move", p->name);
+    else
+      ck_assert_msg(after == before[i], "frozen @%s moved", p->name);
   }
   free(before);
   model_free(&md);
@@ -335,8 +346,11 @@ START_TEST(test_lora_unused_error) {
   PassCtx cx = {.d = &g->d, .train = &t};
   ck_assert(!pass_lora(g->m, &cx));
   const char *msg = g_diag(g);
-  ck_assert_msg(strstr(msg, "lora.mm:27:5: error: lora: no linear op uses the weight of the 1 Linear layer it names"),
-                "%s", msg);
+  ck_assert_msg(
+      strstr(
+          msg,
+          "lora.mm:27:5: error: lora: no linear op uses the weight of the 1 Linear layer it names"),
+      "%s", msg);
   model_free(&md);
 }
 END_TEST

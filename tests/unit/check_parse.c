@@ -48,12 +48,16 @@ static Parsed *parse_n(const char *src, size_t n) {
   return P;
 }
 
-static Parsed *parse(const char *src) { return parse_n(src, strlen(src)); }
+static Parsed *parse(const char *src) {
+  return parse_n(src, strlen(src));
+}
 
-static int errors(void) { return P->d.errors; }
+static int errors(void) {
+  return P->d.errors;
+}
 
 /* Asserts the diagnostics contain `s`. */
-#define ck_diag_has(s)                                                          \
+#define ck_diag_has(s)                                                                             \
   ck_assert_msg(strstr(P->out, (s)) != NULL, "diagnostics lack \"%s\":\n%.1500s", (s), P->out)
 
 static AstDecl *decl(int i) {
@@ -88,74 +92,74 @@ static void sx(Buf *b, const AstExpr *e) {
     return;
   }
   switch (e->kind) {
-  case AST_INT: put(b, "%lld", (long long)e->ival); break;
-  case AST_FLOAT: put(b, "%g", e->fval); break;
-  case AST_STRING: put(b, "\"%s\"", e->str); break;
-  case AST_BOOL: put(b, e->bval ? "true" : "false"); break;
-  case AST_NAME: put(b, "%s", e->name); break;
-  case AST_LIST:
-    put(b, "[");
-    for (int i = 0; i < e->items.len; i++) {
-      if (i) put(b, " ");
-      sx(b, e->items.items[i]);
-    }
-    put(b, "]");
-    break;
-  case AST_UNARY:
-    put(b, "(%s ", ast_op_str(e->op));
-    sx(b, e->lhs);
-    put(b, ")");
-    break;
-  case AST_BINARY:
-    put(b, "(%s ", ast_op_str(e->op));
-    sx(b, e->lhs);
-    put(b, " ");
-    sx(b, e->rhs);
-    put(b, ")");
-    break;
-  case AST_COND:
-    put(b, "(if ");
-    sx(b, e->cond);
-    put(b, " ");
-    sx(b, e->lhs);
-    put(b, " ");
-    sx(b, e->rhs);
-    put(b, ")");
-    break;
-  case AST_CALL:
-    put(b, "(call ");
-    sx(b, e->lhs);
-    for (int i = 0; i < e->args.len; i++) {
-      const AstArg *a = e->args.items[i];
+    case AST_INT: put(b, "%lld", (long long)e->ival); break;
+    case AST_FLOAT: put(b, "%g", e->fval); break;
+    case AST_STRING: put(b, "\"%s\"", e->str); break;
+    case AST_BOOL: put(b, e->bval ? "true" : "false"); break;
+    case AST_NAME: put(b, "%s", e->name); break;
+    case AST_LIST:
+      put(b, "[");
+      for (int i = 0; i < e->items.len; i++) {
+        if (i) put(b, " ");
+        sx(b, e->items.items[i]);
+      }
+      put(b, "]");
+      break;
+    case AST_UNARY:
+      put(b, "(%s ", ast_op_str(e->op));
+      sx(b, e->lhs);
+      put(b, ")");
+      break;
+    case AST_BINARY:
+      put(b, "(%s ", ast_op_str(e->op));
+      sx(b, e->lhs);
       put(b, " ");
-      if (a->name) put(b, "%s=", a->name);
-      sx(b, a->value);
-    }
-    put(b, ")");
-    break;
-  case AST_FIELD:
-    put(b, "(. ");
-    sx(b, e->lhs);
-    put(b, " %s)", e->name);
-    break;
-  case AST_INDEX:
-    put(b, "(index ");
-    sx(b, e->lhs);
-    for (int i = 0; i < e->items.len; i++) {
+      sx(b, e->rhs);
+      put(b, ")");
+      break;
+    case AST_COND:
+      put(b, "(if ");
+      sx(b, e->cond);
       put(b, " ");
-      sx(b, e->items.items[i]);
-    }
-    put(b, ")");
-    break;
-  case AST_SLICE:
-    put(b, "(: ");
-    sx(b, e->start);
-    put(b, " ");
-    sx(b, e->stop);
-    put(b, " ");
-    sx(b, e->step);
-    put(b, ")");
-    break;
+      sx(b, e->lhs);
+      put(b, " ");
+      sx(b, e->rhs);
+      put(b, ")");
+      break;
+    case AST_CALL:
+      put(b, "(call ");
+      sx(b, e->lhs);
+      for (int i = 0; i < e->args.len; i++) {
+        const AstArg *a = e->args.items[i];
+        put(b, " ");
+        if (a->name) put(b, "%s=", a->name);
+        sx(b, a->value);
+      }
+      put(b, ")");
+      break;
+    case AST_FIELD:
+      put(b, "(. ");
+      sx(b, e->lhs);
+      put(b, " %s)", e->name);
+      break;
+    case AST_INDEX:
+      put(b, "(index ");
+      sx(b, e->lhs);
+      for (int i = 0; i < e->items.len; i++) {
+        put(b, " ");
+        sx(b, e->items.items[i]);
+      }
+      put(b, ")");
+      break;
+    case AST_SLICE:
+      put(b, "(: ");
+      sx(b, e->start);
+      put(b, " ");
+      sx(b, e->stop);
+      put(b, " ");
+      sx(b, e->step);
+      put(b, ")");
+      break;
   }
 }
 
@@ -315,16 +319,17 @@ END_TEST
 /* ---- declarations and members ---- */
 
 START_TEST(t_module_members) {
-  parse("import \"nn.mm\"\n"
-        "module Block(dim: int, eps: float = 1e-6, names: list[string] = [\"a\"], on: bool = true,\n"
-        "             s: string = \"x\",) {\n"
-        "  let grid = dim / 2\n"
-        "  norm = LayerNorm(dim, eps)\n"
-        "  w = param f32[dim, 3 * dim] = normal(0.02)\n"
-        "  b = param bf16[dim] = zeros\n"
-        "  c = param i32[]\n"
-        "  blocks = nn.Block(dim, heads = 4) x depth\n"
-        "}\n");
+  parse(
+      "import \"nn.mm\"\n"
+      "module Block(dim: int, eps: float = 1e-6, names: list[string] = [\"a\"], on: bool = true,\n"
+      "             s: string = \"x\",) {\n"
+      "  let grid = dim / 2\n"
+      "  norm = LayerNorm(dim, eps)\n"
+      "  w = param f32[dim, 3 * dim] = normal(0.02)\n"
+      "  b = param bf16[dim] = zeros\n"
+      "  c = param i32[]\n"
+      "  blocks = nn.Block(dim, heads = 4) x depth\n"
+      "}\n");
   ck_assert_msg(errors() == 0, "%.1500s", P->out);
   ck_assert_int_eq(P->file->decls.len, 2);
   AstDecl *imp = decl(0);
@@ -504,8 +509,9 @@ START_TEST(t_model_sections) {
   ck_assert_str_eq(p->name, "parallel");
   ck_assert_int_eq(p->body.len, 5);
   ck_assert_str_eq(sexpr(((AstStmt *)p->body.items[2])->value), "1f1b");
-  ck_assert_str_eq(sexpr(((AstStmt *)p->body.items[3])->value),
-                   "[(+ vision (index (. llm blocks) (: 0 8 _))) (index (. llm blocks) (: 8 24 _))]");
+  ck_assert_str_eq(
+      sexpr(((AstStmt *)p->body.items[3])->value),
+      "[(+ vision (index (. llm blocks) (: 0 8 _))) (index (. llm blocks) (: 8 24 _))]");
   AstStmt *zero = p->body.items[4];
   ck_assert_uint_eq(zero->loc.line, 8);
 }
@@ -534,8 +540,10 @@ START_TEST(t_model_extends) {
         "model N foo {\n}\n"
         "model O extends {\n}\n");
   ck_assert_int_eq(errors(), 3);
-  ck_diag_has("t.mm:1:18: error: module 'M' cannot extend 'Base': only a model can extend another model");
-  ck_diag_has("t.mm:3:9: error: unexpected name 'foo' after the declaration's name, expected 'extends' or '{'");
+  ck_diag_has(
+      "t.mm:1:18: error: module 'M' cannot extend 'Base': only a model can extend another model");
+  ck_diag_has("t.mm:3:9: error: unexpected name 'foo' after the declaration's name, expected "
+              "'extends' or '{'");
   ck_diag_has("t.mm:5:9: error: expected the name of a model after 'extends'");
   ck_assert_int_eq(P->file->decls.len, 3); /* each still declared */
 
@@ -743,11 +751,11 @@ END_TEST
 
 START_TEST(t_err_three_independent) {
   parse("module M(d: int) {\n"
-        "  let a = 1 +\n"            /* 1: expression ends early */
+        "  let a = 1 +\n" /* 1: expression ends early */
         "  let b = 2\n"
-        "  c = Linear(d, d) 7\n"     /* 2: stray number */
+        "  c = Linear(d, d) 7\n" /* 2: stray number */
         "  forward(x: [B, d]) -> [B, d] {\n"
-        "    h = x * * 2\n"          /* 3: missing operand */
+        "    h = x * * 2\n" /* 3: missing operand */
         "    return h\n"
         "  }\n"
         "}\n"
@@ -836,7 +844,8 @@ START_TEST(t_err_literals_and_types) {
   ck_diag_has("t.mm:2:13: error: unknown dtype 'f64'");
   ck_diag_has("t.mm:3:13: error: a parameter needs a dtype, e.g. 'param f32[...]'");
   ck_diag_has("t.mm:4:14: error: unknown dtype 'q8'");
-  ck_diag_has("t.mm:4:24: error: expected a tensor type such as [B, T, dim] or 'loss', found 'logits'");
+  ck_diag_has(
+      "t.mm:4:24: error: expected a tensor type such as [B, T, dim] or 'loss', found 'logits'");
 }
 END_TEST
 
@@ -848,7 +857,8 @@ START_TEST(t_err_hints) {
   ck_diag_has("t.mm:3:13: error: unexpected number '0', expected a name"); /* x[0], not x.0 */
   parse("module M() {\n  forward() {\n    if a = b { return 1 }\n  }\n}\n");
   ck_assert_int_eq(errors(), 1);
-  ck_diag_has("t.mm:3:10: error: unexpected '=', expected an operator or '{' (use '==' to compare)");
+  ck_diag_has(
+      "t.mm:3:10: error: unexpected '=', expected an operator or '{' (use '==' to compare)");
 }
 END_TEST
 
@@ -966,20 +976,19 @@ END_TEST
 
 /* ---- fuzz smoke: every truncation and random mutations of a sample ---- */
 
-static const char *sample =
-    "import \"nn.mm\"  // x\n"
-    "module B(d: int, e: float = 1e-6, l: list[int] = [1, 2]) {\n"
-    "  let g = d // 2 if d > 2 else -d**2\n"
-    "  w = param f32[d, 3*d] = normal(0.02)\n"
-    "  s = Blk(d, a = \"s\\n\") x 2\n"
-    "  if g > 1 { n = L(d) } else { n = L(1) }\n"
-    "  forward f(x: bf16[B, d]) -> loss {\n"
-    "    h = x.t(1, 2)[:, 1:, ::2] @ w /* c */ + s(x)\n"
-    "    return -h\n"
-    "  }\n"
-    "}\n"
-    "model M { train { lr = 1 }; parallel { tp = 2; schedule = 1f1b } }\n"
-    "model N extends M { train { lr = 2 } }\n";
+static const char *sample = "import \"nn.mm\"  // x\n"
+                            "module B(d: int, e: float = 1e-6, l: list[int] = [1, 2]) {\n"
+                            "  let g = d // 2 if d > 2 else -d**2\n"
+                            "  w = param f32[d, 3*d] = normal(0.02)\n"
+                            "  s = Blk(d, a = \"s\\n\") x 2\n"
+                            "  if g > 1 { n = L(d) } else { n = L(1) }\n"
+                            "  forward f(x: bf16[B, d]) -> loss {\n"
+                            "    h = x.t(1, 2)[:, 1:, ::2] @ w /* c */ + s(x)\n"
+                            "    return -h\n"
+                            "  }\n"
+                            "}\n"
+                            "model M { train { lr = 1 }; parallel { tp = 2; schedule = 1f1b } }\n"
+                            "model N extends M { train { lr = 2 } }\n";
 
 START_TEST(t_fuzz_smoke) {
   size_t n = strlen(sample);
@@ -995,7 +1004,7 @@ START_TEST(t_fuzz_smoke) {
     for (int k = 0; k < muts; k++) {
       size_t at = (size_t)rand_r(&seed) % n;
       buf[at] = (rand_r(&seed) & 1) ? (char)(rand_r(&seed) & 0xff)
-                                     : alphabet[(size_t)rand_r(&seed) % (sizeof alphabet - 1)];
+                                    : alphabet[(size_t)rand_r(&seed) % (sizeof alphabet - 1)];
     }
     parse_n(buf, n);
   }

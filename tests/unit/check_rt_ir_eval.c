@@ -58,8 +58,11 @@ static IrShape shp(const int64_t *d, int n) {
   for (int i = 0; i < n; i++) s.d[i] = d[i];
   return s;
 }
-#define SHP(...) shp((const int64_t[]){__VA_ARGS__}, (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
-#define VS(...) (IrValue *[]){__VA_ARGS__}, (int)(sizeof((IrValue *[]){__VA_ARGS__}) / sizeof(IrValue *))
+#define SHP(...)                                                                                   \
+  shp((const int64_t[]){__VA_ARGS__},                                                              \
+      (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
+#define VS(...)                                                                                    \
+  (IrValue *[]){__VA_ARGS__}, (int)(sizeof((IrValue *[]){__VA_ARGS__}) / sizeof(IrValue *))
 
 /* An f32 input with values in [lo, hi), rounded to float so that both
  * sides see the same numbers. */
@@ -86,7 +89,8 @@ static IrNode *run(R *r, IrOp op, IrValue **in, int nin, const IrAttrs *a) {
   IrAttrs none = {0};
   IrNode *n = ir_build(&r->b, op, in, nin, a ? a : &none, (SrcLoc){0}, err, sizeof err, NULL);
   ck_assert_msg(n != NULL, "ir_build %s: %s", ir_ops[op].name, err);
-  ck_assert_msg(ir_eval_node(r->m, n, &r->st, err, sizeof err), "ir_eval %s: %s", ir_ops[op].name, err);
+  ck_assert_msg(ir_eval_node(r->m, n, &r->st, err, sizeof err), "ir_eval %s: %s", ir_ops[op].name,
+                err);
   return n;
 }
 
@@ -106,7 +110,9 @@ static float *fl(R *r, const IrValue *v) {
   return f;
 }
 
-static float *fzeros(R *r, const IrValue *v) { return ralloc(r, sizeof(float) * (size_t)ir_numel(&v->shape)); }
+static float *fzeros(R *r, const IrValue *v) {
+  return ralloc(r, sizeof(float) * (size_t)ir_numel(&v->shape));
+}
 
 static int32_t *ints(R *r, const IrValue *v) {
   const IrTensor *t = ir_store_get(&r->st, v);
@@ -123,7 +129,8 @@ static void cmp(R *r, const char *what, const IrValue *v, const float *got) {
     err = fmax(err, fabs(got[i] - t->d[i]));
     scale = fmax(scale, fabs(t->d[i]));
   }
-  ck_assert_msg(err / scale <= TOL, "%s: kernel and interpreter differ by %g (scale %g)", what, err, scale);
+  ck_assert_msg(err / scale <= TOL, "%s: kernel and interpreter differ by %g (scale %g)", what, err,
+                scale);
 }
 
 static IrAttrs attrs_f(IrAttrId id, double v) {
@@ -137,9 +144,11 @@ static IrAttrs attrs_f(IrAttrId id, double v) {
 START_TEST(test_linear) {
   R r;
   r_init(&r, 1);
-  IrValue *x = rin(&r, SHP(3, 5, 7), -1, 1), *w = rin(&r, SHP(4, 7), -1, 1), *dy = rin(&r, SHP(3, 5, 4), -1, 1);
+  IrValue *x = rin(&r, SHP(3, 5, 7), -1, 1), *w = rin(&r, SHP(4, 7), -1, 1),
+          *dy = rin(&r, SHP(3, 5, 4), -1, 1);
   IrNode *y = run(&r, IR_OP_LINEAR, VS(x, w), NULL);
-  IrNode *dx = run(&r, IR_OP_LINEAR_GRAD_X, VS(dy, w), NULL), *dw = run(&r, IR_OP_LINEAR_GRAD_W, VS(dy, x), NULL);
+  IrNode *dx = run(&r, IR_OP_LINEAR_GRAD_X, VS(dy, w), NULL),
+         *dw = run(&r, IR_OP_LINEAR_GRAD_W, VS(dy, x), NULL);
   float *ky = fzeros(&r, y->out[0]), *kdx = fzeros(&r, dx->out[0]), *kdw = fzeros(&r, dw->out[0]);
   mmrt_linear_fwd(MMRT_F32, ky, fl(&r, x), fl(&r, w), NULL, 15, 7, 4);
   mmrt_linear_bwd_data(MMRT_F32, kdx, fl(&r, dy), fl(&r, w), 15, 7, 4, 0);
@@ -166,7 +175,8 @@ END_TEST
 START_TEST(test_conv2d) {
   R r;
   r_init(&r, 3);
-  IrValue *x = rin(&r, SHP(2, 3, 7, 6), -1, 1), *w = rin(&r, SHP(4, 3, 3, 2), -1, 1), *b = rin(&r, SHP(4), -1, 1);
+  IrValue *x = rin(&r, SHP(2, 3, 7, 6), -1, 1), *w = rin(&r, SHP(4, 3, 3, 2), -1, 1),
+          *b = rin(&r, SHP(4), -1, 1);
   IrAttrs a = {0};
   ir_attrs_set_ints(&a, IR_ATTR_STRIDE, (int64_t[]){2, 1}, 2);
   ir_attrs_set_ints(&a, IR_ATTR_PADDING, (int64_t[]){1, 0}, 2);
@@ -175,8 +185,16 @@ START_TEST(test_conv2d) {
   IrAttrs ax = a, aw = a;
   ir_attrs_set_ints(&ax, IR_ATTR_SHAPE, x->shape.d, 4);
   ir_attrs_set_ints(&aw, IR_ATTR_SHAPE, w->shape.d, 4);
-  IrNode *dx = run(&r, IR_OP_CONV2D_GRAD_X, VS(dy, w), &ax), *dw = run(&r, IR_OP_CONV2D_GRAD_W, VS(dy, x), &aw);
-  MmrtConv cv = {.N = 2, .C = 3, .OC = 4, .in = {7, 6}, .k = {3, 2}, .stride = {2, 1}, .pad_lo = {1, 0}, .pad_hi = {1, 0}};
+  IrNode *dx = run(&r, IR_OP_CONV2D_GRAD_X, VS(dy, w), &ax),
+         *dw = run(&r, IR_OP_CONV2D_GRAD_W, VS(dy, x), &aw);
+  MmrtConv cv = {.N = 2,
+                 .C = 3,
+                 .OC = 4,
+                 .in = {7, 6},
+                 .k = {3, 2},
+                 .stride = {2, 1},
+                 .pad_lo = {1, 0},
+                 .pad_hi = {1, 0}};
   float *ky = fzeros(&r, y->out[0]), *kdx = fzeros(&r, dx->out[0]), *kdw = fzeros(&r, dw->out[0]);
   mmrt_conv2d_fwd(MMRT_F32, &cv, ky, fl(&r, x), fl(&r, w), fl(&r, b));
   mmrt_conv2d_bwd_data(MMRT_F32, &cv, kdx, fl(&r, dy), fl(&r, w), 0);
@@ -196,8 +214,14 @@ START_TEST(test_conv3d) {
   ir_attrs_set_ints(&a, IR_ATTR_STRIDE, (int64_t[]){1, 2, 1}, 3);
   ir_attrs_set_ints(&a, IR_ATTR_PADDING, (int64_t[]){1, 0, 1}, 3);
   IrNode *y = run(&r, IR_OP_CONV3D, VS(x, w), &a);
-  MmrtConv cv = {.N = 1, .C = 2, .OC = 3, .in = {5, 4, 6}, .k = {2, 3, 2}, .stride = {1, 2, 1},
-                 .pad_lo = {1, 0, 1}, .pad_hi = {1, 0, 1}};
+  MmrtConv cv = {.N = 1,
+                 .C = 2,
+                 .OC = 3,
+                 .in = {5, 4, 6},
+                 .k = {2, 3, 2},
+                 .stride = {1, 2, 1},
+                 .pad_lo = {1, 0, 1},
+                 .pad_hi = {1, 0, 1}};
   float *ky = fzeros(&r, y->out[0]);
   mmrt_conv3d_fwd(MMRT_F32, &cv, ky, fl(&r, x), fl(&r, w), NULL);
   cmp(&r, "conv3d", y->out[0], ky);
@@ -210,7 +234,8 @@ END_TEST
 START_TEST(test_layer_norm) {
   R r;
   r_init(&r, 5);
-  IrValue *x = rin(&r, SHP(3, 5, 7), -2, 2), *w = rin(&r, SHP(7), 0.5, 1.5), *b = rin(&r, SHP(7), -1, 1);
+  IrValue *x = rin(&r, SHP(3, 5, 7), -2, 2), *w = rin(&r, SHP(7), 0.5, 1.5),
+          *b = rin(&r, SHP(7), -1, 1);
   IrAttrs a = attrs_f(IR_ATTR_EPS, 1e-5);
   IrNode *y = run(&r, IR_OP_LAYER_NORM, VS(x, w, b), &a);
   IrValue *dy = rin(&r, x->shape, -1, 1);
@@ -237,7 +262,8 @@ START_TEST(test_rms_norm) {
   IrNode *y = run(&r, IR_OP_RMS_NORM, VS(x, w), &a);
   IrValue *dy = rin(&r, x->shape, -1, 1);
   IrNode *g = run(&r, IR_OP_RMS_NORM_GRAD, VS(dy, x, y->out[1], w), &a);
-  float *ky = fzeros(&r, x), *kr = fzeros(&r, y->out[1]), *kdx = fzeros(&r, x), *kdw = fzeros(&r, w);
+  float *ky = fzeros(&r, x), *kr = fzeros(&r, y->out[1]), *kdx = fzeros(&r, x),
+        *kdw = fzeros(&r, w);
   mmrt_rmsnorm_fwd(ky, kr, fl(&r, x), fl(&r, w), 15, 7, 1e-6f);
   mmrt_rmsnorm_bwd(kdx, kdw, fl(&r, dy), fl(&r, x), kr, fl(&r, w), 15, 7, 0);
   cmp(&r, "rms_norm y", y->out[0], ky);
@@ -251,7 +277,8 @@ END_TEST
 START_TEST(test_group_norm) {
   R r;
   r_init(&r, 7);
-  IrValue *x = rin(&r, SHP(2, 6, 5, 3), -2, 2), *w = rin(&r, SHP(6), 0.5, 1.5), *b = rin(&r, SHP(6), -1, 1);
+  IrValue *x = rin(&r, SHP(2, 6, 5, 3), -2, 2), *w = rin(&r, SHP(6), 0.5, 1.5),
+          *b = rin(&r, SHP(6), -1, 1);
   IrAttrs a = attrs_f(IR_ATTR_EPS, 1e-5);
   ir_attrs_set_int(&a, IR_ATTR_GROUPS, 3);
   IrNode *y = run(&r, IR_OP_GROUP_NORM, VS(x, w, b), &a);
@@ -328,7 +355,10 @@ START_TEST(test_binary_broadcast) {
   static const struct {
     IrOp op;
     MmrtBinop k;
-  } ops[] = {{IR_OP_ADD, MMRT_BIN_ADD}, {IR_OP_SUB, MMRT_BIN_SUB}, {IR_OP_MUL, MMRT_BIN_MUL}, {IR_OP_DIV, MMRT_BIN_DIV}};
+  } ops[] = {{IR_OP_ADD, MMRT_BIN_ADD},
+             {IR_OP_SUB, MMRT_BIN_SUB},
+             {IR_OP_MUL, MMRT_BIN_MUL},
+             {IR_OP_DIV, MMRT_BIN_DIV}};
   for (int i = 0; i < 4; i++) {
     R r;
     r_init(&r, 30 + (uint64_t)i);
@@ -349,7 +379,8 @@ START_TEST(test_binary_broadcast) {
       cmp(&r, "sum_to (add, a)", run(&r, IR_OP_SUM_TO, &dy, 1, &sa)->out[0], kda);
       cmp(&r, "sum_to (add, b)", run(&r, IR_OP_SUM_TO, &dy, 1, &sb)->out[0], kdb);
     } else if (ops[i].op == IR_OP_MUL) {
-      IrValue *ga = run(&r, IR_OP_MUL, VS(dy, b), NULL)->out[0], *gb = run(&r, IR_OP_MUL, VS(dy, a), NULL)->out[0];
+      IrValue *ga = run(&r, IR_OP_MUL, VS(dy, b), NULL)->out[0],
+              *gb = run(&r, IR_OP_MUL, VS(dy, a), NULL)->out[0];
       cmp(&r, "sum_to (mul, a)", run(&r, IR_OP_SUM_TO, &ga, 1, &sa)->out[0], kda);
       cmp(&r, "sum_to (mul, b)", run(&r, IR_OP_SUM_TO, &gb, 1, &sb)->out[0], kdb);
     }
@@ -392,8 +423,8 @@ static void attention_case(uint64_t seed, int causal, int T, int S) {
   cmp(&r, "attention out", y->out[0], ko);
   cmp(&r, "attention lse", y->out[1], kl);
   float *kdq = fzeros(&r, q), *kdk = fzeros(&r, k), *kdv = fzeros(&r, v);
-  mmrt_attention_bwd(kdq, kdk, kdv, fl(&r, dy), fl(&r, q), fl(&r, k), fl(&r, v), ko, kl, B, T, S, H, KVH, D, causal,
-                     0.5f, 0);
+  mmrt_attention_bwd(kdq, kdk, kdv, fl(&r, dy), fl(&r, q), fl(&r, k), fl(&r, v), ko, kl, B, T, S, H,
+                     KVH, D, causal, 0.5f, 0);
   cmp(&r, "attention_grad dq", g->out[0], kdq);
   cmp(&r, "attention_grad dk", g->out[1], kdk);
   cmp(&r, "attention_grad dv", g->out[2], kdv);
@@ -411,7 +442,8 @@ START_TEST(test_cross_entropy) {
   R r;
   r_init(&r, 44);
   static const int labels[15] = {0, 6, -100, 3, 2, 1, 1, 5, -100, 4, 0, 2, 6, 3, 3};
-  IrValue *x = rin(&r, SHP(3, 5, 7), -3, 3), *l = iin(&r, SHP(3, 5), labels), *dl = rin(&r, (IrShape){0}, 0.5, 2);
+  IrValue *x = rin(&r, SHP(3, 5, 7), -3, 3), *l = iin(&r, SHP(3, 5), labels),
+          *dl = rin(&r, (IrShape){0}, 0.5, 2);
   IrAttrs a = {0};
   ir_attrs_set_int(&a, IR_ATTR_IGNORE, -100);
   IrNode *y = run(&r, IR_OP_CROSS_ENTROPY, VS(x, l), &a);
@@ -430,7 +462,8 @@ START_TEST(test_embedding) {
   R r;
   r_init(&r, 45);
   static const int ids[15] = {0, 3, 6, 3, 1, 1, 5, 2, 0, 6, 4, 4, 4, 2, 5};
-  IrValue *i = iin(&r, SHP(3, 5), ids), *t = rin(&r, SHP(7, 6), -1, 1), *dy = rin(&r, SHP(3, 5, 6), -1, 1);
+  IrValue *i = iin(&r, SHP(3, 5), ids), *t = rin(&r, SHP(7, 6), -1, 1),
+          *dy = rin(&r, SHP(3, 5, 6), -1, 1);
   IrNode *y = run(&r, IR_OP_EMBEDDING, VS(i, t), NULL);
   IrAttrs a = {0};
   ir_attrs_set_ints(&a, IR_ATTR_SHAPE, t->shape.d, 2);
@@ -451,10 +484,13 @@ START_TEST(test_adamw) {
   r_init(&r, 50);
   IrShape s = SHP(13);
   IrValue *p = ir_add_param(r.m, "p", IR_F32, &s, (IrInit){IR_INIT_NONE, 0, 0}, (SrcLoc){0});
-  IrValue *m = ir_add_param(r.m, "adamw.m.p", IR_F32, &s, (IrInit){IR_INIT_ZEROS, 0, 0}, (SrcLoc){0});
-  IrValue *v = ir_add_param(r.m, "adamw.v.p", IR_F32, &s, (IrInit){IR_INIT_ZEROS, 0, 0}, (SrcLoc){0});
+  IrValue *m =
+      ir_add_param(r.m, "adamw.m.p", IR_F32, &s, (IrInit){IR_INIT_ZEROS, 0, 0}, (SrcLoc){0});
+  IrValue *v =
+      ir_add_param(r.m, "adamw.v.p", IR_F32, &s, (IrInit){IR_INIT_ZEROS, 0, 0}, (SrcLoc){0});
   m->role = v->role = IR_ROLE_OPT;
-  IrValue *lr = rin(&r, (IrShape){0}, 0.01, 0.02), *step = rin(&r, (IrShape){0}, 0, 0), *scale = rin(&r, (IrShape){0}, 0.5, 0.9);
+  IrValue *lr = rin(&r, (IrShape){0}, 0.01, 0.02), *step = rin(&r, (IrShape){0}, 0, 0),
+          *scale = rin(&r, (IrShape){0}, 0.5, 0.9);
   IrTensor *pt = ir_store_put(&r.st, p);
   ir_store_put(&r.st, m), ir_store_put(&r.st, v);
   for (int i = 0; i < 13; i++) pt->d[i] = (float)(urand(&r) - 0.5);
@@ -468,14 +504,15 @@ START_TEST(test_adamw) {
     IrValue *g = rin(&r, s, -1, 1);
     ir_store_get(&r.st, step)->d[0] = t;
     char err[256];
-    if (!n) n = run(&r, IR_OP_ADAMW, VS(p, g, m, v, lr, step, scale), &a);
+    if (!n)
+      n = run(&r, IR_OP_ADAMW, VS(p, g, m, v, lr, step, scale), &a);
     else { /* the same node, new gradient values */
       IrTensor *gt = ir_store_get(&r.st, n->in[1]);
       memcpy(gt->d, ir_store_get(&r.st, g)->d, sizeof(double) * 13);
       ck_assert(ir_eval_node(r.m, n, &r.st, err, sizeof err));
     }
-    mmrt_adamw_step(kp, fl(&r, n->in[1]), km, kv, 13, (float)ir_store_get(&r.st, lr)->d[0], 0.9f, 0.95f, 1e-8f, 0.1f,
-                    (float)ir_store_get(&r.st, scale)->d[0], t);
+    mmrt_adamw_step(kp, fl(&r, n->in[1]), km, kv, 13, (float)ir_store_get(&r.st, lr)->d[0], 0.9f,
+                    0.95f, 1e-8f, 0.1f, (float)ir_store_get(&r.st, scale)->d[0], t);
   }
   cmp(&r, "adamw param", p, kp);
   cmp(&r, "adamw m", m, km);
@@ -489,12 +526,14 @@ START_TEST(test_sgd_and_norm) {
   r_init(&r, 51);
   IrShape s = SHP(11);
   IrValue *p = ir_add_param(r.m, "p", IR_F32, &s, (IrInit){IR_INIT_NONE, 0, 0}, (SrcLoc){0});
-  IrValue *mom = ir_add_param(r.m, "sgd.momentum.p", IR_F32, &s, (IrInit){IR_INIT_ZEROS, 0, 0}, (SrcLoc){0});
+  IrValue *mom =
+      ir_add_param(r.m, "sgd.momentum.p", IR_F32, &s, (IrInit){IR_INIT_ZEROS, 0, 0}, (SrcLoc){0});
   mom->role = IR_ROLE_OPT;
   IrTensor *pt = ir_store_put(&r.st, p);
   ir_store_put(&r.st, mom);
   for (int i = 0; i < 11; i++) pt->d[i] = (float)(urand(&r) - 0.5);
-  IrValue *g = rin(&r, s, -1, 1), *g2 = rin(&r, SHP(3, 2), -1, 1), *lr = rin(&r, (IrShape){0}, 0.1, 0.2);
+  IrValue *g = rin(&r, s, -1, 1), *g2 = rin(&r, SHP(3, 2), -1, 1),
+          *lr = rin(&r, (IrShape){0}, 0.1, 0.2);
   IrNode *norm = run(&r, IR_OP_GRAD_NORM, VS(g, g2), NULL);
   IrAttrs c = attrs_f(IR_ATTR_VALUE, 0.5); /* the norm of 17 values in [-1, 1) is well above 0.5 */
   IrNode *scale = run(&r, IR_OP_CLIP_SCALE, norm->out, 1, &c);

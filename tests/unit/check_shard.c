@@ -25,12 +25,18 @@ static IrShape shp(const int64_t *d, int n) {
   for (int i = 0; i < n; i++) s.d[i] = d[i];
   return s;
 }
-#define SHP(...) shp((const int64_t[]){__VA_ARGS__}, (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
-#define INTS(...) (const int64_t[]){__VA_ARGS__}, (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
-#define VS(...) (IrValue *[]){__VA_ARGS__}, (int)(sizeof((IrValue *[]){__VA_ARGS__}) / sizeof(IrValue *))
+#define SHP(...)                                                                                   \
+  shp((const int64_t[]){__VA_ARGS__},                                                              \
+      (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
+#define INTS(...)                                                                                  \
+  (const int64_t[]){__VA_ARGS__}, (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
+#define VS(...)                                                                                    \
+  (IrValue *[]){__VA_ARGS__}, (int)(sizeof((IrValue *[]){__VA_ARGS__}) / sizeof(IrValue *))
 
 static const IrPlacement B = {IR_PL_B, 0}, P = {IR_PL_P, 0};
-static IrPlacement S(int d) { return (IrPlacement){IR_PL_S, d}; }
+static IrPlacement S(int d) {
+  return (IrPlacement){IR_PL_S, d};
+}
 
 /* ---- small graphs on a tp = 2 mesh ---- */
 
@@ -84,9 +90,10 @@ static bool legal(T *t, IrNode *n, const IrPlacement *out) {
 START_TEST(test_rule_linear) {
   T t;
   t_init(&t);
-  IrValue *x = input(&t, "x", IR_F32, SHP(4, 8, 16), B), *w = input(&t, "w", IR_F32, SHP(32, 16), S(0));
+  IrValue *x = input(&t, "x", IR_F32, SHP(4, 8, 16), B),
+          *w = input(&t, "w", IR_F32, SHP(32, 16), S(0));
   IrNode *n = node(&t, IR_OP_LINEAR, VS(x, w), NULL);
-  ck_assert(LEGAL(n, S(2)));  /* column-parallel */
+  ck_assert(LEGAL(n, S(2))); /* column-parallel */
   ck_assert(!LEGAL(n, B));
   ck_assert(!LEGAL(n, P));
   x->pl[IR_AX_TP] = S(2), w->pl[IR_AX_TP] = S(1); /* row-parallel: the contraction splits */
@@ -103,7 +110,8 @@ END_TEST
 START_TEST(test_rule_elementwise) {
   T t;
   t_init(&t);
-  IrValue *x = input(&t, "x", IR_F32, SHP(4, 8, 16), P), *y = input(&t, "y", IR_F32, SHP(4, 8, 16), P);
+  IrValue *x = input(&t, "x", IR_F32, SHP(4, 8, 16), P),
+          *y = input(&t, "y", IR_F32, SHP(4, 8, 16), P);
   IrValue *bias = input(&t, "b", IR_F32, SHP(16), B);
   IrNode *add = node(&t, IR_OP_ADD, VS(x, y), NULL);
   ck_assert(LEGAL(add, P)); /* a sum of partial sums */
@@ -116,10 +124,10 @@ START_TEST(test_rule_elementwise) {
   IrNode *g = node(&t, IR_OP_GELU, VS(x), NULL);
   ck_assert(!LEGAL(g, P));
   x->pl[IR_AX_TP] = S(1);
-  ck_assert(LEGAL(addb, S(1)));     /* the bias broadcasts over the split */
+  ck_assert(LEGAL(addb, S(1))); /* the bias broadcasts over the split */
   bias->pl[IR_AX_TP] = S(0);
   x->pl[IR_AX_TP] = S(2);
-  ck_assert(LEGAL(addb, S(2)));     /* a column-parallel bias */
+  ck_assert(LEGAL(addb, S(2))); /* a column-parallel bias */
   ck_assert(LEGAL(g, S(2)));
   t_free(&t);
 }
@@ -132,7 +140,7 @@ START_TEST(test_rule_layout) {
   IrAttrs a = {0};
   ir_attrs_set_ints(&a, IR_ATTR_SHAPE, INTS(4, 8, 4, 16));
   IrNode *r = node(&t, IR_OP_RESHAPE, VS(x), &a);
-  ck_assert(LEGAL(r, S(2)));   /* hidden -> heads (the major part) */
+  ck_assert(LEGAL(r, S(2))); /* hidden -> heads (the major part) */
   ck_assert(!LEGAL(r, S(3)));
   x->pl[IR_AX_TP] = S(1);
   ck_assert(LEGAL(r, S(1)));
@@ -169,7 +177,8 @@ START_TEST(test_rule_transformer) {
   T t;
   t_init(&t);
   /* GQA: 8 query heads, 2 KV heads; tp splits the KV heads and their groups */
-  IrValue *q = input(&t, "q", IR_F32, SHP(2, 16, 8, 8), S(2)), *k = input(&t, "k", IR_F32, SHP(2, 16, 2, 8), S(2)),
+  IrValue *q = input(&t, "q", IR_F32, SHP(2, 16, 8, 8), S(2)),
+          *k = input(&t, "k", IR_F32, SHP(2, 16, 2, 8), S(2)),
           *v = input(&t, "v", IR_F32, SHP(2, 16, 2, 8), S(2));
   IrAttrs a = {0};
   ir_attrs_set_bool(&a, IR_ATTR_CAUSAL, true);
@@ -177,14 +186,17 @@ START_TEST(test_rule_transformer) {
   IrNode *at = node(&t, IR_OP_ATTENTION, VS(q, k, v), &a);
   ck_assert(LEGAL(at, S(2), S(1))); /* out heads, lse [B, H, T] heads */
   ck_assert(!LEGAL(at, S(2), B));
-  q->pl[IR_AX_TP] = k->pl[IR_AX_TP] = v->pl[IR_AX_TP] = S(1); /* the sequence: not without context parallel */
+  q->pl[IR_AX_TP] = k->pl[IR_AX_TP] = v->pl[IR_AX_TP] =
+      S(1); /* the sequence: not without context parallel */
   ck_assert(!LEGAL(at, S(1), S(2)) && !LEGAL(at, B, B));
   /* vocab-parallel embedding: a partial sum of the rows each rank holds */
-  IrValue *ids = input(&t, "ids", IR_I32, SHP(2, 16), B), *tab = input(&t, "tab", IR_F32, SHP(64, 8), S(0));
+  IrValue *ids = input(&t, "ids", IR_I32, SHP(2, 16), B),
+          *tab = input(&t, "tab", IR_F32, SHP(64, 8), S(0));
   IrNode *e = node(&t, IR_OP_EMBEDDING, VS(ids, tab), NULL);
   ck_assert(LEGAL(e, P) && !LEGAL(e, B));
   /* vocab-parallel cross-entropy: the loss and lse stay whole */
-  IrValue *lg = input(&t, "logits", IR_F32, SHP(2, 16, 64), S(2)), *lb = input(&t, "labels", IR_I32, SHP(2, 16), B);
+  IrValue *lg = input(&t, "logits", IR_F32, SHP(2, 16, 64), S(2)),
+          *lb = input(&t, "labels", IR_I32, SHP(2, 16), B);
   a = (IrAttrs){0};
   ir_attrs_set_int(&a, IR_ATTR_IGNORE, -100);
   IrNode *ce = node(&t, IR_OP_CROSS_ENTROPY, VS(lg, lb), &a);
@@ -201,7 +213,8 @@ START_TEST(test_rule_transformer) {
   x->pl[IR_AX_TP] = S(2);
   ck_assert(!LEGAL(ln, S(2), B, B)); /* the normalised dim stays whole */
   /* convolution: output channels (column) or input channels (row) */
-  IrValue *img = input(&t, "img", IR_F32, SHP(2, 4, 8, 8), B), *cw = input(&t, "cw", IR_F32, SHP(6, 4, 3, 3), S(0)),
+  IrValue *img = input(&t, "img", IR_F32, SHP(2, 4, 8, 8), B),
+          *cw = input(&t, "cw", IR_F32, SHP(6, 4, 3, 3), S(0)),
           *cb = input(&t, "cb", IR_F32, SHP(6), S(0));
   a = (IrAttrs){0};
   ir_attrs_set_ints(&a, IR_ATTR_STRIDE, INTS(1, 1));
@@ -220,7 +233,8 @@ START_TEST(test_rule_backward) {
   T t;
   t_init(&t);
   /* linear_grad_w over split rows: a partial sum (data parallel) */
-  IrValue *dy = input(&t, "dy", IR_F32, SHP(4, 8, 32), S(0)), *x = input(&t, "x", IR_F32, SHP(4, 8, 16), S(0));
+  IrValue *dy = input(&t, "dy", IR_F32, SHP(4, 8, 32), S(0)),
+          *x = input(&t, "x", IR_F32, SHP(4, 8, 16), S(0));
   IrNode *gw = node(&t, IR_OP_LINEAR_GRAD_W, VS(dy, x), NULL);
   ck_assert(LEGAL(gw, P));
   dy->pl[IR_AX_TP] = S(2), x->pl[IR_AX_TP] = B; /* column-parallel: the weight's rows */
@@ -229,13 +243,15 @@ START_TEST(test_rule_backward) {
   IrNode *gx = node(&t, IR_OP_LINEAR_GRAD_X, VS(dy, w), NULL);
   ck_assert(LEGAL(gx, P)); /* Megatron's f in backward: an all-reduce follows */
   /* embedding_grad into a vocab-split table */
-  IrValue *d2 = input(&t, "d2", IR_F32, SHP(2, 16, 8), B), *ids = input(&t, "ids", IR_I32, SHP(2, 16), B);
+  IrValue *d2 = input(&t, "d2", IR_F32, SHP(2, 16, 8), B),
+          *ids = input(&t, "ids", IR_I32, SHP(2, 16), B);
   IrAttrs a = {0};
   ir_attrs_set_ints(&a, IR_ATTR_SHAPE, INTS(64, 8));
   IrNode *eg = node(&t, IR_OP_EMBEDDING_GRAD, VS(d2, ids), &a);
   ck_assert(LEGAL(eg, S(0)) && LEGAL(eg, B));
   /* grad_norm: any split, never a partial sum; the result whole */
-  IrValue *g1 = input(&t, "g1", IR_F32, SHP(32, 16), S(0)), *g2 = input(&t, "g2", IR_F32, SHP(16), B);
+  IrValue *g1 = input(&t, "g1", IR_F32, SHP(32, 16), S(0)),
+          *g2 = input(&t, "g2", IR_F32, SHP(16), B);
   IrNode *gn = node(&t, IR_OP_GRAD_NORM, VS(g1, g2), NULL);
   ck_assert(LEGAL(gn, B) && !LEGAL(gn, P));
   g2->pl[IR_AX_TP] = P;
@@ -283,14 +299,14 @@ START_TEST(test_rule_collectives) {
 }
 END_TEST
 
-
 /* The rules not met above, one case each at least. */
 START_TEST(test_rule_more) {
   T t;
   t_init(&t);
   IrAttrs a = {0};
   /* matmul: batch, M and N split; K gives partial sums */
-  IrValue *ma = input(&t, "ma", IR_F32, SHP(2, 4, 6), S(2)), *mb = input(&t, "mb", IR_F32, SHP(2, 6, 8), S(1));
+  IrValue *ma = input(&t, "ma", IR_F32, SHP(2, 4, 6), S(2)),
+          *mb = input(&t, "mb", IR_F32, SHP(2, 6, 8), S(1));
   IrNode *mm = node(&t, IR_OP_MATMUL, VS(ma, mb), NULL);
   ck_assert(LEGAL(mm, P) && !LEGAL(mm, S(2)));
   ma->pl[IR_AX_TP] = S(0), mb->pl[IR_AX_TP] = S(0);
@@ -320,11 +336,13 @@ START_TEST(test_rule_more) {
   rx->pl[IR_AX_TP] = S(3);
   ck_assert(!LEGAL(ro, S(3)) && !LEGAL(ro, B));
   /* mse: every dim reduces */
-  IrValue *m1 = input(&t, "m1", IR_F32, SHP(4, 6), S(1)), *m2 = input(&t, "m2", IR_F32, SHP(4, 6), S(1));
+  IrValue *m1 = input(&t, "m1", IR_F32, SHP(4, 6), S(1)),
+          *m2 = input(&t, "m2", IR_F32, SHP(4, 6), S(1));
   IrNode *ms = node(&t, IR_OP_MSE, VS(m1, m2), NULL);
   ck_assert(LEGAL(ms, P) && !LEGAL(ms, B));
   /* group_norm: the batch only */
-  IrValue *gx = input(&t, "gx", IR_F32, SHP(4, 8, 5, 5), S(0)), *gw = input(&t, "gw", IR_F32, SHP(8), B);
+  IrValue *gx = input(&t, "gx", IR_F32, SHP(4, 8, 5, 5), S(0)),
+          *gw = input(&t, "gw", IR_F32, SHP(8), B);
   a = (IrAttrs){0};
   ir_attrs_set_float(&a, IR_ATTR_EPS, 1e-5);
   ir_attrs_set_int(&a, IR_ATTR_GROUPS, 2);
@@ -333,31 +351,39 @@ START_TEST(test_rule_more) {
   gx->pl[IR_AX_TP] = S(1);
   ck_assert(!LEGAL(gn, S(1), B, B));
   /* layer_norm_grad over split rows: dw and db are partial sums */
-  IrValue *dy = input(&t, "dy", IR_F32, SHP(4, 6, 8), S(1)), *lx = input(&t, "lx", IR_F32, SHP(4, 6, 8), S(1)),
-          *mean = input(&t, "mean", IR_F32, SHP(24), S(0)), *rstd = input(&t, "rstd", IR_F32, SHP(24), S(0)),
+  IrValue *dy = input(&t, "dy", IR_F32, SHP(4, 6, 8), S(1)),
+          *lx = input(&t, "lx", IR_F32, SHP(4, 6, 8), S(1)),
+          *mean = input(&t, "mean", IR_F32, SHP(24), S(0)),
+          *rstd = input(&t, "rstd", IR_F32, SHP(24), S(0)),
           *lw = input(&t, "lw", IR_F32, SHP(8), B);
   a = (IrAttrs){0};
   ir_attrs_set_float(&a, IR_ATTR_EPS, 1e-5);
   IrNode *lg = node(&t, IR_OP_LAYER_NORM_GRAD, VS(dy, lx, mean, rstd, lw), &a);
   ck_assert(LEGAL(lg, S(1), P, P) && !LEGAL(lg, S(1), B, B));
   /* attention_grad: heads */
-  IrValue *ad = input(&t, "ad", IR_F32, SHP(2, 8, 4, 8), S(2)), *aq = input(&t, "aq", IR_F32, SHP(2, 8, 4, 8), S(2)),
-          *ak = input(&t, "ak", IR_F32, SHP(2, 8, 2, 8), S(2)), *av = input(&t, "av", IR_F32, SHP(2, 8, 2, 8), S(2)),
-          *ao = input(&t, "ao", IR_F32, SHP(2, 8, 4, 8), S(2)), *al = input(&t, "al", IR_F32, SHP(2, 4, 8), S(1));
+  IrValue *ad = input(&t, "ad", IR_F32, SHP(2, 8, 4, 8), S(2)),
+          *aq = input(&t, "aq", IR_F32, SHP(2, 8, 4, 8), S(2)),
+          *ak = input(&t, "ak", IR_F32, SHP(2, 8, 2, 8), S(2)),
+          *av = input(&t, "av", IR_F32, SHP(2, 8, 2, 8), S(2)),
+          *ao = input(&t, "ao", IR_F32, SHP(2, 8, 4, 8), S(2)),
+          *al = input(&t, "al", IR_F32, SHP(2, 4, 8), S(1));
   a = (IrAttrs){0};
   ir_attrs_set_bool(&a, IR_ATTR_CAUSAL, true);
   ir_attrs_set_float(&a, IR_ATTR_SCALE, 0.35);
   IrNode *ag = node(&t, IR_OP_ATTENTION_GRAD, VS(ad, aq, ak, av, ao, al), &a);
   ck_assert(LEGAL(ag, S(2), S(2), S(2)) && !LEGAL(ag, B, B, B));
   /* cross_entropy_grad: the vocabulary split stays local */
-  IrValue *dl = input(&t, "dl", IR_F32, SHP(), B), *cl = input(&t, "cl", IR_F32, SHP(2, 8, 16), S(2)),
+  IrValue *dl = input(&t, "dl", IR_F32, SHP(), B),
+          *cl = input(&t, "cl", IR_F32, SHP(2, 8, 16), S(2)),
           *cy = input(&t, "cy", IR_I32, SHP(2, 8), B), *cs = input(&t, "cs", IR_F32, SHP(16), B);
   a = (IrAttrs){0};
   ir_attrs_set_int(&a, IR_ATTR_IGNORE, -100);
   IrNode *cg = node(&t, IR_OP_CROSS_ENTROPY_GRAD, VS(dl, cl, cy, cs), &a);
   ck_assert(LEGAL(cg, S(2)) && !LEGAL(cg, B));
-  /* conv backward: dgrad over split output channels is a partial sum, wgrad over a split batch too */
-  IrValue *cdy = input(&t, "cdy", IR_F32, SHP(2, 6, 8, 8), S(1)), *cw = input(&t, "cw", IR_F32, SHP(6, 4, 3, 3), S(0));
+  /* conv backward: dgrad over split output channels is a partial sum, wgrad over a split batch too
+   */
+  IrValue *cdy = input(&t, "cdy", IR_F32, SHP(2, 6, 8, 8), S(1)),
+          *cw = input(&t, "cw", IR_F32, SHP(6, 4, 3, 3), S(0));
   a = (IrAttrs){0};
   ir_attrs_set_ints(&a, IR_ATTR_STRIDE, INTS(1, 1));
   ir_attrs_set_ints(&a, IR_ATTR_PADDING, INTS(1, 1));
@@ -370,9 +396,10 @@ START_TEST(test_rule_more) {
   IrNode *cgw = node(&t, IR_OP_CONV2D_GRAD_W, VS(cdy, cx), &a);
   ck_assert(LEGAL(cgw, P) && !LEGAL(cgw, S(0)));
   /* adamw: parameter, gradient and state alike, the scalars whole */
-  IrValue *pw = input(&t, "pw", IR_F32, SHP(8, 4), S(0)), *pg = input(&t, "pg", IR_F32, SHP(8, 4), S(0)),
-          *pm = input(&t, "pm", IR_F32, SHP(8, 4), S(0)), *pv = input(&t, "pv", IR_F32, SHP(8, 4), S(0)),
-          *lr = input(&t, "lr", IR_F32, SHP(), B);
+  IrValue *pw = input(&t, "pw", IR_F32, SHP(8, 4), S(0)),
+          *pg = input(&t, "pg", IR_F32, SHP(8, 4), S(0)),
+          *pm = input(&t, "pm", IR_F32, SHP(8, 4), S(0)),
+          *pv = input(&t, "pv", IR_F32, SHP(8, 4), S(0)), *lr = input(&t, "lr", IR_F32, SHP(), B);
   a = (IrAttrs){0};
   ir_attrs_set_float(&a, IR_ATTR_BETA1, 0.9);
   ir_attrs_set_float(&a, IR_ATTR_BETA2, 0.95);
@@ -429,15 +456,19 @@ START_TEST(test_grad_collectives) {
   T t;
   t_init(&t);
   char err[256];
-  IrValue *xp = input(&t, "xp", IR_F32, SHP(4, 8), P), *xs = input(&t, "xs", IR_F32, SHP(4, 8), S(0));
-  IrValue *dyb = input(&t, "dyb", IR_F32, SHP(4, 8), B), *dyp = input(&t, "dyp", IR_F32, SHP(4, 8), P);
-  IrValue *dys1 = input(&t, "dys1", IR_F32, SHP(4, 8), S(1)), *dys0 = input(&t, "dys0", IR_F32, SHP(4, 8), S(0));
+  IrValue *xp = input(&t, "xp", IR_F32, SHP(4, 8), P),
+          *xs = input(&t, "xs", IR_F32, SHP(4, 8), S(0));
+  IrValue *dyb = input(&t, "dyb", IR_F32, SHP(4, 8), B),
+          *dyp = input(&t, "dyp", IR_F32, SHP(4, 8), P);
+  IrValue *dys1 = input(&t, "dys1", IR_F32, SHP(4, 8), S(1)),
+          *dys0 = input(&t, "dys0", IR_F32, SHP(4, 8), S(0));
   /* all_reduce <-> identity */
   ck_assert_ptr_null(grad_of(&t, coll(&t, IR_OP_ALL_REDUCE, xp, 0, 0, B), dyb));
   /* all_gather <-> reduce_scatter (a partial cotangent) */
   IrNode *g = grad_of(&t, coll(&t, IR_OP_ALL_GATHER, xs, 0, 0, B), dyp);
   ck_assert(g && g->op == IR_OP_REDUCE_SCATTER && g->attrs.v[IR_ATTR_DIM].i == 0);
-  ck_assert(ir_placement_eq(g->out[0]->pl[IR_AX_TP], S(0)) && ir_shard_check_node(t.m, g, err, sizeof err));
+  ck_assert(ir_placement_eq(g->out[0]->pl[IR_AX_TP], S(0)) &&
+            ir_shard_check_node(t.m, g, err, sizeof err));
   /* ... or a local slice of a replicated one */
   g = grad_of(&t, coll(&t, IR_OP_ALL_GATHER, xs, 0, 0, B), dyb);
   ck_assert(g && g->op == IR_OP_ALL_SLICE && ir_shard_check_node(t.m, g, err, sizeof err));
@@ -447,8 +478,10 @@ START_TEST(test_grad_collectives) {
   ck_assert(ir_shard_check_node(t.m, g, err, sizeof err));
   /* all_to_all <-> all_to_all with the dims swapped */
   g = grad_of(&t, coll(&t, IR_OP_ALL_TO_ALL, xs, 0, 1, S(1)), dys1);
-  ck_assert(g && g->op == IR_OP_ALL_TO_ALL && g->attrs.v[IR_ATTR_DIM].i == 1 && g->attrs.v[IR_ATTR_TO].i == 0);
-  ck_assert(ir_placement_eq(g->out[0]->pl[IR_AX_TP], S(0)) && ir_shard_check_node(t.m, g, err, sizeof err));
+  ck_assert(g && g->op == IR_OP_ALL_TO_ALL && g->attrs.v[IR_ATTR_DIM].i == 1 &&
+            g->attrs.v[IR_ATTR_TO].i == 0);
+  ck_assert(ir_placement_eq(g->out[0]->pl[IR_AX_TP], S(0)) &&
+            ir_shard_check_node(t.m, g, err, sizeof err));
   /* all_slice <-> all_gather */
   g = grad_of(&t, coll(&t, IR_OP_ALL_SLICE, dyb, 1, 0, S(1)), dys1);
   ck_assert(g && g->op == IR_OP_ALL_GATHER && ir_shard_check_node(t.m, g, err, sizeof err));
@@ -467,8 +500,10 @@ static char *print_str(const IrModule *m, int rank) {
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
-  if (rank >= 0) ir_print_module_rank(f, m, rank);
-  else ir_print_module(f, m);
+  if (rank >= 0)
+    ir_print_module_rank(f, m, rank);
+  else
+    ir_print_module(f, m);
   fclose(f);
   return buf;
 }
@@ -507,10 +542,13 @@ START_TEST(test_text_roundtrip) {
   ck_assert_str_eq(s, s2);
   /* rank 3 = (dp 1, tp 1): local shapes, the group of each collective */
   char *r3 = print_str(m, 3);
-  ck_assert_ptr_nonnull(strstr(r3, "module @m mesh(dp = 2, cp = 1, tp = 2) rank 3 of 4 (dp = 1, cp = 0, tp = 1): local shapes\n"));
+  ck_assert_ptr_nonnull(strstr(r3, "module @m mesh(dp = 2, cp = 1, tp = 2) rank 3 of 4 (dp = 1, cp "
+                                   "= 0, tp = 1): local shapes\n"));
   ck_assert_ptr_nonnull(strstr(r3, "param @w : f32[2, 4]{dp:S(0), cp:B, tp:S(0)}\n"));
-  ck_assert_ptr_nonnull(strstr(r3, "%2 = all_to_all(%1) {mesh = tp, dim = 2, to = 1} : f32[2, 3, 8]{dp:S(0), cp:B, tp:S(1)} group(2, 3)\n"));
-  ck_assert_ptr_nonnull(strstr(r3, "%5 = reduce_scatter(%4) {mesh = dp, dim = 1} : f32[6, 4]{dp:S(1), cp:B, tp:B} group(1, 3)\n"));
+  ck_assert_ptr_nonnull(strstr(r3, "%2 = all_to_all(%1) {mesh = tp, dim = 2, to = 1} : f32[2, 3, "
+                                   "8]{dp:S(0), cp:B, tp:S(1)} group(2, 3)\n"));
+  ck_assert_ptr_nonnull(strstr(r3, "%5 = reduce_scatter(%4) {mesh = dp, dim = 1} : f32[6, "
+                                   "4]{dp:S(1), cp:B, tp:B} group(1, 3)\n"));
   free(r3);
   free(s);
   free(s2);
@@ -525,7 +563,8 @@ START_TEST(test_text_roundtrip) {
   m = ir_parse(&d, diag_add_buffer(&d, "bad.ir", bad, strlen(bad)));
   fflush(d.out);
   ck_assert_ptr_null(m);
-  ck_assert_msg(strstr(dbuf, "bad.ir:3:33: error: no sharding of softmax explains its placements on tp (operands S(1); results S(1))"),
+  ck_assert_msg(strstr(dbuf, "bad.ir:3:33: error: no sharding of softmax explains its placements "
+                             "on tp (operands S(1); results S(1))"),
                 "%s", dbuf);
   fclose(d.out);
   free(dbuf);
@@ -552,7 +591,8 @@ static const char *stdlib_path(const char *file) {
 }
 
 /* Loads a model with plan flags and runs the pipeline up to `stop`. */
-static void run_model(Run *x, const char *path, const char *text, const char *model, MmPlanFlags flags, const char *stop) {
+static void run_model(Run *x, const char *path, const char *text, const char *model,
+                      MmPlanFlags flags, const char *stop) {
   memset(x, 0, sizeof *x);
   diag_init(&x->d);
   x->d.out = open_memstream(&x->dbuf, &x->dlen);
@@ -591,11 +631,12 @@ static void gpt2tiny(Run *x, MmPlanFlags f) {
  * on activations (not gradients, not parameter gathers). */
 #define MAXL 8
 typedef struct Counts {
-  int n[MAXL][2][IR_OP_COUNT];    /* [layer][region][op] */
+  int n[MAXL][2][IR_OP_COUNT];       /* [layer][region][op] */
   int64_t msg[MAXL][2][IR_OP_COUNT]; /* the largest message */
   int64_t msg_min[MAXL][2][IR_OP_COUNT];
-  int other; /* activation collectives outside the layers */
-  int64_t grad_param_elems[IR_NAXES]; /* elements sent per rank for gradients and parameters, per axis */
+  int other;                          /* activation collectives outside the layers */
+  int64_t grad_param_elems[IR_NAXES]; /* elements sent per rank for gradients and parameters, per
+                                         axis */
 } Counts;
 
 /* Counts the collectives of the layers of group `gname` (others: c->other). */
@@ -618,7 +659,8 @@ static void count_group(const IrModule *m, Counts *c, const char *gname) {
     if (!ir_op_is_collective(n->op)) continue;
     IrValue *x = n->in[0];
     if (!x->def && x->role == IR_ROLE_PARAM) gp[i] = true;
-    for (int j = 0; j < i && !gp[i]; j++) gp[i] = gp[j] && ((IrNode *)f->nodes.items[j])->out[0] == x;
+    for (int j = 0; j < i && !gp[i]; j++)
+      gp[i] = gp[j] && ((IrNode *)f->nodes.items[j])->out[0] == x;
     if (n->out[0]->role == IR_ROLE_GRAD) /* back along the chain */
       for (IrNode *k = n; k && ir_op_is_collective(k->op); k = k->in[0]->def)
         for (int j = 0; j <= i; j++)
@@ -641,12 +683,15 @@ static void count_group(const IrModule *m, Counts *c, const char *gname) {
     int r = i >= bwd;
     c->n[n->layer][r][n->op]++;
     if (msg > c->msg[n->layer][r][n->op]) c->msg[n->layer][r][n->op] = msg;
-    if (!c->msg_min[n->layer][r][n->op] || msg < c->msg_min[n->layer][r][n->op]) c->msg_min[n->layer][r][n->op] = msg;
+    if (!c->msg_min[n->layer][r][n->op] || msg < c->msg_min[n->layer][r][n->op])
+      c->msg_min[n->layer][r][n->op] = msg;
   }
   free(gp);
 }
 
-static void count(const IrModule *m, Counts *c) { count_group(m, c, "gpt.h"); }
+static void count(const IrModule *m, Counts *c) {
+  count_group(m, c, "gpt.h");
+}
 
 /* s * b * h of GPT2Tiny: T = 32, B = 4, dim = 64 */
 #define SBH (32 * 4 * 64)
@@ -682,16 +727,22 @@ START_TEST(test_megatron_tp) {
     }
   /* tensor parallel keeps every gradient where its parameter is */
   ck_assert_int_eq(c.grad_param_elems[IR_AX_TP], 0);
-  /* the weights: q/k/v and fc1 column-parallel, o_proj and fc2 row-parallel, the vocabulary split */
+  /* the weights: q/k/v and fc1 column-parallel, o_proj and fc2 row-parallel, the vocabulary split
+   */
   static const struct {
     const char *name;
     IrPlacement pl;
   } want[] = {
-      {"gpt.wte.weight", {IR_PL_S, 0}}, {"gpt.wpe", {IR_PL_B, 0}},
-      {"gpt.h.0.attn.q_proj.weight", {IR_PL_S, 0}}, {"gpt.h.0.attn.q_proj.bias", {IR_PL_S, 0}},
-      {"gpt.h.0.attn.v_proj.weight", {IR_PL_S, 0}}, {"gpt.h.0.attn.o_proj.weight", {IR_PL_S, 1}},
-      {"gpt.h.0.attn.o_proj.bias", {IR_PL_B, 0}}, {"gpt.h.1.mlp.fc1.weight", {IR_PL_S, 0}},
-      {"gpt.h.1.mlp.fc2.weight", {IR_PL_S, 1}}, {"gpt.h.1.ln_2.weight", {IR_PL_B, 0}},
+      {"gpt.wte.weight", {IR_PL_S, 0}},
+      {"gpt.wpe", {IR_PL_B, 0}},
+      {"gpt.h.0.attn.q_proj.weight", {IR_PL_S, 0}},
+      {"gpt.h.0.attn.q_proj.bias", {IR_PL_S, 0}},
+      {"gpt.h.0.attn.v_proj.weight", {IR_PL_S, 0}},
+      {"gpt.h.0.attn.o_proj.weight", {IR_PL_S, 1}},
+      {"gpt.h.0.attn.o_proj.bias", {IR_PL_B, 0}},
+      {"gpt.h.1.mlp.fc1.weight", {IR_PL_S, 0}},
+      {"gpt.h.1.mlp.fc2.weight", {IR_PL_S, 1}},
+      {"gpt.h.1.ln_2.weight", {IR_PL_B, 0}},
       {"adamw.m.gpt.h.1.mlp.fc2.weight", {IR_PL_S, 1}},
   };
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
@@ -725,7 +776,6 @@ START_TEST(test_megatron_tp_sp) {
 }
 END_TEST
 
-
 /* The same counts for the layers of ViTFashion (4 layers, s*b*h = 50 * 64 *
  * 64, layer scale) and for the LLM of InternVL2Tiny (GQA with 2 KV heads,
  * RoPE, SwiGLU; s*b*h = 16 * 8 * 64). */
@@ -739,7 +789,8 @@ START_TEST(test_megatron_other_models) {
   for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
     for (int sp = 0; sp <= 1; sp++) {
       Run x;
-      run_model(&x, stdlib_path(ms[i].file), NULL, ms[i].model, flags(2, -1, sp, -1), "collectives");
+      run_model(&x, stdlib_path(ms[i].file), NULL, ms[i].model, flags(2, -1, sp, -1),
+                "collectives");
       ck_assert_msg(x.ok, "%s", x.dbuf ? x.dbuf : "");
       Counts c;
       count_group(x.r.ir, &c, ms[i].group);
@@ -757,26 +808,25 @@ START_TEST(test_megatron_other_models) {
 }
 END_TEST
 
-
 /* Convolutions pair like linears over channels: output channels split
  * (weight and bias S(0)), the next conv's input channels (weight S(1)); a
  * conv that adds its own bias cannot be the row half. */
-static const char *conv_model =
-    "import \"nn.mm\"\n"
-    "model Convs {\n"
-    "  let B = 2\n"
-    "  c1 = Conv2d(3, 8, 3, padding = 1)\n"
-    "  c2 = Conv2d(8, 4, 3, padding = 1, has_bias = false)\n"
-    "  c3 = Conv2d(4, 4, 3, padding = 1)\n"
-    "  c4 = Conv2d(4, 4, 3, padding = 1)\n"
-    "  forward(x: f32[B, 3, 8, 8], y: f32[B, 4, 8, 8]) -> loss {\n"
-    "    return mse(c4(relu(c3(c2(relu(c1(x)))))), y)\n"
-    "  }\n"
-    "}\n";
+static const char *conv_model = "import \"nn.mm\"\n"
+                                "model Convs {\n"
+                                "  let B = 2\n"
+                                "  c1 = Conv2d(3, 8, 3, padding = 1)\n"
+                                "  c2 = Conv2d(8, 4, 3, padding = 1, has_bias = false)\n"
+                                "  c3 = Conv2d(4, 4, 3, padding = 1)\n"
+                                "  c4 = Conv2d(4, 4, 3, padding = 1)\n"
+                                "  forward(x: f32[B, 3, 8, 8], y: f32[B, 4, 8, 8]) -> loss {\n"
+                                "    return mse(c4(relu(c3(c2(relu(c1(x)))))), y)\n"
+                                "  }\n"
+                                "}\n";
 
 START_TEST(test_conv_pairs) {
   Run x;
-  run_model(&x, stdlib_path("convs.mm"), conv_model, "Convs", flags(2, -1, false, -1), "collectives");
+  run_model(&x, stdlib_path("convs.mm"), conv_model, "Convs", flags(2, -1, false, -1),
+            "collectives");
   ck_assert_msg(x.ok, "%s", x.dbuf);
   IrModule *m = x.r.ir;
   ck_assert(ir_placement_eq(ir_module_param(m, "c1.weight")->pl[IR_AX_TP], S(0)));
@@ -787,7 +837,8 @@ START_TEST(test_conv_pairs) {
   /* the forward: one all-reduce, of c2's partial sums */
   IrFunc *f = ir_module_func(m, "forward");
   int ar = 0;
-  for (int i = 0; i < f->nodes.len; i++) ar += ((IrNode *)f->nodes.items[i])->op == IR_OP_ALL_REDUCE;
+  for (int i = 0; i < f->nodes.len; i++)
+    ar += ((IrNode *)f->nodes.items[i])->op == IR_OP_ALL_REDUCE;
   ck_assert_int_eq(ar, 1);
   run_free(&x);
 }
@@ -812,7 +863,8 @@ static void expect_dp(int zero, int64_t times) {
   ck_assert_msg(c.grad_param_elems[IR_AX_DP] == want, "zero %d: %lld elements, expected %lld", zero,
                 (long long)c.grad_param_elems[IR_AX_DP], (long long)want);
   for (int l = 0; l < 2; l++)
-    for (int r = 0; r < 2; r++) ck_assert_int_eq(total_layer(&c, l, r), 0); /* no activation moves */
+    for (int r = 0; r < 2; r++)
+      ck_assert_int_eq(total_layer(&c, l, r), 0); /* no activation moves */
   ck_assert_int_eq(c.other, 0);
   /* the input batch is split, the loss made whole */
   IrFunc *f = ir_module_func(x.r.ir, "train");
@@ -832,13 +884,21 @@ static void expect_dp(int zero, int64_t times) {
   run_free(&x);
 }
 
-START_TEST(test_dp) { expect_dp(0, 2); }
+START_TEST(test_dp) {
+  expect_dp(0, 2);
+}
 END_TEST
-START_TEST(test_zero1) { expect_dp(1, 2); }
+START_TEST(test_zero1) {
+  expect_dp(1, 2);
+}
 END_TEST
-START_TEST(test_zero2) { expect_dp(2, 2); }
+START_TEST(test_zero2) {
+  expect_dp(2, 2);
+}
 END_TEST
-START_TEST(test_zero3) { expect_dp(3, 3); }
+START_TEST(test_zero3) {
+  expect_dp(3, 3);
+}
 END_TEST
 
 /* ZeRO-1 reduces gradients at the end of the backward, ZeRO-2 as soon as
@@ -854,8 +914,10 @@ START_TEST(test_zero_order) {
       if (n->op == IR_OP_REDUCE_SCATTER && first_rs < 0) first_rs = i;
       if (n->op == IR_OP_LINEAR_GRAD_W || n->op == IR_OP_EMBEDDING_GRAD) last_bwd = i;
     }
-    ck_assert_msg(zero == 1 ? first_rs > last_bwd : first_rs < last_bwd, "zero %d: first reduce-scatter at %d, last "
-                  "backward op at %d", zero, first_rs, last_bwd);
+    ck_assert_msg(zero == 1 ? first_rs > last_bwd : first_rs < last_bwd,
+                  "zero %d: first reduce-scatter at %d, last "
+                  "backward op at %d",
+                  zero, first_rs, last_bwd);
     run_free(&x);
   }
 }
@@ -877,7 +939,8 @@ START_TEST(test_tp_dp_sp_zero1) {
   int64_t local = 0;
   for (int i = 0; i < x.r.ir->params.len; i++) {
     IrValue *p = x.r.ir->params.items[i];
-    if (p->role == IR_ROLE_PARAM && !p->frozen) local += ir_numel(&p->shape) / (p->pl[IR_AX_TP].kind == IR_PL_S ? 2 : 1);
+    if (p->role == IR_ROLE_PARAM && !p->frozen)
+      local += ir_numel(&p->shape) / (p->pl[IR_AX_TP].kind == IR_PL_S ? 2 : 1);
   }
   ck_assert_int_eq(c.grad_param_elems[IR_AX_DP], 2 * local / 2);
   run_free(&x);
@@ -886,7 +949,8 @@ END_TEST
 
 /* ---- gradient buckets (passes/bucket.c) ---- */
 
-static int bucket_zero; /* the ZeRO stage of the bucket tests: 0 all-reduces, else reduce-scatters */
+static int
+    bucket_zero; /* the ZeRO stage of the bucket tests: 0 all-reduces, else reduce-scatters */
 
 static MmPlanFlags bucket_flags(int tp, bool sp, double mb) {
   MmPlanFlags f = flags(tp, 2, sp, bucket_zero);
@@ -916,7 +980,8 @@ static int64_t grad_numel(const IrModule *m, const IrValue *p) {
   return ir_numel(&s);
 }
 
-static int expect_buckets(const char *file, const char *model, int tp, bool sp, double mb, bool in_reverse) {
+static int expect_buckets(const char *file, const char *model, int tp, bool sp, double mb,
+                          bool in_reverse) {
   Run x;
   run_model(&x, stdlib_path(file), NULL, model, bucket_flags(tp, sp, mb), "bucket");
   ck_assert_msg(x.ok, "%s", x.dbuf ? x.dbuf : "");
@@ -936,9 +1001,10 @@ static int expect_buckets(const char *file, const char *model, int tp, bool sp, 
     int run = bucket_run(f, i);
     if (bucket_id(n) < 0) {
       /* no gradient of a trainable parameter left alone on dp */
-      if ((n->op == IR_OP_ALL_REDUCE || n->op == IR_OP_REDUCE_SCATTER) && n->attrs.v[IR_ATTR_MESH].i == IR_AX_DP)
-        ck_assert_msg(!bucket_grad_param(f, i), "%s: the dp all-reduce of %s is in no bucket", model,
-                      bucket_grad_param(f, i)->name);
+      if ((n->op == IR_OP_ALL_REDUCE || n->op == IR_OP_REDUCE_SCATTER) &&
+          n->attrs.v[IR_ATTR_MESH].i == IR_AX_DP)
+        ck_assert_msg(!bucket_grad_param(f, i), "%s: the dp all-reduce of %s is in no bucket",
+                      model, bucket_grad_param(f, i)->name);
       continue;
     }
     if (run == 0) continue;
@@ -946,8 +1012,8 @@ static int expect_buckets(const char *file, const char *model, int tp, bool sp, 
     int64_t bytes = 0, last = 0;
     for (int j = 0; j < run; j++) {
       IrNode *u = f->nodes.items[i + j];
-      ck_assert(u->op == (bucket_zero ? IR_OP_REDUCE_SCATTER : IR_OP_ALL_REDUCE) && bucket_id(u) == bucket_id(n) &&
-                u->attrs.v[IR_ATTR_MESH].i == IR_AX_DP);
+      ck_assert(u->op == (bucket_zero ? IR_OP_REDUCE_SCATTER : IR_OP_ALL_REDUCE) &&
+                bucket_id(u) == bucket_id(n) && u->attrs.v[IR_ATTR_MESH].i == IR_AX_DP);
       const IrValue *p = bucket_grad_param(f, i + j);
       ck_assert_msg(p != NULL, "%s: bucket %d member %d reduces no gradient", model, nb, j);
       IrMapSlot *sl = ir_map_put(&seen, p);
@@ -959,13 +1025,16 @@ static int expect_buckets(const char *file, const char *model, int tp, bool sp, 
       bytes += last;
     }
     total += bytes / 4;
-    ck_assert_msg(bytes - last < cap, "%s: bucket %d held %lld bytes before its last gradient (cap %lld)", model, nb,
+    ck_assert_msg(bytes - last < cap,
+                  "%s: bucket %d held %lld bytes before its last gradient (cap %lld)", model, nb,
                   (long long)(bytes - last), (long long)cap);
     /* every bucket but the last is full; the last one ends the gradients */
     bool is_last = true;
-    for (int k = i + run; k < f->nodes.len && is_last; k++) is_last = bucket_id(f->nodes.items[k]) < 0;
-    if (!is_last) ck_assert_msg(bytes >= cap, "%s: bucket %d closed at %lld bytes < %lld", model, nb, (long long)bytes,
-                                (long long)cap);
+    for (int k = i + run; k < f->nodes.len && is_last; k++)
+      is_last = bucket_id(f->nodes.items[k]) < 0;
+    if (!is_last)
+      ck_assert_msg(bytes >= cap, "%s: bucket %d closed at %lld bytes < %lld", model, nb,
+                    (long long)bytes, (long long)cap);
     nb++;
   }
   int64_t local_psi = 0;
@@ -973,7 +1042,8 @@ static int expect_buckets(const char *file, const char *model, int tp, bool sp, 
   for (int i = 0; i < m->params.len; i++) {
     IrValue *p = m->params.items[i];
     if (p->role != IR_ROLE_PARAM || p->frozen) continue;
-    ck_assert_msg(ir_map_get(&seen, p) != NULL, "%s: the gradient of %s is in no bucket", model, p->name);
+    ck_assert_msg(ir_map_get(&seen, p) != NULL, "%s: the gradient of %s is in no bucket", model,
+                  p->name);
     local_psi += grad_numel(m, p);
     ntrain++;
   }
@@ -985,7 +1055,8 @@ static int expect_buckets(const char *file, const char *model, int tp, bool sp, 
     for (int i = m->params.len - 1; i >= 0; i--) {
       IrValue *p = m->params.items[i];
       if (p->role != IR_ROLE_PARAM || p->frozen) continue;
-      ck_assert_msg(order[k] == p, "%s: gradient %d of the buckets is %s, expected %s", model, k, order[k]->name, p->name);
+      ck_assert_msg(order[k] == p, "%s: gradient %d of the buckets is %s, expected %s", model, k,
+                    order[k]->name, p->name);
       k++;
       fill += grad_numel(m, p) * 4;
       if (fill >= cap) want++, fill = 0;
@@ -1034,7 +1105,8 @@ END_TEST
  * with the same placements, only moved and marked. */
 START_TEST(test_buckets_off) {
   Run a, b, c;
-  run_model(&a, stdlib_path("gpt2.mm"), NULL, "GPT2Tiny", bucket_flags(-1, false, 0), "collectives");
+  run_model(&a, stdlib_path("gpt2.mm"), NULL, "GPT2Tiny", bucket_flags(-1, false, 0),
+            "collectives");
   run_model(&b, stdlib_path("gpt2.mm"), NULL, "GPT2Tiny", bucket_flags(-1, false, 0), "bucket");
   run_model(&c, stdlib_path("gpt2.mm"), NULL, "GPT2Tiny", bucket_flags(-1, false, -1), "bucket");
   ck_assert(a.ok && b.ok && c.ok);
@@ -1061,7 +1133,8 @@ END_TEST
 
 /* All axes 1: the three passes leave the IR as the optimizer left it. */
 START_TEST(test_serial_unchanged) {
-  const char *models[][2] = {{"gpt2.mm", "GPT2Tiny"}, {"vit_fashion.mm", "ViTFashion"}, {"internvl2.mm", "InternVL2Tiny"}};
+  const char *models[][2] = {
+      {"gpt2.mm", "GPT2Tiny"}, {"vit_fashion.mm", "ViTFashion"}, {"internvl2.mm", "InternVL2Tiny"}};
   for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
     Run a, b;
     MmPlanFlags f = flags(1, 1, false, 0);
@@ -1080,9 +1153,11 @@ END_TEST
 
 /* Every stdlib plan of the acceptance list shards and verifies. */
 START_TEST(test_plans_verify) {
-  const char *models[][2] = {{"gpt2.mm", "GPT2Tiny"}, {"vit_fashion.mm", "ViTFashion"}, {"internvl2.mm", "InternVL2Tiny"}};
-  MmPlanFlags plans[] = {flags(2, -1, false, -1), flags(2, -1, true, -1), flags(4, -1, true, -1), flags(-1, 2, false, 0),
-                         flags(-1, 2, false, 1),  flags(-1, 2, false, 2), flags(-1, 2, false, 3), flags(2, 2, true, 1)};
+  const char *models[][2] = {
+      {"gpt2.mm", "GPT2Tiny"}, {"vit_fashion.mm", "ViTFashion"}, {"internvl2.mm", "InternVL2Tiny"}};
+  MmPlanFlags plans[] = {flags(2, -1, false, -1), flags(2, -1, true, -1), flags(4, -1, true, -1),
+                         flags(-1, 2, false, 0),  flags(-1, 2, false, 1), flags(-1, 2, false, 2),
+                         flags(-1, 2, false, 3),  flags(2, 2, true, 1)};
   for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
     for (size_t k = 0; k < sizeof plans / sizeof plans[0]; k++) {
       if (i == 2 && plans[k].tp == 4) continue; /* InternVL2Tiny has 2 KV heads: a plan error */
@@ -1096,18 +1171,17 @@ END_TEST
 
 /* ---- plans that cannot be sharded ---- */
 
-static const char *small_model =
-    "import \"nn.mm\"\n"
-    "model Small {\n"
-    "  let B = 4\n"
-    "  fc1 = Linear(6, 8)\n"
-    "  fc2 = Linear(8, 6)\n"
-    "  head = Linear(6, 5)\n"
-    "  forward(x: f32[B, 6], y: i32[B]) -> loss {\n"
-    "    return cross_entropy(head(fc2(gelu(fc1(x)))), y)\n"
-    "  }\n"
-    "  parallel { tp = 3 }\n"
-    "}\n";
+static const char *small_model = "import \"nn.mm\"\n"
+                                 "model Small {\n"
+                                 "  let B = 4\n"
+                                 "  fc1 = Linear(6, 8)\n"
+                                 "  fc2 = Linear(8, 6)\n"
+                                 "  head = Linear(6, 5)\n"
+                                 "  forward(x: f32[B, 6], y: i32[B]) -> loss {\n"
+                                 "    return cross_entropy(head(fc2(gelu(fc1(x)))), y)\n"
+                                 "  }\n"
+                                 "  parallel { tp = 3 }\n"
+                                 "}\n";
 
 START_TEST(test_errors) {
   Run x;
@@ -1115,15 +1189,21 @@ START_TEST(test_errors) {
   snprintf(path, sizeof path, "%s", stdlib_path("small.mm"));
   run_model(&x, path, small_model, "Small", flags(-1, -1, false, -1), NULL);
   ck_assert(!x.ok);
-  ck_assert_msg(strstr(x.dbuf, "nn.mm:18:14: error: tensor parallel: tp = 3 does not divide dim 0 (8) of @fc1.weight, "
-                               "which the column-parallel 'fc1' splits"), "%s", x.dbuf);
+  ck_assert_msg(
+      strstr(
+          x.dbuf,
+          "nn.mm:18:14: error: tensor parallel: tp = 3 does not divide dim 0 (8) of @fc1.weight, "
+          "which the column-parallel 'fc1' splits"),
+      "%s", x.dbuf);
   ck_assert_msg(strstr(x.dbuf, "small.mm:10:14: note: tp set here"), "%s", x.dbuf);
   run_free(&x);
   run_model(&x, path, small_model, "Small", flags(1, 3, false, -1), NULL);
   ck_assert(!x.ok);
-  ck_assert_msg(strstr(x.dbuf, "small.mm:7:11: error: data parallel: dp = 3 does not divide the batch of 4 of input 'x'"),
+  ck_assert_msg(strstr(x.dbuf, "small.mm:7:11: error: data parallel: dp = 3 does not divide the "
+                               "batch of 4 of input 'x'"),
                 "%s", x.dbuf);
-  ck_assert_msg(strstr(x.dbuf, "small.mm:7:25: error: data parallel: dp = 3 does not divide the batch of 4 of input 'y'"),
+  ck_assert_msg(strstr(x.dbuf, "small.mm:7:25: error: data parallel: dp = 3 does not divide the "
+                               "batch of 4 of input 'y'"),
                 "%s", x.dbuf);
   run_free(&x);
   /* tp = 2 divides the pair; the 5-way head stays replicated */

@@ -18,7 +18,8 @@ static const char tiny_mm[] =
     "\n"
     "module Block(dim: int, heads: int, kvh: int) {\n"
     "  ln_1 = LayerNorm(dim)\n"
-    "  attn = Attention(dim, heads, kv_heads = kvh, causal = true, rope_theta = 100.0, qk_norm = true)\n"
+    "  attn = Attention(dim, heads, kv_heads = kvh, causal = true, rope_theta = 100.0, qk_norm = "
+    "true)\n"
     "  ln_2 = LayerNorm(dim)\n"
     "  mlp  = MLP(dim, 2 * dim, act = \"gelu\")\n"
     "  forward(x: [B, T, dim]) -> [B, T, dim] {\n"
@@ -97,7 +98,8 @@ START_TEST(test_model_gradients) {
   ck_assert(wte && wte->frozen);
   ck_assert_ptr_null(grad_of(train, wte));
   int ngrads = 0;
-  for (int i = 0; i < g->m->params.len; i++) ngrads += grad_of(train, g->m->params.items[i]) != NULL;
+  for (int i = 0; i < g->m->params.len; i++)
+    ngrads += grad_of(train, g->m->params.items[i]) != NULL;
   ck_assert_int_eq(ngrads, g->m->params.len - 1);
   model_free(&md);
 }
@@ -161,7 +163,8 @@ START_TEST(test_pipeline_preserves_train) {
     ck_assert_msg(ir_eval_func(g->m, train, &g->st, err, sizeof err), "%s", err);
   }
   IrFunc *ta = ir_module_func(a.g.m, "train"), *tb = ir_module_func(b.g.m, "train");
-  double la = ir_store_get(&a.g.st, ta->results.items[0])->d[0], lb = ir_store_get(&b.g.st, tb->results.items[0])->d[0];
+  double la = ir_store_get(&a.g.st, ta->results.items[0])->d[0],
+         lb = ir_store_get(&b.g.st, tb->results.items[0])->d[0];
   ck_assert_msg(fabs(la - lb) <= 1e-12 * (1 + fabs(la)), "loss %.15g vs %.15g", la, lb);
   ck_assert_int_eq(a.g.m->params.len, b.g.m->params.len);
   for (int i = 0; i < a.g.m->params.len; i++) {
@@ -169,15 +172,15 @@ START_TEST(test_pipeline_preserves_train) {
     ck_assert_ptr_nonnull(pb);
     const IrTensor *xa = ir_store_get(&a.g.st, pa), *xb = ir_store_get(&b.g.st, pb);
     for (int64_t k = 0; k < xa->n; k++)
-      ck_assert_msg(fabs(xa->d[k] - xb->d[k]) <= 1e-12 * (1 + fabs(xa->d[k])), "@%s[%lld]: %.15g vs %.15g", pa->name,
-                    (long long)k, xa->d[k], xb->d[k]);
+      ck_assert_msg(fabs(xa->d[k] - xb->d[k]) <= 1e-12 * (1 + fabs(xa->d[k])),
+                    "@%s[%lld]: %.15g vs %.15g", pa->name, (long long)k, xa->d[k], xb->d[k]);
     IrValue *ga = grad_of(ta, pa), *gb = grad_of(tb, pb);
     ck_assert((ga == NULL) == (gb == NULL));
     if (!ga) continue;
     xa = ir_store_get(&a.g.st, ga), xb = ir_store_get(&b.g.st, gb);
     for (int64_t k = 0; k < xa->n; k++)
-      ck_assert_msg(fabs(xa->d[k] - xb->d[k]) <= 1e-12 * (1 + fabs(xa->d[k])), "grad @%s[%lld]: %.15g vs %.15g",
-                    pa->name, (long long)k, xa->d[k], xb->d[k]);
+      ck_assert_msg(fabs(xa->d[k] - xb->d[k]) <= 1e-12 * (1 + fabs(xa->d[k])),
+                    "grad @%s[%lld]: %.15g vs %.15g", pa->name, (long long)k, xa->d[k], xb->d[k]);
   }
   model_free(&a);
   model_free(&b);
@@ -194,31 +197,33 @@ static IrModule *parse_text(G *g, const char *name, const char *text) {
 /* relu_grad (a backward op, no rule of its own) on the path from @w to
  * the loss; a second one off the path (only the frozen @f reaches it) is
  * fine. */
-static const char no_rule_text[] =
-    "module @M mesh(dp = 1, cp = 1, tp = 1)\n"
-    "param @w : f32[3, 4] init(normal, 0.02)\n"
-    "param @f : f32[3, 4] init(normal, 0.02) frozen\n"
-    "func @forward(%x : f32[3, 4]) {\n"
-    "  %0 = relu_grad(%x, @f) : f32[3, 4] loc(\"m.mm\":4:9)\n"
-    "  %1 = mul(%0, @w) : f32[3, 4] loc(\"m.mm\":5:9)\n"
-    "  %2 = relu_grad(%1, %x) : f32[3, 4] loc(\"m.mm\":6:7)\n"
-    "  %3 = sum(%2) {axes = [0, 1]} : f32[] loc(\"m.mm\":7:10)\n"
-    "  return %3\n"
-    "}\n";
+static const char no_rule_text[] = "module @M mesh(dp = 1, cp = 1, tp = 1)\n"
+                                   "param @w : f32[3, 4] init(normal, 0.02)\n"
+                                   "param @f : f32[3, 4] init(normal, 0.02) frozen\n"
+                                   "func @forward(%x : f32[3, 4]) {\n"
+                                   "  %0 = relu_grad(%x, @f) : f32[3, 4] loc(\"m.mm\":4:9)\n"
+                                   "  %1 = mul(%0, @w) : f32[3, 4] loc(\"m.mm\":5:9)\n"
+                                   "  %2 = relu_grad(%1, %x) : f32[3, 4] loc(\"m.mm\":6:7)\n"
+                                   "  %3 = sum(%2) {axes = [0, 1]} : f32[] loc(\"m.mm\":7:10)\n"
+                                   "  return %3\n"
+                                   "}\n";
 
 START_TEST(test_no_rule_error) {
   G g;
   g_init(&g, 1);
   ir_module_free(g.m);
-  static const char src[] = "line 1\nline 2\nline 3\nline 4\nline 5\n    y = relu_grad(h, x)\nline 7\n";
+  static const char src[] =
+      "line 1\nline 2\nline 3\nline 4\nline 5\n    y = relu_grad(h, x)\nline 7\n";
   diag_add_buffer(&g.d, "m.mm", src, strlen(src));
   g.m = parse_text(&g, "m.mmir", no_rule_text);
   ck_assert_msg(g.m != NULL, "%s", g_diag(&g));
   PassCtx cx = {.d = &g.d};
   ck_assert(!pass_autodiff(g.m, &cx));
   const char *out = g_diag(&g);
-  ck_assert_msg(strstr(out, "m.mm:6:7: error: no gradient rule for op 'relu_grad' (needed by the gradient of @w)"),
-                "%s", out);
+  ck_assert_msg(
+      strstr(out,
+             "m.mm:6:7: error: no gradient rule for op 'relu_grad' (needed by the gradient of @w)"),
+      "%s", out);
   ck_assert_msg(!strstr(out, "m.mm:4:9"), "%s", out); /* the one off the path */
   ck_assert_int_eq(g.d.errors, 1);
   g_free(&g);
@@ -269,7 +274,8 @@ END_TEST
  * step, so the moments and bias corrections matter. */
 static void quad_model(G *g, int64_t n) {
   IrValue *w = g_param(g, "w", SHP(n));
-  IrValue *proj = ir_add_param(g->m, "proj", IR_F32, &w->shape, (IrInit){IR_INIT_NORMAL, 1, 0}, (SrcLoc){0});
+  IrValue *proj =
+      ir_add_param(g->m, "proj", IR_F32, &w->shape, (IrInit){IR_INIT_NORMAL, 1, 0}, (SrcLoc){0});
   proj->frozen = true;
   IrValue *y = g_op(g, IR_OP_MUL, VS(w, w), NULL);
   y = g_op(g, IR_OP_MUL, VS(y, proj), NULL);
@@ -292,7 +298,8 @@ static void optimizer_case(const MmTrain *tr, int64_t n) {
   IrValue *w = ir_module_param(g.m, "w"), *proj = ir_module_param(g.m, "proj");
   double p[16], m[16] = {0}, v[16] = {0}, c[16];
   ck_assert_int_le(n, 16);
-  for (int64_t i = 0; i < n; i++) p[i] = ir_store_get(&g.st, w)->d[i], c[i] = ir_store_get(&g.st, proj)->d[i];
+  for (int64_t i = 0; i < n; i++)
+    p[i] = ir_store_get(&g.st, w)->d[i], c[i] = ir_store_get(&g.st, proj)->d[i];
   IrFunc *train = ir_module_func(g.m, "train");
   double lr = 0.05;
   for (int t = 1; t <= 3; t++) {
@@ -319,8 +326,8 @@ static void optimizer_case(const MmTrain *tr, int64_t n) {
     }
     const IrTensor *pw = ir_store_get(&g.st, w);
     for (int64_t i = 0; i < n; i++)
-      ck_assert_msg(fabs(pw->d[i] - p[i]) <= 1e-12 * (1 + fabs(p[i])), "step %d: w[%lld] = %.15g, expected %.15g", t,
-                    (long long)i, pw->d[i], p[i]);
+      ck_assert_msg(fabs(pw->d[i] - p[i]) <= 1e-12 * (1 + fabs(p[i])),
+                    "step %d: w[%lld] = %.15g, expected %.15g", t, (long long)i, pw->d[i], p[i]);
     const char *state = tr->optim == MM_OPT_ADAMW ? "adamw.m.w" : "sgd.momentum.w";
     const IrTensor *ms = ir_store_get(&g.st, ir_module_param(g.m, state));
     for (int64_t i = 0; i < n; i++) ck_assert(fabs(ms->d[i] - m[i]) <= 1e-12 * (1 + fabs(m[i])));
@@ -329,13 +336,19 @@ static void optimizer_case(const MmTrain *tr, int64_t n) {
 }
 
 START_TEST(test_adamw_steps) {
-  MmTrain tr = {.optim = MM_OPT_ADAMW, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
+  MmTrain tr = {
+      .optim = MM_OPT_ADAMW, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
   optimizer_case(&tr, 5);
 }
 END_TEST
 
 START_TEST(test_adamw_clipped) {
-  MmTrain tr = {.optim = MM_OPT_ADAMW, .beta1 = 0.8, .beta2 = 0.99, .eps = 1e-3, .weight_decay = 0.01, .clip = 0.3};
+  MmTrain tr = {.optim = MM_OPT_ADAMW,
+                .beta1 = 0.8,
+                .beta2 = 0.99,
+                .eps = 1e-3,
+                .weight_decay = 0.01,
+                .clip = 0.3};
   optimizer_case(&tr, 7);
 }
 END_TEST
@@ -359,7 +372,8 @@ START_TEST(test_adamw_constant_gradient) {
   g_init(&g, 3);
   IrValue *w = g_param(&g, "w", SHP(4));
   g_loss(&g, w); /* grad = proj */
-  MmTrain tr = {.optim = MM_OPT_ADAMW, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.5};
+  MmTrain tr = {
+      .optim = MM_OPT_ADAMW, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.5};
   PassCtx cx = {.d = &g.d, .train = &tr};
   ck_assert(pass_autodiff(g.m, &cx) && pass_optimizer(g.m, &cx));
   g_fill(&g);
@@ -425,11 +439,14 @@ static const char opt_text[] =
     "module @M mesh(dp = 1, cp = 1, tp = 1)\n"
     "param @w : f32[3]{dp:B, cp:B, tp:B} init(normal, 0.02)\n"
     "param @sgd.momentum.w : f32[3]{dp:B, cp:B, tp:B} role(opt) init(zeros)\n"
-    "func @train(%x : f32[3]{dp:B, cp:B, tp:B}, %lr : f32[]{dp:B, cp:B, tp:B}, %step : f32[]{dp:B, cp:B, tp:B}) {\n"
+    "func @train(%x : f32[3]{dp:B, cp:B, tp:B}, %lr : f32[]{dp:B, cp:B, tp:B}, %step : f32[]{dp:B, "
+    "cp:B, tp:B}) {\n"
     "  %0 = mul(%x, @w) : f32[3]{dp:B, cp:B, tp:B}\n"
-    "  %1 = mul_scalar(%x) {value = 1} : f32[3]{dp:B, cp:B, tp:B} role(grad) grad(@w) scope(\"optimizer\")\n"
+    "  %1 = mul_scalar(%x) {value = 1} : f32[3]{dp:B, cp:B, tp:B} role(grad) grad(@w) "
+    "scope(\"optimizer\")\n"
     "  %2 = grad_norm(%1) : f32[]{dp:B, cp:B, tp:B}\n"
-    "  sgd(@w, %1, @sgd.momentum.w, %lr, %2) {momentum = 0.9, weight_decay = 0} scope(\"opt\") loc(\"a.mm\":1:2)\n"
+    "  sgd(@w, %1, @sgd.momentum.w, %lr, %2) {momentum = 0.9, weight_decay = 0} scope(\"opt\") "
+    "loc(\"a.mm\":1:2)\n"
     "  return %0\n"
     "}\n";
 
@@ -448,8 +465,9 @@ START_TEST(test_text_no_results) {
   IrNode *gn = f->nodes.items[1];
   ck_assert_ptr_eq(gn->out[0]->grad_of, ir_module_param(m, "w"));
   char *s = print_str(m);
-  ck_assert_ptr_nonnull(strstr(s, "\n  sgd(@w, %1, @sgd.momentum.w, %lr, %2) {weight_decay = 0, momentum = 0.9} "
-                                  "scope(\"opt\") loc(\"a.mm\":1:2)\n"));
+  ck_assert_ptr_nonnull(
+      strstr(s, "\n  sgd(@w, %1, @sgd.momentum.w, %lr, %2) {weight_decay = 0, momentum = 0.9} "
+                "scope(\"opt\") loc(\"a.mm\":1:2)\n"));
   ck_assert_ptr_nonnull(strstr(s, "role(grad) grad(@w) scope(\"optimizer\")\n"));
   ir_module_free(m);
   /* the printed form parses back to itself */
@@ -466,7 +484,8 @@ END_TEST
 
 /* opt_text with `from` replaced by `to` (and from2 by to2 when given),
  * parsed and verified when it parses; the Diag must show `msg`. */
-static void expect_text_error2(const char *from, const char *to, const char *from2, const char *to2, const char *msg) {
+static void expect_text_error2(const char *from, const char *to, const char *from2, const char *to2,
+                               const char *msg) {
   G g;
   g_init(&g, 1);
   char text[4096], text2[4096];
@@ -494,17 +513,25 @@ static void expect_text_error(const char *from, const char *to, const char *msg)
 START_TEST(test_text_errors) {
   expect_text_error("  sgd(@w", "  %9 = sgd(@w", "sgd has 0 results, but 1 is named");
   expect_text_error("{momentum = 0.9, weight_decay = 0} scope(\"opt\")",
-                    "{momentum = 0.9, weight_decay = 0} : f32[3] scope(\"opt\")", "sgd has no results, so no types follow it");
-  expect_text_error("  %2 = grad_norm(%1)", "  grad_norm(%1)", "grad_norm has 1 result, but 0 are named");
+                    "{momentum = 0.9, weight_decay = 0} : f32[3] scope(\"opt\")",
+                    "sgd has no results, so no types follow it");
+  expect_text_error("  %2 = grad_norm(%1)", "  grad_norm(%1)",
+                    "grad_norm has 1 result, but 0 are named");
   expect_text_error("  %0 = mul(%x", "  %0, mul(%x", "expected a result name %N, found 'mul'");
   expect_text_error("grad(@w) scope", "grad(@nope) scope", "gradient of undefined parameter @nope");
-  expect_text_error("role(grad) grad(@w)", "grad(@w)", "a gradient of @w must have role grad, not act");
-  expect_text_error2("grad(@w) scope", "grad(@b) scope", "param @w :", "param @b : f32[2] init(zeros)\nparam @w :",
+  expect_text_error("role(grad) grad(@w)", "grad(@w)",
+                    "a gradient of @w must have role grad, not act");
+  expect_text_error2("grad(@w) scope", "grad(@b) scope",
+                     "param @w :", "param @b : f32[2] init(zeros)\nparam @w :",
                      "type f32[3] differs from its parameter @b, f32[2]");
-  expect_text_error("grad(@w) scope", "grad(@sgd.momentum.w) scope", "@sgd.momentum.w has role opt; only params have gradients");
-  expect_text_error("sgd(@w, %1, @sgd.momentum.w", "sgd(@w, %1, %x", "operand 2 (%x) is updated in place, so it must be a parameter");
-  expect_text_error("  %2 = grad_norm(", "  %9 = mul_scalar(%x) {value = 2} : f32[3] role(grad) grad(@w)\n  %2 = grad_norm(",
-                    "@w already has a gradient here");
+  expect_text_error("grad(@w) scope", "grad(@sgd.momentum.w) scope",
+                    "@sgd.momentum.w has role opt; only params have gradients");
+  expect_text_error("sgd(@w, %1, @sgd.momentum.w", "sgd(@w, %1, %x",
+                    "operand 2 (%x) is updated in place, so it must be a parameter");
+  expect_text_error(
+      "  %2 = grad_norm(",
+      "  %9 = mul_scalar(%x) {value = 2} : f32[3] role(grad) grad(@w)\n  %2 = grad_norm(",
+      "@w already has a gradient here");
 }
 END_TEST
 

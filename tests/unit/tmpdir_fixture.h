@@ -10,17 +10,15 @@
 
 static char tmpdir[256];
 
-static inline void tmpdir_make(const char *prefix)
-{
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/%s_XXXXXX", prefix);
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+static inline void tmpdir_make(const char *prefix) {
+  snprintf(tmpdir, sizeof tmpdir, "/tmp/%s_XXXXXX", prefix);
+  ck_assert_ptr_nonnull(mkdtemp(tmpdir));
 }
 
-static inline void tmpdir_remove(void)
-{
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
+static inline void tmpdir_remove(void) {
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+  ck_assert_int_eq(system(cmd), 0);
 }
 
 #endif

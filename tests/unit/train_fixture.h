@@ -24,7 +24,7 @@
 #include "passes/passes.def"
 #undef PASS
 
-#define FD_H 1e-6
+#define FD_H   1e-6
 #define FD_TOL 1e-6
 
 typedef struct G {
@@ -37,7 +37,7 @@ typedef struct G {
   IrTensorStore st;
   uint64_t rng;
   double lo[256], hi[256]; /* value range per param index (default [-1, 1]) */
-  int checked;           /* gradient elements compared */
+  int checked;             /* gradient elements compared */
 } G;
 
 static inline double g_rand(G *g) { /* [0, 1) */
@@ -75,9 +75,13 @@ static inline IrShape shp(const int64_t *d, int n) {
   for (int i = 0; i < n; i++) s.d[i] = d[i];
   return s;
 }
-#define SHP(...) shp((const int64_t[]){__VA_ARGS__}, (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
-#define INTS(...) (const int64_t[]){__VA_ARGS__}, (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
-#define VS(...) (IrValue *[]){__VA_ARGS__}, (int)(sizeof((IrValue *[]){__VA_ARGS__}) / sizeof(IrValue *))
+#define SHP(...)                                                                                   \
+  shp((const int64_t[]){__VA_ARGS__},                                                              \
+      (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
+#define INTS(...)                                                                                  \
+  (const int64_t[]){__VA_ARGS__}, (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
+#define VS(...)                                                                                    \
+  (IrValue *[]){__VA_ARGS__}, (int)(sizeof((IrValue *[]){__VA_ARGS__}) / sizeof(IrValue *))
 
 /* A trainable f32 parameter with values in [lo, hi). */
 static inline IrValue *g_param_in(G *g, const char *name, IrShape s, double lo, double hi) {
@@ -86,7 +90,9 @@ static inline IrValue *g_param_in(G *g, const char *name, IrShape s, double lo, 
   g->lo[k] = lo, g->hi[k] = hi;
   return ir_add_param(g->m, name, IR_F32, &s, (IrInit){IR_INIT_NORMAL, 1, 0}, (SrcLoc){0});
 }
-static inline IrValue *g_param(G *g, const char *name, IrShape s) { return g_param_in(g, name, s, -1, 1); }
+static inline IrValue *g_param(G *g, const char *name, IrShape s) {
+  return g_param_in(g, name, s, -1, 1);
+}
 
 /* An integer input of @forward with the given values. */
 static inline IrValue *g_ints(G *g, const char *name, IrShape s, const int *vals) {
@@ -103,11 +109,14 @@ static inline IrNode *g_node(G *g, IrOp op, IrValue **ins, int nin, const IrAttr
   return n;
 }
 
-static inline IrValue *g_op(G *g, IrOp op, IrValue **ins, int nin, const IrAttrs *a) { return g_node(g, op, ins, nin, a)->out[0]; }
+static inline IrValue *g_op(G *g, IrOp op, IrValue **ins, int nin, const IrAttrs *a) {
+  return g_node(g, op, ins, nin, a)->out[0];
+}
 
 /* loss = sum(y * proj) with a frozen random proj, returned by @forward */
 static inline void g_loss(G *g, IrValue *y) {
-  IrValue *proj = ir_add_param(g->m, "proj", y->dtype, &y->shape, (IrInit){IR_INIT_NORMAL, 1, 0}, (SrcLoc){0});
+  IrValue *proj =
+      ir_add_param(g->m, "proj", y->dtype, &y->shape, (IrInit){IR_INIT_NORMAL, 1, 0}, (SrcLoc){0});
   proj->frozen = true;
   IrValue *prod = g_op(g, IR_OP_MUL, VS(y, proj), NULL);
   if (prod->shape.rank) {
@@ -171,7 +180,8 @@ static inline void g_copy_inputs(G *g, IrFunc *train, double lr, double step) {
     }
     for (int k = 0; k < fwd->inputs.len; k++) {
       IrValue *u = fwd->inputs.items[k];
-      if (!strcmp(u->name, v->name)) memcpy(t->d, ir_store_get(&g->st, u)->d, sizeof(double) * (size_t)t->n);
+      if (!strcmp(u->name, v->name))
+        memcpy(t->d, ir_store_get(&g->st, u)->d, sizeof(double) * (size_t)t->n);
     }
   }
 }
@@ -209,7 +219,8 @@ static inline void g_check(G *g, int sample) {
   g_copy_inputs(g, train, 0, 1);
   ck_assert_msg(ir_eval_func(g->m, train, &g->st, err, sizeof err), "%s", err);
   double l_train = ir_store_get(&g->st, train->results.items[0])->d[0], l_fwd = g_forward_loss(g);
-  ck_assert_msg(fabs(l_train - l_fwd) <= 1e-12 * (1 + fabs(l_fwd)), "@train loss %g, @forward %g", l_train, l_fwd);
+  ck_assert_msg(fabs(l_train - l_fwd) <= 1e-12 * (1 + fabs(l_fwd)), "@train loss %g, @forward %g",
+                l_train, l_fwd);
   for (int i = 0; i < g->m->params.len; i++) {
     IrValue *p = g->m->params.items[i];
     if (p->role != IR_ROLE_PARAM || p->frozen) continue;
@@ -227,8 +238,9 @@ static inline void g_check(G *g, int sample) {
       double lm = g_forward_loss(g);
       pt->d[k] = x;
       double num = (lp - lm) / (2 * FD_H), ana = ga->d[k];
-      ck_assert_msg(fabs(ana - num) <= FD_TOL * (1 + fabs(num)), "@%s[%lld]: autodiff %.10g, finite differences %.10g",
-                    p->name, (long long)k, ana, num);
+      ck_assert_msg(fabs(ana - num) <= FD_TOL * (1 + fabs(num)),
+                    "@%s[%lld]: autodiff %.10g, finite differences %.10g", p->name, (long long)k,
+                    ana, num);
       g->checked++;
     }
   }
