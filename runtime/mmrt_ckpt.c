@@ -1,7 +1,9 @@
 /* mmrt_ckpt.c: safetensors reading and atomic writing (json-c for the
- * header), and checkpoint directories with a manifest. */
+ * header, zlib's CRC32 per tensor), and checkpoint directories: one per
+ * step, made visible by an atomic pointer file. */
 #include "mmrt_ckpt.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -12,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
                "safetensors data is little-endian; mmrt_ckpt assumes a little-endian host");
@@ -263,6 +266,47 @@ done:
   return rc;
 }
 
+static uint32_t crc_of(const void *data, size_t n) {
+  return n ? (uint32_t)crc32_z(0, data, n) : 0;
+}
+
+int mmrt_st_save_crc(const char *path, const MmrtTensorRef *tensors, int ntensors,
+                     const MmrtKV *meta, int nmeta, char *err, size_t errlen) {
+  if (ntensors < 0 || nmeta < 0)
+    return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: negative tensor or metadata count", path);
+  size_t np = strlen(MMRT_ST_CRC_PREFIX);
+  for (int i = 0; i < nmeta; i++)
+    if (meta[i].key && strncmp(meta[i].key, MMRT_ST_CRC_PREFIX, np) == 0)
+      return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: metadata key '%s' is reserved for CRCs",
+                       path, meta[i].key);
+  MmrtKV *all = malloc(((size_t)nmeta + (size_t)ntensors + 1) * sizeof *all);
+  char *text = malloc((size_t)ntensors * 9 + 1);
+  char **keys = calloc((size_t)ntensors + 1, sizeof *keys);
+  int rc = MMRT_OK, n = nmeta;
+  if (!all || !text || !keys)
+    rc = mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "%s: out of memory", path);
+  for (int i = 0; i < nmeta && rc == MMRT_OK; i++) all[i] = meta[i];
+  for (int i = 0; i < ntensors && rc == MMRT_OK; i++) {
+    const MmrtTensorRef *t = &tensors[i];
+    if (!t->name) continue; /* mmrt_st_save names the problem */
+    size_t bytes = mmrt_tensor_bytes(t);
+    snprintf(text + 9 * i, 9, "%08x", (unsigned)crc_of(t->data, t->data ? bytes : 0));
+    keys[i] = malloc(np + strlen(t->name) + 1);
+    if (!keys[i]) {
+      rc = mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "%s: out of memory", path);
+      break;
+    }
+    sprintf(keys[i], "%s%s", MMRT_ST_CRC_PREFIX, t->name);
+    all[n++] = (MmrtKV){keys[i], text + 9 * i};
+  }
+  if (rc == MMRT_OK) rc = mmrt_st_save(path, tensors, ntensors, all, n, err, errlen);
+  for (int i = 0; keys && i < ntensors; i++) free(keys[i]);
+  free(keys);
+  free(text);
+  free(all);
+  return rc;
+}
+
 /* ---- reading safetensors ---- */
 
 typedef struct Entry {
@@ -271,6 +315,8 @@ typedef struct Entry {
   int ndim;
   int64_t shape[MMRT_ST_MAX_DIMS];
   uint64_t begin, end;
+  int has_crc;
+  uint32_t crc;
 } Entry;
 
 struct MmrtStFile {
@@ -393,6 +439,29 @@ static int by_begin(const void *pa, const void *pb) {
   return (a->end > b->end) - (a->end < b->end);
 }
 
+/* The "crc32:<name>" metadata onto the tensors they name. */
+static int attach_crcs(MmrtStFile *f, char *err, size_t errlen) {
+  size_t np = strlen(MMRT_ST_CRC_PREFIX);
+  for (int k = 0; k < f->nmeta; k++) {
+    const char *key = f->meta[k].key, *v = f->meta[k].value;
+    if (strncmp(key, MMRT_ST_CRC_PREFIX, np) != 0) continue;
+    int i = mmrt_st_find(f, key + np);
+    if (i < 0)
+      return mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
+                       "%s: metadata '%s' is the CRC of tensor '%s', which the file does not have",
+                       f->path, key, key + np);
+    char *end;
+    unsigned long x = strtoul(v, &end, 16);
+    if (strlen(v) != 8 || *end || strspn(v, "0123456789abcdef") != 8)
+      return mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
+                       "%s: metadata '%s' is '%s', expected 8 lowercase hex digits (a CRC32)",
+                       f->path, key, v);
+    f->e[i].has_crc = 1;
+    f->e[i].crc = (uint32_t)x;
+  }
+  return MMRT_OK;
+}
+
 static int parse_header(MmrtStFile *f, const char *js, size_t len, char *err, size_t errlen) {
   const char *p = f->path;
   if (len == 0 || js[0] != '{')
@@ -480,10 +549,13 @@ static int parse_header(MmrtStFile *f, const char *js, size_t len, char *err, si
     }
     at = e->end;
   }
-  if (at != f->data_size)
+  if (at != f->data_size) {
     rc = mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
                    "%s: data area is %" PRIu64 " bytes but the tensors cover %" PRIu64, p,
                    f->data_size, at);
+    goto done;
+  }
+  rc = attach_crcs(f, err, errlen);
 done:
   json_object_put(root);
   return rc;
@@ -605,7 +677,22 @@ int mmrt_st_read(MmrtStFile *f, const MmrtTensorRef *t, char *err, size_t errlen
   if (er)
     return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: reading tensor '%s': %s", f->path, t->name,
                      er == EIO ? "file shorter than its header says" : strerror(er));
+  uint32_t crc = e->has_crc ? crc_of(t->data, (size_t)(e->end - e->begin)) : 0;
+  if (e->has_crc && crc != e->crc)
+    return mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
+                     "%s: tensor '%s': the data's CRC32 is %08x, the file's metadata says %08x "
+                     "(the data is damaged)",
+                     f->path, t->name, (unsigned)crc, (unsigned)e->crc);
   return MMRT_OK;
+}
+
+int mmrt_st_has_crcs(const MmrtStFile *f, const char **missing) {
+  for (int i = 0; i < f->n; i++)
+    if (!f->e[i].has_crc) {
+      if (missing) *missing = f->e[i].name;
+      return 0;
+    }
+  return 1;
 }
 
 int mmrt_st_read_all(MmrtStFile *f, const MmrtTensorRef *t, int n, int strict, char *err,
@@ -698,6 +785,9 @@ int mmrt_ckpt_save_rank(const char *dir, int rank, const MmrtManifest *m,
                      m->world_size);
   int rc = mkdir_p(dir, err, errlen);
   if (rc != MMRT_OK) return rc;
+  if (fsync_dir_of(dir) != 0) /* the directory's own entry, before the pointer names it */
+    return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: fsync of its parent directory failed: %s", dir,
+                     strerror(errno));
   char path[PATH_MAX], step[32], rk[16], ws[16];
   if ((size_t)mmrt_ckpt_rank_path(path, sizeof path, dir, rank) >= sizeof path)
     return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: path too long", dir);
@@ -721,9 +811,196 @@ int mmrt_ckpt_save_rank(const char *dir, int rank, const MmrtManifest *m,
     }
     all[n++] = meta[i];
   }
-  rc = mmrt_st_save(path, tensors, ntensors, all, n, err, errlen);
+  rc = mmrt_st_save_crc(path, tensors, ntensors, all, n, err, errlen);
   free(all);
   return rc;
+}
+
+/* "step-000105" or "step-000105.1": the step and 0 / 1; -1 otherwise. */
+static int64_t step_name(const char *name, int *alt) {
+  int n = 0;
+  long long step;
+  if (strncmp(name, "step-", 5) != 0 || strspn(name + 5, "0123456789") < 6 ||
+      sscanf(name + 5, "%lld%n", &step, &n) != 1 || step < 0)
+    return -1;
+  const char *rest = name + 5 + n;
+  *alt = strcmp(rest, ".1") == 0;
+  return *alt || !*rest ? (int64_t)step : -1;
+}
+
+/* The step directory name root/latest holds, in name (NAME_MAX + 1 bytes). */
+static int read_pointer(const char *root, char *name, char *err, size_t errlen) {
+  char path[PATH_MAX];
+  if ((size_t)snprintf(path, sizeof path, "%s/%s", root, MMRT_CKPT_POINTER) >= sizeof path)
+    return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: path too long", root);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int e = errno;
+    return mmrt_errf(err, errlen, e == ENOENT ? MMRT_ERR_NOTFOUND : MMRT_ERR_IO,
+                     "%s: cannot open the checkpoint pointer: %s", path, strerror(e));
+  }
+  char buf[NAME_MAX + 2];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  int e = errno;
+  close(fd);
+  if (n < 0) return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: read error: %s", path, strerror(e));
+  buf[n] = 0;
+  if (n > 0 && buf[n - 1] == '\n') buf[--n] = 0;
+  int alt;
+  if (step_name(buf, &alt) < 0)
+    return mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
+                     "%s: holds '%.40s', expected the name of a step directory (step-NNNNNN)", path,
+                     buf);
+  snprintf(name, NAME_MAX + 1, "%.*s", NAME_MAX, buf);
+  return MMRT_OK;
+}
+
+int mmrt_ckpt_resolve(const char *root, char *buf, size_t len, char *err, size_t errlen) {
+  char name[NAME_MAX + 1];
+  struct stat st;
+  int rc = read_pointer(root, name, err, errlen);
+  if (rc == MMRT_ERR_NOTFOUND) {
+    char m[PATH_MAX];
+    snprintf(m, sizeof m, "%s/manifest.json", root);
+    if (stat(m, &st) != 0)
+      return mmrt_errf(err, errlen, MMRT_ERR_NOTFOUND,
+                       "%s: no checkpoint (no %s, no manifest.json)", root, MMRT_CKPT_POINTER);
+    if ((size_t)snprintf(buf, len, "%s", root) >= len)
+      return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: path too long", root);
+    return MMRT_OK;
+  }
+  if (rc != MMRT_OK) return rc;
+  if ((size_t)snprintf(buf, len, "%s/%s", root, name) >= len)
+    return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: path too long", root);
+  if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
+    return mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
+                     "%s/%s names %s, which is not a directory (checkpoint removed by hand?)", root,
+                     MMRT_CKPT_POINTER, buf);
+  return MMRT_OK;
+}
+
+int mmrt_ckpt_target(const char *root, int64_t step, char *buf, size_t len, char *err,
+                     size_t errlen) {
+  if (step < 0) return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: negative step", root);
+  char live[NAME_MAX + 1] = "", name[64];
+  int rc = read_pointer(root, live, err, errlen);
+  if (rc != MMRT_OK && rc != MMRT_ERR_NOTFOUND) return rc;
+  snprintf(name, sizeof name, "step-%06lld", (long long)step);
+  if (strcmp(live, name) == 0) strcat(name, ".1");
+  if ((size_t)snprintf(buf, len, "%s/%s", root, name) >= len)
+    return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: path too long", root);
+  return MMRT_OK;
+}
+
+/* The last path component of stepdir if stepdir is "<root>/<name>". */
+static const char *name_in(const char *root, const char *stepdir) {
+  size_t n = strlen(root);
+  if (strncmp(stepdir, root, n) != 0 || stepdir[n] != '/' || strchr(stepdir + n + 1, '/'))
+    return NULL;
+  return stepdir + n + 1;
+}
+
+/* Remove a directory of plain files. */
+static int remove_dir(const char *dir, char *err, size_t errlen) {
+  DIR *d = opendir(dir);
+  if (!d) {
+    if (errno == ENOENT) return MMRT_OK;
+    return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: cannot open: %s", dir, strerror(errno));
+  }
+  struct dirent *e;
+  int rc = MMRT_OK;
+  while ((e = readdir(d)) && rc == MMRT_OK) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    if (unlinkat(dirfd(d), e->d_name, 0) != 0)
+      rc = mmrt_errf(err, errlen, MMRT_ERR_IO, "%s/%s: cannot remove: %s", dir, e->d_name,
+                     strerror(errno));
+  }
+  closedir(d);
+  if (rc == MMRT_OK && rmdir(dir) != 0)
+    rc = mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: cannot remove: %s", dir, strerror(errno));
+  return rc;
+}
+
+int mmrt_ckpt_commit(const char *root, const char *stepdir, const MmrtManifest *m, char *err,
+                     size_t errlen) {
+  const char *name = name_in(root, stepdir);
+  int alt;
+  if (!name || step_name(name, &alt) < 0)
+    return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: not a step directory of %s", stepdir, root);
+  int rc = mmrt_ckpt_write_manifest(stepdir, m, err, errlen);
+  if (rc != MMRT_OK) return rc;
+  char path[PATH_MAX], line[NAME_MAX + 2];
+  snprintf(path, sizeof path, "%s/%s", root, MMRT_CKPT_POINTER);
+  int n = snprintf(line, sizeof line, "%s\n", name);
+  return mmrt_write_file_atomic(path, line, (size_t)n, err, errlen);
+}
+
+typedef struct StepDir {
+  char name[NAME_MAX + 1];
+  int64_t step;
+  int complete;
+} StepDir;
+
+int mmrt_ckpt_prune(const char *root, int keep, char *err, size_t errlen) {
+  if (keep < 1)
+    return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: keep %d, expected >= 1", root, keep);
+  char live[NAME_MAX + 1];
+  int rc = read_pointer(root, live, err, errlen), alt;
+  if (rc != MMRT_OK) return rc;
+  int64_t live_step = step_name(live, &alt);
+  DIR *d = opendir(root);
+  if (!d) return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: cannot open: %s", root, strerror(errno));
+  StepDir *v = NULL;
+  size_t n = 0, cap = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    int64_t st = step_name(e->d_name, &alt);
+    if (st < 0 || strcmp(e->d_name, live) == 0) continue;
+    if (n == cap) {
+      StepDir *nv = realloc(v, (cap = cap ? 2 * cap : 16) * sizeof *v);
+      if (!nv) {
+        rc = mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "%s: out of memory", root);
+        break;
+      }
+      v = nv;
+    }
+    char m[PATH_MAX];
+    struct stat sb;
+    snprintf(v[n].name, sizeof v[n].name, "%s", e->d_name);
+    snprintf(m, sizeof m, "%s/%s/manifest.json", root, e->d_name);
+    v[n].step = st;
+    v[n].complete = stat(m, &sb) == 0;
+    n++;
+  }
+  closedir(d);
+  /* keep the newest keep - 1 complete ones below the live step */
+  for (int k = 1; k < keep && rc == MMRT_OK; k++) {
+    size_t best = n;
+    for (size_t i = 0; i < n; i++)
+      if (v[i].complete && v[i].step < live_step && (best == n || v[i].step > v[best].step))
+        best = i;
+    if (best < n) v[best].complete = 2; /* kept */
+  }
+  for (size_t i = 0; i < n && rc == MMRT_OK; i++) {
+    if (v[i].complete == 2) continue;
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", root, v[i].name);
+    rc = remove_dir(path, err, errlen);
+  }
+  free(v);
+  return rc;
+}
+
+int mmrt_ckpt_discard(const char *root, const char *stepdir, char *err, size_t errlen) {
+  const char *name = name_in(root, stepdir);
+  int alt;
+  if (!name || step_name(name, &alt) < 0)
+    return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: not a step directory of %s", stepdir, root);
+  char live[NAME_MAX + 1] = "";
+  int rc = read_pointer(root, live, err, errlen);
+  if (rc != MMRT_OK && rc != MMRT_ERR_NOTFOUND) return rc;
+  if (strcmp(live, name) == 0) return MMRT_OK;
+  return remove_dir(stepdir, err, errlen);
 }
 
 int mmrt_ckpt_write_manifest(const char *dir, const MmrtManifest *m, char *err, size_t errlen) {
@@ -857,12 +1134,15 @@ done:
   return rc;
 }
 
-int mmrt_ckpt_open_rank(MmrtStFile **out, const char *dir, int rank, const MmrtManifest *expect,
+int mmrt_ckpt_open_rank(MmrtStFile **out, const char *root, int rank, const MmrtManifest *expect,
                         MmrtManifest *found, char *err, size_t errlen) {
   *out = NULL;
   MmrtManifest m;
-  int rc = mmrt_ckpt_read_manifest(dir, &m, err, errlen);
+  char dir[PATH_MAX];
+  int rc = mmrt_ckpt_resolve(root, dir, sizeof dir, err, errlen);
   if (rc != MMRT_OK) return rc;
+  if ((rc = mmrt_ckpt_read_manifest(dir, &m, err, errlen)) != MMRT_OK)
+    return rc == MMRT_ERR_NOTFOUND ? MMRT_ERR_FORMAT : rc; /* the pointer names it */
   if (found) *found = m;
   if (strcmp(m.fingerprint, expect->fingerprint) != 0)
     return mmrt_errf(err, errlen, MMRT_ERR_MISMATCH,
@@ -900,6 +1180,15 @@ int mmrt_ckpt_open_rank(MmrtStFile **out, const char *dir, int rank, const MmrtM
                    "written?)",
                    path, step, rk, ws, fp ? fp : "(missing)", m.step, rank, m.world_size,
                    m.fingerprint);
+    mmrt_st_close(f);
+    return rc;
+  }
+  const char *bare;
+  if (!mmrt_st_has_crcs(f, &bare)) {
+    rc = mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
+                   "%s: tensor '%s' has no CRC32 in the metadata (key '%s%s'); a checkpoint "
+                   "file has one for every tensor",
+                   path, bare, MMRT_ST_CRC_PREFIX, bare);
     mmrt_st_close(f);
     return rc;
   }

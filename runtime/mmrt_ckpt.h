@@ -12,11 +12,25 @@
  * renamed over <path>, and the directory is fsynced; on any failure the
  * temporary is removed and an existing <path> is left as it was.
  *
- * A checkpoint directory holds one file per rank, rank-00000.safetensors,
- * ..., and manifest.json, written last, naming the files, the world size,
- * the step and a model fingerprint.  Rank files carry the same step,
- * world size and fingerprint in their metadata, so a directory left half
- * overwritten by a crash is detected on load instead of mixing steps.
+ * Checkpoints.  A checkpoint root DIR holds one directory per step and a
+ * pointer to the newest complete one (DeepSpeed's `latest`, Megatron's
+ * latest_checkpointed_iteration.txt):
+ *
+ *     DIR/latest                        "step-000105\n"
+ *     DIR/step-000105/rank-00000.safetensors ... rank-<world-1>.safetensors
+ *     DIR/step-000105/manifest.json     step, world size, fingerprint, files
+ *
+ * Writing step N: every rank writes its file into the step directory (each
+ * file atomic, with a CRC32 of every tensor in its metadata); after a
+ * barrier rank 0 writes the manifest and then replaces DIR/latest (tmp,
+ * fsync, rename, fsync DIR), the one step that makes the checkpoint
+ * visible; after a second barrier, step directories beyond the newest K
+ * complete ones are removed.  A crash or a full disk at any point leaves
+ * DIR/latest naming the previous checkpoint, whole.  A step directory is
+ * never written while the pointer names it: the new checkpoint of the same
+ * step goes to "step-000105.1" (and back), see mmrt_ckpt_target().
+ * Loading follows the pointer and checks the manifest, each rank file's
+ * step, rank, world size and fingerprint, and every tensor's CRC32.
  *
  * Dtype constants are MMRT_ST_* (mmrt_kernels.h owns MmrtDtype).
  */
@@ -66,6 +80,13 @@ size_t mmrt_tensor_bytes(const MmrtTensorRef *t);
 int mmrt_st_save(const char *path, const MmrtTensorRef *tensors, int ntensors, const MmrtKV *meta,
                  int nmeta, char *err, size_t errlen);
 
+/* mmrt_st_save plus the CRC32 (zlib) of each tensor's bytes in the
+ * metadata: key "crc32:<name>", value 8 lowercase hex digits.  mmrt_st_read
+ * checks the CRC of every tensor that has one. */
+#define MMRT_ST_CRC_PREFIX "crc32:"
+int mmrt_st_save_crc(const char *path, const MmrtTensorRef *tensors, int ntensors,
+                     const MmrtKV *meta, int nmeta, char *err, size_t errlen);
+
 /* Write `len` bytes to path atomically (tmp, fsync, rename, fsync dir). */
 int mmrt_write_file_atomic(const char *path, const void *data, size_t len, char *err,
                            size_t errlen);
@@ -88,13 +109,19 @@ int mmrt_st_find(const MmrtStFile *f, const char *name);
 void mmrt_st_info(const MmrtStFile *f, int i, MmrtStDtype *dtype, int *ndim, const int64_t **shape);
 
 /* Copy tensor t->name into t->data after checking it exists with dtype
- * t->dtype and shape t->shape[0..t->ndim). */
+ * t->dtype and shape t->shape[0..t->ndim), and that the bytes match the
+ * tensor's CRC32 if the file has one (MMRT_ERR_FORMAT naming the file and
+ * the tensor otherwise). */
 int mmrt_st_read(MmrtStFile *f, const MmrtTensorRef *t, char *err, size_t errlen);
 
 /* mmrt_st_read for each of `n` tensors; with strict, a tensor in the file
  * that is not in the list is also an error. */
 int mmrt_st_read_all(MmrtStFile *f, const MmrtTensorRef *t, int n, int strict, char *err,
                      size_t errlen);
+
+/* 1 if every tensor of f has a CRC32 in its metadata; else 0 and the
+ * first tensor without one in *missing. */
+int mmrt_st_has_crcs(const MmrtStFile *f, const char **missing);
 
 /* Metadata value for key, NULL if absent; all pairs by index. */
 const char *mmrt_st_meta(const MmrtStFile *f, const char *key);
@@ -121,28 +148,65 @@ typedef struct MmrtManifest {
   char fingerprint[256]; /* e.g. a hash of the model and parallel plan */
 } MmrtManifest;
 
+#define MMRT_CKPT_POINTER      "latest"
+#define MMRT_CKPT_KEEP_DEFAULT 2
+
 /* "<dir>/rank-00003.safetensors"; returns what snprintf returns. */
 int mmrt_ckpt_rank_path(char *buf, size_t len, const char *dir, int rank);
 
-/* Create dir (and parents) if needed and write this rank's file, adding
- * step, rank, world_size and fingerprint from m to the metadata. */
+/* The step directory that a new checkpoint of `step` under `root` goes to:
+ * "<root>/step-000105", or "<root>/step-000105.1" when root/latest names
+ * step-000105 (and the other way round), so that the live checkpoint is
+ * never written into.  Every rank gets the same answer as long as the
+ * pointer does not change (it changes only in mmrt_ckpt_commit, between
+ * two barriers). */
+int mmrt_ckpt_target(const char *root, int64_t step, char *buf, size_t len, char *err,
+                     size_t errlen);
+
+/* The live step directory of root: the one root/latest names, or root
+ * itself when it holds a manifest.json (a step directory given directly).
+ * MMRT_ERR_NOTFOUND when neither exists (no checkpoint yet); a pointer that
+ * is damaged or names a missing directory is MMRT_ERR_FORMAT. */
+int mmrt_ckpt_resolve(const char *root, char *buf, size_t len, char *err, size_t errlen);
+
+/* Create dir (a step directory, and parents) if needed and write this
+ * rank's file, adding step, rank, world_size, fingerprint and the CRC32 of
+ * every tensor to the metadata. */
 int mmrt_ckpt_save_rank(const char *dir, int rank, const MmrtManifest *m,
                         const MmrtTensorRef *tensors, int ntensors, const MmrtKV *meta, int nmeta,
                         char *err, size_t errlen);
 
-/* Write dir/manifest.json atomically.  Call once, on one rank, after every
- * rank's file is written (a barrier in between). */
+/* Write dir/manifest.json atomically (dir: a step directory). */
 int mmrt_ckpt_write_manifest(const char *dir, const MmrtManifest *m, char *err, size_t errlen);
 
-/* Read dir/manifest.json.  MMRT_ERR_NOTFOUND when there is none (a fresh
- * run); any other failure is a damaged checkpoint. */
+/* Make the checkpoint in stepdir (a directory of root from
+ * mmrt_ckpt_target) the live one: write its manifest, then replace
+ * root/latest atomically.  Call on one rank, after every rank's file is
+ * written (a barrier in between), and put a barrier after it. */
+int mmrt_ckpt_commit(const char *root, const char *stepdir, const MmrtManifest *m, char *err,
+                     size_t errlen);
+
+/* Remove the step directories of root other than the live one and the
+ * newest keep - 1 complete ones (with a manifest) of a lower step; keep >=
+ * 1.  Leftovers of failed writes and checkpoints of a later step than the
+ * live one (an abandoned future) go too.  Call after mmrt_ckpt_commit. */
+int mmrt_ckpt_prune(const char *root, int keep, char *err, size_t errlen);
+
+/* Remove stepdir unless root/latest names it (the leftovers of a failed
+ * write). */
+int mmrt_ckpt_discard(const char *root, const char *stepdir, char *err, size_t errlen);
+
+/* Read dir/manifest.json (dir: a step directory).  MMRT_ERR_NOTFOUND when
+ * there is none; any other failure is a damaged checkpoint. */
 int mmrt_ckpt_read_manifest(const char *dir, MmrtManifest *m, char *err, size_t errlen);
 
-/* Read the manifest, check its world size and fingerprint against
- * `expect` (expect->step is ignored), open this rank's file and check that
- * its step, rank, world size and fingerprint agree with the manifest.  On
- * success *found holds the manifest. */
-int mmrt_ckpt_open_rank(MmrtStFile **out, const char *dir, int rank, const MmrtManifest *expect,
+/* Resolve root (mmrt_ckpt_resolve), read the manifest, check its world
+ * size and fingerprint against `expect` (expect->step is ignored), open
+ * this rank's file and check that its step, rank, world size and
+ * fingerprint agree with the manifest and that every tensor has a CRC32
+ * (checked as it is read).  MMRT_ERR_NOTFOUND only when root has no
+ * checkpoint at all.  On success *found holds the manifest. */
+int mmrt_ckpt_open_rank(MmrtStFile **out, const char *root, int rank, const MmrtManifest *expect,
                         MmrtManifest *found, char *err, size_t errlen);
 
 #endif

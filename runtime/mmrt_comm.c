@@ -203,37 +203,187 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Poll nreq requests until all are done or m->timeout_s has passed.  st
- * (may be NULL) receives their statuses. */
-static int wait_reqs(MmrtMesh *m, const char *op, MmrtAxis ax, int nreq, MPI_Request *req,
-                     MPI_Status *st) {
-  MPI_Status own[2];
-  if (!st) st = own;
-  double t0 = now_s();
-  for (;;) {
-    int done = 0;
-    int rc = MPI_Testall(nreq, req, &done, st);
-    if (rc == MPI_ERR_IN_STATUS) {
-      for (int i = 0; i < nreq; i++)
-        if (st[i].MPI_ERROR != MPI_SUCCESS && st[i].MPI_ERROR != MPI_ERR_PENDING)
-          return mpi_fail(m, op, ax, st[i].MPI_ERROR);
+/* ---- the watchdog ---- */
+
+enum { TAG_PROBE = 0x6d6d10, TAG_REPLY = 0x6d6d11 };
+#define SERVICE_S 0.02 /* how often a waiting rank looks for probes */
+
+/* A waiting rank's answer to a probe. */
+typedef struct Reply {
+  int64_t seq;     /* collectives it started on the probed axis */
+  int64_t cur_seq; /* ... on the axis of the call it waits in */
+  int32_t cur_ax;  /* -1: not in a call */
+  char op[20];
+} Reply;
+
+/* World rank of coordinate c on axis ax (this rank's other coordinates). */
+static int world_of(const MmrtMesh *m, MmrtAxis ax, int c) {
+  if (ax == MMRT_AXIS_WORLD) return c;
+  int k[4];
+  for (int a = 0; a < 4; a++) k[a] = a == (int)ax ? c : m->coord[a];
+  return mmrt_mesh_rank_of(m, k[MMRT_AXIS_DP], k[MMRT_AXIS_CP], k[MMRT_AXIS_TP], k[MMRT_AXIS_PP]);
+}
+
+/* Answer every probe that has arrived, on every axis. */
+static void service(MmrtMesh *m) {
+  for (int a = 0; a < MMRT_NAXES; a++) {
+    if (m->size[a] < 2 || m->wd[a] == MPI_COMM_NULL) continue;
+    for (;;) {
+      int flag = 0;
+      MPI_Status st;
+      if (MPI_Iprobe(MPI_ANY_SOURCE, TAG_PROBE, m->wd[a], &flag, &st) != MPI_SUCCESS || !flag)
+        break;
+      int64_t q[2];
+      if (MPI_Recv(q, 2, MPI_INT64_T, st.MPI_SOURCE, TAG_PROBE, m->wd[a], MPI_STATUS_IGNORE) !=
+          MPI_SUCCESS)
+        break;
+      Reply r = {.seq = m->seq[a], .cur_ax = m->cur_op ? m->cur_ax : -1};
+      if (m->cur_op) {
+        r.cur_seq = m->seq[m->cur_ax];
+        snprintf(r.op, sizeof r.op, "%s", m->cur_op);
+      }
+      MPI_Send(&r, (int)sizeof r, MPI_BYTE, st.MPI_SOURCE, TAG_REPLY, m->wd[a]); /* eager */
     }
-    if (rc != MPI_SUCCESS) return mpi_fail(m, op, ax, rc);
-    if (done) return MMRT_OK;
-    if (now_s() - t0 > m->timeout_s)
-      return fail(m, MMRT_ERR_COMM, op, ax,
-                  "did not finish within %.1f s: a rank has probably died or hung; "
-                  "abort the job",
-                  m->timeout_s);
-    sched_yield();
   }
 }
 
+static void append(char *buf, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void append(char *buf, size_t len, const char *fmt, ...) {
+  size_t k = strlen(buf);
+  if (k >= len) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf + k, len - k, fmt, ap);
+  va_end(ap);
+}
+
+/* The deadline of `op` on axis ax has passed: probe the axis's other
+ * ranks, wait a grace period for their answers (answering theirs), and
+ * fail with a message naming the ranks that did not arrive.  coll: a
+ * collective (every rank of the axis takes part, at the same seq). */
+static int diagnose(MmrtMesh *m, const char *op, MmrtAxis ax, int coll) {
+  int n = m->size[ax], me = m->coord[ax];
+  double grace = m->timeout_s / 10;
+  grace = grace < 0.5 ? 0.5 : grace > 5 ? 5 : grace;
+  Reply *rep = calloc((size_t)n, sizeof *rep);
+  MPI_Request *rr = malloc((size_t)n * sizeof *rr);
+  char *got = calloc((size_t)n, 1);
+  if (!rep || !rr || !got) {
+    free(rep), free(rr), free(got);
+    return fail(m, MMRT_ERR_COMM, op, ax, "did not finish within %.1f s; abort the job",
+                m->timeout_s);
+  }
+  m->probe[0] = m->coord[MMRT_AXIS_WORLD];
+  m->probe[1] = m->seq[ax];
+  for (int p = 0; p < n; p++) {
+    rr[p] = MPI_REQUEST_NULL;
+    if (p == me) continue;
+    MPI_Request sr;
+    MPI_Irecv(&rep[p], (int)sizeof rep[p], MPI_BYTE, p, TAG_REPLY, m->wd[ax], &rr[p]);
+    if (MPI_Isend(m->probe, 2, MPI_INT64_T, p, TAG_PROBE, m->wd[ax], &sr) == MPI_SUCCESS)
+      MPI_Request_free(&sr); /* m->probe outlives it: the job is aborted next */
+  }
+  got[me] = 1;
+  int left = n - 1;
+  for (double t0 = now_s(); left > 0 && now_s() - t0 < grace;) {
+    for (int p = 0; p < n; p++) {
+      int flag = 0;
+      if (!got[p] && MPI_Test(&rr[p], &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag)
+        got[p] = 1, left--;
+    }
+    service(m);
+    sched_yield();
+  }
+  char silent[160] = "", behind[320] = "";
+  int nsilent = 0, nbehind = 0;
+  for (int p = 0; p < n; p++) {
+    if (p == me) continue;
+    int w = world_of(m, ax, p);
+    if (!got[p]) {
+      append(silent, sizeof silent, "%s%d", nsilent++ ? ", " : "", w);
+      MPI_Cancel(&rr[p]);
+      MPI_Wait(&rr[p], MPI_STATUS_IGNORE);
+      continue;
+    }
+    Reply *r = &rep[p];
+    r->op[sizeof r->op - 1] = 0;
+    int same = r->cur_ax == (int)ax && strcmp(r->op, op) == 0 && (!coll || r->seq == m->seq[ax]);
+    if (same) continue;
+    if (r->cur_ax < 0 || r->cur_ax >= MMRT_NAXES)
+      append(behind, sizeof behind, "%sworld rank %d is in no call", nbehind++ ? "; " : "", w);
+    else
+      append(behind, sizeof behind, "%sworld rank %d has not arrived: it waits in %s on axis %s",
+             nbehind++ ? "; " : "", w, r->op, axis_names[r->cur_ax]);
+    if (coll && r->cur_ax >= 0)
+      append(behind, sizeof behind, " (collective #%lld of axis %s there, #%lld here)",
+             (long long)r->seq, axis_names[ax], (long long)m->seq[ax]);
+  }
+  free(rep), free(rr), free(got);
+  char detail[480] = "";
+  if (nsilent)
+    append(detail, sizeof detail,
+           "world rank%s %s did not arrive (no answer within %.1f s: stopped, dead, or busy "
+           "outside communication)",
+           nsilent > 1 ? "s" : "", silent, grace);
+  if (nbehind) append(detail, sizeof detail, "%s%s", nsilent ? "; " : "", behind);
+  if (!nsilent && !nbehind)
+    append(detail, sizeof detail, "every rank of the axis is waiting in it (a network fault?)");
+  return fail(m, MMRT_ERR_COMM, op, ax, "did not finish within %.1f s: %s; abort the job",
+              m->timeout_s, detail);
+}
+
+/* Poll nreq requests until all are done or m->timeout_s has passed, then
+ * run the watchdog.  st (may be NULL) receives their statuses; coll: a
+ * collective (counted in m->seq), else point to point. */
+static int wait_reqs(MmrtMesh *m, const char *op, MmrtAxis ax, int nreq, MPI_Request *req,
+                     MPI_Status *st, int coll) {
+  MPI_Status own[2];
+  if (!st) st = own;
+  if (coll) m->seq[ax]++;
+  m->cur_op = op;
+  m->cur_ax = (int)ax;
+  double t0 = now_s(), next = t0 + SERVICE_S;
+  int rc;
+  for (;;) {
+    int done = 0;
+    rc = MPI_Testall(nreq, req, &done, st);
+    if (rc == MPI_ERR_IN_STATUS) {
+      for (int i = 0; i < nreq; i++)
+        if (st[i].MPI_ERROR != MPI_SUCCESS && st[i].MPI_ERROR != MPI_ERR_PENDING) {
+          rc = mpi_fail(m, op, ax, st[i].MPI_ERROR);
+          goto out;
+        }
+    }
+    if (rc != MPI_SUCCESS) {
+      rc = mpi_fail(m, op, ax, rc);
+      break;
+    }
+    if (done) {
+      rc = MMRT_OK;
+      break;
+    }
+    double t = now_s();
+    if (t >= next) {
+      service(m);
+      next = t + SERVICE_S;
+    }
+    if (t - t0 > m->timeout_s) {
+      rc = diagnose(m, op, ax, coll);
+      break;
+    }
+    sched_yield();
+  }
+out:
+  m->cur_op = NULL;
+  return rc;
+}
+
 /* After an MPI call: rc from a blocking call (rq == NULL) or from the
- * start of a non-blocking one, which is then waited for. */
+ * start of a non-blocking collective, which is then waited for. */
 static int finish(MmrtMesh *m, const char *op, MmrtAxis ax, int rc, MPI_Request *rq) {
   if (rc != MPI_SUCCESS) return mpi_fail(m, op, ax, rc);
-  return rq ? wait_reqs(m, op, ax, 1, rq, NULL) : MMRT_OK;
+  return rq ? wait_reqs(m, op, ax, 1, rq, NULL, 1) : MMRT_OK;
 }
 
 /* dst (outer, len, inner) = src (outer, dim, inner)[:, lo : lo + len, :] */
@@ -290,7 +440,7 @@ static int init_fail(MmrtMesh *m, char *err, size_t errlen, int code, const char
 
 int mmrt_mesh_init(MmrtMesh *m, int dp, int cp, int tp, int pp, char *err, size_t errlen) {
   memset(m, 0, sizeof *m);
-  for (int a = 0; a < MMRT_NAXES; a++) m->comm[a] = MPI_COMM_NULL;
+  for (int a = 0; a < MMRT_NAXES; a++) m->comm[a] = m->wd[a] = MPI_COMM_NULL;
   m->bf16_sum = MPI_OP_NULL;
   const int sizes[4] = {
       [MMRT_AXIS_DP] = dp, [MMRT_AXIS_CP] = cp, [MMRT_AXIS_TP] = tp, [MMRT_AXIS_PP] = pp};
@@ -389,6 +539,16 @@ int mmrt_mesh_init(MmrtMesh *m, int dp, int cp, int tp, int pp, char *err, size_
       return init_fail(m, err, errlen, MMRT_ERR_COMM, what, rc);
     }
   }
+  for (int a = 0; a < MMRT_NAXES; a++) {
+    rc = MPI_Comm_dup(m->comm[a], &m->wd[a]);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(m->wd[a], MPI_ERRORS_RETURN);
+    if (rc != MPI_SUCCESS) {
+      snprintf(what, sizeof what, "duplicating the %s communicator for the watchdog failed",
+               axis_names[a]);
+      mmrt_mesh_free(m);
+      return init_fail(m, err, errlen, MMRT_ERR_COMM, what, rc);
+    }
+  }
   rc = MPI_Op_create(bf16_sum_fn, 1, &m->bf16_sum);
   if (rc != MPI_SUCCESS) {
     m->bf16_sum = MPI_OP_NULL;
@@ -408,7 +568,8 @@ void mmrt_mesh_free(MmrtMesh *m) {
   MPI_Finalized(&finalized);
   for (int a = 0; a < MMRT_NAXES; a++) {
     if (m->comm[a] != MPI_COMM_NULL && !finalized) MPI_Comm_free(&m->comm[a]);
-    m->comm[a] = MPI_COMM_NULL;
+    if (m->wd[a] != MPI_COMM_NULL && !finalized) MPI_Comm_free(&m->wd[a]);
+    m->comm[a] = m->wd[a] = MPI_COMM_NULL;
   }
   if (m->bf16_sum != MPI_OP_NULL && !finalized) MPI_Op_free(&m->bf16_sum);
   m->bf16_sum = MPI_OP_NULL;
@@ -680,6 +841,17 @@ int mmrt_barrier(MmrtMesh *m, MmrtAxis ax) {
   return finish(m, op, ax, rc, prq);
 }
 
+int mmrt_all_reduce_mpi(MmrtMesh *m, MmrtAxis ax, void *buf, int count, MPI_Datatype type,
+                        MPI_Op mop, const char *what) {
+  int rc = check(m, what, ax, MMRT_F32);
+  if (rc) return rc;
+  if (m->size[ax] == 1 || count == 0) return MMRT_OK;
+  MPI_Request rq, *prq = m->timeout_s > 0 ? &rq : NULL;
+  rc = prq ? MPI_Iallreduce(MPI_IN_PLACE, buf, count, type, mop, m->comm[ax], prq)
+           : MPI_Allreduce(MPI_IN_PLACE, buf, count, type, mop, m->comm[ax]);
+  return finish(m, what, ax, rc, prq);
+}
+
 /* ---- point to point ---- */
 
 static int check_peer(MmrtMesh *m, const char *op, MmrtAxis ax, int peer, const char *role) {
@@ -718,7 +890,8 @@ int mmrt_send(MmrtMesh *m, MmrtAxis ax, const void *buf, size_t count, MmrtDtype
   MPI_Request rq, *prq = m->timeout_s > 0 ? &rq : NULL;
   rc = prq ? MPI_Isend(buf, (int)count, mpi_type(dt), peer, tag, m->comm[ax], prq)
            : MPI_Send(buf, (int)count, mpi_type(dt), peer, tag, m->comm[ax]);
-  return finish(m, op, ax, rc, prq);
+  if (rc != MPI_SUCCESS) return mpi_fail(m, op, ax, rc);
+  return prq ? wait_reqs(m, op, ax, 1, prq, NULL, 0) : MMRT_OK;
 }
 
 int mmrt_recv(MmrtMesh *m, MmrtAxis ax, void *buf, size_t count, MmrtDtype dt, int peer, int tag) {
@@ -737,7 +910,7 @@ int mmrt_recv(MmrtMesh *m, MmrtAxis ax, void *buf, size_t count, MmrtDtype dt, i
     MPI_Request rq;
     rc = MPI_Irecv(buf, (int)count, mpi_type(dt), peer, tag, m->comm[ax], &rq);
     if (rc != MPI_SUCCESS) return mpi_fail(m, op, ax, rc);
-    if ((rc = wait_reqs(m, op, ax, 1, &rq, &st))) return rc;
+    if ((rc = wait_reqs(m, op, ax, 1, &rq, &st, 0))) return rc;
   } else {
     rc = MPI_Recv(buf, (int)count, mpi_type(dt), peer, tag, m->comm[ax], &st);
     if (rc != MPI_SUCCESS) return mpi_fail(m, op, ax, rc);
@@ -775,7 +948,7 @@ int mmrt_sendrecv(MmrtMesh *m, MmrtAxis ax, const void *sendbuf, size_t sendcoun
     if (rc != MPI_SUCCESS) return mpi_fail(m, op, ax, rc);
     rc = MPI_Isend(sendbuf, (int)sendcount, t, to, tag, m->comm[ax], &rq[1]);
     if (rc != MPI_SUCCESS) return mpi_fail(m, op, ax, rc);
-    if ((rc = wait_reqs(m, op, ax, 2, rq, st))) return rc;
+    if ((rc = wait_reqs(m, op, ax, 2, rq, st, 0))) return rc;
   } else {
     rc = MPI_Sendrecv(sendbuf, (int)sendcount, t, to, tag, recvbuf, (int)recvcount, t, from, tag,
                       m->comm[ax], &st[0]);

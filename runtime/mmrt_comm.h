@@ -54,6 +54,21 @@
  * variants polled until done or the deadline, which returns MMRT_ERR_COMM.
  * The pending request cannot be cancelled, hence the abort.
  *
+ * Watchdog (NCCL's habit).  With a timeout, a call that passes its deadline
+ * asks the other ranks of its axis where they are, over a duplicate of the
+ * axis communicator: every rank waiting in a call answers such probes (it
+ * looks for them every 20 ms while it polls), with the number of collectives
+ * it has started on that axis and the call it waits in.  After a grace of
+ * timeout / 10 (0.5 to 5 s) the message names the ranks that did not arrive:
+ *
+ *     all_reduce on axis dp (2 ranks; dp rank 0, world rank 0): did not
+ *     finish within 30.0 s: world rank 1 did not arrive (no answer within
+ *     3.0 s: stopped, dead, or busy outside communication); abort the job
+ *
+ * or "world rank 2 has not arrived: it waits in all_gather on axis tp".
+ * The normal path costs a clock read per poll and an MPI_Iprobe per axis
+ * every 20 ms.
+ *
  * Counters.  Every call adds to a process-wide table per (kind, axis): the
  * number of calls, the elements of the logical tensor (see MmrtCommKind)
  * and the bytes this rank sends under the standard ring accounting, n being
@@ -115,6 +130,14 @@ typedef struct MmrtMesh {
   size_t scratch_bytes;
   int *cnt;      /* 4 x world ints: counts and displacements */
   char err[512]; /* message of the last failure */
+  /* the watchdog: a duplicate of each axis communicator for its probes,
+   * collectives started per axis (the same count on every rank of it),
+   * and the call this rank waits in (NULL: none) */
+  MPI_Comm wd[MMRT_NAXES];
+  int64_t seq[MMRT_NAXES];
+  const char *cur_op;
+  int cur_ax;
+  int64_t probe[2];
 } MmrtMesh;
 
 /* Initialise MPI if nobody has (MPI_Init_thread, FUNNELED), check that the
@@ -173,6 +196,14 @@ int mmrt_all_to_all(MmrtMesh *m, MmrtAxis ax, const void *send, void *recv, cons
 int mmrt_broadcast(MmrtMesh *m, MmrtAxis ax, void *buf, size_t count, MmrtDtype dt, int root);
 
 int mmrt_barrier(MmrtMesh *m, MmrtAxis ax);
+
+/* MPI_Allreduce in place of `count` elements of an MPI datatype with an MPI
+ * op (the trainer's flags and metric sums: MPI_INT with MPI_MAX, MPI_INT64_T
+ * sums, MPI_FLOAT_INT with MPI_MAXLOC), under the timeout and watchdog of the
+ * collectives above; `what` names it in messages.  Not counted: it is the
+ * driver's bookkeeping, not the model's traffic. */
+int mmrt_all_reduce_mpi(MmrtMesh *m, MmrtAxis ax, void *buf, int count, MPI_Datatype type,
+                        MPI_Op mop, const char *what);
 
 /* Point to point along an axis; peer is a coordinate on that axis, or
  * MMRT_NO_PEER for nothing (e.g. the first pipeline stage's recv). */

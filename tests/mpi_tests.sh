@@ -3,7 +3,8 @@
 # (every collective against a naive computation) on 4 ranks with blocking
 # MPI calls, again with a timeout (the polled non-blocking path), and alone
 # (a singleton world); then the failure modes of tests/mpi/mpi_fail: a
-# world-size mismatch, a rank that dies, a rank that hangs.
+# world-size mismatch, a rank that dies, a rank that hangs, a rank in
+# another collective.
 set -uo pipefail
 B="$MMC_BINARY_DIR/tests"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
@@ -55,7 +56,16 @@ if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$secs" -lt 30 ]; then ok
 else bad "hung rank: job ends by the timeout (exit $rc after ${secs}s)"; fi
 contains "hang message" \
   "rank 0: error: all_reduce on axis dp (4 ranks; dp rank 0, world rank 0): did not finish within 1.0 s"
+contains "hang: the missing rank named" "world rank 3 did not arrive (no answer within 0.5 s"
 if grep -qF "no timeout" "$T/out"; then bad "hang: a waiting rank went on"; else ok; fi
+
+# a rank in the wrong collective: the watchdog says where it waits, and the
+# stray rank's own timeout names the ranks that are in another call
+run 60 "${MPIRUN[@]}" -np 3 "$B/mpi_fail" astray
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$secs" -lt 30 ]; then ok
+else bad "astray rank: job ends by the timeout (exit $rc after ${secs}s)"; fi
+contains "astray: where it waits" \
+  "rank 0: error: all_reduce on axis dp (3 ranks; dp rank 0, world rank 0): did not finish within 2.0 s: world rank 2 has not arrived: it waits in barrier on axis world"
 
 echo "mpi_tests: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

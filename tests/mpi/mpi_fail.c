@@ -6,7 +6,10 @@
  *   mpi_fail dead       the last rank kills itself (SIGKILL) while the
  *                       others all-reduce: mpirun must end the job
  *   mpi_fail hang       the last rank sleeps instead of joining; the others
- *                       have a 1 s timeout, print the error and abort
+ *                       have a 1 s timeout, print the error (naming the
+ *                       rank that did not arrive) and abort
+ *   mpi_fail astray     the last rank waits in a barrier while the others
+ *                       all-reduce: the watchdog says where it waits
  *
  * What the trainer does on an error, here as everywhere: print m.err with
  * the rank on stderr, then mmrt_comm_abort().
@@ -66,8 +69,18 @@ int main(int argc, char **argv) {
       mmrt_comm_abort(2);
     }
     fprintf(stderr, "rank %d: no timeout\n", rank);
+  } else if (strcmp(mode, "astray") == 0) {
+    mmrt_comm_set_timeout(&m, 2.0);
+    int rc = rank == world - 1 ? mmrt_barrier(&m, MMRT_AXIS_WORLD)
+                               : mmrt_all_reduce(&m, MMRT_AXIS_DP, x, x, 1024, MMRT_F32);
+    if (rc != MMRT_OK) {
+      fprintf(stderr, "rank %d: error: %s\n", rank, m.err);
+      if (rank == 0) mmrt_comm_abort(2);
+      sleep(30); /* the others wait to be ended by rank 0's abort */
+    }
+    fprintf(stderr, "rank %d: no timeout\n", rank);
   } else {
-    fprintf(stderr, "usage: mpi_fail mismatch|dead|hang\n");
+    fprintf(stderr, "usage: mpi_fail mismatch|dead|hang|astray\n");
   }
   mmrt_mesh_free(&m);
   mmrt_comm_finalize();

@@ -470,6 +470,121 @@ START_TEST(checkpoint_dir) {
 }
 END_TEST
 
+/* One directory per step behind the pointer: target alternation, commit,
+ * prune to the last K, discard, damaged pointers, CRC of every tensor. */
+static void commit_step(const char *root, int64_t step, int world, float base, char *stepdir) {
+  char err[512];
+  MmrtManifest m = {world, step, "fp"};
+  ck_assert_msg(mmrt_ckpt_target(root, step, stepdir, 400, err, sizeof err) == MMRT_OK, "%s", err);
+  save_ranks(stepdir, &m, base);
+  ck_assert_msg(mmrt_ckpt_commit(root, stepdir, &m, err, sizeof err) == MMRT_OK, "%s", err);
+}
+
+static int exists(const char *root, const char *name) {
+  char p[600];
+  snprintf(p, sizeof p, "%s/%s", root, name);
+  return access(p, F_OK) == 0;
+}
+
+START_TEST(checkpoint_steps) {
+  char err[512], root[400], sd[400], live[400];
+  snprintf(root, sizeof root, "%s/run", tmpdir);
+  MmrtManifest want = {2, 0, "fp"}, found;
+  MmrtStFile *f;
+  ck_assert_int_eq(mmrt_ckpt_resolve(root, live, sizeof live, err, sizeof err), MMRT_ERR_NOTFOUND);
+  ck_assert_int_eq(mmrt_ckpt_target(root, 5, sd, sizeof sd, err, sizeof err), MMRT_OK);
+  ck_assert_msg(strstr(sd, "/run/step-000005") && !strstr(sd, ".1"), "%s", sd);
+  for (int64_t s = 5; s <= 20; s += 5) commit_step(root, s, 2, (float)s, sd);
+  /* the pointer names the newest; with the default keep, two remain */
+  ck_assert_int_eq(mmrt_ckpt_resolve(root, live, sizeof live, err, sizeof err), MMRT_OK);
+  ck_assert_msg(strstr(live, "/run/step-000020"), "%s", live);
+  ck_assert(exists(root, "step-000005") && exists(root, "step-000015"));
+  ck_assert_int_eq(mmrt_ckpt_prune(root, MMRT_CKPT_KEEP_DEFAULT, err, sizeof err), MMRT_OK);
+  ck_assert(!exists(root, "step-000005") && !exists(root, "step-000010"));
+  ck_assert(exists(root, "step-000015") && exists(root, "step-000020"));
+  ck_assert_int_eq(mmrt_ckpt_open_rank(&f, root, 1, &want, &found, err, sizeof err), MMRT_OK);
+  ck_assert_int_eq(found.step, 20);
+  float w[3];
+  MmrtTensorRef t = {"w", MMRT_ST_F32, 1, {3}, w};
+  ck_assert_int_eq(mmrt_st_read(f, &t, err, sizeof err), MMRT_OK);
+  ck_assert(w[0] == 21.0f);
+  mmrt_st_close(f);
+
+  /* the same step again never writes into the live directory */
+  ck_assert_int_eq(mmrt_ckpt_target(root, 20, sd, sizeof sd, err, sizeof err), MMRT_OK);
+  ck_assert_msg(strstr(sd, "/run/step-000020.1"), "%s", sd);
+  commit_step(root, 20, 2, 100, sd);
+  ck_assert_int_eq(mmrt_ckpt_target(root, 20, sd, sizeof sd, err, sizeof err), MMRT_OK);
+  ck_assert_msg(strstr(sd, "/run/step-000020") && !strstr(sd, ".1"), "%s", sd);
+  ck_assert_int_eq(mmrt_ckpt_prune(root, 1, err, sizeof err), MMRT_OK);
+  ck_assert(!exists(root, "step-000015") && !exists(root, "step-000020"));
+  ck_assert(exists(root, "step-000020.1"));
+
+  /* a write that failed half way: rank 0's file of step 25, no commit */
+  MmrtManifest m25 = {2, 25, "fp"};
+  ck_assert_int_eq(mmrt_ckpt_target(root, 25, sd, sizeof sd, err, sizeof err), MMRT_OK);
+  float z[3] = {0};
+  MmrtTensorRef tz = {"w", MMRT_ST_F32, 1, {3}, z};
+  ck_assert_int_eq(mmrt_ckpt_save_rank(sd, 0, &m25, &tz, 1, NULL, 0, err, sizeof err), MMRT_OK);
+  ck_assert_int_eq(mmrt_ckpt_open_rank(&f, root, 0, &want, &found, err, sizeof err), MMRT_OK);
+  ck_assert_int_eq(found.step, 20); /* still the previous one */
+  mmrt_st_close(f);
+  ck_assert_int_eq(mmrt_ckpt_discard(root, sd, err, sizeof err), MMRT_OK);
+  ck_assert(!exists(root, "step-000025"));
+  ck_assert_int_eq(mmrt_ckpt_resolve(root, live, sizeof live, err, sizeof err), MMRT_OK);
+  ck_assert_int_eq(mmrt_ckpt_discard(root, live, err, sizeof err), MMRT_OK); /* live: kept */
+  ck_assert(exists(root, "step-000020.1"));
+
+  /* a flipped byte in a tensor is an error naming the file and tensor */
+  char rp[600];
+  mmrt_ckpt_rank_path(rp, sizeof rp, live, 1);
+  size_t len;
+  unsigned char *b = slurp(rp, &len);
+  b[len - 5] ^= 0x10;
+  spit(rp, b, len);
+  free(b);
+  ck_assert_int_eq(mmrt_ckpt_open_rank(&f, root, 1, &want, &found, err, sizeof err), MMRT_OK);
+  ck_assert_int_eq(mmrt_st_read(f, &t, err, sizeof err), MMRT_ERR_FORMAT);
+  ck_assert_msg(strstr(err, rp) && strstr(err, "tensor 'w'") && strstr(err, "CRC32"), "%s", err);
+  if (getenv("MMRT_SHOW_ERRORS")) fprintf(stderr, "%s\n", err);
+  mmrt_st_close(f);
+
+  /* a file without CRCs is not a checkpoint file */
+  MmrtKV meta[] = {{MMRT_CKPT_STEP, "20"},
+                   {MMRT_CKPT_RANK, "1"},
+                   {MMRT_CKPT_WORLD, "2"},
+                   {MMRT_CKPT_FINGERPRINT, "fp"}};
+  ck_assert_int_eq(mmrt_st_save(rp, &t, 1, meta, 4, err, sizeof err), MMRT_OK);
+  ck_assert_int_eq(mmrt_ckpt_open_rank(&f, root, 1, &want, &found, err, sizeof err),
+                   MMRT_ERR_FORMAT);
+  ck_assert_msg(strstr(err, rp) && strstr(err, "no CRC32"), "%s", err);
+  MmrtKV crc = {"crc32:w", "0"};
+  ck_assert_int_eq(mmrt_st_save_crc(rp, &t, 1, &crc, 1, err, sizeof err), MMRT_ERR_ARG);
+  /* a CRC key of a tensor the file lacks, a CRC that is not hex */
+  MmrtKV stray[] = {{"crc32:v", "00000000"}};
+  ck_assert_int_eq(mmrt_st_save(rp, &t, 1, stray, 1, err, sizeof err), MMRT_OK);
+  expect_open_fail(rp, MMRT_ERR_FORMAT, "'crc32:v'", "does not have");
+  MmrtKV nothex[] = {{"crc32:w", "0000000g"}};
+  ck_assert_int_eq(mmrt_st_save(rp, &t, 1, nothex, 1, err, sizeof err), MMRT_OK);
+  expect_open_fail(rp, MMRT_ERR_FORMAT, "'crc32:w'", "8 lowercase hex digits");
+
+  /* damaged pointers */
+  char pp[600];
+  snprintf(pp, sizeof pp, "%s/latest", root);
+  spit(pp, "../etc\n", 7);
+  ck_assert_int_eq(mmrt_ckpt_open_rank(&f, root, 0, &want, &found, err, sizeof err),
+                   MMRT_ERR_FORMAT);
+  ck_assert_msg(strstr(err, pp) && strstr(err, "step-NNNNNN"), "%s", err);
+  spit(pp, "step-000099\n", 12);
+  ck_assert_int_eq(mmrt_ckpt_open_rank(&f, root, 0, &want, &found, err, sizeof err),
+                   MMRT_ERR_FORMAT);
+  ck_assert_msg(strstr(err, "step-000099, which is not a directory"), "%s", err);
+  ck_assert_int_eq(mmrt_ckpt_prune(root, 0, err, sizeof err), MMRT_ERR_ARG);
+  ck_assert_int_eq(mmrt_ckpt_commit(root, "/elsewhere/step-000001", &want, err, sizeof err),
+                   MMRT_ERR_ARG);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("rt_ckpt");
   TCase *tc = tcase_create("safetensors");
@@ -480,6 +595,7 @@ int main(void) {
   tcase_add_test(tc, read_checks_expectations);
   tcase_add_test(tc, atomic_write_error);
   tcase_add_test(tc, checkpoint_dir);
+  tcase_add_test(tc, checkpoint_steps);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_ENV);
