@@ -169,29 +169,6 @@ int mmrt_mesh_rank_of(const MmrtMesh *m, int dp, int cp, int tp, int pp);
 
 /* ---- collectives; each is collective over the ranks of axis `ax` ---- */
 
-/* recv[i] = sum over the axis of send[i], i < count.  send == recv: in
- * place.  Placement P -> B. */
-int mmrt_all_reduce(MmrtMesh *m, MmrtAxis ax, const void *send, void *recv, size_t count,
-                    MmrtDtype dt);
-
-/* send: this rank's part (outer, len, inner) of a (outer, dim, inner)
- * tensor; recv: the whole (outer, dim, inner).  S(d) -> B. */
-int mmrt_all_gather(MmrtMesh *m, MmrtAxis ax, const void *send, void *recv, size_t outer,
-                    size_t dim, size_t inner, MmrtDtype dt);
-
-/* send: a whole (outer, dim, inner) tensor on every rank; recv: this
- * rank's part (outer, len, inner) of the sum over the axis.  P -> S(d). */
-int mmrt_reduce_scatter(MmrtMesh *m, MmrtAxis ax, const void *send, void *recv, size_t outer,
-                        size_t dim, size_t inner, MmrtDtype dt);
-
-/* S(gather_dim) -> S(scatter_dim) (Ulysses).  shape[ndim] is the global
- * shape.  send: the global tensor split along gather_dim (this rank's
- * part); recv: the global tensor split along scatter_dim.  E.g. q of
- * global (B, T, NH, HS): gather_dim 1, scatter_dim 2 turns (B, T/n, NH, HS)
- * into (B, T, NH/n, HS); swapping the two dims undoes it. */
-int mmrt_all_to_all(MmrtMesh *m, MmrtAxis ax, const void *send, void *recv, const int64_t *shape,
-                    int ndim, int gather_dim, int scatter_dim, MmrtDtype dt);
-
 /* buf on every rank of the axis = buf on the rank with coordinate root. */
 int mmrt_broadcast(MmrtMesh *m, MmrtAxis ax, void *buf, size_t count, MmrtDtype dt, int root);
 
@@ -225,28 +202,6 @@ int mmrt_send_next(MmrtMesh *m, const void *buf, size_t count, MmrtDtype dt);
 int mmrt_recv_prev(MmrtMesh *m, void *buf, size_t count, MmrtDtype dt);
 int mmrt_send_prev(MmrtMesh *m, const void *buf, size_t count, MmrtDtype dt);
 int mmrt_recv_next(MmrtMesh *m, void *buf, size_t count, MmrtDtype dt);
-
-/* All-reduce the nbufs buffers bufs[k] (counts[k] elements each, in place)
- * in buckets: the buffers, taken as one concatenation, are cut into buckets
- * of bucket_bytes (the last one shorter), so there are ceil(total bytes /
- * bucket_bytes) all_reduce calls (as many counted).  A bucket that lies in
- * one buffer is reduced in place; one that spans several is packed into
- * scratch, reduced and unpacked.  scale multiplies the sums (1 / dp for a
- * mean; 1 leaves them).  A zero count may come with a NULL buffer. */
-int mmrt_all_reduce_buckets(MmrtMesh *m, MmrtAxis ax, void *const *bufs, const size_t *counts,
-                            int nbufs, MmrtDtype dt, size_t bucket_bytes, float scale);
-
-/* Reduce-scatter the nbufs tensors in one call (a gradient bucket under
- * ZeRO): tensor k is the whole (dims[3k], dims[3k+1], dims[3k+2]) =
- * (outer, dim, inner) tensor send[k] on every rank, and recv[k] gets this
- * rank's part (outer, len, inner) of its sum along dim, as
- * mmrt_reduce_scatter() gives it.  The parts of all tensors that go to one
- * rank are packed together into scratch, so that one MPI reduce-scatter
- * does all: counted as one reduce_scatter call of the summed elements.
- * Every send is packed before any recv is written, so a recv may overlap
- * another tensor's send.  A zero-size tensor may come with NULL buffers. */
-int mmrt_reduce_scatter_bucket(MmrtMesh *m, MmrtAxis ax, const void *const *send, void *const *recv,
-                               const size_t *dims, int nbufs, MmrtDtype dt);
 
 /* ---- counters ---- */
 
@@ -284,7 +239,6 @@ typedef enum MmrtCommPhase {
   MMRT_PHASE_UPDATE,
   MMRT_NPHASES,
 } MmrtCommPhase;
-void mmrt_comm_set_phase(int phase);
 const char *mmrt_comm_phase_name(MmrtCommPhase p); /* "forward", "backward", "update" */
 MmrtCommCount mmrt_comm_counter_phase(MmrtCommPhase p, MmrtCommKind k, MmrtAxis ax);
 
@@ -302,6 +256,10 @@ void mmrt_comm_counters_print(FILE *f);
  *  "bytes":16384}
  * Returns the length it needed, like snprintf. */
 size_t mmrt_comm_counters_json(char *buf, size_t len);
+
+/* The collectives generated code calls: mmrt_abi.def. */
+#define MMRT_ABI_SECTION_COMM
+#include "mmrt_abi.h"
 
 #ifdef __cplusplus
 }

@@ -171,33 +171,8 @@ int mmrt_is_adapter(const char *name);
  * mmrt_main hands over to: mmrt_generate.c. */
 int mmrt_generate_main(int argc, char **argv, const MmrtModelDesc *m);
 
-/* Helpers the step functions call on a multi-rank mesh (mesh may be NULL:
- * one rank). */
-/* This rank's coordinate on mesh axis `axis` (0 without a mesh). */
-int mmrt_step_coord(const void *mesh, int axis);
-/* Labels in labels[0..n) other than `ignore`. */
-int mmrt_step_count_labels(const int32_t *labels, int64_t n, int ignore);
-/* x[0..n) summed in place over every mesh axis whose bit is in axes;
- * returns 0, or a negative status (the mesh's err says why). */
-int mmrt_step_all_reduce(void *mesh, int axes, float *x, int64_t n);
-
-/* Vocabulary parallel (mmrt_split.c): the table [Vl, C] or the logits
- * [N, Vl] are this rank's rows [c Vl, (c + 1) Vl) of the vocabulary, c its
- * coordinate on `axis`.
- *   embedding: out[i] = table[ids[i] - c Vl], a zero row for ids elsewhere
- *   (a partial sum over the axis); its gradient scatters into dtable.
- *   cross entropy: loss and lse[N] of the whole vocabulary (one all-reduce
- *   over the axis); returns the rows counted (labels != ignore) or a
- *   negative status. The gradient is this rank's columns of
- *   dloss * (softmax - onehot) / count. */
-void mmrt_split_embedding_fwd(void *mesh, int axis, float *out, const float *table,
-                              const int32_t *ids, int64_t N, int64_t Vl, int64_t C);
-void mmrt_split_embedding_bwd(void *mesh, int axis, float *dtable, const float *dout,
-                              const int32_t *ids, int64_t N, int64_t Vl, int64_t C);
-int mmrt_split_cross_entropy_fwd(void *mesh, int axis, float *loss, float *lse, const float *logits,
-                                 const int32_t *labels, int64_t N, int64_t Vl, int ignore);
-void mmrt_split_cross_entropy_bwd(void *mesh, int axis, float *dlogits, const float *logits,
-                                  const float *lse, const int32_t *labels, float dloss, int64_t N,
-                                  int64_t Vl, int ignore);
+/* The helpers and vocabulary-parallel kernels step functions call: mmrt_abi.def. */
+#define MMRT_ABI_SECTION_MAIN
+#include "mmrt_abi.h"
 
 #endif

@@ -25,9 +25,6 @@ void mmrt_philox(const uint32_t key[2], const uint32_t ctr[4], uint32_t out[4]);
 /* Word i of stream `stream` under `seed` (the raw 32-bit value). */
 uint32_t mmrt_rng_u32(uint64_t seed, uint64_t stream, uint64_t i);
 
-/* Uniform float in [0, 1) for element i: the top 24 bits of the word. */
-float mmrt_rng_uniform_at(uint64_t seed, uint64_t stream, uint64_t i);
-
 /* out[k] = element lo + k of the stream, for k in [0, hi - lo).
  * uniform: [0, 1).  normal: mean + std * N(0, 1) via Box-Muller. */
 void mmrt_rng_uniform(float *out, uint64_t seed, uint64_t stream, uint64_t lo, uint64_t hi);
@@ -39,13 +36,13 @@ void mmrt_rng_normal(float *out, uint64_t seed, uint64_t stream, uint64_t lo, ui
 void mmrt_rng_keep_mask(uint8_t *out, uint64_t seed, uint64_t stream, uint64_t lo, uint64_t hi,
                         float p);
 
-/* A stream id from a name (64-bit FNV-1a), e.g. "init/blocks.3.attn.w_qkv"
- * or "dropout/attn", optionally mixed with a step number. */
-uint64_t mmrt_rng_stream(const char *name, uint64_t step);
-
 /* perm = a permutation of 0..n-1 that depends only on (seed, epoch):
  * Fisher-Yates with each swap index drawn from Philox (unbiased 64-bit
  * multiply-shift), on a stream reserved for shuffles. */
 void mmrt_rng_permutation(uint32_t *perm, uint32_t n, uint64_t seed, uint64_t epoch);
+
+/* The random numbers generated code draws: mmrt_abi.def. */
+#define MMRT_ABI_SECTION_RNG
+#include "mmrt_abi.h"
 
 #endif
