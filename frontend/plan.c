@@ -1,7 +1,8 @@
 /* The train { } and parallel { } sections of a model: read, typed and
  * checked against the lowered graph. Every check here needs no running:
- * head counts against tp and cp, kv heads against tp, the stage list against
- * the parameters, micro-batches against pp, sp against tp. */
+ * head counts against tp and cp, kv heads against tp, the batch against dp,
+ * the stage list against the parameters, micro-batches against pp, sp
+ * against tp. A setting that would change nothing is refused (refuse_inert). */
 #include <string.h>
 
 #include "fe_internal.h"
@@ -466,9 +467,10 @@ static bool read_parallel(FeProgram *p, Inst *root, AstStmt *sec, MmPlan *pl) {
     } else if (strcmp(n, "micro_batches") == 0) {
       ok &= pos_int(p, &root->env, s, 1, 1 << 20, &pl->micro_batches);
       pl->loc_mb = s->name_loc;
-    } else if (strcmp(n, "vpp") == 0)
+    } else if (strcmp(n, "vpp") == 0) {
       ok &= pos_int(p, &root->env, s, 1, 64, &pl->vpp);
-    else if (strcmp(n, "bucket_mb") == 0) {
+      pl->loc_vpp = s->name_loc;
+    } else if (strcmp(n, "bucket_mb") == 0) {
       double v;
       pl->loc_bucket = s->name_loc;
       if (!get_num(p, &root->env, s->value, &v))
@@ -489,6 +491,7 @@ static bool read_parallel(FeProgram *p, Inst *root, AstStmt *sec, MmPlan *pl) {
       }
       pl->loc_sp = s->name_loc;
     } else if (strcmp(n, "schedule") == 0) {
+      pl->loc_schedule = s->name_loc;
       const char *k = sym_of(p, &root->env, s->value);
       if (!k)
         ok = false;
@@ -504,6 +507,7 @@ static bool read_parallel(FeProgram *p, Inst *root, AstStmt *sec, MmPlan *pl) {
         ok = false;
       }
     } else if (strcmp(n, "recompute") == 0) {
+      pl->loc_recompute = s->name_loc;
       const char *k = sym_of(p, &root->env, s->value);
       if (!k)
         ok = false;
@@ -648,8 +652,65 @@ static SrcLoc or_loc(SrcLoc a, SrcLoc b) {
   return a.file ? a : b;
 }
 
-static bool check_plan(FeProgram *p, MmPlan *pl, SrcLoc model_loc) {
+/* dp splits every input along its first dimension (the batch). The shard
+ * pass applies the same rule to IR text; here `mmc check` sees it too. */
+static bool check_dp_batch(FeProgram *p, const MmPlan *pl) {
   bool ok = true;
+  for (int fi = 0; pl->dp > 1 && fi < p->ir->funcs.len; fi++) {
+    IrFunc *f = p->ir->funcs.items[fi];
+    for (int i = 0; i < f->inputs.len; i++) {
+      IrValue *x = f->inputs.items[i];
+      if (x->shape.rank == 0 || x->shape.d[0] % pl->dp == 0) continue;
+      diag_error(p->d, x->loc,
+                 "data parallel: dp = %d does not divide the batch of %lld of input '%s'", pl->dp,
+                 (long long)x->shape.d[0], x->name);
+      if (pl->loc_dp.file) diag_note(p->d, pl->loc_dp, "dp set here");
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+/* Settings that would do nothing are refused, never ignored: the pipeline
+ * (pp > 1, micro_batches, schedule, stages, vpp) and recompute are not built
+ * yet (the pipeline issue builds them; the checks of check_plan above still
+ * run first, so a wrong stage list is reported too), cp is not built yet,
+ * and zero and bucket_mb act on data parallel only. */
+static bool refuse_inert(FeProgram *p, const MmPlan *pl, SrcLoc model_loc) {
+  static const char *const rc_names[] = {"none", "selective", "full"};
+  const MmPlanFlags *f = &p->opts.flags;
+  int before = p->d->errors;
+  if (pl->pp > 1)
+    diag_error(p->d, or_loc(pl->loc_pp, model_loc),
+               "pipeline parallel (pp = %d) is not built yet; use tp, sp and dp", pl->pp);
+  if (pl->loc_mb.file || f->micro_batches > 0)
+    diag_error(p->d, or_loc(pl->loc_mb, model_loc),
+               "micro_batches (a step split for the pipeline) is not built yet");
+  if (pl->loc_schedule.file || f->schedule)
+    diag_error(p->d, or_loc(pl->loc_schedule, model_loc),
+               "the pipeline schedule is not built yet (there is no pipeline)");
+  if (pl->stages)
+    diag_error(p->d, or_loc(pl->loc_stages, model_loc), "pipeline stages are not built yet");
+  if (pl->loc_vpp.file)
+    diag_error(p->d, pl->loc_vpp, "virtual pipeline stages (vpp) are not built yet");
+  if (pl->recompute != MM_RECOMPUTE_NONE)
+    diag_error(p->d, or_loc(pl->loc_recompute, model_loc),
+               "recompute = %s is not built yet: every activation is kept (recompute = none)",
+               rc_names[pl->recompute]);
+  if (pl->cp > 1)
+    diag_error(p->d, or_loc(pl->loc_cp, model_loc),
+               "context parallel (cp = %d) is not supported yet; use tp, sp and dp", pl->cp);
+  if (pl->zero >= 1 && pl->dp <= 1)
+    diag_error(p->d, or_loc(pl->loc_zero, model_loc),
+               "zero = %d shards over data parallel, but dp = %d", pl->zero, pl->dp);
+  if ((pl->loc_bucket.file || f->bucket_set) && pl->dp <= 1)
+    diag_error(p->d, or_loc(pl->loc_bucket, model_loc),
+               "bucket_mb groups the data-parallel gradient all-reduces, but dp = %d", pl->dp);
+  return p->d->errors == before;
+}
+
+static bool check_plan(FeProgram *p, MmPlan *pl, SrcLoc model_loc) {
+  bool ok = check_dp_batch(p, pl);
   if (pl->sp && pl->tp <= 1) {
     diag_error(p->d, or_loc(pl->loc_sp, model_loc),
                "sequence parallel (sp) needs tensor parallel, but tp = %d", pl->tp);
@@ -703,7 +764,7 @@ static bool check_plan(FeProgram *p, MmPlan *pl, SrcLoc model_loc) {
   } else if (pl->stages && pl->nstages != 1) {
     ok &= check_stages(p, pl, model_loc);
   }
-  return ok;
+  return refuse_inert(p, pl, model_loc) && ok;
 }
 
 static void apply_flags(FeProgram *p, MmPlan *pl, const MmPlanFlags *f) {

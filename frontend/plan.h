@@ -32,8 +32,8 @@ typedef struct MmPlan {
    * about this many MiB (a bucket closes once it holds at least that much);
    * 0: one all-reduce per gradient (the bucket pass) */
   double bucket_mb;
-  SrcLoc loc_tp, loc_pp, loc_cp, loc_dp, loc_sp, loc_zero, loc_mb, loc_stages,
-      loc_bucket; /* where each was set */
+  SrcLoc loc_tp, loc_pp, loc_cp, loc_dp, loc_sp, loc_zero, loc_mb, loc_stages, loc_bucket, loc_vpp,
+      loc_schedule, loc_recompute; /* where each was set */
 } MmPlan;
 
 /* The bucket size when neither the model nor --bucket-mb sets one. */

@@ -27,11 +27,13 @@ model InternVL2_1B {
     schedule  = cosine(warmup = 100)
   }
 
+  // The published recipe adds a two-stage pipeline (pp = 2; micro_batches = 8;
+  // schedule = 1f1b; stages = [vision + projector + llm.embed + llm.blocks[0:8],
+  // llm.blocks[8:24] + llm.norm + llm.head]) and recompute = selective; mmc
+  // refuses those until the pipeline is built.
   parallel {
     tp = 2; sp = true; dp = 2
-    pp = 2; micro_batches = 8; schedule = 1f1b
-    stages = [vision + projector + llm.embed + llm.blocks[0:8], llm.blocks[8:24] + llm.norm + llm.head]
-    recompute = selective; zero = 1
+    zero = 1
   }
 }
 

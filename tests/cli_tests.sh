@@ -41,9 +41,12 @@ expect "bad --task" 2 "$MMC" compile "$S/internvl2.mm" --model InternVL2Tiny --t
 contains "bad --task named" "$T/err" "--task takes train, generate or eval, not 'serve'"
 expect "--task on a model without text" 1 "$MMC" plan "$S/gpt2.mm" --model GPT2Tiny --task generate
 contains "--task without text says why" "$T/err" "generation needs a forward input text: i32[B, T]"
-expect "--task generate on a parallel plan" 0 "$MMC" plan "$S/internvl2.mm" --model InternVL2Tiny --tp 2 --task generate
+printf 'import "internvl2.mm"\nmodel P extends InternVL2Tiny { parallel { tp = 2 } }\n' > "$T/par.mm"
+expect "--task generate on a parallel plan" 0 "$MMC" plan "$T/par.mm" --model P --task generate
 contains "the plan is not applied to generation" "$T/err" "generation runs on one rank"
 contains "the plan shows the KV cache" "$T/out" "the input arena holds the KV cache: 65536 bytes in 4 tensors"
+expect "--task generate with a plan flag" 2 "$MMC" plan "$S/internvl2.mm" --model InternVL2Tiny --tp 2 --task generate
+contains "a plan flag with --task generate is refused" "$T/err" "--tp does not go with --task generate"
 expect "bad --set" 1 "$MMC" check "$S/gpt2.mm" --model GPT2Tiny --set Q=3
 contains "bad --set named" "$T/err" "--set Q"
 expect "--set B" 0 "$MMC" stats "$S/gpt2.mm" --model GPT2Tiny --set B=8 --json

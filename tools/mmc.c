@@ -56,20 +56,37 @@ static const char *common_opts =
     "  -I DIR             add DIR to the import search path (after the file's own folder)\n"
     "  --model NAME       the model (or a module whose hyper-parameters all have defaults)\n"
     "  --set NAME=VALUE   override a model-level let or hyper-parameter (e.g. --set B=8)\n"
-    "  --tp N --pp N --cp N --dp N --zero K --micro-batches N --sp --no-sp\n"
-    "  --schedule 1f1b|gpipe|interleaved --recompute none|selective|full --bucket-mb X\n"
-    "                     override the model's parallel section\n"
     "  -h, --help         this help\n";
+
+/* The parallel-section overrides: for the commands that check or apply a
+ * plan (not stats, which counts the whole model). */
+static const char *plan_opts =
+    "Parallel plan (override the model's parallel section; not for stats):\n"
+    "  --tp N --dp N --zero K --sp --no-sp --bucket-mb X\n"
+    "  --pp N --cp N --micro-batches N --schedule 1f1b|gpipe|interleaved\n"
+    "  --recompute none|selective|full\n"
+    "                     pp > 1, cp > 1, micro-batches, schedule and recompute other than\n"
+    "                     none are not built yet and are refused\n";
+
+static bool takes_plan(const Cmd *c) {
+  return strcmp(c->name, "stats") != 0;
+}
 
 static void usage_all(FILE *out) {
   fprintf(out, "usage: mmc <command> [options]\n\ncommands:\n");
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
     fprintf(out, "  mmc %-8s %s\n      %s\n", cmds[i].name, cmds[i].args, cmds[i].help);
-  fprintf(out, "\n%s", common_opts);
+  fprintf(out, "\n%s%s", common_opts, plan_opts);
 }
 
 static void usage_cmd(FILE *out, const Cmd *c) {
-  fprintf(out, "usage: mmc %s %s\n\n%s\n\n%s", c->name, c->args, c->help, common_opts);
+  fprintf(out, "usage: mmc %s %s\n\n%s\n\n%s%s", c->name, c->args, c->help, common_opts,
+          takes_plan(c) ? plan_opts : "");
+  if (strcmp(c->name, "dump-ir") == 0 || strcmp(c->name, "plan") == 0 ||
+      strcmp(c->name, "compile") == 0)
+    fprintf(out,
+            "  --task KIND        train (default), or generate or eval: add @prefill and\n"
+            "                     @decode for a generating trainer (one rank, no plan flags)\n");
   if (strcmp(c->name, "dump-ir") == 0) {
     fprintf(out, "  --after PASS|all   passes: lower");
     for (int i = 0; i < pass_count; i++) fprintf(out, ", %s", pass_list[i].name);
@@ -100,13 +117,14 @@ typedef struct Opts {
   int rank;                  /* dump-ir --rank: >= 0 */
   const char *output, *emit; /* compile */
   int opt_level;
-  bool no_fuse, verbose;
+  bool opt_set, no_fuse, verbose;
   int task; /* MMRT_TASK_*: train (default), generate, eval */
   const char *incdirs[64];
   int nincdirs;
   FeOverride overrides[64];
   int noverrides;
   MmPlanFlags flags;
+  const char *plan_flag; /* the first parallel-plan flag given (NULL: none) */
 } Opts;
 
 static int bad_usage(const Cmd *c, const char *fmt, const char *arg) {
@@ -125,6 +143,15 @@ static bool parse_int(const char *s, int lo, int hi, int *out) {
   return true;
 }
 
+static bool is_plan_flag(const char *a) {
+  static const char *const names[] = {"--tp",       "--pp",        "--cp",           "--dp",
+                                      "--zero",     "--sp",        "--no-sp",        "--bucket-mb",
+                                      "--schedule", "--recompute", "--micro-batches"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (strcmp(a, names[i]) == 0) return true;
+  return false;
+}
+
 /* Returns -1 on success, else an exit code. */
 static int parse_opts(int argc, char **argv, Opts *o) {
   mm_plan_flags_init(&o->flags);
@@ -132,6 +159,7 @@ static int parse_opts(int argc, char **argv, Opts *o) {
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];
     const char *next = i + 1 < argc ? argv[i + 1] : NULL;
+    if (is_plan_flag(a) && !o->plan_flag) o->plan_flag = a;
 #define NEED_ARG()                                                                                 \
   do {                                                                                             \
     if (!next) return bad_usage(o->cmd, "option '%s' needs a value", a);                           \
@@ -193,6 +221,7 @@ static int parse_opts(int argc, char **argv, Opts *o) {
     } else if (strncmp(a, "-O", 2) == 0 && strcmp(o->cmd->name, "compile") == 0) {
       if (!parse_int(a + 2, 0, 3, &o->opt_level))
         return bad_usage(o->cmd, "unknown optimisation level '%s' (-O0 to -O3)", a);
+      o->opt_set = true;
     } else if (strcmp(a, "-v") == 0 && strcmp(o->cmd->name, "compile") == 0) {
       o->verbose = true;
     } else if (strcmp(a, "--set") == 0) {
@@ -204,6 +233,11 @@ static int parse_opts(int argc, char **argv, Opts *o) {
       o->overrides[o->noverrides].name = strndup(next, (size_t)(eq - next));
       o->overrides[o->noverrides].value = eq + 1;
       o->noverrides++;
+    } else if (is_plan_flag(a) && !takes_plan(o->cmd)) {
+      return bad_usage(o->cmd,
+                       "%s does not go with stats: stats counts the whole model (mmc plan shows "
+                       "what one rank holds)",
+                       a);
     } else if (strcmp(a, "--bucket-mb") == 0) {
       NEED_ARG();
       char *end;
@@ -222,11 +256,14 @@ static int parse_opts(int argc, char **argv, Opts *o) {
       NEED_ARG();
       if (strcmp(next, "1f1b") && strcmp(next, "gpipe") && strcmp(next, "interleaved"))
         return bad_usage(o->cmd, "--schedule takes 1f1b, gpipe or interleaved, not '%s'", next);
-      o->flags.schedule = next;
+      return bad_usage(o->cmd, "--schedule %s: pipeline schedules are not built yet", next);
     } else if (strcmp(a, "--recompute") == 0) {
       NEED_ARG();
       if (strcmp(next, "none") && strcmp(next, "selective") && strcmp(next, "full"))
         return bad_usage(o->cmd, "--recompute takes none, selective or full, not '%s'", next);
+      if (strcmp(next, "none") != 0)
+        return bad_usage(o->cmd, "--recompute %s is not built yet: every activation is kept (none)",
+                         next);
       o->flags.recompute = next;
     } else if (strcmp(a, "--tp") == 0 || strcmp(a, "--pp") == 0 || strcmp(a, "--cp") == 0 ||
                strcmp(a, "--dp") == 0 || strcmp(a, "--zero") == 0 ||
@@ -244,6 +281,13 @@ static int parse_opts(int argc, char **argv, Opts *o) {
         usage_cmd(stderr, o->cmd);
         return EXIT_USAGE;
       }
+      if ((dst == &o->flags.pp || dst == &o->flags.cp) && *dst > 1)
+        return bad_usage(o->cmd, "%s is not built yet (1 only); use --tp, --sp and --dp",
+                         dst == &o->flags.pp ? "pipeline parallel (--pp)"
+                                             : "context parallel (--cp)");
+      if (dst == &o->flags.micro_batches)
+        return bad_usage(o->cmd,
+                         "--micro-batches: the pipeline's micro-batches are not built yet%s", "");
     } else if (a[0] == '-' && a[1]) {
       return bad_usage(o->cmd, "unknown option '%s'", a);
     } else if (!o->file) {
@@ -254,6 +298,16 @@ static int parse_opts(int argc, char **argv, Opts *o) {
 #undef NEED_ARG
   }
   if (!o->file) return bad_usage(o->cmd, "no input file%s", "");
+  /* combinations in which a flag would do nothing */
+  if (o->plan_flag && o->task != MMRT_TASK_TRAIN)
+    return bad_usage(o->cmd, "%s does not go with --task generate or eval: they run on one rank",
+                     o->plan_flag);
+  const char *emit = o->emit ? o->emit : "exe";
+  if (o->verbose && strcmp(emit, "exe") != 0)
+    return bad_usage(o->cmd, "-v prints the link command; --emit %s links nothing", emit);
+  if (o->opt_set && strcmp(emit, "ir") == 0)
+    return bad_usage(o->cmd, "-O sets LLVM's optimisation; --emit %s prints mmc IR before LLVM",
+                     emit);
   if (o->rank >= 0 && o->format && strcmp(o->format, "dot") == 0)
     return bad_usage(o->cmd, "--rank prints the text form; it does not go with --format %s",
                      o->format);

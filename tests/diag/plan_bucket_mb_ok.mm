@@ -2,5 +2,5 @@
 model M {
   let mb = 0.5
   forward(x: f32[2, 2]) -> loss { return mean(x) }
-  parallel { dp = 1; bucket_mb = mb / 4 }
+  parallel { dp = 2; bucket_mb = mb / 4 }
 }

@@ -6,7 +6,8 @@ model M {
   forward(ids: i32[B, T], labels: i32[B, T]) -> loss { return gpt(ids, labels) }
   parallel {
     tp = 2
-    // expected-error@+1:5 {{tp * cp = 8 does not divide the 4 attention heads}}
+    // expected-error@+2:5 {{tp * cp = 8 does not divide the 4 attention heads}}
+    // expected-error@+1:5 {{context parallel (cp = 4) is not supported yet}}
     cp = 4
   }
 }

@@ -117,7 +117,7 @@ static void naive_slice(float *dst, const float *src, const int64_t *shape, int 
                         int64_t lo, int64_t len) {
   int64_t total = numel(shape, ndim);
   for (int64_t f = 0; f < total; f++) {
-    int64_t idx[8], rest = f;
+    int64_t idx[8] = {0}, rest = f; /* ndim <= 8 */
     for (int i = ndim - 1; i >= 0; i--) {
       idx[i] = rest % shape[i];
       rest /= shape[i];
