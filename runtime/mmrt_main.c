@@ -6,13 +6,12 @@
  *
  * It allocates exactly the arenas of the memory plan, initialises the
  * parameters from Philox streams named after them, binds the model's inputs
- * to Fashion-MNIST, runs the step function with the LR schedule and the step
- * counter as inputs, logs, evaluates on the test split, and checkpoints
- * (safetensors, atomic) so that a resumed run continues bit for bit: the
- * weights, optimizer state, step, seed and data-iterator position are all
- * in the checkpoint, and everything random is a function of (seed, step).
- * Every user error (a flag, a data file, a checkpoint) is one message that
- * names the flag or file, and exit status 1. */
+ * to a data task (mmrt_task.h: Fashion-MNIST classes, pixels or captions), runs the step function
+ * with the LR schedule and the step counter as inputs, logs, evaluates on the test split, and
+ * checkpoints (safetensors, atomic) so that a resumed run continues bit for bit: the weights,
+ * optimizer state, step, seed and data-iterator position are all in the checkpoint, and everything
+ * random is a function of (seed, step). Every user error (a flag, a data file, a checkpoint) is one
+ * message that names the flag or file, and exit status 1. */
 #include "mmrt_main.h"
 
 #include <errno.h>
@@ -26,10 +25,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "mmrt_caption.h"
 #include "mmrt_comm.h"
 #include "mmrt_data.h"
 #include "mmrt_log.h"
+#include "mmrt_task.h"
 
 #define ERRLEN 1024
 
@@ -42,27 +41,19 @@ typedef struct Args {
   int has_lr, has_seed, resume, quiet;
 } Args;
 
-typedef enum Task { TASK_CLASSIFY, TASK_LM, TASK_CAPTION } Task;
-
 typedef struct Trainer {
   const MmrtModelDesc *m;
   Args a;
   char *arenas[MMRT_NARENAS];
-  Task task;
-  const MmrtTensorDesc *x, *y, *lr, *step; /* bound inputs (lr, step: NULL for eval-only) */
-  const MmrtTensorDesc *text;              /* captioning: the text tokens */
-  MmrtCaptioner cap_train, cap_eval;
-  int64_t B, T; /* rows per batch; tokens per row (LM) */
-  MmrtImages train, test;
-  MmrtBatchIter it, eval_it;
-  int64_t done; /* steps completed */
+  const MmrtTask *task;            /* the data task bound to the model's inputs */
+  MmrtTaskCtx cx;                  /* its inputs, rows, data and iterators */
+  const MmrtTensorDesc *lr, *step; /* the step inputs */
+  int64_t done;                    /* steps completed */
   MmrtLog log;
   int has_log;
   /* ranks: a mesh when the model was compiled for more than one */
   MmrtMesh mesh;
   int has_mesh, rank, world;
-  int64_t lo, rows; /* this rank's rows [lo, lo + rows) of each batch */
-  /* this rank's collectives in the training steps (not evaluation) */
   /* the training steps' communication per phase, and [MMRT_NPHASES] in all */
   MmrtCommCount step_comm[MMRT_NPHASES + 1][MMRT_COMM_NKINDS][MMRT_NAXES];
   int64_t comm_steps;
@@ -232,100 +223,31 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a) {
 
 /* ---- binding inputs to data ---- */
 
-const MmrtTensorDesc *mmrt_desc_input(const MmrtModelDesc *m, const char *name) {
-  for (int64_t i = 0; i < m->ninputs; i++)
-    if (!strcmp(m->inputs[i].name, name)) return &m->inputs[i];
-  return NULL;
+static int run_step(Trainer *t, MmrtStepFn fn, const char *what);
+
+/* The step callback of the task context (it is t->cx). */
+static int task_step(MmrtTaskCtx *c, MmrtStepFn fn, const char *what) {
+  return run_step((Trainer *)(void *)((char *)c - offsetof(Trainer, cx)), fn, what);
 }
 
-static void shape_str(char *buf, size_t n, const MmrtTensorDesc *t) {
-  size_t k = (size_t)snprintf(buf, n, "%s[", mmrt_st_dtype_name((MmrtStDtype)t->dtype));
-  for (int64_t d = 0; d < t->ndim && k < n; d++)
-    k += (size_t)snprintf(buf + k, n - k, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
-  if (k < n) snprintf(buf + k, n - k, "]");
-}
-
-static int is(const MmrtTensorDesc *t, MmrtStDtype dt, int ndim, const int64_t *shape) {
-  if (!t || t->dtype != dt || t->ndim != ndim) return 0;
-  for (int d = 0; d < ndim; d++)
-    if (shape[d] >= 0 && t->shape[d] != shape[d]) return 0;
-  return 1;
-}
-
-/* Classes (vocabulary) of the logits the trainer reads, all ranks together. */
-static int64_t classes(const MmrtModelDesc *m) {
-  int64_t a = m->logits_vocab_axis;
-  return m->logits_cols * (a >= 0 && a < MMRT_DESC_NAXES ? m->mesh[a] : 1);
-}
-
+/* The step inputs, and the first task that takes the model's data inputs. */
 static int bind(Trainer *t) {
   const MmrtModelDesc *m = t->m;
-  t->B = m->batch;
+  char err[ERRLEN];
   t->lr = mmrt_desc_input(m, "lr");
   t->step = mmrt_desc_input(m, "step");
   if (t->lr && (t->lr->dtype != MMRT_ST_F32 || t->lr->ndim != 0))
     return fail("model input 'lr' must be f32[] (the learning rate)");
   if (t->step && (t->step->dtype != MMRT_ST_F32 || t->step->ndim != 0))
     return fail("model input 'step' must be f32[] (the step counter)");
-  const MmrtTensorDesc *px = mmrt_desc_input(m, "pixels"), *ids = mmrt_desc_input(m, "ids"),
-                       *lb = mmrt_desc_input(m, "labels"), *text = mmrt_desc_input(m, "text");
-  const int64_t img[4] = {t->B, 1, MMRT_FMNIST_SIDE, MMRT_FMNIST_SIDE}, vec[1] = {t->B},
-                tok[2] = {t->B, -1};
-  char got[256] = "", buf[128];
-  if (px && is(px, MMRT_ST_F32, 4, img) && is(lb, MMRT_ST_I32, 1, vec)) {
-    t->task = TASK_CLASSIFY;
-    t->x = px, t->y = lb;
-    if (m->eval_logits_offset >= 0 && classes(m) < MMRT_FMNIST_CLASSES)
-      return fail("model %s classifies into %lld classes; Fashion-MNIST has %d", m->name,
-                  (long long)classes(m), MMRT_FMNIST_CLASSES);
-    return 0;
-  }
-  if (px && is(px, MMRT_ST_F32, 4, img) && text && is(text, MMRT_ST_I32, 2, tok) && lb &&
-      is(lb, MMRT_ST_I32, 2, text->shape)) {
-    t->task = TASK_CAPTION;
-    t->x = px, t->text = text, t->y = lb;
-    t->T = text->shape[1];
-    if (m->ignore_index != MMRT_IGNORE_INDEX)
-      return fail("model %s ignores label %lld; captions mark unlearned positions with %d", m->name,
-                  (long long)m->ignore_index, MMRT_IGNORE_INDEX);
-    return 0;
-  }
-  if (ids && is(ids, MMRT_ST_I32, 2, tok) && lb && is(lb, MMRT_ST_I32, 2, ids->shape)) {
-    t->task = TASK_LM;
-    t->x = ids, t->y = lb;
-    t->T = ids->shape[1];
-    if (t->T + 1 > MMRT_FMNIST_SIDE * MMRT_FMNIST_SIDE)
-      return fail("model %s reads sequences of %lld tokens; an image has only %d pixel bytes",
-                  m->name, (long long)t->T, MMRT_FMNIST_SIDE * MMRT_FMNIST_SIDE - 1);
-    if (m->eval_logits_offset >= 0 && classes(m) < 256)
-      return fail("model %s has a vocabulary of %lld; pixel bytes need 256", m->name,
-                  (long long)classes(m));
-    return 0;
-  }
-  for (int64_t i = 0; i < m->ninputs; i++) {
-    shape_str(buf, sizeof buf, &m->inputs[i]);
-    size_t k = strlen(got);
-    snprintf(got + k, sizeof got - k, "%s%s %s", i ? ", " : "", m->inputs[i].name, buf);
-  }
-  return fail("cannot bind the inputs of model %s (%s) to Fashion-MNIST: expected pixels F32[%lld, "
-              "1, 28, 28] "
-              "and labels I32[%lld] (classification), ids and labels I32[%lld, T] (pixel bytes as "
-              "tokens), or "
-              "pixels, text and labels I32[%lld, T] (captions)",
-              m->name, got, (long long)t->B, (long long)t->B, (long long)t->B, (long long)t->B);
-}
-
-/* The captioners (train: varied phrasings under the run seed; eval: the
- * canonical ones), once the seed is final; the vocabulary must fit. */
-static int init_captions(Trainer *t) {
-  char err[ERRLEN];
-  if (mmrt_caption_init(&t->cap_train, (int)t->T, (int)t->m->image_tokens, MMRT_CAPTION_TRAIN,
-                        t->a.seed, err, sizeof err) != MMRT_OK ||
-      mmrt_caption_init(&t->cap_eval, (int)t->T, (int)t->m->image_tokens, MMRT_CAPTION_EVAL,
-                        t->a.seed, err, sizeof err) != MMRT_OK ||
-      mmrt_tok_fits(&t->cap_train.tok, (int)classes(t->m), err, sizeof err) != MMRT_OK)
-    return fail("model %s cannot learn the captions: %s", t->m->name, err);
-  return 0;
+  t->cx.m = m;
+  t->cx.B = m->batch;
+  t->cx.arenas = t->arenas;
+  t->cx.seed = t->a.seed;
+  t->cx.eval_batches = t->a.eval_batches;
+  t->cx.step = task_step;
+  t->task = mmrt_task_bind(&t->cx, err, sizeof err);
+  return t->task ? 0 : fail("%s", err);
 }
 
 static void *at(Trainer *t, const MmrtTensorDesc *d) {
@@ -443,38 +365,9 @@ static int log_comm(Trainer *t) {
   return rc == MMRT_OK ? 0 : fail("%s", err);
 }
 
-/* Rows [0, B) of the iterator's current batch into the inputs; rows past
- * `rows` are padding (labels = the loss's ignore index). `sample0` numbers
- * the batch's first sample for the LM offsets (train: (step - 1) * B). */
 static void fill_batch(Trainer *t, const MmrtBatchIter *it, int64_t rows, int eval,
                        uint64_t sample0) {
-  int32_t *y = at(t, t->y);
-  const int64_t lo = t->lo, hi = t->lo + t->rows;
-  if (t->task == TASK_CAPTION) {
-    mmrt_caption_fill(eval ? &t->cap_eval : &t->cap_train, it, lo, hi, at(t, t->x), at(t, t->text),
-                      y);
-    return;
-  }
-  if (t->task == TASK_CLASSIFY) {
-    mmrt_iter_fill(it, lo, hi, at(t, t->x), y);
-    for (int64_t k = rows > lo ? rows : lo; k < hi; k++) y[k - lo] = (int32_t)t->m->ignore_index;
-    return;
-  }
-  int32_t *ids = at(t, t->x);
-  const int64_t npx = MMRT_FMNIST_SIDE * MMRT_FMNIST_SIDE, span = npx - t->T;
-  uint64_t stream = mmrt_rng_stream(eval ? "data/offset/eval" : "data/offset", 0);
-  for (int64_t k = lo; k < hi; k++) {
-    int32_t *ir = ids + (k - lo) * t->T, *lr = y + (k - lo) * t->T;
-    if (k >= rows) {
-      for (int64_t j = 0; j < t->T; j++) ir[j] = 0, lr[j] = (int32_t)t->m->ignore_index;
-      continue;
-    }
-    int64_t img = mmrt_iter_index(it, k);
-    uint64_t key = eval ? (uint64_t)img : sample0 + (uint64_t)k;
-    int64_t off = (int64_t)(mmrt_rng_u32(eval ? 0 : t->a.seed, stream, key) % (uint32_t)span);
-    const uint8_t *px = it->ds->pixels + img * npx + off;
-    for (int64_t j = 0; j < t->T; j++) ir[j] = px[j], lr[j] = px[j + 1];
-  }
+  t->task->fill(&t->cx, it, rows, eval, sample0);
 }
 
 /* ---- parameters ---- */
@@ -586,7 +479,7 @@ static int save_ckpt(Trainer *t) {
   snprintf(man.fingerprint, sizeof man.fingerprint, "%s", t->m->fingerprint);
   snprintf(seed, sizeof seed, "%llu", (unsigned long long)t->a.seed);
   snprintf(step, sizeof step, "%lld", (long long)t->done);
-  mmrt_iter_state(&t->it, it, sizeof it);
+  mmrt_iter_state(&t->cx.it, it, sizeof it);
   MmrtKV meta[] = {{MMRT_CKPT_SEED, seed},
                    {MMRT_CKPT_DATA_ITER, it},
                    {MMRT_CKPT_OPT_STEP, step},
@@ -730,9 +623,9 @@ static int load_ckpt(Trainer *t, int *fresh) {
                    mmrt_st_path(f), (long long)seed, (unsigned long long)t->a.seed);
   if (rc == MMRT_OK) {
     t->a.seed = (uint64_t)seed;
-    mmrt_iter_free(&t->it); /* the iterator's order depends on the seed */
-    rc = mmrt_iter_init(&t->it, &t->train, t->B, 1, t->a.seed, err, sizeof err);
-    if (rc == MMRT_OK) rc = mmrt_iter_restore(&t->it, its, err, sizeof err);
+    mmrt_iter_free(&t->cx.it); /* the iterator's order depends on the seed */
+    rc = mmrt_iter_init(&t->cx.it, &t->cx.train, t->cx.B, 1, t->a.seed, err, sizeof err);
+    if (rc == MMRT_OK) rc = mmrt_iter_restore(&t->cx.it, its, err, sizeof err);
   }
   free(refs);
   mmrt_st_close(f);
@@ -742,11 +635,6 @@ static int load_ckpt(Trainer *t, int *fresh) {
 }
 
 /* ---- loading by name, LoRA adapters ---- */
-
-int mmrt_is_adapter(const char *name) {
-  size_t n = strlen(name);
-  return n > 7 && (!strcmp(name + n - 7, ".lora_a") || !strcmp(name + n - 7, ".lora_b"));
-}
 
 /* The parameters (not optimizer state) a file has, by name and shape:
  * adapters only, everything else, or (which < 0) all. PATH is a
@@ -839,102 +727,9 @@ static double now(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* best[r] = the class of the largest logit of each row of the last eval
- * step; with the classes split over a mesh axis, the largest over the
- * ranks (MPI_MAXLOC on that axis, ties to the lowest class). */
-/* Generation never picks PAD, BOS or the image-context token. */
-static int generable(int64_t id) {
-  return id != MMRT_TOK_PAD && id != MMRT_TOK_BOS && id != MMRT_TOK_IMG;
-}
-
-static void argmax_rows(Trainer *t, int32_t *best, int gen) {
-  const MmrtModelDesc *m = t->m;
-  const float *lg = (const float *)(t->arenas[MMRT_ARENA_ACT] + m->eval_logits_offset);
-  int64_t a = m->logits_vocab_axis, V = m->logits_cols, R = m->logits_rows;
-  int64_t c0 = a >= 0 && t->has_mesh ? (int64_t)t->mesh.coord[a] * V : 0;
-  struct {
-    float v;
-    int i;
-  } *vi = a >= 0 && t->has_mesh ? malloc(sizeof *vi * (size_t)R) : NULL;
-  for (int64_t r = 0; r < R; r++) {
-    const float *row = lg + r * V;
-    int32_t b = -1;
-    for (int32_t c = 0; c < (int32_t)V; c++)
-      if ((!gen || generable(c + c0)) && (b < 0 || row[c] > row[b])) b = c;
-    int none = b < 0; /* a rank whose piece of the vocabulary has nothing generable */
-    if (none) b = 0;
-    best[r] = (int32_t)(b + c0);
-    if (vi) vi[r].v = none ? -INFINITY : row[b], vi[r].i = best[r];
-  }
-  if (vi) {
-    /* MAXLOC keeps the lowest index among equal values, as the serial scan does */
-    MPI_Allreduce(MPI_IN_PLACE, vi, (int)R, MPI_FLOAT_INT, MPI_MAXLOC, t->mesh.comm[a]);
-    for (int64_t r = 0; r < R; r++) best[r] = vi[r].i;
-    free(vi);
-  }
-}
-
 static int restart_eval(Trainer *t) {
   char err[ERRLEN];
-  mmrt_iter_free(&t->eval_it); /* a fresh pass in file order */
-  if (mmrt_iter_init(&t->eval_it, &t->test, t->B, 0, 0, err, sizeof err) != MMRT_OK)
-    return fail("%s", err);
-  return 0;
-}
-
-/* Captioning: greedy generation from each test image's prompt, one eval
- * step per generated token (the model is causal, so the logits at the last
- * prefix position predict the next token), scored by exact match with the
- * canonical caption. */
-static int caption_match(Trainer *t, double *rate) {
-  const int64_t B = t->rows, T = t->T; /* this rank's rows */
-  int32_t *text = at(t, t->text), *y = at(t, t->y);
-  int32_t *len = calloc((size_t)B, sizeof *len), *label = calloc((size_t)B, sizeof *label),
-          *gen = calloc((size_t)(B * T), sizeof *gen), *ng = calloc((size_t)B, sizeof *ng),
-          *best = calloc((size_t)(B * T), sizeof *best);
-  int64_t matches = 0, counted = 0, batches = 0;
-  int rc = !len || !label || !gen || !ng || !best ? fail("out of memory") : restart_eval(t);
-  while (!rc) {
-    int64_t rows = mmrt_iter_next(&t->eval_it);
-    if (rows == 0 || (t->a.eval_batches >= 0 && batches >= t->a.eval_batches)) break;
-    mmrt_caption_fill_prefix(&t->cap_eval, &t->eval_it, t->lo, t->lo + B, at(t, t->x), text, len,
-                             label);
-    for (int64_t i = 0; i < B * T; i++)
-      y[i] = MMRT_IGNORE_INDEX; /* no loss: only the logits matter */
-    memset(ng, 0, (size_t)B * sizeof *ng);
-    for (int active = 1; active && !rc;) {
-      rc = run_step(t, t->m->eval_step, "the evaluation step (generating captions)");
-      if (!rc) argmax_rows(t, best, 1);
-      active = 0;
-      for (int64_t r = 0; r < B && !rc; r++) {
-        if (label[r] < 0 || len[r] == 0 || len[r] > T ||
-            (ng[r] && gen[r * T + ng[r] - 1] == MMRT_TOK_EOS))
-          continue;
-        int32_t tok = best[r * T + len[r] - 1];
-        gen[r * T + ng[r]++] = tok;
-        if (tok != MMRT_TOK_EOS && len[r] < T && ng[r] < T) {
-          text[r * T + len[r]++] = tok;
-          active = 1;
-        } else {
-          len[r] = (int32_t)T + 1; /* done */
-        }
-      }
-      if (t->has_mesh) /* every rank runs as many steps: they hold collectives */
-        MPI_Allreduce(MPI_IN_PLACE, &active, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    }
-    int64_t c = 0;
-    matches += mmrt_caption_count_matches(&t->cap_eval, label, gen, ng, B, T, &c);
-    counted += c;
-    batches++;
-  }
-  if (t->has_mesh) { /* ranks of one dp group share rows: count once per group */
-    int64_t v[2] = {matches, counted};
-    MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_INT64_T, MPI_SUM, t->mesh.comm[MMRT_AXIS_DP]);
-    matches = v[0], counted = v[1];
-  }
-  free(len), free(label), free(gen), free(ng), free(best);
-  *rate = counted ? (double)matches / (double)counted : NAN;
-  return rc;
+  return mmrt_task_restart_eval(&t->cx, err, sizeof err) == MMRT_OK ? 0 : fail("%s", err);
 }
 
 /* Loss and top-1 accuracy over the test split (or --eval-batches of it). */
@@ -949,17 +744,17 @@ static int evaluate(Trainer *t, double *loss, double *acc) {
     return 1;
   }
   for (;;) {
-    int64_t rows = mmrt_iter_next(&t->eval_it);
+    int64_t rows = mmrt_iter_next(&t->cx.eval_it);
     if (rows == 0 || (t->a.eval_batches >= 0 && batches >= t->a.eval_batches)) break;
-    fill_batch(t, &t->eval_it, rows, 1, 0);
+    fill_batch(t, &t->cx.eval_it, rows, 1, 0);
     if (run_step(t, m->eval_step, "the evaluation step on a test batch")) {
       free(best);
       return 1;
     }
-    const int32_t *y = at(t, t->y);
+    const int32_t *y = at(t, t->cx.labels);
     int64_t nc[2] = {0, 0}; /* rows counted, rows right */
     if (m->eval_logits_offset >= 0) {
-      argmax_rows(t, best, 0);
+      mmrt_task_argmax(&t->cx, best, 0);
       for (int64_t r = 0; r < m->logits_rows; r++) {
         if (y[r] == (int32_t)m->ignore_index) continue;
         nc[1] += best[r] == y[r];
@@ -987,7 +782,7 @@ static int dump_logits(Trainer *t) {
   const MmrtModelDesc *m = t->m;
   if (m->eval_logits_offset < 0) return fail("--dump-logits: model %s has no logits", m->name);
   if (restart_eval(t)) return 1;
-  fill_batch(t, &t->eval_it, mmrt_iter_next(&t->eval_it), 1, 0);
+  fill_batch(t, &t->cx.eval_it, mmrt_iter_next(&t->cx.eval_it), 1, 0);
   if (run_step(t, m->eval_step, "the evaluation step on a test batch")) return 1;
   if (t->rank != 0) return 0;
   FILE *f = fopen(t->a.dump_logits, "wb");
@@ -1014,8 +809,8 @@ static int train(Trainer *t) {
       if (!stop_requested) stop_requested = SIGTERM;
       break;
     }
-    if (mmrt_iter_next(&t->it) != t->B) return fail("the training data gave a short batch");
-    fill_batch(t, &t->it, t->B, 0, (uint64_t)(step - 1) * (uint64_t)t->B);
+    if (mmrt_iter_next(&t->cx.it) != t->cx.B) return fail("the training data gave a short batch");
+    fill_batch(t, &t->cx.it, t->cx.B, 0, (uint64_t)(step - 1) * (uint64_t)t->cx.B);
     if (t->a.dump_inputs && dump_inputs(t, step)) return 1;
     float lr = (float)lr_at(t, step), fs = (float)step;
     memcpy(at(t, t->lr), &lr, sizeof lr);
@@ -1029,7 +824,8 @@ static int train(Trainer *t) {
     t->done = step;
     float loss;
     memcpy(&loss, t->arenas[MMRT_ARENA_ACT] + m->train_loss_offset, sizeof loss);
-    double tn = now(), sps = (double)t->B * (double)(step - first) / (tn - t0 > 0 ? tn - t0 : 1e-9);
+    double tn = now(),
+           sps = (double)t->cx.B * (double)(step - first) / (tn - t0 > 0 ? tn - t0 : 1e-9);
     MmrtLogField f[6] = {{"loss", loss, NULL}, {"lr", lr, NULL}, {"samples_per_s", sps, NULL}};
     int nf = 3;
     if (t->has_mesh) /* bytes this rank sent in the step */
@@ -1063,7 +859,7 @@ static int setup_ranks(Trainer *t) {
   const MmrtModelDesc *m = t->m;
   char err[ERRLEN];
   t->world = (int)(m->mesh[0] * m->mesh[1] * m->mesh[2]);
-  t->rows = t->B;
+  t->cx.rows = t->cx.B;
   if (t->world > 1) {
     if (mmrt_mesh_init(&t->mesh, (int)m->mesh[0], (int)m->mesh[1], (int)m->mesh[2], 1, err,
                        sizeof err) != MMRT_OK)
@@ -1071,11 +867,10 @@ static int setup_ranks(Trainer *t) {
     t->has_mesh = 1;
     t->rank = t->mesh.coord[MMRT_AXIS_WORLD];
     g_rank = t->rank;
+    t->cx.mesh = &t->mesh;
   }
-  const MmrtTensorDesc *batch[3] = {t->x, t->y, t->text};
-  for (int k = 0; k < 3; k++) {
-    const MmrtTensorDesc *d = batch[k];
-    if (!d) continue;
+  for (int k = 0; k < t->cx.nbatch; k++) {
+    const MmrtTensorDesc *d = t->cx.batch[k];
     for (int64_t i = 1; i < d->ndim; i++)
       if (d->split[i])
         return fail(
@@ -1083,23 +878,19 @@ static int setup_ranks(Trainer *t) {
             d->name, (long long)i);
     if (d->split[0] & ~(int64_t)(1 << MMRT_DESC_AXIS_DP))
       return fail("input %s is split along the batch by an axis other than dp", d->name);
-    int64_t lo = 0, len = t->B;
+    int64_t lo = 0, len = t->cx.B;
     if (d->split[0])
-      mmrt_split_range(t->B, (int)m->mesh[MMRT_DESC_AXIS_DP], t->mesh.coord[MMRT_AXIS_DP], &lo,
+      mmrt_split_range(t->cx.B, (int)m->mesh[MMRT_DESC_AXIS_DP], t->mesh.coord[MMRT_AXIS_DP], &lo,
                        &len);
-    if (k > 0 && (lo != t->lo || len != t->rows))
-      return fail("inputs %s and %s are split differently", t->x->name, d->name);
-    t->lo = lo, t->rows = len;
+    if (k > 0 && (lo != t->cx.lo || len != t->cx.rows))
+      return fail("inputs %s and %s are split differently", t->cx.batch[0]->name, d->name);
+    t->cx.lo = lo, t->cx.rows = len;
   }
   return 0;
 }
 
 static int run(Trainer *t, int argc, char **argv) {
   const MmrtModelDesc *m = t->m;
-  if (m->abi_version != MMRT_ABI_VERSION)
-    return fail("the model was compiled for runtime ABI %lld, this runtime is %d; recompile it",
-                (long long)m->abi_version, MMRT_ABI_VERSION);
-  if (m->task != MMRT_TASK_TRAIN) return mmrt_generate_main(argc, argv, m);
   int rc = parse_args(argc, argv, m, &t->a);
   if (rc) return rc < 0 ? 0 : rc; /* -1: --help */
   if (bind(t) || setup_ranks(t)) return 1;
@@ -1107,10 +898,9 @@ static int run(Trainer *t, int argc, char **argv) {
   if (!m->train_step || !t->lr || !t->step)
     return fail("model %s has no training function (@train with inputs lr and step)", m->name);
   char err[ERRLEN];
-  if (mmrt_fmnist_load(&t->train, t->a.data, MMRT_SPLIT_TRAIN, err, sizeof err) != MMRT_OK ||
-      mmrt_fmnist_load(&t->test, t->a.data, MMRT_SPLIT_TEST, err, sizeof err) != MMRT_OK)
+  if (t->task->open(&t->cx, t->a.data, err, sizeof err) != MMRT_OK)
     return fail("--data %s: %s", t->a.data, err);
-  if (mmrt_iter_init(&t->it, &t->train, t->B, 1, t->a.seed, err, sizeof err) != MMRT_OK)
+  if (mmrt_iter_init(&t->cx.it, &t->cx.train, t->cx.B, 1, t->a.seed, err, sizeof err) != MMRT_OK)
     return fail("%s", err);
   if (alloc_arenas(t)) return 1;
   for (int64_t i = 0; i < m->nparams; i++)
@@ -1133,7 +923,8 @@ static int run(Trainer *t, int argc, char **argv) {
   if (t->a.load_adapters && !t->a.resume &&
       load_by_name(t, "--load-adapters", t->a.load_adapters, 1, 1) < 0)
     return 1;
-  if (t->task == TASK_CAPTION && init_captions(t)) return 1;
+  t->cx.seed = t->a.seed; /* final: a checkpoint's */
+  if (t->task->start && t->task->start(&t->cx, err, sizeof err) != MMRT_OK) return fail("%s", err);
   if (t->a.log && t->rank == 0) {
     if (mmrt_log_open(&t->log, t->a.log, err, sizeof err) != MMRT_OK) return fail("--log %s", err);
     t->has_log = 1;
@@ -1142,12 +933,8 @@ static int run(Trainer *t, int argc, char **argv) {
   signal(SIGTERM, on_signal);
   if (loud)
     fprintf(stderr, "trainer: model %s, %s task, batch %lld, steps %lld, seed %llu, %d rank%s\n",
-            m->name,
-            t->task == TASK_CLASSIFY ? "classification"
-            : t->task == TASK_LM     ? "next-pixel"
-                                     : "captioning",
-            (long long)t->B, (long long)t->a.steps, (unsigned long long)t->a.seed,
-            t->world > 1 ? t->world : 1, t->world > 1 ? "s" : "");
+            m->name, t->task->name, (long long)t->cx.B, (long long)t->a.steps,
+            (unsigned long long)t->a.seed, t->world > 1 ? t->world : 1, t->world > 1 ? "s" : "");
   rc = train(t);
   /* --steps 0 --ckpt DIR writes the initial weights (a reference starts from them) */
   if (!rc && t->a.ckpt && (t->done > 0 || t->a.steps == 0)) rc = save_ckpt(t);
@@ -1159,14 +946,15 @@ static int run(Trainer *t, int argc, char **argv) {
     rc = evaluate(t, &el, &ea);
     MmrtLogField f[3] = {{"eval_loss", el, NULL}, {"eval_accuracy", ea, NULL}};
     int nf = 2;
-    if (!rc && t->task == TASK_CAPTION) {
-      double em;
-      rc = caption_match(t, &em);
-      f[nf++] = (MmrtLogField){"eval_caption_exact_match", em, NULL};
+    if (!rc && t->task->metric) {
+      double v = NAN;
+      if (t->task->metric(&t->cx, &v, err, sizeof err) != MMRT_OK)
+        rc = err[0] ? fail("%s", err) : 1;
+      f[nf++] = (MmrtLogField){t->task->metric_key, v, NULL};
     }
     if (!rc && t->rank == 0) {
       printf("eval: loss %.6f accuracy %.4f", el, ea);
-      if (nf > 2) printf(" caption exact match %.4f", f[2].num);
+      if (nf > 2) printf(" %s %.4f", t->task->metric_words, f[2].num);
       printf(" (test split)\n");
       if (t->has_log && mmrt_log_write(&t->log, t->done, f, nf, err, sizeof err) != MMRT_OK)
         rc = fail("%s", err);
@@ -1199,17 +987,18 @@ static int run(Trainer *t, int argc, char **argv) {
   return rc;
 }
 
-int mmrt_main(int argc, char **argv, const MmrtModelDesc *m) {
+int mmrt_train_main(int argc, char **argv, const MmrtModelDesc *m) {
   Trainer t;
   memset(&t, 0, sizeof t);
   t.m = m;
   int rc = run(&t, argc, argv);
   fflush(NULL);
   if (t.has_log) mmrt_log_close(&t.log);
-  mmrt_iter_free(&t.it);
-  mmrt_iter_free(&t.eval_it);
-  mmrt_images_free(&t.train);
-  mmrt_images_free(&t.test);
+  if (t.task && t.task->close) t.task->close(&t.cx);
+  mmrt_iter_free(&t.cx.it);
+  mmrt_iter_free(&t.cx.eval_it);
+  mmrt_images_free(&t.cx.train);
+  mmrt_images_free(&t.cx.test);
   for (int r = 0; r < MMRT_NARENAS; r++) free(t.arenas[r]);
   mmrt_kernels_shutdown();
   if (t.has_mesh) {
@@ -1217,8 +1006,4 @@ int mmrt_main(int argc, char **argv, const MmrtModelDesc *m) {
     mmrt_comm_finalize();
   }
   return rc;
-}
-
-int main(int argc, char **argv) {
-  return mmrt_main(argc, argv, &mm_model);
 }

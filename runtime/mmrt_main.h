@@ -1,9 +1,11 @@
 /* mmrt_main.h: the ABI between a compiled trainer and the runtime.
  *
  * `mmc compile` emits one object holding the step functions and a constant
- * model descriptor `mm_model`, and links it with libmmrt, whose mmrt_main.c
- * provides main(): arguments, arenas, initialisation, data, the step loop,
- * the LR schedule, logging, evaluation, checkpoints and resume. This header
+ * model descriptor `mm_model`, and links it with libmmrt, whose
+ * mmrt_entry.c provides main(); the trainer (mmrt_main.c) does arguments,
+ * arenas, initialisation, the step loop, the LR schedule, logging,
+ * evaluation, checkpoints and resume, and its data tasks (mmrt_task.h) the
+ * binding of inputs to data described below. This header
  * is all the compiler knows of the runtime: codegen includes it for the
  * descriptor layout, the arena numbering and (through mmrt_kernels.h and
  * mmrt_rng.h) the kernel ABI the step functions call.
@@ -25,7 +27,8 @@
  * pointer), so the struct has no padding and codegen builds the same layout
  * as an LLVM struct of i64/double/ptr, field by field.
  *
- * Data binding (by input name, after the step inputs `lr` and `step`):
+ * Data binding (by input name, after the step inputs `lr` and `step`; one
+ * file per task, mmrt_task_*.c):
  *   - classification: `pixels` f32[B, 1, 28, 28] and `labels` i32[B]:
  *     Fashion-MNIST images, normalised ((p / 255 - mean) / std), and their
  *     classes; evaluation reports top-1 accuracy from the logits' argmax.
@@ -159,17 +162,19 @@ enum { MMRT_TASK_TRAIN, MMRT_TASK_GENERATE, MMRT_TASK_EVAL };
 /* The descriptor of the model, defined by the generated object. */
 extern const MmrtModelDesc mm_model;
 
-/* The trainer: parses argv, trains, returns the exit status (0, or 1 with a
- * message on stderr naming the flag or file at fault). main() calls it with
- * &mm_model. */
+/* The executable: checks the ABI version and hands over by m->task to the
+ * trainer or to the generator/evaluator (mmrt_entry.c); returns the exit
+ * status (0, or 1 with a message on stderr naming the flag or file at
+ * fault). main() calls it with &mm_model. */
 int mmrt_main(int argc, char **argv, const MmrtModelDesc *m);
-/* The descriptor of the input named `name`, or NULL. */
+/* The trainer (task MMRT_TASK_TRAIN): parses argv, trains (mmrt_main.c). */
+int mmrt_train_main(int argc, char **argv, const MmrtModelDesc *m);
+/* The generate and eval executables (mmrt_generate.c). */
+int mmrt_generate_main(int argc, char **argv, const MmrtModelDesc *m);
+/* The descriptor of the input named `name`, or NULL (mmrt_model.c). */
 const MmrtTensorDesc *mmrt_desc_input(const MmrtModelDesc *m, const char *name);
 /* 1 when a parameter name is a LoRA adapter's (*.lora_a, *.lora_b). */
 int mmrt_is_adapter(const char *name);
-/* The generate and eval executables (task != MMRT_TASK_TRAIN), which
- * mmrt_main hands over to: mmrt_generate.c. */
-int mmrt_generate_main(int argc, char **argv, const MmrtModelDesc *m);
 
 /* The helpers and vocabulary-parallel kernels step functions call: mmrt_abi.def. */
 #define MMRT_ABI_SECTION_MAIN

@@ -1,0 +1,48 @@
+/* mmrt_tasks.c: the table of the trainer's data tasks, in the order they
+ * are tried, and binding a model to the first that takes its inputs (see
+ * mmrt_task.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "mmrt_task.h"
+
+const MmrtTask *const mmrt_tasks[] = {&mmrt_task_classify, &mmrt_task_caption, &mmrt_task_pixels,
+                                      NULL};
+
+static void shape_str(char *buf, size_t n, const MmrtTensorDesc *t) {
+  size_t k = (size_t)snprintf(buf, n, "%s[", mmrt_st_dtype_name((MmrtStDtype)t->dtype));
+  for (int64_t d = 0; d < t->ndim && k < n; d++)
+    k += (size_t)snprintf(buf + k, n - k, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+  if (k < n) snprintf(buf + k, n - k, "]");
+}
+
+/* Appends to buf[0..n), never past it. */
+static void append(char *buf, size_t n, const char *s) {
+  size_t k = strlen(buf);
+  if (k + 1 < n) snprintf(buf + k, n - k, "%s", s);
+}
+
+const MmrtTask *mmrt_task_bind(MmrtTaskCtx *c, char *err, size_t errlen) {
+  for (int i = 0; mmrt_tasks[i]; i++) {
+    int r = mmrt_tasks[i]->bind(c, err, errlen);
+    if (r > 0) return mmrt_tasks[i];
+    if (r < 0) return NULL;
+  }
+  const MmrtModelDesc *m = c->m;
+  char got[512] = "", buf[128], want[512] = "";
+  for (int64_t i = 0; i < m->ninputs; i++) {
+    shape_str(buf, sizeof buf, &m->inputs[i]);
+    snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s %s", i ? ", " : "",
+             m->inputs[i].name, buf);
+  }
+  for (int i = 0; mmrt_tasks[i]; i++) {
+    append(want, sizeof want, i ? (mmrt_tasks[i + 1] ? "; " : "; or ") : "");
+    append(want, sizeof want, mmrt_tasks[i]->inputs);
+    append(want, sizeof want, " (");
+    append(want, sizeof want, mmrt_tasks[i]->name);
+    append(want, sizeof want, ")");
+  }
+  snprintf(err, errlen, "cannot bind the inputs of model %s (%s) to a task: expected %s; B = %lld",
+           m->name, got, want, (long long)c->B);
+  return NULL;
+}
