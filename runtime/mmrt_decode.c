@@ -123,39 +123,6 @@ int mmrt_attention_cached_fwd(float *out, const float *q, const float *k, const 
               b, (int)pos[b] + n - 1, S - 1);
       return -1;
     }
-  int group = H / KVH;
-#pragma omp parallel
-  {
-    float *p = malloc(sizeof(float) * (size_t)S);
-    if (!p) {
-      fprintf(stderr, "mmrt: mmrt_attention_cached_fwd: out of memory\n");
-      abort();
-    }
-#pragma omp for collapse(3) schedule(static)
-    for (int b = 0; b < B; b++)
-      for (int i = 0; i < n; i++)
-        for (int h = 0; h < H; h++) {
-          int ns = pos[b] + i + 1, kh = h / group;
-          const float *qr = q + (((size_t)b * n + i) * H + h) * D;
-          float mx = -INFINITY;
-          for (int s = 0; s < ns; s++) {
-            const float *kr = k + (((size_t)b * S + s) * KVH + kh) * D;
-            float dot = 0;
-            for (int c = 0; c < D; c++) dot += qr[c] * kr[c];
-            p[s] = dot * scale;
-            mx = fmaxf(mx, p[s]);
-          }
-          float sum = 0;
-          for (int s = 0; s < ns; s++) sum += (p[s] = expf(p[s] - mx));
-          float *o = out + (((size_t)b * n + i) * H + h) * D;
-          for (int c = 0; c < D; c++) o[c] = 0;
-          for (int s = 0; s < ns; s++) {
-            const float *vr = v + (((size_t)b * S + s) * KVH + kh) * D;
-            float w = p[s] / sum;
-            for (int c = 0; c < D; c++) o[c] += w * vr[c];
-          }
-        }
-    free(p);
-  }
+  mmrt_attention_pos_fwd(out, q, k, v, pos, B, n, S, H, KVH, D, scale);
   return 0;
 }

@@ -114,6 +114,12 @@ void mmrt_reduce_sum_bwd(float *dx, const float *dy, int outer, int n, int inner
 /* y (+)= alpha * x;  y, x: (n) */
 void mmrt_axpy(float *y, const float *x, float alpha, size_t n, int accumulate);
 
+/* mmrt_attention_cached_fwd's kernel, once the positions are checked:
+ * mmrt_attention_fwd's tiles with row b's keys 0 .. pos[b] + n - 1. */
+void mmrt_attention_pos_fwd(float *out, const float *q, const float *k, const float *v,
+                            const int32_t *pos, int B, int n, int S, int H, int KVH, int D,
+                            float scale);
+
 /* The kernels generated code calls, with their shapes: mmrt_abi.def. */
 #define MMRT_ABI_SECTION_KERNELS
 #include "mmrt_abi.h"

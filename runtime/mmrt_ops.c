@@ -357,25 +357,30 @@ void mmrt_rope_bwd(float *dx, const float *dy, int B, int T, int H, int D, float
  * attention
  * ====================================================================== */
 
-/* Tiles: queries per forward/dq work item, keys per dk/dv work item, and
- * the chunk of scores kept hot in L1 while looping over the head dim. */
-enum { ATT_TQ = 16, ATT_TS = 16, ATT_CHUNK = 256 };
+/* Flash-style attention: the scores of a tile of queries against a tile of
+ * keys are one small matrix product (tile_gemm, register-blocked), the
+ * softmax runs online over the key tiles (a running max and sum per query,
+ * the output rescaled as the max grows), and only out and lse leave the
+ * forward. The backward recomputes each tile's probabilities from lse.
+ * Workspace is a few tiles per thread; no T x S tensor exists at any time. */
+enum { ATT_TQ = 64, ATT_TK = 64, ATT_MR = 6 };
 
-/* Number of keys query t sees. */
-static inline int visible_keys(int t, int T, int S, int causal) {
+/* Number of keys query t sees; off = S - T, the position of the first
+ * query (the queries are the last T of the keys' positions). */
+static inline int visible_keys(int t, int S, int off, int causal) {
   if (!causal) return S;
-  int n = t + (S - T) + 1;
+  int n = t + off + 1;
   return n < 0 ? 0 : (n > S ? S : n);
 }
 
 /* First query that sees key s. */
-static inline int first_query(int s, int T, int S, int causal) {
+static inline int first_query(int s, int off, int causal) {
   if (!causal) return 0;
-  int t = s - (S - T);
+  int t = s - off;
   return t < 0 ? 0 : t;
 }
 
-/* Row lengths of transposed tiles are padded to whole 16-float vectors. */
+/* Row lengths of tiles are padded to whole 16-float vectors. */
 static inline int pad16(int n) {
   return (n + 15) & ~15;
 }
@@ -389,94 +394,107 @@ static void transpose_rows(float *dst, size_t ld, const float *src, int n, size_
     for (size_t j = (size_t)n; j < ld; j++) dst[(size_t)d * ld + j] = 0.0f;
 }
 
+/* dst[j * ld + d] = src[j * stride + d] for j < n, d < D, zero for
+ * D <= d < ld: rows padded to whole vectors. */
+static void pad_rows(float *dst, size_t ld, const float *src, int n, size_t stride, int D) {
+  for (int j = 0; j < n; j++) {
+    memcpy(dst + (size_t)j * ld, src + (size_t)j * stride, sizeof(float) * (size_t)D);
+    for (size_t d = (size_t)D; d < ld; d++) dst[(size_t)j * ld + d] = 0.0f;
+  }
+}
+
 /* The hot loops below want fused multiply-adds; ISO C mode turns
  * contraction off, so allow it here only. */
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=fast")
 
-/* sc[j] = scale * sum_d x[d] * yt[d * ld + j] for j < pad16(n): one row
- * against n rows stored transposed (ld >= pad16(n), padding readable), so
- * the inner loop is an FMA over j rather than a horizontal sum over d.
- * Sums stay in registers: four 16-wide vectors, then one for the rest. */
-enum { ATT_VB = 64 };
-
-/* 16-float vectors (GNU C vector extension; lowered to narrower registers
- * in the baseline clone). Vf16u is the unaligned, aliasing view of a
- * float array. */
+/* 16-float vectors (GNU C vector extension; two AVX2 registers, one
+ * AVX-512 register, narrower in the baseline clone). Vf16u is the
+ * unaligned, aliasing view of a float array. */
 typedef float Vf16 __attribute__((vector_size(64)));
 typedef float Vf16u __attribute__((vector_size(64), aligned(4), may_alias));
 
-MMRT_CLONES static void scores_row(float *restrict sc, const float *restrict x,
-                                   const float *restrict yt, size_t ld, int n, int D, float scale) {
-  int j0 = 0;
-  for (; j0 + ATT_VB <= n; j0 += ATT_VB) {
-    Vf16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
-    for (int d = 0; d < D; d++) {
-      float xd = x[d] * scale;
-      const Vf16u *y = (const Vf16u *)(yt + (size_t)d * ld + j0);
-      a0 += xd * y[0];
-      a1 += xd * y[1];
-      a2 += xd * y[2];
-      a3 += xd * y[3];
-    }
-    Vf16u *o = (Vf16u *)(sc + j0);
-    o[0] = a0;
-    o[1] = a1;
-    o[2] = a2;
-    o[3] = a3;
+/* R rows (R <= ATT_MR, a constant after inlining) of one 16-column strip:
+ * R accumulators stay in registers (12 of AVX2's 16, 6 of AVX-512's 32)
+ * while k runs; each step is one load of b and R broadcast FMAs. */
+static inline __attribute__((always_inline)) void
+gemm_strip(float *restrict c, size_t ldc, const float *restrict a, size_t ai, size_t ak,
+           const float *restrict b, size_t ldb, int K, int acc, const int R) {
+  Vf16 s[ATT_MR];
+#pragma GCC unroll 6
+  for (int r = 0; r < R; r++) {
+    Vf16 z = {0};
+    if (acc) z = *(const Vf16u *)(c + (size_t)r * ldc);
+    s[r] = z;
   }
-  for (; j0 < n; j0 += 16) {
-    Vf16 a0 = {0};
-    for (int d = 0; d < D; d++) a0 += (x[d] * scale) * *(const Vf16u *)(yt + (size_t)d * ld + j0);
-    *(Vf16u *)(sc + j0) = a0;
+  for (int k = 0; k < K; k++) {
+    Vf16 bv = *(const Vf16u *)(b + (size_t)k * ldb);
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) s[r] += a[(size_t)r * ai + (size_t)k * ak] * bv;
+  }
+#pragma GCC unroll 6
+  for (int r = 0; r < R; r++) *(Vf16u *)(c + (size_t)r * ldc) = s[r];
+}
+
+/* c[i * ldc + j] (+)= sum_{k < K} A(i, k) b[k * ldb + j] for i < M and
+ * j < N, N a multiple of 16; A(i, k) = a[i * ai + k * ak] (a row-major
+ * matrix or a transposed one). */
+MMRT_CLONES static void tile_gemm(float *restrict c, size_t ldc, const float *restrict a, size_t ai,
+                                  size_t ak, const float *restrict b, size_t ldb, int M, int N,
+                                  int K, int acc) {
+  for (int j = 0; j < N; j += 16) {
+    int i = 0;
+    for (; i + ATT_MR <= M; i += ATT_MR)
+      gemm_strip(c + (size_t)i * ldc + j, ldc, a + (size_t)i * ai, ai, ak, b + j, ldb, K, acc,
+                 ATT_MR);
+    float *cc = c + (size_t)i * ldc + j;
+    const float *aa = a + (size_t)i * ai;
+    switch (M - i) {
+      case 5: gemm_strip(cc, ldc, aa, ai, ak, b + j, ldb, K, acc, 5); break;
+      case 4: gemm_strip(cc, ldc, aa, ai, ak, b + j, ldb, K, acc, 4); break;
+      case 3: gemm_strip(cc, ldc, aa, ai, ak, b + j, ldb, K, acc, 3); break;
+      case 2: gemm_strip(cc, ldc, aa, ai, ak, b + j, ldb, K, acc, 2); break;
+      case 1: gemm_strip(cc, ldc, aa, ai, ak, b + j, ldb, K, acc, 1); break;
+      default: break;
+    }
   }
 }
 
-/* acc[d] (+)= sum_j w[j] * rows[j * stride + d] */
-MMRT_CLONES static void wsum_rows(float *restrict acc, const float *restrict w,
-                                  const float *restrict rows, size_t stride, int n, int D,
-                                  int zero) {
-  if (zero)
-    for (int d = 0; d < D; d++) acc[d] = 0.0f;
-  int d0 = 0;
-  for (; d0 + ATT_VB <= D; d0 += ATT_VB) {
-    Vf16u *o = (Vf16u *)(acc + d0);
-    Vf16 a0 = o[0], a1 = o[1], a2 = o[2], a3 = o[3];
-    for (int j = 0; j < n; j++) {
-      float wj = w[j];
-      const Vf16u *r = (const Vf16u *)(rows + (size_t)j * stride + d0);
-      a0 += wj * r[0];
-      a1 += wj * r[1];
-      a2 += wj * r[2];
-      a3 += wj * r[3];
-    }
-    o[0] = a0;
-    o[1] = a1;
-    o[2] = a2;
-    o[3] = a3;
+/* One row of the online softmax: s[0..n) are the scaled scores of the
+ * visible keys of this tile, s[n..nk) are masked. Raises the running max
+ * *m, rescales the running sum *l and the output row o[0..Dp), and leaves
+ * p = exp(s - max) in s (zero where masked). */
+MMRT_CLONES static void online_softmax_row(float *restrict s, int n, int nk, float *m, float *l,
+                                           float *restrict o, int Dp) {
+  float mx = *m;
+  for (int j = 0; j < n; j++) mx = s[j] > mx ? s[j] : mx;
+  float alpha = *m == -INFINITY ? 0.0f : exp_approx(*m - mx), sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int j = 0; j < n; j++) {
+    s[j] = exp_approx(s[j] - mx);
+    sum += s[j];
   }
-  if (d0 < D) {
-    for (int j = 0; j < n; j++) {
-      float wj = w[j];
-      const float *restrict r = rows + (size_t)j * stride;
+  for (int j = n; j < nk; j++) s[j] = 0.0f;
+  *l = *l * alpha + sum;
+  *m = mx;
 #pragma omp simd
-      for (int d = d0; d < D; d++) acc[d] += wj * r[d];
-    }
+  for (int d = 0; d < Dp; d++) o[d] *= alpha;
+}
+
+/* p = exp(scale * s - lse), ds = p * (dp - Dt) * scale for j < n; both
+ * zero for n <= j < nk. */
+MMRT_CLONES static void grad_row(float *restrict s, float *restrict dp, int n, int nk, float lse,
+                                 float Dt, float scale) {
+#pragma omp simd
+  for (int j = 0; j < n; j++) {
+    float p = exp_approx(scale * s[j] - lse);
+    s[j] = p;
+    dp[j] = p * (dp[j] - Dt) * scale;
   }
+  for (int j = n; j < nk; j++) s[j] = dp[j] = 0.0f;
 }
 
 #pragma GCC pop_options
-
-/* p[j] = exp(p[j] - sub); returns the sum. */
-MMRT_CLONES static float exp_row(float *p, int n, float sub) {
-  float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-  for (int j = 0; j < n; j++) {
-    p[j] = exp_approx(p[j] - sub);
-    s += p[j];
-  }
-  return s;
-}
 
 static float max_row(const float *p, int n) {
   float m = -INFINITY;
@@ -489,70 +507,209 @@ static void attention_check(int H, int KVH, int D, const char *what) {
   if (KVH < 1 || H % KVH || D < 1) die(what, "H must be a multiple of KVH");
 }
 
-/* Work item (b, h, block of ATT_TQ queries): K of the block's visible keys
- * is transposed once, then each query is scores -> exp -> weighted sum. */
-void mmrt_attention_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
-                        int B, int T, int S, int H, int KVH, int D, int causal, float scale) {
-  static const char *what = "mmrt_attention_fwd";
-  attention_check(H, KVH, D, what);
-  int grp = H / KVH, nblk = (T + ATT_TQ - 1) / ATT_TQ;
-  size_t kvs = (size_t)KVH * D, qs = (size_t)H * D;
-#pragma omp parallel
-  {
-    size_t Sp = (size_t)pad16(S);
-    float *kt = xmalloc(sizeof(float) * (Sp * D + Sp + D), what);
-    float *p = kt + Sp * D, *acc = p + Sp;
-#pragma omp for collapse(3) schedule(dynamic)
-    for (int b = 0; b < B; b++) {
-      for (int h = 0; h < H; h++) {
-        for (int blk = 0; blk < nblk; blk++) {
-          int t0 = blk * ATT_TQ, t1 = t0 + ATT_TQ < T ? t0 + ATT_TQ : T;
-          int nmax = visible_keys(t1 - 1, T, S, causal);
-          const float *kb = k + (size_t)b * S * kvs + (size_t)(h / grp) * D;
-          const float *vb = v + (size_t)b * S * kvs + (size_t)(h / grp) * D;
-          size_t ld = (size_t)pad16(nmax);
-          transpose_rows(kt, ld, kb, nmax, kvs, D);
-          for (int t = t0; t < t1; t++) {
-            int n = visible_keys(t, T, S, causal);
-            const float *qr = q + ((size_t)b * T + t) * qs + (size_t)h * D;
-            float *orow = out + ((size_t)b * T + t) * qs + (size_t)h * D;
-            float *l = lse + ((size_t)b * H + h) * T + t;
-            if (n == 0) {
-              memset(orow, 0, sizeof(float) * (size_t)D);
-              *l = -INFINITY;
-              continue;
-            }
-            scores_row(p, qr, kt, ld, n, D, scale);
-            float mx = max_row(p, n);
-            float sum = exp_row(p, n, mx);
-            wsum_rows(acc, p, vb, kvs, n, D, 1);
-            float inv = 1.0f / sum;
-            for (int d = 0; d < D; d++) orow[d] = acc[d] * inv;
-            *l = mx + logf(sum);
-          }
-        }
+/* Per-thread tiles: TQ x TK scores (and their gradient), the key tile
+ * transposed (D x TK) for K and V, the key tile and the query tile with
+ * rows padded to Dp (K, Q, dO), and TQ x Dp (and TK x Dp) accumulators. */
+typedef struct AttWs {
+  float *s, *dp, *kt, *vt, *kp, *qp, *dop, *o, *dk, *dv, *m, *l;
+} AttWs;
+
+static AttWs att_ws(int D, const char *what) {
+  size_t Dp = (size_t)pad16(D), TQ = ATT_TQ, TK = ATT_TK;
+  size_t n = 2 * TQ * TK + 2 * (size_t)D * TK + TK * Dp + 3 * TQ * Dp + 2 * TK * Dp + 2 * TQ;
+  AttWs w;
+  w.s = xmalloc(sizeof(float) * n, what);
+  w.dp = w.s + TQ * TK;
+  w.kt = w.dp + TQ * TK;
+  w.vt = w.kt + (size_t)D * TK;
+  w.kp = w.vt + (size_t)D * TK;
+  w.qp = w.kp + TK * Dp;
+  w.dop = w.qp + TQ * Dp;
+  w.o = w.dop + TQ * Dp;
+  w.dk = w.o + TQ * Dp;
+  w.dv = w.dk + TK * Dp;
+  w.m = w.dv + TK * Dp;
+  w.l = w.m + TQ;
+  return w;
+}
+
+/* Shape of one call; with pos, row b's queries are at positions pos[b] ..
+ * pos[b] + T - 1 and see keys 0 .. pos[b] + T - 1 (causal; the KV cache). */
+typedef struct AttShape {
+  int B, T, S, H, KVH, D, causal;
+  float scale;
+  const int32_t *pos;
+} AttShape;
+
+static inline int att_keys(const AttShape *a, int b) {
+  return a->pos ? a->pos[b] + a->T : a->S;
+}
+
+/* Forward work item: queries [t0, t0 + nq) of head h in row b. */
+static void fwd_item(const AttShape *a, AttWs *w, float *out, float *lse, const float *q,
+                     const float *k, const float *v, int b, int h, int t0, int nq) {
+  int D = a->D, Dp = pad16(D), S = att_keys(a, b), off = S - a->T;
+  int causal = a->pos ? 1 : a->causal;
+  size_t kvs = (size_t)a->KVH * D, qs = (size_t)a->H * D;
+  const float *kb = k + (size_t)b * a->S * kvs + (size_t)(h / (a->H / a->KVH)) * D;
+  const float *vb = v + (size_t)b * a->S * kvs + (size_t)(h / (a->H / a->KVH)) * D;
+  const float *qb = q + ((size_t)b * a->T + t0) * qs + (size_t)h * D;
+  for (int i = 0; i < nq; i++) {
+    w->m[i] = -INFINITY;
+    w->l[i] = 0.0f;
+  }
+  memset(w->o, 0, sizeof(float) * (size_t)nq * Dp);
+  /* the scaled query tile */
+  for (int i = 0; i < nq; i++)
+    for (int d = 0; d < D; d++) w->qp[(size_t)i * Dp + d] = qb[(size_t)i * qs + d] * a->scale;
+  int smax = visible_keys(t0 + nq - 1, S, off, causal);
+  for (int s0 = 0; s0 < smax; s0 += ATT_TK) {
+    int nk = smax - s0 < ATT_TK ? smax - s0 : ATT_TK, ld = pad16(nk);
+    transpose_rows(w->kt, (size_t)ld, kb + (size_t)s0 * kvs, nk, kvs, D);
+    pad_rows(w->kp, (size_t)Dp, vb + (size_t)s0 * kvs, nk, kvs, D);
+    tile_gemm(w->s, (size_t)ld, w->qp, (size_t)Dp, 1, w->kt, (size_t)ld, nq, ld, D, 0);
+    for (int i = 0; i < nq; i++) {
+      int n = visible_keys(t0 + i, S, off, causal) - s0;
+      n = n < 0 ? 0 : (n > nk ? nk : n);
+      if (n == 0) {
+        memset(w->s + (size_t)i * ld, 0, sizeof(float) * (size_t)nk);
+        continue;
       }
+      online_softmax_row(w->s + (size_t)i * ld, n, nk, &w->m[i], &w->l[i], w->o + (size_t)i * Dp,
+                         Dp);
     }
-    free(kt);
+    tile_gemm(w->o, (size_t)Dp, w->s, (size_t)ld, 1, w->kp, (size_t)Dp, nq, Dp, nk, 1);
+  }
+  for (int i = 0; i < nq; i++) {
+    float *orow = out + ((size_t)b * a->T + t0 + i) * qs + (size_t)h * D;
+    float inv = w->l[i] > 0.0f ? 1.0f / w->l[i] : 0.0f;
+    for (int d = 0; d < D; d++) orow[d] = w->o[(size_t)i * Dp + d] * inv;
+    if (lse)
+      lse[((size_t)b * a->H + h) * a->T + t0 + i] =
+          w->l[i] > 0.0f ? w->m[i] + logf(w->l[i]) : -INFINITY;
   }
 }
 
-/* Backward in three passes so that every output has one writer:
- *   1. Dt = dout_t . out_t for every (b, h, t);
- *   2. dq_t = scale * sum_s ds_ts k_s, items (b, h, query block);
- *   3. dk_s = scale * sum_{h in group, t} ds_ts q_t and
- *      dv_s = sum p_ts dout_t, items (b, kvh, key block);
- * with p_ts = exp(scale q_t.k_s - lse_t) and ds_ts = p_ts (dout_t.v_s - Dt).
- * Passes 2 and 3 both recompute p: twice the forward's score work, in
- * exchange for no atomics and no per-thread dk/dv copies. */
+static void attention_fwd(const AttShape *a, float *out, float *lse, const float *q, const float *k,
+                          const float *v, const char *what) {
+  attention_check(a->H, a->KVH, a->D, what);
+  int nblk = (a->T + ATT_TQ - 1) / ATT_TQ;
+#pragma omp parallel
+  {
+    AttWs w = att_ws(a->D, what);
+#pragma omp for collapse(3) schedule(dynamic)
+    for (int b = 0; b < a->B; b++)
+      for (int h = 0; h < a->H; h++)
+        for (int blk = 0; blk < nblk; blk++) {
+          int t0 = blk * ATT_TQ, nq = a->T - t0 < ATT_TQ ? a->T - t0 : ATT_TQ;
+          fwd_item(a, &w, out, lse, q, k, v, b, h, t0, nq);
+        }
+    free(w.s);
+  }
+}
+
+void mmrt_attention_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
+                        int B, int T, int S, int H, int KVH, int D, int causal, float scale) {
+  AttShape a = {B, T, S, H, KVH, D, causal, scale, NULL};
+  attention_fwd(&a, out, lse, q, k, v, "mmrt_attention_fwd");
+}
+
+void mmrt_attention_pos_fwd(float *out, const float *q, const float *k, const float *v,
+                            const int32_t *pos, int B, int n, int S, int H, int KVH, int D,
+                            float scale) {
+  AttShape a = {B, n, S, H, KVH, D, 1, scale, pos};
+  attention_fwd(&a, out, NULL, q, k, v, "mmrt_attention_cached_fwd");
+}
+
+/* The backward's inputs for one call. */
+typedef struct AttGrad {
+  AttShape a;
+  const float *dout, *q, *k, *v, *lse, *Dt;
+} AttGrad;
+
+/* Key tile [s0, s0 + nk) of KV head kh in row b into the workspace: K and V
+ * transposed (the scores' and dP's right operands), K padded (dq's). */
+static void bwd_load_keys(const AttGrad *g, AttWs *w, int b, int kh, int s0, int nk) {
+  int D = g->a.D, ld = pad16(nk);
+  size_t kvs = (size_t)g->a.KVH * D, o = ((size_t)b * g->a.S + s0) * kvs + (size_t)kh * D;
+  transpose_rows(w->kt, (size_t)ld, g->k + o, nk, kvs, D);
+  transpose_rows(w->vt, (size_t)ld, g->v + o, nk, kvs, D);
+  pad_rows(w->kp, (size_t)pad16(D), g->k + o, nk, kvs, D);
+}
+
+/* One tile of the backward: queries [t0, t0 + nq) of head h, against the
+ * key tile [s0, s0 + nk) loaded by bwd_load_keys. P and dS are recomputed
+ * from lse; then, for the non-NULL ones, dqc (+)= dS K (acc_dq),
+ * dk += dS^T Q and dv += P^T dO (TK x Dp tiles). */
+static void bwd_tile(const AttGrad *g, AttWs *w, int b, int h, int t0, int nq, int s0, int nk,
+                     float *dqc, int acc_dq, float *dk, float *dv) {
+  const AttShape *a = &g->a;
+  int D = a->D, Dp = pad16(D), ld = pad16(nk), off = a->S - a->T;
+  size_t qs = (size_t)a->H * D, o = ((size_t)b * a->T + t0) * qs + (size_t)h * D;
+  pad_rows(w->qp, (size_t)Dp, g->q + o, nq, qs, D);
+  pad_rows(w->dop, (size_t)Dp, g->dout + o, nq, qs, D);
+  tile_gemm(w->s, (size_t)ld, w->qp, (size_t)Dp, 1, w->kt, (size_t)ld, nq, ld, D, 0);
+  tile_gemm(w->dp, (size_t)ld, w->dop, (size_t)Dp, 1, w->vt, (size_t)ld, nq, ld, D, 0);
+  const float *lse = g->lse + ((size_t)b * a->H + h) * a->T + t0;
+  const float *Dt = g->Dt + ((size_t)b * a->H + h) * a->T + t0;
+  for (int i = 0; i < nq; i++) {
+    int n = visible_keys(t0 + i, a->S, off, a->causal) - s0;
+    n = n < 0 ? 0 : (n > nk ? nk : n);
+    grad_row(w->s + (size_t)i * ld, w->dp + (size_t)i * ld, n, nk, lse[i], Dt[i], a->scale);
+  }
+  if (dqc) tile_gemm(dqc, (size_t)Dp, w->dp, (size_t)ld, 1, w->kp, (size_t)Dp, nq, Dp, nk, acc_dq);
+  if (dv) tile_gemm(dv, (size_t)Dp, w->s, 1, (size_t)ld, w->dop, (size_t)Dp, nk, Dp, nq, 1);
+  if (dk) tile_gemm(dk, (size_t)Dp, w->dp, 1, (size_t)ld, w->qp, (size_t)Dp, nk, Dp, nq, 1);
+}
+
+/* dst rows (stride ld) (+)= the tile's rows (stride Dp), D columns. */
+static void put_tile(float *dst, size_t ld, const float *src, int n, int D, int accumulate) {
+  int Dp = pad16(D);
+  for (int i = 0; i < n; i++)
+    for (int d = 0; d < D; d++) put(&dst[(size_t)i * ld + d], src[(size_t)i * Dp + d], accumulate);
+}
+
+/* dk, dv of key tile [s0, s0 + nk) of KV head kh: every visible query tile
+ * of every head of its group (the key tile is loaded); dq of those tiles
+ * too when dq_out is set (work item (b, kh) owns all of it). */
+static void bwd_keys(const AttGrad *g, AttWs *w, int b, int kh, int s0, int nk, float *dq_out,
+                     float *dk, float *dv, int accumulate) {
+  const AttShape *a = &g->a;
+  int D = a->D, Dp = pad16(D), grp = a->H / a->KVH;
+  size_t kvs = (size_t)a->KVH * D, qs = (size_t)a->H * D;
+  memset(w->dk, 0, sizeof(float) * (size_t)nk * Dp);
+  memset(w->dv, 0, sizeof(float) * (size_t)nk * Dp);
+  int tmin = first_query(s0, a->S - a->T, a->causal);
+  for (int gi = 0; gi < grp; gi++) {
+    int h = kh * grp + gi;
+    for (int t0 = tmin; t0 < a->T; t0 += ATT_TQ) {
+      int nq = a->T - t0 < ATT_TQ ? a->T - t0 : ATT_TQ;
+      bwd_tile(g, w, b, h, t0, nq, s0, nk, dq_out ? w->o : NULL, 0, dk ? w->dk : NULL,
+               dv ? w->dv : NULL);
+      if (dq_out)
+        put_tile(dq_out + ((size_t)b * a->T + t0) * qs + (size_t)h * D, qs, w->o, nq, D, 1);
+    }
+  }
+  size_t ko = ((size_t)b * a->S + s0) * kvs + (size_t)kh * D;
+  if (dk) put_tile(dk + ko, kvs, w->dk, nk, D, accumulate);
+  if (dv) put_tile(dv + ko, kvs, w->dv, nk, D, accumulate);
+}
+
+/* Backward, flash-style: Dt = dout_t . out_t per query, then per tile
+ * pair p = exp(scale q.k - lse), ds = p (dout.v - Dt), and
+ * dq = scale ds K, dk = scale ds^T Q, dv = p^T dout. With many (row, KV
+ * head) pairs a work item is one pair and computes each tile once (it owns
+ * the pair's dq, dk and dv); with few (long sequences), dq runs per query
+ * tile and dk, dv per key tile, each tile computed twice, so that the
+ * threads have work. The choice depends on the shape only, not on the
+ * thread count, so results do not either. */
 void mmrt_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q,
                         const float *k, const float *v, const float *out, const float *lse, int B,
                         int T, int S, int H, int KVH, int D, int causal, float scale,
                         int accumulate) {
   static const char *what = "mmrt_attention_bwd";
   attention_check(H, KVH, D, what);
-  int grp = H / KVH;
-  size_t kvs = (size_t)KVH * D, qs = (size_t)H * D;
+  size_t qs = (size_t)H * D;
   float *Dt = xmalloc(sizeof(float) * (size_t)B * H * T, what);
 #pragma omp parallel for collapse(3) schedule(static)
   for (int b = 0; b < B; b++)
@@ -563,110 +720,59 @@ void mmrt_attention_bwd(float *dq, float *dk, float *dv, const float *dout, cons
         for (int d = 0; d < D; d++) s += dout[off + d] * out[off + d];
         Dt[((size_t)b * H + h) * T + t] = s;
       }
-
-  if (dq) {
-    int nblk = (T + ATT_TQ - 1) / ATT_TQ;
+  AttGrad g = {{B, T, S, H, KVH, D, causal, scale, NULL}, dout, q, k, v, lse, Dt};
+  int nkb = (S + ATT_TK - 1) / ATT_TK, nqb = (T + ATT_TQ - 1) / ATT_TQ, grp = H / KVH;
+  if (B * KVH >= 16 || (nkb == 1 && nqb == 1)) {
 #pragma omp parallel
     {
-      size_t Sp = (size_t)pad16(S);
-      float *kt = xmalloc(sizeof(float) * (2 * Sp * D + 2 * Sp + D), what);
-      float *vt = kt + Sp * D, *p = vt + Sp * D;
-      float *dp = p + Sp, *acc = dp + Sp;
-#pragma omp for collapse(3) schedule(dynamic)
-      for (int b = 0; b < B; b++) {
-        for (int h = 0; h < H; h++) {
-          for (int blk = 0; blk < nblk; blk++) {
-            int t0 = blk * ATT_TQ, t1 = t0 + ATT_TQ < T ? t0 + ATT_TQ : T;
-            int nmax = visible_keys(t1 - 1, T, S, causal);
-            const float *kb = k + (size_t)b * S * kvs + (size_t)(h / grp) * D;
-            const float *vb = v + (size_t)b * S * kvs + (size_t)(h / grp) * D;
-            size_t ld = (size_t)pad16(nmax);
-            transpose_rows(kt, ld, kb, nmax, kvs, D);
-            transpose_rows(vt, ld, vb, nmax, kvs, D);
-            for (int t = t0; t < t1; t++) {
-              int n = visible_keys(t, T, S, causal);
-              size_t off = ((size_t)b * T + t) * qs + (size_t)h * D;
-              size_t bht = ((size_t)b * H + h) * T + t;
-              for (int d = 0; d < D; d++) acc[d] = 0.0f;
-              if (n > 0) {
-                scores_row(p, q + off, kt, ld, n, D, scale);
-                exp_row(p, n, lse[bht]);
-                scores_row(dp, dout + off, vt, ld, n, D, 1.0f);
-                float dd = Dt[bht];
-#pragma omp simd
-                for (int j = 0; j < n; j++) p[j] = p[j] * (dp[j] - dd) * scale;
-                wsum_rows(acc, p, kb, kvs, n, D, 1);
-              }
-              for (int d = 0; d < D; d++) put(&dq[off + d], acc[d], accumulate);
-            }
-          }
-        }
-      }
-      free(kt);
-    }
-  }
-
-  if (dk || dv) {
-    int nblk = (S + ATT_TS - 1) / ATT_TS;
-    size_t NJmax = (size_t)pad16(grp * T);
-#pragma omp parallel
-    {
-      float *qt = xmalloc(sizeof(float) * (NJmax * (2 * (size_t)D + 4) + 2 * (size_t)D), what);
-      float *dot = qt + NJmax * D, *sc = dot + NJmax * D, *dp = sc + NJmax;
-      float *lj = dp + NJmax, *dj = lj + NJmax, *ak = dj + NJmax, *av = ak + D;
-#pragma omp for collapse(3) schedule(dynamic)
-      for (int b = 0; b < B; b++) {
+      AttWs w = att_ws(D, what);
+#pragma omp for collapse(2) schedule(dynamic)
+      for (int b = 0; b < B; b++)
         for (int kh = 0; kh < KVH; kh++) {
-          for (int blk = 0; blk < nblk; blk++) {
-            int s0 = blk * ATT_TS, s1 = s0 + ATT_TS < S ? s0 + ATT_TS : S;
-            int tmin = first_query(s0, T, S, causal);
-            int Tv = T > tmin ? T - tmin : 0;
-            size_t NJ = (size_t)grp * Tv, ld = (size_t)pad16((int)NJ);
-            /* The group's visible queries, j = g * Tv + (t - tmin),
-             * transposed with rows of ld. */
-            for (int d = 0; d < D; d++)
-              for (size_t j = NJ; j < ld; j++) qt[d * ld + j] = dot[d * ld + j] = 0.0f;
-            for (int g = 0; g < grp && Tv > 0; g++) {
-              size_t off = ((size_t)b * T + tmin) * qs + (size_t)(kh * grp + g) * D;
-              for (int tt = 0; tt < Tv; tt++)
-                for (int d = 0; d < D; d++) {
-                  qt[(size_t)d * ld + (size_t)g * Tv + tt] = q[off + tt * qs + d];
-                  dot[(size_t)d * ld + (size_t)g * Tv + tt] = dout[off + tt * qs + d];
-                }
-              size_t bh = ((size_t)b * H + kh * grp + g) * T + tmin;
-              memcpy(lj + (size_t)g * Tv, lse + bh, sizeof(float) * (size_t)Tv);
-              memcpy(dj + (size_t)g * Tv, Dt + bh, sizeof(float) * (size_t)Tv);
-            }
-            for (int s = s0; s < s1; s++) {
-              size_t ko = ((size_t)b * S + s) * kvs + (size_t)kh * D;
-              for (int d = 0; d < D; d++) ak[d] = av[d] = 0.0f;
-              int ts = first_query(s, T, S, causal);
-              if (NJ > 0 && ts < T) {
-                scores_row(sc, k + ko, qt, ld, (int)NJ, D, scale);
-                scores_row(dp, v + ko, dot, ld, (int)NJ, D, 1.0f);
-                for (int g = 0; g < grp; g++) {
-                  size_t j0 = (size_t)g * Tv + (size_t)(ts - tmin);
-                  int L = T - ts;
-#pragma omp simd
-                  for (int j = 0; j < L; j++) {
-                    float pr = exp_approx(sc[j0 + j] - lj[j0 + j]);
-                    sc[j0 + j] = pr;
-                    dp[j0 + j] = pr * (dp[j0 + j] - dj[j0 + j]) * scale;
-                  }
-                  size_t off = ((size_t)b * T + ts) * qs + (size_t)(kh * grp + g) * D;
-                  wsum_rows(av, sc + j0, dout + off, qs, L, D, 0);
-                  wsum_rows(ak, dp + j0, q + off, qs, L, D, 0);
-                }
-              }
-              for (int d = 0; d < D; d++) {
-                if (dk) put(&dk[ko + d], ak[d], accumulate);
-                if (dv) put(&dv[ko + d], av[d], accumulate);
-              }
-            }
+          if (dq && !accumulate)
+            for (int t = 0; t < T; t++)
+              memset(dq + ((size_t)b * T + t) * qs + (size_t)kh * grp * D, 0,
+                     sizeof(float) * (size_t)grp * D);
+          for (int s0 = 0; s0 < S; s0 += ATT_TK) {
+            int nk = S - s0 < ATT_TK ? S - s0 : ATT_TK;
+            bwd_load_keys(&g, &w, b, kh, s0, nk);
+            bwd_keys(&g, &w, b, kh, s0, nk, dq, dk, dv, accumulate);
           }
         }
+      free(w.s);
+    }
+  } else {
+#pragma omp parallel
+    {
+      AttWs w = att_ws(D, what);
+      if (dq) {
+#pragma omp for collapse(3) schedule(dynamic)
+        for (int b = 0; b < B; b++)
+          for (int h = 0; h < H; h++)
+            for (int qb = 0; qb < nqb; qb++) {
+              int t0 = qb * ATT_TQ, nq = T - t0 < ATT_TQ ? T - t0 : ATT_TQ;
+              int smax = visible_keys(t0 + nq - 1, S, S - T, causal);
+              float *acc = w.dk; /* TQ x Dp fits in the TK x Dp tile */
+              memset(acc, 0, sizeof(float) * (size_t)nq * pad16(D));
+              for (int s0 = 0; s0 < smax; s0 += ATT_TK) {
+                int nk = smax - s0 < ATT_TK ? smax - s0 : ATT_TK;
+                bwd_load_keys(&g, &w, b, h / grp, s0, nk);
+                bwd_tile(&g, &w, b, h, t0, nq, s0, nk, acc, 1, NULL, NULL);
+              }
+              put_tile(dq + ((size_t)b * T + t0) * qs + (size_t)h * D, qs, acc, nq, D, accumulate);
+            }
       }
-      free(qt);
+      if (dk || dv) {
+#pragma omp for collapse(3) schedule(dynamic)
+        for (int b = 0; b < B; b++)
+          for (int kh = 0; kh < KVH; kh++)
+            for (int kb = 0; kb < nkb; kb++) {
+              int s0 = kb * ATT_TK, nk = S - s0 < ATT_TK ? S - s0 : ATT_TK;
+              bwd_load_keys(&g, &w, b, kh, s0, nk);
+              bwd_keys(&g, &w, b, kh, s0, nk, NULL, dk, dv, accumulate);
+            }
+      }
+      free(w.s);
     }
   }
   free(Dt);

@@ -1017,12 +1017,16 @@ START_TEST(test_attention_noncausal) {
 }
 END_TEST
 
-/* Sizes past the kernels' 64-wide register tiles (T, S, D > 64, not
- * multiples of 16), against the naive forward and backward only: finite
- * differences at this size would take minutes. */
+/* Sizes past the kernels' 64 x 64 tiles (T, S > 64, D not a multiple of
+ * 16), against the naive forward and backward only: finite differences at
+ * this size would take minutes. B * KVH = 2 takes the backward that splits
+ * dq from dk, dv (few work items), B * KVH = 16 the one whose items own a
+ * whole (row, KV head). */
 START_TEST(test_attention_large) {
-  for (int causal = 0; causal <= 1; causal++) {
-    int B = 1, T = 67, S = 83, H = 4, KVH = 2, D = 72;
+  static const int shapes[][4] = {{1, 2, 4, 72}, {8, 2, 6, 19}}; /* B, KVH, H, D */
+  for (int c2 = 0; c2 < 4; c2++) {
+    int causal = c2 & 1, B = shapes[c2 >> 1][0], T = 67, S = 83, H = shapes[c2 >> 1][2],
+        KVH = shapes[c2 >> 1][1], D = shapes[c2 >> 1][3];
     size_t nq = (size_t)B * T * H * D, nk = (size_t)B * S * KVH * D;
     size_t nl = (size_t)B * H * T;
     float scale = 1.0f / sqrtf((float)D);
