@@ -2,51 +2,13 @@
 the same definitions (stdlib_models/*.mm), keyed by mmc's parameter names.
 Used by the parity tests and bench/. Needs Debian's python3-torch
 (/usr/bin/python3) and numpy; reads and writes safetensors with numpy only."""
-import json, math, struct
+import math
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-# ---------------------------------------------------------------- safetensors
-_DT = {"F32": np.float32, "F16": np.float16, "I32": np.int32, "I64": np.int64, "U8": np.uint8}
-_DT_BACK = {np.dtype(v): k for k, v in _DT.items()}
-
-
-def st_load(path):
-    """Returns ({name: np.ndarray}, metadata dict)."""
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    meta = header.pop("__metadata__", {})
-    base = 8 + n
-    out = {}
-    for name, t in header.items():
-        b, e = t["data_offsets"]
-        if t["dtype"] == "BF16":
-            raw = np.frombuffer(data[base + b:base + e], dtype=np.uint16).astype(np.uint32) << 16
-            arr = raw.view(np.float32)
-        else:
-            arr = np.frombuffer(data[base + b:base + e], dtype=_DT[t["dtype"]])
-        out[name] = arr.reshape(t["shape"]).copy()
-    return out, meta
-
-
-def st_save(path, tensors, meta=None):
-    header, blobs, off = {}, [], 0
-    for name in sorted(tensors):
-        a = np.ascontiguousarray(tensors[name])
-        raw = a.tobytes()
-        header[name] = {"dtype": _DT_BACK[a.dtype], "shape": list(a.shape), "data_offsets": [off, off + len(raw)]}
-        blobs.append(raw)
-        off += len(raw)
-    if meta:
-        header["__metadata__"] = {k: str(v) for k, v in meta.items()}
-    h = json.dumps(header).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+from mmtrain import st_load, st_save  # safetensors with numpy only
 
 
 # ---------------------------------------------------------------- primitives (nn.mm)

@@ -1,5 +1,6 @@
 """The training settings of an .mm model read by the test references
-themselves, and the weight comparison the parity tests share. numpy only.
+themselves, the weight comparison the parity tests share, and safetensors
+read and written with numpy only.
 
 train_settings(path, model): the model's `train { }` section (or, for a
 model that `extends` another and has none, the base's), read from the .mm
@@ -22,7 +23,7 @@ rounding level by construction (ROUNDING_LEVEL: their gradient is zero in
 exact arithmetic, so AdamW turns each side's rounding noise into lr-sized
 steps of arbitrary sign) are named and checked element by element on their
 step sizes; frozen tensors must keep their initial bits on both sides."""
-import math, os, re
+import json, math, os, re, struct
 
 import numpy as np
 
@@ -33,6 +34,47 @@ ROUNDING_LEVEL = {
     ".k_proj.bias": "a key bias adds q.b to a whole row of scores, which softmax ignores: its gradient is 0 "
                     "in exact arithmetic",
 }
+
+
+# ---------------------------------------------------------------- safetensors
+_DT = {"F32": np.float32, "F16": np.float16, "I32": np.int32, "I64": np.int64, "U8": np.uint8}
+_DT_BACK = {np.dtype(v): k for k, v in _DT.items()}
+
+
+def st_load(path):
+    """Returns ({name: np.ndarray}, metadata dict)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    base = 8 + n
+    out = {}
+    for name, t in header.items():
+        b, e = t["data_offsets"]
+        if t["dtype"] == "BF16":
+            raw = np.frombuffer(data[base + b:base + e], dtype=np.uint16).astype(np.uint32) << 16
+            arr = raw.view(np.float32)
+        else:
+            arr = np.frombuffer(data[base + b:base + e], dtype=_DT[t["dtype"]])
+        out[name] = arr.reshape(t["shape"]).copy()
+    return out, meta
+
+
+def st_save(path, tensors, meta=None):
+    header, blobs, off = {}, [], 0
+    for name in sorted(tensors):
+        a = np.ascontiguousarray(tensors[name])
+        raw = a.tobytes()
+        header[name] = {"dtype": _DT_BACK[a.dtype], "shape": list(a.shape), "data_offsets": [off, off + len(raw)]}
+        blobs.append(raw)
+        off += len(raw)
+    if meta:
+        header["__metadata__"] = {k: str(v) for k, v in meta.items()}
+    h = json.dumps(header).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
 class SettingsError(Exception):
@@ -300,10 +342,9 @@ def compare_weights(init, ref, run, cfg, lrs, label="run", names=None):
     init, ref, run: {name: np.ndarray}; lrs: the learning rate of every step taken."""
     bad, worst, worst_name, n_round, n_frozen = 0, 0.0, "", 0, 0
     names = sorted(init) if names is None else names
+    names = [k for k in names if not k.startswith(("adamw.", "sgd."))]
     lr_sum = float(sum(lrs))
     for k in names:
-        if k.startswith(("adamw.", "sgd.")):
-            continue
         if k not in ref or k not in run:
             print("%s: missing from the %s" % (k, "reference" if k not in ref else label))
             bad += 1
