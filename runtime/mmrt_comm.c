@@ -438,6 +438,65 @@ static int init_fail(MmrtMesh *m, char *err, size_t errlen, int code, const char
   return code;
 }
 
+/* "the trainer was compiled for tp=2 x dp=2 = 4 ranks, but mpirun started
+ * 3 (start it with mpirun -np 4)": the axes that are split, innermost first. */
+static void world_message(char *buf, size_t n, const char *who, const int sizes[4], int world) {
+  static const int order[4] = {MMRT_AXIS_TP, MMRT_AXIS_CP, MMRT_AXIS_DP, MMRT_AXIS_PP};
+  char plan[96] = "";
+  size_t k = 0;
+  long long want = 1;
+  for (int i = 0; i < 4; i++) {
+    want *= sizes[order[i]];
+    if (sizes[order[i]] > 1 && k < sizeof plan) {
+      int w = snprintf(plan + k, sizeof plan - k, "%s%s=%d", k ? " x " : "", axis_names[order[i]],
+                       sizes[order[i]]);
+      if (w > 0) k += (size_t)w;
+    }
+  }
+  if (want == 1)
+    snprintf(buf, n,
+             "the %s was compiled for 1 rank (no parallelism), but mpirun started %d "
+             "(start it without mpirun, or with mpirun -np 1)",
+             who, world);
+  else
+    snprintf(buf, n,
+             "the %s was compiled for %s = %lld ranks, but mpirun started %d "
+             "(start it with mpirun -np %lld)",
+             who, plan, want, world, want);
+}
+
+/* A positive whole number from the environment, or 0. */
+static int env_count(const char *name) {
+  const char *v = getenv(name);
+  char *end;
+  long n = v && *v ? strtol(v, &end, 10) : 0;
+  return n > 0 && n <= INT_MAX && !*end ? (int)n : 0;
+}
+
+int mmrt_launcher_world(int *rank) {
+  static const char *const vars[2][2] = {{"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"},
+                                         {"PMI_SIZE", "PMI_RANK"}};
+  for (int i = 0; i < 2; i++) {
+    int n = env_count(vars[i][0]);
+    if (n > 0) {
+      if (rank) *rank = env_count(vars[i][1]); /* rank 0 reads as 0 too */
+      return n;
+    }
+  }
+  if (rank) *rank = 0;
+  return 0;
+}
+
+int mmrt_world_check(const char *who, int dp, int cp, int tp, int pp, char *err, size_t errlen) {
+  const int sizes[4] = {
+      [MMRT_AXIS_DP] = dp, [MMRT_AXIS_CP] = cp, [MMRT_AXIS_TP] = tp, [MMRT_AXIS_PP] = pp};
+  int world = mmrt_launcher_world(NULL);
+  if (world == 0 || (long long)dp * cp * tp * pp == world) return MMRT_OK;
+  char what[320];
+  world_message(what, sizeof what, who, sizes, world);
+  return mmrt_errf(err, errlen, MMRT_ERR_MISMATCH, "%s", what);
+}
+
 int mmrt_mesh_init(MmrtMesh *m, int dp, int cp, int tp, int pp, char *err, size_t errlen) {
   memset(m, 0, sizeof *m);
   for (int a = 0; a < MMRT_NAXES; a++) m->comm[a] = m->wd[a] = MPI_COMM_NULL;
@@ -475,26 +534,7 @@ int mmrt_mesh_init(MmrtMesh *m, int dp, int cp, int tp, int pp, char *err, size_
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (world != want) {
-    /* "tp=2 x dp=2 = 4 ranks": the axes that are split, innermost first */
-    static const int order[4] = {MMRT_AXIS_TP, MMRT_AXIS_CP, MMRT_AXIS_DP, MMRT_AXIS_PP};
-    char plan[96] = "";
-    size_t k = 0;
-    for (int i = 0; i < 4; i++)
-      if (sizes[order[i]] > 1 && k < sizeof plan) {
-        int w = snprintf(plan + k, sizeof plan - k, "%s%s=%d", k ? " x " : "", axis_names[order[i]],
-                         sizes[order[i]]);
-        if (w > 0) k += (size_t)w;
-      }
-    if (want == 1)
-      snprintf(what, sizeof what,
-               "the trainer was compiled for 1 rank (no parallelism), but mpirun started %d "
-               "(start it without mpirun, or with mpirun -np 1)",
-               world);
-    else
-      snprintf(what, sizeof what,
-               "the trainer was compiled for %s = %lld ranks, but mpirun started %d "
-               "(start it with mpirun -np %lld)",
-               plan, want, world, want);
+    world_message(what, sizeof what, "trainer", sizes, world);
     /* the whole message, without the "mesh init: " prefix */
     snprintf(m->err, sizeof m->err, "%s", what);
     if (err && errlen) snprintf(err, errlen, "%s", what);

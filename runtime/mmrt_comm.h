@@ -140,6 +140,19 @@ typedef struct MmrtMesh {
   int64_t probe[2];
 } MmrtMesh;
 
+/* The world size a launcher gave this process, read before MPI starts:
+ * Open MPI's mpirun (OMPI_COMM_WORLD_SIZE, _RANK) or a PMI launcher
+ * (PMI_SIZE, PMI_RANK: MPICH's hydra, srun --mpi=pmi2); 0 when started
+ * without one. *rank (may be NULL) gets this process's rank. */
+int mmrt_launcher_world(int *rank);
+
+/* MMRT_OK unless a launcher started a world of another size than
+ * dp * cp * tp * pp; then MMRT_ERR_MISMATCH with mmrt_mesh_init's message
+ * naming `who` ("trainer", "generator"). Starts no MPI, touches no file:
+ * an executable calls it first, so that a one-rank trainer under mpirun
+ * -np 2 does not run twice over the same files. */
+int mmrt_world_check(const char *who, int dp, int cp, int tp, int pp, char *err, size_t errlen);
+
 /* Initialise MPI if nobody has (MPI_Init_thread, FUNNELED), check that the
  * world size is dp * cp * tp * pp, and build the communicators.  On a
  * mismatch returns MMRT_ERR_MISMATCH with e.g. "the trainer was compiled

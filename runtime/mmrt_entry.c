@@ -1,11 +1,14 @@
 /* mmrt_entry.c: main() of every executable mmc links.
  *
  * It checks that the generated object was built for this runtime's ABI and
- * hands over by the descriptor's task: to the trainer (mmrt_main.c) or to
- * the generator/evaluator (mmrt_generate.c). Neither of those calls into
- * the other; what both need of the descriptor is in mmrt_model.c. */
+ * that a launcher (mpirun) started as many ranks as the model was compiled
+ * for, then hands over by the descriptor's task: to the trainer
+ * (mmrt_main.c) or to the generator/evaluator (mmrt_generate.c). Neither of
+ * those calls into the other; what both need of the descriptor is in
+ * mmrt_model.c. */
 #include <stdio.h>
 
+#include "mmrt_comm.h"
 #include "mmrt_main.h"
 
 int mmrt_main(int argc, char **argv, const MmrtModelDesc *m) {
@@ -14,6 +17,21 @@ int mmrt_main(int argc, char **argv, const MmrtModelDesc *m) {
             "trainer: error: the model was compiled for runtime ABI %lld, this runtime is %d; "
             "recompile it\n",
             (long long)m->abi_version, MMRT_ABI_VERSION);
+    return 1;
+  }
+  /* the world a launcher started, before any file is touched: a one-rank
+   * trainer under mpirun -np 2 would otherwise run twice over the same log
+   * and checkpoint (a multi-rank one started without a launcher is caught
+   * by mmrt_mesh_init, which sees a world of 1) */
+  const char *who = m->task == MMRT_TASK_TRAIN      ? "trainer"
+                    : m->task == MMRT_TASK_GENERATE ? "generator"
+                                                    : "evaluator";
+  char err[512];
+  int rank;
+  if (mmrt_launcher_world(&rank) > 0 &&
+      mmrt_world_check(who, (int)m->mesh[MMRT_DESC_AXIS_DP], (int)m->mesh[MMRT_DESC_AXIS_CP],
+                       (int)m->mesh[MMRT_DESC_AXIS_TP], 1, err, sizeof err) != MMRT_OK) {
+    fprintf(stderr, "%s (rank %d): error: %s\n", who, rank, err);
     return 1;
   }
   return m->task == MMRT_TASK_TRAIN ? mmrt_train_main(argc, argv, m)

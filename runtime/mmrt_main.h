@@ -16,7 +16,8 @@
  * own caches.
  *
  * Ranks: a model compiled for a mesh of more than one rank (dp x cp x tp)
- * runs under mpirun on exactly that many ranks. Every rank runs the same
+ * runs under mpirun on exactly that many ranks; one compiled for one rank
+ * refuses a launcher's larger world (mmrt_entry.c). Every rank runs the same
  * step functions on its pieces (the local shapes of the plan); the step
  * functions call the collectives of mmrt_comm.h on the MmrtMesh they are
  * given (NULL on one rank). Tensor descriptors give global shapes and, per

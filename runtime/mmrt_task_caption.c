@@ -132,7 +132,7 @@ static void close_task(MmrtTaskCtx *c) {
 
 const MmrtTask mmrt_task_caption = {
     .name = "captioning",
-    .inputs = "pixels f32[B, 1, 28, 28], text and labels i32[B, T]",
+    .inputs = "pixels F32[B, 1, 28, 28], text and labels I32[B, T]",
     .bind = bind,
     .open = mmrt_task_open_fmnist,
     .start = start,

@@ -34,7 +34,7 @@ static void fill(MmrtTaskCtx *c, const MmrtBatchIter *it, int64_t rows, int eval
 
 const MmrtTask mmrt_task_classify = {
     .name = "classification",
-    .inputs = "pixels f32[B, 1, 28, 28] and labels i32[B]",
+    .inputs = "pixels F32[B, 1, 28, 28] and labels I32[B]",
     .bind = bind,
     .open = mmrt_task_open_fmnist,
     .fill = fill,

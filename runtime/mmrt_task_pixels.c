@@ -59,7 +59,7 @@ static void fill(MmrtTaskCtx *c, const MmrtBatchIter *it, int64_t rows, int eval
 
 const MmrtTask mmrt_task_pixels = {
     .name = "next-pixel",
-    .inputs = "ids and labels i32[B, T]",
+    .inputs = "ids and labels I32[B, T]",
     .bind = bind,
     .open = mmrt_task_open_fmnist,
     .fill = fill,

@@ -2,7 +2,8 @@
 # A trainer refuses bad input with exit status 1 and a message naming the
 # flag or the file: unknown flags, bad values, a --batch other than the
 # compiled one, a missing data folder, a truncated IDX file, a checkpoint of
-# another model, a corrupted checkpoint; and mmc compile's own errors.
+# another model, a corrupted checkpoint, a model no data task takes; and mmc
+# compile's own errors.
 set -uo pipefail
 S="$MMC_SOURCE_DIR/stdlib_models"
 D=${MMC_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
@@ -52,6 +53,23 @@ truncate -s 4000 "$T/short/rank-00000.safetensors"
 expect "short ckpt" 1 "$G" --steps 3 --ckpt "$T/short" --resume "${Q[@]}"; says "short ckpt" "rank-00000.safetensors"
 # a resume with nothing there starts fresh; a finished run resumes to its end
 expect "fresh resume" 0 "$G" --steps 2 --ckpt "$T/fresh" --resume "${Q[@]}"; says "fresh resume" "starting at step 0"
+
+# a model whose inputs no task takes: the message lists them and what each task expects
+cat > "$T/odd.mm" <<'MM'
+import "llm.mm"
+model Odd {
+  let B = 2
+  let T = 8
+  llm = LLM(vocab = 256, dim = 16, depth = 1, heads = 2, kv_heads = 1, ffn = 32)
+  forward(tokens: i32[B, T], targets: i32[B, T]) -> loss { return llm(tokens, targets) }
+  train { optimizer = adamw(lr = 1e-3) }
+}
+MM
+expect "compile odd" 0 "$MMC" compile "$T/odd.mm" -o "$T/odd"
+expect "no task" 1 "$T/odd" --steps 1 --log "$T/odd.jsonl" "${Q[@]}"
+says "no task" "cannot bind the inputs of model Odd (tokens I32[2, 8], targets I32[2, 8], lr F32[], step F32[]) to a task"
+says "no task lists the tasks" "expected pixels F32[B, 1, 28, 28] and labels I32[B] (classification); pixels F32[B, 1, 28, 28], text and labels I32[B, T] (captioning); or ids and labels I32[B, T] (next-pixel); B = 2"
+if [ -e "$T/odd.jsonl" ]; then echo "FAIL no task: the log was written"; fail=$((fail+1)); else pass=$((pass+1)); fi
 
 # mmc compile: usage errors (exit 2) and an unwritable output (exit 1)
 expect "emit kind" 2 "$MMC" compile "$S/gpt2.mm" --model GPT2Tiny --emit wasm
