@@ -768,6 +768,7 @@ static bool elaborate(FeProgram *p, const char *name, FeResult *out, IrModule *i
   }
   ptrvec_push(&p->ir->arena, &f->results, r->t);
   if (!fe_read_sections(p, root, out)) return false;
+  if (!into) ir_module_set_settings(p->ir, &out->plan, &out->train); /* what the passes read */
   out->ir = p->ir;
   p->ir = NULL; /* the caller owns it now */
   if (!ir_verify(out->ir)) return false;

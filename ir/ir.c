@@ -288,6 +288,7 @@ IrModule *ir_module_new(Diag *diag, const char *name) {
   m->diag = diag;
   m->name = arena_strdup(&m->arena, name ? name : "module");
   for (int a = 0; a < IR_NAXES; a++) m->mesh[a] = 1;
+  ir_settings_default(&m->plan, &m->train);
   return m;
 }
 

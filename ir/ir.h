@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "../frontend/plan.h" /* MmPlan, MmTrain: the settings a module carries */
 #include "../support/arena.h"
 #include "../support/diag.h"
 
@@ -246,9 +247,23 @@ typedef struct IrModule {
   PtrVec params; /* IrValue* (role PARAM) */
   PtrVec groups; /* IrGroup* */
   PtrVec funcs;  /* IrFunc* */
+  /* settings (ir_settings.c), printed and parsed as the plan(...), train(...)
+   * and passes(...) lines after the header; every pass reads them here */
+  MmPlan plan;       /* the parallel plan (shard, zero, bucket) */
+  MmTrain train;     /* the train section (lora, optimizer, codegen) */
+  bool inference;    /* generate/eval: autodiff and optimizer make no @train */
+  bool no_fuse;      /* fuse keeps every op on its own (mmc --no-fuse) */
+  PtrVec passes_run; /* const char *: the passes that have run on it, in order */
 } IrModule;
 
 IrModule *ir_module_new(Diag *diag, const char *name);
+/* The settings of an empty train and parallel section (what the text form
+ * leaves out); ir_module_new starts from them. */
+void ir_settings_default(MmPlan *plan, MmTrain *train);
+/* Copies plan and train, their strings too, into the module. */
+void ir_module_set_settings(IrModule *m, const MmPlan *plan, const MmTrain *train);
+bool ir_module_ran(const IrModule *m, const char *pass);
+void ir_module_mark_ran(IrModule *m, const char *pass);
 void ir_module_free(IrModule *m);
 IrFunc *ir_func_new(IrModule *m, const char *name);
 IrFunc *ir_module_func(IrModule *m, const char *name);           /* or NULL */

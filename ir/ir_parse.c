@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir.h"
+#include "ir_settings.h"
 
 typedef enum TokKind {
   T_EOF,
@@ -536,6 +536,160 @@ static bool parse_mesh(Parser *p) {
   return expect_close(p, ')', open);
 }
 
+/* ---- settings: plan(...), train(...), passes(...) (ir_settings.h) ---- */
+
+/* [item, ...], each read by item() and pushed onto v (scratch) */
+typedef bool (*ListItem)(Parser *p, void **out);
+static bool parse_list(Parser *p, const char *what, ListItem item, PtrVec *v) {
+  SrcLoc open = p->tok.loc;
+  if (!expect_punct(p, '[', what)) return false;
+  while (!is_punct(p, ']')) {
+    void *x = NULL;
+    if (v->len && !expect_punct(p, ',', "between list items")) return false;
+    if (v->len == 1 << 20) return error(p, p->tok.loc, "list of more than 2^20 items");
+    if (!item(p, &x)) return false;
+    ptrvec_push(&p->scratch, v, x);
+  }
+  return expect_close(p, ']', open);
+}
+
+static bool str_item(Parser *p, void **out) {
+  char *s = NULL;
+  if (!parse_string(p, "a name", &s)) return false;
+  *out = arena_strdup(&p->m->arena, s);
+  return true;
+}
+
+/* ["a", "b"], copied into the module */
+static bool parse_strs(Parser *p, const char ***out, int *count) {
+  PtrVec v = {0};
+  if (!parse_list(p, "to open a list of strings", str_item, &v)) return false;
+  *out = ARENA_ARRAY(&p->m->arena, const char *, v.len + 1);
+  for (int i = 0; i < v.len; i++) (*out)[i] = v.items[i];
+  *count = v.len;
+  return true;
+}
+
+static bool stage_item(Parser *p, void **out) {
+  MmStage *st = ARENA_NEW(&p->scratch, MmStage);
+  *out = st;
+  return parse_strs(p, &st->units, &st->nunits);
+}
+
+static bool parse_fields(Parser *p, const IrSetting *fields, const char *line) {
+  SrcLoc open = p->tok.loc;
+  bool seen[64] = {0};
+  if (!expect_punct(p, '(', "after the settings name")) return false;
+  for (int k = 0; !is_punct(p, ')'); k++) {
+    if (k && !expect_punct(p, ',', "between settings")) return false;
+    if (p->tok.kind != T_IDENT)
+      return error(p, p->tok.loc, "expected a setting name, found %s", tok_desc(p));
+    const IrSetting *f = fields;
+    while (f->name && strcmp(f->name, p->tok.s) != 0) f++;
+    if (!f->name) {
+      char known[512];
+      size_t n = 0;
+      known[0] = 0;
+      for (const IrSetting *g = fields; g->name && n < sizeof known; g++)
+        n +=
+            (size_t)snprintf(known + n, sizeof known - n, "%s%s", g == fields ? "" : ", ", g->name);
+      return error(p, p->tok.loc, "unknown setting '%s' in %s(...) (known: %s)", p->tok.s, line,
+                   known);
+    }
+    if (seen[f - fields]) return error(p, p->tok.loc, "setting '%s' given twice", f->name);
+    seen[f - fields] = true;
+    char *at = (char *)p->m + f->off;
+    if (f->kind == IR_SK_LOC) {
+      if (!parse_loc(p, (SrcLoc *)at)) return false;
+      continue;
+    }
+    SrcLoc vloc;
+    if (!next(p) || !expect_punct(p, '=', "after the setting name")) return false;
+    vloc = p->tok.loc;
+    int *count = f->count_off ? (int *)((char *)p->m + f->count_off) : NULL;
+    switch (f->kind) {
+      case IR_SK_INT: {
+        int64_t v = 0;
+        if (!parse_int(p, (int64_t)f->lo, (int64_t)f->hi, f->name, &v)) return false;
+        *(int *)at = (int)v;
+        break;
+      }
+      case IR_SK_BOOL:
+        if (!is_kw(p, "true") && !is_kw(p, "false"))
+          return error(p, vloc, "expected true or false for '%s', found %s", f->name, tok_desc(p));
+        *(bool *)at = is_kw(p, "true");
+        if (!next(p)) return false;
+        break;
+      case IR_SK_FLOAT: {
+        double v = 0;
+        if (!parse_float(p, f->name, &v)) return false;
+        if (!(v >= f->lo && v <= f->hi))
+          return error(p, vloc, "%s = %g is out of range [%g, %g]", f->name, v, f->lo, f->hi);
+        *(double *)at = v;
+        break;
+      }
+      case IR_SK_ENUM: {
+        int i = 0;
+        if (p->tok.kind == T_IDENT || p->tok.kind == T_STRING)
+          while (f->names[i] && strcmp(f->names[i], p->tok.s) != 0) i++;
+        if (!f->names[i] || (p->tok.kind != T_IDENT && p->tok.kind != T_STRING)) {
+          char known[256];
+          size_t n = 0;
+          for (int j = 0; f->names[j] && n < sizeof known; j++)
+            n += (size_t)snprintf(known + n, sizeof known - n, "%s%s", j ? ", " : "", f->names[j]);
+          return error(p, vloc, "expected %s for '%s', found %s", known, f->name, tok_desc(p));
+        }
+        *(int *)at = i;
+        if (!next(p)) return false;
+        break;
+      }
+      case IR_SK_STRS:
+        if (!parse_strs(p, (const char ***)at, count)) return false;
+        break;
+      case IR_SK_STAGES: {
+        PtrVec v = {0};
+        if (!parse_list(p, "to open the list of stages", stage_item, &v)) return false;
+        MmStage *st = ARENA_ARRAY(&p->m->arena, MmStage, v.len + 1);
+        for (int i = 0; i < v.len; i++) st[i] = *(MmStage *)v.items[i];
+        *(MmStage **)at = st;
+        *count = v.len;
+        break;
+      }
+      case IR_SK_SUB:
+        if (!expect_kw(p, f->name) || !parse_fields(p, f->sub, f->name)) return false;
+        break;
+      case IR_SK_LOC: break;
+    }
+  }
+  return expect_close(p, ')', open);
+}
+
+/* plan(...) or train(...) (the current token names it), once each */
+static bool parse_settings(Parser *p, const IrSetLine *line, bool *seen) {
+  if (*seen) return error(p, p->tok.loc, "a module has one %s(...) line", line->name);
+  *seen = true;
+  return next(p) && parse_fields(p, line->fields, line->name);
+}
+
+/* passes(verify, lora, ...): the passes that have run, in order */
+static bool parse_passes(Parser *p, bool *seen) {
+  if (*seen) return error(p, p->tok.loc, "a module has one passes(...) line");
+  *seen = true;
+  if (!next(p)) return false;
+  SrcLoc open = p->tok.loc;
+  if (!expect_punct(p, '(', "after 'passes'")) return false;
+  for (int k = 0; !is_punct(p, ')'); k++) {
+    if (k && !expect_punct(p, ',', "between pass names")) return false;
+    if (p->tok.kind != T_IDENT)
+      return error(p, p->tok.loc, "expected a pass name, found %s", tok_desc(p));
+    if (ir_module_ran(p->m, p->tok.s))
+      return error(p, p->tok.loc, "pass '%s' named twice", p->tok.s);
+    ir_module_mark_ran(p->m, p->tok.s);
+    if (!next(p)) return false;
+  }
+  return expect_close(p, ')', open);
+}
+
 static bool parse_group(Parser *p) {
   SrcLoc at;
   char *name = NULL;
@@ -940,15 +1094,24 @@ IrModule *ir_parse(Diag *diag, uint32_t file_id) {
     } else {
       p.m = ir_module_new(diag, p.tok.s);
       if (next(&p) && parse_mesh(&p)) {
+        bool seen[8] = {0}, seen_passes = false;
         while (!p.failed && p.tok.kind != T_EOF) {
-          if (is_kw(&p, "group"))
+          int line = 0;
+          while (line < ir_set_nlines && !is_kw(&p, ir_set_lines[line].name)) line++;
+          if (line < ir_set_nlines)
+            parse_settings(&p, &ir_set_lines[line], &seen[line]);
+          else if (is_kw(&p, "passes"))
+            parse_passes(&p, &seen_passes);
+          else if (is_kw(&p, "group"))
             parse_group(&p);
           else if (is_kw(&p, "param"))
             parse_param(&p);
           else if (is_kw(&p, "func"))
             parse_func(&p);
           else
-            error(&p, p.tok.loc, "expected 'group', 'param' or 'func', found %s", tok_desc(&p));
+            error(&p, p.tok.loc,
+                  "expected 'plan', 'train', 'passes', 'group', 'param' or 'func', found %s",
+                  tok_desc(&p));
         }
       }
     }

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir.h"
+#include "ir_settings.h"
 
 typedef struct Printer {
   FILE *out;
@@ -84,11 +84,17 @@ static void print_float(FILE *out, double x) {
   fputs(buf, out);
 }
 
-static void print_loc(const Printer *p, SrcLoc loc) {
-  if (!loc.file) return;
-  fputs(" loc(", p->out);
+/* loc("file":line:col) */
+static void print_loc_body(const Printer *p, SrcLoc loc) {
+  fputs("loc(", p->out);
   print_string(p->out, p->m->diag ? diag_path(p->m->diag, loc) : "<unknown>");
   fprintf(p->out, ":%u:%u)", loc.line, loc.col);
+}
+
+static void print_loc(const Printer *p, SrcLoc loc) {
+  if (!loc.file) return;
+  fputc(' ', p->out);
+  print_loc_body(p, loc);
 }
 
 static void print_layer(const Printer *p, int group, int layer) {
@@ -327,6 +333,84 @@ static void print_func(Printer *p, const IrFunc *f, Arena *scratch) {
   p->use_map = false;
 }
 
+/* ---- settings: plan(...), train(...), passes(...) (ir_settings.h) ---- */
+
+static void print_strs(FILE *out, const char *const *v, int n) {
+  fputc('[', out);
+  for (int i = 0; i < n; i++) {
+    if (i) fputs(", ", out);
+    print_string(out, v[i] ? v[i] : "");
+  }
+  fputc(']', out);
+}
+
+/* The fields that differ from their defaults, ", "-separated. */
+static void print_fields(const Printer *p, const IrSetting *fields) {
+  FILE *out = p->out;
+  bool first = true;
+  for (const IrSetting *f = fields; f->name; f++) {
+    if (ir_setting_is_default(p->m, f)) continue;
+    if (!first) fputs(", ", out);
+    first = false;
+    const char *at = (const char *)p->m + f->off;
+    if (f->kind == IR_SK_LOC) {
+      print_loc_body(p, *(const SrcLoc *)at);
+      continue;
+    }
+    fprintf(out, "%s = ", f->name);
+    int count = f->count_off ? *(const int *)((const char *)p->m + f->count_off) : 0;
+    switch (f->kind) {
+      case IR_SK_INT: fprintf(out, "%d", *(const int *)at); break;
+      case IR_SK_BOOL: fputs(*(const bool *)at ? "true" : "false", out); break;
+      case IR_SK_FLOAT: print_float(out, *(const double *)at); break;
+      case IR_SK_ENUM: { /* "1f1b" is not a bare word */
+        const char *name = f->names[*(const int *)at];
+        if ((name[0] >= 'a' && name[0] <= 'z'))
+          fputs(name, out);
+        else
+          print_string(out, name);
+        break;
+      }
+      case IR_SK_STRS: print_strs(out, *(const char *const *const *)at, count); break;
+      case IR_SK_STAGES: {
+        const MmStage *st = *(const MmStage *const *)at;
+        fputc('[', out);
+        for (int i = 0; i < count; i++) {
+          if (i) fputs(", ", out);
+          print_strs(out, st[i].units, st[i].nunits);
+        }
+        fputc(']', out);
+        break;
+      }
+      case IR_SK_SUB:
+        fprintf(out, "%s(", f->name);
+        print_fields(p, f->sub);
+        fputc(')', out);
+        break;
+      case IR_SK_LOC: break;
+    }
+  }
+}
+
+static void print_settings(const Printer *p) {
+  FILE *out = p->out;
+  for (int i = 0; i < ir_set_nlines; i++) {
+    bool any = false;
+    for (const IrSetting *f = ir_set_lines[i].fields; f->name && !any; f++)
+      any = !ir_setting_is_default(p->m, f);
+    if (!any) continue;
+    fprintf(out, "%s(", ir_set_lines[i].name);
+    print_fields(p, ir_set_lines[i].fields);
+    fputs(")\n", out);
+  }
+  if (p->m->passes_run.len) {
+    fputs("passes(", out);
+    for (int i = 0; i < p->m->passes_run.len; i++)
+      fprintf(out, "%s%s", i ? ", " : "", (const char *)p->m->passes_run.items[i]);
+    fputs(")\n", out);
+  }
+}
+
 static void print_module(Printer *p) {
   Arena scratch;
   arena_init(&scratch);
@@ -345,6 +429,7 @@ static void print_module(Printer *p) {
     fputs("): local shapes", out);
   }
   fputc('\n', out);
+  print_settings(p);
   for (int i = 0; i < m->groups.len; i++) {
     const IrGroup *g = m->groups.items[i];
     fputs("group ", out);

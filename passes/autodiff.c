@@ -269,7 +269,7 @@ static bool link_grads(Ad *a) {
 bool pass_autodiff(IrModule *m, PassCtx *cx) {
   IrFunc *fwd = ir_module_func(m, "forward");
   if (!fwd || ir_module_func(m, "train")) return true; /* nothing to do, or done already */
-  if (cx && cx->inference) return true;                /* an executable that does not train */
+  if (m->inference) return true;                       /* an executable that does not train */
   if (fwd->results.len != 1) return true;
   IrValue *loss = fwd->results.items[0];
   if (loss->dtype != IR_F32 || loss->shape.rank != 0) return true; /* inference-only */

@@ -214,8 +214,8 @@ static void bucket_func(IrModule *m, IrFunc *f, int64_t cap, Arena *a) {
 }
 
 bool pass_bucket(IrModule *m, PassCtx *cx) {
-  const MmPlan *plan = cx ? cx->plan : NULL;
-  if (!plan || plan->bucket_mb <= 0 || m->mesh[IR_AX_DP] <= 1) return true;
+  const MmPlan *plan = &m->plan;
+  if (plan->bucket_mb <= 0 || m->mesh[IR_AX_DP] <= 1) return true;
   double bytes = plan->bucket_mb * 1048576.0;
   int64_t cap = bytes < 1 ? 1 : (int64_t)bytes;
   Arena a;

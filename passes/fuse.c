@@ -149,7 +149,7 @@ static bool fuse_func(IrModule *m, IrFunc *f, PassCtx *cx, Arena *a) {
 }
 
 bool pass_fuse(IrModule *m, PassCtx *cx) {
-  if (cx->no_fuse) return true;
+  if (m->no_fuse) return true;
   Arena a;
   arena_init(&a);
   bool ok = true;

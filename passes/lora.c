@@ -2,8 +2,8 @@
  * frozen (LoRA, Hu et al. 2021; PyTorch's peft.LoraLayer).
  *
  * The train section's `lora = lora(rank = r, alpha = a, targets = [...],
- * layers = [...])` arrives checked in PassCtx.train->lora: `modules` are the
- * paths of the Linear instances it matched. For every linear node whose
+ * layers = [...])` arrives checked in the module's settings (IrModule.train.lora):
+ * `modules` are the paths of the Linear instances it matched. For every linear node whose
  * weight is the parameter `<module>.weight` of one of them, the pass adds
  *
  *   param @<module>.lora_a : DT[r, in]  init(fan_in, 1)   (PyTorch's kaiming_uniform(a = sqrt(5)))
@@ -228,8 +228,8 @@ static void reorder(Lora *l) {
 }
 
 bool pass_lora(IrModule *m, PassCtx *cx) {
-  const MmLora *cfg = cx && cx->train ? &cx->train->lora : NULL;
-  if (!cfg || cfg->rank < 1) return true;
+  const MmLora *cfg = &m->train.lora;
+  if (cfg->rank < 1) return true;
   Lora l = {.m = m, .d = cx->d ? cx->d : m->diag, .cfg = cfg};
   arena_init(&l.scratch);
   ir_map_init(&l.owners, &l.scratch, true);

@@ -11,11 +11,10 @@
  * norms is the norm of the whole). Optimizer state is module params with
  * role opt, init zeros, the parameter's dtype, shape, placement and layer.
  *
- * Settings come from PassCtx.train (MmTrain; the defaults of the train
- * section when it is NULL). Weight decay applies to every trainable
- * parameter, biases and norm weights included, as PyTorch's AdamW does with
- * one parameter group: decoupled for AdamW (param -= lr * wd * param),
- * coupled (L2, added to the gradient) for SGD as torch.optim.SGD. */
+ * Settings come from the module's train settings (IrModule.train). Weight decay applies to every
+ * trainable parameter, biases and norm weights included, as PyTorch's AdamW does with one parameter
+ * group: decoupled for AdamW (param -= lr * wd * param), coupled (L2, added to the gradient) for
+ * SGD as torch.optim.SGD. */
 #include <string.h>
 
 #include "pass.h"
@@ -68,8 +67,7 @@ static const char *owner(Opt *o, const IrValue *p) {
 bool pass_optimizer(IrModule *m, PassCtx *cx) {
   IrFunc *f = ir_module_func(m, "train");
   if (!f) return true; /* inference-only */
-  MmTrain dflt = {.optim = MM_OPT_ADAMW, .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8};
-  const MmTrain *t = cx && cx->train ? cx->train : &dflt;
+  const MmTrain *t = &m->train;
   Opt o = {.m = m, .d = cx && cx->d ? cx->d : m->diag, .f = f};
 
   /* the gradients, in parameter order */

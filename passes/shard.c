@@ -715,8 +715,7 @@ static void shard_func(Sh *s, IrFunc *f) {
 }
 
 bool pass_shard(IrModule *m, PassCtx *cx) {
-  const MmPlan *plan = cx ? cx->plan : NULL;
-  if (!plan) return true;
+  const MmPlan *plan = &m->plan;
   int mesh[IR_NAXES] = {[IR_AX_DP] = plan->dp, [IR_AX_CP] = plan->cp, [IR_AX_TP] = plan->tp};
   bool trivial = true;
   for (int a = 0; a < IR_NAXES; a++) trivial &= mesh[a] <= 1;

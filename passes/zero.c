@@ -215,8 +215,8 @@ static void gathers(Zero *z, IrFunc *f) {
 }
 
 bool pass_zero(IrModule *m, PassCtx *cx) {
-  const MmPlan *plan = cx ? cx->plan : NULL;
-  if (!plan || plan->zero < 1 || m->mesh[IR_AX_DP] <= 1) return true;
+  const MmPlan *plan = &m->plan;
+  if (plan->zero < 1 || m->mesh[IR_AX_DP] <= 1) return true;
   Zero z = {.m = m, .stage = plan->zero, .dp = m->mesh[IR_AX_DP]};
   arena_init(&z.a);
   ir_map_init(&z.store, &z.a, false);

@@ -4,6 +4,7 @@
  *   mmc stats   FILE.mm --model NAME [--json]
  *   mmc plan    FILE.mm --model NAME [--json]
  *   mmc compile FILE.mm --model NAME -o trainer [--emit exe|obj|llvm|asm|ir] [-O0..-O3]
+ *   mmc opt     FILE.mmir --passes a,b,...         run passes on IR text, print the result
  * Exit status: 0 ok, 1 user error (diagnostics printed), 2 usage error. */
 #include <json-c/json.h>
 #include <stdio.h>
@@ -34,6 +35,12 @@ static const Cmd cmds[] = {
      "last).\n"
      "      Given IR text (.mmir), parses, verifies and prints it again. --rank R prints what rank "
      "R runs."},
+    {"opt", "FILE.mmir --passes PASS,PASS,...",
+     "Parses IR text, runs the named passes on it in the order given and prints the result. The "
+     "module\n"
+     "      carries its settings (plan, train) and the passes that have run; a pass runs only "
+     "after the\n"
+     "      ones it needs and never after a later pass of the pipeline."},
     {"stats", "FILE.mm --model NAME [--json]",
      "Prints the parameters per module and in total, and the forward FLOPs for the declared input "
      "sizes."},
@@ -96,6 +103,13 @@ static void usage_cmd(FILE *out, const Cmd *c) {
             "ranks\n"
             "                     of each collective's group (rank = (dp * cp + cp) * tp + tp)\n");
   }
+  if (strcmp(c->name, "opt") == 0) {
+    fprintf(out, "  --passes LIST      comma-separated, from:");
+    for (int i = 0; i < pass_count; i++)
+      fprintf(out, "%s %s (needs: %s)", i ? "," : "", pass_list[i].name,
+              *pass_list[i].requires ? pass_list[i].requires : "-");
+    fprintf(out, "\n");
+  }
   if (strcmp(c->name, "stats") == 0 || strcmp(c->name, "plan") == 0)
     fprintf(out, "  --json             machine-readable output\n");
   if (strcmp(c->name, "plan") == 0 || strcmp(c->name, "compile") == 0)
@@ -113,6 +127,8 @@ static void usage_cmd(FILE *out, const Cmd *c) {
 typedef struct Opts {
   const Cmd *cmd;
   const char *file, *model, *after, *format;
+  const char *passes;   /* opt --passes */
+  const char *src_flag; /* the first option that only means something for a .mm source */
   bool json;
   int rank;                  /* dump-ir --rank: >= 0 */
   const char *output, *emit; /* compile */
@@ -133,6 +149,11 @@ static int bad_usage(const Cmd *c, const char *fmt, const char *arg) {
   fprintf(stderr, "\n");
   usage_cmd(stderr, c);
   return EXIT_USAGE;
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), k = strlen(suffix);
+  return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
 static bool parse_int(const char *s, int lo, int hi, int *out) {
@@ -160,6 +181,10 @@ static int parse_opts(int argc, char **argv, Opts *o) {
     const char *a = argv[i];
     const char *next = i + 1 < argc ? argv[i + 1] : NULL;
     if (is_plan_flag(a) && !o->plan_flag) o->plan_flag = a;
+    /* what the source-only options below change, to refuse them on IR text */
+    MmPlanFlags flags_before;
+    memcpy(&flags_before, &o->flags, sizeof flags_before);
+    int src_state = o->nincdirs + o->noverrides + (o->model != NULL) + o->task;
 #define NEED_ARG()                                                                                 \
   do {                                                                                             \
     if (!next) return bad_usage(o->cmd, "option '%s' needs a value", a);                           \
@@ -183,6 +208,9 @@ static int parse_opts(int argc, char **argv, Opts *o) {
       if (strcmp(next, "all") != 0 && !pass_exists(next))
         return bad_usage(o->cmd, "unknown pass '%s'", next);
       o->after = next;
+    } else if (strcmp(a, "--passes") == 0 && strcmp(o->cmd->name, "opt") == 0) {
+      NEED_ARG();
+      o->passes = next;
     } else if (strcmp(a, "--rank") == 0 && strcmp(o->cmd->name, "dump-ir") == 0) {
       NEED_ARG();
       if (!parse_int(next, 0, 1 << 20, &o->rank))
@@ -296,8 +324,19 @@ static int parse_opts(int argc, char **argv, Opts *o) {
       return bad_usage(o->cmd, "unexpected argument '%s' (one .mm file per run)", a);
     }
 #undef NEED_ARG
+    if (!o->src_flag && (memcmp(&flags_before, &o->flags, sizeof flags_before) != 0 ||
+                         src_state != o->nincdirs + o->noverrides + (o->model != NULL) + o->task ||
+                         strcmp(a, "--task") == 0))
+      o->src_flag = a;
   }
   if (!o->file) return bad_usage(o->cmd, "no input file%s", "");
+  if (o->src_flag && ends_with(o->file, ".mmir")) {
+    fprintf(stderr,
+            "mmc: error: %s applies to a .mm source; IR text carries its own settings (the "
+            "plan(...) and train(...) lines of '%s'): edit those instead\n",
+            o->src_flag, o->file);
+    return EXIT_USAGE;
+  }
   /* combinations in which a flag would do nothing */
   if (o->plan_flag && o->task != MMRT_TASK_TRAIN)
     return bad_usage(o->cmd, "%s does not go with --task generate or eval: they run on one rank",
@@ -424,6 +463,8 @@ static bool add_decoding(FeProgram *p, const char *model, FeResult *r, Diag *d) 
   pl->zero = 0;
   pl->stages = NULL;
   pl->nstages = 0;
+  ir_module_set_settings(r->ir, pl, NULL);
+  r->ir->inference = true;
   IrFunc *f = ir_module_func(r->ir, "forward");
   int64_t T = 0;
   for (int i = 0; f && i < f->inputs.len; i++) {
@@ -449,11 +490,8 @@ static IrModule *build(Opts *o, Diag *d, FeProgram **pp, FeResult *r, const char
   const char *model = pick_model(p, o, d);
   if (!model || !fe_elaborate(p, model, r)) return NULL;
   if (o->task != MMRT_TASK_TRAIN && !add_decoding(p, model, r, d)) return NULL;
-  PassCtx cx = {.d = d,
-                .plan = &r->plan,
-                .train = &r->train,
-                .no_fuse = o->no_fuse,
-                .inference = o->task != MMRT_TASK_TRAIN};
+  r->ir->no_fuse = o->no_fuse;
+  PassCtx cx = {.d = d};
   if (!pass_run_pipeline(r->ir, &cx, stop, after, user)) return NULL;
   return r->ir;
 }
@@ -469,32 +507,85 @@ static int finish(Diag *d, FeProgram *p, FeResult *r, int rc) {
   return rc;
 }
 
-static bool ends_with(const char *s, const char *suffix) {
-  size_t n = strlen(s), k = strlen(suffix);
-  return n >= k && strcmp(s + n - k, suffix) == 0;
+/* Reads, parses and verifies IR text; NULL after a message. */
+static IrModule *load_ir_text(const char *file, Diag *d) {
+  const char *err = NULL;
+  uint32_t id = diag_load_file(d, file, &err);
+  if (!id) {
+    fprintf(stderr, "mmc: error: cannot read '%s': %s\n", file, err);
+    d->errors++;
+    return NULL;
+  }
+  IrModule *m = ir_parse(d, id);
+  if (m && !ir_verify(m)) {
+    ir_module_free(m);
+    return NULL;
+  }
+  return m;
 }
 
-/* dump-ir on IR text (.mmir): parse, verify, print again. */
+static int finish_text(Diag *d, IrModule *m, int rc) {
+  if (d->errors) {
+    fprintf(stderr, "%d error%s generated.\n", d->errors, d->errors == 1 ? "" : "s");
+    rc = EXIT_USER;
+  }
+  if (m) ir_module_free(m);
+  diag_free(d);
+  return rc;
+}
+
+/* dump-ir on IR text (.mmir): parse, verify, print again; with --after, the
+ * pipeline's passes that have not run on it yet, up to that one. */
 static int dump_ir_text(Opts *o) {
   Diag d;
   diag_init(&d);
-  const char *err = NULL;
-  uint32_t id = diag_load_file(&d, o->file, &err);
-  int rc = EXIT_USER;
-  if (!id) {
-    fprintf(stderr, "mmc: error: cannot read '%s': %s\n", o->file, err);
-  } else {
-    IrModule *m = ir_parse(&d, id);
-    if (m && ir_verify(m) && print_ir(m, o->format && strcmp(o->format, "dot") == 0, o->rank, NULL))
-      rc = EXIT_OK;
-    if (m) ir_module_free(m);
+  IrModule *m = load_ir_text(o->file, &d);
+  bool dot = o->format && strcmp(o->format, "dot") == 0, ok = m != NULL;
+  if (ok && o->after) {
+    DumpState s = {.after = o->after, .dot = dot, .rank = o->rank};
+    PassCtx cx = {.d = &d};
+    ok =
+        pass_run_pipeline(m, &cx, strcmp(o->after, "all") == 0 ? NULL : o->after, dump_after, &s) &&
+        !s.bad_rank;
+  } else if (ok) {
+    ok = print_ir(m, dot, o->rank, NULL);
   }
-  if (d.errors) {
-    fprintf(stderr, "%d error%s generated.\n", d.errors, d.errors == 1 ? "" : "s");
-    rc = EXIT_USER;
+  return finish_text(&d, m, ok ? EXIT_OK : EXIT_USER);
+}
+
+/* opt: the named passes on IR text, in the order given. */
+static int cmd_opt(Opts *o) {
+  if (!o->passes) return bad_usage(o->cmd, "opt needs --passes PASS,PASS,...%s", "");
+  if (!ends_with(o->file, ".mmir"))
+    return bad_usage(o->cmd,
+                     "opt reads IR text (FILE.mmir), not '%s'; for a model use dump-ir --after",
+                     o->file);
+  int order[64], n = 0;
+  for (const char *s = o->passes;;) {
+    size_t len = strcspn(s, ",");
+    char name[64];
+    snprintf(name, sizeof name, "%.*s", (int)len, s);
+    int i = pass_index(name);
+    if (i < 0 || n == 64) {
+      fprintf(stderr, "mmc: unknown pass '%s' in --passes (passes:", name);
+      for (int k = 0; k < pass_count; k++)
+        fprintf(stderr, "%s %s", k ? "," : "", pass_list[k].name);
+      fprintf(stderr, ")%s\n", strcmp(name, "lower") == 0 ? "; lower is the frontend" : "");
+      return EXIT_USAGE;
+    }
+    order[n++] = i;
+    if (!s[len]) break;
+    s += len + 1;
   }
-  diag_free(&d);
-  return rc;
+  Diag d;
+  diag_init(&d);
+  IrModule *m = load_ir_text(o->file, &d);
+  bool ok = m != NULL;
+  PassCtx cx = {.d = &d};
+  for (int k = 0; ok && k < n; k++) ok = pass_run(m, &cx, order[k]);
+  ok = ok && ir_verify(m);
+  if (ok) ir_print_module(stdout, m);
+  return finish_text(&d, m, ok ? EXIT_OK : EXIT_USER);
 }
 
 static int cmd_dump_ir(Opts *o) {
@@ -806,7 +897,7 @@ static int cmd_plan(Opts *o) {
       json_object_object_add(funcs, f->name, e);
     }
     json_object_object_add(root, "funcs", funcs);
-    plan_collectives(m, &r.plan, root);
+    plan_collectives(m, &m->plan, root);
     printf("%s\n",
            json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED));
     json_object_put(root);
@@ -831,7 +922,7 @@ static int cmd_plan(Opts *o) {
              f->name, (long long)f->arena[IR_ROLE_ACT], (long long)f->live_peak, eff,
              (long long)f->arena[IR_ROLE_GRAD], f->nbuffers, f->ninplace, f->nviews);
     }
-    plan_collectives(m, &r.plan, NULL);
+    plan_collectives(m, &m->plan, NULL);
   }
   return finish(&d, p, &r, EXIT_OK);
 }
@@ -860,7 +951,7 @@ static int cmd_compile(Opts *o) {
             : strcmp(emit, "llvm") == 0 ? CG_EMIT_LLVM
             : strcmp(emit, "asm") == 0  ? CG_EMIT_ASM
                                         : CG_EMIT_EXE;
-  bool ok = cg_compile(m, &r.train, &co, &d);
+  bool ok = cg_compile(m, &m->train, &co, &d);
   return finish(&d, p, &r, ok ? EXIT_OK : EXIT_USER);
 }
 
@@ -890,6 +981,8 @@ int main(int argc, char **argv) {
       rc = cmd_dump_ir(&o);
     else if (strcmp(o.cmd->name, "plan") == 0)
       rc = cmd_plan(&o);
+    else if (strcmp(o.cmd->name, "opt") == 0)
+      rc = cmd_opt(&o);
     else if (strcmp(o.cmd->name, "compile") == 0)
       rc = cmd_compile(&o);
     else

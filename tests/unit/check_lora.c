@@ -76,7 +76,7 @@ static void model_load(Model *md, bool with_lora, bool run_lora) {
   ck_assert_msg(fe_elaborate(md->p, "Tiny", &md->r), "elaborate: %s", g_diag(g));
   g->m = md->r.ir;
   g->f = ir_module_func(g->m, "forward");
-  PassCtx cx = {.d = &g->d, .plan = &md->r.plan, .train = &md->r.train};
+  PassCtx cx = {.d = &g->d};
   ck_assert(pass_verify(g->m, &cx));
   if (run_lora) {
     ck_assert_msg(pass_lora(g->m, &cx), "lora: %s", g_diag(g));
@@ -139,7 +139,7 @@ START_TEST(test_lora_params) {
   ck_assert_int_eq(md.r.train.lora.rank, 2);
   ck_assert(md.r.train.lora.alpha == 3);
   ck_assert_int_eq(md.r.train.lora.nmodules, NADAPTED);
-  PassCtx cx = {.d = &g->d, .plan = &md.r.plan, .train = &md.r.train};
+  PassCtx cx = {.d = &g->d};
   ck_assert_msg(pass_lora(g->m, &cx), "lora: %s", g_diag(g));
   ck_assert_msg(ir_verify(g->m), "verify: %s", g_diag(g));
   ck_assert_int_eq(g->m->params.len, nbase + 2 * NADAPTED);
@@ -291,7 +291,7 @@ START_TEST(test_lora_optimizer_step) {
   G *g = &md.g;
   int nparams = g->m->params.len;
   g_autodiff(g, &md.r.train);
-  PassCtx cx = {.d = &g->d, .train = &md.r.train};
+  PassCtx cx = {.d = &g->d};
   ck_assert(pass_optimizer(g->m, &cx));
   ck_assert_msg(ir_verify(g->m), "%s", g_diag(g));
   assert_roundtrip(g);
@@ -343,7 +343,8 @@ START_TEST(test_lora_unused_error) {
   static const char *none[] = {"nowhere"};
   t.lora.modules = none;
   t.lora.nmodules = 1;
-  PassCtx cx = {.d = &g->d, .train = &t};
+  ir_module_set_settings(g->m, NULL, &t);
+  PassCtx cx = {.d = &g->d};
   ck_assert(!pass_lora(g->m, &cx));
   const char *msg = g_diag(g);
   ck_assert_msg(

@@ -62,7 +62,7 @@ static void model_load(Model *md) {
   ck_assert_msg(fe_elaborate(md->p, "Tiny", &md->r), "elaborate: %s", g_diag(g));
   g->m = md->r.ir;
   g->f = ir_module_func(g->m, "forward");
-  PassCtx cx = {.d = &g->d, .plan = &md->r.plan, .train = &md->r.train};
+  PassCtx cx = {.d = &g->d};
   ck_assert(pass_verify(g->m, &cx));
   /* values: the init specs, then noise so that norms' weights and biases are generic */
   ir_store_init_params(&g->st, g->m, 5);
@@ -111,7 +111,7 @@ START_TEST(test_model_optimizer) {
   G *g = &md.g;
   int nparams = g->m->params.len;
   g_autodiff(g, &md.r.train);
-  PassCtx cx = {.d = &g->d, .train = &md.r.train};
+  PassCtx cx = {.d = &g->d};
   ck_assert(pass_optimizer(g->m, &cx));
   ck_assert_msg(ir_verify(g->m), "%s", g_diag(g));
   assert_roundtrip(g);
@@ -149,8 +149,7 @@ START_TEST(test_pipeline_preserves_train) {
   Model a, b;
   model_load(&a);
   model_load(&b);
-  PassCtx ca = {.d = &a.g.d, .plan = &a.r.plan, .train = &a.r.train};
-  PassCtx cb = {.d = &b.g.d, .plan = &b.r.plan, .train = &b.r.train};
+  PassCtx ca = {.d = &a.g.d}, cb = {.d = &b.g.d};
   ck_assert(pass_run_pipeline(a.g.m, &ca, "optimizer", NULL, NULL));
   ck_assert_msg(pass_run_pipeline(b.g.m, &cb, NULL, NULL, NULL), "%s", g_diag(&b.g));
   Model *ms[2] = {&a, &b};
@@ -290,7 +289,8 @@ static void optimizer_case(const MmTrain *tr, int64_t n) {
   G g;
   g_init(&g, 9);
   quad_model(&g, n);
-  PassCtx cx = {.d = &g.d, .train = tr};
+  ir_module_set_settings(g.m, NULL, tr);
+  PassCtx cx = {.d = &g.d};
   ck_assert(pass_autodiff(g.m, &cx) && pass_optimizer(g.m, &cx));
   ck_assert_msg(ir_verify(g.m), "%s", g_diag(&g));
   assert_roundtrip(&g);
@@ -374,7 +374,8 @@ START_TEST(test_adamw_constant_gradient) {
   g_loss(&g, w); /* grad = proj */
   MmTrain tr = {
       .optim = MM_OPT_ADAMW, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.5};
-  PassCtx cx = {.d = &g.d, .train = &tr};
+  ir_module_set_settings(g.m, NULL, &tr);
+  PassCtx cx = {.d = &g.d};
   ck_assert(pass_autodiff(g.m, &cx) && pass_optimizer(g.m, &cx));
   g_fill(&g);
   IrTensor *pw = ir_store_get(&g.st, w);
@@ -407,7 +408,8 @@ START_TEST(test_grad_norm_chunks) {
   }
   g_loss(&g, acc);
   MmTrain tr = {.optim = MM_OPT_SGD, .clip = 1};
-  PassCtx cx = {.d = &g.d, .train = &tr};
+  ir_module_set_settings(g.m, NULL, &tr);
+  PassCtx cx = {.d = &g.d};
   ck_assert(pass_autodiff(g.m, &cx) && pass_optimizer(g.m, &cx));
   IrFunc *train = ir_module_func(g.m, "train");
   int norms = 0;

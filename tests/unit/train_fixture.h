@@ -20,10 +20,6 @@
 #include "ir/ir_eval.h"
 #include "passes/pass.h"
 
-#define PASS(N, S) bool pass_##N(IrModule *m, PassCtx *cx);
-#include "passes/passes.def"
-#undef PASS
-
 #define FD_H   1e-6
 #define FD_TOL 1e-6
 
@@ -204,7 +200,8 @@ static inline IrValue *grad_of(IrFunc *f, const IrValue *p) {
 }
 
 static inline void g_autodiff(G *g, const MmTrain *train) {
-  PassCtx cx = {.d = &g->d, .train = train};
+  if (train) ir_module_set_settings(g->m, NULL, train);
+  PassCtx cx = {.d = &g->d};
   ck_assert_msg(pass_autodiff(g->m, &cx), "autodiff failed: %s", g_diag(g));
   ck_assert_msg(ir_verify(g->m), "verify failed: %s", g_diag(g));
 }

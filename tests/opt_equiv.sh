@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Every pass runs on parsed IR text as on the frontend's module: for each
+# stdlib model (and GPT2Tiny under dp = 2 with ZeRO-2 and small buckets),
+# `mmc opt` of the IR after pass k-1 with --passes k prints exactly the IR
+# `mmc dump-ir --after k` prints. The settings (plan, train) and the passes
+# already run travel in the text; nothing else is given to opt.
+set -euo pipefail
+S="$MMC_SOURCE_DIR/stdlib_models"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+n=0; fail=0
+check_model() { # file model [flags...]
+  local f=$1 m=$2; shift 2
+  "$MMC" dump-ir "$f" --model "$m" --after all "$@" > "$T/all" 2>/dev/null
+  # split at the "// ----- after NAME -----" headers into $T/s.<k>.<name>
+  awk -v d="$T" '/^\/\/ ----- after /{k++; out=sprintf("%s/s.%02d.%s.mmir", d, k, $4); next} {print > out}' "$T/all"
+  local prev=""
+  for s in $(ls "$T" | grep '^s\.' | sort); do
+    local pass=${s%.mmir}; pass=${pass##*.}
+    if [ -n "$prev" ]; then
+      if ! "$MMC" opt "$T/$prev" --passes "$pass" > "$T/got" 2> "$T/err" || ! cmp -s "$T/got" "$T/$s"; then
+        echo "FAIL: $f $m $*: opt --passes $pass differs from dump-ir --after $pass"
+        head -5 "$T/err"; diff "$T/$s" "$T/got" | head -10 || true
+        fail=$((fail+1))
+      fi
+      n=$((n+1))
+    fi
+    prev=$s
+  done
+  rm -f "$T"/s.*
+}
+for f in "$S"/*.mm; do
+  for m in $(grep -oE '^model [A-Za-z0-9_]+' "$f" | awk '{print $2}'); do
+    check_model "$f" "$m"
+  done
+done
+check_model "$S/gpt2.mm" GPT2Tiny --dp 2 --zero 2 --bucket-mb 0.01
+check_model "$S/gpt2.mm" GPT2Tiny --tp 2 --sp
+echo "$((n-fail)) passes on text matched, $fail failed"
+[ $fail -eq 0 ] && [ $n -gt 0 ]
