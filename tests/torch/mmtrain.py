@@ -120,9 +120,10 @@ def _match(text, i, open_c, close_c):
     raise SettingsError("unbalanced %s" % open_c)
 
 
-def _model_body(path, model, seen=None):
-    """(body text, base model name or None, file) of `model` in path or a file it imports."""
-    seen = seen or set()
+def _model_body(path, model, search=(), seen=None):
+    """(body text, base model name or None, file) of `model` in path or a file it imports
+    (found in the importing file's folder, then in the folders of `search`, as mmc -I)."""
+    seen = set() if seen is None else seen
     if path in seen:
         return None
     seen.add(path)
@@ -140,7 +141,11 @@ def _model_body(path, model, seen=None):
         start = i + rest.end() - 1
         return text[start + 1:_match(text, start, "{", "}") - 1], rest.group(1), path
     for imp in re.findall(r'\bimport\s+"([^"]+)"', text):
-        r = _model_body(os.path.join(os.path.dirname(path), imp), model, seen)
+        where = [os.path.join(d, imp) for d in (os.path.dirname(path),) + tuple(search)]
+        where = [f for f in where if os.path.isfile(f)]
+        if not where:
+            raise SettingsError("%s: import \"%s\" not found" % (path, imp))
+        r = _model_body(where[0], model, search, seen)
         if r:
             return r
     return None
@@ -257,15 +262,16 @@ def _num(v, where):
     return v
 
 
-def train_settings(path, model):
-    """The optimizer, schedule, clip, freeze and LoRA settings of model's train section."""
-    found = _model_body(path, model)
+def train_settings(path, model, search=()):
+    """The optimizer, schedule, clip, freeze and LoRA settings of model's train section
+    (imports also searched in the folders of `search`, as mmc -I)."""
+    found = _model_body(path, model, search)
     if not found:
         raise SettingsError("%s: no model %s" % (path, model))
     body, base, where = found
     sec = _section(body, "train")
     while sec is None and base:
-        found = _model_body(path, base)
+        found = _model_body(path, base, search)
         if not found:
             raise SettingsError("%s: no model %s (the base of %s)" % (path, base, model))
         body, base, where = found
