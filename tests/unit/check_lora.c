@@ -321,40 +321,9 @@ START_TEST(test_lora_optimizer_step) {
 }
 END_TEST
 
-/* Without a lora setting the pass changes nothing. */
-START_TEST(test_lora_none) {
-  Model md;
-  model_load(&md, false, true);
-  G *g = &md.g;
-  for (int i = 0; i < g->m->params.len; i++) {
-    IrValue *p = g->m->params.items[i];
-    ck_assert(!is_adapter(p) && !p->frozen);
-  }
-  model_free(&md);
-}
-END_TEST
-
-/* Linear layers that no linear op uses: an error at the setting. */
-START_TEST(test_lora_unused_error) {
-  Model md;
-  model_load(&md, true, false);
-  G *g = &md.g;
-  MmTrain t = md.r.train;
-  static const char *none[] = {"nowhere"};
-  t.lora.modules = none;
-  t.lora.nmodules = 1;
-  ir_module_set_settings(g->m, NULL, &t);
-  PassCtx cx = {.d = &g->d};
-  ck_assert(!pass_lora(g->m, &cx));
-  const char *msg = g_diag(g);
-  ck_assert_msg(
-      strstr(
-          msg,
-          "lora.mm:27:5: error: lora: no linear op uses the weight of the 1 Linear layer it names"),
-      "%s", msg);
-  model_free(&md);
-}
-END_TEST
+/* Moved to IR text: without a lora setting nothing changes
+ * (tests/passes/lora/no_setting.mmir); modules no linear uses are an error at
+ * the setting (tests/passes/lora/unused_modules.mmir). */
 
 static Suite *lora_suite(void) {
   Suite *s = suite_create("lora");
@@ -364,8 +333,6 @@ static Suite *lora_suite(void) {
   tcase_add_test(tc, test_lora_forward_unchanged);
   tcase_add_test(tc, test_lora_gradients);
   tcase_add_test(tc, test_lora_optimizer_step);
-  tcase_add_test(tc, test_lora_none);
-  tcase_add_test(tc, test_lora_unused_error);
   suite_add_tcase(s, tc);
   return s;
 }
