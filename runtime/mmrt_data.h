@@ -24,6 +24,16 @@
 #define MMRT_FMNIST_CLASSES     10
 #define MMRT_FMNIST_SIDE        28
 
+/* The split sizes of Debian's files.  A trainer holds both splits (pixels
+ * and labels) and one visiting order (uint32) per split's iterator: the
+ * data `mmc plan` counts beside the arenas (the loader itself takes any
+ * count the files agree on). */
+#define MMRT_FMNIST_TRAIN_N 60000
+#define MMRT_FMNIST_TEST_N  10000
+#define MMRT_FMNIST_RESIDENT_BYTES                                                                 \
+  ((int64_t)(MMRT_FMNIST_TRAIN_N + MMRT_FMNIST_TEST_N) *                                           \
+   (MMRT_FMNIST_SIDE * MMRT_FMNIST_SIDE + 1 + (int64_t)sizeof(uint32_t)))
+
 #define MMRT_IDX_MAGIC_IMAGES 0x00000803u /* unsigned bytes, 3 dims */
 #define MMRT_IDX_MAGIC_LABELS 0x00000801u /* unsigned bytes, 1 dim */
 

@@ -16,6 +16,7 @@
 #include <oneapi/dnnl/dnnl.h>
 #include <oneapi/dnnl/dnnl_debug.h>
 
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +103,7 @@ enum {
 
 static Entry *table;
 static int table_cap, table_used;
+static int64_t prim_heap; /* heap bytes oneDNN kept while creating the primitives */
 
 static uint64_t key_hash(const Key *k) {
   uint64_t h = 1469598103934665603ull;
@@ -148,6 +150,10 @@ int mmrt_dnnl_cache_size(void) {
   return table_used;
 }
 
+int64_t mmrt_dnnl_prim_bytes(void) {
+  return prim_heap;
+}
+
 void mmrt_kernels_shutdown(void) {
   for (int i = 0; i < table_cap; i++) {
     if (!table[i].used) continue;
@@ -157,6 +163,7 @@ void mmrt_kernels_shutdown(void) {
   free(table);
   table = NULL;
   table_cap = table_used = 0;
+  prim_heap = 0;
   if (stream) dnnl_stream_destroy(stream);
   if (eng) dnnl_engine_destroy(eng);
   stream = NULL;
@@ -171,7 +178,9 @@ void mmrt_kernels_shutdown(void) {
  * is destroyed. */
 static void entry_build(Entry *e, dnnl_primitive_desc_t pd, int nargs, const int *args,
                         const char *what) {
+  size_t heap0 = mallinfo2().uordblks;
   DNNL_CHECK(dnnl_primitive_create(&e->prim, pd), what);
+  prim_heap += (int64_t)mallinfo2().uordblks - (int64_t)heap0;
   e->nargs = nargs;
   for (int a = 0; a < nargs; a++) {
     const dnnl_memory_desc_t *md =

@@ -51,6 +51,11 @@ void mmrt_kernels_shutdown(void);
 /* Number of cached oneDNN primitives (for tests and logging). */
 int mmrt_dnnl_cache_size(void);
 
+/* Bytes of glibc's heap that creating those primitives left in use
+ * (mallinfo2 before and after each dnnl_primitive_create): oneDNN's kernel
+ * objects beside their generated code; 0 under a sanitizer's allocator. */
+int64_t mmrt_dnnl_prim_bytes(void);
+
 enum {
   MMRT_MM_TRANS_A = 1 << 0, /* A is stored (batch, K, M) */
   MMRT_MM_TRANS_B = 1 << 1, /* B is stored (.., N, K) */

@@ -13,6 +13,7 @@
  * random is a function of (seed, step). Every user error (a flag, a data file, a checkpoint) is one
  * message that names the flag or file, and exit status 1. */
 #include "mmrt_main.h"
+#include "mmrt_mem.h"
 
 #include <errno.h>
 #include <math.h>
@@ -49,6 +50,7 @@ typedef struct Trainer {
   MmrtTaskCtx cx;                  /* its inputs, rows, data and iterators */
   const MmrtTensorDesc *lr, *step; /* the step inputs */
   int64_t done;                    /* steps completed */
+  MmrtMemBaseline mem;             /* resident memory before the data and the arenas */
   MmrtLog log;
   int has_log;
   /* ranks: a mesh when the model was compiled for more than one */
@@ -889,6 +891,23 @@ static int setup_ranks(Trainer *t) {
   return 0;
 }
 
+/* Every rank's measured peak (mmrt_mem.h) beside what the plan counts:
+ * the arenas and the data set. */
+static void print_memory(const Trainer *t) {
+  MmrtMemPeak p;
+  if (mmrt_mem_end(&t->mem, mmrt_dnnl_prim_bytes(), &p)) return;
+  int64_t arenas = 0, data = MMRT_FMNIST_RESIDENT_BYTES;
+  for (int r = 0; r < MMRT_NARENAS; r++) arenas += t->m->arena_bytes[r];
+  char who[48] = "";
+  if (t->world > 1) snprintf(who, sizeof who, " of rank %d of %d", t->rank, t->world);
+  printf("memory%s: measured peak %lld bytes, plan %lld bytes (arenas %lld + data %lld), "
+         "measured/plan %.4f; code, in neither: library pages %lld bytes, generated kernels "
+         "%lld bytes, their objects %lld bytes (%d oneDNN primitives)\n",
+         who, (long long)p.peak, (long long)(arenas + data), (long long)arenas, (long long)data,
+         (double)p.peak / (double)(arenas + data), (long long)p.lib_code, (long long)p.jit_code,
+         (long long)p.kernel_heap, mmrt_dnnl_cache_size());
+}
+
 static int run(Trainer *t, int argc, char **argv) {
   const MmrtModelDesc *m = t->m;
   int rc = parse_args(argc, argv, m, &t->a);
@@ -898,6 +917,7 @@ static int run(Trainer *t, int argc, char **argv) {
   if (!m->train_step || !t->lr || !t->step)
     return fail("model %s has no training function (@train with inputs lr and step)", m->name);
   char err[ERRLEN];
+  mmrt_mem_begin(&t->mem);
   if (t->task->open(&t->cx, t->a.data, err, sizeof err) != MMRT_OK)
     return fail("--data %s: %s", t->a.data, err);
   if (mmrt_iter_init(&t->cx.it, &t->cx.train, t->cx.B, 1, t->a.seed, err, sizeof err) != MMRT_OK)
@@ -967,6 +987,7 @@ static int run(Trainer *t, int argc, char **argv) {
               (long long)t->done, t->a.ckpt ? " (checkpoint written)" : "");
     rc = rc ? rc : 1;
   }
+  print_memory(t);
   if (t->rank == 0) {
     int64_t total = 0;
     for (int r = 0; r < MMRT_NARENAS; r++) total += m->arena_bytes[r];
