@@ -381,6 +381,17 @@ static bool set_twice(FeProgram *p, AstStmt *sec, int i) {
   return false;
 }
 
+/* The first dimension of the forward's first input that has one (the
+ * samples of a step), or 0. */
+static int64_t input_batch(FeProgram *p) {
+  IrFunc *f = p->ir->funcs.len ? p->ir->funcs.items[0] : NULL;
+  for (int i = 0; f && i < f->inputs.len; i++) {
+    IrValue *x = f->inputs.items[i];
+    if (x->shape.rank >= 1) return x->shape.d[0];
+  }
+  return 0;
+}
+
 static bool read_train(FeProgram *p, Inst *root, AstStmt *sec, MmTrain *t) {
   bool ok = true;
   for (int i = 0; sec && i < sec->body.len; i++) {
@@ -429,7 +440,15 @@ static bool read_train(FeProgram *p, Inst *root, AstStmt *sec, MmTrain *t) {
         ok = false;
       else if (s->name[0] == 's')
         t->steps = v;
-      else
+      else if (input_batch(p) != v) {
+        /* the inputs' shapes fix the batch: another number would only
+         * mislead the trainer */
+        diag_error(p->d, s->value->loc,
+                   "batch = %d, but the inputs hold %lld samples (their first dimension); change "
+                   "the inputs' shapes (e.g. a let B) instead",
+                   v, (long long)input_batch(p));
+        ok = false;
+      } else
         t->batch = v;
     } else {
       diag_error(p->d, s->name_loc,

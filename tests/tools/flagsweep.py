@@ -1,0 +1,427 @@
+#!/usr/bin/python3
+"""Nothing accepted and ignored: every flag of `mmc --help` and of each
+`mmc CMD --help`, every setting of lang/REFERENCE.md's train and parallel
+tables (with the arguments of optimizer, schedule and lora, and the named
+values), and every flag of a trainer's `--help` either changes what the tool
+prints or writes, compared with the same run without it, or is refused with a
+message (exit 1 or 2, naming the flag or, for a setting, `file:line:col:
+error:` in the model's file).
+
+The flag and setting lists are parsed from the help texts and the reference,
+so a new flag or setting without a probe below fails this test ("no probe").
+A probe is (base arguments, arguments with the flag, expectation):
+"effect" (the output differs), "refused" (an error that names it) or, for
+`mmc check`, which prints nothing for a good plan, "verdict" (the flag
+changes what check reports, e.g. --tp 3 on a model of 4 heads)."""
+import hashlib, os, re, shutil, subprocess, sys, tempfile
+
+MMC = os.environ.get("MMC") or sys.argv[1]
+SRC = os.environ["MMC_SOURCE_DIR"]
+T = tempfile.mkdtemp(prefix="flagsweep.")
+failures, passes = [], 0
+
+
+def run(argv, cwd=None):
+    """(exit status, stdout, stderr, {file: sha1} of what the run wrote in cwd)."""
+    cwd = cwd or tempfile.mkdtemp(dir=T)
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=cwd,
+                           errors="replace")
+        rc, out, err = r.returncode, r.stdout, r.stderr
+    except subprocess.TimeoutExpired:
+        rc, out, err = -999, "", "timed out"
+    files = {}
+    for d, _, fs in os.walk(cwd):
+        for f in fs:
+            p = os.path.join(d, f)
+            files[os.path.relpath(p, cwd)] = hashlib.sha1(open(p, "rb").read()).hexdigest()
+    return rc, out, err, files
+
+
+def judge(what, base, with_, expect, words, located=None):
+    """Compares the run with the flag to the run without it."""
+    global passes
+    if base[0] < 0 or base[0] > 2 or with_[0] < 0 or with_[0] > 2:
+        failures.append("%s: crashed (exit %d / %d)\n%s" % (what, base[0], with_[0], with_[2][-800:]))
+        return
+    if expect == "verdict":  # `mmc check`: the flag changes what it reports
+        ok, why = with_[:4] != base[:4], "the same report as without it"
+    elif expect == "effect":
+        ok = with_[0] == 0 and with_[:4] != base[:4]
+        why = "accepted but the output is the same as without it" if with_[0] == 0 else \
+              "refused, but it should take effect: " + with_[2][-400:]
+    else:
+        text = with_[2] + with_[1]
+        named = any(w in text for w in words)
+        loc_ok = located is None or re.search(r"%s:\d+:\d+: error: " % re.escape(located), text)
+        ok = with_[0] in (1, 2) and named and bool(loc_ok)
+        why = ("accepted (exit 0)" if with_[0] == 0 else
+               "refused without naming it (%s) or without file:line:col" % "/".join(words)) + \
+              "\n" + text[-600:]
+    if ok:
+        passes += 1
+    else:
+        failures.append("%s: %s" % (what, why))
+
+
+# ---------------------------------------------------------------- mmc flags
+
+def flags_of(text):
+    return set(re.findall(r"(?<![\w.$-])(--?[A-Za-z][A-Za-z0-9-]*)", text))
+
+
+top = subprocess.run([MMC, "--help"], capture_output=True, text=True).stdout
+commands = re.findall(r"^  mmc (\S+) ", top, re.M)
+assert commands, "no commands in mmc --help:\n" + top
+help_of = {c: subprocess.run([MMC, c, "--help"], capture_output=True, text=True).stdout
+           for c in commands}
+every = flags_of(top)
+for c in commands:
+    every |= flags_of(help_of[c])
+
+# fixtures: a tiny GPT (4 heads), one with sp in its parallel section, two
+# models of which one has a bad plan, an import found through -I only
+G = os.path.join(T, "g.mm")
+open(G, "w").write('''import "gpt2.mm"
+model G {
+  let B = 4
+  let T = 8
+  gpt = GPT(vocab = 32, ctx = 8, dim = 16, depth = 1, heads = 4)
+  forward(ids: i32[B, T], labels: i32[B, T]) -> loss { return gpt(ids, labels) }
+}
+model H extends G { parallel { tp = 2; sp = true } }
+model Bad extends G { parallel { tp = 3 } }
+model Pp extends G { parallel { pp = 2 } }
+model R extends G { parallel { recompute = full } }
+''')
+os.makedirs(os.path.join(T, "inc"))
+open(os.path.join(T, "inc", "extra.mm"), "w").write('''module Extra(n: int = 2) {
+  w = param f32[n, n] = zeros
+  forward(x: f32[2, 2]) -> loss { return mean(x) }
+}
+''')
+INC = os.path.join(T, "uses_inc.mm")
+open(INC, "w").write('import "extra.mm"\nmodel U { e = Extra(n = 2)\n'
+                     '  forward(x: f32[2, 2]) -> loss { return e(x) } }\n')
+VLM = os.path.join(SRC, "stdlib_models", "internvl2.mm")
+
+# Per flag: (base, with, expectation) where base/with are the arguments after
+# the command; "check" gets its own probes (it prints nothing when a plan is
+# good, so a flag shows there by changing the verdict).
+GM = [G, "--model", "G"]
+probes = {
+    "-h": (GM, GM + ["-h"], "effect"),
+    "--help": (GM, GM + ["--help"], "effect"),
+    "-I": ([INC], [INC, "-I", os.path.join(T, "inc")], "effect"),
+    "--model": ([G], [G, "--model", "H"], "effect"),
+    "--set": (GM, GM + ["--set", "B=2"], "effect"),
+    "--tp": (GM, GM + ["--tp", "2"], "effect"),
+    "--dp": (GM, GM + ["--dp", "2"], "effect"),
+    "--zero": (GM + ["--dp", "2"], GM + ["--dp", "2", "--zero", "1"], "effect"),
+    "--sp": (GM + ["--tp", "2"], GM + ["--tp", "2", "--sp"], "effect"),
+    "--no-sp": ([G, "--model", "H"], [G, "--model", "H", "--no-sp"], "effect"),
+    "--bucket-mb": (GM + ["--dp", "2"], GM + ["--dp", "2", "--bucket-mb", "0"], "effect"),
+    "--pp": (GM, GM + ["--pp", "2"], "refused", ["--pp"]),
+    "--cp": (GM, GM + ["--cp", "2"], "refused", ["--cp"]),
+    "--micro-batches": (GM, GM + ["--micro-batches", "2"], "refused", ["--micro-batches"]),
+    "--schedule": (GM, GM + ["--schedule", "gpipe"], "refused", ["--schedule"]),
+    "--recompute": (GM, GM + ["--recompute", "full"], "refused", ["--recompute"]),
+    "--task": ([VLM, "--model", "InternVL2Tiny"],
+               [VLM, "--model", "InternVL2Tiny", "--task", "generate"], "effect"),
+    "--json": (GM, GM + ["--json"], "effect"),
+    "--no-fuse": (GM, GM + ["--no-fuse"], "effect"),
+    "--after": (GM, GM + ["--after", "autodiff"], "effect"),
+    "--format": (GM, GM + ["--format", "dot"], "effect"),
+    "--rank": ([G, "--model", "H"], [G, "--model", "H", "--rank", "1"], "effect"),
+}
+check_probes = {
+    "--model": ([G], [G, "--model", "G"], "verdict"),  # Bad is no longer checked
+    "--set": (GM + ["--dp", "2"], GM + ["--dp", "2", "--set", "B=3"], "verdict"),
+    "--tp": (GM, GM + ["--tp", "3"], "verdict"),
+    "--dp": (GM, GM + ["--dp", "3"], "verdict"),
+    "--zero": (GM, GM + ["--zero", "1"], "verdict"),
+    "--sp": (GM, GM + ["--sp"], "verdict"),
+    "--no-sp": ([G, "--model", "H", "--tp", "1"], [G, "--model", "H", "--tp", "1", "--no-sp"],
+                "verdict"),
+    "--bucket-mb": (GM, GM + ["--bucket-mb", "1"], "verdict"),
+}
+# compile: text outputs so that no trainer is linked, except for -v
+OUT = ["-o", "out"]
+compile_probes = {
+    "-o": (GM + ["--emit", "ir"], GM + ["--emit", "ir", "-o", "other.mmir"], "effect"),
+    "--emit": (GM + ["--emit", "ir"] + OUT, GM + ["--emit", "llvm"] + OUT, "effect"),
+    "-v": (GM + OUT, GM + OUT + ["-v"], "effect"),
+}
+for lvl in range(4):  # -O3 is the default: each level against another
+    other = "-O1" if lvl != 1 else "-O3"
+    compile_probes["-O%d" % lvl] = (GM + ["--emit", "llvm", other] + OUT,
+                                    GM + ["--emit", "llvm", "-O%d" % lvl] + OUT, "effect")
+# overriding the model's own setting takes effect (extra probes, on plan)
+extra = [
+    ("plan", "--pp 1", [G, "--model", "Pp"], [G, "--model", "Pp", "--pp", "1"], "effect"),
+    ("plan", "--recompute none", [G, "--model", "R"], [G, "--model", "R", "--recompute", "none"],
+     "effect"),
+    ("stats", "--tp", GM, GM + ["--tp", "2"], "refused", ["--tp"]),
+    ("compile", "-v with --emit ir", GM + ["--emit", "ir"] + OUT, GM + ["--emit", "ir", "-v"] + OUT,
+     "refused", ["-v"]),
+    ("compile", "-O2 with --emit ir", GM + ["--emit", "ir"] + OUT,
+     GM + ["--emit", "ir", "-O2"] + OUT, "refused", ["-O"]),
+    ("plan", "--tp with --task generate", [VLM, "--model", "InternVL2Tiny", "--task", "generate"],
+     [VLM, "--model", "InternVL2Tiny", "--task", "generate", "--tp", "2"], "refused", ["--tp"]),
+]
+
+covered = set()
+for c in commands:
+    listed = flags_of(help_of[c])
+    for flag in sorted(listed):
+        table = dict(probes)
+        if c == "check":
+            table.update(check_probes)
+        if c == "compile":
+            table.update(compile_probes)
+        p = table.get(flag)
+        if p is None:
+            failures.append("mmc %s %s: listed in its --help, but no probe in %s" %
+                            (c, flag, __file__))
+            continue
+        covered.add(flag)
+        base, with_, expect = p[0], p[1], p[2]
+        if c == "compile" and flag not in compile_probes:  # IR text: no trainer linked
+            base, with_ = base + ["--emit", "ir"] + OUT, with_ + ["--emit", "ir"] + OUT
+        words = p[3] if len(p) > 3 else [flag]
+        judge("mmc %s %s" % (c, " ".join(a for a in with_ if a not in base) or flag),
+              run([MMC, c] + base), run([MMC, c] + with_), expect, words)
+for flag in sorted(every - covered):
+    failures.append("%s: in mmc --help but in no command's --help" % flag)
+for c, what, base, with_, expect, *w in extra:
+    judge("mmc %s %s" % (c, what), run([MMC, c] + base), run([MMC, c] + with_), expect,
+          w[0] if w else [])
+nflags = len(covered)
+
+# ------------------------------------------------------ settings (REFERENCE)
+
+ref = open(os.path.join(SRC, "lang", "REFERENCE.md"), encoding="utf-8").read()
+
+
+def split_args(s):
+    out, depth, cur = [], 0, ""
+    for ch in s:
+        depth += ch in "([" and 1 or (ch in ")]" and -1 or 0)
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        out.append(cur.strip())
+    return out
+
+
+settings = []  # "train.optimizer", "train.optimizer.adamw.lr", "parallel.sp=true", ...
+for sec in ("train", "parallel"):
+    m = re.search(r"^\| `%s` setting \| values \|\n\|[- |]+\|\n((?:\|.*\n)+)" % sec, ref, re.M)
+    assert m, "no %s settings table in lang/REFERENCE.md" % sec
+    for row in m.group(1).strip().split("\n"):
+        cells = [x.strip() for x in row.strip("|").split("|")]
+        names = re.findall(r"`(\w+)`", cells[0])
+        for n in names:
+            settings.append("%s.%s" % (sec, n))
+            for span in re.findall(r"`([^`]+)`", cells[1]):
+                f = re.match(r"^(\w+)\((.*)\)$", span)
+                if f:
+                    settings.append("%s.%s.%s" % (sec, n, f.group(1)))
+                    for a in split_args(f.group(2)):
+                        settings.append("%s.%s.%s.%s" % (sec, n, f.group(1), a.split("=")[0].strip()))
+                elif re.match(r"^\w+\s*=", span):
+                    settings.append("%s.%s" % (sec, span.split("=")[0].strip()))
+                elif re.match(r"^[\w.]+$", span) and span not in names:
+                    settings.append("%s.%s=%s" % (sec, n, span))
+settings = list(dict.fromkeys(settings))
+
+TRAIN_MODEL = '''import "nn.mm"
+model S {
+  enc = MLP(8, 16)
+  dec = MLP(8, 16)
+  forward(x: f32[4, 8]) -> loss { return mean(dec(enc(x))) }
+  train { %s }
+}
+'''
+PAR_MODEL = '''import "gpt2.mm"
+model S {
+  let B = 4
+  let T = 8
+  gpt = GPT(vocab = 32, ctx = 8, dim = 16, depth = 2, heads = 4)
+  forward(ids: i32[B, T], labels: i32[B, T]) -> loss { return gpt(ids, labels) }
+  parallel { %s }
+}
+'''
+LORA = 'lora = lora(rank = 4, targets = [enc], layers = ["fc1"])'
+STAGES = "stages = [gpt.wte + gpt.wpe + gpt.h[0:1], gpt.h[1:2] + gpt.ln_f]"
+# setting: (base section, section with it, expectation[, words in the error])
+set_probes = {
+    "train.freeze": ("", "freeze = [enc]", "effect"),
+    "train.optimizer": ("", "optimizer = sgd(lr = 0.1)", "effect"),
+    "train.optimizer.adamw": ("optimizer = sgd(lr = 0.1)", "optimizer = adamw(lr = 0.1)", "effect"),
+    "train.optimizer.adamw.lr": ("optimizer = adamw(lr = 0.1)", "optimizer = adamw(lr = 0.2)",
+                                 "effect"),
+    "train.optimizer.adamw.betas": ("optimizer = adamw(lr = 0.1)",
+                                    "optimizer = adamw(lr = 0.1, betas = [0.8, 0.9])", "effect"),
+    "train.optimizer.adamw.weight_decay": ("optimizer = adamw(lr = 0.1)",
+                                           "optimizer = adamw(lr = 0.1, weight_decay = 0.1)",
+                                           "effect"),
+    "train.optimizer.adamw.eps": ("optimizer = adamw(lr = 0.1)",
+                                  "optimizer = adamw(lr = 0.1, eps = 1e-6)", "effect"),
+    "train.optimizer.adamw.clip": ("optimizer = adamw(lr = 0.1)",
+                                   "optimizer = adamw(lr = 0.1, clip = 1.0)", "effect"),
+    "train.optimizer.sgd": ("optimizer = adamw(lr = 0.1)", "optimizer = sgd(lr = 0.1)", "effect"),
+    "train.optimizer.sgd.lr": ("optimizer = sgd(lr = 0.1)", "optimizer = sgd(lr = 0.2)", "effect"),
+    "train.optimizer.sgd.momentum": ("optimizer = sgd(lr = 0.1)",
+                                     "optimizer = sgd(lr = 0.1, momentum = 0.9)", "effect"),
+    "train.optimizer.sgd.weight_decay": ("optimizer = sgd(lr = 0.1)",
+                                         "optimizer = sgd(lr = 0.1, weight_decay = 0.1)", "effect"),
+    "train.schedule": ("", "schedule = cosine(warmup = 2)", "effect"),
+    "train.schedule=constant": ("schedule = cosine(warmup = 2)", "schedule = constant", "effect"),
+    "train.schedule.cosine": ("schedule = constant", "schedule = cosine", "effect"),
+    "train.schedule.cosine.warmup": ("schedule = cosine", "schedule = cosine(warmup = 3)", "effect"),
+    "train.schedule.cosine.min_lr": ("schedule = cosine", "schedule = cosine(min_lr = 1e-5)",
+                                     "effect"),
+    "train.clip": ("", "clip = 0.5", "effect"),
+    "train.lora": ("", LORA, "effect"),
+    "train.lora.lora": ("", LORA, "effect"),
+    "train.lora.lora.rank": (LORA, LORA.replace("rank = 4", "rank = 2"), "effect"),
+    "train.lora.lora.alpha": (LORA, LORA.replace("rank = 4", "rank = 4, alpha = 2"), "effect"),
+    "train.lora.lora.targets": (LORA, LORA.replace("[enc]", "[dec]"), "effect"),
+    "train.lora.lora.layers": (LORA, LORA.replace('"fc1"', '"fc2"'), "effect"),
+    "train.steps": ("", "steps = 7", "effect"),
+    "train.batch": ("", "batch = 3", "refused", ["batch"]),
+    "parallel.tp": ("", "tp = 2", "effect"),
+    "parallel.sp": ("tp = 2", "tp = 2; sp = true", "effect"),
+    "parallel.sp=true": ("tp = 2", "tp = 2; sp = true", "effect"),
+    "parallel.sp=false": ("tp = 2; sp = true", "tp = 2; sp = false", "effect"),
+    "parallel.pp": ("", "pp = 2", "refused", ["pp"]),
+    "parallel.cp": ("", "cp = 2", "refused", ["cp"]),
+    "parallel.dp": ("", "dp = 2", "effect"),
+    "parallel.zero": ("dp = 2", "dp = 2; zero = 1", "effect"),
+    "parallel.micro_batches": ("", "micro_batches = 2", "refused", ["micro_batches"]),
+    "parallel.schedule": ("", "schedule = 1f1b", "refused", ["schedule"]),
+    "parallel.schedule=1f1b": ("", "schedule = 1f1b", "refused", ["schedule"]),
+    "parallel.schedule=gpipe": ("", "schedule = gpipe", "refused", ["schedule"]),
+    "parallel.schedule=interleaved": ("", "schedule = interleaved", "refused", ["schedule"]),
+    "parallel.vpp": ("", "vpp = 2", "refused", ["vpp"]),
+    "parallel.stages": ("", STAGES, "refused", ["stages"]),
+    "parallel.recompute": ("", "recompute = full", "refused", ["recompute"]),
+    "parallel.recompute=none": ("recompute = full", "recompute = none", "effect"),
+    "parallel.recompute=selective": ("", "recompute = selective", "refused", ["recompute"]),
+    "parallel.recompute=full": ("", "recompute = full", "refused", ["recompute"]),
+    "parallel.bucket_mb": ("dp = 2", "dp = 2; bucket_mb = 0", "effect"),
+    "parallel.bucket_mb=0": ("dp = 2", "dp = 2; bucket_mb = 0", "effect"),
+}
+
+
+def observe(path, cwd):
+    """dump-ir and plan --json, and the trainer's LLVM module only when both
+    are the same (the train section's lr, steps and schedule live in the
+    model descriptor)."""
+    a = run([MMC, "dump-ir", path], cwd)
+    b = run([MMC, "plan", path, "--json"], cwd)
+    return a, b
+
+
+nset = 0
+for key in settings:
+    p = set_probes.get(key)
+    if p is None:
+        failures.append("setting %s (lang/REFERENCE.md): no probe in %s" % (key, __file__))
+        continue
+    nset += 1
+    tmpl = TRAIN_MODEL if key.startswith("train.") else PAR_MODEL
+    outs = []
+    for i, body in enumerate(p[:2]):
+        d = tempfile.mkdtemp(dir=T)
+        path = os.path.join(d, "s.mm")
+        open(path, "w").write(tmpl % body)
+        outs.append((path, d, observe(path, d)))
+    (pa, da, (a1, b1)), (pb, db, (a2, b2)) = outs
+
+    def strip(r):  # the folder differs between the two runs
+        return (r[0], r[1].replace(os.path.dirname(pa), "D").replace(os.path.dirname(pb), "D"),
+                r[2].replace(os.path.dirname(pa), "D").replace(os.path.dirname(pb), "D"), {})
+    base = (strip(a1), strip(b1))
+    with_ = (strip(a2), strip(b2))
+    if p[2] == "effect" and a2[0] == 0 and b2[0] == 0 and with_ == base:
+        base = base + (strip(run([MMC, "compile", pa, "--emit", "llvm", "-O0"], da)),)
+        with_ = with_ + (strip(run([MMC, "compile", pb, "--emit", "llvm", "-O0"], db)),)
+    # fold into one run-like tuple for judge()
+    fold = lambda t: (max(x[0] for x in t), repr(t), "".join(x[2] for x in t), {})
+    judge("setting %s (%s)" % (key, p[1]), fold(base), fold(with_), p[2],
+          p[3] if len(p) > 3 else [], located="s.mm" if p[2] == "refused" else None)
+
+# ------------------------------------------------------------ trainer flags
+
+env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"),
+           OMP_WAIT_POLICY="passive")
+TR = os.path.join(T, "trainer")
+r = subprocess.run([MMC, "compile", os.path.join(SRC, "stdlib_models", "gpt2.mm"), "--model",
+                    "GPT2Tiny", "-o", TR], capture_output=True, text=True)
+ntr = 0
+if r.returncode != 0:
+    failures.append("mmc compile of the trainer failed:\n" + r.stderr[-800:])
+else:
+    trhelp = subprocess.run([TR, "--help"], capture_output=True, text=True, env=env).stdout
+    trflags = flags_of(trhelp) - {"--set", "--dp", "--tp", "-np"}  # named in the text
+    # a checkpoint and a weights file to start from
+    prep = tempfile.mkdtemp(dir=T)
+    subprocess.run([TR, "--steps", "1", "--eval-batches", "1", "--quiet", "--ckpt", "ck",
+                    "--save-weights", "w.safetensors"], cwd=prep, capture_output=True, env=env)
+    BASE = ["--steps", "2", "--eval-batches", "1"]
+    tr_probes = {
+        "-h": (BASE + ["-h"], "effect"),
+        "--help": (BASE + ["--help"], "effect"),
+        "--data": (BASE + ["--data", os.path.join(T, "no-data")], "refused", ["no-data"]),
+        "--steps": (["--steps", "3", "--eval-batches", "1"], "effect"),
+        "--batch": (BASE + ["--batch", "2"], "refused", ["--batch"]),
+        "--lr": (BASE + ["--lr", "0.5"], "effect"),
+        "--seed": (BASE + ["--seed", "7"], "effect"),
+        "--eval-every": (BASE + ["--eval-every", "1"], "effect"),
+        "--eval-batches": (["--steps", "2", "--eval-batches", "2"], "effect"),
+        "--ckpt": (BASE + ["--ckpt", "c"], "effect"),
+        "--ckpt-every": (BASE + ["--ckpt", "c", "--ckpt-every", "1"], "effect"),
+        "--resume": (BASE + ["--resume"], "refused", ["--resume"]),
+        "--log": (BASE + ["--log", "l.jsonl"], "effect"),
+        "--dump-logits": (BASE + ["--dump-logits", "x.f32"], "effect"),
+        "--dump-inputs": (BASE + ["--dump-inputs", "in"], "effect"),
+        "--init-from": (BASE + ["--init-from", os.path.join(prep, "w.safetensors")], "effect"),
+        "--load-adapters": (BASE + ["--load-adapters", "a.safetensors"], "refused",
+                            ["--load-adapters"]),
+        "--save-adapters": (BASE + ["--save-adapters", "a.safetensors"], "refused",
+                            ["--save-adapters"]),
+        "--save-weights": (BASE + ["--save-weights", "w.safetensors"], "effect"),
+        "--quiet": (BASE + ["--quiet"], "effect"),
+    }
+    # what differs from run to run: rates, times, memory
+    noise = re.compile(r"[\d.]+ samples/s|elapsed \S+|eta \S+|peak rss [\d.]+ MiB|"
+                       r"peak RSS: .*|\"(time|elapsed|samples_per_s|rss)[a-z_]*\": [\d.e+-]+")
+
+    def trun(args):
+        rc, out, err, files = run([TR] + args)
+        return rc, noise.sub("~", out), noise.sub("~", err), {
+            k: (v if not k.endswith(".jsonl") else "log") for k, v in files.items()}
+    b1, b2 = trun(BASE), trun(BASE)
+    if b1[:3] != b2[:3]:
+        failures.append("the trainer's output differs between two equal runs (noise not removed):\n"
+                        "%s\n---\n%s" % (b1[1][-600:], b2[1][-600:]))
+    for flag in sorted(trflags):
+        p = tr_probes.get(flag)
+        if p is None:
+            failures.append("trainer %s: listed in its --help, but no probe in %s" % (flag, __file__))
+            continue
+        ntr += 1
+        judge("trainer %s" % " ".join(p[0][len(BASE):] if p[0][:len(BASE)] == BASE else p[0]),
+              b1, trun(p[0]), p[1], p[2] if len(p) > 2 else [flag])
+
+shutil.rmtree(T, ignore_errors=True)
+for f in failures:
+    print("FAIL " + f)
+print("%d flags of mmc, %d settings of the reference, %d trainer flags: %d passed, %d failed" %
+      (nflags, nset, ntr, passes, len(failures)))
+sys.exit(1 if failures or not passes else 0)
