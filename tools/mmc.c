@@ -62,7 +62,7 @@ static const Cmd cmds[] = {
 };
 
 static const char *common_opts =
-    "Options common to all commands:\n"
+    "Options for a .mm source (every command but opt):\n"
     "  -I DIR             add DIR to the import search path (after the file's own folder)\n"
     "  --model NAME       the model (or a module whose hyper-parameters all have defaults)\n"
     "  --set NAME=VALUE   override a model-level let or hyper-parameter (e.g. --set B=8)\n"
@@ -78,8 +78,13 @@ static const char *plan_opts =
     "                     pp > 1, cp > 1, micro-batches, schedule and recompute other than\n"
     "                     none are not built yet and are refused\n";
 
+/* opt reads IR text only, which carries its own settings. */
+static bool takes_source(const Cmd *c) {
+  return strcmp(c->name, "opt") != 0;
+}
+
 static bool takes_plan(const Cmd *c) {
-  return strcmp(c->name, "stats") != 0;
+  return strcmp(c->name, "stats") != 0 && takes_source(c);
 }
 
 static void usage_all(FILE *out) {
@@ -90,7 +95,8 @@ static void usage_all(FILE *out) {
 }
 
 static void usage_cmd(FILE *out, const Cmd *c) {
-  fprintf(out, "usage: mmc %s %s\n\n%s\n\n%s%s", c->name, c->args, c->help, common_opts,
+  fprintf(out, "usage: mmc %s %s\n\n%s\n\n%s%s", c->name, c->args, c->help,
+          takes_source(c) ? common_opts : "Options:\n  -h, --help         this help\n",
           takes_plan(c) ? plan_opts : "");
   if (strcmp(c->name, "dump-ir") == 0 || strcmp(c->name, "plan") == 0 ||
       strcmp(c->name, "compile") == 0)

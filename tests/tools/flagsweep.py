@@ -156,6 +156,15 @@ for lvl in range(4):  # -O3 is the default: each level against another
     other = "-O1" if lvl != 1 else "-O3"
     compile_probes["-O%d" % lvl] = (GM + ["--emit", "llvm", other] + OUT,
                                     GM + ["--emit", "llvm", "-O%d" % lvl] + OUT, "effect")
+# opt: IR text (the lowered G)
+MMIR = os.path.join(T, "g.mmir")
+with open(MMIR, "w") as f:
+    subprocess.run([MMC, "dump-ir", G, "--model", "G", "--after", "lower"], stdout=f, check=True)
+opt_probes = {
+    "-h": ([MMIR, "--passes", "verify"], [MMIR, "--passes", "verify", "-h"], "effect"),
+    "--help": ([MMIR, "--passes", "verify"], [MMIR, "--passes", "verify", "--help"], "effect"),
+    "--passes": ([MMIR, "--passes", "verify"], [MMIR, "--passes", "autodiff"], "effect"),
+}
 # overriding the model's own setting takes effect (extra probes, on plan)
 extra = [
     ("plan", "--pp 1", [G, "--model", "Pp"], [G, "--model", "Pp", "--pp", "1"], "effect"),
@@ -179,6 +188,8 @@ for c in commands:
             table.update(check_probes)
         if c == "compile":
             table.update(compile_probes)
+        if c == "opt":
+            table = dict(opt_probes)
         p = table.get(flag)
         if p is None:
             failures.append("mmc %s %s: listed in its --help, but no probe in %s" %
