@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# PyTorch parity: ViTFashion, GPT2Tiny, InternVL2Tiny and its LoRA variant
+# PyTorch parity: ViTFashion, GPT2Tiny, InternVL2Tiny, its LoRA variant and
+# InternVL2TinyFrozenVision (train { freeze = [vision] })
 # written independently in PyTorch (tests/torch/mmref.py) start from the mmc
 # trainer's initial weights (loaded by name), take the same batches (dumped
 # by the trainer) and 3 AdamW steps with the optimizer settings and per-step
@@ -18,7 +19,8 @@ trap 'rm -rf "$T"' EXIT
 cd "$T"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 fail=0
-for spec in "vit_fashion.mm ViTFashion" "gpt2.mm GPT2Tiny" "internvl2.mm InternVL2Tiny" "internvl2.mm InternVL2TinyLoRA"; do
+for spec in "vit_fashion.mm ViTFashion" "gpt2.mm GPT2Tiny" "internvl2.mm InternVL2Tiny" "internvl2.mm InternVL2TinyLoRA" \
+            "internvl2.mm InternVL2TinyFrozenVision"; do
   set -- $spec
   "$MMC" compile "$MMC_SOURCE_DIR/stdlib_models/$1" --model "$2" -o "$2"
   ./"$2" --steps 0 --save-weights "$2.init.st" --eval-batches 1 --quiet > /dev/null 2>&1

@@ -162,3 +162,4 @@ def internvl2_tiny_logits(P, pixels, text):
 
 MODELS["InternVL2Tiny"] = internvl2_tiny
 MODELS["InternVL2TinyLoRA"] = internvl2_tiny  # with .lora_a/.lora_b in P (rank 4, alpha 8: LORA_SCALE = 2)
+MODELS["InternVL2TinyFrozenVision"] = internvl2_tiny  # train { freeze = [vision] }: vision.* get no update

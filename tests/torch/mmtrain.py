@@ -391,7 +391,7 @@ def compare_weights(init, ref, run, cfg, lrs, label="run", names=None):
         if r > worst:
             worst, worst_name = r, k
     print("final weights: %d tensors; worst |w_%s - w_ref| / |w_ref - w_init| = %.2e (%s); %d at rounding level "
-          "checked by step size (%s); %d frozen and unchanged; %s" %
+          "checked by step size (%s); %d frozen, compared bit for bit; %s" %
           (len(names), label, worst, worst_name, n_round, ", ".join(ROUNDING_LEVEL), n_frozen,
            "ok" if not bad else "%d MISMATCHES" % bad))
     return bad

@@ -33,7 +33,8 @@ def main():
           "min_lr = %g)%s, %d steps (from %s)" %
           (model, cfg["lr"], cfg["beta1"], cfg["beta2"], cfg["eps"], cfg["weight_decay"], cfg["clip"],
            cfg["schedule"], cfg["warmup"], cfg["min_lr"],
-           ", LoRA scale %g" % cfg["lora_scale"] if cfg["lora_scale"] is not None else "", steps, os.path.basename(mm)))
+           (", LoRA scale %g" % cfg["lora_scale"] if cfg["lora_scale"] is not None else "") +
+           (", freeze [%s]" % ", ".join(cfg["freeze"]) if cfg["freeze"] else ""), steps, os.path.basename(mm)))
     w, _ = mmref.st_load(init)
     names = sorted(k for k in w if not k.startswith(("adamw.", "sgd.")))
     mmref.LORA_SCALE = cfg["lora_scale"] if cfg["lora_scale"] is not None else 1.0
