@@ -103,7 +103,8 @@ enum {
 
 static Entry *table;
 static int table_cap, table_used;
-static int64_t prim_heap; /* heap bytes oneDNN kept while creating the primitives */
+static int64_t prim_heap;      /* heap bytes oneDNN kept while creating the primitives */
+static int64_t scratchpad_max; /* the largest scratchpad a primitive asks for */
 
 static uint64_t key_hash(const Key *k) {
   uint64_t h = 1469598103934665603ull;
@@ -154,6 +155,10 @@ int64_t mmrt_dnnl_prim_bytes(void) {
   return prim_heap;
 }
 
+int64_t mmrt_dnnl_scratchpad_max(void) {
+  return scratchpad_max;
+}
+
 void mmrt_kernels_shutdown(void) {
   for (int i = 0; i < table_cap; i++) {
     if (!table[i].used) continue;
@@ -163,7 +168,7 @@ void mmrt_kernels_shutdown(void) {
   free(table);
   table = NULL;
   table_cap = table_used = 0;
-  prim_heap = 0;
+  prim_heap = scratchpad_max = 0;
   if (stream) dnnl_stream_destroy(stream);
   if (eng) dnnl_engine_destroy(eng);
   stream = NULL;
@@ -181,6 +186,9 @@ static void entry_build(Entry *e, dnnl_primitive_desc_t pd, int nargs, const int
   size_t heap0 = mallinfo2().uordblks;
   DNNL_CHECK(dnnl_primitive_create(&e->prim, pd), what);
   prim_heap += (int64_t)mallinfo2().uordblks - (int64_t)heap0;
+  const dnnl_memory_desc_t *sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+  int64_t sp_bytes = sp ? (int64_t)dnnl_memory_desc_get_size(sp) : 0;
+  if (sp_bytes > scratchpad_max) scratchpad_max = sp_bytes;
   e->nargs = nargs;
   for (int a = 0; a < nargs; a++) {
     const dnnl_memory_desc_t *md =

@@ -56,6 +56,11 @@ int mmrt_dnnl_cache_size(void);
  * objects beside their generated code; 0 under a sanitizer's allocator. */
 int64_t mmrt_dnnl_prim_bytes(void);
 
+/* The largest scratchpad (dnnl_query_scratchpad_md) of those primitives:
+ * oneDNN allocates it itself (library mode), inside the measured peak and
+ * outside the plan. */
+int64_t mmrt_dnnl_scratchpad_max(void);
+
 enum {
   MMRT_MM_TRANS_A = 1 << 0, /* A is stored (batch, K, M) */
   MMRT_MM_TRANS_B = 1 << 1, /* B is stored (.., N, K) */

@@ -5,8 +5,10 @@
 # resident memory above the trainer's baseline, less code: runtime/mmrt_mem.h)
 # must lie within 5% of `mmc plan`'s "trainer" figure (the arenas plus the
 # data set), which the compiler computed without running anything.  The
-# trainer's own copy of the plan figure must also equal mmc plan's, and the
-# code it leaves out is bounded, so it cannot swallow a real regression.
+# trainer's own copy of the plan figure must also equal mmc plan's, the
+# code it leaves out is bounded, so it cannot swallow a real regression, and
+# oneDNN's largest scratchpad (queried per primitive; the plan has none)
+# stays under 5% of the plan.
 # Release builds only: under ASan the shadow memory and quarantine are
 # resident too, and the heap is not glibc's.
 set -uo pipefail
@@ -45,6 +47,7 @@ run() { # file model plan-name ranks flags...
 import re, sys
 model, plan, np, want, tol, code_max, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6]), sys.argv[7]
 pat = re.compile(r"^memory(?: of rank (\d+) of \d+)?: measured peak (-?\d+) bytes, plan (\d+) bytes .*"
+                 r"largest scratchpad (\d+) bytes.*"
                  r"library pages (-?\d+) bytes, generated kernels (-?\d+) bytes, their objects (-?\d+) bytes")
 rows = [pat.match(l) for l in open(out)]
 rows = [r for r in rows if r]
@@ -53,12 +56,15 @@ if len(rows) != np: errs.append("%d memory lines, expected one per rank (%d)" % 
 worst = None
 for r in rows:
     got, told = int(r.group(2)), int(r.group(3))
-    code = sum(int(r.group(k)) for k in (4, 5, 6))
+    scratch = int(r.group(4))
+    code = sum(int(r.group(k)) for k in (5, 6, 7))
     ratio = got / want
     if worst is None or abs(ratio - 1) > abs(worst[1] - 1): worst = (got, ratio)
     who = "rank %s" % (r.group(1) or "0")
     if told != want: errs.append("%s: the trainer's plan figure %d differs from mmc plan's %d" % (who, told, want))
     if abs(ratio - 1) > tol: errs.append("%s: measured %d bytes, plan %d: ratio %.4f outside 1 +- %g" % (who, got, want, ratio, tol))
+    # oneDNN allocates its scratchpads itself and the plan has none: they must stay small
+    if scratch > tol * want: errs.append("%s: a oneDNN scratchpad of %d bytes, more than %g of the plan: plan it" % (who, scratch, tol))
     if not 0 <= code <= code_max: errs.append("%s: %d bytes of code left out, expected 0..%d" % (who, code, code_max))
 if worst: print("%-14s %-10s %14d %14d %8.4f" % (model, plan, want, worst[0], worst[1]))
 for e in errs: print("FAIL: %s %s: %s" % (model, plan, e), file=sys.stderr)

@@ -39,6 +39,8 @@ put("safetensors", "dtypes", safetensors([
     ("e", "U8", [3], b"\x01\x02\x03")], {"data_iter": "mmrt-iter v1 n=10 batch=2 shuffle=1 seed=42 epoch=0 pos=2"}))
 put("safetensors", "scalar-empty", safetensors(
     [("s", "F32", [], f32(3.0)), ("z", "F32", [0, 4], b"")]))
+crc_t = [("w", "F32", [2, 2], f32(1, 2, 3, 4)), ("n", "I32", [3], struct.pack("<3i", 5, 6, 7))]
+put("safetensors", "crc32", safetensors(crc_t, dict({"step": "3"}, **{"crc32:" + n: "%08x" % zlib.crc32(raw) for n, _, _, raw in crc_t})))
 put("safetensors", "no-meta", safetensors([("x", "F32", [1, 1, 1, 1, 1, 1, 1, 1], f32(9))]))
 
 # ---- IDX ----
