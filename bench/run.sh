@@ -30,7 +30,7 @@ print("%.2f" % ((b["step"] * B / b["samples_per_s"] - a["step"] * B / a["samples
 PY
 )
   seq=(); [ "$S" != 0 ] && seq=(--seq "$S")
-  torch_ms=$(/usr/bin/python3 "$ROOT/bench/torch_step.py" "$model" init/rank-00000.safetensors --batch "$B" "${seq[@]}" \
+  torch_ms=$(/usr/bin/python3 "$ROOT/bench/torch_step.py" "$model" "init/$(cat init/latest)/rank-00000.safetensors" --batch "$B" "${seq[@]}" \
              --steps "$STEPS" --threads "$THREADS" | /usr/bin/python3 -c 'import json,sys; print("%.2f" % json.load(sys.stdin)["ms_per_step"])')
   ratio=$(/usr/bin/python3 -c "print('%.2f' % ($mmc_ms / $torch_ms))")
   printf "%-12s %-10s %12s %12s %8s\n" "$model" "$B x $S" "$mmc_ms" "$torch_ms" "$ratio"

@@ -977,7 +977,7 @@ int mmrt_ckpt_prune(const char *root, int keep, char *err, size_t errlen) {
   for (int k = 1; k < keep && rc == MMRT_OK; k++) {
     size_t best = n;
     for (size_t i = 0; i < n; i++)
-      if (v[i].complete && v[i].step < live_step && (best == n || v[i].step > v[best].step))
+      if (v[i].complete == 1 && v[i].step < live_step && (best == n || v[i].step > v[best].step))
         best = i;
     if (best < n) v[best].complete = 2; /* kept */
   }

@@ -168,11 +168,14 @@ int mmrt_comm_finalize(void);
 
 /* MPI_Abort(MPI_COMM_WORLD, code): ends every rank of the job.  For the
  * trainer's main after it has printed the error; does not return. */
-void mmrt_comm_abort(int code);
+__attribute__((noreturn)) void mmrt_comm_abort(int code);
 
 /* 0 (the default) makes every call block until MPI returns; > 0 makes a
  * call that is not done after `seconds` fail with MMRT_ERR_COMM. */
 void mmrt_comm_set_timeout(MmrtMesh *m, double seconds);
+
+/* The trainer's --comm-timeout default, in seconds. */
+#define MMRT_COMM_TIMEOUT_DEFAULT 300.0
 
 /* Part r of a dimension of size dim split over n ranks (see above). */
 void mmrt_split_range(int64_t dim, int n, int r, int64_t *lo, int64_t *len);

@@ -225,14 +225,17 @@ static int alloc_arenas(Gen *g) {
 }
 
 /* The parameters (which = 0: base, 1: adapters) from a safetensors file or
- * a checkpoint folder (rank 0's file), every one required. */
+ * a checkpoint folder (rank 0's file of the one its pointer names), every one required. */
 static int load(Gen *g, const char *flag, const char *path, int which) {
-  char err[ERRLEN], file[4096];
+  char err[ERRLEN], file[4096], dir[4096];
   struct stat st;
-  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-    mmrt_ckpt_rank_path(file, sizeof file, path, 0);
-  else
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+    if (mmrt_ckpt_resolve(path, dir, sizeof dir, err, sizeof err) != MMRT_OK)
+      return fail("%s %s: %s", flag, path, err);
+    mmrt_ckpt_rank_path(file, sizeof file, dir, 0);
+  } else {
     snprintf(file, sizeof file, "%s", path);
+  }
   MmrtStFile *f = NULL;
   if (mmrt_st_open(&f, file, err, sizeof err) != MMRT_OK) return fail("%s %s: %s", flag, path, err);
   int rc = MMRT_OK, n = 0;

@@ -2,16 +2,17 @@
  *
  *   ./trainer [--data DIR] [--steps N] [--batch B] [--lr X] [--seed S]
  *             [--eval-every N] [--eval-batches N] [--ckpt DIR] [--ckpt-every N]
- *             [--resume] [--log FILE] [--quiet]
+ *             [--keep K] [--resume] [--comm-timeout S] [--log FILE] [--quiet]
  *
  * It allocates exactly the arenas of the memory plan, initialises the
  * parameters from Philox streams named after them, binds the model's inputs
  * to a data task (mmrt_task.h: Fashion-MNIST classes, pixels or captions), runs the step function
  * with the LR schedule and the step counter as inputs, logs, evaluates on the test split, and
- * checkpoints (safetensors, atomic) so that a resumed run continues bit for bit: the weights,
- * optimizer state, step, seed and data-iterator position are all in the checkpoint, and everything
- * random is a function of (seed, step). Every user error (a flag, a data file, a checkpoint) is one
- * message that names the flag or file, and exit status 1. */
+ * checkpoints (mmrt_ckpt.h: a directory per step behind an atomic pointer) so that a resumed run
+ * continues bit for bit: the weights, optimizer state, step, seed and data-iterator position are
+ * all in the checkpoint, and everything random is a function of (seed, step). Every user error (a
+ * flag, a data file, a checkpoint) is one message that names the flag or file, and exit status 1.
+ */
 #include "mmrt_main.h"
 #include "mmrt_mem.h"
 
@@ -36,10 +37,10 @@
 typedef struct Args {
   const char *data, *ckpt, *log, *dump_logits, *dump_inputs, *init_from, *load_adapters,
       *save_adapters, *save_weights;
-  int64_t steps, batch, eval_every, eval_batches, ckpt_every;
-  double lr;
+  int64_t steps, batch, eval_every, eval_batches, ckpt_every, keep;
+  double lr, comm_timeout;
   uint64_t seed;
-  int has_lr, has_seed, resume, quiet;
+  int has_lr, has_seed, has_keep, has_timeout, resume, quiet;
 } Args;
 
 typedef struct Trainer {
@@ -51,6 +52,7 @@ typedef struct Trainer {
   const MmrtTensorDesc *lr, *step; /* the step inputs */
   int64_t done;                    /* steps completed */
   MmrtMemBaseline mem;             /* resident memory before the data and the arenas */
+  int64_t saved;                   /* step of the checkpoint written or loaded last (-1: none) */
   MmrtLog log;
   int has_log;
   /* ranks: a mesh when the model was compiled for more than one */
@@ -94,8 +96,12 @@ static void usage(FILE *out, const MmrtModelDesc *m) {
       "  --seed S           run seed: initialisation, shuffling, dropout (default 42)\n"
       "  --eval-every N     evaluate on the test split every N steps (default 0: at the end only)\n"
       "  --eval-batches N   evaluate on at most N batches (default: the whole split)\n"
-      "  --ckpt DIR         write checkpoints there (at the end, and every --ckpt-every N steps)\n"
-      "  --resume           continue from the checkpoint in --ckpt DIR\n"
+      "  --ckpt DIR         write checkpoints there (at the end, and every --ckpt-every N steps):\n"
+      "                     DIR/step-NNNNNN/ each, DIR/latest naming the newest complete one\n"
+      "  --keep K           keep the last K checkpoints in --ckpt DIR (default %d)\n"
+      "  --resume           continue from the checkpoint DIR/latest names\n"
+      "  --comm-timeout S   a rank waiting longer than S seconds in a collective names the ranks\n"
+      "                     that did not arrive and ends the job (default %g; 0: wait for ever)\n"
       "  --log FILE         append metrics as JSON lines\n"
       "  --dump-logits FILE write the logits of the first test batch (f32, row-major) after "
       "training\n"
@@ -113,7 +119,8 @@ static void usage(FILE *out, const MmrtModelDesc *m) {
       "A model compiled for N ranks (--dp/--tp) runs under mpirun -np N.\n"
       "  --quiet            no progress line\n",
       m->name, (long long)m->batch, MMRT_FMNIST_DEFAULT_DIR,
-      (long long)(m->steps > 0 ? m->steps : 100), m->lr);
+      (long long)(m->steps > 0 ? m->steps : 100), m->lr, MMRT_CKPT_KEEP_DEFAULT,
+      MMRT_COMM_TIMEOUT_DEFAULT);
 }
 
 static int parse_i64(const char *flag, const char *s, int64_t lo, int64_t *out) {
@@ -155,7 +162,7 @@ static int64_t *int_flag(Args *a, const char *f) {
   } t[] = {
       {"--steps", &a->steps},           {"--batch", &a->batch},
       {"--eval-every", &a->eval_every}, {"--eval-batches", &a->eval_batches},
-      {"--ckpt-every", &a->ckpt_every},
+      {"--ckpt-every", &a->ckpt_every}, {"--keep", &a->keep},
   };
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
     if (!strcmp(f, t[i].flag)) return t[i].to;
@@ -164,7 +171,8 @@ static int64_t *int_flag(Args *a, const char *f) {
 
 static int is_valued(const char *f) {
   static Args probe; /* only the fields' addresses are taken */
-  return text_flag(&probe, f) || int_flag(&probe, f) || !strcmp(f, "--seed") || !strcmp(f, "--lr");
+  return text_flag(&probe, f) || int_flag(&probe, f) || !strcmp(f, "--seed") ||
+         !strcmp(f, "--lr") || !strcmp(f, "--comm-timeout");
 }
 
 static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a) {
@@ -175,6 +183,8 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a) {
   a->lr = m->lr;
   a->seed = 42;
   a->eval_batches = -1;
+  a->keep = MMRT_CKPT_KEEP_DEFAULT;
+  a->comm_timeout = MMRT_COMM_TIMEOUT_DEFAULT;
   for (int i = 1; i < argc; i++) {
     const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     int64_t n = 0;
@@ -191,8 +201,9 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a) {
     } else if (text_flag(a, f)) {
       *text_flag(a, f) = v;
     } else if (int_flag(a, f)) {
-      rc = parse_i64(f, v, !strcmp(f, "--batch") ? 1 : 0,
+      rc = parse_i64(f, v, !strcmp(f, "--batch") || !strcmp(f, "--keep") ? 1 : 0,
                      int_flag(a, f)); /* --steps 0: evaluate only */
+      a->has_keep |= !strcmp(f, "--keep");
     } else if (!strcmp(f, "--seed")) {
       rc = parse_i64(f, v, 0, &n);
       a->seed = (uint64_t)n;
@@ -203,6 +214,12 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a) {
       if (!*v || *end || !(a->lr > 0) || !isfinite(a->lr))
         return fail("--lr takes a positive number, not '%s'", v);
       a->has_lr = 1;
+    } else if (!strcmp(f, "--comm-timeout")) {
+      char *end;
+      a->comm_timeout = strtod(v, &end);
+      if (!*v || *end || !(a->comm_timeout >= 0) || !isfinite(a->comm_timeout))
+        return fail("--comm-timeout takes a number of seconds >= 0, not '%s'", v);
+      a->has_timeout = 1;
     } else {
       fail("unknown option '%s'", f);
       usage(stderr, m);
@@ -217,6 +234,10 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a) {
                 (long long)a->batch, (long long)m->batch, m->name, (long long)a->batch);
   if (a->resume && !a->ckpt)
     return fail("--resume needs --ckpt DIR (the checkpoint to continue from)");
+  if (a->has_keep && !a->ckpt) return fail("--keep needs --ckpt DIR (the checkpoints to keep)");
+  if (a->has_timeout && m->mesh[0] * m->mesh[1] * m->mesh[2] <= 1)
+    return fail("--comm-timeout: model %s runs on one rank and has no collectives to time out",
+                m->name);
   if ((a->load_adapters || a->save_adapters) && m->lora_rank <= 0)
     return fail("%s: model %s has no LoRA adapters",
                 a->load_adapters ? "--load-adapters" : "--save-adapters", m->name);
@@ -475,8 +496,24 @@ static MmrtTensorRef *tensor_refs(Trainer *t) {
   return refs;
 }
 
+/* 1 on every rank if any rank passes bad != 0 (one rank's failure is all
+ * ranks' failure); a failed reduction ends the job. */
+static int any_rank(Trainer *t, int bad, const char *what) {
+  if (!t->has_mesh) return bad != 0;
+  if (mmrt_all_reduce_mpi(&t->mesh, MMRT_AXIS_WORLD, &bad, 1, MPI_INT, MPI_MAX, what) != MMRT_OK) {
+    fail("%s", t->mesh.err);
+    mmrt_comm_abort(1);
+  }
+  return bad != 0;
+}
+
+/* A checkpoint of step t->done: every rank's file into the step
+ * directory, a barrier, rank 0 writes the manifest and flips DIR/latest, a
+ * barrier, rank 0 prunes to the last --keep.  A failure anywhere leaves
+ * DIR/latest naming the previous checkpoint. */
 static int save_ckpt(Trainer *t) {
-  char err[ERRLEN], seed[32], it[256], step[32];
+  char err[ERRLEN], seed[32], it[256], step[32], dir[4096];
+  if (t->saved == t->done) return 0; /* written (or loaded) already: the state is that */
   MmrtManifest man = {.world_size = t->world, .step = t->done};
   snprintf(man.fingerprint, sizeof man.fingerprint, "%s", t->m->fingerprint);
   snprintf(seed, sizeof seed, "%llu", (unsigned long long)t->a.seed);
@@ -486,20 +523,33 @@ static int save_ckpt(Trainer *t) {
                    {MMRT_CKPT_DATA_ITER, it},
                    {MMRT_CKPT_OPT_STEP, step},
                    {"model", t->m->name}};
-  MmrtTensorRef *refs = tensor_refs(t);
-  if (!refs) return fail("out of memory");
-  int rc = mmrt_ckpt_save_rank(t->a.ckpt, t->rank, &man, refs, (int)t->m->nparams, meta, 4, err,
-                               sizeof err);
-  free(refs);
-  if (t->has_mesh) { /* every rank's file before the manifest that names them */
-    int bad = rc != MMRT_OK, any = bad;
-    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (any && rc == MMRT_OK)
-      rc = mmrt_errf(err, sizeof err, MMRT_ERR_IO, "another rank could not write its file");
+  int rc = mmrt_ckpt_target(t->a.ckpt, t->done, dir, sizeof dir, err, sizeof err);
+  if (rc == MMRT_OK) {
+    MmrtTensorRef *refs = tensor_refs(t);
+    rc = refs ? mmrt_ckpt_save_rank(dir, t->rank, &man, refs, (int)t->m->nparams, meta, 4, err,
+                                    sizeof err)
+              : mmrt_errf(err, sizeof err, MMRT_ERR_NOMEM, "out of memory");
+    free(refs);
   }
-  if (rc == MMRT_OK && t->rank == 0)
-    rc = mmrt_ckpt_write_manifest(t->a.ckpt, &man, err, sizeof err);
-  if (rc != MMRT_OK) return fail("writing the checkpoint failed: %s", err);
+  /* every rank's file before the manifest and pointer that name them */
+  if (any_rank(t, rc != MMRT_OK, "the checkpoint barrier") && rc == MMRT_OK)
+    rc = mmrt_errf(err, sizeof err, MMRT_ERR_IO, "another rank could not write its file");
+  if (rc == MMRT_OK && t->rank == 0) rc = mmrt_ckpt_commit(t->a.ckpt, dir, &man, err, sizeof err);
+  int bad = any_rank(t, rc != MMRT_OK, "the checkpoint commit");
+  if (bad) {
+    char e2[ERRLEN];
+    if (t->rank == 0 && mmrt_ckpt_discard(t->a.ckpt, dir, e2, sizeof e2) != MMRT_OK) fail("%s", e2);
+    if (rc == MMRT_OK) return 1; /* rank 0 names the failure */
+    return fail("writing the checkpoint of step %lld failed: %s (%s/%s still names the previous "
+                "checkpoint)",
+                (long long)t->done, err, t->a.ckpt, MMRT_CKPT_POINTER);
+  }
+  t->saved = t->done;
+  if (t->rank == 0 && mmrt_ckpt_prune(t->a.ckpt, (int)t->a.keep, err, sizeof err) != MMRT_OK)
+    fprintf(stderr,
+            "trainer: warning: checkpoint of step %lld written, but removing old ones "
+            "failed: %s\n",
+            (long long)t->done, err);
   return 0;
 }
 
@@ -549,9 +599,9 @@ static int save_weights(Trainer *t) {
         for (int64_t d = r - 2; d >= 0 && ++idx[d] == len[d]; d--) idx[d] = 0;
       }
     }
-    if (t->has_mesh && MPI_Reduce(t->rank == 0 ? MPI_IN_PLACE : w, w, (int)whole, MPI_FLOAT,
-                                  MPI_SUM, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
-      rc = fail("--save-weights: gathering %s failed", p->name);
+    if (t->has_mesh && mmrt_all_reduce_mpi(&t->mesh, MMRT_AXIS_WORLD, w, (int)whole, MPI_FLOAT,
+                                           MPI_SUM, "--save-weights (all-reduce)") != MMRT_OK)
+      mmrt_task_comm_fail(&t->cx);
   }
   if (!rc && t->rank == 0) {
     MmrtKV meta[] = {{"model", m->name}, {"format", "mmc-weights"}};
@@ -596,15 +646,8 @@ static int load_ckpt(Trainer *t, int *fresh) {
   snprintf(want.fingerprint, sizeof want.fingerprint, "%s", t->m->fingerprint);
   MmrtStFile *f = NULL;
   int rc = mmrt_ckpt_open_rank(&f, t->a.ckpt, t->rank, &want, &found, err, sizeof err);
-  *fresh = 0;
-  if (rc == MMRT_ERR_NOTFOUND) {
-    MmrtManifest probe;
-    char e2[ERRLEN];
-    if (mmrt_ckpt_read_manifest(t->a.ckpt, &probe, e2, sizeof e2) == MMRT_ERR_NOTFOUND) {
-      *fresh = 1;
-      return 0;
-    }
-  }
+  *fresh = rc == MMRT_ERR_NOTFOUND;
+  if (*fresh) return 0;
   if (rc == MMRT_ERR_MISMATCH && strstr(err, "fingerprint"))
     return fail("the checkpoint in %s is not of this model: %s", t->a.ckpt, err);
   if (rc != MMRT_OK) return fail("cannot resume from %s: %s", t->a.ckpt, err);
@@ -632,7 +675,7 @@ static int load_ckpt(Trainer *t, int *fresh) {
   free(refs);
   mmrt_st_close(f);
   if (rc != MMRT_OK) return fail("cannot resume from %s: %s", t->a.ckpt, err);
-  t->done = step;
+  t->done = t->saved = step;
   return 0;
 }
 
@@ -644,12 +687,15 @@ static int load_ckpt(Trainer *t, int *fresh) {
  * number loaded, or -1 after a message. `need_all`: every selected
  * parameter must be there. */
 static int load_by_name(Trainer *t, const char *flag, const char *path, int which, int need_all) {
-  char err[ERRLEN], file[4096];
+  char err[ERRLEN], file[4096], dir[4096];
   struct stat st;
-  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-    mmrt_ckpt_rank_path(file, sizeof file, path, t->rank);
-  else
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+    if (mmrt_ckpt_resolve(path, dir, sizeof dir, err, sizeof err) != MMRT_OK)
+      return fail("%s %s: %s", flag, path, err), -1;
+    mmrt_ckpt_rank_path(file, sizeof file, dir, t->rank);
+  } else {
     snprintf(file, sizeof file, "%s", path);
+  }
   MmrtStFile *f = NULL;
   if (mmrt_st_open(&f, file, err, sizeof err) != MMRT_OK)
     return fail("%s %s: %s", flag, path, err), -1;
@@ -764,7 +810,9 @@ static int evaluate(Trainer *t, double *loss, double *acc) {
       }
     }
     if (t->has_mesh) /* the rows of the whole dp group (the loss is the group's already) */
-      MPI_Allreduce(MPI_IN_PLACE, nc, 2, MPI_INT64_T, MPI_SUM, t->mesh.comm[MMRT_AXIS_DP]);
+      if (mmrt_all_reduce_mpi(&t->mesh, MMRT_AXIS_DP, nc, 2, MPI_INT64_T, MPI_SUM,
+                              "the evaluation counts (all-reduce)") != MMRT_OK)
+        mmrt_task_comm_fail(&t->cx);
     int64_t n = nc[0];
     correct += nc[1];
     float l;
@@ -805,8 +853,8 @@ static int train(Trainer *t) {
   int loud = !t->a.quiet && t->rank == 0;
   for (int64_t step = t->done + 1; step <= t->a.steps; step++) {
     int stop = stop_requested != 0;
-    if (t->has_mesh) /* all ranks stop at the same step, or one would wait in a collective */
-      MPI_Allreduce(MPI_IN_PLACE, &stop, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    /* all ranks stop at the same step, or one would wait in a collective */
+    stop = any_rank(t, stop, "the stop flag (all-reduce before each step)");
     if (stop) {
       if (!stop_requested) stop_requested = SIGTERM;
       break;
@@ -870,6 +918,7 @@ static int setup_ranks(Trainer *t) {
     t->rank = t->mesh.coord[MMRT_AXIS_WORLD];
     g_rank = t->rank;
     t->cx.mesh = &t->mesh;
+    mmrt_comm_set_timeout(&t->mesh, t->a.comm_timeout);
   }
   for (int k = 0; k < t->cx.nbatch; k++) {
     const MmrtTensorDesc *d = t->cx.batch[k];
@@ -1014,6 +1063,7 @@ int mmrt_train_main(int argc, char **argv, const MmrtModelDesc *m) {
   Trainer t;
   memset(&t, 0, sizeof t);
   t.m = m;
+  t.saved = -1;
   int rc = run(&t, argc, argv);
   fflush(NULL);
   if (t.has_log) mmrt_log_close(&t.log);

@@ -41,6 +41,12 @@ static int generable(int64_t id) {
   return id != MMRT_TOK_PAD && id != MMRT_TOK_BOS && id != MMRT_TOK_IMG;
 }
 
+_Noreturn void mmrt_task_comm_fail(MmrtTaskCtx *c) {
+  MmrtMesh *mesh = c->mesh;
+  fprintf(stderr, "trainer (rank %d): error: %s\n", mesh->coord[MMRT_AXIS_WORLD], mesh->err);
+  mmrt_comm_abort(1);
+}
+
 void mmrt_task_argmax(MmrtTaskCtx *c, int32_t *best, int gen) {
   const MmrtModelDesc *m = c->m;
   MmrtMesh *mesh = c->mesh;
@@ -63,7 +69,9 @@ void mmrt_task_argmax(MmrtTaskCtx *c, int32_t *best, int gen) {
   }
   if (vi) {
     /* MAXLOC keeps the lowest index among equal values, as the serial scan does */
-    MPI_Allreduce(MPI_IN_PLACE, vi, (int)R, MPI_FLOAT_INT, MPI_MAXLOC, mesh->comm[a]);
+    if (mmrt_all_reduce_mpi(mesh, (MmrtAxis)a, vi, (int)R, MPI_FLOAT_INT, MPI_MAXLOC,
+                            "the argmax of the logits (all-reduce MAXLOC)") != MMRT_OK)
+      mmrt_task_comm_fail(c);
     for (int64_t r = 0; r < R; r++) best[r] = vi[r].i;
     free(vi);
   }

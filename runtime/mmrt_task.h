@@ -118,4 +118,9 @@ int mmrt_task_restart_eval(MmrtTaskCtx *c, char *err, size_t errlen);
  * PAD, BOS or the image-context token (for generation). */
 void mmrt_task_argmax(MmrtTaskCtx *c, int32_t *best, int gen);
 
+/* After a failed collective of the driver's own (mmrt_all_reduce_mpi on
+ * c->mesh): prints the mesh's message with the rank and ends the job (the
+ * other ranks may be waiting in it). */
+_Noreturn void mmrt_task_comm_fail(MmrtTaskCtx *c);
+
 #endif

@@ -108,7 +108,9 @@ static int exact_match(MmrtTaskCtx *c, double *rate, char *err, size_t errlen) {
         }
       }
       if (mesh) /* every rank runs as many steps: they hold collectives */
-        MPI_Allreduce(MPI_IN_PLACE, &active, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        if (mmrt_all_reduce_mpi(mesh, MMRT_AXIS_WORLD, &active, 1, MPI_INT, MPI_MAX,
+                                "the captioning loop's flag (all-reduce)") != MMRT_OK)
+          mmrt_task_comm_fail(c);
     }
     int64_t n = 0;
     matches += mmrt_caption_count_matches(&k->eval, label, gen, ng, B, T, &n);
@@ -117,7 +119,9 @@ static int exact_match(MmrtTaskCtx *c, double *rate, char *err, size_t errlen) {
   }
   if (mesh) { /* ranks of one dp group share rows: count once per group */
     int64_t v[2] = {matches, counted};
-    MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_INT64_T, MPI_SUM, mesh->comm[MMRT_AXIS_DP]);
+    if (mmrt_all_reduce_mpi(mesh, MMRT_AXIS_DP, v, 2, MPI_INT64_T, MPI_SUM,
+                            "the caption match counts (all-reduce)") != MMRT_OK)
+      mmrt_task_comm_fail(c);
     matches = v[0], counted = v[1];
   }
   free(len), free(label), free(gen), free(ng), free(best);

@@ -45,11 +45,11 @@ expect "other model" 1 "$V" --steps 3 --ckpt "$T/ck" --resume "${Q[@]}"; says "o
 
 # a corrupted checkpoint: its header overwritten
 cp -r "$T/ck" "$T/bad"
-printf 'garbage!garbage!' | dd of="$T/bad/rank-00000.safetensors" bs=1 seek=8 conv=notrunc 2> /dev/null
+printf 'garbage!garbage!' | dd of="$T/bad/$(cat "$T/bad/latest")/rank-00000.safetensors" bs=1 seek=8 conv=notrunc 2> /dev/null
 expect "corrupted ckpt" 1 "$G" --steps 3 --ckpt "$T/bad" --resume "${Q[@]}"; says "corrupted ckpt" "rank-00000.safetensors"
 # and one cut short
 cp -r "$T/ck" "$T/short"
-truncate -s 4000 "$T/short/rank-00000.safetensors"
+truncate -s 4000 "$T/short/$(cat "$T/short/latest")/rank-00000.safetensors"
 expect "short ckpt" 1 "$G" --steps 3 --ckpt "$T/short" --resume "${Q[@]}"; says "short ckpt" "rank-00000.safetensors"
 # a resume with nothing there starts fresh; a finished run resumes to its end
 expect "fresh resume" 0 "$G" --steps 2 --ckpt "$T/fresh" --resume "${Q[@]}"; says "fresh resume" "starting at step 0"

@@ -68,8 +68,8 @@ R=(--eval-batches 1 --quiet)
 if "${MPIRUN[@]}" 2 "$T/gpt2tiny.dp2.zero2" --steps 6 "${R[@]}" --ckpt "$T/ra" --log "$T/ra.jsonl" > /dev/null 2>&1 &&
    "${MPIRUN[@]}" 2 "$T/gpt2tiny.dp2.zero2" --steps 3 "${R[@]}" --ckpt "$T/rb" --log "$T/rb.jsonl" > /dev/null 2>&1 &&
    "${MPIRUN[@]}" 2 "$T/gpt2tiny.dp2.zero2" --steps 6 "${R[@]}" --ckpt "$T/rb" --resume --log "$T/rb.jsonl" > /dev/null 2>&1; then
-  if [ -f "$T/rb/rank-00001.safetensors" ] && cmp -s <(grep -o '"loss": [^,]*' "$T/ra.jsonl") <(grep -o '"loss": [^,]*' "$T/rb.jsonl") &&
-     cmp -s "$T/ra/rank-00001.safetensors" "$T/rb/rank-00001.safetensors"; then
+  if [ -f "$T/rb/step-000006/rank-00001.safetensors" ] && [ "$(cat "$T/rb/latest")" = step-000006 ] && cmp -s <(grep -o '"loss": [^,]*' "$T/ra.jsonl") <(grep -o '"loss": [^,]*' "$T/rb.jsonl") &&
+     cmp -s "$T/ra/step-000006/rank-00001.safetensors" "$T/rb/step-000006/rank-00001.safetensors"; then
     ok; echo "gpt2tiny.dp2.zero2: 3 steps, resume, 3 steps = 6 steps (losses and rank files identical)"
   else bad "dp2 resume differs"; fi
 else bad "dp2 resume runs failed"; fi
