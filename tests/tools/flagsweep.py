@@ -398,6 +398,8 @@ else:
         "--ckpt": (BASE + ["--ckpt", "c"], "effect"),
         "--ckpt-every": (BASE + ["--ckpt", "c", "--ckpt-every", "1"], "effect"),
         "--resume": (BASE + ["--resume"], "refused", ["--resume"]),
+        "--keep": (BASE + ["--keep", "1"], "refused", ["--keep"]),  # needs --ckpt
+        "--comm-timeout": (BASE + ["--comm-timeout", "5"], "refused", ["--comm-timeout"]),  # 1 rank
         "--log": (BASE + ["--log", "l.jsonl"], "effect"),
         "--dump-logits": (BASE + ["--dump-logits", "x.f32"], "effect"),
         "--dump-inputs": (BASE + ["--dump-inputs", "in"], "effect"),
