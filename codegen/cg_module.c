@@ -3,15 +3,13 @@
  * constant model descriptor `mm_model` (runtime/mmrt_main.h), whose layout
  * is checked against the runtime's header at build time. */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../runtime/mmrt_main.h"
 #include "cg_internal.h"
 
-_Static_assert(sizeof(MmrtModelDesc) == 8 * MMRT_DESC_FIELDS, "MmrtModelDesc is not 8-byte slots");
-_Static_assert(sizeof(MmrtTensorDesc) == 8 * MMRT_TENSOR_FIELDS,
-               "MmrtTensorDesc is not 8-byte slots");
 _Static_assert(sizeof(MmrtConv) == 19 * 4, "MmrtConv is not 19 ints");
 
 /* ---- small helpers ---- */
@@ -244,11 +242,82 @@ static int init_kind(IrInitKind k) {
   }
 }
 
+/* The descriptor structs, field by field from runtime/mmrt_desc.def: an
+ * index per field (CG_MmrtTensorDesc_name, CG_MmrtModelDesc_lr, ...), its
+ * kind and C size, so the LLVM struct has the C struct's fields in its
+ * order; the setters below check the C type of the field they fill. */
+enum {
+#define MMRT_TENSOR(t, name, dims) CG_MmrtTensorDesc_##name,
+#define MMRT_MODEL(t, name, dims)
+#include "../runtime/mmrt_desc.def"
+#undef MMRT_TENSOR
+#undef MMRT_MODEL
+  CG_TENSOR_FIELDS
+};
+enum {
+#define MMRT_TENSOR(t, name, dims)
+#define MMRT_MODEL(t, name, dims) CG_MmrtModelDesc_##name,
+#include "../runtime/mmrt_desc.def"
+#undef MMRT_TENSOR
+#undef MMRT_MODEL
+  CG_MODEL_FIELDS
+};
+typedef enum { DK_i64, DK_f64, DK_str, DK_tensors, DK_step } DescKind;
+typedef struct DescField {
+  const char *name;
+  DescKind kind;
+  size_t size, offset; /* in the C struct */
+} DescField;
+static const DescField tensor_fields[] = {
+#define MMRT_TENSOR(t, name, dims)                                                                 \
+  {#name, DK_##t, sizeof(((MmrtTensorDesc *)0)->name), offsetof(MmrtTensorDesc, name)},
+#define MMRT_MODEL(t, name, dims)
+#include "../runtime/mmrt_desc.def"
+#undef MMRT_TENSOR
+#undef MMRT_MODEL
+};
+static const DescField model_fields[] = {
+#define MMRT_TENSOR(t, name, dims)
+#define MMRT_MODEL(t, name, dims)                                                                  \
+  {#name, DK_##t, sizeof(((MmrtModelDesc *)0)->name), offsetof(MmrtModelDesc, name)},
+#include "../runtime/mmrt_desc.def"
+#undef MMRT_TENSOR
+#undef MMRT_MODEL
+};
+_Static_assert(sizeof tensor_fields / sizeof tensor_fields[0] == CG_TENSOR_FIELDS, "fields");
+_Static_assert(sizeof model_fields / sizeof model_fields[0] == CG_MODEL_FIELDS, "fields");
+
+/* f[CG_S_field] = the value, only when the C field has the setter's type */
+#define SET_I64(f, S, field, v)                                                                    \
+  (f[CG_##S##_##field] = _Generic(((S *)0)->field, int64_t: cg_i64)(cg, v))
+#define SET_F64(f, S, field, v)                                                                    \
+  (f[CG_##S##_##field] = _Generic(((S *)0)->field, double: cg_f64)(cg, v))
+#define SET_PTR(f, S, field, ctype, v) (f[CG_##S##_##field] = _Generic(((S *)0)->field, ctype: (v)))
+#define SET_I64S(f, S, field, vals)                                                                \
+  (f[CG_##S##_##field] = _Generic(((S *)0)->field[0],                                              \
+       int64_t: LLVMConstArray2)(cg->t_i64, vals, sizeof(((S *)0)->field) / sizeof(int64_t)))
+
+static LLVMTypeRef desc_type(Cg *cg, const DescField *fields, int n) {
+  LLVMTypeRef *t = ARENA_ARRAY(cg->a, LLVMTypeRef, n);
+  for (int i = 0; i < n; i++) {
+    const DescField *d = &fields[i];
+    LLVMTypeRef one = d->kind == DK_i64 ? cg->t_i64 : d->kind == DK_f64 ? cg->t_f64 : cg->t_ptr;
+    t[i] = d->size > 8 ? LLVMArrayType2(one, d->size / 8) : one;
+  }
+  return LLVMStructTypeInContext(cg->ctx, t, (unsigned)n, false);
+}
+
+/* The constant struct, every field set and of its declared type. */
+static LLVMValueRef desc_value(LLVMTypeRef ty, const DescField *fields, LLVMValueRef *f, int n) {
+  for (int i = 0; i < n; i++)
+    if (!f[i] || LLVMTypeOf(f[i]) != LLVMStructGetTypeAtIndex(ty, (unsigned)i))
+      mm_die(__FILE__, __LINE__, "codegen: descriptor field %s %s", fields[i].name,
+             f[i] ? "has the wrong type" : "was not set");
+  return LLVMConstNamedStruct(ty, f, (unsigned)n);
+}
+
 static LLVMTypeRef tensor_type(Cg *cg) {
-  LLVMTypeRef dims = LLVMArrayType2(cg->t_i64, MMRT_DESC_MAX_DIMS);
-  LLVMTypeRef f[] = {cg->t_ptr, cg->t_i64, cg->t_i64, dims,      cg->t_i64, cg->t_i64,
-                     cg->t_i64, cg->t_f64, cg->t_f64, cg->t_i64, dims};
-  return LLVMStructTypeInContext(cg->ctx, f, sizeof f / sizeof f[0], false);
+  return desc_type(cg, tensor_fields, CG_TENSOR_FIELDS);
 }
 
 /* A tensor's global shape and, per dim, the mesh axes that split it. */
@@ -262,18 +331,19 @@ static LLVMValueRef tensor_desc(Cg *cg, LLVMTypeRef ty, const IrValue *v) {
     dims[i] = cg_i64(cg, i < o->shape.rank ? o->shape.d[i] : 0);
     split[i] = cg_i64(cg, mask);
   }
-  LLVMValueRef f[] = {cstring(cg, v->name ? v->name : "?"),
-                      cg_i64(cg, st_dtype(v->dtype)),
-                      cg_i64(cg, o->shape.rank),
-                      LLVMConstArray2(cg->t_i64, dims, MMRT_DESC_MAX_DIMS),
-                      cg_i64(cg, arena_index(v->mem_arena)),
-                      cg_i64(cg, v->mem_offset),
-                      cg_i64(cg, init_kind(v->init.kind)),
-                      cg_f64(cg, v->init.a),
-                      cg_f64(cg, v->init.b),
-                      cg_i64(cg, v->frozen),
-                      LLVMConstArray2(cg->t_i64, split, MMRT_DESC_MAX_DIMS)};
-  return LLVMConstNamedStruct(ty, f, sizeof f / sizeof f[0]);
+  LLVMValueRef f[CG_TENSOR_FIELDS] = {0};
+  SET_PTR(f, MmrtTensorDesc, name, const char *, cstring(cg, v->name ? v->name : "?"));
+  SET_I64(f, MmrtTensorDesc, dtype, st_dtype(v->dtype));
+  SET_I64(f, MmrtTensorDesc, ndim, o->shape.rank);
+  SET_I64S(f, MmrtTensorDesc, shape, dims);
+  SET_I64(f, MmrtTensorDesc, arena, arena_index(v->mem_arena));
+  SET_I64(f, MmrtTensorDesc, offset, v->mem_offset);
+  SET_I64(f, MmrtTensorDesc, init, init_kind(v->init.kind));
+  SET_F64(f, MmrtTensorDesc, init_a, v->init.a);
+  SET_F64(f, MmrtTensorDesc, init_b, v->init.b);
+  SET_I64(f, MmrtTensorDesc, frozen, v->frozen);
+  SET_I64S(f, MmrtTensorDesc, split, split);
+  return desc_value(ty, tensor_fields, f, CG_TENSOR_FIELDS);
 }
 
 static LLVMValueRef tensor_array(Cg *cg, LLVMTypeRef ty, const IrValue *const *v, int n,
@@ -380,60 +450,63 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
     arenas[arena_index((IrRole)r)] = cg_i64(cg, sum->arena[r]);
   MmTrain dflt = {.optim = MM_OPT_ADAMW, .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8};
   const MmTrain *t = train ? train : &dflt;
-  LLVMValueRef f[] = {
-      cg_i64(cg, MMRT_ABI_VERSION),
-      cstring(cg, m->name),
-      cstring(cg, fp),
-      LLVMConstArray2(cg->t_i64, arenas, MMRT_NARENAS),
-      cg_i64(cg, m->params.len),
-      tensor_array(cg, tty, (const IrValue *const *)m->params.items, m->params.len, "params"),
-      cg_i64(cg, ninputs),
-      tensor_array(cg, tty, inputs, ninputs, "inputs"),
-      cg_i64(cg, tl && tl->mem_arena == IR_ROLE_ACT ? tl->mem_offset : -1),
-      cg_i64(cg, el && el->mem_arena == IR_ROLE_ACT ? el->mem_offset : -1),
-      cg_i64(cg, logits_off),
-      cg_i64(cg, logits_rows),
-      cg_i64(cg, logits_cols),
-      cg_i64(cg, vocab_axis),
-      cg_i64(cg, ignore),
-      cg_i64(cg, t->optim == MM_OPT_SGD ? MMRT_OPTIM_SGD : MMRT_OPTIM_ADAMW),
-      cg_f64(cg, t->lr),
-      cg_f64(cg, t->beta1),
-      cg_f64(cg, t->beta2),
-      cg_f64(cg, t->eps),
-      cg_f64(cg, t->weight_decay),
-      cg_f64(cg, t->momentum),
-      cg_f64(cg, t->clip),
-      cg_i64(cg, t->lr_sched == MM_LR_COSINE ? MMRT_LR_COSINE : MMRT_LR_CONSTANT),
-      cg_i64(cg, t->warmup),
-      cg_i64(cg, t->steps),
-      cg_f64(cg, t->min_lr),
-      cg_i64(cg, batch),
-      LLVMConstArray2(cg->t_i64,
-                      (LLVMValueRef[]){cg_i64(cg, m->mesh[IR_AX_DP]), cg_i64(cg, m->mesh[IR_AX_CP]),
-                                       cg_i64(cg, m->mesh[IR_AX_TP])},
-                      3),
-      cg_i64(cg, t->lora.rank),
-      cg_f64(cg, t->lora.alpha),
-      train_fn ? train_fn : cg_null(cg),
-      eval_fn ? eval_fn : cg_null(cg),
-      cg_i64(cg, dec->task),
-      cg_i64(cg, img_rows),
-      cg_i64(cg, img_token),
-      dec->prefill_fn ? dec->prefill_fn : cg_null(cg),
-      dec->decode_fn ? dec->decode_fn : cg_null(cg),
-      cg_i64(cg, result_offset(dec->prefill)),
-      cg_i64(cg, result_offset(dec->decode)),
-      cg_i64(cg, dec->cache_len),
-      cg_i64(cg, logits_cols),
-  };
-  LLVMTypeRef ft[sizeof f / sizeof f[0]];
-  for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) ft[i] = LLVMTypeOf(f[i]);
-  /* the arena array counts 5 slots, the mesh 3 */
-  MM_ASSERT(sizeof f / sizeof f[0] + MMRT_NARENAS - 1 + MMRT_DESC_NAXES - 1 == MMRT_DESC_FIELDS);
-  LLVMTypeRef dty = LLVMStructTypeInContext(cg->ctx, ft, sizeof f / sizeof f[0], false);
+  LLVMValueRef mesh[MMRT_DESC_NAXES];
+  mesh[MMRT_DESC_AXIS_DP] = cg_i64(cg, m->mesh[IR_AX_DP]);
+  mesh[MMRT_DESC_AXIS_CP] = cg_i64(cg, m->mesh[IR_AX_CP]);
+  mesh[MMRT_DESC_AXIS_TP] = cg_i64(cg, m->mesh[IR_AX_TP]);
+  LLVMValueRef f[CG_MODEL_FIELDS] = {0};
+#define M_I64(field, v) SET_I64(f, MmrtModelDesc, field, v)
+#define M_F64(field, v) SET_F64(f, MmrtModelDesc, field, v)
+  M_I64(abi_version, MMRT_ABI_VERSION);
+  SET_PTR(f, MmrtModelDesc, name, const char *, cstring(cg, m->name));
+  SET_PTR(f, MmrtModelDesc, fingerprint, const char *, cstring(cg, fp));
+  SET_I64S(f, MmrtModelDesc, arena_bytes, arenas);
+  M_I64(nparams, m->params.len);
+  SET_PTR(f, MmrtModelDesc, params, const MmrtTensorDesc *,
+          tensor_array(cg, tty, (const IrValue *const *)m->params.items, m->params.len, "params"));
+  M_I64(ninputs, ninputs);
+  SET_PTR(f, MmrtModelDesc, inputs, const MmrtTensorDesc *,
+          tensor_array(cg, tty, inputs, ninputs, "inputs"));
+  M_I64(train_loss_offset, tl && tl->mem_arena == IR_ROLE_ACT ? tl->mem_offset : -1);
+  M_I64(eval_loss_offset, el && el->mem_arena == IR_ROLE_ACT ? el->mem_offset : -1);
+  M_I64(eval_logits_offset, logits_off);
+  M_I64(logits_rows, logits_rows);
+  M_I64(logits_cols, logits_cols);
+  M_I64(logits_vocab_axis, vocab_axis);
+  M_I64(ignore_index, ignore);
+  M_I64(optim, t->optim == MM_OPT_SGD ? MMRT_OPTIM_SGD : MMRT_OPTIM_ADAMW);
+  M_F64(lr, t->lr);
+  M_F64(beta1, t->beta1);
+  M_F64(beta2, t->beta2);
+  M_F64(eps, t->eps);
+  M_F64(weight_decay, t->weight_decay);
+  M_F64(momentum, t->momentum);
+  M_F64(clip, t->clip);
+  M_I64(lr_sched, t->lr_sched == MM_LR_COSINE ? MMRT_LR_COSINE : MMRT_LR_CONSTANT);
+  M_I64(warmup, t->warmup);
+  M_I64(steps, t->steps);
+  M_F64(min_lr, t->min_lr);
+  M_I64(batch, batch);
+  SET_I64S(f, MmrtModelDesc, mesh, mesh);
+  M_I64(lora_rank, t->lora.rank);
+  M_F64(lora_alpha, t->lora.alpha);
+  SET_PTR(f, MmrtModelDesc, train_step, MmrtStepFn, train_fn ? train_fn : cg_null(cg));
+  SET_PTR(f, MmrtModelDesc, eval_step, MmrtStepFn, eval_fn ? eval_fn : cg_null(cg));
+  M_I64(task, dec->task);
+  M_I64(image_tokens, img_rows);
+  M_I64(image_token, img_token);
+  SET_PTR(f, MmrtModelDesc, prefill_step, MmrtStepFn,
+          dec->prefill_fn ? dec->prefill_fn : cg_null(cg));
+  SET_PTR(f, MmrtModelDesc, decode_step, MmrtStepFn, dec->decode_fn ? dec->decode_fn : cg_null(cg));
+  M_I64(prefill_logits_offset, result_offset(dec->prefill));
+  M_I64(decode_logits_offset, result_offset(dec->decode));
+  M_I64(cache_len, dec->cache_len);
+  M_I64(vocab, logits_cols);
+#undef M_I64
+#undef M_F64
+  LLVMTypeRef dty = desc_type(cg, model_fields, CG_MODEL_FIELDS);
   LLVMValueRef g = LLVMAddGlobal(cg->mod, dty, "mm_model");
-  LLVMSetInitializer(g, LLVMConstNamedStruct(dty, f, sizeof f / sizeof f[0]));
+  LLVMSetInitializer(g, desc_value(dty, model_fields, f, CG_MODEL_FIELDS));
   LLVMSetGlobalConstant(g, true);
   return true;
 }

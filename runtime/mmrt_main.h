@@ -89,19 +89,21 @@ enum { MMRT_LR_CONSTANT, MMRT_LR_COSINE }; /* cosine: linear warm-up, then cosin
 
 #define MMRT_DESC_MAX_DIMS 8
 
-/* A parameter, a piece of optimizer state, or an input. */
+/* The descriptor structs, field by field from mmrt_desc.def (what each
+ * field holds is written there). */
+#define MMRT_DESC_C_i64                int64_t
+#define MMRT_DESC_C_f64                double
+#define MMRT_DESC_C_str                const char *
+#define MMRT_DESC_C_tensors            const struct MmrtTensorDesc *
+#define MMRT_DESC_C_step               MmrtStepFn
+#define MMRT_DESC_FIELD(t, name, dims) MMRT_DESC_C_##t name dims;
+
 typedef struct MmrtTensorDesc {
-  const char *name;
-  int64_t dtype; /* MmrtStDtype */
-  int64_t ndim;
-  int64_t shape[MMRT_DESC_MAX_DIMS];
-  int64_t arena;  /* MMRT_ARENA_* */
-  int64_t offset; /* bytes from the arena's base */
-  int64_t init;   /* MMRT_INIT_* */
-  double init_a, init_b;
-  int64_t frozen; /* 1: trained by nobody (no gradient, no state) */
-  int64_t
-      split[MMRT_DESC_MAX_DIMS]; /* per dim: bit a set when mesh axis a (MMRT_AXIS_*) splits it */
+#define MMRT_TENSOR MMRT_DESC_FIELD
+#define MMRT_MODEL(t, name, dims)
+#include "mmrt_desc.def"
+#undef MMRT_TENSOR
+#undef MMRT_MODEL
 } MmrtTensorDesc;
 
 /* Mesh axes, as mmrt_comm.h numbers them (MmrtAxis). */
@@ -115,50 +117,13 @@ enum { MMRT_DESC_AXIS_DP = 0, MMRT_DESC_AXIS_CP = 1, MMRT_DESC_AXIS_TP = 2, MMRT
 typedef int (*MmrtStepFn)(char *const *arenas, uint64_t seed, void *mesh);
 
 typedef struct MmrtModelDesc {
-  int64_t abi_version; /* MMRT_ABI_VERSION */
-  const char *name;
-  const char *fingerprint; /* of the parameters and inputs: checkpoints must match it */
-  int64_t arena_bytes[MMRT_NARENAS];
-  int64_t nparams;
-  const MmrtTensorDesc *params; /* params (arena param) and optimizer state (arena opt) */
-  int64_t ninputs;
-  const MmrtTensorDesc *inputs; /* every input of every function, once by name */
-  int64_t train_loss_offset;    /* act arena, f32[]: the loss of the last train step (-1: none) */
-  int64_t eval_loss_offset;     /* act arena, f32[]: the loss of the last eval step */
-  int64_t eval_logits_offset;   /* act arena, f32[rows, cols]: the logits of the loss (-1: none) */
-  int64_t logits_rows, logits_cols; /* this rank's piece */
-  int64_t logits_vocab_axis;        /* the mesh axis splitting the classes, or -1 */
-  int64_t ignore_index;             /* of that cross entropy */
-  /* the train section */
-  int64_t optim; /* MMRT_OPTIM_* */
-  double lr, beta1, beta2, eps, weight_decay, momentum, clip;
-  int64_t lr_sched;      /* MMRT_LR_* */
-  int64_t warmup, steps; /* steps 0: given by --steps */
-  double min_lr;
-  int64_t batch;                 /* the compiled (global) batch size (B) */
-  int64_t mesh[MMRT_DESC_NAXES]; /* ranks per axis: dp, cp, tp */
-  int64_t lora_rank;     /* LoRA: adapters are the params named *.lora_a / *.lora_b (0: none) */
-  double lora_alpha;     /* their update is scaled by alpha / rank */
-  MmrtStepFn train_step; /* @train: forward, backward, optimizer (NULL: none) */
-  MmrtStepFn eval_step;  /* @forward */
-  /* what the executable does (mmc compile --task) */
-  int64_t task; /* MMRT_TASK_* */
-  /* images in the text: the rows `place` puts where the image-context
-   * token stands (0: the model places none) and that token's id */
-  int64_t image_tokens, image_token;
-  /* incremental decoding (generate and eval tasks; NULL / -1 otherwise):
-   * @prefill runs the whole text [B, T] from positions `pos` and fills the
-   * KV caches (inputs named *.k_cache, *.v_cache); @decode runs one token
-   * per row (input `token` [B, 1]) at positions `pos`. Their logits,
-   * f32[B, T, vocab] and f32[B, 1, vocab], are at these act offsets. */
-  MmrtStepFn prefill_step, decode_step;
-  int64_t prefill_logits_offset, decode_logits_offset;
-  int64_t cache_len, vocab;
+#define MMRT_TENSOR(t, name, dims)
+#define MMRT_MODEL MMRT_DESC_FIELD
+#include "mmrt_desc.def"
+#undef MMRT_TENSOR
+#undef MMRT_MODEL
 } MmrtModelDesc;
 enum { MMRT_TASK_TRAIN, MMRT_TASK_GENERATE, MMRT_TASK_EVAL };
-
-#define MMRT_DESC_FIELDS   48 /* 8-byte slots in MmrtModelDesc */
-#define MMRT_TENSOR_FIELDS 25 /* 8-byte slots in MmrtTensorDesc */
 
 /* The descriptor of the model, defined by the generated object. */
 extern const MmrtModelDesc mm_model;

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# The model descriptor field by field: GPT2Tiny compiled to an object
+# (serial, and dp 2 x tp 2), loaded as a shared object by
+# tests/tools/desc_probe.c, which reads `mm_model` through the C structs of
+# runtime/mmrt_main.h (fields from runtime/mmrt_desc.def). Every value is
+# checked against an independent source: the arena sizes against
+# `mmc plan --json`, every parameter's name, shape, offset and
+# initialisation and every input's shape and offset against `mmc dump-ir`,
+# the train section against the model's source (gpt2.mm), the mesh against
+# the flags. A field codegen filled at the wrong place, or of the wrong
+# type, fails here.
+set -uo pipefail
+S="$MMC_SOURCE_DIR/stdlib_models"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+CC=${CC:-cc}
+if ! $CC -std=c11 -Wall -Wextra -Werror -I"$MMC_SOURCE_DIR/runtime" \
+    "$MMC_SOURCE_DIR/tests/tools/desc_probe.c" -o "$T/probe" -ldl; then
+  echo "FAIL: desc_probe does not build"; exit 1
+fi
+fail=0
+for cfg in serial:"" mesh:"--dp 2 --tp 2"; do
+  name=${cfg%%:*} flags=${cfg#*:}
+  # shellcheck disable=SC2086
+  if ! "$MMC" compile "$S/gpt2.mm" --model GPT2Tiny $flags --emit obj -o "$T/$name.o" ||
+     ! $CC -shared -o "$T/$name.so" "$T/$name.o" ||
+     ! "$T/probe" "$T/$name.so" > "$T/$name.desc"; then
+    echo "FAIL: $name: compile, link or probe"; fail=1; continue
+  fi
+  # shellcheck disable=SC2086
+  if ! "$MMC" plan "$S/gpt2.mm" --model GPT2Tiny $flags --json > "$T/$name.plan" ||
+     ! "$MMC" dump-ir "$S/gpt2.mm" --model GPT2Tiny $flags > "$T/$name.ir"; then
+    echo "FAIL: $name: plan or dump-ir"; fail=1; continue
+  fi
+  /usr/bin/python3 - "$name" "$T/$name.desc" "$T/$name.plan" "$T/$name.ir" "$MMC_SOURCE_DIR" <<'PY' || fail=1
+import json, re, sys
+name, descf, planf, irf, src = sys.argv[1:]
+d = dict(l.rstrip("\n").split("=", 1) for l in open(descf))
+plan = json.load(open(planf))
+ir = open(irf).read()
+bad = []
+def want(field, value):
+    if d.get(field) != str(value):
+        bad.append("%s = %s, want %s" % (field, d.get(field), value))
+abi = re.search(r"#define MMRT_ABI_VERSION (\d+)", open(src + "/runtime/mmrt_main.h").read()).group(1)
+want("model.abi_version", abi)
+want("model.name", "GPT2Tiny")
+if not d.get("model.fingerprint", "").startswith("GPT2Tiny-"): bad.append("fingerprint")
+r = plan["by_role"]
+want("model.arena_bytes", ",".join(str(r[k]) for k in ("param", "grad", "opt", "act", "input")))
+# the train section of GPT2Tiny in gpt2.mm: adamw(lr = 1e-3, betas = [0.9, 0.95],
+# weight_decay = 0.1, clip = 1.0), schedule constant, B = 4
+for f, v in (("lr", 1e-3), ("beta1", 0.9), ("beta2", 0.95), ("weight_decay", 0.1), ("clip", 1.0),
+             ("momentum", 0.0)):
+    if abs(float(d.get("model." + f, "nan")) - v) > 1e-12: bad.append("%s = %s, want %g" % (f, d.get("model." + f), v))
+want("model.optim", 0); want("model.lr_sched", 0); want("model.batch", 4)
+want("model.mesh", "2,1,2" if name == "mesh" else "1,1,1")
+want("model.task", 0); want("model.train_step", "set"); want("model.eval_step", "set")
+want("model.prefill_step", "null"); want("model.decode_step", "null")
+want("model.image_tokens", 0); want("model.lora_rank", 0); want("model.ignore_index", -100)
+# every parameter as dump-ir prints it: shape (global), offset, init
+INIT = {"zeros": 1, "ones": 2, "fill": 3, "normal": 4, "uniform": 5, "fan_in": 6}
+params = re.findall(r"^param @(\S+) : f32\[([\d, ]*)\]\{([^}]*)\} mem\(param, (\d+)\)(?: init\((\w+)(?:, ([-\d.e]+))?)?", ir, re.M)
+if len(params) < 20: bad.append("only %d params in dump-ir" % len(params))
+nparams = int(d.get("model.nparams", 0))
+names = [k[6:-5] for k in d if k.startswith("param.") and k.endswith(".name")]
+for p, shape, pl, off, init, a in params:
+    dims = [int(x) for x in shape.split(",")] if shape.strip() else []
+    pre = "param.%s." % p
+    want(pre + "ndim", len(dims))
+    want(pre + "offset", off)
+    want(pre + "arena", 0)
+    want(pre + "dtype", 0)
+    if init: want(pre + "init", INIT[init])
+    if a:
+        if abs(float(d.get(pre + "init_a", "nan")) - float(a)) > 1e-9: bad.append(pre + "init_a")
+    if name == "serial": want(pre + "shape", ",".join(str(x) for x in dims + [0] * (8 - len(dims))))
+if len(names) != nparams: bad.append("%d param lines, nparams %s" % (len(names), nparams))
+# the inputs of @train, i32[4, 32] ids and labels at their input offsets
+for inp, off in re.findall(r"%(ids|labels) : i32\[4, 32\]\{[^}]*\} mem\(input, (\d+)\)", ir.split("func @train")[1].split("\n")[0]):
+    want("input.%s.offset" % inp, off); want("input.%s.dtype" % inp, 3); want("input.%s.arena" % inp, 4)
+    want("input.%s.shape" % inp, "4,32,0,0,0,0,0,0")
+want("model.ninputs", 4)
+if name == "mesh":  # the vocabulary-parallel embedding table: dim 0 split by tp (bit 2)
+    want("param.gpt.wte.weight.split", "4,0,0,0,0,0,0,0")
+    want("param.gpt.wte.weight.shape", "256,64,0,0,0,0,0,0")
+for b in bad: print("FAIL: %s: %s" % (name, b))
+print("%s: %d fields, %d params checked, %d wrong" % (name, len(d), len(params), len(bad)))
+sys.exit(1 if bad else 0)
+PY
+done
+exit $fail
