@@ -425,6 +425,7 @@ static bool lower_cross_entropy(Cg *cg, const IrNode *n) {
 
 /* cross_entropy_grad(dloss f32[], logits, labels, lse) -> dlogits */
 static bool lower_cross_entropy_grad(Cg *cg, const IrNode *n) {
+  if (!need_f32(cg, n, 3, 1)) return false; /* lse; dloss and logits by the table */
   const IrValue *lg = n->in[1];
   int axes = cg_split_axes(cg, n->in[2]), vax = split_axis(cg, lg, lg->shape.rank - 1);
   if (vax == -2 || (cg_split_axes(cg, lg) & ~axes & ~(vax >= 0 ? 1 << vax : 0)))
@@ -568,25 +569,21 @@ static bool lower_collective(Cg *cg, const IrNode *n) {
 
 /* ---- elementwise through the runtime when alone (fused ones are loops) ---- */
 
+/* The runtime activation of an elementwise op: the entry of MMRT_ACT_LIST
+ * named like the op, or like the op whose gradient op it is (ops.def:
+ * GRAD_VIA(ACT, ...)); -1 when there is none (a loop does it). */
 static int act_of(IrOp op) {
-  switch (op) {
-    case IR_OP_GELU:
-    case IR_OP_GELU_GRAD: return MMRT_ACT_GELU;
-    case IR_OP_GELU_TANH:
-    case IR_OP_GELU_TANH_GRAD: return MMRT_ACT_GELU_TANH;
-    case IR_OP_SILU:
-    case IR_OP_SILU_GRAD: return MMRT_ACT_SILU;
-    case IR_OP_RELU:
-    case IR_OP_RELU_GRAD: return MMRT_ACT_RELU;
-    case IR_OP_TANH:
-    case IR_OP_TANH_GRAD: return MMRT_ACT_TANH;
-    case IR_OP_SIGMOID:
-    case IR_OP_SIGMOID_GRAD: return MMRT_ACT_SIGMOID;
-    case IR_OP_EXP: return MMRT_ACT_EXP;
-    case IR_OP_LOG: return MMRT_ACT_LOG;
-    case IR_OP_SQRT: return MMRT_ACT_SQRT;
-    default: return -1;
-  }
+  static const char *const names[] = {
+#define X(e, s, alg, alpha) [MMRT_ACT_##e] = s,
+      MMRT_ACT_LIST(X)
+#undef X
+  };
+  IrOp f = op;
+  for (int i = 0; i < IR_OP_COUNT; i++)
+    if (op != 0 && ir_ops[i].grad && ir_ops[i].grad_op == op) f = (IrOp)i;
+  for (int a = 0; a < MMRT_ACT_COUNT; a++)
+    if (strcmp(names[a], ir_ops[f].name) == 0) return a;
+  return -1;
 }
 
 static bool all_f32(const IrNode *n) {
@@ -729,74 +726,34 @@ static bool lower_view(Cg *cg, const IrNode *n) {
   return cg_loop_copy(cg, n);
 }
 
+static bool lower_reshard(Cg *cg, const IrNode *n) {
+  return cg_error(cg, n, "a reshard left after the collectives pass");
+}
+
+/* Each op's lowering, as its CG(fn, first, count) column names it: fn, after
+ * operands first .. first + count - 1 (ALL: every operand) and the results
+ * were checked to be f32. */
+typedef struct CgLowering {
+  bool (*fn)(Cg *cg, const IrNode *n);
+  int f32_first, f32_count;
+} CgLowering;
+#define ALL                  (-1)
+#define CG(fn, first, count) {fn, first, count}
+#define NOCG                 {NULL, 0, 0}
+static const CgLowering lowerings[IR_OP_COUNT] = {
+#define OP(N, S, MIN, MAX, NOUT, REQ, OPT, FLAGS, FLOPS, SHP, G, SHARD, E, L, ...) [IR_OP_##N] = L,
+#include "../ir/ops.def"
+#undef OP
+};
+#undef ALL
+#undef CG
+#undef NOCG
+
 bool cg_lower_node(Cg *cg, const IrNode *n) {
   if (!fits(cg, n) || !split_ok(cg, n)) return false;
-  switch (n->op) {
-    case IR_OP_ALL_REDUCE:
-    case IR_OP_ALL_GATHER:
-    case IR_OP_REDUCE_SCATTER:
-    case IR_OP_ALL_TO_ALL:
-    case IR_OP_ALL_SLICE: return lower_collective(cg, n);
-    case IR_OP_RESHARD: return cg_error(cg, n, "a reshard left after the collectives pass");
-    case IR_OP_RESHAPE:
-    case IR_OP_SLICE: return lower_view(cg, n);
-    case IR_OP_TRANSPOSE:
-    case IR_OP_CONCAT:
-    case IR_OP_EXPAND:
-    case IR_OP_PAD_SLICE: return cg_loop_copy(cg, n);
-    case IR_OP_SUM:
-    case IR_OP_MEAN:
-    case IR_OP_SUM_TO: return cg_loop_reduce(cg, n);
-    case IR_OP_FULL: return cg_loop_fill(cg, n);
-    case IR_OP_FUSED: return cg_loop_elementwise(cg, n);
-    case IR_OP_LOG_SOFTMAX:
-    case IR_OP_LOG_SOFTMAX_GRAD: return need_f32(cg, n, 0, n->nin) && cg_loop_rowwise(cg, n);
-    case IR_OP_MSE: return need_f32(cg, n, 0, 2) && cg_loop_mse(cg, n);
-    default: break;
-  }
-  if (ir_ops[n->op].flags & OPF_ELEMWISE) return lower_elementwise(cg, n);
-  switch (n->op) {
-    case IR_OP_EMBEDDING: return need_f32(cg, n, 1, 1) && lower_embedding(cg, n);
-    case IR_OP_EMBEDDING_GRAD: return need_f32(cg, n, 0, 1) && lower_embedding_grad(cg, n);
-    case IR_OP_CROSS_ENTROPY: return need_f32(cg, n, 0, 1) && lower_cross_entropy(cg, n);
-    case IR_OP_CROSS_ENTROPY_GRAD:
-      return need_f32(cg, n, 0, 2) && need_f32(cg, n, 3, 1) && lower_cross_entropy_grad(cg, n);
-    case IR_OP_PLACE: return need_f32(cg, n, 0, 2) && lower_place(cg, n);
-    case IR_OP_PLACE_GRAD: return need_f32(cg, n, 0, 1) && lower_place(cg, n);
-    case IR_OP_KV_WRITE: return need_f32(cg, n, 0, 2) && lower_kv_write(cg, n);
-    case IR_OP_ATTENTION_CACHED: return need_f32(cg, n, 0, 3) && lower_attention_cached(cg, n);
-    case IR_OP_ROPE:
-    case IR_OP_ROPE_GRAD: return need_f32(cg, n, 0, 1) && lower_rope(cg, n);
-    default: break;
-  }
-  if (!need_f32(cg, n, 0, n->nin)) return false;
-  switch (n->op) {
-    case IR_OP_MATMUL: return lower_matmul(cg, n);
-    case IR_OP_LINEAR: return lower_linear(cg, n);
-    case IR_OP_LINEAR_GRAD_X: return lower_linear_grad_x(cg, n);
-    case IR_OP_LINEAR_GRAD_W: return lower_linear_grad_w(cg, n);
-    case IR_OP_CONV2D:
-    case IR_OP_CONV3D: return lower_conv(cg, n);
-    case IR_OP_CONV2D_GRAD_X:
-    case IR_OP_CONV2D_GRAD_W:
-    case IR_OP_CONV3D_GRAD_X:
-    case IR_OP_CONV3D_GRAD_W: return lower_conv_grad(cg, n);
-    case IR_OP_LAYER_NORM: return lower_layer_norm(cg, n);
-    case IR_OP_RMS_NORM: return lower_rms_norm(cg, n);
-    case IR_OP_GROUP_NORM: return lower_group_norm(cg, n);
-    case IR_OP_LAYER_NORM_GRAD: return lower_layer_norm_grad(cg, n);
-    case IR_OP_RMS_NORM_GRAD: return lower_rms_norm_grad(cg, n);
-    case IR_OP_GROUP_NORM_GRAD: return lower_group_norm_grad(cg, n);
-    case IR_OP_SOFTMAX: return lower_softmax(cg, n);
-    case IR_OP_SOFTMAX_GRAD: return lower_softmax_grad(cg, n);
-    case IR_OP_ROPE:
-    case IR_OP_ROPE_GRAD: return lower_rope(cg, n);
-    case IR_OP_ATTENTION: return lower_attention(cg, n);
-    case IR_OP_ATTENTION_GRAD: return lower_attention_grad(cg, n);
-    case IR_OP_GRAD_NORM: return lower_grad_norm(cg, n);
-    case IR_OP_CLIP_SCALE: return lower_clip_scale(cg, n);
-    case IR_OP_ADAMW: return lower_adamw(cg, n);
-    case IR_OP_SGD: return lower_sgd(cg, n);
-    default: return cg_error(cg, n, "the backend has no lowering for this op yet");
-  }
+  const CgLowering *l = &lowerings[n->op];
+  if (!l->fn) return cg_error(cg, n, "the backend has no lowering for this op yet");
+  if (l->f32_count && !need_f32(cg, n, l->f32_first, l->f32_count < 0 ? n->nin : l->f32_count))
+    return false;
+  return l->fn(cg, n);
 }

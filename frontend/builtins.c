@@ -365,21 +365,13 @@ static Val *bi_log_softmax(Args *a) {
   return softmax_like(a, IR_OP_LOG_SOFTMAX);
 }
 
-static const struct {
-  const char *name;
+/* an elementwise unary op by its mnemonic (with `flag` set), or NULL */
+static Val *unary_named(Args *a, const char *name, IrValue *x, unsigned flag) {
   IrOp op;
-} unary_ops[] = {
-    {"gelu", IR_OP_GELU},       {"gelu_tanh", IR_OP_GELU_TANH},
-    {"silu", IR_OP_SILU},       {"relu", IR_OP_RELU},
-    {"sigmoid", IR_OP_SIGMOID}, {"tanh", IR_OP_TANH},
-    {"exp", IR_OP_EXP},         {"log", IR_OP_LOG},
-    {"sqrt", IR_OP_SQRT},       {"rsqrt", IR_OP_RSQRT},
-};
-
-static Val *unary_named(Args *a, const char *name, IrValue *x) {
-  for (size_t i = 0; i < sizeof unary_ops / sizeof unary_ops[0]; i++)
-    if (strcmp(unary_ops[i].name, name) == 0) return emit(a, unary_ops[i].op, &x, 1, NULL);
-  return NULL;
+  if (!ir_op_parse(name, &op) || ir_ops[op].max_in != 1 || !(ir_ops[op].flags & OPF_ELEMWISE) ||
+      (ir_ops[op].flags & flag) != flag)
+    return NULL;
+  return emit(a, op, &x, 1, NULL);
 }
 
 static Val *bi_unary(Args *a) {
@@ -394,7 +386,7 @@ static Val *bi_unary(Args *a) {
   }
   IrValue *x = tensor_arg(a, 0, "x");
   if (!x) return val_err(a->p);
-  return unary_named(a, a->name, x);
+  return unary_named(a, a->name, x, 0);
 }
 
 static Val *bi_activation(Args *a) {
@@ -402,15 +394,19 @@ static Val *bi_activation(Args *a) {
   Val *n = a->v[1];
   if (!x || n->k == V_ERR) return val_err(a->p);
   if (n->k != V_STR && n->k != V_SYM) {
-    diag_error(a->p->d, a->loc[1], "activation: the name must be a string such as \"gelu\"");
+    diag_error(a->p->d, a->loc[1], "activation: the name must be a string naming an activation");
     return val_err(a->p);
   }
-  if (strcmp(n->s, "gelu") == 0 || strcmp(n->s, "gelu_tanh") == 0 || strcmp(n->s, "silu") == 0 ||
-      strcmp(n->s, "relu") == 0 || strcmp(n->s, "tanh") == 0 || strcmp(n->s, "sigmoid") == 0)
-    return unary_named(a, n->s, x);
-  diag_error(a->p->d, a->loc[1],
-             "unknown activation \"%s\" (expected gelu, gelu_tanh, silu, relu, tanh or sigmoid)",
-             n->s);
+  Val *y = unary_named(a, n->s, x, OPF_ACTIVATION);
+  if (y) return y;
+  char names[256] = "";
+  int k = 0, count = 0;
+  for (int i = 0; i < IR_OP_COUNT; i++) count += (ir_ops[i].flags & OPF_ACTIVATION) != 0;
+  for (int i = 0, seen = 0; i < IR_OP_COUNT; i++)
+    if (ir_ops[i].flags & OPF_ACTIVATION)
+      k += snprintf(names + k, sizeof names - (size_t)k, "%s%s",
+                    seen++ ? seen == count ? " or " : ", " : "", ir_ops[i].name);
+  diag_error(a->p->d, a->loc[1], "unknown activation \"%s\" (expected %s)", n->s, names);
   return val_err(a->p);
 }
 
@@ -700,45 +696,12 @@ static Val *bi_len(Args *a) {
 }
 
 static const Builtin builtins[] = {
-    {"linear", "x, weight, bias?", bi_linear, 1},
-    {"matmul", "a, b", bi_matmul, 0},
-    {"layer_norm", "x, weight?, bias?, eps?", bi_layer_norm, 0},
-    {"rms_norm", "x, weight, eps?", bi_rms_norm, 0},
-    {"group_norm", "x, weight, bias, groups, eps?", bi_group_norm, 0},
-    {"conv2d", "x, weight, bias?, stride?, padding?", bi_conv2d, 1},
-    {"conv3d", "x, weight, bias?, stride?, padding?", bi_conv3d, 1},
-    {"embedding", "ids, table", bi_embedding, 1},
-    {"rope", "x, theta?, offset?", bi_rope, 0},
-    {"attention", "q, k, v, causal?, scale?", bi_attention, 1},
-    {"place", "x, src, ids, token", bi_place, 1},
-    {"softmax", "x, axis?", bi_softmax, 0},
-    {"log_softmax", "x, axis?", bi_log_softmax, 0},
-    {"gelu", "x", bi_unary, 0},
-    {"gelu_tanh", "x", bi_unary, 0},
-    {"silu", "x", bi_unary, 0},
-    {"relu", "x", bi_unary, 0},
-    {"sigmoid", "x", bi_unary, 0},
-    {"tanh", "x", bi_unary, 0},
-    {"exp", "x", bi_unary, 0},
-    {"log", "x", bi_unary, 0},
-    {"sqrt", "x", bi_unary, 0},
-    {"rsqrt", "x", bi_unary, 0},
     {"activation", "x, name", bi_activation, 0},
-    {"sum", "x, axis?, keepdim?", bi_sum, 0},
-    {"mean", "x, axis?, keepdim?", bi_mean, 0},
-    {"cross_entropy", "logits, labels, ignore?", bi_cross_entropy, 1},
-    {"mse", "a, b", bi_mse, 1},
-    {"concat", "tensors, axis?", bi_concat, 1},
-    {"dropout", "x, p", bi_dropout, 0},
     {"zeros", "*", bi_zeros, 1},
     {"ones", "*", bi_ones, 1},
-    {"full", "value?, *", bi_full, 1},
-    {"reshape", "x, *", bi_reshape, 2},
     {"view", "x, *", bi_reshape, 2},
-    {"transpose", "x, dim0, dim1", bi_transpose, 2},
     {"permute", "x, *", bi_permute, 2},
     {"flatten", "x, start?, end?", bi_flatten, 2},
-    {"expand", "x, *", bi_expand, 2},
     {"pixel_unshuffle", "x, factor", bi_pixel_unshuffle, 2},
     {"float", "x", bi_float, 0},
     {"to", "x, dtype", bi_to, 2},
@@ -749,9 +712,24 @@ static const Builtin builtins[] = {
     {"len", "x", bi_len, 1},
 };
 
+/* the builtins that are ops, named by their mnemonic: the FE(handler,
+ * "signature", kind) column of ops.def (NOFE: no builtin) */
+#define FE(fn, sig, kind) sig, fn, kind
+#define NOFE              NULL, NULL, 0
+static const Builtin op_builtins[IR_OP_COUNT] = {
+#define OP(N, S, MIN, MAX, NOUT, REQ, OPT, FLAGS, FLOPS, SHP, G, SHARD, E, L, F)                   \
+  [IR_OP_##N] = {S, F},
+#include "../ir/ops.def"
+#undef OP
+};
+#undef FE
+#undef NOFE
+
 static const Builtin *lookup(const char *name) {
   for (size_t i = 0; i < sizeof builtins / sizeof builtins[0]; i++)
     if (strcmp(builtins[i].name, name) == 0) return &builtins[i];
+  for (int i = 0; i < IR_OP_COUNT; i++)
+    if (op_builtins[i].fn && strcmp(op_builtins[i].name, name) == 0) return &op_builtins[i];
   return NULL;
 }
 

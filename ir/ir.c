@@ -21,9 +21,12 @@
 #define FL_CONV_X        .flop_kind = IR_FL_CONV_X
 #define FL_CONV_W        .flop_kind = IR_FL_CONV_W
 #define FL_ATTENTION_BWD .flop_kind = IR_FL_ATTENTION_BWD
-/* the grad column: GRAD names ir_grad_NAME, NOGRAD none */
-#define GRAD_RULE_GRAD(N)   ir_grad_##N
-#define GRAD_RULE_NOGRAD(N) NULL
+/* the SHAPE column names ir_shape_R; the grad column ir_grad_R (GRAD(R)),
+ * a shared rule and the op it emits (GRAD_VIA(R, OP)), or none (NOGRAD) */
+#define SHAPE(R)       ir_shape_##R
+#define GRAD(R)        .grad = ir_grad_##R
+#define GRAD_VIA(R, O) .grad = ir_grad_##R, .grad_op = IR_OP_##O
+#define NOGRAD         .grad = NULL
 /* the SH column: the sharding rule and how partial sums pass */
 #define SH(R, PF) .shard = IR_SHR_##R, .shard_pflags = (PF)
 #define P_NO      0u
@@ -36,7 +39,7 @@
 _Static_assert(IR_ATTR_COUNT <= 64, "attribute masks are 64-bit");
 
 const IrOpInfo ir_ops[IR_OP_COUNT] = {
-#define OP(N, S, MIN, MAX, NOUT, REQ, OPT, FLAGS, FLOPS, G, SHARD)                                 \
+#define OP(N, S, MIN, MAX, NOUT, REQ, OPT, FLAGS, FLOPS, SHP, G, SHARD, ...)                       \
   [IR_OP_##N] = {.name = S,                                                                        \
                  .min_in = MIN,                                                                    \
                  .max_in = MAX,                                                                    \
@@ -45,8 +48,8 @@ const IrOpInfo ir_ops[IR_OP_COUNT] = {
                  .opt_attrs = OPT,                                                                 \
                  .flags = FLAGS,                                                                   \
                  FLOPS,                                                                            \
-                 .shape = ir_shape_##N,                                                            \
-                 .grad = GRAD_RULE_##G(N),                                                         \
+                 .shape = SHP,                                                                     \
+                 G,                                                                                \
                  SHARD},
 #include "ops.def"
 #undef OP
@@ -635,7 +638,7 @@ void ir_train_phases(const IrFunc *f, int *bwd, int *upd) {
     if (*bwd < 0 && after_loss && n->op == IR_OP_FULL && n->out[0]->shape.rank == 0) *bwd = i;
     for (int j = 0; j < n->nout; j++) after_loss |= loss && n->out[j] == loss;
     if (*upd < 0 && (n->op == IR_OP_GRAD_NORM || n->op == IR_OP_CLIP_SCALE ||
-                     n->op == IR_OP_ADAMW || n->op == IR_OP_SGD))
+                     (ir_ops[n->op].flags & OPF_OPTIMIZER)))
       *upd = i;
   }
 }

@@ -145,6 +145,9 @@ enum {
   OPF_WRITES_STATE =
       1
       << 5, /* the operands it writes are function inputs holding state (a KV cache), not params */
+  OPF_ACTIVATION = 1 << 6, /* a name activation("...") accepts */
+  OPF_COLLECTIVE = 1 << 7, /* communicates over a mesh axis (all_slice keeps a piece: not one) */
+  OPF_OPTIMIZER = 1 << 8,  /* a parameter update (the optimizer pass emits it) */
 };
 /* Operand i (< 16) of an OPF_INPLACE op is updated in place. */
 #define OPF_WRITES(i)       (1u << (16 + (i)))
@@ -178,6 +181,7 @@ typedef struct IrOpInfo {
   int flop_per_elem; /* for IR_FL_ELEM */
   IrShapeFn shape;
   IrGradFn grad;         /* vector-Jacobian rule, or NULL (ops.def: NOGRAD) */
+  IrOp grad_op;          /* the op a shared rule emits (ops.def: GRAD_VIA), else 0 */
   uint8_t shard;         /* sharding rule (IrShardRuleId, ops.def: SH(rule, flags)) */
   unsigned shard_pflags; /* IR_SHP_*: how partial sums pass, sequence-parallel region */
 } IrOpInfo;
@@ -369,10 +373,12 @@ void ir_map_init(IrMap *mp, Arena *a, bool str_keys);
 IrMapSlot *ir_map_put(IrMap *mp, const void *key);
 IrMapSlot *ir_map_get(const IrMap *mp, const void *key); /* or NULL */
 
-/* The shape rule of each op (ir_shape.c), as named in ops.def. */
-#define OP(N, ...) bool ir_shape_##N(IrShapeCtx *cx);
+/* The shape rule of each op (ir_shape.c), as its SHAPE column names it. */
+#define SHAPE(R)                                                   bool ir_shape_##R(IrShapeCtx *cx);
+#define OP(N, S, MIN, MAX, NOUT, REQ, OPT, FLAGS, FLOPS, SHP, ...) SHP
 #include "ops.def"
 #undef OP
+#undef SHAPE
 
 /* ---- gradient rules' view ----
  * autodiff calls ir_ops[op].grad for a node (of @train) with at least one
@@ -389,10 +395,17 @@ struct IrGradCtx {
   char *err;
   size_t errlen;
 };
-/* The gradient rule of each GRAD op (ir_grad.c). */
-#define OP(N, ...) bool ir_grad_##N(IrGradCtx *cx);
+/* The gradient rule of each op with one (ir_grad.c), as its grad column
+ * names it: GRAD(R) or GRAD_VIA(R, OP) is ir_grad_R. */
+#define GRAD(R)        bool ir_grad_##R(IrGradCtx *cx);
+#define GRAD_VIA(R, O) bool ir_grad_##R(IrGradCtx *cx);
+#define NOGRAD
+#define OP(N, S, MIN, MAX, NOUT, REQ, OPT, FLAGS, FLOPS, SHP, G, ...) G
 #include "ops.def"
 #undef OP
+#undef GRAD
+#undef GRAD_VIA
+#undef NOGRAD
 
 /* ---- sharding (ir_shard.c) ----
  * Every op has a sharding rule (the SH column of ops.def): its operand and

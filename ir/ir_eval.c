@@ -1028,94 +1028,23 @@ static bool ev_fused(Ev *e) {
 
 typedef bool (*EvFn)(Ev *e);
 
-static EvFn kernel(IrOp op) {
-  switch (op) {
-    case IR_OP_ADD:
-    case IR_OP_SUB:
-    case IR_OP_MUL:
-    case IR_OP_DIV:
-    case IR_OP_POW: return ev_binary;
-    case IR_OP_ADD_SCALAR:
-    case IR_OP_MUL_SCALAR:
-    case IR_OP_POW_SCALAR:
-    case IR_OP_NEG:
-    case IR_OP_EXP:
-    case IR_OP_LOG:
-    case IR_OP_SQRT:
-    case IR_OP_RSQRT:
-    case IR_OP_TANH:
-    case IR_OP_SIGMOID:
-    case IR_OP_RELU:
-    case IR_OP_GELU:
-    case IR_OP_GELU_TANH:
-    case IR_OP_SILU:
-    case IR_OP_CAST:
-    case IR_OP_DROPOUT: return ev_unary;
-    case IR_OP_FULL: return ev_full;
-    case IR_OP_MATMUL: return ev_matmul;
-    case IR_OP_LINEAR:
-    case IR_OP_LINEAR_GRAD_X:
-    case IR_OP_LINEAR_GRAD_W: return ev_linear;
-    case IR_OP_CONV2D:
-    case IR_OP_CONV3D:
-    case IR_OP_CONV2D_GRAD_X:
-    case IR_OP_CONV2D_GRAD_W:
-    case IR_OP_CONV3D_GRAD_X:
-    case IR_OP_CONV3D_GRAD_W: return ev_conv;
-    case IR_OP_LAYER_NORM:
-    case IR_OP_RMS_NORM:
-    case IR_OP_GROUP_NORM: return ev_norm;
-    case IR_OP_LAYER_NORM_GRAD:
-    case IR_OP_RMS_NORM_GRAD:
-    case IR_OP_GROUP_NORM_GRAD: return ev_norm_grad;
-    case IR_OP_SOFTMAX:
-    case IR_OP_LOG_SOFTMAX:
-    case IR_OP_SOFTMAX_GRAD:
-    case IR_OP_LOG_SOFTMAX_GRAD: return ev_softmax;
-    case IR_OP_SUM:
-    case IR_OP_MEAN:
-    case IR_OP_SUM_TO: return ev_reduce;
-    case IR_OP_RESHAPE:
-    case IR_OP_TRANSPOSE:
-    case IR_OP_SLICE:
-    case IR_OP_EXPAND:
-    case IR_OP_PAD_SLICE: return ev_layout;
-    case IR_OP_CONCAT: return ev_concat;
-    case IR_OP_EMBEDDING:
-    case IR_OP_EMBEDDING_GRAD: return ev_embedding;
-    case IR_OP_ROPE:
-    case IR_OP_ROPE_GRAD: return ev_rope;
-    case IR_OP_ATTENTION:
-    case IR_OP_ATTENTION_GRAD: return ev_attention;
-    case IR_OP_PLACE:
-    case IR_OP_PLACE_GRAD: return ev_place;
-    case IR_OP_KV_WRITE: return ev_kv_write;
-    case IR_OP_ATTENTION_CACHED: return ev_attention_cached;
-    case IR_OP_CROSS_ENTROPY:
-    case IR_OP_CROSS_ENTROPY_GRAD: return ev_cross_entropy;
-    case IR_OP_MSE: return ev_mse;
-    case IR_OP_GELU_GRAD:
-    case IR_OP_GELU_TANH_GRAD:
-    case IR_OP_SILU_GRAD:
-    case IR_OP_RELU_GRAD:
-    case IR_OP_SIGMOID_GRAD:
-    case IR_OP_TANH_GRAD: return ev_act_grad;
-    case IR_OP_GRAD_NORM:
-    case IR_OP_CLIP_SCALE:
-    case IR_OP_ADAMW:
-    case IR_OP_SGD: return ev_optim;
-    case IR_OP_FUSED: return ev_fused;
-    default: break;
-  }
-  return NULL;
-}
+/* each op's kernel, as its EV column names it (NOEV: none) */
+#define EV(fn) fn
+#define NOEV   NULL
+static const EvFn kernels[IR_OP_COUNT] = {
+#define OP(N, S, MIN, MAX, NOUT, REQ, OPT, FLAGS, FLOPS, SHP, G, SHARD, E, ...) [IR_OP_##N] = E,
+#include "ops.def"
+#undef OP
+};
+#undef EV
+#undef NOEV
 
 bool ir_eval_node(const IrModule *m, const IrNode *n, IrTensorStore *st, char *err, size_t errlen) {
   char scratch[256];
   if (!err || !errlen) err = scratch, errlen = sizeof scratch;
   err[0] = 0;
   Ev e = {.m = m, .n = n, .st = st, .err = err, .errlen = errlen};
-  EvFn fn = (unsigned)n->op < IR_OP_COUNT ? kernel(n->op) : NULL;
+  EvFn fn = (unsigned)n->op < IR_OP_COUNT ? kernels[n->op] : NULL;
   if (!fn) return fail(&e, "the interpreter has no kernel for this op");
   for (int i = 0; i < n->nin; i++) {
     const IrTensor *t = ir_store_get(st, n->in[i]);

@@ -4,7 +4,7 @@
  * It lives in the node's `prog` attribute as text, so that the IR text form
  * round-trips without new syntax:
  *
- *   %7 = fused(%5, @h.0.fc1.bias) {prog = "t0 = add(i0, i1); t1 = gelu(t0)"} : f32[4, 32, 256]
+ *   %7 = fused(%5, @h.0.fc1.bias) {prog = "t0 = add(i0, i1); t1 = relu(t0)"} : f32[4, 32, 256]
  *
  * iK is operand K of the node, broadcast (numpy rules) to the node's result
  * shape; tK is the value of instruction K; the node's result is the value of

@@ -204,23 +204,9 @@ static bool act(IrGradCtx *cx, IrOp grad_op) {
   return true;
 }
 
-bool ir_grad_TANH(IrGradCtx *cx) {
-  return act(cx, IR_OP_TANH_GRAD);
-}
-bool ir_grad_SIGMOID(IrGradCtx *cx) {
-  return act(cx, IR_OP_SIGMOID_GRAD);
-}
-bool ir_grad_RELU(IrGradCtx *cx) {
-  return act(cx, IR_OP_RELU_GRAD);
-}
-bool ir_grad_GELU(IrGradCtx *cx) {
-  return act(cx, IR_OP_GELU_GRAD);
-}
-bool ir_grad_GELU_TANH(IrGradCtx *cx) {
-  return act(cx, IR_OP_GELU_TANH_GRAD);
-}
-bool ir_grad_SILU(IrGradCtx *cx) {
-  return act(cx, IR_OP_SILU_GRAD);
+/* an activation: its ACT_grad op (ops.def: GRAD_VIA(ACT, ...)) */
+bool ir_grad_ACT(IrGradCtx *cx) {
+  return act(cx, ir_ops[cx->node->op].grad_op);
 }
 
 /* the cotangent goes back to the operand's dtype; integer operands get none */
@@ -328,14 +314,10 @@ static bool norm(IrGradCtx *cx, IrOp op, int nstats) {
   return true;
 }
 
-bool ir_grad_LAYER_NORM(IrGradCtx *cx) {
-  return norm(cx, IR_OP_LAYER_NORM_GRAD, 2);
-}
-bool ir_grad_RMS_NORM(IrGradCtx *cx) {
-  return norm(cx, IR_OP_RMS_NORM_GRAD, 1);
-}
-bool ir_grad_GROUP_NORM(IrGradCtx *cx) {
-  return norm(cx, IR_OP_GROUP_NORM_GRAD, 2);
+/* a norm with saved statistics (every result after y): its _grad op
+ * (ops.def: GRAD_VIA(NORM, ...)) */
+bool ir_grad_NORM(IrGradCtx *cx) {
+  return norm(cx, ir_ops[cx->node->op].grad_op, ir_ops[cx->node->op].nout - 1);
 }
 
 static bool softmax_like(IrGradCtx *cx, IrOp op) {

@@ -190,35 +190,12 @@ bool ir_shape_POW_SCALAR(IrShapeCtx *cx) {
 bool ir_shape_NEG(IrShapeCtx *cx) {
   return unary(cx, false);
 }
-bool ir_shape_EXP(IrShapeCtx *cx) {
-  return unary(cx, true);
-}
-bool ir_shape_LOG(IrShapeCtx *cx) {
-  return unary(cx, true);
-}
-bool ir_shape_SQRT(IrShapeCtx *cx) {
-  return unary(cx, true);
-}
-bool ir_shape_RSQRT(IrShapeCtx *cx) {
-  return unary(cx, true);
-}
-bool ir_shape_TANH(IrShapeCtx *cx) {
-  return unary(cx, true);
-}
-bool ir_shape_SIGMOID(IrShapeCtx *cx) {
+/* a float unary op: y like x */
+bool ir_shape_FLOAT_UNARY(IrShapeCtx *cx) {
   return unary(cx, true);
 }
 bool ir_shape_RELU(IrShapeCtx *cx) {
   return unary(cx, false);
-}
-bool ir_shape_GELU(IrShapeCtx *cx) {
-  return unary(cx, true);
-}
-bool ir_shape_GELU_TANH(IrShapeCtx *cx) {
-  return unary(cx, true);
-}
-bool ir_shape_SILU(IrShapeCtx *cx) {
-  return unary(cx, true);
 }
 
 bool ir_shape_CAST(IrShapeCtx *cx) {
@@ -743,31 +720,13 @@ bool ir_shape_PAD_SLICE(IrShapeCtx *cx) {
 }
 
 /* (dy, x) of the same float dtype and shape -> like x */
-static bool act_grad(IrShapeCtx *cx) {
+/* ACT_grad(dy, x): dy * act'(x), like x */
+bool ir_shape_ACT_GRAD(IrShapeCtx *cx) {
   if (!need_float(cx, 0) || !same_dtype(cx, 0, 1)) return false;
   if (!ir_shape_eq(in_shape(cx, 0), in_shape(cx, 1)))
     return fail(cx, 1, "shapes differ: dy %s, x %s", sh(in_shape(cx, 0)), sh(in_shape(cx, 1)));
   set_out(cx, cx->in_dtype[1], in_shape(cx, 1));
   return true;
-}
-
-bool ir_shape_GELU_GRAD(IrShapeCtx *cx) {
-  return act_grad(cx);
-}
-bool ir_shape_GELU_TANH_GRAD(IrShapeCtx *cx) {
-  return act_grad(cx);
-}
-bool ir_shape_SILU_GRAD(IrShapeCtx *cx) {
-  return act_grad(cx);
-}
-bool ir_shape_RELU_GRAD(IrShapeCtx *cx) {
-  return act_grad(cx);
-}
-bool ir_shape_SIGMOID_GRAD(IrShapeCtx *cx) {
-  return act_grad(cx);
-}
-bool ir_shape_TANH_GRAD(IrShapeCtx *cx) {
-  return act_grad(cx);
 }
 
 /* dy[..., N], w[N, K] -> [..., K] */
@@ -861,7 +820,8 @@ bool ir_shape_GROUP_NORM_GRAD(IrShapeCtx *cx) {
 
 bool ir_shape_SOFTMAX_GRAD(IrShapeCtx *cx) {
   int ax = 0;
-  if (!act_grad(cx) || !norm_axis(cx, attr(cx, IR_ATTR_AXIS)->i, rank(cx, 0), &ax)) return false;
+  if (!ir_shape_ACT_GRAD(cx) || !norm_axis(cx, attr(cx, IR_ATTR_AXIS)->i, rank(cx, 0), &ax))
+    return false;
   return true;
 }
 

@@ -710,8 +710,7 @@ int64_t ir_local_numel(const IrModule *m, const IrValue *v) {
 }
 
 bool ir_op_is_collective(IrOp op) {
-  return op == IR_OP_ALL_REDUCE || op == IR_OP_ALL_GATHER || op == IR_OP_REDUCE_SCATTER ||
-         op == IR_OP_ALL_TO_ALL;
+  return (ir_ops[op].flags & OPF_COLLECTIVE) != 0;
 }
 
 /* Ring algorithms on a group of n ranks, per rank: all_reduce sends

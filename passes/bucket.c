@@ -51,8 +51,8 @@ typedef struct Cand {
   int bucket;
 } Cand;
 
-static bool bucket_op(IrOp op) {
-  return op == IR_OP_ALL_REDUCE || op == IR_OP_REDUCE_SCATTER;
+static bool bucket_op(IrOp op) { /* the collectives that take {bucket} */
+  return (ir_ops[op].opt_attrs & (1ull << IR_ATTR_BUCKET)) != 0;
 }
 
 int64_t bucket_id(const IrNode *n) {
@@ -99,7 +99,7 @@ typedef struct Use {
 } Use;
 
 static bool is_opt(IrOp op) {
-  return op == IR_OP_GRAD_NORM || op == IR_OP_ADAMW || op == IR_OP_SGD;
+  return op == IR_OP_GRAD_NORM || (ir_ops[op].flags & OPF_OPTIMIZER);
 }
 
 static void bucket_func(IrModule *m, IrFunc *f, int64_t cap, Arena *a) {

@@ -1,6 +1,6 @@
 /* The `fuse` pass: chains of elementwise ops become one `fused` node whose
  * sub-program (ir_fused.h) codegen turns into a single loop, so that a
- * bias add, GELU, layer scale and residual add read and write memory once.
+ * bias add, activation, layer scale and residual add read and write memory once.
  *
  * Walking each function backwards, an elementwise node roots a group and
  * absorbs the producers of its operands when the producer is elementwise

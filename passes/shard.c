@@ -101,27 +101,12 @@ static const char *where(const IrNode *n) {
 static int transfer(const IrNode *n, int k, int d) {
   const IrShape *x = &n->in[k]->shape;
   int r = n->nout ? n->out[0]->shape.rank : 0;
+  if ((ir_ops[n->op].flags & OPF_ELEMWISE) && ir_ops[n->op].max_in == 1) return d; /* unary */
   switch (n->op) {
     case IR_OP_ADD:
     case IR_OP_SUB:
     case IR_OP_MUL:
     case IR_OP_DIV: return d + (r - x->rank);
-    case IR_OP_NEG:
-    case IR_OP_EXP:
-    case IR_OP_LOG:
-    case IR_OP_SQRT:
-    case IR_OP_RSQRT:
-    case IR_OP_TANH:
-    case IR_OP_SIGMOID:
-    case IR_OP_RELU:
-    case IR_OP_GELU:
-    case IR_OP_GELU_TANH:
-    case IR_OP_SILU:
-    case IR_OP_CAST:
-    case IR_OP_DROPOUT:
-    case IR_OP_ADD_SCALAR:
-    case IR_OP_MUL_SCALAR:
-    case IR_OP_POW_SCALAR: return d;
     case IR_OP_ROPE: return d == 2 ? 2 : -1;
     case IR_OP_LAYER_NORM:
     case IR_OP_RMS_NORM: return k == 0 && d != x->rank - 1 ? d : -1;

@@ -33,7 +33,7 @@ typedef struct Zero {
 } Zero;
 
 static bool step_op(IrOp op) {
-  return op == IR_OP_ADAMW || op == IR_OP_SGD;
+  return (ir_ops[op].flags & OPF_OPTIMIZER) != 0;
 }
 
 static int storage_dim(Zero *z, IrValue *p) {

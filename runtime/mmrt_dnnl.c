@@ -593,30 +593,20 @@ void mmrt_softmax_bwd(MmrtDtype dt, void *dx, const void *dy, const void *y, int
 
 const char *mmrt_act_name(MmrtAct act) {
   static const char *names[] = {
-#define X(e, s) [MMRT_ACT_##e] = s,
+#define X(e, s, alg, alpha) [MMRT_ACT_##e] = s,
       MMRT_ACT_LIST(X)
 #undef X
   };
   return (unsigned)act < MMRT_ACT_COUNT ? names[act] : "?";
 }
 
-/* oneDNN algorithm and alpha for each activation (all src-based, so the
- * backward takes x). */
+/* oneDNN algorithm and alpha for each activation (MMRT_ACT_LIST). */
 static void act_alg(MmrtAct act, dnnl_alg_kind_t *alg, float *alpha) {
-  *alpha = 0.0f;
   switch (act) {
-    case MMRT_ACT_GELU: *alg = dnnl_eltwise_gelu_erf; return;
-    case MMRT_ACT_GELU_TANH: *alg = dnnl_eltwise_gelu_tanh; return;
-    case MMRT_ACT_SILU:
-      *alg = dnnl_eltwise_swish;
-      *alpha = 1.0f;
-      return;
-    case MMRT_ACT_RELU: *alg = dnnl_eltwise_relu; return;
-    case MMRT_ACT_TANH: *alg = dnnl_eltwise_tanh; return;
-    case MMRT_ACT_SIGMOID: *alg = dnnl_eltwise_logistic; return;
-    case MMRT_ACT_EXP: *alg = dnnl_eltwise_exp; return;
-    case MMRT_ACT_LOG: *alg = dnnl_eltwise_log; return;
-    case MMRT_ACT_SQRT: *alg = dnnl_eltwise_sqrt; return;
+#define X(e, s, a, al)                                                                             \
+  case MMRT_ACT_##e: *alg = dnnl_eltwise_##a, *alpha = al; return;
+    MMRT_ACT_LIST(X)
+#undef X
     case MMRT_ACT_COUNT: break;
   }
   die("mmrt_eltwise", "unknown activation");

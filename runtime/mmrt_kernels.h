@@ -80,20 +80,22 @@ typedef struct MmrtConv {
 
 int mmrt_conv_out_size(int in, int k, int stride, int pad_lo, int pad_hi);
 
-/* The activations: enum name, printable name. */
+/* The activations: enum name, printable name (the IR op's mnemonic, which
+ * binds the op to its kernel), oneDNN algorithm (dnnl_eltwise_ALG) and
+ * alpha; all src-based, so the backward takes x. */
 #define MMRT_ACT_LIST(X)                                                                           \
-  X(GELU, "gelu")           /* x * Phi(x), erf form */                                             \
-  X(GELU_TANH, "gelu_tanh") /* tanh approximation */                                               \
-  X(SILU, "silu")           /* x * sigmoid(x) */                                                   \
-  X(RELU, "relu")                                                                                  \
-  X(TANH, "tanh")                                                                                  \
-  X(SIGMOID, "sigmoid")                                                                            \
-  X(EXP, "exp")                                                                                    \
-  X(LOG, "log")                                                                                    \
-  X(SQRT, "sqrt")
+  X(GELU, "gelu", gelu_erf, 0.0f)            /* x * Phi(x), erf form */                            \
+  X(GELU_TANH, "gelu_tanh", gelu_tanh, 0.0f) /* tanh approximation */                              \
+  X(SILU, "silu", swish, 1.0f)               /* x * sigmoid(x) */                                  \
+  X(RELU, "relu", relu, 0.0f)                                                                      \
+  X(TANH, "tanh", tanh, 0.0f)                                                                      \
+  X(SIGMOID, "sigmoid", logistic, 0.0f)                                                            \
+  X(EXP, "exp", exp, 0.0f)                                                                         \
+  X(LOG, "log", log, 0.0f)                                                                         \
+  X(SQRT, "sqrt", sqrt, 0.0f)
 
 typedef enum MmrtAct {
-#define X(e, s) MMRT_ACT_##e,
+#define X(e, s, alg, alpha) MMRT_ACT_##e,
   MMRT_ACT_LIST(X)
 #undef X
       MMRT_ACT_COUNT
