@@ -5,7 +5,7 @@
 #    checkpoint, and --resume up to 20 (GPT2Tiny, constant schedule, and
 #    ViTFashion, whose 20 steps stay inside its 100-step warm-up).
 # 2. Interrupted runs are exact: a cosine model (GPT2Tiny with warm-up 10 and
-#    min_lr, written below) trained for N = 32 steps with --ckpt-every 4 is
+#    min_lr, written below) trained for N = 32 steps with --ckpt-every 3 is
 #    killed (SIGKILL) inside the warm-up, killed again in the cosine decay,
 #    stopped by SIGINT (the trainer writes a checkpoint and exits 1: resumed
 #    right after a checkpoint), each time resumed with the same --steps 32:
@@ -118,18 +118,19 @@ model GPT2TinyCosine extends GPT2Tiny {
 }
 MM
 N=32
-C=(--steps $N --ckpt-every 4 --eval-batches 1 --quiet)
+EVERY=3
+C=(--steps $N --ckpt-every $EVERY --eval-batches 1 --quiet)
 if "$MMC" compile -I "$S" "$T/cosine.mm" --model GPT2TinyCosine -o "$T/cos" &&
    "$T/cos" "${C[@]}" --ckpt "$T/cos.a" --log "$T/cos.a.jsonl" --save-weights "$T/cos.a.st" > /dev/null; then
   schedule cosine "$T/cosine.mm" GPT2TinyCosine $N "$T/cos.a.jsonl"; verdict $? "cosine: schedule"
   # run, watch the log, signal the trainer once it has logged step >= AT, resume; then run to the end
-  py "$T/cos" "$T/cos.b" "$T/cos.b.jsonl" "$T/cos.b.st" "$N" 10 "KILL:5:warm-up" "KILL:17:cosine decay" \
+  py "$T/cos" "$T/cos.b" "$T/cos.b.jsonl" "$T/cos.b.st" "$N" 10 "$EVERY" "KILL:4:warm-up" "KILL:17:cosine decay" \
      "INT:22:cosine decay, resumed right after the checkpoint the signal writes" -- "${C[@]}" <<'PY'
 import json, re, signal, subprocess, sys, time
-exe, ckpt, log, final, n, warmup = sys.argv[1:7]
-n, warmup = int(n), int(warmup)
+exe, ckpt, log, final, n, warmup, every = sys.argv[1:8]
+n, warmup, every = int(n), int(warmup), int(every)
 cut = sys.argv.index("--")
-plan, common = sys.argv[7:cut], [a for a in sys.argv[cut + 1:] if a != "--quiet"]
+plan, common = sys.argv[8:cut], [a for a in sys.argv[cut + 1:] if a != "--quiet"]
 def last_step():
     try:
         return max((json.loads(l)["step"] for l in open(log) if '"loss"' in l), default=0)
@@ -150,9 +151,9 @@ for i, p in enumerate(plan + [None]):
     resumed = int(m.group(1)) if m else 0
     if prev:  # where the previous interruption should have let this run resume
         psig, pgot = prev
-        ok = resumed == pgot if psig == "INT" else resumed % 4 == 0 and 0 <= pgot - resumed <= 4
+        ok = resumed == pgot if psig == "INT" else resumed % every == 0 and 0 <= pgot - resumed <= every
         print("  resumed at step %d (%s)" % (resumed, "ok" if ok else "FAIL: expected %s" %
-              ("the SIGINT step %d" % pgot if psig == "INT" else "the last --ckpt-every 4 checkpoint before %d" % pgot)))
+              ("the SIGINT step %d" % pgot if psig == "INT" else "the last --ckpt-every %d checkpoint before %d" % (every, pgot))))
         bad += not ok
     if p is None:
         print("ran to step %d: exit %d" % (n, proc.returncode))
