@@ -60,72 +60,9 @@ static const IrNode *node(const IrModule *m, int fi, int i) {
   "module @t mesh(dp = 1, cp = 1, tp = 1)\nparam @b : f32[8] init(zeros)\nparam @s : f32[8] "      \
   "init(ones)\n"
 
-/* x -> linear-free chain: add(bias) -> gelu -> mul(scale) -> add(residual) */
-static const char *chain = HDR "func @forward(%x : f32[4, 8], %r : f32[4, 8]) {\n"
-                               "  %0 = add(%x, @b) : f32[4, 8]\n"
-                               "  %1 = gelu(%0) : f32[4, 8]\n"
-                               "  %2 = mul(@s, %1) : f32[4, 8]\n"
-                               "  %3 = add(%r, %2) : f32[4, 8]\n"
-                               "  %4 = exp(%3) : f32[4, 8]\n"
-                               "  %5 = mul_scalar(%4) {value = 0.5} : f32[4, 8]\n"
-                               "  return %3, %5\n"
-                               "}\n";
-
-START_TEST(test_fuse_chain) {
-  T t;
-  IrModule *m = parse(&t, chain);
-  ck_assert(pass_fuse(m, &t.cx));
-  ck_assert(ir_verify(m));
-  const IrFunc *f = m->funcs.items[0];
-  /* %3 is returned, so it ends the first group; exp and mul_scalar form the second */
-  ck_assert_int_eq(f->nodes.len, 2);
-  const IrNode *a = node(m, 0, 0), *b = node(m, 0, 1);
-  ck_assert_int_eq(a->op, IR_OP_FUSED);
-  ck_assert_str_eq(a->attrs.v[IR_ATTR_PROG].s,
-                   "t0 = add(i0, i1); t1 = gelu(t0); t2 = mul(i2, t1); t3 = add(i3, t2)");
-  ck_assert_int_eq(a->nin, 4);
-  ck_assert_str_eq(b->attrs.v[IR_ATTR_PROG].s, "t0 = exp(i0); t1 = mul_scalar(t0) {value = 0.5}");
-  ck_assert_ptr_eq(f->results.items[0], a->out[0]); /* the result value is kept */
-  /* print -> parse -> print */
-  char *p1 = print(m);
-  T u;
-  IrModule *m2 = parse(&u, p1);
-  char *p2 = print(m2);
-  ck_assert_str_eq(p1, p2);
-  free(p1);
-  free(p2);
-  t_free(&u);
-  t_free(&t);
-}
-END_TEST
-
-START_TEST(test_fuse_limits) {
-  T t;
-  /* %0 has two uses; %2 is smaller than the result (broadcast inside the loop is not simple) */
-  IrModule *m = parse(&t, HDR "func @forward(%x : f32[4, 8]) {\n"
-                              "  %0 = add(%x, @b) : f32[4, 8]\n"
-                              "  %1 = gelu(%0) : f32[4, 8]\n"
-                              "  %2 = add(@b, @s) : f32[8]\n"
-                              "  %3 = mul(%2, %1) : f32[4, 8]\n"
-                              "  %4 = add(%0, %3) : f32[4, 8]\n"
-                              "  return %4\n"
-                              "}\n");
-  ck_assert(pass_fuse(m, &t.cx));
-  const IrFunc *f = m->funcs.items[0];
-  ck_assert_int_eq(f->nodes.len, 3); /* add, add [8], fused(gelu, mul, add) */
-  ck_assert_int_eq(node(m, 0, 0)->op, IR_OP_ADD);
-  ck_assert_int_eq(node(m, 0, 1)->op, IR_OP_ADD);
-  ck_assert_str_eq(node(m, 0, 2)->attrs.v[IR_ATTR_PROG].s,
-                   "t0 = gelu(i0); t1 = mul(i1, t0); t2 = add(i0, t1)");
-  T u;
-  IrModule *m2 = parse(&u, chain);
-  m2->no_fuse = true;
-  ck_assert(pass_fuse(m2, &t.cx));
-  ck_assert_int_eq(((IrFunc *)m2->funcs.items[0])->nodes.len, 6);
-  t_free(&u);
-  t_free(&t);
-}
-END_TEST
+/* The fuse pass on IR text moved to tests/passes/fuse/ (returned_value.mmir:
+ * a returned value ends a group; limits.mmir: values with two uses or
+ * smaller than the loop stay outside; no_fuse.mmir). */
 
 START_TEST(test_fused_prog_errors) {
   static const struct {
@@ -334,8 +271,6 @@ static Suite *backend_suite(void) {
   Suite *s = suite_create("backend");
   TCase *tc = tcase_create("passes");
   tcase_set_timeout(tc, 120);
-  tcase_add_test(tc, test_fuse_chain);
-  tcase_add_test(tc, test_fuse_limits);
   tcase_add_test(tc, test_fused_prog_errors);
   tcase_add_test(tc, test_memplan_small);
   tcase_add_test(tc, test_memplan_stdlib);
