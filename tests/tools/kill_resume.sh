@@ -88,9 +88,11 @@ while :; do
   d="$W/k/$(printf step-%06d "$L")" # a leftover of an earlier kill is not this one's
   [ "$L" -eq "$X" ] && [ "$S" -lt "$L" ] && [ -d "$d" ] && [ ! -e "$d/manifest.json" ] && partial=${d##*/}
   what="mid-step"
-  if [ -n "$partial" ]; then what="in the write of $partial"; during=$((during + 1))
-  elif [ "$L" -eq "$X" ] && [ "$S" -ne "$X" ]; then what="after the write of step $X, before its pointer"; during=$((during + 1))
-  elif ls "$W"/k/step-*/*.tmp.* > /dev/null 2>&1; then what="in a file write"; during=$((during + 1))
+  if ls "$W"/k/latest.tmp.* "$W"/k/step-*/*.tmp.* > /dev/null 2>&1; then
+    what="in a file write ($(cd "$W/k" && ls -d latest.tmp.* step-*/*.tmp.* 2> /dev/null | sed 's/\.tmp\..*//' | tr '\n' ' '))"
+    during=$((during + 1))
+  elif [ -n "$partial" ]; then what="in the write of $partial"; during=$((during + 1))
+  elif [ "$L" -eq "$X" ] && [ "$S" -ne "$X" ]; then what="after the files of step $X, before its pointer"; during=$((during + 1))
   elif [ "$(echo $disk | wc -w)" -gt 2 ]; then what="after the pointer of step $S, before pruning"; during=$((during + 1)); fi
   printf "%-5s %-8s %-10s %-10s %s(%s)\n" "$kills" "$delay" "$L" "$S" "$what " "$disk"
   prev=$S
