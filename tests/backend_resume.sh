@@ -177,7 +177,10 @@ PY
   py "$T/cos.a" "$T/cos.b" $N <<'PY'
 import glob, json, os, sys
 a, b, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-def final(d):  # the files of the newest checkpoint under d (its manifest's step), whatever the layout
+def final(d):  # (step, folder) of the checkpoint `latest` names, else of the newest manifest under d
+    if os.path.isfile(os.path.join(d, "latest")):
+        sub = os.path.join(d, open(os.path.join(d, "latest")).read().strip())
+        return json.load(open(os.path.join(sub, "manifest.json"))).get("step"), sub
     best = None
     for m in glob.glob(os.path.join(d, "**", "manifest.json"), recursive=True):
         s = json.load(open(m)).get("step")
