@@ -9,11 +9,11 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 MMC=${MMC:-$ROOT/build/mmc}
 STEPS=${1:-300}
-# Threads of one process spin while they wait (OMP_WAIT_POLICY=active): with
-# passive waiting each of the many small kernels of a step pays a futex
-# wake-up, and 2 threads ran at 270 samples/s instead of 2000. MPI ranks with
-# one thread each have nothing to wait for.
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=active
+# The trainer picks its wait policy itself (active on an idle machine, where
+# passive waiting made 2 threads 8x slower: 270 samples/s instead of 2000;
+# passive on a busy one) and says so in its start line; --threads sets the
+# count.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 cd "$T"
@@ -32,9 +32,9 @@ run() { # name ranks threads flags...
   local name=$1 np=$2 th=$3; shift 3
   "$MMC" compile "$ROOT/stdlib_models/gpt2.mm" --model GPT2Tiny "$@" -o "$name"
   if [ "$np" = 1 ]; then
-    OMP_NUM_THREADS=$th ./"$name" --steps "$STEPS" --eval-batches 1 --quiet --log "$name.jsonl" > /dev/null
+    ./"$name" --threads "$th" --steps "$STEPS" --eval-batches 1 --quiet --log "$name.jsonl" > /dev/null
   else
-    OMP_NUM_THREADS=$th mpirun --oversubscribe -x OMP_NUM_THREADS -x OMP_WAIT_POLICY -np "$np" ./"$name" \
+    mpirun --oversubscribe -np "$np" ./"$name" --threads "$th" \
       --steps "$STEPS" --eval-batches 1 --quiet --log "$name.jsonl" > /dev/null
   fi
   printf "%-24s %6s %12s\n" "$name ($th thread/rank)" "$np" "$(sps "$name.jsonl" 4)"

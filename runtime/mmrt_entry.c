@@ -10,6 +10,7 @@
 
 #include "mmrt_comm.h"
 #include "mmrt_main.h"
+#include "mmrt_threads.h"
 
 int mmrt_main(int argc, char **argv, const MmrtModelDesc *m) {
   if (m->abi_version != MMRT_ABI_VERSION) {
@@ -19,6 +20,8 @@ int mmrt_main(int argc, char **argv, const MmrtModelDesc *m) {
             (long long)m->abi_version, MMRT_ABI_VERSION);
     return 1;
   }
+  /* the OpenMP thread count and wait policy (may run the program again) */
+  mmrt_omp_setup(argc, argv);
   /* the world a launcher started, before any file is touched: a one-rank
    * trainer under mpirun -np 2 would otherwise run twice over the same log
    * and checkpoint (a multi-rank one started without a launcher is caught

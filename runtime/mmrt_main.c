@@ -31,13 +31,14 @@
 #include "mmrt_data.h"
 #include "mmrt_log.h"
 #include "mmrt_task.h"
+#include "mmrt_threads.h"
 
 #define ERRLEN 1024
 
 typedef struct Args {
   const char *data, *ckpt, *log, *dump_logits, *dump_inputs, *init_from, *load_adapters,
-      *save_adapters, *save_weights;
-  int64_t steps, batch, eval_every, eval_batches, ckpt_every, keep;
+      *save_adapters, *save_weights, *omp_wait;
+  int64_t steps, batch, eval_every, eval_batches, ckpt_every, keep, threads;
   double lr, comm_timeout;
   uint64_t seed;
   int has_lr, has_seed, has_keep, has_timeout, resume, quiet;
@@ -117,6 +118,10 @@ static void usage(FILE *out, const MmrtModelDesc *m) {
       "ranks),\n"
       "                     to F after training (safetensors, from rank 0)\n"
       "A model compiled for N ranks (--dp/--tp) runs under mpirun -np N.\n"
+      "  --threads N        OpenMP threads (default: this process's CPUs, shared by the node's\n"
+      "                     ranks, at most the idle ones by the load average)\n"
+      "  --omp-wait W       active (threads spin between kernels) or passive (they sleep);\n"
+      "                     default active, passive when the machine is busy\n"
       "  --quiet            no progress line\n",
       m->name, (long long)m->batch, MMRT_FMNIST_DEFAULT_DIR,
       (long long)(m->steps > 0 ? m->steps : 100), m->lr, MMRT_CKPT_KEEP_DEFAULT,
@@ -148,6 +153,7 @@ static const char **text_flag(Args *a, const char *f) {
       {"--init-from", &a->init_from},
       {"--load-adapters", &a->load_adapters},
       {"--save-adapters", &a->save_adapters},
+      {"--omp-wait", &a->omp_wait},
   };
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
     if (!strcmp(f, t[i].flag)) return t[i].to;
@@ -163,6 +169,7 @@ static int64_t *int_flag(Args *a, const char *f) {
       {"--steps", &a->steps},           {"--batch", &a->batch},
       {"--eval-every", &a->eval_every}, {"--eval-batches", &a->eval_batches},
       {"--ckpt-every", &a->ckpt_every}, {"--keep", &a->keep},
+      {"--threads", &a->threads},
   };
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
     if (!strcmp(f, t[i].flag)) return t[i].to;
@@ -201,8 +208,9 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a) {
     } else if (text_flag(a, f)) {
       *text_flag(a, f) = v;
     } else if (int_flag(a, f)) {
-      rc = parse_i64(f, v, !strcmp(f, "--batch") || !strcmp(f, "--keep") ? 1 : 0,
-                     int_flag(a, f)); /* --steps 0: evaluate only */
+      rc = parse_i64(
+          f, v, !strcmp(f, "--batch") || !strcmp(f, "--keep") || !strcmp(f, "--threads") ? 1 : 0,
+          int_flag(a, f)); /* --steps 0: evaluate only */
       a->has_keep |= !strcmp(f, "--keep");
     } else if (!strcmp(f, "--seed")) {
       rc = parse_i64(f, v, 0, &n);
@@ -232,6 +240,9 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a) {
     return fail("--batch %lld differs from the compiled batch %lld of model %s; recompile with "
                 "`mmc compile ... --set B=%lld`",
                 (long long)a->batch, (long long)m->batch, m->name, (long long)a->batch);
+  if (a->omp_wait && strcmp(a->omp_wait, "active") && strcmp(a->omp_wait, "passive"))
+    return fail("--omp-wait takes active or passive, not '%s'", a->omp_wait);
+  if (a->threads > 4096) return fail("--threads takes 1 .. 4096, not %lld", (long long)a->threads);
   if (a->resume && !a->ckpt)
     return fail("--resume needs --ckpt DIR (the checkpoint to continue from)");
   if (a->has_keep && !a->ckpt) return fail("--keep needs --ckpt DIR (the checkpoints to keep)");
@@ -1002,10 +1013,14 @@ static int run(Trainer *t, int argc, char **argv) {
   }
   signal(SIGINT, on_signal);
   signal(SIGTERM, on_signal);
-  if (loud)
-    fprintf(stderr, "trainer: model %s, %s task, batch %lld, steps %lld, seed %llu, %d rank%s\n",
-            m->name, t->task->name, (long long)t->cx.B, (long long)t->a.steps,
-            (unsigned long long)t->a.seed, t->world > 1 ? t->world : 1, t->world > 1 ? "s" : "");
+  if (loud) {
+    char omp[256];
+    mmrt_omp_describe(omp, sizeof omp);
+    fprintf(
+        stderr, "trainer: model %s, %s task, batch %lld, steps %lld, seed %llu, %d rank%s, %s\n",
+        m->name, t->task->name, (long long)t->cx.B, (long long)t->a.steps,
+        (unsigned long long)t->a.seed, t->world > 1 ? t->world : 1, t->world > 1 ? "s" : "", omp);
+  }
   rc = train(t);
   /* --steps 0 --ckpt DIR writes the initial weights (a reference starts from them) */
   if (!rc && t->a.ckpt && (t->done > 0 || t->a.steps == 0)) rc = save_ckpt(t);

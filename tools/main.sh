@@ -32,7 +32,7 @@ mkdir -p "$CAP"
 ./build/mmc compile stdlib_models/internvl2.mm --model InternVL2Tiny --task eval -o "$CAP/evaluator"
 ./build/mmc compile stdlib_models/internvl2.mm --model InternVL2Tiny --task generate -o "$CAP/captioner"
 start=$(date +%s)
-OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} "$CAP/trainer" --steps "${CAP_STEPS:-1500}" --lr 3e-3 \
+"$CAP/trainer" --steps "${CAP_STEPS:-1500}" --lr 3e-3 \
   --save-weights "$CAP/weights.safetensors" --log "$CAP/metrics.jsonl"
 "$CAP/evaluator" --weights "$CAP/weights.safetensors"
 "$CAP/captioner" --weights "$CAP/weights.safetensors" --images "${FMNIST_DIR:-/usr/share/datasets/fashion-mnist}/t10k-images-idx3-ubyte.gz" --limit 5

@@ -410,6 +410,8 @@ else:
                             ["--save-adapters"]),
         "--save-weights": (BASE + ["--save-weights", "w.safetensors"], "effect"),
         "--quiet": (BASE + ["--quiet"], "effect"),
+        "--threads": (BASE + ["--threads", "1"], "effect"),  # the start line says so
+        "--omp-wait": (BASE + ["--omp-wait", "active"], "effect"),
     }
     # what differs from run to run: rates, times, memory
     noise = re.compile(r"[\d.]+ samples/s|elapsed \S+|eta \S+|peak rss [\d.]+ MiB|"
