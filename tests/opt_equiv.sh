@@ -36,5 +36,28 @@ for f in "$S"/*.mm; do
 done
 check_model "$S/gpt2.mm" GPT2Tiny --dp 2 --zero 2 --bucket-mb 0.01
 check_model "$S/gpt2.mm" GPT2Tiny --tp 2 --sp
+# exit status of the driver on IR text: 2 for a bad command line (unknown
+# pass, a .mm file given to opt, plan or source flags on .mmir), 1 for a pass
+# refused on the module (a prerequisite not run)
+"$MMC" dump-ir "$S/gpt2.mm" --model GPT2Tiny --after lower > "$T/lower.mmir"
+expect_rc() { # rc command...
+  local want=$1; shift
+  local rc=0; "$@" > /dev/null 2>&1 || rc=$?
+  if [ $rc -ne "$want" ]; then echo "FAIL: exit $rc, not $want: $*"; fail=$((fail+1)); fi
+  n=$((n+1))
+}
+expect_rc 2 "$MMC" opt "$T/lower.mmir" --passes verify,frob
+expect_rc 2 "$MMC" opt "$T/lower.mmir" --passes lower
+expect_rc 2 "$MMC" opt "$T/lower.mmir"
+expect_rc 2 "$MMC" opt "$S/gpt2.mm" --passes verify
+expect_rc 1 "$MMC" opt "$T/lower.mmir" --passes optimizer
+expect_rc 1 "$MMC" opt "$T/lower.mmir" --passes autodiff,lora
+for flag in "--tp 2" "--dp 2" "--zero 1" "--sp" "--no-sp" "--bucket-mb 1" "--set B=8" "--model X" "-I /tmp" "--task train"; do
+  # shellcheck disable=SC2086
+  expect_rc 2 "$MMC" dump-ir "$T/lower.mmir" --after fuse $flag
+  # shellcheck disable=SC2086
+  expect_rc 2 "$MMC" opt "$T/lower.mmir" --passes verify $flag
+done
+expect_rc 0 "$MMC" opt "$T/lower.mmir" --passes verify,lora,autodiff,optimizer,shard,fuse
 echo "$((n-fail)) passes on text matched, $fail failed"
 [ $fail -eq 0 ] && [ $n -gt 0 ]

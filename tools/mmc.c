@@ -34,8 +34,9 @@ static const Cmd cmds[] = {
      "FILE.mm|FILE.mmir [--model NAME] [--after PASS|all] [--format text|dot] [--rank R]",
      "Prints the IR of a model (default: the first model of the file) after a pass (default: the "
      "last).\n"
-     "      Given IR text (.mmir), parses, verifies and prints it again. --rank R prints what rank "
-     "R runs."},
+     "      Given IR text (.mmir), parses, verifies and prints it again (with --after, after the "
+     "passes\n"
+     "      not yet run on it, up to PASS). --rank R prints what rank R runs."},
     {"opt", "FILE.mmir --passes PASS,PASS,...",
      "Parses IR text, runs the named passes on it in the order given and prints the result. The "
      "module\n"

@@ -229,43 +229,9 @@ START_TEST(test_no_rule_error) {
 }
 END_TEST
 
-/* A forward whose result is not a scalar loss is inference-only. */
-START_TEST(test_no_loss_no_train) {
-  G g;
-  g_init(&g, 1);
-  IrValue *x = g_param(&g, "x", SHP(3, 4));
-  ir_func_add_result(g.m, g.f, g_op(&g, IR_OP_TANH, &x, 1, NULL));
-  PassCtx cx = {.d = &g.d};
-  ck_assert(pass_autodiff(g.m, &cx) && pass_optimizer(g.m, &cx));
-  ck_assert_ptr_null(ir_module_func(g.m, "train"));
-  g_free(&g);
-}
-END_TEST
-
-/* Only values on a param -> loss path get gradients: a parameter the loss
- * does not depend on gets none, and no optimizer state. */
-START_TEST(test_unused_param) {
-  G g;
-  g_init(&g, 1);
-  IrValue *w = g_param(&g, "w", SHP(3)), *u = g_param(&g, "unused", SHP(3));
-  IrValue *t = g_op(&g, IR_OP_TANH, &u, 1, NULL);
-  (void)t;
-  g_loss(&g, g_op(&g, IR_OP_EXP, &w, 1, NULL));
-  PassCtx cx = {.d = &g.d};
-  ck_assert(pass_autodiff(g.m, &cx) && pass_optimizer(g.m, &cx));
-  IrFunc *train = ir_module_func(g.m, "train");
-  ck_assert_ptr_nonnull(grad_of(train, w));
-  ck_assert_ptr_null(grad_of(train, u));
-  ck_assert_ptr_nonnull(ir_module_param(g.m, "adamw.m.w"));
-  ck_assert_ptr_null(ir_module_param(g.m, "adamw.m.unused"));
-  /* no backward node reads the tanh */
-  for (int i = 0; i < train->nodes.len; i++) {
-    IrNode *n = train->nodes.items[i];
-    ck_assert(n->op != IR_OP_TANH_GRAD);
-  }
-  g_free(&g);
-}
-END_TEST
+/* Moved to IR text: a forward without a scalar loss gets no @train
+ * (tests/passes/autodiff/no_loss.mmir); a parameter the loss does not read
+ * gets no gradient and no state (tests/passes/autodiff/unused_param.mmir). */
 
 /* ---- optimizer steps ---- */
 
@@ -547,8 +513,6 @@ static Suite *train_suite(void) {
   suite_add_tcase(s, tc);
   tc = tcase_create("autodiff");
   tcase_add_test(tc, test_no_rule_error);
-  tcase_add_test(tc, test_no_loss_no_train);
-  tcase_add_test(tc, test_unused_param);
   suite_add_tcase(s, tc);
   tc = tcase_create("optimizer");
   tcase_add_test(tc, test_adamw_steps);
