@@ -4,7 +4,7 @@
 set -euo pipefail
 PKGS=(
   build-essential cmake pkg-config
-  llvm-19-dev llvm-19-tools clang-19 libclang-rt-19-dev clang-format-19
+  llvm-19-dev llvm-19-tools clang-19 libclang-rt-19-dev libomp-19-dev clang-format-19
   flex bison
   libopenmpi-dev openmpi-bin
   libdnnl-dev

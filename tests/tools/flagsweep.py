@@ -354,8 +354,9 @@ for key in settings:
         outs.append((path, d, observe(path, d)))
     (pa, da, (a1, b1)), (pb, db, (a2, b2)) = outs
 
-    def strip(r):  # the folder differs between the two runs
-        return (r[0], r[1].replace(os.path.dirname(pa), "D").replace(os.path.dirname(pb), "D"),
+    def strip(r):  # the folder differs between the two runs; the columns of locations shift
+        return (r[0], re.sub(r'loc\([^)]*\)', "loc()", r[1].replace(os.path.dirname(pa), "D")
+                             .replace(os.path.dirname(pb), "D")),
                 r[2].replace(os.path.dirname(pa), "D").replace(os.path.dirname(pb), "D"), {})
     base = (strip(a1), strip(b1))
     with_ = (strip(a2), strip(b2))
@@ -366,6 +367,103 @@ for key in settings:
     fold = lambda t: (max(x[0] for x in t), repr(t), "".join(x[2] for x in t), {})
     judge("setting %s (%s)" % (key, p[1]), fold(base), fold(with_), p[2],
           p[3] if len(p) > 3 else [], located="s.mm" if p[2] == "refused" else None)
+
+# ------------------------------------- keyword options of builtins (REFERENCE)
+
+sec11 = ref[ref.index("## 11. Builtin functions"):ref.index("## 12.")]
+kwopts = []  # "attention.causal", "x.flatten.start", ...
+for row in re.findall(r"^\| (.*?) \|[^|]*\|$", sec11, re.M):
+    for span in re.findall(r"`([^`]+)`", row):
+        f = re.match(r"^(x\.)?(\w+)\((.*)\)$", span)
+        if not f:
+            continue
+        for a in split_args(f.group(3)):
+            if "=" in a:
+                kwopts.append("%s%s.%s" % (f.group(1) or "", f.group(2), a.split("=")[0].strip()))
+# and every optional argument of the frontend's builtin table, documented or
+# not (frontend/builtins.c: {"name", "x, weight, bias?", bi_..., kind}; kind 2
+# is a method)
+btab = open(os.path.join(SRC, "frontend", "builtins.c"), encoding="utf-8").read()
+brows = re.findall(r'\{"(\w+)", "([^"]*)", bi_\w+, (\d)\}', btab)
+assert len(brows) > 20, "cannot read the builtin table of frontend/builtins.c"
+for name, args, kind in brows:
+    for a in split_args(args):
+        if a.endswith("?"):
+            kwopts.append("%s%s.%s" % ("x." if kind == "2" else "", name, a[:-1]))
+kwopts = list(dict.fromkeys(kwopts))
+assert kwopts, "no keyword options in section 11 of lang/REFERENCE.md"
+
+KW_MODEL = """model K {
+  w = param f32[4] = ones
+  b = param f32[4] = zeros
+  cw = param f32[3, 2, 2, 2] = normal(0.1)
+  cw3 = param f32[3, 2, 2, 2, 2] = normal(0.1)
+  forward(%s) -> loss { return %s + mean(w) + mean(b) + mean(cw) + mean(cw3) }
+}
+"""
+X, Q, T3 = "x: f32[2, 4]", "q: f32[1, 4, 2, 4]", "t: f32[2, 3, 4]"
+# option: (forward's inputs, expression without it, expression with it)
+kw_probes = {
+    "layer_norm.eps": (X, "mean(layer_norm(x))", "mean(layer_norm(x, eps = 0.1))"),
+    "rms_norm.eps": (X, "mean(rms_norm(x, w))", "mean(rms_norm(x, w, eps = 0.1))"),
+    "group_norm.eps": ("i: f32[1, 4, 3, 3]", "mean(group_norm(i, w, b, groups = 2))",
+                       "mean(group_norm(i, w, b, groups = 2, eps = 0.1))"),
+    "conv2d.stride": ("v: f32[1, 2, 4, 4]", "mean(conv2d(v, cw))", "mean(conv2d(v, cw, stride = 2))"),
+    "conv2d.padding": ("v: f32[1, 2, 4, 4]", "mean(conv2d(v, cw))",
+                       "mean(conv2d(v, cw, padding = 1))"),
+    "conv3d.stride": ("u: f32[1, 2, 4, 4, 4]", "mean(conv3d(u, cw3))",
+                      "mean(conv3d(u, cw3, stride = 2))"),
+    "conv3d.padding": ("u: f32[1, 2, 4, 4, 4]", "mean(conv3d(u, cw3))",
+                       "mean(conv3d(u, cw3, padding = 1))"),
+    "rope.theta": (Q, "mean(rope(q) * q)", "mean(rope(q, theta = 100.0) * q)"),
+    "attention.causal": (Q, "mean(attention(q, q, q) * q)",
+                         "mean(attention(q, q, q, causal = true) * q)"),
+    "attention.scale": (Q, "mean(attention(q, q, q) * q)",
+                        "mean(attention(q, q, q, scale = 0.25) * q)"),
+    "place.token": ("y: f32[1, 4, 3], src: f32[1, 1, 3], ids: i32[1, 4]",
+                    "mean(place(y, src, ids, token = 1))", "mean(place(y, src, ids, token = 2))"),
+    "softmax.axis": (X, "mean(softmax(x) * x)", "mean(softmax(x, axis = 0) * x)"),
+    "log_softmax.axis": (X, "mean(log_softmax(x) * x)", "mean(log_softmax(x, axis = 0) * x)"),
+    "sum.keepdim": (X, "mean(sum(x, 1))", "mean(sum(x, 1, keepdim = true))"),
+    "mean.keepdim": (X, "mean(mean(x, 1))", "mean(mean(x, 1, keepdim = true))"),
+    "cross_entropy.ignore": ("x: f32[2, 4], l: i32[2]", "cross_entropy(x, l)",
+                             "cross_entropy(x, l, ignore = 1)"),
+    "concat.axis": (X, "mean(concat([x, x]))", "mean(concat([x, x], axis = 1))"),
+    "full.value": (X, "mean(x + full(2, 4, value = 1.0))", "mean(x + full(2, 4, value = 2.0))"),
+    "x.flatten.start": (T3, "mean(t.flatten())", "mean(t.flatten(start = 1))"),
+    "x.flatten.end": (T3, "mean(t.flatten())", "mean(t.flatten(end = 1))"),
+    "x.mean.keepdim": (X, "mean(x.mean(1))", "mean(x.mean(1, keepdim = true))"),
+    "x.softmax.axis": (X, "mean(x.softmax() * x)", "mean(x.softmax(axis = 0) * x)"),
+    "rope.offset": (Q, "mean(rope(q) * q)", "mean(rope(q, offset = 2) * q)"),
+    "linear.bias": (X, "mean(linear(x, cw.reshape(6, 4)))",
+                    "mean(linear(x, cw.reshape(6, 4), bias = b.reshape(4)[0:1].expand(6)))"),
+    "layer_norm.weight": (X, "mean(layer_norm(x) * x)", "mean(layer_norm(x, weight = w) * x)"),
+    "layer_norm.bias": (X, "mean(layer_norm(x, w) * x)", "mean(layer_norm(x, w, bias = b) * x)"),
+    "conv2d.bias": ("v: f32[1, 2, 4, 4]", "mean(conv2d(v, cw))",
+                    "mean(conv2d(v, cw, bias = w[0:3]))"),
+    "conv3d.bias": ("u: f32[1, 2, 4, 4, 4]", "mean(conv3d(u, cw3))",
+                    "mean(conv3d(u, cw3, bias = w[0:3]))"),
+    "sum.axis": (X, "mean(sum(x) * x)", "mean(sum(x, axis = 1))"),
+    "mean.axis": (X, "mean(mean(x) * x)", "mean(mean(x, axis = 1))"),
+    "x.flatten.start": (T3, "mean(t.flatten())", "mean(t.flatten(start = 1))"),
+}
+nkw = 0
+for key in kwopts:
+    p = kw_probes.get(key)
+    if p is None:
+        failures.append("option %s (lang/REFERENCE.md section 11): no probe in %s" % (key, __file__))
+        continue
+    nkw += 1
+    d = tempfile.mkdtemp(dir=T)
+    outs = []
+    for i, expr in enumerate(p[1:]):
+        path = os.path.join(d, "k%d.mm" % i)
+        open(path, "w").write(KW_MODEL % (p[0], expr))
+        rc, out, err, _ = run([MMC, "dump-ir", path, "--after", "lower"], d)
+        outs.append((rc, re.sub(r'loc\([^)]*\)', "loc()", out), err))  # columns shift
+    if outs[0][0] != 0:
+        failures.append("option %s: the model without it fails:\n%s" % (key, outs[0][2][-600:]))
+    judge("option %s (%s)" % (key, p[2]), outs[0] + ({},), outs[1] + ({},), "effect", [])
 
 # ------------------------------------------------------------ trainer flags
 
@@ -415,7 +513,8 @@ else:
     }
     # what differs from run to run: rates, times, memory
     noise = re.compile(r"[\d.]+ samples/s|elapsed \S+|eta \S+|peak rss [\d.]+ MiB|"
-                       r"peak RSS: .*|\"(time|elapsed|samples_per_s|rss)[a-z_]*\": [\d.e+-]+")
+                       r"peak RSS: .*|^memory: measured .*|"
+                       r"\"(time|elapsed|samples_per_s|rss)[a-z_]*\": [\d.e+-]+", re.M)
 
     def trun(args):
         rc, out, err, files = run([TR] + args)
@@ -437,6 +536,6 @@ else:
 shutil.rmtree(T, ignore_errors=True)
 for f in failures:
     print("FAIL " + f)
-print("%d flags of mmc, %d settings of the reference, %d trainer flags: %d passed, %d failed" %
-      (nflags, nset, ntr, passes, len(failures)))
+print("%d flags of mmc, %d settings and %d builtin options of the reference, %d trainer flags: "
+      "%d passed, %d failed" % (nflags, nset, nkw, ntr, passes, len(failures)))
 sys.exit(1 if failures or not passes else 0)
