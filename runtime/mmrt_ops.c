@@ -404,9 +404,14 @@ static void pad_rows(float *dst, size_t ld, const float *src, int n, size_t stri
 }
 
 /* The hot loops below want fused multiply-adds; ISO C mode turns
- * contraction off, so allow it here only. */
+ * contraction off, so allow it here only (clang: the same with its own
+ * pragma, reset to its default, `on`, below). */
+#if defined(__clang__)
+#pragma clang fp contract(fast)
+#else
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=fast")
+#endif
 
 /* 16-float vectors (GNU C vector extension; two AVX2 registers, one
  * AVX-512 register, narrower in the baseline clone). Vf16u is the
@@ -494,7 +499,11 @@ MMRT_CLONES static void grad_row(float *restrict s, float *restrict dp, int n, i
   for (int j = n; j < nk; j++) s[j] = dp[j] = 0.0f;
 }
 
+#if defined(__clang__)
+#pragma clang fp contract(on)
+#else
 #pragma GCC pop_options
+#endif
 
 static float max_row(const float *p, int n) {
   float m = -INFINITY;
@@ -1020,16 +1029,6 @@ static void bcast_plan(Bcast *bc, const int *ys, const int *as, const int *bs, i
     if (keep_b[i]) sb *= dims[i];
   }
   bc->nd = nd;
-}
-
-static inline float binop(MmrtBinop op, float a, float b) {
-  switch (op) {
-    case MMRT_BIN_ADD: return a + b;
-    case MMRT_BIN_SUB: return a - b;
-    case MMRT_BIN_MUL: return a * b;
-    case MMRT_BIN_DIV: return a / b;
-  }
-  return 0.0f;
 }
 
 /* y = a op b over a plan; y is contiguous in the output shape. Work items
