@@ -954,6 +954,10 @@ int mmrt_ckpt_prune(const char *root, int keep, char *err, size_t errlen) {
   size_t n = 0, cap = 0;
   struct dirent *e;
   while ((e = readdir(d))) {
+    if (strncmp(e->d_name, MMRT_CKPT_POINTER ".tmp.", strlen(MMRT_CKPT_POINTER ".tmp.")) == 0) {
+      unlinkat(dirfd(d), e->d_name, 0); /* a killed writer's; ours is renamed already */
+      continue;
+    }
     int64_t st = step_name(e->d_name, &alt);
     if (st < 0 || strcmp(e->d_name, live) == 0) continue;
     if (n == cap) {

@@ -189,7 +189,8 @@ int mmrt_ckpt_commit(const char *root, const char *stepdir, const MmrtManifest *
 /* Remove the step directories of root other than the live one and the
  * newest keep - 1 complete ones (with a manifest) of a lower step; keep >=
  * 1.  Leftovers of failed writes and checkpoints of a later step than the
- * live one (an abandoned future) go too.  Call after mmrt_ckpt_commit. */
+ * live one (an abandoned future) go too, and the temporary pointer files of
+ * killed writers.  Call after mmrt_ckpt_commit. */
 int mmrt_ckpt_prune(const char *root, int keep, char *err, size_t errlen);
 
 /* Remove stepdir unless root/latest names it (the leftovers of a failed

@@ -88,8 +88,8 @@ while :; do
   d="$W/k/$(printf step-%06d "$L")" # a leftover of an earlier kill is not this one's
   [ "$L" -eq "$X" ] && [ "$S" -lt "$L" ] && [ -d "$d" ] && [ ! -e "$d/manifest.json" ] && partial=${d##*/}
   what="mid-step"
-  if ls "$W"/k/latest.tmp.* "$W"/k/step-*/*.tmp.* > /dev/null 2>&1; then
-    what="in a file write ($(cd "$W/k" && ls -d latest.tmp.* step-*/*.tmp.* 2> /dev/null | sed 's/\.tmp\..*//' | tr '\n' ' '))"
+  if ls "$W"/k/latest.tmp."$pid" "$W"/k/step-*/*.tmp."$pid" > /dev/null 2>&1; then
+    what="in a file write ($(cd "$W/k" && ls -d latest.tmp."$pid" step-*/*.tmp."$pid" 2> /dev/null | sed 's/\.tmp\..*//' | tr '\n' ' '))"
     during=$((during + 1))
   elif [ -n "$partial" ]; then what="in the write of $partial"; during=$((during + 1))
   elif [ "$L" -eq "$X" ] && [ "$S" -ne "$X" ]; then what="after the files of step $X, before its pointer"; during=$((during + 1))

@@ -499,7 +499,11 @@ START_TEST(checkpoint_steps) {
   ck_assert_int_eq(mmrt_ckpt_resolve(root, live, sizeof live, err, sizeof err), MMRT_OK);
   ck_assert_msg(strstr(live, "/run/step-000020"), "%s", live);
   ck_assert(exists(root, "step-000005") && exists(root, "step-000015"));
+  char stale[600];
+  snprintf(stale, sizeof stale, "%s/latest.tmp.99999", root); /* a killed writer's */
+  spit(stale, "step-000099\n", 12);
   ck_assert_int_eq(mmrt_ckpt_prune(root, 3, err, sizeof err), MMRT_OK);
+  ck_assert(!exists(root, "latest.tmp.99999"));
   ck_assert(!exists(root, "step-000005") && exists(root, "step-000010"));
   ck_assert(exists(root, "step-000015") && exists(root, "step-000020"));
   ck_assert_int_eq(mmrt_ckpt_prune(root, MMRT_CKPT_KEEP_DEFAULT, err, sizeof err), MMRT_OK);
