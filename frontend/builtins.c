@@ -4,6 +4,7 @@
  * A few builtins also work on compile-time numbers (min, max, abs, sqrt). */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fe_internal.h"
@@ -201,21 +202,47 @@ static Val *bi_rms_norm(Args *a) {
   return norm(a, IR_OP_RMS_NORM, 1, 2, 1e-6);
 }
 
-static Val *bi_group_norm(Args *a) {
-  IrValue *in[3] = {tensor_arg(a, 0, "x"), tensor_arg(a, 1, "weight"), tensor_arg(a, 2, "bias")};
-  int64_t groups;
-  double eps;
-  if (!int_arg(a, 3, "groups", 1, &groups) || !num_arg(a, 4, "eps", 1e-5, &eps))
-    return val_err(a->p);
-  if (groups < 1) {
-    diag_error(a->p->d, a->loc[3], "group_norm: groups must be positive, not %lld",
-               (long long)groups);
-    return val_err(a->p);
-  }
+static const Builtin op_builtins[IR_OP_COUNT];
+static int parse_sig(const char *sig, char names[MAX_ARGS][24], bool opt[MAX_ARGS], bool *variadic);
+
+/* A builtin made from its op's row alone (ops.def FE(bi_op, "signature",
+ * kind)): an argument named like an attribute (attrs.def) sets it, an int
+ * or a number ("name?=V": optional, V when left off); the others are the
+ * operands, in order ("name?": left off when not given). */
+static Val *bi_op(Args *a) {
+  IrOp op;
+  MM_ASSERT(ir_op_parse(a->name, &op));
+  const char *sig = op_builtins[op].sig;
+  char names[MAX_ARGS][24];
+  bool opt[MAX_ARGS], variadic;
+  int n = parse_sig(sig, names, opt, &variadic);
+  IrValue *in[MAX_ARGS];
+  int nin = 0;
   IrAttrs at_ = {0};
-  ir_attrs_set_float(&at_, IR_ATTR_EPS, eps);
-  ir_attrs_set_int(&at_, IR_ATTR_GROUPS, groups);
-  return emit(a, IR_OP_GROUP_NORM, in, 3, &at_);
+  for (int i = 0; i < n; i++) {
+    int k = 0;
+    while (k < IR_ATTR_COUNT && strcmp(ir_attrs[k].name, names[i]) != 0) k++;
+    if (k == IR_ATTR_COUNT) { /* an operand */
+      if (!a->v[i]) continue;
+      if (!(in[nin++] = tensor_arg(a, i, names[i]))) return val_err(a->p);
+      continue;
+    }
+    char pat[32];
+    snprintf(pat, sizeof pat, "%.24s?=", names[i]);
+    const char *d = strstr(sig, pat);
+    double dflt = d ? strtod(d + strlen(pat), NULL) : 0;
+    if (ir_attrs[k].kind == IR_AK_INT) {
+      int64_t v;
+      if (!int_arg(a, i, names[i], (int64_t)dflt, &v)) return val_err(a->p);
+      ir_attrs_set_int(&at_, (IrAttrId)k, v);
+    } else {
+      MM_ASSERT(ir_attrs[k].kind == IR_AK_FLOAT);
+      double v;
+      if (!num_arg(a, i, names[i], dflt, &v)) return val_err(a->p);
+      ir_attrs_set_float(&at_, (IrAttrId)k, v);
+    }
+  }
+  return emit(a, op, in, nin, &at_);
 }
 
 static Val *conv(Args *a, IrOp op, int nd) {
@@ -757,7 +784,7 @@ static int parse_sig(const char *sig, char names[MAX_ARGS][24], bool opt[MAX_ARG
     while (*s && *s != ',' && *s != '?' && k < 23) names[n][k++] = *s++;
     names[n][k] = 0;
     opt[n] = *s == '?';
-    if (*s == '?') s++;
+    while (*s && *s != ',') s++; /* "?" and a default "=V" */
     n++;
   }
   return n;

@@ -148,6 +148,9 @@ enum {
   OPF_ACTIVATION = 1 << 6, /* a name activation("...") accepts */
   OPF_COLLECTIVE = 1 << 7, /* communicates over a mesh axis (all_slice keeps a piece: not one) */
   OPF_OPTIMIZER = 1 << 8,  /* a parameter update (the optimizer pass emits it) */
+  /* its results after the first (saved statistics, lse) may be left off: the
+   * kernel then writes them into scratch (memplan's workspace) */
+  OPF_SCRATCH_OUTS = 1 << 9,
 };
 /* Operand i (< 16) of an OPF_INPLACE op is updated in place. */
 #define OPF_WRITES(i)       (1u << (16 + (i)))
@@ -373,6 +376,10 @@ void ir_map_init(IrMap *mp, Arena *a, bool str_keys);
 IrMapSlot *ir_map_put(IrMap *mp, const void *key);
 IrMapSlot *ir_map_get(const IrMap *mp, const void *key); /* or NULL */
 
+/* A shape rule's failure: "op: message" into cx->err, operand `bad` (or -1)
+ * marked; returns false. */
+bool ir_shape_fail(IrShapeCtx *cx, int bad, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* The shape rule of each op (ir_shape.c), as its SHAPE column names it. */
 #define SHAPE(R)                                                   bool ir_shape_##R(IrShapeCtx *cx);
 #define OP(N, S, MIN, MAX, NOUT, REQ, OPT, FLAGS, FLOPS, SHP, ...) SHP
@@ -429,8 +436,8 @@ typedef enum IrShardRuleId {
   IR_SHR_CONV_GRAD_W,
   IR_SHR_NORM,
   IR_SHR_NORM_GRAD,
-  IR_SHR_GROUP_NORM,
-  IR_SHR_GROUP_NORM_GRAD,
+  IR_SHR_BATCH_STATS,
+  IR_SHR_BATCH_STATS_GRAD,
   IR_SHR_SOFTMAX,
   IR_SHR_REDUCE,
   IR_SHR_RESHAPE,

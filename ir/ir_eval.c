@@ -422,6 +422,28 @@ static bool ev_conv(Ev *e) {
 
 /* One normalised group of n elements at x + off with element stride 1,
  * channel of element i = ch(i). Forward: y, and its mean and rstd. */
+/* A norm's rows: per row n values of x; over the last dim C, or (with the
+ * groups attribute) per sample and group of C / G channels times the S
+ * positions of the spatial dims. */
+typedef struct NormRows {
+  int64_t rows, n, C, S, G;
+} NormRows;
+static NormRows norm_rows(Ev *e, const IrTensor *x) {
+  NormRows g = {.S = 1, .G = 1};
+  if (ir_attrs_has(&e->n->attrs, IR_ATTR_GROUPS)) {
+    g.G = iattr(e, IR_ATTR_GROUPS);
+    g.C = x->shape.d[1];
+    g.S = x->n / (x->shape.d[0] * g.C);
+    g.rows = x->shape.d[0] * g.G;
+    g.n = g.C / g.G * g.S;
+  } else {
+    g.C = last(&x->shape);
+    g.rows = x->n / g.C;
+    g.n = g.C;
+  }
+  return g;
+}
+
 static bool ev_norm(Ev *e) {
   IrOp op = e->n->op;
   const IrTensor *x = IN(e, 0), *w = e->n->nin > 1 ? IN(e, 1) : NULL,
@@ -429,18 +451,8 @@ static bool ev_norm(Ev *e) {
   IrTensor *y = OUT(e, 0), *mean = op == IR_OP_RMS_NORM ? NULL : OUT(e, 1),
            *rstd = OUT(e, op == IR_OP_RMS_NORM ? 1 : 2);
   double eps = fattr(e, IR_ATTR_EPS);
-  int64_t rows, n, C, S = 1, G = 1;
-  if (op == IR_OP_GROUP_NORM) {
-    G = iattr(e, IR_ATTR_GROUPS);
-    C = x->shape.d[1];
-    S = x->n / (x->shape.d[0] * C);
-    rows = x->shape.d[0] * G;
-    n = C / G * S;
-  } else {
-    C = last(&x->shape);
-    rows = x->n / C;
-    n = C;
-  }
+  NormRows nr = norm_rows(e, x);
+  int64_t rows = nr.rows, n = nr.n, C = nr.C, S = nr.S, G = nr.G;
   for (int64_t r = 0; r < rows; r++) {
     const double *xr = x->d + r * n;
     double mu = 0, var = 0;
@@ -453,7 +465,7 @@ static bool ev_norm(Ev *e) {
     if (mean) mean->d[r] = mu;
     rstd->d[r] = rs;
     for (int64_t i = 0; i < n; i++) {
-      int64_t c = op == IR_OP_GROUP_NORM ? (r % G) * (C / G) + i / S : i;
+      int64_t c = (r % G) * (C / G) + i / S; /* i without groups */
       double v = (xr[i] - mu) * rs;
       if (w) v *= w->d[c];
       if (b) v += b->d[c];
@@ -474,23 +486,13 @@ static bool ev_norm_grad(Ev *e) {
   IrTensor *dx = OUT(e, 0), *dw = OUT(e, 1), *db = rms ? NULL : OUT(e, 2);
   memset(dw->d, 0, sizeof(double) * (size_t)dw->n);
   if (db) memset(db->d, 0, sizeof(double) * (size_t)db->n);
-  int64_t rows, n, C, S = 1, G = 1;
-  if (op == IR_OP_GROUP_NORM_GRAD) {
-    G = iattr(e, IR_ATTR_GROUPS);
-    C = x->shape.d[1];
-    S = x->n / (x->shape.d[0] * C);
-    rows = x->shape.d[0] * G;
-    n = C / G * S;
-  } else {
-    C = last(&x->shape);
-    rows = x->n / C;
-    n = C;
-  }
+  NormRows nr = norm_rows(e, x);
+  int64_t rows = nr.rows, n = nr.n, C = nr.C, S = nr.S, G = nr.G;
   for (int64_t r = 0; r < rows; r++) {
     const double *xr = x->d + r * n, *gr = dy->d + r * n;
     double mu = mean ? mean->d[r] : 0, rs = rstd->d[r], mg = 0, mgx = 0;
     for (int64_t i = 0; i < n; i++) {
-      int64_t c = op == IR_OP_GROUP_NORM_GRAD ? (r % G) * (C / G) + i / S : i;
+      int64_t c = (r % G) * (C / G) + i / S; /* i without groups */
       double g = gr[i] * (w ? w->d[c] : 1), xh = (xr[i] - mu) * rs;
       mg += g;
       mgx += rms ? g * xr[i] : g * xh;
@@ -500,7 +502,7 @@ static bool ev_norm_grad(Ev *e) {
     mg /= (double)n;
     mgx /= (double)n;
     for (int64_t i = 0; i < n; i++) {
-      int64_t c = op == IR_OP_GROUP_NORM_GRAD ? (r % G) * (C / G) + i / S : i;
+      int64_t c = (r % G) * (C / G) + i / S; /* i without groups */
       double g = gr[i] * (w ? w->d[c] : 1), xh = (xr[i] - mu) * rs;
       dx->d[r * n + i] = rms ? rs * g - xr[i] * rs * rs * rs * mgx : rs * (g - mg - xh * mgx);
     }
@@ -983,13 +985,9 @@ static double elem(Ev *e, const IrFusedInstr *in, const double *a, uint64_t i) {
       }
       break;
     }
-    case IR_OP_GELU_GRAD:
-    case IR_OP_GELU_TANH_GRAD:
-    case IR_OP_SILU_GRAD:
-    case IR_OP_RELU_GRAD:
-    case IR_OP_SIGMOID_GRAD:
-    case IR_OP_TANH_GRAD: r = a[0] * act_bwd(in->op, a[1]); break;
-    default: r = act_fwd(in->op, a[0]); break;
+    default: /* an activation, or its ACT_grad(dy, x) */
+      r = ir_ops[in->op].min_in == 2 ? a[0] * act_bwd(in->op, a[1]) : act_fwd(in->op, a[0]);
+      break;
   }
   return to_dtype(in->dtype, r);
 }

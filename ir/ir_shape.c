@@ -17,9 +17,7 @@ static const char *opname(const IrShapeCtx *cx) {
   return ir_ops[cx->node->op].name;
 }
 
-static bool fail(IrShapeCtx *cx, int bad, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static bool fail(IrShapeCtx *cx, int bad, const char *fmt, ...) {
+bool ir_shape_fail(IrShapeCtx *cx, int bad, const char *fmt, ...) {
   cx->bad_operand = bad;
   int k = snprintf(cx->err, cx->errlen, "%s: ", opname(cx));
   if (k < 0 || (size_t)k >= cx->errlen) return false;
@@ -92,34 +90,36 @@ static IrShape vec_shape(int64_t n) {
 
 static bool need_float(IrShapeCtx *cx, int i) {
   if (ir_dtype_is_float(cx->in_dtype[i])) return true;
-  if (cx->nin == 1) return fail(cx, i, "expected a floating-point dtype, got %s", dt(cx, i));
-  return fail(cx, i, "operand %d: expected a floating-point dtype, got %s", i, dt(cx, i));
+  if (cx->nin == 1)
+    return ir_shape_fail(cx, i, "expected a floating-point dtype, got %s", dt(cx, i));
+  return ir_shape_fail(cx, i, "operand %d: expected a floating-point dtype, got %s", i, dt(cx, i));
 }
 
 static bool need_int(IrShapeCtx *cx, int i, const char *what) {
   if (is_int(cx->in_dtype[i])) return true;
-  return fail(cx, i, "%s must have an integer dtype, got %s", what, dt(cx, i));
+  return ir_shape_fail(cx, i, "%s must have an integer dtype, got %s", what, dt(cx, i));
 }
 
 static bool same_dtype(IrShapeCtx *cx, int i, int j) {
   if (cx->in_dtype[i] == cx->in_dtype[j]) return true;
-  return fail(cx, j, "operand dtypes differ: %s and %s", dt(cx, i), dt(cx, j));
+  return ir_shape_fail(cx, j, "operand dtypes differ: %s and %s", dt(cx, i), dt(cx, j));
 }
 
 static bool need_rank(IrShapeCtx *cx, int i, int r, const char *what) {
   if (rank(cx, i) == r) return true;
-  return fail(cx, i, "%s must have rank %d, got %s", what, r, sh(in_shape(cx, i)));
+  return ir_shape_fail(cx, i, "%s must have rank %d, got %s", what, r, sh(in_shape(cx, i)));
 }
 
 static bool need_rank_min(IrShapeCtx *cx, int i, int r, const char *what) {
   if (rank(cx, i) >= r) return true;
-  return fail(cx, i, "%s must have rank >= %d, got %s", what, r, sh(in_shape(cx, i)));
+  return ir_shape_fail(cx, i, "%s must have rank >= %d, got %s", what, r, sh(in_shape(cx, i)));
 }
 
 /* Operand i must be the vector [c] (weights and biases of norms, conv bias). */
 static bool need_vec(IrShapeCtx *cx, int i, int64_t c, const char *what) {
   if (rank(cx, i) == 1 && dim(cx, i, 0) == c) return true;
-  return fail(cx, i, "%s must have shape [%lld], got %s", what, (long long)c, sh(in_shape(cx, i)));
+  return ir_shape_fail(cx, i, "%s must have shape [%lld], got %s", what, (long long)c,
+                       sh(in_shape(cx, i)));
 }
 
 /* Numpy broadcasting of a and b (aligned at the trailing dim) into out;
@@ -131,8 +131,8 @@ static bool broadcast(IrShapeCtx *cx, const IrShape *a, const IrShape *b, IrShap
     int ia = k - (r - a->rank), ib = k - (r - b->rank);
     int64_t da = ia >= 0 ? a->d[ia] : 1, db = ib >= 0 ? b->d[ib] : 1;
     if (da != db && da != 1 && db != 1)
-      return fail(cx, bad, "shapes %s and %s do not broadcast (dim %d: %lld vs %lld)", sh(a), sh(b),
-                  k, (long long)da, (long long)db);
+      return ir_shape_fail(cx, bad, "shapes %s and %s do not broadcast (dim %d: %lld vs %lld)",
+                           sh(a), sh(b), k, (long long)da, (long long)db);
     out->d[k] = da == 1 ? db : da;
   }
   return true;
@@ -141,7 +141,7 @@ static bool broadcast(IrShapeCtx *cx, const IrShape *a, const IrShape *b, IrShap
 /* Normalises a (possibly negative) axis of a rank-r operand. */
 static bool norm_axis(IrShapeCtx *cx, int64_t axis, int r, int *out) {
   if (axis < -r || axis >= r)
-    return fail(cx, 0, "axis %lld is out of range for rank %d", (long long)axis, r);
+    return ir_shape_fail(cx, 0, "axis %lld is out of range for rank %d", (long long)axis, r);
   *out = (int)(axis < 0 ? axis + r : axis);
   return true;
 }
@@ -200,14 +200,15 @@ bool ir_shape_RELU(IrShapeCtx *cx) {
 
 bool ir_shape_CAST(IrShapeCtx *cx) {
   int64_t t = attr(cx, IR_ATTR_DTYPE)->i;
-  if (t < 0 || t >= IR_DTYPE_COUNT) return fail(cx, -1, "invalid dtype #%lld", (long long)t);
+  if (t < 0 || t >= IR_DTYPE_COUNT)
+    return ir_shape_fail(cx, -1, "invalid dtype #%lld", (long long)t);
   set_out(cx, (IrDType)t, in_shape(cx, 0));
   return true;
 }
 
 bool ir_shape_DROPOUT(IrShapeCtx *cx) {
   double p = attr(cx, IR_ATTR_P)->f;
-  if (!(p >= 0 && p < 1)) return fail(cx, -1, "p must be in [0, 1), got %g", p);
+  if (!(p >= 0 && p < 1)) return ir_shape_fail(cx, -1, "p must be in [0, 1), got %g", p);
   return unary(cx, true);
 }
 
@@ -217,13 +218,13 @@ bool ir_shape_DROPOUT(IrShapeCtx *cx) {
 static bool shape_attr(IrShapeCtx *cx, IrAttrId id, IrShape *s) {
   const IrAttrVal *v = attr(cx, id);
   if (v->nints > IR_MAX_RANK)
-    return fail(cx, -1, "%s has rank %d, more than the maximum %d", ir_attrs[id].name, v->nints,
-                IR_MAX_RANK);
+    return ir_shape_fail(cx, -1, "%s has rank %d, more than the maximum %d", ir_attrs[id].name,
+                         v->nints, IR_MAX_RANK);
   s->rank = v->nints;
   for (int i = 0; i < v->nints; i++) {
     if (v->ints[i] < 1)
-      return fail(cx, -1, "%s dim %d is %lld; dims must be >= 1", ir_attrs[id].name, i,
-                  (long long)v->ints[i]);
+      return ir_shape_fail(cx, -1, "%s dim %d is %lld; dims must be >= 1", ir_attrs[id].name, i,
+                           (long long)v->ints[i]);
     s->d[i] = v->ints[i];
   }
   return true;
@@ -233,7 +234,8 @@ bool ir_shape_FULL(IrShapeCtx *cx) {
   IrShape s = {0};
   if (!shape_attr(cx, IR_ATTR_SHAPE, &s)) return false;
   int64_t t = attr(cx, IR_ATTR_DTYPE)->i;
-  if (t < 0 || t >= IR_DTYPE_COUNT) return fail(cx, -1, "invalid dtype #%lld", (long long)t);
+  if (t < 0 || t >= IR_DTYPE_COUNT)
+    return ir_shape_fail(cx, -1, "invalid dtype #%lld", (long long)t);
   set_out(cx, (IrDType)t, &s);
   return true;
 }
@@ -246,7 +248,8 @@ bool ir_shape_MATMUL(IrShapeCtx *cx) {
   int ra = rank(cx, 0), rb = rank(cx, 1);
   int64_t k0 = dim(cx, 0, ra - 1), k1 = dim(cx, 1, rb - 2);
   if (k0 != k1)
-    return fail(cx, 1, "inner dimensions differ: %lld vs %lld", (long long)k0, (long long)k1);
+    return ir_shape_fail(cx, 1, "inner dimensions differ: %lld vs %lld", (long long)k0,
+                         (long long)k1);
   IrShape ba = *in_shape(cx, 0), bb = *in_shape(cx, 1), out;
   ba.rank -= 2;
   bb.rank -= 2;
@@ -261,9 +264,9 @@ bool ir_shape_LINEAR(IrShapeCtx *cx) {
   if (!need_rank_min(cx, 0, 1, "input") || !need_rank(cx, 1, 2, "weight")) return false;
   if (!same_dtype(cx, 0, 1) || !need_float(cx, 0)) return false;
   if (last(cx, 0) != dim(cx, 1, 1))
-    return fail(cx, 1, "input features differ: input %s has %lld, weight %s expects %lld",
-                sh(in_shape(cx, 0)), (long long)last(cx, 0), sh(in_shape(cx, 1)),
-                (long long)dim(cx, 1, 1));
+    return ir_shape_fail(cx, 1, "input features differ: input %s has %lld, weight %s expects %lld",
+                         sh(in_shape(cx, 0)), (long long)last(cx, 0), sh(in_shape(cx, 1)),
+                         (long long)dim(cx, 1, 1));
   IrShape out = *in_shape(cx, 0);
   out.d[out.rank - 1] = dim(cx, 1, 0);
   set_out(cx, cx->in_dtype[0], &out);
@@ -277,26 +280,29 @@ bool ir_shape_LINEAR(IrShapeCtx *cx) {
 static bool conv_geom(IrShapeCtx *cx, const IrShape *x, const IrShape *w, int nsp, int bx, int bw,
                       IrShape *out) {
   int r = nsp + 2;
-  if (x->rank != r) return fail(cx, bx, "input must have rank %d, got %s", r, sh(x));
-  if (w->rank != r) return fail(cx, bw, "weight must have rank %d, got %s", r, sh(w));
+  if (x->rank != r) return ir_shape_fail(cx, bx, "input must have rank %d, got %s", r, sh(x));
+  if (w->rank != r) return ir_shape_fail(cx, bw, "weight must have rank %d, got %s", r, sh(w));
   if (x->d[1] != w->d[1])
-    return fail(cx, bw, "input channels differ: input %s has %lld, weight %s expects %lld", sh(x),
-                (long long)x->d[1], sh(w), (long long)w->d[1]);
+    return ir_shape_fail(cx, bw, "input channels differ: input %s has %lld, weight %s expects %lld",
+                         sh(x), (long long)x->d[1], sh(w), (long long)w->d[1]);
   const IrAttrVal *st = attr(cx, IR_ATTR_STRIDE), *pd = attr(cx, IR_ATTR_PADDING);
-  if (st->nints != nsp) return fail(cx, -1, "stride needs %d values, got %d", nsp, st->nints);
-  if (pd->nints != nsp) return fail(cx, -1, "padding needs %d values, got %d", nsp, pd->nints);
+  if (st->nints != nsp)
+    return ir_shape_fail(cx, -1, "stride needs %d values, got %d", nsp, st->nints);
+  if (pd->nints != nsp)
+    return ir_shape_fail(cx, -1, "padding needs %d values, got %d", nsp, pd->nints);
   *out = (IrShape){.rank = r};
   out->d[0] = x->d[0];
   out->d[1] = w->d[0];
   for (int i = 0; i < nsp; i++) {
     int64_t s = st->ints[i], p = pd->ints[i], xd = x->d[2 + i], k = w->d[2 + i];
     if (s < 1 || s > INT32_MAX)
-      return fail(cx, -1, "stride %lld must be in [1, 2^31)", (long long)s);
+      return ir_shape_fail(cx, -1, "stride %lld must be in [1, 2^31)", (long long)s);
     if (p < 0 || p > INT32_MAX)
-      return fail(cx, -1, "padding %lld must be in [0, 2^31)", (long long)p);
+      return ir_shape_fail(cx, -1, "padding %lld must be in [0, 2^31)", (long long)p);
     if (xd + 2 * p < k)
-      return fail(cx, bw, "kernel %lld is larger than input dim %d of size %lld with padding %lld",
-                  (long long)k, 2 + i, (long long)xd, (long long)p);
+      return ir_shape_fail(cx, bw,
+                           "kernel %lld is larger than input dim %d of size %lld with padding %lld",
+                           (long long)k, 2 + i, (long long)xd, (long long)p);
     out->d[2 + i] = (xd + 2 * p - k) / s + 1;
   }
   return true;
@@ -326,7 +332,7 @@ bool ir_shape_CONV3D(IrShapeCtx *cx) {
 static bool need_eps(IrShapeCtx *cx) {
   double e = attr(cx, IR_ATTR_EPS)->f;
   if (!(e >= 0) || e > 1e300)
-    return fail(cx, -1, "eps must be a finite non-negative number, got %g", e);
+    return ir_shape_fail(cx, -1, "eps must be a finite non-negative number, got %g", e);
   return true;
 }
 
@@ -357,9 +363,10 @@ bool ir_shape_RMS_NORM(IrShapeCtx *cx) {
 /* groups attr against x[B, C, ...]; *ng = B * groups */
 static bool groups_of(IrShapeCtx *cx, int x, int64_t *ng) {
   int64_t g = attr(cx, IR_ATTR_GROUPS)->i, c = dim(cx, x, 1);
-  if (g < 1) return fail(cx, -1, "groups must be >= 1, got %lld", (long long)g);
+  if (g < 1) return ir_shape_fail(cx, -1, "groups must be >= 1, got %lld", (long long)g);
   if (c % g)
-    return fail(cx, x, "%lld channels do not divide into %lld groups", (long long)c, (long long)g);
+    return ir_shape_fail(cx, x, "%lld channels do not divide into %lld groups", (long long)c,
+                         (long long)g);
   *ng = dim(cx, x, 0) * g; /* <= numel(x) */
   return true;
 }
@@ -392,12 +399,12 @@ static bool reduce(IrShapeCtx *cx, bool float_only) {
   const IrAttrVal *ax = attr(cx, IR_ATTR_AXES);
   int r = rank(cx, 0);
   bool keep = has(cx, IR_ATTR_KEEPDIM) && attr(cx, IR_ATTR_KEEPDIM)->i;
-  if (ax->nints == 0) return fail(cx, -1, "axes is empty");
+  if (ax->nints == 0) return ir_shape_fail(cx, -1, "axes is empty");
   bool reduced[IR_MAX_RANK] = {0};
   for (int i = 0; i < ax->nints; i++) {
     int a = 0;
     if (!norm_axis(cx, ax->ints[i], r, &a)) return false;
-    if (reduced[a]) return fail(cx, -1, "axis %d is listed twice", a);
+    if (reduced[a]) return ir_shape_fail(cx, -1, "axis %d is listed twice", a);
     reduced[a] = true;
   }
   IrShape out = {0};
@@ -423,7 +430,8 @@ bool ir_shape_MEAN(IrShapeCtx *cx) {
 bool ir_shape_RESHAPE(IrShapeCtx *cx) {
   const IrAttrVal *v = attr(cx, IR_ATTR_SHAPE);
   if (v->nints > IR_MAX_RANK)
-    return fail(cx, -1, "shape has rank %d, more than the maximum %d", v->nints, IR_MAX_RANK);
+    return ir_shape_fail(cx, -1, "shape has rank %d, more than the maximum %d", v->nints,
+                         IR_MAX_RANK);
   IrShape out = {.rank = v->nints};
   for (int i = 0; i < v->nints; i++) out.d[i] = v->ints[i];
   int hole = -1;
@@ -431,23 +439,24 @@ bool ir_shape_RESHAPE(IrShapeCtx *cx) {
   for (int i = 0; i < v->nints; i++) {
     int64_t d = v->ints[i];
     if (d == -1) {
-      if (hole >= 0) return fail(cx, -1, "shape has more than one -1");
+      if (hole >= 0) return ir_shape_fail(cx, -1, "shape has more than one -1");
       hole = i;
     } else if (d < 1) {
-      return fail(cx, -1, "shape dim %d is %lld; dims must be >= 1 (or one -1)", i, (long long)d);
+      return ir_shape_fail(cx, -1, "shape dim %d is %lld; dims must be >= 1 (or one -1)", i,
+                           (long long)d);
     } else if (__builtin_mul_overflow(known, d, &known) || known > n) {
-      return fail(cx, 0, "cannot reshape %s (%lld elements) into %s", sh(in_shape(cx, 0)),
-                  (long long)n, sh(&out));
+      return ir_shape_fail(cx, 0, "cannot reshape %s (%lld elements) into %s", sh(in_shape(cx, 0)),
+                           (long long)n, sh(&out));
     }
   }
   if (hole >= 0) {
     if (n % known)
-      return fail(cx, 0, "cannot reshape %s (%lld elements) into %s", sh(in_shape(cx, 0)),
-                  (long long)n, sh(&out));
+      return ir_shape_fail(cx, 0, "cannot reshape %s (%lld elements) into %s", sh(in_shape(cx, 0)),
+                           (long long)n, sh(&out));
     out.d[hole] = n / known;
   } else if (known != n) {
-    return fail(cx, 0, "cannot reshape %s (%lld elements) into %s", sh(in_shape(cx, 0)),
-                (long long)n, sh(&out));
+    return ir_shape_fail(cx, 0, "cannot reshape %s (%lld elements) into %s", sh(in_shape(cx, 0)),
+                         (long long)n, sh(&out));
   }
   set_out(cx, cx->in_dtype[0], &out);
   return true;
@@ -466,8 +475,8 @@ bool ir_shape_TRANSPOSE(IrShapeCtx *cx) {
   if (!ok) {
     IrShape p = {.rank = v->nints > IR_MAX_RANK ? IR_MAX_RANK : v->nints};
     for (int i = 0; i < p.rank; i++) p.d[i] = v->ints[i];
-    return fail(cx, -1, "perm %s%s is not a permutation of 0..%d", sh(&p),
-                v->nints > IR_MAX_RANK ? "..." : "", r - 1);
+    return ir_shape_fail(cx, -1, "perm %s%s is not a permutation of 0..%d", sh(&p),
+                         v->nints > IR_MAX_RANK ? "..." : "", r - 1);
   }
   IrShape out = {.rank = r};
   for (int i = 0; i < r; i++) out.d[i] = dim(cx, 0, (int)v->ints[i]);
@@ -480,9 +489,9 @@ bool ir_shape_SLICE(IrShapeCtx *cx) {
   if (!norm_axis(cx, attr(cx, IR_ATTR_AXIS)->i, rank(cx, 0), &ax)) return false;
   int64_t start = attr(cx, IR_ATTR_START)->i, stop = attr(cx, IR_ATTR_STOP)->i;
   int64_t step = has(cx, IR_ATTR_STEP) ? attr(cx, IR_ATTR_STEP)->i : 1, n = dim(cx, 0, ax);
-  if (step < 1) return fail(cx, -1, "step must be >= 1, got %lld", (long long)step);
+  if (step < 1) return ir_shape_fail(cx, -1, "step must be >= 1, got %lld", (long long)step);
   if (!(0 <= start && start < stop && stop <= n))
-    return fail(
+    return ir_shape_fail(
         cx, 0,
         "range [%lld:%lld] is not within dim %d of size %lld (need 0 <= start < stop <= %lld)",
         (long long)start, (long long)stop, ax, (long long)n, (long long)n);
@@ -500,10 +509,11 @@ bool ir_shape_CONCAT(IrShapeCtx *cx) {
   for (int i = 1; i < cx->nin; i++) {
     if (!same_dtype(cx, 0, i)) return false;
     if (rank(cx, i) != r)
-      return fail(cx, i, "operand %d has rank %d, operand 0 has rank %d", i, rank(cx, i), r);
+      return ir_shape_fail(cx, i, "operand %d has rank %d, operand 0 has rank %d", i, rank(cx, i),
+                           r);
     for (int d = 0; d < r; d++)
       if (d != ax && dim(cx, i, d) != out.d[d])
-        return fail(
+        return ir_shape_fail(
             cx, i,
             "operand %d %s differs from operand 0 %s in dim %d (concatenating along axis %d)", i,
             sh(in_shape(cx, i)), sh(in_shape(cx, 0)), d, ax);
@@ -518,13 +528,14 @@ bool ir_shape_EXPAND(IrShapeCtx *cx) {
   if (!shape_attr(cx, IR_ATTR_SHAPE, &out)) return false;
   int r = rank(cx, 0);
   if (out.rank < r)
-    return fail(cx, 0, "cannot expand %s to the lower rank %s", sh(in_shape(cx, 0)), sh(&out));
+    return ir_shape_fail(cx, 0, "cannot expand %s to the lower rank %s", sh(in_shape(cx, 0)),
+                         sh(&out));
   for (int i = 0; i < r; i++) {
     int k = out.rank - r + i;
     int64_t d = dim(cx, 0, i);
     if (d != 1 && d != out.d[k])
-      return fail(cx, 0, "cannot expand %s to %s (dim %d: %lld vs %lld)", sh(in_shape(cx, 0)),
-                  sh(&out), k, (long long)d, (long long)out.d[k]);
+      return ir_shape_fail(cx, 0, "cannot expand %s to %s (dim %d: %lld vs %lld)",
+                           sh(in_shape(cx, 0)), sh(&out), k, (long long)d, (long long)out.d[k]);
   }
   set_out(cx, cx->in_dtype[0], &out);
   return true;
@@ -535,8 +546,8 @@ bool ir_shape_EXPAND(IrShapeCtx *cx) {
 bool ir_shape_EMBEDDING(IrShapeCtx *cx) {
   if (!need_int(cx, 0, "ids") || !need_rank(cx, 1, 2, "table")) return false;
   if (rank(cx, 0) + 1 > IR_MAX_RANK)
-    return fail(cx, 0, "ids %s leave no room for the embedding dim (max rank %d)",
-                sh(in_shape(cx, 0)), IR_MAX_RANK);
+    return ir_shape_fail(cx, 0, "ids %s leave no room for the embedding dim (max rank %d)",
+                         sh(in_shape(cx, 0)), IR_MAX_RANK);
   IrShape out = *in_shape(cx, 0);
   out.d[out.rank++] = dim(cx, 1, 1);
   set_out(cx, cx->in_dtype[1], &out);
@@ -547,20 +558,22 @@ bool ir_shape_EMBEDDING(IrShapeCtx *cx) {
 static bool rope_pos(IrShapeCtx *cx, int i, int64_t B) {
   if (cx->nin <= i) return true;
   if (cx->in_dtype[i] != IR_I32 || rank(cx, i) != 1 || dim(cx, i, 0) != B)
-    return fail(cx, i, "pos must be i32[%lld] (a start position per row), got %s%s", (long long)B,
-                dt(cx, i), sh(in_shape(cx, i)));
+    return ir_shape_fail(cx, i, "pos must be i32[%lld] (a start position per row), got %s%s",
+                         (long long)B, dt(cx, i), sh(in_shape(cx, i)));
   return true;
 }
 
 bool ir_shape_ROPE(IrShapeCtx *cx) {
   if (!need_rank(cx, 0, 4, "input [B, T, H, D]") || !need_float(cx, 0)) return false;
   if (!rope_pos(cx, 1, dim(cx, 0, 0))) return false;
-  if (last(cx, 0) % 2) return fail(cx, 0, "head dim %lld must be even", (long long)last(cx, 0));
+  if (last(cx, 0) % 2)
+    return ir_shape_fail(cx, 0, "head dim %lld must be even", (long long)last(cx, 0));
   double th = attr(cx, IR_ATTR_THETA)->f;
   if (!(th > 0) || th > 1e300)
-    return fail(cx, -1, "theta must be a finite positive number, got %g", th);
+    return ir_shape_fail(cx, -1, "theta must be a finite positive number, got %g", th);
   if (has(cx, IR_ATTR_OFFSET) && attr(cx, IR_ATTR_OFFSET)->i < 0)
-    return fail(cx, -1, "offset must be >= 0, got %lld", (long long)attr(cx, IR_ATTR_OFFSET)->i);
+    return ir_shape_fail(cx, -1, "offset must be >= 0, got %lld",
+                         (long long)attr(cx, IR_ATTR_OFFSET)->i);
   return unary(cx, true);
 }
 
@@ -570,15 +583,17 @@ bool ir_shape_PLACE(IrShapeCtx *cx) {
       !need_rank(cx, 1, 3, "src [B, N, C]") || !same_dtype(cx, 0, 1))
     return false;
   if (dim(cx, 1, 0) != dim(cx, 0, 0) || dim(cx, 1, 2) != dim(cx, 0, 2))
-    return fail(cx, 1, "src %s must be [%lld, N, %lld] to go into x %s", sh(in_shape(cx, 1)),
-                (long long)dim(cx, 0, 0), (long long)dim(cx, 0, 2), sh(in_shape(cx, 0)));
+    return ir_shape_fail(cx, 1, "src %s must be [%lld, N, %lld] to go into x %s",
+                         sh(in_shape(cx, 1)), (long long)dim(cx, 0, 0), (long long)dim(cx, 0, 2),
+                         sh(in_shape(cx, 0)));
   if (cx->in_dtype[2] != IR_I32 || rank(cx, 2) != 2 || dim(cx, 2, 0) != dim(cx, 0, 0) ||
       dim(cx, 2, 1) != dim(cx, 0, 1))
-    return fail(cx, 2, "ids must be i32[%lld, %lld] (the tokens of x), got %s%s",
-                (long long)dim(cx, 0, 0), (long long)dim(cx, 0, 1), dt(cx, 2), sh(in_shape(cx, 2)));
+    return ir_shape_fail(cx, 2, "ids must be i32[%lld, %lld] (the tokens of x), got %s%s",
+                         (long long)dim(cx, 0, 0), (long long)dim(cx, 0, 1), dt(cx, 2),
+                         sh(in_shape(cx, 2)));
   if (dim(cx, 1, 1) > dim(cx, 0, 1))
-    return fail(cx, 1, "%lld rows of src do not fit in %lld positions", (long long)dim(cx, 1, 1),
-                (long long)dim(cx, 0, 1));
+    return ir_shape_fail(cx, 1, "%lld rows of src do not fit in %lld positions",
+                         (long long)dim(cx, 1, 1), (long long)dim(cx, 0, 1));
   set_out(cx, cx->in_dtype[0], in_shape(cx, 0));
   return true;
 }
@@ -588,11 +603,12 @@ bool ir_shape_PLACE_GRAD(IrShapeCtx *cx) {
   if (!need_rank(cx, 0, 3, "dy [B, T, C]") || !need_float(cx, 0)) return false;
   if (cx->in_dtype[1] != IR_I32 || rank(cx, 1) != 2 || dim(cx, 1, 0) != dim(cx, 0, 0) ||
       dim(cx, 1, 1) != dim(cx, 0, 1))
-    return fail(cx, 1, "ids must be i32[%lld, %lld], got %s%s", (long long)dim(cx, 0, 0),
-                (long long)dim(cx, 0, 1), dt(cx, 1), sh(in_shape(cx, 1)));
+    return ir_shape_fail(cx, 1, "ids must be i32[%lld, %lld], got %s%s", (long long)dim(cx, 0, 0),
+                         (long long)dim(cx, 0, 1), dt(cx, 1), sh(in_shape(cx, 1)));
   int64_t n = attr(cx, IR_ATTR_SIZE)->i;
   if (n < 1 || n > dim(cx, 0, 1))
-    return fail(cx, -1, "size %lld must be in [1, %lld]", (long long)n, (long long)dim(cx, 0, 1));
+    return ir_shape_fail(cx, -1, "size %lld must be in [1, %lld]", (long long)n,
+                         (long long)dim(cx, 0, 1));
   IrShape s = *in_shape(cx, 0);
   set_outj(cx, 0, cx->in_dtype[0], &s);
   s.d[1] = n;
@@ -607,7 +623,8 @@ bool ir_shape_KV_WRITE(IrShapeCtx *cx) {
     return false;
   if (dim(cx, 1, 0) != dim(cx, 0, 0) || dim(cx, 1, 2) != dim(cx, 0, 2) ||
       dim(cx, 1, 3) != dim(cx, 0, 3) || dim(cx, 1, 1) > dim(cx, 0, 1))
-    return fail(cx, 1, "x %s does not fit the cache %s", sh(in_shape(cx, 1)), sh(in_shape(cx, 0)));
+    return ir_shape_fail(cx, 1, "x %s does not fit the cache %s", sh(in_shape(cx, 1)),
+                         sh(in_shape(cx, 0)));
   return rope_pos(cx, 2, dim(cx, 0, 0));
 }
 
@@ -619,11 +636,12 @@ bool ir_shape_ATTENTION_CACHED(IrShapeCtx *cx) {
       !same_dtype(cx, 0, 2))
     return false;
   if (!ir_shape_eq(in_shape(cx, 1), in_shape(cx, 2)))
-    return fail(cx, 2, "the caches differ: k %s, v %s", sh(in_shape(cx, 1)), sh(in_shape(cx, 2)));
+    return ir_shape_fail(cx, 2, "the caches differ: k %s, v %s", sh(in_shape(cx, 1)),
+                         sh(in_shape(cx, 2)));
   if (dim(cx, 1, 0) != dim(cx, 0, 0) || dim(cx, 1, 3) != dim(cx, 0, 3) ||
       dim(cx, 0, 2) % dim(cx, 1, 2) || dim(cx, 0, 1) > dim(cx, 1, 1))
-    return fail(cx, 1, "q %s does not match the cache %s", sh(in_shape(cx, 0)),
-                sh(in_shape(cx, 1)));
+    return ir_shape_fail(cx, 1, "q %s does not match the cache %s", sh(in_shape(cx, 0)),
+                         sh(in_shape(cx, 1)));
   if (!rope_pos(cx, 3, dim(cx, 0, 0))) return false;
   set_out(cx, cx->in_dtype[0], in_shape(cx, 0));
   return true;
@@ -637,19 +655,19 @@ bool ir_shape_ATTENTION(IrShapeCtx *cx) {
   if (!need_float(cx, 0) || !same_dtype(cx, 0, 1) || !same_dtype(cx, 0, 2)) return false;
   if (dim(cx, 1, 0) != dim(cx, 0, 0) || dim(cx, 2, 0) != dim(cx, 0, 0)) {
     int bad = dim(cx, 1, 0) != dim(cx, 0, 0) ? 1 : 2;
-    return fail(cx, bad, "batch sizes differ: q %s, %s %s", sh(in_shape(cx, 0)),
-                bad == 1 ? "k" : "v", sh(in_shape(cx, bad)));
+    return ir_shape_fail(cx, bad, "batch sizes differ: q %s, %s %s", sh(in_shape(cx, 0)),
+                         bad == 1 ? "k" : "v", sh(in_shape(cx, bad)));
   }
   if (dim(cx, 1, 1) != dim(cx, 2, 1) || dim(cx, 1, 2) != dim(cx, 2, 2))
-    return fail(cx, 2, "k %s and v %s differ in length or heads", sh(in_shape(cx, 1)),
-                sh(in_shape(cx, 2)));
+    return ir_shape_fail(cx, 2, "k %s and v %s differ in length or heads", sh(in_shape(cx, 1)),
+                         sh(in_shape(cx, 2)));
   if (dim(cx, 0, 3) != dim(cx, 1, 3))
-    return fail(cx, 1, "head dims differ: q has %lld, k has %lld", (long long)dim(cx, 0, 3),
-                (long long)dim(cx, 1, 3));
+    return ir_shape_fail(cx, 1, "head dims differ: q has %lld, k has %lld",
+                         (long long)dim(cx, 0, 3), (long long)dim(cx, 1, 3));
   int64_t h = dim(cx, 0, 2), kvh = dim(cx, 1, 2);
   if (h % kvh)
-    return fail(cx, 1, "%lld query heads are not a multiple of %lld key/value heads", (long long)h,
-                (long long)kvh);
+    return ir_shape_fail(cx, 1, "%lld query heads are not a multiple of %lld key/value heads",
+                         (long long)h, (long long)kvh);
   IrShape out = *in_shape(cx, 0);
   out.d[3] = dim(cx, 2, 3);
   set_out(cx, cx->in_dtype[0], &out);
@@ -666,8 +684,9 @@ bool ir_shape_CROSS_ENTROPY(IrShapeCtx *cx) {
   IrShape want = *in_shape(cx, 0);
   want.rank--;
   if (!ir_shape_eq(&want, in_shape(cx, 1)))
-    return fail(cx, 1, "labels %s must have the shape of logits %s without its last dim, %s",
-                sh(in_shape(cx, 1)), sh(in_shape(cx, 0)), sh(&want));
+    return ir_shape_fail(cx, 1,
+                         "labels %s must have the shape of logits %s without its last dim, %s",
+                         sh(in_shape(cx, 1)), sh(in_shape(cx, 0)), sh(&want));
   set_scalar(cx, IR_F32);
   IrShape lse = vec_shape(ir_numel(in_shape(cx, 1)));
   set_outj(cx, 1, IR_F32, &lse);
@@ -677,7 +696,8 @@ bool ir_shape_CROSS_ENTROPY(IrShapeCtx *cx) {
 bool ir_shape_MSE(IrShapeCtx *cx) {
   if (!same_dtype(cx, 0, 1) || !need_float(cx, 0)) return false;
   if (!ir_shape_eq(in_shape(cx, 0), in_shape(cx, 1)))
-    return fail(cx, 1, "shapes differ: %s and %s", sh(in_shape(cx, 0)), sh(in_shape(cx, 1)));
+    return ir_shape_fail(cx, 1, "shapes differ: %s and %s", sh(in_shape(cx, 0)),
+                         sh(in_shape(cx, 1)));
   set_scalar(cx, IR_F32);
   return true;
 }
@@ -693,7 +713,8 @@ bool ir_shape_SUM_TO(IrShapeCtx *cx) {
     int64_t d = x->d[x->rank - to.rank + i];
     ok = to.d[i] == 1 || to.d[i] == d;
   }
-  if (!ok) return fail(cx, 0, "%s does not broadcast to the operand's shape %s", sh(&to), sh(x));
+  if (!ok)
+    return ir_shape_fail(cx, 0, "%s does not broadcast to the operand's shape %s", sh(&to), sh(x));
   set_out(cx, cx->in_dtype[0], &to);
   return true;
 }
@@ -704,15 +725,15 @@ bool ir_shape_PAD_SLICE(IrShapeCtx *cx) {
   int64_t start = attr(cx, IR_ATTR_START)->i, stop = attr(cx, IR_ATTR_STOP)->i,
           n = attr(cx, IR_ATTR_SIZE)->i;
   int64_t step = has(cx, IR_ATTR_STEP) ? attr(cx, IR_ATTR_STEP)->i : 1;
-  if (step < 1) return fail(cx, -1, "step must be >= 1, got %lld", (long long)step);
+  if (step < 1) return ir_shape_fail(cx, -1, "step must be >= 1, got %lld", (long long)step);
   if (!(0 <= start && start < stop && stop <= n))
-    return fail(cx, -1, "range [%lld:%lld] is not within a dim of size %lld", (long long)start,
-                (long long)stop, (long long)n);
+    return ir_shape_fail(cx, -1, "range [%lld:%lld] is not within a dim of size %lld",
+                         (long long)start, (long long)stop, (long long)n);
   int64_t want = 1 + (stop - start - 1) / step;
   if (dim(cx, 0, ax) != want)
-    return fail(cx, 0, "dim %d of %s must be %lld, the length of [%lld:%lld:%lld]", ax,
-                sh(in_shape(cx, 0)), (long long)want, (long long)start, (long long)stop,
-                (long long)step);
+    return ir_shape_fail(cx, 0, "dim %d of %s must be %lld, the length of [%lld:%lld:%lld]", ax,
+                         sh(in_shape(cx, 0)), (long long)want, (long long)start, (long long)stop,
+                         (long long)step);
   IrShape out = *in_shape(cx, 0);
   out.d[ax] = n;
   set_out(cx, cx->in_dtype[0], &out);
@@ -724,7 +745,8 @@ bool ir_shape_PAD_SLICE(IrShapeCtx *cx) {
 bool ir_shape_ACT_GRAD(IrShapeCtx *cx) {
   if (!need_float(cx, 0) || !same_dtype(cx, 0, 1)) return false;
   if (!ir_shape_eq(in_shape(cx, 0), in_shape(cx, 1)))
-    return fail(cx, 1, "shapes differ: dy %s, x %s", sh(in_shape(cx, 0)), sh(in_shape(cx, 1)));
+    return ir_shape_fail(cx, 1, "shapes differ: dy %s, x %s", sh(in_shape(cx, 0)),
+                         sh(in_shape(cx, 1)));
   set_out(cx, cx->in_dtype[1], in_shape(cx, 1));
   return true;
 }
@@ -734,9 +756,9 @@ bool ir_shape_LINEAR_GRAD_X(IrShapeCtx *cx) {
   if (!need_rank_min(cx, 0, 1, "dy") || !need_rank(cx, 1, 2, "weight")) return false;
   if (!same_dtype(cx, 0, 1) || !need_float(cx, 0)) return false;
   if (last(cx, 0) != dim(cx, 1, 0))
-    return fail(cx, 1, "output features differ: dy %s has %lld, weight %s gives %lld",
-                sh(in_shape(cx, 0)), (long long)last(cx, 0), sh(in_shape(cx, 1)),
-                (long long)dim(cx, 1, 0));
+    return ir_shape_fail(cx, 1, "output features differ: dy %s has %lld, weight %s gives %lld",
+                         sh(in_shape(cx, 0)), (long long)last(cx, 0), sh(in_shape(cx, 1)),
+                         (long long)dim(cx, 1, 0));
   IrShape out = *in_shape(cx, 0);
   out.d[out.rank - 1] = dim(cx, 1, 1);
   set_out(cx, cx->in_dtype[0], &out);
@@ -748,7 +770,9 @@ bool ir_shape_LINEAR_GRAD_W(IrShapeCtx *cx) {
   if (!need_rank_min(cx, 0, 1, "dy") || !same_dtype(cx, 0, 1) || !need_float(cx, 0)) return false;
   bool ok = rank(cx, 0) == rank(cx, 1);
   for (int i = 0; ok && i < rank(cx, 0) - 1; i++) ok = dim(cx, 0, i) == dim(cx, 1, i);
-  if (!ok) return fail(cx, 1, "rows differ: dy %s, x %s", sh(in_shape(cx, 0)), sh(in_shape(cx, 1)));
+  if (!ok)
+    return ir_shape_fail(cx, 1, "rows differ: dy %s, x %s", sh(in_shape(cx, 0)),
+                         sh(in_shape(cx, 1)));
   IrShape out = {.rank = 2, .d = {last(cx, 0), last(cx, 1)}};
   set_out(cx, cx->in_dtype[0], &out);
   return true;
@@ -763,7 +787,8 @@ static bool conv_grad(IrShapeCtx *cx, int nsp, bool wrt_x) {
   const IrShape *x = wrt_x ? &given : in_shape(cx, 1), *w = wrt_x ? in_shape(cx, 1) : &given;
   if (!conv_geom(cx, x, w, nsp, wrt_x ? -1 : 1, wrt_x ? 1 : -1, &out)) return false;
   if (!ir_shape_eq(&out, in_shape(cx, 0)))
-    return fail(cx, 0, "dy %s is not the convolution output %s", sh(in_shape(cx, 0)), sh(&out));
+    return ir_shape_fail(cx, 0, "dy %s is not the convolution output %s", sh(in_shape(cx, 0)),
+                         sh(&out));
   set_out(cx, cx->in_dtype[0], &given);
   return true;
 }
@@ -783,7 +808,8 @@ bool ir_shape_CONV3D_GRAD_W(IrShapeCtx *cx) {
 
 /* Operand i must be f32[n] (saved statistics). */
 static bool need_stats(IrShapeCtx *cx, int i, int64_t n, const char *what) {
-  if (cx->in_dtype[i] != IR_F32) return fail(cx, i, "%s must be f32, got %s", what, dt(cx, i));
+  if (cx->in_dtype[i] != IR_F32)
+    return ir_shape_fail(cx, i, "%s must be f32, got %s", what, dt(cx, i));
   return need_vec(cx, i, n, what);
 }
 
@@ -794,7 +820,7 @@ static bool norm_grad(IrShapeCtx *cx, int nstats, int nparam, bool grouped) {
       !need_eps(cx))
     return false;
   if (!ir_shape_eq(in_shape(cx, 0), in_shape(cx, 1)))
-    return fail(cx, 0, "dy %s and x %s differ", sh(in_shape(cx, 0)), sh(in_shape(cx, 1)));
+    return ir_shape_fail(cx, 0, "dy %s and x %s differ", sh(in_shape(cx, 0)), sh(in_shape(cx, 1)));
   int64_t c = grouped ? dim(cx, 1, 1) : last(cx, 1), n = ir_numel(in_shape(cx, 1)) / c;
   if (grouped && !groups_of(cx, 1, &n)) return false;
   static const char *const stat_names[] = {"mean", "rstd"};
@@ -834,13 +860,14 @@ bool ir_shape_EMBEDDING_GRAD(IrShapeCtx *cx) {
   IrShape to = {0};
   if (!shape_attr(cx, IR_ATTR_SHAPE, &to) || !need_float(cx, 0) || !need_int(cx, 1, "ids"))
     return false;
-  if (to.rank != 2) return fail(cx, -1, "shape %s must be the table's [V, C]", sh(&to));
+  if (to.rank != 2) return ir_shape_fail(cx, -1, "shape %s must be the table's [V, C]", sh(&to));
   IrShape want = *in_shape(cx, 1);
-  if (want.rank + 1 > IR_MAX_RANK) return fail(cx, 1, "ids %s have too high a rank", sh(&want));
+  if (want.rank + 1 > IR_MAX_RANK)
+    return ir_shape_fail(cx, 1, "ids %s have too high a rank", sh(&want));
   want.d[want.rank++] = to.d[1];
   if (!ir_shape_eq(&want, in_shape(cx, 0)))
-    return fail(cx, 0, "dy %s must be the ids' shape and the embedding dim, %s",
-                sh(in_shape(cx, 0)), sh(&want));
+    return ir_shape_fail(cx, 0, "dy %s must be the ids' shape and the embedding dim, %s",
+                         sh(in_shape(cx, 0)), sh(&want));
   set_out(cx, cx->in_dtype[0], &to);
   return true;
 }
@@ -864,12 +891,12 @@ bool ir_shape_ATTENTION_GRAD(IrShapeCtx *cx) {
   for (int i = 0; i < 5; i += 4) { /* dy and out */
     if (!same_dtype(cx, 1, i)) return false;
     if (!ir_shape_eq(in_shape(cx, i), &fwd.out_shape[0]))
-      return fail(cx, i, "%s %s must have the attention output's shape %s", i ? "out" : "dy",
-                  sh(in_shape(cx, i)), sh(&fwd.out_shape[0]));
+      return ir_shape_fail(cx, i, "%s %s must have the attention output's shape %s",
+                           i ? "out" : "dy", sh(in_shape(cx, i)), sh(&fwd.out_shape[0]));
   }
   if (cx->in_dtype[5] != IR_F32 || !ir_shape_eq(in_shape(cx, 5), &fwd.out_shape[1]))
-    return fail(cx, 5, "lse must be f32%s, got %s%s", sh(&fwd.out_shape[1]), dt(cx, 5),
-                sh(in_shape(cx, 5)));
+    return ir_shape_fail(cx, 5, "lse must be f32%s, got %s%s", sh(&fwd.out_shape[1]), dt(cx, 5),
+                         sh(in_shape(cx, 5)));
   for (int j = 0; j < 3; j++) set_outj(cx, j, cx->in_dtype[j + 1], in_shape(cx, j + 1));
   return true;
 }
@@ -877,7 +904,7 @@ bool ir_shape_ATTENTION_GRAD(IrShapeCtx *cx) {
 /* (dloss f32[], logits, labels, lse) -> dlogits */
 bool ir_shape_CROSS_ENTROPY_GRAD(IrShapeCtx *cx) {
   if (cx->in_dtype[0] != IR_F32 || rank(cx, 0) != 0)
-    return fail(cx, 0, "dloss must be f32[], got %s%s", dt(cx, 0), sh(in_shape(cx, 0)));
+    return ir_shape_fail(cx, 0, "dloss must be f32[], got %s%s", dt(cx, 0), sh(in_shape(cx, 0)));
   IrShapeCtx fwd = *cx;
   fwd.nin = 2;
   fwd.in_dtype[0] = cx->in_dtype[1], fwd.in_shape[0] = cx->in_shape[1];
@@ -895,7 +922,7 @@ bool ir_shape_CROSS_ENTROPY_GRAD(IrShapeCtx *cx) {
 
 static bool need_scalar(IrShapeCtx *cx, int i, const char *what) {
   if (cx->in_dtype[i] == IR_F32 && rank(cx, i) == 0) return true;
-  return fail(cx, i, "%s must be f32[], got %s%s", what, dt(cx, i), sh(in_shape(cx, i)));
+  return ir_shape_fail(cx, i, "%s must be f32[], got %s%s", what, dt(cx, i), sh(in_shape(cx, i)));
 }
 
 bool ir_shape_GRAD_NORM(IrShapeCtx *cx) {
@@ -908,7 +935,7 @@ bool ir_shape_GRAD_NORM(IrShapeCtx *cx) {
 bool ir_shape_CLIP_SCALE(IrShapeCtx *cx) {
   double v = attr(cx, IR_ATTR_VALUE)->f;
   if (!(v > 0) || v > 1e300)
-    return fail(cx, -1, "value must be a finite positive number, got %g", v);
+    return ir_shape_fail(cx, -1, "value must be a finite positive number, got %g", v);
   if (!need_scalar(cx, 0, "norm")) return false;
   set_scalar(cx, IR_F32);
   return true;
@@ -922,14 +949,15 @@ static bool step_op(IrShapeCtx *cx, int ntensor, const char *const *names) {
     if (has(cx, (IrAttrId)k) && ir_attrs[k].kind == IR_AK_FLOAT) {
       double f = attr(cx, (IrAttrId)k)->f;
       if (!(f >= 0) || f > 1e300)
-        return fail(cx, -1, "%s must be a finite number >= 0, got %g", ir_attrs[k].name, f);
+        return ir_shape_fail(cx, -1, "%s must be a finite number >= 0, got %g", ir_attrs[k].name,
+                             f);
     }
   if (!need_float(cx, 0)) return false;
   for (int i = 1; i < ntensor; i++) {
     if (!same_dtype(cx, 0, i)) return false;
     if (!ir_shape_eq(in_shape(cx, 0), in_shape(cx, i)))
-      return fail(cx, i, "%s %s differs from param %s", names[i], sh(in_shape(cx, i)),
-                  sh(in_shape(cx, 0)));
+      return ir_shape_fail(cx, i, "%s %s differs from param %s", names[i], sh(in_shape(cx, i)),
+                           sh(in_shape(cx, 0)));
   }
   for (int i = ntensor; i < cx->nin; i++)
     if (!need_scalar(cx, i, names[i])) return false;
@@ -939,8 +967,8 @@ static bool step_op(IrShapeCtx *cx, int ntensor, const char *const *names) {
 bool ir_shape_ADAMW(IrShapeCtx *cx) {
   static const char *const names[] = {"param", "grad", "m", "v", "lr", "step", "scale"};
   if (attr(cx, IR_ATTR_BETA1)->f >= 1 || attr(cx, IR_ATTR_BETA2)->f >= 1)
-    return fail(cx, -1, "beta1 and beta2 must be < 1, got %g and %g", attr(cx, IR_ATTR_BETA1)->f,
-                attr(cx, IR_ATTR_BETA2)->f);
+    return ir_shape_fail(cx, -1, "beta1 and beta2 must be < 1, got %g and %g",
+                         attr(cx, IR_ATTR_BETA1)->f, attr(cx, IR_ATTR_BETA2)->f);
   return step_op(cx, 4, names);
 }
 

@@ -198,15 +198,16 @@ static void rule_NORM_GRAD(const IrNode *n, IrShardRule *r) {
   for (int i = 2; i < 2 + nstats; i++) stats(r, m, i, -1);
 }
 
-/* group_norm x[B, C, ...]: only the batch splits (groups span channels and
- * space) */
-static void rule_GROUP_NORM(const IrNode *n, IrShardRule *r) {
+/* a norm of x[B, C, ...] per sample over channel groups and space, with
+ * statistics [B * G]: only the batch splits */
+static void rule_BATCH_STATS(const IrNode *n, IrShardRule *r) {
   int b = newf(r, ish(n, 0)->d[0], IR_FM_BAD);
   in_f(r, 0, 0, b), out_f(r, 0, 0, b);
   for (int j = 1; j < n->nout; j++) stats(r, 1u << b, -1, j);
 }
 
-static void rule_GROUP_NORM_GRAD(const IrNode *n, IrShardRule *r) {
+/* its gradient (dy, x, stats..., w?) -> dx, dw, db: the batch reduces into dw, db */
+static void rule_BATCH_STATS_GRAD(const IrNode *n, IrShardRule *r) {
   int b = newf(r, ish(n, 1)->d[0], IR_FM_P);
   in_f(r, 0, 0, b), in_f(r, 1, 0, b), out_f(r, 0, 0, b);
   stats(r, 1u << b, 2, -1), stats(r, 1u << b, 3, -1);
@@ -412,8 +413,8 @@ static void (*const rule_fns[IR_SHR_COUNT])(const IrNode *, IrShardRule *) = {
     [IR_SHR_CONV_GRAD_W] = rule_CONV_GRAD_W,
     [IR_SHR_NORM] = rule_NORM,
     [IR_SHR_NORM_GRAD] = rule_NORM_GRAD,
-    [IR_SHR_GROUP_NORM] = rule_GROUP_NORM,
-    [IR_SHR_GROUP_NORM_GRAD] = rule_GROUP_NORM_GRAD,
+    [IR_SHR_BATCH_STATS] = rule_BATCH_STATS,
+    [IR_SHR_BATCH_STATS_GRAD] = rule_BATCH_STATS_GRAD,
     [IR_SHR_SOFTMAX] = rule_SOFTMAX,
     [IR_SHR_REDUCE] = rule_REDUCE,
     [IR_SHR_RESHAPE] = rule_RESHAPE,
@@ -738,17 +739,6 @@ int64_t ir_collective_elems(const IrModule *m, const IrNode *n, int64_t *msg) {
 
 /* ---- the collective ops: shape rules ---- */
 
-static bool fail(IrShapeCtx *cx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static bool fail(IrShapeCtx *cx, const char *fmt, ...) {
-  int k = snprintf(cx->err, cx->errlen, "%s: ", ir_ops[cx->node->op].name);
-  if (k < 0 || (size_t)k >= cx->errlen) return false;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(cx->err + k, cx->errlen - (size_t)k, fmt, ap);
-  va_end(ap);
-  return false;
-}
-
 static bool same(IrShapeCtx *cx) {
   cx->out_dtype[0] = cx->in_dtype[0];
   cx->out_shape[0] = *cx->in_shape[0];
@@ -757,15 +747,16 @@ static bool same(IrShapeCtx *cx) {
 
 static bool mesh_attr(IrShapeCtx *cx) {
   int64_t a = cx->node->attrs.v[IR_ATTR_MESH].i;
-  if (a < 0 || a >= IR_NAXES) return fail(cx, "mesh axis #%lld is out of range", (long long)a);
+  if (a < 0 || a >= IR_NAXES)
+    return ir_shape_fail(cx, -1, "mesh axis #%lld is out of range", (long long)a);
   return true;
 }
 
 static bool dim_attr(IrShapeCtx *cx, IrAttrId id) {
   int64_t d = cx->node->attrs.v[id].i;
   if (d < 0 || d >= cx->in_shape[0]->rank)
-    return fail(cx, "%s %lld is out of range for rank %d", ir_attrs[id].name, (long long)d,
-                cx->in_shape[0]->rank);
+    return ir_shape_fail(cx, -1, "%s %lld is out of range for rank %d", ir_attrs[id].name,
+                         (long long)d, cx->in_shape[0]->rank);
   return true;
 }
 
@@ -788,7 +779,8 @@ bool ir_shape_RESHARD(IrShapeCtx *cx) {
 bool ir_shape_ALL_TO_ALL(IrShapeCtx *cx) {
   if (!mesh_attr(cx) || !dim_attr(cx, IR_ATTR_DIM) || !dim_attr(cx, IR_ATTR_TO)) return false;
   if (cx->node->attrs.v[IR_ATTR_DIM].i == cx->node->attrs.v[IR_ATTR_TO].i)
-    return fail(cx, "dim and to are both %lld", (long long)cx->node->attrs.v[IR_ATTR_DIM].i);
+    return ir_shape_fail(cx, -1, "dim and to are both %lld",
+                         (long long)cx->node->attrs.v[IR_ATTR_DIM].i);
   return same(cx);
 }
 

@@ -32,27 +32,26 @@ static IrShape local(const IrModule *m, const IrValue *v) {
   return s;
 }
 
-static int64_t rows_of(const IrShape *x) {
-  int64_t c = x->rank ? x->d[x->rank - 1] : 1;
-  return ir_numel(x) / c;
-}
-
+/* An op flagged OPF_SCRATCH_OUTS (ops.def) may leave off its results after
+ * the first; its kernel still writes them, into scratch of their size: the
+ * types the op's shape rule gives them on this rank's operand shapes. */
 int64_t mp_workspace_bytes(const IrModule *m, const IrNode *n) {
-  if (n->nin < 1) return 0;
-  IrShape x = local(m, n->in[0]);
-  switch (n->op) {
-    case IR_OP_LAYER_NORM: return n->nout < 3 ? 2 * 4 * rows_of(&x) : 0; /* mean, rstd */
-    case IR_OP_RMS_NORM: return n->nout < 2 ? 4 * rows_of(&x) : 0;       /* rstd */
-    case IR_OP_GROUP_NORM:                                               /* mean, rstd (B, G) */
-      return n->nout < 3 && ir_attrs_has(&n->attrs, IR_ATTR_GROUPS)
-                 ? 2 * 4 * x.d[0] * n->attrs.v[IR_ATTR_GROUPS].i
-                 : 0;
-    case IR_OP_ATTENTION: /* lse (B, H, T) */
-      return n->nout < 2 && x.rank == 4 ? 4 * x.d[0] * x.d[1] * x.d[2] : 0;
-    case IR_OP_CROSS_ENTROPY: /* lse (N) */
-      return n->nout < 2 && n->nin == 2 ? 4 * ir_local_numel(m, n->in[1]) : 0;
-    default: return 0;
+  const IrOpInfo *op = &ir_ops[n->op];
+  if (!(op->flags & OPF_SCRATCH_OUTS) || n->nout >= op->nout || n->nin < 1) return 0;
+  IrShape sh[64];
+  char err[256] = "";
+  IrShapeCtx cx = {.node = n, .nin = n->nin, .err = err, .errlen = sizeof err, .bad_operand = -1};
+  for (int i = 0; i < n->nin; i++) {
+    sh[i] = local(m, n->in[i]);
+    cx.in_shape[i] = &sh[i];
+    cx.in_dtype[i] = n->in[i]->dtype;
   }
+  if (!op->shape(&cx))
+    mm_die(__FILE__, __LINE__, "memplan: %s on this rank's shapes: %s", op->name, err);
+  int64_t bytes = 0;
+  for (int j = n->nout; j < op->nout; j++)
+    bytes += ir_dtype_size(cx.out_dtype[j]) * ir_numel(&cx.out_shape[j]);
+  return bytes;
 }
 
 int64_t mp_view_offset(const IrModule *m, const IrNode *n) {
