@@ -19,6 +19,10 @@ mmc = os.environ.get("MMC")
 if not mmc or not os.access(mmc, os.X_OK):
     lit_config.fatal("set MMC to the mmc executable (ctest does)")
 config.substitutions.append(("%mmc", mmc))
+# the sanitizer build's settings (tools/test.sh runs this under ASan too)
+for var in ("ASAN_OPTIONS", "LSAN_OPTIONS", "UBSAN_OPTIONS"):
+    if var in os.environ:
+        config.environment[var] = os.environ[var]
 # FileCheck and not from Debian's llvm-19-tools
 llvm_bin = "/usr/lib/llvm-19/bin"
 config.environment["PATH"] = os.pathsep.join([llvm_bin, config.environment.get("PATH", "")])
