@@ -447,16 +447,17 @@ static int64_t part_of(const Trainer *t, int64_t mask) {
   return c;
 }
 
-/* A parameter's initial values; a rank holding part of split dims gets
- * exactly the elements the one-rank run puts there: each run along the
- * last dim is contiguous in the whole tensor too. */
-static int init_param(Trainer *t, const MmrtTensorDesc *p) {
-  float *w = at(t, p);
+/* This rank's piece of a tensor as runs along its last dim: calls
+ * fn(cx, local, global, n) for each run of n elements, at element `local`
+ * of the piece and `global` of the whole tensor (a scalar: one run of 1).
+ * Each run along the last dim is contiguous in the whole tensor too. */
+static void for_each_run(Trainer *t, const MmrtTensorDesc *p,
+                         void (*fn)(void *cx, int64_t local, int64_t global, int64_t n), void *cx) {
   int64_t r = p->ndim, len[MMRT_DESC_MAX_DIMS], first[MMRT_DESC_MAX_DIMS],
           stride[MMRT_DESC_MAX_DIMS];
   if (r == 0) {
-    init_run(t, p, w, 0, 1);
-    return 0;
+    fn(cx, 0, 0, 1);
+    return;
   }
   for (int64_t d = r - 1, k = 1; d >= 0; d--) {
     len[d] = p->shape[d] / ways(t, p->split[d]);
@@ -468,9 +469,26 @@ static int init_param(Trainer *t, const MmrtTensorDesc *p) {
   for (int64_t q = 0; q < runs; q++) { /* idx: the local position of run q in dims 0 .. r-2 */
     int64_t g = first[r - 1];
     for (int64_t d = 0; d < r - 1; d++) g += (first[d] + idx[d]) * stride[d];
-    init_run(t, p, w + q * len[r - 1], (uint64_t)g, len[r - 1]);
+    fn(cx, q * len[r - 1], g, len[r - 1]);
     for (int64_t d = r - 2; d >= 0 && ++idx[d] == len[d]; d--) idx[d] = 0;
   }
+}
+
+typedef struct InitRun {
+  Trainer *t;
+  const MmrtTensorDesc *p;
+} InitRun;
+
+static void init_one_run(void *cx, int64_t local, int64_t global, int64_t n) {
+  InitRun *u = cx;
+  init_run(u->t, u->p, (float *)at(u->t, u->p) + local, (uint64_t)global, n);
+}
+
+/* A parameter's initial values; a rank holding part of split dims gets
+ * exactly the elements the one-rank run puts there. */
+static int init_param(Trainer *t, const MmrtTensorDesc *p) {
+  InitRun u = {t, p};
+  for_each_run(t, p, init_one_run, &u);
   return 0;
 }
 
@@ -564,6 +582,16 @@ static int save_ckpt(Trainer *t) {
   return 0;
 }
 
+typedef struct CopyRun {
+  const float *piece;
+  float *whole;
+} CopyRun;
+
+static void copy_run(void *cx, int64_t local, int64_t global, int64_t n) {
+  CopyRun *u = cx;
+  memcpy(u->whole + global, u->piece + local, (size_t)n * sizeof *u->whole);
+}
+
 /* --save-weights: every tensor whole, as the one-rank trainer holds it.
  * Each rank puts its piece into a zeroed whole tensor (a tensor replicated
  * over an axis: only coordinate 0 of that axis), and a sum over the world
@@ -575,8 +603,7 @@ static int save_weights(Trainer *t) {
   int rc = refs ? 0 : fail("out of memory for --save-weights");
   for (int64_t i = 0; !rc && i < m->nparams; i++) {
     const MmrtTensorDesc *p = &m->params[i];
-    int64_t r = p->ndim, whole = 1, len[MMRT_DESC_MAX_DIMS], first[MMRT_DESC_MAX_DIMS],
-            stride[MMRT_DESC_MAX_DIMS];
+    int64_t r = p->ndim, whole = 1;
     refs[i].name = p->name;
     refs[i].dtype = (MmrtStDtype)p->dtype;
     refs[i].ndim = (int)r;
@@ -592,24 +619,8 @@ static int save_weights(Trainer *t) {
     int mine = 1;
     for (int a = 0; t->has_mesh && a < MMRT_DESC_NAXES; a++)
       if (!(used >> a & 1) && t->mesh.coord[a] != 0) mine = 0;
-    const float *src = at(t, p);
-    if (mine && r == 0)
-      w[0] = src[0];
-    else if (mine) {
-      for (int64_t d = r - 1, k = 1; d >= 0; d--) {
-        len[d] = p->shape[d] / ways(t, p->split[d]);
-        first[d] = part_of(t, p->split[d]) * len[d];
-        stride[d] = k;
-        k *= p->shape[d];
-      }
-      int64_t runs = numel(t, p) / len[r - 1], idx[MMRT_DESC_MAX_DIMS] = {0};
-      for (int64_t q = 0; q < runs; q++) {
-        int64_t g = first[r - 1];
-        for (int64_t d = 0; d < r - 1; d++) g += (first[d] + idx[d]) * stride[d];
-        memcpy(w + g, src + q * len[r - 1], (size_t)len[r - 1] * sizeof *w);
-        for (int64_t d = r - 2; d >= 0 && ++idx[d] == len[d]; d--) idx[d] = 0;
-      }
-    }
+    CopyRun u = {at(t, p), w};
+    if (mine) for_each_run(t, p, copy_run, &u);
     if (t->has_mesh && mmrt_all_reduce_mpi(&t->mesh, MMRT_AXIS_WORLD, w, (int)whole, MPI_FLOAT,
                                            MPI_SUM, "--save-weights (all-reduce)") != MMRT_OK)
       mmrt_task_comm_fail(&t->cx);
