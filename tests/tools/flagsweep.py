@@ -380,12 +380,16 @@ for row in re.findall(r"^\| (.*?) \|[^|]*\|$", sec11, re.M):
         for a in split_args(f.group(3)):
             if "=" in a:
                 kwopts.append("%s%s.%s" % (f.group(1) or "", f.group(2), a.split("=")[0].strip()))
-# and every optional argument of the frontend's builtin table, documented or
-# not (frontend/builtins.c: {"name", "x, weight, bias?", bi_..., kind}; kind 2
-# is a method)
+# and every optional argument of a builtin, documented or not: the builtins
+# of ops (ir/ops.def: OP(NAME, "mnemonic", ... FE(bi_..., "x, weight, bias?",
+# kind)) and the others (frontend/builtins.c: {"name", "x, *", bi_..., kind});
+# kind 2 is a method
 btab = open(os.path.join(SRC, "frontend", "builtins.c"), encoding="utf-8").read()
 brows = re.findall(r'\{"(\w+)", "([^"]*)", bi_\w+, (\d)\}', btab)
-assert len(brows) > 20, "cannot read the builtin table of frontend/builtins.c"
+odef = open(os.path.join(SRC, "ir", "ops.def"), encoding="utf-8").read()
+brows += re.findall(r'^OP\(\w+, "(\w+)",(?:(?!^OP\().)*?FE\(bi_\w+, "([^"]*)", (\d)\)', odef,
+                    re.M | re.S)
+assert len(brows) > 40, "cannot read the builtins of frontend/builtins.c and ir/ops.def"
 for name, args, kind in brows:
     for a in split_args(args):
         if a.endswith("?"):
