@@ -21,12 +21,12 @@ T = tempfile.mkdtemp(prefix="flagsweep.")
 failures, passes = [], 0
 
 
-def run(argv, cwd=None):
+def run(argv, cwd=None, env=None):
     """(exit status, stdout, stderr, {file: sha1} of what the run wrote in cwd)."""
     cwd = cwd or tempfile.mkdtemp(dir=T)
     try:
         r = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=cwd,
-                           errors="replace")
+                           errors="replace", env=env)
         rc, out, err = r.returncode, r.stdout, r.stderr
     except subprocess.TimeoutExpired:
         rc, out, err = -999, "", "timed out"
@@ -207,6 +207,20 @@ for flag in sorted(every - covered):
 for c, what, base, with_, expect, *w in extra:
     judge("mmc %s %s" % (c, what), run([MMC, c] + base), run([MMC, c] + with_), expect,
           w[0] if w else [])
+# the environment variables the help names: each changes the link
+envs = set(re.findall(r"\$(MMC_\w+)", top + "".join(help_of.values())))
+env_probes = {"MMC_CC": "/bin/false", "MMC_RUNTIME_LIB": os.path.join(T, "no-libmmrt.a"),
+              "MMC_RUNTIME_LIBS": "-lm"}
+base_env = {k: v for k, v in os.environ.items() if k not in env_probes}
+link = run([MMC, "compile"] + GM + OUT + ["-v"], env=base_env)
+for name in sorted(envs):
+    if name not in env_probes:
+        failures.append("$%s: named in mmc's help, but no probe in %s" % (name, __file__))
+        continue
+    covered.add("$" + name)
+    judge("mmc compile with $%s=%s" % (name, env_probes[name]), link,
+          run([MMC, "compile"] + GM + OUT + ["-v"], env=dict(base_env, **{name: env_probes[name]})),
+          "verdict", [])
 nflags = len(covered)
 
 # ------------------------------------------------------ settings (REFERENCE)
