@@ -37,62 +37,35 @@ static SrcLoc at(Args *a) {
   return a->call->loc;
 }
 
+/* Argument i is not of the kind wanted ("a tensor", "an int", ...): a
+ * message, unless it is an error already. */
+static bool kind_error(Args *a, int i, const char *what, const char *want) {
+  if (a->v[i]->k != V_ERR)
+    diag_error(a->p->d, a->loc[i], "%s: argument '%s' must be %s, not a %s", a->name, what, want,
+               val_kind_name(a->v[i]->k));
+  return false;
+}
+
+/* Argument i as a tensor (NULL when absent or not one); an int, a number or
+ * a bool (dflt when absent; false after a message when of another kind). */
 static IrValue *tensor_arg(Args *a, int i, const char *what) {
-  Val *v = a->v[i];
-  if (!v) return NULL;
-  if (v->k == V_TENSOR) return v->t;
-  if (v->k != V_ERR)
-    diag_error(a->p->d, a->loc[i], "%s: argument '%s' must be a tensor, not a %s", a->name, what,
-               val_kind_name(v->k));
-  return NULL;
+  if (a->v[i] && a->v[i]->k != V_TENSOR) kind_error(a, i, what, "a tensor");
+  return a->v[i] && a->v[i]->k == V_TENSOR ? a->v[i]->t : NULL;
 }
-
 static bool int_arg(Args *a, int i, const char *what, int64_t dflt, int64_t *out) {
-  Val *v = a->v[i];
-  if (!v) {
-    *out = dflt;
-    return true;
-  }
-  if (v->k == V_INT) {
-    *out = v->i;
-    return true;
-  }
-  if (v->k != V_ERR)
-    diag_error(a->p->d, a->loc[i], "%s: argument '%s' must be an int, not a %s", a->name, what,
-               val_kind_name(v->k));
-  return false;
+  if (a->v[i] && a->v[i]->k != V_INT) return kind_error(a, i, what, "an int");
+  *out = a->v[i] ? a->v[i]->i : dflt;
+  return true;
 }
-
 static bool num_arg(Args *a, int i, const char *what, double dflt, double *out) {
-  Val *v = a->v[i];
-  if (!v) {
-    *out = dflt;
-    return true;
-  }
-  if (val_is_num(v)) {
-    *out = val_num(v);
-    return true;
-  }
-  if (v->k != V_ERR)
-    diag_error(a->p->d, a->loc[i], "%s: argument '%s' must be a number, not a %s", a->name, what,
-               val_kind_name(v->k));
-  return false;
+  if (a->v[i] && !val_is_num(a->v[i])) return kind_error(a, i, what, "a number");
+  *out = a->v[i] ? val_num(a->v[i]) : dflt;
+  return true;
 }
-
 static bool bool_arg(Args *a, int i, const char *what, bool dflt, bool *out) {
-  Val *v = a->v[i];
-  if (!v) {
-    *out = dflt;
-    return true;
-  }
-  if (v->k == V_BOOL) {
-    *out = v->b;
-    return true;
-  }
-  if (v->k != V_ERR)
-    diag_error(a->p->d, a->loc[i], "%s: argument '%s' must be a bool, not a %s", a->name, what,
-               val_kind_name(v->k));
-  return false;
+  if (a->v[i] && a->v[i]->k != V_BOOL) return kind_error(a, i, what, "a bool");
+  *out = a->v[i] ? a->v[i]->b : dflt;
+  return true;
 }
 
 /* An int or a list of n ints (stride = 2 or stride = [2, 2]). */

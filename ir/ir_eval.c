@@ -728,6 +728,21 @@ static bool ev_kv_write(Ev *e) {
   return true;
 }
 
+/* p[s] = scale * q . k_s for the ns keys k_s = k + s * stride (D values
+ * each); returns their maximum (-inf for none). */
+static double scores(double *p, const double *q, const double *k, int64_t stride, int64_t ns,
+                     int64_t D, double scale) {
+  double mx = -INFINITY;
+  for (int64_t s = 0; s < ns; s++) {
+    const double *kr = k + s * stride;
+    double dot = 0;
+    for (int64_t c = 0; c < D; c++) dot += q[c] * kr[c];
+    p[s] = dot * scale;
+    mx = fmax(mx, p[s]);
+  }
+  return mx;
+}
+
 /* attention_cached(q, k_cache, v_cache, pos) {scale}: query i of row b sees
  * cache positions 0 .. pos[b] + i */
 static bool ev_attention_cached(Ev *e) {
@@ -750,14 +765,7 @@ static bool ev_attention_cached(Ev *e) {
       for (int64_t h = 0; h < H; h++) {
         int64_t kh = h / (H / KVH);
         const double *qr = q->d + ((b * n + i) * H + h) * D;
-        double mx = -INFINITY, sum = 0;
-        for (int64_t s = 0; s < ns; s++) {
-          const double *kr = k->d + ((b * S + s) * KVH + kh) * D;
-          double dot = 0;
-          for (int64_t c = 0; c < D; c++) dot += qr[c] * kr[c];
-          p[s] = dot * scale;
-          mx = fmax(mx, p[s]);
-        }
+        double mx = scores(p, qr, k->d + (b * S * KVH + kh) * D, KVH * D, ns, D, scale), sum = 0;
         for (int64_t s = 0; s < ns; s++) sum += (p[s] = exp(p[s] - mx));
         double *orow = out->d + ((b * n + i) * H + h) * D;
         for (int64_t c = 0; c < D; c++) {
@@ -806,14 +814,7 @@ static bool ev_attention(Ev *e) {
         if (grad) {
           l = fl->d[(b * H + h) * T + t];
         } else {
-          double mx = -INFINITY, sum = 0;
-          for (int64_t s = 0; s < ns; s++) {
-            const double *kr = k->d + ((b * S + s) * KVH + kh) * D;
-            double dot = 0;
-            for (int64_t i = 0; i < D; i++) dot += qr[i] * kr[i];
-            p[s] = dot * scale;
-            mx = fmax(mx, p[s]);
-          }
+          double mx = scores(p, qr, k->d + (b * S * KVH + kh) * D, KVH * D, ns, D, scale), sum = 0;
           for (int64_t s = 0; s < ns; s++) sum += exp(p[s] - mx);
           l = ns > 0 ? mx + log(sum) : -INFINITY;
           lse->d[(b * H + h) * T + t] = l;

@@ -212,6 +212,39 @@ static void entry_run(Entry *e, void *const *ptrs, const char *what) {
   DNNL_CHECK(dnnl_stream_wait(stream), what);
 }
 
+/* A key from its values (kind, dtype, then shape and flags; the rest 0). */
+static Key key_of(const int64_t *v, size_t n) {
+  Key k = {{0}};
+  memcpy(k.v, v, n * sizeof *v);
+  return k;
+}
+#define KEY(...)                                                                                   \
+  key_of((const int64_t[]){__VA_ARGS__}, sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
+
+/* Caches the primitive of op descriptor `desc` (attributes `attr` or NULL)
+ * under key k: with the forward primitive of `fwd` as its hint when fwd is
+ * not NULL (a backward primitive), and one memory object per listed
+ * argument. */
+static Entry *cache_make(const Key *k, const void *desc, const_dnnl_primitive_attr_t attr,
+                         const void *fwd, int nargs, const int *args, const char *what) {
+  dnnl_primitive_desc_t hint = NULL, pd;
+  if (fwd) DNNL_CHECK(dnnl_primitive_desc_create(&hint, fwd, NULL, eng, NULL), what);
+  DNNL_CHECK(dnnl_primitive_desc_create(&pd, desc, attr, eng, hint), what);
+  if (hint) dnnl_primitive_desc_destroy(hint);
+  Entry *e = cache_insert(k);
+  entry_build(e, pd, nargs, args, what);
+  return e;
+}
+
+/* Runs e on ptrs, whose slot `out` is the result dst of n floats: with
+ * accumulate, into scratch and then added to dst. */
+static void run_into(Entry *e, void **ptrs, int out, float *dst, size_t n, int accumulate,
+                     const char *what) {
+  ptrs[out] = accumulate ? get_scratch(n) : dst;
+  entry_run(e, ptrs, what);
+  if (accumulate) add_into(dst, ptrs[out], n);
+}
+
 static void md_strided(dnnl_memory_desc_t *md, int nd, const dnnl_dims_t dims, dnnl_data_type_t t,
                        const dnnl_dims_t strides, const char *what) {
   DNNL_CHECK(dnnl_memory_desc_init_by_strides(md, nd, dims, t, strides), what);
@@ -244,16 +277,7 @@ static void matmul_impl(MmrtDtype dt, void *C, const void *A, const void *B, con
   dnnl_data_type_t t = dnnl_dt(dt, what);
   if (batch < 1 || M < 1 || N < 1 || K < 1) die(what, "non-positive dimension");
   ensure_engine();
-  Key k = {{0}};
-  k.v[0] = K_MATMUL;
-  k.v[1] = dt;
-  k.v[2] = batch;
-  k.v[3] = M;
-  k.v[4] = N;
-  k.v[5] = K;
-  k.v[6] = flags;
-  k.v[7] = float_bits(alpha);
-  k.v[8] = bias != NULL;
+  Key k = KEY(K_MATMUL, dt, batch, M, N, K, flags, float_bits(alpha), bias != NULL);
   Entry *e = cache_find(&k);
   if (!e) {
     int64_t bb = (flags & MMRT_MM_BCAST_B) ? 1 : batch;
@@ -287,12 +311,9 @@ static void matmul_impl(MmrtDtype dt, void *C, const void *A, const void *B, con
       DNNL_CHECK(dnnl_primitive_attr_set_post_ops(attr, po), what);
       dnnl_post_ops_destroy(po);
     }
-    dnnl_primitive_desc_t pd;
-    DNNL_CHECK(dnnl_primitive_desc_create(&pd, &desc, attr, eng, NULL), what);
-    dnnl_primitive_attr_destroy(attr);
-    e = cache_insert(&k);
     int args[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
-    entry_build(e, pd, bias ? 4 : 3, args, what);
+    e = cache_make(&k, &desc, attr, NULL, bias ? 4 : 3, args, what);
+    dnnl_primitive_attr_destroy(attr);
   }
   void *ptrs[4] = {(void *)A, (void *)B, C, (void *)bias};
   entry_run(e, ptrs, what);
@@ -412,11 +433,8 @@ static void conv_fwd(MmrtDtype dt, const MmrtConv *cv, int nsp, void *y, const v
     conv_mds(cv, nsp, t, &m, what);
     dnnl_convolution_desc_t d;
     conv_fwd_desc(&d, &m, bias != NULL, what);
-    dnnl_primitive_desc_t pd;
-    DNNL_CHECK(dnnl_primitive_desc_create(&pd, &d, NULL, eng, NULL), what);
-    e = cache_insert(&k);
     int args[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
-    entry_build(e, pd, bias ? 4 : 3, args, what);
+    e = cache_make(&k, &d, NULL, NULL, bias ? 4 : 3, args, what);
   }
   void *ptrs[4] = {(void *)x, (void *)w, y, (void *)bias};
   entry_run(e, ptrs, what);
@@ -435,21 +453,14 @@ static void conv_bwd_data(MmrtDtype dt, const MmrtConv *cv, int nsp, void *dx, c
   if (!e) {
     dnnl_convolution_desc_t fd, bd;
     conv_fwd_desc(&fd, &m, 0, what);
-    dnnl_primitive_desc_t fpd, pd;
-    DNNL_CHECK(dnnl_primitive_desc_create(&fpd, &fd, NULL, eng, NULL), what);
     DNNL_CHECK(dnnl_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &m.x, &m.w,
                                                         &m.y, m.strides, m.pad_lo, m.pad_hi),
                what);
-    DNNL_CHECK(dnnl_primitive_desc_create(&pd, &bd, NULL, eng, fpd), what);
-    dnnl_primitive_desc_destroy(fpd);
-    e = cache_insert(&k);
     int args[3] = {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC};
-    entry_build(e, pd, 3, args, what);
+    e = cache_make(&k, &bd, NULL, &fd, 3, args, what);
   }
-  float *out = accumulate ? get_scratch((size_t)m.xn) : dx;
-  void *ptrs[3] = {(void *)dy, (void *)w, out};
-  entry_run(e, ptrs, what);
-  if (accumulate) add_into(dx, out, (size_t)m.xn);
+  void *ptrs[3] = {(void *)dy, (void *)w, NULL};
+  run_into(e, ptrs, 2, dx, (size_t)m.xn, accumulate, what);
 }
 
 static void conv_bwd_weights(MmrtDtype dt, const MmrtConv *cv, int nsp, void *dw, void *dbias,
@@ -466,17 +477,12 @@ static void conv_bwd_weights(MmrtDtype dt, const MmrtConv *cv, int nsp, void *dw
   if (!e) {
     dnnl_convolution_desc_t fd, bd;
     conv_fwd_desc(&fd, &m, hasb, what);
-    dnnl_primitive_desc_t fpd, pd;
-    DNNL_CHECK(dnnl_primitive_desc_create(&fpd, &fd, NULL, eng, NULL), what);
     DNNL_CHECK(dnnl_convolution_backward_weights_desc_init(&bd, dnnl_convolution_direct, &m.x, &m.w,
                                                            hasb ? &m.b : NULL, &m.y, m.strides,
                                                            m.pad_lo, m.pad_hi),
                what);
-    DNNL_CHECK(dnnl_primitive_desc_create(&pd, &bd, NULL, eng, fpd), what);
-    dnnl_primitive_desc_destroy(fpd);
-    e = cache_insert(&k);
     int args[4] = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_DIFF_BIAS};
-    entry_build(e, pd, hasb ? 4 : 3, args, what);
+    e = cache_make(&k, &bd, NULL, &fd, hasb ? 4 : 3, args, what);
   }
   float *ow = dw, *ob = dbias;
   if (accumulate) {
@@ -529,64 +535,38 @@ static void softmax_fwd_desc(dnnl_softmax_v2_desc_t *d, dnnl_memory_desc_t *md, 
       what);
 }
 
-void mmrt_softmax_fwd(MmrtDtype dt, void *y, const void *x, int rows, int cols) {
-  static const char *what = "mmrt_softmax_fwd";
+/* The cached forward or backward primitive of a row softmax of (rows, cols). */
+static Entry *softmax_entry(int bwd, MmrtDtype dt, int rows, int cols, const char *what) {
   dnnl_data_type_t t = dnnl_dt(dt, what);
   ensure_engine();
-  Key k = {{0}};
-  k.v[0] = K_SOFTMAX_FWD;
-  k.v[1] = dt;
-  k.v[2] = rows;
-  k.v[3] = cols;
+  Key k = KEY(bwd ? K_SOFTMAX_BWD : K_SOFTMAX_FWD, dt, rows, cols);
   Entry *e = cache_find(&k);
-  if (!e) {
-    dnnl_memory_desc_t md;
-    dnnl_dims_t d2 = {rows, cols};
-    md_plain(&md, 2, d2, t, what);
-    dnnl_softmax_v2_desc_t d;
-    softmax_fwd_desc(&d, &md, what);
-    dnnl_primitive_desc_t pd;
-    DNNL_CHECK(dnnl_primitive_desc_create(&pd, &d, NULL, eng, NULL), what);
-    e = cache_insert(&k);
-    int args[2] = {DNNL_ARG_SRC, DNNL_ARG_DST};
-    entry_build(e, pd, 2, args, what);
-  }
+  if (e) return e;
+  dnnl_memory_desc_t md;
+  dnnl_dims_t d2 = {rows, cols};
+  md_plain(&md, 2, d2, t, what);
+  dnnl_softmax_v2_desc_t fd, bd;
+  softmax_fwd_desc(&fd, &md, what);
+  if (!bwd)
+    return cache_make(&k, &fd, NULL, NULL, 2, (const int[]){DNNL_ARG_SRC, DNNL_ARG_DST}, what);
+  DNNL_CHECK(dnnl_softmax_v2_backward_desc_init(&bd, dnnl_softmax_accurate, &md, &md, &md, 1),
+             what);
+  int args[3] = {DNNL_ARG_DST, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC};
+  return cache_make(&k, &bd, NULL, &fd, 3, args, what);
+}
+
+void mmrt_softmax_fwd(MmrtDtype dt, void *y, const void *x, int rows, int cols) {
+  static const char *what = "mmrt_softmax_fwd";
   void *ptrs[2] = {(void *)x, y};
-  entry_run(e, ptrs, what);
+  entry_run(softmax_entry(0, dt, rows, cols, what), ptrs, what);
 }
 
 void mmrt_softmax_bwd(MmrtDtype dt, void *dx, const void *dy, const void *y, int rows, int cols,
                       int accumulate) {
   static const char *what = "mmrt_softmax_bwd";
-  dnnl_data_type_t t = dnnl_dt(dt, what);
-  ensure_engine();
-  Key k = {{0}};
-  k.v[0] = K_SOFTMAX_BWD;
-  k.v[1] = dt;
-  k.v[2] = rows;
-  k.v[3] = cols;
-  Entry *e = cache_find(&k);
-  if (!e) {
-    dnnl_memory_desc_t md;
-    dnnl_dims_t d2 = {rows, cols};
-    md_plain(&md, 2, d2, t, what);
-    dnnl_softmax_v2_desc_t fd, bd;
-    softmax_fwd_desc(&fd, &md, what);
-    dnnl_primitive_desc_t fpd, pd;
-    DNNL_CHECK(dnnl_primitive_desc_create(&fpd, &fd, NULL, eng, NULL), what);
-    DNNL_CHECK(dnnl_softmax_v2_backward_desc_init(&bd, dnnl_softmax_accurate, &md, &md, &md, 1),
-               what);
-    DNNL_CHECK(dnnl_primitive_desc_create(&pd, &bd, NULL, eng, fpd), what);
-    dnnl_primitive_desc_destroy(fpd);
-    e = cache_insert(&k);
-    int args[3] = {DNNL_ARG_DST, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC};
-    entry_build(e, pd, 3, args, what);
-  }
-  size_t n = (size_t)rows * (size_t)cols;
-  float *out = accumulate ? get_scratch(n) : dx;
-  void *ptrs[3] = {(void *)y, (void *)dy, out};
-  entry_run(e, ptrs, what);
-  if (accumulate) add_into(dx, out, n);
+  void *ptrs[3] = {(void *)y, (void *)dy, NULL};
+  run_into(softmax_entry(1, dt, rows, cols, what), ptrs, 2, dx, (size_t)rows * (size_t)cols,
+           accumulate, what);
 }
 
 /* ---- eltwise ----------------------------------------------------------- */
@@ -620,63 +600,42 @@ static void eltwise_fwd_desc(dnnl_eltwise_desc_t *d, MmrtAct act, dnnl_memory_de
   DNNL_CHECK(dnnl_eltwise_forward_desc_init(d, dnnl_forward_training, alg, md, alpha, 0.0f), what);
 }
 
+/* The cached forward or backward primitive of activation `act` on n values. */
+static Entry *eltwise_entry(int bwd, MmrtDtype dt, MmrtAct act, size_t n, const char *what) {
+  dnnl_data_type_t t = dnnl_dt(dt, what);
+  ensure_engine();
+  Key k = KEY(bwd ? K_ELTWISE_BWD : K_ELTWISE_FWD, dt, act, (int64_t)n);
+  Entry *e = cache_find(&k);
+  if (e) return e;
+  dnnl_memory_desc_t md;
+  dnnl_dims_t d1 = {(int64_t)n};
+  md_plain(&md, 1, d1, t, what);
+  dnnl_eltwise_desc_t fd, bd;
+  eltwise_fwd_desc(&fd, act, &md, what);
+  if (!bwd)
+    return cache_make(&k, &fd, NULL, NULL, 2, (const int[]){DNNL_ARG_SRC, DNNL_ARG_DST}, what);
+  DNNL_CHECK(dnnl_eltwise_backward_desc_init(&bd, fd.alg_kind, &md, &md, fd.alpha, fd.beta), what);
+  int args[3] = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC};
+  return cache_make(&k, &bd, NULL, &fd, 3, args, what);
+}
+
 void mmrt_eltwise_fwd(MmrtDtype dt, MmrtAct act, void *y, const void *x, size_t n) {
   static const char *what = "mmrt_eltwise_fwd";
-  dnnl_data_type_t t = dnnl_dt(dt, what);
-  if (n == 0) return;
-  ensure_engine();
-  Key k = {{0}};
-  k.v[0] = K_ELTWISE_FWD;
-  k.v[1] = dt;
-  k.v[2] = act;
-  k.v[3] = (int64_t)n;
-  Entry *e = cache_find(&k);
-  if (!e) {
-    dnnl_memory_desc_t md;
-    dnnl_dims_t d1 = {(int64_t)n};
-    md_plain(&md, 1, d1, t, what);
-    dnnl_eltwise_desc_t d;
-    eltwise_fwd_desc(&d, act, &md, what);
-    dnnl_primitive_desc_t pd;
-    DNNL_CHECK(dnnl_primitive_desc_create(&pd, &d, NULL, eng, NULL), what);
-    e = cache_insert(&k);
-    int args[2] = {DNNL_ARG_SRC, DNNL_ARG_DST};
-    entry_build(e, pd, 2, args, what);
+  if (n == 0) {
+    (void)dnnl_dt(dt, what);
+    return;
   }
   void *ptrs[2] = {(void *)x, y};
-  entry_run(e, ptrs, what);
+  entry_run(eltwise_entry(0, dt, act, n, what), ptrs, what);
 }
 
 void mmrt_eltwise_bwd(MmrtDtype dt, MmrtAct act, void *dx, const void *dy, const void *x, size_t n,
                       int accumulate) {
   static const char *what = "mmrt_eltwise_bwd";
-  dnnl_data_type_t t = dnnl_dt(dt, what);
-  if (n == 0) return;
-  ensure_engine();
-  Key k = {{0}};
-  k.v[0] = K_ELTWISE_BWD;
-  k.v[1] = dt;
-  k.v[2] = act;
-  k.v[3] = (int64_t)n;
-  Entry *e = cache_find(&k);
-  if (!e) {
-    dnnl_memory_desc_t md;
-    dnnl_dims_t d1 = {(int64_t)n};
-    md_plain(&md, 1, d1, t, what);
-    dnnl_eltwise_desc_t fd, bd;
-    eltwise_fwd_desc(&fd, act, &md, what);
-    dnnl_primitive_desc_t fpd, pd;
-    DNNL_CHECK(dnnl_primitive_desc_create(&fpd, &fd, NULL, eng, NULL), what);
-    DNNL_CHECK(dnnl_eltwise_backward_desc_init(&bd, fd.alg_kind, &md, &md, fd.alpha, fd.beta),
-               what);
-    DNNL_CHECK(dnnl_primitive_desc_create(&pd, &bd, NULL, eng, fpd), what);
-    dnnl_primitive_desc_destroy(fpd);
-    e = cache_insert(&k);
-    int args[3] = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC};
-    entry_build(e, pd, 3, args, what);
+  if (n == 0) {
+    (void)dnnl_dt(dt, what);
+    return;
   }
-  float *out = accumulate ? get_scratch(n) : dx;
-  void *ptrs[3] = {(void *)x, (void *)dy, out};
-  entry_run(e, ptrs, what);
-  if (accumulate) add_into(dx, out, n);
+  void *ptrs[3] = {(void *)x, (void *)dy, NULL};
+  run_into(eltwise_entry(1, dt, act, n, what), ptrs, 2, dx, n, accumulate, what);
 }
