@@ -8,6 +8,8 @@ import argparse, json, os, sys, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "torch"))
 import torch
 import mmref
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_user
 
 def main():
     ap = argparse.ArgumentParser()
@@ -32,20 +34,7 @@ def main():
         x = torch.randint(0, vocab, (a.batch, a.seq), dtype=torch.int32)
         y = torch.randint(0, vocab, (a.batch, a.seq), dtype=torch.int32)
 
-    def step():
-        opt.zero_grad(set_to_none=True)
-        loss = fn(P, x, y)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(P.values(), 1.0)
-        opt.step()
-        return loss.item()
-
-    for _ in range(3):
-        step()
-    t0 = time.perf_counter()
-    for _ in range(a.steps):
-        step()
-    ms = (time.perf_counter() - t0) * 1000 / a.steps
+    ms = torch_user.measure(lambda: fn(P, x, y), list(P.values()), opt, a.steps)
     print(json.dumps({"model": a.model, "framework": "pytorch", "ms_per_step": ms, "threads": a.threads,
                       "torch": torch.__version__}))
 

@@ -151,6 +151,46 @@ static int arena_index(IrRole r) {
   }
 }
 
+/* A string constant of the module, one per distinct text (prefix tells
+ * kinds from layers), for the profiler's marks. */
+static LLVMValueRef prof_string(Cg *cg, const char *prefix, const char *text) {
+  const char *name = arena_printf(cg->a, "mmprof.%s.%s", prefix, text);
+  LLVMValueRef g = LLVMGetNamedGlobal(cg->mod, name);
+  if (g) return g;
+  LLVMValueRef init = LLVMConstStringInContext(cg->ctx, text, (unsigned)strlen(text), false);
+  g = LLVMAddGlobal(cg->mod, LLVMTypeOf(init), name);
+  LLVMSetInitializer(g, init);
+  LLVMSetGlobalConstant(g, true);
+  LLVMSetLinkage(g, LLVMPrivateLinkage);
+  return g;
+}
+
+/* The layer an op is timed under: its stack layer ("h.3"), else the first
+ * part of its module path, else "-" (the loss, the optimizer). */
+static const char *prof_layer(Cg *cg, const IrNode *n) {
+  if (n->group >= 0 && n->group < cg->m->groups.len) {
+    const IrGroup *g = cg->m->groups.items[n->group];
+    return arena_printf(cg->a, "%s.%d", g->name, n->layer);
+  }
+  if (!n->scope || !*n->scope) return "-";
+  const char *dot = strchr(n->scope, '.');
+  return dot ? arena_printf(cg->a, "%.*s", (int)(dot - n->scope), n->scope) : n->scope;
+}
+
+/* if (prof) mmrt_prof_mark(kind, layer, phase) */
+static void prof_mark(Cg *cg, LLVMValueRef prof, const char *kind, const char *layer, int phase) {
+  LLVMBasicBlockRef mark = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "prof");
+  LLVMBasicBlockRef cont = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "");
+  LLVMBuildCondBr(cg->b, prof, mark, cont);
+  LLVMPositionBuilderAtEnd(cg->b, mark);
+  LLVMValueRef null = LLVMConstNull(cg->t_ptr);
+  LLVMValueRef args[3] = {kind ? prof_string(cg, "k", kind) : null,
+                          layer ? prof_string(cg, "l", layer) : null, cg_i32(cg, phase)};
+  cg_call(cg, "mmrt_prof_mark", args, 3);
+  LLVMBuildBr(cg->b, cont);
+  LLVMPositionBuilderAtEnd(cg->b, cont);
+}
+
 /* i32 name(ptr arenas, i64 seed, ptr mesh): every node of f in order. */
 static LLVMValueRef build_step(Cg *cg, const IrFunc *f, const char *name, bool training) {
   LLVMTypeRef params[3] = {cg->t_ptr, cg->t_i64, cg->t_ptr};
@@ -189,14 +229,24 @@ static LLVMValueRef build_step(Cg *cg, const IrFunc *f, const char *name, bool t
    * backward from the loss's gradient seed, update from the first
    * optimizer op */
   int bwd = -1, upd = -1;
-  if (ir_world_size(cg->m) > 1) {
+  if (training) ir_train_phases(f, &bwd, &upd);
+  if (ir_world_size(cg->m) > 1)
     cg_call(cg, "mmrt_comm_set_phase", (LLVMValueRef[]){cg_i32(cg, 0)}, 1);
-    if (training) ir_train_phases(f, &bwd, &upd);
-  }
+  /* --profile: one call per step when off; the flag stays in a register */
+  LLVMValueRef prof = LLVMBuildICmp(
+      cg->b, LLVMIntNE, cg_call(cg, "mmrt_prof_begin", (LLVMValueRef[]){cg_i32(cg, training)}, 1),
+      cg_i32(cg, 0), "prof");
   for (int i = 0; i < f->nodes.len && !cg->failed; i++) {
     const IrNode *n = f->nodes.items[i];
-    if (i == bwd || i == upd)
+    if ((i == bwd || i == upd) && ir_world_size(cg->m) > 1)
       cg_call(cg, "mmrt_comm_set_phase", (LLVMValueRef[]){cg_i32(cg, i == bwd ? 1 : 2)}, 1);
+    if (n != cg->skip) {
+      int phase = ir_op_is_collective(n->op) ? 3
+                  : upd >= 0 && i >= upd     ? 2
+                  : bwd >= 0 && i >= bwd     ? 1
+                                             : 0;
+      prof_mark(cg, prof, ir_ops[n->op].name, prof_layer(cg, n), phase);
+    }
     for (int j = 0; j < n->nout; j++)
       if (!n->out[j]->mem_planned) {
         cg_error(cg, n, "result %d has no memory plan (run memplan)", j);
@@ -206,6 +256,7 @@ static LLVMValueRef build_step(Cg *cg, const IrFunc *f, const char *name, bool t
     cg->cur = i;
     if (!cg_lower_node(cg, n)) cg->failed = true;
   }
+  prof_mark(cg, prof, NULL, NULL, 0);
   LLVMBuildRet(cg->b, cg_i32(cg, 0));
   return cg->failed ? NULL : fn;
 }

@@ -34,6 +34,11 @@
 #else
 #define MMRT_ABI_MAIN MMRT_ABI_OFF
 #endif
+#ifdef MMRT_ABI_SECTION_PROF
+#define MMRT_ABI_PROF MMRT_ABI_ON
+#else
+#define MMRT_ABI_PROF MMRT_ABI_OFF
+#endif
 #ifdef MMRT_ABI_SECTION_LIBM
 #define MMRT_ABI_LIBM MMRT_ABI_ON
 #else
@@ -47,6 +52,7 @@
 #undef MMRT_ABI_COMM
 #undef MMRT_ABI_MAIN
 #undef MMRT_ABI_LIBM
+#undef MMRT_ABI_PROF
 #undef MMRT_ABI_ON
 #undef MMRT_ABI_OFF
 #undef MMRT_ABI_SECTION_KERNELS
@@ -54,6 +60,7 @@
 #undef MMRT_ABI_SECTION_COMM
 #undef MMRT_ABI_SECTION_MAIN
 #undef MMRT_ABI_SECTION_LIBM
+#undef MMRT_ABI_SECTION_PROF
 #undef i32
 #undef i64
 #undef size

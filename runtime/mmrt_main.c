@@ -31,6 +31,7 @@
 #include "mmrt_data.h"
 #include "mmrt_log.h"
 #include "mmrt_task.h"
+#include "mmrt_prof.h"
 #include "mmrt_threads.h"
 
 #define ERRLEN 1024
@@ -41,7 +42,7 @@ typedef struct Args {
   int64_t steps, batch, eval_every, eval_batches, ckpt_every, keep, threads;
   double lr, comm_timeout;
   uint64_t seed;
-  int has_lr, has_seed, has_keep, has_timeout, resume, quiet;
+  int has_lr, has_seed, has_keep, has_timeout, resume, quiet, profile;
 } Args;
 
 typedef struct Trainer {
@@ -122,6 +123,8 @@ static void usage(FILE *out, const MmrtModelDesc *m) {
       "                     ranks, at most the idle ones by the load average)\n"
       "  --omp-wait W       active (threads spin between kernels) or passive (they sleep);\n"
       "                     default active, passive when the machine is busy\n"
+      "  --profile          at the end, the time per op kind and per layer (forward, backward,\n"
+      "                     update, communication), steps after the first\n"
       "  --quiet            no progress line\n",
       m->name, (long long)m->batch, MMRT_FMNIST_DEFAULT_DIR,
       (long long)(m->steps > 0 ? m->steps : 100), m->lr, MMRT_CKPT_KEEP_DEFAULT,
@@ -203,6 +206,8 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a) {
       a->resume = 1, takes = 0;
     } else if (!strcmp(f, "--quiet")) {
       a->quiet = 1, takes = 0;
+    } else if (!strcmp(f, "--profile")) {
+      a->profile = 1, takes = 0;
     } else if (is_valued(f) && !v) {
       return fail("%s needs a value (see --help)", f);
     } else if (text_flag(a, f)) {
@@ -1032,6 +1037,7 @@ static int run(Trainer *t, int argc, char **argv) {
         m->name, t->task->name, (long long)t->cx.B, (long long)t->a.steps,
         (unsigned long long)t->a.seed, t->world > 1 ? t->world : 1, t->world > 1 ? "s" : "", omp);
   }
+  if (t->a.profile) mmrt_prof_enable();
   rc = train(t);
   /* --steps 0 --ckpt DIR writes the initial weights (a reference starts from them) */
   if (!rc && t->a.ckpt && (t->done > 0 || t->a.steps == 0)) rc = save_ckpt(t);
@@ -1081,6 +1087,7 @@ static int run(Trainer *t, int argc, char **argv) {
              (long long)t->comm_steps);
       mmrt_comm_counters_print(stdout);
     }
+    if (t->a.profile) mmrt_prof_print(stdout);
   }
   return rc;
 }

@@ -526,6 +526,7 @@ else:
                             ["--save-adapters"]),
         "--save-weights": (BASE + ["--save-weights", "w.safetensors"], "effect"),
         "--quiet": (BASE + ["--quiet"], "effect"),
+        "--profile": (BASE + ["--profile"], "effect"),  # the table at the end
         "--threads": (BASE + ["--threads", "1"], "effect"),  # the start line says so
         "--omp-wait": (BASE + ["--omp-wait", "active"], "effect"),
     }
