@@ -115,13 +115,17 @@ const char *ir_role_name(IrRole r) {
   return (unsigned)r < IR_ROLE_COUNT ? role_names[r] : "?";
 }
 
+/* The index of s in names[0..n), or -1. */
+static int name_index(const char *const *names, int n, const char *s) {
+  for (int i = 0; i < n; i++)
+    if (strcmp(names[i], s) == 0) return i;
+  return -1;
+}
+
 bool ir_role_parse(const char *s, IrRole *out) {
-  for (int i = 0; i < IR_ROLE_COUNT; i++)
-    if (strcmp(role_names[i], s) == 0) {
-      *out = (IrRole)i;
-      return true;
-    }
-  return false;
+  int i = name_index(role_names, IR_ROLE_COUNT, s);
+  if (i >= 0) *out = (IrRole)i;
+  return i >= 0;
 }
 
 static const char *const init_names[] = {
@@ -136,12 +140,9 @@ const char *ir_init_name(IrInitKind k) {
 }
 
 bool ir_init_parse(const char *s, IrInitKind *out) {
-  for (int i = 0; i < NINIT; i++)
-    if (strcmp(init_names[i], s) == 0) {
-      *out = (IrInitKind)i;
-      return true;
-    }
-  return false;
+  int i = name_index(init_names, NINIT, s);
+  if (i >= 0) *out = (IrInitKind)i;
+  return i >= 0;
 }
 
 /* ---- shapes ---- */

@@ -163,16 +163,8 @@ static bool unary(IrShapeCtx *cx, bool float_only) {
   return true;
 }
 
-bool ir_shape_ADD(IrShapeCtx *cx) {
-  return binary(cx, false);
-}
-bool ir_shape_SUB(IrShapeCtx *cx) {
-  return binary(cx, false);
-}
-bool ir_shape_MUL(IrShapeCtx *cx) {
-  return binary(cx, false);
-}
-bool ir_shape_DIV(IrShapeCtx *cx) {
+/* add, sub, mul, div: numpy broadcasting, any dtype */
+bool ir_shape_BINARY(IrShapeCtx *cx) {
   return binary(cx, false);
 }
 bool ir_shape_POW(IrShapeCtx *cx) {
@@ -260,17 +252,23 @@ bool ir_shape_MATMUL(IrShapeCtx *cx) {
   return true;
 }
 
-bool ir_shape_LINEAR(IrShapeCtx *cx) {
-  if (!need_rank_min(cx, 0, 1, "input") || !need_rank(cx, 1, 2, "weight")) return false;
+/* x[..., F] by a weight [N, K] whose dim `in` is F: x with its last dim the
+ * weight's other dim (linear: in = 1; linear_grad_x: in = 0) */
+static bool by_weight(IrShapeCtx *cx, int in, const char *x, const char *feat, const char *verb) {
+  if (!need_rank_min(cx, 0, 1, x) || !need_rank(cx, 1, 2, "weight")) return false;
   if (!same_dtype(cx, 0, 1) || !need_float(cx, 0)) return false;
-  if (last(cx, 0) != dim(cx, 1, 1))
-    return ir_shape_fail(cx, 1, "input features differ: input %s has %lld, weight %s expects %lld",
-                         sh(in_shape(cx, 0)), (long long)last(cx, 0), sh(in_shape(cx, 1)),
-                         (long long)dim(cx, 1, 1));
+  if (last(cx, 0) != dim(cx, 1, in))
+    return ir_shape_fail(cx, 1, "%s features differ: %s %s has %lld, weight %s %s %lld", feat, x,
+                         sh(in_shape(cx, 0)), (long long)last(cx, 0), sh(in_shape(cx, 1)), verb,
+                         (long long)dim(cx, 1, in));
   IrShape out = *in_shape(cx, 0);
-  out.d[out.rank - 1] = dim(cx, 1, 0);
+  out.d[out.rank - 1] = dim(cx, 1, 1 - in);
   set_out(cx, cx->in_dtype[0], &out);
   return true;
+}
+
+bool ir_shape_LINEAR(IrShapeCtx *cx) {
+  return by_weight(cx, 1, "input", "input", "expects");
 }
 
 /* The convolution geometry of x[B, Cin, *spatial] and w[Cout, Cin, *kernel]
@@ -753,16 +751,7 @@ bool ir_shape_ACT_GRAD(IrShapeCtx *cx) {
 
 /* dy[..., N], w[N, K] -> [..., K] */
 bool ir_shape_LINEAR_GRAD_X(IrShapeCtx *cx) {
-  if (!need_rank_min(cx, 0, 1, "dy") || !need_rank(cx, 1, 2, "weight")) return false;
-  if (!same_dtype(cx, 0, 1) || !need_float(cx, 0)) return false;
-  if (last(cx, 0) != dim(cx, 1, 0))
-    return ir_shape_fail(cx, 1, "output features differ: dy %s has %lld, weight %s gives %lld",
-                         sh(in_shape(cx, 0)), (long long)last(cx, 0), sh(in_shape(cx, 1)),
-                         (long long)dim(cx, 1, 0));
-  IrShape out = *in_shape(cx, 0);
-  out.d[out.rank - 1] = dim(cx, 1, 1);
-  set_out(cx, cx->in_dtype[0], &out);
-  return true;
+  return by_weight(cx, 0, "dy", "output", "gives");
 }
 
 /* dy[..., N], x[..., K] -> [N, K] */

@@ -846,7 +846,8 @@ bool ir_grad_ALL_GATHER(IrGradCtx *cx) {
   return cx->din[0] != NULL;
 }
 
-bool ir_grad_REDUCE_SCATTER(IrGradCtx *cx) {
+/* reduce_scatter and all_slice: their S(dim) cotangent gathered back to B */
+bool ir_grad_GATHER(IrGradCtx *cx) {
   if (!cx->need[0]) return true;
   IrPlacement pl[IR_NAXES];
   with(cx->dout[0], axis_of(cx), PB, pl);
@@ -860,14 +861,6 @@ bool ir_grad_ALL_TO_ALL(IrGradCtx *cx) {
   IrPlacement pl[IR_NAXES];
   with(cx->dout[0], axis_of(cx), PS(d), pl);
   cx->din[0] = coll(cx, IR_OP_ALL_TO_ALL, cx->dout[0], axis_of(cx), to, d, pl);
-  return cx->din[0] != NULL;
-}
-
-bool ir_grad_ALL_SLICE(IrGradCtx *cx) {
-  if (!cx->need[0]) return true;
-  IrPlacement pl[IR_NAXES];
-  with(cx->dout[0], axis_of(cx), PB, pl);
-  cx->din[0] = coll(cx, IR_OP_ALL_GATHER, cx->dout[0], axis_of(cx), dim_of_node(cx), 0, pl);
   return cx->din[0] != NULL;
 }
 
