@@ -567,24 +567,10 @@ static bool lower_collective(Cg *cg, const IrNode *n) {
   return true;
 }
 
-/* ---- elementwise through the runtime when alone (fused ones are loops) ---- */
-
-/* The runtime activation of an elementwise op: the entry of MMRT_ACT_LIST
- * named like the op, or like the op whose gradient op it is (ops.def:
- * GRAD_VIA(ACT, ...)); -1 when there is none (a loop does it). */
-static int act_of(IrOp op) {
-  static const char *const names[] = {
-#define X(e, s, alg, alpha) [MMRT_ACT_##e] = s,
-      MMRT_ACT_LIST(X)
-#undef X
-  };
-  IrOp f = op;
-  for (int i = 0; i < IR_OP_COUNT; i++)
-    if (op != 0 && ir_ops[i].grad && ir_ops[i].grad_op == op) f = (IrOp)i;
-  for (int a = 0; a < MMRT_ACT_COUNT; a++)
-    if (strcmp(names[a], ir_ops[f].name) == 0) return a;
-  return -1;
-}
+/* ---- elementwise: binary arithmetic through the runtime when alone ----
+ * Every other elementwise op, alone or fused, is a generated loop, so that
+ * an op computes the same bits whether fusion merged it or not (recompute's
+ * clones fuse differently from the forward they repeat). */
 
 static bool all_f32(const IrNode *n) {
   for (int i = 0; i < n->nin; i++)
@@ -593,21 +579,6 @@ static bool all_f32(const IrNode *n) {
 }
 
 static bool lower_elementwise(Cg *cg, const IrNode *n) {
-  int act = act_of(n->op);
-  int64_t numel = ir_numel(&n->out[0]->shape);
-  if (act >= 0 && all_f32(n) && n->nin == 1) {
-    CALL("mmrt_eltwise_fwd", I32(MMRT_F32), I32(act), O(0), V(0), cg_i64(cg, numel));
-    return true;
-  }
-  const IrValue *y = n->out[0];
-  bool y_is_x =
-      n->nin == 2 && y->mem_arena == n->in[1]->mem_arena && y->mem_offset == n->in[1]->mem_offset;
-  if (act >= 0 && all_f32(n) && n->nin == 2 && ir_shape_eq(&n->in[0]->shape, &n->in[1]->shape) &&
-      !y_is_x) {
-    /* (dx may alias dy for the runtime, not x: in place over x goes to a loop) */
-    CALL("mmrt_eltwise_bwd", I32(MMRT_F32), I32(act), O(0), V(0), V(1), cg_i64(cg, numel), I32(0));
-    return true;
-  }
   int bin = n->op == IR_OP_ADD   ? MMRT_BIN_ADD
             : n->op == IR_OP_SUB ? MMRT_BIN_SUB
             : n->op == IR_OP_MUL ? MMRT_BIN_MUL

@@ -3,6 +3,7 @@
  * head counts against tp and cp, kv heads against tp, the batch against dp,
  * the stage list against the parameters, micro-batches against pp, sp
  * against tp. A setting that would change nothing is refused (refuse_inert). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "fe_internal.h"
@@ -461,6 +462,76 @@ static bool read_train(FeProgram *p, Inst *root, AstStmt *sec, MmTrain *t) {
   return ok;
 }
 
+/* recompute = none | selective | full | block(N), or per sub-model
+ * recompute = by_module(vision = full, llm = block(2)) (passes/recompute.c). */
+static bool recompute_policy(FeProgram *p, Env *e, AstExpr *x, MmRecompute *pol, int *block) {
+  const char *expect = "expected none, selective, full or block(N)";
+  if (x->kind == AST_CALL && x->lhs->kind == AST_NAME && strcmp(x->lhs->name, "block") == 0) {
+    int64_t v;
+    if (x->args.len != 1 || ((AstArg *)x->args.items[0])->name) {
+      diag_error(p->d, x->loc, "block takes one number of layers: block(N)");
+      return false;
+    }
+    if (!fe_eval_int(p, e, ((AstArg *)x->args.items[0])->value, &v)) return false;
+    if (v < 1 || v > 1 << 20) {
+      diag_error(p->d, x->loc, "block(N) recomputes N >= 1 layers per stack, not %lld",
+                 (long long)v);
+      return false;
+    }
+    *pol = MM_RECOMPUTE_BLOCK;
+    *block = (int)v;
+    return true;
+  }
+  const char *k = sym_of(p, e, x);
+  if (!k) return false;
+  if (strcmp(k, "none") == 0)
+    *pol = MM_RECOMPUTE_NONE;
+  else if (strcmp(k, "selective") == 0)
+    *pol = MM_RECOMPUTE_SELECTIVE;
+  else if (strcmp(k, "full") == 0)
+    *pol = MM_RECOMPUTE_FULL;
+  else {
+    diag_error(p->d, x->loc, "unknown recompute policy '%s' (%s)", k, expect);
+    return false;
+  }
+  return true;
+}
+
+static const char *policy_text(FeProgram *p, MmRecompute pol, int block) {
+  static const char *const names[] = {"none", "selective", "full", "block"};
+  return pol == MM_RECOMPUTE_BLOCK ? arena_printf(&p->ast, "block:%d", block) : names[pol];
+}
+
+static bool read_recompute(FeProgram *p, Env *e, AstStmt *s, MmPlan *pl) {
+  AstExpr *x = s->value;
+  pl->loc_recompute = s->name_loc;
+  if (!(x->kind == AST_CALL && x->lhs->kind == AST_NAME && strcmp(x->lhs->name, "by_module") == 0))
+    return recompute_policy(p, e, x, &pl->recompute, &pl->recompute_block);
+  bool ok = true;
+  pl->recompute_by = ARENA_ARRAY(&p->ast, const char *, x->args.len + 1);
+  pl->recompute_by_loc = ARENA_ARRAY(&p->ast, SrcLoc, x->args.len + 1);
+  for (int i = 0; i < x->args.len; i++) {
+    AstArg *a = x->args.items[i];
+    if (!a->name) {
+      diag_error(p->d, a->value->loc,
+                 "by_module takes sub-model = policy pairs, e.g. by_module(vision = full, llm = "
+                 "block(2))");
+      ok = false;
+      continue;
+    }
+    MmRecompute pol;
+    int block = 0;
+    if (!recompute_policy(p, e, a->value, &pol, &block)) {
+      ok = false;
+      continue;
+    }
+    pl->recompute_by_loc[pl->nrecompute_by] = a->loc;
+    pl->recompute_by[pl->nrecompute_by++] =
+        arena_printf(&p->ast, "%s=%s", a->name, policy_text(p, pol, block));
+  }
+  return ok;
+}
+
 static bool read_parallel(FeProgram *p, Inst *root, AstStmt *sec, MmPlan *pl) {
   bool ok = true;
   for (int i = 0; sec && i < sec->body.len; i++) {
@@ -526,21 +597,7 @@ static bool read_parallel(FeProgram *p, Inst *root, AstStmt *sec, MmPlan *pl) {
         ok = false;
       }
     } else if (strcmp(n, "recompute") == 0) {
-      pl->loc_recompute = s->name_loc;
-      const char *k = sym_of(p, &root->env, s->value);
-      if (!k)
-        ok = false;
-      else if (strcmp(k, "none") == 0)
-        pl->recompute = MM_RECOMPUTE_NONE;
-      else if (strcmp(k, "selective") == 0)
-        pl->recompute = MM_RECOMPUTE_SELECTIVE;
-      else if (strcmp(k, "full") == 0)
-        pl->recompute = MM_RECOMPUTE_FULL;
-      else {
-        diag_error(p->d, s->value->loc,
-                   "unknown recompute policy '%s' (expected none, selective or full)", k);
-        ok = false;
-      }
+      ok &= read_recompute(p, &root->env, s, pl);
     } else if (strcmp(n, "stages") == 0) {
       pl->loc_stages = s->name_loc;
       p->in_stages = true;
@@ -691,12 +748,11 @@ static bool check_dp_batch(FeProgram *p, const MmPlan *pl) {
 }
 
 /* Settings that would do nothing are refused, never ignored: the pipeline
- * (pp > 1, micro_batches, schedule, stages, vpp) and recompute are not built
- * yet (the pipeline issue builds them; the checks of check_plan above still
+ * (pp > 1, micro_batches, schedule, stages, vpp) is not built yet (the
+ * pipeline issue builds it; the checks of check_plan above still
  * run first, so a wrong stage list is reported too), cp is not built yet,
  * and zero and bucket_mb act on data parallel only. */
 static bool refuse_inert(FeProgram *p, const MmPlan *pl, SrcLoc model_loc) {
-  static const char *const rc_names[] = {"none", "selective", "full"};
   const MmPlanFlags *f = &p->opts.flags;
   int before = p->d->errors;
   if (pl->pp > 1)
@@ -712,10 +768,6 @@ static bool refuse_inert(FeProgram *p, const MmPlan *pl, SrcLoc model_loc) {
     diag_error(p->d, or_loc(pl->loc_stages, model_loc), "pipeline stages are not built yet");
   if (pl->loc_vpp.file)
     diag_error(p->d, pl->loc_vpp, "virtual pipeline stages (vpp) are not built yet");
-  if (pl->recompute != MM_RECOMPUTE_NONE)
-    diag_error(p->d, or_loc(pl->loc_recompute, model_loc),
-               "recompute = %s is not built yet: every activation is kept (recompute = none)",
-               rc_names[pl->recompute]);
   if (pl->cp > 1)
     diag_error(p->d, or_loc(pl->loc_cp, model_loc),
                "context parallel (cp = %d) is not supported yet; use tp, sp and dp", pl->cp);
@@ -730,6 +782,23 @@ static bool refuse_inert(FeProgram *p, const MmPlan *pl, SrcLoc model_loc) {
 
 static bool check_plan(FeProgram *p, MmPlan *pl, SrcLoc model_loc) {
   bool ok = check_dp_batch(p, pl);
+  for (int i = 0; p->ir && i < pl->nrecompute_by; i++) {
+    const char *r = pl->recompute_by[i], *eq = strchr(r, '=');
+    const char *unit = arena_strndup(&p->ast, r, (size_t)(eq - r));
+    bool found = false;
+    for (int k = 0; k < p->ir->params.len && !found; k++)
+      found = covers(unit, ((IrValue *)p->ir->params.items[k])->name);
+    for (int j = 0; j < i && found; j++)
+      if (strncmp(pl->recompute_by[j], r, (size_t)(eq - r) + 1) == 0) {
+        diag_error(p->d, pl->recompute_by_loc[i], "recompute: '%s' is given twice", unit);
+        ok = false;
+      }
+    if (!found) {
+      diag_error(p->d, pl->recompute_by_loc[i], "recompute: '%s' is not a sub-model of this model",
+                 unit);
+      ok = false;
+    }
+  }
   if (pl->sp && pl->tp <= 1) {
     diag_error(p->d, or_loc(pl->loc_sp, model_loc),
                "sequence parallel (sp) needs tensor parallel, but tp = %d", pl->tp);
@@ -804,11 +873,16 @@ static void apply_flags(FeProgram *p, MmPlan *pl, const MmPlanFlags *f) {
       pl->schedule = MM_SCHED_1F1B;
   }
   if (f->recompute) {
+    pl->nrecompute_by = 0; /* the flag sets one policy for every sub-model */
+    pl->loc_recompute = (SrcLoc){0};
     if (strcmp(f->recompute, "selective") == 0)
       pl->recompute = MM_RECOMPUTE_SELECTIVE;
     else if (strcmp(f->recompute, "full") == 0)
       pl->recompute = MM_RECOMPUTE_FULL;
-    else
+    else if (strncmp(f->recompute, "block:", 6) == 0) {
+      pl->recompute = MM_RECOMPUTE_BLOCK;
+      pl->recompute_block = atoi(f->recompute + 6);
+    } else
       pl->recompute = MM_RECOMPUTE_NONE;
   }
   (void)p;

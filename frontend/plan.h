@@ -10,9 +10,11 @@
 typedef enum MmSchedule { MM_SCHED_1F1B, MM_SCHED_GPIPE, MM_SCHED_INTERLEAVED } MmSchedule;
 typedef enum MmRecompute {
   MM_RECOMPUTE_NONE,
-  MM_RECOMPUTE_SELECTIVE,
-  MM_RECOMPUTE_FULL
+  MM_RECOMPUTE_SELECTIVE, /* the attention core (passes/recompute.c) */
+  MM_RECOMPUTE_FULL,      /* every stack layer: keep its input, rerun it in the backward */
+  MM_RECOMPUTE_BLOCK      /* full recompute of the first `block` layers of each stack */
 } MmRecompute;
+
 
 /* One pipeline stage: which parameter-name prefixes (instances or stack
  * layers, e.g. "vision", "llm.blocks.3") it holds. */
@@ -26,6 +28,12 @@ typedef struct MmPlan {
   bool sp;
   MmSchedule schedule;
   MmRecompute recompute;
+  int recompute_block; /* N of MM_RECOMPUTE_BLOCK */
+  /* per sub-model policies, tried first: "vision=full", "llm=block:2" (the
+   * text form keeps them as they are; passes/recompute.c reads them) */
+  const char **recompute_by;
+  int nrecompute_by;
+  SrcLoc *recompute_by_loc; /* the frontend's, for its checks (not copied into modules) */
   MmStage *stages; /* pp entries when given, else NULL */
   int nstages;
   /* data parallel: the gradients' dp all-reduces are grouped into buckets of

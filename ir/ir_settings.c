@@ -40,6 +40,8 @@ void ir_module_set_settings(IrModule *m, const MmPlan *plan, const MmTrain *trai
       m->plan.stages = NULL;
       m->plan.nstages = 0;
     }
+    m->plan.recompute_by = copy_strs(a, plan->recompute_by, plan->nrecompute_by);
+    m->plan.recompute_by_loc = NULL;
   }
   if (train) {
     m->train = *train;
@@ -69,7 +71,7 @@ _Static_assert(sizeof(MmSchedule) == sizeof(int) && sizeof(MmRecompute) == sizeo
                "settings enums are read as int");
 
 static const char *const sched_names[] = {"1f1b", "gpipe", "interleaved", NULL};
-static const char *const recompute_names[] = {"none", "selective", "full", NULL};
+static const char *const recompute_names[] = {"none", "selective", "full", "block", NULL};
 static const char *const optim_names[] = {"adamw", "sgd", NULL};
 static const char *const lr_sched_names[] = {"constant", "cosine", NULL};
 
@@ -93,6 +95,8 @@ static const IrSetting plan_fields[] = {
     INT("vpp", plan.vpp, 1, MAXN),
     ENUM("schedule", plan.schedule, sched_names),
     ENUM("recompute", plan.recompute, recompute_names),
+    INT("recompute_block", plan.recompute_block, 0, MAXN),
+    STRS("recompute_by", plan.recompute_by, plan.nrecompute_by),
     {"stages", IR_SK_STAGES, OFF(plan.stages), OFF(plan.nstages), NULL, 0, 0, NULL},
     FLT("bucket_mb", plan.bucket_mb, 0, MAXN),
     BOOL("no_fuse", no_fuse),

@@ -75,9 +75,9 @@ static const char *plan_opts =
     "Parallel plan (override the model's parallel section; not for stats):\n"
     "  --tp N --dp N --zero K --sp --no-sp --bucket-mb X\n"
     "  --pp N --cp N --micro-batches N --schedule 1f1b|gpipe|interleaved\n"
-    "  --recompute none|selective|full\n"
-    "                     pp > 1, cp > 1, micro-batches, schedule and recompute other than\n"
-    "                     none are not built yet and are refused\n";
+    "  --recompute none|selective|full|block:N\n"
+    "                     pp > 1, cp > 1, micro-batches and schedule are not built yet and\n"
+    "                     are refused\n";
 
 /* opt reads IR text only, which carries its own settings. */
 static bool takes_source(const Cmd *c) {
@@ -297,11 +297,12 @@ static int parse_opts(int argc, char **argv, Opts *o) {
       return bad_usage(o->cmd, "--schedule %s: pipeline schedules are not built yet", next);
     } else if (strcmp(a, "--recompute") == 0) {
       NEED_ARG();
-      if (strcmp(next, "none") && strcmp(next, "selective") && strcmp(next, "full"))
-        return bad_usage(o->cmd, "--recompute takes none, selective or full, not '%s'", next);
-      if (strcmp(next, "none") != 0)
-        return bad_usage(o->cmd, "--recompute %s is not built yet: every activation is kept (none)",
-                         next);
+      char *end = NULL;
+      long blk = strncmp(next, "block:", 6) == 0 ? strtol(next + 6, &end, 10) : 0;
+      if (strcmp(next, "none") && strcmp(next, "selective") && strcmp(next, "full") &&
+          !(blk >= 1 && blk <= 1 << 20 && end && *end == 0 && end != next + 6))
+        return bad_usage(
+            o->cmd, "--recompute takes none, selective, full or block:N (N >= 1), not '%s'", next);
       o->flags.recompute = next;
     } else if (strcmp(a, "--tp") == 0 || strcmp(a, "--pp") == 0 || strcmp(a, "--cp") == 0 ||
                strcmp(a, "--dp") == 0 || strcmp(a, "--zero") == 0 ||

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Activation recompute (passes/recompute.c) against the run without it:
+#  - GPT2Tiny, ViTFashion and InternVL2Tiny trained 3 steps with recompute
+#    full, selective, block:1 (and InternVL2Tiny per sub-model: vision full,
+#    llm selective) write the same weights, byte for byte, as without
+#    recompute (any difference in any gradient would show after AdamW), and
+#    log the same losses;
+#  - `mmc plan`'s act bytes fall: full < block:1 < none and selective < none;
+#  - `dump-ir --after recompute` shows the clones: under selective one more
+#    `attention` per layer in @train (GPT2Tiny: 2 layers);
+#  - under tp = 2 the runtime counters see the rerun collectives: full
+#    recompute adds one tp all-reduce per layer to each backward (the
+#    attention block's; the MLP's output is the layer's kept output, so its
+#    all-reduce is not rerun), and the weights still equal the run without;
+#  - a bad --recompute value is a usage error.
+set -uo pipefail
+S="$MMC_SOURCE_DIR/stdlib_models"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$MMC_SOURCE_DIR/tests/lsan.supp}:fast_unwind_on_malloc=0"
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); }
+bad() {
+  echo "FAIL: $*"
+  fail=$((fail + 1))
+}
+
+cat > "$T/rc.mm" <<'EOF'
+import "internvl2.mm"
+model InternVL2TinyRecompute extends InternVL2Tiny {
+  parallel { recompute = by_module(vision = full, llm = selective) }
+}
+EOF
+
+train() { # file model tag flags...: compile, 3 steps, weights in $T/<tag>.st, losses in $T/<tag>.loss
+  local file=$1 model=$2 tag=$3
+  shift 3
+  "$MMC" compile "$file" -I "$S" --model "$model" "$@" -o "$T/$tag" || {
+    bad "$tag: compile"
+    return 1
+  }
+  (cd "$T" && "./$tag" --steps 3 --eval-batches 1 --log "$tag.jsonl" --save-weights "$tag.st" \
+    > "$tag.out" 2>&1) || {
+    bad "$tag: train"
+    tail -5 "$T/$tag.out"
+    return 1
+  }
+  grep -o '"loss": [^,]*' "$T/$tag.jsonl" > "$T/$tag.loss"
+}
+
+act() { "$MMC" plan "$1" -I "$S" --model "$2" "${@:3}" --json | /usr/bin/python3 -c \
+  'import json,sys; print(json.load(sys.stdin)["by_role"]["act"])'; }
+
+for m in gpt2.mm:GPT2Tiny vit_fashion.mm:ViTFashion internvl2.mm:InternVL2Tiny; do
+  f="$S/${m%%:*}" model=${m##*:}
+  train "$f" "$model" "$model-none" --recompute none || continue
+  for r in full selective block:1; do
+    tag="$model-${r/:/}"
+    train "$f" "$model" "$tag" --recompute "$r" || continue
+    cmp -s "$T/$model-none.st" "$T/$tag.st" && ok || bad "$tag: weights differ from no recompute"
+    cmp -s "$T/$model-none.loss" "$T/$tag.loss" && ok || bad "$tag: losses differ from no recompute"
+  done
+  a0=$(act "$f" "$model" --recompute none)
+  af=$(act "$f" "$model" --recompute full)
+  ab=$(act "$f" "$model" --recompute block:1)
+  as=$(act "$f" "$model" --recompute selective)
+  echo "$model act bytes: none $a0, block:1 $ab, full $af, selective $as"
+  [ "$af" -lt "$ab" ] && [ "$ab" -lt "$a0" ] && ok || bad "$model: act bytes not full < block:1 < none"
+  [ "$as" -lt "$a0" ] && ok || bad "$model: act bytes not selective < none"
+done
+
+# per sub-model policies, from the parallel section
+same_tensors() { # a.safetensors b.safetensors: every tensor's bytes equal (the metadata names the model)
+  /usr/bin/python3 - "$1" "$2" <<'PY'
+import json, struct, sys
+def load(p):
+    b = open(p, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h, d = json.loads(b[8:8 + n]), b[8 + n:]
+    return {k: d[v["data_offsets"][0]:v["data_offsets"][1]] for k, v in h.items() if k != "__metadata__"}
+a, b = load(sys.argv[1]), load(sys.argv[2])
+sys.exit(0 if a and a.keys() == b.keys() and all(a[k] == b[k] for k in a) else 1)
+PY
+}
+train "$T/rc.mm" InternVL2TinyRecompute vlm-bymodule &&
+  { same_tensors "$T/InternVL2Tiny-none.st" "$T/vlm-bymodule.st" && ok || bad "by_module: weights differ"; }
+a0=$(act "$S/internvl2.mm" InternVL2Tiny)
+a1=$(act "$T/rc.mm" InternVL2TinyRecompute)
+[ "$a1" -lt "$a0" ] && ok || bad "by_module: act bytes $a1 not below $a0"
+
+# the clones in the text: selective adds one attention per layer to @train
+natt() { "$MMC" dump-ir "$S/gpt2.mm" --model GPT2Tiny --after recompute --recompute "$1" |
+  awk '/^func @train/ {t = 1} t && / = attention\(/ {n++} END {print n + 0}'; }
+n0=$(natt none)
+n1=$(natt selective)
+[ "$n1" -eq $((n0 + 2)) ] && ok || bad "selective: $n1 attention ops in @train, expected $n0 + 2"
+
+# under tp = 2: the rerun all-reduces in the backward, from the runtime counters
+bwd_ar() { # tag: backward tp all-reduce calls per step
+  /usr/bin/python3 - "$T/$1.jsonl" <<'PY'
+import json, sys
+c = [json.loads(l)["comm"] for l in open(sys.argv[1]) if '"comm"' in l][-1]
+print(c["train_backward"]["all_reduce.tp"]["calls"] // c["steps"])
+PY
+}
+for r in none full; do
+  "$MMC" compile "$S/gpt2.mm" --model GPT2Tiny --tp 2 --recompute $r -o "$T/tp-$r" || bad "tp $r: compile"
+  (cd "$T" && timeout 300 mpirun --oversubscribe -x OMP_NUM_THREADS -x LSAN_OPTIONS -np 2 "./tp-$r" \
+    --steps 2 --eval-batches 1 --quiet --log "tp-$r.jsonl" --save-weights "tp-$r.st" > "tp-$r.out" 2>&1) ||
+    bad "tp $r: mpirun"
+done
+b0=$(bwd_ar tp-none)
+b1=$(bwd_ar tp-full)
+[ "$b1" -eq $((b0 + 2)) ] && ok || bad "tp=2 full recompute: $b1 backward all-reduces per step, expected $b0 + 2 (one per layer)"
+cmp -s "$T/tp-none.st" "$T/tp-full.st" && ok || bad "tp=2: weights with full recompute differ"
+
+for v in block:0 block: all; do
+  "$MMC" plan "$S/gpt2.mm" --model GPT2Tiny --recompute "$v" > "$T/u.out" 2>&1
+  [ $? -eq 2 ] && grep -q "recompute takes" "$T/u.out" && ok || bad "--recompute $v: not a usage error"
+done
+
+echo "recompute: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
