@@ -15,7 +15,6 @@ typedef enum MmRecompute {
   MM_RECOMPUTE_BLOCK      /* full recompute of the first `block` layers of each stack */
 } MmRecompute;
 
-
 /* One pipeline stage: which parameter-name prefixes (instances or stack
  * layers, e.g. "vision", "llm.blocks.3") it holds. */
 typedef struct MmStage {
@@ -34,7 +33,7 @@ typedef struct MmPlan {
   const char **recompute_by;
   int nrecompute_by;
   SrcLoc *recompute_by_loc; /* the frontend's, for its checks (not copied into modules) */
-  MmStage *stages; /* pp entries when given, else NULL */
+  MmStage *stages;          /* pp entries when given, else NULL */
   int nstages;
   /* data parallel: the gradients' dp all-reduces are grouped into buckets of
    * about this many MiB (a bucket closes once it holds at least that much);

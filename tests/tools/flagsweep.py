@@ -93,6 +93,7 @@ model H extends G { parallel { tp = 2; sp = true } }
 model Bad extends G { parallel { tp = 3 } }
 model Pp extends G { parallel { pp = 2 } }
 model R extends G { parallel { recompute = full } }
+model Rb extends G { parallel { recompute = by_module(nope = full) } }
 ''')
 os.makedirs(os.path.join(T, "inc"))
 open(os.path.join(T, "inc", "extra.mm"), "w").write('''module Extra(n: int = 2) {
@@ -125,7 +126,7 @@ probes = {
     "--cp": (GM, GM + ["--cp", "2"], "refused", ["--cp"]),
     "--micro-batches": (GM, GM + ["--micro-batches", "2"], "refused", ["--micro-batches"]),
     "--schedule": (GM, GM + ["--schedule", "gpipe"], "refused", ["--schedule"]),
-    "--recompute": (GM, GM + ["--recompute", "full"], "refused", ["--recompute"]),
+    "--recompute": (GM, GM + ["--recompute", "full"], "effect"),
     "--task": ([VLM, "--model", "InternVL2Tiny"],
                [VLM, "--model", "InternVL2Tiny", "--task", "generate"], "effect"),
     "--json": (GM, GM + ["--json"], "effect"),
@@ -144,6 +145,8 @@ check_probes = {
     "--no-sp": ([G, "--model", "H", "--tp", "1"], [G, "--model", "H", "--tp", "1", "--no-sp"],
                 "verdict"),
     "--bucket-mb": (GM, GM + ["--bucket-mb", "1"], "verdict"),
+    # the flag replaces the section's per-sub-model policies, here a bad one
+    "--recompute": ([G, "--model", "Rb"], [G, "--model", "Rb", "--recompute", "full"], "verdict"),
 }
 # compile: text outputs so that no trainer is linked, except for -v
 OUT = ["-o", "out"]
@@ -334,10 +337,17 @@ set_probes = {
     "parallel.schedule=interleaved": ("", "schedule = interleaved", "refused", ["schedule"]),
     "parallel.vpp": ("", "vpp = 2", "refused", ["vpp"]),
     "parallel.stages": ("", STAGES, "refused", ["stages"]),
-    "parallel.recompute": ("", "recompute = full", "refused", ["recompute"]),
+    "parallel.recompute": ("", "recompute = full", "effect"),
     "parallel.recompute=none": ("recompute = full", "recompute = none", "effect"),
-    "parallel.recompute=selective": ("", "recompute = selective", "refused", ["recompute"]),
-    "parallel.recompute=full": ("", "recompute = full", "refused", ["recompute"]),
+    "parallel.recompute=selective": ("", "recompute = selective", "effect"),
+    "parallel.recompute=full": ("", "recompute = full", "effect"),
+    "parallel.recompute.block": ("recompute = full", "recompute = block(1)", "effect"),
+    "parallel.recompute.block.N": ("recompute = block(1)", "recompute = block(2)", "effect"),
+    "parallel.recompute.by_module": ("", "recompute = by_module(gpt = full)", "effect"),
+    "parallel.recompute.by_module.vision": ("recompute = by_module(gpt = full)",
+                                            "recompute = by_module(gpt = selective)", "effect"),
+    "parallel.recompute.by_module.llm": ("recompute = by_module(gpt = full)",
+                                         "recompute = by_module(gpt = block(1))", "effect"),
     "parallel.bucket_mb": ("dp = 2", "dp = 2; bucket_mb = 0", "effect"),
     "parallel.bucket_mb=0": ("dp = 2", "dp = 2; bucket_mb = 0", "effect"),
 }
