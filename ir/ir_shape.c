@@ -170,24 +170,12 @@ bool ir_shape_BINARY(IrShapeCtx *cx) {
 bool ir_shape_POW(IrShapeCtx *cx) {
   return binary(cx, true);
 }
-bool ir_shape_ADD_SCALAR(IrShapeCtx *cx) {
+/* a unary op: y like x (UNARY: any dtype; FLOAT_UNARY: float) */
+bool ir_shape_UNARY(IrShapeCtx *cx) {
   return unary(cx, false);
 }
-bool ir_shape_MUL_SCALAR(IrShapeCtx *cx) {
-  return unary(cx, false);
-}
-bool ir_shape_POW_SCALAR(IrShapeCtx *cx) {
-  return unary(cx, true);
-}
-bool ir_shape_NEG(IrShapeCtx *cx) {
-  return unary(cx, false);
-}
-/* a float unary op: y like x */
 bool ir_shape_FLOAT_UNARY(IrShapeCtx *cx) {
   return unary(cx, true);
-}
-bool ir_shape_RELU(IrShapeCtx *cx) {
-  return unary(cx, false);
 }
 
 bool ir_shape_CAST(IrShapeCtx *cx) {

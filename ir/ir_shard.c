@@ -213,17 +213,6 @@ static void rule_BATCH_STATS_GRAD(const IrNode *n, IrShardRule *r) {
   stats(r, 1u << b, 2, -1), stats(r, 1u << b, 3, -1);
 }
 
-/* softmax and its gradient: every dim but `axis` */
-static void rule_SOFTMAX(const IrNode *n, IrShardRule *r) {
-  int ax = (int)iattr(n, IR_ATTR_AXIS);
-  for (int d = 0; d < ish(n, 0)->rank; d++) {
-    if (d == ax) continue;
-    int f = newf(r, ish(n, 0)->d[d], IR_FM_BAD);
-    for (int i = 0; i < n->nin; i++) in_f(r, i, d, f);
-    out_f(r, 0, d, f);
-  }
-}
-
 /* sum, mean: the reduced axes reduce (mean divides by the global count) */
 static void rule_REDUCE(const IrNode *n, IrShardRule *r) {
   const IrAttrVal *ax = &n->attrs.v[IR_ATTR_AXES];
@@ -267,7 +256,8 @@ static void rule_TRANSPOSE(const IrNode *n, IrShardRule *r) {
   }
 }
 
-/* slice, pad_slice, concat: every dim but `axis`, all operands alike */
+/* slice, pad_slice, concat, softmax and its gradient: every dim but `axis`,
+ * all operands alike */
 static void rule_AXIS_WHOLE(const IrNode *n, IrShardRule *r) {
   int ax = (int)iattr(n, IR_ATTR_AXIS);
   for (int d = 0; d < osh(n, 0)->rank; d++) {
@@ -415,7 +405,6 @@ static void (*const rule_fns[IR_SHR_COUNT])(const IrNode *, IrShardRule *) = {
     [IR_SHR_NORM_GRAD] = rule_NORM_GRAD,
     [IR_SHR_BATCH_STATS] = rule_BATCH_STATS,
     [IR_SHR_BATCH_STATS_GRAD] = rule_BATCH_STATS_GRAD,
-    [IR_SHR_SOFTMAX] = rule_SOFTMAX,
     [IR_SHR_REDUCE] = rule_REDUCE,
     [IR_SHR_RESHAPE] = rule_RESHAPE,
     [IR_SHR_TRANSPOSE] = rule_TRANSPOSE,
