@@ -826,9 +826,11 @@ static int evaluate(Trainer *t, double *loss, double *acc) {
       free(best);
       return 1;
     }
-    const int32_t *y = at(t, t->cx.labels);
+    const int32_t *y = t->cx.labels ? at(t, t->cx.labels) : NULL;
     int64_t nc[2] = {0, 0}; /* rows counted, rows right */
-    if (m->eval_logits_offset >= 0) {
+    if (!y) /* no labels (video): this rank's rows of the batch count (the dp sum: all rows) */
+      nc[0] = rows < t->cx.lo ? 0 : (rows < t->cx.lo + t->cx.rows ? rows - t->cx.lo : t->cx.rows);
+    if (y && m->eval_logits_offset >= 0) {
       mmrt_task_argmax(&t->cx, best, 0);
       for (int64_t r = 0; r < m->logits_rows; r++) {
         if (y[r] == (int32_t)m->ignore_index) continue;
@@ -850,7 +852,7 @@ static int evaluate(Trainer *t, double *loss, double *acc) {
   }
   free(best);
   *loss = counted ? lsum / (double)counted : NAN;
-  *acc = counted ? (double)correct / (double)counted : NAN;
+  *acc = counted && t->cx.labels ? (double)correct / (double)counted : NAN;
   return 0;
 }
 
@@ -1056,7 +1058,8 @@ static int run(Trainer *t, int argc, char **argv) {
       f[nf++] = (MmrtLogField){t->task->metric_key, v, NULL};
     }
     if (!rc && t->rank == 0) {
-      printf("eval: loss %.6f accuracy %.4f", el, ea);
+      printf("eval: loss %.6f", el);
+      if (t->cx.labels) printf(" accuracy %.4f", ea); /* a task without labels has none */
       if (nf > 2) printf(" %s %.4f", t->task->metric_words, f[2].num);
       printf(" (test split)\n");
       if (t->has_log && mmrt_log_write(&t->log, t->done, f, nf, err, sizeof err) != MMRT_OK)

@@ -10,6 +10,7 @@
  *   mmrt_task_classify.c  pixels f32[B, 1, 28, 28], labels i32[B]
  *   mmrt_task_pixels.c    ids, labels i32[B, T]: next-pixel bytes
  *   mmrt_task_caption.c   pixels, text, labels i32[B, T]: captions
+ *   mmrt_task_video.c     video f32[B, 1, F, 64, 64]: moving items (no labels)
  *
  * (mmrt_main.h says what each one feeds the model.) The three image tasks
  * share Fashion-MNIST: the splits and their iterators live in MmrtTaskCtx,
@@ -85,7 +86,7 @@ typedef struct MmrtTask {
   void (*close)(MmrtTaskCtx *c); /* frees priv (NULL: nothing to free) */
 } MmrtTask;
 
-extern const MmrtTask mmrt_task_classify, mmrt_task_pixels, mmrt_task_caption;
+extern const MmrtTask mmrt_task_classify, mmrt_task_pixels, mmrt_task_caption, mmrt_task_video;
 
 /* The tasks in the order bind tries them (NULL-terminated). */
 extern const MmrtTask *const mmrt_tasks[];

@@ -9,7 +9,7 @@ PKGS=(
   libopenmpi-dev openmpi-bin
   libdnnl-dev
   check
-  zlib1g-dev libpng-dev libjson-c-dev
+  zlib1g-dev libpng-dev libjson-c-dev libgif-dev
   dataset-fashion-mnist
   python3-torch python3-numpy libopenblas0-openmp
 )

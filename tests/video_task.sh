@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The video task end to end: a tiny Conv3d autoencoder with the input
+# video f32[B, 1, 17, 64, 64] binds to it (mmrt_task_video.c), trains on the
+# moving Fashion-MNIST clips with a falling loss, evaluates on held-out
+# clips (loss, no accuracy: the task has no labels); a model whose clips
+# are not 1 + 4k frames is refused by the trainer with the reason.
+set -uo pipefail
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
+pass=0; fail=0
+ok() { pass=$((pass+1)); }
+bad() { echo "FAIL: $*"; fail=$((fail+1)); }
+model() { # name frames
+  cat <<MM
+import "nn.mm"
+model $1 {
+  let B = 4
+  enc = Conv3d(1, 4, kernel = 1)
+  dec = Conv3d(4, 1, kernel = 1)
+  forward(video: f32[B, 1, $2, 64, 64]) -> loss {
+    return mse(dec(enc(video)), video)
+  }
+  train { optimizer = adamw(lr = 1e-2, betas = [0.9, 0.999], weight_decay = 0.0) }
+}
+MM
+}
+model ClipAE 17 > "$T/ae.mm"
+model ClipAE16 16 > "$T/ae16.mm"
+if "$MMC" compile "$T/ae.mm" --model ClipAE -o "$T/ae" 2> "$T/cerr"; then
+  if "$T/ae" --steps 30 --eval-batches 3 --log "$T/ae.jsonl" > "$T/out" 2> "$T/err"; then
+    grep -q "ClipAE, video task" "$T/err" && ok || bad "the trainer's start-up line names no video task: $(head -1 "$T/err")"
+    grep -Eq '^eval: loss [0-9.]+ \(test split\)$' "$T/out" && ok || bad "eval line: $(grep eval: "$T/out")"
+    /usr/bin/python3 - "$T/ae.jsonl" <<'PY' && ok || bad "the loss does not fall"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+loss = [r["loss"] for r in rows if "loss" in r]
+a, b = sum(loss[:5]) / 5, sum(loss[-5:]) / 5
+print("video task: 30 steps, mean loss of the first 5 %.5f, of the last 5 %.5f, eval loss %.5f" % (a, b, rows[-1]["eval_loss"]))
+sys.exit(0 if len(loss) == 30 and b < 0.5 * a and rows[-1]["eval_accuracy"] is None and rows[-1]["eval_loss"] < a else 1)
+PY
+  else bad "trainer failed: $(tail -3 "$T/err")"; fi
+else bad "compile: $(cat "$T/cerr")"; fi
+if "$MMC" compile "$T/ae16.mm" --model ClipAE16 -o "$T/ae16" 2> "$T/cerr"; then
+  "$T/ae16" --steps 1 > "$T/out" 2> "$T/err"; rc=$?
+  [ $rc = 1 ] && grep -q "input video has 16 frames; clips have 1 + 4k" "$T/err" && ok ||
+    bad "16 frames: exit $rc, $(cat "$T/err")"
+else bad "compile 16: $(cat "$T/cerr")"; fi
+echo "video_task: $pass passed, $fail failed"
+[ $fail = 0 ]
