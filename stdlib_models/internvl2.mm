@@ -29,11 +29,11 @@ model InternVL2_1B {
 
   // The published recipe adds a two-stage pipeline (pp = 2; micro_batches = 8;
   // schedule = 1f1b; stages = [vision + projector + llm.embed + llm.blocks[0:8],
-  // llm.blocks[8:24] + llm.norm + llm.head]) and recompute = selective; mmc
-  // refuses those until the pipeline is built.
+  // llm.blocks[8:24] + llm.norm + llm.head]); mmc refuses those until the
+  // pipeline is built.
   parallel {
     tp = 2; sp = true; dp = 2
-    zero = 1
+    zero = 1; recompute = selective
   }
 }
 
