@@ -89,7 +89,7 @@ typedef struct Loop {
   LLVMValueRef i, acc;
 } Loop;
 
-static Loop loop_begin(Cg *cg, LLVMValueRef acc_init) {
+static Loop loop_begin_at(Cg *cg, LLVMValueRef acc_init, LLVMValueRef start) {
   Loop l;
   LLVMBasicBlockRef pre = LLVMGetInsertBlock(cg->b);
   LLVMValueRef fn = LLVMGetBasicBlockParent(pre);
@@ -97,8 +97,7 @@ static Loop loop_begin(Cg *cg, LLVMValueRef acc_init) {
   LLVMBuildBr(cg->b, l.header);
   LLVMPositionBuilderAtEnd(cg->b, l.header);
   l.i = LLVMBuildPhi(cg->b, cg->t_i64, "i");
-  LLVMValueRef zero = cg_i64(cg, 0);
-  LLVMAddIncoming(l.i, &zero, &pre, 1);
+  LLVMAddIncoming(l.i, &start, &pre, 1);
   l.acc = NULL;
   if (acc_init) {
     l.acc = LLVMBuildPhi(cg->b, LLVMTypeOf(acc_init), "acc");
@@ -107,19 +106,27 @@ static Loop loop_begin(Cg *cg, LLVMValueRef acc_init) {
   return l;
 }
 
-/* Closes a do-while loop of `count` (>= 1) iterations; returns the
- * accumulator's last value (acc_next) or NULL. */
-static LLVMValueRef loop_end(Cg *cg, Loop *l, int64_t count, LLVMValueRef acc_next) {
+static Loop loop_begin(Cg *cg, LLVMValueRef acc_init) {
+  return loop_begin_at(cg, acc_init, cg_i64(cg, 0));
+}
+
+/* Closes a do-while loop that runs while i + 1 < end (start < end); returns
+ * the accumulator's last value (acc_next) or NULL. */
+static LLVMValueRef loop_end_at(Cg *cg, Loop *l, LLVMValueRef end, LLVMValueRef acc_next) {
   LLVMBasicBlockRef latch = LLVMGetInsertBlock(cg->b);
   LLVMValueRef fn = LLVMGetBasicBlockParent(latch);
   LLVMValueRef next = LLVMBuildNUWAdd(cg->b, l->i, cg_i64(cg, 1), "");
   LLVMAddIncoming(l->i, &next, &latch, 1);
   if (l->acc) LLVMAddIncoming(l->acc, &acc_next, &latch, 1);
   LLVMBasicBlockRef exit = LLVMAppendBasicBlockInContext(cg->ctx, fn, "done");
-  LLVMBuildCondBr(cg->b, LLVMBuildICmp(cg->b, LLVMIntULT, next, cg_i64(cg, count), ""), l->header,
-                  exit);
+  LLVMBuildCondBr(cg->b, LLVMBuildICmp(cg->b, LLVMIntULT, next, end, ""), l->header, exit);
   LLVMPositionBuilderAtEnd(cg->b, exit);
   return acc_next;
+}
+
+/* A do-while loop of `count` (>= 1) iterations. */
+static LLVMValueRef loop_end(Cg *cg, Loop *l, int64_t count, LLVMValueRef acc_next) {
+  return loop_end_at(cg, l, cg_i64(cg, count), acc_next);
 }
 
 static LLVMValueRef elem_ptr(Cg *cg, LLVMValueRef base, IrDType dt, LLVMValueRef off) {
@@ -437,16 +444,41 @@ static void body(Cg *cg, Map *m, LLVMValueRef *params, LLVMValueRef *idx, LLVMVa
   LLVMBuildStore(cg->b, val, optr);
 }
 
+/* The loops from dim d in; range (begin, end) or NULL: the outermost loop
+ * runs over [begin, end) instead of its whole extent. */
 static void nest(Cg *cg, Map *m, LLVMValueRef *params, int d, LLVMValueRef *idx, LLVMValueRef seed,
-                 LLVMValueRef stream) {
+                 LLVMValueRef stream, LLVMValueRef *range) {
   if (d == m->rank) {
     body(cg, m, params, idx, seed, stream);
     return;
   }
-  Loop l = loop_begin(cg, NULL);
+  Loop l = loop_begin_at(cg, NULL, range && d == 0 ? range[0] : cg_i64(cg, 0));
   idx[d] = l.i;
-  nest(cg, m, params, d + 1, idx, seed, stream);
-  loop_end(cg, &l, m->dims[d], NULL);
+  nest(cg, m, params, d + 1, idx, seed, stream, range);
+  loop_end_at(cg, &l, range && d == 0 ? range[1] : cg_i64(cg, m->dims[d]), NULL);
+}
+
+/* Maps of at least this many elements split their outermost loop across
+ * the threads (mmrt_parallel_for); below, a parallel region's start costs
+ * more than it saves. */
+enum { CG_PAR_MIN = 1 << 17 };
+
+/* void par(ptr ctx, i64 begin, i64 end): loads the n arguments of fn (the
+ * pointers, then i64s) from the slots of ctx and calls fn(args, begin, end). */
+static LLVMValueRef trampoline(Cg *cg, LLVMValueRef fn, int nptr, int nextra) {
+  LLVMBasicBlockRef saved;
+  LLVMValueRef par = cg_begin_fn(cg, "par", 1, 2, &saved);
+  LLVMValueRef args[CG_MAX_PTRS + 4], ctx = LLVMGetParam(par, 0);
+  for (int k = 0; k < nptr + nextra; k++) {
+    LLVMValueRef i = cg_i64(cg, k);
+    LLVMValueRef slot = LLVMBuildInBoundsGEP2(cg->b, cg->t_i64, ctx, &i, 1, "");
+    args[k] = LLVMBuildLoad2(cg->b, k < nptr ? cg->t_ptr : cg->t_i64, slot, "");
+  }
+  args[nptr + nextra] = LLVMGetParam(par, 1);
+  args[nptr + nextra + 1] = LLVMGetParam(par, 2);
+  LLVMBuildCall2(cg->b, LLVMGlobalGetValueType(fn), fn, args, (unsigned)(nptr + nextra + 2), "");
+  cg_end_fn(cg, saved);
+  return par;
 }
 
 /* The helper function of map m and its call from the step function. */
@@ -472,8 +504,12 @@ static bool emit_map(Cg *cg, Map *m, LLVMValueRef stream) {
     if (lo1 < hi2 && lo2 < hi1) noalias = false;
   }
   bool dropout = stream != NULL;
+  int64_t total = 1;
+  for (int d = 0; d < m->rank; d++) total *= m->dims[d];
+  bool par = m->rank > 0 && total >= CG_PAR_MIN && m->dims[0] > 1;
+  int nextra = dropout ? 2 : 0;
   LLVMBasicBlockRef saved;
-  LLVMValueRef fn = cg_begin_fn(cg, "loop", np, dropout ? 2 : 0, &saved);
+  LLVMValueRef fn = cg_begin_fn(cg, "loop", np, nextra + (par ? 2 : 0), &saved);
   LLVMValueRef params[CG_MAX_PTRS];
   unsigned kind = LLVMGetEnumAttributeKindForName("noalias", 7);
   for (int p = 0; p < np; p++) {
@@ -482,8 +518,10 @@ static bool emit_map(Cg *cg, Map *m, LLVMValueRef stream) {
       LLVMAddAttributeAtIndex(fn, (unsigned)p + 1, LLVMCreateEnumAttribute(cg->ctx, kind, 0));
   }
   LLVMValueRef idx[IR_MAX_RANK];
+  LLVMValueRef range[2] = {par ? LLVMGetParam(fn, (unsigned)(np + nextra)) : NULL,
+                           par ? LLVMGetParam(fn, (unsigned)(np + nextra + 1)) : NULL};
   nest(cg, m, params, 0, idx, dropout ? LLVMGetParam(fn, (unsigned)np) : NULL,
-       dropout ? LLVMGetParam(fn, (unsigned)np + 1) : NULL);
+       dropout ? LLVMGetParam(fn, (unsigned)np + 1) : NULL, par ? range : NULL);
   cg_end_fn(cg, saved);
   LLVMValueRef args[CG_MAX_PTRS + 2];
   for (int p = 0; p < np; p++) {
@@ -502,6 +540,16 @@ static bool emit_map(Cg *cg, Map *m, LLVMValueRef stream) {
   if (dropout) {
     args[na++] = cg->seed;
     args[na++] = stream;
+  }
+  if (par) { /* the arguments in slots of a stack array, the range split by the runtime */
+    LLVMValueRef tramp = trampoline(cg, fn, np, nextra);
+    LLVMValueRef ctx = LLVMBuildArrayAlloca(cg->b, cg->t_i64, cg_i64(cg, na), "ctx");
+    for (int k = 0; k < na; k++) {
+      LLVMValueRef i = cg_i64(cg, k);
+      LLVMBuildStore(cg->b, args[k], LLVMBuildInBoundsGEP2(cg->b, cg->t_i64, ctx, &i, 1, ""));
+    }
+    cg_call(cg, "mmrt_parallel_for", (LLVMValueRef[]){tramp, ctx, cg_i64(cg, m->dims[0])}, 3);
+    return true;
   }
   LLVMTypeRef ft = LLVMGlobalGetValueType(fn);
   LLVMBuildCall2(cg->b, ft, fn, args, (unsigned)na, "");

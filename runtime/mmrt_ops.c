@@ -44,6 +44,25 @@ static void thread_range(size_t n, size_t *lo, size_t *hi) {
   *hi = *lo + per + (id < rem ? 1 : 0);
 }
 
+typedef void (*RangeFn)(void *ctx, int64_t begin, int64_t end);
+
+void mmrt_parallel_for(void *fn, void *ctx, int64_t n) {
+  RangeFn f;
+  memcpy(&f, &fn, sizeof f);
+#ifdef _OPENMP
+  if (n > 1 && omp_get_max_threads() > 1 && !omp_in_parallel()) {
+#pragma omp parallel
+    {
+      size_t lo, hi;
+      thread_range((size_t)n, &lo, &hi);
+      if (hi > lo) f(ctx, (int64_t)lo, (int64_t)hi);
+    }
+    return;
+  }
+#endif
+  if (n > 0) f(ctx, 0, n);
+}
+
 /* Hot row loops get AVX-512 and AVX2 clones chosen at load time: the
  * runtime is built for baseline x86-64 and cannot assume either.
  * -DMMRT_NO_CLONES builds only the baseline (to test that path). */

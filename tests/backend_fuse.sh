@@ -58,5 +58,21 @@ check gpt2tiny gpt2.mm GPT2Tiny
 if grep -qE '^define internal .*@loop\.' "$T/vit.ll" && grep -qE '<(4|8|16) x float>' "$T/vit.ll"; then
   pass=$((pass+1)); echo "vit: $(grep -cE '^define internal .*@loop\.' "$T/vit.ll") loop functions, vectorised"
 else echo "FAIL: no vectorised loop in the LLVM IR"; fail=$((fail+1)); fi
+# large maps run split across the threads (mmrt_parallel_for): each element
+# is one thread's, so 1 and 2 threads train to the same losses (within 1e-6:
+# the gradient norm's sum is the one reduction whose order follows the threads)
+npar=$(grep -c 'call void @mmrt_parallel_for' "$T/vit.ll")
+for th in 1 2; do
+  "$T/vit.fused" --threads $th --steps 3 --eval-batches 1 --quiet --log "$T/vit.t$th.jsonl" > /dev/null
+done
+if [ "$npar" -gt 0 ] && /usr/bin/python3 - "$T/vit.t1.jsonl" "$T/vit.t2.jsonl" <<'PY'
+import json, sys
+a, b = ([json.loads(l)["loss"] for l in open(p) if '"loss"' in l] for p in sys.argv[1:3])
+worst = max([abs(x - y) / abs(y) for x, y in zip(a, b)] or [1])
+print("vit: 1 and 2 threads, %d losses, largest relative difference %.1e" % (len(a), worst))
+sys.exit(0 if len(a) == len(b) == 3 and worst <= 1e-6 else 1)
+PY
+then pass=$((pass+1)); echo "vit: $npar threaded maps"
+else echo "FAIL: threaded maps ($npar calls): 1 and 2 threads differ or did not run"; fail=$((fail+1)); fi
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
