@@ -3,7 +3,8 @@
 # video f32[B, 1, 17, 64, 64] binds to it (mmrt_task_video.c), trains on the
 # moving Fashion-MNIST clips with a falling loss, evaluates on held-out
 # clips (loss, no accuracy: the task has no labels); a model whose clips
-# are not 1 + 4k frames is refused by the trainer with the reason.
+# are not 1 + 4k frames is refused by the trainer with the reason; the
+# mmc-clips tool's flags each take effect, bad ones are refused.
 set -uo pipefail
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
@@ -46,5 +47,27 @@ if "$MMC" compile "$T/ae16.mm" --model ClipAE16 -o "$T/ae16" 2> "$T/cerr"; then
   [ $rc = 1 ] && grep -q "input video has 16 frames; clips have 1 + 4k" "$T/err" && ok ||
     bad "16 frames: exit $rc, $(cat "$T/err")"
 else bad "compile 16: $(cat "$T/cerr")"; fi
+# mmc-clips: every flag changes what is written, bad ones are refused
+C="$MMC_BINARY_DIR/mmc-clips"
+run() { "$C" "$@" > "$T/cout" 2> "$T/cerr"; echo $?; }
+[ "$(run "$T/a" 2)" = 0 ] && [ -s "$T/a/clip_00001.gif" ] && ok || bad "mmc-clips: $(cat "$T/cerr")"
+width() { /usr/bin/python3 -c 'import struct,sys; print(struct.unpack(">I", open(sys.argv[1], "rb").read()[16:20])[0])' "$1"; }
+[ "$(width "$T/a/clip_00000.png")" = 1088 ] && ok || bad "the strip of 17 frames is not 1088 wide"
+run --frames 5 "$T/f" 1 > /dev/null; [ "$(width "$T/f/clip_00000.png")" = 320 ] && ok || bad "--frames 5 ignored"
+run --seed 1 "$T/s" 2 > /dev/null; cmp -s "$T/a/captions.txt" "$T/s/captions.txt" && bad "--seed ignored" || ok
+run --split test "$T/t" 2 > /dev/null; cmp -s "$T/a/captions.txt" "$T/t/captions.txt" && bad "--split ignored" || ok
+run --first 1 "$T/i" 1 > /dev/null; [ -s "$T/i/clip_00001.png" ] && [ ! -e "$T/i/clip_00000.png" ] &&
+  [ "$(cat "$T/i/captions.txt")" = "$(sed -n 2p "$T/a/captions.txt")" ] && ok || bad "--first 1 is not clip 1"
+expect_rc() { # want text args...
+  local want=$1 text=$2; shift 2
+  local got; got=$(run "$@")
+  [ "$got" = "$want" ] && grep -qF -- "$text" "$T/cerr" && ok || bad "mmc-clips $*: exit $got, $(cat "$T/cerr")"
+}
+expect_rc 2 "unknown or incomplete option --nope" --nope "$T/b" 1
+expect_rc 2 "--split is train or test; got val" --split val "$T/b" 1
+expect_rc 2 "N must be a count" "$T/b" 0
+expect_rc 2 "usage: mmc-clips" "$T/b"
+expect_rc 1 "1 + 4k frames" --frames 6 "$T/b" 1
+expect_rc 1 "$T/none: Fashion-MNIST directory does not exist" --data "$T/none" "$T/b" 1
 echo "video_task: $pass passed, $fail failed"
 [ $fail = 0 ]

@@ -12,12 +12,14 @@
  * (10 frames a second, looping; 256-gray palette, so the same bytes),
  * and captions.txt, one line a clip: "index item label caption". */
 #include <errno.h>
+#include <fcntl.h>
 #include <gif_lib.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "mmrt_png.h"
 #include "mmrt_video.h"
@@ -36,10 +38,14 @@ static int write_gif(const char *path, int F, const uint8_t *px, char *err, size
   const int S = MMRT_VIDEO_SIDE;
   char tmp[4200];
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  int ge = 0;
-  GifFileType *g = EGifOpenFileName(tmp, false, &ge);
-  if (!g)
+  int ge = 0, fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0666); /* the umask's mode, as PNGs */
+  if (fd < 0)
+    return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: cannot write: %s", tmp, strerror(errno));
+  GifFileType *g = EGifOpenFileHandle(fd, &ge); /* EGifCloseFile closes fd */
+  if (!g) {
+    close(fd), remove(tmp);
     return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: cannot write: %s", tmp, GifErrorString(ge));
+  }
   GifColorType gray[256];
   for (int i = 0; i < 256; i++) gray[i].Red = gray[i].Green = gray[i].Blue = (GifByteType)i;
   ColorMapObject *cmap = GifMakeMapObject(256, gray);
