@@ -45,6 +45,9 @@
  *     rows the model's `place` puts at the <img> tokens). Evaluation
  *     reports teacher-forced answer-token accuracy and, at the end, the
  *     exact-match rate of greedy captions.
+ *   - video (a video autoencoder): `video` f32[B, 1, F, 64, 64], F = 1 + 4k:
+ *     moving Fashion-MNIST items in [0, 1] (mmrt_video.h); no labels, so
+ *     evaluation (on held-out test-split clips) reports the loss alone.
  *   Anything else is refused at start-up with the list of inputs found. */
 #ifndef MMRT_MAIN_H
 #define MMRT_MAIN_H

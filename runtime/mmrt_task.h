@@ -12,7 +12,7 @@
  *   mmrt_task_caption.c   pixels, text, labels i32[B, T]: captions
  *   mmrt_task_video.c     video f32[B, 1, F, 64, 64]: moving items (no labels)
  *
- * (mmrt_main.h says what each one feeds the model.) The three image tasks
+ * (mmrt_main.h says what each one feeds the model.) The four tasks
  * share Fashion-MNIST: the splits and their iterators live in MmrtTaskCtx,
  * the trainer advances the iterators and saves the training iterator's
  * position (the data position) in checkpoints. A task never prints: it
