@@ -357,6 +357,18 @@ static bool lower_place(Cg *cg, const IrNode *n) {
   return true;
 }
 
+/* haar2d, haar3d and their inverses: the full-resolution side's sizes */
+static bool lower_haar(Cg *cg, const IrNode *n) {
+  bool three = n->op == IR_OP_HAAR3D || n->op == IR_OP_IHAAR3D;
+  bool inv = n->op == IR_OP_IHAAR2D || n->op == IR_OP_IHAAR3D;
+  const IrShape *f = inv ? &n->out[0]->shape : &n->in[0]->shape;
+  int r = three ? 1 : 0;
+  cg_check_status(cg, CALL("mmrt_haar", O(0), V(0), I32(f->d[0]), I32(f->d[1]),
+                           I32(three ? f->d[2] : 1), I32(f->d[2 + r]), I32(f->d[3 + r]),
+                           I32(three ? 3 : 2), I32(inv)));
+  return true;
+}
+
 /* kv_write(cache[B, S, KVH, D], x[B, n, KVH, D], pos) */
 static bool lower_kv_write(Cg *cg, const IrNode *n) {
   const IrShape *c = &n->in[0]->shape;

@@ -680,6 +680,44 @@ static bool ev_rope(Ev *e) {
   return true;
 }
 
+/* haar2d / haar3d and their inverses, the definition itself: coefficient
+ * k of a block is sum over the block's positions p of sign(k, p) x[p] / sqrt(S),
+ * sign -1 when an odd number of the axes where k differs has p at the
+ * block's second element (2D k: bit 0 rows, bit 1 columns; 3D k: bit 0
+ * columns, bit 1 rows, bit 2 frames); the inverse sums the same signs over k. */
+static bool ev_haar(Ev *e) {
+  IrOp op = e->n->op;
+  bool three = op == IR_OP_HAAR3D || op == IR_OP_IHAAR3D;
+  bool inv = op == IR_OP_IHAAR2D || op == IR_OP_IHAAR3D;
+  const IrTensor *in = IN(e, 0);
+  IrTensor *out = OUT(e, 0);
+  const IrShape *full = inv ? &out->shape : &in->shape; /* the [B, C, (T,) H, W] side */
+  int64_t B = full->d[0], C = full->d[1], T = three ? full->d[2] : 1, H = full->d[three ? 3 : 2],
+          W = full->d[three ? 4 : 3], S = three ? 8 : 4;
+  double scale = 1 / sqrt((double)S);
+  memset(out->d, 0, sizeof(double) * (size_t)out->n);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t c = 0; c < C; c++)
+      for (int64_t k = 0; k < S; k++)
+        for (int64_t t = 0; t < T; t++)
+          for (int64_t h = 0; h < H; h++)
+            for (int64_t w = 0; w < W; w++) {
+              int64_t kt = three ? k >> 2 & 1 : 0, kh = three ? k >> 1 & 1 : k & 1,
+                      kw = three ? k & 1 : k >> 1 & 1;
+              int64_t odd = (kt & (three ? t % 2 : 0)) + (kh & (h % 2)) + (kw & (w % 2));
+              double sg = odd % 2 ? -scale : scale;
+              int64_t T2 = three ? T / 2 : 1, tc = three ? t / 2 : 0;
+              int64_t xi = (((b * C + c) * T + t) * H + h) * W + w;
+              int64_t yi =
+                  (((b * C * S + c * S + k) * T2 + tc) * (H / 2) + h / 2) * (W / 2) + w / 2;
+              if (inv)
+                out->d[xi] += sg * in->d[yi];
+              else
+                out->d[yi] += sg * in->d[xi];
+            }
+  return true;
+}
+
 /* place(x, src, ids) {token} and place_grad(dy, ids) {token, size}: the
  * rows where ids == token, in order, are src's (dsrc's) rows */
 static bool ev_place(Ev *e) {

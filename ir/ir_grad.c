@@ -429,6 +429,16 @@ bool ir_grad_ROPE(IrGradCtx *cx) {
   return true;
 }
 
+/* the transforms are orthonormal: the adjoint of each is its inverse */
+bool ir_grad_HAAR(IrGradCtx *cx) {
+  static const IrOp inverse[] = {[IR_OP_HAAR2D] = IR_OP_IHAAR2D,
+                                 [IR_OP_IHAAR2D] = IR_OP_HAAR2D,
+                                 [IR_OP_HAAR3D] = IR_OP_IHAAR3D,
+                                 [IR_OP_IHAAR3D] = IR_OP_HAAR3D};
+  SET(0, un(cx, inverse[cx->node->op], DY));
+  return true;
+}
+
 bool ir_grad_PLACE(IrGradCtx *cx) {
   IrAttrs a = {0};
   copy_attr(&a, cx->node, IR_ATTR_TOKEN);

@@ -563,6 +563,41 @@ bool ir_shape_ROPE(IrShapeCtx *cx) {
   return unary(cx, true);
 }
 
+/* haar2d x[B, C, H, W] -> [B, 4C, H/2, W/2]; haar3d x[B, C, T, H, W] ->
+ * [B, 8C, T/2, H/2, W/2]; ihaar2d / ihaar3d the other way */
+bool ir_shape_HAAR(IrShapeCtx *cx) {
+  IrOp op = cx->node->op;
+  bool three = op == IR_OP_HAAR3D || op == IR_OP_IHAAR3D;
+  bool inv = op == IR_OP_IHAAR2D || op == IR_OP_IHAAR3D;
+  int64_t S = three ? 8 : 4;
+  if (!need_rank(cx, 0, three ? 5 : 4, three ? "x [B, C, T, H, W]" : "x [B, C, H, W]") ||
+      !need_float(cx, 0))
+    return false;
+  IrShape s = *in_shape(cx, 0);
+  static const char *axis[5] = {"", "", "T", "H", "W"};
+  if (inv) {
+    if (s.d[1] % S)
+      return ir_shape_fail(
+          cx, 0, "channels %lld of %s must be a multiple of %lld (%lld sub-bands per channel)",
+          (long long)s.d[1], sh(&s), (long long)S, (long long)S);
+    s.d[1] /= S;
+    for (int d = 2; d < s.rank; d++) s.d[d] *= 2;
+  } else {
+    for (int d = 2; d < s.rank; d++)
+      if (s.d[d] % 2)
+        return ir_shape_fail(cx, 0, "%s = %lld of %s must be even (2x%s blocks)%s",
+                             axis[d + (three ? 0 : 1)], (long long)s.d[d], sh(&s),
+                             three ? "2x2" : "2",
+                             three && d == 2 ? "; for 1 + 2k causal frames, put the first frame "
+                                               "in front once more (concat) first"
+                                             : "");
+    s.d[1] *= S;
+    for (int d = 2; d < s.rank; d++) s.d[d] /= 2;
+  }
+  set_out(cx, cx->in_dtype[0], &s);
+  return true;
+}
+
 /* x[B, T, C], src[B, N, C], ids i32[B, T] -> [B, T, C] */
 bool ir_shape_PLACE(IrShapeCtx *cx) {
   if (!need_rank(cx, 0, 3, "x [B, T, C]") || !need_float(cx, 0) ||

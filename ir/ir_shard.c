@@ -323,6 +323,16 @@ static void rule_PLACE(const IrNode *n, IrShardRule *r) {
   out_f(r, 0, 0, b), out_f(r, 0, 2, c);
 }
 
+/* haar2d/3d x[B, C, ...] -> [B, S*C, ...] and their inverses: batch and
+ * channels split (result channel c*S + k belongs to input channel c, so a
+ * block of channels maps to a block); time and space stay whole */
+static void rule_HAAR(const IrNode *n, IrShardRule *r) {
+  int64_t c_in = ish(n, 0)->d[1], c_out = osh(n, 0)->d[1];
+  int b = newf(r, ish(n, 0)->d[0], IR_FM_BAD), c = newf(r, c_in < c_out ? c_in : c_out, IR_FM_BAD);
+  in_f(r, 0, 0, b), out_f(r, 0, 0, b);
+  in_f(r, 0, 1, c), out_f(r, 0, 1, c);
+}
+
 /* place_grad(dy[B, T, C], ids[B, T]) -> dx[B, T, C], dsrc[B, N, C] */
 static void rule_PLACE_GRAD(const IrNode *n, IrShardRule *r) {
   int b = newf(r, ish(n, 0)->d[0], IR_FM_BAD), c = newf(r, ish(n, 0)->d[2], IR_FM_BAD);
@@ -421,6 +431,7 @@ static void (*const rule_fns[IR_SHR_COUNT])(const IrNode *, IrShardRule *) = {
     [IR_SHR_MSE] = rule_MSE,
     [IR_SHR_PLACE] = rule_PLACE,
     [IR_SHR_PLACE_GRAD] = rule_PLACE_GRAD,
+    [IR_SHR_HAAR] = rule_HAAR,
     [IR_SHR_FREE] = rule_FREE,
     [IR_SHR_COLLECTIVE] = rule_COLLECTIVE,
     [IR_SHR_RESHARD] = rule_RESHARD,

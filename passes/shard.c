@@ -102,6 +102,7 @@ static int transfer(const IrNode *n, int k, int d) {
   const IrShape *x = &n->in[k]->shape;
   int r = n->nout ? n->out[0]->shape.rank : 0;
   if ((ir_ops[n->op].flags & OPF_ELEMWISE) && ir_ops[n->op].max_in == 1) return d; /* unary */
+  if (ir_ops[n->op].shard == IR_SHR_HAAR) return d == 1 ? 1 : -1; /* channels: sub-band blocks */
   switch (n->op) {
     case IR_OP_ADD:
     case IR_OP_SUB:

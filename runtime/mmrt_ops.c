@@ -1256,3 +1256,58 @@ float mmrt_clip_scale(double norm, double max_norm) {
   if (max_norm <= 0.0 || !(norm > max_norm)) return 1.0f;
   return (float)(max_norm / (norm + 1e-6));
 }
+
+/* ---- Haar wavelet transforms ----
+ * A block of S = 4 (2D) or 8 (3D) values, indexed p = 4 dt + 2 dh + dw, goes
+ * through the fast Walsh-Hadamard butterfly (a sum and a difference per
+ * axis, columns then rows then frames): v[q] = sum_p (-1)^popcount(p & q) x[p],
+ * then times 1/sqrt(S). The butterfly is its own inverse up to S, so the
+ * inverse is the same butterfly. q holds bit 0 columns, bit 1 rows, bit 2
+ * frames; the 2D sub-band order (rows first, as WF-VAE's aa, ad, da, dd) is
+ * q with its two bits swapped. */
+static void haar_block(float *v, int S) {
+  for (int m = 1; m < S; m <<= 1)
+    for (int p = 0; p < S; p++)
+      if (!(p & m)) {
+        float a = v[p], b = v[p | m];
+        v[p] = a + b, v[p | m] = a - b;
+      }
+}
+
+int mmrt_haar(float *y, const float *x, int32_t B, int32_t C, int32_t T, int32_t H, int32_t W,
+              int32_t dims, int32_t inverse) {
+  int three = dims == 3, S = three ? 8 : 4;
+  if ((dims != 2 && dims != 3) || B < 1 || C < 1 || H < 2 || W < 2 || H % 2 || W % 2 ||
+      (three ? T < 2 || T % 2 : T != 1)) {
+    fprintf(stderr, "mmrt_haar: cannot take dims %d, [%d, %d, %d, %d, %d]\n", dims, B, C, T, H, W);
+    return -1;
+  }
+  int64_t T2 = three ? T / 2 : 1, H2 = H / 2, W2 = W / 2, plane = (int64_t)H * W,
+          cplane = T2 * H2 * W2;
+  float scale = three ? 0.35355339059327373f : 0.5f;
+  static const int k2d[4] = {0, 2, 1, 3}; /* q -> 2D sub-band k */
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t bc = 0; bc < (int64_t)B * C; bc++)
+    for (int64_t tc = 0; tc < T2; tc++)
+      for (int64_t h = 0; h < H2; h++)
+        for (int64_t w = 0; w < W2; w++) {
+          float v[8];
+          int64_t full = bc * T * plane + (three ? 2 * tc : 0) * plane + 2 * h * W + 2 * w;
+          int64_t coef = bc * S * cplane + (tc * H2 + h) * W2 + w;
+          for (int p = 0; p < S; p++) {
+            int64_t fi = full + (p >> 2) * plane + (p >> 1 & 1) * W + (p & 1);
+            int64_t ci = coef + (three ? p : k2d[p]) * cplane;
+            v[p] = inverse ? x[ci] : x[fi];
+          }
+          haar_block(v, S);
+          for (int q = 0; q < S; q++) {
+            int64_t fi = full + (q >> 2) * plane + (q >> 1 & 1) * W + (q & 1);
+            int64_t ci = coef + (three ? q : k2d[q]) * cplane;
+            if (inverse)
+              y[fi] = v[q] * scale;
+            else
+              y[ci] = v[q] * scale;
+          }
+        }
+  return 0;
+}

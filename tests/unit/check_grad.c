@@ -483,6 +483,36 @@ START_TEST(test_place) {
 }
 END_TEST
 
+/* the wavelet transforms: each one's gradient is the other's forward */
+static void haar_case(uint64_t seed, IrOp op, IrShape s) {
+  G g;
+  g_init(&g, seed);
+  IrValue *x = g_param(&g, "x", s);
+  g_loss(&g, g_op(&g, op, &x, 1, NULL));
+  run(&g);
+  g_free(&g);
+}
+
+START_TEST(test_haar2d) {
+  haar_case(60, IR_OP_HAAR2D, SHP(2, 3, 4, 6));
+}
+END_TEST
+
+START_TEST(test_ihaar2d) {
+  haar_case(61, IR_OP_IHAAR2D, SHP(2, 8, 3, 2));
+}
+END_TEST
+
+START_TEST(test_haar3d) {
+  haar_case(62, IR_OP_HAAR3D, SHP(1, 3, 4, 2, 6));
+}
+END_TEST
+
+START_TEST(test_ihaar3d) {
+  haar_case(63, IR_OP_IHAAR3D, SHP(2, 16, 1, 3, 2));
+}
+END_TEST
+
 static void attention_case(uint64_t seed, bool causal, int64_t T, int64_t S, int64_t D,
                            int64_t Dv) {
   G g;
@@ -610,6 +640,10 @@ static Suite *grad_suite(void) {
   ADD(tc, test_conv2d);
   ADD(tc, test_conv2d_no_bias);
   ADD(tc, test_conv3d);
+  ADD(tc, test_haar2d);
+  ADD(tc, test_ihaar2d);
+  ADD(tc, test_haar3d);
+  ADD(tc, test_ihaar3d);
   suite_add_tcase(s, tc);
   tc = tcase_create("norms");
   ADD(tc, test_layer_norm);

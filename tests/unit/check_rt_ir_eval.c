@@ -229,6 +229,139 @@ START_TEST(test_conv3d) {
 }
 END_TEST
 
+/* ---- Haar wavelet transforms ---- */
+
+/* each transform: the interpreter against the kernel */
+static const struct {
+  IrOp op;
+  int64_t d[5];
+  int rank;
+} haars[] = {
+    {IR_OP_HAAR2D, {2, 3, 6, 4}, 4},
+    {IR_OP_IHAAR2D, {2, 12, 3, 5}, 4},
+    {IR_OP_HAAR3D, {1, 3, 4, 6, 2}, 5},
+    {IR_OP_IHAAR3D, {2, 16, 3, 1, 2}, 5},
+};
+
+START_TEST(test_haar) {
+  R r;
+  r_init(&r, 40 + (uint64_t)_i);
+  IrOp op = haars[_i].op;
+  bool three = op == IR_OP_HAAR3D || op == IR_OP_IHAAR3D;
+  bool inv = op == IR_OP_IHAAR2D || op == IR_OP_IHAAR3D;
+  IrValue *x = rin(&r, shp(haars[_i].d, haars[_i].rank), -1, 1);
+  IrNode *y = run(&r, op, &x, 1, NULL);
+  const IrShape *f = inv ? &y->out[0]->shape : &x->shape;
+  float *ky = fzeros(&r, y->out[0]);
+  ck_assert_int_eq(mmrt_haar(ky, fl(&r, x), (int32_t)f->d[0], (int32_t)f->d[1],
+                             three ? (int32_t)f->d[2] : 1, (int32_t)f->d[three ? 3 : 2],
+                             (int32_t)f->d[three ? 4 : 3], three ? 3 : 2, inv),
+                   0);
+  cmp(&r, ir_ops[op].name, y->out[0], ky);
+  r_free(&r);
+}
+END_TEST
+
+/* The sub-band order on one 2x2 block (a b / c d) = (1 2 / 3 4): LL =
+ * (a+b+c+d)/2 = 5, rows differ (a+b-c-d)/2 = -2, columns (a-b+c-d)/2 = -1,
+ * both (a-b-c+d)/2 = 0; and in 3D the frame difference of a block whose
+ * second frame is the first plus 1 is -4/sqrt 8 (LLL 4/sqrt 8). */
+START_TEST(test_haar_order) {
+  float x2[4] = {1, 2, 3, 4}, y2[4];
+  ck_assert_int_eq(mmrt_haar(y2, x2, 1, 1, 1, 2, 2, 2, 0), 0);
+  static const float want2[4] = {5, -2, -1, 0};
+  for (int k = 0; k < 4; k++) ck_assert_float_eq_tol(y2[k], want2[k], 1e-6);
+  float x3[8], y3[8];
+  for (int p = 0; p < 8; p++) x3[p] = (float)(p >> 2); /* frame 0 zeros, frame 1 ones */
+  ck_assert_int_eq(mmrt_haar(y3, x3, 1, 1, 2, 2, 2, 3, 0), 0);
+  for (int k = 0; k < 8; k++)
+    ck_assert_float_eq_tol(y3[k], k == 0 ? 4 / sqrt(8) : k == 4 ? -4 / sqrt(8) : 0, 1e-6);
+  ck_assert_int_eq(mmrt_haar(y2, x2, 1, 1, 1, 3, 2, 2, 0), -1); /* odd H */
+}
+END_TEST
+
+/* What the sharding rule says (ir_shard.c rule_HAAR): a rank holding
+ * channels [C/2, C) of x computes result channels [S*C/2, S*C) with the
+ * kernel on its piece alone, 2D and 3D, forward and inverse. */
+START_TEST(test_haar_channel_split) {
+  for (int three = 0; three < 2; three++)
+    for (int inv = 0; inv < 2; inv++) {
+      int32_t B = 2, C = 4, T = three ? 2 : 1, H = 4, W = 6;
+      int64_t n = (int64_t)B * C * T * H * W, half = n / B / 2; /* per sample */
+      float *x = malloc(sizeof(float) * (size_t)n), *y = malloc(sizeof(float) * (size_t)n),
+            *px = malloc(sizeof(float) * (size_t)n / 2),
+            *py = malloc(sizeof(float) * (size_t)n / 2);
+      for (int64_t i = 0; i < n; i++) x[i] = (float)sin(0.37 * (double)i + three + 2 * inv);
+      ck_assert_int_eq(mmrt_haar(y, x, B, C, T, H, W, three ? 3 : 2, inv), 0);
+      for (int32_t b = 0; b < B; b++) /* the second half of each sample's channels */
+        memcpy(px + b * half, x + b * 2 * half + half, sizeof(float) * (size_t)half);
+      ck_assert_int_eq(mmrt_haar(py, px, B, C / 2, T, H, W, three ? 3 : 2, inv), 0);
+      for (int32_t b = 0; b < B; b++)
+        for (int64_t i = 0; i < half; i++)
+          ck_assert_msg(py[b * half + i] == y[b * 2 * half + half + i],
+                        "%dD%s: sample %d element %lld of the channel piece differs", three ? 3 : 2,
+                        inv ? " inverse" : "", b, (long long)i);
+      free(x), free(y), free(px), free(py);
+    }
+}
+END_TEST
+
+/* On random data: the inverse of the transform is the input (1e-6), and
+ * the transform keeps the energy (sum of squares), 2D and 3D, through the
+ * kernels and through the interpreter; odd sizes are refused by the shape
+ * rule with a message naming the axis. */
+START_TEST(test_haar_inverse_energy) {
+  R r;
+  r_init(&r, 50);
+  for (int three = 0; three < 2; three++) {
+    IrShape s = three ? SHP(2, 3, 4, 6, 8) : SHP(2, 3, 6, 8);
+    IrValue *x = rin(&r, s, -1, 1);
+    IrNode *y = run(&r, three ? IR_OP_HAAR3D : IR_OP_HAAR2D, &x, 1, NULL);
+    IrNode *z = run(&r, three ? IR_OP_IHAAR3D : IR_OP_IHAAR2D, y->out, 1, NULL);
+    const IrTensor *xt = ir_store_get(&r.st, x), *yt = ir_store_get(&r.st, y->out[0]),
+                   *zt = ir_store_get(&r.st, z->out[0]);
+    ck_assert(ir_shape_eq(&z->out[0]->shape, &x->shape));
+    int64_t n = xt->n;
+    float *kx = fl(&r, x), *ky = fzeros(&r, y->out[0]), *kz = fzeros(&r, x);
+    int32_t T = three ? 4 : 1, H = three ? 6 : 6, W = 8, dims = three ? 3 : 2;
+    ck_assert_int_eq(mmrt_haar(ky, kx, 2, 3, T, H, W, dims, 0), 0);
+    ck_assert_int_eq(mmrt_haar(kz, ky, 2, 3, T, H, W, dims, 1), 0);
+    double ex = 0, ey = 0, eky = 0, dz = 0, dkz = 0;
+    for (int64_t i = 0; i < n; i++) {
+      ex += xt->d[i] * xt->d[i], ey += yt->d[i] * yt->d[i], eky += (double)ky[i] * ky[i];
+      dz = fmax(dz, fabs(zt->d[i] - xt->d[i])), dkz = fmax(dkz, fabs(kz[i] - xt->d[i]));
+    }
+    ck_assert_msg(dz < 1e-12 && dkz < 1e-6, "%dD: inverse off by %g (interpreter), %g (kernel)",
+                  three ? 3 : 2, dz, dkz);
+    ck_assert_msg(fabs(ey - ex) < 1e-9 * ex && fabs(eky - ex) < 1e-5 * ex,
+                  "%dD: energy %g in, %g / %g out", three ? 3 : 2, ex, ey, eky);
+    ck_assert(ex > 10); /* a random field, not zeros */
+  }
+  struct {
+    IrOp op;
+    IrShape s;
+    const char *msg;
+  } bad[] = {
+      {IR_OP_HAAR2D, SHP(1, 2, 5, 4), "H = 5"},
+      {IR_OP_HAAR2D, SHP(1, 2, 4, 3), "W = 3"},
+      {IR_OP_HAAR3D, SHP(1, 2, 17, 4, 4), "T = 17"},
+      {IR_OP_IHAAR2D, SHP(1, 6, 4, 4), "multiple of 4"},
+      {IR_OP_IHAAR3D, SHP(1, 12, 2, 4, 4), "multiple of 8"},
+      {IR_OP_HAAR3D, SHP(1, 2, 4, 4), "[B, C, T, H, W]"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    IrValue *x = rin(&r, bad[i].s, -1, 1);
+    char err[512];
+    IrAttrs none = {0};
+    IrNode *n = ir_build(&r.b, bad[i].op, &x, 1, &none, (SrcLoc){0}, err, sizeof err, NULL);
+    ck_assert_ptr_null(n);
+    ck_assert_msg(strstr(err, bad[i].msg), "%s: message \"%s\" lacks \"%s\"",
+                  ir_ops[bad[i].op].name, err, bad[i].msg);
+  }
+  r_free(&r);
+}
+END_TEST
+
 /* ---- normalisation ---- */
 
 START_TEST(test_layer_norm) {
@@ -565,6 +698,10 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_matmul);
   tcase_add_test(tc, test_conv2d);
   tcase_add_test(tc, test_conv3d);
+  tcase_add_loop_test(tc, test_haar, 0, (int)(sizeof haars / sizeof haars[0]));
+  tcase_add_test(tc, test_haar_order);
+  tcase_add_test(tc, test_haar_channel_split);
+  tcase_add_test(tc, test_haar_inverse_energy);
   tcase_add_test(tc, test_layer_norm);
   tcase_add_test(tc, test_rms_norm);
   tcase_add_test(tc, test_group_norm);

@@ -300,6 +300,29 @@ START_TEST(test_rule_collectives) {
 END_TEST
 
 /* The rules not met above, one case each at least. */
+/* haar2d / ihaar3d: batch and channels split (a block of input channels is
+ * a block of sub-band channels), partial sums pass, time and space whole */
+START_TEST(test_rule_haar) {
+  T t;
+  t_init(&t);
+  IrValue *x = input(&t, "x", IR_F32, SHP(2, 4, 6, 8), S(1));
+  IrNode *h = node(&t, IR_OP_HAAR2D, VS(x), NULL);
+  ck_assert(LEGAL(h, S(1)) && !LEGAL(h, B) && !LEGAL(h, S(0)));
+  x->pl[IR_AX_TP] = S(0);
+  ck_assert(LEGAL(h, S(0)) && !LEGAL(h, S(1)));
+  x->pl[IR_AX_TP] = P;
+  ck_assert(LEGAL(h, P));
+  x->pl[IR_AX_TP] = S(2);
+  ck_assert(!LEGAL(h, S(2)) && !LEGAL(h, B));
+  IrValue *c = input(&t, "c", IR_F32, SHP(2, 16, 2, 4, 4), S(1));
+  IrNode *ih = node(&t, IR_OP_IHAAR3D, VS(c), NULL);
+  ck_assert(LEGAL(ih, S(1)));
+  c->pl[IR_AX_TP] = S(3);
+  ck_assert(!LEGAL(ih, S(3)));
+  t_free(&t);
+}
+END_TEST
+
 START_TEST(test_rule_more) {
   T t;
   t_init(&t);
@@ -1197,6 +1220,7 @@ static Suite *shard_suite(void) {
   tcase_add_test(tc, test_rule_fused);
   tcase_add_test(tc, test_rule_collectives);
   tcase_add_test(tc, test_rule_more);
+  tcase_add_test(tc, test_rule_haar);
   tcase_add_test(tc, test_grad_collectives);
   tcase_add_test(tc, test_text_roundtrip);
   suite_add_tcase(s, tc);

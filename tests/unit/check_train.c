@@ -229,6 +229,86 @@ START_TEST(test_no_rule_error) {
 }
 END_TEST
 
+/* ---- the causal 3D convolution (nn.mm CausalConv3d) ---- */
+
+/* Two causal convolutions (kernel 3 with spatial padding, then kernel 2),
+ * then the wavelet pair on the result (the identity) */
+static const char causal_mm[] =
+    "import \"nn.mm\"\n"
+    "model Causal {\n"
+    "  let B = 2\n"
+    "  a = CausalConv3d(2, 3, 3, padding = 1)\n"
+    "  b = CausalConv3d(3, 2, 2)\n"
+    "  forward(x: f32[B, 2, 6, 4, 6], y: f32[B, 2, 6, 3, 5]) -> loss {\n"
+    "    h = b(relu(a(x)))\n"
+    "    return mse(ihaar3d(haar3d(h[:, :, :, 0:2, 0:4])), y[:, :, :, 0:2, 0:4]) + mse(h, y)\n"
+    "  }\n"
+    "}\n";
+
+/* Output frame t of the causal convolutions does not change when any input
+ * frame after t changes (every element compared exactly: those frames do
+ * not enter its sums), and frame t + 1 does change (the check can fail);
+ * the composition's gradients against finite differences. */
+START_TEST(test_causal_conv3d) {
+  G g;
+  g_init(&g, 91);
+  ir_module_free(g.m);
+  FeOptions fo = {0};
+  FeProgram *p = fe_load_buffer(&g.d, "causal.mm", causal_mm, strlen(causal_mm), &fo);
+  ck_assert_msg(p && g.d.errors == 0, "load: %s", g_diag(&g));
+  FeResult r;
+  ck_assert_msg(fe_elaborate(p, "Causal", &r), "elaborate: %s", g_diag(&g));
+  g.m = r.ir;
+  g.f = ir_module_func(g.m, "forward");
+  g_fill(&g);
+  for (int i = 0; i < g.f->inputs.len; i++) {
+    IrTensor *t = ir_store_put(&g.st, g.f->inputs.items[i]);
+    for (int64_t k = 0; k < t->n; k++) t->d[k] = 2 * g_rand(&g) - 1;
+  }
+  const IrValue *out = NULL; /* b's result: the last conv3d */
+  for (int i = 0; i < g.f->nodes.len; i++) {
+    const IrNode *nd = g.f->nodes.items[i];
+    if (nd->op == IR_OP_CONV3D) out = nd->out[0];
+  }
+  ck_assert_ptr_nonnull(out);
+  ck_assert_int_eq(out->shape.d[2], 6); /* the time axis keeps its length */
+  g_forward_loss(&g);
+  int64_t n = ir_numel(&out->shape), frame = out->shape.d[3] * out->shape.d[4];
+  double *y0 = malloc(sizeof(double) * (size_t)n);
+  memcpy(y0, ir_store_get(&g.st, out)->d, sizeof(double) * (size_t)n);
+  IrTensor *x = ir_store_get(&g.st, g.f->inputs.items[0]);
+  double *x0 = malloc(sizeof(double) * (size_t)x->n);
+  memcpy(x0, x->d, sizeof(double) * (size_t)x->n);
+  int64_t T = 6, xframe = x->shape.d[3] * x->shape.d[4];
+  for (int64_t t = 0; t + 1 < T; t++) {
+    memcpy(x->d, x0, sizeof(double) * (size_t)x->n);
+    for (int64_t bc = 0; bc < 2 * 2; bc++) /* frames after t of every sample and channel */
+      for (int64_t k = (t + 1) * xframe; k < T * xframe; k++) x->d[bc * T * xframe + k] += 1.5;
+    g_forward_loss(&g);
+    const double *y = ir_store_get(&g.st, out)->d;
+    double later = 0;
+    for (int64_t bc = 0; bc < 2 * 2; bc++)
+      for (int64_t s = 0; s < T; s++)
+        for (int64_t k = 0; k < frame; k++) {
+          int64_t i = (bc * T + s) * frame + k;
+          if (s <= t)
+            ck_assert_msg(y[i] == y0[i], "frame %lld changed when frames after %lld did",
+                          (long long)s, (long long)t);
+          else if (s == t + 1)
+            later = fmax(later, fabs(y[i] - y0[i]));
+        }
+    ck_assert_msg(later > 1e-3, "frame %lld did not change with its own input", (long long)t + 1);
+  }
+  memcpy(x->d, x0, sizeof(double) * (size_t)x->n);
+  free(x0), free(y0);
+  g_autodiff(&g, &r.train);
+  g_check(&g, 6);
+  ck_assert_int_gt(g.checked, 10);
+  fe_free(p);
+  g_free(&g);
+}
+END_TEST
+
 /* Moved to IR text: a forward without a scalar loss gets no @train
  * (tests/passes/autodiff/no_loss.mmir); a parameter the loss does not read
  * gets no gradient and no state (tests/passes/autodiff/unused_param.mmir). */
@@ -513,6 +593,7 @@ static Suite *train_suite(void) {
   suite_add_tcase(s, tc);
   tc = tcase_create("autodiff");
   tcase_add_test(tc, test_no_rule_error);
+  tcase_add_test(tc, test_causal_conv3d);
   suite_add_tcase(s, tc);
   tc = tcase_create("optimizer");
   tcase_add_test(tc, test_adamw_steps);
