@@ -76,28 +76,6 @@ module Conv3d(in_ch: int, out_ch: int, kernel: int, stride: int = 1, padding: in
   }
 }
 
-// WF-VAE's causal 3D convolution: the time axis is padded on the left only,
-// with kernel - 1 copies of the first frame (replicate, as WF-VAE's
-// CausalConv3d), so output frame t sees input frames t - kernel + 1 .. t and
-// never t + 1; H and W are padded with zeros by `padding` on each side.
-module CausalConv3d(in_ch: int, out_ch: int, kernel: int, stride: int = 1, padding: int = 0, has_bias: bool = true) {
-  weight = param f32[out_ch, in_ch, kernel, kernel, kernel] = fan_in(1.0)
-  if has_bias {
-    bias = param f32[out_ch] = zeros
-  }
-
-  forward(x: [B, in_ch, T, H, W]) {
-    xp = x
-    if kernel > 1 {
-      xp = concat([x[:, :, 0:1].expand(-1, -1, kernel - 1, -1, -1), x], axis = 2)
-    }
-    if has_bias {
-      return conv3d(xp, weight, bias, stride = stride, padding = [0, padding, padding])
-    }
-    return conv3d(xp, weight, stride = stride, padding = [0, padding, padding])
-  }
-}
-
 module Embedding(vocab: int, dim: int, std: float = 0.02) {
   weight = param f32[vocab, dim] = normal(std)   // vocab-parallel under tp
 
@@ -151,4 +129,26 @@ module GatedMLP(dim: int, hidden: int, act: string = "silu", has_bias: bool = fa
   down_proj = Linear(hidden, dim, has_bias = has_bias)
 
   forward(x) { return down_proj(activation(gate_proj(x), act) * up_proj(x)) }
+}
+
+// WF-VAE's causal 3D convolution: the time axis is padded on the left only,
+// with kernel - 1 copies of the first frame (replicate, as WF-VAE's
+// CausalConv3d), so output frame t sees input frames t - kernel + 1 .. t and
+// never t + 1; H and W are padded with zeros by `padding` on each side.
+module CausalConv3d(in_ch: int, out_ch: int, kernel: int, stride: int = 1, padding: int = 0, has_bias: bool = true) {
+  weight = param f32[out_ch, in_ch, kernel, kernel, kernel] = fan_in(1.0)
+  if has_bias {
+    bias = param f32[out_ch] = zeros
+  }
+
+  forward(x: [B, in_ch, T, H, W]) {
+    xp = x
+    if kernel > 1 {
+      xp = concat([x[:, :, 0:1].expand(-1, -1, kernel - 1, -1, -1), x], axis = 2)
+    }
+    if has_bias {
+      return conv3d(xp, weight, bias, stride = stride, padding = [0, padding, padding])
+    }
+    return conv3d(xp, weight, stride = stride, padding = [0, padding, padding])
+  }
 }
