@@ -394,6 +394,7 @@ static LLVMValueRef tensor_desc(Cg *cg, LLVMTypeRef ty, const IrValue *v) {
   SET_F64(f, MmrtTensorDesc, init_b, v->init.b);
   SET_I64(f, MmrtTensorDesc, frozen, v->frozen);
   SET_I64S(f, MmrtTensorDesc, split, split);
+  SET_I64(f, MmrtTensorDesc, rows, v->rows ? v->rows : o->shape.rank ? o->shape.d[0] : 1);
   return desc_value(ty, tensor_fields, f, CG_TENSOR_FIELDS);
 }
 
@@ -479,7 +480,8 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
       batch = cg_orig(cg, inputs[i])->shape.d[0];
 
   const IrNode *eval_ce = last_loss(feval);
-  int64_t logits_rows = 0, logits_cols = 0, logits_off = -1, ignore = -100, vocab_axis = -1;
+  int64_t logits_rows = 0, logits_cols = 0, logits_off = -1, ignore = -100, vocab_axis = -1,
+          classes = 0;
   if (eval_ce) {
     const IrValue *lg = eval_ce->in[0];
     logits_cols = lg->shape.rank ? lg->shape.d[lg->shape.rank - 1] : 1;
@@ -490,6 +492,9 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
         vocab_axis = a;
     logits_off = lg->mem_arena == IR_ROLE_ACT ? lg->mem_offset : -1;
     ignore = eval_ce->attrs.v[IR_ATTR_IGNORE].i;
+    classes = ir_attrs_has(&eval_ce->attrs, IR_ATTR_VOCAB)
+                  ? eval_ce->attrs.v[IR_ATTR_VOCAB].i
+                  : logits_cols * (vocab_axis >= 0 ? m->mesh[vocab_axis] : 1);
   }
   int64_t img_rows, img_token;
   image_place(feval, &img_rows, &img_token);
@@ -553,6 +558,7 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
   M_I64(decode_logits_offset, result_offset(dec->decode));
   M_I64(cache_len, dec->cache_len);
   M_I64(vocab, logits_cols);
+  M_I64(logits_classes, classes);
 #undef M_I64
 #undef M_F64
   LLVMTypeRef dty = desc_type(cg, model_fields, CG_MODEL_FIELDS);

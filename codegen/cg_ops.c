@@ -409,6 +409,20 @@ static LLVMValueRef share(Cg *cg, LLVMValueRef count_local, int axes) {
   return LLVMBuildSelect(cg->b, zero, F32(0), LLVMBuildFDiv(cg->b, c, g, ""), "");
 }
 
+/* The real classes of the whole vocabulary of a cross entropy's logits lg
+ * (the `vocab` of padded logits, passes/vocabpad.c); 0 and an error when
+ * the logits are padded but not split over the vocabulary. */
+static int64_t real_vocab(Cg *cg, const IrNode *n, const IrValue *lg, int vax) {
+  int64_t whole = last_dim(lg) * (vax >= 0 ? cg->m->mesh[vax] : 1);
+  if (!ir_attrs_has(&n->attrs, IR_ATTR_VOCAB)) return whole;
+  if (vax < 0) {
+    cg_error(cg, n, "padded logits (vocab = %lld) must be split over the vocabulary",
+             (long long)attr(n, IR_ATTR_VOCAB)->i);
+    return 0;
+  }
+  return attr(n, IR_ATTR_VOCAB)->i;
+}
+
 /* cross_entropy(logits[..., V], labels[...]) -> loss, lse[N] */
 static bool lower_cross_entropy(Cg *cg, const IrNode *n) {
   if (n->in[1]->dtype != IR_I32)
@@ -420,12 +434,14 @@ static bool lower_cross_entropy(Cg *cg, const IrNode *n) {
     return cg_error(cg, n, "the logits are split in a way the cross entropy does not support");
   if (vax >= 0 && n->nout < 2)
     return cg_error(cg, n, "vocabulary-parallel cross entropy needs the lse result");
-  LLVMValueRef r =
-      vax >= 0
-          ? CALL("mmrt_split_cross_entropy_fwd", cg->mesh, I32(vax), O(0), O(1), V(0), V(1),
-                 cg_i64(cg, rows(lg)), cg_i64(cg, last_dim(lg)), I32(attr(n, IR_ATTR_IGNORE)->i))
-          : CALL("mmrt_cross_entropy_fwd", O(0), stat(cg, n, 1, 0), V(0), V(1), I32(rows(lg)),
-                 I32(last_dim(lg)), I32(attr(n, IR_ATTR_IGNORE)->i));
+  int64_t vocab = real_vocab(cg, n, lg, vax);
+  if (!vocab) return false;
+  LLVMValueRef r = vax >= 0
+                       ? CALL("mmrt_split_cross_entropy_fwd", cg->mesh, I32(vax), O(0), O(1), V(0),
+                              V(1), cg_i64(cg, rows(lg)), cg_i64(cg, last_dim(lg)),
+                              cg_i64(cg, vocab), I32(attr(n, IR_ATTR_IGNORE)->i))
+                       : CALL("mmrt_cross_entropy_fwd", O(0), stat(cg, n, 1, 0), V(0), V(1),
+                              I32(rows(lg)), I32(last_dim(lg)), I32(attr(n, IR_ATTR_IGNORE)->i));
   cg_check_status(cg, r);
   int axes = cg_split_axes(cg, n->in[1]);
   if (axes) {
@@ -442,6 +458,8 @@ static bool lower_cross_entropy_grad(Cg *cg, const IrNode *n) {
   int axes = cg_split_axes(cg, n->in[2]), vax = split_axis(cg, lg, lg->shape.rank - 1);
   if (vax == -2 || (cg_split_axes(cg, lg) & ~axes & ~(vax >= 0 ? 1 << vax : 0)))
     return cg_error(cg, n, "the logits are split in a way the cross entropy does not support");
+  int64_t vocab = real_vocab(cg, n, lg, vax);
+  if (!vocab) return false;
   LLVMValueRef dloss = cg_load_f32(cg, n->in[0]);
   if (axes) { /* the runtime divides by the local count */
     LLVMValueRef c = CALL("mmrt_step_count_labels", V(2), cg_i64(cg, ir_numel(&n->in[2]->shape)),
@@ -450,7 +468,8 @@ static bool lower_cross_entropy_grad(Cg *cg, const IrNode *n) {
   }
   if (vax >= 0)
     CALL("mmrt_split_cross_entropy_bwd", cg->mesh, I32(vax), O(0), V(1), V(3), V(2), dloss,
-         cg_i64(cg, rows(lg)), cg_i64(cg, last_dim(lg)), I32(attr(n, IR_ATTR_IGNORE)->i));
+         cg_i64(cg, rows(lg)), cg_i64(cg, last_dim(lg)), cg_i64(cg, vocab),
+         I32(attr(n, IR_ATTR_IGNORE)->i));
   else
     CALL("mmrt_cross_entropy_bwd", O(0), V(1), V(3), V(2), dloss, I32(rows(lg)), I32(last_dim(lg)),
          I32(attr(n, IR_ATTR_IGNORE)->i), I32(0));

@@ -205,6 +205,9 @@ typedef struct IrValue {
   /* params only */
   IrInit init;
   bool frozen; /* no gradient, no optimizer state */
+  /* a padded vocabulary (passes/vocabpad.c): dim 0 holds `rows` real rows, the
+   * rest are zero padding, never trained and never saved; 0: not padded */
+  int64_t rows;
   struct IrValue
       *grad_of;     /* role GRAD: the parameter this is the gradient of (printed grad(@name)) */
   int group, layer; /* stack group index and layer in it, or -1 */

@@ -907,12 +907,14 @@ static bool ev_cross_entropy(Ev *e) {
   int o = grad ? 1 : 0;
   const IrTensor *x = IN(e, o), *lab = IN(e, o + 1);
   int64_t V = last(&x->shape), N = lab->n, ignore = iattr(e, IR_ATTR_IGNORE), count = 0;
+  /* padded logits: the classes from `vocab` on are out of the softmax (dlogits 0) */
+  int64_t Vr = ir_attrs_has(&e->n->attrs, IR_ATTR_VOCAB) ? iattr(e, IR_ATTR_VOCAB) : V;
   for (int64_t r = 0; r < N; r++) {
     double l = lab->d[r];
     if (l == (double)ignore) continue;
-    if (!(l >= 0 && l < (double)V))
+    if (!(l >= 0 && l < (double)Vr))
       return fail(e, "label %g at row %lld is outside [0, %lld) and is not the ignore index %lld",
-                  l, (long long)r, (long long)V, (long long)ignore);
+                  l, (long long)r, (long long)Vr, (long long)ignore);
     count++;
   }
   if (grad) {
@@ -923,7 +925,7 @@ static bool ev_cross_entropy(Ev *e) {
       bool ign = lab->d[r] == (double)ignore;
       for (int64_t c = 0; c < V; c++) {
         double g = exp(x->d[r * V + c] - lse->d[r]) - (c == (int64_t)lab->d[r]);
-        dx->d[r * V + c] = ign || !count ? 0 : dl * g / (double)count;
+        dx->d[r * V + c] = ign || !count || c >= Vr ? 0 : dl * g / (double)count;
       }
     }
     return true;
@@ -933,8 +935,8 @@ static bool ev_cross_entropy(Ev *e) {
   for (int64_t r = 0; r < N; r++) {
     const double *xr = x->d + r * V;
     double mx = -INFINITY, s = 0;
-    for (int64_t c = 0; c < V; c++) mx = fmax(mx, xr[c]);
-    for (int64_t c = 0; c < V; c++) s += exp(xr[c] - mx);
+    for (int64_t c = 0; c < Vr; c++) mx = fmax(mx, xr[c]);
+    for (int64_t c = 0; c < Vr; c++) s += exp(xr[c] - mx);
     lse->d[r] = mx + log(s);
     if (lab->d[r] != (double)ignore) total += lse->d[r] - xr[(int64_t)lab->d[r]];
   }

@@ -752,9 +752,20 @@ static bool parse_param(Parser *p) {
     frozen = true;
     if (!next(p)) return false;
   }
+  int64_t rows = 0;
+  if (is_kw(p, "rows")) {
+    SrcLoc rat = p->tok.loc;
+    if (!next(p) || !expect_punct(p, '(', "after 'rows'") ||
+        !parse_int(p, 1, INT64_MAX, "rows", &rows) || !expect_punct(p, ')', "after the rows"))
+      return false;
+    if (t.shape.rank < 1 || rows > t.shape.d[0])
+      return error(p, rat, "rows(%lld): the real rows must fit dim 0 of the parameter",
+                   (long long)rows);
+  }
   if (is_kw(p, "layer") && !parse_layer(p, &group, &layer)) return false;
   if (is_kw(p, "loc") && !parse_loc(p, &loc)) return false;
   IrValue *v = ir_add_param(p->m, name, t.dtype, &t.shape, init, loc);
+  v->rows = rows;
   memcpy(v->pl, t.pl, sizeof v->pl);
   v->role = role;
   v->frozen = frozen;

@@ -286,6 +286,7 @@ static void print_param(const Printer *p, const IrValue *v) {
       break;
   }
   if (v->frozen) fputs(" frozen", out);
+  if (v->rows) fprintf(out, " rows(%lld)", (long long)v->rows);
   print_layer(p, v->group, v->layer);
   print_loc(p, v->loc);
   fputc('\n', out);

@@ -51,6 +51,7 @@ static IrValue *state(Opt *o, const char *prefix, IrValue *p) {
   }
   IrValue *s = ir_add_param(o->m, name, p->dtype, &p->shape, (IrInit){IR_INIT_ZEROS, 0, 0}, p->loc);
   s->role = IR_ROLE_OPT;
+  s->rows = p->rows;
   memcpy(s->pl, p->pl, sizeof s->pl);
   s->group = p->group;
   s->layer = p->layer;

@@ -484,9 +484,17 @@ typedef struct InitRun {
   const MmrtTensorDesc *p;
 } InitRun;
 
+/* Rows from p->rows on (a padded vocabulary) are zero: the elements before
+ * them are the unpadded tensor's, at the same global index. */
 static void init_one_run(void *cx, int64_t local, int64_t global, int64_t n) {
   InitRun *u = cx;
-  init_run(u->t, u->p, (float *)at(u->t, u->p) + local, (uint64_t)global, n);
+  float *w = (float *)at(u->t, u->p) + local;
+  int64_t inner = 1;
+  for (int64_t d = 1; d < u->p->ndim; d++) inner *= u->p->shape[d];
+  int64_t real = u->p->ndim ? u->p->rows * inner : global + n;
+  int64_t k = real - global < 0 ? 0 : real - global < n ? real - global : n;
+  if (k) init_run(u->t, u->p, w, (uint64_t)global, k);
+  if (k < n) memset(w + k, 0, (size_t)(n - k) * sizeof *w);
 }
 
 /* A parameter's initial values; a rank holding part of split dims gets
@@ -516,6 +524,17 @@ static int alloc_arenas(Trainer *t) {
 
 /* ---- checkpoints ---- */
 
+/* This rank's piece of p as a checkpoint holds it: of a padded vocabulary
+ * (passes/vocabpad.c) only its real rows, in front (a rank holding padding
+ * alone keeps one zero row: a tensor has no empty dim). */
+static void piece_shape(const Trainer *t, const MmrtTensorDesc *p, int64_t *shape) {
+  for (int64_t d = 0; d < p->ndim; d++) shape[d] = p->shape[d] / ways(t, p->split[d]);
+  if (p->ndim && p->rows < p->shape[0]) {
+    int64_t real = p->rows - part_of(t, p->split[0]) * shape[0];
+    shape[0] = real < 1 ? 1 : real < shape[0] ? real : shape[0];
+  }
+}
+
 static MmrtTensorRef *tensor_refs(Trainer *t) {
   MmrtTensorRef *refs = calloc((size_t)t->m->nparams + 1, sizeof *refs);
   for (int64_t i = 0; refs && i < t->m->nparams; i++) {
@@ -523,8 +542,7 @@ static MmrtTensorRef *tensor_refs(Trainer *t) {
     refs[i].name = p->name;
     refs[i].dtype = (MmrtStDtype)p->dtype;
     refs[i].ndim = (int)p->ndim;
-    for (int64_t d = 0; d < p->ndim; d++)
-      refs[i].shape[d] = p->shape[d] / ways(t, p->split[d]); /* this rank's piece */
+    piece_shape(t, p, refs[i].shape);
     refs[i].data = at(t, p);
   }
   return refs;
@@ -632,6 +650,9 @@ static int save_weights(Trainer *t) {
   }
   if (!rc && t->rank == 0) {
     MmrtKV meta[] = {{"model", m->name}, {"format", "mmc-weights"}};
+    for (int64_t i = 0; i < m->nparams; i++) /* a padded vocabulary: its real rows, in front */
+      if (refs[i].ndim && m->params[i].rows < refs[i].shape[0])
+        refs[i].shape[0] = m->params[i].rows;
     if (mmrt_st_save(t->a.save_weights, refs, (int)m->nparams, meta, 2, err, sizeof err) != MMRT_OK)
       rc = fail("--save-weights %s", err);
   }
@@ -737,7 +758,7 @@ static int load_by_name(Trainer *t, const char *flag, const char *path, int whic
     }
     MmrtTensorRef ref = {
         .name = p->name, .dtype = (MmrtStDtype)p->dtype, .ndim = (int)p->ndim, .data = at(t, p)};
-    for (int64_t d = 0; d < p->ndim; d++) ref.shape[d] = p->shape[d] / ways(t, p->split[d]);
+    piece_shape(t, p, ref.shape);
     for (int64_t d = 0; d < p->ndim; d++)
       if (p->split[d] && !(stat(path, &st) == 0 && S_ISDIR(st.st_mode)))
         rc = mmrt_errf(err, sizeof err, MMRT_ERR_ARG,

@@ -6,7 +6,9 @@
  * (c + 1) Vl). The embedding of an id another rank holds is a zero row
  * (the partial sums add up over the axis); the cross entropy combines the
  * ranks' log-sum-exps and target logits with one all-reduce of N (n + 1)
- * floats, so the loss and the saved lse are the whole vocabulary's.
+ * floats, so the loss and the saved lse are the whole vocabulary's. A
+ * padded vocabulary (passes/vocabpad.c) has V real classes: the columns
+ * from V on are out of the softmax and the loss, their gradient zero.
  * Every function uses only the collectives of mmrt_comm.h; a NULL mesh is
  * one rank (coordinate 0, no communication). */
 #include <math.h>
@@ -69,11 +71,17 @@ void mmrt_split_embedding_bwd(void *mesh, int axis, float *dtable, const float *
   }
 }
 
+/* The columns of this rank's Vl that are real classes (< V), from v0. */
+static int64_t real_cols(int64_t v0, int64_t Vl, int64_t V) {
+  return V - v0 < 0 ? 0 : V - v0 > Vl ? Vl : V - v0;
+}
+
 int mmrt_split_cross_entropy_fwd(void *mesh, int axis, float *loss, float *lse, const float *logits,
-                                 const int32_t *labels, int64_t N, int64_t Vl, int ignore) {
+                                 const int32_t *labels, int64_t N, int64_t Vl, int64_t V,
+                                 int ignore) {
   MmrtMesh *m = mesh;
   int n = m ? m->size[axis] : 1, c = mmrt_step_coord(mesh, axis);
-  int64_t v0 = (int64_t)c * Vl;
+  int64_t v0 = (int64_t)c * Vl, Vr = real_cols(v0, Vl, V);
   float *g = calloc((size_t)(N * (n + 1)),
                     sizeof *g); /* per row: each rank's lse, then the target logit */
   if (!g) return MMRT_ERR_NOMEM;
@@ -81,12 +89,12 @@ int mmrt_split_cross_entropy_fwd(void *mesh, int axis, float *loss, float *lse, 
   for (int64_t r = 0; r < N; r++) {
     const float *x = logits + r * Vl;
     float mx = -INFINITY;
-    for (int64_t j = 0; j < Vl; j++) mx = x[j] > mx ? x[j] : mx;
+    for (int64_t j = 0; j < Vr; j++) mx = x[j] > mx ? x[j] : mx;
     double s = 0;
-    for (int64_t j = 0; j < Vl; j++) s += exp((double)x[j] - mx);
-    g[r * (n + 1) + c] = (float)(mx + log(s));
+    for (int64_t j = 0; j < Vr; j++) s += exp((double)x[j] - mx);
+    g[r * (n + 1) + c] = Vr ? (float)(mx + log(s)) : -INFINITY; /* all padding: no mass */
     int64_t t = (int64_t)labels[r] - v0;
-    if (labels[r] != ignore && t >= 0 && t < Vl) g[r * (n + 1) + n] = x[t];
+    if (labels[r] != ignore && t >= 0 && t < Vr) g[r * (n + 1) + n] = x[t];
   }
   int rc = m ? mmrt_all_reduce(m, (MmrtAxis)axis, g, g, (size_t)(N * (n + 1)), MMRT_F32) : MMRT_OK;
   if (rc != MMRT_OK) {
@@ -113,8 +121,8 @@ int mmrt_split_cross_entropy_fwd(void *mesh, int axis, float *loss, float *lse, 
 
 void mmrt_split_cross_entropy_bwd(void *mesh, int axis, float *dlogits, const float *logits,
                                   const float *lse, const int32_t *labels, float dloss, int64_t N,
-                                  int64_t Vl, int ignore) {
-  int64_t v0 = first_row(mesh, axis, Vl);
+                                  int64_t Vl, int64_t V, int ignore) {
+  int64_t v0 = first_row(mesh, axis, Vl), Vr = real_cols(v0, Vl, V);
   int count = mmrt_step_count_labels(labels, N, ignore);
   float scale = count ? dloss / (float)count : 0.0f;
 #pragma omp parallel for schedule(static)
@@ -125,8 +133,9 @@ void mmrt_split_cross_entropy_bwd(void *mesh, int axis, float *dlogits, const fl
       memset(d, 0, sizeof(float) * (size_t)Vl);
       continue;
     }
-    for (int64_t j = 0; j < Vl; j++) d[j] = expf(x[j] - lse[r]) * scale;
+    for (int64_t j = 0; j < Vr; j++) d[j] = expf(x[j] - lse[r]) * scale;
+    for (int64_t j = Vr; j < Vl; j++) d[j] = 0; /* padding: never trained */
     int64_t t = (int64_t)labels[r] - v0;
-    if (t >= 0 && t < Vl) d[t] -= scale;
+    if (t >= 0 && t < Vr) d[t] -= scale;
   }
 }

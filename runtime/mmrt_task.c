@@ -22,8 +22,7 @@ void *mmrt_task_at(const MmrtTaskCtx *c, const MmrtTensorDesc *d) {
 }
 
 int64_t mmrt_task_classes(const MmrtModelDesc *m) {
-  int64_t a = m->logits_vocab_axis;
-  return m->logits_cols * (a >= 0 && a < MMRT_DESC_NAXES ? m->mesh[a] : 1);
+  return m->logits_classes; /* a padded vocabulary's real classes */
 }
 
 int mmrt_task_open_fmnist(MmrtTaskCtx *c, const char *dir, char *err, size_t errlen) {
@@ -61,7 +60,8 @@ void mmrt_task_argmax(MmrtTaskCtx *c, int32_t *best, int gen) {
     const float *row = lg + r * V;
     int32_t b = -1;
     for (int32_t k = 0; k < (int32_t)V; k++)
-      if ((!gen || generable(k + c0)) && (b < 0 || row[k] > row[b])) b = k;
+      if (k + c0 < m->logits_classes && (!gen || generable(k + c0)) && (b < 0 || row[k] > row[b]))
+        b = k;
     int none = b < 0; /* a rank whose piece of the vocabulary has nothing generable */
     if (none) b = 0;
     best[r] = (int32_t)(b + c0);

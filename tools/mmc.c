@@ -752,6 +752,33 @@ typedef struct CollTotal {
   int64_t elems, bytes;
 } CollTotal;
 
+/* The padded vocabularies (passes/vocabpad.c): each parameter's real rows,
+ * padded rows and the rows one rank holds, into root's "padded_vocab" (JSON)
+ * or as lines. */
+static void print_padded(const IrModule *m, json_object *root) {
+  json_object *list = root ? json_object_new_array() : NULL;
+  for (int i = 0; i < m->params.len; i++) {
+    const IrValue *p = m->params.items[i];
+    if (!p->rows || p->role != IR_ROLE_PARAM) continue;
+    int64_t local = p->shape.d[0];
+    for (int a = 0; a < IR_NAXES; a++)
+      if (p->pl[a].kind == IR_PL_S && p->pl[a].dim == 0 && m->mesh[a] > 1) local /= m->mesh[a];
+    if (!list) {
+      printf("  vocabulary padded: @%s %lld rows -> %lld (a multiple of 128 tp), %lld rows per "
+             "rank; the padding is out of the loss, never trained or saved\n",
+             p->name, (long long)p->rows, (long long)p->shape.d[0], (long long)local);
+      continue;
+    }
+    json_object *e = json_object_new_object();
+    json_object_object_add(e, "param", json_object_new_string(p->name));
+    json_object_object_add(e, "rows", json_object_new_int64(p->rows));
+    json_object_object_add(e, "padded_rows", json_object_new_int64(p->shape.d[0]));
+    json_object_object_add(e, "local_rows", json_object_new_int64(local));
+    json_object_array_add(list, e);
+  }
+  if (root) json_object_object_add(root, "padded_vocab", list);
+}
+
 static void plan_collectives(IrModule *m, const MmPlan *pl, json_object *root) {
   if (ir_world_size(m) <= 1) return;
   IrFunc *f = ir_module_func(m, "train");
@@ -830,10 +857,12 @@ static void plan_collectives(IrModule *m, const MmPlan *pl, json_object *root) {
       json_object_array_add(t, e);
     }
     json_object_object_add(root, "collective_totals", t);
+    print_padded(m, root);
     return;
   }
   printf("  mesh dp = %d, cp = %d, tp = %d: %d ranks, each running @%s on its own piece\n",
          m->mesh[IR_AX_DP], m->mesh[IR_AX_CP], m->mesh[IR_AX_TP], ir_world_size(m), f->name);
+  print_padded(m, NULL);
   printf("  collectives per step, per rank:\n");
   for (int k = 0; k < nt; k++)
     printf("    %-15s %-3s %5d calls (%d forward, %d backward, %d update) %14lld elements sent "

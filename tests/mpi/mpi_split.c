@@ -142,7 +142,8 @@ static void check_ce(void *m, int si, const float *x, const int32_t *lab, float 
   double wlse[N];
   int wcount;
   double want = naive_ce(x, lab, wlse, &wcount);
-  int count = mmrt_split_cross_entropy_fwd(m, MMRT_AXIS_TP, &loss, lse, local, lab, N, Vl, IGNORE);
+  int count =
+      mmrt_split_cross_entropy_fwd(m, MMRT_AXIS_TP, &loss, lse, local, lab, N, Vl, Vl * n, IGNORE);
   EXPECT(count == wcount, "setup %d: %d labels counted, want %d", si, count, wcount);
   EXPECT(fabs(loss - want) <= 1e-6 * fmax(1.0, fabs(want)),
          "setup %d rank %d: loss %.9g, want %.9g", si, c, loss, want);
@@ -150,7 +151,7 @@ static void check_ce(void *m, int si, const float *x, const int32_t *lab, float 
     EXPECT(fabs(lse[r] - wlse[r]) <= 1e-6 * fmax(1.0, fabs(wlse[r])),
            "setup %d rank %d: lse[%d] %.9g, want %.9g", si, c, r, lse[r], wlse[r]);
   for (int64_t i = 0; i < N * Vl; i++) d[i] = NAN;
-  mmrt_split_cross_entropy_bwd(m, MMRT_AXIS_TP, d, local, lse, lab, dloss, N, Vl, IGNORE);
+  mmrt_split_cross_entropy_bwd(m, MMRT_AXIS_TP, d, local, lse, lab, dloss, N, Vl, Vl * n, IGNORE);
   for (int r = 0; r < N; r++)
     for (int64_t j = 0; j < Vl; j++) {
       double g = 0;
