@@ -58,6 +58,7 @@ want("model.mesh", "2,1,2" if name == "mesh" else "1,1,1")
 want("model.task", 0); want("model.train_step", "set"); want("model.eval_step", "set")
 want("model.prefill_step", "null"); want("model.decode_step", "null")
 want("model.image_tokens", 0); want("model.lora_rank", 0); want("model.ignore_index", -100)
+want("model.logits_classes", 256)
 # every parameter as dump-ir prints it: shape (global), offset, init
 INIT = {"zeros": 1, "ones": 2, "fill": 3, "normal": 4, "uniform": 5, "fan_in": 6}
 params = re.findall(r"^param @(\S+) : f32\[([\d, ]*)\]\{([^}]*)\} mem\(param, (\d+)\)(?: init\((\w+)(?:, ([-\d.e]+))?)?", ir, re.M)
@@ -75,6 +76,7 @@ for p, shape, pl, off, init, a in params:
     if a:
         if abs(float(d.get(pre + "init_a", "nan")) - float(a)) > 1e-9: bad.append(pre + "init_a")
     if name == "serial": want(pre + "shape", ",".join(str(x) for x in dims + [0] * (8 - len(dims))))
+    want(pre + "rows", dims[0] if dims else 1)  # no vocabulary padding: 256 divides by tp
 if len(names) != nparams: bad.append("%d param lines, nparams %s" % (len(names), nparams))
 # the inputs of @train, i32[4, 32] ids and labels at their input offsets
 for inp, off in re.findall(r"%(ids|labels) : i32\[4, 32\]\{[^}]*\} mem\(input, (\d+)\)", ir.split("func @train")[1].split("\n")[0]):
