@@ -280,6 +280,46 @@ START_TEST(test_haar_order) {
 }
 END_TEST
 
+/* WF-VAE's causal form on 1 + 2k frames (lang/REFERENCE.md): the first
+ * frame put in front once more, haar3d, ihaar3d, the first frame dropped
+ * again gives the input back; the first output frame's time-difference
+ * sub-bands (k >= 4) are zero, its block being (x0, x0). */
+START_TEST(test_haar3d_causal_form) {
+  R r;
+  r_init(&r, 60);
+  IrValue *x = rin(&r, SHP(2, 3, 5, 4, 2), -1, 1);
+  IrAttrs a = {0};
+  ir_attrs_set_int(&a, IR_ATTR_AXIS, 2);
+  ir_attrs_set_int(&a, IR_ATTR_START, 0);
+  ir_attrs_set_int(&a, IR_ATTR_STOP, 1);
+  IrNode *first = run(&r, IR_OP_SLICE, &x, 1, &a);
+  IrAttrs ax = {0};
+  ir_attrs_set_int(&ax, IR_ATTR_AXIS, 2);
+  IrNode *padded = run(&r, IR_OP_CONCAT, VS(first->out[0], x), &ax);
+  IrNode *c = run(&r, IR_OP_HAAR3D, padded->out, 1, NULL);
+  ck_assert_int_eq(c->out[0]->shape.d[2], 3); /* (5 + 1) / 2 latent frames */
+  IrNode *back = run(&r, IR_OP_IHAAR3D, c->out, 1, NULL);
+  ir_attrs_set_int(&a, IR_ATTR_START, 1);
+  ir_attrs_set_int(&a, IR_ATTR_STOP, 6);
+  IrNode *y = run(&r, IR_OP_SLICE, back->out, 1, &a);
+  const IrTensor *xt = ir_store_get(&r.st, x), *yt = ir_store_get(&r.st, y->out[0]),
+                 *ct = ir_store_get(&r.st, c->out[0]);
+  ck_assert(ir_shape_eq(&y->out[0]->shape, &x->shape));
+  for (int64_t i = 0; i < xt->n; i++) ck_assert(fabs(yt->d[i] - xt->d[i]) < 1e-12);
+  double hi0 = 0, hi1 = 0; /* time-difference bands at latent frame 0 and 1 */
+  for (int64_t b = 0; b < 2; b++)
+    for (int64_t ch = 0; ch < 24; ch++)
+      for (int64_t t = 0; t < 2; t++)
+        for (int64_t k = 0; k < 2 * 1; k++) {
+          double v = fabs(ct->d[((b * 24 + ch) * 3 + t) * 2 + k]);
+          if (ch % 8 >= 4) *(t ? &hi1 : &hi0) = fmax(t ? hi1 : hi0, v);
+        }
+  ck_assert_msg(hi0 < 1e-12 && hi1 > 1e-3, "time-difference bands: frame 0 %g, frame 1 %g", hi0,
+                hi1);
+  r_free(&r);
+}
+END_TEST
+
 /* What the sharding rule says (ir_shard.c rule_HAAR): a rank holding
  * channels [C/2, C) of x computes result channels [S*C/2, S*C) with the
  * kernel on its piece alone, 2D and 3D, forward and inverse. */
@@ -701,6 +741,7 @@ static Suite *suite(void) {
   tcase_add_loop_test(tc, test_haar, 0, (int)(sizeof haars / sizeof haars[0]));
   tcase_add_test(tc, test_haar_order);
   tcase_add_test(tc, test_haar_channel_split);
+  tcase_add_test(tc, test_haar3d_causal_form);
   tcase_add_test(tc, test_haar_inverse_energy);
   tcase_add_test(tc, test_layer_norm);
   tcase_add_test(tc, test_rms_norm);
