@@ -3,8 +3,9 @@
  * (Megatron's --make-vocab-size-divisible-by, whose default is 128).
  *
  * Under tp > 1, every parameter of V rows (dim 0) that is an embedding
- * table, or the weight (and bias) of a linear whose result is the logits of
- * a cross_entropy, where tp does not divide V, gets Vp rows: V rounded up to
+ * table, or the weight of a linear whose result (plus a bias [V], also
+ * padded) is the logits of a cross_entropy, where tp does not divide V,
+ * gets Vp rows: V rounded up to
  * a multiple of 128 tp (GPT-2's 50,257 under tp = 2: 50,432). A vocabulary
  * tp divides is left alone, so are serial plans. The parameter keeps
  * `rows = V` (printed `rows(V)`): the trainer initialises rows [0, V) with
@@ -32,13 +33,24 @@ static bool is_param(const IrValue *v) {
   return v && !v->def && v->role == IR_ROLE_PARAM;
 }
 
-/* The linears whose result is some cross_entropy's logits. */
-static bool feeds_loss(const IrFunc *f, const IrValue *y) {
-  for (int i = 0; i < f->nodes.len; i++) {
-    const IrNode *n = f->nodes.items[i];
-    if (n->op == IR_OP_CROSS_ENTROPY && n->in[0] == y) return true;
+/* The loss head of a cross_entropy: the linear (weight *w) whose result,
+ * maybe plus a bias *b [V], is its logits; false when there is none. */
+static bool loss_head(const IrNode *ce, IrValue **w, IrValue **b) {
+  const IrValue *y = ce->in[0];
+  *w = *b = NULL;
+  const IrNode *n = y->def;
+  if (n && n->op == IR_OP_ADD) { /* linear + bias */
+    for (int k = 0; k < 2 && !*b; k++)
+      if (is_param(n->in[k]) && n->in[k]->shape.rank == 1 && n->in[1 - k]->def) {
+        *b = n->in[k];
+        n = n->in[1 - k]->def;
+      }
+    if (!*b) return false;
   }
-  return false;
+  if (!n || n->op != IR_OP_LINEAR || !is_param(n->in[1]) || n->in[1]->shape.rank != 2) return false;
+  *w = n->in[1];
+  if (*b && (*b)->shape.d[0] != (*w)->shape.d[0] && (*b)->rows != (*w)->shape.d[0]) *b = NULL;
+  return true;
 }
 
 static void pad(IrValue *p, int64_t Vp, int *npadded) {
@@ -77,18 +89,15 @@ bool pass_vocabpad(IrModule *m, PassCtx *cx) {
     IrFunc *f = m->funcs.items[fi];
     for (int i = 0; i < f->nodes.len; i++) {
       IrNode *n = f->nodes.items[i];
-      IrValue *w = n->nin > 1 ? n->in[1] : NULL;
+      IrValue *w = n->nin > 1 ? n->in[1] : NULL, *b = NULL;
       bool table = n->op == IR_OP_EMBEDDING && is_param(w) && w->shape.rank == 2;
-      bool head = n->op == IR_OP_LINEAR && is_param(w) && w->shape.rank == 2 && n->nout == 1 &&
-                  feeds_loss(f, n->out[0]);
+      bool head = n->op == IR_OP_CROSS_ENTROPY && loss_head(n, &w, &b);
       if (!table && !head) continue;
       int64_t V = w->rows ? w->rows : w->shape.d[0];
       if (V % tp == 0) continue;
       int64_t Vp = (V + mult - 1) / mult * mult;
       pad(w, Vp, &npadded);
-      if (head && n->nin > 2 && is_param(n->in[2]) && n->in[2]->shape.rank == 1 &&
-          n->in[2]->shape.d[0] == V)
-        pad(n->in[2], Vp, &npadded);
+      if (b) pad(b, Vp, &npadded);
     }
   }
   if (!npadded) return true;
@@ -111,11 +120,10 @@ bool pass_vocabpad(IrModule *m, PassCtx *cx) {
     IrFunc *f = m->funcs.items[fi];
     for (int i = 0; i < f->nodes.len; i++) {
       IrNode *n = f->nodes.items[i];
-      if (n->op != IR_OP_CROSS_ENTROPY || !n->in[0]->def) continue;
-      const IrNode *lin = n->in[0]->def;
-      if (lin->op != IR_OP_LINEAR || !is_param(lin->in[1]) || !lin->in[1]->rows) continue;
+      IrValue *w, *b;
+      if (n->op != IR_OP_CROSS_ENTROPY || !loss_head(n, &w, &b) || !w->rows) continue;
       n->attrs.set |= 1ull << IR_ATTR_VOCAB;
-      n->attrs.v[IR_ATTR_VOCAB].i = lin->in[1]->rows;
+      n->attrs.v[IR_ATTR_VOCAB].i = w->rows;
     }
   }
   return true;
