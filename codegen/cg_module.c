@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../passes/bucket.h"
 #include "../runtime/mmrt_main.h"
 #include "cg_internal.h"
 
@@ -228,7 +229,7 @@ static LLVMValueRef build_step(Cg *cg, const IrFunc *f, const char *name, bool t
   /* on a mesh, the communication counters learn the phase: forward, then
    * backward from the loss's gradient seed, update from the first
    * optimizer op */
-  int bwd = -1, upd = -1;
+  int bwd = -1, upd = -1, inflight = 0;
   if (training) ir_train_phases(f, &bwd, &upd);
   if (ir_world_size(cg->m) > 1)
     cg_call(cg, "mmrt_comm_set_phase", (LLVMValueRef[]){cg_i32(cg, 0)}, 1);
@@ -241,10 +242,10 @@ static LLVMValueRef build_step(Cg *cg, const IrFunc *f, const char *name, bool t
     if ((i == bwd || i == upd) && ir_world_size(cg->m) > 1)
       cg_call(cg, "mmrt_comm_set_phase", (LLVMValueRef[]){cg_i32(cg, i == bwd ? 1 : 2)}, 1);
     if (n != cg->skip) {
-      int phase = ir_op_is_collective(n->op) ? 3
-                  : upd >= 0 && i >= upd     ? 2
-                  : bwd >= 0 && i >= bwd     ? 1
-                                             : 0;
+      int phase = ir_op_is_collective(n->op) || n->op == IR_OP_BUCKET_WAIT ? 3
+                  : upd >= 0 && i >= upd                                   ? 2
+                  : bwd >= 0 && i >= bwd                                   ? 1
+                                                                           : 0;
       prof_mark(cg, prof, ir_ops[n->op].name, prof_layer(cg, n), phase);
     }
     for (int j = 0; j < n->nout; j++)
@@ -255,6 +256,14 @@ static LLVMValueRef build_step(Cg *cg, const IrFunc *f, const char *name, bool t
     if (n == cg->skip) continue;
     cg->cur = i;
     if (!cg_lower_node(cg, n)) cg->failed = true;
+    /* overlapped gradient buckets in flight (passes/bucket.c): let MPI
+     * progress them between the kernels */
+    if (bucket_run(f, i) > 0 && bucket_id(n) >= 0 && bucket_wait_index(f, bucket_id(n)) > i)
+      inflight++;
+    else if (n->op == IR_OP_BUCKET_WAIT)
+      inflight--;
+    else if (inflight > 0 && !ir_op_is_collective(n->op))
+      cg_call(cg, "mmrt_comm_progress", (LLVMValueRef[]){cg->mesh}, 1);
   }
   prof_mark(cg, prof, NULL, NULL, 0);
   LLVMBuildRet(cg->b, cg_i32(cg, 0));

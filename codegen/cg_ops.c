@@ -510,9 +510,14 @@ static bool lower_bucket(Cg *cg, const IrNode *n, int run) {
                    LLVMBuildInBoundsGEP2(cg->b, cg->t_i64, sizes, &idx, 1, ""));
     total += count;
   }
-  cg_check_status(cg, CALL("mmrt_all_reduce_buckets", cg->mesh, I32((int)attr(n, IR_ATTR_MESH)->i),
-                           ptrs, sizes, I32(run), I32(MMRT_F32),
-                           cg_i64(cg, total > 0 ? total * 4 : 4), F32(1)));
+  if (bucket_wait_index(cg->f, bucket_id(n)) > cg->cur) /* overlapped: started here */
+    cg_check_status(cg, CALL("mmrt_all_reduce_bucket_start", cg->mesh,
+                             I32((int)attr(n, IR_ATTR_MESH)->i), I32((int)bucket_id(n)), ptrs,
+                             sizes, I32(run), I32(MMRT_F32), F32(1)));
+  else
+    cg_check_status(cg, CALL("mmrt_all_reduce_buckets", cg->mesh,
+                             I32((int)attr(n, IR_ATTR_MESH)->i), ptrs, sizes, I32(run),
+                             I32(MMRT_F32), cg_i64(cg, total > 0 ? total * 4 : 4), F32(1)));
   return true;
 }
 
@@ -543,10 +548,37 @@ static bool lower_rs_bucket(Cg *cg, const IrNode *n, int run) {
                      LLVMBuildInBoundsGEP2(cg->b, cg->t_i64, dims, &at, 1, ""));
     }
   }
-  cg_check_status(cg,
-                  CALL("mmrt_reduce_scatter_bucket", cg->mesh, I32((int)attr(n, IR_ATTR_MESH)->i),
-                       sends, recvs, dims, I32(run), I32(MMRT_F32)));
+  if (bucket_wait_index(cg->f, bucket_id(n)) > cg->cur) /* overlapped: started here */
+    cg_check_status(cg, CALL("mmrt_reduce_scatter_bucket_start", cg->mesh,
+                             I32((int)attr(n, IR_ATTR_MESH)->i), I32((int)bucket_id(n)), sends,
+                             recvs, dims, I32(run), I32(MMRT_F32)));
+  else
+    cg_check_status(cg,
+                    CALL("mmrt_reduce_scatter_bucket", cg->mesh, I32((int)attr(n, IR_ATTR_MESH)->i),
+                         sends, recvs, dims, I32(run), I32(MMRT_F32)));
   return true;
+}
+
+/* The end of an overlapped bucket (passes/bucket.c): its results are
+ * complete after the runtime's wait. */
+static bool lower_bucket_wait(Cg *cg, const IrNode *n) {
+  int64_t id = attr(n, IR_ATTR_BUCKET)->i;
+  bool started = false;
+  for (int i = 0; i < cg->cur && !started; i++) started = bucket_id(cg->f->nodes.items[i]) == id;
+  if (!started)
+    return cg_error(cg, n, "bucket_wait of bucket %lld, which no collective before it starts",
+                    (long long)id);
+  if (!cg->mesh) return cg_error(cg, n, "bucket_wait outside a multi-rank program");
+  cg_check_status(cg, CALL("mmrt_bucket_wait", cg->mesh, I32((int)id)));
+  return true;
+}
+
+/* Node n (the current one) is part of a bucket call: a run of several, or
+ * one overlapped (started here, waited for later); a blocking bucket of
+ * one gradient is an ordinary collective. */
+static bool in_bucket(const Cg *cg, const IrNode *n) {
+  return bucket_run(cg->f, cg->cur) != 1 ||
+         (bucket_id(n) >= 0 && bucket_wait_index(cg->f, bucket_id(n)) > cg->cur);
 }
 
 static bool lower_collective(Cg *cg, const IrNode *n) {
@@ -561,7 +593,7 @@ static bool lower_collective(Cg *cg, const IrNode *n) {
   LLVMValueRef r;
   switch (n->op) {
     case IR_OP_ALL_REDUCE:
-      if (bucket_run(cg->f, cg->cur) != 1) /* a bucket: lowered at its first node */
+      if (in_bucket(cg, n)) /* a bucket: lowered at its first node */
         return bucket_run(cg->f, cg->cur) == 0 || lower_bucket(cg, n, bucket_run(cg->f, cg->cur));
       r = CALL("mmrt_all_reduce", cg->mesh, I32(ax), V(0), O(0), cg_i64(cg, ir_numel(&x->shape)),
                I32(MMRT_F32));
@@ -571,8 +603,8 @@ static bool lower_collective(Cg *cg, const IrNode *n) {
       r = CALL("mmrt_all_gather", cg->mesh, I32(ax), V(0), O(0), cg_i64(cg, outer),
                cg_i64(cg, y->shape.d[d]), cg_i64(cg, inner), I32(MMRT_F32));
       break;
-    case IR_OP_REDUCE_SCATTER:             /* y: this rank's part of the sum of x along d */
-      if (bucket_run(cg->f, cg->cur) != 1) /* a bucket: lowered at its first node */
+    case IR_OP_REDUCE_SCATTER: /* y: this rank's part of the sum of x along d */
+      if (in_bucket(cg, n))    /* a bucket: lowered at its first node */
         return bucket_run(cg->f, cg->cur) == 0 ||
                lower_rs_bucket(cg, n, bucket_run(cg->f, cg->cur));
       around(&x->shape, d, &outer, &inner);

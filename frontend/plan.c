@@ -14,6 +14,7 @@ void mm_plan_flags_init(MmPlanFlags *f) {
   f->schedule = f->recompute = NULL;
   f->bucket_set = false;
   f->bucket_mb = 0;
+  f->no_overlap = false;
 }
 
 static AstStmt *section(AstDecl *dcl, const char *name, AstStmt **dup) {
@@ -777,6 +778,9 @@ static bool refuse_inert(FeProgram *p, const MmPlan *pl, SrcLoc model_loc) {
   if ((pl->loc_bucket.file || f->bucket_set) && pl->dp <= 1)
     diag_error(p->d, or_loc(pl->loc_bucket, model_loc),
                "bucket_mb groups the data-parallel gradient all-reduces, but dp = %d", pl->dp);
+  if (f->no_overlap && (pl->dp <= 1 || pl->bucket_mb <= 0))
+    diag_error(p->d, model_loc, "--no-overlap makes the gradient buckets blocking, but %s",
+               pl->dp <= 1 ? "dp = 1: there are none" : "bucket_mb = 0: there are none");
   return p->d->errors == before;
 }
 
@@ -864,6 +868,7 @@ static void apply_flags(FeProgram *p, MmPlan *pl, const MmPlanFlags *f) {
   if (f->micro_batches > 0) pl->micro_batches = f->micro_batches, pl->loc_mb = (SrcLoc){0};
   if (f->sp >= 0) pl->sp = f->sp == 1, pl->loc_sp = (SrcLoc){0};
   if (f->bucket_set) pl->bucket_mb = f->bucket_mb, pl->loc_bucket = (SrcLoc){0};
+  if (f->no_overlap) pl->no_overlap = true;
   if (f->schedule) {
     if (strcmp(f->schedule, "gpipe") == 0)
       pl->schedule = MM_SCHED_GPIPE;

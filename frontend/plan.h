@@ -39,6 +39,10 @@ typedef struct MmPlan {
    * about this many MiB (a bucket closes once it holds at least that much);
    * 0: one all-reduce per gradient (the bucket pass) */
   double bucket_mb;
+  /* the buckets reduced where they stand, blocking (--no-overlap); by
+   * default they only start there and are waited for before their first
+   * reader */
+  bool no_overlap;
   SrcLoc loc_tp, loc_pp, loc_cp, loc_dp, loc_sp, loc_zero, loc_mb, loc_stages, loc_bucket, loc_vpp,
       loc_schedule, loc_recompute; /* where each was set */
 } MmPlan;
@@ -53,6 +57,7 @@ typedef struct MmPlanFlags {
   const char *schedule, *recompute;
   bool bucket_set; /* --bucket-mb given (false in a zeroed struct) */
   double bucket_mb;
+  bool no_overlap; /* --no-overlap */
 } MmPlanFlags;
 void mm_plan_flags_init(MmPlanFlags *f);
 

@@ -99,6 +99,7 @@ static const IrSetting plan_fields[] = {
     STRS("recompute_by", plan.recompute_by, plan.nrecompute_by),
     {"stages", IR_SK_STAGES, OFF(plan.stages), OFF(plan.nstages), NULL, 0, 0, NULL},
     FLT("bucket_mb", plan.bucket_mb, 0, MAXN),
+    BOOL("no_overlap", plan.no_overlap),
     BOOL("no_fuse", no_fuse),
     END,
 };

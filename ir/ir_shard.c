@@ -775,6 +775,13 @@ bool ir_shape_ALL_SLICE(IrShapeCtx *cx) {
 bool ir_shape_RESHARD(IrShapeCtx *cx) {
   return same(cx);
 }
+bool ir_shape_BUCKET_WAIT(IrShapeCtx *cx) {
+  int64_t k = cx->node->attrs.v[IR_ATTR_BUCKET].i;
+  if (k < 0 || k >= 1 << 20)
+    return ir_shape_fail(cx, -1, "bucket must be between 0 and %d, not %lld", (1 << 20) - 1,
+                         (long long)k);
+  return true;
+}
 
 bool ir_shape_ALL_TO_ALL(IrShapeCtx *cx) {
   if (!mesh_attr(cx) || !dim_attr(cx, IR_ATTR_DIM) || !dim_attr(cx, IR_ATTR_TO)) return false;

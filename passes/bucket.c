@@ -35,7 +35,18 @@
  * backend packs each rank's parts of a bucket's gradients together for one
  * MPI reduce-scatter (mmrt_reduce_scatter_bucket). Gradients ZeRO leaves
  * replicated (no dim dp divides) stay all-reduced, in all-reduce buckets.
- * bucket_mb = 0 turns the pass off. */
+ * bucket_mb = 0 turns the pass off.
+ *
+ * Overlap (unless the plan says no_overlap): a bucket's call only starts
+ * its reduction (non-blocking MPI) when the bucket's last gradient is
+ * ready, and the pass puts a `bucket_wait {bucket = K}` node just before
+ * the first reader of any of the bucket's results (the gradient norm or
+ * the bucket's first optimizer step), so the reduction runs while the rest
+ * of the backward computes, as DDP's Reducer does. The collectives that
+ * finish a member's gradient (its chain) move after the wait. The results
+ * are defined at the bucket's call, so memplan keeps their storage from
+ * there through the wait; the runtime copies the operands out when it
+ * starts, so they may die there as before. */
 #include <string.h>
 
 #include "bucket.h"
@@ -101,6 +112,8 @@ typedef struct Use {
 static bool is_opt(IrOp op) {
   return op == IR_OP_GRAD_NORM || (ir_ops[op].flags & OPF_OPTIMIZER);
 }
+
+static void place_waits(IrModule *m, IrFunc *f, const Cand *cands, int nc, int nb, Arena *a);
 
 static void bucket_func(IrModule *m, IrFunc *f, int64_t cap, Arena *a) {
   int nn = f->nodes.len, opt = -1;
@@ -210,6 +223,68 @@ static void bucket_func(IrModule *m, IrFunc *f, int64_t cap, Arena *a) {
         for (int t = 0; t < cands[k].ntail; t++) f->nodes.items[w++] = cands[k].tail[t];
   }
   MM_ASSERT(w == nn && done == nc);
+  ir_func_renumber(f);
+  if (!m->plan.no_overlap) place_waits(m, f, cands, nc, nb, a);
+}
+
+int bucket_wait_index(const IrFunc *f, int64_t id) {
+  for (int i = 0; i < f->nodes.len; i++) {
+    const IrNode *n = f->nodes.items[i];
+    if (n->op == IR_OP_BUCKET_WAIT && n->attrs.v[IR_ATTR_BUCKET].i == id) return i;
+  }
+  return -1;
+}
+
+/* The waits: bucket b's wait goes before the first node, after the
+ * bucket's call, that reads one of its results or its chains' results;
+ * the chains follow the wait. */
+static void place_waits(IrModule *m, IrFunc *f, const Cand *cands, int nc, int nb, Arena *a) {
+  IrMap owner, tails; /* value -> bucket + 1; tail node -> bucket + 1 */
+  ir_map_init(&owner, a, false);
+  ir_map_init(&tails, a, false);
+  for (int k = 0; k < nc; k++) {
+    ir_map_put(&owner, cands[k].ar->out[0])->i = cands[k].bucket + 1;
+    for (int t = 0; t < cands[k].ntail; t++) {
+      ir_map_put(&owner, cands[k].tail[t]->out[0])->i = cands[k].bucket + 1;
+      ir_map_put(&tails, cands[k].tail[t])->i = cands[k].bucket + 1;
+    }
+  }
+  int nn = f->nodes.len;
+  IrNode **wait = ARENA_ARRAY(a, IrNode *, nb);
+  IrBuilder b = {.m = m, .f = f, .group = -1, .layer = -1};
+  for (int k = 0; k < nb; k++) {
+    IrAttrs at = {0};
+    ir_attrs_set_int(&at, IR_ATTR_BUCKET, k);
+    wait[k] = ir_build(&b, IR_OP_BUCKET_WAIT, NULL, 0, &at, (SrcLoc){0}, NULL, 0, NULL);
+    MM_ASSERT(wait[k]);
+  }
+  void **old = ARENA_ARRAY(a, void *, nn);
+  memcpy(old, f->nodes.items, sizeof(void *) * (size_t)nn);
+  char *waited = ARENA_ARRAY(a, char, nb);
+  memset(waited, 0, (size_t)nb);
+  int w = 0;
+#define EMIT_WAIT(bk)                                                                              \
+  do {                                                                                             \
+    waited[bk] = 1;                                                                                \
+    f->nodes.items[w++] = wait[bk];                                                                \
+    for (int k_ = 0; k_ < nc; k_++)                                                                \
+      if (cands[k_].bucket == (bk))                                                                \
+        for (int t_ = 0; t_ < cands[k_].ntail; t_++) f->nodes.items[w++] = cands[k_].tail[t_];     \
+  } while (0)
+  for (int i = 0; i < nn; i++) {
+    IrNode *n = old[i];
+    if (ir_map_get(&tails, n)) continue; /* after its bucket's wait */
+    for (int j = 0; j < n->nin; j++) {
+      IrMapSlot *s = ir_map_get(&owner, n->in[j]);
+      if (s && !waited[s->i - 1]) EMIT_WAIT(s->i - 1);
+    }
+    f->nodes.items[w++] = n;
+  }
+  for (int k = 0; k < nb; k++) /* results returned unread: wait at the end */
+    if (!waited[k]) EMIT_WAIT(k);
+#undef EMIT_WAIT
+  MM_ASSERT(w == nn + nb);
+  f->nodes.len = w;
   ir_func_renumber(f);
 }
 

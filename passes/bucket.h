@@ -22,4 +22,9 @@ int bucket_run(const IrFunc *f, int i);
  * finish the gradient (a dp all-reduce followed by a tp one). NULL if none. */
 const IrValue *bucket_grad_param(const IrFunc *f, int i);
 
+/* Index in f of the bucket_wait of bucket id, or -1: a bucket with a wait
+ * only starts its reduction where it stands (non-blocking), and its
+ * results are complete from the wait on. */
+int bucket_wait_index(const IrFunc *f, int64_t id);
+
 #endif

@@ -39,6 +39,33 @@ static const char *const kind_names[MMRT_COMM_NKINDS] = {
  * need their own tags. */
 enum { TAG_FWD = 0x6d6d01, TAG_BWD = 0x6d6d02 };
 
+/* A reduce-scatter bucket after its packing: the MPI call's arguments. */
+typedef struct RsPack {
+  char *buf;   /* block r of every rank at dsp[r], then this rank's result */
+  size_t full; /* elements of the whole bucket */
+  int *cnt;    /* n counts, then n offsets */
+  bool even;
+} RsPack;
+
+/* A bucket in flight: its request, its own pack space (other collectives
+ * reuse m->scratch meanwhile) and where its results go. */
+typedef struct MmrtPending {
+  bool active, rs;
+  MmrtAxis ax;
+  MmrtDtype dt;
+  MPI_Request rq;
+  char *space; /* pack space */
+  size_t space_bytes;
+  int nbufs, cap;
+  void **dst;   /* all-reduce: the buffers; reduce-scatter: the recvs */
+  size_t *dims; /* all-reduce: counts; reduce-scatter: 3 per buffer */
+  int *cnt;     /* reduce-scatter: 2n ints (MPI reads them until done) */
+  size_t count; /* all-reduce: elements */
+  float scale;
+  RsPack pk;
+  double t0;
+} MmrtPending;
+
 static MmrtCommCount counters[MMRT_COMM_NKINDS][MMRT_NAXES];
 static MmrtCommCount phase_counters[MMRT_NPHASES][MMRT_COMM_NKINDS][MMRT_NAXES];
 static int cur_phase;
@@ -618,6 +645,17 @@ void mmrt_mesh_free(MmrtMesh *m) {
   m->scratch_bytes = 0;
   free(m->cnt);
   m->cnt = NULL;
+  for (int s = 0; s < m->npend; s++) {
+    MmrtPending *p = &m->pend[s];
+    if (p->active && p->rq != MPI_REQUEST_NULL && !finalized) { /* a failed step: drop it */
+      MPI_Cancel(&p->rq);
+      MPI_Request_free(&p->rq);
+    }
+    free(p->space), free(p->dst), free(p->dims), free(p->cnt);
+  }
+  free(m->pend);
+  m->pend = NULL;
+  m->npend = 0;
 }
 
 int mmrt_comm_finalize(void) {
@@ -1026,8 +1064,10 @@ static void scale_buf(void *p, size_t count, MmrtDtype dt, float scale) {
   }
 }
 
-int mmrt_all_reduce_buckets(MmrtMesh *m, MmrtAxis ax, void *const *bufs, const size_t *counts,
-                            int nbufs, MmrtDtype dt, size_t bucket_bytes, float scale) {
+static MmrtOverlapStats ovl; /* mmrt_comm_overlap_stats() */
+
+static int all_reduce_buckets(MmrtMesh *m, MmrtAxis ax, void *const *bufs, const size_t *counts,
+                              int nbufs, MmrtDtype dt, size_t bucket_bytes, float scale) {
   static const char op[] = "all_reduce_buckets";
   int rc = check(m, op, ax, dt);
   if (rc) return rc;
@@ -1087,18 +1127,27 @@ int mmrt_all_reduce_buckets(MmrtMesh *m, MmrtAxis ax, void *const *bufs, const s
   return MMRT_OK;
 }
 
+int mmrt_all_reduce_buckets(MmrtMesh *m, MmrtAxis ax, void *const *bufs, const size_t *counts,
+                            int nbufs, MmrtDtype dt, size_t bucket_bytes, float scale) {
+  double t0 = now_s();
+  int rc = all_reduce_buckets(m, ax, bufs, counts, nbufs, dt, bucket_bytes, scale);
+  ovl.blocking_s += now_s() - t0;
+  ovl.blocking_calls++;
+  return rc;
+}
+
 /* Several reduce-scatters as one: rank r's parts of every tensor are packed
- * next to each other (block r), one MPI reduce-scatter sums the blocks, and
- * this rank's block is unpacked into the recv buffers. */
-int mmrt_reduce_scatter_bucket(MmrtMesh *m, MmrtAxis ax, const void *const *send, void *const *recv,
-                               const size_t *dims, int nbufs, MmrtDtype dt) {
-  static const char op[] = "reduce_scatter_bucket";
-  int rc = check(m, op, ax, dt);
-  if (rc) return rc;
+ * next to each other (block r) into space (NULL: m->scratch; else grown
+ * with realloc), so that one MPI reduce-scatter sums the blocks, and this
+ * rank's block is unpacked into the recv buffers. *pk->cnt must hold 2n
+ * ints. */
+static int rs_pack(MmrtMesh *m, const char *op, MmrtAxis ax, const void *const *send,
+                   const void *const *recv, const size_t *dims, int nbufs, MmrtDtype dt,
+                   char **space, size_t *space_bytes, RsPack *pk) {
   if (nbufs < 0 || (nbufs > 0 && (!send || !recv || !dims)))
     return fail(m, MMRT_ERR_ARG, op, ax, "needs send and recv buffers and their dims");
   size_t es = esize(dt), full = 0;
-  int n = m->size[ax], me = m->coord[ax];
+  int n = m->size[ax];
   for (int k = 0; k < nbufs; k++) {
     size_t f;
     if (!mul3(dims[3 * k], dims[3 * k + 1], dims[3 * k + 2], &f) || full + f > INT_MAX)
@@ -1109,9 +1158,10 @@ int mmrt_reduce_scatter_bucket(MmrtMesh *m, MmrtAxis ax, const void *const *send
     full += f;
   }
   tally(MMRT_COMM_REDUCE_SCATTER, ax, n, full, share((uint64_t)full * es, (uint64_t)(n - 1), n));
+  pk->full = full;
   if (full == 0) return MMRT_OK;
-  int *cnt = m->cnt, *dsp = m->cnt + n;
-  bool even = true;
+  int *cnt = pk->cnt, *dsp = pk->cnt + n;
+  pk->even = true;
   for (int r = 0; r < n; r++) {
     size_t c = 0;
     for (int k = 0; k < nbufs; k++) {
@@ -1121,11 +1171,18 @@ int mmrt_reduce_scatter_bucket(MmrtMesh *m, MmrtAxis ax, const void *const *send
     }
     cnt[r] = (int)c;
     dsp[r] = r ? dsp[r - 1] + cnt[r - 1] : 0;
-    even &= cnt[r] == cnt[0];
+    pk->even &= cnt[r] == cnt[0];
   }
-  char *buf = scratch(m, op, ax, (full + (size_t)cnt[me]) * es);
-  if (!buf) return MMRT_ERR_NOMEM;
-  char *mine = buf + full * es;
+  size_t bytes = (full + (size_t)cnt[m->coord[ax]]) * es;
+  char *buf;
+  if (!space)
+    buf = scratch(m, op, ax, bytes);
+  else if (bytes > *space_bytes && (buf = realloc(*space, bytes)))
+    *space = buf, *space_bytes = bytes;
+  else
+    buf = bytes > *space_bytes ? NULL : *space;
+  if (!buf) return fail(m, MMRT_ERR_NOMEM, op, ax, "cannot allocate %zu bytes of scratch", bytes);
+  pk->buf = buf;
   for (int r = 0; r < n; r++) {
     char *at = buf + (size_t)dsp[r] * es;
     for (int k = 0; k < nbufs; k++) {
@@ -1136,24 +1193,247 @@ int mmrt_reduce_scatter_bucket(MmrtMesh *m, MmrtAxis ax, const void *const *send
       at += dims[3 * k] * (size_t)len * dims[3 * k + 2] * es;
     }
   }
+  return MMRT_OK;
+}
+
+/* Start (prq) or run the MPI reduce-scatter of a packed bucket. */
+static int rs_post(MmrtMesh *m, MmrtAxis ax, MmrtDtype dt, const RsPack *pk, MPI_Request *prq) {
   MPI_Datatype t = mpi_type(dt);
   MPI_Op o = sum_op(m, dt);
-  MPI_Request rq, *prq = m->timeout_s > 0 ? &rq : NULL;
-  if (even)
-    rc = prq ? MPI_Ireduce_scatter_block(buf, mine, cnt[me], t, o, m->comm[ax], prq)
-             : MPI_Reduce_scatter_block(buf, mine, cnt[me], t, o, m->comm[ax]);
-  else
-    rc = prq ? MPI_Ireduce_scatter(buf, mine, cnt, t, o, m->comm[ax], prq)
-             : MPI_Reduce_scatter(buf, mine, cnt, t, o, m->comm[ax]);
-  if ((rc = finish(m, op, ax, rc, prq))) return rc;
+  int me = m->coord[ax];
+  char *mine = pk->buf + pk->full * esize(dt);
+  if (pk->even)
+    return prq ? MPI_Ireduce_scatter_block(pk->buf, mine, pk->cnt[me], t, o, m->comm[ax], prq)
+               : MPI_Reduce_scatter_block(pk->buf, mine, pk->cnt[me], t, o, m->comm[ax]);
+  return prq ? MPI_Ireduce_scatter(pk->buf, mine, pk->cnt, t, o, m->comm[ax], prq)
+             : MPI_Reduce_scatter(pk->buf, mine, pk->cnt, t, o, m->comm[ax]);
+}
+
+/* This rank's block of a reduced bucket into the recv buffers. */
+static void rs_unpack(const MmrtMesh *m, MmrtAxis ax, void *const *recv, const size_t *dims,
+                      int nbufs, MmrtDtype dt, const RsPack *pk) {
+  size_t es = esize(dt);
+  const char *mine = pk->buf + pk->full * es;
   for (int k = 0; k < nbufs; k++) {
     int64_t lo, len;
-    mmrt_split_range((int64_t)dims[3 * k + 1], n, me, &lo, &len);
+    mmrt_split_range((int64_t)dims[3 * k + 1], m->size[ax], m->coord[ax], &lo, &len);
     size_t part = dims[3 * k] * (size_t)len * dims[3 * k + 2] * es;
     copy(recv[k], mine, part);
     mine += part;
   }
+}
+
+int mmrt_reduce_scatter_bucket(MmrtMesh *m, MmrtAxis ax, const void *const *send, void *const *recv,
+                               const size_t *dims, int nbufs, MmrtDtype dt) {
+  static const char op[] = "reduce_scatter_bucket";
+  int rc = check(m, op, ax, dt);
+  if (rc) return rc;
+  double t0 = now_s();
+  RsPack pk = {.cnt = m->cnt};
+  if ((rc = rs_pack(m, op, ax, send, (const void *const *)recv, dims, nbufs, dt, NULL, NULL, &pk)))
+    return rc;
+  if (pk.full) {
+    MPI_Request rq, *prq = m->timeout_s > 0 ? &rq : NULL;
+    if ((rc = finish(m, op, ax, rs_post(m, ax, dt, &pk, prq), prq))) return rc;
+    rs_unpack(m, ax, recv, dims, nbufs, dt, &pk);
+  }
+  ovl.blocking_s += now_s() - t0;
+  ovl.blocking_calls++;
   return MMRT_OK;
+}
+
+/* ---- overlapped gradient buckets ---- */
+
+/* slot's record, grown on demand, ready for nbufs buffers; NULL with
+ * m->err set. */
+static MmrtPending *pending(MmrtMesh *m, const char *op, MmrtAxis ax, int slot, int nbufs) {
+  if (slot < 0 || slot >= 1 << 20 || nbufs < 0) {
+    fail(m, MMRT_ERR_ARG, op, ax, "bucket slot %d of %d buffers is out of range", slot, nbufs);
+    return NULL;
+  }
+  if (slot >= m->npend) {
+    int n = slot + 1 > 2 * m->npend ? slot + 1 : 2 * m->npend;
+    MmrtPending *p = realloc(m->pend, (size_t)n * sizeof *p);
+    if (!p) goto nomem;
+    memset(p + m->npend, 0, (size_t)(n - m->npend) * sizeof *p);
+    m->pend = p;
+    m->npend = n;
+  }
+  MmrtPending *p = &m->pend[slot];
+  if (p->active) {
+    fail(m, MMRT_ERR_ARG, op, ax, "bucket %d is started again before its wait", slot);
+    return NULL;
+  }
+  if (nbufs > p->cap) {
+    void **d = realloc(p->dst, (size_t)nbufs * sizeof *d);
+    if (d) p->dst = d;
+    size_t *c = d ? realloc(p->dims, (size_t)nbufs * 3 * sizeof *c) : NULL;
+    if (!c) goto nomem;
+    p->dims = c;
+    p->cap = nbufs;
+  }
+  if (!p->cnt && !(p->cnt = malloc(2 * (size_t)m->size[MMRT_AXIS_WORLD] * sizeof *p->cnt)))
+    goto nomem;
+  p->ax = ax;
+  p->nbufs = nbufs;
+  p->rq = MPI_REQUEST_NULL;
+  return p;
+nomem:
+  fail(m, MMRT_ERR_NOMEM, op, ax, "out of memory for bucket %d", slot);
+  return NULL;
+}
+
+static int all_reduce_bucket_start(MmrtMesh *m, MmrtAxis ax, int slot, void *const *bufs,
+                                   const size_t *counts, int nbufs, MmrtDtype dt, float scale) {
+  static const char op[] = "all_reduce_buckets";
+  int rc = check(m, op, ax, dt);
+  if (rc) return rc;
+  MmrtPending *p = pending(m, op, ax, slot, nbufs);
+  if (!p) return m->err[0] && strstr(m->err, "memory") ? MMRT_ERR_NOMEM : MMRT_ERR_ARG;
+  size_t es = esize(dt), total = 0;
+  for (int k = 0; k < nbufs; k++) {
+    if (counts[k] && !bufs[k])
+      return fail(m, MMRT_ERR_ARG, op, ax, "buffer %d of %zu elements is NULL", k, counts[k]);
+    total += counts[k];
+    p->dst[k] = bufs[k];
+    p->dims[k] = counts[k];
+  }
+  if (total > INT_MAX) return too_large(m, op, ax, total);
+  p->rs = false;
+  p->dt = dt;
+  p->count = total;
+  p->scale = scale;
+  p->active = true;
+  p->t0 = now_s();
+  ovl.started++;
+  if (total == 0) return MMRT_OK; /* as mmrt_all_reduce_buckets: no call */
+  int n = m->size[ax];
+  tally(MMRT_COMM_ALL_REDUCE, ax, n, total, share((uint64_t)total * es, 2 * (uint64_t)(n - 1), n));
+  void *buf = bufs[0];
+  if (nbufs > 1) { /* pack: the buffers are one concatenation */
+    if (total * es > p->space_bytes) {
+      char *s = realloc(p->space, total * es);
+      if (!s) return fail(m, MMRT_ERR_NOMEM, op, ax, "cannot allocate %zu bytes", total * es);
+      p->space = s, p->space_bytes = total * es;
+    }
+    size_t at = 0;
+    for (int k = 0; k < nbufs; k++)
+      copy(p->space + at * es, bufs[k], counts[k] * es), at += counts[k];
+    buf = p->space;
+  }
+  if (n == 1) return MMRT_OK;
+  rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)total, mpi_type(dt), sum_op(m, dt), m->comm[ax],
+                      &p->rq);
+  return rc == MPI_SUCCESS ? MMRT_OK : mpi_fail(m, op, ax, rc);
+}
+
+int mmrt_all_reduce_bucket_start(MmrtMesh *m, MmrtAxis ax, int slot, void *const *bufs,
+                                 const size_t *counts, int nbufs, MmrtDtype dt, float scale) {
+  double t0 = now_s();
+  int rc = all_reduce_bucket_start(m, ax, slot, bufs, counts, nbufs, dt, scale);
+  ovl.start_s += now_s() - t0;
+  return rc;
+}
+
+static int reduce_scatter_bucket_start(MmrtMesh *m, MmrtAxis ax, int slot, const void *const *send,
+                                       void *const *recv, const size_t *dims, int nbufs,
+                                       MmrtDtype dt) {
+  static const char op[] = "reduce_scatter_bucket";
+  int rc = check(m, op, ax, dt);
+  if (rc) return rc;
+  MmrtPending *p = pending(m, op, ax, slot, nbufs);
+  if (!p) return m->err[0] && strstr(m->err, "memory") ? MMRT_ERR_NOMEM : MMRT_ERR_ARG;
+  p->pk = (RsPack){.cnt = p->cnt};
+  if ((rc = rs_pack(m, op, ax, send, (const void *const *)recv, dims, nbufs, dt, &p->space,
+                    &p->space_bytes, &p->pk)))
+    return rc;
+  for (int k = 0; k < nbufs; k++) {
+    p->dst[k] = recv[k];
+    for (int j = 0; j < 3; j++) p->dims[3 * k + j] = dims[3 * k + j];
+  }
+  p->rs = true;
+  p->dt = dt;
+  p->active = true;
+  p->t0 = now_s();
+  ovl.started++;
+  if (!p->pk.full || m->size[ax] == 1) return MMRT_OK;
+  rc = rs_post(m, ax, dt, &p->pk, &p->rq);
+  return rc == MPI_SUCCESS ? MMRT_OK : mpi_fail(m, op, ax, rc);
+}
+
+int mmrt_reduce_scatter_bucket_start(MmrtMesh *m, MmrtAxis ax, int slot, const void *const *send,
+                                     void *const *recv, const size_t *dims, int nbufs,
+                                     MmrtDtype dt) {
+  double t0 = now_s();
+  int rc = reduce_scatter_bucket_start(m, ax, slot, send, recv, dims, nbufs, dt);
+  ovl.start_s += now_s() - t0;
+  return rc;
+}
+
+int mmrt_bucket_wait(MmrtMesh *m, int slot) {
+  if (!m || slot < 0 || slot >= m->npend || !m->pend[slot].active) {
+    if (m) snprintf(m->err, sizeof m->err, "bucket_wait: bucket %d was not started", slot);
+    return MMRT_ERR_ARG;
+  }
+  MmrtPending *p = &m->pend[slot];
+  const char *op = p->rs ? "reduce_scatter_bucket" : "all_reduce_buckets";
+  double t0 = now_s();
+  ovl.window_s += t0 - p->t0;
+  int flag = 1, rc = MMRT_OK;
+  if (p->rq != MPI_REQUEST_NULL && (rc = MPI_Test(&p->rq, &flag, MPI_STATUS_IGNORE)) != MPI_SUCCESS)
+    return mpi_fail(m, op, p->ax, rc);
+  ovl.done_at_wait += flag != 0;
+  if (m->timeout_s > 0 && m->size[p->ax] > 1 && (p->rs ? p->pk.full : p->count) > 0)
+    rc = wait_reqs(m, op, p->ax, 1, &p->rq, NULL, 1); /* the watchdog (a done request passes) */
+  else if (!flag && (rc = MPI_Wait(&p->rq, MPI_STATUS_IGNORE)) != MPI_SUCCESS)
+    rc = mpi_fail(m, op, p->ax, rc);
+  p->active = false;
+  if (rc) return rc;
+  size_t es = esize(p->dt);
+  if (p->rs) {
+    if (p->pk.full) rs_unpack(m, p->ax, p->dst, p->dims, p->nbufs, p->dt, &p->pk);
+  } else if (p->nbufs > 1) {
+    size_t at = 0;
+    for (int k = 0; k < p->nbufs; k++) {
+      scale_buf(p->space + at * es, p->dims[k], p->dt, p->scale);
+      copy(p->dst[k], p->space + at * es, p->dims[k] * es);
+      at += p->dims[k];
+    }
+  } else if (p->nbufs == 1) {
+    scale_buf(p->dst[0], p->count, p->dt, p->scale);
+  }
+  ovl.wait_s += now_s() - t0;
+  ovl.waited++;
+  return MMRT_OK;
+}
+
+void mmrt_comm_progress(MmrtMesh *m) {
+  bool any = false;
+  for (int s = 0; s < m->npend; s++) {
+    MmrtPending *p = &m->pend[s];
+    int flag;
+    any |= p->active;
+    if (p->active && p->rq != MPI_REQUEST_NULL) MPI_Test(&p->rq, &flag, MPI_STATUS_IGNORE);
+  }
+  ovl.polls += any;
+}
+
+MmrtOverlapStats mmrt_comm_overlap_stats(void) {
+  return ovl;
+}
+
+void mmrt_comm_overlap_print(FILE *f) {
+  if (ovl.started)
+    fprintf(f,
+            "overlapped gradient buckets: %llu started, %llu waited for, %llu complete at their "
+            "wait, %llu kernels ran while one was in flight; %.1f ms in the starts, %.1f ms from "
+            "start to wait, %.1f ms blocked in the waits\n",
+            (unsigned long long)ovl.started, (unsigned long long)ovl.waited,
+            (unsigned long long)ovl.done_at_wait, (unsigned long long)ovl.polls, 1e3 * ovl.start_s,
+            1e3 * ovl.window_s, 1e3 * ovl.wait_s);
+  if (ovl.blocking_calls)
+    fprintf(f, "blocking gradient buckets: %llu calls, %.1f ms in them\n",
+            (unsigned long long)ovl.blocking_calls, 1e3 * ovl.blocking_s);
 }
 
 /* ---- counters ---- */
@@ -1172,6 +1452,7 @@ uint64_t mmrt_comm_bytes_total(void) {
 }
 
 void mmrt_comm_counters_reset(void) {
+  memset(&ovl, 0, sizeof ovl);
   memset(counters, 0, sizeof counters);
   memset(phase_counters, 0, sizeof phase_counters);
 }

@@ -138,6 +138,10 @@ typedef struct MmrtMesh {
   const char *cur_op;
   int cur_ax;
   int64_t probe[2];
+  /* gradient buckets reduced non-blocking (mmrt_*_bucket_start, waited in
+   * mmrt_bucket_wait), by slot: grown on demand */
+  struct MmrtPending *pend;
+  int npend;
 } MmrtMesh;
 
 /* The world size a launcher gave this process, read before MPI starts:
@@ -272,6 +276,23 @@ void mmrt_comm_counters_print(FILE *f);
  *  "bytes":16384}
  * Returns the length it needed, like snprintf. */
 size_t mmrt_comm_counters_json(char *buf, size_t len);
+
+/* Gradient buckets started non-blocking (mmrt_all_reduce_bucket_start,
+ * mmrt_reduce_scatter_bucket_start) and waited for (mmrt_bucket_wait) since
+ * the last reset: how many, how many were complete when their wait began,
+ * the mmrt_comm_progress calls that found a bucket in flight (one per
+ * kernel the generated code ran between a start and its wait), the seconds
+ * in the start calls (packing, posting), from start to wait (the compute
+ * they overlap) and blocked in the waits (with the unpacking), and the
+ * seconds in blocking bucket calls (mmrt_all_reduce_buckets,
+ * mmrt_reduce_scatter_bucket) for comparison. */
+typedef struct MmrtOverlapStats {
+  uint64_t started, waited, done_at_wait, polls, blocking_calls;
+  double start_s, window_s, wait_s, blocking_s;
+} MmrtOverlapStats;
+MmrtOverlapStats mmrt_comm_overlap_stats(void);
+/* One line of the above (nothing when no bucket ran). */
+void mmrt_comm_overlap_print(FILE *f);
 
 /* The collectives generated code calls: mmrt_abi.def. */
 #define MMRT_ABI_SECTION_COMM

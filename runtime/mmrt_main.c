@@ -1110,6 +1110,7 @@ static int run(Trainer *t, int argc, char **argv) {
       printf("communication of rank 0 of %d (%lld training steps and evaluation):\n", t->world,
              (long long)t->comm_steps);
       mmrt_comm_counters_print(stdout);
+      mmrt_comm_overlap_print(stdout);
     }
     if (t->a.profile) mmrt_prof_print(stdout);
   }

@@ -59,6 +59,15 @@ contains "hang message" \
 contains "hang: the missing rank named" "world rank 3 did not arrive (no answer within 0.5 s"
 if grep -qF "no timeout" "$T/out"; then bad "hang: a waiting rank went on"; else ok; fi
 
+# an overlapped gradient bucket: started non-blocking, its wait runs the
+# same watchdog and names the rank that did not arrive
+run 60 "${MPIRUN[@]}" -np 2 "$B/mpi_fail" bucket
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$secs" -lt 30 ]; then ok
+else bad "bucket wait: job ends by the timeout (exit $rc after ${secs}s)"; fi
+contains "bucket wait message" \
+  "rank 0: error: all_reduce_buckets on axis dp (2 ranks; dp rank 0, world rank 0): did not finish within 1.0 s: world rank 1 did not arrive"
+if grep -qF "no timeout" "$T/out"; then bad "bucket wait: a waiting rank went on"; else ok; fi
+
 # a rank in the wrong collective: the watchdog says where it waits, and the
 # stray rank's own timeout names the ranks that are in another call
 run 60 "${MPIRUN[@]}" -np 3 "$B/mpi_fail" astray

@@ -73,7 +73,7 @@ static const char *common_opts =
  * plan (not stats, which counts the whole model). */
 static const char *plan_opts =
     "Parallel plan (override the model's parallel section; not for stats):\n"
-    "  --tp N --dp N --zero K --sp --no-sp --bucket-mb X\n"
+    "  --tp N --dp N --zero K --sp --no-sp --bucket-mb X --no-overlap\n"
     "  --pp N --cp N --micro-batches N --schedule 1f1b|gpipe|interleaved\n"
     "  --recompute none|selective|full|block:N\n"
     "                     pp > 1, cp > 1, micro-batches and schedule are not built yet and\n"
@@ -175,9 +175,9 @@ static bool parse_int(const char *s, int lo, int hi, int *out) {
 }
 
 static bool is_plan_flag(const char *a) {
-  static const char *const names[] = {"--tp",       "--pp",        "--cp",           "--dp",
-                                      "--zero",     "--sp",        "--no-sp",        "--bucket-mb",
-                                      "--schedule", "--recompute", "--micro-batches"};
+  static const char *const names[] = {
+      "--tp",    "--pp",        "--cp",         "--dp",       "--zero",      "--sp",
+      "--no-sp", "--bucket-mb", "--no-overlap", "--schedule", "--recompute", "--micro-batches"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (strcmp(a, names[i]) == 0) return true;
   return false;
@@ -286,6 +286,8 @@ static int parse_opts(int argc, char **argv, Opts *o) {
                          next);
       o->flags.bucket_set = true;
       o->flags.bucket_mb = v;
+    } else if (strcmp(a, "--no-overlap") == 0) {
+      o->flags.no_overlap = true;
     } else if (strcmp(a, "--sp") == 0) {
       o->flags.sp = 1;
     } else if (strcmp(a, "--no-sp") == 0) {
@@ -779,6 +781,13 @@ static void print_padded(const IrModule *m, json_object *root) {
   if (root) json_object_object_add(root, "padded_vocab", list);
 }
 
+/* f's gradient buckets only start where they stand (passes/bucket.c). */
+static bool buckets_overlapped(const IrFunc *f) {
+  for (int i = 0; i < f->nodes.len; i++)
+    if (((const IrNode *)f->nodes.items[i])->op == IR_OP_BUCKET_WAIT) return true;
+  return false;
+}
+
 static void plan_collectives(IrModule *m, const MmPlan *pl, json_object *root) {
   if (ir_world_size(m) <= 1) return;
   IrFunc *f = ir_module_func(m, "train");
@@ -840,9 +849,12 @@ static void plan_collectives(IrModule *m, const MmPlan *pl, json_object *root) {
       json_object_object_add(mesh, ir_axis_name((IrAxis)a), json_object_new_int(m->mesh[a]));
     json_object_object_add(root, "mesh", mesh);
     json_object_object_add(root, "collectives", list);
-    if (nbuckets)
+    if (nbuckets) {
       json_object_object_add(root, "bucket_mb",
                              json_object_new_double(pl ? pl->bucket_mb : MM_BUCKET_MB_DEFAULT));
+      json_object_object_add(root, "buckets_overlapped",
+                             json_object_new_boolean(buckets_overlapped(f)));
+    }
     json_object *t = json_object_new_array();
     for (int k = 0; k < nt; k++) {
       json_object *e = json_object_new_object();
@@ -871,8 +883,10 @@ static void plan_collectives(IrModule *m, const MmPlan *pl, json_object *root) {
            tot[k].phase_calls[0], tot[k].phase_calls[1], tot[k].phase_calls[2],
            (long long)tot[k].elems, (long long)tot[k].bytes);
   if (!nbuckets) return;
-  printf("  gradient buckets (bucket_mb = %g): %d gradients reduced in %d call%s\n",
-         pl ? pl->bucket_mb : MM_BUCKET_MB_DEFAULT, nbucketed, nbuckets, nbuckets == 1 ? "" : "s");
+  printf("  gradient buckets (bucket_mb = %g): %d gradients reduced in %d call%s, %s\n",
+         pl ? pl->bucket_mb : MM_BUCKET_MB_DEFAULT, nbucketed, nbuckets, nbuckets == 1 ? "" : "s",
+         buckets_overlapped(f) ? "overlapped with the backward (waited for before the optimizer)"
+                               : "blocking (--no-overlap)");
   for (int i = 0; i < f->nodes.len; i++) {
     const IrNode *n = f->nodes.items[i];
     int run = bucket_run(f, i);

@@ -10,6 +10,9 @@
  *                       rank that did not arrive) and abort
  *   mpi_fail astray     the last rank waits in a barrier while the others
  *                       all-reduce: the watchdog says where it waits
+ *   mpi_fail bucket     the others start an overlapped gradient bucket
+ *                       (non-blocking) and wait for it with a 1 s timeout
+ *                       while the last rank sleeps: the wait names it
  *
  * What the trainer does on an error, here as everywhere: print m.err with
  * the rank on stderr, then mmrt_comm_abort().
@@ -79,8 +82,21 @@ int main(int argc, char **argv) {
       sleep(30); /* the others wait to be ended by rank 0's abort */
     }
     fprintf(stderr, "rank %d: no timeout\n", rank);
+  } else if (strcmp(mode, "bucket") == 0) {
+    mmrt_comm_set_timeout(&m, 1.0);
+    void *bufs[2] = {x, x + 512};
+    size_t counts[2] = {512, 512};
+    if (rank == world - 1) {
+      sleep(30); /* mpirun kills it once another rank aborts */
+    } else if (mmrt_all_reduce_bucket_start(&m, MMRT_AXIS_DP, 3, bufs, counts, 2, MMRT_F32, 1) !=
+                   MMRT_OK ||
+               mmrt_bucket_wait(&m, 3) != MMRT_OK) {
+      fprintf(stderr, "rank %d: error: %s\n", rank, m.err);
+      mmrt_comm_abort(2);
+    }
+    fprintf(stderr, "rank %d: no timeout\n", rank);
   } else {
-    fprintf(stderr, "usage: mpi_fail mismatch|dead|hang|astray\n");
+    fprintf(stderr, "usage: mpi_fail mismatch|dead|hang|astray|bucket\n");
   }
   mmrt_mesh_free(&m);
   mmrt_comm_finalize();

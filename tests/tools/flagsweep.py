@@ -122,6 +122,7 @@ probes = {
     "--sp": (GM + ["--tp", "2"], GM + ["--tp", "2", "--sp"], "effect"),
     "--no-sp": ([G, "--model", "H"], [G, "--model", "H", "--no-sp"], "effect"),
     "--bucket-mb": (GM + ["--dp", "2"], GM + ["--dp", "2", "--bucket-mb", "0"], "effect"),
+    "--no-overlap": (GM + ["--dp", "2"], GM + ["--dp", "2", "--no-overlap"], "effect"),
     "--pp": (GM, GM + ["--pp", "2"], "refused", ["--pp"]),
     "--cp": (GM, GM + ["--cp", "2"], "refused", ["--cp"]),
     "--micro-batches": (GM, GM + ["--micro-batches", "2"], "refused", ["--micro-batches"]),
@@ -147,6 +148,7 @@ check_probes = {
     "--bucket-mb": (GM, GM + ["--bucket-mb", "1"], "verdict"),
     # the flag replaces the section's per-sub-model policies, here a bad one
     "--recompute": ([G, "--model", "Rb"], [G, "--model", "Rb", "--recompute", "full"], "verdict"),
+    "--no-overlap": (GM, GM + ["--no-overlap"], "verdict"),
 }
 # compile: text outputs so that no trainer is linked, except for -v
 OUT = ["-o", "out"]

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Overlapped gradient buckets (passes/bucket.c; runtime mmrt_*_bucket_start
+# and mmrt_bucket_wait): under dp a bucket's collective only starts when its
+# last gradient is ready, and a bucket_wait, placed by the compiler before
+# the first reader of the bucket's results, finishes it.
+#  - dump-ir (GPT2Tiny dp=2): every bucket's wait comes after its call and
+#    before the first reader of its results, bucket 0's wait after later
+#    backward compute (linear_grad_w); --no-overlap has no wait.
+#  - real mpirun -np 2, dp=2 and dp=2+ZeRO-2: the overlapped trainer gives the
+#    losses and the checkpointed weights of the --no-overlap (blocking) one
+#    bit for bit, with the same communication table; its runtime started
+#    every bucket and waited for each once, and ran, per step, as many
+#    kernels with a bucket in flight as dump-ir has nodes between the
+#    buckets' calls and their waits.
+set -uo pipefail
+S="$MMC_SOURCE_DIR/stdlib_models"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
+export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$MMC_SOURCE_DIR/tests/lsan.supp}:fast_unwind_on_malloc=0"
+MPIRUN=(timeout 300 mpirun --oversubscribe -x OMP_NUM_THREADS -x OMP_WAIT_POLICY -x LSAN_OPTIONS -np 2)
+pass=0; fail=0
+ok() { pass=$((pass+1)); echo "ok: $*"; }
+bad() { echo "FAIL: $*"; fail=$((fail+1)); }
+STEPS=4
+
+# the IR: prints "<buckets> <nodes between the calls and the waits>"
+order() { # dump-ir file
+  /usr/bin/python3 - "$1" <<'PY'
+import re, sys
+lines = open(sys.argv[1]).read().split("\n")
+a = lines.index(next(l for l in lines if l.startswith("func @train(")))
+body = []
+for l in lines[a + 1:]:
+    if l.startswith("}") or l.strip().startswith("return"): break
+    body.append(l.strip())
+op = lambda l: re.match(r"(?:%\S+(?:, %\S+)* = )?(\w+)\(", l).group(1)
+start, wait, members = {}, {}, {}
+for i, l in enumerate(body):
+    m = re.search(r"\bbucket = (\d+)", l)
+    if not m: continue
+    k = int(m.group(1))
+    if op(l) == "bucket_wait":
+        if k in wait: sys.exit("bucket %d has two waits" % k)
+        wait[k] = i
+    else:
+        start.setdefault(k, i)
+        members.setdefault(k, []).append(re.match(r"(%\d+) =", l).group(1))
+if not start: sys.exit("no buckets")
+if not wait: print(len(start), 0); sys.exit(0)
+if set(wait) != set(start): sys.exit("buckets %s, waits %s" % (sorted(start), sorted(wait)))
+collectives = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "bucket_wait"}
+for k in start:
+    if not start[k] < wait[k]: sys.exit("bucket %d: wait at %d before its call at %d" % (k, wait[k], start[k]))
+    uses = [i for i, l in enumerate(body) if i != start[k] and any(re.search(re.escape(v) + r"\b", l.split("=", 1)[-1]) for v in members[k]) and op(l) not in collectives]
+    if uses and min(uses) < wait[k]: sys.exit("bucket %d: read at node %d before its wait at %d" % (k, min(uses), wait[k]))
+between = [op(l) for l in body[start[0] + 1:wait[0]] if op(l) not in collectives]
+if "linear_grad_w" not in between: sys.exit("bucket 0: no backward compute between its call and its wait: %s" % between)
+inflight = sum(1 for i, l in enumerate(body) if op(l) not in collectives and any(start[k] < i < wait[k] for k in start))
+print(len(start), inflight)
+PY
+}
+"$MMC" dump-ir "$S/gpt2.mm" --model GPT2Tiny --dp 2 > "$T/ov.ir" && read -r NB POLLS < <(order "$T/ov.ir")
+if [ "${POLLS:-0}" -gt 0 ]; then ok "dump-ir: $NB buckets, each wait after its call and before its first reader; $POLLS kernels between the calls and the waits"
+else bad "dump-ir order: $(order "$T/ov.ir" 2>&1 | tail -1)"; fi
+"$MMC" dump-ir "$S/gpt2.mm" --model GPT2Tiny --dp 2 --no-overlap > "$T/no.ir"
+if ! grep -q bucket_wait "$T/no.ir" && [ "$(grep -c 'bucket = ' "$T/no.ir")" = "$(grep 'bucket = ' "$T/ov.ir" | grep -vc bucket_wait)" ]; then
+  ok "--no-overlap: the same buckets, no wait"
+else bad "--no-overlap still has waits or other buckets"; fi
+"$MMC" dump-ir "$S/gpt2.mm" --model GPT2Tiny --no-overlap > "$T/dp1.ir" 2> "$T/dp1.err"
+if [ $? -ne 0 ] && grep -q "no-overlap.*dp = 1" "$T/dp1.err"; then ok "--no-overlap without dp refused"
+else bad "--no-overlap on dp=1: $(cat "$T/dp1.err")"; fi
+
+table() { sed -n '/^collective /,/^total /p' "$1"; }
+check() { # name plan-flags...
+  local name=$1; shift
+  for v in ov no; do
+    local f=(); [ $v = no ] && f=(--no-overlap)
+    "$MMC" compile "$S/gpt2.mm" --model GPT2Tiny "$@" "${f[@]}" -o "$T/$name.$v" || { bad "$name.$v: compile"; return; }
+    "${MPIRUN[@]}" "$T/$name.$v" --steps $STEPS --eval-batches 1 --ckpt "$T/$name.$v.ck" --log "$T/$name.$v.jsonl" > "$T/$name.$v.out" 2>&1 ||
+      { bad "$name.$v: mpirun"; tail -5 "$T/$name.$v.out"; return; }
+  done
+  local ck=$T/$name.ov.ck/step-00000$STEPS ckn=$T/$name.no.ck/step-00000$STEPS
+  if [ "$(grep -c '"loss"' "$T/$name.ov.jsonl")" -ge $STEPS ] &&
+     cmp -s <(grep -o '"loss": [^,]*' "$T/$name.ov.jsonl") <(grep -o '"loss": [^,]*' "$T/$name.no.jsonl") &&
+     cmp -s "$ck/rank-00000.safetensors" "$ckn/rank-00000.safetensors" && cmp -s "$ck/rank-00001.safetensors" "$ckn/rank-00001.safetensors"; then
+    ok "$name: losses and both ranks' weights equal the blocking trainer's bit for bit"
+  else bad "$name: overlapped and blocking trainers differ"; fi
+  if [ -n "$(table "$T/$name.ov.out")" ] && cmp -s <(table "$T/$name.ov.out") <(table "$T/$name.no.out"); then ok "$name: the same communication counts"
+  else bad "$name: communication tables differ"; diff <(table "$T/$name.ov.out") <(table "$T/$name.no.out"); fi
+  local n=$((NB * STEPS)) p=$((POLLS * STEPS))
+  if grep -q "^overlapped gradient buckets: $n started, $n waited for, [0-9]* complete at their wait, $p kernels ran while one was in flight" "$T/$name.ov.out" &&
+     ! grep -q "^blocking gradient buckets" "$T/$name.ov.out" &&
+     grep -q "^blocking gradient buckets: $n calls" "$T/$name.no.out" && ! grep -q "^overlapped" "$T/$name.no.out"; then
+    ok "$name: $(grep '^overlapped' "$T/$name.ov.out")"
+  else bad "$name: expected $n started and waited buckets, $p kernels in flight: $(grep 'gradient buckets' "$T/$name.ov.out" "$T/$name.no.out")"; fi
+}
+check dp2 --dp 2
+check dp2.zero2 --dp 2 --zero 2
+
+echo "mpi_overlap: $pass passed, $fail failed"
+[ $fail -eq 0 ]
