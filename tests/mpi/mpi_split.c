@@ -13,7 +13,10 @@
  * and its columns of d logits = (softmax - onehot) * dloss / count.
  * Rows are ignored (label -100), a row's logits reach 1000 (no overflow),
  * the targets fall at both ends of each rank's range, and a batch where
- * every row is ignored gives loss 0 and zero gradients.
+ * every row is ignored gives loss 0 and zero gradients. A padded vocabulary
+ * (passes/vocabpad.c: the kernels told the real classes, fewer than the
+ * columns) leaves the padding out of the loss and lse, and its dlogits 0,
+ * also on a rank that holds padding alone.
  *
  * Check must not fork under MPI: the runner is CK_NOFORK; a failed check
  * only notes itself so that every rank still enters every collective. */
@@ -118,14 +121,15 @@ START_TEST(embedding) {
 }
 END_TEST
 
-/* the whole-vocabulary loss and lse, in double */
-static double naive_ce(const float *x, const int32_t *lab, double *lse, int *count) {
+/* the whole-vocabulary loss and lse over the vr real classes (the columns
+ * from vr on are padding), in double */
+static double naive_ce(const float *x, const int32_t *lab, int vr, double *lse, int *count) {
   double sum = 0;
   *count = 0;
   for (int r = 0; r < N; r++) {
     double mx = -INFINITY, s = 0;
-    for (int j = 0; j < V; j++) mx = fmax(mx, x[r * V + j]);
-    for (int j = 0; j < V; j++) s += exp(x[r * V + j] - mx);
+    for (int j = 0; j < vr; j++) mx = fmax(mx, x[r * V + j]);
+    for (int j = 0; j < vr; j++) s += exp(x[r * V + j] - mx);
     lse[r] = mx + log(s);
     if (lab[r] == IGNORE) continue;
     sum += lse[r] - x[r * V + lab[r]];
@@ -134,16 +138,16 @@ static double naive_ce(const float *x, const int32_t *lab, double *lse, int *cou
   return *count ? sum / *count : 0.0;
 }
 
-static void check_ce(void *m, int si, const float *x, const int32_t *lab, float dloss) {
+static void check_ce(void *m, int si, const float *x, const int32_t *lab, float dloss, int vr) {
   int n = m ? ((MmrtMesh *)m)->size[MMRT_AXIS_TP] : 1, c = mmrt_step_coord(m, MMRT_AXIS_TP);
   int64_t Vl = V / n, v0 = c * Vl;
   float local[N * V], loss = NAN, lse[N], d[N * V];
   for (int r = 0; r < N; r++) memcpy(local + r * Vl, x + r * V + v0, sizeof(float) * (size_t)Vl);
   double wlse[N];
   int wcount;
-  double want = naive_ce(x, lab, wlse, &wcount);
+  double want = naive_ce(x, lab, vr, wlse, &wcount);
   int count =
-      mmrt_split_cross_entropy_fwd(m, MMRT_AXIS_TP, &loss, lse, local, lab, N, Vl, Vl * n, IGNORE);
+      mmrt_split_cross_entropy_fwd(m, MMRT_AXIS_TP, &loss, lse, local, lab, N, Vl, vr, IGNORE);
   EXPECT(count == wcount, "setup %d: %d labels counted, want %d", si, count, wcount);
   EXPECT(fabs(loss - want) <= 1e-6 * fmax(1.0, fabs(want)),
          "setup %d rank %d: loss %.9g, want %.9g", si, c, loss, want);
@@ -151,11 +155,11 @@ static void check_ce(void *m, int si, const float *x, const int32_t *lab, float 
     EXPECT(fabs(lse[r] - wlse[r]) <= 1e-6 * fmax(1.0, fabs(wlse[r])),
            "setup %d rank %d: lse[%d] %.9g, want %.9g", si, c, r, lse[r], wlse[r]);
   for (int64_t i = 0; i < N * Vl; i++) d[i] = NAN;
-  mmrt_split_cross_entropy_bwd(m, MMRT_AXIS_TP, d, local, lse, lab, dloss, N, Vl, Vl * n, IGNORE);
+  mmrt_split_cross_entropy_bwd(m, MMRT_AXIS_TP, d, local, lse, lab, dloss, N, Vl, vr, IGNORE);
   for (int r = 0; r < N; r++)
     for (int64_t j = 0; j < Vl; j++) {
       double g = 0;
-      if (lab[r] != IGNORE)
+      if (lab[r] != IGNORE && v0 + j < vr)
         g = (exp(x[r * V + v0 + j] - wlse[r]) - (lab[r] == v0 + j)) * dloss / wcount;
       EXPECT(fabs(d[r * Vl + j] - g) <= 1e-6 * fabs(dloss),
              "setup %d rank %d: dlogits[%d][%lld] = %.9g, want %.9g", si, c, r, (long long)(v0 + j),
@@ -169,14 +173,20 @@ START_TEST(cross_entropy) {
   for (int j = 0; j < V; j++) x[4 * V + j] = 1000.0f - (float)j; /* exp would overflow unshifted */
   /* targets at both ends of each half (0, 6, 7, 13), ignored rows */
   const int32_t lab[N] = {0, 6, IGNORE, 7, 13, 2, IGNORE, 9, 11, 6, 4};
+  const int32_t lab9[N] = {0, 6, IGNORE, 7, 8, 2, IGNORE, 8, 1, 6, 4};
+  const int32_t lab5[N] = {0, 4, IGNORE, 3, 4, 2, IGNORE, 1, 1, 0, 4};
   const int32_t none[N] = {IGNORE, IGNORE, IGNORE, IGNORE, IGNORE, IGNORE,
                            IGNORE, IGNORE, IGNORE, IGNORE, IGNORE};
   for (int si = 0; si < nsetups; si++) {
     MmrtMesh mesh;
     void *m = open_mesh(&mesh, setups[si]);
-    check_ce(m, si, x, lab, 1.0f);
-    check_ce(m, si, x, lab, 0.37f);
-    check_ce(m, si, x, none, 1.0f);
+    check_ce(m, si, x, lab, 1.0f, V);
+    check_ce(m, si, x, lab, 0.37f, V);
+    check_ce(m, si, x, none, 1.0f, V);
+    /* a padded vocabulary: 9 real classes (rank 1 of tp = 2 holds 7 and 8),
+     * then 5 (rank 1 holds only padding); row 4's padding would dominate */
+    check_ce(m, si, x, lab9, 0.37f, 9);
+    check_ce(m, si, x, lab5, 1.0f, 5);
     if (m) mmrt_mesh_free(&mesh);
   }
   verdict();
