@@ -647,11 +647,11 @@ void mmrt_mesh_free(MmrtMesh *m) {
   m->cnt = NULL;
   for (int s = 0; s < m->npend; s++) {
     MmrtPending *p = &m->pend[s];
-    if (p->active && p->rq != MPI_REQUEST_NULL && !finalized) { /* a failed step: drop it */
-      MPI_Cancel(&p->rq);
-      MPI_Request_free(&p->rq);
-    }
-    free(p->space), free(p->dst), free(p->dims), free(p->cnt);
+    /* a bucket still in flight (a failed step; MPI cannot cancel a
+     * collective): MPI may still write its space and read its counts, so
+     * those stay allocated */
+    if (!(p->active && p->rq != MPI_REQUEST_NULL)) free(p->space), free(p->cnt);
+    free(p->dst), free(p->dims);
   }
   free(m->pend);
   m->pend = NULL;
