@@ -506,7 +506,11 @@ static bool emit_map(Cg *cg, Map *m, LLVMValueRef stream) {
   bool dropout = stream != NULL;
   int64_t total = 1;
   for (int d = 0; d < m->rank; d++) total *= m->dims[d];
-  bool par = m->rank > 0 && total >= CG_PAR_MIN && m->dims[0] > 1;
+  /* split the outer loop only where each thread writes its own elements: not
+   * an accumulation (y[kept] += x sums over dims, the outer one among them:
+   * threads would add into the same y), not a result overlapping an operand */
+  bool par =
+      m->rank > 0 && total >= CG_PAR_MIN && m->dims[0] > 1 && noalias && m->kind != MAP_ACCUM;
   int nextra = dropout ? 2 : 0;
   LLVMBasicBlockRef saved;
   LLVMValueRef fn = cg_begin_fn(cg, "loop", np, nextra + (par ? 2 : 0), &saved);

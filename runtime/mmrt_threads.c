@@ -10,8 +10,9 @@
  * parser) override the environment, the environment the defaults:
  *   threads: the CPUs this process may run on; when they are all the
  *            machine's (an unbound rank) shared by the ranks of this node
- *            (OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS); and at most the
- *            idle CPUs by the 1-minute load average (at least 1);
+ *            (OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS); never fewer for
+ *            a loaded machine, since the count changes the order of some
+ *            float sums and a run's bits must not depend on the load;
  *   waiting: active (threads spin between the many small kernels of a step:
  *            passive waiting made 2 threads 8x slower on an idle machine),
  *            unless the machine is busy (the load leaves fewer idle CPUs than
@@ -74,7 +75,6 @@ static void choose(int argc, char **argv) {
   int share = mine >= online && o->ranks > 1 ? o->cpus / o->ranks : o->cpus;
   share = share > 0 ? share : 1;
   int idle = o->load < 0 ? online : (int)((double)online - o->load + 0.5);
-  int idle_share = idle / o->ranks > 0 ? idle / o->ranks : 1;
   const char *flag = arg_value(argc, argv, "--threads"), *env = getenv("OMP_NUM_THREADS");
   if (positive(flag)) {
     o->threads = positive(flag);
@@ -83,8 +83,12 @@ static void choose(int argc, char **argv) {
     o->threads = positive(env);
     o->threads_from = "OMP_NUM_THREADS";
   } else {
-    o->threads = share < idle_share ? share : idle_share;
-    o->threads_from = o->threads < share ? "idle CPUs" : "default";
+    /* not capped by the load: the thread count changes the order of some
+     * float sums, and a run must give the same bits whatever else the
+     * machine does (a resumed run continues the interrupted one bit for
+     * bit); the wait policy below is what adapts to a busy machine */
+    o->threads = share;
+    o->threads_from = "default";
   }
   const char *w = arg_value(argc, argv, "--omp-wait"), *we = getenv("OMP_WAIT_POLICY");
   if (w && (!strcmp(w, "active") || !strcmp(w, "passive"))) {
