@@ -778,9 +778,11 @@ static bool refuse_inert(FeProgram *p, const MmPlan *pl, SrcLoc model_loc) {
   if ((pl->loc_bucket.file || f->bucket_set) && pl->dp <= 1)
     diag_error(p->d, or_loc(pl->loc_bucket, model_loc),
                "bucket_mb groups the data-parallel gradient all-reduces, but dp = %d", pl->dp);
-  if (f->no_overlap && (pl->dp <= 1 || pl->bucket_mb <= 0))
+  if (f->no_overlap && (pl->dp <= 1 || pl->bucket_mb <= 0 || pl->tp > 1))
     diag_error(p->d, model_loc, "--no-overlap makes the gradient buckets blocking, but %s",
-               pl->dp <= 1 ? "dp = 1: there are none" : "bucket_mb = 0: there are none");
+               pl->dp <= 1          ? "dp = 1: there are none"
+               : pl->bucket_mb <= 0 ? "bucket_mb = 0: there are none"
+                                    : "under tp > 1 they block already");
   return p->d->errors == before;
 }
 

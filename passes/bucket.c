@@ -224,7 +224,10 @@ static void bucket_func(IrModule *m, IrFunc *f, int64_t cap, Arena *a) {
   }
   MM_ASSERT(w == nn && done == nc);
   ir_func_renumber(f);
-  if (!m->plan.no_overlap) place_waits(m, f, cands, nc, nb, a);
+  /* under tensor parallelism the buckets stay blocking: their overlapped
+   * form gave ViTFashion tp=2 x dp=2 + sp + ZeRO-1 other weights than the
+   * serial run (0.36 of an update), so it is off there until found */
+  if (!m->plan.no_overlap && m->mesh[IR_AX_TP] == 1) place_waits(m, f, cands, nc, nb, a);
 }
 
 int bucket_wait_index(const IrFunc *f, int64_t id) {
