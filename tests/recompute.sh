@@ -74,14 +74,11 @@ done
 # per sub-model policies, from the parallel section
 same_tensors() { # a.safetensors b.safetensors: every tensor's bytes equal (the metadata names the model)
   /usr/bin/python3 - "$1" "$2" <<'PY'
-import json, struct, sys
-def load(p):
-    b = open(p, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    h, d = json.loads(b[8:8 + n]), b[8 + n:]
-    return {k: d[v["data_offsets"][0]:v["data_offsets"][1]] for k, v in h.items() if k != "__metadata__"}
-a, b = load(sys.argv[1]), load(sys.argv[2])
-sys.exit(0 if a and a.keys() == b.keys() and all(a[k] == b[k] for k in a) else 1)
+import os, sys
+sys.path.insert(0, os.path.join(os.environ["MMC_SOURCE_DIR"], "tests", "torch"))
+import mmtrain
+(a, _), (b, _) = mmtrain.st_load(sys.argv[1]), mmtrain.st_load(sys.argv[2])
+sys.exit(0 if a and a.keys() == b.keys() and all(a[k].tobytes() == b[k].tobytes() for k in a) else 1)
 PY
 }
 train "$T/rc.mm" InternVL2TinyRecompute vlm-bymodule &&
