@@ -120,9 +120,9 @@ static void usage(FILE *out, const MmrtModelDesc *m) {
       "                     to F after training (safetensors, from rank 0)\n"
       "A model compiled for N ranks (--dp/--tp) runs under mpirun -np N.\n"
       "  --threads N        OpenMP threads (default: this process's CPUs, shared by the node's\n"
-      "                     ranks, at most the idle ones by the load average)\n"
-      "  --omp-wait W       active (threads spin between kernels) or passive (they sleep);\n"
-      "                     default active, passive when the machine is busy\n"
+      "                     ranks)\n"
+      "  --omp-wait W       active (threads spin between kernels), passive (they sleep) or\n"
+      "                     spin (the default: they spin a bounded while, then sleep)\n"
       "  --profile          at the end, the time per op kind and per layer (forward, backward,\n"
       "                     update, communication), steps after the first\n"
       "  --quiet            no progress line\n",
@@ -245,8 +245,9 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a) {
     return fail("--batch %lld differs from the compiled batch %lld of model %s; recompile with "
                 "`mmc compile ... --set B=%lld`",
                 (long long)a->batch, (long long)m->batch, m->name, (long long)a->batch);
-  if (a->omp_wait && strcmp(a->omp_wait, "active") && strcmp(a->omp_wait, "passive"))
-    return fail("--omp-wait takes active or passive, not '%s'", a->omp_wait);
+  if (a->omp_wait && strcmp(a->omp_wait, "active") && strcmp(a->omp_wait, "passive") &&
+      strcmp(a->omp_wait, "spin"))
+    return fail("--omp-wait takes active, passive or spin, not '%s'", a->omp_wait);
   if (a->threads > 4096) return fail("--threads takes 1 .. 4096, not %lld", (long long)a->threads);
   if (a->resume && !a->ckpt)
     return fail("--resume needs --ckpt DIR (the checkpoint to continue from)");

@@ -6,19 +6,22 @@
  * So the first thing main does is choose, and when the environment does not
  * already say so, set both variables and execute the program again (once:
  * the choice and its reasons travel in MMRT_OMP_CHOICE). --threads N and
- * --omp-wait active|passive (checked again, with messages, by the trainer's
- * parser) override the environment, the environment the defaults:
+ * --omp-wait active|passive|spin (checked again, with messages, by the
+ * trainer's parser) override the environment, the environment the defaults:
  *   threads: the CPUs this process may run on; when they are all the
  *            machine's (an unbound rank) shared by the ranks of this node
  *            (OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS); never fewer for
  *            a loaded machine, since the count changes the order of some
  *            float sums and a run's bits must not depend on the load;
- *   waiting: active (threads spin between the many small kernels of a step:
- *            passive waiting made 2 threads 8x slower on an idle machine),
- *            unless the machine is busy (the load leaves fewer idle CPUs than
- *            this node's threads), when a spinning thread takes the CPU from
- *            the thread it waits for (2 spinning threads ran ViTFashion 15x
- *            slower than 2 passive ones at a load of 17 on 2 CPUs).
+ *   waiting: spin, then sleep (OMP_WAIT_POLICY=passive with
+ *            GOMP_SPINCOUNT=MMRT_SPIN_DEFAULT): a thread that finds no work
+ *            spins that many rounds (tens of microseconds: the gap between
+ *            two kernels of a step) and then sleeps in the kernel, so a busy
+ *            machine loses little to spinning threads while back-to-back
+ *            kernels never pay a sleep and a wake-up. Decided once, without
+ *            the load: on a loaded 2-CPU Zen 4 (load 4), GPT2Tiny took 10.0
+ *            ms per step passive, 1.3-1.7 spinning 1k-100k rounds, 1.4-4.1
+ *            active; ViTFashion 54-58, 36-42, 35-42.
  */
 #include "mmrt_threads.h"
 
@@ -74,7 +77,6 @@ static void choose(int argc, char **argv) {
   /* an unbound rank shares the node's CPUs with its local peers */
   int share = mine >= online && o->ranks > 1 ? o->cpus / o->ranks : o->cpus;
   share = share > 0 ? share : 1;
-  int idle = o->load < 0 ? online : (int)((double)online - o->load + 0.5);
   const char *flag = arg_value(argc, argv, "--threads"), *env = getenv("OMP_NUM_THREADS");
   if (positive(flag)) {
     o->threads = positive(flag);
@@ -91,15 +93,27 @@ static void choose(int argc, char **argv) {
     o->threads_from = "default";
   }
   const char *w = arg_value(argc, argv, "--omp-wait"), *we = getenv("OMP_WAIT_POLICY");
-  if (w && (!strcmp(w, "active") || !strcmp(w, "passive"))) {
-    o->active = !strcmp(w, "active");
+  const char *sc = getenv("GOMP_SPINCOUNT");
+  if (w && (!strcmp(w, "active") || !strcmp(w, "passive") || !strcmp(w, "spin"))) {
+    o->wait = !strcmp(w, "active") ? MMRT_WAIT_ACTIVE
+              : !strcmp(w, "spin") ? MMRT_WAIT_SPIN
+                                   : MMRT_WAIT_PASSIVE;
     o->wait_from = "--omp-wait";
   } else if (we && *we) {
-    o->active = !strcasecmp(we, "active");
+    o->wait = !strcasecmp(we, "active") ? MMRT_WAIT_ACTIVE : MMRT_WAIT_PASSIVE;
     o->wait_from = "OMP_WAIT_POLICY";
   } else {
-    o->active = o->threads * o->ranks <= idle;
-    o->wait_from = o->active ? "default" : "busy machine";
+    o->wait = MMRT_WAIT_SPIN;
+    o->wait_from = "default";
+  }
+  o->spin = 0;
+  if (o->wait == MMRT_WAIT_SPIN)
+    o->spin = MMRT_SPIN_DEFAULT;
+  else if (o->wait == MMRT_WAIT_PASSIVE && o->wait_from[0] == 'O' && sc && *sc) {
+    /* the environment's own bounded spin */
+    char *end;
+    long long v = strtoll(sc, &end, 10);
+    if (!*end && v > 0) o->wait = MMRT_WAIT_SPIN, o->spin = v;
   }
   o->chosen = 1;
 }
@@ -107,8 +121,8 @@ static void choose(int argc, char **argv) {
 /* The choice travels to the re-executed program in one variable. */
 #define CHOICE_ENV "MMRT_OMP_CHOICE"
 
-static const char *const sources[] = {"--threads",  "OMP_NUM_THREADS", "default",     "idle CPUs",
-                                      "--omp-wait", "OMP_WAIT_POLICY", "busy machine"};
+static const char *const sources[] = {"--threads", "OMP_NUM_THREADS", "default", "--omp-wait",
+                                      "OMP_WAIT_POLICY"};
 
 static int source_index(const char *s) {
   for (int i = 0; i < (int)(sizeof sources / sizeof sources[0]); i++)
@@ -121,9 +135,9 @@ static int inherit(void) {
   MmrtOmp *o = &g_omp;
   int tf, wf;
   if (!c ||
-      sscanf(c, "%d:%d:%d:%d:%d:%d:%lf", &o->threads, &o->active, &o->cpus, &o->ranks, &tf, &wf,
-             &o->load) != 7 ||
-      tf < 0 || tf > 6 || wf < 0 || wf > 6)
+      sscanf(c, "%d:%d:%lld:%d:%d:%d:%d:%lf", &o->threads, &o->wait, &o->spin, &o->cpus, &o->ranks,
+             &tf, &wf, &o->load) != 8 ||
+      tf < 0 || tf > 4 || wf < 0 || wf > 4)
     return 0;
   o->threads_from = sources[tf];
   o->wait_from = sources[wf];
@@ -136,16 +150,25 @@ void mmrt_omp_setup(int argc, char **argv) {
   if (inherit()) return;
   choose(argc, argv);
   MmrtOmp *o = &g_omp;
-  char n[16], c[128];
+  char n[16], spin[32], c[160];
   snprintf(n, sizeof n, "%d", o->threads);
-  const char *w = o->active ? "ACTIVE" : "PASSIVE", *en = getenv("OMP_NUM_THREADS"),
-             *ew = getenv("OMP_WAIT_POLICY");
-  if (en && !strcmp(en, n) && ew && !strcasecmp(ew, w)) return; /* libgomp started with them */
+  snprintf(spin, sizeof spin, "%lld", o->spin);
+  const char *w = o->wait == MMRT_WAIT_ACTIVE ? "ACTIVE" : "PASSIVE",
+             *en = getenv("OMP_NUM_THREADS"), *ew = getenv("OMP_WAIT_POLICY"),
+             *es = getenv("GOMP_SPINCOUNT");
+  if (en && !strcmp(en, n) && ew && !strcasecmp(ew, w) &&
+      (o->wait != MMRT_WAIT_SPIN || (es && !strcmp(es, spin))) &&
+      (o->wait == MMRT_WAIT_SPIN || strcmp(o->wait_from, "--omp-wait") || !es))
+    return; /* libgomp started with them */
   /* libgomp read its settings when it was loaded: run this program again with them */
-  snprintf(c, sizeof c, "%d:%d:%d:%d:%d:%d:%.2f", o->threads, o->active, o->cpus, o->ranks,
-           source_index(o->threads_from), source_index(o->wait_from), o->load);
+  snprintf(c, sizeof c, "%d:%d:%lld:%d:%d:%d:%d:%.2f", o->threads, o->wait, o->spin, o->cpus,
+           o->ranks, source_index(o->threads_from), source_index(o->wait_from), o->load);
   setenv("OMP_NUM_THREADS", n, 1);
   setenv("OMP_WAIT_POLICY", w, 1);
+  if (o->wait == MMRT_WAIT_SPIN)
+    setenv("GOMP_SPINCOUNT", spin, 1);
+  else if (!strcmp(o->wait_from, "--omp-wait"))
+    unsetenv("GOMP_SPINCOUNT"); /* the flag's policy, not the environment's spin count */
   setenv(CHOICE_ENV, c, 1);
   execv("/proc/self/exe", argv);
   /* no /proc: the thread count still applies, the wait policy stays libgomp's */
@@ -164,13 +187,13 @@ void mmrt_omp_describe(char *buf, size_t n) {
     snprintf(buf, n, "OpenMP settings not chosen (the runtime is not the program)");
     return;
   }
-  char load[48] = "";
-  if (!strcmp(o->threads_from, "idle CPUs") || !strcmp(o->wait_from, "busy machine") ||
-      !strcmp(o->wait_from, "default"))
-    snprintf(load, sizeof load, ", load %.1f", o->load);
-  char ranks[32] = "";
+  char ranks[32] = "", wait[96];
   if (o->ranks > 1) snprintf(ranks, sizeof ranks, ", %d ranks on this node", o->ranks);
-  snprintf(buf, n, "%d thread%s (%s; %d CPU%s%s%s), OpenMP waits %s (%s)", o->threads,
+  if (o->wait == MMRT_WAIT_SPIN)
+    snprintf(wait, sizeof wait, "spin %lld rounds, then sleep", o->spin);
+  else
+    snprintf(wait, sizeof wait, "%s", o->wait == MMRT_WAIT_ACTIVE ? "actively" : "passively");
+  snprintf(buf, n, "%d thread%s (%s; %d CPU%s%s), OpenMP waits %s (%s)", o->threads,
            o->threads == 1 ? "" : "s", o->threads_from, o->cpus, o->cpus == 1 ? "" : "s", ranks,
-           load, o->active ? "actively" : "passively", o->wait_from);
+           wait, o->wait_from);
 }
