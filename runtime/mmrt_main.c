@@ -122,7 +122,8 @@ static void usage(FILE *out, const MmrtModelDesc *m) {
       "  --threads N        OpenMP threads (default: this process's CPUs, shared by the node's\n"
       "                     ranks)\n"
       "  --omp-wait W       active (threads spin between kernels), passive (they sleep) or\n"
-      "                     spin (the default: they spin a bounded while, then sleep)\n"
+      "                     spin (a bounded while, then sleep); default spin, passive when\n"
+      "                     other programs' tasks wait for the CPUs\n"
       "  --profile          at the end, the time per op kind and per layer (forward, backward,\n"
       "                     update, communication), steps after the first\n"
       "  --quiet            no progress line\n",

@@ -15,13 +15,19 @@
  *            float sums and a run's bits must not depend on the load;
  *   waiting: spin, then sleep (OMP_WAIT_POLICY=passive with
  *            GOMP_SPINCOUNT=MMRT_SPIN_DEFAULT): a thread that finds no work
- *            spins that many rounds (tens of microseconds: the gap between
- *            two kernels of a step) and then sleeps in the kernel, so a busy
- *            machine loses little to spinning threads while back-to-back
- *            kernels never pay a sleep and a wake-up. Decided once, without
- *            the load: on a loaded 2-CPU Zen 4 (load 4), GPT2Tiny took 10.0
- *            ms per step passive, 1.3-1.7 spinning 1k-100k rounds, 1.4-4.1
- *            active; ViTFashion 54-58, 36-42, 35-42.
+ *            spins that many rounds (a fraction of a millisecond: the gap
+ *            between two kernels of a step) and then sleeps, so back-to-back
+ *            kernels never pay a sleep and a wake-up (on this VM a sleeping
+ *            CPU wakes slowly); passive when the machine is busy: the other
+ *            tasks ready to run now (the run queue, sampled for 30 ms, not
+ *            the load average of the last minute) and this node's threads
+ *            are more than its CPUs, so a spinning thread would take the CPU
+ *            from the thread it waits for. Measured on a 2-CPU Zen 4 VM,
+ *            ms per step, alternating: with ~1 other runnable task GPT2Tiny
+ *            passive 10.0, spinning 1k-100k rounds 1.3-1.7, active 1.4-4.1
+ *            (ViTFashion 54-58, 36-42, 35-42); with 6-7, GPT2Tiny passive
+ *            4.9-7.7, spin 300: 7.2-8.8, 1k: 12-25, 3k: 40-50 (ViTFashion
+ *            73-139, 82-101, 90-159, 186-234; 30k rounds 1053, 100k 1046-2507).
  */
 #include "mmrt_threads.h"
 
@@ -30,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <omp.h>
@@ -64,6 +71,23 @@ static int local_ranks(void) {
   return 1;
 }
 
+/* The other tasks ready to run now: the run queue of /proc/loadavg (its
+ * fourth field counts this process too), averaged over 16 samples 2 ms
+ * apart; -1 when unknown. The 1-minute load average lags by a minute, and
+ * this machine's load comes and goes faster than that. */
+static double runnable_others(void) {
+  double sum = 0;
+  int n = 0;
+  for (int i = 0; i < 16; i++) {
+    FILE *f = fopen("/proc/loadavg", "r");
+    int run = 0;
+    if (f && fscanf(f, "%*s %*s %*s %d/", &run) == 1 && run >= 1) sum += run - 1, n++;
+    if (f) fclose(f);
+    if (i < 15) nanosleep(&(struct timespec){0, 2000000}, NULL);
+  }
+  return n ? sum / n : -1.0;
+}
+
 static void choose(int argc, char **argv) {
   MmrtOmp *o = &g_omp;
   cpu_set_t set;
@@ -72,8 +96,7 @@ static void choose(int argc, char **argv) {
   int mine = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : online;
   o->cpus = mine > 0 ? mine : 1;
   o->ranks = local_ranks();
-  double load[1];
-  o->load = getloadavg(load, 1) == 1 ? load[0] : -1.0;
+  o->load = runnable_others();
   /* an unbound rank shares the node's CPUs with its local peers */
   int share = mine >= online && o->ranks > 1 ? o->cpus / o->ranks : o->cpus;
   share = share > 0 ? share : 1;
@@ -103,8 +126,12 @@ static void choose(int argc, char **argv) {
     o->wait = !strcasecmp(we, "active") ? MMRT_WAIT_ACTIVE : MMRT_WAIT_PASSIVE;
     o->wait_from = "OMP_WAIT_POLICY";
   } else {
-    o->wait = MMRT_WAIT_SPIN;
-    o->wait_from = "default";
+    /* the other ranks of this node sample at about the same time: their
+     * main threads are in the count, their OpenMP threads will be */
+    double others = o->load < 0 ? 0 : o->load - (o->ranks - 1);
+    int busy = others + o->threads * o->ranks > online + 0.5;
+    o->wait = busy ? MMRT_WAIT_PASSIVE : MMRT_WAIT_SPIN;
+    o->wait_from = busy ? "busy machine" : "default";
   }
   o->spin = 0;
   if (o->wait == MMRT_WAIT_SPIN)
@@ -121,8 +148,8 @@ static void choose(int argc, char **argv) {
 /* The choice travels to the re-executed program in one variable. */
 #define CHOICE_ENV "MMRT_OMP_CHOICE"
 
-static const char *const sources[] = {"--threads", "OMP_NUM_THREADS", "default", "--omp-wait",
-                                      "OMP_WAIT_POLICY"};
+static const char *const sources[] = {"--threads",  "OMP_NUM_THREADS", "default",
+                                      "--omp-wait", "OMP_WAIT_POLICY", "busy machine"};
 
 static int source_index(const char *s) {
   for (int i = 0; i < (int)(sizeof sources / sizeof sources[0]); i++)
@@ -137,7 +164,7 @@ static int inherit(void) {
   if (!c ||
       sscanf(c, "%d:%d:%lld:%d:%d:%d:%d:%lf", &o->threads, &o->wait, &o->spin, &o->cpus, &o->ranks,
              &tf, &wf, &o->load) != 8 ||
-      tf < 0 || tf > 4 || wf < 0 || wf > 4)
+      tf < 0 || tf > 5 || wf < 0 || wf > 5)
     return 0;
   o->threads_from = sources[tf];
   o->wait_from = sources[wf];
@@ -187,13 +214,15 @@ void mmrt_omp_describe(char *buf, size_t n) {
     snprintf(buf, n, "OpenMP settings not chosen (the runtime is not the program)");
     return;
   }
-  char ranks[32] = "", wait[96];
+  char ranks[32] = "", wait[96], load[48] = "";
   if (o->ranks > 1) snprintf(ranks, sizeof ranks, ", %d ranks on this node", o->ranks);
+  if (!strcmp(o->wait_from, "default") || !strcmp(o->wait_from, "busy machine"))
+    snprintf(load, sizeof load, ", %.1f other runnable tasks", o->load < 0 ? 0 : o->load);
   if (o->wait == MMRT_WAIT_SPIN)
     snprintf(wait, sizeof wait, "spin %lld rounds, then sleep", o->spin);
   else
     snprintf(wait, sizeof wait, "%s", o->wait == MMRT_WAIT_ACTIVE ? "actively" : "passively");
-  snprintf(buf, n, "%d thread%s (%s; %d CPU%s%s), OpenMP waits %s (%s)", o->threads,
+  snprintf(buf, n, "%d thread%s (%s; %d CPU%s%s), OpenMP waits %s (%s%s)", o->threads,
            o->threads == 1 ? "" : "s", o->threads_from, o->cpus, o->cpus == 1 ? "" : "s", ranks,
-           wait, o->wait_from);
+           wait, o->wait_from, load);
 }
