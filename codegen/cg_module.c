@@ -421,14 +421,19 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
   return h;
 }
 
+/* A value as the model defines it, whatever the plan: name, dtype, role and
+ * global shape, a padded vocabulary (passes/vocabpad.c) by its real rows;
+ * no placement and no mesh, so that a checkpoint of one plan resumes under
+ * another (mmrt_ckpt_read_slice assembles each rank's piece). */
 static uint64_t hash_value(const Cg *cg, uint64_t h, const IrValue *v) {
   const CgOrig *o = cg_orig(cg, v);
-  int32_t meta[3 + IR_NAXES * 2] = {(int32_t)v->dtype, (int32_t)v->role, o->shape.rank};
-  for (int a = 0; a < IR_NAXES; a++)
-    meta[3 + 2 * a] = o->pl[a].kind, meta[4 + 2 * a] = o->pl[a].dim;
+  int32_t meta[3] = {(int32_t)v->dtype, (int32_t)v->role, o->shape.rank};
+  int64_t shape[IR_MAX_RANK];
+  for (int d = 0; d < o->shape.rank; d++) shape[d] = o->shape.d[d];
+  if (o->shape.rank && v->rows) shape[0] = v->rows;
   h = fnv(h, v->name ? v->name : "", strlen(v->name ? v->name : "") + 1);
   h = fnv(h, meta, sizeof meta);
-  return fnv(h, o->shape.d, sizeof(int64_t) * (size_t)o->shape.rank);
+  return fnv(h, shape, sizeof(int64_t) * (size_t)o->shape.rank);
 }
 
 static const IrNode *last_loss(const IrFunc *f) {
@@ -473,9 +478,8 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
     }
   }
   /* the fingerprint: params and the inputs of @forward (a generator takes
-   * the trainer's checkpoints) */
+   * the trainer's checkpoints), of the model and not of the plan */
   uint64_t h = fnv(1469598103934665603ull, m->name, strlen(m->name) + 1);
-  h = fnv(h, m->mesh, sizeof m->mesh);
   for (int i = 0; i < m->params.len; i++) h = hash_value(cg, h, m->params.items[i]);
   for (int i = 0; feval && i < feval->inputs.len; i++)
     h = hash_value(cg, h, feval->inputs.items[i]);

@@ -1138,32 +1138,16 @@ done:
   return rc;
 }
 
-int mmrt_ckpt_open_rank(MmrtStFile **out, const char *root, int rank, const MmrtManifest *expect,
-                        MmrtManifest *found, char *err, size_t errlen) {
+/* Open the file of `rank` in dir and check it against manifest m: step,
+ * rank, world size, fingerprint, a CRC32 for every tensor. */
+static int open_rank_file(MmrtStFile **out, const char *dir, int rank, const MmrtManifest *m,
+                          char *err, size_t errlen) {
   *out = NULL;
-  MmrtManifest m;
-  char dir[PATH_MAX];
-  int rc = mmrt_ckpt_resolve(root, dir, sizeof dir, err, errlen);
-  if (rc != MMRT_OK) return rc;
-  if ((rc = mmrt_ckpt_read_manifest(dir, &m, err, errlen)) != MMRT_OK)
-    return rc == MMRT_ERR_NOTFOUND ? MMRT_ERR_FORMAT : rc; /* the pointer names it */
-  if (found) *found = m;
-  if (strcmp(m.fingerprint, expect->fingerprint) != 0)
-    return mmrt_errf(err, errlen, MMRT_ERR_MISMATCH,
-                     "%s/manifest.json: model fingerprint is '%s', expected '%s' (the "
-                     "checkpoint is of another model or parallel plan)",
-                     dir, m.fingerprint, expect->fingerprint);
-  if (m.world_size != expect->world_size)
-    return mmrt_errf(err, errlen, MMRT_ERR_MISMATCH,
-                     "%s/manifest.json: world size is %d, expected %d (this run's ranks)", dir,
-                     m.world_size, expect->world_size);
-  if (rank < 0 || rank >= m.world_size)
-    return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: rank %d outside world size %d", dir, rank,
-                     m.world_size);
   char path[PATH_MAX];
   if ((size_t)mmrt_ckpt_rank_path(path, sizeof path, dir, rank) >= sizeof path)
     return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: path too long", dir);
   MmrtStFile *f;
+  int rc;
   if ((rc = mmrt_st_open(&f, path, err, errlen)) != MMRT_OK) {
     /* a rank file named by the manifest is missing: damaged, not fresh */
     return rc == MMRT_ERR_NOTFOUND ? MMRT_ERR_FORMAT : rc;
@@ -1176,14 +1160,15 @@ int mmrt_ckpt_open_rank(MmrtStFile **out, const char *root, int rank, const Mmrt
     return rc == MMRT_ERR_NOTFOUND ? MMRT_ERR_FORMAT : rc;
   }
   const char *fp = mmrt_st_meta(f, MMRT_CKPT_FINGERPRINT);
-  if (step != m.step || rk != rank || ws != m.world_size || !fp || strcmp(fp, m.fingerprint) != 0) {
+  if (step != m->step || rk != rank || ws != m->world_size || !fp ||
+      strcmp(fp, m->fingerprint) != 0) {
     rc = mmrt_errf(err, errlen, MMRT_ERR_MISMATCH,
                    "%s: metadata says step %" PRId64 ", rank %" PRId64 ", world size %" PRId64
                    ", fingerprint '%s'; expected step %" PRId64 ", rank %d, world "
                    "size %d, fingerprint '%s' from manifest.json (checkpoint left half "
                    "written?)",
-                   path, step, rk, ws, fp ? fp : "(missing)", m.step, rank, m.world_size,
-                   m.fingerprint);
+                   path, step, rk, ws, fp ? fp : "(missing)", m->step, rank, m->world_size,
+                   m->fingerprint);
     mmrt_st_close(f);
     return rc;
   }
@@ -1197,5 +1182,244 @@ int mmrt_ckpt_open_rank(MmrtStFile **out, const char *root, int rank, const Mmrt
     return rc;
   }
   *out = f;
+  return MMRT_OK;
+}
+
+/* Resolve root, read its manifest and compare the fingerprint (NULL: not
+ * compared). */
+static int open_manifest(const char *root, const char *fingerprint, char *dir, size_t dirlen,
+                         MmrtManifest *m, char *err, size_t errlen) {
+  int rc = mmrt_ckpt_resolve(root, dir, dirlen, err, errlen);
+  if (rc != MMRT_OK) return rc;
+  if ((rc = mmrt_ckpt_read_manifest(dir, m, err, errlen)) != MMRT_OK)
+    return rc == MMRT_ERR_NOTFOUND ? MMRT_ERR_FORMAT : rc; /* the pointer names it */
+  if (fingerprint && strcmp(m->fingerprint, fingerprint) != 0)
+    return mmrt_errf(err, errlen, MMRT_ERR_MISMATCH,
+                     "%s/manifest.json: model fingerprint is '%s', expected '%s' (the "
+                     "checkpoint is of another model: other parameters, shapes or inputs)",
+                     dir, m->fingerprint, fingerprint);
+  return MMRT_OK;
+}
+
+int mmrt_ckpt_open_rank(MmrtStFile **out, const char *root, int rank, const MmrtManifest *expect,
+                        MmrtManifest *found, char *err, size_t errlen) {
+  *out = NULL;
+  MmrtManifest m;
+  char dir[PATH_MAX];
+  int rc = open_manifest(root, expect->fingerprint, dir, sizeof dir, &m, err, errlen);
+  if (found && (rc == MMRT_OK || rc == MMRT_ERR_MISMATCH)) *found = m;
+  if (rc != MMRT_OK) return rc;
+  if (m.world_size != expect->world_size)
+    return mmrt_errf(err, errlen, MMRT_ERR_MISMATCH,
+                     "%s/manifest.json: world size is %d, expected %d (this run's ranks)", dir,
+                     m.world_size, expect->world_size);
+  if (rank < 0 || rank >= m.world_size)
+    return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: rank %d outside world size %d", dir, rank,
+                     m.world_size);
+  return open_rank_file(out, dir, rank, &m, err, errlen);
+}
+
+/* ---- pieces of logical tensors ---- */
+
+int mmrt_slice_format(char *buf, size_t len, const MmrtSlice *s) {
+  const int64_t *v[3] = {s->global, s->first, s->len};
+  static const char *key[3] = {"global", "first", "len"};
+  size_t pos = 0;
+  for (int k = 0; k < 3; k++) {
+    pos += (size_t)snprintf(buf + (pos < len ? pos : len), pos < len ? len - pos : 0, "%s%s=[",
+                            k ? " " : "", key[k]);
+    for (int d = 0; d < s->ndim; d++)
+      pos += (size_t)snprintf(buf + (pos < len ? pos : len), pos < len ? len - pos : 0,
+                              "%s%" PRId64, d ? "," : "", v[k][d]);
+    pos += (size_t)snprintf(buf + (pos < len ? pos : len), pos < len ? len - pos : 0, "]");
+  }
+  return (int)pos;
+}
+
+/* "key=[a,b,...]" at *p, ndim numbers; advances *p.  0 on a mismatch. */
+static int parse_dims(const char **p, const char *key, int ndim, int64_t *out) {
+  size_t k = strlen(key);
+  while (**p == ' ') (*p)++;
+  if (strncmp(*p, key, k) != 0 || (*p)[k] != '=' || (*p)[k + 1] != '[') return 0;
+  const char *q = *p + k + 2;
+  for (int d = 0; d < ndim; d++) {
+    if (d && *q++ != ',') return 0;
+    char *end;
+    errno = 0;
+    long long x = strtoll(q, &end, 10);
+    if (end == q || errno || x < 0 || *q == '-' || *q == '+') return 0;
+    out[d] = x;
+    q = end;
+  }
+  if (*q++ != ']') return 0;
+  *p = q;
+  return 1;
+}
+
+int mmrt_st_slice(const MmrtStFile *f, int i, MmrtSlice *out, char *err, size_t errlen) {
+  const Entry *e = &f->e[i];
+  char key[600];
+  snprintf(key, sizeof key, "%s%s", MMRT_CKPT_SLICE_PREFIX, e->name);
+  const char *v = mmrt_st_meta(f, key);
+  out->ndim = e->ndim;
+  if (!v) { /* whole */
+    for (int d = 0; d < e->ndim; d++) out->global[d] = out->len[d] = e->shape[d], out->first[d] = 0;
+    return MMRT_OK;
+  }
+  const char *p = v;
+  if (!parse_dims(&p, "global", e->ndim, out->global) ||
+      !parse_dims(&p, "first", e->ndim, out->first) || !parse_dims(&p, "len", e->ndim, out->len) ||
+      *p)
+    return mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
+                     "%s: metadata '%s' is '%s', expected 'global=[..] first=[..] len=[..]' with "
+                     "%d numbers each",
+                     f->path, key, v, e->ndim);
+  int empty = 0;
+  for (int d = 0; d < e->ndim; d++) empty |= out->len[d] == 0;
+  for (int d = 0; d < e->ndim; d++)
+    if (out->first[d] + out->len[d] > out->global[d] || (!empty && out->len[d] != e->shape[d]))
+      return mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
+                       "%s: metadata '%s' is '%s': dim %d does not fit the global shape or the "
+                       "stored piece (%" PRId64 " elements)",
+                       f->path, key, v, d, e->shape[d]);
+  return MMRT_OK;
+}
+
+struct MmrtCkpt {
+  char dir[PATH_MAX];
+  int n;
+  MmrtStFile **f;
+};
+
+void mmrt_ckpt_close(MmrtCkpt *c) {
+  if (!c) return;
+  for (int i = 0; i < c->n; i++) mmrt_st_close(c->f[i]);
+  free(c->f);
+  free(c);
+}
+
+int mmrt_ckpt_nfiles(const MmrtCkpt *c) {
+  return c->n;
+}
+
+MmrtStFile *mmrt_ckpt_file(const MmrtCkpt *c, int rank) {
+  return rank >= 0 && rank < c->n ? c->f[rank] : NULL;
+}
+
+const char *mmrt_ckpt_dir(const MmrtCkpt *c) {
+  return c->dir;
+}
+
+int mmrt_ckpt_open_all(MmrtCkpt **out, const char *root, const char *fingerprint,
+                       MmrtManifest *found, char *err, size_t errlen) {
+  *out = NULL;
+  MmrtCkpt *c = calloc(1, sizeof *c);
+  if (!c) return mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "%s: out of memory", root);
+  MmrtManifest m;
+  int rc = open_manifest(root, fingerprint, c->dir, sizeof c->dir, &m, err, errlen);
+  if (rc == MMRT_OK && !(c->f = calloc((size_t)m.world_size, sizeof *c->f)))
+    rc = mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "%s: out of memory", root);
+  for (int r = 0; rc == MMRT_OK && r < m.world_size; r++, c->n++)
+    rc = open_rank_file(&c->f[r], c->dir, r, &m, err, errlen);
+  if (rc != MMRT_OK) {
+    mmrt_ckpt_close(c);
+    return rc;
+  }
+  if (found) *found = m;
+  *out = c;
+  return MMRT_OK;
+}
+
+/* Copies the elements of box [lo, hi) from a piece (src, at slice s) into
+ * the wanted slice (dst, at w) that are not filled yet (got), marking them;
+ * returns how many it copied. */
+static int64_t copy_box(const MmrtSlice *s, const uint8_t *src, const MmrtSlice *w, uint8_t *dst,
+                        uint8_t *got, const int64_t *lo, const int64_t *hi, size_t es) {
+  int r = w->ndim;
+  int64_t sstr[MMRT_ST_MAX_DIMS], dstr[MMRT_ST_MAX_DIMS], idx[MMRT_ST_MAX_DIMS], n = 0;
+  for (int d = r - 1, a = 1, b = 1; d >= 0; d--)
+    sstr[d] = a, dstr[d] = b, a *= s->len[d], b *= w->len[d];
+  for (int d = 0; d < r; d++) idx[d] = lo[d];
+  int64_t run = r ? hi[r - 1] - lo[r - 1] : 1;
+  for (;;) {
+    int64_t so = 0, dof = 0;
+    for (int d = 0; d < r; d++)
+      so += (idx[d] - s->first[d]) * sstr[d], dof += (idx[d] - w->first[d]) * dstr[d];
+    for (int64_t j = 0; j < run; j++)
+      if (!got[dof + j]) {
+        memcpy(dst + (size_t)(dof + j) * es, src + (size_t)(so + j) * es, es);
+        got[dof + j] = 1, n++;
+      }
+    int d = r - 2;
+    for (; d >= 0 && ++idx[d] == hi[d]; d--) idx[d] = lo[d];
+    if (d < 0) break;
+  }
+  return n;
+}
+
+int mmrt_ckpt_read_slice(MmrtCkpt *c, const MmrtTensorRef *t, const MmrtSlice *want, int first,
+                         char *err, size_t errlen) {
+  int r = t->ndim;
+  size_t es = mmrt_st_dtype_size(t->dtype);
+  int64_t need = 1;
+  for (int d = 0; d < r; d++) need *= want->len[d];
+  if (need == 0) return MMRT_OK; /* this rank holds none of it (padding alone) */
+  for (int d = 0; d < r; d++)
+    if (t->shape[d] != want->len[d] || want->ndim != r)
+      return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: tensor '%s': the buffer is not the slice",
+                       c->dir, t->name);
+  uint8_t *got = calloc((size_t)need, 1);
+  if (!got) return mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "%s: out of memory", c->dir);
+  int64_t have = 0, holders = 0;
+  int rc = MMRT_OK;
+  if (first < 0 || first >= c->n) first = 0;
+  for (int k = 0; k < c->n && have < need && rc == MMRT_OK; k++) {
+    MmrtStFile *f = c->f[(first + k) % c->n];
+    int i = mmrt_st_find(f, t->name);
+    if (i < 0) continue;
+    holders++;
+    MmrtSlice s;
+    if ((rc = mmrt_st_slice(f, i, &s, err, errlen)) != MMRT_OK) break;
+    int same = f->e[i].dtype == t->dtype && s.ndim == r;
+    for (int d = 0; same && d < r; d++) same = s.global[d] == want->global[d];
+    if (!same) {
+      char a[160], b[160];
+      shape_str(a, sizeof a, s.ndim, s.global);
+      shape_str(b, sizeof b, r, want->global);
+      rc = mmrt_errf(err, errlen, MMRT_ERR_MISMATCH,
+                     "%s: tensor '%s' is a piece of %s %s, expected %s %s", f->path, t->name,
+                     dtypes[f->e[i].dtype].name, a, mmrt_st_dtype_name(t->dtype), b);
+      break;
+    }
+    int64_t lo[MMRT_ST_MAX_DIMS], hi[MMRT_ST_MAX_DIMS], box = 1;
+    for (int d = 0; d < r; d++) {
+      lo[d] = s.first[d] > want->first[d] ? s.first[d] : want->first[d];
+      int64_t e1 = s.first[d] + s.len[d], e2 = want->first[d] + want->len[d];
+      hi[d] = e1 < e2 ? e1 : e2;
+      box *= hi[d] > lo[d] ? hi[d] - lo[d] : 0;
+    }
+    if (!box) continue;
+    MmrtTensorRef piece = {.name = t->name, .dtype = t->dtype, .ndim = r};
+    for (int d = 0; d < r; d++) piece.shape[d] = s.len[d];
+    void *buf = malloc(mmrt_tensor_bytes(&piece) ? mmrt_tensor_bytes(&piece) : 1);
+    if (!buf) {
+      rc = mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "%s: out of memory", c->dir);
+      break;
+    }
+    piece.data = buf;
+    rc = mmrt_st_read(f, &piece, err, errlen); /* checks the CRC32 */
+    if (rc == MMRT_OK) have += copy_box(&s, buf, want, t->data, got, lo, hi, es);
+    free(buf);
+  }
+  free(got);
+  if (rc != MMRT_OK) return rc;
+  if (!holders)
+    return mmrt_errf(err, errlen, MMRT_ERR_NOTFOUND, "%s: no rank file holds tensor '%s'", c->dir,
+                     t->name);
+  if (have < need)
+    return mmrt_errf(err, errlen, MMRT_ERR_MISMATCH,
+                     "%s: tensor '%s': %" PRId64 " of the %" PRId64
+                     " elements this rank needs are in no rank file",
+                     c->dir, t->name, need - have, need);
   return MMRT_OK;
 }

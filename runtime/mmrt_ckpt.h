@@ -32,6 +32,15 @@
  * Loading follows the pointer and checks the manifest, each rank file's
  * step, rank, world size and fingerprint, and every tensor's CRC32.
  *
+ * Across plans (Megatron's distributed checkpoints): each rank file records
+ * for every tensor where its piece sits in the logical tensor (the whole,
+ * unpadded one: MmrtSlice, metadata "slice:<name>"), and the fingerprint is
+ * of the model, not of the plan (tp, sp, dp, ZeRO, world size).  A run
+ * under another plan opens every rank file (mmrt_ckpt_open_all) and
+ * assembles each of its pieces from whichever files hold parts of it, by
+ * name (mmrt_ckpt_read_slice): a file need not hold every tensor (a
+ * pipeline stage's), and replicas are read once.
+ *
  * Dtype constants are MMRT_ST_* (mmrt_kernels.h owns MmrtDtype).
  */
 #ifndef MMRT_CKPT_H
@@ -209,5 +218,55 @@ int mmrt_ckpt_read_manifest(const char *dir, MmrtManifest *m, char *err, size_t 
  * checkpoint at all.  On success *found holds the manifest. */
 int mmrt_ckpt_open_rank(MmrtStFile **out, const char *root, int rank, const MmrtManifest *expect,
                         MmrtManifest *found, char *err, size_t errlen);
+
+/* ---- pieces of logical tensors (resuming under another plan) ---- */
+
+/* Where a piece sits in its logical tensor: per dim the tensor's global
+ * size, the piece's first element and its length.  A length of 0 in some
+ * dim: the piece holds none of the tensor (a rank holding vocabulary
+ * padding alone, which stores one zero row). */
+typedef struct MmrtSlice {
+  int ndim;
+  int64_t global[MMRT_ST_MAX_DIMS], first[MMRT_ST_MAX_DIMS], len[MMRT_ST_MAX_DIMS];
+} MmrtSlice;
+
+/* Metadata key "slice:<name>", value "global=[4,64] first=[2,0] len=[2,64]"
+ * (a scalar: "global=[] first=[] len=[]").  A tensor without one is whole. */
+#define MMRT_CKPT_SLICE_PREFIX "slice:"
+/* The value for s; returns what snprintf returns. */
+int mmrt_slice_format(char *buf, size_t len, const MmrtSlice *s);
+/* The slice of tensor i of f: its metadata, or the whole tensor; checks the
+ * piece's stored shape against it (MMRT_ERR_FORMAT naming the file). */
+int mmrt_st_slice(const MmrtStFile *f, int i, MmrtSlice *out, char *err, size_t errlen);
+
+typedef struct MmrtCkpt MmrtCkpt;
+
+/* Every rank file of the live checkpoint of root, whatever plan wrote it:
+ * resolve root, read the manifest, compare its fingerprint with
+ * `fingerprint` (NULL: not compared; world size and step are not compared
+ * either), open every rank file it names and check its step, rank, world
+ * size and fingerprint against the manifest and that every tensor has a
+ * CRC32.  MMRT_ERR_NOTFOUND only when root has no checkpoint at all; a
+ * different model is MMRT_ERR_MISMATCH naming manifest.json and both
+ * fingerprints.  On success *found (if not NULL) holds the manifest. */
+int mmrt_ckpt_open_all(MmrtCkpt **out, const char *root, const char *fingerprint,
+                       MmrtManifest *found, char *err, size_t errlen);
+void mmrt_ckpt_close(MmrtCkpt *c);
+int mmrt_ckpt_nfiles(const MmrtCkpt *c);
+MmrtStFile *mmrt_ckpt_file(const MmrtCkpt *c, int rank);
+/* The step directory opened. */
+const char *mmrt_ckpt_dir(const MmrtCkpt *c);
+
+/* Fill t->data, laid out as t->shape (= want->len), with the elements of the
+ * logical tensor t->name that `want` selects, from the pieces the rank
+ * files hold: the file of rank `first` first (under the same plan, this
+ * rank's own piece: one read), then the others in rank order, each piece
+ * read (and its CRC32 checked) only if it holds elements not yet filled.
+ * Every piece's dtype and global shape must be t->dtype and want->global,
+ * and every wanted element must be in some piece: otherwise
+ * MMRT_ERR_MISMATCH naming the file (or the directory) and the tensor;
+ * MMRT_ERR_NOTFOUND when no file has the tensor. */
+int mmrt_ckpt_read_slice(MmrtCkpt *c, const MmrtTensorRef *t, const MmrtSlice *want, int first,
+                         char *err, size_t errlen);
 
 #endif

@@ -537,6 +537,25 @@ static void piece_shape(const Trainer *t, const MmrtTensorDesc *p, int64_t *shap
   }
 }
 
+/* Where this rank's piece of p sits in the logical tensor (the unpadded
+ * one): the checkpoint's record of it, and what a run under another plan
+ * assembles its own piece by (mmrt_ckpt_read_slice).  A rank holding
+ * vocabulary padding alone has length 0 in dim 0. */
+static void slice_of(const Trainer *t, const MmrtTensorDesc *p, MmrtSlice *s) {
+  s->ndim = (int)p->ndim;
+  for (int64_t d = 0; d < p->ndim; d++) {
+    s->global[d] = p->shape[d];
+    s->len[d] = p->shape[d] / ways(t, p->split[d]);
+    s->first[d] = part_of(t, p->split[d]) * s->len[d];
+  }
+  if (p->ndim && p->rows < p->shape[0]) {
+    int64_t real = p->rows - s->first[0];
+    s->global[0] = p->rows;
+    s->len[0] = real < 0 ? 0 : real < s->len[0] ? real : s->len[0];
+    if (!s->len[0]) s->first[0] = 0;
+  }
+}
+
 static MmrtTensorRef *tensor_refs(Trainer *t) {
   MmrtTensorRef *refs = calloc((size_t)t->m->nparams + 1, sizeof *refs);
   for (int64_t i = 0; refs && i < t->m->nparams; i++) {
@@ -561,6 +580,8 @@ static int any_rank(Trainer *t, int bad, const char *what) {
   return bad != 0;
 }
 
+#define SLICE_TEXT 640 /* "slice:<name>" and its value */
+
 /* A checkpoint of step t->done: every rank's file into the step
  * directory, a barrier, rank 0 writes the manifest and flips DIR/latest, a
  * barrier, rank 0 prunes to the last --keep.  A failure anywhere leaves
@@ -579,10 +600,28 @@ static int save_ckpt(Trainer *t) {
                    {"model", t->m->name}};
   int rc = mmrt_ckpt_target(t->a.ckpt, t->done, dir, sizeof dir, err, sizeof err);
   if (rc == MMRT_OK) {
+    /* and per tensor the slice of the logical tensor this piece is */
+    int64_t np = t->m->nparams;
     MmrtTensorRef *refs = tensor_refs(t);
-    rc = refs ? mmrt_ckpt_save_rank(dir, t->rank, &man, refs, (int)t->m->nparams, meta, 4, err,
-                                    sizeof err)
-              : mmrt_errf(err, sizeof err, MMRT_ERR_NOMEM, "out of memory");
+    MmrtKV *all = calloc((size_t)np + 5, sizeof *all);
+    char *text = calloc((size_t)np + 1, 2 * SLICE_TEXT);
+    if (refs && all && text) {
+      memcpy(all, meta, sizeof meta);
+      for (int64_t i = 0; i < np; i++) {
+        MmrtSlice sl;
+        char *key = text + 2 * SLICE_TEXT * i, *val = key + SLICE_TEXT;
+        slice_of(t, &t->m->params[i], &sl);
+        snprintf(key, SLICE_TEXT, "%s%s", MMRT_CKPT_SLICE_PREFIX, t->m->params[i].name);
+        mmrt_slice_format(val, SLICE_TEXT, &sl);
+        all[4 + i] = (MmrtKV){key, val};
+      }
+      rc =
+          mmrt_ckpt_save_rank(dir, t->rank, &man, refs, (int)np, all, (int)np + 4, err, sizeof err);
+    } else {
+      rc = mmrt_errf(err, sizeof err, MMRT_ERR_NOMEM, "out of memory");
+    }
+    free(text);
+    free(all);
     free(refs);
   }
   /* every rank's file before the manifest and pointer that name them */
@@ -689,25 +728,50 @@ static int dump_inputs(Trainer *t, int64_t step) {
   return 0;
 }
 
-/* Loads the checkpoint of --ckpt; *fresh = 1 when there is none yet. */
+/* This rank's piece of every parameter and optimizer state from the open
+ * checkpoint c, whatever plan wrote it: each piece assembled from the
+ * pieces of the logical tensor the rank files hold (this rank's own file
+ * first: under the same plan that is one read per tensor).  which: -2
+ * everything (optimizer state too), else as in load_by_name; need_all: a tensor no file has is an
+ * error.  Returns the number loaded, or -1 with err set. */
+static int load_pieces(Trainer *t, MmrtCkpt *c, int which, int need_all, char *err, size_t len) {
+  int loaded = 0;
+  for (int64_t i = 0; i < t->m->nparams; i++) {
+    const MmrtTensorDesc *p = &t->m->params[i];
+    if (which > -2 &&
+        (p->arena != MMRT_ARENA_PARAM || (which >= 0 && mmrt_is_adapter(p->name) != which)))
+      continue;
+    MmrtTensorRef ref = {
+        .name = p->name, .dtype = (MmrtStDtype)p->dtype, .ndim = (int)p->ndim, .data = at(t, p)};
+    MmrtSlice sl;
+    slice_of(t, p, &sl);
+    for (int d = 0; d < ref.ndim; d++) ref.shape[d] = sl.len[d];
+    int rc = mmrt_ckpt_read_slice(c, &ref, &sl, t->rank, err, len);
+    if (rc == MMRT_ERR_NOTFOUND && !need_all) continue;
+    if (rc != MMRT_OK) return -1;
+    loaded++;
+  }
+  return loaded;
+}
+
+/* Loads the checkpoint of --ckpt; *fresh = 1 when there is none yet.  The
+ * checkpoint may come from another plan (tp, sp, dp, ZeRO, world size):
+ * only the model must be the same (its fingerprint). */
 static int load_ckpt(Trainer *t, int *fresh) {
   char err[ERRLEN];
-  MmrtManifest want = {.world_size = t->world}, found;
-  snprintf(want.fingerprint, sizeof want.fingerprint, "%s", t->m->fingerprint);
-  MmrtStFile *f = NULL;
-  int rc = mmrt_ckpt_open_rank(&f, t->a.ckpt, t->rank, &want, &found, err, sizeof err);
+  MmrtManifest found;
+  MmrtCkpt *c = NULL;
+  int rc = mmrt_ckpt_open_all(&c, t->a.ckpt, t->m->fingerprint, &found, err, sizeof err);
   *fresh = rc == MMRT_ERR_NOTFOUND;
   if (*fresh) return 0;
   if (rc == MMRT_ERR_MISMATCH && strstr(err, "fingerprint"))
     return fail("the checkpoint in %s is not of this model: %s", t->a.ckpt, err);
   if (rc != MMRT_OK) return fail("cannot resume from %s: %s", t->a.ckpt, err);
-  MmrtTensorRef *refs = tensor_refs(t);
+  /* the run's state from the file of this rank (rank 0's when the writer had fewer) */
+  MmrtStFile *f = mmrt_ckpt_file(c, t->rank < mmrt_ckpt_nfiles(c) ? t->rank : 0);
   int64_t seed = 0, step = 0;
   const char *its = mmrt_st_meta(f, MMRT_CKPT_DATA_ITER);
-  if (!refs)
-    rc = MMRT_ERR_NOMEM, snprintf(err, sizeof err, "out of memory");
-  else
-    rc = mmrt_st_read_all(f, refs, (int)t->m->nparams, 1, err, sizeof err);
+  rc = load_pieces(t, c, -2, 1, err, sizeof err) < 0 ? MMRT_ERR_MISMATCH : MMRT_OK;
   if (rc == MMRT_OK) rc = mmrt_st_meta_int64(f, MMRT_CKPT_SEED, &seed, err, sizeof err);
   if (rc == MMRT_OK) rc = mmrt_st_meta_int64(f, MMRT_CKPT_STEP, &step, err, sizeof err);
   if (rc == MMRT_OK && !its)
@@ -722,9 +786,13 @@ static int load_ckpt(Trainer *t, int *fresh) {
     rc = mmrt_iter_init(&t->cx.it, &t->cx.train, t->cx.B, 1, t->a.seed, err, sizeof err);
     if (rc == MMRT_OK) rc = mmrt_iter_restore(&t->cx.it, its, err, sizeof err);
   }
-  free(refs);
-  mmrt_st_close(f);
+  mmrt_ckpt_close(c);
   if (rc != MMRT_OK) return fail("cannot resume from %s: %s", t->a.ckpt, err);
+  if (!t->a.quiet && t->rank == 0 && found.world_size != t->world)
+    fprintf(stderr,
+            "trainer: the checkpoint was written by %d rank%s; each piece assembled from "
+            "theirs\n",
+            found.world_size, found.world_size == 1 ? "" : "s");
   t->done = t->saved = step;
   return 0;
 }
@@ -733,21 +801,23 @@ static int load_ckpt(Trainer *t, int *fresh) {
 
 /* The parameters (not optimizer state) a file has, by name and shape:
  * adapters only, everything else, or (which < 0) all. PATH is a
- * .safetensors file or a checkpoint directory (its rank file). Returns the
+ * .safetensors file or a checkpoint directory (of any plan: each piece
+ * assembled from its rank files). Returns the
  * number loaded, or -1 after a message. `need_all`: every selected
  * parameter must be there. */
 static int load_by_name(Trainer *t, const char *flag, const char *path, int which, int need_all) {
-  char err[ERRLEN], file[4096], dir[4096];
+  char err[ERRLEN];
   struct stat st;
-  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-    if (mmrt_ckpt_resolve(path, dir, sizeof dir, err, sizeof err) != MMRT_OK)
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) { /* a checkpoint of any plan */
+    MmrtCkpt *c = NULL;
+    if (mmrt_ckpt_open_all(&c, path, NULL, NULL, err, sizeof err) != MMRT_OK)
       return fail("%s %s: %s", flag, path, err), -1;
-    mmrt_ckpt_rank_path(file, sizeof file, dir, t->rank);
-  } else {
-    snprintf(file, sizeof file, "%s", path);
+    int n = load_pieces(t, c, which < 0 ? -1 : which, need_all, err, sizeof err);
+    mmrt_ckpt_close(c);
+    return n < 0 ? (fail("%s %s: %s", flag, path, err), -1) : n;
   }
   MmrtStFile *f = NULL;
-  if (mmrt_st_open(&f, file, err, sizeof err) != MMRT_OK)
+  if (mmrt_st_open(&f, path, err, sizeof err) != MMRT_OK)
     return fail("%s %s: %s", flag, path, err), -1;
   int loaded = 0, rc = MMRT_OK;
   for (int64_t i = 0; i < t->m->nparams && rc == MMRT_OK; i++) {
@@ -755,18 +825,18 @@ static int load_by_name(Trainer *t, const char *flag, const char *path, int whic
     if (p->arena != MMRT_ARENA_PARAM || (which >= 0 && mmrt_is_adapter(p->name) != which)) continue;
     if (mmrt_st_find(f, p->name) < 0) {
       if (need_all)
-        rc = mmrt_errf(err, sizeof err, MMRT_ERR_NOTFOUND, "%s: no tensor '%s'", file, p->name);
+        rc = mmrt_errf(err, sizeof err, MMRT_ERR_NOTFOUND, "%s: no tensor '%s'", path, p->name);
       continue;
     }
     MmrtTensorRef ref = {
         .name = p->name, .dtype = (MmrtStDtype)p->dtype, .ndim = (int)p->ndim, .data = at(t, p)};
     piece_shape(t, p, ref.shape);
     for (int64_t d = 0; d < p->ndim; d++)
-      if (p->split[d] && !(stat(path, &st) == 0 && S_ISDIR(st.st_mode)))
+      if (p->split[d])
         rc = mmrt_errf(err, sizeof err, MMRT_ERR_ARG,
-                       "%s: %s is split over ranks; load it from a checkpoint "
-                       "directory of the same plan",
-                       file, p->name);
+                       "%s: %s is split over ranks; load it from a checkpoint directory (of any "
+                       "plan)",
+                       path, p->name);
     if (rc == MMRT_OK) rc = mmrt_st_read(f, &ref, err, sizeof err);
     loaded += rc == MMRT_OK;
   }

@@ -486,6 +486,97 @@ static int exists(const char *root, const char *name) {
   return access(p, F_OK) == 0;
 }
 
+/* A logical tensor g [5, 6] (g[i][j] = 10 i + j) cut into three pieces
+ * (rank 0 rows 0..2 x cols 0..2, rank 1 rows 0..2 x cols 3..5, rank 2 rows
+ * 3..4 whole), h [3, 3] replicated in every file, and a scalar s that only
+ * rank 1's file holds (as a pipeline stage's file would): any box that
+ * mmrt_ckpt_read_slice assembles equals the naive index, from whichever
+ * rank's file it starts. */
+static void save_pieces(const char *dir, int drop) {
+  char err[512];
+  MmrtManifest m = {3, 4, "pieces"};
+  const int64_t box[3][4] = {{0, 0, 3, 3}, {0, 3, 3, 3}, {3, 0, 2, 6}}; /* first, len */
+  for (int r = 0; r < 3; r++) {
+    float g[18], h[9], sc = 42;
+    const int64_t *b = box[r];
+    for (int i = 0; i < b[2]; i++)
+      for (int j = 0; j < b[3]; j++) g[i * b[3] + j] = (float)(10 * (b[0] + i) + b[1] + j);
+    for (int k = 0; k < 9; k++) h[k] = (float)(k / 3 * 10 + k % 3);
+    MmrtTensorRef t[3] = {{"g", MMRT_ST_F32, 2, {b[2], b[3]}, g},
+                          {"h", MMRT_ST_F32, 2, {3, 3}, h},
+                          {"s", MMRT_ST_F32, 0, {0}, &sc}};
+    char v[3][128];
+    MmrtSlice sg = {2, {5, 6}, {b[0], b[1]}, {b[2], b[3]}}, sh = {2, {3, 3}, {0, 0}, {3, 3}};
+    mmrt_slice_format(v[0], sizeof v[0], &sg);
+    mmrt_slice_format(v[1], sizeof v[1], &sh);
+    MmrtKV meta[2] = {{"slice:g", v[0]}, {"slice:h", v[1]}};
+    int n = r == 1 ? 3 : 2, skip = r == drop; /* rank `drop` has no g */
+    ck_assert_msg(mmrt_ckpt_save_rank(dir, r, &m, t + skip, n - skip, meta + skip, 2 - skip, err,
+                                      sizeof err) == MMRT_OK,
+                  "%s", err);
+  }
+  ck_assert_int_eq(mmrt_ckpt_write_manifest(dir, &m, err, sizeof err), MMRT_OK);
+}
+
+START_TEST(read_slices) {
+  char err[512], dir[400];
+  snprintf(dir, sizeof dir, "%s/pieces", tmpdir);
+  save_pieces(dir, -1);
+  MmrtCkpt *c;
+  MmrtManifest found;
+  ck_assert_int_eq(mmrt_ckpt_open_all(&c, dir, "other", &found, err, sizeof err),
+                   MMRT_ERR_MISMATCH);
+  ck_assert_msg(strstr(err, "manifest.json: model fingerprint is 'pieces'"), "%s", err);
+  ck_assert_msg(mmrt_ckpt_open_all(&c, dir, "pieces", &found, err, sizeof err) == MMRT_OK, "%s",
+                err);
+  ck_assert_int_eq(mmrt_ckpt_nfiles(c), 3);
+  const int64_t boxes[][4] = {{0, 0, 5, 6}, {1, 2, 3, 3}, {4, 5, 1, 1}, {2, 1, 2, 4}};
+  for (int q = 0; q < 4; q++) {
+    const int64_t *b = boxes[q];
+    for (int first = 0; first < 3; first++) {
+      float w[30];
+      MmrtSlice want = {2, {5, 6}, {b[0], b[1]}, {b[2], b[3]}};
+      MmrtTensorRef t = {"g", MMRT_ST_F32, 2, {b[2], b[3]}, w};
+      ck_assert_msg(mmrt_ckpt_read_slice(c, &t, &want, first, err, sizeof err) == MMRT_OK, "%s",
+                    err);
+      for (int i = 0; i < b[2]; i++)
+        for (int j = 0; j < b[3]; j++)
+          ck_assert_msg(w[i * b[3] + j] == (float)(10 * (b[0] + i) + b[1] + j),
+                        "box %d from rank %d: [%d][%d] = %g", q, first, i, j,
+                        (double)w[i * b[3] + j]);
+    }
+  }
+  float sc = 0, h[4];
+  MmrtSlice s0 = {0, {0}, {0}, {0}}, sh = {2, {3, 3}, {1, 1}, {2, 2}};
+  MmrtTensorRef ts = {"s", MMRT_ST_F32, 0, {0}, &sc}, th = {"h", MMRT_ST_F32, 2, {2, 2}, h};
+  ck_assert_int_eq(mmrt_ckpt_read_slice(c, &ts, &s0, 0, err, sizeof err), MMRT_OK);
+  ck_assert(sc == 42.0f); /* found in rank 1's file alone */
+  ck_assert_int_eq(mmrt_ckpt_read_slice(c, &th, &sh, 2, err, sizeof err), MMRT_OK);
+  ck_assert(h[0] == 11.0f && h[1] == 12.0f && h[2] == 21.0f && h[3] == 22.0f);
+  /* another global shape, an absent tensor */
+  MmrtSlice wrong = {2, {6, 6}, {0, 0}, {2, 2}};
+  ck_assert_int_eq(mmrt_ckpt_read_slice(c, &th, &wrong, 0, err, sizeof err), MMRT_ERR_MISMATCH);
+  th.name = "g";
+  ck_assert_int_eq(mmrt_ckpt_read_slice(c, &th, &wrong, 0, err, sizeof err), MMRT_ERR_MISMATCH);
+  ck_assert_msg(strstr(err, "rank-00000.safetensors: tensor 'g' is a piece of F32 [5, 6], "
+                            "expected F32 [6, 6]"),
+                "%s", err);
+  th.name = "nope";
+  ck_assert_int_eq(mmrt_ckpt_read_slice(c, &th, &sh, 0, err, sizeof err), MMRT_ERR_NOTFOUND);
+  mmrt_ckpt_close(c);
+  /* rank 1's piece of g is gone: the elements it held are in no file */
+  save_pieces(dir, 1);
+  ck_assert_int_eq(mmrt_ckpt_open_all(&c, dir, NULL, NULL, err, sizeof err), MMRT_OK);
+  float w[30];
+  MmrtSlice all = {2, {5, 6}, {0, 0}, {5, 6}};
+  MmrtTensorRef t = {"g", MMRT_ST_F32, 2, {5, 6}, w};
+  ck_assert_int_eq(mmrt_ckpt_read_slice(c, &t, &all, 0, err, sizeof err), MMRT_ERR_MISMATCH);
+  ck_assert_msg(strstr(err, "tensor 'g': 9 of the 30 elements this rank needs are in no rank file"),
+                "%s", err);
+  mmrt_ckpt_close(c);
+}
+END_TEST
+
 START_TEST(checkpoint_steps) {
   char err[512], root[400], sd[400], live[400];
   snprintf(root, sizeof root, "%s/run", tmpdir);
@@ -603,6 +694,7 @@ int main(void) {
   tcase_add_test(tc, atomic_write_error);
   tcase_add_test(tc, checkpoint_dir);
   tcase_add_test(tc, checkpoint_steps);
+  tcase_add_test(tc, read_slices);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_ENV);
