@@ -369,6 +369,21 @@ static bool lower_haar(Cg *cg, const IrNode *n) {
   return true;
 }
 
+/* rel_buckets, timestep_embedding, ddpm_table: runtime/mmrt_dit.c */
+static bool lower_table(Cg *cg, const IrNode *n) {
+  if (n->op == IR_OP_REL_BUCKETS)
+    CALL("mmrt_rel_buckets", O(0), I32(n->out[0]->shape.d[0]), I32(attr(n, IR_ATTR_BUCKETS)->i),
+         I32(attr(n, IR_ATTR_MAX_DISTANCE)->i));
+  else if (n->op == IR_OP_TIMESTEP_EMBEDDING)
+    CALL("mmrt_timestep_embed", O(0), V(0), cg_i64(cg, ir_numel(&n->in[0]->shape)),
+         I32(attr(n, IR_ATTR_DIM)->i), cg_f64(cg, attr(n, IR_ATTR_THETA)->f));
+  else
+    CALL("mmrt_ddpm_table", O(0), I32(attr(n, IR_ATTR_STEPS)->i),
+         cg_f64(cg, attr(n, IR_ATTR_BETA_START)->f), cg_f64(cg, attr(n, IR_ATTR_BETA_END)->f),
+         I32(attr(n, IR_ATTR_ZERO_SNR)->i), cg_f64(cg, attr(n, IR_ATTR_GAMMA)->f));
+  return true;
+}
+
 /* kv_write(cache[B, S, KVH, D], x[B, n, KVH, D], pos) */
 static bool lower_kv_write(Cg *cg, const IrNode *n) {
   const IrShape *c = &n->in[0]->shape;

@@ -458,6 +458,7 @@ typedef enum IrShardRuleId {
   IR_SHR_PLACE,
   IR_SHR_PLACE_GRAD,
   IR_SHR_HAAR,
+  IR_SHR_ROWS, /* timestep_embedding: operand dims pass through, the added last dim whole */
   IR_SHR_FREE, /* grad_norm: operands split any way (never P); the kernel reduces, the result is B
                 */
   IR_SHR_COLLECTIVE, /* all_reduce, all_gather, ...: checked against their attributes */

@@ -1063,6 +1063,60 @@ static bool ev_fused(Ev *e) {
   return true;
 }
 
+/* ---- tables for text and video diffusion (ops.def says what each holds) ---- */
+
+/* T5's bucket of relative position rel = key - query (bidirectional) */
+static int64_t t5_bucket(int64_t rel, int64_t nb, int64_t maxd) {
+  int64_t half = nb / 2, exact = half / 2, b = rel > 0 ? half : 0, a = rel < 0 ? -rel : rel;
+  if (a < exact) return b + a;
+  int64_t far = exact + (int64_t)(log((double)a / (double)exact) /
+                                  log((double)maxd / (double)exact) * (double)(half - exact));
+  return b + (far < half - 1 ? far : half - 1);
+}
+
+static bool ev_table(Ev *e) {
+  IrTensor *y = OUT(e, 0);
+  switch (e->n->op) {
+    case IR_OP_REL_BUCKETS: {
+      int64_t L = iattr(e, IR_ATTR_LEN);
+      for (int64_t i = 0; i < L; i++)
+        for (int64_t j = 0; j < L; j++)
+          y->d[i * L + j] =
+              (double)t5_bucket(j - i, iattr(e, IR_ATTR_BUCKETS), iattr(e, IR_ATTR_MAX_DISTANCE));
+      return true;
+    }
+    case IR_OP_TIMESTEP_EMBEDDING: {
+      const IrTensor *t = IN(e, 0);
+      int64_t half = iattr(e, IR_ATTR_DIM) / 2;
+      for (int64_t r = 0; r < t->n; r++)
+        for (int64_t k = 0; k < half; k++) {
+          double a = t->d[r] * exp(-log(fattr(e, IR_ATTR_THETA)) * (double)k / (double)half);
+          y->d[r * 2 * half + k] = cos(a);
+          y->d[r * 2 * half + half + k] = sin(a);
+        }
+      return true;
+    }
+    case IR_OP_DDPM_TABLE: {
+      int64_t N = iattr(e, IR_ATTR_STEPS);
+      double b0 = fattr(e, IR_ATTR_BETA_START), b1 = fattr(e, IR_ATTR_BETA_END), abar = 1,
+             gamma = fattr(e, IR_ATTR_GAMMA), first = sqrt(1 - b0), last = 1;
+      for (int64_t t = 0; t < N; t++) last *= 1 - (b0 + (b1 - b0) * (double)t / (double)(N - 1));
+      last = sqrt(last);
+      for (int64_t t = 0; t < N; t++) {
+        abar *= 1 - (b0 + (b1 - b0) * (double)t / (double)(N - 1));
+        double s = sqrt(abar);
+        if (iattr(e, IR_ATTR_ZERO_SNR)) s = (s - last) * first / (first - last);
+        double ab = s * s, snr = ab / (1 - ab);
+        y->d[t * 3] = s;
+        y->d[t * 3 + 1] = sqrt(1 - ab);
+        y->d[t * 3 + 2] = (snr < gamma ? snr : gamma) / (snr + 1);
+      }
+      return true;
+    }
+    default: return fail(e, "not a table op");
+  }
+}
+
 /* ---- dispatch ---- */
 
 typedef bool (*EvFn)(Ev *e);

@@ -988,3 +988,62 @@ bool ir_shape_SGD(IrShapeCtx *cx) {
   static const char *const names[] = {"param", "grad", "mom", "lr", "scale"};
   return step_op(cx, 3, names);
 }
+
+/* ---- tables for text and video diffusion ---- */
+
+static bool int_in(IrShapeCtx *cx, IrAttrId id, int64_t lo, int64_t hi, const char *what) {
+  int64_t v = attr(cx, id)->i;
+  if (v < lo || v > hi)
+    return ir_shape_fail(cx, -1, "%s must be in [%lld, %lld], got %lld", what, (long long)lo,
+                         (long long)hi, (long long)v);
+  return true;
+}
+
+/* rel_buckets() {len, buckets, max_distance} -> i32[len, len] */
+bool ir_shape_REL_BUCKETS(IrShapeCtx *cx) {
+  if (!int_in(cx, IR_ATTR_LEN, 1, 1 << 20, "len") ||
+      !int_in(cx, IR_ATTR_BUCKETS, 4, 1 << 16, "buckets"))
+    return false;
+  if (attr(cx, IR_ATTR_BUCKETS)->i % 4)
+    return ir_shape_fail(cx, -1, "buckets must be a multiple of 4, got %lld",
+                         (long long)attr(cx, IR_ATTR_BUCKETS)->i);
+  if (!int_in(cx, IR_ATTR_MAX_DISTANCE, attr(cx, IR_ATTR_BUCKETS)->i / 4 + 1, 1 << 20,
+              "max_distance"))
+    return false;
+  IrShape s = {.rank = 2, .d = {attr(cx, IR_ATTR_LEN)->i, attr(cx, IR_ATTR_LEN)->i}};
+  set_out(cx, IR_I32, &s);
+  return true;
+}
+
+/* timestep_embedding(t f32[...]) {dim, theta} -> f32[..., dim] */
+bool ir_shape_TIMESTEP_EMBEDDING(IrShapeCtx *cx) {
+  if (!need_float(cx, 0)) return false;
+  if (rank(cx, 0) >= IR_MAX_RANK) return ir_shape_fail(cx, 0, "t has too many dims");
+  if (!int_in(cx, IR_ATTR_DIM, 2, 1 << 20, "dim")) return false;
+  if (attr(cx, IR_ATTR_DIM)->i % 2)
+    return ir_shape_fail(cx, -1, "dim must be even, got %lld", (long long)attr(cx, IR_ATTR_DIM)->i);
+  double th = attr(cx, IR_ATTR_THETA)->f;
+  if (!(th > 1) || th > 1e300)
+    return ir_shape_fail(cx, -1, "theta must be a finite number above 1, got %g", th);
+  IrShape s = *in_shape(cx, 0);
+  s.d[s.rank++] = attr(cx, IR_ATTR_DIM)->i;
+  set_out(cx, IR_F32, &s);
+  return true;
+}
+
+/* ddpm_table() {steps, beta_start, beta_end, zero_snr, gamma} -> f32[steps, 3] */
+bool ir_shape_DDPM_TABLE(IrShapeCtx *cx) {
+  if (!int_in(cx, IR_ATTR_STEPS, 2, 1 << 20, "steps") ||
+      !int_in(cx, IR_ATTR_ZERO_SNR, 0, 1, "zero_snr"))
+    return false;
+  double b0 = attr(cx, IR_ATTR_BETA_START)->f, b1 = attr(cx, IR_ATTR_BETA_END)->f,
+         g = attr(cx, IR_ATTR_GAMMA)->f;
+  if (!(b0 > 0 && b0 <= b1 && b1 < 1))
+    return ir_shape_fail(cx, -1, "betas need 0 < beta_start <= beta_end < 1, got %g and %g", b0,
+                         b1);
+  if (!(g > 0) || g > 1e300)
+    return ir_shape_fail(cx, -1, "gamma must be a finite number above 0, got %g", g);
+  IrShape s = {.rank = 2, .d = {attr(cx, IR_ATTR_STEPS)->i, 3}};
+  set_out(cx, IR_F32, &s);
+  return true;
+}

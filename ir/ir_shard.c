@@ -314,6 +314,12 @@ static void rule_ROPE(const IrNode *n, IrShardRule *r) {
   }
 }
 
+/* timestep_embedding t[...] -> [..., dim]: t's dims split as they are; dim whole */
+static void rule_ROWS(const IrNode *n, IrShardRule *r) {
+  rows(r, n, 0, 0, 0, IR_FM_BAD);
+  out_f(r, 0, ish(n, 0)->rank, newf(r, osh(n, 0)->d[ish(n, 0)->rank], IR_FM_BAD));
+}
+
 /* place(x[B, T, C], src[B, N, C], ids[B, T]) -> [B, T, C]: batch and
  * channels split; T and N stay whole (the token positions are global) */
 static void rule_PLACE(const IrNode *n, IrShardRule *r) {
@@ -432,6 +438,7 @@ static void (*const rule_fns[IR_SHR_COUNT])(const IrNode *, IrShardRule *) = {
     [IR_SHR_PLACE] = rule_PLACE,
     [IR_SHR_PLACE_GRAD] = rule_PLACE_GRAD,
     [IR_SHR_HAAR] = rule_HAAR,
+    [IR_SHR_ROWS] = rule_ROWS,
     [IR_SHR_FREE] = rule_FREE,
     [IR_SHR_COLLECTIVE] = rule_COLLECTIVE,
     [IR_SHR_RESHARD] = rule_RESHARD,

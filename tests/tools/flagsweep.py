@@ -476,6 +476,18 @@ kw_probes = {
     "sum.axis": (X, "mean(sum(x) * x)", "mean(sum(x, axis = 1))"),
     "mean.axis": (X, "mean(mean(x) * x)", "mean(mean(x, axis = 1))"),
     "x.flatten.start": (T3, "mean(t.flatten())", "mean(t.flatten(start = 1))"),
+    "rel_buckets.buckets": (X, "mean(embedding(rel_buckets(len = 4), cw3.reshape(48, 1)))",
+                            "mean(embedding(rel_buckets(len = 4, buckets = 8), cw3.reshape(48, 1)))"),
+    "rel_buckets.max_distance": (X, "mean(embedding(rel_buckets(len = 4), cw3.reshape(48, 1)))",
+                                 "mean(embedding(rel_buckets(len = 4, max_distance = 16), cw3.reshape(48, 1)))"),
+    "timestep_embedding.theta": (X, "mean(timestep_embedding(x[:, 0], dim = 4))",
+                                 "mean(timestep_embedding(x[:, 0], dim = 4, theta = 100.0))"),
+    "ddpm_table.steps": (X, "mean(ddpm_table()) + mean(x)", "mean(ddpm_table(steps = 10)) + mean(x)"),
+    "ddpm_table.beta_start": (X, "mean(ddpm_table()) + mean(x)",
+                              "mean(ddpm_table(beta_start = 0.001)) + mean(x)"),
+    "ddpm_table.beta_end": (X, "mean(ddpm_table()) + mean(x)", "mean(ddpm_table(beta_end = 0.03)) + mean(x)"),
+    "ddpm_table.zero_snr": (X, "mean(ddpm_table()) + mean(x)", "mean(ddpm_table(zero_snr = 0)) + mean(x)"),
+    "ddpm_table.gamma": (X, "mean(ddpm_table()) + mean(x)", "mean(ddpm_table(gamma = 1.0)) + mean(x)"),
 }
 nkw = 0
 for key in kwopts:

@@ -262,6 +262,56 @@ START_TEST(test_haar) {
 }
 END_TEST
 
+/* The tables of text and video diffusion (runtime/mmrt_dit.c) against the
+ * interpreter: T5's relative-position buckets (exact, 40 positions, so the
+ * log-spaced buckets and the cap at max_distance 20 are reached), the
+ * timestep embedding and the DDPM table with and without the zero-terminal-
+ * SNR rescale (1e-6: both in double); its last row under zero_snr is
+ * (0, 1, 0), the SNR there being 0. */
+START_TEST(test_dit_tables) {
+  R r;
+  r_init(&r, 70);
+  IrAttrs a = {0};
+  ir_attrs_set_int(&a, IR_ATTR_LEN, 40);
+  ir_attrs_set_int(&a, IR_ATTR_BUCKETS, 32);
+  ir_attrs_set_int(&a, IR_ATTR_MAX_DISTANCE, 20);
+  IrNode *b = run(&r, IR_OP_REL_BUCKETS, NULL, 0, &a);
+  int32_t *kb = ralloc(&r, sizeof(int32_t) * 40 * 40), *ib = ints(&r, b->out[0]);
+  mmrt_rel_buckets(kb, 40, 32, 20);
+  for (int i = 0; i < 40 * 40; i++) ck_assert_int_eq(kb[i], ib[i]);
+  ck_assert_int_eq(kb[0 * 40 + 39], 31); /* far right: the last bucket */
+  ck_assert_int_eq(kb[39 * 40 + 0], 15); /* far left */
+  ck_assert_int_eq(kb[5 * 40 + 3], 2);   /* exact below 8 */
+  IrValue *t = rin(&r, SHP(3, 2), 0, 999);
+  IrAttrs e = {0};
+  ir_attrs_set_int(&e, IR_ATTR_DIM, 16);
+  ir_attrs_set_float(&e, IR_ATTR_THETA, 10000);
+  IrNode *y = run(&r, IR_OP_TIMESTEP_EMBEDDING, &t, 1, &e);
+  float *ky = fzeros(&r, y->out[0]);
+  mmrt_timestep_embed(ky, fl(&r, t), 6, 16, 10000);
+  cmp(&r, "timestep_embedding", y->out[0], ky);
+  for (int zero = 0; zero < 2; zero++) {
+    IrAttrs d = {0};
+    ir_attrs_set_int(&d, IR_ATTR_STEPS, 1000);
+    ir_attrs_set_float(&d, IR_ATTR_BETA_START, 1e-4);
+    ir_attrs_set_float(&d, IR_ATTR_BETA_END, 0.02);
+    ir_attrs_set_int(&d, IR_ATTR_ZERO_SNR, zero);
+    ir_attrs_set_float(&d, IR_ATTR_GAMMA, 5);
+    IrNode *n = run(&r, IR_OP_DDPM_TABLE, NULL, 0, &d);
+    float *kd = fzeros(&r, n->out[0]);
+    mmrt_ddpm_table(kd, 1000, 1e-4, 0.02, zero, 5);
+    const IrTensor *it = ir_store_get(&r.st, n->out[0]);
+    for (int i = 0; i < 3000; i++) ck_assert_double_eq_tol(kd[i], it->d[i], 1e-6);
+    if (zero) {
+      ck_assert_float_eq(kd[2997], 0);
+      ck_assert_float_eq(kd[2998], 1);
+      ck_assert_float_eq(kd[2999], 0);
+    }
+  }
+  r_free(&r);
+}
+END_TEST
+
 /* The sub-band order on one 2x2 block (a b / c d) = (1 2 / 3 4): LL =
  * (a+b+c+d)/2 = 5, rows differ (a+b-c-d)/2 = -2, columns (a-b+c-d)/2 = -1,
  * both (a-b-c+d)/2 = 0; and in 3D the frame difference of a block whose
@@ -740,6 +790,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_conv3d);
   tcase_add_loop_test(tc, test_haar, 0, (int)(sizeof haars / sizeof haars[0]));
   tcase_add_test(tc, test_haar_order);
+  tcase_add_test(tc, test_dit_tables);
   tcase_add_test(tc, test_haar_channel_split);
   tcase_add_test(tc, test_haar3d_causal_form);
   tcase_add_test(tc, test_haar_inverse_energy);
