@@ -342,6 +342,9 @@ static Val *bi_attention(Args *a) {
     AttnSite *s = ARENA_NEW(&a->p->ast, AttnSite);
     s->heads = in[0]->shape.d[2];
     s->kv_heads = in[1]->shape.d[2];
+    s->seq = in[0]->shape.d[1];
+    s->kv_seq = in[1]->shape.d[1];
+    s->causal = causal;
     s->loc = at(a);
     s->path = a->p->b.scope ? a->p->b.scope : "";
     ptrvec_push(&a->p->ast, &a->p->attn, s);

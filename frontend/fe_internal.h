@@ -68,6 +68,8 @@ struct Inst {
 /* Record of attention heads seen while lowering (for the plan checks). */
 typedef struct AttnSite {
   int64_t heads, kv_heads;
+  int64_t seq, kv_seq; /* query and key/value sequence lengths */
+  bool causal;
   SrcLoc loc;
   const char *path;
 } AttnSite;

@@ -11,7 +11,7 @@
 void mm_plan_flags_init(MmPlanFlags *f) {
   f->tp = f->pp = f->cp = f->dp = f->zero = f->micro_batches = -1;
   f->sp = -1;
-  f->schedule = f->recompute = NULL;
+  f->schedule = f->recompute = f->cp_kind = NULL;
   f->bucket_set = false;
   f->bucket_mb = 0;
   f->no_overlap = false;
@@ -549,6 +549,17 @@ static bool read_parallel(FeProgram *p, Inst *root, AstStmt *sec, MmPlan *pl) {
     } else if (strcmp(n, "cp") == 0) {
       ok &= pos_int(p, &root->env, s, 1, 4096, &pl->cp);
       pl->loc_cp = s->name_loc;
+    } else if (strcmp(n, "cp_kind") == 0) {
+      static const char *const kinds[] = {"ulysses", "ring"}; /* MmCpKind's order */
+      pl->loc_cp_kind = s->name_loc;
+      const char *k = sym_of(p, &root->env, s->value);
+      int ki = 0;
+      while (k && ki < 2 && strcmp(k, kinds[ki])) ki++;
+      if (k && ki < 2) pl->cp_kind = (MmCpKind)ki;
+      if (k && ki == 2)
+        diag_error(p->d, s->value->loc,
+                   "unknown context-parallel kind '%s' (expected ulysses or ring)", k);
+      ok &= k && ki < 2;
     } else if (strcmp(n, "dp") == 0) {
       ok &= pos_int(p, &root->env, s, 1, 1 << 20, &pl->dp);
       pl->loc_dp = s->name_loc;
@@ -644,8 +655,8 @@ static bool read_parallel(FeProgram *p, Inst *root, AstStmt *sec, MmPlan *pl) {
       }
     } else {
       diag_error(p->d, s->name_loc,
-                 "unknown parallel setting '%s' (expected tp, sp, pp, cp, dp, zero, micro_batches, "
-                 "schedule, stages, recompute, vpp, bucket_mb)",
+                 "unknown parallel setting '%s' (expected tp, sp, pp, cp, cp_kind, dp, zero, "
+                 "micro_batches, schedule, stages, recompute, vpp, bucket_mb)",
                  n);
       ok = false;
     }
@@ -751,8 +762,8 @@ static bool check_dp_batch(FeProgram *p, const MmPlan *pl) {
 /* Settings that would do nothing are refused, never ignored: the pipeline
  * (pp > 1, micro_batches, schedule, stages, vpp) is not built yet (the
  * pipeline issue builds it; the checks of check_plan above still
- * run first, so a wrong stage list is reported too), cp is not built yet,
- * and zero and bucket_mb act on data parallel only. */
+ * run first, so a wrong stage list is reported too), cp_kind acts on
+ * context parallel only, and zero and bucket_mb on data parallel only. */
 static bool refuse_inert(FeProgram *p, const MmPlan *pl, SrcLoc model_loc) {
   const MmPlanFlags *f = &p->opts.flags;
   int before = p->d->errors;
@@ -769,9 +780,12 @@ static bool refuse_inert(FeProgram *p, const MmPlan *pl, SrcLoc model_loc) {
     diag_error(p->d, or_loc(pl->loc_stages, model_loc), "pipeline stages are not built yet");
   if (pl->loc_vpp.file)
     diag_error(p->d, pl->loc_vpp, "virtual pipeline stages (vpp) are not built yet");
-  if (pl->cp > 1)
-    diag_error(p->d, or_loc(pl->loc_cp, model_loc),
-               "context parallel (cp = %d) is not supported yet; use tp, sp and dp", pl->cp);
+  if (pl->cp > 1 && pl->cp_kind == MM_CP_RING)
+    diag_error(p->d, or_loc(pl->loc_cp_kind, model_loc),
+               "ring context parallel (cp_kind = ring) is not built yet; use cp_kind = ulysses");
+  if ((pl->loc_cp_kind.file || f->cp_kind) && pl->cp <= 1)
+    diag_error(p->d, or_loc(pl->loc_cp_kind, model_loc),
+               "cp_kind chooses how context parallel splits, but cp = %d", pl->cp);
   if (pl->zero >= 1 && pl->dp <= 1)
     diag_error(p->d, or_loc(pl->loc_zero, model_loc),
                "zero = %d shards over data parallel, but dp = %d", pl->zero, pl->dp);
@@ -810,13 +824,15 @@ static bool check_plan(FeProgram *p, MmPlan *pl, SrcLoc model_loc) {
                "sequence parallel (sp) needs tensor parallel, but tp = %d", pl->tp);
     ok = false;
   }
-  /* heads against tp and cp, once per distinct (heads, kv_heads) */
+  /* heads against tp and cp, sequences against the ring, once per distinct site */
   for (int i = 0; i < p->attn.len; i++) {
     AttnSite *s = p->attn.items[i];
     bool seen = false;
     for (int j = 0; j < i; j++) {
       AttnSite *o = p->attn.items[j];
-      if (o->heads == s->heads && o->kv_heads == s->kv_heads) seen = true;
+      if (o->heads == s->heads && o->kv_heads == s->kv_heads && o->seq == s->seq &&
+          o->kv_seq == s->kv_seq && o->causal == s->causal)
+        seen = true;
     }
     if (seen) continue;
     if (s->heads % pl->tp != 0) {
@@ -825,12 +841,40 @@ static bool check_plan(FeProgram *p, MmPlan *pl, SrcLoc model_loc) {
                  (long long)s->heads, s->path);
       diag_note(p->d, s->loc, "attention with %lld heads here", (long long)s->heads);
       ok = false;
-    } else if (pl->cp > 1 && s->heads % ((int64_t)pl->tp * pl->cp) != 0) {
-      diag_error(p->d, or_loc(pl->loc_cp, model_loc),
-                 "tp * cp = %d does not divide the %lld attention heads of '%s'", pl->tp * pl->cp,
-                 (long long)s->heads, s->path);
-      diag_note(p->d, s->loc, "attention with %lld heads here", (long long)s->heads);
-      ok = false;
+    } else if (pl->cp > 1 && pl->cp_kind == MM_CP_ULYSSES) {
+      int64_t ways = (int64_t)pl->tp * pl->cp;
+      bool kv = s->heads % ways == 0; /* then the key/value heads do not divide */
+      if (s->heads % ways || s->kv_heads % ways) {
+        diag_error(p->d, or_loc(pl->loc_cp, model_loc),
+                   "Ulysses context parallel: tp * cp = %lld does not divide the %lld %s heads of "
+                   "'%s'",
+                   (long long)ways, (long long)(kv ? s->kv_heads : s->heads),
+                   kv ? "key/value" : "attention", s->path);
+        diag_note(p->d, s->loc, "attention with %lld heads (%lld key/value heads) here",
+                  (long long)s->heads, (long long)s->kv_heads);
+        ok = false;
+      }
+    }
+    if (pl->cp > 1 && pl->cp_kind == MM_CP_RING) {
+      int64_t parts = s->causal ? 2 * (int64_t)pl->cp : pl->cp;
+      if (s->seq != s->kv_seq) {
+        diag_error(p->d, or_loc(pl->loc_cp, model_loc),
+                   "ring context parallel splits self-attention, but '%s' attends from %lld "
+                   "queries to %lld keys",
+                   s->path, (long long)s->seq, (long long)s->kv_seq);
+        diag_note(p->d, s->loc, "attention here");
+        ok = false;
+      } else if (s->seq % parts != 0) {
+        diag_error(p->d, or_loc(pl->loc_cp, model_loc),
+                   "ring context parallel: the sequence of %lld of '%s' is not divisible by %s = "
+                   "%lld%s",
+                   (long long)s->seq, s->path, s->causal ? "2 * cp" : "cp", (long long)parts,
+                   s->causal ? " (a causal attention is split in 2 * cp chunks, rank i holding "
+                               "chunks i and 2 * cp - 1 - i)"
+                             : "");
+        diag_note(p->d, s->loc, "attention here");
+        ok = false;
+      }
     }
     if (s->kv_heads < s->heads && pl->tp > s->kv_heads) {
       diag_error(p->d, or_loc(pl->loc_tp, model_loc),
@@ -846,6 +890,11 @@ static bool check_plan(FeProgram *p, MmPlan *pl, SrcLoc model_loc) {
       diag_note(p->d, s->loc, "attention here");
       ok = false;
     }
+  }
+  if (pl->cp > 1 && p->attn.len == 0 && p->ir) {
+    diag_error(p->d, or_loc(pl->loc_cp, model_loc),
+               "context parallel (cp = %d) splits attention, but this model has none", pl->cp);
+    ok = false;
   }
   if (pl->pp > 1) {
     if (pl->schedule == MM_SCHED_1F1B && pl->micro_batches < pl->pp) {
@@ -871,6 +920,9 @@ static void apply_flags(FeProgram *p, MmPlan *pl, const MmPlanFlags *f) {
   if (f->sp >= 0) pl->sp = f->sp == 1, pl->loc_sp = (SrcLoc){0};
   if (f->bucket_set) pl->bucket_mb = f->bucket_mb, pl->loc_bucket = (SrcLoc){0};
   if (f->no_overlap) pl->no_overlap = true;
+  if (f->cp_kind)
+    pl->cp_kind = strcmp(f->cp_kind, "ring") == 0 ? MM_CP_RING : MM_CP_ULYSSES,
+    pl->loc_cp_kind = (SrcLoc){0};
   if (f->schedule) {
     if (strcmp(f->schedule, "gpipe") == 0)
       pl->schedule = MM_SCHED_GPIPE;

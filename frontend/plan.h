@@ -8,6 +8,11 @@
 #include "../support/diag.h"
 
 typedef enum MmSchedule { MM_SCHED_1F1B, MM_SCHED_GPIPE, MM_SCHED_INTERLEAVED } MmSchedule;
+/* context parallel (cp > 1): how the attention is split over the cp axis */
+typedef enum MmCpKind {
+  MM_CP_ULYSSES, /* all-to-all from a sequence split to a head split and back */
+  MM_CP_RING     /* each rank keeps its query block, key/value blocks pass around the ring */
+} MmCpKind;
 typedef enum MmRecompute {
   MM_RECOMPUTE_NONE,
   MM_RECOMPUTE_SELECTIVE, /* the attention core (passes/recompute.c) */
@@ -25,6 +30,7 @@ typedef struct MmStage {
 typedef struct MmPlan {
   int tp, pp, cp, dp, zero, micro_batches, vpp;
   bool sp;
+  MmCpKind cp_kind;
   MmSchedule schedule;
   MmRecompute recompute;
   int recompute_block; /* N of MM_RECOMPUTE_BLOCK */
@@ -44,7 +50,7 @@ typedef struct MmPlan {
    * reader */
   bool no_overlap;
   SrcLoc loc_tp, loc_pp, loc_cp, loc_dp, loc_sp, loc_zero, loc_mb, loc_stages, loc_bucket, loc_vpp,
-      loc_schedule, loc_recompute; /* where each was set */
+      loc_schedule, loc_cp_kind, loc_recompute; /* where each was set */
 } MmPlan;
 
 /* The bucket size when neither the model nor --bucket-mb sets one. */
@@ -54,7 +60,7 @@ typedef struct MmPlan {
 typedef struct MmPlanFlags {
   int tp, pp, cp, dp, zero, micro_batches;
   int sp; /* -1 not given, 0 off, 1 on */
-  const char *schedule, *recompute;
+  const char *schedule, *recompute, *cp_kind;
   bool bucket_set; /* --bucket-mb given (false in a zeroed struct) */
   double bucket_mb;
   bool no_overlap; /* --no-overlap */

@@ -66,12 +66,14 @@ void ir_module_mark_ran(IrModule *m, const char *pass) {
 
 /* ---- the fields as the text form writes them (ir_settings.h) ---- */
 
-_Static_assert(sizeof(MmSchedule) == sizeof(int) && sizeof(MmRecompute) == sizeof(int) &&
-                   sizeof(MmOptim) == sizeof(int) && sizeof(MmLrSched) == sizeof(int),
+_Static_assert(sizeof(MmSchedule) == sizeof(int) && sizeof(MmCpKind) == sizeof(int) &&
+                   sizeof(MmRecompute) == sizeof(int) && sizeof(MmOptim) == sizeof(int) &&
+                   sizeof(MmLrSched) == sizeof(int),
                "settings enums are read as int");
 
 static const char *const sched_names[] = {"1f1b", "gpipe", "interleaved", NULL};
 static const char *const recompute_names[] = {"none", "selective", "full", "block", NULL};
+static const char *const cp_kind_names[] = {"ulysses", "ring", NULL};
 static const char *const optim_names[] = {"adamw", "sgd", NULL};
 static const char *const lr_sched_names[] = {"constant", "cosine", NULL};
 
@@ -89,6 +91,7 @@ static const IrSetting plan_fields[] = {
     INT("pp", plan.pp, 1, MAXN),
     INT("cp", plan.cp, 1, MAXN),
     INT("dp", plan.dp, 1, MAXN),
+    ENUM("cp_kind", plan.cp_kind, cp_kind_names),
     BOOL("sp", plan.sp),
     INT("zero", plan.zero, 0, 3),
     INT("micro_batches", plan.micro_batches, 1, MAXN),

@@ -36,9 +36,16 @@
  * The `collectives` pass lowers the reshards into all_reduce, all_gather,
  * reduce_scatter, all_to_all and all_slice; `zero` runs in between.
  *
+ * cp (context parallel): the SEQ ops may split the sequence (dim 1 of
+ * [B, T, C]) on cp as sp lets them on tp, with a bonus that outweighs
+ * slicing a position table, and the rest follows the split. Ulysses
+ * (cp_kind = ulysses): attention and its gradient may split their heads on
+ * cp unasked, and their head-split results source a sequence split in
+ * their readers (source_pl), so the S(seq) -> S(heads) all-to-alls before
+ * attention and S(heads) -> S(seq) after it are derived like any reshard.
+ *
  * Errors (with the location of the layer or input): a dim that the plan
- * must split but that its axis size does not divide, and cp > 1 (context
- * parallelism is a later strategy). */
+ * must split but that its axis size does not divide. */
 #include <math.h>
 #include <string.h>
 
@@ -359,6 +366,7 @@ static void state_like_params(Sh *s) {
 
 #define PARAM_PENALTY 1000.0
 #define SEQ_BONUS     0.01
+#define CP_SEQ_BONUS  10.0 /* beats slicing a parameter (a position table) */
 #define SLICE_COST    0.001
 
 /* Elements one rank sends to move v from `from` to `to` on axis a (§7.3's
@@ -463,6 +471,27 @@ static bool even(const IrModule *m, const IrValue *v, const IrPlacement *other, 
   return p.dim < v->shape.rank && v->shape.d[p.dim] % ways == 0;
 }
 
+/* Whether attention node n (or its gradient) runs Ulysses on cp. */
+static bool cp_ulysses(const Sh *s, const IrNode *n) {
+  (void)n;
+  return s->plan->cp_kind == MM_CP_ULYSSES;
+}
+
+/* The placement on axis a of operand k of n as a source of splits: on cp, a
+ * head-split result of attention ([B, T, H, D], its gradients) counts as
+ * split over its sequence (dim 1) for every other node, so that Ulysses'
+ * head split ends at the attention and the sequence split resumes. */
+static IrPlacement source_pl(const Sh *s, const IrNode *n, int k, int a) {
+  const IrValue *x = n->in[k];
+  IrPlacement p = x->pl[a];
+  (void)s;
+  if (a == IR_AX_CP && x->def && n->op != IR_OP_ATTENTION && n->op != IR_OP_ATTENTION_GRAD &&
+      (x->def->op == IR_OP_ATTENTION || x->def->op == IR_OP_ATTENTION_GRAD) && x->shape.rank == 4 &&
+      p.kind == IR_PL_S && p.dim == 2)
+    return (IrPlacement){IR_PL_S, 1};
+  return p;
+}
+
 /* Picks the strategy of node n on axis a; writes the operand needs into
  * req (req[k * IR_NAXES + a]) and the result placements; returns whether a
  * result placement changed. */
@@ -483,12 +512,18 @@ static bool decide(Sh *s, IrNode *n, const IrShardRule *r, int a, IrPlacement *r
   int ns = ir_shard_strategies(r, n, a, st, (int)(sizeof st / sizeof st[0]));
   bool any_p = false;
   for (int k = 0; k < n->nin; k++) any_p |= n->in[k]->pl[a].kind == IR_PL_P;
-  int seqf = -1; /* the factor of the sequence dim, when sp lets it split */
-  if (a == IR_AX_TP && s->plan->sp && (r->pflags & IR_SHP_SEQ) && n->nout >= 1 &&
+  int seqf = -1; /* the factor of the sequence dim, when sp (or cp) lets it split */
+  bool cp = a == IR_AX_CP;
+  if (((a == IR_AX_TP && s->plan->sp) || cp) && (r->pflags & IR_SHP_SEQ) && n->nout >= 1 &&
       n->out[0]->shape.rank == 3 && ir_dtype_is_float(n->out[0]->dtype)) {
     uint32_t mask = r->out[0][1];
     if (mask && !(mask & (mask - 1))) seqf = __builtin_ctz(mask);
   }
+  /* Ulysses: attention (and its gradient) split over heads on cp although
+   * nothing asks for it; what leaves them head-split is read by the rest as
+   * if split over the sequence, so the all-to-all back is derived there */
+  bool heads_free =
+      cp && (n->op == IR_OP_ATTENTION || n->op == IR_OP_ATTENTION_GRAD) && cp_ulysses(s, n);
   double best = INFINITY;
   IrPlacement best_req[64], best_out[4];
   bool seq_blocked = false;
@@ -497,14 +532,15 @@ static bool decide(Sh *s, IrNode *n, const IrShardRule *r, int a, IrPlacement *r
     if (!ir_shard_apply(r, n, st[c], rq, out)) continue;
     double bonus = 0;
     if (st[c].kind == IR_ST_SPLIT) { /* only splits that something asks for */
-      bool sourced = false;
+      bool sourced = heads_free && (r->in[n->op == IR_OP_ATTENTION ? 0 : 1][2] >> st[c].factor &
+                                    1); /* q's heads */
       for (int k = 0; k < n->nin && !sourced; k++)
-        sourced = rq[k].kind == IR_PL_S && ir_placement_eq(rq[k], n->in[k]->pl[a]);
+        sourced = rq[k].kind == IR_PL_S && ir_placement_eq(rq[k], source_pl(s, n, k, a));
       for (int j = 0; j < n->nout && !sourced; j++) {
         IrPlacement *h = hint_of(s, n->out[j]);
         sourced = h && out[j].kind == IR_PL_S && ir_placement_eq(h[a], out[j]);
       }
-      if (!sourced && st[c].factor == seqf) sourced = true, bonus = SEQ_BONUS;
+      if (!sourced && st[c].factor == seqf) sourced = true, bonus = cp ? CP_SEQ_BONUS : SEQ_BONUS;
       if (!sourced) continue;
     } else if (st[c].kind == IR_ST_PASSP && !any_p) {
       continue;
@@ -532,9 +568,10 @@ static bool decide(Sh *s, IrNode *n, const IrShardRule *r, int a, IrPlacement *r
   }
   if (seq_blocked && !s->sp_warned && best > 0) {
     diag_warning(s->d, n->loc,
-                 "sequence parallel: tp = %d does not divide the sequence of %lld here; these "
+                 "%s parallel: %s = %d does not divide the sequence of %lld here; these "
                  "activations stay whole",
-                 m->mesh[a], (long long)n->out[0]->shape.d[1]);
+                 cp ? "context" : "sequence", cp ? "cp" : "tp", m->mesh[a],
+                 (long long)n->out[0]->shape.d[1]);
     s->sp_warned = true;
   }
   MM_ASSERT(best < INFINITY); /* NONE is always possible: P -> B, S -> B */
@@ -700,6 +737,34 @@ static void shard_func(Sh *s, IrFunc *f) {
   ir_func_renumber(f);
 }
 
+/* cp > 1 needs an attention to split (the frontend says so first; this is
+ * the pass's own check on IR text), and Ulysses its heads divisible. */
+static bool cp_check(Sh *s) {
+  const MmPlan *plan = s->plan;
+  bool any = false, ok = true;
+  for (int fi = 0; fi < s->m->funcs.len; fi++) {
+    IrFunc *f = s->m->funcs.items[fi];
+    for (int i = 0; i < f->nodes.len; i++) {
+      IrNode *n = f->nodes.items[i];
+      if (n->op != IR_OP_ATTENTION) continue;
+      any = true;
+      int64_t ways = (int64_t)plan->cp * (plan->tp > 1 ? plan->tp : 1);
+      int64_t h = n->in[0]->shape.d[2], kvh = n->in[1]->shape.d[2];
+      if (plan->cp_kind == MM_CP_ULYSSES && (h % ways || kvh % ways) && ok) {
+        diag_error(s->d, n->loc,
+                   "Ulysses context parallel: tp * cp = %lld does not divide the %lld heads "
+                   "(%lld key/value heads) of '%s'",
+                   (long long)ways, (long long)h, (long long)kvh, where(n));
+        ok = false;
+      }
+    }
+  }
+  if (!any)
+    diag_error(s->d, plan->loc_cp,
+               "context parallel (cp = %d) splits attention, but this module has none", plan->cp);
+  return any && ok;
+}
+
 bool pass_shard(IrModule *m, PassCtx *cx) {
   const MmPlan *plan = &m->plan;
   int mesh[IR_NAXES] = {[IR_AX_DP] = plan->dp, [IR_AX_CP] = plan->cp, [IR_AX_TP] = plan->tp};
@@ -707,11 +772,7 @@ bool pass_shard(IrModule *m, PassCtx *cx) {
   for (int a = 0; a < IR_NAXES; a++) trivial &= mesh[a] <= 1;
   if (trivial) return true;
   Sh s = {.m = m, .d = cx->d ? cx->d : m->diag, .plan = plan, .ok = true};
-  if (plan->cp > 1) {
-    diag_error(s.d, plan->loc_cp,
-               "context parallel (cp = %d) is not supported yet; use tp, sp and dp", plan->cp);
-    return false;
-  }
+  if (plan->cp > 1 && !cp_check(&s)) return false;
   for (int a = 0; a < IR_NAXES; a++) m->mesh[a] = mesh[a] < 1 ? 1 : mesh[a];
   arena_init(&s.a);
   ir_map_init(&s.want, &s.a, false);

@@ -74,9 +74,10 @@ static const char *common_opts =
 static const char *plan_opts =
     "Parallel plan (override the model's parallel section; not for stats):\n"
     "  --tp N --dp N --zero K --sp --no-sp --bucket-mb X --no-overlap\n"
-    "  --pp N --cp N --micro-batches N --schedule 1f1b|gpipe|interleaved\n"
+    "  --cp N --cp-kind ulysses|ring  context parallel (default ulysses)\n"
+    "  --pp N --micro-batches N --schedule 1f1b|gpipe|interleaved\n"
     "  --recompute none|selective|full|block:N\n"
-    "                     pp > 1, cp > 1, micro-batches and schedule are not built yet and\n"
+    "                     pp > 1, micro-batches and schedule are not built yet and\n"
     "                     are refused\n";
 
 /* opt reads IR text only, which carries its own settings. */
@@ -176,8 +177,9 @@ static bool parse_int(const char *s, int lo, int hi, int *out) {
 
 static bool is_plan_flag(const char *a) {
   static const char *const names[] = {
-      "--tp",    "--pp",        "--cp",         "--dp",       "--zero",      "--sp",
-      "--no-sp", "--bucket-mb", "--no-overlap", "--schedule", "--recompute", "--micro-batches"};
+      "--tp",     "--pp",        "--cp",         "--dp",       "--zero",      "--sp",
+      "--no-sp",  "--bucket-mb", "--no-overlap", "--schedule", "--recompute", "--micro-batches",
+      "--cp-kind"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (strcmp(a, names[i]) == 0) return true;
   return false;
@@ -292,6 +294,11 @@ static int parse_opts(int argc, char **argv, Opts *o) {
       o->flags.sp = 1;
     } else if (strcmp(a, "--no-sp") == 0) {
       o->flags.sp = 0;
+    } else if (strcmp(a, "--cp-kind") == 0) {
+      NEED_ARG();
+      if (strcmp(next, "ulysses") && strcmp(next, "ring"))
+        return bad_usage(o->cmd, "--cp-kind takes ulysses or ring, not '%s'", next);
+      o->flags.cp_kind = next;
     } else if (strcmp(a, "--schedule") == 0) {
       NEED_ARG();
       if (strcmp(next, "1f1b") && strcmp(next, "gpipe") && strcmp(next, "interleaved"))
@@ -322,10 +329,9 @@ static int parse_opts(int argc, char **argv, Opts *o) {
         usage_cmd(stderr, o->cmd);
         return EXIT_USAGE;
       }
-      if ((dst == &o->flags.pp || dst == &o->flags.cp) && *dst > 1)
+      if (dst == &o->flags.pp && *dst > 1)
         return bad_usage(o->cmd, "%s is not built yet (1 only); use --tp, --sp and --dp",
-                         dst == &o->flags.pp ? "pipeline parallel (--pp)"
-                                             : "context parallel (--cp)");
+                         "pipeline parallel (--pp)");
       if (dst == &o->flags.micro_batches)
         return bad_usage(o->cmd,
                          "--micro-batches: the pipeline's micro-batches are not built yet%s", "");

@@ -1,4 +1,5 @@
 import "gpt2.mm"
+// Ulysses splits the heads over tp * cp: 8 ways do not divide 4 heads.
 model M {
   let B = 2
   let T = 8
@@ -6,8 +7,7 @@ model M {
   forward(ids: i32[B, T], labels: i32[B, T]) -> loss { return gpt(ids, labels) }
   parallel {
     tp = 2
-    // expected-error@+2:5 {{tp * cp = 8 does not divide the 4 attention heads}}
-    // expected-error@+1:5 {{context parallel (cp = 4) is not supported yet}}
+    // expected-error@+1:5 {{Ulysses context parallel: tp * cp = 8 does not divide the 4 attention heads}}
     cp = 4
   }
 }

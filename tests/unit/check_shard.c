@@ -1207,7 +1207,7 @@ START_TEST(test_errors) {
   ck_assert_msg(strstr(x.dbuf, "small.mm:10:14: note: tp set here"), "%s", x.dbuf);
   run_free(&x);
   /* the rest on IR text: tests/passes/shard/indivisible.mmir (tp = 3, dp = 3,
-   * tp = 2 with the head replicated) and cp_refused.mmir */
+   * tp = 2 with the head replicated) and cp_no_attention.mmir */
 }
 END_TEST
 

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Context parallel under real mpirun ranks: GPT2Tiny (causal) and ViTFashion
+# (non-causal) compiled for cp = 2 (Ulysses) give the serial trainer's loss
+# at each of 10 steps (1e-5 relative) and, gathered on rank 0 by
+# --save-weights, its final weights (each trained tensor within 1e-3 of the
+# size of its update, tests/torch/mmtrain.py, as in tests/mpi_equiv.sh).
+#
+# Counts, from the runtime counters of the metrics log (per training step,
+# rank 0; the same on every rank): Ulysses makes per layer 4 all-to-alls
+# forward (q, k, v to the head split, the output back) and 4 backward (the
+# output's gradient to the head split, dq, dk, dv back), each rank sending
+# forward (N/P)(h_q + 2 h_kv + h_q) d (P-1)/P elements per layer (N = B*T
+# tokens, P = cp), the backward the same; and nothing else on cp but
+# all-reduces (the gradients, the loss) and all-gathers (gradients of
+# position tables and of the embedding's input).
+set -uo pipefail
+S="$MMC_SOURCE_DIR/stdlib_models"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
+export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$MMC_SOURCE_DIR/tests/lsan.supp}:fast_unwind_on_malloc=0"
+MPIRUN=(timeout 300 mpirun --oversubscribe -x OMP_NUM_THREADS -x OMP_WAIT_POLICY -x LSAN_OPTIONS -np)
+pass=0; fail=0
+ok() { pass=$((pass+1)); }
+bad() { echo "FAIL: $*"; fail=$((fail+1)); }
+STEPS=10
+SAN=0; grep -qs 'MMC_SANITIZE:BOOL=ON' "${MMC_BINARY_DIR:-.}/CMakeCache.txt" && SAN=1
+[ $SAN = 1 ] && STEPS=3
+
+close() { # name serial.jsonl ranks.jsonl init.st serial.st ranks.st file.mm model
+  /usr/bin/python3 - "$@" <<'PY'
+import json, os, sys
+sys.path.insert(0, os.path.join(os.environ["MMC_SOURCE_DIR"], "tests", "torch"))
+import mmtrain
+name, pa, pb, w0, wa, wb, mm, model = sys.argv[1:9]
+def rows(p): return [json.loads(l) for l in open(p)]
+la, lb = [r["loss"] for r in rows(pa) if "loss" in r], [r["loss"] for r in rows(pb) if "loss" in r]
+lw = max(abs(x - y) / abs(x) for x, y in zip(la, lb)) if la and len(la) == len(lb) else float("inf")
+print("%s: %d steps, loss largest relative difference %.2e" % (name, len(lb), lw))
+cfg = mmtrain.train_settings(mm, model)
+(I, _), (A, _), (B, _) = (mmtrain.st_load(p) for p in (w0, wa, wb))
+bad = mmtrain.compare_weights(I, A, B, cfg, [mmtrain.lr_at(cfg, s, len(la)) for s in range(1, len(la) + 1)], "ranks")
+bad += sorted(k for k in A if not k.startswith("adamw.")) != sorted(k for k in B if not k.startswith("adamw."))
+sys.exit(0 if not bad and lw <= 1e-5 else 1)
+PY
+}
+
+counts() { # name jsonl kind P L N hq hkv d
+  /usr/bin/python3 - "$@" "$STEPS" <<'PY'
+import json, sys
+name, path, kind = sys.argv[1:4]
+P, L, N, hq, hkv, d, steps = (int(x) for x in sys.argv[4:11])
+comm = [json.loads(l)["comm"] for l in open(path) if '"comm"' in l]
+assert len(comm) == 1 and comm[0]["steps"] == steps
+ok = True
+def get(phase, key):
+    return comm[0][phase].get(key, {"calls": 0, "elems": 0, "bytes": 0})
+if kind == "ulysses":
+    want_elems = L * (N // P) * (hq + 2 * hkv + hq) * d * (P - 1) / P  # sent per step, forward
+    for phase in ("train_forward", "train_backward"):
+        a = get(phase, "all_to_all.cp")
+        calls, sent = a["calls"] / steps, a["bytes"] / 4 / steps
+        good = calls == 4 * L and sent == want_elems
+        ok &= good
+        print("%s %s all_to_all.cp: %g calls, %g elements sent per step %s %d calls (4 per layer), %g"
+              % (name, phase, calls, sent, "==" if good else "!=", 4 * L, want_elems))
+    other = sorted(k for k in comm[0]["train"] if k.endswith(".cp") and
+                   k not in ("all_to_all.cp", "all_reduce.cp", "all_gather.cp"))
+    if other:
+        ok = False
+        print("%s: unexpected cp collectives %s" % (name, other))
+sys.exit(0 if ok else 1)
+PY
+}
+
+check() { # name np file model kind P L N hq hkv d -- plan flags...
+  local name=$1 np=$2 file=$3 model=$4 kind=$5; shift 5
+  local dims=("$1" "$2" "$3" "$4" "$5" "$6"); shift 6
+  [ -x "$T/$model.serial" ] || "$MMC" compile "$S/$file" --model "$model" -o "$T/$model.serial" || { bad "$model: compile"; return; }
+  [ -s "$T/$model.init.st" ] || "$T/$model.serial" --steps 0 --eval-batches 1 --quiet --save-weights "$T/$model.init.st" > /dev/null ||
+    { bad "$model: serial init"; return; }
+  [ -s "$T/$model.serial.st" ] || "$T/$model.serial" --steps $STEPS --eval-batches 1 --quiet --log "$T/$model.serial.jsonl" \
+    --save-weights "$T/$model.serial.st" > /dev/null || { bad "$model: serial run"; return; }
+  "$MMC" compile "$S/$file" --model "$model" "$@" -o "$T/$name" || { bad "$name: compile"; return; }
+  if ! "${MPIRUN[@]}" "$np" "$T/$name" --steps $STEPS --eval-batches 1 --quiet --log "$T/$name.jsonl" \
+       --save-weights "$T/$name.st" > "$T/$name.out" 2>&1; then
+    bad "$name: mpirun"; tail -5 "$T/$name.out"; return
+  fi
+  close "$name" "$T/$model.serial.jsonl" "$T/$name.jsonl" "$T/$model.init.st" "$T/$model.serial.st" "$T/$name.st" \
+    "$S/$file" "$model" && ok || bad "$name: differs from one rank"
+  counts "$name" "$T/$name.jsonl" "$kind" "${dims[@]}" && ok || bad "$name: communication counts"
+}
+
+# name np file model kind  P L N=B*T h_q h_kv d  flags
+check gpt2tiny.cp2.ulysses 2 gpt2.mm GPT2Tiny ulysses 2 2 128 4 4 16 --cp 2
+[ $SAN = 1 ] || check vit.cp2.ulysses 2 vit_fashion.mm ViTFashion ulysses 2 4 3200 4 4 16 --cp 2 --cp-kind ulysses
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
