@@ -321,6 +321,7 @@ static LLVMValueRef eval(Cg *cg, const IrFusedInstr *in, LLVMValueRef *a, const 
                 : LLVMBuildSelect(cg->b,
                                   LLVMBuildICmp(cg->b, LLVMIntSGT, a[0], LLVMConstNull(ty), ""),
                                   a[0], LLVMConstNull(ty), "");
+    case IR_OP_ABS: return xfabs(cg, a[0]);
     case IR_OP_GELU: return gelu(cg, a[0], false);
     case IR_OP_GELU_TANH: return gelu_tanh(cg, a[0], false);
     case IR_OP_SILU: return xfmul(cg, a[0], sigmoid(cg, a[0]));
@@ -343,6 +344,12 @@ static LLVMValueRef eval(Cg *cg, const IrFusedInstr *in, LLVMValueRef *a, const 
           cg, a[0],
           xfmul(cg, s, xfadd(cg, xfconst(cg, 1), xfmul(cg, a[1], xfsub(cg, xfconst(cg, 1), s)))));
     }
+    case IR_OP_ABS_GRAD: /* dy * sign(x), 0 at x = 0 */
+      return LLVMBuildSelect(
+          cg->b, LLVMBuildFCmp(cg->b, LLVMRealOGT, a[1], xfconst(cg, 0), ""), a[0],
+          LLVMBuildSelect(cg->b, LLVMBuildFCmp(cg->b, LLVMRealOLT, a[1], xfconst(cg, 0), ""),
+                          LLVMBuildFNeg(cg->b, a[0], ""), xfconst(cg, 0), ""),
+          "");
     case IR_OP_RELU_GRAD:
       return LLVMBuildSelect(cg->b, LLVMBuildFCmp(cg->b, LLVMRealOGT, a[1], xfconst(cg, 0), ""),
                              a[0], xfconst(cg, 0), "");

@@ -384,6 +384,20 @@ static bool lower_table(Cg *cg, const IrNode *n) {
   return true;
 }
 
+/* randn {shape, seed = site}: the run's Philox noise when training, zeros
+ * otherwise (ops.def) */
+static bool lower_randn(Cg *cg, const IrNode *n) {
+  LLVMValueRef count = cg_i64(cg, ir_numel(&n->out[0]->shape));
+  if (!cg->training) {
+    CALL("mmrt_fill", O(0), cg_f32(cg, 0.0), count);
+    return true;
+  }
+  int64_t site = ir_attrs_has(&n->attrs, IR_ATTR_SEED) ? n->attrs.v[IR_ATTR_SEED].i : 0;
+  LLVMValueRef step = cg->step ? LLVMBuildFPToUI(cg->b, cg->step, cg->t_i64, "") : cg_i64(cg, 0);
+  CALL("mmrt_randn", O(0), count, cg->seed, step, I32((int32_t)site));
+  return true;
+}
+
 /* kv_write(cache[B, S, KVH, D], x[B, n, KVH, D], pos) */
 static bool lower_kv_write(Cg *cg, const IrNode *n) {
   const IrShape *c = &n->in[0]->shape;

@@ -518,6 +518,22 @@ static Val *fill(Args *a, double value) {
   ir_attrs_set_dtype(&at_, IR_ATTR_DTYPE, IR_F32);
   return emit(a, IR_OP_FULL, NULL, 0, &at_);
 }
+/* randn(dims...): one noise site per call, numbered in the order of the
+ * function's nodes (the stream "randn/<site>", ops.def) */
+static Val *bi_randn(Args *a) {
+  int64_t d[IR_MAX_RANK];
+  int n;
+  if (!dims_rest(a, d, &n)) return val_err(a->p);
+  int64_t site = 0;
+  const IrFunc *f = a->p->b.f;
+  for (int i = 0; f && i < f->nodes.len; i++)
+    site += ((IrNode *)f->nodes.items[i])->op == IR_OP_RANDN;
+  IrAttrs at_ = {0};
+  ir_attrs_set_ints(&at_, IR_ATTR_SHAPE, d, n);
+  ir_attrs_set_dtype(&at_, IR_ATTR_DTYPE, IR_F32);
+  ir_attrs_set_int(&at_, IR_ATTR_SEED, site);
+  return emit(a, IR_OP_RANDN, NULL, 0, &at_);
+}
 static Val *bi_zeros(Args *a) {
   return fill(a, 0.0);
 }
@@ -678,6 +694,7 @@ static Val *bi_minmax(Args *a) {
 }
 static Val *bi_abs(Args *a) {
   Val *x = a->v[0];
+  if (x->k == V_TENSOR) return emit(a, IR_OP_ABS, &x->t, 1, NULL); /* |x| elementwise */
   if (x->k == V_INT && x->i != INT64_MIN) return val_int(a->p, x->i < 0 ? -x->i : x->i);
   if (x->k == V_FLOAT) return val_float(a->p, fabs(x->f));
   if (x->k != V_ERR) diag_error(a->p->d, at(a), "abs works on numbers");

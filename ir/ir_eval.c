@@ -182,6 +182,7 @@ static double act_fwd(IrOp op, double x) {
     case IR_OP_TANH: return tanh(x);
     case IR_OP_SIGMOID: return sigm(x);
     case IR_OP_RELU: return x > 0 ? x : 0;
+    case IR_OP_ABS: return fabs(x);
     case IR_OP_GELU: return 0.5 * x * (1 + erf(x / M_SQRT2));
     case IR_OP_GELU_TANH: return 0.5 * x * (1 + tanh(GELU_C * (x + 0.044715 * x * x * x)));
     case IR_OP_SILU: return x * sigm(x);
@@ -203,6 +204,7 @@ static double act_bwd(IrOp op, double x) {
       return s * (1 + x * (1 - s));
     }
     case IR_OP_RELU_GRAD: return x > 0 ? 1 : 0;
+    case IR_OP_ABS_GRAD: return x > 0 ? 1 : x < 0 ? -1 : 0;
     case IR_OP_SIGMOID_GRAD: {
       double s = sigm(x);
       return s * (1 - s);
@@ -289,6 +291,20 @@ static bool ev_full(Ev *e) {
   IrTensor *y = OUT(e, 0);
   double v = to_dtype(y->dtype, fattr(e, IR_ATTR_VALUE));
   for (int64_t i = 0; i < y->n; i++) y->d[i] = v;
+  return true;
+}
+
+/* randn: Box-Muller on two of the built-in hashes per element (the
+ * interpreter's own stream, not the trainers' Philox: see ops.def) */
+static bool ev_randn(Ev *e) {
+  IrTensor *y = OUT(e, 0);
+  uint64_t site = has(e, IR_ATTR_SEED) ? (uint64_t)iattr(e, IR_ATTR_SEED) : 0;
+  uint64_t stream = (site << 32) ^ e->st->step;
+  for (int64_t i = 0; i < y->n; i++) {
+    double u1 = ir_eval_uniform(0x72616e646eull, stream, (uint64_t)i);
+    double u2 = ir_eval_uniform(0x72616e646eull ^ 0x5bd1e995u, stream, (uint64_t)i);
+    y->d[i] = to_dtype(y->dtype, sqrt(-2 * log(1 - u1)) * cos(2 * M_PI * u2));
+  }
   return true;
 }
 

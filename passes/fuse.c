@@ -108,7 +108,7 @@ static bool fuse_func(IrModule *m, IrFunc *f, PassCtx *cx, Arena *a) {
     int64_t numel = ir_numel(&root->out[0]->shape);
     int nw = 0, nmem = 0;
     work[nw++] = r;
-    int *members = ARENA_ARRAY(a, int, nn - r + 1);
+    int *members = ARENA_ARRAY(a, int, r + 1); /* members are nodes 0 .. r */
     group_of[r] = ngroups;
     while (nw) {
       const IrNode *n = f->nodes.items[work[--nw]];

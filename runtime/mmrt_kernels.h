@@ -92,7 +92,8 @@ int mmrt_conv_out_size(int in, int k, int stride, int pad_lo, int pad_hi);
   X(SIGMOID, "sigmoid", logistic, 0.0f)                                                            \
   X(EXP, "exp", exp, 0.0f)                                                                         \
   X(LOG, "log", log, 0.0f)                                                                         \
-  X(SQRT, "sqrt", sqrt, 0.0f)
+  X(SQRT, "sqrt", sqrt, 0.0f)                                                                      \
+  X(ABS, "abs", abs, 0.0f)
 
 typedef enum MmrtAct {
 #define X(e, s, alg, alpha) MMRT_ACT_##e,

@@ -3,6 +3,7 @@
 #include "mmrt_rng.h"
 
 #include <math.h>
+#include <stdio.h>
 
 #define PHILOX_M0 0xD2511F53u
 #define PHILOX_M1 0xCD9E8D57u
@@ -139,4 +140,10 @@ void mmrt_rng_permutation(uint32_t *perm, uint32_t n, uint64_t seed, uint64_t ep
     perm[i - 1] = perm[j];
     perm[j] = t;
   }
+}
+
+void mmrt_randn(float *y, size_t n, uint64_t seed, uint64_t step, int32_t site) {
+  char name[32];
+  snprintf(name, sizeof name, "randn/%d", (int)site);
+  mmrt_rng_normal(y, seed, mmrt_rng_stream(name, step), 0, n, 0.0f, 1.0f);
 }

@@ -33,6 +33,7 @@ W_RTOL, W_ATOL = 1e-3, 1e-7
 ROUNDING_LEVEL = {
     ".k_proj.bias": "a key bias adds q.b to a whole row of scores, which softmax ignores: its gradient is 0 "
                     "in exact arithmetic",
+    "_attn.k.bias": "WF-VAE's mid-block attention key bias (a 1x1x1 conv bias): the same reason as .k_proj.bias",
 }
 
 

@@ -107,7 +107,7 @@ static const struct {
     {IR_OP_MUL_SCALAR, -1, 1, -1.7}, {IR_OP_POW_SCALAR, 0.5, 2, 2.5},
     {IR_OP_POW_SCALAR, -1, 1, 2},    {IR_OP_POW_SCALAR, 0.5, 2, -1},
     {IR_OP_POW_SCALAR, -1, 1, 1},    {IR_OP_POW_SCALAR, -1, 1, 3},
-    {IR_OP_DROPOUT, -1, 1, 0.3},
+    {IR_OP_DROPOUT, -1, 1, 0.3},     {IR_OP_ABS, -1, 1, 0},
 };
 
 START_TEST(test_unary) {

@@ -554,6 +554,7 @@ static const struct {
     {IR_OP_EXP, IR_OP_COUNT, MMRT_ACT_EXP, -3, 3},
     {IR_OP_LOG, IR_OP_COUNT, MMRT_ACT_LOG, 0.5, 3},
     {IR_OP_SQRT, IR_OP_COUNT, MMRT_ACT_SQRT, 0.5, 3},
+    {IR_OP_ABS, IR_OP_ABS_GRAD, MMRT_ACT_ABS, -3, 3},
 };
 
 START_TEST(test_activation) {

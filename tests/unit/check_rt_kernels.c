@@ -473,6 +473,7 @@ static double act_ref(MmrtAct a, double x) {
     case MMRT_ACT_EXP: return exp(x);
     case MMRT_ACT_LOG: return log(x);
     case MMRT_ACT_SQRT: return sqrt(x);
+    case MMRT_ACT_ABS: return fabs(x);
     case MMRT_ACT_COUNT: break;
   }
   return NAN;

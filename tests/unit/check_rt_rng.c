@@ -2,6 +2,7 @@
  * invariance of the fills, moments, and the epoch permutation. */
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -108,6 +109,48 @@ START_TEST(moments) {
 }
 END_TEST
 
+/* mmrt_randn (ops.def randn) against a naive loop: element i is Box-Muller
+ * on the words of Philox block i / 4 of the stream "randn/<site>" mixed with
+ * the step (FNV-1a written out here), pairs (0, 1) and (2, 3); sites and steps
+ * give other streams; the moments are a standard normal's. */
+START_TEST(randn_naive) {
+  enum { N = 4001 };
+  float *y = malloc(N * sizeof *y);
+  for (int site = 0; site < 2; site++)
+    for (uint64_t step = 1; step < 3; step++) {
+      mmrt_randn(y, N, 1234567890123ull, step, site);
+      char name[16];
+      snprintf(name, sizeof name, "randn/%d", site);
+      uint64_t h = 0xcbf29ce484222325ull;
+      for (const char *c = name; *c; c++) h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
+      for (int k = 0; k < 8; k++) h = (h ^ ((step >> (8 * k)) & 0xff)) * 0x100000001b3ull;
+      double sum = 0, sq = 0;
+      for (uint64_t i = 0; i < N; i++) {
+        uint32_t key[2] = {(uint32_t)1234567890123ull, (uint32_t)(1234567890123ull >> 32)};
+        uint32_t ctr[4] = {(uint32_t)(i / 4), 0, (uint32_t)h, (uint32_t)(h >> 32)}, w[4];
+        mmrt_philox(key, ctr, w);
+        int p = (int)(i % 4) / 2;
+        double u1 = ((double)(w[2 * p] >> 8) + 1.0) / 16777216.0;
+        double u2 = (double)(w[2 * p + 1] >> 8) / 16777216.0;
+        double r = sqrt(-2.0 * log(u1)), th = 2 * M_PI * u2;
+        float want = (float)(i % 2 ? r * sin(th) : r * cos(th));
+        ck_assert_msg(y[i] == want, "site %d step %llu element %llu: %g, want %g", site,
+                      (unsigned long long)step, (unsigned long long)i, y[i], want);
+        sum += y[i], sq += (double)y[i] * y[i];
+      }
+      double mean = sum / N, var = sq / N - mean * mean;
+      ck_assert_msg(fabs(mean) < 0.05 && fabs(var - 1) < 0.08, "moments %g %g", mean, var);
+    }
+  float a[8], b[8];
+  mmrt_randn(a, 8, 1, 1, 0);
+  mmrt_randn(b, 8, 1, 2, 0);
+  ck_assert_msg(memcmp(a, b, sizeof a) != 0, "steps 1 and 2 gave the same noise");
+  mmrt_randn(b, 8, 1, 1, 1);
+  ck_assert_msg(memcmp(a, b, sizeof a) != 0, "sites 0 and 1 gave the same noise");
+  free(y);
+}
+END_TEST
+
 START_TEST(permutation) {
   enum { N = 10007 };
   static uint32_t p[N], q[N];
@@ -160,6 +203,7 @@ int main(void) {
   tcase_add_test(tc, split_invariance);
   tcase_add_test(tc, moments);
   tcase_add_test(tc, permutation);
+  tcase_add_test(tc, randn_naive);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_ENV);

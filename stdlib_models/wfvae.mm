@@ -1,0 +1,437 @@
+// WF-VAE (Li et al., "WF-VAE: Enhancing Video VAE by Wavelet-Driven Energy
+// Flow", OpenSoraPlan 1.3's video autoencoder), written from the structure
+// of PKU-YuanGroup's modeling_wfvae.py: a 3D Haar transform of the clip
+// feeds the main path; two more wavelet levels (a 2D Haar of the low band,
+// then a 3D Haar of its low band) join it through "energy-flow" convolutions;
+// the decoder mirrors it and its own wavelet levels add into the inverse
+// transforms. Compression 4x8x8 (t x h x w) for clips of 1 + 4k frames.
+//
+// Layout: video [B, C, T, H, W]. The reference applies its 2D layers
+// (Conv2d, ResnetBlock2D, Downsample, Upsample, the 2D Haar) frame by frame;
+// here frames are [B*T, C, H, W] and FrameConv2d is a Conv2d applied to
+// every frame of a video. Group norm (32 groups, eps 1e-6) throughout, SiLU.
+// Wavelets as the reference: sub-bands band-major (channel k*C + c is band k
+// of input channel c), 3D coefficients +-0.3536 (not 1/sqrt 8), the causal
+// form (the first frame once more in front, dropped after the inverse).
+import "nn.mm"
+
+// ---- wavelets (no parameters) ----
+
+// WF-VAE's HaarWaveletTransform3D: [B, C, 1 + 2k, H, W] -> [B, 8C, 1 + k, H/2, W/2]
+module Haar3D(channels: int) {
+  forward(x: [B, channels, T, H, W]) {
+    c = haar3d(concat([x[:, :, 0:1], x], axis = 2)) * 1.000131831310253
+    if channels == 1 {
+      return c
+    }
+    let T2 = (T + 1) // 2
+    return c.reshape(B, channels, 8, T2, H // 2, W // 2).transpose(1, 2).reshape(B, 8 * channels, T2, H // 2, W // 2)
+  }
+}
+
+// InverseHaarWaveletTransform3D: [B, 8C, 1 + k, h, w] -> [B, C, 1 + 2k, 2h, 2w]
+module IHaar3D(channels: int) {
+  forward(c: [B, S, T, H, W]) {
+    x = c
+    if channels > 1 {
+      x = c.reshape(B, 8, channels, T, H, W).transpose(1, 2).reshape(B, 8 * channels, T, H, W)
+    }
+    return (ihaar3d(x) * 1.000131831310253)[:, :, 1:]
+  }
+}
+
+// HaarWaveletTransform2D on frames: [N, C, H, W] -> [N, 4C, H/2, W/2]
+module Haar2D(channels: int) {
+  forward(x: [N, channels, H, W]) {
+    c = haar2d(x)
+    if channels == 1 {
+      return c
+    }
+    return c.reshape(N, channels, 4, H // 2, W // 2).transpose(1, 2).reshape(N, 4 * channels, H // 2, W // 2)
+  }
+}
+
+module IHaar2D(channels: int) {
+  forward(c: [N, S, H, W]) {
+    if channels == 1 {
+      return ihaar2d(c)
+    }
+    return ihaar2d(c.reshape(N, 4, channels, H, W).transpose(1, 2).reshape(N, 4 * channels, H, W))
+  }
+}
+
+// ---- layers ----
+
+// A Conv2d applied to every frame of [B, C, T, H, W] (the reference's
+// video_to_image); parameters as nn.Conv2d.
+module FrameConv2d(in_ch: int, out_ch: int, kernel: int = 3, padding: int = 1) {
+  weight = param f32[out_ch, in_ch, kernel, kernel] = fan_in(1.0)
+  bias   = param f32[out_ch] = zeros
+
+  forward(x: [B, in_ch, T, H, W]) {
+    f = x.transpose(1, 2).reshape(B * T, in_ch, H, W)
+    y = conv2d(f, weight, bias, padding = padding)
+    return y.reshape(B, T, out_ch, H + 2 * padding - kernel + 1, W + 2 * padding - kernel + 1).transpose(1, 2)
+  }
+}
+
+// ResnetBlock2D on frames [N, C, H, W]: norm, SiLU, conv, norm, SiLU, conv,
+// plus the input (through a 1x1 conv when the width changes).
+module ResnetBlock2D(in_ch: int, out_ch: int, groups: int = 32) {
+  norm1 = GroupNorm(groups, in_ch, eps = 1e-6)
+  conv1 = Conv2d(in_ch, out_ch, kernel = 3, padding = 1)
+  norm2 = GroupNorm(groups, out_ch, eps = 1e-6)
+  conv2 = Conv2d(out_ch, out_ch, kernel = 3, padding = 1)
+  if in_ch != out_ch {
+    nin_shortcut = Conv2d(in_ch, out_ch, kernel = 1)
+  }
+
+  forward(x: [N, in_ch, H, W]) {
+    h = conv2(silu(norm2(conv1(silu(norm1(x))))))
+    if in_ch != out_ch {
+      return nin_shortcut(x) + h
+    }
+    return x + h
+  }
+}
+
+// ResnetBlock3D on [B, C, T, H, W] with causal 3x3x3 convolutions.
+module ResnetBlock3D(in_ch: int, out_ch: int, groups: int = 32) {
+  norm1 = GroupNorm(groups, in_ch, eps = 1e-6)
+  conv1 = CausalConv3d(in_ch, out_ch, 3, padding = 1)
+  norm2 = GroupNorm(groups, out_ch, eps = 1e-6)
+  conv2 = CausalConv3d(out_ch, out_ch, 3, padding = 1)
+  if in_ch != out_ch {
+    nin_shortcut = CausalConv3d(in_ch, out_ch, 1)
+  }
+
+  forward(x: [B, in_ch, T, H, W]) {
+    h = conv2(silu(norm2(conv1(silu(norm1(x))))))
+    if in_ch != out_ch {
+      return nin_shortcut(x) + h
+    }
+    return x + h
+  }
+}
+
+// Downsample (frames): zero-pad right and bottom by one, 3x3 conv, stride 2.
+module Downsample(ch: int) {
+  conv = Conv2d(ch, ch, kernel = 3, stride = 2)
+
+  forward(x: [N, ch, H, W]) {
+    xw = concat([x, zeros(N, ch, H, 1)], axis = 3)
+    return conv(concat([xw, zeros(N, ch, 1, W + 1)], axis = 2))
+  }
+}
+
+// Upsample (frames): nearest 2x, 3x3 conv.
+module Upsample(ch: int) {
+  conv = Conv2d(ch, ch, kernel = 3, padding = 1)
+
+  forward(x: [N, ch, H, W]) {
+    up = x.reshape(N, ch, H, 1, W, 1).expand(N, ch, H, 2, W, 2).reshape(N, ch, 2 * H, 2 * W)
+    return conv(up)
+  }
+}
+
+// Spatial2xTime2x3DDownsample: zero-pad right and bottom, causal 3x3x3 conv, stride 2.
+module Spatial2xTime2x3DDownsample(ch: int) {
+  conv = CausalConv3d(ch, ch, 3, stride = 2)
+
+  forward(x: [B, ch, T, H, W]) {
+    xw = concat([x, zeros(B, ch, T, H, 1)], axis = 4)
+    return conv(concat([xw, zeros(B, ch, T, 1, W + 1)], axis = 3))
+  }
+}
+
+// 2x linear interpolation along one axis of [B, C, T, H, W] (2, 3 or 4), as
+// F.interpolate(mode = "trilinear", align_corners = False) with scale 2 on
+// that axis and 1 on the others: out[2i] = 3/4 x[i] + 1/4 x[i-1],
+// out[2i+1] = 3/4 x[i] + 1/4 x[i+1], the neighbours clamped at the ends.
+module Lerp2x(axis: int) {
+  forward(x: [B, C, T, H, W]) {
+    if axis == 4 {
+      prev = concat([x[:, :, :, :, 0:1], x[:, :, :, :, 0:W - 1]], axis = 4)
+      next = concat([x[:, :, :, :, 1:W], x[:, :, :, :, W - 1:W]], axis = 4)
+      even = (x * 0.75 + prev * 0.25).reshape(B, C, T, H, W, 1)
+      odd = (x * 0.75 + next * 0.25).reshape(B, C, T, H, W, 1)
+      return concat([even, odd], axis = 5).reshape(B, C, T, H, 2 * W)
+    }
+    if axis == 3 {
+      prev = concat([x[:, :, :, 0:1], x[:, :, :, 0:H - 1]], axis = 3)
+      next = concat([x[:, :, :, 1:H], x[:, :, :, H - 1:H]], axis = 3)
+      even = (x * 0.75 + prev * 0.25).reshape(B, C, T, H, 1, W)
+      odd = (x * 0.75 + next * 0.25).reshape(B, C, T, H, 1, W)
+      return concat([even, odd], axis = 4).reshape(B, C, T, 2 * H, W)
+    }
+    prev = concat([x[:, :, 0:1], x[:, :, 0:T - 1]], axis = 2)
+    next = concat([x[:, :, 1:T], x[:, :, T - 1:T]], axis = 2)
+    even = (x * 0.75 + prev * 0.25).reshape(B, C, T, 1, H, W)
+    odd = (x * 0.75 + next * 0.25).reshape(B, C, T, 1, H, W)
+    return concat([even, odd], axis = 3).reshape(B, C, 2 * T, H, W)
+  }
+}
+
+// Spatial2xTime2x3DUpsample: frame 0 bilinear 2x in space; the later frames
+// 2x in time (t_interpolation "trilinear": linear; "nearest": repeated),
+// then bilinear 2x in space; a causal 3x3x3 conv. 1 + k frames -> 1 + 2k.
+module Spatial2xTime2x3DUpsample(ch: int, t_interpolation: string = "trilinear") {
+  conv = CausalConv3d(ch, ch, 3, padding = 1)
+  up_t = Lerp2x(2)
+  up_h = Lerp2x(3)
+  up_w = Lerp2x(4)
+
+  forward(x: [B, ch, T, H, W]) {
+    first = up_w(up_h(x[:, :, 0:1]))
+    if T == 1 {
+      return conv(first)
+    }
+    rest = x[:, :, 1:]
+    if t_interpolation == "trilinear" {
+      rest = up_t(rest)
+    } else {
+      rest = rest.reshape(B, ch, T - 1, 1, H, W).expand(B, ch, T - 1, 2, H, W).reshape(B, ch, 2 * T - 2, H, W)
+    }
+    return conv(concat([first, up_w(up_h(rest))], axis = 2))
+  }
+}
+
+// AttnBlock3DFix: single-head attention over the H*W positions of each
+// frame, q/k/v/proj_out 1x1x1 causal convolutions, plus the input.
+module AttnBlock3D(ch: int, groups: int = 32) {
+  norm     = GroupNorm(groups, ch, eps = 1e-6)
+  q        = CausalConv3d(ch, ch, 1)
+  k        = CausalConv3d(ch, ch, 1)
+  v        = CausalConv3d(ch, ch, 1)
+  proj_out = CausalConv3d(ch, ch, 1)
+
+  forward(x: [B, ch, T, H, W]) {
+    h = norm(x)
+    qs = q(h).permute(0, 2, 3, 4, 1).reshape(B * T, H * W, 1, ch)
+    ks = k(h).permute(0, 2, 3, 4, 1).reshape(B * T, H * W, 1, ch)
+    vs = v(h).permute(0, 2, 3, 4, 1).reshape(B * T, H * W, 1, ch)
+    o = attention(qs, ks, vs).reshape(B, T, H, W, ch).permute(0, 4, 1, 2, 3)
+    return x + proj_out(o)
+  }
+}
+
+// ---- encoder ----
+
+module EncoderDown1(in_ch: int, base: int, nres: int, groups: int) {
+  conv_in = Conv2d(in_ch, base, kernel = 3, padding = 1)
+  res     = ResnetBlock2D(base, base, groups) x nres
+  down    = Downsample(base)
+
+  forward(x: [N, in_ch, H, W]) { return down(res(conv_in(x))) }
+}
+
+module EncoderDown2(in_ch: int, base: int, nres: int, groups: int) {
+  conv_in = FrameConv2d(in_ch, 2 * base)
+  res     = ResnetBlock3D(2 * base, 2 * base, groups) x nres
+  down    = Spatial2xTime2x3DDownsample(2 * base)
+
+  forward(x: [B, in_ch, T, H, W]) { return down(res(conv_in(x))) }
+}
+
+// The encoder: clip wavelet coefficients -> the posterior's mean and
+// log-variance [B, 2 latent, 1 + k, H/8, W/8] (mean first).
+module WFEncoder(channels: int = 3, latent: int = 8, base: int = 128, nres: int = 2,
+                 energy_flow: int = 64, groups: int = 32, use_attention: bool = true) {
+  down1      = EncoderDown1(8 * channels, base, nres, groups)
+  down2      = EncoderDown2(base + energy_flow, base, nres, groups)
+  connect_l1 = Conv2d(4 * channels, energy_flow, kernel = 3, padding = 1)
+  connect_l2 = FrameConv2d(8 * channels, energy_flow)
+  mid0       = ResnetBlock3D(2 * base + energy_flow, 4 * base, groups)
+  if use_attention {
+    mid_attn = AttnBlock3D(4 * base, groups)
+  }
+  mid1       = ResnetBlock3D(4 * base, 4 * base, groups)
+  norm_out   = GroupNorm(groups, 4 * base, eps = 1e-6)
+  conv_out   = CausalConv3d(4 * base, 2 * latent, 3, padding = 1)
+
+  // coeffs: Haar3D of the clip [B, 8C, T, H, W]; l1: Haar2D of its low band,
+  // frames [B*T, 4C, H/2, W/2]; l2: Haar3D of that one's low band [B, 8C, T2, H/4, W/4]
+  forward(coeffs: [B, S, T, H, W], l1: [N, S1, H1, W1], l2: [B, S2, T2, H2, W2]) {
+    frames = coeffs.transpose(1, 2).reshape(B * T, S, H, W)
+    h = concat([down1(frames), connect_l1(l1)], axis = 1)
+    h = down2(h.reshape(B, T, base + energy_flow, H // 2, W // 2).transpose(1, 2))
+    h = mid0(concat([h, connect_l2(l2)], axis = 1))
+    if use_attention {
+      h = mid_attn(h)
+    }
+    h = mid1(h)
+    return conv_out(silu(norm_out(h)))
+  }
+}
+
+// ---- decoder ----
+
+module DecoderUp2(base: int, nres: int, energy_flow: int, groups: int, t_interpolation: string) {
+  res  = ResnetBlock3D(4 * base, 4 * base, groups) x nres
+  up   = Spatial2xTime2x3DUpsample(4 * base, t_interpolation)
+  res_out = ResnetBlock3D(4 * base, 4 * base + energy_flow, groups)
+
+  forward(x: [B, C, T, H, W]) { return res_out(up(res(x))) }
+}
+
+module DecoderUp1(base: int, nres: int, groups: int) {
+  res0 = ResnetBlock3D(4 * base, 2 * base, groups)
+  if nres > 1 {
+    res = ResnetBlock3D(2 * base, 2 * base, groups) x nres - 1
+  }
+  up   = Upsample(2 * base)
+  res_out = ResnetBlock3D(2 * base, 2 * base, groups)
+
+  forward(x: [B, C, T, H, W]) {
+    h = res0(x)
+    if nres > 1 {
+      h = res(h)
+    }
+    let w = 2 * base
+    f = up(h.transpose(1, 2).reshape(B * T, w, H, W))
+    return res_out(f.reshape(B, T, w, 2 * H, 2 * W).transpose(1, 2))
+  }
+}
+
+module DecoderConnect(energy_flow: int, out_ch: int, n: int, groups: int) {
+  res  = ResnetBlock3D(energy_flow, energy_flow, groups) x n
+  conv = FrameConv2d(energy_flow, out_ch)
+
+  forward(x: [B, C, T, H, W]) {
+    if n > 0 {
+      return conv(res(x))
+    }
+    return conv(x)
+  }
+}
+
+// The decoder: a latent [B, latent, 1 + k, h, w] -> the clip, with its two
+// wavelet levels (named forwards, so that the loss can compare them).
+module WFDecoder(channels: int = 3, latent: int = 8, base: int = 128, nres: int = 2,
+                 energy_flow: int = 128, groups: int = 32, use_attention: bool = true,
+                 t_interpolation: string = "trilinear", connect_res: int = 1) {
+  conv_in    = CausalConv3d(latent, 4 * base, 3, padding = 1)
+  mid0       = ResnetBlock3D(4 * base, 4 * base, groups)
+  if use_attention {
+    mid_attn = AttnBlock3D(4 * base, groups)
+  }
+  mid1       = ResnetBlock3D(4 * base, 4 * base + energy_flow, groups)
+  up2        = DecoderUp2(base, nres, energy_flow, groups, t_interpolation)
+  up1        = DecoderUp1(base, nres, groups)
+  layer0     = ResnetBlock3D(2 * base, base, groups)
+  layer1     = ResnetBlock3D(base, base, groups)
+  connect_l1 = DecoderConnect(energy_flow, 4 * channels, connect_res, groups)
+  connect_l2 = DecoderConnect(energy_flow, 8 * channels, connect_res, groups)
+  norm_out   = GroupNorm(groups, base, eps = 1e-6)
+  conv_out   = FrameConv2d(base, 8 * channels)
+  il2        = IHaar3D(channels)
+  il1        = IHaar2D(channels)
+
+  // z -> the mid block's output [B, 4 base + energy_flow, T, h, w]
+  forward mid(z: [B, L, T, H, W]) {
+    h = mid0(conv_in(z))
+    if use_attention {
+      h = mid_attn(h)
+    }
+    return mid1(h)
+  }
+  // the level-2 coefficients [B, 8C, T, h, w] from the mid output
+  forward l2(m: [B, C, T, H, W]) { return connect_l2(m[:, 4 * base:]) }
+  // the up2 output [B, 4 base + energy_flow, 2T - 1, 2h, 2w]
+  forward up(m: [B, C, T, H, W]) { return up2(m[:, 0:4 * base]) }
+  // the level-1 coefficients [B, 4C, T, H, W] (frames), the inverse of l2
+  // added to their low band
+  forward l1(u: [B, C, T, H, W], l2c: [B, S, T2, H2, W2]) {
+    c = connect_l1(u[:, 4 * base:])
+    return concat([c[:, 0:channels] + il2(l2c), c[:, channels:]], axis = 1)
+  }
+  // the clip's wavelet coefficients [B, 8C, T, 2H, 2W], the inverse of l1
+  // added to their low band
+  forward coeffs(u: [B, C, T, H, W], l1c: [B, S, T1, H1, W1]) {
+    h = layer1(layer0(up1(u[:, 0:4 * base])))
+    f = conv_out(silu(norm_out(h)))
+    l1f = il1(l1c.transpose(1, 2).reshape(B * T1, 4 * channels, H1, W1))
+    l1v = l1f.reshape(B, T1, channels, 2 * H1, 2 * W1).transpose(1, 2)
+    return concat([f[:, 0:channels] + l1v, f[:, channels:]], axis = 1)
+  }
+}
+
+// ---- the model ----
+
+// The published configuration (WFVAEModel_D8_4x8x8 as OpenSoraPlan 1.3 and
+// MindSpeed-MM configure it: latent 8, base channels 128, energy flow 64 in
+// the encoder and 128 in the decoder, 2 ResNet blocks per level, mid-block
+// attention, trilinear time upsampling, 2 ResNet blocks in each decoder
+// connection). Loss as the reference's LPIPSWithDiscriminator3D without the
+// perceptual and GAN terms: sum |x - x'| / (B T) + 1e-6 KL / B +
+// wavelet_weight (sum |l1 - l1'| + sum |l2 - l2'|) / B.
+model WFVAE {
+  let B = 1
+  let C = 3
+  let F = 17
+  let S = 256
+  let latent = 8
+  let base = 128
+  let enc_energy_flow = 64
+  let dec_energy_flow = 128
+  let nres = 2
+  let connect_res = 2
+  let groups = 32
+  let kl_weight = 1e-6
+  let wavelet_weight = 0.1
+  encoder = WFEncoder(C, latent, base, nres, enc_energy_flow, groups)
+  decoder = WFDecoder(C, latent, base, nres, dec_energy_flow, groups, connect_res = connect_res)
+  wavelet_in = Haar3D(C)
+  wavelet_l1 = Haar2D(C)
+  wavelet_l2 = Haar3D(C)
+  wavelet_out = IHaar3D(C)
+
+  forward(video: f32[B, C, F, S, S]) -> loss {
+    let T1 = (F + 1) // 2
+    let T2 = (T1 + 1) // 2
+    coeffs = wavelet_in(video)                                   // [B, 8C, T1, S/2, S/2]
+    frames = coeffs.transpose(1, 2).reshape(B * T1, 8 * C, S // 2, S // 2)
+    l1 = wavelet_l1(frames[:, 0:C])                              // [B*T1, 4C, S/4, S/4]
+    l1v = l1.reshape(B, T1, 4 * C, S // 4, S // 4).transpose(1, 2)
+    l2 = wavelet_l2(l1v[:, 0:C])                                 // [B, 8C, T2, S/8, S/8]
+    moments = encoder(coeffs, l1, l2)                            // [B, 2 latent, T2, S/8, S/8]
+    mu = moments[:, 0:latent]
+    logvar = moments[:, latent:]
+    z = mu + exp(logvar * 0.5) * randn(B, latent, T2, S // 8, S // 8)
+    m = decoder.mid(z)
+    dl2 = decoder.l2(m)
+    u = decoder.up(m)
+    dl1 = decoder.l1(u, dl2)
+    rec = wavelet_out(decoder.coeffs(u, dl1))
+    let cells = C * F * S * S
+    nll = mean(abs(video - rec)) * (cells / F)
+    kl = mean(mu * mu + exp(logvar) - 1.0 - logvar) * (0.5 * latent * T2 * (S // 8) * (S // 8))
+    wl = mean(abs(l1v - dl1)) * (4 * C * T1 * (S // 4) * (S // 4)) + mean(abs(l2 - dl2)) * (8 * C * T2 * (S // 8) * (S // 8))
+    return nll + kl * kl_weight + wl * wavelet_weight
+  }
+
+  train {
+    optimizer = adamw(lr = 1e-5, betas = [0.9, 0.999], weight_decay = 1e-4)
+  }
+}
+
+// A tiny WF-VAE for 64x64 one-channel clips (the video task's
+// f32[B, 1, 17, 64, 64]) that trains on two cores: base 16, energy flow 16,
+// 1 ResNet block per level, 4 groups, latent 4.
+model WFVAETiny extends WFVAE {
+  let B = 2
+  let C = 1
+  let F = 17
+  let S = 64
+  let latent = 4
+  let base = 16
+  let enc_energy_flow = 16
+  let dec_energy_flow = 16
+  let nres = 1
+  let connect_res = 1
+  let groups = 4
+
+  train {
+    optimizer = adamw(lr = 1e-3, betas = [0.9, 0.999], weight_decay = 1e-4)
+  }
+}

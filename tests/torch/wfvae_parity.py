@@ -1,0 +1,75 @@
+#!/usr/bin/python3
+"""PyTorch parity of a WF-VAE trainer (stdlib_models/wfvae.mm): the model
+written from the reference in PyTorch (wfvae_ref.py), the trainer's initial
+weights (safetensors, by name), the same clips (dumped by the trainer), the
+same noise (the trainer's Philox stream, recomputed in numpy), AdamW with
+the settings and per-step learning rates of the model's train section
+(mmtrain.py). The losses must agree at every step to 1e-5 relative, and every
+trained tensor's final value within 1e-3 of the size of its update.
+Usage: wfvae_parity.py FILE.mm MODEL INIT.st INPUTS_DIR LOG.jsonl FINAL.st STEPS SEED"""
+import json, os, sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mmtrain, wfvae_ref
+
+LOSS_RTOL = 1e-5
+# the model-level lets of stdlib_models/wfvae.mm the reference needs
+CONFIGS = {
+    "WFVAETinyParity": dict(latent=4, base=16, groups=4, t_interpolation="trilinear", kl_weight=1e-6, wavelet_weight=0.1),
+    "WFVAETiny": dict(latent=4, base=16, groups=4, t_interpolation="trilinear", kl_weight=1e-6, wavelet_weight=0.1),
+}
+
+
+def main():
+    mm, model, init, inputs_dir, log, final, steps, seed = sys.argv[1:9]
+    steps, seed = int(steps), int(seed)
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    cfg = mmtrain.train_settings(mm, model)
+    mc = CONFIGS[model]
+    w, _ = mmtrain.st_load(init)
+    names = sorted(k for k in w if not k.startswith(("adamw.", "sgd.")))
+    P = {k: torch.tensor(w[k], requires_grad=mmtrain.trained(cfg, k)) for k in names}
+    trained = [k for k in names if P[k].requires_grad]
+    logged = [json.loads(l) for l in open(log) if l.strip()]
+    mmc_loss = {r["step"]: r["loss"] for r in logged if "loss" in r}
+    opt = torch.optim.AdamW([P[k] for k in trained], lr=1.0, betas=(cfg["beta1"], cfg["beta2"]), eps=cfg["eps"],
+                            weight_decay=cfg["weight_decay"])
+    print("%s: %d tensors (%d parameters), adamw(lr = %g, weight_decay = %g), %d steps, seed %d" %
+          (model, len(names), sum(P[k].numel() for k in names), cfg["lr"], cfg["weight_decay"], steps, seed))
+    bad, lrs = 0, []
+    for s in range(1, steps + 1):
+        batch, _ = mmtrain.st_load(os.path.join(inputs_dir, "step-%06d.safetensors" % s))
+        video = torch.tensor(batch["video"])
+        B, C, T, H, W = video.shape
+        t2 = (T - 1) // 4 + 1
+        noise = wfvae_ref.randn((B, mc["latent"], t2, H // 8, W // 8), seed, s)
+        opt.zero_grad(set_to_none=True)
+        loss, _ = wfvae_ref.wfvae_loss(P, video, noise, mc)
+        loss.backward()
+        if cfg["clip"] > 0:
+            torch.nn.utils.clip_grad_norm_([P[k] for k in trained], cfg["clip"])
+        lr = mmtrain.lr_at(cfg, s, steps)
+        lrs.append(lr)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        opt.step()
+        theirs = mmc_loss.get(s)
+        if theirs is None:
+            print("step %d: not in the trainer's log" % s)
+            bad += 1
+            continue
+        rel = abs(loss.item() - theirs) / max(abs(theirs), 1e-30)
+        bad += rel > LOSS_RTOL
+        print("step %d: loss pytorch %.9g mmc %.9g rel %.2e %s" %
+              (s, loss.item(), theirs, rel, "ok" if rel <= LOSS_RTOL else "MISMATCH"))
+    fw, _ = mmtrain.st_load(final)
+    ref = {k: P[k].detach().numpy() for k in names}
+    bad += mmtrain.compare_weights(w, ref, fw, cfg, lrs, "mmc", names)
+    print("%s: %s" % (model, "ok" if not bad else "%d failures" % bad))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

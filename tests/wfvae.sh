@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# WF-VAE (stdlib_models/wfvae.mm):
+# - `mmc stats` of the published configuration equals the reference's count:
+#   PKU-YuanGroup/WF-VAE's own WFVAEModel (d858bee) instantiated in PyTorch
+#   by tests/torch/wfvae_refcount.py (trainable parameters; the reference
+#   also holds 128 frozen Haar filter weights, constants here);
+# - PyTorch parity: WFVAETiny (with Adam eps 1e-3, below) against
+#   tests/torch/wfvae_ref.py (written from the reference's modules), the
+#   trainer's initial weights by name, its clips, its noise (Philox in
+#   numpy), 3 AdamW steps: losses to 1e-5 relative, weights against their
+#   update (tests/torch/mmtrain.py).
+set -uo pipefail
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OMP_WAIT_POLICY=passive
+S="$MMC_SOURCE_DIR/stdlib_models"
+pass=0; fail=0
+ok() { pass=$((pass+1)); }
+bad() { echo "FAIL: $*"; fail=$((fail+1)); }
+stat() { "$MMC" stats "$S/wfvae.mm" --model WFVAE "${@:2}" --json |
+  /usr/bin/python3 -c 'import json,sys; j=json.load(sys.stdin); m=j["modules"]; print(j["total_params"], m["encoder"]["params"], m["decoder"]["params"])' 2>/dev/null || echo "? ? ?"; }
+# reference counts (trainable; encoder; decoder)
+check_count() { # label want_total want_enc want_dec stats-args...
+  local label=$1 want="$2 $3 $4"; shift 4
+  local got; got=$(stat x "$@")
+  [ "$got" = "$want" ] && { echo "$label: mmc stats $got = reference $want"; ok; } ||
+    bad "$label: mmc stats gives $got (total, encoder, decoder), the reference $want"
+}
+check_count "WFVAE (MindSpeed-MM OSP1.3)" 147347660 37182224 110165436
+check_count "WFVAE (OSP json, latent 8)" 146662604 38268176 108394428 --set enc_energy_flow=128 --set connect_res=1
+
+if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+  bad "python3-torch is not installed (tools/setup.sh installs it)"
+else
+  # Adam's first steps move a weight by lr * sign(g) wherever |g| >> eps: an
+  # element of g at rounding level (L1 losses make some) flips its step
+  # between two correct implementations (seen: 1 element of 110592 in a
+  # conv, 0.3% of its update). eps = 1e-3 (|g| ~ 1 here) keeps the step
+  # continuous near g = 0; everything else is WFVAETiny's.
+  cat > "$T/p.mm" <<'MM'
+import "wfvae.mm"
+model WFVAETinyParity extends WFVAETiny {
+  train { optimizer = adamw(lr = 1e-3, betas = [0.9, 0.999], eps = 1e-3, weight_decay = 1e-4) }
+}
+MM
+  cd "$T"
+  if "$MMC" compile p.mm --model WFVAETinyParity -o tr 2> cerr; then
+    ./tr --steps 0 --seed 7 --save-weights init.st --eval-batches 1 --quiet > /dev/null 2>&1
+    if ./tr --steps 3 --seed 7 --save-weights final.st --dump-inputs in --log log.jsonl --eval-batches 1 --quiet > out 2> err; then
+      /usr/bin/python3 "$MMC_SOURCE_DIR/tests/torch/wfvae_parity.py" p.mm WFVAETinyParity init.st in log.jsonl \
+        final.st 3 7 && ok || bad "PyTorch parity"
+    else bad "trainer: $(tail -3 err)"; fi
+  else bad "compile: $(cat cerr)"; fi
+fi
+echo "wfvae: $pass passed, $fail failed"
+[ $fail = 0 ]
