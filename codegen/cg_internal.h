@@ -35,6 +35,7 @@ typedef struct Cg {
   int cur;                           /* index of the node being lowered */
   IrMap uses;                        /* IrValue* -> i: its uses in the function (results count) */
   const IrNode *skip;                /* a later node already done by the current one's kernel */
+  int skip_to;                       /* nodes up to this index are done by the current one's */
   bool failed;
   int nfns; /* helper functions made so far (names) */
   /* before localize: each value's global shape and placement */

@@ -221,6 +221,7 @@ static LLVMValueRef build_step(Cg *cg, const IrFunc *f, const char *name, bool t
   }
   for (int i = 0; i < f->results.len; i++) ir_map_put(&cg->uses, f->results.items[i])->i++;
   cg->skip = NULL;
+  cg->skip_to = -1;
   LLVMBasicBlockRef body = LLVMGetInsertBlock(cg->b);
   cg->fail_bb = LLVMAppendBasicBlockInContext(cg->ctx, fn, "fail");
   LLVMPositionBuilderAtEnd(cg->b, cg->fail_bb);
@@ -241,6 +242,7 @@ static LLVMValueRef build_step(Cg *cg, const IrFunc *f, const char *name, bool t
     const IrNode *n = f->nodes.items[i];
     if ((i == bwd || i == upd) && ir_world_size(cg->m) > 1)
       cg_call(cg, "mmrt_comm_set_phase", (LLVMValueRef[]){cg_i32(cg, i == bwd ? 1 : 2)}, 1);
+    if (i <= cg->skip_to) continue; /* done by an earlier node's call (its time is that one's) */
     if (n != cg->skip) {
       int phase = ir_op_is_collective(n->op) || n->op == IR_OP_BUCKET_WAIT ? 3
                   : upd >= 0 && i >= upd                                   ? 2

@@ -760,13 +760,43 @@ static bool lower_clip_scale(Cg *cg, const IrNode *n) {
   return true;
 }
 
-/* adamw(param, grad, m, v, lr, step, scale) */
+/* adamw(param, grad, m, v, lr, step, scale): with the adamw nodes that
+ * follow it with the same lr, step, scale, betas and eps, one call of
+ * mmrt_adamw_steps (one parallel region for the whole update, not one per
+ * tensor); the later nodes are skipped (cg->skip_to) */
+static bool same_adamw(const IrNode *a, const IrNode *b) {
+  if (b->op != IR_OP_ADAMW) return false;
+  for (int k = 4; k < 7; k++)
+    if (a->in[k] != b->in[k]) return false;
+  const IrAttrId ids[3] = {IR_ATTR_BETA1, IR_ATTR_BETA2, IR_ATTR_EPS};
+  for (int k = 0; k < 3; k++)
+    if (a->attrs.v[ids[k]].f != b->attrs.v[ids[k]].f) return false;
+  return true;
+}
+
 static bool lower_adamw(Cg *cg, const IrNode *n) {
+  int last = cg->cur;
+  while (last + 1 < cg->f->nodes.len && same_adamw(n, cg->f->nodes.items[last + 1])) last++;
+  int count = last - cg->cur + 1;
+  LLVMValueRef arr[4], sizes = LLVMBuildArrayAlloca(cg->b, cg->t_i64, I32(count), "sizes"),
+                       wds = LLVMBuildArrayAlloca(cg->b, cg->t_f32, I32(count), "wds");
+  for (int k = 0; k < 4; k++) arr[k] = LLVMBuildArrayAlloca(cg->b, cg->t_ptr, I32(count), "opt");
+  for (int j = 0; j < count; j++) {
+    const IrNode *m = cg->f->nodes.items[cg->cur + j];
+    LLVMValueRef idx = cg_i64(cg, j);
+    for (int k = 0; k < 4; k++)
+      LLVMBuildStore(cg->b, cg_ptr(cg, m->in[k]),
+                     LLVMBuildInBoundsGEP2(cg->b, cg->t_ptr, arr[k], &idx, 1, ""));
+    LLVMBuildStore(cg->b, cg_i64(cg, ir_numel(&m->in[0]->shape)),
+                   LLVMBuildInBoundsGEP2(cg->b, cg->t_i64, sizes, &idx, 1, ""));
+    LLVMBuildStore(cg->b, F32(attr(m, IR_ATTR_WEIGHT_DECAY)->f),
+                   LLVMBuildInBoundsGEP2(cg->b, cg->t_f32, wds, &idx, 1, ""));
+  }
   LLVMValueRef step = LLVMBuildFPToSI(cg->b, cg_load_f32(cg, n->in[5]), cg->t_i32, "");
-  CALL("mmrt_adamw_step", V(0), V(1), V(2), V(3), cg_i64(cg, ir_numel(&n->in[0]->shape)),
+  CALL("mmrt_adamw_steps", arr[0], arr[1], arr[2], arr[3], sizes, wds, I32(count),
        cg_load_f32(cg, n->in[4]), F32(attr(n, IR_ATTR_BETA1)->f), F32(attr(n, IR_ATTR_BETA2)->f),
-       F32(attr(n, IR_ATTR_EPS)->f), F32(attr(n, IR_ATTR_WEIGHT_DECAY)->f),
-       cg_load_f32(cg, n->in[6]), step);
+       F32(attr(n, IR_ATTR_EPS)->f), cg_load_f32(cg, n->in[6]), step);
+  cg->skip_to = last;
   return true;
 }
 

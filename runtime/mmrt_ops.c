@@ -928,14 +928,29 @@ void mmrt_embedding_bwd(float *dtable, const float *dout, const int32_t *ids, in
  * reductions and small helpers
  * ====================================================================== */
 
+/* Fixed blocks of a reduced dim: each block's sum is one thread's and the
+ * blocks' sums are added in order, so a sum has the same bits for any
+ * thread count (an OpenMP reduction's order depends on it). */
+enum { RED_CHUNK = 1 << 13, RED_ROWS = 128 };
+
 void mmrt_reduce_sum(float *y, const float *x, int outer, int n, int inner, int mean,
                      int accumulate) {
   float sc = mean && n > 0 ? 1.0f / (float)n : 1.0f;
   if (inner == 1) {
     if (outer == 1) {
+      int nc = (n + RED_CHUNK - 1) / RED_CHUNK;
+      double *part = xmalloc((size_t)(nc > 0 ? nc : 1) * sizeof *part, "mmrt_reduce_sum");
+#pragma omp parallel for schedule(static) if (nc > 1)
+      for (int c = 0; c < nc; c++) {
+        int i0 = c * RED_CHUNK, i1 = i0 + RED_CHUNK < n ? i0 + RED_CHUNK : n;
+        double s = 0.0;
+#pragma omp simd reduction(+ : s)
+        for (int i = i0; i < i1; i++) s += x[i];
+        part[c] = s;
+      }
       double s = 0.0;
-#pragma omp parallel for simd reduction(+ : s) schedule(static)
-      for (int i = 0; i < n; i++) s += x[i];
+      for (int c = 0; c < nc; c++) s += part[c];
+      free(part);
       put(y, (float)s * sc, accumulate);
       return;
     }
@@ -951,6 +966,35 @@ void mmrt_reduce_sum(float *y, const float *x, int outer, int n, int inner, int 
   }
   /* Threads own (outer, 256-wide inner chunk) tiles. */
   int nchunk = (inner + 255) / 256;
+  if ((size_t)outer * (size_t)nchunk < 16 && n >= 2 * RED_ROWS) {
+    /* too few tiles for the threads (a bias gradient: [rows, C] -> [C]):
+     * blocks of RED_ROWS rows summed apart, then the blocks in order */
+    int nb = (n + RED_ROWS - 1) / RED_ROWS;
+    float *part =
+        xmalloc((size_t)outer * (size_t)nb * (size_t)inner * sizeof *part, "mmrt_reduce_sum");
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int o = 0; o < outer; o++)
+      for (int b = 0; b < nb; b++) {
+        float *acc = part + ((size_t)o * (size_t)nb + (size_t)b) * (size_t)inner;
+        int i0 = b * RED_ROWS, i1 = i0 + RED_ROWS < n ? i0 + RED_ROWS : n;
+        memset(acc, 0, (size_t)inner * sizeof *acc);
+        for (int i = i0; i < i1; i++) {
+          const float *xr = x + ((size_t)o * n + i) * inner;
+#pragma omp simd
+          for (int j = 0; j < inner; j++) acc[j] += xr[j];
+        }
+      }
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int o = 0; o < outer; o++)
+      for (int j = 0; j < inner; j++) {
+        const float *pj = part + (size_t)o * (size_t)nb * (size_t)inner + j;
+        float s = 0.0f;
+        for (int b = 0; b < nb; b++) s += pj[(size_t)b * (size_t)inner];
+        put(&y[(size_t)o * inner + j], s * sc, accumulate);
+      }
+    free(part);
+    return;
+  }
 #pragma omp parallel for collapse(2) schedule(static)
   for (int o = 0; o < outer; o++) {
     for (int ch = 0; ch < nchunk; ch++) {
@@ -1201,20 +1245,55 @@ void mmrt_binary_bwd(MmrtBinop op, float *da, float *db, const float *dy, const 
  * optimizers and gradient norm
  * ====================================================================== */
 
-void mmrt_adamw_step(float *param, const float *grad, float *m, float *v, size_t n, float lr,
-                     float beta1, float beta2, float eps, float weight_decay, float grad_scale,
-                     int step) {
-  float bc1 = (float)(1.0 - pow((double)beta1, (double)step));
-  float bc2 = (float)(1.0 - pow((double)beta2, (double)step));
-  float decay = 1.0f - lr * weight_decay;
-#pragma omp parallel for simd schedule(static)
-  for (size_t i = 0; i < n; i++) {
+/* AdamW on elements [lo, hi) of one tensor: every caller gives an element
+ * the same arithmetic, so the bits do not depend on how work is split. */
+static void adamw_range(float *param, const float *grad, float *m, float *v, size_t lo, size_t hi,
+                        float lr, float beta1, float beta2, float eps, float decay,
+                        float grad_scale, float bc1, float bc2) {
+#pragma omp simd
+  for (size_t i = lo; i < hi; i++) {
     float g = grad[i] * grad_scale;
     float mi = beta1 * m[i] + (1.0f - beta1) * g;
     float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
     m[i] = mi;
     v[i] = vi;
     param[i] = param[i] * decay - lr * (mi / bc1) / (sqrtf(vi / bc2) + eps);
+  }
+}
+
+void mmrt_adamw_step(float *param, const float *grad, float *m, float *v, size_t n, float lr,
+                     float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                     int step) {
+  float *const ps[1] = {param}, *const ms[1] = {m}, *const vs[1] = {v};
+  const float *const gs[1] = {grad};
+  mmrt_adamw_steps(ps, gs, ms, vs, &n, &weight_decay, 1, lr, beta1, beta2, eps, grad_scale, step);
+}
+
+/* Below this many elements in all, one thread updates them: a parallel
+ * region's start and end cost more (a sleeping thread's wake-up on a busy
+ * machine: tens of microseconds). */
+enum { ADAMW_PAR_MIN = 1 << 16 };
+
+void mmrt_adamw_steps(float *const *params, const float *const *grads, float *const *ms,
+                      float *const *vs, const size_t *sizes, const float *weight_decays, int count,
+                      float lr, float beta1, float beta2, float eps, float grad_scale, int step) {
+  float bc1 = (float)(1.0 - pow((double)beta1, (double)step));
+  float bc2 = (float)(1.0 - pow((double)beta2, (double)step));
+  size_t total = 0;
+  for (int k = 0; k < count; k++) total += sizes[k];
+  /* one region for the whole list: thread t takes elements [lo, hi) of the
+   * tensors laid end to end */
+#pragma omp parallel if (total >= ADAMW_PAR_MIN)
+  {
+    size_t lo, hi, at = 0;
+    thread_range(total, &lo, &hi);
+    for (int k = 0; k < count && at < hi; k++) {
+      size_t a = lo > at ? lo - at : 0, b = hi - at < sizes[k] ? hi - at : sizes[k];
+      if (a < b)
+        adamw_range(params[k], grads[k], ms[k], vs[k], a, b, lr, beta1, beta2, eps,
+                    1.0f - lr * weight_decays[k], grad_scale, bc1, bc2);
+      at += sizes[k];
+    }
   }
 }
 
@@ -1235,16 +1314,33 @@ void mmrt_sgd_step(float *param, const float *grad, float *mom, size_t n, float 
   }
 }
 
+/* Fixed chunks of this many elements: each chunk's sum is one thread's,
+ * the chunks' sums are added in order, so the total has the same bits for
+ * any thread count. */
+enum { SUMSQ_CHUNK = 1 << 13 };
+
 double mmrt_sum_squares(const float *const *bufs, const size_t *sizes, int nbufs) {
-  double total = 0.0;
-  for (int k = 0; k < nbufs; k++) {
-    const float *x = bufs[k];
-    size_t n = sizes[k];
+  size_t nc = 0;
+  for (int k = 0; k < nbufs; k++) nc += (sizes[k] + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK;
+  if (!nc) return 0.0;
+  double *part = xmalloc(nc * sizeof *part, "mmrt_sum_squares");
+  int *buf = xmalloc(nc * sizeof *buf, "mmrt_sum_squares");
+  size_t *off = xmalloc(nc * sizeof *off, "mmrt_sum_squares");
+  size_t c = 0;
+  for (int k = 0; k < nbufs; k++)
+    for (size_t o = 0; o < sizes[k]; o += SUMSQ_CHUNK) buf[c] = k, off[c++] = o;
+#pragma omp parallel for schedule(static) if (nc > 4)
+  for (size_t i = 0; i < nc; i++) {
+    const float *x = bufs[buf[i]] + off[i];
+    size_t n = sizes[buf[i]] - off[i] < SUMSQ_CHUNK ? sizes[buf[i]] - off[i] : SUMSQ_CHUNK;
     double s = 0.0;
-#pragma omp parallel for simd reduction(+ : s) schedule(static)
-    for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
-    total += s;
+#pragma omp simd reduction(+ : s)
+    for (size_t j = 0; j < n; j++) s += (double)x[j] * x[j];
+    part[i] = s;
   }
+  double total = 0.0;
+  for (size_t i = 0; i < nc; i++) total += part[i];
+  free(part), free(buf), free(off);
   return total;
 }
 

@@ -1317,6 +1317,67 @@ START_TEST(test_adamw) {
 }
 END_TEST
 
+/* libgomp's, linked with the runtime (this file is not built with -fopenmp) */
+void omp_set_num_threads(int n);
+
+/* The update of a list of tensors in one call equals one call per tensor
+ * bit for bit; sums split in fixed blocks (reduce_sum, sum_squares) have the
+ * same bits for 1, 2 and 3 threads and equal a double-precision loop. */
+START_TEST(test_thread_count_bits) {
+  size_t sz[3] = {5, 70000, 1031};
+  float wd[3] = {0.1f, 0.0f, 0.05f};
+  float *p[3], *g[3], *m[3], *v[3], *p1[3], *m1[3], *v1[3];
+  for (int k = 0; k < 3; k++) {
+    p[k] = rnd(sz[k]), g[k] = rnd(sz[k]), m[k] = fvec(sz[k]), v[k] = fvec(sz[k]);
+    p1[k] = fvec(sz[k]), m1[k] = fvec(sz[k]), v1[k] = fvec(sz[k]);
+    memcpy(p1[k], p[k], sz[k] * sizeof(float));
+  }
+  for (int step = 1; step <= 2; step++) {
+    mmrt_adamw_steps(p, (const float *const *)g, m, v, sz, wd, 3, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.5f,
+                     step);
+    for (int k = 0; k < 3; k++)
+      mmrt_adamw_step(p1[k], g[k], m1[k], v1[k], sz[k], 1e-2f, 0.9f, 0.95f, 1e-8f, wd[k], 0.5f,
+                      step);
+  }
+  for (int k = 0; k < 3; k++) {
+    ck_assert_msg(!memcmp(p[k], p1[k], sz[k] * sizeof(float)), "adamw_steps param %d", k);
+    ck_assert_msg(!memcmp(m[k], m1[k], sz[k] * sizeof(float)), "adamw_steps m %d", k);
+    ck_assert_msg(!memcmp(v[k], v1[k], sz[k] * sizeof(float)), "adamw_steps v %d", k);
+  }
+  static const int cases[][3] = {{1, 3200, 64}, {2, 777, 40}, {1, 50001, 1}};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    int outer = cases[c][0], n = cases[c][1], inner = cases[c][2];
+    size_t nx = (size_t)outer * n * inner, ny = (size_t)outer * inner;
+    float *x = rnd(nx), *y[3];
+    double *ref = dvec(ny);
+    for (int o = 0; o < outer; o++)
+      for (int i = 0; i < n; i++)
+        for (int j = 0; j < inner; j++) ref[o * inner + j] += x[((size_t)o * n + i) * inner + j];
+    for (int t = 0; t < 3; t++) {
+      omp_set_num_threads(t + 1);
+      y[t] = fvec(ny);
+      mmrt_reduce_sum(y[t], x, outer, n, inner, 0, 0);
+    }
+    CHECK_CLOSE(y[0], ref, ny, 1e-3, "reduce_sum in blocks");
+    ck_assert_msg(!memcmp(y[0], y[1], ny * sizeof(float)) &&
+                      !memcmp(y[0], y[2], ny * sizeof(float)),
+                  "reduce_sum %d x %d x %d: other bits for another thread count", outer, n, inner);
+  }
+  const float *bufs[3] = {p[0], p[1], p[2]};
+  double ss[3], rs = 0;
+  for (int k = 0; k < 3; k++)
+    for (size_t i = 0; i < sz[k]; i++) rs += (double)p[k][i] * p[k][i];
+  for (int t = 0; t < 3; t++) {
+    omp_set_num_threads(t + 1);
+    ss[t] = mmrt_sum_squares(bufs, sz, 3);
+  }
+  omp_set_num_threads(2);
+  ck_assert_msg(fabs(ss[0] - rs) <= 1e-12 * rs, "sum_squares %.17g vs %.17g", ss[0], rs);
+  ck_assert_msg(ss[0] == ss[1] && ss[0] == ss[2],
+                "sum_squares: other bits for another thread count");
+}
+END_TEST
+
 START_TEST(test_sgd) {
   size_t n = 37;
   for (int nesterov = 0; nesterov <= 1; nesterov++) {
@@ -1400,6 +1461,7 @@ static Suite *kernels_suite(void) {
   tcase_add_test(tc, test_reduce_sum);
   tcase_add_test(tc, test_adamw);
   tcase_add_test(tc, test_sgd);
+  tcase_add_test(tc, test_thread_count_bits);
   tcase_add_test(tc, test_grad_norm);
   tcase_add_test(tc, test_rope_pos);
   tcase_add_test(tc, test_place);
