@@ -19,9 +19,13 @@
  * the clones are ordinary nodes: the shard pass splits them, and their
  * collectives run again in the backward. Only what the backward reads is
  * rerun: under TP full recompute reruns a layer's attention all-reduce,
- * not its MLP's (the MLP's result is the layer's output, kept), so it adds
- * one all-reduce per layer where Megatron, rerunning the whole layer, adds
- * two. The clones compute what the originals computed,
+ * not its MLP's (the MLP's result y only feeds the layer's output h + y,
+ * kept as the next layer's input, and no backward op reads y: the
+ * cotangents of an all-reduce and of an add pass through), so it adds
+ * exactly one all-reduce per layer where Megatron, rerunning the whole
+ * layer, adds two (with sp: two all-gathers and one reduce-scatter, where
+ * Megatron has two and two; tests/recompute.sh counts them at run time).
+ * The clones compute what the originals computed,
  * from the same operands and attributes (dropout's mask is a function of
  * its seed attribute and the element), so losses and gradients are those
  * without recompute, bit for bit.

@@ -9,9 +9,11 @@
 #  - `dump-ir --after recompute` shows the clones: under selective one more
 #    `attention` per layer in @train (GPT2Tiny: 2 layers);
 #  - under tp = 2 the runtime counters see the rerun collectives: full
-#    recompute adds one tp all-reduce per layer to each backward (the
-#    attention block's; the MLP's output is the layer's kept output, so its
-#    all-reduce is not rerun), and the weights still equal the run without;
+#    recompute adds exactly one tp all-reduce per layer to each backward
+#    (the attention block's; the MLP's output is the layer's kept output, so
+#    its all-reduce is not rerun; depth 2 and 3), with sp exactly two
+#    all-gathers and one reduce-scatter per layer, the forward's counts
+#    unchanged, and the weights still equal the run without;
 #  - a bad --recompute value is a usage error.
 set -uo pipefail
 S="$MMC_SOURCE_DIR/stdlib_models"
@@ -94,24 +96,58 @@ n0=$(natt none)
 n1=$(natt selective)
 [ "$n1" -eq $((n0 + 2)) ] && ok || bad "selective: $n1 attention ops in @train, expected $n0 + 2"
 
-# under tp = 2: the rerun all-reduces in the backward, from the runtime counters
-bwd_ar() { # tag: backward tp all-reduce calls per step
-  /usr/bin/python3 - "$T/$1.jsonl" <<'PY'
+# under tp = 2: the rerun collectives, from the runtime counters. Full
+# recompute reruns what the backward reads: per layer the attention block's
+# all-reduce (the second LayerNorm's input, x + attn, needs it) and not the
+# MLP's, whose result y only feeds the layer output x' = h + y, which is
+# kept (it is the next layer's input, Megatron's checkpoint too); no
+# backward op reads y (the cotangent of an all-reduce and of an add is
+# passed on as it is), so rerunning it, as Megatron's checkpointed function
+# does, would compute a value nobody reads. Exactly +1 all-reduce per layer
+# (Megatron: +2), the forward's counts unchanged, checked at depth 2 and 3;
+# with sp exactly +2 all-gathers and +1 reduce-scatter per layer (Megatron:
+# +2 and +2).
+cat > "$T/deep3.mm" <<'EOF'
+import "gpt2.mm"
+
+model GPT2Deep3 {
+  let B = 4
+  let T = 32
+  gpt = GPT(vocab = 256, ctx = 64, dim = 64, depth = 3, heads = 4)
+
+  forward(ids: i32[B, T], labels: i32[B, T]) -> loss { return gpt(ids, labels) }
+}
+EOF
+cp "$S/gpt2.mm" "$S/nn.mm" "$T/"
+calls() { # tag phase kind: calls per step
+  /usr/bin/python3 - "$T/$1.jsonl" "$2" "$3" <<'PY'
 import json, sys
 c = [json.loads(l)["comm"] for l in open(sys.argv[1]) if '"comm"' in l][-1]
-print(c["train_backward"]["all_reduce.tp"]["calls"] // c["steps"])
+print(c["train_" + sys.argv[2]].get(sys.argv[3] + ".tp", {"calls": 0})["calls"] // c["steps"])
 PY
 }
-for r in none full; do
-  "$MMC" compile "$S/gpt2.mm" --model GPT2Tiny --tp 2 --recompute $r -o "$T/tp-$r" || bad "tp $r: compile"
-  (cd "$T" && timeout 300 mpirun --oversubscribe -x OMP_NUM_THREADS -x LSAN_OPTIONS -np 2 "./tp-$r" \
-    --steps 2 --eval-batches 1 --quiet --log "tp-$r.jsonl" --save-weights "tp-$r.st" > "tp-$r.out" 2>&1) ||
-    bad "tp $r: mpirun"
+for cfg in "d2:gpt2.mm:GPT2Tiny:" "d3:deep3.mm:GPT2Deep3:" "d2sp:gpt2.mm:GPT2Tiny:--sp"; do
+  IFS=: read -r tag file model sp <<< "$cfg"
+  for r in none full; do
+    # shellcheck disable=SC2086
+    "$MMC" compile "$T/$file" --model "$model" --tp 2 $sp --recompute $r -o "$T/$tag-$r" || bad "$tag $r: compile"
+    (cd "$T" && timeout 300 mpirun --oversubscribe -x OMP_NUM_THREADS -x LSAN_OPTIONS -np 2 "./$tag-$r" \
+      --steps 2 --eval-batches 1 --quiet --log "$tag-$r.jsonl" --save-weights "$tag-$r.st" > "$tag-$r.out" 2>&1) ||
+      bad "$tag $r: mpirun"
+  done
+  cmp -s "$T/$tag-none.st" "$T/$tag-full.st" && ok || bad "$tag tp=2 $sp: weights with full recompute differ"
+  L=${tag:1:1}
+  # kind:extra backward calls per layer
+  for ke in $([ -z "$sp" ] && echo all_reduce:1 || echo all_gather:2 reduce_scatter:1 all_reduce:0); do
+    IFS=: read -r kind per <<< "$ke"
+    f0=$(calls "$tag-none" forward "$kind") f1=$(calls "$tag-full" forward "$kind")
+    b0=$(calls "$tag-none" backward "$kind") b1=$(calls "$tag-full" backward "$kind")
+    [ "$f1" -eq "$f0" ] && ok || bad "$tag full recompute: $f1 forward $kind per step, $f0 without"
+    [ "$b1" -eq $((b0 + per * L)) ] && ok ||
+      bad "$tag full recompute: $b1 backward $kind per step, expected $b0 + $per x $L layers"
+    echo "$tag tp=2 $sp: $kind per step, forward $f0 -> $f1, backward $b0 -> $b1 with full recompute ($L layers)"
+  done
 done
-b0=$(bwd_ar tp-none)
-b1=$(bwd_ar tp-full)
-[ "$b1" -eq $((b0 + 2)) ] && ok || bad "tp=2 full recompute: $b1 backward all-reduces per step, expected $b0 + 2 (one per layer)"
-cmp -s "$T/tp-none.st" "$T/tp-full.st" && ok || bad "tp=2: weights with full recompute differ"
 
 for v in block:0 block: all; do
   "$MMC" plan "$S/gpt2.mm" --model GPT2Tiny --recompute "$v" > "$T/u.out" 2>&1
