@@ -56,6 +56,20 @@ int cg_split_axes(const Cg *cg, const IrValue *v);
 const CgOrig *cg_orig(const Cg *cg, const IrValue *v);
 
 /* ---- cg_module.c ---- */
+/* i32 name(ptr arenas, i64 seed, ptr mesh) of f's nodes in order (keep:
+ * only the nodes i with keep[i]); NULL after an error. */
+LLVMValueRef cg_build_step(Cg *cg, const IrFunc *f, const char *name, bool training,
+                           const unsigned char *keep);
+
+/* ---- cg_pp.c: micro-batches ---- */
+typedef struct CgMb {
+  int M;                 /* micro-batches per step (1: none) */
+  LLVMValueRef fb, upd;  /* mm_train_step (one micro-batch), mm_update_step */
+  const IrValue **accum; /* what the update reads from the micro-batches */
+  int naccum;
+} CgMb;
+bool cg_mb_build(Cg *cg, const IrFunc *ftrain, CgMb *out);
+
 bool cg_error(Cg *cg, const IrNode *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 LLVMValueRef cg_i32(Cg *cg, int64_t v);
 LLVMValueRef cg_i64(Cg *cg, int64_t v);

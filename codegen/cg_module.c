@@ -192,8 +192,10 @@ static void prof_mark(Cg *cg, LLVMValueRef prof, const char *kind, const char *l
   LLVMPositionBuilderAtEnd(cg->b, cont);
 }
 
-/* i32 name(ptr arenas, i64 seed, ptr mesh): every node of f in order. */
-static LLVMValueRef build_step(Cg *cg, const IrFunc *f, const char *name, bool training) {
+/* i32 name(ptr arenas, i64 seed, ptr mesh): every node of f in order (with
+ * keep: the nodes i with keep[i] only, cg_pp.c). */
+LLVMValueRef cg_build_step(Cg *cg, const IrFunc *f, const char *name, bool training,
+                           const unsigned char *keep) {
   LLVMTypeRef params[3] = {cg->t_ptr, cg->t_i64, cg->t_ptr};
   LLVMValueRef fn = LLVMAddFunction(cg->mod, name, LLVMFunctionType(cg->t_i32, params, 3, false));
   cg->f = f;
@@ -232,14 +234,21 @@ static LLVMValueRef build_step(Cg *cg, const IrFunc *f, const char *name, bool t
    * optimizer op */
   int bwd = -1, upd = -1, inflight = 0;
   if (training) ir_train_phases(f, &bwd, &upd);
+  int first = 0;
+  while (keep && first < f->nodes.len && !keep[first]) first++;
   if (ir_world_size(cg->m) > 1)
-    cg_call(cg, "mmrt_comm_set_phase", (LLVMValueRef[]){cg_i32(cg, 0)}, 1);
+    cg_call(cg, "mmrt_comm_set_phase",
+            (LLVMValueRef[]){cg_i32(cg, upd >= 0 && first >= upd   ? 2
+                                        : bwd >= 0 && first >= bwd ? 1
+                                                                   : 0)},
+            1);
   /* --profile: one call per step when off; the flag stays in a register */
   LLVMValueRef prof = LLVMBuildICmp(
       cg->b, LLVMIntNE, cg_call(cg, "mmrt_prof_begin", (LLVMValueRef[]){cg_i32(cg, training)}, 1),
       cg_i32(cg, 0), "prof");
   for (int i = 0; i < f->nodes.len && !cg->failed; i++) {
     const IrNode *n = f->nodes.items[i];
+    if (keep && !keep[i]) continue;
     if ((i == bwd || i == upd) && ir_world_size(cg->m) > 1)
       cg_call(cg, "mmrt_comm_set_phase", (LLVMValueRef[]){cg_i32(cg, i == bwd ? 1 : 2)}, 1);
     if (i <= cg->skip_to) continue; /* done by an earlier node's call (its time is that one's) */
@@ -464,7 +473,7 @@ static int64_t result_offset(const IrFunc *f) {
 
 static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVMValueRef eval_fn,
                        const IrFunc *ftrain, const IrFunc *feval, const MpSummary *sum,
-                       const CgDecode *dec) {
+                       const CgDecode *dec, const CgMb *mb) {
   const IrModule *m = cg->m;
   LLVMTypeRef tty = tensor_type(cg);
   /* inputs once by name, in order of first appearance */
@@ -492,7 +501,7 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
   for (int i = 0; i < ninputs && !batch; i++)
     if (inputs[i]->shape.rank >= 1 && strcmp(inputs[i]->name, "lr") &&
         strcmp(inputs[i]->name, "step"))
-      batch = cg_orig(cg, inputs[i])->shape.d[0];
+      batch = cg_orig(cg, inputs[i])->shape.d[0] * (mb->M > 1 ? mb->M : 1);
 
   const IrNode *eval_ce = last_loss(feval);
   int64_t logits_rows = 0, logits_cols = 0, logits_off = -1, ignore = -100, vocab_axis = -1,
@@ -574,6 +583,11 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
   M_I64(cache_len, dec->cache_len);
   M_I64(vocab, logits_cols);
   M_I64(logits_classes, classes);
+  M_I64(micro_batches, mb->M > 1 ? mb->M : 1);
+  SET_PTR(f, MmrtModelDesc, update_step, MmrtStepFn, mb->upd ? mb->upd : cg_null(cg));
+  M_I64(naccum, mb->naccum);
+  SET_PTR(f, MmrtModelDesc, accum, const MmrtTensorDesc *,
+          mb->naccum ? tensor_array(cg, tty, mb->accum, mb->naccum, "accum") : cg_null(cg));
 #undef M_I64
 #undef M_F64
   LLVMTypeRef dty = desc_type(cg, model_fields, CG_MODEL_FIELDS);
@@ -670,8 +684,13 @@ bool cg_compile(IrModule *m, const MmTrain *train, const CgOptions *o, Diag *d) 
     diag_error_plain(d, "codegen: the module has no @forward function");
     ok = false;
   }
-  if (ok) eval_fn = build_step(&cg, feval, "mm_eval_step", false);
-  if (ok && eval_fn && ftrain) train_fn = build_step(&cg, ftrain, "mm_train_step", true);
+  if (ok) eval_fn = cg_build_step(&cg, feval, "mm_eval_step", false, NULL);
+  CgMb mb = {.M = 1};
+  if (ok && eval_fn && ftrain && m->plan.micro_batches > 1) {
+    if (cg_mb_build(&cg, ftrain, &mb)) train_fn = mb.fb;
+  } else if (ok && eval_fn && ftrain) {
+    train_fn = cg_build_step(&cg, ftrain, "mm_train_step", true, NULL);
+  }
   ok = ok && eval_fn && (!ftrain || train_fn) && !cg.failed;
   CgDecode dec = {.task = o->task,
                   .prefill = ir_module_func(m, "prefill"),
@@ -681,8 +700,9 @@ bool cg_compile(IrModule *m, const MmTrain *train, const CgOptions *o, Diag *d) 
       diag_error_plain(d, "codegen: the generate and eval tasks need @prefill and @decode");
       ok = false;
     }
-    if (ok) dec.prefill_fn = build_step(&cg, dec.prefill, "mm_prefill_step", false);
-    if (ok && dec.prefill_fn) dec.decode_fn = build_step(&cg, dec.decode, "mm_decode_step", false);
+    if (ok) dec.prefill_fn = cg_build_step(&cg, dec.prefill, "mm_prefill_step", false, NULL);
+    if (ok && dec.prefill_fn)
+      dec.decode_fn = cg_build_step(&cg, dec.decode, "mm_decode_step", false, NULL);
     ok = ok && dec.prefill_fn && dec.decode_fn && !cg.failed;
     for (int i = 0; ok && i < dec.prefill->inputs.len; i++) {
       const IrValue *v = dec.prefill->inputs.items[i];
@@ -690,7 +710,7 @@ bool cg_compile(IrModule *m, const MmTrain *train, const CgOptions *o, Diag *d) 
       if (n > 8 && strcmp(v->name + n - 8, ".k_cache") == 0) dec.cache_len = v->shape.d[1];
     }
   }
-  if (ok) ok = build_desc(&cg, train, train_fn, eval_fn, ftrain, feval, &sum, &dec);
+  if (ok) ok = build_desc(&cg, train, train_fn, eval_fn, ftrain, feval, &sum, &dec, &mb);
   if (ok) ok = cg_emit_module(&cg, o);
   LLVMDisposeBuilder(cg.b);
   LLVMDisposeModule(cg.mod);

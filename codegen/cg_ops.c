@@ -473,6 +473,8 @@ static bool lower_cross_entropy(Cg *cg, const IrNode *n) {
                               I32(rows(lg)), I32(last_dim(lg)), I32(attr(n, IR_ATTR_IGNORE)->i));
   cg_check_status(cg, r);
   int axes = cg_split_axes(cg, n->in[1]);
+  if (cg->training && cg->m->plan.micro_batches > 1) /* its share of the step (cg_pp.c) */
+    cg_check_status(cg, CALL("mmrt_mb_count", cg->mesh, I32(axes), r));
   if (axes) {
     LLVMValueRef loss = LLVMBuildFMul(cg->b, cg_load_f32(cg, n->out[0]), share(cg, r, axes), "");
     LLVMBuildStore(cg->b, loss, O(0));

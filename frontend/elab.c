@@ -775,9 +775,68 @@ static bool elaborate(FeProgram *p, const char *name, FeResult *out, IrModule *i
   return p->d->errors == before;
 }
 
+/* micro_batches = M: the step's batch (dim 0 of every input, a let of the
+ * model such as B) is split into M micro-batches, so the model is
+ * elaborated again with that let set to B / M; the trainer runs M of them
+ * per step (the descriptor's batch stays B). The name of the let, or NULL
+ * after a message. */
+static const char *batch_let(FeProgram *p, AstDecl *dcl, const FeResult *r, int64_t *B) {
+  AstStmt *fwd = fe_find_forward(dcl, NULL);
+  const char *name = NULL;
+  IrFunc *f = ir_module_func(r->ir, "forward");
+  SrcLoc at = r->plan.loc_mb.file ? r->plan.loc_mb : dcl->name_loc;
+  for (int i = 0; fwd && f && i < fwd->params.len && i < f->inputs.len; i++) {
+    AstParam *prm = fwd->params.items[i];
+    IrValue *x = f->inputs.items[i];
+    AstExpr *dx = prm->type && prm->type->dims.len ? prm->type->dims.items[0] : NULL;
+    if (!dx || dx->kind != AST_NAME || (name && strcmp(name, dx->name) != 0)) {
+      diag_error(p->d, prm->loc,
+                 "micro_batches splits the batch, the first dimension of every input, which must "
+                 "be one let of the model (e.g. B), but input '%s' has %s",
+                 prm->name, dx ? fe_expr_text(p, dx) : "none");
+      diag_note(p->d, at, "micro_batches = %d set here", r->plan.micro_batches);
+      return NULL;
+    }
+    name = dx->name;
+    *B = x->shape.d[0];
+  }
+  if (!name) {
+    diag_error(p->d, at, "micro_batches needs a model whose forward takes batched inputs");
+    return NULL;
+  }
+  if (*B % r->plan.micro_batches != 0) {
+    diag_error(p->d, at, "micro_batches = %d does not divide the batch %s = %lld",
+               r->plan.micro_batches, name, (long long)*B);
+    return NULL;
+  }
+  return name;
+}
+
 bool fe_elaborate(FeProgram *p, const char *name, FeResult *out) {
   p->mode = FE_TRAIN;
-  return elaborate(p, name, out, NULL, "forward");
+  p->mb_factor = 0;
+  if (!elaborate(p, name, out, NULL, "forward")) return false;
+  int M = out->plan.micro_batches;
+  AstDecl *dcl = root_decl(p, name);
+  if (M <= 1 || !dcl || dcl->kind != DECL_MODEL) return true;
+  int64_t B = 0;
+  const char *let = batch_let(p, dcl, out, &B);
+  if (!let) return false;
+  FeOptions saved = p->opts;
+  FeOverride *ov = ARENA_ARRAY(&p->ast, FeOverride, saved.noverrides + 1);
+  int n = 0;
+  for (int i = 0; i < saved.noverrides; i++)
+    if (strcmp(saved.overrides[i].name, let) != 0) ov[n++] = saved.overrides[i];
+  char *val = ARENA_ARRAY(&p->ast, char, 32);
+  snprintf(val, 32, "%lld", (long long)(B / M));
+  ov[n++] = (FeOverride){let, val};
+  p->opts.overrides = ov;
+  p->opts.noverrides = n;
+  p->mb_factor = M;
+  ir_module_free(out->ir);
+  bool ok = elaborate(p, name, out, NULL, "forward");
+  p->opts = saved;
+  return ok;
 }
 
 /* The forward's input `text` and the name of the size of its dim 1. */

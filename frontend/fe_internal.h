@@ -98,6 +98,7 @@ struct FeProgram {
    * and the function's `pos` input once made */
   FeMode mode;
   int64_t cache_len;
+  int64_t mb_factor; /* micro_batches: the inputs hold 1/mb_factor of a step's batch (0: 1) */
   IrValue *pos;
 };
 

@@ -389,7 +389,7 @@ static int64_t input_batch(FeProgram *p) {
   IrFunc *f = p->ir->funcs.len ? p->ir->funcs.items[0] : NULL;
   for (int i = 0; f && i < f->inputs.len; i++) {
     IrValue *x = f->inputs.items[i];
-    if (x->shape.rank >= 1) return x->shape.d[0];
+    if (x->shape.rank >= 1) return x->shape.d[0] * (p->mb_factor > 1 ? p->mb_factor : 1);
   }
   return 0;
 }
@@ -770,9 +770,6 @@ static bool refuse_inert(FeProgram *p, const MmPlan *pl, SrcLoc model_loc) {
   if (pl->pp > 1)
     diag_error(p->d, or_loc(pl->loc_pp, model_loc),
                "pipeline parallel (pp = %d) is not built yet; use tp, sp and dp", pl->pp);
-  if (pl->loc_mb.file || f->micro_batches > 0)
-    diag_error(p->d, or_loc(pl->loc_mb, model_loc),
-               "micro_batches (a step split for the pipeline) is not built yet");
   if (pl->loc_schedule.file || f->schedule)
     diag_error(p->d, or_loc(pl->loc_schedule, model_loc),
                "the pipeline schedule is not built yet (there is no pipeline)");

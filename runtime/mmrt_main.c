@@ -31,6 +31,7 @@
 #include "mmrt_data.h"
 #include "mmrt_log.h"
 #include "mmrt_task.h"
+#include "mmrt_pp.h"
 #include "mmrt_prof.h"
 #include "mmrt_threads.h"
 
@@ -63,6 +64,7 @@ typedef struct Trainer {
   /* the training steps' communication per phase, and [MMRT_NPHASES] in all */
   MmrtCommCount step_comm[MMRT_NPHASES + 1][MMRT_COMM_NKINDS][MMRT_NAXES];
   int64_t comm_steps;
+  MmrtMbAcc mb; /* micro-batches (mmrt_pp.h) */
 } Trainer;
 
 static volatile sig_atomic_t stop_requested;
@@ -282,7 +284,7 @@ static int bind(Trainer *t) {
   if (t->step && (t->step->dtype != MMRT_ST_F32 || t->step->ndim != 0))
     return fail("model input 'step' must be f32[] (the step counter)");
   t->cx.m = m;
-  t->cx.B = m->batch;
+  t->cx.B = m->batch / (m->micro_batches > 1 ? m->micro_batches : 1); /* the inputs' rows */
   t->cx.arenas = t->arenas;
   t->cx.seed = t->a.seed;
   t->cx.eval_batches = t->a.eval_batches;
@@ -783,7 +785,7 @@ static int load_ckpt(Trainer *t, int *fresh) {
   if (rc == MMRT_OK) {
     t->a.seed = (uint64_t)seed;
     mmrt_iter_free(&t->cx.it); /* the iterator's order depends on the seed */
-    rc = mmrt_iter_init(&t->cx.it, &t->cx.train, t->cx.B, 1, t->a.seed, err, sizeof err);
+    rc = mmrt_iter_init(&t->cx.it, &t->cx.train, t->m->batch, 1, t->a.seed, err, sizeof err);
     if (rc == MMRT_OK) rc = mmrt_iter_restore(&t->cx.it, its, err, sizeof err);
   }
   mmrt_ckpt_close(c);
@@ -967,6 +969,38 @@ static int dump_logits(Trainer *t) {
   return 0;
 }
 
+static int64_t mb_elems(void *t, const MmrtTensorDesc *d) {
+  return numel(t, d);
+}
+
+/* A step of micro_batches = M > 1 (mmrt_pp.h): micro-batch k is rows
+ * [k B / M, (k + 1) B / M) of the step's batch (this rank's share of them
+ * under dp), forward and backward, its gradients summed; then the update. */
+static int mb_step(Trainer *t, int64_t step, float lr, float fs, const char *what, float *loss) {
+  const MmrtModelDesc *m = t->m;
+  if (t->a.dump_inputs)
+    return fail("--dump-inputs writes a step's batch; with micro-batches (%lld) there are several",
+                (long long)m->micro_batches);
+  if (!t->mb.m && mmrt_mb_init(&t->mb, m, mb_elems, t))
+    return fail("out of memory for the micro-batches' gradient sums");
+  int64_t lo0 = t->cx.lo, b = t->cx.B;
+  mmrt_mb_begin_step(&t->mb);
+  for (int64_t k = 0; k < m->micro_batches; k++) {
+    t->cx.lo = lo0 + k * b;
+    fill_batch(t, &t->cx.it, m->batch, 0, (uint64_t)(step - 1) * (uint64_t)m->batch);
+    memcpy(at(t, t->lr), &lr, sizeof lr);
+    memcpy(at(t, t->step), &fs, sizeof fs);
+    int rc = run_step(t, m->train_step, what);
+    t->cx.lo = lo0;
+    if (rc) return 1;
+    float l;
+    memcpy(&l, t->arenas[MMRT_ARENA_ACT] + m->train_loss_offset, sizeof l);
+    mmrt_mb_add(&t->mb, t->arenas, l);
+  }
+  *loss = mmrt_mb_finish(&t->mb, t->arenas);
+  return run_step(t, m->update_step, what);
+}
+
 static int train(Trainer *t) {
   const MmrtModelDesc *m = t->m;
   char err[ERRLEN], line[512];
@@ -981,23 +1015,26 @@ static int train(Trainer *t) {
       if (!stop_requested) stop_requested = SIGTERM;
       break;
     }
-    if (mmrt_iter_next(&t->cx.it) != t->cx.B) return fail("the training data gave a short batch");
-    fill_batch(t, &t->cx.it, t->cx.B, 0, (uint64_t)(step - 1) * (uint64_t)t->cx.B);
-    if (t->a.dump_inputs && dump_inputs(t, step)) return 1;
-    float lr = (float)lr_at(t, step), fs = (float)step;
-    memcpy(at(t, t->lr), &lr, sizeof lr);
-    memcpy(at(t, t->step), &fs, sizeof fs);
+    if (mmrt_iter_next(&t->cx.it) != m->batch) return fail("the training data gave a short batch");
+    float lr = (float)lr_at(t, step), fs = (float)step, loss;
     char what[64];
     snprintf(what, sizeof what, "step %lld", (long long)step);
     CommSnap before;
     snap_comm(before);
-    if (run_step(t, m->train_step, what)) return 1;
+    if (m->micro_batches > 1) {
+      if (mb_step(t, step, lr, fs, what, &loss)) return 1;
+    } else {
+      fill_batch(t, &t->cx.it, m->batch, 0, (uint64_t)(step - 1) * (uint64_t)m->batch);
+      if (t->a.dump_inputs && dump_inputs(t, step)) return 1;
+      memcpy(at(t, t->lr), &lr, sizeof lr);
+      memcpy(at(t, t->step), &fs, sizeof fs);
+      if (run_step(t, m->train_step, what)) return 1;
+      memcpy(&loss, t->arenas[MMRT_ARENA_ACT] + m->train_loss_offset, sizeof loss);
+    }
     uint64_t sent = add_step_comm(t, before);
     t->done = step;
-    float loss;
-    memcpy(&loss, t->arenas[MMRT_ARENA_ACT] + m->train_loss_offset, sizeof loss);
     double tn = now(),
-           sps = (double)t->cx.B * (double)(step - first) / (tn - t0 > 0 ? tn - t0 : 1e-9);
+           sps = (double)m->batch * (double)(step - first) / (tn - t0 > 0 ? tn - t0 : 1e-9);
     MmrtLogField f[6] = {{"loss", loss, NULL}, {"lr", lr, NULL}, {"samples_per_s", sps, NULL}};
     int nf = 3;
     if (t->has_mesh) /* bytes this rank sent in the step */
@@ -1093,7 +1130,7 @@ static int run(Trainer *t, int argc, char **argv) {
   mmrt_mem_begin(&t->mem);
   if (t->task->open(&t->cx, t->a.data, err, sizeof err) != MMRT_OK)
     return fail("--data %s: %s", t->a.data, err);
-  if (mmrt_iter_init(&t->cx.it, &t->cx.train, t->cx.B, 1, t->a.seed, err, sizeof err) != MMRT_OK)
+  if (mmrt_iter_init(&t->cx.it, &t->cx.train, m->batch, 1, t->a.seed, err, sizeof err) != MMRT_OK)
     return fail("%s", err);
   if (alloc_arenas(t)) return 1;
   for (int64_t i = 0; i < m->nparams; i++)
@@ -1203,6 +1240,7 @@ int mmrt_train_main(int argc, char **argv, const MmrtModelDesc *m) {
   mmrt_images_free(&t.cx.train);
   mmrt_images_free(&t.cx.test);
   for (int r = 0; r < MMRT_NARENAS; r++) free(t.arenas[r]);
+  mmrt_mb_free(&t.mb);
   mmrt_kernels_shutdown();
   if (t.has_mesh) {
     mmrt_mesh_free(&t.mesh);

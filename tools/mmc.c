@@ -77,8 +77,9 @@ static const char *plan_opts =
     "  --cp N --cp-kind ulysses|ring  context parallel (default ulysses)\n"
     "  --pp N --micro-batches N --schedule 1f1b|gpipe|interleaved\n"
     "  --recompute none|selective|full|block:N\n"
-    "                     pp > 1, micro-batches and schedule are not built yet and\n"
-    "                     are refused\n";
+    "                     --micro-batches M: each step runs M micro-batches of B / M samples\n"
+    "                     and sums their gradients; pp > 1, --cp-kind ring and schedule are\n"
+    "                     not built yet and are refused\n";
 
 /* opt reads IR text only, which carries its own settings. */
 static bool takes_source(const Cmd *c) {
@@ -332,9 +333,6 @@ static int parse_opts(int argc, char **argv, Opts *o) {
       if (dst == &o->flags.pp && *dst > 1)
         return bad_usage(o->cmd, "%s is not built yet (1 only); use --tp, --sp and --dp",
                          "pipeline parallel (--pp)");
-      if (dst == &o->flags.micro_batches)
-        return bad_usage(o->cmd,
-                         "--micro-batches: the pipeline's micro-batches are not built yet%s", "");
     } else if (a[0] == '-' && a[1]) {
       return bad_usage(o->cmd, "unknown option '%s'", a);
     } else if (!o->file) {

@@ -126,7 +126,7 @@ probes = {
     "--pp": (GM, GM + ["--pp", "2"], "refused", ["--pp"]),
     "--cp": (GM, GM + ["--cp", "2"], "effect"),
     "--cp-kind": (GM + ["--cp", "2"], GM + ["--cp", "2", "--cp-kind", "ring"], "refused", ["ring"]),
-    "--micro-batches": (GM, GM + ["--micro-batches", "2"], "refused", ["--micro-batches"]),
+    "--micro-batches": (GM, GM + ["--micro-batches", "2"], "effect"),
     "--schedule": (GM, GM + ["--schedule", "gpipe"], "refused", ["--schedule"]),
     "--recompute": (GM, GM + ["--recompute", "full"], "effect"),
     "--task": ([VLM, "--model", "InternVL2Tiny"],
@@ -152,6 +152,7 @@ check_probes = {
     # the flag replaces the section's per-sub-model policies, here a bad one
     "--recompute": ([G, "--model", "Rb"], [G, "--model", "Rb", "--recompute", "full"], "verdict"),
     "--no-overlap": (GM, GM + ["--no-overlap"], "verdict"),
+    "--micro-batches": (GM, GM + ["--micro-batches", "3"], "verdict"),  # 3 does not divide B = 4
 }
 # compile: text outputs so that no trainer is linked, except for -v
 OUT = ["-o", "out"]
@@ -338,7 +339,7 @@ set_probes = {
     "parallel.cp_kind=ring": ("cp = 2", "cp = 2; cp_kind = ring", "refused", ["ring"]),
     "parallel.dp": ("", "dp = 2", "effect"),
     "parallel.zero": ("dp = 2", "dp = 2; zero = 1", "effect"),
-    "parallel.micro_batches": ("", "micro_batches = 2", "refused", ["micro_batches"]),
+    "parallel.micro_batches": ("", "micro_batches = 2", "effect"),
     "parallel.schedule": ("", "schedule = 1f1b", "refused", ["schedule"]),
     "parallel.schedule=1f1b": ("", "schedule = 1f1b", "refused", ["schedule"]),
     "parallel.schedule=gpipe": ("", "schedule = gpipe", "refused", ["schedule"]),
