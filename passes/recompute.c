@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "actmem.h"
 #include "pass.h"
 
 typedef struct Rc {
@@ -60,18 +61,21 @@ static MmRecompute parse_policy(const char *s, int *block) {
                                        : MM_RECOMPUTE_NONE;
 }
 
-/* The policy of a node: the first per-sub-model rule whose unit holds its
- * scope ("vision=full"), else the plan's. */
-static MmRecompute policy_of(const MmPlan *pl, const IrNode *n, int *block) {
+MmRecompute recompute_policy(const MmPlan *pl, const char *scope, int *block) {
   for (int i = 0; i < pl->nrecompute_by; i++) {
     const char *r = pl->recompute_by[i], *eq = strchr(r, '=');
     size_t len = eq ? (size_t)(eq - r) : 0;
-    if (eq && n->scope && strncmp(r, n->scope, len) == 0 &&
-        (n->scope[len] == '.' || n->scope[len] == 0))
+    if (eq && scope && strncmp(r, scope, len) == 0 && (scope[len] == '.' || scope[len] == 0))
       return parse_policy(eq + 1, block);
   }
   *block = pl->recompute_block;
   return pl->recompute;
+}
+
+/* The policy of a node: the first per-sub-model rule whose unit holds its
+ * scope ("vision=full"), else the plan's. */
+static MmRecompute policy_of(const MmPlan *pl, const IrNode *n, int *block) {
+  return recompute_policy(pl, n->scope, block);
 }
 
 static int64_t unit_of_value(Rc *r, const IrValue *v) {

@@ -14,6 +14,7 @@
 #include "codegen/cg.h"
 #include "frontend/sema.h"
 #include "ir/ir.h"
+#include "passes/actmem.h"
 #include "passes/bucket.h"
 #include "passes/memplan.h"
 #include "passes/pass.h"
@@ -910,6 +911,53 @@ static void plan_collectives(IrModule *m, const MmPlan *pl, json_object *root) {
   }
 }
 
+/* Activation memory per stack layer (passes/actmem.h): mmc's saved bytes
+ * and Korthikanti et al.'s Table 2 for the same s, b, h, a, t and plan. */
+static void plan_layers(const IrModule *m, json_object *root) {
+  MpLayerAct L[256];
+  int n = mp_layer_acts(m, L, 256);
+  json_object *list = root && n ? json_object_new_array() : NULL;
+  for (int i = 0; i < n; i++) {
+    const IrGroup *g = m->groups.items[L[i].group];
+    if (list) {
+      json_object *e = json_object_new_object();
+      json_object_object_add(e, "group", json_object_new_string(g->name));
+      json_object_object_add(e, "layer", json_object_new_int(L[i].layer));
+      json_object_object_add(e, "act_bytes", json_object_new_int64(L[i].bytes));
+      json_object_object_add(e, "values", json_object_new_int(L[i].nvalues));
+      json_object_object_add(e, "dropouts", json_object_new_int64(L[i].dropout));
+      if (L[i].s) {
+        json_object *k = json_object_new_object();
+        json_object_object_add(k, "row", json_object_new_string(L[i].row));
+        json_object_object_add(k, "s", json_object_new_int64(L[i].s));
+        json_object_object_add(k, "b", json_object_new_int64(L[i].b));
+        json_object_object_add(k, "h", json_object_new_int64(L[i].h));
+        json_object_object_add(k, "a", json_object_new_int64(L[i].a));
+        json_object_object_add(k, "t", json_object_new_int64(L[i].t));
+        json_object_object_add(k, "bytes_16bit", json_object_new_double(L[i].k16));
+        json_object_object_add(k, "bytes_scaled", json_object_new_double(L[i].kscaled));
+        json_object_object_add(k, "act_dtype_bytes", json_object_new_int(L[i].act_dtype_bytes));
+        json_object_object_add(e, "korthikanti", k);
+      }
+      json_object_array_add(list, e);
+      continue;
+    }
+    if (i == 0)
+      printf("  activations per layer, one rank (mmc: the values the backward reads; Korthikanti "
+             "et al. 2022 Table 2: 16-bit tensors and 1-byte dropout masks, then the tensors at "
+             "the activation dtype):\n");
+    printf("    %s.%d: mmc %lld bytes (%d values; %lld dropout masks made again, not stored)",
+           g->name, L[i].layer, (long long)L[i].bytes, L[i].nvalues, (long long)L[i].dropout);
+    if (L[i].s)
+      printf("; Korthikanti %s (s %lld, b %lld, h %lld, a %lld, t %lld): %.0f bytes, %.0f at %d "
+             "bytes per element",
+             L[i].row, (long long)L[i].s, (long long)L[i].b, (long long)L[i].h, (long long)L[i].a,
+             (long long)L[i].t, L[i].k16, L[i].kscaled, L[i].act_dtype_bytes);
+    printf("\n");
+  }
+  if (list) json_object_object_add(root, "layers", list);
+}
+
 static int cmd_plan(Opts *o) {
   Diag d;
   diag_init(&d);
@@ -961,6 +1009,7 @@ static int cmd_plan(Opts *o) {
       json_object_object_add(funcs, f->name, e);
     }
     json_object_object_add(root, "funcs", funcs);
+    plan_layers(m, root);
     plan_collectives(m, &m->plan, root);
     printf("%s\n",
            json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED));
@@ -993,6 +1042,7 @@ static int cmd_plan(Opts *o) {
              f->name, (long long)f->arena[IR_ROLE_ACT], (long long)f->live_peak, eff,
              (long long)f->arena[IR_ROLE_GRAD], f->nbuffers, f->ninplace, f->nviews);
     }
+    plan_layers(m, NULL);
     plan_collectives(m, &m->plan, NULL);
   }
   return finish(&d, p, &r, EXIT_OK);
