@@ -48,6 +48,9 @@
  *   - video (a video autoencoder): `video` f32[B, 1, F, 64, 64], F = 1 + 4k:
  *     moving Fashion-MNIST items in [0, 1] (mmrt_video.h); no labels, so
  *     evaluation (on held-out test-split clips) reports the loss alone.
+ *   - text-to-video diffusion (a DiT): `latents` f32[B, 8, Fl, 8, 8] (the
+ *     clips downsampled), `text` i32[B, L] (caption word ids), `noise`,
+ *     `t_uniform` or `t_normal` (mmrt_task_dit.c); the loss alone.
  *   Anything else is refused at start-up with the list of inputs found. */
 #ifndef MMRT_MAIN_H
 #define MMRT_MAIN_H

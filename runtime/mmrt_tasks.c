@@ -7,7 +7,7 @@
 #include "mmrt_task.h"
 
 const MmrtTask *const mmrt_tasks[] = {&mmrt_task_classify, &mmrt_task_caption, &mmrt_task_pixels,
-                                      &mmrt_task_video, NULL};
+                                      &mmrt_task_video,    &mmrt_task_dit,     NULL};
 
 static void shape_str(char *buf, size_t n, const MmrtTensorDesc *t) {
   size_t k = (size_t)snprintf(buf, n, "%s[", mmrt_st_dtype_name((MmrtStDtype)t->dtype));

@@ -34,6 +34,7 @@ ROUNDING_LEVEL = {
     ".k_proj.bias": "a key bias adds q.b to a whole row of scores, which softmax ignores: its gradient is 0 "
                     "in exact arithmetic",
     "_attn.k.bias": "WF-VAE's mid-block attention key bias (a 1x1x1 conv bias): the same reason as .k_proj.bias",
+    ".attn2.to_k.bias": "VideoDiT's cross-attention key bias, the same (self-attention's, rotated by RoPE, is not)",
 }
 
 

@@ -50,7 +50,9 @@ def main():
     lrs = []
     for s in range(1, steps + 1):
         batch, _ = mmref.st_load(os.path.join(inputs_dir, "step-%06d.safetensors" % s))
-        if model == "ViTFashion":
+        if hasattr(fn, "inputs"):  # a reference that names its inputs (videoditref.py)
+            args = [torch.tensor(batch[k]) for k in fn.inputs]
+        elif model == "ViTFashion":
             args = [torch.tensor(batch["pixels"]), torch.tensor(batch["labels"])]
         elif model.startswith("InternVL2Tiny"):
             args = [torch.tensor(batch[k]) for k in ("pixels", "text", "labels")]
