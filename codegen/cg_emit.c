@@ -23,7 +23,7 @@
 #define MMC_RUNTIME_LIB "libmmrt.a"
 #endif
 #ifndef MMC_RUNTIME_LIBS
-#define MMC_RUNTIME_LIBS "-ldnnl -lpng -lz -ljson-c -lm -fopenmp"
+#define MMC_RUNTIME_LIBS "-ldnnl -lpng -lgif -lz -ljson-c -lm -fopenmp"
 #endif
 #ifndef MMC_RUNTIME_INCLUDE
 #define MMC_RUNTIME_INCLUDE "runtime"

@@ -288,6 +288,9 @@ typedef struct CgDecode {
   const IrFunc *prefill, *decode;
   LLVMValueRef prefill_fn, decode_fn;
   int64_t cache_len;
+  /* the video autoencoder: @encode, @decode, @encode_first, @encode_next */
+  const IrFunc *vae[4];
+  LLVMValueRef vae_fn[4];
 } CgDecode;
 
 static int st_dtype(IrDType t) {
@@ -588,6 +591,42 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
   M_I64(naccum, mb->naccum);
   SET_PTR(f, MmrtModelDesc, accum, const MmrtTensorDesc *,
           mb->naccum ? tensor_array(cg, tty, mb->accum, mb->naccum, "accum") : cg_null(cg));
+  SET_PTR(f, MmrtModelDesc, vae_encode_step, MmrtStepFn,
+          dec->vae_fn[0] ? dec->vae_fn[0] : cg_null(cg));
+  SET_PTR(f, MmrtModelDesc, vae_decode_step, MmrtStepFn,
+          dec->vae_fn[1] ? dec->vae_fn[1] : cg_null(cg));
+  SET_PTR(f, MmrtModelDesc, vae_first_step, MmrtStepFn,
+          dec->vae_fn[2] ? dec->vae_fn[2] : cg_null(cg));
+  SET_PTR(f, MmrtModelDesc, vae_next_step, MmrtStepFn,
+          dec->vae_fn[3] ? dec->vae_fn[3] : cg_null(cg));
+  const IrFunc *const *vf = dec->vae;
+  const IrValue *vt[MMRT_VAE_NTENSORS];
+  int nvt = 0, ncache = 0;
+  if (vf[0] && vf[1]) {
+    vt[MMRT_VAE_LATENTS] = vf[0]->results.items[0];
+    vt[MMRT_VAE_DEC_IN] = vf[1]->inputs.items[0];
+    vt[MMRT_VAE_CLIPS] = vf[1]->results.items[0];
+    nvt = MMRT_VAE_CHUNK0;
+    if (vf[2] && vf[3]) {
+      vt[MMRT_VAE_CHUNK0] = vf[2]->inputs.items[0];
+      vt[MMRT_VAE_FIRST_LAT] = vf[2]->results.items[0];
+      vt[MMRT_VAE_CHUNK] = vf[3]->inputs.items[0];
+      vt[MMRT_VAE_NEXT_LAT] = vf[3]->results.items[0];
+      nvt = MMRT_VAE_NTENSORS;
+      ncache = vf[3]->results.len - 1;
+    }
+  }
+  const IrValue **vc = ARENA_ARRAY(cg->a, const IrValue *, 3 * ncache + 1);
+  for (int i = 0; i < ncache; i++) {
+    vc[3 * i] = vf[3]->inputs.items[1 + i];
+    vc[3 * i + 1] = vf[2]->results.items[1 + i];
+    vc[3 * i + 2] = vf[3]->results.items[1 + i];
+  }
+  SET_PTR(f, MmrtModelDesc, vae_tensors, const MmrtTensorDesc *,
+          nvt ? tensor_array(cg, tty, vt, nvt, "vae_tensors") : cg_null(cg));
+  M_I64(vae_ncaches, ncache);
+  SET_PTR(f, MmrtModelDesc, vae_caches, const MmrtTensorDesc *,
+          ncache ? tensor_array(cg, tty, vc, 3 * ncache, "vae_caches") : cg_null(cg));
 #undef M_I64
 #undef M_F64
   LLVMTypeRef dty = desc_type(cg, model_fields, CG_MODEL_FIELDS);
@@ -695,7 +734,7 @@ bool cg_compile(IrModule *m, const MmTrain *train, const CgOptions *o, Diag *d) 
   CgDecode dec = {.task = o->task,
                   .prefill = ir_module_func(m, "prefill"),
                   .decode = ir_module_func(m, "decode")};
-  if (ok && o->task != MMRT_TASK_TRAIN) {
+  if (ok && (o->task == MMRT_TASK_GENERATE || o->task == MMRT_TASK_EVAL)) {
     if (!dec.prefill || !dec.decode) {
       diag_error_plain(d, "codegen: the generate and eval tasks need @prefill and @decode");
       ok = false;
@@ -709,6 +748,24 @@ bool cg_compile(IrModule *m, const MmTrain *train, const CgOptions *o, Diag *d) 
       size_t n = strlen(v->name);
       if (n > 8 && strcmp(v->name + n - 8, ".k_cache") == 0) dec.cache_len = v->shape.d[1];
     }
+  }
+  static const char *const vae_funcs[4] = {"encode", "decode", "encode_first", "encode_next"};
+  static const char *const vae_syms[4] = {"mm_vae_encode_step", "mm_vae_decode_step",
+                                          "mm_vae_first_step", "mm_vae_next_step"};
+  for (int k = 0; ok && k < 4; k++) {
+    dec.vae[k] = ir_module_func(m, vae_funcs[k]);
+    if (dec.vae[k]) dec.vae_fn[k] = cg_build_step(&cg, dec.vae[k], vae_syms[k], false, NULL);
+    ok = !dec.vae[k] || (dec.vae_fn[k] && !cg.failed);
+  }
+  if (ok && dec.vae[2] && dec.vae[3] &&
+      (dec.vae[2]->results.len != dec.vae[3]->results.len ||
+       dec.vae[3]->inputs.len != dec.vae[3]->results.len)) {
+    diag_error_plain(d,
+                     "codegen: @encode_first returns %d caches and @encode_next %d from %d cache "
+                     "inputs: the chunked encoder's causal_pad calls differ between the chunks",
+                     dec.vae[2]->results.len - 1, dec.vae[3]->results.len - 1,
+                     dec.vae[3]->inputs.len - 1);
+    ok = false;
   }
   if (ok) ok = build_desc(&cg, train, train_fn, eval_fn, ftrain, feval, &sum, &dec, &mb);
   if (ok) ok = cg_emit_module(&cg, o);

@@ -263,7 +263,7 @@ static Val *bi_rope(Args *a) {
   IrAttrs at_ = {0};
   ir_attrs_set_float(&at_, IR_ATTR_THETA, theta);
   if (off) ir_attrs_set_int(&at_, IR_ATTR_OFFSET, off);
-  if (a->p->mode != FE_TRAIN && x && x->shape.rank == 4) { /* positions from the `pos` input */
+  if (fe_mode_cached(a->p) && x && x->shape.rank == 4) { /* positions from the `pos` input */
     IrValue *in[2] = {x, fe_cache_pos(a->p, x->shape.d[0], at(a))};
     return emit(a, IR_OP_ROPE, in, 2, &at_);
   }
@@ -335,7 +335,7 @@ static Val *bi_attention(Args *a) {
   IrAttrs at_ = {0};
   ir_attrs_set_bool(&at_, IR_ATTR_CAUSAL, causal);
   ir_attrs_set_float(&at_, IR_ATTR_SCALE, scale);
-  if (a->p->mode != FE_TRAIN && causal && in[1] && in[2] && in[1]->shape.rank == 4)
+  if (fe_mode_cached(a->p) && causal && in[1] && in[2] && in[1]->shape.rank == 4)
     return cached_attention(a, in, scale);
   Val *r = emit(a, IR_OP_ATTENTION, in, 3, &at_);
   if (r->k == V_TENSOR && in[1]) {
@@ -715,6 +715,102 @@ static Val *bi_len(Args *a) {
   return val_err(a->p);
 }
 
+/* require(cond, message): a compile-time condition of a module on its sizes
+ * (e.g. the frames a video model takes). False: an error at the call in the
+ * root file that led here (the user's code), with a note at the require.
+ * Not checked while elaborating @encode_next, whose input continues a clip
+ * (the executable checks the chunk arithmetic). */
+static Val *bi_require(Args *a) {
+  bool ok;
+  if (!bool_arg(a, 0, "cond", true, &ok)) return val_err(a->p);
+  if (a->v[1]->k != V_STR) {
+    kind_error(a, 1, "message", "a string");
+    return val_err(a->p);
+  }
+  if (ok || a->p->mode == FE_ENCODE_NEXT) return val_bool(a->p, true);
+  SrcLoc where = a->p->fwd_depth > 1 ? a->p->user_call : at(a);
+  diag_error(a->p->d, where, "%s", a->v[1]->s);
+  if (a->p->fwd_depth > 1) diag_note(a->p->d, at(a), "required here");
+  a->p->unmet = true;
+  return val_err(a->p);
+}
+
+/* x[:, :, lo:hi] along axis 2 (time) */
+static IrValue *time_slice(Args *a, IrValue *x, int64_t lo, int64_t hi) {
+  IrAttrs s = {0};
+  ir_attrs_set_int(&s, IR_ATTR_AXIS, 2);
+  ir_attrs_set_int(&s, IR_ATTR_START, lo);
+  ir_attrs_set_int(&s, IR_ATTR_STOP, hi);
+  return fe_emit1(a->p, IR_OP_SLICE, x, &s, at(a));
+}
+
+/* The name of a new cache input of @encode_next: <scope>.cache, then
+ * <scope>.cache1, ... */
+static const char *cache_name(FeProgram *p) {
+  const char *scope = p->b.scope ? p->b.scope : "causal_pad";
+  for (int k = 0;; k++) {
+    const char *name = k ? arena_printf(&p->ast, "%s.cache%d", scope, k)
+                         : arena_printf(&p->ast, "%s.cache", scope);
+    bool used = false;
+    for (int j = 0; j < p->b.f->inputs.len && !used; j++)
+      used = strcmp(((IrValue *)p->b.f->inputs.items[j])->name, name) == 0;
+    if (!used) return name;
+  }
+}
+
+/* causal_pad(x, frames, keep): x [B, C, T, ...] with `frames` copies of
+ * its first frame in front along the time axis (2), so a convolution over
+ * time sees no later frame. In the chunked encoders (@encode, @encode_first,
+ * @encode_next) the last `keep` frames of the padded tensor are a cache
+ * result of the function; @encode_next puts the previous chunk's cache (an
+ * input of that name, [B, C, keep, ...]) in front instead of the copies. */
+static Val *bi_causal_pad(Args *a) {
+  FeProgram *p = a->p;
+  IrValue *x = tensor_arg(a, 0, "x");
+  int64_t frames, keep;
+  if (!x || !int_arg(a, 1, "frames", 0, &frames) || !int_arg(a, 2, "keep", 0, &keep))
+    return val_err(p);
+  if (x->shape.rank < 3 || frames < 0 || keep < 0 || keep > frames + x->shape.d[2]) {
+    diag_error(p->d, at(a),
+               "causal_pad: needs x [B, C, T, ...] and 0 <= frames, 0 <= keep <= frames + T; got "
+               "%s, frames = %lld, keep = %lld",
+               fe_shape_str(p, &x->shape), (long long)frames, (long long)keep);
+    return val_err(p);
+  }
+  IrValue *front = NULL;
+  if (p->mode == FE_ENCODE_NEXT) {
+    if (keep) {
+      const char *name = cache_name(p);
+      IrShape cs = x->shape;
+      cs.d[2] = keep;
+      front = ir_add_input(p->ir, p->b.f, name, x->dtype, &cs, at(a));
+    }
+  } else if (frames > 0) {
+    IrValue *first = time_slice(a, x, 0, 1);
+    if (!first) return val_err(p);
+    IrAttrs e = {0};
+    IrShape es = x->shape;
+    es.d[2] = frames;
+    ir_attrs_set_ints(&e, IR_ATTR_SHAPE, es.d, es.rank);
+    front = fe_emit1(p, IR_OP_EXPAND, first, &e, at(a));
+    if (!front) return val_err(p);
+  }
+  IrValue *out = x;
+  if (front) {
+    IrValue *in[2] = {front, x};
+    IrAttrs c = {0};
+    ir_attrs_set_int(&c, IR_ATTR_AXIS, 2);
+    out = fe_emit(p, IR_OP_CONCAT, in, 2, &c, at(a));
+    if (!out) return val_err(p);
+  }
+  if (keep && fe_mode_chunked(p)) { /* the next chunk's cache, in input order */
+    IrValue *cache = time_slice(a, out, out->shape.d[2] - keep, out->shape.d[2]);
+    if (!cache) return val_err(p);
+    ptrvec_push(&p->ast, &p->caches, cache);
+  }
+  return val_tensor(p, out);
+}
+
 static const Builtin builtins[] = {
     {"activation", "x, name", bi_activation, 0},
     {"zeros", "*", bi_zeros, 1},
@@ -730,6 +826,8 @@ static const Builtin builtins[] = {
     {"abs", "x", bi_abs, 1},
     {"int", "x", bi_int, 1},
     {"len", "x", bi_len, 1},
+    {"require", "cond, message", bi_require, 1},
+    {"causal_pad", "x, frames, keep", bi_causal_pad, 1},
 };
 
 /* the builtins that are ops, named by their mnemonic: the FE(handler,

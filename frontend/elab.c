@@ -501,7 +501,7 @@ typedef struct Ret {
 } Ret;
 
 static void run_body(FeProgram *p, Env *fenv, PtrVec *body, Ret *r) {
-  for (int i = 0; i < body->len && !r->done; i++) {
+  for (int i = 0; i < body->len && !r->done && !p->unmet; i++) {
     AstStmt *st = body->items[i];
     switch (st->kind) {
       case ST_LET:
@@ -541,6 +541,8 @@ static Val *call_forward(FeProgram *p, Inst *in, AstStmt *fwd, Val **args, SrcLo
     diag_error(p->d, at, "forward calls nest more than %d deep", MAX_FWD_DEPTH);
     return val_err(p);
   }
+  SrcLoc saved_call = p->user_call;
+  if (p->fwd_depth == 2) p->user_call = at; /* a call in the root model's forward */
   Env *fenv = ARENA_NEW(&p->ast, Env);
   fenv->parent = &in->env;
   bool ok = true;
@@ -579,7 +581,9 @@ static Val *call_forward(FeProgram *p, Inst *in, AstStmt *fwd, Val **args, SrcLo
     run_body(p, fenv, &fwd->body, &r);
     p->b = saved;
     p->cur_inst = saved_inst;
-    if (!r.done) {
+    if (p->unmet) {
+      /* a require() failed and said why */
+    } else if (!r.done) {
       if (p->d->errors == before) {
         diag_error(p->d, fwd->loc, "%s ends without 'return'", who);
       }
@@ -595,6 +599,7 @@ static Val *call_forward(FeProgram *p, Inst *in, AstStmt *fwd, Val **args, SrcLo
     }
   }
   p->fwd_depth--;
+  p->user_call = saved_call;
   return result;
 }
 
@@ -685,12 +690,15 @@ static bool elaborate(FeProgram *p, const char *name, FeResult *out, IrModule *i
                        p->opts.overrides[i].name, name, p->opts.overrides[i].name);
   if (!root || p->d->errors > before) return false;
 
-  AstStmt *fwd = fe_find_forward(dcl, NULL);
+  AstStmt *fwd = fe_find_forward(dcl, p->fwd_name);
   if (!fwd) {
-    diag_error(p->d, dcl->name_loc, "%s '%s' has no forward", is_model ? "model" : "module", name);
+    diag_error(p->d, dcl->name_loc, "%s '%s' has no forward%s%s", is_model ? "model" : "module",
+               name, p->fwd_name ? " named " : "", p->fwd_name ? p->fwd_name : "");
     return false;
   }
   IrFunc *f = ir_func_new(p->ir, func);
+  p->caches.len = 0;
+  p->unmet = false;
   p->b.f = f;
   int n = fwd->params.len;
   Val **args = ARENA_ARRAY(&p->ast, Val *, n + 1);
@@ -760,13 +768,15 @@ static bool elaborate(FeProgram *p, const char *name, FeResult *out, IrModule *i
                val_kind_name(r->k));
     return false;
   }
-  if (is_model && r->t->shape.rank != 0) {
+  if (is_model && !p->fwd_name && r->t->shape.rank != 0) {
     diag_error(p->d, fwd->loc,
                "the forward of model '%s' must return a scalar loss, but returns shape %s", name,
                fe_shape_str(p, &r->t->shape));
     return false;
   }
   ptrvec_push(&p->ir->arena, &f->results, r->t);
+  for (int i = 0; i < p->caches.len; i++)
+    ptrvec_push(&p->ir->arena, &f->results, p->caches.items[i]);
   if (!fe_read_sections(p, root, out)) return false;
   if (!into) ir_module_set_settings(p->ir, &out->plan, &out->train); /* what the passes read */
   out->ir = p->ir;
@@ -839,6 +849,34 @@ bool fe_elaborate(FeProgram *p, const char *name, FeResult *out) {
   return ok;
 }
 
+/* The let `name` set to `value` (as --set name=value would), replacing any
+ * --set of it, until the caller restores p->opts. */
+static void override_size(FeProgram *p, const char *name, const char *value) {
+  FeOptions o = p->opts;
+  FeOverride *ov = ARENA_ARRAY(&p->ast, FeOverride, o.noverrides + 1);
+  int n = 0;
+  for (int i = 0; i < o.noverrides; i++)
+    if (strcmp(o.overrides[i].name, name) != 0) ov[n++] = o.overrides[i];
+  ov[n++] = (FeOverride){name, value};
+  p->opts.overrides = ov;
+  p->opts.noverrides = n;
+}
+
+/* Forward fwd (NULL: the unnamed one) of model `name` in `mode` as function
+ * func of `into`; then the options back to *saved and the mode to FE_TRAIN. */
+static bool elaborate_into(FeProgram *p, const char *name, IrModule *into, const char *func,
+                           FeMode mode, const char *fwd, const FeOptions *saved) {
+  p->mode = mode;
+  p->fwd_name = fwd;
+  FeResult r;
+  bool ok = elaborate(p, name, &r, into, func);
+  p->opts = *saved;
+  p->mode = FE_TRAIN;
+  p->fwd_name = NULL;
+  p->ir = NULL; /* `into` stays the caller's, even on error */
+  return ok;
+}
+
 /* The forward's input `text` and the name of the size of its dim 1. */
 static const char *text_len_name(FeProgram *p, AstDecl *dcl, SrcLoc *loc) {
   AstStmt *fwd = fe_find_forward(dcl, NULL);
@@ -874,23 +912,9 @@ bool fe_elaborate_cached(FeProgram *p, const char *name, IrModule *into, const c
   const char *tname = text_len_name(p, dcl, &tloc);
   if (!tname) return false;
   FeOptions saved = p->opts;
-  if (mode == FE_DECODE) { /* the text is one token long */
-    FeOverride *ov = ARENA_ARRAY(&p->ast, FeOverride, saved.noverrides + 1);
-    int n = 0;
-    for (int i = 0; i < saved.noverrides; i++)
-      if (strcmp(saved.overrides[i].name, tname) != 0) ov[n++] = saved.overrides[i];
-    ov[n++] = (FeOverride){tname, "1"};
-    p->opts.overrides = ov;
-    p->opts.noverrides = n;
-  }
-  p->mode = mode;
+  if (mode == FE_DECODE) override_size(p, tname, "1"); /* the text is one token long */
   p->cache_len = cache_len;
-  FeResult r;
-  bool ok = elaborate(p, name, &r, into, func);
-  p->opts = saved;
-  p->mode = FE_TRAIN;
-  p->ir = NULL; /* `into` stays the caller's, even on error */
-  if (!ok) return false;
+  if (!elaborate_into(p, name, into, func, mode, NULL, &saved)) return false;
   IrFunc *f = ir_module_func(into, func);
   IrValue *loss = f->results.items[0];
   if (!loss->def || loss->def->op != IR_OP_CROSS_ENTROPY) {
@@ -921,6 +945,42 @@ bool fe_elaborate_cached(FeProgram *p, const char *name, IrModule *into, const c
     return false;
   }
   ir_func_renumber(f);
+  return ir_verify(into);
+}
+
+bool fe_has_forward(FeProgram *p, const char *name, const char *fwd) {
+  AstDecl *dcl = root_decl(p, name);
+  return dcl && dcl->kind == DECL_MODEL && fe_find_forward(dcl, fwd) != NULL;
+}
+
+bool fe_elaborate_named(FeProgram *p, const char *name, IrModule *into, const char *fwd,
+                        const char *func, FeMode mode, int64_t frames, const char *rename) {
+  if (p->d->errors) return false;
+  AstDecl *dcl = root_decl(p, name);
+  AstStmt *st = dcl && dcl->kind == DECL_MODEL ? fe_find_forward(dcl, fwd) : NULL;
+  if (!st) {
+    diag_error_plain(p->d, "'%s' declares no model '%s' with a forward named '%s'", p->root->path,
+                     name, fwd);
+    return false;
+  }
+  FeOptions saved = p->opts;
+  if (frames >= 1) { /* the frames of the first input: a name, overridden */
+    AstParam *prm = st->params.len ? st->params.items[0] : NULL;
+    AstExpr *dx = prm && prm->type && prm->type->kind == AT_TENSOR && prm->type->dims.len >= 3
+                      ? prm->type->dims.items[2]
+                      : NULL;
+    if (!dx || dx->kind != AST_NAME) {
+      diag_error(p->d, prm ? prm->loc : st->loc,
+                 "chunked encoding needs the first input of forward '%s' as [B, C, F, ...] with F "
+                 "a name (a let of the model: the frames)",
+                 fwd);
+      return false;
+    }
+    override_size(p, dx->name, arena_printf(&p->ast, "%lld", (long long)frames));
+  }
+  if (!elaborate_into(p, name, into, func, mode, fwd, &saved)) return false;
+  IrFunc *f = ir_module_func(into, func);
+  if (rename && f->inputs.len) ((IrValue *)f->inputs.items[0])->name = rename;
   return ir_verify(into);
 }
 

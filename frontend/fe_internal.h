@@ -100,7 +100,18 @@ struct FeProgram {
   int64_t cache_len;
   int64_t mb_factor; /* micro_batches: the inputs hold 1/mb_factor of a step's batch (0: 1) */
   IrValue *pos;
+  const char *fwd_name; /* the model's forward being elaborated (NULL: the unnamed one) */
+  PtrVec caches;        /* FE_ENCODE*: causal_pad's cache results, in call order */
+  SrcLoc user_call;     /* the innermost call made by the root model's forward */
+  bool unmet;           /* a require() failed: the forwards stop (no errors that follow from it) */
 };
+
+static inline bool fe_mode_cached(const FeProgram *p) { /* a KV-cache mode */
+  return p->mode == FE_PREFILL || p->mode == FE_DECODE;
+}
+static inline bool fe_mode_chunked(const FeProgram *p) { /* a chunked encoder */
+  return p->mode == FE_ENCODE || p->mode == FE_ENCODE_NEXT;
+}
 
 /* builtins.c: the `pos` input of the function being built in a cached mode */
 IrValue *fe_cache_pos(FeProgram *p, int64_t batch, SrcLoc loc);

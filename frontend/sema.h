@@ -75,9 +75,28 @@ bool fe_elaborate(FeProgram *p, const char *name, FeResult *out);
  * the size naming the text's dim 1 (text: i32[B, T]) is set to 1, `place`
  * leaves the text as it is (a generated token is never an image-context
  * token) and the image branch is dropped; the input is renamed `token`. */
-typedef enum FeMode { FE_TRAIN, FE_PREFILL, FE_DECODE } FeMode;
+typedef enum FeMode { FE_TRAIN, FE_PREFILL, FE_DECODE, FE_ENCODE, FE_ENCODE_NEXT } FeMode;
 bool fe_elaborate_cached(FeProgram *p, const char *name, IrModule *into, const char *func,
                          FeMode mode, int64_t cache_len);
+
+/* A reconstruction model's named forwards as functions of `into` (reusing
+ * its parameters by name), for mmc compile (README "Reconstruction"):
+ *   FE_TRAIN        forward `fwd` as function `func`, its inputs as
+ *                   declared, its result a tensor of any shape (@decode);
+ *   FE_ENCODE       the same; every causal_pad(x, n, keep) with keep > 0
+ *                   also returns the last keep frames of its padded tensor
+ *                   (results 1.. in call order: the caches a next chunk
+ *                   starts from) (@encode, @encode_first);
+ *   FE_ENCODE_NEXT  the same, but causal_pad puts the cache inputs
+ *                   <scope>.cache (inputs 1.., the same order) in front
+ *                   instead of copies of the first frame, and require() is
+ *                   not checked (a chunk continues a clip) (@encode_next).
+ * frames >= 1 sets the size naming dim 2 of the forward's first input (a
+ * name: the frames) to that; rename renames that input (NULL: keep). */
+bool fe_elaborate_named(FeProgram *p, const char *name, IrModule *into, const char *fwd,
+                        const char *func, FeMode mode, int64_t frames, const char *rename);
+/* 1 when model `name` of the root file declares a forward named fwd. */
+bool fe_has_forward(FeProgram *p, const char *name, const char *fwd);
 
 /* Elaborates every model of the root file (mmc check). */
 bool fe_check_all(FeProgram *p);

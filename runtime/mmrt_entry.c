@@ -3,9 +3,9 @@
  * It checks that the generated object was built for this runtime's ABI and
  * that a launcher (mpirun) started as many ranks as the model was compiled
  * for, then hands over by the descriptor's task: to the trainer
- * (mmrt_main.c) or to the generator/evaluator (mmrt_generate.c). Neither of
- * those calls into the other; what both need of the descriptor is in
- * mmrt_model.c. */
+ * (mmrt_main.c), to the generator/evaluator (mmrt_generate.c) or to the
+ * reconstructor (mmrt_reconstruct.c). None of those calls into another;
+ * what they share of the descriptor is in mmrt_model.c. */
 #include <stdio.h>
 
 #include "mmrt_comm.h"
@@ -26,9 +26,10 @@ int mmrt_main(int argc, char **argv, const MmrtModelDesc *m) {
    * trainer under mpirun -np 2 would otherwise run twice over the same log
    * and checkpoint (a multi-rank one started without a launcher is caught
    * by mmrt_mesh_init, which sees a world of 1) */
-  const char *who = m->task == MMRT_TASK_TRAIN      ? "trainer"
-                    : m->task == MMRT_TASK_GENERATE ? "generator"
-                                                    : "evaluator";
+  const char *who = m->task == MMRT_TASK_TRAIN         ? "trainer"
+                    : m->task == MMRT_TASK_GENERATE    ? "generator"
+                    : m->task == MMRT_TASK_RECONSTRUCT ? "reconstructor"
+                                                       : "evaluator";
   char err[512];
   int rank;
   if (mmrt_launcher_world(&rank) > 0 &&
@@ -37,8 +38,9 @@ int mmrt_main(int argc, char **argv, const MmrtModelDesc *m) {
     fprintf(stderr, "%s (rank %d): error: %s\n", who, rank, err);
     return 1;
   }
-  return m->task == MMRT_TASK_TRAIN ? mmrt_train_main(argc, argv, m)
-                                    : mmrt_generate_main(argc, argv, m);
+  return m->task == MMRT_TASK_TRAIN         ? mmrt_train_main(argc, argv, m)
+         : m->task == MMRT_TASK_RECONSTRUCT ? mmrt_reconstruct_main(argc, argv, m)
+                                            : mmrt_generate_main(argc, argv, m);
 }
 
 int main(int argc, char **argv) {

@@ -213,48 +213,16 @@ static int bind(Gen *g) {
 }
 
 static int alloc_arenas(Gen *g) {
-  for (int r = 0; r < MMRT_NARENAS; r++) {
-    size_t n = (size_t)g->m->arena_bytes[r];
-    if (!n) continue;
-    n = (n + 63) / 64 * 64;
-    if (!(g->arenas[r] = aligned_alloc(64, n)))
-      return fail("cannot allocate %zu bytes for arena %d", n, r);
-    memset(g->arenas[r], 0, n);
-  }
-  return 0;
+  char err[ERRLEN];
+  return mmrt_alloc_arenas(g->m, g->arenas, err, sizeof err) == MMRT_OK ? 0 : fail("%s", err);
 }
 
-/* The parameters (which = 0: base, 1: adapters) from a safetensors file or
- * a checkpoint folder (rank 0's file of the one its pointer names), every one required. */
+/* The parameters (which = 0: base, 1: adapters), every one required. */
 static int load(Gen *g, const char *flag, const char *path, int which) {
-  char err[ERRLEN], file[4096], dir[4096];
-  struct stat st;
-  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-    if (mmrt_ckpt_resolve(path, dir, sizeof dir, err, sizeof err) != MMRT_OK)
-      return fail("%s %s: %s", flag, path, err);
-    mmrt_ckpt_rank_path(file, sizeof file, dir, 0);
-  } else {
-    snprintf(file, sizeof file, "%s", path);
-  }
-  MmrtStFile *f = NULL;
-  if (mmrt_st_open(&f, file, err, sizeof err) != MMRT_OK) return fail("%s %s: %s", flag, path, err);
-  int rc = MMRT_OK, n = 0;
-  for (int64_t i = 0; i < g->m->nparams && rc == MMRT_OK; i++) {
-    const MmrtTensorDesc *p = &g->m->params[i];
-    if (p->arena != MMRT_ARENA_PARAM || (which && !mmrt_is_adapter(p->name))) continue;
-    if (mmrt_st_find(f, p->name) < 0) {
-      if (which || !mmrt_is_adapter(p->name)) /* adapters may come from --load-adapters */
-        rc = mmrt_errf(err, sizeof err, MMRT_ERR_NOTFOUND, "%s: no tensor '%s'", file, p->name);
-      continue;
-    }
-    MmrtTensorRef ref = {
-        .name = p->name, .dtype = (MmrtStDtype)p->dtype, .ndim = (int)p->ndim, .data = at(g, p)};
-    for (int64_t d = 0; d < p->ndim; d++) ref.shape[d] = p->shape[d];
-    if (rc == MMRT_OK) rc = mmrt_st_read(f, &ref, err, sizeof err);
-    n += rc == MMRT_OK;
-  }
-  mmrt_st_close(f);
-  if (rc != MMRT_OK) return fail("%s %s: %s", flag, path, err);
+  char err[ERRLEN];
+  int n = 0;
+  if (mmrt_load_params(g->m, g->arenas, path, which, &n, err, sizeof err) != MMRT_OK)
+    return fail("%s %s: %s", flag, path, err);
   if (!g->a.quiet)
     fprintf(stderr, "generator: %d %s loaded from %s\n", n, which ? "adapters" : "parameters",
             path);

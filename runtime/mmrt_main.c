@@ -1001,6 +1001,17 @@ static int mb_step(Trainer *t, int64_t step, float lr, float fs, const char *wha
   return run_step(t, m->update_step, what);
 }
 
+/* The task's metric: 1 with *v set, 0 when there is none for this model, -1
+ * after a message. */
+static int task_metric(Trainer *t, double *v) {
+  char err[ERRLEN];
+  if (!t->task->metric) return 0;
+  int rc = t->task->metric(&t->cx, v, err, sizeof err);
+  if (rc == 1) return 0;
+  if (rc != MMRT_OK) return err[0] ? -fail("%s", err) : -1;
+  return 1;
+}
+
 static int train(Trainer *t) {
   const MmrtModelDesc *m = t->m;
   char err[ERRLEN], line[512];
@@ -1035,18 +1046,24 @@ static int train(Trainer *t) {
     t->done = step;
     double tn = now(),
            sps = (double)m->batch * (double)(step - first) / (tn - t0 > 0 ? tn - t0 : 1e-9);
-    MmrtLogField f[6] = {{"loss", loss, NULL}, {"lr", lr, NULL}, {"samples_per_s", sps, NULL}};
+    MmrtLogField f[7] = {{"loss", loss, NULL}, {"lr", lr, NULL}, {"samples_per_s", sps, NULL}};
     int nf = 3;
     if (t->has_mesh) /* bytes this rank sent in the step */
       f[nf++] = (MmrtLogField){"comm_bytes", (double)sent, NULL};
     if (t->a.eval_every > 0 && step % t->a.eval_every == 0 && step < t->a.steps) {
-      double el, ea;
+      double el, ea, mv = NAN;
       if (evaluate(t, &el, &ea)) return 1;
       f[nf++] = (MmrtLogField){"eval_loss", el, NULL};
       f[nf++] = (MmrtLogField){"eval_accuracy", ea, NULL};
-      if (loud)
-        fprintf(stderr, "%sstep %lld: eval loss %.4f, accuracy %.4f\n", tty ? "\n" : "",
-                (long long)step, el, ea);
+      int has = t->task->metric_every ? task_metric(t, &mv) : 0;
+      if (has < 0) return 1;
+      if (has) f[nf++] = (MmrtLogField){t->task->metric_key, mv, NULL};
+      if (loud) {
+        fprintf(stderr, "%sstep %lld: eval loss %.4f", tty ? "\n" : "", (long long)step, el);
+        if (t->cx.labels) fprintf(stderr, ", accuracy %.4f", ea);
+        if (has) fprintf(stderr, ", %s %.4f", t->task->metric_words, mv);
+        fputc('\n', stderr);
+      }
     }
     if (t->has_log && mmrt_log_write(&t->log, step, f, nf, err, sizeof err) != MMRT_OK)
       return fail("%s", err);
@@ -1181,12 +1198,10 @@ static int run(Trainer *t, int argc, char **argv) {
     rc = evaluate(t, &el, &ea);
     MmrtLogField f[3] = {{"eval_loss", el, NULL}, {"eval_accuracy", ea, NULL}};
     int nf = 2;
-    if (!rc && t->task->metric) {
-      double v = NAN;
-      if (t->task->metric(&t->cx, &v, err, sizeof err) != MMRT_OK)
-        rc = err[0] ? fail("%s", err) : 1;
-      f[nf++] = (MmrtLogField){t->task->metric_key, v, NULL};
-    }
+    double v = NAN;
+    int has = rc ? 0 : task_metric(t, &v);
+    if (has < 0) rc = 1;
+    if (has > 0) f[nf++] = (MmrtLogField){t->task->metric_key, v, NULL};
     if (!rc && t->rank == 0) {
       printf("eval: loss %.6f", el);
       if (t->cx.labels) printf(" accuracy %.4f", ea); /* a task without labels has none */

@@ -62,7 +62,7 @@
 #include "mmrt_kernels.h"
 #include "mmrt_rng.h"
 
-#define MMRT_ABI_VERSION 4
+#define MMRT_ABI_VERSION 5
 
 /* Arenas, in this order in MmrtModelDesc.arena_bytes and in the array of
  * bases a step function receives. */
@@ -129,7 +129,19 @@ typedef struct MmrtModelDesc {
 #undef MMRT_TENSOR
 #undef MMRT_MODEL
 } MmrtModelDesc;
-enum { MMRT_TASK_TRAIN, MMRT_TASK_GENERATE, MMRT_TASK_EVAL };
+enum { MMRT_TASK_TRAIN, MMRT_TASK_GENERATE, MMRT_TASK_EVAL, MMRT_TASK_RECONSTRUCT };
+
+/* MmrtModelDesc.vae_tensors: the video autoencoder's values */
+enum {
+  MMRT_VAE_LATENTS,   /* @encode's result (the latents of a whole clip) */
+  MMRT_VAE_DEC_IN,    /* @decode's input */
+  MMRT_VAE_CLIPS,     /* @decode's result (the reconstructed clips) */
+  MMRT_VAE_CHUNK0,    /* @encode_first's input (1 + C frames) */
+  MMRT_VAE_FIRST_LAT, /* its latents */
+  MMRT_VAE_CHUNK,     /* @encode_next's input (C frames) */
+  MMRT_VAE_NEXT_LAT,  /* its latents */
+  MMRT_VAE_NTENSORS
+};
 
 /* The descriptor of the model, defined by the generated object. */
 extern const MmrtModelDesc mm_model;
@@ -143,10 +155,22 @@ int mmrt_main(int argc, char **argv, const MmrtModelDesc *m);
 int mmrt_train_main(int argc, char **argv, const MmrtModelDesc *m);
 /* The generate and eval executables (mmrt_generate.c). */
 int mmrt_generate_main(int argc, char **argv, const MmrtModelDesc *m);
+/* The reconstruct executable of a video autoencoder (mmrt_reconstruct.c). */
+int mmrt_reconstruct_main(int argc, char **argv, const MmrtModelDesc *m);
 /* The descriptor of the input named `name`, or NULL (mmrt_model.c). */
 const MmrtTensorDesc *mmrt_desc_input(const MmrtModelDesc *m, const char *name);
 /* 1 when a parameter name is a LoRA adapter's (*.lora_a, *.lora_b). */
 int mmrt_is_adapter(const char *name);
+/* The planned arenas, zeroed and 64-byte aligned, into arenas[MMRT_NARENAS]
+ * (NULL for an empty one); MMRT_OK or MMRT_ERR_NOMEM. */
+int mmrt_alloc_arenas(const MmrtModelDesc *m, char **arenas, char *err, size_t errlen);
+/* Every parameter by name (adapters = 1: the LoRA adapters only; 0: all
+ * but adapters missing from the file) from a safetensors file (the
+ * trainer's --save-weights) or a checkpoint folder (rank 0's file of the
+ * checkpoint its pointer names); *loaded counts them. MMRT_OK, or an error
+ * naming the file and the tensor (missing, wrong dtype or shape, corrupt). */
+int mmrt_load_params(const MmrtModelDesc *m, char *const *arenas, const char *path, int adapters,
+                     int *loaded, char *err, size_t errlen);
 
 /* The helpers and vocabulary-parallel kernels step functions call: mmrt_abi.def. */
 #define MMRT_ABI_SECTION_MAIN

@@ -79,11 +79,13 @@ typedef struct MmrtTask {
    * ignore index). `sample0` numbers the batch's first sample (train:
    * (step - 1) * B); eval: the test split's batch. */
   void (*fill)(MmrtTaskCtx *c, const MmrtBatchIter *it, int64_t rows, int eval, uint64_t sample0);
-  /* A metric beyond loss and accuracy, at the final evaluation: NULL, or
-   * MMRT_OK with *value set, or an error (err empty: the step reported it).
-   * Its log key and its words in the "eval:" line: */
+  /* A metric beyond loss and accuracy, at the final evaluation (and at
+   * every --eval-every evaluation when metric_every is 1): NULL, or MMRT_OK
+   * with *value set, 1 when this model has none, or an error (err empty:
+   * the step reported it). Its log key and its words in the "eval:" line: */
   int (*metric)(MmrtTaskCtx *c, double *value, char *err, size_t errlen);
   const char *metric_key, *metric_words;
+  int metric_every;
   void (*close)(MmrtTaskCtx *c); /* frees priv (NULL: nothing to free) */
 } MmrtTask;
 

@@ -7,8 +7,12 @@
  * split, so a pass covers clips 0 .. 9999) under MMRT_VIDEO_HELDOUT_SEED,
  * the same held-out clips for every run seed. Rows past a short batch are
  * black (0). No labels: the trainer's evaluation reports the model's loss
- * only (no accuracy), and there is no metric of the task's own yet (the
- * reconstruction trainer adds PSNR). */
+ * and no accuracy. A video autoencoder (forwards encode and decode, compiled
+ * as @encode and @decode for a one-rank trainer: mmc compile) also gets the
+ * PSNR of its reconstructions at every evaluation, on the same held-out
+ * clips: each clip encoded, decoded, clamped to [0, 1] and scored against
+ * the clip with peak 1 (mmrt_video_psnr), the mean over the clips. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +65,42 @@ static void fill(MmrtTaskCtx *c, const MmrtBatchIter *it, int64_t rows, int eval
   }
 }
 
+/* The mean PSNR of the reconstructed held-out clips; 1 when the model has
+ * no @encode and @decode (not an autoencoder, or a multi-rank build). */
+static int psnr(MmrtTaskCtx *c, double *value, char *err, size_t errlen) {
+  const MmrtModelDesc *m = c->m;
+  if (!m->vae_encode_step || !m->vae_decode_step || !m->vae_tensors) return 1;
+  const MmrtTensorDesc *lat = &m->vae_tensors[MMRT_VAE_LATENTS],
+                       *in = &m->vae_tensors[MMRT_VAE_DEC_IN],
+                       *out = &m->vae_tensors[MMRT_VAE_CLIPS];
+  int64_t n = 1, per = 1;
+  for (int64_t d = 0; d < lat->ndim; d++) n *= lat->shape[d];
+  for (int64_t d = 1; d < c->batch[0]->ndim; d++) per *= c->batch[0]->shape[d];
+  if (out->ndim != c->batch[0]->ndim || out->shape[0] != c->B ||
+      out->shape[2] != c->batch[0]->shape[2])
+    return mmrt_errf(err, errlen, MMRT_ERR_MISMATCH,
+                     "model %s: decode must return clips of the input video's shape", m->name);
+  double sum = 0;
+  int64_t counted = 0, batches = 0;
+  err[0] = 0;
+  int rc = mmrt_task_restart_eval(c, err, errlen);
+  while (rc == MMRT_OK) {
+    int64_t rows = mmrt_iter_next(&c->eval_it);
+    if (rows == 0 || (c->eval_batches >= 0 && batches >= c->eval_batches)) break;
+    fill(c, &c->eval_it, rows, 1, 0);
+    if (c->step(c, m->vae_encode_step, "@encode (the held-out clips' latents)"))
+      return MMRT_ERR_ARG;
+    memcpy(mmrt_task_at(c, in), mmrt_task_at(c, lat), sizeof(float) * (size_t)n);
+    if (c->step(c, m->vae_decode_step, "@decode (their reconstruction)")) return MMRT_ERR_ARG;
+    const float *x = mmrt_task_at(c, c->batch[0]), *y = mmrt_task_at(c, out);
+    for (int64_t r = 0; r < rows && r < c->B; r++, counted++)
+      sum += mmrt_video_psnr(x + r * per, y + r * per, (size_t)per);
+    batches++;
+  }
+  *value = counted ? sum / (double)counted : NAN;
+  return rc;
+}
+
 static void close_clips(MmrtTaskCtx *c) {
   Clips *k = c->priv;
   if (!k) return;
@@ -76,5 +116,9 @@ const MmrtTask mmrt_task_video = {
     .open = mmrt_task_open_fmnist,
     .start = start,
     .fill = fill,
+    .metric = psnr,
+    .metric_key = "eval_psnr",
+    .metric_words = "PSNR",
+    .metric_every = 1,
     .close = close_clips,
 };

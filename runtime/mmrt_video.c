@@ -2,6 +2,7 @@
  * mmrt_video.h for the clip format and how each clip is drawn). */
 #include "mmrt_video.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,4 +108,18 @@ const char *mmrt_video_dir_name(int dir) {
 int mmrt_video_caption(const MmrtClipInfo *ci, char *buf, size_t n) {
   const char *what = mmrt_caption_answer(ci->label, 0), *dir = mmrt_video_dir_name(ci->dir);
   return snprintf(buf, n, "%s moving %s", what ? what : "an item", dir ? dir : "nowhere");
+}
+
+double mmrt_video_psnr(const float *ref, const float *out, size_t n) {
+  double se = 0;
+  for (size_t i = 0; i < n; i++) {
+    double o = out[i] < 0 ? 0 : out[i] > 1 ? 1 : out[i], d = o - (double)ref[i];
+    se += d * d;
+  }
+  double mse = n ? se / (double)n : 0, db = mse > 0 ? -10.0 * log10(mse) : MMRT_VIDEO_PSNR_MAX;
+  return db < MMRT_VIDEO_PSNR_MAX ? db : MMRT_VIDEO_PSNR_MAX;
+}
+
+uint8_t mmrt_video_byte(float v) {
+  return (uint8_t)lrintf((v < 0 ? 0 : v > 1 ? 1 : v) * 255.0f);
 }

@@ -90,6 +90,16 @@ void mmrt_video_pos(const MmrtClipInfo *ci, int t, int *x, int *y);
 /* Clip `index` into out (frames * 64 * 64 floats); ci may be NULL. */
 void mmrt_video_clip(MmrtVideo *v, uint64_t index, float *out, MmrtClipInfo *ci);
 
+/* The PSNR in dB of one reconstructed clip: out (n values) clamped to
+ * [0, 1] against ref (n values in [0, 1]), peak 1:
+ * 10 log10(1 / mean((clamp(out) - ref)^2)), the squares summed in double;
+ * MMRT_VIDEO_PSNR_MAX when they are equal. Scores average it over clips. */
+#define MMRT_VIDEO_PSNR_MAX 100.0
+double mmrt_video_psnr(const float *ref, const float *out, size_t n);
+
+/* A value in [0, 1] as a byte, round(255 v) (clamped first). */
+uint8_t mmrt_video_byte(float v);
+
 /* "left", "up-right", ...; NULL outside the directions. */
 const char *mmrt_video_dir_name(int dir);
 

@@ -142,10 +142,9 @@ module CausalConv3d(in_ch: int, out_ch: int, kernel: int, stride: int = 1, paddi
   }
 
   forward(x: [B, in_ch, T, H, W]) {
-    xp = x
-    if kernel > 1 {
-      xp = concat([x[:, :, 0:1].expand(-1, -1, kernel - 1, -1, -1), x], axis = 2)
-    }
+    // kernel - 1 copies of frame 0 in front; a chunked encoder keeps the
+    // last kernel - stride padded frames for the next chunk instead
+    xp = causal_pad(x, kernel - 1, keep = max(kernel - stride, 0))
     if has_bias {
       return conv3d(xp, weight, bias, stride = stride, padding = [0, padding, padding])
     }

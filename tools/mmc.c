@@ -106,7 +106,11 @@ static void usage_cmd(FILE *out, const Cmd *c) {
       strcmp(c->name, "compile") == 0)
     fprintf(out,
             "  --task KIND        train (default), or generate or eval: add @prefill and\n"
-            "                     @decode for a generating trainer (one rank, no plan flags)\n");
+            "                     @decode for a generating trainer (one rank, no plan flags),\n"
+            "                     or reconstruct: a video autoencoder's reconstruction\n"
+            "                     executable (@encode, @decode, @encode_first, @encode_next)\n"
+            "  --chunk-frames N   reconstruct: the frames of each chunk after the first (the\n"
+            "                     first has 1 + N) of the chunked encoder (default 4)\n");
   if (strcmp(c->name, "dump-ir") == 0) {
     fprintf(out, "  --after PASS|all   passes: lower");
     for (int i = 0; i < pass_count; i++) fprintf(out, ", %s", pass_list[i].name);
@@ -147,7 +151,8 @@ typedef struct Opts {
   const char *output, *emit; /* compile */
   int opt_level;
   bool opt_set, no_fuse, verbose;
-  int task; /* MMRT_TASK_*: train (default), generate, eval */
+  int task;         /* MMRT_TASK_*: train (default), generate, eval, reconstruct */
+  int chunk_frames; /* reconstruct: frames of a next chunk (0: not given, 4) */
   const char *incdirs[64];
   int nincdirs;
   FeOverride overrides[64];
@@ -246,8 +251,16 @@ static int parse_opts(int argc, char **argv, Opts *o) {
         o->task = MMRT_TASK_GENERATE;
       else if (strcmp(next, "eval") == 0)
         o->task = MMRT_TASK_EVAL;
+      else if (strcmp(next, "reconstruct") == 0)
+        o->task = MMRT_TASK_RECONSTRUCT;
       else
-        return bad_usage(o->cmd, "--task takes train, generate or eval, not '%s'", next);
+        return bad_usage(o->cmd, "--task takes train, generate, eval or reconstruct, not '%s'",
+                         next);
+    } else if (strcmp(a, "--chunk-frames") == 0 && strcmp(o->cmd->name, "check") != 0 &&
+               strcmp(o->cmd->name, "stats") != 0) {
+      NEED_ARG();
+      if (!parse_int(next, 1, 1 << 16, &o->chunk_frames))
+        return bad_usage(o->cmd, "--chunk-frames takes a count of frames >= 1, not '%s'", next);
     } else if (strcmp(a, "--no-fuse") == 0 &&
                (strcmp(o->cmd->name, "plan") == 0 || strcmp(o->cmd->name, "compile") == 0)) {
       o->no_fuse = true;
@@ -344,7 +357,7 @@ static int parse_opts(int argc, char **argv, Opts *o) {
 #undef NEED_ARG
     if (!o->src_flag && (memcmp(&flags_before, &o->flags, sizeof flags_before) != 0 ||
                          src_state != o->nincdirs + o->noverrides + (o->model != NULL) + o->task ||
-                         strcmp(a, "--task") == 0))
+                         strcmp(a, "--task") == 0 || strcmp(a, "--chunk-frames") == 0))
       o->src_flag = a;
   }
   if (!o->file) return bad_usage(o->cmd, "no input file%s", "");
@@ -357,8 +370,12 @@ static int parse_opts(int argc, char **argv, Opts *o) {
   }
   /* combinations in which a flag would do nothing */
   if (o->plan_flag && o->task != MMRT_TASK_TRAIN)
-    return bad_usage(o->cmd, "%s does not go with --task generate or eval: they run on one rank",
+    return bad_usage(o->cmd,
+                     "%s does not go with --task generate, eval or reconstruct: they run on one "
+                     "rank",
                      o->plan_flag);
+  if (o->chunk_frames && o->task != MMRT_TASK_RECONSTRUCT)
+    return bad_usage(o->cmd, "--chunk-frames goes with --task reconstruct only%s", "");
   const char *emit = o->emit ? o->emit : "exe";
   if (o->verbose && strcmp(emit, "exe") != 0)
     return bad_usage(o->cmd, "-v prints the link command; --emit %s links nothing", emit);
@@ -466,6 +483,18 @@ static void dump_after(const char *name, IrModule *m, void *user) {
   if (!print_ir(m, s->dot, s->rank, name)) s->bad_rank = true;
 }
 
+/* An executable that does not train: one rank, no plan, no @train. */
+static void one_rank(FeResult *r) {
+  MmPlan *pl = &r->plan;
+  pl->tp = pl->pp = pl->cp = pl->dp = 1;
+  pl->sp = false;
+  pl->zero = 0;
+  pl->stages = NULL;
+  pl->nstages = 0;
+  ir_module_set_settings(r->ir, pl, NULL);
+  r->ir->inference = true;
+}
+
 /* The generate and eval tasks: @prefill and @decode next to @forward, on
  * one rank (the parallel section is for training). */
 static bool add_decoding(FeProgram *p, const char *model, FeResult *r, Diag *d) {
@@ -476,13 +505,7 @@ static bool add_decoding(FeProgram *p, const char *model, FeResult *r, Diag *d) 
             "is for "
             "training and is not applied\n",
             pl->tp, pl->pp, pl->cp, pl->dp);
-  pl->tp = pl->pp = pl->cp = pl->dp = 1;
-  pl->sp = false;
-  pl->zero = 0;
-  pl->stages = NULL;
-  pl->nstages = 0;
-  ir_module_set_settings(r->ir, pl, NULL);
-  r->ir->inference = true;
+  one_rank(r);
   IrFunc *f = ir_module_func(r->ir, "forward");
   int64_t T = 0;
   for (int i = 0; f && i < f->inputs.len; i++) {
@@ -498,6 +521,44 @@ static bool add_decoding(FeProgram *p, const char *model, FeResult *r, Diag *d) 
          fe_elaborate_cached(p, model, r->ir, "decode", FE_DECODE, T);
 }
 
+/* A video autoencoder's forwards `encode` and `decode` (README
+ * "Reconstruction"): the trainer gets @encode and @decode for its PSNR
+ * when it runs on one rank; the reconstruct task also the chunked encoder
+ * @encode_first (1 + C frames, input chunk0) and @encode_next (C frames,
+ * input chunk, and the caches). */
+static bool add_reconstruct(Opts *o, FeProgram *p, const char *model, FeResult *r, Diag *d) {
+  bool has = fe_has_forward(p, model, "encode") && fe_has_forward(p, model, "decode");
+  if (o->task == MMRT_TASK_TRAIN) {
+    MmPlan *pl = &r->plan;
+    if (!has || pl->tp * pl->pp * pl->cp * pl->dp > 1) return true; /* no PSNR: mmrt_task_video.c */
+    return fe_elaborate_named(p, model, r->ir, "encode", "encode", FE_TRAIN, 0, NULL) &&
+           fe_elaborate_named(p, model, r->ir, "decode", "decode", FE_TRAIN, 0, NULL);
+  }
+  if (!has) {
+    diag_error_plain(d,
+                     "model '%s': --task reconstruct needs forwards named encode (the clips to "
+                     "latents) and decode (latents to clips)",
+                     model);
+    return false;
+  }
+  MmPlan *pl = &r->plan;
+  if (pl->tp * pl->pp * pl->cp * pl->dp > 1)
+    fprintf(stderr, "mmc: note: reconstruction runs on one rank; the plan is for training\n");
+  one_rank(r);
+  int64_t C = o->chunk_frames ? o->chunk_frames : 4;
+  if (!fe_elaborate_named(p, model, r->ir, "encode", "encode", FE_ENCODE, 0, NULL) ||
+      !fe_elaborate_named(p, model, r->ir, "decode", "decode", FE_TRAIN, 0, NULL))
+    return false;
+  if (fe_elaborate_named(p, model, r->ir, "encode", "encode_first", FE_ENCODE, 1 + C, "chunk0") &&
+      fe_elaborate_named(p, model, r->ir, "encode", "encode_next", FE_ENCODE_NEXT, C, "chunk"))
+    return true;
+  fprintf(stderr,
+          "mmc: note: in the chunked encoder: a first chunk of 1 + %lld frames, then chunks of "
+          "%lld (--chunk-frames)\n",
+          (long long)C, (long long)C);
+  return false;
+}
+
 /* Loads, elaborates and runs the pipeline; returns the module or NULL. */
 static IrModule *build(Opts *o, Diag *d, FeProgram **pp, FeResult *r, const char *stop,
                        void (*after)(const char *, IrModule *, void *), void *user) {
@@ -507,7 +568,11 @@ static IrModule *build(Opts *o, Diag *d, FeProgram **pp, FeResult *r, const char
   if (!p || d->errors) return NULL;
   const char *model = pick_model(p, o, d);
   if (!model || !fe_elaborate(p, model, r)) return NULL;
-  if (o->task != MMRT_TASK_TRAIN && !add_decoding(p, model, r, d)) return NULL;
+  if ((o->task == MMRT_TASK_GENERATE || o->task == MMRT_TASK_EVAL) && !add_decoding(p, model, r, d))
+    return NULL;
+  if ((o->task == MMRT_TASK_TRAIN || o->task == MMRT_TASK_RECONSTRUCT) &&
+      !add_reconstruct(o, p, model, r, d))
+    return NULL;
   r->ir->no_fuse = o->no_fuse;
   PassCtx cx = {.d = d};
   if (!pass_run_pipeline(r->ir, &cx, stop, after, user)) return NULL;

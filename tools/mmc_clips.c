@@ -12,15 +12,13 @@
  * (10 frames a second, looping; 256-gray palette, so the same bytes),
  * and captions.txt, one line a clip: "index item label caption". */
 #include <errno.h>
-#include <fcntl.h>
-#include <gif_lib.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
+#include "mmrt_gif.h"
 #include "mmrt_png.h"
 #include "mmrt_video.h"
 
@@ -32,53 +30,13 @@ static int usage(void) {
   return 2;
 }
 
-/* The frames (F, S, S) as an animated GIF at path, written beside it and
- * renamed over it. */
-static int write_gif(const char *path, int F, const uint8_t *px, char *err, size_t errlen) {
-  const int S = MMRT_VIDEO_SIDE;
-  char tmp[4200];
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  int ge = 0, fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0666); /* the umask's mode, as PNGs */
-  if (fd < 0)
-    return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: cannot write: %s", tmp, strerror(errno));
-  GifFileType *g = EGifOpenFileHandle(fd, &ge); /* EGifCloseFile closes fd */
-  if (!g) {
-    close(fd), remove(tmp);
-    return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: cannot write: %s", tmp, GifErrorString(ge));
-  }
-  GifColorType gray[256];
-  for (int i = 0; i < 256; i++) gray[i].Red = gray[i].Green = gray[i].Blue = (GifByteType)i;
-  ColorMapObject *cmap = GifMakeMapObject(256, gray);
-  static const GifByteType loop[3] = {1, 0, 0}; /* NETSCAPE2.0: loop forever */
-  const GifByteType gce[4] = {0, 10, 0, 0};     /* 10/100 s a frame */
-  int ok = cmap && EGifPutScreenDesc(g, S, S, 8, 0, cmap) == GIF_OK &&
-           EGifPutExtensionLeader(g, APPLICATION_EXT_FUNC_CODE) == GIF_OK &&
-           EGifPutExtensionBlock(g, 11, "NETSCAPE2.0") == GIF_OK &&
-           EGifPutExtensionBlock(g, 3, loop) == GIF_OK && EGifPutExtensionTrailer(g) == GIF_OK;
-  for (int t = 0; ok && t < F; t++) {
-    ok = EGifPutExtension(g, GRAPHICS_EXT_FUNC_CODE, 4, gce) == GIF_OK &&
-         EGifPutImageDesc(g, 0, 0, S, S, false, NULL) == GIF_OK;
-    for (int r = 0; ok && r < S; r++)
-      ok = EGifPutLine(g, (GifPixelType *)(px + ((size_t)t * S + (size_t)r) * S), S) == GIF_OK;
-  }
-  int why = g->Error;
-  GifFreeMapObject(cmap);
-  if (EGifCloseFile(g, &ge) != GIF_OK && ok) ok = 0, why = ge;
-  if (!ok || rename(tmp, path) != 0) {
-    remove(tmp);
-    return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: cannot write: %s", path,
-                     ok ? strerror(errno) : GifErrorString(why));
-  }
-  return MMRT_OK;
-}
-
 /* Clip ci's frames (F, S, S) as bytes into px and as a strip (S, F S) into strip. */
 static void to_bytes(const float *clip, int F, uint8_t *px, uint8_t *strip) {
   const int S = MMRT_VIDEO_SIDE;
   for (int t = 0; t < F; t++)
     for (int r = 0; r < S; r++)
       for (int c = 0; c < S; c++) {
-        uint8_t b = (uint8_t)lrintf(clip[((size_t)t * S + (size_t)r) * S + (size_t)c] * 255.0f);
+        uint8_t b = mmrt_video_byte(clip[((size_t)t * S + (size_t)r) * S + (size_t)c]);
         px[((size_t)t * S + (size_t)r) * S + (size_t)c] = b;
         strip[(size_t)r * (size_t)(F * S) + (size_t)(t * S + c)] = b;
       }
@@ -115,7 +73,7 @@ static int dump(const char *out, MmrtVideo *v, uint64_t first, uint64_t n, char 
     snprintf(path, sizeof path, "%s/clip_%05llu.png", out, (unsigned long long)i);
     rc = mmrt_png_write_gray(path, S, F * S, strip, err, errlen);
     snprintf(path, sizeof path, "%s/clip_%05llu.gif", out, (unsigned long long)i);
-    if (rc == MMRT_OK) rc = write_gif(path, F, px, err, errlen);
+    if (rc == MMRT_OK) rc = mmrt_gif_write_gray(path, F, S, S, px, err, errlen);
   }
   if (txt && fclose(txt) != 0 && rc == MMRT_OK)
     rc = mmrt_errf(err, errlen, MMRT_ERR_IO, "%s/captions.txt: cannot write: %s", out,

@@ -105,6 +105,7 @@ INC = os.path.join(T, "uses_inc.mm")
 open(INC, "w").write('import "extra.mm"\nmodel U { e = Extra(n = 2)\n'
                      '  forward(x: f32[2, 2]) -> loss { return e(x) } }\n')
 VLM = os.path.join(SRC, "stdlib_models", "internvl2.mm")
+VAE = [os.path.join(SRC, "tests", "video", "clipvae.mm"), "--task", "reconstruct"]
 
 # Per flag: (base, with, expectation) where base/with are the arguments after
 # the command; "check" gets its own probes (it prints nothing when a plan is
@@ -131,6 +132,7 @@ probes = {
     "--recompute": (GM, GM + ["--recompute", "full"], "effect"),
     "--task": ([VLM, "--model", "InternVL2Tiny"],
                [VLM, "--model", "InternVL2Tiny", "--task", "generate"], "effect"),
+    "--chunk-frames": (VAE, VAE + ["--chunk-frames", "8"], "effect"),
     "--json": (GM, GM + ["--json"], "effect"),
     "--no-fuse": (GM, GM + ["--no-fuse"], "effect"),
     "--after": (GM, GM + ["--after", "autodiff"], "effect"),
@@ -184,6 +186,10 @@ extra = [
      "refused", ["-v"]),
     ("compile", "-O2 with --emit ir", GM + ["--emit", "ir"] + OUT,
      GM + ["--emit", "ir", "-O2"] + OUT, "refused", ["-O"]),
+    ("plan", "--task reconstruct", VAE[:1], VAE, "effect"),
+    ("plan", "--chunk-frames without --task reconstruct", VAE[:1], VAE[:1] + ["--chunk-frames", "8"],
+     "refused", ["--chunk-frames"]),
+    ("plan", "--tp with --task reconstruct", VAE, VAE + ["--tp", "2"], "refused", ["--tp"]),
     ("plan", "--tp with --task generate", [VLM, "--model", "InternVL2Tiny", "--task", "generate"],
      [VLM, "--model", "InternVL2Tiny", "--task", "generate", "--tp", "2"], "refused", ["--tp"]),
 ]
