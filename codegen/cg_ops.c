@@ -303,6 +303,11 @@ static bool lower_rope(Cg *cg, const IrNode *n) {
   LLVMValueRef pos = I32(off);
   int ax = split_axis(cg, n->in[0], 1);
   if (ax == -2) return cg_error(cg, n, "rope on a sequence split by several axes is not supported");
+  if (ax == IR_AX_CP && n->nin == 1 && ir_cp_balanced(cg->m)) { /* two chunks per rank */
+    CALL("mmrt_cp_rope_balanced", cg->mesh, O(0), V(0), I32(s->d[0]), I32(s->d[1]), I32(s->d[2]),
+         I32(s->d[3]), F32(theta), pos, I32(n->op != IR_OP_ROPE));
+    return true;
+  }
   if (ax >= 0) /* a split sequence: this rank's first position */
     pos = LLVMBuildAdd(
         cg->b, pos,
@@ -334,10 +339,21 @@ static bool attention_dims(Cg *cg, const IrNode *n, int q, int64_t *d) {
   return true;
 }
 
+static bool is_ring(const IrNode *n) {
+  return ir_attrs_has(&n->attrs, IR_ATTR_RING) && attr(n, IR_ATTR_RING)->i;
+}
+
 static bool lower_attention(Cg *cg, const IrNode *n) {
   int64_t d[6] = {0};
   if (!attention_dims(cg, n, 0, d)) return false;
   int64_t lse_off = 0;
+  if (is_ring(n)) { /* ring attention over cp (runtime/mmrt_ring.c) */
+    cg_check_status(cg,
+                    CALL("mmrt_ring_attention_fwd", cg->mesh, O(0), stat(cg, n, 1, lse_off), V(0),
+                         V(1), V(2), I32(d[0]), I32(d[1]), I32(d[3]), I32(d[4]), I32(d[5]),
+                         I32(attr(n, IR_ATTR_CAUSAL)->i), F32(attr(n, IR_ATTR_SCALE)->f)));
+    return true;
+  }
   CALL("mmrt_attention_fwd", O(0), stat(cg, n, 1, lse_off), V(0), V(1), V(2), I32(d[0]), I32(d[1]),
        I32(d[2]), I32(d[3]), I32(d[4]), I32(d[5]), I32(attr(n, IR_ATTR_CAUSAL)->i),
        F32(attr(n, IR_ATTR_SCALE)->f));
@@ -419,6 +435,13 @@ static bool lower_attention_cached(Cg *cg, const IrNode *n) {
 static bool lower_attention_grad(Cg *cg, const IrNode *n) {
   int64_t d[6] = {0};
   if (!attention_dims(cg, n, 1, d)) return false;
+  if (is_ring(n)) {
+    cg_check_status(cg,
+                    CALL("mmrt_ring_attention_bwd", cg->mesh, O(0), O(1), O(2), V(0), V(1), V(2),
+                         V(3), V(4), V(5), I32(d[0]), I32(d[1]), I32(d[3]), I32(d[4]), I32(d[5]),
+                         I32(attr(n, IR_ATTR_CAUSAL)->i), F32(attr(n, IR_ATTR_SCALE)->f)));
+    return true;
+  }
   CALL("mmrt_attention_bwd", O(0), O(1), O(2), V(0), V(1), V(2), V(3), V(4), V(5), I32(d[0]),
        I32(d[1]), I32(d[2]), I32(d[3]), I32(d[4]), I32(d[5]), I32(attr(n, IR_ATTR_CAUSAL)->i),
        F32(attr(n, IR_ATTR_SCALE)->f), I32(0));
@@ -612,9 +635,36 @@ static bool in_bucket(const Cg *cg, const IrNode *n) {
          (bucket_id(n) >= 0 && bucket_wait_index(cg->f, bucket_id(n)) > cg->cur);
 }
 
+/* A collective over cp in the balanced layout (ir_cp_balanced; runtime/mmrt_ring.c). */
+static bool lower_cp_balanced(Cg *cg, const IrNode *n, int d) {
+  const IrValue *x = n->in[0], *y = n->out[0];
+  const IrValue *whole = n->op == IR_OP_ALL_GATHER ? y : x; /* the side whole along d */
+  int64_t outer, inner, dim = whole->shape.d[d];
+  around(&whole->shape, d, &outer, &inner);
+  if (n->op == IR_OP_ALL_SLICE) {
+    CALL("mmrt_cp_slice_balanced", cg->mesh, O(0), V(0), cg_i64(cg, outer), cg_i64(cg, dim),
+         cg_i64(cg, inner), cg_i64(cg, ir_dtype_size(x->dtype)));
+    return true;
+  }
+  if (x->dtype != IR_F32)
+    return cg_error(cg, n, "collectives of %s are not supported", ir_dtype_name(x->dtype));
+  if (n->op != IR_OP_ALL_GATHER && n->op != IR_OP_REDUCE_SCATTER)
+    return cg_error(cg, n,
+                    "%s over cp in the balanced layout of a causal ring attention is not "
+                    "supported",
+                    ir_ops[n->op].name);
+  cg_check_status(cg, CALL(n->op == IR_OP_ALL_GATHER ? "mmrt_cp_gather_balanced"
+                                                     : "mmrt_cp_reduce_scatter_balanced",
+                           cg->mesh, O(0), V(0), cg_i64(cg, outer), cg_i64(cg, dim),
+                           cg_i64(cg, inner)));
+  return true;
+}
+
 static bool lower_collective(Cg *cg, const IrNode *n) {
   int ax = (int)attr(n, IR_ATTR_MESH)->i, d = (int)attr(n, IR_ATTR_DIM)->i;
   const IrValue *x = n->in[0], *y = n->out[0];
+  if (ax == IR_AX_CP && n->op != IR_OP_ALL_REDUCE && ir_cp_balanced(cg->m))
+    return lower_cp_balanced(cg, n, d);
   if (n->op ==
       IR_OP_ALL_SLICE) /* no communication: this rank's part of x along d (any dtype: a copy) */
     return cg_loop_all_slice(cg, n, CALL("mmrt_step_coord", cg->mesh, I32(ax)));

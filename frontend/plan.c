@@ -777,9 +777,6 @@ static bool refuse_inert(FeProgram *p, const MmPlan *pl, SrcLoc model_loc) {
     diag_error(p->d, or_loc(pl->loc_stages, model_loc), "pipeline stages are not built yet");
   if (pl->loc_vpp.file)
     diag_error(p->d, pl->loc_vpp, "virtual pipeline stages (vpp) are not built yet");
-  if (pl->cp > 1 && pl->cp_kind == MM_CP_RING)
-    diag_error(p->d, or_loc(pl->loc_cp_kind, model_loc),
-               "ring context parallel (cp_kind = ring) is not built yet; use cp_kind = ulysses");
   if ((pl->loc_cp_kind.file || f->cp_kind) && pl->cp <= 1)
     diag_error(p->d, or_loc(pl->loc_cp_kind, model_loc),
                "cp_kind chooses how context parallel splits, but cp = %d", pl->cp);
@@ -853,24 +850,26 @@ static bool check_plan(FeProgram *p, MmPlan *pl, SrcLoc model_loc) {
       }
     }
     if (pl->cp > 1 && pl->cp_kind == MM_CP_RING) {
-      int64_t parts = s->causal ? 2 * (int64_t)pl->cp : pl->cp;
-      if (s->seq != s->kv_seq) {
+      /* the balanced layout when a causal attention is split (2 cp chunks:
+       * it must divide); a non-causal one that does not divide, or a
+       * cross-attention, runs whole on every cp rank */
+      bool zig = false;
+      for (int j = 0; j < p->attn.len; j++) zig |= ((AttnSite *)p->attn.items[j])->causal;
+      int64_t parts = zig ? 2 * (int64_t)pl->cp : pl->cp;
+      if (s->causal && s->seq % parts != 0) {
         diag_error(p->d, or_loc(pl->loc_cp, model_loc),
-                   "ring context parallel splits self-attention, but '%s' attends from %lld "
-                   "queries to %lld keys",
-                   s->path, (long long)s->seq, (long long)s->kv_seq);
+                   "ring context parallel: the sequence of %lld of '%s' is not divisible by 2 * "
+                   "cp = %lld (a causal ring splits it in 2 * cp chunks, rank i holding chunks i "
+                   "and 2 * cp - 1 - i)",
+                   (long long)s->seq, s->path, (long long)parts);
         diag_note(p->d, s->loc, "attention here");
         ok = false;
-      } else if (s->seq % parts != 0) {
-        diag_error(p->d, or_loc(pl->loc_cp, model_loc),
-                   "ring context parallel: the sequence of %lld of '%s' is not divisible by %s = "
-                   "%lld%s",
-                   (long long)s->seq, s->path, s->causal ? "2 * cp" : "cp", (long long)parts,
-                   s->causal ? " (a causal attention is split in 2 * cp chunks, rank i holding "
-                               "chunks i and 2 * cp - 1 - i)"
-                             : "");
-        diag_note(p->d, s->loc, "attention here");
-        ok = false;
+      } else if (s->seq != s->kv_seq || s->seq % parts != 0) {
+        diag_warning(p->d, s->loc,
+                     "ring context parallel: '%s' (%lld queries, %lld keys) is not split: it "
+                     "runs whole on every cp rank (%s)",
+                     s->path, (long long)s->seq, (long long)s->kv_seq,
+                     s->seq != s->kv_seq ? "not a self-attention" : "cp does not divide it");
       }
     }
     if (s->kv_heads < s->heads && pl->tp > s->kv_heads) {

@@ -508,6 +508,12 @@ bool ir_shard_apply(const IrShardRule *r, const IrNode *n, IrStrategy s, IrPlace
  * size > 1 (collectives: their attributes); else a message in err. */
 bool ir_shard_check_node(const IrModule *m, const IrNode *n, char *err, size_t errlen);
 bool ir_placement_eq(IrPlacement a, IrPlacement b);
+/* Whether the module splits over cp in the balanced (zigzag) layout: a
+ * causal ring attention on cp > 1. Then a dim split over cp is cut into
+ * 2 cp chunks and rank i holds chunks i and 2 cp - 1 - i (in that order),
+ * so that the causal attention's work is the same on every rank; the
+ * collectives over cp and the position-dependent kernels follow it. */
+bool ir_cp_balanced(const IrModule *m);
 const char *ir_placement_str(char *buf, size_t n, IrPlacement p); /* "B", "P", "S(2)" */
 
 /* Ranks: rank = (dp_i * cp + cp_i) * tp + tp_i (tp fastest). A dim split by

@@ -348,13 +348,26 @@ static void rule_PLACE_GRAD(const IrNode *n, IrShardRule *r) {
 
 /* attention q[B, T, H, D], k, v[B, S, KVH, D] -> out[B, T, H, Dv],
  * lse[B, H, T]: batch and KV heads split (a query head block follows its
- * KV heads: H is KVH x group, KVH the major part); the sequence stays
- * whole (context parallel is a later strategy) */
+ * KV heads: H is KVH x group, KVH the major part; Ulysses splits them on
+ * cp); the sequence stays whole unless the node is a ring attention */
+static bool ring(const IrNode *n) {
+  return ir_attrs_has(&n->attrs, IR_ATTR_RING) && n->attrs.v[IR_ATTR_RING].i &&
+         ish(n, n->op == IR_OP_ATTENTION ? 0 : 1)->d[1] ==
+             ish(n, n->op == IR_OP_ATTENTION ? 1 : 2)->d[1];
+}
+
+/* With {ring = true} (self-attention), the sequence is a factor of q, k, v,
+ * out and lse: split on cp, the kernel passes the key/value blocks around
+ * the axis itself (runtime/mmrt_ring.c). */
 static void rule_ATTENTION(const IrNode *n, IrShardRule *r) {
   int b = newf(r, ish(n, 0)->d[0], IR_FM_BAD), h = newf(r, ish(n, 1)->d[2], IR_FM_BAD);
   for (int i = 0; i < 3; i++) in_f(r, i, 0, b), in_f(r, i, 2, h);
   out_f(r, 0, 0, b), out_f(r, 0, 2, h);
   out_f(r, 1, 0, b), out_f(r, 1, 1, h);
+  if (!ring(n)) return;
+  int t = newf(r, ish(n, 0)->d[1], IR_FM_BAD);
+  for (int i = 0; i < 3; i++) in_f(r, i, 1, t);
+  out_f(r, 0, 1, t), out_f(r, 1, 2, t);
 }
 
 /* attention_grad(dy, q, k, v, out, lse) -> dq, dk, dv */
@@ -363,6 +376,25 @@ static void rule_ATTENTION_GRAD(const IrNode *n, IrShardRule *r) {
   for (int i = 0; i < 5; i++) in_f(r, i, 0, b), in_f(r, i, 2, h);
   in_f(r, 5, 0, b), in_f(r, 5, 1, h);
   for (int j = 0; j < 3; j++) out_f(r, j, 0, b), out_f(r, j, 2, h);
+  if (!ring(n)) return;
+  int t = newf(r, ish(n, 1)->d[1], IR_FM_BAD);
+  for (int i = 0; i < 5; i++) in_f(r, i, 1, t);
+  in_f(r, 5, 2, t);
+  for (int j = 0; j < 3; j++) out_f(r, j, 1, t);
+}
+
+bool ir_cp_balanced(const IrModule *m) {
+  if (m->mesh[IR_AX_CP] <= 1) return false;
+  for (int fi = 0; fi < m->funcs.len; fi++) {
+    const IrFunc *f = m->funcs.items[fi];
+    for (int i = 0; i < f->nodes.len; i++) {
+      const IrNode *n = f->nodes.items[i];
+      if ((n->op == IR_OP_ATTENTION || n->op == IR_OP_ATTENTION_GRAD) && ring(n) &&
+          n->attrs.v[IR_ATTR_CAUSAL].i)
+        return true;
+    }
+  }
+  return false;
 }
 
 /* cross_entropy(logits[..., V], labels[...]) -> loss[], lse[N]: the rows

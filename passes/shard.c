@@ -69,6 +69,7 @@ typedef struct Sh {
   IrMap req;  /* node -> p: IrPlacement[nin * IR_NAXES], what its strategy needs */
   IrMap planned; /* value -> p: Planned*, the reshards earlier nodes of this sweep need */
   bool sp_warned;
+  bool balanced; /* cp: the balanced layout of a causal ring (ir_cp_balanced) */
   bool ok;
 } Sh;
 
@@ -462,10 +463,10 @@ static IrPlacement *req_of(Sh *s, IrNode *n) {
 
 /* Whether placement p on axis a of value v (with `other` on the other
  * axes) splits its dims evenly. */
-static bool even(const IrModule *m, const IrValue *v, const IrPlacement *other, int a,
-                 IrPlacement p) {
+static bool even(const Sh *s, const IrValue *v, const IrPlacement *other, int a, IrPlacement p) {
+  const IrModule *m = s->m;
   if (p.kind != IR_PL_S) return true;
-  int64_t ways = m->mesh[a];
+  int64_t ways = m->mesh[a] * (a == IR_AX_CP && s->balanced ? 2 : 1); /* 2 cp chunks */
   for (int b = 0; b < IR_NAXES; b++)
     if (b != a && other[b].kind == IR_PL_S && other[b].dim == p.dim) ways *= m->mesh[b];
   return p.dim < v->shape.rank && v->shape.d[p.dim] % ways == 0;
@@ -473,8 +474,8 @@ static bool even(const IrModule *m, const IrValue *v, const IrPlacement *other, 
 
 /* Whether attention node n (or its gradient) runs Ulysses on cp. */
 static bool cp_ulysses(const Sh *s, const IrNode *n) {
-  (void)n;
-  return s->plan->cp_kind == MM_CP_ULYSSES;
+  return s->plan->cp_kind == MM_CP_ULYSSES &&
+         !(ir_attrs_has(&n->attrs, IR_ATTR_RING) && n->attrs.v[IR_ATTR_RING].i);
 }
 
 /* The placement on axis a of operand k of n as a source of splits: on cp, a
@@ -546,8 +547,8 @@ static bool decide(Sh *s, IrNode *n, const IrShardRule *r, int a, IrPlacement *r
       continue;
     }
     bool fits = true;
-    for (int k = 0; k < n->nin && fits; k++) fits = even(m, n->in[k], n->in[k]->pl, a, rq[k]);
-    for (int j = 0; j < n->nout && fits; j++) fits = even(m, n->out[j], n->out[j]->pl, a, out[j]);
+    for (int k = 0; k < n->nin && fits; k++) fits = even(s, n->in[k], n->in[k]->pl, a, rq[k]);
+    for (int j = 0; j < n->nout && fits; j++) fits = even(s, n->out[j], n->out[j]->pl, a, out[j]);
     if (!fits) {
       seq_blocked |= bonus > 0;
       continue;
@@ -738,16 +739,57 @@ static void shard_func(Sh *s, IrFunc *f) {
 }
 
 /* cp > 1 needs an attention to split (the frontend says so first; this is
- * the pass's own check on IR text), and Ulysses its heads divisible. */
+ * the pass's own check on IR text), Ulysses its heads divisible, the ring
+ * self-attention and its sequence divisible by cp (2 cp in the balanced
+ * layout). Under the ring every attention and its gradient get
+ * {ring = true}, so that their rules split the sequence. */
+static bool ir_cp_ring_any(const IrModule *m) {
+  for (int fi = 0; fi < m->funcs.len; fi++) {
+    const IrFunc *f = m->funcs.items[fi];
+    for (int i = 0; i < f->nodes.len; i++) {
+      const IrNode *n = f->nodes.items[i];
+      if (n->op == IR_OP_ATTENTION && ir_attrs_has(&n->attrs, IR_ATTR_RING)) return true;
+    }
+  }
+  return false;
+}
+
 static bool cp_check(Sh *s) {
   const MmPlan *plan = s->plan;
-  bool any = false, ok = true;
+  bool any = false, ok = true, ringk = plan->cp_kind == MM_CP_RING;
+  /* the balanced layout when a causal self-attention splits in 2 cp chunks;
+   * then every ring attention splits so, and one that does not divide runs
+   * whole on every cp rank */
+  for (int pass = 0; pass < 2 && ringk; pass++) {
+    int64_t parts = (int64_t)plan->cp * (pass == 0 || s->balanced ? 2 : 1);
+    for (int fi = 0; fi < s->m->funcs.len; fi++) {
+      IrFunc *f = s->m->funcs.items[fi];
+      for (int i = 0; i < f->nodes.len; i++) {
+        IrNode *n = f->nodes.items[i];
+        if (n->op != IR_OP_ATTENTION && n->op != IR_OP_ATTENTION_GRAD) continue;
+        int qi = n->op == IR_OP_ATTENTION ? 0 : 1;
+        int64_t t = n->in[qi]->shape.d[1];
+        bool fits = t == n->in[qi + 1]->shape.d[1] && t % parts == 0;
+        if (pass == 0 && fits && n->attrs.v[IR_ATTR_CAUSAL].i) s->balanced = true;
+        if (pass == 1 && fits) ir_attrs_set_bool(&n->attrs, IR_ATTR_RING, true);
+      }
+    }
+  }
+  s->m->mesh[IR_AX_CP] = plan->cp;
   for (int fi = 0; fi < s->m->funcs.len; fi++) {
     IrFunc *f = s->m->funcs.items[fi];
     for (int i = 0; i < f->nodes.len; i++) {
       IrNode *n = f->nodes.items[i];
       if (n->op != IR_OP_ATTENTION) continue;
       any = true;
+      int64_t t = n->in[0]->shape.d[1];
+      if (ringk && ok && n->attrs.v[IR_ATTR_CAUSAL].i && t % (2 * (int64_t)plan->cp)) {
+        diag_error(s->d, n->loc,
+                   "ring context parallel: 2 * cp = %lld (the balanced split of a causal ring) "
+                   "does not divide the sequence of %lld of '%s'",
+                   2 * (long long)plan->cp, (long long)t, where(n));
+        ok = false;
+      }
       int64_t ways = (int64_t)plan->cp * (plan->tp > 1 ? plan->tp : 1);
       int64_t h = n->in[0]->shape.d[2], kvh = n->in[1]->shape.d[2];
       if (plan->cp_kind == MM_CP_ULYSSES && (h % ways || kvh % ways) && ok) {
@@ -762,7 +804,12 @@ static bool cp_check(Sh *s) {
   if (!any)
     diag_error(s->d, plan->loc_cp,
                "context parallel (cp = %d) splits attention, but this module has none", plan->cp);
-  return any && ok;
+  if (ringk && any && ok && !ir_cp_ring_any(s->m))
+    diag_error(s->d, plan->loc_cp,
+               "ring context parallel (cp = %d): no attention of this module has a sequence cp "
+               "divides",
+               plan->cp);
+  return any && ok && (!ringk || ir_cp_ring_any(s->m));
 }
 
 bool pass_shard(IrModule *m, PassCtx *cx) {

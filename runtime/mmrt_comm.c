@@ -32,6 +32,7 @@ static const char *const kind_names[MMRT_COMM_NKINDS] = {
     [MMRT_COMM_SEND] = "send",
     [MMRT_COMM_RECV] = "recv",
     [MMRT_COMM_BARRIER] = "barrier",
+    [MMRT_COMM_RING] = "ring",
 };
 
 /* Pipeline transfers: activations go forward, gradients backward; with
@@ -1436,6 +1437,51 @@ void mmrt_comm_overlap_print(FILE *f) {
             (unsigned long long)ovl.blocking_calls, 1e3 * ovl.blocking_s);
 }
 
+/* ---- ring shifts ---- */
+
+static struct {
+  uint64_t shifts;
+  double window_s, wait_s, t_start;
+} ring_st;
+
+int mmrt_ring_shift_start(MmrtMesh *m, MmrtAxis ax, const void *send, void *recv, size_t count,
+                          MmrtDtype dt, int tag, MPI_Request rq[2]) {
+  static const char op[] = "ring_shift";
+  int rc = check(m, op, ax, dt);
+  if (rc) return rc;
+  if (count > INT_MAX) return too_large(m, op, ax, count);
+  int n = m->size[ax], me = m->coord[ax];
+  tally(MMRT_COMM_RING, ax, n, count, (uint64_t)count * esize(dt));
+  ring_st.shifts++;
+  ring_st.t_start = now_s();
+  rc = MPI_Irecv(recv, (int)count, mpi_type(dt), (me + n - 1) % n, tag, m->comm[ax], &rq[0]);
+  if (rc == MPI_SUCCESS)
+    rc = MPI_Isend(send, (int)count, mpi_type(dt), (me + 1) % n, tag, m->comm[ax], &rq[1]);
+  return rc == MPI_SUCCESS ? MMRT_OK : mpi_fail(m, op, ax, rc);
+}
+
+int mmrt_ring_shift_test(MPI_Request rq[2]) {
+  int done = 0;
+  MPI_Testall(2, rq, &done, MPI_STATUSES_IGNORE);
+  return done;
+}
+
+int mmrt_ring_shift_wait(MmrtMesh *m, MmrtAxis ax, MPI_Request rq[2]) {
+  double t0 = now_s();
+  ring_st.window_s += t0 - ring_st.t_start;
+  int rc = wait_reqs(m, "ring_shift", ax, 2, rq, NULL, 0);
+  ring_st.wait_s += now_s() - t0;
+  return rc;
+}
+
+void mmrt_comm_ring_print(FILE *f) {
+  if (ring_st.shifts)
+    fprintf(f,
+            "ring shifts: %llu, %.1f ms from start to wait (computing), %.1f ms blocked in the "
+            "waits\n",
+            (unsigned long long)ring_st.shifts, 1e3 * ring_st.window_s, 1e3 * ring_st.wait_s);
+}
+
 /* ---- counters ---- */
 
 MmrtCommCount mmrt_comm_counter(MmrtCommKind k, MmrtAxis ax) {
@@ -1453,6 +1499,7 @@ uint64_t mmrt_comm_bytes_total(void) {
 
 void mmrt_comm_counters_reset(void) {
   memset(&ovl, 0, sizeof ovl);
+  memset(&ring_st, 0, sizeof ring_st);
   memset(counters, 0, sizeof counters);
   memset(phase_counters, 0, sizeof phase_counters);
 }

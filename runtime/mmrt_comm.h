@@ -234,6 +234,7 @@ typedef enum MmrtCommKind {
   MMRT_COMM_SEND,           /* elems: count */
   MMRT_COMM_RECV,           /* elems: count */
   MMRT_COMM_BARRIER,        /* elems: 0 */
+  MMRT_COMM_RING,           /* elems: count (a block sent to the next rank of the ring) */
   MMRT_COMM_NKINDS,
 } MmrtCommKind;
 
@@ -293,6 +294,20 @@ typedef struct MmrtOverlapStats {
 MmrtOverlapStats mmrt_comm_overlap_stats(void);
 /* One line of the above (nothing when no bucket ran). */
 void mmrt_comm_overlap_print(FILE *f);
+
+/* Ring shifts (ring attention, runtime/mmrt_ring.c): start sending count
+ * elements of send to the next rank of axis ax ((c + 1) mod n) and
+ * receiving as many into recv from the previous one, non-blocking (one
+ * "ring" call of count elements sent); test progresses them (returns 1
+ * when both are done); wait finishes them through the watchdog. The
+ * seconds from start to wait and blocked in the waits are kept for
+ * mmrt_comm_ring_print. */
+int mmrt_ring_shift_start(MmrtMesh *m, MmrtAxis ax, const void *send, void *recv, size_t count,
+                          MmrtDtype dt, int tag, MPI_Request rq[2]);
+int mmrt_ring_shift_test(MPI_Request rq[2]);
+int mmrt_ring_shift_wait(MmrtMesh *m, MmrtAxis ax, MPI_Request rq[2]);
+/* "ring shifts: N, X ms from start to wait, Y ms blocked in the waits" (nothing when none ran). */
+void mmrt_comm_ring_print(FILE *f);
 
 /* The collectives generated code calls: mmrt_abi.def. */
 #define MMRT_ABI_SECTION_COMM

@@ -1235,6 +1235,7 @@ static int run(Trainer *t, int argc, char **argv) {
              (long long)t->comm_steps);
       mmrt_comm_counters_print(stdout);
       mmrt_comm_overlap_print(stdout);
+      mmrt_comm_ring_print(stdout);
     }
     if (t->a.profile) mmrt_prof_print(stdout);
   }

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Context parallel under real mpirun ranks: GPT2Tiny (causal) and ViTFashion
-# (non-causal) compiled for cp = 2 (Ulysses) give the serial trainer's loss
+# (non-causal) compiled for cp = 2 Ulysses, cp = 2 and 4 ring (GPT2Tiny;
+# ViTFashion's 50 tokens split 2 ways only) and InternVL2Tiny cp = 2 ring
+# give the serial trainer's loss
 # at each of 10 steps (1e-5 relative) and, gathered on rank 0 by
 # --save-weights, its final weights (each trained tensor within 1e-3 of the
 # size of its update, tests/torch/mmtrain.py, as in tests/mpi_equiv.sh).
@@ -10,7 +12,9 @@
 # forward (q, k, v to the head split, the output back) and 4 backward (the
 # output's gradient to the head split, dq, dk, dv back), each rank sending
 # forward (N/P)(h_q + 2 h_kv + h_q) d (P-1)/P elements per layer (N = B*T
-# tokens, P = cp), the backward the same; and nothing else on cp but
+# tokens, P = cp), the backward the same. The ring makes per layer P - 1
+# shifts of the K/V block forward, each of 2 (N/P) h_kv d elements per
+# rank, and P - 1 K/V and P dK/dV shifts backward. Nothing else on cp but
 # all-reduces (the gradients, the loss) and all-gathers (gradients of
 # position tables and of the embedding's input).
 set -uo pipefail
@@ -64,8 +68,19 @@ if kind == "ulysses":
         ok &= good
         print("%s %s all_to_all.cp: %g calls, %g elements sent per step %s %d calls (4 per layer), %g"
               % (name, phase, calls, sent, "==" if good else "!=", 4 * L, want_elems))
-    other = sorted(k for k in comm[0]["train"] if k.endswith(".cp") and
-                   k not in ("all_to_all.cp", "all_reduce.cp", "all_gather.cp"))
+    allowed = ("all_to_all.cp", "all_reduce.cp", "all_gather.cp")
+else:  # ring: forward P-1 K/V shifts, backward P-1 K/V and P dK/dV shifts per layer
+    blk = 2 * (N // P) * hkv * d
+    for phase, n in (("train_forward", P - 1), ("train_backward", 2 * P - 1)):
+        a = get(phase, "ring.cp")
+        calls, sent = a["calls"] / steps, a["bytes"] / 4 / steps
+        good = calls == L * n and sent == L * n * blk
+        ok &= good
+        print("%s %s ring.cp: %g shifts, %g elements sent per step %s %d shifts (%d per layer) of 2(N/P)h_kv d = %d"
+              % (name, phase, calls, sent, "==" if good else "!=", L * n, n, blk))
+    allowed = ("ring.cp", "all_reduce.cp", "all_gather.cp")
+if True:
+    other = sorted(k for k in comm[0]["train"] if k.endswith(".cp") and k not in allowed)
     if other:
         ok = False
         print("%s: unexpected cp collectives %s" % (name, other))
@@ -94,5 +109,12 @@ check() { # name np file model kind P L N hq hkv d -- plan flags...
 # name np file model kind  P L N=B*T h_q h_kv d  flags
 check gpt2tiny.cp2.ulysses 2 gpt2.mm GPT2Tiny ulysses 2 2 128 4 4 16 --cp 2
 [ $SAN = 1 ] || check vit.cp2.ulysses 2 vit_fashion.mm ViTFashion ulysses 2 4 3200 4 4 16 --cp 2 --cp-kind ulysses
+check gpt2tiny.cp2.ring 2 gpt2.mm GPT2Tiny ring 2 2 128 4 4 16 --cp 2 --cp-kind ring
+if [ $SAN = 0 ]; then
+  check gpt2tiny.cp4.ring 4 gpt2.mm GPT2Tiny ring 4 2 128 4 4 16 --cp 4 --cp-kind ring
+  check vit.cp2.ring 2 vit_fashion.mm ViTFashion ring 2 4 3200 4 4 16 --cp 2 --cp-kind ring
+  # the LLM's 2 layers (GQA: 2 KV heads) ring; the vision encoder's 17 tokens stay whole
+  check internvl2tiny.cp2.ring 2 internvl2.mm InternVL2Tiny ring 2 2 128 4 2 16 --cp 2 --cp-kind ring
+fi
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
