@@ -36,6 +36,7 @@ typedef struct Cg {
   IrMap uses;                        /* IrValue* -> i: its uses in the function (results count) */
   const IrNode *skip;                /* a later node already done by the current one's kernel */
   int skip_to;                       /* nodes up to this index are done by the current one's */
+  const unsigned char *keep;         /* the step's nodes (cg_build_step's keep), or NULL: all */
   bool failed;
   int nfns; /* helper functions made so far (names) */
   /* before localize: each value's global shape and placement */

@@ -192,6 +192,34 @@ static void prof_mark(Cg *cg, LLVMValueRef prof, const char *kind, const char *l
   LLVMPositionBuilderAtEnd(cg->b, cont);
 }
 
+/* Work below which an op runs on one thread (mmrt_threads_small): FLOPs of
+ * a matmul, convolution or attention (2^20: half a million multiply-adds,
+ * some microseconds on one core), elements of any other op (2^15, PyTorch's
+ * grain size). Collectives and the optimizer keep the state they find or
+ * the program's threads. Decided by shapes alone, so a step's thread counts,
+ * and its bits, are the same every run. */
+static int small_op(const IrNode *n) {
+  if (ir_op_is_collective(n->op) || n->op == IR_OP_BUCKET_WAIT) return -1; /* unchanged */
+  if (n->op == IR_OP_ADAMW || n->op == IR_OP_SGD) return 0;
+  switch (ir_ops[n->op].flop_kind) {
+    case IR_FL_MATMUL:
+    case IR_FL_LINEAR:
+    case IR_FL_CONV:
+    case IR_FL_ATTENTION:
+    case IR_FL_LINEAR_W:
+    case IR_FL_CONV_X:
+    case IR_FL_CONV_W:
+    case IR_FL_ATTENTION_BWD: return ir_flops(n) < (1 << 20);
+    default: break;
+  }
+  int64_t el = 0;
+  for (int k = 0; k < n->nin; k++)
+    if (ir_numel(&n->in[k]->shape) > el) el = ir_numel(&n->in[k]->shape);
+  for (int k = 0; k < n->nout; k++)
+    if (ir_numel(&n->out[k]->shape) > el) el = ir_numel(&n->out[k]->shape);
+  return el < (1 << 15);
+}
+
 /* i32 name(ptr arenas, i64 seed, ptr mesh): every node of f in order (with
  * keep: the nodes i with keep[i] only, cg_pp.c). */
 LLVMValueRef cg_build_step(Cg *cg, const IrFunc *f, const char *name, bool training,
@@ -200,6 +228,7 @@ LLVMValueRef cg_build_step(Cg *cg, const IrFunc *f, const char *name, bool train
   LLVMValueRef fn = LLVMAddFunction(cg->mod, name, LLVMFunctionType(cg->t_i32, params, 3, false));
   cg->f = f;
   cg->fn = fn;
+  cg->keep = keep;
   cg->training = training;
   cg->seed = LLVMGetParam(fn, 1);
   cg->mesh = LLVMGetParam(fn, 2);
@@ -232,7 +261,7 @@ LLVMValueRef cg_build_step(Cg *cg, const IrFunc *f, const char *name, bool train
   /* on a mesh, the communication counters learn the phase: forward, then
    * backward from the loss's gradient seed, update from the first
    * optimizer op */
-  int bwd = -1, upd = -1, inflight = 0;
+  int bwd = -1, upd = -1, inflight = 0, small_now = 0;
   if (training) ir_train_phases(f, &bwd, &upd);
   int first = 0;
   while (keep && first < f->nodes.len && !keep[first]) first++;
@@ -266,6 +295,11 @@ LLVMValueRef cg_build_step(Cg *cg, const IrFunc *f, const char *name, bool train
       }
     if (n == cg->skip) continue;
     cg->cur = i;
+    int small = small_op(n);
+    if (small >= 0 && small != small_now) {
+      cg_call(cg, "mmrt_threads_small", (LLVMValueRef[]){cg_i32(cg, small)}, 1);
+      small_now = small;
+    }
     if (!cg_lower_node(cg, n)) cg->failed = true;
     /* overlapped gradient buckets in flight (passes/bucket.c): let MPI
      * progress them between the kernels */
@@ -277,6 +311,7 @@ LLVMValueRef cg_build_step(Cg *cg, const IrFunc *f, const char *name, bool train
       cg_call(cg, "mmrt_comm_progress", (LLVMValueRef[]){cg->mesh}, 1);
   }
   prof_mark(cg, prof, NULL, NULL, 0);
+  if (small_now) cg_call(cg, "mmrt_threads_small", (LLVMValueRef[]){cg_i32(cg, 0)}, 1);
   LLVMBuildRet(cg->b, cg_i32(cg, 0));
   return cg->failed ? NULL : fn;
 }

@@ -828,7 +828,9 @@ static bool same_adamw(const IrNode *a, const IrNode *b) {
 
 static bool lower_adamw(Cg *cg, const IrNode *n) {
   int last = cg->cur;
-  while (last + 1 < cg->f->nodes.len && same_adamw(n, cg->f->nodes.items[last + 1])) last++;
+  while (last + 1 < cg->f->nodes.len && (!cg->keep || cg->keep[last + 1]) &&
+         same_adamw(n, cg->f->nodes.items[last + 1]))
+    last++;
   int count = last - cg->cur + 1;
   LLVMValueRef arr[4], sizes = LLVMBuildArrayAlloca(cg->b, cg->t_i64, I32(count), "sizes"),
                        wds = LLVMBuildArrayAlloca(cg->b, cg->t_f32, I32(count), "wds");

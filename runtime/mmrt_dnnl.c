@@ -17,6 +17,9 @@
 #include <oneapi/dnnl/dnnl_debug.h>
 
 #include <malloc.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,13 +125,29 @@ static Entry *slot_for(Entry *tab, int cap, const Key *k) {
   return &tab[i];
 }
 
-static Entry *cache_find(const Key *k) {
+/* The key with the thread count the primitive runs under (its last value):
+ * oneDNN sizes a primitive's per-thread parts when it creates it, and the
+ * step runs small ops on one thread (mmrt_threads_small). */
+static Key threaded(const Key *k) {
+  Key t = *k;
+  if (t.v[KEY_LEN - 1]) die("primitive cache", "a key uses the thread count's slot");
+#ifdef _OPENMP
+  t.v[KEY_LEN - 1] = omp_get_max_threads();
+#else
+  t.v[KEY_LEN - 1] = 1;
+#endif
+  return t;
+}
+
+static Entry *cache_find(const Key *key) {
   if (!table) return NULL;
+  Key t = threaded(key), *k = &t;
   Entry *e = slot_for(table, table_cap, k);
   return e->used ? e : NULL;
 }
 
-static Entry *cache_insert(const Key *k) {
+static Entry *cache_insert(const Key *key) {
+  Key t = threaded(key), *k = &t;
   if (2 * (table_used + 1) > table_cap) {
     int ncap = table_cap ? 2 * table_cap : 64;
     Entry *nt = calloc((size_t)ncap, sizeof *nt);

@@ -63,6 +63,17 @@ void mmrt_parallel_for(void *fn, void *ctx, int64_t n) {
   if (n > 0) f(ctx, 0, n);
 }
 
+static int full_threads; /* the program's thread count, before the first small op */
+
+void mmrt_threads_small(int small) {
+#ifdef _OPENMP
+  if (!full_threads) full_threads = omp_get_max_threads();
+  omp_set_num_threads(small ? 1 : full_threads);
+#else
+  (void)small;
+#endif
+}
+
 /* Hot row loops get AVX-512 and AVX2 clones chosen at load time: the
  * runtime is built for baseline x86-64 and cannot assume either.
  * -DMMRT_NO_CLONES builds only the baseline (to test that path). */
