@@ -19,7 +19,7 @@ typedef struct Cg {
   LLVMContextRef ctx;
   LLVMModuleRef mod;
   LLVMBuilderRef b;
-  LLVMTypeRef t_void, t_i1, t_i8, t_i32, t_i64, t_f32, t_f64, t_ptr;
+  LLVMTypeRef t_void, t_i1, t_i8, t_i16, t_i32, t_i64, t_f32, t_f64, t_ptr;
   Diag *d;
   const IrModule *m;
   Arena *a;

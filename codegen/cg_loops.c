@@ -253,7 +253,36 @@ static LLVMValueRef gelu_tanh(Cg *cg, LLVMValueRef x, bool grad) {
   return xfadd(cg, half1t, xfmul(cg, xfmul(cg, xfconst(cg, 0.5), x), xfmul(cg, sech2, du)));
 }
 
+/* bf16 in loops: a bf16 element is loaded into an f32 (its 16 bits are the
+ * high half of the f32's), every op on it computes in f32, and a bf16
+ * result is rounded to the nearest bf16 (ties to even; a NaN stays a quiet
+ * NaN) and kept as that f32 until it is stored as its high 16 bits. */
+static LLVMValueRef bf16_load(Cg *cg, LLVMValueRef h) {
+  LLVMValueRef u = LLVMBuildShl(cg->b, LLVMBuildZExt(cg->b, h, cg->t_i32, ""), cg_i32(cg, 16), "");
+  return LLVMBuildBitCast(cg->b, u, cg->t_f32, "");
+}
+
+static LLVMValueRef bf16_round(Cg *cg, LLVMValueRef x) {
+  LLVMValueRef u = LLVMBuildBitCast(cg->b, x, cg->t_i32, "");
+  LLVMValueRef lsb =
+      LLVMBuildAnd(cg->b, LLVMBuildLShr(cg->b, u, cg_i32(cg, 16), ""), cg_i32(cg, 1), "");
+  LLVMValueRef r = LLVMBuildAdd(cg->b, LLVMBuildAdd(cg->b, u, cg_i32(cg, 0x7fff), ""), lsb, "");
+  LLVMValueRef hi = LLVMConstInt(cg->t_i32, 0xffff0000u, false);
+  r = LLVMBuildAnd(cg->b, r, hi, "");
+  LLVMValueRef qnan = LLVMBuildAnd(
+      cg->b, LLVMBuildOr(cg->b, u, LLVMConstInt(cg->t_i32, 0x00400000u, false), ""), hi, "");
+  LLVMValueRef isnan = LLVMBuildFCmp(cg->b, LLVMRealUNO, x, x, "");
+  return LLVMBuildBitCast(cg->b, LLVMBuildSelect(cg->b, isnan, qnan, r, ""), cg->t_f32, "");
+}
+
+static LLVMValueRef bf16_bits(Cg *cg, LLVMValueRef x) { /* x: a bf16 value held in an f32 */
+  LLVMValueRef u = LLVMBuildBitCast(cg->b, x, cg->t_i32, "");
+  return LLVMBuildTrunc(cg->b, LLVMBuildLShr(cg->b, u, cg_i32(cg, 16), ""), cg->t_i16, "");
+}
+
 static LLVMValueRef cast(Cg *cg, LLVMValueRef x, IrDType from, IrDType to) {
+  if (from == IR_BF16) from = IR_F32; /* held in an f32 */
+  if (to == IR_BF16) return bf16_round(cg, cast(cg, x, from, IR_F32));
   if (from == to) return x;
   LLVMTypeRef t = cg_dtype(cg, to);
   bool ff = ir_dtype_is_float(from), tf = ir_dtype_is_float(to);
@@ -275,11 +304,11 @@ static LLVMValueRef cast(Cg *cg, LLVMValueRef x, IrDType from, IrDType to) {
 
 /* One instruction at one element. a: the argument values; dt: their dtypes;
  * flat: the element's index in the result (dropout masks). */
-static LLVMValueRef eval(Cg *cg, const IrFusedInstr *in, LLVMValueRef *a, const IrDType *dt,
-                         LLVMValueRef flat, LLVMValueRef seed, LLVMValueRef stream) {
+static LLVMValueRef eval_op(Cg *cg, const IrFusedInstr *in, LLVMValueRef *a, const IrDType *dt,
+                            LLVMValueRef flat, LLVMValueRef seed, LLVMValueRef stream) {
   const IrAttrs *at = &in->attrs;
   bool fl = ir_dtype_is_float(in->dtype);
-  IrDType t = in->dtype;
+  IrDType t = in->dtype == IR_BF16 && in->op != IR_OP_CAST ? IR_F32 : in->dtype;
   LLVMTypeRef ty = cg_dtype(cg, t);
   switch (in->op) {
     case IR_OP_ADD: return fl ? xfadd(cg, a[0], a[1]) : LLVMBuildAdd(cg->b, a[0], a[1], "");
@@ -365,6 +394,13 @@ static LLVMValueRef eval(Cg *cg, const IrFusedInstr *in, LLVMValueRef *a, const 
   }
 }
 
+/* eval_op, with a bf16 result rounded (a cast rounds by itself) */
+static LLVMValueRef eval(Cg *cg, const IrFusedInstr *in, LLVMValueRef *a, const IrDType *dt,
+                         LLVMValueRef flat, LLVMValueRef seed, LLVMValueRef stream) {
+  LLVMValueRef v = eval_op(cg, in, a, dt, flat, seed, stream);
+  return in->dtype == IR_BF16 && in->op != IR_OP_CAST ? bf16_round(cg, v) : v;
+}
+
 /* Float ops on non-float dtypes, and dtypes without an LLVM type, are refused. */
 static bool check_prog(Cg *cg, const IrNode *n, const IrFusedProg *p) {
   for (int i = 0; i < p->n; i++) {
@@ -377,8 +413,9 @@ static bool check_prog(Cg *cg, const IrNode *n, const IrFusedProg *p) {
     if (!ir_dtype_is_float(in->dtype) && !int_ok)
       return cg_error(cg, n, "%s on %s is not supported", ir_ops[in->op].name,
                       ir_dtype_name(in->dtype));
-    if (ir_dtype_is_float(in->dtype) && in->dtype != IR_F32)
-      return cg_error(cg, n, "%s is not supported yet (f32 only)", ir_dtype_name(in->dtype));
+    if (ir_dtype_is_float(in->dtype) && in->dtype != IR_F32 && in->dtype != IR_BF16)
+      return cg_error(cg, n, "%s is not supported yet (f32 and bf16 only)",
+                      ir_dtype_name(in->dtype));
   }
   return true;
 }
@@ -434,6 +471,7 @@ static void body(Cg *cg, Map *m, LLVMValueRef *params, LLVMValueRef *idx, LLVMVa
       const Access *a = &m->acc[k];
       in[k] = LLVMBuildLoad2(cg->b, cg_dtype(cg, a->dt),
                              elem_ptr(cg, params[a->param], a->dt, off[k]), "");
+      if (a->dt == IR_BF16) in[k] = bf16_load(cg, in[k]);
     }
     for (int i = 0; i < p->n; i++) {
       const IrFusedInstr *ins = &p->ins[i];
@@ -447,6 +485,7 @@ static void body(Cg *cg, Map *m, LLVMValueRef *params, LLVMValueRef *idx, LLVMVa
       t[i] = eval(cg, ins, args, dts, flat, seed, stream);
     }
     val = t[p->n - 1];
+    if (o->dt == IR_BF16) val = bf16_bits(cg, val);
   }
   LLVMBuildStore(cg->b, val, optr);
 }

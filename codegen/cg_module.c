@@ -55,7 +55,8 @@ LLVMTypeRef cg_dtype(Cg *cg, IrDType t) {
     case IR_I64: return cg->t_i64;
     case IR_U8:
     case IR_BOOL: return cg->t_i8;
-    default: return NULL; /* bf16, f16: not yet */
+    case IR_BF16: return cg->t_i16; /* storage only: loops compute on it in f32 (cg_loops.c) */
+    default: return NULL;           /* f16: not yet */
   }
 }
 
@@ -608,6 +609,7 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
   SET_I64S(f, MmrtModelDesc, mesh, mesh);
   M_I64(lora_rank, t->lora.rank);
   M_F64(lora_alpha, t->lora.alpha);
+  M_I64(precision, t->precision == MM_PREC_BF16 ? 1 : 0);
   SET_PTR(f, MmrtModelDesc, train_step, MmrtStepFn, train_fn ? train_fn : cg_null(cg));
   SET_PTR(f, MmrtModelDesc, eval_step, MmrtStepFn, eval_fn ? eval_fn : cg_null(cg));
   M_I64(task, dec->task);
@@ -743,6 +745,7 @@ bool cg_compile(IrModule *m, const MmTrain *train, const CgOptions *o, Diag *d) 
   cg.t_void = LLVMVoidTypeInContext(cg.ctx);
   cg.t_i1 = LLVMInt1TypeInContext(cg.ctx);
   cg.t_i8 = LLVMInt8TypeInContext(cg.ctx);
+  cg.t_i16 = LLVMInt16TypeInContext(cg.ctx);
   cg.t_i32 = LLVMInt32TypeInContext(cg.ctx);
   cg.t_i64 = LLVMInt64TypeInContext(cg.ctx);
   cg.t_f32 = LLVMFloatTypeInContext(cg.ctx);

@@ -28,16 +28,50 @@ static int64_t rows(const IrValue *v) {
   return ir_numel(&v->shape) / last_dim(v);
 }
 
-/* Every operand and result f32, and every size a kernel takes as int fits. */
+/* The kernels that also take bf16 (passes/precision.c): every operand and
+ * result bf16 but attention's lse (f32). */
+static bool bf16_kernel(const IrNode *n) {
+  switch (n->op) {
+    case IR_OP_LINEAR:
+    case IR_OP_LINEAR_GRAD_X:
+    case IR_OP_LINEAR_GRAD_W:
+    case IR_OP_MATMUL:
+    case IR_OP_CONV2D:
+    case IR_OP_CONV3D:
+    case IR_OP_CONV2D_GRAD_X:
+    case IR_OP_CONV2D_GRAD_W:
+    case IR_OP_CONV3D_GRAD_X:
+    case IR_OP_CONV3D_GRAD_W:
+    case IR_OP_ATTENTION:
+    case IR_OP_ATTENTION_GRAD: return n->nin > 0 && n->in[0]->dtype == IR_BF16;
+    default: return false;
+  }
+}
+
+/* The dtype operand i (result j: in = false) of n must have. */
+static IrDType want_dtype(const IrNode *n, int k, bool in) {
+  if (!bf16_kernel(n)) return IR_F32;
+  if (n->op == IR_OP_ATTENTION && !in && k == 1) return IR_F32;     /* lse */
+  if (n->op == IR_OP_ATTENTION_GRAD && in && k == 5) return IR_F32; /* lse */
+  return IR_BF16;
+}
+
+/* The kernel's MmrtDtype: bf16 when the precision pass made the node bf16. */
+static int kdt(const IrNode *n) {
+  return bf16_kernel(n) ? MMRT_BF16 : MMRT_F32;
+}
+
+/* Every operand and result f32 (bf16 for the kernels that take it), and
+ * every size a kernel takes as int fits. */
 static bool need_f32(Cg *cg, const IrNode *n, int first, int count) {
   for (int i = first; i < first + count && i < n->nin; i++)
-    if (n->in[i]->dtype != IR_F32)
-      return cg_error(cg, n,
-                      "operand %d is %s; this kernel takes f32 (bf16 is not implemented yet)", i,
-                      ir_dtype_name(n->in[i]->dtype));
+    if (n->in[i]->dtype != want_dtype(n, i, true))
+      return cg_error(cg, n, "operand %d is %s; this kernel takes %s", i,
+                      ir_dtype_name(n->in[i]->dtype), ir_dtype_name(want_dtype(n, i, true)));
   for (int j = 0; j < n->nout; j++)
-    if (n->out[j]->dtype != IR_F32)
-      return cg_error(cg, n, "result %d is %s, not f32", j, ir_dtype_name(n->out[j]->dtype));
+    if (n->out[j]->dtype != want_dtype(n, j, false))
+      return cg_error(cg, n, "result %d is %s, not %s", j, ir_dtype_name(n->out[j]->dtype),
+                      ir_dtype_name(want_dtype(n, j, false)));
   return true;
 }
 
@@ -60,11 +94,13 @@ static bool lower_matmul(Cg *cg, const IrNode *n) {
   int64_t M = a->d[a->rank - 2], K = a->d[a->rank - 1], N = b->d[b->rank - 1];
   int64_t batch = ir_numel(c) / (M * N), ba = ir_numel(a) / (M * K), bb = ir_numel(b) / (K * N);
   if (ba == batch && bb == batch) { /* same batch shape (broadcasting never shrinks) */
-    CALL("mmrt_matmul", I32(MMRT_F32), O(0), V(0), V(1), I32(batch), I32(M), I32(N), I32(K), F32(1),
+    CALL("mmrt_matmul", I32(kdt(n)), O(0), V(0), V(1), I32(batch), I32(M), I32(N), I32(K), F32(1),
          I32(0));
   } else if (bb == 1 && ba == batch) { /* one B for every batch: fold the batch into M */
-    CALL("mmrt_matmul", I32(MMRT_F32), O(0), V(0), V(1), I32(1), I32(batch * M), I32(N), I32(K),
+    CALL("mmrt_matmul", I32(kdt(n)), O(0), V(0), V(1), I32(1), I32(batch * M), I32(N), I32(K),
          F32(1), I32(0));
+  } else if (kdt(n) == MMRT_BF16) {
+    return cg_error(cg, n, "a bf16 matmul with broadcast batch dims is not supported");
   } else {
     return cg_loop_matmul(cg, n, M, N, K);
   }
@@ -92,7 +128,8 @@ static const IrValue *bias_of_next(Cg *cg, const IrNode *n) {
 static bool lower_linear(Cg *cg, const IrNode *n) {
   const IrValue *x = n->in[0], *w = n->in[1], *bias = bias_of_next(cg, n);
   int64_t K = last_dim(x), N = w->shape.d[0];
-  CALL("mmrt_linear_fwd", I32(MMRT_F32), O(0), V(0), V(1), bias ? cg_ptr(cg, bias) : cg_null(cg),
+  if (kdt(n) == MMRT_BF16) bias = NULL; /* an f32 bias is added by the loop after the cast back */
+  CALL("mmrt_linear_fwd", I32(kdt(n)), O(0), V(0), V(1), bias ? cg_ptr(cg, bias) : cg_null(cg),
        I32(rows(x)), I32(K), I32(N));
   return true;
 }
@@ -101,7 +138,7 @@ static bool lower_linear(Cg *cg, const IrNode *n) {
 static bool lower_linear_grad_x(Cg *cg, const IrNode *n) {
   const IrValue *dy = n->in[0], *w = n->in[1];
   int64_t N = w->shape.d[0], K = w->shape.d[1];
-  CALL("mmrt_linear_bwd_data", I32(MMRT_F32), O(0), V(0), V(1), I32(rows(dy)), I32(K), I32(N),
+  CALL("mmrt_linear_bwd_data", I32(kdt(n)), O(0), V(0), V(1), I32(rows(dy)), I32(K), I32(N),
        I32(0));
   return true;
 }
@@ -109,7 +146,7 @@ static bool lower_linear_grad_x(Cg *cg, const IrNode *n) {
 /* linear_grad_w(dy[..., N], x[..., K]) -> dw[N, K] */
 static bool lower_linear_grad_w(Cg *cg, const IrNode *n) {
   const IrValue *dy = n->in[0], *x = n->in[1];
-  CALL("mmrt_linear_bwd_weights", I32(MMRT_F32), O(0), cg_null(cg), V(0), V(1), I32(rows(dy)),
+  CALL("mmrt_linear_bwd_weights", I32(kdt(n)), O(0), cg_null(cg), V(0), V(1), I32(rows(dy)),
        I32(last_dim(x)), I32(last_dim(dy)), I32(0));
   return true;
 }
@@ -136,7 +173,7 @@ static LLVMValueRef conv_geom(Cg *cg, const IrNode *n, const IrShape *x, const I
 static bool lower_conv(Cg *cg, const IrNode *n) {
   bool is3 = n->op == IR_OP_CONV3D;
   LLVMValueRef cv = conv_geom(cg, n, &n->in[0]->shape, &n->in[1]->shape);
-  CALL(is3 ? "mmrt_conv3d_fwd" : "mmrt_conv2d_fwd", I32(MMRT_F32), cv, O(0), V(0), V(1),
+  CALL(is3 ? "mmrt_conv3d_fwd" : "mmrt_conv2d_fwd", I32(kdt(n)), cv, O(0), V(0), V(1),
        n->nin > 2 ? V(2) : cg_null(cg));
   return true;
 }
@@ -155,10 +192,10 @@ static bool lower_conv_grad(Cg *cg, const IrNode *n) {
   const IrShape *x = wrt_x ? &given : &n->in[1]->shape, *w = wrt_x ? &n->in[1]->shape : &given;
   LLVMValueRef cv = conv_geom(cg, n, x, w);
   if (wrt_x)
-    CALL(is3 ? "mmrt_conv3d_bwd_data" : "mmrt_conv2d_bwd_data", I32(MMRT_F32), cv, O(0), V(0), V(1),
+    CALL(is3 ? "mmrt_conv3d_bwd_data" : "mmrt_conv2d_bwd_data", I32(kdt(n)), cv, O(0), V(0), V(1),
          I32(0));
   else
-    CALL(is3 ? "mmrt_conv3d_bwd_weights" : "mmrt_conv2d_bwd_weights", I32(MMRT_F32), cv, O(0),
+    CALL(is3 ? "mmrt_conv3d_bwd_weights" : "mmrt_conv2d_bwd_weights", I32(kdt(n)), cv, O(0),
          cg_null(cg), V(0), V(1), I32(0));
   return true;
 }
@@ -348,15 +385,17 @@ static bool lower_attention(Cg *cg, const IrNode *n) {
   if (!attention_dims(cg, n, 0, d)) return false;
   int64_t lse_off = 0;
   if (is_ring(n)) { /* ring attention over cp (runtime/mmrt_ring.c) */
+    if (kdt(n) == MMRT_BF16)
+      return cg_error(cg, n, "ring attention (cp_kind = ring) does not take bf16 yet");
     cg_check_status(cg,
                     CALL("mmrt_ring_attention_fwd", cg->mesh, O(0), stat(cg, n, 1, lse_off), V(0),
                          V(1), V(2), I32(d[0]), I32(d[1]), I32(d[3]), I32(d[4]), I32(d[5]),
                          I32(attr(n, IR_ATTR_CAUSAL)->i), F32(attr(n, IR_ATTR_SCALE)->f)));
     return true;
   }
-  CALL("mmrt_attention_fwd", O(0), stat(cg, n, 1, lse_off), V(0), V(1), V(2), I32(d[0]), I32(d[1]),
-       I32(d[2]), I32(d[3]), I32(d[4]), I32(d[5]), I32(attr(n, IR_ATTR_CAUSAL)->i),
-       F32(attr(n, IR_ATTR_SCALE)->f));
+  CALL(kdt(n) == MMRT_BF16 ? "mmrt_attention_bf16_fwd" : "mmrt_attention_fwd", O(0),
+       stat(cg, n, 1, lse_off), V(0), V(1), V(2), I32(d[0]), I32(d[1]), I32(d[2]), I32(d[3]),
+       I32(d[4]), I32(d[5]), I32(attr(n, IR_ATTR_CAUSAL)->i), F32(attr(n, IR_ATTR_SCALE)->f));
   return true;
 }
 
@@ -436,15 +475,17 @@ static bool lower_attention_grad(Cg *cg, const IrNode *n) {
   int64_t d[6] = {0};
   if (!attention_dims(cg, n, 1, d)) return false;
   if (is_ring(n)) {
+    if (kdt(n) == MMRT_BF16)
+      return cg_error(cg, n, "ring attention (cp_kind = ring) does not take bf16 yet");
     cg_check_status(cg,
                     CALL("mmrt_ring_attention_bwd", cg->mesh, O(0), O(1), O(2), V(0), V(1), V(2),
                          V(3), V(4), V(5), I32(d[0]), I32(d[1]), I32(d[3]), I32(d[4]), I32(d[5]),
                          I32(attr(n, IR_ATTR_CAUSAL)->i), F32(attr(n, IR_ATTR_SCALE)->f)));
     return true;
   }
-  CALL("mmrt_attention_bwd", O(0), O(1), O(2), V(0), V(1), V(2), V(3), V(4), V(5), I32(d[0]),
-       I32(d[1]), I32(d[2]), I32(d[3]), I32(d[4]), I32(d[5]), I32(attr(n, IR_ATTR_CAUSAL)->i),
-       F32(attr(n, IR_ATTR_SCALE)->f), I32(0));
+  CALL(kdt(n) == MMRT_BF16 ? "mmrt_attention_bf16_bwd" : "mmrt_attention_bwd", O(0), O(1), O(2),
+       V(0), V(1), V(2), V(3), V(4), V(5), I32(d[0]), I32(d[1]), I32(d[2]), I32(d[3]), I32(d[4]),
+       I32(d[5]), I32(attr(n, IR_ATTR_CAUSAL)->i), F32(attr(n, IR_ATTR_SCALE)->f), I32(0));
   return true;
 }
 
@@ -668,8 +709,9 @@ static bool lower_collective(Cg *cg, const IrNode *n) {
   if (n->op ==
       IR_OP_ALL_SLICE) /* no communication: this rank's part of x along d (any dtype: a copy) */
     return cg_loop_all_slice(cg, n, CALL("mmrt_step_coord", cg->mesh, I32(ax)));
-  if (x->dtype != IR_F32)
+  if (x->dtype != IR_F32 && x->dtype != IR_BF16)
     return cg_error(cg, n, "collectives of %s are not supported", ir_dtype_name(x->dtype));
+  int cdt = x->dtype == IR_BF16 ? MMRT_BF16 : MMRT_F32; /* bf16: activations (precision pass) */
   int64_t outer, inner;
   LLVMValueRef r;
   switch (n->op) {
@@ -677,12 +719,12 @@ static bool lower_collective(Cg *cg, const IrNode *n) {
       if (in_bucket(cg, n)) /* a bucket: lowered at its first node */
         return bucket_run(cg->f, cg->cur) == 0 || lower_bucket(cg, n, bucket_run(cg->f, cg->cur));
       r = CALL("mmrt_all_reduce", cg->mesh, I32(ax), V(0), O(0), cg_i64(cg, ir_numel(&x->shape)),
-               I32(MMRT_F32));
+               I32(cdt));
       break;
     case IR_OP_ALL_GATHER: /* x: this rank's part of y along d */
       around(&y->shape, d, &outer, &inner);
       r = CALL("mmrt_all_gather", cg->mesh, I32(ax), V(0), O(0), cg_i64(cg, outer),
-               cg_i64(cg, y->shape.d[d]), cg_i64(cg, inner), I32(MMRT_F32));
+               cg_i64(cg, y->shape.d[d]), cg_i64(cg, inner), I32(cdt));
       break;
     case IR_OP_REDUCE_SCATTER: /* y: this rank's part of the sum of x along d */
       if (in_bucket(cg, n))    /* a bucket: lowered at its first node */
@@ -690,7 +732,7 @@ static bool lower_collective(Cg *cg, const IrNode *n) {
                lower_rs_bucket(cg, n, bucket_run(cg->f, cg->cur));
       around(&x->shape, d, &outer, &inner);
       r = CALL("mmrt_reduce_scatter", cg->mesh, I32(ax), V(0), O(0), cg_i64(cg, outer),
-               cg_i64(cg, x->shape.d[d]), cg_i64(cg, inner), I32(MMRT_F32));
+               cg_i64(cg, x->shape.d[d]), cg_i64(cg, inner), I32(cdt));
       break;
     case IR_OP_ALL_TO_ALL: { /* the tensor on the axis' group: x's local shape, whole along d */
       int64_t sh[IR_MAX_RANK];
@@ -702,7 +744,7 @@ static bool lower_collective(Cg *cg, const IrNode *n) {
       LLVMValueRef shape =
           cg_const_global(cg, LLVMConstArray2(cg->t_i64, e, (uint64_t)x->shape.rank), "shape");
       r = CALL("mmrt_all_to_all", cg->mesh, I32(ax), V(0), O(0), shape, I32(x->shape.rank), I32(d),
-               I32(attr(n, IR_ATTR_TO)->i), I32(MMRT_F32));
+               I32(attr(n, IR_ATTR_TO)->i), I32(cdt));
       break;
     }
     default: return cg_error(cg, n, "not a collective");

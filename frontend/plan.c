@@ -15,6 +15,7 @@ void mm_plan_flags_init(MmPlanFlags *f) {
   f->bucket_set = false;
   f->bucket_mb = 0;
   f->no_overlap = false;
+  f->precision = 0;
 }
 
 static AstStmt *section(AstDecl *dcl, const char *name, AstStmt **dup) {
@@ -436,6 +437,18 @@ static bool read_train(FeProgram *p, Inst *root, AstStmt *sec, MmTrain *t) {
         t->clip = v;
     } else if (strcmp(s->name, "lora") == 0) {
       ok &= read_lora(p, &root->env, s, &t->lora);
+    } else if (strcmp(s->name, "precision") == 0) {
+      const char *k = sym_of(p, &root->env, s->value);
+      if (!k)
+        ok = false;
+      else if (strcmp(k, "fp32") == 0)
+        t->precision = MM_PREC_FP32;
+      else if (strcmp(k, "bf16") == 0)
+        t->precision = MM_PREC_BF16;
+      else {
+        diag_error(p->d, s->value->loc, "unknown precision '%s' (expected fp32 or bf16)", k);
+        ok = false;
+      }
     } else if (strcmp(s->name, "steps") == 0 || strcmp(s->name, "batch") == 0) {
       int v;
       if (!pos_int(p, &root->env, s, 1, 1 << 30, &v))
@@ -455,7 +468,7 @@ static bool read_train(FeProgram *p, Inst *root, AstStmt *sec, MmTrain *t) {
     } else {
       diag_error(p->d, s->name_loc,
                  "unknown train setting '%s' (expected freeze, optimizer, schedule, clip, steps, "
-                 "batch, lora)",
+                 "batch, lora, precision)",
                  s->name);
       ok = false;
     }
@@ -956,6 +969,7 @@ bool fe_read_sections(FeProgram *p, Inst *root, FeResult *out) {
   t->beta2 = 0.999;
   t->eps = 1e-8;
   AstDecl *dcl = root->decl;
+  if (p->opts.flags.precision > 0) t->precision = (MmPrecision)(p->opts.flags.precision - 1);
   if (dcl->kind != DECL_MODEL) {
     apply_flags(p, pl, &p->opts.flags);
     return check_plan(p, pl, dcl->name_loc);
@@ -969,6 +983,7 @@ bool fe_read_sections(FeProgram *p, Inst *root, FeResult *out) {
   if (!read_parallel(p, root, par, pl)) ok = false; /* both sections report their errors */
   if (!ok) return false;
   apply_flags(p, pl, &p->opts.flags);
+  if (p->opts.flags.precision > 0) t->precision = (MmPrecision)(p->opts.flags.precision - 1);
   /* freeze: mark parameters */
   for (int k = 0; k < t->nfreeze; k++)
     for (int i = 0; i < p->ir->params.len; i++) {

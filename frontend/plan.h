@@ -64,10 +64,15 @@ typedef struct MmPlanFlags {
   bool bucket_set; /* --bucket-mb given (false in a zeroed struct) */
   double bucket_mb;
   bool no_overlap; /* --no-overlap */
+  int precision;   /* --precision: 0 not given (a zeroed struct), else 1 + an MmPrecision */
 } MmPlanFlags;
 void mm_plan_flags_init(MmPlanFlags *f);
 
 typedef enum MmOptim { MM_OPT_ADAMW, MM_OPT_SGD } MmOptim;
+/* train { precision = bf16 } (or --precision bf16): the `precision` pass
+ * (passes/precision.c) computes matmuls, convolutions and attention in
+ * bf16; weights, gradients of the master copy and optimizer state stay f32. */
+typedef enum MmPrecision { MM_PREC_FP32, MM_PREC_BF16 } MmPrecision;
 typedef enum MmLrSched { MM_LR_CONSTANT, MM_LR_COSINE } MmLrSched;
 
 /* LoRA (train { lora = lora(rank = 8, alpha = 16, targets = [llm],
@@ -97,6 +102,7 @@ typedef struct MmTrain {
   double min_lr;
   int batch;   /* samples per step if the model says (else 0) */
   MmLora lora; /* rank 0: none */
+  MmPrecision precision;
 } MmTrain;
 
 #endif

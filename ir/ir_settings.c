@@ -68,7 +68,7 @@ void ir_module_mark_ran(IrModule *m, const char *pass) {
 
 _Static_assert(sizeof(MmSchedule) == sizeof(int) && sizeof(MmCpKind) == sizeof(int) &&
                    sizeof(MmRecompute) == sizeof(int) && sizeof(MmOptim) == sizeof(int) &&
-                   sizeof(MmLrSched) == sizeof(int),
+                   sizeof(MmLrSched) == sizeof(int) && sizeof(MmPrecision) == sizeof(int),
                "settings enums are read as int");
 
 static const char *const sched_names[] = {"1f1b", "gpipe", "interleaved", NULL};
@@ -76,6 +76,7 @@ static const char *const recompute_names[] = {"none", "selective", "full", "bloc
 static const char *const cp_kind_names[] = {"ulysses", "ring", NULL};
 static const char *const optim_names[] = {"adamw", "sgd", NULL};
 static const char *const lr_sched_names[] = {"constant", "cosine", NULL};
+static const char *const precision_names[] = {"fp32", "bf16", NULL};
 
 #define OFF(f)            offsetof(IrModule, f)
 #define INT(n, f, lo, hi) {n, IR_SK_INT, OFF(f), 0, NULL, lo, hi, NULL}
@@ -133,6 +134,7 @@ static const IrSetting train_fields[] = {
     INT("batch", train.batch, 0, INT32_MAX),
     STRS("freeze", train.freeze, train.nfreeze),
     {"lora", IR_SK_SUB, 0, 0, NULL, 0, 0, lora_fields},
+    ENUM("precision", train.precision, precision_names),
     BOOL("inference", inference),
     END,
 };

@@ -481,6 +481,14 @@ void ir_shard_rule(const IrNode *n, IrShardRule *r) {
   r->nin = n->nin < 64 ? n->nin : 64;
   r->nout = n->nout;
   r->pflags = ir_ops[n->op].shard_pflags;
+  /* the f32 cast of a bf16 weight gradient (passes/precision.c): the
+   * master gradient is reduced in f32, after the cast */
+  if (n->op == IR_OP_CAST && n->nout == 1 && n->nin == 1) {
+    const IrNode *g = n->in[0]->def;
+    if (n->out[0]->grad_of || (g && (g->op == IR_OP_LINEAR_GRAD_W || g->op == IR_OP_CONV2D_GRAD_W ||
+                                     g->op == IR_OP_CONV3D_GRAD_W)))
+      r->pflags |= IR_SHP_FIRST;
+  }
   r->kind = IR_SK_FACTORS;
   rule_fns[ir_ops[n->op].shard](n, r);
 }

@@ -77,6 +77,14 @@ static bool is_param(const IrValue *v) {
   return !v->def && (v->role == IR_ROLE_PARAM || v->role == IR_ROLE_OPT);
 }
 
+/* The parameter a linear or convolution takes as its weight: the operand,
+ * or the parameter under its bf16 cast (passes/precision.c); else NULL. */
+static IrValue *weight_param(IrValue *v) {
+  if (is_param(v)) return v;
+  if (v->def && v->def->op == IR_OP_CAST && is_param(v->def->in[0])) return v->def->in[0];
+  return NULL;
+}
+
 static void build_uses(Sh *s, IrFunc *f) {
   ir_map_init(&s->uses, &s->a, false);
   for (int i = f->nodes.len - 1; i >= 0; i--) {
@@ -150,8 +158,8 @@ static void build_region(Sh *s, IrFunc *f) {
   for (int i = 0; i < f->nodes.len; i++) {
     IrNode *n = f->nodes.items[i];
     if (n->nout < 1) continue;
-    if ((n->op == IR_OP_LINEAR && is_param(n->in[1])) ||
-        ((n->op == IR_OP_CONV2D || n->op == IR_OP_CONV3D) && is_param(n->in[1]))) {
+    if ((n->op == IR_OP_LINEAR && weight_param(n->in[1])) ||
+        ((n->op == IR_OP_CONV2D || n->op == IR_OP_CONV3D) && weight_param(n->in[1]))) {
       ir_map_put(&s->region, n->out[0])->i =
           (n->op == IR_OP_LINEAR ? n->out[0]->shape.rank - 1 : 1) + 1;
       continue;
@@ -204,7 +212,7 @@ static void walk(Sh *s, IrValue *v, int d, Walk *w, int depth) {
     if (n->op == IR_OP_LINEAR || n->op == IR_OP_CONV2D || n->op == IR_OP_CONV3D) {
       int cd = n->op == IR_OP_LINEAR ? v->shape.rank - 1 : 1;
       /* a row-parallel conv cannot add its own bias to partial sums */
-      if (k == 0 && d == cd && is_param(n->in[1]) && n->nin == 2) {
+      if (k == 0 && d == cd && weight_param(n->in[1]) && n->nin == 2) {
         ptrvec_push(&s->a, &w->rows, n);
         continue;
       }
@@ -272,19 +280,19 @@ static void tp_strategy(Sh *s, IrFunc *f) {
                      tp, (long long)t->shape.d[0], where(n));
       continue;
     }
-    if (!(lin || conv) || !is_param(n->in[1]) || n->nout < 1) continue;
-    IrMapSlot *ws = ir_map_get(&s->want, n->in[1]);
+    if (!(lin || conv) || !weight_param(n->in[1]) || n->nout < 1) continue;
+    IrMapSlot *ws = ir_map_get(&s->want, weight_param(n->in[1]));
     if (ws && ws->i == 2) continue; /* the row-parallel half of an earlier pair */
     Walk w = {.ok = true};
     int d = lin ? n->out[0]->shape.rank - 1 : 1;
     walk(s, n->out[0], d, &w, 0);
     if (!w.ok || (!w.rows.len && !w.loss)) continue;
-    IrValue *W = n->in[1];
+    IrValue *W = weight_param(n->in[1]);
     const IrValue *bad = NULL;
     int bad_dim = 0;
     if (!divides(W->shape.d[0], tp)) bad = W;
     for (int r = 0; r < w.rows.len && !bad; r++) {
-      IrValue *R = ((IrNode *)w.rows.items[r])->in[1];
+      IrValue *R = weight_param(((IrNode *)w.rows.items[r])->in[1]);
       if (!divides(R->shape.d[1], tp)) bad = R, bad_dim = 1;
     }
     for (int c = 0; c < w.checks.len && !bad; c++) {
@@ -309,7 +317,8 @@ static void tp_strategy(Sh *s, IrFunc *f) {
     want(s, W, 0);
     if (conv && n->nin == 3 && is_param(n->in[2])) want(s, n->in[2], 0); /* the conv's own bias */
     for (int b = 0; b < w.biases.len; b++) want(s, w.biases.items[b], w.bdims[b]);
-    for (int r = 0; r < w.rows.len; r++) want(s, ((IrNode *)w.rows.items[r])->in[1], 1);
+    for (int r = 0; r < w.rows.len; r++)
+      want(s, weight_param(((IrNode *)w.rows.items[r])->in[1]), 1);
   }
   for (int i = 0; i < s->m->params.len; i++) {
     IrValue *p = s->m->params.items[i];
@@ -386,7 +395,13 @@ static double move_cost(const IrModule *m, const IrValue *v, int a, IrPlacement 
     c = to.kind == IR_PL_B ? t * (n - 1) / n : t * (n - 1) / (n * n);
   else
     c = SLICE_COST;
-  if (is_param(v) && a != IR_AX_DP) c *= PARAM_PENALTY;
+  /* over dp only gradients are partial sums: a bf16 one is reduced after
+   * its cast, in f32 (passes/precision.c) */
+  if (a == IR_AX_DP && v->dtype == IR_BF16) c *= 2;
+  /* a parameter, or its bf16 cast (moving either moves the weight) */
+  if ((is_param(v) || (v->def && v->def->op == IR_OP_CAST && is_param(v->def->in[0]))) &&
+      a != IR_AX_DP)
+    c *= PARAM_PENALTY;
   return c;
 }
 

@@ -44,7 +44,14 @@ static _Noreturn void die(const char *what, const char *detail) {
 
 static dnnl_data_type_t dnnl_dt(MmrtDtype dt, const char *what) {
   if (dt == MMRT_F32) return dnnl_f32;
-  die(what, dt == MMRT_BF16 ? "bf16 is not implemented yet" : "unknown dtype");
+  if (dt == MMRT_BF16) return dnnl_bf16;
+  die(what, "unknown dtype");
+}
+
+/* f32 only (softmax, eltwise) */
+static dnnl_data_type_t dnnl_f32_only(MmrtDtype dt, const char *what) {
+  if (dt == MMRT_F32) return dnnl_f32;
+  die(what, dt == MMRT_BF16 ? "bf16 is not implemented for this kernel" : "unknown dtype");
 }
 
 /* ---- engine, stream, scratch ------------------------------------------ */
@@ -289,12 +296,44 @@ static uint32_t float_bits(float f) {
   return u;
 }
 
+/* ---- bf16: native oneDNN primitives, or emulated (mmrt_bf16.c) ---- */
+
+static float *widen_tmp(int slot, const void *x, size_t n) {
+  float *t = mmrt_bf16_tmp(slot, n);
+  mmrt_bf16_to_f32(t, x, n);
+  return t;
+}
+
+/* The f32 buffer a bf16 result of n elements is computed into (holding its
+ * current values when the kernel accumulates). */
+static float *result_tmp(int slot, const void *y, size_t n, int accumulate) {
+  return accumulate ? widen_tmp(slot, y, n) : mmrt_bf16_tmp(slot, n);
+}
+
+static void matmul_impl(MmrtDtype dt, void *C, const void *A, const void *B, const void *bias,
+                        int batch, int M, int N, int K, float alpha, int flags);
+
+/* bf16 by fp32 primitives: operands widened, the result rounded */
+static void matmul_emulated(void *C, const void *A, const void *B, const void *bias, int batch,
+                            int M, int N, int K, float alpha, int flags) {
+  size_t na = (size_t)batch * M * K, nb = (size_t)((flags & MMRT_MM_BCAST_B) ? 1 : batch) * K * N;
+  size_t nc = (size_t)batch * M * N;
+  float *c = result_tmp(2, C, nc, flags & MMRT_MM_ACCUM);
+  matmul_impl(MMRT_F32, c, widen_tmp(0, A, na), widen_tmp(1, B, nb),
+              bias ? widen_tmp(3, bias, (size_t)N) : NULL, batch, M, N, K, alpha, flags);
+  mmrt_f32_to_bf16(C, c, nc);
+}
+
 /* C = alpha * op(A) op(B) (+ bias) (+ C). bias: (N) or NULL. */
 static void matmul_impl(MmrtDtype dt, void *C, const void *A, const void *B, const void *bias,
                         int batch, int M, int N, int K, float alpha, int flags) {
   static const char *what = "mmrt_matmul";
   dnnl_data_type_t t = dnnl_dt(dt, what);
   if (batch < 1 || M < 1 || N < 1 || K < 1) die(what, "non-positive dimension");
+  if (dt == MMRT_BF16 && !mmrt_bf16_native()) {
+    matmul_emulated(C, A, B, bias, batch, M, N, K, alpha, flags);
+    return;
+  }
   ensure_engine();
   Key k = KEY(K_MATMUL, dt, batch, M, N, K, flags, float_bits(alpha), bias != NULL);
   Entry *e = cache_find(&k);
@@ -358,6 +397,7 @@ void mmrt_linear_bwd_data(MmrtDtype dt, void *dx, const void *dy, const void *w,
 void mmrt_linear_bwd_weights(MmrtDtype dt, void *dw, void *dbias, const void *dy, const void *x,
                              int rows, int K, int N, int accumulate) {
   /* dw (N, K) = dy^T (N, rows) @ x (rows, K) */
+  if (dbias && dt != MMRT_F32) die("mmrt_linear_bwd_weights", "a bias gradient is f32 only");
   matmul_impl(dt, dw, dy, x, NULL, 1, N, K, rows, 1.0f,
               MMRT_MM_TRANS_A | MMRT_MM_BCAST_B | (accumulate ? MMRT_MM_ACCUM : 0));
   if (dbias) mmrt_reduce_sum(dbias, dy, 1, rows, N, 0, accumulate);
@@ -444,6 +484,15 @@ static void conv_fwd(MmrtDtype dt, const MmrtConv *cv, int nsp, void *y, const v
   const char *what = nsp == 3 ? "mmrt_conv3d_fwd" : "mmrt_conv2d_fwd";
   dnnl_data_type_t t = dnnl_dt(dt, what);
   ensure_engine();
+  if (dt == MMRT_BF16 && !mmrt_bf16_native()) {
+    ConvMds m;
+    conv_mds(cv, nsp, dnnl_f32, &m, what);
+    float *fy = mmrt_bf16_tmp(2, (size_t)m.yn);
+    conv_fwd(MMRT_F32, cv, nsp, fy, widen_tmp(0, x, (size_t)m.xn), widen_tmp(1, w, (size_t)m.wn),
+             bias ? widen_tmp(3, bias, (size_t)cv->OC) : NULL);
+    mmrt_f32_to_bf16(y, fy, (size_t)m.yn);
+    return;
+  }
   Key k;
   conv_key(&k, K_CONV_FWD, dt, cv, nsp, bias != NULL);
   Entry *e = cache_find(&k);
@@ -466,6 +515,13 @@ static void conv_bwd_data(MmrtDtype dt, const MmrtConv *cv, int nsp, void *dx, c
   ensure_engine();
   ConvMds m;
   conv_mds(cv, nsp, t, &m, what);
+  if (dt == MMRT_BF16 && (!mmrt_bf16_native() || accumulate)) { /* (a bf16 sum is rounded here) */
+    float *fdx = result_tmp(2, dx, (size_t)m.xn, accumulate);
+    conv_bwd_data(MMRT_F32, cv, nsp, fdx, widen_tmp(0, dy, (size_t)m.yn),
+                  widen_tmp(1, w, (size_t)m.wn), accumulate);
+    mmrt_f32_to_bf16(dx, fdx, (size_t)m.xn);
+    return;
+  }
   Key k;
   conv_key(&k, K_CONV_BWD_DATA, dt, cv, nsp, 0);
   Entry *e = cache_find(&k);
@@ -490,6 +546,15 @@ static void conv_bwd_weights(MmrtDtype dt, const MmrtConv *cv, int nsp, void *dw
   ConvMds m;
   conv_mds(cv, nsp, t, &m, what);
   int hasb = dbias != NULL;
+  if (dt == MMRT_BF16 && (!mmrt_bf16_native() || accumulate)) {
+    float *fdw = result_tmp(2, dw, (size_t)m.wn, accumulate);
+    float *fdb = hasb ? result_tmp(3, dbias, (size_t)cv->OC, accumulate) : NULL;
+    conv_bwd_weights(MMRT_F32, cv, nsp, fdw, fdb, widen_tmp(0, dy, (size_t)m.yn),
+                     widen_tmp(1, x, (size_t)m.xn), accumulate);
+    mmrt_f32_to_bf16(dw, fdw, (size_t)m.wn);
+    if (hasb) mmrt_f32_to_bf16(dbias, fdb, (size_t)cv->OC);
+    return;
+  }
   Key k;
   conv_key(&k, K_CONV_BWD_WEIGHTS, dt, cv, nsp, hasb);
   Entry *e = cache_find(&k);
@@ -556,7 +621,7 @@ static void softmax_fwd_desc(dnnl_softmax_v2_desc_t *d, dnnl_memory_desc_t *md, 
 
 /* The cached forward or backward primitive of a row softmax of (rows, cols). */
 static Entry *softmax_entry(int bwd, MmrtDtype dt, int rows, int cols, const char *what) {
-  dnnl_data_type_t t = dnnl_dt(dt, what);
+  dnnl_data_type_t t = dnnl_f32_only(dt, what);
   ensure_engine();
   Key k = KEY(bwd ? K_SOFTMAX_BWD : K_SOFTMAX_FWD, dt, rows, cols);
   Entry *e = cache_find(&k);
@@ -621,7 +686,7 @@ static void eltwise_fwd_desc(dnnl_eltwise_desc_t *d, MmrtAct act, dnnl_memory_de
 
 /* The cached forward or backward primitive of activation `act` on n values. */
 static Entry *eltwise_entry(int bwd, MmrtDtype dt, MmrtAct act, size_t n, const char *what) {
-  dnnl_data_type_t t = dnnl_dt(dt, what);
+  dnnl_data_type_t t = dnnl_f32_only(dt, what);
   ensure_engine();
   Key k = KEY(bwd ? K_ELTWISE_BWD : K_ELTWISE_FWD, dt, act, (int64_t)n);
   Entry *e = cache_find(&k);
@@ -641,7 +706,7 @@ static Entry *eltwise_entry(int bwd, MmrtDtype dt, MmrtAct act, size_t n, const 
 void mmrt_eltwise_fwd(MmrtDtype dt, MmrtAct act, void *y, const void *x, size_t n) {
   static const char *what = "mmrt_eltwise_fwd";
   if (n == 0) {
-    (void)dnnl_dt(dt, what);
+    (void)dnnl_f32_only(dt, what);
     return;
   }
   void *ptrs[2] = {(void *)x, y};
@@ -652,7 +717,7 @@ void mmrt_eltwise_bwd(MmrtDtype dt, MmrtAct act, void *dx, const void *dy, const
                       int accumulate) {
   static const char *what = "mmrt_eltwise_bwd";
   if (n == 0) {
-    (void)dnnl_dt(dt, what);
+    (void)dnnl_f32_only(dt, what);
     return;
   }
   void *ptrs[3] = {(void *)x, (void *)dy, NULL};

@@ -8,8 +8,9 @@
  * Two families:
  *   - oneDNN-backed (mmrt_dnnl.c): matmul, linear, conv2d/3d, softmax,
  *     eltwise. They take an MmrtDtype and untyped pointers so that bf16 is a
- *     new enum value, not a new ABI; today only MMRT_F32 is implemented and
- *     any other dtype aborts with a message. Primitives are created once per
+ *     new enum value, not a new ABI; matmul, linear and conv take MMRT_F32
+ *     and MMRT_BF16, softmax and eltwise MMRT_F32 only (another dtype aborts
+ *     with a message). Primitives are created once per
  *     (dtype, shape, flags) and cached; one engine and stream per process.
  *   - own C kernels (mmrt_ops.c, OpenMP over rows): norms, RoPE, attention,
  *     cross entropy, embedding, broadcasting binary ops, reductions,
@@ -41,8 +42,23 @@ extern "C" {
 
 typedef enum MmrtDtype {
   MMRT_F32 = 0,
-  MMRT_BF16 = 1, /* reserved: accepted by the ABI, not yet implemented */
+  MMRT_BF16 = 1, /* the matmul, linear and conv kernels, attention (mmrt_bf16.c) */
 } MmrtDtype;
+
+/* ---- bf16 (mmrt_bf16.c): 16-bit words, the high half of an f32 ----
+ * The bf16 kernels accumulate in fp32: oneDNN's bf16 primitives where this
+ * CPU and oneDNN make them ("native"), else fp32 primitives on the bf16
+ * values widened to f32 and the result rounded back ("emulated": the same
+ * products, each exact in f32, and fp32 sums). */
+void mmrt_bf16_to_f32(float *dst, const uint16_t *src, size_t n);
+void mmrt_f32_to_bf16(uint16_t *dst, const float *src, size_t n); /* nearest, ties to even */
+/* 1 when oneDNN creates bf16 matmul primitives here (probed once), else 0. */
+int mmrt_bf16_native(void);
+/* One line for the trainer's start: which bf16 path runs, and why. */
+const char *mmrt_bf16_path(void);
+/* A grow-only f32 buffer of n elements, slot 0..7 (the emulated path's
+ * widened operands; one thread at a time). */
+float *mmrt_bf16_tmp(int slot, size_t n);
 
 /* Release the primitive cache, the oneDNN engine/stream and scratch memory.
  * Optional (for leak checkers); any later call re-creates what it needs. */

@@ -1182,9 +1182,12 @@ static int run(Trainer *t, int argc, char **argv) {
     char omp[256];
     mmrt_omp_describe(omp, sizeof omp);
     fprintf(
-        stderr, "trainer: model %s, %s task, batch %lld, steps %lld, seed %llu, %d rank%s, %s\n",
+        stderr,
+        "trainer: model %s, %s task, batch %lld, steps %lld, seed %llu, %d rank%s, %s, precision "
+        "%s%s\n",
         m->name, t->task->name, (long long)t->cx.B, (long long)t->a.steps,
-        (unsigned long long)t->a.seed, t->world > 1 ? t->world : 1, t->world > 1 ? "s" : "", omp);
+        (unsigned long long)t->a.seed, t->world > 1 ? t->world : 1, t->world > 1 ? "s" : "", omp,
+        m->precision == 1 ? "bf16 " : "fp32", m->precision == 1 ? mmrt_bf16_path() : "");
   }
   if (t->a.profile) mmrt_prof_enable();
   rc = train(t);

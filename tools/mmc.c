@@ -78,6 +78,9 @@ static const char *plan_opts =
     "  --cp N --cp-kind ulysses|ring  context parallel (default ulysses)\n"
     "  --pp N --micro-batches N --schedule 1f1b|gpipe|interleaved\n"
     "  --recompute none|selective|full|block:N\n"
+    "  --precision fp32|bf16\n"
+    "                     bf16: matmuls, convolutions and attention in bf16, master weights,\n"
+    "                     gradients and optimizer state in fp32 (overrides train { precision })\n"
     "                     --micro-batches M: each step runs M micro-batches of B / M samples\n"
     "                     and sums their gradients; pp > 1, --cp-kind ring and schedule are\n"
     "                     not built yet and are refused\n";
@@ -184,9 +187,9 @@ static bool parse_int(const char *s, int lo, int hi, int *out) {
 
 static bool is_plan_flag(const char *a) {
   static const char *const names[] = {
-      "--tp",     "--pp",        "--cp",         "--dp",       "--zero",      "--sp",
-      "--no-sp",  "--bucket-mb", "--no-overlap", "--schedule", "--recompute", "--micro-batches",
-      "--cp-kind"};
+      "--tp",      "--pp",        "--cp",         "--dp",       "--zero",      "--sp",
+      "--no-sp",   "--bucket-mb", "--no-overlap", "--schedule", "--recompute", "--micro-batches",
+      "--cp-kind", "--precision"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (strcmp(a, names[i]) == 0) return true;
   return false;
@@ -305,6 +308,14 @@ static int parse_opts(int argc, char **argv, Opts *o) {
       o->flags.bucket_mb = v;
     } else if (strcmp(a, "--no-overlap") == 0) {
       o->flags.no_overlap = true;
+    } else if (strcmp(a, "--precision") == 0) {
+      NEED_ARG();
+      if (strcmp(next, "fp32") == 0)
+        o->flags.precision = 1 + MM_PREC_FP32;
+      else if (strcmp(next, "bf16") == 0)
+        o->flags.precision = 1 + MM_PREC_BF16;
+      else
+        return bad_usage(o->cmd, "--precision takes fp32 or bf16, not '%s'", next);
     } else if (strcmp(a, "--sp") == 0) {
       o->flags.sp = 1;
     } else if (strcmp(a, "--no-sp") == 0) {
@@ -1023,6 +1034,22 @@ static void plan_layers(const IrModule *m, json_object *root) {
   if (list) json_object_object_add(root, "layers", list);
 }
 
+/* The bf16 values of f (passes/precision.c) in the act arena, views
+ * aside: their bytes, and how many. */
+static int64_t bf16_act_bytes(const IrModule *m, const IrFunc *f, int *count) {
+  int64_t bytes = 0;
+  *count = 0;
+  for (int i = 0; f && i < f->nodes.len; i++) {
+    const IrNode *n = f->nodes.items[i];
+    if (ir_ops[n->op].flags & OPF_VIEW) continue;
+    for (int j = 0; j < n->nout; j++)
+      if (n->out[j]->dtype == IR_BF16 && n->out[j]->mem_planned &&
+          n->out[j]->mem_arena == IR_ROLE_ACT)
+        bytes += mp_value_bytes(m, n->out[j]), (*count)++;
+  }
+  return bytes;
+}
+
 static int cmd_plan(Opts *o) {
   Diag d;
   diag_init(&d);
@@ -1061,6 +1088,11 @@ static int cmd_plan(Opts *o) {
       json_object_object_add(roles, ir_role_name(order[i]),
                              json_object_new_int64(s.arena[order[i]]));
     json_object_object_add(root, "by_role", roles);
+    int nbf;
+    const IrFunc *tf = ir_module_func(m, "train");
+    json_object_object_add(
+        root, "bf16_act_bytes",
+        json_object_new_int64(bf16_act_bytes(m, tf ? tf : ir_module_func(m, "forward"), &nbf)));
     if (nkv) json_object_object_add(root, "kv_cache_bytes", json_object_new_int64(kv_bytes));
     for (int i = 0; i < s.nfuncs; i++) {
       const MpFuncStats *f = &s.funcs[i];
@@ -1071,6 +1103,9 @@ static int cmd_plan(Opts *o) {
       json_object_object_add(e, "buffers", json_object_new_int(f->nbuffers));
       json_object_object_add(e, "in_place", json_object_new_int(f->ninplace));
       json_object_object_add(e, "views", json_object_new_int(f->nviews));
+      json_object_object_add(
+          e, "bf16_bytes",
+          json_object_new_int64(bf16_act_bytes(m, ir_module_func(m, f->name), &nbf)));
       json_object_object_add(funcs, f->name, e);
     }
     json_object_object_add(root, "funcs", funcs);
@@ -1106,6 +1141,11 @@ static int cmd_plan(Opts *o) {
              "%d in place, %d views\n",
              f->name, (long long)f->arena[IR_ROLE_ACT], (long long)f->live_peak, eff,
              (long long)f->arena[IR_ROLE_GRAD], f->nbuffers, f->ninplace, f->nviews);
+      int nbf;
+      int64_t bf = bf16_act_bytes(m, ir_module_func(m, f->name), &nbf);
+      if (nbf)
+        printf("    bf16 (precision = bf16): %d values of %lld bytes in all, 2 bytes an element\n",
+               nbf, (long long)bf);
     }
     plan_layers(m, NULL);
     plan_collectives(m, &m->plan, NULL);

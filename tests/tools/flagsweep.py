@@ -93,6 +93,7 @@ model H extends G { parallel { tp = 2; sp = true } }
 model Bad extends G { parallel { tp = 3 } }
 model Pp extends G { parallel { pp = 2 } }
 model R extends G { parallel { recompute = full } }
+model Bf extends G { train { precision = bf16 } }
 model Rb extends G { parallel { recompute = by_module(nope = full) } }
 ''')
 os.makedirs(os.path.join(T, "inc"))
@@ -130,6 +131,7 @@ probes = {
     "--micro-batches": (GM, GM + ["--micro-batches", "2"], "effect"),
     "--schedule": (GM, GM + ["--schedule", "gpipe"], "refused", ["--schedule"]),
     "--recompute": (GM, GM + ["--recompute", "full"], "effect"),
+    "--precision": (GM, GM + ["--precision", "bf16"], "effect"),
     "--task": ([VLM, "--model", "InternVL2Tiny"],
                [VLM, "--model", "InternVL2Tiny", "--task", "generate"], "effect"),
     "--chunk-frames": (VAE, VAE + ["--chunk-frames", "8"], "effect"),
@@ -155,6 +157,7 @@ check_probes = {
     "--recompute": ([G, "--model", "Rb"], [G, "--model", "Rb", "--recompute", "full"], "verdict"),
     "--no-overlap": (GM, GM + ["--no-overlap"], "verdict"),
     "--micro-batches": (GM, GM + ["--micro-batches", "3"], "verdict"),  # 3 does not divide B = 4
+    "--precision": (GM, GM + ["--precision", "fp16"], "verdict"),  # only fp32 and bf16
 }
 # compile: text outputs so that no trainer is linked, except for -v
 OUT = ["-o", "out"]
@@ -182,6 +185,9 @@ extra = [
     ("plan", "--recompute none", [G, "--model", "R"], [G, "--model", "R", "--recompute", "none"],
      "effect"),
     ("stats", "--tp", GM, GM + ["--tp", "2"], "refused", ["--tp"]),
+    ("plan", "--precision fp16", GM, GM + ["--precision", "fp16"], "refused", ["--precision"]),
+    ("plan", "--precision fp32", [G, "--model", "Bf"], [G, "--model", "Bf", "--precision", "fp32"],
+     "effect"),
     ("compile", "-v with --emit ir", GM + ["--emit", "ir"] + OUT, GM + ["--emit", "ir", "-v"] + OUT,
      "refused", ["-v"]),
     ("compile", "-O2 with --emit ir", GM + ["--emit", "ir"] + OUT,
@@ -333,6 +339,9 @@ set_probes = {
     "train.lora.lora.targets": (LORA, LORA.replace("[enc]", "[dec]"), "effect"),
     "train.lora.lora.layers": (LORA, LORA.replace('"fc1"', '"fc2"'), "effect"),
     "train.steps": ("", "steps = 7", "effect"),
+    "train.precision": ("", "precision = bf16", "effect"),
+    "train.precision=fp32": ("precision = bf16", "precision = fp32", "effect"),
+    "train.precision=bf16": ("", "precision = bf16", "effect"),
     "train.batch": ("", "batch = 3", "refused", ["batch"]),
     "parallel.tp": ("", "tp = 2", "effect"),
     "parallel.sp": ("tp = 2", "tp = 2; sp = true", "effect"),

@@ -279,7 +279,8 @@ def train_settings(path, model, search=()):
         body, base, where = found
         sec = _section(body, "train")
     cfg = {"optimizer": "adamw", "lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.0,
-           "clip": 0.0, "schedule": "constant", "warmup": 0, "min_lr": 0.0, "freeze": [], "lora_scale": None}
+           "clip": 0.0, "schedule": "constant", "warmup": 0, "min_lr": 0.0, "freeze": [], "lora_scale": None,
+           "precision": "fp32"}
     s = _settings(sec or "", "%s: model %s: train" % (where, model))
     for key, v in s.items():
         at = "%s: model %s: train: %s" % (where, model, key)
@@ -316,6 +317,10 @@ def train_settings(path, model, search=()):
         elif key == "lora":
             rank = _num(v[2]["rank"], at)
             cfg["lora_scale"] = _num(v[2].get("alpha", rank), at) / rank
+        elif key == "precision":
+            if v not in (("sym", "fp32"), ("sym", "bf16")):
+                raise SettingsError("%s: expected fp32 or bf16, found %r" % (at, v))
+            cfg["precision"] = v[1]
         elif key not in ("steps", "batch"):
             raise SettingsError("%s: unknown train setting" % at)
     return cfg
