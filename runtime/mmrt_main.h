@@ -166,8 +166,9 @@ int mmrt_is_adapter(const char *name);
 int mmrt_alloc_arenas(const MmrtModelDesc *m, char **arenas, char *err, size_t errlen);
 /* Every parameter by name (adapters = 1: the LoRA adapters only; 0: all
  * but adapters missing from the file) from a safetensors file (the
- * trainer's --save-weights) or a checkpoint folder (rank 0's file of the
- * checkpoint its pointer names); *loaded counts them. MMRT_OK, or an error
+ * trainer's --save-weights) or a checkpoint folder of any plan (each
+ * tensor assembled whole from the rank files of the checkpoint its pointer
+ * names, mmrt_ckpt_read_slice); *loaded counts them. MMRT_OK, or an error
  * naming the file and the tensor (missing, wrong dtype or shape, corrupt). */
 int mmrt_load_params(const MmrtModelDesc *m, char *const *arenas, const char *path, int adapters,
                      int *loaded, char *err, size_t errlen);

@@ -33,33 +33,38 @@ int mmrt_alloc_arenas(const MmrtModelDesc *m, char **arenas, char *err, size_t e
 
 int mmrt_load_params(const MmrtModelDesc *m, char *const *arenas, const char *path, int adapters,
                      int *loaded, char *err, size_t errlen) {
-  char file[4096], dir[4096];
   struct stat st;
   *loaded = 0;
-  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-    if (mmrt_ckpt_resolve(path, dir, sizeof dir, err, errlen) != MMRT_OK) return MMRT_ERR_NOTFOUND;
-    mmrt_ckpt_rank_path(file, sizeof file, dir, 0);
-  } else {
-    snprintf(file, sizeof file, "%s", path);
-  }
+  MmrtCkpt *c =
+      NULL; /* a checkpoint directory of any plan: each tensor assembled from its pieces */
   MmrtStFile *f = NULL;
-  int rc = mmrt_st_open(&f, file, err, errlen);
+  int rc = stat(path, &st) == 0 && S_ISDIR(st.st_mode)
+               ? mmrt_ckpt_open_all(&c, path, NULL, NULL, err, errlen)
+               : mmrt_st_open(&f, path, err, errlen);
+  if (rc != MMRT_OK) return rc;
   for (int64_t i = 0; i < m->nparams && rc == MMRT_OK; i++) {
     const MmrtTensorDesc *p = &m->params[i];
     if (p->arena != MMRT_ARENA_PARAM || (adapters && !mmrt_is_adapter(p->name))) continue;
-    if (mmrt_st_find(f, p->name) < 0) {
-      if (adapters || !mmrt_is_adapter(p->name)) /* adapters may come from a file of their own */
-        rc = mmrt_errf(err, errlen, MMRT_ERR_NOTFOUND, "%s: no tensor '%s'", file, p->name);
-      continue;
-    }
     MmrtTensorRef ref = {.name = p->name,
                          .dtype = (MmrtStDtype)p->dtype,
                          .ndim = (int)p->ndim,
                          .data = arenas[p->arena] + p->offset};
-    for (int64_t d = 0; d < p->ndim; d++) ref.shape[d] = p->shape[d];
-    rc = mmrt_st_read(f, &ref, err, errlen);
+    MmrtSlice whole = {.ndim = (int)p->ndim};
+    for (int64_t d = 0; d < p->ndim; d++)
+      ref.shape[d] = whole.global[d] = whole.len[d] = p->shape[d];
+    int got = c                              ? mmrt_ckpt_read_slice(c, &ref, &whole, 0, err, errlen)
+              : mmrt_st_find(f, p->name) < 0 ? MMRT_ERR_NOTFOUND
+                                             : mmrt_st_read(f, &ref, err, errlen);
+    if (got == MMRT_ERR_NOTFOUND) {
+      if (adapters || !mmrt_is_adapter(p->name)) /* adapters may come from a file of their own */
+        rc = mmrt_errf(err, errlen, MMRT_ERR_NOTFOUND, "%s: no tensor '%s'",
+                       c ? mmrt_ckpt_dir(c) : path, p->name);
+      continue;
+    }
+    rc = got;
     *loaded += rc == MMRT_OK;
   }
-  if (f) mmrt_st_close(f);
+  mmrt_st_close(f);
+  mmrt_ckpt_close(c);
   return rc;
 }
