@@ -788,6 +788,13 @@ bool cg_loop_reduce(Cg *cg, const IrNode *n) {
       last = d;
     }
   bool mean = n->op == IR_OP_MEAN;
+  /* a mean over a split dim: this rank's share of the global mean, (local
+   * sum) / (global count), a partial sum the shard pass all-reduces */
+  const CgOrig *og = cg_orig(cg, x);
+  int64_t gcount = 1;
+  for (int d = 0; d < r; d++)
+    if (red[d] && og->shape.rank == r) gcount *= og->shape.d[d];
+  bool rescale = mean && gcount != count;
   bool contiguous = true; /* the reduced dims (ignoring size 1) form one block */
   for (int d = first; d >= 0 && d <= last; d++)
     if (!red[d] && x->shape.d[d] != 1) contiguous = false;
@@ -797,31 +804,33 @@ bool cg_loop_reduce(Cg *cg, const IrNode *n) {
     for (int d = last + 1; d < r; d++) inner *= x->shape.d[d];
     if (first < 0) outer = ir_numel(&x->shape), count = 1;
     LLVMValueRef args[7] = {cg_ptr(cg, y),     cg_ptr(cg, x),     cg_i32(cg, outer),
-                            cg_i32(cg, count), cg_i32(cg, inner), cg_i32(cg, mean),
+                            cg_i32(cg, count), cg_i32(cg, inner), cg_i32(cg, mean && !rescale),
                             cg_i32(cg, 0)};
     cg_call(cg, "mmrt_reduce_sum", args, 7);
-    return true;
+    if (!rescale) return true;
   }
   /* zeros, then y[kept dims] += x over the whole input, then the mean's scale */
   Map m;
   IrShape ysh = {.rank = 1, .d = {ir_numel(&y->shape)}};
-  init_map(&m, n, MAP_STORE_CONST, &ysh);
-  add_access(&m, y, 0)->stride[0] = 1;
-  if (!emit_map(cg, &m, NULL)) return false;
-  int64_t xs[IR_MAX_RANK], k = 1;
-  cg_strides(&x->shape, xs);
-  init_map(&m, n, MAP_ACCUM, &x->shape);
-  Access *o = add_access(&m, y, 0);
-  for (int d = r - 1; d >= 0; d--) { /* y's layout: x's kept dims in order */
-    o->stride[d] = red[d] ? 0 : k;
-    if (!red[d]) k *= x->shape.d[d];
+  if (!contiguous) {
+    init_map(&m, n, MAP_STORE_CONST, &ysh);
+    add_access(&m, y, 0)->stride[0] = 1;
+    if (!emit_map(cg, &m, NULL)) return false;
+    int64_t xs[IR_MAX_RANK], k = 1;
+    cg_strides(&x->shape, xs);
+    init_map(&m, n, MAP_ACCUM, &x->shape);
+    Access *o = add_access(&m, y, 0);
+    for (int d = r - 1; d >= 0; d--) { /* y's layout: x's kept dims in order */
+      o->stride[d] = red[d] ? 0 : k;
+      if (!red[d]) k *= x->shape.d[d];
+    }
+    memcpy(add_access(&m, x, 0)->stride, xs, sizeof xs);
+    if (!emit_map(cg, &m, NULL)) return false;
   }
-  memcpy(add_access(&m, x, 0)->stride, xs, sizeof xs);
-  if (!emit_map(cg, &m, NULL)) return false;
   if (mean) {
     IrFusedProg p = {1, ARENA_NEW(cg->a, IrFusedInstr)};
     p.ins->op = IR_OP_MUL_SCALAR;
-    ir_attrs_set_float(&p.ins->attrs, IR_ATTR_VALUE, 1.0 / (double)count);
+    ir_attrs_set_float(&p.ins->attrs, IR_ATTR_VALUE, 1.0 / (double)gcount);
     p.ins->nargs = 1;
     p.ins->arg[0] = -1;
     p.ins->dtype = IR_F32;

@@ -833,7 +833,6 @@ static bool split_ok(Cg *cg, const IrNode *n) {
         return cg_error(cg, n, "a table split by several axes is not supported");
       return true;
     }
-    case IR_OP_MEAN:
     case IR_OP_MSE: return cg_error(cg, n, "a mean over split values is not supported yet");
     case IR_OP_SLICE:
     case IR_OP_PAD_SLICE:

@@ -150,6 +150,9 @@ module Spatial2xTime2x3DDownsample(ch: int) {
 // out[2i+1] = 3/4 x[i] + 1/4 x[i+1], the neighbours clamped at the ends.
 module Lerp2x(axis: int) {
   forward(x: [B, C, T, H, W]) {
+    if axis == 4 and W == 1 {
+      return x.reshape(B, C, T, H, W, 1).expand(B, C, T, H, W, 2).reshape(B, C, T, H, 2 * W)
+    }
     if axis == 4 {
       prev = concat([x[:, :, :, :, 0:1], x[:, :, :, :, 0:W - 1]], axis = 4)
       next = concat([x[:, :, :, :, 1:W], x[:, :, :, :, W - 1:W]], axis = 4)
@@ -157,12 +160,18 @@ module Lerp2x(axis: int) {
       odd = (x * 0.75 + next * 0.25).reshape(B, C, T, H, W, 1)
       return concat([even, odd], axis = 5).reshape(B, C, T, H, 2 * W)
     }
+    if axis == 3 and H == 1 {
+      return x.reshape(B, C, T, H, 1, W).expand(B, C, T, H, 2, W).reshape(B, C, T, 2 * H, W)
+    }
     if axis == 3 {
       prev = concat([x[:, :, :, 0:1], x[:, :, :, 0:H - 1]], axis = 3)
       next = concat([x[:, :, :, 1:H], x[:, :, :, H - 1:H]], axis = 3)
       even = (x * 0.75 + prev * 0.25).reshape(B, C, T, H, 1, W)
       odd = (x * 0.75 + next * 0.25).reshape(B, C, T, H, 1, W)
       return concat([even, odd], axis = 4).reshape(B, C, T, 2 * H, W)
+    }
+    if T == 1 {
+      return x.reshape(B, C, T, 1, H, W).expand(B, C, T, 2, H, W).reshape(B, C, 2 * T, H, W)
     }
     prev = concat([x[:, :, 0:1], x[:, :, 0:T - 1]], axis = 2)
     next = concat([x[:, :, 1:T], x[:, :, T - 1:T]], axis = 2)
@@ -197,7 +206,10 @@ module Spatial2xTime2x3DUpsample(ch: int, t_interpolation: string = "trilinear")
 }
 
 // AttnBlock3DFix: single-head attention over the H*W positions of each
-// frame, q/k/v/proj_out 1x1x1 causal convolutions, plus the input.
+// frame, q/k/v/proj_out 1x1x1 causal convolutions, plus the input. Written
+// with matmul and softmax rather than `attention` (one head: under tp the
+// channels split, which a head split cannot express; the [B*T, HW, HW]
+// scores are small at these sizes).
 module AttnBlock3D(ch: int, groups: int = 32) {
   norm     = GroupNorm(groups, ch, eps = 1e-6)
   q        = CausalConv3d(ch, ch, 1)
@@ -207,10 +219,11 @@ module AttnBlock3D(ch: int, groups: int = 32) {
 
   forward(x: [B, ch, T, H, W]) {
     h = norm(x)
-    qs = q(h).permute(0, 2, 3, 4, 1).reshape(B * T, H * W, 1, ch)
-    ks = k(h).permute(0, 2, 3, 4, 1).reshape(B * T, H * W, 1, ch)
-    vs = v(h).permute(0, 2, 3, 4, 1).reshape(B * T, H * W, 1, ch)
-    o = attention(qs, ks, vs).reshape(B, T, H, W, ch).permute(0, 4, 1, 2, 3)
+    qs = q(h).permute(0, 2, 3, 4, 1).reshape(B * T, H * W, ch)
+    ks = k(h).reshape(B, ch, T, H * W).permute(0, 2, 1, 3).reshape(B * T, ch, H * W)
+    vs = v(h).permute(0, 2, 3, 4, 1).reshape(B * T, H * W, ch)
+    p = softmax((qs @ ks) * (1.0 / sqrt(ch)), axis = -1)
+    o = (p @ vs).reshape(B, T, H, W, ch).permute(0, 4, 1, 2, 3)
     return x + proj_out(o)
   }
 }
@@ -379,6 +392,7 @@ model WFVAE {
   let groups = 32
   let kl_weight = 1e-6
   let wavelet_weight = 0.1
+  let loss_type = "l1"            // the reconstruction term: "l1" |x - x'| or "l2" (x - x')^2
   encoder = WFEncoder(C, latent, base, nres, enc_energy_flow, groups)
   decoder = WFDecoder(C, latent, base, nres, dec_energy_flow, groups, connect_res = connect_res)
   wavelet_in = Haar3D(C)
@@ -404,7 +418,11 @@ model WFVAE {
     dl1 = decoder.l1(u, dl2)
     rec = wavelet_out(decoder.coeffs(u, dl1))
     let cells = C * F * S * S
-    nll = mean(abs(video - rec)) * (cells / F)
+    let d = video - rec
+    nll = mean(abs(d)) * (cells / F)
+    if loss_type == "l2" {
+      nll = mean(d * d) * (cells / F)
+    }
     kl = mean(mu * mu + exp(logvar) - 1.0 - logvar) * (0.5 * latent * T2 * (S // 8) * (S // 8))
     wl = mean(abs(l1v - dl1)) * (4 * C * T1 * (S // 4) * (S // 4)) + mean(abs(l2 - dl2)) * (8 * C * T2 * (S // 8) * (S // 8))
     return nll + kl * kl_weight + wl * wavelet_weight
