@@ -9,7 +9,7 @@
 // Layout: video [B, C, T, H, W]. The reference applies its 2D layers
 // (Conv2d, ResnetBlock2D, Downsample, Upsample, the 2D Haar) frame by frame;
 // here frames are [B*T, C, H, W] and FrameConv2d is a Conv2d applied to
-// every frame of a video. Group norm (32 groups, eps 1e-6) throughout, SiLU.
+// every frame of a video. Layer norm over channels (or group norm), SiLU.
 // Wavelets as the reference: sub-bands band-major (channel k*C + c is band k
 // of input channel c), 3D coefficients +-0.3536 (not 1/sqrt 8), the causal
 // form (the first frame once more in front, dropped after the inverse).
@@ -62,6 +62,27 @@ module IHaar2D(channels: int) {
 
 // ---- layers ----
 
+// WF-VAE's Normalize, eps 1e-6: groups > 0 is GroupNorm(groups) (norm_type
+// "groupnorm": statistics over a group's channels and every frame and
+// position), groups = 0 LayerNorm over the channels at each frame and
+// position (norm_type "layernorm", the published configurations': it never
+// mixes frames, so the encoder stays causal and chunks encode losslessly).
+// rank: 4 for frames [N, C, H, W], 5 for videos [B, C, T, H, W].
+module Normalize(groups: int, ch: int, rank: int = 5) {
+  weight = param f32[ch] = ones
+  bias   = param f32[ch] = zeros
+
+  forward(x) {
+    if groups > 0 {
+      return group_norm(x, weight, bias, groups = groups, eps = 1e-6)
+    }
+    if rank == 4 {
+      return layer_norm(x.permute(0, 2, 3, 1), weight, bias, eps = 1e-6).permute(0, 3, 1, 2)
+    }
+    return layer_norm(x.permute(0, 2, 3, 4, 1), weight, bias, eps = 1e-6).permute(0, 4, 1, 2, 3)
+  }
+}
+
 // A Conv2d applied to every frame of [B, C, T, H, W] (the reference's
 // video_to_image); parameters as nn.Conv2d.
 module FrameConv2d(in_ch: int, out_ch: int, kernel: int = 3, padding: int = 1) {
@@ -78,9 +99,9 @@ module FrameConv2d(in_ch: int, out_ch: int, kernel: int = 3, padding: int = 1) {
 // ResnetBlock2D on frames [N, C, H, W]: norm, SiLU, conv, norm, SiLU, conv,
 // plus the input (through a 1x1 conv when the width changes).
 module ResnetBlock2D(in_ch: int, out_ch: int, groups: int = 32) {
-  norm1 = GroupNorm(groups, in_ch, eps = 1e-6)
+  norm1 = Normalize(groups, in_ch, rank = 4)
   conv1 = Conv2d(in_ch, out_ch, kernel = 3, padding = 1)
-  norm2 = GroupNorm(groups, out_ch, eps = 1e-6)
+  norm2 = Normalize(groups, out_ch, rank = 4)
   conv2 = Conv2d(out_ch, out_ch, kernel = 3, padding = 1)
   if in_ch != out_ch {
     nin_shortcut = Conv2d(in_ch, out_ch, kernel = 1)
@@ -97,9 +118,9 @@ module ResnetBlock2D(in_ch: int, out_ch: int, groups: int = 32) {
 
 // ResnetBlock3D on [B, C, T, H, W] with causal 3x3x3 convolutions.
 module ResnetBlock3D(in_ch: int, out_ch: int, groups: int = 32) {
-  norm1 = GroupNorm(groups, in_ch, eps = 1e-6)
+  norm1 = Normalize(groups, in_ch, rank = 5)
   conv1 = CausalConv3d(in_ch, out_ch, 3, padding = 1)
-  norm2 = GroupNorm(groups, out_ch, eps = 1e-6)
+  norm2 = Normalize(groups, out_ch, rank = 5)
   conv2 = CausalConv3d(out_ch, out_ch, 3, padding = 1)
   if in_ch != out_ch {
     nin_shortcut = CausalConv3d(in_ch, out_ch, 1)
@@ -211,7 +232,7 @@ module Spatial2xTime2x3DUpsample(ch: int, t_interpolation: string = "trilinear")
 // channels split, which a head split cannot express; the [B*T, HW, HW]
 // scores are small at these sizes).
 module AttnBlock3D(ch: int, groups: int = 32) {
-  norm     = GroupNorm(groups, ch, eps = 1e-6)
+  norm     = Normalize(groups, ch, rank = 5)
   q        = CausalConv3d(ch, ch, 1)
   k        = CausalConv3d(ch, ch, 1)
   v        = CausalConv3d(ch, ch, 1)
@@ -259,7 +280,7 @@ module WFEncoder(channels: int = 3, latent: int = 8, base: int = 128, nres: int 
     mid_attn = AttnBlock3D(4 * base, groups)
   }
   mid1       = ResnetBlock3D(4 * base, 4 * base, groups)
-  norm_out   = GroupNorm(groups, 4 * base, eps = 1e-6)
+  norm_out   = Normalize(groups, 4 * base, rank = 5)
   conv_out   = CausalConv3d(4 * base, 2 * latent, 3, padding = 1)
 
   // coeffs: Haar3D of the clip [B, 8C, T, H, W]; l1: Haar2D of its low band,
@@ -335,7 +356,7 @@ module WFDecoder(channels: int = 3, latent: int = 8, base: int = 128, nres: int 
   layer1     = ResnetBlock3D(base, base, groups)
   connect_l1 = DecoderConnect(energy_flow, 4 * channels, connect_res, groups)
   connect_l2 = DecoderConnect(energy_flow, 8 * channels, connect_res, groups)
-  norm_out   = GroupNorm(groups, base, eps = 1e-6)
+  norm_out   = Normalize(groups, base, rank = 5)
   conv_out   = FrameConv2d(base, 8 * channels)
   il2        = IHaar3D(channels)
   il1        = IHaar2D(channels)
@@ -389,7 +410,7 @@ model WFVAE {
   let dec_energy_flow = 128
   let nres = 2
   let connect_res = 2
-  let groups = 32
+  let groups = 0                 // 0: layer norm (norm_type "layernorm"); G > 0: GroupNorm(G)
   let kl_weight = 1e-6
   let wavelet_weight = 0.1
   let loss_type = "l1"            // the reconstruction term: "l1" |x - x'| or "l2" (x - x')^2
@@ -428,6 +449,22 @@ model WFVAE {
     return nll + kl * kl_weight + wl * wavelet_weight
   }
 
+  // the reconstruction forwards (lang/REFERENCE.md, "Reconstruction"): the
+  // posterior's mean, and the clip decoded from latents
+  forward encode(video: f32[B, C, F, S, S]) {
+    let T1 = (F + 1) // 2
+    coeffs = wavelet_in(video)
+    frames = coeffs.transpose(1, 2).reshape(B * T1, 8 * C, S // 2, S // 2)
+    l1 = wavelet_l1(frames[:, 0:C])
+    l1v = l1.reshape(B, T1, 4 * C, S // 4, S // 4).transpose(1, 2)
+    return encoder(coeffs, l1, wavelet_l2(l1v[:, 0:C]))[:, 0:latent]
+  }
+  forward decode(latents: f32[B, latent, (F - 1) // 4 + 1, S // 8, S // 8]) {
+    m = decoder.mid(latents)
+    u = decoder.up(m)
+    return wavelet_out(decoder.coeffs(u, decoder.l1(u, decoder.l2(m))))
+  }
+
   train {
     optimizer = adamw(lr = 1e-5, betas = [0.9, 0.999], weight_decay = 1e-4)
   }
@@ -435,7 +472,7 @@ model WFVAE {
 
 // A tiny WF-VAE for 64x64 one-channel clips (the video task's
 // f32[B, 1, 17, 64, 64]) that trains on two cores: base 16, energy flow 16,
-// 1 ResNet block per level, 4 groups, latent 4.
+// 1 ResNet block per level, layer norm, latent 4.
 model WFVAETiny extends WFVAE {
   let B = 2
   let C = 1
@@ -447,7 +484,6 @@ model WFVAETiny extends WFVAE {
   let dec_energy_flow = 16
   let nres = 1
   let connect_res = 1
-  let groups = 4
 
   train {
     optimizer = adamw(lr = 1e-3, betas = [0.9, 0.999], weight_decay = 1e-4)

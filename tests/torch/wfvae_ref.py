@@ -138,8 +138,13 @@ class Net:
             x = torch.cat([x[:, :, :1].repeat(1, 1, k - 1, 1, 1), x], dim=2)
         return F.conv3d(x, w, self.P[name + ".bias"], stride=stride, padding=(0, pad, pad))
 
-    def norm(self, name, x):  # Normalize: GroupNorm(32 groups here: `groups`), eps 1e-6
-        return F.group_norm(x, self.groups, self.P[name + ".weight"], self.P[name + ".bias"], 1e-6)
+    def norm(self, name, x):  # Normalize, eps 1e-6: GroupNorm(groups), or (groups 0) the LayerNorm class
+        w, b = self.P[name + ".weight"], self.P[name + ".bias"]
+        if self.groups:
+            return F.group_norm(x, self.groups, w, b, 1e-6)
+        if x.dim() == 5:  # rearrange b c t h w -> b t h w c, LayerNorm(C), back
+            return F.layer_norm(x.permute(0, 2, 3, 4, 1), (x.shape[1],), w, b, 1e-6).permute(0, 4, 1, 2, 3)
+        return F.layer_norm(x.permute(0, 2, 3, 1), (x.shape[1],), w, b, 1e-6).permute(0, 3, 1, 2)
 
     def res2d(self, name, x):  # ResnetBlock2D (frames)
         h = self.conv2d(name + ".conv1", F.silu(self.norm(name + ".norm1", x)))
