@@ -6,6 +6,7 @@
 # are. Under real mpirun ranks, GPT2Tiny trained 5 steps and checkpointed
 #   under tp=2 + sp           resumes under dp=2 + ZeRO-2 and serially,
 #   under tp=2 x dp=2 + ZeRO-1 resumes serially,
+#   under dp=2 + ZeRO-3        resumes under tp=2 + sp,
 # and each resumed run's losses of steps 6..10 equal the uninterrupted
 # serial run's (1e-5 relative), its final weights (--save-weights, gathered)
 # within 1e-3 of the size of their update and its AdamW m and v within 1e-3
@@ -138,6 +139,14 @@ sys.exit(1 if nb or sorted(A) != sorted(B) else 0)
 PY
 else
   bad "tp2 x dp2 + ZeRO-1: the run of $H steps"; tail -5 "$T/tp2dp2z1.out"
+fi
+
+# dp=2 + ZeRO-3 (parameters stored split over dp too) -> tp=2 + sp
+compile dp2z3 GPT2Tiny "$GPT" --dp 2 --zero 3
+if run 2 dp2z3 --steps $H --ckpt "$T/ck.dp2z3" > "$T/dp2z3.out" 2>&1; then
+  resume ck.dp2z3 2 tp2sp dp2z3-tp2sp && compare GPT2Tiny "$GPT" serial dp2z3-tp2sp || bad "dp2+ZeRO-3 -> tp2+sp"
+else
+  bad "dp2+ZeRO-3: the run of $H steps"; tail -5 "$T/dp2z3.out"
 fi
 
 # a padded vocabulary: tp=2 pieces (rank 0 rows 0..255, rank 1 row 256) -> serial, serial -> tp=2
