@@ -202,7 +202,9 @@ static int parse_opts(int argc, char **argv, Opts *o) {
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];
     const char *next = i + 1 < argc ? argv[i + 1] : NULL;
-    if (is_plan_flag(a) && !o->plan_flag) o->plan_flag = a;
+    /* --precision also acts on one rank (the generator's and evaluator's
+     * products in bf16, as the trainer's) */
+    if (is_plan_flag(a) && !o->plan_flag && strcmp(a, "--precision") != 0) o->plan_flag = a;
     /* what the source-only options below change, to refuse them on IR text */
     MmPlanFlags flags_before;
     memcpy(&flags_before, &o->flags, sizeof flags_before);

@@ -198,6 +198,10 @@ extra = [
     ("plan", "--tp with --task reconstruct", VAE, VAE + ["--tp", "2"], "refused", ["--tp"]),
     ("plan", "--tp with --task generate", [VLM, "--model", "InternVL2Tiny", "--task", "generate"],
      [VLM, "--model", "InternVL2Tiny", "--task", "generate", "--tp", "2"], "refused", ["--tp"]),
+    # bf16 products in the generator too (one rank, unlike the plan flags)
+    ("plan", "--precision with --task generate",
+     [VLM, "--model", "InternVL2Tiny", "--task", "generate"],
+     [VLM, "--model", "InternVL2Tiny", "--task", "generate", "--precision", "bf16"], "effect"),
 ]
 
 covered = set()
