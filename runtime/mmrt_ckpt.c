@@ -1399,6 +1399,14 @@ int mmrt_ckpt_read_slice(MmrtCkpt *c, const MmrtTensorRef *t, const MmrtSlice *w
       box *= hi[d] > lo[d] ? hi[d] - lo[d] : 0;
     }
     if (!box) continue;
+    int exact = have == 0;
+    for (int d = 0; exact && d < r; d++)
+      exact = s.first[d] == want->first[d] && s.len[d] == want->len[d];
+    if (exact) { /* the piece is the slice (the same plan): read it in place */
+      rc = mmrt_st_read(f, t, err, errlen);
+      have = need;
+      break;
+    }
     MmrtTensorRef piece = {.name = t->name, .dtype = t->dtype, .ndim = r};
     for (int d = 0; d < r; d++) piece.shape[d] = s.len[d];
     void *buf = malloc(mmrt_tensor_bytes(&piece) ? mmrt_tensor_bytes(&piece) : 1);
