@@ -13,7 +13,8 @@
 # of their size (tests/torch/mmtrain.py; the key biases' state, whose
 # gradient is rounding noise, left out as mmtrain does). A vocabulary tp = 2 pads (GPT2Odd,
 # 257 rows, 512 under tp = 2) goes both ways: tp=2 -> serial and serial ->
-# tp=2. The one-rank generator reads InternVL2Tiny's tp=2 checkpoint
+# tp=2. `--init-from` the tp=2+sp checkpoint directory gives a serial
+# trainer the weights of step 5. The one-rank generator reads InternVL2Tiny's tp=2 checkpoint
 # directory as it reads the gathered --save-weights file (the same tokens).
 # A checkpoint of another model is refused naming its manifest, and a
 # flipped byte in another plan's rank file names that file and the tensor.
@@ -119,6 +120,18 @@ resume() {
 if run 2 tp2sp --steps $H --ckpt "$T/ck.tp2sp" > "$T/tp2sp.out" 2>&1; then
   resume ck.tp2sp 2 dp2z2 tp2sp-dp2z2 && compare GPT2Tiny "$GPT" serial tp2sp-dp2z2 || bad "tp2+sp -> dp2+ZeRO-2"
   resume ck.tp2sp 1 serial tp2sp-serial && compare GPT2Tiny "$GPT" serial tp2sp-serial || bad "tp2+sp -> serial"
+  # --init-from a checkpoint directory of another plan: the weights of step H, whole
+  run 1 serial --steps 0 --init-from "$T/ck.tp2sp" --save-weights "$T/initfrom.st" > "$T/initfrom.out" 2>&1 ||
+    { bad "serial --init-from the tp2+sp checkpoint"; tail -3 "$T/initfrom.out"; }
+  /usr/bin/python3 - "$T" $H <<'PY' || bad "--init-from the tp2+sp checkpoint: other weights than the serial run's at step $H"
+import os, sys
+sys.path.insert(0, os.path.join(os.environ["MMC_SOURCE_DIR"], "tests", "torch"))
+import mmtrain
+T, h = sys.argv[1], int(sys.argv[2])
+(I, _), (A, _), (B, _) = (mmtrain.st_load(T + p) for p in ("/GPT2Tiny.init.st", "/serial.h.st", "/initfrom.st"))
+cfg = mmtrain.train_settings(os.path.join(os.environ["MMC_SOURCE_DIR"], "stdlib_models", "gpt2.mm"), "GPT2Tiny")
+sys.exit(1 if mmtrain.compare_weights(I, A, B, cfg, [mmtrain.lr_at(cfg, s, h) for s in range(1, h + 1)], "init-from") else 0)
+PY
 else
   bad "tp2+sp: the run of $H steps"; tail -5 "$T/tp2sp.out"
 fi
