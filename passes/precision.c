@@ -148,6 +148,14 @@ bool pass_precision(IrModule *m, PassCtx *cx) {
   arena_init(&p.scratch);
   bool ok = true;
   for (int i = 0; i < m->funcs.len && ok; i++) ok = rewrite(&p, m->funcs.items[i]);
+  if (ok && p.nconverted == 0) { /* a setting is never accepted and ignored */
+    diag_error_plain(
+        p.d,
+        "precision = bf16: model %s has no linear, matmul, convolution or attention on "
+        "f32 values to compute in bf16",
+        m->name);
+    ok = false;
+  }
   arena_free(&p.scratch);
   return ok;
 }
