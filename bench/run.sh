@@ -23,6 +23,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 MMC=${MMC:-$ROOT/build/mmc}
 RUNS=${RUNS:-5}
+TORCH_WAITS=${TORCH_WAITS:-default passive}
 PY=/usr/bin/python3
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
@@ -66,7 +67,8 @@ print("%.3f" % ((b["step"] * B / b["samples_per_s"] - a["step"] * B / a["samples
 PY
 )
       echo "$ms $(sed -n 's/^peak RSS: \([0-9]*\) bytes.*/\1/p' out.txt)" >> mmc.txt
-      for variant in torch passive; do
+      for variant in $TORCH_WAITS; do
+        [ $variant = default ] && variant=torch
         wait=(); [ $variant = passive ] && wait=(OMP_WAIT_POLICY=passive)
         env -u OMP_NUM_THREADS -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT "${wait[@]}" \
           $PY "$ROOT/bench/torch_user.py" "$model" --batch "$B" "${seq[@]}" "${tflag[@]}" --steps "$steps" \
@@ -81,21 +83,27 @@ model, prec, shape, flops, peak = sys.argv[1:]
 d = json.load(open("t.json"))
 loads = [l.strip() for l in open("loads.txt")]
 print("\n%s %s (B x T %s), 1-minute load average before each run and after: %s" % (model, prec, shape, " ".join(loads)))
-omp = sorted(set(l.strip() for l in open("omp.txt")))
-print("  mmc threads (its start line): %s" % " | ".join(omp))
+import re
+lines = [l.strip() for l in open("omp.txt")]
+others = [m.group(1) for m in (re.search(r"([\d.]+) other runnable", l) for l in lines) if m]
+omp = sorted(set(re.sub(r", [\d.]+ other runnable tasks", "", l) for l in lines))
+print("  mmc threads (its start line): %s%s" % (" | ".join(omp), "; other runnable tasks at its starts: " + " ".join(others) if others else ""))
 print("  torch %s, threads %d (torch.set_num_threads), BLAS: %s" % (d["torch"], d["threads"], d["blas"]))
 med = {}
 for name, label in (("mmc", "mmc"), ("torch", "torch"), ("passive", "torch, OMP_WAIT_POLICY=passive")):
     rows = [tuple(map(float, l.split())) for l in open(name + ".txt") if l.strip()]
+    if not rows:
+        continue
     ms = [r[0] for r in rows]
     m = statistics.median(ms)
     med[name] = m
     mfu = 3 * float(flops) / (m / 1000) / (float(peak) * 1e9)
     print("  %-32s median %10.2f ms/step  (min %.2f, max %.2f, %d runs)  MFU %5.1f%%  peak RSS %.0f MiB" %
           (label, m, min(ms), max(ms), len(ms), 100 * mfu, max(r[1] for r in rows) / 2**20))
-best = min(med["torch"], med["passive"])
-print("  ratio mmc / torch (medians): %.2f at torch's defaults, %.2f against passive torch; %.2f against the faster" %
-      (med["mmc"] / med["torch"], med["mmc"] / med["passive"], med["mmc"] / best))
+ratios = ["%.2f against %s" % (med["mmc"] / med[k], k == "torch" and "torch at its defaults" or "passive torch")
+          for k in ("torch", "passive") if k in med]
+best = min(med[k] for k in ("torch", "passive") if k in med)
+print("  ratio mmc / torch (medians): %s; %.2f against the faster" % (", ".join(ratios), med["mmc"] / best))
 PY
   done
 done
