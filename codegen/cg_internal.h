@@ -10,6 +10,8 @@
 #include <llvm-c/Core.h>
 
 #include "../passes/memplan.h"
+#include "../passes/pp_stage.h"
+#include "../runtime/mmrt_main.h"
 #include "cg.h"
 
 /* pointers of one loop nest: the result and up to 64 operands, and spare */
@@ -38,7 +40,9 @@ typedef struct Cg {
   int skip_to;                       /* nodes up to this index are done by the current one's */
   const unsigned char *keep;         /* the step's nodes (cg_build_step's keep), or NULL: all */
   bool failed;
-  int nfns; /* helper functions made so far (names) */
+  int nfns;              /* helper functions made so far (names) */
+  PpAssign pp;           /* pipeline stages of @train (cg_pp.c) */
+  const IrNode *pp_seed; /* pipeline: the gradient seed, the micro-batch's label count */
   /* before localize: each value's global shape and placement */
   IrMap orig; /* IrValue* -> p: CgOrig* */
 } Cg;
@@ -68,8 +72,16 @@ typedef struct CgMb {
   LLVMValueRef fb, upd;  /* mm_train_step (one micro-batch), mm_update_step */
   const IrValue **accum; /* what the update reads from the micro-batches */
   int naccum;
+  /* pipeline (pp > 1): the stage functions, transfers and schedule as the
+   * descriptor holds them (runtime/mmrt_desc.def) */
+  LLVMValueRef pp_fn[MMRT_PP_MAXFN];
+  const IrValue **xfer;
+  int nxfer;
+  const char *route, *accum_stage, *schedule;
 } CgMb;
 bool cg_mb_build(Cg *cg, const IrFunc *ftrain, CgMb *out);
+bool cg_pp_assign(Cg *cg, const IrFunc *ftrain);
+bool cg_pp_build(Cg *cg, const IrFunc *ftrain, CgMb *out);
 
 bool cg_error(Cg *cg, const IrNode *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 LLVMValueRef cg_i32(Cg *cg, int64_t v);

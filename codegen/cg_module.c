@@ -301,7 +301,11 @@ LLVMValueRef cg_build_step(Cg *cg, const IrFunc *f, const char *name, bool train
       cg_call(cg, "mmrt_threads_small", (LLVMValueRef[]){cg_i32(cg, small)}, 1);
       small_now = small;
     }
-    if (!cg_lower_node(cg, n)) cg->failed = true;
+    if (n == cg->pp_seed) /* the micro-batch's label count (cg_pp.c) */
+      LLVMBuildStore(cg->b, cg_call(cg, "mmrt_mb_seed", (LLVMValueRef[]){cg->mesh}, 1),
+                     cg_ptr(cg, n->out[0]));
+    else if (!cg_lower_node(cg, n))
+      cg->failed = true;
     /* overlapped gradient buckets in flight (passes/bucket.c): let MPI
      * progress them between the kernels */
     if (bucket_run(f, i) > 0 && bucket_id(n) >= 0 && bucket_wait_index(f, bucket_id(n)) > i)
@@ -626,6 +630,20 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
   M_I64(micro_batches, mb->M > 1 ? mb->M : 1);
   SET_PTR(f, MmrtModelDesc, update_step, MmrtStepFn, mb->upd ? mb->upd : cg_null(cg));
   M_I64(naccum, mb->naccum);
+  M_I64(pp, m->plan.pp);
+  M_I64(pp_stages, m->plan.pp > 1 ? cg->pp.nstages : 1);
+  SET_PTR(f, MmrtModelDesc, pp_schedule, const char *,
+          cstring(cg, mb->schedule ? mb->schedule : ""));
+  LLVMValueRef fns[MMRT_PP_MAXFN];
+  for (int i = 0; i < MMRT_PP_MAXFN; i++) fns[i] = mb->pp_fn[i] ? mb->pp_fn[i] : cg_null(cg);
+  f[CG_MmrtModelDesc_pp_fn] = _Generic(((MmrtModelDesc *)0)->pp_fn[0],
+      MmrtStepFn: LLVMConstArray2)(cg->t_ptr, fns, MMRT_PP_MAXFN);
+  M_I64(pp_nxfer, mb->nxfer);
+  SET_PTR(f, MmrtModelDesc, pp_xfer, const MmrtTensorDesc *,
+          mb->nxfer ? tensor_array(cg, tty, mb->xfer, mb->nxfer, "pp_xfer") : cg_null(cg));
+  SET_PTR(f, MmrtModelDesc, pp_xfer_route, const char *, cstring(cg, mb->route ? mb->route : ""));
+  SET_PTR(f, MmrtModelDesc, pp_accum_stage, const char *,
+          cstring(cg, mb->accum_stage ? mb->accum_stage : ""));
   SET_PTR(f, MmrtModelDesc, accum, const MmrtTensorDesc *,
           mb->naccum ? tensor_array(cg, tty, mb->accum, mb->naccum, "accum") : cg_null(cg));
   SET_PTR(f, MmrtModelDesc, vae_encode_step, MmrtStepFn,
@@ -753,17 +771,19 @@ bool cg_compile(IrModule *m, const MmTrain *train, const CgOptions *o, Diag *d) 
   cg.t_ptr = LLVMPointerTypeInContext(cg.ctx, 0);
 
   ir_map_init(&cg.orig, &a, false);
-  localize(&cg, m);
   IrFunc *ftrain = ir_module_func(m, "train"), *feval = ir_module_func(m, "forward");
   LLVMValueRef train_fn = NULL, eval_fn = NULL;
-  bool ok = true;
+  bool ok = !(ftrain && m->plan.pp > 1) || cg_pp_assign(&cg, ftrain);
+  localize(&cg, m);
   if (!feval) {
     diag_error_plain(d, "codegen: the module has no @forward function");
     ok = false;
   }
   if (ok) eval_fn = cg_build_step(&cg, feval, "mm_eval_step", false, NULL);
   CgMb mb = {.M = 1};
-  if (ok && eval_fn && ftrain && m->plan.micro_batches > 1) {
+  if (ok && eval_fn && ftrain && m->plan.pp > 1) {
+    if (cg_pp_build(&cg, ftrain, &mb)) train_fn = mb.fb;
+  } else if (ok && eval_fn && ftrain && m->plan.micro_batches > 1) {
     if (cg_mb_build(&cg, ftrain, &mb)) train_fn = mb.fb;
   } else if (ok && eval_fn && ftrain) {
     train_fn = cg_build_step(&cg, ftrain, "mm_train_step", true, NULL);
@@ -810,6 +830,7 @@ bool cg_compile(IrModule *m, const MmTrain *train, const CgOptions *o, Diag *d) 
   LLVMDisposeBuilder(cg.b);
   LLVMDisposeModule(cg.mod);
   LLVMContextDispose(cg.ctx);
+  pp_assign_free(&cg.pp);
   arena_free(&a);
   return ok;
 }

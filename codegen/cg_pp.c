@@ -7,7 +7,23 @@
  * by each micro-batch's share of the labels, before it runs the update. */
 #include <string.h>
 
+#include "../passes/pp_sched.h"
 #include "cg_internal.h"
+
+/* v, operand k of update node n, joins the values the micro-batches sum
+ * (once); it must be a parameter's gradient. */
+static bool add_accum(Cg *cg, IrMap *seen, const IrNode *n, int k, CgMb *out, const char *who) {
+  const IrValue *v = n->in[k];
+  if (ir_map_get(seen, v)) return true;
+  ir_map_put(seen, v);
+  if (v->role != IR_ROLE_GRAD || !v->grad_of)
+    return cg_error(cg, n,
+                    "%s: the update reads a value of the backward that is not a parameter's "
+                    "gradient (operand %d of %s)",
+                    who, k, ir_ops[n->op].name);
+  out->accum[out->naccum++] = v;
+  return true;
+}
 
 bool cg_mb_build(Cg *cg, const IrFunc *f, CgMb *out) {
   memset(out, 0, sizeof *out);
@@ -39,20 +55,123 @@ bool cg_mb_build(Cg *cg, const IrFunc *f, CgMb *out) {
   for (int i = upd; i < f->nodes.len; i++) {
     const IrNode *n = f->nodes.items[i];
     if (!up[i]) continue;
-    for (int k = 0; k < n->nin; k++) {
-      const IrValue *v = n->in[k];
-      if (!ir_map_get(&made, v) || ir_map_get(&seen, v)) continue;
-      ir_map_put(&seen, v);
-      if (v->role != IR_ROLE_GRAD || !v->grad_of)
-        return cg_error(cg, n,
-                        "micro_batches: the update reads a value of the backward that is not a "
-                        "parameter's gradient (operand %d of %s)",
-                        k, ir_ops[n->op].name);
-      out->accum[out->naccum++] = v;
-    }
+    for (int k = 0; k < n->nin; k++)
+      if (ir_map_get(&made, n->in[k]) && !add_accum(cg, &seen, n, k, out, "micro_batches"))
+        return false;
   }
   out->fb = cg_build_step(cg, f, "mm_train_step", true, mb);
   if (!out->fb) return false;
   out->upd = cg_build_step(cg, f, "mm_update_step", true, up);
+  return out->upd != NULL;
+}
+
+/* ---- pipeline stages (pp > 1) ---- */
+
+/* The stages of @train, taken before the module is made local (so that the
+ * FLOP cut sees what the pipeline pass saw). */
+bool cg_pp_assign(Cg *cg, const IrFunc *f) {
+  char err[512];
+  if (!pp_assign(cg->m, f, &cg->pp, err, sizeof err)) {
+    diag_error_plain(cg->d, "codegen: pipeline: %s", err);
+    return false;
+  }
+  return true;
+}
+
+static int fn_of(const PpAssign *a, int i) {
+  return 3 * a->stage[i] + (a->part[i] == PPN_F ? 0 : a->part[i] == PPN_I ? 1 : 2);
+}
+
+bool cg_pp_build(Cg *cg, const IrFunc *f, CgMb *out) {
+  const PpAssign *a = &cg->pp;
+  int N = f->nodes.len, S = a->nstages, P = cg->m->plan.pp;
+  memset(out, 0, sizeof *out);
+  out->M = cg->m->plan.micro_batches;
+  if (3 * S > MMRT_PP_MAXFN)
+    return cg_error(cg, f->nodes.items[0], "pipeline: %d stages, at most %d", S, MMRT_PP_MAXFN / 3);
+  int bwd = -1, upd = -1;
+  ir_train_phases(f, &bwd, &upd);
+  cg->pp_seed = bwd >= 0 ? f->nodes.items[bwd] : NULL;
+  /* producer function (3 s + q, or -1 for the update) of each value */
+  IrMap fnof;
+  ir_map_init(&fnof, cg->a, false);
+  for (int i = 0; i < N; i++) {
+    const IrNode *n = f->nodes.items[i];
+    for (int j = 0; j < n->nout; j++)
+      ir_map_put(&fnof, n->out[j])->i = a->part[i] == PPN_U ? -1 : fn_of(a, i) + 1;
+  }
+  /* transfers and the update's operands */
+  out->accum = ARENA_ARRAY(cg->a, const IrValue *, N + 1);
+  out->xfer = ARENA_ARRAY(cg->a, const IrValue *, 4 * N + 1);
+  size_t rcap = 32 * (size_t)N + 16, acap = 8 * (size_t)N + 16;
+  char *route = ARENA_ARRAY(cg->a, char, rcap), *astage = ARENA_ARRAY(cg->a, char, acap);
+  size_t rl = 0, al = 0;
+  route[0] = astage[0] = 0;
+  IrMap seen, sent;
+  ir_map_init(&seen, cg->a, false);
+  ir_map_init(&sent, cg->a, true);
+  for (int i = 0; i < N; i++) {
+    const IrNode *n = f->nodes.items[i];
+    for (int k = 0; k < n->nin; k++) {
+      const IrValue *v = n->in[k];
+      IrMapSlot *s = ir_map_get(&fnof, v);
+      if (!s || s->i <= 0) continue;
+      int from = (int)s->i - 1;
+      if (a->part[i] == PPN_U) {
+        int before = out->naccum;
+        if (!add_accum(cg, &seen, n, k, out, "pipeline")) return false;
+        if (out->naccum > before) al += (size_t)snprintf(astage + al, acap - al, "%d;", from / 3);
+        continue;
+      }
+      int to = fn_of(a, i);
+      if ((from / 3) % P == (to / 3) % P) continue; /* the same rank's slot */
+      char key[64];
+      snprintf(key, sizeof key, "%p>%d", (const void *)v, to);
+      if (ir_map_get(&sent, key)) continue;
+      ir_map_put(&sent, arena_strdup(cg->a, key));
+      if (!v->mem_planned) return cg_error(cg, n, "pipeline: a transfer without a memory plan");
+      out->xfer[out->nxfer++] = v;
+      rl += (size_t)snprintf(route + rl, rcap - rl, "%d>%d;", from, to);
+    }
+  }
+  out->route = route;
+  out->accum_stage = astage;
+  /* the functions */
+  for (int fn = 0; fn < 3 * S; fn++) {
+    unsigned char *keep = ARENA_ARRAY(cg->a, unsigned char, N + 1);
+    for (int i = 0; i < N; i++) keep[i] = a->part[i] != PPN_U && fn_of(a, i) == fn;
+    char name[64];
+    snprintf(name, sizeof name, "mm_pp_s%d_%c", fn / 3, "FIW"[fn % 3]);
+    out->pp_fn[fn] = cg_build_step(cg, f, name, true, keep);
+    if (!out->pp_fn[fn]) return false;
+  }
+  unsigned char *up = ARENA_ARRAY(cg->a, unsigned char, N + 1);
+  for (int i = 0; i < N; i++) up[i] = a->part[i] == PPN_U;
+  out->upd = cg_build_step(cg, f, "mm_update_step", true, up);
+  out->fb = out->pp_fn[0];
+  /* the schedule */
+  PpSchedule sch;
+  char err[256];
+  MmSchedule k = cg->m->plan.schedule;
+  PpSchedKind kind = k == MM_SCHED_GPIPE         ? PP_GPIPE
+                     : k == MM_SCHED_INTERLEAVED ? PP_INTERLEAVED
+                     : k == MM_SCHED_ZBH1        ? PP_ZBH1
+                                                 : PP_1F1B;
+  if (!pp_sched_build(&sch, kind, P, S / P, out->M, err, sizeof err))
+    return cg_error(cg, f->nodes.items[0], "pipeline: %s", err);
+  size_t cap = 64, len = 0;
+  for (int r = 0; r < P; r++) cap += (size_t)sch.n[r] * 24;
+  char *text = ARENA_ARRAY(cg->a, char, cap);
+  text[0] = 0;
+  for (int r = 0; r < P; r++) {
+    if (r) len += (size_t)snprintf(text + len, cap - len, "|");
+    for (int j = 0; j < sch.n[r]; j++) {
+      char one[32];
+      pp_action_format(&sch.act[r][j], one, sizeof one);
+      len += (size_t)snprintf(text + len, cap - len, "%s%s", j ? " " : "", one);
+    }
+  }
+  pp_sched_free(&sch);
+  out->schedule = text;
   return out->upd != NULL;
 }

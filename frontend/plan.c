@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../passes/pp_sched.h"
 #include "fe_internal.h"
 
 void mm_plan_flags_init(MmPlanFlags *f) {
@@ -616,9 +617,11 @@ static bool read_parallel(FeProgram *p, Inst *root, AstStmt *sec, MmPlan *pl) {
         pl->schedule = MM_SCHED_GPIPE;
       else if (strcmp(k, "interleaved") == 0)
         pl->schedule = MM_SCHED_INTERLEAVED;
+      else if (strcmp(k, "zbh1") == 0)
+        pl->schedule = MM_SCHED_ZBH1;
       else {
         diag_error(p->d, s->value->loc,
-                   "unknown pipeline schedule '%s' (expected 1f1b, gpipe or interleaved)", k);
+                   "unknown pipeline schedule '%s' (expected 1f1b, gpipe, interleaved or zbh1)", k);
         ok = false;
       }
     } else if (strcmp(n, "recompute") == 0) {
@@ -696,7 +699,11 @@ static const char *unit_of(FeProgram *p, const IrValue *v) {
 
 static bool check_stages(FeProgram *p, MmPlan *pl, SrcLoc at) {
   bool ok = true;
-  if (pl->nstages != pl->pp) {
+  if (pl->nstages != pl->pp * pl->vpp && pl->vpp > 1) {
+    diag_error(p->d, pl->loc_stages, "%d stages are listed, but pp = %d x vpp = %d is %d",
+               pl->nstages, pl->pp, pl->vpp, pl->pp * pl->vpp);
+    ok = false;
+  } else if (pl->nstages != pl->pp * pl->vpp) {
     diag_error(p->d, pl->loc_stages, "%d stages are listed, but pp = %d", pl->nstages, pl->pp);
     if (pl->loc_pp.file) diag_note(p->d, pl->loc_pp, "pp set here");
     ok = false;
@@ -780,16 +787,17 @@ static bool check_dp_batch(FeProgram *p, const MmPlan *pl) {
 static bool refuse_inert(FeProgram *p, const MmPlan *pl, SrcLoc model_loc) {
   const MmPlanFlags *f = &p->opts.flags;
   int before = p->d->errors;
-  if (pl->pp > 1)
-    diag_error(p->d, or_loc(pl->loc_pp, model_loc),
-               "pipeline parallel (pp = %d) is not built yet; use tp, sp and dp", pl->pp);
-  if (pl->loc_schedule.file || f->schedule)
+  if ((pl->loc_schedule.file || f->schedule) && pl->pp <= 1)
     diag_error(p->d, or_loc(pl->loc_schedule, model_loc),
-               "the pipeline schedule is not built yet (there is no pipeline)");
-  if (pl->stages)
-    diag_error(p->d, or_loc(pl->loc_stages, model_loc), "pipeline stages are not built yet");
-  if (pl->loc_vpp.file)
-    diag_error(p->d, pl->loc_vpp, "virtual pipeline stages (vpp) are not built yet");
+               "a pipeline schedule orders the stages of pp > 1, but pp = %d", pl->pp);
+  if (pl->stages && pl->pp <= 1 && pl->nstages == 1)
+    diag_error(p->d, or_loc(pl->loc_stages, model_loc),
+               "one stage holds the whole model: a stage list cuts pp > 1 stages");
+  if (pl->loc_vpp.file && pl->vpp > 1 && pl->pp <= 1)
+    diag_error(p->d, pl->loc_vpp, "vpp = %d virtual stages per rank need pp > 1", pl->vpp);
+  else if (pl->loc_vpp.file && pl->vpp > 1 && pl->schedule != MM_SCHED_INTERLEAVED)
+    diag_error(p->d, pl->loc_vpp, "vpp = %d virtual stages per rank need schedule = interleaved",
+               pl->vpp);
   if ((pl->loc_cp_kind.file || f->cp_kind) && pl->cp <= 1)
     diag_error(p->d, or_loc(pl->loc_cp_kind, model_loc),
                "cp_kind chooses how context parallel splits, but cp = %d", pl->cp);
@@ -799,6 +807,10 @@ static bool refuse_inert(FeProgram *p, const MmPlan *pl, SrcLoc model_loc) {
   if ((pl->loc_bucket.file || f->bucket_set) && pl->dp <= 1)
     diag_error(p->d, or_loc(pl->loc_bucket, model_loc),
                "bucket_mb groups the data-parallel gradient all-reduces, but dp = %d", pl->dp);
+  if ((pl->loc_bucket.file || f->bucket_set) && pl->pp > 1 && pl->dp > 1)
+    diag_error(p->d, or_loc(pl->loc_bucket, model_loc),
+               "bucket_mb: under pp > 1 each gradient is all-reduced in its own stage's backward "
+               "(buckets are not built for pipelines)");
   if (f->no_overlap && (pl->dp <= 1 || pl->bucket_mb <= 0 || pl->tp > 1))
     diag_error(p->d, model_loc, "--no-overlap makes the gradient buckets blocking, but %s",
                pl->dp <= 1          ? "dp = 1: there are none"
@@ -913,6 +925,20 @@ static bool check_plan(FeProgram *p, MmPlan *pl, SrcLoc model_loc) {
       ok = false;
     }
     if (pl->stages) ok &= check_stages(p, pl, model_loc);
+    char err[256];
+    PpSchedule sch;
+    int kind = pl->schedule == MM_SCHED_GPIPE         ? PP_GPIPE
+               : pl->schedule == MM_SCHED_INTERLEAVED ? PP_INTERLEAVED
+               : pl->schedule == MM_SCHED_ZBH1        ? PP_ZBH1
+                                                      : PP_1F1B;
+    if (ok && pl->schedule != MM_SCHED_1F1B &&
+        !pp_sched_build(&sch, (PpSchedKind)kind, pl->pp, pl->vpp, pl->micro_batches, err,
+                        sizeof err)) {
+      diag_error(p->d, or_loc(pl->loc_schedule, or_loc(pl->loc_pp, model_loc)), "%s", err);
+      ok = false;
+    } else if (ok && pl->schedule != MM_SCHED_1F1B) {
+      pp_sched_free(&sch);
+    }
   } else if (pl->stages && pl->nstages != 1) {
     ok &= check_stages(p, pl, model_loc);
   }
@@ -937,6 +963,8 @@ static void apply_flags(FeProgram *p, MmPlan *pl, const MmPlanFlags *f) {
       pl->schedule = MM_SCHED_GPIPE;
     else if (strcmp(f->schedule, "interleaved") == 0)
       pl->schedule = MM_SCHED_INTERLEAVED;
+    else if (strcmp(f->schedule, "zbh1") == 0)
+      pl->schedule = MM_SCHED_ZBH1;
     else
       pl->schedule = MM_SCHED_1F1B;
   }

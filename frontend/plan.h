@@ -7,7 +7,12 @@
 
 #include "../support/diag.h"
 
-typedef enum MmSchedule { MM_SCHED_1F1B, MM_SCHED_GPIPE, MM_SCHED_INTERLEAVED } MmSchedule;
+typedef enum MmSchedule {
+  MM_SCHED_1F1B,
+  MM_SCHED_GPIPE,
+  MM_SCHED_INTERLEAVED,
+  MM_SCHED_ZBH1
+} MmSchedule;
 /* context parallel (cp > 1): how the attention is split over the cp axis */
 typedef enum MmCpKind {
   MM_CP_ULYSSES, /* all-to-all from a sequence split to a head split and back */

@@ -71,7 +71,7 @@ _Static_assert(sizeof(MmSchedule) == sizeof(int) && sizeof(MmCpKind) == sizeof(i
                    sizeof(MmLrSched) == sizeof(int) && sizeof(MmPrecision) == sizeof(int),
                "settings enums are read as int");
 
-static const char *const sched_names[] = {"1f1b", "gpipe", "interleaved", NULL};
+static const char *const sched_names[] = {"1f1b", "gpipe", "interleaved", "zbh1", NULL};
 static const char *const recompute_names[] = {"none", "selective", "full", "block", NULL};
 static const char *const cp_kind_names[] = {"ulysses", "ring", NULL};
 static const char *const optim_names[] = {"adamw", "sgd", NULL};

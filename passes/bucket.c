@@ -293,7 +293,9 @@ static void place_waits(IrModule *m, IrFunc *f, const Cand *cands, int nc, int n
 
 bool pass_bucket(IrModule *m, PassCtx *cx) {
   const MmPlan *plan = &m->plan;
-  if (plan->bucket_mb <= 0 || m->mesh[IR_AX_DP] <= 1) return true;
+  /* pp > 1: one all-reduce per gradient, in its pipeline stage's backward
+   * (a bucket would join the gradients of several stages) */
+  if (plan->bucket_mb <= 0 || m->mesh[IR_AX_DP] <= 1 || plan->pp > 1) return true;
   double bytes = plan->bucket_mb * 1048576.0;
   int64_t cap = bytes < 1 ? 1 : (int64_t)bytes;
   Arena a;

@@ -34,7 +34,8 @@ int mmrt_main(int argc, char **argv, const MmrtModelDesc *m) {
   int rank;
   if (mmrt_launcher_world(&rank) > 0 &&
       mmrt_world_check(who, (int)m->mesh[MMRT_DESC_AXIS_DP], (int)m->mesh[MMRT_DESC_AXIS_CP],
-                       (int)m->mesh[MMRT_DESC_AXIS_TP], 1, err, sizeof err) != MMRT_OK) {
+                       (int)m->mesh[MMRT_DESC_AXIS_TP], m->pp > 1 ? (int)m->pp : 1, err,
+                       sizeof err) != MMRT_OK) {
     fprintf(stderr, "%s (rank %d): error: %s\n", who, rank, err);
     return 1;
   }

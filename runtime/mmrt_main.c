@@ -65,6 +65,8 @@ typedef struct Trainer {
   MmrtCommCount step_comm[MMRT_NPHASES + 1][MMRT_COMM_NKINDS][MMRT_NAXES];
   int64_t comm_steps;
   MmrtMbAcc mb; /* micro-batches (mmrt_pp.h) */
+  MmrtPp *pp;   /* the pipeline (mmrt_pp.h) */
+  float pp_lr, pp_fs;
 } Trainer;
 
 static volatile sig_atomic_t stop_requested;
@@ -685,6 +687,8 @@ static int save_weights(Trainer *t) {
     int mine = 1;
     for (int a = 0; t->has_mesh && a < MMRT_DESC_NAXES; a++)
       if (!(used >> a & 1) && t->mesh.coord[a] != 0) mine = 0;
+    if (t->has_mesh && m->pp > 1 && t->mesh.coord[MMRT_AXIS_PP] != 0)
+      mine = 0; /* every pipeline rank holds every parameter */
     CopyRun u = {at(t, p), w};
     if (mine) for_each_run(t, p, copy_run, &u);
     if (t->has_mesh && mmrt_all_reduce_mpi(&t->mesh, MMRT_AXIS_WORLD, w, (int)whole, MPI_FLOAT,
@@ -973,6 +977,38 @@ static int64_t mb_elems(void *t, const MmrtTensorDesc *d) {
   return numel(t, d);
 }
 
+/* ---- the pipeline's hooks (mmrt_pp.h) ---- */
+
+static int pp_fill(void *u, int64_t k, char **arenas) {
+  Trainer *t = u;
+  const MmrtModelDesc *m = t->m;
+  int64_t lo0 = t->cx.lo;
+  char **keep = t->cx.arenas;
+  t->cx.lo = lo0 + k * t->cx.B;
+  t->cx.arenas = arenas;
+  fill_batch(t, &t->cx.it, m->batch, 0, (uint64_t)(t->done) * (uint64_t)m->batch);
+  t->cx.arenas = keep;
+  t->cx.lo = lo0;
+  memcpy(arenas[t->lr->arena] + t->lr->offset, &t->pp_lr, sizeof t->pp_lr);
+  memcpy(arenas[t->step->arena] + t->step->offset, &t->pp_fs, sizeof t->pp_fs);
+  return 0;
+}
+
+static int pp_run(void *u, MmrtStepFn fn, char **arenas, const char *what) {
+  Trainer *t = u;
+  if (fn(arenas, t->a.seed, mesh_of(t)) >= 0) return 0;
+  if (t->has_mesh && t->mesh.err[0]) {
+    fail("%s: %s", what, t->mesh.err);
+    mmrt_comm_abort(1);
+  }
+  return fail("%s failed (bad labels or ids; see above)", what);
+}
+
+static int pp_fail(void *u, const char *msg) {
+  (void)u;
+  return fail("%s", msg);
+}
+
 /* A step of micro_batches = M > 1 (mmrt_pp.h): micro-batch k is rows
  * [k B / M, (k + 1) B / M) of the step's batch (this rank's share of them
  * under dp), forward and backward, its gradients summed; then the update. */
@@ -1032,7 +1068,16 @@ static int train(Trainer *t) {
     snprintf(what, sizeof what, "step %lld", (long long)step);
     CommSnap before;
     snap_comm(before);
-    if (m->micro_batches > 1) {
+    if (m->pp > 1) {
+      if (t->a.dump_inputs) return fail("--dump-inputs: not with a pipeline");
+      if (!t->pp) {
+        MmrtPpHooks h = {t, pp_fill, pp_run, mb_elems, pp_fail};
+        t->pp = mmrt_pp_new(m, &t->mesh, t->arenas, &h);
+        if (!t->pp) return 1;
+      }
+      t->pp_lr = lr, t->pp_fs = fs;
+      if (mmrt_pp_step(t->pp, step, what, &loss)) return 1;
+    } else if (m->micro_batches > 1) {
       if (mb_step(t, step, lr, fs, what, &loss)) return 1;
     } else {
       fill_batch(t, &t->cx.it, m->batch, 0, (uint64_t)(step - 1) * (uint64_t)m->batch);
@@ -1084,11 +1129,11 @@ static int train(Trainer *t) {
 static int setup_ranks(Trainer *t) {
   const MmrtModelDesc *m = t->m;
   char err[ERRLEN];
-  t->world = (int)(m->mesh[0] * m->mesh[1] * m->mesh[2]);
+  t->world = (int)(m->mesh[0] * m->mesh[1] * m->mesh[2] * (m->pp > 1 ? m->pp : 1));
   t->cx.rows = t->cx.B;
   if (t->world > 1) {
-    if (mmrt_mesh_init(&t->mesh, (int)m->mesh[0], (int)m->mesh[1], (int)m->mesh[2], 1, err,
-                       sizeof err) != MMRT_OK)
+    if (mmrt_mesh_init(&t->mesh, (int)m->mesh[0], (int)m->mesh[1], (int)m->mesh[2],
+                       m->pp > 1 ? (int)m->pp : 1, err, sizeof err) != MMRT_OK)
       return fail("%s", err);
     t->has_mesh = 1;
     t->rank = t->mesh.coord[MMRT_AXIS_WORLD];
@@ -1260,6 +1305,7 @@ int mmrt_train_main(int argc, char **argv, const MmrtModelDesc *m) {
   mmrt_images_free(&t.cx.test);
   for (int r = 0; r < MMRT_NARENAS; r++) free(t.arenas[r]);
   mmrt_mb_free(&t.mb);
+  mmrt_pp_free(t.pp);
   mmrt_kernels_shutdown();
   if (t.has_mesh) {
     mmrt_mesh_free(&t.mesh);

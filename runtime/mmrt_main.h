@@ -94,6 +94,7 @@ enum { MMRT_OPTIM_ADAMW, MMRT_OPTIM_SGD };
 enum { MMRT_LR_CONSTANT, MMRT_LR_COSINE }; /* cosine: linear warm-up, then cosine to min_lr */
 
 #define MMRT_DESC_MAX_DIMS 8
+#define MMRT_PP_MAXFN      96 /* pipeline step functions: 3 per stage */
 
 /* The descriptor structs, field by field from mmrt_desc.def (what each
  * field holds is written there). */

@@ -2,8 +2,13 @@
  * (mmrt_pp.h). */
 #include "mmrt_pp.h"
 
+#include <mpi.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "mmrt_ckpt.h"
+#include "mmrt_comm.h"
 
 static float g_count; /* the last micro-batch's label count */
 static int g_counted; /* whether it reported one */
@@ -78,4 +83,247 @@ float mmrt_mb_finish(MmrtMbAcc *a, char **arenas) {
     for (int64_t e = 0; e < a->n[i]; e++) g[e] = s[e] * inv;
   }
   return a->count > 0 ? (float)(a->loss / a->count) : 0.0f;
+}
+
+/* ---- the pipeline ---- */
+
+static float *g_slot_count; /* per slot: c_k of the micro-batch in it */
+static int g_slot;          /* the slot being run */
+
+float mmrt_mb_seed(void *mesh) {
+  (void)mesh;
+  return g_slot_count ? g_slot_count[g_slot] : 1.0f;
+}
+
+typedef struct {
+  int kind; /* 0 F, 1 B, 2 I, 3 W */
+  int stage, mb;
+} Act;
+
+typedef struct {
+  int from, to; /* 3 s + q */
+  int64_t bytes;
+} Xfer;
+
+struct MmrtPp {
+  const MmrtModelDesc *m;
+  MmrtMesh *mesh;
+  MmrtPpHooks h;
+  int P, S, M, me;
+  Act *act;
+  int nact;
+  Xfer *x;
+  int *astage; /* per accum tensor */
+  char *(*slot)[MMRT_NARENAS];
+  MPI_Request *req;
+  int nreq, capreq;
+  MmrtMbAcc acc;
+  float *slot_loss;
+};
+
+static int pp_fail(MmrtPp *pp, const char *fmt, const char *a) {
+  char msg[512];
+  snprintf(msg, sizeof msg, fmt, a);
+  return pp->h.fail(pp->h.user, msg);
+}
+
+/* "0F0 0F1 1B0" of this rank */
+static int parse_actions(MmrtPp *pp) {
+  const char *s = pp->m->pp_schedule;
+  for (int r = 0; r < pp->me && s; r++) {
+    s = strchr(s, '|');
+    if (s) s++;
+  }
+  if (!s) return pp_fail(pp, "the pipeline schedule has no list for this rank%s", "");
+  const char *end = strchr(s, '|');
+  size_t n = end ? (size_t)(end - s) : strlen(s);
+  pp->act = calloc(n / 2 + 2, sizeof *pp->act);
+  pp->nact = 0;
+  const char *p = s, *stop = s + n;
+  while (p < stop) {
+    while (p < stop && *p == ' ') p++;
+    if (p >= stop) break;
+    char *q;
+    long st = strtol(p, &q, 10);
+    int kind = *q == 'F' ? 0 : *q == 'B' ? 1 : *q == 'I' ? 2 : *q == 'W' ? 3 : -1;
+    if (q == p || kind < 0) return pp_fail(pp, "bad pipeline action in '%s'", s);
+    long mb = strtol(q + 1, &q, 10);
+    pp->act[pp->nact++] = (Act){kind, (int)st, (int)mb};
+    p = q;
+  }
+  return 0;
+}
+
+static int rank_of(const MmrtPp *pp, int fn) {
+  return (fn / 3) % pp->P;
+}
+
+MmrtPp *mmrt_pp_new(const MmrtModelDesc *m, void *mesh, char **arenas, const MmrtPpHooks *h) {
+  MmrtPp *pp = calloc(1, sizeof *pp);
+  if (!pp) return NULL;
+  pp->m = m;
+  pp->mesh = mesh;
+  pp->h = *h;
+  pp->P = (int)m->pp, pp->S = (int)m->pp_stages, pp->M = (int)m->micro_batches;
+  pp->me = pp->mesh->coord[MMRT_AXIS_PP];
+  if (parse_actions(pp)) goto bad;
+  pp->x = calloc((size_t)m->pp_nxfer + 1, sizeof *pp->x);
+  const char *r = m->pp_xfer_route;
+  for (int64_t i = 0; i < m->pp_nxfer; i++) {
+    char *q;
+    pp->x[i].from = (int)strtol(r, &q, 10);
+    pp->x[i].to = (int)strtol(q + 1, &q, 10);
+    r = q + 1;
+    pp->x[i].bytes = h->elems(h->user, &m->pp_xfer[i]) *
+                     (int64_t)mmrt_st_dtype_size((MmrtStDtype)m->pp_xfer[i].dtype);
+  }
+  int ub = 0, flag = 0, *pub = NULL;
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &pub, &flag);
+  ub = flag && pub ? *pub : 32767;
+  if ((int64_t)(m->pp_nxfer + 1) * pp->M >= ub) {
+    pp_fail(pp, "too many pipeline transfers for MPI's tags%s", "");
+    goto bad;
+  }
+  pp->astage = calloc((size_t)m->naccum + 1, sizeof *pp->astage);
+  r = m->pp_accum_stage;
+  for (int64_t i = 0; i < m->naccum; i++) {
+    char *q;
+    pp->astage[i] = (int)strtol(r, &q, 10);
+    r = q + 1;
+  }
+  pp->slot = calloc((size_t)pp->M, sizeof *pp->slot);
+  g_slot_count = calloc((size_t)pp->M, sizeof *g_slot_count);
+  pp->slot_loss = calloc((size_t)pp->M, sizeof *pp->slot_loss);
+  if (!pp->slot || !g_slot_count || !pp->slot_loss) goto oom;
+  for (int k = 0; k < pp->M; k++)
+    for (int a = 0; a < MMRT_NARENAS; a++) {
+      int own = k > 0 && (a == MMRT_ARENA_ACT || a == MMRT_ARENA_GRAD || a == MMRT_ARENA_INPUT);
+      if (!own || m->arena_bytes[a] <= 0) {
+        pp->slot[k][a] = arenas[a];
+        continue;
+      }
+      pp->slot[k][a] = aligned_alloc(64, (size_t)((m->arena_bytes[a] + 63) / 64 * 64));
+      if (!pp->slot[k][a]) goto oom;
+      memset(pp->slot[k][a], 0, (size_t)m->arena_bytes[a]);
+    }
+  if (mmrt_mb_init(&pp->acc, m, h->elems, h->user)) goto oom;
+  return pp;
+oom:
+  pp_fail(pp, "out of memory for the pipeline's micro-batch slots%s", "");
+bad:
+  mmrt_pp_free(pp);
+  return NULL;
+}
+
+void mmrt_pp_free(MmrtPp *pp) {
+  if (!pp) return;
+  for (int k = 1; pp->slot && k < pp->M; k++)
+    for (int a = 0; a < MMRT_NARENAS; a++)
+      if (pp->slot[k][a] != pp->slot[0][a]) free(pp->slot[k][a]);
+  free(pp->slot);
+  free(pp->act);
+  free(pp->x);
+  free(pp->astage);
+  free(pp->req);
+  free(pp->slot_loss);
+  free(g_slot_count);
+  g_slot_count = NULL;
+  mmrt_mb_free(&pp->acc);
+  free(pp);
+}
+
+static MPI_Comm ppcomm(MmrtPp *pp) {
+  return pp->mesh->comm[MMRT_AXIS_PP];
+}
+
+static int recv_for(MmrtPp *pp, int fn, int mb) {
+  for (int64_t i = 0; i < pp->m->pp_nxfer; i++) {
+    const Xfer *x = &pp->x[i];
+    if (x->to != fn || rank_of(pp, x->from) == pp->me) continue;
+    const MmrtTensorDesc *d = &pp->m->pp_xfer[i];
+    int rc = MPI_Recv(pp->slot[mb][d->arena] + d->offset, (int)x->bytes, MPI_BYTE,
+                      rank_of(pp, x->from), (int)(i * pp->M + mb), ppcomm(pp), MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return pp_fail(pp, "pipeline: MPI_Recv failed%s", "");
+  }
+  return 0;
+}
+
+static int send_from(MmrtPp *pp, int fn, int mb) {
+  for (int64_t i = 0; i < pp->m->pp_nxfer; i++) {
+    const Xfer *x = &pp->x[i];
+    if (x->from != fn || rank_of(pp, x->to) == pp->me) continue;
+    const MmrtTensorDesc *d = &pp->m->pp_xfer[i];
+    if (pp->nreq == pp->capreq) {
+      pp->capreq = pp->capreq ? 2 * pp->capreq : 64;
+      MPI_Request *nr = realloc(pp->req, sizeof *nr * (size_t)pp->capreq);
+      if (!nr) return pp_fail(pp, "out of memory%s", "");
+      pp->req = nr;
+    }
+    int rc = MPI_Isend(pp->slot[mb][d->arena] + d->offset, (int)x->bytes, MPI_BYTE,
+                       rank_of(pp, x->to), (int)(i * pp->M + mb), ppcomm(pp), &pp->req[pp->nreq++]);
+    if (rc != MPI_SUCCESS) return pp_fail(pp, "pipeline: MPI_Isend failed%s", "");
+  }
+  return 0;
+}
+
+static int run_part(MmrtPp *pp, int stage, int q, int mb, const char *what) {
+  int fn = 3 * stage + q;
+  if (recv_for(pp, fn, mb)) return 1;
+  g_slot = mb;
+  mmrt_mb_begin();
+  if (pp->h.run(pp->h.user, pp->m->pp_fn[fn], pp->slot[mb], what)) return 1;
+  if (q == 0 && g_counted) g_slot_count[mb] = g_count;
+  return send_from(pp, fn, mb);
+}
+
+int mmrt_pp_step(MmrtPp *pp, int64_t step, const char *what, float *loss) {
+  const MmrtModelDesc *m = pp->m;
+  (void)step;
+  for (int k = 0; k < pp->M; k++) {
+    g_slot_count[k] = 1.0f;
+    if (pp->h.fill(pp->h.user, k, pp->slot[k])) return 1;
+  }
+  for (int i = 0; i < pp->nact; i++) {
+    const Act *a = &pp->act[i];
+    int rc = 0;
+    if (a->kind == 0) rc = run_part(pp, a->stage, 0, a->mb, what);
+    if (a->kind == 1 || a->kind == 2) rc = rc || run_part(pp, a->stage, 1, a->mb, what);
+    if (a->kind == 1 || a->kind == 3) rc = rc || run_part(pp, a->stage, 2, a->mb, what);
+    if (rc) return 1;
+  }
+  if (pp->nreq && MPI_Waitall(pp->nreq, pp->req, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+    return pp_fail(pp, "pipeline: waiting for the sends failed%s", "");
+  pp->nreq = 0;
+  /* this rank's gradients summed over the slots, the others zero */
+  for (int64_t i = 0; i < m->naccum; i++) {
+    const MmrtTensorDesc *d = &m->accum[i];
+    float *s = pp->acc.acc[i];
+    memset(s, 0, sizeof(float) * (size_t)pp->acc.n[i]);
+    if (pp->astage[i] % pp->P != pp->me) continue;
+    for (int k = 0; k < pp->M; k++) {
+      const float *g = (const float *)(void *)(pp->slot[k][d->arena] + d->offset);
+      for (int64_t e = 0; e < pp->acc.n[i]; e++) s[e] += g[e];
+    }
+  }
+  double lc[2] = {0, 0}; /* sum c_k L_k, sum c_k: on the last stage's rank */
+  if ((pp->S - 1) % pp->P == pp->me)
+    for (int k = 0; k < pp->M; k++) {
+      float l;
+      memcpy(&l, pp->slot[k][MMRT_ARENA_ACT] + m->train_loss_offset, sizeof l);
+      lc[0] += (double)g_slot_count[k] * (double)l;
+      lc[1] += (double)g_slot_count[k];
+    }
+  if (MPI_Allreduce(MPI_IN_PLACE, lc, 2, MPI_DOUBLE, MPI_SUM, ppcomm(pp)) != MPI_SUCCESS)
+    return pp_fail(pp, "pipeline: the loss's all-reduce failed%s", "");
+  float inv = lc[1] > 0 ? (float)(1.0 / lc[1]) : 0.0f;
+  for (int64_t i = 0; i < m->naccum; i++) {
+    const MmrtTensorDesc *d = &m->accum[i];
+    if (MPI_Allreduce(MPI_IN_PLACE, pp->acc.acc[i], (int)pp->acc.n[i], MPI_FLOAT, MPI_SUM,
+                      ppcomm(pp)) != MPI_SUCCESS)
+      return pp_fail(pp, "pipeline: the gradients' all-reduce failed%s", "");
+    float *g = (float *)(void *)(pp->slot[0][d->arena] + d->offset);
+    for (int64_t e = 0; e < pp->acc.n[i]; e++) g[e] = pp->acc.acc[i][e] * inv;
+  }
+  *loss = lc[1] > 0 ? (float)(lc[0] / lc[1]) : 0.0f;
+  return pp->h.run(pp->h.user, m->update_step, pp->slot[0], what);
 }

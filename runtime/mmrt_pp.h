@@ -40,3 +40,33 @@ void mmrt_mb_add(MmrtMbAcc *a, char **arenas, float loss);
 float mmrt_mb_finish(MmrtMbAcc *a, char **arenas);
 
 #endif
+
+/* ---- the pipeline (pp > 1) ----
+ * Every rank holds every parameter and runs the update on all of them;
+ * stage s of the pp * vpp stages runs on pipeline rank s % pp. A step:
+ * each rank fills every micro-batch's inputs into that micro-batch's slot
+ * (its own act, grad and input arenas; slot 0 is the trainer's), then walks
+ * its list of actions (the descriptor's pp_schedule): before a stage part
+ * runs on a slot it receives the values other ranks' stages made for it
+ * (blocking MPI_Recv), after it sends the ones it made for other ranks
+ * (MPI_Isend, waited for at the end of the step). The backward's seed of
+ * micro-batch k is its label count c_k (mmrt_mb_seed), so each rank sums
+ * the gradients its stages made over the slots; one all-reduce over pp
+ * gives every rank all of them, divided by sum(c), and the step's loss. */
+typedef struct MmrtPp MmrtPp;
+
+typedef struct MmrtPpHooks {
+  void *user;
+  /* micro-batch k's inputs (and lr, step) into the arenas of its slot */
+  int (*fill)(void *user, int64_t k, char **arenas);
+  /* runs fn on arenas; 0, or 1 after a message */
+  int (*run)(void *user, MmrtStepFn fn, char **arenas, const char *what);
+  int64_t (*elems)(void *user, const MmrtTensorDesc *d);
+  int (*fail)(void *user, const char *msg);
+} MmrtPpHooks;
+
+/* NULL after a message through hooks->fail. trace: a Chrome trace JSON
+ * file this rank's part of which it writes (NULL: none). */
+MmrtPp *mmrt_pp_new(const MmrtModelDesc *m, void *mesh, char **arenas, const MmrtPpHooks *h);
+int mmrt_pp_step(MmrtPp *pp, int64_t step, const char *what, float *loss);
+void mmrt_pp_free(MmrtPp *pp);

@@ -35,29 +35,63 @@ sys.exit(0 if not bad and lw <= 1e-5 else 1)
 PY
 }
 
-check() { # name ranks file model steps plan-flags...
-  local name=$1 np=$2 file=$3 model=$4 steps=$5; shift 5
-  [ -x "$T/$model.serial" ] || "$MMC" compile "$S/$file" --model "$model" -o "$T/$model.serial" || { bad "$model: compile"; return; }
-  [ -s "$T/$model.init.st" ] || "$T/$model.serial" --steps 0 --eval-batches 1 --quiet --save-weights "$T/$model.init.st" > /dev/null ||
-    { bad "$model: serial init"; return; }
-  [ -s "$T/$model.serial.st" ] || "$T/$model.serial" --steps "$steps" --eval-batches 1 --quiet --log "$T/$model.serial.jsonl" \
-    --save-weights "$T/$model.serial.st" > /dev/null || { bad "$model: serial run"; return; }
-  "$MMC" compile "$S/$file" --model "$model" "$@" -o "$T/$name" 2> "$T/$name.cc" || { bad "$name: compile"; head -3 "$T/$name.cc"; return; }
+# check name ranks ref.mm RefModel plan.mm PlanModel steps plan-flags...: the
+# serial trainer of RefModel (compiled with $SER) against PlanModel (with
+# $SER and the flags) on that many ranks; the train sections are RefModel's
+check() {
+  local name=$1 np=$2 rfile=$3 rmodel=$4 pfile=$5 pmodel=$6 steps=$7; shift 7
+  local key="$rmodel${SER// /}"
+  # shellcheck disable=SC2086
+  [ -x "$T/$key.serial" ] || "$MMC" compile "$rfile" --model "$rmodel" $SER -o "$T/$key.serial" || { bad "$key: compile"; return; }
+  [ -s "$T/$key.init.st" ] || "$T/$key.serial" --steps 0 --eval-batches 1 --quiet --save-weights "$T/$key.init.st" > /dev/null ||
+    { bad "$key: serial init"; return; }
+  [ -s "$T/$key.serial.st" ] || "$T/$key.serial" --steps "$steps" --eval-batches 1 --quiet --log "$T/$key.serial.jsonl" \
+    --save-weights "$T/$key.serial.st" > /dev/null || { bad "$key: serial run"; return; }
+  # shellcheck disable=SC2086
+  "$MMC" compile "$pfile" --model "$pmodel" $SER "$@" -o "$T/$name" 2> "$T/$name.cc" || { bad "$name: compile"; head -3 "$T/$name.cc"; return; }
   if ! "${MPIRUN[@]}" "$np" "$T/$name" --steps "$steps" --eval-batches 1 --quiet --log "$T/$name.jsonl" \
        --save-weights "$T/$name.st" > "$T/$name.out" 2>&1; then
     bad "$name: mpirun"; tail -5 "$T/$name.out"; return
   fi
-  close "$name" "$T/$model.serial.jsonl" "$T/$name.jsonl" "$T/$model.init.st" "$T/$model.serial.st" "$T/$name.st" \
-    "$S/$file" "$model" && ok || bad "$name: differs from one rank"
+  close "$name" "$T/$key.serial.jsonl" "$T/$name.jsonl" "$T/$key.init.st" "$T/$key.serial.st" "$T/$name.st" \
+    "$rfile" "$rmodel" && ok || bad "$name: differs from one rank"
 }
 
+G="$S/gpt2.mm"; V="$S/internvl2.mm"
 # micro-batches: serial, with dp (+ ZeRO-1) and with tp; InternVL2Tiny's
 # captions ignore the prompt's labels, so its micro-batches weigh unequally
-check gpt2tiny.mb2 1 gpt2.mm GPT2Tiny 10 --micro-batches 2
+SER=""
+check gpt2tiny.mb2 1 "$G" GPT2Tiny "$G" GPT2Tiny 10 --micro-batches 2
+check gpt2tiny.tp2.sp.mb2 2 "$G" GPT2Tiny "$G" GPT2Tiny 10 --tp 2 --sp --micro-batches 2
+check internvl2tiny.mb2 1 "$V" InternVL2Tiny "$V" InternVL2Tiny 10 --micro-batches 2
+check internvl2tiny.dp2.mb2.zero1 2 "$V" InternVL2Tiny "$V" InternVL2Tiny 10 --dp 2 --zero 1 --micro-batches 2
 
-check gpt2tiny.tp2.sp.mb2 2 gpt2.mm GPT2Tiny 10 --tp 2 --sp --micro-batches 2
-check internvl2tiny.mb2 1 internvl2.mm InternVL2Tiny 10 --micro-batches 2
-check internvl2tiny.dp2.mb2.zero1 2 internvl2.mm InternVL2Tiny 10 --dp 2 --zero 1 --micro-batches 2
+# the pipeline: stage lists written in a model file (GPT2Tiny has two stack
+# layers: four stages take the embeddings and the final norm apart)
+P="$T/pp.mm"
+cat > "$P" <<'MM'
+import "gpt2.mm"
+import "internvl2.mm"
+model G4 extends GPT2Tiny { parallel { stages = [gpt.wte + gpt.wpe, gpt.h[0:1], gpt.h[1:2], gpt.ln_f] } }
+// interleaved: two virtual stages per rank (rank 0 holds stages 0 and 2)
+model G4i extends GPT2Tiny {
+  parallel { pp = 2; vpp = 2; schedule = interleaved; stages = [gpt.wte + gpt.wpe, gpt.h[0:1], gpt.h[1:2], gpt.ln_f] }
+}
+// stage 0: the vision encoder and the projector, no LLM layer
+model V2 extends InternVL2Tiny { parallel { stages = [vision + projector, llm] } }
+// uneven, across the sub-models: stage 1 = the projector and the first LLM layer
+model V2x extends InternVL2Tiny { parallel { stages = [vision, projector + llm.embed + llm.blocks[0:1], llm.blocks[1:2] + llm.norm + llm.head] } }
+MM
+SER="--set B=8"
+check gpt2tiny.pp2.gpipe 2 "$G" GPT2Tiny "$G" GPT2Tiny 10 --pp 2 --micro-batches 2 --schedule gpipe
+check gpt2tiny.pp2.1f1b 2 "$G" GPT2Tiny "$G" GPT2Tiny 10 --pp 2 --micro-batches 4 --schedule 1f1b
+check gpt2tiny.pp2.zbh1 2 "$G" GPT2Tiny "$G" GPT2Tiny 10 --pp 2 --micro-batches 4 --schedule zbh1
+check gpt2tiny.pp4.1f1b 4 "$G" GPT2Tiny "$P" G4 10 --pp 4 --micro-batches 4 --schedule 1f1b
+check gpt2tiny.pp2.interleaved 2 "$G" GPT2Tiny "$P" G4i 10 --pp 2 --micro-batches 4
+check gpt2tiny.tp2.pp2 4 "$G" GPT2Tiny "$G" GPT2Tiny 10 --tp 2 --pp 2 --micro-batches 2
+check gpt2tiny.pp2.dp2.zero1 4 "$G" GPT2Tiny "$G" GPT2Tiny 10 --pp 2 --dp 2 --zero 1 --micro-batches 2
+check internvl2tiny.pp2.novision 2 "$V" InternVL2Tiny "$P" V2 10 --pp 2 --micro-batches 2
+check internvl2tiny.pp3.cross.zbh1 3 "$V" InternVL2Tiny "$P" V2x 10 --pp 3 --micro-batches 4 --schedule zbh1
 
 echo "mpi_pp: $pass passed, $fail failed"
 [ $fail -eq 0 ]

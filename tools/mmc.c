@@ -18,6 +18,7 @@
 #include "passes/bucket.h"
 #include "passes/memplan.h"
 #include "passes/pass.h"
+#include "passes/pp_stage.h"
 #include "runtime/mmrt_data.h"
 #include "runtime/mmrt_main.h"
 
@@ -47,7 +48,7 @@ static const Cmd cmds[] = {
     {"stats", "FILE.mm --model NAME [--json]",
      "Prints the parameters per module and in total, and the forward FLOPs for the declared input "
      "sizes."},
-    {"plan", "FILE.mm --model NAME [--json] [--no-fuse]",
+    {"plan", "FILE.mm --model NAME [--json] [--no-fuse] [--timeline FILE.svg]",
      "Prints the static memory plan: the bytes of each arena (param, grad, opt, act, input), the "
      "peak\n"
      "      (everything the trainer allocates before its first step), the data set a trainer "
@@ -76,14 +77,14 @@ static const char *plan_opts =
     "Parallel plan (override the model's parallel section; not for stats):\n"
     "  --tp N --dp N --zero K --sp --no-sp --bucket-mb X --no-overlap\n"
     "  --cp N --cp-kind ulysses|ring  context parallel (default ulysses)\n"
-    "  --pp N --micro-batches N --schedule 1f1b|gpipe|interleaved\n"
+    "  --pp N --micro-batches N --schedule 1f1b|gpipe|interleaved|zbh1\n"
     "  --recompute none|selective|full|block:N\n"
     "  --precision fp32|bf16\n"
     "                     bf16: matmuls, convolutions and attention in bf16, master weights,\n"
     "                     gradients and optimizer state in fp32 (overrides train { precision })\n"
     "                     --micro-batches M: each step runs M micro-batches of B / M samples\n"
-    "                     and sums their gradients; pp > 1, --cp-kind ring and schedule are\n"
-    "                     not built yet and are refused\n";
+    "                     and sums their gradients; --pp N cuts the model into pipeline\n"
+    "                     stages run by a static schedule (mmc plan shows it)\n";
 
 /* opt reads IR text only, which carries its own settings. */
 static bool takes_source(const Cmd *c) {
@@ -146,7 +147,7 @@ static void usage_cmd(FILE *out, const Cmd *c) {
 
 typedef struct Opts {
   const Cmd *cmd;
-  const char *file, *model, *after, *format;
+  const char *file, *model, *after, *format, *timeline;
   const char *passes;   /* opt --passes */
   const char *src_flag; /* the first option that only means something for a .mm source */
   bool json;
@@ -266,6 +267,9 @@ static int parse_opts(int argc, char **argv, Opts *o) {
       NEED_ARG();
       if (!parse_int(next, 1, 1 << 16, &o->chunk_frames))
         return bad_usage(o->cmd, "--chunk-frames takes a count of frames >= 1, not '%s'", next);
+    } else if (strcmp(a, "--timeline") == 0 && strcmp(o->cmd->name, "plan") == 0) {
+      NEED_ARG();
+      o->timeline = next;
     } else if (strcmp(a, "--no-fuse") == 0 &&
                (strcmp(o->cmd->name, "plan") == 0 || strcmp(o->cmd->name, "compile") == 0)) {
       o->no_fuse = true;
@@ -329,9 +333,11 @@ static int parse_opts(int argc, char **argv, Opts *o) {
       o->flags.cp_kind = next;
     } else if (strcmp(a, "--schedule") == 0) {
       NEED_ARG();
-      if (strcmp(next, "1f1b") && strcmp(next, "gpipe") && strcmp(next, "interleaved"))
-        return bad_usage(o->cmd, "--schedule takes 1f1b, gpipe or interleaved, not '%s'", next);
-      return bad_usage(o->cmd, "--schedule %s: pipeline schedules are not built yet", next);
+      if (strcmp(next, "1f1b") && strcmp(next, "gpipe") && strcmp(next, "interleaved") &&
+          strcmp(next, "zbh1"))
+        return bad_usage(o->cmd, "--schedule takes 1f1b, gpipe, interleaved or zbh1, not '%s'",
+                         next);
+      o->flags.schedule = next;
     } else if (strcmp(a, "--recompute") == 0) {
       NEED_ARG();
       char *end = NULL;
@@ -357,9 +363,6 @@ static int parse_opts(int argc, char **argv, Opts *o) {
         usage_cmd(stderr, o->cmd);
         return EXIT_USAGE;
       }
-      if (dst == &o->flags.pp && *dst > 1)
-        return bad_usage(o->cmd, "%s is not built yet (1 only); use --tp, --sp and --dp",
-                         "pipeline parallel (--pp)");
     } else if (a[0] == '-' && a[1]) {
       return bad_usage(o->cmd, "unknown option '%s'", a);
     } else if (!o->file) {
@@ -1151,6 +1154,15 @@ static int cmd_plan(Opts *o) {
     }
     plan_layers(m, NULL);
     plan_collectives(m, &m->plan, NULL);
+  }
+  if (!o->json && !pp_plan_print(stdout, m, o->timeline, err, sizeof err)) {
+    fprintf(stderr, "mmc: error: pipeline: %s\n", err);
+    return finish(&d, p, &r, EXIT_USER);
+  }
+  if (o->timeline && m->plan.pp <= 1) {
+    fprintf(stderr, "mmc: error: --timeline draws a pipeline's schedule, but pp = %d\n",
+            m->plan.pp);
+    return finish(&d, p, &r, EXIT_USER);
   }
   return finish(&d, p, &r, EXIT_OK);
 }

@@ -86,7 +86,7 @@ open(G, "w").write('''import "gpt2.mm"
 model G {
   let B = 4
   let T = 8
-  gpt = GPT(vocab = 32, ctx = 8, dim = 16, depth = 1, heads = 4)
+  gpt = GPT(vocab = 32, ctx = 8, dim = 16, depth = 2, heads = 4)
   forward(ids: i32[B, T], labels: i32[B, T]) -> loss { return gpt(ids, labels) }
 }
 model H extends G { parallel { tp = 2; sp = true } }
@@ -125,11 +125,12 @@ probes = {
     "--no-sp": ([G, "--model", "H"], [G, "--model", "H", "--no-sp"], "effect"),
     "--bucket-mb": (GM + ["--dp", "2"], GM + ["--dp", "2", "--bucket-mb", "0"], "effect"),
     "--no-overlap": (GM + ["--dp", "2"], GM + ["--dp", "2", "--no-overlap"], "effect"),
-    "--pp": (GM, GM + ["--pp", "2"], "refused", ["--pp"]),
+    "--pp": (GM + ["--micro-batches", "2"], GM + ["--micro-batches", "2", "--pp", "2"], "effect"),
     "--cp": (GM, GM + ["--cp", "2"], "effect"),
     "--cp-kind": (GM + ["--cp", "2"], GM + ["--cp", "2", "--cp-kind", "ring"], "effect"),
     "--micro-batches": (GM, GM + ["--micro-batches", "2"], "effect"),
-    "--schedule": (GM, GM + ["--schedule", "gpipe"], "refused", ["--schedule"]),
+    "--schedule": (GM + ["--pp", "2", "--micro-batches", "2"],
+                   GM + ["--pp", "2", "--micro-batches", "2", "--schedule", "gpipe"], "effect"),
     "--recompute": (GM, GM + ["--recompute", "full"], "effect"),
     "--precision": (GM, GM + ["--precision", "bf16"], "effect"),
     "--task": ([VLM, "--model", "InternVL2Tiny"],
@@ -140,6 +141,9 @@ probes = {
     "--after": (GM, GM + ["--after", "autodiff"], "effect"),
     "--format": (GM, GM + ["--format", "dot"], "effect"),
     "--rank": ([G, "--model", "H"], [G, "--model", "H", "--rank", "1"], "effect"),
+    "--timeline": (GM + ["--pp", "2", "--micro-batches", "2"],
+                   GM + ["--pp", "2", "--micro-batches", "2", "--timeline", os.path.join(T, "t.svg")],
+                   "effect"),
 }
 check_probes = {
     "--model": ([G], [G, "--model", "G"], "verdict"),  # Bad is no longer checked
@@ -158,6 +162,9 @@ check_probes = {
     "--no-overlap": (GM, GM + ["--no-overlap"], "verdict"),
     "--micro-batches": (GM, GM + ["--micro-batches", "3"], "verdict"),  # 3 does not divide B = 4
     "--precision": (GM, GM + ["--precision", "fp16"], "verdict"),  # only fp32 and bf16
+    "--pp": (GM, GM + ["--pp", "2"], "verdict"),  # 1F1B needs micro_batches >= pp
+    "--schedule": (GM + ["--pp", "2", "--schedule", "gpipe"], GM + ["--pp", "2", "--schedule", "zbh1"],
+                   "verdict"),
 }
 # compile: text outputs so that no trainer is linked, except for -v
 OUT = ["-o", "out"]
@@ -307,6 +314,7 @@ model S {
 '''
 LORA = 'lora = lora(rank = 4, targets = [enc], layers = ["fc1"])'
 STAGES = "stages = [gpt.wte + gpt.wpe + gpt.h[0:1], gpt.h[1:2] + gpt.ln_f]"
+STAGES4 = "stages = [gpt.wte + gpt.wpe, gpt.h[0:1], gpt.h[1:2], gpt.ln_f]"
 # setting: (base section, section with it, expectation[, words in the error])
 set_probes = {
     "train.freeze": ("", "freeze = [enc]", "effect"),
@@ -351,7 +359,7 @@ set_probes = {
     "parallel.sp": ("tp = 2", "tp = 2; sp = true", "effect"),
     "parallel.sp=true": ("tp = 2", "tp = 2; sp = true", "effect"),
     "parallel.sp=false": ("tp = 2; sp = true", "tp = 2; sp = false", "effect"),
-    "parallel.pp": ("", "pp = 2", "refused", ["pp"]),
+    "parallel.pp": ("micro_batches = 2", "micro_batches = 2; pp = 2", "effect"),
     "parallel.cp": ("", "cp = 2", "effect"),
     "parallel.cp_kind": ("cp = 2", "cp = 2; cp_kind = ring", "effect"),
     "parallel.cp_kind=ulysses": ("cp = 2; cp_kind = ring", "cp = 2; cp_kind = ulysses", "effect"),
@@ -360,11 +368,16 @@ set_probes = {
     "parallel.zero": ("dp = 2", "dp = 2; zero = 1", "effect"),
     "parallel.micro_batches": ("", "micro_batches = 2", "effect"),
     "parallel.schedule": ("", "schedule = 1f1b", "refused", ["schedule"]),
-    "parallel.schedule=1f1b": ("", "schedule = 1f1b", "refused", ["schedule"]),
-    "parallel.schedule=gpipe": ("", "schedule = gpipe", "refused", ["schedule"]),
-    "parallel.schedule=interleaved": ("", "schedule = interleaved", "refused", ["schedule"]),
-    "parallel.vpp": ("", "vpp = 2", "refused", ["vpp"]),
-    "parallel.stages": ("", STAGES, "refused", ["stages"]),
+    "parallel.schedule=1f1b": ("pp = 2; micro_batches = 2; schedule = gpipe",
+                               "pp = 2; micro_batches = 2; schedule = 1f1b", "effect"),
+    "parallel.schedule=gpipe": ("pp = 2; micro_batches = 2", "pp = 2; micro_batches = 2; schedule = gpipe", "effect"),
+    "parallel.schedule=interleaved": ("pp = 2; micro_batches = 2; schedule = gpipe",
+                                      "pp = 2; micro_batches = 2; schedule = interleaved", "effect"),
+    "parallel.schedule=zbh1": ("pp = 2; micro_batches = 2", "pp = 2; micro_batches = 2; schedule = zbh1", "effect"),
+    "parallel.vpp": ("pp = 2; micro_batches = 2; schedule = interleaved",
+                     "pp = 2; micro_batches = 2; schedule = interleaved; vpp = 2; " + STAGES4,
+                     "effect"),
+    "parallel.stages": ("pp = 2; micro_batches = 2", "pp = 2; micro_batches = 2; " + STAGES, "effect"),
     "parallel.recompute": ("", "recompute = full", "effect"),
     "parallel.recompute=none": ("recompute = full", "recompute = none", "effect"),
     "parallel.recompute=selective": ("", "recompute = selective", "effect"),

@@ -1,0 +1,359 @@
+/* Pipeline stages of @train (pp_stage.h) and the `pipeline` pass: @train's
+ * nodes ordered stage by stage (forward: stage 0 first; backward: the last
+ * stage first, each stage's input-gradient part before its weight-gradient
+ * part), so that one micro-batch's work in stage order is node order and
+ * memplan's offsets hold for every micro-batch slot. */
+#include "pp_stage.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pass.h"
+
+static bool covers(const char *unit, const char *param) {
+  size_t n = strlen(unit);
+  return strncmp(unit, param, n) == 0 && (param[n] == '.' || param[n] == 0);
+}
+
+static bool is_update(const IrNode *n) {
+  return n->op == IR_OP_GRAD_NORM || n->op == IR_OP_CLIP_SCALE ||
+         (ir_ops[n->op].flags & OPF_OPTIMIZER);
+}
+
+typedef struct {
+  const IrModule *m;
+  int S;
+  int *layer_stage; /* group * maxl + layer */
+  int maxl;
+  IrMap pstage; /* param -> i: stage + 1 (staged params only) */
+  IrMap vstage; /* value -> i: stage of its producer + 1 */
+  IrMap bwdval; /* values produced by backward nodes */
+} St;
+
+static int lstage(const St *st, int group, int layer) {
+  if (group < 0 || layer < 0 || layer >= st->maxl) return -1;
+  return st->layer_stage[group * st->maxl + layer];
+}
+
+static int param_stage(St *st, const IrValue *v) {
+  IrMapSlot *s = ir_map_get(&st->pstage, v);
+  return s ? (int)s->i - 1 : -1;
+}
+
+static int val_stage(St *st, const IrValue *v) {
+  IrMapSlot *s = ir_map_get(&st->vstage, v);
+  return s ? (int)s->i - 1 : -1;
+}
+
+/* layer_stage from the stage list, or cut by forward FLOPs. */
+static bool stage_layers(St *st, const IrFunc *f, int bwd, char *err, size_t errlen) {
+  const IrModule *m = st->m;
+  int ng = m->groups.len;
+  st->maxl = 1;
+  for (int g = 0; g < ng; g++) {
+    IrGroup *gr = m->groups.items[g];
+    if (gr->nlayers > st->maxl) st->maxl = gr->nlayers;
+  }
+  st->layer_stage = malloc(sizeof(int) * (size_t)(ng * st->maxl + 1));
+  for (int i = 0; i < ng * st->maxl; i++) st->layer_stage[i] = -1;
+  if (m->plan.stages && m->plan.nstages > 0) {
+    for (int i = 0; i < m->params.len; i++) {
+      IrValue *p = m->params.items[i];
+      for (int s = 0; s < m->plan.nstages; s++)
+        for (int u = 0; u < m->plan.stages[s].nunits; u++)
+          if (covers(m->plan.stages[s].units[u], p->name)) {
+            ir_map_put(&st->pstage, p)->i = s + 1;
+            if (p->group >= 0 && p->layer >= 0) st->layer_stage[p->group * st->maxl + p->layer] = s;
+          }
+    }
+    return true;
+  }
+  /* layers in forward order with their FLOPs */
+  int nl = 0, *order = malloc(sizeof(int) * (size_t)(ng * st->maxl + 1));
+  double *fl = calloc((size_t)(ng * st->maxl + 1), sizeof(double)), total = 0;
+  for (int i = 0; i < bwd; i++) {
+    const IrNode *n = f->nodes.items[i];
+    if (n->group < 0 || n->layer < 0 || n->layer >= st->maxl) continue;
+    int k = n->group * st->maxl + n->layer;
+    if (fl[k] == 0 && st->layer_stage[k] == -1) {
+      order[nl++] = k;
+      st->layer_stage[k] = -2; /* seen */
+    }
+    double c = (double)ir_flops(n);
+    fl[k] += c > 0 ? c : 1;
+    total += c > 0 ? c : 1;
+  }
+  bool ok = true;
+  if (nl < st->S) {
+    snprintf(err, errlen,
+             "%d pipeline stages (pp = %d x vpp = %d), but the model has %d stack layer%s to "
+             "cut; list the stages (stages = [...]) or use fewer",
+             st->S, m->plan.pp, m->plan.vpp, nl, nl == 1 ? "" : "s");
+    ok = false;
+  } else if (m->plan.vpp > 1 && nl % st->S != 0) {
+    snprintf(err, errlen,
+             "interleaved: pp = %d x vpp = %d = %d virtual stages do not divide the %d stack "
+             "layers",
+             m->plan.pp, m->plan.vpp, st->S, nl);
+    ok = false;
+  } else {
+    /* consecutive runs, each layer where the middle of its FLOPs falls,
+     * at least one layer per stage */
+    double cum = 0;
+    int prev = 0;
+    for (int j = 0; j < nl; j++) {
+      int k = order[j];
+      int s = (int)((cum + fl[k] / 2) / total * st->S);
+      if (s < prev) s = prev;
+      if (s > prev + 1) s = prev + 1;
+      if (j == 0) s = 0;
+      if (s < st->S - nl + j) s = st->S - nl + j; /* enough layers left for every stage */
+      if (s >= st->S) s = st->S - 1;
+      st->layer_stage[k] = prev = s;
+      cum += fl[k];
+    }
+  }
+  free(order);
+  free(fl);
+  return ok;
+}
+
+bool pp_assign(const IrModule *m, const IrFunc *f, PpAssign *a, char *err, size_t errlen) {
+  memset(a, 0, sizeof *a);
+  int N = f->nodes.len;
+  St st = {.m = m, .S = m->plan.pp * (m->plan.vpp > 0 ? m->plan.vpp : 1)};
+  Arena ar;
+  arena_init(&ar);
+  ir_map_init(&st.pstage, &ar, false);
+  ir_map_init(&st.vstage, &ar, false);
+  ir_map_init(&st.bwdval, &ar, false);
+  a->nstages = st.S;
+  a->stage = malloc(sizeof(int) * (size_t)(N + 1));
+  a->part = malloc(sizeof(PpPart) * (size_t)(N + 1));
+  int bwd = -1, upd = -1;
+  ir_train_phases(f, &bwd, &upd);
+  if (bwd < 0) bwd = N;
+  bool ok = stage_layers(&st, f, bwd, err, errlen);
+  /* the update part */
+  IrMap late;
+  ir_map_init(&late, &ar, false);
+  for (int i = 0; i < N; i++) {
+    const IrNode *n = f->nodes.items[i];
+    bool u = upd >= 0 && i >= upd && is_update(n);
+    for (int k = 0; k < n->nin && upd >= 0 && i >= upd && !u; k++)
+      u = ir_map_get(&late, n->in[k]) != NULL;
+    for (int j = 0; u && j < n->nout; j++) ir_map_put(&late, n->out[j]);
+    a->part[i] = u ? PPN_U : i < bwd ? PPN_F : PPN_I;
+    a->stage[i] = -1;
+  }
+  /* forward, then backward, in order; nodes without operands later */
+  for (int i = 0; ok && i < N; i++) {
+    const IrNode *n = f->nodes.items[i];
+    if (a->part[i] == PPN_U || n->nin == 0) continue;
+    int s = lstage(&st, n->group, n->layer), fw = -1, bw = -1;
+    bool anyb = false;
+    for (int k = 0; k < n->nin; k++) {
+      const IrValue *v = n->in[k];
+      int ps = v->def ? val_stage(&st, v) : param_stage(&st, v);
+      if (!v->def && ps >= 0 && (a->part[i] == PPN_F || s < 0)) s = s > ps ? s : ps;
+      if (!v->def || ps < 0) continue;
+      if (ir_map_get(&st.bwdval, v)) {
+        bw = anyb ? (bw < ps ? bw : ps) : ps;
+        anyb = true;
+      } else if (ps > fw) {
+        fw = ps;
+      }
+    }
+    int r;
+    if (a->part[i] == PPN_F)
+      r = s > fw ? s : fw;
+    else if (anyb)
+      r = s >= 0 && s < bw ? s : bw;
+    else
+      r = s >= 0 ? s : fw;
+    if (r < 0) r = 0;
+    a->stage[i] = r;
+    for (int j = 0; j < n->nout; j++) {
+      ir_map_put(&st.vstage, n->out[j])->i = r + 1;
+      if (a->part[i] != PPN_F) ir_map_put(&st.bwdval, n->out[j]);
+    }
+  }
+  /* nodes without operands: the first (forward) or last (backward) stage
+   * that reads them */
+  for (int i = 0; ok && i < N; i++) {
+    const IrNode *n = f->nodes.items[i];
+    if (a->part[i] == PPN_U || n->nin != 0) continue;
+    int best = -1;
+    for (int j = i + 1; j < N; j++) {
+      const IrNode *c = f->nodes.items[j];
+      if (a->stage[j] < 0) continue;
+      for (int k = 0; k < c->nin; k++)
+        for (int o = 0; o < n->nout; o++)
+          if (c->in[k] == n->out[o]) {
+            if (best < 0 || (a->part[i] == PPN_F ? a->stage[j] < best : a->stage[j] > best))
+              best = a->stage[j];
+          }
+    }
+    a->stage[i] = best < 0 ? (a->part[i] == PPN_F ? 0 : st.S - 1) : best;
+  }
+  /* input-gradient part: backward nodes another stage's node depends on */
+  if (ok) {
+    unsigned char *need = calloc((size_t)N + 1, 1);
+    IrMap idx;
+    ir_map_init(&idx, &ar, false);
+    for (int i = 0; i < N; i++) {
+      const IrNode *n = f->nodes.items[i];
+      for (int j = 0; j < n->nout; j++) ir_map_put(&idx, n->out[j])->i = i + 1;
+    }
+    for (int i = N - 1; i >= 0; i--) {
+      const IrNode *n = f->nodes.items[i];
+      if (a->part[i] == PPN_U || a->part[i] == PPN_F) continue;
+      for (int k = 0; k < n->nin; k++) {
+        IrMapSlot *s = ir_map_get(&idx, n->in[k]);
+        if (!s) continue;
+        int j = (int)s->i - 1;
+        if (a->part[j] != PPN_I) continue;
+        if (a->stage[j] != a->stage[i] || need[i]) need[j] = 1;
+      }
+    }
+    for (int i = 0; i < N; i++)
+      if (a->part[i] == PPN_I && !need[i]) a->part[i] = PPN_W;
+    free(need);
+  }
+  free(st.layer_stage);
+  arena_free(&ar);
+  if (!ok) pp_assign_free(a);
+  return ok;
+}
+
+void pp_assign_free(PpAssign *a) {
+  free(a->stage);
+  free(a->part);
+  memset(a, 0, sizeof *a);
+}
+
+/* sort key: forward by stage, then backward by stage descending with the
+ * input-gradient part first, then the update */
+static long key(const PpAssign *a, int i, int S) {
+  switch (a->part[i]) {
+    case PPN_F: return a->stage[i];
+    case PPN_I: return S + 2L * (S - 1 - a->stage[i]);
+    case PPN_W: return S + 2L * (S - 1 - a->stage[i]) + 1;
+    default: return 3L * S;
+  }
+}
+
+bool pass_pipeline(IrModule *m, PassCtx *cx) {
+  IrFunc *f = ir_module_func(m, "train");
+  if (!f || m->plan.pp <= 1) return true;
+  PpAssign a;
+  char err[512];
+  if (!pp_assign(m, f, &a, err, sizeof err)) {
+    diag_error_plain(cx && cx->d ? cx->d : m->diag, "pipeline: %s", err);
+    return false;
+  }
+  int N = f->nodes.len, S = a.nstages;
+  void **items = malloc(sizeof(void *) * (size_t)(N + 1));
+  int k = 0;
+  for (long want = 0; want <= 3L * S; want++)
+    for (int i = 0; i < N; i++)
+      if (key(&a, i, S) == want) items[k++] = f->nodes.items[i];
+  memcpy(f->nodes.items, items, sizeof(void *) * (size_t)N);
+  free(items);
+  pp_assign_free(&a);
+  return k == N;
+}
+
+/* ---- what `mmc plan` shows of the pipeline ---- */
+
+#include "pp_sched.h"
+
+bool pp_plan_print(FILE *out, IrModule *m, const char *svg, char *err, size_t errlen) {
+  const IrFunc *f = ir_module_func(m, "train");
+  if (!f || m->plan.pp <= 1) return true;
+  PpAssign a;
+  if (!pp_assign(m, f, &a, err, errlen)) return false;
+  int S = a.nstages, P = m->plan.pp, M = m->plan.micro_batches;
+  double *cost = calloc((size_t)(3 * S), sizeof *cost);
+  for (int i = 0; i < f->nodes.len; i++) {
+    if (a.part[i] == PPN_U) continue;
+    double c = (double)ir_flops(f->nodes.items[i]);
+    cost[(a.part[i] == PPN_F ? 0 : a.part[i] == PPN_I ? 1 : 2) * S + a.stage[i]] += c;
+  }
+  for (int k = 0; k < 3 * S; k++)
+    if (cost[k] <= 0) cost[k] = 1;
+  MmSchedule k = m->plan.schedule;
+  PpSchedKind kind = k == MM_SCHED_GPIPE         ? PP_GPIPE
+                     : k == MM_SCHED_INTERLEAVED ? PP_INTERLEAVED
+                     : k == MM_SCHED_ZBH1        ? PP_ZBH1
+                                                 : PP_1F1B;
+  PpSchedule s;
+  bool ok = pp_sched_build(&s, kind, P, S / P, M, err, errlen);
+  if (ok) {
+    pp_sched_add_comms(&s);
+    PpCosts c = {cost, cost + S, cost + 2 * S, 0};
+    PpSim sim;
+    ok = pp_sched_simulate(&s, &c, &sim);
+    if (!ok) snprintf(err, errlen, "the schedule's simulation failed: %s", sim.msg);
+    if (ok) {
+      fprintf(out, "pipeline: %s, pp = %d, %d stage%s (vpp = %d), %d micro-batches\n",
+              pp_sched_name(kind), P, S, S == 1 ? "" : "s", S / P, M);
+      for (int st = 0; st < S; st++) {
+        int first = -1, last = -1, nodes = 0;
+        for (int i = 0; i < f->nodes.len; i++)
+          if (a.stage[i] == st) {
+            const IrNode *n = f->nodes.items[i];
+            nodes++;
+            if (n->layer >= 0 && n->group >= 0 && a.part[i] == PPN_F) {
+              int key = n->group * 100000 + n->layer;
+              if (first < 0 || key < first) first = key;
+              if (key > last) last = key;
+            }
+          }
+        fprintf(out,
+                "  stage %d on rank %d: forward %.0f, input gradient %.0f, weight gradient %.0f "
+                "FLOPs; ",
+                st, st % P, cost[st], cost[S + st], cost[2 * S + st]);
+        if (first < 0)
+          fprintf(out, "no stack layer");
+        else {
+          const IrGroup *g0 = m->groups.items[first / 100000], *g1 = m->groups.items[last / 100000];
+          fprintf(out, "layers %s.%d .. %s.%d", g0->name, first % 100000, g1->name, last % 100000);
+        }
+        fprintf(out, " (%d ops)\n", nodes);
+      }
+      for (int r = 0; r < P; r++) {
+        fprintf(out, "  rank %d (busy %.4g, at most %d micro-batch%s in flight):", r, sim.busy[r],
+                sim.max_inflight[r], sim.max_inflight[r] == 1 ? "" : "es");
+        for (int j = 0; j < s.n[r]; j++) {
+          char one[32];
+          pp_action_format(&s.act[r][j], one, sizeof one);
+          fprintf(out, " %s", one);
+        }
+        fprintf(out, "\n");
+      }
+      fprintf(
+          out,
+          "  simulated (costs: the stages' FLOPs): makespan %.4g, bubble %.4f of the busy time\n",
+          sim.makespan, sim.bubble);
+      if (svg) {
+        FILE *g = fopen(svg, "w");
+        if (!g) {
+          snprintf(err, errlen, "--timeline %s: cannot write it", svg);
+          ok = false;
+        } else {
+          pp_sched_svg(g, &s, &sim);
+          ok = fclose(g) == 0;
+          if (!ok) snprintf(err, errlen, "--timeline %s: cannot write it", svg);
+          if (ok) fprintf(out, "  timeline: %s\n", svg);
+        }
+      }
+      pp_sim_free(&sim, P);
+    }
+    pp_sched_free(&s);
+  }
+  free(cost);
+  pp_assign_free(&a);
+  return ok;
+}
