@@ -779,11 +779,11 @@ static bool check_dp_batch(FeProgram *p, const MmPlan *pl) {
   return ok;
 }
 
-/* Settings that would do nothing are refused, never ignored: the pipeline
- * (pp > 1, micro_batches, schedule, stages, vpp) is not built yet (the
- * pipeline issue builds it; the checks of check_plan above still
- * run first, so a wrong stage list is reported too), cp_kind acts on
- * context parallel only, and zero and bucket_mb on data parallel only. */
+/* Settings that would do nothing are refused, never ignored: a schedule,
+ * a one-stage list or vpp without a pipeline (pp > 1), vpp without the
+ * interleaved schedule, bucket_mb under a pipeline (its gradients are not
+ * bucketed), cp_kind without context parallel, and zero and bucket_mb
+ * without data parallel. */
 static bool refuse_inert(FeProgram *p, const MmPlan *pl, SrcLoc model_loc) {
   const MmPlanFlags *f = &p->opts.flags;
   int before = p->d->errors;
