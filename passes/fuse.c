@@ -9,7 +9,9 @@
  * (one loop over one local shape). The element count is where broadcasting
  * stays simple: operands may broadcast into the loop
  * (a bias, a layer-scale vector, a scalar), but no value inside the loop is
- * smaller than the result, so nothing is computed twice. The fused node
+ * smaller than the result, so nothing is computed twice. A group stops
+ * growing before it could have more operands than a fused node takes
+ * (the max_in of its ops.def row; VideoDiT's timestep gradient sums 192 slices). The fused node
  * takes the root's place and keeps its result value (and so its uses, role
  * and gradient link); absorbed nodes disappear. */
 #include <stdlib.h>
@@ -106,7 +108,7 @@ static bool fuse_func(IrModule *m, IrFunc *f, PassCtx *cx, Arena *a) {
     IrNode *root = f->nodes.items[r];
     if (group_of[r] >= 0 || !fusible(root)) continue;
     int64_t numel = ir_numel(&root->out[0]->shape);
-    int nw = 0, nmem = 0;
+    int nw = 0, nmem = 0, nargs = root->nin; /* nargs: a bound on the group's operands */
     work[nw++] = r;
     int *members = ARENA_ARRAY(a, int, r + 1); /* members are nodes 0 .. r */
     group_of[r] = ngroups;
@@ -119,8 +121,10 @@ static bool fuse_func(IrModule *m, IrFunc *f, PassCtx *cx, Arena *a) {
         if (!s || group_of[s->i] >= 0) continue;
         const IrNode *p = x->def;
         if (!fusible(p) || x->role != IR_ROLE_ACT || ir_map_get(&uses, x)->i != 1 ||
-            ir_numel(&x->shape) != numel || memcmp(x->pl, root->out[0]->pl, sizeof x->pl) != 0)
+            ir_numel(&x->shape) != numel || memcmp(x->pl, root->out[0]->pl, sizeof x->pl) != 0 ||
+            nargs - 1 + p->nin > ir_ops[IR_OP_FUSED].max_in) /* x's place taken by p's operands */
           continue;
+        nargs += p->nin - 1;
         group_of[s->i] = ngroups;
         work[nw++] = (int)s->i;
       }

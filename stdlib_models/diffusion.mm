@@ -34,11 +34,12 @@ module DDPM(steps: int = 1000, beta_start: float = 0.0001, beta_end: float = 0.0
     return c[:, 0].reshape(B, 1, 1, 1, 1) * noise - c[:, 1].reshape(B, 1, 1, 1, 1) * x0
   }
 
-  // the min-SNR weighted MSE of a v-prediction
+  // the min-SNR weighted MSE of a v-prediction (sums and a scale rather
+  // than means, which codegen does not take over split values yet)
   forward loss(pred: [B, C, T, H, W], x0: [B, C, T, H, W], noise: [B, C, T, H, W], t: i32[B]) -> loss {
     d = pred - target(x0, noise, t)
-    per = mean(d * d, axis = [1, 2, 3, 4])
-    return mean(per * coef(t)[:, 2], axis = 0)
+    per = sum(d * d, axis = [1, 2, 3, 4])
+    return sum(per * coef(t)[:, 2], axis = 0) * (1.0 / (B * C * T * H * W))
   }
 }
 
@@ -53,6 +54,7 @@ module FlowMatching {
   }
 
   forward loss(pred: [B, C, T, H, W], x0: [B, C, T, H, W], noise: [B, C, T, H, W]) -> loss {
-    return mse(pred, noise - x0)
+    d = pred - (noise - x0)
+    return sum(d * d, axis = [0, 1, 2, 3, 4]) * (1.0 / (B * C * T * H * W))
   }
 }

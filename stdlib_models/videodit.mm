@@ -64,14 +64,21 @@ module DiTBlock(dim: int, heads: int, head_dim: int, ffn: int, t: int, h: int, w
   ff    = MLP(dim, ffn, act = "gelu_tanh")
   scale_shift_table = param f32[6, dim] = normal(1.0 / sqrt(dim))
 
-  // temb [B, 6, dim]: shift, scale, gate of the attention, then of the FFN
-  forward(x: [B, N, dim], text: [B, L, dim], temb: [B, 6, dim]) -> [B, N, dim] {
-    m = temb + scale_shift_table
-    a = norm1(x) * (m[:, 1:2] + 1.0) + m[:, 0:1]
-    x1 = x + m[:, 2:3] * attn1(a, a)
+  // temb [B, 6 dim]: shift, scale, gate of the attention, then of the FFN
+  // (each [B, 1, dim]: taken from the last dim, a [B, 6, dim] would look like
+  // a sequence to sequence parallelism)
+  forward(x: [B, N, dim], text: [B, L, dim], temb: [B, 6 * dim]) -> [B, N, dim] {
+    shift_msa = (temb[:, 0:dim] + scale_shift_table[0]).reshape(B, 1, dim)
+    scale_msa = (temb[:, dim:2 * dim] + scale_shift_table[1]).reshape(B, 1, dim)
+    gate_msa  = (temb[:, 2 * dim:3 * dim] + scale_shift_table[2]).reshape(B, 1, dim)
+    shift_mlp = (temb[:, 3 * dim:4 * dim] + scale_shift_table[3]).reshape(B, 1, dim)
+    scale_mlp = (temb[:, 4 * dim:5 * dim] + scale_shift_table[4]).reshape(B, 1, dim)
+    gate_mlp  = (temb[:, 5 * dim:6 * dim] + scale_shift_table[5]).reshape(B, 1, dim)
+    a = norm1(x) * (scale_msa + 1.0) + shift_msa
+    x1 = x + gate_msa * attn1(a, a)
     x2 = x1 + attn2(x1, text)
-    f = norm2(x2) * (m[:, 4:5] + 1.0) + m[:, 3:4]
-    return x2 + m[:, 5:6] * ff(f)
+    f = norm2(x2) * (scale_mlp + 1.0) + shift_mlp
+    return x2 + gate_mlp * ff(f)
   }
 }
 
@@ -97,12 +104,12 @@ module AdaLNEmb(dim: int) {
   forward(t: [B]) -> [B, dim] { return timestep_embedder(t) }
 }
 
-// AdaLayerNormSingle: emb(t) for the final layer, linear(silu(emb(t))) for the blocks
+// AdaLayerNormSingle: emb(t) for the final layer, linear(silu(emb(t))) [B, 6 dim] for the blocks
 module AdaLNSingle(dim: int) {
   emb    = AdaLNEmb(dim)
   linear = Linear(dim, 6 * dim)
 
-  forward(e: [B, dim]) -> [B, 6, dim] { return linear(silu(e)).reshape(B, 6, dim) }
+  forward(e: [B, dim]) -> [B, 6 * dim] { return linear(silu(e)) }
 }
 
 // latents [B, channels, frames, height, width] (frames, height, width the
@@ -128,8 +135,9 @@ module VideoDiT(channels: int, frames: int, height: int, width: int, depth: int,
     e = adaln_single.emb(t)
     ctx = caption_projection(text)
     h = transformer_blocks(h, ctx, adaln_single(e))
-    m = scale_shift_table + e.reshape(B, 1, dim)
-    o = proj_out(norm_out(h) * (m[:, 1:2] + 1.0) + m[:, 0:1])
+    shift = (e + scale_shift_table[0]).reshape(B, 1, dim)
+    scale = (e + scale_shift_table[1]).reshape(B, 1, dim)
+    o = proj_out(norm_out(h) * (scale + 1.0) + shift)
     o = o.reshape(B, frames, gh, gw, patch, patch, channels).permute(0, 6, 1, 2, 4, 3, 5)
     return o.reshape(B, channels, frames, height, width)
   }
