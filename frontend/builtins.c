@@ -785,14 +785,15 @@ static Val *bi_causal_pad(Args *a) {
       cs.d[2] = keep;
       front = ir_add_input(p->ir, p->b.f, name, x->dtype, &cs, at(a));
     }
-  } else if (frames > 0) {
-    IrValue *first = time_slice(a, x, 0, 1);
-    if (!first) return val_err(p);
-    IrAttrs e = {0};
-    IrShape es = x->shape;
-    es.d[2] = frames;
-    ir_attrs_set_ints(&e, IR_ATTR_SHAPE, es.d, es.rank);
-    front = fe_emit1(p, IR_OP_EXPAND, first, &e, at(a));
+  } else if (frames > 0) { /* frame 0, expanded to `frames` copies when more than one */
+    front = time_slice(a, x, 0, 1);
+    if (front && frames > 1) {
+      IrAttrs e = {0};
+      IrShape es = x->shape;
+      es.d[2] = frames;
+      ir_attrs_set_ints(&e, IR_ATTR_SHAPE, es.d, es.rank);
+      front = fe_emit1(p, IR_OP_EXPAND, front, &e, at(a));
+    }
     if (!front) return val_err(p);
   }
   IrValue *out = x;

@@ -20,7 +20,7 @@ import "nn.mm"
 // WF-VAE's HaarWaveletTransform3D: [B, C, 1 + 2k, H, W] -> [B, 8C, 1 + k, H/2, W/2]
 module Haar3D(channels: int) {
   forward(x: [B, channels, T, H, W]) {
-    c = haar3d(concat([x[:, :, 0:1], x], axis = 2)) * 1.000131831310253
+    c = haar3d(causal_pad(x, 1, keep = 0)) * 1.000131831310253 // frame 0 once more in front
     if channels == 1 {
       return c
     }

@@ -107,5 +107,49 @@ else bad "--chunk-frames 8: $(cat "$T/cerr")"; fi
 "$MMC" compile "$M" --chunk-frames 4 -o "$T/x" 2> "$T/cerr"; rc=$?
 [ $rc = 2 ] && grep -q "chunk-frames goes with --task reconstruct only" "$T/cerr" && ok ||
   bad "--chunk-frames without reconstruct: exit $rc, $(cat "$T/cerr")"
+# the WF-VAE of stdlib_models/wfvae.mm is a reconstruction model too: its
+# encode gives [B, latent, 5, 8, 8], decode the clip, and the chunked
+# encoder carries the caches of its 8 causal convolutions with time kernels
+"$MMC" dump-ir "$MMC_SOURCE_DIR/stdlib_models/wfvae.mm" --model WFVAETiny --task reconstruct \
+  --after lower > "$T/wf.ir" 2> "$T/cerr" && /usr/bin/python3 - "$T/wf.ir" <<'PY' && ok || bad "WFVAETiny --task reconstruct: $(cat "$T/cerr")"
+import re, sys
+ir = open(sys.argv[1]).read()
+funcs = dict(re.findall(r"^func @(\w+)\((.*?)\) \{", ir, re.M))
+rets = {}
+for name, body in re.findall(r"^func @(\w+)\(.*?\{\n(.*?)^\}", ir, re.M | re.S):
+    last = re.findall(r"^  return (.*)$", body, re.M)[-1].split(", ")
+    types = dict(re.findall(r"^  (%\w+) = .*? : (f32\[[^\]]*\])", body, re.M))
+    rets[name] = [types.get(v, v) for v in last]
+print("WFVAETiny: encode ->", rets["encode"][0], "decode ->", rets["decode"][0],
+      "encode_next caches:", len(rets["encode_next"]) - 1)
+assert set(funcs) == {"forward", "encode", "decode", "encode_first", "encode_next"}, funcs.keys()
+assert rets["encode"][0] == "f32[2, 4, 5, 8, 8]" and rets["decode"][0] == "f32[2, 1, 17, 64, 64]"
+assert len(rets["encode_next"]) == len(rets["encode_first"]) == 9
+assert funcs["encode_next"].count(".cache :") == 8
+PY
+# ... and its chunked encoder gives the whole clip's latents: the
+# reconstructor of WFVAETiny on random weights by name (every parameter of
+# the dump's list, normal(0, 0.2), written as safetensors by numpy)
+/usr/bin/python3 - "$T/wf.ir" "$T/wfr.safetensors" <<'PY' || bad "random WFVAETiny weights"
+import json, re, struct, sys
+import numpy as np
+rng = np.random.default_rng(5)
+head, blobs, off = {}, [], 0
+for name, dims in re.findall(r"^param @(\S+) : f32\[([^\]]*)\]", open(sys.argv[1]).read(), re.M):
+    shape = [int(d) for d in dims.split(", ")]
+    a = (rng.standard_normal(shape) * 0.2).astype("<f4").tobytes()
+    head[name] = {"dtype": "F32", "shape": shape, "data_offsets": [off, off + len(a)]}
+    blobs.append(a)
+    off += len(a)
+h = json.dumps(head).encode()
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+PY
+if "$MMC" compile "$MMC_SOURCE_DIR/stdlib_models/wfvae.mm" --model WFVAETiny --task reconstruct \
+     -o "$T/wfrec" 2> "$T/cerr"; then
+  "$T/wfrec" --weights "$T/wfr.safetensors" --clips 2 --show 0 > "$T/wfout" 2> "$T/wferr"
+  diff=$(sed -n 's/^chunked encoding: 5 + 3 x 4 frames, 8 caches: max |latent difference| \([^ ]*\) (max |latent| \([^)]*\))$/\1 \2/p' "$T/wfout")
+  /usr/bin/python3 -c 'import sys; d, z = map(float, sys.argv[1:3]); print("WFVAETiny chunked: max diff %g of max |z| %g" % (d, z)); sys.exit(0 if d <= 1e-5 * max(1, z) and z > 0.1 else 1)' $diff &&
+    ok || bad "WFVAETiny chunked encoding: $(cat "$T/wfout" "$T/wferr")"
+else bad "WFVAETiny --task reconstruct: $(cat "$T/cerr")"; fi
 echo "reconstruct: $pass passed, $fail failed"
 [ $fail = 0 ]
