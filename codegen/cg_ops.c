@@ -332,6 +332,11 @@ static bool lower_embedding_grad(Cg *cg, const IrNode *n) {
   return true;
 }
 
+/* USP's Ulysses degree inside the ring (1: a plain ring). */
+static int cp_ulysses(const Cg *cg) {
+  return cg->m->plan.cp_ulysses > 1 ? cg->m->plan.cp_ulysses : 1;
+}
+
 static bool lower_rope(Cg *cg, const IrNode *n) {
   const IrShape *s = &n->in[0]->shape;
   if (s->rank != 4) return cg_error(cg, n, "rope takes x[B, T, H, D]");
@@ -342,7 +347,7 @@ static bool lower_rope(Cg *cg, const IrNode *n) {
   if (ax == -2) return cg_error(cg, n, "rope on a sequence split by several axes is not supported");
   if (ax == IR_AX_CP && n->nin == 1 && ir_cp_balanced(cg->m)) { /* two chunks per rank */
     CALL("mmrt_cp_rope_balanced", cg->mesh, O(0), V(0), I32(s->d[0]), I32(s->d[1]), I32(s->d[2]),
-         I32(s->d[3]), F32(theta), pos, I32(n->op != IR_OP_ROPE));
+         I32(s->d[3]), F32(theta), pos, I32(n->op != IR_OP_ROPE), I32(cp_ulysses(cg)));
     return true;
   }
   if (ax >= 0) /* a split sequence: this rank's first position */
@@ -387,10 +392,10 @@ static bool lower_attention(Cg *cg, const IrNode *n) {
   if (is_ring(n)) { /* ring attention over cp (runtime/mmrt_ring.c) */
     if (kdt(n) == MMRT_BF16)
       return cg_error(cg, n, "ring attention (cp_kind = ring) does not take bf16 yet");
-    cg_check_status(cg,
-                    CALL("mmrt_ring_attention_fwd", cg->mesh, O(0), stat(cg, n, 1, lse_off), V(0),
-                         V(1), V(2), I32(d[0]), I32(d[1]), I32(d[3]), I32(d[4]), I32(d[5]),
-                         I32(attr(n, IR_ATTR_CAUSAL)->i), F32(attr(n, IR_ATTR_SCALE)->f)));
+    cg_check_status(cg, CALL("mmrt_ring_attention_fwd", cg->mesh, O(0), stat(cg, n, 1, lse_off),
+                             V(0), V(1), V(2), I32(d[0]), I32(d[1]), I32(d[3]), I32(d[4]),
+                             I32(d[5]), I32(attr(n, IR_ATTR_CAUSAL)->i), I32(cp_ulysses(cg)),
+                             F32(attr(n, IR_ATTR_SCALE)->f)));
     return true;
   }
   CALL(kdt(n) == MMRT_BF16 ? "mmrt_attention_bf16_fwd" : "mmrt_attention_fwd", O(0),
@@ -477,10 +482,10 @@ static bool lower_attention_grad(Cg *cg, const IrNode *n) {
   if (is_ring(n)) {
     if (kdt(n) == MMRT_BF16)
       return cg_error(cg, n, "ring attention (cp_kind = ring) does not take bf16 yet");
-    cg_check_status(cg,
-                    CALL("mmrt_ring_attention_bwd", cg->mesh, O(0), O(1), O(2), V(0), V(1), V(2),
-                         V(3), V(4), V(5), I32(d[0]), I32(d[1]), I32(d[3]), I32(d[4]), I32(d[5]),
-                         I32(attr(n, IR_ATTR_CAUSAL)->i), F32(attr(n, IR_ATTR_SCALE)->f)));
+    cg_check_status(cg, CALL("mmrt_ring_attention_bwd", cg->mesh, O(0), O(1), O(2), V(0), V(1),
+                             V(2), V(3), V(4), V(5), I32(d[0]), I32(d[1]), I32(d[3]), I32(d[4]),
+                             I32(d[5]), I32(attr(n, IR_ATTR_CAUSAL)->i), I32(cp_ulysses(cg)),
+                             F32(attr(n, IR_ATTR_SCALE)->f)));
     return true;
   }
   CALL(kdt(n) == MMRT_BF16 ? "mmrt_attention_bf16_bwd" : "mmrt_attention_bwd", O(0), O(1), O(2),
@@ -684,7 +689,7 @@ static bool lower_cp_balanced(Cg *cg, const IrNode *n, int d) {
   around(&whole->shape, d, &outer, &inner);
   if (n->op == IR_OP_ALL_SLICE) {
     CALL("mmrt_cp_slice_balanced", cg->mesh, O(0), V(0), cg_i64(cg, outer), cg_i64(cg, dim),
-         cg_i64(cg, inner), cg_i64(cg, ir_dtype_size(x->dtype)));
+         cg_i64(cg, inner), cg_i64(cg, ir_dtype_size(x->dtype)), I32(cp_ulysses(cg)));
     return true;
   }
   if (x->dtype != IR_F32)
@@ -697,7 +702,7 @@ static bool lower_cp_balanced(Cg *cg, const IrNode *n, int d) {
   cg_check_status(cg, CALL(n->op == IR_OP_ALL_GATHER ? "mmrt_cp_gather_balanced"
                                                      : "mmrt_cp_reduce_scatter_balanced",
                            cg->mesh, O(0), V(0), cg_i64(cg, outer), cg_i64(cg, dim),
-                           cg_i64(cg, inner)));
+                           cg_i64(cg, inner), I32(cp_ulysses(cg))));
   return true;
 }
 

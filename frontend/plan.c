@@ -10,7 +10,7 @@
 #include "fe_internal.h"
 
 void mm_plan_flags_init(MmPlanFlags *f) {
-  f->tp = f->pp = f->cp = f->dp = f->zero = f->micro_batches = -1;
+  f->tp = f->pp = f->cp = f->dp = f->zero = f->micro_batches = f->cp_ulysses = -1;
   f->sp = -1;
   f->schedule = f->recompute = f->cp_kind = NULL;
   f->bucket_set = false;
@@ -574,6 +574,9 @@ static bool read_parallel(FeProgram *p, Inst *root, AstStmt *sec, MmPlan *pl) {
         diag_error(p->d, s->value->loc,
                    "unknown context-parallel kind '%s' (expected ulysses or ring)", k);
       ok &= k && ki < 2;
+    } else if (strcmp(n, "cp_ulysses") == 0) {
+      ok &= pos_int(p, &root->env, s, 1, 4096, &pl->cp_ulysses);
+      pl->loc_cp_ulysses = s->name_loc;
     } else if (strcmp(n, "dp") == 0) {
       ok &= pos_int(p, &root->env, s, 1, 1 << 20, &pl->dp);
       pl->loc_dp = s->name_loc;
@@ -671,8 +674,8 @@ static bool read_parallel(FeProgram *p, Inst *root, AstStmt *sec, MmPlan *pl) {
       }
     } else {
       diag_error(p->d, s->name_loc,
-                 "unknown parallel setting '%s' (expected tp, sp, pp, cp, cp_kind, dp, zero, "
-                 "micro_batches, schedule, stages, recompute, vpp, bucket_mb)",
+                 "unknown parallel setting '%s' (expected tp, sp, pp, cp, cp_kind, cp_ulysses, dp, "
+                 "zero, micro_batches, schedule, stages, recompute, vpp, bucket_mb)",
                  n);
       ok = false;
     }
@@ -798,6 +801,19 @@ static bool refuse_inert(FeProgram *p, const MmPlan *pl, SrcLoc model_loc) {
   else if (pl->loc_vpp.file && pl->vpp > 1 && pl->schedule != MM_SCHED_INTERLEAVED)
     diag_error(p->d, pl->loc_vpp, "vpp = %d virtual stages per rank need schedule = interleaved",
                pl->vpp);
+  if (pl->cp_ulysses > 0) {
+    SrcLoc at = or_loc(pl->loc_cp_ulysses, model_loc);
+    if (pl->cp <= 1)
+      diag_error(p->d, at, "cp_ulysses sets the Ulysses degree inside the cp ring, but cp = %d",
+                 pl->cp);
+    else if (pl->cp % pl->cp_ulysses)
+      diag_error(p->d, at, "cp_ulysses = %d does not divide cp = %d (USP: cp = ulysses x ring)",
+                 pl->cp_ulysses, pl->cp);
+    else if (pl->cp_kind == MM_CP_ULYSSES && (pl->loc_cp_kind.file || f->cp_kind))
+      diag_error(p->d, at,
+                 "cp_ulysses makes a ring of Ulysses groups (USP), but cp_kind = ulysses; use "
+                 "cp_kind = ring or leave it out");
+  }
   if ((pl->loc_cp_kind.file || f->cp_kind) && pl->cp <= 1)
     diag_error(p->d, or_loc(pl->loc_cp_kind, model_loc),
                "cp_kind chooses how context parallel splits, but cp = %d", pl->cp);
@@ -860,15 +876,17 @@ static bool check_plan(FeProgram *p, MmPlan *pl, SrcLoc model_loc) {
                  (long long)s->heads, s->path);
       diag_note(p->d, s->loc, "attention with %lld heads here", (long long)s->heads);
       ok = false;
-    } else if (pl->cp > 1 && pl->cp_kind == MM_CP_ULYSSES) {
-      int64_t ways = (int64_t)pl->tp * pl->cp;
+    } else if (pl->cp > 1 && (pl->cp_kind == MM_CP_ULYSSES ||
+                              (pl->cp_ulysses > 1 && pl->cp % pl->cp_ulysses == 0))) {
+      int64_t ways = (int64_t)pl->tp * (pl->cp_kind == MM_CP_ULYSSES ? pl->cp : pl->cp_ulysses);
       bool kv = s->heads % ways == 0; /* then the key/value heads do not divide */
       if (s->heads % ways || s->kv_heads % ways) {
         diag_error(p->d, or_loc(pl->loc_cp, model_loc),
-                   "Ulysses context parallel: tp * cp = %lld does not divide the %lld %s heads of "
-                   "'%s'",
-                   (long long)ways, (long long)(kv ? s->kv_heads : s->heads),
-                   kv ? "key/value" : "attention", s->path);
+                   "Ulysses context parallel: tp * %s = %lld does not divide the %lld %s heads "
+                   "of '%s'",
+                   pl->cp_kind == MM_CP_ULYSSES ? "cp" : "cp_ulysses", (long long)ways,
+                   (long long)(kv ? s->kv_heads : s->heads), kv ? "key/value" : "attention",
+                   s->path);
         diag_note(p->d, s->loc, "attention with %lld heads (%lld key/value heads) here",
                   (long long)s->heads, (long long)s->kv_heads);
         ok = false;
@@ -955,9 +973,12 @@ static void apply_flags(FeProgram *p, MmPlan *pl, const MmPlanFlags *f) {
   if (f->sp >= 0) pl->sp = f->sp == 1, pl->loc_sp = (SrcLoc){0};
   if (f->bucket_set) pl->bucket_mb = f->bucket_mb, pl->loc_bucket = (SrcLoc){0};
   if (f->no_overlap) pl->no_overlap = true;
+  if (f->cp_ulysses > 0) pl->cp_ulysses = f->cp_ulysses, pl->loc_cp_ulysses = (SrcLoc){0};
   if (f->cp_kind)
     pl->cp_kind = strcmp(f->cp_kind, "ring") == 0 ? MM_CP_RING : MM_CP_ULYSSES,
     pl->loc_cp_kind = (SrcLoc){0};
+  if (pl->cp_ulysses > 0 && !pl->loc_cp_kind.file && !f->cp_kind)
+    pl->cp_kind = MM_CP_RING; /* USP: a ring of Ulysses groups */
   if (f->schedule) {
     if (strcmp(f->schedule, "gpipe") == 0)
       pl->schedule = MM_SCHED_GPIPE;

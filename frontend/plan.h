@@ -36,6 +36,7 @@ typedef struct MmPlan {
   int tp, pp, cp, dp, zero, micro_batches, vpp;
   bool sp;
   MmCpKind cp_kind;
+  int cp_ulysses; /* USP: the Ulysses degree inside a ring of cp / cp_ulysses (0: not set) */
   MmSchedule schedule;
   MmRecompute recompute;
   int recompute_block; /* N of MM_RECOMPUTE_BLOCK */
@@ -55,7 +56,7 @@ typedef struct MmPlan {
    * reader */
   bool no_overlap;
   SrcLoc loc_tp, loc_pp, loc_cp, loc_dp, loc_sp, loc_zero, loc_mb, loc_stages, loc_bucket, loc_vpp,
-      loc_schedule, loc_cp_kind, loc_recompute; /* where each was set */
+      loc_schedule, loc_cp_kind, loc_cp_ulysses, loc_recompute; /* where each was set */
 } MmPlan;
 
 /* The bucket size when neither the model nor --bucket-mb sets one. */
@@ -63,7 +64,7 @@ typedef struct MmPlan {
 
 /* Command-line overrides: -1 (or false for has_sp) means "not given". */
 typedef struct MmPlanFlags {
-  int tp, pp, cp, dp, zero, micro_batches;
+  int tp, pp, cp, dp, zero, micro_batches, cp_ulysses;
   int sp; /* -1 not given, 0 off, 1 on */
   const char *schedule, *recompute, *cp_kind;
   bool bucket_set; /* --bucket-mb given (false in a zeroed struct) */

@@ -93,6 +93,7 @@ static const IrSetting plan_fields[] = {
     INT("cp", plan.cp, 1, MAXN),
     INT("dp", plan.dp, 1, MAXN),
     ENUM("cp_kind", plan.cp_kind, cp_kind_names),
+    INT("cp_ulysses", plan.cp_ulysses, 0, MAXN),
     BOOL("sp", plan.sp),
     INT("zero", plan.zero, 0, 3),
     INT("micro_batches", plan.micro_batches, 1, MAXN),

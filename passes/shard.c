@@ -805,13 +805,15 @@ static bool cp_check(Sh *s) {
                    2 * (long long)plan->cp, (long long)t, where(n));
         ok = false;
       }
-      int64_t ways = (int64_t)plan->cp * (plan->tp > 1 ? plan->tp : 1);
+      bool usp = ringk && plan->cp_ulysses > 1 && ir_attrs_has(&n->attrs, IR_ATTR_RING);
+      int64_t ways = (int64_t)(usp ? plan->cp_ulysses : plan->cp) * (plan->tp > 1 ? plan->tp : 1);
       int64_t h = n->in[0]->shape.d[2], kvh = n->in[1]->shape.d[2];
-      if (plan->cp_kind == MM_CP_ULYSSES && (h % ways || kvh % ways) && ok) {
+      if ((plan->cp_kind == MM_CP_ULYSSES || usp) && (h % ways || kvh % ways) && ok) {
         diag_error(s->d, n->loc,
-                   "Ulysses context parallel: tp * cp = %lld does not divide the %lld heads "
+                   "Ulysses context parallel: tp * %s = %lld does not divide the %lld heads "
                    "(%lld key/value heads) of '%s'",
-                   (long long)ways, (long long)h, (long long)kvh, where(n));
+                   usp ? "cp_ulysses" : "cp", (long long)ways, (long long)h, (long long)kvh,
+                   where(n));
         ok = false;
       }
     }
@@ -834,6 +836,13 @@ bool pass_shard(IrModule *m, PassCtx *cx) {
   for (int a = 0; a < IR_NAXES; a++) trivial &= mesh[a] <= 1;
   if (trivial) return true;
   Sh s = {.m = m, .d = cx->d ? cx->d : m->diag, .plan = plan, .ok = true};
+  if (plan->cp > 1 && plan->cp_ulysses > 1 &&
+      (plan->cp % plan->cp_ulysses || plan->cp_kind != MM_CP_RING)) {
+    diag_error(s.d, plan->loc_cp,
+               "cp_ulysses = %d: USP needs cp_kind = ring and a cp (%d) it divides",
+               plan->cp_ulysses, plan->cp);
+    return false;
+  }
   if (plan->cp > 1 && !cp_check(&s)) return false;
   for (int a = 0; a < IR_NAXES; a++) m->mesh[a] = mesh[a] < 1 ? 1 : mesh[a];
   arena_init(&s.a);

@@ -1444,19 +1444,31 @@ static struct {
   double window_s, wait_s, t_start;
 } ring_st;
 
-int mmrt_ring_shift_start(MmrtMesh *m, MmrtAxis ax, const void *send, void *recv, size_t count,
-                          MmrtDtype dt, int tag, MPI_Request rq[2]) {
+int mmrt_ring_shift_start(MmrtMesh *m, MmrtAxis ax, MPI_Comm comm, int n, int me, const void *send,
+                          void *recv, size_t count, MmrtDtype dt, int tag, MPI_Request rq[2]) {
   static const char op[] = "ring_shift";
   int rc = check(m, op, ax, dt);
   if (rc) return rc;
   if (count > INT_MAX) return too_large(m, op, ax, count);
-  int n = m->size[ax], me = m->coord[ax];
-  tally(MMRT_COMM_RING, ax, n, count, (uint64_t)count * esize(dt));
+  tally(MMRT_COMM_RING, ax, m->size[ax], count, (uint64_t)count * esize(dt));
   ring_st.shifts++;
   ring_st.t_start = now_s();
-  rc = MPI_Irecv(recv, (int)count, mpi_type(dt), (me + n - 1) % n, tag, m->comm[ax], &rq[0]);
+  rc = MPI_Irecv(recv, (int)count, mpi_type(dt), (me + n - 1) % n, tag, comm, &rq[0]);
   if (rc == MPI_SUCCESS)
-    rc = MPI_Isend(send, (int)count, mpi_type(dt), (me + 1) % n, tag, m->comm[ax], &rq[1]);
+    rc = MPI_Isend(send, (int)count, mpi_type(dt), (me + 1) % n, tag, comm, &rq[1]);
+  return rc == MPI_SUCCESS ? MMRT_OK : mpi_fail(m, op, ax, rc);
+}
+
+int mmrt_all_to_all_group(MmrtMesh *m, MmrtAxis ax, MPI_Comm comm, int n, const void *send,
+                          void *recv, size_t count, MmrtDtype dt) {
+  static const char op[] = "all_to_all";
+  int rc = check(m, op, ax, dt);
+  if (rc) return rc;
+  if (count * (size_t)n > INT_MAX) return too_large(m, op, ax, count * (size_t)n);
+  size_t es = esize(dt);
+  tally(MMRT_COMM_ALL_TO_ALL, ax, m->size[ax], count * (size_t)n,
+        share((uint64_t)count * (uint64_t)n * es, (uint64_t)(n - 1), n));
+  rc = MPI_Alltoall(send, (int)count, mpi_type(dt), recv, (int)count, mpi_type(dt), comm);
   return rc == MPI_SUCCESS ? MMRT_OK : mpi_fail(m, op, ax, rc);
 }
 

@@ -296,14 +296,20 @@ MmrtOverlapStats mmrt_comm_overlap_stats(void);
 void mmrt_comm_overlap_print(FILE *f);
 
 /* Ring shifts (ring attention, runtime/mmrt_ring.c): start sending count
- * elements of send to the next rank of axis ax ((c + 1) mod n) and
- * receiving as many into recv from the previous one, non-blocking (one
- * "ring" call of count elements sent); test progresses them (returns 1
- * when both are done); wait finishes them through the watchdog. The
- * seconds from start to wait and blocked in the waits are kept for
- * mmrt_comm_ring_print. */
-int mmrt_ring_shift_start(MmrtMesh *m, MmrtAxis ax, const void *send, void *recv, size_t count,
-                          MmrtDtype dt, int tag, MPI_Request rq[2]);
+ * elements of send to the next rank of a ring of n ranks on communicator
+ * comm (a sub-communicator of axis ax, or its own; this rank is me: the
+ * next is (me + 1) mod n) and receiving as many into recv from the
+ * previous one, non-blocking (one "ring" call of count elements sent on
+ * ax); test progresses them (returns 1 when both are done); wait finishes
+ * them through the watchdog. The seconds from start to wait and blocked in
+ * the waits are kept for mmrt_comm_ring_print. */
+int mmrt_ring_shift_start(MmrtMesh *m, MmrtAxis ax, MPI_Comm comm, int n, int me, const void *send,
+                          void *recv, size_t count, MmrtDtype dt, int tag, MPI_Request rq[2]);
+/* All-to-all of count elements to and from each of the n ranks of comm (a
+ * sub-communicator of axis ax: USP's Ulysses groups), blocking; counted as
+ * an all_to_all on ax. */
+int mmrt_all_to_all_group(MmrtMesh *m, MmrtAxis ax, MPI_Comm comm, int n, const void *send,
+                          void *recv, size_t count, MmrtDtype dt);
 int mmrt_ring_shift_test(MPI_Request rq[2]);
 int mmrt_ring_shift_wait(MmrtMesh *m, MmrtAxis ax, MPI_Request rq[2]);
 /* "ring shifts: N, X ms from start to wait, Y ms blocked in the waits" (nothing when none ran). */

@@ -22,7 +22,11 @@
  * chunk gk fully when gk < gq, causally when gk == gq, not at all when
  * gk > gq. The trainer's other values split over cp are in the same layout
  * (ir_cp_balanced): the slices, gathers and reduce-scatters over cp below
- * and RoPE's positions follow it. */
+ * and RoPE's positions follow it.
+ *
+ * USP (cp = U x R, mmrt_abi.def): the ring runs over R groups of U ranks,
+ * each group moving its rows to a head split by an all-to-all first and
+ * the output back after (below). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,27 +66,27 @@ static void merge(float *out, float *lse, int ldl, const float *o2, const float 
 
 typedef struct Ring {
   MmrtMesh *m;
+  MPI_Comm comm; /* the ring's ranks: cp, or under USP those of one Ulysses index */
   int P, r, nc, B, T, H, KVH, D, causal;
   int64_t c;
   size_t qrow, kvrow, nkv; /* floats per query row, per key row, of one k (or v) block */
 } Ring;
 
-static Ring ring_of(void *mesh, int B, int T, int H, int KVH, int D, int causal) {
-  MmrtMesh *m = mesh;
-  Ring g = {m,
-            m ? m->size[MMRT_AXIS_CP] : 1,
-            m ? m->coord[MMRT_AXIS_CP] : 0,
-            causal ? 2 : 1,
-            B,
-            T,
-            H,
-            KVH,
-            D,
-            causal,
-            0,
-            (size_t)H * D,
-            (size_t)KVH * D,
-            0};
+static Ring ring_of(MmrtMesh *m, MPI_Comm comm, int P, int r, int B, int T, int H, int KVH, int D,
+                    int causal) {
+  Ring g = {.m = m,
+            .comm = comm,
+            .P = P,
+            .r = r,
+            .nc = causal ? 2 : 1,
+            .B = B,
+            .T = T,
+            .H = H,
+            .KVH = KVH,
+            .D = D,
+            .causal = causal,
+            .qrow = (size_t)H * D,
+            .kvrow = (size_t)KVH * D};
   g.c = T / g.nc;
   g.nkv = (size_t)B * T * g.kvrow;
   return g;
@@ -130,17 +134,17 @@ static void fwd_block(const Ring *g, float *out, float *lse, const float *q, con
       }
 }
 
-int mmrt_ring_attention_fwd(void *mesh, float *out, float *lse, const float *q, const float *k,
-                            const float *v, int B, int T, int H, int KVH, int D, int causal,
-                            float scale) {
-  Ring g = ring_of(mesh, B, T, H, KVH, D, causal);
+/* The ring proper over g's ranks, on the rows it holds (in the balanced
+ * layout of the ring's chunks when causal). */
+static int ring_fwd(const Ring *gp, float *out, float *lse, const float *q, const float *k,
+                    const float *v, float scale) {
+  const Ring g = *gp;
   if (g.P <= 1) {
-    mmrt_attention_fwd(out, lse, q, k, v, B, T, T, H, KVH, D, causal, scale);
+    mmrt_attention_fwd(out, lse, q, k, v, g.B, g.T, g.T, g.H, g.KVH, g.D, g.causal, scale);
     return MMRT_OK;
   }
-  size_t nq = (size_t)B * T * g.qrow;
-  float *kv = malloc(sizeof(float) * 4 * g.nkv),
-        *to = malloc(sizeof(float) * (nq + (size_t)B * H * T));
+  size_t nq = (size_t)g.B * g.T * g.qrow, nl = (size_t)g.B * g.H * g.T;
+  float *kv = malloc(sizeof(float) * 4 * g.nkv), *to = malloc(sizeof(float) * (nq + nl));
   if (!kv || !to) {
     free(kv), free(to);
     return nomem(g.m, "mmrt_ring_attention_fwd");
@@ -149,13 +153,13 @@ int mmrt_ring_attention_fwd(void *mesh, float *out, float *lse, const float *q, 
   memcpy(cur, k, sizeof(float) * g.nkv);
   memcpy(cur + g.nkv, v, sizeof(float) * g.nkv);
   memset(out, 0, sizeof(float) * nq);
-  for (size_t i = 0; i < (size_t)B * H * T; i++) lse[i] = -INFINITY;
+  for (size_t i = 0; i < nl; i++) lse[i] = -INFINITY;
   int rc = MMRT_OK;
   for (int s = 0; s < g.P && !rc; s++) {
     MPI_Request rq[2];
     int shift = s < g.P - 1;
-    if (shift &&
-        (rc = mmrt_ring_shift_start(g.m, MMRT_AXIS_CP, cur, next, 2 * g.nkv, MMRT_F32, TAG_KV, rq)))
+    if (shift && (rc = mmrt_ring_shift_start(g.m, MMRT_AXIS_CP, g.comm, g.P, g.r, cur, next,
+                                             2 * g.nkv, MMRT_F32, TAG_KV, rq)))
       break;
     fwd_block(&g, out, lse, q, cur, cur + g.nkv, (g.r - s + g.P) % g.P, scale, to, tl, rq, shift);
     if (shift) {
@@ -198,36 +202,37 @@ static void bwd_block(const Ring *g, float *dq, float *dk, float *dv, const floa
     }
 }
 
-int mmrt_ring_attention_bwd(void *mesh, float *dq, float *dk, float *dv, const float *dout,
-                            const float *q, const float *k, const float *v, const float *out,
-                            const float *lse, int B, int T, int H, int KVH, int D, int causal,
-                            float scale) {
-  Ring g = ring_of(mesh, B, T, H, KVH, D, causal);
+static int ring_bwd(const Ring *gp, float *dq, float *dk, float *dv, const float *dout,
+                    const float *q, const float *k, const float *v, const float *out,
+                    const float *lse, float scale) {
+  const Ring g = *gp;
   if (g.P <= 1) {
-    mmrt_attention_bwd(dq, dk, dv, dout, q, k, v, out, lse, B, T, T, H, KVH, D, causal, scale, 0);
+    mmrt_attention_bwd(dq, dk, dv, dout, q, k, v, out, lse, g.B, g.T, g.T, g.H, g.KVH, g.D,
+                       g.causal, scale, 0);
     return MMRT_OK;
   }
   size_t n = g.nkv;
   /* kv: the block held and the next; dkv: their accumulators */
-  float *buf = malloc(sizeof(float) * (8 * n + (size_t)H * T));
+  float *buf = malloc(sizeof(float) * (8 * n + (size_t)g.H * g.T));
   if (!buf) return nomem(g.m, "mmrt_ring_attention_bwd");
   float *cur = buf, *next = buf + 2 * n, *dcur = buf + 4 * n, *dnext = buf + 6 * n;
   float *tl = buf + 8 * n;
   memcpy(cur, k, sizeof(float) * n);
   memcpy(cur + n, v, sizeof(float) * n);
   memset(dcur, 0, sizeof(float) * 2 * n);
-  memset(dq, 0, sizeof(float) * (size_t)B * T * g.qrow);
+  memset(dq, 0, sizeof(float) * (size_t)g.B * g.T * g.qrow);
   int rc = MMRT_OK;
   for (int s = 0; s < g.P && !rc; s++) {
     MPI_Request rq[2], rd[2];
     int shift = s < g.P - 1;
-    if (shift &&
-        (rc = mmrt_ring_shift_start(g.m, MMRT_AXIS_CP, cur, next, 2 * n, MMRT_F32, TAG_KV, rq)))
+    if (shift && (rc = mmrt_ring_shift_start(g.m, MMRT_AXIS_CP, g.comm, g.P, g.r, cur, next, 2 * n,
+                                             MMRT_F32, TAG_KV, rq)))
       break;
     bwd_block(&g, dq, dcur, dcur + n, dout, q, cur, cur + n, out, lse, (g.r - s + g.P) % g.P, scale,
               tl, rq, shift);
     /* the accumulators follow their block, and go home after the last step */
-    if ((rc = mmrt_ring_shift_start(g.m, MMRT_AXIS_CP, dcur, dnext, 2 * n, MMRT_F32, TAG_DKV, rd)))
+    if ((rc = mmrt_ring_shift_start(g.m, MMRT_AXIS_CP, g.comm, g.P, g.r, dcur, dnext, 2 * n,
+                                    MMRT_F32, TAG_DKV, rd)))
       break;
     if (shift && (rc = mmrt_ring_shift_wait(g.m, MMRT_AXIS_CP, rq))) break;
     if ((rc = mmrt_ring_shift_wait(g.m, MMRT_AXIS_CP, rd))) break;
@@ -243,22 +248,150 @@ int mmrt_ring_attention_bwd(void *mesh, float *dq, float *dk, float *dv, const f
   return rc;
 }
 
+/* ---- USP: Ulysses groups inside the ring ----
+ * cp = U x R: cp rank c = g U + u is index u of Ulysses group g (the U
+ * ranks with c / U = g) and rank g of ring u. The Ulysses all-to-all moves
+ * a group's rows to every member for H / U of the heads (and KVH / U key
+ * and value heads); the ring then runs over the groups. Layout of a rank's
+ * T rows (nc chunks of c rows): chunk x of rank (g, u) is piece u of the
+ * ring's chunk x of group g, so after the all-to-all the group's rows are
+ * in the ring's layout: row (x U + u) c + o. */
+
+static struct {
+  MPI_Comm parent, uly, ring;
+  int U;
+} subs = {MPI_COMM_NULL, MPI_COMM_NULL, MPI_COMM_NULL, 0};
+
+static int groups(MmrtMesh *m, int U) {
+  MPI_Comm cp = m->comm[MMRT_AXIS_CP];
+  if (subs.U == U && subs.parent == cp) return MMRT_OK;
+  int c = m->coord[MMRT_AXIS_CP];
+  if (MPI_Comm_split(cp, c / U, c % U, &subs.uly) != MPI_SUCCESS ||
+      MPI_Comm_split(cp, c % U, c / U, &subs.ring) != MPI_SUCCESS) {
+    snprintf(m->err, sizeof m->err, "ring attention: cannot split cp into Ulysses groups of %d", U);
+    return MMRT_ERR_COMM;
+  }
+  subs.parent = cp, subs.U = U;
+  return MMRT_OK;
+}
+
+/* x (B, T, Hx, D) of this rank's rows <-> xh (B, U T, Hx / U, D) of the
+ * group's rows and this rank's heads (to_heads: x -> xh). send, recv:
+ * B T Hx D floats each. */
+static int uly_move(MmrtMesh *m, int U, int nc, int B, int T, int Hx, int D, float *x, float *xh,
+                    float *send, float *recv, int to_heads) {
+  size_t Hu = (size_t)Hx / (size_t)U, hd = Hu * (size_t)D, blk = (size_t)B * (size_t)T * hd;
+  size_t c = (size_t)T / (size_t)nc, T2 = (size_t)U * (size_t)T;
+  for (int u = 0; u < U; u++) /* pack the block for (or from) member u */
+    for (int b = 0; b < B; b++)
+      for (int t = 0; t < T; t++) {
+        float *sp = send + (size_t)u * blk + ((size_t)b * T + (size_t)t) * hd;
+        size_t row = ((size_t)t / c * (size_t)U + (size_t)u) * c + (size_t)t % c;
+        if (to_heads)
+          memcpy(sp, x + (((size_t)b * T + (size_t)t) * Hx + (size_t)u * Hu) * D,
+                 sizeof(float) * hd);
+        else
+          memcpy(sp, xh + ((size_t)b * T2 + row) * hd, sizeof(float) * hd);
+      }
+  int rc = mmrt_all_to_all_group(m, MMRT_AXIS_CP, subs.uly, U, send, recv, blk, MMRT_F32);
+  if (rc) return rc;
+  for (int u = 0; u < U; u++)
+    for (int b = 0; b < B; b++)
+      for (int t = 0; t < T; t++) {
+        const float *rp = recv + (size_t)u * blk + ((size_t)b * T + (size_t)t) * hd;
+        size_t row = ((size_t)t / c * (size_t)U + (size_t)u) * c + (size_t)t % c;
+        if (to_heads)
+          memcpy(xh + ((size_t)b * T2 + row) * hd, rp, sizeof(float) * hd);
+        else
+          memcpy(x + (((size_t)b * T + (size_t)t) * Hx + (size_t)u * Hu) * D, rp,
+                 sizeof(float) * hd);
+      }
+  return MMRT_OK;
+}
+
+static Ring usp_ring(MmrtMesh *m, int U, int B, int T, int H, int KVH, int D, int causal) {
+  int P = m ? m->size[MMRT_AXIS_CP] : 1, c = m ? m->coord[MMRT_AXIS_CP] : 0;
+  if (U <= 1)
+    return ring_of(m, m ? m->comm[MMRT_AXIS_CP] : MPI_COMM_NULL, P, c, B, T, H, KVH, D, causal);
+  return ring_of(m, subs.ring, P / U, c / U, B, U * T, H / U, KVH / U, D, causal);
+}
+
+/* USP's degree U for this call (or a negative status) and its ring. */
+static int usp_setup(MmrtMesh *m, int ulysses, int B, int T, int H, int KVH, int D, int causal,
+                     Ring *g) {
+  int U = m && ulysses > 1 ? ulysses : 1, rc;
+  if (U > 1 && (rc = groups(m, U))) return rc;
+  *g = usp_ring(m, U, B, T, H, KVH, D, causal);
+  return U;
+}
+
+int mmrt_ring_attention_fwd(void *mesh, float *out, float *lse, const float *q, const float *k,
+                            const float *v, int B, int T, int H, int KVH, int D, int causal,
+                            int ulysses, float scale) {
+  MmrtMesh *m = mesh;
+  Ring g;
+  int U = usp_setup(m, ulysses, B, T, H, KVH, D, causal, &g), rc;
+  if (U <= 1) return U < 0 ? U : ring_fwd(&g, out, lse, q, k, v, scale);
+  /* lse stays in the head-split layout (B, H / U, U T): only the backward reads it */
+  size_t nq = (size_t)B * T * H * D, nk = (size_t)B * T * KVH * D;
+  float *w = malloc(sizeof(float) * (4 * nq + 2 * nk));
+  if (!w) return nomem(m, "mmrt_ring_attention_fwd");
+  float *qh = w, *oh = qh + nq, *kh = oh + nq, *vh = kh + nk, *sb = vh + nk, *rb = sb + nq;
+  int nc = causal ? 2 : 1;
+  rc = uly_move(m, U, nc, B, T, H, D, (float *)q, qh, sb, rb, 1);
+  if (!rc) rc = uly_move(m, U, nc, B, T, KVH, D, (float *)k, kh, sb, rb, 1);
+  if (!rc) rc = uly_move(m, U, nc, B, T, KVH, D, (float *)v, vh, sb, rb, 1);
+  if (!rc) rc = ring_fwd(&g, oh, lse, qh, kh, vh, scale);
+  if (!rc) rc = uly_move(m, U, nc, B, T, H, D, out, oh, sb, rb, 0);
+  free(w);
+  return rc;
+}
+
+int mmrt_ring_attention_bwd(void *mesh, float *dq, float *dk, float *dv, const float *dout,
+                            const float *q, const float *k, const float *v, const float *out,
+                            const float *lse, int B, int T, int H, int KVH, int D, int causal,
+                            int ulysses, float scale) {
+  MmrtMesh *m = mesh;
+  Ring g;
+  int U = usp_setup(m, ulysses, B, T, H, KVH, D, causal, &g), rc;
+  if (U <= 1) return U < 0 ? U : ring_bwd(&g, dq, dk, dv, dout, q, k, v, out, lse, scale);
+  size_t nq = (size_t)B * T * H * D, nk = (size_t)B * T * KVH * D;
+  float *w = malloc(sizeof(float) * (6 * nq + 4 * nk));
+  if (!w) return nomem(m, "mmrt_ring_attention_bwd");
+  float *qh = w, *oh = qh + nq, *doh = oh + nq, *dqh = doh + nq, *kh = dqh + nq, *vh = kh + nk;
+  float *dkh = vh + nk, *dvh = dkh + nk, *sb = dvh + nk, *rb = sb + nq;
+  int nc = causal ? 2 : 1;
+  rc = uly_move(m, U, nc, B, T, H, D, (float *)q, qh, sb, rb, 1);
+  if (!rc) rc = uly_move(m, U, nc, B, T, H, D, (float *)out, oh, sb, rb, 1);
+  if (!rc) rc = uly_move(m, U, nc, B, T, H, D, (float *)dout, doh, sb, rb, 1);
+  if (!rc) rc = uly_move(m, U, nc, B, T, KVH, D, (float *)k, kh, sb, rb, 1);
+  if (!rc) rc = uly_move(m, U, nc, B, T, KVH, D, (float *)v, vh, sb, rb, 1);
+  if (!rc) rc = ring_bwd(&g, dqh, dkh, dvh, doh, qh, kh, vh, oh, lse, scale);
+  if (!rc) rc = uly_move(m, U, nc, B, T, H, D, dq, dqh, sb, rb, 0);
+  if (!rc) rc = uly_move(m, U, nc, B, T, KVH, D, dk, dkh, sb, rb, 0);
+  if (!rc) rc = uly_move(m, U, nc, B, T, KVH, D, dv, dvh, sb, rb, 0);
+  free(w);
+  return rc;
+}
+
 /* ---- the balanced layout's collectives and RoPE ---- */
 
-/* Global chunk (of 2P) of local half x of rank r. */
-static int64_t half_of(int r, int P, int x) {
-  return gchunk(r, P, 2, x);
+/* Global piece (of 2P) of local half x of cp rank c: under USP (U > 1)
+ * piece u of the ring's chunk x of group g = c / U (c = g U + u). */
+static int64_t half_of(int c, int P, int x, int U) {
+  int R = P / U, g = c / U, u = c % U;
+  return (int64_t)gchunk(g, R, 2, x) * U + u;
 }
 
 void mmrt_cp_slice_balanced(void *mesh, void *dst, const void *src, int64_t outer, int64_t dim,
-                            int64_t inner, int64_t esize) {
+                            int64_t inner, int64_t esize, int ulysses) {
   MmrtMesh *m = mesh;
   int P = m ? m->size[MMRT_AXIS_CP] : 1, r = m ? m->coord[MMRT_AXIS_CP] : 0;
   size_t c = (size_t)(dim / (2 * P)), row = c * (size_t)inner * (size_t)esize;
   for (int64_t o = 0; o < outer; o++)
     for (int x = 0; x < 2; x++)
       memcpy((char *)dst + ((size_t)o * 2 + (size_t)x) * row,
-             (const char *)src + ((size_t)o * (size_t)dim + (size_t)half_of(r, P, x) * c) *
+             (const char *)src + ((size_t)o * (size_t)dim + (size_t)half_of(r, P, x, ulysses) * c) *
                                      (size_t)inner * (size_t)esize,
              row);
 }
@@ -267,19 +400,19 @@ void mmrt_cp_slice_balanced(void *mesh, void *dst, const void *src, int64_t oute
  * split's order (rank r's part = its two chunks): chunk (p, x) of the
  * contiguous order is global chunk half_of(p, x). */
 static void reorder(float *dst, const float *src, int64_t outer, int64_t dim, int64_t inner, int P,
-                    int to_global) {
+                    int U, int to_global) {
   size_t c = (size_t)(dim / (2 * P)) * (size_t)inner;
   for (int64_t o = 0; o < outer; o++)
     for (int p = 0; p < P; p++)
       for (int x = 0; x < 2; x++) {
         size_t at = (size_t)o * (size_t)dim * (size_t)inner;
-        size_t a = at + ((size_t)p * 2 + (size_t)x) * c, g = at + (size_t)half_of(p, P, x) * c;
+        size_t a = at + ((size_t)p * 2 + (size_t)x) * c, g = at + (size_t)half_of(p, P, x, U) * c;
         memcpy(dst + (to_global ? g : a), src + (to_global ? a : g), sizeof(float) * c);
       }
 }
 
 int mmrt_cp_gather_balanced(void *mesh, float *dst, const float *src, int64_t outer, int64_t dim,
-                            int64_t inner) {
+                            int64_t inner, int ulysses) {
   MmrtMesh *m = mesh;
   int P = m->size[MMRT_AXIS_CP];
   size_t n = (size_t)outer * (size_t)dim * (size_t)inner;
@@ -287,19 +420,19 @@ int mmrt_cp_gather_balanced(void *mesh, float *dst, const float *src, int64_t ou
   if (!t) return nomem(m, "mmrt_cp_gather_balanced");
   int rc =
       mmrt_all_gather(m, MMRT_AXIS_CP, src, t, (size_t)outer, (size_t)dim, (size_t)inner, MMRT_F32);
-  if (!rc) reorder(dst, t, outer, dim, inner, P, 1);
+  if (!rc) reorder(dst, t, outer, dim, inner, P, ulysses, 1);
   free(t);
   return rc;
 }
 
 int mmrt_cp_reduce_scatter_balanced(void *mesh, float *dst, const float *src, int64_t outer,
-                                    int64_t dim, int64_t inner) {
+                                    int64_t dim, int64_t inner, int ulysses) {
   MmrtMesh *m = mesh;
   int P = m->size[MMRT_AXIS_CP];
   size_t n = (size_t)outer * (size_t)dim * (size_t)inner;
   float *t = malloc(sizeof(float) * (n ? n : 1));
   if (!t) return nomem(m, "mmrt_cp_reduce_scatter_balanced");
-  reorder(t, src, outer, dim, inner, P, 0);
+  reorder(t, src, outer, dim, inner, P, ulysses, 0);
   int rc = mmrt_reduce_scatter(m, MMRT_AXIS_CP, t, dst, (size_t)outer, (size_t)dim, (size_t)inner,
                                MMRT_F32);
   free(t);
@@ -307,14 +440,14 @@ int mmrt_cp_reduce_scatter_balanced(void *mesh, float *dst, const float *src, in
 }
 
 void mmrt_cp_rope_balanced(void *mesh, float *y, const float *x, int B, int T, int H, int D,
-                           float theta, int pos_offset, int backward) {
+                           float theta, int pos_offset, int backward, int ulysses) {
   MmrtMesh *m = mesh;
   int P = m ? m->size[MMRT_AXIS_CP] : 1, r = m ? m->coord[MMRT_AXIS_CP] : 0, c = T / 2;
   size_t row = (size_t)H * D;
   for (int b = 0; b < B; b++)
     for (int h = 0; h < 2; h++) {
       size_t o = ((size_t)b * T + (size_t)h * c) * row;
-      int pos = pos_offset + (int)half_of(r, P, h) * c;
+      int pos = pos_offset + (int)half_of(r, P, h, ulysses) * c;
       if (backward)
         mmrt_rope_bwd(y + o, x + o, 1, c, H, D, theta, pos, 0);
       else

@@ -13,7 +13,8 @@
 #    CPU without AVX-512, where oneDNN 2.6 makes no bf16 matmul): the start
 #    line says emulated, the kernels pass check_rt_bf16 there too, and the
 #    losses equal the native run's within 1e-3 relative.
-# 4. tp = 2 (and tp = 2 + sp) under mpirun: the activations' collectives of
+# 4. dp = 2: every gradient reduction over dp is f32 (dump-ir).
+# 5. tp = 2 (and tp = 2 + sp) under mpirun: the activations' collectives of
 #    bf16 values move bf16 (dump-ir), and 10 steps' losses equal the serial
 #    bf16 run's within 5e-4 relative (a bf16 partial sum is rounded before
 #    the all-reduce adds it: one bf16 rounding, 2^-9, per row-parallel
@@ -93,7 +94,14 @@ DNNL_MAX_CPU_ISA=AVX2 "$MMC_BINARY_DIR/tests/check_rt_bf16" > emu_kernels.out 2>
 grep -q "bf16 path: emulated" emu_kernels.out || { echo "FAIL: check_rt_bf16 did not run emulated"; fail=1; }
 echo "check_rt_bf16 emulated: $(tail -1 emu_kernels.out)"
 
-# ---- 4. tp = 2, tp = 2 + sp
+# ---- 4. dp = 2: the gradients' reductions are f32 (after the bf16 gradients' casts)
+"$MMC" dump-ir "$S/gpt2.mm" --model GPT2Tiny --precision bf16 --dp 2 --after bucket > dp2.ir
+nbf=$(grep -cE "= (all_reduce|reduce_scatter)\(.*mesh = dp.* : bf16\[" dp2.ir || true)
+nf=$(grep -cE "= all_reduce\(.*mesh = dp, bucket = [0-9]+.* : f32\[.*grad\(@" dp2.ir || true)
+echo "GPT2Tiny bf16 --dp 2: $nf f32 gradient all-reduces in buckets, $nbf dp reductions of bf16 values"
+[ "$nbf" -eq 0 ] && [ "$nf" -ge 30 ] || { echo "FAIL: dp gradient reductions are not f32"; fail=1; }
+
+# ---- 5. tp = 2, tp = 2 + sp
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 ./GPT2Tiny --steps 10 --log serial.jsonl --eval-batches 1 --quiet > /dev/null 2>&1
 for plan in "--tp 2" "--tp 2 --sp"; do

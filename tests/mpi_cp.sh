@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Context parallel under real mpirun ranks: GPT2Tiny (causal) and ViTFashion
 # (non-causal) compiled for cp = 2 Ulysses, cp = 2 and 4 ring (GPT2Tiny;
-# ViTFashion's 50 tokens split 2 ways only) and InternVL2Tiny cp = 2 ring
-# give the serial trainer's loss
+# ViTFashion's 50 tokens split 2 ways only), InternVL2Tiny cp = 2 ring and
+# GPT2Tiny tp = 2 x cp = 2 (Ulysses and ring) and cp = 4 USP (a ring of
+# 2 Ulysses groups of 2: 4 all-to-alls per layer forward, 8 backward, of
+# (N/P)(2h_q + 2h_kv) d (U-1)/U and (N/P)(4h_q + 4h_kv) d (U-1)/U elements,
+# and the ring's shifts over R = P/U groups) give the serial trainer's loss
 # at each of 10 steps (1e-5 relative) and, gathered on rank 0 by
 # --save-weights, its final weights (each trained tensor within 1e-3 of the
 # size of its update, tests/torch/mmtrain.py, as in tests/mpi_equiv.sh).
@@ -16,7 +19,11 @@
 # shifts of the K/V block forward, each of 2 (N/P) h_kv d elements per
 # rank, and P - 1 K/V and P dK/dV shifts backward. Nothing else on cp but
 # all-reduces (the gradients, the loss) and all-gathers (gradients of
-# position tables and of the embedding's input).
+# position tables and of the embedding's input). `mmc plan --json` gives
+# the same ring shifts and elements per step, and per rank and attention
+# scores 1/P of those of the same plan with cp = 1 (a ring's K/V block 1/R
+# of those; an attention not split, InternVL2Tiny's vision encoder, the
+# same as with cp = 1).
 set -uo pipefail
 S="$MMC_SOURCE_DIR/stdlib_models"
 T=$(mktemp -d)
@@ -69,21 +76,63 @@ if kind == "ulysses":
         print("%s %s all_to_all.cp: %g calls, %g elements sent per step %s %d calls (4 per layer), %g"
               % (name, phase, calls, sent, "==" if good else "!=", 4 * L, want_elems))
     allowed = ("all_to_all.cp", "all_reduce.cp", "all_gather.cp")
-else:  # ring: forward P-1 K/V shifts, backward P-1 K/V and P dK/dV shifts per layer
+else:  # ring: forward R-1 K/V shifts, backward R-1 K/V and R dK/dV shifts per layer
+    U = int(kind[3:]) if kind.startswith("usp") else 1  # USP: a ring of R = P/U Ulysses groups
+    R = P // U
     blk = 2 * (N // P) * hkv * d
-    for phase, n in (("train_forward", P - 1), ("train_backward", 2 * P - 1)):
+    if U > 1:  # per layer 4 all-to-alls forward (q, k, v, out), 8 backward (+ dout, out; dq, dk, dv back)
+        for phase, n, e in (("train_forward", 4, 2 * hq + 2 * hkv), ("train_backward", 8, 4 * hq + 4 * hkv)):
+            a = get(phase, "all_to_all.cp")
+            calls, sent = a["calls"] / steps, a["bytes"] / 4 / steps
+            want = L * (N // P) * e * d * (U - 1) / U
+            good = calls == L * n and sent == want
+            ok &= good
+            print("%s %s all_to_all.cp (USP groups of %d): %g calls, %g elements sent per step %s %d, %g"
+                  % (name, phase, U, calls, sent, "==" if good else "!=", L * n, want))
+    for phase, n in (("train_forward", R - 1), ("train_backward", 2 * R - 1)):
         a = get(phase, "ring.cp")
         calls, sent = a["calls"] / steps, a["bytes"] / 4 / steps
         good = calls == L * n and sent == L * n * blk
         ok &= good
         print("%s %s ring.cp: %g shifts, %g elements sent per step %s %d shifts (%d per layer) of 2(N/P)h_kv d = %d"
               % (name, phase, calls, sent, "==" if good else "!=", L * n, n, blk))
-    allowed = ("ring.cp", "all_reduce.cp", "all_gather.cp")
+    allowed = ("ring.cp", "all_reduce.cp", "all_gather.cp") + (("all_to_all.cp",) if U > 1 else ())
 if True:
     other = sorted(k for k in comm[0]["train"] if k.endswith(".cp") and k not in allowed)
     if other:
         ok = False
         print("%s: unexpected cp collectives %s" % (name, other))
+sys.exit(0 if ok else 1)
+PY
+}
+
+plan_check() { # name jsonl kind P file model flags...: mmc plan --json against the counters
+  local name=$1 log=$2 kind=$3 P=$4 file=$5 model=$6; shift 6
+  "$MMC" plan "$S/$file" --model "$model" "$@" --json > "$T/$name.plan.json" 2> /dev/null || { bad "$name: plan"; return; }
+  /usr/bin/python3 - "$T/$name.plan.json" "$log" "$kind" "$P" "$STEPS" "$name" <<'PY'
+import json, sys
+plan = json.load(open(sys.argv[1]))["context_parallel"]
+kind, P, steps, name = sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+comm = [json.loads(l)["comm"] for l in open(sys.argv[2]) if '"comm"' in l][0]
+ok = plan["kind"] == kind or kind.startswith("usp")
+for a in plan["attention"]:  # the scores per rank are 1/P of cp = 1's (an attention not split: the same)
+    ok &= a["score_bytes"] * (P if a["ring"] or kind == "ulysses" else 1) == a["serial_score_bytes"]
+if kind.startswith("usp"):
+    ok &= plan["kind"] == "ring" and plan["ulysses_groups"] == int(kind[3:])
+    for phase, key in (("train_forward", "usp_all_to_all_forward"), ("train_backward", "usp_all_to_all_backward")):
+        ok &= comm[phase].get("all_to_all.cp", {"calls": 0})["calls"] / steps == plan[key]
+    kind = "ring"
+if kind == "ring":
+    for phase, key in (("train_forward", "ring_shifts_forward"), ("train_backward", "ring_shifts_backward")):
+        got = comm[phase].get("ring.cp", {"calls": 0})["calls"] / steps
+        ok &= got == plan[key]
+    sent = sum(v["bytes"] for k, v in comm["train"].items() if k == "ring.cp") / 4 / steps
+    ok &= sent == plan["ring_shift_elements_sent"]
+    for a in plan["attention"]:  # a K/V block's scores are 1/R of the rank's
+        ok &= not a["ring"] or a["score_block_bytes"] * P == a["score_bytes"] * plan["ulysses_groups"]
+    ok &= any(a["ring"] for a in plan["attention"])
+print("%s: mmc plan: %s; scores per rank 1/%d of serial; ring shifts forward %s, backward %s per step %s the runtime counters"
+      % (name, kind, P, plan["ring_shifts_forward"], plan["ring_shifts_backward"], "==" if ok else "!="))
 sys.exit(0 if ok else 1)
 PY
 }
@@ -104,6 +153,7 @@ check() { # name np file model kind P L N hq hkv d -- plan flags...
   close "$name" "$T/$model.serial.jsonl" "$T/$name.jsonl" "$T/$model.init.st" "$T/$model.serial.st" "$T/$name.st" \
     "$S/$file" "$model" && ok || bad "$name: differs from one rank"
   counts "$name" "$T/$name.jsonl" "$kind" "${dims[@]}" && ok || bad "$name: communication counts"
+  plan_check "$name" "$T/$name.jsonl" "$kind" "${dims[0]}" "$file" "$model" "$@" && ok || bad "$name: mmc plan"
 }
 
 # name np file model kind  P L N=B*T h_q h_kv d  flags
@@ -115,6 +165,11 @@ if [ $SAN = 0 ]; then
   check vit.cp2.ring 2 vit_fashion.mm ViTFashion ring 2 4 3200 4 4 16 --cp 2 --cp-kind ring
   # the LLM's 2 layers (GQA: 2 KV heads) ring; the vision encoder's 17 tokens stay whole
   check internvl2tiny.cp2.ring 2 internvl2.mm InternVL2Tiny ring 2 2 128 4 2 16 --cp 2 --cp-kind ring
+  # tp = 2 x cp = 2: each rank's heads are half of them (column-parallel q, k, v)
+  check gpt2tiny.tp2.cp2.ulysses 4 gpt2.mm GPT2Tiny ulysses 2 2 128 2 2 16 --tp 2 --cp 2
+  check gpt2tiny.tp2.cp2.ring 4 gpt2.mm GPT2Tiny ring 2 2 128 2 2 16 --tp 2 --cp 2 --cp-kind ring
 fi
+# USP: cp = 4 as a ring of 2 Ulysses groups of 2
+check gpt2tiny.cp4.usp2x2 4 gpt2.mm GPT2Tiny usp2 4 2 128 4 4 16 --cp 4 --cp-ulysses 2
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

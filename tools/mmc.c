@@ -77,6 +77,7 @@ static const char *plan_opts =
     "Parallel plan (override the model's parallel section; not for stats):\n"
     "  --tp N --dp N --zero K --sp --no-sp --bucket-mb X --no-overlap\n"
     "  --cp N --cp-kind ulysses|ring  context parallel (default ulysses)\n"
+    "  --cp-ulysses U     USP: a ring of cp / U Ulysses groups of U\n"
     "  --pp N --micro-batches N --schedule 1f1b|gpipe|interleaved|zbh1\n"
     "  --recompute none|selective|full|block:N\n"
     "  --precision fp32|bf16\n"
@@ -190,7 +191,7 @@ static bool is_plan_flag(const char *a) {
   static const char *const names[] = {
       "--tp",      "--pp",        "--cp",         "--dp",       "--zero",      "--sp",
       "--no-sp",   "--bucket-mb", "--no-overlap", "--schedule", "--recompute", "--micro-batches",
-      "--cp-kind", "--precision"};
+      "--cp-kind", "--precision", "--cp-ulysses"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (strcmp(a, names[i]) == 0) return true;
   return false;
@@ -348,15 +349,16 @@ static int parse_opts(int argc, char **argv, Opts *o) {
             o->cmd, "--recompute takes none, selective, full or block:N (N >= 1), not '%s'", next);
       o->flags.recompute = next;
     } else if (strcmp(a, "--tp") == 0 || strcmp(a, "--pp") == 0 || strcmp(a, "--cp") == 0 ||
-               strcmp(a, "--dp") == 0 || strcmp(a, "--zero") == 0 ||
-               strcmp(a, "--micro-batches") == 0) {
+               strcmp(a, "--cp-ulysses") == 0 || strcmp(a, "--dp") == 0 ||
+               strcmp(a, "--zero") == 0 || strcmp(a, "--micro-batches") == 0) {
       NEED_ARG();
-      int *dst = strcmp(a, "--tp") == 0     ? &o->flags.tp
-                 : strcmp(a, "--pp") == 0   ? &o->flags.pp
-                 : strcmp(a, "--cp") == 0   ? &o->flags.cp
-                 : strcmp(a, "--dp") == 0   ? &o->flags.dp
-                 : strcmp(a, "--zero") == 0 ? &o->flags.zero
-                                            : &o->flags.micro_batches;
+      int *dst = strcmp(a, "--tp") == 0           ? &o->flags.tp
+                 : strcmp(a, "--pp") == 0         ? &o->flags.pp
+                 : strcmp(a, "--cp") == 0         ? &o->flags.cp
+                 : strcmp(a, "--cp-ulysses") == 0 ? &o->flags.cp_ulysses
+                 : strcmp(a, "--dp") == 0         ? &o->flags.dp
+                 : strcmp(a, "--zero") == 0       ? &o->flags.zero
+                                                  : &o->flags.micro_batches;
       int lo = dst == &o->flags.zero ? 0 : 1, hi = dst == &o->flags.zero ? 3 : 1 << 20;
       if (!parse_int(next, lo, hi, dst)) {
         fprintf(stderr, "mmc: %s takes a whole number from %d to %d, not '%s'\n", a, lo, hi, next);
@@ -992,6 +994,114 @@ static void plan_collectives(IrModule *m, const MmPlan *pl, json_object *root) {
   }
 }
 
+/* Context parallel: per rank and attention, the scores (never stored
+ * whole: the flash kernel works in tiles; a ring computes them one K/V
+ * block at a time), the ring's K/V blocks in flight (allocated by the
+ * kernel, runtime/mmrt_ring.c, outside the arenas) and its shifts, which no
+ * collective node shows (the kernel makes them). */
+static void plan_cp(IrModule *m, json_object *root) {
+  int P = m->mesh[IR_AX_CP];
+  IrFunc *f = ir_module_func(m, "train");
+  if (P <= 1 || !f) return;
+  int bwd = -1, upd = -1;
+  ir_train_phases(f, &bwd, &upd);
+  bool bal = ir_cp_balanced(m);
+  json_object *list = root ? json_object_new_array() : NULL;
+  if (!root)
+    printf("  context parallel (cp = %d, %s%s), per rank and attention of @train:\n", P,
+           m->plan.cp_kind != MM_CP_RING ? "ulysses"
+           : m->plan.cp_ulysses > 1      ? "USP: a ring of Ulysses groups"
+                                         : "ring",
+           !bal                     ? ""
+           : m->plan.cp_ulysses > 1 ? "; balanced: group g holds the ring's chunks g and "
+                                      "2R-1-g, a piece of each per rank"
+                                    : "; balanced: rank i holds sequence chunks i and 2cp-1-i");
+  int64_t shifts[2] = {0}, shift_elems[2] = {0}, a2a[2] = {0}, a2a_elems[2] = {0};
+  for (int i = 0; i < f->nodes.len; i++) {
+    const IrNode *n = f->nodes.items[i];
+    if (n->op != IR_OP_ATTENTION && n->op != IR_OP_ATTENTION_GRAD) continue;
+    bool ring = ir_attrs_has(&n->attrs, IR_ATTR_RING) && n->attrs.v[IR_ATTR_RING].i;
+    int qi = n->op == IR_OP_ATTENTION ? 0 : 1;
+    IrShape q, k;
+    ir_local_shape(m, n->in[qi]->pl, &n->in[qi]->shape, &q);
+    ir_local_shape(m, n->in[qi + 1]->pl, &n->in[qi + 1]->shape, &k);
+    int64_t B = q.d[0], Tq = q.d[1], H = q.d[2], S = n->in[qi + 1]->shape.d[1],
+            kvb = k.d[0] * k.d[1] * k.d[2] * k.d[3];
+    int back = n->op == IR_OP_ATTENTION_GRAD;
+    /* scores of this rank's queries against every key; one ring block */
+    int64_t scores = 4 * B * H * Tq * S, block = ring ? 4 * B * H * Tq * k.d[1] : scores;
+    IrPlacement nocp[IR_NAXES]; /* the same plan without cp: serial over cp */
+    memcpy(nocp, n->in[qi]->pl, sizeof nocp);
+    nocp[IR_AX_CP] = (IrPlacement){IR_PL_B, 0};
+    IrShape q0;
+    ir_local_shape(m, nocp, &n->in[qi]->shape, &q0);
+    int64_t serial = 4 * q0.d[0] * q0.d[2] * q0.d[1] * S;
+    int64_t inflight = ring ? 4 * (back ? 8 : 4) * kvb : 0;
+    /* USP: the ring runs over R = cp / U groups, on U times the rows */
+    int U = ring && m->plan.cp_ulysses > 1 ? m->plan.cp_ulysses : 1, R = P / U;
+    block *= U;
+    int64_t ns = ring ? (back ? 2 * R - 1 : R - 1) : 0;
+    shifts[back] += ns, shift_elems[back] += ns * 2 * kvb;
+    if (U > 1) { /* in-kernel all-to-alls: q, k, v, out (backward also dout; dq, dk, dv back) */
+      int64_t qb = B * Tq * H * q.d[3], moved = back ? 4 * qb + 4 * kvb : 2 * qb + 2 * kvb;
+      a2a[back] += back ? 8 : 4, a2a_elems[back] += moved * (U - 1) / U;
+    }
+    if (!root) {
+      printf("    %-24s %-9s scores %lld bytes (cp = 1: %lld), %s %lld bytes; ",
+             n->scope ? n->scope : "?", back ? "backward" : "forward", (long long)scores,
+             (long long)serial, ring ? "a K/V block's" : "all at once", (long long)block);
+      if (ring)
+        printf("K/V%s blocks in flight %lld bytes; %lld ring shifts of %lld elements\n",
+               back ? " and dK/dV" : "", (long long)inflight, (long long)ns, (long long)(2 * kvb));
+      else
+        printf("%s; never stored whole (flash tiles)\n",
+               H < n->in[qi]->shape.d[2] ? "heads split (Ulysses)" : "not split");
+    } else {
+      json_object *e = json_object_new_object();
+      json_object_object_add(e, "scope", n->scope ? json_object_new_string(n->scope) : NULL);
+      json_object_object_add(e, "phase", json_object_new_string(back ? "backward" : "forward"));
+      json_object_object_add(e, "ring", json_object_new_boolean(ring));
+      json_object_object_add(e, "score_bytes", json_object_new_int64(scores));
+      json_object_object_add(e, "serial_score_bytes", json_object_new_int64(serial));
+      json_object_object_add(e, "score_block_bytes", json_object_new_int64(block));
+      json_object_object_add(e, "kv_in_flight_bytes", json_object_new_int64(inflight));
+      json_object_object_add(e, "ring_shifts", json_object_new_int64(ns));
+      json_object_object_add(e, "ring_shift_elements", json_object_new_int64(2 * kvb));
+      json_object_array_add(list, e);
+    }
+  }
+  if (!root && shifts[0] + shifts[1])
+    printf(
+        "    %-15s %-3s %5lld calls (%lld forward, %lld backward, 0 update) %14lld elements sent "
+        "%14lld bytes\n",
+        "ring shift", "cp", (long long)(shifts[0] + shifts[1]), (long long)shifts[0],
+        (long long)shifts[1], (long long)(shift_elems[0] + shift_elems[1]),
+        4 * (long long)(shift_elems[0] + shift_elems[1]));
+  if (!root && a2a[0] + a2a[1])
+    printf(
+        "    %-15s %-3s %5lld calls (%lld forward, %lld backward, 0 update) %14lld elements sent "
+        "%14lld bytes  (USP: in the ring attention, groups of %d)\n",
+        "all_to_all", "cp", (long long)(a2a[0] + a2a[1]), (long long)a2a[0], (long long)a2a[1],
+        (long long)(a2a_elems[0] + a2a_elems[1]), 4 * (long long)(a2a_elems[0] + a2a_elems[1]),
+        m->plan.cp_ulysses);
+  if (root) {
+    json_object *c = json_object_new_object();
+    json_object_object_add(c, "ulysses_groups",
+                           json_object_new_int(m->plan.cp_ulysses > 1 ? m->plan.cp_ulysses : 1));
+    json_object_object_add(c, "usp_all_to_all_forward", json_object_new_int64(a2a[0]));
+    json_object_object_add(c, "usp_all_to_all_backward", json_object_new_int64(a2a[1]));
+    json_object_object_add(
+        c, "kind", json_object_new_string(m->plan.cp_kind == MM_CP_RING ? "ring" : "ulysses"));
+    json_object_object_add(c, "balanced", json_object_new_boolean(bal));
+    json_object_object_add(c, "attention", list);
+    json_object_object_add(c, "ring_shifts_forward", json_object_new_int64(shifts[0]));
+    json_object_object_add(c, "ring_shifts_backward", json_object_new_int64(shifts[1]));
+    json_object_object_add(c, "ring_shift_elements_sent",
+                           json_object_new_int64(shift_elems[0] + shift_elems[1]));
+    json_object_object_add(root, "context_parallel", c);
+  }
+}
+
 /* Activation memory per stack layer (passes/actmem.h): mmc's saved bytes
  * and Korthikanti et al.'s Table 2 for the same s, b, h, a, t and plan. */
 static void plan_layers(const IrModule *m, json_object *root) {
@@ -1116,6 +1226,7 @@ static int cmd_plan(Opts *o) {
     json_object_object_add(root, "funcs", funcs);
     plan_layers(m, root);
     plan_collectives(m, &m->plan, root);
+    plan_cp(m, root);
     printf("%s\n",
            json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED));
     json_object_put(root);
@@ -1154,6 +1265,7 @@ static int cmd_plan(Opts *o) {
     }
     plan_layers(m, NULL);
     plan_collectives(m, &m->plan, NULL);
+    plan_cp(m, NULL);
   }
   if (!o->json && !pp_plan_print(stdout, m, o->timeline, err, sizeof err)) {
     fprintf(stderr, "mmc: error: pipeline: %s\n", err);

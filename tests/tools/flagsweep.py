@@ -128,6 +128,8 @@ probes = {
     "--pp": (GM + ["--micro-batches", "2"], GM + ["--micro-batches", "2", "--pp", "2"], "effect"),
     "--cp": (GM, GM + ["--cp", "2"], "effect"),
     "--cp-kind": (GM + ["--cp", "2"], GM + ["--cp", "2", "--cp-kind", "ring"], "effect"),
+    "--cp-ulysses": (GM + ["--cp", "4", "--cp-kind", "ring"],
+                     GM + ["--cp", "4", "--cp-kind", "ring", "--cp-ulysses", "2"], "effect"),
     "--micro-batches": (GM, GM + ["--micro-batches", "2"], "effect"),
     "--schedule": (GM + ["--pp", "2", "--micro-batches", "2"],
                    GM + ["--pp", "2", "--micro-batches", "2", "--schedule", "gpipe"], "effect"),
@@ -151,6 +153,7 @@ check_probes = {
     "--tp": (GM, GM + ["--tp", "3"], "verdict"),
     "--cp": (GM, GM + ["--cp", "3"], "verdict"),  # 4 heads: Ulysses cannot split them 3 ways
     "--cp-kind": (GM + ["--cp", "3"], GM + ["--cp", "3", "--cp-kind", "ring"], "verdict"),  # 8 tokens
+    "--cp-ulysses": (GM + ["--cp", "2"], GM + ["--cp", "2", "--cp-ulysses", "3"], "verdict"),
     "--dp": (GM, GM + ["--dp", "3"], "verdict"),
     "--zero": (GM, GM + ["--zero", "1"], "verdict"),
     "--sp": (GM, GM + ["--sp"], "verdict"),
@@ -364,6 +367,7 @@ set_probes = {
     "parallel.cp_kind": ("cp = 2", "cp = 2; cp_kind = ring", "effect"),
     "parallel.cp_kind=ulysses": ("cp = 2; cp_kind = ring", "cp = 2; cp_kind = ulysses", "effect"),
     "parallel.cp_kind=ring": ("cp = 2", "cp = 2; cp_kind = ring", "effect"),
+    "parallel.cp_ulysses": ("cp = 4; cp_kind = ring", "cp = 4; cp_ulysses = 2", "effect"),
     "parallel.dp": ("", "dp = 2", "effect"),
     "parallel.zero": ("dp = 2", "dp = 2; zero = 1", "effect"),
     "parallel.micro_batches": ("", "micro_batches = 2", "effect"),
