@@ -413,9 +413,11 @@ model WFVAE {
   let groups = 0                 // 0: layer norm (norm_type "layernorm"); G > 0: GroupNorm(G)
   let kl_weight = 1e-6
   let wavelet_weight = 0.1
+  let t_interpolation = "trilinear" // the decoder's 2x in time: "trilinear" or "nearest"
   let loss_type = "l1"            // the reconstruction term: "l1" |x - x'| or "l2" (x - x')^2
   encoder = WFEncoder(C, latent, base, nres, enc_energy_flow, groups)
-  decoder = WFDecoder(C, latent, base, nres, dec_energy_flow, groups, connect_res = connect_res)
+  decoder = WFDecoder(C, latent, base, nres, dec_energy_flow, groups, t_interpolation = t_interpolation,
+                      connect_res = connect_res)
   wavelet_in = Haar3D(C)
   wavelet_l1 = Haar2D(C)
   wavelet_l2 = Haar3D(C)

@@ -4,7 +4,8 @@
 #   PKU-YuanGroup/WF-VAE's own WFVAEModel (d858bee) instantiated in PyTorch
 #   by tests/torch/wfvae_refcount.py (trainable parameters; the reference
 #   also holds 128 frozen Haar filter weights, constants here);
-# - PyTorch parity: WFVAETiny (with Adam eps 1e-3, below) against
+# - PyTorch parity: WFVAETiny (with Adam eps 1e-3, below; and with GroupNorm
+#   and nearest time upsampling) against
 #   tests/torch/wfvae_ref.py (written from the reference's modules), the
 #   trainer's initial weights by name, its clips, its noise (Philox in
 #   numpy), 3 AdamW steps: losses to 1e-5 relative, weights against their
@@ -42,15 +43,28 @@ import "wfvae.mm"
 model WFVAETinyParity extends WFVAETiny {
   train { optimizer = adamw(lr = 1e-3, betas = [0.9, 0.999], eps = 1e-3, weight_decay = 1e-4) }
 }
+model WFVAETinyParityGN extends WFVAETinyParity {
+  let groups = 4
+  let t_interpolation = "nearest"
+}
 MM
   cd "$T"
-  if "$MMC" compile p.mm --model WFVAETinyParity -o tr 2> cerr; then
-    ./tr --steps 0 --seed 7 --save-weights init.st --eval-batches 1 --quiet > /dev/null 2>&1
-    if ./tr --steps 3 --seed 7 --save-weights final.st --dump-inputs in --log log.jsonl --eval-batches 1 --quiet > out 2> err; then
-      /usr/bin/python3 "$MMC_SOURCE_DIR/tests/torch/wfvae_parity.py" p.mm WFVAETinyParity init.st in log.jsonl \
-        final.st 3 7 && ok || bad "PyTorch parity"
-    else bad "trainer: $(tail -3 err)"; fi
-  else bad "compile: $(cat cerr)"; fi
+  # the default: layer norm, trilinear time upsampling, at the default -O;
+  # GroupNorm(4) and nearest time upsampling at -O0 (a quicker compile)
+  for spec in "WFVAETinyParity 7" "WFVAETinyParityGN 11 -O0"; do
+    set -- $spec
+    m=$1 seed=$2; shift 2
+    rm -rf in
+    if "$MMC" compile p.mm --model "$m" "$@" -o tr 2> cerr; then
+      ./tr --steps 0 --seed "$seed" --save-weights init.st --eval-batches 1 --quiet > /dev/null 2>&1
+      if ./tr --steps 3 --seed "$seed" --save-weights final.st --dump-inputs in --log log.jsonl --eval-batches 1 \
+          --quiet > out 2> err; then
+        /usr/bin/python3 "$MMC_SOURCE_DIR/tests/torch/wfvae_parity.py" p.mm "$m" init.st in log.jsonl \
+          final.st 3 "$seed" && ok || bad "PyTorch parity of $m"
+      else bad "$m trainer: $(tail -3 err)"; fi
+    else bad "$m compile: $(cat cerr)"; fi
+    rm -f log.jsonl
+  done
 fi
 echo "wfvae: $pass passed, $fail failed"
 [ $fail = 0 ]
