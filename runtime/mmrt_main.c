@@ -39,7 +39,7 @@
 
 typedef struct Args {
   const char *data, *ckpt, *log, *dump_logits, *dump_inputs, *init_from, *load_adapters,
-      *save_adapters, *save_weights, *omp_wait;
+      *save_adapters, *save_weights, *omp_wait, *trace;
   int64_t steps, batch, eval_every, eval_batches, ckpt_every, keep, threads;
   double lr, comm_timeout;
   uint64_t seed;
@@ -130,7 +130,9 @@ static void usage(FILE *out, const MmrtModelDesc *m) {
       "                     other programs' tasks wait for the CPUs\n"
       "  --profile          at the end, the time per op kind and per layer (forward, backward,\n"
       "                     update, communication), steps after the first\n"
-      "  --quiet            no progress line\n",
+      "  --quiet            no progress line\n"
+      "  --trace FILE       the training steps' timeline as Chrome trace JSON (Perfetto), one\n"
+      "                     track per rank: forward, backward, send, recv and update events\n",
       m->name, (long long)m->batch, MMRT_FMNIST_DEFAULT_DIR,
       (long long)(m->steps > 0 ? m->steps : 100), m->lr, MMRT_CKPT_KEEP_DEFAULT,
       MMRT_COMM_TIMEOUT_DEFAULT);
@@ -162,6 +164,7 @@ static const char **text_flag(Args *a, const char *f) {
       {"--load-adapters", &a->load_adapters},
       {"--save-adapters", &a->save_adapters},
       {"--omp-wait", &a->omp_wait},
+      {"--trace", &a->trace},
   };
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
     if (!strcmp(f, t[i].flag)) return t[i].to;
@@ -1026,7 +1029,9 @@ static int mb_step(Trainer *t, int64_t step, float lr, float fs, const char *wha
     fill_batch(t, &t->cx.it, m->batch, 0, (uint64_t)(step - 1) * (uint64_t)m->batch);
     memcpy(at(t, t->lr), &lr, sizeof lr);
     memcpy(at(t, t->step), &fs, sizeof fs);
+    double t0 = mmrt_trace_now();
     int rc = run_step(t, m->train_step, what);
+    mmrt_trace_add("F+B", "forward", t0, mmrt_trace_now(), (int)k, 0);
     t->cx.lo = lo0;
     if (rc) return 1;
     float l;
@@ -1034,7 +1039,10 @@ static int mb_step(Trainer *t, int64_t step, float lr, float fs, const char *wha
     mmrt_mb_add(&t->mb, t->arenas, l);
   }
   *loss = mmrt_mb_finish(&t->mb, t->arenas);
-  return run_step(t, m->update_step, what);
+  double t0 = mmrt_trace_now();
+  int rc = run_step(t, m->update_step, what);
+  mmrt_trace_add("update", "update", t0, mmrt_trace_now(), -1, -1);
+  return rc;
 }
 
 /* The task's metric: 1 with *v set, 0 when there is none for this model, -1
@@ -1054,6 +1062,7 @@ static int train(Trainer *t) {
   double t0 = now(), last = t0;
   int64_t first = t->done, tty = isatty(2), every = t->a.steps / 20 > 0 ? t->a.steps / 20 : 1;
   int loud = !t->a.quiet && t->rank == 0;
+  if (t->a.trace) mmrt_trace_start();
   for (int64_t step = t->done + 1; step <= t->a.steps; step++) {
     int stop = stop_requested != 0;
     /* all ranks stop at the same step, or one would wait in a collective */
@@ -1084,7 +1093,9 @@ static int train(Trainer *t) {
       if (t->a.dump_inputs && dump_inputs(t, step)) return 1;
       memcpy(at(t, t->lr), &lr, sizeof lr);
       memcpy(at(t, t->step), &fs, sizeof fs);
+      double ts = mmrt_trace_now();
       if (run_step(t, m->train_step, what)) return 1;
+      mmrt_trace_add("step", "step", ts, mmrt_trace_now(), -1, -1);
       memcpy(&loss, t->arenas[MMRT_ARENA_ACT] + m->train_loss_offset, sizeof loss);
     }
     uint64_t sent = add_step_comm(t, before);
@@ -1240,6 +1251,10 @@ static int run(Trainer *t, int argc, char **argv) {
   if (!rc && t->a.ckpt && (t->done > 0 || t->a.steps == 0)) rc = save_ckpt(t);
   if (!rc && t->a.save_adapters) rc = save_adapters(t);
   if (!rc && t->a.save_weights) rc = save_weights(t);
+  if (!rc && t->a.trace) {
+    char terr[ERRLEN];
+    if (mmrt_trace_write(t->a.trace, mesh_of(t), t->rank, terr, sizeof terr)) rc = fail("%s", terr);
+  }
   if (!rc && t->has_mesh && t->has_log) rc = log_comm(t);
   if (!rc && !stop_requested) {
     double el, ea;

@@ -93,5 +93,20 @@ check gpt2tiny.pp2.dp2.zero1 4 "$G" GPT2Tiny "$G" GPT2Tiny 10 --pp 2 --dp 2 --ze
 check internvl2tiny.pp2.novision 2 "$V" InternVL2Tiny "$P" V2 10 --pp 2 --micro-batches 2
 check internvl2tiny.pp3.cross.zbh1 3 "$V" InternVL2Tiny "$P" V2x 10 --pp 3 --micro-batches 4 --schedule zbh1
 
+# --trace: one track per rank, every action of the schedule as an event
+"$MMC" compile "$G" --model GPT2Tiny --set B=8 --pp 2 --micro-batches 4 --schedule zbh1 -o "$T/tr" &&
+  "${MPIRUN[@]}" 2 "$T/tr" --steps 3 --eval-batches 1 --quiet --trace "$T/tr.json" > "$T/tr.out" 2>&1 &&
+  /usr/bin/python3 - "$T/tr.json" <<'PY' && ok || bad "pp2.zbh1 --trace"
+import json, sys
+ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e["ph"] == "X"]
+count = lambda tid, name: sum(1 for e in ev if e["tid"] == tid and e["name"] == name)
+want = {(0, "F"): 12, (0, "I"): 12, (0, "W"): 12, (1, "F"): 12, (1, "I"): 12, (1, "W"): 12,
+        (0, "SEND_F"): 12, (1, "RECV_F"): 12, (1, "SEND_B"): 12, (0, "RECV_B"): 12,
+        (0, "update"): 3, (1, "update"): 3}
+got = {k: count(*k) for k in want}
+print("trace: %d events; %s" % (len(ev), "ok" if got == want else "expected %s, got %s" % (want, got)))
+sys.exit(got != want or any(e["dur"] < 0 or e["ts"] < 0 for e in ev))
+PY
+
 echo "mpi_pp: $pass passed, $fail failed"
 [ $fail -eq 0 ]

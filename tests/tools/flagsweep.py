@@ -596,6 +596,7 @@ else:
         "--profile": (BASE + ["--profile"], "effect"),  # the table at the end
         "--threads": (BASE + ["--threads", "1"], "effect"),  # the start line says so
         "--omp-wait": (BASE + ["--omp-wait", "active"], "effect"),
+        "--trace": (BASE + ["--trace", "t.json"], "effect"),
     }
     # what differs from run to run: rates, times, memory
     noise = re.compile(r"[\d.]+ samples/s|elapsed \S+|eta \S+|peak rss [\d.]+ MiB|"
