@@ -479,12 +479,16 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
  * global shape, a padded vocabulary (passes/vocabpad.c) by its real rows;
  * no placement and no mesh, so that a checkpoint of one plan resumes under
  * another (mmrt_ckpt_read_slice assembles each rank's piece). */
-static uint64_t hash_value(const Cg *cg, uint64_t h, const IrValue *v) {
+/* batch: the inputs' dim 0 is a micro-batch of a step of batch times it
+ * (micro_batches; 1 otherwise), so that a checkpoint taken with
+ * micro-batches or a pipeline resumes without them and back */
+static uint64_t hash_value(const Cg *cg, uint64_t h, const IrValue *v, int64_t batch) {
   const CgOrig *o = cg_orig(cg, v);
   int32_t meta[3] = {(int32_t)v->dtype, (int32_t)v->role, o->shape.rank};
   int64_t shape[IR_MAX_RANK];
   for (int d = 0; d < o->shape.rank; d++) shape[d] = o->shape.d[d];
   if (o->shape.rank && v->rows) shape[0] = v->rows;
+  if (o->shape.rank) shape[0] *= batch;
   h = fnv(h, v->name ? v->name : "", strlen(v->name ? v->name : "") + 1);
   h = fnv(h, meta, sizeof meta);
   return fnv(h, shape, sizeof(int64_t) * (size_t)o->shape.rank);
@@ -534,9 +538,10 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
   /* the fingerprint: params and the inputs of @forward (a generator takes
    * the trainer's checkpoints), of the model and not of the plan */
   uint64_t h = fnv(1469598103934665603ull, m->name, strlen(m->name) + 1);
-  for (int i = 0; i < m->params.len; i++) h = hash_value(cg, h, m->params.items[i]);
+  for (int i = 0; i < m->params.len; i++) h = hash_value(cg, h, m->params.items[i], 1);
   for (int i = 0; feval && i < feval->inputs.len; i++)
-    h = hash_value(cg, h, feval->inputs.items[i]);
+    h = hash_value(cg, h, feval->inputs.items[i],
+                   m->plan.micro_batches > 1 ? m->plan.micro_batches : 1);
   char fp[128];
   snprintf(fp, sizeof fp, "%s-%016llx", m->name, (unsigned long long)h);
 

@@ -93,6 +93,26 @@ check gpt2tiny.pp2.dp2.zero1 4 "$G" GPT2Tiny "$G" GPT2Tiny 10 --pp 2 --dp 2 --ze
 check internvl2tiny.pp2.novision 2 "$V" InternVL2Tiny "$P" V2 10 --pp 2 --micro-batches 2
 check internvl2tiny.pp3.cross.zbh1 3 "$V" InternVL2Tiny "$P" V2x 10 --pp 3 --micro-batches 4 --schedule zbh1
 
+# checkpoints: a pp=2 run's resumes serially and a serial run's under pp=2,
+# and the losses go on as the straight serial run's (GPT2Tiny B = 8)
+lossdiff() { # straight.jsonl resumed.jsonl: steps 6.. of the first against the second
+  /usr/bin/python3 - "$@" <<'PY'
+import json, sys
+a, b = ([json.loads(l)["loss"] for l in open(p) if '"loss"' in l] for p in sys.argv[1:3])
+d = max(abs(x - y) / abs(x) for x, y in zip(a[5:], b)) if len(b) == 5 else float("inf")
+print("resumed: %d steps, loss largest relative difference %.2e" % (len(b), d))
+sys.exit(d > 1e-5)
+PY
+}
+SERIAL8="$T/GPT2Tiny--setB=8.serial"
+"$MMC" compile "$G" --model GPT2Tiny --set B=8 --pp 2 --micro-batches 2 -o "$T/ppck" &&
+  "${MPIRUN[@]}" 2 "$T/ppck" --steps 5 --eval-batches 1 --quiet --ckpt "$T/ck1" > /dev/null 2>&1 &&
+  "$SERIAL8" --steps 10 --eval-batches 1 --quiet --ckpt "$T/ck1" --resume --log "$T/ck1.jsonl" > /dev/null 2>&1 &&
+  lossdiff "$T/GPT2Tiny--setB=8.serial.jsonl" "$T/ck1.jsonl" && ok || bad "pp=2 checkpoint resumed serially"
+"$SERIAL8" --steps 5 --eval-batches 1 --quiet --ckpt "$T/ck2" > /dev/null 2>&1 &&
+  "${MPIRUN[@]}" 2 "$T/ppck" --steps 10 --eval-batches 1 --quiet --ckpt "$T/ck2" --resume --log "$T/ck2.jsonl" > /dev/null 2>&1 &&
+  lossdiff "$T/GPT2Tiny--setB=8.serial.jsonl" "$T/ck2.jsonl" && ok || bad "serial checkpoint resumed under pp=2"
+
 # --trace: one track per rank, every action of the schedule as an event
 "$MMC" compile "$G" --model GPT2Tiny --set B=8 --pp 2 --micro-batches 4 --schedule zbh1 -o "$T/tr" &&
   "${MPIRUN[@]}" 2 "$T/tr" --steps 3 --eval-batches 1 --quiet --trace "$T/tr.json" > "$T/tr.out" 2>&1 &&
