@@ -18,7 +18,7 @@ trap 'rm -rf "$T"' EXIT
 cd "$T"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 MPIRUN=(mpirun --oversubscribe -x OMP_NUM_THREADS -x OMP_WAIT_POLICY -np)
-echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "cpu: $(lscpu | sed -n "s/^Model name: *//p"), $(getconf _NPROCESSORS_ONLN) CPUs, load $(cut -d" " -f1-3 /proc/loadavg)"
 run() { # name ranks flags...
   local name=$1 np=$2; shift 2
   "$MMC" compile "$S/gpt2.mm" --model GPT2Tiny --set B=16 "$@" -o "$name"
