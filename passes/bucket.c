@@ -224,10 +224,15 @@ static void bucket_func(IrModule *m, IrFunc *f, int64_t cap, Arena *a) {
   }
   MM_ASSERT(w == nn && done == nc);
   ir_func_renumber(f);
-  /* under tensor parallelism the buckets stay blocking: their overlapped
-   * form gave ViTFashion tp=2 x dp=2 + sp + ZeRO-1 other weights than the
-   * serial run (0.36 of an update), so it is off there until found */
-  if (!m->plan.no_overlap && m->mesh[IR_AX_TP] == 1) place_waits(m, f, cands, nc, nb, a);
+  /* from here on a bucket is its number in the order it is reduced (the
+   * collectives' attribute), and so is its wait's: with the internal number
+   * a wait (and the chains after it) went with another bucket whenever there
+   * are two streams (ZeRO's reduce-scatters and the all-reduces of the
+   * gradients it leaves replicated, as tp + sp + ZeRO has): ViTFashion tp=2 x
+   * dp=2 + sp + ZeRO-1 gathered vit.pos's gradient over tp while its bucket
+   * was still in flight (0.36 of an update off serial) */
+  for (int k = 0; k < nc; k++) cands[k].bucket = id[cands[k].bucket];
+  if (!m->plan.no_overlap) place_waits(m, f, cands, nc, nb, a);
 }
 
 int bucket_wait_index(const IrFunc *f, int64_t id) {
