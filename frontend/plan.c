@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../passes/pass.h"
 #include "../passes/pp_sched.h"
 #include "fe_internal.h"
 
@@ -855,6 +856,13 @@ static bool check_plan(FeProgram *p, MmPlan *pl, SrcLoc model_loc) {
   if (pl->sp && pl->tp <= 1) {
     diag_error(p->d, or_loc(pl->loc_sp, model_loc),
                "sequence parallel (sp) needs tensor parallel, but tp = %d", pl->tp);
+    ok = false;
+  }
+  /* a tp that splits no parameter runs the model replicated; under sp the
+   * shard pass tells whether some activation splits */
+  if (pl->tp > 1 && !pl->sp && p->ir && shard_tp_splits(p->ir, pl->tp) == 0) {
+    diag_error(p->d, or_loc(pl->loc_tp, model_loc), "%s %d splits nothing in %s: %s",
+               pl->loc_tp.file ? "tp =" : "--tp", pl->tp, p->ir->name, TP_NOTHING);
     ok = false;
   }
   /* heads against tp and cp, sequences against the ring, once per distinct site */

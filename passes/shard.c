@@ -45,7 +45,8 @@
  * attention and S(heads) -> S(seq) after it are derived like any reshard.
  *
  * Errors (with the location of the layer or input): a dim that the plan
- * must split but that its axis size does not divide. */
+ * must split but that its axis size does not divide; a tp > 1 (or sp)
+ * under which no value of the module is split (at the tp setting). */
 #include <math.h>
 #include <string.h>
 
@@ -69,6 +70,7 @@ typedef struct Sh {
   IrMap req;  /* node -> p: IrPlacement[nin * IR_NAXES], what its strategy needs */
   IrMap planned; /* value -> p: Planned*, the reshards earlier nodes of this sweep need */
   bool sp_warned;
+  bool dry;      /* tp_strategy only counts the parameters it would split (shard_tp_splits) */
   bool balanced; /* cp: the balanced layout of a causal ring (ir_cp_balanced) */
   bool ok;
 } Sh;
@@ -262,8 +264,11 @@ static bool divides(int64_t n, int t) {
   return n % t == 0;
 }
 
-static void tp_strategy(Sh *s, IrFunc *f) {
-  int tp = s->m->mesh[IR_AX_TP];
+/* Sets the tp placements of the parameters; returns how many it splits.
+ * Dry (s->dry), it only counts them, without messages, and takes a
+ * vocabulary tp does not divide as split (vocabpad pads it). */
+static int tp_strategy(Sh *s, IrFunc *f, int tp) {
+  int nsplit = 0;
   build_uses(s, f);
   build_region(s, f);
   for (int i = 0; i < f->nodes.len; i++) {
@@ -271,7 +276,7 @@ static void tp_strategy(Sh *s, IrFunc *f) {
     bool lin = n->op == IR_OP_LINEAR, conv = n->op == IR_OP_CONV2D || n->op == IR_OP_CONV3D;
     if (n->op == IR_OP_EMBEDDING && is_param(n->in[1])) {
       IrValue *t = n->in[1];
-      if (divides(t->shape.d[0], tp))
+      if (divides(t->shape.d[0], tp) || s->dry)
         want(s, t, 0);
       else
         diag_warning(s->d, n->loc,
@@ -299,7 +304,7 @@ static void tp_strategy(Sh *s, IrFunc *f) {
       IrValue *v = w.checks.items[c];
       if (!divides(v->shape.d[w.cdims[c]], tp)) bad = v, bad_dim = w.cdims[c];
     }
-    if (bad) {
+    if (bad && !s->dry) {
       if (w.rows.len) { /* a column/row pair the plan must split */
         char sh[200];
         ir_shape_str(sh, sizeof sh, &bad->shape);
@@ -323,12 +328,44 @@ static void tp_strategy(Sh *s, IrFunc *f) {
   for (int i = 0; i < s->m->params.len; i++) {
     IrValue *p = s->m->params.items[i];
     IrMapSlot *sl = ir_map_get(&s->want, p);
+    nsplit += sl && sl->i > 0;
+    if (s->dry) continue;
     if (sl && sl->i > 0)
       p->pl[IR_AX_TP] = (IrPlacement){IR_PL_S, (int)sl->i - 1};
     else if (sl && sl->i < 0)
       diag_warning(s->d, p->loc, "@%s is used both column- and row-parallel; it stays replicated",
                    p->name);
   }
+  return nsplit;
+}
+
+int shard_tp_splits(IrModule *m, int tp) {
+  IrFunc *ref = ir_module_func(m, "forward");
+  if (!ref && m->funcs.len) ref = m->funcs.items[0];
+  if (!ref || tp <= 1) return 0;
+  Sh s = {.m = m, .d = m->diag, .plan = &m->plan, .dry = true, .ok = true};
+  arena_init(&s.a);
+  ir_map_init(&s.want, &s.a, false);
+  int n = tp_strategy(&s, ref, tp);
+  arena_free(&s.a);
+  return n;
+}
+
+/* Whether any value of the module is split or partial on axis a. */
+static bool any_split(const IrModule *m, int a) {
+  for (int i = 0; i < m->params.len; i++)
+    if (((IrValue *)m->params.items[i])->pl[a].kind != IR_PL_B) return true;
+  for (int fi = 0; fi < m->funcs.len; fi++) {
+    const IrFunc *f = m->funcs.items[fi];
+    for (int i = 0; i < f->inputs.len; i++)
+      if (((IrValue *)f->inputs.items[i])->pl[a].kind != IR_PL_B) return true;
+    for (int i = 0; i < f->nodes.len; i++) {
+      const IrNode *n = f->nodes.items[i];
+      for (int o = 0; o < n->nout; o++)
+        if (n->out[o]->pl[a].kind != IR_PL_B) return true;
+    }
+  }
+  return false;
 }
 
 /* Inputs split along the batch. */
@@ -856,11 +893,17 @@ bool pass_shard(IrModule *m, PassCtx *cx) {
   ir_map_init(&s.want, &s.a, false);
   IrFunc *ref = ir_module_func(m, "forward");
   if (!ref && m->funcs.len) ref = m->funcs.items[0];
-  if (m->mesh[IR_AX_TP] > 1 && ref) tp_strategy(&s, ref);
+  if (m->mesh[IR_AX_TP] > 1 && ref) tp_strategy(&s, ref, m->mesh[IR_AX_TP]);
   if (m->mesh[IR_AX_DP] > 1) dp_strategy(&s);
   state_like_params(&s);
   if (s.ok)
     for (int i = 0; i < m->funcs.len; i++) shard_func(&s, m->funcs.items[i]);
+  if (s.ok && m->mesh[IR_AX_TP] > 1 && !any_split(m, IR_AX_TP)) {
+    /* a tp (or sp) that would run the model replicated is refused, not ignored */
+    diag_error(s.d, plan->loc_tp, "tp = %d%s splits nothing in %s: %s", plan->tp,
+               plan->loc_tp.file ? "" : " (--tp, or the module's plan)", m->name, TP_NOTHING);
+    s.ok = false;
+  }
   arena_free(&s.a);
   return s.ok;
 }
