@@ -15,7 +15,8 @@
  *       a linear that feeds a cross_entropy is column-parallel over the
  *       vocabulary (vocab-parallel loss), an embedding table is split over
  *       its vocabulary (S(0)); convolutions pair the same way over channels.
- *     - sp: on tp, the sequence (dim 1 of [B, T, C] activations) may be
+ *     - sp: on tp, the sequence (dim 1 of [B, T, C] activations, T a
+ *       length some norm reads: not a [B, 6, C] modulation) may be
  *       split where the op is in the sequence-parallel region (norms,
  *       residual adds, dropout: the SEQ flag of ops.def).
  *     - dp: every input split along dim 0 (the batch).
@@ -70,8 +71,10 @@ typedef struct Sh {
   IrMap req;  /* node -> p: IrPlacement[nin * IR_NAXES], what its strategy needs */
   IrMap planned; /* value -> p: Planned*, the reshards earlier nodes of this sweep need */
   bool sp_warned;
-  bool dry;      /* tp_strategy only counts the parameters it would split (shard_tp_splits) */
-  bool balanced; /* cp: the balanced layout of a causal ring (ir_cp_balanced) */
+  bool dry;           /* tp_strategy only counts the parameters it would split (shard_tp_splits) */
+  int nseq;           /* the sequence lengths: dim 1 of the [B, T, C] inputs of norms */
+  int64_t seqlen[16]; /* (a [B, 6, C] modulation sliced on dim 1 is no sequence) */
+  bool balanced;      /* cp: the balanced layout of a causal ring (ir_cp_balanced) */
   bool ok;
 } Sh;
 
@@ -545,6 +548,31 @@ static IrPlacement source_pl(const Sh *s, const IrNode *n, int k, int a) {
   return p;
 }
 
+/* The sequence lengths of the module: dim 1 of what its norms read as
+ * [B, T, C]; only such a dim 1 is split as a sequence (sp, cp). */
+static void find_seqlens(Sh *s) {
+  for (int fi = 0; fi < s->m->funcs.len; fi++) {
+    IrFunc *f = s->m->funcs.items[fi];
+    for (int i = 0; i < f->nodes.len; i++) {
+      IrNode *n = f->nodes.items[i];
+      if ((n->op != IR_OP_LAYER_NORM && n->op != IR_OP_RMS_NORM) || n->nin < 1 ||
+          n->in[0]->shape.rank != 3)
+        continue;
+      int64_t t = n->in[0]->shape.d[1];
+      bool known = false;
+      for (int k = 0; k < s->nseq; k++) known |= s->seqlen[k] == t;
+      if (!known && s->nseq < (int)(sizeof s->seqlen / sizeof s->seqlen[0]))
+        s->seqlen[s->nseq++] = t;
+    }
+  }
+}
+
+static bool is_seqlen(const Sh *s, int64_t t) {
+  for (int k = 0; k < s->nseq; k++)
+    if (s->seqlen[k] == t) return true;
+  return false;
+}
+
 /* Picks the strategy of node n on axis a; writes the operand needs into
  * req (req[k * IR_NAXES + a]) and the result placements; returns whether a
  * result placement changed. */
@@ -568,7 +596,8 @@ static bool decide(Sh *s, IrNode *n, const IrShardRule *r, int a, IrPlacement *r
   int seqf = -1; /* the factor of the sequence dim, when sp (or cp) lets it split */
   bool cp = a == IR_AX_CP;
   if (((a == IR_AX_TP && s->plan->sp) || cp) && (r->pflags & IR_SHP_SEQ) && n->nout >= 1 &&
-      n->out[0]->shape.rank == 3 && ir_dtype_is_float(n->out[0]->dtype)) {
+      n->out[0]->shape.rank == 3 && ir_dtype_is_float(n->out[0]->dtype) &&
+      is_seqlen(s, n->out[0]->shape.d[1])) {
     uint32_t mask = r->out[0][1];
     if (mask && !(mask & (mask - 1))) seqf = __builtin_ctz(mask);
   }
@@ -891,6 +920,7 @@ bool pass_shard(IrModule *m, PassCtx *cx) {
   for (int a = 0; a < IR_NAXES; a++) m->mesh[a] = mesh[a] < 1 ? 1 : mesh[a];
   arena_init(&s.a);
   ir_map_init(&s.want, &s.a, false);
+  find_seqlens(&s);
   IrFunc *ref = ir_module_func(m, "forward");
   if (!ref && m->funcs.len) ref = m->funcs.items[0];
   if (m->mesh[IR_AX_TP] > 1 && ref) tp_strategy(&s, ref, m->mesh[IR_AX_TP]);
