@@ -802,7 +802,7 @@ bool cg_loop_reduce(Cg *cg, const IrNode *n) {
     int64_t outer = 1, inner = 1;
     for (int d = 0; d < first; d++) outer *= x->shape.d[d];
     for (int d = last + 1; d < r; d++) inner *= x->shape.d[d];
-    if (first < 0) outer = ir_numel(&x->shape), count = 1;
+    if (first < 0) outer = ir_numel(&x->shape), count = 1, inner = 1; /* reduces nothing: a copy */
     LLVMValueRef args[7] = {cg_ptr(cg, y),     cg_ptr(cg, x),     cg_i32(cg, outer),
                             cg_i32(cg, count), cg_i32(cg, inner), cg_i32(cg, mean && !rescale),
                             cg_i32(cg, 0)};
