@@ -65,8 +65,8 @@ module DiTBlock(dim: int, heads: int, head_dim: int, ffn: int, t: int, h: int, w
   scale_shift_table = param f32[6, dim] = normal(1.0 / sqrt(dim))
 
   // temb [B, 6 dim]: shift, scale, gate of the attention, then of the FFN
-  // (each [B, 1, dim]: taken from the last dim, a [B, 6, dim] would look like
-  // a sequence to sequence parallelism)
+  // (each [B, 1, dim], taken from the last dim; a [B, 6, dim] sliced on dim 1
+  // also works since ed4d5f8, which stopped sp splitting that dim as a sequence)
   forward(x: [B, N, dim], text: [B, L, dim], temb: [B, 6 * dim]) -> [B, N, dim] {
     shift_msa = (temb[:, 0:dim] + scale_shift_table[0]).reshape(B, 1, dim)
     scale_msa = (temb[:, dim:2 * dim] + scale_shift_table[1]).reshape(B, 1, dim)
