@@ -35,10 +35,12 @@ for spec in "vit_fashion.mm ViTFashion" "gpt2.mm GPT2Tiny" "internvl2.mm InternV
 done
 # GPT2Tiny at one row: the positional gradient's sum_to then reduces nothing
 # (a copy), which was called as a reduction of numel x numel and segfaulted.
-# It must train; its weights after 3 steps are 3.8e-3 of an update from
-# PyTorch's (v_proj, after step-1 losses equal bit for bit): not yet explained,
-# so only that it trains 3 steps is checked here (its step-1 loss equals
-# PyTorch's bit for bit when checked by hand).
+# It must train. Its weights after 3 steps are within 1e-3 of their update
+# of PyTorch's but for one element of 4,096 in gpt.h.1.attn.v_proj.weight
+# (4.9e-4 off, its update 2.1e-3; the other elements within 6.4e-6), which
+# looks like an Adam step on a gradient at rounding level (not proven); after
+# 1 step every tensor is within 1.4e-4 of its update. So only that it trains
+# 3 steps is checked here; ViTFashion at B=1 above checks the numbers.
 "$MMC" compile "$MMC_SOURCE_DIR/stdlib_models/gpt2.mm" --model GPT2Tiny --set B=1 -o g1
 ./g1 --steps 3 --log g1.jsonl --eval-batches 1 --quiet > g1.out 2>&1 || { echo "FAIL: GPT2Tiny B=1 did not train"; tail -3 g1.out; fail=1; }
 n1=$(grep -c '"loss"' g1.jsonl 2>/dev/null || true)
