@@ -149,7 +149,8 @@ class InternVL2(nn.Module):
         x = self.vision(pixels)[:, 1:]  # [B, 16, 64]: a 4 x 4 grid, pixel-unshuffled to 2 x 2
         B = x.shape[0]
         x = x.reshape(B, 2, 2, 2, 2, 64).permute(0, 1, 3, 2, 4, 5).reshape(B, 4, 256)
-        h = self.embed(text).masked_scatter((text == IMG).unsqueeze(-1), self.proj(x))
+        e = self.embed(text)  # under autocast the projector gives bf16, the embedding f32
+        h = e.masked_scatter((text == IMG).unsqueeze(-1), self.proj(x).to(e.dtype))
         for b in self.blocks:
             h = b(h)
         logits = self.head(self.norm(h))
