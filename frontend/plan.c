@@ -3,6 +3,7 @@
  * head counts against tp and cp, kv heads against tp, the batch against dp,
  * the stage list against the parameters, micro-batches against pp, sp
  * against tp. A setting that would change nothing is refused (refuse_inert). */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -548,6 +549,211 @@ static bool read_recompute(FeProgram *p, Env *e, AstStmt *s, MmPlan *pl) {
   return ok;
 }
 
+static bool covers(const char *unit, const char *param) {
+  if (!unit[0]) return true;
+  size_t n = strlen(unit);
+  return strncmp(unit, param, n) == 0 && (param[n] == '.' || param[n] == 0);
+}
+
+/* ---- layer-count stage lists (MindSpeed-MM's pipeline_num_layers) ----
+ * `stages = [1, 7, 10, 10]` (the model's one stack) or per sub-model
+ * `stages = by_module(vision = [4, 0, 0, 0], llm = [0, 8, 10, 10])`: entry s
+ * of a list is how many of that stack's layers (in order) stage s holds,
+ * 0 for none. The other parameters go where the forward uses them: a
+ * counted sub-model's before its first layer with that layer, the rest
+ * with its last layer; another sub-model's with the counted layer run last
+ * before its first use (or the first counted layer). */
+typedef struct CountList {
+  const char *sub; /* the sub-model, or NULL: the model's only stack */
+  Inst *stack;
+  AstExpr *x; /* the list */
+  int *n;
+  int len;
+} CountList;
+
+static void stacks_under(Inst *in, Inst **out, int *n, int max) {
+  for (Binding *b = in->env.head; b; b = b->next) {
+    Inst *c = b->val && b->val->k == V_INST ? b->val->inst : NULL;
+    size_t pl = strlen(in->path);
+    if (!c || c == in || strncmp(c->path, in->path, pl) != 0 || strlen(c->path) <= pl) continue;
+    if (pl && c->path[pl] != '.') continue;
+    bool seen = false;
+    for (int i = 0; i < *n; i++) seen |= out[i] == c;
+    if (seen) continue;
+    if (c->is_stack) {
+      if (*n < max) out[*n] = c;
+      (*n)++;
+    } else if (!c->is_stack && c->layer < 0) {
+      stacks_under(c, out, n, max);
+    }
+  }
+}
+
+static bool is_count_list(AstExpr *x) {
+  if (x->kind == AST_CALL && x->lhs->kind == AST_NAME && strcmp(x->lhs->name, "by_module") == 0)
+    return true;
+  if (x->kind != AST_LIST || x->items.len == 0) return false;
+  AstExpr *i0 = x->items.items[0];
+  return i0->kind == AST_INT || i0->kind == AST_FLOAT ||
+         (i0->kind == AST_UNARY && i0->op == OP_NEG);
+}
+
+static bool read_counts(FeProgram *p, Env *e, CountList *c) {
+  AstExpr *x = c->x;
+  if (x->kind != AST_LIST || x->items.len == 0) {
+    diag_error(p->d, x->loc,
+               "stages: '%s' takes a list of layer counts, one per stage, e.g. [0, 8, 10, 10]",
+               c->sub);
+    return false;
+  }
+  bool ok = true;
+  c->len = x->items.len;
+  c->n = ARENA_ARRAY(&p->ast, int, c->len);
+  for (int i = 0; i < c->len; i++) {
+    AstExpr *it = x->items.items[i];
+    Val *v = fe_eval(p, e, it);
+    if (v->k == V_ERR) {
+      ok = false;
+    } else if (v->k != V_INT || v->i < 0 || v->i > 1 << 20) {
+      diag_error(p->d, it->loc,
+                 "stages: entry %d is %s; a layer count is a whole number >= 0 (0: the stage holds "
+                 "none of these layers)",
+                 i, fe_expr_text(p, it));
+      ok = false;
+    } else {
+      c->n[i] = (int)v->i;
+    }
+  }
+  if (!ok) return false;
+  int sum = 0;
+  for (int i = 0; i < c->len; i++) sum += c->n[i];
+  if (sum != c->stack->nlayers) {
+    diag_error(p->d, x->loc, "stages: the layer counts%s%s%s add up to %d, but %s has %d layers",
+               c->sub ? " of '" : "", c->sub ? c->sub : "", c->sub ? "'" : "", sum, c->stack->path,
+               c->stack->nlayers);
+    return false;
+  }
+  return true;
+}
+
+/* The first node (over the functions, in order) reading each parameter. */
+static int64_t first_use(FeProgram *p, const IrValue *v) {
+  int64_t base = 0;
+  for (int fi = 0; fi < p->ir->funcs.len; fi++) {
+    IrFunc *f = p->ir->funcs.items[fi];
+    for (int i = 0; i < f->nodes.len; i++) {
+      IrNode *n = f->nodes.items[i];
+      for (int k = 0; k < n->nin; k++)
+        if (n->in[k] == v) return base + i;
+    }
+    base += f->nodes.len;
+  }
+  return INT64_MAX;
+}
+
+static bool stage_counts(FeProgram *p, Inst *root, AstExpr *x, MmPlan *pl) {
+  int nc = x->kind == AST_CALL ? x->args.len : 1;
+  CountList *cl = ARENA_ARRAY(&p->ast, CountList, nc + 1);
+  bool ok = true;
+  for (int i = 0; i < nc; i++) {
+    CountList *c = &cl[i];
+    Inst *under = root;
+    if (x->kind == AST_CALL) {
+      AstArg *a = x->args.items[i];
+      Binding *b = a->name ? env_lookup_local(&root->env, a->name) : NULL;
+      if (!a->name || !b || b->val->k != V_INST || b->val->inst->is_stack) {
+        diag_error(p->d, a->loc,
+                   a->name ? "stages: '%s' is not a sub-model of this model"
+                           : "stages: by_module takes sub-model = [layer counts] pairs, e.g. "
+                             "by_module(vision = [4, 0], llm = [0, 8])",
+                   a->name);
+        ok = false;
+        continue;
+      }
+      for (int j = 0; j < i; j++)
+        if (cl[j].sub && strcmp(cl[j].sub, a->name) == 0) {
+          diag_error(p->d, a->loc, "stages: '%s' is given twice", a->name);
+          ok = false;
+        }
+      c->sub = a->name;
+      c->x = a->value;
+      under = b->val->inst;
+    } else {
+      c->x = x;
+    }
+    Inst *st[8];
+    int ns = 0;
+    stacks_under(under, st, &ns, 8);
+    if (ns != 1) {
+      diag_error(p->d, c->x->loc,
+                 ns == 0
+                     ? "stages: layer counts cut a stack of layers (Block(...) x N), but %s has "
+                       "none"
+                     : "stages: layer counts cut one stack, but %s has %d; give the counts per "
+                       "sub-model, stages = by_module(name = [...], ...), or list the stages",
+                 c->sub ? c->sub : "the model", ns);
+      ok = false;
+      continue;
+    }
+    c->stack = st[0];
+    ok &= read_counts(p, &root->env, c);
+  }
+  for (int i = 1; ok && i < nc; i++)
+    if (cl[i].len != cl[0].len) {
+      diag_error(p->d, cl[i].x->loc, "stages: '%s' lists %d stages, but '%s' lists %d", cl[i].sub,
+                 cl[i].len, cl[0].sub, cl[0].len);
+      ok = false;
+    }
+  if (!ok) return false;
+  int S = cl[0].len, np = p->ir->params.len;
+  int *stage = ARENA_ARRAY(&p->ast, int, np + 1);
+  int64_t *use = ARENA_ARRAY(&p->ast, int64_t, np + 1);
+  int *owner = ARENA_ARRAY(&p->ast, int, np + 1); /* the count list, -1 */
+  for (int i = 0; i < np; i++) {
+    IrValue *v = p->ir->params.items[i];
+    use[i] = first_use(p, v);
+    stage[i] = -1;
+    owner[i] = -1;
+    for (int c = 0; c < nc; c++) {
+      if (covers(cl[c].stack->path, v->name) && v->group == cl[c].stack->group && v->layer >= 0) {
+        int q = v->layer, s = 0, cum = cl[c].n[0];
+        while (q >= cum && s + 1 < S) cum += cl[c].n[++s];
+        stage[i] = s;
+      }
+      if (covers(cl[c].sub ? cl[c].sub : "", v->name)) owner[i] = c;
+    }
+  }
+  for (int i = 0; i < np; i++) {
+    if (stage[i] >= 0) continue;
+    /* the counted layers of its own list (or of every list) around its first use */
+    int before = -1, first = -1, last = -1;
+    int64_t bu = -1, fu = INT64_MAX, lu = -1;
+    for (int j = 0; j < np; j++) {
+      IrValue *w = p->ir->params.items[j];
+      if (stage[j] < 0 || w->layer < 0 || (owner[i] >= 0 && owner[j] != owner[i])) continue;
+      if (use[j] < fu) fu = use[j], first = stage[j];
+      if (use[j] >= lu) lu = use[j], last = stage[j];
+      if (use[j] < use[i] && use[j] >= bu) bu = use[j], before = stage[j];
+    }
+    stage[i] = owner[i] >= 0 ? (use[i] < fu ? first : last) : before >= 0 ? before : first;
+    if (stage[i] < 0) stage[i] = 0;
+  }
+  pl->nstages = S;
+  pl->stages = ARENA_ARRAY(&p->ast, MmStage, S);
+  for (int s = 0; s < S; s++) pl->stages[s].units = ARENA_ARRAY(&p->ast, const char *, np + 1);
+  for (int i = 0; i < np; i++) { /* a counted layer as one unit, the rest by name */
+    MmStage *ms = &pl->stages[stage[i]];
+    IrValue *v = p->ir->params.items[i];
+    const char *u = v->name;
+    for (int c = 0; c < nc; c++)
+      if (v->group == cl[c].stack->group && v->layer >= 0 && v->layer < cl[c].stack->nlayers &&
+          covers(cl[c].stack->path, v->name))
+        u = cl[c].stack->layers[v->layer]->path;
+    if (!ms->nunits || strcmp(ms->units[ms->nunits - 1], u) != 0) ms->units[ms->nunits++] = u;
+  }
+  return true;
+}
+
 static bool read_parallel(FeProgram *p, Inst *root, AstStmt *sec, MmPlan *pl) {
   bool ok = true;
   for (int i = 0; sec && i < sec->body.len; i++) {
@@ -630,6 +836,9 @@ static bool read_parallel(FeProgram *p, Inst *root, AstStmt *sec, MmPlan *pl) {
       }
     } else if (strcmp(n, "recompute") == 0) {
       ok &= read_recompute(p, &root->env, s, pl);
+    } else if (strcmp(n, "stages") == 0 && is_count_list(s->value)) {
+      pl->loc_stages = s->name_loc;
+      ok &= stage_counts(p, root, s->value, pl);
     } else if (strcmp(n, "stages") == 0) {
       pl->loc_stages = s->name_loc;
       p->in_stages = true;
@@ -682,12 +891,6 @@ static bool read_parallel(FeProgram *p, Inst *root, AstStmt *sec, MmPlan *pl) {
     }
   }
   return ok;
-}
-
-static bool covers(const char *unit, const char *param) {
-  if (!unit[0]) return true;
-  size_t n = strlen(unit);
-  return strncmp(unit, param, n) == 0 && (param[n] == '.' || param[n] == 0);
 }
 
 /* The unit a parameter belongs to for messages: its stack layer, or its
@@ -956,6 +1159,27 @@ static bool check_plan(FeProgram *p, MmPlan *pl, SrcLoc model_loc) {
       ok = false;
     }
     if (pl->stages) ok &= check_stages(p, pl, model_loc);
+    /* the cost model's cut (passes/pp_stage.c, which says the same for IR
+     * text): a stage per run of stack layers */
+    int nl = 0, S = pl->pp * pl->vpp;
+    bool cut = !pl->stages && p->ir && (pl->vpp == 1 || pl->schedule == MM_SCHED_INTERLEAVED);
+    for (int g = 0; cut && g < p->ir->groups.len; g++)
+      nl += ((IrGroup *)p->ir->groups.items[g])->nlayers;
+    SrcLoc at = pl->vpp > 1 ? or_loc(pl->loc_vpp, or_loc(pl->loc_pp, model_loc))
+                            : or_loc(pl->loc_pp, model_loc);
+    if (cut && nl < S) {
+      diag_error(p->d, at,
+                 "%d pipeline stages (pp = %d x vpp = %d), but the model has %d stack layer%s to "
+                 "cut; list the stages (stages = [...]) or use fewer",
+                 S, pl->pp, pl->vpp, nl, nl == 1 ? "" : "s");
+      ok = false;
+    } else if (cut && pl->vpp > 1 && nl % S != 0) {
+      diag_error(p->d, at,
+                 "interleaved: pp = %d x vpp = %d = %d virtual stages do not divide the %d stack "
+                 "layers; list the stages (stages = [...]) to cut them unevenly",
+                 pl->pp, pl->vpp, S, nl);
+      ok = false;
+    }
     char err[256];
     PpSchedule sch;
     int kind = pl->schedule == MM_SCHED_GPIPE         ? PP_GPIPE
