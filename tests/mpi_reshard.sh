@@ -7,6 +7,7 @@
 #   under tp=2 + sp           resumes under dp=2 + ZeRO-2 and serially,
 #   under tp=2 x dp=2 + ZeRO-1 resumes serially,
 #   under dp=2 + ZeRO-3        resumes under tp=2 + sp,
+#   under pp=2 x tp=2          resumes under dp=2 + ZeRO-2 and serially,
 # and each resumed run's losses of steps 6..10 equal the uninterrupted
 # serial run's (1e-5 relative), its final weights (--save-weights, gathered)
 # within 1e-3 of the size of their update and its AdamW m and v within 1e-3
@@ -154,6 +155,16 @@ else
   bad "tp2 x dp2 + ZeRO-1: the run of $H steps"; tail -5 "$T/tp2dp2z1.out"
 fi
 
+# pp=2 x tp=2 (each stage's rank files hold its tp pieces; 2 micro-batches)
+# -> dp=2 + ZeRO-2, -> serial
+compile pp2tp2 GPT2Tiny "$GPT" --pp 2 --tp 2 --micro-batches 2
+if run 4 pp2tp2 --steps $H --ckpt "$T/ck.pp2tp2" > "$T/pp2tp2.out" 2>&1; then
+  resume ck.pp2tp2 2 dp2z2 pp2tp2-dp2z2 && compare GPT2Tiny "$GPT" serial pp2tp2-dp2z2 || bad "pp2 x tp2 -> dp2+ZeRO-2"
+  resume ck.pp2tp2 1 serial pp2tp2-serial && compare GPT2Tiny "$GPT" serial pp2tp2-serial || bad "pp2 x tp2 -> serial"
+else
+  bad "pp2 x tp2: the run of $H steps"; tail -5 "$T/pp2tp2.out"
+fi
+
 # dp=2 + ZeRO-3 (parameters stored split over dp too) -> tp=2 + sp
 compile dp2z3 GPT2Tiny "$GPT" --dp 2 --zero 3
 if run 2 dp2z3 --steps $H --ckpt "$T/ck.dp2z3" > "$T/dp2z3.out" 2>&1; then
@@ -226,5 +237,5 @@ PY
     bad "damaged file: unexpected message"; cat "$T/flip.out"
   fi
 fi
-[ $fail -eq 0 ] && echo "checkpoints across plans: tp2+sp -> dp2+ZeRO-2 and serial, tp2 x dp2+ZeRO-1 -> serial, padded vocabulary both ways"
+[ $fail -eq 0 ] && echo "checkpoints across plans: tp2+sp -> dp2+ZeRO-2 and serial, tp2 x dp2+ZeRO-1 -> serial, pp2 x tp2 -> dp2+ZeRO-2 and serial, padded vocabulary both ways"
 [ $fail -eq 0 ]
