@@ -1224,6 +1224,7 @@ START_TEST(test_binary_broadcast) {
       {{3, 5, 4, 7}, {1, 5, 1, 7}, {3, 5, 4, 7}}, /* a broadcast */
       {{3, 5, 4, 7}, {3, 5, 4, 7}, {3, 5, 4, 7}}, /* same shape */
       {{3, 5, 1, 7}, {3, 1, 1, 7}, {1, 5, 1, 1}}, /* size-1 output dim */
+      {{3, 5, 4, 7}, {3, 5, 4, 1}, {3, 5, 4, 7}}, /* a broadcast along the last dim */
   };
   int nd = 4;
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
