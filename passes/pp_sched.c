@@ -482,6 +482,28 @@ void pp_sim_free(PpSim *o, int p) {
   memset(o, 0, sizeof *o);
 }
 
+int pp_sched_slots(const PpSchedule *s, int r) {
+  int *first = xcalloc((size_t)s->m + 1, sizeof *first),
+      *last = xcalloc((size_t)s->m + 1, sizeof *last);
+  for (int k = 0; k < s->m; k++) first[k] = last[k] = -1;
+  for (int i = 0; i < s->n[r]; i++) {
+    const PpAction *a = &s->act[r][i];
+    if (a->kind > PP_W) continue;
+    if (first[a->mb] < 0) first[a->mb] = i;
+    last[a->mb] = i;
+  }
+  int held = 0, most = 0;
+  for (int i = 0; i < s->n[r]; i++) {
+    int k = s->act[r][i].mb;
+    if (s->act[r][i].kind > PP_W) continue;
+    if (first[k] == i && ++held > most) most = held;
+    if (last[k] == i) held--;
+  }
+  free(first);
+  free(last);
+  return most;
+}
+
 /* ---- the timeline ---- */
 
 void pp_sched_svg(FILE *f, const PpSchedule *s, const PpSim *sim) {

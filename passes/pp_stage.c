@@ -267,7 +267,68 @@ bool pass_pipeline(IrModule *m, PassCtx *cx) {
 
 /* ---- what `mmc plan` shows of the pipeline ---- */
 
+#include "memplan.h"
 #include "pp_sched.h"
+
+static PpSchedKind sched_kind(const IrModule *m) {
+  MmSchedule k = m->plan.schedule;
+  return k == MM_SCHED_GPIPE         ? PP_GPIPE
+         : k == MM_SCHED_INTERLEAVED ? PP_INTERLEAVED
+         : k == MM_SCHED_ZBH1        ? PP_ZBH1
+                                     : PP_1F1B;
+}
+
+bool pp_rank_memory(IrModule *m, PpRankMem *out, int nout, char *err, size_t errlen) {
+  const IrFunc *f = ir_module_func(m, "train");
+  int P = m->plan.pp;
+  if (!f || P <= 1 || P > nout) {
+    snprintf(err, errlen, "no pipeline of at most %d ranks", nout);
+    return false;
+  }
+  MpSummary ms;
+  if (!mp_summarize(m, &ms, err, errlen)) return false;
+  PpAssign a;
+  if (!pp_assign(m, f, &a, err, errlen)) return false;
+  /* the update's operands made by the stages (codegen/cg_pp.c: accum) */
+  IrMap made, seen;
+  Arena ar;
+  arena_init(&ar);
+  ir_map_init(&made, &ar, false);
+  ir_map_init(&seen, &ar, false);
+  int64_t sums = 0;
+  for (int i = 0; i < f->nodes.len; i++) {
+    const IrNode *n = f->nodes.items[i];
+    if (a.part[i] == PPN_U) {
+      for (int k = 0; k < n->nin; k++)
+        if (ir_map_get(&made, n->in[k]) && !ir_map_get(&seen, n->in[k])) {
+          ir_map_put(&seen, n->in[k]);
+          sums += (int64_t)sizeof(float) * (ir_local_numel(m, n->in[k]) + 1);
+        }
+      continue;
+    }
+    for (int j = 0; j < n->nout; j++) ir_map_put(&made, n->out[j]);
+  }
+  arena_free(&ar);
+  int S = a.nstages;
+  pp_assign_free(&a);
+  PpSchedule s;
+  if (!pp_sched_build(&s, sched_kind(m), P, S / P, m->plan.micro_batches, err, errlen))
+    return false;
+  for (int r = 0; r < P; r++) {
+    PpRankMem *x = &out[r];
+    memset(x, 0, sizeof *x);
+    x->slots = pp_sched_slots(&s, r);
+    x->param = ms.arena[IR_ROLE_PARAM], x->grad = ms.arena[IR_ROLE_GRAD];
+    x->opt = ms.arena[IR_ROLE_OPT], x->act = ms.arena[IR_ROLE_ACT];
+    x->input = ms.arena[IR_ROLE_INPUT];
+    x->set = mp_align(x->act) + mp_align(x->grad) + mp_align(x->input);
+    x->sums = sums;
+    x->peak =
+        x->param + x->opt + x->act + x->grad + x->input + (int64_t)(x->slots - 1) * x->set + sums;
+  }
+  pp_sched_free(&s);
+  return true;
+}
 
 bool pp_plan_print(FILE *out, IrModule *m, const char *svg, char *err, size_t errlen) {
   const IrFunc *f = ir_module_func(m, "train");
@@ -283,11 +344,7 @@ bool pp_plan_print(FILE *out, IrModule *m, const char *svg, char *err, size_t er
   }
   for (int k = 0; k < 3 * S; k++)
     if (cost[k] <= 0) cost[k] = 1;
-  MmSchedule k = m->plan.schedule;
-  PpSchedKind kind = k == MM_SCHED_GPIPE         ? PP_GPIPE
-                     : k == MM_SCHED_INTERLEAVED ? PP_INTERLEAVED
-                     : k == MM_SCHED_ZBH1        ? PP_ZBH1
-                                                 : PP_1F1B;
+  PpSchedKind kind = sched_kind(m);
   PpSchedule s;
   bool ok = pp_sched_build(&s, kind, P, S / P, M, err, errlen);
   if (ok) {
@@ -324,8 +381,8 @@ bool pp_plan_print(FILE *out, IrModule *m, const char *svg, char *err, size_t er
         fprintf(out, " (%d ops)\n", nodes);
       }
       for (int r = 0; r < P; r++) {
-        fprintf(out, "  rank %d (busy %.4g, at most %d micro-batch%s in flight):", r, sim.busy[r],
-                sim.max_inflight[r], sim.max_inflight[r] == 1 ? "" : "es");
+        fprintf(out, "  rank %d (busy %.4g, at most %d micro-batch x stage activation%s held):", r,
+                sim.busy[r], sim.max_inflight[r], sim.max_inflight[r] == 1 ? "" : "s");
         for (int j = 0; j < s.n[r]; j++) {
           char one[32];
           pp_action_format(&s.act[r][j], one, sizeof one);

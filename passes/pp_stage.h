@@ -49,4 +49,22 @@ void pp_assign_free(PpAssign *a);
 #include <stdio.h>
 bool pp_plan_print(FILE *out, IrModule *m, const char *svg, char *err, size_t errlen);
 
+/* What one pipeline rank allocates (its planned peak: everything is
+ * allocated before or at the first step and held), as the trainer does
+ * (runtime/mmrt_pp.h): the trainer's arenas (param, grad, opt, act,
+ * input), slots - 1 further in-flight sets of the act, grad and input
+ * arenas (each 64-byte aligned), and the gradient sums, one f32 tensor of
+ * elements + 1 per gradient the update reads. Kernel workspace is inside
+ * the act arena (memplan.h). */
+typedef struct PpRankMem {
+  int slots;                            /* micro-batches in flight at most */
+  int64_t param, grad, opt, act, input; /* the trainer's arenas */
+  int64_t set;                          /* one in-flight set: act + grad + input */
+  int64_t sums;                         /* the gradient sums */
+  int64_t peak;                         /* param + opt + slots * set + sums */
+} PpRankMem;
+
+/* out[r] for each of the pp ranks (at most nout); false with a message. */
+bool pp_rank_memory(IrModule *m, PpRankMem *out, int nout, char *err, size_t errlen);
+
 #endif

@@ -114,8 +114,13 @@ struct MmrtPp {
   int nact;
   Xfer *x;
   int *astage; /* per accum tensor */
+  int *last;   /* per micro-batch: the index of its last action on this rank */
+  int nslot;   /* slots: the most micro-batches this rank's list holds at once */
   char *(*slot)[MMRT_NARENAS];
+  int *mb_slot;   /* per micro-batch: its slot in this step, or -1 */
+  int *slot_busy; /* per slot */
   MPI_Request *req;
+  int *req_slot; /* per request: the slot whose storage it sends from */
   int nreq, capreq;
   MmrtMbAcc acc;
   float *slot_loss;
@@ -127,18 +132,22 @@ static int pp_fail(MmrtPp *pp, const char *fmt, const char *a) {
   return pp->h.fail(pp->h.user, msg);
 }
 
-/* "0F0 0F1 1B0" of this rank */
-static int parse_actions(MmrtPp *pp) {
-  const char *s = pp->m->pp_schedule;
-  for (int r = 0; r < pp->me && s; r++) {
+/* "0F0 0F1 1B0": rank r's list of the descriptor's schedule, into *out
+ * (malloc'd); its length, or -1 with the bad text in *bad */
+static int parse_list(const MmrtModelDesc *m, int rank, Act **out, const char **bad) {
+  const char *s = m->pp_schedule;
+  *out = NULL;
+  *bad = "";
+  for (int r = 0; r < rank && s; r++) {
     s = strchr(s, '|');
     if (s) s++;
   }
-  if (!s) return pp_fail(pp, "the pipeline schedule has no list for this rank%s", "");
+  if (!s) return -1;
   const char *end = strchr(s, '|');
   size_t n = end ? (size_t)(end - s) : strlen(s);
-  pp->act = calloc(n / 2 + 2, sizeof *pp->act);
-  pp->nact = 0;
+  Act *act = calloc(n / 2 + 2, sizeof *act);
+  if (!act) return -1;
+  int nact = 0;
   const char *p = s, *stop = s + n;
   while (p < stop) {
     while (p < stop && *p == ' ') p++;
@@ -146,12 +155,82 @@ static int parse_actions(MmrtPp *pp) {
     char *q;
     long st = strtol(p, &q, 10);
     int kind = *q == 'F' ? 0 : *q == 'B' ? 1 : *q == 'I' ? 2 : *q == 'W' ? 3 : -1;
-    if (q == p || kind < 0) return pp_fail(pp, "bad pipeline action in '%s'", s);
+    if (q == p || kind < 0) {
+      free(act);
+      *bad = s;
+      return -1;
+    }
     long mb = strtol(q + 1, &q, 10);
-    pp->act[pp->nact++] = (Act){kind, (int)st, (int)mb};
+    if (mb < 0 || mb >= m->micro_batches) {
+      free(act);
+      *bad = s;
+      return -1;
+    }
+    act[nact++] = (Act){kind, (int)st, (int)mb};
     p = q;
   }
+  *out = act;
+  return nact;
+}
+
+/* Walks a rank's list in order: micro-batch k is held from the rank's first
+ * action on it to its last (last[k], -1 when none); the most held at once. */
+static int slots_of(const Act *act, int nact, int M, int *last) {
+  int *first = malloc(sizeof *first * (size_t)(M + 1));
+  if (!first) return -1;
+  for (int k = 0; k < M; k++) first[k] = last[k] = -1;
+  for (int i = 0; i < nact; i++) {
+    if (first[act[i].mb] < 0) first[act[i].mb] = i;
+    last[act[i].mb] = i;
+  }
+  int held = 0, most = 0;
+  for (int i = 0; i < nact; i++) {
+    if (first[act[i].mb] == i && ++held > most) most = held;
+    if (last[act[i].mb] == i) held--;
+  }
+  free(first);
+  return most;
+}
+
+static int parse_actions(MmrtPp *pp) {
+  const char *bad;
+  pp->nact = parse_list(pp->m, pp->me, &pp->act, &bad);
+  if (pp->nact < 0 && !bad[0])
+    return pp_fail(pp, "the pipeline schedule has no list for this rank%s", "");
+  if (pp->nact < 0) return pp_fail(pp, "bad pipeline action in '%s'", bad);
+  pp->last = malloc(sizeof *pp->last * (size_t)(pp->M + 1));
+  if (!pp->last) return pp_fail(pp, "out of memory%s", "");
+  pp->nslot = slots_of(pp->act, pp->nact, pp->M, pp->last);
+  if (pp->nslot < 1) return pp_fail(pp, "the pipeline schedule holds no micro-batch%s", "");
   return 0;
+}
+
+int mmrt_pp_slots(const MmrtModelDesc *m, int rank) {
+  Act *act;
+  const char *bad;
+  int n = parse_list(m, rank, &act, &bad), M = (int)m->micro_batches;
+  int *last = n >= 0 ? malloc(sizeof *last * (size_t)(M + 1)) : NULL;
+  int k = last ? slots_of(act, n, M, last) : -1;
+  free(last);
+  free(act);
+  return k;
+}
+
+/* act, grad and input: a slot's own arenas, as mmrt_pp_new allocates them */
+static int64_t slot_bytes(const MmrtModelDesc *m, int a) {
+  int own = a == MMRT_ARENA_ACT || a == MMRT_ARENA_GRAD || a == MMRT_ARENA_INPUT;
+  return own && m->arena_bytes[a] > 0 ? (m->arena_bytes[a] + 63) / 64 * 64 : 0;
+}
+
+int64_t mmrt_pp_extra_bytes(const MmrtModelDesc *m, int rank,
+                            int64_t (*elems)(void *, const MmrtTensorDesc *), void *user) {
+  int k = mmrt_pp_slots(m, rank);
+  if (k < 1) return -1;
+  int64_t b = 0;
+  for (int a = 0; a < MMRT_NARENAS; a++) b += (int64_t)(k - 1) * slot_bytes(m, a);
+  for (int64_t i = 0; i < m->naccum; i++)
+    b += (int64_t)sizeof(float) * (elems(user, &m->accum[i]) + 1);
+  return b;
 }
 
 static int rank_of(const MmrtPp *pp, int fn) {
@@ -191,20 +270,22 @@ MmrtPp *mmrt_pp_new(const MmrtModelDesc *m, void *mesh, char **arenas, const Mmr
     pp->astage[i] = (int)strtol(r, &q, 10);
     r = q + 1;
   }
-  pp->slot = calloc((size_t)pp->M, sizeof *pp->slot);
+  pp->slot = calloc((size_t)pp->nslot, sizeof *pp->slot);
   g_slot_count = calloc((size_t)pp->M, sizeof *g_slot_count);
   pp->slot_loss = calloc((size_t)pp->M, sizeof *pp->slot_loss);
-  if (!pp->slot || !g_slot_count || !pp->slot_loss) goto oom;
-  for (int k = 0; k < pp->M; k++)
+  pp->mb_slot = calloc((size_t)pp->M, sizeof *pp->mb_slot);
+  pp->slot_busy = calloc((size_t)pp->nslot, sizeof *pp->slot_busy);
+  if (!pp->slot || !g_slot_count || !pp->slot_loss || !pp->mb_slot || !pp->slot_busy) goto oom;
+  for (int k = 0; k < pp->nslot; k++)
     for (int a = 0; a < MMRT_NARENAS; a++) {
-      int own = k > 0 && (a == MMRT_ARENA_ACT || a == MMRT_ARENA_GRAD || a == MMRT_ARENA_INPUT);
-      if (!own || m->arena_bytes[a] <= 0) {
+      int64_t n = slot_bytes(m, a);
+      if (k == 0 || n == 0) {
         pp->slot[k][a] = arenas[a];
         continue;
       }
-      pp->slot[k][a] = aligned_alloc(64, (size_t)((m->arena_bytes[a] + 63) / 64 * 64));
+      pp->slot[k][a] = aligned_alloc(64, (size_t)n);
       if (!pp->slot[k][a]) goto oom;
-      memset(pp->slot[k][a], 0, (size_t)m->arena_bytes[a]);
+      memset(pp->slot[k][a], 0, (size_t)n);
     }
   if (mmrt_mb_init(&pp->acc, m, h->elems, h->user)) goto oom;
   return pp;
@@ -217,10 +298,14 @@ bad:
 
 void mmrt_pp_free(MmrtPp *pp) {
   if (!pp) return;
-  for (int k = 1; pp->slot && k < pp->M; k++)
+  for (int k = 1; pp->slot && k < pp->nslot; k++)
     for (int a = 0; a < MMRT_NARENAS; a++)
       if (pp->slot[k][a] != pp->slot[0][a]) free(pp->slot[k][a]);
   free(pp->slot);
+  free(pp->mb_slot);
+  free(pp->slot_busy);
+  free(pp->last);
+  free(pp->req_slot);
   free(pp->act);
   free(pp->x);
   free(pp->astage);
@@ -243,7 +328,7 @@ static int recv_for(MmrtPp *pp, int fn, int mb) {
     const Xfer *x = &pp->x[i];
     if (x->to != fn || rank_of(pp, x->from) == pp->me) continue;
     const MmrtTensorDesc *d = &pp->m->pp_xfer[i];
-    int rc = MPI_Recv(pp->slot[mb][d->arena] + d->offset, (int)x->bytes, MPI_BYTE,
+    int rc = MPI_Recv(pp->slot[pp->mb_slot[mb]][d->arena] + d->offset, (int)x->bytes, MPI_BYTE,
                       rank_of(pp, x->from), (int)(i * pp->M + mb), ppcomm(pp), MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) return pp_fail(pp, "pipeline: MPI_Recv failed%s", "");
     any = 1;
@@ -260,12 +345,16 @@ static int send_from(MmrtPp *pp, int fn, int mb) {
     if (x->from != fn || rank_of(pp, x->to) == pp->me) continue;
     const MmrtTensorDesc *d = &pp->m->pp_xfer[i];
     if (pp->nreq == pp->capreq) {
-      pp->capreq = pp->capreq ? 2 * pp->capreq : 64;
-      MPI_Request *nr = realloc(pp->req, sizeof *nr * (size_t)pp->capreq);
-      if (!nr) return pp_fail(pp, "out of memory%s", "");
-      pp->req = nr;
+      int cap = pp->capreq ? 2 * pp->capreq : 64;
+      MPI_Request *nr = realloc(pp->req, sizeof *nr * (size_t)cap);
+      if (nr) pp->req = nr;
+      int *ns = nr ? realloc(pp->req_slot, sizeof *ns * (size_t)cap) : NULL;
+      if (!ns) return pp_fail(pp, "out of memory%s", "");
+      pp->req_slot = ns;
+      pp->capreq = cap;
     }
-    int rc = MPI_Isend(pp->slot[mb][d->arena] + d->offset, (int)x->bytes, MPI_BYTE,
+    pp->req_slot[pp->nreq] = pp->mb_slot[mb];
+    int rc = MPI_Isend(pp->slot[pp->mb_slot[mb]][d->arena] + d->offset, (int)x->bytes, MPI_BYTE,
                        rank_of(pp, x->to), (int)(i * pp->M + mb), ppcomm(pp), &pp->req[pp->nreq++]);
     if (rc != MPI_SUCCESS) return pp_fail(pp, "pipeline: MPI_Isend failed%s", "");
     any = 1;
@@ -280,7 +369,7 @@ static int run_part(MmrtPp *pp, int stage, int q, int mb, const char *what) {
   g_slot = mb;
   mmrt_mb_begin();
   double t0 = mmrt_trace_now();
-  if (pp->h.run(pp->h.user, pp->m->pp_fn[fn], pp->slot[mb], what)) return 1;
+  if (pp->h.run(pp->h.user, pp->m->pp_fn[fn], pp->slot[pp->mb_slot[mb]], what)) return 1;
   mmrt_trace_add(q == 0   ? "F"
                  : q == 1 ? "I"
                           : "W",
@@ -289,44 +378,66 @@ static int run_part(MmrtPp *pp, int stage, int q, int mb, const char *what) {
   return send_from(pp, fn, mb);
 }
 
+/* A slot for micro-batch mb at its first action on this rank: a free one,
+ * once the sends from its storage are done, filled with mb's inputs. */
+static int take_slot(MmrtPp *pp, int mb) {
+  int k = 0;
+  while (k < pp->nslot && pp->slot_busy[k]) k++;
+  if (k == pp->nslot) return pp_fail(pp, "pipeline: more micro-batches in flight than slots%s", "");
+  for (int j = 0; j < pp->nreq; j++)
+    if (pp->req_slot[j] == k && pp->req[j] != MPI_REQUEST_NULL &&
+        MPI_Wait(&pp->req[j], MPI_STATUS_IGNORE) != MPI_SUCCESS)
+      return pp_fail(pp, "pipeline: waiting for a send failed%s", "");
+  pp->slot_busy[k] = 1;
+  pp->mb_slot[mb] = k;
+  g_slot_count[mb] = 1.0f;
+  double t0 = mmrt_trace_now();
+  if (pp->h.fill(pp->h.user, mb, pp->slot[k])) return 1;
+  mmrt_trace_add("fill", "data", t0, mmrt_trace_now(), mb, -1);
+  return 0;
+}
+
+/* After micro-batch mb's last action on this rank: its gradients of this
+ * rank's stages into the sums, its loss kept, the slot free. */
+static void free_slot(MmrtPp *pp, int mb) {
+  const MmrtModelDesc *m = pp->m;
+  char **a = pp->slot[pp->mb_slot[mb]];
+  for (int64_t i = 0; i < m->naccum; i++) {
+    if (pp->astage[i] % pp->P != pp->me) continue;
+    const MmrtTensorDesc *d = &m->accum[i];
+    const float *g = (const float *)(void *)(a[d->arena] + d->offset);
+    float *s = pp->acc.acc[i];
+    for (int64_t e = 0; e < pp->acc.n[i]; e++) s[e] += g[e];
+  }
+  if ((pp->S - 1) % pp->P == pp->me)
+    memcpy(&pp->slot_loss[mb], a[MMRT_ARENA_ACT] + m->train_loss_offset, sizeof(float));
+  pp->slot_busy[pp->mb_slot[mb]] = 0;
+  pp->mb_slot[mb] = -1;
+}
+
 int mmrt_pp_step(MmrtPp *pp, int64_t step, const char *what, float *loss) {
   const MmrtModelDesc *m = pp->m;
   (void)step;
-  double t0 = mmrt_trace_now();
-  for (int k = 0; k < pp->M; k++) {
-    g_slot_count[k] = 1.0f;
-    if (pp->h.fill(pp->h.user, k, pp->slot[k])) return 1;
-  }
-  mmrt_trace_add("fill", "data", t0, mmrt_trace_now(), -1, -1);
+  for (int64_t i = 0; i < m->naccum; i++)
+    memset(pp->acc.acc[i], 0, sizeof(float) * (size_t)pp->acc.n[i]);
+  for (int k = 0; k < pp->M; k++) pp->mb_slot[k] = -1, g_slot_count[k] = 1.0f;
   for (int i = 0; i < pp->nact; i++) {
     const Act *a = &pp->act[i];
-    int rc = 0;
-    if (a->kind == 0) rc = run_part(pp, a->stage, 0, a->mb, what);
+    int rc = pp->mb_slot[a->mb] < 0 ? take_slot(pp, a->mb) : 0;
+    if (a->kind == 0) rc = rc || run_part(pp, a->stage, 0, a->mb, what);
     if (a->kind == 1 || a->kind == 2) rc = rc || run_part(pp, a->stage, 1, a->mb, what);
     if (a->kind == 1 || a->kind == 3) rc = rc || run_part(pp, a->stage, 2, a->mb, what);
     if (rc) return 1;
+    if (pp->last[a->mb] == i) free_slot(pp, a->mb);
   }
-  t0 = mmrt_trace_now();
+  double t0 = mmrt_trace_now();
   if (pp->nreq && MPI_Waitall(pp->nreq, pp->req, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
     return pp_fail(pp, "pipeline: waiting for the sends failed%s", "");
   pp->nreq = 0;
-  /* this rank's gradients summed over the slots, the others zero */
-  for (int64_t i = 0; i < m->naccum; i++) {
-    const MmrtTensorDesc *d = &m->accum[i];
-    float *s = pp->acc.acc[i];
-    memset(s, 0, sizeof(float) * (size_t)pp->acc.n[i]);
-    if (pp->astage[i] % pp->P != pp->me) continue;
-    for (int k = 0; k < pp->M; k++) {
-      const float *g = (const float *)(void *)(pp->slot[k][d->arena] + d->offset);
-      for (int64_t e = 0; e < pp->acc.n[i]; e++) s[e] += g[e];
-    }
-  }
   double lc[2] = {0, 0}; /* sum c_k L_k, sum c_k: on the last stage's rank */
   if ((pp->S - 1) % pp->P == pp->me)
     for (int k = 0; k < pp->M; k++) {
-      float l;
-      memcpy(&l, pp->slot[k][MMRT_ARENA_ACT] + m->train_loss_offset, sizeof l);
-      lc[0] += (double)g_slot_count[k] * (double)l;
+      lc[0] += (double)g_slot_count[k] * (double)pp->slot_loss[k];
       lc[1] += (double)g_slot_count[k];
     }
   if (MPI_Allreduce(MPI_IN_PLACE, lc, 2, MPI_DOUBLE, MPI_SUM, ppcomm(pp)) != MPI_SUCCESS)

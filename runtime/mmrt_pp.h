@@ -43,16 +43,20 @@ float mmrt_mb_finish(MmrtMbAcc *a, char **arenas);
 
 /* ---- the pipeline (pp > 1) ----
  * Every rank holds every parameter and runs the update on all of them;
- * stage s of the pp * vpp stages runs on pipeline rank s % pp. A step:
- * each rank fills every micro-batch's inputs into that micro-batch's slot
- * (its own act, grad and input arenas; slot 0 is the trainer's), then walks
- * its list of actions (the descriptor's pp_schedule): before a stage part
- * runs on a slot it receives the values other ranks' stages made for it
- * (blocking MPI_Recv), after it sends the ones it made for other ranks
- * (MPI_Isend, waited for at the end of the step). The backward's seed of
- * micro-batch k is its label count c_k (mmrt_mb_seed), so each rank sums
- * the gradients its stages made over the slots; one all-reduce over pp
- * gives every rank all of them, divided by sum(c), and the step's loss. */
+ * stage s of the pp * vpp stages runs on pipeline rank s % pp. A rank walks
+ * its list of actions (the descriptor's pp_schedule). A micro-batch takes a
+ * slot (its own act, grad and input arenas; slot 0 is the trainer's) at
+ * its first action on the rank, where its inputs are filled in, and gives
+ * it back after its last: its gradients of this rank's stages are added to
+ * the sums there and its loss kept. A rank allocates as many slots as its
+ * list holds micro-batches at once (mmrt_pp_slots, the list walked in
+ * order: 1F1B's stage r p - r, GPipe's M), reused across micro-batches;
+ * a slot is filled again only once the sends from it are done. Before a
+ * stage part runs on a slot it receives the values other ranks' stages
+ * made for it (blocking MPI_Recv), after it sends the ones it made for
+ * other ranks (MPI_Isend). The backward's seed of micro-batch k is its
+ * label count c_k (mmrt_mb_seed); one all-reduce over pp gives every rank
+ * all the gradient sums, divided by sum(c), and the step's loss. */
 typedef struct MmrtPp MmrtPp;
 
 typedef struct MmrtPpHooks {
@@ -70,6 +74,13 @@ typedef struct MmrtPpHooks {
 MmrtPp *mmrt_pp_new(const MmrtModelDesc *m, void *mesh, char **arenas, const MmrtPpHooks *h);
 int mmrt_pp_step(MmrtPp *pp, int64_t step, const char *what, float *loss);
 void mmrt_pp_free(MmrtPp *pp);
+/* The slots pipeline rank `rank` allocates (-1: its list cannot be read),
+ * and the bytes it allocates beyond the trainer's arenas: the act, grad and
+ * input arenas of every slot but the first, and the gradient sums (one f32
+ * tensor per accum tensor; elems as for mmrt_mb_init). */
+int mmrt_pp_slots(const MmrtModelDesc *m, int rank);
+int64_t mmrt_pp_extra_bytes(const MmrtModelDesc *m, int rank,
+                            int64_t (*elems)(void *, const MmrtTensorDesc *), void *user);
 
 /* ---- --trace FILE: the real timeline as Chrome trace JSON ----
  * Events are kept in memory (complete events: name, category, start and

@@ -1165,6 +1165,45 @@ static int64_t bf16_act_bytes(const IrModule *m, const IrFunc *f, int *count) {
   return bytes;
 }
 
+/* A pipeline's planned peak per rank (passes/pp_stage.h): what holds it. */
+static bool plan_pp_memory(IrModule *m, int64_t data_bytes, json_object *root, char *err,
+                           size_t errlen) {
+  if (m->plan.pp <= 1 || !ir_module_func(m, "train")) return true;
+  PpRankMem rm[64];
+  if (!pp_rank_memory(m, rm, 64, err, errlen)) return false;
+  json_object *list = root ? json_object_new_array() : NULL;
+  if (!root)
+    printf("  per pipeline rank (its planned peak: param + opt + in-flight micro-batches x (act + "
+           "grad + input) + gradient sums; kernel workspace is in the act arena):\n");
+  for (int r = 0; r < m->plan.pp; r++) {
+    const PpRankMem *x = &rm[r];
+    if (!root) {
+      printf(
+          "    rank %d: peak %lld bytes = param %lld + opt %lld + %d in flight x %lld (act %lld, "
+          "grad %lld, input %lld) + gradient sums %lld; trainer %lld with the data\n",
+          r, (long long)x->peak, (long long)x->param, (long long)x->opt, x->slots,
+          (long long)x->set, (long long)x->act, (long long)x->grad, (long long)x->input,
+          (long long)x->sums, (long long)(x->peak + data_bytes));
+      continue;
+    }
+    json_object *e = json_object_new_object();
+    json_object_object_add(e, "rank", json_object_new_int(r));
+    json_object_object_add(e, "peak_bytes", json_object_new_int64(x->peak));
+    json_object_object_add(e, "trainer_bytes", json_object_new_int64(x->peak + data_bytes));
+    json_object_object_add(e, "param_bytes", json_object_new_int64(x->param));
+    json_object_object_add(e, "grad_bytes", json_object_new_int64(x->grad));
+    json_object_object_add(e, "opt_bytes", json_object_new_int64(x->opt));
+    json_object_object_add(e, "in_flight", json_object_new_int(x->slots));
+    json_object_object_add(e, "act_bytes", json_object_new_int64(x->act));
+    json_object_object_add(e, "input_bytes", json_object_new_int64(x->input));
+    json_object_object_add(e, "in_flight_set_bytes", json_object_new_int64(x->set));
+    json_object_object_add(e, "grad_sum_bytes", json_object_new_int64(x->sums));
+    json_object_array_add(list, e);
+  }
+  if (root) json_object_object_add(root, "pp_ranks", list);
+  return true;
+}
+
 static int cmd_plan(Opts *o) {
   Diag d;
   diag_init(&d);
@@ -1227,6 +1266,11 @@ static int cmd_plan(Opts *o) {
     plan_layers(m, root);
     plan_collectives(m, &m->plan, root);
     plan_cp(m, root);
+    if (!plan_pp_memory(m, data_bytes, root, err, sizeof err)) {
+      json_object_put(root);
+      fprintf(stderr, "mmc: error: pipeline: %s\n", err);
+      return finish(&d, p, &r, EXIT_USER);
+    }
     printf("%s\n",
            json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED));
     json_object_put(root);
@@ -1243,6 +1287,10 @@ static int cmd_plan(Opts *o) {
       printf("  %-7s%14lld bytes  %9.3f MiB  (peak + data: the trainer's measured peak)\n",
              "trainer", (long long)(s.total + data_bytes),
              (double)(s.total + data_bytes) / (1 << 20));
+    }
+    if (!plan_pp_memory(m, data_bytes, NULL, err, sizeof err)) {
+      fprintf(stderr, "mmc: error: pipeline: %s\n", err);
+      return finish(&d, p, &r, EXIT_USER);
     }
     if (nkv)
       printf("  the input arena holds the KV cache: %lld bytes in %d tensors (keys and values of "

@@ -27,12 +27,17 @@ static void costs(Costs *k, int stages, double f, double i, double w) {
   k->c = (PpCosts){k->f, k->i, k->w, 0};
 }
 
+/* the trainer's micro-batch slots per rank, walked from the list
+ * (pp_sched_slots): GPipe holds all m, 1F1B's rank r p - r */
+static int slots[64];
+
 static double bubble_of(PpSchedKind kind, int p, int v, int m, bool comms, const Costs *k,
                         PpSim *sim) {
   PpSchedule s;
   char err[256];
   ck_assert_msg(pp_sched_build(&s, kind, p, v, m, err, sizeof err), "%s", err);
   if (comms) pp_sched_add_comms(&s);
+  for (int r = 0; r < p && r < 64; r++) slots[r] = pp_sched_slots(&s, r);
   ck_assert_msg(pp_sched_simulate(&s, &k->c, sim), "%s p=%d v=%d m=%d: %s", pp_sched_name(kind), p,
                 v, m, sim->msg);
   double b = sim->bubble;
@@ -57,6 +62,8 @@ START_TEST(gpipe_and_1f1b_bubble) {
             int want = kind == PP_GPIPE ? m : p - r;
             ck_assert_msg(sim.max_inflight[r] == want, "%s p=%d m=%d rank %d: %d in flight",
                           pp_sched_name(kind), p, m, r, sim.max_inflight[r]);
+            ck_assert_msg(slots[r] == want, "%s p=%d m=%d rank %d: %d slots, want %d",
+                          pp_sched_name(kind), p, m, r, slots[r], want);
           }
           pp_sim_free(&sim, p);
         }
