@@ -170,11 +170,22 @@ static LLVMValueRef conv_geom(Cg *cg, const IrNode *n, const IrShape *x, const I
   return cg_const_global(cg, LLVMConstArray2(cg->t_i32, e, 19), "conv");
 }
 
+static int split_axis(const Cg *cg, const IrValue *v, int d);
+
+/* Row-parallel (x split over its channels): the result is a partial sum,
+ * so only rank 0 of the axis adds the bias. */
 static bool lower_conv(Cg *cg, const IrNode *n) {
   bool is3 = n->op == IR_OP_CONV3D;
   LLVMValueRef cv = conv_geom(cg, n, &n->in[0]->shape, &n->in[1]->shape);
-  CALL(is3 ? "mmrt_conv3d_fwd" : "mmrt_conv2d_fwd", I32(kdt(n)), cv, O(0), V(0), V(1),
-       n->nin > 2 ? V(2) : cg_null(cg));
+  LLVMValueRef bias = n->nin > 2 ? V(2) : cg_null(cg);
+  int ax = n->nin > 2 ? split_axis(cg, n->in[0], 1) : -1;
+  if (ax == -2) return cg_error(cg, n, "the input channels are split over two mesh axes");
+  if (ax >= 0) {
+    LLVMValueRef first =
+        LLVMBuildICmp(cg->b, LLVMIntEQ, CALL("mmrt_step_coord", cg->mesh, I32(ax)), I32(0), "");
+    bias = LLVMBuildSelect(cg->b, first, bias, cg_null(cg), "");
+  }
+  CALL(is3 ? "mmrt_conv3d_fwd" : "mmrt_conv2d_fwd", I32(kdt(n)), cv, O(0), V(0), V(1), bias);
   return true;
 }
 
@@ -207,9 +218,20 @@ static LLVMValueRef stat(Cg *cg, const IrNode *n, int j, int64_t ws_off) {
   return j < n->nout ? O(j) : cg_ws(cg, n, ws_off);
 }
 
+/* Over channels split on a mesh axis (split statistics): the runtime
+ * all-reduces the rows' partial sums over the axis (mmrt_split.c). */
 static bool lower_layer_norm(Cg *cg, const IrNode *n) {
   const IrValue *x = n->in[0];
   int64_t N = rows(x), C = last_dim(x);
+  int ax = split_axis(cg, x, x->shape.rank - 1);
+  if (ax == -2) return cg_error(cg, n, "the normalised dim is split over two mesh axes");
+  if (ax >= 0) {
+    cg_check_status(cg, CALL("mmrt_split_layernorm_fwd", cg->mesh, I32(ax), O(0), stat(cg, n, 1, 0),
+                             stat(cg, n, 2, 4 * N), V(0), n->nin > 1 ? V(1) : cg_null(cg),
+                             n->nin > 2 ? V(2) : cg_null(cg), cg_i64(cg, N), cg_i64(cg, C),
+                             cg_i64(cg, C * cg->m->mesh[ax]), F32(attr(n, IR_ATTR_EPS)->f)));
+    return true;
+  }
   CALL("mmrt_layernorm_fwd", O(0), stat(cg, n, 1, 0), stat(cg, n, 2, 4 * N), V(0),
        n->nin > 1 ? V(1) : cg_null(cg), n->nin > 2 ? V(2) : cg_null(cg), I32(N), I32(C),
        F32(attr(n, IR_ATTR_EPS)->f));
@@ -230,8 +252,23 @@ static void group_dims(const IrValue *x, int64_t *B, int64_t *C, int64_t *S) {
   *S = ir_numel(&x->shape) / (*B * *C);
 }
 
+/* The groups of this rank: all of them, or its block when the channels
+ * (whole groups) are split on a mesh axis; 0 and an error when they are
+ * split in a way the kernel cannot take. */
+static int64_t local_groups(Cg *cg, const IrNode *n, const IrValue *x) {
+  int64_t G = attr(n, IR_ATTR_GROUPS)->i;
+  int ax = split_axis(cg, x, 1);
+  if (ax == -1) return G;
+  if (ax == -2 || G % cg->m->mesh[ax]) {
+    cg_error(cg, n, "group norm: the channels are split other than by whole groups");
+    return 0;
+  }
+  return G / cg->m->mesh[ax];
+}
+
 static bool lower_group_norm(Cg *cg, const IrNode *n) {
-  int64_t B, C, S, G = attr(n, IR_ATTR_GROUPS)->i;
+  int64_t B, C, S, G = local_groups(cg, n, n->in[0]);
+  if (!G) return false;
   group_dims(n->in[0], &B, &C, &S);
   CALL("mmrt_groupnorm_fwd", O(0), stat(cg, n, 1, 0), stat(cg, n, 2, 4 * B * G), V(0),
        n->nin > 1 ? V(1) : cg_null(cg), n->nin > 2 ? V(2) : cg_null(cg), I32(B), I32(C), I32(S),
@@ -242,6 +279,14 @@ static bool lower_group_norm(Cg *cg, const IrNode *n) {
 /* layer_norm_grad(dy, x, mean, rstd, w?) -> dx, dw, db */
 static bool lower_layer_norm_grad(Cg *cg, const IrNode *n) {
   const IrValue *x = n->in[1];
+  int ax = split_axis(cg, x, x->shape.rank - 1);
+  if (ax == -2) return cg_error(cg, n, "the normalised dim is split over two mesh axes");
+  if (ax >= 0) {
+    cg_check_status(cg, CALL("mmrt_split_layernorm_bwd", cg->mesh, I32(ax), O(0), O(1), O(2), V(0),
+                             V(1), V(2), V(3), n->nin > 4 ? V(4) : cg_null(cg), cg_i64(cg, rows(x)),
+                             cg_i64(cg, last_dim(x)), cg_i64(cg, last_dim(x) * cg->m->mesh[ax])));
+    return true;
+  }
   CALL("mmrt_layernorm_bwd", O(0), O(1), O(2), V(0), V(1), V(2), V(3),
        n->nin > 4 ? V(4) : cg_null(cg), I32(rows(x)), I32(last_dim(x)), I32(0));
   return true;
@@ -257,7 +302,8 @@ static bool lower_rms_norm_grad(Cg *cg, const IrNode *n) {
 
 /* group_norm_grad(dy, x, mean, rstd, w?) {groups} -> dx, dw, db */
 static bool lower_group_norm_grad(Cg *cg, const IrNode *n) {
-  int64_t B, C, S, G = attr(n, IR_ATTR_GROUPS)->i;
+  int64_t B, C, S, G = local_groups(cg, n, n->in[1]);
+  if (!G) return false;
   group_dims(n->in[1], &B, &C, &S);
   CALL("mmrt_groupnorm_bwd", O(0), O(1), O(2), V(0), V(1), V(2), V(3),
        n->nin > 4 ? V(4) : cg_null(cg), I32(B), I32(C), I32(S), I32(G), I32(0));

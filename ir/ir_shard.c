@@ -146,11 +146,11 @@ static void rule_LINEAR_GRAD_W(const IrNode *n, IrShardRule *r) {
 }
 
 /* x[B, Cin, ...], w[Cout, Cin, ...], bias[Cout]: B and Cout split, Cin
- * reduces, the spatial dims stay whole (no halo exchange in v1) */
+ * reduces, the spatial dims stay whole (no halo exchange in v1). With Cin
+ * split (row-parallel) the result is a partial sum and the bias (whole)
+ * is added by the axis's rank 0 only (codegen: lower_conv). */
 static void rule_CONV(const IrNode *n, IrShardRule *r) {
-  /* with a bias, a partial sum would add it on every rank */
-  int b = newf(r, ish(n, 0)->d[0], IR_FM_BAD),
-      ci = newf(r, ish(n, 0)->d[1], n->nin == 3 ? IR_FM_BAD : IR_FM_P),
+  int b = newf(r, ish(n, 0)->d[0], IR_FM_BAD), ci = newf(r, ish(n, 0)->d[1], IR_FM_P),
       co = newf(r, ish(n, 1)->d[0], IR_FM_BAD);
   in_f(r, 0, 0, b), out_f(r, 0, 0, b);
   in_f(r, 0, 1, ci), in_f(r, 1, 1, ci);
@@ -184,33 +184,66 @@ static void stats(IrShardRule *r, uint32_t m, int i, int j) {
   if (j >= 0 && j < r->nout) r->out[j][0] |= m;
 }
 
-/* layer_norm, rms_norm: x[..., C] (w, b [C] whole) -> y, stats */
+/* layer_norm, rms_norm: x[..., C] (w, b [C]) -> y, stats. layer_norm's C
+ * splits too, with w, b and y: the kernel all-reduces the rows' partial
+ * sums over the axis itself (split statistics), so mean and rstd stay
+ * whole (miss B); rms_norm's C stays whole. */
 static void rule_NORM(const IrNode *n, IrShardRule *r) {
   uint32_t m = rows(r, n, 0, 1, 0, IR_FM_BAD);
   for (int j = 1; j < n->nout; j++) stats(r, m, -1, j);
+  if (n->op != IR_OP_LAYER_NORM) return;
+  int c = newf(r, ish(n, 0)->d[ish(n, 0)->rank - 1], IR_FM_B);
+  in_f(r, 0, ish(n, 0)->rank - 1, c), out_f(r, 0, osh(n, 0)->rank - 1, c);
+  for (int i = 1; i < n->nin; i++) in_f(r, i, 0, c);
 }
 
-/* (dy, x, stats..., w?) -> dx, dw, (db): the rows reduce into dw, db */
+/* (dy, x, stats..., w?) -> dx, dw, (db): the rows reduce into dw, db;
+ * layer_norm_grad's C splits as its forward's (the kernel all-reduces the
+ * rows' two partial sums) */
 static void rule_NORM_GRAD(const IrNode *n, IrShardRule *r) {
   int nstats = n->op == IR_OP_RMS_NORM_GRAD ? 1 : 2;
   uint32_t m = rows(r, n, 1, 1, 0, IR_FM_P);
   for (int d = 0; d < ish(n, 1)->rank - 1; d++) r->in[0][d] = r->in[1][d];
   for (int i = 2; i < 2 + nstats; i++) stats(r, m, i, -1);
+  if (n->op != IR_OP_LAYER_NORM_GRAD) return;
+  int last = ish(n, 1)->rank - 1, c = newf(r, ish(n, 1)->d[last], IR_FM_BAD);
+  in_f(r, 0, last, c), in_f(r, 1, last, c), out_f(r, 0, last, c);
+  if (n->nin > 4) in_f(r, 4, 0, c);
+  for (int j = 1; j < n->nout; j++) out_f(r, j, 0, c);
 }
 
-/* a norm of x[B, C, ...] per sample over channel groups and space, with
- * statistics [B * G]: only the batch splits */
+/* group_norm x[B, C, ...] (w, b [C]) per sample over channel groups and
+ * space, with statistics [B * G]: the batch splits, and the groups (G
+ * contiguous blocks of C / G channels; a factor of size G, so only a tp
+ * that divides G splits it): each rank normalises its own groups, no
+ * communication */
 static void rule_BATCH_STATS(const IrNode *n, IrShardRule *r) {
   int b = newf(r, ish(n, 0)->d[0], IR_FM_BAD);
   in_f(r, 0, 0, b), out_f(r, 0, 0, b);
-  for (int j = 1; j < n->nout; j++) stats(r, 1u << b, -1, j);
+  uint32_t m = 1u << b;
+  if (n->op == IR_OP_GROUP_NORM) {
+    int g = newf(r, iattr(n, IR_ATTR_GROUPS), IR_FM_BAD);
+    in_f(r, 0, 1, g), out_f(r, 0, 1, g);
+    for (int i = 1; i < n->nin; i++) in_f(r, i, 0, g);
+    m |= 1u << g;
+  }
+  for (int j = 1; j < n->nout; j++) stats(r, m, -1, j);
 }
 
-/* its gradient (dy, x, stats..., w?) -> dx, dw, db: the batch reduces into dw, db */
+/* its gradient (dy, x, stats..., w?) -> dx, dw, db: the batch reduces into
+ * dw, db; the groups split as the forward's */
 static void rule_BATCH_STATS_GRAD(const IrNode *n, IrShardRule *r) {
   int b = newf(r, ish(n, 1)->d[0], IR_FM_P);
   in_f(r, 0, 0, b), in_f(r, 1, 0, b), out_f(r, 0, 0, b);
-  stats(r, 1u << b, 2, -1), stats(r, 1u << b, 3, -1);
+  uint32_t m = 1u << b;
+  if (n->op == IR_OP_GROUP_NORM_GRAD) {
+    int g = newf(r, iattr(n, IR_ATTR_GROUPS), IR_FM_BAD);
+    in_f(r, 0, 1, g), in_f(r, 1, 1, g), out_f(r, 0, 1, g);
+    if (n->nin > 4) in_f(r, 4, 0, g);
+    for (int j = 1; j < n->nout; j++) out_f(r, j, 0, g);
+    m |= 1u << g;
+  }
+  stats(r, m, 2, -1), stats(r, m, 3, -1);
 }
 
 /* sum, mean: the reduced axes reduce (mean divides by the global count) */

@@ -14,7 +14,12 @@
  *       S(0), bias S(0)), the linears it reaches row-parallel (weight S(1));
  *       a linear that feeds a cross_entropy is column-parallel over the
  *       vocabulary (vocab-parallel loss), an embedding table is split over
- *       its vocabulary (S(0)); convolutions pair the same way over channels.
+ *       its vocabulary (S(0)); convolutions pair the same way over channels
+ *       (a row-parallel conv's own bias stays whole: rank 0 adds it), also
+ *       through a layer norm over the split channels (split statistics:
+ *       its weight and bias S(0), the kernel all-reduces the rows' sums)
+ *       or a GroupNorm whose G tp divides (whole groups per rank), the
+ *       causal pad's slice/expand/concat, and adds of two split results.
  *     - sp: on tp, the sequence (dim 1 of [B, T, C] activations, T a
  *       length some norm reads: not a [B, 6, C] modulation) may be
  *       split where the op is in the sequence-parallel region (norms,
@@ -71,6 +76,7 @@ typedef struct Sh {
   IrMap req;  /* node -> p: IrPlacement[nin * IR_NAXES], what its strategy needs */
   IrMap planned; /* value -> p: Planned*, the reshards earlier nodes of this sweep need */
   bool sp_warned;
+  int tp;             /* the tp of tp_strategy */
   bool dry;           /* tp_strategy only counts the parameters it would split (shard_tp_splits) */
   int nseq;           /* the sequence lengths: dim 1 of the [B, T, C] inputs of norms */
   int64_t seqlen[16]; /* (a [B, 6, C] modulation sliced on dim 1 is no sequence) */
@@ -130,8 +136,10 @@ static int transfer(const IrNode *n, int k, int d) {
     case IR_OP_MUL:
     case IR_OP_DIV: return d + (r - x->rank);
     case IR_OP_ROPE: return d == 2 ? 2 : -1;
-    case IR_OP_LAYER_NORM:
+    case IR_OP_LAYER_NORM: return k == 0 ? d : -1; /* over split channels: split statistics */
     case IR_OP_RMS_NORM: return k == 0 && d != x->rank - 1 ? d : -1;
+    case IR_OP_GROUP_NORM: return k == 0 && d == 1 ? 1 : -1; /* whole groups (walk checks G) */
+    case IR_OP_CONCAT: return d != n->attrs.v[IR_ATTR_AXIS].i ? d : -1;
     case IR_OP_ATTENTION: return k <= 2 && d == 2 ? 2 : -1;
     case IR_OP_SLICE: return d != n->attrs.v[IR_ATTR_AXIS].i ? d : -1;
     case IR_OP_TRANSPOSE: {
@@ -140,7 +148,8 @@ static int transfer(const IrNode *n, int k, int d) {
         if (p->ints[j] == d) return j;
       return -1;
     }
-    case IR_OP_RESHAPE: {
+    case IR_OP_RESHAPE:
+    case IR_OP_EXPAND: {
       IrShardRule rule;
       ir_shard_rule(n, &rule);
       for (int j = 0; j < r; j++)
@@ -152,7 +161,8 @@ static int transfer(const IrNode *n, int k, int d) {
 }
 
 static bool binary(IrOp op) {
-  return op == IR_OP_ADD || op == IR_OP_SUB || op == IR_OP_MUL || op == IR_OP_DIV;
+  return op == IR_OP_ADD || op == IR_OP_SUB || op == IR_OP_MUL || op == IR_OP_DIV ||
+         op == IR_OP_CONCAT;
 }
 
 /* region: the values a column split (of any linear or conv) reaches, and at
@@ -216,8 +226,8 @@ static void walk(Sh *s, IrValue *v, int d, Walk *w, int depth) {
     int k = u->k;
     if (n->op == IR_OP_LINEAR || n->op == IR_OP_CONV2D || n->op == IR_OP_CONV3D) {
       int cd = n->op == IR_OP_LINEAR ? v->shape.rank - 1 : 1;
-      /* a row-parallel conv cannot add its own bias to partial sums */
-      if (k == 0 && d == cd && weight_param(n->in[1]) && n->nin == 2) {
+      /* a row-parallel conv's own bias stays whole (rank 0 adds it) */
+      if (k == 0 && d == cd && weight_param(n->in[1])) {
         ptrvec_push(&s->a, &w->rows, n);
         continue;
       }
@@ -232,6 +242,24 @@ static void walk(Sh *s, IrValue *v, int d, Walk *w, int depth) {
     if (dd < 0 || n->nout < 1) {
       w->ok = false;
       break;
+    }
+    if (n->op == IR_OP_LAYER_NORM || n->op == IR_OP_GROUP_NORM) {
+      /* a norm over the split channels: its weight and bias split with
+       * them (layer norm: split statistics; group norm: whole groups per
+       * rank, so tp must divide G) */
+      if (n->op == IR_OP_GROUP_NORM && n->attrs.v[IR_ATTR_GROUPS].i % s->tp) {
+        w->ok = false;
+        break;
+      }
+      bool over = n->op == IR_OP_GROUP_NORM || dd == v->shape.rank - 1;
+      for (int o = 1; o < n->nin && over && w->ok; o++) {
+        if (!is_param(n->in[o]))
+          w->ok = false;
+        else if (w->biases.len < 64) {
+          w->bdims[w->biases.len] = 0;
+          ptrvec_push(&s->a, &w->biases, n->in[o]);
+        }
+      }
     }
     if (binary(n->op) || n->op == IR_OP_ATTENTION) {
       for (int o = 0; o < n->nin && w->ok; o++) {
@@ -272,6 +300,7 @@ static bool divides(int64_t n, int t) {
  * vocabulary tp does not divide as split (vocabpad pads it). */
 static int tp_strategy(Sh *s, IrFunc *f, int tp) {
   int nsplit = 0;
+  s->tp = tp;
   build_uses(s, f);
   build_region(s, f);
   for (int i = 0; i < f->nodes.len; i++) {
@@ -627,7 +656,8 @@ static bool decide(Sh *s, IrNode *n, const IrShardRule *r, int a, IrPlacement *r
     } else if (st[c].kind == IR_ST_PASSP && !any_p) {
       continue;
     }
-    bool fits = true;
+    /* nor a factor the axis does not divide (group norm's G) */
+    bool fits = st[c].kind != IR_ST_SPLIT || r->f[st[c].factor].size % m->mesh[a] == 0;
     for (int k = 0; k < n->nin && fits; k++) fits = even(s, n->in[k], n->in[k]->pl, a, rq[k]);
     for (int j = 0; j < n->nout && fits; j++) fits = even(s, n->out[j], n->out[j]->pl, a, out[j]);
     if (!fits) {

@@ -994,6 +994,65 @@ static void plan_collectives(IrModule *m, const MmPlan *pl, json_object *root) {
   }
 }
 
+/* Layer norms over channels split on an axis (split statistics): the
+ * all-reduces their kernels make (runtime/mmrt_split.c), which no
+ * collective node shows: forward 2 of the rows (sums of x, then of
+ * (x - mean)^2), backward 1 of twice the rows (sums of g and g * xhat). */
+static void plan_split_norms(IrModule *m, json_object *root) {
+  IrFunc *f = ir_module_func(m, "train");
+  if (!f) return;
+  json_object *list = root ? json_object_new_array() : NULL;
+  int64_t calls[2] = {0}, elems[2] = {0};
+  int axis = -1;
+  for (int i = 0; i < f->nodes.len; i++) {
+    const IrNode *n = f->nodes.items[i];
+    if (n->op != IR_OP_LAYER_NORM && n->op != IR_OP_LAYER_NORM_GRAD) continue;
+    const IrValue *x = n->in[n->op == IR_OP_LAYER_NORM ? 0 : 1];
+    int a = -1;
+    for (int b = 0; b < IR_NAXES; b++)
+      if (m->mesh[b] > 1 && x->pl[b].kind == IR_PL_S && x->pl[b].dim == x->shape.rank - 1) a = b;
+    if (a < 0) continue;
+    IrShape l;
+    ir_local_shape(m, x->pl, &x->shape, &l);
+    int64_t rows = ir_numel(&l) / l.d[l.rank - 1];
+    int back = n->op == IR_OP_LAYER_NORM_GRAD, nc = back ? 1 : 2;
+    int64_t sent = nc * 2 * (back ? 2 : 1) * rows * (m->mesh[a] - 1) / m->mesh[a];
+    if (!calls[0] && !calls[1] && !root)
+      printf("  layer norms over split channels (split statistics: the kernel's all-reduces, "
+             "runtime/mmrt_split.c), per rank:\n");
+    calls[back] += nc, elems[back] += sent, axis = a;
+    if (!root) {
+      printf("    %-32s %-8s %s, channels %lld of %lld: %d all_reduce%s of %lld elements\n",
+             n->scope ? n->scope : "?", back ? "backward" : "forward", ir_axis_name((IrAxis)a),
+             (long long)l.d[l.rank - 1], (long long)x->shape.d[x->shape.rank - 1], nc,
+             nc > 1 ? "s" : "", (long long)(back ? 2 * rows : rows));
+    } else {
+      json_object *e = json_object_new_object();
+      json_object_object_add(e, "scope", n->scope ? json_object_new_string(n->scope) : NULL);
+      json_object_object_add(e, "phase", json_object_new_string(back ? "backward" : "forward"));
+      json_object_object_add(e, "axis", json_object_new_string(ir_axis_name((IrAxis)a)));
+      json_object_object_add(e, "all_reduces", json_object_new_int(nc));
+      json_object_object_add(e, "elements", json_object_new_int64(back ? 2 * rows : rows));
+      json_object_object_add(e, "sent_elements", json_object_new_int64(sent));
+      json_object_array_add(list, e);
+    }
+  }
+  if (root) { /* only when some norm splits: plans without one print as before */
+    if (json_object_array_length(list))
+      json_object_object_add(root, "split_norms", list);
+    else
+      json_object_put(list);
+    return;
+  }
+  if (calls[0] + calls[1])
+    printf(
+        "    %-15s %-3s %5lld calls (%lld forward, %lld backward, 0 update) %14lld elements sent "
+        "%14lld bytes\n",
+        "all_reduce", ir_axis_name((IrAxis)axis), (long long)(calls[0] + calls[1]),
+        (long long)calls[0], (long long)calls[1], (long long)(elems[0] + elems[1]),
+        4 * (long long)(elems[0] + elems[1]));
+}
+
 /* Context parallel: per rank and attention, the scores (never stored
  * whole: the flash kernel works in tiles; a ring computes them one K/V
  * block at a time), the ring's K/V blocks in flight (allocated by the
@@ -1266,6 +1325,7 @@ static int cmd_plan(Opts *o) {
     plan_layers(m, root);
     plan_collectives(m, &m->plan, root);
     plan_cp(m, root);
+    plan_split_norms(m, root);
     if (!plan_pp_memory(m, data_bytes, root, err, sizeof err)) {
       json_object_put(root);
       fprintf(stderr, "mmc: error: pipeline: %s\n", err);
@@ -1314,6 +1374,7 @@ static int cmd_plan(Opts *o) {
     plan_layers(m, NULL);
     plan_collectives(m, &m->plan, NULL);
     plan_cp(m, NULL);
+    plan_split_norms(m, NULL);
   }
   if (!o->json && !pp_plan_print(stdout, m, o->timeline, err, sizeof err)) {
     fprintf(stderr, "mmc: error: pipeline: %s\n", err);

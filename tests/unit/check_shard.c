@@ -211,7 +211,12 @@ START_TEST(test_rule_transformer) {
   IrNode *ln = node(&t, IR_OP_LAYER_NORM, VS(x, w, w), &a);
   ck_assert(LEGAL(ln, S(1), S(0), S(0)));
   x->pl[IR_AX_TP] = S(2);
-  ck_assert(!LEGAL(ln, S(2), B, B)); /* the normalised dim stays whole */
+  ck_assert(!LEGAL(ln, S(2), B, B)); /* split statistics: w and b split with the channels */
+  w->pl[IR_AX_TP] = S(0);
+  ck_assert(LEGAL(ln, S(2), B, B)); /* mean and rstd whole: the kernel all-reduces */
+  ck_assert(!LEGAL(ln, S(2), S(0), S(0)));
+  IrNode *rms = node(&t, IR_OP_RMS_NORM, VS(x, w), &a);
+  ck_assert(!LEGAL(rms, S(2), B)); /* rms_norm's normalised dim stays whole */
   /* convolution: output channels (column) or input channels (row) */
   IrValue *img = input(&t, "img", IR_F32, SHP(2, 4, 8, 8), B),
           *cw = input(&t, "cw", IR_F32, SHP(6, 4, 3, 3), S(0)),
@@ -222,7 +227,7 @@ START_TEST(test_rule_transformer) {
   IrNode *cv = node(&t, IR_OP_CONV2D, VS(img, cw, cb), &a);
   ck_assert(LEGAL(cv, S(1)));
   img->pl[IR_AX_TP] = S(1), cw->pl[IR_AX_TP] = S(1), cb->pl[IR_AX_TP] = B;
-  ck_assert(!LEGAL(cv, P)); /* a bias added on every rank */
+  ck_assert(LEGAL(cv, P)); /* row-parallel: rank 0 adds the bias (lower_conv) */
   IrNode *cv2 = node(&t, IR_OP_CONV2D, VS(img, cw), &a);
   ck_assert(LEGAL(cv2, P));
   t_free(&t);
@@ -833,7 +838,7 @@ END_TEST
 
 /* Convolutions pair like linears over channels: output channels split
  * (weight and bias S(0)), the next conv's input channels (weight S(1)); a
- * conv that adds its own bias cannot be the row half. */
+ * row half's own bias stays whole (rank 0 adds it to its partial sums). */
 static const char *conv_model = "import \"nn.mm\"\n"
                                 "model Convs {\n"
                                 "  let B = 2\n"
@@ -855,14 +860,15 @@ START_TEST(test_conv_pairs) {
   ck_assert(ir_placement_eq(ir_module_param(m, "c1.weight")->pl[IR_AX_TP], S(0)));
   ck_assert(ir_placement_eq(ir_module_param(m, "c1.bias")->pl[IR_AX_TP], S(0)));
   ck_assert(ir_placement_eq(ir_module_param(m, "c2.weight")->pl[IR_AX_TP], S(1)));
-  ck_assert(ir_placement_eq(ir_module_param(m, "c3.weight")->pl[IR_AX_TP], B)); /* c4 has a bias */
-  ck_assert(ir_placement_eq(ir_module_param(m, "c4.weight")->pl[IR_AX_TP], B));
-  /* the forward: one all-reduce, of c2's partial sums */
+  ck_assert(ir_placement_eq(ir_module_param(m, "c3.weight")->pl[IR_AX_TP], S(0)));
+  ck_assert(ir_placement_eq(ir_module_param(m, "c4.weight")->pl[IR_AX_TP], S(1)));
+  ck_assert(ir_placement_eq(ir_module_param(m, "c4.bias")->pl[IR_AX_TP], B));
+  /* the forward: two all-reduces, of c2's and c4's partial sums */
   IrFunc *f = ir_module_func(m, "forward");
   int ar = 0;
   for (int i = 0; i < f->nodes.len; i++)
     ar += ((IrNode *)f->nodes.items[i])->op == IR_OP_ALL_REDUCE;
-  ck_assert_int_eq(ar, 1);
+  ck_assert_int_eq(ar, 2);
   run_free(&x);
 }
 END_TEST
