@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # WF-VAE under data and tensor parallel: a small WFVAETiny (5 frames, base 8)
-# trained 10 steps serially and on 2 real MPI ranks (mpirun), dp = 2 and
-# tp = 2: the losses agree to 1e-5 relative at every step and every weight
-# to 1e-3 of its update (tests/tools/close_runs.py). The noise of the
-# reparameterised sample is drawn whole on every rank and sliced (randn),
+# trained 10 steps serially and on real MPI ranks (mpirun), dp = 2, tp = 2
+# and tp = 2 x dp = 2 (4 ranks): the losses agree to 1e-5 relative at every
+# step and every weight to 1e-3 of its update (tests/tools/close_runs.py).
+# The noise of the reparameterised sample is drawn whole on every rank and
+# sliced (randn),
 # the L1/L2 and KL means over the batch split are each rank's share of the
 # global mean (codegen: a mean over a split dim). Under tp the ResNet
 # blocks' conv pairs split over channels (column, then row with an
@@ -67,6 +68,12 @@ if run tp2 2 "$T/m.mm" WFVAEMpi 10 --tp 2; then
   grep -Eq '^ +encoder\.mid1\.norm1 +forward +tp, channels 16 of 32: 2 all_reduces' "$T/tp2.plan" && ok ||
     bad "tp = 2: mmc plan shows no split statistics for encoder.mid1.norm1"
   close "tp = 2" serial tp2 "$T/m.mm" WFVAEMpi && ok || bad "tp = 2 differs from serial"
+fi
+# tp = 2 x dp = 2 on 4 ranks (not under the sanitizers: 4 ranks there cost
+# ~2.5x; tp and dp each run above)
+SAN=0; grep -qs 'MMC_SANITIZE:BOOL=ON' "${MMC_BINARY_DIR:-.}/CMakeCache.txt" && SAN=1
+if [ $SAN = 0 ] && run tp2dp2 4 "$T/m.mm" WFVAEMpi 10 --tp 2 --dp 2; then
+  close "tp = 2 x dp = 2" serial tp2dp2 "$T/m.mm" WFVAEMpi && ok || bad "tp = 2 x dp = 2 differs from serial"
 fi
 if run gserial 1 "$T/g.mm" WFVAEMpiGN 3 && run gtp2 2 "$T/g.mm" WFVAEMpiGN 3 --tp 2; then
   close "GroupNorm(4), tp = 2" gserial gtp2 "$T/g.mm" WFVAEMpiGN && ok || bad "GroupNorm tp = 2 differs from serial"
