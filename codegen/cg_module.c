@@ -331,6 +331,9 @@ typedef struct CgDecode {
   /* the video autoencoder: @encode, @decode, @encode_first, @encode_next */
   const IrFunc *vae[4];
   LLVMValueRef vae_fn[4];
+  /* the sampler: @denoise, @table, @classify (optional) */
+  const IrFunc *smp[3];
+  LLVMValueRef smp_fn[3];
 } CgDecode;
 
 static int st_dtype(IrDType t) {
@@ -685,6 +688,28 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
   SET_PTR(f, MmrtModelDesc, vae_tensors, const MmrtTensorDesc *,
           nvt ? tensor_array(cg, tty, vt, nvt, "vae_tensors") : cg_null(cg));
   M_I64(vae_ncaches, ncache);
+#define SET_STEP(name, fn) SET_PTR(f, MmrtModelDesc, name, MmrtStepFn, (fn) ? (fn) : cg_null(cg))
+  SET_STEP(sample_denoise_step, dec->smp_fn[0]);
+  SET_STEP(sample_table_step, dec->smp_fn[1]);
+  SET_STEP(sample_classify_step, dec->smp_fn[2]);
+#undef SET_STEP
+  const IrValue *st[MMRT_SAMPLE_NTENSORS];
+  bool smp = dec->smp[0] && dec->smp[1] && vf[1];
+  if (smp) {
+    for (int i = 0; i < 3; i++) st[MMRT_SAMPLE_X + i] = dec->smp[0]->inputs.items[i];
+    st[MMRT_SAMPLE_PRED] = dec->smp[0]->results.items[0];
+    st[MMRT_SAMPLE_TABLE] = dec->smp[1]->results.items[0];
+    st[MMRT_SAMPLE_DEC_IN] = vf[1]->inputs.items[0];
+    st[MMRT_SAMPLE_CLIPS] = vf[1]->results.items[0];
+    if (dec->smp[2]) {
+      st[MMRT_SAMPLE_FRAMES] = dec->smp[2]->inputs.items[0];
+      st[MMRT_SAMPLE_LOGITS] = dec->smp[2]->results.items[0];
+    }
+  }
+  SET_PTR(f, MmrtModelDesc, sample_tensors, const MmrtTensorDesc *,
+          smp ? tensor_array(cg, tty, st, dec->smp[2] ? MMRT_SAMPLE_NTENSORS : MMRT_SAMPLE_FRAMES,
+                             "sample_tensors")
+              : cg_null(cg));
   SET_PTR(f, MmrtModelDesc, vae_caches, const MmrtTensorDesc *,
           ncache ? tensor_array(cg, tty, vc, 3 * ncache, "vae_caches") : cg_null(cg));
 #undef M_I64
@@ -819,6 +844,14 @@ bool cg_compile(IrModule *m, const MmTrain *train, const CgOptions *o, Diag *d) 
     dec.vae[k] = ir_module_func(m, vae_funcs[k]);
     if (dec.vae[k]) dec.vae_fn[k] = cg_build_step(&cg, dec.vae[k], vae_syms[k], false, NULL);
     ok = !dec.vae[k] || (dec.vae_fn[k] && !cg.failed);
+  }
+  static const char *const smp_funcs[3] = {"denoise", "table", "classify"};
+  static const char *const smp_syms[3] = {"mm_sample_denoise_step", "mm_sample_table_step",
+                                          "mm_sample_classify_step"};
+  for (int k = 0; ok && o->task == MMRT_TASK_SAMPLE && k < 3; k++) {
+    dec.smp[k] = ir_module_func(m, smp_funcs[k]);
+    if (dec.smp[k]) dec.smp_fn[k] = cg_build_step(&cg, dec.smp[k], smp_syms[k], false, NULL);
+    ok = !dec.smp[k] || (dec.smp_fn[k] && !cg.failed);
   }
   if (ok && dec.vae[2] && dec.vae[3] &&
       (dec.vae[2]->results.len != dec.vae[3]->results.len ||

@@ -84,6 +84,11 @@ typedef struct MmrtTokenizer {
                                               "<eos>", "<img>", sorted words */
 } MmrtTokenizer;
 
+/* The text-to-video captions' vocabulary (mmrt_task_dit.c, the DiT task's
+ * and the sampler's): "<pad>" 0, "<eos>" 1, then every word of every clip
+ * caption, sorted, from 2. */
+void mmrt_dit_vocab(MmrtTokenizer *tok);
+
 /* The caption vocabulary: specials, then every word of every prompt and
  * answer, sorted and without duplicates. */
 int mmrt_tok_build(MmrtTokenizer *tok, char *err, size_t errlen);

@@ -130,7 +130,27 @@ typedef struct MmrtModelDesc {
 #undef MMRT_TENSOR
 #undef MMRT_MODEL
 } MmrtModelDesc;
-enum { MMRT_TASK_TRAIN, MMRT_TASK_GENERATE, MMRT_TASK_EVAL, MMRT_TASK_RECONSTRUCT };
+enum {
+  MMRT_TASK_TRAIN,
+  MMRT_TASK_GENERATE,
+  MMRT_TASK_EVAL,
+  MMRT_TASK_RECONSTRUCT,
+  MMRT_TASK_SAMPLE
+};
+
+/* MmrtModelDesc.sample_tensors: the sampler's values (mmrt_sample.c) */
+enum {
+  MMRT_SAMPLE_X,      /* @denoise's inputs: the noisy latents [B, C, T, H, W], */
+  MMRT_SAMPLE_T,      /* the step as f32[B], */
+  MMRT_SAMPLE_TEXT,   /* the caption ids i32[B, L] */
+  MMRT_SAMPLE_PRED,   /* its result, the prediction (v), like X */
+  MMRT_SAMPLE_TABLE,  /* @table's result [steps, >= 2]: row t sqrt(abar_t), sqrt(1 - abar_t) */
+  MMRT_SAMPLE_DEC_IN, /* @decode's input, like X */
+  MMRT_SAMPLE_CLIPS,  /* its result [B, 1, F, H', W'] */
+  MMRT_SAMPLE_FRAMES, /* @classify's input [N, 1, H', W'] (with sample_classify_step) */
+  MMRT_SAMPLE_LOGITS, /* its result [N, classes] */
+  MMRT_SAMPLE_NTENSORS
+};
 
 /* MmrtModelDesc.vae_tensors: the video autoencoder's values */
 enum {
@@ -158,6 +178,10 @@ int mmrt_train_main(int argc, char **argv, const MmrtModelDesc *m);
 int mmrt_generate_main(int argc, char **argv, const MmrtModelDesc *m);
 /* The reconstruct executable of a video autoencoder (mmrt_reconstruct.c). */
 int mmrt_reconstruct_main(int argc, char **argv, const MmrtModelDesc *m);
+/* "<who>: error: <message>" and a newline on stderr; returns 1. */
+int mmrt_fail(const char *who, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The text-to-video sampler (mmrt_sample.c). */
+int mmrt_sample_main(int argc, char **argv, const MmrtModelDesc *m);
 /* The descriptor of the input named `name`, or NULL (mmrt_model.c). */
 const MmrtTensorDesc *mmrt_desc_input(const MmrtModelDesc *m, const char *name);
 /* 1 when a parameter name is a LoRA adapter's (*.lora_a, *.lora_b). */
@@ -173,6 +197,12 @@ int mmrt_alloc_arenas(const MmrtModelDesc *m, char **arenas, char *err, size_t e
  * naming the file and the tensor (missing, wrong dtype or shape, corrupt). */
 int mmrt_load_params(const MmrtModelDesc *m, char *const *arenas, const char *path, int adapters,
                      int *loaded, char *err, size_t errlen);
+/* The parameters from several sources (files or checkpoint folders, at
+ * most MMRT_MAX_WEIGHTS): each from the first that holds it; every one must
+ * be found. On an error of one source *bad is its index (else -1). */
+#define MMRT_MAX_WEIGHTS 8
+int mmrt_load_params_any(const MmrtModelDesc *m, char *const *arenas, const char *const *paths,
+                         int npaths, int *loaded, int *bad, char *err, size_t errlen);
 
 /* The helpers and vocabulary-parallel kernels step functions call: mmrt_abi.def. */
 #define MMRT_ABI_SECTION_MAIN

@@ -1,6 +1,8 @@
 /* mmrt_model.c: lookups in the model descriptor (mmrt_main.h) that the
  * trainer, its tasks, the generator and the reconstructor share, and the
  * arenas and weights of the one-rank executables. */
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -31,30 +33,42 @@ int mmrt_alloc_arenas(const MmrtModelDesc *m, char **arenas, char *err, size_t e
   return MMRT_OK;
 }
 
+/* Parameter p from checkpoint c or file f (one of them): MMRT_OK,
+ * MMRT_ERR_NOTFOUND, or another error (in err). */
+static int read_param(MmrtCkpt *c, MmrtStFile *f, const MmrtTensorDesc *p, char *const *arenas,
+                      char *err, size_t errlen) {
+  MmrtTensorRef ref = {.name = p->name,
+                       .dtype = (MmrtStDtype)p->dtype,
+                       .ndim = (int)p->ndim,
+                       .data = arenas[p->arena] + p->offset};
+  MmrtSlice whole = {.ndim = (int)p->ndim};
+  for (int64_t d = 0; d < p->ndim; d++) ref.shape[d] = whole.global[d] = whole.len[d] = p->shape[d];
+  return c                              ? mmrt_ckpt_read_slice(c, &ref, &whole, 0, err, errlen)
+         : mmrt_st_find(f, p->name) < 0 ? MMRT_ERR_NOTFOUND
+                                        : mmrt_st_read(f, &ref, err, errlen);
+}
+
+/* A checkpoint directory of any plan (each tensor assembled from its
+ * pieces) into *c, or a safetensors file into *f. */
+static int open_weights(const char *path, MmrtCkpt **c, MmrtStFile **f, char *err, size_t errlen) {
+  struct stat st;
+  *c = NULL, *f = NULL;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode)
+             ? mmrt_ckpt_open_all(c, path, NULL, NULL, err, errlen)
+             : mmrt_st_open(f, path, err, errlen);
+}
+
 int mmrt_load_params(const MmrtModelDesc *m, char *const *arenas, const char *path, int adapters,
                      int *loaded, char *err, size_t errlen) {
-  struct stat st;
   *loaded = 0;
-  MmrtCkpt *c =
-      NULL; /* a checkpoint directory of any plan: each tensor assembled from its pieces */
-  MmrtStFile *f = NULL;
-  int rc = stat(path, &st) == 0 && S_ISDIR(st.st_mode)
-               ? mmrt_ckpt_open_all(&c, path, NULL, NULL, err, errlen)
-               : mmrt_st_open(&f, path, err, errlen);
+  MmrtCkpt *c;
+  MmrtStFile *f;
+  int rc = open_weights(path, &c, &f, err, errlen);
   if (rc != MMRT_OK) return rc;
   for (int64_t i = 0; i < m->nparams && rc == MMRT_OK; i++) {
     const MmrtTensorDesc *p = &m->params[i];
     if (p->arena != MMRT_ARENA_PARAM || (adapters && !mmrt_is_adapter(p->name))) continue;
-    MmrtTensorRef ref = {.name = p->name,
-                         .dtype = (MmrtStDtype)p->dtype,
-                         .ndim = (int)p->ndim,
-                         .data = arenas[p->arena] + p->offset};
-    MmrtSlice whole = {.ndim = (int)p->ndim};
-    for (int64_t d = 0; d < p->ndim; d++)
-      ref.shape[d] = whole.global[d] = whole.len[d] = p->shape[d];
-    int got = c                              ? mmrt_ckpt_read_slice(c, &ref, &whole, 0, err, errlen)
-              : mmrt_st_find(f, p->name) < 0 ? MMRT_ERR_NOTFOUND
-                                             : mmrt_st_read(f, &ref, err, errlen);
+    int got = read_param(c, f, p, arenas, err, errlen);
     if (got == MMRT_ERR_NOTFOUND) {
       if (adapters || !mmrt_is_adapter(p->name)) /* adapters may come from a file of their own */
         rc = mmrt_errf(err, errlen, MMRT_ERR_NOTFOUND, "%s: no tensor '%s'",
@@ -67,4 +81,41 @@ int mmrt_load_params(const MmrtModelDesc *m, char *const *arenas, const char *pa
   mmrt_st_close(f);
   mmrt_ckpt_close(c);
   return rc;
+}
+
+int mmrt_load_params_any(const MmrtModelDesc *m, char *const *arenas, const char *const *paths,
+                         int npaths, int *loaded, int *bad, char *err, size_t errlen) {
+  MmrtCkpt *c[MMRT_MAX_WEIGHTS] = {0};
+  MmrtStFile *f[MMRT_MAX_WEIGHTS] = {0};
+  int rc = MMRT_OK, k = 0;
+  *loaded = 0, *bad = -1;
+  for (; k < npaths && k < MMRT_MAX_WEIGHTS && rc == MMRT_OK; k++)
+    if ((rc = open_weights(paths[k], &c[k], &f[k], err, errlen)) != MMRT_OK) *bad = k;
+  for (int64_t i = 0; i < m->nparams && rc == MMRT_OK; i++) {
+    const MmrtTensorDesc *p = &m->params[i];
+    if (p->arena != MMRT_ARENA_PARAM) continue;
+    int got = MMRT_ERR_NOTFOUND;
+    for (int j = 0; j < k && got == MMRT_ERR_NOTFOUND; j++)
+      if ((got = read_param(c[j], f[j], p, arenas, err, errlen)) != MMRT_OK &&
+          got != MMRT_ERR_NOTFOUND)
+        *bad = j;
+    if (got == MMRT_ERR_NOTFOUND)
+      rc = mmrt_errf(err, errlen, MMRT_ERR_NOTFOUND, "no tensor '%s' in %s", p->name,
+                     k > 1 ? "any of them" : "it");
+    else
+      rc = got;
+    *loaded += rc == MMRT_OK;
+  }
+  for (int j = 0; j < k; j++) mmrt_st_close(f[j]), mmrt_ckpt_close(c[j]);
+  return rc;
+}
+
+int mmrt_fail(const char *who, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "%s: error: ", who);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  return 1;
 }

@@ -12,6 +12,7 @@
  *   mmrt_task_caption.c   pixels, text, labels i32[B, T]: captions
  *   mmrt_task_video.c     video f32[B, 1, F, 64, 64]: moving items (no labels)
  *   mmrt_task_dit.c       latents, text, noise, t_uniform / t_normal: diffusion
+ *   mmrt_task_frames.c    frames f32[B, 1, 64, 64], labels: a clip frame's class
  *
  * (mmrt_main.h says what each one feeds the model.) The four tasks
  * share Fashion-MNIST: the splits and their iterators live in MmrtTaskCtx,
@@ -90,7 +91,7 @@ typedef struct MmrtTask {
 } MmrtTask;
 
 extern const MmrtTask mmrt_task_classify, mmrt_task_pixels, mmrt_task_caption, mmrt_task_video,
-    mmrt_task_dit;
+    mmrt_task_dit, mmrt_task_frames;
 
 /* The tasks in the order bind tries them (NULL-terminated). */
 extern const MmrtTask *const mmrt_tasks[];

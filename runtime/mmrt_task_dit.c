@@ -49,7 +49,7 @@ static int cmp_word(const void *a, const void *b) {
 }
 
 /* PAD, EOS, then every word of every clip caption, sorted, once each */
-static void dit_vocab(MmrtTokenizer *tok) {
+void mmrt_dit_vocab(MmrtTokenizer *tok) {
   memset(tok, 0, sizeof *tok);
   strcpy(tok->words[0], "<pad>"), strcpy(tok->words[1], "<eos>");
   int n = 2;
@@ -106,7 +106,7 @@ static int bind(MmrtTaskCtx *c, char *err, size_t errlen) {
   c->batch[0] = lat, c->batch[1] = text, c->nbatch = 2, c->labels = NULL;
   if (noise) c->batch[c->nbatch++] = noise;
   if (t) c->batch[c->nbatch++] = t;
-  dit_vocab(&d->tok);
+  mmrt_dit_vocab(&d->tok);
   return 1;
 }
 

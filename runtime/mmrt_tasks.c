@@ -6,8 +6,13 @@
 
 #include "mmrt_task.h"
 
-const MmrtTask *const mmrt_tasks[] = {&mmrt_task_classify, &mmrt_task_caption, &mmrt_task_pixels,
-                                      &mmrt_task_video,    &mmrt_task_dit,     NULL};
+const MmrtTask *const mmrt_tasks[] = {&mmrt_task_classify,
+                                      &mmrt_task_caption,
+                                      &mmrt_task_pixels,
+                                      &mmrt_task_video,
+                                      &mmrt_task_dit,
+                                      &mmrt_task_frames,
+                                      NULL};
 
 static void shape_str(char *buf, size_t n, const MmrtTensorDesc *t) {
   size_t k = (size_t)snprintf(buf, n, "%s[", mmrt_st_dtype_name((MmrtStDtype)t->dtype));

@@ -16,11 +16,15 @@ module DDPM(steps: int = 1000, beta_start: float = 0.0001, beta_end: float = 0.0
   // t = floor(u * steps), uniform over the steps for u uniform in [0, 1)
   forward timesteps(u: [B]) -> i32[B] { return (u * steps).to("i32") }
 
-  // row b: sqrt(abar_t), sqrt(1 - abar_t), the min-SNR weight
-  forward coef(t: i32[B]) -> [B, 3] {
-    return embedding(t, ddpm_table(steps = steps, beta_start = beta_start, beta_end = beta_end,
-                                   zero_snr = z, gamma = gamma))
+  // row t: sqrt(abar_t), sqrt(1 - abar_t), the min-SNR weight (the
+  // sampler reads the whole table, mmc compile --task sample)
+  forward table() -> [steps, 3] {
+    return ddpm_table(steps = steps, beta_start = beta_start, beta_end = beta_end, zero_snr = z,
+                      gamma = gamma)
   }
+
+  // row b: table row t_b
+  forward coef(t: i32[B]) -> [B, 3] { return embedding(t, table()) }
 
   // x_t = sqrt(abar_t) x0 + sqrt(1 - abar_t) noise
   forward add_noise(x0: [B, C, T, H, W], noise: [B, C, T, H, W], t: i32[B]) -> [B, C, T, H, W] {

@@ -113,7 +113,8 @@ static void usage_cmd(FILE *out, const Cmd *c) {
             "  --task KIND        train (default), or generate or eval: add @prefill and\n"
             "                     @decode for a generating trainer (one rank, no plan flags),\n"
             "                     or reconstruct: a video autoencoder's reconstruction\n"
-            "                     executable (@encode, @decode, @encode_first, @encode_next)\n"
+            "                     executable (@encode, @decode, @encode_first, @encode_next),\n"
+            "                     or sample: a text-to-video sampler (@denoise, @table, @decode)\n"
             "  --chunk-frames N   reconstruct: the frames of each chunk after the first (the\n"
             "                     first has 1 + N) of the chunked encoder (default 4)\n");
   if (strcmp(c->name, "dump-ir") == 0) {
@@ -156,7 +157,7 @@ typedef struct Opts {
   const char *output, *emit; /* compile */
   int opt_level;
   bool opt_set, no_fuse, verbose;
-  int task;         /* MMRT_TASK_*: train (default), generate, eval, reconstruct */
+  int task;         /* MMRT_TASK_*: train (default), generate, eval, reconstruct, sample */
   int chunk_frames; /* reconstruct: frames of a next chunk (0: not given, 4) */
   const char *incdirs[64];
   int nincdirs;
@@ -260,9 +261,11 @@ static int parse_opts(int argc, char **argv, Opts *o) {
         o->task = MMRT_TASK_EVAL;
       else if (strcmp(next, "reconstruct") == 0)
         o->task = MMRT_TASK_RECONSTRUCT;
+      else if (strcmp(next, "sample") == 0)
+        o->task = MMRT_TASK_SAMPLE;
       else
-        return bad_usage(o->cmd, "--task takes train, generate, eval or reconstruct, not '%s'",
-                         next);
+        return bad_usage(
+            o->cmd, "--task takes train, generate, eval, reconstruct or sample, not '%s'", next);
     } else if (strcmp(a, "--chunk-frames") == 0 && strcmp(o->cmd->name, "check") != 0 &&
                strcmp(o->cmd->name, "stats") != 0) {
       NEED_ARG();
@@ -388,10 +391,11 @@ static int parse_opts(int argc, char **argv, Opts *o) {
   }
   /* combinations in which a flag would do nothing */
   if (o->plan_flag && o->task != MMRT_TASK_TRAIN)
-    return bad_usage(o->cmd,
-                     "%s does not go with --task generate, eval or reconstruct: they run on one "
-                     "rank",
-                     o->plan_flag);
+    return bad_usage(
+        o->cmd,
+        "%s does not go with --task generate, eval, reconstruct or sample: they run on one "
+        "rank",
+        o->plan_flag);
   if (o->chunk_frames && o->task != MMRT_TASK_RECONSTRUCT)
     return bad_usage(o->cmd, "--chunk-frames goes with --task reconstruct only%s", "");
   const char *emit = o->emit ? o->emit : "exe";
@@ -577,6 +581,36 @@ static bool add_reconstruct(Opts *o, FeProgram *p, const char *model, FeResult *
   return false;
 }
 
+/* The text-to-video sampler (README "Sampling"): the model's forwards
+ * denoise (noisy latents, the step as a float, caption ids -> the DiT's
+ * prediction), table (the schedule, DDPM's ddpm_table) and decode (latents
+ * -> clips) as @denoise, @table and @decode, and classify (frames ->
+ * logits, optional) as @classify, on one rank. */
+static bool add_sample(FeProgram *p, const char *model, FeResult *r, Diag *d) {
+  static const char *const fwd[3] = {"denoise", "table", "decode"};
+  for (int i = 0; i < 3; i++)
+    if (!fe_has_forward(p, model, fwd[i])) {
+      diag_error_plain(
+          d,
+          "model '%s': --task sample needs forwards named denoise(x, t, text) (the "
+          "prediction from noisy latents, the step as f32[B] and caption ids), "
+          "table() (the schedule: row t sqrt(abar_t), sqrt(1 - abar_t)) and decode(latents) "
+          "(to clips); "
+          "'%s' is missing",
+          model, fwd[i]);
+      return false;
+    }
+  MmPlan *pl = &r->plan;
+  if (pl->tp * pl->pp * pl->cp * pl->dp > 1)
+    fprintf(stderr, "mmc: note: sampling runs on one rank; the plan is for training\n");
+  one_rank(r);
+  for (int i = 0; i < 3; i++)
+    if (!fe_elaborate_named(p, model, r->ir, fwd[i], fwd[i], FE_TRAIN, 0, NULL)) return false;
+  /* a frame classifier's forward, when the model has one: the sampler scores its clips */
+  return !fe_has_forward(p, model, "classify") ||
+         fe_elaborate_named(p, model, r->ir, "classify", "classify", FE_TRAIN, 0, NULL);
+}
+
 /* Loads, elaborates and runs the pipeline; returns the module or NULL. */
 static IrModule *build(Opts *o, Diag *d, FeProgram **pp, FeResult *r, const char *stop,
                        void (*after)(const char *, IrModule *, void *), void *user) {
@@ -591,6 +625,7 @@ static IrModule *build(Opts *o, Diag *d, FeProgram **pp, FeResult *r, const char
   if ((o->task == MMRT_TASK_TRAIN || o->task == MMRT_TASK_RECONSTRUCT) &&
       !add_reconstruct(o, p, model, r, d))
     return NULL;
+  if (o->task == MMRT_TASK_SAMPLE && !add_sample(p, model, r, d)) return NULL;
   r->ir->no_fuse = o->no_fuse;
   PassCtx cx = {.d = d};
   if (!pass_run_pipeline(r->ir, &cx, stop, after, user)) return NULL;

@@ -107,6 +107,7 @@ open(INC, "w").write('import "extra.mm"\nmodel U { e = Extra(n = 2)\n'
                      '  forward(x: f32[2, 2]) -> loss { return e(x) } }\n')
 VLM = os.path.join(SRC, "stdlib_models", "internvl2.mm")
 VAE = [os.path.join(SRC, "tests", "video", "clipvae.mm"), "--task", "reconstruct"]
+SMP = [os.path.join(SRC, "tests", "dit", "sample.mm"), "--task", "sample"]
 
 # Per flag: (base, with, expectation) where base/with are the arguments after
 # the command; "check" gets its own probes (it prints nothing when a plan is
@@ -206,6 +207,8 @@ extra = [
     ("plan", "--chunk-frames without --task reconstruct", VAE[:1], VAE[:1] + ["--chunk-frames", "8"],
      "refused", ["--chunk-frames"]),
     ("plan", "--tp with --task reconstruct", VAE, VAE + ["--tp", "2"], "refused", ["--tp"]),
+    ("plan", "--task sample", SMP[:1], SMP, "effect"),
+    ("plan", "--tp with --task sample", SMP, SMP + ["--tp", "2"], "refused", ["--tp"]),
     ("plan", "--tp with --task generate", [VLM, "--model", "InternVL2Tiny", "--task", "generate"],
      [VLM, "--model", "InternVL2Tiny", "--task", "generate", "--tp", "2"], "refused", ["--tp"]),
     # bf16 products in the generator too (one rank, unlike the plan flags)

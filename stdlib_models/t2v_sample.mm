@@ -1,0 +1,41 @@
+// t2v_sample.mm: samplers (mmc compile --task sample, README "Sampling")
+// for the DiTs the trainer trains today.
+//
+// T2VStandIn samples VideoDiTTiny (stdlib_models/videodit.mm: its weights
+// load by name), whose latents are still the DiT task's stand-in for the
+// WF-VAE encoder (runtime/mmrt_task_dit.c: a fixed 4x8x8 downsample of the
+// clip, channel c = 4 half + 2 sy + sx the mean over frame half `half` of a
+// 4-frame group and the 4x4 pixels of sub-block (sy, sx) of each 8x8 block,
+// mapped to 2 mean - 1). Its decode is that downsample's exact inverse on
+// the means (each mean spread back over its frames and pixels), not a
+// WF-VAE decoder: a stand-in as the latents are, until the DiT trains on
+// WF-VAE latents. classify runs the frame classifier
+// (frame_classifier.mm) on decoded frames.
+import "videodit.mm"
+import "frame_classifier.mm"
+
+model T2VStandIn extends VideoDiTTiny {
+  classifier = FrameClassifier()
+
+  forward denoise(x: f32[B, 8, 5, 8, 8], t: f32[B], text: i32[B, L]) {
+    return dit(x, t, text_encoder(text))
+  }
+
+  forward table() { return diffusion.table() }
+
+  // [B, 8 = (half, sy, sx), 5 = k, 8 = i, 8 = j] -> clips [B, 1, 17, 64, 64]:
+  // frame 0 from group 0 (the mean of its halves, equal in the task's
+  // latents), frames 4k-3 .. 4k from group k (halves 0, 0, 1, 1), pixel
+  // (8 i + 4 sy + y, 8 j + 4 sx + x) from mean (sy, sx, i, j)
+  forward decode(z: f32[B, 8, 5, 8, 8]) {
+    g = z.reshape(B, 2, 2, 2, 5, 8, 8).permute(0, 4, 1, 5, 2, 6, 3)      // [B, k, half, i, sy, j, sx]
+    cols = g.reshape(B * 160, 16, 1).expand(B * 160, 16, 4)                // x: 4 pixels a mean
+    rows = cols.reshape(B * 80, 2, 1, 64).expand(B * 80, 2, 4, 64)         // y: 4 rows a mean
+    f = rows.reshape(B * 5, 2, 1, 64, 64).expand(B * 5, 2, 2, 64, 64)      // 2 frames a half
+    f = f.reshape(B, 20, 64, 64)                                          // frame 4 k + 2 half + e
+    clip = concat([(f[:, 0:1] + f[:, 2:3]) * 0.5, f[:, 4:20]], axis = 1)  // frame 0: both halves
+    return (clip.reshape(B, 1, 17, 64, 64) + 1.0) * 0.5
+  }
+
+  forward classify(frames: f32[17, 1, 64, 64]) { return classifier(frames) }
+}

@@ -1,0 +1,51 @@
+// The sampler's test model (tests/dit_sample.sh): a 1-layer T5, a 1-layer
+// VideoDiT on the DiT task's latents [B, 8, 5, 8, 8] and a tiny WF-VAE
+// decoder (latent 8) to 17-frame 64x64 clips, a tiny frame classifier. The
+// forward is the DiT's training loss (so the trainer writes its initial
+// weights); denoise, table, decode and classify are the sampler's (mmc
+// compile --task sample).
+import "t5.mm"
+import "videodit.mm"
+import "diffusion.mm"
+import "wfvae.mm"
+import "frame_classifier.mm"
+
+model T2VSampleTest {
+  let B = 2
+  let L = 8
+  text_encoder = T5Encoder(vocab = 32, dim = 16, depth = 1, heads = 2, head_dim = 8, ffn = 32,
+                           buckets = 8, max_distance = 16)
+  dit         = VideoDiT(channels = 8, frames = 5, height = 8, width = 8, depth = 1, heads = 2,
+                         head_dim = 12, text_dim = 16)
+  diffusion   = DDPM()
+  decoder     = WFDecoder(1, 8, 8, 1, 8, 0, t_interpolation = "trilinear", connect_res = 1)
+  wavelet_out = IHaar3D(1)
+  classifier  = FrameClassifier(dim = 16)
+
+  forward(latents: f32[B, 8, 5, 8, 8], text: i32[B, L], noise: f32[B, 8, 5, 8, 8],
+          t_uniform: f32[B]) -> loss {
+    t = diffusion.timesteps(t_uniform)
+    pred = dit(diffusion.add_noise(latents, noise, t), t.float(), text_encoder(text))
+    return diffusion.loss(pred, latents, noise, t)
+  }
+
+  forward denoise(x: f32[B, 8, 5, 8, 8], t: f32[B], text: i32[B, L]) {
+    return dit(x, t, text_encoder(text))
+  }
+
+  forward table() { return diffusion.table() }
+
+  forward decode(z: f32[B, 8, 5, 8, 8]) {
+    m = decoder.mid(z)
+    u = decoder.up(m)
+    return wavelet_out(decoder.coeffs(u, decoder.l1(u, decoder.l2(m))))
+  }
+
+  // the frame classifier on every decoded frame (the sampler's score)
+  forward classify(frames: f32[17, 1, 64, 64]) { return classifier(frames) }
+
+  train {
+    freeze = [text_encoder, decoder, classifier]
+  }
+}
+

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# The text-to-video sampler (mmc compile --task sample, runtime/mmrt_sample.c)
+# on tests/dit/sample.mm (a 1-layer T5, a 1-layer VideoDiT, a tiny WF-VAE
+# decoder; the trainer's initial weights, random and fixed by its seed):
+# 1. the sampler's arithmetic against diffusers' DDIM and DDPM v-prediction
+#    steps in numpy (tests/torch/sample_ref.py) on the dumped model
+#    outputs: the trailing timesteps, the schedule rows against the
+#    zero-SNR formula (1e-6), every single step and the whole chain from the
+#    same noise (1e-5), for DDIM 1 and 4 steps and DDPM 5 steps at
+#    different guidance scales;
+# 2. --seed: the same seed gives the same GIF, PNG and latents twice, another
+#    seed other ones; a clip does not depend on the other prompts of the run
+#    (--prompts, --clips: clip 1 of a 2-prompt run = the 1-prompt run's);
+#    --raw holds every clip, --show 0 writes no GIF; @classify (a tiny frame
+#    classifier) names every decoded frame (17 a clip, tallied by the
+#    prompt's class);
+# 3. bad inputs exit 1 with a message naming the flag or file: a prompt word
+#    outside the vocabulary, a prompt that is not a caption (with classify), --guidance abc, missing weights (a file that is
+#    not there, and a weights file without the decoder), --steps above the
+#    schedule's, a model without the sampler's forwards (mmc compile).
+set -euo pipefail
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+cd "$T"
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+MM="$MMC_SOURCE_DIR/tests/dit/sample.mm"
+fail=0
+bad() { echo "FAIL: $*"; fail=1; }
+
+"$MMC" compile "$MM" -o trainer
+./trainer --steps 0 --save-weights w.st --eval-batches 1 --quiet > /dev/null
+"$MMC" compile "$MM" --task sample -o sampler
+P=(--weights w.st --prompt "a sneaker moving left" --quiet)
+
+# 1. the arithmetic against numpy (latents [8, 5, 8, 8]: 2560 values a clip)
+ref() { /usr/bin/python3 "$MMC_SOURCE_DIR/tests/torch/sample_ref.py" "$@" || fail=1; }
+./sampler "${P[@]}" --steps 4 --guidance 3.5 --seed 3 --out a --dump a.bin > a.txt
+ref a.bin 4 1 2560 ddim 3.5
+./sampler "${P[@]}" --steps 1 --seed 3 --out o1 --dump o1.bin > /dev/null
+ref o1.bin 1 1 2560 ddim 4
+./sampler --weights w.st --prompt "a bag moving up-right" --quiet --steps 5 --scheduler ddpm \
+  --guidance 2 --seed 5 --out p --dump p.bin > /dev/null
+ref p.bin 5 1 2560 ddpm 2
+
+# 2. seeds
+./sampler "${P[@]}" --steps 4 --guidance 3.5 --seed 3 --out b --dump b.bin > /dev/null
+./sampler "${P[@]}" --steps 4 --guidance 3.5 --seed 4 --out c --dump c.bin > /dev/null
+if cmp -s a/sample_00000.gif b/sample_00000.gif && cmp -s a/sample_00000.png b/sample_00000.png &&
+  cmp -s a.bin b.bin; then
+  echo "ok: --seed 3 twice: the same GIF, PNG strip and latents"
+else
+  bad "--seed 3 twice gave different clips"
+fi
+if cmp -s a/sample_00000.gif c/sample_00000.gif || cmp -s a.bin c.bin; then
+  bad "--seed 4 gave the clip of --seed 3"
+else echo "ok: --seed 4 gives another clip"; fi
+printf 'a bag moving up\n\na sneaker moving left\n' > prompts.txt
+./sampler --weights w.st --prompts prompts.txt --clips 2 --steps 4 --guidance 3.5 --seed 3 \
+  --show 3 --out d --raw d.raw --quiet > d.txt
+n_gif=$(ls d/*.gif | wc -l)
+raw=$(stat -c %s d.raw)
+rows=$(tail -n +2 d/samples.tsv | wc -l)
+if [ "$n_gif" = 3 ] && [ "$raw" = $((4 * 17 * 64 * 64)) ] && [ "$rows" = 4 ] &&
+  grep -q "^2	0	a sneaker moving left$" d/samples.tsv; then
+  echo "ok: --prompts (2) x --clips 2: 4 clips in --raw and samples.tsv, --show 3 GIFs"
+  if grep -Eq "^classify: by prompted class .* 7 [0-9]+/34 8 [0-9]+/34$" d.txt &&
+    grep -Eq "^classify: [0-9]+ of 68 frames" d.txt; then
+    echo "ok: @classify named every frame: $(tail -1 d.txt)"
+  else bad "classify: expected 34 frames of class 7 and 34 of class 8: $(cat d.txt)"; fi
+else
+  bad "--prompts/--clips/--show/--raw: $n_gif GIFs, $raw raw bytes, $rows rows"
+fi
+# the noise is drawn by clip index: clip 2 of that run (the sneaker's first
+# copy) is clip 2 of a run of the sneaker alone (3 copies)
+./sampler "${P[@]}" --clips 3 --steps 4 --guidance 3.5 --seed 3 --show 0 --out e --raw e.raw \
+  > /dev/null
+if [ -z "$(ls e/*.gif 2> /dev/null)" ] && cmp -s <(tail -c $((17 * 64 * 64)) e.raw) \
+  <(head -c $((3 * 17 * 64 * 64)) d.raw | tail -c $((17 * 64 * 64))); then
+  echo "ok: clip 2 is the same clip whatever the other prompts; --show 0 writes no GIF"
+else
+  bad "clip 2 depends on the other prompts of the run, or --show 0 wrote GIFs"
+fi
+
+# 3. bad inputs: exit 1, a message naming the flag or file
+expect() { # expect WHAT PATTERN -- command...
+  local what=$1 pat=$2
+  shift 3
+  set +e
+  "$@" > out.txt 2>&1
+  local rc=$?
+  set -e
+  if [ $rc = 1 ] && grep -q -- "$pat" out.txt && ! grep -qi "sanitizer\|segmentation" out.txt; then
+    echo "ok: $what: exit 1, $(head -c 150 out.txt | head -1)"
+  else
+    bad "$what: exit $rc, expected 1 and '$pat': $(cat out.txt)"
+  fi
+}
+expect "a prompt word outside the vocabulary" '--prompt "a sneaker moving sideways": the word "sideways"' -- \
+  ./sampler --weights w.st --prompt "a sneaker moving sideways"
+expect "--guidance abc" "--guidance takes a number.*'abc'" -- \
+  ./sampler --weights w.st --prompt "a bag moving up" --guidance abc
+expect "missing weights file" "--weights: nope.st: cannot open" -- \
+  ./sampler --weights nope.st --prompt "a bag moving up"
+/usr/bin/python3 - << 'EOF'
+import sys
+sys.path.insert(0, __import__("os").environ["MMC_SOURCE_DIR"] + "/tests/torch")
+from mmtrain import st_load, st_save
+w, _ = st_load("w.st")
+st_save("nodec.st", {k: v for k, v in w.items() if not k.startswith("decoder.")})
+EOF
+expect "weights without the decoder" "--weights nodec.st: no tensor 'decoder\." -- \
+  ./sampler --weights nodec.st --prompt "a bag moving up"
+expect "a prompt that is not a clip caption (the classifier needs its class)" \
+  '--prompt "a bag": not a clip caption' -- ./sampler --weights w.st --prompt "a bag"
+expect "--steps above the schedule" "--steps 1001: the schedule has 1000 steps" -- \
+  ./sampler --weights w.st --prompt "a bag moving up" --steps 1001
+expect "no sampler forwards" "needs forwards named denoise" -- \
+  "$MMC" compile "$MMC_SOURCE_DIR/stdlib_models/videodit.mm" --model VideoDiTTiny --task sample -o x
+exit $fail

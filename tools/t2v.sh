@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# tools/t2v.sh: the text-to-video run end to end (README "Sampling"):
+#   1. the frame classifier FrameViT (stdlib_models/frame_classifier.mm) on
+#      frames of train-split clips; its accuracy on held-out clips' frames;
+#   2. the DiT: VideoDiTTiny (stdlib_models/videodit.mm) on the DiT task
+#      (its latents are still the task's stand-in downsample for the WF-VAE
+#      encoder, so there are no offline features to extract yet);
+#   3. sampling with T2VStandIn (stdlib_models/t2v_sample.mm: the DiT's
+#      weights, the stand-in's exact inverse as decode, the classifier) for
+#      10 prompts per class (the 10 classes x 8 directions' captions, taken
+#      in turn), classifying every frame: the fraction named as the prompted
+#      class, samples/s, the wall time of each stage, one PNG strip.
+# Usage: tools/t2v.sh [OUT] with, in the environment (defaults in brackets):
+#   CLS_STEPS [1500] classifier steps, DIT_STEPS [3000] DiT steps,
+#   CLIPS [1000] sampled clips (a multiple of 100: 10 prompts x 10 classes),
+#   SAMPLE_STEPS [50], GUIDANCE [4], MMC [build/mmc], NICE [10].
+set -euo pipefail
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${1:-t2v_run}
+MMC=${MMC:-$SRC/build/mmc}
+CLS_STEPS=${CLS_STEPS:-1500}
+DIT_STEPS=${DIT_STEPS:-3000}
+CLIPS=${CLIPS:-1000}
+SAMPLE_STEPS=${SAMPLE_STEPS:-50}
+GUIDANCE=${GUIDANCE:-4}
+NICE=${NICE:-10}
+[ $((CLIPS % 100)) = 0 ] || { echo "t2v.sh: CLIPS must be a multiple of 100 (10 prompts x 10 classes), not $CLIPS"; exit 1; }
+mkdir -p "$OUT"
+cd "$OUT"
+S="$SRC/stdlib_models"
+run() { nice -n "$NICE" "$@"; }
+t0=$(date +%s)
+stamp() { echo "t2v.sh: $1 done at +$(($(date +%s) - t0)) s"; }
+
+"$MMC" compile "$S/frame_classifier.mm" --model FrameViT -o frame_vit
+run ./frame_vit --steps "$CLS_STEPS" --eval-every "$CLS_STEPS" --eval-batches 100 \
+  --save-weights frame_vit.st --log frame_vit.jsonl | tail -3
+stamp "classifier ($CLS_STEPS steps)"
+
+"$MMC" compile "$S/videodit.mm" --model VideoDiTTiny -o dit
+run ./dit --steps "$DIT_STEPS" --eval-every "$DIT_STEPS" --eval-batches 10 --save-weights dit.st \
+  --log dit.jsonl | tail -2
+stamp "DiT ($DIT_STEPS steps)"
+
+"$MMC" compile "$S/t2v_sample.mm" --model T2VStandIn --task sample -o sampler
+# the prompts: for each class, 10 captions over its 8 directions in turn
+# (mmrt_video_caption: the caption task's class name, "moving", the direction)
+names=("a t-shirt" "a pair of trousers" "a pullover" "a dress" "a coat" "a sandal" "a shirt"
+  "a sneaker" "a bag" "an ankle boot")
+dirs=(left right up down up-left up-right down-left down-right)
+for l in 0 1 2 3 4 5 6 7 8 9; do
+  for k in 0 1 2 3 4 5 6 7 8 9; do echo "${names[$l]} moving ${dirs[$((k % 8))]}"; done
+done > prompts.txt
+run ./sampler --weights dit.st --weights frame_vit.st --prompts prompts.txt \
+  --clips $((CLIPS / 100)) --steps "$SAMPLE_STEPS" --guidance "$GUIDANCE" --seed 1 --show 10 \
+  --out samples --quiet | tee sample.txt
+stamp "sampling ($CLIPS clips)"
