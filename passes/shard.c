@@ -964,6 +964,15 @@ bool pass_shard(IrModule *m, PassCtx *cx) {
                plan->loc_tp.file ? "" : " (--tp, or the module's plan)", m->name, TP_NOTHING);
     s.ok = false;
   }
+  if (s.ok && m->mesh[IR_AX_TP] > 1 && plan->sp && !s.nseq) {
+    /* sp splits dim 1 of the [B, T, C] activations norms read: with none,
+     * it would be accepted and do nothing (WF-VAE's norms read videos) */
+    diag_error(s.d, plan->loc_sp,
+               "sequence parallel (sp = true%s) splits the sequence of [B, T, C] activations, but "
+               "no norm of %s reads one",
+               plan->loc_sp.file ? "" : ": --sp, or the module's plan", m->name);
+    s.ok = false;
+  }
   arena_free(&s.a);
   return s.ok;
 }
