@@ -108,6 +108,19 @@ from mmtrain import st_load, st_save
 w, _ = st_load("w.st")
 st_save("nodec.st", {k: v for k, v in w.items() if not k.startswith("decoder.")})
 EOF
+/usr/bin/python3 - << 'EOF'
+import os, sys
+sys.path.insert(0, os.environ["MMC_SOURCE_DIR"] + "/tests/torch")
+from mmtrain import st_load, st_save
+w, _ = st_load("w.st")
+st_save("dec.st", {k: v for k, v in w.items() if k.startswith("decoder.")})
+st_save("rest.st", {k: v for k, v in w.items() if not k.startswith("decoder.")})
+EOF
+./sampler --weights rest.st --weights dec.st --prompt "a sneaker moving left" --quiet --steps 4 \
+  --guidance 3.5 --seed 3 --out f > /dev/null
+if cmp -s a/sample_00000.gif f/sample_00000.gif; then
+  echo "ok: --weights twice (the decoder from a file of its own) gives the one file's clip"
+else bad "--weights rest.st --weights dec.st differs from --weights w.st"; fi
 expect "weights without the decoder" "--weights nodec.st: no tensor 'decoder\." -- \
   ./sampler --weights nodec.st --prompt "a bag moving up"
 expect "a prompt that is not a clip caption (the classifier needs its class)" \

@@ -34,12 +34,12 @@ stamp() { echo "t2v.sh: $1 done at +$(($(date +%s) - t0)) s"; }
 
 "$MMC" compile "$S/frame_classifier.mm" --model FrameViT -o frame_vit
 run ./frame_vit --steps "$CLS_STEPS" --eval-every "$CLS_STEPS" --eval-batches 100 \
-  --save-weights frame_vit.st --log frame_vit.jsonl | tail -3
+  --save-weights frame_vit.st --log frame_vit.jsonl | grep -E "^eval|^step +$CLS_STEPS/"
 stamp "classifier ($CLS_STEPS steps)"
 
 "$MMC" compile "$S/videodit.mm" --model VideoDiTTiny -o dit
 run ./dit --steps "$DIT_STEPS" --eval-every "$DIT_STEPS" --eval-batches 10 --save-weights dit.st \
-  --log dit.jsonl | tail -2
+  --log dit.jsonl | grep -E "^eval|^step +$DIT_STEPS/"
 stamp "DiT ($DIT_STEPS steps)"
 
 "$MMC" compile "$S/t2v_sample.mm" --model T2VStandIn --task sample -o sampler
@@ -55,3 +55,4 @@ run ./sampler --weights dit.st --weights frame_vit.st --prompts prompts.txt \
   --clips $((CLIPS / 100)) --steps "$SAMPLE_STEPS" --guidance "$GUIDANCE" --seed 1 --show 10 \
   --out samples --quiet | tee sample.txt
 stamp "sampling ($CLIPS clips)"
+echo "t2v.sh: total $(($(date +%s) - t0)) s; one clip's PNG strip: $OUT/samples/sample_00000.png"
