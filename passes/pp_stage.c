@@ -281,7 +281,7 @@ static PpSchedKind sched_kind(const IrModule *m) {
 bool pp_rank_memory(IrModule *m, PpRankMem *out, int nout, char *err, size_t errlen) {
   const IrFunc *f = ir_module_func(m, "train");
   int P = m->plan.pp;
-  if (!f || P <= 1 || P > nout) {
+  if (!f || P <= 1 || P > nout || P > 64) {
     snprintf(err, errlen, "no pipeline of at most %d ranks", nout);
     return false;
   }
@@ -290,23 +290,24 @@ bool pp_rank_memory(IrModule *m, PpRankMem *out, int nout, char *err, size_t err
   PpAssign a;
   if (!pp_assign(m, f, &a, err, errlen)) return false;
   /* the update's operands made by the stages (codegen/cg_pp.c: accum) */
-  IrMap made, seen;
+  IrMap made, seen; /* made: value -> 1 + the stage that makes it */
   Arena ar;
   arena_init(&ar);
   ir_map_init(&made, &ar, false);
   ir_map_init(&seen, &ar, false);
-  int64_t sums = 0;
+  int64_t sums[64] = {0}; /* per rank: the sums of its stages' gradients */
   for (int i = 0; i < f->nodes.len; i++) {
     const IrNode *n = f->nodes.items[i];
     if (a.part[i] == PPN_U) {
-      for (int k = 0; k < n->nin; k++)
-        if (ir_map_get(&made, n->in[k]) && !ir_map_get(&seen, n->in[k])) {
-          ir_map_put(&seen, n->in[k]);
-          sums += (int64_t)sizeof(float) * (ir_local_numel(m, n->in[k]) + 1);
-        }
+      for (int k = 0; k < n->nin; k++) {
+        IrMapSlot *x = ir_map_get(&made, n->in[k]);
+        if (!x || ir_map_get(&seen, n->in[k])) continue;
+        ir_map_put(&seen, n->in[k]);
+        sums[(x->i - 1) % P] += (int64_t)sizeof(float) * (ir_local_numel(m, n->in[k]) + 1);
+      }
       continue;
     }
-    for (int j = 0; j < n->nout; j++) ir_map_put(&made, n->out[j]);
+    for (int j = 0; j < n->nout; j++) ir_map_put(&made, n->out[j])->i = a.stage[i] + 1;
   }
   arena_free(&ar);
   int S = a.nstages;
@@ -322,9 +323,9 @@ bool pp_rank_memory(IrModule *m, PpRankMem *out, int nout, char *err, size_t err
     x->opt = ms.arena[IR_ROLE_OPT], x->act = ms.arena[IR_ROLE_ACT];
     x->input = ms.arena[IR_ROLE_INPUT];
     x->set = mp_align(x->act) + mp_align(x->grad) + mp_align(x->input);
-    x->sums = sums;
-    x->peak =
-        x->param + x->opt + x->act + x->grad + x->input + (int64_t)(x->slots - 1) * x->set + sums;
+    x->sums = sums[r];
+    x->peak = x->param + x->opt + x->act + x->grad + x->input + (int64_t)(x->slots - 1) * x->set +
+              x->sums;
   }
   pp_sched_free(&s);
   return true;

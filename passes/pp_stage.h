@@ -53,8 +53,9 @@ bool pp_plan_print(FILE *out, IrModule *m, const char *svg, char *err, size_t er
  * allocated before or at the first step and held), as the trainer does
  * (runtime/mmrt_pp.h): the trainer's arenas (param, grad, opt, act,
  * input), slots - 1 further in-flight sets of the act, grad and input
- * arenas (each 64-byte aligned), and the gradient sums, one f32 tensor of
- * elements + 1 per gradient the update reads. Kernel workspace is inside
+ * arenas (each 64-byte aligned), and the gradient sums of its stages, one
+ * f32 tensor of elements + 1 per gradient the update reads that a stage of
+ * the rank makes. Kernel workspace is inside
  * the act arena (memplan.h). */
 typedef struct PpRankMem {
   int slots;                            /* micro-batches in flight at most */

@@ -222,14 +222,31 @@ static int64_t slot_bytes(const MmrtModelDesc *m, int a) {
   return own && m->arena_bytes[a] > 0 ? (m->arena_bytes[a] + 63) / 64 * 64 : 0;
 }
 
+/* the stage that makes each accum tensor (the descriptor's pp_accum_stage,
+ * "0;1;1;"), into st[naccum] */
+static void accum_stages(const MmrtModelDesc *m, int *st) {
+  const char *r = m->pp_accum_stage;
+  for (int64_t i = 0; i < m->naccum; i++) {
+    char *q;
+    st[i] = (int)strtol(r, &q, 10);
+    r = *q ? q + 1 : q;
+  }
+}
+
 int64_t mmrt_pp_extra_bytes(const MmrtModelDesc *m, int rank,
                             int64_t (*elems)(void *, const MmrtTensorDesc *), void *user) {
   int k = mmrt_pp_slots(m, rank);
-  if (k < 1) return -1;
+  int *st = calloc((size_t)m->naccum + 1, sizeof *st);
+  if (k < 1 || !st) {
+    free(st);
+    return -1;
+  }
+  accum_stages(m, st);
   int64_t b = 0;
   for (int a = 0; a < MMRT_NARENAS; a++) b += (int64_t)(k - 1) * slot_bytes(m, a);
   for (int64_t i = 0; i < m->naccum; i++)
-    b += (int64_t)sizeof(float) * (elems(user, &m->accum[i]) + 1);
+    if (st[i] % m->pp == rank) b += (int64_t)sizeof(float) * (elems(user, &m->accum[i]) + 1);
+  free(st);
   return b;
 }
 
@@ -264,12 +281,8 @@ MmrtPp *mmrt_pp_new(const MmrtModelDesc *m, void *mesh, char **arenas, const Mmr
     goto bad;
   }
   pp->astage = calloc((size_t)m->naccum + 1, sizeof *pp->astage);
-  r = m->pp_accum_stage;
-  for (int64_t i = 0; i < m->naccum; i++) {
-    char *q;
-    pp->astage[i] = (int)strtol(r, &q, 10);
-    r = q + 1;
-  }
+  if (!pp->astage) goto oom;
+  accum_stages(m, pp->astage);
   pp->slot = calloc((size_t)pp->nslot, sizeof *pp->slot);
   g_slot_count = calloc((size_t)pp->M, sizeof *g_slot_count);
   pp->slot_loss = calloc((size_t)pp->M, sizeof *pp->slot_loss);
@@ -287,7 +300,17 @@ MmrtPp *mmrt_pp_new(const MmrtModelDesc *m, void *mesh, char **arenas, const Mmr
       if (!pp->slot[k][a]) goto oom;
       memset(pp->slot[k][a], 0, (size_t)n);
     }
-  if (mmrt_mb_init(&pp->acc, m, h->elems, h->user)) goto oom;
+  /* the gradient sums: of this rank's stages only */
+  pp->acc.m = m;
+  pp->acc.acc = calloc((size_t)m->naccum + 1, sizeof *pp->acc.acc);
+  pp->acc.n = calloc((size_t)m->naccum + 1, sizeof *pp->acc.n);
+  if (!pp->acc.acc || !pp->acc.n) goto oom;
+  for (int64_t i = 0; i < m->naccum; i++) {
+    pp->acc.n[i] = h->elems(h->user, &m->accum[i]);
+    if (pp->astage[i] % pp->P != pp->me) continue;
+    pp->acc.acc[i] = malloc(sizeof(float) * (size_t)(pp->acc.n[i] + 1));
+    if (!pp->acc.acc[i]) goto oom;
+  }
   return pp;
 oom:
   pp_fail(pp, "out of memory for the pipeline's micro-batch slots%s", "");
@@ -419,7 +442,7 @@ int mmrt_pp_step(MmrtPp *pp, int64_t step, const char *what, float *loss) {
   const MmrtModelDesc *m = pp->m;
   (void)step;
   for (int64_t i = 0; i < m->naccum; i++)
-    memset(pp->acc.acc[i], 0, sizeof(float) * (size_t)pp->acc.n[i]);
+    if (pp->acc.acc[i]) memset(pp->acc.acc[i], 0, sizeof(float) * (size_t)pp->acc.n[i]);
   for (int k = 0; k < pp->M; k++) pp->mb_slot[k] = -1, g_slot_count[k] = 1.0f;
   for (int i = 0; i < pp->nact; i++) {
     const Act *a = &pp->act[i];
@@ -443,13 +466,20 @@ int mmrt_pp_step(MmrtPp *pp, int64_t step, const char *what, float *loss) {
   if (MPI_Allreduce(MPI_IN_PLACE, lc, 2, MPI_DOUBLE, MPI_SUM, ppcomm(pp)) != MPI_SUCCESS)
     return pp_fail(pp, "pipeline: the loss's all-reduce failed%s", "");
   float inv = lc[1] > 0 ? (float)(1.0 / lc[1]) : 0.0f;
+  /* every slot is free: the sums (zeros where another rank's stage makes
+   * the gradient) into slot 0, where the update reads them, summed over pp */
   for (int64_t i = 0; i < m->naccum; i++) {
     const MmrtTensorDesc *d = &m->accum[i];
-    if (MPI_Allreduce(MPI_IN_PLACE, pp->acc.acc[i], (int)pp->acc.n[i], MPI_FLOAT, MPI_SUM,
-                      ppcomm(pp)) != MPI_SUCCESS)
-      return pp_fail(pp, "pipeline: the gradients' all-reduce failed%s", "");
     float *g = (float *)(void *)(pp->slot[0][d->arena] + d->offset);
-    for (int64_t e = 0; e < pp->acc.n[i]; e++) g[e] = pp->acc.acc[i][e] * inv;
+    size_t bytes = sizeof(float) * (size_t)pp->acc.n[i];
+    if (pp->acc.acc[i])
+      memcpy(g, pp->acc.acc[i], bytes);
+    else
+      memset(g, 0, bytes);
+    if (MPI_Allreduce(MPI_IN_PLACE, g, (int)pp->acc.n[i], MPI_FLOAT, MPI_SUM, ppcomm(pp)) !=
+        MPI_SUCCESS)
+      return pp_fail(pp, "pipeline: the gradients' all-reduce failed%s", "");
+    for (int64_t e = 0; e < pp->acc.n[i]; e++) g[e] *= inv;
   }
   *loss = lc[1] > 0 ? (float)(lc[0] / lc[1]) : 0.0f;
   double t1 = mmrt_trace_now();

@@ -55,8 +55,10 @@ float mmrt_mb_finish(MmrtMbAcc *a, char **arenas);
  * stage part runs on a slot it receives the values other ranks' stages
  * made for it (blocking MPI_Recv), after it sends the ones it made for
  * other ranks (MPI_Isend). The backward's seed of micro-batch k is its
- * label count c_k (mmrt_mb_seed); one all-reduce over pp gives every rank
- * all the gradient sums, divided by sum(c), and the step's loss. */
+ * label count c_k (mmrt_mb_seed). A rank keeps the sums of its stages'
+ * gradients only; at the end of the step they go into slot 0 (zeros for
+ * the other stages'), and one all-reduce over pp there gives every rank all
+ * of them, divided by sum(c), and the step's loss. */
 typedef struct MmrtPp MmrtPp;
 
 typedef struct MmrtPpHooks {
@@ -76,8 +78,9 @@ int mmrt_pp_step(MmrtPp *pp, int64_t step, const char *what, float *loss);
 void mmrt_pp_free(MmrtPp *pp);
 /* The slots pipeline rank `rank` allocates (-1: its list cannot be read),
  * and the bytes it allocates beyond the trainer's arenas: the act, grad and
- * input arenas of every slot but the first, and the gradient sums (one f32
- * tensor per accum tensor; elems as for mmrt_mb_init). */
+ * input arenas of every slot but the first, and the gradient sums of its
+ * stages (one f32 tensor of elements + 1 per accum tensor a stage of this
+ * rank makes; elems as for mmrt_mb_init). */
 int mmrt_pp_slots(const MmrtModelDesc *m, int rank);
 int64_t mmrt_pp_extra_bytes(const MmrtModelDesc *m, int rank,
                             int64_t (*elems)(void *, const MmrtTensorDesc *), void *user);
