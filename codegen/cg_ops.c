@@ -431,6 +431,14 @@ static bool is_ring(const IrNode *n) {
   return ir_attrs_has(&n->attrs, IR_ATTR_RING) && attr(n, IR_ATTR_RING)->i;
 }
 
+/* A ring attention's workspace (mmrt_ring_ws.h): after the saved statistics
+ * in the node's planned scratch; a null pointer when it needs none. */
+static LLVMValueRef ring_ws(Cg *cg, const IrNode *n) {
+  int64_t ring = mp_ring_ws_bytes(cg->m, n);
+  if (!ring) return cg_null(cg);
+  return cg_ws(cg, n, n->ws_bytes - ring);
+}
+
 static bool lower_attention(Cg *cg, const IrNode *n) {
   int64_t d[6] = {0};
   if (!attention_dims(cg, n, 0, d)) return false;
@@ -441,7 +449,7 @@ static bool lower_attention(Cg *cg, const IrNode *n) {
     cg_check_status(cg, CALL("mmrt_ring_attention_fwd", cg->mesh, O(0), stat(cg, n, 1, lse_off),
                              V(0), V(1), V(2), I32(d[0]), I32(d[1]), I32(d[3]), I32(d[4]),
                              I32(d[5]), I32(attr(n, IR_ATTR_CAUSAL)->i), I32(cp_ulysses(cg)),
-                             F32(attr(n, IR_ATTR_SCALE)->f)));
+                             F32(attr(n, IR_ATTR_SCALE)->f), ring_ws(cg, n)));
     return true;
   }
   CALL(kdt(n) == MMRT_BF16 ? "mmrt_attention_bf16_fwd" : "mmrt_attention_fwd", O(0),
@@ -531,7 +539,7 @@ static bool lower_attention_grad(Cg *cg, const IrNode *n) {
     cg_check_status(cg, CALL("mmrt_ring_attention_bwd", cg->mesh, O(0), O(1), O(2), V(0), V(1),
                              V(2), V(3), V(4), V(5), I32(d[0]), I32(d[1]), I32(d[3]), I32(d[4]),
                              I32(d[5]), I32(attr(n, IR_ATTR_CAUSAL)->i), I32(cp_ulysses(cg)),
-                             F32(attr(n, IR_ATTR_SCALE)->f)));
+                             F32(attr(n, IR_ATTR_SCALE)->f), ring_ws(cg, n)));
     return true;
   }
   CALL(kdt(n) == MMRT_BF16 ? "mmrt_attention_bf16_bwd" : "mmrt_attention_bwd", O(0), O(1), O(2),

@@ -1139,13 +1139,6 @@ static bool check_plan(FeProgram *p, MmPlan *pl, SrcLoc model_loc) {
       ok = false;
     }
   }
-  if (pl->sp && pl->cp > 1) {
-    diag_error(p->d, or_loc(pl->loc_sp, model_loc),
-               "sequence parallel (sp) and context parallel (cp = %d) both split the sequence; "
-               "together they are not supported (use one)",
-               pl->cp);
-    ok = false;
-  }
   if (pl->cp > 1 && p->attn.len == 0 && p->ir) {
     diag_error(p->d, or_loc(pl->loc_cp, model_loc),
                "context parallel (cp = %d) splits attention, but this model has none", pl->cp);

@@ -517,7 +517,8 @@ bool ir_cp_balanced(const IrModule *m);
 const char *ir_placement_str(char *buf, size_t n, IrPlacement p); /* "B", "P", "S(2)" */
 
 /* Ranks: rank = (dp_i * cp + cp_i) * tp + tp_i (tp fastest). A dim split by
- * several axes is split by tp first (outermost), then cp, then dp. */
+ * several axes is split by cp first (outermost: sp cuts each cp chunk of the
+ * sequence over tp), then tp, then dp (ZeRO cuts a tp slice). */
 int ir_world_size(const IrModule *m);
 void ir_rank_coords(const IrModule *m, int rank, int coord[IR_NAXES]);
 int ir_rank_of(const IrModule *m, const int coord[IR_NAXES]);

@@ -52,18 +52,41 @@ static bool fits(const IrModule *m, const IrValue *x, int a, IrPlacement p) {
   return true;
 }
 
+/* A dim split by several axes nests cp outermost, then tp, then dp: the
+ * sequence is cut into cp chunks and sp cuts each chunk over tp (so that
+ * gathering tp before an attention restores the rank's contiguous cp
+ * chunk), and ZeRO cuts a tp slice over dp. A collective on one rank's
+ * data splits or joins the innermost level, so before an axis splits or
+ * joins a dim that an inner axis splits too, the inner split is gathered
+ * (and sliced again by the splits that come, when wanted). */
+static const int nest[IR_NAXES] = {[IR_AX_CP] = 2, [IR_AX_TP] = 1, [IR_AX_DP] = 0};
+static const int outer_first[IR_NAXES] = {IR_AX_CP, IR_AX_TP, IR_AX_DP};
+
+/* Gathers every axis inner to a that splits dim d of x. */
+static IrValue *gather_inner(Co *c, const IrNode *at, IrValue *x, int a, int d) {
+  for (int k = IR_NAXES - 1; k >= 0; k--) { /* the innermost first */
+    int o = outer_first[k];
+    if (nest[o] < nest[a] && x->pl[o].kind == IR_PL_S && x->pl[o].dim == d)
+      x = emit(c, at, IR_OP_ALL_GATHER, x, o, d, 0, (IrPlacement){IR_PL_B, 0});
+  }
+  return x;
+}
+
 /* The chain of collectives from x's placement to `to`, built at the end of
  * the function; returns its last value. */
 static IrValue *lower(Co *c, const IrNode *at, IrValue *x, const IrPlacement *to) {
   const IrPlacement B = {IR_PL_B, 0};
   for (int a = 0; a < IR_NAXES; a++) { /* partial sums */
     if (x->pl[a].kind != IR_PL_P || to[a].kind == IR_PL_P) continue;
-    /* a dim split by several axes nests tp outermost, then cp, then dp: an
-     * outer axis' slice of the same dim comes first (slicing a partial sum
-     * is exact), so that the reduce-scatter splits that axis' piece */
-    for (int o = IR_NAXES - 1; to[a].kind == IR_PL_S && o > a; o--)
-      if (x->pl[o].kind == IR_PL_B && ir_placement_eq(to[o], to[a]) && fits(c->m, x, o, to[o]))
+    /* an outer axis' slice of the same dim comes first (slicing a partial
+     * sum is exact), so that the reduce-scatter splits that axis' piece */
+    if (to[a].kind == IR_PL_S) x = gather_inner(c, at, x, a, to[a].dim);
+    for (int k = 0; to[a].kind == IR_PL_S && k < IR_NAXES; k++) {
+      int o = outer_first[k];
+      if (nest[o] > nest[a] && x->pl[o].kind == IR_PL_B && ir_placement_eq(to[o], to[a]) &&
+          fits(c->m, x, o, to[o]))
         x = emit(c, at, IR_OP_ALL_SLICE, x, o, to[o].dim, 0, to[o]);
+    }
     if (to[a].kind == IR_PL_S && fits(c->m, x, a, to[a]))
       x = emit(c, at, IR_OP_REDUCE_SCATTER, x, a, to[a].dim, 0, to[a]);
     else
@@ -73,12 +96,20 @@ static IrValue *lower(Co *c, const IrNode *at, IrValue *x, const IrPlacement *to
     if (x->pl[a].kind == IR_PL_S && to[a].kind == IR_PL_S && x->pl[a].dim != to[a].dim &&
         fits(c->m, x, a, to[a]))
       x = emit(c, at, IR_OP_ALL_TO_ALL, x, a, x->pl[a].dim, to[a].dim, to[a]);
-  for (int a = 0; a < IR_NAXES; a++) /* splits that go */
-    if (x->pl[a].kind == IR_PL_S && !ir_placement_eq(x->pl[a], to[a]))
+  for (int k = IR_NAXES - 1; k >= 0; k--) { /* splits that go, the innermost first */
+    int a = outer_first[k];
+    if (x->pl[a].kind == IR_PL_S && !ir_placement_eq(x->pl[a], to[a])) {
+      x = gather_inner(c, at, x, a, x->pl[a].dim);
       x = emit(c, at, IR_OP_ALL_GATHER, x, a, x->pl[a].dim, 0, B);
-  for (int a = IR_NAXES - 1; a >= 0; a--) /* splits that come, the outermost first */
-    if (x->pl[a].kind == IR_PL_B && to[a].kind == IR_PL_S)
+    }
+  }
+  for (int k = 0; k < IR_NAXES; k++) { /* splits that come, the outermost first */
+    int a = outer_first[k];
+    if (x->pl[a].kind == IR_PL_B && to[a].kind == IR_PL_S) {
+      x = gather_inner(c, at, x, a, to[a].dim);
       x = emit(c, at, IR_OP_ALL_SLICE, x, a, to[a].dim, 0, to[a]);
+    }
+  }
   for (int a = 0; a < IR_NAXES; a++) MM_ASSERT(ir_placement_eq(x->pl[a], to[a]));
   return x;
 }

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../runtime/mmrt_ring_ws.h"
 #include "pass.h"
 
 int64_t mp_value_bytes(const IrModule *m, const IrValue *v) {
@@ -35,7 +36,17 @@ static IrShape local(const IrModule *m, const IrValue *v) {
 /* An op flagged OPF_SCRATCH_OUTS (ops.def) may leave off its results after
  * the first; its kernel still writes them, into scratch of their size: the
  * types the op's shape rule gives them on this rank's operand shapes. */
-int64_t mp_workspace_bytes(const IrModule *m, const IrNode *n) {
+int64_t mp_ring_ws_bytes(const IrModule *m, const IrNode *n) {
+  if ((n->op != IR_OP_ATTENTION && n->op != IR_OP_ATTENTION_GRAD) ||
+      !ir_attrs_has(&n->attrs, IR_ATTR_RING) || !n->attrs.v[IR_ATTR_RING].i)
+    return 0;
+  int qi = n->op == IR_OP_ATTENTION ? 0 : 1;
+  IrShape q = local(m, n->in[qi]), k = local(m, n->in[qi + 1]);
+  int U = m->plan.cp_ulysses > 1 ? m->plan.cp_ulysses : 1;
+  return 4 * mmrt_ring_ws_floats(qi, q.d[0], q.d[1], q.d[2], k.d[2], q.d[3], m->mesh[IR_AX_CP], U);
+}
+
+static int64_t scratch_outs_bytes(const IrModule *m, const IrNode *n) {
   const IrOpInfo *op = &ir_ops[n->op];
   if (!(op->flags & OPF_SCRATCH_OUTS) || n->nout >= op->nout || n->nin < 1) return 0;
   IrShape sh[64];
@@ -52,6 +63,10 @@ int64_t mp_workspace_bytes(const IrModule *m, const IrNode *n) {
   for (int j = n->nout; j < op->nout; j++)
     bytes += ir_dtype_size(cx.out_dtype[j]) * ir_numel(&cx.out_shape[j]);
   return bytes;
+}
+
+int64_t mp_workspace_bytes(const IrModule *m, const IrNode *n) {
+  return scratch_outs_bytes(m, n) + mp_ring_ws_bytes(m, n);
 }
 
 int64_t mp_view_offset(const IrModule *m, const IrNode *n) {

@@ -33,6 +33,10 @@ int64_t mp_value_bytes(const IrModule *m, const IrValue *v);
  * the saved statistics of a norm, attention or cross entropy whose node has
  * no result for them. The layout inside is the kernel binding's business. */
 int64_t mp_workspace_bytes(const IrModule *m, const IrNode *n);
+/* The part of it a ring attention (or its gradient) under cp uses for its
+ * K/V (and dK/dV) blocks in flight and USP's head-split copies
+ * (runtime/mmrt_ring_ws.h), after the saved statistics; 0 for other nodes. */
+int64_t mp_ring_ws_bytes(const IrModule *m, const IrNode *n);
 
 /* When node n's result shares its first operand's storage (a reshape, a
  * contiguous slice), the byte offset of the result in that storage; else -1. */

@@ -932,13 +932,6 @@ bool pass_shard(IrModule *m, PassCtx *cx) {
   for (int a = 0; a < IR_NAXES; a++) trivial &= mesh[a] <= 1;
   if (trivial) return true;
   Sh s = {.m = m, .d = cx->d ? cx->d : m->diag, .plan = plan, .ok = true};
-  if (plan->cp > 1 && plan->sp) {
-    diag_error(s.d, plan->loc_sp,
-               "sequence parallel (sp) and context parallel (cp = %d) both split the sequence; "
-               "together they are not supported (use one)",
-               plan->cp);
-    return false;
-  }
   if (plan->cp > 1 && plan->cp_ulysses > 1 &&
       (plan->cp % plan->cp_ulysses || plan->cp_kind != MM_CP_RING)) {
     diag_error(s.d, plan->loc_cp,

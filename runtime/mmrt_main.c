@@ -449,10 +449,10 @@ static void init_run(Trainer *t, const MmrtTensorDesc *p, float *w, uint64_t g, 
   }
 }
 
-/* The part of a dim split by the axes of `mask` this rank holds: tp is the
- * outermost split, then cp, then dp (as the IR orders them). */
+/* The part of a dim split by the axes of `mask` this rank holds: cp is the
+ * outermost split, then tp, then dp (as the IR orders them). */
 static int64_t part_of(const Trainer *t, int64_t mask) {
-  static const int order[3] = {MMRT_DESC_AXIS_TP, MMRT_DESC_AXIS_CP, MMRT_DESC_AXIS_DP};
+  static const int order[3] = {MMRT_DESC_AXIS_CP, MMRT_DESC_AXIS_TP, MMRT_DESC_AXIS_DP};
   int64_t c = 0;
   for (int k = 0; k < 3; k++) {
     int a = order[k];

@@ -137,23 +137,19 @@ static void fwd_block(const Ring *g, float *out, float *lse, const float *q, con
 /* The ring proper over g's ranks, on the rows it holds (in the balanced
  * layout of the ring's chunks when causal). */
 static int ring_fwd(const Ring *gp, float *out, float *lse, const float *q, const float *k,
-                    const float *v, float scale) {
+                    const float *v, float scale, float *ws) {
   const Ring g = *gp;
   if (g.P <= 1) {
     mmrt_attention_fwd(out, lse, q, k, v, g.B, g.T, g.T, g.H, g.KVH, g.D, g.causal, scale);
     return MMRT_OK;
   }
-  size_t nq = (size_t)g.B * g.T * g.qrow, nl = (size_t)g.B * g.H * g.T;
-  float *kv = malloc(sizeof(float) * 4 * g.nkv), *to = malloc(sizeof(float) * (nq + nl));
-  if (!kv || !to) {
-    free(kv), free(to);
-    return nomem(g.m, "mmrt_ring_attention_fwd");
-  }
+  size_t nq = (size_t)g.B * g.T * g.qrow;
+  float *kv = ws, *to = ws + 4 * g.nkv; /* mmrt_ring_ws.h */
   float *cur = kv, *next = kv + 2 * g.nkv, *tl = to + nq;
   memcpy(cur, k, sizeof(float) * g.nkv);
   memcpy(cur + g.nkv, v, sizeof(float) * g.nkv);
   memset(out, 0, sizeof(float) * nq);
-  for (size_t i = 0; i < nl; i++) lse[i] = -INFINITY;
+  for (size_t i = 0; i < (size_t)g.B * g.H * g.T; i++) lse[i] = -INFINITY;
   int rc = MMRT_OK;
   for (int s = 0; s < g.P && !rc; s++) {
     MPI_Request rq[2];
@@ -168,7 +164,6 @@ static int ring_fwd(const Ring *gp, float *out, float *lse, const float *q, cons
       cur = next, next = t;
     }
   }
-  free(kv), free(to);
   return rc;
 }
 
@@ -204,7 +199,7 @@ static void bwd_block(const Ring *g, float *dq, float *dk, float *dv, const floa
 
 static int ring_bwd(const Ring *gp, float *dq, float *dk, float *dv, const float *dout,
                     const float *q, const float *k, const float *v, const float *out,
-                    const float *lse, float scale) {
+                    const float *lse, float scale, float *ws) {
   const Ring g = *gp;
   if (g.P <= 1) {
     mmrt_attention_bwd(dq, dk, dv, dout, q, k, v, out, lse, g.B, g.T, g.T, g.H, g.KVH, g.D,
@@ -212,9 +207,8 @@ static int ring_bwd(const Ring *gp, float *dq, float *dk, float *dv, const float
     return MMRT_OK;
   }
   size_t n = g.nkv;
-  /* kv: the block held and the next; dkv: their accumulators */
-  float *buf = malloc(sizeof(float) * (8 * n + (size_t)g.H * g.T));
-  if (!buf) return nomem(g.m, "mmrt_ring_attention_bwd");
+  /* kv: the block held and the next; dkv: their accumulators (mmrt_ring_ws.h) */
+  float *buf = ws;
   float *cur = buf, *next = buf + 2 * n, *dcur = buf + 4 * n, *dnext = buf + 6 * n;
   float *tl = buf + 8 * n;
   memcpy(cur, k, sizeof(float) * n);
@@ -244,7 +238,6 @@ static int ring_bwd(const Ring *gp, float *dq, float *dk, float *dv, const float
     memcpy(dk, dcur, sizeof(float) * n);
     memcpy(dv, dcur + n, sizeof(float) * n);
   }
-  free(buf);
   return rc;
 }
 
@@ -327,37 +320,34 @@ static int usp_setup(MmrtMesh *m, int ulysses, int B, int T, int H, int KVH, int
 
 int mmrt_ring_attention_fwd(void *mesh, float *out, float *lse, const float *q, const float *k,
                             const float *v, int B, int T, int H, int KVH, int D, int causal,
-                            int ulysses, float scale) {
+                            int ulysses, float scale, float *ws) {
   MmrtMesh *m = mesh;
   Ring g;
   int U = usp_setup(m, ulysses, B, T, H, KVH, D, causal, &g), rc;
-  if (U <= 1) return U < 0 ? U : ring_fwd(&g, out, lse, q, k, v, scale);
+  if (U <= 1) return U < 0 ? U : ring_fwd(&g, out, lse, q, k, v, scale, ws);
   /* lse stays in the head-split layout (B, H / U, U T): only the backward reads it */
   size_t nq = (size_t)B * T * H * D, nk = (size_t)B * T * KVH * D;
-  float *w = malloc(sizeof(float) * (4 * nq + 2 * nk));
-  if (!w) return nomem(m, "mmrt_ring_attention_fwd");
+  float *w = ws; /* mmrt_ring_ws.h: USP's part, then the ring's */
   float *qh = w, *oh = qh + nq, *kh = oh + nq, *vh = kh + nk, *sb = vh + nk, *rb = sb + nq;
   int nc = causal ? 2 : 1;
   rc = uly_move(m, U, nc, B, T, H, D, (float *)q, qh, sb, rb, 1);
   if (!rc) rc = uly_move(m, U, nc, B, T, KVH, D, (float *)k, kh, sb, rb, 1);
   if (!rc) rc = uly_move(m, U, nc, B, T, KVH, D, (float *)v, vh, sb, rb, 1);
-  if (!rc) rc = ring_fwd(&g, oh, lse, qh, kh, vh, scale);
+  if (!rc) rc = ring_fwd(&g, oh, lse, qh, kh, vh, scale, w + 4 * nq + 2 * nk);
   if (!rc) rc = uly_move(m, U, nc, B, T, H, D, out, oh, sb, rb, 0);
-  free(w);
   return rc;
 }
 
 int mmrt_ring_attention_bwd(void *mesh, float *dq, float *dk, float *dv, const float *dout,
                             const float *q, const float *k, const float *v, const float *out,
                             const float *lse, int B, int T, int H, int KVH, int D, int causal,
-                            int ulysses, float scale) {
+                            int ulysses, float scale, float *ws) {
   MmrtMesh *m = mesh;
   Ring g;
   int U = usp_setup(m, ulysses, B, T, H, KVH, D, causal, &g), rc;
-  if (U <= 1) return U < 0 ? U : ring_bwd(&g, dq, dk, dv, dout, q, k, v, out, lse, scale);
+  if (U <= 1) return U < 0 ? U : ring_bwd(&g, dq, dk, dv, dout, q, k, v, out, lse, scale, ws);
   size_t nq = (size_t)B * T * H * D, nk = (size_t)B * T * KVH * D;
-  float *w = malloc(sizeof(float) * (6 * nq + 4 * nk));
-  if (!w) return nomem(m, "mmrt_ring_attention_bwd");
+  float *w = ws; /* mmrt_ring_ws.h: USP's part, then the ring's */
   float *qh = w, *oh = qh + nq, *doh = oh + nq, *dqh = doh + nq, *kh = dqh + nq, *vh = kh + nk;
   float *dkh = vh + nk, *dvh = dkh + nk, *sb = dvh + nk, *rb = sb + nq;
   int nc = causal ? 2 : 1;
@@ -366,11 +356,10 @@ int mmrt_ring_attention_bwd(void *mesh, float *dq, float *dk, float *dv, const f
   if (!rc) rc = uly_move(m, U, nc, B, T, H, D, (float *)dout, doh, sb, rb, 1);
   if (!rc) rc = uly_move(m, U, nc, B, T, KVH, D, (float *)k, kh, sb, rb, 1);
   if (!rc) rc = uly_move(m, U, nc, B, T, KVH, D, (float *)v, vh, sb, rb, 1);
-  if (!rc) rc = ring_bwd(&g, dqh, dkh, dvh, doh, qh, kh, vh, oh, lse, scale);
+  if (!rc) rc = ring_bwd(&g, dqh, dkh, dvh, doh, qh, kh, vh, oh, lse, scale, w + 6 * nq + 4 * nk);
   if (!rc) rc = uly_move(m, U, nc, B, T, H, D, dq, dqh, sb, rb, 0);
   if (!rc) rc = uly_move(m, U, nc, B, T, KVH, D, dk, dkh, sb, rb, 0);
   if (!rc) rc = uly_move(m, U, nc, B, T, KVH, D, dv, dvh, sb, rb, 0);
-  free(w);
   return rc;
 }
 

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Measured memory against the plan: GPT2Tiny, ViTFashion and InternVL2Tiny,
-# serial, tp=2 and dp=2 with ZeRO-3 (real mpirun), each train a few steps
+# serial, tp=2 and dp=2 with ZeRO-3 (real mpirun), and a narrow GPT on a
+# large batch under cp=2 ring (tests/mpi/cp_ringmem.mm: the ring
+# attention's K/V workspace, planned in the activation arena, must be more
+# than the tolerance of the plan, so that leaving it out would show), each
+# train a few steps
 # and evaluate; every rank's measured peak (the kernel's high-water mark of
 # resident memory above the trainer's baseline, less code: runtime/mmrt_mem.h)
 # must lie within 5% of `mmc plan`'s "trainer" figure (the arenas plus the
@@ -125,6 +129,15 @@ for r in (0, 1):
     if abs(dm / dp - 1) > 0.10: errs.append("rank %d: measured difference %d, planned %d" % (r, dm, dp))
 for e in errs: print("FAIL: %s" % e)
 sys.exit(1 if errs else 0)
+PY
+run "$MMC_SOURCE_DIR/tests/mpi/cp_ringmem.mm" GPTRingMem cp2-ring 2 --cp 2 --cp-kind ring
+/usr/bin/python3 - "$T/cp2-ring.plan.json" "$TOL" <<'PY' && ok || bad "GPTRingMem cp2-ring: the ring workspace is too small to matter"
+import json, sys
+p, tol = json.load(open(sys.argv[1])), float(sys.argv[2])
+ws = max(a["ring_workspace_bytes"] for a in p["context_parallel"]["attention"] if a["ring"])
+print("GPTRingMem cp2-ring: ring workspace %d bytes, %.3f of the plan's %d (more than the tolerance %g)"
+      % (ws, ws / p["trainer_bytes"], p["trainer_bytes"], tol))
+sys.exit(0 if ws > tol * p["trainer_bytes"] else 1)
 PY
 echo "--- measured peak (worst rank) against mmc plan's trainer bytes (a pipeline rank's own)"
 cat "$T/table"

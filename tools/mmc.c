@@ -1090,9 +1090,10 @@ static void plan_split_norms(IrModule *m, json_object *root) {
 
 /* Context parallel: per rank and attention, the scores (never stored
  * whole: the flash kernel works in tiles; a ring computes them one K/V
- * block at a time), the ring's K/V blocks in flight (allocated by the
- * kernel, runtime/mmrt_ring.c, outside the arenas) and its shifts, which no
- * collective node shows (the kernel makes them). */
+ * block at a time), the ring's workspace (its K/V and dK/dV blocks in
+ * flight, a block's output, USP's head-split copies: the node's planned
+ * scratch in the activation arena, runtime/mmrt_ring_ws.h) and its shifts,
+ * which no collective node shows (the kernel makes them). */
 static void plan_cp(IrModule *m, json_object *root) {
   int P = m->mesh[IR_AX_CP];
   IrFunc *f = ir_module_func(m, "train");
@@ -1130,7 +1131,7 @@ static void plan_cp(IrModule *m, json_object *root) {
     IrShape q0;
     ir_local_shape(m, nocp, &n->in[qi]->shape, &q0);
     int64_t serial = 4 * q0.d[0] * q0.d[2] * q0.d[1] * S;
-    int64_t inflight = ring ? 4 * (back ? 8 : 4) * kvb : 0;
+    int64_t inflight = mp_ring_ws_bytes(m, n);
     /* USP: the ring runs over R = cp / U groups, on U times the rows */
     int U = ring && m->plan.cp_ulysses > 1 ? m->plan.cp_ulysses : 1, R = P / U;
     block *= U;
@@ -1145,7 +1146,8 @@ static void plan_cp(IrModule *m, json_object *root) {
              n->scope ? n->scope : "?", back ? "backward" : "forward", (long long)scores,
              (long long)serial, ring ? "a K/V block's" : "all at once", (long long)block);
       if (ring)
-        printf("K/V%s blocks in flight %lld bytes; %lld ring shifts of %lld elements\n",
+        printf("K/V%s blocks in flight and workspace %lld bytes (activation arena); %lld ring "
+               "shifts of %lld elements\n",
                back ? " and dK/dV" : "", (long long)inflight, (long long)ns, (long long)(2 * kvb));
       else
         printf("%s; never stored whole (flash tiles)\n",
@@ -1158,7 +1160,7 @@ static void plan_cp(IrModule *m, json_object *root) {
       json_object_object_add(e, "score_bytes", json_object_new_int64(scores));
       json_object_object_add(e, "serial_score_bytes", json_object_new_int64(serial));
       json_object_object_add(e, "score_block_bytes", json_object_new_int64(block));
-      json_object_object_add(e, "kv_in_flight_bytes", json_object_new_int64(inflight));
+      json_object_object_add(e, "ring_workspace_bytes", json_object_new_int64(inflight));
       json_object_object_add(e, "ring_shifts", json_object_new_int64(ns));
       json_object_object_add(e, "ring_shift_elements", json_object_new_int64(2 * kvb));
       json_object_array_add(list, e);
