@@ -11,17 +11,17 @@
 #      in turn), classifying every frame: the fraction named as the prompted
 #      class, samples/s, the wall time of each stage, one PNG strip.
 # Usage: tools/t2v.sh [OUT] with, in the environment (defaults in brackets):
-#   CLS_STEPS [1500] classifier steps, DIT_STEPS [3000] DiT steps,
+#   CLS_STEPS [4000] classifier steps, DIT_STEPS [20000] DiT steps,
 #   CLIPS [1000] sampled clips (a multiple of 100: 10 prompts x 10 classes),
-#   SAMPLE_STEPS [50], GUIDANCE [4], MMC [build/mmc], NICE [10].
+#   SAMPLE_STEPS [25], GUIDANCE [4], MMC [build/mmc], NICE [10].
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${1:-t2v_run}
 MMC=${MMC:-$SRC/build/mmc}
-CLS_STEPS=${CLS_STEPS:-1500}
-DIT_STEPS=${DIT_STEPS:-3000}
+CLS_STEPS=${CLS_STEPS:-4000}
+DIT_STEPS=${DIT_STEPS:-20000}
 CLIPS=${CLIPS:-1000}
-SAMPLE_STEPS=${SAMPLE_STEPS:-50}
+SAMPLE_STEPS=${SAMPLE_STEPS:-25}
 GUIDANCE=${GUIDANCE:-4}
 NICE=${NICE:-10}
 [ $((CLIPS % 100)) = 0 ] || { echo "t2v.sh: CLIPS must be a multiple of 100 (10 prompts x 10 classes), not $CLIPS"; exit 1; }
