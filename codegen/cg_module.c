@@ -334,6 +334,9 @@ typedef struct CgDecode {
   /* the sampler: @denoise, @table, @classify (optional) */
   const IrFunc *smp[3];
   LLVMValueRef smp_fn[3];
+  /* the frozen encoders: @latents, @text_features */
+  const IrFunc *feat[2];
+  LLVMValueRef feat_fn[2];
 } CgDecode;
 
 static int st_dtype(IrDType t) {
@@ -712,6 +715,21 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
               : cg_null(cg));
   SET_PTR(f, MmrtModelDesc, vae_caches, const MmrtTensorDesc *,
           ncache ? tensor_array(cg, tty, vc, 3 * ncache, "vae_caches") : cg_null(cg));
+  SET_PTR(f, MmrtModelDesc, feat_latents_step, MmrtStepFn,
+          dec->feat_fn[0] ? dec->feat_fn[0] : cg_null(cg));
+  SET_PTR(f, MmrtModelDesc, feat_text_step, MmrtStepFn,
+          dec->feat_fn[1] ? dec->feat_fn[1] : cg_null(cg));
+  const IrValue *ft[MMRT_FEAT_NTENSORS];
+  if (dec->feat_fn[0] && dec->feat_fn[1]) {
+    ft[MMRT_FEAT_VIDEO] = dec->feat[0]->inputs.items[0];
+    ft[MMRT_FEAT_LATENTS] = dec->feat[0]->results.items[0];
+    ft[MMRT_FEAT_TEXT] = dec->feat[1]->inputs.items[0];
+    ft[MMRT_FEAT_TEXT_FEATURES] = dec->feat[1]->results.items[0];
+  }
+  SET_PTR(f, MmrtModelDesc, feat_tensors, const MmrtTensorDesc *,
+          dec->feat_fn[0] && dec->feat_fn[1]
+              ? tensor_array(cg, tty, ft, MMRT_FEAT_NTENSORS, "feat_tensors")
+              : cg_null(cg));
 #undef M_I64
 #undef M_F64
   LLVMTypeRef dty = desc_type(cg, model_fields, CG_MODEL_FIELDS);
@@ -852,6 +870,17 @@ bool cg_compile(IrModule *m, const MmTrain *train, const CgOptions *o, Diag *d) 
     dec.smp[k] = ir_module_func(m, smp_funcs[k]);
     if (dec.smp[k]) dec.smp_fn[k] = cg_build_step(&cg, dec.smp[k], smp_syms[k], false, NULL);
     ok = !dec.smp[k] || (dec.smp_fn[k] && !cg.failed);
+  }
+  static const char *const feat_funcs[2] = {"latents", "text_features"};
+  static const char *const feat_syms[2] = {"mm_feat_latents_step", "mm_feat_text_step"};
+  for (int k = 0; ok && k < 2; k++) {
+    dec.feat[k] = ir_module_func(m, feat_funcs[k]);
+    if (dec.feat[k]) dec.feat_fn[k] = cg_build_step(&cg, dec.feat[k], feat_syms[k], false, NULL);
+    ok = !dec.feat[k] || (dec.feat_fn[k] && !cg.failed);
+  }
+  if (ok && o->task == MMRT_TASK_EXTRACT && !(dec.feat_fn[0] && dec.feat_fn[1])) {
+    diag_error_plain(d, "codegen: the extract task needs @latents and @text_features");
+    ok = false;
   }
   if (ok && dec.vae[2] && dec.vae[3] &&
       (dec.vae[2]->results.len != dec.vae[3]->results.len ||

@@ -84,8 +84,8 @@ typedef struct MmrtTokenizer {
                                               "<eos>", "<img>", sorted words */
 } MmrtTokenizer;
 
-/* The text-to-video captions' vocabulary (mmrt_task_dit.c, the DiT task's
- * and the sampler's): "<pad>" 0, "<eos>" 1, then every word of every clip
+/* The text-to-video captions' vocabulary (mmrt_features.c: the DiT task's,
+ * the extractor's and the sampler's): "<pad>" 0, "<eos>" 1, then every word of every clip
  * caption, sorted, from 2. */
 void mmrt_dit_vocab(MmrtTokenizer *tok);
 

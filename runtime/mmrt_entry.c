@@ -4,8 +4,9 @@
  * that a launcher (mpirun) started as many ranks as the model was compiled
  * for, then hands over by the descriptor's task: to the trainer
  * (mmrt_main.c), to the generator/evaluator (mmrt_generate.c) or to the
- * reconstructor (mmrt_reconstruct.c) or to the sampler (mmrt_sample.c). None of those calls into
- * another; what they share of the descriptor is in mmrt_model.c. */
+ * reconstructor (mmrt_reconstruct.c), to the sampler (mmrt_sample.c) or to
+ * the feature extractor (mmrt_extract.c). None of those calls into another;
+ * what they share of the descriptor is in mmrt_model.c. */
 #include <stdio.h>
 
 #include "mmrt_comm.h"
@@ -30,6 +31,7 @@ int mmrt_main(int argc, char **argv, const MmrtModelDesc *m) {
                     : m->task == MMRT_TASK_GENERATE    ? "generator"
                     : m->task == MMRT_TASK_RECONSTRUCT ? "reconstructor"
                     : m->task == MMRT_TASK_SAMPLE      ? "sampler"
+                    : m->task == MMRT_TASK_EXTRACT     ? "extractor"
                                                        : "evaluator";
   char err[512];
   int rank;
@@ -43,6 +45,7 @@ int mmrt_main(int argc, char **argv, const MmrtModelDesc *m) {
   return m->task == MMRT_TASK_TRAIN         ? mmrt_train_main(argc, argv, m)
          : m->task == MMRT_TASK_RECONSTRUCT ? mmrt_reconstruct_main(argc, argv, m)
          : m->task == MMRT_TASK_SAMPLE      ? mmrt_sample_main(argc, argv, m)
+         : m->task == MMRT_TASK_EXTRACT     ? mmrt_extract_main(argc, argv, m)
                                             : mmrt_generate_main(argc, argv, m);
 }
 

@@ -38,7 +38,7 @@
 #define ERRLEN 1024
 
 typedef struct Args {
-  const char *data, *ckpt, *log, *dump_logits, *dump_inputs, *init_from, *load_adapters,
+  const char *data, *ckpt, *log, *dump_logits, *dump_inputs, *init_from, *load_adapters, *features,
       *save_adapters, *save_weights, *omp_wait, *trace;
   int64_t steps, batch, eval_every, eval_batches, ckpt_every, keep, threads;
   double lr, comm_timeout;
@@ -117,6 +117,9 @@ static void usage(FILE *out, const MmrtModelDesc *m) {
       "file\n"
       "                     (another model's too: a LoRA model from its base); the others keep "
       "their init\n"
+      "  --features DIR     text-to-video: the latents and text features the extractor wrote\n"
+      "                     (the model compiled for the extract task), instead of running the\n"
+      "                     frozen encoders\n"
       "  --load-adapters F  LoRA: load every adapter (*.lora_a, *.lora_b) from F\n"
       "  --save-adapters F  LoRA: write the adapters alone to F after training (safetensors)\n"
       "  --save-weights F   write every parameter and optimizer state, whole (gathered from the "
@@ -161,6 +164,7 @@ static const char **text_flag(Args *a, const char *f) {
       {"--dump-inputs", &a->dump_inputs},
       {"--dump-logits", &a->dump_logits},
       {"--init-from", &a->init_from},
+      {"--features", &a->features},
       {"--load-adapters", &a->load_adapters},
       {"--save-adapters", &a->save_adapters},
       {"--omp-wait", &a->omp_wait},
@@ -294,7 +298,12 @@ static int bind(Trainer *t) {
   t->cx.seed = t->a.seed;
   t->cx.eval_batches = t->a.eval_batches;
   t->cx.step = task_step;
+  t->cx.features = t->a.features;
   t->task = mmrt_task_bind(&t->cx, err, sizeof err);
+  if (t->task && t->a.features && !t->cx.features_used)
+    return fail("--features %s: model %s takes no stored features (a model with forwards latents "
+                "and text_features does, on the text-to-video task)",
+                t->a.features, m->name);
   return t->task ? 0 : fail("%s", err);
 }
 
@@ -422,31 +431,7 @@ static void fill_batch(Trainer *t, const MmrtBatchIter *it, int64_t rows, int ev
 
 /* Elements [g, g + n) of a parameter's global initial values into w. */
 static void init_run(Trainer *t, const MmrtTensorDesc *p, float *w, uint64_t g, int64_t n) {
-  char name[600];
-  snprintf(name, sizeof name, "init/%s", p->name);
-  uint64_t stream = mmrt_rng_stream(name, 0), e = g + (uint64_t)n;
-  int64_t total = 1;
-  for (int64_t d = 0; d < p->ndim; d++) total *= p->shape[d];
-  switch (p->init) {
-    case MMRT_INIT_ONES: mmrt_fill(w, 1.0f, (size_t)n); break;
-    case MMRT_INIT_FILL: mmrt_fill(w, (float)p->init_a, (size_t)n); break;
-    case MMRT_INIT_NORMAL:
-      mmrt_rng_normal(w, t->a.seed, stream, g, e, 0.0f, (float)p->init_a);
-      break;
-    case MMRT_INIT_UNIFORM:
-    case MMRT_INIT_FAN_IN: {
-      double lo = p->init_a, hi = p->init_b;
-      if (p->init == MMRT_INIT_FAN_IN) {
-        int64_t fan_in = p->ndim >= 2 ? total / p->shape[0] : total;
-        hi = p->init_a / sqrt((double)fan_in);
-        lo = -hi;
-      }
-      mmrt_rng_uniform(w, t->a.seed, stream, g, e);
-      for (int64_t i = 0; i < n; i++) w[i] = (float)(lo + (hi - lo) * w[i]);
-      break;
-    }
-    default: memset(w, 0, (size_t)n * sizeof(float)); break; /* zeros, none, optimizer state */
-  }
+  mmrt_init_values(p, t->a.seed, w, g, n);
 }
 
 /* The part of a dim split by the axes of `mask` this rank holds: cp is the

@@ -62,7 +62,7 @@
 #include "mmrt_kernels.h"
 #include "mmrt_rng.h"
 
-#define MMRT_ABI_VERSION 5
+#define MMRT_ABI_VERSION 6
 
 /* Arenas, in this order in MmrtModelDesc.arena_bytes and in the array of
  * bases a step function receives. */
@@ -135,7 +135,8 @@ enum {
   MMRT_TASK_GENERATE,
   MMRT_TASK_EVAL,
   MMRT_TASK_RECONSTRUCT,
-  MMRT_TASK_SAMPLE
+  MMRT_TASK_SAMPLE,
+  MMRT_TASK_EXTRACT
 };
 
 /* MmrtModelDesc.sample_tensors: the sampler's values (mmrt_sample.c) */
@@ -164,6 +165,15 @@ enum {
   MMRT_VAE_NTENSORS
 };
 
+/* MmrtModelDesc.feat_tensors: the frozen encoders' values */
+enum {
+  MMRT_FEAT_VIDEO,         /* @latents's input (the clips) */
+  MMRT_FEAT_LATENTS,       /* its result */
+  MMRT_FEAT_TEXT,          /* @text_features's input (the caption ids) */
+  MMRT_FEAT_TEXT_FEATURES, /* its result */
+  MMRT_FEAT_NTENSORS
+};
+
 /* The descriptor of the model, defined by the generated object. */
 extern const MmrtModelDesc mm_model;
 
@@ -182,10 +192,15 @@ int mmrt_reconstruct_main(int argc, char **argv, const MmrtModelDesc *m);
 int mmrt_fail(const char *who, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The text-to-video sampler (mmrt_sample.c). */
 int mmrt_sample_main(int argc, char **argv, const MmrtModelDesc *m);
+/* The feature extractor of a model's frozen encoders (mmrt_extract.c). */
+int mmrt_extract_main(int argc, char **argv, const MmrtModelDesc *m);
 /* The descriptor of the input named `name`, or NULL (mmrt_model.c). */
 const MmrtTensorDesc *mmrt_desc_input(const MmrtModelDesc *m, const char *name);
 /* 1 when a parameter name is a LoRA adapter's (*.lora_a, *.lora_b). */
 int mmrt_is_adapter(const char *name);
+/* Elements [g, g + n) of a parameter's initial values (its init rule on
+ * the Philox stream "init/<name>" under seed) into w (mmrt_model.c). */
+void mmrt_init_values(const MmrtTensorDesc *p, uint64_t seed, float *w, uint64_t g, int64_t n);
 /* The planned arenas, zeroed and 64-byte aligned, into arenas[MMRT_NARENAS]
  * (NULL for an empty one); MMRT_OK or MMRT_ERR_NOMEM. */
 int mmrt_alloc_arenas(const MmrtModelDesc *m, char **arenas, char *err, size_t errlen);

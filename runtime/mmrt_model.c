@@ -2,6 +2,7 @@
  * trainer, its tasks, the generator and the reconstructor share, and the
  * arenas and weights of the one-rank executables. */
 #include <stdarg.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,32 @@ const MmrtTensorDesc *mmrt_desc_input(const MmrtModelDesc *m, const char *name) 
 int mmrt_is_adapter(const char *name) {
   size_t n = strlen(name);
   return n > 7 && (!strcmp(name + n - 7, ".lora_a") || !strcmp(name + n - 7, ".lora_b"));
+}
+
+void mmrt_init_values(const MmrtTensorDesc *p, uint64_t seed, float *w, uint64_t g, int64_t n) {
+  char name[600];
+  snprintf(name, sizeof name, "init/%s", p->name);
+  uint64_t stream = mmrt_rng_stream(name, 0), e = g + (uint64_t)n;
+  int64_t total = 1;
+  for (int64_t d = 0; d < p->ndim; d++) total *= p->shape[d];
+  switch (p->init) {
+    case MMRT_INIT_ONES: mmrt_fill(w, 1.0f, (size_t)n); break;
+    case MMRT_INIT_FILL: mmrt_fill(w, (float)p->init_a, (size_t)n); break;
+    case MMRT_INIT_NORMAL: mmrt_rng_normal(w, seed, stream, g, e, 0.0f, (float)p->init_a); break;
+    case MMRT_INIT_UNIFORM:
+    case MMRT_INIT_FAN_IN: {
+      double lo = p->init_a, hi = p->init_b;
+      if (p->init == MMRT_INIT_FAN_IN) {
+        int64_t fan_in = p->ndim >= 2 ? total / p->shape[0] : total;
+        hi = p->init_a / sqrt((double)fan_in);
+        lo = -hi;
+      }
+      mmrt_rng_uniform(w, seed, stream, g, e);
+      for (int64_t i = 0; i < n; i++) w[i] = (float)(lo + (hi - lo) * w[i]);
+      break;
+    }
+    default: memset(w, 0, (size_t)n * sizeof(float)); break; /* zeros, none, optimizer state */
+  }
 }
 
 int mmrt_alloc_arenas(const MmrtModelDesc *m, char **arenas, char *err, size_t errlen) {

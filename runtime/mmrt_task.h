@@ -32,7 +32,7 @@
 #include "mmrt_log.h"
 #include "mmrt_main.h"
 
-#define MMRT_TASK_MAX_BATCH 4 /* batch inputs one task fills */
+#define MMRT_TASK_MAX_BATCH 6 /* batch inputs one task fills */
 
 typedef struct MmrtTaskCtx MmrtTaskCtx;
 
@@ -48,6 +48,10 @@ struct MmrtTaskCtx {
   int64_t lo, rows;     /* this rank's rows [lo, lo + rows) of each batch */
   int64_t eval_batches; /* evaluate on at most this many batches (-1: all) */
   void *mesh;           /* the MmrtMesh of a multi-rank run, or NULL */
+  /* --features DIR (NULL: none); the task that reads it sets features_used
+   * in bind (the trainer refuses the flag otherwise) */
+  const char *features;
+  int features_used;
   /* set by bind: the inputs filled per batch (each split along dim 0 at
    * most), labels among them (the trainer's accuracy compares the logits'
    * argmax with it), T the tokens per row of a token task */

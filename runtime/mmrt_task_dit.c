@@ -25,12 +25,29 @@
  * sample (s - 1) * B + r fills row r of step s (train-split clips under the
  * run seed); evaluation rows are held-out clips (test split,
  * MMRT_VIDEO_HELDOUT_SEED, drawn under that seed too, never dropped). No
- * labels: evaluation reports the loss. */
+ * labels: evaluation reports the loss.
+ *
+ * A composed text-to-video model (stdlib_models/t2v.mm: forwards latents
+ * and text_features, its frozen encoders) takes instead
+ *   latents       f32[B, C, T, H, W]  from @latents (the WF-VAE encoder's
+ *                 posterior mean) of clip i, F = the frames of its input
+ *                 video f32[B, 1, F, 64, 64];
+ *   text_features f32[B, L, D]  from @text_features (T5) of the caption ids
+ *                 (the null caption's when dropped);
+ *   text          i32[B, L] (optional): the ids themselves;
+ *   noise, t_uniform / t_normal as above.
+ * Online (no --features), fill runs @latents and @text_features on the
+ * batch's clips and captions (one-rank trainers: mmc compiles them only
+ * there). With --features DIR (mmrt_features.h) it copies row i mod N of
+ * the N stored training clips (the same clip i while i < N, its features
+ * from the same batch of B: the same numbers as online), the null
+ * caption's stored features when dropped, and held-out row i at
+ * evaluation; the encoders never run. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "mmrt_caption.h"
+#include "mmrt_features.h"
 #include "mmrt_task.h"
 #include "mmrt_video.h"
 
@@ -40,32 +57,62 @@
 typedef struct Dit {
   MmrtVideo train, heldout;
   const MmrtTensorDesc *lat, *text, *noise, *tu, *tn;
-  int frames; /* clip frames */
+  const MmrtTensorDesc *tf; /* text_features (a composed model), or NULL */
+  int frames;               /* clip frames */
+  int online;               /* tf: run @latents and @text_features (else: feat) */
   MmrtTokenizer tok;
+  MmrtFeatures feat;
+  float *clip;
 } Dit;
 
-static int cmp_word(const void *a, const void *b) {
-  return strcmp(a, b);
-}
-
-/* PAD, EOS, then every word of every clip caption, sorted, once each */
-void mmrt_dit_vocab(MmrtTokenizer *tok) {
-  memset(tok, 0, sizeof *tok);
-  strcpy(tok->words[0], "<pad>"), strcpy(tok->words[1], "<eos>");
-  int n = 2;
-  for (int label = 0; label < 10; label++)
-    for (int dir = 0; dir < MMRT_VIDEO_NDIRS; dir++) {
-      char buf[96];
-      MmrtClipInfo ci = {.label = label, .dir = dir};
-      mmrt_video_caption(&ci, buf, sizeof buf);
-      for (char *w = strtok(buf, " "); w; w = strtok(NULL, " ")) {
-        int k = 2;
-        while (k < n && strcmp(tok->words[k], w) != 0) k++;
-        if (k == n && n < MMRT_TOK_MAX) snprintf(tok->words[n++], MMRT_TOK_WORD, "%s", w);
-      }
-    }
-  qsort(tok->words[2], (size_t)n - 2, MMRT_TOK_WORD, cmp_word);
-  tok->size = n;
+/* A composed model's inputs latents and text_features: 1, 0 (not such a
+ * model) or -1 (err says why). */
+static int bind_features(MmrtTaskCtx *c, Dit *d, char *err, size_t errlen) {
+  const MmrtModelDesc *m = c->m;
+  const MmrtTensorDesc *lat = d->lat, *tf = mmrt_desc_input(m, "text_features"), *text = d->text;
+  const int64_t ls[5] = {c->B, -1, -1, -1, -1}, fs[3] = {c->B, -1, -1};
+  if (!mmrt_task_is(lat, MMRT_ST_F32, 5, ls) || !mmrt_task_is(tf, MMRT_ST_F32, 3, fs)) return 0;
+  const int64_t ts[2] = {c->B, tf->shape[1]};
+  if (text && !mmrt_task_is(text, MMRT_ST_I32, 2, ts))
+    return snprintf(err, errlen, "model %s: input text must be i32[%lld, %lld] (text_features' L)",
+                    m->name, (long long)c->B, (long long)tf->shape[1]),
+           -1;
+  if (tf->shape[1] < 7)
+    return snprintf(err, errlen,
+                    "model %s: input text_features has %lld positions; captions need 7 (6 words "
+                    "+ EOS)",
+                    m->name, (long long)tf->shape[1]),
+           -1;
+  d->tf = tf;
+  d->feat.lat = 1, d->feat.L = tf->shape[1], d->feat.D = tf->shape[2];
+  for (int k = 0; k < 4; k++)
+    d->feat.lat_shape[k] = lat->shape[1 + k], d->feat.lat *= lat->shape[1 + k];
+  if (c->features) {
+    c->features_used = 1;
+    return 1;
+  }
+  const MmrtTensorDesc *ft = m->feat_tensors;
+  if (!ft || !m->feat_latents_step || !m->feat_text_step)
+    return snprintf(err, errlen,
+                    "model %s: no --features DIR, and this trainer has no online encoding "
+                    "(@latents, @text_features are compiled into one-rank trainers only): give "
+                    "--features DIR (mmc compile --task extract writes it)",
+                    m->name),
+           -1;
+  const MmrtTensorDesc *v = &ft[MMRT_FEAT_VIDEO];
+  if (v->ndim != 5 || v->dtype != MMRT_ST_F32 || v->shape[0] != c->B || v->shape[1] != 1 ||
+      v->shape[3] != MMRT_VIDEO_SIDE || v->shape[4] != MMRT_VIDEO_SIDE ||
+      ft[MMRT_FEAT_TEXT].ndim != 2 || ft[MMRT_FEAT_TEXT].dtype != MMRT_ST_I32 ||
+      ft[MMRT_FEAT_TEXT].shape[1] != tf->shape[1] || ft[MMRT_FEAT_LATENTS].ndim != 5 ||
+      ft[MMRT_FEAT_TEXT_FEATURES].ndim != 3 || ft[MMRT_FEAT_LATENTS].shape[1] != lat->shape[1])
+    return snprintf(err, errlen,
+                    "model %s: forward latents must take video f32[%lld, 1, F, 64, 64] and give "
+                    "the latents; text_features take text i32[%lld, %lld]",
+                    m->name, (long long)c->B, (long long)c->B, (long long)tf->shape[1]),
+           -1;
+  d->online = 1;
+  d->frames = (int)v->shape[2];
+  return 1;
 }
 
 static int bind(MmrtTaskCtx *c, char *err, size_t errlen) {
@@ -75,7 +122,18 @@ static int bind(MmrtTaskCtx *c, char *err, size_t errlen) {
                        *tn = mmrt_desc_input(m, "t_normal"), *t = tu ? tu : tn;
   const int64_t ls[5] = {c->B, MMRT_DIT_LATENT, -1, MMRT_DIT_LATENT, MMRT_DIT_LATENT},
                 ts[2] = {c->B, -1}, us[1] = {c->B};
-  if (!mmrt_task_is(lat, MMRT_ST_F32, 5, ls) || !mmrt_task_is(text, MMRT_ST_I32, 2, ts)) return 0;
+  Dit probe = {.lat = lat, .text = text};
+  int composed = bind_features(c, &probe, err, errlen);
+  if (composed < 0) return -1;
+  if (!composed &&
+      (!mmrt_task_is(lat, MMRT_ST_F32, 5, ls) || !mmrt_task_is(text, MMRT_ST_I32, 2, ts)))
+    return 0;
+  if (!composed && c->features)
+    return snprintf(err, errlen,
+                    "--features %s: model %s takes caption ids (input text), not text_features; "
+                    "stored features are for a model with forwards latents and text_features",
+                    c->features, m->name),
+           -1;
   if (noise && !mmrt_task_is(noise, MMRT_ST_F32, 5, lat->shape))
     return snprintf(err, errlen, "model %s: input noise must have the shape and type of latents",
                     m->name),
@@ -89,7 +147,7 @@ static int bind(MmrtTaskCtx *c, char *err, size_t errlen) {
     return snprintf(err, errlen, "model %s: input %s must be f32[%lld]", m->name, t->name,
                     (long long)c->B),
            -1;
-  if (text->shape[1] < 7)
+  if (!composed && text->shape[1] < 7)
     return snprintf(err, errlen,
                     "model %s: input text has %lld positions; captions need 7 (6 words + EOS)",
                     m->name, (long long)text->shape[1]),
@@ -102,16 +160,44 @@ static int bind(MmrtTaskCtx *c, char *err, size_t errlen) {
              .noise = noise,
              .tu = tu,
              .tn = tn,
-             .frames = 1 + 4 * ((int)lat->shape[2] - 1)};
-  c->batch[0] = lat, c->batch[1] = text, c->nbatch = 2, c->labels = NULL;
+             .tf = probe.tf,
+             .online = probe.online,
+             .feat = probe.feat,
+             .frames = probe.online ? probe.frames : 1 + 4 * ((int)lat->shape[2] - 1)};
+  c->nbatch = 0, c->labels = NULL;
+  c->batch[c->nbatch++] = lat;
+  if (d->tf) c->batch[c->nbatch++] = d->tf;
+  if (text) c->batch[c->nbatch++] = text;
   if (noise) c->batch[c->nbatch++] = noise;
   if (t) c->batch[c->nbatch++] = t;
   mmrt_dit_vocab(&d->tok);
+  d->clip = malloc(sizeof *d->clip * (size_t)d->frames * MMRT_VIDEO_SIDE * MMRT_VIDEO_SIDE);
+  if (!d->clip) return mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "out of memory"), -1;
   return 1;
+}
+
+/* --features DIR: read it; the held-out rows must cover the evaluation. */
+static int start_features(MmrtTaskCtx *c, Dit *d, char *err, size_t errlen) {
+  mmrt_features_free(&d->feat);
+  int rc = mmrt_features_read(c->features, &d->feat, c->m, err, errlen);
+  if (rc != MMRT_OK) return rc;
+  if (d->feat.train.clips < 1)
+    return mmrt_errf(err, errlen, MMRT_ERR_MISMATCH,
+                     "--features %s: no training clips (manifest.json: \"train\" \"clips\": 0)",
+                     c->features);
+  int64_t need = c->test.n;
+  if (c->eval_batches >= 0 && c->eval_batches * c->B < need) need = c->eval_batches * c->B;
+  if (need > d->feat.heldout.clips)
+    return mmrt_errf(err, errlen, MMRT_ERR_MISMATCH,
+                     "--features %s: %lld held-out clips stored, the evaluation takes %lld (fewer "
+                     "with --eval-batches N, or extract more with --heldout N)",
+                     c->features, (long long)d->feat.heldout.clips, (long long)need);
+  return MMRT_OK;
 }
 
 static int start(MmrtTaskCtx *c, char *err, size_t errlen) {
   Dit *d = c->priv;
+  if (d->tf && !d->online) return start_features(c, d, err, errlen);
   mmrt_video_free(&d->train), mmrt_video_free(&d->heldout); /* again after a resume */
   int rc = mmrt_video_init(&d->train, &c->train, d->frames, c->seed, err, errlen);
   return rc != MMRT_OK ? rc
@@ -138,67 +224,130 @@ static void downsample(const float *clip, int Fl, float *lat) {
     }
 }
 
-static void caption_ids(const Dit *d, const MmrtClipInfo *ci, int drop, int32_t *ids, int64_t L) {
-  char buf[96];
-  int n = 0;
-  mmrt_video_caption(ci, buf, sizeof buf);
-  for (int64_t i = 0; i < L; i++) ids[i] = MMRT_TOK_PAD;
-  if (!drop)
-    for (char *w = strtok(buf, " "); w && n < L - 1; w = strtok(NULL, " "))
-      for (int k = 2; k < d->tok.size; k++)
-        if (strcmp(d->tok.words[k], w) == 0) ids[n++] = k;
-  ids[n] = 1; /* EOS */
+static int64_t numel_of(const MmrtTensorDesc *t) {
+  int64_t n = 1;
+  for (int64_t k = 0; k < t->ndim; k++) n *= t->shape[k];
+  return n;
+}
+
+/* Online encoding: @latents and @text_features on the batch the rows were
+ * put in, their results into the inputs latents and text_features (padding
+ * rows from `rows` on: zero latents). A failed step printed its message;
+ * fill cannot return one, so the run ends. */
+static void encode(MmrtTaskCtx *c, Dit *d, int64_t rows) {
+  const MmrtModelDesc *m = c->m;
+  const MmrtTensorDesc *ft = m->feat_tensors;
+  float *lat = mmrt_task_at(c, d->lat);
+  if (c->step(c, m->feat_latents_step, "@latents (online encoding)")) exit(1);
+  memcpy(lat, mmrt_task_at(c, &ft[MMRT_FEAT_LATENTS]), sizeof(float) * (size_t)numel_of(d->lat));
+  if (c->step(c, m->feat_text_step, "@text_features (online encoding)")) exit(1);
+  memcpy(mmrt_task_at(c, d->tf), mmrt_task_at(c, &ft[MMRT_FEAT_TEXT_FEATURES]),
+         sizeof(float) * (size_t)numel_of(d->tf));
+  if (d->text && mmrt_task_at(c, d->text) != mmrt_task_at(c, &ft[MMRT_FEAT_TEXT]))
+    memcpy(mmrt_task_at(c, d->text), mmrt_task_at(c, &ft[MMRT_FEAT_TEXT]),
+           sizeof(int32_t) * (size_t)numel_of(d->text));
+  for (int64_t r = rows; r < c->B; r++)
+    memset(lat + r * d->feat.lat, 0, sizeof(float) * (size_t)d->feat.lat);
+}
+
+/* A composed model's row k: latents and features of stored row j of sp,
+ * or (online, sp NULL) nothing yet: the clip and ids into the encoders'
+ * inputs (run once per batch in fill). */
+static void fill_features(MmrtTaskCtx *c, Dit *d, int64_t k, const MmrtFeatSplit *sp, int64_t j,
+                          int drop) {
+  const MmrtModelDesc *m = c->m;
+  int64_t per = d->feat.lat, L = d->feat.L, LD = L * d->feat.D;
+  float *lat = mmrt_task_at(c, d->lat), *tf = mmrt_task_at(c, d->tf);
+  int32_t *text = d->text ? mmrt_task_at(c, d->text) : NULL;
+  if (d->online) { /* the clip into row k of @latents's input */
+    const MmrtTensorDesc *vd = &m->feat_tensors[MMRT_FEAT_VIDEO];
+    int64_t n = numel_of(vd) / vd->shape[0];
+    memcpy((float *)mmrt_task_at(c, vd) + k * n, d->clip, sizeof(float) * (size_t)n);
+    return;
+  }
+  if (!sp) { /* a padding row */
+    memset(lat + k * per, 0, sizeof *lat * (size_t)per);
+    memcpy(tf + k * LD, d->feat.null_features, sizeof *tf * (size_t)LD);
+    if (text) memcpy(text + k * L, d->feat.null_text, sizeof *text * (size_t)L);
+    return;
+  }
+  memcpy(lat + k * per, sp->latents + j * per, sizeof *lat * (size_t)per);
+  memcpy(tf + k * LD, drop ? d->feat.null_features : sp->text_features + j * LD,
+         sizeof *tf * (size_t)LD);
+  if (text)
+    memcpy(text + k * L, drop ? d->feat.null_text : sp->text + j * L, sizeof *text * (size_t)L);
 }
 
 static void fill(MmrtTaskCtx *c, const MmrtBatchIter *it, int64_t rows, int eval,
                  uint64_t sample0) {
   Dit *d = c->priv;
+  const MmrtModelDesc *m = c->m;
   MmrtVideo *v = eval ? &d->heldout : &d->train;
   uint64_t seed = eval ? MMRT_VIDEO_HELDOUT_SEED : c->seed;
   int Fl = (int)d->lat->shape[2];
-  size_t per = (size_t)8 * Fl * 64, L = (size_t)d->text->shape[1];
+  size_t per = (size_t)numel_of(d->lat) / (size_t)c->B,
+         L = (size_t)(d->tf ? d->feat.L : d->text->shape[1]);
   float *lat = mmrt_task_at(c, d->lat), *noise = d->noise ? mmrt_task_at(c, d->noise) : NULL;
-  int32_t *text = mmrt_task_at(c, d->text);
+  int offline = d->tf && !d->online;
+  const MmrtTensorDesc *idd = d->online ? &m->feat_tensors[MMRT_FEAT_TEXT] : d->text;
+  int32_t *text = idd ? mmrt_task_at(c, idd) : NULL;
   const MmrtTensorDesc *td = d->tu ? d->tu : d->tn;
   float *t = td ? mmrt_task_at(c, td) : NULL;
-  float *clip = malloc(sizeof *clip * (size_t)d->frames * MMRT_VIDEO_SIDE * MMRT_VIDEO_SIDE);
-  if (!clip) abort(); /* a few hundred kB, once per batch */
+  const MmrtFeatSplit *sp = eval ? &d->feat.heldout : &d->feat.train;
   for (int64_t r = c->lo; r < c->lo + c->rows; r++) {
     int64_t k = r - c->lo;
     uint64_t i = eval ? (uint64_t)mmrt_iter_index(it, r) : sample0 + (uint64_t)r;
     if (r >= rows) { /* padding rows: zeros, the null caption */
-      memset(lat + k * per, 0, sizeof *lat * per);
+      if (offline)
+        fill_features(c, d, k, NULL, 0, 1);
+      else {
+        memset(d->clip, 0, sizeof *d->clip * (size_t)d->frames * MMRT_VIDEO_SIDE * MMRT_VIDEO_SIDE);
+        if (d->online)
+          fill_features(c, d, k, NULL, 0, 1);
+        else
+          memset(lat + k * per, 0, sizeof *lat * per);
+        for (size_t j = 0; j < L; j++) text[k * L + j] = j ? MMRT_DIT_PAD : MMRT_DIT_EOS;
+      }
       if (noise) memset(noise + k * per, 0, sizeof *noise * per);
-      for (size_t j = 0; j < L; j++) text[k * L + j] = j ? MMRT_TOK_PAD : 1;
       if (t) t[k] = 0;
       continue;
     }
-    MmrtClipInfo ci;
-    mmrt_video_clip(v, i, clip, &ci);
-    downsample(clip, Fl, lat + k * per);
     int drop =
         !eval && mmrt_rng_uniform_at(seed, mmrt_rng_stream("dit/drop", 0), i) < MMRT_DIT_TEXT_DROP;
-    caption_ids(d, &ci, drop, text + k * L, (int64_t)L);
+    if (offline) {
+      fill_features(c, d, k, sp, eval ? (int64_t)i : (int64_t)(i % (uint64_t)sp->clips), drop);
+    } else {
+      MmrtClipInfo ci;
+      mmrt_video_clip(v, i, d->clip, &ci);
+      if (d->online)
+        fill_features(c, d, k, NULL, 0, drop);
+      else
+        downsample(d->clip, Fl, lat + k * per);
+      mmrt_dit_caption_ids(&d->tok, &ci, drop, text + k * L, (int64_t)L);
+    }
     if (noise)
       mmrt_rng_normal(noise + k * per, seed, mmrt_rng_stream("dit/noise", 0), i * per,
                       (i + 1) * per, 0, 1);
     if (d->tu) mmrt_rng_uniform(t + k, seed, mmrt_rng_stream("dit/t_uniform", 0), i, i + 1);
     if (d->tn) mmrt_rng_normal(t + k, seed, mmrt_rng_stream("dit/t_normal", 0), i, i + 1, 0, 1);
   }
-  free(clip);
+  if (d->online) encode(c, d, rows);
 }
 
 static void close_dit(MmrtTaskCtx *c) {
   Dit *d = c->priv;
   if (!d) return;
   mmrt_video_free(&d->train), mmrt_video_free(&d->heldout);
+  mmrt_features_free(&d->feat);
+  free(d->clip);
   free(d);
   c->priv = NULL;
 }
 
 const MmrtTask mmrt_task_dit = {
     .name = "text-to-video diffusion",
-    .inputs = "latents F32[B, 8, Fl, 8, 8], text I32[B, L], noise (like latents), t_uniform or "
+    .inputs = "latents F32[B, 8, Fl, 8, 8], text I32[B, L] (or text_features F32[B, L, D] with "
+              "forwards latents and text_features), noise (like latents), t_uniform or "
               "t_normal F32[B]",
     .bind = bind,
     .open = mmrt_task_open_fmnist,

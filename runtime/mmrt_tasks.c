@@ -9,8 +9,8 @@
 const MmrtTask *const mmrt_tasks[] = {&mmrt_task_classify,
                                       &mmrt_task_caption,
                                       &mmrt_task_pixels,
-                                      &mmrt_task_video,
                                       &mmrt_task_dit,
+                                      &mmrt_task_video,
                                       &mmrt_task_frames,
                                       NULL};
 

@@ -38,7 +38,7 @@ contains "missing file named" "$T/err" "nope.mm"
 expect "unknown model" 1 "$MMC" stats "$S/gpt2.mm" --model GPT3
 contains "unknown model lists models" "$T/err" "GPT2Tiny"
 expect "bad --task" 2 "$MMC" compile "$S/internvl2.mm" --model InternVL2Tiny --task serve
-contains "bad --task named" "$T/err" "--task takes train, generate, eval, reconstruct or sample, not 'serve'"
+contains "bad --task named" "$T/err" "--task takes train, generate, eval, reconstruct, sample or extract, not 'serve'"
 expect "--task on a model without text" 1 "$MMC" plan "$S/gpt2.mm" --model GPT2Tiny --task generate
 contains "--task without text says why" "$T/err" "generation needs a forward input text: i32[B, T]"
 printf 'import "internvl2.mm"\nmodel P extends InternVL2Tiny { parallel { tp = 2 } }\n' > "$T/par.mm"

@@ -115,6 +115,9 @@ static void usage_cmd(FILE *out, const Cmd *c) {
             "                     or reconstruct: a video autoencoder's reconstruction\n"
             "                     executable (@encode, @decode, @encode_first, @encode_next),\n"
             "                     or sample: a text-to-video sampler (@denoise, @table, @decode)\n"
+            "                     or extract: the feature extractor of a model with forwards\n"
+            "                     latents and text_features (its frozen encoders, run once\n"
+            "                     over the training clips, for the trainer to read)\n"
             "  --chunk-frames N   reconstruct: the frames of each chunk after the first (the\n"
             "                     first has 1 + N) of the chunked encoder (default 4)\n");
   if (strcmp(c->name, "dump-ir") == 0) {
@@ -263,9 +266,13 @@ static int parse_opts(int argc, char **argv, Opts *o) {
         o->task = MMRT_TASK_RECONSTRUCT;
       else if (strcmp(next, "sample") == 0)
         o->task = MMRT_TASK_SAMPLE;
+      else if (strcmp(next, "extract") == 0)
+        o->task = MMRT_TASK_EXTRACT;
       else
-        return bad_usage(
-            o->cmd, "--task takes train, generate, eval, reconstruct or sample, not '%s'", next);
+        return bad_usage(o->cmd,
+                         "--task takes train, generate, eval, reconstruct, sample or extract, not "
+                         "'%s'",
+                         next);
     } else if (strcmp(a, "--chunk-frames") == 0 && strcmp(o->cmd->name, "check") != 0 &&
                strcmp(o->cmd->name, "stats") != 0) {
       NEED_ARG();
@@ -391,11 +398,10 @@ static int parse_opts(int argc, char **argv, Opts *o) {
   }
   /* combinations in which a flag would do nothing */
   if (o->plan_flag && o->task != MMRT_TASK_TRAIN)
-    return bad_usage(
-        o->cmd,
-        "%s does not go with --task generate, eval, reconstruct or sample: they run on one "
-        "rank",
-        o->plan_flag);
+    return bad_usage(o->cmd,
+                     "%s does not go with --task generate, eval, reconstruct, sample or extract: "
+                     "they run on one rank",
+                     o->plan_flag);
   if (o->chunk_frames && o->task != MMRT_TASK_RECONSTRUCT)
     return bad_usage(o->cmd, "--chunk-frames goes with --task reconstruct only%s", "");
   const char *emit = o->emit ? o->emit : "exe";
@@ -611,6 +617,31 @@ static bool add_sample(FeProgram *p, const char *model, FeResult *r, Diag *d) {
          fe_elaborate_named(p, model, r->ir, "classify", "classify", FE_TRAIN, 0, NULL);
 }
 
+/* A model's frozen encoders as the forwards `latents` (clips to latents)
+ * and `text_features` (caption ids to features), docs/architecture.md
+ * "Offline features": a one-rank trainer gets @latents and @text_features
+ * for its online encoding; the extract task runs them over the training
+ * clips. */
+static bool add_features(Opts *o, FeProgram *p, const char *model, FeResult *r, Diag *d) {
+  bool has = fe_has_forward(p, model, "latents") && fe_has_forward(p, model, "text_features");
+  MmPlan *pl = &r->plan;
+  if (o->task == MMRT_TASK_TRAIN && (!has || pl->tp * pl->pp * pl->cp * pl->dp > 1)) return true;
+  if (!has) {
+    diag_error_plain(d,
+                     "model '%s': --task extract needs forwards named latents (the clips to "
+                     "latents) and text_features (the caption ids to text features)",
+                     model);
+    return false;
+  }
+  if (o->task == MMRT_TASK_EXTRACT) {
+    if (pl->tp * pl->pp * pl->cp * pl->dp > 1)
+      fprintf(stderr, "mmc: note: feature extraction runs on one rank; the plan is for training\n");
+    one_rank(r);
+  }
+  return fe_elaborate_named(p, model, r->ir, "latents", "latents", FE_TRAIN, 0, NULL) &&
+         fe_elaborate_named(p, model, r->ir, "text_features", "text_features", FE_TRAIN, 0, NULL);
+}
+
 /* Loads, elaborates and runs the pipeline; returns the module or NULL. */
 static IrModule *build(Opts *o, Diag *d, FeProgram **pp, FeResult *r, const char *stop,
                        void (*after)(const char *, IrModule *, void *), void *user) {
@@ -626,6 +657,9 @@ static IrModule *build(Opts *o, Diag *d, FeProgram **pp, FeResult *r, const char
       !add_reconstruct(o, p, model, r, d))
     return NULL;
   if (o->task == MMRT_TASK_SAMPLE && !add_sample(p, model, r, d)) return NULL;
+  if ((o->task == MMRT_TASK_TRAIN || o->task == MMRT_TASK_EXTRACT) &&
+      !add_features(o, p, model, r, d))
+    return NULL;
   r->ir->no_fuse = o->no_fuse;
   PassCtx cx = {.d = d};
   if (!pass_run_pipeline(r->ir, &cx, stop, after, user)) return NULL;

@@ -108,6 +108,7 @@ open(INC, "w").write('import "extra.mm"\nmodel U { e = Extra(n = 2)\n'
 VLM = os.path.join(SRC, "stdlib_models", "internvl2.mm")
 VAE = [os.path.join(SRC, "tests", "video", "clipvae.mm"), "--task", "reconstruct"]
 SMP = [os.path.join(SRC, "tests", "dit", "sample.mm"), "--task", "sample"]
+T2V = os.path.join(SRC, "stdlib_models", "t2v.mm")
 
 # Per flag: (base, with, expectation) where base/with are the arguments after
 # the command; "check" gets its own probes (it prints nothing when a plan is
@@ -204,6 +205,10 @@ extra = [
     ("compile", "-O2 with --emit ir", GM + ["--emit", "ir"] + OUT,
      GM + ["--emit", "ir", "-O2"] + OUT, "refused", ["-O"]),
     ("plan", "--task reconstruct", VAE[:1], VAE, "effect"),
+    ("plan", "--task extract", [T2V, "--model", "T2VTiny"], [T2V, "--model", "T2VTiny", "--task",
+                                                              "extract"], "effect"),
+    ("plan", "--task extract without forwards latents and text_features", GM,
+     GM + ["--task", "extract"], "refused", ["extract"]),
     ("plan", "--chunk-frames without --task reconstruct", VAE[:1], VAE[:1] + ["--chunk-frames", "8"],
      "refused", ["--chunk-frames"]),
     ("plan", "--tp with --task reconstruct", VAE, VAE + ["--tp", "2"], "refused", ["--tp"]),
@@ -590,6 +595,8 @@ else:
         "--dump-logits": (BASE + ["--dump-logits", "x.f32"], "effect"),
         "--dump-inputs": (BASE + ["--dump-inputs", "in"], "effect"),
         "--init-from": (BASE + ["--init-from", os.path.join(prep, "w.safetensors")], "effect"),
+        # GPT2Tiny takes no stored features (tests/t2v_features.sh: T2VTiny does)
+        "--features": (BASE + ["--features", "feat"], "refused", ["--features"]),
         "--load-adapters": (BASE + ["--load-adapters", "a.safetensors"], "refused",
                             ["--load-adapters"]),
         "--save-adapters": (BASE + ["--save-adapters", "a.safetensors"], "refused",

@@ -1,0 +1,288 @@
+/* mmrt_extract.c: the feature extractor (mmc compile --task extract) of a
+ * model with forwards latents and text_features (its frozen encoders,
+ * docs/architecture.md "Offline features"):
+ *
+ *   extractor --out DIR [--init-from PATH] [--seed S] [--clips N]
+ *             [--heldout N] [--shard N] [--data DIR] [--quiet]
+ *
+ * Initialises every parameter as the trainer does (its init stream under
+ * --seed), loads by name what PATH holds (a WF-VAE checkpoint directory or
+ * weights file: the encoder's tensors), runs @latents and @text_features
+ * over training clips 0 .. N-1 under the seed (the trainer's samples, in
+ * its batches of B) and held-out clips 0 .. H-1, and writes DIR as
+ * mmrt_features.h describes. Runs on one rank. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+#include "mmrt_features.h"
+
+#define ERRLEN 1024
+
+typedef struct Ext {
+  const MmrtModelDesc *m;
+  const char *out, *init_from, *data;
+  int64_t clips, heldout, shard;
+  uint64_t seed;
+  int quiet;
+  char *arenas[MMRT_NARENAS];
+  const MmrtTensorDesc *t[MMRT_FEAT_NTENSORS];
+  MmrtTokenizer tok;
+  MmrtImages train, test;
+  MmrtFeatures f;
+} Ext;
+
+static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int fail(const char *fmt, ...) {
+  char msg[ERRLEN];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "extractor: error: %s\n", msg);
+  return 1;
+}
+
+static const char help[] =
+    "Runs the model's frozen encoders (@latents, @text_features) once over the clips and\n"
+    "writes the features directory the trainer reads with --features DIR.\n"
+    "  --out DIR        the features directory (created if missing)\n"
+    "  --init-from PATH load parameters by name (a WF-VAE checkpoint directory or weights\n"
+    "                   file); the others keep their init under --seed, as in the trainer\n"
+    "  --seed S         the run seed: initialisation and the training clips (default 42)\n"
+    "  --clips N        training clips 0 .. N-1 (default 4096)\n"
+    "  --heldout N      held-out clips 0 .. N-1, for the trainer's evaluation (default 256)\n"
+    "  --shard N        clips per shard file (default 4096)\n"
+    "  --data DIR       Fashion-MNIST (default " MMRT_FMNIST_DEFAULT_DIR ")\n"
+    "  --quiet          no progress on stderr\n";
+
+static void usage(FILE *f, const MmrtModelDesc *m) {
+  fprintf(f, "usage: extractor --out DIR [options]   (model %s, batch %lld)\n%s", m->name,
+          (long long)m->batch, help);
+}
+
+/* The flags and where their values go: text (s), a count >= lo (n), the seed. */
+typedef struct Flag {
+  const char *name;
+  const char **s;
+  int64_t *n, lo;
+} Flag;
+
+/* 0 ok, 1 error (printed), -1 --help. */
+static int parse_args(Ext *x, int argc, char **argv) {
+  int64_t seed = 42;
+  x->clips = 4096, x->heldout = 256, x->shard = 4096;
+  const Flag flags[] = {
+      {"--out", &x->out, NULL, 0},         {"--init-from", &x->init_from, NULL, 0},
+      {"--data", &x->data, NULL, 0},       {"--clips", NULL, &x->clips, 1},
+      {"--heldout", NULL, &x->heldout, 0}, {"--shard", NULL, &x->shard, 1},
+      {"--seed", NULL, &seed, 0},
+  };
+  for (int i = 1; i < argc; i++) {
+    const char *f = argv[i];
+    if (!strcmp(f, "-h") || !strcmp(f, "--help")) return usage(stdout, x->m), -1;
+    if (!strcmp(f, "--quiet")) {
+      x->quiet = 1;
+      continue;
+    }
+    const Flag *g = NULL;
+    for (size_t k = 0; k < sizeof flags / sizeof flags[0] && !g; k++)
+      if (!strcmp(f, flags[k].name)) g = &flags[k];
+    if (!g) {
+      fprintf(stderr, "extractor: error: unknown option '%s'\n", f);
+      usage(stderr, x->m);
+      return 1;
+    }
+    if (i + 1 >= argc) return fail("option %s needs a value", f);
+    const char *v = argv[++i];
+    if (g->s) {
+      *g->s = v;
+      continue;
+    }
+    char *end;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    if (!*v || *end || errno || n < g->lo)
+      return fail("%s takes a whole number >= %lld, not '%s'", f, (long long)g->lo, v);
+    *g->n = n;
+  }
+  x->seed = (uint64_t)seed;
+  if (!x->out) return fail("--out DIR is required (where the features go)");
+  return 0;
+}
+
+static float *at(const Ext *x, const MmrtTensorDesc *d) {
+  return (float *)(void *)(x->arenas[d->arena] + d->offset);
+}
+
+static int64_t numel(const MmrtTensorDesc *d) {
+  int64_t n = 1;
+  for (int64_t k = 0; k < d->ndim; k++) n *= d->shape[k];
+  return n;
+}
+
+static int bind(Ext *x) {
+  const MmrtModelDesc *m = x->m;
+  if (!m->feat_tensors || !m->feat_latents_step || !m->feat_text_step)
+    return fail("model %s was not compiled for feature extraction (mmc compile --task extract)",
+                m->name);
+  for (int k = 0; k < MMRT_FEAT_NTENSORS; k++) x->t[k] = &m->feat_tensors[k];
+  const MmrtTensorDesc *v = x->t[MMRT_FEAT_VIDEO], *lat = x->t[MMRT_FEAT_LATENTS],
+                       *txt = x->t[MMRT_FEAT_TEXT], *tf = x->t[MMRT_FEAT_TEXT_FEATURES];
+  if (v->ndim != 5 || v->dtype != MMRT_ST_F32 || v->shape[1] != 1 ||
+      v->shape[3] != MMRT_VIDEO_SIDE || v->shape[4] != MMRT_VIDEO_SIDE || lat->ndim != 5 ||
+      txt->ndim != 2 || txt->dtype != MMRT_ST_I32 || tf->ndim != 3 || tf->dtype != MMRT_ST_F32 ||
+      v->shape[0] != lat->shape[0] || txt->shape[0] != v->shape[0] || tf->shape[0] != v->shape[0] ||
+      tf->shape[1] != txt->shape[1])
+    return fail("model %s: forward latents must take video f32[B, 1, F, 64, 64] and give "
+                "[B, C, T, H, W]; text_features take text i32[B, L] and give f32[B, L, D]",
+                m->name);
+  x->f.lat = numel(lat) / lat->shape[0];
+  for (int d = 0; d < 4; d++) x->f.lat_shape[d] = lat->shape[1 + d];
+  x->f.L = txt->shape[1], x->f.D = tf->shape[2];
+  x->f.frames = (int)v->shape[2];
+  x->f.seed = x->seed;
+  mmrt_dit_vocab(&x->tok);
+  return 0;
+}
+
+/* The trainer's initial values, then what --init-from holds; the CRC32 of
+ * the frozen parameters' bytes (the encoders'). */
+static int init_params(Ext *x, uint32_t *crc) {
+  const MmrtModelDesc *m = x->m;
+  for (int64_t i = 0; i < m->nparams; i++) {
+    const MmrtTensorDesc *p = &m->params[i];
+    if (p->arena != MMRT_ARENA_PARAM) continue;
+    int64_t inner = numel(p) / (p->ndim ? p->shape[0] : 1), real = p->ndim ? p->rows * inner : 1;
+    mmrt_init_values(p, x->seed, at(x, p), 0, real);
+  }
+  int n = 0;
+  char err[ERRLEN];
+  if (x->init_from) {
+    MmrtStFile *f = NULL;
+    struct stat st;
+    int dir = stat(x->init_from, &st) == 0 && S_ISDIR(st.st_mode), rc = MMRT_OK;
+    MmrtCkpt *c = NULL;
+    rc = dir ? mmrt_ckpt_open_all(&c, x->init_from, NULL, NULL, err, sizeof err)
+             : mmrt_st_open(&f, x->init_from, err, sizeof err);
+    for (int64_t i = 0; i < m->nparams && rc == MMRT_OK; i++) {
+      const MmrtTensorDesc *p = &m->params[i];
+      if (p->arena != MMRT_ARENA_PARAM) continue;
+      MmrtTensorRef ref = {
+          .name = p->name, .dtype = (MmrtStDtype)p->dtype, .ndim = (int)p->ndim, .data = at(x, p)};
+      MmrtSlice whole = {.ndim = (int)p->ndim};
+      for (int64_t d = 0; d < p->ndim; d++)
+        ref.shape[d] = whole.global[d] = whole.len[d] = p->shape[d];
+      int got = c ? mmrt_ckpt_read_slice(c, &ref, &whole, 0, err, sizeof err)
+                  : (mmrt_st_find(f, p->name) < 0 ? MMRT_ERR_NOTFOUND
+                                                  : mmrt_st_read(f, &ref, err, sizeof err));
+      if (got != MMRT_ERR_NOTFOUND) rc = got, n += got == MMRT_OK;
+    }
+    mmrt_st_close(f);
+    mmrt_ckpt_close(c);
+    if (rc != MMRT_OK) return fail("--init-from %s: %s", x->init_from, err);
+    if (!n) return fail("--init-from %s: none of the model's parameters is there", x->init_from);
+    if (!x->quiet) fprintf(stderr, "extractor: %d parameters loaded from %s\n", n, x->init_from);
+  }
+  uLong h = crc32_z(0, NULL, 0);
+  for (int64_t i = 0; i < m->nparams; i++) {
+    const MmrtTensorDesc *p = &m->params[i];
+    if (p->arena == MMRT_ARENA_PARAM && p->frozen)
+      h = crc32_z(h, (const Bytef *)at(x, p), (size_t)numel(p) * mmrt_st_dtype_size(p->dtype));
+  }
+  *crc = (uint32_t)h;
+  return 0;
+}
+
+static int step(Ext *x, MmrtStepFn fn, const char *what) {
+  return fn(x->arenas, x->seed, NULL) == 0 ? 0 : fail("%s failed", what);
+}
+
+/* The features of clips [0, s->clips) of v (ids dropped: none), B at a time. */
+static int run_split(Ext *x, MmrtVideo *v, MmrtFeatSplit *s, const char *what) {
+  const MmrtTensorDesc *vd = x->t[MMRT_FEAT_VIDEO], *ld = x->t[MMRT_FEAT_LATENTS],
+                       *td = x->t[MMRT_FEAT_TEXT], *fd = x->t[MMRT_FEAT_TEXT_FEATURES];
+  int64_t B = vd->shape[0], per = numel(vd) / B, L = x->f.L, LD = L * x->f.D;
+  float *video = at(x, vd);
+  int32_t *ids = (int32_t *)(void *)at(x, td);
+  for (int64_t i0 = 0; i0 < s->clips; i0 += B) {
+    for (int64_t r = 0; r < B; r++) {
+      MmrtClipInfo ci;
+      if (i0 + r < s->clips) {
+        mmrt_video_clip(v, (uint64_t)(i0 + r), video + r * per, &ci);
+        mmrt_dit_caption_ids(&x->tok, &ci, 0, ids + r * L, L);
+        s->label[i0 + r] = ci.label;
+      } else { /* past the last clip: zeros and the null caption, not stored */
+        memset(video + r * per, 0, sizeof *video * (size_t)per);
+        mmrt_dit_caption_ids(&x->tok, &ci, 1, ids + r * L, L);
+      }
+    }
+    int64_t n = s->clips - i0 < B ? s->clips - i0 : B;
+    if (step(x, x->m->feat_latents_step, "@latents")) return 1;
+    memcpy(s->latents + i0 * x->f.lat, at(x, ld), sizeof(float) * (size_t)(n * x->f.lat));
+    if (step(x, x->m->feat_text_step, "@text_features")) return 1;
+    memcpy(s->text_features + i0 * LD, at(x, fd), sizeof(float) * (size_t)(n * LD));
+    memcpy(s->text + i0 * L, ids, sizeof(int32_t) * (size_t)(n * L));
+    if (!x->quiet && (i0 / B) % 64 == 63)
+      fprintf(stderr, "extractor: %s %lld / %lld clips\n", what, (long long)(i0 + n),
+              (long long)s->clips);
+  }
+  return 0;
+}
+
+/* The null caption's features: a batch of null captions, row 0. */
+static int run_null(Ext *x) {
+  const MmrtTensorDesc *td = x->t[MMRT_FEAT_TEXT];
+  int64_t B = td->shape[0], L = x->f.L;
+  int32_t *ids = (int32_t *)(void *)at(x, td);
+  MmrtClipInfo ci = {0};
+  for (int64_t r = 0; r < B; r++) mmrt_dit_caption_ids(&x->tok, &ci, 1, ids + r * L, L);
+  if (step(x, x->m->feat_text_step, "@text_features")) return 1;
+  memcpy(x->f.null_features, at(x, x->t[MMRT_FEAT_TEXT_FEATURES]),
+         sizeof(float) * (size_t)(L * x->f.D));
+  memcpy(x->f.null_text, ids, sizeof(int32_t) * (size_t)L);
+  return 0;
+}
+
+int mmrt_extract_main(int argc, char **argv, const MmrtModelDesc *m) {
+  Ext x = {.m = m};
+  MmrtVideo vt = {0}, vh = {0};
+  uint32_t crc = 0;
+  char err[ERRLEN];
+  int rc = parse_args(&x, argc, argv);
+  if (rc) return rc < 0 ? 0 : rc;
+  rc = bind(&x);
+  if (!rc && mmrt_alloc_arenas(m, x.arenas, err, sizeof err) != MMRT_OK) rc = fail("%s", err);
+  if (!rc) rc = init_params(&x, &crc);
+  const char *data = x.data ? x.data : MMRT_FMNIST_DEFAULT_DIR;
+  if (!rc && (mmrt_fmnist_load(&x.train, x.data, MMRT_SPLIT_TRAIN, err, sizeof err) != MMRT_OK ||
+              mmrt_fmnist_load(&x.test, x.data, MMRT_SPLIT_TEST, err, sizeof err) != MMRT_OK))
+    rc = fail("--data %s: %s", data, err);
+  if (!rc && (mmrt_video_init(&vt, &x.train, x.f.frames, x.seed, err, sizeof err) != MMRT_OK ||
+              mmrt_video_init(&vh, &x.test, x.f.frames, MMRT_VIDEO_HELDOUT_SEED, err, sizeof err) !=
+                  MMRT_OK))
+    rc = fail("model %s: %s", m->name, err);
+  if (!rc && mmrt_features_alloc(&x.f, x.clips, x.heldout, err, sizeof err) != MMRT_OK)
+    rc = fail("%s", err);
+  if (!rc) rc = run_split(&x, &vt, &x.f.train, "training");
+  if (!rc) rc = run_split(&x, &vh, &x.f.heldout, "held-out");
+  if (!rc) rc = run_null(&x);
+  if (!rc &&
+      mmrt_features_write(x.out, &x.f, m, x.init_from, crc, x.shard, err, sizeof err) != MMRT_OK)
+    rc = fail("--out %s: %s", x.out, err);
+  if (!rc && !x.quiet)
+    fprintf(stderr,
+            "extractor: %lld training and %lld held-out clips of model %s into %s (encoders "
+            "crc32 %08x)\n",
+            (long long)x.clips, (long long)x.heldout, m->name, x.out, (unsigned)crc);
+  for (int k = 0; k < MMRT_NARENAS; k++) free(x.arenas[k]);
+  mmrt_features_free(&x.f);
+  mmrt_video_free(&vt), mmrt_video_free(&vh);
+  mmrt_images_free(&x.train), mmrt_images_free(&x.test);
+  mmrt_kernels_shutdown();
+  return rc;
+}

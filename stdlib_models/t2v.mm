@@ -1,0 +1,60 @@
+// t2v.mm: text-to-video as a model of four atomic modules, the way
+// InternVL2 composes three: the WF-VAE encoder (frozen), a T5 text encoder
+// (frozen), VideoDiT and DDPM. The frozen encoders are two named forwards,
+// `latents` (the clip to the posterior's mean, as WFVAE's `encode`) and
+// `text_features` (the caption ids to T5's hidden states); the forward is
+// the DiT's diffusion loss on what they give. The trainer runs them on every
+// batch (online encoding), or `mmc compile --task extract` runs them once
+// over the training clips and the trainer reads the shards (`--features
+// DIR`, docs/architecture.md "Offline features"). The WF-VAE encoder keeps
+// WFVAE's names (encoder.*), so a WF-VAE checkpoint or weights file loads
+// into it by name (`--init-from`); the wavelets have no parameters.
+import "wfvae.mm"
+import "t5.mm"
+import "videodit.mm"
+import "diffusion.mm"
+
+// 17-frame 64x64 moving-item clips (the video task's f32[B, 1, 17, 64, 64])
+// through WFVAETiny's encoder (latent 4: [B, 4, 5, 8, 8]), captions of at
+// most 7 words + EOS through a 1-layer T5, a 2-layer VideoDiT.
+model T2VTiny {
+  let B = 4
+  let L = 8
+  let F = 17
+  let S = 64
+  let latent = 4
+  encoder      = WFEncoder(1, latent, 16, 1, 16, 0)
+  wavelet_in   = Haar3D(1)
+  wavelet_l1   = Haar2D(1)
+  wavelet_l2   = Haar3D(1)
+  text_encoder = T5Encoder(vocab = 32, dim = 32, depth = 1, heads = 2, head_dim = 16, ffn = 64,
+                           buckets = 8, max_distance = 16)
+  dit          = VideoDiT(channels = latent, frames = 5, height = 8, width = 8, depth = 2,
+                          heads = 2, head_dim = 24, text_dim = 32)
+  diffusion    = DDPM()
+
+  // WFVAE's encode: the clip's wavelet levels into the encoder, the mean
+  forward latents(video: f32[B, 1, F, S, S]) {
+    let T1 = (F + 1) // 2
+    coeffs = wavelet_in(video)
+    frames = coeffs.transpose(1, 2).reshape(B * T1, 8, S // 2, S // 2)
+    l1 = wavelet_l1(frames[:, 0:1])
+    l1v = l1.reshape(B, T1, 4, S // 4, S // 4).transpose(1, 2)
+    return encoder(coeffs, l1, wavelet_l2(l1v[:, 0:1]))[:, 0:latent]
+  }
+
+  forward text_features(text: i32[B, L]) { return text_encoder(text) }
+
+  forward(latents: f32[B, latent, 5, 8, 8], text_features: f32[B, L, 32], noise: f32[B, latent, 5, 8, 8],
+          t_uniform: f32[B]) -> loss {
+    t = diffusion.timesteps(t_uniform)
+    pred = dit(diffusion.add_noise(latents, noise, t), t.float(), text_features)
+    return diffusion.loss(pred, latents, noise, t)
+  }
+
+  train {
+    freeze    = [encoder, text_encoder]
+    optimizer = adamw(lr = 1e-3, betas = [0.9, 0.999], weight_decay = 0.01, clip = 1.0)
+    schedule  = constant
+  }
+}
