@@ -125,12 +125,57 @@ static const IrValue *bias_of_next(Cg *cg, const IrNode *n) {
   return b;
 }
 
+static bool overlaps(const IrValue *a, const IrValue *b) {
+  if (a->mem_arena != b->mem_arena) return false;
+  int64_t ea = a->mem_offset + ir_numel(&a->shape) * ir_dtype_size(a->dtype);
+  int64_t eb = b->mem_offset + ir_numel(&b->shape) * ir_dtype_size(b->dtype);
+  return a->mem_offset < eb && b->mem_offset < ea;
+}
+
+/* A bf16 product n whose result only the next node reads, and that node
+ * casts it back to f32 (`cast {dtype = f32}`, or with bias: the fused
+ * `t0 = cast(i0) {dtype = f32}; t1 = add(t0, i1)` with an f32 vector [N]):
+ * the kernel writes the f32 result, bias added, into that node's storage
+ * instead (oneDNN's bf16 product with an f32 destination, fp32
+ * accumulation: the product is no longer rounded to bf16 first), and the
+ * next node is skipped. NULL when the pattern does not hold; *bias is set
+ * (or NULL) otherwise. The destination must not overlap n's operands. */
+static const IrValue *f32_dest_of_next(Cg *cg, const IrNode *n, bool allow_bias,
+                                       const IrValue **bias) {
+  *bias = NULL;
+  if (kdt(n) != MMRT_BF16 || cg->cur + 1 >= cg->f->nodes.len) return NULL;
+  const IrNode *a = cg->f->nodes.items[cg->cur + 1];
+  const IrValue *y = n->out[0];
+  IrMapSlot *u = ir_map_get(&cg->uses, y);
+  if (!u || u->i != 1 || a->nin < 1 || a->in[0] != y || a->nout != 1 ||
+      a->out[0]->dtype != IR_F32 || !ir_shape_eq(&a->out[0]->shape, &y->shape))
+    return NULL;
+  if (a->op == IR_OP_CAST) {
+    if (a->nin != 1) return NULL;
+  } else if (a->op == IR_OP_FUSED && allow_bias && a->nin == 2) {
+    const char *prog = a->attrs.v[IR_ATTR_PROG].s;
+    const IrValue *b = a->in[1];
+    if (!prog || strcmp(prog, "t0 = cast(i0) {dtype = f32}; t1 = add(t0, i1)") != 0 ||
+        b->dtype != IR_F32 || b->shape.rank != 1 || b->shape.d[0] != last_dim(y))
+      return NULL;
+    *bias = b;
+  } else {
+    return NULL;
+  }
+  for (int i = 0; i < n->nin; i++)
+    if (overlaps(a->out[0], n->in[i])) return *bias = NULL, NULL;
+  if (*bias && overlaps(a->out[0], *bias)) return *bias = NULL, NULL;
+  cg->skip = a;
+  return a->out[0];
+}
+
 static bool lower_linear(Cg *cg, const IrNode *n) {
   const IrValue *x = n->in[0], *w = n->in[1], *bias = bias_of_next(cg, n);
   int64_t K = last_dim(x), N = w->shape.d[0];
-  if (kdt(n) == MMRT_BF16) bias = NULL; /* an f32 bias is added by the loop after the cast back */
-  CALL("mmrt_linear_fwd", I32(kdt(n)), O(0), V(0), V(1), bias ? cg_ptr(cg, bias) : cg_null(cg),
-       I32(rows(x)), I32(K), I32(N));
+  const IrValue *f32y = NULL;
+  if (kdt(n) == MMRT_BF16) f32y = f32_dest_of_next(cg, n, true, &bias);
+  CALL("mmrt_linear_fwd", I32(f32y ? MMRT_BF16_F32 : kdt(n)), f32y ? cg_ptr(cg, f32y) : O(0), V(0),
+       V(1), bias ? cg_ptr(cg, bias) : cg_null(cg), I32(rows(x)), I32(K), I32(N));
   return true;
 }
 
@@ -138,16 +183,19 @@ static bool lower_linear(Cg *cg, const IrNode *n) {
 static bool lower_linear_grad_x(Cg *cg, const IrNode *n) {
   const IrValue *dy = n->in[0], *w = n->in[1];
   int64_t N = w->shape.d[0], K = w->shape.d[1];
-  CALL("mmrt_linear_bwd_data", I32(kdt(n)), O(0), V(0), V(1), I32(rows(dy)), I32(K), I32(N),
-       I32(0));
+  const IrValue *bias, *f32y = f32_dest_of_next(cg, n, false, &bias);
+  CALL("mmrt_linear_bwd_data", I32(f32y ? MMRT_BF16_F32 : kdt(n)), f32y ? cg_ptr(cg, f32y) : O(0),
+       V(0), V(1), I32(rows(dy)), I32(K), I32(N), I32(0));
   return true;
 }
 
 /* linear_grad_w(dy[..., N], x[..., K]) -> dw[N, K] */
 static bool lower_linear_grad_w(Cg *cg, const IrNode *n) {
   const IrValue *dy = n->in[0], *x = n->in[1];
-  CALL("mmrt_linear_bwd_weights", I32(kdt(n)), O(0), cg_null(cg), V(0), V(1), I32(rows(dy)),
-       I32(last_dim(x)), I32(last_dim(dy)), I32(0));
+  const IrValue *bias, *f32y = f32_dest_of_next(cg, n, false, &bias);
+  CALL("mmrt_linear_bwd_weights", I32(f32y ? MMRT_BF16_F32 : kdt(n)),
+       f32y ? cg_ptr(cg, f32y) : O(0), cg_null(cg), V(0), V(1), I32(rows(dy)), I32(last_dim(x)),
+       I32(last_dim(dy)), I32(0));
   return true;
 }
 

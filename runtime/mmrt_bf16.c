@@ -7,9 +7,10 @@
  * (fp32 accumulation) where oneDNN creates them, else they widen the
  * operands here, run the fp32 primitive and round the result ("emulated":
  * a product of two bf16 values is exact in f32, so only the order of the
- * fp32 sums differs). Attention is always the fp32 kernel of mmrt_ops.c on
- * the widened values, its results rounded: the scores, the softmax and the
- * sums are fp32 either way.
+ * fp32 sums differs). Attention (mmrt_ops.c) reads bf16 q, k, v and dout
+ * into its fp32 tiles as it loads them and rounds its results as it writes
+ * them: the scores, the softmax and the sums are fp32, and no widened copy
+ * of a tensor exists.
  */
 #include <oneapi/dnnl/dnnl.h>
 #include <stdio.h>
@@ -41,21 +42,8 @@ int mmrt_bf16_native(void) {
   return bf16_native;
 }
 
-static inline float widen(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-static inline uint16_t narrow(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) /* NaN: quiet, sign kept */
-    return (uint16_t)((u | 0x00400000u) >> 16);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
-}
+#define widen  mmrt_bf16_widen
+#define narrow mmrt_bf16_narrow
 
 void mmrt_bf16_to_f32(float *dst, const uint16_t *src, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= 65536)
@@ -85,12 +73,6 @@ float *mmrt_bf16_tmp(int slot, size_t n) {
   return tmp[slot];
 }
 
-static float *widened(int slot, const uint16_t *x, size_t n) {
-  float *t = mmrt_bf16_tmp(slot, n);
-  mmrt_bf16_to_f32(t, x, n);
-  return t;
-}
-
 const char *mmrt_bf16_path(void) {
 #if defined(__x86_64__) || defined(__i386__)
   int insn = __builtin_cpu_supports("avx512bf16");
@@ -103,40 +85,4 @@ const char *mmrt_bf16_path(void) {
            : avx512 ? "native (oneDNN bf16 primitives on AVX-512, no bf16 instructions)"
                     : "native (oneDNN bf16 primitives)";
   return "emulated (oneDNN makes no bf16 matmul here: fp32 products of the bf16 values)";
-}
-
-void mmrt_attention_bf16_fwd(uint16_t *out, float *lse, const uint16_t *q, const uint16_t *k,
-                             const uint16_t *v, int B, int T, int S, int H, int KVH, int D,
-                             int causal, float scale) {
-  size_t nq = (size_t)B * T * H * D, nk = (size_t)B * S * KVH * D;
-  float *o = mmrt_bf16_tmp(3, nq);
-  mmrt_attention_fwd(o, lse, widened(0, q, nq), widened(1, k, nk), widened(2, v, nk), B, T, S, H,
-                     KVH, D, causal, scale);
-  mmrt_f32_to_bf16(out, o, nq);
-}
-
-/* dst (+)= the f32 result t of n elements, rounded */
-static void store(uint16_t *dst, const float *t, size_t n, int accumulate) {
-  if (!dst) return;
-  if (accumulate) {
-#pragma omp parallel for simd schedule(static) if (n >= 65536)
-    for (size_t i = 0; i < n; i++) dst[i] = narrow(widen(dst[i]) + t[i]);
-  } else {
-    mmrt_f32_to_bf16(dst, t, n);
-  }
-}
-
-void mmrt_attention_bf16_bwd(uint16_t *dq, uint16_t *dk, uint16_t *dv, const uint16_t *dout,
-                             const uint16_t *q, const uint16_t *k, const uint16_t *v,
-                             const uint16_t *out, const float *lse, int B, int T, int S, int H,
-                             int KVH, int D, int causal, float scale, int accumulate) {
-  size_t nq = (size_t)B * T * H * D, nk = (size_t)B * S * KVH * D;
-  float *fdo = widened(0, dout, nq), *fq = widened(1, q, nq), *fk = widened(2, k, nk);
-  float *fv = widened(3, v, nk), *fo = widened(4, out, nq);
-  float *gq = dq ? mmrt_bf16_tmp(5, nq) : NULL, *gk = dk ? mmrt_bf16_tmp(6, nk) : NULL;
-  float *gv = dv ? mmrt_bf16_tmp(7, nk) : NULL;
-  mmrt_attention_bwd(gq, gk, gv, fdo, fq, fk, fv, fo, lse, B, T, S, H, KVH, D, causal, scale, 0);
-  store(dq, gq, nq, accumulate);
-  store(dk, gk, nk, accumulate);
-  store(dv, gv, nk, accumulate);
 }

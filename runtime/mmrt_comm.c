@@ -84,6 +84,7 @@ static size_t esize(MmrtDtype dt) {
   switch (dt) {
     case MMRT_F32: return 4;
     case MMRT_BF16: return 2;
+    case MMRT_BF16_F32: break; /* a product's dtype pair, never a message's */
   }
   return 0;
 }

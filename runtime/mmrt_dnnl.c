@@ -313,25 +313,29 @@ static float *result_tmp(int slot, const void *y, size_t n, int accumulate) {
 static void matmul_impl(MmrtDtype dt, void *C, const void *A, const void *B, const void *bias,
                         int batch, int M, int N, int K, float alpha, int flags);
 
-/* bf16 by fp32 primitives: operands widened, the result rounded */
+/* bf16 by fp32 primitives: operands widened, the result rounded (f32out:
+ * an f32 result and bias, kept as they are) */
 static void matmul_emulated(void *C, const void *A, const void *B, const void *bias, int batch,
-                            int M, int N, int K, float alpha, int flags) {
+                            int M, int N, int K, float alpha, int flags, int f32out) {
   size_t na = (size_t)batch * M * K, nb = (size_t)((flags & MMRT_MM_BCAST_B) ? 1 : batch) * K * N;
   size_t nc = (size_t)batch * M * N;
-  float *c = result_tmp(2, C, nc, flags & MMRT_MM_ACCUM);
-  matmul_impl(MMRT_F32, c, widen_tmp(0, A, na), widen_tmp(1, B, nb),
-              bias ? widen_tmp(3, bias, (size_t)N) : NULL, batch, M, N, K, alpha, flags);
-  mmrt_f32_to_bf16(C, c, nc);
+  float *c = f32out ? C : result_tmp(2, C, nc, flags & MMRT_MM_ACCUM);
+  const void *b = bias && !f32out ? widen_tmp(3, bias, (size_t)N) : bias;
+  matmul_impl(MMRT_F32, c, widen_tmp(0, A, na), widen_tmp(1, B, nb), b, batch, M, N, K, alpha,
+              flags);
+  if (!f32out) mmrt_f32_to_bf16(C, c, nc);
 }
 
-/* C = alpha * op(A) op(B) (+ bias) (+ C). bias: (N) or NULL. */
+/* C = alpha * op(A) op(B) (+ bias) (+ C). bias: (N) or NULL. MMRT_BF16_F32:
+ * bf16 A and B, f32 C and bias. */
 static void matmul_impl(MmrtDtype dt, void *C, const void *A, const void *B, const void *bias,
                         int batch, int M, int N, int K, float alpha, int flags) {
   static const char *what = "mmrt_matmul";
-  dnnl_data_type_t t = dnnl_dt(dt, what);
+  int f32out = dt == MMRT_BF16_F32;
+  dnnl_data_type_t t = dnnl_dt(f32out ? MMRT_BF16 : dt, what), tc = f32out ? dnnl_f32 : t;
   if (batch < 1 || M < 1 || N < 1 || K < 1) die(what, "non-positive dimension");
-  if (dt == MMRT_BF16 && !mmrt_bf16_native()) {
-    matmul_emulated(C, A, B, bias, batch, M, N, K, alpha, flags);
+  if ((dt == MMRT_BF16 || f32out) && !mmrt_bf16_native()) {
+    matmul_emulated(C, A, B, bias, batch, M, N, K, alpha, flags, f32out);
     return;
   }
   ensure_engine();
@@ -352,10 +356,10 @@ static void matmul_impl(MmrtDtype dt, void *C, const void *A, const void *B, con
     }
     md_strided(&a_md, 3, ad, t, as, what);
     md_strided(&b_md, 3, bd, t, bs, what);
-    md_plain(&c_md, 3, cd, t, what);
+    md_plain(&c_md, 3, cd, tc, what);
     if (bias) {
       dnnl_dims_t bsd = {1, 1, N};
-      md_plain(&bias_md, 3, bsd, t, what);
+      md_plain(&bias_md, 3, bsd, tc, what);
     }
     dnnl_matmul_desc_t desc;
     DNNL_CHECK(dnnl_matmul_desc_init(&desc, &a_md, &b_md, bias ? &bias_md : NULL, &c_md), what);

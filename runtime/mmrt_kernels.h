@@ -35,6 +35,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -42,7 +43,8 @@ extern "C" {
 
 typedef enum MmrtDtype {
   MMRT_F32 = 0,
-  MMRT_BF16 = 1, /* the matmul, linear and conv kernels, attention (mmrt_bf16.c) */
+  MMRT_BF16 = 1,     /* the matmul, linear and conv kernels, attention (mmrt_bf16.c) */
+  MMRT_BF16_F32 = 2, /* matmul and linear: bf16 operands, f32 result and bias */
 } MmrtDtype;
 
 /* ---- bf16 (mmrt_bf16.c): 16-bit words, the high half of an f32 ----
@@ -50,6 +52,20 @@ typedef enum MmrtDtype {
  * CPU and oneDNN make them ("native"), else fp32 primitives on the bf16
  * values widened to f32 and the result rounded back ("emulated": the same
  * products, each exact in f32, and fp32 sums). */
+static inline float mmrt_bf16_widen(uint16_t h) { /* exact */
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+static inline uint16_t mmrt_bf16_narrow(float f) { /* nearest, ties to even; a NaN stays quiet */
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) /* NaN: quiet, sign kept */
+    return (uint16_t)((u | 0x00400000u) >> 16);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
 void mmrt_bf16_to_f32(float *dst, const uint16_t *src, size_t n);
 void mmrt_f32_to_bf16(uint16_t *dst, const float *src, size_t n); /* nearest, ties to even */
 /* 1 when oneDNN creates bf16 matmul primitives here (probed once), else 0. */

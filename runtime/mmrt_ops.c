@@ -415,13 +415,9 @@ static inline int pad16(int n) {
   return (n + 15) & ~15;
 }
 
-/* dst[j * ld + d] = src[j * stride + d] for j < n, d < D, zero for
- * D <= d < ld: rows padded to whole vectors. */
-static void pad_rows(float *dst, size_t ld, const float *src, int n, size_t stride, int D) {
-  for (int j = 0; j < n; j++) {
-    memcpy(dst + (size_t)j * ld, src + (size_t)j * stride, sizeof(float) * (size_t)D);
-    for (size_t d = (size_t)D; d < ld; d++) dst[(size_t)j * ld + d] = 0.0f;
-  }
+/* Element i of an attention operand: f32, or bf16 (widened) when bf. */
+static inline float att_el(const void *p, size_t i, int bf) {
+  return bf ? mmrt_bf16_widen(((const uint16_t *)p)[i]) : ((const float *)p)[i];
 }
 
 /* The hot loops below want fused multiply-adds; ISO C mode turns
@@ -439,6 +435,45 @@ static void pad_rows(float *dst, size_t ld, const float *src, int n, size_t stri
  * unaligned, aliasing view of a float array. */
 typedef float Vf16 __attribute__((vector_size(64)));
 typedef float Vf16u __attribute__((vector_size(64), aligned(4), may_alias));
+/* 16 bf16 words (unaligned, aliasing) and 16 32-bit lanes */
+typedef uint16_t Vh16u __attribute__((vector_size(32), aligned(2), may_alias));
+typedef uint32_t Vu16 __attribute__((vector_size(64)));
+typedef uint16_t Vh16 __attribute__((vector_size(32)));
+
+/* dst[0..16) = the 16 bf16 values at p, widened (exact) */
+static inline __attribute__((always_inline)) void widen16(float *dst, const uint16_t *p) {
+  Vu16 u = __builtin_convertvector(*(const Vh16u *)p, Vu16) << 16;
+  memcpy(dst, &u, sizeof u);
+}
+
+/* p[0..16) = the 16 floats at f rounded to bf16 as mmrt_bf16_narrow does
+ * (a NaN stays quiet) */
+static inline __attribute__((always_inline)) void narrow16(uint16_t *p, const float *f) {
+  Vu16 u;
+  memcpy(&u, f, sizeof u);
+  Vu16 r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  Vu16 nan = (Vu16)((u & 0x7f800000u) == 0x7f800000u) & (Vu16)((u & 0x007fffffu) != 0);
+  r = (r & ~nan) | (((u | 0x00400000u) >> 16) & nan);
+  *(Vh16u *)p = __builtin_convertvector(r, Vh16);
+}
+
+/* dst[j * ld + d] = src[off + j * stride + d] for j < n, d < D, zero for
+ * D <= d < ld: rows padded to whole vectors (bf16 rows widened). */
+MMRT_CLONES static void pad_rows(float *dst, size_t ld, const void *src, size_t off, int n,
+                                 size_t stride, int D, int bf) {
+  for (int j = 0; j < n; j++) {
+    size_t o = off + (size_t)j * stride;
+    if (bf) {
+      const uint16_t *r = (const uint16_t *)src + o;
+      int d = 0;
+      for (; d + 16 <= D; d += 16) widen16(dst + (size_t)j * ld + d, r + d);
+      for (; d < D; d++) dst[(size_t)j * ld + d] = mmrt_bf16_widen(r[d]);
+    } else {
+      memcpy(dst + (size_t)j * ld, (const float *)src + o, sizeof(float) * (size_t)D);
+    }
+    for (size_t d = (size_t)D; d < ld; d++) dst[(size_t)j * ld + d] = 0.0f;
+  }
+}
 
 /* dst[d * ld + j] = src[j * stride + d] for j < n, d < D; zero for
  * n <= j < ld. Blocks of 16 rows by 16 columns: the block's rows are read
@@ -446,22 +481,32 @@ typedef float Vf16u __attribute__((vector_size(64), aligned(4), may_alias));
  * a local block, which is written out by columns (contiguous stores).
  * Element by element, each strided load waited on memory in turn (a tenth
  * of ViTFashion's step at one thread). */
-static void transpose_rows(float *dst, size_t ld, const float *src, int n, size_t stride, int D) {
+MMRT_CLONES static void transpose_rows(float *dst, size_t ld, const void *src, size_t off, int n,
+                                       size_t stride, int D, int bf) {
   enum { TB = 16 };
   Vf16 blk[TB];
-  const float *fb = (const float *)blk;
+  float *fb = (float *)blk;
+  const float *sf = (const float *)src + off;
+  const uint16_t *sh = (const uint16_t *)src + off;
   for (int d0 = 0; d0 < D; d0 += TB) {
     int nd = D - d0 < TB ? D - d0 : TB;
     for (size_t j0 = 0; j0 < ld; j0 += TB) {
       int nj = (int)j0 >= n ? 0 : (n - (int)j0 < TB ? n - (int)j0 : TB);
-      if (nd == TB)
+      if (bf && nd == TB)
+        for (int jj = 0; jj < nj; jj++) widen16(fb + jj * TB, sh + (j0 + (size_t)jj) * stride + d0);
+      else if (bf)
+        for (int jj = 0; jj < nj; jj++) {
+          const uint16_t *r = sh + (j0 + (size_t)jj) * stride + d0;
+          for (int dd = 0; dd < TB; dd++) fb[jj * TB + dd] = dd < nd ? mmrt_bf16_widen(r[dd]) : 0;
+        }
+      else if (nd == TB)
         for (int jj = 0; jj < nj; jj++)
-          blk[jj] = *(const Vf16u *)(src + (j0 + (size_t)jj) * stride + d0);
+          blk[jj] = *(const Vf16u *)(sf + (j0 + (size_t)jj) * stride + d0);
       else
         for (int jj = 0; jj < nj; jj++) {
           Vf16 z = {0};
           blk[jj] = z;
-          memcpy(&blk[jj], src + (j0 + (size_t)jj) * stride + d0, sizeof(float) * (size_t)nd);
+          memcpy(&blk[jj], sf + (j0 + (size_t)jj) * stride + d0, sizeof(float) * (size_t)nd);
         }
       for (int jj = nj; jj < TB; jj++) {
         Vf16 z = {0};
@@ -599,12 +644,46 @@ static AttWs att_ws(int D, const char *what) {
   return w;
 }
 
+/* dst rows from element off (stride ld) (+)= the tile's rows (stride Dp),
+ * D columns; a bf16 dst (bf) gets each sum rounded. */
+MMRT_CLONES static void put_tile(void *dst, size_t off, size_t ld, const float *src, int n, int D,
+                                 int accumulate, int bf) {
+  int Dp = pad16(D);
+  for (int i = 0; i < n; i++) {
+    const float *sr = src + (size_t)i * Dp;
+    size_t o = off + (size_t)i * ld;
+    if (bf) {
+      uint16_t *dr = (uint16_t *)dst + o;
+      int d = 0;
+      for (; d + 16 <= D; d += 16) {
+        float v[16];
+        if (accumulate) {
+          widen16(v, dr + d);
+          for (int e = 0; e < 16; e++) v[e] += sr[d + e];
+        } else {
+          memcpy(v, sr + d, sizeof v);
+        }
+        narrow16(dr + d, v);
+      }
+      for (; d < D; d++)
+        dr[d] = mmrt_bf16_narrow(accumulate ? mmrt_bf16_widen(dr[d]) + sr[d] : sr[d]);
+    } else if (accumulate) {
+      float *dr = (float *)dst + o;
+#pragma omp simd
+      for (int d = 0; d < D; d++) dr[d] += sr[d];
+    } else {
+      memcpy((float *)dst + o, sr, sizeof(float) * (size_t)D);
+    }
+  }
+}
+
 /* Shape of one call; with pos, row b's queries are at positions pos[b] ..
  * pos[b] + T - 1 and see keys 0 .. pos[b] + T - 1 (causal; the KV cache). */
 typedef struct AttShape {
   int B, T, S, H, KVH, D, causal;
   float scale;
   const int32_t *pos;
+  int bf; /* q, k, v, out (dout, dq, dk, dv) are bf16 */
 } AttShape;
 
 static inline int att_keys(const AttShape *a, int b) {
@@ -612,27 +691,26 @@ static inline int att_keys(const AttShape *a, int b) {
 }
 
 /* Forward work item: queries [t0, t0 + nq) of head h in row b. */
-static void fwd_item(const AttShape *a, AttWs *w, float *out, float *lse, const float *q,
-                     const float *k, const float *v, int b, int h, int t0, int nq) {
-  int D = a->D, Dp = pad16(D), S = att_keys(a, b), off = S - a->T;
+static void fwd_item(const AttShape *a, AttWs *w, void *out, float *lse, const void *q,
+                     const void *k, const void *v, int b, int h, int t0, int nq) {
+  int D = a->D, Dp = pad16(D), S = att_keys(a, b), off = S - a->T, bf = a->bf;
   int causal = a->pos ? 1 : a->causal;
   size_t kvs = (size_t)a->KVH * D, qs = (size_t)a->H * D;
-  const float *kb = k + (size_t)b * a->S * kvs + (size_t)(h / (a->H / a->KVH)) * D;
-  const float *vb = v + (size_t)b * a->S * kvs + (size_t)(h / (a->H / a->KVH)) * D;
-  const float *qb = q + ((size_t)b * a->T + t0) * qs + (size_t)h * D;
+  size_t kb = (size_t)b * a->S * kvs + (size_t)(h / (a->H / a->KVH)) * D;
+  size_t qb = ((size_t)b * a->T + t0) * qs + (size_t)h * D;
   for (int i = 0; i < nq; i++) {
     w->m[i] = -INFINITY;
     w->l[i] = 0.0f;
   }
   memset(w->o, 0, sizeof(float) * (size_t)nq * Dp);
   /* the scaled query tile */
-  for (int i = 0; i < nq; i++)
-    for (int d = 0; d < D; d++) w->qp[(size_t)i * Dp + d] = qb[(size_t)i * qs + d] * a->scale;
+  pad_rows(w->qp, (size_t)Dp, q, qb, nq, qs, D, bf);
+  for (size_t i = 0; i < (size_t)nq * Dp; i++) w->qp[i] *= a->scale;
   int smax = visible_keys(t0 + nq - 1, S, off, causal);
   for (int s0 = 0; s0 < smax; s0 += ATT_TK) {
     int nk = smax - s0 < ATT_TK ? smax - s0 : ATT_TK, ld = pad16(nk);
-    transpose_rows(w->kt, (size_t)ld, kb + (size_t)s0 * kvs, nk, kvs, D);
-    pad_rows(w->kp, (size_t)Dp, vb + (size_t)s0 * kvs, nk, kvs, D);
+    transpose_rows(w->kt, (size_t)ld, k, kb + (size_t)s0 * kvs, nk, kvs, D, bf);
+    pad_rows(w->kp, (size_t)Dp, v, kb + (size_t)s0 * kvs, nk, kvs, D, bf);
     tile_gemm(w->s, (size_t)ld, w->qp, (size_t)Dp, 1, w->kt, (size_t)ld, nq, ld, D, 0);
     for (int i = 0; i < nq; i++) {
       int n = visible_keys(t0 + i, S, off, causal) - s0;
@@ -647,17 +725,17 @@ static void fwd_item(const AttShape *a, AttWs *w, float *out, float *lse, const 
     tile_gemm(w->o, (size_t)Dp, w->s, (size_t)ld, 1, w->kp, (size_t)Dp, nq, Dp, nk, 1);
   }
   for (int i = 0; i < nq; i++) {
-    float *orow = out + ((size_t)b * a->T + t0 + i) * qs + (size_t)h * D;
     float inv = w->l[i] > 0.0f ? 1.0f / w->l[i] : 0.0f;
-    for (int d = 0; d < D; d++) orow[d] = w->o[(size_t)i * Dp + d] * inv;
+    for (int d = 0; d < Dp; d++) w->o[(size_t)i * Dp + d] *= inv;
     if (lse)
       lse[((size_t)b * a->H + h) * a->T + t0 + i] =
           w->l[i] > 0.0f ? w->m[i] + logf(w->l[i]) : -INFINITY;
   }
+  put_tile(out, ((size_t)b * a->T + t0) * qs + (size_t)h * D, qs, w->o, nq, D, 0, bf);
 }
 
-static void attention_fwd(const AttShape *a, float *out, float *lse, const float *q, const float *k,
-                          const float *v, const char *what) {
+static void attention_fwd(const AttShape *a, void *out, float *lse, const void *q, const void *k,
+                          const void *v, const char *what) {
   attention_check(a->H, a->KVH, a->D, what);
   int nblk = (a->T + ATT_TQ - 1) / ATT_TQ;
 #pragma omp parallel
@@ -676,31 +754,39 @@ static void attention_fwd(const AttShape *a, float *out, float *lse, const float
 
 void mmrt_attention_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
                         int B, int T, int S, int H, int KVH, int D, int causal, float scale) {
-  AttShape a = {B, T, S, H, KVH, D, causal, scale, NULL};
+  AttShape a = {B, T, S, H, KVH, D, causal, scale, NULL, 0};
   attention_fwd(&a, out, lse, q, k, v, "mmrt_attention_fwd");
+}
+
+void mmrt_attention_bf16_fwd(uint16_t *out, float *lse, const uint16_t *q, const uint16_t *k,
+                             const uint16_t *v, int B, int T, int S, int H, int KVH, int D,
+                             int causal, float scale) {
+  AttShape a = {B, T, S, H, KVH, D, causal, scale, NULL, 1};
+  attention_fwd(&a, out, lse, q, k, v, "mmrt_attention_bf16_fwd");
 }
 
 void mmrt_attention_pos_fwd(float *out, const float *q, const float *k, const float *v,
                             const int32_t *pos, int B, int n, int S, int H, int KVH, int D,
                             float scale) {
-  AttShape a = {B, n, S, H, KVH, D, 1, scale, pos};
+  AttShape a = {B, n, S, H, KVH, D, 1, scale, pos, 0};
   attention_fwd(&a, out, NULL, q, k, v, "mmrt_attention_cached_fwd");
 }
 
 /* The backward's inputs for one call. */
 typedef struct AttGrad {
   AttShape a;
-  const float *dout, *q, *k, *v, *lse, *Dt;
+  const void *dout, *q, *k, *v; /* f32, or bf16 (a.bf) */
+  const float *lse, *Dt;
 } AttGrad;
 
 /* Key tile [s0, s0 + nk) of KV head kh in row b into the workspace: K and V
  * transposed (the scores' and dP's right operands), K padded (dq's). */
 static void bwd_load_keys(const AttGrad *g, AttWs *w, int b, int kh, int s0, int nk) {
-  int D = g->a.D, ld = pad16(nk);
+  int D = g->a.D, ld = pad16(nk), bf = g->a.bf;
   size_t kvs = (size_t)g->a.KVH * D, o = ((size_t)b * g->a.S + s0) * kvs + (size_t)kh * D;
-  transpose_rows(w->kt, (size_t)ld, g->k + o, nk, kvs, D);
-  transpose_rows(w->vt, (size_t)ld, g->v + o, nk, kvs, D);
-  pad_rows(w->kp, (size_t)pad16(D), g->k + o, nk, kvs, D);
+  transpose_rows(w->kt, (size_t)ld, g->k, o, nk, kvs, D, bf);
+  transpose_rows(w->vt, (size_t)ld, g->v, o, nk, kvs, D, bf);
+  pad_rows(w->kp, (size_t)pad16(D), g->k, o, nk, kvs, D, bf);
 }
 
 /* One tile of the backward: queries [t0, t0 + nq) of head h, against the
@@ -712,8 +798,8 @@ static void bwd_tile(const AttGrad *g, AttWs *w, int b, int h, int t0, int nq, i
   const AttShape *a = &g->a;
   int D = a->D, Dp = pad16(D), ld = pad16(nk), off = a->S - a->T;
   size_t qs = (size_t)a->H * D, o = ((size_t)b * a->T + t0) * qs + (size_t)h * D;
-  pad_rows(w->qp, (size_t)Dp, g->q + o, nq, qs, D);
-  pad_rows(w->dop, (size_t)Dp, g->dout + o, nq, qs, D);
+  pad_rows(w->qp, (size_t)Dp, g->q, o, nq, qs, D, a->bf);
+  pad_rows(w->dop, (size_t)Dp, g->dout, o, nq, qs, D, a->bf);
   tile_gemm(w->s, (size_t)ld, w->qp, (size_t)Dp, 1, w->kt, (size_t)ld, nq, ld, D, 0);
   tile_gemm(w->dp, (size_t)ld, w->dop, (size_t)Dp, 1, w->vt, (size_t)ld, nq, ld, D, 0);
   const float *lse = g->lse + ((size_t)b * a->H + h) * a->T + t0;
@@ -728,18 +814,11 @@ static void bwd_tile(const AttGrad *g, AttWs *w, int b, int h, int t0, int nq, i
   if (dk) tile_gemm(dk, (size_t)Dp, w->dp, 1, (size_t)ld, w->qp, (size_t)Dp, nk, Dp, nq, 1);
 }
 
-/* dst rows (stride ld) (+)= the tile's rows (stride Dp), D columns. */
-static void put_tile(float *dst, size_t ld, const float *src, int n, int D, int accumulate) {
-  int Dp = pad16(D);
-  for (int i = 0; i < n; i++)
-    for (int d = 0; d < D; d++) put(&dst[(size_t)i * ld + d], src[(size_t)i * Dp + d], accumulate);
-}
-
 /* dk, dv of key tile [s0, s0 + nk) of KV head kh: every visible query tile
  * of every head of its group (the key tile is loaded); dq of those tiles
  * too when dq_out is set (work item (b, kh) owns all of it). */
-static void bwd_keys(const AttGrad *g, AttWs *w, int b, int kh, int s0, int nk, float *dq_out,
-                     float *dk, float *dv, int accumulate) {
+static void bwd_keys(const AttGrad *g, AttWs *w, int b, int kh, int s0, int nk, void *dq_out,
+                     void *dk, void *dv, int accumulate) {
   const AttShape *a = &g->a;
   int D = a->D, Dp = pad16(D), grp = a->H / a->KVH;
   size_t kvs = (size_t)a->KVH * D, qs = (size_t)a->H * D;
@@ -753,12 +832,12 @@ static void bwd_keys(const AttGrad *g, AttWs *w, int b, int kh, int s0, int nk, 
       bwd_tile(g, w, b, h, t0, nq, s0, nk, dq_out ? w->o : NULL, 0, dk ? w->dk : NULL,
                dv ? w->dv : NULL);
       if (dq_out)
-        put_tile(dq_out + ((size_t)b * a->T + t0) * qs + (size_t)h * D, qs, w->o, nq, D, 1);
+        put_tile(dq_out, ((size_t)b * a->T + t0) * qs + (size_t)h * D, qs, w->o, nq, D, 1, a->bf);
     }
   }
   size_t ko = ((size_t)b * a->S + s0) * kvs + (size_t)kh * D;
-  if (dk) put_tile(dk + ko, kvs, w->dk, nk, D, accumulate);
-  if (dv) put_tile(dv + ko, kvs, w->dv, nk, D, accumulate);
+  if (dk) put_tile(dk, ko, kvs, w->dk, nk, D, accumulate, a->bf);
+  if (dv) put_tile(dv, ko, kvs, w->dv, nk, D, accumulate, a->bf);
 }
 
 /* Backward, flash-style: Dt = dout_t . out_t per query, then per tile
@@ -768,12 +847,13 @@ static void bwd_keys(const AttGrad *g, AttWs *w, int b, int kh, int s0, int nk, 
  * the pair's dq, dk and dv); with few (long sequences), dq runs per query
  * tile and dk, dv per key tile, each tile computed twice, so that the
  * threads have work. The choice depends on the shape only, not on the
- * thread count, so results do not either. */
-void mmrt_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q,
-                        const float *k, const float *v, const float *out, const float *lse, int B,
-                        int T, int S, int H, int KVH, int D, int causal, float scale,
-                        int accumulate) {
-  static const char *what = "mmrt_attention_bwd";
+ * thread count, so results do not either. With bf16 results (bf), an item
+ * owns the pair's dq only when there is one key tile, so that each dq
+ * element is rounded once, as dk and dv are. */
+static void attention_bwd(void *dq, void *dk, void *dv, const void *dout, const void *q,
+                          const void *k, const void *v, const void *out, const float *lse, int B,
+                          int T, int S, int H, int KVH, int D, int causal, float scale,
+                          int accumulate, int bf, const char *what) {
   attention_check(H, KVH, D, what);
   size_t qs = (size_t)H * D;
   float *Dt = xmalloc(sizeof(float) * (size_t)B * H * T, what);
@@ -783,12 +863,13 @@ void mmrt_attention_bwd(float *dq, float *dk, float *dv, const float *dout, cons
       for (int t = 0; t < T; t++) {
         size_t off = ((size_t)b * T + t) * qs + (size_t)h * D;
         float s = 0.0f;
-        for (int d = 0; d < D; d++) s += dout[off + d] * out[off + d];
+        for (int d = 0; d < D; d++) s += att_el(dout, off + d, bf) * att_el(out, off + d, bf);
         Dt[((size_t)b * H + h) * T + t] = s;
       }
-  AttGrad g = {{B, T, S, H, KVH, D, causal, scale, NULL}, dout, q, k, v, lse, Dt};
+  AttGrad g = {{B, T, S, H, KVH, D, causal, scale, NULL, bf}, dout, q, k, v, lse, Dt};
   int nkb = (S + ATT_TK - 1) / ATT_TK, nqb = (T + ATT_TQ - 1) / ATT_TQ, grp = H / KVH;
-  if (B * KVH >= 16 || (nkb == 1 && nqb == 1)) {
+  size_t es = bf ? sizeof(uint16_t) : sizeof(float);
+  if ((B * KVH >= 16 || (nkb == 1 && nqb == 1)) && (!bf || nkb == 1)) {
 #pragma omp parallel
     {
       AttWs w = att_ws(D, what);
@@ -797,8 +878,8 @@ void mmrt_attention_bwd(float *dq, float *dk, float *dv, const float *dout, cons
         for (int kh = 0; kh < KVH; kh++) {
           if (dq && !accumulate)
             for (int t = 0; t < T; t++)
-              memset(dq + ((size_t)b * T + t) * qs + (size_t)kh * grp * D, 0,
-                     sizeof(float) * (size_t)grp * D);
+              memset((char *)dq + (((size_t)b * T + t) * qs + (size_t)kh * grp * D) * es, 0,
+                     es * (size_t)grp * D);
           for (int s0 = 0; s0 < S; s0 += ATT_TK) {
             int nk = S - s0 < ATT_TK ? S - s0 : ATT_TK;
             bwd_load_keys(&g, &w, b, kh, s0, nk);
@@ -825,7 +906,8 @@ void mmrt_attention_bwd(float *dq, float *dk, float *dv, const float *dout, cons
                 bwd_load_keys(&g, &w, b, h / grp, s0, nk);
                 bwd_tile(&g, &w, b, h, t0, nq, s0, nk, acc, 1, NULL, NULL);
               }
-              put_tile(dq + ((size_t)b * T + t0) * qs + (size_t)h * D, qs, acc, nq, D, accumulate);
+              put_tile(dq, ((size_t)b * T + t0) * qs + (size_t)h * D, qs, acc, nq, D, accumulate,
+                       bf);
             }
       }
       if (dk || dv) {
@@ -842,6 +924,22 @@ void mmrt_attention_bwd(float *dq, float *dk, float *dv, const float *dout, cons
     }
   }
   free(Dt);
+}
+
+void mmrt_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                        const float *k, const float *v, const float *out, const float *lse, int B,
+                        int T, int S, int H, int KVH, int D, int causal, float scale,
+                        int accumulate) {
+  attention_bwd(dq, dk, dv, dout, q, k, v, out, lse, B, T, S, H, KVH, D, causal, scale, accumulate,
+                0, "mmrt_attention_bwd");
+}
+
+void mmrt_attention_bf16_bwd(uint16_t *dq, uint16_t *dk, uint16_t *dv, const uint16_t *dout,
+                             const uint16_t *q, const uint16_t *k, const uint16_t *v,
+                             const uint16_t *out, const float *lse, int B, int T, int S, int H,
+                             int KVH, int D, int causal, float scale, int accumulate) {
+  attention_bwd(dq, dk, dv, dout, q, k, v, out, lse, B, T, S, H, KVH, D, causal, scale, accumulate,
+                1, "mmrt_attention_bf16_bwd");
 }
 
 /* ======================================================================

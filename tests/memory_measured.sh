@@ -139,6 +139,8 @@ print("GPTRingMem cp2-ring: ring workspace %d bytes, %.3f of the plan's %d (more
       % (ws, ws / p["trainer_bytes"], p["trainer_bytes"], tol))
 sys.exit(0 if ws > tol * p["trainer_bytes"] else 1)
 PY
+# bf16: attention reads and writes bf16 in its tiles, no widened copies
+run vit_fashion.mm ViTFashion bf16 1 --precision bf16
 echo "--- measured peak (worst rank) against mmc plan's trainer bytes (a pipeline rank's own)"
 cat "$T/table"
 echo "$pass passed, $fail failed"
