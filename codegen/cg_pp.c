@@ -125,8 +125,11 @@ bool cg_pp_build(Cg *cg, const IrFunc *f, CgMb *out) {
       }
       int to = fn_of(a, i);
       if ((from / 3) % P == (to / 3) % P) continue; /* the same rank's slot */
-      char key[64];
-      snprintf(key, sizeof key, "%p>%d", (const void *)v, to);
+      char key[64]; /* once per receiving rank: its first reader (in node order, which is
+                     * each micro-batch's order of execution) receives it into the slot,
+                     * where its later readers (a backward part, another virtual stage)
+                     * find it */
+      snprintf(key, sizeof key, "%p>%d", (const void *)v, (to / 3) % P);
       if (ir_map_get(&sent, key)) continue;
       ir_map_put(&sent, arena_strdup(cg->a, key));
       if (!v->mem_planned) return cg_error(cg, n, "pipeline: a transfer without a memory plan");

@@ -338,7 +338,8 @@ static int diagnose(MmrtMesh *m, const char *op, MmrtAxis ax, int coll) {
     }
     Reply *r = &rep[p];
     r->op[sizeof r->op - 1] = 0;
-    int same = r->cur_ax == (int)ax && strcmp(r->op, op) == 0 && (!coll || r->seq == m->seq[ax]);
+    int same = r->cur_ax == (int)ax && strncmp(r->op, op, sizeof r->op - 1) == 0 &&
+               (!coll || r->seq == m->seq[ax]);
     if (same) continue;
     if (r->cur_ax < 0 || r->cur_ax >= MMRT_NAXES)
       append(behind, sizeof behind, "%sworld rank %d is in no call", nbehind++ ? "; " : "", w);
@@ -1036,6 +1037,58 @@ int mmrt_sendrecv(MmrtMesh *m, MmrtAxis ax, const void *sendbuf, size_t sendcoun
     if (rc != MPI_SUCCESS) return mpi_fail(m, op, ax, rc);
   }
   return from == MPI_PROC_NULL ? MMRT_OK : check_received(m, op, ax, &st[0], dt, recvcount, src);
+}
+
+/* ---- pipeline transfers (runtime/mmrt_pp.c) ---- */
+
+int mmrt_isend_raw(MmrtMesh *m, MmrtAxis ax, const void *buf, size_t elems, size_t bytes, int peer,
+                   int tag, MPI_Request *rq) {
+  static const char op[] = "send";
+  int rc = check(m, op, ax, MMRT_F32);
+  if (rc || (rc = check_peer(m, op, ax, peer, "peer"))) return rc;
+  if (peer == MMRT_NO_PEER || peer == m->coord[ax])
+    return fail(m, MMRT_ERR_ARG, op, ax, "a pipeline send needs another rank of the axis");
+  if (bytes > INT_MAX) return too_large(m, op, ax, bytes);
+  tally(MMRT_COMM_SEND, ax, m->size[ax], elems, bytes);
+  rc = MPI_Isend(buf, (int)bytes, MPI_BYTE, peer, tag, m->comm[ax], rq);
+  return rc == MPI_SUCCESS ? MMRT_OK : mpi_fail(m, op, ax, rc);
+}
+
+int mmrt_recv_raw(MmrtMesh *m, MmrtAxis ax, void *buf, size_t elems, size_t bytes, int peer,
+                  int tag, const char *what) {
+  int rc = check(m, what, ax, MMRT_F32);
+  if (rc || (rc = check_peer(m, what, ax, peer, "peer"))) return rc;
+  if (peer == MMRT_NO_PEER || peer == m->coord[ax])
+    return fail(m, MMRT_ERR_ARG, what, ax, "a pipeline recv needs another rank of the axis");
+  if (bytes > INT_MAX) return too_large(m, what, ax, bytes);
+  tally(MMRT_COMM_RECV, ax, m->size[ax], elems, 0);
+  MPI_Request rq;
+  MPI_Status st;
+  rc = MPI_Irecv(buf, (int)bytes, MPI_BYTE, peer, tag, m->comm[ax], &rq);
+  if (rc != MPI_SUCCESS) return mpi_fail(m, what, ax, rc);
+  if (m->timeout_s > 0) {
+    if ((rc = wait_reqs(m, what, ax, 1, &rq, &st, 0))) return rc;
+  } else if ((rc = MPI_Wait(&rq, &st)) != MPI_SUCCESS) {
+    return mpi_fail(m, what, ax, rc);
+  }
+  int got = 0;
+  MPI_Get_count(&st, MPI_BYTE, &got);
+  if ((size_t)got != bytes)
+    return fail(m, MMRT_ERR_COMM, what, ax, "expected %zu bytes, got %d", bytes, got);
+  return MMRT_OK;
+}
+
+int mmrt_wait_sends(MmrtMesh *m, MmrtAxis ax, int n, MPI_Request *rq, const char *what) {
+  if (n <= 0) return MMRT_OK;
+  if (m->timeout_s <= 0) {
+    int rc = MPI_Waitall(n, rq, MPI_STATUSES_IGNORE);
+    return rc == MPI_SUCCESS ? MMRT_OK : mpi_fail(m, what, ax, rc);
+  }
+  MPI_Status *st = malloc(sizeof *st * (size_t)n);
+  if (!st) return fail(m, MMRT_ERR_NOMEM, what, ax, "out of memory for %d statuses", n);
+  int rc = wait_reqs(m, what, ax, n, rq, st, 0);
+  free(st);
+  return rc;
 }
 
 int mmrt_send_next(MmrtMesh *m, const void *buf, size_t count, MmrtDtype dt) {

@@ -214,6 +214,20 @@ int mmrt_recv(MmrtMesh *m, MmrtAxis ax, void *buf, size_t count, MmrtDtype dt, i
 int mmrt_sendrecv(MmrtMesh *m, MmrtAxis ax, const void *sendbuf, size_t sendcount, int dest,
                   void *recvbuf, size_t recvcount, int src, MmrtDtype dt, int tag);
 
+/* The pipeline's transfers (runtime/mmrt_pp.c): `bytes` of a tensor of
+ * `elems` elements to or from a peer coordinate, counted as send and recv
+ * (elems, bytes as above).  mmrt_isend_raw only starts the send; the step
+ * waits for its requests with mmrt_wait_sends.  mmrt_recv_raw blocks; both
+ * waits run under the timeout and the watchdog, `what` naming the call in
+ * messages (and, its first 19 characters, in the watchdog's answers to the
+ * other ranks), e.g. "recv from pp rank 0 (stage 1's forward input,
+ * micro-batch 2)". */
+int mmrt_isend_raw(MmrtMesh *m, MmrtAxis ax, const void *buf, size_t elems, size_t bytes, int peer,
+                   int tag, MPI_Request *rq);
+int mmrt_recv_raw(MmrtMesh *m, MmrtAxis ax, void *buf, size_t elems, size_t bytes, int peer,
+                  int tag, const char *what);
+int mmrt_wait_sends(MmrtMesh *m, MmrtAxis ax, int n, MPI_Request *rq, const char *what);
+
 /* Pipeline neighbours: pp coordinate + 1 and - 1, wrapping around (the last
  * stage's next is the first, as interleaved schedules and rings need). */
 int mmrt_pp_next(const MmrtMesh *m);

@@ -264,7 +264,7 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a) {
   if (a->resume && !a->ckpt)
     return fail("--resume needs --ckpt DIR (the checkpoint to continue from)");
   if (a->has_keep && !a->ckpt) return fail("--keep needs --ckpt DIR (the checkpoints to keep)");
-  if (a->has_timeout && m->mesh[0] * m->mesh[1] * m->mesh[2] <= 1)
+  if (a->has_timeout && m->mesh[0] * m->mesh[1] * m->mesh[2] * (m->pp > 1 ? m->pp : 1) <= 1)
     return fail("--comm-timeout: model %s runs on one rank and has no collectives to time out",
                 m->name);
   if ((a->load_adapters || a->save_adapters) && m->lora_rank <= 0)

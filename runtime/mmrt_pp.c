@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "mmrt_ckpt.h"
 #include "mmrt_comm.h"
@@ -340,10 +342,6 @@ void mmrt_pp_free(MmrtPp *pp) {
   free(pp);
 }
 
-static MPI_Comm ppcomm(MmrtPp *pp) {
-  return pp->mesh->comm[MMRT_AXIS_PP];
-}
-
 static int recv_for(MmrtPp *pp, int fn, int mb) {
   double t0 = mmrt_trace_now();
   int any = 0;
@@ -351,9 +349,13 @@ static int recv_for(MmrtPp *pp, int fn, int mb) {
     const Xfer *x = &pp->x[i];
     if (x->to != fn || rank_of(pp, x->from) == pp->me) continue;
     const MmrtTensorDesc *d = &pp->m->pp_xfer[i];
-    int rc = MPI_Recv(pp->slot[pp->mb_slot[mb]][d->arena] + d->offset, (int)x->bytes, MPI_BYTE,
-                      rank_of(pp, x->from), (int)(i * pp->M + mb), ppcomm(pp), MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) return pp_fail(pp, "pipeline: MPI_Recv failed%s", "");
+    char what[96]; /* the watchdog's name of the call: the peer first */
+    snprintf(what, sizeof what, "recv from pp rank %d (stage %d's %s, micro-batch %d)",
+             rank_of(pp, x->from), fn / 3, fn % 3 ? "output gradient" : "forward input", mb);
+    if (mmrt_recv_raw(pp->mesh, MMRT_AXIS_PP, pp->slot[pp->mb_slot[mb]][d->arena] + d->offset,
+                      (size_t)(x->bytes / mmrt_st_dtype_size((MmrtStDtype)d->dtype)),
+                      (size_t)x->bytes, rank_of(pp, x->from), (int)(i * pp->M + mb), what))
+      return pp_fail(pp, "%s", pp->mesh->err);
     any = 1;
   }
   if (any) mmrt_trace_add(fn % 3 ? "RECV_B" : "RECV_F", "recv", t0, mmrt_trace_now(), mb, fn / 3);
@@ -377,9 +379,11 @@ static int send_from(MmrtPp *pp, int fn, int mb) {
       pp->capreq = cap;
     }
     pp->req_slot[pp->nreq] = pp->mb_slot[mb];
-    int rc = MPI_Isend(pp->slot[pp->mb_slot[mb]][d->arena] + d->offset, (int)x->bytes, MPI_BYTE,
-                       rank_of(pp, x->to), (int)(i * pp->M + mb), ppcomm(pp), &pp->req[pp->nreq++]);
-    if (rc != MPI_SUCCESS) return pp_fail(pp, "pipeline: MPI_Isend failed%s", "");
+    if (mmrt_isend_raw(pp->mesh, MMRT_AXIS_PP, pp->slot[pp->mb_slot[mb]][d->arena] + d->offset,
+                       (size_t)(x->bytes / mmrt_st_dtype_size((MmrtStDtype)d->dtype)),
+                       (size_t)x->bytes, rank_of(pp, x->to), (int)(i * pp->M + mb),
+                       &pp->req[pp->nreq++]))
+      return pp_fail(pp, "%s", pp->mesh->err);
     any = 1;
   }
   if (any) mmrt_trace_add(fn % 3 ? "SEND_B" : "SEND_F", "send", t0, mmrt_trace_now(), mb, fn / 3);
@@ -388,6 +392,8 @@ static int send_from(MmrtPp *pp, int fn, int mb) {
 
 static int run_part(MmrtPp *pp, int stage, int q, int mb, const char *what) {
   int fn = 3 * stage + q;
+  /* the counters' phase: a forward part's transfers are forward traffic */
+  mmrt_comm_set_phase(q == 0 ? MMRT_PHASE_FORWARD : MMRT_PHASE_BACKWARD);
   if (recv_for(pp, fn, mb)) return 1;
   g_slot = mb;
   mmrt_mb_begin();
@@ -409,8 +415,8 @@ static int take_slot(MmrtPp *pp, int mb) {
   if (k == pp->nslot) return pp_fail(pp, "pipeline: more micro-batches in flight than slots%s", "");
   for (int j = 0; j < pp->nreq; j++)
     if (pp->req_slot[j] == k && pp->req[j] != MPI_REQUEST_NULL &&
-        MPI_Wait(&pp->req[j], MPI_STATUS_IGNORE) != MPI_SUCCESS)
-      return pp_fail(pp, "pipeline: waiting for a send failed%s", "");
+        mmrt_wait_sends(pp->mesh, MMRT_AXIS_PP, 1, &pp->req[j], "the pipeline's sends from a slot"))
+      return pp_fail(pp, "%s", pp->mesh->err);
   pp->slot_busy[k] = 1;
   pp->mb_slot[mb] = k;
   g_slot_count[mb] = 1.0f;
@@ -438,9 +444,23 @@ static void free_slot(MmrtPp *pp, int mb) {
   pp->mb_slot[mb] = -1;
 }
 
+/* Fault injection for tests/mpi_pp.sh: MMRT_TEST_PP_STALL=R makes pp rank
+ * R stop at the start of step 2 without communicating (a hung stage), so
+ * that the other ranks' --comm-timeout watchdog names it. */
+static void test_stall(const MmrtPp *pp, int64_t step) {
+  const char *e = getenv("MMRT_TEST_PP_STALL");
+  if (!e || !*e || step != 2 || atoi(e) != pp->me) return;
+  /* the others' watchdog reports after the timeout and its grace (timeout
+   * / 10, 0.5 to 5 s); 1.5 s later this rank exits, which ends the job */
+  double to = pp->mesh->timeout_s, grace = to / 10 < 0.5 ? 0.5 : to / 10 > 5 ? 5 : to / 10;
+  double t = to > 0 ? to + grace + 1.5 : 60;
+  for (int i = 0; i < (int)(t * 10); i++) nanosleep(&(struct timespec){0, 100000000}, NULL);
+  _exit(1);
+}
+
 int mmrt_pp_step(MmrtPp *pp, int64_t step, const char *what, float *loss) {
   const MmrtModelDesc *m = pp->m;
-  (void)step;
+  test_stall(pp, step);
   for (int64_t i = 0; i < m->naccum; i++)
     if (pp->acc.acc[i]) memset(pp->acc.acc[i], 0, sizeof(float) * (size_t)pp->acc.n[i]);
   for (int k = 0; k < pp->M; k++) pp->mb_slot[k] = -1, g_slot_count[k] = 1.0f;
@@ -454,8 +474,9 @@ int mmrt_pp_step(MmrtPp *pp, int64_t step, const char *what, float *loss) {
     if (pp->last[a->mb] == i) free_slot(pp, a->mb);
   }
   double t0 = mmrt_trace_now();
-  if (pp->nreq && MPI_Waitall(pp->nreq, pp->req, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
-    return pp_fail(pp, "pipeline: waiting for the sends failed%s", "");
+  mmrt_comm_set_phase(MMRT_PHASE_UPDATE);
+  if (mmrt_wait_sends(pp->mesh, MMRT_AXIS_PP, pp->nreq, pp->req, "the step's pipeline sends"))
+    return pp_fail(pp, "%s", pp->mesh->err);
   pp->nreq = 0;
   double lc[2] = {0, 0}; /* sum c_k L_k, sum c_k: on the last stage's rank */
   if ((pp->S - 1) % pp->P == pp->me)
@@ -463,8 +484,9 @@ int mmrt_pp_step(MmrtPp *pp, int64_t step, const char *what, float *loss) {
       lc[0] += (double)g_slot_count[k] * (double)pp->slot_loss[k];
       lc[1] += (double)g_slot_count[k];
     }
-  if (MPI_Allreduce(MPI_IN_PLACE, lc, 2, MPI_DOUBLE, MPI_SUM, ppcomm(pp)) != MPI_SUCCESS)
-    return pp_fail(pp, "pipeline: the loss's all-reduce failed%s", "");
+  if (mmrt_all_reduce_mpi(pp->mesh, MMRT_AXIS_PP, lc, 2, MPI_DOUBLE, MPI_SUM,
+                          "all_reduce of the pipeline's loss"))
+    return pp_fail(pp, "%s", pp->mesh->err);
   float inv = lc[1] > 0 ? (float)(1.0 / lc[1]) : 0.0f;
   /* every slot is free: the sums (zeros where another rank's stage makes
    * the gradient) into slot 0, where the update reads them, summed over pp */
@@ -476,9 +498,9 @@ int mmrt_pp_step(MmrtPp *pp, int64_t step, const char *what, float *loss) {
       memcpy(g, pp->acc.acc[i], bytes);
     else
       memset(g, 0, bytes);
-    if (MPI_Allreduce(MPI_IN_PLACE, g, (int)pp->acc.n[i], MPI_FLOAT, MPI_SUM, ppcomm(pp)) !=
-        MPI_SUCCESS)
-      return pp_fail(pp, "pipeline: the gradients' all-reduce failed%s", "");
+    if (mmrt_all_reduce_mpi(pp->mesh, MMRT_AXIS_PP, g, (int)pp->acc.n[i], MPI_FLOAT, MPI_SUM,
+                            "all_reduce of the pipeline's gradients"))
+      return pp_fail(pp, "%s", pp->mesh->err);
     for (int64_t e = 0; e < pp->acc.n[i]; e++) g[e] *= inv;
   }
   *loss = lc[1] > 0 ? (float)(lc[0] / lc[1]) : 0.0f;

@@ -67,6 +67,18 @@ model G4i extends GPT2Tiny {
 model V2 extends InternVL2Tiny { parallel { stages = [vision + projector, llm] } }
 // uneven, across the sub-models: stage 1 = the projector and the first LLM layer
 model V2x extends InternVL2Tiny { parallel { stages = [vision, projector + llm.embed + llm.blocks[0:1], llm.blocks[1:2] + llm.norm + llm.head] } }
+// layer counts per sub-model (MindSpeed-MM's pipeline_num_layers): one layer
+// a stage, the LLM's on the last two (pp = 4, or pp = 2 with vpp = 2)
+model V4 extends InternVL2Tiny { parallel { stages = by_module(vision = [1, 1, 0, 0], llm = [0, 0, 1, 1]) } }
+model V4i extends V4 { parallel { pp = 2; vpp = 2; schedule = interleaved; stages = by_module(vision = [1, 1, 0, 0], llm = [0, 0, 1, 1]) } }
+// eight stages for pp = 4 x vpp = 2: every unit of the model its own stage
+model V8i extends InternVL2Tiny {
+  parallel {
+    pp = 4; vpp = 2; schedule = interleaved
+    stages = [vision.embed + vision.cls + vision.pos, vision.blocks[0:1], vision.blocks[1:2], projector,
+              llm.embed, llm.blocks[0:1], llm.blocks[1:2], llm.norm + llm.head]
+  }
+}
 MM
 SER="--set B=8"
 check gpt2tiny.pp2.gpipe 2 "$G" GPT2Tiny "$G" GPT2Tiny 10 --pp 2 --micro-batches 2 --schedule gpipe
@@ -78,6 +90,10 @@ check gpt2tiny.tp2.pp2 4 "$G" GPT2Tiny "$G" GPT2Tiny 10 --tp 2 --pp 2 --micro-ba
 check gpt2tiny.pp2.dp2.zero1 4 "$G" GPT2Tiny "$G" GPT2Tiny 10 --pp 2 --dp 2 --zero 1 --micro-batches 2
 check internvl2tiny.pp2.novision 2 "$V" InternVL2Tiny "$P" V2 10 --pp 2 --micro-batches 2
 check internvl2tiny.pp3.cross.zbh1 3 "$V" InternVL2Tiny "$P" V2x 10 --pp 3 --micro-batches 4 --schedule zbh1
+check internvl2tiny.pp4.gpipe.counts 4 "$V" InternVL2Tiny "$P" V4 10 --pp 4 --micro-batches 2 --schedule gpipe
+check internvl2tiny.pp2.interleaved.counts 2 "$V" InternVL2Tiny "$P" V4i 10 --micro-batches 2
+check internvl2tiny.pp4.interleaved 4 "$V" InternVL2Tiny "$P" V8i 10 --micro-batches 4
+check internvl2tiny.pp4.zbh1.counts 4 "$V" InternVL2Tiny "$P" V4 10 --pp 4 --micro-batches 4 --schedule zbh1
 
 # checkpoints: a pp=2 run's resumes serially and a serial run's under pp=2,
 # and the losses go on as the straight serial run's (GPT2Tiny B = 8)
@@ -101,7 +117,7 @@ SERIAL8="$T/GPT2Tiny--setB=8.serial"
 
 # --trace: one track per rank, every action of the schedule as an event
 "$MMC" compile "$G" --model GPT2Tiny --set B=8 --pp 2 --micro-batches 4 --schedule zbh1 -o "$T/tr" &&
-  "${MPIRUN[@]}" 2 "$T/tr" --steps 3 --eval-batches 1 --quiet --trace "$T/tr.json" > "$T/tr.out" 2>&1 &&
+  "${MPIRUN[@]}" 2 "$T/tr" --steps 3 --eval-batches 1 --quiet --trace "$T/tr.json" --log "$T/tr.jsonl" > "$T/tr.out" 2>&1 &&
   /usr/bin/python3 - "$T/tr.json" <<'PY' && ok || bad "pp2.zbh1 --trace"
 import json, sys
 ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e["ph"] == "X"]
@@ -113,6 +129,39 @@ got = {k: count(*k) for k in want}
 print("trace: %d events; %s" % (len(ev), "ok" if got == want else "expected %s, got %s" % (want, got)))
 sys.exit(got != want or any(e["dur"] < 0 or e["ts"] < 0 for e in ev))
 PY
+
+# the same run's transfers in the runtime's communication counters (rank 0's
+# "comm" line): per step and micro-batch, stage 0 sends the boundary's one
+# activation [B/M, T, h] forward and receives its gradient backward, and
+# with it the head's share of the tied embedding's gradient [V, h]; nothing
+# else crosses the pp axis (B = 8, T = 32, h = 64, V = 256, M = 4, 3 steps)
+/usr/bin/python3 - "$T/tr.jsonl" <<'PY' && ok || bad "pp2.zbh1: the transfers' counters"
+import json, sys
+c = [json.loads(l)["comm"] for l in open(sys.argv[1]) if '"comm"' in l][-1]
+steps, B, T, h, V, M = 3, 8, 32, 64, 256, 4
+want = {"forward": {"send.pp": {"n": 2, "calls": steps * M, "elems": steps * B * T * h, "bytes": 4 * steps * B * T * h}},
+        "backward": {"recv.pp": {"n": 2, "calls": steps * 2 * M, "elems": steps * (B * T * h + M * V * h), "bytes": 0}},
+        "update": {}}
+got = {ph: {k: v for k, v in c["train_" + ph].items() if k != "bytes"} for ph in want}
+print("pp transfers counted: %s" % ("as the schedule says" if got == want else "expected %s, got %s" % (want, got)))
+sys.exit(got != want or c["steps"] != steps)
+PY
+
+# a hung stage: pp rank 1 stops communicating at step 2 (MMRT_TEST_PP_STALL,
+# runtime/mmrt_pp.c); rank 0's --comm-timeout watchdog names the call it
+# waits in, the receive from pp rank 1, and world rank 1 as the one that did
+# not arrive, and the job ends
+"${MPIRUN[@]}" 2 -x MMRT_TEST_PP_STALL=1 "$T/tr" --steps 5 --eval-batches 1 --quiet --comm-timeout 2 > "$T/hang.out" 2>&1
+rc=$?
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -qF "(rank 0): error: recv from pp rank 1 (stage 0's output gradient, micro-batch 0) on axis pp (2 ranks; pp rank 0, world rank 0): did not finish within 2.0 s: world rank 1 did not arrive" "$T/hang.out"; then
+  ok; grep -m1 "rank 0): error" "$T/hang.out"
+else bad "a hung pp stage: exit $rc, expected the watchdog's message naming world rank 1"; grep "error" "$T/hang.out"; fi
+
+# a pp = 2 trainer at another world size is refused on every rank
+"${MPIRUN[@]}" 3 "$T/tr" --steps 1 --eval-batches 1 --quiet > "$T/ws.out" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -qF "the trainer was compiled for pp=2 = 2 ranks, but mpirun started 3 (start it with mpirun -np 2)" "$T/ws.out" &&
+  ok || { bad "pp = 2 at -np 3: exit $rc"; tail -3 "$T/ws.out"; }
 
 echo "mpi_pp: $pass passed, $fail failed"
 [ $fail -eq 0 ]
