@@ -151,12 +151,13 @@ bool pp_assign(const IrModule *m, const IrFunc *f, PpAssign *a, char *err, size_
   for (int i = 0; ok && i < N; i++) {
     const IrNode *n = f->nodes.items[i];
     if (a->part[i] == PPN_U || n->nin == 0) continue;
-    int s = lstage(&st, n->group, n->layer), fw = -1, bw = -1;
+    int s = lstage(&st, n->group, n->layer), fw = -1, bw = -1, pst = -1;
     bool anyb = false;
     for (int k = 0; k < n->nin; k++) {
       const IrValue *v = n->in[k];
       int ps = v->def ? val_stage(&st, v) : param_stage(&st, v);
-      if (!v->def && ps >= 0 && (a->part[i] == PPN_F || s < 0)) s = s > ps ? s : ps;
+      if (!v->def && ps > pst) pst = ps;
+      if (!v->def && ps >= 0 && a->part[i] == PPN_F) s = s > ps ? s : ps;
       if (!v->def || ps < 0) continue;
       if (ir_map_get(&st.bwdval, v)) {
         bw = anyb ? (bw < ps ? bw : ps) : ps;
@@ -165,13 +166,21 @@ bool pp_assign(const IrModule *m, const IrFunc *f, PpAssign *a, char *err, size_
         fw = ps;
       }
     }
+    /* a backward node that reads backward values stays at or before them
+     * whatever parameter it reads (the head's input gradient reads a tied
+     * embedding of stage 0 and runs on the head's stage); the one that makes
+     * a staged parameter's gradient goes to that parameter's stage */
+    int gp = -1;
+    for (int j = 0; j < n->nout; j++)
+      if (n->out[j]->role == IR_ROLE_GRAD && n->out[j]->grad_of)
+        gp = param_stage(&st, n->out[j]->grad_of);
     int r;
     if (a->part[i] == PPN_F)
       r = s > fw ? s : fw;
     else if (anyb)
-      r = s >= 0 && s < bw ? s : bw;
+      r = gp >= 0 && gp <= bw ? gp : s >= 0 && s < bw ? s : bw;
     else
-      r = s >= 0 ? s : fw;
+      r = s >= 0 ? s : pst >= 0 ? pst : fw;
     if (r < 0) r = 0;
     a->stage[i] = r;
     for (int j = 0; j < n->nout; j++) {

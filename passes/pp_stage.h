@@ -12,9 +12,13 @@
  * their layer, of the staged parameters they read and of the producers of
  * their operands (so activations only flow to later stages); 0 when none
  * says. Backward nodes: the smallest of the stages of the backward values
- * they read and of their layer (or staged parameters), so gradients only
- * flow to earlier stages; a backward node that reads no backward value
- * takes its layer's stage or the forward rule. A node without operands
+ * they read and of their layer, so gradients only flow to earlier stages
+ * (a staged parameter read does not pull one earlier: the head's input
+ * gradient reads GPT-2's tied embedding of stage 0 and stays on the head's
+ * stage); the node that makes a staged parameter's gradient goes to the
+ * parameter's stage when that is no later; a backward node that reads no
+ * backward value takes its layer's stage, its parameters' or the forward
+ * rule. A node without operands
  * (full, iota) takes the first stage that reads it (forward) or the last
  * (backward). The update (norm, clipping, optimizer and what reads them)
  * is PPN_U and runs on every rank.
