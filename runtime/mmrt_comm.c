@@ -9,7 +9,7 @@
  * same call is polled (wait_reqs) instead.
  */
 #include "mmrt_comm.h"
-#include "mmrt_pp.h" /* mmrt_trace_add */
+#include "mmrt_trace.h"
 
 #include <limits.h>
 #include <sched.h>

@@ -33,6 +33,7 @@
 #include "mmrt_task.h"
 #include "mmrt_pp.h"
 #include "mmrt_prof.h"
+#include "mmrt_trace.h"
 #include "mmrt_threads.h"
 
 #define ERRLEN 1024
