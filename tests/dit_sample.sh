@@ -81,6 +81,52 @@ else
   bad "clip 2 depends on the other prompts of the run, or --show 0 wrote GIFs"
 fi
 
+# the frame classifier's task (runtime/mmrt_task_frames.c): step 1's rows
+# are frames of train clips 0..31 under the run seed with their classes, as
+# mmc-clips writes those clips (PNG strips, captions.txt)
+"$MMC" compile "$MMC_SOURCE_DIR/stdlib_models/frame_classifier.mm" --model FrameViT -o fvit
+./fvit --steps 1 --eval-batches 1 --dump-inputs fin --quiet > /dev/null
+"$MMC_BINARY_DIR/mmc-clips" --seed 42 clips 32 > /dev/null
+/usr/bin/python3 - << 'EOF' || fail=1
+import os, sys, zlib
+import numpy as np
+sys.path.insert(0, os.environ["MMC_SOURCE_DIR"] + "/tests/torch")
+from mmtrain import st_load
+def png_gray(path):  # 8-bit gray, non-interlaced (libpng's filters undone)
+    b = open(path, "rb").read()
+    i, idat, w, h = 8, b"", 0, 0
+    while i < len(b):
+        n = int.from_bytes(b[i:i + 4], "big"); kind = b[i + 4:i + 8]; d = b[i + 8:i + 8 + n]
+        if kind == b"IHDR": w, h = int.from_bytes(d[0:4], "big"), int.from_bytes(d[4:8], "big")
+        if kind == b"IDAT": idat += d
+        i += 12 + n
+    raw, out, prev = zlib.decompress(idat), np.zeros((h, w), np.int64), np.zeros(w, np.int64)
+    for y in range(h):
+        f, row = raw[y * (w + 1)], np.frombuffer(raw, np.uint8, w, y * (w + 1) + 1).astype(np.int64)
+        cur = np.zeros(w, np.int64)
+        for x in range(w):
+            a = cur[x - 1] if x else 0; c = prev[x - 1] if x else 0; up = prev[x]
+            p = a + up - c
+            pr = a if abs(p - a) <= abs(p - up) and abs(p - a) <= abs(p - c) else (up if abs(p - up) <= abs(p - c) else c)
+            cur[x] = (row[x] + [0, a, up, (a + up) // 2, pr][f]) & 255
+        out[y], prev = cur, cur
+    return out
+x, _ = st_load("fin/step-000001.safetensors")
+frames, labels = x["frames"].reshape(32, 64, 64), x["labels"]
+caps = {int(l.split()[0]): int(l.split()[2]) for l in open("clips/captions.txt")}
+bad, used = 0, set()
+for r in range(32):
+    strip = png_gray("clips/clip_%05d.png" % r) / 255.0
+    d = [np.abs(strip[:, 64 * f:64 * f + 64] - frames[r]).max() for f in range(17)]
+    f = int(np.argmin(d)); used.add(f)
+    if d[f] > 1e-6 or labels[r] != caps[r]:
+        bad += 1
+        print(f"FAIL: row {r}: closest frame {f} off by {d[f]:.3g}, label {labels[r]} vs {caps[r]}")
+print(("ok" if not bad and len(used) > 3 else "FAIL") +
+      f": the clip-frame task's 32 rows are frames of their clips ({len(used)} frame indices) with their classes")
+sys.exit(1 if bad or len(used) <= 3 else 0)
+EOF
+
 # 3. bad inputs: exit 1, a message naming the flag or file
 expect() { # expect WHAT PATTERN -- command...
   local what=$1 pat=$2
