@@ -1,5 +1,6 @@
 // t2v_sample.mm: samplers (mmc compile --task sample, README "Sampling")
-// for the DiTs the trainer trains today.
+// for the DiTs the trainer trains today: T2VStandIn for VideoDiTTiny (the
+// stand-in latents), T2VTinySample for T2VTiny (WF-VAE latents).
 //
 // T2VStandIn samples VideoDiTTiny (stdlib_models/videodit.mm: its weights
 // load by name), whose latents are still the DiT task's stand-in for the
@@ -35,6 +36,33 @@ model T2VStandIn extends VideoDiTTiny {
     f = f.reshape(B, 20, 64, 64)                                          // frame 4 k + 2 half + e
     clip = concat([(f[:, 0:1] + f[:, 2:3]) * 0.5, f[:, 4:20]], axis = 1)  // frame 0: both halves
     return (clip.reshape(B, 1, 17, 64, 64) + 1.0) * 0.5
+  }
+
+  forward classify(frames: f32[17, 1, 64, 64]) { return classifier(frames) }
+}
+
+// T2VTinySample samples T2VTiny (stdlib_models/t2v.mm: a DiT trained on
+// WF-VAE latents, online or from `--task extract` features): the DiT and its
+// frozen T5 from the T2VTiny trainer's weights, WFVAETiny's decoder
+// (WFVAE's names decoder.*, from a WFVAETiny weights file) as decode, and
+// the frame classifier.
+import "t2v.mm"
+
+model T2VTinySample extends T2VTiny {
+  decoder     = WFDecoder(1, latent, 16, 1, 16, 0, t_interpolation = "trilinear", connect_res = 1)
+  wavelet_out = IHaar3D(1)
+  classifier  = FrameClassifier()
+
+  forward denoise(x: f32[B, latent, 5, 8, 8], t: f32[B], text: i32[B, L]) {
+    return dit(x, t, text_encoder(text))
+  }
+
+  forward table() { return diffusion.table() }
+
+  forward decode(z: f32[B, latent, 5, 8, 8]) {
+    m = decoder.mid(z)
+    u = decoder.up(m)
+    return wavelet_out(decoder.coeffs(u, decoder.l1(u, decoder.l2(m))))
   }
 
   forward classify(frames: f32[17, 1, 64, 64]) { return classifier(frames) }

@@ -13,7 +13,12 @@
 # Usage: tools/t2v.sh [OUT] with, in the environment (defaults in brackets):
 #   CLS_STEPS [4000] classifier steps, DIT_STEPS [20000] DiT steps,
 #   CLIPS [1000] sampled clips (a multiple of 100: 10 prompts x 10 classes),
-#   SAMPLE_STEPS [25], GUIDANCE [4], MMC [build/mmc], NICE [10].
+#   SAMPLE_STEPS [25], GUIDANCE [4], MMC [build/mmc], NICE [10];
+#   VAE_WEIGHTS (a WFVAETiny weights file, e.g. its trainer's --save-weights):
+#   then the DiT is T2VTiny (stdlib_models/t2v.mm) on WF-VAE latents instead:
+#   `--task extract` writes FEAT_CLIPS [4096] clips' latents and text
+#   features once, the trainer reads them (--features), and the sampler is
+#   T2VTinySample (the WF-VAE decoder from VAE_WEIGHTS).
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${1:-t2v_run}
@@ -24,6 +29,9 @@ CLIPS=${CLIPS:-1000}
 SAMPLE_STEPS=${SAMPLE_STEPS:-25}
 GUIDANCE=${GUIDANCE:-4}
 NICE=${NICE:-10}
+VAE_WEIGHTS=${VAE_WEIGHTS:-}
+FEAT_CLIPS=${FEAT_CLIPS:-4096}
+[ -z "$VAE_WEIGHTS" ] || VAE_WEIGHTS=$(realpath "$VAE_WEIGHTS")
 [ $((CLIPS % 100)) = 0 ] || { echo "t2v.sh: CLIPS must be a multiple of 100 (10 prompts x 10 classes), not $CLIPS"; exit 1; }
 mkdir -p "$OUT"
 cd "$OUT"
@@ -37,12 +45,24 @@ run ./frame_vit --steps "$CLS_STEPS" --eval-every "$CLS_STEPS" --eval-batches 10
   --save-weights frame_vit.st --log frame_vit.jsonl | grep -E "^eval|^step +$CLS_STEPS/"
 stamp "classifier ($CLS_STEPS steps)"
 
-"$MMC" compile "$S/videodit.mm" --model VideoDiTTiny -o dit
-run ./dit --steps "$DIT_STEPS" --eval-every "$DIT_STEPS" --eval-batches 10 --save-weights dit.st \
-  --log dit.jsonl | grep -E "^eval|^step +$DIT_STEPS/"
-stamp "DiT ($DIT_STEPS steps)"
-
-"$MMC" compile "$S/t2v_sample.mm" --model T2VStandIn --task sample -o sampler
+if [ -n "$VAE_WEIGHTS" ]; then
+  "$MMC" compile "$S/t2v.mm" --model T2VTiny --task extract -o extract
+  run ./extract --init-from "$VAE_WEIGHTS" --clips "$FEAT_CLIPS" --out feats
+  stamp "features ($FEAT_CLIPS clips)"
+  "$MMC" compile "$S/t2v.mm" --model T2VTiny -o dit
+  run ./dit --steps "$DIT_STEPS" --eval-every "$DIT_STEPS" --eval-batches 10 --features feats \
+    --save-weights dit.st --log dit.jsonl | grep -E "^eval|^step +$DIT_STEPS/"
+  stamp "DiT ($DIT_STEPS steps, from the features)"
+  "$MMC" compile "$S/t2v_sample.mm" --model T2VTinySample --task sample -o sampler
+  DEC=(--weights "$VAE_WEIGHTS")
+else
+  "$MMC" compile "$S/videodit.mm" --model VideoDiTTiny -o dit
+  run ./dit --steps "$DIT_STEPS" --eval-every "$DIT_STEPS" --eval-batches 10 --save-weights dit.st \
+    --log dit.jsonl | grep -E "^eval|^step +$DIT_STEPS/"
+  stamp "DiT ($DIT_STEPS steps)"
+  "$MMC" compile "$S/t2v_sample.mm" --model T2VStandIn --task sample -o sampler
+  DEC=()
+fi
 # the prompts: for each class, 10 captions over its 8 directions in turn
 # (mmrt_video_caption: the caption task's class name, "moving", the direction)
 names=("a t-shirt" "a pair of trousers" "a pullover" "a dress" "a coat" "a sandal" "a shirt"
@@ -51,7 +71,7 @@ dirs=(left right up down up-left up-right down-left down-right)
 for l in 0 1 2 3 4 5 6 7 8 9; do
   for k in 0 1 2 3 4 5 6 7 8 9; do echo "${names[$l]} moving ${dirs[$((k % 8))]}"; done
 done > prompts.txt
-run ./sampler --weights dit.st --weights frame_vit.st --prompts prompts.txt \
+run ./sampler --weights dit.st "${DEC[@]}" --weights frame_vit.st --prompts prompts.txt \
   --clips $((CLIPS / 100)) --steps "$SAMPLE_STEPS" --guidance "$GUIDANCE" --seed 1 --show 10 \
   --out samples --quiet | tee sample.txt
 stamp "sampling ($CLIPS clips)"
