@@ -9,7 +9,12 @@
 #   tests/torch/wfvae_ref.py (written from the reference's modules), the
 #   trainer's initial weights by name, its clips, its noise (Philox in
 #   numpy), 3 AdamW steps: losses to 1e-5 relative, weights against their
-#   update (tests/torch/mmtrain.py).
+#   update (tests/torch/mmtrain.py);
+# - the log-variance clamp to [-30, 20] (the reference's
+#   DiagonalGaussianDistribution): WFVAETiny (5 frames, batch 1) started at
+#   log-variance 25 and 45 has the same first loss (both clamped to 20: the
+#   same noise scale; unclamped, e^12.5 and e^22.5), and at -35 and -55 too
+#   (both -30: the same KL term; unclamped it differs by 1e-6 x 20 x 256).
 set -uo pipefail
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
@@ -29,6 +34,21 @@ check_count() { # label want_total want_enc want_dec stats-args...
 }
 check_count "WFVAE (MindSpeed-MM OSP1.3)" 147347660 37182224 110165436
 check_count "WFVAE (OSP json, latent 8)" 146662604 38268176 108394428 --set enc_energy_flow=128 --set connect_res=1
+
+first_loss() { # logvar_init
+  "$MMC" compile "$S/wfvae.mm" --model WFVAETiny -O0 --set F=5 --set B=1 --set "logvar_init=$1" \
+    -o "$T/clamp" 2> "$T/cerr" && "$T/clamp" --steps 1 --eval-batches 1 --quiet --log "$T/clamp.log" \
+    > /dev/null 2>&1 && /usr/bin/python3 -c 'import json,sys; print(repr(json.loads(open(sys.argv[1]).readline())["loss"]))' \
+    "$T/clamp.log" || echo "failed: $(cat "$T/cerr")"
+  rm -f "$T/clamp.log"
+}
+for pair in "25.0 45.0" "-35.0 -55.0"; do
+  set -- $pair
+  a=$(first_loss "$1") b=$(first_loss "$2")
+  /usr/bin/python3 -c 'import sys; a, b = map(float, sys.argv[1:3]); sys.exit(0 if abs(a - b) <= 1e-7 * abs(a) else 1)' \
+    "$a" "$b" 2> /dev/null && { echo "logvar clamp: first loss $a at log-variance $1, $b at $2"; ok; } ||
+    bad "logvar clamp: the first loss is $a at log-variance $1 and $b at $2 (both clamp alike)"
+done
 
 if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
   bad "python3-torch is not installed (tools/setup.sh installs it)"

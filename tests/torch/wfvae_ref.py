@@ -266,7 +266,7 @@ def wfvae_loss(P, video, noise, cfg):
     C, latent = video.shape[1], cfg["latent"]
     moments, (el1, el2) = encode(net, video, C, latent)
     mean, logvar = torch.chunk(moments, 2, dim=1)  # DiagonalGaussianDistribution
-    logvar = torch.clamp(logvar, -30.0, 20.0)
+    logvar = torch.clamp(logvar + cfg.get("logvar_init", 0.0), -30.0, 20.0)
     std, var = torch.exp(0.5 * logvar), torch.exp(logvar)
     z = mean + std * noise
     rec, (dl1, dl2) = decode(net, z, C, cfg["base"], cfg["t_interpolation"])
