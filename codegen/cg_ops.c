@@ -324,6 +324,31 @@ static bool lower_group_norm(Cg *cg, const IrNode *n) {
   return true;
 }
 
+/* The residual add that the next node makes of dx (n's result 0, read by it
+ * alone): add(r, dx) or add(dx, r) in place onto r. The kernel then adds dx
+ * into r's storage itself (accumulate 2) and the add is skipped. NULL when
+ * the pattern does not hold or r's storage overlaps n's operands or other
+ * results. */
+static const IrValue *residual_of_next(Cg *cg, const IrNode *n) {
+  if (cg->cur + 1 >= cg->f->nodes.len) return NULL;
+  const IrNode *a = cg->f->nodes.items[cg->cur + 1];
+  const IrValue *dx = n->out[0];
+  IrMapSlot *u = ir_map_get(&cg->uses, dx);
+  if (a->op != IR_OP_ADD || a->nin != 2 || !u || u->i != 1) return NULL;
+  const IrValue *r = a->in[0] == dx ? a->in[1] : a->in[1] == dx ? a->in[0] : NULL;
+  const IrValue *y = a->out[0];
+  if (!r || r == dx || r->dtype != IR_F32 || dx->dtype != IR_F32 ||
+      !ir_shape_eq(&r->shape, &dx->shape) || !ir_shape_eq(&y->shape, &dx->shape) ||
+      y->mem_arena != r->mem_arena || y->mem_offset != r->mem_offset)
+    return NULL;
+  for (int i = 0; i < n->nin; i++)
+    if (overlaps(y, n->in[i])) return NULL;
+  for (int j = 1; j < n->nout; j++)
+    if (overlaps(y, n->out[j])) return NULL;
+  cg->skip = a;
+  return y;
+}
+
 /* layer_norm_grad(dy, x, mean, rstd, w?) -> dx, dw, db */
 static bool lower_layer_norm_grad(Cg *cg, const IrNode *n) {
   const IrValue *x = n->in[1];
@@ -335,8 +360,9 @@ static bool lower_layer_norm_grad(Cg *cg, const IrNode *n) {
                              cg_i64(cg, last_dim(x)), cg_i64(cg, last_dim(x) * cg->m->mesh[ax])));
     return true;
   }
-  CALL("mmrt_layernorm_bwd", O(0), O(1), O(2), V(0), V(1), V(2), V(3),
-       n->nin > 4 ? V(4) : cg_null(cg), I32(rows(x)), I32(last_dim(x)), I32(0));
+  const IrValue *res = residual_of_next(cg, n);
+  CALL("mmrt_layernorm_bwd", res ? cg_ptr(cg, res) : O(0), O(1), O(2), V(0), V(1), V(2), V(3),
+       n->nin > 4 ? V(4) : cg_null(cg), I32(rows(x)), I32(last_dim(x)), I32(res ? 2 : 0));
   return true;
 }
 

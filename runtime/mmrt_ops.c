@@ -175,6 +175,9 @@ static void norm_param_grads(float *dgamma, float *dbeta, const float *dy, const
 void mmrt_layernorm_bwd(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
                         const float *mean, const float *rstd, const float *gamma, int N, int C,
                         int accumulate) {
+  /* accumulate 2: dx only (codegen's fold of the residual add after it) */
+  int acc_dx = accumulate != 0;
+  accumulate = accumulate == 1;
   if (dx) {
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < N; r++) {
@@ -193,7 +196,7 @@ void mmrt_layernorm_bwd(float *dx, float *dgamma, float *dbeta, const float *dy,
       for (int c = 0; c < C; c++) {
         float g = dr[c] * (gamma ? gamma[c] : 1.0f);
         float h = (xr[c] - m) * rs;
-        put(&dxr[c], rs * (g - sg - h * sgh), accumulate);
+        put(&dxr[c], rs * (g - sg - h * sgh), acc_dx);
       }
     }
   }

@@ -598,6 +598,16 @@ START_TEST(test_layernorm) {
   CHECK_CLOSE(dx, rdx, n, TOL, "layernorm dx accumulate");
   CHECK_CLOSE(dg, rdg, C, TOL, "layernorm dgamma accumulate");
   CHECK_CLOSE(db, rdb, C, TOL, "layernorm dbeta accumulate");
+  /* accumulate 2: dx only (the residual add folded in); dgamma, dbeta written */
+  mmrt_layernorm_bwd(dx, dg, db, gy, x, mean, rstd, gamma, N, C, 2);
+  for (size_t i = 0; i < n; i++) rdx[i] *= 1.5;
+  for (int j = 0; j < C; j++) {
+    rdg[j] /= 2;
+    rdb[j] /= 2;
+  }
+  CHECK_CLOSE(dx, rdx, n, TOL, "layernorm dx accumulate (dx only)");
+  CHECK_CLOSE(dg, rdg, C, TOL, "layernorm dgamma (dx only accumulates)");
+  CHECK_CLOSE(db, rdb, C, TOL, "layernorm dbeta (dx only accumulates)");
 }
 END_TEST
 
