@@ -93,6 +93,11 @@ int64_t mmrt_dnnl_prim_bytes(void);
  * outside the plan. */
 int64_t mmrt_dnnl_scratchpad_max(void);
 
+/* The bytes of the convolutions' arguments in oneDNN's blocked layouts
+ * (grow-only buffers, one per argument position): inside the measured peak
+ * and outside the plan. */
+int64_t mmrt_dnnl_layout_bytes(void);
+
 enum {
   MMRT_MM_TRANS_A = 1 << 0, /* A is stored (batch, K, M) */
   MMRT_MM_TRANS_B = 1 << 1, /* B is stored (.., N, K) */

@@ -1171,13 +1171,14 @@ static void print_memory(const Trainer *t) {
   char who[48] = "";
   if (t->world > 1) snprintf(who, sizeof who, " of rank %d of %d", t->rank, t->world);
   printf("memory%s: measured peak %lld bytes, plan %lld bytes (arenas %lld + data %lld), "
-         "measured/plan %.4f (in it: oneDNN's largest scratchpad %lld bytes); code, in neither: "
+         "measured/plan %.4f (in it: oneDNN's largest scratchpad %lld bytes, the convolutions' "
+         "blocked-layout copies %lld bytes); code, in neither: "
          "library pages %lld bytes, generated kernels %lld bytes, their objects %lld bytes (%d "
          "oneDNN primitives)\n",
          who, (long long)p.peak, (long long)(arenas + data), (long long)arenas, (long long)data,
          (double)p.peak / (double)(arenas + data), (long long)mmrt_dnnl_scratchpad_max(),
-         (long long)p.lib_code, (long long)p.jit_code, (long long)p.kernel_heap,
-         mmrt_dnnl_cache_size());
+         (long long)mmrt_dnnl_layout_bytes(), (long long)p.lib_code, (long long)p.jit_code,
+         (long long)p.kernel_heap, mmrt_dnnl_cache_size());
 }
 
 static int run(Trainer *t, int argc, char **argv) {

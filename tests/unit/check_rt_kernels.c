@@ -274,11 +274,19 @@ static void conv_geom(const MmrtConv *cv, int nsp, int in[3], int k[3], int st[3
   }
 }
 
-static void conv_ref(double *y, const double *x, const double *w, const double *b,
-                     const MmrtConv *cv, int nsp) {
+/* y = conv(x, w) + b; with gy, instead the gradients of sum(y * gy), which
+ * is linear in x and w: gx and gw (zeroed first) */
+static void conv_ref_grad(double *y, const double *x, const double *w, const double *b,
+                          const MmrtConv *cv, int nsp, const double *gy, double *gx, double *gw) {
   int in[3], k[3], st[3], pl[3], out[3];
   conv_geom(cv, nsp, in, k, st, pl, out);
   int G = cv->groups > 0 ? cv->groups : 1, Cg = cv->C / G, OCg = cv->OC / G;
+  size_t nx = (size_t)cv->N * cv->C * in[0] * in[1] * in[2];
+  size_t nw = (size_t)cv->OC * Cg * k[0] * k[1] * k[2];
+  if (gy) {
+    memset(gx, 0, nx * sizeof *gx);
+    memset(gw, 0, nw * sizeof *gw);
+  }
   for (int n = 0; n < cv->N; n++)
     for (int oc = 0; oc < cv->OC; oc++)
       for (int od = 0; od < out[0]; od++)
@@ -286,6 +294,7 @@ static void conv_ref(double *y, const double *x, const double *w, const double *
           for (int ow = 0; ow < out[2]; ow++) {
             double s = b ? b[oc] : 0.0;
             int g = oc / OCg;
+            size_t yi = ((((size_t)n * cv->OC + oc) * out[0] + od) * out[1] + oh) * out[2] + ow;
             for (int ic = 0; ic < Cg; ic++)
               for (int kd = 0; kd < k[0]; kd++)
                 for (int kh = 0; kh < k[1]; kh++)
@@ -299,10 +308,19 @@ static void conv_ref(double *y, const double *x, const double *w, const double *
                         ((((size_t)n * cv->C + g * Cg + ic) * in[0] + id) * in[1] + ih) * in[2] +
                         iw;
                     size_t wi = ((((size_t)oc * Cg + ic) * k[0] + kd) * k[1] + kh) * k[2] + kw;
+                    if (gy) {
+                      gx[xi] += gy[yi] * w[wi];
+                      gw[wi] += gy[yi] * x[xi];
+                    }
                     s += x[xi] * w[wi];
                   }
-            y[((((size_t)n * cv->OC + oc) * out[0] + od) * out[1] + oh) * out[2] + ow] = s;
+            if (!gy) y[yi] = s;
           }
+}
+
+static void conv_ref(double *y, const double *x, const double *w, const double *b,
+                     const MmrtConv *cv, int nsp) {
+  conv_ref_grad(y, x, w, b, cv, nsp, NULL, NULL, NULL);
 }
 
 static double conv_loss(void *p) {
@@ -311,7 +329,9 @@ static double conv_loss(void *p) {
   return dotd(c->y, c->gy, c->ny);
 }
 
-static void conv_case(const MmrtConv *cv, int nsp) {
+/* exact: the gradients from the naive loop's transpose (conv_ref_grad)
+ * rather than finite differences, for channel counts where those are slow */
+static void conv_case(const MmrtConv *cv, int nsp, int exact) {
   int in[3], k[3], st[3], pl[3], out[3];
   conv_geom(cv, nsp, in, k, st, pl, out);
   int G = cv->groups > 0 ? cv->groups : 1;
@@ -339,9 +359,18 @@ static void conv_case(const MmrtConv *cv, int nsp) {
   bwd_data(MMRT_F32, cv, dx, gy, w, 0);
   bwd_w(MMRT_F32, cv, dw, db, gy, x, 0);
   double *gx = dvec(nx), *gw = dvec(nw), *gb = dvec(cv->OC);
-  fd_grad(conv_loss, &c, c.x, nx, gx);
-  fd_grad(conv_loss, &c, c.w, nw, gw);
-  fd_grad(conv_loss, &c, c.b, cv->OC, gb);
+  if (exact) {
+    conv_ref_grad(NULL, c.x, c.w, NULL, cv, nsp, c.gy, gx, gw);
+    for (int oc = 0; oc < cv->OC; oc++) {
+      gb[oc] = 0;
+      for (int n = 0; n < cv->N; n++)
+        for (size_t i = 0; i < sp_out; i++) gb[oc] += c.gy[((size_t)n * cv->OC + oc) * sp_out + i];
+    }
+  } else {
+    fd_grad(conv_loss, &c, c.x, nx, gx);
+    fd_grad(conv_loss, &c, c.w, nw, gw);
+    fd_grad(conv_loss, &c, c.b, cv->OC, gb);
+  }
   CHECK_CLOSE(dx, gx, nx, TOL, "conv dx vs fd");
   CHECK_CLOSE(dw, gw, nw, TOL, "conv dw vs fd");
   CHECK_CLOSE(db, gb, cv->OC, TOL, "conv dbias vs fd");
@@ -371,7 +400,7 @@ START_TEST(test_conv2d) {
                  .stride = {2, 2},
                  .pad_lo = {1, 1},
                  .pad_hi = {1, 1}};
-  conv_case(&cv, 2);
+  conv_case(&cv, 2, 0);
   ck_assert_int_eq(mmrt_conv_out_size(9, 3, 2, 1, 1), 5);
 }
 END_TEST
@@ -387,7 +416,7 @@ START_TEST(test_conv2d_grouped) {
                  .stride = {1, 1},
                  .pad_lo = {1, 0},
                  .pad_hi = {2, 1}};
-  conv_case(&cv, 2);
+  conv_case(&cv, 2, 0);
 }
 END_TEST
 
@@ -401,7 +430,34 @@ START_TEST(test_conv3d) {
                  .stride = {1, 2, 2},
                  .pad_lo = {2, 1, 1},
                  .pad_hi = {0, 1, 1}};
-  conv_case(&cv, 3);
+  conv_case(&cv, 3, 0);
+}
+END_TEST
+
+/* channel counts of 16 and more: oneDNN lays the arguments out in channel
+ * blocks (its direct kernels), reordered from and to the plain buffers */
+START_TEST(test_conv_blocked) {
+  int64_t before = mmrt_dnnl_layout_bytes();
+  MmrtConv c3 = {.N = 2,
+                 .C = 16,
+                 .OC = 32,
+                 .in = {4, 6, 5},
+                 .k = {3, 3, 3},
+                 .stride = {1, 1, 1},
+                 .pad_lo = {2, 1, 1},
+                 .pad_hi = {0, 1, 1}};
+  conv_case(&c3, 3, 1);
+  ck_assert_msg(mmrt_dnnl_layout_bytes() > before,
+                "conv3d 16 -> 32 channels used no blocked layout");
+  MmrtConv c2 = {.N = 3,
+                 .C = 32,
+                 .OC = 16,
+                 .in = {9, 8},
+                 .k = {3, 3},
+                 .stride = {2, 2},
+                 .pad_lo = {0, 0},
+                 .pad_hi = {1, 1}};
+  conv_case(&c2, 2, 1);
 }
 END_TEST
 
@@ -1445,6 +1501,7 @@ static Suite *kernels_suite(void) {
   tcase_add_test(tc, test_conv2d);
   tcase_add_test(tc, test_conv2d_grouped);
   tcase_add_test(tc, test_conv3d);
+  tcase_add_test(tc, test_conv_blocked);
   tcase_add_test(tc, test_softmax);
   tcase_add_test(tc, test_eltwise);
   suite_add_tcase(s, tc);
