@@ -39,6 +39,10 @@ model T2VStandIn extends VideoDiTTiny {
   }
 
   forward classify(frames: f32[17, 1, 64, 64]) { return classifier(frames) }
+
+  // the sampler only reads the classifier: a trainer of this model (the DiT
+  // loss) leaves it as loaded
+  train { freeze = [text_encoder, classifier] }
 }
 
 // T2VTinySample samples T2VTiny (stdlib_models/t2v.mm: a DiT trained on
@@ -66,4 +70,8 @@ model T2VTinySample extends T2VTiny {
   }
 
   forward classify(frames: f32[17, 1, 64, 64]) { return classifier(frames) }
+
+  // the sampler only reads the decoder and the classifier: a trainer of this
+  // model (the DiT loss) leaves them as loaded
+  train { freeze = [encoder, text_encoder, decoder, classifier] }
 }
