@@ -215,6 +215,9 @@ if [ $SAN = 0 ]; then
   check videodit.tp2.cp2.ring 4 videodit.mm VideoDiTTiny equiv 2 0 0 0 0 0 --tp 2 --cp 2 --cp-kind ring
   # with the pipeline: pp = 2 (2 micro-batches) x cp = 2 ring
   check gpt2tiny.pp2.cp2.ring 4 gpt2.mm GPT2Tiny equiv 2 0 0 0 0 0 --pp 2 --micro-batches 2 --cp 2 --cp-kind ring
+  # with dp and ZeRO: dp = 2 x cp = 2, gradients reduced over both axes
+  check gpt2tiny.dp2.cp2.ring.zero2 4 gpt2.mm GPT2Tiny equiv 2 0 0 0 0 0 --dp 2 --cp 2 --cp-kind ring --zero 2
+  check gpt2tiny.dp2.cp2.ulysses.zero3 4 gpt2.mm GPT2Tiny equiv 2 0 0 0 0 0 --dp 2 --cp 2 --zero 3
 fi
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
