@@ -507,7 +507,7 @@ model WFVAEFit extends WFVAETiny {
   let logvar_init = -6.0
 
   train {
-    optimizer = adamw(lr = 2e-3, betas = [0.9, 0.999], weight_decay = 1e-4)
+    optimizer = adamw(lr = 1e-3, betas = [0.9, 0.999], weight_decay = 1e-4)
     schedule = cosine(warmup = 50, min_lr = 5e-5)
   }
 }
