@@ -53,6 +53,8 @@ static IrDType want_dtype(const IrNode *n, int k, bool in) {
   if (!bf16_kernel(n)) return IR_F32;
   if (n->op == IR_OP_ATTENTION && !in && k == 1) return IR_F32;     /* lse */
   if (n->op == IR_OP_ATTENTION_GRAD && in && k == 5) return IR_F32; /* lse */
+  if (n->op == IR_OP_ATTENTION && in && k == 3) return IR_F32;      /* the key mask */
+  if (n->op == IR_OP_ATTENTION_GRAD && in && k == 6) return IR_F32;
   return IR_BF16;
 }
 
@@ -518,12 +520,20 @@ static bool lower_attention(Cg *cg, const IrNode *n) {
   if (!attention_dims(cg, n, 0, d)) return false;
   int64_t lse_off = 0;
   if (is_ring(n)) { /* ring attention over cp (runtime/mmrt_ring.c) */
+    if (n->nin > 3)
+      return cg_error(cg, n, "ring attention (cp_kind = ring) does not take a key mask");
     if (kdt(n) == MMRT_BF16)
       return cg_error(cg, n, "ring attention (cp_kind = ring) does not take bf16 yet");
     cg_check_status(cg, CALL("mmrt_ring_attention_fwd", cg->mesh, O(0), stat(cg, n, 1, lse_off),
                              V(0), V(1), V(2), I32(d[0]), I32(d[1]), I32(d[3]), I32(d[4]),
                              I32(d[5]), I32(attr(n, IR_ATTR_CAUSAL)->i), I32(cp_ulysses(cg)),
                              F32(attr(n, IR_ATTR_SCALE)->f), ring_ws(cg, n)));
+    return true;
+  }
+  if (n->nin > 3) { /* the key mask */
+    CALL("mmrt_attention_masked_fwd", O(0), stat(cg, n, 1, lse_off), V(0), V(1), V(2), V(3),
+         I32(d[0]), I32(d[1]), I32(d[2]), I32(d[3]), I32(d[4]), I32(d[5]),
+         I32(attr(n, IR_ATTR_CAUSAL)->i), F32(attr(n, IR_ATTR_SCALE)->f), I32(kdt(n) == MMRT_BF16));
     return true;
   }
   CALL(kdt(n) == MMRT_BF16 ? "mmrt_attention_bf16_fwd" : "mmrt_attention_fwd", O(0),
@@ -608,12 +618,21 @@ static bool lower_attention_grad(Cg *cg, const IrNode *n) {
   int64_t d[6] = {0};
   if (!attention_dims(cg, n, 1, d)) return false;
   if (is_ring(n)) {
+    if (n->nin > 6)
+      return cg_error(cg, n, "ring attention (cp_kind = ring) does not take a key mask");
     if (kdt(n) == MMRT_BF16)
       return cg_error(cg, n, "ring attention (cp_kind = ring) does not take bf16 yet");
     cg_check_status(cg, CALL("mmrt_ring_attention_bwd", cg->mesh, O(0), O(1), O(2), V(0), V(1),
                              V(2), V(3), V(4), V(5), I32(d[0]), I32(d[1]), I32(d[3]), I32(d[4]),
                              I32(d[5]), I32(attr(n, IR_ATTR_CAUSAL)->i), I32(cp_ulysses(cg)),
                              F32(attr(n, IR_ATTR_SCALE)->f), ring_ws(cg, n)));
+    return true;
+  }
+  if (n->nin > 6) {
+    CALL("mmrt_attention_masked_bwd", O(0), O(1), O(2), V(0), V(1), V(2), V(3), V(4), V(5), V(6),
+         I32(d[0]), I32(d[1]), I32(d[2]), I32(d[3]), I32(d[4]), I32(d[5]),
+         I32(attr(n, IR_ATTR_CAUSAL)->i), F32(attr(n, IR_ATTR_SCALE)->f), I32(0),
+         I32(kdt(n) == MMRT_BF16));
     return true;
   }
   CALL(kdt(n) == MMRT_BF16 ? "mmrt_attention_bf16_bwd" : "mmrt_attention_bwd", O(0), O(1), O(2),

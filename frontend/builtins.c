@@ -326,18 +326,25 @@ static Val *bi_place(Args *a) {
 }
 
 static Val *bi_attention(Args *a) {
-  IrValue *in[3] = {tensor_arg(a, 0, "q"), tensor_arg(a, 1, "k"), tensor_arg(a, 2, "v")};
+  IrValue *in[4] = {tensor_arg(a, 0, "q"), tensor_arg(a, 1, "k"), tensor_arg(a, 2, "v"),
+                    tensor_arg(a, 5, "mask")};
   bool causal;
   if (!in[0] || !bool_arg(a, 3, "causal", false, &causal)) return val_err(a->p);
+  if (a->v[5] && !in[3]) return val_err(a->p);
   double scale;
   double dflt = in[0]->shape.rank == 4 ? 1.0 / sqrt((double)in[0]->shape.d[3]) : 1.0;
   if (!num_arg(a, 4, "scale", dflt, &scale)) return val_err(a->p);
   IrAttrs at_ = {0};
   ir_attrs_set_bool(&at_, IR_ATTR_CAUSAL, causal);
   ir_attrs_set_float(&at_, IR_ATTR_SCALE, scale);
-  if (fe_mode_cached(a->p) && causal && in[1] && in[2] && in[1]->shape.rank == 4)
+  if (fe_mode_cached(a->p) && causal && in[1] && in[2] && in[1]->shape.rank == 4) {
+    if (in[3]) {
+      diag_error(a->p->d, at(a), "attention: a key mask is not supported in incremental decoding");
+      return val_err(a->p);
+    }
     return cached_attention(a, in, scale);
-  Val *r = emit(a, IR_OP_ATTENTION, in, 3, &at_);
+  }
+  Val *r = emit(a, IR_OP_ATTENTION, in, in[3] ? 4 : 3, &at_);
   if (r->k == V_TENSOR && in[1]) {
     AttnSite *s = ARENA_NEW(&a->p->ast, AttnSite);
     s->heads = in[0]->shape.d[2];

@@ -834,8 +834,9 @@ static bool ev_attention_cached(Ev *e) {
 }
 
 /* q[B, T, H, D], k[B, S, KVH, D], v[B, S, KVH, Dv]; query t sees key s when
- * !causal or s <= t + S - T. Forward: out, lse[B, H, T]. Backward (dy, q, k,
- * v, out, lse) -> dq, dk, dv from p = exp(scale q.k - lse). */
+ * (!causal or s <= t + S - T) and the key mask (if any) is not 0 at [b, s].
+ * Forward: out, lse[B, H, T]. Backward (dy, q, k, v, out, lse, mask?) -> dq,
+ * dk, dv from p = exp(scale q.k - lse). */
 static bool ev_attention(Ev *e) {
   bool grad = e->n->op == IR_OP_ATTENTION_GRAD;
   int o = grad ? 1 : 0;
@@ -848,9 +849,11 @@ static bool ev_attention(Ev *e) {
   double *p = calloc((size_t)S, sizeof(double));
   if (!p) mm_die(__FILE__, __LINE__, "out of memory");
   IrTensor *out = NULL, *lse = NULL, *dq = NULL, *dk = NULL, *dv = NULL;
-  const IrTensor *dy = NULL, *fo = NULL, *fl = NULL;
+  const IrTensor *dy = NULL, *fo = NULL, *fl = NULL,
+                 *mask = !grad && e->n->nin > 3 ? IN(e, 3) : NULL;
   if (grad) {
     dy = IN(e, 0), fo = IN(e, 4), fl = IN(e, 5);
+    if (e->n->nin > 6) mask = IN(e, 6);
     dq = OUT(e, 0), dk = OUT(e, 1), dv = OUT(e, 2);
     memset(dk->d, 0, sizeof(double) * (size_t)dk->n);
     memset(dv->d, 0, sizeof(double) * (size_t)dv->n);
@@ -865,19 +868,24 @@ static bool ev_attention(Ev *e) {
         int64_t ns = causal ? t + S - T + 1 : S;
         if (ns > S) ns = S;
         double l;
+        const double *mk = mask ? mask->d + b * S : NULL;
         if (grad) {
           l = fl->d[(b * H + h) * T + t];
         } else {
-          double mx = scores(p, qr, k->d + (b * S * KVH + kh) * D, KVH * D, ns, D, scale), sum = 0;
-          for (int64_t s = 0; s < ns; s++) sum += exp(p[s] - mx);
-          l = ns > 0 ? mx + log(sum) : -INFINITY;
+          scores(p, qr, k->d + (b * S * KVH + kh) * D, KVH * D, ns, D, scale);
+          double mx = -INFINITY, sum = 0;
+          for (int64_t s = 0; s < ns; s++)
+            if (!mk || mk[s] != 0) mx = fmax(mx, p[s]);
+          for (int64_t s = 0; s < ns; s++)
+            if (!mk || mk[s] != 0) sum += exp(p[s] - mx);
+          l = sum > 0 ? mx + log(sum) : -INFINITY;
           lse->d[(b * H + h) * T + t] = l;
         }
         for (int64_t s = 0; s < ns; s++) { /* probabilities */
           const double *kr = k->d + ((b * S + s) * KVH + kh) * D;
           double dot = 0;
           for (int64_t i = 0; i < D; i++) dot += qr[i] * kr[i];
-          p[s] = exp(dot * scale - l);
+          p[s] = mk && mk[s] == 0 ? 0 : exp(dot * scale - l);
         }
         if (!grad) {
           double *orow = out->d + ((b * T + t) * H + h) * Dv;

@@ -453,8 +453,11 @@ bool ir_grad_PLACE(IrGradCtx *cx) {
 
 bool ir_grad_ATTENTION(IrGradCtx *cx) {
   if (!only_first(cx)) return false;
-  IrValue *ops[6] = {DY, in(cx, 0), in(cx, 1), in(cx, 2), out(cx, 0), out(cx, 1)};
-  IrNode *g = node(cx, IR_OP_ATTENTION_GRAD, ops, 6, &cx->node->attrs);
+  /* the key mask is data: no gradient */
+  IrValue *ops[7] = {DY, in(cx, 0), in(cx, 1), in(cx, 2), out(cx, 0), out(cx, 1), NULL};
+  int nops = 6;
+  if (cx->node->nin > 3) ops[nops++] = in(cx, 3);
+  IrNode *g = node(cx, IR_OP_ATTENTION_GRAD, ops, nops, &cx->node->attrs);
   if (!g) return false;
   for (int i = 0; i < 3; i++) SET(i, g->out[i]);
   return true;

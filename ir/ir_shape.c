@@ -692,6 +692,12 @@ bool ir_shape_ATTENTION(IrShapeCtx *cx) {
   IrShape out = *in_shape(cx, 0);
   out.d[3] = dim(cx, 2, 3);
   set_out(cx, cx->in_dtype[0], &out);
+  if (cx->nin > 3) { /* the key mask f32[B, S] */
+    IrShape want = {.rank = 2, .d = {dim(cx, 0, 0), dim(cx, 1, 1)}};
+    if (cx->in_dtype[3] != IR_F32 || !ir_shape_eq(in_shape(cx, 3), &want))
+      return ir_shape_fail(cx, 3, "the key mask must be f32%s (batch, keys), got %s%s", sh(&want),
+                           dt(cx, 3), sh(in_shape(cx, 3)));
+  }
   IrShape lse = {.rank = 3, .d = {dim(cx, 0, 0), dim(cx, 0, 2), dim(cx, 0, 1)}};
   set_outj(cx, 1, IR_F32, &lse);
   return true;
@@ -888,16 +894,20 @@ bool ir_shape_ROPE_GRAD(IrShapeCtx *cx) {
   return ir_shape_ROPE(cx);
 }
 
-/* (dy, q, k, v, out, lse) -> dq, dk, dv */
+/* (dy, q, k, v, out, lse, mask?) -> dq, dk, dv */
 bool ir_shape_ATTENTION_GRAD(IrShapeCtx *cx) {
-  IrShapeCtx fwd = *cx; /* the forward rule on (q, k, v) */
-  fwd.nin = 3;
+  IrShapeCtx fwd = *cx; /* the forward rule on (q, k, v, mask?) */
+  fwd.nin = cx->nin > 6 ? 4 : 3;
   for (int i = 0; i < 3; i++) {
     fwd.in_dtype[i] = cx->in_dtype[i + 1];
     fwd.in_shape[i] = cx->in_shape[i + 1];
   }
+  if (cx->nin > 6) {
+    fwd.in_dtype[3] = cx->in_dtype[6];
+    fwd.in_shape[3] = cx->in_shape[6];
+  }
   if (!ir_shape_ATTENTION(&fwd)) {
-    cx->bad_operand = fwd.bad_operand >= 0 ? fwd.bad_operand + 1 : -1;
+    cx->bad_operand = fwd.bad_operand == 3 ? 6 : fwd.bad_operand >= 0 ? fwd.bad_operand + 1 : -1;
     return false;
   }
   for (int i = 0; i < 5; i += 4) { /* dy and out */

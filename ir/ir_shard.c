@@ -382,7 +382,8 @@ static void rule_PLACE_GRAD(const IrNode *n, IrShardRule *r) {
 /* attention q[B, T, H, D], k, v[B, S, KVH, D] -> out[B, T, H, Dv],
  * lse[B, H, T]: batch and KV heads split (a query head block follows its
  * KV heads: H is KVH x group, KVH the major part; Ulysses splits them on
- * cp); the sequence stays whole unless the node is a ring attention */
+ * cp); the sequence stays whole unless the node is a ring attention. The
+ * key mask [B, S] (operand 3; attention_grad's 6) follows the batch. */
 static bool ring(const IrNode *n) {
   return ir_attrs_has(&n->attrs, IR_ATTR_RING) && n->attrs.v[IR_ATTR_RING].i &&
          ish(n, n->op == IR_OP_ATTENTION ? 0 : 1)->d[1] ==
@@ -395,6 +396,7 @@ static bool ring(const IrNode *n) {
 static void rule_ATTENTION(const IrNode *n, IrShardRule *r) {
   int b = newf(r, ish(n, 0)->d[0], IR_FM_BAD), h = newf(r, ish(n, 1)->d[2], IR_FM_BAD);
   for (int i = 0; i < 3; i++) in_f(r, i, 0, b), in_f(r, i, 2, h);
+  if (n->nin > 3) in_f(r, 3, 0, b);
   out_f(r, 0, 0, b), out_f(r, 0, 2, h);
   out_f(r, 1, 0, b), out_f(r, 1, 1, h);
   if (!ring(n)) return;
@@ -408,6 +410,7 @@ static void rule_ATTENTION_GRAD(const IrNode *n, IrShardRule *r) {
   int b = newf(r, ish(n, 1)->d[0], IR_FM_BAD), h = newf(r, ish(n, 2)->d[2], IR_FM_BAD);
   for (int i = 0; i < 5; i++) in_f(r, i, 0, b), in_f(r, i, 2, h);
   in_f(r, 5, 0, b), in_f(r, 5, 1, h);
+  if (n->nin > 6) in_f(r, 6, 0, b);
   for (int j = 0; j < 3; j++) out_f(r, j, 0, b), out_f(r, j, 2, h);
   if (!ring(n)) return;
   int t = newf(r, ish(n, 1)->d[1], IR_FM_BAD);

@@ -86,9 +86,10 @@ static bool convert(Prec *p, IrFunc *f, IrNode *n) {
   IrBuilder b = {.m = p->m, .f = f, .scope = n->scope, .group = n->group, .layer = n->layer};
   bool conv = n->op == IR_OP_CONV2D || n->op == IR_OP_CONV3D;
   int nin = conv ? 2 : n->nin; /* a convolution's bias is added after, in f32 */
-  IrValue *in[3];
-  for (int i = 0; i < nin; i++)
-    if (!(in[i] = to_bf16(p, &b, n, n->in[i]))) return false;
+  IrValue *in[4];
+  for (int i = 0; i < nin; i++) /* attention's key mask stays f32 */
+    if (!(in[i] = i == 3 && n->op == IR_OP_ATTENTION ? n->in[i] : to_bf16(p, &b, n, n->in[i])))
+      return false;
   IrNode *c = build(p, &b, n, n->op, in, nin, &n->attrs);
   if (!c) return false;
   IrValue *y = cast_to(p, &b, n, c->out[0], IR_F32);

@@ -686,8 +686,24 @@ typedef struct AttShape {
   int B, T, S, H, KVH, D, causal;
   float scale;
   const int32_t *pos;
-  int bf; /* q, k, v, out (dout, dq, dk, dv) are bf16 */
+  int bf;            /* q, k, v, out (dout, dq, dk, dv) are bf16 */
+  const float *mask; /* [B, S] or NULL: key s of row b is dropped where mask[b, s] == 0 */
 } AttShape;
+
+/* The key mask on row i of a tile (its first n keys from s0 of row b): the
+ * dropped keys' entries of s set to x (-inf: scores; 0: probabilities).
+ * Returns whether any of the n keys is kept. */
+static int mask_row(const AttShape *a, int b, int s0, int n, float *s, float x) {
+  const float *mk = a->mask + (size_t)b * a->S + s0;
+  int kept = 0;
+  for (int j = 0; j < n; j++) {
+    if (mk[j] == 0.0f)
+      s[j] = x;
+    else
+      kept = 1;
+  }
+  return kept;
+}
 
 static inline int att_keys(const AttShape *a, int b) {
   return a->pos ? a->pos[b] + a->T : a->S;
@@ -718,12 +734,15 @@ static void fwd_item(const AttShape *a, AttWs *w, void *out, float *lse, const v
     for (int i = 0; i < nq; i++) {
       int n = visible_keys(t0 + i, S, off, causal) - s0;
       n = n < 0 ? 0 : (n > nk ? nk : n);
+      float *si = w->s + (size_t)i * ld;
+      if (n > 0 && a->mask && !mask_row(a, b, s0, n, si, -INFINITY) && w->m[i] == -INFINITY)
+        n = 0; /* every key so far dropped */
       if (n == 0) {
-        memset(w->s + (size_t)i * ld, 0, sizeof(float) * (size_t)nk);
+        memset(si, 0, sizeof(float) * (size_t)nk);
         continue;
       }
-      online_softmax_row(w->s + (size_t)i * ld, n, nk, &w->m[i], &w->l[i], w->o + (size_t)i * Dp,
-                         Dp);
+      online_softmax_row(si, n, nk, &w->m[i], &w->l[i], w->o + (size_t)i * Dp, Dp);
+      if (a->mask) mask_row(a, b, s0, n, si, 0.0f);
     }
     tile_gemm(w->o, (size_t)Dp, w->s, (size_t)ld, 1, w->kp, (size_t)Dp, nq, Dp, nk, 1);
   }
@@ -757,21 +776,21 @@ static void attention_fwd(const AttShape *a, void *out, float *lse, const void *
 
 void mmrt_attention_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
                         int B, int T, int S, int H, int KVH, int D, int causal, float scale) {
-  AttShape a = {B, T, S, H, KVH, D, causal, scale, NULL, 0};
+  AttShape a = {B, T, S, H, KVH, D, causal, scale, NULL, 0, NULL};
   attention_fwd(&a, out, lse, q, k, v, "mmrt_attention_fwd");
 }
 
 void mmrt_attention_bf16_fwd(uint16_t *out, float *lse, const uint16_t *q, const uint16_t *k,
                              const uint16_t *v, int B, int T, int S, int H, int KVH, int D,
                              int causal, float scale) {
-  AttShape a = {B, T, S, H, KVH, D, causal, scale, NULL, 1};
+  AttShape a = {B, T, S, H, KVH, D, causal, scale, NULL, 1, NULL};
   attention_fwd(&a, out, lse, q, k, v, "mmrt_attention_bf16_fwd");
 }
 
 void mmrt_attention_pos_fwd(float *out, const float *q, const float *k, const float *v,
                             const int32_t *pos, int B, int n, int S, int H, int KVH, int D,
                             float scale) {
-  AttShape a = {B, n, S, H, KVH, D, 1, scale, pos, 0};
+  AttShape a = {B, n, S, H, KVH, D, 1, scale, pos, 0, NULL};
   attention_fwd(&a, out, NULL, q, k, v, "mmrt_attention_cached_fwd");
 }
 
@@ -811,6 +830,10 @@ static void bwd_tile(const AttGrad *g, AttWs *w, int b, int h, int t0, int nq, i
     int n = visible_keys(t0 + i, a->S, off, a->causal) - s0;
     n = n < 0 ? 0 : (n > nk ? nk : n);
     grad_row(w->s + (size_t)i * ld, w->dp + (size_t)i * ld, n, nk, lse[i], Dt[i], a->scale);
+    if (a->mask && n > 0) {
+      mask_row(a, b, s0, n, w->s + (size_t)i * ld, 0.0f);
+      mask_row(a, b, s0, n, w->dp + (size_t)i * ld, 0.0f);
+    }
   }
   if (dqc) tile_gemm(dqc, (size_t)Dp, w->dp, (size_t)ld, 1, w->kp, (size_t)Dp, nq, Dp, nk, acc_dq);
   if (dv) tile_gemm(dv, (size_t)Dp, w->s, 1, (size_t)ld, w->dop, (size_t)Dp, nk, Dp, nq, 1);
@@ -856,7 +879,7 @@ static void bwd_keys(const AttGrad *g, AttWs *w, int b, int kh, int s0, int nk, 
 static void attention_bwd(void *dq, void *dk, void *dv, const void *dout, const void *q,
                           const void *k, const void *v, const void *out, const float *lse, int B,
                           int T, int S, int H, int KVH, int D, int causal, float scale,
-                          int accumulate, int bf, const char *what) {
+                          int accumulate, int bf, const float *mask, const char *what) {
   attention_check(H, KVH, D, what);
   size_t qs = (size_t)H * D;
   float *Dt = xmalloc(sizeof(float) * (size_t)B * H * T, what);
@@ -869,7 +892,7 @@ static void attention_bwd(void *dq, void *dk, void *dv, const void *dout, const 
         for (int d = 0; d < D; d++) s += att_el(dout, off + d, bf) * att_el(out, off + d, bf);
         Dt[((size_t)b * H + h) * T + t] = s;
       }
-  AttGrad g = {{B, T, S, H, KVH, D, causal, scale, NULL, bf}, dout, q, k, v, lse, Dt};
+  AttGrad g = {{B, T, S, H, KVH, D, causal, scale, NULL, bf, mask}, dout, q, k, v, lse, Dt};
   int nkb = (S + ATT_TK - 1) / ATT_TK, nqb = (T + ATT_TQ - 1) / ATT_TQ, grp = H / KVH;
   size_t es = bf ? sizeof(uint16_t) : sizeof(float);
   if ((B * KVH >= 16 || (nkb == 1 && nqb == 1)) && (!bf || nkb == 1)) {
@@ -934,7 +957,7 @@ void mmrt_attention_bwd(float *dq, float *dk, float *dv, const float *dout, cons
                         int T, int S, int H, int KVH, int D, int causal, float scale,
                         int accumulate) {
   attention_bwd(dq, dk, dv, dout, q, k, v, out, lse, B, T, S, H, KVH, D, causal, scale, accumulate,
-                0, "mmrt_attention_bwd");
+                0, NULL, "mmrt_attention_bwd");
 }
 
 void mmrt_attention_bf16_bwd(uint16_t *dq, uint16_t *dk, uint16_t *dv, const uint16_t *dout,
@@ -942,7 +965,22 @@ void mmrt_attention_bf16_bwd(uint16_t *dq, uint16_t *dk, uint16_t *dv, const uin
                              const uint16_t *out, const float *lse, int B, int T, int S, int H,
                              int KVH, int D, int causal, float scale, int accumulate) {
   attention_bwd(dq, dk, dv, dout, q, k, v, out, lse, B, T, S, H, KVH, D, causal, scale, accumulate,
-                1, "mmrt_attention_bf16_bwd");
+                1, NULL, "mmrt_attention_bf16_bwd");
+}
+
+void mmrt_attention_masked_fwd(void *out, float *lse, const void *q, const void *k, const void *v,
+                               const float *mask, int B, int T, int S, int H, int KVH, int D,
+                               int causal, float scale, int bf16) {
+  AttShape a = {B, T, S, H, KVH, D, causal, scale, NULL, bf16 != 0, mask};
+  attention_fwd(&a, out, lse, q, k, v, "mmrt_attention_masked_fwd");
+}
+
+void mmrt_attention_masked_bwd(void *dq, void *dk, void *dv, const void *dout, const void *q,
+                               const void *k, const void *v, const void *out, const float *lse,
+                               const float *mask, int B, int T, int S, int H, int KVH, int D,
+                               int causal, float scale, int accumulate, int bf16) {
+  attention_bwd(dq, dk, dv, dout, q, k, v, out, lse, B, T, S, H, KVH, D, causal, scale, accumulate,
+                bf16 != 0, mask, "mmrt_attention_masked_bwd");
 }
 
 /* ======================================================================

@@ -544,6 +544,45 @@ START_TEST(test_attention_causal_longer_keys) {
 }
 END_TEST
 
+/* attention with a key mask f32[B, S] (an input: data, no gradient): the
+ * dropped keys get neither probability nor gradient; with causal, query 0 of
+ * row 1 sees only key 0, which is dropped (out 0). */
+static void attention_mask_case(uint64_t seed, bool causal, int64_t T, int64_t S) {
+  G g;
+  g_init(&g, seed);
+  IrValue *q = g_param(&g, "q", SHP(2, T, 4, 3)), *k = g_param(&g, "k", SHP(2, S, 2, 3)),
+          *v = g_param(&g, "v", SHP(2, S, 2, 3));
+  IrShape ms = SHP(2, S);
+  IrValue *mask = ir_add_input(g.m, g.f, "mask", IR_F32, &ms, (SrcLoc){0});
+  IrTensor *mt = ir_store_put(&g.st, mask);
+  for (int64_t s = 0; s < S; s++) {
+    mt->d[s] = s % 3 != 1;     /* row 0: keys 1, 4, ... dropped */
+    mt->d[S + s] = s >= S - 2; /* row 1: only the last two kept */
+  }
+  IrAttrs a = {0};
+  ir_attrs_set_bool(&a, IR_ATTR_CAUSAL, causal);
+  ir_attrs_set_float(&a, IR_ATTR_SCALE, 0.8);
+  g_loss(&g, g_op(&g, IR_OP_ATTENTION, VS(q, k, v, mask), &a));
+  run(&g);
+  IrFunc *t = ir_module_func(g.m, "train");
+  bool masked_grad = false;
+  for (int i = 0; i < t->nodes.len; i++) {
+    const IrNode *n = t->nodes.items[i];
+    if (n->op == IR_OP_ATTENTION_GRAD) masked_grad = n->nin == 7;
+  }
+  ck_assert_msg(masked_grad, "attention_grad does not take the key mask");
+  g_free(&g);
+}
+
+START_TEST(test_attention_mask) {
+  attention_mask_case(36, false, 4, 7);
+}
+END_TEST
+START_TEST(test_attention_mask_causal) {
+  attention_mask_case(37, true, 5, 5);
+}
+END_TEST
+
 START_TEST(test_cross_entropy) {
   G g;
   g_init(&g, 35);
@@ -672,6 +711,8 @@ static Suite *grad_suite(void) {
   ADD(tc, test_rope_pos);
   ADD(tc, test_place);
   ADD(tc, test_attention_causal);
+  ADD(tc, test_attention_mask);
+  ADD(tc, test_attention_mask_causal);
   ADD(tc, test_attention_cross);
   ADD(tc, test_attention_causal_longer_keys);
   ADD(tc, test_cross_entropy);

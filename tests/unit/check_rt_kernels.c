@@ -851,6 +851,14 @@ typedef struct AttnCtx {
   double *q, *k, *v, *gy, *out, *lse;
 } AttnCtx;
 
+/* The key mask [B, S] of the references below (NULL: none); key j of row b
+ * is skipped where it is 0. */
+static const double *att_mask;
+
+static int att_dropped(int b, int S, int j) {
+  return att_mask && att_mask[(size_t)b * S + j] == 0.0;
+}
+
 static void attention_ref(AttnCtx *c) {
   int grp = c->H / c->KVH, D = c->D;
   double *p = malloc(sizeof(double) * (size_t)c->S);
@@ -863,13 +871,13 @@ static void attention_ref(AttnCtx *c) {
         int n = 0;
         for (int j = 0; j < c->S; j++) {
           if (c->causal && j > t + (c->S - c->T)) continue;
-          const double *k = c->k + (((size_t)b * c->S + j) * c->KVH + h / grp) * D;
-          p[j] = c->scale * dotd(q, k, (size_t)D);
-          m = fmax(m, p[j]);
           n = j + 1;
+          const double *k = c->k + (((size_t)b * c->S + j) * c->KVH + h / grp) * D;
+          p[j] = att_dropped(b, c->S, j) ? -INFINITY : c->scale * dotd(q, k, (size_t)D);
+          m = fmax(m, p[j]);
         }
         for (int d = 0; d < D; d++) o[d] = 0.0;
-        if (n == 0) {
+        if (n == 0 || m == -INFINITY) {
           c->lse[((size_t)b * c->H + h) * c->T + t] = -INFINITY;
           continue;
         }
@@ -994,7 +1002,9 @@ static void attention_bwd_ref(AttnCtx *c, double *dq, double *dk, double *dv) {
         n = n < 0 ? 0 : n;
         for (int j = 0; j < n; j++) {
           size_t ko = (((size_t)b * c->S + j) * c->KVH + h / grp) * D;
-          p[j] = exp(c->scale * dotd(c->q + off, c->k + ko, (size_t)D) - l);
+          p[j] = att_dropped(b, c->S, j)
+                     ? 0.0
+                     : exp(c->scale * dotd(c->q + off, c->k + ko, (size_t)D) - l);
           dp[j] = dotd(c->gy + off, c->v + ko, (size_t)D);
           Dt += p[j] * dp[j];
         }
@@ -1081,6 +1091,68 @@ START_TEST(test_attention_noncausal) {
   attention_case(3, 5, 7, 6, 2, 8, 0); /* cross attention, GQA */
   attention_case(2, 5, 5, 3, 3, 8, 0); /* MHA */
   attention_case(2, 3, 4, 4, 1, 6, 0); /* MQA */
+}
+END_TEST
+
+/* mmrt_attention_masked_fwd/_bwd against the naive loops with the key
+ * mask (and finite differences when fd): row 0 drops every third key, row
+ * 1 its first 70 (the whole first 64-key tile when S > 64), row 2 every
+ * key (out 0, lse -inf, no gradient). */
+static void attention_mask_case(int T, int S, int H, int KVH, int D, int causal, int fd) {
+  int B = 3;
+  size_t nq = (size_t)B * T * H * D, nk = (size_t)B * S * KVH * D, nl = (size_t)B * H * T;
+  float scale = 1.3f / sqrtf((float)D);
+  float *q = rnd(nq), *k = rnd(nk), *v = rnd(nk), *gy = rnd(nq), *mask = fvec((size_t)B * S);
+  for (int j = 0; j < S; j++) {
+    mask[j] = j % 3 != 1;
+    mask[S + j] = j >= 70 || (S <= 70 && j >= S / 2);
+    mask[2 * S + j] = 0.0f;
+  }
+  double *md = tod(mask, (size_t)B * S);
+  att_mask = md;
+  AttnCtx c = {B,     T,          S,          H,          KVH,         D,        causal,
+               scale, tod(q, nq), tod(k, nk), tod(v, nk), tod(gy, nq), dvec(nq), dvec(nl)};
+  float *out = fvec(nq), *lse = fvec(nl);
+  mmrt_attention_masked_fwd(out, lse, q, k, v, mask, B, T, S, H, KVH, D, causal, scale, 0);
+  double *rq = dvec(nq), *rk = dvec(nk), *rv = dvec(nk);
+  attention_bwd_ref(&c, rq, rk, rv); /* also runs the forward */
+  CHECK_CLOSE(out, c.out, nq, TOL, "masked attention fwd");
+  float *lf = fcopy(lse, nl);
+  double *lr = dvec(nl);
+  for (size_t i = 0; i < nl; i++) {
+    lr[i] = c.lse[i];
+    if (isinf(c.lse[i])) {
+      ck_assert_msg(isinf(lse[i]) && lse[i] < 0, "masked attention: lse[%zu] = %g, not -inf", i,
+                    (double)lse[i]);
+      lf[i] = 0.0f, lr[i] = 0.0;
+    }
+  }
+  CHECK_CLOSE(lf, lr, nl, TOL, "masked attention lse");
+  float *dq = fvec(nq), *dk = fvec(nk), *dv = fvec(nk);
+  mmrt_attention_masked_bwd(dq, dk, dv, gy, q, k, v, out, lse, mask, B, T, S, H, KVH, D, causal,
+                            scale, 0, 0);
+  CHECK_CLOSE(dq, rq, nq, TOL, "masked attention dq");
+  CHECK_CLOSE(dk, rk, nk, TOL, "masked attention dk");
+  CHECK_CLOSE(dv, rv, nk, TOL, "masked attention dv");
+  for (size_t i = (size_t)2 * S * KVH * D; i < nk; i++) /* row 2: no key is attended */
+    ck_assert_msg(dk[i] == 0.0f && dv[i] == 0.0f, "masked attention: a dropped key has a gradient");
+  if (fd) {
+    double *gq = dvec(nq), *gk = dvec(nk), *gv = dvec(nk);
+    fd_grad(attn_loss, &c, c.q, nq, gq);
+    fd_grad(attn_loss, &c, c.k, nk, gk);
+    fd_grad(attn_loss, &c, c.v, nk, gv);
+    CHECK_CLOSE(dq, gq, nq, TOL, "masked attention dq vs fd");
+    CHECK_CLOSE(dk, gk, nk, TOL, "masked attention dk vs fd");
+    CHECK_CLOSE(dv, gv, nk, TOL, "masked attention dv vs fd");
+  }
+  att_mask = NULL;
+}
+
+START_TEST(test_attention_mask) {
+  attention_mask_case(5, 7, 4, 2, 8, 0, 1); /* cross attention, GQA, finite differences */
+  attention_mask_case(5, 5, 4, 4, 8, 1,
+                      1); /* causal: row 1's first queries see dropped keys only */
+  attention_mask_case(9, 83, 2, 1, 19, 0, 0); /* two key tiles, the first dropped in row 1 */
 }
 END_TEST
 
@@ -1523,6 +1595,7 @@ static Suite *kernels_suite(void) {
   tcase_add_test(tc, test_attention_noncausal);
   tcase_add_test(tc, test_attention_empty_rows);
   tcase_add_test(tc, test_attention_large);
+  tcase_add_test(tc, test_attention_mask);
   tcase_add_test(tc, test_cross_entropy);
   tcase_add_test(tc, test_embedding);
   tcase_add_test(tc, test_binary_broadcast);
