@@ -66,6 +66,12 @@ typedef struct MmrtPending {
   float scale;
   RsPack pk;
   double t0;
+  /* --trace (mmrt_trace_now): the start call's entry, the posting, the
+   * last poll that found the request incomplete, the first time it was
+   * seen complete (seen: 1 by an MPI_Test in mmrt_comm_progress, 2 at the
+   * wait; an upper bound of the completion either way) */
+  double tr_post, tr_last, tr_done;
+  int seen;
 } MmrtPending;
 
 static MmrtCommCount counters[MMRT_COMM_NKINDS][MMRT_NAXES];
@@ -141,8 +147,25 @@ static void tally(MmrtCommKind k, MmrtAxis ax, int n, uint64_t elems, uint64_t b
   }
 }
 
+/* --trace: a training step's forward and backward as "forward" and
+ * "backward" events of category "phase" (generated code sets the phase at
+ * the step's entry, at the backward's first node and at the update's;
+ * not under a pipeline (mmrt_mesh_init with pp > 1), whose runtime sets phases per
+ * action and records the actions itself). */
+static int trace_phases = 1, open_phase = -1;
+static double open_phase_t;
+
 void mmrt_comm_set_phase(int phase) {
   cur_phase = phase >= 0 && phase < MMRT_NPHASES ? phase : MMRT_PHASE_FORWARD;
+  if (!trace_phases || !mmrt_trace_on()) return;
+  double t = mmrt_trace_now();
+  /* only forward -> backward -> update, as a training step runs them (an
+   * evaluation's forward is left open and dropped) */
+  if (open_phase >= 0 && cur_phase == open_phase + 1)
+    mmrt_trace_add(mmrt_comm_phase_name((MmrtCommPhase)open_phase), "phase", open_phase_t, t, -1,
+                   -1);
+  open_phase = cur_phase == MMRT_PHASE_UPDATE ? -1 : cur_phase;
+  open_phase_t = t;
 }
 
 const char *mmrt_comm_phase_name(MmrtCommPhase p) {
@@ -536,6 +559,7 @@ int mmrt_mesh_init(MmrtMesh *m, int dp, int cp, int tp, int pp, char *err, size_
       [MMRT_AXIS_DP] = dp, [MMRT_AXIS_CP] = cp, [MMRT_AXIS_TP] = tp, [MMRT_AXIS_PP] = pp};
   long long want = 1;
   char what[320];
+  trace_phases = pp == 1;
   for (int a = 0; a < 4; a++) {
     if (sizes[a] < 1) {
       snprintf(what, sizeof what, "axis sizes must be at least 1, got dp=%d cp=%d tp=%d pp=%d", dp,
@@ -1361,6 +1385,8 @@ static int all_reduce_bucket_start(MmrtMesh *m, MmrtAxis ax, int slot, void *con
   p->scale = scale;
   p->active = true;
   p->t0 = now_s();
+  p->tr_post = p->tr_last = p->tr_done = mmrt_trace_now();
+  p->seen = 1; /* until posted: complete */
   ovl.started++;
   if (total == 0) return MMRT_OK; /* as mmrt_all_reduce_buckets: no call */
   int n = m->size[ax];
@@ -1378,16 +1404,27 @@ static int all_reduce_bucket_start(MmrtMesh *m, MmrtAxis ax, int slot, void *con
     buf = p->space;
   }
   if (n == 1) return MMRT_OK;
+  p->tr_post = p->tr_last = mmrt_trace_now();
+  p->seen = 0;
   rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)total, mpi_type(dt), sum_op(m, dt), m->comm[ax],
                       &p->rq);
   return rc == MPI_SUCCESS ? MMRT_OK : mpi_fail(m, op, ax, rc);
 }
 
+/* --trace: the start call as "bucket_start" (packing and posting) */
+static void trace_start(int slot, double tt0, int rc) {
+  if (rc || !mmrt_trace_on()) return;
+  const char *k[] = {"bucket"};
+  double v[] = {slot};
+  mmrt_trace_add_args("bucket_start", "comm", tt0, mmrt_trace_now(), -1, -1, 1, k, v);
+}
+
 int mmrt_all_reduce_bucket_start(MmrtMesh *m, MmrtAxis ax, int slot, void *const *bufs,
                                  const size_t *counts, int nbufs, MmrtDtype dt, float scale) {
-  double t0 = now_s();
+  double t0 = now_s(), tt0 = mmrt_trace_now();
   int rc = all_reduce_bucket_start(m, ax, slot, bufs, counts, nbufs, dt, scale);
   ovl.start_s += now_s() - t0;
+  trace_start(slot, tt0, rc);
   return rc;
 }
 
@@ -1411,8 +1448,11 @@ static int reduce_scatter_bucket_start(MmrtMesh *m, MmrtAxis ax, int slot, const
   p->dt = dt;
   p->active = true;
   p->t0 = now_s();
+  p->tr_post = p->tr_last = p->tr_done = mmrt_trace_now();
+  p->seen = 1;
   ovl.started++;
   if (!p->pk.full || m->size[ax] == 1) return MMRT_OK;
+  p->seen = 0;
   rc = rs_post(m, ax, dt, &p->pk, &p->rq);
   return rc == MPI_SUCCESS ? MMRT_OK : mpi_fail(m, op, ax, rc);
 }
@@ -1420,9 +1460,10 @@ static int reduce_scatter_bucket_start(MmrtMesh *m, MmrtAxis ax, int slot, const
 int mmrt_reduce_scatter_bucket_start(MmrtMesh *m, MmrtAxis ax, int slot, const void *const *send,
                                      void *const *recv, const size_t *dims, int nbufs,
                                      MmrtDtype dt) {
-  double t0 = now_s();
+  double t0 = now_s(), tt0 = mmrt_trace_now();
   int rc = reduce_scatter_bucket_start(m, ax, slot, send, recv, dims, nbufs, dt);
   ovl.start_s += now_s() - t0;
+  trace_start(slot, tt0, rc);
   return rc;
 }
 
@@ -1433,16 +1474,19 @@ int mmrt_bucket_wait(MmrtMesh *m, int slot) {
   }
   MmrtPending *p = &m->pend[slot];
   const char *op = p->rs ? "reduce_scatter_bucket" : "all_reduce_buckets";
-  double t0 = now_s();
+  double t0 = now_s(), tt0 = mmrt_trace_now();
   ovl.window_s += t0 - p->t0;
   int flag = 1, rc = MMRT_OK;
   if (p->rq != MPI_REQUEST_NULL && (rc = MPI_Test(&p->rq, &flag, MPI_STATUS_IGNORE)) != MPI_SUCCESS)
     return mpi_fail(m, op, p->ax, rc);
   ovl.done_at_wait += flag != 0;
+  if (flag && !p->seen) p->seen = 2, p->tr_done = tt0;
   if (m->timeout_s > 0 && m->size[p->ax] > 1 && (p->rs ? p->pk.full : p->count) > 0)
     rc = wait_reqs(m, op, p->ax, 1, &p->rq, NULL, 1); /* the watchdog (a done request passes) */
   else if (!flag && (rc = MPI_Wait(&p->rq, MPI_STATUS_IGNORE)) != MPI_SUCCESS)
     rc = mpi_fail(m, op, p->ax, rc);
+  double tt1 = mmrt_trace_now(); /* blocked until here */
+  if (!p->seen) p->seen = 2, p->tr_done = tt1;
   p->active = false;
   if (rc) return rc;
   size_t es = esize(p->dt);
@@ -1460,6 +1504,17 @@ int mmrt_bucket_wait(MmrtMesh *m, int slot) {
   }
   ovl.wait_s += now_s() - t0;
   ovl.waited++;
+  if (mmrt_trace_on()) {
+    /* "bucket_reduce": posted to first seen complete ("seen" 1: by a poll,
+     * 2: at the wait; "lo" microseconds after the event's start: the last
+     * poll that saw it incomplete, a lower bound of the completion);
+     * "bucket_wait": the wait call, "blocked" microseconds of it in MPI
+     * (the rest unpacks) */
+    const char *k[] = {"bucket", "seen", "lo"}, *kw[] = {"bucket", "blocked"};
+    double v[] = {slot, p->seen, 1e6 * (p->tr_last - p->tr_post)}, vw[] = {slot, 1e6 * (tt1 - tt0)};
+    mmrt_trace_add_args("bucket_reduce", "comm", p->tr_post, p->tr_done, -1, -1, 3, k, v);
+    mmrt_trace_add_args("bucket_wait", "comm", tt0, mmrt_trace_now(), -1, -1, 2, kw, vw);
+  }
   return MMRT_OK;
 }
 
@@ -1469,7 +1524,14 @@ void mmrt_comm_progress(MmrtMesh *m) {
     MmrtPending *p = &m->pend[s];
     int flag;
     any |= p->active;
-    if (p->active && p->rq != MPI_REQUEST_NULL) MPI_Test(&p->rq, &flag, MPI_STATUS_IGNORE);
+    if (p->active && p->rq != MPI_REQUEST_NULL) {
+      double t = mmrt_trace_now();
+      MPI_Test(&p->rq, &flag, MPI_STATUS_IGNORE);
+      if (flag)
+        p->seen = 1, p->tr_done = mmrt_trace_now();
+      else
+        p->tr_last = t;
+    }
   }
   ovl.polls += any;
 }

@@ -14,6 +14,8 @@ typedef struct {
   char name[24], cat[12];
   double t0, t1;
   int mb, stage;
+  char key[MMRT_TRACE_NARGS][12]; /* copied, not pointed to: rank 0 writes other ranks' events */
+  double val[MMRT_TRACE_NARGS];
 } TraceEv;
 
 static TraceEv *g_ev;
@@ -37,6 +39,11 @@ int mmrt_trace_on(void) {
 }
 
 void mmrt_trace_add(const char *name, const char *cat, double t0, double t1, int mb, int stage) {
+  mmrt_trace_add_args(name, cat, t0, t1, mb, stage, 0, NULL, NULL);
+}
+
+void mmrt_trace_add_args(const char *name, const char *cat, double t0, double t1, int mb, int stage,
+                         int nargs, const char *const *keys, const double *vals) {
   if (!g_trace) return;
   if (g_nev == g_capev) {
     size_t cap = g_capev ? 2 * g_capev : 1024;
@@ -48,6 +55,10 @@ void mmrt_trace_add(const char *name, const char *cat, double t0, double t1, int
   snprintf(e->name, sizeof e->name, "%s", name);
   snprintf(e->cat, sizeof e->cat, "%s", cat);
   e->t0 = t0, e->t1 = t1, e->mb = mb, e->stage = stage; /* CLOCK_MONOTONIC: one node's clock */
+  for (int k = 0; k < MMRT_TRACE_NARGS; k++) {
+    snprintf(e->key[k], sizeof e->key[k], "%s", k < nargs ? keys[k] : "");
+    e->val[k] = k < nargs ? vals[k] : 0;
+  }
 }
 
 static void write_events(FILE *f, const TraceEv *ev, size_t n, int rank, int *first) {
@@ -56,9 +67,12 @@ static void write_events(FILE *f, const TraceEv *ev, size_t n, int rank, int *fi
     if (e->t1 < g_t0) continue; /* before the trace started */
     fprintf(f,
             "%s\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"ts\":%.3f,"
-            "\"dur\":%.3f,\"args\":{\"mb\":%d,\"stage\":%d}}",
+            "\"dur\":%.3f,\"args\":{\"mb\":%d,\"stage\":%d",
             *first ? "" : ",", e->name, e->cat, rank, 1e6 * (e->t0 - g_t0), 1e6 * (e->t1 - e->t0),
             e->mb, e->stage);
+    for (int k = 0; k < MMRT_TRACE_NARGS && e->key[k][0]; k++)
+      fprintf(f, ",\"%s\":%.17g", e->key[k], e->val[k]);
+    fprintf(f, "}}");
     *first = 0;
   }
 }

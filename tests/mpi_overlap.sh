@@ -11,7 +11,11 @@
 #    bit for bit, with the same communication table; its runtime started
 #    every bucket and waited for each once, and ran, per step, as many
 #    kernels with a bucket in flight as dump-ir has nodes between the
-#    buckets' calls and their waits.
+#    buckets' calls and their waits; its --trace (bench/overlap.py --check)
+#    has per step and rank the dump-ir's bucket count of bucket_start events,
+#    inside the backward, in bucket order, each bucket_reduce posted in its
+#    start and seen complete by its wait, compute between bucket 0's start
+#    and wait.
 #  - ViTFashion tp=2 x dp=2 + sp + ZeRO-1 (mpirun -np 4): every reader of a
 #    bucket's results after its own wait in dump-ir; overlapped = blocking.
 set -uo pipefail
@@ -99,8 +103,9 @@ check() { # name plan-flags...
   local name=$1; shift
   for v in ov no; do
     local f=(); [ $v = no ] && f=(--no-overlap)
+    local tr=(); [ $v = ov ] && tr=(--trace "$T/$name.trace.json")
     "$MMC" compile "$S/gpt2.mm" --model GPT2Tiny "$@" "${f[@]}" -o "$T/$name.$v" || { bad "$name.$v: compile"; return; }
-    "${MPIRUN[@]}" "$T/$name.$v" --steps $STEPS --eval-batches 1 --ckpt "$T/$name.$v.ck" --log "$T/$name.$v.jsonl" > "$T/$name.$v.out" 2>&1 ||
+    "${MPIRUN[@]}" "$T/$name.$v" --steps $STEPS --eval-batches 1 --ckpt "$T/$name.$v.ck" --log "$T/$name.$v.jsonl" "${tr[@]}" > "$T/$name.$v.out" 2>&1 ||
       { bad "$name.$v: mpirun"; tail -5 "$T/$name.$v.out"; return; }
   done
   local ck=$T/$name.ov.ck/step-00000$STEPS ckn=$T/$name.no.ck/step-00000$STEPS
@@ -117,6 +122,12 @@ check() { # name plan-flags...
      grep -q "^blocking gradient buckets: $n calls" "$T/$name.no.out" && ! grep -q "^overlapped" "$T/$name.no.out"; then
     ok "$name: $(grep '^overlapped' "$T/$name.ov.out")"
   else bad "$name: expected $n started and waited buckets, $p kernels in flight: $(grep 'gradient buckets' "$T/$name.ov.out" "$T/$name.no.out")"; fi
+  # --trace: per step and rank, the dump-ir's NB buckets started inside the
+  # backward in bucket order, each reduction posted in its start and seen
+  # complete by its wait, backward compute between bucket 0's start and wait
+  if /usr/bin/python3 "$MMC_SOURCE_DIR/bench/overlap.py" --check "$NB" $STEPS "$T/$name.trace.json" > "$T/$name.trace.txt"; then
+    ok "$name --trace: $(tail -1 "$T/$name.trace.txt"); $(grep 'rank 0 total' "$T/$name.trace.txt" | sed 's/^ *//')"
+  else bad "$name --trace: $(tail -1 "$T/$name.trace.txt")"; fi
 }
 check dp2 --dp 2
 check dp2.zero2 --dp 2 --zero 2
