@@ -355,6 +355,7 @@ static LLVMValueRef eval_op(Cg *cg, const IrFusedInstr *in, LLVMValueRef *a, con
     case IR_OP_GELU_TANH: return gelu_tanh(cg, a[0], false);
     case IR_OP_SILU: return xfmul(cg, a[0], sigmoid(cg, a[0]));
     case IR_OP_CAST: return cast(cg, a[0], dt[0], t);
+    case IR_OP_DETACH: return a[0];
     case IR_OP_DROPOUT: {
       double p = at->v[IR_ATTR_P].f;
       if (!cg->training || p == 0 || !stream) return a[0];

@@ -603,6 +603,10 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
           tensor_array(cg, tty, inputs, ninputs, "inputs"));
   M_I64(train_loss_offset, tl && tl->mem_arena == IR_ROLE_ACT ? tl->mem_offset : -1);
   M_I64(eval_loss_offset, el && el->mem_arena == IR_ROLE_ACT ? el->mem_offset : -1);
+  /* a gan's @train returns [loss, discriminator loss] (passes/autodiff.c) */
+  const IrValue *dl =
+      ftrain && ftrain->results.len == 2 && m->train.gan.ndisc ? ftrain->results.items[1] : NULL;
+  M_I64(disc_loss_offset, dl && dl->mem_arena == IR_ROLE_ACT ? dl->mem_offset : -1);
   M_I64(eval_logits_offset, logits_off);
   M_I64(logits_rows, logits_rows);
   M_I64(logits_cols, logits_cols);

@@ -592,6 +592,8 @@ static Val *call_forward(FeProgram *p, Inst *in, AstStmt *fwd, Val **args, SrcLo
       if (fwd->ret && r.v->k == V_TENSOR) {
         const char *what = arena_printf(&p->ast, "the result of %s", who);
         if (!match_type(p, in, fenv, fwd->ret, r.v->t, what, at)) result = val_err(p);
+      } else if (fwd->ret && fwd->ret->kind == AT_LOSS && r.v->k == V_LIST && p->fwd_depth == 1) {
+        /* a gan model's [loss, generator term, discriminator loss]: checked by the caller */
       } else if (fwd->ret && r.v->k != V_TENSOR) {
         diag_error(p->d, at, "%s returns a %s, but declares a tensor", who, val_kind_name(r.v->k));
         result = val_err(p);
@@ -763,6 +765,23 @@ static bool elaborate(FeProgram *p, const char *name, FeResult *out, IrModule *i
   for (int i = 0; i < n; i++) locs[i] = ((AstParam *)fwd->params.items[i])->loc;
   Val *r = call_forward(p, root, fwd, args, locs, n, fwd->loc);
   if (r->k == V_ERR || p->d->errors > before) return false;
+  /* a gan model's training forward: [loss, generator term, discriminator loss] */
+  int nlosses = 0;
+  IrValue *losses[3];
+  if (r->k == V_LIST && is_model && !p->fwd_name) {
+    for (int i = 0; i < r->n; i++) {
+      Val *v = r->items[i];
+      if (r->n != 3 || v->k != V_TENSOR || v->t->shape.rank != 0 || v->t->dtype != IR_F32) {
+        diag_error(p->d, fwd->loc,
+                   "the forward of model '%s' returns a list: a gan model's forward returns three "
+                   "f32 scalars [loss, generator term, discriminator loss]%s",
+                   name, r->n != 3 ? "" : ", but one of them is not");
+        return false;
+      }
+      losses[nlosses++] = v->t;
+    }
+    r = r->items[0];
+  }
   if (r->k != V_TENSOR) {
     diag_error(p->d, fwd->loc, "the forward of '%s' must return a tensor, not a %s", name,
                val_kind_name(r->k));
@@ -775,9 +794,23 @@ static bool elaborate(FeProgram *p, const char *name, FeResult *out, IrModule *i
     return false;
   }
   ptrvec_push(&p->ir->arena, &f->results, r->t);
+  for (int i = 1; i < nlosses; i++) ptrvec_push(&p->ir->arena, &f->results, losses[i]);
   for (int i = 0; i < p->caches.len; i++)
     ptrvec_push(&p->ir->arena, &f->results, p->caches.items[i]);
   if (!fe_read_sections(p, root, out)) return false;
+  if (is_model && !p->fwd_name && (nlosses > 0) != (out->train.gan.ndisc > 0)) {
+    if (nlosses)
+      diag_error(p->d, fwd->loc,
+                 "the forward of model '%s' returns [loss, generator term, discriminator loss], "
+                 "but its train section has no gan = gan(discriminator = ..., weight = ...)",
+                 name);
+    else
+      diag_error(p->d, out->train.gan.loc,
+                 "gan: the forward of model '%s' must return [loss, generator term, "
+                 "discriminator loss], not one loss",
+                 name);
+    return false;
+  }
   if (!into) ir_module_set_settings(p->ir, &out->plan, &out->train); /* what the passes read */
   out->ir = p->ir;
   p->ir = NULL; /* the caller owns it now */

@@ -171,6 +171,75 @@ static const char *article(const char *w) {
   return w[0] && strchr("aeiou", w[0]) ? "an" : "a";
 }
 
+/* gan = gan(discriminator = disc, weight = 0.5, start = 5) (plan.h MmGan) */
+static bool read_gan(FeProgram *p, Env *e, AstStmt *s, MmGan *g) {
+  AstExpr *x = s->value;
+  const char *shape = "gan(discriminator = sub-model, weight = X, start = N)";
+  if (x->kind != AST_CALL || x->lhs->kind != AST_NAME || strcmp(x->lhs->name, "gan") != 0) {
+    diag_error(p->d, x->loc, "expected %s", shape);
+    return false;
+  }
+  g->loc = s->name_loc;
+  bool ok = true, has_weight = false;
+  AstArg *disc = NULL;
+  for (int i = 0; i < x->args.len; i++) {
+    AstArg *a = x->args.items[i];
+    if (!a->name) {
+      diag_error(p->d, a->value->loc, "gan takes keyword arguments: %s", shape);
+      ok = false;
+    } else if (strcmp(a->name, "discriminator") == 0) {
+      disc = a;
+      Val *v = fe_eval(p, e, a->value);
+      if (v->k == V_ERR) {
+        ok = false;
+      } else if (v->k != V_INST || !v->inst || !v->inst->path[0]) {
+        const char *kind = v->k == V_TENSOR ? "parameter" : val_kind_name(v->k);
+        diag_error(p->d, a->value->loc,
+                   "gan: the discriminator is %s %s, not a sub-model of the model (e.g. "
+                   "discriminator = disc)",
+                   article(kind), kind);
+        ok = false;
+      } else {
+        g->disc = ARENA_ARRAY(&p->ast, const char *, 1);
+        g->disc[0] = v->inst->path;
+        g->ndisc = 1;
+      }
+    } else if (strcmp(a->name, "weight") == 0) {
+      double v;
+      if (!get_num(p, e, a->value, &v))
+        ok = false;
+      else if (!(v > 0)) {
+        diag_error(p->d, a->value->loc,
+                   "gan weight must be positive, not %g (leave the setting out for no "
+                   "discriminator)",
+                   v);
+        ok = false;
+      } else
+        g->weight = v, has_weight = true;
+    } else if (strcmp(a->name, "start") == 0) {
+      int64_t v;
+      if (!fe_eval_int(p, e, a->value, &v))
+        ok = false;
+      else if (v < 0 || v > INT32_MAX) {
+        diag_error(p->d, a->value->loc, "gan start is a number of steps (0 or more), not %lld",
+                   (long long)v);
+        ok = false;
+      } else
+        g->start = (int)v;
+    } else {
+      diag_error(p->d, a->loc, "gan has no setting '%s' (expected discriminator, weight, start)",
+                 a->name);
+      ok = false;
+    }
+  }
+  if (ok && (!disc || !has_weight)) {
+    diag_error(p->d, x->loc, "gan needs %s", !disc ? "discriminator = sub-model" : "weight = X");
+    ok = false;
+  }
+  if (!ok) g->ndisc = 0;
+  return ok;
+}
+
 /* The items of a list setting with a location each: the elements of a list
  * literal located one by one, else the evaluated list located as a whole.
  * NULL (reported) when x is not a list. */
@@ -440,6 +509,8 @@ static bool read_train(FeProgram *p, Inst *root, AstStmt *sec, MmTrain *t) {
         t->clip = v;
     } else if (strcmp(s->name, "lora") == 0) {
       ok &= read_lora(p, &root->env, s, &t->lora);
+    } else if (strcmp(s->name, "gan") == 0) {
+      ok &= read_gan(p, &root->env, s, &t->gan);
     } else if (strcmp(s->name, "precision") == 0) {
       const char *k = sym_of(p, &root->env, s->value);
       if (!k)
@@ -471,7 +542,7 @@ static bool read_train(FeProgram *p, Inst *root, AstStmt *sec, MmTrain *t) {
     } else {
       diag_error(p->d, s->name_loc,
                  "unknown train setting '%s' (expected freeze, optimizer, schedule, clip, steps, "
-                 "batch, lora, precision)",
+                 "batch, lora, precision, gan)",
                  s->name);
       ok = false;
     }
@@ -1235,6 +1306,40 @@ static void apply_flags(FeProgram *p, MmPlan *pl, const MmPlanFlags *f) {
   (void)p;
 }
 
+/* What a gan setting is built for: one rank, one micro-batch, fp32, no
+ * LoRA, its discriminator trained (each refusal at the setting). */
+static bool check_gan(FeProgram *p, const MmPlan *pl, const MmTrain *t) {
+  if (!t->gan.ndisc) return true;
+  const char *why = NULL;
+  char buf[160];
+  if (pl->tp * pl->pp * pl->cp * pl->dp > 1) {
+    snprintf(buf, sizeof buf, "a parallel plan (tp = %d, pp = %d, cp = %d, dp = %d)", pl->tp,
+             pl->pp, pl->cp, pl->dp);
+    why = buf;
+  } else if (pl->micro_batches > 1) {
+    snprintf(buf, sizeof buf, "micro_batches = %d", pl->micro_batches);
+    why = buf;
+  } else if (t->precision == MM_PREC_BF16) {
+    why = "precision = bf16";
+  } else if (t->lora.rank > 0) {
+    why = "lora";
+  }
+  if (why) {
+    diag_error(p->d, t->gan.loc,
+               "gan: the discriminator's training is built for one rank, one micro-batch, fp32 "
+               "and no LoRA, not with %s",
+               why);
+    return false;
+  }
+  for (int k = 0; k < t->nfreeze; k++)
+    if (covers(t->freeze[k], t->gan.disc[0]) || covers(t->gan.disc[0], t->freeze[k])) {
+      diag_error(p->d, t->gan.loc, "gan: the discriminator '%s' is frozen (freeze = [..., %s])",
+                 t->gan.disc[0], t->freeze[k]);
+      return false;
+    }
+  return true;
+}
+
 bool fe_read_sections(FeProgram *p, Inst *root, FeResult *out) {
   MmPlan *pl = &out->plan;
   MmTrain *t = &out->train;
@@ -1269,5 +1374,6 @@ bool fe_read_sections(FeProgram *p, Inst *root, FeResult *out) {
       IrValue *v = p->ir->params.items[i];
       if (covers(t->freeze[k], v->name)) v->frozen = true;
     }
+  if (!check_gan(p, pl, t)) return false;
   return check_plan(p, pl, dcl->name_loc);
 }

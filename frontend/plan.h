@@ -98,6 +98,22 @@ typedef struct MmLora {
   SrcLoc loc; /* the setting (for the pass's messages and the adapters' loc) */
 } MmLora;
 
+/* gan = gan(discriminator = disc, weight = 0.5, start = 5): an adversarial
+ * term as the reference's LPIPSWithDiscriminator3D (WF-VAE). The model's
+ * training forward returns [loss, g, d]: the generator's loss, its
+ * adversarial term (-mean(D(fake))) and the discriminator's loss (hinge, on
+ * detached fakes). autodiff trains every other parameter on loss + weight *
+ * g and the discriminator's on d, both only from step start + 1 (0 before);
+ * the optimizer updates the two sets with their own norm, clip and AdamW
+ * state, the discriminator's counting its steps from its first. */
+typedef struct MmGan {
+  const char **disc; /* [ndisc]: the discriminator's instance path */
+  int ndisc;         /* 0: no gan, else 1 */
+  double weight;
+  int start; /* steps trained without the discriminator */
+  SrcLoc loc;
+} MmGan;
+
 typedef struct MmTrain {
   const char **freeze; /* instance paths whose parameters get no gradient */
   int nfreeze;
@@ -109,6 +125,7 @@ typedef struct MmTrain {
   int batch;   /* samples per step if the model says (else 0) */
   MmLora lora; /* rank 0: none */
   MmPrecision precision;
+  MmGan gan;
 } MmTrain;
 
 #endif

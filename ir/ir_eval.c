@@ -262,7 +262,8 @@ static bool ev_unary(Ev *e) {
       case IR_OP_ADD_SCALAR: v += fattr(e, IR_ATTR_VALUE); break;
       case IR_OP_MUL_SCALAR: v *= fattr(e, IR_ATTR_VALUE); break;
       case IR_OP_POW_SCALAR: v = pow(v, fattr(e, IR_ATTR_VALUE)); break;
-      case IR_OP_CAST: break;
+      case IR_OP_CAST:
+      case IR_OP_DETACH: break;
       case IR_OP_DROPOUT: {
         double p = fattr(e, IR_ATTR_P);
         int64_t seed = has(e, IR_ATTR_SEED) ? iattr(e, IR_ATTR_SEED) : 0;
@@ -1038,7 +1039,8 @@ static double elem(Ev *e, const IrFusedInstr *in, const double *a, uint64_t i) {
     case IR_OP_ADD_SCALAR: r = a[0] + at->v[IR_ATTR_VALUE].f; break;
     case IR_OP_MUL_SCALAR: r = a[0] * at->v[IR_ATTR_VALUE].f; break;
     case IR_OP_POW_SCALAR: r = pow(a[0], at->v[IR_ATTR_VALUE].f); break;
-    case IR_OP_CAST: r = a[0]; break;
+    case IR_OP_CAST:
+    case IR_OP_DETACH: r = a[0]; break;
     case IR_OP_DROPOUT: {
       double p = at->v[IR_ATTR_P].f;
       int64_t seed = ir_attrs_has(at, IR_ATTR_SEED) ? at->v[IR_ATTR_SEED].i : 0;

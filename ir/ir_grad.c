@@ -223,6 +223,12 @@ bool ir_grad_CAST(IrGradCtx *cx) {
   return true;
 }
 
+/* detach: no cotangent for the operand (the gradient stops here) */
+bool ir_grad_DETACH(IrGradCtx *cx) {
+  (void)cx;
+  return true;
+}
+
 /* the same mask: dropout(dy) with the node's p and seed (the mask is a
  * function of seed, step and element index) */
 bool ir_grad_DROPOUT(IrGradCtx *cx) {

@@ -50,6 +50,7 @@ void ir_module_set_settings(IrModule *m, const MmPlan *plan, const MmTrain *trai
     l->targets = copy_strs(a, train->lora.targets, train->lora.ntargets);
     l->layers = copy_strs(a, train->lora.layers, train->lora.nlayers);
     l->modules = copy_strs(a, train->lora.modules, train->lora.nmodules);
+    m->train.gan.disc = copy_strs(a, train->gan.disc, train->gan.ndisc);
   }
 }
 
@@ -119,6 +120,14 @@ static const IrSetting lora_fields[] = {
     END,
 };
 
+static const IrSetting gan_fields[] = {
+    STRS("discriminator", train.gan.disc, train.gan.ndisc),
+    FLT("weight", train.gan.weight, 0, 1e300),
+    INT("start", train.gan.start, 0, INT32_MAX),
+    {"loc", IR_SK_LOC, OFF(train.gan.loc), 0, NULL, 0, 0, NULL},
+    END,
+};
+
 static const IrSetting train_fields[] = {
     ENUM("optimizer", train.optim, optim_names),
     FLT("lr", train.lr, 0, 1e300),
@@ -136,6 +145,7 @@ static const IrSetting train_fields[] = {
     STRS("freeze", train.freeze, train.nfreeze),
     {"lora", IR_SK_SUB, 0, 0, NULL, 0, 0, lora_fields},
     ENUM("precision", train.precision, precision_names),
+    {"gan", IR_SK_SUB, 0, 0, NULL, 0, 0, gan_fields},
     BOOL("inference", inference),
     END,
 };

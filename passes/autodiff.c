@@ -18,13 +18,30 @@
  * depend on gets no gradient (and the optimizer leaves it alone).
  *
  * @forward stays as it is (evaluation). A module whose @forward does not
- * return one f32[] loss is inference-only: the pass leaves it unchanged. */
+ * return one f32[] loss is inference-only: the pass leaves it unchanged.
+ *
+ * A gan module (train setting gan, frontend/plan.h MmGan) returns three
+ * f32[] values from @forward: the loss, the generator's adversarial term g
+ * and the discriminator's loss d. @train then has two loss roots, each with
+ * its own backward:
+ *   %gate = relu(%step - start) - relu(%step - start - 1)   1 from step start + 1, else 0
+ *   %total = loss + g * (%gate * weight)   -> the other parameters' gradients
+ *   %disc  = d * %gate                      -> the discriminator's gradients
+ * and returns [%total, %disc]. The first backward seeds %total and walks
+ * from every trainable parameter outside the discriminator (the
+ * discriminator's own gradients of g are not computed: its optimizer does
+ * not take them, as the reference's generator step); the second seeds %disc
+ * from every trainable parameter, and a cotangent reaching a parameter
+ * outside the discriminator is an error: d must read the generator's output
+ * through detach() (which passes no gradient). */
 #include <string.h>
 
 #include "pass.h"
 
 typedef struct Ad {
   IrModule *m;
+  const char *disc; /* gan: the discriminator's path; NULL: no gan */
+  int side;         /* gan: 0 the generator's root, 1 the discriminator's */
   Diag *d;
   IrFunc *fwd, *train;
   IrMap map;     /* forward value -> @train value (p) */
@@ -89,12 +106,19 @@ static bool copy_forward(Ad *a) {
   return true;
 }
 
-/* needs: forward from the trainable float parameters; useful: backward from
- * the loss. */
+/* Whether parameter p is the discriminator's (under its path). */
+static bool in_disc(const Ad *a, const IrValue *p) {
+  size_t n = strlen(a->disc);
+  return strncmp(p->name, a->disc, n) == 0 && p->name[n] == '.';
+}
+
+/* needs: forward from the trainable float parameters (a gan's generator
+ * root: those outside the discriminator); useful: backward from the loss. */
 static void mark(Ad *a, IrValue *loss, int nfwd) {
   for (int i = 0; i < a->m->params.len; i++) {
     IrValue *p = a->m->params.items[i];
-    if (p->role == IR_ROLE_PARAM && !p->frozen && ir_dtype_is_float(p->dtype))
+    if (p->role == IR_ROLE_PARAM && !p->frozen && ir_dtype_is_float(p->dtype) &&
+        !(a->disc && a->side == 0 && in_disc(a, p)))
       ir_map_put(&a->needs, p)->p = p;
   }
   for (int i = 0; i < nfwd; i++) {
@@ -239,6 +263,14 @@ static bool link_grads(Ad *a) {
     IrValue *p = a->m->params.items[i];
     IrMapSlot *s = ir_map_get(&a->ct, p);
     if (!s || !ir_map_get(&a->needs, p)) continue;
+    if (a->disc && a->side == 1 && !in_disc(a, p)) {
+      diag_error(a->d, a->m->train.gan.loc,
+                 "gan: the discriminator's loss reaches @%s, a parameter outside the "
+                 "discriminator '%s': give the discriminator the generator's output through "
+                 "detach(...)",
+                 p->name, a->disc);
+      return false;
+    }
     IrValue *g = s->p;
     IrMapSlot *u = ir_map_get(&a->uses, g);
     if (ir_map_get(&claimed, g) || ir_map_get(&other, g) || (u && u->i > 0) || !g->def ||
@@ -266,16 +298,58 @@ static bool link_grads(Ad *a) {
   return true;
 }
 
+/* One node of a gan's step arithmetic (scope "gan"). */
+static IrValue *gan_node(Ad *a, IrOp op, IrValue *x, IrValue *y, double value) {
+  char err[512];
+  IrBuilder b = {.m = a->m, .f = a->train, .scope = "gan", .group = -1, .layer = -1};
+  IrAttrs at = {0};
+  IrValue *in[2] = {x, y};
+  if (op == IR_OP_ADD_SCALAR || op == IR_OP_MUL_SCALAR)
+    ir_attrs_set_float(&at, IR_ATTR_VALUE, value);
+  IrNode *n = ir_build(&b, op, in, y ? 2 : 1, &at, a->m->train.gan.loc, err, sizeof err, NULL);
+  if (!n) {
+    diag_error(a->d, a->m->train.gan.loc, "autodiff: gan: %s", err);
+    return NULL;
+  }
+  return n->out[0];
+}
+
+IrValue *pass_gan_gate(IrModule *m, IrFunc *f, IrValue *step, Diag *d) {
+  Ad a = {.m = m, .d = d, .train = f};
+  double s = m->train.gan.start;
+  IrValue *on = gan_node(&a, IR_OP_ADD_SCALAR, step, NULL, -s);
+  IrValue *past = on ? gan_node(&a, IR_OP_ADD_SCALAR, step, NULL, -s - 1) : NULL;
+  IrValue *r1 = past ? gan_node(&a, IR_OP_RELU, on, NULL, 0) : NULL;
+  IrValue *r2 = r1 ? gan_node(&a, IR_OP_RELU, past, NULL, 0) : NULL;
+  return r2 ? gan_node(&a, IR_OP_SUB, r1, r2, 0) : NULL;
+}
+
+/* roots[0] = loss + g * gate * weight, roots[1] = d * gate */
+static bool gan_roots(Ad *a, IrValue *g, IrValue *d, IrValue **roots) {
+  IrValue *step = NULL;
+  for (int i = 0; i < a->train->inputs.len; i++)
+    if (!strcmp(((IrValue *)a->train->inputs.items[i])->name, "step"))
+      step = a->train->inputs.items[i];
+  IrValue *gate = pass_gan_gate(a->m, a->train, step, a->d);
+  IrValue *gw = gate ? gan_node(a, IR_OP_MUL_SCALAR, gate, NULL, a->m->train.gan.weight) : NULL;
+  IrValue *gt = gw ? gan_node(a, IR_OP_MUL, g, gw, 0) : NULL;
+  roots[0] = gt ? gan_node(a, IR_OP_ADD, roots[0], gt, 0) : NULL;
+  roots[1] = roots[0] ? gan_node(a, IR_OP_MUL, d, gate, 0) : NULL;
+  return roots[1] != NULL;
+}
+
 bool pass_autodiff(IrModule *m, PassCtx *cx) {
   IrFunc *fwd = ir_module_func(m, "forward");
   if (!fwd || ir_module_func(m, "train")) return true; /* nothing to do, or done already */
   if (m->inference) return true;                       /* an executable that does not train */
-  if (fwd->results.len != 1) return true;
+  bool gan = m->train.gan.ndisc > 0;
+  if (fwd->results.len != (gan ? 3 : 1)) return true;
   IrValue *loss = fwd->results.items[0];
   if (loss->dtype != IR_F32 || loss->shape.rank != 0) return true; /* inference-only */
   Ad a;
   memset(&a, 0, sizeof a);
   a.m = m;
+  a.disc = gan ? m->train.gan.disc[0] : NULL;
   a.d = cx && cx->d ? cx->d : m->diag;
   a.fwd = fwd;
   arena_init(&a.scratch);
@@ -286,13 +360,22 @@ bool pass_autodiff(IrModule *m, PassCtx *cx) {
   ir_map_init(&a.uses, &a.scratch, false);
   a.train = ir_func_new(m, "train");
   bool ok = make_inputs(&a) && copy_forward(&a);
-  if (ok) {
-    int nfwd = a.train->nodes.len;
-    IrValue *tloss = mapped(&a, loss);
-    mark(&a, tloss, nfwd);
-    ok = check_rules(&a, nfwd) && (!ir_map_get(&a.needs, tloss) || backward(&a, tloss, nfwd)) &&
-         link_grads(&a);
-    if (ok) ir_func_add_result(m, a.train, tloss);
+  IrValue *roots[2] = {mapped(&a, loss), NULL};
+  if (ok && gan)
+    ok = gan_roots(&a, mapped(&a, fwd->results.items[1]), mapped(&a, fwd->results.items[2]), roots);
+  int nfwd = a.train->nodes.len;
+  for (int r = 0; ok && r < (gan ? 2 : 1); r++) {
+    a.side = r;
+    if (r) { /* the second root: its own marks and cotangents */
+      ir_map_init(&a.needs, &a.scratch, false);
+      ir_map_init(&a.useful, &a.scratch, false);
+      ir_map_init(&a.ct, &a.scratch, false);
+      ir_map_init(&a.uses, &a.scratch, false);
+    }
+    mark(&a, roots[r], nfwd);
+    ok = check_rules(&a, nfwd) &&
+         (!ir_map_get(&a.needs, roots[r]) || backward(&a, roots[r], nfwd)) && link_grads(&a);
+    if (ok) ir_func_add_result(m, a.train, roots[r]);
   }
   arena_free(&a.scratch);
   return ok;

@@ -65,10 +65,83 @@ static const char *owner(Opt *o, const IrValue *p) {
   return dot ? arena_strndup(&o->m->arena, p->name, (size_t)(dot - p->name)) : NULL;
 }
 
+/* The update of one set of parameters: their gradients' global norm, the
+ * clip scale and one adamw (sgd) per parameter with this lr and step. */
+static bool update(Opt *o, Arena *scratch, IrValue **params, IrValue **grads, int np, IrValue *lr,
+                   IrValue *step) {
+  IrModule *m = o->m;
+  IrFunc *f = o->f;
+  const MmTrain *t = &m->train;
+  bool ok = true;
+  IrBuilder b = {.m = m, .f = f, .scope = "optimizer", .group = -1, .layer = -1};
+  SrcLoc none = {0};
+  /* grad_norm in chunks of 64, then of the chunk norms */
+  IrValue **level = grads;
+  int nlevel = np;
+  while (ok) {
+    int nnext = 0;
+    IrValue **next = ARENA_ARRAY(scratch, IrValue *, (nlevel + 63) / 64);
+    for (int k = 0; k < nlevel && ok; k += 64) {
+      int c = nlevel - k < 64 ? nlevel - k : 64;
+      IrNode *n = build(o, &b, IR_OP_GRAD_NORM, level + k, c, NULL, none);
+      if (n) next[nnext++] = n->out[0];
+      ok = n != NULL;
+    }
+    level = next;
+    nlevel = nnext;
+    if (nlevel == 1) break;
+  }
+  IrValue *scale = NULL;
+  if (ok) {
+    IrAttrs a = {0};
+    IrNode *n;
+    if (t->clip > 0) {
+      ir_attrs_set_float(&a, IR_ATTR_VALUE, t->clip);
+      n = build(o, &b, IR_OP_CLIP_SCALE, level, 1, &a, none);
+    } else {
+      ir_attrs_set_ints(&a, IR_ATTR_SHAPE, NULL, 0);
+      ir_attrs_set_float(&a, IR_ATTR_VALUE, 1.0);
+      ir_attrs_set_dtype(&a, IR_ATTR_DTYPE, IR_F32);
+      n = build(o, &b, IR_OP_FULL, NULL, 0, &a, none);
+    }
+    ok = n != NULL;
+    if (ok) scale = n->out[0];
+  }
+
+  for (int i = 0; i < np && ok; i++) {
+    IrValue *p = params[i];
+    IrBuilder pb = {.m = m, .f = f, .scope = owner(o, p), .group = p->group, .layer = p->layer};
+    IrAttrs a = {0};
+    if (t->optim == MM_OPT_ADAMW) {
+      IrValue *mo = state(o, "adamw.m", p), *v = state(o, "adamw.v", p);
+      if (!mo || !v) {
+        ok = false;
+        break;
+      }
+      ir_attrs_set_float(&a, IR_ATTR_BETA1, t->beta1);
+      ir_attrs_set_float(&a, IR_ATTR_BETA2, t->beta2);
+      ir_attrs_set_float(&a, IR_ATTR_EPS, t->eps);
+      ir_attrs_set_float(&a, IR_ATTR_WEIGHT_DECAY, t->weight_decay);
+      IrValue *in[7] = {p, grads[i], mo, v, lr, step, scale};
+      ok = build(o, &pb, IR_OP_ADAMW, in, 7, &a, p->loc) != NULL;
+    } else {
+      IrValue *mom = state(o, "sgd.momentum", p);
+      if (!mom) {
+        ok = false;
+        break;
+      }
+      ir_attrs_set_float(&a, IR_ATTR_MOMENTUM, t->momentum);
+      ir_attrs_set_float(&a, IR_ATTR_WEIGHT_DECAY, t->weight_decay);
+      IrValue *in[5] = {p, grads[i], mom, lr, scale};
+      ok = build(o, &pb, IR_OP_SGD, in, 5, &a, p->loc) != NULL;
+    }
+  }
+  return ok;
+}
+
 bool pass_optimizer(IrModule *m, PassCtx *cx) {
   IrFunc *f = ir_module_func(m, "train");
   if (!f) return true; /* inference-only */
-  const MmTrain *t = &m->train;
   Opt o = {.m = m, .d = cx && cx->d ? cx->d : m->diag, .f = f};
 
   /* the gradients, in parameter order */
@@ -96,69 +169,37 @@ bool pass_optimizer(IrModule *m, PassCtx *cx) {
     arena_free(&scratch);
     return np == 0;
   }
-
-  IrBuilder b = {.m = m, .f = f, .scope = "optimizer", .group = -1, .layer = -1};
-  SrcLoc none = {0};
-  /* grad_norm in chunks of 64, then of the chunk norms */
-  IrValue **level = grads;
-  int nlevel = np;
-  while (ok) {
-    int nnext = 0;
-    IrValue **next = ARENA_ARRAY(&scratch, IrValue *, (nlevel + 63) / 64);
-    for (int k = 0; k < nlevel && ok; k += 64) {
-      int c = nlevel - k < 64 ? nlevel - k : 64;
-      IrNode *n = build(&o, &b, IR_OP_GRAD_NORM, level + k, c, NULL, none);
-      if (n) next[nnext++] = n->out[0];
-      ok = n != NULL;
+  if (m->train.gan.ndisc == 0) {
+    ok = update(&o, &scratch, params, grads, np, lr, step);
+  } else {
+    /* a gan: the discriminator's parameters apart, with their own norm and
+     * clip, the learning rate times the gate and their own step count
+     * relu(step - start - 1) + 1 (its first step is 1, as an optimizer
+     * that starts there) */
+    const char *disc = m->train.gan.disc[0];
+    size_t dl = strlen(disc);
+    int nd = 0, ng = 0;
+    IrValue **dp = ARENA_ARRAY(&scratch, IrValue *, np + 1);
+    IrValue **dg = ARENA_ARRAY(&scratch, IrValue *, np + 1);
+    for (int i = 0; i < np; i++) {
+      bool d = strncmp(params[i]->name, disc, dl) == 0 && params[i]->name[dl] == '.';
+      if (d)
+        dp[nd] = params[i], dg[nd++] = grads[i];
+      else
+        params[ng] = params[i], grads[ng++] = grads[i];
     }
-    level = next;
-    nlevel = nnext;
-    if (nlevel == 1) break;
-  }
-  IrValue *scale = NULL;
-  if (ok) {
-    IrAttrs a = {0};
-    IrNode *n;
-    if (t->clip > 0) {
-      ir_attrs_set_float(&a, IR_ATTR_VALUE, t->clip);
-      n = build(&o, &b, IR_OP_CLIP_SCALE, level, 1, &a, none);
-    } else {
-      ir_attrs_set_ints(&a, IR_ATTR_SHAPE, NULL, 0);
-      ir_attrs_set_float(&a, IR_ATTR_VALUE, 1.0);
-      ir_attrs_set_dtype(&a, IR_ATTR_DTYPE, IR_F32);
-      n = build(&o, &b, IR_OP_FULL, NULL, 0, &a, none);
-    }
-    ok = n != NULL;
-    if (ok) scale = n->out[0];
-  }
-
-  for (int i = 0; i < np && ok; i++) {
-    IrValue *p = params[i];
-    IrBuilder pb = {.m = m, .f = f, .scope = owner(&o, p), .group = p->group, .layer = p->layer};
-    IrAttrs a = {0};
-    if (t->optim == MM_OPT_ADAMW) {
-      IrValue *mo = state(&o, "adamw.m", p), *v = state(&o, "adamw.v", p);
-      if (!mo || !v) {
-        ok = false;
-        break;
-      }
-      ir_attrs_set_float(&a, IR_ATTR_BETA1, t->beta1);
-      ir_attrs_set_float(&a, IR_ATTR_BETA2, t->beta2);
-      ir_attrs_set_float(&a, IR_ATTR_EPS, t->eps);
-      ir_attrs_set_float(&a, IR_ATTR_WEIGHT_DECAY, t->weight_decay);
-      IrValue *in[7] = {p, grads[i], mo, v, lr, step, scale};
-      ok = build(&o, &pb, IR_OP_ADAMW, in, 7, &a, p->loc) != NULL;
-    } else {
-      IrValue *mom = state(&o, "sgd.momentum", p);
-      if (!mom) {
-        ok = false;
-        break;
-      }
-      ir_attrs_set_float(&a, IR_ATTR_MOMENTUM, t->momentum);
-      ir_attrs_set_float(&a, IR_ATTR_WEIGHT_DECAY, t->weight_decay);
-      IrValue *in[5] = {p, grads[i], mom, lr, scale};
-      ok = build(&o, &pb, IR_OP_SGD, in, 5, &a, p->loc) != NULL;
-    }
+    ok = ng == 0 || update(&o, &scratch, params, grads, ng, lr, step);
+    IrBuilder b = {.m = m, .f = f, .scope = "gan", .group = -1, .layer = -1};
+    SrcLoc at = m->train.gan.loc;
+    IrValue *gate = ok && nd ? pass_gan_gate(m, f, step, o.d) : NULL;
+    IrNode *dlr = gate ? build(&o, &b, IR_OP_MUL, (IrValue *[]){lr, gate}, 2, NULL, at) : NULL;
+    IrAttrs a1 = {0}, a2 = {0};
+    ir_attrs_set_float(&a1, IR_ATTR_VALUE, -(double)m->train.gan.start - 1);
+    ir_attrs_set_float(&a2, IR_ATTR_VALUE, 1.0);
+    IrNode *s1 = dlr ? build(&o, &b, IR_OP_ADD_SCALAR, &step, 1, &a1, at) : NULL;
+    IrNode *s2 = s1 ? build(&o, &b, IR_OP_RELU, s1->out, 1, NULL, at) : NULL;
+    IrNode *s3 = s2 ? build(&o, &b, IR_OP_ADD_SCALAR, s2->out, 1, &a2, at) : NULL;
+    if (nd) ok = s3 && update(&o, &scratch, dp, dg, nd, dlr->out[0], s3->out[0]);
   }
   arena_free(&scratch);
   return ok;

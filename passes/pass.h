@@ -41,7 +41,10 @@ extern const int pass_count;
 bool pass_run_pipeline(IrModule *m, PassCtx *cx, const char *stop,
                        void (*after)(const char *name, IrModule *m, void *user), void *user);
 bool pass_exists(const char *name); /* a pass or "lower" */
-int pass_index(const char *name);   /* in pass_list, or -1 */
+/* A gan's gate in f (autodiff.c): relu(step - start) - relu(step - start - 1),
+ * 1 from step start + 1 on and 0 before; NULL after a message. */
+IrValue *pass_gan_gate(IrModule *m, IrFunc *f, IrValue *step, Diag *d);
+int pass_index(const char *name); /* in pass_list, or -1 */
 /* Whether pass i may run on m now (see passes.def); else false and a
  * message in err. */
 bool pass_can_run(const IrModule *m, int i, char *err, size_t errlen);

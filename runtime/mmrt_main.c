@@ -1088,8 +1088,13 @@ static int train(Trainer *t) {
     t->done = step;
     double tn = now(),
            sps = (double)m->batch * (double)(step - first) / (tn - t0 > 0 ? tn - t0 : 1e-9);
-    MmrtLogField f[7] = {{"loss", loss, NULL}, {"lr", lr, NULL}, {"samples_per_s", sps, NULL}};
+    MmrtLogField f[8] = {{"loss", loss, NULL}, {"lr", lr, NULL}, {"samples_per_s", sps, NULL}};
     int nf = 3;
+    if (m->disc_loss_offset >= 0) { /* a gan's discriminator loss (0 before its start) */
+      float dl;
+      memcpy(&dl, t->arenas[MMRT_ARENA_ACT] + m->disc_loss_offset, sizeof dl);
+      f[nf++] = (MmrtLogField){"disc_loss", dl, NULL};
+    }
     if (t->has_mesh) /* bytes this rank sent in the step */
       f[nf++] = (MmrtLogField){"comm_bytes", (double)sent, NULL};
     if (t->a.eval_every > 0 && step % t->a.eval_every == 0 && step < t->a.steps) {

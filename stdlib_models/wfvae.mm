@@ -416,6 +416,10 @@ model WFVAE {
   let t_interpolation = "trilinear" // the decoder's 2x in time: "trilinear" or "nearest"
   let loss_type = "l1"            // the reconstruction term: "l1" |x - x'| or "l2" (x - x')^2
   let logvar_init = 0.0           // added to the log-variance: its start (conv_out's bias starts at 0)
+  let gan = false                 // true: the 3D patch discriminator `disc` (with train { gan = gan(...) })
+  let disc_ndf = 64               // its width, layers and dropout (the reference's defaults)
+  let disc_layers = 4
+  let disc_dropout = 0.3
   encoder = WFEncoder(C, latent, base, nres, enc_energy_flow, groups)
   decoder = WFDecoder(C, latent, base, nres, dec_energy_flow, groups, t_interpolation = t_interpolation,
                       connect_res = connect_res)
@@ -423,6 +427,9 @@ model WFVAE {
   wavelet_l1 = Haar2D(C)
   wavelet_l2 = Haar3D(C)
   wavelet_out = IHaar3D(C)
+  if gan {
+    disc = Discriminator3D(C, disc_ndf, disc_layers, disc_dropout)
+  }
 
   forward(video: f32[B, C, F, S, S]) -> loss {
     let T1 = (F + 1) // 2
@@ -452,7 +459,17 @@ model WFVAE {
     }
     kl = mean(mu * mu + exp(logvar) - 1.0 - logvar) * (0.5 * latent * T2 * (S // 8) * (S // 8))
     wl = mean(abs(l1v - dl1)) * (4 * C * T1 * (S // 4) * (S // 4)) + mean(abs(l2 - dl2)) * (8 * C * T2 * (S // 8) * (S // 8))
-    return nll + kl * kl_weight + wl * wavelet_weight
+    loss = nll + kl * kl_weight + wl * wavelet_weight
+    if gan {
+      // LPIPSWithDiscriminator3D's hinge GAN: the generator's term -mean(D(x')),
+      // the discriminator's 0.5 (mean(relu(1 - D(x))) + mean(relu(1 + D(x')))) on
+      // the detached reconstruction; the train section's gan setting weights the
+      // first, starts both and gives each its own optimizer (passes/autodiff.c)
+      g = mean(disc(rec)) * -1.0
+      d = (mean(relu(1.0 - disc(video))) + mean(relu(1.0 + disc(detach(rec))))) * 0.5
+      return [loss, g, d]
+    }
+    return loss
   }
 
   // the reconstruction forwards (lang/REFERENCE.md, "Reconstruction"): the
@@ -509,5 +526,98 @@ model WFVAEFit extends WFVAETiny {
   train {
     optimizer = adamw(lr = 1e-3, betas = [0.9, 0.999], weight_decay = 1e-4)
     schedule = cosine(warmup = 50, min_lr = 5e-5)
+  }
+}
+
+// ---- the adversarial option (off by default) ----
+
+// BatchNorm3d in training mode (the reference discriminator's norm): each
+// channel normalised over the batch, frames and positions, eps 1e-5, as a
+// GroupNorm with one group per channel over [1, C, B*T*H*W].
+module BatchNorm3d(ch: int) {
+  weight = param f32[ch] = ones
+  bias   = param f32[ch] = zeros
+
+  forward(x: [B, ch, T, H, W]) {
+    y = group_norm(x.transpose(0, 1).reshape(1, ch, B * T * H * W), weight, bias, groups = ch, eps = 1e-5)
+    return y.reshape(ch, B, T, H, W).transpose(0, 1)
+  }
+}
+
+// leaky ReLU, slope 0.2: x for x > 0, 0.2 x below; its gradient at 0 is
+// 0.2, as PyTorch's (a clip's black background makes many exact zeros)
+module LeakyReLU {
+  forward(x) { return x * 0.2 + relu(x) * 0.8 }
+}
+
+// One NLayerDiscriminator3D layer: 3x3x3 conv (no bias: the norm has one),
+// BatchNorm3d, leaky ReLU, dropout.
+module DiscBlock3D(in_ch: int, out_ch: int, stride_t: int, stride: int, dropout: float) {
+  conv = param f32[out_ch, in_ch, 3, 3, 3] = normal(0.02)
+  norm = BatchNorm3d(out_ch)
+  act  = LeakyReLU()
+
+  forward(x: [B, in_ch, T, H, W]) {
+    h = act(norm(conv3d(x, conv, stride = [stride_t, stride, stride], padding = 1)))
+    if dropout > 0 {
+      return dropout(h, dropout)
+    }
+    return h
+  }
+}
+
+// The reference's NLayerDiscriminator3D (PKU-YuanGroup WF-VAE,
+// causalvideovae/model/losses/discriminator.py; LPIPSWithDiscriminator3D's
+// default 4 layers): a 3D PatchGAN over [B, C, T, H, W] giving one logit per
+// patch, [B, 1, t, h, w]. conv 3x3x3 stride 2 + leaky ReLU; then n_layers - 1
+// blocks doubling the width (at most 8 ndf), stride 2 in time only in the
+// first; a stride-1 block; a 3x3x3 conv to one channel. Initialised as its
+// weights_init: convolutions N(0, 0.02), norm weights 1 (the reference
+// draws N(1, 0.02)), biases 0.
+module Discriminator3D(in_ch: int = 3, ndf: int = 64, n_layers: int = 4, dropout: float = 0.3) {
+  conv_in = Conv3d(in_ch, ndf, 3, stride = 2, padding = 1)
+  act     = LeakyReLU()
+  if n_layers >= 2 {
+    block1 = DiscBlock3D(ndf, 2 * ndf, 2, 2, dropout)
+  }
+  if n_layers >= 3 {
+    block2 = DiscBlock3D(2 * ndf, 4 * ndf, 1, 2, dropout)
+  }
+  if n_layers >= 4 {
+    block3 = DiscBlock3D(4 * ndf, 8 * ndf, 1, 2, dropout)
+  }
+  let w_in = min(int(2 ** (n_layers - 1)), 8) * ndf
+  let w_out = min(int(2 ** n_layers), 8) * ndf
+  block_out = DiscBlock3D(w_in, w_out, 1, 1, dropout)
+  conv_out  = Conv3d(w_out, 1, 3, padding = 1)
+
+  forward(x: [B, in_ch, T, H, W]) {
+    ok = require(n_layers >= 1 and n_layers <= 4, "Discriminator3D takes 1 to 4 layers")
+    h = act(conv_in(x))
+    if n_layers >= 2 {
+      h = block1(h)
+    }
+    if n_layers >= 3 {
+      h = block2(h)
+    }
+    if n_layers >= 4 {
+      h = block3(h)
+    }
+    return conv_out(block_out(h))
+  }
+}
+
+// WFVAETiny with the adversarial option on: a 2-layer discriminator of
+// width 8 (no dropout), its generator term weighted 0.5 (the reference
+// trainer's disc_weight default, as a fixed weight) from step 6 on.
+model WFVAETinyGAN extends WFVAETiny {
+  let gan = true
+  let disc_ndf = 8
+  let disc_layers = 2
+  let disc_dropout = 0.0
+
+  train {
+    optimizer = adamw(lr = 1e-3, betas = [0.9, 0.999], weight_decay = 1e-4)
+    gan = gan(discriminator = disc, weight = 0.5, start = 5)
   }
 }

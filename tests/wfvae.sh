@@ -10,6 +10,9 @@
 #   trainer's initial weights by name, its clips, its noise (Philox in
 #   numpy), 3 AdamW steps: losses to 1e-5 relative, weights against their
 #   update (tests/torch/mmtrain.py);
+# - the gan option (WFVAETinyGAN): the same parity with the discriminator's
+#   loss, its own optimizer and its start (tests/torch/wfvae_ref.py
+#   discriminator, hinge_d_loss);
 # - the log-variance clamp to [-30, 20] (the reference's
 #   DiagonalGaussianDistribution): WFVAETiny (5 frames, batch 1) started at
 #   log-variance 25 and 45 has the same first loss (both clamped to 20: the
@@ -67,11 +70,23 @@ model WFVAETinyParityGN extends WFVAETinyParity {
   let groups = 4
   let t_interpolation = "nearest"
 }
+model WFVAETinyGANParity extends WFVAETinyGAN {
+  train {
+    optimizer = adamw(lr = 1e-3, betas = [0.9, 0.999], eps = 0.1, weight_decay = 1e-4)
+    gan = gan(discriminator = disc, weight = 0.5, start = 1)
+  }
+}
 MM
   cd "$T"
   # the default: layer norm, trilinear time upsampling, at the default -O;
-  # GroupNorm(4) and nearest time upsampling at -O0 (a quicker compile)
-  for spec in "WFVAETinyParity 7" "WFVAETinyParityGN 11 -O0"; do
+  # GroupNorm(4) and nearest time upsampling at -O0 (a quicker compile);
+  # the gan option (WFVAETinyGAN's 2-layer 3D discriminator, hinge loss, its
+  # own AdamW) starting after step 1, on 5-frame clips, batch 1: step 1
+  # without it, steps 2 and 3 with the generator's term and the
+  # discriminator's update (its disc_loss logged and compared too). Adam's eps
+  # is 0.1 there: the discriminator's gradients are ~1e-2, where eps 1e-3
+  # would make its steps lr * sign(g) (seen: rounding flipped some)
+  for spec in "WFVAETinyParity 7" "WFVAETinyParityGN 11 -O0" "WFVAETinyGANParity 5 -O0 --set F=5 --set B=1"; do
     set -- $spec
     m=$1 seed=$2; shift 2
     rm -rf in

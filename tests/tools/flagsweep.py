@@ -324,6 +324,7 @@ model S {
 }
 '''
 LORA = 'lora = lora(rank = 4, targets = [enc], layers = ["fc1"])'
+GAN = "gan = gan(discriminator = dec, weight = 0.5, start = 1)"
 STAGES = "stages = [gpt.wte + gpt.wpe + gpt.h[0:1], gpt.h[1:2] + gpt.ln_f]"
 STAGES4 = "stages = [gpt.wte + gpt.wpe, gpt.h[0:1], gpt.h[1:2], gpt.ln_f]"
 # setting: (base section, section with it, expectation[, words in the error])
@@ -366,6 +367,13 @@ set_probes = {
     "train.precision=fp32": ("precision = bf16", "precision = fp32", "effect"),
     "train.precision=bf16": ("", "precision = bf16", "effect"),
     "train.batch": ("", "batch = 3", "refused", ["batch"]),
+    # gan needs a forward returning [loss, g, d] (this model returns one loss):
+    # refused here; its effect is checked by tests/wfvae.sh (PyTorch parity)
+    "train.gan": ("", GAN, "refused", ["generator term"]),
+    "train.gan.gan": ("", GAN, "refused", ["generator term"]),
+    "train.gan.gan.discriminator": ("", GAN, "refused", ["generator term"]),
+    "train.gan.gan.weight": ("", GAN.replace("0.5", "0"), "refused", ["weight must be positive"]),
+    "train.gan.gan.start": ("", GAN.replace("start = 1", "start = -1"), "refused", ["start"]),
     "parallel.tp": ("", "tp = 2", "effect"),
     "parallel.sp": ("tp = 2", "tp = 2; sp = true", "effect"),
     "parallel.sp=true": ("tp = 2", "tp = 2; sp = true", "effect"),

@@ -280,7 +280,7 @@ def train_settings(path, model, search=()):
         sec = _section(body, "train")
     cfg = {"optimizer": "adamw", "lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.0,
            "clip": 0.0, "schedule": "constant", "warmup": 0, "min_lr": 0.0, "freeze": [], "lora_scale": None,
-           "precision": "fp32"}
+           "precision": "fp32", "gan": None}
     s = _settings(sec or "", "%s: model %s: train" % (where, model))
     for key, v in s.items():
         at = "%s: model %s: train: %s" % (where, model, key)
@@ -321,6 +321,9 @@ def train_settings(path, model, search=()):
             if v not in (("sym", "fp32"), ("sym", "bf16")):
                 raise SettingsError("%s: expected fp32 or bf16, found %r" % (at, v))
             cfg["precision"] = v[1]
+        elif key == "gan":  # gan(discriminator = disc, weight = X, start = N)
+            cfg["gan"] = {"discriminator": v[2]["discriminator"][1], "weight": _num(v[2]["weight"], at),
+                          "start": int(_num(v[2].get("start", 0), at))}
         elif key not in ("steps", "batch"):
             raise SettingsError("%s: unknown train setting" % at)
     return cfg

@@ -21,6 +21,9 @@ CONFIGS = {
     "WFVAETinyParityGN": dict(latent=4, base=16, groups=4, t_interpolation="nearest", kl_weight=1e-6,
                               wavelet_weight=0.1),
     "WFVAETiny": dict(latent=4, base=16, groups=0, t_interpolation="trilinear", kl_weight=1e-6, wavelet_weight=0.1),
+    # the adversarial option: a 2-layer discriminator (tests/wfvae.sh)
+    "WFVAETinyGANParity": dict(latent=4, base=16, groups=0, t_interpolation="trilinear", kl_weight=1e-6,
+                               wavelet_weight=0.1, disc_layers=2),
 }
 
 
@@ -49,8 +52,16 @@ def main():
     trained = [k for k in names if P[k].requires_grad]
     logged = [json.loads(l) for l in open(log) if l.strip()]
     mmc_loss = {r["step"]: r["loss"] for r in logged if "loss" in r}
-    opt = torch.optim.AdamW([P[k] for k in trained], lr=1.0, betas=(cfg["beta1"], cfg["beta2"]), eps=cfg["eps"],
+    mmc_disc = {r["step"]: r["disc_loss"] for r in logged if "disc_loss" in r}
+    gan = cfg["gan"]
+    # a gan (the reference's train_causalvae.py step): the generator's AdamW over every other tensor, the
+    # discriminator's own AdamW (the same settings) stepped from global step `start` (0-based) on
+    disc = [k for k in trained if gan and k.startswith(gan["discriminator"] + ".")]
+    gen = [k for k in trained if k not in disc]
+    opt = torch.optim.AdamW([P[k] for k in gen], lr=1.0, betas=(cfg["beta1"], cfg["beta2"]), eps=cfg["eps"],
                             weight_decay=cfg["weight_decay"])
+    dopt = torch.optim.AdamW([P[k] for k in disc], lr=1.0, betas=(cfg["beta1"], cfg["beta2"]), eps=cfg["eps"],
+                             weight_decay=cfg["weight_decay"]) if disc else None
     print("%s: %d tensors (%d parameters), adamw(lr = %g, weight_decay = %g), %d steps, seed %d" %
           (model, len(names), sum(P[k].numel() for k in names), cfg["lr"], cfg["weight_decay"], steps, seed))
     bad, lrs = 0, []
@@ -61,15 +72,45 @@ def main():
         t2 = (T - 1) // 4 + 1
         noise = wfvae_ref.randn((B, mc["latent"], t2, H // 8, W // 8), seed, s)
         opt.zero_grad(set_to_none=True)
-        loss, _ = wfvae_ref.wfvae_loss(P, video, noise, mc)
-        loss.backward()
-        if cfg["clip"] > 0:
-            torch.nn.utils.clip_grad_norm_([P[k] for k in trained], cfg["clip"])
         lr = mmtrain.lr_at(cfg, s, steps)
         lrs.append(lr)
+        if gan:
+            loss, _, rec = wfvae_ref.wfvae_loss(P, video, noise, dict(mc, with_rec=True))
+            on = s - 1 >= gan["start"]  # LPIPSWithDiscriminator3D: global_step >= discriminator_iter_start
+            g_loss = -torch.mean(wfvae_ref.discriminator(P, rec, gan["discriminator"] + ".", mc["disc_layers"]))
+            if on:
+                loss = loss + gan["weight"] * g_loss
+        else:
+            loss, _ = wfvae_ref.wfvae_loss(P, video, noise, mc)
+        loss.backward()
+        if cfg["clip"] > 0:
+            torch.nn.utils.clip_grad_norm_([P[k] for k in gen], cfg["clip"])
         for g in opt.param_groups:
             g["lr"] = lr
         opt.step()
+        if gan:  # the discriminator's step on the detached reconstruction
+            d_loss = torch.tensor(0.0)
+            if on:
+                dopt.zero_grad(set_to_none=True)
+                d_loss = wfvae_ref.hinge_d_loss(
+                    wfvae_ref.discriminator(P, video, gan["discriminator"] + ".", mc["disc_layers"]),
+                    wfvae_ref.discriminator(P, rec.detach(), gan["discriminator"] + ".", mc["disc_layers"]))
+                d_loss.backward()
+                if cfg["clip"] > 0:
+                    torch.nn.utils.clip_grad_norm_([P[k] for k in disc], cfg["clip"])
+                for g in dopt.param_groups:
+                    g["lr"] = lr
+                dopt.step()
+            theirs = mmc_disc.get(s)
+            if theirs is None:
+                print("step %d: no disc_loss in the trainer's log" % s)
+                bad += 1
+            else:
+                rel = abs(d_loss.item() - theirs) / max(abs(theirs), abs(d_loss.item()), 1e-30)
+                ok = rel <= LOSS_RTOL or (d_loss.item() == 0 and theirs == 0)
+                bad += not ok
+                print("step %d: disc_loss pytorch %.9g mmc %.9g rel %.2e %s" %
+                      (s, d_loss.item(), theirs, rel, "ok" if ok else "MISMATCH"))
         theirs = mmc_loss.get(s)
         if theirs is None:
             print("step %d: not in the trainer's log" % s)

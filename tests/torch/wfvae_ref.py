@@ -277,4 +277,28 @@ def wfvae_loss(P, video, noise, cfg):
     kl = 0.5 * torch.sum(torch.pow(mean, 2) + var - 1.0 - logvar, dim=[1, 2, 3, 4])
     kl = torch.sum(kl) / kl.shape[0]
     wl = torch.sum(l1(el1, dl1)) / bs + torch.sum(l1(el2, dl2)) / bs
+    if cfg.get("with_rec"):
+        return nll + cfg["kl_weight"] * kl + cfg["wavelet_weight"] * wl, mean, rec
     return nll + cfg["kl_weight"] * kl + cfg["wavelet_weight"] * wl, mean
+
+
+def leaky(x):
+    return F.leaky_relu(x, 0.2)
+
+
+def discriminator(P, x, prefix, n_layers):
+    """NLayerDiscriminator3D (PKU-YuanGroup WF-VAE discriminator.py) in train mode, no dropout, as
+    stdlib_models/wfvae.mm's Discriminator3D names its tensors: Conv3d(k 3, stride 2, pad 1) + LeakyReLU
+    (0.2); n_layers - 1 blocks Conv3d (no bias; stride (2 if n == 1 else 1, 2, 2)) + BatchNorm3d (batch
+    statistics, eps 1e-5) + LeakyReLU; a stride-1 block; Conv3d to one channel."""
+    h = leaky(F.conv3d(x, P[prefix + "conv_in.weight"], P[prefix + "conv_in.bias"], stride=2, padding=1))
+    blocks = [("block%d" % n, (2 if n == 1 else 1, 2, 2)) for n in range(1, n_layers)] + [("block_out", 1)]
+    for name, stride in blocks:
+        b = prefix + name + "."
+        h = F.conv3d(h, P[b + "conv"], None, stride=stride, padding=1)
+        h = leaky(F.batch_norm(h, None, None, P[b + "norm.weight"], P[b + "norm.bias"], training=True, eps=1e-5))
+    return F.conv3d(h, P[prefix + "conv_out.weight"], P[prefix + "conv_out.bias"], padding=1)
+
+
+def hinge_d_loss(logits_real, logits_fake):  # the reference's perceptual_loss.py
+    return 0.5 * (torch.mean(F.relu(1.0 - logits_real)) + torch.mean(F.relu(1.0 + logits_fake)))

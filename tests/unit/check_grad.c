@@ -609,6 +609,28 @@ START_TEST(test_mse) {
 }
 END_TEST
 
+/* detach: a reaches the loss only through detach(a), so it gets no
+ * gradient; b's gradient (the detached value) against finite differences
+ * with a held fixed */
+START_TEST(test_detach) {
+  G g;
+  g_init(&g, 37);
+  IrValue *a = g_param(&g, "a", SHP(3, 5)), *b = g_param(&g, "b", SHP(3, 5));
+  IrValue *d = g_op(&g, IR_OP_DETACH, VS(a), NULL);
+  g_loss(&g, g_op(&g, IR_OP_MUL, VS(d, b), NULL));
+  g_autodiff(&g, NULL);
+  IrFunc *t = ir_module_func(g.m, "train");
+  ck_assert_ptr_null(grad_of(t, a));
+  ck_assert_ptr_nonnull(grad_of(t, b));
+  assert_roundtrip(&g);
+  a->frozen = true; /* held fixed by the finite differences */
+  g_fill(&g);
+  g_check(&g, 0);
+  ck_assert_int_gt(g.checked, 0);
+  g_free(&g);
+}
+END_TEST
+
 /* The tests registered in grad_suite, recorded as they are added (a test
  * written but not registered covers nothing); the loop test over unary[]
  * with its index range. */
@@ -717,6 +739,7 @@ static Suite *grad_suite(void) {
   ADD(tc, test_attention_causal_longer_keys);
   ADD(tc, test_cross_entropy);
   ADD(tc, test_mse);
+  ADD(tc, test_detach);
   ADD(tc, test_every_rule_covered);
   suite_add_tcase(s, tc);
   return s;
