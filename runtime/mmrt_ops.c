@@ -120,32 +120,60 @@ static inline void put(float *dst, float v, int accumulate) {
  * layer norm, RMSNorm, group norm
  * ====================================================================== */
 
-void mmrt_layernorm_fwd(float *y, float *mean, float *rstd, const float *x, const float *gamma,
-                        const float *beta, int N, int C, float eps) {
-#pragma omp parallel for schedule(static)
-  for (int r = 0; r < N; r++) {
-    const float *xr = x + (size_t)r * C;
-    float *yr = y + (size_t)r * C;
-    float s = 0.0f;
+/* One row of the layer norm (and of its gradient below): AVX-512 and AVX2
+ * clones, each row's sums in one fixed order per clone. */
+MMRT_CLONES static void layernorm_row(float *restrict yr, float *mean, float *rstd,
+                                      const float *restrict xr, const float *gamma,
+                                      const float *beta, int C, float eps) {
+  float s = 0.0f;
 #pragma omp simd reduction(+ : s)
-    for (int c = 0; c < C; c++) s += xr[c];
-    float m = s / (float)C;
-    float v = 0.0f;
+  for (int c = 0; c < C; c++) s += xr[c];
+  float m = s / (float)C;
+  float v = 0.0f;
 #pragma omp simd reduction(+ : v)
-    for (int c = 0; c < C; c++) v += (xr[c] - m) * (xr[c] - m);
-    float rs = 1.0f / sqrtf(v / (float)C + eps);
+  for (int c = 0; c < C; c++) v += (xr[c] - m) * (xr[c] - m);
+  float rs = 1.0f / sqrtf(v / (float)C + eps);
+  if (gamma && beta) {
+#pragma omp simd
+    for (int c = 0; c < C; c++) yr[c] = (xr[c] - m) * rs * gamma[c] + beta[c];
+  } else {
+#pragma omp simd
     for (int c = 0; c < C; c++) {
       float h = (xr[c] - m) * rs;
       yr[c] = h * (gamma ? gamma[c] : 1.0f) + (beta ? beta[c] : 0.0f);
     }
-    if (mean) mean[r] = m;
-    if (rstd) rstd[r] = rs;
   }
+  if (mean) *mean = m;
+  if (rstd) *rstd = rs;
+}
+
+void mmrt_layernorm_fwd(float *y, float *mean, float *rstd, const float *x, const float *gamma,
+                        const float *beta, int N, int C, float eps) {
+#pragma omp parallel for schedule(static)
+  for (int r = 0; r < N; r++)
+    layernorm_row(y + (size_t)r * C, mean ? mean + r : NULL, rstd ? rstd + r : NULL,
+                  x + (size_t)r * C, gamma, beta, C, eps);
 }
 
 /* Column sums over rows of dy * xhat and dy, where xhat[r,c] =
  * (x[r,c] - mean[r]) * rstd[r] (mean may be NULL: RMSNorm). Threads own
  * column ranges, so there are no races and no partial buffers. */
+/* ag[c - c0] += sum_r dy[r,c] xhat[r,c], ab[c - c0] += sum_r dy[r,c] for
+ * c0 <= c < c1 (rows in order) */
+MMRT_CLONES static void norm_param_cols(float *restrict ag, float *restrict ab, const float *dy,
+                                        const float *x, const float *mean, const float *rstd, int N,
+                                        int C, size_t c0, size_t c1) {
+  for (int r = 0; r < N; r++) {
+    const float *xr = x + (size_t)r * C, *dr = dy + (size_t)r * C;
+    float m = mean ? mean[r] : 0.0f, rs = rstd[r];
+#pragma omp simd
+    for (size_t c = c0; c < c1; c++) {
+      ag[c - c0] += dr[c] * (xr[c] - m) * rs;
+      ab[c - c0] += dr[c];
+    }
+  }
+}
+
 static void norm_param_grads(float *dgamma, float *dbeta, const float *dy, const float *x,
                              const float *mean, const float *rstd, int N, int C, int accumulate) {
 #pragma omp parallel
@@ -155,20 +183,35 @@ static void norm_param_grads(float *dgamma, float *dbeta, const float *dy, const
     for (size_t c0 = lo; c0 < hi; c0 += 256) {
       size_t c1 = c0 + 256 < hi ? c0 + 256 : hi;
       float ag[256] = {0}, ab[256] = {0};
-      for (int r = 0; r < N; r++) {
-        const float *xr = x + (size_t)r * C, *dr = dy + (size_t)r * C;
-        float m = mean ? mean[r] : 0.0f, rs = rstd[r];
-#pragma omp simd
-        for (size_t c = c0; c < c1; c++) {
-          ag[c - c0] += dr[c] * (xr[c] - m) * rs;
-          ab[c - c0] += dr[c];
-        }
-      }
+      norm_param_cols(ag, ab, dy, x, mean, rstd, N, C, c0, c1);
       for (size_t c = c0; c < c1; c++) {
         if (dgamma) put(&dgamma[c], ag[c - c0], accumulate);
         if (dbeta) put(&dbeta[c], ab[c - c0], accumulate);
       }
     }
+  }
+}
+
+MMRT_CLONES static void layernorm_grad_row(float *restrict dxr, const float *restrict dr,
+                                           const float *restrict xr, float m, float rs,
+                                           const float *gamma, int C, int acc_dx) {
+  float sg = 0.0f, sgh = 0.0f; /* sums of g and g * xhat */
+#pragma omp simd reduction(+ : sg, sgh)
+  for (int c = 0; c < C; c++) {
+    float g = dr[c] * (gamma ? gamma[c] : 1.0f);
+    sg += g;
+    sgh += g * (xr[c] - m) * rs;
+  }
+  sg /= (float)C;
+  sgh /= (float)C;
+  if (acc_dx) {
+#pragma omp simd
+    for (int c = 0; c < C; c++)
+      dxr[c] += rs * (dr[c] * (gamma ? gamma[c] : 1.0f) - sg - (xr[c] - m) * rs * sgh);
+  } else {
+#pragma omp simd
+    for (int c = 0; c < C; c++)
+      dxr[c] = rs * (dr[c] * (gamma ? gamma[c] : 1.0f) - sg - (xr[c] - m) * rs * sgh);
   }
 }
 
@@ -180,25 +223,9 @@ void mmrt_layernorm_bwd(float *dx, float *dgamma, float *dbeta, const float *dy,
   accumulate = accumulate == 1;
   if (dx) {
 #pragma omp parallel for schedule(static)
-    for (int r = 0; r < N; r++) {
-      const float *xr = x + (size_t)r * C, *dr = dy + (size_t)r * C;
-      float *dxr = dx + (size_t)r * C;
-      float m = mean[r], rs = rstd[r];
-      float sg = 0.0f, sgh = 0.0f; /* sums of g and g * xhat */
-#pragma omp simd reduction(+ : sg, sgh)
-      for (int c = 0; c < C; c++) {
-        float g = dr[c] * (gamma ? gamma[c] : 1.0f);
-        sg += g;
-        sgh += g * (xr[c] - m) * rs;
-      }
-      sg /= (float)C;
-      sgh /= (float)C;
-      for (int c = 0; c < C; c++) {
-        float g = dr[c] * (gamma ? gamma[c] : 1.0f);
-        float h = (xr[c] - m) * rs;
-        put(&dxr[c], rs * (g - sg - h * sgh), acc_dx);
-      }
-    }
+    for (int r = 0; r < N; r++)
+      layernorm_grad_row(dx + (size_t)r * C, dy + (size_t)r * C, x + (size_t)r * C, mean[r],
+                         rstd[r], gamma, C, acc_dx);
   }
   if (dgamma || dbeta) norm_param_grads(dgamma, dbeta, dy, x, mean, rstd, N, C, accumulate);
 }
@@ -471,8 +498,12 @@ MMRT_CLONES static void pad_rows(float *dst, size_t ld, const void *src, size_t 
       int d = 0;
       for (; d + 16 <= D; d += 16) widen16(dst + (size_t)j * ld + d, r + d);
       for (; d < D; d++) dst[(size_t)j * ld + d] = mmrt_bf16_widen(r[d]);
-    } else {
-      memcpy(dst + (size_t)j * ld, (const float *)src + o, sizeof(float) * (size_t)D);
+    } else { /* whole vectors, not a libc call per row of a head */
+      const float *r = (const float *)src + o;
+      float *w = dst + (size_t)j * ld;
+      int d = 0;
+      for (; d + 16 <= D; d += 16) *(Vf16u *)(w + d) = *(const Vf16u *)(r + d);
+      for (; d < D; d++) w[d] = r[d];
     }
     for (size_t d = (size_t)D; d < ld; d++) dst[(size_t)j * ld + d] = 0.0f;
   }
@@ -675,7 +706,10 @@ MMRT_CLONES static void put_tile(void *dst, size_t off, size_t ld, const float *
 #pragma omp simd
       for (int d = 0; d < D; d++) dr[d] += sr[d];
     } else {
-      memcpy((float *)dst + o, sr, sizeof(float) * (size_t)D);
+      float *dr = (float *)dst + o;
+      int d = 0;
+      for (; d + 16 <= D; d += 16) *(Vf16u *)(dr + d) = *(const Vf16u *)(sr + d);
+      for (; d < D; d++) dr[d] = sr[d];
     }
   }
 }
@@ -1110,6 +1144,17 @@ void mmrt_embedding_bwd(float *dtable, const float *dout, const int32_t *ids, in
  * thread count (an OpenMP reduction's order depends on it). */
 enum { RED_CHUNK = 1 << 13, RED_ROWS = 128 };
 
+/* acc[j - j0] += x[i * ld + j] for i < rows, j0 <= j < j1, rows in order
+ * (each column's sum in the same order in every clone) */
+MMRT_CLONES static void add_rows(float *restrict acc, const float *restrict x, int rows, size_t ld,
+                                 int j0, int j1) {
+  for (int i = 0; i < rows; i++) {
+    const float *xr = x + (size_t)i * ld;
+#pragma omp simd
+    for (int j = j0; j < j1; j++) acc[j - j0] += xr[j];
+  }
+}
+
 void mmrt_reduce_sum(float *y, const float *x, int outer, int n, int inner, int mean,
                      int accumulate) {
   float sc = mean && n > 0 ? 1.0f / (float)n : 1.0f;
@@ -1155,11 +1200,7 @@ void mmrt_reduce_sum(float *y, const float *x, int outer, int n, int inner, int 
         float *acc = part + ((size_t)o * (size_t)nb + (size_t)b) * (size_t)inner;
         int i0 = b * RED_ROWS, i1 = i0 + RED_ROWS < n ? i0 + RED_ROWS : n;
         memset(acc, 0, (size_t)inner * sizeof *acc);
-        for (int i = i0; i < i1; i++) {
-          const float *xr = x + ((size_t)o * n + i) * inner;
-#pragma omp simd
-          for (int j = 0; j < inner; j++) acc[j] += xr[j];
-        }
+        add_rows(acc, x + ((size_t)o * n + i0) * inner, i1 - i0, (size_t)inner, 0, inner);
       }
 #pragma omp parallel for collapse(2) schedule(static)
     for (int o = 0; o < outer; o++)
@@ -1177,11 +1218,7 @@ void mmrt_reduce_sum(float *y, const float *x, int outer, int n, int inner, int 
     for (int ch = 0; ch < nchunk; ch++) {
       int j0 = ch * 256, j1 = j0 + 256 < inner ? j0 + 256 : inner;
       float acc[256] = {0};
-      for (int i = 0; i < n; i++) {
-        const float *xr = x + ((size_t)o * n + i) * inner;
-#pragma omp simd
-        for (int j = j0; j < j1; j++) acc[j - j0] += xr[j];
-      }
+      add_rows(acc, x + (size_t)o * n * inner, n, (size_t)inner, j0, j1);
       float *yr = y + (size_t)o * inner;
       for (int j = j0; j < j1; j++) put(&yr[j], acc[j - j0] * sc, accumulate);
     }
@@ -1433,10 +1470,13 @@ void mmrt_binary_bwd(MmrtBinop op, float *da, float *db, const float *dy, const 
  * ====================================================================== */
 
 /* AdamW on elements [lo, hi) of one tensor: every caller gives an element
- * the same arithmetic, so the bits do not depend on how work is split. */
-static void adamw_range(float *param, const float *grad, float *m, float *v, size_t lo, size_t hi,
-                        float lr, float beta1, float beta2, float eps, float decay,
-                        float grad_scale, float bc1, float bc2) {
+ * the same arithmetic, so the bits do not depend on how work is split (nor
+ * on the clone: the vector divisions and square roots are IEEE-exact like
+ * the scalar ones, and C11 mode contracts no FMA). The loop vectorises
+ * because the runtime is built with -fno-math-errno (sqrtf sets no errno). */
+MMRT_CLONES static void adamw_range(float *param, const float *grad, float *m, float *v, size_t lo,
+                                    size_t hi, float lr, float beta1, float beta2, float eps,
+                                    float decay, float grad_scale, float bc1, float bc2) {
 #pragma omp simd
   for (size_t i = lo; i < hi; i++) {
     float g = grad[i] * grad_scale;
