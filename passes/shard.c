@@ -880,7 +880,8 @@ static bool cp_check(Sh *s) {
         if (n->op != IR_OP_ATTENTION && n->op != IR_OP_ATTENTION_GRAD) continue;
         int qi = n->op == IR_OP_ATTENTION ? 0 : 1;
         int64_t t = n->in[qi]->shape.d[1];
-        bool fits = t == n->in[qi + 1]->shape.d[1] && t % parts == 0;
+        /* a masked attention (key padding) runs whole: the ring takes no mask */
+        bool fits = t == n->in[qi + 1]->shape.d[1] && t % parts == 0 && n->nin == 3 + 3 * qi;
         if (pass == 0 && fits && n->attrs.v[IR_ATTR_CAUSAL].i) s->balanced = true;
         if (pass == 1 && fits) ir_attrs_set_bool(&n->attrs, IR_ATTR_RING, true);
       }

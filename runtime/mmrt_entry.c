@@ -26,7 +26,8 @@ int mmrt_main(int argc, char **argv, const MmrtModelDesc *m) {
   /* the world a launcher started, before any file is touched: a one-rank
    * trainer under mpirun -np 2 would otherwise run twice over the same log
    * and checkpoint (a multi-rank one started without a launcher is caught
-   * by mmrt_mesh_init, which sees a world of 1) */
+   * by mmrt_mesh_init, which sees a world of 1); the extractor takes any
+   * world (each rank a share of the clips) */
   const char *who = m->task == MMRT_TASK_TRAIN         ? "trainer"
                     : m->task == MMRT_TASK_GENERATE    ? "generator"
                     : m->task == MMRT_TASK_RECONSTRUCT ? "reconstructor"
@@ -35,7 +36,7 @@ int mmrt_main(int argc, char **argv, const MmrtModelDesc *m) {
                                                        : "evaluator";
   char err[512];
   int rank;
-  if (mmrt_launcher_world(&rank) > 0 &&
+  if (m->task != MMRT_TASK_EXTRACT && mmrt_launcher_world(&rank) > 0 &&
       mmrt_world_check(who, (int)m->mesh[MMRT_DESC_AXIS_DP], (int)m->mesh[MMRT_DESC_AXIS_CP],
                        (int)m->mesh[MMRT_DESC_AXIS_TP], m->pp > 1 ? (int)m->pp : 1, err,
                        sizeof err) != MMRT_OK) {

@@ -10,7 +10,10 @@
  * weights file: the encoder's tensors), runs @latents and @text_features
  * over training clips 0 .. N-1 under the seed (the trainer's samples, in
  * its batches of B) and held-out clips 0 .. H-1, and writes DIR as
- * mmrt_features.h describes. Runs on one rank. */
+ * mmrt_features.h describes. Under a launcher (mpirun -np R) each rank
+ * runs a contiguous share of each split's batches of B (the batches the
+ * one-rank run makes, so the same numbers) and sends its rows to rank 0,
+ * which writes the one directory and manifest. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -19,6 +22,7 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
+#include "mmrt_comm.h"
 #include "mmrt_features.h"
 
 #define ERRLEN 1024
@@ -34,6 +38,8 @@ typedef struct Ext {
   MmrtTokenizer tok;
   MmrtImages train, test;
   MmrtFeatures f;
+  int rank, world; /* under a launcher; world 1 without one */
+  MmrtMesh mesh;   /* dp = world, when world > 1 */
 } Ext;
 
 static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -202,14 +208,56 @@ static int step(Ext *x, MmrtStepFn fn, const char *what) {
   return fn(x->arenas, x->seed, NULL) == 0 ? 0 : fail("%s failed", what);
 }
 
-/* The features of clips [0, s->clips) of v (ids dropped: none), B at a time. */
+/* Rank r's clips [*lo, *hi) of a split of `clips`: a contiguous share of
+ * its batches of B. */
+static void share(const Ext *x, int r, int64_t clips, int64_t B, int64_t *lo, int64_t *hi) {
+  int64_t b0, nb;
+  mmrt_split_range((clips + B - 1) / B, x->world, r, &b0, &nb);
+  *lo = b0 * B < clips ? b0 * B : clips;
+  *hi = (b0 + nb) * B < clips ? (b0 + nb) * B : clips;
+}
+
+/* Rank 0 receives every other rank's rows [lo, hi) of the split; the others
+ * send theirs. */
+static int gather_split(Ext *x, MmrtFeatSplit *s, int64_t B, const char *what) {
+  int64_t L = x->f.L, LD = L * x->f.D, lat = x->f.lat;
+  for (int r = 1; r < x->world; r++) {
+    int64_t lo, hi;
+    share(x, r, s->clips, B, &lo, &hi);
+    if (hi <= lo || (x->rank != 0 && x->rank != r)) continue;
+    struct {
+      void *p;
+      size_t elems, size;
+    } part[4] = {{s->latents + lo * lat, (size_t)((hi - lo) * lat), sizeof(float)},
+                 {s->text_features + lo * LD, (size_t)((hi - lo) * LD), sizeof(float)},
+                 {s->text + lo * L, (size_t)((hi - lo) * L), sizeof(int32_t)},
+                 {s->label + lo, (size_t)(hi - lo), sizeof(int32_t)}};
+    MPI_Request rq[4];
+    char msg[96];
+    snprintf(msg, sizeof msg, "%s features of rank %d", what, r);
+    for (int k = 0; k < 4; k++) {
+      int rc = x->rank == 0 ? mmrt_recv_raw(&x->mesh, MMRT_AXIS_DP, part[k].p, part[k].elems,
+                                            part[k].elems * part[k].size, r, k, msg)
+                            : mmrt_isend_raw(&x->mesh, MMRT_AXIS_DP, part[k].p, part[k].elems,
+                                             part[k].elems * part[k].size, 0, k, &rq[k]);
+      if (rc != MMRT_OK) return fail("%s: %s", msg, x->mesh.err);
+    }
+    if (x->rank != 0 && mmrt_wait_sends(&x->mesh, MMRT_AXIS_DP, 4, rq, msg) != MMRT_OK)
+      return fail("%s: %s", msg, x->mesh.err);
+  }
+  return 0;
+}
+
+/* The features of this rank's share of clips [0, s->clips) of v (ids
+ * dropped: none), B at a time. */
 static int run_split(Ext *x, MmrtVideo *v, MmrtFeatSplit *s, const char *what) {
   const MmrtTensorDesc *vd = x->t[MMRT_FEAT_VIDEO], *ld = x->t[MMRT_FEAT_LATENTS],
                        *td = x->t[MMRT_FEAT_TEXT], *fd = x->t[MMRT_FEAT_TEXT_FEATURES];
-  int64_t B = vd->shape[0], per = numel(vd) / B, L = x->f.L, LD = L * x->f.D;
+  int64_t B = vd->shape[0], per = numel(vd) / B, L = x->f.L, LD = L * x->f.D, lo, hi;
   float *video = at(x, vd);
   int32_t *ids = (int32_t *)(void *)at(x, td);
-  for (int64_t i0 = 0; i0 < s->clips; i0 += B) {
+  share(x, x->rank, s->clips, B, &lo, &hi);
+  for (int64_t i0 = lo; i0 < hi; i0 += B) {
     for (int64_t r = 0; r < B; r++) {
       MmrtClipInfo ci;
       if (i0 + r < s->clips) {
@@ -221,7 +269,7 @@ static int run_split(Ext *x, MmrtVideo *v, MmrtFeatSplit *s, const char *what) {
         mmrt_dit_caption_ids(&x->tok, &ci, 1, ids + r * L, L);
       }
     }
-    int64_t n = s->clips - i0 < B ? s->clips - i0 : B;
+    int64_t n = hi - i0 < B ? hi - i0 : B;
     if (step(x, x->m->feat_latents_step, "@latents")) return 1;
     memcpy(s->latents + i0 * x->f.lat, at(x, ld), sizeof(float) * (size_t)(n * x->f.lat));
     if (step(x, x->m->feat_text_step, "@text_features")) return 1;
@@ -231,7 +279,7 @@ static int run_split(Ext *x, MmrtVideo *v, MmrtFeatSplit *s, const char *what) {
       fprintf(stderr, "extractor: %s %lld / %lld clips\n", what, (long long)(i0 + n),
               (long long)s->clips);
   }
-  return 0;
+  return x->world > 1 ? gather_split(x, s, B, what) : 0;
 }
 
 /* The null caption's features: a batch of null captions, row 0. */
@@ -255,6 +303,15 @@ int mmrt_extract_main(int argc, char **argv, const MmrtModelDesc *m) {
   char err[ERRLEN];
   int rc = parse_args(&x, argc, argv);
   if (rc) return rc < 0 ? 0 : rc;
+  x.world = mmrt_launcher_world(&x.rank);
+  if (x.world > 1) {
+    if (mmrt_mesh_init(&x.mesh, x.world, 1, 1, 1, err, sizeof err) != MMRT_OK)
+      return fail("%s", err);
+    mmrt_comm_set_timeout(&x.mesh, MMRT_COMM_TIMEOUT_DEFAULT);
+    if (x.rank) x.quiet = 1; /* rank 0 reports */
+  } else {
+    x.world = 1, x.rank = 0;
+  }
   rc = bind(&x);
   if (!rc && mmrt_alloc_arenas(m, x.arenas, err, sizeof err) != MMRT_OK) rc = fail("%s", err);
   if (!rc) rc = init_params(&x, &crc);
@@ -270,19 +327,25 @@ int mmrt_extract_main(int argc, char **argv, const MmrtModelDesc *m) {
     rc = fail("%s", err);
   if (!rc) rc = run_split(&x, &vt, &x.f.train, "training");
   if (!rc) rc = run_split(&x, &vh, &x.f.heldout, "held-out");
-  if (!rc) rc = run_null(&x);
-  if (!rc &&
+  if (!rc && x.rank == 0) rc = run_null(&x);
+  if (!rc && x.rank == 0 &&
       mmrt_features_write(x.out, &x.f, m, x.init_from, crc, x.shard, err, sizeof err) != MMRT_OK)
     rc = fail("--out %s: %s", x.out, err);
   if (!rc && !x.quiet)
     fprintf(stderr,
             "extractor: %lld training and %lld held-out clips of model %s into %s (encoders "
-            "crc32 %08x)\n",
-            (long long)x.clips, (long long)x.heldout, m->name, x.out, (unsigned)crc);
+            "crc32 %08x; %d rank%s)\n",
+            (long long)x.clips, (long long)x.heldout, m->name, x.out, (unsigned)crc, x.world,
+            x.world == 1 ? "" : "s");
   for (int k = 0; k < MMRT_NARENAS; k++) free(x.arenas[k]);
   mmrt_features_free(&x.f);
   mmrt_video_free(&vt), mmrt_video_free(&vh);
   mmrt_images_free(&x.train), mmrt_images_free(&x.test);
   mmrt_kernels_shutdown();
+  if (x.world > 1) {
+    if (rc) mmrt_comm_abort(rc); /* the other ranks may wait on this one */
+    mmrt_mesh_free(&x.mesh);
+    mmrt_comm_finalize();
+  }
   return rc;
 }

@@ -3,7 +3,7 @@
  *
  *   sampler --weights PATH [--weights PATH ...] --prompt TEXT [--prompt ...]
  *           [--prompts FILE] [--clips K] [--guidance S] [--steps N]
- *           [--scheduler ddim|ddpm] [--seed N] [--out DIR] [--show K]
+ *           [--scheduler ddim|ddpm|euler] [--seed N] [--out DIR] [--show K]
  *           [--raw FILE] [--dump FILE] [--quiet]
  *
  * Loads the parameters by name, each from the first --weights source that
@@ -30,6 +30,15 @@
  *         after the last step);
  *     with a = sqrt(abar), s = sqrt(1 - abar) the table's rows of t (_t)
  *     and of the next step (_p), in double;
+ *   - a flow-matching model (table() [2, 2]: the rows (1, 0) and (0, 1), the
+ *     coefficients of x0 and noise at t = 0 and 1 of x_t = (1 - t) x0 +
+ *     t noise; stdlib_models/diffusion.mm FlowMatching) takes euler (its
+ *     default; ddim and ddpm are refused, as euler is for a DDPM model):
+ *     N uniform steps from t_0 = 1 to t_N = 0, t_i = 1 - i / N, @denoise
+ *     given t_i itself (its forward scales it as training does), and
+ *       euler: x' = x + (t_{i+1} - t_i) v,  v = v_u + S (v_c - v_u)
+ *     (diffusers' FlowMatchEulerDiscreteScheduler step); the dump's header
+ *     holds t_i, t_{i+1} and the rows (1 - t, t) of both;
  *   - the latents through @decode; OUT/sample_<j>.gif (every frame) and
  *     OUT/sample_<j>.png (the frames side by side) for the first --show K
  *     clips (default 4), OUT/samples.tsv (clip, copy, prompt) for all.
@@ -72,7 +81,8 @@ typedef struct Smp {
   const char *prompts_file, *out, *raw, *dump;
   int64_t clips, steps, seed, show;
   double guidance;
-  int ddpm, quiet;
+  int ddpm, euler, flow, quiet;
+  const char *scheduler; /* as given, or NULL: the model's default */
   char *arenas[MMRT_NARENAS];
   const MmrtTensorDesc *t; /* m->sample_tensors */
   int64_t B, P, L, F, H, W, T, cols;
@@ -91,8 +101,8 @@ static void usage(FILE *f, const MmrtModelDesc *m) {
   fprintf(f,
           "usage: sampler --weights FILE|DIR --prompt TEXT [options]\n"
           "Samples clips of model %s from text prompts: classifier-free guidance, DDIM or DDPM\n"
-          "over the trained v-prediction schedule, the latents decoded, animated GIFs and PNG "
-          "strips.\n"
+          "over the trained v-prediction schedule (Euler for a flow-matching model), the latents\n"
+          "decoded, animated GIFs and PNG strips.\n"
           "  --weights PATH   parameters by name (safetensors or a checkpoint folder); again for\n"
           "                   more sources (each parameter from the first that holds it)\n"
           "  --prompt TEXT    a caption such as \"a sneaker moving left\" (again for more)\n"
@@ -100,7 +110,8 @@ static void usage(FILE *f, const MmrtModelDesc *m) {
           "  --clips K        clips per prompt (default 1)\n"
           "  --guidance S     classifier-free guidance scale (default 4; 1: the prompt alone)\n"
           "  --steps N        sampling steps (default 50)\n"
-          "  --scheduler K    ddim (default) or ddpm (ancestral)\n"
+          "  --scheduler K    ddim (default) or ddpm (ancestral) for a DDPM model; euler (the\n"
+          "                   default and only one) for a flow-matching model\n"
           "  --seed N         the noise (default 0): the same seed gives the same clips\n"
           "  --out DIR        GIFs, PNG strips and samples.tsv (default samples)\n"
           "  --show K         write GIF and PNG of the first K clips (default 4)\n"
@@ -182,9 +193,9 @@ static int parse_args(Smp *s, int argc, char **argv) {
       if (!*v || *end || errno || !isfinite(s->guidance))
         return fail("--guidance takes a number (the classifier-free guidance scale), not '%s'", v);
     } else if (!strcmp(f, "--scheduler")) {
-      if (strcmp(v, "ddim") && strcmp(v, "ddpm"))
-        return fail("--scheduler takes ddim or ddpm, not '%s'", v);
-      s->ddpm = !strcmp(v, "ddpm");
+      if (strcmp(v, "ddim") && strcmp(v, "ddpm") && strcmp(v, "euler"))
+        return fail("--scheduler takes ddim, ddpm or euler, not '%s'", v);
+      s->ddpm = !strcmp(v, "ddpm"), s->euler = !strcmp(v, "euler"), s->scheduler = v;
     } else if (!strcmp(f, "--prompts")) {
       s->prompts_file = v;
     } else if (!strcmp(f, "--out") || !strcmp(f, "--raw") || !strcmp(f, "--dump")) {
@@ -242,9 +253,21 @@ static int bind(Smp *s) {
   if (tx->dtype != MMRT_ST_I32 || tx->ndim != 2 || tx->shape[0] != s->B || tx->shape[1] < 2)
     return fail("model %s: denoise's third input (the caption ids) must be i32[%lld, L >= 2]",
                 m->name, (long long)s->B);
-  if (tab->dtype != MMRT_ST_F32 || tab->ndim != 2 || tab->shape[1] < 2)
-    return fail("model %s: table() must return f32[steps, >= 2] (sqrt(abar), sqrt(1 - abar))",
+  if (tab->dtype != MMRT_ST_F32 || tab->ndim != 2 || tab->shape[1] < 2 ||
+      (tab->shape[1] == 2 && tab->shape[0] != 2))
+    return fail("model %s: table() must return f32[steps, >= 3] (DDPM: sqrt(abar), sqrt(1 - "
+                "abar), ...) or f32[2, 2] (flow matching: the rows (1, 0), (0, 1))",
                 m->name);
+  s->flow = tab->shape[1] == 2;
+  if (s->flow && s->scheduler && !s->euler)
+    return fail("--scheduler %s: model %s is a flow-matching model (table() [2, 2]); it takes "
+                "--scheduler euler",
+                s->scheduler, m->name);
+  if (!s->flow && s->euler)
+    return fail("--scheduler euler: model %s is a DDPM v-prediction model (table() [%lld, %lld]); "
+                "euler is for flow matching (ddim or ddpm here)",
+                m->name, (long long)tab->shape[0], (long long)tab->shape[1]);
+  s->euler = s->flow;
   if (c->dtype != MMRT_ST_F32 || c->ndim != 5 || c->shape[0] != s->B || c->shape[1] != 1)
     return fail("model %s: decode must return clips f32[%lld, 1, F, H, W]", m->name,
                 (long long)s->B);
@@ -260,7 +283,7 @@ static int bind(Smp *s) {
                   m->name, (long long)s->H, (long long)s->W, MMRT_FMNIST_CLASSES);
     s->N = fr->shape[0], s->K = lg->shape[1];
   }
-  if (s->steps > s->T)
+  if (!s->flow && s->steps > s->T)
     return fail("--steps %lld: the schedule has %lld steps", (long long)s->steps, (long long)s->T);
   return 0;
 }
@@ -318,7 +341,7 @@ static int run_step(Smp *s, MmrtStepFn fn, const char *what) {
 
 /* The predictions of the group's n clips x [n, P] at step t: cond into vc,
  * null caption into vu (rows 2c and 2c + 1 of the jobs, B rows a call). */
-static int predict(Smp *s, const int64_t *prompt, int64_t n, const float *x, int64_t t, float *vc,
+static int predict(Smp *s, const int64_t *prompt, int64_t n, const float *x, double t, float *vc,
                    float *vu) {
   float *X = at(s, MMRT_SAMPLE_X), *Tt = at(s, MMRT_SAMPLE_T), *pred = at(s, MMRT_SAMPLE_PRED);
   int32_t *text = (int32_t *)at(s, MMRT_SAMPLE_TEXT);
@@ -417,17 +440,32 @@ static int group(Smp *s, const float *tab, const int64_t *ts, int64_t j0, int64_
   }
   for (int64_t i = 0; i < s->steps; i++) {
     const int64_t t = ts[i], tp = i + 1 < s->steps ? ts[i + 1] : -1;
-    if (predict(s, prompt, n, x, t, vc, vu)) return 1;
-    const double at_ = tab[t * s->cols], st = tab[t * s->cols + 1];
-    const double ap = tp >= 0 ? tab[tp * s->cols] : 1, sp = tp >= 0 ? tab[tp * s->cols + 1] : 0;
+    /* flow: the time itself, 1 - i / N, and the rows (1 - t, t) */
+    const double ft = 1.0 - (double)i / (double)s->steps,
+                 fp = 1.0 - (double)(i + 1) / (double)s->steps;
+    if (predict(s, prompt, n, x, s->euler ? ft : (double)t, vc, vu)) return 1;
+    const double at_ = s->euler ? 1 - ft : tab[t * s->cols],
+                 st = s->euler ? ft : tab[t * s->cols + 1];
+    const double ap = s->euler  ? 1 - fp
+                      : tp >= 0 ? tab[tp * s->cols]
+                                : 1,
+                 sp = s->euler  ? fp
+                      : tp >= 0 ? tab[tp * s->cols + 1]
+                                : 0;
     memset(z, 0, sizeof *z * nP);
     if (s->ddpm && tp >= 0)
       for (int64_t c = 0; c < n; c++)
         mmrt_rng_normal(z + c * P, (uint64_t)s->seed, mmrt_rng_stream("sample/z", 0),
                         (uint64_t)(i * total + j0 + c) * P, (uint64_t)(i * total + j0 + c + 1) * P,
                         0, 1);
-    const float head[8] = {(float)t,  (float)tp, (float)at_,         (float)st,
-                           (float)ap, (float)sp, (float)s->guidance, 0};
+    const float head[8] = {s->euler ? (float)ft : (float)t,
+                           s->euler ? (float)fp : (float)tp,
+                           (float)at_,
+                           (float)st,
+                           (float)ap,
+                           (float)sp,
+                           (float)s->guidance,
+                           0};
     if (dump_f32(s, dump, head, 8) || dump_f32(s, dump, x, nP) || dump_f32(s, dump, vc, nP) ||
         dump_f32(s, dump, vu, nP) || dump_f32(s, dump, z, nP))
       return 1;
@@ -438,8 +476,9 @@ static int group(Smp *s, const float *tab, const int64_t *ts, int64_t j0, int64_
     for (size_t k = 0; k < nP; k++) {
       const double v = vu[k] + s->guidance * ((double)vc[k] - vu[k]), xt = x[k];
       const double x0 = at_ * xt - st * v;
-      x[k] = (float)(s->ddpm ? c0 * x0 + c1 * xt + (tp >= 0 ? sd * z[k] : 0)
-                             : ap * x0 + sp * (st * xt + at_ * v));
+      x[k] = (float)(s->euler  ? xt + (fp - ft) * v
+                     : s->ddpm ? c0 * x0 + c1 * xt + (tp >= 0 ? sd * z[k] : 0)
+                               : ap * x0 + sp * (st * xt + at_ * v));
     }
     if (!s->quiet)
       fprintf(stderr, "\rsampler: clips %lld-%lld of %lld, step %lld / %lld", (long long)j0 + 1,
@@ -476,6 +515,10 @@ static int run(Smp *s) {
   float *buf = malloc(sizeof *buf * (size_t)(4 * ng * s->P));
   int rc = tab && ts && buf ? 0 : fail("out of memory");
   if (!rc) memcpy(tab, at(s, MMRT_SAMPLE_TABLE), sizeof *tab * (size_t)numel(td));
+  if (!rc && s->flow && (tab[0] != 1 || tab[1] != 0 || tab[2] != 0 || tab[3] != 1))
+    rc = fail("model %s: a table() of f32[2, 2] is flow matching's rows (1, 0), (0, 1); it gave "
+              "(%g, %g), (%g, %g)",
+              s->m->name, tab[0], tab[1], tab[2], tab[3]);
   for (int64_t i = 0; !rc && i < s->steps; i++)
     ts[i] = (int64_t)rint((double)s->T - (double)i * (double)s->T / (double)s->steps) - 1;
   FILE *dump = NULL, *raw = NULL, *tsv = NULL;
@@ -497,15 +540,21 @@ static int run(Smp *s) {
   clock_gettime(CLOCK_MONOTONIC, &b);
   if (!s->quiet) fputc('\n', stderr);
   double sec = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+  char sched[128];
+  if (s->euler)
+    snprintf(sched, sizeof sched, "euler, %lld steps (flow t 1 .. %g)", (long long)s->steps,
+             1.0 / (double)s->steps);
+  else
+    snprintf(sched, sizeof sched, "%s, %lld steps of %lld (t %lld .. %lld)",
+             s->ddpm ? "ddpm" : "ddim", (long long)s->steps, (long long)s->T,
+             (long long)(ts ? ts[0] : 0), (long long)(ts ? ts[s->steps - 1] : 0));
   if (!rc)
     printf(
-        "sample: %lld clips (%d prompts x %lld) of %lld x %lld x %lld, %s, %lld steps of %lld "
-        "(t %lld .. %lld), guidance %g, seed %lld, in %.3f s (%.3f clips/s); wrote %s/samples.tsv "
-        "and the GIF and PNG of %lld clips\n",
+        "sample: %lld clips (%d prompts x %lld) of %lld x %lld x %lld, %s, guidance %g, seed "
+        "%lld, in %.3f s (%.3f clips/s); wrote %s/samples.tsv and the GIF and PNG of %lld clips\n",
         (long long)total, s->nprompts, (long long)s->clips, (long long)s->F, (long long)s->H,
-        (long long)s->W, s->ddpm ? "ddpm" : "ddim", (long long)s->steps, (long long)s->T,
-        (long long)ts[0], (long long)ts[s->steps - 1], s->guidance, (long long)s->seed, sec,
-        (double)total / sec, s->out, (long long)(s->show < total ? s->show : total));
+        (long long)s->W, sched, s->guidance, (long long)s->seed, sec, (double)total / sec, s->out,
+        (long long)(s->show < total ? s->show : total));
   if (!rc && s->m->sample_classify_step) {
     int64_t fr = 0, hit = 0;
     printf("classify: by prompted class (frames named so / frames):");

@@ -53,6 +53,13 @@ module DDPM(steps: int = 1000, beta_start: float = 0.0001, beta_end: float = 0.0
 module FlowMatching {
   forward timesteps(n: [B]) -> [B] { return sigmoid(n) }
 
+  // the sampler's schedule (mmc compile --task sample: Euler steps): the
+  // coefficients (x0, noise) of x_t at t = 0 and t = 1, rows (1, 0), (0, 1)
+  forward table() -> [2, 2] {
+    return concat([concat([ones(1, 1), zeros(1, 1)], axis = 1),
+                   concat([zeros(1, 1), ones(1, 1)], axis = 1)], axis = 0)
+  }
+
   forward add_noise(x0: [B, C, T, H, W], noise: [B, C, T, H, W], t: [B]) -> [B, C, T, H, W] {
     return x0 + t.reshape(B, 1, 1, 1, 1) * (noise - x0)
   }

@@ -45,10 +45,12 @@ model T2VTiny {
 
   forward text_features(text: i32[B, L]) { return text_encoder(text) }
 
-  forward(latents: f32[B, latent, 5, 8, 8], text_features: f32[B, L, 32], noise: f32[B, latent, 5, 8, 8],
-          t_uniform: f32[B]) -> loss {
+  // text: the caption ids, for the padding mask of the DiT's cross-attention
+  forward(latents: f32[B, latent, 5, 8, 8], text_features: f32[B, L, 32], text: i32[B, L],
+          noise: f32[B, latent, 5, 8, 8], t_uniform: f32[B]) -> loss {
     t = diffusion.timesteps(t_uniform)
-    pred = dit(diffusion.add_noise(latents, noise, t), t.float(), text_features)
+    pred = dit(diffusion.add_noise(latents, noise, t), t.float(), text_features,
+               text_encoder.mask(text))
     return diffusion.loss(pred, latents, noise, t)
   }
 

@@ -19,7 +19,7 @@ model T2VStandIn extends VideoDiTTiny {
   classifier = FrameClassifier()
 
   forward denoise(x: f32[B, 8, 5, 8, 8], t: f32[B], text: i32[B, L]) {
-    return dit(x, t, text_encoder(text))
+    return dit(x, t, text_encoder(text), text_encoder.mask(text))
   }
 
   forward table() { return diffusion.table() }
@@ -58,7 +58,7 @@ model T2VTinySample extends T2VTiny {
   classifier  = FrameClassifier()
 
   forward denoise(x: f32[B, latent, 5, 8, 8], t: f32[B], text: i32[B, L]) {
-    return dit(x, t, text_encoder(text))
+    return dit(x, t, text_encoder(text), text_encoder.mask(text))
   }
 
   forward table() { return diffusion.table() }

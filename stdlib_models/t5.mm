@@ -8,6 +8,13 @@
 // encoder.block.N.attn.{q,k,v,o}.weight, encoder.block.N.ff_norm.weight,
 // encoder.block.N.ff.{wi_0,wi_1,wo}.weight, encoder.rel_bias.weight,
 // encoder.final_norm.weight.
+// Padding: captions of different lengths are padded with the id `pad`; a
+// padded token is not attended (its keys get Hugging Face's extended
+// attention mask, a large negative score, so exactly zero probability) and
+// its output is zero. The scores are written out (matmul + softmax) because
+// of the relative-position bias, so the mask enters as that additive bias
+// rather than as attention's `mask`; `mask(ids)` gives the keep mask the
+// DiT's cross-attention takes.
 import "nn.mm"
 
 module T5Attention(dim: int, heads: int, head_dim: int) {
@@ -16,8 +23,8 @@ module T5Attention(dim: int, heads: int, head_dim: int) {
   v = Linear(dim, heads * head_dim, has_bias = false)
   o = Linear(heads * head_dim, dim, has_bias = false)
 
-  // bias [heads, T, T]: the relative-position bias added to the scores
-  forward(x: [B, T, dim], bias: [heads, T, T]) -> [B, T, dim] {
+  // bias [B, heads, T, T]: the relative-position bias and the padding mask
+  forward(x: [B, T, dim], bias: [B, heads, T, T]) -> [B, T, dim] {
     qh = q(x).reshape(B, T, heads, head_dim).permute(0, 2, 1, 3)
     kh = k(x).reshape(B, T, heads, head_dim).permute(0, 2, 3, 1)
     vh = v(x).reshape(B, T, heads, head_dim).permute(0, 2, 1, 3)
@@ -41,7 +48,7 @@ module T5Block(dim: int, heads: int, head_dim: int, ffn: int, eps: float) {
   ff_norm   = RMSNorm(dim, eps)
   ff        = T5GatedFF(dim, ffn)
 
-  forward(x: [B, T, dim], bias: [heads, T, T]) -> [B, T, dim] {
+  forward(x: [B, T, dim], bias: [B, heads, T, T]) -> [B, T, dim] {
     h = x + attn(attn_norm(x), bias)
     return h + ff(ff_norm(h))
   }
@@ -53,20 +60,28 @@ module T5Stack(dim: int, depth: int, heads: int, head_dim: int, ffn: int, bucket
   block      = T5Block(dim, heads, head_dim, ffn, eps) x depth
   final_norm = RMSNorm(dim, eps)
 
-  forward(x: [B, T, dim]) -> [B, T, dim] {
+  // keep [B, T]: 1 for a token, 0 for padding (no query attends to it)
+  forward(x: [B, T, dim], keep: [B, T]) -> [B, T, dim] {
     ids = rel_buckets(len = T, buckets = buckets, max_distance = max_distance)
-    bias = embedding(ids, rel_bias).permute(2, 0, 1)
+    bias = embedding(ids, rel_bias).permute(2, 0, 1) + ((keep - 1.0) * 1e9).reshape(B, 1, 1, T)
     return final_norm(block(x, bias))
   }
 }
 
-// The encoder: token ids [B, T] -> hidden states [B, T, dim].
+// The encoder: token ids [B, T] -> hidden states [B, T, dim], zero at the
+// padding id `pad` (T5's and mT5's 0; -1: no padding, every id >= 0 a token).
 module T5Encoder(vocab: int, dim: int, depth: int, heads: int, head_dim: int, ffn: int,
-                 buckets: int = 32, max_distance: int = 128, eps: float = 1e-6) {
+                 buckets: int = 32, max_distance: int = 128, eps: float = 1e-6, pad: int = 0) {
   shared  = Embedding(vocab, dim, std = 1.0)
   encoder = T5Stack(dim, depth, heads, head_dim, ffn, buckets, max_distance, eps)
 
-  forward(ids: i32[B, T]) -> [B, T, dim] { return encoder(shared(ids)) }
+  // 1 where ids[b, t] != pad, else 0 (integer ids: 1 - relu(1 - |id - pad|))
+  forward mask(ids: i32[B, T]) -> [B, T] { return 1.0 - relu(1.0 - abs(ids.float() - pad)) }
+
+  forward(ids: i32[B, T]) -> [B, T, dim] {
+    keep = mask(ids)
+    return encoder(shared(ids), keep) * keep.reshape(B, T, 1)
+  }
 }
 
 // mT5-XXL's encoder (google/mt5-xxl: d_model 4096, d_kv 64, 64 heads, d_ff
@@ -90,7 +105,7 @@ model T5Tiny {
   let B = 4
   let T = 32
   text = T5Encoder(vocab = 256, dim = 64, depth = 2, heads = 4, head_dim = 16, ffn = 128,
-                   buckets = 32, max_distance = 20)
+                   buckets = 32, max_distance = 20, pad = -1)
   head = Linear(64, 256, has_bias = false)
 
   forward(ids: i32[B, T], labels: i32[B, T]) -> loss {

@@ -32,7 +32,9 @@ module RoPE3D(t: int, h: int, w: int, heads: int, head_dim: int, theta: float = 
   }
 }
 
-// diffusers' Attention with biases; rope3d on q and k for self-attention
+// diffusers' Attention with biases; rope3d on q and k for self-attention;
+// cross-attention takes the text's keep mask [B, S] (0: a padded token,
+// never attended)
 module DiTAttention(dim: int, heads: int, head_dim: int, kv_dim: int, t: int = 0, h: int = 0,
                     w: int = 0) {
   to_q   = Linear(dim, heads * head_dim)
@@ -53,6 +55,13 @@ module DiTAttention(dim: int, heads: int, head_dim: int, kv_dim: int, t: int = 0
     }
     return to_out(attention(q, k, v).reshape(B, N, heads * head_dim))
   }
+
+  forward cross(x: [B, N, dim], ctx: [B, S, kv_dim], keep: [B, S]) -> [B, N, dim] {
+    q = to_q(x).reshape(B, N, heads, head_dim)
+    k = to_k(ctx).reshape(B, S, heads, head_dim)
+    v = to_v(ctx).reshape(B, S, heads, head_dim)
+    return to_out(attention(q, k, v, mask = keep).reshape(B, N, heads * head_dim))
+  }
 }
 
 module DiTBlock(dim: int, heads: int, head_dim: int, ffn: int, t: int, h: int, w: int,
@@ -67,7 +76,7 @@ module DiTBlock(dim: int, heads: int, head_dim: int, ffn: int, t: int, h: int, w
   // temb [B, 6 dim]: shift, scale, gate of the attention, then of the FFN
   // (each [B, 1, dim], taken from the last dim; a [B, 6, dim] sliced on dim 1
   // also works since ed4d5f8, which stopped sp splitting that dim as a sequence)
-  forward(x: [B, N, dim], text: [B, L, dim], temb: [B, 6 * dim]) -> [B, N, dim] {
+  forward(x: [B, N, dim], text: [B, L, dim], keep: [B, L], temb: [B, 6 * dim]) -> [B, N, dim] {
     shift_msa = (temb[:, 0:dim] + scale_shift_table[0]).reshape(B, 1, dim)
     scale_msa = (temb[:, dim:2 * dim] + scale_shift_table[1]).reshape(B, 1, dim)
     gate_msa  = (temb[:, 2 * dim:3 * dim] + scale_shift_table[2]).reshape(B, 1, dim)
@@ -76,7 +85,7 @@ module DiTBlock(dim: int, heads: int, head_dim: int, ffn: int, t: int, h: int, w
     gate_mlp  = (temb[:, 5 * dim:6 * dim] + scale_shift_table[5]).reshape(B, 1, dim)
     a = norm1(x) * (scale_msa + 1.0) + shift_msa
     x1 = x + gate_msa * attn1(a, a)
-    x2 = x1 + attn2(x1, text)
+    x2 = x1 + attn2.cross(x1, text, keep)
     f = norm2(x2) * (scale_mlp + 1.0) + shift_mlp
     return x2 + gate_mlp * ff(f)
   }
@@ -114,8 +123,9 @@ module AdaLNSingle(dim: int) {
 
 // latents [B, channels, frames, height, width] (frames, height, width the
 // latent sizes, height and width even), timesteps t [B] (a float: the DDPM
-// step, or 1000 x the flow time), text features [B, L, text_dim] ->
-// the prediction, the latents' shape.
+// step, or 1000 x the flow time), text features [B, L, text_dim] and their
+// keep mask [B, L] (1 a token, 0 padding: T5Encoder's mask) -> the
+// prediction, the latents' shape.
 module VideoDiT(channels: int, frames: int, height: int, width: int, depth: int, heads: int,
                 head_dim: int, text_dim: int, patch: int = 2) {
   let dim = heads * head_dim
@@ -130,11 +140,11 @@ module VideoDiT(channels: int, frames: int, height: int, width: int, depth: int,
   scale_shift_table  = param f32[2, dim] = normal(1.0 / sqrt(dim))
   proj_out           = Linear(dim, patch * patch * channels)
 
-  forward(x: [B, channels, frames, height, width], t: [B], text: [B, L, text_dim]) -> [B, channels, frames, height, width] {
+  forward(x: [B, channels, frames, height, width], t: [B], text: [B, L, text_dim], keep: [B, L]) -> [B, channels, frames, height, width] {
     h = pos_embed(x)
     e = adaln_single.emb(t)
     ctx = caption_projection(text)
-    h = transformer_blocks(h, ctx, adaln_single(e))
+    h = transformer_blocks(h, ctx, keep, adaln_single(e))
     shift = (e + scale_shift_table[0]).reshape(B, 1, dim)
     scale = (e + scale_shift_table[1]).reshape(B, 1, dim)
     o = proj_out(norm_out(h) * (scale + 1.0) + shift)
@@ -165,10 +175,10 @@ model OSP13VideoDiT {
                  head_dim = 96, text_dim = 4096)
   diffusion = DDPM()
 
-  forward(latents: f32[B, 8, 24, 60, 80], text_features: f32[B, L, 4096],
+  forward(latents: f32[B, 8, 24, 60, 80], text_features: f32[B, L, 4096], text_mask: f32[B, L],
           noise: f32[B, 8, 24, 60, 80], t_uniform: f32[B]) -> loss {
     t = diffusion.timesteps(t_uniform)
-    pred = dit(diffusion.add_noise(latents, noise, t), t.float(), text_features)
+    pred = dit(diffusion.add_noise(latents, noise, t), t.float(), text_features, text_mask)
     return diffusion.loss(pred, latents, noise, t)
   }
 }
@@ -189,12 +199,23 @@ model VideoDiTTiny {
   forward(latents: f32[B, 8, 5, 8, 8], text: i32[B, L], noise: f32[B, 8, 5, 8, 8],
           t_uniform: f32[B]) -> loss {
     t = diffusion.timesteps(t_uniform)
-    pred = dit(diffusion.add_noise(latents, noise, t), t.float(), text_encoder(text))
+    pred = dit(diffusion.add_noise(latents, noise, t), t.float(), text_encoder(text),
+               text_encoder.mask(text))
     return diffusion.loss(pred, latents, noise, t)
   }
 
   train {
     freeze    = [text_encoder]
+    optimizer = adamw(lr = 1e-3, betas = [0.9, 0.999], weight_decay = 0.01, clip = 1.0)
+    schedule  = constant
+  }
+}
+
+// VideoDiTTiny with its T5 encoder trained too (tests/dit_t5.sh: the T5's
+// PyTorch parity on the task's captions, of unequal lengths, padded and
+// masked).
+model VideoDiTTinyT5 extends VideoDiTTiny {
+  train {
     optimizer = adamw(lr = 1e-3, betas = [0.9, 0.999], weight_decay = 0.01, clip = 1.0)
     schedule  = constant
   }
@@ -207,7 +228,8 @@ model VideoDiTTinyFlow extends VideoDiTTiny {
   forward(latents: f32[B, 8, 5, 8, 8], text: i32[B, L], noise: f32[B, 8, 5, 8, 8],
           t_normal: f32[B]) -> loss {
     t = diffusion.timesteps(t_normal)
-    pred = dit(diffusion.add_noise(latents, noise, t), t * 1000.0, text_encoder(text))
+    pred = dit(diffusion.add_noise(latents, noise, t), t * 1000.0, text_encoder(text),
+               text_encoder.mask(text))
     return diffusion.loss(pred, latents, noise)
   }
 }

@@ -7,7 +7,9 @@
 #    outputs: the trailing timesteps, the schedule rows against the
 #    zero-SNR formula (1e-6), every single step and the whole chain from the
 #    same noise (1e-5), for DDIM 1 and 4 steps and DDPM 5 steps at
-#    different guidance scales;
+#    different guidance scales; for flow matching (T2VSampleFlowTest, the
+#    same weights) Euler against x' = x + (sigma_p - sigma_t) v over the
+#    uniform times sigma_i = 1 - i / N, 3 steps;
 # 2. --seed: the same seed gives the same GIF, PNG and latents twice, another
 #    seed other ones; a clip does not depend on the other prompts of the run
 #    (--prompts, --clips: clip 1 of a 2-prompt run = the 1-prompt run's);
@@ -41,6 +43,9 @@ ref o1.bin 1 1 2560 ddim 4
 ./sampler --weights w.st --prompt "a bag moving up-right" --quiet --steps 5 --scheduler ddpm \
   --guidance 2 --seed 5 --out p --dump p.bin > /dev/null
 ref p.bin 5 1 2560 ddpm 2
+"$MMC" compile "$MM" --model T2VSampleFlowTest --task sample -o fsampler
+./fsampler "${P[@]}" --steps 3 --guidance 2.5 --seed 3 --out fl --dump fl.bin > /dev/null
+ref fl.bin 3 1 2560 euler 2.5
 
 # 2. seeds
 ./sampler "${P[@]}" --steps 4 --guidance 3.5 --seed 3 --out b --dump b.bin > /dev/null
@@ -173,6 +178,10 @@ expect "a prompt that is not a clip caption (the classifier needs its class)" \
   '--prompt "a bag": not a clip caption' -- ./sampler --weights w.st --prompt "a bag"
 expect "--steps above the schedule" "--steps 1001: the schedule has 1000 steps" -- \
   ./sampler --weights w.st --prompt "a bag moving up" --steps 1001
+expect "ddim on a flow-matching model" "--scheduler ddim: model T2VSampleFlowTest is a flow-matching" -- \
+  ./fsampler --weights w.st --prompt "a bag moving up" --scheduler ddim
+expect "euler on a DDPM model" "--scheduler euler: model T2VSampleTest is a DDPM" -- \
+  ./sampler --weights w.st --prompt "a bag moving up" --scheduler euler
 expect "no sampler forwards" "needs forwards named denoise" -- \
   "$MMC" compile "$MMC_SOURCE_DIR/stdlib_models/videodit.mm" --model VideoDiTTiny --task sample -o x
 exit $fail

@@ -7,6 +7,12 @@
 #    Face's modeling_t5.py: relative-position buckets, T5LayerNorm, gated
 #    GELU): the trainer's initial weights and batches, 3 AdamW steps, losses
 #    to 1e-5 relative, every tensor to 1e-3 of its update (parity.py).
+# 3. the padding mask: VideoDiTTinyT5 (stdlib_models/videodit.mm, the T5
+#    trained through the DiT's loss) on the DiT task's captions, which have
+#    unequal lengths (checked in the dumped ids) and are padded with PAD 0:
+#    PyTorch parity with Hugging Face's extended attention mask in the T5 and
+#    a key-padding mask in the DiT's cross-attention, 3 AdamW steps, losses
+#    to 1e-5 relative, every tensor (the T5's too) to 1e-3 of its update.
 set -euo pipefail
 if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
   echo "python3-torch is not installed (tools/setup.sh installs it)"; exit 1
@@ -29,4 +35,21 @@ echo "mT5-XXL encoder: mmc stats $mmc_count, torch meta-device count $ref_count"
 ./t5tiny --steps 0 --save-weights init.st --eval-batches 1 --quiet > /dev/null 2>&1
 ./t5tiny --steps 3 --save-weights final.st --dump-inputs in --log log.jsonl --eval-batches 1 --quiet > /dev/null 2>&1
 /usr/bin/python3 "$P/t5_parity.py" "$S/t5.mm" T5Tiny init.st in log.jsonl final.st 3 || fail=1
+
+m=VideoDiTTinyT5
+"$MMC" compile "$S/videodit.mm" --model $m -o $m
+./$m --steps 0 --save-weights $m.init.st --eval-batches 1 --quiet > /dev/null 2>&1
+./$m --steps 3 --save-weights $m.final.st --dump-inputs $m.in --log $m.jsonl --eval-batches 1 --quiet > /dev/null 2>&1
+/usr/bin/python3 - "$P" $m.in <<'PY' || fail=1
+import glob, sys
+sys.path.insert(0, sys.argv[1])
+import mmref
+lens = set()
+for f in glob.glob(sys.argv[2] + "/step-*.safetensors"):
+    for row in mmref.st_load(f)[0]["text"]:
+        lens.add(int((row != 0).sum()))
+print("caption lengths (tokens before padding) in the dumped batches:", sorted(lens))
+sys.exit(0 if len(lens) > 1 and min(lens) < 8 else "FAIL: the captions are not of unequal, padded lengths")
+PY
+/usr/bin/python3 "$P/t5_parity.py" "$S/videodit.mm" $m $m.init.st $m.in $m.jsonl $m.final.st 3 || fail=1
 exit $fail

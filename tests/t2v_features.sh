@@ -8,7 +8,9 @@
 # 2. the extractor (--task extract) writes the manifest and shards: the
 #    manifest's CRC32s equal zlib's of the shard tensors read back by
 #    Python, the clip count, seed and one-clip shapes are the run's, the
-#    labels are the clips' classes and the text ids their captions;
+#    labels are the clips' classes and the text ids their captions; under
+#    mpirun -np 2 (each rank its share of the batches, rank 0 writing) the
+#    directory is the one-rank run's byte for byte (manifest and shards);
 # 3. 10 DiT steps on the stored features (--features) give the online
 #    run's losses and eval loss bit for bit (the same compiled @latents and
 #    @text_features on the same batches of B, so the same floats), and
@@ -89,6 +91,15 @@ null = load(d + "/null.safetensors")
 assert list(np.frombuffer(null["text"][1], np.int32)) == [1, 0, 0, 0, 0, 0, 0, 0]
 PY
 else bad "manifest checks"; fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+timeout 300 mpirun --oversubscribe -x OMP_NUM_THREADS -x OMP_WAIT_POLICY -x LSAN_OPTIONS -np 2 \
+  ./t2vx --out F2 --init-from vae.st --clips 40 --heldout 4 > x2.out 2> x2.err; a=$?
+same=1
+for f in F/*; do cmp -s "$f" "F2/${f#F/}" || same=0; done
+[ "$(ls F | wc -l)" = "$(ls F2 2> /dev/null | wc -l)" ] || same=0
+if [ $a = 0 ] && [ $same = 1 ] && grep -q "into F2 (encoders crc32 [0-9a-f]*; 2 ranks)" x2.err; then
+  ok "extractor under mpirun -np 2: the one-rank directory byte for byte ($(ls F2 | wc -l) files)"
+else bad "extract on 2 ranks: exit $a, same $same, $(cat x2.err)"; fi
 
 # ---- 3. online against offline, 10 steps ----
 ./t2v --steps 10 --init-from vae.st --log on.jsonl "${Q[@]}" > /dev/null 2> on.err || bad "online run: $(cat on.err)"

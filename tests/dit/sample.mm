@@ -25,12 +25,13 @@ model T2VSampleTest {
   forward(latents: f32[B, 8, 5, 8, 8], text: i32[B, L], noise: f32[B, 8, 5, 8, 8],
           t_uniform: f32[B]) -> loss {
     t = diffusion.timesteps(t_uniform)
-    pred = dit(diffusion.add_noise(latents, noise, t), t.float(), text_encoder(text))
+    pred = dit(diffusion.add_noise(latents, noise, t), t.float(), text_encoder(text),
+               text_encoder.mask(text))
     return diffusion.loss(pred, latents, noise, t)
   }
 
   forward denoise(x: f32[B, 8, 5, 8, 8], t: f32[B], text: i32[B, L]) {
-    return dit(x, t, text_encoder(text))
+    return dit(x, t, text_encoder(text), text_encoder.mask(text))
   }
 
   forward table() { return diffusion.table() }
@@ -49,3 +50,23 @@ model T2VSampleTest {
   }
 }
 
+
+// The same networks under flow matching (the sampler's Euler steps): the
+// table is FlowMatching's, denoise takes the flow time t in [0, 1] and gives
+// the DiT 1000 t, as VideoDiTTinyFlow's training does. Its parameters are
+// T2VSampleTest's: the trainer's weights file of that model loads.
+model T2VSampleFlowTest extends T2VSampleTest {
+  diffusion = FlowMatching()
+
+  forward(latents: f32[B, 8, 5, 8, 8], text: i32[B, L], noise: f32[B, 8, 5, 8, 8],
+          t_normal: f32[B]) -> loss {
+    t = diffusion.timesteps(t_normal)
+    pred = dit(diffusion.add_noise(latents, noise, t), t * 1000.0, text_encoder(text),
+               text_encoder.mask(text))
+    return diffusion.loss(pred, latents, noise)
+  }
+
+  forward denoise(x: f32[B, 8, 5, 8, 8], t: f32[B], text: i32[B, L]) {
+    return dit(x, t * 1000.0, text_encoder(text), text_encoder.mask(text))
+  }
+}

@@ -518,6 +518,8 @@ kw_probes = {
                          "mean(attention(q, q, q, causal = true) * q)"),
     "attention.scale": (Q, "mean(attention(q, q, q) * q)",
                         "mean(attention(q, q, q, scale = 0.25) * q)"),
+    "attention.mask": ("q: f32[1, 4, 2, 4], m: f32[1, 4]", "mean(attention(q, q, q) * q)",
+                       "mean(attention(q, q, q, mask = m) * q)"),
     "place.token": ("y: f32[1, 4, 3], src: f32[1, 1, 3], ids: i32[1, 4]",
                     "mean(place(y, src, ids, token = 1))", "mean(place(y, src, ids, token = 2))"),
     "softmax.axis": (X, "mean(softmax(x) * x)", "mean(softmax(x, axis = 0) * x)"),

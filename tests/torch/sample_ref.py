@@ -19,12 +19,15 @@ schedule):
                    + sqrt(1 - b) (1 - abar_p) / (1 - abar_t) x
                    + sqrt(max((1 - abar_p) / (1 - abar_t) b, 1e-20)) z,
               b = 1 - abar_t / abar_p (no z after the last step);
+        euler (flow matching, diffusers' FlowMatchEulerDiscreteScheduler
+              step): x' = x + (sigma_p - sigma_t) v, sigma_i = 1 - i / N
+              (uniform from 1 to 0), x_t = (1 - sigma) x0 + sigma noise;
   - several steps: the whole chain run here from the first x (the
     initial noise) with the dumped predictions, to the final latents;
   - the guidance does something (v_c differs from v_u), the initial noise
     and z look standard normal (|mean| < 0.1, |std - 1| < 0.1), z drawn
     afresh at every step (correlations between steps below 0.2).
-Usage: sample_ref.py DUMP N_STEPS N_CLIPS P ddim|ddpm GUIDANCE"""
+Usage: sample_ref.py DUMP N_STEPS N_CLIPS P ddim|ddpm|euler GUIDANCE"""
 import sys
 
 import numpy as np
@@ -44,6 +47,8 @@ def ddpm_schedule(steps=1000, beta_start=1e-4, beta_end=0.02):
 
 
 def step(kind, x, v, abar_t, abar_p, z):
+    if kind == "euler":  # abar_t, abar_p: here the flow times sigma_t, sigma_p
+        return x + (abar_p - abar_t) * v
     x0 = np.sqrt(abar_t) * x - np.sqrt(1 - abar_t) * v
     if kind == "ddim":
         eps = np.sqrt(abar_t) * v + np.sqrt(1 - abar_t) * x
@@ -82,17 +87,26 @@ def main():
         x, vc, vu, z = (b[8 + k * n * P:8 + (k + 1) * n * P] for k in range(4))
         steps.append((h, x, vc, vu, z))
     final = d[N * per:]
+    if kind == "euler":
+        sig = 1.0 - np.arange(N + 1) / N
+        check("flow times 1 - i / N", [s[0][0] for s in steps], sig[:N], 1e-7)
+        check("next flow times", [s[0][1] for s in steps], sig[1:], 1e-7)
+        rows = np.array([s[0][2:6] for s in steps])
+        check("rows used: (1 - sigma_t, sigma_t, 1 - sigma_p, sigma_p)", rows,
+              np.stack([1 - sig[:N], sig[:N], 1 - sig[1:], sig[1:]], 1), TOL_TABLE)
+        ab_t, ab_p = sig[:N], sig[1:]
     t = np.array([int(s[0][0]) for s in steps])
     tp = np.array([int(s[0][1]) for s in steps])
-    check("timesteps (trailing spacing)", t, want_t, 0)
-    check("previous timesteps", tp, np.append(want_t[1:], -1), 0)
-    ab_t = abar[t]
-    ab_p = np.array([abar[k] if k >= 0 else 1.0 for k in tp])
-    rows = np.array([s[0][2:6] for s in steps])
-    check("schedule rows used: sqrt(abar_t), sqrt(1 - abar_t)", rows[:, 0:2],
-          np.stack([np.sqrt(ab_t), np.sqrt(1 - ab_t)], 1), TOL_TABLE)
-    check("schedule rows used: sqrt(abar_p), sqrt(1 - abar_p)", rows[:, 2:4],
-          np.stack([np.sqrt(ab_p), np.sqrt(1 - ab_p)], 1), TOL_TABLE)
+    if kind != "euler":
+        check("timesteps (trailing spacing)", t, want_t, 0)
+        check("previous timesteps", tp, np.append(want_t[1:], -1), 0)
+        ab_t = abar[t]
+        ab_p = np.array([abar[k] if k >= 0 else 1.0 for k in tp])
+        rows = np.array([s[0][2:6] for s in steps])
+        check("schedule rows used: sqrt(abar_t), sqrt(1 - abar_t)", rows[:, 0:2],
+              np.stack([np.sqrt(ab_t), np.sqrt(1 - ab_t)], 1), TOL_TABLE)
+        check("schedule rows used: sqrt(abar_p), sqrt(1 - abar_p)", rows[:, 2:4],
+              np.stack([np.sqrt(ab_p), np.sqrt(1 - ab_p)], 1), TOL_TABLE)
     check("guidance scale", [s[0][6] for s in steps], [S] * N, 1e-6)
     one = 0.0
     chain = steps[0][1].copy()
@@ -120,8 +134,8 @@ def main():
         print(f"{'ok' if worst < 0.2 else 'FAIL'}: ancestral z of different steps: max |correlation| "
               f"{worst:.3f}")
         bad += worst >= 0.2
-    if kind == "ddim" and np.any(np.concatenate([s[4] for s in steps])):
-        print("FAIL: ddim dumped a nonzero z")
+    if kind != "ddpm" and np.any(np.concatenate([s[4] for s in steps])):
+        print(f"FAIL: {kind} dumped a nonzero z")
         bad += 1
     return 1 if bad else 0
 

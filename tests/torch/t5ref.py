@@ -34,10 +34,16 @@ def position_bias(table, T, num_buckets, max_distance):
     return F.embedding(b, table).permute(2, 0, 1).unsqueeze(0)  # [1, H, T, T]
 
 
-def t5_encoder(P, name, ids, depth, heads, head_dim, buckets=32, max_distance=128, eps=1e-6):
+def t5_encoder(P, name, ids, depth, heads, head_dim, buckets=32, max_distance=128, eps=1e-6, pad=0):
+    """Hidden states [B, T, dim]; with pad (T5's 0), the attention mask of
+    Hugging Face's T5EncoderModel (ids != pad): its extended mask, (1 - mask)
+    times float32's min, added to the position bias, and the padded rows of
+    the output zeroed as stdlib_models/t5.mm does."""
     x = F.embedding(ids.long(), P[name + ".shared.weight"])
     B, T, _ = x.shape
     bias = position_bias(P[name + ".encoder.rel_bias"], T, buckets, max_distance)
+    keep = torch.ones(B, T) if pad is None else (ids != pad).float()
+    bias = bias + (1.0 - keep[:, None, None, :]) * torch.finfo(torch.float32).min
     for i in range(depth):
         b = "%s.encoder.block.%d" % (name, i)
         h = rms(x, P[b + ".attn_norm.weight"], eps)
@@ -50,12 +56,12 @@ def t5_encoder(P, name, ids, depth, heads, head_dim, buckets=32, max_distance=12
         h = rms(x, P[b + ".ff_norm.weight"], eps)
         g = F.gelu(F.linear(h, P[b + ".ff.wi_0.weight"]), approximate="tanh") * F.linear(h, P[b + ".ff.wi_1.weight"])
         x = x + F.linear(g, P[b + ".ff.wo.weight"])
-    return rms(x, P[name + ".encoder.final_norm.weight"], eps)
+    return rms(x, P[name + ".encoder.final_norm.weight"], eps) * keep[:, :, None]
 
 
 def t5_tiny(P, ids, labels):
     """stdlib_models/t5.mm, model T5Tiny."""
-    h = t5_encoder(P, "text", ids, depth=2, heads=4, head_dim=16, buckets=32, max_distance=20)
+    h = t5_encoder(P, "text", ids, depth=2, heads=4, head_dim=16, buckets=32, max_distance=20, pad=None)
     logits = F.linear(h, P["head.weight"])
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1).long(), ignore_index=-100)
 

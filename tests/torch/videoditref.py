@@ -63,7 +63,7 @@ def rope3d(x, t, h, w, theta=10000.0):
     return torch.cat([rope1d(parts[i], pos[:, i]) for i in range(3)], -1)
 
 
-def dit_attention(P, name, x, ctx, heads, grid=None):
+def dit_attention(P, name, x, ctx, heads, grid=None, keep=None):
     B, N, _ = x.shape
     q = lin(P, name + ".to_q", x).view(B, N, heads, -1)
     k = lin(P, name + ".to_k", ctx).view(B, ctx.shape[1], heads, -1)
@@ -72,11 +72,13 @@ def dit_attention(P, name, x, ctx, heads, grid=None):
         q, k = rope3d(q, *grid), rope3d(k, *grid)
     q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
     s = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    if keep is not None:  # key padding: the padded text tokens are not attended
+        s = s.masked_fill(keep[:, None, None, :] == 0, float("-inf"))
     o = (s.softmax(-1) @ v).transpose(1, 2).reshape(B, N, -1)
     return lin(P, name + ".to_out", o)
 
 
-def videodit(P, name, x, t, text, depth, heads, patch=2):
+def videodit(P, name, x, t, text, depth, heads, patch=2, keep=None):
     B, C, T, H, W = x.shape
     dim = P[name + ".scale_shift_table"].shape[1]
     gh, gw = H // patch, W // patch
@@ -96,7 +98,7 @@ def videodit(P, name, x, t, text, depth, heads, patch=2):
             P[b + ".scale_shift_table"][None] + temb.reshape(B, 6, -1)).chunk(6, dim=1)
         n1 = F.layer_norm(hs, (dim,), eps=1e-6) * (1 + scale_msa) + shift_msa
         hs = hs + gate_msa * dit_attention(P, b + ".attn1", n1, n1, heads, grid=(T, gh, gw))
-        hs = hs + dit_attention(P, b + ".attn2", hs, ctx, heads)
+        hs = hs + dit_attention(P, b + ".attn2", hs, ctx, heads, keep=keep)
         n2 = F.layer_norm(hs, (dim,), eps=1e-6) * (1 + scale_mlp) + shift_mlp
         ff = lin(P, b + ".ff.fc2", F.gelu(lin(P, b + ".ff.fc1", n2), approximate="tanh"))
         hs = hs + gate_mlp * ff
@@ -120,7 +122,7 @@ def videodit_tiny(P, latents, text, noise, t_uniform):
     a = ab.sqrt().float().view(-1, 1, 1, 1, 1)
     s = (1 - ab).sqrt().float().view(-1, 1, 1, 1, 1)
     xt = a * latents + s * noise
-    pred = videodit(P, "dit", xt, t.float(), feats, depth=2, heads=2)
+    pred = videodit(P, "dit", xt, t.float(), feats, depth=2, heads=2, keep=(text != 0).float())
     target = a * noise - s * latents  # v-prediction
     w = torch.tensor(min_snr_weight(ab.numpy())).float()
     return (F.mse_loss(pred, target, reduction="none").mean(dim=[1, 2, 3, 4]) * w).mean()
@@ -133,13 +135,15 @@ def videodit_tiny_flow(P, latents, text, noise, t_normal):
     t = torch.sigmoid(t_normal)
     tt = t.view(-1, 1, 1, 1, 1)
     xt = (1 - tt) * latents + tt * noise
-    pred = videodit(P, "dit", xt, t * 1000, feats, depth=2, heads=2)
+    pred = videodit(P, "dit", xt, t * 1000, feats, depth=2, heads=2, keep=(text != 0).float())
     return F.mse_loss(pred, noise - latents)
 
 
 videodit_tiny.inputs = ("latents", "text", "noise", "t_uniform")
 videodit_tiny_flow.inputs = ("latents", "text", "noise", "t_normal")
-MODELS = {"VideoDiTTiny": videodit_tiny, "VideoDiTTinyFlow": videodit_tiny_flow}
+# VideoDiTTinyT5: VideoDiTTiny with the T5 encoder trained (tests/dit_t5.sh)
+MODELS = {"VideoDiTTiny": videodit_tiny, "VideoDiTTinyFlow": videodit_tiny_flow,
+          "VideoDiTTinyT5": videodit_tiny}
 
 
 def count_osp13(layers=32, heads=24, head_dim=96, in_channels=8, caption_channels=4096, cross_dim=2304,
