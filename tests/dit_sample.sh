@@ -43,7 +43,7 @@ ref o1.bin 1 1 2560 ddim 4
 ./sampler --weights w.st --prompt "a bag moving up-right" --quiet --steps 5 --scheduler ddpm \
   --guidance 2 --seed 5 --out p --dump p.bin > /dev/null
 ref p.bin 5 1 2560 ddpm 2
-"$MMC" compile "$MM" --model T2VSampleFlowTest --task sample -o fsampler
+"$MMC" compile "$MM" --model T2VSampleFlowTest --task sample -O0 -o fsampler  # the loop is libmmrt's
 ./fsampler "${P[@]}" --steps 3 --guidance 2.5 --seed 3 --out fl --dump fl.bin > /dev/null
 ref fl.bin 3 1 2560 euler 2.5
 

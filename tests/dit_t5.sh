@@ -37,7 +37,7 @@ echo "mT5-XXL encoder: mmc stats $mmc_count, torch meta-device count $ref_count"
 /usr/bin/python3 "$P/t5_parity.py" "$S/t5.mm" T5Tiny init.st in log.jsonl final.st 3 || fail=1
 
 m=VideoDiTTinyT5
-"$MMC" compile "$S/videodit.mm" --model $m -o $m
+"$MMC" compile "$S/videodit.mm" --model $m -O1 -o $m  # -O1: half the compile time
 ./$m --steps 0 --save-weights $m.init.st --eval-batches 1 --quiet > /dev/null 2>&1
 ./$m --steps 3 --save-weights $m.final.st --dump-inputs $m.in --log $m.jsonl --eval-batches 1 --quiet > /dev/null 2>&1
 /usr/bin/python3 - "$P" $m.in <<'PY' || fail=1
