@@ -100,6 +100,77 @@ MM
     else bad "$m compile: $(cat cerr)"; fi
     rm -f log.jsonl
   done
+  # the discriminator's weights and AdamW state are checkpointed with the
+  # rest: WFVAETinyGANParity stopped after step 2 (the discriminator's first
+  # update) and resumed for step 3 ends with the 3-step run's tensors, bit
+  # for bit (seen: its adamw.m/v.disc.* zeroed in the checkpoint moves the
+  # next losses)
+  rm -rf ck
+  if ./tr --steps 2 --seed 5 --ckpt ck --eval-batches 1 --quiet > /dev/null 2>&1 &&
+      ./tr --steps 3 --seed 5 --ckpt ck --resume --save-weights resumed.st --eval-batches 1 --quiet \
+        > /dev/null 2>&1; then
+    /usr/bin/python3 - "$MMC_SOURCE_DIR/tests/torch" final.st resumed.st <<'PY' && ok || bad "gan resume"
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+import mmtrain
+a, _ = mmtrain.st_load(sys.argv[2])
+b, _ = mmtrain.st_load(sys.argv[3])
+d = [k for k in a if k.startswith("disc.")]
+diff = [k for k in a if k not in b or not np.array_equal(a[k], b[k])]
+print("gan resume: %d tensors (%d of the discriminator), %d differ from the 3-step run%s" %
+      (len(a), len(d), len(diff), (": " + ", ".join(diff[:5])) if diff else ""))
+sys.exit(1 if diff or not d or len(a) != len(b) else 0)
+PY
+  else bad "gan resume: the trainer failed"; fi
 fi
+
+# the option off leaves the program as it was: WFVAETiny's @train has one
+# loss root, no detach and no gan scope, WFVAETinyGAN's two, detach and the
+# gate; and a discriminator loss that reads the generator's output without
+# detach() is an error at the gan setting naming a generator parameter
+cd "$T"
+"$MMC" dump-ir "$S/wfvae.mm" --model WFVAETiny --after optimizer > off.ir 2>&1
+"$MMC" dump-ir "$S/wfvae.mm" --model WFVAETinyGAN --after optimizer > on.ir 2>&1
+/usr/bin/python3 - off.ir on.ir <<'PY' && ok || bad "gan off/on IR"
+import re, sys
+def facts(path):
+    t = open(path).read()
+    train = t[t.index("func @train"):]
+    train = train[:train.index("\n}")]
+    ret = re.findall(r"^  return (.*)$", train, re.M)[-1]
+    return (len(ret.split(",")), train.count("= detach("), train.count('scope("gan")'),
+            train.count("grad_norm("), t.count("adamw(@disc."))
+off, on = facts(sys.argv[1]), facts(sys.argv[2])
+print("gan off/on: @train returns %d/%d values, %d/%d detach, %d/%d gan nodes, %d/%d grad_norm, %d/%d "
+      "discriminator updates" % tuple(x for p in zip(off, on) for x in p))
+sys.exit(0 if off[:3] == (1, 0, 0) and off[4] == 0 and on[0] == 2 and on[1] == 1 and on[2] > 0
+         and on[3] == off[3] + 1 and on[4] > 0 else 1)
+PY
+cat > nodetach.mm <<'MM'
+import "nn.mm"
+module D {
+  fc = Linear(4, 1)
+  forward(x) { return fc(x) }
+}
+model M {
+  gen  = Linear(4, 4)
+  disc = D()
+  forward(x: f32[2, 4]) -> loss {
+    fake = gen(x)
+    return [mean(fake * fake), mean(disc(fake)) * -1.0, mean(relu(1.0 + disc(fake)))]
+  }
+  train { gan = gan(discriminator = disc, weight = 0.5) }
+}
+MM
+want="nodetach.mm:13:11: error: gan: the discriminator's loss reaches @gen.weight, a parameter outside the discriminator 'disc'"
+if "$MMC" dump-ir nodetach.mm -I "$S" --after autodiff > /dev/null 2> nd.err; then
+  bad "gan without detach: accepted"
+elif grep -qF "$want" nd.err; then
+  sed -i 's/disc(fake)))]/disc(detach(fake))))]/' nodetach.mm
+  "$MMC" dump-ir nodetach.mm -I "$S" --after optimizer > /dev/null 2> nd.err &&
+    { echo "gan without detach: refused at the setting; with detach(fake) it builds"; ok; } ||
+    bad "gan with detach: $(cat nd.err)"
+else bad "gan without detach: $(cat nd.err)"; fi
 echo "wfvae: $pass passed, $fail failed"
 [ $fail = 0 ]
