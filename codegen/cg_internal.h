@@ -43,6 +43,9 @@ typedef struct Cg {
   int nfns;              /* helper functions made so far (names) */
   PpAssign pp;           /* pipeline stages of @train (cg_pp.c) */
   const IrNode *pp_seed; /* pipeline: the gradient seed, the micro-batch's label count */
+  int pp_rank1;          /* building pipeline rank r's update: r + 1 (else 0) */
+  IrMap pp_mask;         /* pipeline: param or state name -> i: the pp ranks holding it */
+  IrMap pp_maker;        /* pipeline: a gradient the update reads -> i: 1 + its maker's rank */
   /* before localize: each value's global shape and placement */
   IrMap orig; /* IrValue* -> p: CgOrig* */
 } Cg;
@@ -75,6 +78,7 @@ typedef struct CgMb {
   /* pipeline (pp > 1): the stage functions, transfers and schedule as the
    * descriptor holds them (runtime/mmrt_desc.def) */
   LLVMValueRef pp_fn[MMRT_PP_MAXFN];
+  LLVMValueRef pp_upd[MMRT_PP_MAXRANKS]; /* each pp rank's update of what it holds */
   const IrValue **xfer;
   int nxfer;
   const char *route, *accum_stage, *schedule;
@@ -82,6 +86,10 @@ typedef struct CgMb {
 bool cg_mb_build(Cg *cg, const IrFunc *ftrain, CgMb *out);
 bool cg_pp_assign(Cg *cg, const IrFunc *ftrain);
 bool cg_pp_build(Cg *cg, const IrFunc *ftrain, CgMb *out);
+/* While a pipeline rank's update is built: whether its gradient norm
+ * counts v, a gradient the update reads (only where it is made: a tied
+ * parameter's other holders receive the sum and do not count it again). */
+bool cg_pp_keeps_grad(const Cg *cg, const IrValue *v);
 
 bool cg_error(Cg *cg, const IrNode *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 LLVMValueRef cg_i32(Cg *cg, int64_t v);

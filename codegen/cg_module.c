@@ -464,6 +464,10 @@ static LLVMValueRef tensor_desc(Cg *cg, LLVMTypeRef ty, const IrValue *v) {
   SET_I64(f, MmrtTensorDesc, frozen, v->frozen);
   SET_I64S(f, MmrtTensorDesc, split, split);
   SET_I64(f, MmrtTensorDesc, rows, v->rows ? v->rows : o->shape.rank ? o->shape.d[0] : 1);
+  const IrValue *pv = v->def && v->grad_of ? v->grad_of : v;
+  IrMapSlot *pm =
+      cg->m->plan.pp > 1 && !pv->def && pv->name ? ir_map_get(&cg->pp_mask, pv->name) : NULL;
+  SET_I64(f, MmrtTensorDesc, pp_ranks, pm ? (int64_t)pm->i : 0);
   return desc_value(ty, tensor_fields, f, CG_TENSOR_FIELDS);
 }
 
@@ -653,6 +657,10 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
   for (int i = 0; i < MMRT_PP_MAXFN; i++) fns[i] = mb->pp_fn[i] ? mb->pp_fn[i] : cg_null(cg);
   f[CG_MmrtModelDesc_pp_fn] = _Generic(((MmrtModelDesc *)0)->pp_fn[0],
       MmrtStepFn: LLVMConstArray2)(cg->t_ptr, fns, MMRT_PP_MAXFN);
+  LLVMValueRef upds[MMRT_PP_MAXRANKS];
+  for (int i = 0; i < MMRT_PP_MAXRANKS; i++) upds[i] = mb->pp_upd[i] ? mb->pp_upd[i] : cg_null(cg);
+  f[CG_MmrtModelDesc_pp_update] = _Generic(((MmrtModelDesc *)0)->pp_update[0],
+      MmrtStepFn: LLVMConstArray2)(cg->t_ptr, upds, MMRT_PP_MAXRANKS);
   M_I64(pp_nxfer, mb->nxfer);
   SET_PTR(f, MmrtModelDesc, pp_xfer, const MmrtTensorDesc *,
           mb->nxfer ? tensor_array(cg, tty, mb->xfer, mb->nxfer, "pp_xfer") : cg_null(cg));

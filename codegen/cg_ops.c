@@ -940,8 +940,20 @@ static bool lower_elementwise(Cg *cg, const IrNode *n) {
 
 /* ---- optimizer ---- */
 
+/* A grad_norm whose result no other grad_norm reads: the norm of them all. */
+static bool last_norm(const Cg *cg, const IrNode *n) {
+  for (int i = 0; i < cg->f->nodes.len; i++) {
+    const IrNode *c = cg->f->nodes.items[i];
+    for (int k = 0; c->op == IR_OP_GRAD_NORM && k < c->nin; k++)
+      if (c->in[k] == n->out[0]) return false;
+  }
+  return true;
+}
+
 /* sqrt of the sum of squares of every operand; the operands split over
- * mesh axes are summed per set of axes and that partial sum all-reduced. */
+ * mesh axes are summed per set of axes and that partial sum all-reduced.
+ * In a pipeline rank's update: of the gradients its stages make, the last
+ * norm's sum of squares summed over pp (every rank's own part once). */
 static bool lower_grad_norm(Cg *cg, const IrNode *n) {
   LLVMValueRef ptrs = LLVMBuildArrayAlloca(cg->b, cg->t_ptr, cg_i32(cg, n->nin), "bufs");
   LLVMValueRef sizes = LLVMBuildArrayAlloca(cg->b, cg->t_i64, cg_i32(cg, n->nin), "sizes");
@@ -949,7 +961,7 @@ static bool lower_grad_norm(Cg *cg, const IrNode *n) {
   for (int axes = 0; axes < 1 << IR_NAXES; axes++) {
     int k = 0;
     for (int i = 0; i < n->nin; i++) {
-      if (cg_split_axes(cg, n->in[i]) != axes) continue;
+      if (cg_split_axes(cg, n->in[i]) != axes || !cg_pp_keeps_grad(cg, n->in[i])) continue;
       LLVMValueRef idx = cg_i64(cg, k++);
       LLVMBuildStore(cg->b, V(i), LLVMBuildInBoundsGEP2(cg->b, cg->t_ptr, ptrs, &idx, 1, ""));
       LLVMBuildStore(cg->b, cg_i64(cg, ir_numel(&n->in[i]->shape)),
@@ -964,6 +976,12 @@ static bool lower_grad_norm(Cg *cg, const IrNode *n) {
       part = LLVMBuildFPExt(cg->b, LLVMBuildLoad2(cg->b, cg->t_f32, slot, ""), cg->t_f64, "");
     }
     total = LLVMBuildFAdd(cg->b, total, part, "");
+  }
+  if (cg->pp_rank1 && last_norm(cg, n)) {
+    LLVMValueRef slot = LLVMBuildAlloca(cg->b, cg->t_f64, "pp_sum");
+    LLVMBuildStore(cg->b, total, slot);
+    cg_check_status(cg, CALL("mmrt_pp_sum_f64", cg->mesh, slot));
+    total = LLVMBuildLoad2(cg->b, cg->t_f64, slot, "");
   }
   LLVMValueRef norm = cg_intrinsic(cg, "llvm.sqrt", cg->t_f64, &total, 1);
   LLVMBuildStore(cg->b, LLVMBuildFPTrunc(cg->b, norm, cg->t_f32, ""), O(0));

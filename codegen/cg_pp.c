@@ -5,6 +5,7 @@
  * rest). The trainer runs the first M times per step and sums what the
  * update reads from it (the gradients: `accum` in the descriptor), weighted
  * by each micro-batch's share of the labels, before it runs the update. */
+#include <stdio.h>
 #include <string.h>
 
 #include "../passes/pp_sched.h"
@@ -75,7 +76,57 @@ bool cg_pp_assign(Cg *cg, const IrFunc *f) {
     diag_error_plain(cg->d, "codegen: pipeline: %s", err);
     return false;
   }
+  /* the pp ranks that hold each parameter and piece of optimizer state */
+  const IrModule *m = cg->m;
+  uint64_t *mask = ARENA_ARRAY(cg->a, uint64_t, m->params.len + 1);
+  pp_holders(m, f, &cg->pp, mask);
+  ir_map_init(&cg->pp_mask, cg->a, true);
+  ir_map_init(&cg->pp_maker, cg->a, false);
+  for (int i = 0; i < m->params.len; i++)
+    ir_map_put(&cg->pp_mask, ((const IrValue *)m->params.items[i])->name)->i = (int64_t)mask[i];
   return true;
+}
+
+/* The pp ranks holding v (a parameter or optimizer state), 0 for others. */
+static uint64_t held_by(Cg *cg, const IrValue *v) {
+  if (v->def || !v->name || (v->role != IR_ROLE_PARAM && v->role != IR_ROLE_OPT)) return 0;
+  IrMapSlot *s = ir_map_get(&cg->pp_mask, v->name);
+  return s ? (uint64_t)s->i : 0;
+}
+
+/* Pipeline rank r's update: the update's nodes but those that read or
+ * write a parameter or state r does not hold (and what reads their
+ * results); its gradient norm counts the gradients r's stages make
+ * (lower_grad_norm, cg_pp_keeps_grad) and is summed over pp. */
+static LLVMValueRef rank_update(Cg *cg, const IrFunc *f, int r) {
+  const PpAssign *a = &cg->pp;
+  int N = f->nodes.len;
+  unsigned char *keep = ARENA_ARRAY(cg->a, unsigned char, N + 1);
+  IrMap dropped;
+  ir_map_init(&dropped, cg->a, false);
+  for (int i = 0; i < N; i++) {
+    const IrNode *n = f->nodes.items[i];
+    bool k = a->part[i] == PPN_U;
+    for (int j = 0; k && j < n->nin; j++) {
+      uint64_t h = held_by(cg, n->in[j]);
+      if ((h && !(h >> r & 1)) || ir_map_get(&dropped, n->in[j])) k = false;
+    }
+    if (a->part[i] == PPN_U && !k)
+      for (int j = 0; j < n->nout; j++) ir_map_put(&dropped, n->out[j]);
+    keep[i] = k;
+  }
+  char name[32];
+  snprintf(name, sizeof name, "mm_update_r%d", r);
+  cg->pp_rank1 = r + 1;
+  LLVMValueRef fn = cg_build_step(cg, f, name, true, keep);
+  cg->pp_rank1 = 0;
+  return fn;
+}
+
+bool cg_pp_keeps_grad(const Cg *cg, const IrValue *v) {
+  if (!cg->pp_rank1) return true;
+  IrMapSlot *s = ir_map_get(&cg->pp_maker, v);
+  return !s || s->i == cg->pp_rank1;
 }
 
 static int fn_of(const PpAssign *a, int i) {
@@ -120,7 +171,10 @@ bool cg_pp_build(Cg *cg, const IrFunc *f, CgMb *out) {
       if (a->part[i] == PPN_U) {
         int before = out->naccum;
         if (!add_accum(cg, &seen, n, k, out, "pipeline")) return false;
-        if (out->naccum > before) al += (size_t)snprintf(astage + al, acap - al, "%d;", from / 3);
+        if (out->naccum > before) {
+          al += (size_t)snprintf(astage + al, acap - al, "%d;", from / 3);
+          ir_map_put(&cg->pp_maker, v)->i = (from / 3) % P + 1;
+        }
         continue;
       }
       int to = fn_of(a, i);
@@ -148,9 +202,10 @@ bool cg_pp_build(Cg *cg, const IrFunc *f, CgMb *out) {
     out->pp_fn[fn] = cg_build_step(cg, f, name, true, keep);
     if (!out->pp_fn[fn]) return false;
   }
-  unsigned char *up = ARENA_ARRAY(cg->a, unsigned char, N + 1);
-  for (int i = 0; i < N; i++) up[i] = a->part[i] == PPN_U;
-  out->upd = cg_build_step(cg, f, "mm_update_step", true, up);
+  if (P > MMRT_PP_MAXRANKS)
+    return cg_error(cg, f->nodes.items[0], "pipeline: pp = %d, at most %d", P, MMRT_PP_MAXRANKS);
+  for (int r = 0; r < P; r++)
+    if (!(out->pp_upd[r] = rank_update(cg, f, r))) return false;
   out->fb = out->pp_fn[0];
   /* the schedule */
   PpSchedule sch;
@@ -176,5 +231,5 @@ bool cg_pp_build(Cg *cg, const IrFunc *f, CgMb *out) {
   }
   pp_sched_free(&sch);
   out->schedule = text;
-  return out->upd != NULL;
+  return true;
 }

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "../runtime/mmrt_ring_ws.h"
+#include "pp_stage.h"
 #include "pass.h"
 
 int64_t mp_value_bytes(const IrModule *m, const IrValue *v) {
@@ -326,17 +327,106 @@ static bool check_plan(const FPlan *p, char *err, size_t errlen) {
 
 static const IrRole planned_arenas[] = {IR_ROLE_ACT, IR_ROLE_GRAD, IR_ROLE_OPT};
 
-/* Fixed places: params (and optimizer state) in declaration order, inputs
- * one slot per name in order of first appearance. */
-static bool place_fixed(IrModule *m, Arena *a, int64_t *top, char *err, size_t errlen) {
-  for (int i = 0; i < m->params.len; i++) {
-    IrValue *v = m->params.items[i];
-    IrRole ar = arena_of(v->role);
-    v->mem_planned = true;
-    v->mem_arena = ar;
-    v->mem_offset = top[ar];
-    top[ar] += mp_align(mp_value_bytes(m, v));
+/* An order of the sets of pipeline ranks (masks[0..n)) in which the sets
+ * each rank is in follow one another: for each order of the ranks, the
+ * sets sorted by their first and last rank in it, kept if it works (GPT-2's
+ * {1} {2} {0} {0, 3} {3}); false when none does (then the plan counts the
+ * sets between a rank's as its bytes too). */
+static bool rank_contiguous(const uint64_t *masks, const int *order, int n, int P) {
+  for (int r = 0; r < P; r++) {
+    int first = -1, last = -1, count = 0;
+    for (int j = 0; j < n; j++)
+      if (masks[order[j]] >> r & 1) {
+        if (first < 0) first = j;
+        last = j, count++;
+      }
+    if (count && last - first + 1 != count) return false;
   }
+  return true;
+}
+
+static bool try_ranks(const uint64_t *masks, int n, int P, const int *perm, int *order) {
+  int pos[64];
+  for (int k = 0; k < P; k++) pos[perm[k]] = k;
+  long key[256];
+  for (int j = 0; j < n; j++) {
+    int lo = P, hi = -1;
+    for (int r = 0; r < P; r++)
+      if (masks[j] >> r & 1) lo = pos[r] < lo ? pos[r] : lo, hi = pos[r] > hi ? pos[r] : hi;
+    key[j] = (long)lo * 128 + hi;
+    order[j] = j;
+  }
+  for (int j = 1; j < n; j++) /* insertion sort by key */
+    for (int k = j; k > 0 && key[order[k]] < key[order[k - 1]]; k--) {
+      int t = order[k];
+      order[k] = order[k - 1], order[k - 1] = t;
+    }
+  return rank_contiguous(masks, order, n, P);
+}
+
+static bool order_rank_sets(const uint64_t *masks, int n, int P, int *order) {
+  int perm[64], c[64] = {0};
+  for (int k = 0; k < P; k++) perm[k] = k;
+  if (try_ranks(masks, n, P, perm, order)) return true;
+  if (P > 8) return false;
+  for (int i = 1; i < P;) { /* Heap's algorithm over the orders of the ranks */
+    if (c[i] < i) {
+      int j = i % 2 ? c[i] : 0, t = perm[j];
+      perm[j] = perm[i], perm[i] = t;
+      if (try_ranks(masks, n, P, perm, order)) return true;
+      c[i]++, i = 1;
+    } else {
+      c[i++] = 0;
+    }
+  }
+  return try_ranks(masks, n, P, perm, order);
+}
+
+/* Under a pipeline, the params and optimizer state in groups of the pp
+ * ranks that hold them (pp_stage.h pp_holders), in an order where each
+ * rank's groups are adjacent: rank r allocates only its range of each
+ * arena (pp_rank_ranges). rank[i]: the place of m->params.items[i] in that
+ * order (declaration order within a group). */
+static void pp_param_order(IrModule *m, int *rank) {
+  for (int i = 0; i < m->params.len; i++) rank[i] = 0;
+  IrFunc *f = ir_module_func(m, "train");
+  PpAssign pa;
+  char err[256];
+  if (!f || m->plan.pp <= 1 || m->plan.pp > 64 || !pp_assign(m, f, &pa, err, sizeof err)) return;
+  uint64_t *mask = calloc((size_t)m->params.len + 1, sizeof *mask), sets[256];
+  int nsets = 0, order[256];
+  pp_holders(m, f, &pa, mask);
+  pp_assign_free(&pa);
+  for (int i = 0; i < m->params.len; i++) {
+    int j = 0;
+    while (j < nsets && sets[j] != mask[i]) j++;
+    if (j == nsets && nsets < 256) sets[nsets++] = mask[i];
+  }
+  order_rank_sets(sets, nsets, m->plan.pp, order);
+  for (int i = 0; i < m->params.len; i++)
+    for (int j = 0; j < nsets; j++)
+      if (sets[order[j]] == mask[i]) rank[i] = j;
+  free(mask);
+}
+
+/* Fixed places: params (and optimizer state) in declaration order (under a
+ * pipeline, grouped by the ranks that hold them), inputs one slot per name
+ * in order of first appearance. */
+static bool place_fixed(IrModule *m, Arena *a, int64_t *top, char *err, size_t errlen) {
+  int *group = ARENA_ARRAY(a, int, m->params.len + 1), ngroups = 1;
+  pp_param_order(m, group);
+  for (int i = 0; i < m->params.len; i++)
+    if (group[i] + 1 > ngroups) ngroups = group[i] + 1;
+  for (int g = 0; g < ngroups; g++)
+    for (int i = 0; i < m->params.len; i++) {
+      IrValue *v = m->params.items[i];
+      if (group[i] != g) continue;
+      IrRole ar = arena_of(v->role);
+      v->mem_planned = true;
+      v->mem_arena = ar;
+      v->mem_offset = top[ar];
+      top[ar] += mp_align(mp_value_bytes(m, v));
+    }
   IrMap names;
   ir_map_init(&names, a, true);
   for (int fi = 0; fi < m->funcs.len; fi++) {

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "memplan.h"
 #include "pass.h"
 
 static bool covers(const char *unit, const char *param) {
@@ -242,6 +243,66 @@ void pp_assign_free(PpAssign *a) {
   memset(a, 0, sizeof *a);
 }
 
+void pp_holders(const IrModule *m, const IrFunc *f, const PpAssign *a, uint64_t *mask) {
+  int P = m->plan.pp > 1 ? m->plan.pp : 1;
+  Arena ar;
+  arena_init(&ar);
+  IrMap idx;
+  ir_map_init(&idx, &ar, false);
+  for (int i = 0; i < m->params.len; i++) {
+    mask[i] = 0;
+    ir_map_put(&idx, m->params.items[i])->i = i + 1;
+  }
+  for (int i = 0; f && i < f->nodes.len; i++) {
+    const IrNode *n = f->nodes.items[i];
+    if (a->part[i] == PPN_U) {
+      /* the optimizer's state goes with its parameter */
+      IrMapSlot *p =
+          n->nin && (ir_ops[n->op].flags & OPF_OPTIMIZER) ? ir_map_get(&idx, n->in[0]) : NULL;
+      for (int k = 1; p && k < n->nin; k++) {
+        IrMapSlot *s = ir_map_get(&idx, n->in[k]);
+        if (s && n->in[k]->role == IR_ROLE_OPT) mask[s->i - 1] |= mask[p->i - 1];
+      }
+      continue;
+    }
+    uint64_t bit = (uint64_t)1 << (a->stage[i] % P);
+    for (int k = 0; k < n->nin; k++) {
+      IrMapSlot *s = ir_map_get(&idx, n->in[k]);
+      if (s) mask[s->i - 1] |= bit;
+    }
+    /* a view of a parameter (memplan: a reshape or contiguous slice) reads
+     * its storage wherever it is read */
+    if (n->nin && mp_view_offset(m, n) >= 0 && ir_map_get(&idx, n->in[0]))
+      ir_map_put(&idx, n->out[0])->i = ir_map_get(&idx, n->in[0])->i;
+    for (int j = 0; j < n->nout; j++) {
+      IrMapSlot *s = n->out[j]->grad_of ? ir_map_get(&idx, n->out[j]->grad_of) : NULL;
+      if (s) mask[s->i - 1] |= bit;
+    }
+  }
+  for (int i = 0; i < m->params.len; i++)
+    if (!mask[i]) mask[i] = 1;
+  arena_free(&ar);
+}
+
+void pp_rank_ranges(const IrModule *m, const uint64_t *mask, int P, int64_t (*lo)[2],
+                    int64_t (*hi)[2]) {
+  for (int r = 0; r < P; r++) lo[r][0] = lo[r][1] = hi[r][0] = hi[r][1] = -1;
+  for (int i = 0; i < m->params.len; i++) {
+    const IrValue *v = m->params.items[i];
+    int k = v->mem_arena == IR_ROLE_PARAM ? 0 : v->mem_arena == IR_ROLE_OPT ? 1 : -1;
+    if (k < 0 || !v->mem_planned) continue;
+    int64_t b = v->mem_offset, e = b + mp_align(mp_value_bytes(m, v));
+    for (int r = 0; r < P; r++) {
+      if (!(mask[i] >> r & 1)) continue;
+      if (lo[r][k] < 0 || b < lo[r][k]) lo[r][k] = b;
+      if (e > hi[r][k]) hi[r][k] = e;
+    }
+  }
+  for (int r = 0; r < P; r++)
+    for (int k = 0; k < 2; k++)
+      if (lo[r][k] < 0) lo[r][k] = hi[r][k] = 0;
+}
+
 /* sort key: forward by stage, then backward by stage descending with the
  * input-gradient part first, then the update */
 static long key(const PpAssign *a, int i, int S) {
@@ -276,7 +337,6 @@ bool pass_pipeline(IrModule *m, PassCtx *cx) {
 
 /* ---- what `mmc plan` shows of the pipeline ---- */
 
-#include "memplan.h"
 #include "pp_sched.h"
 
 static PpSchedKind sched_kind(const IrModule *m) {
@@ -320,6 +380,18 @@ bool pp_rank_memory(IrModule *m, PpRankMem *out, int nout, char *err, size_t err
   }
   arena_free(&ar);
   int S = a.nstages;
+  /* the param and opt ranges each rank allocates */
+  uint64_t *mask = calloc((size_t)m->params.len + 1, sizeof *mask);
+  int64_t(*lo)[2] = calloc((size_t)P, sizeof *lo), (*hi)[2] = calloc((size_t)P, sizeof *hi);
+  if (!mask || !lo || !hi) {
+    free(mask), free(lo), free(hi);
+    pp_assign_free(&a);
+    snprintf(err, errlen, "out of memory");
+    return false;
+  }
+  pp_holders(m, f, &a, mask);
+  pp_rank_ranges(m, mask, P, lo, hi);
+  free(mask);
   pp_assign_free(&a);
   PpSchedule s;
   if (!pp_sched_build(&s, sched_kind(m), P, S / P, m->plan.micro_batches, err, errlen))
@@ -328,14 +400,17 @@ bool pp_rank_memory(IrModule *m, PpRankMem *out, int nout, char *err, size_t err
     PpRankMem *x = &out[r];
     memset(x, 0, sizeof *x);
     x->slots = pp_sched_slots(&s, r);
-    x->param = ms.arena[IR_ROLE_PARAM], x->grad = ms.arena[IR_ROLE_GRAD];
-    x->opt = ms.arena[IR_ROLE_OPT], x->act = ms.arena[IR_ROLE_ACT];
+    x->param = hi[r][0] - lo[r][0], x->grad = ms.arena[IR_ROLE_GRAD];
+    x->opt = hi[r][1] - lo[r][1], x->act = ms.arena[IR_ROLE_ACT];
     x->input = ms.arena[IR_ROLE_INPUT];
+    x->all_param = ms.arena[IR_ROLE_PARAM], x->all_opt = ms.arena[IR_ROLE_OPT];
     x->set = mp_align(x->act) + mp_align(x->grad) + mp_align(x->input);
     x->sums = sums[r];
+    x->eval = x->all_param;
     x->peak = x->param + x->opt + x->act + x->grad + x->input + (int64_t)(x->slots - 1) * x->set +
-              x->sums;
+              x->sums + x->eval;
   }
+  free(lo), free(hi);
   pp_sched_free(&s);
   return true;
 }

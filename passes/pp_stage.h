@@ -21,7 +21,8 @@
  * rule. A node without operands
  * (full, iota) takes the first stage that reads it (forward) or the last
  * (backward). The update (norm, clipping, optimizer and what reads them)
- * is PPN_U and runs on every rank.
+ * is PPN_U; each rank runs the part of it over the parameters it holds
+ * (pp_holders; codegen/cg_pp.c rank_update).
  * A backward node is PPN_I when a value of another stage depends on it (the
  * input gradient that goes back, transitively), else PPN_W (the weight
  * gradients ZB-H1 runs apart). */
@@ -46,6 +47,24 @@ typedef struct {
 bool pp_assign(const IrModule *m, const IrFunc *f, PpAssign *a, char *err, size_t errlen);
 void pp_assign_free(PpAssign *a);
 
+/* Which pipeline ranks hold each of m->params (mask[i] for
+ * m->params.items[i], bit r for pp rank r): the ranks of the stages whose
+ * nodes read it or make its gradient, and an optimizer state its
+ * parameter's; one no stage reads, rank 0. A parameter two ranks' stages
+ * read (GPT-2's tied embedding and head) is held by both. The rank whose
+ * stage makes a parameter's gradient sum is its maker (it counts the
+ * gradient's norm; the other holders receive the sum). */
+#include <stdint.h>
+void pp_holders(const IrModule *m, const IrFunc *f, const PpAssign *a, uint64_t *mask);
+
+/* The byte range [lo, hi) of the param (k = 0) and opt (k = 1) arenas that
+ * pipeline rank r allocates: from its first held value to the end of its
+ * last (memplan lays the values out rank by rank, so that is what it holds;
+ * a value inside the range that the rank does not hold is counted, never
+ * hidden). lo = hi = 0 for an arena without values of the rank. */
+void pp_rank_ranges(const IrModule *m, const uint64_t *mask, int P, int64_t (*lo)[2],
+                    int64_t (*hi)[2]);
+
 /* mmc plan: the stages (FLOPs of each part, the layers they hold), each
  * rank's actions with the transfers, and the schedule simulated with the
  * stages' FLOPs as costs (makespan, bubble, micro-batches in flight); with
@@ -55,18 +74,23 @@ bool pp_plan_print(FILE *out, IrModule *m, const char *svg, char *err, size_t er
 
 /* What one pipeline rank allocates (its planned peak: everything is
  * allocated before or at the first step and held), as the trainer does
- * (runtime/mmrt_pp.h): the trainer's arenas (param, grad, opt, act,
- * input), slots - 1 further in-flight sets of the act, grad and input
- * arenas (each 64-byte aligned), and the gradient sums of its stages, one
- * f32 tensor of elements + 1 per gradient the update reads that a stage of
- * the rank makes. Kernel workspace is inside
- * the act arena (memplan.h). */
+ * (runtime/mmrt_pp.h): its range of the param and opt arenas (the
+ * parameters and optimizer state of its stages, pp_rank_ranges), the
+ * trainer's grad, act and input arenas, slots - 1 further in-flight sets
+ * of the act, grad and input arenas (each 64-byte aligned), the gradient
+ * sums of its stages, one f32 tensor of elements + 1 per gradient the
+ * update reads that a stage of the rank makes, and, while it evaluates,
+ * the whole param arena (the evaluation runs the whole @forward on every
+ * rank: the trainer gathers every parameter for it and frees them after).
+ * Kernel workspace is inside the act arena (memplan.h). */
 typedef struct PpRankMem {
   int slots;                            /* micro-batches in flight at most */
-  int64_t param, grad, opt, act, input; /* the trainer's arenas */
+  int64_t param, grad, opt, act, input; /* the trainer's arenas (param, opt: its range) */
+  int64_t all_param, all_opt;           /* the whole param and opt arenas (one rank's) */
   int64_t set;                          /* one in-flight set: act + grad + input */
   int64_t sums;                         /* the gradient sums */
-  int64_t peak;                         /* param + opt + slots * set + sums */
+  int64_t eval;                         /* the parameters gathered for the evaluation */
+  int64_t peak;                         /* param + opt + slots * set + sums + eval */
 } PpRankMem;
 
 /* out[r] for each of the pp ranks (at most nout); false with a message. */

@@ -51,6 +51,9 @@ typedef struct Trainer {
   const MmrtModelDesc *m;
   Args a;
   char *arenas[MMRT_NARENAS];
+  char *arena_mem[MMRT_NARENAS];   /* what was allocated (under pp: this rank's range) */
+  int64_t arena_lo[MMRT_NARENAS];  /* its first byte's offset (pp_range) */
+  int64_t arena_own[MMRT_NARENAS]; /* its bytes */
   const MmrtTask *task;            /* the data task bound to the model's inputs */
   MmrtTaskCtx cx;                  /* its inputs, rows, data and iterators */
   const MmrtTensorDesc *lr, *step; /* the step inputs */
@@ -68,6 +71,7 @@ typedef struct Trainer {
   MmrtMbAcc mb; /* micro-batches (mmrt_pp.h) */
   MmrtPp *pp;   /* the pipeline (mmrt_pp.h) */
   float pp_lr, pp_fs;
+  char *eval_params, *own_params; /* under pp, while evaluating: every parameter, and its own */
 } Trainer;
 
 static volatile sig_atomic_t stop_requested;
@@ -327,6 +331,33 @@ static int64_t numel(const Trainer *t, const MmrtTensorDesc *d) {
   return n;
 }
 
+/* Whether this rank holds tensor d: under a pipeline, a parameter or
+ * optimizer state of its stages (the descriptor's pp_ranks); always
+ * otherwise. */
+static int held(const Trainer *t, const MmrtTensorDesc *d) {
+  return t->m->pp <= 1 || !d->pp_ranks || !t->has_mesh ||
+         (d->pp_ranks >> t->mesh.coord[MMRT_AXIS_PP] & 1);
+}
+
+/* Under a pipeline: the range [lo, hi) of the param or opt arena this
+ * rank's tensors take (memplan lays them out rank by rank); the whole
+ * arena otherwise. */
+static void pp_range(const Trainer *t, int arena, int64_t *lo, int64_t *hi) {
+  const MmrtModelDesc *m = t->m;
+  *lo = 0, *hi = m->arena_bytes[arena];
+  if (m->pp <= 1 || (arena != MMRT_ARENA_PARAM && arena != MMRT_ARENA_OPT)) return;
+  int64_t a = -1, b = 0;
+  for (int64_t i = 0; i < m->nparams; i++) {
+    const MmrtTensorDesc *p = &m->params[i];
+    if (p->arena != arena || !held(t, p)) continue;
+    int64_t e = p->offset +
+                (numel(t, p) * (int64_t)mmrt_st_dtype_size((MmrtStDtype)p->dtype) + 63) / 64 * 64;
+    if (a < 0 || p->offset < a) a = p->offset;
+    if (e > b) b = e;
+  }
+  *lo = a < 0 ? 0 : a, *hi = a < 0 ? 0 : b;
+}
+
 static void *mesh_of(Trainer *t) {
   return t->has_mesh ? &t->mesh : NULL;
 }
@@ -500,13 +531,19 @@ static int init_param(Trainer *t, const MmrtTensorDesc *p) {
   return 0;
 }
 
+/* Every arena; under a pipeline, of the param and opt arenas only this
+ * rank's range, its base set so that the planned offsets hold. */
 static int alloc_arenas(Trainer *t) {
   for (int r = 0; r < MMRT_NARENAS; r++) {
-    int64_t n = t->m->arena_bytes[r];
+    int64_t lo, hi;
+    pp_range(t, r, &lo, &hi);
+    int64_t n = hi - lo;
+    t->arena_lo[r] = lo, t->arena_own[r] = n > 0 ? n : 0;
     if (n <= 0) continue;
-    t->arenas[r] = aligned_alloc(64, (size_t)n);
-    if (!t->arenas[r]) return fail("cannot allocate %lld bytes for arena %d", (long long)n, r);
-    memset(t->arenas[r], 0, (size_t)n);
+    t->arena_mem[r] = aligned_alloc(64, (size_t)n);
+    if (!t->arena_mem[r]) return fail("cannot allocate %lld bytes for arena %d", (long long)n, r);
+    memset(t->arena_mem[r], 0, (size_t)n);
+    t->arenas[r] = (char *)((uintptr_t)t->arena_mem[r] - (uintptr_t)lo);
   }
   for (int64_t i = 0; i < t->m->nparams; i++) {
     const MmrtTensorDesc *p = &t->m->params[i];
@@ -557,7 +594,7 @@ static MmrtTensorRef *tensor_refs(Trainer *t) {
     refs[i].dtype = (MmrtStDtype)p->dtype;
     refs[i].ndim = (int)p->ndim;
     piece_shape(t, p, refs[i].shape);
-    refs[i].data = at(t, p);
+    refs[i].data = held(t, p) ? at(t, p) : NULL;
   }
   return refs;
 }
@@ -600,16 +637,18 @@ static int save_ckpt(Trainer *t) {
     char *text = calloc((size_t)np + 1, 2 * SLICE_TEXT);
     if (refs && all && text) {
       memcpy(all, meta, sizeof meta);
+      int64_t k = 0; /* under a pipeline: the tensors of this rank's stages */
       for (int64_t i = 0; i < np; i++) {
+        if (!held(t, &t->m->params[i])) continue;
         MmrtSlice sl;
-        char *key = text + 2 * SLICE_TEXT * i, *val = key + SLICE_TEXT;
+        char *key = text + 2 * SLICE_TEXT * k, *val = key + SLICE_TEXT;
         slice_of(t, &t->m->params[i], &sl);
         snprintf(key, SLICE_TEXT, "%s%s", MMRT_CKPT_SLICE_PREFIX, t->m->params[i].name);
         mmrt_slice_format(val, SLICE_TEXT, &sl);
-        all[4 + i] = (MmrtKV){key, val};
+        all[4 + k] = (MmrtKV){key, val};
+        refs[k++] = refs[i];
       }
-      rc =
-          mmrt_ckpt_save_rank(dir, t->rank, &man, refs, (int)np, all, (int)np + 4, err, sizeof err);
+      rc = mmrt_ckpt_save_rank(dir, t->rank, &man, refs, (int)k, all, (int)k + 4, err, sizeof err);
     } else {
       rc = mmrt_errf(err, sizeof err, MMRT_ERR_NOMEM, "out of memory");
     }
@@ -676,9 +715,11 @@ static int save_weights(Trainer *t) {
     int mine = 1;
     for (int a = 0; t->has_mesh && a < MMRT_DESC_NAXES; a++)
       if (!(used >> a & 1) && t->mesh.coord[a] != 0) mine = 0;
-    if (t->has_mesh && m->pp > 1 && t->mesh.coord[MMRT_AXIS_PP] != 0)
-      mine = 0; /* every pipeline rank holds every parameter */
-    CopyRun u = {at(t, p), w};
+    /* a pipeline: the lowest pp rank holding it (a tied one has two) */
+    if (t->has_mesh && m->pp > 1 && p->pp_ranks &&
+        (!held(t, p) || (p->pp_ranks & (((int64_t)1 << t->mesh.coord[MMRT_AXIS_PP]) - 1))))
+      mine = 0;
+    CopyRun u = {mine ? at(t, p) : NULL, w};
     if (mine) for_each_run(t, p, copy_run, &u);
     if (t->has_mesh && mmrt_all_reduce_mpi(&t->mesh, MMRT_AXIS_WORLD, w, (int)whole, MPI_FLOAT,
                                            MPI_SUM, "--save-weights (all-reduce)") != MMRT_OK)
@@ -733,8 +774,8 @@ static int load_pieces(Trainer *t, MmrtCkpt *c, int which, int need_all, char *e
   int loaded = 0;
   for (int64_t i = 0; i < t->m->nparams; i++) {
     const MmrtTensorDesc *p = &t->m->params[i];
-    if (which > -2 &&
-        (p->arena != MMRT_ARENA_PARAM || (which >= 0 && mmrt_is_adapter(p->name) != which)))
+    if (!held(t, p) || (which > -2 && (p->arena != MMRT_ARENA_PARAM ||
+                                       (which >= 0 && mmrt_is_adapter(p->name) != which))))
       continue;
     MmrtTensorRef ref = {
         .name = p->name, .dtype = (MmrtStDtype)p->dtype, .ndim = (int)p->ndim, .data = at(t, p)};
@@ -817,7 +858,9 @@ static int load_by_name(Trainer *t, const char *flag, const char *path, int whic
   int loaded = 0, rc = MMRT_OK;
   for (int64_t i = 0; i < t->m->nparams && rc == MMRT_OK; i++) {
     const MmrtTensorDesc *p = &t->m->params[i];
-    if (p->arena != MMRT_ARENA_PARAM || (which >= 0 && mmrt_is_adapter(p->name) != which)) continue;
+    if (p->arena != MMRT_ARENA_PARAM || (which >= 0 && mmrt_is_adapter(p->name) != which) ||
+        !held(t, p))
+      continue;
     if (mmrt_st_find(f, p->name) < 0) {
       if (need_all)
         rc = mmrt_errf(err, sizeof err, MMRT_ERR_NOTFOUND, "%s: no tensor '%s'", path, p->name);
@@ -854,8 +897,21 @@ static int save_adapters(Trainer *t) {
         return free(refs),
                fail("--save-adapters: %s is split over ranks; train LoRA on dp only", p->name);
     refs[n] = (MmrtTensorRef){
-        .name = p->name, .dtype = (MmrtStDtype)p->dtype, .ndim = (int)p->ndim, .data = at(t, p)};
+        .name = p->name, .dtype = (MmrtStDtype)p->dtype, .ndim = (int)p->ndim, .data = NULL};
     for (int64_t d = 0; d < p->ndim; d++) refs[n].shape[d] = p->shape[d];
+    if (m->pp > 1 && t->has_mesh) { /* from the lowest pp rank holding it, summed over pp */
+      size_t e = (size_t)numel(t, p);
+      float *w = calloc(e + 1, sizeof *w);
+      if (!w) return free(refs), fail("out of memory");
+      if (held(t, p) && !(p->pp_ranks & (((int64_t)1 << t->mesh.coord[MMRT_AXIS_PP]) - 1)))
+        memcpy(w, at(t, p), e * sizeof *w);
+      if (mmrt_all_reduce_mpi(&t->mesh, MMRT_AXIS_PP, w, (int)e, MPI_FLOAT, MPI_SUM,
+                              "--save-adapters (all-reduce over pp)") != MMRT_OK)
+        mmrt_task_comm_fail(&t->cx);
+      refs[n].data = w;
+    } else {
+      refs[n].data = at(t, p);
+    }
     n++;
   }
   if (!refs) return fail("out of memory");
@@ -865,6 +921,7 @@ static int save_adapters(Trainer *t) {
       {"lora_rank", rank}, {"lora_alpha", alpha}, {"model", m->name}, {"format", "mmc-lora"}};
   int rc =
       t->rank == 0 ? mmrt_st_save(t->a.save_adapters, refs, n, meta, 4, err, sizeof err) : MMRT_OK;
+  for (int i = 0; m->pp > 1 && t->has_mesh && i < n; i++) free(refs[i].data);
   free(refs);
   if (rc != MMRT_OK) return fail("--save-adapters %s: %s", t->a.save_adapters, err);
   return 0;
@@ -893,6 +950,53 @@ static double now(void) {
 static int restart_eval(Trainer *t) {
   char err[ERRLEN];
   return mmrt_task_restart_eval(&t->cx, err, sizeof err) == MMRT_OK ? 0 : fail("%s", err);
+}
+
+/* Under a pipeline the evaluation runs the whole @forward on every rank:
+ * for it every parameter is gathered into a whole param arena (each
+ * broadcast over pp from the lowest pp rank holding it), which is freed
+ * after (mmc plan counts it in each rank's peak). 0, or 1 after a message;
+ * *whole NULL when there is no pipeline. */
+static int gather_params(Trainer *t, char **whole) {
+  const MmrtModelDesc *m = t->m;
+  int64_t n = m->arena_bytes[MMRT_ARENA_PARAM];
+  *whole = NULL;
+  if (m->pp <= 1 || !t->has_mesh || n <= 0) return 0;
+  char *w = aligned_alloc(64, (size_t)n);
+  if (!w) return fail("cannot allocate %lld bytes for the evaluation's parameters", (long long)n);
+  memset(w, 0, (size_t)n);
+  int me = t->mesh.coord[MMRT_AXIS_PP];
+  for (int64_t i = 0; i < m->nparams; i++) {
+    const MmrtTensorDesc *p = &m->params[i];
+    if (p->arena != MMRT_ARENA_PARAM) continue;
+    int root = 0;
+    while (root < 63 && p->pp_ranks && !(p->pp_ranks >> root & 1)) root++;
+    size_t e = (size_t)numel(t, p);
+    if (root == me) memcpy(w + p->offset, at(t, p), sizeof(float) * e);
+    if (mmrt_broadcast(&t->mesh, MMRT_AXIS_PP, w + p->offset, e, MMRT_F32, root) != MMRT_OK)
+      mmrt_task_comm_fail(&t->cx);
+  }
+  *whole = w;
+  return 0;
+}
+
+/* Around an evaluation (its loss and accuracy, the task's metric, which
+ * may decode, --dump-logits): every parameter in place (eval_begin), then
+ * this rank's own again (eval_end). */
+static int eval_begin(Trainer *t) {
+  char *whole;
+  t->own_params = t->arenas[MMRT_ARENA_PARAM];
+  if (gather_params(t, &whole)) return 1;
+  if (whole) t->arenas[MMRT_ARENA_PARAM] = whole;
+  t->eval_params = whole;
+  return 0;
+}
+
+static void eval_end(Trainer *t) {
+  if (!t->eval_params) return;
+  t->arenas[MMRT_ARENA_PARAM] = t->own_params;
+  free(t->eval_params);
+  t->eval_params = NULL;
 }
 
 /* Loss and top-1 accuracy over the test split (or --eval-batches of it). */
@@ -950,7 +1054,10 @@ static int dump_logits(Trainer *t) {
   if (m->eval_logits_offset < 0) return fail("--dump-logits: model %s has no logits", m->name);
   if (restart_eval(t)) return 1;
   fill_batch(t, &t->cx.eval_it, mmrt_iter_next(&t->cx.eval_it), 1, 0);
-  if (run_step(t, m->eval_step, "the evaluation step on a test batch")) return 1;
+  if (eval_begin(t)) return 1;
+  int rc = run_step(t, m->eval_step, "the evaluation step on a test batch");
+  eval_end(t);
+  if (rc) return 1;
   if (t->rank != 0) return 0;
   FILE *f = fopen(t->a.dump_logits, "wb");
   size_t n = (size_t)(m->logits_rows * m->logits_cols);
@@ -1099,10 +1206,13 @@ static int train(Trainer *t) {
       f[nf++] = (MmrtLogField){"comm_bytes", (double)sent, NULL};
     if (t->a.eval_every > 0 && step % t->a.eval_every == 0 && step < t->a.steps) {
       double el, ea, mv = NAN;
-      if (evaluate(t, &el, &ea)) return 1;
+      if (eval_begin(t)) return 1;
+      int bad = evaluate(t, &el, &ea);
+      int has = bad || !t->task->metric_every ? 0 : task_metric(t, &mv);
+      eval_end(t);
+      if (bad) return 1;
       f[nf++] = (MmrtLogField){"eval_loss", el, NULL};
       f[nf++] = (MmrtLogField){"eval_accuracy", ea, NULL};
-      int has = t->task->metric_every ? task_metric(t, &mv) : 0;
       if (has < 0) return 1;
       if (has) f[nf++] = (MmrtLogField){t->task->metric_key, mv, NULL};
       if (loud) {
@@ -1169,10 +1279,12 @@ static void print_memory(const Trainer *t) {
   MmrtMemPeak p;
   if (mmrt_mem_end(&t->mem, mmrt_dnnl_prim_bytes(), &p)) return;
   int64_t arenas = 0, data = MMRT_FMNIST_RESIDENT_BYTES;
-  for (int r = 0; r < MMRT_NARENAS; r++) arenas += t->m->arena_bytes[r];
-  /* a pipeline rank's further slots and gradient sums (mmrt_pp.h) */
+  for (int r = 0; r < MMRT_NARENAS; r++) arenas += t->arena_own[r];
+  /* a pipeline rank's further slots and gradient sums (mmrt_pp.h), and the
+   * whole param arena the evaluation gathers */
   if (t->m->pp > 1)
-    arenas += mmrt_pp_extra_bytes(t->m, t->mesh.coord[MMRT_AXIS_PP], mb_elems, (void *)t);
+    arenas += mmrt_pp_extra_bytes(t->m, t->mesh.coord[MMRT_AXIS_PP], mb_elems, (void *)t) +
+              t->m->arena_bytes[MMRT_ARENA_PARAM];
   char who[48] = "";
   if (t->world > 1) snprintf(who, sizeof who, " of rank %d of %d", t->rank, t->world);
   printf("memory%s: measured peak %lld bytes, plan %lld bytes (arenas %lld + data %lld), "
@@ -1202,7 +1314,7 @@ static int run(Trainer *t, int argc, char **argv) {
     return fail("%s", err);
   if (alloc_arenas(t)) return 1;
   for (int64_t i = 0; i < m->nparams; i++)
-    if (init_param(t, &m->params[i])) return 1;
+    if (held(t, &m->params[i]) && init_param(t, &m->params[i])) return 1;
   if (t->a.resume) {
     int fresh;
     if (load_ckpt(t, &fresh)) return 1;
@@ -1253,11 +1365,12 @@ static int run(Trainer *t, int argc, char **argv) {
   if (!rc && t->has_mesh && t->has_log) rc = log_comm(t);
   if (!rc && !stop_requested) {
     double el, ea;
-    rc = evaluate(t, &el, &ea);
+    rc = eval_begin(t) || evaluate(t, &el, &ea);
     MmrtLogField f[3] = {{"eval_loss", el, NULL}, {"eval_accuracy", ea, NULL}};
     int nf = 2;
     double v = NAN;
     int has = rc ? 0 : task_metric(t, &v);
+    eval_end(t);
     if (has < 0) rc = 1;
     if (has > 0) f[nf++] = (MmrtLogField){t->task->metric_key, v, NULL};
     if (!rc && t->rank == 0) {
@@ -1279,13 +1392,13 @@ static int run(Trainer *t, int argc, char **argv) {
   print_memory(t);
   if (t->rank == 0) {
     int64_t total = 0;
-    for (int r = 0; r < MMRT_NARENAS; r++) total += m->arena_bytes[r];
-    printf(
-        "allocated arena bytes%s: param=%lld grad=%lld opt=%lld act=%lld input=%lld total=%lld\n",
-        t->world > 1 ? " per rank" : "", (long long)m->arena_bytes[MMRT_ARENA_PARAM],
-        (long long)m->arena_bytes[MMRT_ARENA_GRAD], (long long)m->arena_bytes[MMRT_ARENA_OPT],
-        (long long)m->arena_bytes[MMRT_ARENA_ACT], (long long)m->arena_bytes[MMRT_ARENA_INPUT],
-        (long long)total);
+    for (int r = 0; r < MMRT_NARENAS; r++) total += t->arena_own[r];
+    printf("allocated arena bytes%s: param=%lld grad=%lld opt=%lld act=%lld input=%lld "
+           "total=%lld\n",
+           t->world > 1 ? (m->pp > 1 ? " of rank 0" : " per rank") : "",
+           (long long)t->arena_own[MMRT_ARENA_PARAM], (long long)t->arena_own[MMRT_ARENA_GRAD],
+           (long long)t->arena_own[MMRT_ARENA_OPT], (long long)t->arena_own[MMRT_ARENA_ACT],
+           (long long)t->arena_own[MMRT_ARENA_INPUT], (long long)total);
     printf("peak RSS: %lld bytes (%.1f MiB)\n", (long long)mmrt_peak_rss_bytes(),
            (double)mmrt_peak_rss_bytes() / (1 << 20));
     if (t->has_mesh) { /* every rank of an axis runs the same collectives: rank 0 stands for them */
@@ -1313,7 +1426,7 @@ int mmrt_train_main(int argc, char **argv, const MmrtModelDesc *m) {
   mmrt_iter_free(&t.cx.eval_it);
   mmrt_images_free(&t.cx.train);
   mmrt_images_free(&t.cx.test);
-  for (int r = 0; r < MMRT_NARENAS; r++) free(t.arenas[r]);
+  for (int r = 0; r < MMRT_NARENAS; r++) free(t.arena_mem[r]);
   mmrt_mb_free(&t.mb);
   mmrt_pp_free(t.pp);
   mmrt_kernels_shutdown();

@@ -279,7 +279,7 @@ MmrtPp *mmrt_pp_new(const MmrtModelDesc *m, void *mesh, char **arenas, const Mmr
   int ub = 0, flag = 0, *pub = NULL;
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &pub, &flag);
   ub = flag && pub ? *pub : 32767;
-  if ((int64_t)(m->pp_nxfer + 1) * pp->M >= ub) {
+  if ((int64_t)(m->pp_nxfer + 1) * pp->M + m->naccum >= ub) {
     pp_fail(pp, "too many pipeline transfers for MPI's tags%s", "");
     goto bad;
   }
@@ -459,6 +459,45 @@ static void test_stall(const MmrtPp *pp, int64_t step) {
   _exit(1);
 }
 
+/* A parameter more than one rank holds (GPT-2's tied embedding and head):
+ * the rank whose stage makes its gradient's sum sends it to the others,
+ * which update their copy with it, so that the copies stay equal. Tags
+ * above the transfers' (mmrt_pp_new checks the bound). */
+static int tied_grads(MmrtPp *pp) {
+  const MmrtModelDesc *m = pp->m;
+  MPI_Request rq[MMRT_PP_MAXRANKS];
+  for (int64_t i = 0; i < m->naccum; i++) {
+    const MmrtTensorDesc *d = &m->accum[i];
+    int maker = pp->astage[i] % pp->P, n = 0;
+    uint64_t holders = (uint64_t)d->pp_ranks & ~((uint64_t)1 << maker);
+    if (!holders || !(holders >> pp->me & 1 || maker == pp->me)) continue;
+    float *g = (float *)(void *)(pp->slot[0][d->arena] + d->offset);
+    size_t elems = (size_t)pp->acc.n[i], bytes = sizeof(float) * elems;
+    int tag = (int)((m->pp_nxfer + 1) * pp->M + i);
+    if (maker != pp->me) {
+      if (mmrt_recv_raw(pp->mesh, MMRT_AXIS_PP, g, elems, bytes, maker, tag,
+                        "the gradient of a parameter two stages hold"))
+        return pp_fail(pp, "%s", pp->mesh->err);
+      continue;
+    }
+    for (int r = 0; r < pp->P; r++)
+      if (holders >> r & 1 &&
+          mmrt_isend_raw(pp->mesh, MMRT_AXIS_PP, g, elems, bytes, r, tag, &rq[n++]))
+        return pp_fail(pp, "%s", pp->mesh->err);
+    if (mmrt_wait_sends(pp->mesh, MMRT_AXIS_PP, n, rq,
+                        "the gradient of a parameter two stages hold"))
+      return pp_fail(pp, "%s", pp->mesh->err);
+  }
+  return 0;
+}
+
+int mmrt_pp_sum_f64(void *mesh, double *x) {
+  return mmrt_all_reduce_mpi(mesh, MMRT_AXIS_PP, x, 1, MPI_DOUBLE, MPI_SUM,
+                             "all_reduce of the pipeline's gradient norm")
+             ? -1
+             : 0;
+}
+
 int mmrt_pp_step(MmrtPp *pp, int64_t step, const char *what, float *loss) {
   const MmrtModelDesc *m = pp->m;
   test_stall(pp, step);
@@ -489,25 +528,19 @@ int mmrt_pp_step(MmrtPp *pp, int64_t step, const char *what, float *loss) {
                           "all_reduce of the pipeline's loss"))
     return pp_fail(pp, "%s", pp->mesh->err);
   float inv = lc[1] > 0 ? (float)(1.0 / lc[1]) : 0.0f;
-  /* every slot is free: the sums (zeros where another rank's stage makes
-   * the gradient) into slot 0, where the update reads them, summed over pp */
+  /* every slot is free: the sums of this rank's stages' gradients, divided
+   * by sum(c), into slot 0, where its update reads them */
   for (int64_t i = 0; i < m->naccum; i++) {
+    if (!pp->acc.acc[i]) continue;
     const MmrtTensorDesc *d = &m->accum[i];
     float *g = (float *)(void *)(pp->slot[0][d->arena] + d->offset);
-    size_t bytes = sizeof(float) * (size_t)pp->acc.n[i];
-    if (pp->acc.acc[i])
-      memcpy(g, pp->acc.acc[i], bytes);
-    else
-      memset(g, 0, bytes);
-    if (mmrt_all_reduce_mpi(pp->mesh, MMRT_AXIS_PP, g, (int)pp->acc.n[i], MPI_FLOAT, MPI_SUM,
-                            "all_reduce of the pipeline's gradients"))
-      return pp_fail(pp, "%s", pp->mesh->err);
-    for (int64_t e = 0; e < pp->acc.n[i]; e++) g[e] *= inv;
+    for (int64_t e = 0; e < pp->acc.n[i]; e++) g[e] = pp->acc.acc[i][e] * inv;
   }
+  if (tied_grads(pp)) return 1;
   *loss = lc[1] > 0 ? (float)(lc[0] / lc[1]) : 0.0f;
   double t1 = mmrt_trace_now();
   mmrt_trace_add("gradients", "comm", t0, t1, -1, -1);
-  int rc = pp->h.run(pp->h.user, m->update_step, pp->slot[0], what);
+  int rc = pp->h.run(pp->h.user, m->pp_update[pp->me], pp->slot[0], what);
   mmrt_trace_add("update", "update", t1, mmrt_trace_now(), -1, -1);
   return rc;
 }

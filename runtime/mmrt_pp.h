@@ -42,8 +42,9 @@ float mmrt_mb_finish(MmrtMbAcc *a, char **arenas);
 #endif
 
 /* ---- the pipeline (pp > 1) ----
- * Every rank holds every parameter and runs the update on all of them;
- * stage s of the pp * vpp stages runs on pipeline rank s % pp. A rank walks
+ * A rank holds the parameters and optimizer state of its stages only and
+ * runs its own update (pp_update[rank]) on them; stage s of the pp * vpp
+ * stages runs on pipeline rank s % pp. A rank walks
  * its list of actions (the descriptor's pp_schedule). A micro-batch takes a
  * slot (its own act, grad and input arenas; slot 0 is the trainer's) at
  * its first action on the rank, where its inputs are filled in, and gives
@@ -56,9 +57,9 @@ float mmrt_mb_finish(MmrtMbAcc *a, char **arenas);
  * made for it (blocking MPI_Recv), after it sends the ones it made for
  * other ranks (MPI_Isend). The backward's seed of micro-batch k is its
  * label count c_k (mmrt_mb_seed). A rank keeps the sums of its stages'
- * gradients only; at the end of the step they go into slot 0 (zeros for
- * the other stages'), and one all-reduce over pp there gives every rank all
- * of them, divided by sum(c), and the step's loss. */
+ * gradients only; at the end of the step they go into slot 0, divided by
+ * sum(c), a tied parameter's from the rank that makes it to its other
+ * holders (tied_grads), and the step's loss is all-reduced over pp. */
 typedef struct MmrtPp MmrtPp;
 
 typedef struct MmrtPpHooks {

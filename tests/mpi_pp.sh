@@ -144,15 +144,18 @@ PY
 # the same run's transfers in the runtime's communication counters (rank 0's
 # "comm" line): per step and micro-batch, stage 0 sends the boundary's one
 # activation [B/M, T, h] forward and receives its gradient backward, and
-# with it the head's share of the tied embedding's gradient [V, h]; nothing
-# else crosses the pp axis (B = 8, T = 32, h = 64, V = 256, M = 4, 3 steps)
+# with it the head's share of the tied embedding's gradient [V, h]; in the
+# update, stage 0 sends the embedding's summed gradient [V, h] to rank 1,
+# which holds the tied head's copy of it (stage-local parameters: no other
+# gradient crosses); nothing else crosses the pp axis (B = 8, T = 32,
+# h = 64, V = 256, M = 4, 3 steps)
 /usr/bin/python3 - "$T/tr.jsonl" <<'PY' && ok || bad "pp2.zbh1: the transfers' counters"
 import json, sys
 c = [json.loads(l)["comm"] for l in open(sys.argv[1]) if '"comm"' in l][-1]
 steps, B, T, h, V, M = 3, 8, 32, 64, 256, 4
 want = {"forward": {"send.pp": {"n": 2, "calls": steps * M, "elems": steps * B * T * h, "bytes": 4 * steps * B * T * h}},
         "backward": {"recv.pp": {"n": 2, "calls": steps * 2 * M, "elems": steps * (B * T * h + M * V * h), "bytes": 0}},
-        "update": {}}
+        "update": {"send.pp": {"n": 2, "calls": steps, "elems": steps * V * h, "bytes": 4 * steps * V * h}}}
 got = {ph: {k: v for k, v in c["train_" + ph].items() if k != "bytes"} for ph in want}
 print("pp transfers counted: %s" % ("as the schedule says" if got == want else "expected %s, got %s" % (want, got)))
 sys.exit(got != want or c["steps"] != steps)
