@@ -24,14 +24,24 @@ load); "both posted" is the part after the last rank posted it (the ranks
 share one node's CLOCK_MONOTONIC), and its hidden part.
 
   bench/overlap.py TRACE.json [...]              the table
-  bench/overlap.py --check NB STEPS TRACE.json   also checks the events:
+  bench/overlap.py --check NB STEPS [--gathers NG] TRACE.json   also checks:
       NB buckets per step on every rank (NB from dump-ir), each started
       inside its step's backward, in bucket order (the order the backward
       completes the gradients), its reduction posted in its start call and
       seen complete no later than its wait's end, its wait after its start
       and inside the backward, and at least one backward compute span
-      between bucket 0's start and its wait; exit 1 naming the first
-      failure.
+      between bucket 0's start and its wait; with --gathers (ZeRO-3
+      prefetch), NG gather_start, gather and gather_wait events per step
+      and rank (NG from dump-ir's prefetch attributes), each gather posted
+      in its start call, seen complete by its wait's end, the wait after
+      the start, and some of the gathers' flight inside compute; exit 1
+      naming the first failure.
+
+ZeRO-3 (gather events present): per rank and step the prefetched gathers'
+time in flight (posted to seen complete), the part inside the forward's
+and backward's compute (the phases less every non-blocking call), and the
+time blocked in their waits. Gathers left blocking (the first unit, a
+bias no node reads) are not traced and count as compute.
 """
 import json
 import sys
@@ -88,6 +98,28 @@ def steps_of(ev, tid):
             for s in spans]
 
 
+CALLS = ("bucket_start", "bucket_wait", "gather_start", "gather_wait")
+
+
+def compute(step_events, phases):
+    """the phases' spans less the non-blocking collectives' calls in them"""
+    calls = [iv(e) for e in step_events if e["name"] in CALLS]
+    comp = []
+    for e in step_events:
+        if e["name"] in phases and e["cat"] == "phase":
+            comp += minus(iv(e), calls)
+    return union(comp)
+
+
+def gathers(step_events):
+    """ZeRO-3's prefetched gathers: (time in flight, hidden behind the
+    forward's and backward's compute, exposed in the waits)"""
+    g = union([iv(e) for e in step_events if e["name"] == "gather"])
+    comp = compute(step_events, ("forward", "backward"))
+    x = sum(e["args"]["blocked"] for e in step_events if e["name"] == "gather_wait")
+    return sum(b - a for a, b in g), inter(g, comp), x
+
+
 def analyse(step_events, last_post):
     """(reduction, hidden, exposed, after both posted, its hidden part);
     last_post: bucket -> the latest posting of it on any rank this step"""
@@ -97,16 +129,13 @@ def analyse(step_events, last_post):
     red = union([iv(e) for e in reds])
     both = union([(max(e["ts"], last_post.get(int(e["args"]["bucket"]), e["ts"])), iv(e)[1])
                   for e in reds])
-    comp = []
-    for b in bwd:
-        comp += minus(iv(b), [iv(e) for e in by("bucket_start") + by("bucket_wait")])
-    comp = union(comp)
+    comp = compute(step_events, ("backward",))
     r = sum(b - a for a, b in red)
     x = sum(e["args"]["blocked"] for e in by("bucket_wait"))
     return r, inter(red, comp), x, sum(b - a for a, b in both if b > a), inter(both, comp)
 
 
-def check(ev, nb, nsteps):
+def check(ev, nb, nsteps, ng=None):
     tids = sorted({e["tid"] for e in ev})
     if len(tids) < 2:
         return "one rank's events only (tids %s)" % tids
@@ -145,17 +174,36 @@ def check(ev, nb, nsteps):
                            "wait [%.1f, %.1f], backward ends %.1f" % (tid, k + 1, q, s0, s1, r0,
                                                                       r1, w0, w1, b1)
             s0, w0 = iv(starts[0])[1], iv(wt[0])[0]
-            comp = minus((b0, b1), [iv(e) for e in starts + by("bucket_wait")])
+            comp = compute(es, ("backward",))
             if inter([[s0, w0]], comp) <= 0:
                 return "rank %d step %d: no backward compute between bucket 0's start and its " \
                        "wait" % (tid, k + 1)
+            if ng is None:
+                continue
+            gs, gw = by("gather_start"), {int(e["args"]["slot"]): e for e in by("gather_wait")}
+            red = {int(e["args"]["slot"]): e for e in by("gather")}
+            if len(gs) != ng or len(gw) != ng or len(red) != ng:
+                return "rank %d step %d: %d gather_start, %d gather, %d gather_wait events, " \
+                       "dump-ir has %d prefetched gathers" % (tid, k + 1, len(gs), len(red),
+                                                               len(gw), ng)
+            for e in gs:
+                q = int(e["args"]["slot"])
+                if q not in gw or q not in red or not (
+                        iv(e)[0] <= red[q]["ts"] <= iv(e)[1] + 1e-3 and
+                        iv(red[q])[1] <= iv(gw[q])[1] + 1e-3 and iv(e)[1] <= gw[q]["ts"] + 1e-3):
+                    return "rank %d step %d: prefetched gather %d: start, gather and wait out " \
+                           "of order" % (tid, k + 1, q)
+            if gathers(es)[1] <= 0:
+                return "rank %d step %d: no prefetched gather overlaps compute" % (tid, k + 1)
     return None
 
 
 def main(argv):
-    nb = nsteps = None
+    nb = nsteps = ng = None
     if argv[:1] == ["--check"]:
         nb, nsteps, argv = int(argv[1]), int(argv[2]), argv[3:]
+    if argv[:1] == ["--gathers"]:
+        ng, argv = int(argv[1]), argv[2:]
     if not argv:
         sys.exit(__doc__)
     bad = 0
@@ -193,10 +241,25 @@ def main(argv):
                   "rest %.2f ms; after the last rank posted: %.2f ms, hidden %.2f ms (%.1f%%)"
                   % (tid, r / 1e3, h / 1e3, 100 * h / r if r else 0, x / 1e3, (r - h - x) / 1e3,
                      rb / 1e3, hb / 1e3, 100 * hb / rb if rb else 0))
+        if any(e["name"] == "gather" for e in ev):
+            print("  ZeRO-3 prefetched gathers, ms per step: in flight, hidden behind compute, "
+                  "exposed (blocked in the waits)")
+            for tid in tids:
+                t = [0, 0, 0]
+                for k, (_, es) in enumerate(steps[tid]):
+                    v = gathers(es)
+                    print("  %4d %4d  %9.2f %7.2f %8.2f" % (tid, k + 1, v[0] / 1e3, v[1] / 1e3,
+                                                           v[2] / 1e3))
+                    t = [a + b for a, b in zip(t, v)]
+                print("  rank %d gathers total: in flight %.2f ms, hidden %.2f ms (%.1f%%), "
+                      "exposed %.2f ms" % (tid, t[0] / 1e3, t[1] / 1e3,
+                                           100 * t[1] / t[0] if t[0] else 0, t[2] / 1e3))
         if nb is not None:
-            why = check(ev, nb, nsteps)
+            why = check(ev, nb, nsteps, ng)
             print("check: %s" % ("ok: %d buckets per step on every rank, each started in its step's "
-                                 "backward in bucket order, seen complete by its wait" % nb
+                                 "backward in bucket order, seen complete by its wait%s" % (
+                                     nb, "; %d prefetched gathers per step, each posted before its "
+                                     "wait, overlapping compute" % ng if ng else "")
                                  if why is None else "FAIL: " + why))
             bad |= why is not None
     return 1 if bad else 0

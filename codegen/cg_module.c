@@ -306,9 +306,9 @@ LLVMValueRef cg_build_step(Cg *cg, const IrFunc *f, const char *name, bool train
                      cg_ptr(cg, n->out[0]));
     else if (!cg_lower_node(cg, n))
       cg->failed = true;
-    /* overlapped gradient buckets in flight (passes/bucket.c): let MPI
-     * progress them between the kernels */
-    if (bucket_run(f, i) > 0 && bucket_id(n) >= 0 && bucket_wait_index(f, bucket_id(n)) > i)
+    /* overlapped gradient buckets or prefetched ZeRO-3 gathers in flight
+     * (passes/bucket.c): let MPI progress them between the kernels */
+    if (bucket_run(f, i) > 0 && async_slot(n) >= 0 && bucket_wait_index(f, async_slot(n)) > i)
       inflight++;
     else if (n->op == IR_OP_BUCKET_WAIT)
       inflight--;

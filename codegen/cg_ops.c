@@ -811,7 +811,7 @@ static bool lower_rs_bucket(Cg *cg, const IrNode *n, int run) {
 static bool lower_bucket_wait(Cg *cg, const IrNode *n) {
   int64_t id = attr(n, IR_ATTR_BUCKET)->i;
   bool started = false;
-  for (int i = 0; i < cg->cur && !started; i++) started = bucket_id(cg->f->nodes.items[i]) == id;
+  for (int i = 0; i < cg->cur && !started; i++) started = async_slot(cg->f->nodes.items[i]) == id;
   if (!started)
     return cg_error(cg, n, "bucket_wait of bucket %lld, which no collective before it starts",
                     (long long)id);
@@ -875,8 +875,13 @@ static bool lower_collective(Cg *cg, const IrNode *n) {
       break;
     case IR_OP_ALL_GATHER: /* x: this rank's part of y along d */
       around(&y->shape, d, &outer, &inner);
-      r = CALL("mmrt_all_gather", cg->mesh, I32(ax), V(0), O(0), cg_i64(cg, outer),
-               cg_i64(cg, y->shape.d[d]), cg_i64(cg, inner), I32(cdt));
+      /* a ZeRO-3 prefetch (passes/bucket.c) posts it, its bucket_wait ends it */
+      if (prefetch_id(n) >= 0 && bucket_wait_index(cg->f, prefetch_id(n)) > cg->cur)
+        r = CALL("mmrt_all_gather_start", cg->mesh, I32(ax), I32((int)prefetch_id(n)), V(0), O(0),
+                 cg_i64(cg, outer), cg_i64(cg, y->shape.d[d]), cg_i64(cg, inner), I32(cdt));
+      else
+        r = CALL("mmrt_all_gather", cg->mesh, I32(ax), V(0), O(0), cg_i64(cg, outer),
+                 cg_i64(cg, y->shape.d[d]), cg_i64(cg, inner), I32(cdt));
       break;
     case IR_OP_REDUCE_SCATTER: /* y: this rank's part of the sum of x along d */
       if (in_bucket(cg, n))    /* a bucket: lowered at its first node */

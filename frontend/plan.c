@@ -1102,7 +1102,7 @@ static bool refuse_inert(FeProgram *p, const MmPlan *pl, SrcLoc model_loc) {
     diag_error(p->d, or_loc(pl->loc_bucket, model_loc),
                "bucket_mb: under pp > 1 each gradient is all-reduced in its own stage's backward "
                "(buckets are not built for pipelines)");
-  if (f->no_overlap && (pl->dp <= 1 || pl->bucket_mb <= 0))
+  if (f->no_overlap && (pl->dp <= 1 || (pl->bucket_mb <= 0 && pl->zero != 3)))
     diag_error(p->d, model_loc, "--no-overlap makes the gradient buckets blocking, but %s",
                pl->dp <= 1 ? "dp = 1: there are none" : "bucket_mb = 0: there are none");
   return p->d->errors == before;

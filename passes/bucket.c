@@ -46,7 +46,23 @@
  * finish a member's gradient (its chain) move after the wait. The results
  * are defined at the bucket's call, so memplan keeps their storage from
  * there through the wait; the runtime copies the operands out when it
- * starts, so they may die there as before. */
+ * starts, so they may die there as before.
+ *
+ * ZeRO-3 prefetch (zero = 3 and overlap): the zero pass gathers each
+ * parameter just before its first use in the forward and again in the
+ * backward, blocking. Here, the parameter gathers over dp of @train form
+ * units: consecutive gathers of one layer (the nodes' layer("...", i)) in
+ * one region (forward, backward); layer-less gathers (embeddings, final
+ * norm) form units of their own. The gathers of unit u + 1 move to just
+ * before unit u's first gather as it stood (where unit u's compute
+ * starts), each with `prefetch = K` (a runtime slot after the gradient
+ * buckets'), and a `bucket_wait {bucket = K}` goes just before its first
+ * reader: the gather of layer l + 1 is posted before layer l computes and
+ * waited for just before use, as DeepSpeed's prefetch of the next module
+ * does. Unit 0 stays blocking. The results are defined at the post, so
+ * memplan keeps each gathered layer from its post through its last use:
+ * the extra gathered layer in flight is planned memory (`mmc plan` prints
+ * its bytes). */
 #include <string.h>
 
 #include "bucket.h"
@@ -235,6 +251,16 @@ static void bucket_func(IrModule *m, IrFunc *f, int64_t cap, Arena *a) {
   if (!m->plan.no_overlap) place_waits(m, f, cands, nc, nb, a);
 }
 
+int64_t prefetch_id(const IrNode *n) {
+  if (n->op != IR_OP_ALL_GATHER || !ir_attrs_has(&n->attrs, IR_ATTR_PREFETCH)) return -1;
+  return n->attrs.v[IR_ATTR_PREFETCH].i;
+}
+
+int64_t async_slot(const IrNode *n) {
+  int64_t b = bucket_id(n);
+  return b >= 0 ? b : prefetch_id(n);
+}
+
 int bucket_wait_index(const IrFunc *f, int64_t id) {
   for (int i = 0; i < f->nodes.len; i++) {
     const IrNode *n = f->nodes.items[i];
@@ -296,16 +322,105 @@ static void place_waits(IrModule *m, IrFunc *f, const Cand *cands, int nc, int n
   ir_func_renumber(f);
 }
 
+/* A parameter gather over dp: ZeRO's all_gather of a stored shard. */
+static bool param_gather(const IrNode *n) {
+  return n->op == IR_OP_ALL_GATHER && n->attrs.v[IR_ATTR_MESH].i == IR_AX_DP && n->nin == 1 &&
+         !n->in[0]->def && n->in[0]->role == IR_ROLE_PARAM && n->in[0]->dtype == IR_F32 &&
+         prefetch_id(n) < 0;
+}
+
+static void prefetch_func(IrModule *m, IrFunc *f, Arena *a) {
+  int nn = f->nodes.len, bwd = -1, upd = -1;
+  ir_train_phases(f, &bwd, &upd);
+  if (bwd < 0) return;
+  int64_t slot = 0; /* after the gradient buckets' */
+  for (int i = 0; i < nn; i++) {
+    const IrNode *n = f->nodes.items[i];
+    int64_t k = n->op == IR_OP_BUCKET_WAIT ? n->attrs.v[IR_ATTR_BUCKET].i : async_slot(n);
+    if (k >= slot) slot = k + 1;
+  }
+  /* a gather nothing reads (ZeRO-3 fetches a module's bias its backward
+   * does not read) stays blocking where it is: memplan frees its result at
+   * once, so it must not be written after its node */
+  IrMap read;
+  ir_map_init(&read, a, false);
+  for (int i = 0; i < nn; i++) {
+    const IrNode *n = f->nodes.items[i];
+    for (int k = 0; k < n->nin; k++) ir_map_put(&read, n->in[k]);
+  }
+  for (int r = 0; r < f->results.len; r++) ir_map_put(&read, f->results.items[r]);
+  /* the units: unit[i] for a gather at i, -1 elsewhere; first[u] its first gather */
+  int *unit = ARENA_ARRAY(a, int, nn), *first = ARENA_ARRAY(a, int, nn), nu = 0;
+  int pgroup = -2, player = -2, pregion = -1;
+  for (int i = 0; i < nn; i++) {
+    IrNode *n = f->nodes.items[i];
+    unit[i] = -1;
+    if (upd >= 0 && i >= upd) break;
+    if (!param_gather(n) || !ir_map_get(&read, n->out[0])) continue;
+    int region = i >= bwd;
+    if (!nu || n->group != pgroup || n->layer != player || region != pregion) first[nu++] = i;
+    unit[i] = nu - 1;
+    pgroup = n->group, player = n->layer, pregion = region;
+  }
+  if (nu < 2) return;
+  /* post[i]: the unit whose gathers are posted before node i (unit u + 1 at
+   * unit u's first gather); the gathers get their slots in posting order */
+  int *post = ARENA_ARRAY(a, int, nn);
+  for (int i = 0; i < nn; i++) post[i] = -1;
+  for (int u = 0; u + 1 < nu; u++) post[first[u]] = u + 1;
+  IrMap owner; /* a posted gather's result -> its wait + 1 */
+  ir_map_init(&owner, a, false);
+  IrNode **waits = ARENA_ARRAY(a, IrNode *, nn);
+  int nw = 0;
+  IrBuilder b = {.m = m, .f = f, .group = -1, .layer = -1};
+  void **old = ARENA_ARRAY(a, void *, nn);
+  memcpy(old, f->nodes.items, sizeof(void *) * (size_t)nn);
+  void **out = ARENA_ARRAY(a, void *, 2 * nn);
+  char *waited = ARENA_ARRAY(a, char, nn);
+  memset(waited, 0, (size_t)nn);
+  int w = 0;
+  for (int i = 0; i < nn; i++) {
+    IrNode *n = old[i];
+    if (post[i] >= 0) /* post the next unit's gathers here */
+      for (int j = first[post[i]]; j < nn && (unit[j] == post[i] || unit[j] < 0); j++) {
+        if (unit[j] != post[i]) continue;
+        IrNode *g = old[j];
+        ir_attrs_set_int(&g->attrs, IR_ATTR_PREFETCH, slot);
+        IrAttrs at = {0};
+        ir_attrs_set_int(&at, IR_ATTR_BUCKET, slot++);
+        waits[nw] = ir_build(&b, IR_OP_BUCKET_WAIT, NULL, 0, &at, (SrcLoc){0}, NULL, 0, NULL);
+        MM_ASSERT(waits[nw]);
+        waits[nw]->scope = g->scope, waits[nw]->group = g->group, waits[nw]->layer = g->layer;
+        ir_map_put(&owner, g->out[0])->i = ++nw;
+        out[w++] = g;
+      }
+    if (unit[i] > 0) continue; /* posted before */
+    for (int k = 0; k < n->nin; k++) {
+      IrMapSlot *s = ir_map_get(&owner, n->in[k]);
+      if (s && !waited[s->i - 1]) waited[s->i - 1] = 1, out[w++] = waits[s->i - 1];
+    }
+    out[w++] = n;
+  }
+  /* ir_build appended the waits to f: the new order replaces all; every
+   * posted gather is read, so every wait is placed */
+  MM_ASSERT(w == nn + nw && f->nodes.len == nn + nw);
+  memcpy(f->nodes.items, out, sizeof(void *) * (size_t)w);
+  ir_func_renumber(f);
+}
+
 bool pass_bucket(IrModule *m, PassCtx *cx) {
   const MmPlan *plan = &m->plan;
   /* pp > 1: one all-reduce per gradient, in its pipeline stage's backward
    * (a bucket would join the gradients of several stages) */
-  if (plan->bucket_mb <= 0 || m->mesh[IR_AX_DP] <= 1 || plan->pp > 1) return true;
+  if (m->mesh[IR_AX_DP] <= 1 || plan->pp > 1) return true;
   double bytes = plan->bucket_mb * 1048576.0;
   int64_t cap = bytes < 1 ? 1 : (int64_t)bytes;
   Arena a;
   arena_init(&a);
-  for (int i = 0; i < m->funcs.len; i++) bucket_func(m, m->funcs.items[i], cap, &a);
+  for (int i = 0; i < m->funcs.len && plan->bucket_mb > 0; i++)
+    bucket_func(m, m->funcs.items[i], cap, &a);
+  IrFunc *train = ir_module_func(m, "train");
+  if (plan->zero == 3 && !plan->no_overlap && train) prefetch_func(m, train, &a);
   arena_free(&a);
   return true;
 }

@@ -27,4 +27,14 @@ const IrValue *bucket_grad_param(const IrFunc *f, int i);
  * results are complete from the wait on. */
 int bucket_wait_index(const IrFunc *f, int64_t id);
 
+/* The `prefetch` attribute of an all_gather (a ZeRO-3 parameter gather
+ * posted one layer ahead, whose bucket_wait carries the same number), or
+ * -1. */
+int64_t prefetch_id(const IrNode *n);
+
+/* The runtime slot of a node that starts a non-blocking collective waited
+ * for by a later bucket_wait: bucket_id(n), else prefetch_id(n); -1 if
+ * none. */
+int64_t async_slot(const IrNode *n);
+
 #endif

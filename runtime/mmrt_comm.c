@@ -52,7 +52,7 @@ typedef struct RsPack {
 /* A bucket in flight: its request, its own pack space (other collectives
  * reuse m->scratch meanwhile) and where its results go. */
 typedef struct MmrtPending {
-  bool active, rs;
+  bool active, rs, ag; /* ag: a prefetched parameter gather (mmrt_all_gather_start) */
   MmrtAxis ax;
   MmrtDtype dt;
   MPI_Request rq;
@@ -1145,6 +1145,7 @@ static void scale_buf(void *p, size_t count, MmrtDtype dt, float scale) {
 }
 
 static MmrtOverlapStats ovl; /* mmrt_comm_overlap_stats() */
+static MmrtOverlapStats pf;  /* the same for the prefetched gathers */
 
 static int all_reduce_buckets(MmrtMesh *m, MmrtAxis ax, void *const *bufs, const size_t *counts,
                               int nbufs, MmrtDtype dt, size_t bucket_bytes, float scale) {
@@ -1379,7 +1380,7 @@ static int all_reduce_bucket_start(MmrtMesh *m, MmrtAxis ax, int slot, void *con
     p->dims[k] = counts[k];
   }
   if (total > INT_MAX) return too_large(m, op, ax, total);
-  p->rs = false;
+  p->rs = p->ag = false;
   p->dt = dt;
   p->count = total;
   p->scale = scale;
@@ -1445,6 +1446,7 @@ static int reduce_scatter_bucket_start(MmrtMesh *m, MmrtAxis ax, int slot, const
     for (int j = 0; j < 3; j++) p->dims[3 * k + j] = dims[3 * k + j];
   }
   p->rs = true;
+  p->ag = false;
   p->dt = dt;
   p->active = true;
   p->t0 = now_s();
@@ -1467,19 +1469,74 @@ int mmrt_reduce_scatter_bucket_start(MmrtMesh *m, MmrtAxis ax, int slot, const v
   return rc;
 }
 
+static int all_gather_start(MmrtMesh *m, MmrtAxis ax, int slot, const void *send, void *recv,
+                            size_t outer, size_t dim, size_t inner, MmrtDtype dt) {
+  static const char op[] = "all_gather";
+  MmrtPending *p = pending(m, op, ax, slot, 1);
+  if (!p) return m->err[0] && strstr(m->err, "memory") ? MMRT_ERR_NOMEM : MMRT_ERR_ARG;
+  size_t es = esize(dt), full;
+  int done, rc = split_begin(m, op, MMRT_COMM_ALL_GATHER, ax, send, recv, outer, dim, inner, dt,
+                             &full, &done);
+  if (rc) return rc;
+  p->rs = false, p->ag = true;
+  p->dt = dt;
+  p->count = full;
+  p->dst[0] = recv;
+  p->dims[0] = outer, p->dims[1] = dim, p->dims[2] = inner;
+  p->active = true;
+  p->t0 = now_s();
+  p->tr_post = p->tr_last = p->tr_done = mmrt_trace_now();
+  p->seen = 1;
+  pf.started++;
+  if (done) return MMRT_OK; /* one rank: copied */
+  int n = m->size[ax], me = m->coord[ax];
+  memcpy(p->cnt, m->cnt, 2 * (size_t)n * sizeof *p->cnt); /* MPI reads them until done */
+  char *dst = recv;
+  if (outer != 1) { /* the blocks in rank order, rearranged at the wait */
+    if (full * es > p->space_bytes) {
+      char *sp = realloc(p->space, full * es);
+      if (!sp) return fail(m, MMRT_ERR_NOMEM, op, ax, "cannot allocate %zu bytes", full * es);
+      p->space = sp, p->space_bytes = full * es;
+    }
+    dst = p->space;
+  }
+  MPI_Datatype t = mpi_type(dt);
+  p->seen = 0;
+  p->tr_post = p->tr_last = mmrt_trace_now();
+  if (dim % (size_t)n == 0)
+    rc = MPI_Iallgather(send, p->cnt[me], t, dst, p->cnt[me], t, m->comm[ax], &p->rq);
+  else
+    rc = MPI_Iallgatherv(send, p->cnt[me], t, dst, p->cnt, p->cnt + n, t, m->comm[ax], &p->rq);
+  return rc == MPI_SUCCESS ? MMRT_OK : mpi_fail(m, op, ax, rc);
+}
+
+int mmrt_all_gather_start(MmrtMesh *m, MmrtAxis ax, int slot, const void *send, void *recv,
+                          size_t outer, size_t dim, size_t inner, MmrtDtype dt) {
+  double t0 = now_s(), tt0 = mmrt_trace_now();
+  int rc = all_gather_start(m, ax, slot, send, recv, outer, dim, inner, dt);
+  pf.start_s += now_s() - t0;
+  if (!rc && mmrt_trace_on()) {
+    const char *k[] = {"slot"};
+    double v[] = {slot};
+    mmrt_trace_add_args("gather_start", "comm", tt0, mmrt_trace_now(), -1, -1, 1, k, v);
+  }
+  return rc;
+}
+
 int mmrt_bucket_wait(MmrtMesh *m, int slot) {
   if (!m || slot < 0 || slot >= m->npend || !m->pend[slot].active) {
     if (m) snprintf(m->err, sizeof m->err, "bucket_wait: bucket %d was not started", slot);
     return MMRT_ERR_ARG;
   }
   MmrtPending *p = &m->pend[slot];
-  const char *op = p->rs ? "reduce_scatter_bucket" : "all_reduce_buckets";
+  const char *op = p->ag ? "all_gather" : p->rs ? "reduce_scatter_bucket" : "all_reduce_buckets";
+  MmrtOverlapStats *st = p->ag ? &pf : &ovl;
   double t0 = now_s(), tt0 = mmrt_trace_now();
-  ovl.window_s += t0 - p->t0;
+  st->window_s += t0 - p->t0;
   int flag = 1, rc = MMRT_OK;
   if (p->rq != MPI_REQUEST_NULL && (rc = MPI_Test(&p->rq, &flag, MPI_STATUS_IGNORE)) != MPI_SUCCESS)
     return mpi_fail(m, op, p->ax, rc);
-  ovl.done_at_wait += flag != 0;
+  st->done_at_wait += flag != 0;
   if (flag && !p->seen) p->seen = 2, p->tr_done = tt0;
   if (m->timeout_s > 0 && m->size[p->ax] > 1 && (p->rs ? p->pk.full : p->count) > 0)
     rc = wait_reqs(m, op, p->ax, 1, &p->rq, NULL, 1); /* the watchdog (a done request passes) */
@@ -1490,7 +1547,16 @@ int mmrt_bucket_wait(MmrtMesh *m, int slot) {
   p->active = false;
   if (rc) return rc;
   size_t es = esize(p->dt);
-  if (p->rs) {
+  if (p->ag) {
+    int n = m->size[p->ax];
+    if (p->dims[0] != 1 && n > 1)
+      for (int r = 0; r < n; r++) {
+        int64_t lo, len;
+        mmrt_split_range((int64_t)p->dims[1], n, r, &lo, &len);
+        slice_in(p->dst[0], p->space + (size_t)p->cnt[n + r] * es, p->dims[0], p->dims[1],
+                 p->dims[2], (size_t)lo, (size_t)len, es);
+      }
+  } else if (p->rs) {
     if (p->pk.full) rs_unpack(m, p->ax, p->dst, p->dims, p->nbufs, p->dt, &p->pk);
   } else if (p->nbufs > 1) {
     size_t at = 0;
@@ -1502,9 +1568,14 @@ int mmrt_bucket_wait(MmrtMesh *m, int slot) {
   } else if (p->nbufs == 1) {
     scale_buf(p->dst[0], p->count, p->dt, p->scale);
   }
-  ovl.wait_s += now_s() - t0;
-  ovl.waited++;
-  if (mmrt_trace_on()) {
+  st->wait_s += now_s() - t0;
+  st->waited++;
+  if (mmrt_trace_on() && p->ag) { /* the same for a prefetched gather, by its slot */
+    const char *k[] = {"slot", "seen", "lo"}, *kw[] = {"slot", "blocked"};
+    double v[] = {slot, p->seen, 1e6 * (p->tr_last - p->tr_post)}, vw[] = {slot, 1e6 * (tt1 - tt0)};
+    mmrt_trace_add_args("gather", "comm", p->tr_post, p->tr_done, -1, -1, 3, k, v);
+    mmrt_trace_add_args("gather_wait", "comm", tt0, mmrt_trace_now(), -1, -1, 2, kw, vw);
+  } else if (mmrt_trace_on()) {
     /* "bucket_reduce": posted to first seen complete ("seen" 1: by a poll,
      * 2: at the wait; "lo" microseconds after the event's start: the last
      * poll that saw it incomplete, a lower bound of the completion);
@@ -1523,7 +1594,7 @@ void mmrt_comm_progress(MmrtMesh *m) {
   for (int s = 0; s < m->npend; s++) {
     MmrtPending *p = &m->pend[s];
     int flag;
-    any |= p->active;
+    any |= p->active && !p->ag;
     if (p->active && p->rq != MPI_REQUEST_NULL) {
       double t = mmrt_trace_now();
       MPI_Test(&p->rq, &flag, MPI_STATUS_IGNORE);
@@ -1540,15 +1611,20 @@ MmrtOverlapStats mmrt_comm_overlap_stats(void) {
   return ovl;
 }
 
+/* One line of s: the gradient buckets' (with the kernels polled) or the
+ * prefetched gathers'. */
+static void overlap_line(FILE *f, const char *what, const MmrtOverlapStats *s, bool polls) {
+  fprintf(f, "%s: %llu started, %llu waited for, %llu complete at their wait", what,
+          (unsigned long long)s->started, (unsigned long long)s->waited,
+          (unsigned long long)s->done_at_wait);
+  if (polls) fprintf(f, ", %llu kernels ran while one was in flight", (unsigned long long)s->polls);
+  fprintf(f, "; %.1f ms in the starts, %.1f ms from start to wait, %.1f ms blocked in the waits\n",
+          1e3 * s->start_s, 1e3 * s->window_s, 1e3 * s->wait_s);
+}
+
 void mmrt_comm_overlap_print(FILE *f) {
-  if (ovl.started)
-    fprintf(f,
-            "overlapped gradient buckets: %llu started, %llu waited for, %llu complete at their "
-            "wait, %llu kernels ran while one was in flight; %.1f ms in the starts, %.1f ms from "
-            "start to wait, %.1f ms blocked in the waits\n",
-            (unsigned long long)ovl.started, (unsigned long long)ovl.waited,
-            (unsigned long long)ovl.done_at_wait, (unsigned long long)ovl.polls, 1e3 * ovl.start_s,
-            1e3 * ovl.window_s, 1e3 * ovl.wait_s);
+  if (ovl.started) overlap_line(f, "overlapped gradient buckets", &ovl, true);
+  if (pf.started) overlap_line(f, "prefetched parameter gathers (ZeRO-3)", &pf, false);
   if (ovl.blocking_calls)
     fprintf(f, "blocking gradient buckets: %llu calls, %.1f ms in them\n",
             (unsigned long long)ovl.blocking_calls, 1e3 * ovl.blocking_s);
@@ -1658,6 +1734,7 @@ uint64_t mmrt_comm_bytes_total(void) {
 
 void mmrt_comm_counters_reset(void) {
   memset(&ovl, 0, sizeof ovl);
+  memset(&pf, 0, sizeof pf);
   memset(&ring_st, 0, sizeof ring_st);
   memset(counters, 0, sizeof counters);
   memset(phase_counters, 0, sizeof phase_counters);

@@ -33,6 +33,10 @@
 #    step = 2 Psi (d-1)/d; ZeRO-3: 3 Psi (d-1)/d; besides, 1-element
 #    all-reduces (the loss, the label counts of the mean, and under ZeRO the
 #    gradient norm's partial sums): 3 under plain dp, 4 under ZeRO.
+#    ZeRO-3 per phase: every parameter gathered once in the forward and once
+#    in the backward, less the first backward unit's gathers, which the
+#    prefetch posts during the forward (the runtime's phase split against
+#    `mmc plan --json`'s, the total against 2 x the parameter count).
 #  dp=2: the gradients are all-reduced in buckets (passes/bucket.c), so the
 #    all_reduce.dp calls per step are the buckets plus the 3 scalars.  The
 #    bucket count is computed here from the parameter sizes (the `param`
@@ -182,11 +186,20 @@ elif mode == "tpsp":
     phase("update", {"all_reduce.tp": gnorm})
 elif mode == "zero3":
     # ZeRO-3: every parameter gathered before its use in the forward and again in the backward;
-    # the gradients' bucketed reduce-scatters in the backward; the gradient norm in the update
+    # the gradients' bucketed reduce-scatters in the backward; the gradient norm in the update.
+    # The prefetch (passes/bucket.c) posts the first backward unit's gathers during the
+    # forward's last unit: the forward has nparams + moved calls, the backward nparams - moved,
+    # moved > 0 as the plan's phases say (mmc plan --json collective_totals)
     nparams = len(sizes)
     got = {ph: comm[0]["train_" + ph] for ph in ("forward", "backward", "update")}
     calls = lambda ph, key: got[ph].get(key, {"calls": 0})["calls"] // steps
-    want = {("forward", "all_gather.dp"): nparams, ("backward", "all_gather.dp"): nparams,
+    plan = next(t for t in json.load(open(path[:-len(".jsonl")] + ".plan.json"))["collective_totals"]
+                if t["kind"] == "all_gather" and t["axis"] == "dp")
+    moved = plan["forward_calls"] - nparams
+    if not (0 < moved < nparams and plan["backward_calls"] == nparams - moved):
+        print("%s: the plan's all_gather.dp phases %d/%d, expected %d each with some moved forward"
+              % (name, plan["forward_calls"], plan["backward_calls"], nparams)); ok = False
+    want = {("forward", "all_gather.dp"): nparams + moved, ("backward", "all_gather.dp"): nparams - moved,
             ("backward", "reduce_scatter.dp"): buckets, ("forward", "reduce_scatter.dp"): 0}
     for (ph, key), n in want.items():
         good = calls(ph, key) == n
@@ -205,6 +218,7 @@ run tp2 2 --tp 2 && { counts tp2 tp && ok || bad "tp=2 counts"; }
 run tp2sp 2 --tp 2 --sp && { counts tp2sp tpsp && ok || bad "tp=2+sp counts"; }
 run dp2 2 --dp 2 && { counts dp2 dp && ok || bad "dp=2 counts"; }
 run dp2b 2 --dp 2 --bucket-mb 0.05 && { counts dp2b dp 0.05 && ok || bad "dp=2 counts with 0.05 MiB buckets"; }
+"$MMC" plan "$S/gpt2.mm" --model GPT2Tiny --dp 2 --zero 3 --json > "$T/zero3.plan.json"
 for z in 1 2 3; do run zero$z 2 --dp 2 --zero $z && { counts zero$z zero$z && ok || bad "dp=2 ZeRO-$z counts"; }; done
 
 # ZeRO-1: optimizer state per rank 1/dp of the serial one, in the plan and the trainer

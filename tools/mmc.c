@@ -945,6 +945,30 @@ static bool buckets_overlapped(const IrFunc *f) {
   return false;
 }
 
+/* ZeRO-3's prefetched parameter gathers (passes/bucket.c): how many, and
+ * the most bytes of gathered parameters posted ahead of their wait at any
+ * node (the extra gathered layer in flight, planned in the act arena). */
+static int prefetch_totals(const IrModule *m, const IrFunc *f, int64_t *most) {
+  int n = 0;
+  int64_t ahead = 0;
+  *most = 0;
+  for (int i = 0; i < f->nodes.len; i++) {
+    const IrNode *u = f->nodes.items[i];
+    if (prefetch_id(u) >= 0) {
+      n++;
+      ahead += ir_local_numel(m, u->out[0]) * ir_dtype_size(u->out[0]->dtype);
+      if (ahead > *most) *most = ahead;
+    } else if (u->op == IR_OP_BUCKET_WAIT) {
+      for (int j = 0; j < i; j++) {
+        const IrNode *g = f->nodes.items[j];
+        if (prefetch_id(g) == u->attrs.v[IR_ATTR_BUCKET].i)
+          ahead -= ir_local_numel(m, g->out[0]) * ir_dtype_size(g->out[0]->dtype);
+      }
+    }
+  }
+  return n;
+}
+
 static void plan_collectives(IrModule *m, const MmPlan *pl, json_object *root) {
   if (ir_world_size(m) <= 1) return;
   IrFunc *f = ir_module_func(m, "train");
@@ -1006,6 +1030,14 @@ static void plan_collectives(IrModule *m, const MmPlan *pl, json_object *root) {
       json_object_object_add(mesh, ir_axis_name((IrAxis)a), json_object_new_int(m->mesh[a]));
     json_object_object_add(root, "mesh", mesh);
     json_object_object_add(root, "collectives", list);
+    int64_t ahead;
+    int npf = prefetch_totals(m, f, &ahead);
+    if (npf) {
+      json_object *o = json_object_new_object();
+      json_object_object_add(o, "gathers", json_object_new_int(npf));
+      json_object_object_add(o, "bytes_ahead", json_object_new_int64(ahead));
+      json_object_object_add(root, "zero3_prefetch", o);
+    }
     if (nbuckets) {
       json_object_object_add(root, "bucket_mb",
                              json_object_new_double(pl ? pl->bucket_mb : MM_BUCKET_MB_DEFAULT));
@@ -1039,6 +1071,13 @@ static void plan_collectives(IrModule *m, const MmPlan *pl, json_object *root) {
            ir_ops[tot[k].op].name, ir_axis_name((IrAxis)tot[k].axis), tot[k].calls,
            tot[k].phase_calls[0], tot[k].phase_calls[1], tot[k].phase_calls[2],
            (long long)tot[k].elems, (long long)tot[k].bytes);
+  int64_t ahead;
+  int npf = prefetch_totals(m, f, &ahead);
+  if (npf)
+    printf("  ZeRO-3 prefetch: %d parameter gathers posted one layer ahead (non-blocking, waited "
+           "for before their first use), at most %lld bytes of gathered parameters in flight "
+           "ahead of use (in the act arena above)\n",
+           npf, (long long)ahead);
   if (!nbuckets) return;
   printf("  gradient buckets (bucket_mb = %g): %d gradients reduced in %d call%s, %s\n",
          pl ? pl->bucket_mb : MM_BUCKET_MB_DEFAULT, nbucketed, nbuckets, nbuckets == 1 ? "" : "s",
