@@ -212,12 +212,22 @@ def main(argv):
             ev = [e for e in json.load(open(path))["traceEvents"] if e.get("ph") == "X"]
         except (OSError, ValueError, KeyError) as err:
             sys.exit("%s: not a Chrome trace JSON with traceEvents (%s)" % (path, err))
+        tids = sorted({e["tid"] for e in ev})
+        for tid in tids:
+            later = sorted(e["dur"] for e in sorted((e for e in ev if e["tid"] == tid and
+                                                     e["name"] == "step"), key=lambda e: e["ts"])[1:])
+            if later:
+                print("%s: rank %d median step %.2f ms over the %d steps after the first" % (
+                    path, tid, later[len(later) // 2] / 1e3, len(later)))
         if not any(e["name"] == "bucket_reduce" for e in ev):
-            sys.exit("%s: no bucket_reduce events (a dp run with overlapped buckets and --trace?)" % path)
+            if nb is not None:
+                sys.exit("%s: no bucket_reduce events (a dp run with overlapped buckets and --trace?)"
+                         % path)
+            print("%s: no overlapped buckets (--no-overlap?)" % path)
+            continue
         print("%s: ms per step (reduction = buckets posted to seen complete)" % path)
         print("  rank step  reduction  hidden  exposed   rest  hidden%  | both posted  hidden")
         tot = {}
-        tids = sorted({e["tid"] for e in ev})
         steps = {tid: steps_of(ev, tid) for tid in tids}
         for tid in tids:
             for k, (_, es) in enumerate(steps[tid]):

@@ -3,8 +3,10 @@
 # under dp = 2 on real mpirun ranks (one OpenMP thread each), their
 # --trace read by bench/overlap.py: per rank and step the buckets'
 # reduction time, the part hidden behind the backward's compute and the
-# exposed wait, and the totals. ZeRO=3 (ZERO=3) runs the same models under
-# ZeRO-3 and adds the parameter gathers' figures. A benchmark, not a test:
+# exposed wait, and the totals. ZERO=3 runs the same models under ZeRO-3,
+# adds the prefetched parameter gathers' figures and, for the prefetch's
+# effect, the median step of the same run with --no-overlap (blocking
+# buckets and gathers). A benchmark, not a test:
 # on a shared 2-core machine the figures move with the load (printed).
 # Usage: bench/overlap.sh  (needs build/mmc; STEPS, default 10; ZERO)
 set -euo pipefail
@@ -22,5 +24,11 @@ for mm in gpt2.mm:GPT2Tiny vit_fashion.mm:ViTFashion; do
     --eval-batches 1 --quiet --trace "$model.json" > "$model.out"
   grep -E "^overlapped|^prefetched" "$model.out" || true
   /usr/bin/python3 "$ROOT/bench/overlap.py" "$model.json" | sed "s|^$model.json|$model dp=2 ${zero[*]}|"
+  if [ "${ZERO:-}" = 3 ]; then # the prefetch's effect: the same run with --no-overlap
+    "$MMC" compile "$S/$f" --model "$model" --dp 2 "${zero[@]}" --no-overlap -o "$model.no"
+    mpirun --oversubscribe -x OMP_NUM_THREADS -x OMP_WAIT_POLICY -np 2 ./"$model.no" --steps "$STEPS" \
+      --eval-batches 1 --quiet --trace "$model.no.json" > "$model.no.out"
+    /usr/bin/python3 "$ROOT/bench/overlap.py" "$model.no.json" | grep median | sed "s|^$model.no.json|$model --no-overlap|"
+  fi
 done
 echo "load after: $(cut -d" " -f1-3 /proc/loadavg)"
