@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # VideoDiTTiny (stdlib_models/videodit.mm) under real mpirun ranks: tp=2,
-# tp=2+sp and dp=2+ZeRO-2 give the
+# tp=2+sp, dp=2+ZeRO-2 and dp=2+ZeRO-3 (compiled at -O1) give the
 # serial trainer's loss at each of 10 steps (1e-5 relative) and its final
 # weights, gathered by --save-weights: each trained tensor within 1e-3 of the
 # size of its update (tests/torch/mmtrain.py compare_weights, as
@@ -34,7 +34,8 @@ sys.exit(0 if not bad and lw <= 1e-5 else 1)
 PY
 }
 
-SPECS=("VideoDiTTiny tp2 --tp 2" "VideoDiTTiny tp2sp --tp 2 --sp" "VideoDiTTiny dp2z2 --dp 2 --zero 2")
+SPECS=("VideoDiTTiny tp2 --tp 2" "VideoDiTTiny tp2sp --tp 2 --sp" "VideoDiTTiny dp2z2 --dp 2 --zero 2"
+       "VideoDiTTiny dp2z3 --dp 2 --zero 3 -O1")
 # under the sanitizer build, tp=2+sp alone
 grep -qs 'MMC_SANITIZE:BOOL=ON' "${MMC_BINARY_DIR:-.}/CMakeCache.txt" && SPECS=("${SPECS[1]}")
 for spec in "${SPECS[@]}"; do
