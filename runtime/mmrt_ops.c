@@ -512,37 +512,28 @@ MMRT_CLONES static void pad_rows(float *dst, size_t ld, const void *src, size_t 
 /* r[i][l] becomes r[l][i]: at stage b (8, 4, 2, 1) rows i and i + b (i & b
  * clear) swap the off-diagonal b x b blocks of each 2b x 2b block (two-input
  * lane shuffles), instead of 256 scalar moves. */
+#define TR_LANES(...) __VA_ARGS__
+#define TR_STAGE(B, LO, HI)                                                                        \
+  do {                                                                                             \
+    for (int i = 0; i < 16; i++)                                                                   \
+      if (!(i & (B))) {                                                                            \
+        Vf16 a = r[i], b = r[i + (B)];                                                             \
+        r[i] = __builtin_shufflevector(a, b, TR_LANES LO);                                         \
+        r[i + (B)] = __builtin_shufflevector(a, b, TR_LANES HI);                                   \
+      }                                                                                            \
+  } while (0)
 static inline __attribute__((always_inline)) void transpose16(Vf16 *r) {
-  for (int i = 0; i < 16; i++)
-    if (!(i & 8)) {
-      Vf16 a = r[i], b = r[i + 8];
-      r[i] = __builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
-      r[i + 8] = __builtin_shufflevector(a, b, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29,
-                                         30, 31);
-    }
-  for (int i = 0; i < 16; i++)
-    if (!(i & 4)) {
-      Vf16 a = r[i], b = r[i + 4];
-      r[i] =
-          __builtin_shufflevector(a, b, 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27);
-      r[i + 4] =
-          __builtin_shufflevector(a, b, 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
-    }
-  for (int i = 0; i < 16; i++)
-    if (!(i & 2)) {
-      Vf16 a = r[i], b = r[i + 2];
-      r[i] =
-          __builtin_shufflevector(a, b, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29);
-      r[i + 2] =
-          __builtin_shufflevector(a, b, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
-    }
-  for (int i = 0; i < 16; i += 2) {
-    Vf16 a = r[i], b = r[i + 1];
-    r[i] = __builtin_shufflevector(a, b, 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30);
-    r[i + 1] =
-        __builtin_shufflevector(a, b, 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31);
-  }
+  TR_STAGE(8, (0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23),
+           (8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31));
+  TR_STAGE(4, (0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27),
+           (4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31));
+  TR_STAGE(2, (0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29),
+           (2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31));
+  TR_STAGE(1, (0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30),
+           (1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31));
 }
+#undef TR_STAGE
+#undef TR_LANES
 
 /* dst[d * ld + j] = src[j * stride + d] for j < n, d < D; zero for
  * n <= j < ld. Blocks of 16 rows by 16 columns: the block's rows are read
