@@ -252,7 +252,8 @@ model VideoDiTSmall extends VideoDiTTiny {
           t_uniform: f32[B]) -> loss {
     x0 = (latents + 0.9) * 3.4
     t = diffusion.timesteps(t_uniform)
-    pred = dit(diffusion.add_noise(x0, noise, t), t.float(), text_encoder(text))
+    pred = dit(diffusion.add_noise(x0, noise, t), t.float(), text_encoder(text),
+               text_encoder.mask(text))
     return diffusion.loss(pred, x0, noise, t)
   }
 
