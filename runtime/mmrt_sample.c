@@ -485,25 +485,31 @@ static int group(Smp *s, const float *tab, const int64_t *ts, int64_t j0, int64_
               (long long)(j0 + n), (long long)total, (long long)i + 1, (long long)s->steps);
   }
   if (dump_f32(s, dump, x, nP)) return 1;
-  float *din = at(s, MMRT_SAMPLE_DEC_IN), *clips = at(s, MMRT_SAMPLE_CLIPS);
+  float *din = at(s, MMRT_SAMPLE_DEC_IN);
   const size_t per = (size_t)(s->F * s->H * s->W);
-  for (int64_t c0 = 0; c0 < n; c0 += s->B) {
+  /* @decode's clips copied out of the arenas: they are a value of the
+   * activation arena, which @classify (run on each clip in turn) reuses */
+  float *clips = malloc(sizeof *clips * per * (size_t)s->B);
+  int rc = clips ? 0 : fail("out of memory");
+  for (int64_t c0 = 0; !rc && c0 < n; c0 += s->B) {
     for (int64_t r = 0; r < s->B; r++)
       if (c0 + r < n)
         memcpy(din + r * P, x + (c0 + r) * P, sizeof *din * P);
       else
         memset(din + r * P, 0, sizeof *din * P);
-    if (run_step(s, s->m->vae_decode_step, "@decode")) return 1;
-    for (int64_t r = 0; r < s->B && c0 + r < n; r++) {
+    rc = run_step(s, s->m->vae_decode_step, "@decode");
+    if (!rc) memcpy(clips, at(s, MMRT_SAMPLE_CLIPS), sizeof *clips * per * (size_t)s->B);
+    for (int64_t r = 0; !rc && r < s->B && c0 + r < n; r++) {
       int64_t j = j0 + c0 + r;
-      if (write_clip(s, j, clips + r * per, raw)) return 1;
-      if (s->m->sample_classify_step && classify(s, clips + r * per, s->label[j / s->clips]))
-        return 1;
-      fprintf(tsv, "%lld\t%lld\t%s\n", (long long)j, (long long)(j % s->clips),
-              s->prompts[j / s->clips]);
+      rc = write_clip(s, j, clips + r * per, raw) ||
+           (s->m->sample_classify_step && classify(s, clips + r * per, s->label[j / s->clips]));
+      if (!rc)
+        fprintf(tsv, "%lld\t%lld\t%s\n", (long long)j, (long long)(j % s->clips),
+                s->prompts[j / s->clips]);
     }
   }
-  return 0;
+  free(clips);
+  return rc;
 }
 
 static int run(Smp *s) {

@@ -30,10 +30,10 @@ model T2VStandIn extends VideoDiTSmall {
   // latents), frames 4k-3 .. 4k from group k (halves 0, 0, 1, 1), pixel
   // (8 i + 4 sy + y, 8 j + 4 sx + x) from mean (sy, sx, i, j). (Frame 0 as
   // the mean of group 0's halves, concat([(f[:, 0:1] + f[:, 2:3]) * 0.5,
-  // f[:, 4:20]], axis = 1), decoded only batch row 0 right: with
-  // VideoDiTTiny, B = 4, the second clip of each pair the sampler decodes
-  // at once came out scrambled; checked against the downsample of the
-  // sampler's --raw clips and its --dump latents.)
+  // f[:, 4:20]], axis = 1), once came out right for batch row 0 only: the
+  // sampler classified each decoded clip from the activation arena, and
+  // @classify overwrote the next ones; runtime/mmrt_sample.c copies them out
+  // now, tests/dit_sample.sh checks that decode on every clip.)
   forward decode(zs: f32[B, 8, 5, 8, 8]) {
     z = zs * (1.0 / 3.4) - 0.9                                            // VideoDiTSmall's scaling undone
     g = z.reshape(B, 2, 2, 2, 5, 8, 8).permute(0, 4, 1, 5, 2, 6, 3)      // [B, k, half, i, sy, j, sx]

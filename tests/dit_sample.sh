@@ -15,7 +15,9 @@
 #    (--prompts, --clips: clip 1 of a 2-prompt run = the 1-prompt run's);
 #    --raw holds every clip, --show 0 writes no GIF; @classify (a tiny frame
 #    classifier) names every decoded frame (17 a clip, tallied by the
-#    prompt's class);
+#    prompt's class); every clip of one @decode call (T2VSampleStandInTest,
+#    B = 4: two clips a call, each classified in turn) against numpy's
+#    inverse of the downsample on its --dump latents;
 # 3. bad inputs exit 1 with a message naming the flag or file: a prompt word
 #    outside the vocabulary, a prompt that is not a caption (with classify), --guidance abc, missing weights (a file that is
 #    not there, and a weights file without the decoder), --steps above the
@@ -59,6 +61,37 @@ fi
 if cmp -s a/sample_00000.gif c/sample_00000.gif || cmp -s a.bin c.bin; then
   bad "--seed 4 gave the clip of --seed 3"
 else echo "ok: --seed 4 gives another clip"; fi
+# the decoded clips of one @decode call, each classified in turn: every clip
+# of --raw is the decode of its --dump latents (T2VStandIn's inverse of the
+# downsample, in numpy), not only the call's first
+"$MMC" compile "$MM" --model T2VSampleStandInTest --task sample --set B=4 -o ssampler
+./ssampler "${P[@]}" --clips 2 --steps 1 --seed 3 --show 0 --out s --dump s.bin --raw s.raw \
+  > /dev/null
+/usr/bin/python3 - << 'EOF' || fail=1
+import sys
+import numpy as np
+n, P = 2, 2560
+z = np.fromfile("s.bin", np.float32)[-n * P:].reshape(n, 8, 5, 8, 8).astype(np.float64)
+raw = np.fromfile("s.raw", np.uint8).reshape(n, 17, 64, 64).astype(np.float64)
+# channel c = 4 half + 2 sy + sx, frame 4 k + 2 half + e (e < 2), pixel (8 i + 4 sy + y, 8 j + 4 sx + x)
+f = np.zeros((n, 20, 64, 64))
+for c in range(8):
+    half, sy, sx = c // 4, c // 2 % 2, c % 2
+    for e in range(2):
+        for y in range(4):
+            for x in range(4):
+                f[:, 4 * np.arange(5) + 2 * half + e, 4 * sy + y::8, 4 * sx + x::8] = z[:, c]
+clip = np.concatenate([(f[:, 0:1] + f[:, 2:3]) * 0.5, f[:, 4:20]], axis=1)
+want = np.clip(np.rint(255 * (clip + 1) * 0.25), 0, 255)
+ok = True
+for b in range(n):
+    e = np.abs(want[b] - raw[b])
+    inside = int(((want[b] > 0) & (want[b] < 255)).sum())
+    print("clip %d: %d of %d pixels off by more than 1 (%d inside (0, 255))" % (b, (e > 1).sum(), e.size, inside))
+    ok = ok and e.max() <= 1 and inside > e.size // 2
+print(("ok" if ok else "FAIL") + ": the 2 clips of one @decode call (B = 4), each classified, are their latents' decode")
+sys.exit(0 if ok else 1)
+EOF
 printf 'a bag moving up\n\na sneaker moving left\n' > prompts.txt
 ./sampler --weights w.st --prompts prompts.txt --clips 2 --steps 4 --guidance 3.5 --seed 3 \
   --show 3 --out d --raw d.raw --quiet > d.txt

@@ -70,3 +70,21 @@ model T2VSampleFlowTest extends T2VSampleTest {
     return dit(x, t * 1000.0, text_encoder(text), text_encoder.mask(text))
   }
 }
+
+// T2VStandIn's decode (stdlib_models/t2v_sample.mm: the inverse of the DiT
+// task's 4x8x8 downsample), frame 0 the mean of group 0's halves through a
+// concat, on T2VSampleTest's networks: compiled with B = 4, the sampler
+// decodes two clips at once and classifies each in turn; tests/dit_sample.sh
+// checks every clip of --raw against numpy's inverse of the --dump latents
+// (the classifier's activations once overwrote the decoded clips after the
+// first).
+model T2VSampleStandInTest extends T2VSampleTest {
+  forward decode(z: f32[B, 8, 5, 8, 8]) {
+    g    = z.reshape(B, 2, 2, 2, 5, 8, 8).permute(0, 4, 1, 5, 2, 6, 3)   // [B, k, half, i, sy, j, sx]
+    cols = g.reshape(B * 160, 16, 1).expand(B * 160, 16, 4)
+    rows = cols.reshape(B * 80, 2, 1, 64).expand(B * 80, 2, 4, 64)
+    f    = rows.reshape(B * 5, 2, 1, 64, 64).expand(B * 5, 2, 2, 64, 64).reshape(B, 20, 64, 64)
+    clip = concat([(f[:, 0:1] + f[:, 2:3]) * 0.5, f[:, 4:20]], axis = 1)
+    return (clip.reshape(B, 1, 17, 64, 64) + 1.0) * 0.25
+  }
+}
