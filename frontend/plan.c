@@ -171,11 +171,16 @@ static const char *article(const char *w) {
   return w[0] && strchr("aeiou", w[0]) ? "an" : "a";
 }
 
+/* x is a call of the builtin named name: gan(...), lora(...), by_module(...) */
+static bool is_call(const AstExpr *x, const char *name) {
+  return x->kind == AST_CALL && x->lhs->kind == AST_NAME && strcmp(x->lhs->name, name) == 0;
+}
+
 /* gan = gan(discriminator = disc, weight = 0.5, start = 5) (plan.h MmGan) */
 static bool read_gan(FeProgram *p, Env *e, AstStmt *s, MmGan *g) {
   AstExpr *x = s->value;
   const char *shape = "gan(discriminator = sub-model, weight = X, start = N)";
-  if (x->kind != AST_CALL || x->lhs->kind != AST_NAME || strcmp(x->lhs->name, "gan") != 0) {
+  if (!is_call(x, "gan")) {
     diag_error(p->d, x->loc, "expected %s", shape);
     return false;
   }
@@ -312,7 +317,7 @@ static bool has_str(const char **v, int n, const char *s) {
 static bool read_lora(FeProgram *p, Env *e, AstStmt *s, MmLora *lo) {
   AstExpr *x = s->value;
   const char *shape = "lora(rank = N, alpha = X, targets = [sub-models], layers = [\"name\", ...])";
-  if (x->kind != AST_CALL || x->lhs->kind != AST_NAME || strcmp(x->lhs->name, "lora") != 0) {
+  if (!is_call(x, "lora")) {
     diag_error(p->d, x->loc, "expected %s", shape);
     return false;
   }
@@ -554,7 +559,7 @@ static bool read_train(FeProgram *p, Inst *root, AstStmt *sec, MmTrain *t) {
  * recompute = by_module(vision = full, llm = block(2)) (passes/recompute.c). */
 static bool recompute_policy(FeProgram *p, Env *e, AstExpr *x, MmRecompute *pol, int *block) {
   const char *expect = "expected none, selective, full or block(N)";
-  if (x->kind == AST_CALL && x->lhs->kind == AST_NAME && strcmp(x->lhs->name, "block") == 0) {
+  if (is_call(x, "block")) {
     int64_t v;
     if (x->args.len != 1 || ((AstArg *)x->args.items[0])->name) {
       diag_error(p->d, x->loc, "block takes one number of layers: block(N)");
@@ -593,7 +598,7 @@ static const char *policy_text(FeProgram *p, MmRecompute pol, int block) {
 static bool read_recompute(FeProgram *p, Env *e, AstStmt *s, MmPlan *pl) {
   AstExpr *x = s->value;
   pl->loc_recompute = s->name_loc;
-  if (!(x->kind == AST_CALL && x->lhs->kind == AST_NAME && strcmp(x->lhs->name, "by_module") == 0))
+  if (!is_call(x, "by_module"))
     return recompute_policy(p, e, x, &pl->recompute, &pl->recompute_block);
   bool ok = true;
   pl->recompute_by = ARENA_ARRAY(&p->ast, const char *, x->args.len + 1);
@@ -661,8 +666,7 @@ static void stacks_under(Inst *in, Inst **out, int *n, int max) {
 }
 
 static bool is_count_list(AstExpr *x) {
-  if (x->kind == AST_CALL && x->lhs->kind == AST_NAME && strcmp(x->lhs->name, "by_module") == 0)
-    return true;
+  if (is_call(x, "by_module")) return true;
   if (x->kind != AST_LIST || x->items.len == 0) return false;
   AstExpr *i0 = x->items.items[0];
   return i0->kind == AST_INT || i0->kind == AST_FLOAT ||
