@@ -104,6 +104,12 @@ if [ "$SAN" -eq 0 ]; then
   check internvl2tiny.pp2.gpipe 2 "$V" InternVL2Tiny "$P" V2 10 --pp 2 --micro-batches 2 --schedule gpipe
   check internvl2tiny.pp2.zbh1 2 "$V" InternVL2Tiny "$P" V2 10 --pp 2 --micro-batches 4 --schedule zbh1
   check internvl2tiny.pp4.1f1b 4 "$V" InternVL2Tiny "$P" V4 10 --pp 4 --micro-batches 4 --schedule 1f1b
+  # pp with ZeRO-2 and -3 over dp, and with a frozen sub-model and LoRA
+  # (only the adapters train; a frozen stage has no weight-gradient work)
+  check gpt2tiny.pp2.dp2.zero2 4 "$G" GPT2Tiny "$G" GPT2Tiny 10 --pp 2 --dp 2 --zero 2 --micro-batches 2
+  check gpt2tiny.pp2.dp2.zero3 4 "$G" GPT2Tiny "$G" GPT2Tiny 10 --pp 2 --dp 2 --zero 3 --micro-batches 2
+  check internvl2tiny.frozen.pp2 2 "$V" InternVL2TinyFrozenVision "$V" InternVL2TinyFrozenVision 6 --pp 2 --micro-batches 2
+  check internvl2tiny.lora.pp2 2 "$V" InternVL2TinyLoRA "$V" InternVL2TinyLoRA 6 --pp 2 --micro-batches 2
 fi
 
 # checkpoints: a pp=2 run's resumes serially and a serial run's under pp=2,
