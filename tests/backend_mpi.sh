@@ -11,8 +11,8 @@ set -uo pipefail
 S="$MMC_SOURCE_DIR/stdlib_models"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
-export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$MMC_SOURCE_DIR/tests/lsan.supp}:fast_unwind_on_malloc=0"
+. "$MMC_SOURCE_DIR/tests/tools/lib.sh"
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 MPIRUN=(timeout 300 mpirun --oversubscribe -x OMP_NUM_THREADS -x OMP_WAIT_POLICY -x LSAN_OPTIONS -np)
 pass=0; fail=0
 ok() { pass=$((pass+1)); }
@@ -49,7 +49,6 @@ check() { # name ranks file model steps plan-flags...
 }
 
 # under the sanitizers (ten times slower) fewer plans
-SAN=0; grep -qs 'MMC_SANITIZE:BOOL=ON' "${MMC_BINARY_DIR:-.}/CMakeCache.txt" && SAN=1
 check gpt2tiny.dp2 2 gpt2.mm GPT2Tiny 6 --dp 2
 for z in 1 2 3; do [ $SAN = 1 ] && [ $z != 2 ] || check gpt2tiny.dp2.zero$z 2 gpt2.mm GPT2Tiny 6 --dp 2 --zero $z; done
 check gpt2tiny.tp2 2 gpt2.mm GPT2Tiny 6 --tp 2

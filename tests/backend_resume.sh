@@ -18,6 +18,7 @@
 # 4. SIGINT on an endless run: the step in flight finishes, a checkpoint is
 #    written, exit 1; the run then resumes from that step.
 set -uo pipefail
+. "$MMC_SOURCE_DIR/tests/tools/lib.sh"
 S="$MMC_SOURCE_DIR/stdlib_models"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
@@ -105,7 +106,7 @@ extend() { # name file model lr
 
 extend gpt2tiny gpt2.mm GPT2Tiny 2e-3
 # under the sanitizers (ten times slower) the small model is enough
-grep -qs 'MMC_SANITIZE:BOOL=ON' "${MMC_BINARY_DIR:-.}/CMakeCache.txt" || extend vit vit_fashion.mm ViTFashion 5e-3
+[ "$SAN" = 1 ] || extend vit vit_fashion.mm ViTFashion 5e-3
 
 # ---- 2 and 3: a cosine schedule, interrupted three times
 cat > "$T/cosine.mm" <<'MM'

@@ -102,8 +102,8 @@ echo "GPT2Tiny bf16 --dp 2: $nf f32 gradient all-reduces in buckets, $nbf dp red
 [ "$nbf" -eq 0 ] && [ "$nf" -ge 30 ] || { echo "FAIL: dp gradient reductions are not f32"; fail=1; }
 
 # ---- 5. tp = 2, tp = 2 + sp
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
-export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$MMC_SOURCE_DIR/tests/lsan.supp}:fast_unwind_on_malloc=0"
+. "$MMC_SOURCE_DIR/tests/tools/lib.sh"
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
 ./GPT2Tiny --steps 10 --log serial.jsonl --eval-batches 1 --quiet > /dev/null 2>&1
 for plan in "--tp 2" "--tp 2 --sp"; do
   name=$(echo "$plan" | tr -d ' -')

@@ -26,12 +26,10 @@ cleanup() {
 }
 trap cleanup EXIT
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$MMC_SOURCE_DIR/tests/lsan.supp}:fast_unwind_on_malloc=0"
+. "$MMC_SOURCE_DIR/tests/tools/lib.sh"
 pass=0 fail=0
 ok() { pass=$((pass + 1)); echo "ok: $1"; }
 bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
-SAN=0; grep -qs 'MMC_SANITIZE:BOOL=ON' "${MMC_BINARY_DIR:-.}/CMakeCache.txt" && SAN=1
 "$MMC" compile "$S/gpt2.mm" --model GPT2Tiny -o "$T/g" || { echo "FAIL: compile"; exit 1; }
 "$MMC" compile "$S/gpt2.mm" --model GPT2Tiny --dp 2 -o "$T/g2" || { echo "FAIL: compile dp2"; exit 1; }
 Q=(--eval-batches 1 --quiet)

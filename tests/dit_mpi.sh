@@ -11,8 +11,8 @@ S="$MMC_SOURCE_DIR/stdlib_models"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 cd "$T"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
-export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$MMC_SOURCE_DIR/tests/lsan.supp}:fast_unwind_on_malloc=0"
+. "$MMC_SOURCE_DIR/tests/tools/lib.sh"
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 MPIRUN=(timeout 300 mpirun --oversubscribe -x OMP_NUM_THREADS -x OMP_WAIT_POLICY -x LSAN_OPTIONS -np 2)
 A=(--steps 10 --eval-batches 1 --quiet)
 fail=0
@@ -37,7 +37,7 @@ PY
 SPECS=("VideoDiTTiny tp2 --tp 2" "VideoDiTTiny tp2sp --tp 2 --sp" "VideoDiTTiny dp2z2 --dp 2 --zero 2"
        "VideoDiTTiny dp2z3 --dp 2 --zero 3 -O1")
 # under the sanitizer build, tp=2+sp alone
-grep -qs 'MMC_SANITIZE:BOOL=ON' "${MMC_BINARY_DIR:-.}/CMakeCache.txt" && SPECS=("${SPECS[1]}")
+[ "$SAN" = 1 ] && SPECS=("${SPECS[1]}")
 for spec in "${SPECS[@]}"; do
   set -- $spec
   m=$1 name=$1.$2; shift 2

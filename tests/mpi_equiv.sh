@@ -17,8 +17,8 @@ set -uo pipefail
 S="$MMC_SOURCE_DIR/stdlib_models"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
-export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$MMC_SOURCE_DIR/tests/lsan.supp}:fast_unwind_on_malloc=0"
+. "$MMC_SOURCE_DIR/tests/tools/lib.sh"
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 MPIRUN=(timeout 300 mpirun --oversubscribe -x OMP_NUM_THREADS -x OMP_WAIT_POLICY -x LSAN_OPTIONS -np)
 pass=0; fail=0; skip=0
 ok() { pass=$((pass+1)); }
@@ -59,7 +59,6 @@ check() { # name ranks file model steps plan-flags...
     "$S/$file" "$model" && ok || bad "$name: differs from one rank"
 }
 
-SAN=0; grep -qs 'MMC_SANITIZE:BOOL=ON' "${MMC_BINARY_DIR:-.}/CMakeCache.txt" && SAN=1
 PLANS=("tp2:2:--tp 2" "tp2.sp:2:--tp 2 --sp" "tp4.sp:4:--tp 4 --sp" "dp2:2:--dp 2" "dp2.zero1:2:--dp 2 --zero 1"
        "dp2.zero2:2:--dp 2 --zero 2" "dp2.zero3:2:--dp 2 --zero 3" "tp2.dp2.sp.zero1:4:--tp 2 --dp 2 --sp --zero 1")
 MODELS=("gpt2tiny:gpt2.mm:GPT2Tiny:10" "vit:vit_fashion.mm:ViTFashion:10" "internvl2tiny:internvl2.mm:InternVL2Tiny:10")

@@ -24,8 +24,8 @@ set -uo pipefail
 S="$MMC_SOURCE_DIR/stdlib_models"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
-export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$MMC_SOURCE_DIR/tests/lsan.supp}:fast_unwind_on_malloc=0"
+. "$MMC_SOURCE_DIR/tests/tools/lib.sh"
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 MPIRUN=(timeout 300 mpirun --oversubscribe -x OMP_NUM_THREADS -x OMP_WAIT_POLICY -x LSAN_OPTIONS -np 2)
 pass=0; fail=0
 ok() { pass=$((pass+1)); echo "ok: $*"; }

@@ -10,8 +10,8 @@ set -uo pipefail
 S="$MMC_SOURCE_DIR/stdlib_models"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
-export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$MMC_SOURCE_DIR/tests/lsan.supp}:fast_unwind_on_malloc=0"
+. "$MMC_SOURCE_DIR/tests/tools/lib.sh"
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 MPIRUN=(timeout 300 mpirun --oversubscribe -x OMP_NUM_THREADS -x OMP_WAIT_POLICY -x LSAN_OPTIONS -np)
 pass=0; fail=0
 ok() { pass=$((pass+1)); }
@@ -97,7 +97,6 @@ check internvl2tiny.pp4.zbh1.counts 4 "$V" InternVL2Tiny "$P" V4 10 --pp 4 --mic
 # the rest of the matrix (models x pp 2, 4 x the four schedules;
 # GPT2Tiny has too few units for pp = 4 x vpp = 2): release build only, the
 # sanitizer build runs the cells above
-SAN=0; grep -qs 'MMC_SANITIZE:BOOL=ON' "${MMC_BINARY_DIR:-.}/CMakeCache.txt" && SAN=1
 if [ "$SAN" -eq 0 ]; then
   check gpt2tiny.pp4.gpipe 4 "$G" GPT2Tiny "$P" G4 10 --pp 4 --micro-batches 4 --schedule gpipe
   check gpt2tiny.pp4.zbh1 4 "$G" GPT2Tiny "$P" G4 10 --pp 4 --micro-batches 4 --schedule zbh1

@@ -22,8 +22,8 @@
 set -uo pipefail
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
-export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$MMC_SOURCE_DIR/tests/lsan.supp}:fast_unwind_on_malloc=0"
+. "$MMC_SOURCE_DIR/tests/tools/lib.sh"
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 MPI=(timeout 300 mpirun --oversubscribe -x OMP_NUM_THREADS -x OMP_WAIT_POLICY -x LSAN_OPTIONS)
 GPT="$MMC_SOURCE_DIR/stdlib_models/gpt2.mm"
 cat > "$T/odd.mm" <<'MM'
@@ -47,7 +47,7 @@ cp "$GPT" "$T/gpt2.mm"
 fail=0
 bad() { echo "FAIL: $*"; fail=$((fail+1)); }
 N=10 H=5
-grep -qs 'MMC_SANITIZE:BOOL=ON' "${MMC_BINARY_DIR:-.}/CMakeCache.txt" && N=4 H=2
+[ "$SAN" = 1 ] && N=4 H=2
 RUN=(--eval-batches 1 --quiet)
 
 # compile NAME MODEL FILE FLAGS...

@@ -6,8 +6,8 @@
 # NULL mesh and a one-rank mesh).
 set -uo pipefail
 B="$MMC_BINARY_DIR/tests"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$MMC_SOURCE_DIR/tests/lsan.supp}:fast_unwind_on_malloc=0"
+. "$MMC_SOURCE_DIR/tests/tools/lib.sh"
+export OMP_NUM_THREADS=1
 [ -x "$B/mpi_split" ] || { echo "FAIL $B/mpi_split is not built"; exit 1; }
 fail=0
 timeout 300 mpirun --oversubscribe -x OMP_NUM_THREADS -x LSAN_OPTIONS -np 2 "$B/mpi_split" || { echo "FAIL: mpi_split on 2 ranks"; fail=1; }

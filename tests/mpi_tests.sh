@@ -7,11 +7,11 @@
 # another collective.
 set -uo pipefail
 B="$MMC_BINARY_DIR/tests"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+. "$MMC_SOURCE_DIR/tests/tools/lib.sh"
+export OMP_NUM_THREADS=1
 # Leaks allocated inside OpenMPI plugins that are unloaded before exit show
 # as "<unknown module>" and escape the suppressions; the slow unwinder
 # records the whole stack, through libopen-pal, so they match.
-export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$MMC_SOURCE_DIR/tests/lsan.supp}:fast_unwind_on_malloc=0"
 MPIRUN=(mpirun --oversubscribe -x OMP_NUM_THREADS -x LSAN_OPTIONS)
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
@@ -36,7 +36,7 @@ contains_re() { # name extended-regex
 }
 
 # Limits for a loaded 2-core machine; the sanitizer build runs about ten times slower.
-LIM=150; grep -qs 'MMC_SANITIZE:BOOL=ON' "$MMC_BINARY_DIR/CMakeCache.txt" && LIM=600
+LIM=150; [ "$SAN" = 1 ] && LIM=600
 run $LIM "${MPIRUN[@]}" -np 4 "$B/mpi_comm"
 if [ "$rc" -eq 0 ]; then ok; else bad "mpi_comm on 4 ranks (exit $rc)"; fi
 # the same code allocates on this path; the leak check (slow with the

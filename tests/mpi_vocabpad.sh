@@ -11,8 +11,8 @@
 set -uo pipefail
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
-export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$MMC_SOURCE_DIR/tests/lsan.supp}:fast_unwind_on_malloc=0"
+. "$MMC_SOURCE_DIR/tests/tools/lib.sh"
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 MPIRUN=(timeout 300 mpirun --oversubscribe -x OMP_NUM_THREADS -x OMP_WAIT_POLICY -x LSAN_OPTIONS -np 2)
 cat > "$T/odd.mm" <<'MM'
 // GPT2Tiny with a vocabulary tp = 2 does not divide.
@@ -34,7 +34,7 @@ MM
 fail=0
 bad() { echo "FAIL: $*"; fail=$((fail+1)); }
 STEPS=10
-grep -qs 'MMC_SANITIZE:BOOL=ON' "${MMC_BINARY_DIR:-.}/CMakeCache.txt" && STEPS=3
+[ "$SAN" = 1 ] && STEPS=3
 
 # the plan: padded table split over tp, no logits gathered
 "$MMC" plan "$T/odd.mm" --model GPT2Odd --tp 2 --json > "$T/plan.json" || bad "plan --json"

@@ -11,8 +11,8 @@ S="$MMC_SOURCE_DIR/stdlib_models"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 cd "$T"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
-export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$MMC_SOURCE_DIR/tests/lsan.supp}:fast_unwind_on_malloc=0"
+. "$MMC_SOURCE_DIR/tests/tools/lib.sh"
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 fail=0
 "$MMC" compile "$S/gpt2.mm" --model GPT2Tiny -o one > /dev/null || { echo "FAIL: compile"; exit 1; }
 "$MMC" compile "$S/gpt2.mm" --model GPT2Tiny --dp 2 -o two > /dev/null || { echo "FAIL: compile dp"; exit 1; }

@@ -91,9 +91,7 @@ null = load(d + "/null.safetensors")
 assert list(np.frombuffer(null["text"][1], np.int32)) == [1, 0, 0, 0, 0, 0, 0, 0]
 PY
 else bad "manifest checks"; fi
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# under ASan: OpenMPI's start-up allocations are not leaks (tests/lsan.supp)
-export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$MMC_SOURCE_DIR/tests/lsan.supp}:fast_unwind_on_malloc=0"
+. "$MMC_SOURCE_DIR/tests/tools/lib.sh"
 timeout 300 mpirun --oversubscribe -x OMP_NUM_THREADS -x OMP_WAIT_POLICY -x LSAN_OPTIONS -np 2 \
   ./t2vx --out F2 --init-from vae.st --clips 40 --heldout 4 > x2.out 2> x2.err; a=$?
 same=1

@@ -22,8 +22,8 @@
 set -uo pipefail
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
-export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$MMC_SOURCE_DIR/tests/lsan.supp}:fast_unwind_on_malloc=0"
+. "$MMC_SOURCE_DIR/tests/tools/lib.sh"
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 MPIRUN=(timeout 300 mpirun --oversubscribe -x OMP_NUM_THREADS -x OMP_WAIT_POLICY -x LSAN_OPTIONS -np)
 pass=0; fail=0
 ok() { pass=$((pass+1)); }
@@ -71,7 +71,6 @@ if run tp2 2 "$T/m.mm" WFVAEMpi 10 --tp 2; then
 fi
 # tp = 2 x dp = 2 on 4 ranks (not under the sanitizers: 4 ranks there cost
 # ~2.5x; tp and dp each run above)
-SAN=0; grep -qs 'MMC_SANITIZE:BOOL=ON' "${MMC_BINARY_DIR:-.}/CMakeCache.txt" && SAN=1
 if [ $SAN = 0 ] && run tp2dp2 4 "$T/m.mm" WFVAEMpi 10 --tp 2 --dp 2; then
   close "tp = 2 x dp = 2" serial tp2dp2 "$T/m.mm" WFVAEMpi && ok || bad "tp = 2 x dp = 2 differs from serial"
 fi
