@@ -667,6 +667,13 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
   SET_PTR(f, MmrtModelDesc, pp_xfer_route, const char *, cstring(cg, mb->route ? mb->route : ""));
   SET_PTR(f, MmrtModelDesc, pp_accum_stage, const char *,
           cstring(cg, mb->accum_stage ? mb->accum_stage : ""));
+  char ppa[MMRT_PP_MAXRANKS * 72] = "";
+  MpPpArenas ra[MMRT_PP_MAXRANKS];
+  if (m->plan.pp > 1 && mp_pp_arenas(m, &cg->pp, ra, MMRT_PP_MAXRANKS))
+    for (int r = 0, len = 0; r < m->plan.pp; r++)
+      len += snprintf(ppa + len, sizeof ppa - (size_t)len, "%lld %lld %lld|", (long long)ra[r].act,
+                      (long long)ra[r].act0, (long long)ra[r].grad0);
+  SET_PTR(f, MmrtModelDesc, pp_arena_bytes, const char *, cstring(cg, ppa));
   SET_PTR(f, MmrtModelDesc, accum, const MmrtTensorDesc *,
           mb->naccum ? tensor_array(cg, tty, mb->accum, mb->naccum, "accum") : cg_null(cg));
   SET_PTR(f, MmrtModelDesc, vae_encode_step, MmrtStepFn,

@@ -99,6 +99,7 @@ typedef struct Buf {
   int64_t size;   /* aligned */
   int start, end; /* node positions, inclusive */
   int64_t offset;
+  uint64_t ranks; /* the pipeline ranks that touch it (all: no pipeline) */
 } Buf;
 
 /* Where a value lives: in buffer `buf` of the function at byte `off`, or
@@ -135,7 +136,7 @@ static int new_buf(FPlan *p, IrRole arena, int64_t bytes, int start, int end) {
         arena_realloc(p->a, p->bufs, sizeof(Buf) * (size_t)p->cap, sizeof(Buf) * (size_t)ncap);
     p->cap = ncap;
   }
-  p->bufs[p->nbufs] = (Buf){arena, mp_align(bytes > 0 ? bytes : 1), start, end, -1};
+  p->bufs[p->nbufs] = (Buf){arena, mp_align(bytes > 0 ? bytes : 1), start, end, -1, ~(uint64_t)0};
   return p->nbufs++;
 }
 
@@ -274,8 +275,11 @@ static int by_lo(const void *a, const void *b) {
   return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
+/* Two buffers conflict when both live at one node on one rank (under a
+ * pipeline each rank has its own memory: another rank's buffers do not
+ * count). */
 static bool overlap_time(const Buf *a, const Buf *b) {
-  return a->start <= b->end && b->start <= a->end;
+  return a->start <= b->end && b->start <= a->end && (a->ranks & b->ranks);
 }
 
 /* Step 3: offsets of the buffers of one arena by decreasing-size best fit;
@@ -457,6 +461,199 @@ static bool place_fixed(IrModule *m, Arena *a, int64_t *top, char *err, size_t e
   return true;
 }
 
+/* ---- @train under a pipeline ---- */
+
+/* The pp ranks that run each node of @train (nm[i], bit r for rank r): a
+ * stage's node its stage's rank; an update node the ranks whose update
+ * keeps it (codegen/cg_pp.c rank_update: those holding every parameter and
+ * state it reads, and keeping the update nodes it reads from). */
+static void pp_node_ranks(const IrModule *m, const IrFunc *f, const PpAssign *pa,
+                          const uint64_t *hold, uint64_t *nm, Arena *a) {
+  int P = m->plan.pp;
+  uint64_t all = P >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << P) - 1;
+  IrMap held, umade;
+  ir_map_init(&held, a, false);
+  ir_map_init(&umade, a, false);
+  for (int i = 0; i < m->params.len; i++)
+    if (hold[i]) ir_map_put(&held, m->params.items[i])->i = (int64_t)hold[i];
+  for (int i = 0; i < f->nodes.len; i++) {
+    const IrNode *n = f->nodes.items[i];
+    if (pa->part[i] != PPN_U) {
+      nm[i] = (uint64_t)1 << (pa->stage[i] % P);
+      continue;
+    }
+    uint64_t k = all;
+    for (int j = 0; j < n->nin; j++) {
+      IrMapSlot *s = ir_map_get(&held, n->in[j]);
+      if (!s) s = ir_map_get(&umade, n->in[j]);
+      if (s) k &= (uint64_t)s->i;
+    }
+    nm[i] = k;
+    for (int j = 0; j < n->nout; j++) ir_map_put(&umade, n->out[j])->i = (int64_t)k;
+  }
+}
+
+/* The ranks on which node i of @train touches its operand or result k
+ * (k < nin: operand k; past it the results): nm[i], but for a gradient
+ * norm in the update, which on each rank reads only the gradients that
+ * rank's stages make (codegen cg_pp_keeps_grad): made, the ranks of the
+ * stage nodes that make each value. */
+static uint64_t pp_touch(const IrNode *n, int k, uint64_t nmi, IrMap *made) {
+  IrMapSlot *s = n->op == IR_OP_GRAD_NORM && k < n->nin ? ir_map_get(made, n->in[k]) : NULL;
+  return s ? (uint64_t)s->i : nmi;
+}
+
+static void pp_made_by(const IrFunc *f, const PpAssign *pa, const uint64_t *nm, IrMap *made,
+                       Arena *a) {
+  ir_map_init(made, a, false);
+  for (int i = 0; i < f->nodes.len; i++) {
+    const IrNode *n = f->nodes.items[i];
+    for (int j = 0; pa->part[i] != PPN_U && j < n->nout; j++)
+      ir_map_put(made, n->out[j])->i = (int64_t)nm[i];
+  }
+}
+
+/* pp_node_ranks for a module's @train, by the stages `given` or (NULL)
+ * pp_assign's, into *pa; NULL without a pipeline. */
+static uint64_t *pp_train_ranks(const IrModule *m, const IrFunc *f, const PpAssign *given,
+                                PpAssign *pa, Arena *a) {
+  char err[256];
+  if (m->plan.pp <= 1 || m->plan.pp > 64 || !f || strcmp(f->name, "train") != 0) return NULL;
+  if (given)
+    *pa = *given;
+  else if (!pp_assign(m, f, pa, err, sizeof err))
+    return NULL;
+  uint64_t *hold = ARENA_ARRAY(a, uint64_t, m->params.len + 1);
+  uint64_t *nm = ARENA_ARRAY(a, uint64_t, f->nodes.len + 1);
+  pp_holders(m, f, pa, hold);
+  pp_node_ranks(m, f, pa, hold, nm, a);
+  return nm;
+}
+
+/* Under a pipeline, where each buffer of @train lives (memplan.h): the act
+ * arena is a micro-batch's slot (one per micro-batch in flight on a rank),
+ * the grad arena the rank's working set, one for all its slots. A buffer
+ * goes to the grad arena when one stage part (F, I or W of one stage: a
+ * contiguous run of nodes, since the pipeline pass orders @train so) makes
+ * it and is its only reader, and neither the trainer nor the update reads
+ * it, but for a parameter's gradient made in a W part (the trainer adds it
+ * to its sums right after the part); the update's own buffers too (the
+ * update runs in slot 0 alone). Every other buffer, what lives from a part
+ * to a later one (a forward's values the backward reads, an input gradient
+ * W reads, a transfer), goes to the slot, and so does kernel scratch (the
+ * generated code finds it in the act arena). Each buffer is marked with
+ * the ranks whose parts touch it: buffers of different ranks never
+ * conflict. */
+static void pp_place(FPlan *p, const IrModule *m, const IrFunc *f, Arena *a) {
+  PpAssign pa;
+  uint64_t *nm = pp_train_ranks(m, f, NULL, &pa, a);
+  if (!nm) return;
+  int nn = f->nodes.len, nb = p->nbufs;
+  int *lo = ARENA_ARRAY(a, int, nb + 1), *hi = ARENA_ARRAY(a, int, nb + 1);
+  unsigned char *esc = ARENA_ARRAY(a, unsigned char, nb + 1);
+  unsigned char *acc = ARENA_ARRAY(a, unsigned char, nb + 1);
+  unsigned char *ws = ARENA_ARRAY(a, unsigned char, nb + 1);
+  for (int b = 0; b < nb; b++) p->bufs[b].ranks = 0, lo[b] = nn, hi[b] = -1;
+  IrMap umade, made;
+  ir_map_init(&umade, a, false);
+  pp_made_by(f, &pa, nm, &made, a);
+  for (int i = 0; i < nn; i++) {
+    const IrNode *n = f->nodes.items[i];
+    bool u = pa.part[i] == PPN_U;
+    for (int k = 0; k < n->nin + n->nout; k++) {
+      const IrValue *v = k < n->nin ? n->in[k] : n->out[k - n->nin];
+      const Loc *l = loc_of(p, v);
+      if (!l || l->buf < 0) continue;
+      p->bufs[l->buf].ranks |= pp_touch(n, k, nm[i], &made);
+      if (!u) {
+        if (i < lo[l->buf]) lo[l->buf] = i;
+        if (i > hi[l->buf]) hi[l->buf] = i;
+      } else if (k < n->nin && !ir_map_get(&umade, v)) {
+        (v->role == IR_ROLE_GRAD ? acc : esc)[l->buf] = 1;
+      }
+    }
+    if (u)
+      for (int j = 0; j < n->nout; j++) ir_map_put(&umade, n->out[j]);
+    if (p->ws_buf[i] >= 0) {
+      int b = p->ws_buf[i];
+      p->bufs[b].ranks = nm[i], ws[b] = 1;
+    }
+  }
+  for (int i = 0; i < f->results.len; i++) {
+    const IrValue *v = f->results.items[i];
+    const Loc *l = loc_of(p, v);
+    if (l && l->buf >= 0 && !ir_map_get(&umade, v))
+      (v->role == IR_ROLE_GRAD ? acc : esc)[l->buf] = 1;
+  }
+  for (int b = 0; b < nb; b++) {
+    Buf *x = &p->bufs[b];
+    if (x->arena != IR_ROLE_ACT && x->arena != IR_ROLE_GRAD) continue;
+    bool transient;
+    if (ws[b])
+      transient = false;
+    else if (hi[b] < 0)
+      transient = true; /* the update's */
+    else {
+      int s0 = pa.stage[lo[b]], s1 = pa.stage[hi[b]];
+      PpPart q0 = pa.part[lo[b]], q1 = pa.part[hi[b]];
+      transient = s0 == s1 && q0 == q1 && !esc[b] && (!acc[b] || q0 == PPN_W);
+    }
+    x->arena = transient ? IR_ROLE_GRAD : IR_ROLE_ACT;
+  }
+  pp_assign_free(&pa);
+}
+
+bool mp_pp_arenas(const IrModule *m, const PpAssign *given, MpPpArenas *out, int nout) {
+  int P = m->plan.pp;
+  const IrFunc *f = ir_module_func((IrModule *)m, "train");
+  if (P <= 1 || P > nout) return false;
+  Arena a;
+  arena_init(&a);
+  PpAssign pa;
+  uint64_t *nm = pp_train_ranks(m, f, given, &pa, &a);
+  if (!nm) {
+    arena_free(&a);
+    return false;
+  }
+  memset(out, 0, sizeof *out * (size_t)P);
+  IrMap made;
+  pp_made_by(f, &pa, nm, &made, &a);
+  int64_t other[IR_ROLE_COUNT] = {0}; /* the other functions' (all in slot 0) */
+  for (int fi = 0; fi < m->funcs.len; fi++) {
+    const IrFunc *g = m->funcs.items[fi];
+    for (int i = 0; i < g->nodes.len; i++) {
+      const IrNode *n = g->nodes.items[i];
+      for (int k = 0; k < n->nin + n->nout; k++) {
+        const IrValue *v = k < n->nin ? n->in[k] : n->out[k - n->nin];
+        if (!v->mem_planned || (v->mem_arena != IR_ROLE_ACT && v->mem_arena != IR_ROLE_GRAD))
+          continue;
+        int64_t e = v->mem_offset + mp_value_bytes(m, v);
+        bool act = v->mem_arena == IR_ROLE_ACT;
+        if (g != f && e > other[v->mem_arena]) other[v->mem_arena] = e;
+        uint64_t on = g == f ? pp_touch(n, k, nm[i], &made) : 0;
+        for (int r = 0; r < P; r++)
+          if (on >> r & 1) {
+            int64_t *t = act ? &out[r].act : &out[r].grad;
+            if (e > *t) *t = e;
+          }
+      }
+      int64_t w = n->ws_bytes > 0 ? n->ws_offset + n->ws_bytes : 0;
+      if (g != f && w > other[IR_ROLE_ACT]) other[IR_ROLE_ACT] = w;
+      for (int r = 0; g == f && r < P; r++)
+        if (nm[i] >> r & 1 && w > out[r].act) out[r].act = w;
+    }
+  }
+  for (int r = 0; r < P; r++) {
+    MpPpArenas *x = &out[r];
+    x->act = mp_align(x->act), x->grad = mp_align(x->grad);
+    x->act0 = x->act > mp_align(other[IR_ROLE_ACT]) ? x->act : mp_align(other[IR_ROLE_ACT]);
+    x->grad0 = x->grad > mp_align(other[IR_ROLE_GRAD]) ? x->grad : mp_align(other[IR_ROLE_GRAD]);
+  }
+  if (!given) pp_assign_free(&pa);
+  arena_free(&a);
+  return true;
+}
+
 bool pass_memplan(IrModule *m, PassCtx *cx) {
   Arena a;
   arena_init(&a);
@@ -467,6 +664,7 @@ bool pass_memplan(IrModule *m, PassCtx *cx) {
     IrFunc *f = m->funcs.items[fi];
     FPlan p;
     analyze(&p, m, f, &a);
+    pp_place(&p, m, f, &a);
     for (size_t r = 0; r < sizeof planned_arenas / sizeof planned_arenas[0]; r++)
       assign(&p, planned_arenas[r], &a);
     for (int b = 0; b < p.nbufs; b++)

@@ -64,4 +64,20 @@ typedef struct MpSummary {
  * when the module has no plan. */
 bool mp_summarize(const IrModule *m, MpSummary *s, char *err, size_t errlen);
 
+/* A pipeline's act and grad arenas per rank (pp > 1; memplan.c pp_place):
+ * the act arena is a micro-batch's slot of @train's values that live from
+ * one stage part to a later one (a forward's values its backward reads, the
+ * input gradients W reads, the transfers) and kernel scratch, allocated
+ * once per micro-batch in flight; the grad arena the rank's working set
+ * (values one part makes and reads alone, the parameters' gradients its W
+ * parts make, the update's values), allocated once. act, grad: the bytes
+ * rank r's stage parts and update touch (their extent); act0, grad0: slot
+ * 0's, which the other functions (@forward) share. By the stages `pa`
+ * (NULL: pp_assign's). False without one. */
+typedef struct MpPpArenas {
+  int64_t act, grad, act0, grad0;
+} MpPpArenas;
+struct PpAssign;
+bool mp_pp_arenas(const IrModule *m, const struct PpAssign *pa, MpPpArenas *out, int nout);
+
 #endif

@@ -394,20 +394,26 @@ bool pp_rank_memory(IrModule *m, PpRankMem *out, int nout, char *err, size_t err
   free(mask);
   pp_assign_free(&a);
   PpSchedule s;
+  MpPpArenas ra[64];
+  if (!mp_pp_arenas(m, NULL, ra, 64)) {
+    free(lo), free(hi);
+    snprintf(err, errlen, "no per-rank act and grad arenas");
+    return false;
+  }
   if (!pp_sched_build(&s, sched_kind(m), P, S / P, m->plan.micro_batches, err, errlen))
     return false;
   for (int r = 0; r < P; r++) {
     PpRankMem *x = &out[r];
     memset(x, 0, sizeof *x);
     x->slots = pp_sched_slots(&s, r);
-    x->param = hi[r][0] - lo[r][0], x->grad = ms.arena[IR_ROLE_GRAD];
-    x->opt = hi[r][1] - lo[r][1], x->act = ms.arena[IR_ROLE_ACT];
+    x->param = hi[r][0] - lo[r][0], x->grad = ra[r].grad0;
+    x->opt = hi[r][1] - lo[r][1], x->act = ra[r].act, x->act0 = ra[r].act0;
     x->input = ms.arena[IR_ROLE_INPUT];
     x->all_param = ms.arena[IR_ROLE_PARAM], x->all_opt = ms.arena[IR_ROLE_OPT];
-    x->set = mp_align(x->act) + mp_align(x->grad) + mp_align(x->input);
+    x->set = mp_align(x->act) + mp_align(x->input);
     x->sums = sums[r];
     x->eval = x->all_param;
-    x->peak = x->param + x->opt + x->act + x->grad + x->input + (int64_t)(x->slots - 1) * x->set +
+    x->peak = x->param + x->opt + x->grad + x->act0 + x->input + (int64_t)(x->slots - 1) * x->set +
               x->sums + x->eval;
   }
   free(lo), free(hi);

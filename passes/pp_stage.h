@@ -36,7 +36,7 @@
 
 typedef enum { PPN_F, PPN_I, PPN_W, PPN_U } PpPart;
 
-typedef struct {
+typedef struct PpAssign {
   int nstages;  /* pp * vpp */
   int *stage;   /* per node of f (-1: PPN_U) */
   PpPart *part; /* per node */
@@ -75,22 +75,27 @@ bool pp_plan_print(FILE *out, IrModule *m, const char *svg, char *err, size_t er
 /* What one pipeline rank allocates (its planned peak: everything is
  * allocated before or at the first step and held), as the trainer does
  * (runtime/mmrt_pp.h): its range of the param and opt arenas (the
- * parameters and optimizer state of its stages, pp_rank_ranges), the
- * trainer's grad, act and input arenas, slots - 1 further in-flight sets
- * of the act, grad and input arenas (each 64-byte aligned), the gradient
- * sums of its stages, one f32 tensor of elements + 1 per gradient the
- * update reads that a stage of the rank makes, and, while it evaluates,
- * the whole param arena (the evaluation runs the whole @forward on every
- * rank: the trainer gathers every parameter for it and frees them after).
- * Kernel workspace is inside the act arena (memplan.h). */
+ * parameters and optimizer state of its stages, pp_rank_ranges); its grad
+ * arena, the working set of its stage parts and update that all its slots
+ * share (memplan.h MpPpArenas); one act and input arena per micro-batch in
+ * flight (the values of its stages that live from one part to a later
+ * one: a forward's to its backward, an input gradient to its W), slot 0's
+ * act arena large enough for @forward too; the gradient sums of its
+ * stages, one f32 tensor of elements + 1 per gradient the update reads
+ * that a stage of the rank makes, and, while it evaluates, the whole param
+ * arena (the evaluation runs the whole @forward on every rank: the trainer
+ * gathers every parameter for it and frees them after). Kernel workspace
+ * is in the act arena (memplan.h). */
 typedef struct PpRankMem {
   int slots;                            /* micro-batches in flight at most */
-  int64_t param, grad, opt, act, input; /* the trainer's arenas (param, opt: its range) */
+  int64_t param, grad, opt, act, input; /* param, opt: its range; grad: its working set;
+                                         * act: one slot's */
+  int64_t act0;                         /* slot 0's act arena (shared with @forward) */
   int64_t all_param, all_opt;           /* the whole param and opt arenas (one rank's) */
-  int64_t set;                          /* one in-flight set: act + grad + input */
+  int64_t set;                          /* one more in-flight slot: act + input */
   int64_t sums;                         /* the gradient sums */
   int64_t eval;                         /* the parameters gathered for the evaluation */
-  int64_t peak;                         /* param + opt + slots * set + sums + eval */
+  int64_t peak; /* param + opt + grad + act0 + input + (slots - 1) set + sums + eval */
 } PpRankMem;
 
 /* out[r] for each of the pp ranks (at most nout); false with a message. */

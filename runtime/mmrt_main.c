@@ -345,6 +345,11 @@ static int held(const Trainer *t, const MmrtTensorDesc *d) {
 static void pp_range(const Trainer *t, int arena, int64_t *lo, int64_t *hi) {
   const MmrtModelDesc *m = t->m;
   *lo = 0, *hi = m->arena_bytes[arena];
+  if (m->pp > 1 && (arena == MMRT_ARENA_ACT || arena == MMRT_ARENA_GRAD)) {
+    *hi = mmrt_pp_arena_bytes(m, t->mesh.coord[MMRT_AXIS_PP], arena, 1); /* its stages' */
+    if (*hi < 0) *hi = m->arena_bytes[arena];
+    return;
+  }
   if (m->pp <= 1 || (arena != MMRT_ARENA_PARAM && arena != MMRT_ARENA_OPT)) return;
   int64_t a = -1, b = 0;
   for (int64_t i = 0; i < m->nparams; i++) {

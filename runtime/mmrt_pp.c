@@ -219,10 +219,26 @@ int mmrt_pp_slots(const MmrtModelDesc *m, int rank) {
   return k;
 }
 
-/* act, grad and input: a slot's own arenas, as mmrt_pp_new allocates them */
-static int64_t slot_bytes(const MmrtModelDesc *m, int a) {
-  int own = a == MMRT_ARENA_ACT || a == MMRT_ARENA_GRAD || a == MMRT_ARENA_INPUT;
-  return own && m->arena_bytes[a] > 0 ? (m->arena_bytes[a] + 63) / 64 * 64 : 0;
+int64_t mmrt_pp_arena_bytes(const MmrtModelDesc *m, int rank, int arena, int first) {
+  const char *s = m->pp_arena_bytes ? m->pp_arena_bytes : "";
+  for (int r = 0; r < rank && s; r++) {
+    s = strchr(s, '|');
+    if (s) s++;
+  }
+  long long act = -1, act0 = -1, grad0 = -1;
+  if (!s || sscanf(s, "%lld %lld %lld", &act, &act0, &grad0) != 3 || act < 0 || act0 < act ||
+      grad0 < 0)
+    return -1;
+  if (arena == MMRT_ARENA_ACT) return first ? act0 : act;
+  if (arena == MMRT_ARENA_GRAD) return first ? grad0 : 0;
+  return first || arena == MMRT_ARENA_INPUT ? m->arena_bytes[arena] : 0;
+}
+
+/* act and input: a further slot's own arenas, as mmrt_pp_new allocates
+ * them (its grad arena is slot 0's: the rank's working set) */
+static int64_t slot_bytes(const MmrtModelDesc *m, int rank, int a) {
+  int64_t n = a == MMRT_ARENA_ACT || a == MMRT_ARENA_INPUT ? mmrt_pp_arena_bytes(m, rank, a, 0) : 0;
+  return n > 0 ? (n + 63) / 64 * 64 : 0;
 }
 
 /* the stage that makes each accum tensor (the descriptor's pp_accum_stage,
@@ -246,7 +262,7 @@ int64_t mmrt_pp_extra_bytes(const MmrtModelDesc *m, int rank,
   }
   accum_stages(m, st);
   int64_t b = 0;
-  for (int a = 0; a < MMRT_NARENAS; a++) b += (int64_t)(k - 1) * slot_bytes(m, a);
+  for (int a = 0; a < MMRT_NARENAS; a++) b += (int64_t)(k - 1) * slot_bytes(m, rank, a);
   for (int64_t i = 0; i < m->naccum; i++)
     if (st[i] % m->pp == rank) b += (int64_t)sizeof(float) * (elems(user, &m->accum[i]) + 1);
   free(st);
@@ -292,9 +308,14 @@ MmrtPp *mmrt_pp_new(const MmrtModelDesc *m, void *mesh, char **arenas, const Mmr
   pp->mb_slot = calloc((size_t)pp->M, sizeof *pp->mb_slot);
   pp->slot_busy = calloc((size_t)pp->nslot, sizeof *pp->slot_busy);
   if (!pp->slot || !g_slot_count || !pp->slot_loss || !pp->mb_slot || !pp->slot_busy) goto oom;
+  if (mmrt_pp_arena_bytes(m, pp->me, MMRT_ARENA_ACT, 1) < 0) {
+    pp_fail(pp, "the pipeline's arenas per rank cannot be read (pp_arena_bytes '%s')",
+            m->pp_arena_bytes ? m->pp_arena_bytes : "");
+    goto bad;
+  }
   for (int k = 0; k < pp->nslot; k++)
     for (int a = 0; a < MMRT_NARENAS; a++) {
-      int64_t n = slot_bytes(m, a);
+      int64_t n = slot_bytes(m, pp->me, a);
       if (k == 0 || n == 0) {
         pp->slot[k][a] = arenas[a];
         continue;
@@ -391,6 +412,21 @@ static int send_from(MmrtPp *pp, int fn, int mb) {
   return 0;
 }
 
+/* After stage's W part on micro-batch mb: the gradients the stage makes
+ * into the sums, at once (those its W made are in the rank's working set,
+ * which the next part overwrites). */
+static void add_grads(MmrtPp *pp, int stage, int mb) {
+  const MmrtModelDesc *m = pp->m;
+  char **a = pp->slot[pp->mb_slot[mb]];
+  for (int64_t i = 0; i < m->naccum; i++) {
+    if (pp->astage[i] != stage) continue;
+    const MmrtTensorDesc *d = &m->accum[i];
+    const float *g = (const float *)(void *)(a[d->arena] + d->offset);
+    float *s = pp->acc.acc[i];
+    for (int64_t e = 0; e < pp->acc.n[i]; e++) s[e] += g[e];
+  }
+}
+
 static int run_part(MmrtPp *pp, int stage, int q, int mb, const char *what) {
   int fn = 3 * stage + q;
   /* the counters' phase: a forward part's transfers are forward traffic */
@@ -405,6 +441,7 @@ static int run_part(MmrtPp *pp, int stage, int q, int mb, const char *what) {
                           : "W",
                  q == 0 ? "forward" : "backward", t0, mmrt_trace_now(), mb, stage);
   if (q == 0 && g_counted) g_slot_count[mb] = g_count;
+  if (q == 2) add_grads(pp, stage, mb);
   return send_from(pp, fn, mb);
 }
 
@@ -427,18 +464,11 @@ static int take_slot(MmrtPp *pp, int mb) {
   return 0;
 }
 
-/* After micro-batch mb's last action on this rank: its gradients of this
- * rank's stages into the sums, its loss kept, the slot free. */
+/* After micro-batch mb's last action on this rank: its loss kept, the
+ * slot free (its gradients are in the sums: add_grads). */
 static void free_slot(MmrtPp *pp, int mb) {
   const MmrtModelDesc *m = pp->m;
   char **a = pp->slot[pp->mb_slot[mb]];
-  for (int64_t i = 0; i < m->naccum; i++) {
-    if (pp->astage[i] % pp->P != pp->me) continue;
-    const MmrtTensorDesc *d = &m->accum[i];
-    const float *g = (const float *)(void *)(a[d->arena] + d->offset);
-    float *s = pp->acc.acc[i];
-    for (int64_t e = 0; e < pp->acc.n[i]; e++) s[e] += g[e];
-  }
   if ((pp->S - 1) % pp->P == pp->me)
     memcpy(&pp->slot_loss[mb], a[MMRT_ARENA_ACT] + m->train_loss_offset, sizeof(float));
   pp->slot_busy[pp->mb_slot[mb]] = 0;

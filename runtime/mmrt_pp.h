@@ -46,10 +46,11 @@ float mmrt_mb_finish(MmrtMbAcc *a, char **arenas);
  * runs its own update (pp_update[rank]) on them; stage s of the pp * vpp
  * stages runs on pipeline rank s % pp. A rank walks
  * its list of actions (the descriptor's pp_schedule). A micro-batch takes a
- * slot (its own act, grad and input arenas; slot 0 is the trainer's) at
- * its first action on the rank, where its inputs are filled in, and gives
- * it back after its last: its gradients of this rank's stages are added to
- * the sums there and its loss kept. A rank allocates as many slots as its
+ * slot (its own act and input arenas, sized for its rank's stages; slot 0
+ * is the trainer's; the grad arena, the rank's working set, is one for all
+ * slots) at its first action on the rank, where its inputs are filled in,
+ * and gives it back after its last, its loss kept. After each W part the
+ * gradients that stage makes are added to the sums. A rank allocates as many slots as its
  * list holds micro-batches at once (mmrt_pp_slots, the list walked in
  * order: 1F1B's stage r p - r, GPipe's M), reused across micro-batches;
  * a slot is filled again only once the sends from it are done. Before a
@@ -78,11 +79,18 @@ MmrtPp *mmrt_pp_new(const MmrtModelDesc *m, void *mesh, char **arenas, const Mmr
 int mmrt_pp_step(MmrtPp *pp, int64_t step, const char *what, float *loss);
 void mmrt_pp_free(MmrtPp *pp);
 /* The slots pipeline rank `rank` allocates (-1: its list cannot be read),
- * and the bytes it allocates beyond the trainer's arenas: the act, grad and
+ * and the bytes it allocates beyond the trainer's arenas: the act and
  * input arenas of every slot but the first, and the gradient sums of its
  * stages (one f32 tensor of elements + 1 per accum tensor a stage of this
  * rank makes; elems as for mmrt_mb_init). */
 int mmrt_pp_slots(const MmrtModelDesc *m, int rank);
+/* The bytes of arena `arena` pipeline rank `rank` allocates for slot 0
+ * (first) or for each further slot (the descriptor's pp_arena_bytes: a
+ * slot's act arena holds the values that live from one stage part to a
+ * later one; the grad arena, the rank's working set, is slot 0's for
+ * every slot; param and opt: the whole arena, pp_range cuts it); -1 when
+ * the descriptor's figures cannot be read. */
+int64_t mmrt_pp_arena_bytes(const MmrtModelDesc *m, int rank, int arena, int first);
 int64_t mmrt_pp_extra_bytes(const MmrtModelDesc *m, int rank,
                             int64_t (*elems)(void *, const MmrtTensorDesc *), void *user);
 

@@ -14,8 +14,9 @@
 # oneDNN's largest scratchpad (queried per primitive; the plan has none)
 # stays under 5% of the plan.
 # Pipelines (issue 11): each rank's own planned peak (`pp_ranks` of mmc plan
-# --json: its arenas, one more act, grad and input set per micro-batch its
-# schedule holds in flight, the gradient sums) against that rank's measured
+# --json: its arenas, one more act and input set, of its stages' values,
+# per micro-batch its schedule holds in flight, its working set once, the
+# gradient sums) against that rank's measured
 # peak, for GPT2Tiny pp=2 under GPipe (M sets on each rank) and 1F1B (2 on
 # rank 0, 1 on rank 1), and pp=4 1F1B; and, since the data set dominates
 # both figures, the measured GPipe - 1F1B difference per rank against the
@@ -109,10 +110,16 @@ run gpt2.mm GPT2Tiny pp2-1f1b 2 --pp 2 --schedule 1f1b "${PP[@]}"
 run "$P" G4 pp4-1f1b 4 --pp 4 --schedule 1f1b "${PP[@]}"
 # the schedules' difference, the data set's bytes cancelled: per rank,
 # measured GPipe - 1F1B within 10% of the planned difference, and the plans
-# hold M = 4 sets under GPipe, p - r under 1F1B (pp=4: 4, 3, 2, 1)
-/usr/bin/python3 - "$T" <<'PY' && ok || bad "pp: the schedules' measured difference"
+# hold M = 4 sets under GPipe, p - r under 1F1B (pp=4: 4, 3, 2, 1).
+# Stage-local slots: each pp=2 rank's planned peak (its arenas and slots,
+# the data set aside) is below the serial trainer's planned peak for the
+# same batch of 32 in one step (mmc plan), and within 5% of its measured
+# peak less the data set (a slot of the whole act and grad arenas would be
+# about twice the act measured here)
+"$MMC" plan "$S/gpt2.mm" --model GPT2Tiny --set B=32 --json > "$T/serial32.plan.json" || bad "GPT2Tiny B=32: mmc plan"
+/usr/bin/python3 - "$T" "$TOL" <<'PY' && ok || bad "pp: the schedules' measured difference"
 import json, re, sys
-T = sys.argv[1]
+T, tol = sys.argv[1], float(sys.argv[2])
 def measured(plan):
     return {int(m.group(1)): int(m.group(2)) for m in
             (re.match(r"^memory of rank (\d+) of \d+: measured peak (-?\d+) bytes", l) for l in open("%s/%s.out" % (T, plan))) if m}
@@ -138,6 +145,16 @@ for r in (0, 1):
     print("pp=2 rank %d: GPipe - 1F1B measured %d bytes, planned %d (%d act sets of %d), ratio %.4f" %
           (r, dm, dp, pg[r]["in_flight"] - pf[r]["in_flight"], pg[r]["in_flight_set_bytes"], dm / dp))
     if abs(dm / dp - 1) > 0.10: errs.append("rank %d: measured difference %d, planned %d" % (r, dm, dp))
+serial = json.load(open("%s/serial32.plan.json" % T))
+for plan in ("pp2-gpipe", "pp2-1f1b"):
+    pl, me, data = planned(plan), measured(plan), serial["data_bytes"]
+    for r in (0, 1):
+        want, got = pl[r]["peak_bytes"], me[r] - data
+        print("%s rank %d: planned peak %d bytes (%d in flight x act %d, working set %d), measured %d "
+              "(the data set aside), ratio %.4f; serial B=32 planned %d" %
+              (plan, r, want, pl[r]["in_flight"], pl[r]["act_bytes"], pl[r]["grad_bytes"], got, got / want, serial["peak_bytes"]))
+        if abs(got / want - 1) > tol: errs.append("%s rank %d: measured %d, planned %d" % (plan, r, got, want))
+        if want >= serial["peak_bytes"]: errs.append("%s rank %d: planned peak %d not below the serial one's %d" % (plan, r, want, serial["peak_bytes"]))
 for e in errs: print("FAIL: %s" % e)
 sys.exit(1 if errs else 0)
 PY
@@ -149,7 +166,9 @@ PY
 # (mmc plan --json, against the shapes here), and measured so: the rank's
 # measured peak less what its plan holds besides param and opt is within
 # 10% of its planned param + opt, and under 0.6 of the serial trainer's
-# measured param + opt (found the same way; not half: wte is on both)
+# measured param + opt (found the same way; not half: wte is on both); and
+# the rank's whole planned peak is below the serial planned peak and within
+# 5% of its measured peak less the data set
 W="$T/wide.mm"
 cat > "$W" <<'MM'
 import "gpt2.mm"
@@ -190,6 +209,14 @@ for r in (0, 1):
         errs.append("rank %d: param %d opt %d planned, expected %d and %d" % (r, x["param_bytes"], x["opt_bytes"], own[r], 2 * own[r]))
     if abs(meas / po - 1) > 0.10: errs.append("rank %d: measured param + opt %d, planned %d" % (r, meas, po))
     if not 0.4 < meas / s_meas < 0.6: errs.append("rank %d: measured param + opt %.3f of the serial one's" % (r, meas / s_meas))
+    # the whole peak: planned below the serial planned peak, and within 5% of
+    # the measured peak less the data set
+    whole = got[r] - (x["trainer_bytes"] - x["peak_bytes"])
+    print("pp=2 rank %d: planned peak %d bytes (%d in flight x act %d, working set %d), measured %d (the data set aside), ratio %.4f; serial planned %d, measured %d"
+          % (r, x["peak_bytes"], x["in_flight"], x["act_bytes"], x["grad_bytes"], whole, whole / x["peak_bytes"], s["peak_bytes"],
+             peaks("%s/GWide.wide-serial.out" % T)[0] - s["data_bytes"]))
+    if x["peak_bytes"] >= s["peak_bytes"]: errs.append("rank %d: planned peak %d not below the serial one's %d" % (r, x["peak_bytes"], s["peak_bytes"]))
+    if abs(whole / x["peak_bytes"] - 1) > 0.05: errs.append("rank %d: measured peak %d, planned %d" % (r, whole, x["peak_bytes"]))
 for e in errs: print("FAIL: %s" % e)
 sys.exit(1 if errs else 0)
 PY

@@ -1342,21 +1342,23 @@ static bool plan_pp_memory(IrModule *m, int64_t data_bytes, json_object *root, c
   if (!pp_rank_memory(m, rm, 64, err, errlen)) return false;
   json_object *list = root ? json_object_new_array() : NULL;
   if (!root)
-    printf("  per pipeline rank (its planned peak: the param + opt of its stages + in-flight "
-           "micro-batches x (act + grad + input) + gradient sums + every parameter, gathered "
-           "while it evaluates (the evaluation runs the whole @forward on each rank); kernel "
-           "workspace is in the act arena):\n");
+    printf("  per pipeline rank (its planned peak: the param + opt of its stages + its working "
+           "set (grad arena: the values one stage part makes and reads alone, the gradients its "
+           "W parts make, the update's) + in-flight micro-batches x (act + input: the values of "
+           "its stages that live from one part to a later one, a forward's to its backward, an "
+           "input gradient to its W; the first slot's act arena holds @forward too) + gradient "
+           "sums + every parameter, gathered while it evaluates (the evaluation runs the whole "
+           "@forward on each rank); kernel workspace is in the act arena):\n");
   for (int r = 0; r < m->plan.pp; r++) {
     const PpRankMem *x = &rm[r];
     if (!root) {
-      printf(
-          "    rank %d: peak %lld bytes = param %lld + opt %lld (of %lld + %lld) + %d in flight x "
-          "%lld (act %lld, grad %lld, input %lld) + gradient sums %lld + evaluation's parameters "
-          "%lld; trainer %lld with the data\n",
-          r, (long long)x->peak, (long long)x->param, (long long)x->opt, (long long)x->all_param,
-          (long long)x->all_opt, x->slots, (long long)x->set, (long long)x->act, (long long)x->grad,
-          (long long)x->input, (long long)x->sums, (long long)x->eval,
-          (long long)(x->peak + data_bytes));
+      printf("    rank %d: peak %lld bytes = param %lld + opt %lld (of %lld + %lld) + working set "
+             "%lld + %d in flight x %lld (act %lld, input %lld; the first slot's act %lld) + "
+             "gradient sums %lld + evaluation's parameters %lld; trainer %lld with the data\n",
+             r, (long long)x->peak, (long long)x->param, (long long)x->opt, (long long)x->all_param,
+             (long long)x->all_opt, (long long)x->grad, x->slots, (long long)x->set,
+             (long long)x->act, (long long)x->input, (long long)x->act0, (long long)x->sums,
+             (long long)x->eval, (long long)(x->peak + data_bytes));
       continue;
     }
     json_object *e = json_object_new_object();
@@ -1368,6 +1370,7 @@ static bool plan_pp_memory(IrModule *m, int64_t data_bytes, json_object *root, c
     json_object_object_add(e, "opt_bytes", json_object_new_int64(x->opt));
     json_object_object_add(e, "in_flight", json_object_new_int(x->slots));
     json_object_object_add(e, "act_bytes", json_object_new_int64(x->act));
+    json_object_object_add(e, "first_act_bytes", json_object_new_int64(x->act0));
     json_object_object_add(e, "input_bytes", json_object_new_int64(x->input));
     json_object_object_add(e, "in_flight_set_bytes", json_object_new_int64(x->set));
     json_object_object_add(e, "grad_sum_bytes", json_object_new_int64(x->sums));
