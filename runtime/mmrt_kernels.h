@@ -164,6 +164,14 @@ void mmrt_reduce_sum_bwd(float *dx, const float *dy, int outer, int n, int inner
 /* y (+)= alpha * x;  y, x: (n) */
 void mmrt_axpy(float *y, const float *x, float alpha, size_t n, int accumulate);
 
+/* The ISA of attention's short path (every key in one 64-key tile): the
+ * best the CPU has unless set. mmrt_attention_isa(MMRT_ISA_*) forces one
+ * (tests: each build against the naive loops) and returns it, or -1 when
+ * this CPU or build lacks it; mmrt_attention_isa(-1) returns to the
+ * automatic choice and returns that. Not thread-safe: call between kernels. */
+enum { MMRT_ISA_BASE = 0, MMRT_ISA_AVX2 = 1, MMRT_ISA_AVX512 = 2 };
+int mmrt_attention_isa(int isa);
+
 /* mmrt_attention_cached_fwd's kernel, once the positions are checked:
  * mmrt_attention_fwd's tiles with row b's keys 0 .. pos[b] + n - 1. */
 void mmrt_attention_pos_fwd(float *out, const float *q, const float *k, const float *v,

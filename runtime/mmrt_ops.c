@@ -79,7 +79,8 @@ void mmrt_threads_small(int small) {
  * -DMMRT_NO_CLONES builds only the baseline (to test that path). */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 &&           \
     !defined(MMRT_NO_CLONES)
-#define MMRT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define MMRT_CLONES      __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define MMRT_HAVE_CLONES 1
 #else
 #define MMRT_CLONES
 #endif
@@ -454,11 +455,13 @@ static inline float att_el(const void *p, size_t i, int bf) {
  * contraction off, so allow it here only (clang: the same with its own
  * pragma, reset to its default, `on`, below). */
 #if defined(__clang__)
-#pragma clang fp contract(fast)
+#define ATT_CONTRACT_FAST _Pragma("clang fp contract(fast)")
+#define ATT_CONTRACT_END  _Pragma("clang fp contract(on)")
 #else
-#pragma GCC push_options
-#pragma GCC optimize("fp-contract=fast")
+#define ATT_CONTRACT_FAST _Pragma("GCC push_options") _Pragma("GCC optimize(\"fp-contract=fast\")")
+#define ATT_CONTRACT_END  _Pragma("GCC pop_options")
 #endif
+ATT_CONTRACT_FAST
 
 /* 16-float vectors (GNU C vector extension; two AVX2 registers, one
  * AVX-512 register, narrower in the baseline clone). Vf16u is the
@@ -487,10 +490,15 @@ static inline __attribute__((always_inline)) void narrow16(uint16_t *p, const fl
   *(Vh16u *)p = __builtin_convertvector(r, Vh16);
 }
 
+/* The tile helpers below are always_inline bodies with MMRT_CLONES
+ * wrappers for the general path; the short path (att_short_*) inlines them
+ * into its own per-ISA builds, so that a forced ISA is the ISA that runs. */
+#define ATT_AI static inline __attribute__((always_inline))
+
 /* dst[j * ld + d] = src[off + j * stride + d] for j < n, d < D, zero for
  * D <= d < ld: rows padded to whole vectors (bf16 rows widened). */
-MMRT_CLONES static void pad_rows(float *dst, size_t ld, const void *src, size_t off, int n,
-                                 size_t stride, int D, int bf) {
+ATT_AI void pad_rows_body(float *dst, size_t ld, const void *src, size_t off, int n, size_t stride,
+                          int D, int bf) {
   for (int j = 0; j < n; j++) {
     size_t o = off + (size_t)j * stride;
     if (bf) {
@@ -507,6 +515,11 @@ MMRT_CLONES static void pad_rows(float *dst, size_t ld, const void *src, size_t 
     }
     for (size_t d = (size_t)D; d < ld; d++) dst[(size_t)j * ld + d] = 0.0f;
   }
+}
+
+MMRT_CLONES static void pad_rows(float *dst, size_t ld, const void *src, size_t off, int n,
+                                 size_t stride, int D, int bf) {
+  pad_rows_body(dst, ld, src, off, n, stride, D, bf);
 }
 
 /* r[i][l] becomes r[l][i]: at stage b (8, 4, 2, 1) rows i and i + b (i & b
@@ -541,8 +554,8 @@ static inline __attribute__((always_inline)) void transpose16(Vf16 *r) {
  * a local block, which is written out by columns (contiguous stores).
  * Element by element, each strided load waited on memory in turn (a tenth
  * of ViTFashion's step at one thread). */
-MMRT_CLONES static void transpose_rows(float *dst, size_t ld, const void *src, size_t off, int n,
-                                       size_t stride, int D, int bf) {
+ATT_AI void transpose_rows_body(float *dst, size_t ld, const void *src, size_t off, int n,
+                                size_t stride, int D, int bf) {
   enum { TB = 16 };
   Vf16 blk[TB];
   float *fb = (float *)blk;
@@ -585,6 +598,11 @@ MMRT_CLONES static void transpose_rows(float *dst, size_t ld, const void *src, s
   }
 }
 
+MMRT_CLONES static void transpose_rows(float *dst, size_t ld, const void *src, size_t off, int n,
+                                       size_t stride, int D, int bf) {
+  transpose_rows_body(dst, ld, src, off, n, stride, D, bf);
+}
+
 /* R rows (R <= ATT_MR, a constant after inlining) of one 16-column strip:
  * R accumulators stay in registers (12 of AVX2's 16, 6 of AVX-512's 32)
  * while k runs; each step is one load of b and R broadcast FMAs. */
@@ -610,9 +628,9 @@ gemm_strip(float *restrict c, size_t ldc, const float *restrict a, size_t ai, si
 /* c[i * ldc + j] (+)= sum_{k < K} A(i, k) b[k * ldb + j] for i < M and
  * j < N, N a multiple of 16; A(i, k) = a[i * ai + k * ak] (a row-major
  * matrix or a transposed one). */
-MMRT_CLONES static void tile_gemm(float *restrict c, size_t ldc, const float *restrict a, size_t ai,
-                                  size_t ak, const float *restrict b, size_t ldb, int M, int N,
-                                  int K, int acc) {
+ATT_AI void tile_gemm_body(float *restrict c, size_t ldc, const float *restrict a, size_t ai,
+                           size_t ak, const float *restrict b, size_t ldb, int M, int N, int K,
+                           int acc) {
   for (int j = 0; j < N; j += 16) {
     int i = 0;
     for (; i + ATT_MR <= M; i += ATT_MR)
@@ -629,6 +647,12 @@ MMRT_CLONES static void tile_gemm(float *restrict c, size_t ldc, const float *re
       default: break;
     }
   }
+}
+
+MMRT_CLONES static void tile_gemm(float *restrict c, size_t ldc, const float *restrict a, size_t ai,
+                                  size_t ak, const float *restrict b, size_t ldb, int M, int N,
+                                  int K, int acc) {
+  tile_gemm_body(c, ldc, a, ai, ak, b, ldb, M, N, K, acc);
 }
 
 /* One row of the online softmax: s[0..n) are the scaled scores of the
@@ -665,11 +689,7 @@ MMRT_CLONES static void grad_row(float *restrict s, float *restrict dp, int n, i
   for (int j = n; j < nk; j++) s[j] = dp[j] = 0.0f;
 }
 
-#if defined(__clang__)
-#pragma clang fp contract(on)
-#else
-#pragma GCC pop_options
-#endif
+ATT_CONTRACT_END
 
 static float max_row(const float *p, int n) {
   float m = -INFINITY;
@@ -686,12 +706,12 @@ static void attention_check(int H, int KVH, int D, const char *what) {
  * transposed (D x TK) for K and V, the key tile and the query tile with
  * rows padded to Dp (K, Q, dO), and TQ x Dp (and TK x Dp) accumulators. */
 typedef struct AttWs {
-  float *s, *dp, *kt, *vt, *kp, *qp, *dop, *o, *dk, *dv, *m, *l;
+  float *s, *dp, *kt, *vt, *kp, *qp, *dop, *o, *dk, *dv, *m, *l, *op;
 } AttWs;
 
 static AttWs att_ws(int D, const char *what) {
   size_t Dp = (size_t)pad16(D), TQ = ATT_TQ, TK = ATT_TK;
-  size_t n = 2 * TQ * TK + 2 * (size_t)D * TK + TK * Dp + 3 * TQ * Dp + 2 * TK * Dp + 2 * TQ;
+  size_t n = 2 * TQ * TK + 2 * (size_t)D * TK + TK * Dp + 4 * TQ * Dp + 2 * TK * Dp + 2 * TQ;
   AttWs w;
   w.s = xmalloc(sizeof(float) * n, what);
   w.dp = w.s + TQ * TK;
@@ -705,13 +725,14 @@ static AttWs att_ws(int D, const char *what) {
   w.dv = w.dk + TK * Dp;
   w.m = w.dv + TK * Dp;
   w.l = w.m + TQ;
+  w.op = w.l + TQ;
   return w;
 }
 
 /* dst rows from element off (stride ld) (+)= the tile's rows (stride Dp),
  * D columns; a bf16 dst (bf) gets each sum rounded. */
-MMRT_CLONES static void put_tile(void *dst, size_t off, size_t ld, const float *src, int n, int D,
-                                 int accumulate, int bf) {
+ATT_AI void put_tile_body(void *dst, size_t off, size_t ld, const float *src, int n, int D,
+                          int accumulate, int bf) {
   int Dp = pad16(D);
   for (int i = 0; i < n; i++) {
     const float *sr = src + (size_t)i * Dp;
@@ -742,6 +763,11 @@ MMRT_CLONES static void put_tile(void *dst, size_t off, size_t ld, const float *
       for (; d < D; d++) dr[d] = sr[d];
     }
   }
+}
+
+MMRT_CLONES static void put_tile(void *dst, size_t off, size_t ld, const float *src, int n, int D,
+                                 int accumulate, int bf) {
+  put_tile_body(dst, off, ld, src, n, D, accumulate, bf);
 }
 
 /* Shape of one call; with pos, row b's queries are at positions pos[b] ..
@@ -820,10 +846,242 @@ static void fwd_item(const AttShape *a, AttWs *w, void *out, float *lse, const v
   put_tile(out, ((size_t)b * a->T + t0) * qs + (size_t)h * D, qs, w->o, nq, D, 0, bf);
 }
 
+/* The backward's inputs for one call. */
+typedef struct AttGrad {
+  AttShape a;
+  const void *dout, *q, *k, *v, *out; /* f32, or bf16 (a.bf) */
+  const float *lse, *Dt;              /* Dt: NULL on the short path (computed per tile) */
+} AttGrad;
+
+/* ---- the short path: every key in one tile (S <= ATT_TK) ----
+ * Small heads over short sequences (ViT's 50 tokens with head size 16)
+ * spent most of their time outside the products: the online softmax's
+ * scalar max and rescaling, the separate Dt pass, the calls between
+ * helpers. With one key tile the softmax is exact in one pass over a whole
+ * score row (kept in the TQ x TK tile), the backward computes each head's
+ * P and dS once and Dt from its own dO and out tiles, and the whole item is
+ * one function per ISA (AVX-512, AVX2, baseline) chosen at the first call
+ * or by mmrt_attention_isa (tests), with the tile helpers inlined. */
+
+ATT_CONTRACT_FAST
+
+/* VMAX16: the lane-wise max of two vectors (macros, not functions: GCC
+ * warns on 64-byte vectors passed by value, whose ABI differs with
+ * AVX-512). HALVES(v, OP): every lane of v becomes OP over v's 16 lanes. */
+typedef int32_t Vi16 __attribute__((vector_size(64)));
+#define VMAX16(a, b) ((Vf16)(((Vi16)(a) & ((a) > (b))) | ((Vi16)(b) & ~((a) > (b)))))
+#define VADD16(a, b) ((a) + (b))
+#define HALVES(v, OP)                                                                              \
+  do {                                                                                             \
+    v = OP(v,                                                                                      \
+           __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7));   \
+    v = OP(v,                                                                                      \
+           __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11));   \
+    v = OP(v,                                                                                      \
+           __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13));   \
+    v = OP(v,                                                                                      \
+           __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14));   \
+  } while (0)
+
+/* kb[j] = 0 where key j of row b is kept, -inf where it is dropped (key
+ * mask) or j >= S (the padding up to Sp). */
+ATT_AI void short_key_bias(const AttShape *a, int b, float *kb, int Sp) {
+  for (int j = 0; j < Sp; j++)
+    kb[j] = j < a->S && !(a->mask && a->mask[(size_t)b * a->S + j] == 0.0f) ? 0.0f : -INFINITY;
+}
+
+/* One row of the exact softmax: x = scale s + kb for keys j < n, -inf past
+ * them; s becomes p = exp(x - max) (0 where x = -inf); returns the sum and
+ * sets *m to the max (-inf, p = 0: no key seen). Sp is a multiple of 16. */
+ATT_AI float short_softmax_row(float *restrict s, const float *restrict kb, int n, int Sp,
+                               float scale, float *m) {
+  Vf16 mv = {0}, sv = {0};
+  mv -= INFINITY;
+  for (int j0 = 0; j0 < Sp; j0 += 16) {
+#pragma omp simd
+    for (int jj = 0; jj < 16; jj++)
+      s[j0 + jj] = j0 + jj < n ? scale * s[j0 + jj] + kb[j0 + jj] : -INFINITY;
+    Vf16 x = *(const Vf16u *)(s + j0);
+    mv = VMAX16(x, mv);
+  }
+  HALVES(mv, VMAX16);
+  float mx = *m = mv[0];
+  if (mx == -INFINITY) {
+    memset(s, 0, sizeof(float) * (size_t)Sp);
+    return 0.0f;
+  }
+  for (int j0 = 0; j0 < Sp; j0 += 16) {
+#pragma omp simd
+    for (int jj = 0; jj < 16; jj++) {
+      float x = s[j0 + jj];
+      s[j0 + jj] = x == -INFINITY ? 0.0f : exp_approx(x - mx);
+    }
+    sv += *(const Vf16u *)(s + j0);
+  }
+  HALVES(sv, VADD16);
+  return sv[0];
+}
+
+/* Forward work item of the short path: queries [t0, t0 + nq) of head h in
+ * row b against all S keys. */
+ATT_AI void short_fwd_body(const AttShape *a, AttWs *w, void *out, float *lse, const void *q,
+                           const void *k, const void *v, int b, int h, int t0, int nq) {
+  int D = a->D, Dp = pad16(D), S = a->S, Sp = pad16(S), off = S - a->T, bf = a->bf;
+  size_t kvs = (size_t)a->KVH * D, qs = (size_t)a->H * D;
+  size_t kb = (size_t)b * S * kvs + (size_t)(h / (a->H / a->KVH)) * D;
+  size_t qb = ((size_t)b * a->T + t0) * qs + (size_t)h * D;
+  pad_rows_body(w->qp, (size_t)Dp, q, qb, nq, qs, D, bf);
+  transpose_rows_body(w->kt, (size_t)Sp, k, kb, S, kvs, D, bf);
+  pad_rows_body(w->kp, (size_t)Dp, v, kb, S, kvs, D, bf);
+  short_key_bias(a, b, w->m, Sp);
+  tile_gemm_body(w->s, (size_t)Sp, w->qp, (size_t)Dp, 1, w->kt, (size_t)Sp, nq, Sp, D, 0);
+  for (int i = 0; i < nq; i++) {
+    float mx, l = short_softmax_row(w->s + (size_t)i * Sp, w->m,
+                                    visible_keys(t0 + i, S, off, a->causal), Sp, a->scale, &mx);
+    w->l[i] = l > 0.0f ? 1.0f / l : 0.0f;
+    if (lse) lse[((size_t)b * a->H + h) * a->T + t0 + i] = l > 0.0f ? mx + logf(l) : -INFINITY;
+  }
+  tile_gemm_body(w->o, (size_t)Dp, w->s, (size_t)Sp, 1, w->kp, (size_t)Dp, nq, Dp, S, 0);
+  for (int i = 0; i < nq; i++) {
+    float inv = w->l[i], *o = w->o + (size_t)i * Dp;
+    for (int d0 = 0; d0 < Dp; d0 += 16) *(Vf16u *)(o + d0) = *(const Vf16u *)(o + d0) * inv;
+  }
+  put_tile_body(out, qb, qs, w->o, nq, D, 0, bf);
+}
+
+/* Backward work item of the short path: KV head kh of row b with every
+ * query tile of every head of its group; each tile's P and dS computed
+ * once. dq (+)= dS K per tile; dk, dv summed over the tiles, then stored. */
+ATT_AI void short_bwd_body(const AttGrad *g, AttWs *w, int b, int kh, void *dq, void *dk, void *dv,
+                           int accumulate) {
+  const AttShape *a = &g->a;
+  int D = a->D, Dp = pad16(D), S = a->S, Sp = pad16(S), off = S - a->T, bf = a->bf;
+  int grp = a->H / a->KVH;
+  size_t kvs = (size_t)a->KVH * D, qs = (size_t)a->H * D;
+  size_t ko = (size_t)b * S * kvs + (size_t)kh * D;
+  transpose_rows_body(w->kt, (size_t)Sp, g->k, ko, S, kvs, D, bf);
+  transpose_rows_body(w->vt, (size_t)Sp, g->v, ko, S, kvs, D, bf);
+  pad_rows_body(w->kp, (size_t)Dp, g->k, ko, S, kvs, D, bf);
+  short_key_bias(a, b, w->m, Sp);
+  memset(w->dk, 0, sizeof(float) * (size_t)S * Dp);
+  memset(w->dv, 0, sizeof(float) * (size_t)S * Dp);
+  for (int gi = 0; gi < grp; gi++) {
+    int h = kh * grp + gi;
+    for (int t0 = 0; t0 < a->T; t0 += ATT_TQ) {
+      int nq = a->T - t0 < ATT_TQ ? a->T - t0 : ATT_TQ;
+      size_t o = ((size_t)b * a->T + t0) * qs + (size_t)h * D;
+      pad_rows_body(w->qp, (size_t)Dp, g->q, o, nq, qs, D, bf);
+      pad_rows_body(w->dop, (size_t)Dp, g->dout, o, nq, qs, D, bf);
+      pad_rows_body(w->op, (size_t)Dp, g->out, o, nq, qs, D, bf);
+      tile_gemm_body(w->s, (size_t)Sp, w->qp, (size_t)Dp, 1, w->kt, (size_t)Sp, nq, Sp, D, 0);
+      tile_gemm_body(w->dp, (size_t)Sp, w->dop, (size_t)Dp, 1, w->vt, (size_t)Sp, nq, Sp, D, 0);
+      const float *lse = g->lse + ((size_t)b * a->H + h) * a->T + t0;
+      for (int i = 0; i < nq; i++) {
+        const float *dor = w->dop + (size_t)i * Dp, *orow = w->op + (size_t)i * Dp;
+        float l = lse[i], sc = a->scale, *si = w->s + (size_t)i * Sp, *dpi = w->dp + (size_t)i * Sp;
+        Vf16 dv16 = {0};
+        for (int d0 = 0; d0 < Dp; d0 += 16)
+          dv16 += *(const Vf16u *)(dor + d0) * *(const Vf16u *)(orow + d0);
+        HALVES(dv16, VADD16);
+        float Dt = dv16[0];
+        int n = visible_keys(t0 + i, S, off, a->causal);
+        const float *kb = w->m;
+        for (int j0 = 0; j0 < Sp; j0 += 16) {
+#pragma omp simd
+          for (int jj = 0; jj < 16; jj++)
+            si[j0 + jj] = j0 + jj < n && kb[j0 + jj] == 0.0f ? sc * si[j0 + jj] - l : -INFINITY;
+#pragma omp simd
+          for (int jj = 0; jj < 16; jj++) {
+            float x = si[j0 + jj], p = x == -INFINITY ? 0.0f : exp_approx(x);
+            si[j0 + jj] = p;
+            dpi[j0 + jj] = p * (dpi[j0 + jj] - Dt) * sc;
+          }
+        }
+      }
+      if (dq) {
+        tile_gemm_body(w->o, (size_t)Dp, w->dp, (size_t)Sp, 1, w->kp, (size_t)Dp, nq, Dp, S, 0);
+        put_tile_body(dq, o, qs, w->o, nq, D, accumulate, bf);
+      }
+      if (dv)
+        tile_gemm_body(w->dv, (size_t)Dp, w->s, 1, (size_t)Sp, w->dop, (size_t)Dp, S, Dp, nq, 1);
+      if (dk)
+        tile_gemm_body(w->dk, (size_t)Dp, w->dp, 1, (size_t)Sp, w->qp, (size_t)Dp, S, Dp, nq, 1);
+    }
+  }
+  if (dk) put_tile_body(dk, ko, kvs, w->dk, S, D, accumulate, bf);
+  if (dv) put_tile_body(dv, ko, kvs, w->dv, S, D, accumulate, bf);
+}
+
+/* One build of the two items per ISA. */
+#define ATT_SHORT_ISA(SUF, TARGET)                                                                 \
+  TARGET static void short_fwd_##SUF(const AttShape *a, AttWs *w, void *out, float *lse,           \
+                                     const void *q, const void *k, const void *v, int b, int h,    \
+                                     int t0, int nq) {                                             \
+    short_fwd_body(a, w, out, lse, q, k, v, b, h, t0, nq);                                         \
+  }                                                                                                \
+  TARGET static void short_bwd_##SUF(const AttGrad *g, AttWs *w, int b, int kh, void *dq,          \
+                                     void *dk, void *dv, int accumulate) {                         \
+    short_bwd_body(g, w, b, kh, dq, dk, dv, accumulate);                                           \
+  }
+ATT_SHORT_ISA(base, )
+#ifdef MMRT_HAVE_CLONES
+ATT_SHORT_ISA(avx2, __attribute__((target("arch=x86-64-v3"))))
+ATT_SHORT_ISA(avx512, __attribute__((target("arch=x86-64-v4"))))
+#endif
+#undef ATT_SHORT_ISA
+
+ATT_CONTRACT_END
+
+typedef struct AttShortFns {
+  void (*fwd)(const AttShape *, AttWs *, void *, float *, const void *, const void *, const void *,
+              int, int, int, int);
+  void (*bwd)(const AttGrad *, AttWs *, int, int, void *, void *, void *, int);
+} AttShortFns;
+
+static const AttShortFns att_short_isas[3] = {
+    {short_fwd_base, short_bwd_base},
+#ifdef MMRT_HAVE_CLONES
+    {short_fwd_avx2, short_bwd_avx2},
+    {short_fwd_avx512, short_bwd_avx512},
+#endif
+};
+
+static int att_isa = -1; /* the short path's ISA: MMRT_ISA_*, -1 until chosen */
+
+static int isa_supported(int isa) {
+#ifdef MMRT_HAVE_CLONES
+  if (isa == MMRT_ISA_AVX512)
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  if (isa == MMRT_ISA_AVX2)
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("bmi2");
+#endif
+  return isa == MMRT_ISA_BASE;
+}
+
+int mmrt_attention_isa(int isa) {
+  if (isa < 0) {
+    att_isa = isa_supported(MMRT_ISA_AVX512) ? MMRT_ISA_AVX512
+              : isa_supported(MMRT_ISA_AVX2) ? MMRT_ISA_AVX2
+                                             : MMRT_ISA_BASE;
+    return att_isa;
+  }
+  if (isa > MMRT_ISA_AVX512 || !isa_supported(isa)) return -1;
+  return att_isa = isa;
+}
+
+/* Called outside parallel regions (the first call chooses). */
+static const AttShortFns *att_short(void) {
+  if (att_isa < 0) mmrt_attention_isa(-1);
+  return &att_short_isas[att_isa];
+}
+
 static void attention_fwd(const AttShape *a, void *out, float *lse, const void *q, const void *k,
                           const void *v, const char *what) {
   attention_check(a->H, a->KVH, a->D, what);
   int nblk = (a->T + ATT_TQ - 1) / ATT_TQ;
+  const AttShortFns *sh = !a->pos && a->S <= ATT_TK ? att_short() : NULL;
 #pragma omp parallel
   {
     AttWs w = att_ws(a->D, what);
@@ -832,7 +1090,10 @@ static void attention_fwd(const AttShape *a, void *out, float *lse, const void *
       for (int h = 0; h < a->H; h++)
         for (int blk = 0; blk < nblk; blk++) {
           int t0 = blk * ATT_TQ, nq = a->T - t0 < ATT_TQ ? a->T - t0 : ATT_TQ;
-          fwd_item(a, &w, out, lse, q, k, v, b, h, t0, nq);
+          if (sh)
+            sh->fwd(a, &w, out, lse, q, k, v, b, h, t0, nq);
+          else
+            fwd_item(a, &w, out, lse, q, k, v, b, h, t0, nq);
         }
     free(w.s);
   }
@@ -857,13 +1118,6 @@ void mmrt_attention_pos_fwd(float *out, const float *q, const float *k, const fl
   AttShape a = {B, n, S, H, KVH, D, 1, scale, pos, 0, NULL};
   attention_fwd(&a, out, NULL, q, k, v, "mmrt_attention_cached_fwd");
 }
-
-/* The backward's inputs for one call. */
-typedef struct AttGrad {
-  AttShape a;
-  const void *dout, *q, *k, *v; /* f32, or bf16 (a.bf) */
-  const float *lse, *Dt;
-} AttGrad;
 
 /* Key tile [s0, s0 + nk) of KV head kh in row b into the workspace: K and V
  * transposed (the scores' and dP's right operands), K padded (dq's). */
@@ -946,7 +1200,22 @@ static void attention_bwd(void *dq, void *dk, void *dv, const void *dout, const 
                           int accumulate, int bf, const float *mask, const char *what) {
   attention_check(H, KVH, D, what);
   size_t qs = (size_t)H * D;
+  int nkb = (S + ATT_TK - 1) / ATT_TK, nqb = (T + ATT_TQ - 1) / ATT_TQ, grp = H / KVH;
+  AttGrad g = {{B, T, S, H, KVH, D, causal, scale, NULL, bf, mask}, dout, q, k, v, out, lse, NULL};
+  if (nkb <= 1 && (B * KVH >= 16 || nqb == 1)) { /* the short path */
+    const AttShortFns *sh = att_short();
+#pragma omp parallel
+    {
+      AttWs w = att_ws(D, what);
+#pragma omp for collapse(2) schedule(dynamic)
+      for (int b = 0; b < B; b++)
+        for (int kh = 0; kh < KVH; kh++) sh->bwd(&g, &w, b, kh, dq, dk, dv, accumulate);
+      free(w.s);
+    }
+    return;
+  }
   float *Dt = xmalloc(sizeof(float) * (size_t)B * H * T, what);
+  g.Dt = Dt;
 #pragma omp parallel for collapse(3) schedule(static)
   for (int b = 0; b < B; b++)
     for (int h = 0; h < H; h++)
@@ -956,8 +1225,6 @@ static void attention_bwd(void *dq, void *dk, void *dv, const void *dout, const 
         for (int d = 0; d < D; d++) s += att_el(dout, off + d, bf) * att_el(out, off + d, bf);
         Dt[((size_t)b * H + h) * T + t] = s;
       }
-  AttGrad g = {{B, T, S, H, KVH, D, causal, scale, NULL, bf, mask}, dout, q, k, v, lse, Dt};
-  int nkb = (S + ATT_TK - 1) / ATT_TK, nqb = (T + ATT_TQ - 1) / ATT_TQ, grp = H / KVH;
   size_t es = bf ? sizeof(uint16_t) : sizeof(float);
   if ((B * KVH >= 16 || (nkb == 1 && nqb == 1)) && (!bf || nkb == 1)) {
 #pragma omp parallel

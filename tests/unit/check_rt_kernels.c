@@ -1156,34 +1156,88 @@ START_TEST(test_attention_mask) {
 }
 END_TEST
 
+/* mmrt_attention_fwd and _bwd against the naive forward and backward only
+ * (finite differences at larger sizes would take minutes). */
+static void attention_ref_case(int B, int T, int S, int H, int KVH, int D, int causal) {
+  size_t nq = (size_t)B * T * H * D, nk = (size_t)B * S * KVH * D;
+  size_t nl = (size_t)B * H * T;
+  float scale = 1.0f / sqrtf((float)D);
+  float *q = rnd(nq), *k = rnd(nk), *v = rnd(nk), *gy = rnd(nq);
+  AttnCtx c = {B,     T,          S,          H,          KVH,         D,        causal,
+               scale, tod(q, nq), tod(k, nk), tod(v, nk), tod(gy, nq), dvec(nq), dvec(nl)};
+  char name[160];
+  snprintf(name, sizeof name, "attention B=%d T=%d S=%d H=%d KVH=%d D=%d causal=%d", B, T, S, H,
+           KVH, D, causal);
+  float *out = fvec(nq), *lse = fvec(nl);
+  mmrt_attention_fwd(out, lse, q, k, v, B, T, S, H, KVH, D, causal, scale);
+  double *rq = dvec(nq), *rk = dvec(nk), *rv = dvec(nk);
+  attention_bwd_ref(&c, rq, rk, rv); /* also runs the forward */
+  CHECK_CLOSE(out, c.out, nq, TOL, name);
+  float *lf = fcopy(lse, nl); /* rows that see no key: lse = -inf in both; compare the rest */
+  for (size_t i = 0; i < nl; i++)
+    if (isinf(c.lse[i])) {
+      ck_assert_msg(isinf(lse[i]) && lse[i] < 0, "%s: lse not -inf", name);
+      lf[i] = 0.0f, c.lse[i] = 0.0;
+    }
+  CHECK_CLOSE(lf, c.lse, nl, TOL, name);
+  float *dq = fvec(nq), *dk = fvec(nk), *dv = fvec(nk);
+  mmrt_attention_bwd(dq, dk, dv, gy, q, k, v, out, lse, B, T, S, H, KVH, D, causal, scale, 0);
+  CHECK_CLOSE(dq, rq, nq, TOL, name);
+  CHECK_CLOSE(dk, rk, nk, TOL, name);
+  CHECK_CLOSE(dv, rv, nk, TOL, name);
+}
+
 /* Sizes past the kernels' 64 x 64 tiles (T, S > 64, D not a multiple of
- * 16), against the naive forward and backward only: finite differences at
- * this size would take minutes. B * KVH = 2 takes the backward that splits
- * dq from dk, dv (few work items), B * KVH = 16 the one whose items own a
- * whole (row, KV head). */
+ * 16). B * KVH = 2 takes the backward that splits dq from dk, dv (few work
+ * items), B * KVH = 16 the one whose items own a whole (row, KV head). */
 START_TEST(test_attention_large) {
-  static const int shapes[][4] = {{1, 2, 4, 72}, {8, 2, 6, 19}}; /* B, KVH, H, D */
-  for (int c2 = 0; c2 < 4; c2++) {
-    int causal = c2 & 1, B = shapes[c2 >> 1][0], T = 67, S = 83, H = shapes[c2 >> 1][2],
-        KVH = shapes[c2 >> 1][1], D = shapes[c2 >> 1][3];
-    size_t nq = (size_t)B * T * H * D, nk = (size_t)B * S * KVH * D;
-    size_t nl = (size_t)B * H * T;
-    float scale = 1.0f / sqrtf((float)D);
-    float *q = rnd(nq), *k = rnd(nk), *v = rnd(nk), *gy = rnd(nq);
-    AttnCtx c = {B,     T,          S,          H,          KVH,         D,        causal,
-                 scale, tod(q, nq), tod(k, nk), tod(v, nk), tod(gy, nq), dvec(nq), dvec(nl)};
-    float *out = fvec(nq), *lse = fvec(nl);
-    mmrt_attention_fwd(out, lse, q, k, v, B, T, S, H, KVH, D, causal, scale);
-    double *rq = dvec(nq), *rk = dvec(nk), *rv = dvec(nk);
-    attention_bwd_ref(&c, rq, rk, rv); /* also runs the forward */
-    CHECK_CLOSE(out, c.out, nq, TOL, "attention large fwd");
-    CHECK_CLOSE(lse, c.lse, nl, TOL, "attention large lse");
-    float *dq = fvec(nq), *dk = fvec(nk), *dv = fvec(nk);
-    mmrt_attention_bwd(dq, dk, dv, gy, q, k, v, out, lse, B, T, S, H, KVH, D, causal, scale, 0);
-    CHECK_CLOSE(dq, rq, nq, TOL, "attention large dq");
-    CHECK_CLOSE(dk, rk, nk, TOL, "attention large dk");
-    CHECK_CLOSE(dv, rv, nk, TOL, "attention large dv");
+  for (int causal = 0; causal <= 1; causal++) {
+    attention_ref_case(1, 67, 83, 4, 2, 72, causal);
+    attention_ref_case(8, 67, 83, 6, 2, 19, causal);
   }
+}
+END_TEST
+
+/* libgomp's, linked with the runtime (this file is not built with -fopenmp) */
+void omp_set_num_threads(int n);
+
+/* The short path (every key in one 64-key tile) in each ISA build this CPU
+ * runs (mmrt_attention_isa forces it): odd sizes, causal and not, GQA and
+ * MQA, two query tiles, S = 64, the key mask; and the same bits for 1, 2
+ * and 3 threads. */
+START_TEST(test_attention_isas) {
+  static const char *names[] = {"baseline", "AVX2", "AVX-512"};
+  for (int isa = MMRT_ISA_BASE; isa <= MMRT_ISA_AVX512; isa++) {
+    if (mmrt_attention_isa(isa) != isa) {
+      printf("attention short path: no %s build on this CPU, not checked\n", names[isa]);
+      continue;
+    }
+    attention_ref_case(3, 5, 7, 6, 2, 8, 1);    /* GQA, the queries the last 5 of 7 */
+    attention_ref_case(2, 50, 50, 4, 4, 16, 0); /* ViTFashion's heads */
+    attention_ref_case(8, 67, 61, 6, 2, 19, 1); /* two query tiles, B * KVH = 16 */
+    attention_ref_case(1, 9, 64, 2, 1, 40, 0);  /* MQA, S = 64 */
+    attention_ref_case(1, 70, 30, 2, 1, 16, 1); /* short forward, split backward */
+    attention_mask_case(5, 7, 4, 2, 8, 0, 0);
+    attention_mask_case(9, 37, 2, 1, 19, 1, 0);
+    enum { B = 3, T = 21, S = 21, H = 4, KVH = 2, D = 24 };
+    size_t nq = (size_t)B * T * H * D, nk = (size_t)B * S * KVH * D, nl = (size_t)B * H * T;
+    float *q = rnd(nq), *k = rnd(nk), *v = rnd(nk), *gy = rnd(nq), *r[3][5];
+    for (int t = 0; t < 3; t++) {
+      omp_set_num_threads(t + 1);
+      float *o = r[t][0] = fvec(nq), *l = r[t][1] = fvec(nl);
+      mmrt_attention_fwd(o, l, q, k, v, B, T, S, H, KVH, D, 1, 0.3f);
+      r[t][2] = fvec(nq), r[t][3] = fvec(nk), r[t][4] = fvec(nk);
+      mmrt_attention_bwd(r[t][2], r[t][3], r[t][4], gy, q, k, v, o, l, B, T, S, H, KVH, D, 1, 0.3f,
+                         0);
+    }
+    omp_set_num_threads(2);
+    size_t len[5] = {nq, nl, nq, nk, nk};
+    for (int t = 1; t < 3; t++)
+      for (int i = 0; i < 5; i++)
+        ck_assert_msg(!memcmp(r[0][i], r[t][i], len[i] * sizeof(float)),
+                      "attention %s: output %d has other bits at %d threads", names[isa], i, t + 1);
+  }
+  ck_assert_int_ge(mmrt_attention_isa(-1), MMRT_ISA_BASE);
 }
 END_TEST
 
@@ -1456,9 +1510,6 @@ START_TEST(test_adamw) {
 }
 END_TEST
 
-/* libgomp's, linked with the runtime (this file is not built with -fopenmp) */
-void omp_set_num_threads(int n);
-
 /* The update of a list of tensors in one call equals one call per tensor
  * bit for bit; sums split in fixed blocks (reduce_sum, sum_squares) have the
  * same bits for 1, 2 and 3 threads and equal a double-precision loop. */
@@ -1596,6 +1647,7 @@ static Suite *kernels_suite(void) {
   tcase_add_test(tc, test_attention_empty_rows);
   tcase_add_test(tc, test_attention_large);
   tcase_add_test(tc, test_attention_mask);
+  tcase_add_test(tc, test_attention_isas);
   tcase_add_test(tc, test_cross_entropy);
   tcase_add_test(tc, test_embedding);
   tcase_add_test(tc, test_binary_broadcast);
