@@ -53,7 +53,8 @@
  * classifier: stdlib_models/frame_classifier.mm), every frame of every
  * decoded clip is classified (argmax over the first 10 logits) and the
  * sampler prints the fraction named as the prompt's class (each prompt must
- * then be a clip caption, "a <class> moving <direction>").
+ * then be a clip caption, "a <class> moving <direction>") and, per prompted
+ * class, how many frames were named as each class (the confusion rows).
  * Prints "sample: K clips ... in X s (Y clips/s)". Runs on one rank. */
 #include <errno.h>
 #include <math.h>
@@ -89,10 +90,12 @@ typedef struct Smp {
   MmrtTokenizer tok;
   int32_t *ids; /* [nprompts, L] */
   /* @classify: N frames a call, K classes; the prompts' classes; per class
-   * the frames sampled for it and those the classifier named so */
+   * the frames sampled for it and those the classifier named so, and the
+   * frames named as each class (named[prompted][named]) */
   int64_t N, K;
   int label[MAX_PROMPTS];
   int64_t frames[MMRT_FMNIST_CLASSES], hits[MMRT_FMNIST_CLASSES];
+  int64_t named[MMRT_FMNIST_CLASSES][MMRT_FMNIST_CLASSES];
 } Smp;
 
 #define fail(...) mmrt_fail("sampler", __VA_ARGS__)
@@ -420,7 +423,7 @@ static int classify(Smp *s, const float *clip, int label) {
       int64_t best = 0;
       for (int64_t k = 1; k < MMRT_FMNIST_CLASSES; k++)
         if (lg[r * s->K + k] > lg[r * s->K + best]) best = k;
-      s->frames[label]++, s->hits[label] += best == label;
+      s->frames[label]++, s->hits[label] += best == label, s->named[label][best]++;
     }
   }
   return 0;
@@ -570,6 +573,14 @@ static int run(Smp *s) {
     }
     printf("\nclassify: %lld of %lld frames (%.2f%%) recognised as the prompted class\n",
            (long long)hit, (long long)fr, fr ? 100.0 * (double)hit / (double)fr : 0.0);
+    printf("classify: frames named as class 0 .. 9, by prompted class:");
+    for (int l = 0; l < MMRT_FMNIST_CLASSES; l++) {
+      if (!s->frames[l]) continue;
+      printf(" %d:", l);
+      for (int k = 0; k < MMRT_FMNIST_CLASSES; k++)
+        printf("%s%lld", k ? "," : "", (long long)s->named[l][k]);
+    }
+    printf("\n");
   }
   if (dump && fclose(dump) != 0 && !rc) rc = fail("--dump %s: cannot write", s->dump);
   if (raw && fclose(raw) != 0 && !rc) rc = fail("--raw %s: cannot write", s->raw);

@@ -103,8 +103,22 @@ if [ "$n_gif" = 3 ] && [ "$raw" = $((4 * 17 * 64 * 64)) ] && [ "$rows" = 4 ] &&
   echo "ok: --prompts (2) x --clips 2: 4 clips in --raw and samples.tsv, --show 3 GIFs"
   if grep -Eq "^classify: by prompted class .* 7 [0-9]+/34 8 [0-9]+/34$" d.txt &&
     grep -Eq "^classify: [0-9]+ of 68 frames" d.txt; then
-    echo "ok: @classify named every frame: $(tail -1 d.txt)"
+    echo "ok: @classify named every frame: $(grep 'frames (' d.txt)"
   else bad "classify: expected 34 frames of class 7 and 34 of class 8: $(cat d.txt)"; fi
+  # the confusion rows: classes 7 and 8 only, each summing to its 34 frames,
+  # the diagonal the frames recognised
+  if /usr/bin/python3 - d.txt << 'EOF'; then
+import re, sys
+t = open(sys.argv[1]).read()
+hits = dict((int(a), int(b)) for a, b in re.findall(r" (\d) (\d+)/34", t))
+rows = re.search(r"^classify: frames named as class 0 .. 9, by prompted class: (.*)$", t, re.M)
+rows = dict((int(a), [int(v) for v in b.split(",")]) for a, b in re.findall(r"(\d):([\d,]+)", rows.group(1)))
+ok = sorted(rows) == [7, 8] and all(len(r) == 10 and sum(r) == 34 and r[c] == hits[c] for c, r in rows.items())
+print(("ok" if ok else "FAIL") + ": the confusion rows %s against the hits %s" % (rows, hits))
+sys.exit(0 if ok else 1)
+EOF
+    :
+  else bad "classify: the confusion rows do not match the frames and hits"; fi
 else
   bad "--prompts/--clips/--show/--raw: $n_gif GIFs, $raw raw bytes, $rows rows"
 fi

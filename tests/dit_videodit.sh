@@ -10,6 +10,8 @@
 #    the trainer's initial weights and batches (latents, captions, noise,
 #    timesteps), 3 AdamW steps, the T5 encoder frozen: losses to 1e-5
 #    relative, every tensor to 1e-3 of its update, frozen ones bit for bit;
+#    and VideoDiTTinyPooled (VideoDiT pooled = 1: the mean text feature in
+#    AdaLN-single); pooled = 2 is refused at the model's line;
 # 3. the DDPM module against independent formulas to 1e-6
 #    (tests/dit/ddpm_probe.mm, tests/torch/videodit_formulas.py): the whole
 #    table (sqrt(abar), sqrt(1 - abar), min-SNR weight), x_t, the v target,
@@ -35,12 +37,21 @@ print(videoditref.count_osp13())")
 echo "OpenSoraT2V_v1_3-2B/122: mmc stats $mmc_count, torch meta-device count $ref_count"
 [ "$mmc_count" = "$ref_count" ] || { echo "FAIL: the counts differ"; fail=1; }
 
-for m in VideoDiTTiny VideoDiTTinyFlow; do
+for m in VideoDiTTiny VideoDiTTinyFlow VideoDiTTinyPooled; do
   "$MMC" compile "$S/videodit.mm" --model $m -o $m
   ./$m --steps 0 --save-weights $m.init.st --eval-batches 1 --quiet > /dev/null 2>&1
   ./$m --steps 3 --save-weights $m.final.st --dump-inputs $m.in --log $m.jsonl --eval-batches 1 --quiet > /dev/null 2>&1
   /usr/bin/python3 "$P/t5_parity.py" "$S/videodit.mm" $m $m.init.st $m.in $m.jsonl $m.final.st 3 || fail=1
 done
+
+printf 'import "videodit.mm"\nmodel P2 extends VideoDiTTiny {\n  dit = VideoDiT(channels = 8, frames = 5, height = 8, width = 8, depth = 1, heads = 2,\n    head_dim = 24, text_dim = 32, pooled = 2)\n}\n' > p2.mm
+if "$MMC" compile -I "$S" p2.mm --model P2 -o p2 > p2.txt 2>&1; then
+  echo "FAIL: VideoDiT pooled = 2 compiled"; fail=1
+elif grep -q "videodit.mm:[0-9]*:[0-9]*: error: VideoDiT takes pooled = 0" p2.txt; then
+  echo "ok: pooled = 2 refused: $(grep -m1 'VideoDiT takes' p2.txt)"
+else
+  echo "FAIL: pooled = 2: $(cat p2.txt)"; fail=1
+fi
 
 "$MMC" compile -I "$S" "$MMC_SOURCE_DIR/tests/dit/ddpm_probe.mm" -o probe
 ./probe --steps 1 --save-weights probe.st --dump-inputs probe.in --eval-batches 1 --quiet > /dev/null 2>&1

@@ -14,7 +14,7 @@
 #      in turn), classifying every frame: the fraction named as the prompted
 #      class, samples/s, the wall time of each stage, one PNG strip.
 # Usage: tools/t2v.sh [OUT] with, in the environment (defaults in brackets):
-#   CLS_STEPS [2000] classifier steps, DIT_STEPS [3500] DiT steps,
+#   CLS_STEPS [2000] classifier steps, DIT_STEPS [10000] DiT steps,
 #   CLIPS [1000] sampled clips (a multiple of 100: 10 prompts x 10 classes),
 #   SAMPLE_STEPS [25], GUIDANCE [4], MMC [build/mmc], NICE [10];
 #   VAE_WEIGHTS (a WFVAETiny weights file, e.g. its trainer's --save-weights):
@@ -27,7 +27,7 @@ SRC=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${1:-t2v_run}
 MMC=${MMC:-$SRC/build/mmc}
 CLS_STEPS=${CLS_STEPS:-2000}
-DIT_STEPS=${DIT_STEPS:-3500}
+DIT_STEPS=${DIT_STEPS:-10000}
 CLIPS=${CLIPS:-1000}
 SAMPLE_STEPS=${SAMPLE_STEPS:-25}
 GUIDANCE=${GUIDANCE:-4}

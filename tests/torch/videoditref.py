@@ -78,7 +78,7 @@ def dit_attention(P, name, x, ctx, heads, grid=None, keep=None):
     return lin(P, name + ".to_out", o)
 
 
-def videodit(P, name, x, t, text, depth, heads, patch=2, keep=None):
+def videodit(P, name, x, t, text, depth, heads, patch=2, keep=None, pooled=False):
     B, C, T, H, W = x.shape
     dim = P[name + ".scale_shift_table"].shape[1]
     gh, gw = H // patch, W // patch
@@ -89,6 +89,10 @@ def videodit(P, name, x, t, text, depth, heads, patch=2, keep=None):
     te = timestep_embedding(t)
     emb = lin(P, name + ".adaln_single.emb.timestep_embedder.linear_2",
               F.silu(lin(P, name + ".adaln_single.emb.timestep_embedder.linear_1", te)))
+    if pooled:  # SD3's CombinedTimestepTextProjEmbeddings: + the projected mean text feature
+        m = (text * keep[:, :, None]).sum(1) / keep.sum(1, keepdim=True)
+        emb = emb + lin(P, name + ".pooled_projection.linear_2",
+                        F.gelu(lin(P, name + ".pooled_projection.linear_1", m), approximate="tanh"))
     temb = lin(P, name + ".adaln_single.linear", F.silu(emb))  # [B, 6 dim]
     ctx = lin(P, name + ".caption_projection.linear_2",
               F.gelu(lin(P, name + ".caption_projection.linear_1", text), approximate="tanh"))
@@ -113,8 +117,8 @@ def videodit(P, name, x, t, text, depth, heads, patch=2, keep=None):
 ABAR = ddpm_schedule()
 
 
-def videodit_tiny(P, latents, text, noise, t_uniform):
-    """stdlib_models/videodit.mm, model VideoDiTTiny."""
+def videodit_tiny(P, latents, text, noise, t_uniform, pooled=False):
+    """stdlib_models/videodit.mm, model VideoDiTTiny (VideoDiTTinyPooled: pooled)."""
     import t5ref
     feats = t5ref.t5_encoder(P, "text_encoder", text, depth=1, heads=2, head_dim=16, buckets=8, max_distance=16)
     t = (t_uniform * 1000).long()
@@ -122,7 +126,8 @@ def videodit_tiny(P, latents, text, noise, t_uniform):
     a = ab.sqrt().float().view(-1, 1, 1, 1, 1)
     s = (1 - ab).sqrt().float().view(-1, 1, 1, 1, 1)
     xt = a * latents + s * noise
-    pred = videodit(P, "dit", xt, t.float(), feats, depth=2, heads=2, keep=(text != 0).float())
+    pred = videodit(P, "dit", xt, t.float(), feats, depth=2, heads=2, keep=(text != 0).float(),
+                    pooled=pooled)
     target = a * noise - s * latents  # v-prediction
     w = torch.tensor(min_snr_weight(ab.numpy())).float()
     return (F.mse_loss(pred, target, reduction="none").mean(dim=[1, 2, 3, 4]) * w).mean()
@@ -139,11 +144,16 @@ def videodit_tiny_flow(P, latents, text, noise, t_normal):
     return F.mse_loss(pred, noise - latents)
 
 
+def videodit_tiny_pooled(P, latents, text, noise, t_uniform):
+    return videodit_tiny(P, latents, text, noise, t_uniform, pooled=True)
+
+
 videodit_tiny.inputs = ("latents", "text", "noise", "t_uniform")
+videodit_tiny_pooled.inputs = videodit_tiny.inputs
 videodit_tiny_flow.inputs = ("latents", "text", "noise", "t_normal")
 # VideoDiTTinyT5: VideoDiTTiny with the T5 encoder trained (tests/dit_t5.sh)
 MODELS = {"VideoDiTTiny": videodit_tiny, "VideoDiTTinyFlow": videodit_tiny_flow,
-          "VideoDiTTinyT5": videodit_tiny}
+          "VideoDiTTinyT5": videodit_tiny, "VideoDiTTinyPooled": videodit_tiny_pooled}
 
 
 def count_osp13(layers=32, heads=24, head_dim=96, in_channels=8, caption_channels=4096, cross_dim=2304,
