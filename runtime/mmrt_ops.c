@@ -922,30 +922,48 @@ ATT_AI float short_softmax_row(float *restrict s, const float *restrict kb, int 
   return sv[0];
 }
 
+/* n rows at src + off (stride ld) as a tile operand: read in place when
+ * they are whole f32 vectors (D % 16 == 0), else padded (and widened) into
+ * buf (stride Dp). *lds: the stride of the returned rows. */
+ATT_AI const float *rows_view(float *buf, int Dp, const void *src, size_t off, int n, size_t ld,
+                              int D, int bf, size_t *lds) {
+  if (!bf && D % 16 == 0) {
+    *lds = ld;
+    return (const float *)src + off;
+  }
+  pad_rows_body(buf, (size_t)Dp, src, off, n, ld, D, bf);
+  *lds = (size_t)Dp;
+  return buf;
+}
+
 /* Forward work item of the short path: queries [t0, t0 + nq) of head h in
- * row b against all S keys. */
+ * row b against all S keys. P is normalised before P V, so that (f32, whole
+ * vectors) the product is written to out in place. */
 ATT_AI void short_fwd_body(const AttShape *a, AttWs *w, void *out, float *lse, const void *q,
                            const void *k, const void *v, int b, int h, int t0, int nq) {
   int D = a->D, Dp = pad16(D), S = a->S, Sp = pad16(S), off = S - a->T, bf = a->bf;
   size_t kvs = (size_t)a->KVH * D, qs = (size_t)a->H * D;
   size_t kb = (size_t)b * S * kvs + (size_t)(h / (a->H / a->KVH)) * D;
   size_t qb = ((size_t)b * a->T + t0) * qs + (size_t)h * D;
-  pad_rows_body(w->qp, (size_t)Dp, q, qb, nq, qs, D, bf);
+  size_t ldq, ldv;
+  const float *qr = rows_view(w->qp, Dp, q, qb, nq, qs, D, bf, &ldq);
   transpose_rows_body(w->kt, (size_t)Sp, k, kb, S, kvs, D, bf);
-  pad_rows_body(w->kp, (size_t)Dp, v, kb, S, kvs, D, bf);
+  const float *vr = rows_view(w->kp, Dp, v, kb, S, kvs, D, bf, &ldv);
   short_key_bias(a, b, w->m, Sp);
-  tile_gemm_body(w->s, (size_t)Sp, w->qp, (size_t)Dp, 1, w->kt, (size_t)Sp, nq, Sp, D, 0);
+  tile_gemm_body(w->s, (size_t)Sp, qr, ldq, 1, w->kt, (size_t)Sp, nq, Sp, D, 0);
   for (int i = 0; i < nq; i++) {
-    float mx, l = short_softmax_row(w->s + (size_t)i * Sp, w->m,
-                                    visible_keys(t0 + i, S, off, a->causal), Sp, a->scale, &mx);
-    w->l[i] = l > 0.0f ? 1.0f / l : 0.0f;
+    float mx, *si = w->s + (size_t)i * Sp;
+    float l =
+        short_softmax_row(si, w->m, visible_keys(t0 + i, S, off, a->causal), Sp, a->scale, &mx);
+    float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    for (int j0 = 0; j0 < Sp; j0 += 16) *(Vf16u *)(si + j0) = *(const Vf16u *)(si + j0) * inv;
     if (lse) lse[((size_t)b * a->H + h) * a->T + t0 + i] = l > 0.0f ? mx + logf(l) : -INFINITY;
   }
-  tile_gemm_body(w->o, (size_t)Dp, w->s, (size_t)Sp, 1, w->kp, (size_t)Dp, nq, Dp, S, 0);
-  for (int i = 0; i < nq; i++) {
-    float inv = w->l[i], *o = w->o + (size_t)i * Dp;
-    for (int d0 = 0; d0 < Dp; d0 += 16) *(Vf16u *)(o + d0) = *(const Vf16u *)(o + d0) * inv;
+  if (ldq != (size_t)Dp) { /* f32 in place */
+    tile_gemm_body((float *)out + qb, qs, w->s, (size_t)Sp, 1, vr, ldv, nq, Dp, S, 0);
+    return;
   }
+  tile_gemm_body(w->o, (size_t)Dp, w->s, (size_t)Sp, 1, vr, ldv, nq, Dp, S, 0);
   put_tile_body(out, qb, qs, w->o, nq, D, 0, bf);
 }
 
@@ -961,7 +979,8 @@ ATT_AI void short_bwd_body(const AttGrad *g, AttWs *w, int b, int kh, void *dq, 
   size_t ko = (size_t)b * S * kvs + (size_t)kh * D;
   transpose_rows_body(w->kt, (size_t)Sp, g->k, ko, S, kvs, D, bf);
   transpose_rows_body(w->vt, (size_t)Sp, g->v, ko, S, kvs, D, bf);
-  pad_rows_body(w->kp, (size_t)Dp, g->k, ko, S, kvs, D, bf);
+  size_t ldk, ldq, ldo, ldd;
+  const float *kr = rows_view(w->kp, Dp, g->k, ko, S, kvs, D, bf, &ldk);
   short_key_bias(a, b, w->m, Sp);
   memset(w->dk, 0, sizeof(float) * (size_t)S * Dp);
   memset(w->dv, 0, sizeof(float) * (size_t)S * Dp);
@@ -970,18 +989,18 @@ ATT_AI void short_bwd_body(const AttGrad *g, AttWs *w, int b, int kh, void *dq, 
     for (int t0 = 0; t0 < a->T; t0 += ATT_TQ) {
       int nq = a->T - t0 < ATT_TQ ? a->T - t0 : ATT_TQ;
       size_t o = ((size_t)b * a->T + t0) * qs + (size_t)h * D;
-      pad_rows_body(w->qp, (size_t)Dp, g->q, o, nq, qs, D, bf);
-      pad_rows_body(w->dop, (size_t)Dp, g->dout, o, nq, qs, D, bf);
-      pad_rows_body(w->op, (size_t)Dp, g->out, o, nq, qs, D, bf);
-      tile_gemm_body(w->s, (size_t)Sp, w->qp, (size_t)Dp, 1, w->kt, (size_t)Sp, nq, Sp, D, 0);
-      tile_gemm_body(w->dp, (size_t)Sp, w->dop, (size_t)Dp, 1, w->vt, (size_t)Sp, nq, Sp, D, 0);
+      const float *qr = rows_view(w->qp, Dp, g->q, o, nq, qs, D, bf, &ldq);
+      const float *dor = rows_view(w->dop, Dp, g->dout, o, nq, qs, D, bf, &ldd);
+      const float *outr = rows_view(w->op, Dp, g->out, o, nq, qs, D, bf, &ldo);
+      tile_gemm_body(w->s, (size_t)Sp, qr, ldq, 1, w->kt, (size_t)Sp, nq, Sp, D, 0);
+      tile_gemm_body(w->dp, (size_t)Sp, dor, ldd, 1, w->vt, (size_t)Sp, nq, Sp, D, 0);
       const float *lse = g->lse + ((size_t)b * a->H + h) * a->T + t0;
       for (int i = 0; i < nq; i++) {
-        const float *dor = w->dop + (size_t)i * Dp, *orow = w->op + (size_t)i * Dp;
+        const float *dori = dor + (size_t)i * ldd, *orow = outr + (size_t)i * ldo;
         float l = lse[i], sc = a->scale, *si = w->s + (size_t)i * Sp, *dpi = w->dp + (size_t)i * Sp;
         Vf16 dv16 = {0};
         for (int d0 = 0; d0 < Dp; d0 += 16)
-          dv16 += *(const Vf16u *)(dor + d0) * *(const Vf16u *)(orow + d0);
+          dv16 += *(const Vf16u *)(dori + d0) * *(const Vf16u *)(orow + d0);
         HALVES(dv16, VADD16);
         float Dt = dv16[0];
         int n = visible_keys(t0 + i, S, off, a->causal);
@@ -998,14 +1017,14 @@ ATT_AI void short_bwd_body(const AttGrad *g, AttWs *w, int b, int kh, void *dq, 
           }
         }
       }
-      if (dq) {
-        tile_gemm_body(w->o, (size_t)Dp, w->dp, (size_t)Sp, 1, w->kp, (size_t)Dp, nq, Dp, S, 0);
+      if (dq && ldk != (size_t)Dp) /* f32 in place */
+        tile_gemm_body((float *)dq + o, qs, w->dp, (size_t)Sp, 1, kr, ldk, nq, Dp, S, accumulate);
+      else if (dq) {
+        tile_gemm_body(w->o, (size_t)Dp, w->dp, (size_t)Sp, 1, kr, ldk, nq, Dp, S, 0);
         put_tile_body(dq, o, qs, w->o, nq, D, accumulate, bf);
       }
-      if (dv)
-        tile_gemm_body(w->dv, (size_t)Dp, w->s, 1, (size_t)Sp, w->dop, (size_t)Dp, S, Dp, nq, 1);
-      if (dk)
-        tile_gemm_body(w->dk, (size_t)Dp, w->dp, 1, (size_t)Sp, w->qp, (size_t)Dp, S, Dp, nq, 1);
+      if (dv) tile_gemm_body(w->dv, (size_t)Dp, w->s, 1, (size_t)Sp, dor, ldd, S, Dp, nq, 1);
+      if (dk) tile_gemm_body(w->dk, (size_t)Dp, w->dp, 1, (size_t)Sp, qr, ldq, S, Dp, nq, 1);
     }
   }
   if (dk) put_tile_body(dk, ko, kvs, w->dk, S, D, accumulate, bf);
