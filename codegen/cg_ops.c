@@ -439,6 +439,41 @@ static bool lower_embedding(Cg *cg, const IrNode *n) {
   return true;
 }
 
+/* The add that the next node makes of an embedding gradient g (n's result,
+ * read by it alone) and another f32 gradient of the table, add(b, g) or
+ * add(g, b), or the bf16 one `t0 = cast(i0) {dtype = f32}; t1 = add(t0, i1)`
+ * with i1 = g (a tied language-model head's gradient): the kernel writes
+ * b + g into the add's storage (mmrt_embedding_bwd_add, the same bits) and
+ * the add is skipped, so the dense zeroed g is never written nor read.
+ * NULL when the pattern does not hold or the add's storage overlaps b or
+ * n's operands; *base is b otherwise. */
+static const IrValue *sum_of_next(Cg *cg, const IrNode *n, const IrValue **base) {
+  *base = NULL;
+  if (cg->cur + 1 >= cg->f->nodes.len) return NULL;
+  const IrNode *a = cg->f->nodes.items[cg->cur + 1];
+  const IrValue *g = n->out[0], *b = NULL, *y = a->out[0];
+  IrMapSlot *u = ir_map_get(&cg->uses, g);
+  if (!u || u->i != 1 || a->nin != 2 || a->nout != 1 || g->dtype != IR_F32) return NULL;
+  if (a->op == IR_OP_ADD) {
+    b = a->in[0] == g ? a->in[1] : a->in[1] == g ? a->in[0] : NULL;
+    if (!b || b == g || b->dtype != IR_F32) return NULL;
+  } else if (a->op == IR_OP_FUSED && a->in[1] == g && a->in[0]->dtype == IR_BF16) {
+    const char *prog = a->attrs.v[IR_ATTR_PROG].s;
+    if (!prog || strcmp(prog, "t0 = cast(i0) {dtype = f32}; t1 = add(t0, i1)") != 0) return NULL;
+    b = a->in[0];
+  } else {
+    return NULL;
+  }
+  if (y->dtype != IR_F32 || !ir_shape_eq(&y->shape, &g->shape) ||
+      !ir_shape_eq(&b->shape, &g->shape) || overlaps(y, b))
+    return NULL;
+  for (int i = 0; i < n->nin; i++)
+    if (overlaps(y, n->in[i])) return NULL;
+  cg->skip = a;
+  *base = b;
+  return y;
+}
+
 /* embedding_grad(dy[..., C], ids[...]) {shape = [V, C]} */
 static bool lower_embedding_grad(Cg *cg, const IrNode *n) {
   if (!need_i32_ids(cg, n, 1)) return false;
@@ -449,8 +484,13 @@ static bool lower_embedding_grad(Cg *cg, const IrNode *n) {
          cg_i64(cg, ir_numel(&n->in[1]->shape)), cg_i64(cg, t.d[0]), cg_i64(cg, t.d[1]));
     return true;
   }
-  CALL("mmrt_embedding_bwd", O(0), V(0), V(1), I32(ir_numel(&n->in[1]->shape)), I32(t.d[0]),
-       I32(t.d[1]), I32(0));
+  const IrValue *base, *y = sum_of_next(cg, n, &base);
+  if (y)
+    CALL("mmrt_embedding_bwd_add", cg_ptr(cg, y), cg_ptr(cg, base), I32(base->dtype == IR_BF16),
+         V(0), V(1), I32(ir_numel(&n->in[1]->shape)), I32(t.d[0]), I32(t.d[1]));
+  else
+    CALL("mmrt_embedding_bwd", O(0), V(0), V(1), I32(ir_numel(&n->in[1]->shape)), I32(t.d[0]),
+         I32(t.d[1]), I32(0));
   return true;
 }
 

@@ -1451,6 +1451,66 @@ void mmrt_embedding_bwd(float *dtable, const float *dout, const int32_t *ids, in
   }
 }
 
+void mmrt_embedding_bwd_add(float *dtable, const void *base, int base_bf16, const float *dout,
+                            const int32_t *ids, int N, int V, int C) {
+  /* seen[v]: a row some id touches; first[i]: id i is its row's first */
+  unsigned char *seen = calloc((size_t)(V > 0 ? V : 1) + (size_t)(N > 0 ? N : 1), 1);
+  if (!seen) {
+    fprintf(stderr, "mmrt: out of memory for an embedding gradient's %d row marks\n", V);
+    abort();
+  }
+  unsigned char *first = seen + (V > 0 ? V : 1);
+  for (int i = 0; i < N; i++)
+    if (ids[i] >= 0 && ids[i] < V) {
+      first[i] = !seen[ids[i]];
+      seen[ids[i]] = 1;
+    }
+  const float *bf = base;
+  const uint16_t *bh = base;
+#pragma omp parallel
+  {
+    size_t lo, hi;
+    thread_range((size_t)C, &lo, &hi);
+    /* the touched rows: their sum from 0 in id order, as embedding_bwd's */
+    for (int i = 0; i < N; i++) {
+      if (ids[i] < 0 || ids[i] >= V) continue;
+      float *d = dtable + (size_t)ids[i] * C;
+      const float *g = dout + (size_t)i * C;
+      if (first[i]) {
+#pragma omp simd
+        for (size_t c = lo; c < hi; c++) d[c] = 0.0f + g[c];
+      } else {
+#pragma omp simd
+        for (size_t c = lo; c < hi; c++) d[c] += g[c];
+      }
+    }
+    /* every row: base + that sum (+ 0 where no id touched it, as the add) */
+    for (size_t v = 0; v < (size_t)V; v++) {
+      float *d = dtable + v * C;
+      if (base_bf16) {
+        const uint16_t *b = bh + v * C;
+        if (seen[v]) {
+#pragma omp simd
+          for (size_t c = lo; c < hi; c++) d[c] = mmrt_bf16_widen(b[c]) + d[c];
+        } else {
+#pragma omp simd
+          for (size_t c = lo; c < hi; c++) d[c] = mmrt_bf16_widen(b[c]) + 0.0f;
+        }
+      } else {
+        const float *b = bf + v * C;
+        if (seen[v]) {
+#pragma omp simd
+          for (size_t c = lo; c < hi; c++) d[c] = b[c] + d[c];
+        } else {
+#pragma omp simd
+          for (size_t c = lo; c < hi; c++) d[c] = b[c] + 0.0f;
+        }
+      }
+    }
+  }
+  free(seen);
+}
+
 /* ======================================================================
  * reductions and small helpers
  * ====================================================================== */

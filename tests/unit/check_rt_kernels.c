@@ -1355,6 +1355,26 @@ START_TEST(test_embedding) {
   for (int i = 0; i < V * C; i++) rdt[i] *= 2;
   CHECK_CLOSE(dt, rdt, (size_t)V * C, TOL, "embedding bwd accumulate");
 
+  /* embedding_bwd_add: base + the gradient, f32 and bf16 base, bit for bit
+   * the two ops in turn (a naive float add here), rows 4 and 5 untouched,
+   * -0 in the base and the gradient, an out-of-range id skipped */
+  int32_t ids2[9] = {3, 0, 6, 3, 3, 1, 6, -1, 0};
+  float *base = rnd((size_t)V * C), *g0 = fvec((size_t)V * C), *sum = fvec((size_t)V * C);
+  uint16_t *hb = talloc((size_t)V * C * sizeof(uint16_t));
+  base[4 * C] = -0.0f, base[3 * C + 1] = -0.0f, gout[5 * C + 1] = -0.0f, base[1 * C + 1] = -0.0f;
+  mmrt_f32_to_bf16(hb, base, (size_t)V * C);
+  mmrt_embedding_bwd(g0, gout, ids2, N, V, C, 0);
+  for (int bf = 0; bf <= 1; bf++) {
+    for (int i = 0; i < V * C; i++) {
+      float b = bf ? mmrt_bf16_widen(hb[i]) : base[i];
+      sum[i] = b + g0[i];
+    }
+    mmrt_embedding_bwd_add(dt, bf ? (const void *)hb : base, bf, gout, ids2, N, V, C);
+    ck_assert_msg(!memcmp(dt, sum, (size_t)V * C * sizeof(float)),
+                  "embedding_bwd_add (%s base): other bits than embedding_bwd then add",
+                  bf ? "bf16" : "f32");
+  }
+
   int32_t bad[9] = {3, 0, 6, 3, 7, 1, 6, 2, 0};
   fprintf(stderr, "(an expected message follows)\n");
   ck_assert_int_eq(mmrt_embedding_fwd(out, table, bad, N, V, C), -1);
@@ -1568,6 +1588,44 @@ START_TEST(test_thread_count_bits) {
 }
 END_TEST
 
+/* A linear's gradients over a wide output (N >= 32768: a head over its
+ * vocabulary, which mmrt_dnnl.c gives to dnnl_sgemm) equal a double loop,
+ * accumulate, and have the same bits for 1, 2 and 3 threads. */
+START_TEST(test_linear_wide_bits) {
+  int rows = 6, K = 9, N = 32771;
+  size_t nx = (size_t)rows * K, nw = (size_t)N * K, ny = (size_t)rows * N;
+  float *x = rnd(nx), *w = rnd(nw), *gy = rnd(ny);
+  double *rdx = dvec(nx), *rdw = dvec(nw);
+  for (int r = 0; r < rows; r++)
+    for (int n = 0; n < N; n++) {
+      double g = gy[(size_t)r * N + n];
+      for (int k = 0; k < K; k++) {
+        rdx[r * K + k] += g * w[(size_t)n * K + k];
+        rdw[(size_t)n * K + k] += g * x[r * K + k];
+      }
+    }
+  float *dx[3], *dw[3];
+  for (int t = 0; t < 3; t++) {
+    omp_set_num_threads(t + 1);
+    dx[t] = fvec(nx), dw[t] = fvec(nw);
+    mmrt_linear_bwd_data(MMRT_F32, dx[t], gy, w, rows, K, N, 0);
+    mmrt_linear_bwd_weights(MMRT_F32, dw[t], NULL, gy, x, rows, K, N, 0);
+    ck_assert_msg(!memcmp(dx[0], dx[t], nx * sizeof(float)) &&
+                      !memcmp(dw[0], dw[t], nw * sizeof(float)),
+                  "wide linear: other bits for %d threads", t + 1);
+  }
+  omp_set_num_threads(2);
+  CHECK_CLOSE(dx[0], rdx, nx, TOL, "wide linear dx");
+  CHECK_CLOSE(dw[0], rdw, nw, TOL, "wide linear dw");
+  mmrt_linear_bwd_data(MMRT_F32, dx[0], gy, w, rows, K, N, 1);
+  mmrt_linear_bwd_weights(MMRT_F32, dw[0], NULL, gy, x, rows, K, N, 1);
+  for (size_t i = 0; i < nx; i++) rdx[i] *= 2;
+  for (size_t i = 0; i < nw; i++) rdw[i] *= 2;
+  CHECK_CLOSE(dx[0], rdx, nx, TOL, "wide linear dx accumulate");
+  CHECK_CLOSE(dw[0], rdw, nw, TOL, "wide linear dw accumulate");
+}
+END_TEST
+
 START_TEST(test_sgd) {
   size_t n = 37;
   for (int nesterov = 0; nesterov <= 1; nesterov++) {
@@ -1655,6 +1713,7 @@ static Suite *kernels_suite(void) {
   tcase_add_test(tc, test_adamw);
   tcase_add_test(tc, test_sgd);
   tcase_add_test(tc, test_thread_count_bits);
+  tcase_add_test(tc, test_linear_wide_bits);
   tcase_add_test(tc, test_grad_norm);
   tcase_add_test(tc, test_rope_pos);
   tcase_add_test(tc, test_place);
