@@ -42,6 +42,7 @@ typedef struct Cg {
   bool failed;
   int nfns;              /* helper functions made so far (names) */
   PpAssign pp;           /* pipeline stages of @train (cg_pp.c) */
+  PpAssign pp_eval;      /* and of @forward, the evaluation (pp_assign_eval) */
   const IrNode *pp_seed; /* pipeline: the gradient seed, the micro-batch's label count */
   int pp_rank1;          /* building pipeline rank r's update: r + 1 (else 0) */
   IrMap pp_mask;         /* pipeline: param or state name -> i: the pp ranks holding it */
@@ -82,10 +83,17 @@ typedef struct CgMb {
   const IrValue **xfer;
   int nxfer;
   const char *route, *accum_stage, *schedule;
+  /* the evaluation through the pipeline: @forward's stage functions and
+   * transfers (cg_pp_eval_build) */
+  LLVMValueRef pp_eval_fn[MMRT_PP_MAXSTAGES];
+  const IrValue **eval_xfer;
+  int neval_xfer;
+  const char *eval_route;
 } CgMb;
 bool cg_mb_build(Cg *cg, const IrFunc *ftrain, CgMb *out);
-bool cg_pp_assign(Cg *cg, const IrFunc *ftrain);
+bool cg_pp_assign(Cg *cg, const IrFunc *ftrain, const IrFunc *feval);
 bool cg_pp_build(Cg *cg, const IrFunc *ftrain, CgMb *out);
+bool cg_pp_eval_build(Cg *cg, const IrFunc *feval, CgMb *out);
 /* While a pipeline rank's update is built: whether its gradient norm
  * counts v, a gradient the update reads (only where it is made: a tied
  * parameter's other holders receive the sum and do not count it again). */

@@ -546,8 +546,11 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
     }
   }
   /* the fingerprint: params and the inputs of @forward (a generator takes
-   * the trainer's checkpoints), of the model and not of the plan */
-  uint64_t h = fnv(1469598103934665603ull, m->name, strlen(m->name) + 1);
+   * the trainer's checkpoints), of the model and not of the plan; the name
+   * is its readable prefix, not hashed (a model extending another with a
+   * parallel section alone, e.g. a stage list, is the same model:
+   * runtime/mmrt_ckpt.c compares the hashes) */
+  uint64_t h = 1469598103934665603ull;
   for (int i = 0; i < m->params.len; i++) h = hash_value(cg, h, m->params.items[i], 1);
   for (int i = 0; feval && i < feval->inputs.len; i++)
     h = hash_value(cg, h, feval->inputs.items[i],
@@ -661,6 +664,17 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
   for (int i = 0; i < MMRT_PP_MAXRANKS; i++) upds[i] = mb->pp_upd[i] ? mb->pp_upd[i] : cg_null(cg);
   f[CG_MmrtModelDesc_pp_update] = _Generic(((MmrtModelDesc *)0)->pp_update[0],
       MmrtStepFn: LLVMConstArray2)(cg->t_ptr, upds, MMRT_PP_MAXRANKS);
+  LLVMValueRef efns[MMRT_PP_MAXSTAGES];
+  for (int i = 0; i < MMRT_PP_MAXSTAGES; i++)
+    efns[i] = mb->pp_eval_fn[i] ? mb->pp_eval_fn[i] : cg_null(cg);
+  f[CG_MmrtModelDesc_pp_eval_fn] = _Generic(((MmrtModelDesc *)0)->pp_eval_fn[0],
+      MmrtStepFn: LLVMConstArray2)(cg->t_ptr, efns, MMRT_PP_MAXSTAGES);
+  M_I64(pp_eval_nxfer, mb->neval_xfer);
+  SET_PTR(f, MmrtModelDesc, pp_eval_xfer, const MmrtTensorDesc *,
+          mb->neval_xfer ? tensor_array(cg, tty, mb->eval_xfer, mb->neval_xfer, "pp_eval_xfer")
+                         : cg_null(cg));
+  SET_PTR(f, MmrtModelDesc, pp_eval_route, const char *,
+          cstring(cg, mb->eval_route ? mb->eval_route : ""));
   M_I64(pp_nxfer, mb->nxfer);
   SET_PTR(f, MmrtModelDesc, pp_xfer, const MmrtTensorDesc *,
           mb->nxfer ? tensor_array(cg, tty, mb->xfer, mb->nxfer, "pp_xfer") : cg_null(cg));
@@ -840,7 +854,7 @@ bool cg_compile(IrModule *m, const MmTrain *train, const CgOptions *o, Diag *d) 
   ir_map_init(&cg.orig, &a, false);
   IrFunc *ftrain = ir_module_func(m, "train"), *feval = ir_module_func(m, "forward");
   LLVMValueRef train_fn = NULL, eval_fn = NULL;
-  bool ok = !(ftrain && m->plan.pp > 1) || cg_pp_assign(&cg, ftrain);
+  bool ok = !(ftrain && m->plan.pp > 1) || cg_pp_assign(&cg, ftrain, feval);
   localize(&cg, m);
   if (!feval) {
     diag_error_plain(d, "codegen: the module has no @forward function");
@@ -849,7 +863,8 @@ bool cg_compile(IrModule *m, const MmTrain *train, const CgOptions *o, Diag *d) 
   if (ok) eval_fn = cg_build_step(&cg, feval, "mm_eval_step", false, NULL);
   CgMb mb = {.M = 1};
   if (ok && eval_fn && ftrain && m->plan.pp > 1) {
-    if (cg_pp_build(&cg, ftrain, &mb)) train_fn = mb.fb;
+    if (cg_pp_build(&cg, ftrain, &mb) && !cg_pp_eval_build(&cg, feval, &mb)) eval_fn = NULL;
+    if (eval_fn) train_fn = mb.fb;
   } else if (ok && eval_fn && ftrain && m->plan.micro_batches > 1) {
     if (cg_mb_build(&cg, ftrain, &mb)) train_fn = mb.fb;
   } else if (ok && eval_fn && ftrain) {
@@ -911,12 +926,29 @@ bool cg_compile(IrModule *m, const MmTrain *train, const CgOptions *o, Diag *d) 
                      dec.vae[3]->inputs.len - 1);
     ok = false;
   }
+  /* under a pipeline a rank holds its stages' parameters only: a function
+   * that reads them but @train and @forward (which run stage by stage) would
+   * read what the rank does not hold */
+  static const char *const whole[] = {"prefill",     "decode",       "encode", "encode_first",
+                                      "encode_next", "denoise",      "table",  "classify",
+                                      "latents",     "text_features"};
+  for (size_t k = 0; ok && m->plan.pp > 1 && k < sizeof whole / sizeof *whole; k++) {
+    const IrFunc *g = ir_module_func(m, whole[k]);
+    if (!g) continue;
+    diag_error_plain(d,
+                     "codegen: pipeline (pp = %d): model %s's @%s reads the parameters of every "
+                     "stage, and a pp rank holds its stages' only (only @train and @forward run "
+                     "stage by stage); compile it without --pp",
+                     m->plan.pp, m->name, whole[k]);
+    ok = false;
+  }
   if (ok) ok = build_desc(&cg, train, train_fn, eval_fn, ftrain, feval, &sum, &dec, &mb);
   if (ok) ok = cg_emit_module(&cg, o);
   LLVMDisposeBuilder(cg.b);
   LLVMDisposeModule(cg.mod);
   LLVMContextDispose(cg.ctx);
   pp_assign_free(&cg.pp);
+  pp_assign_free(&cg.pp_eval);
   arena_free(&a);
   return ok;
 }

@@ -70,10 +70,14 @@ bool cg_mb_build(Cg *cg, const IrFunc *f, CgMb *out) {
 
 /* The stages of @train, taken before the module is made local (so that the
  * FLOP cut sees what the pipeline pass saw). */
-bool cg_pp_assign(Cg *cg, const IrFunc *f) {
+bool cg_pp_assign(Cg *cg, const IrFunc *f, const IrFunc *feval) {
   char err[512];
   if (!pp_assign(cg->m, f, &cg->pp, err, sizeof err)) {
     diag_error_plain(cg->d, "codegen: pipeline: %s", err);
+    return false;
+  }
+  if (feval && !pp_assign_eval(cg->m, f, feval, &cg->pp_eval, err, sizeof err)) {
+    diag_error_plain(cg->d, "codegen: pipeline: @forward: %s", err);
     return false;
   }
   /* the pp ranks that hold each parameter and piece of optimizer state */
@@ -231,5 +235,69 @@ bool cg_pp_build(Cg *cg, const IrFunc *f, CgMb *out) {
   }
   pp_sched_free(&sch);
   out->schedule = text;
+  return true;
+}
+
+/* ---- the evaluation through the pipeline ---- */
+
+/* @forward stage by stage (cg->pp_eval, pp_assign_eval): one function per
+ * stage (mm_pp_eval_s<S>), the values a stage makes that another rank's
+ * stage reads as transfers (once per receiving rank, "from>to;" stages),
+ * and a located error when a stage reads a parameter its rank does not
+ * hold (the evaluation never gathers parameters) or when @forward's nodes
+ * are not in stage order (memplan's offsets assume that order). */
+bool cg_pp_eval_build(Cg *cg, const IrFunc *f, CgMb *out) {
+  const PpAssign *a = &cg->pp_eval;
+  int N = f->nodes.len, S = a->nstages, P = cg->m->plan.pp;
+  if (S > MMRT_PP_MAXSTAGES)
+    return cg_error(cg, NULL, "pipeline: %d stages, at most %d", S, MMRT_PP_MAXSTAGES);
+  IrMap stof, sent;
+  ir_map_init(&stof, cg->a, false);
+  ir_map_init(&sent, cg->a, true);
+  out->eval_xfer = ARENA_ARRAY(cg->a, const IrValue *, 2 * (size_t)N * (size_t)P + 1);
+  size_t rcap = 16 * (size_t)N * (size_t)P + 16, rl = 0;
+  char *route = ARENA_ARRAY(cg->a, char, rcap);
+  route[0] = 0;
+  for (int i = 0; i < N; i++) {
+    const IrNode *n = f->nodes.items[i];
+    int to = a->stage[i];
+    if (i && to < a->stage[i - 1])
+      return cg_error(cg, n,
+                      "pipeline evaluation: @forward's node %d is of stage %d, after a node of "
+                      "stage %d (the nodes are not in stage order)",
+                      i, to, a->stage[i - 1]);
+    for (int k = 0; k < n->nin; k++) {
+      const IrValue *v = n->in[k];
+      uint64_t h = held_by(cg, v);
+      if (h && !(h >> (to % P) & 1))
+        return cg_error(cg, n,
+                        "pipeline evaluation: stage %d (pp rank %d) of @forward reads parameter "
+                        "'%s', which pp rank %d does not hold (@train's stages read it on other "
+                        "ranks); the evaluation does not gather parameters",
+                        to, to % P, v->name, to % P);
+      IrMapSlot *s = ir_map_get(&stof, v);
+      if (!s) continue;
+      int from = (int)s->i - 1;
+      if (from % P == to % P) continue;
+      char key[64];
+      snprintf(key, sizeof key, "%p>%d", (const void *)v, to % P);
+      if (ir_map_get(&sent, key)) continue;
+      ir_map_put(&sent, arena_strdup(cg->a, key));
+      if (!v->mem_planned)
+        return cg_error(cg, n, "pipeline evaluation: a transfer without a memory plan");
+      out->eval_xfer[out->neval_xfer++] = v;
+      rl += (size_t)snprintf(route + rl, rcap - rl, "%d>%d;", from, to);
+    }
+    for (int j = 0; j < n->nout; j++) ir_map_put(&stof, n->out[j])->i = to + 1;
+  }
+  out->eval_route = route;
+  for (int st = 0; st < S; st++) {
+    unsigned char *keep = ARENA_ARRAY(cg->a, unsigned char, N + 1);
+    for (int i = 0; i < N; i++) keep[i] = a->stage[i] == st;
+    char name[64];
+    snprintf(name, sizeof name, "mm_pp_eval_s%d", st);
+    out->pp_eval_fn[st] = cg_build_step(cg, f, name, false, keep);
+    if (!out->pp_eval_fn[st]) return false;
+  }
   return true;
 }

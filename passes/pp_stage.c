@@ -120,7 +120,10 @@ static bool stage_layers(St *st, const IrFunc *f, int bwd, char *err, size_t err
   return ok;
 }
 
-bool pp_assign(const IrModule *m, const IrFunc *f, PpAssign *a, char *err, size_t errlen) {
+/* f's stages by the rules of pp_stage.h, the layers' stages from ref's
+ * forward (f itself, or @train for @forward). */
+static bool assign(const IrModule *m, const IrFunc *ref, const IrFunc *f, PpAssign *a, char *err,
+                   size_t errlen) {
   memset(a, 0, sizeof *a);
   int N = f->nodes.len;
   St st = {.m = m, .S = m->plan.pp * (m->plan.vpp > 0 ? m->plan.vpp : 1)};
@@ -132,10 +135,11 @@ bool pp_assign(const IrModule *m, const IrFunc *f, PpAssign *a, char *err, size_
   a->nstages = st.S;
   a->stage = malloc(sizeof(int) * (size_t)(N + 1));
   a->part = malloc(sizeof(PpPart) * (size_t)(N + 1));
-  int bwd = -1, upd = -1;
+  int bwd = -1, upd = -1, rbwd = -1, rupd = -1;
   ir_train_phases(f, &bwd, &upd);
   if (bwd < 0) bwd = N;
-  bool ok = stage_layers(&st, f, bwd, err, errlen);
+  ir_train_phases(ref, &rbwd, &rupd);
+  bool ok = stage_layers(&st, ref, rbwd < 0 ? ref->nodes.len : rbwd, err, errlen);
   /* the update part */
   IrMap late;
   ir_map_init(&late, &ar, false);
@@ -237,6 +241,15 @@ bool pp_assign(const IrModule *m, const IrFunc *f, PpAssign *a, char *err, size_
   return ok;
 }
 
+bool pp_assign(const IrModule *m, const IrFunc *f, PpAssign *a, char *err, size_t errlen) {
+  return assign(m, f, f, a, err, errlen);
+}
+
+bool pp_assign_eval(const IrModule *m, const IrFunc *train, const IrFunc *fwd, PpAssign *a,
+                    char *err, size_t errlen) {
+  return assign(m, train, fwd, a, err, errlen);
+}
+
 void pp_assign_free(PpAssign *a) {
   free(a->stage);
   free(a->part);
@@ -332,6 +345,23 @@ bool pass_pipeline(IrModule *m, PassCtx *cx) {
   memcpy(f->nodes.items, items, sizeof(void *) * (size_t)N);
   free(items);
   pp_assign_free(&a);
+  if (k != N) return false;
+  /* @forward (the evaluation) stage by stage too, its stages those of @train's layers; a
+   * stable sort, each node's operands being of its stage or an earlier one */
+  IrFunc *g = ir_module_func(m, "forward");
+  if (!g) return true;
+  if (!pp_assign_eval(m, f, g, &a, err, sizeof err)) {
+    diag_error_plain(cx && cx->d ? cx->d : m->diag, "pipeline: @forward: %s", err);
+    return false;
+  }
+  N = g->nodes.len, k = 0;
+  items = malloc(sizeof(void *) * (size_t)(N + 1));
+  for (int want = 0; want < S; want++)
+    for (int i = 0; i < N; i++)
+      if (a.stage[i] == want) items[k++] = g->nodes.items[i];
+  if (k == N) memcpy(g->nodes.items, items, sizeof(void *) * (size_t)N);
+  free(items);
+  pp_assign_free(&a);
   return k == N;
 }
 
@@ -393,6 +423,22 @@ bool pp_rank_memory(IrModule *m, PpRankMem *out, int nout, char *err, size_t err
   pp_rank_ranges(m, mask, P, lo, hi);
   free(mask);
   pp_assign_free(&a);
+  int64_t elo[64], ehi[64]; /* per rank: the act bytes its evaluation stages touch */
+  const IrFunc *g = ir_module_func(m, "forward");
+  for (int r = 0; r < P; r++) elo[r] = ehi[r] = 0;
+  if (g && !pp_assign_eval(m, f, g, &a, err, errlen)) return free(lo), free(hi), false;
+  for (int i = 0; g && i < g->nodes.len; i++) {
+    const IrNode *n = g->nodes.items[i];
+    for (int k = 0; k < n->nin + n->nout; k++) {
+      const IrValue *v = k < n->nin ? n->in[k] : n->out[k - n->nin];
+      if (!v->def || !v->mem_planned || v->mem_arena != IR_ROLE_ACT) continue;
+      int r = a.stage[i] % P;
+      int64_t b = v->mem_offset, e = b + mp_align(mp_value_bytes(m, v));
+      if (ehi[r] == 0 || b < elo[r]) elo[r] = b;
+      if (e > ehi[r]) ehi[r] = e;
+    }
+  }
+  if (g) pp_assign_free(&a);
   PpSchedule s;
   MpPpArenas ra[64];
   if (!mp_pp_arenas(m, NULL, ra, 64)) {
@@ -412,9 +458,10 @@ bool pp_rank_memory(IrModule *m, PpRankMem *out, int nout, char *err, size_t err
     x->all_param = ms.arena[IR_ROLE_PARAM], x->all_opt = ms.arena[IR_ROLE_OPT];
     x->set = mp_align(x->act) + mp_align(x->input);
     x->sums = sums[r];
-    x->eval = x->all_param;
+    x->eval_act = ehi[r] - elo[r];
+    x->eval = x->param + x->eval_act + x->input;
     x->peak = x->param + x->opt + x->grad + x->act0 + x->input + (int64_t)(x->slots - 1) * x->set +
-              x->sums + x->eval;
+              x->sums;
   }
   free(lo), free(hi);
   pp_sched_free(&s);

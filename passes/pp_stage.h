@@ -46,6 +46,12 @@ typedef struct PpAssign {
  * than stages, a stage without layers by the default cut). */
 bool pp_assign(const IrModule *m, const IrFunc *f, PpAssign *a, char *err, size_t errlen);
 void pp_assign_free(PpAssign *a);
+/* The evaluation's stages (@forward, fwd, run stage by stage on the ranks
+ * of its stages; codegen/cg_pp.c): every node PPN_F by the forward rule,
+ * with the layers' stages of train's (the stage list's or @train's FLOP
+ * cut), so that each stage reads the parameters its rank holds. */
+bool pp_assign_eval(const IrModule *m, const IrFunc *train, const IrFunc *fwd, PpAssign *a,
+                    char *err, size_t errlen);
 
 /* Which pipeline ranks hold each of m->params (mask[i] for
  * m->params.items[i], bit r for pp rank r): the ranks of the stages whose
@@ -82,10 +88,10 @@ bool pp_plan_print(FILE *out, IrModule *m, const char *svg, char *err, size_t er
  * one: a forward's to its backward, an input gradient to its W), slot 0's
  * act arena large enough for @forward too; the gradient sums of its
  * stages, one f32 tensor of elements + 1 per gradient the update reads
- * that a stage of the rank makes, and, while it evaluates, the whole param
- * arena (the evaluation runs the whole @forward on every rank: the trainer
- * gathers every parameter for it and frees them after). Kernel workspace
- * is in the act arena (memplan.h). */
+ * that a stage of the rank makes. The evaluation adds nothing: it runs
+ * @forward stage by stage (pp_assign_eval) on the rank's own parameters
+ * in slot 0's act and input arenas; `eval` is what of them it uses.
+ * Kernel workspace is in the act arena (memplan.h). */
 typedef struct PpRankMem {
   int slots;                            /* micro-batches in flight at most */
   int64_t param, grad, opt, act, input; /* param, opt: its range; grad: its working set;
@@ -94,8 +100,10 @@ typedef struct PpRankMem {
   int64_t all_param, all_opt;           /* the whole param and opt arenas (one rank's) */
   int64_t set;                          /* one more in-flight slot: act + input */
   int64_t sums;                         /* the gradient sums */
-  int64_t eval;                         /* the parameters gathered for the evaluation */
-  int64_t peak; /* param + opt + grad + act0 + input + (slots - 1) set + sums + eval */
+  int64_t eval_act; /* the evaluation: the span of slot 0's act arena its stages' @forward
+                     * values use */
+  int64_t eval;     /* what it reads and writes: param (its own) + eval_act + input */
+  int64_t peak;     /* param + opt + grad + act0 + input + (slots - 1) set + sums */
 } PpRankMem;
 
 /* out[r] for each of the pp ranks (at most nout); false with a message. */

@@ -1185,6 +1185,15 @@ static int open_rank_file(MmrtStFile **out, const char *dir, int rank, const Mmr
   return MMRT_OK;
 }
 
+/* Whether two fingerprints are of the same model: "<name>-<hash>" compares
+ * by the hash alone (codegen hashes the parameters and inputs, not the
+ * model's name: a model that extends another with another plan alone, a
+ * stage list, takes its checkpoints); one without '-' as a whole. */
+static int same_model(const char *a, const char *b) {
+  const char *x = strrchr(a, '-'), *y = strrchr(b, '-');
+  return x && y ? strcmp(x, y) == 0 : strcmp(a, b) == 0;
+}
+
 /* Resolve root, read its manifest and compare the fingerprint (NULL: not
  * compared). */
 static int open_manifest(const char *root, const char *fingerprint, char *dir, size_t dirlen,
@@ -1193,7 +1202,7 @@ static int open_manifest(const char *root, const char *fingerprint, char *dir, s
   if (rc != MMRT_OK) return rc;
   if ((rc = mmrt_ckpt_read_manifest(dir, m, err, errlen)) != MMRT_OK)
     return rc == MMRT_ERR_NOTFOUND ? MMRT_ERR_FORMAT : rc; /* the pointer names it */
-  if (fingerprint && strcmp(m->fingerprint, fingerprint) != 0)
+  if (fingerprint && !same_model(m->fingerprint, fingerprint))
     return mmrt_errf(err, errlen, MMRT_ERR_MISMATCH,
                      "%s/manifest.json: model fingerprint is '%s', expected '%s' (the "
                      "checkpoint is of another model: other parameters, shapes or inputs)",

@@ -71,7 +71,6 @@ typedef struct Trainer {
   MmrtMbAcc mb; /* micro-batches (mmrt_pp.h) */
   MmrtPp *pp;   /* the pipeline (mmrt_pp.h) */
   float pp_lr, pp_fs;
-  char *eval_params, *own_params; /* under pp, while evaluating: every parameter, and its own */
 } Trainer;
 
 static volatile sig_atomic_t stop_requested;
@@ -283,8 +282,11 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a) {
 static int run_step(Trainer *t, MmrtStepFn fn, const char *what);
 
 /* The step callback of the task context (it is t->cx). */
+static int eval_step(Trainer *t, int share, const char *what);
 static int task_step(MmrtTaskCtx *c, MmrtStepFn fn, const char *what) {
-  return run_step((Trainer *)(void *)((char *)c - offsetof(Trainer, cx)), fn, what);
+  Trainer *t = (Trainer *)(void *)((char *)c - offsetof(Trainer, cx));
+  if (fn == t->m->eval_step) return eval_step(t, 1, what); /* through the pipeline under pp */
+  return run_step(t, fn, what);
 }
 
 /* The step inputs, and the first task that takes the model's data inputs. */
@@ -957,51 +959,19 @@ static int restart_eval(Trainer *t) {
   return mmrt_task_restart_eval(&t->cx, err, sizeof err) == MMRT_OK ? 0 : fail("%s", err);
 }
 
-/* Under a pipeline the evaluation runs the whole @forward on every rank:
- * for it every parameter is gathered into a whole param arena (each
- * broadcast over pp from the lowest pp rank holding it), which is freed
- * after (mmc plan counts it in each rank's peak). 0, or 1 after a message;
- * *whole NULL when there is no pipeline. */
-static int gather_params(Trainer *t, char **whole) {
+static int pp_run(void *u, MmrtStepFn fn, char **arenas, const char *what);
+static int pp_fail(void *u, const char *msg);
+static int64_t mb_elems(void *t, const MmrtTensorDesc *d);
+
+/* The evaluation step on the batch in the arenas: @forward, or under a
+ * pipeline its stages on this rank (mmrt_pp_eval: no parameter is
+ * gathered; the loss and logits are the last stage's rank's, and with
+ * share every pp rank's). */
+static int eval_step(Trainer *t, int share, const char *what) {
   const MmrtModelDesc *m = t->m;
-  int64_t n = m->arena_bytes[MMRT_ARENA_PARAM];
-  *whole = NULL;
-  if (m->pp <= 1 || !t->has_mesh || n <= 0) return 0;
-  char *w = aligned_alloc(64, (size_t)n);
-  if (!w) return fail("cannot allocate %lld bytes for the evaluation's parameters", (long long)n);
-  memset(w, 0, (size_t)n);
-  int me = t->mesh.coord[MMRT_AXIS_PP];
-  for (int64_t i = 0; i < m->nparams; i++) {
-    const MmrtTensorDesc *p = &m->params[i];
-    if (p->arena != MMRT_ARENA_PARAM) continue;
-    int root = 0;
-    while (root < 63 && p->pp_ranks && !(p->pp_ranks >> root & 1)) root++;
-    size_t e = (size_t)numel(t, p);
-    if (root == me) memcpy(w + p->offset, at(t, p), sizeof(float) * e);
-    if (mmrt_broadcast(&t->mesh, MMRT_AXIS_PP, w + p->offset, e, MMRT_F32, root) != MMRT_OK)
-      mmrt_task_comm_fail(&t->cx);
-  }
-  *whole = w;
-  return 0;
-}
-
-/* Around an evaluation (its loss and accuracy, the task's metric, which
- * may decode, --dump-logits): every parameter in place (eval_begin), then
- * this rank's own again (eval_end). */
-static int eval_begin(Trainer *t) {
-  char *whole;
-  t->own_params = t->arenas[MMRT_ARENA_PARAM];
-  if (gather_params(t, &whole)) return 1;
-  if (whole) t->arenas[MMRT_ARENA_PARAM] = whole;
-  t->eval_params = whole;
-  return 0;
-}
-
-static void eval_end(Trainer *t) {
-  if (!t->eval_params) return;
-  t->arenas[MMRT_ARENA_PARAM] = t->own_params;
-  free(t->eval_params);
-  t->eval_params = NULL;
+  if (m->pp <= 1 || !t->has_mesh) return run_step(t, m->eval_step, what);
+  MmrtPpHooks h = {t, NULL, pp_run, mb_elems, pp_fail};
+  return mmrt_pp_eval(m, &t->mesh, t->arenas, &h, share, what);
 }
 
 /* Loss and top-1 accuracy over the test split (or --eval-batches of it). */
@@ -1019,15 +989,17 @@ static int evaluate(Trainer *t, double *loss, double *acc) {
     int64_t rows = mmrt_iter_next(&t->cx.eval_it);
     if (rows == 0 || (t->a.eval_batches >= 0 && batches >= t->a.eval_batches)) break;
     fill_batch(t, &t->cx.eval_it, rows, 1, 0);
-    if (run_step(t, m->eval_step, "the evaluation step on a test batch")) {
+    if (eval_step(t, 0, "the evaluation step on a test batch")) {
       free(best);
       return 1;
     }
+    /* under a pipeline the last stage's ranks count (the sum over pp below) */
+    int counts = m->pp <= 1 || !t->has_mesh || mmrt_pp_eval_last(m, &t->mesh);
     const int32_t *y = t->cx.labels ? at(t, t->cx.labels) : NULL;
     int64_t nc[2] = {0, 0}; /* rows counted, rows right */
-    if (!y) /* no labels (video): this rank's rows of the batch count (the dp sum: all rows) */
+    if (!y && counts)       /* no labels (video): this rank's rows of the batch (the dp sum: all) */
       nc[0] = rows < t->cx.lo ? 0 : (rows < t->cx.lo + t->cx.rows ? rows - t->cx.lo : t->cx.rows);
-    if (y && m->eval_logits_offset >= 0) {
+    if (y && m->eval_logits_offset >= 0 && counts) {
       mmrt_task_argmax(&t->cx, best, 0);
       for (int64_t r = 0; r < m->logits_rows; r++) {
         if (y[r] == (int32_t)m->ignore_index) continue;
@@ -1041,13 +1013,20 @@ static int evaluate(Trainer *t, double *loss, double *acc) {
         mmrt_task_comm_fail(&t->cx);
     int64_t n = nc[0];
     correct += nc[1];
-    float l;
-    memcpy(&l, t->arenas[MMRT_ARENA_ACT] + m->eval_loss_offset, sizeof l);
+    float l = 0;
+    if (counts) memcpy(&l, t->arenas[MMRT_ARENA_ACT] + m->eval_loss_offset, sizeof l);
     lsum += (double)l * (double)n;
     counted += n;
     batches++;
   }
   free(best);
+  if (m->pp > 1 && t->has_mesh) { /* the last stage's sums on every pp rank */
+    double v[3] = {lsum, (double)counted, (double)correct};
+    if (mmrt_all_reduce_mpi(&t->mesh, MMRT_AXIS_PP, v, 3, MPI_DOUBLE, MPI_SUM,
+                            "the evaluation's sums (all-reduce over pp)") != MMRT_OK)
+      mmrt_task_comm_fail(&t->cx);
+    lsum = v[0], counted = (int64_t)v[1], correct = (int64_t)v[2];
+  }
   *loss = counted ? lsum / (double)counted : NAN;
   *acc = counted && t->cx.labels ? (double)correct / (double)counted : NAN;
   return 0;
@@ -1059,10 +1038,7 @@ static int dump_logits(Trainer *t) {
   if (m->eval_logits_offset < 0) return fail("--dump-logits: model %s has no logits", m->name);
   if (restart_eval(t)) return 1;
   fill_batch(t, &t->cx.eval_it, mmrt_iter_next(&t->cx.eval_it), 1, 0);
-  if (eval_begin(t)) return 1;
-  int rc = run_step(t, m->eval_step, "the evaluation step on a test batch");
-  eval_end(t);
-  if (rc) return 1;
+  if (eval_step(t, 1, "the evaluation step on a test batch")) return 1;
   if (t->rank != 0) return 0;
   FILE *f = fopen(t->a.dump_logits, "wb");
   size_t n = (size_t)(m->logits_rows * m->logits_cols);
@@ -1211,10 +1187,8 @@ static int train(Trainer *t) {
       f[nf++] = (MmrtLogField){"comm_bytes", (double)sent, NULL};
     if (t->a.eval_every > 0 && step % t->a.eval_every == 0 && step < t->a.steps) {
       double el, ea, mv = NAN;
-      if (eval_begin(t)) return 1;
       int bad = evaluate(t, &el, &ea);
       int has = bad || !t->task->metric_every ? 0 : task_metric(t, &mv);
-      eval_end(t);
       if (bad) return 1;
       f[nf++] = (MmrtLogField){"eval_loss", el, NULL};
       f[nf++] = (MmrtLogField){"eval_accuracy", ea, NULL};
@@ -1370,12 +1344,11 @@ static int run(Trainer *t, int argc, char **argv) {
   if (!rc && t->has_mesh && t->has_log) rc = log_comm(t);
   if (!rc && !stop_requested) {
     double el, ea;
-    rc = eval_begin(t) || evaluate(t, &el, &ea);
+    rc = evaluate(t, &el, &ea);
     MmrtLogField f[3] = {{"eval_loss", el, NULL}, {"eval_accuracy", ea, NULL}};
     int nf = 2;
     double v = NAN;
     int has = rc ? 0 : task_metric(t, &v);
-    eval_end(t);
     if (has < 0) rc = 1;
     if (has > 0) f[nf++] = (MmrtLogField){t->task->metric_key, v, NULL};
     if (!rc && t->rank == 0) {

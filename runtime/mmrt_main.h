@@ -96,6 +96,7 @@ enum { MMRT_LR_CONSTANT, MMRT_LR_COSINE }; /* cosine: linear warm-up, then cosin
 #define MMRT_DESC_MAX_DIMS 8
 #define MMRT_PP_MAXFN      96 /* pipeline step functions: 3 per stage */
 #define MMRT_PP_MAXRANKS   32 /* pipeline ranks (a stage at least each) */
+#define MMRT_PP_MAXSTAGES  32 /* = MMRT_PP_MAXFN / 3 */
 
 /* The descriptor structs, field by field from mmrt_desc.def (what each
  * field holds is written there). */

@@ -94,4 +94,17 @@ int64_t mmrt_pp_arena_bytes(const MmrtModelDesc *m, int rank, int arena, int fir
 int64_t mmrt_pp_extra_bytes(const MmrtModelDesc *m, int rank,
                             int64_t (*elems)(void *, const MmrtTensorDesc *), void *user);
 
+/* The evaluation through the pipeline (mmrt_pp_eval.c): one test batch's
+ * @forward, stage by stage, on this pp rank's stages (pp_eval_fn[s] for
+ * s = rank, rank + pp, ...) in `arenas`: before a stage runs it receives
+ * the values other ranks' stages made for it (blocking), after it sends
+ * the ones it made for other ranks; the sends are waited for before it
+ * returns (the next batch overwrites them). Only the parameters the rank
+ * holds are read. The loss and logits are on the last stage's rank; with
+ * share, broadcast from it to every pp rank. 0, or 1 after hooks->fail. */
+int mmrt_pp_eval(const MmrtModelDesc *m, void *mesh, char **arenas, const MmrtPpHooks *h, int share,
+                 const char *what);
+/* Whether this rank runs the last stage (its evaluation has the metrics). */
+int mmrt_pp_eval_last(const MmrtModelDesc *m, const void *mesh);
+
 /* --trace: mmrt_trace.h */

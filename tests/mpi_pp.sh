@@ -35,12 +35,32 @@ check() {
     --save-weights "$T/$key.serial.st" > /dev/null || { bad "$key: serial run"; return; }
   # shellcheck disable=SC2086
   "$MMC" compile "$pfile" --model "$pmodel" $SER "$@" -o "$T/$name" 2> "$T/$name.cc" || { bad "$name: compile"; head -3 "$T/$name.cc"; return; }
-  if ! "${MPIRUN[@]}" "$np" "$T/$name" --steps "$steps" --eval-batches 1 --quiet --log "$T/$name.jsonl" \
+  # the evaluation takes test batches of a micro-batch's rows: M of them are
+  # the serial trainer's one batch
+  local mb=1 prev=""
+  for a in "$@"; do [ "$prev" = --micro-batches ] && mb=$a; prev=$a; done
+  if ! "${MPIRUN[@]}" "$np" "$T/$name" --steps "$steps" --eval-batches "$mb" --quiet --log "$T/$name.jsonl" \
        --save-weights "$T/$name.st" > "$T/$name.out" 2>&1; then
     bad "$name: mpirun"; tail -5 "$T/$name.out"; return
   fi
   close "$name" "$T/$key.serial.jsonl" "$T/$name.jsonl" "$T/$key.init.st" "$T/$key.serial.st" "$T/$name.st" \
     "$rfile" "$rmodel" && ok || bad "$name: differs from one rank"
+  evalsame "$name" "$T/$key.serial.jsonl" "$T/$name.jsonl" && ok || bad "$name: its evaluation differs from one rank's"
+}
+
+# evalsame name serial.jsonl ranks.jsonl: the end of training's evaluation
+# (under a pipeline: stage by stage, on each rank's own parameters) gives
+# the serial trainer's eval loss (1e-5 relative) and accuracy
+evalsame() {
+  /usr/bin/python3 - "$@" <<'PY'
+import json, sys
+a, b = ([json.loads(l) for l in open(p) if '"eval_loss"' in l][-1] for p in sys.argv[2:4])
+d = abs(a["eval_loss"] - b["eval_loss"]) / abs(a["eval_loss"])
+same = d <= 1e-5 and abs(a["eval_accuracy"] - b["eval_accuracy"]) <= 1e-5
+print("%s: eval loss %.7f (serial %.7f, relative %.1e), accuracy %.4f (serial %.4f)%s" % (
+    sys.argv[1], b["eval_loss"], a["eval_loss"], d, b["eval_accuracy"], a["eval_accuracy"], "" if same else ": DIFFERS"))
+sys.exit(not same)
+PY
 }
 
 G="$S/gpt2.mm"; V="$S/internvl2.mm"
@@ -125,11 +145,16 @@ PY
 SERIAL8="$T/GPT2Tiny--setB=8.serial"
 "$MMC" compile "$G" --model GPT2Tiny --set B=8 --pp 2 --micro-batches 2 -o "$T/ppck" &&
   "${MPIRUN[@]}" 2 "$T/ppck" --steps 5 --eval-batches 1 --quiet --ckpt "$T/ck1" > /dev/null 2>&1 &&
+  cp -r "$T/ck1" "$T/ck3" &&
   "$SERIAL8" --steps 10 --eval-batches 1 --quiet --ckpt "$T/ck1" --resume --log "$T/ck1.jsonl" > /dev/null 2>&1 &&
   lossdiff "$T/GPT2Tiny--setB=8.serial.jsonl" "$T/ck1.jsonl" && ok || bad "pp=2 checkpoint resumed serially"
 "$SERIAL8" --steps 5 --eval-batches 1 --quiet --ckpt "$T/ck2" > /dev/null 2>&1 &&
   "${MPIRUN[@]}" 2 "$T/ppck" --steps 10 --eval-batches 1 --quiet --ckpt "$T/ck2" --resume --log "$T/ck2.jsonl" > /dev/null 2>&1 &&
   lossdiff "$T/GPT2Tiny--setB=8.serial.jsonl" "$T/ck2.jsonl" && ok || bad "serial checkpoint resumed under pp=2"
+# the pp = 2 checkpoint under pp = 4 (G4: GPT2Tiny with a four-stage list, 1F1B over 4
+# micro-batches): the plan is not part of the fingerprint, only the model's parameters
+"${MPIRUN[@]}" 4 "$T/gpt2tiny.pp4.1f1b" --steps 10 --eval-batches 4 --quiet --ckpt "$T/ck3" --resume --log "$T/ck3.jsonl" > "$T/ck3.out" 2>&1 &&
+  lossdiff "$T/GPT2Tiny--setB=8.serial.jsonl" "$T/ck3.jsonl" && ok || { bad "pp=2 checkpoint resumed under pp=4"; tail -3 "$T/ck3.out"; }
 
 # --trace: one track per rank, every action of the schedule as an event
 "$MMC" compile "$G" --model GPT2Tiny --set B=8 --pp 2 --micro-batches 4 --schedule zbh1 -o "$T/tr" &&

@@ -1347,18 +1347,21 @@ static bool plan_pp_memory(IrModule *m, int64_t data_bytes, json_object *root, c
            "W parts make, the update's) + in-flight micro-batches x (act + input: the values of "
            "its stages that live from one part to a later one, a forward's to its backward, an "
            "input gradient to its W; the first slot's act arena holds @forward too) + gradient "
-           "sums + every parameter, gathered while it evaluates (the evaluation runs the whole "
-           "@forward on each rank); kernel workspace is in the act arena):\n");
+           "sums; kernel workspace is in the act arena. The evaluation runs @forward stage by "
+           "stage on each rank's own parameters in the first slot's act and input arenas: it "
+           "adds nothing to the peak, nothing is gathered):\n");
   for (int r = 0; r < m->plan.pp; r++) {
     const PpRankMem *x = &rm[r];
     if (!root) {
       printf("    rank %d: peak %lld bytes = param %lld + opt %lld (of %lld + %lld) + working set "
              "%lld + %d in flight x %lld (act %lld, input %lld; the first slot's act %lld) + "
-             "gradient sums %lld + evaluation's parameters %lld; trainer %lld with the data\n",
+             "gradient sums %lld; trainer %lld with the data; evaluation %lld = param %lld + act "
+             "%lld + input %lld\n",
              r, (long long)x->peak, (long long)x->param, (long long)x->opt, (long long)x->all_param,
              (long long)x->all_opt, (long long)x->grad, x->slots, (long long)x->set,
              (long long)x->act, (long long)x->input, (long long)x->act0, (long long)x->sums,
-             (long long)x->eval, (long long)(x->peak + data_bytes));
+             (long long)(x->peak + data_bytes), (long long)x->eval, (long long)x->param,
+             (long long)x->eval_act, (long long)x->input);
       continue;
     }
     json_object *e = json_object_new_object();
@@ -1374,7 +1377,8 @@ static bool plan_pp_memory(IrModule *m, int64_t data_bytes, json_object *root, c
     json_object_object_add(e, "input_bytes", json_object_new_int64(x->input));
     json_object_object_add(e, "in_flight_set_bytes", json_object_new_int64(x->set));
     json_object_object_add(e, "grad_sum_bytes", json_object_new_int64(x->sums));
-    json_object_object_add(e, "eval_param_bytes", json_object_new_int64(x->eval));
+    json_object_object_add(e, "eval_bytes", json_object_new_int64(x->eval));
+    json_object_object_add(e, "eval_act_bytes", json_object_new_int64(x->eval_act));
     json_object_array_add(list, e);
   }
   if (root) json_object_object_add(root, "pp_ranks", list);
