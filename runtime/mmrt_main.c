@@ -1259,11 +1259,10 @@ static void print_memory(const Trainer *t) {
   if (mmrt_mem_end(&t->mem, mmrt_dnnl_prim_bytes(), &p)) return;
   int64_t arenas = 0, data = MMRT_FMNIST_RESIDENT_BYTES;
   for (int r = 0; r < MMRT_NARENAS; r++) arenas += t->arena_own[r];
-  /* a pipeline rank's further slots and gradient sums (mmrt_pp.h), and the
-   * whole param arena the evaluation gathers */
+  /* a pipeline rank's further slots and gradient sums (mmrt_pp.h); its
+   * evaluation allocates nothing (mmrt_pp_eval) */
   if (t->m->pp > 1)
-    arenas += mmrt_pp_extra_bytes(t->m, t->mesh.coord[MMRT_AXIS_PP], mb_elems, (void *)t) +
-              t->m->arena_bytes[MMRT_ARENA_PARAM];
+    arenas += mmrt_pp_extra_bytes(t->m, t->mesh.coord[MMRT_AXIS_PP], mb_elems, (void *)t);
   char who[48] = "";
   if (t->world > 1) snprintf(who, sizeof who, " of rank %d of %d", t->rank, t->world);
   printf("memory%s: measured peak %lld bytes, plan %lld bytes (arenas %lld + data %lld), "

@@ -57,8 +57,12 @@ import json, sys
 a, b = ([json.loads(l) for l in open(p) if '"eval_loss"' in l][-1] for p in sys.argv[2:4])
 d = abs(a["eval_loss"] - b["eval_loss"]) / abs(a["eval_loss"])
 same = d <= 1e-5 and abs(a["eval_accuracy"] - b["eval_accuracy"]) <= 1e-5
-print("%s: eval loss %.7f (serial %.7f, relative %.1e), accuracy %.4f (serial %.4f)%s" % (
-    sys.argv[1], b["eval_loss"], a["eval_loss"], d, b["eval_accuracy"], a["eval_accuracy"], "" if same else ": DIFFERS"))
+# captions: greedy decoding, the last stage's logits broadcast to every pp rank each token
+k = "eval_caption_exact_match"
+cap = " (exact match %.4f, serial %.4f)" % (b.get(k, -1), a[k]) if k in a else ""
+same = same and (k not in a or abs(a[k] - b.get(k, -1)) <= 1e-5)
+print("%s: eval loss %.7f (serial %.7f, relative %.1e), accuracy %.4f (serial %.4f)%s%s" % (
+    sys.argv[1], b["eval_loss"], a["eval_loss"], d, b["eval_accuracy"], a["eval_accuracy"], cap, "" if same else ": DIFFERS"))
 sys.exit(not same)
 PY
 }
@@ -146,15 +150,25 @@ SERIAL8="$T/GPT2Tiny--setB=8.serial"
 "$MMC" compile "$G" --model GPT2Tiny --set B=8 --pp 2 --micro-batches 2 -o "$T/ppck" &&
   "${MPIRUN[@]}" 2 "$T/ppck" --steps 5 --eval-batches 1 --quiet --ckpt "$T/ck1" > /dev/null 2>&1 &&
   cp -r "$T/ck1" "$T/ck3" &&
-  "$SERIAL8" --steps 10 --eval-batches 1 --quiet --ckpt "$T/ck1" --resume --log "$T/ck1.jsonl" > /dev/null 2>&1 &&
+  "$SERIAL8" --steps 10 --eval-batches 1 --quiet --ckpt "$T/ck1" --resume --log "$T/ck1.jsonl" --dump-logits "$T/ck1.logits" > /dev/null 2>&1 &&
   lossdiff "$T/GPT2Tiny--setB=8.serial.jsonl" "$T/ck1.jsonl" && ok || bad "pp=2 checkpoint resumed serially"
 "$SERIAL8" --steps 5 --eval-batches 1 --quiet --ckpt "$T/ck2" > /dev/null 2>&1 &&
   "${MPIRUN[@]}" 2 "$T/ppck" --steps 10 --eval-batches 1 --quiet --ckpt "$T/ck2" --resume --log "$T/ck2.jsonl" > /dev/null 2>&1 &&
   lossdiff "$T/GPT2Tiny--setB=8.serial.jsonl" "$T/ck2.jsonl" && ok || bad "serial checkpoint resumed under pp=2"
 # the pp = 2 checkpoint under pp = 4 (G4: GPT2Tiny with a four-stage list, 1F1B over 4
-# micro-batches): the plan is not part of the fingerprint, only the model's parameters
-"${MPIRUN[@]}" 4 "$T/gpt2tiny.pp4.1f1b" --steps 10 --eval-batches 4 --quiet --ckpt "$T/ck3" --resume --log "$T/ck3.jsonl" > "$T/ck3.out" 2>&1 &&
+# micro-batches): the plan is not part of the fingerprint, only the model's parameters;
+# its --dump-logits (the last stage's logits of the first test batch, B / 4 samples,
+# broadcast to rank 0) against the serially resumed run's first B / 4 samples
+"${MPIRUN[@]}" 4 "$T/gpt2tiny.pp4.1f1b" --steps 10 --eval-batches 4 --quiet --ckpt "$T/ck3" --resume --log "$T/ck3.jsonl" \
+    --dump-logits "$T/ck3.logits" > "$T/ck3.out" 2>&1 &&
   lossdiff "$T/GPT2Tiny--setB=8.serial.jsonl" "$T/ck3.jsonl" && ok || { bad "pp=2 checkpoint resumed under pp=4"; tail -3 "$T/ck3.out"; }
+/usr/bin/python3 - "$T/ck1.logits" "$T/ck3.logits" <<'PY' && ok || bad "pp=4 --dump-logits against the serial run's"
+import array, sys
+a, b = (array.array("f", open(p, "rb").read()) for p in sys.argv[1:3])
+d = max(abs(x - y) for x, y in zip(a, b)) / max(abs(x) for x in a) if b and len(b) * 4 == len(a) else float("inf")
+print("pp=4 --dump-logits: %d of the serial's %d logits, largest difference %.1e of the largest" % (len(b), len(a), d))
+sys.exit(d > 1e-5)
+PY
 
 # --trace: one track per rank, every action of the schedule as an event
 "$MMC" compile "$G" --model GPT2Tiny --set B=8 --pp 2 --micro-batches 4 --schedule zbh1 -o "$T/tr" &&
