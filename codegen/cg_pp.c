@@ -241,16 +241,28 @@ bool cg_pp_build(Cg *cg, const IrFunc *f, CgMb *out) {
 /* ---- the evaluation through the pipeline ---- */
 
 /* @forward stage by stage (cg->pp_eval, pp_assign_eval): one function per
- * stage (mm_pp_eval_s<S>), the values a stage makes that another rank's
- * stage reads as transfers (once per receiving rank, "from>to;" stages),
- * and a located error when a stage reads a parameter its rank does not
- * hold (the evaluation never gathers parameters) or when @forward's nodes
- * are not in stage order (memplan's offsets assume that order). */
+ * stage (mm_pp_eval_s<S>) of the nodes its results depend on, the values a stage makes that another
+ * rank's stage reads as transfers (once per receiving rank, "from>to;" stages), and a located error
+ * when a stage reads a parameter its rank does not hold (the evaluation never gathers parameters)
+ * or when @forward's nodes are not in stage order (memplan's offsets assume that order). */
 bool cg_pp_eval_build(Cg *cg, const IrFunc *f, CgMb *out) {
   const PpAssign *a = &cg->pp_eval;
   int N = f->nodes.len, S = a->nstages, P = cg->m->plan.pp;
   if (S > MMRT_PP_MAXSTAGES)
     return cg_error(cg, NULL, "pipeline: %d stages, at most %d", S, MMRT_PP_MAXSTAGES);
+  /* the nodes the results depend on: ZeRO-3 leaves @forward the re-gathers
+   * of @train's backward, which nothing reads and which would read another
+   * stage's parameters */
+  unsigned char *live = ARENA_ARRAY(cg->a, unsigned char, N + 1);
+  IrMap need;
+  ir_map_init(&need, cg->a, false);
+  for (int i = 0; i < f->results.len; i++) ir_map_put(&need, f->results.items[i]);
+  for (int i = N - 1; i >= 0; i--) {
+    const IrNode *n = f->nodes.items[i];
+    live[i] = n->nout == 0;
+    for (int j = 0; j < n->nout && !live[i]; j++) live[i] = ir_map_get(&need, n->out[j]) != NULL;
+    for (int k = 0; k < n->nin && live[i]; k++) ir_map_put(&need, n->in[k]);
+  }
   IrMap stof, sent;
   ir_map_init(&stof, cg->a, false);
   ir_map_init(&sent, cg->a, true);
@@ -258,14 +270,17 @@ bool cg_pp_eval_build(Cg *cg, const IrFunc *f, CgMb *out) {
   size_t rcap = 16 * (size_t)N * (size_t)P + 16, rl = 0;
   char *route = ARENA_ARRAY(cg->a, char, rcap);
   route[0] = 0;
+  int prev = 0;
   for (int i = 0; i < N; i++) {
     const IrNode *n = f->nodes.items[i];
     int to = a->stage[i];
-    if (i && to < a->stage[i - 1])
+    if (!live[i]) continue;
+    if (to < prev)
       return cg_error(cg, n,
                       "pipeline evaluation: @forward's node %d is of stage %d, after a node of "
                       "stage %d (the nodes are not in stage order)",
-                      i, to, a->stage[i - 1]);
+                      i, to, prev);
+    prev = to;
     for (int k = 0; k < n->nin; k++) {
       const IrValue *v = n->in[k];
       uint64_t h = held_by(cg, v);
@@ -293,7 +308,7 @@ bool cg_pp_eval_build(Cg *cg, const IrFunc *f, CgMb *out) {
   out->eval_route = route;
   for (int st = 0; st < S; st++) {
     unsigned char *keep = ARENA_ARRAY(cg->a, unsigned char, N + 1);
-    for (int i = 0; i < N; i++) keep[i] = a->stage[i] == st;
+    for (int i = 0; i < N; i++) keep[i] = live[i] && a->stage[i] == st;
     char name[64];
     snprintf(name, sizeof name, "mm_pp_eval_s%d", st);
     out->pp_eval_fn[st] = cg_build_step(cg, f, name, false, keep);
