@@ -6,6 +6,13 @@ same noise (the trainer's Philox stream, recomputed in numpy), AdamW with
 the settings and per-step learning rates of the model's train section
 (mmtrain.py). The losses must agree at every step to 1e-5 relative, and every
 trained tensor's final value within 1e-3 of the size of its update.
+The reference also runs in float64 from the same weights, clips and noise.
+Where its float32 loss is further than 1e-5 from the float64 one, float32
+does not determine the loss to 1e-5 and mmc's loss may be up to SPREAD
+times that distance from the float32 one. The L1 terms cause this: a
+residual near 0 that rounding moves across 0 flips its gradient's sign. At
+seed 7, step 3, PyTorch's float32 loss is 2.1e-5 from its float64 one, and
+mmc's is 2.0e-5 from the float32 one, but closer to float64.
 Usage: wfvae_parity.py FILE.mm MODEL INIT.st INPUTS_DIR LOG.jsonl FINAL.st STEPS SEED"""
 import json, os, sys
 
@@ -15,6 +22,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mmtrain, wfvae_ref
 
 LOSS_RTOL = 1e-5
+# how much further from PyTorch's float32 run mmc's loss may be than that run is from PyTorch's float64 one
+SPREAD = 3.0
 # the model-level lets of stdlib_models/wfvae.mm the reference needs
 CONFIGS = {
     "WFVAETinyParity": dict(latent=4, base=16, groups=0, t_interpolation="trilinear", kl_weight=1e-6, wavelet_weight=0.1),
@@ -39,20 +48,11 @@ ROUNDING = {
 }
 
 
-def main():
-    mm, model, init, inputs_dir, log, final, steps, seed = sys.argv[1:9]
-    steps, seed = int(steps), int(seed)
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-    cfg = mmtrain.train_settings(mm, model)
-    mc = CONFIGS[model]
-    mmtrain.ROUNDING_LEVEL.update(ROUNDING.get(model, {}))
-    w, _ = mmtrain.st_load(init)
-    names = sorted(k for k in w if not k.startswith(("adamw.", "sgd.")))
-    P = {k: torch.tensor(w[k], requires_grad=mmtrain.trained(cfg, k)) for k in names}
+def reference(cfg, mc, w, names, inputs_dir, steps, seed, dtype):
+    """The reference's run at dtype from the trainer's initial weights and inputs: (losses, disc_losses,
+    final tensors, learning rates), the losses by step."""
+    P = {k: torch.tensor(w[k], dtype=dtype, requires_grad=mmtrain.trained(cfg, k)) for k in names}
     trained = [k for k in names if P[k].requires_grad]
-    logged = [json.loads(l) for l in open(log) if l.strip()]
-    mmc_loss = {r["step"]: r["loss"] for r in logged if "loss" in r}
-    mmc_disc = {r["step"]: r["disc_loss"] for r in logged if "disc_loss" in r}
     gan = cfg["gan"]
     # a gan (the reference's train_causalvae.py step): the generator's AdamW over every other tensor, the
     # discriminator's own AdamW (the same settings) stepped from global step `start` (0-based) on
@@ -62,15 +62,13 @@ def main():
                             weight_decay=cfg["weight_decay"])
     dopt = torch.optim.AdamW([P[k] for k in disc], lr=1.0, betas=(cfg["beta1"], cfg["beta2"]), eps=cfg["eps"],
                              weight_decay=cfg["weight_decay"]) if disc else None
-    print("%s: %d tensors (%d parameters), adamw(lr = %g, weight_decay = %g), %d steps, seed %d" %
-          (model, len(names), sum(P[k].numel() for k in names), cfg["lr"], cfg["weight_decay"], steps, seed))
-    bad, lrs = 0, []
+    losses, disc_losses, lrs = {}, {}, []
     for s in range(1, steps + 1):
         batch, _ = mmtrain.st_load(os.path.join(inputs_dir, "step-%06d.safetensors" % s))
-        video = torch.tensor(batch["video"])
+        video = torch.tensor(batch["video"], dtype=dtype)
         B, C, T, H, W = video.shape
         t2 = (T - 1) // 4 + 1
-        noise = wfvae_ref.randn((B, mc["latent"], t2, H // 8, W // 8), seed, s)
+        noise = wfvae_ref.randn((B, mc["latent"], t2, H // 8, W // 8), seed, s).to(dtype)
         opt.zero_grad(set_to_none=True)
         lr = mmtrain.lr_at(cfg, s, steps)
         lrs.append(lr)
@@ -101,27 +99,49 @@ def main():
                 for g in dopt.param_groups:
                     g["lr"] = lr
                 dopt.step()
-            theirs = mmc_disc.get(s)
-            if theirs is None:
-                print("step %d: no disc_loss in the trainer's log" % s)
-                bad += 1
-            else:
-                rel = abs(d_loss.item() - theirs) / max(abs(theirs), abs(d_loss.item()), 1e-30)
-                ok = rel <= LOSS_RTOL or (d_loss.item() == 0 and theirs == 0)
-                bad += not ok
-                print("step %d: disc_loss pytorch %.9g mmc %.9g rel %.2e %s" %
-                      (s, d_loss.item(), theirs, rel, "ok" if ok else "MISMATCH"))
-        theirs = mmc_loss.get(s)
-        if theirs is None:
-            print("step %d: not in the trainer's log" % s)
-            bad += 1
-            continue
-        rel = abs(loss.item() - theirs) / max(abs(theirs), 1e-30)
-        bad += rel > LOSS_RTOL
-        print("step %d: loss pytorch %.9g mmc %.9g rel %.2e %s" %
-              (s, loss.item(), theirs, rel, "ok" if rel <= LOSS_RTOL else "MISMATCH"))
+            disc_losses[s] = d_loss.item()
+        losses[s] = loss.item()
+    return losses, disc_losses, {k: P[k].detach().float().numpy() for k in names}, lrs
+
+
+def check(what, s, ref, exact, theirs):
+    """One logged value against the float32 reference: within LOSS_RTOL, or, where the float32
+    reference itself is further than that from the float64 one (L1 terms: a residual near 0 that
+    rounding moves across 0 flips its gradient's sign), within SPREAD times that distance."""
+    if theirs is None:
+        print("step %d: no %s in the trainer's log" % (s, what))
+        return 1
+    rel = abs(ref - theirs) / max(abs(theirs), abs(ref), 1e-30)
+    spread = abs(ref - exact) / max(abs(exact), 1e-30)
+    tol = max(LOSS_RTOL, SPREAD * spread)
+    ok = rel <= tol or (ref == 0 and theirs == 0)
+    print("step %d: %s pytorch %.9g mmc %.9g rel %.2e; pytorch float64 %.9g, float32 off it by %.2e; "
+          "bound %.2e %s" % (s, what, ref, theirs, rel, exact, spread, tol, "ok" if ok else "MISMATCH"))
+    return 0 if ok else 1
+
+
+def main():
+    mm, model, init, inputs_dir, log, final, steps, seed = sys.argv[1:9]
+    steps, seed = int(steps), int(seed)
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    cfg = mmtrain.train_settings(mm, model)
+    mc = CONFIGS[model]
+    mmtrain.ROUNDING_LEVEL.update(ROUNDING.get(model, {}))
+    w, _ = mmtrain.st_load(init)
+    names = sorted(k for k in w if not k.startswith(("adamw.", "sgd.")))
+    logged = [json.loads(l) for l in open(log) if l.strip()]
+    mmc_loss = {r["step"]: r["loss"] for r in logged if "loss" in r}
+    mmc_disc = {r["step"]: r["disc_loss"] for r in logged if "disc_loss" in r}
+    print("%s: %d tensors (%d parameters), adamw(lr = %g, weight_decay = %g), %d steps, seed %d" %
+          (model, len(names), sum(w[k].size for k in names), cfg["lr"], cfg["weight_decay"], steps, seed))
+    loss32, disc32, ref, lrs = reference(cfg, mc, w, names, inputs_dir, steps, seed, torch.float32)
+    loss64, disc64, _, _ = reference(cfg, mc, w, names, inputs_dir, steps, seed, torch.float64)
+    bad = 0
+    for s in range(1, steps + 1):
+        if s in disc32:
+            bad += check("disc_loss", s, disc32[s], disc64[s], mmc_disc.get(s))
+        bad += check("loss", s, loss32[s], loss64[s], mmc_loss.get(s))
     fw, _ = mmtrain.st_load(final)
-    ref = {k: P[k].detach().numpy() for k in names}
     bad += mmtrain.compare_weights(w, ref, fw, cfg, lrs, "mmc", names)
     print("%s: %s" % (model, "ok" if not bad else "%d failures" % bad))
     return 1 if bad else 0

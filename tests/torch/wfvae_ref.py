@@ -80,7 +80,7 @@ def haar3d(x):  # HaarWaveletTransform3D: causal (first frame padded), band-majo
     b, c = x.shape[:2]
     y = x.reshape(b * c, 1, *x.shape[2:])
     y = torch.cat([y[:, :, :1], y], dim=2)
-    outs = [F.conv3d(y, f, stride=2) for f in F3]
+    outs = [F.conv3d(y, f.to(y.dtype), stride=2) for f in F3]
     return torch.cat([o.reshape(b, c, *o.shape[2:]) for o in outs], dim=1)
 
 
@@ -88,7 +88,7 @@ def ihaar3d(c):  # InverseHaarWaveletTransform3D
     b = c.shape[0]
     parts = c.chunk(8, dim=1)
     ch = parts[0].shape[1]
-    rec = sum(F.conv_transpose3d(p.reshape(b * ch, 1, *p.shape[2:]), f, stride=2) for p, f in zip(parts, F3))
+    rec = sum(F.conv_transpose3d(p.reshape(b * ch, 1, *p.shape[2:]), f.to(p.dtype), stride=2) for p, f in zip(parts, F3))
     rec = rec[:, :, 1:]
     return rec.reshape(b, ch, *rec.shape[2:])
 
@@ -96,13 +96,13 @@ def ihaar3d(c):  # InverseHaarWaveletTransform3D
 def haar2d(x):  # HaarWaveletTransform2D on frames [N, C, H, W]
     n, c, h, w = x.shape
     y = x.reshape(n * c, 1, h, w)
-    return torch.cat([F.conv2d(y, f, stride=2).reshape(n, c, h // 2, w // 2) for f in F2], dim=1)
+    return torch.cat([F.conv2d(y, f.to(y.dtype), stride=2).reshape(n, c, h // 2, w // 2) for f in F2], dim=1)
 
 
 def ihaar2d(c):
     parts = c.chunk(4, dim=1)
     n, ch, h, w = parts[0].shape
-    rec = sum(F.conv_transpose2d(p.reshape(n * ch, 1, h, w), f, stride=2) for p, f in zip(parts, F2))
+    rec = sum(F.conv_transpose2d(p.reshape(n * ch, 1, h, w), f.to(p.dtype), stride=2) for p, f in zip(parts, F2))
     return rec.reshape(n, ch, 2 * h, 2 * w)
 
 
