@@ -472,14 +472,26 @@ void mmrt_linear_fwd(MmrtDtype dt, void *y, const void *x, const void *w, const 
  * the matmul primitive: on GPT-2's head (256 rows, 768 by 50,257) it took
  * about 25% less CPU for dx and 10% less for dw on Zen 4 (bench: 2 threads,
  * passive waits, under load). Its results have the same bits for 1, 2 and 3
- * threads (check_rt_kernels' wide linear case), dw the same bits as the
- * primitive's, dx other bits (another order of the 50,257-term sums). */
-enum { SGEMM_MIN_N = 32768 };
+ * threads (check_rt_kernels' wide linear case); dx sums its 50,257 terms
+ * in another order than the primitive.
+ * The threads split C's rows in fixed blocks of SGEMM_ROWS, each block one
+ * single-threaded sgemm: left to itself, dnnl_sgemm on AVX2 (Zen 3) splits
+ * dx's 6 x 9 output's 32,771-term sums between 2 threads, and 1 and 2
+ * threads gave other bits. */
+enum { SGEMM_MIN_N = 32768, SGEMM_ROWS = 64 };
 
 static void sgemm(char ta, int M, int N, int K, const float *A, int lda, const float *B, float *C,
                   int accumulate) {
-  DNNL_CHECK(dnnl_sgemm(ta, 'N', M, N, K, 1.0f, A, lda, B, N, accumulate ? 1.0f : 0.0f, C, N),
-             "mmrt_linear (dnnl_sgemm)");
+  int blocks = (M + SGEMM_ROWS - 1) / SGEMM_ROWS;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int b = 0; b < blocks; b++) {
+    int m0 = b * SGEMM_ROWS, m = M - m0 < SGEMM_ROWS ? M - m0 : SGEMM_ROWS;
+    /* row m0 of op(A): row m0 of A ('N'), column m0 of A ('T') */
+    const float *a = ta == 'N' ? A + (size_t)m0 * lda : A + m0;
+    DNNL_CHECK(dnnl_sgemm(ta, 'N', m, N, K, 1.0f, a, lda, B, N, accumulate ? 1.0f : 0.0f,
+                          C + (size_t)m0 * N, N),
+               "mmrt_linear (dnnl_sgemm)");
+  }
 }
 
 void mmrt_linear_bwd_data(MmrtDtype dt, void *dx, const void *dy, const void *w, int rows, int K,
@@ -668,19 +680,19 @@ static void conv_bwd_weights(MmrtDtype dt, const MmrtConv *cv, int nsp, void *dw
   Entry *e = cache_find(&k);
   if (!e) {
     dnnl_convolution_desc_t fd, bd;
-    /* the weight gradient keeps plain layouts (im2col + gemm): blocked, it
-     * sums in another order, and WF-VAE's 3-step PyTorch parity
-     * (tests/wfvae.sh) moved to 2e-5 of the loss at step 3 (2e-7 all plain,
-     * 4e-6 with this split), over its 1e-5 */
-    ConvMds pm = m;
-    pm.xa = m.x, pm.wa = m.w, pm.ya = m.y;
-    conv_fwd_desc(&fd, &pm, hasb, what);
-    DNNL_CHECK(dnnl_convolution_backward_weights_desc_init(&bd, dnnl_convolution_direct, &m.x, &m.w,
-                                                           hasb ? &m.b : NULL, &m.y, m.strides,
-                                                           m.pad_lo, m.pad_hi),
+    /* the primitive's own layouts, reordered from and to the plain ones:
+     * plain layouts make oneDNN fall back to im2col + gemm, 2.5x the
+     * forward's time on WF-VAE's 8 to 40 channels. The blocked kernel sums
+     * in another order; WF-VAE's PyTorch parity (tests/wfvae.sh) holds
+     * either way, within PyTorch's own float32-to-float64 spread. */
+    conv_fwd_desc(&fd, &m, hasb, what);
+    DNNL_CHECK(dnnl_convolution_backward_weights_desc_init(&bd, dnnl_convolution_direct, &m.xa,
+                                                           &m.wa, hasb ? &m.b : NULL, &m.ya,
+                                                           m.strides, m.pad_lo, m.pad_hi),
                what);
     int args[4] = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_DIFF_BIAS};
-    e = cache_make(&k, &bd, NULL, &fd, hasb ? 4 : 3, args, what);
+    dnnl_memory_desc_t plain[4] = {m.x, m.y, m.w, m.b};
+    e = cache_make_laid(&k, &bd, NULL, &fd, hasb ? 4 : 3, args, plain, what);
   }
   float *ow = dw, *ob = dbias;
   if (accumulate) {
