@@ -153,9 +153,12 @@ for plan in ("pp2-gpipe", "pp2-1f1b"):
         print("%s rank %d: planned peak %d bytes (%d in flight x act %d, working set %d), measured %d "
               "(the data set aside), ratio %.4f; serial B=32 planned %d" %
               (plan, r, want, pl[r]["in_flight"], pl[r]["act_bytes"], pl[r]["grad_bytes"], got, got / want, serial["peak_bytes"]))
-        # 5%, or the runs' few hundred KB of unplanned noise (MPI, the heap) on these small
-        # peaks: pp2-1f1b rank 1 plans 2.9 MB since the evaluation gathers no parameters
-        if abs(got - want) > max(tol * want, 256 << 10): errs.append("%s rank %d: measured %d, planned %d" % (plan, r, got, want))
+        # 5%, or the runs' unplanned noise (MPI, the heap) on these small peaks: pp2-1f1b
+        # rank 1 plans 2.9 MB since the evaluation gathers no parameters. On Zen 4 the four
+        # cells measured up to 181 KB above their plans; on Zen 3 (AVX2) 557 to 709 KB, with
+        # no oneDNN scratchpad or layout copy in it, so 1 MB. GWide's real-sized cells
+        # below hold the plain 5%.
+        if abs(got - want) > max(tol * want, 1 << 20): errs.append("%s rank %d: measured %d, planned %d" % (plan, r, got, want))
         if want >= serial["peak_bytes"]: errs.append("%s rank %d: planned peak %d not below the serial one's %d" % (plan, r, want, serial["peak_bytes"]))
 for e in errs: print("FAIL: %s" % e)
 sys.exit(1 if errs else 0)
