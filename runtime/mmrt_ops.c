@@ -603,56 +603,103 @@ MMRT_CLONES static void transpose_rows(float *dst, size_t ld, const void *src, s
   transpose_rows_body(dst, ld, src, off, n, stride, D, bf);
 }
 
+/* 8-float vectors: one AVX2 register. Vf8u: the unaligned, aliasing view. */
+typedef float Vf8 __attribute__((vector_size(32)));
+typedef float Vf8u __attribute__((vector_size(32), aligned(4), may_alias));
+
 /* R rows (R <= ATT_MR, a constant after inlining) of one 16-column strip:
- * R accumulators stay in registers (12 of AVX2's 16, 6 of AVX-512's 32)
- * while k runs; each step is one load of b and R broadcast FMAs. */
+ * R accumulators stay in registers while k runs; each step is one load of b
+ * and R broadcast FMAs. V (a constant too) is the accumulators' width: 16
+ * (one AVX-512 register per row) or 8 (two AVX2 registers per row, 12 of
+ * the 16). Below AVX-512, GCC 12 kept an array of 16-float accumulators in
+ * memory and moved each through general registers at every FMA (tile_gemm
+ * was three quarters of the attention's time, VideoDiTSmall's 80 tokens);
+ * two 8-float halves per row are the same lane-wise FMAs in the same order,
+ * so the bits do not change. */
 static inline __attribute__((always_inline)) void
 gemm_strip(float *restrict c, size_t ldc, const float *restrict a, size_t ai, size_t ak,
-           const float *restrict b, size_t ldb, int K, int acc, const int R) {
-  Vf16 s[ATT_MR];
+           const float *restrict b, size_t ldb, int K, int acc, const int R, const int V) {
+  if (V == 16) {
+    Vf16 s[ATT_MR];
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) {
+      Vf16 z = {0};
+      if (acc) z = *(const Vf16u *)(c + (size_t)r * ldc);
+      s[r] = z;
+    }
+    for (int k = 0; k < K; k++) {
+      Vf16 bv = *(const Vf16u *)(b + (size_t)k * ldb);
+#pragma GCC unroll 6
+      for (int r = 0; r < R; r++) s[r] += a[(size_t)r * ai + (size_t)k * ak] * bv;
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) *(Vf16u *)(c + (size_t)r * ldc) = s[r];
+    return;
+  }
+  Vf8 s0[ATT_MR], s1[ATT_MR];
 #pragma GCC unroll 6
   for (int r = 0; r < R; r++) {
-    Vf16 z = {0};
-    if (acc) z = *(const Vf16u *)(c + (size_t)r * ldc);
-    s[r] = z;
+    Vf8 z0 = {0}, z1 = {0};
+    if (acc) {
+      z0 = *(const Vf8u *)(c + (size_t)r * ldc);
+      z1 = *(const Vf8u *)(c + (size_t)r * ldc + 8);
+    }
+    s0[r] = z0;
+    s1[r] = z1;
   }
   for (int k = 0; k < K; k++) {
-    Vf16 bv = *(const Vf16u *)(b + (size_t)k * ldb);
+    const float *bk = b + (size_t)k * ldb, *ak_ = a + (size_t)k * ak;
+    Vf8 b0 = *(const Vf8u *)bk, b1 = *(const Vf8u *)(bk + 8);
 #pragma GCC unroll 6
-    for (int r = 0; r < R; r++) s[r] += a[(size_t)r * ai + (size_t)k * ak] * bv;
+    for (int r = 0; r < R; r++) {
+      float x = ak_[(size_t)r * ai];
+      s0[r] += x * b0;
+      s1[r] += x * b1;
+    }
   }
 #pragma GCC unroll 6
-  for (int r = 0; r < R; r++) *(Vf16u *)(c + (size_t)r * ldc) = s[r];
+  for (int r = 0; r < R; r++) {
+    *(Vf8u *)(c + (size_t)r * ldc) = s0[r];
+    *(Vf8u *)(c + (size_t)r * ldc + 8) = s1[r];
+  }
 }
 
 /* c[i * ldc + j] (+)= sum_{k < K} A(i, k) b[k * ldb + j] for i < M and
  * j < N, N a multiple of 16; A(i, k) = a[i * ai + k * ak] (a row-major
- * matrix or a transposed one). */
+ * matrix or a transposed one). V: gemm_strip's accumulator width. */
 ATT_AI void tile_gemm_body(float *restrict c, size_t ldc, const float *restrict a, size_t ai,
                            size_t ak, const float *restrict b, size_t ldb, int M, int N, int K,
-                           int acc) {
+                           int acc, const int V) {
   for (int j = 0; j < N; j += 16) {
     int i = 0;
     for (; i + ATT_MR <= M; i += ATT_MR)
       gemm_strip(c + (size_t)i * ldc + j, ldc, a + (size_t)i * ai, ai, ak, b + j, ldb, K, acc,
-                 ATT_MR);
+                 ATT_MR, V);
     float *cc = c + (size_t)i * ldc + j;
     const float *aa = a + (size_t)i * ai;
     switch (M - i) {
-      case 5: gemm_strip(cc, ldc, aa, ai, ak, b + j, ldb, K, acc, 5); break;
-      case 4: gemm_strip(cc, ldc, aa, ai, ak, b + j, ldb, K, acc, 4); break;
-      case 3: gemm_strip(cc, ldc, aa, ai, ak, b + j, ldb, K, acc, 3); break;
-      case 2: gemm_strip(cc, ldc, aa, ai, ak, b + j, ldb, K, acc, 2); break;
-      case 1: gemm_strip(cc, ldc, aa, ai, ak, b + j, ldb, K, acc, 1); break;
+      case 5: gemm_strip(cc, ldc, aa, ai, ak, b + j, ldb, K, acc, 5, V); break;
+      case 4: gemm_strip(cc, ldc, aa, ai, ak, b + j, ldb, K, acc, 4, V); break;
+      case 3: gemm_strip(cc, ldc, aa, ai, ak, b + j, ldb, K, acc, 3, V); break;
+      case 2: gemm_strip(cc, ldc, aa, ai, ak, b + j, ldb, K, acc, 2, V); break;
+      case 1: gemm_strip(cc, ldc, aa, ai, ak, b + j, ldb, K, acc, 1, V); break;
       default: break;
     }
   }
 }
 
+/* The general path's product: 16-float accumulators where the CPU has
+ * AVX-512 (only the x86-64-v4 clone runs there), 8-float halves below. */
 MMRT_CLONES static void tile_gemm(float *restrict c, size_t ldc, const float *restrict a, size_t ai,
                                   size_t ak, const float *restrict b, size_t ldb, int M, int N,
                                   int K, int acc) {
-  tile_gemm_body(c, ldc, a, ai, ak, b, ldb, M, N, K, acc);
+#ifdef MMRT_HAVE_CLONES
+  if (__builtin_cpu_supports("avx512f")) {
+    tile_gemm_body(c, ldc, a, ai, ak, b, ldb, M, N, K, acc, 16);
+    return;
+  }
+#endif
+  tile_gemm_body(c, ldc, a, ai, ak, b, ldb, M, N, K, acc, 8);
 }
 
 /* One row of the online softmax: s[0..n) are the scaled scores of the
@@ -940,7 +987,8 @@ ATT_AI const float *rows_view(float *buf, int Dp, const void *src, size_t off, i
  * row b against all S keys. P is normalised before P V, so that (f32, whole
  * vectors) the product is written to out in place. */
 ATT_AI void short_fwd_body(const AttShape *a, AttWs *w, void *out, float *lse, const void *q,
-                           const void *k, const void *v, int b, int h, int t0, int nq) {
+                           const void *k, const void *v, int b, int h, int t0, int nq,
+                           const int V) {
   int D = a->D, Dp = pad16(D), S = a->S, Sp = pad16(S), off = S - a->T, bf = a->bf;
   size_t kvs = (size_t)a->KVH * D, qs = (size_t)a->H * D;
   size_t kb = (size_t)b * S * kvs + (size_t)(h / (a->H / a->KVH)) * D;
@@ -950,7 +998,7 @@ ATT_AI void short_fwd_body(const AttShape *a, AttWs *w, void *out, float *lse, c
   transpose_rows_body(w->kt, (size_t)Sp, k, kb, S, kvs, D, bf);
   const float *vr = rows_view(w->kp, Dp, v, kb, S, kvs, D, bf, &ldv);
   short_key_bias(a, b, w->m, Sp);
-  tile_gemm_body(w->s, (size_t)Sp, qr, ldq, 1, w->kt, (size_t)Sp, nq, Sp, D, 0);
+  tile_gemm_body(w->s, (size_t)Sp, qr, ldq, 1, w->kt, (size_t)Sp, nq, Sp, D, 0, V);
   for (int i = 0; i < nq; i++) {
     float mx, *si = w->s + (size_t)i * Sp;
     float l =
@@ -960,10 +1008,10 @@ ATT_AI void short_fwd_body(const AttShape *a, AttWs *w, void *out, float *lse, c
     if (lse) lse[((size_t)b * a->H + h) * a->T + t0 + i] = l > 0.0f ? mx + logf(l) : -INFINITY;
   }
   if (ldq != (size_t)Dp) { /* f32 in place */
-    tile_gemm_body((float *)out + qb, qs, w->s, (size_t)Sp, 1, vr, ldv, nq, Dp, S, 0);
+    tile_gemm_body((float *)out + qb, qs, w->s, (size_t)Sp, 1, vr, ldv, nq, Dp, S, 0, V);
     return;
   }
-  tile_gemm_body(w->o, (size_t)Dp, w->s, (size_t)Sp, 1, vr, ldv, nq, Dp, S, 0);
+  tile_gemm_body(w->o, (size_t)Dp, w->s, (size_t)Sp, 1, vr, ldv, nq, Dp, S, 0, V);
   put_tile_body(out, qb, qs, w->o, nq, D, 0, bf);
 }
 
@@ -971,7 +1019,7 @@ ATT_AI void short_fwd_body(const AttShape *a, AttWs *w, void *out, float *lse, c
  * query tile of every head of its group; each tile's P and dS computed
  * once. dq (+)= dS K per tile; dk, dv summed over the tiles, then stored. */
 ATT_AI void short_bwd_body(const AttGrad *g, AttWs *w, int b, int kh, void *dq, void *dk, void *dv,
-                           int accumulate) {
+                           int accumulate, const int V) {
   const AttShape *a = &g->a;
   int D = a->D, Dp = pad16(D), S = a->S, Sp = pad16(S), off = S - a->T, bf = a->bf;
   int grp = a->H / a->KVH;
@@ -992,8 +1040,8 @@ ATT_AI void short_bwd_body(const AttGrad *g, AttWs *w, int b, int kh, void *dq, 
       const float *qr = rows_view(w->qp, Dp, g->q, o, nq, qs, D, bf, &ldq);
       const float *dor = rows_view(w->dop, Dp, g->dout, o, nq, qs, D, bf, &ldd);
       const float *outr = rows_view(w->op, Dp, g->out, o, nq, qs, D, bf, &ldo);
-      tile_gemm_body(w->s, (size_t)Sp, qr, ldq, 1, w->kt, (size_t)Sp, nq, Sp, D, 0);
-      tile_gemm_body(w->dp, (size_t)Sp, dor, ldd, 1, w->vt, (size_t)Sp, nq, Sp, D, 0);
+      tile_gemm_body(w->s, (size_t)Sp, qr, ldq, 1, w->kt, (size_t)Sp, nq, Sp, D, 0, V);
+      tile_gemm_body(w->dp, (size_t)Sp, dor, ldd, 1, w->vt, (size_t)Sp, nq, Sp, D, 0, V);
       const float *lse = g->lse + ((size_t)b * a->H + h) * a->T + t0;
       for (int i = 0; i < nq; i++) {
         const float *dori = dor + (size_t)i * ldd, *orow = outr + (size_t)i * ldo;
@@ -1018,13 +1066,14 @@ ATT_AI void short_bwd_body(const AttGrad *g, AttWs *w, int b, int kh, void *dq, 
         }
       }
       if (dq && ldk != (size_t)Dp) /* f32 in place */
-        tile_gemm_body((float *)dq + o, qs, w->dp, (size_t)Sp, 1, kr, ldk, nq, Dp, S, accumulate);
+        tile_gemm_body((float *)dq + o, qs, w->dp, (size_t)Sp, 1, kr, ldk, nq, Dp, S, accumulate,
+                       V);
       else if (dq) {
-        tile_gemm_body(w->o, (size_t)Dp, w->dp, (size_t)Sp, 1, kr, ldk, nq, Dp, S, 0);
+        tile_gemm_body(w->o, (size_t)Dp, w->dp, (size_t)Sp, 1, kr, ldk, nq, Dp, S, 0, V);
         put_tile_body(dq, o, qs, w->o, nq, D, accumulate, bf);
       }
-      if (dv) tile_gemm_body(w->dv, (size_t)Dp, w->s, 1, (size_t)Sp, dor, ldd, S, Dp, nq, 1);
-      if (dk) tile_gemm_body(w->dk, (size_t)Dp, w->dp, 1, (size_t)Sp, qr, ldq, S, Dp, nq, 1);
+      if (dv) tile_gemm_body(w->dv, (size_t)Dp, w->s, 1, (size_t)Sp, dor, ldd, S, Dp, nq, 1, V);
+      if (dk) tile_gemm_body(w->dk, (size_t)Dp, w->dp, 1, (size_t)Sp, qr, ldq, S, Dp, nq, 1, V);
     }
   }
   if (dk) put_tile_body(dk, ko, kvs, w->dk, S, D, accumulate, bf);
@@ -1032,20 +1081,20 @@ ATT_AI void short_bwd_body(const AttGrad *g, AttWs *w, int b, int kh, void *dq, 
 }
 
 /* One build of the two items per ISA. */
-#define ATT_SHORT_ISA(SUF, TARGET)                                                                 \
+#define ATT_SHORT_ISA(SUF, TARGET, V)                                                              \
   TARGET static void short_fwd_##SUF(const AttShape *a, AttWs *w, void *out, float *lse,           \
                                      const void *q, const void *k, const void *v, int b, int h,    \
                                      int t0, int nq) {                                             \
-    short_fwd_body(a, w, out, lse, q, k, v, b, h, t0, nq);                                         \
+    short_fwd_body(a, w, out, lse, q, k, v, b, h, t0, nq, V);                                      \
   }                                                                                                \
   TARGET static void short_bwd_##SUF(const AttGrad *g, AttWs *w, int b, int kh, void *dq,          \
                                      void *dk, void *dv, int accumulate) {                         \
-    short_bwd_body(g, w, b, kh, dq, dk, dv, accumulate);                                           \
+    short_bwd_body(g, w, b, kh, dq, dk, dv, accumulate, V);                                        \
   }
-ATT_SHORT_ISA(base, )
+ATT_SHORT_ISA(base, , 8)
 #ifdef MMRT_HAVE_CLONES
-ATT_SHORT_ISA(avx2, __attribute__((target("arch=x86-64-v3"))))
-ATT_SHORT_ISA(avx512, __attribute__((target("arch=x86-64-v4"))))
+ATT_SHORT_ISA(avx2, __attribute__((target("arch=x86-64-v3"))), 8)
+ATT_SHORT_ISA(avx512, __attribute__((target("arch=x86-64-v4"))), 16)
 #endif
 #undef ATT_SHORT_ISA
 
