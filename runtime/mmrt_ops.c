@@ -87,7 +87,7 @@ void mmrt_threads_small(int small) {
 
 /* exp(x) for x in [-86, 88] (clamped), within ~2 ulp; branch-free so that
  * simd loops vectorise it (libm's expf does not). Cephes polynomial. */
-static inline float exp_approx(float x) {
+static inline __attribute__((always_inline)) float exp_approx(float x) {
   x = x < -86.0f ? -86.0f : x;
   x = x > 88.0f ? 88.0f : x;
   /* n = round(x / ln 2) via the 1.5 * 2^23 trick; its low bits are n */
@@ -453,13 +453,19 @@ static inline float att_el(const void *p, size_t i, int bf) {
 
 /* The hot loops below want fused multiply-adds; ISO C mode turns
  * contraction off, so allow it here only (clang: the same with its own
- * pragma, reset to its default, `on`, below). */
+ * pragma, reset to its default, `on`, below). GCC also gets
+ * -fno-trapping-math here: with trapping math its if-conversion keeps
+ * exp_approx's clamps as branches unless the target has AVX-512 masks, so
+ * the softmax and gradient rows ran scalar in the AVX2 and baseline builds
+ * (the values are the same: it only lets GCC compute both sides of a
+ * select). */
 #if defined(__clang__)
 #define ATT_CONTRACT_FAST _Pragma("clang fp contract(fast)")
 #define ATT_CONTRACT_END  _Pragma("clang fp contract(on)")
 #else
-#define ATT_CONTRACT_FAST _Pragma("GCC push_options") _Pragma("GCC optimize(\"fp-contract=fast\")")
-#define ATT_CONTRACT_END  _Pragma("GCC pop_options")
+#define ATT_CONTRACT_FAST                                                                          \
+  _Pragma("GCC push_options") _Pragma("GCC optimize(\"fp-contract=fast\", \"no-trapping-math\")")
+#define ATT_CONTRACT_END _Pragma("GCC pop_options")
 #endif
 ATT_CONTRACT_FAST
 
@@ -711,11 +717,10 @@ MMRT_CLONES static void online_softmax_row(float *restrict s, int n, int nk, flo
   float mx = *m;
   for (int j = 0; j < n; j++) mx = s[j] > mx ? s[j] : mx;
   float alpha = *m == -INFINITY ? 0.0f : exp_approx(*m - mx), sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (int j = 0; j < n; j++) {
-    s[j] = exp_approx(s[j] - mx);
-    sum += s[j];
-  }
+#pragma omp simd
+  for (int j = 0; j < n; j++) s[j] = exp_approx(s[j] - mx);
+  /* in order: the sum's bits do not depend on the vector width */
+  for (int j = 0; j < n; j++) sum += s[j];
   for (int j = n; j < nk; j++) s[j] = 0.0f;
   *l = *l * alpha + sum;
   *m = mx;
