@@ -285,7 +285,7 @@ model VideoDiTSmall extends VideoDiTTiny {
 
   train {
     freeze    = [text_encoder]
-    optimizer = adamw(lr = 1e-3, betas = [0.9, 0.999], weight_decay = 0.01, clip = 1.0)
+    optimizer = adamw(lr = 2e-3, betas = [0.9, 0.999], weight_decay = 0.01, clip = 1.0)
     schedule  = cosine(warmup = 200)
   }
 }
