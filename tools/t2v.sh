@@ -16,7 +16,8 @@
 # Usage: tools/t2v.sh [OUT] with, in the environment (defaults in brackets):
 #   CLS_STEPS [2000] classifier steps, DIT_STEPS [8500] DiT steps,
 #   CLIPS [1000] sampled clips (a multiple of 100: 10 prompts x 10 classes),
-#   SAMPLE_STEPS [15], GUIDANCE [7], MMC [build/mmc], NICE [10];
+#   SAMPLE_STEPS [25], SCHEDULER [ddpm: ancestral; or ddim], GUIDANCE [4],
+#   MMC [build/mmc], NICE [10];
 #   VAE_WEIGHTS (a WFVAETiny weights file, e.g. its trainer's --save-weights):
 #   then the DiT is T2VTiny (stdlib_models/t2v.mm) on WF-VAE latents instead:
 #   `--task extract` writes FEAT_CLIPS [4096] clips' latents and text
@@ -29,8 +30,9 @@ MMC=${MMC:-$SRC/build/mmc}
 CLS_STEPS=${CLS_STEPS:-2000}
 DIT_STEPS=${DIT_STEPS:-8500}
 CLIPS=${CLIPS:-1000}
-SAMPLE_STEPS=${SAMPLE_STEPS:-15}
-GUIDANCE=${GUIDANCE:-7}
+SAMPLE_STEPS=${SAMPLE_STEPS:-25}
+SCHEDULER=${SCHEDULER:-ddpm}
+GUIDANCE=${GUIDANCE:-4}
 NICE=${NICE:-10}
 VAE_WEIGHTS=${VAE_WEIGHTS:-}
 FEAT_CLIPS=${FEAT_CLIPS:-4096}
@@ -86,7 +88,7 @@ for l in 0 1 2 3 4 5 6 7 8 9; do
   for k in 0 1 2 3 4 5 6 7 8 9; do echo "${names[$l]} moving ${dirs[$((k % 8))]}"; done
 done > prompts.txt
 run ./sampler --weights dit.st "${DEC[@]}" --weights frame_cnn.st --prompts prompts.txt \
-  --clips $((CLIPS / 100)) --steps "$SAMPLE_STEPS" --guidance "$GUIDANCE" --seed 1 --show 10 \
+  --clips $((CLIPS / 100)) --steps "$SAMPLE_STEPS" --scheduler "$SCHEDULER" --guidance "$GUIDANCE" --seed 1 --show 10 \
   --out samples --quiet | tee sample.txt
 stamp "sampling ($CLIPS clips)"
 echo "t2v.sh: total $(($(date +%s) - t0)) s; one clip's PNG strip: $OUT/samples/sample_00000.png"
