@@ -14,7 +14,7 @@
 #      in turn), classifying every frame: the fraction named as the prompted
 #      class, samples/s, the wall time of each stage, one PNG strip.
 # Usage: tools/t2v.sh [OUT] with, in the environment (defaults in brackets):
-#   CLS_STEPS [2000] classifier steps, DIT_STEPS [8500] DiT steps,
+#   CLS_STEPS [2000] classifier steps, DIT_STEPS [9200] DiT steps,
 #   CLIPS [1000] sampled clips (a multiple of 100: 10 prompts x 10 classes),
 #   SAMPLE_STEPS [25], SCHEDULER [ddpm: ancestral; or ddim], GUIDANCE [4],
 #   MMC [build/mmc], NICE [10];
@@ -28,7 +28,7 @@ SRC=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${1:-t2v_run}
 MMC=${MMC:-$SRC/build/mmc}
 CLS_STEPS=${CLS_STEPS:-2000}
-DIT_STEPS=${DIT_STEPS:-8500}
+DIT_STEPS=${DIT_STEPS:-9200}
 CLIPS=${CLIPS:-1000}
 SAMPLE_STEPS=${SAMPLE_STEPS:-25}
 SCHEDULER=${SCHEDULER:-ddpm}
