@@ -270,7 +270,8 @@ model VideoDiTTinyFlow extends VideoDiTTiny {
 // matter most: 3,500 steps (pooled = 0) 36.3%, 10,000 (pooled = 1) 57.3%
 // of 1,000 clips' frames (README "Sampling"); then the lr: at 3,500 steps
 // 2e-3 47.0% of 200 clips' frames against 36.2% at 1e-3 and 41.8% at 4e-3
-// (Zen 3), and 8,500 steps at 2e-3 66.0% of 1,000 clips' frames.
+// (Zen 3); 8,500 steps at 2e-3 66.0% of 1,000 clips' frames with DDIM
+// sampling, 69.6% with DDPM, 9,200 steps with DDPM 71.1% (tools/t2v.sh).
 model VideoDiTSmall extends VideoDiTTiny {
   let B = 16
   dit = VideoDiT(channels = 8, frames = 5, height = 8, width = 8, depth = 4, heads = 4,

@@ -88,7 +88,7 @@ for l in 0 1 2 3 4 5 6 7 8 9; do
   for k in 0 1 2 3 4 5 6 7 8 9; do echo "${names[$l]} moving ${dirs[$((k % 8))]}"; done
 done > prompts.txt
 run ./sampler --weights dit.st "${DEC[@]}" --weights frame_cnn.st --prompts prompts.txt \
-  --clips $((CLIPS / 100)) --steps "$SAMPLE_STEPS" --scheduler "$SCHEDULER" --guidance "$GUIDANCE" --seed 1 --show 10 \
-  --out samples --quiet | tee sample.txt
+  --clips $((CLIPS / 100)) --steps "$SAMPLE_STEPS" --scheduler "$SCHEDULER" --guidance "$GUIDANCE" \
+  --seed 1 --show 10 --out samples --quiet | tee sample.txt
 stamp "sampling ($CLIPS clips)"
 echo "t2v.sh: total $(($(date +%s) - t0)) s; one clip's PNG strip: $OUT/samples/sample_00000.png"
