@@ -23,6 +23,8 @@ model T2VTiny {
   let F = 17
   let S = 64
   let latent = 4
+  let lat_mean = 0.0             // the DiT diffuses (latents - lat_mean) / lat_std
+  let lat_std = 1.0
   encoder      = WFEncoder(1, latent, 16, 1, 16, 0)
   wavelet_in   = Haar3D(1)
   wavelet_l1   = Haar2D(1)
@@ -48,15 +50,39 @@ model T2VTiny {
   // text: the caption ids, for the padding mask of the DiT's cross-attention
   forward(latents: f32[B, latent, 5, 8, 8], text_features: f32[B, L, 32], text: i32[B, L],
           noise: f32[B, latent, 5, 8, 8], t_uniform: f32[B]) -> loss {
+    x0 = (latents - lat_mean) * (1.0 / lat_std)
     t = diffusion.timesteps(t_uniform)
-    pred = dit(diffusion.add_noise(latents, noise, t), t.float(), text_features,
+    pred = dit(diffusion.add_noise(x0, noise, t), t.float(), text_features,
                text_encoder.mask(text))
-    return diffusion.loss(pred, latents, noise, t)
+    return diffusion.loss(pred, x0, noise, t)
   }
 
   train {
     freeze    = [encoder, text_encoder]
     optimizer = adamw(lr = 1e-3, betas = [0.9, 0.999], weight_decay = 0.01, clip = 1.0)
     schedule  = constant
+  }
+}
+
+// T2VTiny's composition at tools/t2v.sh's scale: WFVAEFit's encoder
+// (stdlib_models/wfvae.mm: latent 8, base 8, energy flow 8, layer norm; its
+// weights file loads by name), VideoDiTSmall's DiT (4 layers, 4 heads x 36,
+// the caption pooled into AdaLN-single), batch 16, lr 2e-3 with warmup and
+// cosine decay. The DiT diffuses the standardised latents
+// (latents - lat_mean) / lat_std, as latent diffusion scales its VAE's
+// latents; the two depend on the WF-VAE's weights, so tools/t2v.sh measures
+// them on the extracted features and passes them with --set (the sampler
+// T2VFitSample undoes it with the same two).
+model T2VFit extends T2VTiny {
+  let B = 16
+  let latent = 8
+  encoder = WFEncoder(1, latent, 8, 1, 8, 0)
+  dit     = VideoDiT(channels = latent, frames = 5, height = 8, width = 8, depth = 4, heads = 4,
+                     head_dim = 36, text_dim = 32, pooled = 1)
+
+  train {
+    freeze    = [encoder, text_encoder]
+    optimizer = adamw(lr = 2e-3, betas = [0.9, 0.999], weight_decay = 0.01, clip = 1.0)
+    schedule  = cosine(warmup = 200)
   }
 }

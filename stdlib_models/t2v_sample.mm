@@ -70,7 +70,8 @@ model T2VTinySample extends T2VTiny {
 
   forward table() { return diffusion.table() }
 
-  forward decode(z: f32[B, latent, 5, 8, 8]) {
+  forward decode(zs: f32[B, latent, 5, 8, 8]) {
+    z = zs * lat_std + lat_mean                    // T2VTiny's standardisation undone
     m = decoder.mid(z)
     u = decoder.up(m)
     return wavelet_out(decoder.coeffs(u, decoder.l1(u, decoder.l2(m))))
@@ -81,4 +82,18 @@ model T2VTinySample extends T2VTiny {
   // the sampler only reads the decoder and the classifier: a trainer of this
   // model (the DiT loss) leaves them as loaded
   train { freeze = [encoder, text_encoder, decoder, classifier] }
+}
+
+// T2VFitSample samples T2VFit (stdlib_models/t2v.mm, tools/t2v.sh's route
+// with VAE_WEIGHTS): the DiT and its frozen T5 from the trainer's weights,
+// WFVAEFit's decoder (decoder.*, from the WF-VAE's weights file), the frame
+// classifier; decode undoes the standardisation (--set lat_mean, lat_std:
+// the trainer's) before the decoder.
+model T2VFitSample extends T2VTinySample {
+  let B = 16
+  let latent = 8
+  encoder = WFEncoder(1, latent, 8, 1, 8, 0)
+  dit     = VideoDiT(channels = latent, frames = 5, height = 8, width = 8, depth = 4, heads = 4,
+                     head_dim = 36, text_dim = 32, pooled = 1)
+  decoder = WFDecoder(1, latent, 8, 1, 8, 0, t_interpolation = "trilinear", connect_res = 1)
 }

@@ -18,11 +18,12 @@
 #   CLIPS [1000] sampled clips (a multiple of 100: 10 prompts x 10 classes),
 #   SAMPLE_STEPS [25], SCHEDULER [ddpm: ancestral; or ddim], GUIDANCE [4],
 #   MMC [build/mmc], NICE [10];
-#   VAE_WEIGHTS (a WFVAETiny weights file, e.g. its trainer's --save-weights):
-#   then the DiT is T2VTiny (stdlib_models/t2v.mm) on WF-VAE latents instead:
-#   `--task extract` writes FEAT_CLIPS [4096] clips' latents and text
-#   features once, the trainer reads them (--features), and the sampler is
-#   T2VTinySample (the WF-VAE decoder from VAE_WEIGHTS).
+#   VAE_WEIGHTS (a WFVAEFit weights file: tools/wfvae.sh's
+#   runs/wfvae/weights.safetensors): then the DiT is T2VFit
+#   (stdlib_models/t2v.mm) on WF-VAE latents instead: `--task extract`
+#   writes FEAT_CLIPS [16384] clips' latents and text features once, the
+#   trainer reads them (--features), and the sampler is T2VFitSample (the
+#   WF-VAE decoder from VAE_WEIGHTS).
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${1:-t2v_run}
@@ -35,7 +36,7 @@ SCHEDULER=${SCHEDULER:-ddpm}
 GUIDANCE=${GUIDANCE:-4}
 NICE=${NICE:-10}
 VAE_WEIGHTS=${VAE_WEIGHTS:-}
-FEAT_CLIPS=${FEAT_CLIPS:-4096}
+FEAT_CLIPS=${FEAT_CLIPS:-16384}
 [ -z "$VAE_WEIGHTS" ] || VAE_WEIGHTS=$(realpath "$VAE_WEIGHTS")
 [ $((CLIPS % 100)) = 0 ] || { echo "t2v.sh: CLIPS must be a multiple of 100 (10 prompts x 10 classes), not $CLIPS"; exit 1; }
 mkdir -p "$OUT"
@@ -57,14 +58,38 @@ done | tee classifier.txt
 stamp "classifier ($CLS_STEPS steps)"
 
 if [ -n "$VAE_WEIGHTS" ]; then
-  "$MMC" compile "$S/t2v.mm" --model T2VTiny --task extract -o extract
+  # WF-VAE latents (T2VFit: WFVAEFit's encoder, VideoDiTSmall's DiT): the
+  # frozen encoders once over FEAT_CLIPS clips, their latents' mean and
+  # standard deviation (the DiT diffuses the standardised latents), then the
+  # DiT from the features on two data-parallel one-thread ranks
+  "$MMC" compile "$S/t2v.mm" --model T2VFit --task extract -o extract
   run ./extract --init-from "$VAE_WEIGHTS" --clips "$FEAT_CLIPS" --out feats
+  read -r LAT_MEAN LAT_STD < <(/usr/bin/python3 - feats <<'PY'
+import glob, json, struct, sys
+import numpy as np
+s = n = q = 0.0
+for f in sorted(glob.glob(sys.argv[1] + "/train-*.safetensors")):
+    with open(f, "rb") as fh:
+        k = struct.unpack("<Q", fh.read(8))[0]
+        h = json.loads(fh.read(k))
+        a, b = h["latents"]["data_offsets"]
+        fh.seek(8 + k + a)
+        x = np.frombuffer(fh.read(b - a), dtype=np.float32).astype(np.float64)
+    s, q, n = s + x.sum(), q + (x * x).sum(), n + x.size
+m = s / n
+print("%.6g %.6g" % (m, (q / n - m * m) ** 0.5))
+PY
+)
+  echo "t2v.sh: WF-VAE latents: mean $LAT_MEAN, standard deviation $LAT_STD"
+  SETS=(--set "lat_mean=$LAT_MEAN" --set "lat_std=$LAT_STD")
   stamp "features ($FEAT_CLIPS clips)"
-  "$MMC" compile "$S/t2v.mm" --model T2VTiny -o dit
-  run ./dit --steps "$DIT_STEPS" --eval-every "$DIT_STEPS" --eval-batches 10 --features feats \
-    --save-weights dit.st --log dit.jsonl | grep -E "^eval|^step +$DIT_STEPS/"
+  "$MMC" compile "$S/t2v.mm" --model T2VFit "${SETS[@]}" --dp 2 -o dit
+  if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+  run mpirun -np 2 --oversubscribe --bind-to none ./dit --threads 1 --steps "$DIT_STEPS" \
+    --eval-every "$DIT_STEPS" --eval-batches 10 --features feats --save-weights dit.st \
+    --log dit.jsonl | grep -E "^eval|^step +$DIT_STEPS/"
   stamp "DiT ($DIT_STEPS steps, from the features)"
-  "$MMC" compile "$S/t2v_sample.mm" --model T2VTinySample --task sample -o sampler
+  "$MMC" compile "$S/t2v_sample.mm" --model T2VFitSample "${SETS[@]}" --task sample -o sampler
   DEC=(--weights "$VAE_WEIGHTS")
 else
   # two data-parallel ranks of one thread each (the batch of 16 split 8 + 8,
