@@ -268,18 +268,42 @@ static LLVMValueRef stat(Cg *cg, const IrNode *n, int j, int64_t ws_off) {
   return j < n->nout ? O(j) : cg_ws(cg, n, ws_off);
 }
 
+/* A layer norm's x as (outer, C, inner): C its normalised dim (the last,
+ * or its axis attribute), inner the product of the dims after it. */
+typedef struct LnDims {
+  int cd;
+  int64_t outer, C, inner, rows;
+} LnDims;
+static LnDims ln_dims(const IrNode *n, const IrValue *x) {
+  LnDims l = {.cd = ir_norm_dim(&n->attrs, &x->shape), .inner = 1};
+  l.C = x->shape.d[l.cd];
+  for (int d = l.cd + 1; d < x->shape.rank; d++) l.inner *= x->shape.d[d];
+  l.rows = ir_numel(&x->shape) / l.C;
+  l.outer = l.rows / l.inner;
+  return l;
+}
+
 /* Over channels split on a mesh axis (split statistics): the runtime
- * all-reduces the rows' partial sums over the axis (mmrt_split.c). */
+ * all-reduces the rows' partial sums over the axis (mmrt_split.c). Over
+ * a dim before the last ({axis}), the runtime's strided kernels. */
 static bool lower_layer_norm(Cg *cg, const IrNode *n) {
   const IrValue *x = n->in[0];
-  int64_t N = rows(x), C = last_dim(x);
-  int ax = split_axis(cg, x, x->shape.rank - 1);
+  LnDims l = ln_dims(n, x);
+  int64_t N = l.rows, C = l.C;
+  int ax = split_axis(cg, x, l.cd);
   if (ax == -2) return cg_error(cg, n, "the normalised dim is split over two mesh axes");
   if (ax >= 0) {
     cg_check_status(cg, CALL("mmrt_split_layernorm_fwd", cg->mesh, I32(ax), O(0), stat(cg, n, 1, 0),
                              stat(cg, n, 2, 4 * N), V(0), n->nin > 1 ? V(1) : cg_null(cg),
                              n->nin > 2 ? V(2) : cg_null(cg), cg_i64(cg, N), cg_i64(cg, C),
-                             cg_i64(cg, C * cg->m->mesh[ax]), F32(attr(n, IR_ATTR_EPS)->f)));
+                             cg_i64(cg, C * cg->m->mesh[ax]), cg_i64(cg, l.inner),
+                             F32(attr(n, IR_ATTR_EPS)->f)));
+    return true;
+  }
+  if (l.inner > 1) {
+    CALL("mmrt_layernorm_axis_fwd", O(0), stat(cg, n, 1, 0), stat(cg, n, 2, 4 * N), V(0),
+         n->nin > 1 ? V(1) : cg_null(cg), n->nin > 2 ? V(2) : cg_null(cg), cg_i64(cg, l.outer),
+         cg_i64(cg, C), cg_i64(cg, l.inner), F32(attr(n, IR_ATTR_EPS)->f));
     return true;
   }
   CALL("mmrt_layernorm_fwd", O(0), stat(cg, n, 1, 0), stat(cg, n, 2, 4 * N), V(0),
@@ -354,17 +378,25 @@ static const IrValue *residual_of_next(Cg *cg, const IrNode *n) {
 /* layer_norm_grad(dy, x, mean, rstd, w?) -> dx, dw, db */
 static bool lower_layer_norm_grad(Cg *cg, const IrNode *n) {
   const IrValue *x = n->in[1];
-  int ax = split_axis(cg, x, x->shape.rank - 1);
+  LnDims l = ln_dims(n, x);
+  int ax = split_axis(cg, x, l.cd);
   if (ax == -2) return cg_error(cg, n, "the normalised dim is split over two mesh axes");
   if (ax >= 0) {
-    cg_check_status(cg, CALL("mmrt_split_layernorm_bwd", cg->mesh, I32(ax), O(0), O(1), O(2), V(0),
-                             V(1), V(2), V(3), n->nin > 4 ? V(4) : cg_null(cg), cg_i64(cg, rows(x)),
-                             cg_i64(cg, last_dim(x)), cg_i64(cg, last_dim(x) * cg->m->mesh[ax])));
+    cg_check_status(cg,
+                    CALL("mmrt_split_layernorm_bwd", cg->mesh, I32(ax), O(0), O(1), O(2), V(0),
+                         V(1), V(2), V(3), n->nin > 4 ? V(4) : cg_null(cg), cg_i64(cg, l.rows),
+                         cg_i64(cg, l.C), cg_i64(cg, l.C * cg->m->mesh[ax]), cg_i64(cg, l.inner)));
     return true;
   }
   const IrValue *res = residual_of_next(cg, n);
+  if (l.inner > 1) {
+    CALL("mmrt_layernorm_axis_bwd", res ? cg_ptr(cg, res) : O(0), O(1), O(2), V(0), V(1), V(2),
+         V(3), n->nin > 4 ? V(4) : cg_null(cg), cg_i64(cg, l.outer), cg_i64(cg, l.C),
+         cg_i64(cg, l.inner), I32(res ? 2 : 0));
+    return true;
+  }
   CALL("mmrt_layernorm_bwd", res ? cg_ptr(cg, res) : O(0), O(1), O(2), V(0), V(1), V(2), V(3),
-       n->nin > 4 ? V(4) : cg_null(cg), I32(rows(x)), I32(last_dim(x)), I32(res ? 2 : 0));
+       n->nin > 4 ? V(4) : cg_null(cg), I32(l.rows), I32(l.C), I32(res ? 2 : 0));
   return true;
 }
 

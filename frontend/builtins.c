@@ -161,6 +161,15 @@ static Val *norm(Args *a, IrOp op, int nweights, int eps_slot, double eps_dflt) 
   double eps;
   if (!num_arg(a, eps_slot, "eps", eps_dflt, &eps)) return val_err(a->p);
   ir_attrs_set_float(&at_, IR_ATTR_EPS, eps);
+  if (op == IR_OP_LAYER_NORM && a->v[4] && in[0]) {
+    /* axis = d: over dim d (the channels of [B, C, T, H, W]) in place;
+     * the last dim, the default, leaves the attribute unset */
+    int64_t axis;
+    if (!int_arg(a, 4, "axis", -1, &axis) ||
+        !norm_axis(a, axis, in[0]->shape.rank, a->loc[4], &axis))
+      return val_err(a->p);
+    if (axis != in[0]->shape.rank - 1) ir_attrs_set_int(&at_, IR_ATTR_AXIS, axis);
+  }
   return emit(a, op, in, n, &at_);
 }
 

@@ -220,6 +220,10 @@ bool ir_attrs_has(const IrAttrs *a, IrAttrId id) {
   return (unsigned)id < IR_ATTR_COUNT && (a->set >> id & 1);
 }
 
+int ir_norm_dim(const IrAttrs *a, const IrShape *x) {
+  return ir_attrs_has(a, IR_ATTR_AXIS) ? (int)a->v[IR_ATTR_AXIS].i : x->rank - 1;
+}
+
 /* ---- maps ---- */
 
 static uint64_t hash_key(bool str_keys, const void *key) {

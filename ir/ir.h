@@ -127,6 +127,10 @@ void ir_attrs_set_mesh(IrAttrs *a, IrAttrId id, IrAxis v);
 /* ints are copied into the module arena when the node is built */
 void ir_attrs_set_ints(IrAttrs *a, IrAttrId id, const int64_t *v, int n);
 bool ir_attrs_has(const IrAttrs *a, IrAttrId id);
+/* The dim of x that a layer_norm or layer_norm_grad with attributes a
+ * normalises: its axis attribute when set (a dim before the last: channels of
+ * [B, C, T, H, W]), else the last dim. */
+int ir_norm_dim(const IrAttrs *a, const IrShape *x);
 
 /* ---- the op table ---- */
 typedef enum IrOp {

@@ -444,9 +444,15 @@ static bool ev_conv(Ev *e) {
  * positions of the spatial dims. */
 typedef struct NormRows {
   int64_t rows, n, C, S, G;
+  int64_t inner; /* layer_norm {axis}: the product of the dims after it */
 } NormRows;
+/* element i of row r: rows of n, or (layer_norm {axis}) row r = o * inner
+ * + j of x laid out (outer, C, inner) */
+static int64_t norm_at(const NormRows *g, int64_t r, int64_t i) {
+  return g->inner == 1 ? r * g->n + i : ((r / g->inner) * g->n + i) * g->inner + r % g->inner;
+}
 static NormRows norm_rows(Ev *e, const IrTensor *x) {
-  NormRows g = {.S = 1, .G = 1};
+  NormRows g = {.S = 1, .G = 1, .inner = 1};
   if (ir_attrs_has(&e->n->attrs, IR_ATTR_GROUPS)) {
     g.G = iattr(e, IR_ATTR_GROUPS);
     g.C = x->shape.d[1];
@@ -454,7 +460,9 @@ static NormRows norm_rows(Ev *e, const IrTensor *x) {
     g.rows = x->shape.d[0] * g.G;
     g.n = g.C / g.G * g.S;
   } else {
-    g.C = last(&x->shape);
+    int cd = ir_norm_dim(&e->n->attrs, &x->shape);
+    g.C = x->shape.d[cd];
+    for (int d = cd + 1; d < x->shape.rank; d++) g.inner *= x->shape.d[d];
     g.rows = x->n / g.C;
     g.n = g.C;
   }
@@ -471,23 +479,24 @@ static bool ev_norm(Ev *e) {
   NormRows nr = norm_rows(e, x);
   int64_t rows = nr.rows, n = nr.n, C = nr.C, S = nr.S, G = nr.G;
   for (int64_t r = 0; r < rows; r++) {
-    const double *xr = x->d + r * n;
+#define xr(i) x->d[norm_at(&nr, r, i)]
     double mu = 0, var = 0;
-    for (int64_t i = 0; i < n; i++) mu += xr[i];
+    for (int64_t i = 0; i < n; i++) mu += xr(i);
     mu /= (double)n;
     for (int64_t i = 0; i < n; i++)
-      var += op == IR_OP_RMS_NORM ? xr[i] * xr[i] : (xr[i] - mu) * (xr[i] - mu);
+      var += op == IR_OP_RMS_NORM ? xr(i) * xr(i) : (xr(i) - mu) * (xr(i) - mu);
     double rs = 1 / sqrt(var / (double)n + eps);
     if (op == IR_OP_RMS_NORM) mu = 0;
     if (mean) mean->d[r] = mu;
     rstd->d[r] = rs;
     for (int64_t i = 0; i < n; i++) {
       int64_t c = (r % G) * (C / G) + i / S; /* i without groups */
-      double v = (xr[i] - mu) * rs;
+      double v = (xr(i) - mu) * rs;
       if (w) v *= w->d[c];
       if (b) v += b->d[c];
-      y->d[r * n + i] = v;
+      y->d[norm_at(&nr, r, i)] = v;
     }
+#undef xr
   }
   return true;
 }
@@ -506,23 +515,27 @@ static bool ev_norm_grad(Ev *e) {
   NormRows nr = norm_rows(e, x);
   int64_t rows = nr.rows, n = nr.n, C = nr.C, S = nr.S, G = nr.G;
   for (int64_t r = 0; r < rows; r++) {
-    const double *xr = x->d + r * n, *gr = dy->d + r * n;
+#define xr(i) x->d[norm_at(&nr, r, i)]
+#define gr(i) dy->d[norm_at(&nr, r, i)]
     double mu = mean ? mean->d[r] : 0, rs = rstd->d[r], mg = 0, mgx = 0;
     for (int64_t i = 0; i < n; i++) {
       int64_t c = (r % G) * (C / G) + i / S; /* i without groups */
-      double g = gr[i] * (w ? w->d[c] : 1), xh = (xr[i] - mu) * rs;
+      double g = gr(i) * (w ? w->d[c] : 1), xh = (xr(i) - mu) * rs;
       mg += g;
-      mgx += rms ? g * xr[i] : g * xh;
-      dw->d[c] += gr[i] * xh;
-      if (db) db->d[c] += gr[i];
+      mgx += rms ? g * xr(i) : g * xh;
+      dw->d[c] += gr(i) * xh;
+      if (db) db->d[c] += gr(i);
     }
     mg /= (double)n;
     mgx /= (double)n;
     for (int64_t i = 0; i < n; i++) {
       int64_t c = (r % G) * (C / G) + i / S; /* i without groups */
-      double g = gr[i] * (w ? w->d[c] : 1), xh = (xr[i] - mu) * rs;
-      dx->d[r * n + i] = rms ? rs * g - xr[i] * rs * rs * rs * mgx : rs * (g - mg - xh * mgx);
+      double g = gr(i) * (w ? w->d[c] : 1), xh = (xr(i) - mu) * rs;
+      dx->d[norm_at(&nr, r, i)] =
+          rms ? rs * g - xr(i) * rs * rs * rs * mgx : rs * (g - mg - xh * mgx);
     }
+#undef xr
+#undef gr
   }
   return true;
 }

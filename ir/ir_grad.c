@@ -314,6 +314,7 @@ static bool norm(IrGradCtx *cx, IrOp op, int nstats) {
   IrAttrs a = {0};
   copy_attr(&a, cx->node, IR_ATTR_EPS);
   copy_attr(&a, cx->node, IR_ATTR_GROUPS);
+  copy_attr(&a, cx->node, IR_ATTR_AXIS);
   IrNode *g = node(cx, op, ops, n, &a);
   if (!g) return false;
   for (int i = 0; i < cx->node->nin; i++) SET(i, g->out[i]);

@@ -330,11 +330,28 @@ static bool affine(IrShapeCtx *cx, int64_t c) {
   return true;
 }
 
-/* y like x, then `nstats` f32 vectors [numel(x) / C] (mean, rstd). */
+/* layer_norm's axis attribute, when set, against operand x: a dim before
+ * the last (the last is the default, and is left unset) */
+static bool need_norm_axis(IrShapeCtx *cx, int x) {
+  if (!has(cx, IR_ATTR_AXIS)) return true;
+  int64_t a = attr(cx, IR_ATTR_AXIS)->i;
+  if (a < 0 || a >= rank(cx, x) - 1)
+    return ir_shape_fail(cx, x,
+                         "axis %lld must be a dim before the last of %s (the last is the "
+                         "default)",
+                         (long long)a, sh(in_shape(cx, x)));
+  return true;
+}
+
+/* y like x, then `nstats` f32 vectors [numel(x) / C] (mean, rstd); C is
+ * the last dim, or layer_norm's axis. */
 static bool norm_last(IrShapeCtx *cx, int nstats) {
-  if (!need_rank_min(cx, 0, 1, "input") || !need_float(cx, 0) || !need_eps(cx)) return false;
-  if (!affine(cx, last(cx, 0))) return false;
-  IrShape st = vec_shape(ir_numel(in_shape(cx, 0)) / last(cx, 0));
+  if (!need_rank_min(cx, 0, 1, "input") || !need_float(cx, 0) || !need_eps(cx) ||
+      !need_norm_axis(cx, 0))
+    return false;
+  int64_t c = dim(cx, 0, ir_norm_dim(&cx->node->attrs, in_shape(cx, 0)));
+  if (!affine(cx, c)) return false;
+  IrShape st = vec_shape(ir_numel(in_shape(cx, 0)) / c);
   for (int j = 1; j <= nstats; j++) set_outj(cx, j, IR_F32, &st);
   return unary(cx, true);
 }
@@ -832,14 +849,16 @@ static bool need_stats(IrShapeCtx *cx, int i, int64_t n, const char *what) {
 }
 
 /* (dy, x, stats..., w?) -> dx like x, then nparam vectors [C] (dw, db);
- * C is the last dim, or dim 1 when groups are given. */
+ * C is the last dim (layer_norm_grad: or its axis), or dim 1 when groups
+ * are given. */
 static bool norm_grad(IrShapeCtx *cx, int nstats, int nparam, bool grouped) {
   if (!need_rank_min(cx, 1, grouped ? 2 : 1, "x") || !need_float(cx, 1) || !same_dtype(cx, 1, 0) ||
-      !need_eps(cx))
+      !need_eps(cx) || !need_norm_axis(cx, 1))
     return false;
   if (!ir_shape_eq(in_shape(cx, 0), in_shape(cx, 1)))
     return ir_shape_fail(cx, 0, "dy %s and x %s differ", sh(in_shape(cx, 0)), sh(in_shape(cx, 1)));
-  int64_t c = grouped ? dim(cx, 1, 1) : last(cx, 1), n = ir_numel(in_shape(cx, 1)) / c;
+  int64_t c = grouped ? dim(cx, 1, 1) : dim(cx, 1, ir_norm_dim(&cx->node->attrs, in_shape(cx, 1)));
+  int64_t n = ir_numel(in_shape(cx, 1)) / c;
   if (grouped && !groups_of(cx, 1, &n)) return false;
   static const char *const stat_names[] = {"mean", "rstd"};
   for (int i = 0; i < nstats; i++)

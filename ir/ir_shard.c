@@ -184,16 +184,34 @@ static void stats(IrShardRule *r, uint32_t m, int i, int j) {
   if (j >= 0 && j < r->nout) r->out[j][0] |= m;
 }
 
-/* layer_norm, rms_norm: x[..., C] (w, b [C]) -> y, stats. layer_norm's C
- * splits too, with w, b and y: the kernel all-reduces the rows' partial
- * sums over the axis itself (split statistics), so mean and rstd stay
- * whole (miss B); rms_norm's C stays whole. */
+/* The row dims of norm n's operand i (every dim but the normalised one,
+ * layer_norm's axis or the last) as factors, mapped to result j's same
+ * dims when j >= 0; their mask. */
+static uint32_t norm_rows(IrShardRule *r, const IrNode *n, int i, int j, int cd,
+                          IrFactorMiss miss) {
+  uint32_t mask = 0;
+  const IrShape *s = ish(n, i);
+  for (int d = 0; d < s->rank; d++) {
+    if (d == cd) continue;
+    int f = newf(r, s->d[d], miss);
+    in_f(r, i, d, f);
+    if (j >= 0) out_f(r, j, d, f);
+    mask |= 1u << f;
+  }
+  return mask;
+}
+
+/* layer_norm, rms_norm: x[..., C] (layer_norm {axis}: x[..., C, ...]; w, b [C]) -> y, stats.
+ * layer_norm's C splits too, with w, b and y: the kernel all-reduces the rows' partial sums over
+ * the axis itself (split statistics), so mean and rstd stay whole (miss B); rms_norm's C stays
+ * whole. */
 static void rule_NORM(const IrNode *n, IrShardRule *r) {
-  uint32_t m = rows(r, n, 0, 1, 0, IR_FM_BAD);
+  int cd = ir_norm_dim(&n->attrs, ish(n, 0));
+  uint32_t m = norm_rows(r, n, 0, 0, cd, IR_FM_BAD);
   for (int j = 1; j < n->nout; j++) stats(r, m, -1, j);
   if (n->op != IR_OP_LAYER_NORM) return;
-  int c = newf(r, ish(n, 0)->d[ish(n, 0)->rank - 1], IR_FM_B);
-  in_f(r, 0, ish(n, 0)->rank - 1, c), out_f(r, 0, osh(n, 0)->rank - 1, c);
+  int c = newf(r, ish(n, 0)->d[cd], IR_FM_B);
+  in_f(r, 0, cd, c), out_f(r, 0, cd, c);
   for (int i = 1; i < n->nin; i++) in_f(r, i, 0, c);
 }
 
@@ -202,11 +220,13 @@ static void rule_NORM(const IrNode *n, IrShardRule *r) {
  * rows' two partial sums) */
 static void rule_NORM_GRAD(const IrNode *n, IrShardRule *r) {
   int nstats = n->op == IR_OP_RMS_NORM_GRAD ? 1 : 2;
-  uint32_t m = rows(r, n, 1, 1, 0, IR_FM_P);
-  for (int d = 0; d < ish(n, 1)->rank - 1; d++) r->in[0][d] = r->in[1][d];
+  int last = ir_norm_dim(&n->attrs, ish(n, 1));
+  uint32_t m = norm_rows(r, n, 1, 0, last, IR_FM_P);
+  for (int d = 0; d < ish(n, 1)->rank; d++)
+    if (d != last) r->in[0][d] = r->in[1][d];
   for (int i = 2; i < 2 + nstats; i++) stats(r, m, i, -1);
   if (n->op != IR_OP_LAYER_NORM_GRAD) return;
-  int last = ish(n, 1)->rank - 1, c = newf(r, ish(n, 1)->d[last], IR_FM_BAD);
+  int c = newf(r, ish(n, 1)->d[last], IR_FM_BAD);
   in_f(r, 0, last, c), in_f(r, 1, last, c), out_f(r, 0, last, c);
   if (n->nin > 4) in_f(r, 4, 0, c);
   for (int j = 1; j < n->nout; j++) out_f(r, j, 0, c);

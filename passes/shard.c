@@ -251,7 +251,7 @@ static void walk(Sh *s, IrValue *v, int d, Walk *w, int depth) {
         w->ok = false;
         break;
       }
-      bool over = n->op == IR_OP_GROUP_NORM || dd == v->shape.rank - 1;
+      bool over = n->op == IR_OP_GROUP_NORM || dd == ir_norm_dim(&n->attrs, &v->shape);
       for (int o = 1; o < n->nin && over && w->ok; o++) {
         if (!is_param(n->in[o]))
           w->ok = false;
@@ -585,7 +585,7 @@ static void find_seqlens(Sh *s) {
     for (int i = 0; i < f->nodes.len; i++) {
       IrNode *n = f->nodes.items[i];
       if ((n->op != IR_OP_LAYER_NORM && n->op != IR_OP_RMS_NORM) || n->nin < 1 ||
-          n->in[0]->shape.rank != 3)
+          n->in[0]->shape.rank != 3 || ir_attrs_has(&n->attrs, IR_ATTR_AXIS))
         continue;
       int64_t t = n->in[0]->shape.d[1];
       bool known = false;

@@ -231,6 +231,141 @@ void mmrt_layernorm_bwd(float *dx, float *dgamma, float *dbeta, const float *dy,
   if (dgamma || dbeta) norm_param_grads(dgamma, dbeta, dy, x, mean, rstd, N, C, accumulate);
 }
 
+/* ---- layer norm over a dim before the last: x laid out (outer, C, inner),
+ * normalised over c at each (o, i); statistics r = o * inner + i. The
+ * positions go in blocks of LN_BLK, the channels outside, the block's
+ * contiguous positions inside (vectorised), so nothing strides over c in
+ * the inner loop. Each position's sums run over c in order. */
+enum { LN_BLK = 256 };
+
+MMRT_CLONES static void lnax_fwd_block(float *restrict y, float *mean, float *rstd,
+                                       const float *restrict x, const float *gamma,
+                                       const float *beta, int64_t C, int64_t inner, int64_t n,
+                                       float eps) {
+  float m[LN_BLK], rs[LN_BLK];
+  for (int64_t j = 0; j < n; j++) m[j] = 0.0f, rs[j] = 0.0f;
+  for (int64_t c = 0; c < C; c++) {
+    const float *xc = x + c * inner;
+#pragma omp simd
+    for (int64_t j = 0; j < n; j++) m[j] += xc[j];
+  }
+#pragma omp simd
+  for (int64_t j = 0; j < n; j++) m[j] /= (float)C;
+  for (int64_t c = 0; c < C; c++) {
+    const float *xc = x + c * inner;
+#pragma omp simd
+    for (int64_t j = 0; j < n; j++) rs[j] += (xc[j] - m[j]) * (xc[j] - m[j]);
+  }
+  for (int64_t j = 0; j < n; j++) rs[j] = 1.0f / sqrtf(rs[j] / (float)C + eps);
+  for (int64_t c = 0; c < C; c++) {
+    const float *xc = x + c * inner;
+    float *yc = y + c * inner, ga = gamma ? gamma[c] : 1.0f, be = beta ? beta[c] : 0.0f;
+#pragma omp simd
+    for (int64_t j = 0; j < n; j++) yc[j] = (xc[j] - m[j]) * rs[j] * ga + be;
+  }
+  if (mean) memcpy(mean, m, sizeof(float) * (size_t)n);
+  if (rstd) memcpy(rstd, rs, sizeof(float) * (size_t)n);
+}
+
+void mmrt_layernorm_axis_fwd(float *y, float *mean, float *rstd, const float *x, const float *gamma,
+                             const float *beta, int64_t outer, int64_t C, int64_t inner,
+                             float eps) {
+  if (inner == 1) {
+    mmrt_layernorm_fwd(y, mean, rstd, x, gamma, beta, (int)outer, (int)C, eps);
+    return;
+  }
+  int64_t nb = (inner + LN_BLK - 1) / LN_BLK;
+#pragma omp parallel for schedule(static)
+  for (int64_t t = 0; t < outer * nb; t++) {
+    int64_t o = t / nb, i0 = t % nb * LN_BLK, n = inner - i0 < LN_BLK ? inner - i0 : LN_BLK;
+    size_t base = (size_t)(o * C * inner + i0), r = (size_t)(o * inner + i0);
+    lnax_fwd_block(y + base, mean ? mean + r : NULL, rstd ? rstd + r : NULL, x + base, gamma, beta,
+                   C, inner, n, eps);
+  }
+}
+
+MMRT_CLONES static void lnax_dx_block(float *restrict dx, const float *restrict dy,
+                                      const float *restrict x, const float *mean, const float *rstd,
+                                      const float *gamma, int64_t C, int64_t inner, int64_t n,
+                                      int acc_dx) {
+  float sg[LN_BLK], sgh[LN_BLK];
+  for (int64_t j = 0; j < n; j++) sg[j] = 0.0f, sgh[j] = 0.0f;
+  for (int64_t c = 0; c < C; c++) {
+    const float *xc = x + c * inner, *dc = dy + c * inner;
+    float ga = gamma ? gamma[c] : 1.0f;
+#pragma omp simd
+    for (int64_t j = 0; j < n; j++) {
+      float g = dc[j] * ga;
+      sg[j] += g;
+      sgh[j] += g * (xc[j] - mean[j]) * rstd[j];
+    }
+  }
+#pragma omp simd
+  for (int64_t j = 0; j < n; j++) sg[j] /= (float)C, sgh[j] /= (float)C;
+  for (int64_t c = 0; c < C; c++) {
+    const float *xc = x + c * inner, *dc = dy + c * inner;
+    float *dxc = dx + c * inner, ga = gamma ? gamma[c] : 1.0f;
+    if (acc_dx) {
+#pragma omp simd
+      for (int64_t j = 0; j < n; j++)
+        dxc[j] += rstd[j] * (dc[j] * ga - sg[j] - (xc[j] - mean[j]) * rstd[j] * sgh[j]);
+    } else {
+#pragma omp simd
+      for (int64_t j = 0; j < n; j++)
+        dxc[j] = rstd[j] * (dc[j] * ga - sg[j] - (xc[j] - mean[j]) * rstd[j] * sgh[j]);
+    }
+  }
+}
+
+/* channel c's sums over every (o, i) of dy * xhat and dy, in that order */
+MMRT_CLONES static void lnax_param_chan(float *ag, float *ab, const float *dy, const float *x,
+                                        const float *mean, const float *rstd, int64_t outer,
+                                        int64_t C, int64_t inner, int64_t c) {
+  float sg = 0.0f, sb = 0.0f;
+  for (int64_t o = 0; o < outer; o++) {
+    const float *xc = x + (o * C + c) * inner, *dc = dy + (o * C + c) * inner;
+    const float *m = mean + o * inner, *rs = rstd + o * inner;
+#pragma omp simd reduction(+ : sg, sb)
+    for (int64_t i = 0; i < inner; i++) {
+      sg += dc[i] * (xc[i] - m[i]) * rs[i];
+      sb += dc[i];
+    }
+  }
+  *ag = sg;
+  *ab = sb;
+}
+
+void mmrt_layernorm_axis_bwd(float *dx, float *dgamma, float *dbeta, const float *dy,
+                             const float *x, const float *mean, const float *rstd,
+                             const float *gamma, int64_t outer, int64_t C, int64_t inner,
+                             int accumulate) {
+  if (inner == 1) {
+    mmrt_layernorm_bwd(dx, dgamma, dbeta, dy, x, mean, rstd, gamma, (int)outer, (int)C, accumulate);
+    return;
+  }
+  /* accumulate 2: dx only (codegen's fold of the residual add after it) */
+  int acc_dx = accumulate != 0;
+  accumulate = accumulate == 1;
+  if (dx) {
+    int64_t nb = (inner + LN_BLK - 1) / LN_BLK;
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < outer * nb; t++) {
+      int64_t o = t / nb, i0 = t % nb * LN_BLK, n = inner - i0 < LN_BLK ? inner - i0 : LN_BLK;
+      size_t base = (size_t)(o * C * inner + i0), r = (size_t)(o * inner + i0);
+      lnax_dx_block(dx + base, dy + base, x + base, mean + r, rstd + r, gamma, C, inner, n, acc_dx);
+    }
+  }
+  if (dgamma || dbeta) {
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < C; c++) {
+      float ag, ab;
+      lnax_param_chan(&ag, &ab, dy, x, mean, rstd, outer, C, inner, c);
+      if (dgamma) put(&dgamma[c], ag, accumulate);
+      if (dbeta) put(&dbeta[c], ab, accumulate);
+    }
+  }
+}
+
 void mmrt_rmsnorm_fwd(float *y, float *rstd, const float *x, const float *w, int N, int C,
                       float eps) {
 #pragma omp parallel for schedule(static)

@@ -147,25 +147,32 @@ static int axis_sum(void *mesh, int axis, float *s, int64_t n) {
   return mesh ? mmrt_all_reduce(mesh, (MmrtAxis)axis, s, s, (size_t)n, MMRT_F32) : MMRT_OK;
 }
 
+/* Row r's channel c of x laid out (outer, C, inner), r = o * inner + i:
+ * x[(o * C + c) * inner + i] (inner 1: rows of C) */
+static inline int64_t ln_at(int64_t r, int64_t c, int64_t C, int64_t inner) {
+  return inner == 1 ? r * C + c : ((r / inner) * C + c) * inner + r % inner;
+}
+
 int mmrt_split_layernorm_fwd(void *mesh, int axis, float *y, float *mean, float *rstd,
                              const float *x, const float *gamma, const float *beta, int64_t N,
-                             int64_t C, int64_t Cg, float eps) {
+                             int64_t C, int64_t Cg, int64_t inner, float eps) {
   float *s = malloc(sizeof(float) * (size_t)(N ? N : 1));
   if (!s) return MMRT_ERR_NOMEM;
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < N; r++) {
-    const float *xr = x + r * C;
     float a = 0.0f;
-    for (int64_t c = 0; c < C; c++) a += xr[c];
+    for (int64_t c = 0; c < C; c++) a += x[ln_at(r, c, C, inner)];
     s[r] = a;
   }
   int rc = axis_sum(mesh, axis, s, N);
   if (rc == MMRT_OK) {
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < N; r++) {
-      const float *xr = x + r * C;
       float m = s[r] / (float)Cg, v = 0.0f;
-      for (int64_t c = 0; c < C; c++) v += (xr[c] - m) * (xr[c] - m);
+      for (int64_t c = 0; c < C; c++) {
+        float d = x[ln_at(r, c, C, inner)] - m;
+        v += d * d;
+      }
       mean[r] = m;
       s[r] = v;
     }
@@ -174,10 +181,11 @@ int mmrt_split_layernorm_fwd(void *mesh, int axis, float *y, float *mean, float 
   if (rc == MMRT_OK) {
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < N; r++) {
-      const float *xr = x + r * C;
-      float *yr = y + r * C, m = mean[r], rs = 1.0f / sqrtf(s[r] / (float)Cg + eps);
-      for (int64_t c = 0; c < C; c++)
-        yr[c] = (xr[c] - m) * rs * (gamma ? gamma[c] : 1.0f) + (beta ? beta[c] : 0.0f);
+      float m = mean[r], rs = 1.0f / sqrtf(s[r] / (float)Cg + eps);
+      for (int64_t c = 0; c < C; c++) {
+        int64_t k = ln_at(r, c, C, inner);
+        y[k] = (x[k] - m) * rs * (gamma ? gamma[c] : 1.0f) + (beta ? beta[c] : 0.0f);
+      }
       rstd[r] = rs;
     }
   }
@@ -187,17 +195,17 @@ int mmrt_split_layernorm_fwd(void *mesh, int axis, float *y, float *mean, float 
 
 int mmrt_split_layernorm_bwd(void *mesh, int axis, float *dx, float *dgamma, float *dbeta,
                              const float *dy, const float *x, const float *mean, const float *rstd,
-                             const float *gamma, int64_t N, int64_t C, int64_t Cg) {
+                             const float *gamma, int64_t N, int64_t C, int64_t Cg, int64_t inner) {
   float *s = malloc(sizeof(float) * (size_t)(2 * N + 1)); /* per row: sum g, sum g * xhat */
   if (!s) return MMRT_ERR_NOMEM;
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < N; r++) {
-    const float *xr = x + r * C, *dr = dy + r * C;
     float m = mean[r], rs = rstd[r], sg = 0.0f, sgh = 0.0f;
     for (int64_t c = 0; c < C; c++) {
-      float g = dr[c] * (gamma ? gamma[c] : 1.0f);
+      int64_t k = ln_at(r, c, C, inner);
+      float g = dy[k] * (gamma ? gamma[c] : 1.0f);
       sg += g;
-      sgh += g * (xr[c] - m) * rs;
+      sgh += g * (x[k] - m) * rs;
     }
     s[2 * r] = sg, s[2 * r + 1] = sgh;
   }
@@ -205,18 +213,21 @@ int mmrt_split_layernorm_bwd(void *mesh, int axis, float *dx, float *dgamma, flo
   if (rc == MMRT_OK && dx) {
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < N; r++) {
-      const float *xr = x + r * C, *dr = dy + r * C;
-      float *dxr = dx + r * C, m = mean[r], rs = rstd[r];
+      float m = mean[r], rs = rstd[r];
       float sg = s[2 * r] / (float)Cg, sgh = s[2 * r + 1] / (float)Cg;
       for (int64_t c = 0; c < C; c++) {
-        float g = dr[c] * (gamma ? gamma[c] : 1.0f), h = (xr[c] - m) * rs;
-        dxr[c] = rs * (g - sg - h * sgh);
+        int64_t k = ln_at(r, c, C, inner);
+        float g = dy[k] * (gamma ? gamma[c] : 1.0f), h = (x[k] - m) * rs;
+        dx[k] = rs * (g - sg - h * sgh);
       }
     }
   }
   free(s);
   if (rc != MMRT_OK || !(dgamma || dbeta)) return rc;
   /* this rank's channels: the serial kernel's column sums, row order kept */
-  mmrt_layernorm_bwd(NULL, dgamma, dbeta, dy, x, mean, rstd, gamma, (int)N, (int)C, 0);
+  if (inner > 1)
+    mmrt_layernorm_axis_bwd(NULL, dgamma, dbeta, dy, x, mean, rstd, gamma, N / inner, C, inner, 0);
+  else
+    mmrt_layernorm_bwd(NULL, dgamma, dbeta, dy, x, mean, rstd, gamma, (int)N, (int)C, 0);
   return MMRT_OK;
 }

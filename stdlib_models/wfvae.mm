@@ -67,8 +67,8 @@ module IHaar2D(channels: int) {
 // position), groups = 0 LayerNorm over the channels at each frame and
 // position (norm_type "layernorm", the published configurations': it never
 // mixes frames, so the encoder stays causal and chunks encode losslessly).
-// rank: 4 for frames [N, C, H, W], 5 for videos [B, C, T, H, W].
-module Normalize(groups: int, ch: int, rank: int = 5) {
+// x: frames [N, C, H, W] or videos [B, C, T, H, W].
+module Normalize(groups: int, ch: int) {
   weight = param f32[ch] = ones
   bias   = param f32[ch] = zeros
 
@@ -76,10 +76,8 @@ module Normalize(groups: int, ch: int, rank: int = 5) {
     if groups > 0 {
       return group_norm(x, weight, bias, groups = groups, eps = 1e-6)
     }
-    if rank == 4 {
-      return layer_norm(x.permute(0, 2, 3, 1), weight, bias, eps = 1e-6).permute(0, 3, 1, 2)
-    }
-    return layer_norm(x.permute(0, 2, 3, 4, 1), weight, bias, eps = 1e-6).permute(0, 4, 1, 2, 3)
+    // over dim 1 in place (no transposes to channels-last and back)
+    return layer_norm(x, weight, bias, eps = 1e-6, axis = 1)
   }
 }
 
@@ -99,9 +97,9 @@ module FrameConv2d(in_ch: int, out_ch: int, kernel: int = 3, padding: int = 1) {
 // ResnetBlock2D on frames [N, C, H, W]: norm, SiLU, conv, norm, SiLU, conv,
 // plus the input (through a 1x1 conv when the width changes).
 module ResnetBlock2D(in_ch: int, out_ch: int, groups: int = 32) {
-  norm1 = Normalize(groups, in_ch, rank = 4)
+  norm1 = Normalize(groups, in_ch)
   conv1 = Conv2d(in_ch, out_ch, kernel = 3, padding = 1)
-  norm2 = Normalize(groups, out_ch, rank = 4)
+  norm2 = Normalize(groups, out_ch)
   conv2 = Conv2d(out_ch, out_ch, kernel = 3, padding = 1)
   if in_ch != out_ch {
     nin_shortcut = Conv2d(in_ch, out_ch, kernel = 1)
@@ -118,9 +116,9 @@ module ResnetBlock2D(in_ch: int, out_ch: int, groups: int = 32) {
 
 // ResnetBlock3D on [B, C, T, H, W] with causal 3x3x3 convolutions.
 module ResnetBlock3D(in_ch: int, out_ch: int, groups: int = 32) {
-  norm1 = Normalize(groups, in_ch, rank = 5)
+  norm1 = Normalize(groups, in_ch)
   conv1 = CausalConv3d(in_ch, out_ch, 3, padding = 1)
-  norm2 = Normalize(groups, out_ch, rank = 5)
+  norm2 = Normalize(groups, out_ch)
   conv2 = CausalConv3d(out_ch, out_ch, 3, padding = 1)
   if in_ch != out_ch {
     nin_shortcut = CausalConv3d(in_ch, out_ch, 1)
@@ -232,7 +230,7 @@ module Spatial2xTime2x3DUpsample(ch: int, t_interpolation: string = "trilinear")
 // channels split, which a head split cannot express; the [B*T, HW, HW]
 // scores are small at these sizes).
 module AttnBlock3D(ch: int, groups: int = 32) {
-  norm     = Normalize(groups, ch, rank = 5)
+  norm     = Normalize(groups, ch)
   q        = CausalConv3d(ch, ch, 1)
   k        = CausalConv3d(ch, ch, 1)
   v        = CausalConv3d(ch, ch, 1)
@@ -280,7 +278,7 @@ module WFEncoder(channels: int = 3, latent: int = 8, base: int = 128, nres: int 
     mid_attn = AttnBlock3D(4 * base, groups)
   }
   mid1       = ResnetBlock3D(4 * base, 4 * base, groups)
-  norm_out   = Normalize(groups, 4 * base, rank = 5)
+  norm_out   = Normalize(groups, 4 * base)
   conv_out   = CausalConv3d(4 * base, 2 * latent, 3, padding = 1)
 
   // coeffs: Haar3D of the clip [B, 8C, T, H, W]; l1: Haar2D of its low band,
@@ -356,7 +354,7 @@ module WFDecoder(channels: int = 3, latent: int = 8, base: int = 128, nres: int 
   layer1     = ResnetBlock3D(base, base, groups)
   connect_l1 = DecoderConnect(energy_flow, 4 * channels, connect_res, groups)
   connect_l2 = DecoderConnect(energy_flow, 8 * channels, connect_res, groups)
-  norm_out   = Normalize(groups, base, rank = 5)
+  norm_out   = Normalize(groups, base)
   conv_out   = FrameConv2d(base, 8 * channels)
   il2        = IHaar3D(channels)
   il1        = IHaar2D(channels)

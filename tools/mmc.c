@@ -1116,13 +1116,13 @@ static void plan_split_norms(IrModule *m, json_object *root) {
     const IrNode *n = f->nodes.items[i];
     if (n->op != IR_OP_LAYER_NORM && n->op != IR_OP_LAYER_NORM_GRAD) continue;
     const IrValue *x = n->in[n->op == IR_OP_LAYER_NORM ? 0 : 1];
-    int a = -1;
+    int a = -1, cd = ir_norm_dim(&n->attrs, &x->shape);
     for (int b = 0; b < IR_NAXES; b++)
-      if (m->mesh[b] > 1 && x->pl[b].kind == IR_PL_S && x->pl[b].dim == x->shape.rank - 1) a = b;
+      if (m->mesh[b] > 1 && x->pl[b].kind == IR_PL_S && x->pl[b].dim == cd) a = b;
     if (a < 0) continue;
     IrShape l;
     ir_local_shape(m, x->pl, &x->shape, &l);
-    int64_t rows = ir_numel(&l) / l.d[l.rank - 1];
+    int64_t rows = ir_numel(&l) / l.d[cd];
     int back = n->op == IR_OP_LAYER_NORM_GRAD, nc = back ? 1 : 2;
     int64_t sent = nc * 2 * (back ? 2 : 1) * rows * (m->mesh[a] - 1) / m->mesh[a];
     if (!calls[0] && !calls[1] && !root)
@@ -1132,8 +1132,8 @@ static void plan_split_norms(IrModule *m, json_object *root) {
     if (!root) {
       printf("    %-32s %-8s %s, channels %lld of %lld: %d all_reduce%s of %lld elements\n",
              n->scope ? n->scope : "?", back ? "backward" : "forward", ir_axis_name((IrAxis)a),
-             (long long)l.d[l.rank - 1], (long long)x->shape.d[x->shape.rank - 1], nc,
-             nc > 1 ? "s" : "", (long long)(back ? 2 * rows : rows));
+             (long long)l.d[cd], (long long)x->shape.d[cd], nc, nc > 1 ? "s" : "",
+             (long long)(back ? 2 * rows : rows));
     } else {
       json_object *e = json_object_new_object();
       json_object_object_add(e, "scope", n->scope ? json_object_new_string(n->scope) : NULL);

@@ -244,6 +244,22 @@ START_TEST(test_layer_norm) {
 }
 END_TEST
 
+/* over dim 1 of [B, C, T, H] (layer_norm {axis = 1}: WF-VAE's channel norm) */
+START_TEST(test_layer_norm_axis) {
+  G g;
+  g_init(&g, 18);
+  IrValue *x = g_param(&g, "x", SHP(2, 5, 3, 4)), *w = g_param(&g, "w", SHP(5)),
+          *b = g_param(&g, "b", SHP(5));
+  IrAttrs a = eps_attrs(1e-5, 0);
+  ir_attrs_set_int(&a, IR_ATTR_AXIS, 1);
+  IrNode *n = g_node(&g, IR_OP_LAYER_NORM, VS(x, w, b), &a);
+  ck_assert_int_eq(n->out[1]->shape.d[0], 24);
+  g_loss(&g, n->out[0]);
+  run(&g);
+  g_free(&g);
+}
+END_TEST
+
 START_TEST(test_layer_norm_plain) {
   G g;
   g_init(&g, 16);
@@ -709,6 +725,7 @@ static Suite *grad_suite(void) {
   tc = tcase_create("norms");
   ADD(tc, test_layer_norm);
   ADD(tc, test_layer_norm_plain);
+  ADD(tc, test_layer_norm_axis);
   ADD(tc, test_rms_norm);
   ADD(tc, test_rms_norm_plain);
   ADD(tc, test_group_norm);

@@ -696,6 +696,20 @@ START_TEST(test_shape_errors) {
   expect_fail(&t, IR_OP_RMS_NORM, VS(x3, v512), &a,
               "rms_norm: weight must have shape [768], got [512]", 1);
   assert_shape(build(&t, IR_OP_LAYER_NORM, VS(x3, v768, v768), &a), IR_F32, SHP(4, 64, 768));
+  /* {axis}: over a dim before the last, weight and bias of its size, stats of the rest */
+  IrValue *v64 = in(&t, "v64", IR_F32, SHP(64));
+  ir_attrs_set_int(&a, IR_ATTR_AXIS, 1);
+  IrNode *lna = build(&t, IR_OP_LAYER_NORM, VS(x3, v64, v64), &a)->def;
+  ck_assert_int_eq(lna->out[1]->shape.d[0], 4 * 768);
+  expect_fail(&t, IR_OP_LAYER_NORM, VS(x3, v768), &a,
+              "layer_norm: weight must have shape [64], got [768]", 1);
+  ir_attrs_set_int(&a, IR_ATTR_AXIS, 2);
+  expect_fail(&t, IR_OP_LAYER_NORM, VS(x3, v768), &a,
+              "layer_norm: axis 2 must be a dim before the last of [4, 64, 768] (the last is the "
+              "default)",
+              0);
+  a = (IrAttrs){0};
+  ir_attrs_set_float(&a, IR_ATTR_EPS, 1e-5);
   IrValue *gn = in(&t, "gn", IR_F32, SHP(2, 30, 8, 8));
   ir_attrs_set_int(&a, IR_ATTR_GROUPS, 4);
   expect_fail(&t, IR_OP_GROUP_NORM, VS(gn), &a,

@@ -477,6 +477,32 @@ START_TEST(test_layer_norm) {
 }
 END_TEST
 
+/* over dim 1 of [B, C, T, H, W] (layer_norm {axis = 1}) against the
+ * runtime's strided kernels; 700 positions: more than one of their blocks */
+START_TEST(test_layer_norm_axis) {
+  R r;
+  r_init(&r, 6);
+  IrValue *x = rin(&r, SHP(2, 6, 5, 10, 14), -2, 2), *w = rin(&r, SHP(6), 0.5, 1.5),
+          *b = rin(&r, SHP(6), -1, 1);
+  IrAttrs a = attrs_f(IR_ATTR_EPS, 1e-5);
+  ir_attrs_set_int(&a, IR_ATTR_AXIS, 1);
+  IrNode *y = run(&r, IR_OP_LAYER_NORM, VS(x, w, b), &a);
+  IrValue *dy = rin(&r, x->shape, -1, 1);
+  IrNode *g = run(&r, IR_OP_LAYER_NORM_GRAD, VS(dy, x, y->out[1], y->out[2], w), &a);
+  float *ky = fzeros(&r, x), *km = fzeros(&r, y->out[1]), *kr = fzeros(&r, y->out[2]);
+  mmrt_layernorm_axis_fwd(ky, km, kr, fl(&r, x), fl(&r, w), fl(&r, b), 2, 6, 700, 1e-5f);
+  cmp(&r, "layer_norm axis y", y->out[0], ky);
+  cmp(&r, "layer_norm axis mean", y->out[1], km);
+  cmp(&r, "layer_norm axis rstd", y->out[2], kr);
+  float *kdx = fzeros(&r, x), *kdw = fzeros(&r, w), *kdb = fzeros(&r, b);
+  mmrt_layernorm_axis_bwd(kdx, kdw, kdb, fl(&r, dy), fl(&r, x), km, kr, fl(&r, w), 2, 6, 700, 0);
+  cmp(&r, "layer_norm_grad axis dx", g->out[0], kdx);
+  cmp(&r, "layer_norm_grad axis dw", g->out[1], kdw);
+  cmp(&r, "layer_norm_grad axis db", g->out[2], kdb);
+  r_free(&r);
+}
+END_TEST
+
 START_TEST(test_rms_norm) {
   R r;
   r_init(&r, 6);
@@ -796,6 +822,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_haar3d_causal_form);
   tcase_add_test(tc, test_haar_inverse_energy);
   tcase_add_test(tc, test_layer_norm);
+  tcase_add_test(tc, test_layer_norm_axis);
   tcase_add_test(tc, test_rms_norm);
   tcase_add_test(tc, test_group_norm);
   tcase_add_test(tc, test_softmax);

@@ -217,6 +217,16 @@ START_TEST(test_rule_transformer) {
   ck_assert(!LEGAL(ln, S(2), S(0), S(0)));
   IrNode *rms = node(&t, IR_OP_RMS_NORM, VS(x, w), &a);
   ck_assert(!LEGAL(rms, S(2), B)); /* rms_norm's normalised dim stays whole */
+  /* layer_norm {axis = 1} over [B, C, T]: the channels (dim 1) split as the last dim does */
+  IrValue *xc = input(&t, "xc", IR_F32, SHP(2, 8, 16), S(1)),
+          *wc = input(&t, "wc", IR_F32, SHP(8), B);
+  ir_attrs_set_int(&a, IR_ATTR_AXIS, 1);
+  IrNode *lnc = node(&t, IR_OP_LAYER_NORM, VS(xc, wc, wc), &a);
+  ck_assert(!LEGAL(lnc, S(1), B, B));
+  wc->pl[IR_AX_TP] = S(0);
+  ck_assert(LEGAL(lnc, S(1), B, B));
+  xc->pl[IR_AX_TP] = S(2), wc->pl[IR_AX_TP] = B; /* a row dim: per-row statistics split */
+  ck_assert(LEGAL(lnc, S(2), S(0), S(0)));
   /* convolution: output channels (column) or input channels (row) */
   IrValue *img = input(&t, "img", IR_F32, SHP(2, 4, 8, 8), B),
           *cw = input(&t, "cw", IR_F32, SHP(6, 4, 3, 3), S(0)),
