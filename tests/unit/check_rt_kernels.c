@@ -667,6 +667,162 @@ START_TEST(test_layernorm) {
 }
 END_TEST
 
+/* libgomp's, linked with the runtime (this file is not built with -fopenmp) */
+void omp_set_num_threads(int n);
+
+/* Layer norm over a dim before the last: x laid out (O, C, I), normalised
+ * over c at each (o, i), statistics at o * I + i. gamma, beta are the
+ * kernel's or ones and zeros (the kernel given NULL). */
+typedef struct AxisNormCtx {
+  int O, C, I;
+  double eps;
+  double *x, *gamma, *beta, *gy, *y, *mean, *rstd;
+} AxisNormCtx;
+
+static void layernorm_axis_ref(AxisNormCtx *c) {
+  for (int o = 0; o < c->O; o++)
+    for (int i = 0; i < c->I; i++) {
+      size_t at = (size_t)o * c->C * c->I + i, st = (size_t)c->I;
+      double m = 0.0, v = 0.0;
+      for (int j = 0; j < c->C; j++) m += c->x[at + j * st];
+      m /= c->C;
+      for (int j = 0; j < c->C; j++) v += (c->x[at + j * st] - m) * (c->x[at + j * st] - m);
+      double rs = 1.0 / sqrt(v / c->C + c->eps);
+      for (int j = 0; j < c->C; j++)
+        c->y[at + j * st] = (c->x[at + j * st] - m) * rs * c->gamma[j] + c->beta[j];
+      c->mean[(size_t)o * c->I + i] = m;
+      c->rstd[(size_t)o * c->I + i] = rs;
+    }
+}
+
+static double lnax_loss(void *p) {
+  AxisNormCtx *c = p;
+  layernorm_axis_ref(c);
+  return dotd(c->y, c->gy, (size_t)c->O * c->C * c->I);
+}
+
+static void layernorm_axis_case(int O, int C, int I, int affine) {
+  size_t n = (size_t)O * C * I, R = (size_t)O * I;
+  char what[96];
+  float *x = rnd_range(n, -2, 3), *gy = rnd(n);
+  float *gamma = affine ? rnd_range(C, 0.5, 1.5) : NULL, *beta = affine ? rnd(C) : NULL;
+  double *rg = dvec(C), *rb = dvec(C);
+  for (int j = 0; j < C; j++) rg[j] = gamma ? gamma[j] : 1.0, rb[j] = beta ? beta[j] : 0.0;
+  AxisNormCtx c = {O, C, I, 1e-5, tod(x, n), rg, rb, tod(gy, n), dvec(n), dvec(R), dvec(R)};
+  lnax_loss(&c);
+#define LNAX_CLOSE(got, ref, len, name)                                                            \
+  do {                                                                                             \
+    snprintf(what, sizeof what, "layernorm axis (%d, %d, %d)%s: %s", O, C, I,                      \
+             affine ? "" : " no gamma/beta", (name));                                              \
+    CHECK_CLOSE((got), (ref), (len), TOL, what);                                                   \
+  } while (0)
+#define LNAX_SAME(a, b, len, name)                                                                 \
+  ck_assert_msg(!memcmp((a), (b), (len) * sizeof(float)), "layernorm axis (%d, %d, %d)%s: %s", O,  \
+                C, I, affine ? "" : " no gamma/beta", (name))
+
+  /* the forward, then again with 1, 2 and 3 threads and without statistics */
+  float *y[3], *mean[3], *rstd[3];
+  for (int t = 0; t < 3; t++) {
+    omp_set_num_threads(t + 1);
+    y[t] = fvec(n), mean[t] = fvec(R), rstd[t] = fvec(R);
+    mmrt_layernorm_axis_fwd(y[t], mean[t], rstd[t], x, gamma, beta, O, C, I, 1e-5f);
+  }
+  omp_set_num_threads(2);
+  LNAX_CLOSE(y[0], c.y, n, "y");
+  LNAX_CLOSE(mean[0], c.mean, R, "mean");
+  LNAX_CLOSE(rstd[0], c.rstd, R, "rstd");
+  for (int t = 1; t < 3; t++) {
+    LNAX_SAME(y[0], y[t], n, "y bits vary with the thread count");
+    LNAX_SAME(mean[0], mean[t], R, "mean bits vary with the thread count");
+    LNAX_SAME(rstd[0], rstd[t], R, "rstd bits vary with the thread count");
+  }
+  float *y0 = fvec(n);
+  mmrt_layernorm_axis_fwd(y0, NULL, NULL, x, gamma, beta, O, C, I, 1e-5f);
+  LNAX_SAME(y0, y[0], n, "y without mean and rstd");
+  const float *m = mean[0], *rs = rstd[0];
+
+  /* naive backward, from the double statistics */
+  double *rdx = dvec(n), *rdg = dvec(C), *rdb = dvec(C);
+  for (int o = 0; o < O; o++)
+    for (int i = 0; i < I; i++) {
+      size_t at = (size_t)o * C * I + i, r = (size_t)o * I + i;
+      double sg = 0.0, sgh = 0.0;
+      for (int j = 0; j < C; j++) {
+        size_t e = at + (size_t)j * I;
+        double h = (c.x[e] - c.mean[r]) * c.rstd[r], gg = c.gy[e] * rg[j];
+        sg += gg;
+        sgh += gg * h;
+        rdg[j] += c.gy[e] * h;
+        rdb[j] += c.gy[e];
+      }
+      for (int j = 0; j < C; j++) {
+        size_t e = at + (size_t)j * I;
+        double h = (c.x[e] - c.mean[r]) * c.rstd[r];
+        rdx[e] = c.rstd[r] * (c.gy[e] * rg[j] - sg / C - h * sgh / C);
+      }
+    }
+  float *dx[3], *dg[3], *db[3];
+  for (int t = 0; t < 3; t++) {
+    omp_set_num_threads(t + 1);
+    dx[t] = fvec(n), dg[t] = fvec(C), db[t] = fvec(C);
+    mmrt_layernorm_axis_bwd(dx[t], dg[t], db[t], gy, x, m, rs, gamma, O, C, I, 0);
+  }
+  omp_set_num_threads(2);
+  LNAX_CLOSE(dx[0], rdx, n, "dx");
+  LNAX_CLOSE(dg[0], rdg, C, "dgamma");
+  LNAX_CLOSE(db[0], rdb, C, "dbeta");
+  for (int t = 1; t < 3; t++) {
+    LNAX_SAME(dx[0], dx[t], n, "dx bits vary with the thread count");
+    LNAX_SAME(dg[0], dg[t], C, "dgamma bits vary with the thread count");
+    LNAX_SAME(db[0], db[t], C, "dbeta bits vary with the thread count");
+  }
+  double *g = dvec(n);
+  fd_grad(lnax_loss, &c, c.x, n, g);
+  LNAX_CLOSE(dx[0], g, n, "dx vs fd");
+  fd_grad(lnax_loss, &c, c.gamma, C, g);
+  LNAX_CLOSE(dg[0], g, C, "dgamma vs fd");
+  fd_grad(lnax_loss, &c, c.beta, C, g);
+  LNAX_CLOSE(db[0], g, C, "dbeta vs fd");
+
+  /* each output alone (the others NULL): the same bits */
+  float *dx1 = fvec(n), *dg1 = fvec(C), *db1 = fvec(C);
+  mmrt_layernorm_axis_bwd(dx1, NULL, NULL, gy, x, m, rs, gamma, O, C, I, 0);
+  mmrt_layernorm_axis_bwd(NULL, dg1, NULL, gy, x, m, rs, gamma, O, C, I, 0);
+  mmrt_layernorm_axis_bwd(NULL, NULL, db1, gy, x, m, rs, gamma, O, C, I, 0);
+  LNAX_SAME(dx1, dx[0], n, "dx alone");
+  LNAX_SAME(dg1, dg[0], C, "dgamma alone");
+  LNAX_SAME(db1, db[0], C, "dbeta alone");
+
+  /* accumulate 1: all three add */
+  float *dx2 = fcopy(dx[0], n), *dg2 = fcopy(dg[0], C), *db2 = fcopy(db[0], C);
+  mmrt_layernorm_axis_bwd(dx2, dg2, db2, gy, x, m, rs, gamma, O, C, I, 1);
+  for (size_t e = 0; e < n; e++) rdx[e] *= 2;
+  for (int j = 0; j < C; j++) rdg[j] *= 2, rdb[j] *= 2;
+  LNAX_CLOSE(dx2, rdx, n, "dx accumulate");
+  LNAX_CLOSE(dg2, rdg, C, "dgamma accumulate");
+  LNAX_CLOSE(db2, rdb, C, "dbeta accumulate");
+  /* accumulate 2: dx adds, dgamma and dbeta are written */
+  mmrt_layernorm_axis_bwd(dx2, dg2, db2, gy, x, m, rs, gamma, O, C, I, 2);
+  for (size_t e = 0; e < n; e++) rdx[e] *= 1.5;
+  for (int j = 0; j < C; j++) rdg[j] /= 2, rdb[j] /= 2;
+  LNAX_CLOSE(dx2, rdx, n, "dx accumulate (dx only)");
+  LNAX_SAME(dg2, dg[0], C, "dgamma written under accumulate 2");
+  LNAX_SAME(db2, db[0], C, "dbeta written under accumulate 2");
+#undef LNAX_CLOSE
+#undef LNAX_SAME
+}
+
+/* (2, 13, 37) odd sizes, (1, 8, 300) more than one 256-position block and
+ * not a multiple of it, (3, 1, 5) one channel, (2, 40, 1) inner 1 (the
+ * row kernels); each with and without gamma and beta. */
+START_TEST(test_layernorm_axis) {
+  static const int shapes[][3] = {{2, 13, 37}, {1, 8, 300}, {3, 1, 5}, {2, 40, 1}};
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+    for (int affine = 1; affine >= 0; affine--)
+      layernorm_axis_case(shapes[s][0], shapes[s][1], shapes[s][2], affine);
+}
+END_TEST
+
 static void rmsnorm_ref(NormCtx *c) {
   for (int r = 0; r < c->N; r++) {
     const double *x = c->x + (size_t)r * c->C;
@@ -1198,9 +1354,6 @@ START_TEST(test_attention_large) {
 }
 END_TEST
 
-/* libgomp's, linked with the runtime (this file is not built with -fopenmp) */
-void omp_set_num_threads(int n);
-
 /* The short path (every key in one 64-key tile) in each ISA build this CPU
  * runs (mmrt_attention_isa forces it): odd sizes, causal and not, GQA and
  * MQA, two query tiles, S = 64, the key mask; and the same bits for 1, 2
@@ -1696,6 +1849,7 @@ static Suite *kernels_suite(void) {
   tcase_add_checked_fixture(tc, NULL, teardown);
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_layernorm);
+  tcase_add_test(tc, test_layernorm_axis);
   tcase_add_test(tc, test_rmsnorm);
   tcase_add_test(tc, test_groupnorm);
   tcase_add_test(tc, test_rope);
