@@ -503,6 +503,7 @@ X, Q, T3 = "x: f32[2, 4]", "q: f32[1, 4, 2, 4]", "t: f32[2, 3, 4]"
 # option: (forward's inputs, expression without it, expression with it)
 kw_probes = {
     "layer_norm.eps": (X, "mean(layer_norm(x))", "mean(layer_norm(x, eps = 0.1))"),
+    "layer_norm.axis": (T3, "mean(layer_norm(t) * t)", "mean(layer_norm(t, axis = 1) * t)"),
     "rms_norm.eps": (X, "mean(rms_norm(x, w))", "mean(rms_norm(x, w, eps = 0.1))"),
     "group_norm.eps": ("i: f32[1, 4, 3, 3]", "mean(group_norm(i, w, b, groups = 2))",
                        "mean(group_norm(i, w, b, groups = 2, eps = 0.1))"),
