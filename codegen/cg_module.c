@@ -627,7 +627,9 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
   M_F64(weight_decay, t->weight_decay);
   M_F64(momentum, t->momentum);
   M_F64(clip, t->clip);
-  M_I64(lr_sched, t->lr_sched == MM_LR_COSINE ? MMRT_LR_COSINE : MMRT_LR_CONSTANT);
+  M_I64(lr_sched, t->lr_sched == MM_LR_COSINE   ? MMRT_LR_COSINE
+                  : t->lr_sched == MM_LR_LINEAR ? MMRT_LR_LINEAR
+                                                : MMRT_LR_CONSTANT);
   M_I64(warmup, t->warmup);
   M_I64(steps, t->steps);
   M_F64(min_lr, t->min_lr);

@@ -133,11 +133,16 @@ static bool read_schedule(FeProgram *p, Env *e, AstExpr *x, MmTrain *t) {
   const char *kind = x->kind == AST_NAME                                 ? x->name
                      : (x->kind == AST_CALL && x->lhs->kind == AST_NAME) ? x->lhs->name
                                                                          : NULL;
-  if (!kind || (strcmp(kind, "cosine") != 0 && strcmp(kind, "constant") != 0)) {
-    diag_error(p->d, x->loc, "expected constant or cosine(warmup = N, min_lr = X)");
+  if (!kind || (strcmp(kind, "cosine") != 0 && strcmp(kind, "constant") != 0 &&
+                strcmp(kind, "linear") != 0)) {
+    diag_error(p->d, x->loc,
+               "expected constant(warmup = N), cosine(warmup = N, min_lr = X) or linear(warmup = "
+               "N, min_lr = X)");
     return false;
   }
-  t->lr_sched = strcmp(kind, "cosine") == 0 ? MM_LR_COSINE : MM_LR_CONSTANT;
+  t->lr_sched = strcmp(kind, "cosine") == 0   ? MM_LR_COSINE
+                : strcmp(kind, "linear") == 0 ? MM_LR_LINEAR
+                                              : MM_LR_CONSTANT;
   bool ok = true;
   for (int i = 0; x->kind == AST_CALL && i < x->args.len; i++) {
     AstArg *a = x->args.items[i];
@@ -151,7 +156,7 @@ static bool read_schedule(FeProgram *p, Env *e, AstExpr *x, MmTrain *t) {
         ok = false;
       } else
         t->warmup = (int)iv;
-    } else if (a->name && strcmp(a->name, "min_lr") == 0 && t->lr_sched == MM_LR_COSINE) {
+    } else if (a->name && strcmp(a->name, "min_lr") == 0 && t->lr_sched != MM_LR_CONSTANT) {
       if (!get_num(p, e, a->value, &dv))
         ok = false;
       else

@@ -79,7 +79,10 @@ typedef enum MmOptim { MM_OPT_ADAMW, MM_OPT_SGD } MmOptim;
  * (passes/precision.c) computes matmuls, convolutions and attention in
  * bf16; weights, gradients of the master copy and optimizer state stay f32. */
 typedef enum MmPrecision { MM_PREC_FP32, MM_PREC_BF16 } MmPrecision;
-typedef enum MmLrSched { MM_LR_CONSTANT, MM_LR_COSINE } MmLrSched;
+/* The learning-rate schedule: a linear warm-up over `warmup` steps, then
+ * constant, half a cosine down to min_lr, or a straight line down to min_lr
+ * at the last step. */
+typedef enum MmLrSched { MM_LR_CONSTANT, MM_LR_COSINE, MM_LR_LINEAR } MmLrSched;
 
 /* LoRA (train { lora = lora(rank = 8, alpha = 16, targets = [llm],
  * layers = ["q_proj", "v_proj"]) }), checked by the frontend. `modules` are

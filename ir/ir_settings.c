@@ -76,7 +76,7 @@ static const char *const sched_names[] = {"1f1b", "gpipe", "interleaved", "zbh1"
 static const char *const recompute_names[] = {"none", "selective", "full", "block", NULL};
 static const char *const cp_kind_names[] = {"ulysses", "ring", NULL};
 static const char *const optim_names[] = {"adamw", "sgd", NULL};
-static const char *const lr_sched_names[] = {"constant", "cosine", NULL};
+static const char *const lr_sched_names[] = {"constant", "cosine", "linear", NULL};
 static const char *const precision_names[] = {"fp32", "bf16", NULL};
 
 #define OFF(f)            offsetof(IrModule, f)

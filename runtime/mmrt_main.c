@@ -939,12 +939,12 @@ static int save_adapters(Trainer *t) {
 static double lr_at(const Trainer *t, int64_t step) {
   const MmrtModelDesc *m = t->m;
   double lr = t->a.lr;
-  if (m->lr_sched != MMRT_LR_COSINE) return lr;
   int64_t warm = m->warmup, total = t->a.steps;
   if (step <= warm && warm > 0) return lr * (double)step / (double)warm;
-  if (total <= warm) return lr;
+  if (m->lr_sched == MMRT_LR_CONSTANT || total <= warm) return lr;
   double p = (double)(step - warm) / (double)(total - warm);
   if (p > 1) p = 1;
+  if (m->lr_sched == MMRT_LR_LINEAR) return lr + (m->min_lr - lr) * p;
   return m->min_lr + 0.5 * (lr - m->min_lr) * (1 + cos(M_PI * p));
 }
 

@@ -91,7 +91,9 @@ enum {
 };
 
 enum { MMRT_OPTIM_ADAMW, MMRT_OPTIM_SGD };
-enum { MMRT_LR_CONSTANT, MMRT_LR_COSINE }; /* cosine: linear warm-up, then cosine to min_lr */
+/* each a linear warm-up over `warmup` steps, then constant, half a cosine
+ * to min_lr, or a straight line to min_lr at the last step */
+enum { MMRT_LR_CONSTANT, MMRT_LR_COSINE, MMRT_LR_LINEAR };
 
 #define MMRT_DESC_MAX_DIMS 8
 #define MMRT_PP_MAXFN      96 /* pipeline step functions: 3 per stage */

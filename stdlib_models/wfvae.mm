@@ -341,7 +341,8 @@ module DecoderConnect(energy_flow: int, out_ch: int, n: int, groups: int) {
 // wavelet levels (named forwards, so that the loss can compare them).
 module WFDecoder(channels: int = 3, latent: int = 8, base: int = 128, nres: int = 2,
                  energy_flow: int = 128, groups: int = 32, use_attention: bool = true,
-                 t_interpolation: string = "trilinear", connect_res: int = 1) {
+                 t_interpolation: string = "trilinear", connect_res: int = 1, tail: int = 0) {
+  let tw = tail if tail > 0 else base // the last stage's width (the reference's: base)
   conv_in    = CausalConv3d(latent, 4 * base, 3, padding = 1)
   mid0       = ResnetBlock3D(4 * base, 4 * base, groups)
   if use_attention {
@@ -350,12 +351,12 @@ module WFDecoder(channels: int = 3, latent: int = 8, base: int = 128, nres: int 
   mid1       = ResnetBlock3D(4 * base, 4 * base + energy_flow, groups)
   up2        = DecoderUp2(base, nres, energy_flow, groups, t_interpolation)
   up1        = DecoderUp1(base, nres, groups)
-  layer0     = ResnetBlock3D(2 * base, base, groups)
-  layer1     = ResnetBlock3D(base, base, groups)
+  layer0     = ResnetBlock3D(2 * base, tw, groups)
+  layer1     = ResnetBlock3D(tw, tw, groups)
   connect_l1 = DecoderConnect(energy_flow, 4 * channels, connect_res, groups)
   connect_l2 = DecoderConnect(energy_flow, 8 * channels, connect_res, groups)
-  norm_out   = Normalize(groups, base)
-  conv_out   = FrameConv2d(base, 8 * channels)
+  norm_out   = Normalize(groups, tw)
+  conv_out   = FrameConv2d(tw, 8 * channels)
   il2        = IHaar3D(channels)
   il1        = IHaar2D(channels)
 
@@ -408,6 +409,7 @@ model WFVAE {
   let dec_energy_flow = 128
   let nres = 2
   let connect_res = 2
+  let dec_tail = 0               // the decoder's last stage width (layer0, layer1, norm_out, conv_out); 0: base
   let groups = 0                 // 0: layer norm (norm_type "layernorm"); G > 0: GroupNorm(G)
   let kl_weight = 1e-6
   let wavelet_weight = 0.1
@@ -420,7 +422,7 @@ model WFVAE {
   let disc_dropout = 0.3
   encoder = WFEncoder(C, latent, base, nres, enc_energy_flow, groups)
   decoder = WFDecoder(C, latent, base, nres, dec_energy_flow, groups, t_interpolation = t_interpolation,
-                      connect_res = connect_res)
+                      connect_res = connect_res, tail = dec_tail)
   wavelet_in = Haar3D(C)
   wavelet_l1 = Haar2D(C)
   wavelet_l2 = Haar3D(C)

@@ -14,7 +14,9 @@
 #    for bit.
 # 3. The schedule: every step's logged lr (the trainer's f32) equals, to f32
 #    rounding, warm-up + cosine or constant computed in Python from the
-#    train section (tests/torch/mmtrain.py), over all the steps of 1 and 2.
+#    train section (tests/torch/mmtrain.py), over all the steps of 1 and 2,
+#    and of two short runs of a linear decay (warm-up 4, to min_lr) and a
+#    constant schedule with a warm-up of 5.
 # 4. SIGINT on an endless run: the step in flight finishes, a checkpoint is
 #    written, exit 1; the run then resumes from that step.
 set -uo pipefail
@@ -76,7 +78,7 @@ for l in open(log):
         continue
     s, want = r["step"], mmtrain.lr_at(cfg, r["step"], steps)
     seen.add(s)
-    phases.add("constant" if cfg["schedule"] == "constant" else "warm-up" if s <= cfg["warmup"] else "cosine")
+    phases.add("warm-up" if s <= cfg["warmup"] else cfg["schedule"])
     if abs(r["lr"] - want) > 1e-6 * want:
         print("%s: step %d: the trainer's lr %r, the train section's schedule gives %r" % (name, s, r["lr"], want))
         bad += 1
@@ -199,6 +201,17 @@ print("final checkpoint (step %d): %s identical byte for byte" % (n, ", ".join(f
 PY
   verdict $? "cosine: final checkpoints"
 else echo "FAIL: cosine: compile or straight run"; fail=$((fail+1)); fi
+
+# ---- 3: the other schedules, each after a warm-up
+for sch in "linear(warmup = 4, min_lr = 1e-4)" "constant(warmup = 5)"; do
+  name=${sch%%(*}
+  printf 'import "gpt2.mm"\nmodel G extends GPT2Tiny {\n  train {\n    optimizer = adamw(lr = 2e-3)\n    schedule = %s\n  }\n}\n' \
+    "$sch" > "$T/$name.mm"
+  if "$MMC" compile -I "$S" "$T/$name.mm" --model G -o "$T/$name" &&
+     "$T/$name" --steps 12 --eval-batches 1 --quiet --log "$T/$name.jsonl" > /dev/null; then
+    schedule "$name" "$T/$name.mm" G 12 "$T/$name.jsonl"; verdict $? "$name: schedule"
+  else echo "FAIL: $name: compile or run"; fail=$((fail+1)); fi
+done
 
 # ---- 4: SIGINT on an endless run: the step in flight finishes, a checkpoint
 # is written, exit 1; the run then resumes from that step

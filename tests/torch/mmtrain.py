@@ -6,13 +6,14 @@ train_settings(path, model): the model's `train { }` section (or, for a
 model that `extends` another and has none, the base's), read from the .mm
 text with the defaults of lang/REFERENCE.md: adamw(lr = 1e-3, betas =
 [0.9, 0.999], eps = 1e-8, weight_decay = 0, clip = 0), schedule constant,
-cosine(warmup = 0, min_lr = 0), lora(rank, alpha = rank). Only literal
+cosine and linear(warmup = 0, min_lr = 0), lora(rank, alpha = rank). Only literal
 values are understood; anything else is an error naming the file.
 
 lr_at(cfg, step, total): the learning rate of a step (1-based) of a run of
 `total` steps, written from the schedule's definition (linear warm-up to
-lr over `warmup` steps, then half a cosine from lr down to min_lr at the
-last step), independently of runtime/mmrt_main.c.
+lr over `warmup` steps, then constant, half a cosine from lr down to min_lr
+at the last step, or a straight line to it), independently of
+runtime/mmrt_main.c.
 
 compare_weights(...): every trained tensor of the run under test against
 the reference, relative to the size of its update:
@@ -295,21 +296,20 @@ def train_settings(path, model, search=()):
                 else:
                     raise SettingsError("%s: unknown adamw setting '%s'" % (at, k))
         elif key == "schedule":
-            if v == ("sym", "constant"):
-                cfg["schedule"] = "constant"
-            elif isinstance(v, tuple) and v[0] == "call" and v[1] == "cosine":
-                cfg["schedule"] = "cosine"
+            kinds = ("constant", "cosine", "linear")
+            if isinstance(v, tuple) and v[0] == "sym" and v[1] in kinds:
+                cfg["schedule"] = v[1]
+            elif isinstance(v, tuple) and v[0] == "call" and v[1] in kinds:
+                cfg["schedule"] = v[1]
                 for k, a in v[2].items():
                     if k == "warmup":
                         cfg["warmup"] = int(_num(a, at))
-                    elif k == "min_lr":
+                    elif k == "min_lr" and v[1] != "constant":
                         cfg["min_lr"] = _num(a, at)
                     else:
-                        raise SettingsError("%s: unknown cosine setting '%s'" % (at, k))
-            elif v == ("sym", "cosine"):
-                cfg["schedule"] = "cosine"
+                        raise SettingsError("%s: unknown %s setting '%s'" % (at, v[1], k))
             else:
-                raise SettingsError("%s: expected constant or cosine(...), found %r" % (at, v))
+                raise SettingsError("%s: expected constant, cosine(...) or linear(...), found %r" % (at, v))
         elif key == "clip":
             cfg["clip"] = _num(v, at)
         elif key == "freeze":
@@ -332,14 +332,14 @@ def train_settings(path, model, search=()):
 def lr_at(cfg, step, total):
     """The learning rate of 1-based step `step` of `total` steps."""
     lr = cfg["lr"]
-    if cfg["schedule"] == "constant":
-        return lr
     w = cfg["warmup"]
     if w > 0 and step <= w:
         return lr * step / w  # linear warm-up: lr/w at step 1, lr at step w
-    if total <= w:
+    if cfg["schedule"] == "constant" or total <= w:
         return lr
     progress = min(1.0, (step - w) / (total - w))  # 0 right after warm-up, 1 at the last step
+    if cfg["schedule"] == "linear":
+        return lr - (lr - cfg["min_lr"]) * progress
     return cfg["min_lr"] + (lr - cfg["min_lr"]) * (1 + math.cos(math.pi * progress)) / 2
 
 
