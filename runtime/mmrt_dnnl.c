@@ -658,6 +658,25 @@ static void conv_bwd_data(MmrtDtype dt, const MmrtConv *cv, int nsp, void *dx, c
   run_into(e, ptrs, 2, dx, (size_t)m.xn, accumulate, what);
 }
 
+/* Whether a bf16 weight gradient runs faster as the fp32 primitive on the
+ * widened operands: where oneDNN 2.6 runs it on AMX tiles, whose
+ * backward-weights kernel costs ~30 us a call before any work, a product
+ * of fewer than 1.5e7 multiply-adds (WF-VAE's 8x8x5 and 1x1x1
+ * convolutions, its 8-channel ones below 32x32) takes less time in fp32,
+ * unless widening x and dy (more than 120,000 values) costs more than that
+ * saves: on a Xeon with AMX, WFVAEFit's 54 weight gradients a step took
+ * 10.1 ms in bf16 and 11.4 ms in fp32 (oneDNN's verbose times), 7.9 ms
+ * each on the faster of the two; so chosen, its batch-1 step's conv2d and
+ * conv3d weight gradients take 10.9 against 11.8 ms (profile). */
+static int bwd_w_in_f32(const ConvMds *m, const MmrtConv *cv) {
+  static int amx = -1;
+  if (amx < 0)
+    amx = (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core_amx) ==
+          dnnl_cpu_isa_avx512_core_amx;
+  double macs = (double)m->wn * (double)(m->yn / cv->OC);
+  return amx && macs < 1.5e7 && m->xn + m->yn < 120000;
+}
+
 static void conv_bwd_weights(MmrtDtype dt, const MmrtConv *cv, int nsp, void *dw, void *dbias,
                              const void *dy, const void *x, int accumulate) {
   const char *what = nsp == 3 ? "mmrt_conv3d_bwd_weights" : "mmrt_conv2d_bwd_weights";
@@ -666,7 +685,7 @@ static void conv_bwd_weights(MmrtDtype dt, const MmrtConv *cv, int nsp, void *dw
   ConvMds m;
   conv_mds(cv, nsp, t, &m, what);
   int hasb = dbias != NULL;
-  if (dt == MMRT_BF16 && (!mmrt_bf16_native() || accumulate)) {
+  if (dt == MMRT_BF16 && (!mmrt_bf16_native() || accumulate || bwd_w_in_f32(&m, cv))) {
     float *fdw = result_tmp(2, dw, (size_t)m.wn, accumulate);
     float *fdb = hasb ? result_tmp(3, dbias, (size_t)cv->OC, accumulate) : NULL;
     conv_bwd_weights(MMRT_F32, cv, nsp, fdw, fdb, widen_tmp(0, dy, (size_t)m.yn),

@@ -95,5 +95,6 @@ model T2VFitSample extends T2VTinySample {
   encoder = WFEncoder(1, latent, 8, 1, 8, 0)
   dit     = VideoDiT(channels = latent, frames = 5, height = 8, width = 8, depth = 4, heads = 4,
                      head_dim = 36, text_dim = 32, pooled = 1)
-  decoder = WFDecoder(1, latent, 8, 1, 8, 0, t_interpolation = "trilinear", connect_res = 1)
+  decoder = WFDecoder(1, latent, 8, 1, 8, 0, t_interpolation = "trilinear", connect_res = 1,
+                      tail = 16)
 }
