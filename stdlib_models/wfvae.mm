@@ -268,11 +268,9 @@ module EncoderDown2(in_ch: int, base: int, nres: int, groups: int) {
 // The encoder: clip wavelet coefficients -> the posterior's mean and
 // log-variance [B, 2 latent, 1 + k, H/8, W/8] (mean first).
 module WFEncoder(channels: int = 3, latent: int = 8, base: int = 128, nres: int = 2,
-                 energy_flow: int = 64, groups: int = 32, use_attention: bool = true,
-                 head: int = 0) {
-  let hw = head if head > 0 else base // the first stage's width (the reference's: base)
-  down1      = EncoderDown1(8 * channels, hw, nres, groups)
-  down2      = EncoderDown2(hw + energy_flow, base, nres, groups)
+                 energy_flow: int = 64, groups: int = 32, use_attention: bool = true) {
+  down1      = EncoderDown1(8 * channels, base, nres, groups)
+  down2      = EncoderDown2(base + energy_flow, base, nres, groups)
   connect_l1 = Conv2d(4 * channels, energy_flow, kernel = 3, padding = 1)
   connect_l2 = FrameConv2d(8 * channels, energy_flow)
   mid0       = ResnetBlock3D(2 * base + energy_flow, 4 * base, groups)
@@ -288,7 +286,7 @@ module WFEncoder(channels: int = 3, latent: int = 8, base: int = 128, nres: int 
   forward(coeffs: [B, S, T, H, W], l1: [N, S1, H1, W1], l2: [B, S2, T2, H2, W2]) {
     frames = coeffs.transpose(1, 2).reshape(B * T, S, H, W)
     h = concat([down1(frames), connect_l1(l1)], axis = 1)
-    h = down2(h.reshape(B, T, hw + energy_flow, H // 2, W // 2).transpose(1, 2))
+    h = down2(h.reshape(B, T, base + energy_flow, H // 2, W // 2).transpose(1, 2))
     h = mid0(concat([h, connect_l2(l2)], axis = 1))
     if use_attention {
       h = mid_attn(h)
@@ -411,7 +409,6 @@ model WFVAE {
   let dec_energy_flow = 128
   let nres = 2
   let connect_res = 2
-  let enc_head = 0               // the encoder's first stage width (down1); 0: base
   let dec_tail = 0               // the decoder's last stage width (layer0, layer1, norm_out, conv_out); 0: base
   let groups = 0                 // 0: layer norm (norm_type "layernorm"); G > 0: GroupNorm(G)
   let kl_weight = 1e-6
@@ -423,7 +420,7 @@ model WFVAE {
   let disc_ndf = 64               // its width, layers and dropout (the reference's defaults)
   let disc_layers = 4
   let disc_dropout = 0.3
-  encoder = WFEncoder(C, latent, base, nres, enc_energy_flow, groups, head = enc_head)
+  encoder = WFEncoder(C, latent, base, nres, enc_energy_flow, groups)
   decoder = WFDecoder(C, latent, base, nres, dec_energy_flow, groups, t_interpolation = t_interpolation,
                       connect_res = connect_res, tail = dec_tail)
   wavelet_in = Haar3D(C)
