@@ -7,19 +7,31 @@ cd "$(dirname "$0")/.."
 bash tools/setup.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 JOBS=${JOBS:-2}
+# Each stage's wall time, printed as it ends and summed at the end (the
+# budget: 30 minutes on a 2-core Zen 3; tests/README.md has the figures).
+t0=$SECONDS; ts=$SECONDS; times=()
+slowest() { # the ten slowest tests of a build folder, from CTest's own timings
+  echo "slowest tests in $1:"; awk 'NF == 3 { printf "  %-24s %7.1f s\n", $1, $3 }' "$1/Testing/Temporary/CTestCostData.txt" | sort -k2 -rn | head -10
+}
+stage_done() { times+=("$(printf '%-28s %5d s' "$1" $((SECONDS - ts)))"); echo "-- $1: $((SECONDS - ts)) s"; ts=$SECONDS; }
 
 echo "== format (clang-format-19, .clang-format) =="
 git ls-files '*.c' '*.h' | xargs clang-format-19 --dry-run -Werror
+stage_done format
 
 echo "== release build =="
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release > /dev/null
 cmake --build build -j"$JOBS"
+stage_done "release build"
 (cd build && ctest --output-on-failure -j"$JOBS" --timeout 1200)
+slowest build; stage_done "release tests"
 
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer build =="
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DMMC_SANITIZE=ON > /dev/null
 cmake --build build-asan -j"$JOBS"
+stage_done "asan build"
 (cd build-asan && MMC_MUTATIONS=1000 ctest --output-on-failure -j"$JOBS" --timeout 1800)
+slowest build-asan; stage_done "asan tests"
 
 echo "== libFuzzer targets (${FUZZ_SECONDS:-20} s each) =="
 # The .mm frontend, the IR text parser and the file readers (safetensors,
@@ -37,4 +49,6 @@ for t in frontend ir safetensors idx png; do
     { tail -50 build-fuzz/fuzz-$t.log; exit 1; }
   echo "fuzz_$t: $(grep -o 'Done [0-9]* runs in [0-9]* second(s)' build-fuzz/fuzz-$t.log)"
 done
-echo "all test stages passed"
+stage_done "fuzz build and runs"
+printf '%s\n' "${times[@]}"
+echo "all test stages passed in $((SECONDS - t0)) s ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs)"
