@@ -69,6 +69,7 @@ static const char *common_opts =
     "  -I DIR             add DIR to the import search path (after the file's own folder)\n"
     "  --model NAME       the model (or a module whose hyper-parameters all have defaults)\n"
     "  --set NAME=VALUE   override a model-level let or hyper-parameter (e.g. --set B=8)\n"
+    "  --max-source-mb N  refuse a source file (or import) larger than N MiB (default 64)\n"
     "  -h, --help         this help\n";
 
 /* The parallel-section overrides: for the commands that check or apply a
@@ -105,7 +106,9 @@ static void usage_all(FILE *out) {
 
 static void usage_cmd(FILE *out, const Cmd *c) {
   fprintf(out, "usage: mmc %s %s\n\n%s\n\n%s%s", c->name, c->args, c->help,
-          takes_source(c) ? common_opts : "Options:\n  -h, --help         this help\n",
+          takes_source(c) ? common_opts
+                          : "Options:\n  --max-source-mb N  refuse IR text larger than N MiB "
+                            "(default 64)\n  -h, --help         this help\n",
           takes_plan(c) ? plan_opts : "");
   if (strcmp(c->name, "dump-ir") == 0 || strcmp(c->name, "plan") == 0 ||
       strcmp(c->name, "compile") == 0)
@@ -160,8 +163,9 @@ typedef struct Opts {
   const char *output, *emit; /* compile */
   int opt_level;
   bool opt_set, no_fuse, verbose;
-  int task;         /* MMRT_TASK_*: train (default), generate, eval, reconstruct, sample */
-  int chunk_frames; /* reconstruct: frames of a next chunk (0: not given, 4) */
+  int task;          /* MMRT_TASK_*: train (default), generate, eval, reconstruct, sample */
+  int chunk_frames;  /* reconstruct: frames of a next chunk (0: not given, 4) */
+  int max_source_mb; /* --max-source-mb: the most a source file may hold (0: 64 MiB) */
   const char *incdirs[64];
   int nincdirs;
   FeOverride overrides[64];
@@ -230,6 +234,11 @@ static int parse_opts(int argc, char **argv, Opts *o) {
     } else if (strncmp(a, "-I", 2) == 0 && a[2]) {
       if (o->nincdirs == 64) return bad_usage(o->cmd, "too many -I folders%s", "");
       o->incdirs[o->nincdirs++] = a + 2;
+    } else if (strcmp(a, "--max-source-mb") == 0) {
+      NEED_ARG();
+      if (!parse_int(next, 1, 1 << 20, &o->max_source_mb))
+        return bad_usage(o->cmd, "--max-source-mb takes a size in MiB from 1 to 1048576, not '%s'",
+                         next);
     } else if (strcmp(a, "--model") == 0) {
       NEED_ARG();
       o->model = next;
@@ -416,6 +425,11 @@ static int parse_opts(int argc, char **argv, Opts *o) {
   return -1;
 }
 
+static void diag_start(Diag *d, const Opts *o) {
+  diag_init(d);
+  if (o->max_source_mb) d->max_source = (size_t)o->max_source_mb << 20;
+}
+
 static FeProgram *load(Opts *o, Diag *d) {
   FeOptions fo = {0};
   fo.incdirs = o->incdirs;
@@ -453,7 +467,7 @@ static const char *pick_model(FeProgram *p, Opts *o, Diag *d) {
 
 static int cmd_check(Opts *o) {
   Diag d;
-  diag_init(&d);
+  diag_start(&d, o);
   FeProgram *p = load(o, &d);
   int rc = EXIT_USER;
   if (p) {
@@ -708,7 +722,7 @@ static int finish_text(Diag *d, IrModule *m, int rc) {
  * pipeline's passes that have not run on it yet, up to that one. */
 static int dump_ir_text(Opts *o) {
   Diag d;
-  diag_init(&d);
+  diag_start(&d, o);
   IrModule *m = load_ir_text(o->file, &d);
   bool dot = o->format && strcmp(o->format, "dot") == 0, ok = m != NULL;
   if (ok && o->after) {
@@ -748,7 +762,7 @@ static int cmd_opt(Opts *o) {
     s += len + 1;
   }
   Diag d;
-  diag_init(&d);
+  diag_start(&d, o);
   IrModule *m = load_ir_text(o->file, &d);
   bool ok = m != NULL;
   PassCtx cx = {.d = &d};
@@ -761,7 +775,7 @@ static int cmd_opt(Opts *o) {
 static int cmd_dump_ir(Opts *o) {
   if (ends_with(o->file, ".mmir")) return dump_ir_text(o);
   Diag d;
-  diag_init(&d);
+  diag_start(&d, o);
   FeProgram *p;
   FeResult r;
   const char *last = pass_count ? pass_list[pass_count - 1].name : "lower";
@@ -806,7 +820,7 @@ static bool has_submodules(const IrModule *m, const char *name, size_t len) {
 
 static int cmd_stats(Opts *o) {
   Diag d;
-  diag_init(&d);
+  diag_start(&d, o);
   FeProgram *p;
   FeResult r;
   IrModule *m =
@@ -1387,7 +1401,7 @@ static bool plan_pp_memory(IrModule *m, int64_t data_bytes, json_object *root, c
 
 static int cmd_plan(Opts *o) {
   Diag d;
-  diag_init(&d);
+  diag_start(&d, o);
   FeProgram *p;
   FeResult r;
   IrModule *m = build(o, &d, &p, &r, NULL, NULL, NULL);
@@ -1512,7 +1526,7 @@ static int cmd_plan(Opts *o) {
 
 static int cmd_compile(Opts *o) {
   Diag d;
-  diag_init(&d);
+  diag_start(&d, o);
   FeProgram *p;
   FeResult r;
   IrModule *m = build(o, &d, &p, &r, NULL, NULL, NULL);
