@@ -363,9 +363,21 @@ static void check_decl(FeProgram *p, AstDecl *dcl) {
   Scope ordered = {.parent = NULL};
   for (int i = 0; i < mod.n; i++) scope_add(p, &ordered, mod.names[i]);
   /* duplicate members at the top level */
-  NameMap seen = {0}; /* member name -> its first let/param/instance */
+  NameMap seen = {0};     /* member name -> its first let/param/instance */
+  NameMap forwards = {0}; /* forward name ("forward": the unnamed one) -> the first */
   for (int i = 0; i < dcl->members.len; i++) {
     AstStmt *a = dcl->members.items[i];
+    if (a->kind == ST_FORWARD) {
+      const char *fn = a->name ? a->name : "forward";
+      AstStmt *b = names_get(&forwards, fn);
+      if (b) {
+        diag_error(p->d, a->name_loc, "second forward named '%s' in '%s'", fn, dcl->name);
+        diag_note(p->d, b->name_loc, "the first forward named '%s' is here", fn);
+      } else {
+        names_put(&p->ast, &forwards, fn, a);
+      }
+      continue;
+    }
     if (a->kind != ST_LET && a->kind != ST_PARAM && a->kind != ST_INSTANCE) continue;
     AstStmt *b = names_get(&seen, a->name);
     if (b) {
