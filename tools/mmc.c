@@ -6,10 +6,14 @@
  *   mmc compile FILE.mm --model NAME -o trainer [--emit exe|obj|llvm|asm|ir] [-O0..-O3]
  *   mmc opt     FILE.mmir --passes a,b,...         run passes on IR text, print the result
  * Exit status: 0 ok, 1 user error (diagnostics printed), 2 usage error. */
+#include <errno.h>
 #include <json-c/json.h>
+#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "codegen/cg.h"
 #include "frontend/sema.h"
@@ -34,8 +38,8 @@ static const Cmd cmds[] = {
      "plan."},
     {"dump-ir",
      "FILE.mm|FILE.mmir [--model NAME] [--after PASS|all] [--format text|dot] [--rank R]",
-     "Prints the IR of a model (default: the first model of the file) after a pass (default: the "
-     "last).\n"
+     "Prints the IR of a model (--model: needed when the file declares several) after a pass "
+     "(default: the last).\n"
      "      Given IR text (.mmir), parses, verifies and prints it again (with --after, after the "
      "passes\n"
      "      not yet run on it, up to PASS). --rank R prints what rank R runs."},
@@ -314,6 +318,13 @@ static int parse_opts(int argc, char **argv, Opts *o) {
       if (!eq || eq == next || !eq[1])
         return bad_usage(o->cmd, "--set takes NAME=VALUE, not '%s'", next);
       if (o->noverrides == 64) return bad_usage(o->cmd, "too many --set options%s", "");
+      for (int k = 0; k < o->noverrides; k++)
+        if (strlen(o->overrides[k].name) == (size_t)(eq - next) &&
+            strncmp(o->overrides[k].name, next, (size_t)(eq - next)) == 0) {
+          fprintf(stderr, "mmc: error: --set %s given twice (%s=%s and %s)\n", o->overrides[k].name,
+                  o->overrides[k].name, o->overrides[k].value, next);
+          return EXIT_USAGE;
+        }
       o->overrides[o->noverrides].name = strndup(next, (size_t)(eq - next));
       o->overrides[o->noverrides].value = eq + 1;
       o->noverrides++;
@@ -440,6 +451,113 @@ static FeProgram *load(Opts *o, Diag *d) {
   return fe_load(d, o->file, &fo);
 }
 
+/* ---- output files ----
+ * Checked once the sources are loaded and before anything is compiled: an
+ * output is never one of the input files (the same device and inode: the
+ * source or an import), never an existing non-regular file (/dev/null is
+ * refused, not replaced), and its folder is writable. Written to a fresh
+ * file beside it, renamed over it once complete. */
+
+static const char *file_kind(mode_t m) {
+  return S_ISDIR(m)    ? "a directory"
+         : S_ISFIFO(m) ? "a FIFO"
+         : S_ISCHR(m)  ? "a character device"
+         : S_ISBLK(m)  ? "a block device"
+         : S_ISSOCK(m) ? "a socket"
+                       : "not a regular file";
+}
+
+static bool output_ok(const char *flag, const char *path, Diag *d) {
+  struct stat st;
+  if (!*path) {
+    fprintf(stderr, "mmc: error: %s takes a file name, not ''\n", flag);
+    d->errors++;
+    return false;
+  }
+  if (stat(path, &st) == 0) {
+    if (!S_ISREG(st.st_mode)) {
+      fprintf(stderr, "mmc: error: %s '%s' is %s: refusing to replace it with the output\n", flag,
+              path, file_kind(st.st_mode));
+      d->errors++;
+      return false;
+    }
+    for (uint32_t i = 1; i < d->nfiles; i++) {
+      struct stat in;
+      if (stat(d->files[i]->path, &in) == 0 && in.st_dev == st.st_dev && in.st_ino == st.st_ino) {
+        fprintf(stderr, "mmc: error: %s '%s' is the input file '%s': refusing to overwrite it\n",
+                flag, path, d->files[i]->path);
+        d->errors++;
+        return false;
+      }
+    }
+  } else if (errno != ENOENT) {
+    fprintf(stderr, "mmc: error: %s '%s': %s\n", flag, path, strerror(errno));
+    d->errors++;
+    return false;
+  }
+  char *copy = strdup(path);
+  if (!copy) mm_die(__FILE__, __LINE__, "out of memory");
+  const char *dir = dirname(copy);
+  bool ok = access(dir, W_OK | X_OK) == 0;
+  if (!ok) {
+    fprintf(stderr, "mmc: error: %s '%s': cannot write in the folder '%s': %s\n", flag, path, dir,
+            strerror(errno));
+    d->errors++;
+  }
+  free(copy);
+  return ok;
+}
+
+/* The file compile writes (NULL: stdout). */
+static const char *compile_output(const Opts *o) {
+  const char *emit = o->emit ? o->emit : "exe";
+  if (o->output) return o->output;
+  if (strcmp(emit, "exe") == 0) return "trainer";
+  if (strcmp(emit, "obj") == 0) return "trainer.o";
+  return NULL;
+}
+
+static bool outputs_ok(const Opts *o, Diag *d) {
+  if (strcmp(o->cmd->name, "compile") == 0 && compile_output(o))
+    return output_ok(o->output ? "-o" : "the default output", compile_output(o), d);
+  if (o->timeline) return output_ok("--timeline", o->timeline, d);
+  return true;
+}
+
+/* A fresh file beside path (same folder, so that rename replaces path),
+ * with the mode a new file gets; NULL after a message. Free the name. */
+static char *tmp_beside(const char *path, Diag *d) {
+  size_t n = strlen(path) + 16;
+  char *t = malloc(n);
+  if (!t) mm_die(__FILE__, __LINE__, "out of memory");
+  snprintf(t, n, "%s.tmpXXXXXX", path);
+  int fd = mkstemp(t);
+  if (fd < 0) {
+    fprintf(stderr, "mmc: error: cannot create a file beside '%s': %s\n", path, strerror(errno));
+    d->errors++;
+    free(t);
+    return NULL;
+  }
+  mode_t um = umask(0);
+  umask(um);
+  int rc = fchmod(fd, 0666 & ~um); /* mkstemp made it 0600; on failure it stays so */
+  (void)rc;
+  close(fd);
+  return t;
+}
+
+/* Renames tmp over path when ok, else removes tmp; frees tmp. */
+static bool finish_tmp(char *tmp, const char *path, bool ok, Diag *d) {
+  if (ok && rename(tmp, path) != 0) {
+    fprintf(stderr, "mmc: error: cannot write '%s': %s\n", path, strerror(errno));
+    d->errors++;
+    ok = false;
+  }
+  if (!ok) unlink(tmp);
+  free(tmp);
+  return ok;
+}
+
 static const char *pick_model(FeProgram *p, Opts *o, Diag *d) {
   if (o->model) {
     if (!fe_has_decl(p, o->model, NULL)) {
@@ -459,6 +577,15 @@ static const char *pick_model(FeProgram *p, Opts *o, Diag *d) {
   if (fe_model_count(p) == 0) {
     fprintf(stderr, "mmc: error: '%s' declares no model; name a module with --model NAME\n",
             o->file);
+    d->errors++;
+    return NULL;
+  }
+  if (fe_model_count(p) > 1) {
+    fprintf(stderr,
+            "mmc: error: '%s' declares %d models; name one with --model NAME (models:", o->file,
+            fe_model_count(p));
+    for (int i = 0; i < fe_model_count(p); i++) fprintf(stderr, " %s", fe_model_name(p, i));
+    fprintf(stderr, ")\n");
     d->errors++;
     return NULL;
   }
@@ -662,7 +789,7 @@ static IrModule *build(Opts *o, Diag *d, FeProgram **pp, FeResult *r, const char
   FeProgram *p = load(o, d);
   *pp = p;
   memset(r, 0, sizeof *r);
-  if (!p || d->errors) return NULL;
+  if (!p || d->errors || !outputs_ok(o, d)) return NULL;
   const char *model = pick_model(p, o, d);
   if (!model || !fe_elaborate(p, model, r)) return NULL;
   if ((o->task == MMRT_TASK_GENERATE || o->task == MMRT_TASK_EVAL) && !add_decoding(p, model, r, d))
@@ -1531,24 +1658,28 @@ static int cmd_compile(Opts *o) {
   FeResult r;
   IrModule *m = build(o, &d, &p, &r, NULL, NULL, NULL);
   if (!m) return finish(&d, p, &r, EXIT_USER);
-  const char *emit = o->emit ? o->emit : "exe";
+  const char *emit = o->emit ? o->emit : "exe", *final = compile_output(o);
+  char *tmp = final ? tmp_beside(final, &d) : NULL;
+  if (final && !tmp) return finish(&d, p, &r, EXIT_USER);
+  bool ok;
   if (strcmp(emit, "ir") == 0) {
-    FILE *out = o->output ? fopen(o->output, "w") : stdout;
-    if (!out) {
-      fprintf(stderr, "mmc: error: cannot write '%s'\n", o->output);
-      return finish(&d, p, &r, EXIT_USER);
+    FILE *out = tmp ? fopen(tmp, "w") : stdout;
+    ok = out != NULL;
+    if (ok) {
+      ir_print_module(out, m);
+      ok = out == stdout || (!ferror(out) && fclose(out) == 0);
     }
-    ir_print_module(out, m);
-    if (out != stdout) fclose(out);
-    return finish(&d, p, &r, EXIT_OK);
+    if (!ok) fprintf(stderr, "mmc: error: cannot write '%s'\n", final ? final : "<stdout>");
+  } else {
+    CgOptions co = {
+        .output = tmp, .opt_level = o->opt_level, .verbose = o->verbose, .task = o->task};
+    co.emit = strcmp(emit, "obj") == 0    ? CG_EMIT_OBJ
+              : strcmp(emit, "llvm") == 0 ? CG_EMIT_LLVM
+              : strcmp(emit, "asm") == 0  ? CG_EMIT_ASM
+                                          : CG_EMIT_EXE;
+    ok = cg_compile(m, &m->train, &co, &d);
   }
-  CgOptions co = {
-      .output = o->output, .opt_level = o->opt_level, .verbose = o->verbose, .task = o->task};
-  co.emit = strcmp(emit, "obj") == 0    ? CG_EMIT_OBJ
-            : strcmp(emit, "llvm") == 0 ? CG_EMIT_LLVM
-            : strcmp(emit, "asm") == 0  ? CG_EMIT_ASM
-                                        : CG_EMIT_EXE;
-  bool ok = cg_compile(m, &m->train, &co, &d);
+  if (tmp) ok = finish_tmp(tmp, final, ok, &d);
   return finish(&d, p, &r, ok ? EXIT_OK : EXIT_USER);
 }
 
