@@ -661,11 +661,7 @@ Val *fe_call_inst(FeProgram *p, Env *e, AstExpr *call, Val *callee, const char *
 /* ---- models ---- */
 
 static AstDecl *root_decl(FeProgram *p, const char *name) {
-  for (int i = 0; i < p->root->decls.len; i++) {
-    AstDecl *dcl = p->root->decls.items[i];
-    if (dcl->kind != DECL_IMPORT && strcmp(dcl->name, name) == 0) return dcl;
-  }
-  return NULL;
+  return fe_file_decl(p, p->root, name);
 }
 
 static bool elaborate(FeProgram *p, const char *name, FeResult *out, IrModule *into,

@@ -120,7 +120,10 @@ static inline bool fe_mode_chunked(const FeProgram *p) { /* a chunked encoder */
 IrValue *fe_cache_pos(FeProgram *p, int64_t batch, SrcLoc loc);
 
 /* load.c */
+#define FE_MAX_EXTENDS 256 /* models in one chain of `extends` */
 AstDecl *fe_find_decl(FeProgram *p, AstFile *from, const char *name);
+/* The module/model of that name declared in f itself (the first), or NULL. */
+AstDecl *fe_file_decl(FeProgram *p, AstFile *f, const char *name);
 
 /* eval.c */
 Val *val_new(FeProgram *p, VKind k);

@@ -112,10 +112,8 @@ static AstFile *load_file(FeProgram *p, const char *path, SrcLoc at) {
 
 /* Finds a module/model by name: the file itself, then its imports (depth
  * first, in import order). */
-static AstDecl *find_in(FeProgram *p, AstFile *f, const char *name, PtrVec *seen) {
-  for (int i = 0; i < seen->len; i++)
-    if (seen->items[i] == f) return NULL;
-  ptrvec_push(&p->ast, seen, f);
+/* The module/model of that name declared in f itself (the first), or NULL. */
+AstDecl *fe_file_decl(FeProgram *p, AstFile *f, const char *name) {
   if (!f->decl_map_built) {
     for (int i = 0; i < f->decls.len; i++) {
       AstDecl *dcl = f->decls.items[i];
@@ -126,7 +124,14 @@ static AstDecl *find_in(FeProgram *p, AstFile *f, const char *name, PtrVec *seen
     }
     f->decl_map_built = true;
   }
-  AstDecl *own = names_get(&f->decl_map, name);
+  return names_get(&f->decl_map, name);
+}
+
+static AstDecl *find_in(FeProgram *p, AstFile *f, const char *name, PtrVec *seen) {
+  for (int i = 0; i < seen->len; i++)
+    if (seen->items[i] == f) return NULL;
+  ptrvec_push(&p->ast, seen, f);
+  AstDecl *own = fe_file_decl(p, f, name);
   if (own) return own;
   for (int i = 0; i < f->imported.len; i++) {
     AstDecl *r = find_in(p, f->imported.items[i], name, seen);
@@ -405,6 +410,7 @@ static void check_decl(FeProgram *p, AstDecl *dcl) {
 
 typedef struct ExtState {
   PtrVec active; /* AstDecl* whose base is being resolved, outermost first */
+  bool too_deep; /* the depth limit was reported (once) */
 } ExtState;
 /* AstDecl.ext_flags: resolved; reported (or its base was): neither merged
  * nor checked; check_decl done; ... and it reported errors */
@@ -537,6 +543,12 @@ static bool resolve_extends(FeProgram *p, ExtState *x, AstDecl *dcl) {
     diag_error(p->d, dcl->base_loc,
                "'%s' is a module, not a model: a model can only extend a model", b->name);
     diag_note(p->d, b->name_loc, "'%s' is declared here", b->name);
+  } else if (x->active.len >= FE_MAX_EXTENDS) {
+    if (!x->too_deep)
+      diag_error(p->d, dcl->base_loc,
+                 "model extensions nest more than %d deep (a chain of 'extends' this long)",
+                 FE_MAX_EXTENDS);
+    x->too_deep = true;
   } else if (cyc >= 0) {
     /* reported at the first model of the cycle, with a note per link */
     AstDecl *first = x->active.items[cyc];
@@ -675,12 +687,7 @@ const char *fe_model_name(const FeProgram *p, int k) {
 }
 
 bool fe_has_decl(const FeProgram *p, const char *name, bool *is_model) {
-  for (int i = 0; i < p->root->decls.len; i++) {
-    AstDecl *dcl = p->root->decls.items[i];
-    if (dcl->kind != DECL_IMPORT && strcmp(dcl->name, name) == 0) {
-      if (is_model) *is_model = dcl->kind == DECL_MODEL;
-      return true;
-    }
-  }
-  return false;
+  AstDecl *dcl = fe_file_decl((FeProgram *)p, p->root, name);
+  if (dcl && is_model) *is_model = dcl->kind == DECL_MODEL;
+  return dcl != NULL;
 }
