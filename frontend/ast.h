@@ -132,6 +132,16 @@ struct AstStmt {
 /* ---- top level ---- */
 typedef enum AstDeclKind { DECL_IMPORT, DECL_MODULE, DECL_MODEL } AstDeclKind;
 
+/* A string -> pointer hash table in an arena (frontend/names.c); the keys
+ * are not copied. names_put replaces the value of a key already there. */
+typedef struct NameMap {
+  const char **keys;
+  void **vals;
+  uint32_t cap, n;
+} NameMap;
+void *names_get(const NameMap *m, const char *key);
+void names_put(Arena *a, NameMap *m, const char *key, void *val);
+
 typedef struct AstDecl {
   AstDeclKind kind;
   SrcLoc loc, name_loc;
@@ -143,6 +153,8 @@ typedef struct AstDecl {
   PtrVec own;                /* an extending model's members as written (set by load.c) */
   struct AstDecl *base_decl; /* the resolved base (set by load.c), or NULL */
   struct AstFile *file;
+  unsigned ext_flags;       /* load.c's extension and name-check state (EXT_* there) */
+  struct AstFile *imported; /* an import: the file it loaded (set by load.c), or NULL */
 } AstDecl;
 
 typedef struct AstFile {
@@ -150,6 +162,9 @@ typedef struct AstFile {
   uint32_t file_id;      /* Diag file index */
   PtrVec decls;          /* AstDecl* in source order, imports included */
   const char *real_path; /* canonical path (identity of the file); `path` is for display */
+  NameMap decl_map;      /* module/model name -> its first AstDecl (load.c, built on first use) */
+  PtrVec imported;       /* AstFile* its imports loaded, in import order (set with decl_map) */
+  bool decl_map_built;
 } AstFile;
 
 /* Parses one loaded file (diag file index) into the arena. Syntax errors go

@@ -262,7 +262,7 @@ static void make_param(FeProgram *p, Inst *in, AstStmt *st) {
     return;
   }
   const char *name = join(p, in->path, st->name);
-  IrValue *v = ir_module_param(p->ir, name); /* elaborating again into a module that has it */
+  IrValue *v = names_get(&p->params, name); /* elaborating again into a module that has it */
   if (v && (v->dtype != dt || !ir_shape_eq(&v->shape, &s))) {
     diag_error(p->d, st->name_loc, "parameter '%s' is %s%s here but %s%s in the module", name,
                ir_dtype_name(dt), fe_shape_str(p, &s), ir_dtype_name(v->dtype),
@@ -270,7 +270,10 @@ static void make_param(FeProgram *p, Inst *in, AstStmt *st) {
     env_bind(p, &in->env, st->name, val_err(p), st->name_loc);
     return;
   }
-  if (!v) v = ir_add_param(p->ir, name, dt, &s, init, st->name_loc);
+  if (!v) {
+    v = ir_add_param(p->ir, name, dt, &s, init, st->name_loc);
+    names_put(&p->ast, &p->params, v->name, v);
+  }
   remember_shape(p, v, st->ptype);
   v->group = p->b.group;
   v->layer = p->b.layer;
@@ -658,11 +661,7 @@ Val *fe_call_inst(FeProgram *p, Env *e, AstExpr *call, Val *callee, const char *
 /* ---- models ---- */
 
 static AstDecl *root_decl(FeProgram *p, const char *name) {
-  for (int i = 0; i < p->root->decls.len; i++) {
-    AstDecl *dcl = p->root->decls.items[i];
-    if (dcl->kind != DECL_IMPORT && strcmp(dcl->name, name) == 0) return dcl;
-  }
-  return NULL;
+  return fe_file_decl(p, p->root, name);
 }
 
 static bool elaborate(FeProgram *p, const char *name, FeResult *out, IrModule *into,
@@ -681,6 +680,11 @@ static bool elaborate(FeProgram *p, const char *name, FeResult *out, IrModule *i
   p->b = (IrBuilder){.m = p->ir, .f = NULL, .scope = NULL, .group = -1, .layer = -1};
   p->inst_stack.len = 0;
   p->attn.len = 0;
+  p->params = (NameMap){0};
+  for (int i = 0; i < p->ir->params.len; i++) {
+    IrValue *v = p->ir->params.items[i];
+    names_put(&p->ast, &p->params, v->name, v);
+  }
   ir_map_init(&p->decl_shape, &p->ast, false);
   bool *used = ARENA_ARRAY(&p->ast, bool, p->opts.noverrides + 1);
   Inst *root = instantiate(p, dcl, NULL, NULL, "", dcl->name_loc, used);

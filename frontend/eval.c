@@ -74,12 +74,11 @@ void env_bind(FeProgram *p, Env *e, const char *name, Val *v, SrcLoc loc) {
   b->loc = loc;
   b->next = e->head;
   e->head = b;
+  names_put(&p->ast, &e->map, name, b);
 }
 
 Binding *env_lookup_local(Env *e, const char *name) {
-  for (Binding *b = e->head; b; b = b->next)
-    if (strcmp(b->name, name) == 0) return b;
-  return NULL;
+  return names_get(&e->map, name);
 }
 
 Binding *env_lookup(Env *e, const char *name) {

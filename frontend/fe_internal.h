@@ -37,7 +37,8 @@ struct Val {
   int lo, hi;
 };
 
-/* A name -> value scope, chained to its parent. */
+/* A name -> value scope, chained to its parent; map holds each name's
+ * newest binding. */
 typedef struct Binding {
   const char *name;
   Val *val;
@@ -46,6 +47,7 @@ typedef struct Binding {
 } Binding;
 typedef struct Env {
   Binding *head;
+  NameMap map;
   struct Env *parent;
 } Env;
 
@@ -93,6 +95,7 @@ struct FeProgram {
   int fwd_depth;    /* nesting of forward calls (recursion guard) */
   Inst *cur_inst;   /* the instance whose forward is running */
   bool in_stages;   /* evaluating a stage list: '+' joins instances, layers and parameters */
+  NameMap params;   /* the parameters of p->ir by name (ir_module_param, hashed) */
   IrMap decl_shape; /* IrValue* -> declared shape text ("[3 * dim, dim]") for notes */
   /* KV-cache elaboration (fe_elaborate_cached): the mode, the cache length
    * and the function's `pos` input once made */
@@ -117,7 +120,10 @@ static inline bool fe_mode_chunked(const FeProgram *p) { /* a chunked encoder */
 IrValue *fe_cache_pos(FeProgram *p, int64_t batch, SrcLoc loc);
 
 /* load.c */
+#define FE_MAX_EXTENDS 256 /* models in one chain of `extends` */
 AstDecl *fe_find_decl(FeProgram *p, AstFile *from, const char *name);
+/* The module/model of that name declared in f itself (the first), or NULL. */
+AstDecl *fe_file_decl(FeProgram *p, AstFile *f, const char *name);
 
 /* eval.c */
 Val *val_new(FeProgram *p, VKind k);

@@ -52,7 +52,7 @@ static void load_imports(FeProgram *p, AstFile *f) {
                 p->opts.stdlib_dir ? p->opts.stdlib_dir : MMC_STDLIB_DIR);
       continue;
     }
-    load_file(p, found, dcl->name_loc);
+    dcl->imported = load_file(p, found, dcl->name_loc);
   }
 }
 
@@ -112,27 +112,30 @@ static AstFile *load_file(FeProgram *p, const char *path, SrcLoc at) {
 
 /* Finds a module/model by name: the file itself, then its imports (depth
  * first, in import order). */
+/* The module/model of that name declared in f itself (the first), or NULL. */
+AstDecl *fe_file_decl(FeProgram *p, AstFile *f, const char *name) {
+  if (!f->decl_map_built) {
+    for (int i = 0; i < f->decls.len; i++) {
+      AstDecl *dcl = f->decls.items[i];
+      if (dcl->kind == DECL_IMPORT && dcl->imported)
+        ptrvec_push(&p->ast, &f->imported, dcl->imported);
+      else if (dcl->kind != DECL_IMPORT && !names_get(&f->decl_map, dcl->name))
+        names_put(&p->ast, &f->decl_map, dcl->name, dcl);
+    }
+    f->decl_map_built = true;
+  }
+  return names_get(&f->decl_map, name);
+}
+
 static AstDecl *find_in(FeProgram *p, AstFile *f, const char *name, PtrVec *seen) {
   for (int i = 0; i < seen->len; i++)
     if (seen->items[i] == f) return NULL;
   ptrvec_push(&p->ast, seen, f);
-  for (int i = 0; i < f->decls.len; i++) {
-    AstDecl *dcl = f->decls.items[i];
-    if (dcl->kind != DECL_IMPORT && strcmp(dcl->name, name) == 0) return dcl;
-  }
-  for (int i = 0; i < f->decls.len; i++) {
-    AstDecl *dcl = f->decls.items[i];
-    if (dcl->kind != DECL_IMPORT) continue;
-    const char *found = search_import(p, f, dcl->name);
-    if (!found) continue;
-    const char *real = real_or_same(p, found);
-    for (int j = 0; j < p->files.len; j++) {
-      AstFile *g = p->files.items[j];
-      if (strcmp(g->real_path, real) == 0) {
-        AstDecl *r = find_in(p, g, name, seen);
-        if (r) return r;
-      }
-    }
+  AstDecl *own = fe_file_decl(p, f, name);
+  if (own) return own;
+  for (int i = 0; i < f->imported.len; i++) {
+    AstDecl *r = find_in(p, f->imported.items[i], name, seen);
+    if (r) return r;
   }
   return NULL;
 }
@@ -147,10 +150,12 @@ AstDecl *fe_find_decl(FeProgram *p, AstFile *from, const char *name) {
 typedef struct Scope {
   const char **names;
   int n, cap;
+  NameMap map; /* the names, hashed */
   struct Scope *parent;
 } Scope;
 
 static void scope_add(FeProgram *p, Scope *s, const char *name) {
+  if (names_get(&s->map, name)) return;
   if (s->n == s->cap) {
     int nc = s->cap ? s->cap * 2 : 16;
     s->names = arena_realloc(&p->ast, s->names, sizeof(char *) * (size_t)s->cap,
@@ -158,12 +163,12 @@ static void scope_add(FeProgram *p, Scope *s, const char *name) {
     s->cap = nc;
   }
   s->names[s->n++] = name;
+  names_put(&p->ast, &s->map, name, (void *)name);
 }
 
 static bool scope_has(const Scope *s, const char *name) {
   for (; s; s = s->parent)
-    for (int i = 0; i < s->n; i++)
-      if (strcmp(s->names[i], name) == 0) return true;
+    if (names_get(&s->map, name)) return true;
   return false;
 }
 
@@ -348,36 +353,47 @@ static void check_members(FeProgram *p, AstDecl *dcl, PtrVec *members, Scope *mo
 
 static void check_decl(FeProgram *p, AstDecl *dcl) {
   Scope mod = {0};
+  NameMap hps = {0}; /* hyper-parameter name -> its AstParam */
   for (int i = 0; i < dcl->hparams.len; i++) {
     AstParam *hp = dcl->hparams.items[i];
-    for (int j = 0; j < i; j++)
-      if (strcmp(((AstParam *)dcl->hparams.items[j])->name, hp->name) == 0) {
-        diag_error(p->d, hp->loc, "duplicate hyper-parameter '%s'", hp->name);
-        diag_note(p->d, ((AstParam *)dcl->hparams.items[j])->loc, "first declared here");
-      }
+    AstParam *first = names_get(&hps, hp->name);
+    if (first) {
+      diag_error(p->d, hp->loc, "duplicate hyper-parameter '%s'", hp->name);
+      diag_note(p->d, first->loc, "first declared here");
+    } else {
+      names_put(&p->ast, &hps, hp->name, hp);
+    }
     scope_add(p, &mod, hp->name);
   }
   Scope ordered = {.parent = NULL};
   for (int i = 0; i < mod.n; i++) scope_add(p, &ordered, mod.names[i]);
   /* duplicate members at the top level */
+  NameMap seen = {0};     /* member name -> its first let/param/instance */
+  NameMap forwards = {0}; /* forward name ("forward": the unnamed one) -> the first */
   for (int i = 0; i < dcl->members.len; i++) {
     AstStmt *a = dcl->members.items[i];
-    if (a->kind != ST_LET && a->kind != ST_PARAM && a->kind != ST_INSTANCE) continue;
-    for (int j = 0; j < i; j++) {
-      AstStmt *b = dcl->members.items[j];
-      if ((b->kind == ST_LET || b->kind == ST_PARAM || b->kind == ST_INSTANCE) &&
-          strcmp(a->name, b->name) == 0) {
-        diag_error(p->d, a->name_loc, "redefinition of '%s'", a->name);
-        diag_note(p->d, b->name_loc, "previous definition is here");
-        break;
+    if (a->kind == ST_FORWARD) {
+      const char *fn = a->name ? a->name : "forward";
+      AstStmt *b = names_get(&forwards, fn);
+      if (b) {
+        diag_error(p->d, a->name_loc, "second forward named '%s' in '%s'", fn, dcl->name);
+        diag_note(p->d, b->name_loc, "the first forward named '%s' is here", fn);
+      } else {
+        names_put(&p->ast, &forwards, fn, a);
       }
+      continue;
     }
-    for (int j = 0; j < dcl->hparams.len; j++)
-      if (strcmp(((AstParam *)dcl->hparams.items[j])->name, a->name) == 0) {
-        diag_error(p->d, a->name_loc, "'%s' is already a hyper-parameter of '%s'", a->name,
-                   dcl->name);
-        break;
-      }
+    if (a->kind != ST_LET && a->kind != ST_PARAM && a->kind != ST_INSTANCE) continue;
+    AstStmt *b = names_get(&seen, a->name);
+    if (b) {
+      diag_error(p->d, a->name_loc, "redefinition of '%s'", a->name);
+      diag_note(p->d, b->name_loc, "previous definition is here");
+    } else {
+      names_put(&p->ast, &seen, a->name, a);
+    }
+    if (names_get(&hps, a->name))
+      diag_error(p->d, a->name_loc, "'%s' is already a hyper-parameter of '%s'", a->name,
+                 dcl->name);
   }
   collect_members(p, &dcl->members, &mod);
   check_members(p, dcl, &dcl->members, &mod, &ordered);
@@ -393,11 +409,12 @@ static void check_decl(FeProgram *p, AstDecl *dcl) {
  * hyper-parameters. Everything after loading sees D as if written out. */
 
 typedef struct ExtState {
-  PtrVec active;         /* AstDecl* whose base is being resolved, outermost first */
-  PtrVec done;           /* resolved */
-  PtrVec failed;         /* reported (or their base was): neither merged nor checked */
-  PtrVec checked, dirty; /* check_decl done; ... and it reported errors */
+  PtrVec active; /* AstDecl* whose base is being resolved, outermost first */
+  bool too_deep; /* the depth limit was reported (once) */
 } ExtState;
+/* AstDecl.ext_flags: resolved; reported (or its base was): neither merged
+ * nor checked; check_decl done; ... and it reported errors */
+enum { EXT_DONE = 1, EXT_FAILED = 2, EXT_CHECKED = 4, EXT_DIRTY = 8 };
 
 static int vec_index(const PtrVec *v, const void *x) {
   for (int i = 0; i < v->len; i++)
@@ -513,8 +530,8 @@ static void merge_members(FeProgram *p, AstDecl *dcl, AstDecl *base) {
 /* Resolves dcl's base (first its base's own base) and merges; false when
  * that failed (reported once, here or further down the chain). */
 static bool resolve_extends(FeProgram *p, ExtState *x, AstDecl *dcl) {
-  if (!dcl->base || vec_index(&x->done, dcl) >= 0) return true;
-  if (vec_index(&x->failed, dcl) >= 0) return false;
+  if (!dcl->base || (dcl->ext_flags & EXT_DONE)) return true;
+  if (dcl->ext_flags & EXT_FAILED) return false;
   AstDecl *b = fe_find_decl(p, dcl->file, dcl->base);
   bool ok = false;
   int cyc = b ? vec_index(&x->active, b) : -1;
@@ -526,6 +543,12 @@ static bool resolve_extends(FeProgram *p, ExtState *x, AstDecl *dcl) {
     diag_error(p->d, dcl->base_loc,
                "'%s' is a module, not a model: a model can only extend a model", b->name);
     diag_note(p->d, b->name_loc, "'%s' is declared here", b->name);
+  } else if (x->active.len >= FE_MAX_EXTENDS) {
+    if (!x->too_deep)
+      diag_error(p->d, dcl->base_loc,
+                 "model extensions nest more than %d deep (a chain of 'extends' this long)",
+                 FE_MAX_EXTENDS);
+    x->too_deep = true;
   } else if (cyc >= 0) {
     /* reported at the first model of the cycle, with a note per link */
     AstDecl *first = x->active.items[cyc];
@@ -545,7 +568,7 @@ static bool resolve_extends(FeProgram *p, ExtState *x, AstDecl *dcl) {
     x->active.len--;
   }
   if (!ok) {
-    ptrvec_push(&p->ast, &x->failed, dcl);
+    dcl->ext_flags |= EXT_FAILED;
     return false;
   }
   if (dcl->hparams.len > 0)
@@ -553,7 +576,7 @@ static bool resolve_extends(FeProgram *p, ExtState *x, AstDecl *dcl) {
                "model '%s' extends '%s' and cannot declare hyper-parameters (it has those of '%s')",
                dcl->name, b->name, b->name);
   merge_members(p, dcl, b);
-  ptrvec_push(&p->ast, &x->done, dcl);
+  dcl->ext_flags |= EXT_DONE;
   return true;
 }
 
@@ -561,16 +584,16 @@ static bool resolve_extends(FeProgram *p, ExtState *x, AstDecl *dcl) {
  * has errors is not checked (its inherited members would repeat them).
  * Returns whether dcl is free of errors. */
 static bool check_extended(FeProgram *p, ExtState *x, AstDecl *dcl) {
-  if (vec_index(&x->checked, dcl) >= 0) return vec_index(&x->dirty, dcl) < 0;
-  ptrvec_push(&p->ast, &x->checked, dcl);
+  if (dcl->ext_flags & EXT_CHECKED) return !(dcl->ext_flags & EXT_DIRTY);
+  dcl->ext_flags |= EXT_CHECKED;
   bool clean =
-      vec_index(&x->failed, dcl) < 0 && (!dcl->base_decl || check_extended(p, x, dcl->base_decl));
+      !(dcl->ext_flags & EXT_FAILED) && (!dcl->base_decl || check_extended(p, x, dcl->base_decl));
   if (clean) {
     int before = p->d->errors;
     check_decl(p, dcl);
     clean = p->d->errors == before;
   }
-  if (!clean) ptrvec_push(&p->ast, &x->dirty, dcl);
+  if (!clean) dcl->ext_flags |= EXT_DIRTY;
   return clean;
 }
 
@@ -599,15 +622,16 @@ static FeProgram *load_root(Diag *d, const char *path, const char *text, size_t 
   if (d->errors) return p; /* syntax or import errors: names would only cascade */
   for (int f = 0; f < p->files.len; f++) {
     AstFile *file = p->files.items[f];
+    NameMap seen = {0}; /* declaration name -> the first of that name */
     for (int i = 0; i < file->decls.len; i++) {
       AstDecl *dcl = file->decls.items[i];
       if (dcl->kind == DECL_IMPORT) continue;
-      for (int j = 0; j < i; j++) {
-        AstDecl *o = file->decls.items[j];
-        if (o->kind != DECL_IMPORT && strcmp(o->name, dcl->name) == 0) {
-          diag_error(d, dcl->name_loc, "redefinition of '%s'", dcl->name);
-          diag_note(d, o->name_loc, "previous definition is here");
-        }
+      AstDecl *o = names_get(&seen, dcl->name);
+      if (o) {
+        diag_error(d, dcl->name_loc, "redefinition of '%s'", dcl->name);
+        diag_note(d, o->name_loc, "previous definition is here");
+      } else {
+        names_put(&p->ast, &seen, dcl->name, dcl);
       }
       dcl->file = file;
     }
@@ -663,12 +687,7 @@ const char *fe_model_name(const FeProgram *p, int k) {
 }
 
 bool fe_has_decl(const FeProgram *p, const char *name, bool *is_model) {
-  for (int i = 0; i < p->root->decls.len; i++) {
-    AstDecl *dcl = p->root->decls.items[i];
-    if (dcl->kind != DECL_IMPORT && strcmp(dcl->name, name) == 0) {
-      if (is_model) *is_model = dcl->kind == DECL_MODEL;
-      return true;
-    }
-  }
-  return false;
+  AstDecl *dcl = fe_file_decl((FeProgram *)p, p->root, name);
+  if (dcl && is_model) *is_model = dcl->kind == DECL_MODEL;
+  return dcl != NULL;
 }

@@ -984,6 +984,63 @@ static const char *unit_of(FeProgram *p, const IrValue *v) {
   return dot ? arena_strndup(&p->ast, v->name, (size_t)(dot - v->name)) : v->name;
 }
 
+/* The stages must follow the forward's data flow: where a parameter is
+ * first used, the other inputs of that node come from its own stage or
+ * earlier ones (a stage never feeds one listed before it; tied weights used
+ * again later are fine). Out of order, every micro-batch's activations would
+ * travel back and forth between the ranks. */
+static bool check_stage_order(FeProgram *p, const MmPlan *pl) {
+  IrFunc *f = p->ir && p->ir->funcs.len ? ir_module_func(p->ir, "forward") : NULL;
+  if (!f) return true;
+  Arena a;
+  arena_init(&a);
+  IrMap stage, seen; /* param -> its stage; value -> the latest stage it depends on */
+  ir_map_init(&stage, &a, false);
+  ir_map_init(&seen, &a, false);
+  for (int i = 0; i < p->ir->params.len; i++) {
+    IrValue *v = p->ir->params.items[i];
+    for (int s = 0; s < pl->nstages; s++)
+      for (int u = 0; u < pl->stages[s].nunits; u++)
+        if (covers(pl->stages[s].units[u], v->name)) {
+          ir_map_put(&stage, v)->i = s + 1;
+          s = pl->nstages;
+          break;
+        }
+  }
+  bool ok = true;
+  for (int i = 0; i < f->nodes.len && ok; i++) {
+    IrNode *n = f->nodes.items[i];
+    int64_t from = 0; /* the latest stage the node's non-parameter inputs depend on, + 1 */
+    for (int k = 0; k < n->nin; k++) {
+      IrMapSlot *sl =
+          n->in[k] && n->in[k]->role != IR_ROLE_PARAM ? ir_map_get(&seen, n->in[k]) : NULL;
+      if (sl && sl->i > from) from = sl->i;
+    }
+    int64_t at = from;
+    for (int k = 0; k < n->nin && ok; k++) {
+      IrValue *v = n->in[k];
+      IrMapSlot *st = v && v->role == IR_ROLE_PARAM ? ir_map_get(&stage, v) : NULL;
+      if (!st) continue;
+      if (st->i > at) at = st->i;
+      if (st->p) continue; /* used before: its first use was checked */
+      st->p = v;
+      if (from > st->i) {
+        diag_error(p->d, pl->loc_stages,
+                   "pipeline stages out of order: '%s' is in stage %lld, but its first use "
+                   "takes values computed in stage %lld; list the stages in the order of the "
+                   "forward",
+                   unit_of(p, v), (long long)st->i - 1, (long long)from - 1);
+        diag_note(p->d, n->loc, "'%s' is first used here", unit_of(p, v));
+        ok = false;
+      }
+    }
+    for (int k = 0; k < n->nout; k++)
+      if (at) ir_map_put(&seen, n->out[k])->i = at;
+  }
+  arena_free(&a);
+  return ok;
+}
+
 static bool check_stages(FeProgram *p, MmPlan *pl, SrcLoc at) {
   bool ok = true;
   if (pl->nstages != pl->pp * pl->vpp && pl->vpp > 1) {
@@ -1040,7 +1097,7 @@ static bool check_stages(FeProgram *p, MmPlan *pl, SrcLoc at) {
     }
   }
   (void)at;
-  return ok;
+  return ok && check_stage_order(p, pl);
 }
 
 static SrcLoc or_loc(SrcLoc a, SrcLoc b) {
@@ -1085,6 +1142,19 @@ static bool refuse_inert(FeProgram *p, const MmPlan *pl, SrcLoc model_loc) {
   else if (pl->loc_vpp.file && pl->vpp > 1 && pl->schedule != MM_SCHED_INTERLEAVED)
     diag_error(p->d, pl->loc_vpp, "vpp = %d virtual stages per rank need schedule = interleaved",
                pl->vpp);
+  if (pl->schedule == MM_SCHED_INTERLEAVED && pl->pp > 1 && pl->vpp <= 1) {
+    if (f->schedule)
+      diag_error(p->d, model_loc,
+                 "--schedule interleaved needs vpp > 1 virtual stages per rank, but vpp = %d: "
+                 "set vpp = 2 (or more) in the model's parallel section",
+                 pl->vpp);
+    else
+      diag_error(p->d, pl->loc_schedule,
+                 "schedule = interleaved needs vpp > 1 virtual stages per rank, but vpp = %d: "
+                 "set vpp = 2 (or more) in this parallel section",
+                 pl->vpp);
+    if (pl->loc_vpp.file) diag_note(p->d, pl->loc_vpp, "vpp set here");
+  }
   if (pl->cp_ulysses > 0) {
     SrcLoc at = or_loc(pl->loc_cp_ulysses, model_loc);
     if (pl->cp <= 1)

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "memplan.h"
 #include "pass.h"
@@ -532,15 +533,21 @@ bool pp_plan_print(FILE *out, IrModule *m, const char *svg, char *err, size_t er
           out,
           "  simulated (costs: the stages' FLOPs): makespan %.4g, bubble %.4f of the busy time\n",
           sim.makespan, sim.bubble);
-      if (svg) {
-        FILE *g = fopen(svg, "w");
+      if (svg) { /* into a file beside it, renamed over it once complete */
+        char tmp[4096];
+        snprintf(tmp, sizeof tmp, "%s.tmp%d", svg, (int)getpid());
+        FILE *g = fopen(tmp, "w");
         if (!g) {
           snprintf(err, errlen, "--timeline %s: cannot write it", svg);
           ok = false;
         } else {
           pp_sched_svg(g, &s, &sim);
-          ok = fclose(g) == 0;
-          if (!ok) snprintf(err, errlen, "--timeline %s: cannot write it", svg);
+          ok = !ferror(g);
+          ok = fclose(g) == 0 && ok && rename(tmp, svg) == 0;
+          if (!ok) {
+            unlink(tmp);
+            snprintf(err, errlen, "--timeline %s: cannot write it", svg);
+          }
           if (ok) fprintf(out, "  timeline: %s\n", svg);
         }
       }

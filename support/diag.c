@@ -3,14 +3,18 @@
 #include "diag.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 void diag_init(Diag *d) {
   memset(d, 0, sizeof *d);
   d->out = stderr;
   d->max_errors = 100;
+  d->max_source = DIAG_MAX_SOURCE_DEFAULT;
   d->capfiles = 8;
   d->files = calloc(d->capfiles, sizeof(SrcFile *));
   if (!d->files) mm_die(__FILE__, __LINE__, "out of memory");
@@ -62,10 +66,52 @@ uint32_t diag_add_buffer(Diag *d, const char *name, const char *text, size_t siz
   return add_file(d, name, copy, size);
 }
 
+static const char *kind_of(mode_t m) {
+  return S_ISDIR(m)    ? "a directory"
+         : S_ISFIFO(m) ? "a FIFO"
+         : S_ISCHR(m)  ? "a character device"
+         : S_ISBLK(m)  ? "a block device"
+         : S_ISSOCK(m) ? "a socket"
+                       : "not a regular file";
+}
+
+static const char *too_large(Diag *d) {
+  snprintf(d->load_err, sizeof d->load_err,
+           "larger than the source size limit of %zu MiB (--max-source-mb N sets it)",
+           d->max_source >> 20);
+  return d->load_err;
+}
+
 uint32_t diag_load_file(Diag *d, const char *path, const char **err) {
-  FILE *fp = fopen(path, "rb");
+  /* O_NONBLOCK: opening a FIFO must not wait for a writer */
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    *err = strerror(errno);
+    return 0;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    *err = strerror(errno);
+    close(fd);
+    return 0;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    snprintf(d->load_err, sizeof d->load_err, "%s, not a regular file", kind_of(st.st_mode));
+    *err = d->load_err;
+    close(fd);
+    return 0;
+  }
+  size_t max = d->max_source ? d->max_source : DIAG_MAX_SOURCE_DEFAULT;
+  if ((uint64_t)st.st_size > max) {
+    close(fd);
+    *err = too_large(d);
+    return 0;
+  }
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  FILE *fp = fdopen(fd, "rb");
   if (!fp) {
     *err = strerror(errno);
+    close(fd);
     return 0;
   }
   size_t cap = 4096, n = 0;
@@ -79,13 +125,13 @@ uint32_t diag_load_file(Diag *d, const char *path, const char **err) {
     }
     size_t r = fread(buf + n, 1, 4096, fp);
     n += r;
-    if (r < 4096) break;
+    if (r < 4096 || n > max) break; /* the file may have grown since fstat */
   }
   bool bad = ferror(fp);
   fclose(fp);
-  if (bad) {
+  if (bad || n > max) {
     free(buf);
-    *err = "read error";
+    *err = bad ? "read error" : too_large(d);
     return 0;
   }
   buf[n] = 0;

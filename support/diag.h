@@ -36,11 +36,17 @@ typedef struct Diag {
   bool last_printed; /* whether the last error/warning was printed (for its notes) */
   FILE *out;         /* stderr by default */
   bool color;
+  size_t max_source;  /* diag_load_file reads at most this many bytes (diag_init: 64 MiB) */
+  char load_err[160]; /* diag_load_file's message when it names the limit */
 } Diag;
+
+#define DIAG_MAX_SOURCE_DEFAULT ((size_t)64 << 20)
 
 void diag_init(Diag *d);
 void diag_free(Diag *d);
-/* Loads a file; returns its index or 0 (and sets *err to a static message). */
+/* Loads a regular file of at most d->max_source bytes; returns its index or
+ * 0 (and sets *err to a message that lives as long as d: a directory, FIFO
+ * or device is refused by name, never read). */
 uint32_t diag_load_file(Diag *d, const char *path, const char **err);
 /* Adds an in-memory buffer under a name (copied). */
 uint32_t diag_add_buffer(Diag *d, const char *name, const char *text, size_t size);

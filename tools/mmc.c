@@ -6,10 +6,14 @@
  *   mmc compile FILE.mm --model NAME -o trainer [--emit exe|obj|llvm|asm|ir] [-O0..-O3]
  *   mmc opt     FILE.mmir --passes a,b,...         run passes on IR text, print the result
  * Exit status: 0 ok, 1 user error (diagnostics printed), 2 usage error. */
+#include <errno.h>
 #include <json-c/json.h>
+#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "codegen/cg.h"
 #include "frontend/sema.h"
@@ -34,8 +38,8 @@ static const Cmd cmds[] = {
      "plan."},
     {"dump-ir",
      "FILE.mm|FILE.mmir [--model NAME] [--after PASS|all] [--format text|dot] [--rank R]",
-     "Prints the IR of a model (default: the first model of the file) after a pass (default: the "
-     "last).\n"
+     "Prints the IR of a model (--model: needed when the file declares several) after a pass "
+     "(default: the last).\n"
      "      Given IR text (.mmir), parses, verifies and prints it again (with --after, after the "
      "passes\n"
      "      not yet run on it, up to PASS). --rank R prints what rank R runs."},
@@ -69,6 +73,7 @@ static const char *common_opts =
     "  -I DIR             add DIR to the import search path (after the file's own folder)\n"
     "  --model NAME       the model (or a module whose hyper-parameters all have defaults)\n"
     "  --set NAME=VALUE   override a model-level let or hyper-parameter (e.g. --set B=8)\n"
+    "  --max-source-mb N  refuse a source file (or import) larger than N MiB (default 64)\n"
     "  -h, --help         this help\n";
 
 /* The parallel-section overrides: for the commands that check or apply a
@@ -105,7 +110,9 @@ static void usage_all(FILE *out) {
 
 static void usage_cmd(FILE *out, const Cmd *c) {
   fprintf(out, "usage: mmc %s %s\n\n%s\n\n%s%s", c->name, c->args, c->help,
-          takes_source(c) ? common_opts : "Options:\n  -h, --help         this help\n",
+          takes_source(c) ? common_opts
+                          : "Options:\n  --max-source-mb N  refuse IR text larger than N MiB "
+                            "(default 64)\n  -h, --help         this help\n",
           takes_plan(c) ? plan_opts : "");
   if (strcmp(c->name, "dump-ir") == 0 || strcmp(c->name, "plan") == 0 ||
       strcmp(c->name, "compile") == 0)
@@ -160,8 +167,9 @@ typedef struct Opts {
   const char *output, *emit; /* compile */
   int opt_level;
   bool opt_set, no_fuse, verbose;
-  int task;         /* MMRT_TASK_*: train (default), generate, eval, reconstruct, sample */
-  int chunk_frames; /* reconstruct: frames of a next chunk (0: not given, 4) */
+  int task;          /* MMRT_TASK_*: train (default), generate, eval, reconstruct, sample */
+  int chunk_frames;  /* reconstruct: frames of a next chunk (0: not given, 4) */
+  int max_source_mb; /* --max-source-mb: the most a source file may hold (0: 64 MiB) */
   const char *incdirs[64];
   int nincdirs;
   FeOverride overrides[64];
@@ -230,6 +238,11 @@ static int parse_opts(int argc, char **argv, Opts *o) {
     } else if (strncmp(a, "-I", 2) == 0 && a[2]) {
       if (o->nincdirs == 64) return bad_usage(o->cmd, "too many -I folders%s", "");
       o->incdirs[o->nincdirs++] = a + 2;
+    } else if (strcmp(a, "--max-source-mb") == 0) {
+      NEED_ARG();
+      if (!parse_int(next, 1, 1 << 20, &o->max_source_mb))
+        return bad_usage(o->cmd, "--max-source-mb takes a size in MiB from 1 to 1048576, not '%s'",
+                         next);
     } else if (strcmp(a, "--model") == 0) {
       NEED_ARG();
       o->model = next;
@@ -305,6 +318,13 @@ static int parse_opts(int argc, char **argv, Opts *o) {
       if (!eq || eq == next || !eq[1])
         return bad_usage(o->cmd, "--set takes NAME=VALUE, not '%s'", next);
       if (o->noverrides == 64) return bad_usage(o->cmd, "too many --set options%s", "");
+      for (int k = 0; k < o->noverrides; k++)
+        if (strlen(o->overrides[k].name) == (size_t)(eq - next) &&
+            strncmp(o->overrides[k].name, next, (size_t)(eq - next)) == 0) {
+          fprintf(stderr, "mmc: error: --set %s given twice (%s=%s and %s)\n", o->overrides[k].name,
+                  o->overrides[k].name, o->overrides[k].value, next);
+          return EXIT_USAGE;
+        }
       o->overrides[o->noverrides].name = strndup(next, (size_t)(eq - next));
       o->overrides[o->noverrides].value = eq + 1;
       o->noverrides++;
@@ -416,6 +436,11 @@ static int parse_opts(int argc, char **argv, Opts *o) {
   return -1;
 }
 
+static void diag_start(Diag *d, const Opts *o) {
+  diag_init(d);
+  if (o->max_source_mb) d->max_source = (size_t)o->max_source_mb << 20;
+}
+
 static FeProgram *load(Opts *o, Diag *d) {
   FeOptions fo = {0};
   fo.incdirs = o->incdirs;
@@ -424,6 +449,113 @@ static FeProgram *load(Opts *o, Diag *d) {
   fo.noverrides = o->noverrides;
   fo.flags = o->flags;
   return fe_load(d, o->file, &fo);
+}
+
+/* ---- output files ----
+ * Checked once the sources are loaded and before anything is compiled: an
+ * output is never one of the input files (the same device and inode: the
+ * source or an import), never an existing non-regular file (/dev/null is
+ * refused, not replaced), and its folder is writable. Written to a fresh
+ * file beside it, renamed over it once complete. */
+
+static const char *file_kind(mode_t m) {
+  return S_ISDIR(m)    ? "a directory"
+         : S_ISFIFO(m) ? "a FIFO"
+         : S_ISCHR(m)  ? "a character device"
+         : S_ISBLK(m)  ? "a block device"
+         : S_ISSOCK(m) ? "a socket"
+                       : "not a regular file";
+}
+
+static bool output_ok(const char *flag, const char *path, Diag *d) {
+  struct stat st;
+  if (!*path) {
+    fprintf(stderr, "mmc: error: %s takes a file name, not ''\n", flag);
+    d->errors++;
+    return false;
+  }
+  if (stat(path, &st) == 0) {
+    if (!S_ISREG(st.st_mode)) {
+      fprintf(stderr, "mmc: error: %s '%s' is %s: refusing to replace it with the output\n", flag,
+              path, file_kind(st.st_mode));
+      d->errors++;
+      return false;
+    }
+    for (uint32_t i = 1; i < d->nfiles; i++) {
+      struct stat in;
+      if (stat(d->files[i]->path, &in) == 0 && in.st_dev == st.st_dev && in.st_ino == st.st_ino) {
+        fprintf(stderr, "mmc: error: %s '%s' is the input file '%s': refusing to overwrite it\n",
+                flag, path, d->files[i]->path);
+        d->errors++;
+        return false;
+      }
+    }
+  } else if (errno != ENOENT) {
+    fprintf(stderr, "mmc: error: %s '%s': %s\n", flag, path, strerror(errno));
+    d->errors++;
+    return false;
+  }
+  char *copy = strdup(path);
+  if (!copy) mm_die(__FILE__, __LINE__, "out of memory");
+  const char *dir = dirname(copy);
+  bool ok = access(dir, W_OK | X_OK) == 0;
+  if (!ok) {
+    fprintf(stderr, "mmc: error: %s '%s': cannot write in the folder '%s': %s\n", flag, path, dir,
+            strerror(errno));
+    d->errors++;
+  }
+  free(copy);
+  return ok;
+}
+
+/* The file compile writes (NULL: stdout). */
+static const char *compile_output(const Opts *o) {
+  const char *emit = o->emit ? o->emit : "exe";
+  if (o->output) return o->output;
+  if (strcmp(emit, "exe") == 0) return "trainer";
+  if (strcmp(emit, "obj") == 0) return "trainer.o";
+  return NULL;
+}
+
+static bool outputs_ok(const Opts *o, Diag *d) {
+  if (strcmp(o->cmd->name, "compile") == 0 && compile_output(o))
+    return output_ok(o->output ? "-o" : "the default output", compile_output(o), d);
+  if (o->timeline) return output_ok("--timeline", o->timeline, d);
+  return true;
+}
+
+/* A fresh file beside path (same folder, so that rename replaces path),
+ * with the mode a new file gets; NULL after a message. Free the name. */
+static char *tmp_beside(const char *path, Diag *d) {
+  size_t n = strlen(path) + 16;
+  char *t = malloc(n);
+  if (!t) mm_die(__FILE__, __LINE__, "out of memory");
+  snprintf(t, n, "%s.tmpXXXXXX", path);
+  int fd = mkstemp(t);
+  if (fd < 0) {
+    fprintf(stderr, "mmc: error: cannot create a file beside '%s': %s\n", path, strerror(errno));
+    d->errors++;
+    free(t);
+    return NULL;
+  }
+  mode_t um = umask(0);
+  umask(um);
+  int rc = fchmod(fd, 0666 & ~um); /* mkstemp made it 0600; on failure it stays so */
+  (void)rc;
+  close(fd);
+  return t;
+}
+
+/* Renames tmp over path when ok, else removes tmp; frees tmp. */
+static bool finish_tmp(char *tmp, const char *path, bool ok, Diag *d) {
+  if (ok && rename(tmp, path) != 0) {
+    fprintf(stderr, "mmc: error: cannot write '%s': %s\n", path, strerror(errno));
+    d->errors++;
+    ok = false;
+  }
+  if (!ok) unlink(tmp);
+  free(tmp);
+  return ok;
 }
 
 static const char *pick_model(FeProgram *p, Opts *o, Diag *d) {
@@ -448,12 +580,21 @@ static const char *pick_model(FeProgram *p, Opts *o, Diag *d) {
     d->errors++;
     return NULL;
   }
+  if (fe_model_count(p) > 1) {
+    fprintf(stderr,
+            "mmc: error: '%s' declares %d models; name one with --model NAME (models:", o->file,
+            fe_model_count(p));
+    for (int i = 0; i < fe_model_count(p); i++) fprintf(stderr, " %s", fe_model_name(p, i));
+    fprintf(stderr, ")\n");
+    d->errors++;
+    return NULL;
+  }
   return fe_model_name(p, 0);
 }
 
 static int cmd_check(Opts *o) {
   Diag d;
-  diag_init(&d);
+  diag_start(&d, o);
   FeProgram *p = load(o, &d);
   int rc = EXIT_USER;
   if (p) {
@@ -648,7 +789,7 @@ static IrModule *build(Opts *o, Diag *d, FeProgram **pp, FeResult *r, const char
   FeProgram *p = load(o, d);
   *pp = p;
   memset(r, 0, sizeof *r);
-  if (!p || d->errors) return NULL;
+  if (!p || d->errors || !outputs_ok(o, d)) return NULL;
   const char *model = pick_model(p, o, d);
   if (!model || !fe_elaborate(p, model, r)) return NULL;
   if ((o->task == MMRT_TASK_GENERATE || o->task == MMRT_TASK_EVAL) && !add_decoding(p, model, r, d))
@@ -708,7 +849,7 @@ static int finish_text(Diag *d, IrModule *m, int rc) {
  * pipeline's passes that have not run on it yet, up to that one. */
 static int dump_ir_text(Opts *o) {
   Diag d;
-  diag_init(&d);
+  diag_start(&d, o);
   IrModule *m = load_ir_text(o->file, &d);
   bool dot = o->format && strcmp(o->format, "dot") == 0, ok = m != NULL;
   if (ok && o->after) {
@@ -748,7 +889,7 @@ static int cmd_opt(Opts *o) {
     s += len + 1;
   }
   Diag d;
-  diag_init(&d);
+  diag_start(&d, o);
   IrModule *m = load_ir_text(o->file, &d);
   bool ok = m != NULL;
   PassCtx cx = {.d = &d};
@@ -761,7 +902,7 @@ static int cmd_opt(Opts *o) {
 static int cmd_dump_ir(Opts *o) {
   if (ends_with(o->file, ".mmir")) return dump_ir_text(o);
   Diag d;
-  diag_init(&d);
+  diag_start(&d, o);
   FeProgram *p;
   FeResult r;
   const char *last = pass_count ? pass_list[pass_count - 1].name : "lower";
@@ -806,7 +947,7 @@ static bool has_submodules(const IrModule *m, const char *name, size_t len) {
 
 static int cmd_stats(Opts *o) {
   Diag d;
-  diag_init(&d);
+  diag_start(&d, o);
   FeProgram *p;
   FeResult r;
   IrModule *m =
@@ -1387,7 +1528,7 @@ static bool plan_pp_memory(IrModule *m, int64_t data_bytes, json_object *root, c
 
 static int cmd_plan(Opts *o) {
   Diag d;
-  diag_init(&d);
+  diag_start(&d, o);
   FeProgram *p;
   FeResult r;
   IrModule *m = build(o, &d, &p, &r, NULL, NULL, NULL);
@@ -1512,29 +1653,33 @@ static int cmd_plan(Opts *o) {
 
 static int cmd_compile(Opts *o) {
   Diag d;
-  diag_init(&d);
+  diag_start(&d, o);
   FeProgram *p;
   FeResult r;
   IrModule *m = build(o, &d, &p, &r, NULL, NULL, NULL);
   if (!m) return finish(&d, p, &r, EXIT_USER);
-  const char *emit = o->emit ? o->emit : "exe";
+  const char *emit = o->emit ? o->emit : "exe", *final = compile_output(o);
+  char *tmp = final ? tmp_beside(final, &d) : NULL;
+  if (final && !tmp) return finish(&d, p, &r, EXIT_USER);
+  bool ok;
   if (strcmp(emit, "ir") == 0) {
-    FILE *out = o->output ? fopen(o->output, "w") : stdout;
-    if (!out) {
-      fprintf(stderr, "mmc: error: cannot write '%s'\n", o->output);
-      return finish(&d, p, &r, EXIT_USER);
+    FILE *out = tmp ? fopen(tmp, "w") : stdout;
+    ok = out != NULL;
+    if (ok) {
+      ir_print_module(out, m);
+      ok = out == stdout || (!ferror(out) && fclose(out) == 0);
     }
-    ir_print_module(out, m);
-    if (out != stdout) fclose(out);
-    return finish(&d, p, &r, EXIT_OK);
+    if (!ok) fprintf(stderr, "mmc: error: cannot write '%s'\n", final ? final : "<stdout>");
+  } else {
+    CgOptions co = {
+        .output = tmp, .opt_level = o->opt_level, .verbose = o->verbose, .task = o->task};
+    co.emit = strcmp(emit, "obj") == 0    ? CG_EMIT_OBJ
+              : strcmp(emit, "llvm") == 0 ? CG_EMIT_LLVM
+              : strcmp(emit, "asm") == 0  ? CG_EMIT_ASM
+                                          : CG_EMIT_EXE;
+    ok = cg_compile(m, &m->train, &co, &d);
   }
-  CgOptions co = {
-      .output = o->output, .opt_level = o->opt_level, .verbose = o->verbose, .task = o->task};
-  co.emit = strcmp(emit, "obj") == 0    ? CG_EMIT_OBJ
-            : strcmp(emit, "llvm") == 0 ? CG_EMIT_LLVM
-            : strcmp(emit, "asm") == 0  ? CG_EMIT_ASM
-                                        : CG_EMIT_EXE;
-  bool ok = cg_compile(m, &m->train, &co, &d);
+  if (tmp) ok = finish_tmp(tmp, final, ok, &d);
   return finish(&d, p, &r, ok ? EXIT_OK : EXIT_USER);
 }
 
