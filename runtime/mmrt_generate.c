@@ -250,8 +250,8 @@ static int add_image(Gen *g, const uint8_t *px, int label, const char *source) {
 static int is_png(const char *path) {
   static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
   unsigned char b[8];
-  FILE *f = fopen(path, "rb");
-  if (!f) return 0;
+  FILE *f;
+  if (mmrt_fopen_read(path, &f, NULL, 0) != MMRT_OK) return 0;
   size_t n = fread(b, 1, 8, f);
   fclose(f);
   return n == 8 && !memcmp(b, sig, 8);

@@ -1,12 +1,16 @@
-/* mmrt_log.c: status messages, JSON-lines metrics, progress line, peak RSS. */
+/* mmrt_log.c: status messages, opening files for reading, JSON-lines metrics, progress line,
+ * peak RSS. */
 #include "mmrt_log.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 int mmrt_errf(char *err, size_t errlen, int code, const char *fmt, ...) {
   if (err && errlen) {
@@ -29,6 +33,57 @@ const char *mmrt_status_name(int code) {
     case MMRT_ERR_ARG: return "bad argument";
   }
   return "unknown error";
+}
+
+static const char *file_kind(mode_t m) {
+  return S_ISFIFO(m)   ? "a FIFO"
+         : S_ISDIR(m)  ? "a directory"
+         : S_ISCHR(m)  ? "a character device"
+         : S_ISBLK(m)  ? "a block device"
+         : S_ISSOCK(m) ? "a socket"
+                       : "not a file";
+}
+
+int mmrt_open_read(const char *path, int *fd, char *err, size_t errlen) {
+  *fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (*fd < 0) {
+    int e = errno;
+    return mmrt_errf(err, errlen, e == ENOENT ? MMRT_ERR_NOTFOUND : MMRT_ERR_IO,
+                     "%s: cannot open: %s", path, strerror(e));
+  }
+  struct stat st;
+  int flags;
+  if (fstat(*fd, &st) != 0) {
+    int e = errno;
+    close(*fd);
+    *fd = -1;
+    return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(*fd);
+    *fd = -1;
+    return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: not a regular file (%s); give a file", path,
+                     file_kind(st.st_mode));
+  }
+  if ((flags = fcntl(*fd, F_GETFL)) < 0 || fcntl(*fd, F_SETFL, flags & ~O_NONBLOCK) < 0) {
+    int e = errno;
+    close(*fd);
+    *fd = -1;
+    return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: cannot open: %s", path, strerror(e));
+  }
+  return MMRT_OK;
+}
+
+int mmrt_fopen_read(const char *path, FILE **f, char *err, size_t errlen) {
+  int fd, rc = mmrt_open_read(path, &fd, err, errlen);
+  *f = NULL;
+  if (rc != MMRT_OK) return rc;
+  if (!(*f = fdopen(fd, "rb"))) {
+    int e = errno;
+    close(fd);
+    return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: cannot open: %s", path, strerror(e));
+  }
+  return MMRT_OK;
 }
 
 int mmrt_log_open(MmrtLog *lg, const char *path, char *err, size_t errlen) {

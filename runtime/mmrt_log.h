@@ -29,6 +29,17 @@ int mmrt_errf(char *err, size_t errlen, int code, const char *fmt, ...)
 /* Short name of a status code, e.g. "format error". */
 const char *mmrt_status_name(int code);
 
+/* ---- opening a file for reading ---- */
+
+/* Every reader of the runtime opens its file here: a regular file only (a
+ * FIFO would block the open or the reads for ever, a directory or device is
+ * no data file), checked before a byte is read (opened O_NONBLOCK, which a
+ * regular file ignores for reads).  Returns MMRT_OK with *fd / *f set, else
+ * NOTFOUND or IO with "path: cannot open: why" or "path: not a regular file
+ * (a FIFO)" in err. */
+int mmrt_open_read(const char *path, int *fd, char *err, size_t errlen);
+int mmrt_fopen_read(const char *path, FILE **f, char *err, size_t errlen);
+
 /* ---- metrics log: one JSON object a line, flushed per line ---- */
 
 typedef struct MmrtLog {

@@ -136,8 +136,10 @@ static int parse_count(const char *flag, const char *v, int64_t lo, int64_t hi, 
 }
 
 static int read_prompts(Smp *s) {
-  FILE *f = fopen(s->prompts_file, "r");
-  if (!f) return fail("--prompts %s: cannot read: %s", s->prompts_file, strerror(errno));
+  FILE *f;
+  char oerr[ERRLEN];
+  if (mmrt_fopen_read(s->prompts_file, &f, oerr, sizeof oerr) != MMRT_OK)
+    return fail("--prompts %s", oerr);
   char line[512];
   int rc = 0, n = 0;
   while (!rc && fgets(line, sizeof line, f)) {
