@@ -570,13 +570,7 @@ int mmrt_st_open(MmrtStFile **out, const char *path, char *err, size_t errlen) {
   }
   char *js = NULL;
   int rc = MMRT_OK;
-  f->fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (f->fd < 0) {
-    int e = errno;
-    rc = mmrt_errf(err, errlen, e == ENOENT ? MMRT_ERR_NOTFOUND : MMRT_ERR_IO,
-                   "%s: cannot open: %s", path, strerror(e));
-    goto done;
-  }
+  if ((rc = mmrt_open_read(path, &f->fd, err, errlen)) != MMRT_OK) goto done; /* no FIFO */
   struct stat st;
   if (fstat(f->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     rc = mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: not a regular file", path);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "mmrt_rng.h"
@@ -45,10 +46,13 @@ int mmrt_idx_read(const char *path, uint32_t magic, MmrtIdx *out, char *err, siz
   if ((magic >> 8) != 0x08 || (magic & 0xff) < 1 || (magic & 0xff) > 3)
     return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: unsupported IDX magic 0x%08x requested", path,
                      magic);
-  gzFile gz = gzopen(path, "rb");
-  if (!gz)
-    return mmrt_errf(err, errlen, errno == ENOENT ? MMRT_ERR_NOTFOUND : MMRT_ERR_IO,
-                     "%s: cannot open: %s", path, errno ? strerror(errno) : "zlib error");
+  int fd, orc = mmrt_open_read(path, &fd, err, errlen);
+  if (orc != MMRT_OK) return orc;
+  gzFile gz = gzdopen(fd, "rb"); /* gzclose closes fd */
+  if (!gz) {
+    close(fd);
+    return mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "%s: cannot open: out of memory for zlib", path);
+  }
   gzbuffer(gz, 1u << 17);
 
   int rc = MMRT_OK;

@@ -13,7 +13,10 @@
  * mmrt_features.h describes. Under a launcher (mpirun -np R) each rank
  * runs a contiguous share of each split's batches of B (the batches the
  * one-rank run makes, so the same numbers) and sends its rows to rank 0,
- * which writes the one directory and manifest. */
+ * which writes the one directory and manifest. Rank 0 prints progress with
+ * an ETA; SIGINT/SIGTERM stop every rank at its next batch: nothing is
+ * written, exit 130 / 143 (under mpirun the job is aborted: a rank that
+ * stopped would leave the others waiting for its rows). */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -257,7 +260,12 @@ static int run_split(Ext *x, MmrtVideo *v, MmrtFeatSplit *s, const char *what) {
   float *video = at(x, vd);
   int32_t *ids = (int32_t *)(void *)at(x, td);
   share(x, x->rank, s->clips, B, &lo, &hi);
+  char title[64];
+  snprintf(title, sizeof title, "extractor: %s clip", what);
+  MmrtProgress pr; /* this rank's share (rank 0's, printed) */
+  mmrt_progress_begin(&pr, title, 0, hi - lo, "clips", !x->quiet);
   for (int64_t i0 = lo; i0 < hi; i0 += B) {
+    if (mmrt_stop_signal) return mmrt_progress_break(&pr), 128 + mmrt_stop_signal;
     for (int64_t r = 0; r < B; r++) {
       MmrtClipInfo ci;
       if (i0 + r < s->clips) {
@@ -275,10 +283,9 @@ static int run_split(Ext *x, MmrtVideo *v, MmrtFeatSplit *s, const char *what) {
     if (step(x, x->m->feat_text_step, "@text_features")) return 1;
     memcpy(s->text_features + i0 * LD, at(x, fd), sizeof(float) * (size_t)(n * LD));
     memcpy(s->text + i0 * L, ids, sizeof(int32_t) * (size_t)(n * L));
-    if (!x->quiet && (i0 / B) % 64 == 63)
-      fprintf(stderr, "extractor: %s %lld / %lld clips\n", what, (long long)(i0 + n),
-              (long long)s->clips);
+    mmrt_progress_tick(&pr, i0 + n - lo, (double)(i0 + n - lo), NULL);
   }
+  mmrt_progress_break(&pr);
   return x->world > 1 ? gather_split(x, s, B, what) : 0;
 }
 
@@ -325,12 +332,16 @@ int mmrt_extract_main(int argc, char **argv, const MmrtModelDesc *m) {
     rc = fail("model %s: %s", m->name, err);
   if (!rc && mmrt_features_alloc(&x.f, x.clips, x.heldout, err, sizeof err) != MMRT_OK)
     rc = fail("%s", err);
+  mmrt_stop_install();
   if (!rc) rc = run_split(&x, &vt, &x.f.train, "training");
   if (!rc) rc = run_split(&x, &vh, &x.f.heldout, "held-out");
   if (!rc && x.rank == 0) rc = run_null(&x);
   if (!rc && x.rank == 0 &&
       mmrt_features_write(x.out, &x.f, m, x.init_from, crc, x.shard, err, sizeof err) != MMRT_OK)
     rc = fail("--out %s: %s", x.out, err);
+  if (rc > 128 && x.rank == 0)
+    fprintf(stderr, "extractor: stopped by %s; nothing written to %s\n", mmrt_stop_name(rc - 128),
+            x.out);
   if (!rc && !x.quiet)
     fprintf(stderr,
             "extractor: %lld training and %lld held-out clips of model %s into %s (encoders "

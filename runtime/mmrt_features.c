@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #define FEAT_FORMAT "mmc-features"
@@ -334,13 +335,15 @@ int mmrt_features_read(const char *dir, MmrtFeatures *f, const MmrtModelDesc *m,
   char path[PATH_MAX];
   if ((size_t)snprintf(path, sizeof path, "%s/manifest.json", dir) >= sizeof path)
     return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: path too long", dir);
-  struct stat st;
-  if (stat(path, &st) != 0)
+  int fd, orc = mmrt_open_read(path, &fd, err, errlen);
+  if (orc == MMRT_ERR_NOTFOUND)
     return mmrt_errf(err, errlen, MMRT_ERR_NOTFOUND,
                      "%s: cannot open: %s (a features directory has one; mmc compile --task "
                      "extract builds the program that writes it)",
-                     path, strerror(errno));
-  json_object *o = json_object_from_file(path);
+                     path, strerror(ENOENT));
+  if (orc != MMRT_OK) return orc;
+  json_object *o = json_object_from_fd(fd);
+  close(fd);
   json_object *fmt = field(o, "format", json_type_string),
               *ver = field(o, "version", json_type_int),
               *fp = field(o, "fingerprint", json_type_string),

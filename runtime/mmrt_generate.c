@@ -10,7 +10,10 @@
  *   eval:     exact-match caption accuracy on the Fashion-MNIST test split
  *             (the canonical answer, then EOS), as the trainer scores it.
  *
- * Runs on one rank; every buffer is in the arenas of the memory plan. */
+ * Runs on one rank; every buffer is in the arenas of the memory plan.  A
+ * progress line with an ETA on stderr; SIGINT/SIGTERM stop it between
+ * batches: exit 130 / 143, no figure, no --out/--ids file (each is written
+ * beside as FILE.tmp and renamed when complete). */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -250,8 +253,8 @@ static int add_image(Gen *g, const uint8_t *px, int label, const char *source) {
 static int is_png(const char *path) {
   static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
   unsigned char b[8];
-  FILE *f = fopen(path, "rb");
-  if (!f) return 0;
+  FILE *f;
+  if (mmrt_fopen_read(path, &f, NULL, 0) != MMRT_OK) return 0;
   size_t n = fread(b, 1, 8, f);
   fclose(f);
   return n == 8 && !memcmp(b, sig, 8);
@@ -410,11 +413,14 @@ static int run(Gen *g) {
                                &nprompt, err, sizeof err) != MMRT_OK)
     return fail("--prompt \"%s\": %s", ptext, err);
   FILE *out = stdout, *ids = NULL;
-  if (g->a.out && !(out = fopen(g->a.out, "w")))
-    return fail("--out %s: %s", g->a.out, strerror(errno));
-  if (g->a.ids_out && !(ids = fopen(g->a.ids_out, "w"))) {
-    if (out != stdout) fclose(out);
-    return fail("--ids %s: %s", g->a.ids_out, strerror(errno));
+  char out_tmp[4200], ids_tmp[4200]; /* renamed over --out / --ids when complete */
+  snprintf(out_tmp, sizeof out_tmp, "%s.tmp", g->a.out ? g->a.out : "");
+  snprintf(ids_tmp, sizeof ids_tmp, "%s.tmp", g->a.ids_out ? g->a.ids_out : "");
+  if (g->a.out && !(out = fopen(out_tmp, "w")))
+    return fail("--out %s: %s", out_tmp, strerror(errno));
+  if (g->a.ids_out && !(ids = fopen(ids_tmp, "w"))) {
+    if (out != stdout) fclose(out), remove(out_tmp);
+    return fail("--ids %s: %s", ids_tmp, strerror(errno));
   }
   int32_t *gen = calloc((size_t)(g->B * g->T), sizeof *gen), *ng = calloc((size_t)g->B, sizeof *ng),
           *plen = calloc((size_t)g->B, sizeof *plen);
@@ -422,7 +428,11 @@ static int run(Gen *g) {
   int64_t matches = 0, counted = 0, per_class[MMRT_FMNIST_CLASSES][2] = {{0}}; /* images, matches */
   int rc = gen && ng && plen && g->len && g->done ? 0 : fail("out of memory");
   double t0 = now();
-  for (int64_t k0 = 0; k0 < g->n && !rc; k0 += g->B) {
+  MmrtProgress pr;
+  mmrt_progress_begin(&pr, g->m->task == MMRT_TASK_EVAL ? "evaluator: image" : "generator: image",
+                      0, g->n, "images", !g->a.quiet);
+  int64_t k0 = 0;
+  for (; k0 < g->n && !rc && !mmrt_stop_signal; k0 += g->B) {
     int64_t rows = g->n - k0 < g->B ? g->n - k0 : g->B;
     rc = generate_batch(g, k0, rows, ptext ? prompt : NULL, nprompt, gen, ng, plen);
     for (int64_t r = 0; r < rows && !rc; r++) {
@@ -449,13 +459,25 @@ static int run(Gen *g) {
       else
         fprintf(out, "%s\t%s\n", g->source[k0 + r], cap);
     }
-    if (!g->a.quiet && isatty(2))
-      fprintf(stderr, "\rgenerator: %lld/%lld images", (long long)(k0 + rows), (long long)g->n);
+    mmrt_progress_tick(&pr, k0 + rows, (double)(k0 + rows), NULL);
   }
-  if (!g->a.quiet && isatty(2)) fputc('\n', stderr);
+  mmrt_progress_break(&pr);
+  if (!rc && mmrt_stop_signal) { /* exit 128 + the signal: no figure, no files of part */
+    fprintf(stderr, "%s: stopped by %s after %lld of %lld images%s\n",
+            g->m->task == MMRT_TASK_EVAL ? "evaluator" : "generator",
+            mmrt_stop_name(mmrt_stop_signal), (long long)(k0 < g->n ? k0 : g->n), (long long)g->n,
+            g->a.out || g->a.ids_out ? " (no --out/--ids file written)" : "");
+    rc = 128 + mmrt_stop_signal;
+  }
   double wall = now() - t0;
-  if (ids && fclose(ids) && !rc) rc = fail("--ids %s: %s", g->a.ids_out, strerror(errno));
-  if (out != stdout && fclose(out) && !rc) rc = fail("--out %s: %s", g->a.out, strerror(errno));
+  if (ids && fclose(ids) && !rc) rc = fail("--ids %s: %s", ids_tmp, strerror(errno));
+  if (out != stdout && fclose(out) && !rc) rc = fail("--out %s: %s", out_tmp, strerror(errno));
+  if (ids && !rc && rename(ids_tmp, g->a.ids_out))
+    rc = fail("--ids %s: %s", g->a.ids_out, strerror(errno));
+  if (out != stdout && !rc && rename(out_tmp, g->a.out))
+    rc = fail("--out %s: %s", g->a.out, strerror(errno));
+  if (ids && rc) remove(ids_tmp);
+  if (out != stdout && rc) remove(out_tmp);
   free(gen), free(ng), free(plen), free(g->len), free(g->done);
   g->len = g->done = NULL;
   if (rc) return rc;
@@ -495,6 +517,7 @@ int mmrt_generate_main(int argc, char **argv, const MmrtModelDesc *m) {
   rc = bind(&g) || alloc_arenas(&g) || load(&g, "--weights", g.a.weights, 0) ||
        (g.a.adapters && load(&g, "--load-adapters", g.a.adapters, 1)) || read_images(&g);
   if (!rc && !g.n) rc = fail("no images to caption");
+  mmrt_stop_install();
   if (!rc) rc = run(&g);
   for (int r = 0; r < MMRT_NARENAS; r++) free(g.arenas[r]);
   for (int64_t k = 0; k < g.n; k++) free(g.source[k]);

@@ -24,6 +24,8 @@ int mmrt_gif_write_gray(const char *path, int F, int h, int w, const uint8_t *px
   GifColorType gray[256];
   for (int i = 0; i < 256; i++) gray[i].Red = gray[i].Green = gray[i].Blue = (GifByteType)i;
   ColorMapObject *cmap = GifMakeMapObject(256, gray);
+  /* the loop and frame-delay extensions are GIF89a's; giflib writes 87a unless told */
+  EGifSetGifVersion(g, true);
   static const GifByteType loop[3] = {1, 0, 0}; /* NETSCAPE2.0: loop forever */
   const GifByteType gce[4] = {0, 10, 0, 0};     /* 10/100 s a frame */
   int ok = cmap && EGifPutScreenDesc(g, w, h, 8, 0, cmap) == GIF_OK &&

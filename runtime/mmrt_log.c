@@ -1,12 +1,18 @@
-/* mmrt_log.c: status messages, JSON-lines metrics, progress line, peak RSS. */
+/* mmrt_log.c: status messages, opening files for reading, JSON-lines metrics, the progress line
+ * of long phases, stopping on SIGINT/SIGTERM, peak RSS. */
 #include "mmrt_log.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 int mmrt_errf(char *err, size_t errlen, int code, const char *fmt, ...) {
   if (err && errlen) {
@@ -29,6 +35,57 @@ const char *mmrt_status_name(int code) {
     case MMRT_ERR_ARG: return "bad argument";
   }
   return "unknown error";
+}
+
+static const char *file_kind(mode_t m) {
+  return S_ISFIFO(m)   ? "a FIFO"
+         : S_ISDIR(m)  ? "a directory"
+         : S_ISCHR(m)  ? "a character device"
+         : S_ISBLK(m)  ? "a block device"
+         : S_ISSOCK(m) ? "a socket"
+                       : "not a file";
+}
+
+int mmrt_open_read(const char *path, int *fd, char *err, size_t errlen) {
+  *fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (*fd < 0) {
+    int e = errno;
+    return mmrt_errf(err, errlen, e == ENOENT ? MMRT_ERR_NOTFOUND : MMRT_ERR_IO,
+                     "%s: cannot open: %s", path, strerror(e));
+  }
+  struct stat st;
+  int flags;
+  if (fstat(*fd, &st) != 0) {
+    int e = errno;
+    close(*fd);
+    *fd = -1;
+    return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(*fd);
+    *fd = -1;
+    return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: not a regular file (%s); give a file", path,
+                     file_kind(st.st_mode));
+  }
+  if ((flags = fcntl(*fd, F_GETFL)) < 0 || fcntl(*fd, F_SETFL, flags & ~O_NONBLOCK) < 0) {
+    int e = errno;
+    close(*fd);
+    *fd = -1;
+    return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: cannot open: %s", path, strerror(e));
+  }
+  return MMRT_OK;
+}
+
+int mmrt_fopen_read(const char *path, FILE **f, char *err, size_t errlen) {
+  int fd, rc = mmrt_open_read(path, &fd, err, errlen);
+  *f = NULL;
+  if (rc != MMRT_OK) return rc;
+  if (!(*f = fdopen(fd, "rb"))) {
+    int e = errno;
+    close(fd);
+    return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: cannot open: %s", path, strerror(e));
+  }
+  return MMRT_OK;
 }
 
 int mmrt_log_open(MmrtLog *lg, const char *path, char *err, size_t errlen) {
@@ -155,18 +212,88 @@ void mmrt_format_hms(char *buf, size_t len, double seconds) {
   snprintf(buf, len, "%lld:%02lld:%02lld", s / 3600, s / 60 % 60, s % 60);
 }
 
-int mmrt_progress_format(char *buf, size_t len, int64_t step, int64_t total, double loss,
-                         double samples_per_s, double elapsed_s) {
+int mmrt_progress_line(char *buf, size_t len, const char *what, int64_t done, int64_t total,
+                       const char *extra, double rate, const char *unit, double elapsed_s,
+                       double eta_s) {
   char el[32], eta[32];
   mmrt_format_hms(el, sizeof el, elapsed_s);
-  double left = step > 0 ? (double)(total - step) * elapsed_s / (double)step : -1;
-  mmrt_format_hms(eta, sizeof eta, left);
-  double pct = total > 0 ? 100.0 * (double)step / (double)total : 0;
+  mmrt_format_hms(eta, sizeof eta, eta_s);
+  double pct = total > 0 ? 100.0 * (double)done / (double)total : 0;
   double rss = (double)mmrt_peak_rss_bytes() / (1024.0 * 1024.0);
   return snprintf(buf, len,
-                  "step %lld/%lld (%.1f%%) | loss %.4f | %.1f samples/s | elapsed %s"
-                  " | eta %s | peak rss %.1f MiB",
-                  (long long)step, (long long)total, pct, loss, samples_per_s, el, eta, rss);
+                  "%s %lld/%lld (%.1f%%)%s%s | %.1f %s/s | elapsed %s | eta %s | peak rss %.1f MiB",
+                  what, (long long)done, (long long)total, pct, extra ? " | " : "",
+                  extra ? extra : "", rate, unit ? unit : "items", el, eta, rss);
+}
+
+int mmrt_progress_format(char *buf, size_t len, int64_t step, int64_t total, double loss,
+                         double samples_per_s, double elapsed_s) {
+  char extra[48];
+  snprintf(extra, sizeof extra, "loss %.4f", loss);
+  double left = step > 0 ? (double)(total - step) * elapsed_s / (double)step : -1;
+  return mmrt_progress_line(buf, len, "step", step, total, extra, samples_per_s, "samples",
+                            elapsed_s, left);
+}
+
+static double mono_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void mmrt_progress_begin(MmrtProgress *p, const char *what, int64_t first, int64_t total,
+                         const char *unit, int loud) {
+  memset(p, 0, sizeof *p);
+  p->what = what, p->unit = unit, p->first = first, p->total = total, p->loud = loud;
+  p->every = (total - first) / 20 > 0 ? (total - first) / 20 : 1;
+  p->tty = isatty(2);
+  p->t0 = p->last = mono_now();
+}
+
+void mmrt_progress_tick(MmrtProgress *p, int64_t done, double items, const char *extra) {
+  if (!p->loud) return;
+  double tn = mono_now(), el = tn - p->t0;
+  int end = done >= p->total;
+  int64_t k = done - p->first;
+  if (p->tty ? !(tn - p->last > 0.2 || end)
+             : !(k == 1 || end || (k % p->every == 0 && tn - p->last >= 2) || tn - p->last >= 30))
+    return;
+  char line[512];
+  double eta = k > 0 ? (double)(p->total - done) * el / (double)k : -1;
+  mmrt_progress_line(line, sizeof line, p->what, done, p->total, extra,
+                     items / (el > 0 ? el : 1e-9), p->unit, el, eta);
+  fprintf(stderr, p->tty ? "\r%s" : "%s\n", line);
+  p->open = p->tty;
+  p->last = tn;
+}
+
+void mmrt_progress_break(MmrtProgress *p) {
+  if (p->open) fputc('\n', stderr);
+  p->open = 0;
+}
+
+volatile sig_atomic_t mmrt_stop_signal;
+
+static void on_stop(int sig) {
+  if (mmrt_stop_signal) { /* a second signal: the default action, now */
+    signal(sig, SIG_DFL);
+    raise(sig);
+    return;
+  }
+  mmrt_stop_signal = sig;
+}
+
+void mmrt_stop_install(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_stop;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+}
+
+const char *mmrt_stop_name(int sig) {
+  return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
 }
 
 int64_t mmrt_peak_rss_bytes(void) {

@@ -8,6 +8,7 @@
 #ifndef MMRT_LOG_H
 #define MMRT_LOG_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,6 +29,17 @@ int mmrt_errf(char *err, size_t errlen, int code, const char *fmt, ...)
 
 /* Short name of a status code, e.g. "format error". */
 const char *mmrt_status_name(int code);
+
+/* ---- opening a file for reading ---- */
+
+/* Every reader of the runtime opens its file here: a regular file only (a
+ * FIFO would block the open or the reads for ever, a directory or device is
+ * no data file), checked before a byte is read (opened O_NONBLOCK, which a
+ * regular file ignores for reads).  Returns MMRT_OK with *fd / *f set, else
+ * NOTFOUND or IO with "path: cannot open: why" or "path: not a regular file
+ * (a FIFO)" in err. */
+int mmrt_open_read(const char *path, int *fd, char *err, size_t errlen);
+int mmrt_fopen_read(const char *path, FILE **f, char *err, size_t errlen);
 
 /* ---- metrics log: one JSON object a line, flushed per line ---- */
 
@@ -68,11 +80,53 @@ void mmrt_log_close(MmrtLog *lg);
 /* "h:mm:ss" of a duration (negative or non-finite gives "-:--:--"). */
 void mmrt_format_hms(char *buf, size_t len, double seconds);
 
-/* "step 120/500 (24.0%) | loss 0.6931 | 812.5 samples/s | elapsed 0:01:02
- *  | eta 0:03:17 | peak rss 512.3 MiB".  ETA is (total - step) * elapsed / step.
- * Returns what snprintf returns. */
+/* "WHAT DONE/TOTAL (PCT%) [| EXTRA] | RATE UNIT/s | elapsed h:mm:ss | eta
+ * h:mm:ss | peak rss N MiB": the one progress line of every long phase
+ * (training steps, evaluation batches, extracted clips, samples).  eta_s < 0
+ * prints "-:--:--"; extra and unit may be NULL.  Returns what snprintf
+ * returns. */
+int mmrt_progress_line(char *buf, size_t len, const char *what, int64_t done, int64_t total,
+                       const char *extra, double rate, const char *unit, double elapsed_s,
+                       double eta_s);
+
+/* The training line: "step 120/500 (24.0%) | loss 0.6931 | 812.5 samples/s
+ * | elapsed 0:01:02 | eta 0:03:17 | peak rss 512.3 MiB", ETA (total - step) *
+ * elapsed / step. */
 int mmrt_progress_format(char *buf, size_t len, int64_t step, int64_t total, double loss,
                          double samples_per_s, double elapsed_s);
+
+/* A phase's progress on stderr: on a terminal one line rewritten in place
+ * (\r) at most 5 times a second; otherwise a line after the first item (its
+ * ETA), each twentieth of the phase (at most one in 2 s), at least one in
+ * 30 s, and at the end.  The ETA counts from the phase's start
+ * and its first item (a resumed run's steps before it are not timed). */
+typedef struct MmrtProgress {
+  const char *what, *unit; /* "eval batch", "samples" */
+  int64_t first, total, every;
+  double t0, last;
+  int loud, tty, open; /* open: a \r line waits for its newline */
+} MmrtProgress;
+
+/* loud = 0: nothing is printed (--quiet, ranks other than 0). */
+void mmrt_progress_begin(MmrtProgress *p, const char *what, int64_t first, int64_t total,
+                         const char *unit, int loud);
+/* done of total; items: the units done since begin (for the rate); extra:
+ * e.g. "loss 0.6931" or NULL.  Prints when due (always at done == total). */
+void mmrt_progress_tick(MmrtProgress *p, int64_t done, double items, const char *extra);
+/* Ends a \r line with its newline (before other output, and at the end). */
+void mmrt_progress_break(MmrtProgress *p);
+
+/* ---- stopping on SIGINT / SIGTERM ---- */
+
+/* The signal that asked the program to stop (0: none).  The handlers
+ * mmrt_stop_install sets only record it; every long loop polls it, stops
+ * at the next item boundary, leaves no half-written file, and the program
+ * exits with 128 + the signal (130 for SIGINT, 143 for SIGTERM).  A second
+ * signal ends the program at once (the default action). */
+extern volatile sig_atomic_t mmrt_stop_signal;
+void mmrt_stop_install(void);
+/* "stopped by SIGINT" etc. */
+const char *mmrt_stop_name(int sig);
 
 /* Peak resident set size of this process in bytes (getrusage), 0 if
  * unknown. */

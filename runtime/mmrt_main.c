@@ -60,6 +60,7 @@ typedef struct Trainer {
   int64_t done;                    /* steps completed */
   MmrtMemBaseline mem;             /* resident memory before the data and the arenas */
   int64_t saved;                   /* step of the checkpoint written or loaded last (-1: none) */
+  int stopped;                     /* every rank decided to stop (a signal on one of them) */
   MmrtLog log;
   int has_log;
   /* ranks: a mesh when the model was compiled for more than one */
@@ -73,10 +74,6 @@ typedef struct Trainer {
   float pp_lr, pp_fs;
 } Trainer;
 
-static volatile sig_atomic_t stop_requested;
-static void on_signal(int sig) {
-  stop_requested = sig;
-}
 static int g_rank = -1; /* named in messages when there are several */
 
 static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -105,7 +102,8 @@ static void usage(FILE *out, const MmrtModelDesc *m) {
       "  --lr X             base learning rate (default %g from the model's train section)\n"
       "  --seed S           run seed: initialisation, shuffling, dropout (default 42)\n"
       "  --eval-every N     evaluate on the test split every N steps (default 0: at the end only)\n"
-      "  --eval-batches N   evaluate on at most N batches (default: the whole split)\n"
+      "  --eval-batches N   evaluate on at most N test batches, or all: the whole split (default\n"
+      "                     %d)\n"
       "  --ckpt DIR         write checkpoints there (at the end, and every --ckpt-every N steps):\n"
       "                     DIR/step-NNNNNN/ each, DIR/latest naming the newest complete one\n"
       "  --keep K           keep the last K checkpoints in --ckpt DIR (default %d)\n"
@@ -141,8 +139,8 @@ static void usage(FILE *out, const MmrtModelDesc *m) {
       "  --trace FILE       the training steps' timeline as Chrome trace JSON (Perfetto), one\n"
       "                     track per rank: forward, backward, send, recv and update events\n",
       m->name, (long long)m->batch, MMRT_FMNIST_DEFAULT_DIR,
-      (long long)(m->steps > 0 ? m->steps : 100), m->lr, MMRT_CKPT_KEEP_DEFAULT,
-      MMRT_COMM_TIMEOUT_DEFAULT);
+      (long long)(m->steps > 0 ? m->steps : 100), m->lr, MMRT_EVAL_BATCHES_DEFAULT,
+      MMRT_CKPT_KEEP_DEFAULT, MMRT_COMM_TIMEOUT_DEFAULT);
 }
 
 static int parse_i64(const char *flag, const char *s, int64_t lo, int64_t *out) {
@@ -150,7 +148,8 @@ static int parse_i64(const char *flag, const char *s, int64_t lo, int64_t *out) 
   errno = 0;
   long long v = s ? strtoll(s, &end, 10) : 0;
   if (!s || !*s || *end || errno || v < lo)
-    return fail("%s takes a whole number >= %lld, not '%s'", flag, (long long)lo, s ? s : "");
+    return fail("%s takes a whole number >= %lld%s, not '%s'", flag, (long long)lo,
+                strcmp(flag, "--eval-batches") ? "" : " or all", s ? s : "");
   *out = v;
   return 0;
 }
@@ -208,7 +207,7 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a) {
   a->batch = m->batch;
   a->lr = m->lr;
   a->seed = 42;
-  a->eval_batches = -1;
+  a->eval_batches = MMRT_EVAL_BATCHES_DEFAULT;
   a->keep = MMRT_CKPT_KEEP_DEFAULT;
   a->comm_timeout = MMRT_COMM_TIMEOUT_DEFAULT;
   for (int i = 1; i < argc; i++) {
@@ -226,6 +225,8 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a) {
       a->profile = 1, takes = 0;
     } else if (is_valued(f) && !v) {
       return fail("%s needs a value (see --help)", f);
+    } else if (!strcmp(f, "--eval-batches") && !strcmp(v, "all")) {
+      a->eval_batches = -1; /* the whole test split */
     } else if (text_flag(a, f)) {
       *text_flag(a, f) = v;
     } else if (int_flag(a, f)) {
@@ -283,6 +284,7 @@ static int run_step(Trainer *t, MmrtStepFn fn, const char *what);
 
 /* The step callback of the task context (it is t->cx). */
 static int eval_step(Trainer *t, int share, const char *what);
+static int task_stop(MmrtTaskCtx *c);
 static int task_step(MmrtTaskCtx *c, MmrtStepFn fn, const char *what) {
   Trainer *t = (Trainer *)(void *)((char *)c - offsetof(Trainer, cx));
   if (fn == t->m->eval_step) return eval_step(t, 1, what); /* through the pipeline under pp */
@@ -305,6 +307,7 @@ static int bind(Trainer *t) {
   t->cx.seed = t->a.seed;
   t->cx.eval_batches = t->a.eval_batches;
   t->cx.step = task_step;
+  t->cx.stop = task_stop;
   t->cx.features = t->a.features;
   t->task = mmrt_task_bind(&t->cx, err, sizeof err);
   if (t->task && t->a.features && !t->cx.features_used)
@@ -615,6 +618,16 @@ static int any_rank(Trainer *t, int bad, const char *what) {
     mmrt_comm_abort(1);
   }
   return bad != 0;
+}
+
+/* The evaluation's stop poll (MmrtTaskCtx.stop): a signal on any rank
+ * stops every rank at the same batch (the training loop's rule). */
+static int task_stop(MmrtTaskCtx *c) {
+  Trainer *t = (Trainer *)(void *)((char *)c - offsetof(Trainer, cx));
+  if (!any_rank(t, mmrt_stop_signal != 0, "the stop flag (all-reduce before each test batch)"))
+    return 0;
+  if (!mmrt_stop_signal) mmrt_stop_signal = SIGTERM;
+  return t->stopped = 1;
 }
 
 #define SLICE_TEXT 640 /* "slice:<name>" and its value */
@@ -985,9 +998,12 @@ static int evaluate(Trainer *t, double *loss, double *acc) {
     free(best);
     return 1;
   }
-  for (;;) {
+  MmrtProgress pr; /* a stop leaves the sums partial: the caller reports none */
+  mmrt_progress_begin(&pr, "eval batch", 0, mmrt_task_eval_total(&t->cx), "samples", t->cx.loud);
+  for (int64_t seen = 0; !task_stop(&t->cx); mmrt_progress_tick(&pr, batches, (double)seen, NULL)) {
     int64_t rows = mmrt_iter_next(&t->cx.eval_it);
     if (rows == 0 || (t->a.eval_batches >= 0 && batches >= t->a.eval_batches)) break;
+    seen += rows;
     fill_batch(t, &t->cx.eval_it, rows, 1, 0);
     if (eval_step(t, 0, "the evaluation step on a test batch")) {
       free(best);
@@ -1019,6 +1035,7 @@ static int evaluate(Trainer *t, double *loss, double *acc) {
     counted += n;
     batches++;
   }
+  mmrt_progress_break(&pr);
   free(best);
   if (m->pp > 1 && t->has_mesh) { /* the last stage's sums on every pp rank */
     double v[3] = {lsum, (double)counted, (double)correct};
@@ -1132,17 +1149,20 @@ static int task_metric(Trainer *t, double *v) {
 
 static int train(Trainer *t) {
   const MmrtModelDesc *m = t->m;
-  char err[ERRLEN], line[512];
-  double t0 = now(), last = t0;
-  int64_t first = t->done, tty = isatty(2), every = t->a.steps / 20 > 0 ? t->a.steps / 20 : 1;
+  char err[ERRLEN];
+  double t0 = now();
+  int64_t first = t->done;
   int loud = !t->a.quiet && t->rank == 0;
+  MmrtProgress pr;
+  mmrt_progress_begin(&pr, "step", first, t->a.steps, "samples", loud);
   if (t->a.trace) mmrt_trace_start();
   for (int64_t step = t->done + 1; step <= t->a.steps; step++) {
-    int stop = stop_requested != 0;
+    int stop = mmrt_stop_signal != 0;
     /* all ranks stop at the same step, or one would wait in a collective */
     stop = any_rank(t, stop, "the stop flag (all-reduce before each step)");
     if (stop) {
-      if (!stop_requested) stop_requested = SIGTERM;
+      if (!mmrt_stop_signal) mmrt_stop_signal = SIGTERM;
+      t->stopped = 1;
       break;
     }
     if (mmrt_iter_next(&t->cx.it) != m->batch) return fail("the training data gave a short batch");
@@ -1187,15 +1207,18 @@ static int train(Trainer *t) {
       f[nf++] = (MmrtLogField){"comm_bytes", (double)sent, NULL};
     if (t->a.eval_every > 0 && step % t->a.eval_every == 0 && step < t->a.steps) {
       double el, ea, mv = NAN;
+      mmrt_progress_break(&pr);
       int bad = evaluate(t, &el, &ea);
+      if (!bad && t->stopped) break; /* step done: the checkpoint after the loop has it */
       int has = bad || !t->task->metric_every ? 0 : task_metric(t, &mv);
       if (bad) return 1;
+      if (has >= 0 && t->stopped) break;
       f[nf++] = (MmrtLogField){"eval_loss", el, NULL};
       f[nf++] = (MmrtLogField){"eval_accuracy", ea, NULL};
       if (has < 0) return 1;
       if (has) f[nf++] = (MmrtLogField){t->task->metric_key, mv, NULL};
       if (loud) {
-        fprintf(stderr, "%sstep %lld: eval loss %.4f", tty ? "\n" : "", (long long)step, el);
+        fprintf(stderr, "step %lld: eval loss %.4f", (long long)step, el);
         if (t->cx.labels) fprintf(stderr, ", accuracy %.4f", ea);
         if (has) fprintf(stderr, ", %s %.4f", t->task->metric_words, mv);
         fputc('\n', stderr);
@@ -1203,15 +1226,12 @@ static int train(Trainer *t) {
     }
     if (t->has_log && mmrt_log_write(&t->log, step, f, nf, err, sizeof err) != MMRT_OK)
       return fail("%s", err);
-    if (loud &&
-        (tty ? tn - last > 0.2 || step == t->a.steps : step % every == 0 || step == t->a.steps)) {
-      mmrt_progress_format(line, sizeof line, step, t->a.steps, loss, sps, tn - t0);
-      fprintf(stderr, tty ? "\r%s" : "%s\n", line);
-      last = tn;
-    }
+    char extra[48];
+    snprintf(extra, sizeof extra, "loss %.4f", loss);
+    mmrt_progress_tick(&pr, step, (double)m->batch * (double)(step - first), extra);
     if (t->a.ckpt && t->a.ckpt_every > 0 && step % t->a.ckpt_every == 0 && save_ckpt(t)) return 1;
   }
-  if (loud && tty) fputc('\n', stderr);
+  mmrt_progress_break(&pr);
   return 0;
 }
 
@@ -1317,18 +1337,24 @@ static int run(Trainer *t, int argc, char **argv) {
     if (mmrt_log_open(&t->log, t->a.log, err, sizeof err) != MMRT_OK) return fail("--log %s", err);
     t->has_log = 1;
   }
-  signal(SIGINT, on_signal);
-  signal(SIGTERM, on_signal);
+  mmrt_stop_install();
+  t->cx.loud = loud;
   if (loud) {
-    char omp[256];
+    char omp[256], ev[160];
     mmrt_omp_describe(omp, sizeof omp);
+    int64_t part = mmrt_task_eval_total(&t->cx), all = (t->cx.test.n + t->cx.B - 1) / t->cx.B;
+    if (part < all)
+      snprintf(ev, sizeof ev, "%lld of the %lld test batches (--eval-batches all: every one)",
+               (long long)part, (long long)all);
+    else
+      snprintf(ev, sizeof ev, "the whole test split (%lld batches)", (long long)all);
     fprintf(
         stderr,
         "trainer: model %s, %s task, batch %lld, steps %lld, seed %llu, %d rank%s, %s, precision "
-        "%s%s\n",
+        "%s%s; evaluation on %s\n",
         m->name, t->task->name, (long long)t->cx.B, (long long)t->a.steps,
         (unsigned long long)t->a.seed, t->world > 1 ? t->world : 1, t->world > 1 ? "s" : "", omp,
-        m->precision == 1 ? "bf16 " : "fp32", m->precision == 1 ? mmrt_bf16_path() : "");
+        m->precision == 1 ? "bf16 " : "fp32", m->precision == 1 ? mmrt_bf16_path() : "", ev);
   }
   if (t->a.profile) mmrt_prof_enable();
   rc = train(t);
@@ -1341,30 +1367,36 @@ static int run(Trainer *t, int argc, char **argv) {
     if (mmrt_trace_write(t->a.trace, mesh_of(t), t->rank, terr, sizeof terr)) rc = fail("%s", terr);
   }
   if (!rc && t->has_mesh && t->has_log) rc = log_comm(t);
-  if (!rc && !stop_requested) {
+  if (!rc && !t->stopped) {
     double el, ea;
     rc = evaluate(t, &el, &ea);
     MmrtLogField f[3] = {{"eval_loss", el, NULL}, {"eval_accuracy", ea, NULL}};
     int nf = 2;
     double v = NAN;
-    int has = rc ? 0 : task_metric(t, &v);
+    int has = rc || t->stopped ? 0 : task_metric(t, &v);
     if (has < 0) rc = 1;
     if (has > 0) f[nf++] = (MmrtLogField){t->task->metric_key, v, NULL};
-    if (!rc && t->rank == 0) {
+    if (!rc && !t->stopped && t->rank == 0) { /* stopped: partial sums, no figure */
+      int64_t part = mmrt_task_eval_total(&t->cx), all = (t->cx.test.n + t->cx.B - 1) / t->cx.B;
       printf("eval: loss %.6f", el);
       if (t->cx.labels) printf(" accuracy %.4f", ea); /* a task without labels has none */
       if (nf > 2) printf(" %s %.4f", t->task->metric_words, f[2].num);
-      printf(" (test split)\n");
+      if (part < all)
+        printf(" (test split: first %lld of %lld batches; --eval-batches all for the whole)\n",
+               (long long)part, (long long)all);
+      else
+        printf(" (test split)\n");
       if (t->has_log && mmrt_log_write(&t->log, t->done, f, nf, err, sizeof err) != MMRT_OK)
         rc = fail("%s", err);
     }
   }
-  if (!rc && !stop_requested && t->a.dump_logits) rc = dump_logits(t);
-  if (stop_requested) {
+  if (!rc && !t->stopped && t->a.dump_logits) rc = dump_logits(t);
+  if (mmrt_stop_signal) { /* exit 128 + the signal, as a shell reports a killed program */
     if (t->rank == 0)
-      fprintf(stderr, "trainer: stopped by signal %d after step %lld%s\n", (int)stop_requested,
-              (long long)t->done, t->a.ckpt ? " (checkpoint written)" : "");
-    rc = rc ? rc : 1;
+      fprintf(stderr, "trainer: stopped by %s after step %lld%s\n",
+              mmrt_stop_name(mmrt_stop_signal), (long long)t->done,
+              t->a.ckpt && t->saved == t->done ? " (checkpoint written)" : "");
+    rc = rc ? rc : 128 + mmrt_stop_signal;
   }
   print_memory(t);
   if (t->rank == 0) {

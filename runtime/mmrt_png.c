@@ -140,10 +140,8 @@ int mmrt_png_read_gray(const char *path, int want_h, int want_w, uint8_t *out, c
                      "%s: bad arguments to mmrt_png_read_gray (size %d x %d)",
                      path ? path : "(null)", want_w, want_h);
   PngRead r = {.path = path, .code = MMRT_ERR_FORMAT};
-  r.f = fopen(path, "rb");
-  if (!r.f)
-    return mmrt_errf(err, errlen, errno == ENOENT ? MMRT_ERR_NOTFOUND : MMRT_ERR_IO,
-                     "%s: cannot open: %s", path, strerror(errno));
+  int orc = mmrt_fopen_read(path, &r.f, err, errlen);
+  if (orc != MMRT_OK) return orc;
 
   int rc;
   uint8_t sig[8];

@@ -23,7 +23,9 @@
  * --dump FILE writes every clip scored and its reconstruction as raw f32
  * (little-endian), clip after clip: [N, 2, F, H, W] (for checking the PSNR
  * elsewhere). Prints "reconstruct: N held-out clips, PSNR X dB (...)" and, unless
- * --no-chunks, "chunked encoding: ...". Runs on one rank. */
+ * --no-chunks, "chunked encoding: ...". Runs on one rank. A progress line
+ * with an ETA on stderr; SIGINT/SIGTERM stop it between batches (exit 130 /
+ * 143, no --dump file: it is written beside and renamed when complete). */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -280,11 +282,17 @@ static int run(Rec *r) {
   float *video = at(r, r->video), *recon = at(r, &r->t[MMRT_VAE_CLIPS]);
   double sum = 0, lo = INFINITY, hi = -INFINITY, maxdiff = 0, maxz = 0;
   int rc = whole && joined ? 0 : fail("out of memory");
-  FILE *dump = !rc && r->dump ? fopen(r->dump, "wb") : NULL;
-  if (!rc && r->dump && !dump) rc = fail("--dump %s: cannot write: %s", r->dump, strerror(errno));
+  char tmp[4200]; /* --dump is written beside, renamed over FILE when complete */
+  snprintf(tmp, sizeof tmp, "%s.tmp", r->dump ? r->dump : "");
+  FILE *dump = !rc && r->dump ? fopen(tmp, "wb") : NULL;
+  if (!rc && r->dump && !dump) rc = fail("--dump %s: cannot write: %s", tmp, strerror(errno));
   if (!rc && r->show > 0 && mkdir(r->out, 0777) != 0 && errno != EEXIST)
     rc = fail("--out %s: cannot create: %s", r->out, strerror(errno));
-  for (int64_t done = 0; !rc && done < r->clips; done += r->B) {
+  MmrtProgress pr;
+  mmrt_progress_begin(&pr, "reconstructor: clip", 0, r->clips, "clips",
+                      !r->quiet && r->clips > r->B);
+  int64_t done = 0;
+  for (; !rc && done < r->clips && !mmrt_stop_signal; done += r->B) {
     int64_t rows = r->clips - done < r->B ? r->clips - done : r->B;
     for (int64_t b = 0; b < r->B; b++) {
       if (b < rows)
@@ -309,11 +317,15 @@ static int run(Rec *r) {
         rc = show(r, (uint64_t)(r->first + done + b), video + b * per, recon + b * per);
     }
     if (!rc && !r->no_chunks) rc = chunked(r, whole, joined, &maxdiff);
-    if (!r->quiet && r->clips > r->B)
-      fprintf(stderr, "\rreconstructor: %lld / %lld clips", (long long)(done + rows),
-              (long long)r->clips);
+    mmrt_progress_tick(&pr, done + rows, (double)(done + rows), NULL);
   }
-  if (!r->quiet && r->clips > r->B) fputc('\n', stderr);
+  mmrt_progress_break(&pr);
+  if (!rc && mmrt_stop_signal) { /* exit 128 + the signal; no figure of part of the clips */
+    fprintf(stderr, "reconstructor: stopped by %s after %lld of %lld clips%s\n",
+            mmrt_stop_name(mmrt_stop_signal), (long long)(done < r->clips ? done : r->clips),
+            (long long)r->clips, r->dump ? " (no --dump file written)" : "");
+    rc = 128 + mmrt_stop_signal;
+  }
   if (!rc) {
     printf("reconstruct: %lld held-out clips (test split, seed %u, from %lld), PSNR %.4f dB (mean "
            "over clips, output clamped to [0, 1], peak 1; min %.4f, max %.4f)\n",
@@ -329,7 +341,10 @@ static int run(Rec *r) {
              (long long)(r->show < r->clips ? r->show : r->clips));
   }
   if (dump && fclose(dump) != 0 && !rc)
-    rc = fail("--dump %s: cannot write: %s", r->dump, strerror(errno));
+    rc = fail("--dump %s: cannot write: %s", tmp, strerror(errno));
+  if (dump && !rc && rename(tmp, r->dump) != 0)
+    rc = fail("--dump %s: cannot rename %s over it: %s", r->dump, tmp, strerror(errno));
+  if (dump && rc) remove(tmp);
   free(whole), free(joined);
   return rc;
 }
@@ -353,6 +368,7 @@ int mmrt_reconstruct_main(int argc, char **argv, const MmrtModelDesc *m) {
   if (!rc && mmrt_video_init(&r.heldout, &r.test, (int)r.F, MMRT_VIDEO_HELDOUT_SEED, err,
                              sizeof err) != MMRT_OK)
     rc = fail("model %s: %s", m->name, err);
+  mmrt_stop_install();
   if (!rc) rc = run(&r);
   for (int k = 0; k < MMRT_NARENAS; k++) free(r.arenas[k]);
   mmrt_video_free(&r.heldout);

@@ -55,7 +55,10 @@
  * sampler prints the fraction named as the prompt's class (each prompt must
  * then be a clip caption, "a <class> moving <direction>") and, per prompted
  * class, how many frames were named as each class (the confusion rows).
- * Prints "sample: K clips ... in X s (Y clips/s)". Runs on one rank. */
+ * Prints "sample: K clips ... in X s (Y clips/s)". Runs on one rank. A
+ * progress line with an ETA on stderr (denoising steps of all the groups);
+ * SIGINT/SIGTERM stop it between steps: exit 130 / 143, the clips written
+ * so far listed in samples.tsv, the partial --dump and --raw files removed. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -96,6 +99,8 @@ typedef struct Smp {
   int label[MAX_PROMPTS];
   int64_t frames[MMRT_FMNIST_CLASSES], hits[MMRT_FMNIST_CLASSES];
   int64_t named[MMRT_FMNIST_CLASSES][MMRT_FMNIST_CLASSES];
+  MmrtProgress pr; /* denoising steps over all groups */
+  int64_t written; /* clips written (and listed in samples.tsv) */
 } Smp;
 
 #define fail(...) mmrt_fail("sampler", __VA_ARGS__)
@@ -136,8 +141,10 @@ static int parse_count(const char *flag, const char *v, int64_t lo, int64_t hi, 
 }
 
 static int read_prompts(Smp *s) {
-  FILE *f = fopen(s->prompts_file, "r");
-  if (!f) return fail("--prompts %s: cannot read: %s", s->prompts_file, strerror(errno));
+  FILE *f;
+  char oerr[ERRLEN];
+  if (mmrt_fopen_read(s->prompts_file, &f, oerr, sizeof oerr) != MMRT_OK)
+    return fail("--prompts %s", oerr);
   char line[512];
   int rc = 0, n = 0;
   while (!rc && fgets(line, sizeof line, f)) {
@@ -442,6 +449,7 @@ static int group(Smp *s, const float *tab, const int64_t *ts, int64_t j0, int64_
                     (uint64_t)(j0 + c) * P, (uint64_t)(j0 + c + 1) * P, 0, 1);
   }
   for (int64_t i = 0; i < s->steps; i++) {
+    if (mmrt_stop_signal) return 0; /* the group unfinished: nothing of it is written */
     const int64_t t = ts[i], tp = i + 1 < s->steps ? ts[i + 1] : -1;
     /* flow: the time itself, 1 - i / N, and the rows (1 - t, t) */
     const double ft = 1.0 - (double)i / (double)s->steps,
@@ -483,9 +491,9 @@ static int group(Smp *s, const float *tab, const int64_t *ts, int64_t j0, int64_
                      : s->ddpm ? c0 * x0 + c1 * xt + (tp >= 0 ? sd * z[k] : 0)
                                : ap * x0 + sp * (st * xt + at_ * v));
     }
-    if (!s->quiet)
-      fprintf(stderr, "\rsampler: clips %lld-%lld of %lld, step %lld / %lld", (long long)j0 + 1,
-              (long long)(j0 + n), (long long)total, (long long)i + 1, (long long)s->steps);
+    int64_t g = j0 / (s->B >= 2 ? s->B / 2 : 1); /* the group's index */
+    mmrt_progress_tick(&s->pr, g * s->steps + i + 1, (double)(j0 + n) * (double)(i + 1) / s->steps,
+                       NULL);
   }
   if (dump_f32(s, dump, x, nP)) return 1;
   float *din = at(s, MMRT_SAMPLE_DEC_IN);
@@ -509,6 +517,7 @@ static int group(Smp *s, const float *tab, const int64_t *ts, int64_t j0, int64_
       if (!rc)
         fprintf(tsv, "%lld\t%lld\t%s\n", (long long)j, (long long)(j % s->clips),
                 s->prompts[j / s->clips]);
+      s->written += !rc;
     }
   }
   free(clips);
@@ -544,10 +553,18 @@ static int run(Smp *s) {
   if (!rc) fprintf(tsv, "clip\tcopy\tprompt\n");
   struct timespec a, b;
   clock_gettime(CLOCK_MONOTONIC, &a);
-  for (int64_t j0 = 0; !rc && j0 < total; j0 += ng)
+  mmrt_progress_begin(&s->pr, "sampler: denoising step", 0, (total + ng - 1) / ng * s->steps,
+                      "clips", !s->quiet);
+  for (int64_t j0 = 0; !rc && j0 < total && !mmrt_stop_signal; j0 += ng)
     rc = group(s, tab, ts, j0, total - j0 < ng ? total - j0 : ng, buf, dump, raw, tsv);
   clock_gettime(CLOCK_MONOTONIC, &b);
-  if (!s->quiet) fputc('\n', stderr);
+  mmrt_progress_break(&s->pr);
+  if (!rc && mmrt_stop_signal) { /* exit 128 + the signal; no figures of part of the clips */
+    fprintf(stderr, "sampler: stopped by %s; %lld of %lld clips written (listed in %s)%s\n",
+            mmrt_stop_name(mmrt_stop_signal), (long long)s->written, (long long)total, path,
+            dump || raw ? "; the partial --dump/--raw files removed" : "");
+    rc = 128 + mmrt_stop_signal;
+  }
   double sec = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
   char sched[128];
   if (s->euler)
@@ -585,6 +602,8 @@ static int run(Smp *s) {
   if (dump && fclose(dump) != 0 && !rc) rc = fail("--dump %s: cannot write", s->dump);
   if (raw && fclose(raw) != 0 && !rc) rc = fail("--raw %s: cannot write", s->raw);
   if (tsv && fclose(tsv) != 0 && !rc) rc = fail("%s: cannot write", path);
+  if (rc > 128 && dump) remove(s->dump); /* stopped: part of the clips' */
+  if (rc > 128 && raw) remove(s->raw);
   free(tab), free(ts), free(buf);
   return rc;
 }
@@ -606,6 +625,7 @@ int mmrt_sample_main(int argc, char **argv, const MmrtModelDesc *m) {
     rc = fail("--weights%s: %s", list, err);
   }
   if (!rc && !s.quiet) fprintf(stderr, "sampler: %d parameters loaded\n", n);
+  mmrt_stop_install();
   if (!rc) rc = run(&s);
   for (int k = 0; k < MMRT_NARENAS; k++) free(s.arenas[k]);
   for (int p = 0; p < s.nprompts; p++) free(s.prompts[p]);

@@ -30,6 +30,11 @@ int mmrt_task_open_fmnist(MmrtTaskCtx *c, const char *dir, char *err, size_t err
   return rc != MMRT_OK ? rc : mmrt_fmnist_load(&c->test, dir, MMRT_SPLIT_TEST, err, errlen);
 }
 
+int64_t mmrt_task_eval_total(const MmrtTaskCtx *c) {
+  int64_t n = c->B > 0 ? (c->test.n + c->B - 1) / c->B : 0;
+  return c->eval_batches >= 0 && c->eval_batches < n ? c->eval_batches : n;
+}
+
 int mmrt_task_restart_eval(MmrtTaskCtx *c, char *err, size_t errlen) {
   mmrt_iter_free(&c->eval_it); /* a fresh pass in file order */
   return mmrt_iter_init(&c->eval_it, &c->test, c->B, 0, 0, err, errlen);

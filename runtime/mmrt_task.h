@@ -66,6 +66,11 @@ struct MmrtTaskCtx {
    * fn on the arenas; 0, or 1 after a message (a failed collective aborts
    * the job). */
   int (*step)(MmrtTaskCtx *c, MmrtStepFn fn, const char *what);
+  /* polled before each batch of an evaluation: 1 when the pass is to end
+   * now (SIGINT/SIGTERM on any rank: a collective, so every rank of the
+   * pass calls it as often); NULL: never */
+  int (*stop)(MmrtTaskCtx *c);
+  int loud;   /* this rank prints progress (rank 0 without --quiet) */
   void *priv; /* the task's own state (start / close) */
 };
 
@@ -120,6 +125,14 @@ int64_t mmrt_task_classes(const MmrtModelDesc *m);
 int mmrt_task_open_fmnist(MmrtTaskCtx *c, const char *dir, char *err, size_t errlen);
 
 /* A fresh pass of the evaluation iterator over the test split, in file order. */
+/* The batches of an evaluation pass: the test split's, at most
+ * eval_batches (after open). */
+int64_t mmrt_task_eval_total(const MmrtTaskCtx *c);
+
+/* The trainer's final evaluation covers at most this many test batches
+ * unless --eval-batches says otherwise (N, or all). */
+#define MMRT_EVAL_BATCHES_DEFAULT 20
+
 int mmrt_task_restart_eval(MmrtTaskCtx *c, char *err, size_t errlen);
 
 /* best[r] = the class of the largest logit of each row of the last eval

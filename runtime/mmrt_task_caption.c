@@ -82,7 +82,9 @@ static int exact_match(MmrtTaskCtx *c, double *rate, char *err, size_t errlen) {
   int rc = !len || !label || !gen || !ng || !best
                ? mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "out of memory")
                : mmrt_task_restart_eval(c, err, errlen);
-  while (!rc) {
+  MmrtProgress pr;
+  mmrt_progress_begin(&pr, "captioning eval batch", 0, mmrt_task_eval_total(c), "images", c->loud);
+  while (!rc && !(c->stop && c->stop(c))) { /* a stop: the caller reports no rate */
     int64_t rows = mmrt_iter_next(&c->eval_it);
     if (rows == 0 || (c->eval_batches >= 0 && batches >= c->eval_batches)) break;
     mmrt_caption_fill_prefix(&k->eval, &c->eval_it, c->lo, c->lo + B, mmrt_task_at(c, c->batch[X]),
@@ -116,7 +118,9 @@ static int exact_match(MmrtTaskCtx *c, double *rate, char *err, size_t errlen) {
     matches += mmrt_caption_count_matches(&k->eval, label, gen, ng, B, T, &n);
     counted += n;
     batches++;
+    mmrt_progress_tick(&pr, batches, (double)(batches * c->B), NULL);
   }
+  mmrt_progress_break(&pr);
   if (mesh) { /* ranks of one dp group share rows: count once per group */
     int64_t v[2] = {matches, counted};
     if (mmrt_all_reduce_mpi(mesh, MMRT_AXIS_DP, v, 2, MPI_INT64_T, MPI_SUM,

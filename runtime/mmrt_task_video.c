@@ -84,7 +84,9 @@ static int psnr(MmrtTaskCtx *c, double *value, char *err, size_t errlen) {
   int64_t counted = 0, batches = 0;
   err[0] = 0;
   int rc = mmrt_task_restart_eval(c, err, errlen);
-  while (rc == MMRT_OK) {
+  MmrtProgress pr;
+  mmrt_progress_begin(&pr, "PSNR eval batch", 0, mmrt_task_eval_total(c), "clips", c->loud);
+  while (rc == MMRT_OK && !(c->stop && c->stop(c))) { /* a stop: the caller reports no PSNR */
     int64_t rows = mmrt_iter_next(&c->eval_it);
     if (rows == 0 || (c->eval_batches >= 0 && batches >= c->eval_batches)) break;
     fill(c, &c->eval_it, rows, 1, 0);
@@ -96,7 +98,9 @@ static int psnr(MmrtTaskCtx *c, double *value, char *err, size_t errlen) {
     for (int64_t r = 0; r < rows && r < c->B; r++, counted++)
       sum += mmrt_video_psnr(x + r * per, y + r * per, (size_t)per);
     batches++;
+    mmrt_progress_tick(&pr, batches, (double)counted, NULL);
   }
+  mmrt_progress_break(&pr);
   *value = counted ? sum / (double)counted : NAN;
   return rc;
 }

@@ -24,7 +24,7 @@ if ! "$MMC" compile "$M" --task reconstruct -o "$R" 2> "$T/cerr"; then bad "comp
 if "$T/ae" --steps 12 --eval-every 6 --eval-batches 2 --log "$T/log" --save-weights "$T/w.safetensors" \
      --ckpt "$T/ck" > "$T/out" 2> "$T/err"; then
   grep -q "step 6: eval loss [0-9.]*, PSNR [0-9.]*" "$T/err" && ok || bad "no PSNR at step 6: $(grep eval "$T/err")"
-  grep -Eq '^eval: loss [0-9.]+ PSNR [0-9.]+ \(test split\)$' "$T/out" && ok || bad "eval line: $(grep eval: "$T/out")"
+  grep -Eq '^eval: loss [0-9.]+ PSNR [0-9.]+ \(test split(: first [0-9]+ of [0-9]+ batches; --eval-batches all for the whole)?\)$' "$T/out" && ok || bad "eval line: $(grep eval: "$T/out")"
 else bad "trainer failed: $(tail -3 "$T/err")"; fi
 psnr_log() { /usr/bin/python3 -c '
 import json, sys
