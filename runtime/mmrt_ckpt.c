@@ -1511,7 +1511,7 @@ int mmrt_probe_output(const char *flag, const char *path, int kind, const char *
     return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s %s: is a directory, expected a file", flag,
                      path);
   if (exists && !S_ISREG(st.st_mode) &&
-      !(kind == MMRT_OUT_APPEND && (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode))))
+      !(kind == MMRT_OUT_STREAM && (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode))))
     return mmrt_errf(err, errlen, MMRT_ERR_IO,
                      "%s %s: is %s, not a regular file (the output replaces the file whole)", flag,
                      path, mmrt_file_kind(st.st_mode));
@@ -1531,7 +1531,7 @@ int mmrt_probe_output(const char *flag, const char *path, int kind, const char *
   if (!S_ISDIR(ds.st_mode))
     return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s %s: %s is %s, not a directory", flag, path, dir,
                      mmrt_file_kind(ds.st_mode));
-  if (kind == MMRT_OUT_APPEND && exists) { /* appended to in place */
+  if (kind == MMRT_OUT_STREAM && exists) { /* written in place */
     int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
     if (fd < 0)
       return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s %s: cannot append: %s", flag, path,

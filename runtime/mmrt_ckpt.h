@@ -223,7 +223,8 @@ int mmrt_ckpt_leftover(const char *root, char *name, size_t len);
 enum {
   MMRT_OUT_FILE,   /* a file written whole (through a temporary, renamed over it) */
   MMRT_OUT_DIR,    /* a directory files go into (created with its parents if missing) */
-  MMRT_OUT_APPEND, /* a file appended to (a log): an existing FIFO or terminal will do */
+  MMRT_OUT_STREAM, /* a file written as a stream (a log, text): an existing FIFO or terminal will do
+                    */
 };
 /* Checks before a program's work that `path` (the value of flag, named in
  * every message) can be written: a FILE's directory exists and takes a new

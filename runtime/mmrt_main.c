@@ -1439,7 +1439,7 @@ static int check_outputs(Trainer *t) {
       {"--save-adapters", a->save_adapters, MMRT_OUT_FILE, 0},
       {"--dump-logits", a->dump_logits, MMRT_OUT_FILE, 0},
       {"--trace", a->trace, MMRT_OUT_FILE, 0},
-      {"--log", a->log, MMRT_OUT_APPEND, 0},
+      {"--log", a->log, MMRT_OUT_STREAM, 0},
   };
   char err[ERRLEN];
   int bad = 0;

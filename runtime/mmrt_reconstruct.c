@@ -341,6 +341,12 @@ int mmrt_reconstruct_main(int argc, char **argv, const MmrtModelDesc *m) {
   int rc = parse_args(&r, argc, argv);
   if (rc) return rc < 0 ? 0 : rc;
   char err[ERRLEN];
+  const char *in[] = {r.weights, r.data};
+  if ((r.show > 0 && r.out &&
+       mmrt_probe_output("--out", r.out, MMRT_OUT_DIR, in, 2, err, sizeof err) != MMRT_OK) ||
+      (r.dump &&
+       mmrt_probe_output("--dump", r.dump, MMRT_OUT_FILE, in, 2, err, sizeof err) != MMRT_OK))
+    return fail("%s", err);
   int n = 0;
   rc = bind(&r);
   if (!rc && mmrt_alloc_arenas(m, r.arenas, err, sizeof err) != MMRT_OK) rc = fail("%s", err);

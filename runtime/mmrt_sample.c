@@ -594,6 +594,15 @@ int mmrt_sample_main(int argc, char **argv, const MmrtModelDesc *m) {
   s.m = m;
   char err[ERRLEN];
   int n = 0, bad = -1, rc = parse_args(&s, argc, argv);
+  const char *in[MMRT_MAX_WEIGHTS + 1] = {s.prompts_file};
+  for (int i = 0; i < s.nweights; i++) in[i + 1] = s.weights[i];
+  if (!rc && (mmrt_probe_output("--out", s.out, MMRT_OUT_DIR, in, s.nweights + 1, err,
+                                sizeof err) != MMRT_OK ||
+              (s.dump && mmrt_probe_output("--dump", s.dump, MMRT_OUT_FILE, in, s.nweights + 1, err,
+                                           sizeof err) != MMRT_OK) ||
+              (s.raw && mmrt_probe_output("--raw", s.raw, MMRT_OUT_FILE, in, s.nweights + 1, err,
+                                          sizeof err) != MMRT_OK)))
+    rc = fail("%s", err);
   if (!rc) rc = bind(&s);
   if (!rc) rc = tokenize(&s);
   if (!rc && mmrt_alloc_arenas(m, s.arenas, err, sizeof err) != MMRT_OK) rc = fail("%s", err);
