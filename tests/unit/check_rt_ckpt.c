@@ -343,14 +343,21 @@ START_TEST(atomic_write_error) {
   free(before);
   free(after);
 
-  /* rename failure: the final name is a directory */
+  /* the final name is a directory, or a FIFO: refused before writing, never replaced */
   const char *dp = tpath("isdir.safetensors");
   ck_assert_int_eq(mkdir(dp, 0755), 0);
   ck_assert_int_eq(mmrt_st_save(dp, &t, 1, NULL, 0, err, sizeof err), MMRT_ERR_IO);
-  ck_assert_msg(strstr(err, "renaming into place"), "%s", err);
+  ck_assert_msg(strstr(err, "is a directory, not a regular file"), "%s", err);
   assert_no_temp();
   struct stat st;
   ck_assert(stat(dp, &st) == 0 && S_ISDIR(st.st_mode));
+  const char *fifo = tpath("fifo.safetensors");
+  ck_assert_int_eq(mkfifo(fifo, 0644), 0);
+  ck_assert_int_eq(mmrt_st_save(fifo, &t, 1, NULL, 0, err, sizeof err), MMRT_ERR_IO);
+  ck_assert_msg(strstr(err, "is a FIFO, not a regular file; refusing to replace it"), "%s", err);
+  ck_assert(stat(fifo, &st) == 0 && S_ISFIFO(st.st_mode));
+  unlink(fifo);
+  assert_no_temp();
 
   /* the directory does not exist */
   ck_assert_int_eq(mmrt_st_save(tpath("no/such/x.safetensors"), &t, 1, NULL, 0, err, sizeof err),
