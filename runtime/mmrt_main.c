@@ -2,7 +2,8 @@
  *
  *   ./trainer [--data DIR] [--steps N] [--batch B] [--lr X] [--seed S]
  *             [--eval-every N] [--eval-batches N] [--ckpt DIR] [--ckpt-every N]
- *             [--keep K] [--resume] [--comm-timeout S] [--log FILE] [--quiet]
+ *             [--keep K] [--resume] [--on-nan stop|skip-step] [--comm-timeout S] [--log FILE]
+ *             [--quiet]
  *
  * It allocates exactly the arenas of the memory plan, initialises the
  * parameters from Philox streams named after them, binds the model's inputs
