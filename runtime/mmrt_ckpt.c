@@ -1633,3 +1633,37 @@ int mmrt_ckpt_leftover(const char *root, char *name, size_t len) {
   closedir(d);
   return found;
 }
+
+int mmrt_out_begin(MmrtOut *o, const char *path, char *err, size_t errlen) {
+  o->f = NULL;
+  o->path = path;
+  if ((size_t)snprintf(o->tmp, sizeof o->tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof o->tmp)
+    return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: path too long", path);
+  struct stat st;
+  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+    return mmrt_errf(err, errlen, MMRT_ERR_IO,
+                     "%s: is %s, not a regular file; refusing to replace it", path,
+                     mmrt_file_kind(st.st_mode));
+  if (!(o->f = fopen(o->tmp, "wb")))
+    return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: cannot create temporary file %s: %s", path,
+                     o->tmp, strerror(errno));
+  return MMRT_OK;
+}
+
+int mmrt_out_finish(MmrtOut *o, int ok, char *err, size_t errlen) {
+  if (!o->f) return MMRT_OK;
+  int e = 0;
+  if (ferror(o->f)) e = EIO;
+  if (fflush(o->f) != 0 || fsync(fileno(o->f)) != 0) e = e ? e : errno;
+  if (fclose(o->f) != 0) e = e ? e : errno;
+  o->f = NULL;
+  if (ok && !e && rename(o->tmp, o->path) != 0) e = errno;
+  if (!ok || e) unlink(o->tmp);
+  if (ok && e)
+    return mmrt_errf(err, errlen, MMRT_ERR_IO,
+                     "%s: writing %s failed: %s; any existing %s is "
+                     "unchanged",
+                     o->path, o->tmp, strerror(e), o->path);
+  if (ok) fsync_dir_of(o->path);
+  return MMRT_OK;
+}

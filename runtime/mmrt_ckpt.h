@@ -50,6 +50,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "mmrt_log.h"
 
@@ -235,6 +236,17 @@ enum {
  * an error naming the flag, the path and what is wrong. */
 int mmrt_probe_output(const char *flag, const char *path, int kind, const char *const *inputs,
                       int ninputs, char *err, size_t errlen);
+/* A file written as a stream but made visible whole: the bytes go to
+ * "<path>.tmp.<pid>" (a path that exists and is not a regular file is
+ * refused); mmrt_out_finish closes it and, with ok, renames it over path
+ * (else, or on a write error, removes it). */
+typedef struct MmrtOut {
+  FILE *f;
+  const char *path;
+  char tmp[4200];
+} MmrtOut;
+int mmrt_out_begin(MmrtOut *o, const char *path, char *err, size_t errlen);
+int mmrt_out_finish(MmrtOut *o, int ok, char *err, size_t errlen);
 /* "a directory", "a character device", "a FIFO", ... of a stat mode. */
 const char *mmrt_file_kind(unsigned mode);
 

@@ -280,8 +280,11 @@ static int run(Rec *r) {
   float *video = at(r, r->video), *recon = at(r, &r->t[MMRT_VAE_CLIPS]);
   double sum = 0, lo = INFINITY, hi = -INFINITY, maxdiff = 0, maxz = 0;
   int rc = whole && joined ? 0 : fail("out of memory");
-  FILE *dump = !rc && r->dump ? fopen(r->dump, "wb") : NULL;
-  if (!rc && r->dump && !dump) rc = fail("--dump %s: cannot write: %s", r->dump, strerror(errno));
+  MmrtOut dout = {0};
+  char derr[ERRLEN];
+  if (!rc && r->dump && mmrt_out_begin(&dout, r->dump, derr, sizeof derr) != MMRT_OK)
+    rc = fail("--dump %s", derr);
+  FILE *dump = dout.f;
   if (!rc && r->show > 0 && mkdir(r->out, 0777) != 0 && errno != EEXIST)
     rc = fail("--out %s: cannot create: %s", r->out, strerror(errno));
   for (int64_t done = 0; !rc && done < r->clips; done += r->B) {
@@ -328,8 +331,7 @@ static int run(Rec *r) {
       printf("wrote %s/recon_%05lld.png and .gif (%lld clips)\n", r->out, (long long)r->first,
              (long long)(r->show < r->clips ? r->show : r->clips));
   }
-  if (dump && fclose(dump) != 0 && !rc)
-    rc = fail("--dump %s: cannot write: %s", r->dump, strerror(errno));
+  if (mmrt_out_finish(&dout, !rc, derr, sizeof derr) != MMRT_OK) rc = fail("--dump %s", derr);
   free(whole), free(joined);
   return rc;
 }

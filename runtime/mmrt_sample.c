@@ -535,12 +535,15 @@ static int run(Smp *s) {
     rc = fail("--out %s: cannot create: %s", s->out, strerror(errno));
   char path[4200];
   snprintf(path, sizeof path, "%s/samples.tsv", s->out);
-  if (!rc && !(tsv = fopen(path, "w")))
-    rc = fail("--out %s: cannot write: %s", path, strerror(errno));
-  if (!rc && s->dump && !(dump = fopen(s->dump, "wb")))
-    rc = fail("--dump %s: cannot write: %s", s->dump, strerror(errno));
-  if (!rc && s->raw && !(raw = fopen(s->raw, "wb")))
-    rc = fail("--raw %s: cannot write: %s", s->raw, strerror(errno));
+  MmrtOut o_tsv = {0}, o_dump = {0}, o_raw = {0};
+  char oerr[ERRLEN];
+  if (!rc && mmrt_out_begin(&o_tsv, path, oerr, sizeof oerr) != MMRT_OK)
+    rc = fail("--out %s", oerr);
+  if (!rc && s->dump && mmrt_out_begin(&o_dump, s->dump, oerr, sizeof oerr) != MMRT_OK)
+    rc = fail("--dump %s", oerr);
+  if (!rc && s->raw && mmrt_out_begin(&o_raw, s->raw, oerr, sizeof oerr) != MMRT_OK)
+    rc = fail("--raw %s", oerr);
+  tsv = o_tsv.f, dump = o_dump.f, raw = o_raw.f;
   if (!rc) fprintf(tsv, "clip\tcopy\tprompt\n");
   struct timespec a, b;
   clock_gettime(CLOCK_MONOTONIC, &a);
@@ -582,9 +585,9 @@ static int run(Smp *s) {
     }
     printf("\n");
   }
-  if (dump && fclose(dump) != 0 && !rc) rc = fail("--dump %s: cannot write", s->dump);
-  if (raw && fclose(raw) != 0 && !rc) rc = fail("--raw %s: cannot write", s->raw);
-  if (tsv && fclose(tsv) != 0 && !rc) rc = fail("%s: cannot write", path);
+  if (mmrt_out_finish(&o_dump, !rc, oerr, sizeof oerr) != MMRT_OK) rc = fail("--dump %s", oerr);
+  if (mmrt_out_finish(&o_raw, !rc, oerr, sizeof oerr) != MMRT_OK) rc = fail("--raw %s", oerr);
+  if (mmrt_out_finish(&o_tsv, !rc, oerr, sizeof oerr) != MMRT_OK) rc = fail("--out %s", oerr);
   free(tab), free(ts), free(buf);
   return rc;
 }
