@@ -1518,8 +1518,8 @@ int mmrt_probe_output(const char *flag, const char *path, int kind, const char *
   if (exists && !S_ISREG(st.st_mode)) return MMRT_OK; /* a FIFO or a terminal, appended to */
   char dir[PATH_MAX];
   const char *slash = strrchr(path, '/');
-  if ((size_t)snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1,
-                       slash ? (slash == path ? "/" : path) : ".") >= sizeof dir)
+  int dl = !slash ? 0 : slash == path ? 1 : (int)(slash - path);
+  if ((size_t)snprintf(dir, sizeof dir, "%.*s", slash ? dl : 1, slash ? path : ".") >= sizeof dir)
     return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s %s: path too long", flag, path);
   if (slash && !slash[1])
     return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s %s: ends in '/', expected a file name", flag,
