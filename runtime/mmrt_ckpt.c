@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <json-c/json.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,8 +95,14 @@ static int atomic_fail(Atomic *a, char *err, size_t errlen, const char *what, in
 static int atomic_begin(Atomic *a, const char *path, char *err, size_t errlen) {
   a->path = path;
   a->fd = -1;
+  a->tmp[0] = 0;
   if ((size_t)snprintf(a->tmp, sizeof a->tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof a->tmp)
     return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: path too long", path);
+  struct stat st; /* a device, a FIFO or a directory is refused, never replaced by a file */
+  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+    return mmrt_errf(err, errlen, MMRT_ERR_IO,
+                     "%s: is %s, not a regular file; refusing to replace it", path,
+                     mmrt_file_kind(st.st_mode));
   a->fd = open(a->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (a->fd < 0) {
     int e = errno;
@@ -971,6 +978,10 @@ int mmrt_ckpt_prune(const char *root, int keep, char *err, size_t errlen) {
     n++;
   }
   closedir(d);
+  /* a complete checkpoint of a later step than the live one is not this run's (it resumed from
+   * an earlier one): kept, never removed by a run that has not passed it */
+  for (size_t i = 0; i < n; i++)
+    if (v[i].complete == 1 && v[i].step > live_step) v[i].complete = 2;
   /* keep the newest keep - 1 complete ones below the live step */
   for (int k = 1; k < keep && rc == MMRT_OK; k++) {
     size_t best = n;
@@ -1432,5 +1443,221 @@ int mmrt_ckpt_read_slice(MmrtCkpt *c, const MmrtTensorRef *t, const MmrtSlice *w
                      "%s: tensor '%s': %" PRId64 " of the %" PRId64
                      " elements this rank needs are in no rank file",
                      c->dir, t->name, need - have, need);
+  return MMRT_OK;
+}
+
+/* ---- output paths, checked before a run's work ---- */
+
+const char *mmrt_file_kind(unsigned mode) {
+  return S_ISDIR(mode)    ? "a directory"
+         : S_ISCHR(mode)  ? "a character device"
+         : S_ISBLK(mode)  ? "a block device"
+         : S_ISFIFO(mode) ? "a FIFO"
+         : S_ISSOCK(mode) ? "a socket"
+         : S_ISREG(mode)  ? "a regular file"
+                          : "not a regular file";
+}
+
+/* A file can be created in dir: a temporary created there and removed. */
+static int probe_dir(const char *flag, const char *path, const char *dir, char *err,
+                     size_t errlen) {
+  char tmp[PATH_MAX];
+  if ((size_t)snprintf(tmp, sizeof tmp, "%s/.mmrt-probe.%ld", dir, (long)getpid()) >= sizeof tmp)
+    return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s %s: path too long", flag, path);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s %s: cannot create a file in %s: %s", flag, path,
+                     dir, strerror(errno));
+  close(fd);
+  unlink(tmp);
+  return MMRT_OK;
+}
+
+int mmrt_probe_output(const char *flag, const char *path, int kind, const char *const *inputs,
+                      int ninputs, char *err, size_t errlen) {
+  struct stat st;
+  if (!path || !*path) return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: an empty path", flag);
+  int exists = stat(path, &st) == 0;
+  if (!exists && errno != ENOENT)
+    return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s %s: %s", flag, path, strerror(errno));
+  for (int i = 0; exists && i < ninputs; i++) {
+    struct stat in;
+    if (inputs[i] && stat(inputs[i], &in) == 0 && in.st_dev == st.st_dev && in.st_ino == st.st_ino)
+      return mmrt_errf(err, errlen, MMRT_ERR_ARG,
+                       "%s %s: is the input %s too; write the output somewhere else", flag, path,
+                       inputs[i]);
+  }
+  if (kind == MMRT_OUT_DIR) {
+    if (exists && !S_ISDIR(st.st_mode))
+      return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s %s: is %s, expected a directory", flag, path,
+                       mmrt_file_kind(st.st_mode));
+    if (!exists) {
+      int rc = mkdir_p(path, err, errlen);
+      if (rc != MMRT_OK) {
+        char inner[512];
+        snprintf(inner, sizeof inner, "%s", err);
+        return mmrt_errf(err, errlen, rc, "%s %s", flag, inner);
+      }
+    }
+    return probe_dir(flag, path, path, err, errlen);
+  }
+  if (exists && S_ISDIR(st.st_mode))
+    return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s %s: is a directory, expected a file", flag,
+                     path);
+  if (exists && !S_ISREG(st.st_mode) &&
+      !(kind == MMRT_OUT_STREAM && (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode))))
+    return mmrt_errf(err, errlen, MMRT_ERR_IO,
+                     "%s %s: is %s, not a regular file (the output replaces the file whole)", flag,
+                     path, mmrt_file_kind(st.st_mode));
+  if (exists && !S_ISREG(st.st_mode)) return MMRT_OK; /* a FIFO or a terminal, appended to */
+  char dir[PATH_MAX];
+  const char *slash = strrchr(path, '/');
+  int dl = !slash ? 0 : slash == path ? 1 : (int)(slash - path);
+  if ((size_t)snprintf(dir, sizeof dir, "%.*s", slash ? dl : 1, slash ? path : ".") >= sizeof dir)
+    return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s %s: path too long", flag, path);
+  if (slash && !slash[1])
+    return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s %s: ends in '/', expected a file name", flag,
+                     path);
+  struct stat ds;
+  if (stat(dir, &ds) != 0)
+    return mmrt_errf(err, errlen, MMRT_ERR_NOTFOUND, "%s %s: the directory %s does not exist", flag,
+                     path, dir);
+  if (!S_ISDIR(ds.st_mode))
+    return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s %s: %s is %s, not a directory", flag, path, dir,
+                     mmrt_file_kind(ds.st_mode));
+  if (kind == MMRT_OUT_STREAM && exists) { /* written in place */
+    int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (fd < 0)
+      return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s %s: cannot append: %s", flag, path,
+                       strerror(errno));
+    close(fd);
+    return MMRT_OK;
+  }
+  return probe_dir(flag, path, dir, err, errlen);
+}
+
+/* ---- the lock of a checkpoint directory ---- */
+
+/* Whether process pid of this host runs (a zombie does not). */
+static int alive(long pid) {
+  if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) return 0;
+  char path[64], buf[256];
+  snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return 1;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  const char *p = strrchr(buf, ')'); /* "pid (comm) S ..." */
+  return !(p && p[1] == ' ' && p[2] == 'Z');
+}
+
+int mmrt_ckpt_lock(const char *root, long *stale, char *err, size_t errlen) {
+  char path[PATH_MAX], host[256] = "", line[400];
+  *stale = 0;
+  if ((size_t)snprintf(path, sizeof path, "%s/%s", root, MMRT_CKPT_LOCK) >= sizeof path)
+    return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: path too long", root);
+  gethostname(host, sizeof host - 1);
+  int n = snprintf(line, sizeof line, "%s %ld\n", host, (long)getpid());
+  for (int attempt = 0; attempt < 2; attempt++) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      int ok = write(fd, line, (size_t)n) == n;
+      ok &= close(fd) == 0;
+      if (!ok) {
+        unlink(path);
+        return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: cannot write the lock: %s", path,
+                         strerror(errno));
+      }
+      return MMRT_OK;
+    }
+    if (errno != EEXIST)
+      return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: cannot create the lock: %s", path,
+                       strerror(errno));
+    char buf[400] = "", who[256] = "";
+    long pid = 0;
+    FILE *f = fopen(path, "r");
+    if (f) {
+      if (!fgets(buf, sizeof buf, f)) buf[0] = 0;
+      fclose(f);
+    }
+    if (sscanf(buf, "%255s %ld", who, &pid) != 2 || pid <= 0)
+      return mmrt_errf(err, errlen, MMRT_ERR_IO,
+                       "%s: a lock that does not name its holder ('host pid'); another trainer "
+                       "may be writing there (remove the file if none is)",
+                       path);
+    int dead = strcmp(who, host) == 0 && !alive(pid);
+    if (!dead)
+      return mmrt_errf(err, errlen, MMRT_ERR_IO,
+                       "%s: held by process %ld on host %s: another trainer is writing "
+                       "checkpoints there (remove the file if it is not running)",
+                       path, pid, who);
+    *stale = pid; /* its holder died without removing it: take it over */
+    if (unlink(path) != 0 && errno != ENOENT)
+      return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: cannot remove the stale lock: %s", path,
+                       strerror(errno));
+  }
+  return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: another process took the lock", path);
+}
+
+void mmrt_ckpt_unlock(const char *root) {
+  char path[PATH_MAX], buf[400] = "", host[256] = "", who[256] = "";
+  long pid = 0;
+  snprintf(path, sizeof path, "%s/%s", root, MMRT_CKPT_LOCK);
+  gethostname(host, sizeof host - 1);
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  if (!fgets(buf, sizeof buf, f)) buf[0] = 0;
+  fclose(f);
+  if (sscanf(buf, "%255s %ld", who, &pid) == 2 && pid == (long)getpid() && !strcmp(who, host))
+    unlink(path);
+}
+
+int mmrt_ckpt_leftover(const char *root, char *name, size_t len) {
+  DIR *d = opendir(root);
+  if (!d) return 0;
+  struct dirent *e;
+  int found = 0;
+  while (!found && (e = readdir(d)))
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, MMRT_CKPT_LOCK) &&
+        strncmp(e->d_name, ".mmrt-probe.", 12)) {
+      snprintf(name, len, "%s", e->d_name);
+      found = 1;
+    }
+  closedir(d);
+  return found;
+}
+
+int mmrt_out_begin(MmrtOut *o, const char *path, char *err, size_t errlen) {
+  o->f = NULL;
+  o->path = path;
+  if ((size_t)snprintf(o->tmp, sizeof o->tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof o->tmp)
+    return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: path too long", path);
+  struct stat st;
+  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+    return mmrt_errf(err, errlen, MMRT_ERR_IO,
+                     "%s: is %s, not a regular file; refusing to replace it", path,
+                     mmrt_file_kind(st.st_mode));
+  if (!(o->f = fopen(o->tmp, "wb")))
+    return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: cannot create temporary file %s: %s", path,
+                     o->tmp, strerror(errno));
+  return MMRT_OK;
+}
+
+int mmrt_out_finish(MmrtOut *o, int ok, char *err, size_t errlen) {
+  if (!o->f) return MMRT_OK;
+  int e = 0;
+  if (ferror(o->f)) e = EIO;
+  if (fflush(o->f) != 0 || fsync(fileno(o->f)) != 0) e = e ? e : errno;
+  if (fclose(o->f) != 0) e = e ? e : errno;
+  o->f = NULL;
+  if (ok && !e && rename(o->tmp, o->path) != 0) e = errno;
+  if (!ok || e) unlink(o->tmp);
+  if (ok && e)
+    return mmrt_errf(err, errlen, MMRT_ERR_IO,
+                     "%s: writing %s failed: %s; any existing %s is "
+                     "unchanged",
+                     o->path, o->tmp, strerror(e), o->path);
+  if (ok) fsync_dir_of(o->path);
   return MMRT_OK;
 }

@@ -10,7 +10,9 @@
  *
  * Every write is atomic: the bytes go to "<path>.tmp.<pid>", are fsynced,
  * renamed over <path>, and the directory is fsynced; on any failure the
- * temporary is removed and an existing <path> is left as it was.
+ * temporary is removed and an existing <path> is left as it was.  A <path>
+ * that exists and is not a regular file (a device, a FIFO, a directory) is
+ * refused, not replaced.
  *
  * Checkpoints.  A checkpoint root DIR holds one directory per step and a
  * pointer to the newest complete one (DeepSpeed's `latest`, Megatron's
@@ -48,6 +50,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "mmrt_log.h"
 
@@ -195,12 +198,57 @@ int mmrt_ckpt_write_manifest(const char *dir, const MmrtManifest *m, char *err, 
 int mmrt_ckpt_commit(const char *root, const char *stepdir, const MmrtManifest *m, char *err,
                      size_t errlen);
 
-/* Remove the step directories of root other than the live one and the
- * newest keep - 1 complete ones (with a manifest) of a lower step; keep >=
- * 1.  Leftovers of failed writes and checkpoints of a later step than the
- * live one (an abandoned future) go too, and the temporary pointer files of
+/* Remove the step directories of root other than the live one, the
+ * newest keep - 1 complete ones (with a manifest) of a lower step, and the
+ * complete ones of a later step (another run's, which this one resumed
+ * before: they go once the live step passes them); keep >= 1.  Leftovers
+ * of failed writes (no manifest) go too, and the temporary pointer files of
  * killed writers.  Call after mmrt_ckpt_commit. */
 int mmrt_ckpt_prune(const char *root, int keep, char *err, size_t errlen);
+
+/* DIR/lock: "<host> <pid>\n" of the process writing checkpoints there. */
+#define MMRT_CKPT_LOCK "lock"
+
+/* Take root's lock (root exists): created exclusively; a lock of this host
+ * whose process is gone is taken over (*stale = its pid, else 0); a live
+ * holder (or another host's) is an error naming it. */
+int mmrt_ckpt_lock(const char *root, long *stale, char *err, size_t errlen);
+/* Remove root's lock if this process holds it. */
+void mmrt_ckpt_unlock(const char *root);
+/* 1 with the first entry's name when root holds something besides its lock
+ * (0: root is empty or absent). */
+int mmrt_ckpt_leftover(const char *root, char *name, size_t len);
+
+/* ---- output paths ---- */
+
+enum {
+  MMRT_OUT_FILE,   /* a file written whole (through a temporary, renamed over it) */
+  MMRT_OUT_DIR,    /* a directory files go into (created with its parents if missing) */
+  MMRT_OUT_STREAM, /* a file written as a stream (a log, text): an existing FIFO or terminal will do
+                    */
+};
+/* Checks before a program's work that `path` (the value of flag, named in
+ * every message) can be written: a FILE's directory exists and takes a new
+ * file (a temporary is created there and removed), the path itself is
+ * absent or a regular file (not a directory, device, FIFO); a DIR is
+ * created if missing and must take a new file; neither may be one of the
+ * `inputs` (same device and inode; NULL entries are skipped).  MMRT_OK, or
+ * an error naming the flag, the path and what is wrong. */
+int mmrt_probe_output(const char *flag, const char *path, int kind, const char *const *inputs,
+                      int ninputs, char *err, size_t errlen);
+/* A file written as a stream but made visible whole: the bytes go to
+ * "<path>.tmp.<pid>" (a path that exists and is not a regular file is
+ * refused); mmrt_out_finish closes it and, with ok, renames it over path
+ * (else, or on a write error, removes it). */
+typedef struct MmrtOut {
+  FILE *f;
+  const char *path;
+  char tmp[4200];
+} MmrtOut;
+int mmrt_out_begin(MmrtOut *o, const char *path, char *err, size_t errlen);
+int mmrt_out_finish(MmrtOut *o, int ok, char *err, size_t errlen);
+/* "a directory", "a character device", "a FIFO", ... of a stat mode. */
+const char *mmrt_file_kind(unsigned mode);
 
 /* Remove stepdir unless root/latest names it (the leftovers of a failed
  * write). */

@@ -121,6 +121,10 @@ static int parse_args(Ext *x, int argc, char **argv) {
   }
   x->seed = (uint64_t)seed;
   if (!x->out) return fail("--out DIR is required (where the features go)");
+  char err[ERRLEN];
+  const char *in[] = {x->init_from, x->data};
+  if (mmrt_probe_output("--out", x->out, MMRT_OUT_DIR, in, 2, err, sizeof err) != MMRT_OK)
+    return fail("%s", err);
   return 0;
 }
 

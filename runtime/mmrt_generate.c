@@ -514,6 +514,13 @@ int mmrt_generate_main(int argc, char **argv, const MmrtModelDesc *m) {
   g.m = m;
   int rc = parse_args(argc, argv, m, &g.a);
   if (rc) return rc < 0 ? 0 : rc;
+  char err[ERRLEN];
+  const char *in[] = {g.a.weights, g.a.adapters, g.a.data};
+  if ((g.a.out &&
+       mmrt_probe_output("--out", g.a.out, MMRT_OUT_STREAM, in, 3, err, sizeof err) != MMRT_OK) ||
+      (g.a.ids_out &&
+       mmrt_probe_output("--ids", g.a.ids_out, MMRT_OUT_STREAM, in, 3, err, sizeof err) != MMRT_OK))
+    return fail("%s", err);
   rc = bind(&g) || alloc_arenas(&g) || load(&g, "--weights", g.a.weights, 0) ||
        (g.a.adapters && load(&g, "--load-adapters", g.a.adapters, 1)) || read_images(&g);
   if (!rc && !g.n) rc = fail("no images to caption");

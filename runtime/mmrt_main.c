@@ -2,7 +2,8 @@
  *
  *   ./trainer [--data DIR] [--steps N] [--batch B] [--lr X] [--seed S]
  *             [--eval-every N] [--eval-batches N] [--ckpt DIR] [--ckpt-every N]
- *             [--keep K] [--resume] [--comm-timeout S] [--log FILE] [--quiet]
+ *             [--keep K] [--resume] [--on-nan stop|skip-step] [--comm-timeout S] [--log FILE]
+ *             [--quiet]
  *
  * It allocates exactly the arenas of the memory plan, initialises the
  * parameters from Philox streams named after them, binds the model's inputs
@@ -38,13 +39,18 @@
 
 #define ERRLEN 1024
 
+#define SKIP_LIMIT 10 /* --on-nan skip-step: this many skipped in a row stop the run */
+#define STR_(x)    #x
+#define STR(x)     STR_(x)
+
 typedef struct Args {
   const char *data, *ckpt, *log, *dump_logits, *dump_inputs, *init_from, *load_adapters, *features,
-      *save_adapters, *save_weights, *omp_wait, *trace;
+      *save_adapters, *save_weights, *omp_wait, *trace, *on_nan;
   int64_t steps, batch, eval_every, eval_batches, ckpt_every, keep, threads;
   double lr, comm_timeout;
   uint64_t seed;
   int has_lr, has_seed, has_keep, has_timeout, resume, quiet, profile;
+  int has_ckpt_every, skip_nan; /* --on-nan skip-step */
 } Args;
 
 typedef struct Trainer {
@@ -72,6 +78,12 @@ typedef struct Trainer {
   MmrtMbAcc mb; /* micro-batches (mmrt_pp.h) */
   MmrtPp *pp;   /* the pipeline (mmrt_pp.h) */
   float pp_lr, pp_fs;
+  int locked;               /* holds --ckpt DIR's lock */
+  int64_t skipped;          /* --on-nan skip-step: steps skipped in all (checkpointed) */
+  int64_t skip_run;         /* of them in a row, up to the last step */
+  char *snap[MMRT_NARENAS]; /* skip-step: the param and opt arenas before the step */
+  int64_t fault_step;       /* a test's MMRT_FAULT_NAN_STEP (0: none), see train() */
+  int fault_rank;           /* MMRT_FAULT_NAN_RANK (-1: every rank) */
 } Trainer;
 
 static int g_rank = -1; /* named in messages when there are several */
@@ -106,8 +118,16 @@ static void usage(FILE *out, const MmrtModelDesc *m) {
       "                     %d)\n"
       "  --ckpt DIR         write checkpoints there (at the end, and every --ckpt-every N steps):\n"
       "                     DIR/step-NNNNNN/ each, DIR/latest naming the newest complete one\n"
-      "  --keep K           keep the last K checkpoints in --ckpt DIR (default %d)\n"
-      "  --resume           continue from the checkpoint DIR/latest names\n"
+      "  --keep K           keep the last K checkpoints in --ckpt DIR (default %d); a newer one\n"
+      "                     than the run resumed from stays until the run passes it\n"
+      "  --resume           continue from the checkpoint DIR/latest names (DIR absent or empty:\n"
+      "                     start at step 0; anything else there without DIR/latest: an error)\n"
+      "                     DIR/lock (host and pid) keeps a second trainer out of DIR\n"
+      "  --on-nan MODE      a loss, weight or optimizer state that is not finite after a step:\n"
+      "                     stop (default: exit 1 naming the step, loss and tensor, nothing\n"
+      "                     written) or skip-step (undo the step, count it in the log's\n"
+      "                     skipped_steps; keeps a copy of the weights and optimizer state;\n"
+      "                     %d skipped in a row stop the run)\n"
       "  --comm-timeout S   a rank waiting longer than S seconds in a collective names the ranks\n"
       "                     that did not arrive and ends the job (default %g; 0: wait for ever)\n"
       "  --log FILE         append metrics as JSON lines\n"
@@ -140,7 +160,7 @@ static void usage(FILE *out, const MmrtModelDesc *m) {
       "                     track per rank: forward, backward, send, recv and update events\n",
       m->name, (long long)m->batch, MMRT_FMNIST_DEFAULT_DIR,
       (long long)(m->steps > 0 ? m->steps : 100), m->lr, MMRT_EVAL_BATCHES_DEFAULT,
-      MMRT_CKPT_KEEP_DEFAULT, MMRT_COMM_TIMEOUT_DEFAULT);
+      MMRT_CKPT_KEEP_DEFAULT, SKIP_LIMIT, MMRT_COMM_TIMEOUT_DEFAULT);
 }
 
 static int parse_i64(const char *flag, const char *s, int64_t lo, int64_t *out) {
@@ -172,6 +192,7 @@ static const char **text_flag(Args *a, const char *f) {
       {"--save-adapters", &a->save_adapters},
       {"--omp-wait", &a->omp_wait},
       {"--trace", &a->trace},
+      {"--on-nan", &a->on_nan},
   };
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
     if (!strcmp(f, t[i].flag)) return t[i].to;
@@ -234,6 +255,7 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a) {
           f, v, !strcmp(f, "--batch") || !strcmp(f, "--keep") || !strcmp(f, "--threads") ? 1 : 0,
           int_flag(a, f)); /* --steps 0: evaluate only */
       a->has_keep |= !strcmp(f, "--keep");
+      a->has_ckpt_every |= !strcmp(f, "--ckpt-every");
     } else if (!strcmp(f, "--seed")) {
       rc = parse_i64(f, v, 0, &n);
       a->seed = (uint64_t)n;
@@ -269,6 +291,11 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a) {
   if (a->resume && !a->ckpt)
     return fail("--resume needs --ckpt DIR (the checkpoint to continue from)");
   if (a->has_keep && !a->ckpt) return fail("--keep needs --ckpt DIR (the checkpoints to keep)");
+  if (a->has_ckpt_every && !a->ckpt)
+    return fail("--ckpt-every needs --ckpt DIR (where the checkpoints go)");
+  if (a->on_nan && strcmp(a->on_nan, "stop") && strcmp(a->on_nan, "skip-step"))
+    return fail("--on-nan takes stop or skip-step, not '%s'", a->on_nan);
+  a->skip_nan = a->on_nan && !strcmp(a->on_nan, "skip-step");
   if (a->has_timeout && m->mesh[0] * m->mesh[1] * m->mesh[2] * (m->pp > 1 ? m->pp : 1) <= 1)
     return fail("--comm-timeout: model %s runs on one rank and has no collectives to time out",
                 m->name);
@@ -632,28 +659,75 @@ static int task_stop(MmrtTaskCtx *c) {
 
 #define SLICE_TEXT 640 /* "slice:<name>" and its value */
 
+/* Values of x[0, n) that are not finite (by their exponent bits: -ffast-math
+ * cannot fold the test away). */
+static int64_t count_nonfinite(const float *x, int64_t n) {
+  int64_t c = 0;
+#pragma omp parallel for reduction(+ : c) if (n > (1 << 18)) schedule(static)
+  for (int64_t j = 0; j < n; j += 4096) { /* blocks of 32-bit counts: vectorised */
+    uint32_t k = 0;
+    int64_t e = j + 4096 < n ? j + 4096 : n;
+    for (int64_t i = j; i < e; i++) {
+      uint32_t b;
+      memcpy(&b, &x[i], sizeof b);
+      k += (b & 0x7f800000u) == 0x7f800000u;
+    }
+    c += k;
+  }
+  return c;
+}
+
+/* The first of this rank's parameters and optimizer state (descriptor
+ * order) holding a value that is not finite, *bad of its *n values; -1 if
+ * none. */
+static int64_t first_nonfinite(Trainer *t, int64_t *bad, int64_t *n) {
+  for (int64_t i = 0; i < t->m->nparams; i++) {
+    const MmrtTensorDesc *p = &t->m->params[i];
+    if (!held(t, p) || p->dtype != MMRT_ST_F32) continue;
+    *n = numel(t, p);
+    if ((*bad = count_nonfinite(at(t, p), *n)) > 0) return i;
+  }
+  return -1;
+}
+
+/* 1 (on every rank) when some rank holds a weight or optimizer state that
+ * is not finite, after a message of each such rank naming its first one;
+ * `what` says where ("--init-from x", "the checkpoint of step 5"). */
+static int weights_nonfinite(Trainer *t, const char *what) {
+  int64_t bad = 0, n = 0, i = first_nonfinite(t, &bad, &n);
+  if (i >= 0)
+    fail("%s: tensor '%s' has %lld of its %lld values not finite (NaN or infinite)", what,
+         t->m->params[i].name, (long long)bad, (long long)n);
+  return any_rank(t, i >= 0, "the finite-weights check (all-reduce)");
+}
+
 /* A checkpoint of step t->done: every rank's file into the step
  * directory, a barrier, rank 0 writes the manifest and flips DIR/latest, a
  * barrier, rank 0 prunes to the last --keep.  A failure anywhere leaves
  * DIR/latest naming the previous checkpoint. */
 static int save_ckpt(Trainer *t) {
-  char err[ERRLEN], seed[32], it[256], step[32], dir[4096];
+  char err[ERRLEN], seed[32], it[256], step[32], dir[4096] = "", skipped[32];
   if (t->saved == t->done) return 0; /* written (or loaded) already: the state is that */
+  char what[96];
+  snprintf(what, sizeof what, "not writing the checkpoint of step %lld", (long long)t->done);
+  if (weights_nonfinite(t, what)) return 1; /* a checkpoint is never of diverged weights */
   MmrtManifest man = {.world_size = t->world, .step = t->done};
   snprintf(man.fingerprint, sizeof man.fingerprint, "%s", t->m->fingerprint);
   snprintf(seed, sizeof seed, "%llu", (unsigned long long)t->a.seed);
   snprintf(step, sizeof step, "%lld", (long long)t->done);
+  snprintf(skipped, sizeof skipped, "%lld", (long long)t->skipped);
   mmrt_iter_state(&t->cx.it, it, sizeof it);
   MmrtKV meta[] = {{MMRT_CKPT_SEED, seed},
                    {MMRT_CKPT_DATA_ITER, it},
                    {MMRT_CKPT_OPT_STEP, step},
-                   {"model", t->m->name}};
+                   {"model", t->m->name},
+                   {"skipped_steps", skipped}};
   int rc = mmrt_ckpt_target(t->a.ckpt, t->done, dir, sizeof dir, err, sizeof err);
   if (rc == MMRT_OK) {
     /* and per tensor the slice of the logical tensor this piece is */
     int64_t np = t->m->nparams;
     MmrtTensorRef *refs = tensor_refs(t);
-    MmrtKV *all = calloc((size_t)np + 5, sizeof *all);
+    MmrtKV *all = calloc((size_t)np + 6, sizeof *all);
     char *text = calloc((size_t)np + 1, 2 * SLICE_TEXT);
     if (refs && all && text) {
       memcpy(all, meta, sizeof meta);
@@ -665,10 +739,10 @@ static int save_ckpt(Trainer *t) {
         slice_of(t, &t->m->params[i], &sl);
         snprintf(key, SLICE_TEXT, "%s%s", MMRT_CKPT_SLICE_PREFIX, t->m->params[i].name);
         mmrt_slice_format(val, SLICE_TEXT, &sl);
-        all[4 + k] = (MmrtKV){key, val};
+        all[5 + k] = (MmrtKV){key, val};
         refs[k++] = refs[i];
       }
-      rc = mmrt_ckpt_save_rank(dir, t->rank, &man, refs, (int)k, all, (int)k + 4, err, sizeof err);
+      rc = mmrt_ckpt_save_rank(dir, t->rank, &man, refs, (int)k, all, (int)k + 5, err, sizeof err);
     } else {
       rc = mmrt_errf(err, sizeof err, MMRT_ERR_NOMEM, "out of memory");
     }
@@ -683,7 +757,8 @@ static int save_ckpt(Trainer *t) {
   int bad = any_rank(t, rc != MMRT_OK, "the checkpoint commit");
   if (bad) {
     char e2[ERRLEN];
-    if (t->rank == 0 && mmrt_ckpt_discard(t->a.ckpt, dir, e2, sizeof e2) != MMRT_OK) fail("%s", e2);
+    if (t->rank == 0 && dir[0] && mmrt_ckpt_discard(t->a.ckpt, dir, e2, sizeof e2) != MMRT_OK)
+      fail("%s", e2);
     if (rc == MMRT_OK) return 1; /* rank 0 names the failure */
     return fail("writing the checkpoint of step %lld failed: %s (%s/%s still names the previous "
                 "checkpoint)",
@@ -715,6 +790,7 @@ static void copy_run(void *cx, int64_t local, int64_t global, int64_t n) {
 static int save_weights(Trainer *t) {
   const MmrtModelDesc *m = t->m;
   char err[ERRLEN];
+  if (weights_nonfinite(t, "not writing --save-weights")) return 1;
   MmrtTensorRef *refs = calloc((size_t)m->nparams + 1, sizeof *refs);
   int rc = refs ? 0 : fail("out of memory for --save-weights");
   for (int64_t i = 0; !rc && i < m->nparams; i++) {
@@ -819,6 +895,12 @@ static int load_ckpt(Trainer *t, int *fresh) {
   MmrtCkpt *c = NULL;
   int rc = mmrt_ckpt_open_all(&c, t->a.ckpt, t->m->fingerprint, &found, err, sizeof err);
   *fresh = rc == MMRT_ERR_NOTFOUND;
+  char other[256];
+  if (*fresh && mmrt_ckpt_leftover(t->a.ckpt, other, sizeof other))
+    return fail("--resume: %s has no checkpoint (no %s/%s) but is not empty (it holds '%s'); "
+                "resuming would start again at step 0 and prune what is there: name the "
+                "checkpoint's own directory, restore %s, or use an empty --ckpt DIR",
+                t->a.ckpt, t->a.ckpt, MMRT_CKPT_POINTER, other, MMRT_CKPT_POINTER);
   if (*fresh) return 0;
   if (rc == MMRT_ERR_MISMATCH && strstr(err, "fingerprint"))
     return fail("the checkpoint in %s is not of this model: %s", t->a.ckpt, err);
@@ -830,6 +912,8 @@ static int load_ckpt(Trainer *t, int *fresh) {
   rc = load_pieces(t, c, -2, 1, err, sizeof err) < 0 ? MMRT_ERR_MISMATCH : MMRT_OK;
   if (rc == MMRT_OK) rc = mmrt_st_meta_int64(f, MMRT_CKPT_SEED, &seed, err, sizeof err);
   if (rc == MMRT_OK) rc = mmrt_st_meta_int64(f, MMRT_CKPT_STEP, &step, err, sizeof err);
+  if (rc == MMRT_OK && mmrt_st_meta(f, "skipped_steps")) /* (older checkpoints have none) */
+    rc = mmrt_st_meta_int64(f, "skipped_steps", &t->skipped, err, sizeof err);
   if (rc == MMRT_OK && !its)
     rc = mmrt_errf(err, sizeof err, MMRT_ERR_FORMAT, "%s: no '%s' in the metadata", mmrt_st_path(f),
                    MMRT_CKPT_DATA_ITER);
@@ -907,6 +991,7 @@ static int load_by_name(Trainer *t, const char *flag, const char *path, int whic
 static int save_adapters(Trainer *t) {
   const MmrtModelDesc *m = t->m;
   char err[ERRLEN], rank[32], alpha[32];
+  if (weights_nonfinite(t, "not writing --save-adapters")) return 1;
   MmrtTensorRef *refs = calloc((size_t)m->nparams + 1, sizeof *refs);
   int n = 0;
   for (int64_t i = 0; refs && i < m->nparams; i++) {
@@ -1057,13 +1142,11 @@ static int dump_logits(Trainer *t) {
   fill_batch(t, &t->cx.eval_it, mmrt_iter_next(&t->cx.eval_it), 1, 0);
   if (eval_step(t, 1, "the evaluation step on a test batch")) return 1;
   if (t->rank != 0) return 0;
-  FILE *f = fopen(t->a.dump_logits, "wb");
   size_t n = (size_t)(m->logits_rows * m->logits_cols);
-  if (!f || fwrite(t->arenas[MMRT_ARENA_ACT] + m->eval_logits_offset, sizeof(float), n, f) != n ||
-      fclose(f)) {
-    if (f) fclose(f);
-    return fail("--dump-logits %s: cannot write: %s", t->a.dump_logits, strerror(errno));
-  }
+  char err[ERRLEN];
+  if (mmrt_write_file_atomic(t->a.dump_logits, t->arenas[MMRT_ARENA_ACT] + m->eval_logits_offset,
+                             n * sizeof(float), err, sizeof err) != MMRT_OK)
+    return fail("--dump-logits %s", err);
   return 0;
 }
 
@@ -1147,6 +1230,61 @@ static int task_metric(Trainer *t, double *v) {
   return 1;
 }
 
+/* --on-nan skip-step: the param and opt arenas (this rank's range) into
+ * the snapshot before a step (back = 0), or back from it (undoing it). */
+static void snapshot(Trainer *t, int back) {
+  static const int which[2] = {MMRT_ARENA_PARAM, MMRT_ARENA_OPT};
+  for (int k = 0; k < 2; k++) {
+    int r = which[k];
+    if (!t->snap[r] || t->arena_own[r] <= 0) continue;
+    if (back)
+      memcpy(t->arena_mem[r], t->snap[r], (size_t)t->arena_own[r]);
+    else
+      memcpy(t->snap[r], t->arena_mem[r], (size_t)t->arena_own[r]);
+  }
+}
+
+/* After a step: a loss, weight or optimizer state that is not finite on
+ * any rank (a gradient that was not, or an update that overflowed) stops
+ * the run with a message naming the step, the loss and each rank's first
+ * such tensor, before anything of the step is logged or written (--on-nan
+ * stop); with skip-step the step is undone (*skip = 1) unless SKIP_LIMIT
+ * steps in a row were. Every rank takes the same decision. */
+static int check_step(Trainer *t, int64_t step, float loss, int *skip) {
+  int64_t bad = 0, n = 0, i = first_nonfinite(t, &bad, &n);
+  uint32_t lb;
+  memcpy(&lb, &loss, sizeof lb);
+  int lossbad = (lb & 0x7f800000u) == 0x7f800000u;
+  *skip = 0;
+  if (!any_rank(t, i >= 0 || lossbad, "the finite-loss check (all-reduce)")) {
+    t->skip_run = 0;
+    return 0;
+  }
+  const char *name = i >= 0 ? t->m->params[i].name : NULL;
+  if (t->a.skip_nan && t->skip_run + 1 < SKIP_LIMIT) {
+    snapshot(t, 1);
+    t->skipped++, t->skip_run++, *skip = 1;
+    if (!t->a.quiet && t->rank == 0)
+      fprintf(stderr, "trainer: step %lld skipped (--on-nan skip-step): loss %g%s%s%s\n",
+              (long long)step, (double)loss, name ? ", tensor '" : "", name ? name : "",
+              name ? "' not finite" : "");
+    return 0;
+  }
+  if (name)
+    fail("step %lld: tensor '%s' has %lld of its %lld values not finite after the update (its "
+         "gradient was not finite, or the update overflowed)",
+         (long long)step, name, (long long)bad, (long long)n);
+  if (t->rank == 0)
+    fail("step %lld: the training diverged: loss %g%s; stopped before the step was logged or "
+         "any weights written (try a lower --lr%s)",
+         (long long)step, (double)loss,
+         t->a.skip_nan ? ", and the last " STR(SKIP_LIMIT) " steps in a row were not finite "
+                                                           "(--on-nan skip-step)"
+                       : "",
+         t->m->clip > 0 ? "" : ", or clip in the train section");
+  return 1;
+}
+
 static int train(Trainer *t) {
   const MmrtModelDesc *m = t->m;
   char err[ERRLEN];
@@ -1171,6 +1309,17 @@ static int train(Trainer *t) {
     snprintf(what, sizeof what, "step %lld", (long long)step);
     CommSnap before;
     snap_comm(before);
+    if (t->a.skip_nan) snapshot(t, 0);
+    /* a test's fault (tests/ckpt_safety.sh): MMRT_FAULT_NAN_STEP=N puts a NaN into the first
+     * weight this rank holds before step N (on world rank MMRT_FAULT_NAN_RANK only, if set) */
+    if (step == t->fault_step && (t->fault_rank < 0 || t->fault_rank == t->rank))
+      for (int64_t i = 0; i < m->nparams; i++)
+        if (m->params[i].arena == MMRT_ARENA_PARAM && held(t, &m->params[i]) &&
+            !m->params[i].frozen) {
+          float nan = NAN;
+          memcpy(at(t, &m->params[i]), &nan, sizeof nan);
+          break;
+        }
     if (m->pp > 1) {
       if (t->a.dump_inputs) return fail("--dump-inputs: not with a pipeline");
       if (!t->pp) {
@@ -1193,10 +1342,12 @@ static int train(Trainer *t) {
       memcpy(&loss, t->arenas[MMRT_ARENA_ACT] + m->train_loss_offset, sizeof loss);
     }
     uint64_t sent = add_step_comm(t, before);
+    int skipped;
+    if (check_step(t, step, loss, &skipped)) return 1;
     t->done = step;
     double tn = now(),
            sps = (double)m->batch * (double)(step - first) / (tn - t0 > 0 ? tn - t0 : 1e-9);
-    MmrtLogField f[8] = {{"loss", loss, NULL}, {"lr", lr, NULL}, {"samples_per_s", sps, NULL}};
+    MmrtLogField f[9] = {{"loss", loss, NULL}, {"lr", lr, NULL}, {"samples_per_s", sps, NULL}};
     int nf = 3;
     if (m->disc_loss_offset >= 0) { /* a gan's discriminator loss (0 before its start) */
       float dl;
@@ -1205,6 +1356,8 @@ static int train(Trainer *t) {
     }
     if (t->has_mesh) /* bytes this rank sent in the step */
       f[nf++] = (MmrtLogField){"comm_bytes", (double)sent, NULL};
+    if (t->a.skip_nan) /* the steps skipped so far (this one too) */
+      f[nf++] = (MmrtLogField){"skipped_steps", (double)t->skipped, NULL};
     if (t->a.eval_every > 0 && step % t->a.eval_every == 0 && step < t->a.steps) {
       double el, ea, mv = NAN;
       mmrt_progress_break(&pr);
@@ -1296,11 +1449,53 @@ static void print_memory(const Trainer *t) {
          (long long)p.kernel_heap, mmrt_dnnl_cache_size());
 }
 
+/* Every file and directory the run will write, checked before its work
+ * (mmrt_probe_output: directories created, a missing or read-only place, a
+ * path of the wrong kind or one of the inputs refused by flag and path);
+ * then --ckpt DIR's lock (rank 0). Every rank agrees. */
+static int check_outputs(Trainer *t) {
+  const Args *a = &t->a;
+  const char *in[] = {a->init_from, a->load_adapters, a->data, a->features};
+  const struct {
+    const char *flag, *path;
+    int kind, all; /* all: every rank writes there, else rank 0 */
+  } o[] = {
+      {"--ckpt", a->ckpt, MMRT_OUT_DIR, 1},
+      {"--dump-inputs", a->dump_inputs, MMRT_OUT_DIR, 1},
+      {"--save-weights", a->save_weights, MMRT_OUT_FILE, 0},
+      {"--save-adapters", a->save_adapters, MMRT_OUT_FILE, 0},
+      {"--dump-logits", a->dump_logits, MMRT_OUT_FILE, 0},
+      {"--trace", a->trace, MMRT_OUT_FILE, 0},
+      {"--log", a->log, MMRT_OUT_STREAM, 0},
+  };
+  char err[ERRLEN];
+  int bad = 0;
+  for (size_t i = 0; i < sizeof o / sizeof o[0] && !bad; i++)
+    if (o[i].path && (o[i].all || t->rank == 0) &&
+        mmrt_probe_output(o[i].flag, o[i].path, o[i].kind, in, 4, err, sizeof err) != MMRT_OK)
+      bad = fail("%s", err);
+  for (size_t i = 0; i < sizeof o / sizeof o[0] && !bad; i++)
+    for (size_t j = 0; j < i && !bad; j++)
+      if (o[i].path && o[j].path && !strcmp(o[i].path, o[j].path))
+        bad = fail("%s and %s name the same path %s", o[j].flag, o[i].flag, o[i].path);
+  if (any_rank(t, bad, "the output paths' check (all-reduce)")) return 1;
+  if (a->ckpt && t->rank == 0) {
+    long stale;
+    if (mmrt_ckpt_lock(a->ckpt, &stale, err, sizeof err) != MMRT_OK)
+      bad = fail("--ckpt %s: %s", a->ckpt, err);
+    else if (stale)
+      fprintf(stderr, "trainer: took over the lock %s/%s of process %ld, which is not running\n",
+              a->ckpt, MMRT_CKPT_LOCK, stale);
+    t->locked = !bad;
+  }
+  return any_rank(t, bad, "the checkpoint lock (all-reduce)");
+}
+
 static int run(Trainer *t, int argc, char **argv) {
   const MmrtModelDesc *m = t->m;
   int rc = parse_args(argc, argv, m, &t->a);
   if (rc) return rc < 0 ? 0 : rc; /* -1: --help */
-  if (bind(t) || setup_ranks(t)) return 1;
+  if (bind(t) || setup_ranks(t) || check_outputs(t)) return 1;
   int loud = !t->a.quiet && t->rank == 0;
   if (!m->train_step || !t->lr || !t->step)
     return fail("model %s has no training function (@train with inputs lr and step)", m->name);
@@ -1331,6 +1526,22 @@ static int run(Trainer *t, int argc, char **argv) {
   if (t->a.load_adapters && !t->a.resume &&
       load_by_name(t, "--load-adapters", t->a.load_adapters, 1, 1) < 0)
     return 1;
+  {
+    char what[4200]; /* training never starts from weights that are not finite */
+    if (t->done > 0)
+      snprintf(what, sizeof what, "--resume: the checkpoint of step %lld in %s", (long long)t->done,
+               t->a.ckpt);
+    else
+      snprintf(what, sizeof what, "%s%s%s%s", t->a.init_from ? "--init-from " : "",
+               t->a.init_from ? t->a.init_from : "", t->a.load_adapters ? " --load-adapters " : "",
+               t->a.load_adapters ? t->a.load_adapters : "");
+    if (weights_nonfinite(t, what[0] ? what : "the initial weights")) return 1;
+  }
+  for (int r = 0; t->a.skip_nan && r < MMRT_NARENAS; r++)
+    if ((r == MMRT_ARENA_PARAM || r == MMRT_ARENA_OPT) && t->arena_own[r] > 0 &&
+        !(t->snap[r] = malloc((size_t)t->arena_own[r])))
+      return fail("--on-nan skip-step: out of memory for the copy of arena %d (%lld bytes)", r,
+                  (long long)t->arena_own[r]);
   t->cx.seed = t->a.seed; /* final: a checkpoint's */
   if (t->task->start && t->task->start(&t->cx, err, sizeof err) != MMRT_OK) return fail("%s", err);
   if (t->a.log && t->rank == 0) {
@@ -1356,7 +1567,15 @@ static int run(Trainer *t, int argc, char **argv) {
         (unsigned long long)t->a.seed, t->world > 1 ? t->world : 1, t->world > 1 ? "s" : "", omp,
         m->precision == 1 ? "bf16 " : "fp32", m->precision == 1 ? mmrt_bf16_path() : "", ev);
   }
+  if (loud && t->a.skip_nan)
+    fprintf(stderr,
+            "trainer: --on-nan skip-step: a step whose loss, weights or optimizer state are not "
+            "finite is undone (from a copy of %lld bytes)\n",
+            (long long)(t->arena_own[MMRT_ARENA_PARAM] + t->arena_own[MMRT_ARENA_OPT]));
   if (t->a.profile) mmrt_prof_enable();
+  const char *fs = getenv("MMRT_FAULT_NAN_STEP"), *fr = getenv("MMRT_FAULT_NAN_RANK");
+  t->fault_step = fs ? atoll(fs) : 0;
+  t->fault_rank = fr ? atoi(fr) : -1;
   rc = train(t);
   /* --steps 0 --ckpt DIR writes the initial weights (a reference starts from them) */
   if (!rc && t->a.ckpt && (t->done > 0 || t->a.steps == 0)) rc = save_ckpt(t);
@@ -1435,7 +1654,8 @@ int mmrt_train_main(int argc, char **argv, const MmrtModelDesc *m) {
   mmrt_iter_free(&t.cx.eval_it);
   mmrt_images_free(&t.cx.train);
   mmrt_images_free(&t.cx.test);
-  for (int r = 0; r < MMRT_NARENAS; r++) free(t.arena_mem[r]);
+  for (int r = 0; r < MMRT_NARENAS; r++) free(t.arena_mem[r]), free(t.snap[r]);
+  if (t.locked) mmrt_ckpt_unlock(t.a.ckpt);
   mmrt_mb_free(&t.mb);
   mmrt_pp_free(t.pp);
   mmrt_kernels_shutdown();

@@ -282,10 +282,11 @@ static int run(Rec *r) {
   float *video = at(r, r->video), *recon = at(r, &r->t[MMRT_VAE_CLIPS]);
   double sum = 0, lo = INFINITY, hi = -INFINITY, maxdiff = 0, maxz = 0;
   int rc = whole && joined ? 0 : fail("out of memory");
-  char tmp[4200]; /* --dump is written beside, renamed over FILE when complete */
-  snprintf(tmp, sizeof tmp, "%s.tmp", r->dump ? r->dump : "");
-  FILE *dump = !rc && r->dump ? fopen(tmp, "wb") : NULL;
-  if (!rc && r->dump && !dump) rc = fail("--dump %s: cannot write: %s", tmp, strerror(errno));
+  MmrtOut dout = {0};
+  char derr[ERRLEN];
+  if (!rc && r->dump && mmrt_out_begin(&dout, r->dump, derr, sizeof derr) != MMRT_OK)
+    rc = fail("--dump %s", derr);
+  FILE *dump = dout.f;
   if (!rc && r->show > 0 && mkdir(r->out, 0777) != 0 && errno != EEXIST)
     rc = fail("--out %s: cannot create: %s", r->out, strerror(errno));
   MmrtProgress pr;
@@ -340,11 +341,7 @@ static int run(Rec *r) {
       printf("wrote %s/recon_%05lld.png and .gif (%lld clips)\n", r->out, (long long)r->first,
              (long long)(r->show < r->clips ? r->show : r->clips));
   }
-  if (dump && fclose(dump) != 0 && !rc)
-    rc = fail("--dump %s: cannot write: %s", tmp, strerror(errno));
-  if (dump && !rc && rename(tmp, r->dump) != 0)
-    rc = fail("--dump %s: cannot rename %s over it: %s", r->dump, tmp, strerror(errno));
-  if (dump && rc) remove(tmp);
+  if (mmrt_out_finish(&dout, !rc, derr, sizeof derr) != MMRT_OK) rc = fail("--dump %s", derr);
   free(whole), free(joined);
   return rc;
 }
@@ -356,6 +353,12 @@ int mmrt_reconstruct_main(int argc, char **argv, const MmrtModelDesc *m) {
   int rc = parse_args(&r, argc, argv);
   if (rc) return rc < 0 ? 0 : rc;
   char err[ERRLEN];
+  const char *in[] = {r.weights, r.data};
+  if ((r.show > 0 && r.out &&
+       mmrt_probe_output("--out", r.out, MMRT_OUT_DIR, in, 2, err, sizeof err) != MMRT_OK) ||
+      (r.dump &&
+       mmrt_probe_output("--dump", r.dump, MMRT_OUT_FILE, in, 2, err, sizeof err) != MMRT_OK))
+    return fail("%s", err);
   int n = 0;
   rc = bind(&r);
   if (!rc && mmrt_alloc_arenas(m, r.arenas, err, sizeof err) != MMRT_OK) rc = fail("%s", err);

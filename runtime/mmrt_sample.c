@@ -544,12 +544,15 @@ static int run(Smp *s) {
     rc = fail("--out %s: cannot create: %s", s->out, strerror(errno));
   char path[4200];
   snprintf(path, sizeof path, "%s/samples.tsv", s->out);
-  if (!rc && !(tsv = fopen(path, "w")))
-    rc = fail("--out %s: cannot write: %s", path, strerror(errno));
-  if (!rc && s->dump && !(dump = fopen(s->dump, "wb")))
-    rc = fail("--dump %s: cannot write: %s", s->dump, strerror(errno));
-  if (!rc && s->raw && !(raw = fopen(s->raw, "wb")))
-    rc = fail("--raw %s: cannot write: %s", s->raw, strerror(errno));
+  MmrtOut o_tsv = {0}, o_dump = {0}, o_raw = {0};
+  char oerr[ERRLEN];
+  if (!rc && mmrt_out_begin(&o_tsv, path, oerr, sizeof oerr) != MMRT_OK)
+    rc = fail("--out %s", oerr);
+  if (!rc && s->dump && mmrt_out_begin(&o_dump, s->dump, oerr, sizeof oerr) != MMRT_OK)
+    rc = fail("--dump %s", oerr);
+  if (!rc && s->raw && mmrt_out_begin(&o_raw, s->raw, oerr, sizeof oerr) != MMRT_OK)
+    rc = fail("--raw %s", oerr);
+  tsv = o_tsv.f, dump = o_dump.f, raw = o_raw.f;
   if (!rc) fprintf(tsv, "clip\tcopy\tprompt\n");
   struct timespec a, b;
   clock_gettime(CLOCK_MONOTONIC, &a);
@@ -599,11 +602,9 @@ static int run(Smp *s) {
     }
     printf("\n");
   }
-  if (dump && fclose(dump) != 0 && !rc) rc = fail("--dump %s: cannot write", s->dump);
-  if (raw && fclose(raw) != 0 && !rc) rc = fail("--raw %s: cannot write", s->raw);
-  if (tsv && fclose(tsv) != 0 && !rc) rc = fail("%s: cannot write", path);
-  if (rc > 128 && dump) remove(s->dump); /* stopped: part of the clips' */
-  if (rc > 128 && raw) remove(s->raw);
+  if (mmrt_out_finish(&o_dump, !rc, oerr, sizeof oerr) != MMRT_OK) rc = fail("--dump %s", oerr);
+  if (mmrt_out_finish(&o_raw, !rc, oerr, sizeof oerr) != MMRT_OK) rc = fail("--raw %s", oerr);
+  if (mmrt_out_finish(&o_tsv, !rc, oerr, sizeof oerr) != MMRT_OK) rc = fail("--out %s", oerr);
   free(tab), free(ts), free(buf);
   return rc;
 }
@@ -613,6 +614,15 @@ int mmrt_sample_main(int argc, char **argv, const MmrtModelDesc *m) {
   s.m = m;
   char err[ERRLEN];
   int n = 0, bad = -1, rc = parse_args(&s, argc, argv);
+  const char *in[MMRT_MAX_WEIGHTS + 1] = {s.prompts_file};
+  for (int i = 0; i < s.nweights; i++) in[i + 1] = s.weights[i];
+  if (!rc && (mmrt_probe_output("--out", s.out, MMRT_OUT_DIR, in, s.nweights + 1, err,
+                                sizeof err) != MMRT_OK ||
+              (s.dump && mmrt_probe_output("--dump", s.dump, MMRT_OUT_FILE, in, s.nweights + 1, err,
+                                           sizeof err) != MMRT_OK) ||
+              (s.raw && mmrt_probe_output("--raw", s.raw, MMRT_OUT_FILE, in, s.nweights + 1, err,
+                                          sizeof err) != MMRT_OK)))
+    rc = fail("%s", err);
   if (!rc) rc = bind(&s);
   if (!rc) rc = tokenize(&s);
   if (!rc && mmrt_alloc_arenas(m, s.arenas, err, sizeof err) != MMRT_OK) rc = fail("%s", err);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "mmrt_ckpt.h"
 #include "mmrt_comm.h"
 
 typedef struct {
@@ -91,12 +92,14 @@ int mmrt_trace_write(const char *path, void *mesh, int rank, char *err, size_t e
     return 0;
   }
   if (!m) counts[0] = n;
-  FILE *f = fopen(path, "w");
+  MmrtOut o;
+  char oerr[512];
   int rc = 0;
-  if (!f) {
-    snprintf(err, errlen, "--trace %s: cannot write it", path);
+  if (mmrt_out_begin(&o, path, oerr, sizeof oerr) != MMRT_OK) {
+    snprintf(err, errlen, "--trace %s", oerr);
     rc = -1;
   } else {
+    FILE *f = o.f;
     fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[");
     int first = 1;
     for (int r = 0; r < world; r++)
@@ -115,8 +118,8 @@ int mmrt_trace_write(const char *path, void *mesh, int rank, char *err, size_t e
       free(ev);
     }
     fprintf(f, "\n]}\n");
-    if (fclose(f) != 0) {
-      snprintf(err, errlen, "--trace %s: cannot write it", path);
+    if (mmrt_out_finish(&o, 1, oerr, sizeof oerr) != MMRT_OK) {
+      snprintf(err, errlen, "--trace %s", oerr);
       rc = -1;
     }
   }

@@ -618,6 +618,8 @@ else:
         "--resume": (BASE + ["--resume"], "refused", ["--resume"]),
         "--keep": (BASE + ["--keep", "1"], "refused", ["--keep"]),  # needs --ckpt
         "--comm-timeout": (BASE + ["--comm-timeout", "5"], "refused", ["--comm-timeout"]),  # 1 rank
+        # the start line says so (tests/ckpt_safety.sh: what it does)
+        "--on-nan": (BASE + ["--on-nan", "skip-step"], "effect"),
         "--log": (BASE + ["--log", "l.jsonl"], "effect"),
         "--dump-logits": (BASE + ["--dump-logits", "x.f32"], "effect"),
         "--dump-inputs": (BASE + ["--dump-inputs", "in"], "effect"),

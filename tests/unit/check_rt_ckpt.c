@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tmpdir_fixture.h"
@@ -343,14 +344,21 @@ START_TEST(atomic_write_error) {
   free(before);
   free(after);
 
-  /* rename failure: the final name is a directory */
+  /* the final name is a directory, or a FIFO: refused before writing, never replaced */
   const char *dp = tpath("isdir.safetensors");
   ck_assert_int_eq(mkdir(dp, 0755), 0);
   ck_assert_int_eq(mmrt_st_save(dp, &t, 1, NULL, 0, err, sizeof err), MMRT_ERR_IO);
-  ck_assert_msg(strstr(err, "renaming into place"), "%s", err);
+  ck_assert_msg(strstr(err, "is a directory, not a regular file"), "%s", err);
   assert_no_temp();
   struct stat st;
   ck_assert(stat(dp, &st) == 0 && S_ISDIR(st.st_mode));
+  const char *fifo = tpath("fifo.safetensors");
+  ck_assert_int_eq(mkfifo(fifo, 0644), 0);
+  ck_assert_int_eq(mmrt_st_save(fifo, &t, 1, NULL, 0, err, sizeof err), MMRT_ERR_IO);
+  ck_assert_msg(strstr(err, "is a FIFO, not a regular file; refusing to replace it"), "%s", err);
+  ck_assert(stat(fifo, &st) == 0 && S_ISFIFO(st.st_mode));
+  unlink(fifo);
+  assert_no_temp();
 
   /* the directory does not exist */
   ck_assert_int_eq(mmrt_st_save(tpath("no/such/x.safetensors"), &t, 1, NULL, 0, err, sizeof err),
@@ -683,6 +691,94 @@ START_TEST(checkpoint_steps) {
 }
 END_TEST
 
+/* A complete checkpoint of a later step than the live one (another run's,
+ * the pointer set back to resume from an earlier one) survives pruning
+ * until the live step passes it; an incomplete one goes. */
+START_TEST(prune_keeps_newer) {
+  char err[512], root[400], sd[400];
+  snprintf(root, sizeof root, "%s/newer", tmpdir);
+  for (int64_t s = 5; s <= 10; s += 5) commit_step(root, s, 1, (float)s, sd);
+  ck_assert_int_eq(
+      mmrt_write_file_atomic(tpath("newer/latest"), "step-000005\n", 12, err, sizeof err), MMRT_OK);
+  ck_assert_int_eq(mkdir(tpath("newer/step-000012"), 0755), 0); /* a failed write's */
+  commit_step(root, 6, 1, 6, sd);
+  ck_assert_int_eq(mmrt_ckpt_prune(root, 1, err, sizeof err), MMRT_OK);
+  ck_assert(exists(root, "step-000006") && exists(root, "step-000010"));
+  ck_assert(!exists(root, "step-000005") && !exists(root, "step-000012"));
+  commit_step(root, 11, 1, 11, sd);
+  ck_assert_int_eq(mmrt_ckpt_prune(root, 1, err, sizeof err), MMRT_OK);
+  ck_assert(exists(root, "step-000011") && !exists(root, "step-000010"));
+}
+END_TEST
+
+/* mmrt_probe_output: each kind of wrong path refused by flag and path;
+ * DIR created; a FIFO is fine for a stream and not for a file. */
+START_TEST(probe_outputs) {
+  char err[512];
+  char inb[512];
+  snprintf(inb, sizeof inb, "%s", tpath("in.bin")); /* tpath's buffers rotate */
+  const char *in[] = {NULL, inb};
+  FILE *f = fopen(in[1], "w");
+  fclose(f);
+  ck_assert_int_eq(mmrt_probe_output("--o", tpath("a/b/c"), MMRT_OUT_DIR, in, 2, err, sizeof err),
+                   MMRT_OK);
+  struct stat st;
+  ck_assert(stat(tpath("a/b/c"), &st) == 0 && S_ISDIR(st.st_mode));
+  ck_assert_int_eq(mmrt_probe_output("--o", tpath("x.st"), MMRT_OUT_FILE, in, 2, err, sizeof err),
+                   MMRT_OK);
+  ck_assert(access(tpath("x.st"), F_OK) != 0); /* probed, not created */
+  ck_assert_int_ne(
+      mmrt_probe_output("--o", tpath("no/x.st"), MMRT_OUT_FILE, in, 2, err, sizeof err), MMRT_OK);
+  ck_assert_msg(strstr(err, "--o ") && strstr(err, "/no does not exist"), "%s", err);
+  ck_assert_int_ne(mmrt_probe_output("--o", tpath("a"), MMRT_OUT_FILE, in, 2, err, sizeof err),
+                   MMRT_OK);
+  ck_assert_msg(strstr(err, "is a directory, expected a file"), "%s", err);
+  ck_assert_int_ne(mmrt_probe_output("--o", in[1], MMRT_OUT_DIR, NULL, 0, err, sizeof err),
+                   MMRT_OK);
+  ck_assert_msg(strstr(err, "is a regular file, expected a directory"), "%s", err);
+  ck_assert_int_ne(mmrt_probe_output("--o", in[1], MMRT_OUT_FILE, in, 2, err, sizeof err), MMRT_OK);
+  ck_assert_msg(strstr(err, "is the input"), "%s", err);
+  ck_assert_int_eq(mkfifo(tpath("fifo"), 0644), 0);
+  ck_assert_int_ne(mmrt_probe_output("--o", tpath("fifo"), MMRT_OUT_FILE, in, 2, err, sizeof err),
+                   MMRT_OK);
+  ck_assert_msg(strstr(err, "is a FIFO, not a regular file"), "%s", err);
+  ck_assert_int_eq(mmrt_probe_output("--o", tpath("fifo"), MMRT_OUT_STREAM, in, 2, err, sizeof err),
+                   MMRT_OK);
+  ck_assert_int_ne(mmrt_probe_output("--o", "", MMRT_OUT_FILE, in, 2, err, sizeof err), MMRT_OK);
+}
+END_TEST
+
+/* DIR/lock: a second taker refused naming the holder; a dead holder's lock
+ * taken over; unlock removes only our own. */
+START_TEST(lock_dir) {
+  char err[512], line[300], host[256] = "";
+  long stale = -1;
+  const char *root = tpath("");
+  ck_assert_int_eq(mmrt_ckpt_lock(root, &stale, err, sizeof err), MMRT_OK);
+  ck_assert_int_eq(stale, 0);
+  ck_assert_int_ne(mmrt_ckpt_lock(root, &stale, err, sizeof err), MMRT_OK);
+  snprintf(line, sizeof line, "held by process %ld", (long)getpid());
+  ck_assert_msg(strstr(err, line), "%s", err);
+  pid_t child = fork();
+  if (child == 0) _exit(0);
+  waitpid(child, NULL, 0); /* a pid that is not running */
+  gethostname(host, sizeof host - 1);
+  FILE *f = fopen(tpath("lock"), "w");
+  fprintf(f, "%s %ld\n", host, (long)child);
+  fclose(f);
+  ck_assert_int_eq(mmrt_ckpt_lock(root, &stale, err, sizeof err), MMRT_OK);
+  ck_assert_int_eq(stale, (long)child);
+  mmrt_ckpt_unlock(root);
+  ck_assert(access(tpath("lock"), F_OK) != 0);
+  f = fopen(tpath("lock"), "w");
+  fprintf(f, "other.host 1\n");
+  fclose(f);
+  mmrt_ckpt_unlock(root); /* not ours: kept */
+  ck_assert_int_ne(mmrt_ckpt_lock(root, &stale, err, sizeof err), MMRT_OK);
+  ck_assert_msg(strstr(err, "held by process 1 on host other.host"), "%s", err);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("rt_ckpt");
   TCase *tc = tcase_create("safetensors");
@@ -695,6 +791,9 @@ int main(void) {
   tcase_add_test(tc, checkpoint_dir);
   tcase_add_test(tc, checkpoint_steps);
   tcase_add_test(tc, read_slices);
+  tcase_add_test(tc, prune_keeps_newer);
+  tcase_add_test(tc, probe_outputs);
+  tcase_add_test(tc, lock_dir);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_ENV);
