@@ -245,7 +245,7 @@ static void write_text(const char *path, const uint8_t *p, size_t n, int gz) {
 /* An IDX file from a short description: magic (4 bytes, big-endian), dims
  * (4 each, as many as the magic's low byte, at most 3), one signed byte
  * added to the body length the dims give, then a pattern cycled over the
- * body (labels mod 10 when the magic is the labels'). */
+ * body (labels mod 10 when the magic is the labels', but 0xff). */
 static void write_idx(const char *path, const uint8_t *p, size_t n, int gz) {
   uint8_t hdr[16] = {0};
   size_t h = n < 4 ? n : 4;
@@ -271,7 +271,7 @@ static void write_idx(const char *path, const uint8_t *p, size_t n, int gz) {
   int labels = hdr[2] == 8 && hdr[3] == 1;
   for (int64_t i = 0; i < len; i++) {
     uint8_t b = npat ? pat[i % (int64_t)npat] : (uint8_t)i;
-    buf[hn + (size_t)i] = labels ? b % 10 : b;
+    buf[hn + (size_t)i] = labels && b != 0xff ? b % 10 : b; /* 0xff: a bad label */
   }
   write_file(path, buf, hn + (size_t)len, gz);
   free(buf);

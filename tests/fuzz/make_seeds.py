@@ -116,7 +116,7 @@ def rec(kind, name, content=b""):
     return bytes([kind, name]) + struct.pack("<H", len(content)) + content
 
 
-def idx_desc(magic, dims, adj=0, pattern=b"\x00\x80\xff\x07"):
+def idx_desc(magic, dims, adj=0, pattern=b"\x00\x80\x0c\x07"):
     return struct.pack(">I", magic) + b"".join(struct.pack(">I", d) for d in dims) + struct.pack("b", adj) + pattern
 
 
