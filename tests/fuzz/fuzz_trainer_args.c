@@ -14,15 +14,18 @@
  *        start (mmrt_features_read) and fill of a training batch and of
  *        every evaluation batch, for a small composed model.
  *   7    as 5, the directory named with a trailing slash.
- * A data directory is built from records: kind, name (index into names[]),
- * a 16-bit little-endian length and that many bytes (see make_entry). An
+ * A data directory is built from records, each after the marker "\n#!":
+ * kind, name (index into names[]) and the bytes up to the next marker. An
  * open must succeed with consistent data or fail with a message naming
  * TMP; ASan/UBSan and libFuzzer's leak and timeout checks do the rest.
  * TMP is /dev/shm/fuzz-trainer-args.PID (or under $TMPDIR), emptied before
- * each input and removed at exit. FUZZ_VERBOSE=1 prints each outcome. */
+ * each input and removed at exit (or by the next run, when libFuzzer
+ * ended without exit handlers). FUZZ_VERBOSE=1 prints each outcome. */
+#include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
 #include <sanitizer/common_interface_defs.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,10 +66,33 @@ static void remove_tmp(void) {
   rmdir(tmp);
 }
 
+/* The TMP of runs that ended without exit handlers (libFuzzer ends with
+ * _Exit after a crash, a timeout or -max_total_time): those whose process
+ * is gone. */
+static void remove_stale(const char *base) {
+  DIR *d = opendir(base);
+  struct dirent *e;
+  char keep[sizeof tmp];
+  memcpy(keep, tmp, sizeof tmp);
+  while (d && (e = readdir(d))) {
+    int pid;
+    char end;
+    if (sscanf(e->d_name, "fuzz-trainer-args.%d%c", &pid, &end) != 1 || pid <= 0 ||
+        kill(pid, 0) == 0 || errno != ESRCH)
+      continue;
+    snprintf(tmp, sizeof tmp, "%s/%s", base, e->d_name);
+    remove_tmp();
+  }
+  if (d) closedir(d);
+  memcpy(tmp, keep, sizeof tmp);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc, (void)argv;
   const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : getenv("TMPDIR");
-  snprintf(tmp, sizeof tmp, "%s/fuzz-trainer-args.%d", base ? base : "/tmp", (int)getpid());
+  base = base ? base : "/tmp";
+  remove_stale(base);
+  snprintf(tmp, sizeof tmp, "%s/fuzz-trainer-args.%d", base, (int)getpid());
   snprintf(root, sizeof root, "%s/d", tmp);
   if (mkdir(tmp, 0700) != 0 && errno != EEXIST) die(tmp);
   atexit(remove_tmp);
@@ -245,7 +271,7 @@ static void write_text(const char *path, const uint8_t *p, size_t n, int gz) {
 /* An IDX file from a short description: magic (4 bytes, big-endian), dims
  * (4 each, as many as the magic's low byte, at most 3), one signed byte
  * added to the body length the dims give, then a pattern cycled over the
- * body (labels mod 10 when the magic is the labels', but 0xff). */
+ * body (labels mod 11 when the magic is the labels': 10 is one too many). */
 static void write_idx(const char *path, const uint8_t *p, size_t n, int gz) {
   uint8_t hdr[16] = {0};
   size_t h = n < 4 ? n : 4;
@@ -271,19 +297,20 @@ static void write_idx(const char *path, const uint8_t *p, size_t n, int gz) {
   int labels = hdr[2] == 8 && hdr[3] == 1;
   for (int64_t i = 0; i < len; i++) {
     uint8_t b = npat ? pat[i % (int64_t)npat] : (uint8_t)i;
-    buf[hn + (size_t)i] = labels && b != 0xff ? b % 10 : b; /* 0xff: a bad label */
+    buf[hn + (size_t)i] = labels ? b % 11 : b; /* 10: a bad label */
   }
   write_file(path, buf, hn + (size_t)len, gz);
   free(buf);
 }
 
-/* One record: kind, name, the 16-bit length, its bytes; returns the bytes used. */
-static size_t make_entry(const uint8_t *p, size_t n, int *made_root) {
-  if (n < 4) return n;
+/* One record: kind, name, the bytes up to the next MARK (a length field
+ * would let one inserted byte garble every later record). */
+#define MARK "\n#!"
+static void make_entry(const uint8_t *p, size_t n, int *made_root) {
+  if (n < 2) return;
   int kind = p[0] % K_NKINDS;
-  size_t which = p[1] % NNAMES, len = (size_t)p[2] | (size_t)p[3] << 8;
-  if (len > n - 4) len = n - 4;
-  const uint8_t *c = p + 4;
+  size_t which = p[1] % NNAMES, len = n - 2;
+  const uint8_t *c = p + 2;
   char path[600];
   snprintf(path, sizeof path, "%s%s%s", root, which ? "/" : "", names[which]);
   if (which == 0 && !*made_root) {
@@ -307,12 +334,17 @@ static size_t make_entry(const uint8_t *p, size_t n, int *made_root) {
     case K_IDX: write_idx(path, c, len, 0); break;
     case K_IDX_GZIP: write_idx(path, c, len, 1); break;
   }
-  return 4 + len;
 }
 
 static void build_dir(const uint8_t *data, size_t size) {
   int made_root = 0;
-  for (size_t at = 0; at < size;) at += make_entry(data + at, size - at, &made_root);
+  const uint8_t *end = data + size, *at = memmem(data, size, MARK, 3);
+  while (at) {
+    at += 3;
+    const uint8_t *next = memmem(at, (size_t)(end - at), MARK, 3);
+    make_entry(at, (size_t)((next ? next : end) - at), &made_root);
+    at = next;
+  }
   if (!made_root && mkdir(root, 0700) != 0) die(root);
 }
 

@@ -113,7 +113,8 @@ N_ROOT, N_TRI, N_TRI_GZ, N_TRL, N_TRL_GZ, N_TEI, N_TEI_GZ, N_TEL, N_TEL_GZ, N_MA
 
 
 def rec(kind, name, content=b""):
-    return bytes([kind, name]) + struct.pack("<H", len(content)) + content
+    assert b"\n#!" not in content
+    return b"\n#!" + bytes([kind, name]) + content
 
 
 def idx_desc(magic, dims, adj=0, pattern=b"\x00\x80\x0c\x07"):
