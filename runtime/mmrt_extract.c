@@ -128,6 +128,11 @@ static int parse_args(Ext *x, int argc, char **argv) {
   return 0;
 }
 
+int mmrt_extract_parse(int argc, char **argv, const MmrtModelDesc *m) {
+  Ext x = {.m = m};
+  return parse_args(&x, argc, argv);
+}
+
 static float *at(const Ext *x, const MmrtTensorDesc *d) {
   return (float *)(void *)(x->arenas[d->arena] + d->offset);
 }

@@ -367,7 +367,7 @@ int mmrt_features_read(const char *dir, MmrtFeatures *f, const MmrtModelDesc *m,
   if (rc == MMRT_OK) {
     f->seed = (uint64_t)json_object_get_int64(seed);
     f->frames = json_object_get_int(frames);
-    shard_refs(f, &f->train, 0, 1, r);
+    shard_refs(f, NULL, 0, 1, r); /* the one-clip shapes (no split is allocated yet) */
     for (int k = 0; k < T_N && rc == MMRT_OK; k++)
       if (!entry_is(tensors, &r[k]))
         rc = mmrt_errf(err, errlen, MMRT_ERR_MISMATCH,

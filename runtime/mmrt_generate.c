@@ -172,6 +172,11 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, GenArgs *a)
   return 0;
 }
 
+int mmrt_generate_parse(int argc, char **argv, const MmrtModelDesc *m) {
+  GenArgs a;
+  return parse_args(argc, argv, m, &a);
+}
+
 static void *at(Gen *g, const MmrtTensorDesc *d) {
   return g->arenas[d->arena] + d->offset;
 }

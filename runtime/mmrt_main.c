@@ -305,6 +305,11 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a) {
   return 0;
 }
 
+int mmrt_train_parse(int argc, char **argv, const MmrtModelDesc *m) {
+  Args a;
+  return parse_args(argc, argv, m, &a);
+}
+
 /* ---- binding inputs to data ---- */
 
 static int run_step(Trainer *t, MmrtStepFn fn, const char *what);

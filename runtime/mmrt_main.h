@@ -198,6 +198,13 @@ int mmrt_fail(const char *who, const char *fmt, ...) __attribute__((format(print
 int mmrt_sample_main(int argc, char **argv, const MmrtModelDesc *m);
 /* The feature extractor of a model's frozen encoders (mmrt_extract.c). */
 int mmrt_extract_main(int argc, char **argv, const MmrtModelDesc *m);
+/* Each program's argument parser alone (tests/fuzz/fuzz_trainer_args.c): parses argv as the
+ * program's main does, frees what it kept; 0, 1 after a message on stderr, -1 after --help. */
+int mmrt_train_parse(int argc, char **argv, const MmrtModelDesc *m);
+int mmrt_generate_parse(int argc, char **argv, const MmrtModelDesc *m);
+int mmrt_reconstruct_parse(int argc, char **argv, const MmrtModelDesc *m);
+int mmrt_sample_parse(int argc, char **argv, const MmrtModelDesc *m);
+int mmrt_extract_parse(int argc, char **argv, const MmrtModelDesc *m);
 /* The descriptor of the input named `name`, or NULL (mmrt_model.c). */
 const MmrtTensorDesc *mmrt_desc_input(const MmrtModelDesc *m, const char *name);
 /* 1 when a parameter name is a LoRA adapter's (*.lora_a, *.lora_b). */

@@ -135,6 +135,13 @@ static int parse_args(Rec *r, int argc, char **argv) {
   return 0;
 }
 
+int mmrt_reconstruct_parse(int argc, char **argv, const MmrtModelDesc *m) {
+  Rec r;
+  memset(&r, 0, sizeof r);
+  r.m = m;
+  return parse_args(&r, argc, argv);
+}
+
 static float *at(const Rec *r, const MmrtTensorDesc *d) {
   return (float *)(r->arenas[d->arena] + d->offset);
 }

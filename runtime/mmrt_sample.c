@@ -227,6 +227,16 @@ static int parse_args(Smp *s, int argc, char **argv) {
   return 0;
 }
 
+int mmrt_sample_parse(int argc, char **argv, const MmrtModelDesc *m) {
+  Smp *s = calloc(1, sizeof *s); /* large: the prompts */
+  if (!s) return fail("out of memory");
+  s->m = m;
+  int rc = parse_args(s, argc, argv);
+  for (int p = 0; p < s->nprompts; p++) free(s->prompts[p]);
+  free(s);
+  return rc;
+}
+
 static float *at(const Smp *s, int k) {
   return (float *)(s->arenas[s->t[k].arena] + s->t[k].offset);
 }

@@ -79,3 +79,107 @@ put("png", "palette-trns", png(W, H, 4, 3, [bytes(((x * 3) & 15) << 4 | (x & 15)
                                extra=chunk(b"PLTE", bytes(range(48))) + chunk(b"tRNS", bytes([255, 0, 128]))))
 put("png", "interlaced", png(W, H, 8, 0, [bytes((x + y) & 255 for x in range(W)) for y in range(H)], interlace=1))
 put("png", "small-3x2", png(3, 2, 8, 0, [b"\x00\x80\xff", b"\x10\x20\x30"]))
+
+# ---- trainer_args (fuzz_trainer_args.c: first byte mode | variant << 3) ----
+def argv(mode, variant, args, file=None):
+    b = bytes([mode | variant << 3]) + b"\0".join(a.encode() for a in args)
+    return b + (b"\0\0" + file if file is not None else b"")
+
+
+put("trainer_args", "train-flags", argv(0, 0, ["--steps", "5", "--lr", "0.1", "--seed", "7", "--ckpt", "c", "--keep", "2",
+                                                "--resume", "--log", "l", "--quiet", "--profile", "--trace", "t"]))
+put("trainer_args", "train-data", argv(0, 4, ["--data", "/d", "--eval-every", "2", "--eval-batches", "1", "--threads", "2",
+                                               "--omp-wait", "spin", "--batch", "4", "--init-from", "/w", "--features", "/d"]))
+put("trainer_args", "train-lora", argv(0, 1, ["--load-adapters", "a", "--save-adapters", "b", "--save-weights", "s",
+                                               "--dump-logits", "x", "--dump-inputs", "y"]))
+put("trainer_args", "train-mesh", argv(0, 2, ["--comm-timeout", "30", "--steps", "0"]))
+put("trainer_args", "train-help", argv(0, 0, ["--help"]))
+put("trainer_args", "train-bad-batch", argv(0, 0, ["--batch", "8"]))
+put("trainer_args", "generate", argv(1, 8, ["--weights", "w", "--images", "a.png", "b.idx", "--out", "o", "--prompt",
+                                            "what is this ?", "--limit", "3", "--seed", "1", "--no-cache", "--ids", "i"]))
+put("trainer_args", "eval", argv(1, 0, ["--weights", "w", "--data", "/d", "--limit", "10", "--quiet"]))
+put("trainer_args", "reconstruct", argv(2, 0, ["--weights", "w", "--data", "d", "--clips", "10", "--first", "2", "--out",
+                                               "o", "--show", "1", "--no-chunks", "--dump", "f", "--quiet"]))
+put("trainer_args", "sample", argv(3, 0, ["--weights", "w", "--weights", "v", "--prompt", "a sneaker moving left",
+                                          "--prompts", "/f", "--clips", "2", "--guidance", "3.5", "--steps", "10",
+                                          "--scheduler", "ddpm", "--seed", "3", "--out", "o", "--show", "1", "--raw",
+                                          "r", "--dump", "d"], b"a bag moving up\n\n  \na coat moving right\r\n"))
+put("trainer_args", "extract", argv(4, 0, ["--out", "o", "--init-from", "w", "--seed", "1", "--clips", "8", "--heldout",
+                                           "4", "--shard", "4", "--data", "d", "--quiet"]))
+
+K_FILE, K_GZIP, K_DIR, K_SYMLINK, K_IDX, K_IDX_GZIP = range(6)
+N_ROOT, N_TRI, N_TRI_GZ, N_TRL, N_TRL_GZ, N_TEI, N_TEI_GZ, N_TEL, N_TEL_GZ, N_MANIFEST, N_TR0, N_TR1, N_HO0, N_NULL, \
+    N_SUB, N_SUBX = range(16)
+
+
+def rec(kind, name, content=b""):
+    assert b"\n#!" not in content
+    return b"\n#!" + bytes([kind, name]) + content
+
+
+def idx_desc(magic, dims, adj=0, pattern=b"\x00\x80\x0c\x07"):
+    return struct.pack(">I", magic) + b"".join(struct.pack(">I", d) for d in dims) + struct.pack("b", adj) + pattern
+
+
+def fmnist(ntrain, ntest, kind=K_IDX, gz=False, adj=0):
+    o = 1 if gz else 0
+    return (rec(kind, N_TRI + o, idx_desc(0x803, [ntrain, 28, 28])) + rec(kind, N_TRL + o, idx_desc(0x801, [ntrain]))
+            + rec(kind, N_TEI + o, idx_desc(0x803, [ntest, 28, 28])) + rec(kind, N_TEL + o, idx_desc(0x801, [ntest], adj)))
+
+
+put("trainer_args", "fmnist-raw", bytes([5 | 1 << 3]) + fmnist(3, 2))
+put("trainer_args", "fmnist-gz", bytes([5 | 2 << 3]) + fmnist(4, 3, K_IDX_GZIP, gz=True))
+put("trainer_args", "fmnist-slash", bytes([7]) + fmnist(1, 1))
+put("trainer_args", "fmnist-bytes", bytes([5]) + rec(K_FILE, N_TRI, idx(0x803, [1, 28, 28], bytes(784)))
+    + rec(K_FILE, N_TRL, idx(0x801, [1], b"\x03")) + rec(K_GZIP, N_TEI_GZ, idx(0x803, [1, 28, 28], bytes(range(256)) * 3 + bytes(16)))
+    + rec(K_GZIP, N_TEL_GZ, idx(0x801, [1], b"\x09")))
+put("trainer_args", "fmnist-truncated", bytes([5]) + fmnist(2, 1, adj=-1))
+put("trainer_args", "fmnist-extra-byte", bytes([5]) + fmnist(2, 1, K_IDX_GZIP, gz=True, adj=1))
+put("trainer_args", "fmnist-missing-labels", bytes([5]) + fmnist(2, 1)[: -len(rec(K_IDX, N_TEL, idx_desc(0x801, [1])))])
+put("trainer_args", "fmnist-dir-for-file", bytes([5]) + fmnist(2, 1) + rec(K_DIR, N_TRI_GZ))
+put("trainer_args", "fmnist-symlinks", bytes([5]) + rec(K_DIR, N_SUB) + rec(K_IDX, N_SUBX, idx_desc(0x803, [2, 28, 28]))
+    + rec(K_SYMLINK, N_TRI, b"sub/x") + rec(K_SYMLINK, N_TRL, b"t10k-labels-idx1-ubyte") + rec(K_SYMLINK, N_TEL, b"train-labels-idx1-ubyte")
+    + rec(K_IDX, N_TEI, idx_desc(0x803, [2, 28, 28])))
+put("trainer_args", "fmnist-root-file", bytes([5]) + rec(K_FILE, N_ROOT, b"not a directory"))
+put("trainer_args", "fmnist-root-symlink", bytes([5]) + rec(K_SYMLINK, N_ROOT, b"/nowhere"))
+put("trainer_args", "fmnist-empty-and-bad-gz", bytes([5]) + rec(K_FILE, N_TRI) + rec(K_FILE, N_TRL_GZ, b"\x1f\x8b\x08\x00junk")
+    + fmnist(1, 1)[len(rec(K_IDX, N_TRI, idx_desc(0x803, [1, 28, 28]))) + len(rec(K_IDX, N_TRL, idx_desc(0x801, [1]))):])
+
+# a features directory for feat_model: latents [2, 1, 2, 2] and text_features [7, 2] per clip
+def st_crc(tensors):
+    meta = {"crc32:" + n: "%08x" % zlib.crc32(raw) for n, _, _, raw in tensors}
+    return safetensors(tensors, meta), {n: meta["crc32:" + n] for n, _, _, _ in tensors}
+
+
+def shard(first, n):
+    ts = [("latents", "F32", [n, 2, 1, 2, 2], f32(*[first + i * 0.5 for i in range(8 * n)])),
+          ("text_features", "F32", [n, 7, 2], f32(*[i * 0.25 for i in range(14 * n)])),
+          ("text", "I32", [n, 7], struct.pack("<%di" % (7 * n), *[(i % 9) for i in range(7 * n)])),
+          ("label", "I32", [n], struct.pack("<%di" % n, *[(first + i) % 10 for i in range(n)]))]
+    return st_crc(ts)
+
+
+def features(train_shards, heldout):
+    recs, tr, first = b"", [], 0
+    for k, n in enumerate(train_shards):
+        data, crc = shard(first, n)
+        recs += rec(K_FILE, N_TR0 + k, data)
+        tr.append({"file": "train-%05d.safetensors" % k, "first": first, "clips": n, "crc32": crc})
+        first += n
+    hdata, hcrc = shard(0, heldout)
+    ndata, ncrc = st_crc([("text_features", "F32", [1, 7, 2], f32(*[0.0] * 14)),
+                          ("text", "I32", [1, 7], struct.pack("<7i", 1, 0, 0, 0, 0, 0, 0))])
+    man = {"format": "mmc-features", "version": 1, "model": "FuzzDiT", "fingerprint": "@FP@", "seed": 42,
+           "heldout_seed": 7, "frames": 1, "init_from": None, "encoder_crc32": "00000000",
+           "tensors": {"latents": {"dtype": "F32", "shape": [2, 1, 2, 2]}, "text_features": {"dtype": "F32", "shape": [7, 2]},
+                       "text": {"dtype": "I32", "shape": [7]}, "label": {"dtype": "I32", "shape": []}},
+           "train": {"clips": first, "shards": tr},
+           "heldout": {"clips": heldout, "shards": [{"file": "heldout-00000.safetensors", "first": 0, "clips": heldout, "crc32": hcrc}]},
+           "null": {"file": "null.safetensors", "crc32": ncrc}}
+    return rec(K_FILE, N_MANIFEST, json.dumps(man).encode()) + recs + rec(K_FILE, N_HO0, hdata) + rec(K_FILE, N_NULL, ndata)
+
+
+put("trainer_args", "features", bytes([6 | 3 << 3]) + features([2], 3))
+put("trainer_args", "features-two-shards", bytes([6 | 2 << 3]) + features([1, 2], 2))
+put("trainer_args", "features-eval-batches", bytes([6 | 7 << 3]) + features([1], 2))
+put("trainer_args", "features-no-manifest", bytes([6]) + rec(K_DIR, N_SUB))
