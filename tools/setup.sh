@@ -10,6 +10,7 @@ PKGS=(
   libdnnl-dev
   check
   zlib1g-dev libpng-dev libjson-c-dev libgif-dev
+  libpcre2-dev libunistring-dev
   dataset-fashion-mnist
   python3-torch python3-numpy libopenblas0-openmp
 )
