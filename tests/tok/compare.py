@@ -8,7 +8,8 @@ tokenizer.json, and checks on a varied multilingual corpus that mmc gives
 the same ids on every line (with and without --add-special) and decodes the
 ids to the same text (with and without --skip-special).
 
-usage: compare.py MMC WORKDIR [--bench]"""
+usage: compare.py MMC WORKDIR [--bench] [--file TOKENIZER.json...]
+(--file: compare those tokenizer.json files instead of the built ones)"""
 import json
 import os
 import random
@@ -218,6 +219,7 @@ def main():
     os.makedirs(work, exist_ok=True)
     train = corpus(1, 1500)
     test = corpus(2, 600 if not bench else 20000)
+    files = sys.argv[sys.argv.index("--file") + 1:] if "--file" in sys.argv else []
     builders = {"gpt2": gpt2, "qwen2": qwen2, "llama3": llama3,
                 "llama2": lambda tr: llama2(tr, work), "t5": t5,
                 "t5_bytes_first": lambda tr: t5(tr, byte_fallback=True, scheme="first"),
@@ -225,12 +227,17 @@ def main():
     text = "\n".join(test) + "\n"
     fails = 0
     checked = 0
+    if files:
+        builders = {os.path.basename(f): f for f in files}
     for name, build in builders.items():
-        if bench and name not in ("gpt2", "qwen2", "llama2", "t5"):
+        if bench and not files and name not in ("gpt2", "qwen2", "llama2", "t5"):
             continue
-        tok = build(train)
-        path = os.path.join(work, name + ".json")
-        tok.save(path)
+        if files:
+            path = build
+        else:
+            tok = build(train)
+            path = os.path.join(work, name + ".json")
+            tok.save(path)
         tok = Tokenizer.from_file(path)  # what mmc reads
         if bench:
             t0 = time.perf_counter()
