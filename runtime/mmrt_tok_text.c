@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unicase.h>
+#include <unigbrk.h>
 #include <uninorm.h>
 #include <unistr.h>
 
@@ -53,6 +54,7 @@ enum {
   N_REPLACE,
   N_PREPEND,
   N_BYTE,
+  N_PRECOMPILED,
   N_SEQ
 };
 
@@ -62,17 +64,134 @@ struct TkNorm {
   TkPattern pat;    /* Replace */
   char *text;       /* Replace content, Prepend prepend */
   size_t textn;
+  uint32_t *trie;   /* Precompiled: SentencePiece's double array (darts-clone units) */
+  size_t ntrie;
+  char *norm;       /* Precompiled: the replacement strings, NUL-separated */
+  size_t nnorm;
   TkNorm **subs;
   size_t nsubs;
 };
 
 void tk_norm_free(TkNorm *n) {
   if (!n) return;
+  free(n->trie);
+  free(n->norm);
   for (size_t i = 0; i < n->nsubs; i++) tk_norm_free(n->subs[i]);
   free(n->subs);
   tk_pattern_free(&n->pat);
   free(n->text);
   free(n);
+}
+
+/* ---- Precompiled: SentencePiece's normalization rules (spm_precompiled) ---- */
+
+static int b64(char c) {
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+  if (c >= '0' && c <= '9') return c - '0' + 52;
+  return c == '+' ? 62 : c == '/' ? 63 : -1;
+}
+
+/* precompiled_charsmap: base64 of [u32 LE trie bytes][trie units][strings] */
+static bool precompiled_parse(TkLd *ld, const char *path, json_object *v, TkNorm *n) {
+  const char *s = json_object_get_string(v);
+  size_t len = (size_t)json_object_get_string_len(v), k = 0;
+  if (len % 4)
+    return tk_fail(ld, path, "precompiled_charsmap is not base64 (length %zu)", len);
+  unsigned char *raw = malloc(len / 4 * 3 + 1);
+  for (size_t i = 0; i < len; i += 4) {
+    int q[4];
+    for (int j = 0; j < 4; j++) q[j] = s[i + j] == '=' && i + 4 == len && j >= 2 ? 0 : b64(s[i + j]);
+    if (q[0] < 0 || q[1] < 0 || q[2] < 0 || q[3] < 0) {
+      free(raw);
+      return tk_fail(ld, path, "precompiled_charsmap is not base64 (at character %zu)", i);
+    }
+    uint32_t x = (uint32_t)(q[0] << 18 | q[1] << 12 | q[2] << 6 | q[3]);
+    raw[k++] = (unsigned char)(x >> 16);
+    if (s[i + 2] != '=') raw[k++] = (unsigned char)(x >> 8);
+    if (s[i + 3] != '=') raw[k++] = (unsigned char)x;
+  }
+  uint32_t tsize = k >= 4 ? (uint32_t)raw[0] | (uint32_t)raw[1] << 8 | (uint32_t)raw[2] << 16 |
+                                (uint32_t)raw[3] << 24
+                          : 0;
+  if (k < 4 || (size_t)tsize / 4 * 4 > k - 4 || tsize < 4) {
+    free(raw);
+    return tk_fail(ld, path, "precompiled_charsmap: its trie size does not fit its %zu bytes", k);
+  }
+  n->ntrie = tsize / 4;
+  n->trie = malloc(n->ntrie * sizeof *n->trie);
+  for (size_t i = 0; i < n->ntrie; i++) {
+    const unsigned char *u = raw + 4 + 4 * i;
+    n->trie[i] = (uint32_t)u[0] | (uint32_t)u[1] << 8 | (uint32_t)u[2] << 16 | (uint32_t)u[3] << 24;
+  }
+  size_t at = 4 + n->ntrie * 4;
+  n->nnorm = k - at;
+  n->norm = malloc(n->nnorm + 1);
+  memcpy(n->norm, raw + at, n->nnorm);
+  n->norm[n->nnorm] = 0;
+  free(raw);
+  if (u8_check((const uint8_t *)n->norm, n->nnorm))
+    return tk_fail(ld, path, "precompiled_charsmap: its strings are not UTF-8");
+  return true;
+}
+
+/* The replacement of chunk: the first (shortest) prefix of it in the
+ * double array, as spm_precompiled's transform; NULL when none. */
+static const char *precompiled_find(const TkNorm *n, const char *s, size_t len, size_t *outn) {
+#define UNIT_LEAF(u)   (((u) >> 8) & 1)
+#define UNIT_VALUE(u)  ((u) & 0x7FFFFFFFu)
+#define UNIT_LABEL(u)  ((u) & 0x800000FFu)
+#define UNIT_OFFSET(u) (((u) >> 10) << (((u) & (1u << 9)) >> 6))
+  size_t pos = UNIT_OFFSET(n->trie[0]);
+  for (size_t i = 0; i < len; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c == 0) break;
+    pos ^= c;
+    if (pos >= n->ntrie) return NULL;
+    uint32_t u = n->trie[pos];
+    if (UNIT_LABEL(u) != c) return NULL;
+    pos ^= UNIT_OFFSET(u);
+    if (pos >= n->ntrie) return NULL;
+    if (UNIT_LEAF(u)) {
+      size_t a = UNIT_VALUE(n->trie[pos]), b = a;
+      if (a > n->nnorm) return NULL;
+      while (b < n->nnorm && n->norm[b]) b++;
+      *outn = b - a;
+      return n->norm + a;
+    }
+  }
+  return NULL;
+#undef UNIT_LEAF
+#undef UNIT_VALUE
+#undef UNIT_LABEL
+#undef UNIT_OFFSET
+}
+
+/* Per extended grapheme cluster: the cluster's replacement when it is under
+ * 6 bytes and has one, else each character's, else the character. */
+static void precompiled_apply(const TkNorm *nm, const char *s, size_t n, TkBuf *out) {
+  if (!n) return;
+  char *brk = malloc(n);
+  u8_grapheme_breaks((const uint8_t *)s, n, brk);
+  for (size_t a = 0; a < n;) {
+    size_t b = a + 1, rn;
+    while (b < n && !brk[b]) b++;
+    const char *r = b - a < 6 ? precompiled_find(nm, s + a, b - a, &rn) : NULL;
+    if (r) {
+      tk_buf_put(out, r, rn);
+    } else {
+      for (size_t i = a; i < b;) {
+        uint32_t uc;
+        size_t k = (size_t)tk_utf8(s + i, b - i, &uc);
+        r = precompiled_find(nm, s + i, k, &rn);
+        if (r) tk_buf_put(out, r, rn);
+        else tk_buf_put(out, s + i, k);
+        i += k;
+      }
+    }
+    a = b;
+  }
+  free(brk);
 }
 
 bool tk_norm_parse(TkLd *ld, const char *path, json_object *o, TkNorm **out) {
@@ -120,6 +239,14 @@ bool tk_norm_parse(TkLd *ld, const char *path, json_object *o, TkNorm **out) {
     n->text = dup_str(v, &n->textn);
     return true;
   }
+  if (strcmp(type, "Precompiled") == 0) {
+    static const char *const keys[] = {"type", "precompiled_charsmap", NULL};
+    n->kind = N_PRECOMPILED;
+    if (!tk_keys(ld, path, o, keys) ||
+        !tk_member(ld, path, o, "precompiled_charsmap", json_type_string, true, &v))
+      return false;
+    return precompiled_parse(ld, path, v, n);
+  }
   if (strcmp(type, "Sequence") == 0) {
     static const char *const keys[] = {"type", "normalizers", NULL};
     n->kind = N_SEQ;
@@ -136,7 +263,8 @@ bool tk_norm_parse(TkLd *ld, const char *path, json_object *o, TkNorm **out) {
   }
   return tk_fail(ld, path,
                  "normalizer type '%s' is not supported (supported: NFC, NFD, NFKC, NFKD, "
-                 "Lowercase, Strip, StripAccents, Replace, Prepend, ByteLevel, Sequence)",
+                 "Lowercase, Strip, StripAccents, Replace, Prepend, ByteLevel, Precompiled, "
+                 "Sequence)",
                  type);
 }
 
@@ -220,6 +348,7 @@ void tk_norm_apply(TkNorm *nm, const char *s, size_t n, TkBuf *out, bool *strip_
     case N_BYTE:
       for (size_t i = 0; i < n; i++) tk_buf_put_uc(out, tk_byte_char((unsigned char)s[i]));
       return;
+    case N_PRECOMPILED: precompiled_apply(nm, s, n, out); return;
     case N_SEQ: {
       TkBuf a = {0}, b = {0};
       tk_buf_put(&a, s, n);
