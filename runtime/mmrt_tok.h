@@ -6,12 +6,13 @@
  *   models          BPE (byte-level as GPT-2/Qwen2, SentencePiece-style with
  *                   byte_fallback as Llama), Unigram (T5/mT5)
  *   normalizers     NFC NFD NFKC NFKD Lowercase Strip StripAccents Replace
- *                   Prepend ByteLevel Sequence
+ *                   Prepend ByteLevel Precompiled (SentencePiece's) Sequence
  *   pre_tokenizers  ByteLevel Split Metaspace Whitespace WhitespaceSplit
  *                   Digits Punctuation Sequence
  *   post_processors TemplateProcessing ByteLevel RobertaProcessing
  *                   BertProcessing Sequence (single sequences only)
- *   decoders        ByteLevel Metaspace ByteFallback Fuse Strip Replace BPEDecoder Sequence
+ *   decoders        ByteLevel Metaspace ByteFallback Fuse Strip Replace BPEDecoder
+ *                   WordPiece Sequence
  *   added_tokens    matched before the normalizer (normalized = false) or
  *                   after it (true), leftmost-longest, with lstrip, rstrip,
  *                   single_word and special

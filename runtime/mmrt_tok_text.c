@@ -64,9 +64,9 @@ struct TkNorm {
   TkPattern pat;    /* Replace */
   char *text;       /* Replace content, Prepend prepend */
   size_t textn;
-  uint32_t *trie;   /* Precompiled: SentencePiece's double array (darts-clone units) */
+  uint32_t *trie; /* Precompiled: SentencePiece's double array (darts-clone units) */
   size_t ntrie;
-  char *norm;       /* Precompiled: the replacement strings, NUL-separated */
+  char *norm; /* Precompiled: the replacement strings, NUL-separated */
   size_t nnorm;
   TkNorm **subs;
   size_t nsubs;
@@ -96,12 +96,12 @@ static int b64(char c) {
 static bool precompiled_parse(TkLd *ld, const char *path, json_object *v, TkNorm *n) {
   const char *s = json_object_get_string(v);
   size_t len = (size_t)json_object_get_string_len(v), k = 0;
-  if (len % 4)
-    return tk_fail(ld, path, "precompiled_charsmap is not base64 (length %zu)", len);
+  if (len % 4) return tk_fail(ld, path, "precompiled_charsmap is not base64 (length %zu)", len);
   unsigned char *raw = malloc(len / 4 * 3 + 1);
   for (size_t i = 0; i < len; i += 4) {
     int q[4];
-    for (int j = 0; j < 4; j++) q[j] = s[i + j] == '=' && i + 4 == len && j >= 2 ? 0 : b64(s[i + j]);
+    for (int j = 0; j < 4; j++)
+      q[j] = s[i + j] == '=' && i + 4 == len && j >= 2 ? 0 : b64(s[i + j]);
     if (q[0] < 0 || q[1] < 0 || q[2] < 0 || q[3] < 0) {
       free(raw);
       return tk_fail(ld, path, "precompiled_charsmap is not base64 (at character %zu)", i);
@@ -184,8 +184,10 @@ static void precompiled_apply(const TkNorm *nm, const char *s, size_t n, TkBuf *
         uint32_t uc;
         size_t k = (size_t)tk_utf8(s + i, b - i, &uc);
         r = precompiled_find(nm, s + i, k, &rn);
-        if (r) tk_buf_put(out, r, rn);
-        else tk_buf_put(out, s + i, k);
+        if (r)
+          tk_buf_put(out, r, rn);
+        else
+          tk_buf_put(out, s + i, k);
         i += k;
       }
     }

@@ -2,8 +2,9 @@
 
 Builds tokenizers in the configurations of GPT-2, Qwen2, Llama 3 (byte-level
 BPE with their regexes), Llama 2 (SentencePiece BPE with byte fallback), T5
-(Unigram with Metaspace; NFKC for its Precompiled normalizer) and a BERT-like
-mix of the other stages, each trained on a generated corpus, writes their
+(Unigram with Metaspace and the Precompiled normalizer: SentencePiece's
+nmt_nfkc rules, taken from a model the `sentencepiece` package trains here)
+and two mixes of the other stages, each trained on a generated corpus, writes their
 tokenizer.json, and checks on a varied multilingual corpus that mmc gives
 the same ids on every line (with and without --add-special) and decodes the
 ids to the same text (with and without --skip-special).
@@ -149,10 +150,50 @@ def llama2(train, workdir):
     return Tokenizer.from_str(json.dumps(d))
 
 
+def proto_fields(b):
+    """(field, value) pairs of a protobuf message (wire types 0, 1, 2, 5)."""
+    def varint(i):
+        x = sh = 0
+        while True:
+            c = b[i]
+            i += 1
+            x |= (c & 0x7F) << sh
+            sh += 7
+            if c < 128:
+                return x, i
+    i = 0
+    while i < len(b):
+        key, i = varint(i)
+        kind = key & 7
+        if kind == 0:
+            v, i = varint(i)
+        elif kind == 2:
+            n, i = varint(i)
+            v, i = b[i:i + n], i + n
+        else:
+            n = 8 if kind == 1 else 4
+            v, i = b[i:i + n], i + n
+        yield key >> 3, v
+
+
+def nmt_nfkc_charsmap(train):
+    """SentencePiece's nmt_nfkc rules as T5's tokenizer.json holds them: the
+    precompiled_charsmap of a model's normalizer_spec (field 3, field 2)."""
+    import io
+    import sentencepiece as spm
+    m = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(train[:200]), model_writer=m,
+                                   vocab_size=200, model_type="unigram", minloglevel=3,
+                                   normalization_rule_name="nmt_nfkc")
+    spec = [v for f, v in proto_fields(m.getvalue()) if f == 3][0]
+    return [v for f, v in proto_fields(spec) if f == 2][0]
+
+
 def t5(train, byte_fallback=False, scheme="always"):
     tok = Tokenizer(models.Unigram())
-    tok.normalizer = normalizers.Sequence([normalizers.NFKC(),
-                                           normalizers.Replace(Regex(" {2,}"), " ")])
+    first = normalizers.NFKC() if byte_fallback else normalizers.Precompiled(
+        nmt_nfkc_charsmap(train))
+    tok.normalizer = normalizers.Sequence([first, normalizers.Replace(Regex(" {2,}"), " ")])
     tok.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.WhitespaceSplit(),
         pre_tokenizers.Metaspace(replacement="▁", prepend_scheme=scheme)])
