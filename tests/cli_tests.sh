@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The driver's command line: --help, bad flags (exit 2 with the usage),
-# a missing file (exit 1 naming it), dump-ir formats and stats --json keys.
+# a missing file (exit 1 naming it), dump-ir formats, stats --json keys, and
+# mmc tokenize on a tiny tokenizer.json: ids, decoding, refusals, bad input.
 set -uo pipefail
 S="$MMC_SOURCE_DIR/stdlib_models"
 T=$(mktemp -d)
@@ -61,5 +62,59 @@ contains "dump all lower" "$T/out" "after lower"
 printf 'module @Bad mesh(dp = 1, cp = 1, tp = 1)\nfunc @f() {\n  %%0 = matmull(%%1)\n}\n' > "$T/bad.mmir"
 expect "bad ir" 1 "$MMC" dump-ir "$T/bad.mmir"
 contains "bad ir located" "$T/err" "bad.mmir:3:"
+# mmc tokenize: a tiny BPE tokenizer.json; its refusals and errors
+tok() { # FILE normalizer-json extra-model-fields
+  printf '{"version":"1.0","truncation":null,"padding":null,"added_tokens":[{"id":3,"content":"<s>","special":true,"normalized":false}],"normalizer":%s,"pre_tokenizer":null,"post_processor":{"type":"TemplateProcessing","single":[{"SpecialToken":{"id":"<s>","type_id":0}},{"Sequence":{"id":"A","type_id":0}}],"pair":[],"special_tokens":{"<s>":{"id":"<s>","ids":[3],"tokens":["<s>"]}}},"decoder":null,"model":{"type":"BPE"%s,"vocab":{"a":0,"b":1,"ab":2},"merges":["a b"]}}' "$2" "$3" > "$1"
+}
+tok "$T/tok.json" null ""
+expect "tokenize --help" 0 "$MMC" tokenize --help
+contains "tokenize --help usage" "$T/out" "usage: mmc tokenize"
+expect "help lists tokenize" 0 "$MMC" --help
+contains "help lists tokenize" "$T/out" "mmc tokenize"
+printf 'abab\nba<s>\n\n' > "$T/in.txt"
+expect "tokenize" 0 "$MMC" tokenize "$T/tok.json" "$T/in.txt"
+if [ "$(cat "$T/out")" = "$(printf '2 2\n1 0 3\n')" ]; then pass=$((pass+1)); else echo "FAIL tokenize ids: $(cat "$T/out")"; fail=$((fail+1)); fi
+expect "tokenize --add-special" 0 "$MMC" tokenize "$T/tok.json" "$T/in.txt" --add-special
+if [ "$(head -1 "$T/out")" = "3 2 2" ]; then pass=$((pass+1)); else echo "FAIL --add-special: $(head -1 "$T/out")"; fail=$((fail+1)); fi
+printf '2 2\n1 0 3\n' | "$MMC" tokenize "$T/tok.json" --decode > "$T/out" 2> "$T/err"
+if [ "$(cat "$T/out")" = "$(printf 'ab ab\nb a <s>\n')" ]; then pass=$((pass+1)); else echo "FAIL --decode: $(cat "$T/out")"; fail=$((fail+1)); fi
+printf '1 0 3\n' | "$MMC" tokenize "$T/tok.json" --decode --skip-special > "$T/out" 2> "$T/err"
+if [ "$(cat "$T/out")" = "b a" ]; then pass=$((pass+1)); else echo "FAIL --skip-special: $(cat "$T/out")"; fail=$((fail+1)); fi
+expect "tokenize no tokenizer" 2 "$MMC" tokenize
+expect "tokenize --add-special --decode" 2 "$MMC" tokenize "$T/tok.json" --decode --add-special
+expect "tokenize --skip-special without --decode" 2 "$MMC" tokenize "$T/tok.json" --skip-special
+expect "tokenize bad flag" 2 "$MMC" tokenize "$T/tok.json" --frobnicate
+expect "tokenize missing tokenizer" 1 "$MMC" tokenize "$T/nope.json" "$T/in.txt"
+contains "missing tokenizer named" "$T/err" "nope.json: cannot open the file"
+expect "tokenize missing input" 1 "$MMC" tokenize "$T/tok.json" "$T/nope.txt"
+contains "missing input named" "$T/err" "nope.txt: cannot open the file"
+printf '{"version": "1.0",\n "model": {' > "$T/badjson.json"
+expect "tokenize bad JSON" 1 "$MMC" tokenize "$T/badjson.json" "$T/in.txt"
+contains "bad JSON named" "$T/err" "badjson.json:2: not valid JSON"
+tok "$T/nmt.json" '{"type":"Sequence","normalizers":[{"type":"NFC"},{"type":"Nmt"}]}' ""
+expect "tokenize Nmt refused" 1 "$MMC" tokenize "$T/nmt.json" "$T/in.txt"
+contains "Nmt refused by path" "$T/err" "nmt.json: normalizer.normalizers[1]: normalizer type 'Nmt' is not supported"
+tok "$T/pre.json" '{"type":"Precompiled","precompiled_charsmap":"AAAA"}' ""
+expect "tokenize bad Precompiled" 1 "$MMC" tokenize "$T/pre.json" "$T/in.txt"
+contains "bad Precompiled named" "$T/err" "pre.json: normalizer: precompiled_charsmap: its trie size does not fit its 3 bytes"
+tok "$T/field.json" null ',"frobnicate":true'
+expect "tokenize unknown field refused" 1 "$MMC" tokenize "$T/field.json" "$T/in.txt"
+contains "unknown field named" "$T/err" "model: field 'frobnicate' (of BPE) is not supported"
+tok "$T/drop.json" null ',"dropout":0.1'
+expect "tokenize dropout refused" 1 "$MMC" tokenize "$T/drop.json" "$T/in.txt"
+contains "dropout named" "$T/err" "model.dropout: BPE dropout 0.1 is not supported"
+sed 's/"truncation":null/"truncation":{"max_length":8}/' "$T/tok.json" > "$T/trunc.json"
+expect "tokenize truncation refused" 1 "$MMC" tokenize "$T/trunc.json" "$T/in.txt"
+contains "truncation named" "$T/err" "trunc.json: truncation: is an object: truncation is not supported"
+printf 'ab\na\377b\nab\n' > "$T/bad8.txt"
+expect "tokenize bad UTF-8" 1 "$MMC" tokenize "$T/tok.json" "$T/bad8.txt"
+contains "bad UTF-8 located" "$T/err" "bad8.txt:2: invalid UTF-8 at byte 1 (0xff)"
+if [ "$(cat "$T/out")" = "2" ]; then pass=$((pass+1)); else echo "FAIL lines before bad UTF-8: $(cat "$T/out")"; fail=$((fail+1)); fi
+printf '2 x\n' > "$T/ids.txt"
+expect "tokenize --decode bad id" 1 "$MMC" tokenize "$T/tok.json" "$T/ids.txt" --decode
+contains "bad id located" "$T/err" "ids.txt:1:3: 'x' is not a token id"
+printf '2 9\n' > "$T/ids.txt"
+expect "tokenize --decode unknown id" 1 "$MMC" tokenize "$T/tok.json" "$T/ids.txt" --decode
+contains "unknown id named" "$T/err" "ids.txt:1: id 9 is not a token of this tokenizer (ids 0..3)"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

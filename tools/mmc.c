@@ -5,6 +5,7 @@
  *   mmc plan    FILE.mm --model NAME [--json]
  *   mmc compile FILE.mm --model NAME -o trainer [--emit exe|obj|llvm|asm|ir] [-O0..-O3]
  *   mmc opt     FILE.mmir --passes a,b,...         run passes on IR text, print the result
+ *   mmc tokenize TOKENIZER.json [FILE] [--decode]  text to token ids and back (mmc_tokenize.c)
  * Exit status: 0 ok, 1 user error (diagnostics printed), 2 usage error. */
 #include <errno.h>
 #include <json-c/json.h>
@@ -25,6 +26,7 @@
 #include "passes/pp_stage.h"
 #include "runtime/mmrt_data.h"
 #include "runtime/mmrt_main.h"
+#include "tools/mmc_tokenize.h"
 
 enum { EXIT_OK = 0, EXIT_USER = 1, EXIT_USAGE = 2 };
 
@@ -66,6 +68,10 @@ static const Cmd cmds[] = {
      "code\n"
      "      linked with the runtime. --emit ir prints the final mmc IR, llvm the optimised LLVM "
      "IR."},
+    {"tokenize", "TOKENIZER.json [FILE] [--decode] [--add-special] [--skip-special]",
+     "Encodes each line of FILE (default: stdin) with a Hugging Face tokenizer.json into a line "
+     "of\n"
+     "      space-separated token ids, or with --decode each line of ids into text."},
 };
 
 static const char *common_opts =
@@ -94,7 +100,7 @@ static const char *plan_opts =
 
 /* opt reads IR text only, which carries its own settings. */
 static bool takes_source(const Cmd *c) {
-  return strcmp(c->name, "opt") != 0;
+  return strcmp(c->name, "opt") != 0 && strcmp(c->name, "tokenize") != 0;
 }
 
 static bool takes_plan(const Cmd *c) {
@@ -1701,6 +1707,8 @@ int main(int argc, char **argv) {
     usage_all(stderr);
     return EXIT_USAGE;
   }
+  if (strcmp(o.cmd->name, "tokenize") == 0)
+    return mmc_tokenize(argc - 2, argv + 2, o.cmd->args, o.cmd->help);
   int rc = parse_opts(argc, argv, &o);
   if (rc < 0) {
     if (strcmp(o.cmd->name, "check") == 0)

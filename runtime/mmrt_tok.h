@@ -1,0 +1,61 @@
+/* mmrt_tok.h: text tokenizers read from a Hugging Face `tokenizer.json`
+ * (the `tokenizers` library's format): encode UTF-8 text to token ids and
+ * decode ids back to text, with the same ids as `tokenizers`.
+ *
+ * Supported (anything else in the file is refused by its JSON path and type):
+ *   models          BPE (byte-level as GPT-2/Qwen2, SentencePiece-style with
+ *                   byte_fallback as Llama), Unigram (T5/mT5)
+ *   normalizers     NFC NFD NFKC NFKD Lowercase Strip StripAccents Replace
+ *                   Prepend ByteLevel Precompiled (SentencePiece's) Sequence
+ *   pre_tokenizers  ByteLevel Split Metaspace Whitespace WhitespaceSplit
+ *                   Digits Punctuation Sequence
+ *   post_processors TemplateProcessing ByteLevel RobertaProcessing
+ *                   BertProcessing Sequence (single sequences only)
+ *   decoders        ByteLevel Metaspace ByteFallback Fuse Strip Replace BPEDecoder
+ *                   WordPiece Sequence
+ *   added_tokens    matched before the normalizer (normalized = false) or
+ *                   after it (true), leftmost-longest, with lstrip, rstrip,
+ *                   single_word and special
+ * Regular expressions run on PCRE2 (UTF, Unicode properties); Unicode
+ * normalisation, case mapping and character classes come from libunistring.
+ * Nothing here exits: errors are returned as text naming the file and the
+ * JSON field. The encoder is not thread-safe (it keeps a BPE word cache). */
+#ifndef MMRT_TOK_H
+#define MMRT_TOK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct MmrtTok MmrtTok;
+
+/* A growable list of ids and a growable byte string (owned, free with free()). */
+typedef struct MmrtTokIds {
+  int32_t *v;
+  size_t n, cap;
+} MmrtTokIds;
+
+typedef struct MmrtTokText {
+  char *p;
+  size_t n, cap;
+} MmrtTokText;
+
+/* Reads PATH; NULL and a message in err ("PATH: FIELD: what") on failure. */
+MmrtTok *mmrt_tok_load(const char *path, char *err, size_t errlen);
+void mmrt_tok_free(MmrtTok *t);
+
+/* Appends the ids of text[0..len) to out. The text must be valid UTF-8
+ * (false with a message giving the byte offset otherwise). add_special
+ * applies the post-processor's special tokens (BOS/EOS). */
+bool mmrt_tok_encode(MmrtTok *t, const char *text, size_t len, bool add_special, MmrtTokIds *out,
+                     char *err, size_t errlen);
+
+/* Appends the text of ids[0..n) to out (not NUL-terminated). An id with no
+ * token is an error. skip_special drops special added tokens. */
+bool mmrt_tok_decode(const MmrtTok *t, const int32_t *ids, size_t n, bool skip_special,
+                     MmrtTokText *out, char *err, size_t errlen);
+
+/* One more than the largest id of the model or the added tokens. */
+int32_t mmrt_tok_vocab_size(const MmrtTok *t);
+
+#endif

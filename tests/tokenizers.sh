@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# mmc tokenize against Hugging Face `tokenizers` (tests/tok/compare.py):
+# tokenizers in the configurations of GPT-2, Qwen2, Llama 3, Llama 2, T5 (its
+# Precompiled normalizer from a `sentencepiece` model) and
+# two mixes of the other stages, trained here on a generated corpus, must
+# give the same ids on every line of a multilingual corpus (with and without
+# --add-special) and decode them to the same text. `tokenizers` comes from
+# PyPI into a virtual environment outside the clone, made once
+# (MMC_TOK_VENV, default /var/cache/mmc-venv-tok).
+set -uo pipefail
+VENV=${MMC_TOK_VENV:-/var/cache/mmc-venv-tok}
+# the versions checked; sentencepiece only makes T5's Precompiled rules (nmt_nfkc)
+PKGS="tokenizers==0.23.3 sentencepiece==0.2.3"
+if ! "$VENV/bin/python" -c "import tokenizers, sentencepiece, sys; sys.exit(tokenizers.__version__ != '0.23.3')" 2>/dev/null; then
+  echo "making $VENV with $PKGS"
+  /usr/bin/python3 -m venv "$VENV" && "$VENV/bin/pip" install -q $PKGS ||
+    { echo "FAIL: cannot make $VENV with tokenizers (needs python3-venv and PyPI)"; echo "0 passed, 1 failed"; exit 1; }
+fi
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+"$VENV/bin/python" "$MMC_SOURCE_DIR/tests/tok/compare.py" "$MMC" "$T"
