@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "codegen/cg.h"
+#include "tools/mmc_import.h"
 #include "frontend/sema.h"
 #include "ir/ir.h"
 #include "passes/actmem.h"
@@ -29,9 +30,18 @@ typedef struct Cmd {
 } Cmd;
 
 static const Cmd cmds[] = {
-    {"check", "FILE.mm [-I DIR]...",
+    {"check", "FILE.mm [-I DIR]... [--model NAME --init-from [PREFIX=]HF_DIR]",
      "Parses FILE.mm and its imports, resolves names and checks every model's shapes and parallel "
-     "plan."},
+     "plan.\n"
+     "      --init-from: every parameter (under PREFIX, default the architecture's instance) has a "
+     "tensor\n"
+     "      of the right shape in the Hugging Face directory and every tensor is used (headers "
+     "only)."},
+    {"import", "HF_DIR [-o FILE.mm]",
+     "Writes a .mm file declaring the model of a Hugging Face directory (config.json, "
+     "safetensors) with\n"
+     "      the stdlib and its hyper-parameters, and checks the tensors' headers against it "
+     "(runtime/mmrt_hf_map.def)."},
     {"dump-ir",
      "FILE.mm|FILE.mmir [--model NAME] [--after PASS|all] [--format text|dot] [--rank R]",
      "Prints the IR of a model (default: the first model of the file) after a pass (default: the "
@@ -89,7 +99,7 @@ static const char *plan_opts =
 
 /* opt reads IR text only, which carries its own settings. */
 static bool takes_source(const Cmd *c) {
-  return strcmp(c->name, "opt") != 0;
+  return strcmp(c->name, "opt") != 0 && strcmp(c->name, "import") != 0;
 }
 
 static bool takes_plan(const Cmd *c) {
@@ -157,7 +167,8 @@ typedef struct Opts {
   const char *src_flag; /* the first option that only means something for a .mm source */
   bool json;
   int rank;                  /* dump-ir --rank: >= 0 */
-  const char *output, *emit; /* compile */
+  const char *output, *emit; /* compile, import */
+  const char *init_from;     /* check --init-from */
   int opt_level;
   bool opt_set, no_fuse, verbose;
   int task;         /* MMRT_TASK_*: train (default), generate, eval, reconstruct, sample */
@@ -284,6 +295,12 @@ static int parse_opts(int argc, char **argv, Opts *o) {
     } else if (strcmp(a, "--no-fuse") == 0 &&
                (strcmp(o->cmd->name, "plan") == 0 || strcmp(o->cmd->name, "compile") == 0)) {
       o->no_fuse = true;
+    } else if (strcmp(a, "--init-from") == 0 && strcmp(o->cmd->name, "check") == 0) {
+      NEED_ARG();
+      o->init_from = next;
+    } else if (strcmp(a, "-o") == 0 && strcmp(o->cmd->name, "import") == 0) {
+      NEED_ARG();
+      o->output = next;
     } else if (strcmp(a, "-o") == 0 && strcmp(o->cmd->name, "compile") == 0) {
       NEED_ARG();
       o->output = next;
@@ -389,6 +406,8 @@ static int parse_opts(int argc, char **argv, Opts *o) {
       o->src_flag = a;
   }
   if (!o->file) return bad_usage(o->cmd, "no input file%s", "");
+  if (o->init_from && !o->model)
+    return bad_usage(o->cmd, "--init-from checks one model: give --model NAME%s", "");
   if (o->src_flag && ends_with(o->file, ".mmir")) {
     fprintf(stderr,
             "mmc: error: %s applies to a .mm source; IR text carries its own settings (the "
@@ -460,6 +479,7 @@ static int cmd_check(Opts *o) {
     if (o->model) {
       FeResult r;
       if (pick_model(p, o, &d) && fe_elaborate(p, o->model, &r)) rc = EXIT_OK;
+      if (rc == EXIT_OK && o->init_from && mmc_import_verify(r.ir, o->init_from)) rc = EXIT_USER;
       if (r.ir) ir_module_free(r.ir);
     } else if (fe_check_all(p)) {
       rc = EXIT_OK;
@@ -1538,6 +1558,19 @@ static int cmd_compile(Opts *o) {
   return finish(&d, p, &r, ok ? EXIT_OK : EXIT_USER);
 }
 
+/* mmc import: the .mm file, then mmc check of it against the directory
+ * (stdout: nothing is checked against, the text alone). */
+static int cmd_import(Opts *o) {
+  char model[128];
+  if (mmc_import_write(o->file, o->output, model, sizeof model)) return EXIT_USER;
+  if (!o->output) return EXIT_OK;
+  Opts c = {.cmd = o->cmd, .file = o->output, .model = model, .init_from = o->file};
+  mm_plan_flags_init(&c.flags);
+  int rc = cmd_check(&c);
+  if (rc != EXIT_OK) remove(o->output); /* nothing written on an error */
+  return rc;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     usage_all(stderr);
@@ -1568,6 +1601,8 @@ int main(int argc, char **argv) {
       rc = cmd_opt(&o);
     else if (strcmp(o.cmd->name, "compile") == 0)
       rc = cmd_compile(&o);
+    else if (strcmp(o.cmd->name, "import") == 0)
+      rc = cmd_import(&o);
     else
       rc = cmd_stats(&o);
   }
