@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "codegen/cg.h"
 #include "tools/mmc_import.h"
@@ -1558,16 +1559,34 @@ static int cmd_compile(Opts *o) {
   return finish(&d, p, &r, ok ? EXIT_OK : EXIT_USER);
 }
 
-/* mmc import: the .mm file, then mmc check of it against the directory
- * (stdout: nothing is checked against, the text alone). */
+/* mmc import: the .mm file, then mmc check of it against the directory;
+ * without -o the file is written and checked in a temporary folder, then
+ * printed. Nothing is left written on an error. */
 static int cmd_import(Opts *o) {
-  char model[128];
-  if (mmc_import_write(o->file, o->output, model, sizeof model)) return EXIT_USER;
-  if (!o->output) return EXIT_OK;
-  Opts c = {.cmd = o->cmd, .file = o->output, .model = model, .init_from = o->file};
-  mm_plan_flags_init(&c.flags);
-  int rc = cmd_check(&c);
-  if (rc != EXIT_OK) remove(o->output); /* nothing written on an error */
+  char model[128], tmpdir[] = "/tmp/mmc-import-XXXXXX", tmp[64];
+  const char *out = o->output;
+  if (!out) {
+    if (!mkdtemp(tmpdir)) {
+      fprintf(stderr, "mmc: import: cannot create a temporary folder in /tmp\n");
+      return EXIT_USER;
+    }
+    snprintf(tmp, sizeof tmp, "%s/imported.mm", tmpdir);
+    out = tmp;
+  }
+  int rc = mmc_import_write(o->file, out, model, sizeof model) ? EXIT_USER : EXIT_OK;
+  if (rc == EXIT_OK) {
+    Opts c = {.cmd = o->cmd, .file = out, .model = model, .init_from = o->file};
+    mm_plan_flags_init(&c.flags);
+    rc = cmd_check(&c);
+  }
+  if (rc == EXIT_OK && !o->output) {
+    FILE *f = fopen(out, "r");
+    int ch;
+    while (f && (ch = fgetc(f)) != EOF) putchar(ch);
+    if (f) fclose(f);
+  }
+  if (rc != EXIT_OK || !o->output) remove(out);
+  if (!o->output) rmdir(tmpdir);
   return rc;
 }
 

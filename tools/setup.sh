@@ -11,7 +11,7 @@ PKGS=(
   check
   zlib1g-dev libpng-dev libjson-c-dev libgif-dev
   dataset-fashion-mnist
-  python3-torch python3-numpy libopenblas0-openmp
+  python3-torch python3-numpy libopenblas0-openmp python3-venv
 )
 missing=()
 for p in "${PKGS[@]}"; do
@@ -23,3 +23,4 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+bash "$(dirname "$0")/hf_venv.sh" # transformers for tests/hf_import.sh
