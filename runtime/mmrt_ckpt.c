@@ -687,6 +687,20 @@ int mmrt_st_read(MmrtStFile *f, const MmrtTensorRef *t, char *err, size_t errlen
   return MMRT_OK;
 }
 
+int mmrt_st_read_raw(MmrtStFile *f, int i, void *buf, char *err, size_t errlen) {
+  const Entry *e = &f->e[i];
+  int er = read_at(f->fd, buf, (size_t)(e->end - e->begin), f->data_start + e->begin);
+  if (er)
+    return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: reading tensor '%s': %s", f->path, e->name,
+                     er == EIO ? "file shorter than its header says" : strerror(er));
+  if (e->has_crc && crc_of(buf, (size_t)(e->end - e->begin)) != e->crc)
+    return mmrt_errf(
+        err, errlen, MMRT_ERR_FORMAT,
+        "%s: tensor '%s': the data's CRC32 differs from the metadata's (the data is damaged)",
+        f->path, e->name);
+  return MMRT_OK;
+}
+
 int mmrt_st_has_crcs(const MmrtStFile *f, const char **missing) {
   for (int i = 0; i < f->n; i++)
     if (!f->e[i].has_crc) {

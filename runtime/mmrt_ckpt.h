@@ -126,6 +126,10 @@ void mmrt_st_info(const MmrtStFile *f, int i, MmrtStDtype *dtype, int *ndim, con
  * the tensor otherwise). */
 int mmrt_st_read(MmrtStFile *f, const MmrtTensorRef *t, char *err, size_t errlen);
 
+/* The bytes of tensor i, as stored (any dtype), into buf (its
+ * data_offsets span), checking its CRC32 if the file has one. */
+int mmrt_st_read_raw(MmrtStFile *f, int i, void *buf, char *err, size_t errlen);
+
 /* mmrt_st_read for each of `n` tensors; with strict, a tensor in the file
  * that is not in the list is also an error. */
 int mmrt_st_read_all(MmrtStFile *f, const MmrtTensorRef *t, int n, int strict, char *err,

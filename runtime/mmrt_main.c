@@ -30,6 +30,7 @@
 
 #include "mmrt_comm.h"
 #include "mmrt_data.h"
+#include "mmrt_hf.h"
 #include "mmrt_log.h"
 #include "mmrt_task.h"
 #include "mmrt_pp.h"
@@ -63,6 +64,8 @@ typedef struct Trainer {
   const MmrtTask *task;            /* the data task bound to the model's inputs */
   MmrtTaskCtx cx;                  /* its inputs, rows, data and iterators */
   const MmrtTensorDesc *lr, *step; /* the step inputs */
+  unsigned char *loaded;           /* per parameter: set by --init-from */
+  const char *sub;                 /* --init-from SUB=PATH: the sub-model loaded */
   int64_t done;                    /* steps completed */
   MmrtMemBaseline mem;             /* resident memory before the data and the arenas */
   int64_t saved;                   /* step of the checkpoint written or loaded last (-1: none) */
@@ -135,10 +138,14 @@ static void usage(FILE *out, const MmrtModelDesc *m) {
       "training\n"
       "  --dump-inputs DIR  write each training step's inputs to DIR/step-NNNNNN.safetensors (for\n"
       "                     checking against another implementation on the same batches)\n"
-      "  --init-from PATH   load parameters by name from a checkpoint directory or a .safetensors "
-      "file\n"
-      "                     (another model's too: a LoRA model from its base); the others keep "
-      "their init\n"
+      "  --init-from [SUB=]PATH  load parameters by name from a checkpoint directory or a\n"
+      "                     .safetensors file (a LoRA model from its base: the adapters keep "
+      "their\n"
+      "                     init), or a Hugging Face directory (config.json: mapped by\n"
+      "                     runtime/mmrt_hf_map.def, bf16/fp16 converted); a tensor that matches "
+      "no\n"
+      "                     parameter is an error; SUB=: load sub-model SUB only (the rest keep\n"
+      "                     their init, listed; a file's tensors outside SUB are not read)\n"
       "  --features DIR     text-to-video: the latents and text features the extractor wrote\n"
       "                     (the model compiled for the extract task), instead of running the\n"
       "                     frozen encoders\n"
@@ -878,6 +885,8 @@ static int load_pieces(Trainer *t, MmrtCkpt *c, int which, int need_all, char *e
     if (!held(t, p) || (which > -2 && (p->arena != MMRT_ARENA_PARAM ||
                                        (which >= 0 && mmrt_is_adapter(p->name) != which))))
       continue;
+    size_t k = t->sub ? strlen(t->sub) : 0; /* --init-from SUB=DIR: SUB only */
+    if (k && (strncmp(p->name, t->sub, k) != 0 || p->name[k] != '.')) continue;
     MmrtTensorRef ref = {
         .name = p->name, .dtype = (MmrtStDtype)p->dtype, .ndim = (int)p->ndim, .data = at(t, p)};
     MmrtSlice sl;
@@ -886,6 +895,7 @@ static int load_pieces(Trainer *t, MmrtCkpt *c, int which, int need_all, char *e
     int rc = mmrt_ckpt_read_slice(c, &ref, &sl, t->rank, err, len);
     if (rc == MMRT_ERR_NOTFOUND && !need_all) continue;
     if (rc != MMRT_OK) return -1;
+    if (t->loaded) t->loaded[i] = 1;
     loaded++;
   }
   return loaded;
@@ -944,6 +954,91 @@ static int load_ckpt(Trainer *t, int *fresh) {
 
 /* ---- loading by name, LoRA adapters ---- */
 
+/* After --init-from: the parameters (of this rank) it left at their init,
+ * by name (LoRA adapters counted); they were all set by init_param, and a
+ * loaded one was overwritten, so compare with a fresh init. */
+static int left_at_init(const Trainer *t, int64_t i, int adapters) {
+  const MmrtTensorDesc *p = &t->m->params[i];
+  return p->arena == MMRT_ARENA_PARAM && held(t, p) && !t->loaded[i] &&
+         mmrt_is_adapter(p->name) == adapters;
+}
+
+static void report_left(Trainer *t) {
+  int nleft = 0, nad = 0;
+  for (int64_t i = 0; i < t->m->nparams; i++)
+    nleft += left_at_init(t, i, 0), nad += left_at_init(t, i, 1);
+  if (nleft) {
+    fprintf(stderr, "trainer: %d parameter%s left at their init:", nleft, nleft == 1 ? "" : "s");
+    for (int64_t i = 0; i < t->m->nparams; i++)
+      if (left_at_init(t, i, 0)) fprintf(stderr, " %s", t->m->params[i].name);
+    fprintf(stderr, "\n");
+  }
+  if (nad) fprintf(stderr, "trainer: %d LoRA adapters left at their init\n", nad);
+}
+
+/* p is under sub-model `sub` (NULL or "": everything). */
+static int under_sub(const char *name, const char *sub) {
+  size_t k = sub ? strlen(sub) : 0;
+  return !k || (strncmp(name, sub, k) == 0 && name[k] == '.');
+}
+
+/* --init-from [SUB=]HF_DIR: every parameter under SUB (default: the
+ * architecture's instance, e.g. llm) from its mapped tensor (mmrt_hf.h),
+ * each rank reading whole source tensors one at a time and keeping its
+ * slice. LoRA adapters keep their init. Returns the number loaded or -1. */
+static int load_hf(Trainer *t, const char *flag, const char *dir, const char *sub) {
+  char err[ERRLEN];
+  MmrtHf *h = NULL;
+  if (mmrt_hf_open(&h, dir, err, sizeof err) != MMRT_OK) return fail("%s %s", flag, err), -1;
+  const MmrtModelDesc *m = t->m;
+  MmrtHfParam *p = calloc((size_t)m->nparams + 1, sizeof *p);
+  MmrtHfSrc *src = calloc((size_t)m->nparams + 1, sizeof *src);
+  int n = 0, loaded = 0, rc = p && src ? MMRT_OK : MMRT_ERR_NOMEM;
+  int64_t *which = calloc((size_t)m->nparams + 1, sizeof *which);
+  for (int64_t i = 0; rc == MMRT_OK && which && i < m->nparams; i++) {
+    const MmrtTensorDesc *d = &m->params[i];
+    if (d->arena != MMRT_ARENA_PARAM || mmrt_is_adapter(d->name)) continue;
+    MmrtSlice sl;
+    slice_of(t, d, &sl);
+    p[n] = (MmrtHfParam){.name = d->name, .ndim = (int)d->ndim};
+    for (int k = 0; k < sl.ndim; k++) p[n].shape[k] = sl.global[k];
+    which[n++] = i;
+  }
+  if (!which) rc = MMRT_ERR_NOMEM;
+  if (rc == MMRT_OK)
+    rc = mmrt_hf_match(h, sub && *sub ? sub : mmrt_hf_instance(h), p, n, src, err, sizeof err);
+  if (rc == MMRT_OK) rc = mmrt_hf_check_ties(h, err, sizeof err);
+  for (int k = 0; rc == MMRT_OK && k < n; k++) {
+    const MmrtTensorDesc *d = &m->params[which[k]];
+    if (src[k].tensor < 0 || !held(t, d)) continue;
+    MmrtSlice sl;
+    slice_of(t, d, &sl);
+    rc = mmrt_hf_read(h, &p[k], &src[k], &sl, at(t, d), err, sizeof err);
+    loaded += rc == MMRT_OK;
+    if (rc == MMRT_OK && t->loaded) t->loaded[which[k]] = 1;
+  }
+  if (rc == MMRT_ERR_NOMEM) snprintf(err, sizeof err, "out of memory");
+  free(p);
+  free(src);
+  free(which);
+  mmrt_hf_close(h);
+  if (rc != MMRT_OK) return fail("%s %s", flag, err), -1;
+  return loaded;
+}
+
+/* A tensor of a file (or checkpoint) that is no parameter or optimizer
+ * state of the model; NULL if there is none. Tensors outside sub-model
+ * `sub` are not looked at. */
+static const char *unmatched(Trainer *t, MmrtStFile *f, const char *sub) {
+  for (int i = 0; i < mmrt_st_count(f); i++) {
+    const char *nm = mmrt_st_name(f, i);
+    int64_t k = 0;
+    while (k < t->m->nparams && strcmp(t->m->params[k].name, nm) != 0) k++;
+    if (k == t->m->nparams && under_sub(nm, sub)) return nm;
+  }
+  return NULL;
+}
+
 /* The parameters (not optimizer state) a file has, by name and shape:
  * adapters only, everything else, or (which < 0) all. PATH is a
  * .safetensors file or a checkpoint directory (of any plan: each piece
@@ -953,12 +1048,22 @@ static int load_ckpt(Trainer *t, int *fresh) {
 static int load_by_name(Trainer *t, const char *flag, const char *path, int which, int need_all) {
   char err[ERRLEN];
   struct stat st;
+  const char *sub = NULL;
+  if (which < 0 && t->sub) sub = t->sub;
+  if (which < 0 && mmrt_hf_is_dir(path)) return load_hf(t, flag, path, sub);
   if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) { /* a checkpoint of any plan */
     MmrtCkpt *c = NULL;
     if (mmrt_ckpt_open_all(&c, path, NULL, NULL, err, sizeof err) != MMRT_OK)
       return fail("%s %s: %s", flag, path, err), -1;
     int n = load_pieces(t, c, which < 0 ? -1 : which, need_all, err, sizeof err);
+    const char *extra = NULL;
+    for (int k = 0; n > 0 && which < 0 && !extra && k < mmrt_ckpt_nfiles(c); k++)
+      extra = unmatched(t, mmrt_ckpt_file(c, k), sub);
+    if (extra)
+      snprintf(err, sizeof err, "%s holds tensor '%s' that matches no parameter of model %s",
+               mmrt_ckpt_dir(c), extra, t->m->name);
     mmrt_ckpt_close(c);
+    if (extra) return fail("%s %s", flag, err), -1;
     return n < 0 ? (fail("%s %s: %s", flag, path, err), -1) : n;
   }
   MmrtStFile *f = NULL;
@@ -968,7 +1073,7 @@ static int load_by_name(Trainer *t, const char *flag, const char *path, int whic
   for (int64_t i = 0; i < t->m->nparams && rc == MMRT_OK; i++) {
     const MmrtTensorDesc *p = &t->m->params[i];
     if (p->arena != MMRT_ARENA_PARAM || (which >= 0 && mmrt_is_adapter(p->name) != which) ||
-        !held(t, p))
+        !held(t, p) || !under_sub(p->name, sub))
       continue;
     if (mmrt_st_find(f, p->name) < 0) {
       if (need_all)
@@ -986,7 +1091,13 @@ static int load_by_name(Trainer *t, const char *flag, const char *path, int whic
                        path, p->name);
     if (rc == MMRT_OK) rc = mmrt_st_read(f, &ref, err, sizeof err);
     loaded += rc == MMRT_OK;
+    if (rc == MMRT_OK && t->loaded) t->loaded[i] = 1;
   }
+  const char *extra = rc == MMRT_OK && loaded && which < 0 ? unmatched(t, f, sub) : NULL;
+  if (extra)
+    rc = mmrt_errf(err, sizeof err, MMRT_ERR_MISMATCH,
+                   "%s holds tensor '%s' that matches no parameter of model %s", path, extra,
+                   t->m->name);
   mmrt_st_close(f);
   if (rc != MMRT_OK) return fail("%s %s: %s", flag, path, err), -1;
   return loaded;
@@ -1522,11 +1633,24 @@ static int run(Trainer *t, int argc, char **argv) {
       fprintf(stderr, "trainer: resumed from %s at step %lld\n", t->a.ckpt, (long long)t->done);
   }
   if (t->a.init_from && !t->a.resume) {
-    int n = load_by_name(t, "--init-from", t->a.init_from, -1, 0);
+    const char *path = t->a.init_from, *eq = strchr(path, '=');
+    char sub[256];
+    struct stat st;
+    if (eq && stat(path, &st) != 0) { /* SUB=PATH */
+      snprintf(sub, sizeof sub, "%.*s", (int)(eq - path), path);
+      t->sub = sub, path = eq + 1;
+    }
+    t->loaded = calloc((size_t)m->nparams + 1, 1);
+    if (!t->loaded) return fail("out of memory");
+    int n = load_by_name(t, "--init-from", path, -1, 0);
     if (n < 0) return 1;
-    if (n == 0)
-      return fail("--init-from %s: none of the model's parameters is there", t->a.init_from);
-    if (loud) fprintf(stderr, "trainer: %d parameters loaded from %s\n", n, t->a.init_from);
+    if (n == 0) return fail("--init-from %s: none of the model's parameters is there", path);
+    if (loud) {
+      fprintf(stderr, "trainer: %d parameters loaded from %s\n", n, path);
+      report_left(t);
+    }
+    free(t->loaded);
+    t->loaded = NULL, t->sub = NULL;
   }
   if (t->a.load_adapters && !t->a.resume &&
       load_by_name(t, "--load-adapters", t->a.load_adapters, 1, 1) < 0)

@@ -102,7 +102,7 @@ if [ $a = 0 ] && [ $same = 1 ] && grep -q "into F2 (encoders crc32 [0-9a-f]*; 2 
 else bad "extract on 2 ranks: exit $a, same $same, $(cat x2.err)"; fi
 
 # ---- 3. online against offline, 10 steps ----
-./t2v --steps 10 --init-from vae.st --log on.jsonl "${Q[@]}" > /dev/null 2> on.err || bad "online run: $(cat on.err)"
+./t2v --steps 10 --init-from encoder=vae.st --log on.jsonl "${Q[@]}" > /dev/null 2> on.err || bad "online run: $(cat on.err)"
 ./t2v --steps 10 --features F --log off.jsonl "${Q[@]}" > /dev/null 2> off.err || bad "offline run: $(cat off.err)"
 ./t2vx --out F0 --clips 40 --heldout 4 --quiet 2> /dev/null
 ./t2v --steps 10 --features F0 --log f0.jsonl "${Q[@]}" > /dev/null 2>&1

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "codegen/cg.h"
+#include "tools/mmc_import.h"
 #include "frontend/sema.h"
 #include "ir/ir.h"
 #include "passes/actmem.h"
@@ -35,9 +36,18 @@ typedef struct Cmd {
 } Cmd;
 
 static const Cmd cmds[] = {
-    {"check", "FILE.mm [-I DIR]...",
+    {"check", "FILE.mm [-I DIR]... [--model NAME --init-from [PREFIX=]HF_DIR]",
      "Parses FILE.mm and its imports, resolves names and checks every model's shapes and parallel "
-     "plan."},
+     "plan.\n"
+     "      --init-from: every parameter (under PREFIX, default the architecture's instance) has a "
+     "tensor\n"
+     "      of the right shape in the Hugging Face directory and every tensor is used (headers "
+     "only)."},
+    {"import", "HF_DIR [-o FILE.mm]",
+     "Writes a .mm file declaring the model of a Hugging Face directory (config.json, "
+     "safetensors) with\n"
+     "      the stdlib and its hyper-parameters, and checks the tensors' headers against it "
+     "(runtime/mmrt_hf_map.def)."},
     {"dump-ir",
      "FILE.mm|FILE.mmir [--model NAME] [--after PASS|all] [--format text|dot] [--rank R]",
      "Prints the IR of a model (--model: needed when the file declares several) after a pass "
@@ -100,7 +110,8 @@ static const char *plan_opts =
 
 /* opt reads IR text only, which carries its own settings. */
 static bool takes_source(const Cmd *c) {
-  return strcmp(c->name, "opt") != 0 && strcmp(c->name, "tokenize") != 0;
+  return strcmp(c->name, "opt") != 0 && strcmp(c->name, "tokenize") != 0 &&
+         strcmp(c->name, "import") != 0;
 }
 
 static bool takes_plan(const Cmd *c) {
@@ -170,7 +181,8 @@ typedef struct Opts {
   const char *src_flag; /* the first option that only means something for a .mm source */
   bool json;
   int rank;                  /* dump-ir --rank: >= 0 */
-  const char *output, *emit; /* compile */
+  const char *output, *emit; /* compile, import */
+  const char *init_from;     /* check --init-from */
   int opt_level;
   bool opt_set, no_fuse, verbose;
   int task;          /* MMRT_TASK_*: train (default), generate, eval, reconstruct, sample */
@@ -303,6 +315,12 @@ static int parse_opts(int argc, char **argv, Opts *o) {
     } else if (strcmp(a, "--no-fuse") == 0 &&
                (strcmp(o->cmd->name, "plan") == 0 || strcmp(o->cmd->name, "compile") == 0)) {
       o->no_fuse = true;
+    } else if (strcmp(a, "--init-from") == 0 && strcmp(o->cmd->name, "check") == 0) {
+      NEED_ARG();
+      o->init_from = next;
+    } else if (strcmp(a, "-o") == 0 && strcmp(o->cmd->name, "import") == 0) {
+      NEED_ARG();
+      o->output = next;
     } else if (strcmp(a, "-o") == 0 && strcmp(o->cmd->name, "compile") == 0) {
       NEED_ARG();
       o->output = next;
@@ -415,6 +433,8 @@ static int parse_opts(int argc, char **argv, Opts *o) {
       o->src_flag = a;
   }
   if (!o->file) return bad_usage(o->cmd, "no input file%s", "");
+  if (o->init_from && !o->model)
+    return bad_usage(o->cmd, "--init-from checks one model: give --model NAME%s", "");
   if (o->src_flag && ends_with(o->file, ".mmir")) {
     fprintf(stderr,
             "mmc: error: %s applies to a .mm source; IR text carries its own settings (the "
@@ -607,6 +627,7 @@ static int cmd_check(Opts *o) {
     if (o->model) {
       FeResult r;
       if (pick_model(p, o, &d) && fe_elaborate(p, o->model, &r)) rc = EXIT_OK;
+      if (rc == EXIT_OK && o->init_from && mmc_import_verify(r.ir, o->init_from)) rc = EXIT_USER;
       if (r.ir) ir_module_free(r.ir);
     } else if (fe_check_all(p)) {
       rc = EXIT_OK;
@@ -1689,6 +1710,37 @@ static int cmd_compile(Opts *o) {
   return finish(&d, p, &r, ok ? EXIT_OK : EXIT_USER);
 }
 
+/* mmc import: the .mm file, then mmc check of it against the directory;
+ * without -o the file is written and checked in a temporary folder, then
+ * printed. Nothing is left written on an error. */
+static int cmd_import(Opts *o) {
+  char model[128], tmpdir[] = "/tmp/mmc-import-XXXXXX", tmp[64];
+  const char *out = o->output;
+  if (!out) {
+    if (!mkdtemp(tmpdir)) {
+      fprintf(stderr, "mmc: import: cannot create a temporary folder in /tmp\n");
+      return EXIT_USER;
+    }
+    snprintf(tmp, sizeof tmp, "%s/imported.mm", tmpdir);
+    out = tmp;
+  }
+  int rc = mmc_import_write(o->file, out, model, sizeof model) ? EXIT_USER : EXIT_OK;
+  if (rc == EXIT_OK) {
+    Opts c = {.cmd = o->cmd, .file = out, .model = model, .init_from = o->file};
+    mm_plan_flags_init(&c.flags);
+    rc = cmd_check(&c);
+  }
+  if (rc == EXIT_OK && !o->output) {
+    FILE *f = fopen(out, "r");
+    int ch;
+    while (f && (ch = fgetc(f)) != EOF) putchar(ch);
+    if (f) fclose(f);
+  }
+  if (rc != EXIT_OK || !o->output) remove(out);
+  if (!o->output) rmdir(tmpdir);
+  return rc;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     usage_all(stderr);
@@ -1721,6 +1773,8 @@ int main(int argc, char **argv) {
       rc = cmd_opt(&o);
     else if (strcmp(o.cmd->name, "compile") == 0)
       rc = cmd_compile(&o);
+    else if (strcmp(o.cmd->name, "import") == 0)
+      rc = cmd_import(&o);
     else
       rc = cmd_stats(&o);
   }

@@ -12,7 +12,7 @@ PKGS=(
   zlib1g-dev libpng-dev libjson-c-dev libgif-dev
   libpcre2-dev libunistring-dev python3-venv
   dataset-fashion-mnist
-  python3-torch python3-numpy libopenblas0-openmp
+  python3-torch python3-numpy libopenblas0-openmp python3-venv
 )
 missing=()
 for p in "${PKGS[@]}"; do
@@ -24,3 +24,4 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+bash "$(dirname "$0")/hf_venv.sh" # transformers for tests/hf_import.sh

@@ -1,0 +1,132 @@
+/* mmc_import.c: `mmc import HF_DIR [-o FILE.mm]` writes a readable .mm file
+ * that imports the stdlib module of the checkpoint's architecture and
+ * declares it with config.json's hyper-parameters (runtime/mmrt_hf_map.def;
+ * a config key that changes the math and that mmc does not support is
+ * refused by name), and checks the checkpoint's tensor headers against the
+ * parameters of the model it wrote (mmc_import_verify, also behind `mmc
+ * check FILE.mm --init-from HF_DIR`). */
+#include "mmc_import.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/mmrt_hf.h"
+
+#define ERRLEN 1024
+
+int mmc_import_write(const char *dir, const char *out, char *model, size_t len) {
+  char err[ERRLEN];
+  MmrtHf *h;
+  if (mmrt_hf_open(&h, dir, err, sizeof err) != MMRT_OK) {
+    fprintf(stderr, "mmc: import: %s\n", err);
+    return 1;
+  }
+  snprintf(model, len, "%s", mmrt_hf_model(h));
+  const char *base = out ? strrchr(out, '/') : NULL;
+  base = base ? base + 1 : out;
+  if (base && strcmp(base, mmrt_hf_stdlib(h)) == 0) {
+    fprintf(stderr,
+            "mmc: import: -o %s: the file would import itself (it imports the stdlib's %s); choose "
+            "another name\n",
+            out, mmrt_hf_stdlib(h));
+    mmrt_hf_close(h);
+    return 1;
+  }
+  /* the text first: nothing is written on an error */
+  size_t cap = 8192, n = 0;
+  char *s = malloc(cap);
+  if (!s) return mmrt_hf_close(h), fprintf(stderr, "mmc: out of memory\n"), 1;
+#define PUT(...) n += (size_t)snprintf(s + n, n < cap ? cap - n : 0, __VA_ARGS__)
+  const char *inst = mmrt_hf_instance(h), *mod = mmrt_hf_module(h);
+  int64_t maxpos = 0, T = 128;
+  if (mmrt_hf_config_int(h, "n_positions", &maxpos) && maxpos < T) T = maxpos;
+  PUT("// %s, imported by `mmc import %s` (%s, %d tensors).\n", mmrt_hf_model(h), dir,
+      mmrt_hf_arch(h), mmrt_hf_ntensors(h));
+  PUT("// Load its weights with `--init-from %s`; add train / parallel sections, or\n", dir);
+  PUT("// `model Mine extends %s { ... }`.\n", mmrt_hf_model(h));
+  PUT("import \"%s\"\n\nmodel %s {\n  let B = 1\n  let T = %lld\n", mmrt_hf_stdlib(h),
+      mmrt_hf_model(h), (long long)T);
+  PUT("  %s = %s(", inst, mod);
+  for (int i = 0; i < mmrt_hf_nhparams(h); i++) {
+    const char *v, *nm = mmrt_hf_hparam(h, i, &v);
+    PUT("%s%s = %s", i ? (i % 5 == 0 ? ",\n      " : ", ") : "", nm, v);
+  }
+  PUT(")\n\n");
+  if (strcmp(mod, "T5Encoder") == 0) {
+    /* an encoder has no loss of its own: a stand-in objective through the tied embedding, so
+       that the model compiles, loads and trains alone */
+    PUT("  // a stand-in objective (the embedding as a tied head); compose the encoder into your "
+        "model\n");
+    PUT("  forward(ids: i32[B, T], labels: i32[B, T]) -> loss {\n");
+    PUT("    return cross_entropy(linear(%s(ids), %s.shared.weight), labels, ignore = -100)\n",
+        inst, inst);
+    PUT("  }\n}\n");
+  } else {
+    PUT("  // labels: the ids shifted by one (-100: not scored)\n");
+    PUT("  forward(ids: i32[B, T], labels: i32[B, T]) -> loss { return %s(ids, labels) }\n}\n",
+        inst);
+  }
+#undef PUT
+  if (n >= cap) {
+    free(s);
+    mmrt_hf_close(h);
+    fprintf(stderr, "mmc: import %s: the model text is too long\n", dir);
+    return 1;
+  }
+  mmrt_hf_close(h);
+  int rc = 0;
+  if (!out) {
+    fputs(s, stdout);
+  } else if (mmrt_write_file_atomic(out, s, n, err, sizeof err) != MMRT_OK) {
+    fprintf(stderr, "mmc: import: -o %s\n", err);
+    rc = 1;
+  }
+  free(s);
+  return rc;
+}
+
+int mmc_import_verify(const IrModule *m, const char *spec) {
+  char err[ERRLEN], prefix[256] = "";
+  const char *dir = spec, *eq = strchr(spec, '=');
+  if (eq && !mmrt_hf_is_dir(spec)) {
+    snprintf(prefix, sizeof prefix, "%.*s", (int)(eq - spec), spec);
+    dir = eq + 1;
+  }
+  MmrtHf *h;
+  if (mmrt_hf_open(&h, dir, err, sizeof err) != MMRT_OK) {
+    fprintf(stderr, "mmc: --init-from %s\n", err);
+    return 1;
+  }
+  if (!eq || dir == spec) snprintf(prefix, sizeof prefix, "%s", mmrt_hf_instance(h));
+  int n = m->params.len;
+  MmrtHfParam *p = calloc((size_t)n + 1, sizeof *p);
+  MmrtHfSrc *src = calloc((size_t)n + 1, sizeof *src);
+  int rc = p && src ? 0 : 1, used = 0;
+  for (int i = 0; !rc && i < n; i++) {
+    const IrValue *v = m->params.items[i];
+    p[i].name = v->name;
+    p[i].ndim = v->shape.rank;
+    for (int d = 0; d < v->shape.rank; d++) p[i].shape[d] = v->shape.d[d];
+    if (v->dtype != IR_F32) rc = 1, fprintf(stderr, "mmc: --init-from: %s is not f32\n", v->name);
+  }
+  if (!rc && mmrt_hf_match(h, prefix, p, n, src, err, sizeof err) != MMRT_OK) {
+    fprintf(stderr, "mmc: --init-from %s\n", err);
+    rc = 1;
+  }
+  for (int i = 0; !rc && i < n; i++) used += src[i].tensor >= 0;
+  if (!rc) {
+    fprintf(stderr, "mmc: %s (%s): %d tensors give %d of model %s's %d parameters", dir,
+            mmrt_hf_arch(h), mmrt_hf_ntensors(h), used, m->name, n);
+    if (used < n) {
+      fprintf(stderr, "; left at their init (outside '%s'):", prefix);
+      for (int i = 0; i < n; i++)
+        if (src[i].tensor < 0) fprintf(stderr, " %s", p[i].name);
+    }
+    fprintf(stderr, "\n");
+  }
+  free(p);
+  free(src);
+  mmrt_hf_close(h);
+  return rc;
+}
