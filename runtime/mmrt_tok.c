@@ -24,6 +24,7 @@ enum { PP_TEMPLATE, PP_BYTE, PP_CLS_SEP, PP_SEQ };
 #define SEQ_SLOT      INT32_MIN /* where a template puts the sequence */
 #define CACHE_WORDS   10000
 #define CACHE_MAX_LEN 256
+#define MAX_ID        (1 << 24) /* ids index arrays: a bound on what a file can make us allocate */
 
 typedef struct Added {
   char *content, *pattern; /* pattern: content, normalized when `normalized` */
@@ -90,6 +91,7 @@ static void set_token(MmrtTok *t, int32_t id, const char *s, size_t n) {
     int32_t old = t->ntok, cap = id + 1;
     t->tok = realloc(t->tok, (size_t)cap * sizeof *t->tok);
     t->tokn = realloc(t->tokn, (size_t)cap * sizeof *t->tokn);
+    if (!t->tok || !t->tokn) abort(); /* out of memory */
     for (int32_t i = old; i < cap; i++) t->tok[i] = NULL, t->tokn[i] = 0;
     t->ntok = cap;
   }
@@ -138,9 +140,9 @@ static bool parse_bpe(TkLd *ld, MmrtTok *t, json_object *m) {
     return false;
   json_object_object_foreach(vocab, k, idv) {
     if (!json_object_is_type(idv, json_type_int) || json_object_get_int64(idv) < 0 ||
-        json_object_get_int64(idv) >= INT32_MAX)
-      return tk_fail(ld, "model.vocab", "the id of \"%s\" is %s, expected an integer >= 0", k,
-                     json_object_to_json_string(idv));
+        json_object_get_int64(idv) >= MAX_ID)
+      return tk_fail(ld, "model.vocab", "the id of \"%s\" is %s, expected an integer in [0, %d)", k,
+                     json_object_to_json_string(idv), MAX_ID);
     int32_t id = (int32_t)json_object_get_int64(idv);
     set_token(t, id, k, strlen(k));
     tk_map_put(&t->vocab, k, strlen(k), id);

@@ -106,6 +106,9 @@ contains "dropout named" "$T/err" "model.dropout: BPE dropout 0.1 is not support
 sed 's/"truncation":null/"truncation":{"max_length":8}/' "$T/tok.json" > "$T/trunc.json"
 expect "tokenize truncation refused" 1 "$MMC" tokenize "$T/trunc.json" "$T/in.txt"
 contains "truncation named" "$T/err" "trunc.json: truncation: is an object: truncation is not supported"
+sed 's/"ab":2/"ab":99999999/' "$T/tok.json" > "$T/bigid.json"
+expect "tokenize huge vocabulary id refused" 1 "$MMC" tokenize "$T/bigid.json" "$T/in.txt"
+contains "huge id named" "$T/err" 'model.vocab: the id of "ab" is 99999999, expected an integer in [0, 16777216)'
 printf 'ab\na\377b\nab\n' > "$T/bad8.txt"
 expect "tokenize bad UTF-8" 1 "$MMC" tokenize "$T/tok.json" "$T/bad8.txt"
 contains "bad UTF-8 located" "$T/err" "bad8.txt:2: invalid UTF-8 at byte 1 (0xff)"
