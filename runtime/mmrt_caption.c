@@ -139,8 +139,8 @@ const char *mmrt_tok_word(const MmrtTokenizer *tok, int32_t id) {
   return id >= 0 && id < tok->size ? tok->words[id] : NULL;
 }
 
-int mmrt_tok_encode(const MmrtTokenizer *tok, const char *text, int32_t *ids, int cap, int *n,
-                    char *err, size_t errlen) {
+int mmrt_words_encode(const MmrtTokenizer *tok, const char *text, int32_t *ids, int cap, int *n,
+                      char *err, size_t errlen) {
   *n = 0;
   size_t pos = 0, len;
   const char *w;
@@ -168,8 +168,8 @@ int mmrt_tok_encode(const MmrtTokenizer *tok, const char *text, int32_t *ids, in
   return MMRT_OK;
 }
 
-int mmrt_tok_decode(const MmrtTokenizer *tok, const int32_t *ids, int n, char *buf, size_t len,
-                    char *err, size_t errlen) {
+int mmrt_words_decode(const MmrtTokenizer *tok, const int32_t *ids, int n, char *buf, size_t len,
+                      char *err, size_t errlen) {
   if (!buf || len == 0)
     return mmrt_errf(err, errlen, MMRT_ERR_ARG, "caption decode: no output buffer");
   size_t used = 0;
@@ -236,8 +236,8 @@ int mmrt_caption_layout(const MmrtTokenizer *tok, const char *prompt, const char
                      T, img_in_text);
   int32_t p[MMRT_CAPTION_MAX_WORDS * 4], a[MMRT_CAPTION_MAX_WORDS * 4];
   int np, na, rc;
-  if ((rc = mmrt_tok_encode(tok, prompt, p, (int)(sizeof p / sizeof *p), &np, err, errlen)) ||
-      (rc = mmrt_tok_encode(tok, answer, a, (int)(sizeof a / sizeof *a), &na, err, errlen)) ||
+  if ((rc = mmrt_words_encode(tok, prompt, p, (int)(sizeof p / sizeof *p), &np, err, errlen)) ||
+      (rc = mmrt_words_encode(tok, answer, a, (int)(sizeof a / sizeof *a), &na, err, errlen)) ||
       (rc = check_fits(prompt, answer, np, na, T, img_in_text, err, errlen)))
     return rc;
   lay_out(p, np, a, na, T, img_in_text, ids, labels);
@@ -248,7 +248,7 @@ int mmrt_caption_layout(const MmrtTokenizer *tok, const char *prompt, const char
 
 static int encode_piece(const MmrtTokenizer *tok, const char *text, MmrtCaptionTokens *out,
                         char *err, size_t errlen) {
-  return mmrt_tok_encode(tok, text, out->ids, MMRT_CAPTION_MAX_WORDS, &out->n, err, errlen);
+  return mmrt_words_encode(tok, text, out->ids, MMRT_CAPTION_MAX_WORDS, &out->n, err, errlen);
 }
 
 int mmrt_caption_init(MmrtCaptioner *c, int T, int img_in_text, MmrtCaptionMode mode, uint64_t seed,

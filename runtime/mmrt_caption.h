@@ -107,14 +107,14 @@ const char *mmrt_tok_word(const MmrtTokenizer *tok, int32_t id);
 /* ids[0..*n) = the words of `text` (split on whitespace).  Fails on an
  * unknown word (MMRT_ERR_ARG, naming the word and listing the vocabulary)
  * and when more than `cap` ids are needed. */
-int mmrt_tok_encode(const MmrtTokenizer *tok, const char *text, int32_t *ids, int cap, int *n,
-                    char *err, size_t errlen);
+int mmrt_words_encode(const MmrtTokenizer *tok, const char *text, int32_t *ids, int cap, int *n,
+                      char *err, size_t errlen);
 
 /* The words of ids[0..n) joined by single spaces into buf, stopping before
  * the first EOS; PAD, BOS and IMG are written by name ("<pad>", ...).
  * Fails on an id outside [0, V) and when buf is too small. */
-int mmrt_tok_decode(const MmrtTokenizer *tok, const int32_t *ids, int n, char *buf, size_t len,
-                    char *err, size_t errlen);
+int mmrt_words_decode(const MmrtTokenizer *tok, const int32_t *ids, int n, char *buf, size_t len,
+                      char *err, size_t errlen);
 
 /* ---- one sequence ---- */
 

@@ -414,8 +414,8 @@ static int run(Gen *g) {
   const char *ptext = g->a.prompt                        ? g->a.prompt
                       : g->m->task == MMRT_TASK_GENERATE ? mmrt_caption_prompt(0)
                                                          : NULL;
-  if (ptext && mmrt_tok_encode(&g->cap.tok, ptext, prompt, (int)(sizeof prompt / sizeof *prompt),
-                               &nprompt, err, sizeof err) != MMRT_OK)
+  if (ptext && mmrt_words_encode(&g->cap.tok, ptext, prompt, (int)(sizeof prompt / sizeof *prompt),
+                                 &nprompt, err, sizeof err) != MMRT_OK)
     return fail("--prompt \"%s\": %s", ptext, err);
   FILE *out = stdout, *ids = NULL;
   char out_tmp[4200], ids_tmp[4200]; /* renamed over --out / --ids when complete */
@@ -459,7 +459,7 @@ static int run(Gen *g) {
         continue;
       }
       char cap[512];
-      if (mmrt_tok_decode(&g->cap.tok, gr, ng[r], cap, sizeof cap, err, sizeof err) != MMRT_OK)
+      if (mmrt_words_decode(&g->cap.tok, gr, ng[r], cap, sizeof cap, err, sizeof err) != MMRT_OK)
         rc = fail("%s", err);
       else
         fprintf(out, "%s\t%s\n", g->source[k0 + r], cap);

@@ -101,7 +101,7 @@ START_TEST(vocab_deterministic_and_fits) {
     ck_assert_ptr_nonnull(text);
     int32_t ids[16];
     int n;
-    ck_assert_int_eq(mmrt_tok_encode(&a, text, ids, 16, &n, err, sizeof err), MMRT_OK);
+    ck_assert_int_eq(mmrt_words_encode(&a, text, ids, 16, &n, err, sizeof err), MMRT_OK);
     for (int i = 0; i < n; i++) used[ids[i]] = 1;
   }
   for (int i = 0; i < a.size; i++) ck_assert_int_eq(used[i], i >= MMRT_TOK_FIRST_WORD);
@@ -122,44 +122,44 @@ START_TEST(encode_decode_round_trip) {
       const char *text = mmrt_caption_answer(c, k);
       int32_t ids[16];
       int n;
-      ck_assert_int_eq(mmrt_tok_encode(&tok, text, ids, 16, &n, err, sizeof err), MMRT_OK);
-      ck_assert_int_eq(mmrt_tok_decode(&tok, ids, n, buf, sizeof buf, err, sizeof err), MMRT_OK);
+      ck_assert_int_eq(mmrt_words_encode(&tok, text, ids, 16, &n, err, sizeof err), MMRT_OK);
+      ck_assert_int_eq(mmrt_words_decode(&tok, ids, n, buf, sizeof buf, err, sizeof err), MMRT_OK);
       ck_assert_str_eq(buf, text);
     }
   int32_t ids[16];
   int n;
   /* extra whitespace is only a separator */
-  ck_assert_int_eq(mmrt_tok_encode(&tok, "  what is\tthis ?\n", ids, 16, &n, err, sizeof err),
+  ck_assert_int_eq(mmrt_words_encode(&tok, "  what is\tthis ?\n", ids, 16, &n, err, sizeof err),
                    MMRT_OK);
   const int32_t want[] = {W_WHAT, W_IS, W_THIS, W_Q};
   ck_assert_int_eq(n, 4);
   ck_assert(memcmp(ids, want, sizeof want) == 0);
-  ck_assert_int_eq(mmrt_tok_encode(&tok, "", ids, 16, &n, err, sizeof err), MMRT_OK);
+  ck_assert_int_eq(mmrt_words_encode(&tok, "", ids, 16, &n, err, sizeof err), MMRT_OK);
   ck_assert_int_eq(n, 0);
 
   /* specials by name; decode stops at EOS */
-  ck_assert_int_eq(mmrt_tok_encode(&tok, "<bos> <img> what is this ? an ankle boot <eos> <pad>",
-                                   ids, 16, &n, err, sizeof err),
+  ck_assert_int_eq(mmrt_words_encode(&tok, "<bos> <img> what is this ? an ankle boot <eos> <pad>",
+                                     ids, 16, &n, err, sizeof err),
                    MMRT_OK);
   ck_assert_int_eq(n, 11);
   ck_assert_int_eq(ids[0], MMRT_TOK_BOS);
   ck_assert_int_eq(ids[1], MMRT_TOK_IMG);
   ck_assert_int_eq(ids[9], MMRT_TOK_EOS);
   ck_assert_int_eq(ids[10], MMRT_TOK_PAD);
-  ck_assert_int_eq(mmrt_tok_decode(&tok, ids, n, buf, sizeof buf, err, sizeof err), MMRT_OK);
+  ck_assert_int_eq(mmrt_words_decode(&tok, ids, n, buf, sizeof buf, err, sizeof err), MMRT_OK);
   ck_assert_str_eq(buf, "<bos> <img> what is this ? an ankle boot");
-  ck_assert_int_eq(mmrt_tok_decode(&tok, ids + 9, 2, buf, sizeof buf, err, sizeof err), MMRT_OK);
+  ck_assert_int_eq(mmrt_words_decode(&tok, ids + 9, 2, buf, sizeof buf, err, sizeof err), MMRT_OK);
   ck_assert_str_eq(buf, "");
 
   /* too small a buffer, bad ids, too little room for ids */
-  ck_assert_int_eq(mmrt_tok_decode(&tok, ids, n, buf, 10, err, sizeof err), MMRT_ERR_ARG);
+  ck_assert_int_eq(mmrt_words_decode(&tok, ids, n, buf, 10, err, sizeof err), MMRT_ERR_ARG);
   ck_assert_msg(strstr(err, "10 bytes"), "%s", err);
   int32_t bad[] = {W_AN, 34};
-  ck_assert_int_eq(mmrt_tok_decode(&tok, bad, 2, buf, sizeof buf, err, sizeof err), MMRT_ERR_ARG);
+  ck_assert_int_eq(mmrt_words_decode(&tok, bad, 2, buf, sizeof buf, err, sizeof err), MMRT_ERR_ARG);
   ck_assert_msg(strstr(err, "id 34 at position 1") && strstr(err, "[0, 34)"), "%s", err);
   bad[1] = -100;
-  ck_assert_int_eq(mmrt_tok_decode(&tok, bad, 2, buf, sizeof buf, err, sizeof err), MMRT_ERR_ARG);
-  ck_assert_int_eq(mmrt_tok_encode(&tok, "it is an ankle boot", ids, 3, &n, err, sizeof err),
+  ck_assert_int_eq(mmrt_words_decode(&tok, bad, 2, buf, sizeof buf, err, sizeof err), MMRT_ERR_ARG);
+  ck_assert_int_eq(mmrt_words_encode(&tok, "it is an ankle boot", ids, 3, &n, err, sizeof err),
                    MMRT_ERR_ARG);
   ck_assert_msg(strstr(err, "more than 3 tokens"), "%s", err);
 }
@@ -171,17 +171,17 @@ START_TEST(unknown_word) {
   ck_assert_int_eq(mmrt_tok_build(&tok, err, sizeof err), MMRT_OK);
   int32_t ids[16];
   int n = -1;
-  ck_assert_int_eq(mmrt_tok_encode(&tok, "what is this hat ?", ids, 16, &n, err, sizeof err),
+  ck_assert_int_eq(mmrt_words_encode(&tok, "what is this hat ?", ids, 16, &n, err, sizeof err),
                    MMRT_ERR_ARG);
   ck_assert_int_eq(n, 0);
   ck_assert_msg(strstr(err, "unknown word \"hat\"") && strstr(err, "word 4 of") &&
                     strstr(err, "30 words: . ? a an ankle") && strstr(err, "trousers what"),
                 "%s", err);
   /* case matters: the vocabulary is lower case */
-  ck_assert_int_eq(mmrt_tok_encode(&tok, "What", ids, 16, &n, err, sizeof err), MMRT_ERR_ARG);
+  ck_assert_int_eq(mmrt_words_encode(&tok, "What", ids, 16, &n, err, sizeof err), MMRT_ERR_ARG);
   ck_assert_msg(strstr(err, "\"What\""), "%s", err);
   /* a word longer than any slot is simply unknown */
-  ck_assert_int_eq(mmrt_tok_encode(&tok, "a supercalifragilistic", ids, 16, &n, err, sizeof err),
+  ck_assert_int_eq(mmrt_words_encode(&tok, "a supercalifragilistic", ids, 16, &n, err, sizeof err),
                    MMRT_ERR_ARG);
   ck_assert_msg(strstr(err, "\"supercalifragilistic\""), "%s", err);
   int32_t lab[12];
@@ -384,7 +384,8 @@ static void check_rows(const MmrtCaptioner *c, const MmrtBatchIter *it, int64_t 
     /* the answer text is the class phrasing */
     int first = eos - (targets - 1);
     ck_assert_int_eq(
-        mmrt_tok_decode(&c->tok, x + first, T - first, buf, sizeof buf, err, sizeof err), MMRT_OK);
+        mmrt_words_decode(&c->tok, x + first, T - first, buf, sizeof buf, err, sizeof err),
+        MMRT_OK);
     ck_assert_str_eq(buf, mmrt_caption_answer(label, ch.answer));
   }
 }
