@@ -1249,8 +1249,8 @@ static int check_step(Trainer *t, int64_t step, float loss, int *skip) {
     t->skipped++, t->skip_run++, *skip = 1;
     if (!t->a.quiet && t->rank == 0)
       fprintf(stderr, "trainer: step %lld skipped (--on-nan skip-step): loss %g%s%s%s\n",
-              (long long)step, (double)loss, name ? ", tensor '" : "", name ? name : "",
-              name ? "' not finite" : "");
+              (long long)step, loss != loss ? (double)NAN : (double)loss, name ? ", tensor '" : "",
+              name ? name : "", name ? "' not finite" : "");
     return 0;
   }
   if (name)
@@ -1260,7 +1260,7 @@ static int check_step(Trainer *t, int64_t step, float loss, int *skip) {
   if (t->rank == 0)
     fail("step %lld: the training diverged: loss %g%s; stopped before the step was logged or "
          "any weights written (try a lower --lr%s)",
-         (long long)step, (double)loss,
+         (long long)step, loss != loss ? (double)NAN : (double)loss,
          t->a.skip_nan ? ", and the last " STR(SKIP_LIMIT) " steps in a row were not finite "
                                                            "(--on-nan skip-step)"
                        : "",
