@@ -126,7 +126,8 @@ static void usage(FILE *out, const MmrtModelDesc *m) {
       "  --resume           continue from the checkpoint DIR/latest names (DIR absent or empty:\n"
       "                     start at step 0; anything else there without DIR/latest: an error)\n"
       "                     DIR/lock (host and pid) keeps a second trainer out of DIR\n"
-      "  --on-nan MODE      a loss, weight or optimizer state that is not finite after a step:\n"
+      "  --on-nan MODE      a loss or weight not finite after a step (a gradient that is not\n"
+      "                     makes its weights so):\n"
       "                     stop (default: exit 1 naming the step, loss and tensor, nothing\n"
       "                     written) or skip-step (undo the step, count it in the log's\n"
       "                     skipped_steps; keeps a copy of the weights and optimizer state;\n"
@@ -1360,14 +1361,20 @@ static void snapshot(Trainer *t, int back) {
   }
 }
 
-/* After a step: a loss, weight or optimizer state that is not finite on
- * any rank (a gradient that was not, or an update that overflowed) stops
+/* After a step: a loss or weight that is not finite on any rank (a
+ * gradient that was not, or an update that overflowed) stops
  * the run with a message naming the step, the loss and each rank's first
  * such tensor, before anything of the step is logged or written (--on-nan
  * stop); with skip-step the step is undone (*skip = 1) unless SKIP_LIMIT
  * steps in a row were. Every rank takes the same decision. */
 static int check_step(Trainer *t, int64_t step, float loss, int *skip) {
-  int64_t bad = 0, n = 0, i = first_nonfinite(t, &bad, &n);
+  /* the weights, in one pass over this rank's param arena (f32 and zero padding): a gradient
+   * that is not finite makes its parameter's update so; the optimizer state is scanned when a
+   * checkpoint or weights file is written */
+  int64_t bad = 0, n = 0, nw = t->arena_own[MMRT_ARENA_PARAM] / (int64_t)sizeof(float);
+  int64_t i = nw > 0 && count_nonfinite((const float *)(void *)t->arena_mem[MMRT_ARENA_PARAM], nw)
+                  ? first_nonfinite(t, &bad, &n)
+                  : -1;
   uint32_t lb;
   memcpy(&lb, &loss, sizeof lb);
   int lossbad = (lb & 0x7f800000u) == 0x7f800000u;
@@ -1382,8 +1389,8 @@ static int check_step(Trainer *t, int64_t step, float loss, int *skip) {
     t->skipped++, t->skip_run++, *skip = 1;
     if (!t->a.quiet && t->rank == 0)
       fprintf(stderr, "trainer: step %lld skipped (--on-nan skip-step): loss %g%s%s%s\n",
-              (long long)step, (double)loss, name ? ", tensor '" : "", name ? name : "",
-              name ? "' not finite" : "");
+              (long long)step, loss != loss ? (double)NAN : (double)loss, name ? ", tensor '" : "",
+              name ? name : "", name ? "' not finite" : "");
     return 0;
   }
   if (name)
@@ -1393,7 +1400,7 @@ static int check_step(Trainer *t, int64_t step, float loss, int *skip) {
   if (t->rank == 0)
     fail("step %lld: the training diverged: loss %g%s; stopped before the step was logged or "
          "any weights written (try a lower --lr%s)",
-         (long long)step, (double)loss,
+         (long long)step, loss != loss ? (double)NAN : (double)loss,
          t->a.skip_nan ? ", and the last " STR(SKIP_LIMIT) " steps in a row were not finite "
                                                            "(--on-nan skip-step)"
                        : "",
@@ -1698,7 +1705,7 @@ static int run(Trainer *t, int argc, char **argv) {
   }
   if (loud && t->a.skip_nan)
     fprintf(stderr,
-            "trainer: --on-nan skip-step: a step whose loss, weights or optimizer state are not "
+            "trainer: --on-nan skip-step: a step whose loss or weights are not "
             "finite is undone (from a copy of %lld bytes)\n",
             (long long)(t->arena_own[MMRT_ARENA_PARAM] + t->arena_own[MMRT_ARENA_OPT]));
   if (t->a.profile) mmrt_prof_enable();

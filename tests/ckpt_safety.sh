@@ -45,7 +45,7 @@ py() { /usr/bin/python3 - "$@"; }
 # ---- 1. divergence ----
 ./g --steps 6 --lr 1e30 --ckpt-every 1 --keep 2 --ckpt div --log div.jsonl --save-weights div.st "${Q[@]}" \
   > /dev/null 2> div.err; st=$?
-if [ $st = 1 ] && grep -Eq "^trainer: error: step ([0-9]+): the training diverged: loss -?nan" div.err &&
+if [ $st = 1 ] && grep -Eq "^trainer: error: step ([0-9]+): the training diverged: loss nan" div.err &&
    grep -Eq "error: step [0-9]+: tensor '[^']+' has [0-9]+ of its [0-9]+ values not finite" div.err; then
   n=$(sed -n 's/.*error: step \([0-9]*\): the training diverged.*/\1/p' div.err)
   ok "--lr 1e30: stopped at step $n: $(grep -o "tensor '[^']*' has [0-9]* of its [0-9]* values" div.err)"
