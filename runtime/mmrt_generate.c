@@ -28,6 +28,7 @@
 #include "mmrt_data.h"
 #include "mmrt_main.h"
 #include "mmrt_png.h"
+#include "mmrt_mem.h"
 
 #define ERRLEN      1024
 #define MAX_SOURCES 4096
@@ -514,6 +515,7 @@ int mmrt_generate_main(int argc, char **argv, const MmrtModelDesc *m) {
   g.m = m;
   int rc = parse_args(argc, argv, m, &g.a);
   if (rc) return rc < 0 ? 0 : rc;
+  mmrt_mem_start_threads();
   rc = bind(&g) || alloc_arenas(&g) || load(&g, "--weights", g.a.weights, 0) ||
        (g.a.adapters && load(&g, "--load-adapters", g.a.adapters, 1)) || read_images(&g);
   if (!rc && !g.n) rc = fail("no images to caption");

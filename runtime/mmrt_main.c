@@ -1306,6 +1306,7 @@ static int run(Trainer *t, int argc, char **argv) {
     return fail("model %s has no training function (@train with inputs lr and step)", m->name);
   char err[ERRLEN];
   mmrt_mem_begin(&t->mem);
+  mmrt_mem_start_threads(); /* their stacks before the data and arenas */
   if (t->task->open(&t->cx, t->a.data, err, sizeof err) != MMRT_OK)
     return fail("--data %s: %s", t->a.data, err);
   if (mmrt_iter_init(&t->cx.it, &t->cx.train, m->batch, 1, t->a.seed, err, sizeof err) != MMRT_OK)

@@ -72,6 +72,7 @@
 #include "mmrt_main.h"
 #include "mmrt_png.h"
 #include "mmrt_video.h"
+#include "mmrt_mem.h"
 
 #define ERRLEN      1024
 #define MAX_PROMPTS 1024
@@ -613,6 +614,7 @@ int mmrt_sample_main(int argc, char **argv, const MmrtModelDesc *m) {
   s.m = m;
   char err[ERRLEN];
   int n = 0, bad = -1, rc = parse_args(&s, argc, argv);
+  if (!rc) mmrt_mem_start_threads();
   if (!rc) rc = bind(&s);
   if (!rc) rc = tokenize(&s);
   if (!rc && mmrt_alloc_arenas(m, s.arenas, err, sizeof err) != MMRT_OK) rc = fail("%s", err);
