@@ -1,7 +1,7 @@
 /* mmrt_main.c: the driver of a compiled trainer (see mmrt_main.h).
  *
  *   ./trainer [--data DIR] [--steps N] [--batch B] [--lr X] [--seed S]
- *             [--eval-every N] [--eval-batches N] [--ckpt DIR] [--ckpt-every N]
+ *             [--eval-every N] [--eval-batches N|all] [--ckpt DIR] [--ckpt-every N]
  *             [--keep K] [--resume] [--comm-timeout S] [--log FILE] [--quiet]
  *
  * It allocates exactly the arenas of the memory plan, initialises the
