@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mmrt_mem.h"
 #include "mmrt_kernels.h"
 
 static int bf16_native = -1; /* unknown until probed */
@@ -64,10 +65,7 @@ float *mmrt_bf16_tmp(int slot, size_t n) {
   if (n > tmp_cap[slot]) {
     free(tmp[slot]);
     tmp[slot] = malloc((n ? n : 1) * sizeof(float));
-    if (!tmp[slot]) {
-      fprintf(stderr, "mmrt: out of memory for a bf16 scratch buffer of %zu floats\n", n);
-      abort();
-    }
+    if (!tmp[slot]) mmrt_die_oom("a bf16 scratch buffer", (n ? n : 1) * sizeof(float));
     tmp_cap[slot] = n;
   }
   return tmp[slot];

@@ -21,30 +21,87 @@
 #include <oneapi/dnnl/dnnl_debug.h>
 
 #include <malloc.h>
+#include <signal.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "mmrt_mem.h"
 
 /* ---- errors ---------------------------------------------------------- */
+
+static char guard_shape[512]; /* the shapes of the primitive being made (errors name it) */
 
 static _Noreturn void die(const char *what, const char *detail) {
   fprintf(stderr, "mmrt: internal error in %s: %s\n", what, detail);
   abort();
 }
 
+/* A failed oneDNN call: out of memory is the user's limit (a message and
+ * exit 1, mmrt_mem.h), anything else an internal error. */
+static _Noreturn void dnnl_fail(dnnl_status_t st, const char *what, int line, const char *call) {
+  char msg[1024];
+  if (st == dnnl_out_of_memory) {
+    snprintf(msg, sizeof msg, "%s (%s)", guard_shape[0] ? guard_shape : "its buffers", call);
+    mmrt_die_oom_dnnl(what, msg);
+  }
+  snprintf(msg, sizeof msg, "oneDNN %s (%s:%d: %s)", dnnl_status2str(st), __FILE__, line, call);
+  die(what, msg);
+}
+
 #define DNNL_CHECK(call, what)                                                                     \
   do {                                                                                             \
     dnnl_status_t st_ = (call);                                                                    \
-    if (st_ != dnnl_success) {                                                                     \
-      char msg_[512];                                                                              \
-      snprintf(msg_, sizeof msg_, "oneDNN %s (%s:%d: %s)", dnnl_status2str(st_), __FILE__,         \
-               __LINE__, #call);                                                                   \
-      die(what, msg_);                                                                             \
-    }                                                                                              \
+    if (st_ != dnnl_success) dnnl_fail(st_, what, __LINE__, #call);                                \
   } while (0)
+
+/* oneDNN generates its kernels' code while it creates a primitive, into
+ * memory it maps; under an address-space limit (ulimit -v) a failed map can
+ * crash it (SIGSEGV inside dnnl_primitive_create) instead of returning
+ * dnnl_out_of_memory.  With a limit set, such a crash during the guarded
+ * call is reported as what it is, naming the primitive and its shapes, and
+ * the program exits with status 1; without one (or under ASan, which owns
+ * SIGSEGV) a crash stays a crash. */
+static char guard_msg[1024];
+static struct sigaction guard_old[2];
+static int guard_set;
+
+static void guard_handler(int sig) {
+  ssize_t n = write(2, guard_msg, strlen(guard_msg));
+  (void)n;
+  (void)sig;
+  _exit(1);
+}
+
+static void guard_on(const char *what) {
+#if !defined(__SANITIZE_ADDRESS__)
+  int64_t lim = mmrt_mem_as_limit();
+  if (lim < 0) return;
+  snprintf(guard_msg, sizeof guard_msg,
+           "mmrt: error: out of memory: oneDNN crashed creating the primitive of %s (%s) within "
+           "the address-space limit of %lld bytes (ulimit -v %lld): raise the limit\n",
+           what, guard_shape, (long long)lim, (long long)(lim / 1024));
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = guard_handler;
+  sigemptyset(&sa.sa_mask);
+  guard_set =
+      sigaction(SIGSEGV, &sa, &guard_old[0]) == 0 && sigaction(SIGBUS, &sa, &guard_old[1]) == 0;
+#else
+  (void)what;
+#endif
+}
+
+static void guard_off(void) {
+  if (!guard_set) return;
+  sigaction(SIGSEGV, &guard_old[0], NULL);
+  sigaction(SIGBUS, &guard_old[1], NULL);
+  guard_set = 0;
+}
 
 static dnnl_data_type_t dnnl_dt(MmrtDtype dt, const char *what) {
   if (dt == MMRT_F32) return dnnl_f32;
@@ -75,8 +132,7 @@ static void ensure_engine(void) {
 static float *get_scratch(size_t n) {
   if (n > scratch_cap) {
     free(scratch);
-    scratch = malloc(n * sizeof(float));
-    if (!scratch) die("scratch", "out of memory");
+    scratch = mmrt_xmalloc(n * sizeof(float), "oneDNN kernels' accumulation scratch");
     scratch_cap = n;
   }
   return scratch;
@@ -172,7 +228,7 @@ static Entry *cache_insert(const Key *key) {
   if (2 * (table_used + 1) > table_cap) {
     int ncap = table_cap ? 2 * table_cap : 64;
     Entry *nt = calloc((size_t)ncap, sizeof *nt);
-    if (!nt) die("primitive cache", "out of memory");
+    if (!nt) mmrt_die_oom("the oneDNN primitive cache", (size_t)ncap * sizeof *nt);
     for (int i = 0; i < table_cap; i++)
       if (table[i].used) *slot_for(nt, ncap, &table[i].key) = table[i];
     free(table);
@@ -235,6 +291,19 @@ void mmrt_kernels_shutdown(void) {
   }
 }
 
+/* guard_shape: "arguments 64x784, 784x128, 64x128" of the primitive of pd. */
+static void describe(const_dnnl_primitive_desc_t pd, int nargs, const int *args) {
+  size_t pos = (size_t)snprintf(guard_shape, sizeof guard_shape, "arguments");
+  for (int a = 0; a < nargs && pos < sizeof guard_shape; a++) {
+    const dnnl_memory_desc_t *md =
+        dnnl_primitive_desc_query_md(pd, dnnl_query_exec_arg_md, args[a]);
+    pos += (size_t)snprintf(guard_shape + pos, sizeof guard_shape - pos, "%s ", a ? "," : "");
+    for (int d = 0; md && d < md->ndims && pos < sizeof guard_shape; d++)
+      pos += (size_t)snprintf(guard_shape + pos, sizeof guard_shape - pos, "%s%lld", d ? "x" : "",
+                              (long long)md->dims[d]);
+  }
+}
+
 static int is_output(int arg) {
   return arg == DNNL_ARG_DST || arg == DNNL_ARG_DIFF_SRC || arg == DNNL_ARG_DIFF_WEIGHTS ||
          arg == DNNL_ARG_DIFF_BIAS;
@@ -247,7 +316,11 @@ static int is_output(int arg) {
 static void entry_build(Entry *e, dnnl_primitive_desc_t pd, int nargs, const int *args,
                         const dnnl_memory_desc_t *plain, const char *what) {
   size_t heap0 = mallinfo2().uordblks;
-  DNNL_CHECK(dnnl_primitive_create(&e->prim, pd), what);
+  describe(pd, nargs, args);
+  guard_on(what);
+  dnnl_status_t st = dnnl_primitive_create(&e->prim, pd);
+  guard_off();
+  if (st != dnnl_success) dnnl_fail(st, what, __LINE__, "dnnl_primitive_create(&e->prim, pd)");
   prim_heap += (int64_t)mallinfo2().uordblks - (int64_t)heap0;
   const dnnl_memory_desc_t *sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
   int64_t sp_bytes = sp ? (int64_t)dnnl_memory_desc_get_size(sp) : 0;
@@ -264,7 +337,10 @@ static void entry_build(Entry *e, dnnl_primitive_desc_t pd, int nargs, const int
     const dnnl_memory_desc_t *from = is_output(args[a]) ? md : &plain[a];
     const dnnl_memory_desc_t *to = is_output(args[a]) ? &plain[a] : md;
     DNNL_CHECK(dnnl_reorder_primitive_desc_create(&rpd, from, eng, to, eng, NULL), what);
-    DNNL_CHECK(dnnl_primitive_create(&e->reo[a], rpd), what);
+    guard_on(what);
+    st = dnnl_primitive_create(&e->reo[a], rpd);
+    guard_off();
+    if (st != dnnl_success) dnnl_fail(st, what, __LINE__, "dnnl_primitive_create(&e->reo[a], rpd)");
     DNNL_CHECK(dnnl_primitive_desc_destroy(rpd), what);
     DNNL_CHECK(dnnl_memory_create(&e->user[a], &plain[a], eng, DNNL_MEMORY_NONE), what);
     e->bytes[a] = dnnl_memory_desc_get_size(md);
@@ -276,7 +352,7 @@ static void *layout_get(int a, size_t bytes, const char *what) {
   if (bytes > layout_cap[a]) {
     free(layout_buf[a]);
     layout_buf[a] = aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (!layout_buf[a]) die(what, "out of memory for a blocked-layout copy");
+    if (!layout_buf[a]) mmrt_die_oom("a convolution's blocked-layout copy", (bytes + 63) / 64 * 64);
     layout_cap[a] = bytes;
   }
   return layout_buf[a];

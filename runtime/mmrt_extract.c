@@ -27,6 +27,7 @@
 
 #include "mmrt_comm.h"
 #include "mmrt_features.h"
+#include "mmrt_mem.h"
 
 #define ERRLEN 1024
 
@@ -328,6 +329,7 @@ int mmrt_extract_main(int argc, char **argv, const MmrtModelDesc *m) {
   } else {
     x.world = 1, x.rank = 0;
   }
+  mmrt_mem_start_threads();
   rc = bind(&x);
   if (!rc && mmrt_alloc_arenas(m, x.arenas, err, sizeof err) != MMRT_OK) rc = fail("%s", err);
   if (!rc) rc = init_params(&x, &crc);

@@ -28,6 +28,7 @@
 #include "mmrt_data.h"
 #include "mmrt_main.h"
 #include "mmrt_png.h"
+#include "mmrt_mem.h"
 
 #define ERRLEN      1024
 #define MAX_SOURCES 4096
@@ -417,16 +418,14 @@ static int run(Gen *g) {
   if (ptext && mmrt_words_encode(&g->cap.tok, ptext, prompt, (int)(sizeof prompt / sizeof *prompt),
                                  &nprompt, err, sizeof err) != MMRT_OK)
     return fail("--prompt \"%s\": %s", ptext, err);
-  FILE *out = stdout, *ids = NULL;
-  char out_tmp[4200], ids_tmp[4200]; /* renamed over --out / --ids when complete */
-  snprintf(out_tmp, sizeof out_tmp, "%s.tmp", g->a.out ? g->a.out : "");
-  snprintf(ids_tmp, sizeof ids_tmp, "%s.tmp", g->a.ids_out ? g->a.ids_out : "");
-  if (g->a.out && !(out = fopen(out_tmp, "w")))
-    return fail("--out %s: %s", out_tmp, strerror(errno));
-  if (g->a.ids_out && !(ids = fopen(ids_tmp, "w"))) {
-    if (out != stdout) fclose(out), remove(out_tmp);
-    return fail("--ids %s: %s", ids_tmp, strerror(errno));
+  MmrtOut o_out = {0}, o_ids = {0}; /* written beside, renamed over --out / --ids when complete */
+  if (g->a.out && mmrt_out_begin(&o_out, g->a.out, err, sizeof err) != MMRT_OK)
+    return fail("--out %s", err);
+  if (g->a.ids_out && mmrt_out_begin(&o_ids, g->a.ids_out, err, sizeof err) != MMRT_OK) {
+    mmrt_out_finish(&o_out, 0, err, sizeof err);
+    return fail("--ids %s", err);
   }
+  FILE *out = g->a.out ? o_out.f : stdout, *ids = o_ids.f;
   int32_t *gen = calloc((size_t)(g->B * g->T), sizeof *gen), *ng = calloc((size_t)g->B, sizeof *ng),
           *plen = calloc((size_t)g->B, sizeof *plen);
   g->len = calloc((size_t)g->B, sizeof *g->len), g->done = calloc((size_t)g->B, sizeof *g->done);
@@ -475,14 +474,8 @@ static int run(Gen *g) {
     rc = 128 + mmrt_stop_signal;
   }
   double wall = now() - t0;
-  if (ids && fclose(ids) && !rc) rc = fail("--ids %s: %s", ids_tmp, strerror(errno));
-  if (out != stdout && fclose(out) && !rc) rc = fail("--out %s: %s", out_tmp, strerror(errno));
-  if (ids && !rc && rename(ids_tmp, g->a.ids_out))
-    rc = fail("--ids %s: %s", g->a.ids_out, strerror(errno));
-  if (out != stdout && !rc && rename(out_tmp, g->a.out))
-    rc = fail("--out %s: %s", g->a.out, strerror(errno));
-  if (ids && rc) remove(ids_tmp);
-  if (out != stdout && rc) remove(out_tmp);
+  if (mmrt_out_finish(&o_ids, !rc, err, sizeof err) != MMRT_OK) rc = fail("--ids %s", err);
+  if (mmrt_out_finish(&o_out, !rc, err, sizeof err) != MMRT_OK) rc = fail("--out %s", err);
   free(gen), free(ng), free(plen), free(g->len), free(g->done);
   g->len = g->done = NULL;
   if (rc) return rc;
@@ -522,10 +515,11 @@ int mmrt_generate_main(int argc, char **argv, const MmrtModelDesc *m) {
   char err[ERRLEN];
   const char *in[] = {g.a.weights, g.a.adapters, g.a.data};
   if ((g.a.out &&
-       mmrt_probe_output("--out", g.a.out, MMRT_OUT_STREAM, in, 3, err, sizeof err) != MMRT_OK) ||
+       mmrt_probe_output("--out", g.a.out, MMRT_OUT_FILE, in, 3, err, sizeof err) != MMRT_OK) ||
       (g.a.ids_out &&
-       mmrt_probe_output("--ids", g.a.ids_out, MMRT_OUT_STREAM, in, 3, err, sizeof err) != MMRT_OK))
+       mmrt_probe_output("--ids", g.a.ids_out, MMRT_OUT_FILE, in, 3, err, sizeof err) != MMRT_OK))
     return fail("%s", err);
+  mmrt_mem_start_threads();
   rc = bind(&g) || alloc_arenas(&g) || load(&g, "--weights", g.a.weights, 0) ||
        (g.a.adapters && load(&g, "--load-adapters", g.a.adapters, 1)) || read_images(&g);
   if (!rc && !g.n) rc = fail("no images to caption");

@@ -248,6 +248,7 @@ void mmrt_progress_begin(MmrtProgress *p, const char *what, int64_t first, int64
   p->every = (total - first) / 20 > 0 ? (total - first) / 20 : 1;
   p->tty = isatty(2);
   p->t0 = p->last = mono_now();
+  p->next = first + p->every;
 }
 
 void mmrt_progress_tick(MmrtProgress *p, int64_t done, double items, const char *extra) {
@@ -255,9 +256,11 @@ void mmrt_progress_tick(MmrtProgress *p, int64_t done, double items, const char 
   double tn = mono_now(), el = tn - p->t0;
   int end = done >= p->total;
   int64_t k = done - p->first;
+  int first = !p->ticks++;
   if (p->tty ? !(tn - p->last > 0.2 || end)
-             : !(k == 1 || end || (k % p->every == 0 && tn - p->last >= 2) || tn - p->last >= 30))
+             : !(first || end || (done >= p->next && tn - p->last >= 2) || tn - p->last >= 30))
     return;
+  while (p->next <= done) p->next += p->every;
   char line[512];
   double eta = k > 0 ? (double)(p->total - done) * el / (double)k : -1;
   mmrt_progress_line(line, sizeof line, p->what, done, p->total, extra,

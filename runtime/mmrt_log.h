@@ -101,8 +101,8 @@ int mmrt_progress_format(char *buf, size_t len, int64_t step, int64_t total, dou
  * 30 s, and at the end.  The ETA counts from the phase's start
  * and its first item (a resumed run's steps before it are not timed). */
 typedef struct MmrtProgress {
-  const char *what, *unit; /* "eval batch", "samples" */
-  int64_t first, total, every;
+  const char *what, *unit;                  /* "eval batch", "samples" */
+  int64_t first, total, every, next, ticks; /* next: the next twentieth's mark */
   double t0, last;
   int loud, tty, open; /* open: a \r line waits for its newline */
 } MmrtProgress;

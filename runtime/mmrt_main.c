@@ -1,7 +1,7 @@
 /* mmrt_main.c: the driver of a compiled trainer (see mmrt_main.h).
  *
  *   ./trainer [--data DIR] [--steps N] [--batch B] [--lr X] [--seed S]
- *             [--eval-every N] [--eval-batches N] [--ckpt DIR] [--ckpt-every N]
+ *             [--eval-every N] [--eval-batches N|all] [--ckpt DIR] [--ckpt-every N]
  *             [--keep K] [--resume] [--on-nan stop|skip-step] [--comm-timeout S] [--log FILE]
  *             [--quiet]
  *
@@ -1030,12 +1030,21 @@ static int load_hf(Trainer *t, const char *flag, const char *dir, const char *su
 /* A tensor of a file (or checkpoint) that is no parameter or optimizer
  * state of the model; NULL if there is none. Tensors outside sub-model
  * `sub` are not looked at. */
+static int64_t param_index(Trainer *t, const char *nm) {
+  int64_t k = 0;
+  while (k < t->m->nparams && strcmp(t->m->params[k].name, nm) != 0) k++;
+  return k < t->m->nparams ? k : -1;
+}
+
 static const char *unmatched(Trainer *t, MmrtStFile *f, const char *sub) {
   for (int i = 0; i < mmrt_st_count(f); i++) {
-    const char *nm = mmrt_st_name(f, i);
-    int64_t k = 0;
-    while (k < t->m->nparams && strcmp(t->m->params[k].name, nm) != 0) k++;
-    if (k == t->m->nparams && under_sub(nm, sub)) return nm;
+    const char *nm = mmrt_st_name(f, i), *dot;
+    if (param_index(t, nm) >= 0 || !under_sub(nm, sub)) continue;
+    /* "<optimizer>.<slot>.<param>": the state of a parameter this model
+     * has but does not train (frozen here, e.g. under LoRA) is no weight */
+    if (!strncmp(nm, "adamw.", 6) || !strncmp(nm, "sgd.", 4))
+      if ((dot = strchr(strchr(nm, '.') + 1, '.')) && param_index(t, dot + 1) >= 0) continue;
+    return nm;
   }
   return NULL;
 }
@@ -1624,6 +1633,7 @@ static int run(Trainer *t, int argc, char **argv) {
     return fail("model %s has no training function (@train with inputs lr and step)", m->name);
   char err[ERRLEN];
   mmrt_mem_begin(&t->mem);
+  mmrt_mem_start_threads(); /* their stacks before the data and arenas */
   if (t->task->open(&t->cx, t->a.data, err, sizeof err) != MMRT_OK)
     return fail("--data %s: %s", t->a.data, err);
   if (mmrt_iter_init(&t->cx.it, &t->cx.train, m->batch, 1, t->a.seed, err, sizeof err) != MMRT_OK)

@@ -1,9 +1,15 @@
 /* mmrt_mem.c: VmRSS, VmHWM and RssFile from /proc/self/status, executable
- * anonymous pages from /proc/self/smaps. */
+ * anonymous pages from /proc/self/smaps; the message and exit of an
+ * allocation the kernels cannot go on without. */
 #include "mmrt_mem.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 static int64_t status_kib(const char *key) {
   FILE *f = fopen("/proc/self/status", "r");
@@ -77,4 +83,66 @@ int mmrt_mem_end(const MmrtMemBaseline *b, int64_t kernel_heap, MmrtMemPeak *out
   out->kernel_heap = kernel_heap;
   out->peak = out->hwm - out->lib_code - out->jit_code - kernel_heap;
   return 0;
+}
+
+int64_t mmrt_mem_as_limit(void) {
+  struct rlimit r;
+  if (getrlimit(RLIMIT_AS, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return -1;
+  return (int64_t)r.rlim_cur;
+}
+
+static void limit_note(char *buf, size_t len) {
+  int64_t lim = mmrt_mem_as_limit();
+  buf[0] = 0;
+  if (lim >= 0)
+    snprintf(buf, len, " (address-space limit %lld bytes, ulimit -v %lld)", (long long)lim,
+             (long long)(lim / 1024));
+}
+
+_Noreturn void mmrt_die_oom(const char *what, size_t bytes) {
+  char note[128];
+  limit_note(note, sizeof note);
+  fprintf(stderr, "mmrt: error: out of memory: cannot allocate %zu bytes for %s%s\n", bytes, what,
+          note);
+  fflush(NULL);
+  exit(1);
+}
+
+void *mmrt_xmalloc(size_t n, const char *what) {
+  void *p = malloc(n ? n : 1);
+  if (!p) mmrt_die_oom(what, n);
+  return p;
+}
+
+_Noreturn void mmrt_die_oom_dnnl(const char *what, const char *detail) {
+  char note[128];
+  limit_note(note, sizeof note);
+  fprintf(stderr, "mmrt: error: out of memory: oneDNN cannot %s for %s%s\n", detail, what, note);
+  fflush(NULL);
+  exit(1);
+}
+
+static volatile int starting_threads;
+
+static void threads_failed(void) {
+  if (!starting_threads) return;
+  char note[128];
+  limit_note(note, sizeof note);
+  fprintf(stderr, "mmrt: error: out of memory: cannot create %d OpenMP threads (their stacks)%s\n",
+          starting_threads, note);
+}
+
+void mmrt_mem_start_threads(void) {
+#ifdef _OPENMP
+  static int started;
+  if (started) return;
+  started = 1;
+  atexit(threads_failed); /* libgomp's failure is exit(1) */
+  starting_threads = omp_get_max_threads();
+#pragma omp parallel
+  {
+    __asm__ volatile("" ::: "memory");
+  }
+  starting_threads = 0;
+#endif
 }

@@ -22,6 +22,7 @@
 #ifndef MMRT_MEM_H
 #define MMRT_MEM_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct MmrtMemBaseline {
@@ -47,5 +48,27 @@ int mmrt_mem_end(const MmrtMemBaseline *b, int64_t kernel_heap, MmrtMemPeak *out
 /* Resident set size and its high-water mark in bytes; -1 if unknown. */
 int64_t mmrt_mem_rss(void);
 int64_t mmrt_mem_hwm(void);
+
+/* ---- allocations the program cannot go on without ---- */
+
+/* A kernel's buffer (the kernels have no error path): prints
+ * "mmrt: error: out of memory: cannot allocate N bytes for WHAT" with the
+ * address-space limit when one is set (ulimit -v), and exits with status
+ * 1. */
+_Noreturn void mmrt_die_oom(const char *what, size_t bytes);
+/* malloc(n), or mmrt_die_oom(what, n). */
+void *mmrt_xmalloc(size_t n, const char *what);
+/* The same for a oneDNN primitive that could not be made or run for want
+ * of memory: what names the kernel and its shape. */
+_Noreturn void mmrt_die_oom_dnnl(const char *what, const char *detail);
+
+/* Starts the OpenMP threads now (a first parallel region): under an
+ * address-space limit their stacks may not fit, and libgomp then exits
+ * with "Thread creation failed"; this says it is out of memory.  Programs
+ * call it before their large allocations. */
+void mmrt_mem_start_threads(void);
+
+/* RLIMIT_AS in bytes, or -1 when unlimited. */
+int64_t mmrt_mem_as_limit(void);
 
 #endif

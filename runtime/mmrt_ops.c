@@ -8,6 +8,7 @@
  * floating-point sums inside mmrt_sum_squares (reduced in double).
  */
 #include "mmrt_kernels.h"
+#include "mmrt_mem.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -31,9 +32,7 @@ static _Noreturn void die(const char *what, const char *detail) {
 }
 
 static void *xmalloc(size_t n, const char *what) {
-  void *p = malloc(n ? n : 1);
-  if (!p) die(what, "out of memory");
-  return p;
+  return mmrt_xmalloc(n, what); /* out of memory: a message and exit 1 */
 }
 
 /* This thread's share [*lo, *hi) of n items, inside a parallel region. */
@@ -1644,10 +1643,9 @@ void mmrt_embedding_bwd_add(float *dtable, const void *base, int base_bf16, cons
                             const int32_t *ids, int N, int V, int C) {
   /* seen[v]: a row some id touches; first[i]: id i is its row's first */
   unsigned char *seen = calloc((size_t)(V > 0 ? V : 1) + (size_t)(N > 0 ? N : 1), 1);
-  if (!seen) {
-    fprintf(stderr, "mmrt: out of memory for an embedding gradient's %d row marks\n", V);
-    abort();
-  }
+  if (!seen)
+    mmrt_die_oom("mmrt_embedding_bwd_add (row marks)",
+                 (size_t)(V > 0 ? V : 1) + (size_t)(N > 0 ? N : 1));
   unsigned char *first = seen + (V > 0 ? V : 1);
   for (int i = 0; i < N; i++)
     if (ids[i] >= 0 && ids[i] < V) {

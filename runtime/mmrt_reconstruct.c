@@ -39,6 +39,7 @@
 #include "mmrt_main.h"
 #include "mmrt_png.h"
 #include "mmrt_video.h"
+#include "mmrt_mem.h"
 
 #define ERRLEN 1024
 
@@ -367,6 +368,7 @@ int mmrt_reconstruct_main(int argc, char **argv, const MmrtModelDesc *m) {
        mmrt_probe_output("--dump", r.dump, MMRT_OUT_FILE, in, 2, err, sizeof err) != MMRT_OK))
     return fail("%s", err);
   int n = 0;
+  mmrt_mem_start_threads();
   rc = bind(&r);
   if (!rc && mmrt_alloc_arenas(m, r.arenas, err, sizeof err) != MMRT_OK) rc = fail("%s", err);
   if (!rc && mmrt_load_params(m, r.arenas, r.weights, 0, &n, err, sizeof err) != MMRT_OK)

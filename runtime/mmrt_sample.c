@@ -72,6 +72,7 @@
 #include "mmrt_main.h"
 #include "mmrt_png.h"
 #include "mmrt_video.h"
+#include "mmrt_mem.h"
 
 #define ERRLEN      1024
 #define MAX_PROMPTS 1024
@@ -633,6 +634,7 @@ int mmrt_sample_main(int argc, char **argv, const MmrtModelDesc *m) {
               (s.raw && mmrt_probe_output("--raw", s.raw, MMRT_OUT_FILE, in, s.nweights + 1, err,
                                           sizeof err) != MMRT_OK)))
     rc = fail("%s", err);
+  if (!rc) mmrt_mem_start_threads();
   if (!rc) rc = bind(&s);
   if (!rc) rc = tokenize(&s);
   if (!rc && mmrt_alloc_arenas(m, s.arenas, err, sizeof err) != MMRT_OK) rc = fail("%s", err);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mmrt_mem.h"
 #include "mmrt_task.h"
 #include "mmrt_video.h"
 
@@ -50,8 +51,7 @@ static void fill(MmrtTaskCtx *c, const MmrtBatchIter *it, int64_t rows, int eval
   const size_t per = (size_t)MMRT_VIDEO_SIDE * MMRT_VIDEO_SIDE;
   float *px = mmrt_task_at(c, d->px);
   int32_t *y = mmrt_task_at(c, d->lb);
-  float *clip = malloc(sizeof *clip * per * MMRT_VIDEO_FRAMES);
-  if (!clip) abort(); /* 278 kB, once per batch */
+  float *clip = mmrt_xmalloc(sizeof *clip * per * MMRT_VIDEO_FRAMES, "a clip's frames");
   for (int64_t r = c->lo; r < c->lo + c->rows; r++) {
     int64_t k = r - c->lo;
     if (r >= rows) { /* padding rows: black, ignored */

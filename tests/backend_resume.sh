@@ -7,7 +7,7 @@
 # 2. Interrupted runs are exact: a cosine model (GPT2Tiny with warm-up 10 and
 #    min_lr, written below) trained for N = 32 steps with --ckpt-every 3 is
 #    killed (SIGKILL) inside the warm-up, killed again in the cosine decay,
-#    stopped by SIGINT (the trainer writes a checkpoint and exits 1: resumed
+#    stopped by SIGINT (the trainer writes a checkpoint and exits 130: resumed
 #    right after a checkpoint), each time resumed with the same --steps 32:
 #    every logged loss (the steps redone after a kill too) and the final
 #    weights, optimizer state and checkpoint equal the straight run's bit
@@ -18,7 +18,7 @@
 #    and of two short runs of a linear decay (warm-up 4, to min_lr) and a
 #    constant schedule with a warm-up of 5.
 # 4. SIGINT on an endless run: the step in flight finishes, a checkpoint is
-#    written, exit 1; the run then resumes from that step.
+#    written, exit 130; the run then resumes from that step.
 set -uo pipefail
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
 S="$MMC_SOURCE_DIR/stdlib_models"
@@ -163,7 +163,7 @@ for i, p in enumerate(plan + [None]):
         bad += proc.returncode != 0
         break
     got = last_step()
-    want_rc = -signal.SIGKILL if sig == "KILL" else 1
+    want_rc = -signal.SIGKILL if sig == "KILL" else 128 + signal.SIGINT
     in_region = got <= warmup if where == "warm-up" else warmup < got < n
     print("SIG%s after step %d of %d (%s%s): exit %d" %
           (sig, got, n, where, "" if in_region else ": FAIL, not there (a slow poll?)", proc.returncode))
@@ -214,13 +214,13 @@ for sch in "linear(warmup = 4, min_lr = 1e-4)" "constant(warmup = 5)"; do
 done
 
 # ---- 4: SIGINT on an endless run: the step in flight finishes, a checkpoint
-# is written, exit 1; the run then resumes from that step
+# is written, exit 130; the run then resumes from that step
 "$T/gpt2tiny" --steps 1000000 --quiet --ckpt "$T/int" --log "$T/int.jsonl" > /dev/null 2> "$T/int.err" &
 pid=$!
 for _ in $(seq 200); do [ -s "$T/int.jsonl" ] && break; sleep 0.1; done
 kill -INT $pid; wait $pid; st=$?
-n=$(sed -n 's/.*stopped by signal 2 after step \([0-9]*\) (checkpoint written).*/\1/p' "$T/int.err")
-if [ $st -eq 1 ] && [ -n "$n" ]; then
+n=$(sed -n 's/.*stopped by SIGINT after step \([0-9]*\) (checkpoint written).*/\1/p' "$T/int.err")
+if [ $st -eq 130 ] && [ -n "$n" ]; then
   pass=$((pass+1)); echo "SIGINT: stopped after step $n with a checkpoint"
   if "$T/gpt2tiny" --steps $((n + 3)) --eval-batches 1 --ckpt "$T/int" --resume --log "$T/int.jsonl" 2> "$T/int.err" > /dev/null &&
      grep -q "resumed from .* at step $n\$" "$T/int.err" &&
