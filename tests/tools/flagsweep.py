@@ -110,6 +110,16 @@ VAE = [os.path.join(SRC, "tests", "video", "clipvae.mm"), "--task", "reconstruct
 SMP = [os.path.join(SRC, "tests", "dit", "sample.mm"), "--task", "sample"]
 T2V = os.path.join(SRC, "stdlib_models", "t2v.mm")
 
+# G and its IR text after 2 MiB of comments: --max-source-mb 1 refuses them
+BIG = os.path.join(T, "big.mm")
+open(BIG, "w").write("// padding\n" * 200000 + open(G).read())
+BIGMMIR = os.path.join(T, "big.mmir")
+with open(BIGMMIR, "w") as f:
+    f.write("// padding\n" * 200000)
+    f.flush()
+    subprocess.run([MMC, "dump-ir", G, "--model", "G", "--after", "lower"], stdout=f, check=True)
+MAXSRC = ([BIG, "--model", "G"], [BIG, "--model", "G", "--max-source-mb", "1"], "refused")
+
 # Per flag: (base, with, expectation) where base/with are the arguments after
 # the command; "check" gets its own probes (it prints nothing when a plan is
 # good, so a flag shows there by changing the verdict).
@@ -145,6 +155,7 @@ probes = {
     "--after": (GM, GM + ["--after", "autodiff"], "effect"),
     "--format": (GM, GM + ["--format", "dot"], "effect"),
     "--rank": ([G, "--model", "H"], [G, "--model", "H", "--rank", "1"], "effect"),
+    "--max-source-mb": MAXSRC,
     "--timeline": (GM + ["--pp", "2", "--micro-batches", "2"],
                    GM + ["--pp", "2", "--micro-batches", "2", "--timeline", os.path.join(T, "t.svg")],
                    "effect"),
@@ -190,6 +201,8 @@ opt_probes = {
     "-h": ([MMIR, "--passes", "verify"], [MMIR, "--passes", "verify", "-h"], "effect"),
     "--help": ([MMIR, "--passes", "verify"], [MMIR, "--passes", "verify", "--help"], "effect"),
     "--passes": ([MMIR, "--passes", "verify"], [MMIR, "--passes", "autodiff"], "effect"),
+    "--max-source-mb": ([BIGMMIR, "--passes", "verify"],
+                        [BIGMMIR, "--passes", "verify", "--max-source-mb", "1"], "refused"),
 }
 # overriding the model's own setting takes effect (extra probes, on plan)
 extra = [
