@@ -154,28 +154,43 @@ SrcLoc srcloc_span(SrcLoc a, SrcLoc b) {
   return r;
 }
 
+/* The source line of at with a caret and tildes under its range. A line
+ * longer than DIAG_LINE_WINDOW columns is shown as a window of that many
+ * around the column, with "..." where it is cut. Written with one fwrite
+ * per line (stderr is unbuffered). */
+#define DIAG_LINE_WINDOW 160
 static void print_line(Diag *d, SrcLoc at) {
   const SrcFile *f = diag_file(d, at.file);
   if (!f || at.line == 0 || at.line > f->nlines) return;
   const char *s = f->text + f->line_start[at.line - 1];
   const char *e = s;
   while (e < f->text + f->size && *e != '\n' && *e != '\r') e++;
-  int len = (int)(e - s);
-  fputs("  ", d->out);
-  for (int i = 0; i < len; i++) {
-    unsigned char c = (unsigned char)s[i];
-    fputc(c == '\t' ? ' ' : (c < 32 || c == 127) ? '?' : c, d->out);
-  }
-  fputc('\n', d->out);
-  fputs("  ", d->out);
-  int col = (int)at.col - 1;
+  size_t len = (size_t)(e - s), col = at.col ? at.col - 1 : 0;
   if (col > len) col = len;
-  for (int i = 0; i < col; i++) fputc(' ', d->out);
-  fputc('^', d->out);
-  int span = (int)at.len;
-  if (col + span > len) span = len - col;
-  for (int i = 1; i < span; i++) fputc('~', d->out);
-  fputc('\n', d->out);
+  size_t lo = 0, hi = len;
+  if (len > DIAG_LINE_WINDOW) {
+    lo = col > DIAG_LINE_WINDOW / 2 ? col - DIAG_LINE_WINDOW / 2 : 0;
+    hi = lo + DIAG_LINE_WINDOW < len ? lo + DIAG_LINE_WINDOW : len;
+  }
+  char buf[2 * DIAG_LINE_WINDOW + 32];
+  size_t n = 0;
+  n += (size_t)snprintf(buf + n, sizeof buf - n, "  %s", lo ? "..." : "");
+  for (size_t i = lo; i < hi; i++) {
+    unsigned char c = (unsigned char)s[i];
+    buf[n++] = c == '\t' ? ' ' : (c < 32 || c == 127) ? '?' : (char)c;
+  }
+  n += (size_t)snprintf(buf + n, sizeof buf - n, "%s\n", hi < len ? "..." : "");
+  fwrite(buf, 1, n, d->out);
+  n = 0;
+  buf[n++] = ' ';
+  buf[n++] = ' ';
+  for (size_t i = lo ? lo - 3 : 0; i < col; i++) buf[n++] = ' ';
+  buf[n++] = '^';
+  size_t span = at.len;
+  if (col + span > hi) span = hi - col;
+  for (size_t i = 1; i < span; i++) buf[n++] = '~';
+  buf[n++] = '\n';
+  fwrite(buf, 1, n, d->out);
 }
 
 static void vreport(Diag *d, const char *kind, SrcLoc at, const char *fmt, va_list ap) {

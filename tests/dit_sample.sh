@@ -31,9 +31,9 @@ MM="$MMC_SOURCE_DIR/tests/dit/sample.mm"
 fail=0
 bad() { echo "FAIL: $*"; fail=1; }
 
-"$MMC" compile "$MM" -o trainer
+"$MMC" compile "$MM" --model T2VSampleTest -o trainer
 ./trainer --steps 0 --save-weights w.st --eval-batches 1 --quiet > /dev/null
-"$MMC" compile "$MM" --task sample -o sampler
+"$MMC" compile "$MM" --model T2VSampleTest --task sample -o sampler
 P=(--weights w.st --prompt "a sneaker moving left" --quiet)
 
 # 1. the arithmetic against numpy (latents [8, 5, 8, 8]: 2560 values a clip)

@@ -44,7 +44,7 @@ cmake --build build-fuzz -j"$JOBS" --target fuzz_frontend fuzz_ir fuzz_safetenso
 for t in frontend ir safetensors idx png trainer_args; do
   rm -rf "build-fuzz/corpus/$t" && mkdir -p "build-fuzz/corpus/$t"
   len=()
-  if [ "$t" = frontend ]; then cp stdlib_models/*.mm build-fuzz/corpus/$t/ && len=(-max_len=8192)
+  if [ "$t" = frontend ]; then cp stdlib_models/*.mm tests/fuzz/corpus/$t/* build-fuzz/corpus/$t/ && len=(-max_len=8192)
   else cp tests/fuzz/corpus/$t/* build-fuzz/corpus/$t/; fi
   ./build-fuzz/fuzz_$t -max_total_time="${FUZZ_SECONDS:-20}" "${len[@]}" -timeout=10 \
     -artifact_prefix=build-fuzz/crash-$t- build-fuzz/corpus/$t > build-fuzz/fuzz-$t.log 2>&1 ||

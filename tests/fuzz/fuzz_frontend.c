@@ -5,7 +5,8 @@
  * expanded before it is parsed. The rest is PREFIX \1 BODY \1 SUFFIX \1 TAIL
  * (a missing \1 leaves the later parts empty), and the text handed to the
  * frontend is PREFIX, BODY repeated k times, SUFFIX repeated k times, TAIL,
- * with k = 1 + (byte & 0x3F) * 2048 (up to 129,025), at most 8 MiB in all:
+ * with k = 1 + 25 j^2 for j = byte & 0x3F (mostly small, up to 99,226), at most
+ * 4 MiB in all:
  * "model M { let a = " "(" "1)" makes 100k open parentheses, "x." or
  * "model M{i} extends ..." long chains, "if true {" deep blocks. The
  * frontend must answer each with located errors, never a crash or a stack
@@ -34,7 +35,7 @@ static void run(const char *text, size_t size) {
 
 /* The expanded text of an input that starts with 0xC0..0xFF, or NULL. */
 static char *expand(const uint8_t *data, size_t size, size_t *len) {
-  size_t k = 1 + (size_t)(data[0] & 0x3F) * 2048, max = (size_t)8 << 20;
+  size_t j = data[0] & 0x3F, k = 1 + 25 * j * j, max = (size_t)4 << 20;
   const char *s = (const char *)data + 1, *end = (const char *)data + size;
   const char *a = memchr(s, 1, (size_t)(end - s));
   const char *b = a ? memchr(a + 1, 1, (size_t)(end - a - 1)) : NULL;
@@ -49,8 +50,8 @@ static char *expand(const uint8_t *data, size_t size, size_t *len) {
   if (!t) return NULL;
   memcpy(t, s, np);
   char *w = t + np;
-  for (size_t i = 0; i < k; i++, w += nb) memcpy(w, a + 1, nb);
-  for (size_t i = 0; i < k; i++, w += ns) memcpy(w, b + 1, ns);
+  for (size_t i = 0; nb && i < k; i++, w += nb) memcpy(w, a + 1, nb);
+  for (size_t i = 0; ns && i < k; i++, w += ns) memcpy(w, b + 1, ns);
   if (nt) memcpy(w, c + 1, nt);
   *len = n;
   return t;

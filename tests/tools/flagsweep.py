@@ -107,8 +107,18 @@ open(INC, "w").write('import "extra.mm"\nmodel U { e = Extra(n = 2)\n'
                      '  forward(x: f32[2, 2]) -> loss { return e(x) } }\n')
 VLM = os.path.join(SRC, "stdlib_models", "internvl2.mm")
 VAE = [os.path.join(SRC, "tests", "video", "clipvae.mm"), "--task", "reconstruct"]
-SMP = [os.path.join(SRC, "tests", "dit", "sample.mm"), "--task", "sample"]
+SMP = [os.path.join(SRC, "tests", "dit", "sample.mm"), "--model", "T2VSampleTest", "--task", "sample"]
 T2V = os.path.join(SRC, "stdlib_models", "t2v.mm")
+
+# G and its IR text after 2 MiB of comments: --max-source-mb 1 refuses them
+BIG = os.path.join(T, "big.mm")
+open(BIG, "w").write("// padding\n" * 200000 + open(G).read())
+BIGMMIR = os.path.join(T, "big.mmir")
+with open(BIGMMIR, "w") as f:
+    f.write("// padding\n" * 200000)
+    f.flush()
+    subprocess.run([MMC, "dump-ir", G, "--model", "G", "--after", "lower"], stdout=f, check=True)
+MAXSRC = ([BIG, "--model", "G"], [BIG, "--model", "G", "--max-source-mb", "1"], "refused")
 
 # Per flag: (base, with, expectation) where base/with are the arguments after
 # the command; "check" gets its own probes (it prints nothing when a plan is
@@ -145,6 +155,7 @@ probes = {
     "--after": (GM, GM + ["--after", "autodiff"], "effect"),
     "--format": (GM, GM + ["--format", "dot"], "effect"),
     "--rank": ([G, "--model", "H"], [G, "--model", "H", "--rank", "1"], "effect"),
+    "--max-source-mb": MAXSRC,
     "--timeline": (GM + ["--pp", "2", "--micro-batches", "2"],
                    GM + ["--pp", "2", "--micro-batches", "2", "--timeline", os.path.join(T, "t.svg")],
                    "effect"),
@@ -190,6 +201,8 @@ opt_probes = {
     "-h": ([MMIR, "--passes", "verify"], [MMIR, "--passes", "verify", "-h"], "effect"),
     "--help": ([MMIR, "--passes", "verify"], [MMIR, "--passes", "verify", "--help"], "effect"),
     "--passes": ([MMIR, "--passes", "verify"], [MMIR, "--passes", "autodiff"], "effect"),
+    "--max-source-mb": ([BIGMMIR, "--passes", "verify"],
+                        [BIGMMIR, "--passes", "verify", "--max-source-mb", "1"], "refused"),
 }
 # overriding the model's own setting takes effect (extra probes, on plan)
 extra = [
@@ -212,7 +225,7 @@ extra = [
     ("plan", "--chunk-frames without --task reconstruct", VAE[:1], VAE[:1] + ["--chunk-frames", "8"],
      "refused", ["--chunk-frames"]),
     ("plan", "--tp with --task reconstruct", VAE, VAE + ["--tp", "2"], "refused", ["--tp"]),
-    ("plan", "--task sample", SMP[:1], SMP, "effect"),
+    ("plan", "--task sample", SMP[:3], SMP, "effect"),
     ("plan", "--tp with --task sample", SMP, SMP + ["--tp", "2"], "refused", ["--tp"]),
     ("plan", "--tp with --task generate", [VLM, "--model", "InternVL2Tiny", "--task", "generate"],
      [VLM, "--model", "InternVL2Tiny", "--task", "generate", "--tp", "2"], "refused", ["--tp"]),
@@ -398,8 +411,10 @@ set_probes = {
     "parallel.schedule=1f1b": ("pp = 2; micro_batches = 2; schedule = gpipe",
                                "pp = 2; micro_batches = 2; schedule = 1f1b", "effect"),
     "parallel.schedule=gpipe": ("pp = 2; micro_batches = 2", "pp = 2; micro_batches = 2; schedule = gpipe", "effect"),
-    "parallel.schedule=interleaved": ("pp = 2; micro_batches = 2; schedule = gpipe",
-                                      "pp = 2; micro_batches = 2; schedule = interleaved", "effect"),
+    # interleaved needs vpp > 1 (with vpp = 1 it would change nothing: refused)
+    "parallel.schedule=interleaved": ("pp = 2; micro_batches = 2; schedule = gpipe; " + STAGES,
+                                      "pp = 2; micro_batches = 2; schedule = interleaved; vpp = 2; "
+                                      + STAGES4, "effect"),
     "parallel.schedule=zbh1": ("pp = 2; micro_batches = 2", "pp = 2; micro_batches = 2; schedule = zbh1", "effect"),
     "parallel.vpp": ("pp = 2; micro_batches = 2; schedule = interleaved",
                      "pp = 2; micro_batches = 2; schedule = interleaved; vpp = 2; " + STAGES4,
