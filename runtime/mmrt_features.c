@@ -285,6 +285,47 @@ static int read_shard(const char *dir, json_object *e, MmrtTensorRef *r, int nt,
   return rc;
 }
 
+/* Before anything is allocated for a split: its shards continue one another
+ * up to `total` clips, and each file is large enough for its clips (so a
+ * damaged manifest cannot size a huge allocation). */
+static int check_shards(const char *dir, const char *key, const MmrtFeatures *f,
+                        json_object *shards, int64_t total, char *err, size_t errlen) {
+  int64_t next = 0, per = 4 * (f->lat + f->L * f->D + f->L + 1); /* bytes of one clip */
+  for (size_t i = 0; i < json_object_array_length(shards); i++) {
+    json_object *e = json_object_array_get_idx(shards, i);
+    json_object *first = field(e, "first", json_type_int), *n = field(e, "clips", json_type_int),
+                *file = field(e, "file", json_type_string);
+    int64_t k = n ? json_object_get_int64(n) : 0;
+    if (!first || json_object_get_int64(first) != next || k < 1 || k > total - next)
+      return mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
+                       "%s/manifest.json: shard %zu of \"%s\" does not continue at clip %lld "
+                       "within its %lld clips",
+                       dir, i, key, (long long)next, (long long)total);
+    char path[PATH_MAX];
+    struct stat st;
+    if (!file || strchr(json_object_get_string(file), '/'))
+      return mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
+                       "%s/manifest.json: a shard without a plain \"file\" or its \"crc32\"", dir);
+    snprintf(path, sizeof path, "%s/%s", dir, json_object_get_string(file));
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+      return mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
+                       "%s: missing or not a file (%s/manifest.json names it): the features "
+                       "directory is damaged; extract it again",
+                       path, dir);
+    if (st.st_size / per < k)
+      return mmrt_errf(
+          err, errlen, MMRT_ERR_FORMAT,
+          "%s: truncated: %lld bytes hold fewer than the %lld clips %s/manifest.json gives it",
+          path, (long long)st.st_size, (long long)k, dir);
+    next += k;
+  }
+  if (next != total)
+    return mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
+                     "%s/manifest.json: the shards of \"%s\" hold %lld clips, not %lld", dir, key,
+                     (long long)next, (long long)total);
+  return MMRT_OK;
+}
+
 static int read_split(const char *dir, const char *key, MmrtFeatures *f, MmrtFeatSplit *s,
                       json_object *o, char *err, size_t errlen) {
   json_object *sp = field(o, key, json_type_object), *clips = field(sp, "clips", json_type_int),
@@ -292,29 +333,20 @@ static int read_split(const char *dir, const char *key, MmrtFeatures *f, MmrtFea
   if (!clips || !shards || json_object_get_int64(clips) < 0)
     return mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
                      "%s/manifest.json: \"%s\" needs \"clips\" (>= 0) and \"shards\"", dir, key);
+  int rc = check_shards(dir, key, f, shards, json_object_get_int64(clips), err, errlen);
+  if (rc != MMRT_OK) return rc;
   if (!split_alloc(s, f, json_object_get_int64(clips)))
     return mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "out of memory");
   int64_t next = 0;
-  for (size_t i = 0; i < json_object_array_length(shards); i++) {
+  for (size_t i = 0; i < json_object_array_length(shards) && rc == MMRT_OK; i++) {
     json_object *e = json_object_array_get_idx(shards, i);
-    json_object *first = field(e, "first", json_type_int), *n = field(e, "clips", json_type_int);
-    if (!first || !n || json_object_get_int64(first) != next || json_object_get_int64(n) < 1 ||
-        next + json_object_get_int64(n) > s->clips)
-      return mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
-                       "%s/manifest.json: shard %zu of \"%s\" does not continue at clip %lld "
-                       "within its %lld clips",
-                       dir, i, key, (long long)next, (long long)s->clips);
+    int64_t n = json_object_get_int64(field(e, "clips", json_type_int));
     MmrtTensorRef r[T_N];
-    int nt = shard_refs(f, s, next, json_object_get_int64(n), r);
-    int rc = read_shard(dir, e, r, nt, err, errlen);
-    if (rc != MMRT_OK) return rc;
-    next += json_object_get_int64(n);
+    int nt = shard_refs(f, s, next, n, r);
+    rc = read_shard(dir, e, r, nt, err, errlen);
+    next += n;
   }
-  if (next != s->clips)
-    return mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
-                     "%s/manifest.json: the shards of \"%s\" hold %lld clips, not %lld", dir, key,
-                     (long long)next, (long long)s->clips);
-  return MMRT_OK;
+  return rc;
 }
 
 /* 1 when the manifest's one-clip entry `name` is dtype with the dims of r[1..]. */
