@@ -924,15 +924,20 @@ static int load_hf(Trainer *t, const char *flag, const char *dir, const char *su
   return loaded;
 }
 
-/* A tensor of a file (or checkpoint) that is no parameter or optimizer
- * state of the model; NULL if there is none. Tensors outside sub-model
- * `sub` are not looked at. */
+/* A tensor of a file (or checkpoint) that is neither a parameter of the
+ * model nor optimizer state of one (passes/optimizer.c's "adamw.m.<param>"
+ * ...: --init-from loads parameters only, and a model that trains fewer
+ * of them, e.g. LoRA's, has less state); NULL if there is none. Tensors
+ * outside sub-model `sub` are not looked at. */
 static const char *unmatched(Trainer *t, MmrtStFile *f, const char *sub) {
+  static const char *const state[] = {"adamw.m.", "adamw.v.", "sgd.momentum."};
   for (int i = 0; i < mmrt_st_count(f); i++) {
-    const char *nm = mmrt_st_name(f, i);
+    const char *nm = mmrt_st_name(f, i), *p = nm;
+    for (size_t s = 0; s < sizeof state / sizeof state[0]; s++)
+      if (strncmp(nm, state[s], strlen(state[s])) == 0) p = nm + strlen(state[s]);
     int64_t k = 0;
-    while (k < t->m->nparams && strcmp(t->m->params[k].name, nm) != 0) k++;
-    if (k == t->m->nparams && under_sub(nm, sub)) return nm;
+    while (k < t->m->nparams && strcmp(t->m->params[k].name, p) != 0) k++;
+    if (k == t->m->nparams && under_sub(p, sub)) return nm;
   }
   return NULL;
 }
