@@ -4,7 +4,7 @@
 # trainer's --init-from HF_DIR), against transformers (a test reference in
 # the venv tools/hf_venv.sh makes, never a dependency of mmc):
 # 1. tiny random GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM (tied,
-#    random q/k/v biases), the same Qwen2 in bf16 in 3 shards, and a
+#    random q/k/v biases), the same Qwen2 in bf16 in 3 shards and in fp16, a
 #    T5EncoderModel (tests/hf/make_tiny.py): mmc import, compile, the first
 #    step's loss on the trainer's batch within 1e-5 relative of
 #    transformers' (tests/hf/parity.py); the bf16 shards under tp = 2 give
@@ -49,13 +49,13 @@ export PYTHONWARNINGS=ignore TRANSFORMERS_VERBOSITY=error HF_HUB_OFFLINE=1
 # ---- 1. parity ----
 tr() { "$MMC" compile "$1" --model "$2" --set B=2 --set T=16 -o "$3" "${@:4}"; }
 triples=()
-for c in gpt2:HfGPT2 llama:HfLlama qwen2:HfQwen2 qwen2_bf16:HfQwen2 t5:HfT5Encoder; do
+for c in gpt2:HfGPT2 llama:HfLlama qwen2:HfQwen2 qwen2_bf16:HfQwen2 qwen2_f16:HfQwen2 t5:HfT5Encoder; do
   d=${c%%:*} model=${c#*:}
   [ "$SAN" = 1 ] && [ $d != qwen2 ] && [ $d != gpt2 ] && continue # the slow build: two
   if ! "$MMC" import $d -o hf_$d.mm 2> imp_$d.err; then bad "import $d: $(cat imp_$d.err)"; continue; fi
   grep -q "^model $model {" hf_$d.mm && grep -q "give \([0-9]*\) of model $model's \1 parameters" imp_$d.err &&
     ok "import $d: model $model, every parameter from a tensor" || bad "import $d: $(cat imp_$d.err)"
-  [ $d = qwen2_bf16 ] && cp qwen2.tr $d.tr || tr hf_$d.mm $model $d.tr || { bad "compile $d"; continue; }
+  case $d in qwen2_*) cp qwen2.tr $d.tr ;; *) tr hf_$d.mm $model $d.tr || { bad "compile $d"; continue; } ;; esac
   save=(); [ $d = qwen2 ] && save=(--save-weights w.st)
   ./$d.tr --steps 1 --init-from $d --dump-inputs in_$d --log $d.jsonl --eval-batches 1 "${save[@]}" --quiet > $d.out 2> $d.err ||
     { bad "train $d: $(cat $d.err)"; continue; }
