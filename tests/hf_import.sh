@@ -7,7 +7,7 @@
 #    random q/k/v biases), the same Qwen2 in bf16 in 3 shards and in fp16, a
 #    T5EncoderModel (tests/hf/make_tiny.py): mmc import, compile, the first
 #    step's loss on the trainer's batch within 1e-5 relative of
-#    transformers' (tests/hf/parity.py); the bf16 shards under tp = 2 give
+#    transformers', its logits within 1e-4 absolute (tests/hf/parity.py); the bf16 shards under tp = 2 give
 #    the serial loss (1e-6 relative: the row-parallel sums' order);
 # 2. published configurations (tests/hf/published.py: config.json values and
 #    a weightless header of transformers' parameters): mmc import checks
@@ -59,11 +59,13 @@ for c in gpt2:HfGPT2 llama:HfLlama qwen2:HfQwen2 qwen2_bf16:HfQwen2 qwen2_f16:Hf
   save=(); [ $d = qwen2 ] && save=(--save-weights w.st)
   ./$d.tr --steps 1 --init-from $d --dump-inputs in_$d --log $d.jsonl --eval-batches 1 "${save[@]}" --quiet > $d.out 2> $d.err ||
     { bad "train $d: $(cat $d.err)"; continue; }
-  triples+=($d in_$d/step-000001.safetensors $d.jsonl)
+  ./$d.tr --steps 1 --lr 1e-30 --init-from $d --dump-logits $d.logits --eval-batches 1 --quiet > /dev/null 2>&1 ||
+    { bad "--dump-logits $d"; continue; }
+  triples+=($d in_$d/step-000001.safetensors $d.jsonl $d.logits)
 done
 "$PY" "$H/parity.py" 1e-5 "${triples[@]}" > parity.txt 2> parity.err; cat parity.txt
 npass=$((npass + $(grep -c ^PASS parity.txt))); nf=$(grep -c ^FAIL parity.txt)
-[ "$nf" = 0 ] && [ "$(grep -c ^PASS parity.txt)" = $((${#triples[@]} / 3)) ] || { bad "parity: $(tail -3 parity.err)"; }
+[ "$nf" = 0 ] && [ "$(grep -c ^PASS parity.txt)" = $((${#triples[@]} / 2)) ] || { bad "parity: $(tail -3 parity.err)"; }
 grep -q "tied = true" hf_qwen2.mm && ! grep -q "head.weight" qwen2.err && ok "Qwen2: the tie kept (tied = true, no head)" || bad "Qwen2 tie"
 ls qwen2_bf16/model-0000?-of-00003.safetensors > /dev/null 2>&1 && ok "bf16 checkpoint in 3 shards" || bad "not 3 shards: $(ls qwen2_bf16)"
 if [ "$SAN" = 0 ]; then
