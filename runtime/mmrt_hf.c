@@ -804,3 +804,98 @@ int mmrt_hf_check_ties(MmrtHf *h, char *err, size_t errlen) {
   }
   return MMRT_OK;
 }
+
+/* ---- export ---- */
+
+/* Tensor i of h, whole, in its own layout, from the parameters (or a tie's
+ * or buffer's source); buf holds its elements. */
+static int assemble(MmrtHf *h, int i, const MmrtHfParam *p, float *const *data,
+                    const MmrtHfSrc *src, int n, float *buf, char *err, size_t errlen) {
+  int nd;
+  const int64_t *sh;
+  mmrt_st_info(h->files[h->t[i].file], h->t[i].index, NULL, &nd, &sh);
+  size_t numel = 1;
+  for (int d = 0; d < nd; d++) numel *= (size_t)sh[d];
+  int k = h->t[i].tie >= 0 ? h->t[i].tie : i, parts = 0;
+  for (int j = 0; j < n; j++) {
+    if (src[j].tensor != k) continue;
+    parts++;
+    int64_t inner = 1, rows = p[j].ndim ? p[j].shape[0] : 1;
+    for (int d = 1; d < p[j].ndim; d++) inner *= p[j].shape[d];
+    if (!src[j].transpose) {
+      memcpy(buf + src[j].row0 * inner, data[j], (size_t)(rows * inner) * sizeof *buf);
+    } else { /* the file holds [in, out]: element (c, row0 + r) is the parameter's (r, c) */
+      int64_t out = sh[1];
+      for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < inner; c++) buf[c * out + src[j].row0 + r] = data[j][r * inner + c];
+    }
+  }
+  if (parts) return MMRT_OK;
+  int rc = load_tensor(h, i, 0, err, errlen); /* a buffer: as the source has it */
+  if (rc == MMRT_OK) memcpy(buf, h->cache, numel * sizeof *buf);
+  return rc;
+}
+
+static int copy_file(const char *from, const char *to, char *err, size_t errlen) {
+  FILE *f = fopen(from, "rb");
+  if (!f) return MMRT_ERR_NOTFOUND;
+  size_t cap = 1 << 16, len = 0, got;
+  char *b = malloc(cap);
+  while (b && (got = fread(b + len, 1, cap - len, f)) > 0)
+    if ((len += got) == cap) {
+      char *nb = realloc(b, cap *= 2);
+      if (!nb) free(b);
+      b = nb;
+    }
+  fclose(f);
+  if (!b) return mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "out of memory copying %s", from);
+  int rc = mmrt_write_file_atomic(to, b, len, err, errlen);
+  free(b);
+  return rc;
+}
+
+int mmrt_hf_export(MmrtHf *h, const char *prefix, const MmrtHfParam *p, float *const *data, int n,
+                   const char *out, char *err, size_t errlen) {
+  MmrtHfSrc *src = calloc((size_t)n + 1, sizeof *src);
+  MmrtTensorRef *refs = calloc((size_t)h->n + 1, sizeof *refs);
+  int rc = src && refs ? MMRT_OK : mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "out of memory");
+  if (rc == MMRT_OK) rc = mmrt_hf_match(h, prefix, p, n, src, err, errlen);
+  if (rc == MMRT_OK && mkdir(out, 0755) != 0 && errno != EEXIST)
+    rc = mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: cannot create the folder: %s", out,
+                   strerror(errno));
+  for (int i = 0; rc == MMRT_OK && i < h->n; i++) {
+    const int64_t *sh;
+    refs[i].name = h->t[i].name;
+    refs[i].dtype = MMRT_ST_F32;
+    mmrt_st_info(h->files[h->t[i].file], h->t[i].index, NULL, &refs[i].ndim, &sh);
+    size_t numel = 1;
+    for (int d = 0; d < refs[i].ndim; d++) numel *= (size_t)(refs[i].shape[d] = sh[d]);
+    if (!(refs[i].data = malloc(numel * sizeof(float) + 4)))
+      rc = mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "out of memory for tensor '%s'", h->t[i].name);
+    else
+      rc = assemble(h, i, p, data, src, n, refs[i].data, err, errlen);
+  }
+  char path[4096], from[4096];
+  static const char *const keep[] = {"config.json",
+                                     "generation_config.json",
+                                     "tokenizer.json",
+                                     "tokenizer_config.json",
+                                     "special_tokens_map.json",
+                                     "vocab.json",
+                                     "merges.txt",
+                                     "tokenizer.model",
+                                     "added_tokens.json"};
+  for (size_t k = 0; rc == MMRT_OK && k < sizeof keep / sizeof keep[0]; k++) {
+    snprintf(from, sizeof from, "%s/%s", h->dir, keep[k]);
+    snprintf(path, sizeof path, "%s/%s", out, keep[k]);
+    int c = copy_file(from, path, err, errlen);
+    if (c != MMRT_ERR_NOTFOUND) rc = c;
+  }
+  MmrtKV meta[] = {{"format", "pt"}};
+  snprintf(path, sizeof path, "%s/model.safetensors", out);
+  if (rc == MMRT_OK) rc = mmrt_st_save(path, refs, h->n, meta, 1, err, errlen);
+  for (int i = 0; refs && i < h->n; i++) free(refs[i].data);
+  free(refs);
+  free(src);
+  return rc;
+}

@@ -41,7 +41,7 @@
 
 typedef struct Args {
   const char *data, *ckpt, *log, *dump_logits, *dump_inputs, *init_from, *load_adapters, *features,
-      *save_adapters, *save_weights, *omp_wait, *trace;
+      *save_adapters, *save_weights, *save_hf, *omp_wait, *trace;
   int64_t steps, batch, eval_every, eval_batches, ckpt_every, keep, threads;
   double lr, comm_timeout;
   uint64_t seed;
@@ -136,6 +136,8 @@ static void usage(FILE *out, const MmrtModelDesc *m) {
       "  --save-weights F   write every parameter and optimizer state, whole (gathered from the "
       "ranks),\n"
       "                     to F after training (safetensors, from rank 0)\n"
+      "  --save-hf DIR      write the --init-from Hugging Face model back to DIR after training:\n"
+      "                     its names, layouts and config.json (fp32, one file, from rank 0)\n"
       "A model compiled for N ranks (--dp/--tp) runs under mpirun -np N.\n"
       "  --threads N        OpenMP threads (default: this process's CPUs, shared by the node's\n"
       "                     ranks)\n"
@@ -174,6 +176,7 @@ static const char **text_flag(Args *a, const char *f) {
       {"--save-weights", &a->save_weights},
       {"--dump-inputs", &a->dump_inputs},
       {"--dump-logits", &a->dump_logits},
+      {"--save-hf", &a->save_hf},
       {"--init-from", &a->init_from},
       {"--features", &a->features},
       {"--load-adapters", &a->load_adapters},
@@ -706,9 +709,70 @@ static void copy_run(void *cx, int64_t local, int64_t global, int64_t n) {
  * Each rank puts its piece into a zeroed whole tensor (a tensor replicated
  * over an axis: only coordinate 0 of that axis), and a sum over the world
  * on rank 0 assembles it exactly (every element has one contributor). */
+static MmrtTensorRef *gather_whole(Trainer *t, int *out_rc);
+
 static int save_weights(Trainer *t) {
   const MmrtModelDesc *m = t->m;
   char err[ERRLEN];
+  int rc;
+  MmrtTensorRef *refs = gather_whole(t, &rc);
+  if (!rc && t->rank == 0) {
+    MmrtKV meta[] = {{"model", m->name}, {"format", "mmc-weights"}};
+    if (mmrt_st_save(t->a.save_weights, refs, (int)m->nparams, meta, 2, err, sizeof err) != MMRT_OK)
+      rc = fail("--save-weights %s", err);
+  }
+  for (int64_t i = 0; refs && i < m->nparams; i++) free(refs[i].data);
+  free(refs);
+  return rc;
+}
+
+/* --save-hf DIR: the parameters under the --init-from Hugging Face
+ * directory's sub-model written back in its names and layouts
+ * (mmrt_hf_export), gathered whole on rank 0. */
+static int save_hf(Trainer *t) {
+  const MmrtModelDesc *m = t->m;
+  char err[ERRLEN], sub[256] = "";
+  const char *src = t->a.init_from, *eq = src ? strchr(src, '=') : NULL;
+  struct stat st;
+  if (eq && stat(src, &st) != 0)
+    snprintf(sub, sizeof sub, "%.*s", (int)(eq - src), src), src = eq + 1;
+  if (!src || !mmrt_hf_is_dir(src))
+    return fail("--save-hf %s: needs --init-from a Hugging Face directory (its config.json, "
+                "names and layouts)",
+                t->a.save_hf);
+  int rc;
+  MmrtTensorRef *refs = gather_whole(t, &rc);
+  MmrtHfParam *p = calloc((size_t)m->nparams + 1, sizeof *p);
+  float **data = calloc((size_t)m->nparams + 1, sizeof *data);
+  if (!rc && (!p || !data)) rc = fail("out of memory for --save-hf");
+  if (!rc && t->rank == 0) {
+    int n = 0;
+    for (int64_t i = 0; i < m->nparams; i++) {
+      if (m->params[i].arena != MMRT_ARENA_PARAM || mmrt_is_adapter(m->params[i].name)) continue;
+      p[n] = (MmrtHfParam){.name = refs[i].name, .ndim = refs[i].ndim};
+      memcpy(p[n].shape, refs[i].shape, sizeof p[n].shape);
+      data[n++] = refs[i].data;
+    }
+    MmrtHf *h = NULL;
+    int e = mmrt_hf_open(&h, src, err, sizeof err);
+    if (e == MMRT_OK)
+      e = mmrt_hf_export(h, *sub ? sub : mmrt_hf_instance(h), p, data, n, t->a.save_hf, err,
+                         sizeof err);
+    mmrt_hf_close(h);
+    if (e != MMRT_OK) rc = fail("--save-hf %s: %s", t->a.save_hf, err);
+  }
+  for (int64_t i = 0; refs && i < m->nparams; i++) free(refs[i].data);
+  free(refs);
+  free(p);
+  free(data);
+  return rc;
+}
+
+/* Every parameter whole on rank 0 (the other ranks' copies are sums of
+ * their pieces too, but only rank 0's are complete), a padded vocabulary
+ * at its real rows; *out_rc 0 or a fail() code. */
+static MmrtTensorRef *gather_whole(Trainer *t, int *out_rc) {
+  const MmrtModelDesc *m = t->m;
   MmrtTensorRef *refs = calloc((size_t)m->nparams + 1, sizeof *refs);
   int rc = refs ? 0 : fail("out of memory for --save-weights");
   for (int64_t i = 0; !rc && i < m->nparams; i++) {
@@ -739,17 +803,10 @@ static int save_weights(Trainer *t) {
                                            MPI_SUM, "--save-weights (all-reduce)") != MMRT_OK)
       mmrt_task_comm_fail(&t->cx);
   }
-  if (!rc && t->rank == 0) {
-    MmrtKV meta[] = {{"model", m->name}, {"format", "mmc-weights"}};
-    for (int64_t i = 0; i < m->nparams; i++) /* a padded vocabulary: its real rows, in front */
-      if (refs[i].ndim && m->params[i].rows < refs[i].shape[0])
-        refs[i].shape[0] = m->params[i].rows;
-    if (mmrt_st_save(t->a.save_weights, refs, (int)m->nparams, meta, 2, err, sizeof err) != MMRT_OK)
-      rc = fail("--save-weights %s", err);
-  }
-  for (int64_t i = 0; refs && i < m->nparams; i++) free(refs[i].data);
-  free(refs);
-  return rc;
+  for (int64_t i = 0; !rc && i < m->nparams; i++) /* a padded vocabulary: its real rows, in front */
+    if (refs[i].ndim && m->params[i].rows < refs[i].shape[0]) refs[i].shape[0] = m->params[i].rows;
+  *out_rc = rc;
+  return refs;
 }
 
 /* --dump-inputs: this rank's data inputs of a training step (the global
@@ -1417,6 +1474,15 @@ static int run(Trainer *t, int argc, char **argv) {
     else if (loud && !fresh)
       fprintf(stderr, "trainer: resumed from %s at step %lld\n", t->a.ckpt, (long long)t->done);
   }
+  if (t->a.save_hf) { /* refused before training, not after */
+    const char *src = t->a.init_from, *eq = src ? strchr(src, '=') : NULL;
+    struct stat hs;
+    if (eq && stat(src, &hs) != 0) src = eq + 1;
+    if (!src || !mmrt_hf_is_dir(src))
+      return fail("--save-hf %s: needs --init-from a Hugging Face directory (its config.json, "
+                  "names and layouts)",
+                  t->a.save_hf);
+  }
   if (t->a.init_from && !t->a.resume) {
     const char *path = t->a.init_from, *eq = strchr(path, '=');
     char sub[256];
@@ -1465,6 +1531,7 @@ static int run(Trainer *t, int argc, char **argv) {
   if (!rc && t->a.ckpt && (t->done > 0 || t->a.steps == 0)) rc = save_ckpt(t);
   if (!rc && t->a.save_adapters) rc = save_adapters(t);
   if (!rc && t->a.save_weights) rc = save_weights(t);
+  if (!rc && t->a.save_hf) rc = save_hf(t);
   if (!rc && t->a.trace) {
     char terr[ERRLEN];
     if (mmrt_trace_write(t->a.trace, mesh_of(t), t->rank, terr, sizeof terr)) rc = fail("%s", terr);

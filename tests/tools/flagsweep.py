@@ -659,6 +659,8 @@ else:
         "--save-adapters": (BASE + ["--save-adapters", "a.safetensors"], "refused",
                             ["--save-adapters"]),
         "--save-weights": (BASE + ["--save-weights", "w.safetensors"], "effect"),
+        # GPT2Tiny from its own init: no Hugging Face directory to write back (tests/hf_import.sh)
+        "--save-hf": (BASE + ["--save-hf", "hf"], "refused", ["--save-hf"]),
         "--quiet": (BASE + ["--quiet"], "effect"),
         "--profile": (BASE + ["--profile"], "effect"),  # the table at the end
         "--threads": (BASE + ["--threads", "1"], "effect"),  # the start line says so
