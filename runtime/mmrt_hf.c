@@ -121,6 +121,7 @@ static const Key keys[] = {
     {HF_ANY, "id2label"},
     {HF_ANY, "label2id"},
     {HF_ANY, "gradient_checkpointing"},
+    {HF_ANY, "output_past"}, /* mT5's published configs: a generation flag */
 };
 
 typedef struct Rule {
