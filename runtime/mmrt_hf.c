@@ -4,6 +4,7 @@
  * parameters matched to tensors, and tensors read as float32 slices. */
 #include "mmrt_hf.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <json-c/json.h>
 #include <stdio.h>
@@ -855,8 +856,34 @@ static int copy_file(const char *from, const char *to, char *err, size_t errlen)
   return rc;
 }
 
+/* float32 to bf16, round to nearest even (NaN stays NaN). */
+static uint16_t to_bf16(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)(u >> 16 | 0x40);
+  return (uint16_t)((u + 0x7fffu + (u >> 16 & 1)) >> 16);
+}
+
+/* The files of an earlier export in out (model.safetensors, shards, index). */
+static void remove_weights(const char *out) {
+  char path[4096];
+  DIR *d = opendir(out);
+  struct dirent *e;
+  int a, b;
+  char tail[32];
+  while (d && (e = readdir(d)) != NULL)
+    if (strcmp(e->d_name, "model.safetensors") == 0 ||
+        strcmp(e->d_name, "model.safetensors.index.json") == 0 ||
+        (sscanf(e->d_name, "model-%5d-of-%5d%31s", &a, &b, tail) == 3 &&
+         strcmp(tail, ".safetensors") == 0)) {
+      snprintf(path, sizeof path, "%s/%s", out, e->d_name);
+      remove(path);
+    }
+  if (d) closedir(d);
+}
+
 int mmrt_hf_export(MmrtHf *h, const char *prefix, const MmrtHfParam *p, float *const *data, int n,
-                   const char *out, char *err, size_t errlen) {
+                   const char *out, int bf16, int64_t shard_bytes, char *err, size_t errlen) {
   MmrtHfSrc *src = calloc((size_t)n + 1, sizeof *src);
   MmrtTensorRef *refs = calloc((size_t)h->n + 1, sizeof *refs);
   int rc = src && refs ? MMRT_OK : mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "out of memory");
@@ -892,9 +919,53 @@ int mmrt_hf_export(MmrtHf *h, const char *prefix, const MmrtHfParam *p, float *c
     int c = copy_file(from, path, err, errlen);
     if (c != MMRT_ERR_NOTFOUND) rc = c;
   }
+  for (int i = 0; rc == MMRT_OK && bf16 && i < h->n; i++) { /* in place: 2 of the 4 bytes */
+    size_t numel = mmrt_tensor_bytes(&refs[i]) / 4;
+    float *f = refs[i].data;
+    uint16_t *b = refs[i].data;
+    for (size_t k = 0; k < numel; k++) b[k] = to_bf16(f[k]);
+    refs[i].dtype = MMRT_ST_BF16;
+  }
+  /* shards: consecutive tensors while they fit */
+  int *shard = calloc((size_t)h->n + 1, sizeof *shard), nshards = 0;
+  int64_t used = 0, total = 0;
+  if (!shard && rc == MMRT_OK) rc = mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "out of memory");
+  for (int i = 0; rc == MMRT_OK && i < h->n; i++) {
+    int64_t b = (int64_t)mmrt_tensor_bytes(&refs[i]);
+    if (!nshards || (used > 0 && used + b > shard_bytes)) nshards++, used = 0;
+    shard[i] = nshards - 1, used += b, total += b;
+  }
+  if (rc == MMRT_OK) remove_weights(out);
   MmrtKV meta[] = {{"format", "pt"}};
-  snprintf(path, sizeof path, "%s/model.safetensors", out);
-  if (rc == MMRT_OK) rc = mmrt_st_save(path, refs, h->n, meta, 1, err, errlen);
+  json_object *idx = json_object_new_object(), *map = json_object_new_object(),
+              *md = json_object_new_object();
+  for (int s = 0; rc == MMRT_OK && s < nshards; s++) {
+    char name[64];
+    if (nshards == 1)
+      snprintf(name, sizeof name, "model.safetensors");
+    else
+      snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", s + 1, nshards);
+    int first = 0, count = 0;
+    while (shard[first] != s) first++;
+    while (first + count < h->n && shard[first + count] == s) {
+      json_object_object_add(map, refs[first + count].name, json_object_new_string(name));
+      count++;
+    }
+    snprintf(path, sizeof path, "%s/%s", out, name);
+    rc = mmrt_st_save(path, refs + first, count, meta, 1, err, errlen);
+  }
+  if (rc == MMRT_OK && nshards > 1) {
+    json_object_object_add(md, "total_size", json_object_new_int64(total));
+    json_object_object_add(idx, "metadata", json_object_get(md));
+    json_object_object_add(idx, "weight_map", json_object_get(map));
+    const char *text = json_object_to_json_string_ext(idx, JSON_C_TO_STRING_PRETTY);
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", out);
+    rc = mmrt_write_file_atomic(path, text, strlen(text), err, errlen);
+  }
+  json_object_put(idx);
+  json_object_put(map);
+  json_object_put(md);
+  free(shard);
   for (int i = 0; refs && i < h->n; i++) free(refs[i].data);
   free(refs);
   free(src);

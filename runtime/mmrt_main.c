@@ -41,8 +41,8 @@
 
 typedef struct Args {
   const char *data, *ckpt, *log, *dump_logits, *dump_inputs, *init_from, *load_adapters, *features,
-      *save_adapters, *save_weights, *save_hf, *omp_wait, *trace;
-  int64_t steps, batch, eval_every, eval_batches, ckpt_every, keep, threads;
+      *save_adapters, *save_weights, *save_hf, *hf_dtype, *omp_wait, *trace;
+  int64_t steps, batch, eval_every, eval_batches, ckpt_every, keep, threads, shard_size;
   double lr, comm_timeout;
   uint64_t seed;
   int has_lr, has_seed, has_keep, has_timeout, resume, quiet, profile;
@@ -137,7 +137,10 @@ static void usage(FILE *out, const MmrtModelDesc *m) {
       "ranks),\n"
       "                     to F after training (safetensors, from rank 0)\n"
       "  --save-hf DIR      write the --init-from Hugging Face model back to DIR after training:\n"
-      "                     its names, layouts and config.json (fp32, one file, from rank 0)\n"
+      "                     its names, layouts and config.json (from rank 0)\n"
+      "  --save-hf-dtype D  f32 (default) or bf16 (rounded to nearest even)\n"
+      "  --shard-size N     --save-hf: at most N bytes per file (default 5e9; a larger tensor\n"
+      "                     alone), with model.safetensors.index.json when there are several\n"
       "A model compiled for N ranks (--dp/--tp) runs under mpirun -np N.\n"
       "  --threads N        OpenMP threads (default: this process's CPUs, shared by the node's\n"
       "                     ranks)\n"
@@ -177,6 +180,7 @@ static const char **text_flag(Args *a, const char *f) {
       {"--dump-inputs", &a->dump_inputs},
       {"--dump-logits", &a->dump_logits},
       {"--save-hf", &a->save_hf},
+      {"--save-hf-dtype", &a->hf_dtype},
       {"--init-from", &a->init_from},
       {"--features", &a->features},
       {"--load-adapters", &a->load_adapters},
@@ -198,7 +202,7 @@ static int64_t *int_flag(Args *a, const char *f) {
       {"--steps", &a->steps},           {"--batch", &a->batch},
       {"--eval-every", &a->eval_every}, {"--eval-batches", &a->eval_batches},
       {"--ckpt-every", &a->ckpt_every}, {"--keep", &a->keep},
-      {"--threads", &a->threads},
+      {"--threads", &a->threads},       {"--shard-size", &a->shard_size},
   };
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
     if (!strcmp(f, t[i].flag)) return t[i].to;
@@ -239,9 +243,12 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a) {
     } else if (text_flag(a, f)) {
       *text_flag(a, f) = v;
     } else if (int_flag(a, f)) {
-      rc = parse_i64(
-          f, v, !strcmp(f, "--batch") || !strcmp(f, "--keep") || !strcmp(f, "--threads") ? 1 : 0,
-          int_flag(a, f)); /* --steps 0: evaluate only */
+      rc = parse_i64(f, v,
+                     !strcmp(f, "--batch") || !strcmp(f, "--keep") || !strcmp(f, "--threads") ||
+                             !strcmp(f, "--shard-size")
+                         ? 1
+                         : 0,
+                     int_flag(a, f)); /* --steps 0: evaluate only */
       a->has_keep |= !strcmp(f, "--keep");
     } else if (!strcmp(f, "--seed")) {
       rc = parse_i64(f, v, 0, &n);
@@ -756,8 +763,9 @@ static int save_hf(Trainer *t) {
     MmrtHf *h = NULL;
     int e = mmrt_hf_open(&h, src, err, sizeof err);
     if (e == MMRT_OK)
-      e = mmrt_hf_export(h, *sub ? sub : mmrt_hf_instance(h), p, data, n, t->a.save_hf, err,
-                         sizeof err);
+      e = mmrt_hf_export(h, *sub ? sub : mmrt_hf_instance(h), p, data, n, t->a.save_hf,
+                         t->a.hf_dtype && !strcmp(t->a.hf_dtype, "bf16"),
+                         t->a.shard_size ? t->a.shard_size : (int64_t)5000000000, err, sizeof err);
     mmrt_hf_close(h);
     if (e != MMRT_OK) rc = fail("--save-hf %s: %s", t->a.save_hf, err);
   }
@@ -1474,6 +1482,10 @@ static int run(Trainer *t, int argc, char **argv) {
     else if (loud && !fresh)
       fprintf(stderr, "trainer: resumed from %s at step %lld\n", t->a.ckpt, (long long)t->done);
   }
+  if ((t->a.hf_dtype || t->a.shard_size) && !t->a.save_hf)
+    return fail("%s goes with --save-hf", t->a.hf_dtype ? "--save-hf-dtype" : "--shard-size");
+  if (t->a.hf_dtype && strcmp(t->a.hf_dtype, "f32") != 0 && strcmp(t->a.hf_dtype, "bf16") != 0)
+    return fail("--save-hf-dtype takes f32 or bf16, not '%s'", t->a.hf_dtype);
   if (t->a.save_hf) { /* refused before training, not after */
     const char *src = t->a.init_from, *eq = src ? strchr(src, '=') : NULL;
     struct stat hs;

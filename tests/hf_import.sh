@@ -134,6 +134,19 @@ sed 's/ffn = 64/ffn = 96/' hf_qwen2.mm > other.mm
 expect 1 "tensor 'model.layers.0.mlp.[a-z]*_proj.weight' is F32 \[[0-9, ]*\]; model parameter 'llm.blocks.0.mlp.[a-z]*_proj.weight' is \[[0-9, ]*96[0-9, ]*\]" "$MMC" check other.mm --model HfQwen2 --init-from qwen2
 expect 0 "give 26 of model HfQwen2's 26 parameters" "$MMC" check hf_qwen2.mm --model HfQwen2 --init-from qwen2
 
+# bf16, in shards of at most 30,000 bytes: the index, every shard bf16, mmc import reads it
+# back, and transformers loads it (logits to 1e-2: the weights' bf16 rounding)
+./qwen2.tr --steps 5 --init-from qwen2 --save-hf ex_sh --save-hf-dtype bf16 --shard-size 30000 \
+  --dump-logits ex_sh.logits --eval-batches 1 --quiet > /dev/null 2> ex_sh.err || bad "--save-hf bf16 shards: $(cat ex_sh.err)"
+ns=$(ls ex_sh/model-0000?-of-0000?.safetensors 2> /dev/null | wc -l)
+nb=$(grep -c '"dtype":"BF16"' ex_sh/model-0000?-of-0000?.safetensors 2> /dev/null | grep -c ':[1-9]')
+[ "$ns" -ge 2 ] && [ "$nb" = "$ns" ] && [ -e ex_sh/model.safetensors.index.json ] &&
+  "$MMC" import ex_sh -o rt.mm 2> rt.err && ok "--save-hf bf16 in $ns shards with the index: mmc import reads it back" ||
+  bad "--save-hf bf16 shards: $ns shards, $nb in bf16, $(ls ex_sh) $(cat rt.err 2> /dev/null)"
+MMC_LOGIT_TOL=1e-2 "$PY" "$H/parity.py" 1e-5 ex_sh - - ex_sh.logits 2> /dev/null > sh.txt; cat sh.txt
+grep -q ^PASS sh.txt && npass=$((npass + 1)) || bad "bf16 export"
+expect 1 "--save-hf-dtype takes f32 or bf16, not 'f16'" ./qwen2.tr --steps 1 --init-from qwen2 --save-hf x --save-hf-dtype f16
+expect 1 "--shard-size goes with --save-hf" ./qwen2.tr --steps 1 --init-from qwen2 --shard-size 100
 expect 1 "--save-hf x: needs --init-from a Hugging Face directory" ./qwen2.tr --steps 1 --init-from w.st --save-hf x
 [ ! -e x ] && ok "--save-hf refused: nothing written" || bad "x written"
 

@@ -661,6 +661,8 @@ else:
         "--save-weights": (BASE + ["--save-weights", "w.safetensors"], "effect"),
         # GPT2Tiny from its own init: no Hugging Face directory to write back (tests/hf_import.sh)
         "--save-hf": (BASE + ["--save-hf", "hf"], "refused", ["--save-hf"]),
+        "--save-hf-dtype": (BASE + ["--save-hf-dtype", "bf16"], "refused", ["--save-hf-dtype"]),
+        "--shard-size": (BASE + ["--shard-size", "1000"], "refused", ["--shard-size"]),
         "--quiet": (BASE + ["--quiet"], "effect"),
         "--profile": (BASE + ["--profile"], "effect"),  # the table at the end
         "--threads": (BASE + ["--threads", "1"], "effect"),  # the start line says so
