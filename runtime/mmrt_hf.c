@@ -4,6 +4,7 @@
  * parameters matched to tensors, and tensors read as float32 slices. */
 #include "mmrt_hf.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <json-c/json.h>
 #include <stdio.h>
@@ -121,6 +122,7 @@ static const Key keys[] = {
     {HF_ANY, "id2label"},
     {HF_ANY, "label2id"},
     {HF_ANY, "gradient_checkpointing"},
+    {HF_ANY, "output_past"}, /* mT5's published configs: a generation flag */
 };
 
 typedef struct Rule {
@@ -803,4 +805,169 @@ int mmrt_hf_check_ties(MmrtHf *h, char *err, size_t errlen) {
           mmrt_hf_tensor_file(h, i), h->t[i].name, h->t[k].name, at, h->arch);
   }
   return MMRT_OK;
+}
+
+/* ---- export ---- */
+
+/* Tensor i of h, whole, in its own layout, from the parameters (or a tie's
+ * or buffer's source); buf holds its elements. */
+static int assemble(MmrtHf *h, int i, const MmrtHfParam *p, float *const *data,
+                    const MmrtHfSrc *src, int n, float *buf, char *err, size_t errlen) {
+  int nd;
+  const int64_t *sh;
+  mmrt_st_info(h->files[h->t[i].file], h->t[i].index, NULL, &nd, &sh);
+  size_t numel = 1;
+  for (int d = 0; d < nd; d++) numel *= (size_t)sh[d];
+  int k = h->t[i].tie >= 0 ? h->t[i].tie : i, parts = 0;
+  for (int j = 0; j < n; j++) {
+    if (src[j].tensor != k) continue;
+    parts++;
+    int64_t inner = 1, rows = p[j].ndim ? p[j].shape[0] : 1;
+    for (int d = 1; d < p[j].ndim; d++) inner *= p[j].shape[d];
+    if (!src[j].transpose) {
+      memcpy(buf + src[j].row0 * inner, data[j], (size_t)(rows * inner) * sizeof *buf);
+    } else { /* the file holds [in, out]: element (c, row0 + r) is the parameter's (r, c) */
+      int64_t out = sh[1];
+      for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < inner; c++) buf[c * out + src[j].row0 + r] = data[j][r * inner + c];
+    }
+  }
+  if (parts) return MMRT_OK;
+  int rc = load_tensor(h, i, 0, err, errlen); /* a buffer: as the source has it */
+  if (rc == MMRT_OK) memcpy(buf, h->cache, numel * sizeof *buf);
+  return rc;
+}
+
+static int copy_file(const char *from, const char *to, char *err, size_t errlen) {
+  FILE *f = fopen(from, "rb");
+  if (!f) return MMRT_ERR_NOTFOUND;
+  size_t cap = 1 << 16, len = 0, got;
+  char *b = malloc(cap);
+  while (b && (got = fread(b + len, 1, cap - len, f)) > 0)
+    if ((len += got) == cap) {
+      char *nb = realloc(b, cap *= 2);
+      if (!nb) free(b);
+      b = nb;
+    }
+  fclose(f);
+  if (!b) return mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "out of memory copying %s", from);
+  int rc = mmrt_write_file_atomic(to, b, len, err, errlen);
+  free(b);
+  return rc;
+}
+
+/* float32 to bf16, round to nearest even (NaN stays NaN). */
+static uint16_t to_bf16(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)(u >> 16 | 0x40);
+  return (uint16_t)((u + 0x7fffu + (u >> 16 & 1)) >> 16);
+}
+
+/* The files of an earlier export in out (model.safetensors, shards, index). */
+static void remove_weights(const char *out) {
+  char path[4096];
+  DIR *d = opendir(out);
+  struct dirent *e;
+  int a, b;
+  char tail[32];
+  while (d && (e = readdir(d)) != NULL)
+    if (strcmp(e->d_name, "model.safetensors") == 0 ||
+        strcmp(e->d_name, "model.safetensors.index.json") == 0 ||
+        (sscanf(e->d_name, "model-%5d-of-%5d%31s", &a, &b, tail) == 3 &&
+         strcmp(tail, ".safetensors") == 0)) {
+      snprintf(path, sizeof path, "%s/%s", out, e->d_name);
+      remove(path);
+    }
+  if (d) closedir(d);
+}
+
+int mmrt_hf_export(MmrtHf *h, const char *prefix, const MmrtHfParam *p, float *const *data, int n,
+                   const char *out, int bf16, int64_t shard_bytes, char *err, size_t errlen) {
+  MmrtHfSrc *src = calloc((size_t)n + 1, sizeof *src);
+  MmrtTensorRef *refs = calloc((size_t)h->n + 1, sizeof *refs);
+  int rc = src && refs ? MMRT_OK : mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "out of memory");
+  if (rc == MMRT_OK) rc = mmrt_hf_match(h, prefix, p, n, src, err, errlen);
+  if (rc == MMRT_OK && mkdir(out, 0755) != 0 && errno != EEXIST)
+    rc = mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: cannot create the folder: %s", out,
+                   strerror(errno));
+  for (int i = 0; rc == MMRT_OK && i < h->n; i++) {
+    const int64_t *sh;
+    refs[i].name = h->t[i].name;
+    refs[i].dtype = MMRT_ST_F32;
+    mmrt_st_info(h->files[h->t[i].file], h->t[i].index, NULL, &refs[i].ndim, &sh);
+    size_t numel = 1;
+    for (int d = 0; d < refs[i].ndim; d++) numel *= (size_t)(refs[i].shape[d] = sh[d]);
+    if (!(refs[i].data = malloc(numel * sizeof(float) + 4)))
+      rc = mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "out of memory for tensor '%s'", h->t[i].name);
+    else
+      rc = assemble(h, i, p, data, src, n, refs[i].data, err, errlen);
+  }
+  char path[4096], from[4096];
+  static const char *const keep[] = {"config.json",
+                                     "generation_config.json",
+                                     "tokenizer.json",
+                                     "tokenizer_config.json",
+                                     "special_tokens_map.json",
+                                     "vocab.json",
+                                     "merges.txt",
+                                     "tokenizer.model",
+                                     "added_tokens.json"};
+  for (size_t k = 0; rc == MMRT_OK && k < sizeof keep / sizeof keep[0]; k++) {
+    snprintf(from, sizeof from, "%s/%s", h->dir, keep[k]);
+    snprintf(path, sizeof path, "%s/%s", out, keep[k]);
+    int c = copy_file(from, path, err, errlen);
+    if (c != MMRT_ERR_NOTFOUND) rc = c;
+  }
+  for (int i = 0; rc == MMRT_OK && bf16 && i < h->n; i++) { /* in place: 2 of the 4 bytes */
+    size_t numel = mmrt_tensor_bytes(&refs[i]) / 4;
+    float *f = refs[i].data;
+    uint16_t *b = refs[i].data;
+    for (size_t k = 0; k < numel; k++) b[k] = to_bf16(f[k]);
+    refs[i].dtype = MMRT_ST_BF16;
+  }
+  /* shards: consecutive tensors while they fit */
+  int *shard = calloc((size_t)h->n + 1, sizeof *shard), nshards = 0;
+  int64_t used = 0, total = 0;
+  if (!shard && rc == MMRT_OK) rc = mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "out of memory");
+  for (int i = 0; rc == MMRT_OK && i < h->n; i++) {
+    int64_t b = (int64_t)mmrt_tensor_bytes(&refs[i]);
+    if (!nshards || (used > 0 && used + b > shard_bytes)) nshards++, used = 0;
+    shard[i] = nshards - 1, used += b, total += b;
+  }
+  if (rc == MMRT_OK) remove_weights(out);
+  MmrtKV meta[] = {{"format", "pt"}};
+  json_object *idx = json_object_new_object(), *map = json_object_new_object(),
+              *md = json_object_new_object();
+  for (int s = 0; rc == MMRT_OK && s < nshards; s++) {
+    char name[64];
+    if (nshards == 1)
+      snprintf(name, sizeof name, "model.safetensors");
+    else
+      snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", s + 1, nshards);
+    int first = 0, count = 0;
+    while (shard[first] != s) first++;
+    while (first + count < h->n && shard[first + count] == s) {
+      json_object_object_add(map, refs[first + count].name, json_object_new_string(name));
+      count++;
+    }
+    snprintf(path, sizeof path, "%s/%s", out, name);
+    rc = mmrt_st_save(path, refs + first, count, meta, 1, err, errlen);
+  }
+  if (rc == MMRT_OK && nshards > 1) {
+    json_object_object_add(md, "total_size", json_object_new_int64(total));
+    json_object_object_add(idx, "metadata", json_object_get(md));
+    json_object_object_add(idx, "weight_map", json_object_get(map));
+    const char *text = json_object_to_json_string_ext(idx, JSON_C_TO_STRING_PRETTY);
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", out);
+    rc = mmrt_write_file_atomic(path, text, strlen(text), err, errlen);
+  }
+  json_object_put(idx);
+  json_object_put(map);
+  json_object_put(md);
+  free(shard);
+  for (int i = 0; refs && i < h->n; i++) free(refs[i].data);
+  free(refs);
+  free(src);
+  return rc;
 }

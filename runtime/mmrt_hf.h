@@ -90,6 +90,18 @@ int mmrt_hf_read(MmrtHf *h, const MmrtHfParam *p, const MmrtHfSrc *s, const Mmrt
  * one.  Reads both. */
 int mmrt_hf_check_ties(MmrtHf *h, char *err, size_t errlen);
 
+/* Export (--save-hf): the n parameters' whole values (data[j]: p[j], float32)
+ * written back as h's tensors, same names, shapes and set (the inverse of
+ * each rule: transposed back, fused parts concatenated, a tied tensor the
+ * file had written again, a buffer copied from h), float32 or (bf16) bf16
+ * rounded to nearest even, in files of at most shard_bytes each (a larger
+ * tensor alone): out/model.safetensors, or out/model-0000k-of-0000n.safetensors
+ * and model.safetensors.index.json; each file atomic, the index last; h's
+ * config.json and its tokenizer and generation files copied.  The folder is
+ * created if needed; the weight files of an earlier export are removed. */
+int mmrt_hf_export(MmrtHf *h, const char *prefix, const MmrtHfParam *p, float *const *data, int n,
+                   const char *out, int bf16, int64_t shard_bytes, char *err, size_t errlen);
+
 /* bf16 / fp16 bits to float32. */
 float mmrt_hf_bf16(uint16_t b);
 float mmrt_hf_f16(uint16_t b);

@@ -46,8 +46,8 @@
 
 typedef struct Args {
   const char *data, *ckpt, *log, *dump_logits, *dump_inputs, *init_from, *load_adapters, *features,
-      *save_adapters, *save_weights, *omp_wait, *trace, *on_nan;
-  int64_t steps, batch, eval_every, eval_batches, ckpt_every, keep, threads;
+      *save_adapters, *save_weights, *save_hf, *hf_dtype, *omp_wait, *trace, *on_nan;
+  int64_t steps, batch, eval_every, eval_batches, ckpt_every, keep, threads, shard_size;
   double lr, comm_timeout;
   uint64_t seed;
   int has_lr, has_seed, has_keep, has_timeout, resume, quiet, profile;
@@ -155,6 +155,11 @@ static void usage(FILE *out, const MmrtModelDesc *m) {
       "  --save-weights F   write every parameter and optimizer state, whole (gathered from the "
       "ranks),\n"
       "                     to F after training (safetensors, from rank 0)\n"
+      "  --save-hf DIR      write the --init-from Hugging Face model back to DIR after training:\n"
+      "                     its names, layouts and config.json (from rank 0)\n"
+      "  --save-hf-dtype D  f32 (default) or bf16 (rounded to nearest even)\n"
+      "  --shard-size N     --save-hf: at most N bytes per file (default 5e9; a larger tensor\n"
+      "                     alone), with model.safetensors.index.json when there are several\n"
       "A model compiled for N ranks (--dp/--tp) runs under mpirun -np N.\n"
       "  --threads N        OpenMP threads (default: this process's CPUs, shared by the node's\n"
       "                     ranks)\n"
@@ -194,6 +199,8 @@ static const char **text_flag(Args *a, const char *f) {
       {"--save-weights", &a->save_weights},
       {"--dump-inputs", &a->dump_inputs},
       {"--dump-logits", &a->dump_logits},
+      {"--save-hf", &a->save_hf},
+      {"--save-hf-dtype", &a->hf_dtype},
       {"--init-from", &a->init_from},
       {"--features", &a->features},
       {"--load-adapters", &a->load_adapters},
@@ -216,7 +223,7 @@ static int64_t *int_flag(Args *a, const char *f) {
       {"--steps", &a->steps},           {"--batch", &a->batch},
       {"--eval-every", &a->eval_every}, {"--eval-batches", &a->eval_batches},
       {"--ckpt-every", &a->ckpt_every}, {"--keep", &a->keep},
-      {"--threads", &a->threads},
+      {"--threads", &a->threads},       {"--shard-size", &a->shard_size},
   };
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
     if (!strcmp(f, t[i].flag)) return t[i].to;
@@ -259,9 +266,12 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a) {
     } else if (text_flag(a, f)) {
       *text_flag(a, f) = v;
     } else if (int_flag(a, f)) {
-      rc = parse_i64(
-          f, v, !strcmp(f, "--batch") || !strcmp(f, "--keep") || !strcmp(f, "--threads") ? 1 : 0,
-          int_flag(a, f)); /* --steps 0: evaluate only */
+      rc = parse_i64(f, v,
+                     !strcmp(f, "--batch") || !strcmp(f, "--keep") || !strcmp(f, "--threads") ||
+                             !strcmp(f, "--shard-size")
+                         ? 1
+                         : 0,
+                     int_flag(a, f)); /* --steps 0: evaluate only */
       a->has_keep |= !strcmp(f, "--keep");
       a->has_ckpt_every |= !strcmp(f, "--ckpt-every");
     } else if (!strcmp(f, "--seed")) {
@@ -800,10 +810,73 @@ static void copy_run(void *cx, int64_t local, int64_t global, int64_t n) {
  * Each rank puts its piece into a zeroed whole tensor (a tensor replicated
  * over an axis: only coordinate 0 of that axis), and a sum over the world
  * on rank 0 assembles it exactly (every element has one contributor). */
+static MmrtTensorRef *gather_whole(Trainer *t, int *out_rc);
+
 static int save_weights(Trainer *t) {
   const MmrtModelDesc *m = t->m;
   char err[ERRLEN];
   if (weights_nonfinite(t, "not writing --save-weights")) return 1;
+  int rc;
+  MmrtTensorRef *refs = gather_whole(t, &rc);
+  if (!rc && t->rank == 0) {
+    MmrtKV meta[] = {{"model", m->name}, {"format", "mmc-weights"}};
+    if (mmrt_st_save(t->a.save_weights, refs, (int)m->nparams, meta, 2, err, sizeof err) != MMRT_OK)
+      rc = fail("--save-weights %s", err);
+  }
+  for (int64_t i = 0; refs && i < m->nparams; i++) free(refs[i].data);
+  free(refs);
+  return rc;
+}
+
+/* --save-hf DIR: the parameters under the --init-from Hugging Face
+ * directory's sub-model written back in its names and layouts
+ * (mmrt_hf_export), gathered whole on rank 0. */
+static int save_hf(Trainer *t) {
+  const MmrtModelDesc *m = t->m;
+  char err[ERRLEN], sub[256] = "";
+  const char *src = t->a.init_from, *eq = src ? strchr(src, '=') : NULL;
+  struct stat st;
+  if (weights_nonfinite(t, "not writing --save-hf")) return 1;
+  if (eq && stat(src, &st) != 0)
+    snprintf(sub, sizeof sub, "%.*s", (int)(eq - src), src), src = eq + 1;
+  if (!src || !mmrt_hf_is_dir(src))
+    return fail("--save-hf %s: needs --init-from a Hugging Face directory (its config.json, "
+                "names and layouts)",
+                t->a.save_hf);
+  int rc;
+  MmrtTensorRef *refs = gather_whole(t, &rc);
+  MmrtHfParam *p = calloc((size_t)m->nparams + 1, sizeof *p);
+  float **data = calloc((size_t)m->nparams + 1, sizeof *data);
+  if (!rc && (!p || !data)) rc = fail("out of memory for --save-hf");
+  if (!rc && t->rank == 0) {
+    int n = 0;
+    for (int64_t i = 0; i < m->nparams; i++) {
+      if (m->params[i].arena != MMRT_ARENA_PARAM || mmrt_is_adapter(m->params[i].name)) continue;
+      p[n] = (MmrtHfParam){.name = refs[i].name, .ndim = refs[i].ndim};
+      memcpy(p[n].shape, refs[i].shape, sizeof p[n].shape);
+      data[n++] = refs[i].data;
+    }
+    MmrtHf *h = NULL;
+    int e = mmrt_hf_open(&h, src, err, sizeof err);
+    if (e == MMRT_OK)
+      e = mmrt_hf_export(h, *sub ? sub : mmrt_hf_instance(h), p, data, n, t->a.save_hf,
+                         t->a.hf_dtype && !strcmp(t->a.hf_dtype, "bf16"),
+                         t->a.shard_size ? t->a.shard_size : (int64_t)5000000000, err, sizeof err);
+    mmrt_hf_close(h);
+    if (e != MMRT_OK) rc = fail("--save-hf %s: %s", t->a.save_hf, err);
+  }
+  for (int64_t i = 0; refs && i < m->nparams; i++) free(refs[i].data);
+  free(refs);
+  free(p);
+  free(data);
+  return rc;
+}
+
+/* Every parameter whole on rank 0 (the other ranks' copies are sums of
+ * their pieces too, but only rank 0's are complete), a padded vocabulary
+ * at its real rows; *out_rc 0 or a fail() code. */
+static MmrtTensorRef *gather_whole(Trainer *t, int *out_rc) {
+  const MmrtModelDesc *m = t->m;
   MmrtTensorRef *refs = calloc((size_t)m->nparams + 1, sizeof *refs);
   int rc = refs ? 0 : fail("out of memory for --save-weights");
   for (int64_t i = 0; !rc && i < m->nparams; i++) {
@@ -834,17 +907,10 @@ static int save_weights(Trainer *t) {
                                            MPI_SUM, "--save-weights (all-reduce)") != MMRT_OK)
       mmrt_task_comm_fail(&t->cx);
   }
-  if (!rc && t->rank == 0) {
-    MmrtKV meta[] = {{"model", m->name}, {"format", "mmc-weights"}};
-    for (int64_t i = 0; i < m->nparams; i++) /* a padded vocabulary: its real rows, in front */
-      if (refs[i].ndim && m->params[i].rows < refs[i].shape[0])
-        refs[i].shape[0] = m->params[i].rows;
-    if (mmrt_st_save(t->a.save_weights, refs, (int)m->nparams, meta, 2, err, sizeof err) != MMRT_OK)
-      rc = fail("--save-weights %s", err);
-  }
-  for (int64_t i = 0; refs && i < m->nparams; i++) free(refs[i].data);
-  free(refs);
-  return rc;
+  for (int64_t i = 0; !rc && i < m->nparams; i++) /* a padded vocabulary: its real rows, in front */
+    if (refs[i].ndim && m->params[i].rows < refs[i].shape[0]) refs[i].shape[0] = m->params[i].rows;
+  *out_rc = rc;
+  return refs;
 }
 
 /* --dump-inputs: this rank's data inputs of a training step (the global
@@ -1027,24 +1093,20 @@ static int load_hf(Trainer *t, const char *flag, const char *dir, const char *su
   return loaded;
 }
 
-/* A tensor of a file (or checkpoint) that is no parameter or optimizer
- * state of the model; NULL if there is none. Tensors outside sub-model
- * `sub` are not looked at. */
-static int64_t param_index(Trainer *t, const char *nm) {
-  int64_t k = 0;
-  while (k < t->m->nparams && strcmp(t->m->params[k].name, nm) != 0) k++;
-  return k < t->m->nparams ? k : -1;
-}
-
+/* A tensor of a file (or checkpoint) that is neither a parameter of the
+ * model nor optimizer state of one (passes/optimizer.c's "adamw.m.<param>"
+ * ...: --init-from loads parameters only, and a model that trains fewer
+ * of them, e.g. LoRA's, has less state); NULL if there is none. Tensors
+ * outside sub-model `sub` are not looked at. */
 static const char *unmatched(Trainer *t, MmrtStFile *f, const char *sub) {
+  static const char *const state[] = {"adamw.m.", "adamw.v.", "sgd.momentum."};
   for (int i = 0; i < mmrt_st_count(f); i++) {
-    const char *nm = mmrt_st_name(f, i), *dot;
-    if (param_index(t, nm) >= 0 || !under_sub(nm, sub)) continue;
-    /* "<optimizer>.<slot>.<param>": the state of a parameter this model
-     * has but does not train (frozen here, e.g. under LoRA) is no weight */
-    if (!strncmp(nm, "adamw.", 6) || !strncmp(nm, "sgd.", 4))
-      if ((dot = strchr(strchr(nm, '.') + 1, '.')) && param_index(t, dot + 1) >= 0) continue;
-    return nm;
+    const char *nm = mmrt_st_name(f, i), *p = nm;
+    for (size_t s = 0; s < sizeof state / sizeof state[0]; s++)
+      if (strncmp(nm, state[s], strlen(state[s])) == 0) p = nm + strlen(state[s]);
+    int64_t k = 0;
+    while (k < t->m->nparams && strcmp(t->m->params[k].name, p) != 0) k++;
+    if (k == t->m->nparams && under_sub(p, sub)) return nm;
   }
   return NULL;
 }
@@ -1596,6 +1658,7 @@ static int check_outputs(Trainer *t) {
       {"--dump-inputs", a->dump_inputs, MMRT_OUT_DIR, 1},
       {"--save-weights", a->save_weights, MMRT_OUT_FILE, 0},
       {"--save-adapters", a->save_adapters, MMRT_OUT_FILE, 0},
+      {"--save-hf", a->save_hf, MMRT_OUT_DIR, 0},
       {"--dump-logits", a->dump_logits, MMRT_OUT_FILE, 0},
       {"--trace", a->trace, MMRT_OUT_FILE, 0},
       {"--log", a->log, MMRT_OUT_STREAM, 0},
@@ -1627,6 +1690,19 @@ static int run(Trainer *t, int argc, char **argv) {
   const MmrtModelDesc *m = t->m;
   int rc = parse_args(argc, argv, m, &t->a);
   if (rc) return rc < 0 ? 0 : rc; /* -1: --help */
+  if ((t->a.hf_dtype || t->a.shard_size) && !t->a.save_hf)
+    return fail("%s goes with --save-hf", t->a.hf_dtype ? "--save-hf-dtype" : "--shard-size");
+  if (t->a.hf_dtype && strcmp(t->a.hf_dtype, "f32") != 0 && strcmp(t->a.hf_dtype, "bf16") != 0)
+    return fail("--save-hf-dtype takes f32 or bf16, not '%s'", t->a.hf_dtype);
+  if (t->a.save_hf) { /* refused before training, not after */
+    const char *src = t->a.init_from, *eq = src ? strchr(src, '=') : NULL;
+    struct stat hs;
+    if (eq && stat(src, &hs) != 0) src = eq + 1;
+    if (!src || !mmrt_hf_is_dir(src))
+      return fail("--save-hf %s: needs --init-from a Hugging Face directory (its config.json, "
+                  "names and layouts)",
+                  t->a.save_hf);
+  }
   if (bind(t) || setup_ranks(t) || check_outputs(t)) return 1;
   int loud = !t->a.quiet && t->rank == 0;
   if (!m->train_step || !t->lr || !t->step)
@@ -1727,6 +1803,7 @@ static int run(Trainer *t, int argc, char **argv) {
   if (!rc && t->a.ckpt && (t->done > 0 || t->a.steps == 0)) rc = save_ckpt(t);
   if (!rc && t->a.save_adapters) rc = save_adapters(t);
   if (!rc && t->a.save_weights) rc = save_weights(t);
+  if (!rc && t->a.save_hf) rc = save_hf(t);
   if (!rc && t->a.trace) {
     char terr[ERRLEN];
     if (mmrt_trace_write(t->a.trace, mesh_of(t), t->rank, terr, sizeof terr)) rc = fail("%s", terr);

@@ -2,7 +2,8 @@
 (a test reference, never a dependency of mmc), in one Python start:
   make_tiny.py OUT
   OUT/gpt2, llama, qwen2 (tied, random q/k/v biases), qwen2_bf16 (the same
-    weights in bf16, 3 shards), t5 (T5EncoderModel, gated-GELU): tiny, random
+    weights in bf16, 3 shards), qwen2_f16 (in fp16), t5 (T5EncoderModel,
+    gated-GELU): tiny, random
   OUT/pub/<name>: published configurations, weightless (published.py);
     OUT/pub.txt: "<name> <transformers' parameter count>" per line
   OUT/b_*: bad inputs, each a copy of one of the above with one fault"""
@@ -58,6 +59,9 @@ save(t5, "t5")
 qb = tf.Qwen2ForCausalLM(qcfg).to(torch.bfloat16)
 qb.load_state_dict(qwen.state_dict())
 save(qb, "qwen2_bf16", max_shard_size="20KB")
+qh = tf.Qwen2ForCausalLM(qcfg).to(torch.float16)
+qh.load_state_dict(qwen.state_dict())
+save(qh, "qwen2_f16")
 save(gpt2, "gpt2")
 
 with open(os.path.join(out, "pub.txt"), "w") as f:

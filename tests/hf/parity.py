@@ -1,12 +1,23 @@
-"""The first-step loss of mmc trainers loaded with --init-from HF_DIR
-against transformers' on the same batch, in float32.
-  parity.py TOL HF_DIR INPUTS.safetensors LOG.jsonl [HF_DIR INPUTS LOG]...
+"""The first-step loss and the logits of mmc trainers loaded with
+--init-from HF_DIR against transformers' on the same batches, in float32.
+  parity.py TOL HF_DIR INPUTS.safetensors LOG.jsonl LOGITS [HF_DIR ...]...
 INPUTS: a trainer's --dump-inputs of step 1 (ids, labels [B, T], labels
-already shifted, -100 not scored); LOG: its --log.  T5EncoderModel: the
+already shifted, -100 not scored); LOG: its --log; LOGITS: its
+--dump-logits with --lr 1e-30 (the initial weights' logits of the first test
+batch, f32 [B * T, vocab]): that batch is rows of T pixel bytes of test
+images 0 .. B-1 from an offset drawn by the trainer, so every offset is
+tried and the closest must be within 1e-4 absolute.  INPUTS "-": a
+directory mmc's --save-hf wrote (after training; LOGITS its --dump-logits
+of the trained weights): no loss compared, B and T from the logits' size
+(B = 2, T = 16), and transformers must load it with no missing,
+unexpected or misshapen key.  MMC_LOGIT_TOL overrides the logits'
+tolerance (an export in bf16).  T5EncoderModel: the
 loss of the imported model's stand-in head (the embedding, tied; mmc
 import), padding (id pad_token_id) masked and zeroed as mmc's T5Encoder.
 Prints one PASS or FAIL line per directory; exit 1 if any failed."""
+import gzip
 import json
+import os
 import sys
 
 import torch
@@ -14,22 +25,58 @@ import torch.nn.functional as F
 import transformers as tf
 from safetensors.torch import load_file
 
+IMAGES = "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz"
+pixels = torch.frombuffer(bytearray(gzip.open(IMAGES).read()[16:]), dtype=torch.uint8)
+pixels = pixels.view(-1, 784).long()
 tol, args, bad = float(sys.argv[1]), sys.argv[2:], 0
-for d, inputs, log in zip(args[0::3], args[1::3], args[2::3]):
-    x = load_file(inputs)
-    ids, labels = x["ids"].long(), x["labels"].long()
+for d, inputs, log, dumped in zip(args[0::4], args[1::4], args[2::4], args[3::4]):
+    if inputs != "-":
+        x = load_file(inputs)
+        ids, labels = x["ids"].long(), x["labels"].long()
+    else:
+        ids = labels = torch.zeros(2, 16, dtype=torch.long)
+    B, T = ids.shape
     arch = json.load(open(d + "/config.json"))["architectures"][0]
     with torch.no_grad():
         if arch in ("T5EncoderModel", "MT5EncoderModel"):
-            m = getattr(tf, arch).from_pretrained(d, torch_dtype=torch.float32).eval()
-            keep = (ids != m.config.pad_token_id).long()
-            h = m(input_ids=ids, attention_mask=keep).last_hidden_state * keep.unsqueeze(-1)
-            logits = h @ m.shared.weight.T
+            m, info = getattr(tf, arch).from_pretrained(d, torch_dtype=torch.float32,
+                                                        output_loading_info=True)
+            m.eval()
+
+            def run(ids):
+                keep = (ids != m.config.pad_token_id).long()
+                h = m(input_ids=ids, attention_mask=keep).last_hidden_state * keep.unsqueeze(-1)
+                return h @ m.shared.weight.T
         else:
-            m = tf.AutoModelForCausalLM.from_pretrained(d, torch_dtype=torch.float32).eval()
-            logits = m(input_ids=ids).logits
+            m, info = tf.AutoModelForCausalLM.from_pretrained(d, torch_dtype=torch.float32,
+                                                              output_loading_info=True)
+            m.eval()
+
+            def run(ids):
+                return m(input_ids=ids).logits
+        logits = run(ids)
         ref = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).double(), labels.reshape(-1),
                               ignore_index=-100).item()
+        V = logits.shape[-1]
+        mine = torch.frombuffer(bytearray(open(dumped, "rb").read()), dtype=torch.float32)
+        mine = mine.view(B, T, -1)[:, :, :V]
+        worst = 0.0
+        for b in range(B):  # every offset of image b; the closest
+            offs = torch.arange(784 - T)
+            seqs = pixels[b][offs.unsqueeze(1) + torch.arange(T)]
+            diff = (run(seqs) - mine[b]).abs().amax(dim=(1, 2))
+            worst = max(worst, diff.min().item())
+    ltol = float(os.environ.get("MMC_LOGIT_TOL", "1e-4"))
+    lok = worst <= ltol
+    bad += not lok
+    print(f"{'PASS' if lok else 'FAIL'}: {arch} {d}: mmc's logits of the first test batch within "
+          f"{worst:.2e} of transformers' (tolerance {ltol:g})")
+    keys = {k: v for k, v in info.items() if v and k != "error_msgs"}
+    if keys or info.get("error_msgs"):
+        bad += 1
+        print(f"FAIL: {arch} {d}: transformers loads it with {keys} {info.get('error_msgs')}")
+    if inputs == "-":
+        continue
     got = next(json.loads(l)["loss"] for l in open(log) if '"loss"' in l and '"step": 1,' in l)
     rel = abs(got - ref) / abs(ref)
     ok = rel <= tol

@@ -182,6 +182,34 @@ check_probes = {
     "--schedule": (GM + ["--pp", "2", "--schedule", "gpipe"], GM + ["--pp", "2", "--schedule", "zbh1"],
                    "verdict"),
 }
+# a Hugging Face directory (tests/hf_import.sh has real ones): GPT-2 of width 8, zeros
+HF = os.path.join(T, "hf")
+os.makedirs(HF)
+open(os.path.join(HF, "config.json"), "w").write(
+    '{"architectures": ["GPT2LMHeadModel"], "vocab_size": 16, "n_positions": 8, "n_embd": 8, '
+    '"n_layer": 1, "n_head": 2}')
+_shapes = {"transformer.wte.weight": [16, 8], "transformer.wpe.weight": [8, 8],
+           "transformer.h.0.attn.c_attn.weight": [8, 24], "transformer.h.0.attn.c_attn.bias": [24],
+           "transformer.h.0.attn.c_proj.weight": [8, 8], "transformer.h.0.mlp.c_fc.weight": [8, 32],
+           "transformer.h.0.mlp.c_fc.bias": [32], "transformer.h.0.mlp.c_proj.weight": [32, 8]}
+for _k in ("h.0.ln_1.weight", "h.0.ln_1.bias", "h.0.ln_2.weight", "h.0.ln_2.bias",
+           "h.0.attn.c_proj.bias", "h.0.mlp.c_proj.bias", "ln_f.weight", "ln_f.bias"):
+    _shapes["transformer." + _k] = [8]
+_hdr, _at = {}, 0
+for _k, _s in _shapes.items():
+    _n = 4 * (_s[0] * (_s[1] if len(_s) > 1 else 1))
+    _hdr[_k] = {"dtype": "F32", "shape": _s, "data_offsets": [_at, _at + _n]}
+    _at += _n
+_h = __import__("json").dumps(_hdr).encode()
+_h += b" " * (-len(_h) % 8)
+open(os.path.join(HF, "model.safetensors"), "wb").write(
+    __import__("struct").pack("<Q", len(_h)) + _h + bytes(_at))
+check_probes["--init-from"] = (GM, GM + ["--init-from", HF], "verdict")  # another size: refused
+import_probes = {
+    "-h": ([HF], [HF, "-h"], "effect"),
+    "--help": ([HF], [HF, "--help"], "effect"),
+    "-o": ([HF], [HF, "-o", "imported.mm"], "effect"),
+}
 # compile: text outputs so that no trainer is linked, except for -v
 OUT = ["-o", "out"]
 compile_probes = {
@@ -246,6 +274,8 @@ for c in commands:
             table.update(compile_probes)
         if c == "opt":
             table = dict(opt_probes)
+        if c == "import":
+            table = dict(import_probes)
         p = table.get(flag)
         if p is None:
             failures.append("mmc %s %s: listed in its --help, but no probe in %s" %
@@ -646,6 +676,10 @@ else:
         "--save-adapters": (BASE + ["--save-adapters", "a.safetensors"], "refused",
                             ["--save-adapters"]),
         "--save-weights": (BASE + ["--save-weights", "w.safetensors"], "effect"),
+        # GPT2Tiny from its own init: no Hugging Face directory to write back (tests/hf_import.sh)
+        "--save-hf": (BASE + ["--save-hf", "hf"], "refused", ["--save-hf"]),
+        "--save-hf-dtype": (BASE + ["--save-hf-dtype", "bf16"], "refused", ["--save-hf-dtype"]),
+        "--shard-size": (BASE + ["--shard-size", "1000"], "refused", ["--shard-size"]),
         "--quiet": (BASE + ["--quiet"], "effect"),
         "--profile": (BASE + ["--profile"], "effect"),  # the table at the end
         "--threads": (BASE + ["--threads", "1"], "effect"),  # the start line says so
