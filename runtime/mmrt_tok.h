@@ -18,6 +18,9 @@
  *                   single_word and special
  * Regular expressions run on PCRE2 (UTF, Unicode properties); Unicode
  * normalisation, case mapping and character classes come from libunistring.
+ *   truncation      max_length, strategy, stride, direction; padding: Fixed or
+ *                   BatchLongest (of one sequence), pad_id, direction,
+ *                   pad_to_multiple_of (applied by mmrt_tok_encode_opts only)
  * Nothing here exits: errors are returned as text naming the file and the
  * JSON field. The encoder is not thread-safe (it keeps a BPE word cache). */
 #ifndef MMRT_TOK_H
@@ -50,6 +53,16 @@ void mmrt_tok_free(MmrtTok *t);
 bool mmrt_tok_encode(MmrtTok *t, const char *text, size_t len, bool add_special, MmrtTokIds *out,
                      char *err, size_t errlen);
 
+/* mmrt_tok_encode with the file's truncation and padding when asked:
+ * MMRT_TOK_TRUNCATE cuts the ids to the file's truncation.max_length (less
+ * the special tokens MMRT_TOK_ADD_SPECIAL adds) before the post-processor,
+ * MMRT_TOK_PAD pads after it, as tokenizers' Tokenizer.encode does for one
+ * sequence. Without a truncation/padding in the file the flag does nothing.
+ * On failure (a truncation tokenizers refuses) nothing is appended. */
+enum { MMRT_TOK_ADD_SPECIAL = 1, MMRT_TOK_TRUNCATE = 2, MMRT_TOK_PAD = 4 };
+bool mmrt_tok_encode_opts(MmrtTok *t, const char *text, size_t len, unsigned flags, MmrtTokIds *out,
+                          char *err, size_t errlen);
+
 /* Appends the text of ids[0..n) to out (not NUL-terminated). An id with no
  * token is an error. skip_special drops special added tokens. */
 bool mmrt_tok_decode(const MmrtTok *t, const int32_t *ids, size_t n, bool skip_special,
@@ -57,5 +70,10 @@ bool mmrt_tok_decode(const MmrtTok *t, const int32_t *ids, size_t n, bool skip_s
 
 /* One more than the largest id of the model or the added tokens. */
 int32_t mmrt_tok_vocab_size(const MmrtTok *t);
+
+/* The file's truncation.max_length (0: no truncation) and padding.pad_id
+ * (-1: no padding). */
+size_t mmrt_tok_max_length(const MmrtTok *t);
+int32_t mmrt_tok_pad_id(const MmrtTok *t);
 
 #endif

@@ -1,7 +1,8 @@
 /* mmc_tokenize.c: `mmc tokenize TOKENIZER.json [FILE]`, the driver's
  * command over runtime/mmrt_tok.h. Encoding: each input line (without its
  * '\n'; a '\r' stays part of the text) becomes one line of space-separated
- * ids. Decoding (--decode): each line of ids becomes one line of text.
+ * ids, truncated and padded as the file says (tokenizers' encode) unless
+ * --no-truncation / --no-padding. Decoding (--decode): each line of ids becomes one line of text.
  * Input that is not UTF-8 stops the run at that line with exit 1 (the lines
  * before it were written); so do a bad id and a bad or unsupported
  * tokenizer.json (nothing written). */
@@ -18,6 +19,9 @@ static int usage(FILE *out, const char *args, const char *help, int rc) {
           "  --decode           read lines of ids, write their text\n"
           "  --add-special      encoding: add the post-processor's special tokens (BOS/EOS)\n"
           "  --skip-special     decoding: leave out special added tokens\n"
+          "  --no-truncation    encoding: ignore the file's truncation (applied by default,\n"
+          "                     as tokenizers' encode does)\n"
+          "  --no-padding       encoding: ignore the file's padding (applied by default)\n"
           "  -h, --help         this help\n",
           args, help);
   return rc;
@@ -32,7 +36,7 @@ static int bad(const char *args, const char *help, const char *fmt, const char *
 
 int mmc_tokenize(int argc, char **argv, const char *args, const char *help) {
   const char *tok_path = NULL, *in_path = NULL;
-  bool decode = false, add_special = false, skip_special = false;
+  bool decode = false, add_special = false, skip_special = false, no_trunc = false, no_pad = false;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) return usage(stdout, args, help, 0);
@@ -42,6 +46,10 @@ int mmc_tokenize(int argc, char **argv, const char *args, const char *help) {
       add_special = true;
     else if (strcmp(a, "--skip-special") == 0)
       skip_special = true;
+    else if (strcmp(a, "--no-truncation") == 0)
+      no_trunc = true;
+    else if (strcmp(a, "--no-padding") == 0)
+      no_pad = true;
     else if (a[0] == '-' && a[1])
       return bad(args, help, "unknown option '%s'", a);
     else if (!tok_path)
@@ -55,6 +63,11 @@ int mmc_tokenize(int argc, char **argv, const char *args, const char *help) {
   if (decode && add_special)
     return bad(args, help, "--add-special goes with encoding, not with --decode%s", "");
   if (!decode && skip_special) return bad(args, help, "--skip-special goes with --decode%s", "");
+  if (decode && (no_trunc || no_pad))
+    return bad(args, help, "%s goes with encoding, not with --decode",
+               no_trunc ? "--no-truncation" : "--no-padding");
+  unsigned flags = (add_special ? MMRT_TOK_ADD_SPECIAL : 0) | (no_trunc ? 0 : MMRT_TOK_TRUNCATE) |
+                   (no_pad ? 0 : MMRT_TOK_PAD);
   char err[1024];
   MmrtTok *t = mmrt_tok_load(tok_path, err, sizeof err);
   if (!t) {
@@ -80,7 +93,7 @@ int mmc_tokenize(int argc, char **argv, const char *args, const char *help) {
     if (len && line[len - 1] == '\n') len--;
     if (!decode) {
       ids.n = 0;
-      if (!mmrt_tok_encode(t, line, len, add_special, &ids, err, sizeof err)) {
+      if (!mmrt_tok_encode_opts(t, line, len, flags, &ids, err, sizeof err)) {
         fprintf(stderr, "mmc: error: %s:%zu: %s\n", name, lineno, err);
         rc = 1;
         break;

@@ -246,6 +246,14 @@ def mixed2(train):
     return tok
 
 
+def limits(tok, trunc, pad):
+    """tok with truncation and padding set (tokenizers' enable_truncation /
+    enable_padding, saved in the file's "truncation" and "padding")."""
+    tok.enable_truncation(**trunc)
+    tok.enable_padding(**pad)
+    return tok
+
+
 def run_mmc(mmc, path, args, text):
     p = subprocess.run([mmc, "tokenize", path] + args, input=text.encode(), capture_output=True)
     if p.returncode != 0:
@@ -293,7 +301,19 @@ def main():
     builders = {"gpt2": gpt2, "qwen2": qwen2, "llama3": llama3,
                 "llama2": lambda tr: llama2(tr, work), "t5": t5,
                 "t5_bytes_first": lambda tr: t5(tr, byte_fallback=True, scheme="first"),
-                "mixed": mixed, "mixed2": mixed2}
+                "mixed": mixed, "mixed2": mixed2,
+                # truncation and padding: each strategy, direction and padding kind
+                "gpt2_trunc_pad": lambda tr: limits(gpt2(tr), dict(
+                    max_length=12, stride=3, strategy="longest_first", direction="right"),
+                    dict(length=16, pad_id=0, pad_token="<|endoftext|>")),
+                "llama2_trunc_pad": lambda tr: limits(llama2(tr, work), dict(
+                    max_length=10, strategy="only_first", direction="left"),
+                    dict(direction="left", pad_id=2, pad_token="</s>", pad_to_multiple_of=8)),
+                "t5_trunc_pad": lambda tr: limits(t5(tr), dict(max_length=7, stride=2),
+                                                  dict(length=9, pad_to_multiple_of=4,
+                                                       pad_id=0, pad_token="<pad>")),
+                "qwen2_trunc": lambda tr: limits(qwen2(tr), dict(
+                    max_length=20, direction="left"), dict(length=None, pad_id=0))}
     text = "\n".join(test) + "\n"
     fails = 0
     checked = 0
@@ -312,9 +332,16 @@ def main():
         if bench:
             bench_one(mmc, name, path, tok, test, work)
             continue
-        for special in (False, True):
+        limited = tok.truncation is not None or tok.padding is not None
+        runs = [(False, []), (True, ["--add-special"])]
+        if limited:  # the same file with its truncation and padding turned off
+            runs.append((False, ["--no-truncation", "--no-padding"]))
+        for special, args in runs:
+            if "--no-padding" in args:
+                tok.no_truncation()
+                tok.no_padding()
             ref = [tok.encode(s, add_special_tokens=special).ids for s in test]
-            got = run_mmc(mmc, path, ["--add-special"] if special else [], text)
+            got = run_mmc(mmc, path, args, text)
             bad = [i for i, (r, g) in enumerate(zip(ref, got))
                    if " ".join(map(str, r)) != g]
             if len(got) != len(ref):
@@ -324,11 +351,11 @@ def main():
                       (name, i, test[i][:120], ref[i][:40], got[i][:200] if i >= 0 else "?"))
             ntok = sum(len(r) for r in ref)
             print("%s %s encode%s: %d/%d lines identical (%d tokens)" %
-                  ("FAIL" if bad else "PASS", name, " --add-special" if special else "",
+                  ("FAIL" if bad else "PASS", name, "".join(" " + a for a in args),
                    len(ref) - len(bad), len(ref), ntok))
             fails += bool(bad)
             checked += 1
-            if special:
+            if special or args:
                 continue
             ids_text = "\n".join(" ".join(map(str, r)) for r in ref) + "\n"
             for skip in (False, True):
