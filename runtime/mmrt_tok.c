@@ -231,6 +231,62 @@ static int32_t trie_child(MmrtTok *t, int32_t node, unsigned char c, bool make) 
   return child;
 }
 
+/* A JSON number's text read as serde_json reads it without its
+ * float_roundtrip feature, which is how `tokenizers` reads Unigram scores:
+ * the decimal digits as a u64 significand (digits past its range dropped),
+ * then one multiplication or division by a power of ten. That can be one
+ * unit in the last place off the nearest double (16-17 digit significands
+ * above 2^53), and Viterbi ties between paths of equal pieces follow it. */
+static double serde_f64(const char *s) {
+  static const uint64_t max10 = UINT64_MAX / 10, maxd = UINT64_MAX % 10;
+  bool neg = *s == '-', ovf = false;
+  uint64_t sig = 0;
+  int64_t exp = 0;
+  if (neg) s++;
+  for (; *s >= '0' && *s <= '9'; s++) {
+    uint64_t d = (uint64_t)(*s - '0');
+    if (!ovf && sig >= max10 && (sig > max10 || d > maxd)) ovf = true;
+    if (ovf)
+      exp++;
+    else
+      sig = sig * 10 + d;
+  }
+  if (*s == '.')
+    for (s++; *s >= '0' && *s <= '9'; s++) {
+      uint64_t d = (uint64_t)(*s - '0');
+      if (!ovf && sig >= max10 && (sig > max10 || d > maxd)) ovf = true;
+      if (!ovf) sig = sig * 10 + d, exp--;
+    }
+  if (*s == 'e' || *s == 'E') {
+    s++;
+    bool eneg = *s == '-';
+    if (*s == '-' || *s == '+') s++;
+    int64_t e = 0;
+    for (; *s >= '0' && *s <= '9' && e < 100000; s++) e = e * 10 + (*s - '0');
+    exp += eneg ? -e : e;
+  }
+  double f = (double)sig;
+  for (;;) {
+    int64_t a = exp < 0 ? -exp : exp;
+    if (a <= 308) {
+      double p = 1.0; /* serde's table: 10^a correctly rounded (exact to 1e22) */
+      if (a <= 22) {
+        for (int64_t i = 0; i < a; i++) p *= 10.0;
+      } else {
+        char b[8];
+        snprintf(b, sizeof b, "1e%d", (int)a);
+        p = strtod(b, NULL);
+      }
+      f = exp >= 0 ? f * p : f / p;
+      break;
+    }
+    if (f == 0.0 || exp >= 0) break; /* serde: 0, or an error (out of range) */
+    f /= 1e308;
+    exp += 308;
+  }
+  return neg ? -f : f;
+}
+
 static bool parse_unigram(TkLd *ld, MmrtTok *t, json_object *m) {
   static const char *const keys[] = {"type", "unk_id", "byte_fallback", "vocab", NULL};
   json_object *v, *vocab;
@@ -267,7 +323,8 @@ static bool parse_unigram(TkLd *ld, MmrtTok *t, json_object *m) {
     }
     const char *piece = json_object_get_string(p);
     size_t pn = (size_t)json_object_get_string_len(p);
-    t->score[i] = json_object_get_double(s);
+    t->score[i] = json_object_is_type(s, json_type_double) ? serde_f64(json_object_get_string(s))
+                                                           : json_object_get_double(s);
     if (t->score[i] < t->min_score) t->min_score = t->score[i];
     set_token(t, (int32_t)i, piece, pn);
     tk_map_put(&t->vocab, piece, pn, (int32_t)i);
@@ -1010,6 +1067,15 @@ MmrtTok *mmrt_tok_load(const char *path, char *err, size_t errlen) {
 
 int32_t mmrt_tok_vocab_size(const MmrtTok *t) {
   return t->ntotal;
+}
+
+bool tk_added_id(const MmrtTok *t, const char *s, size_t n, int32_t *id) {
+  for (size_t i = 0; i < t->nadded; i++)
+    if (t->added[i].n == n && memcmp(t->added[i].content, s, n) == 0) {
+      *id = t->added[i].id;
+      return true;
+    }
+  return false;
 }
 
 size_t mmrt_tok_max_length(const MmrtTok *t) {

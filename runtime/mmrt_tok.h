@@ -76,4 +76,31 @@ int32_t mmrt_tok_vocab_size(const MmrtTok *t);
 size_t mmrt_tok_max_length(const MmrtTok *t);
 int32_t mmrt_tok_pad_id(const MmrtTok *t);
 
+/* ---- chat formats (mmrt_tok_chat.c) ---- */
+typedef struct MmrtTokMsg {
+  const char *role;    /* "system", "user", "assistant" (chatml: any) */
+  const char *content; /* UTF-8, content_len bytes */
+  size_t content_len;
+} MmrtTokMsg;
+
+/* A growable byte mask, one 0/1 per id (free v with free()). */
+typedef struct MmrtTokMask {
+  uint8_t *v;
+  size_t n, cap;
+} MmrtTokMask;
+
+/* The families known, for messages: "chatml, qwen2, internvl2, llama2, vicuna". */
+const char *mmrt_tok_chat_families(void);
+
+/* Appends the text FAMILY's template renders for msgs[0..n). */
+bool mmrt_tok_chat_render(const char *family, const MmrtTokMsg *msgs, size_t n, MmrtTokText *out,
+                          char *err, size_t errlen);
+
+/* Appends the ids of the rendered conversation to ids and one mask byte per
+ * id to mask: 1 on the tokens of the assistant replies and their end token
+ * (what the loss is taken on), 0 elsewhere. The family's special tokens must
+ * be added tokens of t. On failure nothing is appended. */
+bool mmrt_tok_chat_encode(MmrtTok *t, const char *family, const MmrtTokMsg *msgs, size_t n,
+                          MmrtTokIds *ids, MmrtTokMask *mask, char *err, size_t errlen);
+
 #endif

@@ -20,3 +20,7 @@ fi
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 "$VENV/bin/python" "$MMC_SOURCE_DIR/tests/tok/compare.py" "$MMC" "$T"
+rc=$?
+# chat formats: ids against tokenizers on the rendered templates, masks against its offsets
+"$VENV/bin/python" "$MMC_SOURCE_DIR/tests/tok/chat.py" "$MMC" "$T/chat" || rc=1
+exit $rc

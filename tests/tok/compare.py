@@ -97,7 +97,7 @@ def gpt2(train):
                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
 
 
-def byte_level_split(train, pattern, specials, post):
+def byte_level_split(train, pattern, specials, post, vocab=1500):
     tok = Tokenizer(models.BPE(ignore_merges=pattern == LLAMA3_PAT))
     tok.normalizer = normalizers.NFC()
     tok.pre_tokenizer = pre_tokenizers.Sequence([
@@ -105,13 +105,13 @@ def byte_level_split(train, pattern, specials, post):
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     tok.decoder = decoders.ByteLevel()
     tok.post_processor = post
-    return train_bpe(tok, train, 1500, specials,
+    return train_bpe(tok, train, vocab, specials,
                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
 
 
-def qwen2(train):
+def qwen2(train, vocab=1500):
     return byte_level_split(train, QWEN2_PAT, ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-                            processors.ByteLevel(trim_offsets=False))
+                            processors.ByteLevel(trim_offsets=False), vocab)
 
 
 def llama3(train):
@@ -124,13 +124,17 @@ def llama3(train):
     return tok
 
 
-def llama2(train, workdir):
+def llama2(train, workdir, vocab_size=900):
     """SentencePiece BPE: ▁ for spaces, byte fallback, Llama 2's decoder."""
     base = Tokenizer(models.BPE())
     base.normalizer = normalizers.Sequence([normalizers.Prepend("▁"),
                                             normalizers.Replace(" ", "▁")])
-    train_bpe(base, train, 900, [], limit_alphabet=120)
+    # trained on pieces split before each ▁ (SentencePiece's split_by_whitespace;
+    # also fast), used without a pre-tokenizer as Llama 2's file is
+    base.pre_tokenizer = pre_tokenizers.Split("▁", behavior="merged_with_next")
+    train_bpe(base, train, vocab_size, [], limit_alphabet=120)
     d = json.loads(base.to_str())
+    d["pre_tokenizer"] = None
     old = d["model"]["vocab"]
     vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
     for b in range(256):
@@ -182,14 +186,15 @@ def nmt_nfkc_charsmap(train):
     import io
     import sentencepiece as spm
     m = io.BytesIO()
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(train[:200]), model_writer=m,
+    ascii_lines = [s for s in train if s.isascii() and s.strip()][:400]  # few characters
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(ascii_lines), model_writer=m,
                                    vocab_size=200, model_type="unigram", minloglevel=3,
                                    normalization_rule_name="nmt_nfkc")
     spec = [v for f, v in proto_fields(m.getvalue()) if f == 3][0]
     return [v for f, v in proto_fields(spec) if f == 2][0]
 
 
-def t5(train, byte_fallback=False, scheme="always"):
+def t5(train, byte_fallback=False, scheme="always", vocab=800, **trainer_args):
     tok = Tokenizer(models.Unigram())
     first = normalizers.NFKC() if byte_fallback else normalizers.Precompiled(
         nmt_nfkc_charsmap(train))
@@ -201,8 +206,8 @@ def t5(train, byte_fallback=False, scheme="always"):
     specials = ["<pad>", "</s>", "<unk>"]
     if byte_fallback:
         specials += ["<0x%02X>" % b for b in range(256)]
-    t = trainers.UnigramTrainer(vocab_size=800, special_tokens=specials, unk_token="<unk>",
-                                show_progress=False, max_piece_length=12)
+    t = trainers.UnigramTrainer(vocab_size=vocab, special_tokens=specials, unk_token="<unk>",
+                                show_progress=False, max_piece_length=12, **trainer_args)
     tok.train_from_iterator(train, trainer=t)
     tok.post_processor = processors.TemplateProcessing(single="$A </s>",
                                                        special_tokens=[("</s>", 1)])
