@@ -267,7 +267,7 @@ def run_mmc(mmc, path, args, text):
     return p.stdout.decode().split("\n")[:-1]
 
 
-def bench_one(mmc, name, path, tok, lines, work):
+def bench_one(mmc, name, path, tok, lines, work, reps=3):
     """Tokens per second of one thread each: tokenizers' encode_batch_fast
     (TOKENIZERS_PARALLELISM=false) against mmc tokenize on a file, less
     mmc's start-up and loading (a run on an empty file)."""
@@ -275,7 +275,7 @@ def bench_one(mmc, name, path, tok, lines, work):
     with open(src, "w") as f:
         f.write("\n".join(lines) + "\n")
     best = {}
-    for _ in range(3):
+    for _ in range(reps):
         t0 = time.perf_counter()
         ref = tok.encode_batch_fast(lines, add_special_tokens=False)
         t1 = time.perf_counter()

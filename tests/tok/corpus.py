@@ -16,9 +16,10 @@ Precompiled rules) -- and checks on every line of the rest that mmc gives the
 same ids as tokenizers' encode and decodes them to the same text as
 tokenizers' decode.
 
-usage: corpus.py MMC WORKDIR [--sample BYTES] [--write FILE]
+usage: corpus.py MMC WORKDIR [--sample BYTES] [--write FILE] [--bench]
 (--sample: compare a deterministic sample of about BYTES of the rest, for
-sanitizer builds; --write: only write the corpus to FILE)"""
+sanitizer builds; --write: only write the corpus to FILE; --bench: time
+tokenizers and mmc on one thread each instead of comparing, bench/tokenize.sh)"""
 import glob
 import os
 import random
@@ -213,6 +214,9 @@ def run(mmc, path, args, infile, outfile):
 
 def main():
     mmc, work = sys.argv[1], sys.argv[2]
+    bench = "--bench" in sys.argv
+    if bench:
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"  # read when first used: one thread
     os.makedirs(work, exist_ok=True)
     t0 = time.perf_counter()
     lines = generate()
@@ -252,6 +256,10 @@ def main():
         path = os.path.join(work, "tok.json")
         tok.save(path)
         tok = Tokenizer.from_file(path)
+        if bench:
+            print("%s: trained in %.1f s" % (name, time.perf_counter() - t1))
+            compare.bench_one(mmc, name.split()[0], path, tok, test, work, reps=2)
+            continue
         t2 = time.perf_counter()
         ref = [e.ids for e in tok.encode_batch_fast(test, add_special_tokens=False)]
         t3 = time.perf_counter()
@@ -288,6 +296,8 @@ def main():
               % ("FAIL" if bad else "PASS", name, len(dref) - len(bad), len(dref), same, t6 - t5_))
         fails += bool(bad)
         checked += 1
+    if bench:
+        return
     print("%d passed, %d failed (%.1f s)" % (checked - fails, fails, time.perf_counter() - t0))
     sys.exit(1 if fails else 0)
 
