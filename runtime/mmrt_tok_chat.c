@@ -115,7 +115,7 @@ static bool render(int fam, const MmrtTokMsg *m, size_t n, Render *r, char *err,
     }
   }
   if (fam == F_CHATML || fam == F_QWEN2) {
-    if (fam == F_QWEN2 && (n == 0 || strcmp(m[0].role, "system") != 0))
+    if (fam == F_QWEN2 && n > 0 && strcmp(m[0].role, "system") != 0)
       put(r, "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n");
     for (size_t i = 0; i < n; i++) {
       bool asst = strcmp(m[i].role, "assistant") == 0;

@@ -38,7 +38,7 @@ def render(family, msgs):
         # {{ '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n' }}{% endif %}
         # {{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}
         # {% endfor %}   (chatml: the same without the default system message)
-        if family == "qwen2" and (not msgs or msgs[0]["role"] != "system"):
+        if family == "qwen2" and msgs and msgs[0]["role"] != "system":
             text += "<|im_start|>system\n" + QWEN2_SYSTEM + "<|im_end|>\n"
         for m in msgs:
             text += "<|im_start|>" + m["role"] + "\n"
@@ -92,7 +92,7 @@ def render(family, msgs):
 
 
 def conversations(rng, lines, n, alternate):
-    out = []
+    out = [[]]  # no messages at all
     for _ in range(n):
         msgs = []
         if rng.random() < 0.4:
