@@ -21,6 +21,7 @@
 
 enum { M_BPE, M_UNIGRAM };
 enum { PP_TEMPLATE, PP_BYTE, PP_CLS_SEP, PP_SEQ };
+enum { TR_LONGEST_FIRST, TR_ONLY_FIRST, TR_ONLY_SECOND };
 #define SEQ_SLOT      INT32_MIN /* where a template puts the sequence */
 #define CACHE_WORDS   10000
 #define CACHE_MAX_LEN 256
@@ -79,6 +80,13 @@ struct MmrtTok {
   TkPre *pre;
   Post *post;
   TkDec *dec;
+  /* the file's truncation and padding (tokenizers' enable_truncation/enable_padding) */
+  bool trunc, trunc_left;
+  int trunc_strategy; /* TR_* */
+  size_t trunc_max, trunc_stride;
+  bool pad, pad_fixed, pad_left;
+  size_t pad_len, pad_multiple;
+  int32_t pad_id;
   /* scratch of one encode */
   TkBuf arena;
   TkPieces pa, pb;
@@ -223,6 +231,62 @@ static int32_t trie_child(MmrtTok *t, int32_t node, unsigned char c, bool make) 
   return child;
 }
 
+/* A JSON number's text read as serde_json reads it without its
+ * float_roundtrip feature, which is how `tokenizers` reads Unigram scores:
+ * the decimal digits as a u64 significand (digits past its range dropped),
+ * then one multiplication or division by a power of ten. That can be one
+ * unit in the last place off the nearest double (16-17 digit significands
+ * above 2^53), and Viterbi ties between paths of equal pieces follow it. */
+static double serde_f64(const char *s) {
+  static const uint64_t max10 = UINT64_MAX / 10, maxd = UINT64_MAX % 10;
+  bool neg = *s == '-', ovf = false;
+  uint64_t sig = 0;
+  int64_t exp = 0;
+  if (neg) s++;
+  for (; *s >= '0' && *s <= '9'; s++) {
+    uint64_t d = (uint64_t)(*s - '0');
+    if (!ovf && sig >= max10 && (sig > max10 || d > maxd)) ovf = true;
+    if (ovf)
+      exp++;
+    else
+      sig = sig * 10 + d;
+  }
+  if (*s == '.')
+    for (s++; *s >= '0' && *s <= '9'; s++) {
+      uint64_t d = (uint64_t)(*s - '0');
+      if (!ovf && sig >= max10 && (sig > max10 || d > maxd)) ovf = true;
+      if (!ovf) sig = sig * 10 + d, exp--;
+    }
+  if (*s == 'e' || *s == 'E') {
+    s++;
+    bool eneg = *s == '-';
+    if (*s == '-' || *s == '+') s++;
+    int64_t e = 0;
+    for (; *s >= '0' && *s <= '9' && e < 100000; s++) e = e * 10 + (*s - '0');
+    exp += eneg ? -e : e;
+  }
+  double f = (double)sig;
+  for (;;) {
+    int64_t a = exp < 0 ? -exp : exp;
+    if (a <= 308) {
+      double p = 1.0; /* serde's table: 10^a correctly rounded (exact to 1e22) */
+      if (a <= 22) {
+        for (int64_t i = 0; i < a; i++) p *= 10.0;
+      } else {
+        char b[8];
+        snprintf(b, sizeof b, "1e%d", (int)a);
+        p = strtod(b, NULL);
+      }
+      f = exp >= 0 ? f * p : f / p;
+      break;
+    }
+    if (f == 0.0 || exp >= 0) break; /* serde: 0, or an error (out of range) */
+    f /= 1e308;
+    exp += 308;
+  }
+  return neg ? -f : f;
+}
+
 static bool parse_unigram(TkLd *ld, MmrtTok *t, json_object *m) {
   static const char *const keys[] = {"type", "unk_id", "byte_fallback", "vocab", NULL};
   json_object *v, *vocab;
@@ -259,7 +323,8 @@ static bool parse_unigram(TkLd *ld, MmrtTok *t, json_object *m) {
     }
     const char *piece = json_object_get_string(p);
     size_t pn = (size_t)json_object_get_string_len(p);
-    t->score[i] = json_object_get_double(s);
+    t->score[i] = json_object_is_type(s, json_type_double) ? serde_f64(json_object_get_string(s))
+                                                           : json_object_get_double(s);
     if (t->score[i] < t->min_score) t->min_score = t->score[i];
     set_token(t, (int32_t)i, piece, pn);
     tk_map_put(&t->vocab, piece, pn, (int32_t)i);
@@ -745,6 +810,146 @@ static void post_apply(const Post *p, MmrtTokIds *ids, size_t from) {
   free(seq);
 }
 
+/* ================= truncation and padding ================= */
+
+/* A member that is an integer in [0, max]; missing: dflt unless required. */
+static bool count_member(TkLd *ld, const char *path, json_object *o, const char *key, bool required,
+                         int64_t max, size_t dflt, size_t *out) {
+  json_object *v;
+  if (!tk_member(ld, path, o, key, json_type_int, required, &v)) return false;
+  *out = dflt;
+  if (!v) return true;
+  int64_t x = json_object_get_int64(v);
+  if (x < 0 || x > max)
+    return tk_fail(ld, path, "'%s' is %lld, expected an integer in [0, %lld]", key, (long long)x,
+                   (long long)max);
+  *out = (size_t)x;
+  return true;
+}
+
+/* "Left" or "Right" (default Right); *left */
+static bool direction_member(TkLd *ld, const char *path, json_object *o, bool *left) {
+  json_object *v;
+  if (!tk_member(ld, path, o, "direction", json_type_string, false, &v)) return false;
+  const char *d = v ? json_object_get_string(v) : "Right";
+  *left = strcmp(d, "Left") == 0;
+  if (!*left && strcmp(d, "Right") != 0)
+    return tk_fail(ld, path, "direction '%s' is not Left or Right", d);
+  return true;
+}
+
+static bool parse_truncation(TkLd *ld, MmrtTok *t, json_object *o) {
+  static const char *const keys[] = {"direction", "max_length", "strategy", "stride", NULL};
+  json_object *v;
+  if (!json_object_is_type(o, json_type_object))
+    return tk_fail(ld, "truncation", "is %s, expected an object or null", tk_jtype(o));
+  if (!tk_keys(ld, "truncation", o, keys) ||
+      !count_member(ld, "truncation", o, "max_length", true, INT64_MAX, 0, &t->trunc_max) ||
+      !count_member(ld, "truncation", o, "stride", true, INT64_MAX, 0, &t->trunc_stride) ||
+      !direction_member(ld, "truncation", o, &t->trunc_left) ||
+      !tk_member(ld, "truncation", o, "strategy", json_type_string, true, &v))
+    return false;
+  const char *s = json_object_get_string(v);
+  if (strcmp(s, "LongestFirst") == 0)
+    t->trunc_strategy = TR_LONGEST_FIRST;
+  else if (strcmp(s, "OnlyFirst") == 0)
+    t->trunc_strategy = TR_ONLY_FIRST;
+  else if (strcmp(s, "OnlySecond") == 0)
+    t->trunc_strategy = TR_ONLY_SECOND;
+  else
+    return tk_fail(ld, "truncation.strategy", "'%s' is not LongestFirst, OnlyFirst or OnlySecond",
+                   s);
+  t->trunc = true;
+  return true;
+}
+
+static bool parse_padding(TkLd *ld, MmrtTok *t, json_object *o) {
+  static const char *const keys[] = {
+      "strategy", "direction", "pad_to_multiple_of", "pad_id", "pad_type_id", "pad_token", NULL};
+  json_object *v, *fixed;
+  size_t id, type_id;
+  if (!json_object_is_type(o, json_type_object))
+    return tk_fail(ld, "padding", "is %s, expected an object or null", tk_jtype(o));
+  if (!tk_keys(ld, "padding", o, keys) || !direction_member(ld, "padding", o, &t->pad_left) ||
+      !count_member(ld, "padding", o, "pad_to_multiple_of", false, MAX_ID, 0, &t->pad_multiple) ||
+      !count_member(ld, "padding", o, "pad_id", false, UINT32_MAX, 0, &id) ||
+      !count_member(ld, "padding", o, "pad_type_id", false, UINT32_MAX, 0, &type_id) ||
+      !tk_member(ld, "padding", o, "pad_token", json_type_string, false, &v))
+    return false;
+  if (id > INT32_MAX) return tk_fail(ld, "padding.pad_id", "%zu does not fit a token id", id);
+  t->pad_id = (int32_t)id;
+  if (!json_object_object_get_ex(o, "strategy", &v) || !v)
+    return tk_fail(ld, "padding", "field 'strategy' is missing");
+  if (json_object_is_type(v, json_type_string) &&
+      strcmp(json_object_get_string(v), "BatchLongest") == 0) {
+    t->pad_fixed = false;
+  } else if (json_object_is_type(v, json_type_object) && json_object_object_length(v) == 1 &&
+             json_object_object_get_ex(v, "Fixed", &fixed)) {
+    t->pad_fixed = true;
+    if (!count_member(ld, "padding.strategy", v, "Fixed", true, MAX_ID, 0, &t->pad_len))
+      return false;
+  } else {
+    return tk_fail(ld, "padding.strategy", "is %s, expected \"BatchLongest\" or {\"Fixed\": N}",
+                   json_object_to_json_string(v));
+  }
+  t->pad = true;
+  return true;
+}
+
+/* The special tokens the post-processor adds to a single sequence
+ * (tokenizers' PostProcessor::added_tokens(false)). */
+static size_t post_added(const Post *p) {
+  size_t n = 0;
+  if (!p) return 0;
+  for (size_t i = 0; i < p->nsubs; i++) n += post_added(p->subs[i]);
+  for (size_t i = 0; i < p->nitems; i++) n += p->items[i] != SEQ_SLOT;
+  return n;
+}
+
+/* tokenizers' truncate_encodings for one sequence, before the post-processor:
+ * ids[from..) cut to the max length less the tokens the post-processor will
+ * add (a max length below that count wraps around in tokenizers' unsigned
+ * subtraction and so does not truncate; reproduced). The stride only shapes
+ * tokenizers' overflowing pieces, which are not returned here; its check is. */
+static bool truncate_ids(const MmrtTok *t, MmrtTokIds *ids, size_t from, bool add_special,
+                         char *err, size_t errlen) {
+  size_t n = ids->n - from, max = t->trunc_max, extra = add_special ? post_added(t->post) : 0;
+  if (extra) {
+    if (max < extra) return true;
+    max -= extra;
+  }
+  if (n <= max) return true;
+  if (max > 0 && t->trunc_strategy == TR_ONLY_SECOND) {
+    snprintf(err, errlen,
+             "truncation: strategy OnlySecond needs a second sequence (%zu tokens, max_length "
+             "%zu)",
+             n, t->trunc_max);
+    return false;
+  }
+  if (max > 0 && t->trunc_stride >= max) {
+    snprintf(err, errlen,
+             "truncation: stride %zu must be less than the length %zu it truncates to "
+             "(max_length %zu less %zu special tokens)",
+             t->trunc_stride, max, t->trunc_max, extra);
+    return false;
+  }
+  if (t->trunc_left) memmove(ids->v + from, ids->v + from + (n - max), max * sizeof *ids->v);
+  ids->n = from + max;
+  return true;
+}
+
+/* tokenizers' pad_encodings on a batch of one sequence */
+static void pad_ids(const MmrtTok *t, MmrtTokIds *ids, size_t from) {
+  size_t n = ids->n - from, len = t->pad_fixed ? t->pad_len : n;
+  if (t->pad_multiple > 0 && len % t->pad_multiple) len += t->pad_multiple - len % t->pad_multiple;
+  if (n >= len) return;
+  for (size_t i = n; i < len; i++) tk_ids_push(ids, t->pad_id);
+  if (t->pad_left) {
+    memmove(ids->v + from + (len - n), ids->v + from, n * sizeof *ids->v);
+    for (size_t i = 0; i < len - n; i++) ids->v[from + i] = t->pad_id;
+  }
+}
+
 /* ================= load, encode, decode ================= */
 
 void mmrt_tok_free(MmrtTok *t) {
@@ -783,10 +988,9 @@ static bool load_json(TkLd *ld, json_object *root, MmrtTok *t) {
   if (!tk_member(ld, "(top)", root, "version", json_type_string, false, &v)) return false;
   if (v && strcmp(json_object_get_string(v), "1.0") != 0)
     return tk_fail(ld, "version", "'%s' is not 1.0", json_object_get_string(v));
-  if (json_object_object_get_ex(root, "truncation", &v) && v)
-    return tk_fail(ld, "truncation", "is %s: truncation is not supported (only null)", tk_jtype(v));
-  if (json_object_object_get_ex(root, "padding", &v) && v)
-    return tk_fail(ld, "padding", "is %s: padding is not supported (only null)", tk_jtype(v));
+  if (json_object_object_get_ex(root, "truncation", &v) && v && !parse_truncation(ld, t, v))
+    return false;
+  if (json_object_object_get_ex(root, "padding", &v) && v && !parse_padding(ld, t, v)) return false;
   if (!tk_member(ld, "(top)", root, "model", json_type_object, true, &m) ||
       !tk_member(ld, "model", m, "type", json_type_string, false, &v))
     return false;
@@ -865,8 +1069,32 @@ int32_t mmrt_tok_vocab_size(const MmrtTok *t) {
   return t->ntotal;
 }
 
+bool tk_added_id(const MmrtTok *t, const char *s, size_t n, int32_t *id) {
+  for (size_t i = 0; i < t->nadded; i++)
+    if (t->added[i].n == n && memcmp(t->added[i].content, s, n) == 0) {
+      *id = t->added[i].id;
+      return true;
+    }
+  return false;
+}
+
+size_t mmrt_tok_max_length(const MmrtTok *t) {
+  return t->trunc ? t->trunc_max : 0;
+}
+
+int32_t mmrt_tok_pad_id(const MmrtTok *t) {
+  return t->pad ? t->pad_id : -1;
+}
+
 bool mmrt_tok_encode(MmrtTok *t, const char *text, size_t len, bool add_special, MmrtTokIds *out,
                      char *err, size_t errlen) {
+  return mmrt_tok_encode_opts(t, text, len, add_special ? MMRT_TOK_ADD_SPECIAL : 0, out, err,
+                              errlen);
+}
+
+bool mmrt_tok_encode_opts(MmrtTok *t, const char *text, size_t len, unsigned flags, MmrtTokIds *out,
+                          char *err, size_t errlen) {
+  bool add_special = flags & MMRT_TOK_ADD_SPECIAL;
   const uint8_t *bad = u8_check((const uint8_t *)text, len);
   if (bad) {
     snprintf(err, errlen, "invalid UTF-8 at byte %zu (0x%02x)",
@@ -908,7 +1136,13 @@ bool mmrt_tok_encode(MmrtTok *t, const char *text, size_t len, bool add_special,
     else if (!unigram(t, ar->p + pc.off, pc.len, out, err, errlen))
       return false;
   }
+  if ((flags & MMRT_TOK_TRUNCATE) && t->trunc &&
+      !truncate_ids(t, out, from, add_special, err, errlen)) {
+    out->n = from;
+    return false;
+  }
   if (add_special && t->post) post_apply(t->post, out, from);
+  if ((flags & MMRT_TOK_PAD) && t->pad) pad_ids(t, out, from);
   return true;
 }
 

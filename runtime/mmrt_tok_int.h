@@ -141,4 +141,8 @@ bool tk_dec_parse(TkLd *ld, const char *path, json_object *o, TkDec **out);
 void tk_dec_free(TkDec *d);
 void tk_dec_apply(TkDec *d, TkToks *toks);
 
+/* ---- for mmrt_tok_chat.c ---- */
+/* The id of the added token whose content is s[0..n), false when none. */
+bool tk_added_id(const MmrtTok *t, const char *s, size_t n, int32_t *id);
+
 #endif

@@ -104,8 +104,28 @@ tok "$T/drop.json" null ',"dropout":0.1'
 expect "tokenize dropout refused" 1 "$MMC" tokenize "$T/drop.json" "$T/in.txt"
 contains "dropout named" "$T/err" "model.dropout: BPE dropout 0.1 is not supported"
 sed 's/"truncation":null/"truncation":{"max_length":8}/' "$T/tok.json" > "$T/trunc.json"
-expect "tokenize truncation refused" 1 "$MMC" tokenize "$T/trunc.json" "$T/in.txt"
-contains "truncation named" "$T/err" "trunc.json: truncation: is an object: truncation is not supported"
+expect "tokenize truncation without strategy refused" 1 "$MMC" tokenize "$T/trunc.json" "$T/in.txt"
+contains "truncation named" "$T/err" "trunc.json: truncation: field 'stride' is missing"
+sed 's/"truncation":null/"truncation":{"max_length":2,"stride":1,"strategy":"OnlyFirst"}/' "$T/tok.json" > "$T/trunc.json"
+printf 'ab\nababab\n' > "$T/in2.txt"
+expect "tokenize stride too long" 1 "$MMC" tokenize "$T/trunc.json" "$T/in2.txt" --add-special
+contains "stride named" "$T/err" "in2.txt:2: truncation: stride 1 must be less than the length 1 it truncates to"
+expect "tokenize truncated" 0 "$MMC" tokenize "$T/trunc.json" "$T/in2.txt"
+if [ "$(cat "$T/out")" = "$(printf '2\n2 2\n')" ]; then pass=$((pass+1)); else echo "FAIL truncated: $(cat "$T/out")"; fail=$((fail+1)); fi
+sed 's/"padding":null/"padding":{"strategy":{"Fixed":9999999999}}/' "$T/tok.json" > "$T/pad.json"
+expect "tokenize huge padding refused" 1 "$MMC" tokenize "$T/pad.json" "$T/in.txt"
+contains "huge padding named" "$T/err" "pad.json: padding.strategy: 'Fixed' is 9999999999, expected an integer in [0, 16777216]"
+expect "tokenize --no-padding --decode" 2 "$MMC" tokenize "$T/tok.json" --decode --no-padding
+expect "tokenize --chat unknown family" 2 "$MMC" tokenize "$T/tok.json" --chat nope
+contains "unknown family named" "$T/err" "--chat: chat format 'nope' is not known (known: chatml, qwen2"
+printf '{"messages": [{"role": "user", "content": "ab"}]}\n{"messages": 3}\n' > "$T/chat.jsonl"
+expect "tokenize --chat without <s>" 1 "$MMC" tokenize "$T/tok.json" --chat llama2 "$T/chat.jsonl"
+contains "missing </s> named" "$T/err" "chat.jsonl:1: chat format llama2 needs '</s>' as an added token"
+expect "tokenize --chat bad line" 1 "$MMC" tokenize "$T/tok.json" --chat chatml "$T/chat.jsonl"
+contains "chatml without <|im_start|> named" "$T/err" "chat.jsonl:1: chat format chatml needs '<|im_start|>'"
+sed 's/"content":"<s>"/"content":"<|im_start|>"/; s/"id":3,"content":"<|im_start|>","special":true,"normalized":false}/&,{"id":4,"content":"<|im_end|>","special":true,"normalized":false}/' "$T/tok.json" > "$T/chatml.json"
+expect "tokenize --chat malformed line" 1 "$MMC" tokenize "$T/chatml.json" --chat chatml "$T/chat.jsonl"
+contains "malformed line named" "$T/err" 'chat.jsonl:2: no "messages" array'
 sed 's/"ab":2/"ab":99999999/' "$T/tok.json" > "$T/bigid.json"
 expect "tokenize huge vocabulary id refused" 1 "$MMC" tokenize "$T/bigid.json" "$T/in.txt"
 contains "huge id named" "$T/err" 'model.vocab: the id of "ab" is 99999999, expected an integer in [0, 16777216)'

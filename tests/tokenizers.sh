@@ -2,7 +2,8 @@
 # mmc tokenize against Hugging Face `tokenizers` (tests/tok/compare.py):
 # tokenizers in the configurations of GPT-2, Qwen2, Llama 3, Llama 2, T5 (its
 # Precompiled normalizer from a `sentencepiece` model) and
-# two mixes of the other stages, trained here on a generated corpus, must
+# two mixes of the other stages, and four of them with truncation and padding
+# set in the file (also run with --no-truncation --no-padding), trained here on a generated corpus, must
 # give the same ids on every line of a multilingual corpus (with and without
 # --add-special) and decode them to the same text. `tokenizers` comes from
 # PyPI into a virtual environment outside the clone, made once
@@ -19,3 +20,7 @@ fi
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 "$VENV/bin/python" "$MMC_SOURCE_DIR/tests/tok/compare.py" "$MMC" "$T"
+rc=$?
+# chat formats: ids against tokenizers on the rendered templates, masks against its offsets
+"$VENV/bin/python" "$MMC_SOURCE_DIR/tests/tok/chat.py" "$MMC" "$T/chat" || rc=1
+exit $rc

@@ -78,7 +78,9 @@ static const Cmd cmds[] = {
      "code\n"
      "      linked with the runtime. --emit ir prints the final mmc IR, llvm the optimised LLVM "
      "IR."},
-    {"tokenize", "TOKENIZER.json [FILE] [--decode] [--add-special] [--skip-special]",
+    {"tokenize",
+     "TOKENIZER.json [FILE] [--decode] [--add-special] [--skip-special] [--no-truncation] "
+     "[--no-padding] [--chat FAMILY]",
      "Encodes each line of FILE (default: stdin) with a Hugging Face tokenizer.json into a line "
      "of\n"
      "      space-separated token ids, or with --decode each line of ids into text."},

@@ -97,7 +97,7 @@ def gpt2(train):
                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
 
 
-def byte_level_split(train, pattern, specials, post):
+def byte_level_split(train, pattern, specials, post, vocab=1500):
     tok = Tokenizer(models.BPE(ignore_merges=pattern == LLAMA3_PAT))
     tok.normalizer = normalizers.NFC()
     tok.pre_tokenizer = pre_tokenizers.Sequence([
@@ -105,13 +105,13 @@ def byte_level_split(train, pattern, specials, post):
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     tok.decoder = decoders.ByteLevel()
     tok.post_processor = post
-    return train_bpe(tok, train, 1500, specials,
+    return train_bpe(tok, train, vocab, specials,
                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
 
 
-def qwen2(train):
+def qwen2(train, vocab=1500):
     return byte_level_split(train, QWEN2_PAT, ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-                            processors.ByteLevel(trim_offsets=False))
+                            processors.ByteLevel(trim_offsets=False), vocab)
 
 
 def llama3(train):
@@ -124,13 +124,17 @@ def llama3(train):
     return tok
 
 
-def llama2(train, workdir):
+def llama2(train, workdir, vocab_size=900):
     """SentencePiece BPE: ▁ for spaces, byte fallback, Llama 2's decoder."""
     base = Tokenizer(models.BPE())
     base.normalizer = normalizers.Sequence([normalizers.Prepend("▁"),
                                             normalizers.Replace(" ", "▁")])
-    train_bpe(base, train, 900, [], limit_alphabet=120)
+    # trained on pieces split before each ▁ (SentencePiece's split_by_whitespace;
+    # also fast), used without a pre-tokenizer as Llama 2's file is
+    base.pre_tokenizer = pre_tokenizers.Split("▁", behavior="merged_with_next")
+    train_bpe(base, train, vocab_size, [], limit_alphabet=120)
     d = json.loads(base.to_str())
+    d["pre_tokenizer"] = None
     old = d["model"]["vocab"]
     vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
     for b in range(256):
@@ -182,14 +186,15 @@ def nmt_nfkc_charsmap(train):
     import io
     import sentencepiece as spm
     m = io.BytesIO()
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(train[:200]), model_writer=m,
+    ascii_lines = [s for s in train if s.isascii() and s.strip()][:400]  # few characters
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(ascii_lines), model_writer=m,
                                    vocab_size=200, model_type="unigram", minloglevel=3,
                                    normalization_rule_name="nmt_nfkc")
     spec = [v for f, v in proto_fields(m.getvalue()) if f == 3][0]
     return [v for f, v in proto_fields(spec) if f == 2][0]
 
 
-def t5(train, byte_fallback=False, scheme="always"):
+def t5(train, byte_fallback=False, scheme="always", vocab=800, **trainer_args):
     tok = Tokenizer(models.Unigram())
     first = normalizers.NFKC() if byte_fallback else normalizers.Precompiled(
         nmt_nfkc_charsmap(train))
@@ -201,8 +206,8 @@ def t5(train, byte_fallback=False, scheme="always"):
     specials = ["<pad>", "</s>", "<unk>"]
     if byte_fallback:
         specials += ["<0x%02X>" % b for b in range(256)]
-    t = trainers.UnigramTrainer(vocab_size=800, special_tokens=specials, unk_token="<unk>",
-                                show_progress=False, max_piece_length=12)
+    t = trainers.UnigramTrainer(vocab_size=vocab, special_tokens=specials, unk_token="<unk>",
+                                show_progress=False, max_piece_length=12, **trainer_args)
     tok.train_from_iterator(train, trainer=t)
     tok.post_processor = processors.TemplateProcessing(single="$A </s>",
                                                        special_tokens=[("</s>", 1)])
@@ -246,6 +251,14 @@ def mixed2(train):
     return tok
 
 
+def limits(tok, trunc, pad):
+    """tok with truncation and padding set (tokenizers' enable_truncation /
+    enable_padding, saved in the file's "truncation" and "padding")."""
+    tok.enable_truncation(**trunc)
+    tok.enable_padding(**pad)
+    return tok
+
+
 def run_mmc(mmc, path, args, text):
     p = subprocess.run([mmc, "tokenize", path] + args, input=text.encode(), capture_output=True)
     if p.returncode != 0:
@@ -254,7 +267,7 @@ def run_mmc(mmc, path, args, text):
     return p.stdout.decode().split("\n")[:-1]
 
 
-def bench_one(mmc, name, path, tok, lines, work):
+def bench_one(mmc, name, path, tok, lines, work, reps=3):
     """Tokens per second of one thread each: tokenizers' encode_batch_fast
     (TOKENIZERS_PARALLELISM=false) against mmc tokenize on a file, less
     mmc's start-up and loading (a run on an empty file)."""
@@ -262,7 +275,7 @@ def bench_one(mmc, name, path, tok, lines, work):
     with open(src, "w") as f:
         f.write("\n".join(lines) + "\n")
     best = {}
-    for _ in range(3):
+    for _ in range(reps):
         t0 = time.perf_counter()
         ref = tok.encode_batch_fast(lines, add_special_tokens=False)
         t1 = time.perf_counter()
@@ -293,7 +306,19 @@ def main():
     builders = {"gpt2": gpt2, "qwen2": qwen2, "llama3": llama3,
                 "llama2": lambda tr: llama2(tr, work), "t5": t5,
                 "t5_bytes_first": lambda tr: t5(tr, byte_fallback=True, scheme="first"),
-                "mixed": mixed, "mixed2": mixed2}
+                "mixed": mixed, "mixed2": mixed2,
+                # truncation and padding: each strategy, direction and padding kind
+                "gpt2_trunc_pad": lambda tr: limits(gpt2(tr), dict(
+                    max_length=12, stride=3, strategy="longest_first", direction="right"),
+                    dict(length=16, pad_id=0, pad_token="<|endoftext|>")),
+                "llama2_trunc_pad": lambda tr: limits(llama2(tr, work), dict(
+                    max_length=10, strategy="only_first", direction="left"),
+                    dict(direction="left", pad_id=2, pad_token="</s>", pad_to_multiple_of=8)),
+                "t5_trunc_pad": lambda tr: limits(t5(tr), dict(max_length=7, stride=2),
+                                                  dict(length=9, pad_to_multiple_of=4,
+                                                       pad_id=0, pad_token="<pad>")),
+                "qwen2_trunc": lambda tr: limits(qwen2(tr), dict(
+                    max_length=20, direction="left"), dict(length=None, pad_id=0))}
     text = "\n".join(test) + "\n"
     fails = 0
     checked = 0
@@ -312,9 +337,16 @@ def main():
         if bench:
             bench_one(mmc, name, path, tok, test, work)
             continue
-        for special in (False, True):
+        limited = tok.truncation is not None or tok.padding is not None
+        runs = [(False, []), (True, ["--add-special"])]
+        if limited:  # the same file with its truncation and padding turned off
+            runs.append((False, ["--no-truncation", "--no-padding"]))
+        for special, args in runs:
+            if "--no-padding" in args:
+                tok.no_truncation()
+                tok.no_padding()
             ref = [tok.encode(s, add_special_tokens=special).ids for s in test]
-            got = run_mmc(mmc, path, ["--add-special"] if special else [], text)
+            got = run_mmc(mmc, path, args, text)
             bad = [i for i, (r, g) in enumerate(zip(ref, got))
                    if " ".join(map(str, r)) != g]
             if len(got) != len(ref):
@@ -324,11 +356,11 @@ def main():
                       (name, i, test[i][:120], ref[i][:40], got[i][:200] if i >= 0 else "?"))
             ntok = sum(len(r) for r in ref)
             print("%s %s encode%s: %d/%d lines identical (%d tokens)" %
-                  ("FAIL" if bad else "PASS", name, " --add-special" if special else "",
+                  ("FAIL" if bad else "PASS", name, "".join(" " + a for a in args),
                    len(ref) - len(bad), len(ref), ntok))
             fails += bool(bad)
             checked += 1
-            if special:
+            if special or args:
                 continue
             ids_text = "\n".join(" ".join(map(str, r)) for r in ref) + "\n"
             for skip in (False, True):
