@@ -94,6 +94,41 @@ void mmrt_jsonl_close(MmrtJsonl *r) {
   memset(r, 0, sizeof *r);
 }
 
+static int hex4(const char *p) {
+  int v = 0;
+  for (int i = 0; i < 4; i++) {
+    int c = p[i], d = c >= '0' && c <= '9'   ? c - '0'
+                      : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                      : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                             : -1;
+    if (d < 0) return -1;
+    v = v * 16 + d;
+  }
+  return v;
+}
+
+/* Offset of a \uD800-\uDFFF escape that is not half of a pair, or n
+ * (json-c would decode it to U+FFFD silently; the line is well-formed JSON). */
+static size_t lone_surrogate(const char *p, size_t n) {
+  for (size_t i = 0; i + 1 < n; i++) {
+    if (p[i] != '\\') continue;
+    if (p[i + 1] != 'u' || n - i < 6) {
+      i++; /* \" \\ \n ...: skip the escaped character */
+      continue;
+    }
+    int v = hex4(p + i + 2);
+    if (v >= 0xD800 && v <= 0xDBFF) {
+      int lo = n - i >= 12 && p[i + 6] == '\\' && p[i + 7] == 'u' ? hex4(p + i + 8) : -1;
+      if (lo < 0xDC00 || lo > 0xDFFF) return i;
+      i += 11;
+    } else if (v >= 0xDC00 && v <= 0xDFFF)
+      return i;
+    else
+      i += 5;
+  }
+  return n;
+}
+
 static bool blank(const char *s, size_t n) {
   for (size_t i = 0; i < n; i++)
     if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\n') return false;
@@ -156,6 +191,12 @@ MmrtJsonlStatus mmrt_jsonl_next(MmrtJsonl *r, const char **text, size_t *len, ch
     return MMRT_JSONL_BAD;
   }
   r->obj = o;
+  size_t sur = lone_surrogate(p, n);
+  if (sur < n) {
+    say(err, errlen, "%s:%" PRIu64 ":%zu: a lone surrogate escape (%.6s): not a Unicode character",
+        P, ln, sur + 1, p + sur);
+    return MMRT_JSONL_BAD;
+  }
   if (!json_object_is_type(o, json_type_object)) {
     say(err, errlen, "%s:%" PRIu64 ": expected a JSON object, found a %s", P, ln,
         json_type_to_name(json_object_get_type(o)));

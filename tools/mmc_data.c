@@ -269,7 +269,7 @@ static int preprocess(const Pre *a) {
   bool eof = false, stopped = false;
   while (!eof && !stopped) {
     size_t n = 0;
-    while (n < BATCH) {
+    while (n < BATCH && !stop_signal) {
       const char *text;
       size_t len;
       MmrtJsonlStatus st = mmrt_jsonl_next(&r, &text, &len, err, sizeof err);
@@ -284,6 +284,7 @@ static int preprocess(const Pre *a) {
                   skipped == SHOWN_SKIPS ? "; further skips are counted only" : "");
         continue;
       }
+      if (st == MMRT_JSONL_IO && stop_signal) break; /* a read interrupted by the signal */
       if (st != MMRT_JSONL_OK) {
         fprintf(stderr, "mmc: error: %s%s\n", err,
                 st == MMRT_JSONL_BAD ? " (--bad-samples skip skips such lines)" : "");
