@@ -170,7 +170,9 @@ for sig in TERM:143 INT:130; do
   feeder=$!
   "$MMC" data preprocess --input "$T/fifo" --tokenizer "$T/tok.json" --output-prefix "$T/sig" > "$T/out" 2> "$T/err" &
   pid=$!
-  sleep 1
+  # its temporary files appear once the handlers are in place (ASan starts slower)
+  for _ in $(seq 100); do ls "$T" | grep -q '^sig_text_document.idx.tmp' && break; sleep 0.1; done
+  ls "$T" | grep -q '^sig_text_document.bin.tmp' && ok || no "SIG$s: no temporary .bin while running"
   kill -$s $pid
   wait $pid; got=$?
   kill $feeder 2>/dev/null; wait $feeder 2>/dev/null

@@ -462,11 +462,15 @@ int mmc_data(int argc, char **argv, const char *args, const char *help) {
         return bad(args, help, "--bad-samples takes fail or skip, not '%s'", v);
       a.skip_bad = strcmp(v, "skip") == 0;
     } else if (strcmp(o, "--show") == 0) {
-      char *end;
-      errno = 0;
-      show = strcmp(v, "all") == 0 ? -1 : strtol(v, &end, 10);
-      if (show != -1 && (errno || *end || end == v || show < 0))
-        return bad(args, help, "--show takes a count of sequences (>= 0) or all, not '%s'", v);
+      if (strcmp(v, "all") == 0)
+        show = -1;
+      else {
+        char *end;
+        errno = 0;
+        show = strtol(v, &end, 10);
+        if (errno || *end || end == v || show < 0)
+          return bad(args, help, "--show takes a count of sequences (>= 0) or all, not '%s'", v);
+      }
     } else if (strcmp(o, "--append-eod") == 0)
       a.append_eod = true;
     else if (strcmp(o, "--add-special") == 0)
