@@ -274,18 +274,32 @@ static bool check_contents(MmrtIndexed *d, char *err, size_t errlen) {
   return true;
 }
 
-bool mmrt_indexed_open(const char *prefix, int multimodal, MmrtIndexed *d, char *err,
-                       size_t errlen) {
+bool mmrt_indexed_open_files(const char *idx_path, const char *bin_path, int multimodal,
+                             MmrtIndexed *d, char *err, size_t errlen) {
   memset(d, 0, sizeof *d);
-  d->idx_path = path_with(prefix, ".idx");
-  d->bin_path = path_with(prefix, ".bin");
+  d->idx_path = strdup(idx_path);
+  d->bin_path = strdup(bin_path);
   bool ok = d->idx_path && d->bin_path;
-  if (!ok) fail(err, errlen, "%s: out of memory", prefix);
+  if (!ok) fail(err, errlen, "%s: out of memory", idx_path);
   ok = ok && map_file(d->idx_path, &d->idx, &d->idx_size, err, errlen);
   ok = ok && check_idx(d, multimodal, err, errlen);
   ok = ok && map_file(d->bin_path, &d->bin, &d->bin_size, err, errlen);
   ok = ok && check_contents(d, err, errlen);
   if (!ok) mmrt_indexed_close(d);
+  return ok;
+}
+
+bool mmrt_indexed_open(const char *prefix, int multimodal, MmrtIndexed *d, char *err,
+                       size_t errlen) {
+  char *ip = path_with(prefix, ".idx"), *bp = path_with(prefix, ".bin");
+  bool ok = ip && bp;
+  if (!ok) {
+    memset(d, 0, sizeof *d);
+    fail(err, errlen, "%s: out of memory", prefix);
+  }
+  ok = ok && mmrt_indexed_open_files(ip, bp, multimodal, d, err, errlen);
+  free(ip);
+  free(bp);
   return ok;
 }
 

@@ -63,6 +63,9 @@ typedef struct MmrtIndexed {
  * document index when one is wrong) in err; d is then closed. */
 bool mmrt_indexed_open(const char *prefix, int multimodal, MmrtIndexed *d, char *err,
                        size_t errlen);
+/* The same with the two paths given apart. */
+bool mmrt_indexed_open_files(const char *idx_path, const char *bin_path, int multimodal,
+                             MmrtIndexed *d, char *err, size_t errlen);
 void mmrt_indexed_close(MmrtIndexed *d);
 
 /* Sequence i's length (elements), byte pointer and mode (0 unless multimodal);
