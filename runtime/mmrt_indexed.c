@@ -128,7 +128,13 @@ int64_t mmrt_indexed_token(const MmrtIndexed *d, uint64_t i, uint64_t k) {
       memcpy(&v, p, 8);
       return v;
     }
-    default: return (int64_t)mmrt_indexed_value(d, i, k);
+    default: { /* a float dtype: truncated, saturated (NaN is 0) */
+      double v = mmrt_indexed_value(d, i, k);
+      if (!(v == v)) return 0;
+      if (v >= 9223372036854775807.0) return INT64_MAX;
+      if (v <= -9223372036854775808.0) return INT64_MIN;
+      return (int64_t)v;
+    }
   }
 }
 

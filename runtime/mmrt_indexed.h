@@ -74,7 +74,8 @@ int32_t mmrt_indexed_length(const MmrtIndexed *d, uint64_t i);
 int64_t mmrt_indexed_pointer(const MmrtIndexed *d, uint64_t i);
 int64_t mmrt_indexed_docidx(const MmrtIndexed *d, uint64_t j);
 int8_t mmrt_indexed_mode(const MmrtIndexed *d, uint64_t i);
-/* Element k of sequence i as an integer (integer dtypes) or a double. */
+/* Element k of sequence i as an integer (a float dtype's value truncated and
+ * saturated, NaN as 0) or as a double. */
 int64_t mmrt_indexed_token(const MmrtIndexed *d, uint64_t i, uint64_t k);
 double mmrt_indexed_value(const MmrtIndexed *d, uint64_t i, uint64_t k);
 
