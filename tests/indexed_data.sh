@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # mmc data against megatron-core (tests/data_ref/ref.py): a dataset written by
 # `mmc data preprocess` reads back in megatron-core's IndexedDataset as the
-# same sequences and document indices; datasets written by megatron-core's
+# same sequences and document indices, and is byte for byte what
+# preprocess_data.py's loop over IndexedDatasetBuilder writes; datasets written by megatron-core's
 # IndexedDatasetBuilder (several dtypes, empty documents, a multimodal one)
 # read in `mmc data inspect` the same; mmc's ids of the JSONL equal
 # `tokenizers`'. Then each bad-data case exits 1 naming the file and the
@@ -59,7 +60,8 @@ expect "preprocess, 1 worker, no eod, other key" 0 "$MMC" data preprocess --inpu
 SPECS="uint16:0 int32:0 int64:0 uint8:0 int16:0 float32:0 int32:1"
 args=("$T/ref.txt" read "$T/m_text_document"
   :: "$T/tokref.txt" tokenize "$T/tok.json" "$T/corpus.jsonl" text "<|endoftext|>"
-  :: "$T/tokref1.txt" tokenize "$T/tok.json" "$T/corpus.jsonl" text "")
+  :: "$T/tokref1.txt" tokenize "$T/tok.json" "$T/corpus.jsonl" text ""
+  :: "$T/pyprep.txt" preprocess "$T/tok.json" "$T/corpus.jsonl" "$T/py")
 for spec in $SPECS; do args+=(:: "$T/wref_$spec.txt" write "$T/w_${spec/:/}" "${spec%:*}" "${spec#*:}"); done
 "$PY" "$REF" each "${args[@]}" 2> "$T/referr" || { no "the references (megatron-core, tokenizers)"; cat "$T/referr"; }
 same "megatron-core reads mmc's dataset as mmc wrote it" "$T/mmc.txt" "$T/ref.txt"
@@ -68,6 +70,9 @@ contains "the empty document is a repeated document index" "$T/ref.txt" "documen
 grep '^sequence ' "$T/mmc.txt" > "$T/mmcseq.txt"
 same "mmc's ids are tokenizers' ids" "$T/mmcseq.txt" "$T/tokref.txt"
 [ "$(wc -l < "$T/tokref.txt")" -eq 399 ] && ok || no "reference sequence count"
+# preprocess_data.py's loop (json.loads, tokenizers, IndexedDatasetBuilder.add_document) writes the same bytes
+cmp -s "$T/m_text_document.bin" "$T/py.bin" && cmp -s "$T/m_text_document.idx" "$T/py.idx" && ok ||
+  no "mmc's .bin/.idx differ from megatron-core's builder's on the same corpus"
 "$MMC" data inspect "$T/one_body_document" --show all | grep '^sequence ' > "$T/one.txt"
 same "--json-key body, no --append-eod" "$T/one.txt" "$T/tokref1.txt"
 

@@ -1,8 +1,13 @@
 """ref.py: the references for tests/indexed_data.sh, run in a venv with
 megatron-core and tokenizers (loaded as tests/data_ref/mcore.py explains).
 
-  ref.py corpus DIR            writes DIR/corpus.jsonl (varied text) and trains
-                               DIR/tok.json (byte-level BPE) on it
+  ref.py corpus DIR [N V]      writes DIR/corpus.jsonl (N lines of varied text,
+                               default 400) and trains DIR/tok.json (byte-level
+                               BPE, V ids, default 700) on it
+  ref.py preprocess TOK JSONL PREFIX
+                               what preprocess_data.py does with one worker
+                               (json.loads, tokenizers' encode, add_document,
+                               + <|endoftext|>), timed (bench/preprocess.sh)
   ref.py read PREFIX           megatron-core's IndexedDataset on PREFIX, printed
                                as `mmc data inspect PREFIX --show all` prints it
   ref.py write PREFIX DTYPE MM builds a dataset with IndexedDatasetBuilder
@@ -43,7 +48,7 @@ def show(ds, path_prefix):
         print(head + ":" + (" " + vals if len(item) else ""))
 
 
-def corpus(d):
+def corpus(d, nlines=400, vocab=700):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     rnd = random.Random(29)
@@ -54,7 +59,7 @@ def corpus(d):
             "SELECT * FROM t WHERE id = 3;", "\tindented\r\n  line"]
     emoji = "😀🚀👩‍💻🇯🇵✨"
     lines = []
-    for i in range(400):
+    for i in range(nlines):
         k = i % 5
         if k == 0:
             t = " ".join(rnd.choice(words) for _ in range(rnd.randint(1, 40)))
@@ -75,7 +80,7 @@ def corpus(d):
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    tr = trainers.BpeTrainer(vocab_size=700, special_tokens=["<|endoftext|>"],
+    tr = trainers.BpeTrainer(vocab_size=vocab, special_tokens=["<|endoftext|>"],
                              initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                              show_progress=False)
     tok.train_from_iterator((json.loads(l)["text"] for l in lines), tr)
@@ -97,7 +102,7 @@ def main(argv):
                     sys.stdout = sys.__stdout__
         return
     if cmd == "corpus":
-        corpus(argv[2])
+        corpus(argv[2], *[int(a) for a in argv[3:5]])
         return
     if cmd == "tokenize":
         from tokenizers import Tokenizer
@@ -121,7 +126,31 @@ def main(argv):
     m = mcore.load()
     import numpy
 
-    if cmd == "read":
+    if cmd == "preprocess":
+        import time
+
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_file(argv[2])
+        eod = tok.token_to_id("<|endoftext|>")
+        dtype = m.DType.optimal_dtype(tok.get_vocab_size())
+        t0 = time.time()
+        b = m.IndexedDatasetBuilder(argv[4] + ".bin", dtype=dtype)
+        ntok = 0
+        with open(argv[3], encoding="utf-8") as f:
+            for line in f:
+                ids = tok.encode(json.loads(line)["text"], add_special_tokens=False).ids
+                lens = [len(ids)] if ids else []
+                if ids:
+                    ids.append(eod)
+                    lens[-1] += 1
+                ntok += len(ids)
+                b.add_document(ids, lens)
+        b.finalize(argv[4] + ".idx")
+        dt = time.time() - t0
+        print("python (tokenizers + IndexedDatasetBuilder, 1 process): %d tokens in %.2f s, %.0f tokens/s"
+              % (ntok, dt, ntok / dt))
+    elif cmd == "read":
         show(m.IndexedDataset(argv[2], multimodal=False), argv[2])
     elif cmd == "write":
         import torch
