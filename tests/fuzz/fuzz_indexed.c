@@ -41,13 +41,13 @@ static void indexed(const uint8_t *data, size_t size, int layout) {
   MmrtIndexed d;
   if (!mmrt_indexed_open_files(ip, bp, mm, &d, err, sizeof err)) return;
   uint64_t total = 0;
-  volatile int64_t sum = 0;
+  volatile uint64_t sum = 0; /* wraps: the values only have to be read */
   for (uint64_t i = 0; i < d.nseq; i++) {
     int32_t len = mmrt_indexed_length(&d, i);
     if (len < 0) abort();
     total += (uint64_t)len;
-    sum += mmrt_indexed_mode(&d, i);
-    for (int32_t k = 0; k < len; k++) sum += mmrt_indexed_token(&d, i, (uint64_t)k);
+    sum += (uint64_t)mmrt_indexed_mode(&d, i);
+    for (int32_t k = 0; k < len; k++) sum += (uint64_t)mmrt_indexed_token(&d, i, (uint64_t)k);
   }
   if (total != d.ntokens || total * d.elem != d.bin_size || d.ndocidx < 1) abort();
   if (mmrt_indexed_docidx(&d, 0) != 0 || (uint64_t)mmrt_indexed_docidx(&d, d.ndocidx - 1) != d.nseq)
