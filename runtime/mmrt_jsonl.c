@@ -162,6 +162,10 @@ MmrtJsonlStatus mmrt_jsonl_next(MmrtJsonl *r, const char **text, size_t *len, ch
         (unsigned char)p[bad]);
     return MMRT_JSONL_BAD;
   }
+  if (ln == 1 && n >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0) {
+    say(err, errlen, "%s:1:1: a UTF-8 byte order mark: JSON Lines have none (remove it)", P);
+    return MMRT_JSONL_BAD;
+  }
   if (blank(p, n)) {
     say(err, errlen, "%s:%" PRIu64 ": empty line, expected a JSON object", P, ln);
     return MMRT_JSONL_BAD;
