@@ -195,7 +195,8 @@ typedef struct Pre {
   long workers;
 } Pre;
 
-static void progress(const MmrtJsonl *r, uint64_t docs, uint64_t tokens, double t0, bool final) {
+static void progress(const MmrtJsonl *r, uint64_t docs, uint64_t tokens, double t0, bool final,
+                     int workers) {
   double dt = now() - t0;
   if (dt <= 0) dt = 1e-9;
   fprintf(stderr, "mmc: data: %" PRIu64 " documents, %" PRIu64 " tokens, %.1f MB/s, %.0f tokens/s",
@@ -204,7 +205,7 @@ static void progress(const MmrtJsonl *r, uint64_t docs, uint64_t tokens, double 
     double frac = (double)r->bytes / (double)r->size;
     fprintf(stderr, ", %.0f%%, ETA %.0f s", 100 * frac, dt * (1 - frac) / frac);
   }
-  if (final) fprintf(stderr, " in %.2f s", dt);
+  if (final) fprintf(stderr, " in %.2f s, %d worker%s", dt, workers, workers == 1 ? "" : "s");
   fprintf(stderr, "\n");
 }
 
@@ -366,7 +367,7 @@ static int preprocess(const Pre *a) {
     }
     double t = now();
     if (!stopped && !eof && t - last >= 2) {
-      progress(&r, docs, mmrt_indexed_writer_tokens(w), t0, false);
+      progress(&r, docs, mmrt_indexed_writer_tokens(w), t0, false, nw);
       last = t;
     }
   }
@@ -392,7 +393,7 @@ static int preprocess(const Pre *a) {
     if (!ok) {
       fprintf(stderr, "mmc: error: %s\n", err);
     } else {
-      progress(&r, docs, tokens, t0, true);
+      progress(&r, docs, tokens, t0, true, nw);
       printf("wrote %s.bin and %s.idx: %" PRIu64 " documents, %" PRIu64 " sequences, %" PRIu64
              " tokens, dtype %s, %" PRIu64 " bad samples skipped\n",
              base, base, docs, seqs, tokens, mmrt_idx_dtype_name((int)dtype), skipped);
