@@ -17,10 +17,15 @@ trap 'rm -rf "$T"' EXIT
 lscpu | grep -E "^Model name|^CPU\(s\)" | sed 's/  */ /g'
 "$PY" "$HERE/../tests/data_ref/ref.py" corpus "$T" "$N" 8000
 echo "corpus: $N lines, $(du -h "$T/corpus.jsonl" | cut -f1)"
+# wall time from each tool's own clock (after loading), CPU time of the whole
+# process from time(1) (python's includes ~1 s of importing torch and numpy)
 for w in 1 2; do
-  "$B/mmc" data preprocess --input "$T/corpus.jsonl" --tokenizer "$T/tok.json" --output-prefix "$T/m$w" \
-    --append-eod --workers $w 2>&1 >/dev/null | tail -1 | sed "s/^/mmc --workers $w: /"
+  /usr/bin/time -f "  CPU %U s user + %S s sys (whole process)" "$B/mmc" data preprocess --input "$T/corpus.jsonl" \
+    --tokenizer "$T/tok.json" --output-prefix "$T/m$w" --append-eod --workers $w 2>&1 >/dev/null |
+    tail -2 | sed "s/^mmc: data:/mmc --workers $w:/"
 done
-"$PY" "$HERE/../tests/data_ref/ref.py" preprocess "$T/tok.json" "$T/corpus.jsonl" "$T/py"
+/usr/bin/time -f "  CPU %U s user + %S s sys (whole process)" \
+  "$PY" "$HERE/../tests/data_ref/ref.py" preprocess "$T/tok.json" "$T/corpus.jsonl" "$T/py" 2>&1
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 cmp -s "$T/m1_text_document.bin" "$T/py.bin" && cmp -s "$T/m1_text_document.idx" "$T/py.idx" &&
   echo "the outputs are byte for byte the same" || echo "the outputs differ"
