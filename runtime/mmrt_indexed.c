@@ -56,7 +56,8 @@ static uint64_t rd_u64(const uint8_t *p) {
 
 static bool map_file(const char *path, const uint8_t **data, size_t *size, char *err,
                      size_t errlen) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK: a FIFO in a dataset's place is refused, not waited on */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
