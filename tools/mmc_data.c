@@ -7,10 +7,11 @@
  * a non-empty one) are one sequence, and an empty document is an empty
  * document (a repeated document index), as preprocess_data.py does without
  * --split-sentences. Output: PREFIX_KEY_document.bin/.idx, dtype uint16
- * below 65500 ids, else int32. Workers tokenize batches of lines, each with
- * its own tokenizer (the encoder is not thread-safe); the output order is
- * the input's. SIGINT/SIGTERM stop at the next batch with no files written
- * (exit 130/143). */
+ * below 65500 ids, else int32. Worker threads tokenize a batch of lines,
+ * each with its own tokenizer (the encoder is not thread-safe), while this
+ * thread reads the next batch; the output order is the input's.
+ * SIGINT/SIGTERM stop at the next batch with no files written (exit
+ * 130/143). */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -209,6 +210,59 @@ static void progress(const MmrtJsonl *r, uint64_t docs, uint64_t tokens, double 
   fprintf(stderr, "\n");
 }
 
+/* The reader's side: fills up to BATCH samples (copies of their text). */
+typedef struct Read {
+  MmrtJsonl *r;
+  bool skip_bad;
+  bool eof, failed; /* failed: an error was printed */
+  uint64_t skipped, lines;
+} Read;
+
+static size_t read_batch(Read *rd, Sample *batch) {
+  char err[1024];
+  size_t n = 0;
+  while (n < BATCH && !stop_signal) {
+    const char *text;
+    size_t len;
+    MmrtJsonlStatus st = mmrt_jsonl_next(rd->r, &text, &len, err, sizeof err);
+    if (st == MMRT_JSONL_EOF) {
+      rd->eof = true;
+      break;
+    }
+    rd->lines++;
+    if (st == MMRT_JSONL_BAD && rd->skip_bad) {
+      if (++rd->skipped <= SHOWN_SKIPS)
+        fprintf(stderr, "mmc: warning: %s (skipped)%s\n", err,
+                rd->skipped == SHOWN_SKIPS ? "; further skips are counted only" : "");
+      continue;
+    }
+    if (st == MMRT_JSONL_IO && stop_signal) break; /* a read interrupted by the signal */
+    if (st != MMRT_JSONL_OK) {
+      fprintf(stderr, "mmc: error: %s%s\n", err,
+              st == MMRT_JSONL_BAD ? " (--bad-samples skip skips such lines)" : "");
+      rd->failed = true;
+      break;
+    }
+    Sample *s = &batch[n];
+    if (len + 1 > s->cap) {
+      char *p = realloc(s->text, len + 1);
+      if (!p) {
+        fprintf(stderr, "mmc: error: out of memory at %s:%" PRIu64 "\n", rd->r->path,
+                rd->r->lineno);
+        rd->failed = true;
+        break;
+      }
+      s->text = p;
+      s->cap = len + 1;
+    }
+    memcpy(s->text, text, len);
+    s->len = len;
+    s->line = rd->r->lineno;
+    n++;
+  }
+  return n;
+}
+
 static int preprocess(const Pre *a) {
   char err[1024];
   char base[4096];
@@ -222,7 +276,8 @@ static int preprocess(const Pre *a) {
   int rc = 1;
   MmrtJsonl r = {0};
   MmrtIndexedWriter *w = NULL;
-  Sample *batch = calloc(BATCH, sizeof *batch);
+  /* two batches: the workers tokenize one while this thread reads the next */
+  Sample *batch = calloc(2 * BATCH, sizeof *batch);
   if (!batch) {
     fprintf(stderr, "mmc: error: out of memory\n");
     return 1;
@@ -249,6 +304,12 @@ static int preprocess(const Pre *a) {
       goto out;
     }
   }
+  /* mmrt_tok fills its byte-level tables (runtime/mmrt_tok_util.c byte_tables,
+   * process-wide) on first use, unguarded: use them once here, before the
+   * workers share them (ThreadSanitizer saw the race with 3 workers) */
+  MmrtTokIds warm = {0};
+  mmrt_tok_encode(toks[0], "warm up", 7, false, &warm, err, sizeof err);
+  free(warm.v);
   int64_t vocab = mmrt_tok_vocab_size(toks[0]);
   MmrtIdxDtype dtype = mmrt_idx_dtype_for_vocab(vocab);
   if (!mmrt_jsonl_open(&r, a->input, a->key, err, sizeof err)) {
@@ -267,72 +328,44 @@ static int preprocess(const Pre *a) {
   sigaction(SIGTERM, &sa, &old_term);
 
   double t0 = now(), last = t0;
-  uint64_t docs = 0, skipped = 0, lines = 0;
-  bool eof = false, stopped = false;
-  while (!eof && !stopped) {
-    size_t n = 0;
-    while (n < BATCH && !stop_signal) {
-      const char *text;
-      size_t len;
-      MmrtJsonlStatus st = mmrt_jsonl_next(&r, &text, &len, err, sizeof err);
-      if (st == MMRT_JSONL_EOF) {
-        eof = true;
-        break;
-      }
-      lines++;
-      if (st == MMRT_JSONL_BAD && a->skip_bad) {
-        if (++skipped <= SHOWN_SKIPS)
-          fprintf(stderr, "mmc: warning: %s (skipped)%s\n", err,
-                  skipped == SHOWN_SKIPS ? "; further skips are counted only" : "");
-        continue;
-      }
-      if (st == MMRT_JSONL_IO && stop_signal) break; /* a read interrupted by the signal */
-      if (st != MMRT_JSONL_OK) {
-        fprintf(stderr, "mmc: error: %s%s\n", err,
-                st == MMRT_JSONL_BAD ? " (--bad-samples skip skips such lines)" : "");
-        stopped = true;
-        break;
-      }
-      Sample *s = &batch[n++];
-      if (len + 1 > s->cap) {
-        char *p = realloc(s->text, len + 1);
-        if (!p) {
-          fprintf(stderr, "mmc: error: out of memory at %s:%" PRIu64 "\n", r.path, r.lineno);
-          stopped = true;
-          break;
-        }
-        s->text = p;
-        s->cap = len + 1;
-      }
-      memcpy(s->text, text, len);
-      s->len = len;
-      s->line = r.lineno;
-    }
-    if (stopped || stop_signal) break;
+  Read rd = {.r = &r, .skip_bad = a->skip_bad};
+  uint64_t docs = 0;
+  bool stopped = false;
+  int cur = 0;
+  size_t n = read_batch(&rd, batch);
+  stopped = rd.failed;
+  while (n && !stopped && !stop_signal) {
+    Sample *b = batch + cur * BATCH;
     Worker wk[MAX_WORKERS];
-    int used = n < (size_t)nw ? (int)n : nw;
-    for (int k = 0; k < used; k++) {
-      wk[k] = (Worker){.tok = toks[k],
-                       .batch = batch,
-                       .n = n,
-                       .k = (size_t)k,
-                       .stride = (size_t)used,
-                       .add_special = a->add_special};
-      if (k > 0 && pthread_create(&wk[k].th, NULL, work, &wk[k]) != 0) {
-        fprintf(stderr, "mmc: error: cannot start a worker thread\n");
-        for (int j = 1; j < k; j++) pthread_join(wk[j].th, NULL);
-        stopped = true;
-        break;
-      }
+    int used = n < (size_t)nw ? (int)n : nw, started = 0;
+    /* the workers take no SIGINT/SIGTERM: a signal must reach this thread's read */
+    sigset_t block, prev;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &block, &prev);
+    for (; started < used; started++) {
+      wk[started] = (Worker){.tok = toks[started],
+                             .batch = b,
+                             .n = n,
+                             .k = (size_t)started,
+                             .stride = (size_t)used,
+                             .add_special = a->add_special};
+      if (pthread_create(&wk[started].th, NULL, work, &wk[started]) != 0) break;
     }
-    if (stopped) break;
-    if (used) work(&wk[0]);
-    for (int k = 1; k < used; k++) pthread_join(wk[k].th, NULL);
-    for (size_t i = 0; i < n && !stopped; i++) {
-      Sample *s = &batch[i];
+    pthread_sigmask(SIG_SETMASK, &prev, NULL);
+    size_t next = 0;
+    if (started == used && !rd.eof) next = read_batch(&rd, batch + (1 - cur) * BATCH);
+    for (int k = 0; k < started; k++) pthread_join(wk[k].th, NULL);
+    if (started < used) {
+      fprintf(stderr, "mmc: error: cannot start a worker thread\n");
+      stopped = true;
+    }
+    for (size_t i = 0; i < n && !stopped && !stop_signal; i++) {
+      Sample *s = &b[i];
       if (!s->ok) {
         if (a->skip_bad) {
-          if (++skipped <= SHOWN_SKIPS)
+          if (++rd.skipped <= SHOWN_SKIPS)
             fprintf(stderr, "mmc: warning: %s:%" PRIu64 ": %s (skipped)\n", r.path, s->line,
                     s->err);
           continue;
@@ -365,12 +398,16 @@ static int preprocess(const Pre *a) {
       }
       docs++;
     }
+    stopped = stopped || rd.failed; /* this batch's errors come first, being earlier lines */
     double t = now();
-    if (!stopped && !eof && t - last >= 2) {
+    if (!stopped && !rd.eof && t - last >= 2) {
       progress(&r, docs, mmrt_indexed_writer_tokens(w), t0, false, nw);
       last = t;
     }
+    cur = 1 - cur;
+    n = next;
   }
+  uint64_t skipped = rd.skipped, lines = rd.lines;
   if (stop_signal) {
     mmrt_indexed_writer_abort(w);
     w = NULL;
@@ -407,7 +444,7 @@ out:
   mmrt_indexed_writer_abort(w);
   mmrt_jsonl_close(&r);
   for (int k = 0; k < nw; k++) mmrt_tok_free(toks[k]);
-  for (size_t i = 0; i < BATCH; i++) free(batch[i].text), free(batch[i].ids.v);
+  for (size_t i = 0; i < 2 * BATCH; i++) free(batch[i].text), free(batch[i].ids.v);
   free(batch);
   return rc;
 }
