@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The driver's command line: --help, bad flags (exit 2 with the usage),
 # a missing file (exit 1 naming it), dump-ir formats, stats --json keys, and
-# mmc tokenize on a tiny tokenizer.json: ids, decoding, refusals, bad input.
+# mmc tokenize on a tiny tokenizer.json: ids, decoding, refusals, bad input;
+# mmc data's command line.
 set -uo pipefail
 S="$MMC_SOURCE_DIR/stdlib_models"
 T=$(mktemp -d)
@@ -139,5 +140,21 @@ contains "bad id located" "$T/err" "ids.txt:1:3: 'x' is not a token id"
 printf '2 9\n' > "$T/ids.txt"
 expect "tokenize --decode unknown id" 1 "$MMC" tokenize "$T/tok.json" "$T/ids.txt" --decode
 contains "unknown id named" "$T/err" "ids.txt:1: id 9 is not a token of this tokenizer (ids 0..3)"
+# mmc data (tests/indexed_data.sh checks it against megatron-core)
+expect "data --help" 0 "$MMC" data --help
+contains "data --help usage" "$T/out" "usage: mmc data preprocess"
+expect "help lists data" 0 "$MMC" --help
+contains "help lists data" "$T/out" "mmc data     preprocess"
+expect "data no subcommand" 2 "$MMC" data
+expect "data bad subcommand" 2 "$MMC" data frobnicate
+contains "data bad subcommand named" "$T/err" "unknown subcommand 'frobnicate'"
+expect "data preprocess no input" 2 "$MMC" data preprocess --tokenizer "$T/tok.json" --output-prefix "$T/d"
+contains "data preprocess no input said" "$T/err" "preprocess needs --input"
+printf '{"text": "ab"}\n{"text": "ba"}\n' > "$T/d.jsonl"
+expect "data preprocess" 0 "$MMC" data preprocess --input "$T/d.jsonl" --tokenizer "$T/tok.json" --output-prefix "$T/d"
+expect "data inspect" 0 "$MMC" data inspect "$T/d_text_document" --show 2
+contains "data inspect ids" "$T/out" "sequence 1: 1 0"
+expect "data inspect bad --show" 2 "$MMC" data inspect "$T/d_text_document" --show -1
+expect "data inspect two prefixes" 2 "$MMC" data inspect "$T/d_text_document" "$T/d"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

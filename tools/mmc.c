@@ -6,6 +6,7 @@
  *   mmc compile FILE.mm --model NAME -o trainer [--emit exe|obj|llvm|asm|ir] [-O0..-O3]
  *   mmc opt     FILE.mmir --passes a,b,...         run passes on IR text, print the result
  *   mmc tokenize TOKENIZER.json [FILE] [--decode]  text to token ids and back (mmc_tokenize.c)
+ *   mmc data preprocess|inspect ...  JSONL to Megatron's .bin/.idx, and its contents (mmc_data.c)
  * Exit status: 0 ok, 1 user error (diagnostics printed), 2 usage error. */
 #include <errno.h>
 #include <json-c/json.h>
@@ -27,6 +28,7 @@
 #include "passes/pp_stage.h"
 #include "runtime/mmrt_data.h"
 #include "runtime/mmrt_main.h"
+#include "tools/mmc_data.h"
 #include "tools/mmc_tokenize.h"
 
 enum { EXIT_OK = 0, EXIT_USER = 1, EXIT_USAGE = 2 };
@@ -84,6 +86,14 @@ static const Cmd cmds[] = {
      "Encodes each line of FILE (default: stdin) with a Hugging Face tokenizer.json into a line "
      "of\n"
      "      space-separated token ids, or with --decode each line of ids into text."},
+    {"data",
+     "preprocess --input FILE.jsonl --tokenizer FILE.json --output-prefix P [--json-key KEY]\n"
+     "               [--append-eod] [--workers N] [--bad-samples fail|skip] | inspect PREFIX "
+     "[--show N|all]",
+     "preprocess: tokenizes the text of each JSONL line into Megatron's indexed dataset\n"
+     "      P_KEY_document.bin/.idx (named as Megatron-LM's preprocess_data.py names it); "
+     "inspect: its\n"
+     "      counts (sequences, documents, tokens, dtype), with --show the first N sequences' ids."},
 };
 
 static const char *common_opts =
@@ -113,7 +123,7 @@ static const char *plan_opts =
 /* opt reads IR text only, which carries its own settings. */
 static bool takes_source(const Cmd *c) {
   return strcmp(c->name, "opt") != 0 && strcmp(c->name, "tokenize") != 0 &&
-         strcmp(c->name, "import") != 0;
+         strcmp(c->name, "data") != 0 && strcmp(c->name, "import") != 0;
 }
 
 static bool takes_plan(const Cmd *c) {
@@ -1763,6 +1773,8 @@ int main(int argc, char **argv) {
   }
   if (strcmp(o.cmd->name, "tokenize") == 0)
     return mmc_tokenize(argc - 2, argv + 2, o.cmd->args, o.cmd->help);
+  if (strcmp(o.cmd->name, "data") == 0)
+    return mmc_data(argc - 2, argv + 2, o.cmd->args, o.cmd->help);
   int rc = parse_opts(argc, argv, &o);
   if (rc < 0) {
     if (strcmp(o.cmd->name, "check") == 0)

@@ -183,3 +183,43 @@ put("trainer_args", "features", bytes([6 | 3 << 3]) + features([2], 3))
 put("trainer_args", "features-two-shards", bytes([6 | 2 << 3]) + features([1, 2], 2))
 put("trainer_args", "features-eval-batches", bytes([6 | 7 << 3]) + features([1], 2))
 put("trainer_args", "features-no-manifest", bytes([6]) + rec(K_DIR, N_SUB))
+
+
+# ---- indexed (fuzz_indexed): Megatron .idx/.bin pairs and JSONL files ----
+# An indexed input: a byte whose bits 1-2 pick the layout, the .idx's length
+# (u16), the .idx, the .bin. A JSONL input: an odd byte, then the file.
+def megatron(seqs, docs, code=8, modes=None):
+    fmt, size = {1: ("B", 1), 4: ("i", 4), 5: ("q", 8), 7: ("f", 4), 8: ("H", 2)}[code]
+    lens = [len(s) for s in seqs]
+    ptrs, p = [], 0
+    for n in lens:
+        ptrs.append(p)
+        p += n * size
+    idx = b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, code, len(seqs), len(docs))
+    idx += struct.pack("<%di" % len(lens), *lens) + struct.pack("<%dq" % len(ptrs), *ptrs)
+    idx += struct.pack("<%dq" % len(docs), *docs)
+    if modes is not None:
+        idx += struct.pack("<%db" % len(modes), *modes)
+    binf = b"".join(struct.pack("<%d%s" % (len(s), fmt), *s) for s in seqs)
+    return idx, binf
+
+
+def indexed_input(layout, idx, binf):
+    return bytes([layout << 1]) + struct.pack("<H", len(idx)) + idx + binf
+
+
+os.makedirs(os.path.join(here, "indexed"), exist_ok=True)
+for name, layout, (i, b) in [
+        ("u16", 0, megatron([[1, 2, 3], [4], [], [65535, 0]], [0, 2, 2, 4])),
+        ("i32", 1, megatron([[100000, -1], [7]], [0, 1, 2], code=4)),
+        ("u8", 0, megatron([[1], [2, 3]], [0, 2], code=1)),
+        ("i64", 0, megatron([[2 ** 40]], [0, 1], code=5)),
+        ("f32", 0, megatron([[1.5, -2.0]], [0, 1], code=7)),
+        ("modes", 2, megatron([[1, 2], [3]], [0, 1, 2], code=4, modes=[1, -3])),
+        ("empty", 0, megatron([], [0]))]:
+    put("indexed", name, indexed_input(layout, i, b))
+put("indexed", "jsonl", b"\x01" + "\n".join(json.dumps(o, ensure_ascii=a) for o, a in [
+    ({"text": "hello world"}, True), ({"text": "caf\u00e9 \u6570\u636e \U0001F600"}, False),
+    ({"text": "esc \\\" \\n \ud83d\ude00"}, True), ({"text": ""}, True),
+    ({"messages": [{"role": "user", "content": "hi"}]}, True), ({"id": 3}, True)]).encode() + b"\n")
+put("indexed", "jsonl-bad", b"\x01" + b'{"text": "a"}\n{"text": "b\xff"}\n\n{"text": 3}\n{"text": "x"} 4\n{"text')

@@ -13,7 +13,7 @@ A probe is (base arguments, arguments with the flag, expectation):
 "effect" (the output differs), "refused" (an error that names it) or, for
 `mmc check`, which prints nothing for a good plan, "verdict" (the flag
 changes what check reports, e.g. --tp 3 on a model of 4 heads)."""
-import hashlib, os, re, shutil, subprocess, sys, tempfile
+import hashlib, json, os, re, shutil, subprocess, sys, tempfile
 
 MMC = os.environ.get("MMC") or sys.argv[1]
 SRC = os.environ["MMC_SOURCE_DIR"]
@@ -232,6 +232,45 @@ opt_probes = {
     "--max-source-mb": ([BIGMMIR, "--passes", "verify"],
                         [BIGMMIR, "--passes", "verify", "--max-source-mb", "1"], "refused"),
 }
+# data: a tiny tokenizer.json (the one of cli_tests, with <|endoftext|>), JSONL
+# with a "text" and a "body" field, one with a bad line, a dataset to inspect
+DTOK = os.path.join(T, "tok.json")
+open(DTOK, "w").write(json.dumps({
+    "version": "1.0", "truncation": None, "padding": None, "normalizer": None,
+    "pre_tokenizer": None, "decoder": None,
+    "added_tokens": [{"id": 3, "content": "<s>", "special": True, "normalized": False},
+                     {"id": 4, "content": "<|endoftext|>", "special": True, "normalized": False}],
+    "post_processor": {"type": "TemplateProcessing", "pair": [],
+                       "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                                  {"Sequence": {"id": "A", "type_id": 0}}],
+                       "special_tokens": {"<s>": {"id": "<s>", "ids": [3], "tokens": ["<s>"]}}},
+    "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]}}))
+DJ, DJBAD = os.path.join(T, "d.jsonl"), os.path.join(T, "dbad.jsonl")
+open(DJ, "w").write('{"text": "ab", "body": "ba"}\n{"text": "aab", "body": "b"}\n')
+open(DJBAD, "w").write('{"text": "ab"}\n{"text": \n')
+FORCED = os.path.join(T, "forced")
+for ext in (".bin", ".idx"):
+    open(FORCED + "_text_document" + ext, "w").close()
+subprocess.run([MMC, "data", "preprocess", "--input", DJ, "--tokenizer", DTOK,
+                "--output-prefix", os.path.join(T, "ds")], capture_output=True, check=True)
+DS = os.path.join(T, "ds_text_document")
+PRE = ["preprocess", "--input", DJ, "--tokenizer", DTOK, "--output-prefix", "o"]
+data_probes = {
+    "-h": (PRE, PRE + ["-h"], "effect"),
+    "--help": (PRE, PRE + ["--help"], "effect"),
+    "--input": (PRE[:1] + PRE[3:], PRE, "effect"),
+    "--tokenizer": (PRE[:3] + PRE[5:], PRE, "effect"),
+    "--output-prefix": (PRE[:5], PRE, "effect"),
+    "--json-key": (PRE, PRE + ["--json-key", "body"], "effect"),
+    "--append-eod": (PRE, PRE + ["--append-eod"], "effect"),
+    "--eod-token": (PRE + ["--append-eod"], PRE + ["--append-eod", "--eod-token", "<s>"], "effect"),
+    "--add-special": (PRE, PRE + ["--add-special"], "effect"),
+    "--workers": (PRE, PRE + ["--workers", "2"], "effect"),
+    "--bad-samples": (["preprocess", "--input", DJBAD] + PRE[3:],
+                      ["preprocess", "--input", DJBAD] + PRE[3:] + ["--bad-samples", "skip"], "effect"),
+    "--force": (PRE[:6] + [FORCED], PRE[:6] + [FORCED, "--force"], "effect"),
+    "--show": (["inspect", DS], ["inspect", DS, "--show", "2"], "effect"),
+}
 # overriding the model's own setting takes effect (extra probes, on plan)
 extra = [
     ("plan", "--pp 1", [G, "--model", "Pp"], [G, "--model", "Pp", "--pp", "1"], "effect"),
@@ -276,6 +315,8 @@ for c in commands:
             table = dict(opt_probes)
         if c == "import":
             table = dict(import_probes)
+        if c == "data":
+            table = dict(data_probes)
         p = table.get(flag)
         if p is None:
             failures.append("mmc %s %s: listed in its --help, but no probe in %s" %
