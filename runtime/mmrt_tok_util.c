@@ -1,6 +1,7 @@
 /* mmrt_tok_util.c: the tokenizer's plumbing: buffers, hash maps, UTF-8 and
  * Unicode classes through libunistring, PCRE2 match spans, and the JSON
  * readers whose errors name the file and the field. */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -217,8 +218,7 @@ bool tk_is_mark(uint32_t uc) {
  * byte order. */
 static uint16_t byte_char[256];
 static int16_t char_byte[324];
-static void byte_tables(void) {
-  if (byte_char['!']) return;
+static void byte_tables_fill(void) {
   int next = 256;
   for (int b = 0; b < 256; b++) {
     bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
@@ -226,6 +226,13 @@ static void byte_tables(void) {
   }
   for (int i = 0; i < 324; i++) char_byte[i] = -1;
   for (int b = 0; b < 256; b++) char_byte[byte_char[b]] = (int16_t)b;
+}
+
+/* filled once, whichever thread encodes first (mmc data preprocess runs
+ * several) */
+static void byte_tables(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, byte_tables_fill);
 }
 
 uint32_t tk_byte_char(unsigned char b) {

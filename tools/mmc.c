@@ -139,9 +139,10 @@ static void usage_all(FILE *out) {
 
 static void usage_cmd(FILE *out, const Cmd *c) {
   fprintf(out, "usage: mmc %s %s\n\n%s\n\n%s%s", c->name, c->args, c->help,
-          takes_source(c) ? common_opts
-                          : "Options:\n  --max-source-mb N  refuse IR text larger than N MiB "
-                            "(default 64)\n  -h, --help         this help\n",
+          takes_source(c)           ? common_opts
+          : !strcmp(c->name, "opt") ? "Options:\n  --max-source-mb N  refuse IR text larger than N "
+                                      "MiB (default 64)\n  -h, --help         this help\n"
+                                    : "Options:\n  -h, --help         this help\n",
           takes_plan(c) ? plan_opts : "");
   if (strcmp(c->name, "dump-ir") == 0 || strcmp(c->name, "plan") == 0 ||
       strcmp(c->name, "compile") == 0)
@@ -268,7 +269,7 @@ static int parse_opts(int argc, char **argv, Opts *o) {
     } else if (strncmp(a, "-I", 2) == 0 && a[2]) {
       if (o->nincdirs == 64) return bad_usage(o->cmd, "too many -I folders%s", "");
       o->incdirs[o->nincdirs++] = a + 2;
-    } else if (strcmp(a, "--max-source-mb") == 0) {
+    } else if (strcmp(a, "--max-source-mb") == 0 && strcmp(o->cmd->name, "import") != 0) {
       NEED_ARG();
       if (!parse_int(next, 1, 1 << 20, &o->max_source_mb))
         return bad_usage(o->cmd, "--max-source-mb takes a size in MiB from 1 to 1048576, not '%s'",

@@ -254,6 +254,40 @@ for ext in (".bin", ".idx"):
 subprocess.run([MMC, "data", "preprocess", "--input", DJ, "--tokenizer", DTOK,
                 "--output-prefix", os.path.join(T, "ds")], capture_output=True, check=True)
 DS = os.path.join(T, "ds_text_document")
+# tokenize: the same tokenizer, one with truncation and padding, one with
+# ChatML's special tokens; text, ids and a chat JSONL
+_tj = json.load(open(DTOK))
+_tj["truncation"] = {"direction": "Right", "max_length": 1, "strategy": "LongestFirst", "stride": 0}
+_tj["padding"] = {"strategy": {"Fixed": 4}, "direction": "Right", "pad_to_multiple_of": None,
+                  "pad_id": 0, "pad_type_id": 0, "pad_token": "a"}
+TTP = os.path.join(T, "tok_tp.json")
+open(TTP, "w").write(json.dumps(dict(_tj, padding=None)))
+TPAD = os.path.join(T, "tok_pad.json")
+open(TPAD, "w").write(json.dumps(dict(_tj, truncation=None)))
+_cv = {c: i for i, c in enumerate("abuserintym\n")}
+_tj = {"version": "1.0", "truncation": None, "padding": None, "normalizer": None,
+       "pre_tokenizer": None, "post_processor": None, "decoder": None,
+       "added_tokens": [{"id": len(_cv) + i, "content": c, "special": True, "normalized": False}
+                        for i, c in enumerate(["<|im_start|>", "<|im_end|>"])],
+       "model": {"type": "BPE", "vocab": _cv, "merges": []}}
+TCHAT = os.path.join(T, "tok_chat.json")
+open(TCHAT, "w").write(json.dumps(_tj))
+TTXT, TIDS, TCJ = (os.path.join(T, n) for n in ("t.txt", "t.ids", "c.jsonl"))
+open(TTXT, "w").write("ab\naab\n")
+open(TIDS, "w").write("3 0 1\n2\n")
+open(TCJ, "w").write(json.dumps({"messages": [{"role": "user", "content": "ab"},
+                                              {"role": "assistant", "content": "ba"}]}) + "\n")
+tokenize_probes = {
+    "-h": ([DTOK, TTXT], [DTOK, TTXT, "-h"], "effect"),
+    "--help": ([DTOK, TTXT], [DTOK, TTXT, "--help"], "effect"),
+    "--decode": ([DTOK, TIDS], [DTOK, TIDS, "--decode"], "effect"),
+    "--add-special": ([DTOK, TTXT], [DTOK, TTXT, "--add-special"], "effect"),
+    "--skip-special": ([DTOK, TIDS, "--decode"], [DTOK, TIDS, "--decode", "--skip-special"],
+                       "effect"),
+    "--no-truncation": ([TTP, TTXT], [TTP, TTXT, "--no-truncation"], "effect"),
+    "--no-padding": ([TPAD, TTXT], [TPAD, TTXT, "--no-padding"], "effect"),
+    "--chat": ([TCHAT, TCJ], [TCHAT, TCJ, "--chat", "chatml"], "effect"),
+}
 PRE = ["preprocess", "--input", DJ, "--tokenizer", DTOK, "--output-prefix", "o"]
 data_probes = {
     "-h": (PRE, PRE + ["-h"], "effect"),
@@ -317,6 +351,8 @@ for c in commands:
             table = dict(import_probes)
         if c == "data":
             table = dict(data_probes)
+        if c == "tokenize":
+            table = dict(tokenize_probes)
         p = table.get(flag)
         if p is None:
             failures.append("mmc %s %s: listed in its --help, but no probe in %s" %
