@@ -2,7 +2,7 @@
 # hf_import: Hugging Face directories (runtime/mmrt_hf.c, the mapping
 # runtime/mmrt_hf_map.def, `mmc import`, `mmc check --init-from`, the
 # trainer's --init-from HF_DIR), against transformers (a test reference in
-# the venv tools/hf_venv.sh makes, never a dependency of mmc):
+# the venv tools/test_venvs.sh makes, never a dependency of mmc):
 # 1. tiny random GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM (tied,
 #    random q/k/v biases), the same Qwen2 in bf16 in 3 shards and in fp16, a
 #    T5EncoderModel (tests/hf/make_tiny.py): mmc import, compile, the first
@@ -28,8 +28,8 @@
 set -u
 PY=${MMC_HF_PYTHON:-/var/cache/mmc-venv-hf/bin/python}
 H="$MMC_SOURCE_DIR/tests/hf"
-if ! "$PY" -c 'import transformers, accelerate' 2> /dev/null; then
-  echo "FAIL: no transformers in $PY (tools/hf_venv.sh, run by tools/setup.sh, makes the venv)"
+if [ -z "${MMC_HF_PYTHON:-}" ] && ! bash "$MMC_SOURCE_DIR/tools/test_venvs.sh" hf; then
+  echo "FAIL: cannot make the transformers venv (tools/test_venvs.sh hf: needs python3-venv, python3-torch and PyPI)"
   exit 1
 fi
 T=$(mktemp -d)

@@ -13,16 +13,10 @@
 # loaded from the wheel's file).
 set -uo pipefail
 VENV=${MMC_MCORE_VENV:-/var/cache/mmc-venv-mcore}
-PKGS="megatron-core==0.16.1 tokenizers==0.23.3 packaging>=24.2"
 PY="$VENV/bin/python"
 REF="$MMC_SOURCE_DIR/tests/data_ref/ref.py"
-if ! "$PY" -c "import sys; sys.path.insert(0, '$MMC_SOURCE_DIR/tests/data_ref'); import mcore, tokenizers; mcore.load()" 2>/dev/null; then
-  echo "making $VENV with $PKGS (megatron-core without its torch>=2.6 requirement)"
-  { /usr/bin/python3 -m venv --system-site-packages "$VENV" &&
-    "$VENV/bin/pip" install -q --no-deps "megatron-core==0.16.1" &&
-    "$VENV/bin/pip" install -q "tokenizers==0.23.3" "packaging>=24.2"; } ||
-    { echo "FAIL: cannot make $VENV (needs python3-venv, python3-torch, python3-numpy and PyPI)"; echo "0 passed, 1 failed"; exit 1; }
-fi
+bash "$MMC_SOURCE_DIR/tools/test_venvs.sh" mcore ||
+  { echo "FAIL: cannot make $VENV (needs python3-venv, python3-torch, python3-numpy and PyPI)"; echo "0 passed, 1 failed"; exit 1; }
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 pass=0; fail=0

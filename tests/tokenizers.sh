@@ -10,13 +10,9 @@
 # (MMC_TOK_VENV, default /var/cache/mmc-venv-tok).
 set -uo pipefail
 VENV=${MMC_TOK_VENV:-/var/cache/mmc-venv-tok}
-# the versions checked; sentencepiece only makes T5's Precompiled rules (nmt_nfkc)
-PKGS="tokenizers==0.23.3 sentencepiece==0.2.3"
-if ! "$VENV/bin/python" -c "import tokenizers, sentencepiece, sys; sys.exit(tokenizers.__version__ != '0.23.3')" 2>/dev/null; then
-  echo "making $VENV with $PKGS"
-  /usr/bin/python3 -m venv "$VENV" && "$VENV/bin/pip" install -q $PKGS ||
-    { echo "FAIL: cannot make $VENV with tokenizers (needs python3-venv and PyPI)"; echo "0 passed, 1 failed"; exit 1; }
-fi
+# the versions checked (tools/test_venvs.sh tok); sentencepiece only makes T5's Precompiled rules (nmt_nfkc)
+bash "$MMC_SOURCE_DIR/tools/test_venvs.sh" tok ||
+  { echo "FAIL: cannot make $VENV with tokenizers (needs python3-venv and PyPI)"; echo "0 passed, 1 failed"; exit 1; }
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 "$VENV/bin/python" "$MMC_SOURCE_DIR/tests/tok/compare.py" "$MMC" "$T"

@@ -11,10 +11,8 @@
 set -uo pipefail
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
 VENV=${MMC_TOK_VENV:-/var/cache/mmc-venv-tok}
-if ! "$VENV/bin/python" -c "import tokenizers, sentencepiece, sys; sys.exit(tokenizers.__version__ != '0.23.3')" 2>/dev/null; then
-  /usr/bin/python3 -m venv "$VENV" && "$VENV/bin/pip" install -q tokenizers==0.23.3 sentencepiece==0.2.3 ||
-    { echo "FAIL: cannot make $VENV with tokenizers (needs python3-venv and PyPI)"; echo "0 passed, 1 failed"; exit 1; }
-fi
+bash "$MMC_SOURCE_DIR/tools/test_venvs.sh" tok ||
+  { echo "FAIL: cannot make $VENV with tokenizers (needs python3-venv and PyPI)"; echo "0 passed, 1 failed"; exit 1; }
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 SAMPLE=()

@@ -24,4 +24,3 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-bash "$(dirname "$0")/hf_venv.sh" # transformers for tests/hf_import.sh

@@ -15,6 +15,10 @@ slowest() { # the ten slowest tests of a build folder, from CTest's own timings
 }
 stage_done() { times+=("$(printf '%-28s %5d s' "$1" $((SECONDS - ts)))"); echo "-- $1: $((SECONDS - ts)) s"; ts=$SECONDS; }
 
+echo "== the tests' Python references (venvs under /var/cache) =="
+bash tools/test_venvs.sh all
+stage_done "reference venvs"
+
 echo "== format (clang-format-19, .clang-format) =="
 git ls-files '*.c' '*.h' | xargs clang-format-19 --dry-run -Werror
 stage_done format
