@@ -1462,16 +1462,6 @@ int mmrt_ckpt_read_slice(MmrtCkpt *c, const MmrtTensorRef *t, const MmrtSlice *w
 
 /* ---- output paths, checked before a run's work ---- */
 
-const char *mmrt_file_kind(unsigned mode) {
-  return S_ISDIR(mode)    ? "a directory"
-         : S_ISCHR(mode)  ? "a character device"
-         : S_ISBLK(mode)  ? "a block device"
-         : S_ISFIFO(mode) ? "a FIFO"
-         : S_ISSOCK(mode) ? "a socket"
-         : S_ISREG(mode)  ? "a regular file"
-                          : "not a regular file";
-}
-
 /* A file can be created in dir: a temporary created there and removed. */
 static int probe_dir(const char *flag, const char *path, const char *dir, char *err,
                      size_t errlen) {

@@ -252,7 +252,6 @@ typedef struct MmrtOut {
 int mmrt_out_begin(MmrtOut *o, const char *path, char *err, size_t errlen);
 int mmrt_out_finish(MmrtOut *o, int ok, char *err, size_t errlen);
 /* "a directory", "a character device", "a FIFO", ... of a stat mode. */
-const char *mmrt_file_kind(unsigned mode);
 
 /* Remove stepdir unless root/latest names it (the leftovers of a failed
  * write). */

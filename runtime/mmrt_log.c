@@ -37,13 +37,14 @@ const char *mmrt_status_name(int code) {
   return "unknown error";
 }
 
-static const char *file_kind(mode_t m) {
-  return S_ISFIFO(m)   ? "a FIFO"
-         : S_ISDIR(m)  ? "a directory"
-         : S_ISCHR(m)  ? "a character device"
-         : S_ISBLK(m)  ? "a block device"
-         : S_ISSOCK(m) ? "a socket"
-                       : "not a file";
+const char *mmrt_file_kind(unsigned mode) {
+  return S_ISDIR(mode)    ? "a directory"
+         : S_ISCHR(mode)  ? "a character device"
+         : S_ISBLK(mode)  ? "a block device"
+         : S_ISFIFO(mode) ? "a FIFO"
+         : S_ISSOCK(mode) ? "a socket"
+         : S_ISREG(mode)  ? "a regular file"
+                          : "not a regular file";
 }
 
 int mmrt_open_read(const char *path, int *fd, char *err, size_t errlen) {
@@ -65,7 +66,7 @@ int mmrt_open_read(const char *path, int *fd, char *err, size_t errlen) {
     close(*fd);
     *fd = -1;
     return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: not a regular file (%s); give a file", path,
-                     file_kind(st.st_mode));
+                     mmrt_file_kind(st.st_mode));
   }
   if ((flags = fcntl(*fd, F_GETFL)) < 0 || fcntl(*fd, F_SETFL, flags & ~O_NONBLOCK) < 0) {
     int e = errno;

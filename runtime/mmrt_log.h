@@ -132,4 +132,8 @@ const char *mmrt_stop_name(int sig);
  * unknown. */
 int64_t mmrt_peak_rss_bytes(void);
 
+/* What a path that is not a regular file is ("a FIFO", "a directory", ...),
+ * for messages; mode is a struct stat's st_mode. */
+const char *mmrt_file_kind(unsigned mode);
+
 #endif

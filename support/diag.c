@@ -66,7 +66,7 @@ uint32_t diag_add_buffer(Diag *d, const char *name, const char *text, size_t siz
   return add_file(d, name, copy, size);
 }
 
-static const char *kind_of(mode_t m) {
+const char *diag_file_kind(unsigned m) {
   return S_ISDIR(m)    ? "a directory"
          : S_ISFIFO(m) ? "a FIFO"
          : S_ISCHR(m)  ? "a character device"
@@ -96,7 +96,7 @@ uint32_t diag_load_file(Diag *d, const char *path, const char **err) {
     return 0;
   }
   if (!S_ISREG(st.st_mode)) {
-    snprintf(d->load_err, sizeof d->load_err, "%s, not a regular file", kind_of(st.st_mode));
+    snprintf(d->load_err, sizeof d->load_err, "%s, not a regular file", diag_file_kind(st.st_mode));
     *err = d->load_err;
     close(fd);
     return 0;

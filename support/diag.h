@@ -62,4 +62,8 @@ void diag_error_plain(Diag *d, const char *fmt, ...) __attribute__((format(print
 /* Spans from a to the end of b (same file and line), for ranges. */
 SrcLoc srcloc_span(SrcLoc a, SrcLoc b);
 
+/* What a path that is not a regular file is ("a FIFO", "a directory", ...),
+ * for messages; m is a struct stat's st_mode. */
+const char *diag_file_kind(unsigned m);
+
 #endif

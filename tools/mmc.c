@@ -497,15 +497,6 @@ static FeProgram *load(Opts *o, Diag *d) {
  * refused, not replaced), and its folder is writable. Written to a fresh
  * file beside it, renamed over it once complete. */
 
-static const char *file_kind(mode_t m) {
-  return S_ISDIR(m)    ? "a directory"
-         : S_ISFIFO(m) ? "a FIFO"
-         : S_ISCHR(m)  ? "a character device"
-         : S_ISBLK(m)  ? "a block device"
-         : S_ISSOCK(m) ? "a socket"
-                       : "not a regular file";
-}
-
 static bool output_ok(const char *flag, const char *path, Diag *d) {
   struct stat st;
   if (!*path) {
@@ -516,7 +507,7 @@ static bool output_ok(const char *flag, const char *path, Diag *d) {
   if (stat(path, &st) == 0) {
     if (!S_ISREG(st.st_mode)) {
       fprintf(stderr, "mmc: error: %s '%s' is %s: refusing to replace it with the output\n", flag,
-              path, file_kind(st.st_mode));
+              path, diag_file_kind(st.st_mode));
       d->errors++;
       return false;
     }
