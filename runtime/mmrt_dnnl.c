@@ -66,9 +66,11 @@ static _Noreturn void dnnl_fail(dnnl_status_t st, const char *what, int line, co
  * call is reported as what it is, naming the primitive and its shapes, and
  * the program exits with status 1; without one (or under ASan, which owns
  * SIGSEGV) a crash stays a crash. */
-static char guard_msg[1024];
 static struct sigaction guard_old[2];
 static int guard_set;
+
+#if !defined(__SANITIZE_ADDRESS__)
+static char guard_msg[1024];
 
 static void guard_handler(int sig) {
   ssize_t n = write(2, guard_msg, strlen(guard_msg));
@@ -76,6 +78,7 @@ static void guard_handler(int sig) {
   (void)sig;
   _exit(1);
 }
+#endif
 
 static void guard_on(const char *what) {
 #if !defined(__SANITIZE_ADDRESS__)
