@@ -1622,12 +1622,22 @@ int mmrt_ckpt_leftover(const char *root, char *name, size_t len) {
   if (!d) return 0;
   struct dirent *e;
   int found = 0;
-  while (!found && (e = readdir(d)))
-    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, MMRT_CKPT_LOCK) &&
-        strncmp(e->d_name, ".mmrt-probe.", 12)) {
-      snprintf(name, len, "%s", e->d_name);
-      found = 1;
-    }
+  while (!found && (e = readdir(d))) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !strcmp(e->d_name, MMRT_CKPT_LOCK) ||
+        !strncmp(e->d_name, ".mmrt-probe.", 12) ||
+        !strncmp(e->d_name, MMRT_CKPT_POINTER ".tmp.", strlen(MMRT_CKPT_POINTER ".tmp.")))
+      continue;
+    /* a step directory without its manifest is a write that was cut off
+     * (a run killed during its first checkpoint): nothing to resume, and
+     * the next checkpoint's pruning removes it */
+    int alt;
+    char m[PATH_MAX];
+    struct stat sb;
+    snprintf(m, sizeof m, "%s/%s/manifest.json", root, e->d_name);
+    if (step_name(e->d_name, &alt) >= 0 && stat(m, &sb) != 0) continue;
+    snprintf(name, len, "%s", e->d_name);
+    found = 1;
+  }
   closedir(d);
   return found;
 }

@@ -219,8 +219,9 @@ int mmrt_ckpt_prune(const char *root, int keep, char *err, size_t errlen);
 int mmrt_ckpt_lock(const char *root, long *stale, char *err, size_t errlen);
 /* Remove root's lock if this process holds it. */
 void mmrt_ckpt_unlock(const char *root);
-/* 1 with the first entry's name when root holds something besides its lock
- * (0: root is empty or absent). */
+/* 1 with the first entry's name when root holds something besides its lock,
+ * temporary pointer files and step directories without a manifest (writes
+ * cut off by a kill); 0: nothing of value, or root is absent. */
 int mmrt_ckpt_leftover(const char *root, char *name, size_t len);
 
 /* ---- output paths ---- */
