@@ -55,10 +55,14 @@ train() { # file model tag flags...: compile, 3 steps, weights in $T/<tag>.st, l
 act() { "$MMC" plan "$1" -I "$S" --model "$2" "${@:3}" --json | /usr/bin/python3 -c \
   'import json,sys; print(json.load(sys.stdin)["by_role"]["act"])'; }
 
-for m in gpt2.mm:GPT2Tiny vit_fashion.mm:ViTFashion internvl2.mm:InternVL2Tiny; do
-  f="$S/${m%%:*}" model=${m##*:}
+# the policies trained per model; the sanitizer build trains GPT2Tiny under
+# each and one policy of the others (the suite's time budget)
+for m in gpt2.mm:GPT2Tiny:full,selective,block:1 vit_fashion.mm:ViTFashion:block:1 internvl2.mm:InternVL2Tiny:selective; do
+  IFS=: read -r fm model san <<< "$m"
+  f="$S/$fm" all="full selective block:1"
+  [ "$SAN" = 1 ] && all=${san//,/ }
   train "$f" "$model" "$model-none" --recompute none || continue
-  for r in full selective block:1; do
+  for r in $all; do
     tag="$model-${r/:/}"
     train "$f" "$model" "$tag" --recompute "$r" || continue
     cmp -s "$T/$model-none.st" "$T/$tag.st" && ok || bad "$tag: weights differ from no recompute"
@@ -126,7 +130,9 @@ c = [json.loads(l)["comm"] for l in open(sys.argv[1]) if '"comm"' in l][-1]
 print(c["train_" + sys.argv[2]].get(sys.argv[3] + ".tp", {"calls": 0})["calls"] // c["steps"])
 PY
 }
-for cfg in "d2:gpt2.mm:GPT2Tiny:" "d3:deep3.mm:GPT2Deep3:" "d2sp:gpt2.mm:GPT2Tiny:--sp"; do
+cfgs=("d2:gpt2.mm:GPT2Tiny:" "d3:deep3.mm:GPT2Deep3:" "d2sp:gpt2.mm:GPT2Tiny:--sp")
+[ "$SAN" = 1 ] && cfgs=("${cfgs[@]:1}") # depth 3 and sp (the per-layer count still shows at 3)
+for cfg in "${cfgs[@]}"; do
   IFS=: read -r tag file model sp <<< "$cfg"
   for r in none full; do
     # shellcheck disable=SC2086
