@@ -120,7 +120,8 @@ static void usage(FILE *out, const MmrtModelDesc *m) {
       "  --eval-batches N   evaluate on at most N test batches, or all: the whole split (default\n"
       "                     %d)\n"
       "  --ckpt DIR         write checkpoints there (at the end, and every --ckpt-every N steps):\n"
-      "                     DIR/step-NNNNNN/ each, DIR/latest naming the newest complete one\n"
+      "                     DIR/step-NNNNNN/ each, DIR/latest naming the newest complete one;\n"
+      "                     a DIR holding a checkpoint takes --resume\n"
       "  --keep K           keep the last K checkpoints in --ckpt DIR (default %d); a newer one\n"
       "                     than the run resumed from stays until the run passes it\n"
       "  --resume           continue from the checkpoint DIR/latest names (DIR absent or empty:\n"
@@ -1674,6 +1675,14 @@ static int check_outputs(Trainer *t) {
       if (o[i].path && o[j].path && !strcmp(o[i].path, o[j].path))
         bad = fail("%s and %s name the same path %s", o[j].flag, o[i].flag, o[i].path);
   if (any_rank(t, bad, "the output paths' check (all-reduce)")) return 1;
+  if (a->ckpt && !a->resume && t->rank == 0) { /* a fresh run would overwrite and prune them */
+    char live[4096];
+    if (mmrt_ckpt_resolve(a->ckpt, live, sizeof live, err, sizeof err) != MMRT_ERR_NOTFOUND)
+      bad = fail("--ckpt %s holds another run's checkpoints (%s/%s); a new run would overwrite and "
+                 "prune them: --resume continues that run, or give an empty or new folder",
+                 a->ckpt, a->ckpt, MMRT_CKPT_POINTER);
+  }
+  if (any_rank(t, bad, "the checkpoint folder's check (all-reduce)")) return 1;
   if (a->ckpt && t->rank == 0) {
     long stale;
     if (mmrt_ckpt_lock(a->ckpt, &stale, err, sizeof err) != MMRT_OK)

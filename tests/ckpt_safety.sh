@@ -10,7 +10,8 @@
 #      counts skipped_steps, the run goes on; 10 skipped in a row stop it;
 #      under mpirun -np 2 (dp=2) both ranks stop (or skip) together;
 #   2. checkpoint directories: --resume on a DIR with step directories but
-#      no DIR/latest is refused (nothing removed), an empty one starts at 0;
+#      no DIR/latest is refused (nothing removed), an empty one starts at 0,
+#      a run without --resume into one with a checkpoint is refused;
 #      DIR/lock keeps a second trainer out before its step 1, a dead
 #      holder's lock is taken over with a message; a newer checkpoint than
 #      the one resumed from survives pruning;
@@ -144,6 +145,15 @@ mkdir r2
 if ./g --steps 1 --ckpt r2 --resume --eval-batches 1 > /dev/null 2> r2.err && grep -q "no checkpoint in r2 yet; starting at step 0" r2.err &&
    [ "$(cat r2/latest)" = step-000001 ] && [ ! -e r2/lock ]; then ok "--resume on an empty DIR starts at step 0 (the lock removed at the end)"
 else bad "--resume on an empty DIR: $(cat r2.err)"; fi
+
+# a run without --resume into a DIR holding another run's checkpoint: refused
+# before step 1 (it would overwrite and prune them), every file unchanged
+before=$(cd r2 && find . -type f -exec md5sum {} + | sort)
+./g --steps 3 --ckpt r2 --log fr.jsonl "${Q[@]}" > /dev/null 2> fr.err; st=$?
+if [ $st = 1 ] && grep -q "error: --ckpt r2 holds another run's checkpoints (r2/latest); a new run would overwrite and prune them: --resume continues that run" fr.err &&
+   [ "$(cd r2 && find . -type f -exec md5sum {} + | sort)" = "$before" ] && [ "$(steps_logged fr.jsonl)" = 0 ]; then
+  ok "a fresh run into a DIR with a checkpoint: refused, every file kept"
+else bad "a fresh run into r2: exit $st, $(cat fr.err)"; fi
 
 # a run killed in its first checkpoint leaves a step directory without its
 # manifest (and a temporary pointer): nothing to resume, so step 0, and the

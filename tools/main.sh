@@ -19,7 +19,7 @@ RUN=${RUN:-runs/vit_fashion}
 mkdir -p "$RUN"
 ./build/mmc compile stdlib_models/vit_fashion.mm --model ViTFashion -o "$RUN/trainer"
 start=$(date +%s)
-"$RUN/trainer" --steps "${STEPS:-6000}" --eval-every 2000 --eval-batches all --ckpt "$RUN/ckpt" --ckpt-every 2000 --log "$RUN/metrics.jsonl"
+"$RUN/trainer" --steps "${STEPS:-6000}" --eval-every 2000 --eval-batches all --ckpt "$RUN/ckpt" --resume --ckpt-every 2000 --log "$RUN/metrics.jsonl"
 echo "wall time: $(( $(date +%s) - start )) s; metrics in $RUN/metrics.jsonl"
 
 # The captioner: InternVL2Tiny (InternViT, pixel-shuffle projector, a
