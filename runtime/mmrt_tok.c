@@ -740,17 +740,13 @@ static bool parse_post(TkLd *ld, const char *path, json_object *o, Post **out) {
     return pair_id(ld, path, o, "sep", p);
   }
   if (strcmp(type, "Sequence") == 0) {
-    static const char *const keys[] = {"type", "processors", NULL};
     p->kind = PP_SEQ;
-    if (!tk_keys(ld, path, o, keys) ||
-        !tk_member(ld, path, o, "processors", json_type_array, true, &v))
+    if (!(p->subs = tk_seq(ld, path, o, "processors", sizeof *p->subs, &v, &p->nsubs)))
       return false;
-    p->nsubs = json_object_array_length(v);
-    p->subs = calloc(p->nsubs + 1, sizeof *p->subs);
-    for (size_t i = 0; i < p->nsubs; i++) {
-      snprintf(sub, sizeof sub, "%s.processors[%zu]", path, i);
-      if (!parse_post(ld, sub, json_object_array_get_idx(v, i), &p->subs[i])) return false;
-    }
+    for (size_t i = 0; i < p->nsubs; i++)
+      if (!parse_post(ld, tk_seq_path(sub, sizeof sub, path, "processors", i),
+                      json_object_array_get_idx(v, i), &p->subs[i]))
+        return false;
     return true;
   }
   if (strcmp(type, "TemplateProcessing") == 0) {

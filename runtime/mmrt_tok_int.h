@@ -91,6 +91,14 @@ bool tk_keys(TkLd *ld, const char *path, json_object *obj, const char *const *ke
 bool tk_member(TkLd *ld, const char *path, json_object *obj, const char *key, json_type type,
                bool required, json_object **out);
 bool tk_bool(TkLd *ld, const char *path, json_object *obj, const char *key, bool dflt, bool *out);
+/* A Sequence {"type": "Sequence", key: [...]}: the array in *arr, its
+ * length in *n and a zeroed array of n + 1 members of size bytes each
+ * (returned; NULL after a message). The caller parses member i from
+ * json_object_array_get_idx(*arr, i) with the path tk_seq_path makes. */
+void *tk_seq(TkLd *ld, const char *path, json_object *o, const char *key, size_t size,
+             json_object **arr, size_t *n);
+/* "path.key[i]" in buf (a PATH_MAX-sized buffer or smaller) */
+const char *tk_seq_path(char *buf, size_t len, const char *path, const char *key, size_t i);
 bool tk_regex_compile(TkLd *ld, const char *path, const char *pat, size_t n, TkRegex *r);
 /* {"String": s} or {"Regex": r}: a regex, or a literal in *lit */
 typedef struct TkPattern {

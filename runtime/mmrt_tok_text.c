@@ -30,6 +30,31 @@ static char *dup_str(json_object *s, size_t *n) {
   return p;
 }
 
+/* {"type": T, key: "string"}: the string, copied into *text. */
+static bool text_only(TkLd *ld, const char *path, json_object *o, const char *key, char **text,
+                      size_t *n) {
+  const char *const keys[] = {"type", key, NULL};
+  json_object *v;
+  if (!tk_keys(ld, path, o, keys) || !tk_member(ld, path, o, key, json_type_string, true, &v))
+    return false;
+  *text = dup_str(v, n);
+  return true;
+}
+
+/* {"type": "Replace", "pattern": {...}, "content": "string"} */
+static bool replace_parse(TkLd *ld, const char *path, json_object *o, TkPattern *pat, char **text,
+                          size_t *n) {
+  static const char *const keys[] = {"type", "pattern", "content", NULL};
+  json_object *v;
+  if (!tk_keys(ld, path, o, keys) ||
+      !tk_member(ld, path, o, "pattern", json_type_object, true, &v) ||
+      !tk_pattern_parse(ld, path, v, pat) ||
+      !tk_member(ld, path, o, "content", json_type_string, true, &v))
+    return false;
+  *text = dup_str(v, n);
+  return true;
+}
+
 /* One code point from a string field that must hold exactly one. */
 static bool one_char(TkLd *ld, const char *path, json_object *o, const char *key, uint32_t *uc) {
   json_object *v;
@@ -222,24 +247,12 @@ bool tk_norm_parse(TkLd *ld, const char *path, json_object *o, TkNorm **out) {
            tk_bool(ld, path, o, "strip_right", false, &n->right);
   }
   if (strcmp(type, "Replace") == 0) {
-    static const char *const keys[] = {"type", "pattern", "content", NULL};
     n->kind = N_REPLACE;
-    if (!tk_keys(ld, path, o, keys) ||
-        !tk_member(ld, path, o, "pattern", json_type_object, true, &v) ||
-        !tk_pattern_parse(ld, path, v, &n->pat) ||
-        !tk_member(ld, path, o, "content", json_type_string, true, &v))
-      return false;
-    n->text = dup_str(v, &n->textn);
-    return true;
+    return replace_parse(ld, path, o, &n->pat, &n->text, &n->textn);
   }
   if (strcmp(type, "Prepend") == 0) {
-    static const char *const keys[] = {"type", "prepend", NULL};
     n->kind = N_PREPEND;
-    if (!tk_keys(ld, path, o, keys) ||
-        !tk_member(ld, path, o, "prepend", json_type_string, true, &v))
-      return false;
-    n->text = dup_str(v, &n->textn);
-    return true;
+    return text_only(ld, path, o, "prepend", &n->text, &n->textn);
   }
   if (strcmp(type, "Precompiled") == 0) {
     static const char *const keys[] = {"type", "precompiled_charsmap", NULL};
@@ -250,17 +263,13 @@ bool tk_norm_parse(TkLd *ld, const char *path, json_object *o, TkNorm **out) {
     return precompiled_parse(ld, path, v, n);
   }
   if (strcmp(type, "Sequence") == 0) {
-    static const char *const keys[] = {"type", "normalizers", NULL};
     n->kind = N_SEQ;
-    if (!tk_keys(ld, path, o, keys) ||
-        !tk_member(ld, path, o, "normalizers", json_type_array, true, &v))
+    if (!(n->subs = tk_seq(ld, path, o, "normalizers", sizeof *n->subs, &v, &n->nsubs)))
       return false;
-    n->nsubs = json_object_array_length(v);
-    n->subs = calloc(n->nsubs + 1, sizeof *n->subs);
-    for (size_t i = 0; i < n->nsubs; i++) {
-      SUB(sub, "%s.normalizers[%zu]", path, i);
-      if (!tk_norm_parse(ld, sub, json_object_array_get_idx(v, i), &n->subs[i])) return false;
-    }
+    for (size_t i = 0; i < n->nsubs; i++)
+      if (!tk_norm_parse(ld, tk_seq_path(sub, sizeof sub, path, "normalizers", i),
+                         json_object_array_get_idx(v, i), &n->subs[i]))
+        return false;
     return true;
   }
   return tk_fail(ld, path,
@@ -493,17 +502,13 @@ bool tk_pre_parse(TkLd *ld, const char *path, json_object *o, TkPre **out) {
     return tk_keys(ld, path, o, keys) && behavior_parse(ld, path, o, false, &p->behavior);
   }
   if (strcmp(type, "Sequence") == 0) {
-    static const char *const keys[] = {"type", "pretokenizers", NULL};
     p->kind = P_SEQ;
-    if (!tk_keys(ld, path, o, keys) ||
-        !tk_member(ld, path, o, "pretokenizers", json_type_array, true, &v))
+    if (!(p->subs = tk_seq(ld, path, o, "pretokenizers", sizeof *p->subs, &v, &p->nsubs)))
       return false;
-    p->nsubs = json_object_array_length(v);
-    p->subs = calloc(p->nsubs + 1, sizeof *p->subs);
-    for (size_t i = 0; i < p->nsubs; i++) {
-      SUB(sub, "%s.pretokenizers[%zu]", path, i);
-      if (!tk_pre_parse(ld, sub, json_object_array_get_idx(v, i), &p->subs[i])) return false;
-    }
+    for (size_t i = 0; i < p->nsubs; i++)
+      if (!tk_pre_parse(ld, tk_seq_path(sub, sizeof sub, path, "pretokenizers", i),
+                        json_object_array_get_idx(v, i), &p->subs[i]))
+        return false;
     return true;
   }
   return tk_fail(ld, path,
@@ -766,23 +771,12 @@ bool tk_dec_parse(TkLd *ld, const char *path, json_object *o, TkDec **out) {
            count_field(ld, path, o, "stop", &d->stop);
   }
   if (strcmp(type, "Replace") == 0) {
-    static const char *const keys[] = {"type", "pattern", "content", NULL};
     d->kind = D_REPLACE;
-    if (!tk_keys(ld, path, o, keys) ||
-        !tk_member(ld, path, o, "pattern", json_type_object, true, &v) ||
-        !tk_pattern_parse(ld, path, v, &d->pat) ||
-        !tk_member(ld, path, o, "content", json_type_string, true, &v))
-      return false;
-    d->text = dup_str(v, &d->textn);
-    return true;
+    return replace_parse(ld, path, o, &d->pat, &d->text, &d->textn);
   }
   if (strcmp(type, "BPEDecoder") == 0) {
-    static const char *const keys[] = {"type", "suffix", NULL};
     d->kind = D_BPE;
-    if (!tk_keys(ld, path, o, keys) ||
-        !tk_member(ld, path, o, "suffix", json_type_string, true, &v))
-      return false;
-    d->text = dup_str(v, &d->textn);
+    if (!text_only(ld, path, o, "suffix", &d->text, &d->textn)) return false;
     if (!d->textn) return tk_fail(ld, path, "'suffix' is empty");
     return true;
   }
@@ -797,17 +791,12 @@ bool tk_dec_parse(TkLd *ld, const char *path, json_object *o, TkDec **out) {
     return true;
   }
   if (strcmp(type, "Sequence") == 0) {
-    static const char *const keys[] = {"type", "decoders", NULL};
     d->kind = D_SEQ;
-    if (!tk_keys(ld, path, o, keys) ||
-        !tk_member(ld, path, o, "decoders", json_type_array, true, &v))
-      return false;
-    d->nsubs = json_object_array_length(v);
-    d->subs = calloc(d->nsubs + 1, sizeof *d->subs);
-    for (size_t i = 0; i < d->nsubs; i++) {
-      SUB(sub, "%s.decoders[%zu]", path, i);
-      if (!tk_dec_parse(ld, sub, json_object_array_get_idx(v, i), &d->subs[i])) return false;
-    }
+    if (!(d->subs = tk_seq(ld, path, o, "decoders", sizeof *d->subs, &v, &d->nsubs))) return false;
+    for (size_t i = 0; i < d->nsubs; i++)
+      if (!tk_dec_parse(ld, tk_seq_path(sub, sizeof sub, path, "decoders", i),
+                        json_object_array_get_idx(v, i), &d->subs[i]))
+        return false;
     return true;
   }
   return tk_fail(ld, path,

@@ -373,6 +373,22 @@ bool tk_bool(TkLd *ld, const char *path, json_object *obj, const char *key, bool
   return true;
 }
 
+void *tk_seq(TkLd *ld, const char *path, json_object *o, const char *key, size_t size,
+             json_object **arr, size_t *n) {
+  const char *const keys[] = {"type", key, NULL};
+  if (!tk_keys(ld, path, o, keys) || !tk_member(ld, path, o, key, json_type_array, true, arr))
+    return NULL;
+  *n = json_object_array_length(*arr);
+  void *subs = calloc(*n + 1, size);
+  if (!subs) tk_fail(ld, path, "out of memory for %zu members of '%s'", *n, key);
+  return subs;
+}
+
+const char *tk_seq_path(char *buf, size_t len, const char *path, const char *key, size_t i) {
+  snprintf(buf, len, "%s.%s[%zu]", path, key, i);
+  return buf;
+}
+
 bool tk_regex_compile(TkLd *ld, const char *path, const char *pat, size_t n, TkRegex *r) {
   int code;
   PCRE2_SIZE at;
