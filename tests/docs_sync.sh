@@ -67,5 +67,6 @@ for f in fails:
 if fails:
     print("(MMC=build/mmc bash tests/docs_sync.sh --write rewrites the sections from the commands)")
     sys.exit(1)
-print("docs_sync: %d sections of %d pages equal their commands' output" % (checked, len({p for _, p in rows})))
+print("docs_sync: %d sections of %d pages %s their commands' output"
+      % (checked, len({p for _, p in rows}), "rewritten from" if write else "equal"))
 PY
