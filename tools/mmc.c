@@ -2,11 +2,12 @@
  *   mmc check   FILE.mm                      parse, resolve, shape-check every model
  *   mmc dump-ir FILE.mm [--model NAME] [--after PASS|all] [--format text|dot] [--rank R]
  *   mmc stats   FILE.mm --model NAME [--json]
- *   mmc plan    FILE.mm --model NAME [--json]
+ *   mmc plan    FILE.mm --model NAME [--detail | --json]   a summary; the long form; everything
  *   mmc compile FILE.mm --model NAME -o trainer [--emit exe|obj|llvm|asm|ir] [-O0..-O3]
  *   mmc opt     FILE.mmir --passes a,b,...         run passes on IR text, print the result
  *   mmc tokenize TOKENIZER.json [FILE] [--decode]  text to token ids and back (mmc_tokenize.c)
  *   mmc data preprocess|inspect ...  JSONL to Megatron's .bin/.idx, and its contents (mmc_data.c)
+ *   mmc --list-passes | --list-ops | --version     the reference lists (mmc_lists.c)
  * Exit status: 0 ok, 1 user error (diagnostics printed), 2 usage error. */
 #include <errno.h>
 #include <json-c/json.h>
@@ -809,7 +810,7 @@ static bool add_sample(FeProgram *p, const char *model, FeResult *r, Diag *d) {
 }
 
 /* A model's frozen encoders as the forwards `latents` (clips to latents)
- * and `text_features` (caption ids to features), docs/architecture.md
+ * and `text_features` (caption ids to features), docs/design/t2v.md
  * "Offline features": a one-rank trainer gets @latents and @text_features
  * for its online encoding; the extract task runs them over the training
  * clips. */
