@@ -1065,7 +1065,7 @@ static bool lower_grad_norm(Cg *cg, const IrNode *n) {
   return true;
 }
 
-/* What the kernels cannot do on split values yet (docs/architecture.md,
+/* What the kernels cannot do on split values yet (docs/design/parallelism.md,
  * "Kernels on split values"): a message instead of wrong numbers. */
 static bool split_ok(Cg *cg, const IrNode *n) {
   int any = 0;

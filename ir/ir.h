@@ -5,15 +5,31 @@
  * declared once in ops.def; the enum, names, shape rules, parser, printer and
  * verifier come from that table. All memory of a module lives in its arena.
  *
- * Text form (print -> parse -> print is byte-identical):
+ * Text form (print -> parse -> print is byte-identical). `mmc dump-ir t.mm
+ * --after lower` of this t.mm:
  *
- *   module @GPT2Tiny mesh(dp = 1, cp = 1, tp = 1)
- *   param @wte.weight : f32[256, 64]{dp:B, cp:B, tp:B} init(normal, 0.02) loc("gpt2.mm":12:3)
- *   func @forward(%tokens : i32[4, 64]{dp:B, cp:B, tp:B} loc("gpt2.mm":40:11)) {
- *     %0 = embedding(%tokens, @wte.weight) : f32[4, 64, 64]{dp:B, cp:B, tp:B} scope("wte")
- * loc("gpt2.mm":30:7) %1 = layer_norm(%0, @h.0.ln_1.weight, @h.0.ln_1.bias) {eps = 1e-05} : f32[4,
- * 64, 64]{...} layer("h", 0) scope("h.0.ln_1") loc(...) return %1
+ *   model Tiny {
+ *     emb = param f32[16, 8] = normal(0.02)
+ *     forward(ids: i32[2, 4]) -> loss {
+ *       x = embedding(ids, emb)
+ *       return mean(x * x)
+ *     }
  *   }
+ *
+ * prints
+ *
+ *   module @Tiny mesh(dp = 1, cp = 1, tp = 1)
+ *   param @emb : f32[16, 8]{dp:B, cp:B, tp:B} init(normal, 0.02) loc("t.mm":2:3)
+ *   func @forward(%ids : i32[2, 4]{dp:B, cp:B, tp:B} loc("t.mm":3:11)) {
+ *     %0 = embedding(%ids, @emb) : f32[2, 4, 8]{dp:B, cp:B, tp:B} loc("t.mm":4:9)
+ *     %1 = mul(%0, %0) : f32[2, 4, 8]{dp:B, cp:B, tp:B} loc("t.mm":5:17)
+ *     %2 = mean(%1) {axes = [0, 1, 2]} : f32[]{dp:B, cp:B, tp:B} loc("t.mm":5:12)
+ *     return %2
+ *   }
+ *
+ * A module also carries its settings (plan(...), train(...)), the passes run
+ * (passes(...)) and its layer groups; a node may add scope("h.0.ln_1") and
+ * layer("h", 0), and after memplan each value its arena placement.
  */
 #ifndef MM_IR_IR_H
 #define MM_IR_IR_H

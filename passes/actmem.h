@@ -16,7 +16,7 @@
  * and t (tp), read off its attention op: 16-bit activations and 1-byte
  * dropout masks, and the same with the tensors at mmc's activation dtype
  * (the masks stay 1 byte). The accountings differ, by design (see
- * docs/architecture.md "Activation memory per layer"): mmc stores no
+ * docs/design/backend.md "Activation memory per layer"): mmc stores no
  * dropout mask (a mask is a function of its seed and the element, made
  * again in the backward), its attention is flash-style (no s x s tensor:
  * the backward recomputes scores and softmax from q, k, v and the

@@ -469,7 +469,7 @@ bool pp_rank_memory(IrModule *m, PpRankMem *out, int nout, char *err, size_t err
   return true;
 }
 
-bool pp_plan_print(FILE *out, IrModule *m, const char *svg, char *err, size_t errlen) {
+bool pp_plan_print(FILE *out, IrModule *m, const char *svg, bool detail, char *err, size_t errlen) {
   const IrFunc *f = ir_module_func(m, "train");
   if (!f || m->plan.pp <= 1) return true;
   PpAssign a;
@@ -520,9 +520,10 @@ bool pp_plan_print(FILE *out, IrModule *m, const char *svg, char *err, size_t er
         fprintf(out, " (%d ops)\n", nodes);
       }
       for (int r = 0; r < P; r++) {
-        fprintf(out, "  rank %d (busy %.4g, at most %d micro-batch x stage activation%s held):", r,
-                sim.busy[r], sim.max_inflight[r], sim.max_inflight[r] == 1 ? "" : "s");
-        for (int j = 0; j < s.n[r]; j++) {
+        fprintf(out, "  rank %d (busy %.4g, at most %d micro-batch x stage activation%s held)%s", r,
+                sim.busy[r], sim.max_inflight[r], sim.max_inflight[r] == 1 ? "" : "s",
+                detail ? ":" : "");
+        for (int j = 0; detail && j < s.n[r]; j++) {
           char one[32];
           pp_action_format(&s.act[r][j], one, sizeof one);
           fprintf(out, " %s", one);

@@ -74,9 +74,10 @@ void pp_rank_ranges(const IrModule *m, const uint64_t *mask, int P, int64_t (*lo
 /* mmc plan: the stages (FLOPs of each part, the layers they hold), each
  * rank's actions with the transfers, and the schedule simulated with the
  * stages' FLOPs as costs (makespan, bubble, micro-batches in flight); with
- * svg, the timeline drawn there. Nothing without a pipeline. */
+ * svg, the timeline drawn there; each rank's actions only with detail.
+ * Nothing without a pipeline. */
 #include <stdio.h>
-bool pp_plan_print(FILE *out, IrModule *m, const char *svg, char *err, size_t errlen);
+bool pp_plan_print(FILE *out, IrModule *m, const char *svg, bool detail, char *err, size_t errlen);
 
 /* What one pipeline rank allocates (its planned peak: everything is
  * allocated before or at the first step and held), as the trainer does

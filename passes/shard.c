@@ -3,7 +3,7 @@
  * It runs after autodiff and the optimizer, over every function (@forward
  * for evaluation, @train for the step), so that the backward is sharded by
  * the same rules as the forward and its collectives come out of the same
- * derivation (docs/architecture.md, "Parallelism").
+ * derivation (docs/design/parallelism.md).
  *
  *  1. The mesh: IrModule.mesh from the plan (dp, cp, tp). All axes 1: the
  *     pass changes nothing.

@@ -6,7 +6,7 @@
 // the DiT's diffusion loss on what they give. The trainer runs them on every
 // batch (online encoding), or `mmc compile --task extract` runs them once
 // over the training clips and the trainer reads the shards (`--features
-// DIR`, docs/architecture.md "Offline features"). The WF-VAE encoder keeps
+// DIR`, docs/design/t2v.md "Offline features"). The WF-VAE encoder keeps
 // WFVAE's names (encoder.*), so a WF-VAE checkpoint or weights file loads
 // into it by name (`--init-from`); the wavelets have no parameters.
 import "wfvae.mm"

@@ -12,7 +12,7 @@
 # formula is the paper's accounting (16-bit tensors, 1-byte dropout masks);
 # it is scaled to mmc's f32 activations (tensors x 2, masks stay 1 byte)
 # and then adjusted term by term for what mmc does differently (each term
-# computed here from s, b, h, a, t, not read from mmc; docs/architecture.md
+# computed here from s, b, h, a, t, not read from mmc; docs/design/backend.md
 # "Activation memory per layer"):
 #   - masks:  the 2 dropout masks (sbh bytes each, /t under sp) are not
 #             stored: a mask is a function of its seed and the element,

@@ -24,6 +24,22 @@ for c in check dump-ir stats; do
   expect "$c --help" 0 "$MMC" $c --help
   contains "$c --help usage" "$T/out" "usage: mmc $c"
 done
+# the reference lists, against the tables they are printed from
+want=$(sed -n 's/^project(mmc VERSION \([0-9.]*\) .*/\1/p' "$MMC_SOURCE_DIR/CMakeLists.txt")
+expect "--version" 0 "$MMC" --version
+if [ -n "$want" ] && grep -Eq "^mmc $want( \(git [0-9a-z.-]+\))?$" "$T/out"; then pass=$((pass+1)); else echo "FAIL --version: '$(cat "$T/out")', CMakeLists.txt says '$want'"; fail=$((fail+1)); fi
+expect "--list-passes" 0 "$MMC" --list-passes
+got=$(awk '{print $1}' "$T/out" | tr '\n' ' ')
+want=$(echo lower $(sed -n 's/^PASS(\([a-z_0-9]*\),.*/\1/p' "$MMC_SOURCE_DIR/passes/passes.def") | tr '\n' ' ')
+if [ "$got" = "$want" ]; then pass=$((pass+1)); else echo "FAIL --list-passes: '$got', passes.def: '$want'"; fail=$((fail+1)); fi
+expect "--list-ops" 0 "$MMC" --list-ops
+got=$(tail -n +2 "$T/out" | awk '{print $1}' | tr '\n' ' ')
+want=$(sed -n 's/^OP([A-Z_0-9]*, "\([a-z_0-9]*\)",.*/\1/p' "$MMC_SOURCE_DIR/ir/ops.def" | tr '\n' ' ')
+if [ "$got" = "$want" ]; then pass=$((pass+1)); else echo "FAIL --list-ops: its mnemonics differ from ops.def's"; fail=$((fail+1)); fi
+contains "--list-ops: a method builtin" "$T/out" "x.transpose(dim0, dim1)"
+contains "--list-ops: a function builtin" "$T/out" "linear(x, weight, bias?)"
+expect "--list-ops with an argument" 2 "$MMC" --list-ops extra
+contains "--list-ops with an argument refused" "$T/err" "--list-ops takes no arguments"
 expect "unknown command" 2 "$MMC" frobnicate x.mm
 contains "unknown command named" "$T/err" "unknown command 'frobnicate'"
 expect "bad flag" 2 "$MMC" check --frobnicate "$S/nn.mm"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Text-to-video offline features (stdlib_models/t2v.mm T2VTiny: the WF-VAE
-# encoder and T5, frozen; VideoDiT; DDPM), docs/architecture.md "Offline
+# encoder and T5, frozen; VideoDiT; DDPM), docs/design/t2v.md "Offline
 # features":
 # 1. WF-VAE encoder weights by name: a weights file holding only encoder.*
 #    (random, fixed by a numpy seed; WFVAETiny's names and shapes) loads into

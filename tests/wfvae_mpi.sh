@@ -62,9 +62,9 @@ run serial 1 "$T/m.mm" WFVAEMpi 10 || exit 1
 if run dp2 2 "$T/m.mm" WFVAEMpi 10 --dp 2; then close "dp = 2" serial dp2 "$T/m.mm" WFVAEMpi && ok || bad "dp = 2 differs from serial"; fi
 if run tp2 2 "$T/m.mm" WFVAEMpi 10 --tp 2; then
   # the plan splits the ResNet blocks' norms over channels (not the "splits
-  # nothing" refusal of before), and `mmc plan` lists their in-kernel
+  # nothing" refusal of before), and `mmc plan --detail` lists their in-kernel
   # all-reduces (split statistics)
-  "$MMC" plan "$T/m.mm" --model WFVAEMpi --tp 2 > "$T/tp2.plan" 2> /dev/null
+  "$MMC" plan "$T/m.mm" --model WFVAEMpi --tp 2 --detail > "$T/tp2.plan" 2> /dev/null
   grep -Eq '^ +encoder\.mid1\.norm1 +forward +tp, channels 16 of 32: 2 all_reduces' "$T/tp2.plan" && ok ||
     bad "tp = 2: mmc plan shows no split statistics for encoder.mid1.norm1"
   close "tp = 2" serial tp2 "$T/m.mm" WFVAEMpi && ok || bad "tp = 2 differs from serial"

@@ -2,11 +2,12 @@
  *   mmc check   FILE.mm                      parse, resolve, shape-check every model
  *   mmc dump-ir FILE.mm [--model NAME] [--after PASS|all] [--format text|dot] [--rank R]
  *   mmc stats   FILE.mm --model NAME [--json]
- *   mmc plan    FILE.mm --model NAME [--json]
+ *   mmc plan    FILE.mm --model NAME [--detail | --json]   a summary; the long form; everything
  *   mmc compile FILE.mm --model NAME -o trainer [--emit exe|obj|llvm|asm|ir] [-O0..-O3]
  *   mmc opt     FILE.mmir --passes a,b,...         run passes on IR text, print the result
  *   mmc tokenize TOKENIZER.json [FILE] [--decode]  text to token ids and back (mmc_tokenize.c)
  *   mmc data preprocess|inspect ...  JSONL to Megatron's .bin/.idx, and its contents (mmc_data.c)
+ *   mmc --list-passes | --list-ops | --version     the reference lists (mmc_lists.c)
  * Exit status: 0 ok, 1 user error (diagnostics printed), 2 usage error. */
 #include <errno.h>
 #include <json-c/json.h>
@@ -29,6 +30,7 @@
 #include "runtime/mmrt_data.h"
 #include "runtime/mmrt_main.h"
 #include "tools/mmc_data.h"
+#include "tools/mmc_lists.h"
 #include "tools/mmc_tokenize.h"
 
 enum { EXIT_OK = 0, EXIT_USER = 1, EXIT_USAGE = 2 };
@@ -66,13 +68,17 @@ static const Cmd cmds[] = {
     {"stats", "FILE.mm --model NAME [--json]",
      "Prints the parameters per module and in total, and the forward FLOPs for the declared input "
      "sizes."},
-    {"plan", "FILE.mm --model NAME [--json] [--no-fuse] [--timeline FILE.svg]",
+    {"plan", "FILE.mm --model NAME [--detail | --json] [--no-fuse] [--timeline FILE.svg]",
      "Prints the static memory plan: the bytes of each arena (param, grad, opt, act, input), the "
      "peak\n"
      "      (everything the trainer allocates before its first step), the data set a trainer "
      "holds beside\n"
-     "      it (trainer = peak + data, what the trainer's measured peak is compared with) and a "
-     "breakdown per function."},
+     "      it (trainer = peak + data, what the trainer's measured peak is compared with), a "
+     "breakdown per function,\n"
+     "      the collectives of a step and a pipeline's bubble: a summary that fits a screen; "
+     "--detail adds\n"
+     "      the per-layer table, each gradient bucket, each rank's pipeline actions and what "
+     "holds its peak."},
     {"compile",
      "FILE.mm --model NAME [-o OUT] [--emit exe|obj|llvm|asm|ir] [-O0|-O1|-O2|-O3] [--no-fuse] "
      "[-v]",
@@ -135,6 +141,10 @@ static void usage_all(FILE *out) {
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
     fprintf(out, "  mmc %-8s %s\n      %s\n", cmds[i].name, cmds[i].args, cmds[i].help);
   fprintf(out, "\n%s%s", common_opts, plan_opts);
+  fprintf(out, "\nReference lists (`mmc FLAG` alone; the docs quote them, tests/docs_sync.sh):\n"
+               "  --list-passes      the pass pipeline in order, each pass's purpose\n"
+               "  --list-ops         every IR op: inputs, outputs, its builtin form in .mm\n"
+               "  --version          the version (and `git describe` of the build)\n");
 }
 
 static void usage_cmd(FILE *out, const Cmd *c) {
@@ -174,7 +184,12 @@ static void usage_cmd(FILE *out, const Cmd *c) {
     fprintf(out, "\n");
   }
   if (strcmp(c->name, "stats") == 0 || strcmp(c->name, "plan") == 0)
-    fprintf(out, "  --json             machine-readable output\n");
+    fprintf(out, "  --json             machine-readable output%s\n",
+            strcmp(c->name, "plan") == 0 ? " (everything --detail prints)" : "");
+  if (strcmp(c->name, "plan") == 0)
+    fprintf(out,
+            "  --detail           the long form: per layer, per bucket, per rank, per norm and\n"
+            "                     attention (the default is a summary that fits a screen)\n");
   if (strcmp(c->name, "plan") == 0 || strcmp(c->name, "compile") == 0)
     fprintf(out, "  --no-fuse          keep every elementwise op on its own (no fused loops)\n");
   if (strcmp(c->name, "compile") == 0)
@@ -190,9 +205,9 @@ static void usage_cmd(FILE *out, const Cmd *c) {
 typedef struct Opts {
   const Cmd *cmd;
   const char *file, *model, *after, *format, *timeline;
-  const char *passes;   /* opt --passes */
-  const char *src_flag; /* the first option that only means something for a .mm source */
-  bool json;
+  const char *passes;        /* opt --passes */
+  const char *src_flag;      /* the first option that only means something for a .mm source */
+  bool json, detail;         /* plan --detail: the long text form */
   int rank;                  /* dump-ir --rank: >= 0 */
   const char *output, *emit; /* compile, import */
   const char *init_from;     /* check --init-from */
@@ -294,6 +309,8 @@ static int parse_opts(int argc, char **argv, Opts *o) {
       if (strcmp(next, "text") != 0 && strcmp(next, "dot") != 0)
         return bad_usage(o->cmd, "--format takes text or dot, not '%s'", next);
       o->format = next;
+    } else if (strcmp(a, "--detail") == 0 && strcmp(o->cmd->name, "plan") == 0) {
+      o->detail = true;
     } else if (strcmp(a, "--json") == 0 &&
                (strcmp(o->cmd->name, "stats") == 0 || strcmp(o->cmd->name, "plan") == 0)) {
       o->json = true;
@@ -461,6 +478,9 @@ static int parse_opts(int argc, char **argv, Opts *o) {
                      "%s does not go with --task generate, eval, reconstruct, sample or extract: "
                      "they run on one rank",
                      o->plan_flag);
+  if (o->detail && o->json)
+    return bad_usage(o->cmd, "--detail is the long text form; --json holds everything already%s",
+                     "");
   if (o->chunk_frames && o->task != MMRT_TASK_RECONSTRUCT)
     return bad_usage(o->cmd, "--chunk-frames goes with --task reconstruct only%s", "");
   const char *emit = o->emit ? o->emit : "exe";
@@ -790,7 +810,7 @@ static bool add_sample(FeProgram *p, const char *model, FeResult *r, Diag *d) {
 }
 
 /* A model's frozen encoders as the forwards `latents` (clips to latents)
- * and `text_features` (caption ids to features), docs/architecture.md
+ * and `text_features` (caption ids to features), docs/design/t2v.md
  * "Offline features": a one-rank trainer gets @latents and @text_features
  * for its online encoding; the extract task runs them over the training
  * clips. */
@@ -1141,7 +1161,7 @@ static int prefetch_totals(const IrModule *m, const IrFunc *f, int64_t *most) {
   return n;
 }
 
-static void plan_collectives(IrModule *m, const MmPlan *pl, json_object *root) {
+static void plan_collectives(IrModule *m, const MmPlan *pl, json_object *root, bool detail) {
   if (ir_world_size(m) <= 1) return;
   IrFunc *f = ir_module_func(m, "train");
   if (!f) f = ir_module_func(m, "forward");
@@ -1251,11 +1271,12 @@ static void plan_collectives(IrModule *m, const MmPlan *pl, json_object *root) {
            "ahead of use (in the act arena above)\n",
            npf, (long long)ahead);
   if (!nbuckets) return;
-  printf("  gradient buckets (bucket_mb = %g): %d gradients reduced in %d call%s, %s\n",
+  printf("  gradient buckets (bucket_mb = %g): %d gradients reduced in %d call%s, %s%s\n",
          pl ? pl->bucket_mb : MM_BUCKET_MB_DEFAULT, nbucketed, nbuckets, nbuckets == 1 ? "" : "s",
          buckets_overlapped(f) ? "overlapped with the backward (waited for before the optimizer)"
-                               : "blocking (--no-overlap)");
-  for (int i = 0; i < f->nodes.len; i++) {
+                               : "blocking (--no-overlap)",
+         detail ? "" : " (--detail lists them)");
+  for (int i = 0; detail && i < f->nodes.len; i++) {
     const IrNode *n = f->nodes.items[i];
     int run = bucket_run(f, i);
     if (bucket_id(n) < 0 || run == 0) continue;
@@ -1278,7 +1299,7 @@ static void plan_collectives(IrModule *m, const MmPlan *pl, json_object *root) {
  * all-reduces their kernels make (runtime/mmrt_split.c), which no
  * collective node shows: forward 2 of the rows (sums of x, then of
  * (x - mean)^2), backward 1 of twice the rows (sums of g and g * xhat). */
-static void plan_split_norms(IrModule *m, json_object *root) {
+static void plan_split_norms(IrModule *m, json_object *root, bool detail) {
   IrFunc *f = ir_module_func(m, "train");
   if (!f) return;
   json_object *list = root ? json_object_new_array() : NULL;
@@ -1299,8 +1320,10 @@ static void plan_split_norms(IrModule *m, json_object *root) {
     int64_t sent = nc * 2 * (back ? 2 : 1) * rows * (m->mesh[a] - 1) / m->mesh[a];
     if (!calls[0] && !calls[1] && !root)
       printf("  layer norms over split channels (split statistics: the kernel's all-reduces, "
-             "runtime/mmrt_split.c), per rank:\n");
+             "runtime/mmrt_split.c), per rank%s:\n",
+             detail ? "" : " (--detail lists each norm)");
     calls[back] += nc, elems[back] += sent, axis = a;
+    if (!root && !detail) continue;
     if (!root) {
       printf("    %-32s %-8s %s, channels %lld of %lld: %d all_reduce%s of %lld elements\n",
              n->scope ? n->scope : "?", back ? "backward" : "forward", ir_axis_name((IrAxis)a),
@@ -1339,7 +1362,7 @@ static void plan_split_norms(IrModule *m, json_object *root) {
  * flight, a block's output, USP's head-split copies: the node's planned
  * scratch in the activation arena, runtime/mmrt_ring_ws.h) and its shifts,
  * which no collective node shows (the kernel makes them). */
-static void plan_cp(IrModule *m, json_object *root) {
+static void plan_cp(IrModule *m, json_object *root, bool detail) {
   int P = m->mesh[IR_AX_CP];
   IrFunc *f = ir_module_func(m, "train");
   if (P <= 1 || !f) return;
@@ -1348,14 +1371,15 @@ static void plan_cp(IrModule *m, json_object *root) {
   bool bal = ir_cp_balanced(m);
   json_object *list = root ? json_object_new_array() : NULL;
   if (!root)
-    printf("  context parallel (cp = %d, %s%s), per rank and attention of @train:\n", P,
+    printf("  context parallel (cp = %d, %s%s), per rank%s:\n", P,
            m->plan.cp_kind != MM_CP_RING ? "ulysses"
            : m->plan.cp_ulysses > 1      ? "USP: a ring of Ulysses groups"
                                          : "ring",
            !bal                     ? ""
            : m->plan.cp_ulysses > 1 ? "; balanced: group g holds the ring's chunks g and "
                                       "2R-1-g, a piece of each per rank"
-                                    : "; balanced: rank i holds sequence chunks i and 2cp-1-i");
+                                    : "; balanced: rank i holds sequence chunks i and 2cp-1-i",
+           detail ? " and attention of @train" : " (--detail: each attention's scores)");
   int64_t shifts[2] = {0}, shift_elems[2] = {0}, a2a[2] = {0}, a2a_elems[2] = {0};
   for (int i = 0; i < f->nodes.len; i++) {
     const IrNode *n = f->nodes.items[i];
@@ -1386,7 +1410,7 @@ static void plan_cp(IrModule *m, json_object *root) {
       int64_t qb = B * Tq * H * q.d[3], moved = back ? 4 * qb + 4 * kvb : 2 * qb + 2 * kvb;
       a2a[back] += back ? 8 : 4, a2a_elems[back] += moved * (U - 1) / U;
     }
-    if (!root) {
+    if (!root && detail) {
       printf("    %-24s %-9s scores %lld bytes (cp = 1: %lld), %s %lld bytes; ",
              n->scope ? n->scope : "?", back ? "backward" : "forward", (long long)scores,
              (long long)serial, ring ? "a K/V block's" : "all at once", (long long)block);
@@ -1397,7 +1421,7 @@ static void plan_cp(IrModule *m, json_object *root) {
       else
         printf("%s; never stored whole (flash tiles)\n",
                H < n->in[qi]->shape.d[2] ? "heads split (Ulysses)" : "not split");
-    } else {
+    } else if (root) {
       json_object *e = json_object_new_object();
       json_object_object_add(e, "scope", n->scope ? json_object_new_string(n->scope) : NULL);
       json_object_object_add(e, "phase", json_object_new_string(back ? "backward" : "forward"));
@@ -1445,10 +1469,26 @@ static void plan_cp(IrModule *m, json_object *root) {
 
 /* Activation memory per stack layer (passes/actmem.h): mmc's saved bytes
  * and Korthikanti et al.'s Table 2 for the same s, b, h, a, t and plan. */
-static void plan_layers(const IrModule *m, json_object *root) {
+static void plan_layers(const IrModule *m, json_object *root, bool detail) {
   MpLayerAct L[256];
   int n = mp_layer_acts(m, L, 256);
   json_object *list = root && n ? json_object_new_array() : NULL;
+  if (!root && !detail && n) { /* one line: the sum and the largest */
+    int64_t sum = 0;
+    double ksum = 0;
+    int big = 0;
+    for (int i = 0; i < n; i++) {
+      sum += L[i].bytes, ksum += L[i].s ? L[i].kscaled : 0;
+      if (L[i].bytes > L[big].bytes) big = i;
+    }
+    printf("  activations per layer, one rank: %d stack layers hold %lld bytes for the backward "
+           "(most: %s.%d, %lld)",
+           n, (long long)sum, ((const IrGroup *)m->groups.items[L[big].group])->name, L[big].layer,
+           (long long)L[big].bytes);
+    if (ksum > 0) printf("; Korthikanti et al.'s Table 2 at the activation dtype: %.0f", ksum);
+    printf(" (--detail: each layer)\n");
+    return;
+  }
   for (int i = 0; i < n; i++) {
     const IrGroup *g = m->groups.items[L[i].group];
     if (list) {
@@ -1507,13 +1547,15 @@ static int64_t bf16_act_bytes(const IrModule *m, const IrFunc *f, int *count) {
 }
 
 /* A pipeline's planned peak per rank (passes/pp_stage.h): what holds it. */
-static bool plan_pp_memory(IrModule *m, int64_t data_bytes, json_object *root, char *err,
-                           size_t errlen) {
+static bool plan_pp_memory(IrModule *m, int64_t data_bytes, json_object *root, bool detail,
+                           char *err, size_t errlen) {
   if (m->plan.pp <= 1 || !ir_module_func(m, "train")) return true;
   PpRankMem rm[64];
   if (!pp_rank_memory(m, rm, 64, err, errlen)) return false;
   json_object *list = root ? json_object_new_array() : NULL;
-  if (!root)
+  if (!root && !detail)
+    printf("  per pipeline rank, its planned peak (--detail: what holds it):\n");
+  if (!root && detail)
     printf("  per pipeline rank (its planned peak: the param + opt of its stages + its working "
            "set (grad arena: the values one stage part makes and reads alone, the gradients its "
            "W parts make, the update's) + in-flight micro-batches x (act + input: the values of "
@@ -1524,6 +1566,13 @@ static bool plan_pp_memory(IrModule *m, int64_t data_bytes, json_object *root, c
            "adds nothing to the peak, nothing is gathered):\n");
   for (int r = 0; r < m->plan.pp; r++) {
     const PpRankMem *x = &rm[r];
+    if (!root && !detail) {
+      printf("    rank %d: peak %lld bytes (%.3f MiB), trainer %lld with the data; evaluation "
+             "%lld\n",
+             r, (long long)x->peak, (double)x->peak / (1 << 20), (long long)(x->peak + data_bytes),
+             (long long)x->eval);
+      continue;
+    }
     if (!root) {
       printf("    rank %d: peak %lld bytes = param %lld + opt %lld (of %lld + %lld) + working set "
              "%lld + %d in flight x %lld (act %lld, input %lld; the first slot's act %lld) + "
@@ -1616,11 +1665,11 @@ static int cmd_plan(Opts *o) {
       json_object_object_add(funcs, f->name, e);
     }
     json_object_object_add(root, "funcs", funcs);
-    plan_layers(m, root);
-    plan_collectives(m, &m->plan, root);
-    plan_cp(m, root);
-    plan_split_norms(m, root);
-    if (!plan_pp_memory(m, data_bytes, root, err, sizeof err)) {
+    plan_layers(m, root, true);
+    plan_collectives(m, &m->plan, root, true);
+    plan_cp(m, root, true);
+    plan_split_norms(m, root, true);
+    if (!plan_pp_memory(m, data_bytes, root, true, err, sizeof err)) {
       json_object_put(root);
       fprintf(stderr, "mmc: error: pipeline: %s\n", err);
       return finish(&d, p, &r, EXIT_USER);
@@ -1642,7 +1691,7 @@ static int cmd_plan(Opts *o) {
              "trainer", (long long)(s.total + data_bytes),
              (double)(s.total + data_bytes) / (1 << 20));
     }
-    if (!plan_pp_memory(m, data_bytes, NULL, err, sizeof err)) {
+    if (!plan_pp_memory(m, data_bytes, NULL, o->detail, err, sizeof err)) {
       fprintf(stderr, "mmc: error: pipeline: %s\n", err);
       return finish(&d, p, &r, EXIT_USER);
     }
@@ -1665,12 +1714,12 @@ static int cmd_plan(Opts *o) {
         printf("    bf16 (precision = bf16): %d values of %lld bytes in all, 2 bytes an element\n",
                nbf, (long long)bf);
     }
-    plan_layers(m, NULL);
-    plan_collectives(m, &m->plan, NULL);
-    plan_cp(m, NULL);
-    plan_split_norms(m, NULL);
+    plan_layers(m, NULL, o->detail);
+    plan_collectives(m, &m->plan, NULL, o->detail);
+    plan_cp(m, NULL, o->detail);
+    plan_split_norms(m, NULL, o->detail);
   }
-  if (!o->json && !pp_plan_print(stdout, m, o->timeline, err, sizeof err)) {
+  if (!o->json && !pp_plan_print(stdout, m, o->timeline, o->detail, err, sizeof err)) {
     fprintf(stderr, "mmc: error: pipeline: %s\n", err);
     return finish(&d, p, &r, EXIT_USER);
   }
@@ -1755,6 +1804,21 @@ int main(int argc, char **argv) {
     usage_all(stdout);
     return EXIT_OK;
   }
+  /* the reference lists the docs quote (tools/mmc_lists.h) */
+  static const struct {
+    const char *flag;
+    void (*print)(FILE *);
+  } lists[] = {
+      {"--list-passes", mmc_list_passes}, {"--list-ops", mmc_list_ops}, {"--version", mmc_version}};
+  for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
+    if (strcmp(argv[1], lists[i].flag) == 0) {
+      if (argc > 2) {
+        fprintf(stderr, "mmc: %s takes no arguments, not '%s'\n", lists[i].flag, argv[2]);
+        return EXIT_USAGE;
+      }
+      lists[i].print(stdout);
+      return fflush(stdout) == 0 && !ferror(stdout) ? EXIT_OK : EXIT_USER;
+    }
   Opts o = {.opt_level = 3};
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
     if (strcmp(argv[1], cmds[i].name) == 0) o.cmd = &cmds[i];

@@ -127,6 +127,7 @@ GM = [G, "--model", "G"]
 probes = {
     "-h": (GM, GM + ["-h"], "effect"),
     "--help": (GM, GM + ["--help"], "effect"),
+    "--detail": (GM, GM + ["--detail"], "effect"),  # plan: the per-layer table
     "-I": ([INC], [INC, "-I", os.path.join(T, "inc")], "effect"),
     "--model": ([G], [G, "--model", "H"], "effect"),
     "--set": (GM, GM + ["--set", "B=2"], "effect"),
@@ -318,6 +319,10 @@ extra = [
      "refused", ["-v"]),
     ("compile", "-O2 with --emit ir", GM + ["--emit", "ir"] + OUT,
      GM + ["--emit", "ir", "-O2"] + OUT, "refused", ["-O"]),
+    ("plan", "--detail with --json", GM + ["--json"], GM + ["--json", "--detail"], "refused",
+     ["--detail"]),
+    ("plan", "--detail on a dp = 2 plan (each gradient bucket)", GM + ["--dp", "2"],
+     GM + ["--dp", "2", "--detail"], "effect"),
     ("plan", "--task reconstruct", VAE[:1], VAE, "effect"),
     ("plan", "--task extract", [T2V, "--model", "T2VTiny"], [T2V, "--model", "T2VTiny", "--task",
                                                               "extract"], "effect"),
@@ -365,6 +370,14 @@ for c in commands:
         words = p[3] if len(p) > 3 else [flag]
         judge("mmc %s %s" % (c, " ".join(a for a in with_ if a not in base) or flag),
               run([MMC, c] + base), run([MMC, c] + with_), expect, words)
+# `mmc FLAG` alone (mmc --help's reference lists): prints what bare `mmc`
+# does not, and refuses an argument after it
+top_probes = ["--list-passes", "--list-ops", "--version"]
+for flag in top_probes:
+    if flag in every:
+        covered.add(flag)
+        judge("mmc %s" % flag, run([MMC]), run([MMC, flag]), "effect", [flag])
+        judge("mmc %s extra" % flag, run([MMC, flag]), run([MMC, flag, "extra"]), "refused", [flag])
 for flag in sorted(every - covered):
     failures.append("%s: in mmc --help but in no command's --help" % flag)
 for c, what, base, with_, expect, *w in extra:
