@@ -352,6 +352,9 @@ int mmrt_image_decode(const char *name, const uint8_t *data, size_t len, int64_t
     return decode_png(name, data, len, max_pixels, out, err, errlen);
   if (len >= 12 && memcmp(data, "RIFF", 4) == 0 && memcmp(data + 8, "WEBP", 4) == 0)
     return decode_webp(name, data, len, max_pixels, out, err, errlen);
+  if (len == 0)
+    return mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
+                     "%s: an empty file (0 bytes); expected a JPEG, PNG or WebP image", name);
   return mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
                    "%s: not an image mmc reads (%zu bytes, starting %02x %02x %02x %02x); expected "
                    "JPEG (FF D8 FF), PNG (89 50 4E 47) or WebP (RIFF....WEBP)",
