@@ -47,10 +47,10 @@ static uint32_t rd32(const uint8_t *p, int le) {
             : (uint32_t)rd16(p, 0) << 16 | rd16(p + 2, 0);
 }
 
-/* Tag 0x0112 of IFD0 in an APP1 "Exif\0\0" payload; 1 when absent or odd. */
-static int exif_orientation(const uint8_t *p, size_t n) {
-  if (n < 6 + 8 || memcmp(p, "Exif\0\0", 6) != 0) return 1;
-  p += 6, n -= 6;
+/* Tag 0x0112 of IFD0 in TIFF data (a JPEG's APP1 after "Exif\0\0", a
+ * PNG's eXIf chunk); 1 when absent or odd. */
+static int tiff_orientation(const uint8_t *p, size_t n) {
+  if (n < 8) return 1;
   int le;
   if (p[0] == 'I' && p[1] == 'I')
     le = 1;
@@ -71,6 +71,10 @@ static int exif_orientation(const uint8_t *p, size_t n) {
     }
   }
   return 1;
+}
+
+static int exif_orientation(const uint8_t *p, size_t n) {
+  return n >= 6 && memcmp(p, "Exif\0\0", 6) == 0 ? tiff_orientation(p + 6, n - 6) : 1;
 }
 
 /* The image turned upright as PIL's exif_transpose does for orientation o:
@@ -292,9 +296,18 @@ static int decode_png(const char *name, const uint8_t *d, size_t n, int64_t maxp
   for (png_uint_32 y = 0; y < h; y++) rows[y] = px + (size_t)y * w * 3;
   png_read_image(p, rows);
   png_read_end(p, NULL);
+  /* an eXIf chunk before the image data (where PIL reads it) */
+  png_bytep exif = NULL;
+  png_uint_32 nexif = 0;
+  int orient = png_get_eXIf_1(p, info, &nexif, &exif) ? tiff_orientation(exif, nexif) : 1;
   png_destroy_read_struct(&p, &info, NULL);
   free(rows);
-  out->w = (int)w, out->h = (int)h, out->rgb = px, out->orientation = 1, out->kind = "PNG";
+  out->w = (int)w, out->h = (int)h, out->rgb = px, out->orientation = orient, out->kind = "PNG";
+  if (apply_orientation(out, orient) != MMRT_OK) {
+    mmrt_image_free(out);
+    return mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "%s: out of memory turning a %ux%u PNG", name,
+                     (unsigned)w, (unsigned)h);
+  }
   return MMRT_OK;
 }
 

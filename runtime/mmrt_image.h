@@ -18,9 +18,10 @@
  *   - CMYK and YCCK JPEG (Adobe's inverted CMYK when the Adobe marker is
  *     there) become RGB as PIL's CMYK->RGB does:
  *     R = (255 - K) - round(C * (255 - K) / 255), likewise G from M, B from Y;
- *   - the EXIF orientation of a JPEG (APP1 "Exif", IFD0 tag 0x0112, values
- *     1-8) is applied, as PIL's ImageOps.exif_transpose does; the value
- *     found is reported (1 when none);
+ *   - the EXIF orientation (IFD0 tag 0x0112, values 1-8) of a JPEG (APP1
+ *     "Exif") or a PNG (an eXIf chunk before the image data) is applied,
+ *     as PIL's ImageOps.exif_transpose does; the value found is reported
+ *     (1 when none; a WebP's EXIF chunk is not read);
  *   - anything else is refused with MMRT_ERR_FORMAT and a message naming
  *     the file and what was expected: unknown magic, truncated or corrupt
  *     data, a zero size, an animated WebP, more pixels than max_pixels.

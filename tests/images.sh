@@ -2,7 +2,8 @@
 # mmc image against the references (tests/image_ref/ref.py): JPEG, PNG and
 # WebP images of odd sizes made with PIL (grey, grey+alpha, palette with
 # tRNS, 2-bit, 16-bit grey and colour, RGBA, interlaced, CMYK, progressive,
-# EXIF orientations 1-8, lossless and lossy WebP with and without alpha)
+# JPEG EXIF orientations 1-8 (little- and big-endian), PNG eXIf, lossless
+# and lossy WebP with and without alpha)
 # decode to PIL's RGB exactly (JPEG and lossy WebP: within the measured
 # decoder difference, 0 here), --mode clip equals transformers'
 # CLIPImageProcessor and --mode internvl a rewrite of InternVL2's

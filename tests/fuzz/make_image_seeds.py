@@ -37,6 +37,9 @@ put("prog.jpg", grad(17, 9), "JPEG", quality=60, progressive=True)
 e = Image.Exif()
 e[0x0112] = 6
 put("exif6.jpg", grad(3, 5), "JPEG", quality=60, exif=e.tobytes())
+e3 = Image.Exif()
+e3[0x0112] = 3
+put("exif3.png", grad(4, 3), "PNG", exif=e3.tobytes())
 put("ll.webp", grad(5, 4), "WEBP", lossless=True)
 put("lla.webp", grad(4, 3, "RGBA"), "WEBP", lossless=True)
 put("lossy.webp", grad(7, 5), "WEBP", quality=50)
