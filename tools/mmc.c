@@ -7,6 +7,8 @@
  *   mmc opt     FILE.mmir --passes a,b,...         run passes on IR text, print the result
  *   mmc tokenize TOKENIZER.json [FILE] [--decode]  text to token ids and back (mmc_tokenize.c)
  *   mmc data preprocess|inspect ...  JSONL to Megatron's .bin/.idx, and its contents (mmc_data.c)
+ *   mmc image FILE... [--mode clip|internvl] ...  images as a vision processor sees them
+ *                                                  (mmc_image.c)
  *   mmc --list-passes | --list-ops | --version     the reference lists (mmc_lists.c)
  * Exit status: 0 ok, 1 user error (diagnostics printed), 2 usage error. */
 #include <errno.h>
@@ -30,6 +32,7 @@
 #include "runtime/mmrt_data.h"
 #include "runtime/mmrt_main.h"
 #include "tools/mmc_data.h"
+#include "tools/mmc_image.h"
 #include "tools/mmc_lists.h"
 #include "tools/mmc_tokenize.h"
 
@@ -100,6 +103,14 @@ static const Cmd cmds[] = {
      "      P_KEY_document.bin/.idx (named as Megatron-LM's preprocess_data.py names it); "
      "inspect: its\n"
      "      counts (sequences, documents, tokens, dtype), with --show the first N sequences' ids."},
+    {"image",
+     "FILE... [--mode clip|internvl|none] [--size N] [--max-tiles K] [--mean a,b,c] [--std a,b,c]\n"
+     "               [--max-pixels N] [--out FILE.f32]",
+     "Decodes JPEG, PNG and WebP files to RGB and preprocesses them as CLIP/LLaVA's or "
+     "InternVL2's\n"
+     "      processor does; prints each file's size, EXIF orientation and tile grid, and with "
+     "--out\n"
+     "      writes the normalised pixels as raw float32."},
 };
 
 static const char *common_opts =
@@ -129,7 +140,8 @@ static const char *plan_opts =
 /* opt reads IR text only, which carries its own settings. */
 static bool takes_source(const Cmd *c) {
   return strcmp(c->name, "opt") != 0 && strcmp(c->name, "tokenize") != 0 &&
-         strcmp(c->name, "data") != 0 && strcmp(c->name, "import") != 0;
+         strcmp(c->name, "data") != 0 && strcmp(c->name, "import") != 0 &&
+         strcmp(c->name, "image") != 0;
 }
 
 static bool takes_plan(const Cmd *c) {
@@ -1831,6 +1843,8 @@ int main(int argc, char **argv) {
     return mmc_tokenize(argc - 2, argv + 2, o.cmd->args, o.cmd->help);
   if (strcmp(o.cmd->name, "data") == 0)
     return mmc_data(argc - 2, argv + 2, o.cmd->args, o.cmd->help);
+  if (strcmp(o.cmd->name, "image") == 0)
+    return mmc_image(argc - 2, argv + 2, o.cmd->args, o.cmd->help);
   int rc = parse_opts(argc, argv, &o);
   if (rc < 0) {
     if (strcmp(o.cmd->name, "check") == 0)

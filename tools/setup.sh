@@ -9,7 +9,7 @@ PKGS=(
   libopenmpi-dev openmpi-bin
   libdnnl-dev
   check
-  zlib1g-dev libpng-dev libjson-c-dev libgif-dev
+  zlib1g-dev libpng-dev libjson-c-dev libgif-dev libjpeg62-turbo-dev libwebp-dev
   libpcre2-dev libunistring-dev python3-venv
   dataset-fashion-mnist
   python3-torch python3-numpy libopenblas0-openmp python3-venv

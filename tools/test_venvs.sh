@@ -18,7 +18,7 @@ make_one() {
     mcore) v=${MMC_MCORE_VENV:-/var/cache/mmc-venv-mcore}
            check="import sys; sys.path.insert(0, '$SRC/tests/data_ref'); import mcore, tokenizers; mcore.load()" ;;
     hf) v=${MMC_HF_VENV:-/var/cache/mmc-venv-hf}
-        check="import transformers, accelerate, safetensors; assert transformers.__version__ == '4.49.0'" ;;
+        check="import transformers, accelerate, safetensors, PIL; assert transformers.__version__ == '4.49.0' and PIL.__version__ == '11.3.0'" ;;
     *) echo "test_venvs.sh: unknown environment '$name' (tok, mcore, hf or all)" >&2; return 2 ;;
   esac
   mkdir -p "$(dirname "$v")"
@@ -32,7 +32,7 @@ make_one() {
              "$v/bin/pip" install -q --no-deps "megatron-core==0.16.1" &&
              "$v/bin/pip" install -q "tokenizers==0.23.3" "packaging>=24.2" ;;
       hf) /usr/bin/python3 -m venv --system-site-packages "$v" &&
-          "$v/bin/pip" install -q "transformers==4.49.0" "accelerate==1.0.1" safetensors ;;
+          "$v/bin/pip" install -q "transformers==4.49.0" "accelerate==1.0.1" safetensors "pillow==11.3.0" ;;
     esac
     "$v/bin/python" -c "$check"
   ) 9> "$v.lock"

@@ -306,6 +306,32 @@ data_probes = {
     "--force": (PRE[:6] + [FORCED], PRE[:6] + [FORCED, "--force"], "effect"),
     "--show": (["inspect", DS], ["inspect", DS, "--show", "2"], "effect"),
 }
+# image: a 40 x 10 RGB PNG written with zlib (a 4x1 InternVL grid)
+import struct, zlib  # noqa: E402
+
+
+def _chunk(k, d):
+    return struct.pack(">I", len(d)) + k + d + struct.pack(">I", zlib.crc32(k + d))
+
+
+IMG = os.path.join(T, "i.png")
+open(IMG, "wb").write(b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", struct.pack(">IIBBBBB", 40, 10, 8, 2, 0, 0, 0))
+                      + _chunk(b"IDAT", zlib.compress(b"".join(b"\0" + bytes((x * 6 + y * 20 + c * 50) % 256
+                                                                         for x in range(40) for c in range(3))
+                                                              for y in range(10))))
+                      + _chunk(b"IEND", b""))
+IO = [IMG, "--size", "4", "--out", "o.f32"]
+image_probes = {
+    "-h": ([IMG], [IMG, "-h"], "effect"),
+    "--help": ([IMG], [IMG, "--help"], "effect"),
+    "--mode": ([IMG], [IMG, "--mode", "internvl"], "effect"),
+    "--size": ([IMG], [IMG, "--size", "8"], "effect"),
+    "--max-tiles": ([IMG, "--mode", "internvl"], [IMG, "--mode", "internvl", "--max-tiles", "1"], "effect"),
+    "--mean": (IO, IO + ["--mean", "0,0,0"], "effect"),
+    "--std": (IO, IO + ["--std", "1,1,1"], "effect"),
+    "--max-pixels": ([IMG], [IMG, "--max-pixels", "399"], "refused", ["at most 399 pixels"]),
+    "--out": (IO[:3], IO, "effect"),
+}
 # overriding the model's own setting takes effect (extra probes, on plan)
 extra = [
     ("plan", "--pp 1", [G, "--model", "Pp"], [G, "--model", "Pp", "--pp", "1"], "effect"),
@@ -358,6 +384,8 @@ for c in commands:
             table = dict(data_probes)
         if c == "tokenize":
             table = dict(tokenize_probes)
+        if c == "image":
+            table = dict(image_probes)
         p = table.get(flag)
         if p is None:
             failures.append("mmc %s %s: listed in its --help, but no probe in %s" %
