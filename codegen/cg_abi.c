@@ -5,13 +5,13 @@
 #include <math.h>
 #include <string.h>
 
-#include "../runtime/mmrt_main.h"
+#include "mmrt_main.h"
 #include "cg_internal.h"
 
 /* the libm entries of mmrt_abi.def, redeclared: a mismatch with <math.h>
  * does not compile */
 #define MMRT_ABI_SECTION_LIBM
-#include "../runtime/mmrt_abi.h"
+#include "mmrt_abi.h"
 
 /* ---- the runtime functions the step functions call ----
  * Their signatures come from runtime/mmrt_abi.def, as "ret" and "args"
@@ -40,7 +40,7 @@ static const struct {
   char ret;
   const char *args;
 } rt_fns[] = {
-#include "../runtime/mmrt_abi.def"
+#include "mmrt_abi.def"
 };
 
 static LLVMTypeRef sig_type(Cg *cg, char c) {

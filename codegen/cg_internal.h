@@ -11,7 +11,7 @@
 
 #include "../passes/memplan.h"
 #include "../passes/pp_stage.h"
-#include "../runtime/mmrt_main.h"
+#include "mmrt_main.h"
 #include "cg.h"
 
 /* pointers of one loop nest: the result and up to 64 operands, and spare */

@@ -7,7 +7,7 @@
 
 #include "../ir/ir_fused.h"
 #include "../passes/bucket.h"
-#include "../runtime/mmrt_main.h"
+#include "mmrt_main.h"
 #include "cg_internal.h"
 
 #define V(i)   cg_ptr(cg, n->in[i])  /* operand i's storage */

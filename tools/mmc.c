@@ -26,8 +26,8 @@
 #include "passes/memplan.h"
 #include "passes/pass.h"
 #include "passes/pp_stage.h"
-#include "runtime/mmrt_data.h"
-#include "runtime/mmrt_main.h"
+#include "mmrt_data.h"
+#include "mmrt_main.h"
 #include "tools/mmc_data.h"
 #include "tools/mmc_tokenize.h"
 

@@ -24,9 +24,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "runtime/mmrt_indexed.h"
-#include "runtime/mmrt_jsonl.h"
-#include "runtime/mmrt_tok.h"
+#include "mmrt_indexed.h"
+#include "mmrt_jsonl.h"
+#include "mmrt_tok.h"
 #include "tools/mmc_data.h"
 
 enum { BATCH = 512, MAX_WORKERS = 64, SHOWN_SKIPS = 10 };

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/mmrt_hf.h"
+#include "mmrt_hf.h"
 
 #define ERRLEN 1024
 

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/mmrt_tok.h"
+#include "mmrt_tok.h"
 #include "tools/mmc_tokenize.h"
 
 static int usage(FILE *out, const char *args, const char *help, int rc) {

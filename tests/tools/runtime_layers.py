@@ -66,12 +66,14 @@ def path_in(graph, comp):
 
 def include_graph(rt):
     g = {}
-    for f in sorted(os.listdir(rt)):
+    where = {f: d for d in sorted(os.listdir(rt)) if os.path.isdir(os.path.join(rt, d))
+             for f in os.listdir(os.path.join(rt, d))}
+    for f in sorted(where):
         if not f.endswith((".c", ".h")):
             continue
-        text = open(os.path.join(rt, f), encoding="utf-8").read()
+        text = open(os.path.join(rt, where[f], f), encoding="utf-8").read()
         g[f] = sorted({h for h in re.findall(r'^\s*#\s*include\s+"([^"]+)"', text, re.M)
-                       if os.path.exists(os.path.join(rt, h))})
+                       if h in where})
     return g
 
 
