@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The runtime's layering (tests/tools/runtime_layers.py): no #include cycle
-# among runtime/*.c and *.h, and no cycle among libmmrt's objects through
+# The runtime's layering (tests/tools/runtime_layers.py): each room
+# runtime/ROOM/ includes only itself and the rooms its README.md allows
+# ("May include: ..."), those allowances have no cycle, no #include cycle
+# among runtime/*/*.c and *.h, and no cycle among libmmrt's objects through
 # the symbols they use and define (the trainer, its task files and the
 # generator do not reach into each other).
 set -uo pipefail
