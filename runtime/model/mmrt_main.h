@@ -134,13 +134,12 @@ typedef struct MmrtModelDesc {
 #undef MMRT_TENSOR
 #undef MMRT_MODEL
 } MmrtModelDesc;
+/* The programs (MmrtModelDesc.task), a row each in mmrt_programs.def. */
 enum {
-  MMRT_TASK_TRAIN,
-  MMRT_TASK_GENERATE,
-  MMRT_TASK_EVAL,
-  MMRT_TASK_RECONSTRUCT,
-  MMRT_TASK_SAMPLE,
-  MMRT_TASK_EXTRACT
+#define MMRT_PROGRAM(id, name, who, steps, any_world, main, parse) MMRT_TASK_##id,
+#include "mmrt_programs.def"
+#undef MMRT_PROGRAM
+  MMRT_NTASKS
 };
 
 /* MmrtModelDesc.sample_tensors: the sampler's values (mmrt_sample.c) */
@@ -181,30 +180,33 @@ enum {
 /* The descriptor of the model, defined by the generated object. */
 extern const MmrtModelDesc mm_model;
 
-/* The executable: checks the ABI version and hands over by m->task to the
- * trainer or to the generator/evaluator (mmrt_entry.c); returns the exit
- * status (0, or 1 with a message on stderr naming the flag or file at
- * fault). main() calls it with &mm_model. */
+/* The executable: checks the ABI version, the world and the program's
+ * step functions, and hands over by m->task to the program's main
+ * (mmrt_entry.c); returns the exit status (0, or 1 with a message on
+ * stderr naming the flag or file at fault). main() calls it with &mm_model. */
 int mmrt_main(int argc, char **argv, const MmrtModelDesc *m);
-/* The trainer (task MMRT_TASK_TRAIN): parses argv, trains (mmrt_main.c). */
-int mmrt_train_main(int argc, char **argv, const MmrtModelDesc *m);
-/* The generate and eval executables (mmrt_generate.c). */
-int mmrt_generate_main(int argc, char **argv, const MmrtModelDesc *m);
-/* The reconstruct executable of a video autoencoder (mmrt_reconstruct.c). */
-int mmrt_reconstruct_main(int argc, char **argv, const MmrtModelDesc *m);
 /* "<who>: error: <message>" and a newline on stderr; returns 1. */
 int mmrt_fail(const char *who, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* The text-to-video sampler (mmrt_sample.c). */
-int mmrt_sample_main(int argc, char **argv, const MmrtModelDesc *m);
-/* The feature extractor of a model's frozen encoders (mmrt_extract.c). */
-int mmrt_extract_main(int argc, char **argv, const MmrtModelDesc *m);
-/* Each program's argument parser alone (tests/fuzz/fuzz_trainer_args.c): parses argv as the
- * program's main does, frees what it kept; 0, 1 after a message on stderr, -1 after --help. */
-int mmrt_train_parse(int argc, char **argv, const MmrtModelDesc *m);
-int mmrt_generate_parse(int argc, char **argv, const MmrtModelDesc *m);
-int mmrt_reconstruct_parse(int argc, char **argv, const MmrtModelDesc *m);
-int mmrt_sample_parse(int argc, char **argv, const MmrtModelDesc *m);
-int mmrt_extract_parse(int argc, char **argv, const MmrtModelDesc *m);
+/* Each program's main and its argument parser alone (the parser parses argv
+ * as the main does and frees what it kept; 0, 1 after a message on stderr,
+ * -1 after --help), from mmrt_programs.def. */
+#define MMRT_PROGRAM(id, name, who, steps, any_world, main, parse)                                 \
+  int main(int argc, char **argv, const MmrtModelDesc *m);                                         \
+  int parse(int argc, char **argv, const MmrtModelDesc *m);
+#include "mmrt_programs.def"
+#undef MMRT_PROGRAM
+/* A program's row of mmrt_programs.def (NULL for a task no row has). */
+typedef struct MmrtProgram {
+  const char *name, *who, *steps;
+  int any_world;
+  int (*main)(int argc, char **argv, const MmrtModelDesc *m);
+  int (*parse)(int argc, char **argv, const MmrtModelDesc *m);
+} MmrtProgram;
+const MmrtProgram *mmrt_program(int64_t task);
+/* The step function named `name` (a field of mmrt_desc.def, e.g.
+ * "prefill_step"): 1 and *fn (NULL when the model has none), or 0 when no
+ * field has the name (mmrt_model.c). */
+int mmrt_desc_step(const MmrtModelDesc *m, const char *name, MmrtStepFn *fn);
 /* The descriptor of the input named `name`, or NULL (mmrt_model.c). */
 const MmrtTensorDesc *mmrt_desc_input(const MmrtModelDesc *m, const char *name);
 /* 1 when a parameter name is a LoRA adapter's (*.lora_a, *.lora_b). */

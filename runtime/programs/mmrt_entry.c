@@ -1,17 +1,54 @@
-/* mmrt_entry.c: main() of every executable mmc links.
+/* mmrt_entry.c: main() of every executable mmc links, and the table of
+ * programs (model/mmrt_programs.def).
  *
- * It checks that the generated object was built for this runtime's ABI and
+ * It checks that the generated object was built for this runtime's ABI,
  * that a launcher (mpirun) started as many ranks as the model was compiled
- * for, then hands over by the descriptor's task: to the trainer
- * (mmrt_main.c), to the generator/evaluator (mmrt_generate.c) or to the
- * reconstructor (mmrt_reconstruct.c), to the sampler (mmrt_sample.c) or to
- * the feature extractor (mmrt_extract.c). None of those calls into another;
- * what they share of the descriptor is in mmrt_model.c. */
+ * for, and that the model has the step functions its program runs, then
+ * hands over by the descriptor's task to the program's main: the trainer
+ * (mmrt_main.c), the generator/evaluator (mmrt_generate.c), the
+ * reconstructor (mmrt_reconstruct.c), the sampler (mmrt_sample.c) or the
+ * feature extractor (mmrt_extract.c). None of those calls into another;
+ * what they share of the descriptor is in model/mmrt_model.c. */
 #include <stdio.h>
+#include <string.h>
 
 #include "mmrt_comm.h"
 #include "mmrt_main.h"
 #include "mmrt_threads.h"
+
+static const MmrtProgram programs[MMRT_NTASKS] = {
+#define MMRT_PROGRAM(id, name_, who_, steps_, any_world_, main_, parse_)                           \
+  [MMRT_TASK_##id] = {.name = name_,                                                               \
+                      .who = who_,                                                                 \
+                      .steps = steps_,                                                             \
+                      .any_world = any_world_,                                                     \
+                      .main = main_,                                                               \
+                      .parse = parse_},
+#include "mmrt_programs.def"
+#undef MMRT_PROGRAM
+};
+
+const MmrtProgram *mmrt_program(int64_t task) {
+  return task >= 0 && task < MMRT_NTASKS ? &programs[task] : NULL;
+}
+
+/* The step functions the program runs, each present in the model; 0, or 1
+ * after naming the one missing. */
+static int has_steps(const MmrtProgram *p, const MmrtModelDesc *m) {
+  for (const char *s = p->steps; *s;) {
+    size_t n = strcspn(s, " ");
+    char name[64];
+    snprintf(name, sizeof name, "%.*s", (int)n, s);
+    MmrtStepFn fn = NULL;
+    if (!mmrt_desc_step(m, name, &fn) || !fn)
+      return mmrt_fail(p->who,
+                       "model %s has no %s, which the %s task runs (recompile it with mmc compile "
+                       "--task %s)",
+                       m->name, name, p->name, p->name);
+    s += n + (s[n] == ' ');
+  }
+  return 0;
+}
 
 int mmrt_main(int argc, char **argv, const MmrtModelDesc *m) {
   if (m->abi_version != MMRT_ABI_VERSION) {
@@ -21,6 +58,12 @@ int mmrt_main(int argc, char **argv, const MmrtModelDesc *m) {
             (long long)m->abi_version, MMRT_ABI_VERSION);
     return 1;
   }
+  const MmrtProgram *p = mmrt_program(m->task);
+  if (!p) {
+    fprintf(stderr, "trainer: error: the model's task %lld is no program of this runtime\n",
+            (long long)m->task);
+    return 1;
+  }
   /* the OpenMP thread count and wait policy (may run the program again) */
   mmrt_omp_setup(argc, argv);
   /* the world a launcher started, before any file is touched: a one-rank
@@ -28,26 +71,17 @@ int mmrt_main(int argc, char **argv, const MmrtModelDesc *m) {
    * and checkpoint (a multi-rank one started without a launcher is caught
    * by mmrt_mesh_init, which sees a world of 1); the extractor takes any
    * world (each rank a share of the clips) */
-  const char *who = m->task == MMRT_TASK_TRAIN         ? "trainer"
-                    : m->task == MMRT_TASK_GENERATE    ? "generator"
-                    : m->task == MMRT_TASK_RECONSTRUCT ? "reconstructor"
-                    : m->task == MMRT_TASK_SAMPLE      ? "sampler"
-                    : m->task == MMRT_TASK_EXTRACT     ? "extractor"
-                                                       : "evaluator";
   char err[512];
   int rank;
-  if (m->task != MMRT_TASK_EXTRACT && mmrt_launcher_world(&rank) > 0 &&
-      mmrt_world_check(who, (int)m->mesh[MMRT_DESC_AXIS_DP], (int)m->mesh[MMRT_DESC_AXIS_CP],
+  if (!p->any_world && mmrt_launcher_world(&rank) > 0 &&
+      mmrt_world_check(p->who, (int)m->mesh[MMRT_DESC_AXIS_DP], (int)m->mesh[MMRT_DESC_AXIS_CP],
                        (int)m->mesh[MMRT_DESC_AXIS_TP], m->pp > 1 ? (int)m->pp : 1, err,
                        sizeof err) != MMRT_OK) {
-    fprintf(stderr, "%s (rank %d): error: %s\n", who, rank, err);
+    fprintf(stderr, "%s (rank %d): error: %s\n", p->who, rank, err);
     return 1;
   }
-  return m->task == MMRT_TASK_TRAIN         ? mmrt_train_main(argc, argv, m)
-         : m->task == MMRT_TASK_RECONSTRUCT ? mmrt_reconstruct_main(argc, argv, m)
-         : m->task == MMRT_TASK_SAMPLE      ? mmrt_sample_main(argc, argv, m)
-         : m->task == MMRT_TASK_EXTRACT     ? mmrt_extract_main(argc, argv, m)
-                                            : mmrt_generate_main(argc, argv, m);
+  if (has_steps(p, m)) return 1;
+  return p->main(argc, argv, m);
 }
 
 int main(int argc, char **argv) {

@@ -18,6 +18,7 @@
 #include "mmrt_mem.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -30,6 +31,7 @@
 
 #include "mmrt_comm.h"
 #include "mmrt_data.h"
+#include "mmrt_flags.h"
 #include "mmrt_hf.h"
 #include "mmrt_log.h"
 #include "mmrt_task.h"
@@ -107,134 +109,109 @@ static int fail(const char *fmt, ...) {
 
 /* ---- arguments ---- */
 
-static void usage(FILE *out, const MmrtModelDesc *m) {
-  fprintf(
-      out,
-      "usage: trainer [options]   (model %s, batch %lld)\n"
-      "  --data DIR         Fashion-MNIST IDX files (default %s)\n"
-      "  --steps N          train until step N (default %lld)\n"
-      "  --batch B          must equal the compiled batch (recompile with --set B=N to change it)\n"
-      "  --lr X             base learning rate (default %g from the model's train section)\n"
-      "  --seed S           run seed: initialisation, shuffling, dropout (default 42)\n"
-      "  --eval-every N     evaluate on the test split every N steps (default 0: at the end only)\n"
-      "  --eval-batches N   evaluate on at most N test batches, or all: the whole split (default\n"
-      "                     %d)\n"
-      "  --ckpt DIR         write checkpoints there (at the end, and every --ckpt-every N steps):\n"
-      "                     DIR/step-NNNNNN/ each, DIR/latest naming the newest complete one\n"
-      "  --keep K           keep the last K checkpoints in --ckpt DIR (default %d); a newer one\n"
-      "                     than the run resumed from stays until the run passes it\n"
-      "  --resume           continue from the checkpoint DIR/latest names (DIR absent or empty:\n"
-      "                     start at step 0; anything else there without DIR/latest: an error)\n"
-      "                     DIR/lock (host and pid) keeps a second trainer out of DIR\n"
-      "  --on-nan MODE      a loss or weight not finite after a step (a gradient that is not\n"
-      "                     makes its weights so):\n"
-      "                     stop (default: exit 1 naming the step, loss and tensor, nothing\n"
-      "                     written) or skip-step (undo the step, count it in the log's\n"
-      "                     skipped_steps; keeps a copy of the weights and optimizer state;\n"
-      "                     %d skipped in a row stop the run)\n"
-      "  --comm-timeout S   a rank waiting longer than S seconds in a collective names the ranks\n"
-      "                     that did not arrive and ends the job (default %g; 0: wait for ever)\n"
-      "  --log FILE         append metrics as JSON lines\n"
-      "  --dump-logits FILE write the logits of the first test batch (f32, row-major) after "
-      "training\n"
-      "  --dump-inputs DIR  write each training step's inputs to DIR/step-NNNNNN.safetensors (for\n"
-      "                     checking against another implementation on the same batches)\n"
-      "  --init-from [SUB=]PATH  load parameters by name from a checkpoint directory or a\n"
-      "                     .safetensors file (a LoRA model from its base: the adapters keep "
-      "their\n"
-      "                     init), or a Hugging Face directory (config.json: mapped by\n"
-      "                     runtime/mmrt_hf_map.def, bf16/fp16 converted); a tensor that matches "
-      "no\n"
-      "                     parameter is an error; SUB=: load sub-model SUB only (the rest keep\n"
-      "                     their init, listed; a file's tensors outside SUB are not read)\n"
-      "  --features DIR     text-to-video: the latents and text features the extractor wrote\n"
-      "                     (the model compiled for the extract task), instead of running the\n"
-      "                     frozen encoders\n"
-      "  --load-adapters F  LoRA: load every adapter (*.lora_a, *.lora_b) from F\n"
-      "  --save-adapters F  LoRA: write the adapters alone to F after training (safetensors)\n"
-      "  --save-weights F   write every parameter and optimizer state, whole (gathered from the "
-      "ranks),\n"
-      "                     to F after training (safetensors, from rank 0)\n"
-      "  --save-hf DIR      write the --init-from Hugging Face model back to DIR after training:\n"
-      "                     its names, layouts and config.json (from rank 0)\n"
-      "  --save-hf-dtype D  f32 (default) or bf16 (rounded to nearest even)\n"
-      "  --shard-size N     --save-hf: at most N bytes per file (default 5e9; a larger tensor\n"
-      "                     alone), with model.safetensors.index.json when there are several\n"
-      "A model compiled for N ranks (--dp/--tp) runs under mpirun -np N.\n"
-      "  --threads N        OpenMP threads (default: this process's CPUs, shared by the node's\n"
-      "                     ranks)\n"
-      "  --omp-wait W       active (threads spin between kernels), passive (they sleep) or\n"
-      "                     spin (a bounded while, then sleep); default spin, passive when\n"
-      "                     other programs' tasks wait for the CPUs\n"
-      "  --profile          at the end, the time per op kind and per layer (forward, backward,\n"
-      "                     update, communication), steps after the first\n"
-      "  --quiet            no progress line\n"
-      "  --trace FILE       the training steps' timeline as Chrome trace JSON (Perfetto), one\n"
-      "                     track per rank: forward, backward, send, recv and update events\n",
-      m->name, (long long)m->batch, MMRT_FMNIST_DEFAULT_DIR,
-      (long long)(m->steps > 0 ? m->steps : 100), m->lr, MMRT_EVAL_BATCHES_DEFAULT,
-      MMRT_CKPT_KEEP_DEFAULT, SKIP_LIMIT, MMRT_COMM_TIMEOUT_DEFAULT);
-}
+#define AT(f) offsetof(Args, f)
+#define WHOLE "%F takes a whole number >= %L, not '%V'"
+static const MmrtFlag train_flags[] = {
+    MMRT_FLAG_S("--data", "DIR", AT(data), "Fashion-MNIST IDX files (default %D)"),
+    MMRT_FLAG_I("--steps", "N", AT(steps), 0, INT64_MAX, WHOLE, "train until step N (default %D)"),
+    MMRT_FLAG_I("--batch", "B", AT(batch), 1, INT64_MAX, WHOLE,
+                "must equal the compiled batch (recompile with --set B=N to change it)"),
+    MMRT_FLAG_F("--lr", "X", AT(lr), 0, 1, "--lr takes a positive number, not '%V'",
+                "base learning rate (default %D from the model's train section)",
+                MMRT_FLAG_SEEN(AT(has_lr))),
+    MMRT_FLAG_I("--seed", "S", AT(seed), 0, INT64_MAX, WHOLE,
+                "run seed: initialisation, shuffling, dropout (default %D)",
+                MMRT_FLAG_SEEN(AT(has_seed))),
+    MMRT_FLAG_I("--eval-every", "N", AT(eval_every), 0, INT64_MAX, WHOLE,
+                "evaluate on the test split every N steps (default 0: at the end only)"),
+    MMRT_FLAG_I("--eval-batches", "N", AT(eval_batches), 0, INT64_MAX,
+                "%F takes a whole number >= %L or all, not '%V'",
+                "evaluate on at most N test batches, or all: the whole split (default\n%D)",
+                .choices = "all"),
+    MMRT_FLAG_S("--ckpt", "DIR", AT(ckpt),
+                "write checkpoints there (at the end, and every --ckpt-every N steps):\n"
+                "DIR/step-NNNNNN/ each, DIR/latest naming the newest complete one"),
+    MMRT_FLAG_I("--ckpt-every", "N", AT(ckpt_every), 0, INT64_MAX, WHOLE,
+                "with --ckpt: a checkpoint every N steps too (default 0: at the end only)",
+                MMRT_FLAG_SEEN(AT(has_ckpt_every))),
+    MMRT_FLAG_I("--keep", "K", AT(keep), 1, INT64_MAX, WHOLE,
+                "keep the last K checkpoints in --ckpt DIR (default %D); a newer one\n"
+                "than the run resumed from stays until the run passes it",
+                MMRT_FLAG_SEEN(AT(has_keep))),
+    MMRT_FLAG_B("--resume", AT(resume),
+                "continue from the checkpoint DIR/latest names (DIR absent or empty:\n"
+                "start at step 0; anything else there without DIR/latest: an error)\n"
+                "DIR/lock (host and pid) keeps a second trainer out of DIR"),
+    MMRT_FLAG_E("--on-nan", "MODE", AT(on_nan), "stop|skip-step",
+                "--on-nan takes stop or skip-step, not '%V'",
+                "a loss or weight not finite after a step (a gradient that is not\n"
+                "makes its weights so):\n"
+                "stop (default: exit 1 naming the step, loss and tensor, nothing\n"
+                "written) or skip-step (undo the step, count it in the log's\n"
+                "skipped_steps; keeps a copy of the weights and optimizer state;\n"
+                "" STR(SKIP_LIMIT) " skipped in a row stop the run)"),
+    MMRT_FLAG_F("--comm-timeout", "S", AT(comm_timeout), 0, 0,
+                "--comm-timeout takes a number of seconds >= 0, not '%V'",
+                "a rank waiting longer than S seconds in a collective names the ranks\n"
+                "that did not arrive and ends the job (default %D; 0: wait for ever)",
+                MMRT_FLAG_SEEN(AT(has_timeout))),
+    MMRT_FLAG_S("--log", "FILE", AT(log), "append metrics as JSON lines"),
+    MMRT_FLAG_S("--dump-logits", "FILE", AT(dump_logits),
+                "write the logits of the first test batch (f32, row-major) after training"),
+    MMRT_FLAG_S("--dump-inputs", "DIR", AT(dump_inputs),
+                "write each training step's inputs to DIR/step-NNNNNN.safetensors (for\n"
+                "checking against another implementation on the same batches)"),
+    MMRT_FLAG_S("--init-from", "[SUB=]PATH", AT(init_from),
+                "load parameters by name from a checkpoint directory or a\n"
+                ".safetensors file (a LoRA model from its base: the adapters keep their\n"
+                "init), or a Hugging Face directory (config.json: mapped by\n"
+                "runtime/io/mmrt_hf_map.def, bf16/fp16 converted); a tensor that matches no\n"
+                "parameter is an error; SUB=: load sub-model SUB only (the rest keep\n"
+                "their init, listed; a file's tensors outside SUB are not read)"),
+    MMRT_FLAG_S("--features", "DIR", AT(features),
+                "text-to-video: the latents and text features the extractor wrote\n"
+                "(the model compiled for the extract task), instead of running the\n"
+                "frozen encoders"),
+    MMRT_FLAG_S("--load-adapters", "F", AT(load_adapters),
+                "LoRA: load every adapter (*.lora_a, *.lora_b) from F"),
+    MMRT_FLAG_S("--save-adapters", "F", AT(save_adapters),
+                "LoRA: write the adapters alone to F after training (safetensors)"),
+    MMRT_FLAG_S("--save-weights", "F", AT(save_weights),
+                "write every parameter and optimizer state, whole (gathered from the ranks),\n"
+                "to F after training (safetensors, from rank 0)"),
+    MMRT_FLAG_S("--save-hf", "DIR", AT(save_hf),
+                "write the --init-from Hugging Face model back to DIR after training:\n"
+                "its names, layouts and config.json (from rank 0)"),
+    MMRT_FLAG_S("--save-hf-dtype", "D", AT(hf_dtype),
+                "f32 (default) or bf16 (rounded to nearest even)"),
+    MMRT_FLAG_I("--shard-size", "N", AT(shard_size), 1, INT64_MAX, WHOLE,
+                "--save-hf: at most N bytes per file (default 5e9; a larger tensor\n"
+                "alone), with model.safetensors.index.json when there are several"),
+    MMRT_FLAG_NOTE_ROW("A model compiled for N ranks (--dp/--tp) runs under mpirun -np N."),
+    MMRT_FLAG_I("--threads", "N", AT(threads), 1, INT64_MAX, WHOLE,
+                "OpenMP threads (default: this process's CPUs, shared by the node's\n"
+                "ranks)"),
+    MMRT_FLAG_E("--omp-wait", "W", AT(omp_wait), "active|passive|spin",
+                "--omp-wait takes active, passive or spin, not '%V'",
+                "active (threads spin between kernels), passive (they sleep) or\n"
+                "spin (a bounded while, then sleep); default spin, passive when\n"
+                "other programs' tasks wait for the CPUs"),
+    MMRT_FLAG_B("--profile", AT(profile),
+                "at the end, the time per op kind and per layer (forward, backward,\n"
+                "update, communication), steps after the first"),
+    MMRT_FLAG_B("--quiet", AT(quiet), "no progress line"),
+    MMRT_FLAG_S("--trace", "FILE", AT(trace),
+                "the training steps' timeline as Chrome trace JSON (Perfetto), one\n"
+                "track per rank: forward, backward, send, recv and update events"),
+    MMRT_FLAG_END,
+};
+#undef WHOLE
+#undef AT
 
-static int parse_i64(const char *flag, const char *s, int64_t lo, int64_t *out) {
-  char *end;
-  errno = 0;
-  long long v = s ? strtoll(s, &end, 10) : 0;
-  if (!s || !*s || *end || errno || v < lo)
-    return fail("%s takes a whole number >= %lld%s, not '%s'", flag, (long long)lo,
-                strcmp(flag, "--eval-batches") ? "" : " or all", s ? s : "");
-  *out = v;
-  return 0;
-}
-
-/* The flags that take a file or folder, and where each goes. */
-static const char **text_flag(Args *a, const char *f) {
-  const struct {
-    const char *flag;
-    const char **to;
-  } t[] = {
-      {"--data", &a->data},
-      {"--ckpt", &a->ckpt},
-      {"--log", &a->log},
-      {"--save-weights", &a->save_weights},
-      {"--dump-inputs", &a->dump_inputs},
-      {"--dump-logits", &a->dump_logits},
-      {"--save-hf", &a->save_hf},
-      {"--save-hf-dtype", &a->hf_dtype},
-      {"--init-from", &a->init_from},
-      {"--features", &a->features},
-      {"--load-adapters", &a->load_adapters},
-      {"--save-adapters", &a->save_adapters},
-      {"--omp-wait", &a->omp_wait},
-      {"--trace", &a->trace},
-      {"--on-nan", &a->on_nan},
-  };
-  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-    if (!strcmp(f, t[i].flag)) return t[i].to;
-  return NULL;
-}
-
-/* The flags that take a whole number >= 0 (--batch: >= 1). */
-static int64_t *int_flag(Args *a, const char *f) {
-  const struct {
-    const char *flag;
-    int64_t *to;
-  } t[] = {
-      {"--steps", &a->steps},           {"--batch", &a->batch},
-      {"--eval-every", &a->eval_every}, {"--eval-batches", &a->eval_batches},
-      {"--ckpt-every", &a->ckpt_every}, {"--keep", &a->keep},
-      {"--threads", &a->threads},       {"--shard-size", &a->shard_size},
-  };
-  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-    if (!strcmp(f, t[i].flag)) return t[i].to;
-  return NULL;
-}
-
-static int is_valued(const char *f) {
-  static Args probe; /* only the fields' addresses are taken */
-  return text_flag(&probe, f) || int_flag(&probe, f) || !strcmp(f, "--seed") ||
-         !strcmp(f, "--lr") || !strcmp(f, "--comm-timeout");
-}
+static const MmrtFlagSet train_flag_set = {.who = "trainer",
+                                           .flags = train_flags,
+                                           .needs_value = "%F needs a value (see --help)",
+                                           .col = 21};
 
 static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a) {
   memset(a, 0, sizeof *a);
@@ -246,73 +223,21 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a) {
   a->eval_batches = MMRT_EVAL_BATCHES_DEFAULT;
   a->keep = MMRT_CKPT_KEEP_DEFAULT;
   a->comm_timeout = MMRT_COMM_TIMEOUT_DEFAULT;
-  for (int i = 1; i < argc; i++) {
-    const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    int64_t n = 0;
-    int takes = 1, rc = 0;
-    if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
-      usage(stdout, m);
-      return -1;
-    } else if (!strcmp(f, "--resume")) {
-      a->resume = 1, takes = 0;
-    } else if (!strcmp(f, "--quiet")) {
-      a->quiet = 1, takes = 0;
-    } else if (!strcmp(f, "--profile")) {
-      a->profile = 1, takes = 0;
-    } else if (is_valued(f) && !v) {
-      return fail("%s needs a value (see --help)", f);
-    } else if (!strcmp(f, "--eval-batches") && !strcmp(v, "all")) {
-      a->eval_batches = -1; /* the whole test split */
-    } else if (text_flag(a, f)) {
-      *text_flag(a, f) = v;
-    } else if (int_flag(a, f)) {
-      rc = parse_i64(f, v,
-                     !strcmp(f, "--batch") || !strcmp(f, "--keep") || !strcmp(f, "--threads") ||
-                             !strcmp(f, "--shard-size")
-                         ? 1
-                         : 0,
-                     int_flag(a, f)); /* --steps 0: evaluate only */
-      a->has_keep |= !strcmp(f, "--keep");
-      a->has_ckpt_every |= !strcmp(f, "--ckpt-every");
-    } else if (!strcmp(f, "--seed")) {
-      rc = parse_i64(f, v, 0, &n);
-      a->seed = (uint64_t)n;
-      a->has_seed = 1;
-    } else if (!strcmp(f, "--lr")) {
-      char *end;
-      a->lr = strtod(v, &end);
-      if (!*v || *end || !(a->lr > 0) || !isfinite(a->lr))
-        return fail("--lr takes a positive number, not '%s'", v);
-      a->has_lr = 1;
-    } else if (!strcmp(f, "--comm-timeout")) {
-      char *end;
-      a->comm_timeout = strtod(v, &end);
-      if (!*v || *end || !(a->comm_timeout >= 0) || !isfinite(a->comm_timeout))
-        return fail("--comm-timeout takes a number of seconds >= 0, not '%s'", v);
-      a->has_timeout = 1;
-    } else {
-      fail("unknown option '%s'", f);
-      usage(stderr, m);
-      return 1;
-    }
-    if (rc) return rc;
-    i += takes;
-  }
+  char head[256];
+  snprintf(head, sizeof head, "usage: trainer [options]   (model %s, batch %lld)\n", m->name,
+           (long long)m->batch);
+  int rc = mmrt_flags_parse(&train_flag_set, argc, argv, a, head);
+  if (rc) return rc;
   if (a->batch != m->batch)
     return fail("--batch %lld differs from the compiled batch %lld of model %s; recompile with "
                 "`mmc compile ... --set B=%lld`",
                 (long long)a->batch, (long long)m->batch, m->name, (long long)a->batch);
-  if (a->omp_wait && strcmp(a->omp_wait, "active") && strcmp(a->omp_wait, "passive") &&
-      strcmp(a->omp_wait, "spin"))
-    return fail("--omp-wait takes active, passive or spin, not '%s'", a->omp_wait);
   if (a->threads > 4096) return fail("--threads takes 1 .. 4096, not %lld", (long long)a->threads);
   if (a->resume && !a->ckpt)
     return fail("--resume needs --ckpt DIR (the checkpoint to continue from)");
   if (a->has_keep && !a->ckpt) return fail("--keep needs --ckpt DIR (the checkpoints to keep)");
   if (a->has_ckpt_every && !a->ckpt)
     return fail("--ckpt-every needs --ckpt DIR (where the checkpoints go)");
-  if (a->on_nan && strcmp(a->on_nan, "stop") && strcmp(a->on_nan, "skip-step"))
-    return fail("--on-nan takes stop or skip-step, not '%s'", a->on_nan);
   a->skip_nan = a->on_nan && !strcmp(a->on_nan, "skip-step");
   if (a->has_timeout && m->mesh[0] * m->mesh[1] * m->mesh[2] * (m->pp > 1 ? m->pp : 1) <= 1)
     return fail("--comm-timeout: model %s runs on one rank and has no collectives to time out",
