@@ -209,6 +209,34 @@ typedef struct Opts {
   const char *plan_flag; /* the first parallel-plan flag given (NULL: none) */
 } Opts;
 
+/* The programs a trainer can be compiled as (runtime/model/mmrt_programs.def). */
+static const char *const task_names[] = {
+#define MMRT_PROGRAM(id, name, who, steps, any_world, main, parse) [MMRT_TASK_##id] = name,
+#include "mmrt_programs.def"
+#undef MMRT_PROGRAM
+};
+enum { NTASKS = sizeof task_names / sizeof task_names[0] };
+
+/* The task named `name` (MMRT_TASK_*), or -1. */
+static int task_of(const char *name) {
+  for (int t = 0; t < NTASKS; t++)
+    if (!strcmp(task_names[t], name)) return t;
+  return -1;
+}
+
+/* "a, b, c or d": the tasks' names from task `from` on. */
+static const char *task_list(int from) {
+  static char buf[256];
+  buf[0] = 0;
+  for (int t = from; t < NTASKS; t++)
+    snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%s",
+             t == from         ? ""
+             : t + 1 == NTASKS ? " or "
+                               : ", ",
+             task_names[t]);
+  return buf;
+}
+
 static int bad_usage(const Cmd *c, const char *fmt, const char *arg) {
   fprintf(stderr, "mmc: ");
   fprintf(stderr, fmt, arg);
@@ -300,23 +328,12 @@ static int parse_opts(int argc, char **argv, Opts *o) {
     } else if (strcmp(a, "--task") == 0 && strcmp(o->cmd->name, "check") != 0 &&
                strcmp(o->cmd->name, "stats") != 0) {
       NEED_ARG();
-      if (strcmp(next, "train") == 0)
-        o->task = MMRT_TASK_TRAIN;
-      else if (strcmp(next, "generate") == 0)
-        o->task = MMRT_TASK_GENERATE;
-      else if (strcmp(next, "eval") == 0)
-        o->task = MMRT_TASK_EVAL;
-      else if (strcmp(next, "reconstruct") == 0)
-        o->task = MMRT_TASK_RECONSTRUCT;
-      else if (strcmp(next, "sample") == 0)
-        o->task = MMRT_TASK_SAMPLE;
-      else if (strcmp(next, "extract") == 0)
-        o->task = MMRT_TASK_EXTRACT;
-      else
-        return bad_usage(o->cmd,
-                         "--task takes train, generate, eval, reconstruct, sample or extract, not "
-                         "'%s'",
-                         next);
+      o->task = task_of(next);
+      if (o->task < 0) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "--task takes %s, not '%%s'", task_list(0));
+        return bad_usage(o->cmd, msg, next);
+      }
     } else if (strcmp(a, "--chunk-frames") == 0 && strcmp(o->cmd->name, "check") != 0 &&
                strcmp(o->cmd->name, "stats") != 0) {
       NEED_ARG();
@@ -456,11 +473,11 @@ static int parse_opts(int argc, char **argv, Opts *o) {
     return EXIT_USAGE;
   }
   /* combinations in which a flag would do nothing */
-  if (o->plan_flag && o->task != MMRT_TASK_TRAIN)
-    return bad_usage(o->cmd,
-                     "%s does not go with --task generate, eval, reconstruct, sample or extract: "
-                     "they run on one rank",
-                     o->plan_flag);
+  if (o->plan_flag && o->task != MMRT_TASK_TRAIN) {
+    char msg[256];
+    snprintf(msg, sizeof msg, "%%s does not go with --task %s: they run on one rank", task_list(1));
+    return bad_usage(o->cmd, msg, o->plan_flag);
+  }
   if (o->chunk_frames && o->task != MMRT_TASK_RECONSTRUCT)
     return bad_usage(o->cmd, "--chunk-frames goes with --task reconstruct only%s", "");
   const char *emit = o->emit ? o->emit : "exe";
