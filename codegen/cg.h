@@ -2,7 +2,7 @@
  *
  * One LLVM module per trainer (LLVM 19 C API): `mm_train_step` (@train:
  * forward, backward, optimizer) and `mm_eval_step` (@forward), each a
- * straight-line sequence of calls into the runtime ABI (runtime/mmrt_main.h)
+ * straight-line sequence of calls into the runtime ABI (runtime/model/mmrt_main.h)
  * with arena base + offset pointers and constant shapes; fused elementwise
  * nodes and the layout ops as LLVM loops, vectorised for the host CPU; and
  * the constant model descriptor `mm_model`. The object is emitted by the

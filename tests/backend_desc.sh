@@ -2,7 +2,7 @@
 # The model descriptor field by field: GPT2Tiny compiled to an object
 # (serial, and dp 2 x tp 2), loaded as a shared object by
 # tests/tools/desc_probe.c, which reads `mm_model` through the C structs of
-# runtime/mmrt_main.h (fields from runtime/mmrt_desc.def). Every value is
+# runtime/model/mmrt_main.h (fields from runtime/model/mmrt_desc.def). Every value is
 # checked against an independent source: the arena sizes against
 # `mmc plan --json`, every parameter's name, shape, offset and
 # initialisation and every input's shape and offset against `mmc dump-ir`,

@@ -49,7 +49,7 @@ static const Cmd cmds[] = {
      "Writes a .mm file declaring the model of a Hugging Face directory (config.json, "
      "safetensors) with\n"
      "      the stdlib and its hyper-parameters, and checks the tensors' headers against it "
-     "(runtime/mmrt_hf_map.def)."},
+     "(runtime/io/mmrt_hf_map.def)."},
     {"dump-ir",
      "FILE.mm|FILE.mmir [--model NAME] [--after PASS|all] [--format text|dot] [--rank R]",
      "Prints the IR of a model (--model: needed when the file declares several) after a pass "
@@ -1292,7 +1292,7 @@ static void plan_collectives(IrModule *m, const MmPlan *pl, json_object *root) {
 }
 
 /* Layer norms over channels split on an axis (split statistics): the
- * all-reduces their kernels make (runtime/mmrt_split.c), which no
+ * all-reduces their kernels make (runtime/comm/mmrt_split.c), which no
  * collective node shows: forward 2 of the rows (sums of x, then of
  * (x - mean)^2), backward 1 of twice the rows (sums of g and g * xhat). */
 static void plan_split_norms(IrModule *m, json_object *root) {
@@ -1316,7 +1316,7 @@ static void plan_split_norms(IrModule *m, json_object *root) {
     int64_t sent = nc * 2 * (back ? 2 : 1) * rows * (m->mesh[a] - 1) / m->mesh[a];
     if (!calls[0] && !calls[1] && !root)
       printf("  layer norms over split channels (split statistics: the kernel's all-reduces, "
-             "runtime/mmrt_split.c), per rank:\n");
+             "runtime/comm/mmrt_split.c), per rank:\n");
     calls[back] += nc, elems[back] += sent, axis = a;
     if (!root) {
       printf("    %-32s %-8s %s, channels %lld of %lld: %d all_reduce%s of %lld elements\n",
@@ -1354,7 +1354,7 @@ static void plan_split_norms(IrModule *m, json_object *root) {
  * whole: the flash kernel works in tiles; a ring computes them one K/V
  * block at a time), the ring's workspace (its K/V and dK/dV blocks in
  * flight, a block's output, USP's head-split copies: the node's planned
- * scratch in the activation arena, runtime/mmrt_ring_ws.h) and its shifts,
+ * scratch in the activation arena, runtime/kernels/mmrt_ring_ws.h) and its shifts,
  * which no collective node shows (the kernel makes them). */
 static void plan_cp(IrModule *m, json_object *root) {
   int P = m->mesh[IR_AX_CP];

@@ -304,7 +304,7 @@ static int preprocess(const Pre *a) {
       goto out;
     }
   }
-  /* mmrt_tok fills its byte-level tables (runtime/mmrt_tok_util.c byte_tables,
+  /* mmrt_tok fills its byte-level tables (runtime/data/mmrt_tok_util.c byte_tables,
    * process-wide) on first use, unguarded: use them once here, before the
    * workers share them (ThreadSanitizer saw the race with 3 workers) */
   MmrtTokIds warm = {0};

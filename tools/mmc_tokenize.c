@@ -1,5 +1,5 @@
 /* mmc_tokenize.c: `mmc tokenize TOKENIZER.json [FILE]`, the driver's
- * command over runtime/mmrt_tok.h. Encoding: each input line (without its
+ * command over runtime/data/mmrt_tok.h. Encoding: each input line (without its
  * '\n'; a '\r' stays part of the text) becomes one line of space-separated
  * ids, truncated and padded as the file says (tokenizers' encode) unless
  * --no-truncation / --no-padding. Decoding (--decode): each line of ids becomes one line of text.
