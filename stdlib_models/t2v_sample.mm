@@ -4,7 +4,7 @@
 //
 // T2VStandIn samples VideoDiTSmall (stdlib_models/videodit.mm: its weights
 // load by name), whose latents are still the DiT task's stand-in for the
-// WF-VAE encoder (runtime/feeders/mmrt_task_dit.c: a fixed 4x8x8 downsample of the
+// WF-VAE encoder (runtime/feeders/mmrt_feed_dit.c: a fixed 4x8x8 downsample of the
 // clip, channel c = 4 half + 2 sy + sx the mean over frame half `half` of a
 // 4-frame group and the 4x4 pixels of sub-block (sy, sx) of each 8x8 block,
 // mapped to 2 mean - 1). Its decode is that downsample's exact inverse on

@@ -133,7 +133,7 @@ else
   bad "clip 2 depends on the other prompts of the run, or --show 0 wrote GIFs"
 fi
 
-# the frame classifier's task (runtime/feeders/mmrt_task_frames.c): step 1's rows
+# the frame classifier's task (runtime/feeders/mmrt_feed_frames.c): step 1's rows
 # are frames of train clips 0..31 under the run seed with their classes, as
 # mmc-clips writes those clips (PNG strips, captions.txt)
 "$MMC" compile "$MMC_SOURCE_DIR/stdlib_models/frame_classifier.mm" --model FrameViT -o fvit

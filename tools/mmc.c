@@ -747,7 +747,7 @@ static bool add_reconstruct(Opts *o, FeProgram *p, const char *model, FeResult *
   bool has = fe_has_forward(p, model, "encode") && fe_has_forward(p, model, "decode");
   if (o->task == MMRT_TASK_TRAIN) {
     MmPlan *pl = &r->plan;
-    if (!has || pl->tp * pl->pp * pl->cp * pl->dp > 1) return true; /* no PSNR: mmrt_task_video.c */
+    if (!has || pl->tp * pl->pp * pl->cp * pl->dp > 1) return true; /* no PSNR: mmrt_feed_video.c */
     return fe_elaborate_named(p, model, r->ir, "encode", "encode", FE_TRAIN, 0, NULL) &&
            fe_elaborate_named(p, model, r->ir, "decode", "decode", FE_TRAIN, 0, NULL);
   }

@@ -4,7 +4,7 @@
  * model descriptor `mm_model`, and links it with libmmrt, whose
  * mmrt_entry.c provides main(); the trainer (mmrt_main.c) does arguments,
  * arenas, initialisation, the step loop, the LR schedule, logging,
- * evaluation, checkpoints and resume, and its data tasks (mmrt_task.h) the
+ * evaluation, checkpoints and resume, and its data feeders (mmrt_feed.h) the
  * binding of inputs to data described below. This header
  * is all the compiler knows of the runtime: codegen includes it for the
  * descriptor layout, the arena numbering and (through mmrt_kernels.h and
@@ -29,7 +29,7 @@
  * as an LLVM struct of i64/double/ptr, field by field.
  *
  * Data binding (by input name, after the step inputs `lr` and `step`; one
- * file per task, mmrt_task_*.c):
+ * file per feeder, mmrt_feed_*.c):
  *   - classification: `pixels` f32[B, 1, 28, 28] and `labels` i32[B]:
  *     Fashion-MNIST images, normalised ((p / 255 - mean) / std), and their
  *     classes; evaluation reports top-1 accuracy from the logits' argmax.
@@ -50,7 +50,7 @@
  *     evaluation (on held-out test-split clips) reports the loss alone.
  *   - text-to-video diffusion (a DiT): `latents` f32[B, 8, Fl, 8, 8] (the
  *     clips downsampled), `text` i32[B, L] (caption word ids), `noise`,
- *     `t_uniform` or `t_normal` (mmrt_task_dit.c); the loss alone.
+ *     `t_uniform` or `t_normal` (mmrt_feed_dit.c); the loss alone.
  *   Anything else is refused at start-up with the list of inputs found. */
 #ifndef MMRT_MAIN_H
 #define MMRT_MAIN_H

@@ -7,7 +7,7 @@
  *
  * It allocates exactly the arenas of the memory plan, initialises the
  * parameters from Philox streams named after them, binds the model's inputs
- * to a data task (mmrt_task.h: Fashion-MNIST classes, pixels or captions), runs the step function
+ * to a data feeder (mmrt_feed.h: Fashion-MNIST classes, pixels or captions), runs the step function
  * with the LR schedule and the step counter as inputs, logs, evaluates on the test split, and
  * checkpoints (mmrt_ckpt.h: a directory per step behind an atomic pointer) so that a resumed run
  * continues bit for bit: the weights, optimizer state, step, seed and data-iterator position are
@@ -34,7 +34,7 @@
 #include "mmrt_flags.h"
 #include "mmrt_hf.h"
 #include "mmrt_log.h"
-#include "mmrt_task.h"
+#include "mmrt_feed.h"
 #include "mmrt_pp.h"
 #include "mmrt_prof.h"
 #include "mmrt_trace.h"
@@ -63,8 +63,8 @@ typedef struct Trainer {
   char *arena_mem[MMRT_NARENAS];   /* what was allocated (under pp: this rank's range) */
   int64_t arena_lo[MMRT_NARENAS];  /* its first byte's offset (pp_range) */
   int64_t arena_own[MMRT_NARENAS]; /* its bytes */
-  const MmrtTask *task;            /* the data task bound to the model's inputs */
-  MmrtTaskCtx cx;                  /* its inputs, rows, data and iterators */
+  const MmrtFeeder *feeder;        /* the data feeder bound to the model's inputs */
+  MmrtFeedCtx cx;                  /* its inputs, rows, data and iterators */
   const MmrtTensorDesc *lr, *step; /* the step inputs */
   unsigned char *loaded;           /* per parameter: set by --init-from */
   const char *sub;                 /* --init-from SUB=PATH: the sub-model loaded */
@@ -257,16 +257,16 @@ int mmrt_train_parse(int argc, char **argv, const MmrtModelDesc *m) {
 
 static int run_step(Trainer *t, MmrtStepFn fn, const char *what);
 
-/* The step callback of the task context (it is t->cx). */
+/* The step callback of the feeder context (it is t->cx). */
 static int eval_step(Trainer *t, int share, const char *what);
-static int task_stop(MmrtTaskCtx *c);
-static int task_step(MmrtTaskCtx *c, MmrtStepFn fn, const char *what) {
+static int feed_stop(MmrtFeedCtx *c);
+static int feed_step(MmrtFeedCtx *c, MmrtStepFn fn, const char *what) {
   Trainer *t = (Trainer *)(void *)((char *)c - offsetof(Trainer, cx));
   if (fn == t->m->eval_step) return eval_step(t, 1, what); /* through the pipeline under pp */
   return run_step(t, fn, what);
 }
 
-/* The step inputs, and the first task that takes the model's data inputs. */
+/* The step inputs, and the first feeder that takes the model's data inputs. */
 static int bind(Trainer *t) {
   const MmrtModelDesc *m = t->m;
   char err[ERRLEN];
@@ -281,15 +281,15 @@ static int bind(Trainer *t) {
   t->cx.arenas = t->arenas;
   t->cx.seed = t->a.seed;
   t->cx.eval_batches = t->a.eval_batches;
-  t->cx.step = task_step;
-  t->cx.stop = task_stop;
+  t->cx.step = feed_step;
+  t->cx.stop = feed_stop;
   t->cx.features = t->a.features;
-  t->task = mmrt_task_bind(&t->cx, err, sizeof err);
-  if (t->task && t->a.features && !t->cx.features_used)
+  t->feeder = mmrt_feed_bind(&t->cx, err, sizeof err);
+  if (t->feeder && t->a.features && !t->cx.features_used)
     return fail("--features %s: model %s takes no stored features (a model with forwards latents "
                 "and text_features does, on the text-to-video task)",
                 t->a.features, m->name);
-  return t->task ? 0 : fail("%s", err);
+  return t->feeder ? 0 : fail("%s", err);
 }
 
 static void *at(Trainer *t, const MmrtTensorDesc *d) {
@@ -441,7 +441,7 @@ static int log_comm(Trainer *t) {
 
 static void fill_batch(Trainer *t, const MmrtBatchIter *it, int64_t rows, int eval,
                        uint64_t sample0) {
-  t->task->fill(&t->cx, it, rows, eval, sample0);
+  t->feeder->fill(&t->cx, it, rows, eval, sample0);
 }
 
 /* ---- parameters ---- */
@@ -595,9 +595,9 @@ static int any_rank(Trainer *t, int bad, const char *what) {
   return bad != 0;
 }
 
-/* The evaluation's stop poll (MmrtTaskCtx.stop): a signal on any rank
+/* The evaluation's stop poll (MmrtFeedCtx.stop): a signal on any rank
  * stops every rank at the same batch (the training loop's rule). */
-static int task_stop(MmrtTaskCtx *c) {
+static int feed_stop(MmrtFeedCtx *c) {
   Trainer *t = (Trainer *)(void *)((char *)c - offsetof(Trainer, cx));
   if (!any_rank(t, mmrt_stop_signal != 0, "the stop flag (all-reduce before each test batch)"))
     return 0;
@@ -830,7 +830,7 @@ static MmrtTensorRef *gather_whole(Trainer *t, int *out_rc) {
     if (mine) for_each_run(t, p, copy_run, &u);
     if (t->has_mesh && mmrt_all_reduce_mpi(&t->mesh, MMRT_AXIS_WORLD, w, (int)whole, MPI_FLOAT,
                                            MPI_SUM, "--save-weights (all-reduce)") != MMRT_OK)
-      mmrt_task_comm_fail(&t->cx);
+      mmrt_feed_comm_fail(&t->cx);
   }
   for (int64_t i = 0; !rc && i < m->nparams; i++) /* a padded vocabulary: its real rows, in front */
     if (refs[i].ndim && m->params[i].rows < refs[i].shape[0]) refs[i].shape[0] = m->params[i].rows;
@@ -1125,7 +1125,7 @@ static int save_adapters(Trainer *t) {
         memcpy(w, at(t, p), e * sizeof *w);
       if (mmrt_all_reduce_mpi(&t->mesh, MMRT_AXIS_PP, w, (int)e, MPI_FLOAT, MPI_SUM,
                               "--save-adapters (all-reduce over pp)") != MMRT_OK)
-        mmrt_task_comm_fail(&t->cx);
+        mmrt_feed_comm_fail(&t->cx);
       refs[n].data = w;
     } else {
       refs[n].data = at(t, p);
@@ -1167,7 +1167,7 @@ static double now(void) {
 
 static int restart_eval(Trainer *t) {
   char err[ERRLEN];
-  return mmrt_task_restart_eval(&t->cx, err, sizeof err) == MMRT_OK ? 0 : fail("%s", err);
+  return mmrt_feed_restart_eval(&t->cx, err, sizeof err) == MMRT_OK ? 0 : fail("%s", err);
 }
 
 static int pp_run(void *u, MmrtStepFn fn, char **arenas, const char *what);
@@ -1197,8 +1197,8 @@ static int evaluate(Trainer *t, double *loss, double *acc) {
     return 1;
   }
   MmrtProgress pr; /* a stop leaves the sums partial: the caller reports none */
-  mmrt_progress_begin(&pr, "eval batch", 0, mmrt_task_eval_total(&t->cx), "samples", t->cx.loud);
-  for (int64_t seen = 0; !task_stop(&t->cx); mmrt_progress_tick(&pr, batches, (double)seen, NULL)) {
+  mmrt_progress_begin(&pr, "eval batch", 0, mmrt_feed_eval_total(&t->cx), "samples", t->cx.loud);
+  for (int64_t seen = 0; !feed_stop(&t->cx); mmrt_progress_tick(&pr, batches, (double)seen, NULL)) {
     int64_t rows = mmrt_iter_next(&t->cx.eval_it);
     if (rows == 0 || (t->a.eval_batches >= 0 && batches >= t->a.eval_batches)) break;
     seen += rows;
@@ -1214,7 +1214,7 @@ static int evaluate(Trainer *t, double *loss, double *acc) {
     if (!y && counts)       /* no labels (video): this rank's rows of the batch (the dp sum: all) */
       nc[0] = rows < t->cx.lo ? 0 : (rows < t->cx.lo + t->cx.rows ? rows - t->cx.lo : t->cx.rows);
     if (y && m->eval_logits_offset >= 0 && counts) {
-      mmrt_task_argmax(&t->cx, best, 0);
+      mmrt_feed_argmax(&t->cx, best, 0);
       for (int64_t r = 0; r < m->logits_rows; r++) {
         if (y[r] == (int32_t)m->ignore_index) continue;
         nc[1] += best[r] == y[r];
@@ -1224,7 +1224,7 @@ static int evaluate(Trainer *t, double *loss, double *acc) {
     if (t->has_mesh) /* the rows of the whole dp group (the loss is the group's already) */
       if (mmrt_all_reduce_mpi(&t->mesh, MMRT_AXIS_DP, nc, 2, MPI_INT64_T, MPI_SUM,
                               "the evaluation counts (all-reduce)") != MMRT_OK)
-        mmrt_task_comm_fail(&t->cx);
+        mmrt_feed_comm_fail(&t->cx);
     int64_t n = nc[0];
     correct += nc[1];
     float l = 0;
@@ -1239,7 +1239,7 @@ static int evaluate(Trainer *t, double *loss, double *acc) {
     double v[3] = {lsum, (double)counted, (double)correct};
     if (mmrt_all_reduce_mpi(&t->mesh, MMRT_AXIS_PP, v, 3, MPI_DOUBLE, MPI_SUM,
                             "the evaluation's sums (all-reduce over pp)") != MMRT_OK)
-      mmrt_task_comm_fail(&t->cx);
+      mmrt_feed_comm_fail(&t->cx);
     lsum = v[0], counted = (int64_t)v[1], correct = (int64_t)v[2];
   }
   *loss = counted ? lsum / (double)counted : NAN;
@@ -1332,12 +1332,12 @@ static int mb_step(Trainer *t, int64_t step, float lr, float fs, const char *wha
   return rc;
 }
 
-/* The task's metric: 1 with *v set, 0 when there is none for this model, -1
+/* The feeder's metric: 1 with *v set, 0 when there is none for this model, -1
  * after a message. */
-static int task_metric(Trainer *t, double *v) {
+static int feed_metric(Trainer *t, double *v) {
   char err[ERRLEN];
-  if (!t->task->metric) return 0;
-  int rc = t->task->metric(&t->cx, v, err, sizeof err);
+  if (!t->feeder->metric) return 0;
+  int rc = t->feeder->metric(&t->cx, v, err, sizeof err);
   if (rc == 1) return 0;
   if (rc != MMRT_OK) return err[0] ? -fail("%s", err) : -1;
   return 1;
@@ -1482,17 +1482,17 @@ static int train(Trainer *t) {
       mmrt_progress_break(&pr);
       int bad = evaluate(t, &el, &ea);
       if (!bad && t->stopped) break; /* step done: the checkpoint after the loop has it */
-      int has = bad || !t->task->metric_every ? 0 : task_metric(t, &mv);
+      int has = bad || !t->feeder->metric_every ? 0 : feed_metric(t, &mv);
       if (bad) return 1;
       if (has >= 0 && t->stopped) break;
       f[nf++] = (MmrtLogField){"eval_loss", el, NULL};
       f[nf++] = (MmrtLogField){"eval_accuracy", ea, NULL};
       if (has < 0) return 1;
-      if (has) f[nf++] = (MmrtLogField){t->task->metric_key, mv, NULL};
+      if (has) f[nf++] = (MmrtLogField){t->feeder->metric_key, mv, NULL};
       if (loud) {
         fprintf(stderr, "step %lld: eval loss %.4f", (long long)step, el);
         if (t->cx.labels) fprintf(stderr, ", accuracy %.4f", ea);
-        if (has) fprintf(stderr, ", %s %.4f", t->task->metric_words, mv);
+        if (has) fprintf(stderr, ", %s %.4f", t->feeder->metric_words, mv);
         fputc('\n', stderr);
       }
     }
@@ -1635,7 +1635,7 @@ static int run(Trainer *t, int argc, char **argv) {
   char err[ERRLEN];
   mmrt_mem_begin(&t->mem);
   mmrt_mem_start_threads(); /* their stacks before the data and arenas */
-  if (t->task->open(&t->cx, t->a.data, err, sizeof err) != MMRT_OK)
+  if (t->feeder->open(&t->cx, t->a.data, err, sizeof err) != MMRT_OK)
     return fail("--data %s: %s", t->a.data, err);
   if (mmrt_iter_init(&t->cx.it, &t->cx.train, m->batch, 1, t->a.seed, err, sizeof err) != MMRT_OK)
     return fail("%s", err);
@@ -1690,7 +1690,8 @@ static int run(Trainer *t, int argc, char **argv) {
       return fail("--on-nan skip-step: out of memory for the copy of arena %d (%lld bytes)", r,
                   (long long)t->arena_own[r]);
   t->cx.seed = t->a.seed; /* final: a checkpoint's */
-  if (t->task->start && t->task->start(&t->cx, err, sizeof err) != MMRT_OK) return fail("%s", err);
+  if (t->feeder->start && t->feeder->start(&t->cx, err, sizeof err) != MMRT_OK)
+    return fail("%s", err);
   if (t->a.log && t->rank == 0) {
     if (mmrt_log_open(&t->log, t->a.log, err, sizeof err) != MMRT_OK) return fail("--log %s", err);
     t->has_log = 1;
@@ -1700,7 +1701,7 @@ static int run(Trainer *t, int argc, char **argv) {
   if (loud) {
     char omp[256], ev[160];
     mmrt_omp_describe(omp, sizeof omp);
-    int64_t part = mmrt_task_eval_total(&t->cx), all = (t->cx.test.n + t->cx.B - 1) / t->cx.B;
+    int64_t part = mmrt_feed_eval_total(&t->cx), all = (t->cx.test.n + t->cx.B - 1) / t->cx.B;
     if (part < all)
       snprintf(ev, sizeof ev, "%lld of the %lld test batches (--eval-batches all: every one)",
                (long long)part, (long long)all);
@@ -1708,9 +1709,9 @@ static int run(Trainer *t, int argc, char **argv) {
       snprintf(ev, sizeof ev, "the whole test split (%lld batches)", (long long)all);
     fprintf(
         stderr,
-        "trainer: model %s, %s task, batch %lld, steps %lld, seed %llu, %d rank%s, %s, precision "
+        "trainer: model %s, %s data, batch %lld, steps %lld, seed %llu, %d rank%s, %s, precision "
         "%s%s; evaluation on %s\n",
-        m->name, t->task->name, (long long)t->cx.B, (long long)t->a.steps,
+        m->name, t->feeder->name, (long long)t->cx.B, (long long)t->a.steps,
         (unsigned long long)t->a.seed, t->world > 1 ? t->world : 1, t->world > 1 ? "s" : "", omp,
         m->precision == 1 ? "bf16 " : "fp32", m->precision == 1 ? mmrt_bf16_path() : "", ev);
   }
@@ -1740,14 +1741,14 @@ static int run(Trainer *t, int argc, char **argv) {
     MmrtLogField f[3] = {{"eval_loss", el, NULL}, {"eval_accuracy", ea, NULL}};
     int nf = 2;
     double v = NAN;
-    int has = rc || t->stopped ? 0 : task_metric(t, &v);
+    int has = rc || t->stopped ? 0 : feed_metric(t, &v);
     if (has < 0) rc = 1;
-    if (has > 0) f[nf++] = (MmrtLogField){t->task->metric_key, v, NULL};
+    if (has > 0) f[nf++] = (MmrtLogField){t->feeder->metric_key, v, NULL};
     if (!rc && !t->stopped && t->rank == 0) { /* stopped: partial sums, no figure */
-      int64_t part = mmrt_task_eval_total(&t->cx), all = (t->cx.test.n + t->cx.B - 1) / t->cx.B;
+      int64_t part = mmrt_feed_eval_total(&t->cx), all = (t->cx.test.n + t->cx.B - 1) / t->cx.B;
       printf("eval: loss %.6f", el);
-      if (t->cx.labels) printf(" accuracy %.4f", ea); /* a task without labels has none */
-      if (nf > 2) printf(" %s %.4f", t->task->metric_words, f[2].num);
+      if (t->cx.labels) printf(" accuracy %.4f", ea); /* a feeder without labels has none */
+      if (nf > 2) printf(" %s %.4f", t->feeder->metric_words, f[2].num);
       if (part < all)
         printf(" (test split: first %lld of %lld batches; --eval-batches all for the whole)\n",
                (long long)part, (long long)all);
@@ -1797,7 +1798,7 @@ int mmrt_train_main(int argc, char **argv, const MmrtModelDesc *m) {
   int rc = run(&t, argc, argv);
   fflush(NULL);
   if (t.has_log) mmrt_log_close(&t.log);
-  if (t.task && t.task->close) t.task->close(&t.cx);
+  if (t.feeder && t.feeder->close) t.feeder->close(&t.cx);
   mmrt_iter_free(&t.cx.it);
   mmrt_iter_free(&t.cx.eval_it);
   mmrt_images_free(&t.cx.train);
