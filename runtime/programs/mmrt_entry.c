@@ -1,5 +1,4 @@
-/* mmrt_entry.c: main() of every executable mmc links, and the table of
- * programs (model/mmrt_programs.def).
+/* mmrt_entry.c: main() of every executable mmc links.
  *
  * It checks that the generated object was built for this runtime's ABI,
  * that a launcher (mpirun) started as many ranks as the model was compiled
@@ -15,22 +14,6 @@
 #include "mmrt_comm.h"
 #include "mmrt_main.h"
 #include "mmrt_threads.h"
-
-static const MmrtProgram programs[MMRT_NTASKS] = {
-#define MMRT_PROGRAM(id, name_, who_, steps_, any_world_, main_, parse_)                           \
-  [MMRT_TASK_##id] = {.name = name_,                                                               \
-                      .who = who_,                                                                 \
-                      .steps = steps_,                                                             \
-                      .any_world = any_world_,                                                     \
-                      .main = main_,                                                               \
-                      .parse = parse_},
-#include "mmrt_programs.def"
-#undef MMRT_PROGRAM
-};
-
-const MmrtProgram *mmrt_program(int64_t task) {
-  return task >= 0 && task < MMRT_NTASKS ? &programs[task] : NULL;
-}
 
 /* The step functions the program runs, each present in the model; 0, or 1
  * after naming the one missing. */
