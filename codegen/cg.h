@@ -34,10 +34,11 @@ typedef struct CgOptions {
 } CgOptions;
 
 /* The compiler driver, runtime library, its link flags and its header
- * directory (built-in paths from the build, overridden by $MMC_CC,
- * $MMC_RUNTIME_LIB, $MMC_RUNTIME_LIBS, $MMC_RUNTIME_INCLUDE). The headers
- * (mmrt_main.h) are for linking an --emit obj object with a main of one's
- * own; mmc itself needs only the library. */
+ * directories, space-separated: every room of runtime/ (built-in paths
+ * from the build, overridden by $MMC_CC, $MMC_RUNTIME_LIB,
+ * $MMC_RUNTIME_LIBS, $MMC_RUNTIME_INCLUDE). The headers (mmrt_main.h) are
+ * for linking an --emit obj object with a main of one's own; mmc itself
+ * needs only the library. */
 const char *cg_link_cc(void);
 const char *cg_runtime_lib(void);
 const char *cg_runtime_libs(void);
