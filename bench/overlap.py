@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """How much of the gradient buckets' reduction the backward hides, from a
-trainer's --trace (Chrome trace JSON, runtime/mmrt_trace.c) under dp.
+trainer's --trace (Chrome trace JSON, runtime/comm/mmrt_trace.c) under dp.
 
 Per rank and step (the trainer's "step" events):
   reduction  the union of the "bucket_reduce" events (a bucket's

@@ -2,7 +2,7 @@
  *
  * One LLVM module per trainer (LLVM 19 C API): `mm_train_step` (@train:
  * forward, backward, optimizer) and `mm_eval_step` (@forward), each a
- * straight-line sequence of calls into the runtime ABI (runtime/mmrt_main.h)
+ * straight-line sequence of calls into the runtime ABI (runtime/model/mmrt_main.h)
  * with arena base + offset pointers and constant shapes; fused elementwise
  * nodes and the layout ops as LLVM loops, vectorised for the host CPU; and
  * the constant model descriptor `mm_model`. The object is emitted by the
@@ -34,10 +34,11 @@ typedef struct CgOptions {
 } CgOptions;
 
 /* The compiler driver, runtime library, its link flags and its header
- * directory (built-in paths from the build, overridden by $MMC_CC,
- * $MMC_RUNTIME_LIB, $MMC_RUNTIME_LIBS, $MMC_RUNTIME_INCLUDE). The headers
- * (mmrt_main.h) are for linking an --emit obj object with a main of one's
- * own; mmc itself needs only the library. */
+ * directories, space-separated: every room of runtime/ (built-in paths
+ * from the build, overridden by $MMC_CC, $MMC_RUNTIME_LIB,
+ * $MMC_RUNTIME_LIBS, $MMC_RUNTIME_INCLUDE). The headers (mmrt_main.h) are
+ * for linking an --emit obj object with a main of one's own; mmc itself
+ * needs only the library. */
 const char *cg_link_cc(void);
 const char *cg_runtime_lib(void);
 const char *cg_runtime_libs(void);

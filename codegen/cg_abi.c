@@ -1,20 +1,20 @@
 /* The calls of runtime functions: their LLVM types come from the one list
- * of entry points, runtime/mmrt_abi.def, that the runtime headers also make
+ * of entry points, runtime/core/mmrt_abi.def, that the runtime headers also make
  * their C prototypes from. The type macros of that list stay local to this
  * file. */
 #include <math.h>
 #include <string.h>
 
-#include "../runtime/mmrt_main.h"
+#include "mmrt_main.h"
 #include "cg_internal.h"
 
 /* the libm entries of mmrt_abi.def, redeclared: a mismatch with <math.h>
  * does not compile */
 #define MMRT_ABI_SECTION_LIBM
-#include "../runtime/mmrt_abi.h"
+#include "mmrt_abi.h"
 
 /* ---- the runtime functions the step functions call ----
- * Their signatures come from runtime/mmrt_abi.def, as "ret" and "args"
+ * Their signatures come from runtime/core/mmrt_abi.def, as "ret" and "args"
  * with v void, i i32 (int and enums), l i64 (int64_t, size_t, uint64_t),
  * f float, d double, p pointer: the list the runtime headers make their
  * prototypes from. */
@@ -40,7 +40,7 @@ static const struct {
   char ret;
   const char *args;
 } rt_fns[] = {
-#include "../runtime/mmrt_abi.def"
+#include "mmrt_abi.def"
 };
 
 static LLVMTypeRef sig_type(Cg *cg, char c) {
@@ -59,7 +59,7 @@ LLVMValueRef cg_call(Cg *cg, const char *name, LLVMValueRef *args, int nargs) {
   size_t k = 0;
   while (k < sizeof rt_fns / sizeof rt_fns[0] && strcmp(rt_fns[k].name, name) != 0) k++;
   if (k == sizeof rt_fns / sizeof rt_fns[0])
-    mm_die(__FILE__, __LINE__, "codegen: %s is not in runtime/mmrt_abi.def", name);
+    mm_die(__FILE__, __LINE__, "codegen: %s is not in runtime/core/mmrt_abi.def", name);
   const char *sig = rt_fns[k].args;
   MM_ASSERT((int)strlen(sig) == nargs && nargs <= 32);
   LLVMTypeRef params[32];

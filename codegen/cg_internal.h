@@ -1,6 +1,6 @@
 /* Shared state of the codegen files:
  *   cg_module.c  the module, step functions, descriptor
- *   cg_abi.c     calls of runtime functions, typed from runtime/mmrt_abi.def
+ *   cg_abi.c     calls of runtime functions, typed from runtime/core/mmrt_abi.def
  *   cg_ops.c     one lowering per op: runtime kernel calls
  *   cg_loops.c   loop nests: fused elementwise programs, layout ops, reductions
  *   cg_emit.c    target machine, optimisation, object emission, the link */
@@ -11,7 +11,7 @@
 
 #include "../passes/memplan.h"
 #include "../passes/pp_stage.h"
-#include "../runtime/mmrt_main.h"
+#include "mmrt_main.h"
 #include "cg.h"
 
 /* pointers of one loop nest: the result and up to 64 operands, and spare */
@@ -77,7 +77,7 @@ typedef struct CgMb {
   const IrValue **accum; /* what the update reads from the micro-batches */
   int naccum;
   /* pipeline (pp > 1): the stage functions, transfers and schedule as the
-   * descriptor holds them (runtime/mmrt_desc.def) */
+   * descriptor holds them (runtime/model/mmrt_desc.def) */
   LLVMValueRef pp_fn[MMRT_PP_MAXFN];
   LLVMValueRef pp_upd[MMRT_PP_MAXRANKS]; /* each pp rank's update of what it holds */
   const IrValue **xfer;
@@ -110,7 +110,7 @@ LLVMValueRef cg_ptr(Cg *cg, const IrValue *v);
 /* A pointer into node n's scratch, `off` bytes in. */
 LLVMValueRef cg_ws(Cg *cg, const IrNode *n, int64_t off);
 /* A call of a runtime (or libm) function by name; its type comes from its
- * entry in runtime/mmrt_abi.def (cg_abi.c). */
+ * entry in runtime/core/mmrt_abi.def (cg_abi.c). */
 LLVMValueRef cg_call(Cg *cg, const char *name, LLVMValueRef *args, int nargs);
 /* An LLVM intrinsic overloaded on `type` (e.g. "llvm.sqrt"). */
 LLVMValueRef cg_intrinsic(Cg *cg, const char *name, LLVMTypeRef type, LLVMValueRef *args,

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "../passes/bucket.h"
-#include "../runtime/mmrt_main.h"
+#include "mmrt_main.h"
 #include "cg_internal.h"
 
 _Static_assert(sizeof(MmrtConv) == 19 * 4, "MmrtConv is not 19 ints");
@@ -369,7 +369,7 @@ static int init_kind(IrInitKind k) {
 enum {
 #define MMRT_TENSOR(t, name, dims) CG_MmrtTensorDesc_##name,
 #define MMRT_MODEL(t, name, dims)
-#include "../runtime/mmrt_desc.def"
+#include "mmrt_desc.def"
 #undef MMRT_TENSOR
 #undef MMRT_MODEL
   CG_TENSOR_FIELDS
@@ -377,7 +377,7 @@ enum {
 enum {
 #define MMRT_TENSOR(t, name, dims)
 #define MMRT_MODEL(t, name, dims) CG_MmrtModelDesc_##name,
-#include "../runtime/mmrt_desc.def"
+#include "mmrt_desc.def"
 #undef MMRT_TENSOR
 #undef MMRT_MODEL
   CG_MODEL_FIELDS
@@ -392,7 +392,7 @@ static const DescField tensor_fields[] = {
 #define MMRT_TENSOR(t, name, dims)                                                                 \
   {#name, DK_##t, sizeof(((MmrtTensorDesc *)0)->name), offsetof(MmrtTensorDesc, name)},
 #define MMRT_MODEL(t, name, dims)
-#include "../runtime/mmrt_desc.def"
+#include "mmrt_desc.def"
 #undef MMRT_TENSOR
 #undef MMRT_MODEL
 };
@@ -400,7 +400,7 @@ static const DescField model_fields[] = {
 #define MMRT_TENSOR(t, name, dims)
 #define MMRT_MODEL(t, name, dims)                                                                  \
   {#name, DK_##t, sizeof(((MmrtModelDesc *)0)->name), offsetof(MmrtModelDesc, name)},
-#include "../runtime/mmrt_desc.def"
+#include "mmrt_desc.def"
 #undef MMRT_TENSOR
 #undef MMRT_MODEL
 };

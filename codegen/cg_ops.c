@@ -1,5 +1,5 @@
 /* One lowering per op: a call into the runtime kernel ABI
- * (runtime/mmrt_kernels.h) with arena pointers and constant shapes, or a
+ * (runtime/kernels/mmrt_kernels.h) with arena pointers and constant shapes, or a
  * loop nest from cg_loops.c for what the runtime has no kernel for. Every
  * kernel writes its result (accumulate = 0): sums of gradients are explicit
  * add nodes in the IR. */
@@ -7,7 +7,7 @@
 
 #include "../ir/ir_fused.h"
 #include "../passes/bucket.h"
-#include "../runtime/mmrt_main.h"
+#include "mmrt_main.h"
 #include "cg_internal.h"
 
 #define V(i)   cg_ptr(cg, n->in[i])  /* operand i's storage */
@@ -591,7 +591,7 @@ static bool lower_attention(Cg *cg, const IrNode *n) {
   int64_t d[6] = {0};
   if (!attention_dims(cg, n, 0, d)) return false;
   int64_t lse_off = 0;
-  if (is_ring(n)) { /* ring attention over cp (runtime/mmrt_ring.c) */
+  if (is_ring(n)) { /* ring attention over cp (runtime/comm/mmrt_ring.c) */
     if (n->nin > 3)
       return cg_error(cg, n, "ring attention (cp_kind = ring) does not take a key mask");
     if (kdt(n) == MMRT_BF16)
@@ -639,7 +639,7 @@ static bool lower_haar(Cg *cg, const IrNode *n) {
   return true;
 }
 
-/* rel_buckets, timestep_embedding, ddpm_table: runtime/mmrt_dit.c */
+/* rel_buckets, timestep_embedding, ddpm_table: runtime/kernels/mmrt_dit.c */
 static bool lower_table(Cg *cg, const IrNode *n) {
   if (n->op == IR_OP_REL_BUCKETS)
     CALL("mmrt_rel_buckets", O(0), I32(n->out[0]->shape.d[0]), I32(attr(n, IR_ATTR_BUCKETS)->i),
@@ -900,7 +900,7 @@ static bool in_bucket(const Cg *cg, const IrNode *n) {
          (bucket_id(n) >= 0 && bucket_wait_index(cg->f, bucket_id(n)) > cg->cur);
 }
 
-/* A collective over cp in the balanced layout (ir_cp_balanced; runtime/mmrt_ring.c). */
+/* A collective over cp in the balanced layout (ir_cp_balanced; runtime/comm/mmrt_ring.c). */
 static bool lower_cp_balanced(Cg *cg, const IrNode *n, int d) {
   const IrValue *x = n->in[0], *y = n->out[0];
   const IrValue *whole = n->op == IR_OP_ALL_GATHER ? y : x; /* the side whole along d */

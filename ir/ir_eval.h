@@ -10,7 +10,7 @@
  * (ir_eval_func), and reads the results and the parameters that in-place
  * ops (adamw, sgd) updated. Tensors are reused when a function runs again.
  *
- * Semantics follow ops.def and runtime/mmrt_kernels.h, except:
+ * Semantics follow ops.def and runtime/kernels/mmrt_kernels.h, except:
  *   - no rounding to f32/bf16: float dtypes are computed in double, and cast
  *     between float dtypes is the identity; cast to an integer dtype
  *     truncates toward zero (bool: != 0);

@@ -412,7 +412,7 @@ static bool ring(const IrNode *n) {
 
 /* With {ring = true} (self-attention), the sequence is a factor of q, k, v,
  * out and lse: split on cp, the kernel passes the key/value blocks around
- * the axis itself (runtime/mmrt_ring.c). */
+ * the axis itself (runtime/comm/mmrt_ring.c). */
 static void rule_ATTENTION(const IrNode *n, IrShardRule *r) {
   int b = newf(r, ish(n, 0)->d[0], IR_FM_BAD), h = newf(r, ish(n, 1)->d[2], IR_FM_BAD);
   for (int i = 0; i < 3; i++) in_f(r, i, 0, b), in_f(r, i, 2, h);

@@ -2,7 +2,7 @@
 // issue's "a classifier trained on real clips' frames"): a 2-layer ViT on
 // one 64x64 frame of a moving-item clip (8x8 patches, the CLS token into a
 // linear head) that names the item's class. FrameViT trains it on the
-// clip-frame task (runtime/mmrt_task_frames.c: train-split clips' frames;
+// clip-frame task (runtime/feeders/mmrt_feed_frames.c: train-split clips' frames;
 // the trainer's accuracy is on held-out clips' frames); a sampler's model
 // adds `classifier = FrameClassifier()` and a forward `classify` and loads
 // these weights by name (README "Sampling").

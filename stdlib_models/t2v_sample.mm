@@ -4,7 +4,7 @@
 //
 // T2VStandIn samples VideoDiTSmall (stdlib_models/videodit.mm: its weights
 // load by name), whose latents are still the DiT task's stand-in for the
-// WF-VAE encoder (runtime/mmrt_task_dit.c: a fixed 4x8x8 downsample of the
+// WF-VAE encoder (runtime/feeders/mmrt_feed_dit.c: a fixed 4x8x8 downsample of the
 // clip, channel c = 4 half + 2 sy + sx the mean over frame half `half` of a
 // 4-frame group and the 4x4 pixels of sub-block (sy, sx) of each 8x8 block,
 // mapped to 2 mean - 1). Its decode is that downsample's exact inverse on
@@ -32,7 +32,7 @@ model T2VStandIn extends VideoDiTSmall {
   // the mean of group 0's halves, concat([(f[:, 0:1] + f[:, 2:3]) * 0.5,
   // f[:, 4:20]], axis = 1), once came out right for batch row 0 only: the
   // sampler classified each decoded clip from the activation arena, and
-  // @classify overwrote the next ones; runtime/mmrt_sample.c copies them out
+  // @classify overwrote the next ones; runtime/programs/mmrt_sample.c copies them out
   // now, tests/dit_sample.sh checks that decode on every clip.)
   forward decode(zs: f32[B, 8, 5, 8, 8]) {
     z = zs * (1.0 / 3.4) - 0.9                                            // VideoDiTSmall's scaling undone

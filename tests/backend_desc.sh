@@ -2,7 +2,7 @@
 # The model descriptor field by field: GPT2Tiny compiled to an object
 # (serial, and dp 2 x tp 2), loaded as a shared object by
 # tests/tools/desc_probe.c, which reads `mm_model` through the C structs of
-# runtime/mmrt_main.h (fields from runtime/mmrt_desc.def). Every value is
+# runtime/model/mmrt_main.h (fields from runtime/model/mmrt_desc.def). Every value is
 # checked against an independent source: the arena sizes against
 # `mmc plan --json`, every parameter's name, shape, offset and
 # initialisation and every input's shape and offset against `mmc dump-ir`,
@@ -14,7 +14,7 @@ S="$MMC_SOURCE_DIR/stdlib_models"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 CC=${CC:-cc}
-if ! $CC -std=c11 -Wall -Wextra -Werror -I"$MMC_SOURCE_DIR/runtime" \
+if ! $CC -std=c11 -Wall -Wextra -Werror $(for d in "$MMC_SOURCE_DIR"/runtime/*/; do printf -- "-I%s " "$d"; done) \
     "$MMC_SOURCE_DIR/tests/tools/desc_probe.c" -o "$T/probe" -ldl; then
   echo "FAIL: desc_probe does not build"; exit 1
 fi
@@ -42,7 +42,7 @@ bad = []
 def want(field, value):
     if d.get(field) != str(value):
         bad.append("%s = %s, want %s" % (field, d.get(field), value))
-abi = re.search(r"#define MMRT_ABI_VERSION (\d+)", open(src + "/runtime/mmrt_main.h").read()).group(1)
+abi = re.search(r"#define MMRT_ABI_VERSION (\d+)", open(src + "/runtime/model/mmrt_main.h").read()).group(1)
 want("model.abi_version", abi)
 want("model.name", "GPT2Tiny")
 if not d.get("model.fingerprint", "").startswith("GPT2Tiny-"): bad.append("fingerprint")

@@ -66,10 +66,10 @@ model Odd {
 }
 MM
 expect "compile odd" 0 "$MMC" compile "$T/odd.mm" -o "$T/odd"
-expect "no task" 1 "$T/odd" --steps 1 --log "$T/odd.jsonl" "${Q[@]}"
-says "no task" "cannot bind the inputs of model Odd (tokens I32[2, 8], targets I32[2, 8], lr F32[], step F32[]) to a task"
-says "no task lists the tasks" "expected pixels F32[B, 1, 28, 28] and labels I32[B] (classification); pixels F32[B, 1, 28, 28], text and labels I32[B, T] (captioning); ids and labels I32[B, T] (next-pixel); latents F32[B, 8, Fl, 8, 8], text I32[B, L] (or text_features F32[B, L, D] with forwards latents and text_features), noise (like latents), t_uniform or t_normal F32[B] (text-to-video diffusion); video F32[B, 1, 1 + 4k, 64, 64] (video); or frames F32[B, 1, 64, 64] and labels I32[B] (clip-frame classification); B = 2"
-if [ -e "$T/odd.jsonl" ]; then echo "FAIL no task: the log was written"; fail=$((fail+1)); else pass=$((pass+1)); fi
+expect "no feeder" 1 "$T/odd" --steps 1 --log "$T/odd.jsonl" "${Q[@]}"
+says "no feeder" "cannot bind the inputs of model Odd (tokens I32[2, 8], targets I32[2, 8], lr F32[], step F32[]) to a data feeder"
+says "no feeder lists the feeders" "expected pixels F32[B, 1, 28, 28] and labels I32[B] (classification); pixels F32[B, 1, 28, 28], text and labels I32[B, T] (captioning); ids and labels I32[B, T] (next-pixel); latents F32[B, 8, Fl, 8, 8], text I32[B, L] (or text_features F32[B, L, D] with forwards latents and text_features), noise (like latents), t_uniform or t_normal F32[B] (text-to-video diffusion); video F32[B, 1, 1 + 4k, 64, 64] (video); or frames F32[B, 1, 64, 64] and labels I32[B] (clip-frame classification); B = 2"
+if [ -e "$T/odd.jsonl" ]; then echo "FAIL no feeder: the log was written"; fail=$((fail+1)); else pass=$((pass+1)); fi
 
 # mmc compile: usage errors (exit 2) and an unwritable output (exit 1)
 expect "emit kind" 2 "$MMC" compile "$S/gpt2.mm" --model GPT2Tiny --emit wasm

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The text-to-video sampler (mmc compile --task sample, runtime/mmrt_sample.c)
+# The text-to-video sampler (mmc compile --task sample, runtime/programs/mmrt_sample.c)
 # on tests/dit/sample.mm (a 1-layer T5, a 1-layer VideoDiT, a tiny WF-VAE
 # decoder; the trainer's initial weights, random and fixed by its seed):
 # 1. the sampler's arithmetic against diffusers' DDIM and DDPM v-prediction
@@ -133,7 +133,7 @@ else
   bad "clip 2 depends on the other prompts of the run, or --show 0 wrote GIFs"
 fi
 
-# the frame classifier's task (runtime/mmrt_task_frames.c): step 1's rows
+# the frame classifier's task (runtime/feeders/mmrt_feed_frames.c): step 1's rows
 # are frames of train clips 0..31 under the run seed with their classes, as
 # mmc-clips writes those clips (PNG strips, captions.txt)
 "$MMC" compile "$MMC_SOURCE_DIR/stdlib_models/frame_classifier.mm" --model FrameViT -o fvit

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # VideoDiT and diffusion (stdlib_models/videodit.mm, diffusion.mm) on the
-# text-to-video task (runtime/mmrt_task_dit.c):
+# text-to-video task (runtime/feeders/mmrt_feed_dit.c):
 # 1. `mmc stats` of OSP13VideoDiT's DiT equals OpenSoraT2V_v1_3-2B/122's
 #    parameter count from torch modules on the meta device, written from OSP's
 #    __init__ (tests/torch/videoditref.py count_osp13): 2,771,981,600;

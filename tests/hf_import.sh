@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# hf_import: Hugging Face directories (runtime/mmrt_hf.c, the mapping
-# runtime/mmrt_hf_map.def, `mmc import`, `mmc check --init-from`, the
+# hf_import: Hugging Face directories (runtime/io/mmrt_hf.c, the mapping
+# runtime/io/mmrt_hf_map.def, `mmc import`, `mmc check --init-from`, the
 # trainer's --init-from HF_DIR), against transformers (a test reference in
 # the venv tools/test_venvs.sh makes, never a dependency of mmc):
 # 1. tiny random GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM (tied,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Long work is visible and can be stopped (runtime/mmrt_log.c MmrtProgress,
+# Long work is visible and can be stopped (runtime/core/mmrt_log.c MmrtProgress,
 # mmrt_stop_signal), and no reader waits on a FIFO:
 #  1. a trainer's final evaluation is bounded by default (its start line and
 #     eval line say how much) and prints progress lines with an ETA;

@@ -6,7 +6,7 @@
 # than the tolerance of the plan, so that leaving it out would show), each
 # train a few steps
 # and evaluate; every rank's measured peak (the kernel's high-water mark of
-# resident memory above the trainer's baseline, less code: runtime/mmrt_mem.h)
+# resident memory above the trainer's baseline, less code: runtime/core/mmrt_mem.h)
 # must lie within 5% of `mmc plan`'s "trainer" figure (the arenas plus the
 # data set), which the compiler computed without running anything.  The
 # trainer's own copy of the plan figure must also equal mmc plan's, the

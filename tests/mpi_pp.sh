@@ -213,7 +213,7 @@ sys.exit(got != want or c["steps"] != steps)
 PY
 
 # a hung stage: pp rank 1 stops communicating at step 2 (MMRT_TEST_PP_STALL,
-# runtime/mmrt_pp.c); rank 0's --comm-timeout watchdog names the call it
+# runtime/comm/mmrt_pp.c); rank 0's --comm-timeout watchdog names the call it
 # waits in, the receive from pp rank 1, and world rank 1 as the one that did
 # not arrive, and the job ends
 "${MPIRUN[@]}" 2 -x MMRT_TEST_PP_STALL=1 "$T/tr" --steps 5 --eval-batches 1 --quiet --comm-timeout 2 > "$T/hang.out" 2>&1

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checkpoints across plans (runtime/mmrt_ckpt.h, Megatron's distributed
+# Checkpoints across plans (runtime/io/mmrt_ckpt.h, Megatron's distributed
 # checkpoints): each rank file records where each of its pieces sits in the
 # logical tensor, the fingerprint is of the model and not of the plan, and a
 # run under another plan assembles its pieces from whatever rank files there

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The vocabulary-parallel embedding and cross entropy (runtime/mmrt_split.c),
+# The vocabulary-parallel embedding and cross entropy (runtime/comm/mmrt_split.c),
 # forward and backward, against naive loops over the whole vocabulary:
 # tests/mpi/mpi_split under a real mpirun on 2 ranks (the vocabulary split
 # over tp = 2; dp = 2 with the whole vocabulary on each rank) and alone (a

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The runtime's layering (tests/tools/runtime_layers.py): no #include cycle
-# among runtime/*.c and *.h, and no cycle among libmmrt's objects through
-# the symbols they use and define (the trainer, its task files and the
+# The runtime's layering (tests/tools/runtime_layers.py): each room
+# runtime/ROOM/ includes only itself and the rooms its README.md allows
+# ("May include: ..."), those allowances have no cycle, no #include cycle
+# among runtime/*/*.c and *.h, and no cycle among libmmrt's objects through
+# the symbols they use and define (the trainer, its feeder files and the
 # generator do not reach into each other).
 set -uo pipefail
 if /usr/bin/python3 "$MMC_SOURCE_DIR/tests/tools/runtime_layers.py" "$MMC_SOURCE_DIR/runtime" \

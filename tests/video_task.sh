@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The video task end to end: a tiny Conv3d autoencoder with the input
-# video f32[B, 1, 17, 64, 64] binds to it (mmrt_task_video.c), trains on the
+# video f32[B, 1, 17, 64, 64] binds to it (mmrt_feed_video.c), trains on the
 # moving Fashion-MNIST clips with a falling loss, evaluates on held-out
 # clips (loss, no accuracy: the task has no labels); a model whose clips
 # are not 1 + 4k frames is refused by the trainer with the reason; the
@@ -30,7 +30,7 @@ model ClipAE 17 > "$T/ae.mm"
 model ClipAE16 16 > "$T/ae16.mm"
 if "$MMC" compile "$T/ae.mm" --model ClipAE -o "$T/ae" 2> "$T/cerr"; then
   if "$T/ae" --steps 30 --eval-batches 3 --log "$T/ae.jsonl" > "$T/out" 2> "$T/err"; then
-    grep -q "ClipAE, video task" "$T/err" && ok || bad "the trainer's start-up line names no video task: $(head -1 "$T/err")"
+    grep -q "ClipAE, video data" "$T/err" && ok || bad "the trainer's start-up line names no video data: $(head -1 "$T/err")"
     grep -Eq '^eval: loss [0-9.]+ \(test split(: first [0-9]+ of [0-9]+ batches; --eval-batches all for the whole)?\)$' "$T/out" && ok || bad "eval line: $(grep eval: "$T/out")"
     /usr/bin/python3 - "$T/ae.jsonl" <<'PY' && ok || bad "the loss does not fall"
 import json, sys

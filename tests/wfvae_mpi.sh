@@ -9,7 +9,7 @@
 # global mean (codegen: a mean over a split dim). Under tp the ResNet
 # blocks' conv pairs split over channels (column, then row with an
 # all-reduce), the layer norm between them over split channels with
-# all-reduced statistics (runtime/mmrt_split.c); a GroupNorm(4) variant
+# all-reduced statistics (runtime/comm/mmrt_split.c); a GroupNorm(4) variant
 # (3 steps) splits whole groups per rank.
 # The reconstruction term is the reference's loss_type "l2" here: with "l1"
 # a residual at rounding level flips its sign between plans, a finite jump

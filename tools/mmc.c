@@ -29,8 +29,8 @@
 #include "passes/memplan.h"
 #include "passes/pass.h"
 #include "passes/pp_stage.h"
-#include "runtime/mmrt_data.h"
-#include "runtime/mmrt_main.h"
+#include "mmrt_data.h"
+#include "mmrt_main.h"
 #include "tools/mmc_data.h"
 #include "tools/mmc_image.h"
 #include "tools/mmc_lists.h"
@@ -54,7 +54,7 @@ static const Cmd cmds[] = {
      "Writes a .mm file declaring the model of a Hugging Face directory (config.json, "
      "safetensors) with\n"
      "      the stdlib and its hyper-parameters, and checks the tensors' headers against it "
-     "(runtime/mmrt_hf_map.def)."},
+     "(runtime/io/mmrt_hf_map.def)."},
     {"dump-ir",
      "FILE.mm|FILE.mmir [--model NAME] [--after PASS|all] [--format text|dot] [--rank R]",
      "Prints the IR of a model (--model: needed when the file declares several) after a pass "
@@ -236,6 +236,34 @@ typedef struct Opts {
   const char *plan_flag; /* the first parallel-plan flag given (NULL: none) */
 } Opts;
 
+/* The programs a trainer can be compiled as (runtime/model/mmrt_programs.def). */
+static const char *const task_names[] = {
+#define MMRT_PROGRAM(id, name, who, steps, any_world, main, parse) [MMRT_TASK_##id] = name,
+#include "mmrt_programs.def"
+#undef MMRT_PROGRAM
+};
+enum { NTASKS = sizeof task_names / sizeof task_names[0] };
+
+/* The task named `name` (MMRT_TASK_*), or -1. */
+static int task_of(const char *name) {
+  for (int t = 0; t < NTASKS; t++)
+    if (!strcmp(task_names[t], name)) return t;
+  return -1;
+}
+
+/* "a, b, c or d": the tasks' names from task `from` on. */
+static const char *task_list(int from) {
+  static char buf[256];
+  buf[0] = 0;
+  for (int t = from; t < NTASKS; t++)
+    snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%s",
+             t == from         ? ""
+             : t + 1 == NTASKS ? " or "
+                               : ", ",
+             task_names[t]);
+  return buf;
+}
+
 static int bad_usage(const Cmd *c, const char *fmt, const char *arg) {
   fprintf(stderr, "mmc: ");
   fprintf(stderr, fmt, arg);
@@ -329,23 +357,12 @@ static int parse_opts(int argc, char **argv, Opts *o) {
     } else if (strcmp(a, "--task") == 0 && strcmp(o->cmd->name, "check") != 0 &&
                strcmp(o->cmd->name, "stats") != 0) {
       NEED_ARG();
-      if (strcmp(next, "train") == 0)
-        o->task = MMRT_TASK_TRAIN;
-      else if (strcmp(next, "generate") == 0)
-        o->task = MMRT_TASK_GENERATE;
-      else if (strcmp(next, "eval") == 0)
-        o->task = MMRT_TASK_EVAL;
-      else if (strcmp(next, "reconstruct") == 0)
-        o->task = MMRT_TASK_RECONSTRUCT;
-      else if (strcmp(next, "sample") == 0)
-        o->task = MMRT_TASK_SAMPLE;
-      else if (strcmp(next, "extract") == 0)
-        o->task = MMRT_TASK_EXTRACT;
-      else
-        return bad_usage(o->cmd,
-                         "--task takes train, generate, eval, reconstruct, sample or extract, not "
-                         "'%s'",
-                         next);
+      o->task = task_of(next);
+      if (o->task < 0) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "--task takes %s, not '%%s'", task_list(0));
+        return bad_usage(o->cmd, msg, next);
+      }
     } else if (strcmp(a, "--chunk-frames") == 0 && strcmp(o->cmd->name, "check") != 0 &&
                strcmp(o->cmd->name, "stats") != 0) {
       NEED_ARG();
@@ -485,11 +502,11 @@ static int parse_opts(int argc, char **argv, Opts *o) {
     return EXIT_USAGE;
   }
   /* combinations in which a flag would do nothing */
-  if (o->plan_flag && o->task != MMRT_TASK_TRAIN)
-    return bad_usage(o->cmd,
-                     "%s does not go with --task generate, eval, reconstruct, sample or extract: "
-                     "they run on one rank",
-                     o->plan_flag);
+  if (o->plan_flag && o->task != MMRT_TASK_TRAIN) {
+    char msg[256];
+    snprintf(msg, sizeof msg, "%%s does not go with --task %s: they run on one rank", task_list(1));
+    return bad_usage(o->cmd, msg, o->plan_flag);
+  }
   if (o->detail && o->json)
     return bad_usage(o->cmd, "--detail is the long text form; --json holds everything already%s",
                      "");
@@ -762,7 +779,7 @@ static bool add_reconstruct(Opts *o, FeProgram *p, const char *model, FeResult *
   bool has = fe_has_forward(p, model, "encode") && fe_has_forward(p, model, "decode");
   if (o->task == MMRT_TASK_TRAIN) {
     MmPlan *pl = &r->plan;
-    if (!has || pl->tp * pl->pp * pl->cp * pl->dp > 1) return true; /* no PSNR: mmrt_task_video.c */
+    if (!has || pl->tp * pl->pp * pl->cp * pl->dp > 1) return true; /* no PSNR: mmrt_feed_video.c */
     return fe_elaborate_named(p, model, r->ir, "encode", "encode", FE_TRAIN, 0, NULL) &&
            fe_elaborate_named(p, model, r->ir, "decode", "decode", FE_TRAIN, 0, NULL);
   }
@@ -1308,7 +1325,7 @@ static void plan_collectives(IrModule *m, const MmPlan *pl, json_object *root, b
 }
 
 /* Layer norms over channels split on an axis (split statistics): the
- * all-reduces their kernels make (runtime/mmrt_split.c), which no
+ * all-reduces their kernels make (runtime/comm/mmrt_split.c), which no
  * collective node shows: forward 2 of the rows (sums of x, then of
  * (x - mean)^2), backward 1 of twice the rows (sums of g and g * xhat). */
 static void plan_split_norms(IrModule *m, json_object *root, bool detail) {
@@ -1332,7 +1349,7 @@ static void plan_split_norms(IrModule *m, json_object *root, bool detail) {
     int64_t sent = nc * 2 * (back ? 2 : 1) * rows * (m->mesh[a] - 1) / m->mesh[a];
     if (!calls[0] && !calls[1] && !root)
       printf("  layer norms over split channels (split statistics: the kernel's all-reduces, "
-             "runtime/mmrt_split.c), per rank%s:\n",
+             "runtime/comm/mmrt_split.c), per rank%s:\n",
              detail ? "" : " (--detail lists each norm)");
     calls[back] += nc, elems[back] += sent, axis = a;
     if (!root && !detail) continue;
@@ -1372,7 +1389,7 @@ static void plan_split_norms(IrModule *m, json_object *root, bool detail) {
  * whole: the flash kernel works in tiles; a ring computes them one K/V
  * block at a time), the ring's workspace (its K/V and dK/dV blocks in
  * flight, a block's output, USP's head-split copies: the node's planned
- * scratch in the activation arena, runtime/mmrt_ring_ws.h) and its shifts,
+ * scratch in the activation arena, runtime/kernels/mmrt_ring_ws.h) and its shifts,
  * which no collective node shows (the kernel makes them). */
 static void plan_cp(IrModule *m, json_object *root, bool detail) {
   int P = m->mesh[IR_AX_CP];

@@ -24,9 +24,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "runtime/mmrt_indexed.h"
-#include "runtime/mmrt_jsonl.h"
-#include "runtime/mmrt_tok.h"
+#include "mmrt_indexed.h"
+#include "mmrt_jsonl.h"
+#include "mmrt_tok.h"
 #include "tools/mmc_data.h"
 
 enum { BATCH = 512, MAX_WORKERS = 64, SHOWN_SKIPS = 10 };
@@ -304,7 +304,7 @@ static int preprocess(const Pre *a) {
       goto out;
     }
   }
-  /* mmrt_tok fills its byte-level tables (runtime/mmrt_tok_util.c byte_tables,
+  /* mmrt_tok fills its byte-level tables (runtime/data/mmrt_tok_util.c byte_tables,
    * process-wide) on first use, unguarded: use them once here, before the
    * workers share them (ThreadSanitizer saw the race with 3 workers) */
   MmrtTokIds warm = {0};

@@ -1,5 +1,5 @@
 /* mmc_image.c: `mmc image FILE...`, the driver's command over
- * runtime/mmrt_image.h: each image decoded and preprocessed as a vision
+ * runtime/data/mmrt_image.h: each image decoded and preprocessed as a vision
  * processor does (CLIP/LLaVA's or InternVL2's), one line a file on stdout,
  * and with --out the normalised pixels as raw float32 (docs/images.md).
  * Any bad file stops the run with exit 1 before --out is written. */
@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/mmrt_ckpt.h"
-#include "runtime/mmrt_image.h"
+#include "mmrt_ckpt.h"
+#include "mmrt_image.h"
 #include "tools/mmc_image.h"
 
 static int usage(FILE *out, const char *args, const char *help, int rc) {

@@ -1,6 +1,6 @@
 /* mmc_import.c: `mmc import HF_DIR [-o FILE.mm]` writes a readable .mm file
  * that imports the stdlib module of the checkpoint's architecture and
- * declares it with config.json's hyper-parameters (runtime/mmrt_hf_map.def;
+ * declares it with config.json's hyper-parameters (runtime/io/mmrt_hf_map.def;
  * a config key that changes the math and that mmc does not support is
  * refused by name), and checks the checkpoint's tensor headers against the
  * parameters of the model it wrote (mmc_import_verify, also behind `mmc
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/mmrt_hf.h"
+#include "mmrt_hf.h"
 
 #define ERRLEN 1024
 

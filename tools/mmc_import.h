@@ -8,7 +8,7 @@
 #include "ir/ir.h"
 
 /* Write the .mm file declaring the model of HF_DIR (config.json checked
- * against runtime/mmrt_hf_map.def) to `out` (NULL: stdout); the model's name
+ * against runtime/io/mmrt_hf_map.def) to `out` (NULL: stdout); the model's name
  * into model[len].  0, or 1 after a message naming the file and key. */
 int mmc_import_write(const char *dir, const char *out, char *model, size_t len);
 

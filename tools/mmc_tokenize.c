@@ -1,5 +1,5 @@
 /* mmc_tokenize.c: `mmc tokenize TOKENIZER.json [FILE]`, the driver's
- * command over runtime/mmrt_tok.h. Encoding: each input line (without its
+ * command over runtime/data/mmrt_tok.h. Encoding: each input line (without its
  * '\n'; a '\r' stays part of the text) becomes one line of space-separated
  * ids, truncated and padded as the file says (tokenizers' encode) unless
  * --no-truncation / --no-padding. Decoding (--decode): each line of ids becomes one line of text.
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/mmrt_tok.h"
+#include "mmrt_tok.h"
 #include "tools/mmc_tokenize.h"
 
 static int usage(FILE *out, const char *args, const char *help, int rc) {

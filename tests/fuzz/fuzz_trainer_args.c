@@ -9,7 +9,7 @@
  *        The parser must return 0, 1 after an "error:" line on stderr, or
  *        -1 after "usage:" on stdout; on 0 it prints nothing.
  *   5    a Fashion-MNIST directory TMP/d: the trainer's open
- *        (mmrt_task_open_fmnist), then its iterators over both splits.
+ *        (mmrt_feed_open_fmnist), then its iterators over both splits.
  *   6    a features directory TMP/d for --features: the DiT task's bind,
  *        start (mmrt_features_read) and fill of a training batch and of
  *        every evaluation batch, for a small composed model.
@@ -38,7 +38,7 @@
 #include "mmrt_data.h"
 #include "mmrt_features.h"
 #include "mmrt_main.h"
-#include "mmrt_task.h"
+#include "mmrt_feed.h"
 
 #define MAX_ARGS 64
 #define MAX_BODY (256 << 10) /* a generated IDX body */
@@ -365,9 +365,9 @@ static void check_split(const MmrtImages *s) {
 }
 
 static void open_fmnist(const char *dir, int variant) {
-  MmrtTaskCtx c = {.B = 1 + variant % 3, .eval_batches = -1};
+  MmrtFeedCtx c = {.B = 1 + variant % 3, .eval_batches = -1};
   char err[1024] = "";
-  int rc = mmrt_task_open_fmnist(&c, dir, err, sizeof err);
+  int rc = mmrt_feed_open_fmnist(&c, dir, err, sizeof err);
   check_err(rc, err, "open");
   if (rc == MMRT_OK) {
     check_split(&c.train), check_split(&c.test);
@@ -383,7 +383,7 @@ static void open_fmnist(const char *dir, int variant) {
     } else if (c.train.n >= c.B && c.train.n <= UINT32_MAX) {
       abort(); /* refused a usable split */
     }
-    if (mmrt_task_restart_eval(&c, err, sizeof err) == MMRT_OK) {
+    if (mmrt_feed_restart_eval(&c, err, sizeof err) == MMRT_OK) {
       int64_t seen = 0, r;
       while ((r = mmrt_iter_next(&c.eval_it)) > 0) {
         mmrt_iter_fill(&c.eval_it, 0, c.B, x, y);
@@ -399,15 +399,15 @@ static void open_fmnist(const char *dir, int variant) {
 static void open_features(int variant, uint64_t sample0) {
   static float input[FB * 8 + FB * 14];
   char *arenas[MMRT_NARENAS] = {[MMRT_ARENA_INPUT] = (char *)input};
-  MmrtTaskCtx c = {.m = &feat_model,
+  MmrtFeedCtx c = {.m = &feat_model,
                    .B = FB,
                    .eval_batches = variant & 4 ? 1 : -1,
                    .features = root,
                    .arenas = arenas,
                    .seed = 42};
   char err[1024] = "";
-  const MmrtTask *t = mmrt_task_bind(&c, err, sizeof err);
-  if (t != &mmrt_task_dit || !c.features_used) {
+  const MmrtFeeder *t = mmrt_feed_bind(&c, err, sizeof err);
+  if (t != &mmrt_feed_dit || !c.features_used) {
     fprintf(stderr, "bind: %s\n", err);
     abort();
   }
@@ -417,7 +417,7 @@ static void open_features(int variant, uint64_t sample0) {
   check_err(rc, err, "start");
   if (rc == MMRT_OK) {
     t->fill(&c, NULL, FB, 0, sample0);
-    if (c.test.n && mmrt_task_restart_eval(&c, err, sizeof err) == MMRT_OK) {
+    if (c.test.n && mmrt_feed_restart_eval(&c, err, sizeof err) == MMRT_OK) {
       int64_t r, b = 0;
       while ((r = mmrt_iter_next(&c.eval_it)) > 0 && (c.eval_batches < 0 || b++ < c.eval_batches))
         t->fill(&c, &c.eval_it, r, 1, 0);

@@ -1,4 +1,4 @@
-/* mpi_split.c: the vocabulary-parallel kernels of runtime/mmrt_split.c
+/* mpi_split.c: the vocabulary-parallel kernels of runtime/comm/mmrt_split.c
  * (split embedding and cross entropy, forward and backward) against naive
  * loops over the whole vocabulary.
  *

@@ -1,10 +1,10 @@
 /* desc_probe: prints the model descriptor `mm_model` of a compiled model
  * (a shared object made from `mmc compile --emit obj`), one line per field
- * read through the C structs of runtime/mmrt_main.h:
+ * read through the C structs of runtime/model/mmrt_main.h:
  *   model.FIELD=VALUE          arrays as comma lists, strings as they are,
  *   param.NAME.FIELD=VALUE     step functions as set or null
  *   input.NAME.FIELD=VALUE
- * The fields come from runtime/mmrt_desc.def; tests/backend_desc.sh checks
+ * The fields come from runtime/model/mmrt_desc.def; tests/backend_desc.sh checks
  * the values against the plan and the model source.
  * Usage: desc_probe MODEL.so */
 #include <dlfcn.h>

@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
-"""The runtime's layering: no cycle among runtime/*.c and *.h through
-#include "...", and none among libmmrt's objects through the symbols one
-uses and another defines (main() may call the trainer and the generator,
-but neither of those calls into the other, and a task file may use the
-task helpers without the helpers reaching back to the task table).
+"""The runtime's layering. runtime/ is rooms (folders by job), each with a
+README.md whose line "May include: a, b." names the rooms its files may
+#include besides its own; a file may include only those (headers are
+included by name, so a name is in one room only), and the rooms' allowances
+form no cycle. Then no cycle among the files through #include "...", and
+none among libmmrt's objects through the symbols one uses and another
+defines (main() may call the trainer and the generator, but neither of those
+calls into the other, and a feeder may use the feeder helpers without the
+helpers reaching back to the feeder table).
 
 usage: runtime_layers.py RUNTIME_DIR LIBMMRT.a
 Prints each cycle found, as a path a -> b -> ... -> a; exits 1 if any."""
@@ -64,14 +68,75 @@ def path_in(graph, comp):
     return [start, start]
 
 
+def rooms(rt):
+    """{room: set of rooms it may include}, and the problems found."""
+    allow, bad = {}, []
+    for f in sorted(os.listdir(rt)):
+        if not os.path.isdir(os.path.join(rt, f)):
+            if f != "README.md":
+                bad.append("runtime/%s is in no room (a folder of runtime/)" % f)
+            continue
+        readme = os.path.join(rt, f, "README.md")
+        text = open(readme, encoding="utf-8").read() if os.path.exists(readme) else ""
+        m = re.search(r"^May include: (.*?)\.?$", text, re.M)
+        if not m:
+            bad.append("runtime/%s/README.md: no line 'May include: ROOM, ...' (or 'nothing "
+                       "outside %s')" % (f, f))
+            allow[f] = set()
+            continue
+        names = set() if m.group(1).startswith("nothing") else \
+            {w.strip() for w in m.group(1).split(",") if w.strip()}
+        allow[f] = names
+    for r, names in allow.items():
+        for n in sorted(names - set(allow)):
+            bad.append("runtime/%s/README.md: may include '%s', which is no room" % (r, n))
+    return allow, bad
+
+
+def room_check(rt):
+    """Every quoted include of a runtime header stays in its room or in one
+    the room's README allows; no header name in two rooms; the allowances
+    acyclic. Returns the list of problems."""
+    allow, bad = rooms(rt)
+    where = {}
+    for r in allow:
+        for f in os.listdir(os.path.join(rt, r)):
+            if f == "README.md":
+                continue
+            if f in where:
+                bad.append("%s is in runtime/%s and runtime/%s (headers are included by name)" %
+                           (f, where[f], r))
+            where[f] = r
+    n = 0
+    for f, r in sorted(where.items()):
+        if not f.endswith((".c", ".h", ".def")):
+            continue
+        text = open(os.path.join(rt, r, f), encoding="utf-8").read()
+        for ln, h in ((text.count("\n", 0, m.start()) + 1, m.group(1)) for m in
+                      re.finditer(r'^\s*#\s*include\s+"([^"]+)"', text, re.M)):
+            n += 1
+            if h not in where:
+                continue
+            if where[h] != r and where[h] not in allow[r]:
+                bad.append("runtime/%s/%s:%d includes %s of room %s, which runtime/%s/README.md "
+                           "does not allow (May include: %s)" %
+                           (r, f, ln, h, where[h], r, ", ".join(sorted(allow[r])) or "nothing"))
+    for c in cycles({r: sorted(a & set(allow)) for r, a in allow.items()}):
+        bad.append("the rooms' allowances form a cycle: " + " -> ".join(c))
+    print("rooms: %d, %d files, %d includes checked" % (len(allow), len(where), n))
+    return bad
+
+
 def include_graph(rt):
     g = {}
-    for f in sorted(os.listdir(rt)):
+    where = {f: d for d in sorted(os.listdir(rt)) if os.path.isdir(os.path.join(rt, d))
+             for f in os.listdir(os.path.join(rt, d)) if f != "README.md"}
+    for f in sorted(where):
         if not f.endswith((".c", ".h")):
             continue
-        text = open(os.path.join(rt, f), encoding="utf-8").read()
+        text = open(os.path.join(rt, where[f], f), encoding="utf-8").read()
         g[f] = sorted({h for h in re.findall(r'^\s*#\s*include\s+"([^"]+)"', text, re.M)
-                       if os.path.exists(os.path.join(rt, h))})
+                       if h in where})
     return g
 
 
@@ -95,6 +160,9 @@ def symbol_graph(lib):
 def main():
     rt, lib = sys.argv[1], sys.argv[2]
     bad = 0
+    for b in room_check(rt):
+        print("FAIL: " + b)
+        bad += 1
     inc = include_graph(rt)
     sym = symbol_graph(lib)
     for kind, g in (("#include", inc), ("symbol", sym)):

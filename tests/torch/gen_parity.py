@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mmref
 
 PAD, BOS, EOS, IMG = 0, 1, 2, 3
-MEAN, STD = 0.2860, 0.3530  # runtime/mmrt_data.h
+MEAN, STD = 0.2860, 0.3530  # runtime/data/mmrt_data.h
 
 
 def export(src, dst):

@@ -140,7 +140,7 @@ def pixel_shuffle_mlp(P, name, x, grid, factor=2):
     return linear(P, name + ".fc2", F.gelu(linear(P, name + ".fc1", layer_norm(P, name + ".norm", s, 1e-5))))
 
 
-IMG_TOKEN = 3  # the caption tokenizer's <img> (runtime/mmrt_caption.h)
+IMG_TOKEN = 3  # the caption tokenizer's <img> (runtime/data/mmrt_caption.h)
 
 
 def internvl2_tiny(P, pixels, text, labels):

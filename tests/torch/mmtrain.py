@@ -13,7 +13,7 @@ lr_at(cfg, step, total): the learning rate of a step (1-based) of a run of
 `total` steps, written from the schedule's definition (linear warm-up to
 lr over `warmup` steps, then constant, half a cosine from lr down to min_lr
 at the last step, or a straight line to it), independently of
-runtime/mmrt_main.c.
+runtime/programs/mmrt_main.c.
 
 compare_weights(...): every trained tensor of the run under test against
 the reference, relative to the size of its update:

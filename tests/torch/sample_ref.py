@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The text-to-video sampler's arithmetic (runtime/mmrt_sample.c) against
+"""The text-to-video sampler's arithmetic (runtime/programs/mmrt_sample.c) against
 diffusers' DDIMScheduler / DDPMScheduler step for v-prediction, written out
 in numpy float64, given the same model outputs (the sampler's --dump: per
 step t, t_prev, the table's rows it used, the guidance scale, then x_t, the

@@ -8,7 +8,7 @@ the reference's LPIPSWithDiscriminator3D generator loss without the
 perceptual and GAN terms. The reparameterisation noise is the trainer's:
 Philox4x32-10 of (run seed, stream "randn/0" mixed with the step), written
 here in numpy from the Random123 definition, independently of
-runtime/mmrt_rng.c."""
+runtime/core/mmrt_rng.c."""
 import math
 
 import numpy as np

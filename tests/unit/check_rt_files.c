@@ -1,8 +1,8 @@
-/* check_rt_files.c: what the runtime's readers accept (runtime/mmrt_log.c
+/* check_rt_files.c: what the runtime's readers accept (runtime/core/mmrt_log.c
  * mmrt_open_read): a FIFO, a directory or a device in place of a data file
  * is refused by name at once, never waited on (each reader here would block
  * for ever in open() on a FIFO without a writer, and the test time out);
- * and the animated GIFs (runtime/mmrt_gif.c) declare GIF89a, the version
+ * and the animated GIFs (runtime/data/mmrt_gif.c) declare GIF89a, the version
  * of the extensions that animate them. */
 #include <check.h>
 #include <stdio.h>

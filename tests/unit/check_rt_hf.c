@@ -1,5 +1,5 @@
 /* check_rt_hf.c: the Hugging Face reader's conversions and slices
- * (runtime/mmrt_hf.c): every fp16 and bf16 bit pattern against the
+ * (runtime/io/mmrt_hf.c): every fp16 and bf16 bit pattern against the
  * compiler's own conversion, and mmrt_hf_read's transposed, fused and
  * sliced reads against index arithmetic on a file written here. */
 #include <check.h>

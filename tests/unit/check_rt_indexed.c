@@ -1,9 +1,9 @@
 /* check_rt_indexed.c: the indexed-dataset writer and reader
- * (runtime/mmrt_indexed.c) round trip every dtype, with and without modes
+ * (runtime/data/mmrt_indexed.c) round trip every dtype, with and without modes
  * and with empty documents; a value the dtype cannot hold fails naming the
  * sequence and an aborted or failed writer leaves no file; a FIFO in a
  * dataset's place is refused at once; the strict UTF-8 check of
- * runtime/mmrt_jsonl.c on the forms it must refuse. */
+ * runtime/data/mmrt_jsonl.c on the forms it must refuse. */
 #include <check.h>
 #include <dirent.h>
 #include <stdio.h>

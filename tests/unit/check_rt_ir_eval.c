@@ -1,5 +1,5 @@
 /* The reference interpreter (ir/ir_eval.c) against the runtime's kernels
- * (runtime/mmrt_kernels.h): for each op, one node built with ir_build and
+ * (runtime/kernels/mmrt_kernels.h): for each op, one node built with ir_build and
  * run by ir_eval_node on random inputs of odd sizes, and the same inputs
  * (as fp32) through the kernel the backend binds it to. This pins down
  * that both sides agree on every convention (layouts, RoPE's rotate-half,
@@ -262,7 +262,7 @@ START_TEST(test_haar) {
 }
 END_TEST
 
-/* The tables of text and video diffusion (runtime/mmrt_dit.c) against the
+/* The tables of text and video diffusion (runtime/kernels/mmrt_dit.c) against the
  * interpreter: T5's relative-position buckets (exact, 40 positions, so the
  * log-spaced buckets and the cap at max_distance 20 are reached), the
  * timestep embedding and the DDPM table with and without the zero-terminal-

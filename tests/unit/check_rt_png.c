@@ -1,4 +1,4 @@
-/* check_rt_png.c: PNG input and output (runtime/mmrt_png.c): round trips,
+/* check_rt_png.c: PNG input and output (runtime/data/mmrt_png.c): round trips,
  * every PNG colour type and bit depth libpng writes (the files written here
  * with libpng directly, expected gray values computed here), wrong sizes,
  * truncated / corrupt / non-PNG files, write failures, and a real

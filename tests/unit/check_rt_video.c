@@ -14,7 +14,7 @@
 
 #include "mmrt_png.h"
 #include "mmrt_rng.h"
-#include "mmrt_task.h"
+#include "mmrt_feed.h"
 #include "mmrt_video.h"
 #include "tmpdir_fixture.h"
 
@@ -207,9 +207,9 @@ START_TEST(task_binds_and_fills) {
   float *x = calloc(PER * (size_t)B, sizeof *x);
   char *arenas[MMRT_NARENAS] = {0};
   for (int a = 0; a < MMRT_NARENAS; a++) arenas[a] = (char *)x;
-  MmrtTaskCtx c = {.m = &m, .arenas = arenas, .seed = 9, .B = B, .eval_batches = -1};
-  const MmrtTask *t = mmrt_task_bind(&c, err, sizeof err);
-  ck_assert_msg(t == &mmrt_task_video, "%s", t ? t->name : err);
+  MmrtFeedCtx c = {.m = &m, .arenas = arenas, .seed = 9, .B = B, .eval_batches = -1};
+  const MmrtFeeder *t = mmrt_feed_bind(&c, err, sizeof err);
+  ck_assert_msg(t == &mmrt_feed_video, "%s", t ? t->name : err);
   ck_assert_ptr_null(c.labels);
   c.lo = 0, c.rows = B;
   ck_assert_msg(t->open(&c, NULL, err, sizeof err) == MMRT_OK, "%s", err);
@@ -224,7 +224,7 @@ START_TEST(task_binds_and_fills) {
   ck_assert(!memcmp(x, want + 2 * PER, 2 * PER * sizeof *x));
   free(want);
   c.lo = 0, c.rows = B;
-  ck_assert(mmrt_task_restart_eval(&c, err, sizeof err) == MMRT_OK);
+  ck_assert(mmrt_feed_restart_eval(&c, err, sizeof err) == MMRT_OK);
   ck_assert_int_eq(mmrt_iter_next(&c.eval_it), B);
   ck_assert_int_eq(mmrt_iter_next(&c.eval_it), B); /* the second test batch: clips 4..7 */
   uint64_t eidx[4] = {4, 5, 6, 7};
@@ -237,7 +237,7 @@ START_TEST(task_binds_and_fills) {
   mmrt_iter_free(&c.eval_it);
   mmrt_images_free(&c.train), mmrt_images_free(&c.test);
   in.shape[2] = 16; /* not 1 + 4k: the task's, refused */
-  ck_assert_ptr_null(mmrt_task_bind(&c, err, sizeof err));
+  ck_assert_ptr_null(mmrt_feed_bind(&c, err, sizeof err));
   ck_assert_ptr_nonnull(strstr(err, "16 frames"));
   free(x);
 }

@@ -61,6 +61,7 @@
  * so far listed in samples.tsv, the partial --dump and --raw files removed. */
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,7 @@
 #include <time.h>
 
 #include "mmrt_caption.h"
+#include "mmrt_flags.h"
 #include "mmrt_gif.h"
 #include "mmrt_main.h"
 #include "mmrt_png.h"
@@ -83,6 +85,8 @@ typedef struct Smp {
   int nweights;
   char *prompts[MAX_PROMPTS];
   int nprompts;
+  const char *prompt_args[MAX_PROMPTS]; /* --prompt's, before they are copied to prompts */
+  int nprompt_args;
   const char *prompts_file, *out, *raw, *dump;
   int64_t clips, steps, seed, show;
   double guidance;
@@ -106,40 +110,40 @@ typedef struct Smp {
 
 #define fail(...) mmrt_fail("sampler", __VA_ARGS__)
 
-static void usage(FILE *f, const MmrtModelDesc *m) {
-  fprintf(f,
-          "usage: sampler --weights FILE|DIR --prompt TEXT [options]\n"
-          "Samples clips of model %s from text prompts: classifier-free guidance, DDIM or DDPM\n"
-          "over the trained v-prediction schedule (Euler for a flow-matching model), the latents\n"
-          "decoded, animated GIFs and PNG strips.\n"
-          "  --weights PATH   parameters by name (safetensors or a checkpoint folder); again for\n"
-          "                   more sources (each parameter from the first that holds it)\n"
-          "  --prompt TEXT    a caption such as \"a sneaker moving left\" (again for more)\n"
-          "  --prompts FILE   prompts, one a line\n"
-          "  --clips K        clips per prompt (default 1)\n"
-          "  --guidance S     classifier-free guidance scale (default 4; 1: the prompt alone)\n"
-          "  --steps N        sampling steps (default 50)\n"
-          "  --scheduler K    ddim (default) or ddpm (ancestral) for a DDPM model; euler (the\n"
-          "                   default and only one) for a flow-matching model\n"
-          "  --seed N         the noise (default 0): the same seed gives the same clips\n"
-          "  --out DIR        GIFs, PNG strips and samples.tsv (default samples)\n"
-          "  --show K         write GIF and PNG of the first K clips (default 4)\n"
-          "  --raw FILE       every decoded clip as bytes [clips, F, H, W]\n"
-          "  --dump FILE      the sampler's arithmetic as raw f32 (mmrt_sample.c)\n"
-          "  --quiet          no progress on stderr\n",
-          m->name);
-}
-
-static int parse_count(const char *flag, const char *v, int64_t lo, int64_t hi, int64_t *out) {
-  char *end;
-  errno = 0;
-  long long x = strtoll(v, &end, 10);
-  if (!*v || *end || errno || x < lo || x > hi)
-    return fail("%s takes an integer in [%lld, %lld], not '%s'", flag, (long long)lo, (long long)hi,
-                v);
-  *out = x;
-  return 0;
-}
+#define AT(f)    offsetof(Smp, f)
+#define COUNT    100000000
+#define IN_RANGE "%F takes an integer in [%L, %H], not '%V'"
+static const MmrtFlag smp_flags[] = {
+    MMRT_FLAG_L("--weights", "PATH", AT(weights), AT(nweights), MMRT_MAX_WEIGHTS, 0,
+                "%F: at most %H sources", NULL,
+                "parameters by name (safetensors or a checkpoint folder); again for\n"
+                "more sources (each parameter from the first that holds it)"),
+    MMRT_FLAG_L("--prompt", "TEXT", AT(prompt_args), AT(nprompt_args), MAX_PROMPTS, 0,
+                "%F: at most %H prompts", NULL,
+                "a caption such as \"a sneaker moving left\" (again for more)"),
+    MMRT_FLAG_S("--prompts", "FILE", AT(prompts_file), "prompts, one a line"),
+    MMRT_FLAG_I("--clips", "K", AT(clips), 1, COUNT, IN_RANGE, "clips per prompt (default %D)"),
+    MMRT_FLAG_F("--guidance", "S", AT(guidance), -INFINITY, 0,
+                "%F takes a number (the classifier-free guidance scale), not '%V'",
+                "classifier-free guidance scale (default %D; 1: the prompt alone)"),
+    MMRT_FLAG_I("--steps", "N", AT(steps), 1, COUNT, IN_RANGE, "sampling steps (default %D)"),
+    MMRT_FLAG_E("--scheduler", "K", AT(scheduler), "ddim|ddpm|euler",
+                "%F takes ddim, ddpm or euler, not '%V'",
+                "ddim (default) or ddpm (ancestral) for a DDPM model; euler (the\n"
+                "default and only one) for a flow-matching model"),
+    MMRT_FLAG_I("--seed", "N", AT(seed), 0, INT64_MAX, IN_RANGE,
+                "the noise (default %D): the same seed gives the same clips"),
+    MMRT_FLAG_S("--out", "DIR", AT(out), "GIFs, PNG strips and samples.tsv (default %D)"),
+    MMRT_FLAG_I("--show", "K", AT(show), 0, COUNT, IN_RANGE,
+                "write GIF and PNG of the first K clips (default %D)"),
+    MMRT_FLAG_S("--raw", "FILE", AT(raw), "every decoded clip as bytes [clips, F, H, W]"),
+    MMRT_FLAG_S("--dump", "FILE", AT(dump), "the sampler's arithmetic as raw f32 (mmrt_sample.c)"),
+    MMRT_FLAG_B("--quiet", AT(quiet), "no progress on stderr"),
+    MMRT_FLAG_END,
+};
+#undef IN_RANGE
+#undef COUNT
+#undef AT
 
 static int read_prompts(Smp *s) {
   FILE *f;
@@ -168,58 +172,21 @@ static int read_prompts(Smp *s) {
 /* 0 ok, 1 error (printed), -1 --help. */
 static int parse_args(Smp *s, int argc, char **argv) {
   s->clips = 1, s->steps = 50, s->show = 4, s->guidance = 4, s->out = "samples";
-  for (int i = 1; i < argc; i++) {
-    const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
-      usage(stdout, s->m);
-      return -1;
-    }
-    if (!strcmp(f, "--quiet")) {
-      s->quiet = 1;
-      continue;
-    }
-    static const char *const known[] = {"--weights",  "--prompt", "--prompts",   "--clips",
-                                        "--guidance", "--steps",  "--scheduler", "--seed",
-                                        "--out",      "--show",   "--raw",       "--dump"};
-    int k = 0;
-    while (k < (int)(sizeof known / sizeof *known) && strcmp(f, known[k])) k++;
-    if (k == (int)(sizeof known / sizeof *known)) {
-      fprintf(stderr, "sampler: error: unknown option '%s'\n", f);
-      usage(stderr, s->m);
-      return 1;
-    }
-    if (!v) return fail("option %s needs a value", f);
-    i++;
-    if (!strcmp(f, "--weights")) {
-      if (s->nweights == MMRT_MAX_WEIGHTS)
-        return fail("--weights: at most %d sources", MMRT_MAX_WEIGHTS);
-      s->weights[s->nweights++] = v;
-    } else if (!strcmp(f, "--prompt")) {
-      if (s->nprompts == MAX_PROMPTS) return fail("--prompt: at most %d prompts", MAX_PROMPTS);
-      if (!(s->prompts[s->nprompts++] = strdup(v))) return fail("out of memory");
-    } else if (!strcmp(f, "--guidance")) {
-      char *end;
-      errno = 0;
-      s->guidance = strtod(v, &end);
-      if (!*v || *end || errno || !isfinite(s->guidance))
-        return fail("--guidance takes a number (the classifier-free guidance scale), not '%s'", v);
-    } else if (!strcmp(f, "--scheduler")) {
-      if (strcmp(v, "ddim") && strcmp(v, "ddpm") && strcmp(v, "euler"))
-        return fail("--scheduler takes ddim, ddpm or euler, not '%s'", v);
-      s->ddpm = !strcmp(v, "ddpm"), s->euler = !strcmp(v, "euler"), s->scheduler = v;
-    } else if (!strcmp(f, "--prompts")) {
-      s->prompts_file = v;
-    } else if (!strcmp(f, "--out") || !strcmp(f, "--raw") || !strcmp(f, "--dump")) {
-      *(f[2] == 'o' ? &s->out : f[2] == 'r' ? &s->raw : &s->dump) = v;
-    } else if (parse_count(f, v, !strcmp(f, "--seed") || !strcmp(f, "--show") ? 0 : 1,
-                           !strcmp(f, "--seed") ? INT64_MAX : 100000000,
-                           !strcmp(f, "--clips")   ? &s->clips
-                           : !strcmp(f, "--steps") ? &s->steps
-                           : !strcmp(f, "--seed")  ? &s->seed
-                                                   : &s->show)) {
-      return 1;
-    }
-  }
+  static const MmrtFlagSet set = {
+      .who = "sampler", .flags = smp_flags, .needs_value = "option %F needs a value", .col = 19};
+  char head[512];
+  snprintf(head, sizeof head,
+           "usage: sampler --weights FILE|DIR --prompt TEXT [options]\n"
+           "Samples clips of model %s from text prompts: classifier-free guidance, DDIM or DDPM\n"
+           "over the trained v-prediction schedule (Euler for a flow-matching model), the latents\n"
+           "decoded, animated GIFs and PNG strips.\n",
+           s->m->name);
+  int rc = mmrt_flags_parse(&set, argc, argv, s, head);
+  if (rc) return rc;
+  for (int p = 0; p < s->nprompt_args; p++)
+    if (!(s->prompts[s->nprompts++] = strdup(s->prompt_args[p]))) return fail("out of memory");
+  if (s->scheduler)
+    s->ddpm = !strcmp(s->scheduler, "ddpm"), s->euler = !strcmp(s->scheduler, "euler");
   if (!s->nweights)
     return fail("--weights FILE|DIR is required (the trainer writes them with --save-weights or "
                 "--ckpt)");

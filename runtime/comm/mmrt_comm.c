@@ -1063,7 +1063,7 @@ int mmrt_sendrecv(MmrtMesh *m, MmrtAxis ax, const void *sendbuf, size_t sendcoun
   return from == MPI_PROC_NULL ? MMRT_OK : check_received(m, op, ax, &st[0], dt, recvcount, src);
 }
 
-/* ---- pipeline transfers (runtime/mmrt_pp.c) ---- */
+/* ---- pipeline transfers (runtime/comm/mmrt_pp.c) ---- */
 
 int mmrt_isend_raw(MmrtMesh *m, MmrtAxis ax, const void *buf, size_t elems, size_t bytes, int peer,
                    int tag, MPI_Request *rq) {

@@ -1,4 +1,4 @@
-/* mmrt_task_caption.c: captioning Fashion-MNIST images (a VLM).
+/* mmrt_feed_caption.c: captioning Fashion-MNIST images (a VLM).
  *
  * Inputs pixels f32[B, 1, 28, 28], text and labels i32[B, T]: the image,
  * then "<bos> <img> x n prompt answer <eos>" with the loss on the answer
@@ -14,7 +14,7 @@
 
 #include "mmrt_caption.h"
 #include "mmrt_comm.h"
-#include "mmrt_task.h"
+#include "mmrt_feed.h"
 
 enum { X, Y, TEXT }; /* c->batch[] */
 
@@ -22,13 +22,13 @@ typedef struct Captions {
   MmrtCaptioner train, eval;
 } Captions;
 
-static int bind(MmrtTaskCtx *c, char *err, size_t errlen) {
+static int bind(MmrtFeedCtx *c, char *err, size_t errlen) {
   const MmrtModelDesc *m = c->m;
   const MmrtTensorDesc *px = mmrt_desc_input(m, "pixels"), *lb = mmrt_desc_input(m, "labels"),
                        *text = mmrt_desc_input(m, "text");
   const int64_t img[4] = {c->B, 1, MMRT_FMNIST_SIDE, MMRT_FMNIST_SIDE}, tok[2] = {c->B, -1};
-  if (!mmrt_task_is(px, MMRT_ST_F32, 4, img) || !mmrt_task_is(text, MMRT_ST_I32, 2, tok) ||
-      !mmrt_task_is(lb, MMRT_ST_I32, 2, text->shape))
+  if (!mmrt_feed_is(px, MMRT_ST_F32, 4, img) || !mmrt_feed_is(text, MMRT_ST_I32, 2, tok) ||
+      !mmrt_feed_is(lb, MMRT_ST_I32, 2, text->shape))
     return 0;
   c->batch[X] = px, c->batch[Y] = c->labels = lb, c->batch[TEXT] = text, c->nbatch = 3;
   c->T = text->shape[1];
@@ -42,7 +42,7 @@ static int bind(MmrtTaskCtx *c, char *err, size_t errlen) {
 
 /* The captioners (train: varied phrasings under the run seed; eval: the
  * canonical ones), once the seed is final; the vocabulary must fit. */
-static int start(MmrtTaskCtx *c, char *err, size_t errlen) {
+static int start(MmrtFeedCtx *c, char *err, size_t errlen) {
   Captions *k = c->priv ? c->priv : calloc(1, sizeof *k);
   if (!k) return mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "out of memory");
   c->priv = k;
@@ -50,30 +50,30 @@ static int start(MmrtTaskCtx *c, char *err, size_t errlen) {
   int T = (int)c->T, n = (int)c->m->image_tokens;
   if (mmrt_caption_init(&k->train, T, n, MMRT_CAPTION_TRAIN, c->seed, why, sizeof why) != MMRT_OK ||
       mmrt_caption_init(&k->eval, T, n, MMRT_CAPTION_EVAL, c->seed, why, sizeof why) != MMRT_OK ||
-      mmrt_tok_fits(&k->train.tok, (int)mmrt_task_classes(c->m), why, sizeof why) != MMRT_OK)
+      mmrt_tok_fits(&k->train.tok, (int)mmrt_feed_classes(c->m), why, sizeof why) != MMRT_OK)
     return mmrt_errf(err, errlen, MMRT_ERR_ARG, "model %s cannot learn the captions: %s",
                      c->m->name, why);
   return MMRT_OK;
 }
 
-static void fill(MmrtTaskCtx *c, const MmrtBatchIter *it, int64_t rows, int eval,
+static void fill(MmrtFeedCtx *c, const MmrtBatchIter *it, int64_t rows, int eval,
                  uint64_t sample0) {
   (void)rows, (void)sample0; /* the captioner pads the rows past the batch itself */
   Captions *k = c->priv;
   mmrt_caption_fill(eval ? &k->eval : &k->train, it, c->lo, c->lo + c->rows,
-                    mmrt_task_at(c, c->batch[X]), mmrt_task_at(c, c->batch[TEXT]),
-                    mmrt_task_at(c, c->batch[Y]));
+                    mmrt_feed_at(c, c->batch[X]), mmrt_feed_at(c, c->batch[TEXT]),
+                    mmrt_feed_at(c, c->batch[Y]));
 }
 
 /* Greedy generation from each test image's prompt, one eval step per
  * generated token (the model is causal, so the logits at the last prefix
  * position predict the next token), scored by exact match with the
  * canonical caption. */
-static int exact_match(MmrtTaskCtx *c, double *rate, char *err, size_t errlen) {
+static int exact_match(MmrtFeedCtx *c, double *rate, char *err, size_t errlen) {
   const Captions *k = c->priv;
   MmrtMesh *mesh = c->mesh;
   const int64_t B = c->rows, T = c->T; /* this rank's rows */
-  int32_t *text = mmrt_task_at(c, c->batch[TEXT]), *y = mmrt_task_at(c, c->batch[Y]);
+  int32_t *text = mmrt_feed_at(c, c->batch[TEXT]), *y = mmrt_feed_at(c, c->batch[Y]);
   int32_t *len = calloc((size_t)B, sizeof *len), *label = calloc((size_t)B, sizeof *label),
           *gen = calloc((size_t)(B * T), sizeof *gen), *ng = calloc((size_t)B, sizeof *ng),
           *best = calloc((size_t)(B * T), sizeof *best);
@@ -81,20 +81,20 @@ static int exact_match(MmrtTaskCtx *c, double *rate, char *err, size_t errlen) {
   err[0] = 0;
   int rc = !len || !label || !gen || !ng || !best
                ? mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "out of memory")
-               : mmrt_task_restart_eval(c, err, errlen);
+               : mmrt_feed_restart_eval(c, err, errlen);
   MmrtProgress pr;
-  mmrt_progress_begin(&pr, "captioning eval batch", 0, mmrt_task_eval_total(c), "images", c->loud);
+  mmrt_progress_begin(&pr, "captioning eval batch", 0, mmrt_feed_eval_total(c), "images", c->loud);
   while (!rc && !(c->stop && c->stop(c))) { /* a stop: the caller reports no rate */
     int64_t rows = mmrt_iter_next(&c->eval_it);
     if (rows == 0 || (c->eval_batches >= 0 && batches >= c->eval_batches)) break;
-    mmrt_caption_fill_prefix(&k->eval, &c->eval_it, c->lo, c->lo + B, mmrt_task_at(c, c->batch[X]),
+    mmrt_caption_fill_prefix(&k->eval, &c->eval_it, c->lo, c->lo + B, mmrt_feed_at(c, c->batch[X]),
                              text, len, label);
     for (int64_t i = 0; i < B * T; i++)
       y[i] = MMRT_IGNORE_INDEX; /* no loss: only the logits matter */
     memset(ng, 0, (size_t)B * sizeof *ng);
     for (int active = 1; active && !rc;) {
       rc = c->step(c, c->m->eval_step, "the evaluation step (generating captions)");
-      if (!rc) mmrt_task_argmax(c, best, 1);
+      if (!rc) mmrt_feed_argmax(c, best, 1);
       active = 0;
       for (int64_t r = 0; r < B && !rc; r++) {
         if (label[r] < 0 || len[r] == 0 || len[r] > T ||
@@ -112,7 +112,7 @@ static int exact_match(MmrtTaskCtx *c, double *rate, char *err, size_t errlen) {
       if (mesh) /* every rank runs as many steps: they hold collectives */
         if (mmrt_all_reduce_mpi(mesh, MMRT_AXIS_WORLD, &active, 1, MPI_INT, MPI_MAX,
                                 "the captioning loop's flag (all-reduce)") != MMRT_OK)
-          mmrt_task_comm_fail(c);
+          mmrt_feed_comm_fail(c);
     }
     int64_t n = 0;
     matches += mmrt_caption_count_matches(&k->eval, label, gen, ng, B, T, &n);
@@ -125,7 +125,7 @@ static int exact_match(MmrtTaskCtx *c, double *rate, char *err, size_t errlen) {
     int64_t v[2] = {matches, counted};
     if (mmrt_all_reduce_mpi(mesh, MMRT_AXIS_DP, v, 2, MPI_INT64_T, MPI_SUM,
                             "the caption match counts (all-reduce)") != MMRT_OK)
-      mmrt_task_comm_fail(c);
+      mmrt_feed_comm_fail(c);
     matches = v[0], counted = v[1];
   }
   free(len), free(label), free(gen), free(ng), free(best);
@@ -133,16 +133,16 @@ static int exact_match(MmrtTaskCtx *c, double *rate, char *err, size_t errlen) {
   return rc;
 }
 
-static void close_task(MmrtTaskCtx *c) {
+static void close_task(MmrtFeedCtx *c) {
   free(c->priv);
   c->priv = NULL;
 }
 
-const MmrtTask mmrt_task_caption = {
+const MmrtFeeder mmrt_feed_caption = {
     .name = "captioning",
     .inputs = "pixels F32[B, 1, 28, 28], text and labels I32[B, T]",
     .bind = bind,
-    .open = mmrt_task_open_fmnist,
+    .open = mmrt_feed_open_fmnist,
     .start = start,
     .fill = fill,
     .metric = exact_match,

@@ -1,18 +1,18 @@
-/* mmrt_tasks.c: the table of the trainer's data tasks, in the order they
+/* mmrt_feeders.c: the table of the trainer's data feeders, in the order they
  * are tried, and binding a model to the first that takes its inputs (see
- * mmrt_task.h). */
+ * mmrt_feed.h). */
 #include <stdio.h>
 #include <string.h>
 
-#include "mmrt_task.h"
+#include "mmrt_feed.h"
 
-const MmrtTask *const mmrt_tasks[] = {&mmrt_task_classify,
-                                      &mmrt_task_caption,
-                                      &mmrt_task_pixels,
-                                      &mmrt_task_dit,
-                                      &mmrt_task_video,
-                                      &mmrt_task_frames,
-                                      NULL};
+const MmrtFeeder *const mmrt_feeders[] = {&mmrt_feed_classify,
+                                          &mmrt_feed_caption,
+                                          &mmrt_feed_pixels,
+                                          &mmrt_feed_dit,
+                                          &mmrt_feed_video,
+                                          &mmrt_feed_frames,
+                                          NULL};
 
 static void shape_str(char *buf, size_t n, const MmrtTensorDesc *t) {
   size_t k = (size_t)snprintf(buf, n, "%s[", mmrt_st_dtype_name((MmrtStDtype)t->dtype));
@@ -27,10 +27,10 @@ static void append(char *buf, size_t n, const char *s) {
   if (k + 1 < n) snprintf(buf + k, n - k, "%s", s);
 }
 
-const MmrtTask *mmrt_task_bind(MmrtTaskCtx *c, char *err, size_t errlen) {
-  for (int i = 0; mmrt_tasks[i]; i++) {
-    int r = mmrt_tasks[i]->bind(c, err, errlen);
-    if (r > 0) return mmrt_tasks[i];
+const MmrtFeeder *mmrt_feed_bind(MmrtFeedCtx *c, char *err, size_t errlen) {
+  for (int i = 0; mmrt_feeders[i]; i++) {
+    int r = mmrt_feeders[i]->bind(c, err, errlen);
+    if (r > 0) return mmrt_feeders[i];
     if (r < 0) return NULL;
   }
   const MmrtModelDesc *m = c->m;
@@ -40,14 +40,15 @@ const MmrtTask *mmrt_task_bind(MmrtTaskCtx *c, char *err, size_t errlen) {
     snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s %s", i ? ", " : "",
              m->inputs[i].name, buf);
   }
-  for (int i = 0; mmrt_tasks[i]; i++) {
-    append(want, sizeof want, i ? (mmrt_tasks[i + 1] ? "; " : "; or ") : "");
-    append(want, sizeof want, mmrt_tasks[i]->inputs);
+  for (int i = 0; mmrt_feeders[i]; i++) {
+    append(want, sizeof want, i ? (mmrt_feeders[i + 1] ? "; " : "; or ") : "");
+    append(want, sizeof want, mmrt_feeders[i]->inputs);
     append(want, sizeof want, " (");
-    append(want, sizeof want, mmrt_tasks[i]->name);
+    append(want, sizeof want, mmrt_feeders[i]->name);
     append(want, sizeof want, ")");
   }
-  snprintf(err, errlen, "cannot bind the inputs of model %s (%s) to a task: expected %s; B = %lld",
+  snprintf(err, errlen,
+           "cannot bind the inputs of model %s (%s) to a data feeder: expected %s; B = %lld",
            m->name, got, want, (long long)c->B);
   return NULL;
 }

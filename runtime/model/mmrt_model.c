@@ -3,6 +3,7 @@
  * arenas and weights of the one-rank executables. */
 #include <stdarg.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,31 @@ const MmrtTensorDesc *mmrt_desc_input(const MmrtModelDesc *m, const char *name) 
   for (int64_t i = 0; i < m->ninputs; i++)
     if (!strcmp(m->inputs[i].name, name)) return &m->inputs[i];
   return NULL;
+}
+
+int mmrt_desc_step(const MmrtModelDesc *m, const char *name, MmrtStepFn *fn) {
+  /* every field of type step in mmrt_desc.def; arrays (pp_fn[...]) are not one step */
+  static const struct {
+    const char *name;
+    size_t at, size;
+  } steps[] = {
+#define MMRT_DESC_STEP_i64(name)
+#define MMRT_DESC_STEP_f64(name)
+#define MMRT_DESC_STEP_str(name)
+#define MMRT_DESC_STEP_tensors(name)
+#define MMRT_DESC_STEP_step(name) {#name, offsetof(MmrtModelDesc, name), sizeof m->name},
+#define MMRT_TENSOR(t, name, dims)
+#define MMRT_MODEL(t, name, dims) MMRT_DESC_STEP_##t(name)
+#include "mmrt_desc.def"
+#undef MMRT_TENSOR
+#undef MMRT_MODEL
+  };
+  for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++)
+    if (!strcmp(steps[i].name, name) && steps[i].size == sizeof *fn) {
+      memcpy(fn, (const char *)m + steps[i].at, sizeof *fn);
+      return 1;
+    }
+  return 0;
 }
 
 int mmrt_is_adapter(const char *name) {

@@ -1,4 +1,4 @@
-/* mmrt_task_frames.c: classifying single frames of the moving-item clips
+/* mmrt_feed_frames.c: classifying single frames of the moving-item clips
  * (mmrt_video.h), the frame classifier of the text-to-video evaluation
  * (README "Sampling").
  *
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "mmrt_mem.h"
-#include "mmrt_task.h"
+#include "mmrt_feed.h"
 #include "mmrt_video.h"
 
 typedef struct Frames {
@@ -21,11 +21,11 @@ typedef struct Frames {
   const MmrtTensorDesc *px, *lb;
 } Frames;
 
-static int bind(MmrtTaskCtx *c, char *err, size_t errlen) {
+static int bind(MmrtFeedCtx *c, char *err, size_t errlen) {
   const MmrtModelDesc *m = c->m;
   const MmrtTensorDesc *px = mmrt_desc_input(m, "frames"), *lb = mmrt_desc_input(m, "labels");
   const int64_t img[4] = {c->B, 1, MMRT_VIDEO_SIDE, MMRT_VIDEO_SIDE}, vec[1] = {c->B};
-  if (!mmrt_task_is(px, MMRT_ST_F32, 4, img) || !mmrt_task_is(lb, MMRT_ST_I32, 1, vec)) return 0;
+  if (!mmrt_feed_is(px, MMRT_ST_F32, 4, img) || !mmrt_feed_is(lb, MMRT_ST_I32, 1, vec)) return 0;
   Frames *d = calloc(1, sizeof *d);
   if (!d) return mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "out of memory"), -1;
   d->px = px, d->lb = lb;
@@ -34,7 +34,7 @@ static int bind(MmrtTaskCtx *c, char *err, size_t errlen) {
   return 1;
 }
 
-static int start(MmrtTaskCtx *c, char *err, size_t errlen) {
+static int start(MmrtFeedCtx *c, char *err, size_t errlen) {
   Frames *d = c->priv;
   mmrt_video_free(&d->train), mmrt_video_free(&d->heldout); /* again after a resume */
   int rc = mmrt_video_init(&d->train, &c->train, MMRT_VIDEO_FRAMES, c->seed, err, errlen);
@@ -43,14 +43,14 @@ static int start(MmrtTaskCtx *c, char *err, size_t errlen) {
                                          MMRT_VIDEO_HELDOUT_SEED, err, errlen);
 }
 
-static void fill(MmrtTaskCtx *c, const MmrtBatchIter *it, int64_t rows, int eval,
+static void fill(MmrtFeedCtx *c, const MmrtBatchIter *it, int64_t rows, int eval,
                  uint64_t sample0) {
   Frames *d = c->priv;
   MmrtVideo *v = eval ? &d->heldout : &d->train;
   const uint64_t seed = eval ? MMRT_VIDEO_HELDOUT_SEED : c->seed;
   const size_t per = (size_t)MMRT_VIDEO_SIDE * MMRT_VIDEO_SIDE;
-  float *px = mmrt_task_at(c, d->px);
-  int32_t *y = mmrt_task_at(c, d->lb);
+  float *px = mmrt_feed_at(c, d->px);
+  int32_t *y = mmrt_feed_at(c, d->lb);
   float *clip = mmrt_xmalloc(sizeof *clip * per * MMRT_VIDEO_FRAMES, "a clip's frames");
   for (int64_t r = c->lo; r < c->lo + c->rows; r++) {
     int64_t k = r - c->lo;
@@ -71,7 +71,7 @@ static void fill(MmrtTaskCtx *c, const MmrtBatchIter *it, int64_t rows, int eval
   free(clip);
 }
 
-static void close_frames(MmrtTaskCtx *c) {
+static void close_frames(MmrtFeedCtx *c) {
   Frames *d = c->priv;
   if (!d) return;
   mmrt_video_free(&d->train), mmrt_video_free(&d->heldout);
@@ -79,11 +79,11 @@ static void close_frames(MmrtTaskCtx *c) {
   c->priv = NULL;
 }
 
-const MmrtTask mmrt_task_frames = {
+const MmrtFeeder mmrt_feed_frames = {
     .name = "clip-frame classification",
     .inputs = "frames F32[B, 1, 64, 64] and labels I32[B]",
     .bind = bind,
-    .open = mmrt_task_open_fmnist,
+    .open = mmrt_feed_open_fmnist,
     .start = start,
     .fill = fill,
     .close = close_frames,

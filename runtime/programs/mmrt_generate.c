@@ -23,9 +23,11 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <stddef.h>
 
 #include "mmrt_caption.h"
 #include "mmrt_data.h"
+#include "mmrt_flags.h"
 #include "mmrt_main.h"
 #include "mmrt_png.h"
 #include "mmrt_mem.h"
@@ -71,41 +73,41 @@ static int fail(const char *fmt, ...) {
   return 1;
 }
 
-static void usage(FILE *f, const MmrtModelDesc *m) {
-  int gen = m->task == MMRT_TASK_GENERATE;
-  fprintf(f,
-          "usage: %s --weights FILE|DIR [options]\n"
-          "%s of model %s with a KV cache (greedy decoding).\n"
-          "  --weights PATH        the parameters by name: a safetensors file (the trainer's "
-          "--save-weights,\n"
-          "                        or one exported from PyTorch with the same names) or a "
-          "checkpoint folder\n"
-          "  --load-adapters FILE  LoRA adapters saved by the trainer's --save-adapters\n"
-          "%s"
-          "  --limit N             the first N images only\n"
-          "  --prompt TEXT         the prompt for every image (default: %s)\n"
-          "  --seed S              the seed that picks each test image's prompt (default 42)\n"
-          "  --no-cache            recompute the whole text for every token (no KV cache)\n"
-          "  --ids FILE            also write, one line per image: source, TAB, the prompt's token "
-          "ids, TAB, the\n"
-          "                        generated ids\n"
-          "  --quiet               no progress on stderr\n",
-          gen ? "generator" : "evaluator", gen ? "Captions" : "Exact-match caption accuracy",
-          m->name,
-          gen ? "  --images PATH...      PNG files (28x28) or IDX image files (raw or gzip)\n"
-                "  --out FILE            the captions (default: standard output)\n"
-              : "  --data DIR            Fashion-MNIST (default " MMRT_FMNIST_DEFAULT_DIR ")\n",
-          gen ? "\"what is this ?\"" : "one per image, as the trainer's evaluation picks it");
-}
-
-static int parse_int64(const char *s, int64_t lo, int64_t *out) {
-  char *end;
-  errno = 0;
-  long long v = strtoll(s, &end, 10);
-  if (!*s || *end || errno || v < lo) return -1;
-  *out = v;
-  return 0;
-}
+/* The flags; variant GEN is the generator's, EVAL the evaluator's. */
+enum { GEN = 1, EVAL = 2 };
+#define AT(f) offsetof(GenArgs, f)
+static const MmrtFlag gen_flags[] = {
+    MMRT_FLAG_S("--weights", "PATH", AT(weights),
+                "the parameters by name: a safetensors file (the trainer's --save-weights,\n"
+                "or one exported from PyTorch with the same names) or a checkpoint folder"),
+    MMRT_FLAG_S("--load-adapters", "FILE", AT(adapters),
+                "LoRA adapters saved by the trainer's --save-adapters"),
+    MMRT_FLAG_L("--images", "PATH...", AT(images), AT(nimages), MAX_SOURCES, 1,
+                "%F: at most %H files", "%F needs at least one PNG or IDX file",
+                "PNG files (28x28) or IDX image files (raw or gzip)", .variants = GEN),
+    MMRT_FLAG_S("--out", "FILE", AT(out), "the captions (default: standard output)",
+                .variants = GEN),
+    MMRT_FLAG_S("--data", "DIR", AT(data), "Fashion-MNIST (default " MMRT_FMNIST_DEFAULT_DIR ")",
+                .variants = EVAL),
+    MMRT_FLAG_I("--limit", "N", AT(limit), 1, INT64_MAX, "%F takes a positive integer, not '%V'",
+                "the first N images only"),
+    MMRT_FLAG_S("--prompt", "TEXT", AT(prompt),
+                "the prompt for every image (default: \"what is this ?\")", .variants = GEN),
+    MMRT_FLAG_S("--prompt", "TEXT", AT(prompt),
+                "the prompt for every image (default: one per image, as the trainer's "
+                "evaluation picks it)",
+                .variants = EVAL),
+    MMRT_FLAG_I("--seed", "S", AT(seed), 0, INT64_MAX, "%F takes a non-negative integer, not '%V'",
+                "the seed that picks each test image's prompt (default 42)"),
+    MMRT_FLAG_B("--no-cache", AT(no_cache),
+                "recompute the whole text for every token (no KV cache)"),
+    MMRT_FLAG_S("--ids", "FILE", AT(ids_out),
+                "also write, one line per image: source, TAB, the prompt's token ids, TAB, the\n"
+                "generated ids"),
+    MMRT_FLAG_B("--quiet", AT(quiet), "no progress on stderr"),
+    MMRT_FLAG_END,
+};
+#undef AT
 
 /* 0 ok, 1 error (printed), -1 --help. */
 static int parse_args(int argc, char **argv, const MmrtModelDesc *m, GenArgs *a) {
@@ -113,58 +115,18 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, GenArgs *a)
   a->limit = -1;
   a->seed = 42;
   int gen = m->task == MMRT_TASK_GENERATE;
-  for (int i = 1; i < argc; i++) {
-    const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
-      usage(stdout, m);
-      return -1;
-    }
-    if (!strcmp(f, "--no-cache")) {
-      a->no_cache = 1;
-      continue;
-    }
-    if (!strcmp(f, "--quiet")) {
-      a->quiet = 1;
-      continue;
-    }
-    if (!strcmp(f, "--images") && gen) {
-      int k = 0;
-      while (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) {
-        if (a->nimages == MAX_SOURCES) return fail("--images: at most %d files", MAX_SOURCES);
-        a->images[a->nimages++] = argv[++i];
-        k++;
-      }
-      if (!k) return fail("--images needs at least one PNG or IDX file");
-      continue;
-    }
-    const char **slot = !strcmp(f, "--weights")         ? &a->weights
-                        : !strcmp(f, "--load-adapters") ? &a->adapters
-                        : !strcmp(f, "--data") && !gen  ? &a->data
-                        : !strcmp(f, "--out") && gen    ? &a->out
-                        : !strcmp(f, "--prompt")        ? &a->prompt
-                        : !strcmp(f, "--ids")           ? &a->ids_out
-                                                        : NULL;
-    int is_num = !strcmp(f, "--limit") || !strcmp(f, "--seed");
-    if (!slot && !is_num) {
-      fprintf(stderr, "generator: error: unknown option '%s'\n", f);
-      usage(stderr, m);
-      return 1;
-    }
-    if (!v) return fail("option %s needs a value", f);
-    i++;
-    if (slot) {
-      *slot = v;
-      continue;
-    }
-    int64_t n;
-    if (parse_int64(v, !strcmp(f, "--limit") ? 1 : 0, &n))
-      return fail("%s takes a %s integer, not '%s'", f,
-                  !strcmp(f, "--limit") ? "positive" : "non-negative", v);
-    if (!strcmp(f, "--limit"))
-      a->limit = n;
-    else
-      a->seed = (uint64_t)n;
-  }
+  const MmrtFlagSet set = {.who = "generator",
+                           .flags = gen_flags,
+                           .needs_value = "option %F needs a value",
+                           .variant = gen ? GEN : EVAL,
+                           .col = 24};
+  char head[512];
+  snprintf(
+      head, sizeof head,
+      "usage: %s --weights FILE|DIR [options]\n%s of model %s with a KV cache (greedy decoding).\n",
+      gen ? "generator" : "evaluator", gen ? "Captions" : "Exact-match caption accuracy", m->name);
+  int rc = mmrt_flags_parse(&set, argc, argv, a, head);
+  if (rc) return rc;
   if (!a->weights)
     return fail(
         "--weights FILE|DIR is required (the trainer writes them with --save-weights or --ckpt)");

@@ -7,7 +7,7 @@
  *
  * It allocates exactly the arenas of the memory plan, initialises the
  * parameters from Philox streams named after them, binds the model's inputs
- * to a data task (mmrt_task.h: Fashion-MNIST classes, pixels or captions), runs the step function
+ * to a data feeder (mmrt_feed.h: Fashion-MNIST classes, pixels or captions), runs the step function
  * with the LR schedule and the step counter as inputs, logs, evaluates on the test split, and
  * checkpoints (mmrt_ckpt.h: a directory per step behind an atomic pointer) so that a resumed run
  * continues bit for bit: the weights, optimizer state, step, seed and data-iterator position are
@@ -18,6 +18,7 @@
 #include "mmrt_mem.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -30,9 +31,10 @@
 
 #include "mmrt_comm.h"
 #include "mmrt_data.h"
+#include "mmrt_flags.h"
 #include "mmrt_hf.h"
 #include "mmrt_log.h"
-#include "mmrt_task.h"
+#include "mmrt_feed.h"
 #include "mmrt_pp.h"
 #include "mmrt_prof.h"
 #include "mmrt_trace.h"
@@ -61,8 +63,8 @@ typedef struct Trainer {
   char *arena_mem[MMRT_NARENAS];   /* what was allocated (under pp: this rank's range) */
   int64_t arena_lo[MMRT_NARENAS];  /* its first byte's offset (pp_range) */
   int64_t arena_own[MMRT_NARENAS]; /* its bytes */
-  const MmrtTask *task;            /* the data task bound to the model's inputs */
-  MmrtTaskCtx cx;                  /* its inputs, rows, data and iterators */
+  const MmrtFeeder *feeder;        /* the data feeder bound to the model's inputs */
+  MmrtFeedCtx cx;                  /* its inputs, rows, data and iterators */
   const MmrtTensorDesc *lr, *step; /* the step inputs */
   unsigned char *loaded;           /* per parameter: set by --init-from */
   const char *sub;                 /* --init-from SUB=PATH: the sub-model loaded */
@@ -107,135 +109,110 @@ static int fail(const char *fmt, ...) {
 
 /* ---- arguments ---- */
 
-static void usage(FILE *out, const MmrtModelDesc *m) {
-  fprintf(
-      out,
-      "usage: trainer [options]   (model %s, batch %lld)\n"
-      "  --data DIR         Fashion-MNIST IDX files (default %s)\n"
-      "  --steps N          train until step N (default %lld)\n"
-      "  --batch B          must equal the compiled batch (recompile with --set B=N to change it)\n"
-      "  --lr X             base learning rate (default %g from the model's train section)\n"
-      "  --seed S           run seed: initialisation, shuffling, dropout (default 42)\n"
-      "  --eval-every N     evaluate on the test split every N steps (default 0: at the end only)\n"
-      "  --eval-batches N   evaluate on at most N test batches, or all: the whole split (default\n"
-      "                     %d)\n"
-      "  --ckpt DIR         write checkpoints there (at the end, and every --ckpt-every N steps):\n"
-      "                     DIR/step-NNNNNN/ each, DIR/latest naming the newest complete one;\n"
-      "                     a DIR holding a checkpoint takes --resume\n"
-      "  --keep K           keep the last K checkpoints in --ckpt DIR (default %d); a newer one\n"
-      "                     than the run resumed from stays until the run passes it\n"
-      "  --resume           continue from the checkpoint DIR/latest names (DIR absent or empty:\n"
-      "                     start at step 0; anything else there without DIR/latest: an error)\n"
-      "                     DIR/lock (host and pid) keeps a second trainer out of DIR\n"
-      "  --on-nan MODE      a loss or weight not finite after a step (a gradient that is not\n"
-      "                     makes its weights so):\n"
-      "                     stop (default: exit 1 naming the step, loss and tensor, nothing\n"
-      "                     written) or skip-step (undo the step, count it in the log's\n"
-      "                     skipped_steps; keeps a copy of the weights and optimizer state;\n"
-      "                     %d skipped in a row stop the run)\n"
-      "  --comm-timeout S   a rank waiting longer than S seconds in a collective names the ranks\n"
-      "                     that did not arrive and ends the job (default %g; 0: wait for ever)\n"
-      "  --log FILE         append metrics as JSON lines\n"
-      "  --dump-logits FILE write the logits of the first test batch (f32, row-major) after "
-      "training\n"
-      "  --dump-inputs DIR  write each training step's inputs to DIR/step-NNNNNN.safetensors (for\n"
-      "                     checking against another implementation on the same batches)\n"
-      "  --init-from [SUB=]PATH  load parameters by name from a checkpoint directory or a\n"
-      "                     .safetensors file (a LoRA model from its base: the adapters keep "
-      "their\n"
-      "                     init), or a Hugging Face directory (config.json: mapped by\n"
-      "                     runtime/mmrt_hf_map.def, bf16/fp16 converted); a tensor that matches "
-      "no\n"
-      "                     parameter is an error; SUB=: load sub-model SUB only (the rest keep\n"
-      "                     their init, listed; a file's tensors outside SUB are not read)\n"
-      "  --features DIR     text-to-video: the latents and text features the extractor wrote\n"
-      "                     (the model compiled for the extract task), instead of running the\n"
-      "                     frozen encoders\n"
-      "  --load-adapters F  LoRA: load every adapter (*.lora_a, *.lora_b) from F\n"
-      "  --save-adapters F  LoRA: write the adapters alone to F after training (safetensors)\n"
-      "  --save-weights F   write every parameter and optimizer state, whole (gathered from the "
-      "ranks),\n"
-      "                     to F after training (safetensors, from rank 0)\n"
-      "  --save-hf DIR      write the --init-from Hugging Face model back to DIR after training:\n"
-      "                     its names, layouts and config.json (from rank 0)\n"
-      "  --save-hf-dtype D  f32 (default) or bf16 (rounded to nearest even)\n"
-      "  --shard-size N     --save-hf: at most N bytes per file (default 5e9; a larger tensor\n"
-      "                     alone), with model.safetensors.index.json when there are several\n"
-      "A model compiled for N ranks (--dp/--tp) runs under mpirun -np N.\n"
-      "  --threads N        OpenMP threads (default: this process's CPUs, shared by the node's\n"
-      "                     ranks)\n"
-      "  --omp-wait W       active (threads spin between kernels), passive (they sleep) or\n"
-      "                     spin (a bounded while, then sleep); default spin, passive when\n"
-      "                     other programs' tasks wait for the CPUs\n"
-      "  --profile          at the end, the time per op kind and per layer (forward, backward,\n"
-      "                     update, communication), steps after the first\n"
-      "  --quiet            no progress line\n"
-      "  --trace FILE       the training steps' timeline as Chrome trace JSON (Perfetto), one\n"
-      "                     track per rank: forward, backward, send, recv and update events\n",
-      m->name, (long long)m->batch, MMRT_FMNIST_DEFAULT_DIR,
-      (long long)(m->steps > 0 ? m->steps : 100), m->lr, MMRT_EVAL_BATCHES_DEFAULT,
-      MMRT_CKPT_KEEP_DEFAULT, SKIP_LIMIT, MMRT_COMM_TIMEOUT_DEFAULT);
-}
+#define AT(f) offsetof(Args, f)
+#define WHOLE "%F takes a whole number >= %L, not '%V'"
+static const MmrtFlag train_flags[] = {
+    MMRT_FLAG_S("--data", "DIR", AT(data), "Fashion-MNIST IDX files (default %D)"),
+    MMRT_FLAG_I("--steps", "N", AT(steps), 0, INT64_MAX, WHOLE, "train until step N (default %D)"),
+    MMRT_FLAG_I("--batch", "B", AT(batch), 1, INT64_MAX, WHOLE,
+                "must equal the compiled batch (recompile with --set B=N to change it)"),
+    MMRT_FLAG_F("--lr", "X", AT(lr), 0, 1, "--lr takes a positive number, not '%V'",
+                "base learning rate (default %D from the model's train section)",
+                MMRT_FLAG_SEEN(AT(has_lr))),
+    MMRT_FLAG_I("--seed", "S", AT(seed), 0, INT64_MAX, WHOLE,
+                "run seed: initialisation, shuffling, dropout (default %D)",
+                MMRT_FLAG_SEEN(AT(has_seed))),
+    MMRT_FLAG_I("--eval-every", "N", AT(eval_every), 0, INT64_MAX, WHOLE,
+                "evaluate on the test split every N steps (default 0: at the end only)"),
+    MMRT_FLAG_I("--eval-batches", "N", AT(eval_batches), 0, INT64_MAX,
+                "%F takes a whole number >= %L or all, not '%V'",
+                "evaluate on at most N test batches, or all: the whole split (default\n%D)",
+                .choices = "all"),
+    MMRT_FLAG_S("--ckpt", "DIR", AT(ckpt),
+                "write checkpoints there (at the end, and every --ckpt-every N steps):\n"
+                "DIR/step-NNNNNN/ each, DIR/latest naming the newest complete one;\n"
+                "a DIR holding a checkpoint takes --resume"),
+    MMRT_FLAG_I("--ckpt-every", "N", AT(ckpt_every), 0, INT64_MAX, WHOLE,
+                "with --ckpt: a checkpoint every N steps too (default 0: at the end only)",
+                MMRT_FLAG_SEEN(AT(has_ckpt_every))),
+    MMRT_FLAG_I("--keep", "K", AT(keep), 1, INT64_MAX, WHOLE,
+                "keep the last K checkpoints in --ckpt DIR (default %D); a newer one\n"
+                "than the run resumed from stays until the run passes it",
+                MMRT_FLAG_SEEN(AT(has_keep))),
+    MMRT_FLAG_B("--resume", AT(resume),
+                "continue from the checkpoint DIR/latest names (DIR absent or empty:\n"
+                "start at step 0; anything else there without DIR/latest: an error)\n"
+                "DIR/lock (host and pid) keeps a second trainer out of DIR"),
+    MMRT_FLAG_E("--on-nan", "MODE", AT(on_nan), "stop|skip-step",
+                "--on-nan takes stop or skip-step, not '%V'",
+                "a loss or weight not finite after a step (a gradient that is not\n"
+                "makes its weights so):\n"
+                "stop (default: exit 1 naming the step, loss and tensor, nothing\n"
+                "written) or skip-step (undo the step, count it in the log's\n"
+                "skipped_steps; keeps a copy of the weights and optimizer state;\n"
+                "" STR(SKIP_LIMIT) " skipped in a row stop the run)"),
+    MMRT_FLAG_F("--comm-timeout", "S", AT(comm_timeout), 0, 0,
+                "--comm-timeout takes a number of seconds >= 0, not '%V'",
+                "a rank waiting longer than S seconds in a collective names the ranks\n"
+                "that did not arrive and ends the job (default %D; 0: wait for ever)",
+                MMRT_FLAG_SEEN(AT(has_timeout))),
+    MMRT_FLAG_S("--log", "FILE", AT(log), "append metrics as JSON lines"),
+    MMRT_FLAG_S("--dump-logits", "FILE", AT(dump_logits),
+                "write the logits of the first test batch (f32, row-major) after training"),
+    MMRT_FLAG_S("--dump-inputs", "DIR", AT(dump_inputs),
+                "write each training step's inputs to DIR/step-NNNNNN.safetensors (for\n"
+                "checking against another implementation on the same batches)"),
+    MMRT_FLAG_S("--init-from", "[SUB=]PATH", AT(init_from),
+                "load parameters by name from a checkpoint directory or a\n"
+                ".safetensors file (a LoRA model from its base: the adapters keep their\n"
+                "init), or a Hugging Face directory (config.json: mapped by\n"
+                "runtime/io/mmrt_hf_map.def, bf16/fp16 converted); a tensor that matches no\n"
+                "parameter is an error; SUB=: load sub-model SUB only (the rest keep\n"
+                "their init, listed; a file's tensors outside SUB are not read)"),
+    MMRT_FLAG_S("--features", "DIR", AT(features),
+                "text-to-video: the latents and text features the extractor wrote\n"
+                "(the model compiled for the extract task), instead of running the\n"
+                "frozen encoders"),
+    MMRT_FLAG_S("--load-adapters", "F", AT(load_adapters),
+                "LoRA: load every adapter (*.lora_a, *.lora_b) from F"),
+    MMRT_FLAG_S("--save-adapters", "F", AT(save_adapters),
+                "LoRA: write the adapters alone to F after training (safetensors)"),
+    MMRT_FLAG_S("--save-weights", "F", AT(save_weights),
+                "write every parameter and optimizer state, whole (gathered from the ranks),\n"
+                "to F after training (safetensors, from rank 0)"),
+    MMRT_FLAG_S("--save-hf", "DIR", AT(save_hf),
+                "write the --init-from Hugging Face model back to DIR after training:\n"
+                "its names, layouts and config.json (from rank 0)"),
+    MMRT_FLAG_S("--save-hf-dtype", "D", AT(hf_dtype),
+                "f32 (default) or bf16 (rounded to nearest even)"),
+    MMRT_FLAG_I("--shard-size", "N", AT(shard_size), 1, INT64_MAX, WHOLE,
+                "--save-hf: at most N bytes per file (default 5e9; a larger tensor\n"
+                "alone), with model.safetensors.index.json when there are several"),
+    MMRT_FLAG_NOTE_ROW("A model compiled for N ranks (--dp/--tp) runs under mpirun -np N."),
+    MMRT_FLAG_I("--threads", "N", AT(threads), 1, INT64_MAX, WHOLE,
+                "OpenMP threads (default: this process's CPUs, shared by the node's\n"
+                "ranks)"),
+    MMRT_FLAG_E("--omp-wait", "W", AT(omp_wait), "active|passive|spin",
+                "--omp-wait takes active, passive or spin, not '%V'",
+                "active (threads spin between kernels), passive (they sleep) or\n"
+                "spin (a bounded while, then sleep); default spin, passive when\n"
+                "other programs' tasks wait for the CPUs"),
+    MMRT_FLAG_B("--profile", AT(profile),
+                "at the end, the time per op kind and per layer (forward, backward,\n"
+                "update, communication), steps after the first"),
+    MMRT_FLAG_B("--quiet", AT(quiet), "no progress line"),
+    MMRT_FLAG_S("--trace", "FILE", AT(trace),
+                "the training steps' timeline as Chrome trace JSON (Perfetto), one\n"
+                "track per rank: forward, backward, send, recv and update events"),
+    MMRT_FLAG_END,
+};
+#undef WHOLE
+#undef AT
 
-static int parse_i64(const char *flag, const char *s, int64_t lo, int64_t *out) {
-  char *end;
-  errno = 0;
-  long long v = s ? strtoll(s, &end, 10) : 0;
-  if (!s || !*s || *end || errno || v < lo)
-    return fail("%s takes a whole number >= %lld%s, not '%s'", flag, (long long)lo,
-                strcmp(flag, "--eval-batches") ? "" : " or all", s ? s : "");
-  *out = v;
-  return 0;
-}
-
-/* The flags that take a file or folder, and where each goes. */
-static const char **text_flag(Args *a, const char *f) {
-  const struct {
-    const char *flag;
-    const char **to;
-  } t[] = {
-      {"--data", &a->data},
-      {"--ckpt", &a->ckpt},
-      {"--log", &a->log},
-      {"--save-weights", &a->save_weights},
-      {"--dump-inputs", &a->dump_inputs},
-      {"--dump-logits", &a->dump_logits},
-      {"--save-hf", &a->save_hf},
-      {"--save-hf-dtype", &a->hf_dtype},
-      {"--init-from", &a->init_from},
-      {"--features", &a->features},
-      {"--load-adapters", &a->load_adapters},
-      {"--save-adapters", &a->save_adapters},
-      {"--omp-wait", &a->omp_wait},
-      {"--trace", &a->trace},
-      {"--on-nan", &a->on_nan},
-  };
-  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-    if (!strcmp(f, t[i].flag)) return t[i].to;
-  return NULL;
-}
-
-/* The flags that take a whole number >= 0 (--batch: >= 1). */
-static int64_t *int_flag(Args *a, const char *f) {
-  const struct {
-    const char *flag;
-    int64_t *to;
-  } t[] = {
-      {"--steps", &a->steps},           {"--batch", &a->batch},
-      {"--eval-every", &a->eval_every}, {"--eval-batches", &a->eval_batches},
-      {"--ckpt-every", &a->ckpt_every}, {"--keep", &a->keep},
-      {"--threads", &a->threads},       {"--shard-size", &a->shard_size},
-  };
-  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-    if (!strcmp(f, t[i].flag)) return t[i].to;
-  return NULL;
-}
-
-static int is_valued(const char *f) {
-  static Args probe; /* only the fields' addresses are taken */
-  return text_flag(&probe, f) || int_flag(&probe, f) || !strcmp(f, "--seed") ||
-         !strcmp(f, "--lr") || !strcmp(f, "--comm-timeout");
-}
+static const MmrtFlagSet train_flag_set = {.who = "trainer",
+                                           .flags = train_flags,
+                                           .needs_value = "%F needs a value (see --help)",
+                                           .col = 21};
 
 static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a) {
   memset(a, 0, sizeof *a);
@@ -247,73 +224,21 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a) {
   a->eval_batches = MMRT_EVAL_BATCHES_DEFAULT;
   a->keep = MMRT_CKPT_KEEP_DEFAULT;
   a->comm_timeout = MMRT_COMM_TIMEOUT_DEFAULT;
-  for (int i = 1; i < argc; i++) {
-    const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    int64_t n = 0;
-    int takes = 1, rc = 0;
-    if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
-      usage(stdout, m);
-      return -1;
-    } else if (!strcmp(f, "--resume")) {
-      a->resume = 1, takes = 0;
-    } else if (!strcmp(f, "--quiet")) {
-      a->quiet = 1, takes = 0;
-    } else if (!strcmp(f, "--profile")) {
-      a->profile = 1, takes = 0;
-    } else if (is_valued(f) && !v) {
-      return fail("%s needs a value (see --help)", f);
-    } else if (!strcmp(f, "--eval-batches") && !strcmp(v, "all")) {
-      a->eval_batches = -1; /* the whole test split */
-    } else if (text_flag(a, f)) {
-      *text_flag(a, f) = v;
-    } else if (int_flag(a, f)) {
-      rc = parse_i64(f, v,
-                     !strcmp(f, "--batch") || !strcmp(f, "--keep") || !strcmp(f, "--threads") ||
-                             !strcmp(f, "--shard-size")
-                         ? 1
-                         : 0,
-                     int_flag(a, f)); /* --steps 0: evaluate only */
-      a->has_keep |= !strcmp(f, "--keep");
-      a->has_ckpt_every |= !strcmp(f, "--ckpt-every");
-    } else if (!strcmp(f, "--seed")) {
-      rc = parse_i64(f, v, 0, &n);
-      a->seed = (uint64_t)n;
-      a->has_seed = 1;
-    } else if (!strcmp(f, "--lr")) {
-      char *end;
-      a->lr = strtod(v, &end);
-      if (!*v || *end || !(a->lr > 0) || !isfinite(a->lr))
-        return fail("--lr takes a positive number, not '%s'", v);
-      a->has_lr = 1;
-    } else if (!strcmp(f, "--comm-timeout")) {
-      char *end;
-      a->comm_timeout = strtod(v, &end);
-      if (!*v || *end || !(a->comm_timeout >= 0) || !isfinite(a->comm_timeout))
-        return fail("--comm-timeout takes a number of seconds >= 0, not '%s'", v);
-      a->has_timeout = 1;
-    } else {
-      fail("unknown option '%s'", f);
-      usage(stderr, m);
-      return 1;
-    }
-    if (rc) return rc;
-    i += takes;
-  }
+  char head[256];
+  snprintf(head, sizeof head, "usage: trainer [options]   (model %s, batch %lld)\n", m->name,
+           (long long)m->batch);
+  int rc = mmrt_flags_parse(&train_flag_set, argc, argv, a, head);
+  if (rc) return rc;
   if (a->batch != m->batch)
     return fail("--batch %lld differs from the compiled batch %lld of model %s; recompile with "
                 "`mmc compile ... --set B=%lld`",
                 (long long)a->batch, (long long)m->batch, m->name, (long long)a->batch);
-  if (a->omp_wait && strcmp(a->omp_wait, "active") && strcmp(a->omp_wait, "passive") &&
-      strcmp(a->omp_wait, "spin"))
-    return fail("--omp-wait takes active, passive or spin, not '%s'", a->omp_wait);
   if (a->threads > 4096) return fail("--threads takes 1 .. 4096, not %lld", (long long)a->threads);
   if (a->resume && !a->ckpt)
     return fail("--resume needs --ckpt DIR (the checkpoint to continue from)");
   if (a->has_keep && !a->ckpt) return fail("--keep needs --ckpt DIR (the checkpoints to keep)");
   if (a->has_ckpt_every && !a->ckpt)
     return fail("--ckpt-every needs --ckpt DIR (where the checkpoints go)");
-  if (a->on_nan && strcmp(a->on_nan, "stop") && strcmp(a->on_nan, "skip-step"))
-    return fail("--on-nan takes stop or skip-step, not '%s'", a->on_nan);
   a->skip_nan = a->on_nan && !strcmp(a->on_nan, "skip-step");
   if (a->has_timeout && m->mesh[0] * m->mesh[1] * m->mesh[2] * (m->pp > 1 ? m->pp : 1) <= 1)
     return fail("--comm-timeout: model %s runs on one rank and has no collectives to time out",
@@ -333,16 +258,16 @@ int mmrt_train_parse(int argc, char **argv, const MmrtModelDesc *m) {
 
 static int run_step(Trainer *t, MmrtStepFn fn, const char *what);
 
-/* The step callback of the task context (it is t->cx). */
+/* The step callback of the feeder context (it is t->cx). */
 static int eval_step(Trainer *t, int share, const char *what);
-static int task_stop(MmrtTaskCtx *c);
-static int task_step(MmrtTaskCtx *c, MmrtStepFn fn, const char *what) {
+static int feed_stop(MmrtFeedCtx *c);
+static int feed_step(MmrtFeedCtx *c, MmrtStepFn fn, const char *what) {
   Trainer *t = (Trainer *)(void *)((char *)c - offsetof(Trainer, cx));
   if (fn == t->m->eval_step) return eval_step(t, 1, what); /* through the pipeline under pp */
   return run_step(t, fn, what);
 }
 
-/* The step inputs, and the first task that takes the model's data inputs. */
+/* The step inputs, and the first feeder that takes the model's data inputs. */
 static int bind(Trainer *t) {
   const MmrtModelDesc *m = t->m;
   char err[ERRLEN];
@@ -357,15 +282,15 @@ static int bind(Trainer *t) {
   t->cx.arenas = t->arenas;
   t->cx.seed = t->a.seed;
   t->cx.eval_batches = t->a.eval_batches;
-  t->cx.step = task_step;
-  t->cx.stop = task_stop;
+  t->cx.step = feed_step;
+  t->cx.stop = feed_stop;
   t->cx.features = t->a.features;
-  t->task = mmrt_task_bind(&t->cx, err, sizeof err);
-  if (t->task && t->a.features && !t->cx.features_used)
+  t->feeder = mmrt_feed_bind(&t->cx, err, sizeof err);
+  if (t->feeder && t->a.features && !t->cx.features_used)
     return fail("--features %s: model %s takes no stored features (a model with forwards latents "
                 "and text_features does, on the text-to-video task)",
                 t->a.features, m->name);
-  return t->task ? 0 : fail("%s", err);
+  return t->feeder ? 0 : fail("%s", err);
 }
 
 static void *at(Trainer *t, const MmrtTensorDesc *d) {
@@ -517,7 +442,7 @@ static int log_comm(Trainer *t) {
 
 static void fill_batch(Trainer *t, const MmrtBatchIter *it, int64_t rows, int eval,
                        uint64_t sample0) {
-  t->task->fill(&t->cx, it, rows, eval, sample0);
+  t->feeder->fill(&t->cx, it, rows, eval, sample0);
 }
 
 /* ---- parameters ---- */
@@ -671,9 +596,9 @@ static int any_rank(Trainer *t, int bad, const char *what) {
   return bad != 0;
 }
 
-/* The evaluation's stop poll (MmrtTaskCtx.stop): a signal on any rank
+/* The evaluation's stop poll (MmrtFeedCtx.stop): a signal on any rank
  * stops every rank at the same batch (the training loop's rule). */
-static int task_stop(MmrtTaskCtx *c) {
+static int feed_stop(MmrtFeedCtx *c) {
   Trainer *t = (Trainer *)(void *)((char *)c - offsetof(Trainer, cx));
   if (!any_rank(t, mmrt_stop_signal != 0, "the stop flag (all-reduce before each test batch)"))
     return 0;
@@ -906,7 +831,7 @@ static MmrtTensorRef *gather_whole(Trainer *t, int *out_rc) {
     if (mine) for_each_run(t, p, copy_run, &u);
     if (t->has_mesh && mmrt_all_reduce_mpi(&t->mesh, MMRT_AXIS_WORLD, w, (int)whole, MPI_FLOAT,
                                            MPI_SUM, "--save-weights (all-reduce)") != MMRT_OK)
-      mmrt_task_comm_fail(&t->cx);
+      mmrt_feed_comm_fail(&t->cx);
   }
   for (int64_t i = 0; !rc && i < m->nparams; i++) /* a padded vocabulary: its real rows, in front */
     if (refs[i].ndim && m->params[i].rows < refs[i].shape[0]) refs[i].shape[0] = m->params[i].rows;
@@ -1201,7 +1126,7 @@ static int save_adapters(Trainer *t) {
         memcpy(w, at(t, p), e * sizeof *w);
       if (mmrt_all_reduce_mpi(&t->mesh, MMRT_AXIS_PP, w, (int)e, MPI_FLOAT, MPI_SUM,
                               "--save-adapters (all-reduce over pp)") != MMRT_OK)
-        mmrt_task_comm_fail(&t->cx);
+        mmrt_feed_comm_fail(&t->cx);
       refs[n].data = w;
     } else {
       refs[n].data = at(t, p);
@@ -1243,7 +1168,7 @@ static double now(void) {
 
 static int restart_eval(Trainer *t) {
   char err[ERRLEN];
-  return mmrt_task_restart_eval(&t->cx, err, sizeof err) == MMRT_OK ? 0 : fail("%s", err);
+  return mmrt_feed_restart_eval(&t->cx, err, sizeof err) == MMRT_OK ? 0 : fail("%s", err);
 }
 
 static int pp_run(void *u, MmrtStepFn fn, char **arenas, const char *what);
@@ -1273,8 +1198,8 @@ static int evaluate(Trainer *t, double *loss, double *acc) {
     return 1;
   }
   MmrtProgress pr; /* a stop leaves the sums partial: the caller reports none */
-  mmrt_progress_begin(&pr, "eval batch", 0, mmrt_task_eval_total(&t->cx), "samples", t->cx.loud);
-  for (int64_t seen = 0; !task_stop(&t->cx); mmrt_progress_tick(&pr, batches, (double)seen, NULL)) {
+  mmrt_progress_begin(&pr, "eval batch", 0, mmrt_feed_eval_total(&t->cx), "samples", t->cx.loud);
+  for (int64_t seen = 0; !feed_stop(&t->cx); mmrt_progress_tick(&pr, batches, (double)seen, NULL)) {
     int64_t rows = mmrt_iter_next(&t->cx.eval_it);
     if (rows == 0 || (t->a.eval_batches >= 0 && batches >= t->a.eval_batches)) break;
     seen += rows;
@@ -1290,7 +1215,7 @@ static int evaluate(Trainer *t, double *loss, double *acc) {
     if (!y && counts)       /* no labels (video): this rank's rows of the batch (the dp sum: all) */
       nc[0] = rows < t->cx.lo ? 0 : (rows < t->cx.lo + t->cx.rows ? rows - t->cx.lo : t->cx.rows);
     if (y && m->eval_logits_offset >= 0 && counts) {
-      mmrt_task_argmax(&t->cx, best, 0);
+      mmrt_feed_argmax(&t->cx, best, 0);
       for (int64_t r = 0; r < m->logits_rows; r++) {
         if (y[r] == (int32_t)m->ignore_index) continue;
         nc[1] += best[r] == y[r];
@@ -1300,7 +1225,7 @@ static int evaluate(Trainer *t, double *loss, double *acc) {
     if (t->has_mesh) /* the rows of the whole dp group (the loss is the group's already) */
       if (mmrt_all_reduce_mpi(&t->mesh, MMRT_AXIS_DP, nc, 2, MPI_INT64_T, MPI_SUM,
                               "the evaluation counts (all-reduce)") != MMRT_OK)
-        mmrt_task_comm_fail(&t->cx);
+        mmrt_feed_comm_fail(&t->cx);
     int64_t n = nc[0];
     correct += nc[1];
     float l = 0;
@@ -1315,7 +1240,7 @@ static int evaluate(Trainer *t, double *loss, double *acc) {
     double v[3] = {lsum, (double)counted, (double)correct};
     if (mmrt_all_reduce_mpi(&t->mesh, MMRT_AXIS_PP, v, 3, MPI_DOUBLE, MPI_SUM,
                             "the evaluation's sums (all-reduce over pp)") != MMRT_OK)
-      mmrt_task_comm_fail(&t->cx);
+      mmrt_feed_comm_fail(&t->cx);
     lsum = v[0], counted = (int64_t)v[1], correct = (int64_t)v[2];
   }
   *loss = counted ? lsum / (double)counted : NAN;
@@ -1408,12 +1333,12 @@ static int mb_step(Trainer *t, int64_t step, float lr, float fs, const char *wha
   return rc;
 }
 
-/* The task's metric: 1 with *v set, 0 when there is none for this model, -1
+/* The feeder's metric: 1 with *v set, 0 when there is none for this model, -1
  * after a message. */
-static int task_metric(Trainer *t, double *v) {
+static int feed_metric(Trainer *t, double *v) {
   char err[ERRLEN];
-  if (!t->task->metric) return 0;
-  int rc = t->task->metric(&t->cx, v, err, sizeof err);
+  if (!t->feeder->metric) return 0;
+  int rc = t->feeder->metric(&t->cx, v, err, sizeof err);
   if (rc == 1) return 0;
   if (rc != MMRT_OK) return err[0] ? -fail("%s", err) : -1;
   return 1;
@@ -1558,17 +1483,17 @@ static int train(Trainer *t) {
       mmrt_progress_break(&pr);
       int bad = evaluate(t, &el, &ea);
       if (!bad && t->stopped) break; /* step done: the checkpoint after the loop has it */
-      int has = bad || !t->task->metric_every ? 0 : task_metric(t, &mv);
+      int has = bad || !t->feeder->metric_every ? 0 : feed_metric(t, &mv);
       if (bad) return 1;
       if (has >= 0 && t->stopped) break;
       f[nf++] = (MmrtLogField){"eval_loss", el, NULL};
       f[nf++] = (MmrtLogField){"eval_accuracy", ea, NULL};
       if (has < 0) return 1;
-      if (has) f[nf++] = (MmrtLogField){t->task->metric_key, mv, NULL};
+      if (has) f[nf++] = (MmrtLogField){t->feeder->metric_key, mv, NULL};
       if (loud) {
         fprintf(stderr, "step %lld: eval loss %.4f", (long long)step, el);
         if (t->cx.labels) fprintf(stderr, ", accuracy %.4f", ea);
-        if (has) fprintf(stderr, ", %s %.4f", t->task->metric_words, mv);
+        if (has) fprintf(stderr, ", %s %.4f", t->feeder->metric_words, mv);
         fputc('\n', stderr);
       }
     }
@@ -1719,7 +1644,7 @@ static int run(Trainer *t, int argc, char **argv) {
   char err[ERRLEN];
   mmrt_mem_begin(&t->mem);
   mmrt_mem_start_threads(); /* their stacks before the data and arenas */
-  if (t->task->open(&t->cx, t->a.data, err, sizeof err) != MMRT_OK)
+  if (t->feeder->open(&t->cx, t->a.data, err, sizeof err) != MMRT_OK)
     return fail("--data %s: %s", t->a.data, err);
   if (mmrt_iter_init(&t->cx.it, &t->cx.train, m->batch, 1, t->a.seed, err, sizeof err) != MMRT_OK)
     return fail("%s", err);
@@ -1774,7 +1699,8 @@ static int run(Trainer *t, int argc, char **argv) {
       return fail("--on-nan skip-step: out of memory for the copy of arena %d (%lld bytes)", r,
                   (long long)t->arena_own[r]);
   t->cx.seed = t->a.seed; /* final: a checkpoint's */
-  if (t->task->start && t->task->start(&t->cx, err, sizeof err) != MMRT_OK) return fail("%s", err);
+  if (t->feeder->start && t->feeder->start(&t->cx, err, sizeof err) != MMRT_OK)
+    return fail("%s", err);
   if (t->a.log && t->rank == 0) {
     if (mmrt_log_open(&t->log, t->a.log, err, sizeof err) != MMRT_OK) return fail("--log %s", err);
     t->has_log = 1;
@@ -1784,7 +1710,7 @@ static int run(Trainer *t, int argc, char **argv) {
   if (loud) {
     char omp[256], ev[160];
     mmrt_omp_describe(omp, sizeof omp);
-    int64_t part = mmrt_task_eval_total(&t->cx), all = (t->cx.test.n + t->cx.B - 1) / t->cx.B;
+    int64_t part = mmrt_feed_eval_total(&t->cx), all = (t->cx.test.n + t->cx.B - 1) / t->cx.B;
     if (part < all)
       snprintf(ev, sizeof ev, "%lld of the %lld test batches (--eval-batches all: every one)",
                (long long)part, (long long)all);
@@ -1792,9 +1718,9 @@ static int run(Trainer *t, int argc, char **argv) {
       snprintf(ev, sizeof ev, "the whole test split (%lld batches)", (long long)all);
     fprintf(
         stderr,
-        "trainer: model %s, %s task, batch %lld, steps %lld, seed %llu, %d rank%s, %s, precision "
+        "trainer: model %s, %s data, batch %lld, steps %lld, seed %llu, %d rank%s, %s, precision "
         "%s%s; evaluation on %s\n",
-        m->name, t->task->name, (long long)t->cx.B, (long long)t->a.steps,
+        m->name, t->feeder->name, (long long)t->cx.B, (long long)t->a.steps,
         (unsigned long long)t->a.seed, t->world > 1 ? t->world : 1, t->world > 1 ? "s" : "", omp,
         m->precision == 1 ? "bf16 " : "fp32", m->precision == 1 ? mmrt_bf16_path() : "", ev);
   }
@@ -1824,14 +1750,14 @@ static int run(Trainer *t, int argc, char **argv) {
     MmrtLogField f[3] = {{"eval_loss", el, NULL}, {"eval_accuracy", ea, NULL}};
     int nf = 2;
     double v = NAN;
-    int has = rc || t->stopped ? 0 : task_metric(t, &v);
+    int has = rc || t->stopped ? 0 : feed_metric(t, &v);
     if (has < 0) rc = 1;
-    if (has > 0) f[nf++] = (MmrtLogField){t->task->metric_key, v, NULL};
+    if (has > 0) f[nf++] = (MmrtLogField){t->feeder->metric_key, v, NULL};
     if (!rc && !t->stopped && t->rank == 0) { /* stopped: partial sums, no figure */
-      int64_t part = mmrt_task_eval_total(&t->cx), all = (t->cx.test.n + t->cx.B - 1) / t->cx.B;
+      int64_t part = mmrt_feed_eval_total(&t->cx), all = (t->cx.test.n + t->cx.B - 1) / t->cx.B;
       printf("eval: loss %.6f", el);
-      if (t->cx.labels) printf(" accuracy %.4f", ea); /* a task without labels has none */
-      if (nf > 2) printf(" %s %.4f", t->task->metric_words, f[2].num);
+      if (t->cx.labels) printf(" accuracy %.4f", ea); /* a feeder without labels has none */
+      if (nf > 2) printf(" %s %.4f", t->feeder->metric_words, f[2].num);
       if (part < all)
         printf(" (test split: first %lld of %lld batches; --eval-batches all for the whole)\n",
                (long long)part, (long long)all);
@@ -1881,7 +1807,7 @@ int mmrt_train_main(int argc, char **argv, const MmrtModelDesc *m) {
   int rc = run(&t, argc, argv);
   fflush(NULL);
   if (t.has_log) mmrt_log_close(&t.log);
-  if (t.task && t.task->close) t.task->close(&t.cx);
+  if (t.feeder && t.feeder->close) t.feeder->close(&t.cx);
   mmrt_iter_free(&t.cx.it);
   mmrt_iter_free(&t.cx.eval_it);
   mmrt_images_free(&t.cx.train);

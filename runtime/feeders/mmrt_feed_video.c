@@ -1,4 +1,4 @@
-/* mmrt_task_video.c: video clips for a reconstruction model (WFVAE).
+/* mmrt_feed_video.c: video clips for a reconstruction model (WFVAE).
  *
  * Input video f32[B, 1, F, 64, 64] (B, C, T, H, W), F = 1 + 4k: one clip
  * per row (mmrt_video.h), values in [0, 1]. Training row r of step s is
@@ -17,17 +17,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mmrt_task.h"
+#include "mmrt_feed.h"
 #include "mmrt_video.h"
 
 typedef struct Clips {
   MmrtVideo train, heldout;
 } Clips;
 
-static int bind(MmrtTaskCtx *c, char *err, size_t errlen) {
+static int bind(MmrtFeedCtx *c, char *err, size_t errlen) {
   const MmrtTensorDesc *v = mmrt_desc_input(c->m, "video");
   const int64_t shape[5] = {c->B, 1, -1, MMRT_VIDEO_SIDE, MMRT_VIDEO_SIDE};
-  if (!mmrt_task_is(v, MMRT_ST_F32, 5, shape)) return 0;
+  if (!mmrt_feed_is(v, MMRT_ST_F32, 5, shape)) return 0;
   c->batch[0] = v, c->nbatch = 1, c->labels = NULL;
   if (v->shape[2] < 1 || (v->shape[2] - 1) % 4) {
     snprintf(err, errlen, "model %s: input video has %lld frames; clips have 1 + 4k (e.g. 17)",
@@ -37,7 +37,7 @@ static int bind(MmrtTaskCtx *c, char *err, size_t errlen) {
   return 1;
 }
 
-static int start(MmrtTaskCtx *c, char *err, size_t errlen) {
+static int start(MmrtFeedCtx *c, char *err, size_t errlen) {
   Clips *k = c->priv ? c->priv : calloc(1, sizeof *k);
   if (!k) return mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "out of memory");
   c->priv = k;
@@ -49,12 +49,12 @@ static int start(MmrtTaskCtx *c, char *err, size_t errlen) {
              : mmrt_video_init(&k->heldout, &c->test, F, MMRT_VIDEO_HELDOUT_SEED, err, errlen);
 }
 
-static void fill(MmrtTaskCtx *c, const MmrtBatchIter *it, int64_t rows, int eval,
+static void fill(MmrtFeedCtx *c, const MmrtBatchIter *it, int64_t rows, int eval,
                  uint64_t sample0) {
   Clips *k = c->priv;
   MmrtVideo *v = eval ? &k->heldout : &k->train;
   size_t per = (size_t)v->frames * MMRT_VIDEO_SIDE * MMRT_VIDEO_SIDE;
-  float *x = mmrt_task_at(c, c->batch[0]);
+  float *x = mmrt_feed_at(c, c->batch[0]);
   for (int64_t r = c->lo; r < c->lo + c->rows; r++) {
     float *row = x + (size_t)(r - c->lo) * per;
     if (r >= rows)
@@ -67,7 +67,7 @@ static void fill(MmrtTaskCtx *c, const MmrtBatchIter *it, int64_t rows, int eval
 
 /* The mean PSNR of the reconstructed held-out clips; 1 when the model has
  * no @encode and @decode (not an autoencoder, or a multi-rank build). */
-static int psnr(MmrtTaskCtx *c, double *value, char *err, size_t errlen) {
+static int psnr(MmrtFeedCtx *c, double *value, char *err, size_t errlen) {
   const MmrtModelDesc *m = c->m;
   if (!m->vae_encode_step || !m->vae_decode_step || !m->vae_tensors) return 1;
   const MmrtTensorDesc *lat = &m->vae_tensors[MMRT_VAE_LATENTS],
@@ -83,18 +83,18 @@ static int psnr(MmrtTaskCtx *c, double *value, char *err, size_t errlen) {
   double sum = 0;
   int64_t counted = 0, batches = 0;
   err[0] = 0;
-  int rc = mmrt_task_restart_eval(c, err, errlen);
+  int rc = mmrt_feed_restart_eval(c, err, errlen);
   MmrtProgress pr;
-  mmrt_progress_begin(&pr, "PSNR eval batch", 0, mmrt_task_eval_total(c), "clips", c->loud);
+  mmrt_progress_begin(&pr, "PSNR eval batch", 0, mmrt_feed_eval_total(c), "clips", c->loud);
   while (rc == MMRT_OK && !(c->stop && c->stop(c))) { /* a stop: the caller reports no PSNR */
     int64_t rows = mmrt_iter_next(&c->eval_it);
     if (rows == 0 || (c->eval_batches >= 0 && batches >= c->eval_batches)) break;
     fill(c, &c->eval_it, rows, 1, 0);
     if (c->step(c, m->vae_encode_step, "@encode (the held-out clips' latents)"))
       return MMRT_ERR_ARG;
-    memcpy(mmrt_task_at(c, in), mmrt_task_at(c, lat), sizeof(float) * (size_t)n);
+    memcpy(mmrt_feed_at(c, in), mmrt_feed_at(c, lat), sizeof(float) * (size_t)n);
     if (c->step(c, m->vae_decode_step, "@decode (their reconstruction)")) return MMRT_ERR_ARG;
-    const float *x = mmrt_task_at(c, c->batch[0]), *y = mmrt_task_at(c, out);
+    const float *x = mmrt_feed_at(c, c->batch[0]), *y = mmrt_feed_at(c, out);
     for (int64_t r = 0; r < rows && r < c->B; r++, counted++)
       sum += mmrt_video_psnr(x + r * per, y + r * per, (size_t)per);
     batches++;
@@ -105,7 +105,7 @@ static int psnr(MmrtTaskCtx *c, double *value, char *err, size_t errlen) {
   return rc;
 }
 
-static void close_clips(MmrtTaskCtx *c) {
+static void close_clips(MmrtFeedCtx *c) {
   Clips *k = c->priv;
   if (!k) return;
   mmrt_video_free(&k->train), mmrt_video_free(&k->heldout);
@@ -113,11 +113,11 @@ static void close_clips(MmrtTaskCtx *c) {
   c->priv = NULL;
 }
 
-const MmrtTask mmrt_task_video = {
+const MmrtFeeder mmrt_feed_video = {
     .name = "video",
     .inputs = "video F32[B, 1, 1 + 4k, 64, 64]",
     .bind = bind,
-    .open = mmrt_task_open_fmnist,
+    .open = mmrt_feed_open_fmnist,
     .start = start,
     .fill = fill,
     .metric = psnr,

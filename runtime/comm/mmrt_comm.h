@@ -214,7 +214,7 @@ int mmrt_recv(MmrtMesh *m, MmrtAxis ax, void *buf, size_t count, MmrtDtype dt, i
 int mmrt_sendrecv(MmrtMesh *m, MmrtAxis ax, const void *sendbuf, size_t sendcount, int dest,
                   void *recvbuf, size_t recvcount, int src, MmrtDtype dt, int tag);
 
-/* The pipeline's transfers (runtime/mmrt_pp.c): `bytes` of a tensor of
+/* The pipeline's transfers (runtime/comm/mmrt_pp.c): `bytes` of a tensor of
  * `elems` elements to or from a peer coordinate, counted as send and recv
  * (elems, bytes as above).  mmrt_isend_raw only starts the send; the step
  * waits for its requests with mmrt_wait_sends.  mmrt_recv_raw blocks; both
@@ -309,7 +309,7 @@ MmrtOverlapStats mmrt_comm_overlap_stats(void);
 /* One line of the above (nothing when no bucket ran). */
 void mmrt_comm_overlap_print(FILE *f);
 
-/* Ring shifts (ring attention, runtime/mmrt_ring.c): start sending count
+/* Ring shifts (ring attention, runtime/comm/mmrt_ring.c): start sending count
  * elements of send to the next rank of a ring of n ranks on communicator
  * comm (a sub-communicator of axis ax, or its own; this rank is me: the
  * next is (me + 1) mod n) and receiving as many into recv from the

@@ -1,4 +1,4 @@
-/* mmrt_task_dit.c: text-to-video diffusion training data (VideoDiT).
+/* mmrt_feed_dit.c: text-to-video diffusion training data (VideoDiT).
  *
  * Inputs (by name):
  *   latents   f32[B, 8, Fl, 8, 8]  the latents of a moving-item clip of
@@ -48,7 +48,7 @@
 #include <string.h>
 
 #include "mmrt_features.h"
-#include "mmrt_task.h"
+#include "mmrt_feed.h"
 #include "mmrt_video.h"
 
 #define MMRT_DIT_TEXT_DROP 0.1f
@@ -67,13 +67,13 @@ typedef struct Dit {
 
 /* A composed model's inputs latents and text_features: 1, 0 (not such a
  * model) or -1 (err says why). */
-static int bind_features(MmrtTaskCtx *c, Dit *d, char *err, size_t errlen) {
+static int bind_features(MmrtFeedCtx *c, Dit *d, char *err, size_t errlen) {
   const MmrtModelDesc *m = c->m;
   const MmrtTensorDesc *lat = d->lat, *tf = mmrt_desc_input(m, "text_features"), *text = d->text;
   const int64_t ls[5] = {c->B, -1, -1, -1, -1}, fs[3] = {c->B, -1, -1};
-  if (!mmrt_task_is(lat, MMRT_ST_F32, 5, ls) || !mmrt_task_is(tf, MMRT_ST_F32, 3, fs)) return 0;
+  if (!mmrt_feed_is(lat, MMRT_ST_F32, 5, ls) || !mmrt_feed_is(tf, MMRT_ST_F32, 3, fs)) return 0;
   const int64_t ts[2] = {c->B, tf->shape[1]};
-  if (text && !mmrt_task_is(text, MMRT_ST_I32, 2, ts))
+  if (text && !mmrt_feed_is(text, MMRT_ST_I32, 2, ts))
     return snprintf(err, errlen, "model %s: input text must be i32[%lld, %lld] (text_features' L)",
                     m->name, (long long)c->B, (long long)tf->shape[1]),
            -1;
@@ -115,7 +115,7 @@ static int bind_features(MmrtTaskCtx *c, Dit *d, char *err, size_t errlen) {
   return 1;
 }
 
-static int bind(MmrtTaskCtx *c, char *err, size_t errlen) {
+static int bind(MmrtFeedCtx *c, char *err, size_t errlen) {
   const MmrtModelDesc *m = c->m;
   const MmrtTensorDesc *lat = mmrt_desc_input(m, "latents"), *text = mmrt_desc_input(m, "text"),
                        *noise = mmrt_desc_input(m, "noise"), *tu = mmrt_desc_input(m, "t_uniform"),
@@ -126,7 +126,7 @@ static int bind(MmrtTaskCtx *c, char *err, size_t errlen) {
   int composed = bind_features(c, &probe, err, errlen);
   if (composed < 0) return -1;
   if (!composed &&
-      (!mmrt_task_is(lat, MMRT_ST_F32, 5, ls) || !mmrt_task_is(text, MMRT_ST_I32, 2, ts)))
+      (!mmrt_feed_is(lat, MMRT_ST_F32, 5, ls) || !mmrt_feed_is(text, MMRT_ST_I32, 2, ts)))
     return 0;
   if (!composed && c->features)
     return snprintf(err, errlen,
@@ -134,7 +134,7 @@ static int bind(MmrtTaskCtx *c, char *err, size_t errlen) {
                     "stored features are for a model with forwards latents and text_features",
                     c->features, m->name),
            -1;
-  if (noise && !mmrt_task_is(noise, MMRT_ST_F32, 5, lat->shape))
+  if (noise && !mmrt_feed_is(noise, MMRT_ST_F32, 5, lat->shape))
     return snprintf(err, errlen, "model %s: input noise must have the shape and type of latents",
                     m->name),
            -1;
@@ -143,7 +143,7 @@ static int bind(MmrtTaskCtx *c, char *err, size_t errlen) {
                     "model %s: inputs t_uniform and t_normal both given; a model takes one",
                     m->name),
            -1;
-  if (t && !mmrt_task_is(t, MMRT_ST_F32, 1, us))
+  if (t && !mmrt_feed_is(t, MMRT_ST_F32, 1, us))
     return snprintf(err, errlen, "model %s: input %s must be f32[%lld]", m->name, t->name,
                     (long long)c->B),
            -1;
@@ -177,7 +177,7 @@ static int bind(MmrtTaskCtx *c, char *err, size_t errlen) {
 }
 
 /* --features DIR: read it; the held-out rows must cover the evaluation. */
-static int start_features(MmrtTaskCtx *c, Dit *d, char *err, size_t errlen) {
+static int start_features(MmrtFeedCtx *c, Dit *d, char *err, size_t errlen) {
   mmrt_features_free(&d->feat);
   int rc = mmrt_features_read(c->features, &d->feat, c->m, err, errlen);
   if (rc != MMRT_OK) return rc;
@@ -195,7 +195,7 @@ static int start_features(MmrtTaskCtx *c, Dit *d, char *err, size_t errlen) {
   return MMRT_OK;
 }
 
-static int start(MmrtTaskCtx *c, char *err, size_t errlen) {
+static int start(MmrtFeedCtx *c, char *err, size_t errlen) {
   Dit *d = c->priv;
   if (d->tf && !d->online) return start_features(c, d, err, errlen);
   mmrt_video_free(&d->train), mmrt_video_free(&d->heldout); /* again after a resume */
@@ -234,17 +234,17 @@ static int64_t numel_of(const MmrtTensorDesc *t) {
  * put in, their results into the inputs latents and text_features (padding
  * rows from `rows` on: zero latents). A failed step printed its message;
  * fill cannot return one, so the run ends. */
-static void encode(MmrtTaskCtx *c, Dit *d, int64_t rows) {
+static void encode(MmrtFeedCtx *c, Dit *d, int64_t rows) {
   const MmrtModelDesc *m = c->m;
   const MmrtTensorDesc *ft = m->feat_tensors;
-  float *lat = mmrt_task_at(c, d->lat);
+  float *lat = mmrt_feed_at(c, d->lat);
   if (c->step(c, m->feat_latents_step, "@latents (online encoding)")) exit(1);
-  memcpy(lat, mmrt_task_at(c, &ft[MMRT_FEAT_LATENTS]), sizeof(float) * (size_t)numel_of(d->lat));
+  memcpy(lat, mmrt_feed_at(c, &ft[MMRT_FEAT_LATENTS]), sizeof(float) * (size_t)numel_of(d->lat));
   if (c->step(c, m->feat_text_step, "@text_features (online encoding)")) exit(1);
-  memcpy(mmrt_task_at(c, d->tf), mmrt_task_at(c, &ft[MMRT_FEAT_TEXT_FEATURES]),
+  memcpy(mmrt_feed_at(c, d->tf), mmrt_feed_at(c, &ft[MMRT_FEAT_TEXT_FEATURES]),
          sizeof(float) * (size_t)numel_of(d->tf));
-  if (d->text && mmrt_task_at(c, d->text) != mmrt_task_at(c, &ft[MMRT_FEAT_TEXT]))
-    memcpy(mmrt_task_at(c, d->text), mmrt_task_at(c, &ft[MMRT_FEAT_TEXT]),
+  if (d->text && mmrt_feed_at(c, d->text) != mmrt_feed_at(c, &ft[MMRT_FEAT_TEXT]))
+    memcpy(mmrt_feed_at(c, d->text), mmrt_feed_at(c, &ft[MMRT_FEAT_TEXT]),
            sizeof(int32_t) * (size_t)numel_of(d->text));
   for (int64_t r = rows; r < c->B; r++)
     memset(lat + r * d->feat.lat, 0, sizeof(float) * (size_t)d->feat.lat);
@@ -253,16 +253,16 @@ static void encode(MmrtTaskCtx *c, Dit *d, int64_t rows) {
 /* A composed model's row k: latents and features of stored row j of sp,
  * or (online, sp NULL) nothing yet: the clip and ids into the encoders'
  * inputs (run once per batch in fill). */
-static void fill_features(MmrtTaskCtx *c, Dit *d, int64_t k, const MmrtFeatSplit *sp, int64_t j,
+static void fill_features(MmrtFeedCtx *c, Dit *d, int64_t k, const MmrtFeatSplit *sp, int64_t j,
                           int drop) {
   const MmrtModelDesc *m = c->m;
   int64_t per = d->feat.lat, L = d->feat.L, LD = L * d->feat.D;
-  float *lat = mmrt_task_at(c, d->lat), *tf = mmrt_task_at(c, d->tf);
-  int32_t *text = d->text ? mmrt_task_at(c, d->text) : NULL;
+  float *lat = mmrt_feed_at(c, d->lat), *tf = mmrt_feed_at(c, d->tf);
+  int32_t *text = d->text ? mmrt_feed_at(c, d->text) : NULL;
   if (d->online) { /* the clip into row k of @latents's input */
     const MmrtTensorDesc *vd = &m->feat_tensors[MMRT_FEAT_VIDEO];
     int64_t n = numel_of(vd) / vd->shape[0];
-    memcpy((float *)mmrt_task_at(c, vd) + k * n, d->clip, sizeof(float) * (size_t)n);
+    memcpy((float *)mmrt_feed_at(c, vd) + k * n, d->clip, sizeof(float) * (size_t)n);
     return;
   }
   if (!sp) { /* a padding row */
@@ -278,7 +278,7 @@ static void fill_features(MmrtTaskCtx *c, Dit *d, int64_t k, const MmrtFeatSplit
     memcpy(text + k * L, drop ? d->feat.null_text : sp->text + j * L, sizeof *text * (size_t)L);
 }
 
-static void fill(MmrtTaskCtx *c, const MmrtBatchIter *it, int64_t rows, int eval,
+static void fill(MmrtFeedCtx *c, const MmrtBatchIter *it, int64_t rows, int eval,
                  uint64_t sample0) {
   Dit *d = c->priv;
   const MmrtModelDesc *m = c->m;
@@ -287,12 +287,12 @@ static void fill(MmrtTaskCtx *c, const MmrtBatchIter *it, int64_t rows, int eval
   int Fl = (int)d->lat->shape[2];
   size_t per = (size_t)numel_of(d->lat) / (size_t)c->B,
          L = (size_t)(d->tf ? d->feat.L : d->text->shape[1]);
-  float *lat = mmrt_task_at(c, d->lat), *noise = d->noise ? mmrt_task_at(c, d->noise) : NULL;
+  float *lat = mmrt_feed_at(c, d->lat), *noise = d->noise ? mmrt_feed_at(c, d->noise) : NULL;
   int offline = d->tf && !d->online;
   const MmrtTensorDesc *idd = d->online ? &m->feat_tensors[MMRT_FEAT_TEXT] : d->text;
-  int32_t *text = idd ? mmrt_task_at(c, idd) : NULL;
+  int32_t *text = idd ? mmrt_feed_at(c, idd) : NULL;
   const MmrtTensorDesc *td = d->tu ? d->tu : d->tn;
-  float *t = td ? mmrt_task_at(c, td) : NULL;
+  float *t = td ? mmrt_feed_at(c, td) : NULL;
   const MmrtFeatSplit *sp = eval ? &d->feat.heldout : &d->feat.train;
   for (int64_t r = c->lo; r < c->lo + c->rows; r++) {
     int64_t k = r - c->lo;
@@ -334,7 +334,7 @@ static void fill(MmrtTaskCtx *c, const MmrtBatchIter *it, int64_t rows, int eval
   if (d->online) encode(c, d, rows);
 }
 
-static void close_dit(MmrtTaskCtx *c) {
+static void close_dit(MmrtFeedCtx *c) {
   Dit *d = c->priv;
   if (!d) return;
   mmrt_video_free(&d->train), mmrt_video_free(&d->heldout);
@@ -344,13 +344,13 @@ static void close_dit(MmrtTaskCtx *c) {
   c->priv = NULL;
 }
 
-const MmrtTask mmrt_task_dit = {
+const MmrtFeeder mmrt_feed_dit = {
     .name = "text-to-video diffusion",
     .inputs = "latents F32[B, 8, Fl, 8, 8], text I32[B, L] (or text_features F32[B, L, D] with "
               "forwards latents and text_features), noise (like latents), t_uniform or "
               "t_normal F32[B]",
     .bind = bind,
-    .open = mmrt_task_open_fmnist,
+    .open = mmrt_feed_open_fmnist,
     .start = start,
     .fill = fill,
     .close = close_dit,

@@ -29,12 +29,14 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "mmrt_data.h"
+#include "mmrt_flags.h"
 #include "mmrt_gif.h"
 #include "mmrt_main.h"
 #include "mmrt_png.h"
@@ -67,69 +69,45 @@ static int fail(const char *fmt, ...) {
   return 1;
 }
 
-static void usage(FILE *f, const MmrtModelDesc *m) {
-  fprintf(f,
-          "usage: reconstructor --weights FILE|DIR [options]\n"
-          "Reconstructs held-out video clips with model %s: PSNR, the chunked encoder against\n"
-          "the whole-clip one, and input | reconstruction as PNG strips and animated GIFs.\n"
-          "  --weights PATH  the parameters by name: a safetensors file (the trainer's "
-          "--save-weights)\n"
-          "                  or a checkpoint folder\n"
-          "  --data DIR      Fashion-MNIST (default " MMRT_FMNIST_DEFAULT_DIR ")\n"
-          "  --clips N       held-out clips to score (default 1000)\n"
-          "  --first I       the first of them (default 0)\n"
-          "  --out DIR       where the strips and GIFs go (default recon)\n"
-          "  --show K        write the first K clips (default 4; 0: none)\n"
-          "  --no-chunks     do not check the chunked encoder\n"
-          "  --dump FILE     every clip and its reconstruction as raw f32 [N, 2, F, H, W]\n"
-          "  --quiet         no progress on stderr\n",
-          m->name);
-}
-
-static int parse_count(const char *flag, const char *v, int64_t lo, int64_t *out) {
-  char *end;
-  errno = 0;
-  long long x = v ? strtoll(v, &end, 10) : 0;
-  if (!v || !*v || *end || errno || x < lo || x > 100000000)
-    return fail("%s takes an integer >= %lld, not '%s'", flag, (long long)lo, v ? v : "");
-  *out = x;
-  return 0;
-}
+#define AT(f)    offsetof(Rec, f)
+#define COUNT    100000000
+#define AT_LEAST "%F takes an integer >= %L, not '%V'"
+static const MmrtFlag rec_flags[] = {
+    MMRT_FLAG_S("--weights", "PATH", AT(weights),
+                "the parameters by name: a safetensors file (the trainer's --save-weights)\n"
+                "or a checkpoint folder"),
+    MMRT_FLAG_S("--data", "DIR", AT(data), "Fashion-MNIST (default " MMRT_FMNIST_DEFAULT_DIR ")"),
+    MMRT_FLAG_I("--clips", "N", AT(clips), 1, COUNT, AT_LEAST,
+                "held-out clips to score (default %D)"),
+    MMRT_FLAG_I("--first", "I", AT(first), 0, COUNT, AT_LEAST, "the first of them (default %D)"),
+    MMRT_FLAG_S("--out", "DIR", AT(out), "where the strips and GIFs go (default %D)"),
+    MMRT_FLAG_I("--show", "K", AT(show), 0, COUNT, AT_LEAST,
+                "write the first K clips (default %D; 0: none)"),
+    MMRT_FLAG_B("--no-chunks", AT(no_chunks), "do not check the chunked encoder"),
+    MMRT_FLAG_S("--dump", "FILE", AT(dump),
+                "every clip and its reconstruction as raw f32 [N, 2, F, H, W]"),
+    MMRT_FLAG_B("--quiet", AT(quiet), "no progress on stderr"),
+    MMRT_FLAG_END,
+};
+#undef AT_LEAST
+#undef COUNT
+#undef AT
 
 /* 0 ok, 1 error (printed), -1 --help. */
 static int parse_args(Rec *r, int argc, char **argv) {
   r->clips = 1000, r->show = 4, r->out = "recon";
-  for (int i = 1; i < argc; i++) {
-    const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
-      usage(stdout, r->m);
-      return -1;
-    }
-    if (!strcmp(f, "--quiet") || !strcmp(f, "--no-chunks")) {
-      *(f[2] == 'q' ? &r->quiet : &r->no_chunks) = 1;
-      continue;
-    }
-    const char **slot = !strcmp(f, "--weights") ? &r->weights
-                        : !strcmp(f, "--data")  ? &r->data
-                        : !strcmp(f, "--out")   ? &r->out
-                        : !strcmp(f, "--dump")  ? &r->dump
-                                                : NULL;
-    int64_t *num = !strcmp(f, "--clips")   ? &r->clips
-                   : !strcmp(f, "--first") ? &r->first
-                   : !strcmp(f, "--show")  ? &r->show
-                                           : NULL;
-    if (!slot && !num) {
-      fprintf(stderr, "reconstructor: error: unknown option '%s'\n", f);
-      usage(stderr, r->m);
-      return 1;
-    }
-    if (!v) return fail("option %s needs a value", f);
-    i++;
-    if (slot)
-      *slot = v;
-    else if (parse_count(f, v, num == &r->clips ? 1 : 0, num))
-      return 1;
-  }
+  static const MmrtFlagSet set = {.who = "reconstructor",
+                                  .flags = rec_flags,
+                                  .needs_value = "option %F needs a value",
+                                  .col = 18};
+  char head[512];
+  snprintf(head, sizeof head,
+           "usage: reconstructor --weights FILE|DIR [options]\n"
+           "Reconstructs held-out video clips with model %s: PSNR, the chunked encoder against\n"
+           "the whole-clip one, and input | reconstruction as PNG strips and animated GIFs.\n",
+           r->m->name);
+  int rc = mmrt_flags_parse(&set, argc, argv, r, head);
+  if (rc) return rc;
   if (!r->weights)
     return fail("--weights FILE|DIR is required (the trainer writes them with --save-weights or "
                 "--ckpt)");

@@ -19,6 +19,7 @@
  * stopped would leave the others waiting for its rows). */
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,7 @@
 
 #include "mmrt_comm.h"
 #include "mmrt_features.h"
+#include "mmrt_flags.h"
 #include "mmrt_mem.h"
 
 #define ERRLEN 1024
@@ -57,70 +59,41 @@ static int fail(const char *fmt, ...) {
   return 1;
 }
 
-static const char help[] =
-    "Runs the model's frozen encoders (@latents, @text_features) once over the clips and\n"
-    "writes the features directory the trainer reads with --features DIR.\n"
-    "  --out DIR        the features directory (created if missing)\n"
-    "  --init-from PATH load parameters by name (a WF-VAE checkpoint directory or weights\n"
-    "                   file); the others keep their init under --seed, as in the trainer\n"
-    "  --seed S         the run seed: initialisation and the training clips (default 42)\n"
-    "  --clips N        training clips 0 .. N-1 (default 4096)\n"
-    "  --heldout N      held-out clips 0 .. N-1, for the trainer's evaluation (default 256)\n"
-    "  --shard N        clips per shard file (default 4096)\n"
-    "  --data DIR       Fashion-MNIST (default " MMRT_FMNIST_DEFAULT_DIR ")\n"
-    "  --quiet          no progress on stderr\n";
-
-static void usage(FILE *f, const MmrtModelDesc *m) {
-  fprintf(f, "usage: extractor --out DIR [options]   (model %s, batch %lld)\n%s", m->name,
-          (long long)m->batch, help);
-}
-
-/* The flags and where their values go: text (s), a count >= lo (n), the seed. */
-typedef struct Flag {
-  const char *name;
-  const char **s;
-  int64_t *n, lo;
-} Flag;
+#define AT(f) offsetof(Ext, f)
+#define WHOLE "%F takes a whole number >= %L, not '%V'"
+static const MmrtFlag ext_flags[] = {
+    MMRT_FLAG_S("--out", "DIR", AT(out), "the features directory (created if missing)"),
+    MMRT_FLAG_S("--init-from", "PATH", AT(init_from),
+                "load parameters by name (a WF-VAE checkpoint directory or weights\n"
+                "file); the others keep their init under --seed, as in the trainer"),
+    MMRT_FLAG_I("--seed", "S", AT(seed), 0, INT64_MAX, WHOLE,
+                "the run seed: initialisation and the training clips (default %D)"),
+    MMRT_FLAG_I("--clips", "N", AT(clips), 1, INT64_MAX, WHOLE,
+                "training clips 0 .. N-1 (default %D)"),
+    MMRT_FLAG_I("--heldout", "N", AT(heldout), 0, INT64_MAX, WHOLE,
+                "held-out clips 0 .. N-1, for the trainer's evaluation (default %D)"),
+    MMRT_FLAG_I("--shard", "N", AT(shard), 1, INT64_MAX, WHOLE,
+                "clips per shard file (default %D)"),
+    MMRT_FLAG_S("--data", "DIR", AT(data), "Fashion-MNIST (default " MMRT_FMNIST_DEFAULT_DIR ")"),
+    MMRT_FLAG_B("--quiet", AT(quiet), "no progress on stderr"),
+    MMRT_FLAG_END,
+};
+#undef WHOLE
+#undef AT
 
 /* 0 ok, 1 error (printed), -1 --help. */
 static int parse_args(Ext *x, int argc, char **argv) {
-  int64_t seed = 42;
-  x->clips = 4096, x->heldout = 256, x->shard = 4096;
-  const Flag flags[] = {
-      {"--out", &x->out, NULL, 0},         {"--init-from", &x->init_from, NULL, 0},
-      {"--data", &x->data, NULL, 0},       {"--clips", NULL, &x->clips, 1},
-      {"--heldout", NULL, &x->heldout, 0}, {"--shard", NULL, &x->shard, 1},
-      {"--seed", NULL, &seed, 0},
-  };
-  for (int i = 1; i < argc; i++) {
-    const char *f = argv[i];
-    if (!strcmp(f, "-h") || !strcmp(f, "--help")) return usage(stdout, x->m), -1;
-    if (!strcmp(f, "--quiet")) {
-      x->quiet = 1;
-      continue;
-    }
-    const Flag *g = NULL;
-    for (size_t k = 0; k < sizeof flags / sizeof flags[0] && !g; k++)
-      if (!strcmp(f, flags[k].name)) g = &flags[k];
-    if (!g) {
-      fprintf(stderr, "extractor: error: unknown option '%s'\n", f);
-      usage(stderr, x->m);
-      return 1;
-    }
-    if (i + 1 >= argc) return fail("option %s needs a value", f);
-    const char *v = argv[++i];
-    if (g->s) {
-      *g->s = v;
-      continue;
-    }
-    char *end;
-    errno = 0;
-    long long n = strtoll(v, &end, 10);
-    if (!*v || *end || errno || n < g->lo)
-      return fail("%s takes a whole number >= %lld, not '%s'", f, (long long)g->lo, v);
-    *g->n = n;
-  }
-  x->seed = (uint64_t)seed;
+  x->clips = 4096, x->heldout = 256, x->shard = 4096, x->seed = 42;
+  static const MmrtFlagSet set = {
+      .who = "extractor", .flags = ext_flags, .needs_value = "option %F needs a value", .col = 19};
+  char head[512];
+  snprintf(head, sizeof head,
+           "usage: extractor --out DIR [options]   (model %s, batch %lld)\n"
+           "Runs the model's frozen encoders (@latents, @text_features) once over the clips and\n"
+           "writes the features directory the trainer reads with --features DIR.\n",
+           x->m->name, (long long)x->m->batch);
+  int rc = mmrt_flags_parse(&set, argc, argv, x, head);
+  if (rc) return rc;
   if (!x->out) return fail("--out DIR is required (where the features go)");
   char err[ERRLEN];
   const char *in[] = {x->init_from, x->data};

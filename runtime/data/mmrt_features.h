@@ -1,4 +1,4 @@
-/* mmrt_features.h: what the DiT task (mmrt_task_dit.c) and the feature
+/* mmrt_features.h: what the DiT feeder (mmrt_feed_dit.c) and the feature
  * extractor (mmrt_extract.c) share: the captions as word ids, and the
  * features directory (docs/architecture.md "Offline features").
  *

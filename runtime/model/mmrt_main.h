@@ -4,7 +4,7 @@
  * model descriptor `mm_model`, and links it with libmmrt, whose
  * mmrt_entry.c provides main(); the trainer (mmrt_main.c) does arguments,
  * arenas, initialisation, the step loop, the LR schedule, logging,
- * evaluation, checkpoints and resume, and its data tasks (mmrt_task.h) the
+ * evaluation, checkpoints and resume, and its data feeders (mmrt_feed.h) the
  * binding of inputs to data described below. This header
  * is all the compiler knows of the runtime: codegen includes it for the
  * descriptor layout, the arena numbering and (through mmrt_kernels.h and
@@ -29,7 +29,7 @@
  * as an LLVM struct of i64/double/ptr, field by field.
  *
  * Data binding (by input name, after the step inputs `lr` and `step`; one
- * file per task, mmrt_task_*.c):
+ * file per feeder, mmrt_feed_*.c):
  *   - classification: `pixels` f32[B, 1, 28, 28] and `labels` i32[B]:
  *     Fashion-MNIST images, normalised ((p / 255 - mean) / std), and their
  *     classes; evaluation reports top-1 accuracy from the logits' argmax.
@@ -50,7 +50,7 @@
  *     evaluation (on held-out test-split clips) reports the loss alone.
  *   - text-to-video diffusion (a DiT): `latents` f32[B, 8, Fl, 8, 8] (the
  *     clips downsampled), `text` i32[B, L] (caption word ids), `noise`,
- *     `t_uniform` or `t_normal` (mmrt_task_dit.c); the loss alone.
+ *     `t_uniform` or `t_normal` (mmrt_feed_dit.c); the loss alone.
  *   Anything else is refused at start-up with the list of inputs found. */
 #ifndef MMRT_MAIN_H
 #define MMRT_MAIN_H
@@ -134,13 +134,12 @@ typedef struct MmrtModelDesc {
 #undef MMRT_TENSOR
 #undef MMRT_MODEL
 } MmrtModelDesc;
+/* The programs (MmrtModelDesc.task), a row each in mmrt_programs.def. */
 enum {
-  MMRT_TASK_TRAIN,
-  MMRT_TASK_GENERATE,
-  MMRT_TASK_EVAL,
-  MMRT_TASK_RECONSTRUCT,
-  MMRT_TASK_SAMPLE,
-  MMRT_TASK_EXTRACT
+#define MMRT_PROGRAM(id, name, who, steps, any_world, main, parse) MMRT_TASK_##id,
+#include "mmrt_programs.def"
+#undef MMRT_PROGRAM
+  MMRT_NTASKS
 };
 
 /* MmrtModelDesc.sample_tensors: the sampler's values (mmrt_sample.c) */
@@ -181,30 +180,33 @@ enum {
 /* The descriptor of the model, defined by the generated object. */
 extern const MmrtModelDesc mm_model;
 
-/* The executable: checks the ABI version and hands over by m->task to the
- * trainer or to the generator/evaluator (mmrt_entry.c); returns the exit
- * status (0, or 1 with a message on stderr naming the flag or file at
- * fault). main() calls it with &mm_model. */
+/* The executable: checks the ABI version, the world and the program's
+ * step functions, and hands over by m->task to the program's main
+ * (mmrt_entry.c); returns the exit status (0, or 1 with a message on
+ * stderr naming the flag or file at fault). main() calls it with &mm_model. */
 int mmrt_main(int argc, char **argv, const MmrtModelDesc *m);
-/* The trainer (task MMRT_TASK_TRAIN): parses argv, trains (mmrt_main.c). */
-int mmrt_train_main(int argc, char **argv, const MmrtModelDesc *m);
-/* The generate and eval executables (mmrt_generate.c). */
-int mmrt_generate_main(int argc, char **argv, const MmrtModelDesc *m);
-/* The reconstruct executable of a video autoencoder (mmrt_reconstruct.c). */
-int mmrt_reconstruct_main(int argc, char **argv, const MmrtModelDesc *m);
 /* "<who>: error: <message>" and a newline on stderr; returns 1. */
 int mmrt_fail(const char *who, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* The text-to-video sampler (mmrt_sample.c). */
-int mmrt_sample_main(int argc, char **argv, const MmrtModelDesc *m);
-/* The feature extractor of a model's frozen encoders (mmrt_extract.c). */
-int mmrt_extract_main(int argc, char **argv, const MmrtModelDesc *m);
-/* Each program's argument parser alone (tests/fuzz/fuzz_trainer_args.c): parses argv as the
- * program's main does, frees what it kept; 0, 1 after a message on stderr, -1 after --help. */
-int mmrt_train_parse(int argc, char **argv, const MmrtModelDesc *m);
-int mmrt_generate_parse(int argc, char **argv, const MmrtModelDesc *m);
-int mmrt_reconstruct_parse(int argc, char **argv, const MmrtModelDesc *m);
-int mmrt_sample_parse(int argc, char **argv, const MmrtModelDesc *m);
-int mmrt_extract_parse(int argc, char **argv, const MmrtModelDesc *m);
+/* Each program's main and its argument parser alone (the parser parses argv
+ * as the main does and frees what it kept; 0, 1 after a message on stderr,
+ * -1 after --help), from mmrt_programs.def. */
+#define MMRT_PROGRAM(id, name, who, steps, any_world, main, parse)                                 \
+  int main(int argc, char **argv, const MmrtModelDesc *m);                                         \
+  int parse(int argc, char **argv, const MmrtModelDesc *m);
+#include "mmrt_programs.def"
+#undef MMRT_PROGRAM
+/* A program's row of mmrt_programs.def (NULL for a task no row has). */
+typedef struct MmrtProgram {
+  const char *name, *who, *steps;
+  int any_world;
+  int (*main)(int argc, char **argv, const MmrtModelDesc *m);
+  int (*parse)(int argc, char **argv, const MmrtModelDesc *m);
+} MmrtProgram;
+const MmrtProgram *mmrt_program(int64_t task);
+/* The step function named `name` (a field of mmrt_desc.def, e.g.
+ * "prefill_step"): 1 and *fn (NULL when the model has none), or 0 when no
+ * field has the name (mmrt_model.c). */
+int mmrt_desc_step(const MmrtModelDesc *m, const char *name, MmrtStepFn *fn);
 /* The descriptor of the input named `name`, or NULL (mmrt_model.c). */
 const MmrtTensorDesc *mmrt_desc_input(const MmrtModelDesc *m, const char *name);
 /* 1 when a parameter name is a LoRA adapter's (*.lora_a, *.lora_b). */

@@ -1,4 +1,4 @@
-/* mmrt_task_pixels.c: next-pixel prediction, a language model on the bytes
+/* mmrt_feed_pixels.c: next-pixel prediction, a language model on the bytes
  * of Fashion-MNIST images.
  *
  * Inputs ids and labels i32[B, T] with a vocabulary of at least 256: each
@@ -10,16 +10,16 @@
 #include <stdio.h>
 
 #include "mmrt_rng.h"
-#include "mmrt_task.h"
+#include "mmrt_feed.h"
 
 enum { IDS, Y }; /* c->batch[] */
 
-static int bind(MmrtTaskCtx *c, char *err, size_t errlen) {
+static int bind(MmrtFeedCtx *c, char *err, size_t errlen) {
   const MmrtModelDesc *m = c->m;
   const MmrtTensorDesc *ids = mmrt_desc_input(m, "ids"), *lb = mmrt_desc_input(m, "labels");
   const int64_t tok[2] = {c->B, -1};
-  if (!mmrt_task_is(ids, MMRT_ST_I32, 2, tok) || !lb ||
-      !mmrt_task_is(lb, MMRT_ST_I32, 2, ids->shape))
+  if (!mmrt_feed_is(ids, MMRT_ST_I32, 2, tok) || !lb ||
+      !mmrt_feed_is(lb, MMRT_ST_I32, 2, ids->shape))
     return 0;
   c->batch[IDS] = ids, c->batch[Y] = c->labels = lb, c->nbatch = 2;
   c->T = ids->shape[1];
@@ -29,17 +29,17 @@ static int bind(MmrtTaskCtx *c, char *err, size_t errlen) {
              (long long)c->T, MMRT_FMNIST_SIDE * MMRT_FMNIST_SIDE - 1);
     return -1;
   }
-  if (m->eval_logits_offset >= 0 && mmrt_task_classes(m) < 256) {
+  if (m->eval_logits_offset >= 0 && mmrt_feed_classes(m) < 256) {
     snprintf(err, errlen, "model %s has a vocabulary of %lld; pixel bytes need 256", m->name,
-             (long long)mmrt_task_classes(m));
+             (long long)mmrt_feed_classes(m));
     return -1;
   }
   return 1;
 }
 
-static void fill(MmrtTaskCtx *c, const MmrtBatchIter *it, int64_t rows, int eval,
+static void fill(MmrtFeedCtx *c, const MmrtBatchIter *it, int64_t rows, int eval,
                  uint64_t sample0) {
-  int32_t *ids = mmrt_task_at(c, c->batch[IDS]), *y = mmrt_task_at(c, c->batch[Y]);
+  int32_t *ids = mmrt_feed_at(c, c->batch[IDS]), *y = mmrt_feed_at(c, c->batch[Y]);
   const int64_t lo = c->lo, hi = c->lo + c->rows, T = c->T;
   const int64_t npx = MMRT_FMNIST_SIDE * MMRT_FMNIST_SIDE, span = npx - T;
   uint64_t stream = mmrt_rng_stream(eval ? "data/offset/eval" : "data/offset", 0);
@@ -57,10 +57,10 @@ static void fill(MmrtTaskCtx *c, const MmrtBatchIter *it, int64_t rows, int eval
   }
 }
 
-const MmrtTask mmrt_task_pixels = {
+const MmrtFeeder mmrt_feed_pixels = {
     .name = "next-pixel",
     .inputs = "ids and labels I32[B, T]",
     .bind = bind,
-    .open = mmrt_task_open_fmnist,
+    .open = mmrt_feed_open_fmnist,
     .fill = fill,
 };

@@ -31,6 +31,8 @@
  */
 #include "mmrt_threads.h"
 
+#include "mmrt_flags.h"
+
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,19 +44,6 @@
 #include <omp.h>
 
 static MmrtOmp g_omp;
-
-/* The value of flag f in argv ("--f V" or "--f=V"), or NULL. */
-static const char *arg_value(int argc, char **argv, const char *f) {
-  size_t n = strlen(f);
-  const char *v = NULL;
-  for (int i = 1; argv && i < argc && argv[i]; i++) {
-    if (!strcmp(argv[i], f) && i + 1 < argc)
-      v = argv[++i];
-    else if (!strncmp(argv[i], f, n) && argv[i][n] == '=')
-      v = argv[i] + n + 1;
-  }
-  return v;
-}
 
 static int positive(const char *s) {
   char *end;
@@ -100,7 +89,7 @@ static void choose(int argc, char **argv) {
   /* an unbound rank shares the node's CPUs with its local peers */
   int share = mine >= online && o->ranks > 1 ? o->cpus / o->ranks : o->cpus;
   share = share > 0 ? share : 1;
-  const char *flag = arg_value(argc, argv, "--threads"), *env = getenv("OMP_NUM_THREADS");
+  const char *flag = mmrt_flags_peek(argc, argv, "--threads"), *env = getenv("OMP_NUM_THREADS");
   if (positive(flag)) {
     o->threads = positive(flag);
     o->threads_from = "--threads";
@@ -115,7 +104,7 @@ static void choose(int argc, char **argv) {
     o->threads = share;
     o->threads_from = "default";
   }
-  const char *w = arg_value(argc, argv, "--omp-wait"), *we = getenv("OMP_WAIT_POLICY");
+  const char *w = mmrt_flags_peek(argc, argv, "--omp-wait"), *we = getenv("OMP_WAIT_POLICY");
   const char *sc = getenv("GOMP_SPINCOUNT");
   if (w && (!strcmp(w, "active") || !strcmp(w, "passive") || !strcmp(w, "spin"))) {
     o->wait = !strcmp(w, "active") ? MMRT_WAIT_ACTIVE
