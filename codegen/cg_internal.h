@@ -42,7 +42,7 @@ typedef struct Cg {
   bool failed;
   int nfns;              /* helper functions made so far (names) */
   PpAssign pp;           /* pipeline stages of @train (cg_pp.c) */
-  PpAssign pp_eval;      /* and of @forward, the evaluation (pp_assign_eval) */
+  PpAssign pp_eval;      /* and of @forward, the evaluation (its pp facts) */
   const IrNode *pp_seed; /* pipeline: the gradient seed, the micro-batch's label count */
   int pp_rank1;          /* building pipeline rank r's update: r + 1 (else 0) */
   IrMap pp_mask;         /* pipeline: param or state name -> i: the pp ranks holding it */

@@ -68,15 +68,14 @@ bool cg_mb_build(Cg *cg, const IrFunc *f, CgMb *out) {
 
 /* ---- pipeline stages (pp > 1) ---- */
 
-/* The stages of @train, taken before the module is made local (so that the
- * FLOP cut sees what the pipeline pass saw). */
+/* The stages of @train and @forward: the pipeline pass's facts. */
 bool cg_pp_assign(Cg *cg, const IrFunc *f, const IrFunc *feval) {
   char err[512];
-  if (!pp_assign(cg->m, f, &cg->pp, err, sizeof err)) {
+  if (!pp_facts(cg->m, f, &cg->pp, err, sizeof err)) {
     diag_error_plain(cg->d, "codegen: pipeline: %s", err);
     return false;
   }
-  if (feval && !pp_assign_eval(cg->m, f, feval, &cg->pp_eval, err, sizeof err)) {
+  if (feval && !pp_facts(cg->m, feval, &cg->pp_eval, err, sizeof err)) {
     diag_error_plain(cg->d, "codegen: pipeline: @forward: %s", err);
     return false;
   }
@@ -214,12 +213,7 @@ bool cg_pp_build(Cg *cg, const IrFunc *f, CgMb *out) {
   /* the schedule */
   PpSchedule sch;
   char err[256];
-  MmSchedule k = cg->m->plan.schedule;
-  PpSchedKind kind = k == MM_SCHED_GPIPE         ? PP_GPIPE
-                     : k == MM_SCHED_INTERLEAVED ? PP_INTERLEAVED
-                     : k == MM_SCHED_ZBH1        ? PP_ZBH1
-                                                 : PP_1F1B;
-  if (!pp_sched_build(&sch, kind, P, S / P, out->M, err, sizeof err))
+  if (!pp_sched_build(&sch, (PpSchedKind)cg->m->plan.schedule, P, S / P, out->M, err, sizeof err))
     return cg_error(cg, f->nodes.items[0], "pipeline: %s", err);
   size_t cap = 64, len = 0;
   for (int r = 0; r < P; r++) cap += (size_t)sch.n[r] * 24;
@@ -240,7 +234,7 @@ bool cg_pp_build(Cg *cg, const IrFunc *f, CgMb *out) {
 
 /* ---- the evaluation through the pipeline ---- */
 
-/* @forward stage by stage (cg->pp_eval, pp_assign_eval): one function per
+/* @forward stage by stage (cg->pp_eval, its pp facts): one function per
  * stage (mm_pp_eval_s<S>) of the nodes its results depend on, the values a stage makes that another
  * rank's stage reads as transfers (once per receiving rank, "from>to;" stages), and a located error
  * when a stage reads a parameter its rank does not hold (the evaluation never gathers parameters)
