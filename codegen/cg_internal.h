@@ -42,7 +42,7 @@ typedef struct Cg {
   bool failed;
   int nfns;              /* helper functions made so far (names) */
   PpAssign pp;           /* pipeline stages of @train (cg_pp.c) */
-  PpAssign pp_eval;      /* and of @forward, the evaluation (pp_assign_eval) */
+  PpAssign pp_eval;      /* and of @forward, the evaluation (its pp facts) */
   const IrNode *pp_seed; /* pipeline: the gradient seed, the micro-batch's label count */
   int pp_rank1;          /* building pipeline rank r's update: r + 1 (else 0) */
   IrMap pp_mask;         /* pipeline: param or state name -> i: the pp ranks holding it */
@@ -82,13 +82,16 @@ typedef struct CgMb {
   LLVMValueRef pp_upd[MMRT_PP_MAXRANKS]; /* each pp rank's update of what it holds */
   const IrValue **xfer;
   int nxfer;
-  const char *route, *accum_stage, *schedule;
+  int64_t *route;                /* [nxfer][2]: from, to (3 s + q) */
+  int64_t *accum_stage;          /* [naccum] */
+  int64_t *sched;                /* each rank's actions in turn, [][3]: MMRT_PP_* kind, stage, mb */
+  int sched_n[MMRT_PP_MAXRANKS]; /* rank r's actions */
   /* the evaluation through the pipeline: @forward's stage functions and
    * transfers (cg_pp_eval_build) */
   LLVMValueRef pp_eval_fn[MMRT_PP_MAXSTAGES];
   const IrValue **eval_xfer;
   int neval_xfer;
-  const char *eval_route;
+  int64_t *eval_route; /* [neval_xfer][2]: from, to (stages) */
 } CgMb;
 bool cg_mb_build(Cg *cg, const IrFunc *ftrain, CgMb *out);
 bool cg_pp_assign(Cg *cg, const IrFunc *ftrain, const IrFunc *feval);

@@ -368,44 +368,73 @@ static int init_kind(IrInitKind k) {
  * order; the setters below check the C type of the field they fill. */
 enum {
 #define MMRT_TENSOR(t, name, dims) CG_MmrtTensorDesc_##name,
-#define MMRT_MODEL(t, name, dims)
 #include "mmrt_desc.def"
-#undef MMRT_TENSOR
-#undef MMRT_MODEL
   CG_TENSOR_FIELDS
 };
 enum {
-#define MMRT_TENSOR(t, name, dims)
 #define MMRT_MODEL(t, name, dims) CG_MmrtModelDesc_##name,
 #include "mmrt_desc.def"
-#undef MMRT_TENSOR
-#undef MMRT_MODEL
   CG_MODEL_FIELDS
 };
-typedef enum { DK_i64, DK_f64, DK_str, DK_tensors, DK_step } DescKind;
+enum {
+#define MMRT_PP_RANK(t, name, dims) CG_MmrtPpRank_##name,
+#include "mmrt_desc.def"
+  CG_PP_RANK_FIELDS
+};
+enum {
+#define MMRT_PP_ACTION(t, name, dims) CG_MmrtPpAction_##name,
+#include "mmrt_desc.def"
+  CG_PP_ACTION_FIELDS
+};
+enum {
+#define MMRT_PP_ROUTE(t, name, dims) CG_MmrtPpRoute_##name,
+#include "mmrt_desc.def"
+  CG_PP_ROUTE_FIELDS
+};
+typedef enum {
+  DK_i64,
+  DK_f64,
+  DK_str,
+  DK_tensors,
+  DK_step,
+  DK_i64s,
+  DK_pp_ranks,
+  DK_pp_actions,
+  DK_pp_routes
+} DescKind;
 typedef struct DescField {
   const char *name;
   DescKind kind;
   size_t size, offset; /* in the C struct */
 } DescField;
+#define DESC_FIELD(S, t, name) {#name, DK_##t, sizeof(((S *)0)->name), offsetof(S, name)},
 static const DescField tensor_fields[] = {
-#define MMRT_TENSOR(t, name, dims)                                                                 \
-  {#name, DK_##t, sizeof(((MmrtTensorDesc *)0)->name), offsetof(MmrtTensorDesc, name)},
-#define MMRT_MODEL(t, name, dims)
+#define MMRT_TENSOR(t, name, dims) DESC_FIELD(MmrtTensorDesc, t, name)
 #include "mmrt_desc.def"
-#undef MMRT_TENSOR
-#undef MMRT_MODEL
 };
 static const DescField model_fields[] = {
-#define MMRT_TENSOR(t, name, dims)
-#define MMRT_MODEL(t, name, dims)                                                                  \
-  {#name, DK_##t, sizeof(((MmrtModelDesc *)0)->name), offsetof(MmrtModelDesc, name)},
+#define MMRT_MODEL(t, name, dims) DESC_FIELD(MmrtModelDesc, t, name)
 #include "mmrt_desc.def"
-#undef MMRT_TENSOR
-#undef MMRT_MODEL
 };
+static const DescField pp_rank_fields[] = {
+#define MMRT_PP_RANK(t, name, dims) DESC_FIELD(MmrtPpRank, t, name)
+#include "mmrt_desc.def"
+};
+static const DescField pp_action_fields[] = {
+#define MMRT_PP_ACTION(t, name, dims) DESC_FIELD(MmrtPpAction, t, name)
+#include "mmrt_desc.def"
+};
+static const DescField pp_route_fields[] = {
+#define MMRT_PP_ROUTE(t, name, dims) DESC_FIELD(MmrtPpRoute, t, name)
+#include "mmrt_desc.def"
+};
+#undef DESC_FIELD
 _Static_assert(sizeof tensor_fields / sizeof tensor_fields[0] == CG_TENSOR_FIELDS, "fields");
 _Static_assert(sizeof model_fields / sizeof model_fields[0] == CG_MODEL_FIELDS, "fields");
+_Static_assert(sizeof pp_rank_fields / sizeof pp_rank_fields[0] == CG_PP_RANK_FIELDS, "fields");
+_Static_assert(sizeof pp_action_fields / sizeof pp_action_fields[0] == CG_PP_ACTION_FIELDS,
+               "fields");
+_Static_assert(sizeof pp_route_fields / sizeof pp_route_fields[0] == CG_PP_ROUTE_FIELDS, "fields");
 
 /* f[CG_S_field] = the value, only when the C field has the setter's type */
 #define SET_I64(f, S, field, v)                                                                    \
@@ -476,6 +505,62 @@ static LLVMValueRef tensor_array(Cg *cg, LLVMTypeRef ty, const IrValue *const *v
   LLVMValueRef *e = ARENA_ARRAY(cg->a, LLVMValueRef, n + 1);
   for (int i = 0; i < n; i++) e[i] = tensor_desc(cg, ty, v[i]);
   return cg_const_global(cg, LLVMConstArray2(ty, e, (uint64_t)n), name);
+}
+
+/* n records of a struct whose fields are all i64 (MmrtPpRank,
+ * MmrtPpAction, MmrtPpRoute), vals[n][nf] in the fields' order, as a
+ * constant array; NULL when n is 0. */
+static LLVMValueRef i64_records(Cg *cg, const DescField *fields, int nf, const int64_t *vals, int n,
+                                const char *name) {
+  if (n <= 0) return cg_null(cg);
+  LLVMTypeRef ty = desc_type(cg, fields, nf);
+  LLVMValueRef *e = ARENA_ARRAY(cg->a, LLVMValueRef, n), *f = ARENA_ARRAY(cg->a, LLVMValueRef, nf);
+  for (int i = 0; i < n; i++) {
+    for (int k = 0; k < nf; k++) {
+      MM_ASSERT(fields[k].kind == DK_i64 && fields[k].size == sizeof(int64_t));
+      f[k] = cg_i64(cg, vals[(size_t)i * (size_t)nf + (size_t)k]);
+    }
+    e[i] = desc_value(ty, fields, f, nf);
+  }
+  return cg_const_global(cg, LLVMConstArray2(ty, e, (uint64_t)n), name);
+}
+
+/* A pipeline's routes ([n][2]: from, to) as MmrtPpRoute records. */
+static LLVMValueRef route_array(Cg *cg, const int64_t *ft, int n, const char *name) {
+  int64_t *v = ARENA_ARRAY(cg->a, int64_t, (size_t)n *CG_PP_ROUTE_FIELDS + 1);
+  for (int i = 0; i < n; i++) {
+    v[i * CG_PP_ROUTE_FIELDS + CG_MmrtPpRoute_from] = ft[2 * i];
+    v[i * CG_PP_ROUTE_FIELDS + CG_MmrtPpRoute_to] = ft[2 * i + 1];
+  }
+  return i64_records(cg, pp_route_fields, CG_PP_ROUTE_FIELDS, v, n, name);
+}
+
+/* The pipeline's ranks and their schedules (MmrtPpRank, MmrtPpAction):
+ * sets f's pp_rank and pp_actions, NULL without a pipeline. */
+static void pp_schedule_desc(Cg *cg, const CgMb *mb, LLVMValueRef *f) {
+  const IrModule *m = cg->m;
+  int P = m->plan.pp > 1 && mb->sched ? m->plan.pp : 0, total = 0;
+  MpPpArenas ra[MMRT_PP_MAXRANKS];
+  if (P && !mp_pp_arenas(m, &cg->pp, ra, MMRT_PP_MAXRANKS)) /* the trainer refuses it */
+    for (int r = 0; r < P; r++) ra[r].act = ra[r].act0 = ra[r].grad0 = -1;
+  int64_t *rk = ARENA_ARRAY(cg->a, int64_t, (size_t)P *CG_PP_RANK_FIELDS + 1);
+  for (int r = 0; r < P; r++) {
+    int64_t *x = rk + r * CG_PP_RANK_FIELDS;
+    x[CG_MmrtPpRank_first] = total, x[CG_MmrtPpRank_nactions] = mb->sched_n[r];
+    x[CG_MmrtPpRank_act] = ra[r].act, x[CG_MmrtPpRank_act0] = ra[r].act0;
+    x[CG_MmrtPpRank_grad0] = ra[r].grad0;
+    total += mb->sched_n[r];
+  }
+  int64_t *ac = ARENA_ARRAY(cg->a, int64_t, (size_t)total *CG_PP_ACTION_FIELDS + 1);
+  for (int i = 0; i < total; i++) {
+    int64_t *x = ac + i * CG_PP_ACTION_FIELDS;
+    x[CG_MmrtPpAction_kind] = mb->sched[3 * i], x[CG_MmrtPpAction_stage] = mb->sched[3 * i + 1];
+    x[CG_MmrtPpAction_mb] = mb->sched[3 * i + 2];
+  }
+  SET_PTR(f, MmrtModelDesc, pp_rank, const MmrtPpRank *,
+          i64_records(cg, pp_rank_fields, CG_PP_RANK_FIELDS, rk, P, "pp_rank"));
+  SET_PTR(f, MmrtModelDesc, pp_actions, const MmrtPpAction *,
+          i64_records(cg, pp_action_fields, CG_PP_ACTION_FIELDS, ac, total, "pp_actions"));
 }
 
 /* FNV-1a of what a checkpoint's tensors depend on: the model name, every
@@ -656,8 +741,7 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
   M_I64(naccum, mb->naccum);
   M_I64(pp, m->plan.pp);
   M_I64(pp_stages, m->plan.pp > 1 ? cg->pp.nstages : 1);
-  SET_PTR(f, MmrtModelDesc, pp_schedule, const char *,
-          cstring(cg, mb->schedule ? mb->schedule : ""));
+  pp_schedule_desc(cg, mb, f);
   LLVMValueRef fns[MMRT_PP_MAXFN];
   for (int i = 0; i < MMRT_PP_MAXFN; i++) fns[i] = mb->pp_fn[i] ? mb->pp_fn[i] : cg_null(cg);
   f[CG_MmrtModelDesc_pp_fn] = _Generic(((MmrtModelDesc *)0)->pp_fn[0],
@@ -675,21 +759,21 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
   SET_PTR(f, MmrtModelDesc, pp_eval_xfer, const MmrtTensorDesc *,
           mb->neval_xfer ? tensor_array(cg, tty, mb->eval_xfer, mb->neval_xfer, "pp_eval_xfer")
                          : cg_null(cg));
-  SET_PTR(f, MmrtModelDesc, pp_eval_route, const char *,
-          cstring(cg, mb->eval_route ? mb->eval_route : ""));
+  SET_PTR(f, MmrtModelDesc, pp_eval_route, const MmrtPpRoute *,
+          route_array(cg, mb->eval_route, mb->neval_xfer, "pp_eval_route"));
   M_I64(pp_nxfer, mb->nxfer);
   SET_PTR(f, MmrtModelDesc, pp_xfer, const MmrtTensorDesc *,
           mb->nxfer ? tensor_array(cg, tty, mb->xfer, mb->nxfer, "pp_xfer") : cg_null(cg));
-  SET_PTR(f, MmrtModelDesc, pp_xfer_route, const char *, cstring(cg, mb->route ? mb->route : ""));
-  SET_PTR(f, MmrtModelDesc, pp_accum_stage, const char *,
-          cstring(cg, mb->accum_stage ? mb->accum_stage : ""));
-  char ppa[MMRT_PP_MAXRANKS * 72] = "";
-  MpPpArenas ra[MMRT_PP_MAXRANKS];
-  if (m->plan.pp > 1 && mp_pp_arenas(m, &cg->pp, ra, MMRT_PP_MAXRANKS))
-    for (int r = 0, len = 0; r < m->plan.pp; r++)
-      len += snprintf(ppa + len, sizeof ppa - (size_t)len, "%lld %lld %lld|", (long long)ra[r].act,
-                      (long long)ra[r].act0, (long long)ra[r].grad0);
-  SET_PTR(f, MmrtModelDesc, pp_arena_bytes, const char *, cstring(cg, ppa));
+  SET_PTR(f, MmrtModelDesc, pp_xfer_route, const MmrtPpRoute *,
+          route_array(cg, mb->route, mb->nxfer, "pp_xfer_route"));
+  LLVMValueRef ast = NULL;
+  if (mb->accum_stage && mb->naccum) {
+    LLVMValueRef *e = ARENA_ARRAY(cg->a, LLVMValueRef, mb->naccum);
+    for (int i = 0; i < mb->naccum; i++) e[i] = cg_i64(cg, mb->accum_stage[i]);
+    ast =
+        cg_const_global(cg, LLVMConstArray2(cg->t_i64, e, (uint64_t)mb->naccum), "pp_accum_stage");
+  }
+  SET_PTR(f, MmrtModelDesc, pp_accum_stage, const int64_t *, ast ? ast : cg_null(cg));
   SET_PTR(f, MmrtModelDesc, accum, const MmrtTensorDesc *,
           mb->naccum ? tensor_array(cg, tty, mb->accum, mb->naccum, "accum") : cg_null(cg));
   SET_PTR(f, MmrtModelDesc, vae_encode_step, MmrtStepFn,

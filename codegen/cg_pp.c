@@ -11,6 +11,10 @@
 #include "../passes/pp_sched.h"
 #include "cg_internal.h"
 
+_Static_assert((int)PP_F == MMRT_PP_F && (int)PP_B == MMRT_PP_B && (int)PP_I == MMRT_PP_I &&
+                   (int)PP_W == MMRT_PP_W,
+               "a schedule's compute actions are the descriptor's kinds");
+
 /* v, operand k of update node n, joins the values the micro-batches sum
  * (once); it must be a parameter's gradient. */
 static bool add_accum(Cg *cg, IrMap *seen, const IrNode *n, int k, CgMb *out, const char *who) {
@@ -68,15 +72,14 @@ bool cg_mb_build(Cg *cg, const IrFunc *f, CgMb *out) {
 
 /* ---- pipeline stages (pp > 1) ---- */
 
-/* The stages of @train, taken before the module is made local (so that the
- * FLOP cut sees what the pipeline pass saw). */
+/* The stages of @train and @forward: the pipeline pass's facts. */
 bool cg_pp_assign(Cg *cg, const IrFunc *f, const IrFunc *feval) {
   char err[512];
-  if (!pp_assign(cg->m, f, &cg->pp, err, sizeof err)) {
+  if (!pp_facts(cg->m, f, &cg->pp, err, sizeof err)) {
     diag_error_plain(cg->d, "codegen: pipeline: %s", err);
     return false;
   }
-  if (feval && !pp_assign_eval(cg->m, f, feval, &cg->pp_eval, err, sizeof err)) {
+  if (feval && !pp_facts(cg->m, feval, &cg->pp_eval, err, sizeof err)) {
     diag_error_plain(cg->d, "codegen: pipeline: @forward: %s", err);
     return false;
   }
@@ -158,10 +161,8 @@ bool cg_pp_build(Cg *cg, const IrFunc *f, CgMb *out) {
   /* transfers and the update's operands */
   out->accum = ARENA_ARRAY(cg->a, const IrValue *, N + 1);
   out->xfer = ARENA_ARRAY(cg->a, const IrValue *, 4 * N + 1);
-  size_t rcap = 32 * (size_t)N + 16, acap = 8 * (size_t)N + 16;
-  char *route = ARENA_ARRAY(cg->a, char, rcap), *astage = ARENA_ARRAY(cg->a, char, acap);
-  size_t rl = 0, al = 0;
-  route[0] = astage[0] = 0;
+  out->route = ARENA_ARRAY(cg->a, int64_t, 2 * (4 * N + 1));
+  out->accum_stage = ARENA_ARRAY(cg->a, int64_t, N + 1);
   IrMap seen, sent;
   ir_map_init(&seen, cg->a, false);
   ir_map_init(&sent, cg->a, true);
@@ -176,7 +177,7 @@ bool cg_pp_build(Cg *cg, const IrFunc *f, CgMb *out) {
         int before = out->naccum;
         if (!add_accum(cg, &seen, n, k, out, "pipeline")) return false;
         if (out->naccum > before) {
-          al += (size_t)snprintf(astage + al, acap - al, "%d;", from / 3);
+          out->accum_stage[before] = from / 3;
           ir_map_put(&cg->pp_maker, v)->i = (from / 3) % P + 1;
         }
         continue;
@@ -191,12 +192,10 @@ bool cg_pp_build(Cg *cg, const IrFunc *f, CgMb *out) {
       if (ir_map_get(&sent, key)) continue;
       ir_map_put(&sent, arena_strdup(cg->a, key));
       if (!v->mem_planned) return cg_error(cg, n, "pipeline: a transfer without a memory plan");
+      out->route[2 * out->nxfer] = from, out->route[2 * out->nxfer + 1] = to;
       out->xfer[out->nxfer++] = v;
-      rl += (size_t)snprintf(route + rl, rcap - rl, "%d>%d;", from, to);
     }
   }
-  out->route = route;
-  out->accum_stage = astage;
   /* the functions */
   for (int fn = 0; fn < 3 * S; fn++) {
     unsigned char *keep = ARENA_ARRAY(cg->a, unsigned char, N + 1);
@@ -214,37 +213,30 @@ bool cg_pp_build(Cg *cg, const IrFunc *f, CgMb *out) {
   /* the schedule */
   PpSchedule sch;
   char err[256];
-  MmSchedule k = cg->m->plan.schedule;
-  PpSchedKind kind = k == MM_SCHED_GPIPE         ? PP_GPIPE
-                     : k == MM_SCHED_INTERLEAVED ? PP_INTERLEAVED
-                     : k == MM_SCHED_ZBH1        ? PP_ZBH1
-                                                 : PP_1F1B;
-  if (!pp_sched_build(&sch, kind, P, S / P, out->M, err, sizeof err))
+  if (!pp_sched_build(&sch, (PpSchedKind)cg->m->plan.schedule, P, S / P, out->M, err, sizeof err))
     return cg_error(cg, f->nodes.items[0], "pipeline: %s", err);
-  size_t cap = 64, len = 0;
-  for (int r = 0; r < P; r++) cap += (size_t)sch.n[r] * 24;
-  char *text = ARENA_ARRAY(cg->a, char, cap);
-  text[0] = 0;
-  for (int r = 0; r < P; r++) {
-    if (r) len += (size_t)snprintf(text + len, cap - len, "|");
-    for (int j = 0; j < sch.n[r]; j++) {
-      char one[32];
-      pp_action_format(&sch.act[r][j], one, sizeof one);
-      len += (size_t)snprintf(text + len, cap - len, "%s%s", j ? " " : "", one);
+  int total = 0;
+  for (int r = 0; r < P; r++) total += sch.n[r];
+  out->sched = ARENA_ARRAY(cg->a, int64_t, 3 * total + 1);
+  for (int r = 0, k = 0; r < P; r++) {
+    out->sched_n[r] = sch.n[r];
+    for (int j = 0; j < sch.n[r]; j++, k++) {
+      const PpAction *x = &sch.act[r][j];
+      out->sched[3 * k] = x->kind, out->sched[3 * k + 1] = x->stage, out->sched[3 * k + 2] = x->mb;
     }
   }
   pp_sched_free(&sch);
-  out->schedule = text;
   return true;
 }
 
 /* ---- the evaluation through the pipeline ---- */
 
-/* @forward stage by stage (cg->pp_eval, pp_assign_eval): one function per
+/* @forward stage by stage (cg->pp_eval, its pp facts): one function per
  * stage (mm_pp_eval_s<S>) of the nodes its results depend on, the values a stage makes that another
- * rank's stage reads as transfers (once per receiving rank, "from>to;" stages), and a located error
- * when a stage reads a parameter its rank does not hold (the evaluation never gathers parameters)
- * or when @forward's nodes are not in stage order (memplan's offsets assume that order). */
+ * rank's stage reads as transfers (once per receiving rank, their routes from and to stages), and a
+ * located error when a stage reads a parameter its rank does not hold (the evaluation never gathers
+ * parameters) or when @forward's nodes are not in stage order (memplan's offsets assume that
+ * order). */
 bool cg_pp_eval_build(Cg *cg, const IrFunc *f, CgMb *out) {
   const PpAssign *a = &cg->pp_eval;
   int N = f->nodes.len, S = a->nstages, P = cg->m->plan.pp;
@@ -267,9 +259,7 @@ bool cg_pp_eval_build(Cg *cg, const IrFunc *f, CgMb *out) {
   ir_map_init(&stof, cg->a, false);
   ir_map_init(&sent, cg->a, true);
   out->eval_xfer = ARENA_ARRAY(cg->a, const IrValue *, 2 * (size_t)N * (size_t)P + 1);
-  size_t rcap = 16 * (size_t)N * (size_t)P + 16, rl = 0;
-  char *route = ARENA_ARRAY(cg->a, char, rcap);
-  route[0] = 0;
+  out->eval_route = ARENA_ARRAY(cg->a, int64_t, 2 * (2 * (size_t)N * (size_t)P + 1));
   int prev = 0;
   for (int i = 0; i < N; i++) {
     const IrNode *n = f->nodes.items[i];
@@ -300,12 +290,11 @@ bool cg_pp_eval_build(Cg *cg, const IrFunc *f, CgMb *out) {
       ir_map_put(&sent, arena_strdup(cg->a, key));
       if (!v->mem_planned)
         return cg_error(cg, n, "pipeline evaluation: a transfer without a memory plan");
+      out->eval_route[2 * out->neval_xfer] = from, out->eval_route[2 * out->neval_xfer + 1] = to;
       out->eval_xfer[out->neval_xfer++] = v;
-      rl += (size_t)snprintf(route + rl, rcap - rl, "%d>%d;", from, to);
     }
     for (int j = 0; j < n->nout; j++) ir_map_put(&stof, n->out[j])->i = to + 1;
   }
-  out->eval_route = route;
   for (int st = 0; st < S; st++) {
     unsigned char *keep = ARENA_ARRAY(cg->a, unsigned char, N + 1);
     for (int i = 0; i < N; i++) keep[i] = live[i] && a->stage[i] == st;

@@ -901,14 +901,8 @@ static bool read_parallel(FeProgram *p, Inst *root, AstStmt *sec, MmPlan *pl) {
       const char *k = sym_of(p, &root->env, s->value);
       if (!k)
         ok = false;
-      else if (strcmp(k, "1f1b") == 0)
-        pl->schedule = MM_SCHED_1F1B;
-      else if (strcmp(k, "gpipe") == 0)
-        pl->schedule = MM_SCHED_GPIPE;
-      else if (strcmp(k, "interleaved") == 0)
-        pl->schedule = MM_SCHED_INTERLEAVED;
-      else if (strcmp(k, "zbh1") == 0)
-        pl->schedule = MM_SCHED_ZBH1;
+      else if (ir_sched_parse(k) >= 0)
+        pl->schedule = (MmSchedule)ir_sched_parse(k);
       else {
         diag_error(p->d, s->value->loc,
                    "unknown pipeline schedule '%s' (expected 1f1b, gpipe, interleaved or zbh1)", k);
@@ -1325,12 +1319,8 @@ static bool check_plan(FeProgram *p, MmPlan *pl, SrcLoc model_loc) {
     }
     char err[256];
     PpSchedule sch;
-    int kind = pl->schedule == MM_SCHED_GPIPE         ? PP_GPIPE
-               : pl->schedule == MM_SCHED_INTERLEAVED ? PP_INTERLEAVED
-               : pl->schedule == MM_SCHED_ZBH1        ? PP_ZBH1
-                                                      : PP_1F1B;
     if (ok && pl->schedule != MM_SCHED_1F1B &&
-        !pp_sched_build(&sch, (PpSchedKind)kind, pl->pp, pl->vpp, pl->micro_batches, err,
+        !pp_sched_build(&sch, (PpSchedKind)pl->schedule, pl->pp, pl->vpp, pl->micro_batches, err,
                         sizeof err)) {
       diag_error(p->d, or_loc(pl->loc_schedule, or_loc(pl->loc_pp, model_loc)), "%s", err);
       ok = false;
@@ -1359,16 +1349,8 @@ static void apply_flags(FeProgram *p, MmPlan *pl, const MmPlanFlags *f) {
     pl->loc_cp_kind = (SrcLoc){0};
   if (pl->cp_ulysses > 0 && !pl->loc_cp_kind.file && !f->cp_kind)
     pl->cp_kind = MM_CP_RING; /* USP: a ring of Ulysses groups */
-  if (f->schedule) {
-    if (strcmp(f->schedule, "gpipe") == 0)
-      pl->schedule = MM_SCHED_GPIPE;
-    else if (strcmp(f->schedule, "interleaved") == 0)
-      pl->schedule = MM_SCHED_INTERLEAVED;
-    else if (strcmp(f->schedule, "zbh1") == 0)
-      pl->schedule = MM_SCHED_ZBH1;
-    else
-      pl->schedule = MM_SCHED_1F1B;
-  }
+  if (f->schedule && ir_sched_parse(f->schedule) >= 0)
+    pl->schedule = (MmSchedule)ir_sched_parse(f->schedule);
   if (f->recompute) {
     pl->nrecompute_by = 0; /* the flag sets one policy for every sub-model */
     pl->loc_recompute = (SrcLoc){0};

@@ -128,6 +128,18 @@ bool ir_role_parse(const char *s, IrRole *out) {
   return i >= 0;
 }
 
+static const char *const pp_part_names[IR_PP_COUNT] = {
+    [IR_PP_NONE] = "-", [IR_PP_F] = "F", [IR_PP_I] = "I", [IR_PP_W] = "W", [IR_PP_U] = "U"};
+const char *ir_pp_part_name(IrPpPart p) {
+  return (unsigned)p < IR_PP_COUNT ? pp_part_names[p] : "?";
+}
+
+bool ir_pp_part_parse(const char *s, IrPpPart *out) {
+  int i = name_index(pp_part_names, IR_PP_COUNT, s);
+  if (i > IR_PP_NONE) *out = (IrPpPart)i;
+  return i > IR_PP_NONE;
+}
+
 static const char *const init_names[] = {
     [IR_INIT_NONE] = "none",     [IR_INIT_ZEROS] = "zeros",   [IR_INIT_ONES] = "ones",
     [IR_INIT_FILL] = "fill",     [IR_INIT_NORMAL] = "normal", [IR_INIT_UNIFORM] = "uniform",

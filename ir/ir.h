@@ -87,6 +87,20 @@ typedef enum IrRole {
 } IrRole;
 const char *ir_role_name(IrRole r);
 
+/* A node's part of a micro-batch's work under a pipeline (passes/pp_stage.h):
+ * forward, input gradient, weight gradient, or the update (no stage).
+ * IR_PP_NONE: the pipeline pass has not placed the node. */
+typedef enum IrPpPart { IR_PP_NONE, IR_PP_F, IR_PP_I, IR_PP_W, IR_PP_U, IR_PP_COUNT } IrPpPart;
+const char *ir_pp_part_name(IrPpPart p);
+/* The pipeline schedules' names as the language, mmc's --schedule and the
+ * IR text spell them ("1f1b", "gpipe", "interleaved", "zbh1"), indexed by
+ * MmSchedule (passes/pp_sched.h PpSchedKind has the same order),
+ * NULL-terminated: the one place they are written. ir_sched_parse: the
+ * index of a name, -1 when it is none. */
+extern const char *const ir_sched_names[];
+int ir_sched_parse(const char *name);
+bool ir_pp_part_parse(const char *s, IrPpPart *out);
+
 typedef enum IrInitKind {
   IR_INIT_NONE,
   IR_INIT_ZEROS,
@@ -253,6 +267,11 @@ struct IrNode {
   /* scratch of the kernel in the act arena while the node runs (memplan);
    * printed as ws(offset, bytes) when ws_bytes > 0 */
   int64_t ws_offset, ws_bytes;
+  /* the pipeline pass's facts (pp > 1, passes/pp_stage.h): the stage that
+   * runs the node and its part, printed as pp(stage, F|I|W), or pp(U) for
+   * the update (pp_stage unused); pp_part IR_PP_NONE: not placed */
+  IrPpPart pp_part;
+  int pp_stage;
 };
 
 /* A repeated stack of layers (Block(...) x depth), e.g. "llm.blocks" with 24 layers. */

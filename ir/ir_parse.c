@@ -456,6 +456,29 @@ static bool parse_mem(Parser *p, Mem *m) {
   return true;
 }
 
+/* pp(stage, F|I|W) or pp(U): the pipeline pass's stage and part of a node
+ * (passes/pp_stage.h), the stage one of the plan's pp * vpp */
+static bool parse_pp(Parser *p, IrPpPart *part, int64_t *stage) {
+  SrcLoc at = p->tok.loc;
+  if (!next(p) || !expect_punct(p, '(', "after 'pp'")) return false;
+  int64_t S = (int64_t)p->m->plan.pp * (p->m->plan.vpp > 1 ? p->m->plan.vpp : 1);
+  if (p->m->plan.pp <= 1)
+    return error(p, at, "a pipeline fact pp(...), but the plan has pp = %d (no pipeline)",
+                 p->m->plan.pp);
+  if (is_kw(p, "U")) {
+    *part = IR_PP_U;
+    return next(p) && expect_punct(p, ')', "after the update's part U");
+  }
+  if (!parse_int(p, 0, S - 1, "pipeline stage", stage) || !expect_punct(p, ',', "after the stage"))
+    return false;
+  if (p->tok.kind != T_IDENT || !ir_pp_part_parse(p->tok.s, part) || *part == IR_PP_U)
+    return error(p, p->tok.loc,
+                 "expected a stage's part (F forward, I input gradient, W weight gradient), "
+                 "found %s",
+                 tok_desc(p));
+  return next(p) && expect_punct(p, ')', "after the part");
+}
+
 static void set_mem(IrValue *v, const Mem *m) {
   v->mem_planned = m->planned;
   v->mem_arena = m->arena;
@@ -970,6 +993,9 @@ static bool parse_node(Parser *p, IrFunc *f) {
         !expect_punct(p, ')', "after the bytes"))
       return false;
   }
+  IrPpPart pp_part = IR_PP_NONE;
+  int64_t pp_stage = 0;
+  if (is_kw(p, "pp") && !parse_pp(p, &pp_part, &pp_stage)) return false;
   IrBuilder b = {.m = p->m, .f = f, .group = -1, .layer = -1};
   SrcLoc loc = {0};
   if (is_kw(p, "layer") && !parse_layer(p, &b.group, &b.layer)) return false;
@@ -1002,6 +1028,8 @@ static bool parse_node(Parser *p, IrFunc *f) {
   }
   n->ws_offset = ws[0];
   n->ws_bytes = ws[1];
+  n->pp_part = pp_part;
+  n->pp_stage = (int)pp_stage;
   /* placements must follow the op's sharding rule (as the verifier checks) */
   if (!ir_shard_check_node(p->m, n, err, sizeof err))
     return error(p, nlab ? types[0].loc : op_loc, "%s", err);

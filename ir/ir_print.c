@@ -232,6 +232,10 @@ static void print_node(const Printer *p, const IrNode *n, const char *indent) {
   }
   if (n->ws_bytes > 0)
     fprintf(out, " ws(%lld, %lld)", (long long)n->ws_offset, (long long)n->ws_bytes);
+  if (n->pp_part == IR_PP_U)
+    fputs(" pp(U)", out);
+  else if (n->pp_part != IR_PP_NONE)
+    fprintf(out, " pp(%d, %s)", n->pp_stage, ir_pp_part_name(n->pp_part));
   if (p->rank >= 0 && ir_ops[n->op].shard == IR_SHR_COLLECTIVE &&
       ir_attrs_has(&n->attrs, IR_ATTR_MESH)) {
     /* the ranks of this rank's group on the collective's axis */

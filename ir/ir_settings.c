@@ -72,7 +72,17 @@ _Static_assert(sizeof(MmSchedule) == sizeof(int) && sizeof(MmCpKind) == sizeof(i
                    sizeof(MmLrSched) == sizeof(int) && sizeof(MmPrecision) == sizeof(int),
                "settings enums are read as int");
 
-static const char *const sched_names[] = {"1f1b", "gpipe", "interleaved", "zbh1", NULL};
+const char *const ir_sched_names[] = {[MM_SCHED_1F1B] = "1f1b",
+                                      [MM_SCHED_GPIPE] = "gpipe",
+                                      [MM_SCHED_INTERLEAVED] = "interleaved",
+                                      [MM_SCHED_ZBH1] = "zbh1",
+                                      NULL};
+
+int ir_sched_parse(const char *name) {
+  for (int k = 0; ir_sched_names[k]; k++)
+    if (strcmp(name, ir_sched_names[k]) == 0) return k;
+  return -1;
+}
 static const char *const recompute_names[] = {"none", "selective", "full", "block", NULL};
 static const char *const cp_kind_names[] = {"ulysses", "ring", NULL};
 static const char *const optim_names[] = {"adamw", "sgd", NULL};
@@ -99,7 +109,7 @@ static const IrSetting plan_fields[] = {
     INT("zero", plan.zero, 0, 3),
     INT("micro_batches", plan.micro_batches, 1, MAXN),
     INT("vpp", plan.vpp, 1, MAXN),
-    ENUM("schedule", plan.schedule, sched_names),
+    ENUM("schedule", plan.schedule, ir_sched_names),
     ENUM("recompute", plan.recompute, recompute_names),
     INT("recompute_block", plan.recompute_block, 0, MAXN),
     STRS("recompute_by", plan.recompute_by, plan.nrecompute_by),

@@ -396,7 +396,7 @@ static void pp_param_order(IrModule *m, int *rank) {
   IrFunc *f = ir_module_func(m, "train");
   PpAssign pa;
   char err[256];
-  if (!f || m->plan.pp <= 1 || m->plan.pp > 64 || !pp_assign(m, f, &pa, err, sizeof err)) return;
+  if (!f || m->plan.pp <= 1 || m->plan.pp > 64 || !pp_facts(m, f, &pa, err, sizeof err)) return;
   uint64_t *mask = calloc((size_t)m->params.len + 1, sizeof *mask), sets[256];
   int nsets = 0, order[256];
   pp_holders(m, f, &pa, mask);
@@ -514,14 +514,14 @@ static void pp_made_by(const IrFunc *f, const PpAssign *pa, const uint64_t *nm, 
 }
 
 /* pp_node_ranks for a module's @train, by the stages `given` or (NULL)
- * pp_assign's, into *pa; NULL without a pipeline. */
+ * its nodes' pipeline facts (pp_facts), into *pa; NULL without a pipeline. */
 static uint64_t *pp_train_ranks(const IrModule *m, const IrFunc *f, const PpAssign *given,
                                 PpAssign *pa, Arena *a) {
   char err[256];
   if (m->plan.pp <= 1 || m->plan.pp > 64 || !f || strcmp(f->name, "train") != 0) return NULL;
   if (given)
     *pa = *given;
-  else if (!pp_assign(m, f, pa, err, sizeof err))
+  else if (!pp_facts(m, f, pa, err, sizeof err))
     return NULL;
   uint64_t *hold = ARENA_ARRAY(a, uint64_t, m->params.len + 1);
   uint64_t *nm = ARENA_ARRAY(a, uint64_t, f->nodes.len + 1);
@@ -659,7 +659,16 @@ bool pass_memplan(IrModule *m, PassCtx *cx) {
   arena_init(&a);
   char err[512];
   int64_t fixed[IR_ROLE_COUNT] = {0}; /* bytes of each arena taken by params and inputs */
-  bool ok = place_fixed(m, &a, fixed, err, sizeof err);
+  /* under a pipeline the stages of @train and @forward are the pipeline
+   * pass's facts */
+  bool ok = true;
+  for (int k = 0; ok && m->plan.pp > 1 && ir_module_func(m, "train") && k < 2; k++) {
+    IrFunc *g = ir_module_func(m, k ? "forward" : "train");
+    PpAssign pa = {0};
+    ok = !g || pp_facts(m, g, &pa, err, sizeof err);
+    pp_assign_free(&pa);
+  }
+  ok = ok && place_fixed(m, &a, fixed, err, sizeof err);
   for (int fi = 0; ok && fi < m->funcs.len; fi++) {
     IrFunc *f = m->funcs.items[fi];
     FPlan p;

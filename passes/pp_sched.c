@@ -7,24 +7,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const sched_names[PP_NSCHEDS] = {
-    [PP_GPIPE] = "gpipe", [PP_1F1B] = "1f1b", [PP_INTERLEAVED] = "interleaved", [PP_ZBH1] = "zbh1"};
+#include "../ir/ir.h"
+
+_Static_assert((int)PP_1F1B == (int)MM_SCHED_1F1B && (int)PP_GPIPE == (int)MM_SCHED_GPIPE &&
+                   (int)PP_INTERLEAVED == (int)MM_SCHED_INTERLEAVED &&
+                   (int)PP_ZBH1 == (int)MM_SCHED_ZBH1 && PP_NSCHEDS == 4,
+               "PpSchedKind follows MmSchedule");
 
 static const char *const kind_names[PP_NKINDS] = {
     [PP_F] = "F",           [PP_B] = "B",           [PP_I] = "I",           [PP_W] = "W",
     [PP_SEND_F] = "SEND_F", [PP_RECV_F] = "RECV_F", [PP_SEND_B] = "SEND_B", [PP_RECV_B] = "RECV_B"};
 
 const char *pp_sched_name(PpSchedKind k) {
-  return k < PP_NSCHEDS ? sched_names[k] : "?";
+  return k < PP_NSCHEDS ? ir_sched_names[k] : "?";
 }
 const char *pp_kind_name(PpKind k) {
   return k < PP_NKINDS ? kind_names[k] : "?";
 }
 
 int pp_sched_parse(const char *name) {
-  for (int k = 0; k < PP_NSCHEDS; k++)
-    if (strcmp(name, sched_names[k]) == 0) return k;
-  return -1;
+  return ir_sched_parse(name);
 }
 
 static bool fail(char *err, size_t errn, const char *fmt, ...) {
@@ -122,12 +124,12 @@ bool pp_sched_build(PpSchedule *s, PpSchedKind kind, int p, int v, int m, char *
   if (v < 1) return fail(err, errn, "vpp must be at least 1, not %d", v);
   if (v > 1 && kind != PP_INTERLEAVED)
     return fail(err, errn, "vpp = %d needs schedule = interleaved (%s has one stage per rank)", v,
-                sched_names[kind]);
+                pp_sched_name(kind));
   if (kind != PP_GPIPE && m < p)
     return fail(err, errn,
                 "schedule %s needs at least as many micro-batches as stages: micro_batches = "
                 "%d < pp = %d",
-                sched_names[kind], m, p);
+                pp_sched_name(kind), m, p);
   if (kind == PP_INTERLEAVED && m % p != 0)
     return fail(err, errn,
                 "schedule interleaved needs micro_batches to be a multiple of pp: %d is not a "

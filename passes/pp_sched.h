@@ -36,7 +36,9 @@ typedef enum {
   PP_NKINDS
 } PpKind;
 
-typedef enum { PP_GPIPE, PP_1F1B, PP_INTERLEAVED, PP_ZBH1, PP_NSCHEDS } PpSchedKind;
+/* in MmSchedule's order (pp_sched.c checks it): a plan's schedule is
+ * (PpSchedKind)plan.schedule */
+typedef enum { PP_1F1B, PP_GPIPE, PP_INTERLEAVED, PP_ZBH1, PP_NSCHEDS } PpSchedKind;
 
 typedef struct {
   PpKind kind;
@@ -52,7 +54,7 @@ typedef struct {
 } PpSchedule;
 
 /* The name of a schedule as the language spells it ("gpipe", "1f1b",
- * "interleaved", "zbh1"), and back (-1: unknown). */
+ * "interleaved", "zbh1"; ir.h ir_sched_names), and back (-1: unknown). */
 const char *pp_sched_name(PpSchedKind k);
 int pp_sched_parse(const char *name);
 const char *pp_kind_name(PpKind k);

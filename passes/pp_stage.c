@@ -242,13 +242,39 @@ static bool assign(const IrModule *m, const IrFunc *ref, const IrFunc *f, PpAssi
   return ok;
 }
 
-bool pp_assign(const IrModule *m, const IrFunc *f, PpAssign *a, char *err, size_t errlen) {
-  return assign(m, f, f, a, err, errlen);
+bool pp_facts(const IrModule *m, const IrFunc *f, PpAssign *a, char *err, size_t errlen) {
+  memset(a, 0, sizeof *a);
+  int N = f->nodes.len, S = m->plan.pp * (m->plan.vpp > 0 ? m->plan.vpp : 1);
+  for (int i = 0; i < N; i++) {
+    const IrNode *n = f->nodes.items[i];
+    if (n->pp_part == IR_PP_NONE ||
+        (n->pp_part != IR_PP_U && (n->pp_stage < 0 || n->pp_stage >= S))) {
+      snprintf(err, errlen,
+               n->pp_part == IR_PP_NONE
+                   ? "node %d of @%s (%s) has no pipeline stage (pp(...)): run the pipeline pass"
+                   : "node %d of @%s (%s) is on stage %d of %d",
+               i, f->name, ir_ops[n->op].name, n->pp_stage, S);
+      return false;
+    }
+  }
+  a->nstages = S;
+  a->stage = malloc(sizeof(int) * (size_t)(N + 1));
+  a->part = malloc(sizeof(PpPart) * (size_t)(N + 1));
+  for (int i = 0; i < N; i++) {
+    const IrNode *n = f->nodes.items[i];
+    a->part[i] = (PpPart)(n->pp_part - IR_PP_F);
+    a->stage[i] = n->pp_part == IR_PP_U ? -1 : n->pp_stage;
+  }
+  return true;
 }
 
-bool pp_assign_eval(const IrModule *m, const IrFunc *train, const IrFunc *fwd, PpAssign *a,
-                    char *err, size_t errlen) {
-  return assign(m, train, fwd, a, err, errlen);
+/* the facts of f's nodes from a (in f's present order) */
+static void write_facts(IrFunc *f, const PpAssign *a) {
+  for (int i = 0; i < f->nodes.len; i++) {
+    IrNode *n = f->nodes.items[i];
+    n->pp_part = (IrPpPart)(a->part[i] + IR_PP_F);
+    n->pp_stage = a->part[i] == PPN_U ? 0 : a->stage[i];
+  }
 }
 
 void pp_assign_free(PpAssign *a) {
@@ -333,10 +359,11 @@ bool pass_pipeline(IrModule *m, PassCtx *cx) {
   if (!f || m->plan.pp <= 1) return true;
   PpAssign a;
   char err[512];
-  if (!pp_assign(m, f, &a, err, sizeof err)) {
+  if (!assign(m, f, f, &a, err, sizeof err)) {
     diag_error_plain(cx && cx->d ? cx->d : m->diag, "pipeline: %s", err);
     return false;
   }
+  write_facts(f, &a);
   int N = f->nodes.len, S = a.nstages;
   void **items = malloc(sizeof(void *) * (size_t)(N + 1));
   int k = 0;
@@ -351,10 +378,11 @@ bool pass_pipeline(IrModule *m, PassCtx *cx) {
    * stable sort, each node's operands being of its stage or an earlier one */
   IrFunc *g = ir_module_func(m, "forward");
   if (!g) return true;
-  if (!pp_assign_eval(m, f, g, &a, err, sizeof err)) {
+  if (!assign(m, f, g, &a, err, sizeof err)) {
     diag_error_plain(cx && cx->d ? cx->d : m->diag, "pipeline: @forward: %s", err);
     return false;
   }
+  write_facts(g, &a);
   N = g->nodes.len, k = 0;
   items = malloc(sizeof(void *) * (size_t)(N + 1));
   for (int want = 0; want < S; want++)
@@ -370,14 +398,6 @@ bool pass_pipeline(IrModule *m, PassCtx *cx) {
 
 #include "pp_sched.h"
 
-static PpSchedKind sched_kind(const IrModule *m) {
-  MmSchedule k = m->plan.schedule;
-  return k == MM_SCHED_GPIPE         ? PP_GPIPE
-         : k == MM_SCHED_INTERLEAVED ? PP_INTERLEAVED
-         : k == MM_SCHED_ZBH1        ? PP_ZBH1
-                                     : PP_1F1B;
-}
-
 bool pp_rank_memory(IrModule *m, PpRankMem *out, int nout, char *err, size_t errlen) {
   const IrFunc *f = ir_module_func(m, "train");
   int P = m->plan.pp;
@@ -388,7 +408,7 @@ bool pp_rank_memory(IrModule *m, PpRankMem *out, int nout, char *err, size_t err
   MpSummary ms;
   if (!mp_summarize(m, &ms, err, errlen)) return false;
   PpAssign a;
-  if (!pp_assign(m, f, &a, err, errlen)) return false;
+  if (!pp_facts(m, f, &a, err, errlen)) return false;
   /* the update's operands made by the stages (codegen/cg_pp.c: accum) */
   IrMap made, seen; /* made: value -> 1 + the stage that makes it */
   Arena ar;
@@ -427,7 +447,7 @@ bool pp_rank_memory(IrModule *m, PpRankMem *out, int nout, char *err, size_t err
   int64_t elo[64], ehi[64]; /* per rank: the act bytes its evaluation stages touch */
   const IrFunc *g = ir_module_func(m, "forward");
   for (int r = 0; r < P; r++) elo[r] = ehi[r] = 0;
-  if (g && !pp_assign_eval(m, f, g, &a, err, errlen)) return free(lo), free(hi), false;
+  if (g && !pp_facts(m, g, &a, err, errlen)) return free(lo), free(hi), false;
   for (int i = 0; g && i < g->nodes.len; i++) {
     const IrNode *n = g->nodes.items[i];
     for (int k = 0; k < n->nin + n->nout; k++) {
@@ -447,7 +467,8 @@ bool pp_rank_memory(IrModule *m, PpRankMem *out, int nout, char *err, size_t err
     snprintf(err, errlen, "no per-rank act and grad arenas");
     return false;
   }
-  if (!pp_sched_build(&s, sched_kind(m), P, S / P, m->plan.micro_batches, err, errlen))
+  if (!pp_sched_build(&s, (PpSchedKind)m->plan.schedule, P, S / P, m->plan.micro_batches, err,
+                      errlen))
     return false;
   for (int r = 0; r < P; r++) {
     PpRankMem *x = &out[r];
@@ -473,7 +494,7 @@ bool pp_plan_print(FILE *out, IrModule *m, const char *svg, bool detail, char *e
   const IrFunc *f = ir_module_func(m, "train");
   if (!f || m->plan.pp <= 1) return true;
   PpAssign a;
-  if (!pp_assign(m, f, &a, err, errlen)) return false;
+  if (!pp_facts(m, f, &a, err, errlen)) return false;
   int S = a.nstages, P = m->plan.pp, M = m->plan.micro_batches;
   double *cost = calloc((size_t)(3 * S), sizeof *cost);
   for (int i = 0; i < f->nodes.len; i++) {
@@ -483,7 +504,7 @@ bool pp_plan_print(FILE *out, IrModule *m, const char *svg, bool detail, char *e
   }
   for (int k = 0; k < 3 * S; k++)
     if (cost[k] <= 0) cost[k] = 1;
-  PpSchedKind kind = sched_kind(m);
+  PpSchedKind kind = (PpSchedKind)m->plan.schedule;
   PpSchedule s;
   bool ok = pp_sched_build(&s, kind, P, S / P, M, err, errlen);
   if (ok) {

@@ -42,16 +42,21 @@ typedef struct PpAssign {
   PpPart *part; /* per node */
 } PpAssign;
 
-/* false with a message when the stages cannot be assigned (fewer layers
- * than stages, a stage without layers by the default cut). */
-bool pp_assign(const IrModule *m, const IrFunc *f, PpAssign *a, char *err, size_t errlen);
+/* The `pipeline` pass computes the stages once and writes them into the IR
+ * as node facts (IrNode.pp_stage, .pp_part: pp(stage, F|I|W) or pp(U) in
+ * the text form): @train's by the rules above, and the evaluation's
+ * (@forward, run stage by stage on the ranks of its stages; codegen/cg_pp.c)
+ * with every node PPN_F by the forward rule and the layers' stages of
+ * @train's (the stage list's or @train's FLOP cut), so that each stage
+ * reads the parameters its rank holds. The pass fails with a message when
+ * the stages cannot be assigned (fewer layers than stages, a stage without
+ * layers by the default cut).
+ * pp_facts reads f's facts into *a (nstages = pp * vpp, stage and part per
+ * node in f's order); false with a message when a node carries none (the
+ * pipeline pass has not run) or a stage out of range. Free with
+ * pp_assign_free. */
+bool pp_facts(const IrModule *m, const IrFunc *f, PpAssign *a, char *err, size_t errlen);
 void pp_assign_free(PpAssign *a);
-/* The evaluation's stages (@forward, fwd, run stage by stage on the ranks
- * of its stages; codegen/cg_pp.c): every node PPN_F by the forward rule,
- * with the layers' stages of train's (the stage list's or @train's FLOP
- * cut), so that each stage reads the parameters its rank holds. */
-bool pp_assign_eval(const IrModule *m, const IrFunc *train, const IrFunc *fwd, PpAssign *a,
-                    char *err, size_t errlen);
 
 /* Which pipeline ranks hold each of m->params (mask[i] for
  * m->params.items[i], bit r for pp rank r): the ranks of the stages whose
@@ -90,7 +95,7 @@ bool pp_plan_print(FILE *out, IrModule *m, const char *svg, bool detail, char *e
  * act arena large enough for @forward too; the gradient sums of its
  * stages, one f32 tensor of elements + 1 per gradient the update reads
  * that a stage of the rank makes. The evaluation adds nothing: it runs
- * @forward stage by stage (pp_assign_eval) on the rank's own parameters
+ * @forward stage by stage (its pp facts) on the rank's own parameters
  * in slot 0's act and input arenas; `eval` is what of them it uses.
  * Kernel workspace is in the act arena (memplan.h). */
 typedef struct PpRankMem {

@@ -91,4 +91,71 @@ print("%s: %d fields, %d params checked, %d wrong" % (name, len(d), len(params),
 sys.exit(1 if bad else 0)
 PY
 done
+# The pipeline's records (MmrtPpRank, MmrtPpAction, MmrtPpRoute): GPT2Tiny
+# under pp = 2, each rank's actions against the textbook GPipe and 1F1B
+# orders (ZB-H1's: each micro-batch's F, I and W of the rank's stage once,
+# in that order, and micro-batches in order within each part), its arenas
+# against `mmc plan --json`'s pp_ranks, the routes and accum stages against
+# the counts and stages
+for cfg in gpipe:"--micro-batches 2 --schedule gpipe" 1f1b:"--micro-batches 4 --schedule 1f1b" zbh1:"--micro-batches 4 --schedule zbh1"; do
+  name=${cfg%%:*} flags="--pp 2 ${cfg#*:}"
+  # shellcheck disable=SC2086
+  if ! "$MMC" compile "$S/gpt2.mm" --model GPT2Tiny $flags --emit obj -o "$T/$name.o" ||
+     ! $CC -shared -o "$T/$name.so" "$T/$name.o" || ! "$T/probe" "$T/$name.so" > "$T/$name.desc" ||
+     ! "$MMC" plan "$S/gpt2.mm" --model GPT2Tiny $flags --json > "$T/$name.plan"; then
+    echo "FAIL: $name: compile, link, probe or plan"; fail=1; continue
+  fi
+  /usr/bin/python3 - "$name" "$T/$name.desc" "$T/$name.plan" <<'PY' || fail=1
+import json, re, sys
+name, descf, planf = sys.argv[1:]
+d = dict(l.rstrip("\n").split("=", 1) for l in open(descf))
+plan = json.load(open(planf))
+P, M = 2, 2 if name == "gpipe" else 4
+bad = []
+def want(field, value):
+    if d.get(field) != str(value):
+        bad.append("%s = %s, want %s" % (field, d.get(field), value))
+def textbook(r):
+    if name == "gpipe":
+        return ["%dF%d" % (r, k) for k in range(M)] + ["%dB%d" % (r, k) for k in range(M)]
+    w = min(P - 1 - r, M)  # 1F1B: warm-up forwards, then one forward one backward
+    acts = ["%dF%d" % (r, k) for k in range(w)]
+    for k in range(M - w):
+        acts += ["%dF%d" % (r, w + k), "%dB%d" % (r, k)]
+    return acts + ["%dB%d" % (r, k) for k in range(M - w, M)]
+def zbh1_ok(r, acts):
+    per = {}
+    for a in acts:
+        m = re.fullmatch(r"(\d+)([FIW])(\d+)", a)
+        if not m or int(m.group(1)) != r: return False
+        per.setdefault(m.group(2), []).append(int(m.group(3)))
+    pos = {a: i for i, a in enumerate(acts)}
+    return (all(per.get(q) == list(range(M)) for q in "FIW") and len(acts) == 3 * M and
+            all(pos["%dF%d" % (r, k)] < pos["%dI%d" % (r, k)] < pos["%dW%d" % (r, k)] for k in range(M)))
+first = 0
+for r in range(P):
+    if name == "zbh1":
+        acts = d.get("pp.actions.%d" % r, "").split()
+        if not zbh1_ok(r, acts): bad.append("pp.actions.%d = %s: not a ZB-H1 list" % (r, " ".join(acts)))
+    else:
+        acts = textbook(r)
+        want("pp.actions.%d" % r, " ".join(acts))
+    want("pp.rank.%d.first" % r, first); want("pp.rank.%d.nactions" % r, len(acts))
+    first += len(acts)
+    pr = plan["pp_ranks"][r]
+    want("pp.rank.%d.act" % r, pr["act_bytes"]); want("pp.rank.%d.act0" % r, pr["first_act_bytes"])
+    want("pp.rank.%d.grad0" % r, pr["grad_bytes"])
+want("model.pp", P); want("model.pp_stages", P)
+for key, n, stage in (("xfer_route", "pp_nxfer", lambda f: f // 3), ("eval_route", "pp_eval_nxfer", lambda f: f)):
+    routes = [tuple(map(int, x.split(">"))) for x in d.get("pp." + key, "").split()]
+    if len(routes) != int(d.get("model." + n, -1)) or not routes: bad.append("%s: %d routes" % (key, len(routes)))
+    for f, t in routes:  # each from one pipeline rank to the other
+        if stage(f) % P == stage(t) % P or not 0 <= stage(f) < P or not 0 <= stage(t) < P: bad.append("%s %d>%d" % (key, f, t))
+acc = d.get("pp.accum_stage", "").split()
+if len(acc) != int(d.get("model.naccum", -1)) or set(acc) != {"0", "1"}: bad.append("accum_stage %s" % acc)
+for b in bad: print("FAIL: %s: %s" % (name, b))
+print("pp %s: %d ranks, %d routes checked, %d wrong" % (name, P, len(d.get("pp.xfer_route", "").split()), len(bad)))
+sys.exit(1 if bad else 0)
+PY
+done
 exit $fail

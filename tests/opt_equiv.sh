@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every pass runs on parsed IR text as on the frontend's module: for each
-# stdlib model (and GPT2Tiny under dp = 2 with ZeRO-2 and small buckets),
+# stdlib model (and GPT2Tiny under dp = 2 with ZeRO-2 and small buckets,
+# tp = 2 with sp, and pp = 2 with ZB-H1),
 # `mmc opt` of the IR after pass k-1 with --passes k prints exactly the IR
 # `mmc dump-ir --after k` prints. The settings (plan, train) and the passes
 # already run travel in the text; nothing else is given to opt.
@@ -36,6 +37,9 @@ for f in "$S"/*.mm; do
 done
 check_model "$S/gpt2.mm" GPT2Tiny --dp 2 --zero 2 --bucket-mb 0.01
 check_model "$S/gpt2.mm" GPT2Tiny --tp 2 --sp
+# a pipeline: memplan on the parsed text reads the pipeline pass's facts
+# (pp(stage, part) on each node) as it reads them in memory
+check_model "$S/gpt2.mm" GPT2Tiny --pp 2 --micro-batches 4 --schedule zbh1
 # exit status of the driver on IR text: 2 for a bad command line (unknown
 # pass, a .mm file given to opt, plan or source flags on .mmir), 1 for a pass
 # refused on the module (a prerequisite not run)

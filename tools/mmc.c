@@ -447,8 +447,7 @@ static int parse_opts(int argc, char **argv, Opts *o) {
       o->flags.cp_kind = next;
     } else if (strcmp(a, "--schedule") == 0) {
       NEED_ARG();
-      if (strcmp(next, "1f1b") && strcmp(next, "gpipe") && strcmp(next, "interleaved") &&
-          strcmp(next, "zbh1"))
+      if (ir_sched_parse(next) < 0)
         return bad_usage(o->cmd, "--schedule takes 1f1b, gpipe, interleaved or zbh1, not '%s'",
                          next);
       o->flags.schedule = next;

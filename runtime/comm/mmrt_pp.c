@@ -135,45 +135,29 @@ static int pp_fail(MmrtPp *pp, const char *fmt, const char *a) {
   return pp->h.fail(pp->h.user, msg);
 }
 
-/* "0F0 0F1 1B0": rank r's list of the descriptor's schedule, into *out
- * (malloc'd); its length, or -1 with the bad text in *bad */
-static int parse_list(const MmrtModelDesc *m, int rank, Act **out, const char **bad) {
-  const char *s = m->pp_schedule;
+/* rank r's list of the descriptor's schedule (pp_rank[r], pp_actions), into
+ * *out (malloc'd); its length, or -1 with *bad the index of a bad action
+ * (-1: the rank has no list) */
+static int rank_list(const MmrtModelDesc *m, int rank, Act **out, int64_t *bad) {
   *out = NULL;
-  *bad = "";
-  for (int r = 0; r < rank && s; r++) {
-    s = strchr(s, '|');
-    if (s) s++;
-  }
-  if (!s) return -1;
-  const char *end = strchr(s, '|');
-  size_t n = end ? (size_t)(end - s) : strlen(s);
-  Act *act = calloc(n / 2 + 2, sizeof *act);
+  *bad = -1;
+  if (!m->pp_rank || !m->pp_actions || rank < 0 || rank >= m->pp) return -1;
+  const MmrtPpRank *pr = &m->pp_rank[rank];
+  if (pr->first < 0 || pr->nactions < 0) return -1;
+  Act *act = calloc((size_t)pr->nactions + 1, sizeof *act);
   if (!act) return -1;
-  int nact = 0;
-  const char *p = s, *stop = s + n;
-  while (p < stop) {
-    while (p < stop && *p == ' ') p++;
-    if (p >= stop) break;
-    char *q;
-    long st = strtol(p, &q, 10);
-    int kind = *q == 'F' ? 0 : *q == 'B' ? 1 : *q == 'I' ? 2 : *q == 'W' ? 3 : -1;
-    if (q == p || kind < 0) {
+  for (int64_t i = 0; i < pr->nactions; i++) {
+    const MmrtPpAction *a = &m->pp_actions[pr->first + i];
+    if (a->kind < MMRT_PP_F || a->kind > MMRT_PP_W || a->stage < 0 || a->stage >= m->pp_stages ||
+        a->mb < 0 || a->mb >= m->micro_batches) {
       free(act);
-      *bad = s;
+      *bad = i;
       return -1;
     }
-    long mb = strtol(q + 1, &q, 10);
-    if (mb < 0 || mb >= m->micro_batches) {
-      free(act);
-      *bad = s;
-      return -1;
-    }
-    act[nact++] = (Act){kind, (int)st, (int)mb};
-    p = q;
+    act[i] = (Act){(int)a->kind, (int)a->stage, (int)a->mb};
   }
   *out = act;
-  return nact;
+  return (int)pr->nactions;
 }
 
 /* Walks a rank's list in order: micro-batch k is held from the rank's first
@@ -195,12 +179,17 @@ static int slots_of(const Act *act, int nact, int M, int *last) {
   return most;
 }
 
-static int parse_actions(MmrtPp *pp) {
-  const char *bad;
-  pp->nact = parse_list(pp->m, pp->me, &pp->act, &bad);
-  if (pp->nact < 0 && !bad[0])
+static int rank_actions(MmrtPp *pp) {
+  int64_t bad;
+  pp->nact = rank_list(pp->m, pp->me, &pp->act, &bad);
+  if (pp->nact < 0 && bad < 0)
     return pp_fail(pp, "the pipeline schedule has no list for this rank%s", "");
-  if (pp->nact < 0) return pp_fail(pp, "bad pipeline action in '%s'", bad);
+  if (pp->nact < 0) {
+    char at[32];
+    snprintf(at, sizeof at, "%lld", (long long)bad);
+    return pp_fail(pp, "bad pipeline action %s of this rank's list (kind, stage or micro-batch)",
+                   at);
+  }
   pp->last = malloc(sizeof *pp->last * (size_t)(pp->M + 1));
   if (!pp->last) return pp_fail(pp, "out of memory%s", "");
   pp->nslot = slots_of(pp->act, pp->nact, pp->M, pp->last);
@@ -210,8 +199,8 @@ static int parse_actions(MmrtPp *pp) {
 
 int mmrt_pp_slots(const MmrtModelDesc *m, int rank) {
   Act *act;
-  const char *bad;
-  int n = parse_list(m, rank, &act, &bad), M = (int)m->micro_batches;
+  int64_t bad;
+  int n = rank_list(m, rank, &act, &bad), M = (int)m->micro_batches;
   int *last = n >= 0 ? malloc(sizeof *last * (size_t)(M + 1)) : NULL;
   int k = last ? slots_of(act, n, M, last) : -1;
   free(last);
@@ -220,15 +209,9 @@ int mmrt_pp_slots(const MmrtModelDesc *m, int rank) {
 }
 
 int64_t mmrt_pp_arena_bytes(const MmrtModelDesc *m, int rank, int arena, int first) {
-  const char *s = m->pp_arena_bytes ? m->pp_arena_bytes : "";
-  for (int r = 0; r < rank && s; r++) {
-    s = strchr(s, '|');
-    if (s) s++;
-  }
-  long long act = -1, act0 = -1, grad0 = -1;
-  if (!s || sscanf(s, "%lld %lld %lld", &act, &act0, &grad0) != 3 || act < 0 || act0 < act ||
-      grad0 < 0)
-    return -1;
+  if (!m->pp_rank || rank < 0 || rank >= m->pp) return -1;
+  int64_t act = m->pp_rank[rank].act, act0 = m->pp_rank[rank].act0, grad0 = m->pp_rank[rank].grad0;
+  if (act < 0 || act0 < act || grad0 < 0) return -1;
   if (arena == MMRT_ARENA_ACT) return first ? act0 : act;
   if (arena == MMRT_ARENA_GRAD) return first ? grad0 : 0;
   return first || arena == MMRT_ARENA_INPUT ? m->arena_bytes[arena] : 0;
@@ -241,15 +224,10 @@ static int64_t slot_bytes(const MmrtModelDesc *m, int rank, int a) {
   return n > 0 ? (n + 63) / 64 * 64 : 0;
 }
 
-/* the stage that makes each accum tensor (the descriptor's pp_accum_stage,
- * "0;1;1;"), into st[naccum] */
+/* the stage that makes each accum tensor (the descriptor's pp_accum_stage),
+ * into st[naccum] */
 static void accum_stages(const MmrtModelDesc *m, int *st) {
-  const char *r = m->pp_accum_stage;
-  for (int64_t i = 0; i < m->naccum; i++) {
-    char *q;
-    st[i] = (int)strtol(r, &q, 10);
-    r = *q ? q + 1 : q;
-  }
+  for (int64_t i = 0; i < m->naccum; i++) st[i] = m->pp_accum_stage ? (int)m->pp_accum_stage[i] : 0;
 }
 
 int64_t mmrt_pp_extra_bytes(const MmrtModelDesc *m, int rank,
@@ -281,14 +259,12 @@ MmrtPp *mmrt_pp_new(const MmrtModelDesc *m, void *mesh, char **arenas, const Mmr
   pp->h = *h;
   pp->P = (int)m->pp, pp->S = (int)m->pp_stages, pp->M = (int)m->micro_batches;
   pp->me = pp->mesh->coord[MMRT_AXIS_PP];
-  if (parse_actions(pp)) goto bad;
+  if (rank_actions(pp)) goto bad;
   pp->x = calloc((size_t)m->pp_nxfer + 1, sizeof *pp->x);
-  const char *r = m->pp_xfer_route;
+  if (!pp->x) goto oom;
   for (int64_t i = 0; i < m->pp_nxfer; i++) {
-    char *q;
-    pp->x[i].from = (int)strtol(r, &q, 10);
-    pp->x[i].to = (int)strtol(q + 1, &q, 10);
-    r = q + 1;
+    pp->x[i].from = (int)m->pp_xfer_route[i].from;
+    pp->x[i].to = (int)m->pp_xfer_route[i].to;
     pp->x[i].bytes = h->elems(h->user, &m->pp_xfer[i]) *
                      (int64_t)mmrt_st_dtype_size((MmrtStDtype)m->pp_xfer[i].dtype);
   }
@@ -309,8 +285,7 @@ MmrtPp *mmrt_pp_new(const MmrtModelDesc *m, void *mesh, char **arenas, const Mmr
   pp->slot_busy = calloc((size_t)pp->nslot, sizeof *pp->slot_busy);
   if (!pp->slot || !g_slot_count || !pp->slot_loss || !pp->mb_slot || !pp->slot_busy) goto oom;
   if (mmrt_pp_arena_bytes(m, pp->me, MMRT_ARENA_ACT, 1) < 0) {
-    pp_fail(pp, "the pipeline's arenas per rank cannot be read (pp_arena_bytes '%s')",
-            m->pp_arena_bytes ? m->pp_arena_bytes : "");
+    pp_fail(pp, "the pipeline's arenas of this rank are not in the descriptor (pp_rank)%s", "");
     goto bad;
   }
   for (int k = 0; k < pp->nslot; k++)

@@ -45,7 +45,7 @@ float mmrt_mb_finish(MmrtMbAcc *a, char **arenas);
  * A rank holds the parameters and optimizer state of its stages only and
  * runs its own update (pp_update[rank]) on them; stage s of the pp * vpp
  * stages runs on pipeline rank s % pp. A rank walks
- * its list of actions (the descriptor's pp_schedule). A micro-batch takes a
+ * its list of actions (the descriptor's pp_rank[rank] in pp_actions). A micro-batch takes a
  * slot (its own act and input arenas, sized for its rank's stages; slot 0
  * is the trainer's; the grad arena, the rank's working set, is one for all
  * slots) at its first action on the rank, where its inputs are filled in,
@@ -85,11 +85,11 @@ void mmrt_pp_free(MmrtPp *pp);
  * rank makes; elems as for mmrt_mb_init). */
 int mmrt_pp_slots(const MmrtModelDesc *m, int rank);
 /* The bytes of arena `arena` pipeline rank `rank` allocates for slot 0
- * (first) or for each further slot (the descriptor's pp_arena_bytes: a
+ * (first) or for each further slot (the descriptor's pp_rank[rank]: a
  * slot's act arena holds the values that live from one stage part to a
  * later one; the grad arena, the rank's working set, is slot 0's for
  * every slot; param and opt: the whole arena, pp_range cuts it); -1 when
- * the descriptor's figures cannot be read. */
+ * the descriptor holds no valid figures. */
 int64_t mmrt_pp_arena_bytes(const MmrtModelDesc *m, int rank, int arena, int first);
 int64_t mmrt_pp_extra_bytes(const MmrtModelDesc *m, int rank,
                             int64_t (*elems)(void *, const MmrtTensorDesc *), void *user);

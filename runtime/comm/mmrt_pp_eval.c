@@ -9,18 +9,6 @@
 #include "mmrt_comm.h"
 #include "mmrt_pp.h"
 
-/* transfer i's route ("from>to;", stages) */
-static void route_of(const MmrtModelDesc *m, int64_t i, int *from, int *to) {
-  const char *r = m->pp_eval_route;
-  for (int64_t k = 0; k < i && r; k++) {
-    r = strchr(r, ';');
-    if (r) r++;
-  }
-  char *q;
-  *from = r ? (int)strtol(r, &q, 10) : -1;
-  *to = r && *q == '>' ? (int)strtol(q + 1, NULL, 10) : -1;
-}
-
 int mmrt_pp_eval_last(const MmrtModelDesc *m, const void *mesh) {
   const MmrtMesh *me = mesh;
   return (int)((m->pp_stages - 1) % m->pp) == me->coord[MMRT_AXIS_PP];
@@ -44,8 +32,7 @@ int mmrt_pp_eval(const MmrtModelDesc *m, void *mesh, char **arenas, const MmrtPp
   int n = 0, rc = 0;
   for (int s = me; s < S && !rc; s += P) {
     for (int64_t i = 0; i < nx && !rc; i++) { /* what stage s reads from other ranks */
-      int from, to;
-      route_of(m, i, &from, &to);
+      int from = (int)m->pp_eval_route[i].from, to = (int)m->pp_eval_route[i].to;
       if (to != s || from % P == me) continue;
       const MmrtTensorDesc *d = &m->pp_eval_xfer[i];
       size_t el = (size_t)h->elems(h->user, d),
@@ -60,8 +47,7 @@ int mmrt_pp_eval(const MmrtModelDesc *m, void *mesh, char **arenas, const MmrtPp
       rc = h->run(h->user, m->pp_eval_fn[s], arenas, msg);
     }
     for (int64_t i = 0; i < nx && !rc; i++) { /* what it made for other ranks */
-      int from, to;
-      route_of(m, i, &from, &to);
+      int from = (int)m->pp_eval_route[i].from, to = (int)m->pp_eval_route[i].to;
       if (from != s || to % P == me) continue;
       const MmrtTensorDesc *d = &m->pp_eval_xfer[i];
       size_t el = (size_t)h->elems(h->user, d),

@@ -62,7 +62,7 @@
 #include "mmrt_kernels.h"
 #include "mmrt_rng.h"
 
-#define MMRT_ABI_VERSION 8
+#define MMRT_ABI_VERSION 9
 
 /* Arenas, in this order in MmrtModelDesc.arena_bytes and in the array of
  * bases a step function receives. */
@@ -107,15 +107,30 @@ enum { MMRT_LR_CONSTANT, MMRT_LR_COSINE, MMRT_LR_LINEAR };
 #define MMRT_DESC_C_str                const char *
 #define MMRT_DESC_C_tensors            const struct MmrtTensorDesc *
 #define MMRT_DESC_C_step               MmrtStepFn
+#define MMRT_DESC_C_i64s               const int64_t *
+#define MMRT_DESC_C_pp_ranks           const struct MmrtPpRank *
+#define MMRT_DESC_C_pp_actions         const struct MmrtPpAction *
+#define MMRT_DESC_C_pp_routes          const struct MmrtPpRoute *
 #define MMRT_DESC_FIELD(t, name, dims) MMRT_DESC_C_##t name dims;
 
 typedef struct MmrtTensorDesc {
 #define MMRT_TENSOR MMRT_DESC_FIELD
-#define MMRT_MODEL(t, name, dims)
 #include "mmrt_desc.def"
-#undef MMRT_TENSOR
-#undef MMRT_MODEL
 } MmrtTensorDesc;
+typedef struct MmrtPpRank {
+#define MMRT_PP_RANK MMRT_DESC_FIELD
+#include "mmrt_desc.def"
+} MmrtPpRank;
+typedef struct MmrtPpAction {
+#define MMRT_PP_ACTION MMRT_DESC_FIELD
+#include "mmrt_desc.def"
+} MmrtPpAction;
+typedef struct MmrtPpRoute {
+#define MMRT_PP_ROUTE MMRT_DESC_FIELD
+#include "mmrt_desc.def"
+} MmrtPpRoute;
+/* MmrtPpAction.kind */
+enum { MMRT_PP_F, MMRT_PP_B, MMRT_PP_I, MMRT_PP_W };
 
 /* Mesh axes, as mmrt_comm.h numbers them (MmrtAxis). */
 enum { MMRT_DESC_AXIS_DP = 0, MMRT_DESC_AXIS_CP = 1, MMRT_DESC_AXIS_TP = 2, MMRT_DESC_NAXES = 3 };
@@ -128,11 +143,8 @@ enum { MMRT_DESC_AXIS_DP = 0, MMRT_DESC_AXIS_CP = 1, MMRT_DESC_AXIS_TP = 2, MMRT
 typedef int (*MmrtStepFn)(char *const *arenas, uint64_t seed, void *mesh);
 
 typedef struct MmrtModelDesc {
-#define MMRT_TENSOR(t, name, dims)
 #define MMRT_MODEL MMRT_DESC_FIELD
 #include "mmrt_desc.def"
-#undef MMRT_TENSOR
-#undef MMRT_MODEL
 } MmrtModelDesc;
 /* The programs (MmrtModelDesc.task), a row each in mmrt_programs.def. */
 enum {

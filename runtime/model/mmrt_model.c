@@ -27,12 +27,13 @@ int mmrt_desc_step(const MmrtModelDesc *m, const char *name, MmrtStepFn *fn) {
 #define MMRT_DESC_STEP_f64(name)
 #define MMRT_DESC_STEP_str(name)
 #define MMRT_DESC_STEP_tensors(name)
+#define MMRT_DESC_STEP_i64s(name)
+#define MMRT_DESC_STEP_pp_ranks(name)
+#define MMRT_DESC_STEP_pp_actions(name)
+#define MMRT_DESC_STEP_pp_routes(name)
 #define MMRT_DESC_STEP_step(name) {#name, offsetof(MmrtModelDesc, name), sizeof m->name},
-#define MMRT_TENSOR(t, name, dims)
 #define MMRT_MODEL(t, name, dims) MMRT_DESC_STEP_##t(name)
 #include "mmrt_desc.def"
-#undef MMRT_TENSOR
-#undef MMRT_MODEL
   };
   for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++)
     if (!strcmp(steps[i].name, name) && steps[i].size == sizeof *fn) {

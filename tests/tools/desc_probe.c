@@ -2,8 +2,13 @@
  * (a shared object made from `mmc compile --emit obj`), one line per field
  * read through the C structs of runtime/model/mmrt_main.h:
  *   model.FIELD=VALUE          arrays as comma lists, strings as they are,
- *   param.NAME.FIELD=VALUE     step functions as set or null
- *   input.NAME.FIELD=VALUE
+ *   param.NAME.FIELD=VALUE     step functions and pointers to records as
+ *   input.NAME.FIELD=VALUE     set or null
+ * and under a pipeline its records:
+ *   pp.rank.R.FIELD=VALUE      MmrtPpRank of pipeline rank R
+ *   pp.actions.R=0F0 0F1 ...   its actions, stage kind micro-batch
+ *   pp.xfer_route=F>T ...      the step's transfers, pp.eval_route the evaluation's
+ *   pp.accum_stage=S ...
  * The fields come from runtime/model/mmrt_desc.def; tests/backend_desc.sh checks
  * the values against the plan and the model source.
  * Usage: desc_probe MODEL.so */
@@ -35,6 +40,44 @@ static void put_step(const char *pre, const char *f, const void *p, size_t size)
   (void)size;
   printf("%s%s=%s\n", pre, f, *(const MmrtStepFn *)p ? "set" : "null");
 }
+static void put_ptr(const char *pre, const char *f, const void *p, size_t size) {
+  (void)size;
+  printf("%s%s=%s\n", pre, f, *(const void *const *)p ? "set" : "null");
+}
+#define put_i64s       put_ptr
+#define put_pp_ranks   put_ptr
+#define put_pp_actions put_ptr
+#define put_pp_routes  put_ptr
+
+static void put_routes(const char *f, const MmrtPpRoute *r, int64_t n) {
+  printf("pp.%s=", f);
+  for (int64_t i = 0; i < n; i++)
+    printf("%s%lld>%lld", i ? " " : "", (long long)r[i].from, (long long)r[i].to);
+  printf("\n");
+}
+
+static void put_pp(const MmrtModelDesc *m) {
+  for (int64_t r = 0; r < m->pp; r++) {
+    char pre[64];
+    snprintf(pre, sizeof pre, "pp.rank.%lld.", (long long)r);
+    const MmrtPpRank *x = &m->pp_rank[r];
+#define MMRT_PP_RANK(ty, name, dims) put_##ty(pre, #name, &x->name, sizeof x->name);
+#include "mmrt_desc.def"
+    printf("pp.actions.%lld=", (long long)r);
+    for (int64_t i = 0; i < x->nactions; i++) {
+      const MmrtPpAction *a = &m->pp_actions[x->first + i];
+      printf("%s%lld%c%lld", i ? " " : "", (long long)a->stage,
+             a->kind >= 0 && a->kind < 4 ? "FBIW"[a->kind] : '?', (long long)a->mb);
+    }
+    printf("\n");
+  }
+  put_routes("xfer_route", m->pp_xfer_route, m->pp_nxfer);
+  put_routes("eval_route", m->pp_eval_route, m->pp_eval_nxfer);
+  printf("pp.accum_stage=");
+  for (int64_t i = 0; i < m->naccum; i++)
+    printf("%s%lld", i ? " " : "", (long long)m->pp_accum_stage[i]);
+  printf("\n");
+}
 
 static void put_tensor(const char *kind, const MmrtTensorDesc *t) {
   char pre[300];
@@ -64,5 +107,6 @@ int main(int argc, char **argv) {
 #undef MMRT_MODEL
   for (int64_t i = 0; i < m->nparams; i++) put_tensor("param", &m->params[i]);
   for (int64_t i = 0; i < m->ninputs; i++) put_tensor("input", &m->inputs[i]);
+  if (m->pp > 1 && m->pp_rank && m->pp_actions) put_pp(m);
   return 0;
 }

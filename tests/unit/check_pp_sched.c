@@ -50,7 +50,7 @@ START_TEST(gpipe_and_1f1b_bubble) {
   for (int a = 0; a < 5; a++)
     for (int b = 0; b < 5; b++)
       for (int comms = 0; comms < 2; comms++)
-        for (int kind = PP_GPIPE; kind <= PP_1F1B; kind++) {
+        for (int kind = PP_1F1B; kind <= PP_GPIPE; kind++) {
           int p = ps[a], m = ms[b];
           Costs k;
           costs(&k, p, 1.0, 2.0, 0.0); /* backward twice the forward */
