@@ -30,6 +30,7 @@
 
 #include "mmrt_comm.h"
 #include "mmrt_data.h"
+#include "mmrt_loader.h"
 #include "mmrt_hf.h"
 #include "mmrt_log.h"
 #include "mmrt_task.h"
@@ -52,6 +53,7 @@ typedef struct Args {
   uint64_t seed;
   int has_lr, has_seed, has_keep, has_timeout, resume, quiet, profile;
   int has_ckpt_every, skip_nan; /* --on-nan skip-step */
+  MmrtTextOpts text;            /* the text task's flags (mmrt_task_text.c) */
 } Args;
 
 typedef struct Trainer {
@@ -174,6 +176,7 @@ static void usage(FILE *out, const MmrtModelDesc *m) {
       m->name, (long long)m->batch, MMRT_FMNIST_DEFAULT_DIR,
       (long long)(m->steps > 0 ? m->steps : 100), m->lr, MMRT_EVAL_BATCHES_DEFAULT,
       MMRT_CKPT_KEEP_DEFAULT, SKIP_LIMIT, MMRT_COMM_TIMEOUT_DEFAULT);
+  mmrt_text_usage(out);
 }
 
 static int parse_i64(const char *flag, const char *s, int64_t lo, int64_t *out) {
@@ -290,6 +293,7 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a) {
       if (!*v || *end || !(a->comm_timeout >= 0) || !isfinite(a->comm_timeout))
         return fail("--comm-timeout takes a number of seconds >= 0, not '%s'", v);
       a->has_timeout = 1;
+    } else if ((rc = mmrt_text_flag(&a->text, f, v, &takes)) >= 0) {
     } else {
       fail("unknown option '%s'", f);
       usage(stderr, m);
@@ -359,6 +363,7 @@ static int bind(Trainer *t) {
   t->cx.step = task_step;
   t->cx.stop = task_stop;
   t->cx.features = t->a.features;
+  t->cx.data = t->a.data, t->cx.text = &t->a.text;
   t->task = mmrt_task_bind(&t->cx, err, sizeof err);
   if (t->task && t->a.features && !t->cx.features_used)
     return fail("--features %s: model %s takes no stored features (a model with forwards latents "
@@ -1541,7 +1546,7 @@ static int train(Trainer *t) {
     t->done = step;
     double tn = now(),
            sps = (double)m->batch * (double)(step - first) / (tn - t0 > 0 ? tn - t0 : 1e-9);
-    MmrtLogField f[9] = {{"loss", loss, NULL}, {"lr", lr, NULL}, {"samples_per_s", sps, NULL}};
+    MmrtLogField f[10] = {{"loss", loss, NULL}, {"lr", lr, NULL}, {"samples_per_s", sps, NULL}};
     int nf = 3;
     if (m->disc_loss_offset >= 0) { /* a gan's discriminator loss (0 before its start) */
       float dl;
@@ -1552,6 +1557,7 @@ static int train(Trainer *t) {
       f[nf++] = (MmrtLogField){"comm_bytes", (double)sent, NULL};
     if (t->a.skip_nan) /* the steps skipped so far (this one too) */
       f[nf++] = (MmrtLogField){"skipped_steps", (double)t->skipped, NULL};
+    if (t->cx.count_skipped) f[nf++] = (MmrtLogField){"skipped_samples", (double)t->cx.skipped, 0};
     if (t->a.eval_every > 0 && step % t->a.eval_every == 0 && step < t->a.steps) {
       double el, ea, mv = NAN;
       mmrt_progress_break(&pr);
@@ -1789,6 +1795,7 @@ static int run(Trainer *t, int argc, char **argv) {
         (unsigned long long)t->a.seed, t->world > 1 ? t->world : 1, t->world > 1 ? "s" : "", omp,
         m->precision == 1 ? "bf16 " : "fp32", m->precision == 1 ? mmrt_bf16_path() : "", ev);
   }
+  if (loud && t->cx.note[0]) fprintf(stderr, "trainer: %s\n", t->cx.note);
   if (loud && t->a.skip_nan)
     fprintf(stderr,
             "trainer: --on-nan skip-step: a step whose loss or weights are not "

@@ -7,6 +7,7 @@
  * first whose `bind` accepts the model; when none does, mmrt_task_bind's
  * message lists the model's inputs and what each task expects.
  *
+ *   mmrt_task_text.c      ids, labels (seg) i32[B, T] with --data FILE|PREFIX: text
  *   mmrt_task_classify.c  pixels f32[B, 1, 28, 28], labels i32[B]
  *   mmrt_task_pixels.c    ids, labels i32[B, T]: next-pixel bytes
  *   mmrt_task_caption.c   pixels, text, labels i32[B, T]: captions
@@ -27,6 +28,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "mmrt_data.h"
 #include "mmrt_log.h"
@@ -52,6 +54,14 @@ struct MmrtTaskCtx {
    * in bind (the trainer refuses the flag otherwise) */
   const char *features;
   int features_used;
+  /* --data (the text task tells a file from a folder) and the text flags */
+  const char *data;
+  const struct MmrtTextOpts *text;
+  /* set by open: samples skipped as bad (logged when count_skipped), and a
+   * line the trainer prints at the start (empty: none) */
+  int64_t skipped;
+  int count_skipped;
+  char note[320];
   /* set by bind: the inputs filled per batch (each split along dim 0 at
    * most), labels among them (the trainer's accuracy compares the logits'
    * argmax with it), T the tokens per row of a token task */
@@ -99,8 +109,8 @@ typedef struct MmrtTask {
   void (*close)(MmrtTaskCtx *c); /* frees priv (NULL: nothing to free) */
 } MmrtTask;
 
-extern const MmrtTask mmrt_task_classify, mmrt_task_pixels, mmrt_task_caption, mmrt_task_video,
-    mmrt_task_dit, mmrt_task_frames;
+extern const MmrtTask mmrt_task_text, mmrt_task_classify, mmrt_task_pixels, mmrt_task_caption,
+    mmrt_task_video, mmrt_task_dit, mmrt_task_frames;
 
 /* The tasks in the order bind tries them (NULL-terminated). */
 extern const MmrtTask *const mmrt_tasks[];
@@ -145,5 +155,11 @@ void mmrt_task_argmax(MmrtTaskCtx *c, int32_t *best, int gen);
  * c->mesh): prints the mesh's message with the rank and ends the job (the
  * other ranks may be waiting in it). */
 _Noreturn void mmrt_task_comm_fail(MmrtTaskCtx *c);
+
+/* The trainer's text flags (mmrt_task_text.c): -1 when f is none of them,
+ * 0 taken (*takes: the values it used), 1 after a message. */
+struct MmrtTextOpts;
+int mmrt_text_flag(struct MmrtTextOpts *o, const char *f, const char *v, int *takes);
+void mmrt_text_usage(FILE *out);
 
 #endif

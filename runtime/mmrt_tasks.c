@@ -4,15 +4,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "mmrt_loader.h"
 #include "mmrt_task.h"
 
-const MmrtTask *const mmrt_tasks[] = {&mmrt_task_classify,
-                                      &mmrt_task_caption,
-                                      &mmrt_task_pixels,
-                                      &mmrt_task_dit,
-                                      &mmrt_task_video,
-                                      &mmrt_task_frames,
-                                      NULL};
+const MmrtTask *const mmrt_tasks[] = {
+    &mmrt_task_text, &mmrt_task_classify, &mmrt_task_caption, &mmrt_task_pixels,
+    &mmrt_task_dit,  &mmrt_task_video,    &mmrt_task_frames,  NULL};
 
 static void shape_str(char *buf, size_t n, const MmrtTensorDesc *t) {
   size_t k = (size_t)snprintf(buf, n, "%s[", mmrt_st_dtype_name((MmrtStDtype)t->dtype));
@@ -30,6 +27,13 @@ static void append(char *buf, size_t n, const char *s) {
 const MmrtTask *mmrt_task_bind(MmrtTaskCtx *c, char *err, size_t errlen) {
   for (int i = 0; mmrt_tasks[i]; i++) {
     int r = mmrt_tasks[i]->bind(c, err, errlen);
+    if (r > 0 && mmrt_tasks[i] != &mmrt_task_text && c->text && c->text->given) {
+      snprintf(err, errlen,
+               "%s: a text flag, but --data %s is not text (a .jsonl file or an "
+               "indexed dataset's prefix) and model %s is on the %s task",
+               c->text->first, c->data ? c->data : "", c->m->name, mmrt_tasks[i]->name);
+      return NULL;
+    }
     if (r > 0) return mmrt_tasks[i];
     if (r < 0) return NULL;
   }
