@@ -90,7 +90,8 @@ int mmrt_loader_is_text(const char *spec) {
   if (!spec) return 0;
   if (weight_prefix(spec, &w, &rest) || strchr(spec, ',')) return 1;
   if (stat(spec, &st) == 0) return !S_ISDIR(st.st_mode);
-  return is_prefix(spec);
+  size_t n = strlen(spec); /* a missing file named as JSONL is text (and then not found) */
+  return is_prefix(spec) || (n > 6 && !strcmp(spec + n - 6, ".jsonl"));
 }
 
 static int64_t token(const Source *s, uint64_t doc, uint64_t k) {
@@ -255,7 +256,6 @@ static int lay_out(MmrtLoader *l, Source *s, int drop, char *err, size_t errlen)
   for (uint64_t d = 0; d < nd; d++) {
     uint64_t n = doc_len(s, d);
     if (n < 2) continue;
-    l->docs++;
     if (n > (uint64_t)l->T) {
       if (drop) {
         l->dropped++;
@@ -263,6 +263,7 @@ static int lay_out(MmrtLoader *l, Source *s, int drop, char *err, size_t errlen)
       }
       n = (uint64_t)l->T;
     }
+    l->docs++;
     if (!l->packed || s->nrows == 0 || fill + n > (uint64_t)l->T) {
       s->row_first[s->nrows++] = s->npieces;
       fill = 0;

@@ -42,8 +42,9 @@ typedef struct MmrtTextOpts {
 
 typedef struct MmrtLoader MmrtLoader;
 
-/* 1 when SPEC names text data (a blend, a file, or PREFIX.bin/.idx), 0 when
- * it is a directory or nothing (Fashion-MNIST's meaning). */
+/* 1 when SPEC names text data (a blend, a file, PREFIX.bin/.idx, or a
+ * missing *.jsonl), 0 when it is a directory or nothing (Fashion-MNIST's
+ * meaning). */
 int mmrt_loader_is_text(const char *spec);
 
 /* Opens SPEC for rows of T tokens with a vocabulary of `vocab` (ids at or

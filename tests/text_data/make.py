@@ -15,7 +15,7 @@ def main(d, ndocs=120):
              "and every token counts once per document").split()
     docs = []
     for i in range(ndocs):
-        n = rnd.choice([1, 2, 3, 5, 8, 12, 20]) if i % 7 else 30
+        n = rnd.choice([1, 2, 3, 5, 8, 12, 20]) if i % 7 else 40
         docs.append(" ".join(rnd.choice(words) for _ in range(n)))
     with open(os.path.join(d, "corpus.jsonl"), "w") as f:
         for t in docs:
