@@ -15,6 +15,7 @@
  * The trainer's text flags are parsed here (mmrt_text_flag, one hook in
  * the trainer's loop) and refused by mmrt_task_bind when no text task
  * takes them. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,48 +113,205 @@ static int bind(MmrtTaskCtx *c, char *err, size_t errlen) {
   return 1;
 }
 
+/* The loader thread: while the step runs, it lays out the rows this rank
+ * will fill for the next training batch (each block of rows the trainer
+ * filled for this batch, at the same lo: a micro-batch each) into staging;
+ * fill copies a block when its samples are the ones asked for and lays
+ * them out itself otherwise, so what the step reads never depends on the
+ * thread's timing. The thread follows the trainer's iterator with a
+ * shadow of it (the same seed and position, one batch ahead). */
+#define MAX_BLOCKS 64
+
+typedef struct Block {
+  int64_t lo, n;   /* rows [lo, lo + n) of the batch */
+  int64_t *sample; /* their samples (-1: padding) */
+  int32_t *ids, *y, *seg;
+} Block;
+
+typedef struct Text {
+  MmrtLoader *l;
+  int64_t T;
+  int32_t ignore;
+  int has_seg;
+  /* the blocks filled for the current batch (their lo and n) and staged for the next */
+  Block blk[MAX_BLOCKS];
+  int nblk;
+  int64_t cur_epoch, cur_start; /* the trainer's batch filled last */
+  int64_t fills, hits;          /* blocks filled of that batch; blocks found staged in all */
+  MmrtBatchIter shadow;         /* the trainer's iterator's copy the thread advances */
+  int has_shadow;
+  pthread_t th;
+  int has_thread, quit, work, ready; /* work: a batch to stage; ready: staged */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+} Text;
+
+static void lay_rows(const Text *x, const MmrtBatchIter *it, int64_t rows, Block *b) {
+  for (int64_t k = b->lo; k < b->lo + b->n; k++) {
+    int64_t r = k - b->lo;
+    int32_t *ir = b->ids + r * x->T, *lr = b->y + r * x->T,
+            *sr = x->has_seg ? b->seg + r * x->T : 0;
+    b->sample[r] = k < rows ? mmrt_iter_index(it, k) : -1;
+    if (b->sample[r] >= 0) {
+      mmrt_loader_row(x->l, b->sample[r], ir, lr, sr);
+      continue;
+    }
+    for (int64_t j = 0; j < x->T; j++) {
+      ir[j] = 0, lr[j] = x->ignore;
+      if (sr) sr[j] = 0;
+    }
+  }
+}
+
+static void *loader_thread(void *arg) {
+  Text *x = arg;
+  pthread_mutex_lock(&x->mu);
+  for (;;) {
+    while (!x->work && !x->quit) pthread_cond_wait(&x->cv, &x->mu);
+    if (x->quit) break;
+    pthread_mutex_unlock(&x->mu);
+    int64_t rows = mmrt_iter_next(&x->shadow); /* the next training batch */
+    for (int i = 0; i < x->nblk; i++) lay_rows(x, &x->shadow, rows, &x->blk[i]);
+    pthread_mutex_lock(&x->mu);
+    x->work = 0, x->ready = 1;
+    pthread_cond_broadcast(&x->cv);
+  }
+  pthread_mutex_unlock(&x->mu);
+  return NULL;
+}
+
+static int block_alloc(const Text *x, Block *b, int64_t n) {
+  size_t cells = (size_t)n * (size_t)x->T;
+  b->sample = malloc((size_t)n * sizeof *b->sample);
+  b->ids = malloc(cells * sizeof *b->ids), b->y = malloc(cells * sizeof *b->y);
+  b->seg = x->has_seg ? malloc(cells * sizeof *b->seg) : NULL;
+  b->n = n;
+  if (b->sample && b->ids && b->y && (b->seg || !x->has_seg)) return 1;
+  free(b->sample), free(b->ids), free(b->y), free(b->seg);
+  memset(b, 0, sizeof *b);
+  return 0;
+}
+
+static void block_free(Block *b) {
+  free(b->sample), free(b->ids), free(b->y), free(b->seg);
+  memset(b, 0, sizeof *b);
+}
+
 static int open(MmrtTaskCtx *c, const char *spec, char *err, size_t errlen) {
   MmrtTextOpts o = *c->text;
   if (!o.pack) o.pack = c->batch[SEG] ? 1 : -1; /* packed when the model masks documents */
-  MmrtLoader *l = mmrt_loader_open(spec, &o, c->T, mmrt_task_classes(c->m),
-                                   (int32_t)c->m->ignore_index, err, errlen);
-  if (!l) return 1;
-  c->priv = l;
-  int64_t n = mmrt_loader_samples(l);
+  Text *x = calloc(1, sizeof *x);
+  if (!x) return snprintf(err, errlen, "out of memory"), 1;
+  c->priv = x;
+  x->T = c->T, x->has_seg = c->batch[SEG] != NULL, x->ignore = (int32_t)c->m->ignore_index;
+  pthread_mutex_init(&x->mu, NULL);
+  pthread_cond_init(&x->cv, NULL);
+  x->l = mmrt_loader_open(spec, &o, c->T, mmrt_task_classes(c->m), (int32_t)c->m->ignore_index, err,
+                          errlen);
+  if (!x->l) return 1;
+  int64_t n = mmrt_loader_samples(x->l);
   if (n < c->B) {
     snprintf(err, errlen, "%lld rows of text, fewer than the batch of %lld", (long long)n,
              (long long)c->B);
     return 1;
   }
   c->train.n = c->test.n = n; /* the iterators' samples are rows (no pixels) */
-  c->skipped = mmrt_loader_skipped(l);
+  c->skipped = mmrt_loader_skipped(x->l);
   c->count_skipped = o.bad_samples && !strcmp(o.bad_samples, "skip");
-  mmrt_loader_describe(l, c->note, sizeof c->note);
+  mmrt_loader_describe(x->l, c->note, sizeof c->note);
   return 0;
+}
+
+/* Once the seed and the iterator's position are final (a resume's). */
+static int start(MmrtTaskCtx *c, char *err, size_t errlen) {
+  Text *x = c->priv;
+  x->cur_epoch = -1;
+  if (mmrt_iter_init(&x->shadow, &c->train, c->it.batch, 1, c->seed, err, errlen) != MMRT_OK)
+    return 1;
+  x->has_shadow = 1;
+  if (pthread_create(&x->th, NULL, loader_thread, x) != 0)
+    return snprintf(err, errlen, "cannot start the loader thread"), 1;
+  x->has_thread = 1;
+  return 0;
+}
+
+/* The shadow at the trainer's batch (after a batch the thread did not stage). */
+static void resync(Text *x, const MmrtBatchIter *it) {
+  char st[256], e[256];
+  mmrt_iter_state(it, st, sizeof st);
+  mmrt_iter_restore(&x->shadow, st, e, sizeof e);
 }
 
 static void fill(MmrtTaskCtx *c, const MmrtBatchIter *it, int64_t rows, int eval,
                  uint64_t sample0) {
-  (void)eval, (void)sample0;
-  const MmrtLoader *l = c->priv;
+  (void)sample0;
+  Text *x = c->priv;
   int32_t *ids = mmrt_task_at(c, c->batch[IDS]), *y = mmrt_task_at(c, c->batch[Y]);
-  int32_t *seg = c->batch[SEG] ? mmrt_task_at(c, c->batch[SEG]) : NULL;
-  const int64_t lo = c->lo, hi = c->lo + c->rows, T = c->T;
-  for (int64_t k = lo; k < hi; k++) {
-    int32_t *ir = ids + (k - lo) * T, *lr = y + (k - lo) * T, *sr = seg ? seg + (k - lo) * T : NULL;
-    if (k >= rows) {
-      for (int64_t j = 0; j < T; j++) {
-        ir[j] = 0, lr[j] = (int32_t)c->m->ignore_index;
-        if (sr) sr[j] = 0;
-      }
-      continue;
+  int32_t *seg = x->has_seg ? mmrt_task_at(c, c->batch[SEG]) : NULL;
+  int64_t scratch[1024], *smp = c->rows <= 1024 ? scratch : malloc((size_t)c->rows * 8);
+  Block here = {c->lo, c->rows, smp, ids, y, seg};
+  if (!smp) { /* (out of memory: the rows without their sample list) */
+    for (int64_t k = c->lo; k < c->lo + c->rows; k++) {
+      size_t o = (size_t)(k - c->lo) * (size_t)x->T;
+      mmrt_loader_row(x->l, k < rows ? mmrt_iter_index(it, k) : 0, ids + o, y + o,
+                      seg ? seg + o : NULL);
     }
-    mmrt_loader_row(l, mmrt_iter_index(it, k), ir, lr, sr);
+    return;
   }
+  if (!x->has_thread || eval) { /* evaluation: laid out here */
+    lay_rows(x, it, rows, &here);
+    if (smp != scratch) free(smp);
+    return;
+  }
+  pthread_mutex_lock(&x->mu);
+  while (x->work) pthread_cond_wait(&x->cv, &x->mu);
+  if (it->epoch != x->cur_epoch || it->cur_start != x->cur_start)
+    x->cur_epoch = it->epoch, x->cur_start = it->cur_start, x->fills = 0;
+  x->fills++;
+  int hit = 0;
+  for (int i = 0; x->ready && i < x->nblk && !hit; i++) {
+    Block *b = &x->blk[i];
+    if (b->lo != c->lo || b->n != c->rows) continue;
+    hit = 1;
+    for (int64_t r = 0; r < b->n && hit; r++)
+      hit = b->sample[r] == (c->lo + r < rows ? mmrt_iter_index(it, c->lo + r) : -1);
+    if (hit) {
+      size_t cells = (size_t)b->n * (size_t)x->T;
+      memcpy(ids, b->ids, cells * sizeof *ids), memcpy(y, b->y, cells * sizeof *y);
+      if (seg) memcpy(seg, b->seg, cells * sizeof *seg);
+    }
+  }
+  x->hits += hit;
+  if (!hit) lay_rows(x, it, rows, &here);
+  if (smp != scratch) free(smp);
+  int known = 0; /* the blocks a batch is filled in (one, or one per micro-batch) */
+  for (int i = 0; i < x->nblk; i++) known |= x->blk[i].lo == c->lo && x->blk[i].n == c->rows;
+  if (!known && x->nblk < MAX_BLOCKS && block_alloc(x, &x->blk[x->nblk], c->rows))
+    x->blk[x->nblk++].lo = c->lo;
+  if (x->fills >= x->nblk) { /* this batch's last block: stage the next batch */
+    resync(x, it);
+    x->ready = 0, x->work = 1;
+    pthread_cond_broadcast(&x->cv);
+  }
+  pthread_mutex_unlock(&x->mu);
 }
 
 static void close_(MmrtTaskCtx *c) {
-  mmrt_loader_close(c->priv);
+  Text *x = c->priv;
+  if (!x) return;
+  if (x->has_thread) {
+    pthread_mutex_lock(&x->mu);
+    x->quit = 1;
+    pthread_cond_broadcast(&x->cv);
+    pthread_mutex_unlock(&x->mu);
+    pthread_join(x->th, NULL);
+  }
+  for (int i = 0; i < MAX_BLOCKS; i++) block_free(&x->blk[i]);
+  if (x->has_shadow) mmrt_iter_free(&x->shadow);
+  mmrt_loader_close(x->l);
+  pthread_mutex_destroy(&x->mu);
+  pthread_cond_destroy(&x->cv);
+  free(x);
   c->priv = NULL;
 }
 
@@ -162,6 +320,7 @@ const MmrtTask mmrt_task_text = {
     .inputs = "ids and labels I32[B, T] (and seg) with --data FILE.jsonl|PREFIX",
     .bind = bind,
     .open = open,
+    .start = start,
     .fill = fill,
     .close = close_,
 };
