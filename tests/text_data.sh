@@ -110,5 +110,18 @@ bad "--bad-samples" "--bad-samples takes fail or skip" "$G" --bad-samples ignore
 bad "blend weight" "is not WEIGHT:PATH" "$G" --data 0.5:corpus.jsonl,ix_text_document --tokenizer tok.json
 bad "no such data" "no such file, and no indexed dataset" "$G" --data nothing.jsonl --tokenizer tok.json
 
+# ---- docs/data.md's five lines, as written there (steps shortened) ----
+mkdir five && cp corpus.jsonl five/my.jsonl && cd five || exit 1
+FIVE=$(sed -n '/^```sh five-lines/,/^```$/p' "$MMC_SOURCE_DIR/docs/data.md" | sed '1d;$d')
+[ "$(printf '%s\n' "$FIVE" | wc -l)" = 5 ] && ok || no "docs/data.md: the five lines are $(printf '%s\n' "$FIVE" | wc -l)"
+FIVE=${FIVE//bash tools\//bash $MMC_SOURCE_DIR\/tools\/}
+FIVE=${FIVE//tests\/text_data\//$MMC_SOURCE_DIR\/tests\/text_data\/}
+FIVE=${FIVE//stdlib_models\//$MMC_SOURCE_DIR\/stdlib_models\/}
+FIVE=${FIVE//--steps 300/--steps 6}
+FIVE=${FIVE//--steps 600/--steps 9}
+expect "the five lines" 0 env PATH="$(dirname "$MMC"):$PATH" bash -euc "$FIVE"
+[ "$(grep -c '"loss"' log.jsonl)" = 9 ] && ok || no "the five lines: not 9 steps in log.jsonl"
+cd "$T" || exit 1
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

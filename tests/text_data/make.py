@@ -1,15 +1,16 @@
 """tests/text_data.sh's fixtures: a small JSONL corpus (text and chat
 samples) and a BPE tokenizer trained on it by the `tokenizers` library
-(vocabulary below GPT2Tiny's 256 classes; ChatML's tokens added)."""
+(bpe.py: 120 ids, below GPT2Tiny's 256 classes; ChatML's tokens added)."""
 import json
 import os
 import random
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bpe  # noqa: E402
+
 
 def main(d, ndocs=120):
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
-
     rnd = random.Random(29)
     words = ("the quick brown fox jumps over a lazy dog while data flows into the model "
              "and every token counts once per document").split()
@@ -26,15 +27,7 @@ def main(d, ndocs=120):
             a = " ".join(rnd.choice(words) for _ in range(rnd.randint(1, 5)))
             f.write(json.dumps({"messages": [{"role": "user", "content": q},
                                              {"role": "assistant", "content": a}]}) + "\n")
-    tok = Tokenizer(models.BPE(unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tr = trainers.BpeTrainer(vocab_size=120, show_progress=False,
-                             special_tokens=["[UNK]", "<|endoftext|>", "<|im_start|>",
-                                             "<|im_end|>"])
-    tok.train_from_iterator(docs, tr)
-    tok.post_processor = processors.TemplateProcessing(
-        single="$A <|endoftext|>", special_tokens=[("<|endoftext|>", tok.token_to_id("<|endoftext|>"))])
-    tok.save(os.path.join(d, "tok.json"))
+    tok = bpe.train(docs, 120, os.path.join(d, "tok.json"))
     # the documents' ids, one line each (the packing reference reads them)
     with open(os.path.join(d, "ids.txt"), "w") as f:
         for t in docs:
