@@ -47,7 +47,8 @@ int main(int argc, char **argv) {
   for (uint64_t ep = 0; now() - t0 < secs; ep++) {
     mmrt_rng_permutation(perm, (uint32_t)n, 42, ep);
     for (int64_t i = 0; i + B <= n && now() - t0 < secs; i += B, rows += B)
-      for (int64_t k = 0; k < B; k++) mmrt_loader_row(l, perm[i + k], ids + k * T, y + k * T, NULL);
+      for (int64_t k = 0; k < B; k++)
+        mmrt_loader_row(l, perm[i + k], ids + k * T, y + k * T, NULL, NULL);
   }
   double dt = now() - t0;
   printf("loader alone: %.0f samples/s (rows of %lld tokens; %lld rows in %.2f s)\n",

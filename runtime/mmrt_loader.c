@@ -390,26 +390,28 @@ int64_t mmrt_loader_skipped(const MmrtLoader *l) {
 }
 
 void mmrt_loader_row(const MmrtLoader *l, int64_t sample, int32_t *ids, int32_t *labels,
-                     int32_t *seg) {
+                     int32_t *seg, int32_t *pos) {
   int k = l->bsrc ? l->bsrc[sample] : 0;
   int64_t r = l->bsrc ? l->brow[sample] : sample;
   const Source *s = &l->src[k];
-  int64_t pos = 0;
+  int64_t at = 0;
   int32_t sg = 0;
   for (uint64_t p = s->row_first[r]; p < s->row_first[r + 1]; p++, sg++) {
     const Piece *pc = &s->pieces[p];
     for (uint32_t j = 0; j < pc->len; j++) {
-      ids[pos + j] = (int32_t)token(s, pc->doc, j);
+      ids[at + j] = (int32_t)token(s, pc->doc, j);
       int in = j + 1 < pc->len &&
                (!s->chat || s->mask.v[s->doc_off[pc->doc] + j + 1]); /* the boundary: ignored */
-      labels[pos + j] = in ? (int32_t)token(s, pc->doc, j + 1) : l->ignore;
-      if (seg) seg[pos + j] = sg;
+      labels[at + j] = in ? (int32_t)token(s, pc->doc, j + 1) : l->ignore;
+      if (seg) seg[at + j] = sg;
+      if (pos) pos[at + j] = (int32_t)j;
     }
-    pos += pc->len;
+    at += pc->len;
   }
-  for (; pos < l->T; pos++) {
-    ids[pos] = 0, labels[pos] = l->ignore;
-    if (seg) seg[pos] = sg;
+  for (int32_t j = 0; at < l->T; at++, j++) { /* padding: a segment of its own */
+    ids[at] = 0, labels[at] = l->ignore;
+    if (seg) seg[at] = sg;
+    if (pos) pos[at] = j;
   }
 }
 

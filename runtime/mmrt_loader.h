@@ -56,9 +56,11 @@ void mmrt_loader_close(MmrtLoader *l);
 
 /* Samples (rows) of an epoch. */
 int64_t mmrt_loader_samples(const MmrtLoader *l);
-/* Row `sample` into ids, labels and seg (T each; seg may be NULL). */
+/* Row `sample` into ids, labels, seg (each token's document in the row: 0,
+ * 1, ...; the padding one more) and pos (its position in its document, or
+ * in the padding); T each; seg and pos may be NULL. */
 void mmrt_loader_row(const MmrtLoader *l, int64_t sample, int32_t *ids, int32_t *labels,
-                     int32_t *seg);
+                     int32_t *seg, int32_t *pos);
 /* Bad samples skipped (--bad-samples skip) and documents dropped as too long. */
 int64_t mmrt_loader_skipped(const MmrtLoader *l);
 /* One line: datasets, documents, rows, tokens used of the row slots. */

@@ -23,7 +23,7 @@
 #include "mmrt_loader.h"
 #include "mmrt_task.h"
 
-enum { IDS, Y, SEG }; /* c->batch[] */
+enum { IDS, Y, SEG, POS }; /* c->batch[] */
 
 void mmrt_text_usage(FILE *out) {
   fputs("text data (a model with ids, labels i32[B, T]; --data a file or prefix, not a folder):\n"
@@ -77,7 +77,7 @@ static int bind(MmrtTaskCtx *c, char *err, size_t errlen) {
   const MmrtModelDesc *m = c->m;
   if (!mmrt_loader_is_text(c->data)) return 0;
   const MmrtTensorDesc *ids = mmrt_desc_input(m, "ids"), *lb = mmrt_desc_input(m, "labels"),
-                       *seg = mmrt_desc_input(m, "seg");
+                       *seg = mmrt_desc_input(m, "seg"), *pos = mmrt_desc_input(m, "pos");
   const int64_t tok[2] = {c->B, -1};
   if (!mmrt_task_is(ids, MMRT_ST_I32, 2, tok) || !lb ||
       !mmrt_task_is(lb, MMRT_ST_I32, 2, ids->shape)) {
@@ -87,13 +87,22 @@ static int bind(MmrtTaskCtx *c, char *err, size_t errlen) {
              c->data, m->name, (long long)c->B);
     return -1;
   }
-  if (seg && !mmrt_task_is(seg, MMRT_ST_I32, 2, ids->shape)) {
-    snprintf(err, errlen, "model %s: input seg must be i32[%lld, %lld] like ids", m->name,
-             (long long)ids->shape[0], (long long)ids->shape[1]);
+  for (int i = 0; i < 2; i++) {
+    const MmrtTensorDesc *d = i ? pos : seg;
+    if (d && !mmrt_task_is(d, MMRT_ST_I32, 2, ids->shape)) {
+      snprintf(err, errlen, "model %s: input %s must be i32[%lld, %lld] like ids", m->name, d->name,
+               (long long)ids->shape[0], (long long)ids->shape[1]);
+      return -1;
+    }
+  }
+  if (pos && !seg) {
+    snprintf(err, errlen, "model %s takes pos (positions within a packed document) but no seg",
+             m->name);
     return -1;
   }
   c->batch[IDS] = ids, c->batch[Y] = c->labels = lb, c->nbatch = 2;
   if (seg) c->batch[SEG] = seg, c->nbatch = 3;
+  if (pos) c->batch[POS] = pos, c->nbatch = 4;
   c->T = ids->shape[1];
   if (c->text->seq_len && c->text->seq_len != c->T) {
     snprintf(err, errlen,
@@ -125,20 +134,23 @@ static int bind(MmrtTaskCtx *c, char *err, size_t errlen) {
 typedef struct Block {
   int64_t lo, n;   /* rows [lo, lo + n) of the batch */
   int64_t *sample; /* their samples (-1: padding) */
-  int32_t *ids, *y, *seg;
+  int32_t *ids, *y, *seg, *pos;
 } Block;
 
 typedef struct Text {
   MmrtLoader *l;
   int64_t T;
   int32_t ignore;
-  int has_seg;
+  int has_seg, has_pos;
   /* the blocks filled for the current batch (their lo and n) and staged for the next */
   Block blk[MAX_BLOCKS];
   int nblk;
   int64_t cur_epoch, cur_start; /* the trainer's batch filled last */
-  int64_t fills, hits;          /* blocks filled of that batch; blocks found staged in all */
-  MmrtBatchIter shadow;         /* the trainer's iterator's copy the thread advances */
+  int64_t fills, hits;
+  int64_t *here;
+  /* the samples of the rows fill lays out itself (c->rows) */ /* blocks filled of that batch;
+                                                                  blocks found staged in all */
+  MmrtBatchIter shadow; /* the trainer's iterator's copy the thread advances */
   int has_shadow;
   pthread_t th;
   int has_thread, quit, work, ready; /* work: a batch to stage; ready: staged */
@@ -150,15 +162,16 @@ static void lay_rows(const Text *x, const MmrtBatchIter *it, int64_t rows, Block
   for (int64_t k = b->lo; k < b->lo + b->n; k++) {
     int64_t r = k - b->lo;
     int32_t *ir = b->ids + r * x->T, *lr = b->y + r * x->T,
-            *sr = x->has_seg ? b->seg + r * x->T : 0;
+            *sr = x->has_seg ? b->seg + r * x->T : 0, *pr = x->has_pos ? b->pos + r * x->T : 0;
     b->sample[r] = k < rows ? mmrt_iter_index(it, k) : -1;
     if (b->sample[r] >= 0) {
-      mmrt_loader_row(x->l, b->sample[r], ir, lr, sr);
+      mmrt_loader_row(x->l, b->sample[r], ir, lr, sr, pr);
       continue;
     }
     for (int64_t j = 0; j < x->T; j++) {
       ir[j] = 0, lr[j] = x->ignore;
       if (sr) sr[j] = 0;
+      if (pr) pr[j] = (int32_t)j;
     }
   }
 }
@@ -185,15 +198,16 @@ static int block_alloc(const Text *x, Block *b, int64_t n) {
   b->sample = malloc((size_t)n * sizeof *b->sample);
   b->ids = malloc(cells * sizeof *b->ids), b->y = malloc(cells * sizeof *b->y);
   b->seg = x->has_seg ? malloc(cells * sizeof *b->seg) : NULL;
+  b->pos = x->has_pos ? malloc(cells * sizeof *b->pos) : NULL;
   b->n = n;
-  if (b->sample && b->ids && b->y && (b->seg || !x->has_seg)) return 1;
-  free(b->sample), free(b->ids), free(b->y), free(b->seg);
+  if (b->sample && b->ids && b->y && (b->seg || !x->has_seg) && (b->pos || !x->has_pos)) return 1;
+  free(b->sample), free(b->ids), free(b->y), free(b->seg), free(b->pos);
   memset(b, 0, sizeof *b);
   return 0;
 }
 
 static void block_free(Block *b) {
-  free(b->sample), free(b->ids), free(b->y), free(b->seg);
+  free(b->sample), free(b->ids), free(b->y), free(b->seg), free(b->pos);
   memset(b, 0, sizeof *b);
 }
 
@@ -203,9 +217,12 @@ static int open(MmrtTaskCtx *c, const char *spec, char *err, size_t errlen) {
   Text *x = calloc(1, sizeof *x);
   if (!x) return snprintf(err, errlen, "out of memory"), 1;
   c->priv = x;
-  x->T = c->T, x->has_seg = c->batch[SEG] != NULL, x->ignore = (int32_t)c->m->ignore_index;
   pthread_mutex_init(&x->mu, NULL);
   pthread_cond_init(&x->cv, NULL);
+  if (!(x->here = malloc((size_t)c->rows * sizeof *x->here)))
+    return snprintf(err, errlen, "out of memory"), 1;
+  x->T = c->T, x->has_seg = c->batch[SEG] != NULL, x->has_pos = c->batch[POS] != NULL;
+  x->ignore = (int32_t)c->m->ignore_index;
   x->l = mmrt_loader_open(spec, &o, c->T, mmrt_task_classes(c->m), (int32_t)c->m->ignore_index, err,
                           errlen);
   if (!x->l) return 1;
@@ -248,19 +265,10 @@ static void fill(MmrtTaskCtx *c, const MmrtBatchIter *it, int64_t rows, int eval
   Text *x = c->priv;
   int32_t *ids = mmrt_task_at(c, c->batch[IDS]), *y = mmrt_task_at(c, c->batch[Y]);
   int32_t *seg = x->has_seg ? mmrt_task_at(c, c->batch[SEG]) : NULL;
-  int64_t scratch[1024], *smp = c->rows <= 1024 ? scratch : malloc((size_t)c->rows * 8);
-  Block here = {c->lo, c->rows, smp, ids, y, seg};
-  if (!smp) { /* (out of memory: the rows without their sample list) */
-    for (int64_t k = c->lo; k < c->lo + c->rows; k++) {
-      size_t o = (size_t)(k - c->lo) * (size_t)x->T;
-      mmrt_loader_row(x->l, k < rows ? mmrt_iter_index(it, k) : 0, ids + o, y + o,
-                      seg ? seg + o : NULL);
-    }
-    return;
-  }
+  int32_t *pos = x->has_pos ? mmrt_task_at(c, c->batch[POS]) : NULL;
+  Block here = {c->lo, c->rows, x->here, ids, y, seg, pos};
   if (!x->has_thread || eval) { /* evaluation: laid out here */
     lay_rows(x, it, rows, &here);
-    if (smp != scratch) free(smp);
     return;
   }
   pthread_mutex_lock(&x->mu);
@@ -279,11 +287,11 @@ static void fill(MmrtTaskCtx *c, const MmrtBatchIter *it, int64_t rows, int eval
       size_t cells = (size_t)b->n * (size_t)x->T;
       memcpy(ids, b->ids, cells * sizeof *ids), memcpy(y, b->y, cells * sizeof *y);
       if (seg) memcpy(seg, b->seg, cells * sizeof *seg);
+      if (pos) memcpy(pos, b->pos, cells * sizeof *pos);
     }
   }
   x->hits += hit;
   if (!hit) lay_rows(x, it, rows, &here);
-  if (smp != scratch) free(smp);
   int known = 0; /* the blocks a batch is filled in (one, or one per micro-batch) */
   for (int i = 0; i < x->nblk; i++) known |= x->blk[i].lo == c->lo && x->blk[i].n == c->rows;
   if (!known && x->nblk < MAX_BLOCKS && block_alloc(x, &x->blk[x->nblk], c->rows))
@@ -309,6 +317,7 @@ static void close_(MmrtTaskCtx *c) {
   for (int i = 0; i < MAX_BLOCKS; i++) block_free(&x->blk[i]);
   if (x->has_shadow) mmrt_iter_free(&x->shadow);
   mmrt_loader_close(x->l);
+  free(x->here);
   pthread_mutex_destroy(&x->mu);
   pthread_cond_destroy(&x->cv);
   free(x);

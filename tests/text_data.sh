@@ -5,38 +5,16 @@
 # (--dump-inputs) are, as a multiset, the rows tests/text_data/check.py
 # lays out from tokenizers' ids (unpacked; --too-long truncate and drop);
 # chat samples label only the assistant's tokens; a blend takes its
-# datasets in their weights; a run resumed mid-epoch under dp=2 gives the
-# straight run's losses bit for bit; every bad-data case and bad flag
+# datasets in their weights; every bad-data case and bad flag
 # exits 1 with a message naming the file (and line) or the flag;
 # --bad-samples skip counts in the log.
-set -uo pipefail
-. "$MMC_SOURCE_DIR/tests/tools/lib.sh"
-bash "$MMC_SOURCE_DIR/tools/test_venvs.sh" tok ||
-  { echo "FAIL: cannot make the tok venv"; echo "0 passed, 1 failed"; exit 1; }
-PY=/var/cache/mmc-venv-tok/bin/python
-D="$MMC_SOURCE_DIR/tests/text_data"
-S="$MMC_SOURCE_DIR/stdlib_models"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0; fail=0
-ok() { pass=$((pass+1)); }
-no() { echo "FAIL $*"; fail=$((fail+1)); }
-expect() { # name expected-status command...
-  local name=$1 want=$2; shift 2
-  "$@" > "$T/out" 2> "$T/err"; local got=$?
-  if [ "$got" -eq "$want" ]; then ok; else no "$name: exit $got, expected $want"; head -5 "$T/err"; fi
-}
-contains() { # name file text
-  if grep -qF -- "$3" "$2"; then ok; else no "$1: '$3' not in $(basename "$2")"; head -5 "$2"; fi
-}
-cd "$T" || exit 1
-"$PY" "$D/make.py" "$T" || { no "the fixtures (tokenizers)"; exit 1; }
-"$MMC" compile "$S/gpt2.mm" --model GPT2Tiny -o gpt 2> cerr || { no "compile"; cat cerr; exit 1; }
-G="$T/gpt"
-Q=(--quiet --eval-batches 1)
+. "$MMC_SOURCE_DIR/tests/text_data/common.sh"
 
 # ---- the rows of one epoch (120 documents, B = 4: 30 steps; 102 when the 18 longer than 32
 # tokens are dropped: 25 steps, the tail of 2 rows left out) against the reference layout ----
+expect "seed 42" 0 "$G" --data corpus.jsonl --tokenizer tok.json --steps 1 --log s42.jsonl "${Q[@]}"
+expect "seed 7" 0 "$G" --data corpus.jsonl --tokenizer tok.json --steps 1 --log s7.jsonl --seed 7 "${Q[@]}"
+[ "$(head -1 s7.jsonl | cut -d, -f2)" != "$(head -1 s42.jsonl | cut -d, -f2)" ] && ok || no "--seed 7 fed the same first batch"
 for mode in truncate:0:120 drop:1:102; do
   IFS=: read -r tl drop n <<< "$mode"
   steps=$((n / 4))
@@ -67,18 +45,6 @@ expect "blend" 0 "$G" --data 0.75:corpus.jsonl,0.25:ix_text_document --tokenizer
 "$PY" "$D/check.py" dumped db 25 | awk -F' \\| ' '{ n = split($1, a, " "); last = 0; for (i = n; i >= 1; i--) if (a[i] != 0) { last = a[i]; break }
   j += (last == 1) } END { f = j / NR; print f; exit !(f > 0.68 && f < 0.82) }' > blend.frac &&
   ok || no "blend: $(cat blend.frac) of the rows from the 0.75 dataset"
-
-# ---- resume mid-epoch under dp = 2: the straight run's losses bit for bit ----
-head -24 corpus.jsonl > small.jsonl # 24 rows: 6 steps an epoch
-if "$MMC" compile "$S/gpt2.mm" --model GPT2Tiny --dp 2 -o gpt2 2> cerr; then
-  MPI=(timeout 120 mpirun --oversubscribe -x OMP_NUM_THREADS=1 -x LSAN_OPTIONS -np 2 ./gpt2 --data small.jsonl --tokenizer tok.json "${Q[@]}")
-  expect "dp2 straight" 0 "${MPI[@]}" --steps 9 --log a.jsonl
-  expect "dp2 first part" 0 "${MPI[@]}" --steps 4 --log b.jsonl --ckpt ck
-  expect "dp2 resumed" 0 "${MPI[@]}" --steps 9 --log b.jsonl --ckpt ck --resume
-  "$PY" "$D/check.py" losses a.jsonl b.jsonl && ok || no "dp2 resume: losses differ"
-  expect "dp2 other seed" 0 "${MPI[@]}" --steps 1 --log c.jsonl --seed 7
-  [ "$(head -1 c.jsonl | cut -d, -f2)" != "$(head -1 a.jsonl | cut -d, -f2)" ] && ok || no "--seed 7 fed the same first batch"
-else no "compile --dp 2"; cat cerr; fi
 
 # ---- bad data: exit 1 naming the file and line or sample ----
 bad() { # name expected-message command...
