@@ -415,6 +415,22 @@ void mmrt_loader_row(const MmrtLoader *l, int64_t sample, int32_t *ids, int32_t 
   }
 }
 
+void mmrt_loader_where(const MmrtLoader *l, int64_t sample, int64_t at, char *buf, size_t n) {
+  int k = l->bsrc ? l->bsrc[sample] : 0;
+  int64_t r = l->bsrc ? l->brow[sample] : sample;
+  const Source *s = &l->src[k];
+  for (uint64_t p = s->row_first[r]; p < s->row_first[r + 1]; p++) {
+    if (at < (int64_t)s->pieces[p].len) {
+      snprintf(buf, n, "%s: %s %llu, token %lld", s->indexed ? s->idx.bin_path : s->path,
+               s->indexed ? "sequence" : "document", (unsigned long long)s->pieces[p].doc,
+               (long long)at);
+      return;
+    }
+    at -= s->pieces[p].len;
+  }
+  snprintf(buf, n, "%s: padding", s->path);
+}
+
 void mmrt_loader_describe(const MmrtLoader *l, char *buf, size_t n) {
   int64_t used = 0;
   for (int k = 0; k < l->nsrc; k++) used += l->src[k].used;

@@ -61,6 +61,9 @@ int64_t mmrt_loader_samples(const MmrtLoader *l);
  * in the padding); T each; seg and pos may be NULL. */
 void mmrt_loader_row(const MmrtLoader *l, int64_t sample, int32_t *ids, int32_t *labels,
                      int32_t *seg, int32_t *pos);
+/* Where token `at` of row `sample` comes from: "FILE: sequence S, token
+ * K" (indexed; JSONL: "document D", 0-based). */
+void mmrt_loader_where(const MmrtLoader *l, int64_t sample, int64_t at, char *buf, size_t n);
 /* Bad samples skipped (--bad-samples skip) and documents dropped as too long. */
 int64_t mmrt_loader_skipped(const MmrtLoader *l);
 /* One line: datasets, documents, rows, tokens used of the row slots. */

@@ -259,6 +259,25 @@ static void resync(Text *x, const MmrtBatchIter *it) {
   mmrt_iter_restore(&x->shadow, st, e, sizeof e);
 }
 
+/* An indexed dataset's ids are not read before their rows are: an id past
+ * the model's classes is named here (file, sequence, token), once, before
+ * the step refuses it ("bad labels or ids"). */
+static void check_ids(MmrtTaskCtx *c, const Text *x, const MmrtBatchIter *it, int64_t rows) {
+  const int32_t *ids = mmrt_task_at(c, c->batch[IDS]);
+  int64_t V = mmrt_task_classes(c->m);
+  for (int64_t r = 0; r < c->rows && c->lo + r < rows; r++)
+    for (int64_t j = 0; j < x->T; j++)
+      if (ids[r * x->T + j] < 0 || ids[r * x->T + j] >= V) {
+        char where[600];
+        mmrt_loader_where(x->l, mmrt_iter_index(it, c->lo + r), j, where, sizeof where);
+        fprintf(stderr,
+                "trainer: error: %s: id %d outside the model's %lld classes (a dataset "
+                "of another tokenizer?)\n",
+                where, ids[r * x->T + j], (long long)V);
+        return;
+      }
+}
+
 static void fill(MmrtTaskCtx *c, const MmrtBatchIter *it, int64_t rows, int eval,
                  uint64_t sample0) {
   (void)sample0;
@@ -269,6 +288,7 @@ static void fill(MmrtTaskCtx *c, const MmrtBatchIter *it, int64_t rows, int eval
   Block here = {c->lo, c->rows, x->here, ids, y, seg, pos};
   if (!x->has_thread || eval) { /* evaluation: laid out here */
     lay_rows(x, it, rows, &here);
+    check_ids(c, x, it, rows);
     return;
   }
   pthread_mutex_lock(&x->mu);
@@ -296,6 +316,7 @@ static void fill(MmrtTaskCtx *c, const MmrtBatchIter *it, int64_t rows, int eval
   for (int i = 0; i < x->nblk; i++) known |= x->blk[i].lo == c->lo && x->blk[i].n == c->rows;
   if (!known && x->nblk < MAX_BLOCKS && block_alloc(x, &x->blk[x->nblk], c->rows))
     x->blk[x->nblk++].lo = c->lo;
+  check_ids(c, x, it, rows);
   if (x->fills >= x->nblk) { /* this batch's last block: stage the next batch */
     resync(x, it);
     x->ready = 0, x->work = 1;

@@ -59,6 +59,16 @@ printf '{"text": "\xff\xfe"}\n' > utf.jsonl
 bad "invalid UTF-8" "utf.jsonl:1:11: invalid UTF-8" "$G" --data utf.jsonl --tokenizer tok.json --steps 1
 cp ix_text_document.idx cut.idx && head -c 100 ix_text_document.bin > cut.bin
 bad ".idx not matching .bin" "cut.bin" "$G" --data cut --steps 1
+# an indexed dataset of another tokenizer: id 300 in every sequence (read with its row)
+"$PY" -c '
+import struct
+seqs = [[5, 6, 7, 300, 8]] * 8
+open("hi.bin", "wb").write(b"".join(struct.pack("<5H", *q) for q in seqs))
+S = len(seqs)
+open("hi.idx", "wb").write(b"MMIDIDX\0\0" + struct.pack("<QBQQ", 1, 8, S, S + 1) + struct.pack("<%di" % S, *[5] * S)
+                           + struct.pack("<%dq" % S, *range(0, 10 * S, 10)) + struct.pack("<%dq" % (S + 1), *range(S + 1)))'
+bad "id past the classes" "hi.bin: sequence" "$G" --data hi --steps 1
+contains "id past the classes" err "token 3: id 300 outside the model's 256 classes"
 printf '{"messages": [{"role": "user"}]}\n' > badchat.jsonl
 bad "chat without content" "badchat.jsonl:1: message 1" "$G" --data badchat.jsonl --tokenizer tok.json --steps 1
 expect "--bad-samples skip" 0 "$G" --data broken.jsonl --tokenizer tok.json --bad-samples skip --steps 1 --log skip.jsonl "${Q[@]}"
