@@ -347,7 +347,7 @@ static void close_(MmrtTaskCtx *c) {
 
 const MmrtTask mmrt_task_text = {
     .name = "text",
-    .inputs = "ids and labels I32[B, T] (and seg) with --data FILE.jsonl|PREFIX",
+    .inputs = "ids and labels I32[B, T] (seg, pos: packed) with --data FILE.jsonl|PREFIX",
     .bind = bind,
     .open = open,
     .start = start,

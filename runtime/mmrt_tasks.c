@@ -38,7 +38,7 @@ const MmrtTask *mmrt_task_bind(MmrtTaskCtx *c, char *err, size_t errlen) {
     if (r < 0) return NULL;
   }
   const MmrtModelDesc *m = c->m;
-  char got[512] = "", buf[128], want[512] = "";
+  char got[512] = "", buf[128], want[1024] = "";
   for (int64_t i = 0; i < m->ninputs; i++) {
     shape_str(buf, sizeof buf, &m->inputs[i]);
     snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s %s", i ? ", " : "",
