@@ -1,8 +1,9 @@
 /* mmrt_task_text.c: language modelling on the user's own text.
  *
- * Inputs ids and labels i32[B, T] (and seg i32[B, T] when the model takes
- * it: each token's document within its row, 0, 1, ...; padding a segment
- * of its own), when --data names text: a JSONL file (a "text" field, or
+ * Inputs ids and labels i32[B, T] (and, when the model takes them, seg
+ * i32[B, T]: each token's document within its row, 0, 1, ..., the padding
+ * a segment of its own; pos i32[B, T]: its position within its document),
+ * when --data names text: a JSONL file (a "text" field, or
  * chat "messages"; --tokenizer tokenizer.json turns it into ids), a
  * Megatron indexed dataset's PREFIX (PREFIX.bin + PREFIX.idx), or a blend
  * W1:A,W2:B,... of those. A directory keeps its Fashion-MNIST meaning (the
