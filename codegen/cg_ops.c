@@ -50,6 +50,9 @@ static bool bf16_kernel(const IrNode *n) {
 
 /* The dtype operand i (result j: in = false) of n must have. */
 static IrDType want_dtype(const IrNode *n, int k, bool in) {
+  bool seg = in && ((n->op == IR_OP_ATTENTION && k == 3) ||
+                    (n->op == IR_OP_ATTENTION_GRAD && k == 6)); /* the key mask, or segments */
+  if (seg && n->in[k]->dtype == IR_I32) return IR_I32;
   if (!bf16_kernel(n)) return IR_F32;
   if (n->op == IR_OP_ATTENTION && !in && k == 1) return IR_F32;     /* lse */
   if (n->op == IR_OP_ATTENTION_GRAD && in && k == 5) return IR_F32; /* lse */
@@ -602,6 +605,12 @@ static bool lower_attention(Cg *cg, const IrNode *n) {
                              F32(attr(n, IR_ATTR_SCALE)->f), ring_ws(cg, n)));
     return true;
   }
+  if (n->nin > 3 && n->in[3]->dtype == IR_I32) { /* the segments of packed documents */
+    CALL("mmrt_attention_seg_fwd", O(0), stat(cg, n, 1, lse_off), V(0), V(1), V(2), V(3), I32(d[0]),
+         I32(d[1]), I32(d[3]), I32(d[4]), I32(d[5]), I32(attr(n, IR_ATTR_CAUSAL)->i),
+         F32(attr(n, IR_ATTR_SCALE)->f), I32(kdt(n) == MMRT_BF16));
+    return true;
+  }
   if (n->nin > 3) { /* the key mask */
     CALL("mmrt_attention_masked_fwd", O(0), stat(cg, n, 1, lse_off), V(0), V(1), V(2), V(3),
          I32(d[0]), I32(d[1]), I32(d[2]), I32(d[3]), I32(d[4]), I32(d[5]),
@@ -698,6 +707,12 @@ static bool lower_attention_grad(Cg *cg, const IrNode *n) {
                              V(2), V(3), V(4), V(5), I32(d[0]), I32(d[1]), I32(d[3]), I32(d[4]),
                              I32(d[5]), I32(attr(n, IR_ATTR_CAUSAL)->i), I32(cp_ulysses(cg)),
                              F32(attr(n, IR_ATTR_SCALE)->f), ring_ws(cg, n)));
+    return true;
+  }
+  if (n->nin > 6 && n->in[6]->dtype == IR_I32) {
+    CALL("mmrt_attention_seg_bwd", O(0), O(1), O(2), V(0), V(1), V(2), V(3), V(4), V(5), V(6),
+         I32(d[0]), I32(d[1]), I32(d[3]), I32(d[4]), I32(d[5]), I32(attr(n, IR_ATTR_CAUSAL)->i),
+         F32(attr(n, IR_ATTR_SCALE)->f), I32(0), I32(kdt(n) == MMRT_BF16));
     return true;
   }
   if (n->nin > 6) {

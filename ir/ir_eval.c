@@ -848,7 +848,8 @@ static bool ev_attention_cached(Ev *e) {
 }
 
 /* q[B, T, H, D], k[B, S, KVH, D], v[B, S, KVH, Dv]; query t sees key s when
- * (!causal or s <= t + S - T) and the key mask (if any) is not 0 at [b, s].
+ * (!causal or s <= t + S - T) and the key mask (if any) is not 0 at [b, s],
+ * or, with segments i32[B, T] instead of the mask, seg[b, s] == seg[b, t].
  * Forward: out, lse[B, H, T]. Backward (dy, q, k, v, out, lse, mask?) -> dq,
  * dk, dv from p = exp(scale q.k - lse). */
 static bool ev_attention(Ev *e) {
@@ -859,8 +860,10 @@ static bool ev_attention(Ev *e) {
   int64_t B = qs->d[0], T = qs->d[1], H = qs->d[2], D = qs->d[3], S = ks->d[1], KVH = ks->d[2],
           Dv = v->shape.d[3];
   bool causal = iattr(e, IR_ATTR_CAUSAL);
+  int mi = grad ? 6 : 3; /* the mask or segments operand */
+  bool seg = e->n->nin > mi && e->n->in[mi]->dtype == IR_I32;
   double scale = fattr(e, IR_ATTR_SCALE);
-  double *p = calloc((size_t)S, sizeof(double));
+  double *p = calloc(2 * (size_t)S, sizeof(double));
   if (!p) mm_die(__FILE__, __LINE__, "out of memory");
   IrTensor *out = NULL, *lse = NULL, *dq = NULL, *dk = NULL, *dv = NULL;
   const IrTensor *dy = NULL, *fo = NULL, *fl = NULL,
@@ -883,15 +886,17 @@ static bool ev_attention(Ev *e) {
         if (ns > S) ns = S;
         double l;
         const double *mk = mask ? mask->d + b * S : NULL;
+        double *drop = p + S; /* 1: key s not seen (mask 0, or another segment) */
+        for (int64_t s = 0; s < ns; s++) drop[s] = mk && (seg ? mk[s] != mk[t] : mk[s] == 0);
         if (grad) {
           l = fl->d[(b * H + h) * T + t];
         } else {
           scores(p, qr, k->d + (b * S * KVH + kh) * D, KVH * D, ns, D, scale);
           double mx = -INFINITY, sum = 0;
           for (int64_t s = 0; s < ns; s++)
-            if (!mk || mk[s] != 0) mx = fmax(mx, p[s]);
+            if (!drop[s]) mx = fmax(mx, p[s]);
           for (int64_t s = 0; s < ns; s++)
-            if (!mk || mk[s] != 0) sum += exp(p[s] - mx);
+            if (!drop[s]) sum += exp(p[s] - mx);
           l = sum > 0 ? mx + log(sum) : -INFINITY;
           lse->d[(b * H + h) * T + t] = l;
         }
@@ -899,7 +904,7 @@ static bool ev_attention(Ev *e) {
           const double *kr = k->d + ((b * S + s) * KVH + kh) * D;
           double dot = 0;
           for (int64_t i = 0; i < D; i++) dot += qr[i] * kr[i];
-          p[s] = mk && mk[s] == 0 ? 0 : exp(dot * scale - l);
+          p[s] = drop[s] ? 0 : exp(dot * scale - l);
         }
         if (!grad) {
           double *orow = out->d + ((b * T + t) * H + h) * Dv;

@@ -709,7 +709,15 @@ bool ir_shape_ATTENTION(IrShapeCtx *cx) {
   IrShape out = *in_shape(cx, 0);
   out.d[3] = dim(cx, 2, 3);
   set_out(cx, cx->in_dtype[0], &out);
-  if (cx->nin > 3) { /* the key mask f32[B, S] */
+  if (cx->nin > 3 && cx->in_dtype[3] == IR_I32) { /* segments i32[B, T] (self-attention) */
+    IrShape want = {.rank = 2, .d = {dim(cx, 0, 0), dim(cx, 0, 1)}};
+    if (dim(cx, 1, 1) != dim(cx, 0, 1))
+      return ir_shape_fail(cx, 3, "segments (i32) need self-attention: %lld queries, %lld keys",
+                           (long long)dim(cx, 0, 1), (long long)dim(cx, 1, 1));
+    if (!ir_shape_eq(in_shape(cx, 3), &want))
+      return ir_shape_fail(cx, 3, "the segments must be i32%s (batch, tokens), got %s", sh(&want),
+                           sh(in_shape(cx, 3)));
+  } else if (cx->nin > 3) { /* the key mask f32[B, S] */
     IrShape want = {.rank = 2, .d = {dim(cx, 0, 0), dim(cx, 1, 1)}};
     if (cx->in_dtype[3] != IR_F32 || !ir_shape_eq(in_shape(cx, 3), &want))
       return ir_shape_fail(cx, 3, "the key mask must be f32%s (batch, keys), got %s%s", sh(&want),

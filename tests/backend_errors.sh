@@ -68,7 +68,7 @@ MM
 expect "compile odd" 0 "$MMC" compile "$T/odd.mm" -o "$T/odd"
 expect "no feeder" 1 "$T/odd" --steps 1 --log "$T/odd.jsonl" "${Q[@]}"
 says "no feeder" "cannot bind the inputs of model Odd (tokens I32[2, 8], targets I32[2, 8], lr F32[], step F32[]) to a data feeder"
-says "no feeder lists the feeders" "expected pixels F32[B, 1, 28, 28] and labels I32[B] (classification); pixels F32[B, 1, 28, 28], text and labels I32[B, T] (captioning); ids and labels I32[B, T] (next-pixel); latents F32[B, 8, Fl, 8, 8], text I32[B, L] (or text_features F32[B, L, D] with forwards latents and text_features), noise (like latents), t_uniform or t_normal F32[B] (text-to-video diffusion); video F32[B, 1, 1 + 4k, 64, 64] (video); or frames F32[B, 1, 64, 64] and labels I32[B] (clip-frame classification); B = 2"
+says "no feeder lists the feeders" "expected ids and labels I32[B, T] (seg, pos: packed) with --data FILE.jsonl|PREFIX (text); pixels F32[B, 1, 28, 28] and labels I32[B] (classification); pixels F32[B, 1, 28, 28], text and labels I32[B, T] (captioning); ids and labels I32[B, T] (next-pixel); latents F32[B, 8, Fl, 8, 8], text I32[B, L] (or text_features F32[B, L, D] with forwards latents and text_features), noise (like latents), t_uniform or t_normal F32[B] (text-to-video diffusion); video F32[B, 1, 1 + 4k, 64, 64] (video); or frames F32[B, 1, 64, 64] and labels I32[B] (clip-frame classification); B = 2"
 if [ -e "$T/odd.jsonl" ]; then echo "FAIL no feeder: the log was written"; fail=$((fail+1)); else pass=$((pass+1)); fi
 
 # mmc compile: usage errors (exit 2) and an unwritable output (exit 1)

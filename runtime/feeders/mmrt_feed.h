@@ -7,6 +7,7 @@
  * first whose `bind` accepts the model; when none does, mmrt_feed_bind's
  * message lists the model's inputs and what each feeder expects.
  *
+ *   mmrt_feed_text.c      ids, labels (seg) i32[B, T] with --data FILE|PREFIX: text
  *   mmrt_feed_classify.c  pixels f32[B, 1, 28, 28], labels i32[B]
  *   mmrt_feed_pixels.c    ids, labels i32[B, T]: next-pixel bytes
  *   mmrt_feed_caption.c   pixels, text, labels i32[B, T]: captions
@@ -27,6 +28,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "mmrt_data.h"
 #include "mmrt_log.h"
@@ -52,6 +54,14 @@ struct MmrtFeedCtx {
    * in bind (the trainer refuses the flag otherwise) */
   const char *features;
   int features_used;
+  /* --data (the text task tells a file from a folder) and the text flags */
+  const char *data;
+  const struct MmrtTextOpts *text;
+  /* set by open: samples skipped as bad (logged when count_skipped), and a
+   * line the trainer prints at the start (empty: none) */
+  int64_t skipped;
+  int count_skipped;
+  char note[320];
   /* set by bind: the inputs filled per batch (each split along dim 0 at
    * most), labels among them (the trainer's accuracy compares the logits'
    * argmax with it), T the tokens per row of a token feeder */
@@ -99,8 +109,8 @@ typedef struct MmrtFeeder {
   void (*close)(MmrtFeedCtx *c); /* frees priv (NULL: nothing to free) */
 } MmrtFeeder;
 
-extern const MmrtFeeder mmrt_feed_classify, mmrt_feed_pixels, mmrt_feed_caption, mmrt_feed_video,
-    mmrt_feed_dit, mmrt_feed_frames;
+extern const MmrtFeeder mmrt_feed_text, mmrt_feed_classify, mmrt_feed_pixels, mmrt_feed_caption,
+    mmrt_feed_video, mmrt_feed_dit, mmrt_feed_frames;
 
 /* The feeders in the order bind tries them (NULL-terminated). */
 extern const MmrtFeeder *const mmrt_feeders[];
@@ -145,5 +155,12 @@ void mmrt_feed_argmax(MmrtFeedCtx *c, int32_t *best, int gen);
  * c->mesh): prints the mesh's message with the rank and ends the job (the
  * other ranks may be waiting in it). */
 _Noreturn void mmrt_feed_comm_fail(MmrtFeedCtx *c);
+
+/* The trainer's text flags are rows of its flag table; after the parse,
+ * mmrt_text_settle (mmrt_feed_text.c) sets o->pack from --pack/--no-pack
+ * (both: a message, 1) and o->given / o->first (the first text flag in
+ * argv, for mmrt_feed_bind's refusal when the data is not text); else 0. */
+struct MmrtTextOpts;
+int mmrt_text_settle(struct MmrtTextOpts *o, int argc, char **argv);
 
 #endif

@@ -962,8 +962,10 @@ typedef struct AttShape {
   int B, T, S, H, KVH, D, causal;
   float scale;
   const int32_t *pos;
-  int bf;            /* q, k, v, out (dout, dq, dk, dv) are bf16 */
-  const float *mask; /* [B, S] or NULL: key s of row b is dropped where mask[b, s] == 0 */
+  int bf;             /* q, k, v, out (dout, dq, dk, dv) are bf16 */
+  const float *mask;  /* [B, S] or NULL: key s of row b is dropped where mask[b, s] == 0 */
+  const int32_t *seg; /* [B, T] (S == T) or NULL: query t sees key s only where
+                         seg[b, s] == seg[b, t] (packed documents) */
 } AttShape;
 
 /* The key mask on row i of a tile (its first n keys from s0 of row b): the
@@ -979,6 +981,36 @@ static int mask_row(const AttShape *a, int b, int s0, int n, float *s, float x) 
       kept = 1;
   }
   return kept;
+}
+
+/* Segments: on row i of a tile (query t of row b; its first n keys from
+ * s0), the keys of another segment set to x (-inf: scores; 0:
+ * probabilities). Returns whether any of the n keys is kept. */
+static int seg_row(const AttShape *a, int b, int t, int s0, int n, float *s, float x) {
+  const int32_t *sg = a->seg + (size_t)b * a->T;
+  int kept = 0;
+  for (int j = 0; j < n; j++) {
+    if (sg[s0 + j] != sg[t])
+      s[j] = x;
+    else
+      kept = 1;
+  }
+  return kept;
+}
+
+/* Whether no query of [t0, t0 + nq) shares a segment with a key of
+ * [s0, s0 + nk) of row b, by the ranges of their segment numbers (exact for
+ * segments numbered in order along the row, as packed rows are): the tile
+ * is skipped (varlen: no work across a document boundary). */
+static int seg_disjoint(const AttShape *a, int b, int t0, int nq, int s0, int nk) {
+  if (!a->seg) return 0;
+  const int32_t *sg = a->seg + (size_t)b * a->T;
+  int32_t qlo = sg[t0], qhi = sg[t0], klo = sg[s0], khi = sg[s0];
+  for (int i = 1; i < nq; i++)
+    qlo = sg[t0 + i] < qlo ? sg[t0 + i] : qlo, qhi = sg[t0 + i] > qhi ? sg[t0 + i] : qhi;
+  for (int j = 1; j < nk; j++)
+    klo = sg[s0 + j] < klo ? sg[s0 + j] : klo, khi = sg[s0 + j] > khi ? sg[s0 + j] : khi;
+  return khi < qlo || klo > qhi;
 }
 
 static inline int att_keys(const AttShape *a, int b) {
@@ -1004,6 +1036,7 @@ static void fwd_item(const AttShape *a, AttWs *w, void *out, float *lse, const v
   int smax = visible_keys(t0 + nq - 1, S, off, causal);
   for (int s0 = 0; s0 < smax; s0 += ATT_TK) {
     int nk = smax - s0 < ATT_TK ? smax - s0 : ATT_TK, ld = pad16(nk);
+    if (seg_disjoint(a, b, t0, nq, s0, nk)) continue; /* every score -inf: nothing changes */
     transpose_rows(w->kt, (size_t)ld, k, kb + (size_t)s0 * kvs, nk, kvs, D, bf);
     pad_rows(w->kp, (size_t)Dp, v, kb + (size_t)s0 * kvs, nk, kvs, D, bf);
     tile_gemm(w->s, (size_t)ld, w->qp, (size_t)Dp, 1, w->kt, (size_t)ld, nq, ld, D, 0);
@@ -1013,12 +1046,15 @@ static void fwd_item(const AttShape *a, AttWs *w, void *out, float *lse, const v
       float *si = w->s + (size_t)i * ld;
       if (n > 0 && a->mask && !mask_row(a, b, s0, n, si, -INFINITY) && w->m[i] == -INFINITY)
         n = 0; /* every key so far dropped */
+      if (n > 0 && a->seg && !seg_row(a, b, t0 + i, s0, n, si, -INFINITY) && w->m[i] == -INFINITY)
+        n = 0;
       if (n == 0) {
         memset(si, 0, sizeof(float) * (size_t)nk);
         continue;
       }
       online_softmax_row(si, n, nk, &w->m[i], &w->l[i], w->o + (size_t)i * Dp, Dp);
       if (a->mask) mask_row(a, b, s0, n, si, 0.0f);
+      if (a->seg) seg_row(a, b, t0 + i, s0, n, si, 0.0f);
     }
     tile_gemm(w->o, (size_t)Dp, w->s, (size_t)ld, 1, w->kp, (size_t)Dp, nq, Dp, nk, 1);
   }
@@ -1288,7 +1324,7 @@ static void attention_fwd(const AttShape *a, void *out, float *lse, const void *
                           const void *v, const char *what) {
   attention_check(a->H, a->KVH, a->D, what);
   int nblk = (a->T + ATT_TQ - 1) / ATT_TQ;
-  const AttShortFns *sh = !a->pos && a->S <= ATT_TK ? att_short() : NULL;
+  const AttShortFns *sh = !a->pos && !a->seg && a->S <= ATT_TK ? att_short() : NULL;
 #pragma omp parallel
   {
     AttWs w = att_ws(a->D, what);
@@ -1308,21 +1344,21 @@ static void attention_fwd(const AttShape *a, void *out, float *lse, const void *
 
 void mmrt_attention_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
                         int B, int T, int S, int H, int KVH, int D, int causal, float scale) {
-  AttShape a = {B, T, S, H, KVH, D, causal, scale, NULL, 0, NULL};
+  AttShape a = {B, T, S, H, KVH, D, causal, scale, NULL, 0, NULL, NULL};
   attention_fwd(&a, out, lse, q, k, v, "mmrt_attention_fwd");
 }
 
 void mmrt_attention_bf16_fwd(uint16_t *out, float *lse, const uint16_t *q, const uint16_t *k,
                              const uint16_t *v, int B, int T, int S, int H, int KVH, int D,
                              int causal, float scale) {
-  AttShape a = {B, T, S, H, KVH, D, causal, scale, NULL, 1, NULL};
+  AttShape a = {B, T, S, H, KVH, D, causal, scale, NULL, 1, NULL, NULL};
   attention_fwd(&a, out, lse, q, k, v, "mmrt_attention_bf16_fwd");
 }
 
 void mmrt_attention_pos_fwd(float *out, const float *q, const float *k, const float *v,
                             const int32_t *pos, int B, int n, int S, int H, int KVH, int D,
                             float scale) {
-  AttShape a = {B, n, S, H, KVH, D, 1, scale, pos, 0, NULL};
+  AttShape a = {B, n, S, H, KVH, D, 1, scale, pos, 0, NULL, NULL};
   attention_fwd(&a, out, NULL, q, k, v, "mmrt_attention_cached_fwd");
 }
 
@@ -1345,6 +1381,10 @@ static void bwd_tile(const AttGrad *g, AttWs *w, int b, int h, int t0, int nq, i
   const AttShape *a = &g->a;
   int D = a->D, Dp = pad16(D), ld = pad16(nk), off = a->S - a->T;
   size_t qs = (size_t)a->H * D, o = ((size_t)b * a->T + t0) * qs + (size_t)h * D;
+  if (seg_disjoint(a, b, t0, nq, s0, nk)) { /* no probability: no gradient */
+    if (dqc && !acc_dq) memset(dqc, 0, sizeof(float) * (size_t)nq * Dp);
+    return;
+  }
   pad_rows(w->qp, (size_t)Dp, g->q, o, nq, qs, D, a->bf);
   pad_rows(w->dop, (size_t)Dp, g->dout, o, nq, qs, D, a->bf);
   tile_gemm(w->s, (size_t)ld, w->qp, (size_t)Dp, 1, w->kt, (size_t)ld, nq, ld, D, 0);
@@ -1358,6 +1398,10 @@ static void bwd_tile(const AttGrad *g, AttWs *w, int b, int h, int t0, int nq, i
     if (a->mask && n > 0) {
       mask_row(a, b, s0, n, w->s + (size_t)i * ld, 0.0f);
       mask_row(a, b, s0, n, w->dp + (size_t)i * ld, 0.0f);
+    }
+    if (a->seg && n > 0) {
+      seg_row(a, b, t0 + i, s0, n, w->s + (size_t)i * ld, 0.0f);
+      seg_row(a, b, t0 + i, s0, n, w->dp + (size_t)i * ld, 0.0f);
     }
   }
   if (dqc) tile_gemm(dqc, (size_t)Dp, w->dp, (size_t)ld, 1, w->kp, (size_t)Dp, nq, Dp, nk, acc_dq);
@@ -1404,12 +1448,14 @@ static void bwd_keys(const AttGrad *g, AttWs *w, int b, int kh, int s0, int nk, 
 static void attention_bwd(void *dq, void *dk, void *dv, const void *dout, const void *q,
                           const void *k, const void *v, const void *out, const float *lse, int B,
                           int T, int S, int H, int KVH, int D, int causal, float scale,
-                          int accumulate, int bf, const float *mask, const char *what) {
+                          int accumulate, int bf, const float *mask, const int32_t *seg,
+                          const char *what) {
   attention_check(H, KVH, D, what);
   size_t qs = (size_t)H * D;
   int nkb = (S + ATT_TK - 1) / ATT_TK, nqb = (T + ATT_TQ - 1) / ATT_TQ, grp = H / KVH;
-  AttGrad g = {{B, T, S, H, KVH, D, causal, scale, NULL, bf, mask}, dout, q, k, v, out, lse, NULL};
-  if (nkb <= 1 && (B * KVH >= 16 || nqb == 1)) { /* the short path */
+  AttGrad g = {
+      {B, T, S, H, KVH, D, causal, scale, NULL, bf, mask, seg}, dout, q, k, v, out, lse, NULL};
+  if (!seg && nkb <= 1 && (B * KVH >= 16 || nqb == 1)) { /* the short path */
     const AttShortFns *sh = att_short();
 #pragma omp parallel
     {
@@ -1495,7 +1541,7 @@ void mmrt_attention_bwd(float *dq, float *dk, float *dv, const float *dout, cons
                         int T, int S, int H, int KVH, int D, int causal, float scale,
                         int accumulate) {
   attention_bwd(dq, dk, dv, dout, q, k, v, out, lse, B, T, S, H, KVH, D, causal, scale, accumulate,
-                0, NULL, "mmrt_attention_bwd");
+                0, NULL, NULL, "mmrt_attention_bwd");
 }
 
 void mmrt_attention_bf16_bwd(uint16_t *dq, uint16_t *dk, uint16_t *dv, const uint16_t *dout,
@@ -1503,13 +1549,13 @@ void mmrt_attention_bf16_bwd(uint16_t *dq, uint16_t *dk, uint16_t *dv, const uin
                              const uint16_t *out, const float *lse, int B, int T, int S, int H,
                              int KVH, int D, int causal, float scale, int accumulate) {
   attention_bwd(dq, dk, dv, dout, q, k, v, out, lse, B, T, S, H, KVH, D, causal, scale, accumulate,
-                1, NULL, "mmrt_attention_bf16_bwd");
+                1, NULL, NULL, "mmrt_attention_bf16_bwd");
 }
 
 void mmrt_attention_masked_fwd(void *out, float *lse, const void *q, const void *k, const void *v,
                                const float *mask, int B, int T, int S, int H, int KVH, int D,
                                int causal, float scale, int bf16) {
-  AttShape a = {B, T, S, H, KVH, D, causal, scale, NULL, bf16 != 0, mask};
+  AttShape a = {B, T, S, H, KVH, D, causal, scale, NULL, bf16 != 0, mask, NULL};
   attention_fwd(&a, out, lse, q, k, v, "mmrt_attention_masked_fwd");
 }
 
@@ -1518,7 +1564,22 @@ void mmrt_attention_masked_bwd(void *dq, void *dk, void *dv, const void *dout, c
                                const float *mask, int B, int T, int S, int H, int KVH, int D,
                                int causal, float scale, int accumulate, int bf16) {
   attention_bwd(dq, dk, dv, dout, q, k, v, out, lse, B, T, S, H, KVH, D, causal, scale, accumulate,
-                bf16 != 0, mask, "mmrt_attention_masked_bwd");
+                bf16 != 0, mask, NULL, "mmrt_attention_masked_bwd");
+}
+
+void mmrt_attention_seg_fwd(void *out, float *lse, const void *q, const void *k, const void *v,
+                            const int32_t *seg, int B, int T, int H, int KVH, int D, int causal,
+                            float scale, int bf16) {
+  AttShape a = {B, T, T, H, KVH, D, causal, scale, NULL, bf16 != 0, NULL, seg};
+  attention_fwd(&a, out, lse, q, k, v, "mmrt_attention_seg_fwd");
+}
+
+void mmrt_attention_seg_bwd(void *dq, void *dk, void *dv, const void *dout, const void *q,
+                            const void *k, const void *v, const void *out, const float *lse,
+                            const int32_t *seg, int B, int T, int H, int KVH, int D, int causal,
+                            float scale, int accumulate, int bf16) {
+  attention_bwd(dq, dk, dv, dout, q, k, v, out, lse, B, T, T, H, KVH, D, causal, scale, accumulate,
+                bf16 != 0, NULL, seg, "mmrt_attention_seg_bwd");
 }
 
 /* ======================================================================

@@ -32,6 +32,7 @@
 #include "mmrt_comm.h"
 #include "mmrt_data.h"
 #include "mmrt_flags.h"
+#include "mmrt_loader.h"
 #include "mmrt_hf.h"
 #include "mmrt_log.h"
 #include "mmrt_feed.h"
@@ -54,6 +55,7 @@ typedef struct Args {
   uint64_t seed;
   int has_lr, has_seed, has_keep, has_timeout, resume, quiet, profile;
   int has_ckpt_every, skip_nan; /* --on-nan skip-step */
+  MmrtTextOpts text;            /* the text feeder's flags (mmrt_feed_text.c) */
 } Args;
 
 typedef struct Trainer {
@@ -112,7 +114,25 @@ static int fail(const char *fmt, ...) {
 #define AT(f) offsetof(Args, f)
 #define WHOLE "%F takes a whole number >= %L, not '%V'"
 static const MmrtFlag train_flags[] = {
-    MMRT_FLAG_S("--data", "DIR", AT(data), "Fashion-MNIST IDX files (default %D)"),
+    MMRT_FLAG_S("--data", "DIR", AT(data),
+                "Fashion-MNIST IDX files (default %D); or text data\n"
+                "for a model with ids, labels i32[B, T]: a .jsonl file (\"text\" or chat\n"
+                "\"messages\"), an indexed dataset PREFIX (PREFIX.bin + PREFIX.idx), or a\n"
+                "blend W1:A,W2:B,..."),
+    MMRT_FLAG_S("--tokenizer", "FILE", AT(text.tokenizer),
+                "text: tokenizer.json for JSONL data (its chat template for messages)"),
+    MMRT_FLAG_I("--seq-len", "N", AT(text.seq_len), 1, INT64_MAX, WHOLE,
+                "text: tokens per row; must equal the model's T (a check)"),
+    MMRT_FLAG_B("--pack", AT(text.pack_on),
+                "text: documents packed into rows (the default for a model with seg)"),
+    MMRT_FLAG_B("--no-pack", AT(text.pack_off), "text: one document a row, padded"),
+    MMRT_FLAG_E("--too-long", "M", AT(text.too_long), "truncate|drop",
+                "%F takes truncate or drop, not '%V'",
+                "text: a document longer than a row: truncate (default) or drop"),
+    MMRT_FLAG_E("--bad-samples", "M", AT(text.bad_samples), "fail|skip",
+                "%F takes fail or skip, not '%V'",
+                "text: a malformed sample: fail (default: exit naming the file and\n"
+                "line) or skip (counted in the log's skipped_samples)"),
     MMRT_FLAG_I("--steps", "N", AT(steps), 0, INT64_MAX, WHOLE, "train until step N (default %D)"),
     MMRT_FLAG_I("--batch", "B", AT(batch), 1, INT64_MAX, WHOLE,
                 "must equal the compiled batch (recompile with --set B=N to change it)"),
@@ -229,6 +249,7 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a) {
            (long long)m->batch);
   int rc = mmrt_flags_parse(&train_flag_set, argc, argv, a, head);
   if (rc) return rc;
+  if (mmrt_text_settle(&a->text, argc, argv)) return 1;
   if (a->batch != m->batch)
     return fail("--batch %lld differs from the compiled batch %lld of model %s; recompile with "
                 "`mmc compile ... --set B=%lld`",
@@ -285,6 +306,7 @@ static int bind(Trainer *t) {
   t->cx.step = feed_step;
   t->cx.stop = feed_stop;
   t->cx.features = t->a.features;
+  t->cx.data = t->a.data, t->cx.text = &t->a.text;
   t->feeder = mmrt_feed_bind(&t->cx, err, sizeof err);
   if (t->feeder && t->a.features && !t->cx.features_used)
     return fail("--features %s: model %s takes no stored features (a model with forwards latents "
@@ -1467,7 +1489,7 @@ static int train(Trainer *t) {
     t->done = step;
     double tn = now(),
            sps = (double)m->batch * (double)(step - first) / (tn - t0 > 0 ? tn - t0 : 1e-9);
-    MmrtLogField f[9] = {{"loss", loss, NULL}, {"lr", lr, NULL}, {"samples_per_s", sps, NULL}};
+    MmrtLogField f[10] = {{"loss", loss, NULL}, {"lr", lr, NULL}, {"samples_per_s", sps, NULL}};
     int nf = 3;
     if (m->disc_loss_offset >= 0) { /* a gan's discriminator loss (0 before its start) */
       float dl;
@@ -1478,6 +1500,7 @@ static int train(Trainer *t) {
       f[nf++] = (MmrtLogField){"comm_bytes", (double)sent, NULL};
     if (t->a.skip_nan) /* the steps skipped so far (this one too) */
       f[nf++] = (MmrtLogField){"skipped_steps", (double)t->skipped, NULL};
+    if (t->cx.count_skipped) f[nf++] = (MmrtLogField){"skipped_samples", (double)t->cx.skipped, 0};
     if (t->a.eval_every > 0 && step % t->a.eval_every == 0 && step < t->a.steps) {
       double el, ea, mv = NAN;
       mmrt_progress_break(&pr);
@@ -1724,6 +1747,7 @@ static int run(Trainer *t, int argc, char **argv) {
         (unsigned long long)t->a.seed, t->world > 1 ? t->world : 1, t->world > 1 ? "s" : "", omp,
         m->precision == 1 ? "bf16 " : "fp32", m->precision == 1 ? mmrt_bf16_path() : "", ev);
   }
+  if (loud && t->cx.note[0]) fprintf(stderr, "trainer: %s\n", t->cx.note);
   if (loud && t->a.skip_nan)
     fprintf(stderr,
             "trainer: --on-nan skip-step: a step whose loss or weights are not "

@@ -803,6 +803,14 @@ else:
         "--threads": (BASE + ["--threads", "1"], "effect"),  # the start line says so
         "--omp-wait": (BASE + ["--omp-wait", "active"], "effect"),
         "--trace": (BASE + ["--trace", "t.json"], "effect"),
+        # the text task's flags, on Fashion-MNIST data: refused naming the flag (tests/text_data.sh:
+        # what each does on text)
+        "--tokenizer": (BASE + ["--tokenizer", "tok.json"], "refused", ["--tokenizer"]),
+        "--seq-len": (BASE + ["--seq-len", "32"], "refused", ["--seq-len"]),
+        "--pack": (BASE + ["--pack"], "refused", ["--pack"]),
+        "--no-pack": (BASE + ["--no-pack"], "refused", ["--no-pack"]),
+        "--too-long": (BASE + ["--too-long", "drop"], "refused", ["--too-long"]),
+        "--bad-samples": (BASE + ["--bad-samples", "skip"], "refused", ["--bad-samples"]),
     }
     # what differs from run to run: rates, times, memory
     noise = re.compile(r"[\d.]+ samples/s|elapsed \S+|eta \S+|peak rss [\d.]+ MiB|"

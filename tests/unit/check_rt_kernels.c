@@ -1010,8 +1010,11 @@ typedef struct AttnCtx {
 /* The key mask [B, S] of the references below (NULL: none); key j of row b
  * is skipped where it is 0. */
 static const double *att_mask;
+/* Or the segments [B, T] (S == T): query t sees key j of its own segment only. */
+static const int32_t *att_seg;
 
-static int att_dropped(int b, int S, int j) {
+static int att_dropped(int b, int S, int t, int j) {
+  if (att_seg) return att_seg[(size_t)b * S + j] != att_seg[(size_t)b * S + t];
   return att_mask && att_mask[(size_t)b * S + j] == 0.0;
 }
 
@@ -1029,7 +1032,7 @@ static void attention_ref(AttnCtx *c) {
           if (c->causal && j > t + (c->S - c->T)) continue;
           n = j + 1;
           const double *k = c->k + (((size_t)b * c->S + j) * c->KVH + h / grp) * D;
-          p[j] = att_dropped(b, c->S, j) ? -INFINITY : c->scale * dotd(q, k, (size_t)D);
+          p[j] = att_dropped(b, c->S, t, j) ? -INFINITY : c->scale * dotd(q, k, (size_t)D);
           m = fmax(m, p[j]);
         }
         for (int d = 0; d < D; d++) o[d] = 0.0;
@@ -1158,7 +1161,7 @@ static void attention_bwd_ref(AttnCtx *c, double *dq, double *dk, double *dv) {
         n = n < 0 ? 0 : n;
         for (int j = 0; j < n; j++) {
           size_t ko = (((size_t)b * c->S + j) * c->KVH + h / grp) * D;
-          p[j] = att_dropped(b, c->S, j)
+          p[j] = att_dropped(b, c->S, t, j)
                      ? 0.0
                      : exp(c->scale * dotd(c->q + off, c->k + ko, (size_t)D) - l);
           dp[j] = dotd(c->gy + off, c->v + ko, (size_t)D);
@@ -1250,6 +1253,27 @@ START_TEST(test_attention_noncausal) {
 }
 END_TEST
 
+/* dq, dk, dv against the naive backward's (and finite differences when fd). */
+static void grads_close(AttnCtx *c, const float *dq, const float *dk, const float *dv,
+                        const double *rq, const double *rk, const double *rv, int fd,
+                        const char *what) {
+  size_t nq = (size_t)c->B * c->T * c->H * c->D, nk = (size_t)c->B * c->S * c->KVH * c->D;
+  char name[96];
+  const float *got[3] = {dq, dk, dv};
+  const double *ref[3] = {rq, rk, rv};
+  double *x[3] = {c->q, c->k, c->v};
+  for (int i = 0; i < 3; i++) {
+    size_t n = i ? nk : nq;
+    snprintf(name, sizeof name, "%s d%c", what, "qkv"[i]);
+    CHECK_CLOSE(got[i], ref[i], n, TOL, name);
+    if (!fd) continue;
+    double *g = dvec(n);
+    fd_grad(attn_loss, c, x[i], n, g);
+    snprintf(name, sizeof name, "%s d%c vs fd", what, "qkv"[i]);
+    CHECK_CLOSE(got[i], g, n, TOL, name);
+  }
+}
+
 /* mmrt_attention_masked_fwd/_bwd against the naive loops with the key
  * mask (and finite differences when fd): row 0 drops every third key, row
  * 1 its first 70 (the whole first 64-key tile when S > 64), row 2 every
@@ -1287,22 +1311,51 @@ static void attention_mask_case(int T, int S, int H, int KVH, int D, int causal,
   float *dq = fvec(nq), *dk = fvec(nk), *dv = fvec(nk);
   mmrt_attention_masked_bwd(dq, dk, dv, gy, q, k, v, out, lse, mask, B, T, S, H, KVH, D, causal,
                             scale, 0, 0);
-  CHECK_CLOSE(dq, rq, nq, TOL, "masked attention dq");
-  CHECK_CLOSE(dk, rk, nk, TOL, "masked attention dk");
-  CHECK_CLOSE(dv, rv, nk, TOL, "masked attention dv");
+  grads_close(&c, dq, dk, dv, rq, rk, rv, fd, "masked attention");
   for (size_t i = (size_t)2 * S * KVH * D; i < nk; i++) /* row 2: no key is attended */
     ck_assert_msg(dk[i] == 0.0f && dv[i] == 0.0f, "masked attention: a dropped key has a gradient");
-  if (fd) {
-    double *gq = dvec(nq), *gk = dvec(nk), *gv = dvec(nk);
-    fd_grad(attn_loss, &c, c.q, nq, gq);
-    fd_grad(attn_loss, &c, c.k, nk, gk);
-    fd_grad(attn_loss, &c, c.v, nk, gv);
-    CHECK_CLOSE(dq, gq, nq, TOL, "masked attention dq vs fd");
-    CHECK_CLOSE(dk, gk, nk, TOL, "masked attention dk vs fd");
-    CHECK_CLOSE(dv, gv, nk, TOL, "masked attention dv vs fd");
-  }
   att_mask = NULL;
 }
+
+/* mmrt_attention_seg_fwd/_bwd (packed documents) against the naive loops
+ * with segments: row 0 three documents, row 1 one, row 2 a document per
+ * token for its first 5 then one long one (across the 64-key tiles when
+ * T > 64, whose tiles of other documents the kernel skips); finite
+ * differences when fd. */
+static void attention_seg_case(int T, int H, int KVH, int D, int causal, int fd) {
+  int B = 3, S = T;
+  size_t nq = (size_t)B * T * H * D, nk = (size_t)B * S * KVH * D, nl = (size_t)B * H * T;
+  float scale = 1.3f / sqrtf((float)D);
+  float *q = rnd(nq), *k = rnd(nk), *v = rnd(nk), *gy = rnd(nq);
+  int32_t *seg = calloc((size_t)B * T, sizeof *seg);
+  for (int t = 0; t < T; t++) {
+    seg[t] = t < T / 3 ? 0 : t < T / 2 ? 1 : 2;
+    seg[T + t] = 0;
+    seg[2 * T + t] = t < 5 ? t : 5;
+  }
+  att_seg = seg;
+  AttnCtx c = {B,     T,          S,          H,          KVH,         D,        causal,
+               scale, tod(q, nq), tod(k, nk), tod(v, nk), tod(gy, nq), dvec(nq), dvec(nl)};
+  float *out = fvec(nq), *lse = fvec(nl);
+  mmrt_attention_seg_fwd(out, lse, q, k, v, seg, B, T, H, KVH, D, causal, scale, 0);
+  double *rq = dvec(nq), *rk = dvec(nk), *rv = dvec(nk);
+  attention_bwd_ref(&c, rq, rk, rv); /* also runs the forward */
+  CHECK_CLOSE(out, c.out, nq, TOL, "segment attention fwd");
+  CHECK_CLOSE(lse, c.lse, nl, TOL, "segment attention lse");
+  float *dq = fvec(nq), *dk = fvec(nk), *dv = fvec(nk);
+  mmrt_attention_seg_bwd(dq, dk, dv, gy, q, k, v, out, lse, seg, B, T, H, KVH, D, causal, scale, 0,
+                         0);
+  grads_close(&c, dq, dk, dv, rq, rk, rv, fd, "segment attention");
+  att_seg = NULL;
+  free(seg);
+}
+
+START_TEST(test_attention_segments) {
+  attention_seg_case(7, 4, 2, 8, 1, 1);    /* causal, GQA, finite differences */
+  attention_seg_case(7, 2, 2, 8, 0, 1);    /* bidirectional within each document */
+  attention_seg_case(150, 2, 1, 19, 1, 0); /* three key tiles: skipped across documents */
+}
+END_TEST
 
 START_TEST(test_attention_mask) {
   attention_mask_case(5, 7, 4, 2, 8, 0, 1); /* cross attention, GQA, finite differences */
@@ -1859,6 +1912,7 @@ static Suite *kernels_suite(void) {
   tcase_add_test(tc, test_attention_empty_rows);
   tcase_add_test(tc, test_attention_large);
   tcase_add_test(tc, test_attention_mask);
+  tcase_add_test(tc, test_attention_segments);
   tcase_add_test(tc, test_attention_isas);
   tcase_add_test(tc, test_cross_entropy);
   tcase_add_test(tc, test_embedding);

@@ -1,0 +1,73 @@
+/* mmrt_loader.h: the text loader behind the trainer's text task
+ * (mmrt_feed_text.c): datasets named by --data (JSONL or a Megatron indexed
+ * dataset, or a weighted blend of several), their documents laid out into
+ * rows of T tokens (packed, or one document a row), and a row's ids,
+ * labels and document segments on demand.
+ *
+ * A JSONL file is read and tokenized when the loader opens (by worker
+ * threads, each with its own tokenizer), an indexed dataset is mapped and
+ * read row by row as the rows are asked for. A sample of the trainer is a
+ * row; its iterator (mmrt_data.h) shuffles the rows per epoch from the
+ * seed, and each rank fills only its rows.
+ *
+ * Layout. Each document of n tokens (after the tokenizer's post-processor:
+ * BOS/EOS as it declares them) gives n ids and n - 1 next-token labels; the
+ * label of its last token is the ignore index (the boundary: never the
+ * next document's first token). A chat document ("messages") labels only
+ * the assistant replies' tokens. Longer than T: truncated to its first T
+ * tokens, or dropped (--too-long). Packed: documents in file order, each
+ * into the current row while it fits, else into a new one (a document is
+ * never split); unpacked: one document a row. The rest of a row is padding
+ * (the tokenizer's pad id or 0; labels the ignore index; a segment of its
+ * own). Documents of fewer than two tokens are left out (nothing to learn).
+ * Blend: the blended sample i comes from the dataset whose count is
+ * furthest below weight * (i + 1) (each dataset's rows cycling), as
+ * Megatron's blended dataset assigns them; an epoch has as many samples as
+ * the datasets have rows together. Nothing here prints or exits. */
+#ifndef MMRT_LOADER_H
+#define MMRT_LOADER_H
+#include <stddef.h>
+#include <stdint.h>
+
+/* The trainer's text flags (mmrt_feed_text.c parses them). */
+typedef struct MmrtTextOpts {
+  const char *tokenizer;   /* --tokenizer FILE (JSONL needs it) */
+  int64_t seq_len;         /* --seq-len N (0: not given) */
+  int pack;                /* --pack 1, --no-pack -1, 0: not given (from pack_on, pack_off) */
+  int pack_on, pack_off;   /* --pack, --no-pack given */
+  const char *too_long;    /* --too-long truncate|drop (NULL: truncate) */
+  const char *bad_samples; /* --bad-samples fail|skip (NULL: fail) */
+  int given;               /* any of them was given (the flag named in first) */
+  const char *first;
+} MmrtTextOpts;
+
+typedef struct MmrtLoader MmrtLoader;
+
+/* 1 when SPEC names text data (a blend, a file, PREFIX.bin/.idx, or a
+ * missing *.jsonl), 0 when it is a directory or nothing (Fashion-MNIST's
+ * meaning). */
+int mmrt_loader_is_text(const char *spec);
+
+/* Opens SPEC for rows of T tokens with a vocabulary of `vocab` (ids at or
+ * past it are bad samples); ignore: the labels' ignore index. NULL with
+ * "FILE[:LINE]: what" in err. */
+MmrtLoader *mmrt_loader_open(const char *spec, const MmrtTextOpts *o, int64_t T, int64_t vocab,
+                             int32_t ignore, char *err, size_t errlen);
+void mmrt_loader_close(MmrtLoader *l);
+
+/* Samples (rows) of an epoch. */
+int64_t mmrt_loader_samples(const MmrtLoader *l);
+/* Row `sample` into ids, labels, seg (each token's document in the row: 0,
+ * 1, ...; the padding one more) and pos (its position in its document, or
+ * in the padding); T each; seg and pos may be NULL. */
+void mmrt_loader_row(const MmrtLoader *l, int64_t sample, int32_t *ids, int32_t *labels,
+                     int32_t *seg, int32_t *pos);
+/* Where token `at` of row `sample` comes from: "FILE: sequence S, token
+ * K" (indexed; JSONL: "document D", 0-based). */
+void mmrt_loader_where(const MmrtLoader *l, int64_t sample, int64_t at, char *buf, size_t n);
+/* Bad samples skipped (--bad-samples skip) and documents dropped as too long. */
+int64_t mmrt_loader_skipped(const MmrtLoader *l);
+/* One line: datasets, documents, rows, tokens used of the row slots. */
+void mmrt_loader_describe(const MmrtLoader *l, char *buf, size_t n);
+
+#endif
