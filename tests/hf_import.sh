@@ -5,7 +5,8 @@
 # the venv tools/test_venvs.sh makes, never a dependency of mmc):
 # 1. tiny random GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM (tied,
 #    random q/k/v biases), the same Qwen2 in bf16 in 3 shards and in fp16, a
-#    T5EncoderModel (tests/hf/make_tiny.py): mmc import, compile, the first
+#    T5EncoderModel, a CLIPVisionModel (quick-GELU ViT on the classification
+#    task's images; tests/hf/make_tiny.py): mmc import, compile, the first
 #    step's loss on the trainer's batch within 1e-5 relative of
 #    transformers', its logits within 1e-4 absolute (tests/hf/parity.py); the bf16 shards under tp = 2 give
 #    the serial loss (1e-6 relative: the row-parallel sums' order);
@@ -51,9 +52,12 @@ export PYTHONWARNINGS=ignore TRANSFORMERS_VERBOSITY=error HF_HUB_OFFLINE=1
 "$PY" "$H/make_tiny.py" . > make.log 2>&1 || { cat make.log; exit 1; }
 
 # ---- 1. parity ----
-tr() { "$MMC" compile "$1" --model "$2" --set B=2 --set T=16 -o "$3" "${@:4}"; }
+tr() {
+  local t=(--set T=16); grep -q "let T =" "$1" || t=() # a vision tower has no text length
+  "$MMC" compile "$1" --model "$2" --set B=2 "${t[@]}" -o "$3" "${@:4}"
+}
 triples=() want=0 # PASS lines parity.py should print
-for c in gpt2:HfGPT2 llama:HfLlama qwen2:HfQwen2 qwen2_bf16:HfQwen2 qwen2_f16:HfQwen2 t5:HfT5Encoder; do
+for c in gpt2:HfGPT2 llama:HfLlama qwen2:HfQwen2 qwen2_bf16:HfQwen2 qwen2_f16:HfQwen2 t5:HfT5Encoder clip:HfCLIPVision; do
   d=${c%%:*} model=${c#*:}
   [ "$SAN" = 1 ] && [ $d != qwen2 ] && continue # the slow build: one (the tied, biased Qwen2)
   if ! "$MMC" import $d -o hf_$d.mm 2> imp_$d.err; then bad "import $d: $(cat imp_$d.err)"; continue; fi

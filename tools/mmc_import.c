@@ -45,8 +45,9 @@ int mmc_import_write(const char *dir, const char *out, char *model, size_t len) 
       mmrt_hf_arch(h), mmrt_hf_ntensors(h));
   PUT("// Load its weights with `--init-from %s`; add train / parallel sections, or\n", dir);
   PUT("// `model Mine extends %s { ... }`.\n", mmrt_hf_model(h));
-  PUT("import \"%s\"\n\nmodel %s {\n  let B = 1\n  let T = %lld\n", mmrt_hf_stdlib(h),
-      mmrt_hf_model(h), (long long)T);
+  int vision = strcmp(mod, "CLIPVision") == 0;
+  PUT("import \"%s\"\n\nmodel %s {\n  let B = 1\n", mmrt_hf_stdlib(h), mmrt_hf_model(h));
+  if (!vision) PUT("  let T = %lld\n", (long long)T);
   PUT("  %s = %s(", inst, mod);
   for (int i = 0; i < mmrt_hf_nhparams(h); i++) {
     const char *v, *nm = mmrt_hf_hparam(h, i, &v);
@@ -62,6 +63,18 @@ int mmc_import_write(const char *dir, const char *out, char *model, size_t len) 
     PUT("    return cross_entropy(linear(%s(ids), %s.shared.weight), labels, ignore = -100)\n",
         inst, inst);
     PUT("  }\n}\n");
+  } else if (vision) {
+    /* the same for a vision tower: the first `classes` features of the pooled output as the
+       logits (no parameter outside the checkpoint) */
+    int64_t img = 224, ch = 3;
+    mmrt_hf_config_int(h, "image_size", &img);
+    mmrt_hf_config_int(h, "num_channels", &ch);
+    PUT("  let classes = 10\n");
+    PUT("  // a stand-in objective (the first `classes` features of the pooled class token as\n"
+        "  // logits); compose the tower into your model\n");
+    PUT("  forward(pixels: f32[B, %lld, %lld, %lld], labels: i32[B]) -> loss {\n", (long long)ch,
+        (long long)img, (long long)img);
+    PUT("    return cross_entropy(%s.pooled(pixels)[:, 0:classes], labels)\n  }\n}\n", inst);
   } else {
     PUT("  // labels: the ids shifted by one (-100: not scored)\n");
     PUT("  forward(ids: i32[B, T], labels: i32[B, T]) -> loss { return %s(ids, labels) }\n}\n",

@@ -3,7 +3,8 @@
   make_tiny.py OUT
   OUT/gpt2, llama, qwen2 (tied, random q/k/v biases), qwen2_bf16 (the same
     weights in bf16, 3 shards), qwen2_f16 (in fp16), t5 (T5EncoderModel,
-    gated-GELU): tiny, random
+    gated-GELU), clip (CLIPVisionModel, 28x28 one-channel images): tiny,
+    random
   OUT/pub/<name>: published configurations, weightless (published.py);
     OUT/pub.txt: "<name> <transformers' parameter count>" per line
   OUT/b_*: bad inputs, each a copy of one of the above with one fault"""
@@ -43,6 +44,10 @@ t5 = tf.T5EncoderModel(tf.T5Config(vocab_size=V, d_model=32, d_kv=8, d_ff=64, nu
                                    num_heads=4, relative_attention_num_buckets=32,
                                    relative_attention_max_distance=20,
                                    feed_forward_proj="gated-gelu", is_encoder_decoder=False))
+# CLIP's vision tower for the classification task's 28x28 one-channel images: 4x4 patches of 7
+clip = tf.CLIPVisionModel(tf.CLIPVisionConfig(image_size=28, patch_size=7, num_channels=1,
+                                              hidden_size=32, intermediate_size=64,
+                                              num_hidden_layers=2, num_attention_heads=4))
 with torch.no_grad():  # weights that are not ones or zeros: a dropped or swapped one shows
     for layer in qwen.model.layers:
         for m in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
@@ -51,6 +56,9 @@ with torch.no_grad():  # weights that are not ones or zeros: a dropped or swappe
         layer.input_layernorm.weight.normal_(1, 0.1)
     for b in t5.encoder.block:
         b.layer[0].layer_norm.weight.normal_(1, 0.1)
+    for n, p in clip.named_parameters():
+        if "norm" in n:
+            p.normal_(1 if n.endswith("weight") else 0, 0.1)
     for b in gpt2.transformer.h:
         b.attn.c_attn.bias.normal_(0, 0.1)
 save(llama, "llama")
@@ -63,6 +71,7 @@ qh = tf.Qwen2ForCausalLM(qcfg).to(torch.float16)
 qh.load_state_dict(qwen.state_dict())
 save(qh, "qwen2_f16")
 save(gpt2, "gpt2")
+save(clip, "clip")
 
 with open(os.path.join(out, "pub.txt"), "w") as f:
     for name, count in published.make(os.path.join(out, "pub")):

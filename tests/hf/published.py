@@ -34,6 +34,14 @@ PUBLISHED = {
         "num_key_value_heads": 32, "pretraining_tp": 1, "rms_norm_eps": 1e-05,
         "rope_scaling": None, "tie_word_embeddings": False, "torch_dtype": "float16",
         "transformers_version": "4.31.0.dev0", "use_cache": True, "vocab_size": 32000},
+    # openai/clip-vit-large-patch14-336 config.json: its vision_config, as CLIPVisionModel
+    "clip_vit_l_14_336": {
+        "architectures": ["CLIPVisionModel"], "attention_dropout": 0.0, "dropout": 0.0,
+        "hidden_act": "quick_gelu", "hidden_size": 1024, "image_size": 336,
+        "initializer_factor": 1.0, "initializer_range": 0.02, "intermediate_size": 4096,
+        "layer_norm_eps": 1e-05, "model_type": "clip_vision_model", "num_attention_heads": 16,
+        "num_channels": 3, "num_hidden_layers": 24, "patch_size": 14, "projection_dim": 768,
+        "torch_dtype": "float32"},
 }
 
 
