@@ -45,6 +45,14 @@ const char *mmrt_hf_model(const MmrtHf *h);    /* "HfQwen2": the imported model'
 /* The module's hyper-parameters from config.json, as .mm literals. */
 int mmrt_hf_nhparams(const MmrtHf *h);
 const char *mmrt_hf_hparam(const MmrtHf *h, int i, const char **value);
+/* A composed architecture's parts (LLaVA: the vision tower and the LLM):
+ * part k (1 .. nparts) is the stdlib module `module` of file `stdlib`,
+ * declared as instance (the return value) with part k's hyper-parameters;
+ * part 0 is the family's own module (mmrt_hf_nhparams). */
+int mmrt_hf_nparts(const MmrtHf *h);
+const char *mmrt_hf_part(const MmrtHf *h, int k, const char **stdlib, const char **module);
+int mmrt_hf_part_nhparams(const MmrtHf *h, int k);
+const char *mmrt_hf_part_hparam(const MmrtHf *h, int k, int i, const char **value);
 /* An int-valued config entry (e.g. max positions); 0 if absent. */
 int mmrt_hf_config_int(const MmrtHf *h, const char *key, int64_t *out);
 

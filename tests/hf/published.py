@@ -42,6 +42,24 @@ PUBLISHED = {
         "layer_norm_eps": 1e-05, "model_type": "clip_vision_model", "num_attention_heads": 16,
         "num_channels": 3, "num_hidden_layers": 24, "patch_size": 14, "projection_dim": 768,
         "torch_dtype": "float32"},
+    # llava-hf/llava-1.5-7b-hf config.json (CLIP ViT-L/14-336 + Vicuna-7B, the rest defaults)
+    "llava_1_5_7b": {
+        "architectures": ["LlavaForConditionalGeneration"], "ignore_index": -100,
+        "image_token_index": 32000, "model_type": "llava", "pad_token_id": 32001,
+        "projector_hidden_act": "gelu",
+        "text_config": {
+            "_name_or_path": "lmsys/vicuna-7b-v1.5", "architectures": ["LlamaForCausalLM"],
+            "max_position_embeddings": 4096, "model_type": "llama", "rms_norm_eps": 1e-05,
+            "torch_dtype": "float16", "vocab_size": 32064},
+        "tie_word_embeddings": False, "torch_dtype": "float16",
+        "transformers_version": "4.36.0.dev0",
+        "vision_config": {
+            "hidden_size": 1024, "image_size": 336, "intermediate_size": 4096,
+            "model_type": "clip_vision_model", "num_attention_heads": 16,
+            "num_hidden_layers": 24, "patch_size": 14, "projection_dim": 768,
+            "vocab_size": 32000},
+        "vision_feature_layer": -2, "vision_feature_select_strategy": "default",
+        "vocab_size": 32064},
 }
 
 
