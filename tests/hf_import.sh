@@ -5,7 +5,8 @@
 # the venv tools/test_venvs.sh makes, never a dependency of mmc):
 # 1. tiny random GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM (tied,
 #    random q/k/v biases), the same Qwen2 in bf16 in 3 shards and in fp16, a
-#    T5EncoderModel, a CLIPVisionModel (quick-GELU ViT on the classification
+#    T5EncoderModel, a UMT5EncoderModel (a relative bias per layer), a
+#    CLIPVisionModel (quick-GELU ViT on the classification
 #    task's images), a LlavaForConditionalGeneration (CLIP, projector, Llama on
 #    the caption task; the loss only, and the export's loss at step 6 of a
 #    6-step run; tests/hf/make_tiny.py): mmc import, compile, the first
@@ -59,7 +60,7 @@ tr() {
   "$MMC" compile "$1" --model "$2" --set B=2 "${t[@]}" -o "$3" "${@:4}"
 }
 triples=() want=0 # PASS lines parity.py should print
-for c in gpt2:HfGPT2 llama:HfLlama qwen2:HfQwen2 qwen2_bf16:HfQwen2 qwen2_f16:HfQwen2 t5:HfT5Encoder clip:HfCLIPVision llava:HfLlava; do
+for c in gpt2:HfGPT2 llama:HfLlama qwen2:HfQwen2 qwen2_bf16:HfQwen2 qwen2_f16:HfQwen2 t5:HfT5Encoder umt5:HfUMT5Encoder clip:HfCLIPVision llava:HfLlava; do
   d=${c%%:*} model=${c#*:}
   [ "$SAN" = 1 ] && [ $d != qwen2 ] && continue # the slow build: one (the tied, biased Qwen2)
   if ! "$MMC" import $d -o hf_$d.mm 2> imp_$d.err; then bad "import $d: $(cat imp_$d.err)"; continue; fi

@@ -3,7 +3,7 @@
   make_tiny.py OUT
   OUT/gpt2, llama, qwen2 (tied, random q/k/v biases), qwen2_bf16 (the same
     weights in bf16, 3 shards), qwen2_f16 (in fp16), t5 (T5EncoderModel,
-    gated-GELU), clip (CLIPVisionModel, 28x28 one-channel images), llava
+    gated-GELU), umt5 (UMT5EncoderModel: a bias table per layer), clip (CLIPVisionModel, 28x28 one-channel images), llava
     (LlavaForConditionalGeneration on the caption task): tiny, random
   OUT/pub/<name>: published configurations, weightless (published.py);
     OUT/pub.txt: "<name> <transformers' parameter count>" per line
@@ -58,13 +58,17 @@ llava = tf.LlavaForConditionalGeneration(tf.LlavaConfig(
                                num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                                rms_norm_eps=1e-6),
     image_token_index=3, image_seq_length=4))
+umt5 = tf.UMT5EncoderModel(tf.UMT5Config(vocab_size=V, d_model=32, d_kv=8, d_ff=64, num_layers=2,
+                                         num_heads=4, relative_attention_num_buckets=32,
+                                         relative_attention_max_distance=20,
+                                         feed_forward_proj="gated-gelu", is_encoder_decoder=False))
 with torch.no_grad():  # weights that are not ones or zeros: a dropped or swapped one shows
     for layer in qwen.model.layers:
         for m in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
             m.bias.normal_(0, 0.1)
     for layer in llama.model.layers:
         layer.input_layernorm.weight.normal_(1, 0.1)
-    for b in t5.encoder.block:
+    for b in list(t5.encoder.block) + list(umt5.encoder.block):
         b.layer[0].layer_norm.weight.normal_(1, 0.1)
     for n, p in list(clip.named_parameters()) + list(llava.named_parameters()):
         if "norm" in n or ("projector" in n and n.endswith("bias")):
@@ -74,6 +78,7 @@ with torch.no_grad():  # weights that are not ones or zeros: a dropped or swappe
 save(llama, "llama")
 save(qwen, "qwen2")
 save(t5, "t5")
+save(umt5, "umt5")
 qb = tf.Qwen2ForCausalLM(qcfg).to(torch.bfloat16)
 qb.load_state_dict(qwen.state_dict())
 save(qb, "qwen2_bf16", max_shard_size="20KB")

@@ -92,7 +92,7 @@ for d, inputs, log, dumped in zip(args[0::4], args[1::4], args[2::4], args[3::4]
             worst = (run(px.view(B, 1, 28, 28)) - mine.view(B, -1)[:, :10]).abs().max().item()
             report(arch, d, worst, info, inputs, log, ref)
             continue
-        if arch in ("T5EncoderModel", "MT5EncoderModel"):
+        if arch in ("T5EncoderModel", "MT5EncoderModel", "UMT5EncoderModel"):
             m, info = getattr(tf, arch).from_pretrained(d, torch_dtype=torch.float32,
                                                         output_loading_info=True)
             m.eval()

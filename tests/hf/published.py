@@ -42,6 +42,15 @@ PUBLISHED = {
         "layer_norm_eps": 1e-05, "model_type": "clip_vision_model", "num_attention_heads": 16,
         "num_channels": 3, "num_hidden_layers": 24, "patch_size": 14, "projection_dim": 768,
         "torch_dtype": "float32"},
+    # google/mt5-xxl config.json, its encoder (architectures: MT5EncoderModel)
+    "mt5_xxl_encoder": {
+        "architectures": ["MT5EncoderModel"], "d_ff": 10240, "d_kv": 64, "d_model": 4096,
+        "decoder_start_token_id": 0, "dropout_rate": 0.1, "eos_token_id": 1,
+        "feed_forward_proj": "gated-gelu", "initializer_factor": 1.0,
+        "is_encoder_decoder": True, "layer_norm_epsilon": 1e-06, "model_type": "mt5",
+        "num_decoder_layers": 24, "num_heads": 64, "num_layers": 24, "output_past": True,
+        "pad_token_id": 0, "relative_attention_num_buckets": 32, "tie_word_embeddings": False,
+        "tokenizer_class": "T5Tokenizer", "vocab_size": 250112},
     # llava-hf/llava-1.5-7b-hf config.json (CLIP ViT-L/14-336 + Vicuna-7B, the rest defaults)
     "llava_1_5_7b": {
         "architectures": ["LlavaForConditionalGeneration"], "ignore_index": -100,
