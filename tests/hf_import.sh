@@ -26,6 +26,9 @@
 #    transformers loads the directory with no missing or unexpected key and
 #    its logits are mmc's trained ones (1e-4); --save-hf without a Hugging
 #    Face --init-from refused before training;
+# 4b. the evaluator's --weights HF_DIR (the generator's and evaluator's
+#    loader, runtime/mmrt_model.c): the captions of the same weights saved
+#    under mmc's names;
 # 5. --init-from of mmc-named files: the parameters left at init named, a
 #    tensor that matches no parameter refused, SUB= loading a sub-model.
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
@@ -169,6 +172,17 @@ expect 1 "--save-hf-dtype takes f32 or bf16, not 'f16'" ./qwen2.tr --steps 1 --i
 expect 1 "--shard-size goes with --save-hf" ./qwen2.tr --steps 1 --init-from qwen2 --shard-size 100
 expect 1 "--save-hf x: needs --init-from a Hugging Face directory" ./qwen2.tr --steps 1 --init-from w.st --save-hf x
 [ ! -e x ] && ok "--save-hf refused: nothing written" || bad "x written"
+
+# ---- 4b. the evaluator's --weights HF_DIR: the same captions as from the mmc-named file the
+# trainer saves after loading the directory; a directory of another model refused by tensor
+if [ "$SAN" = 0 ]; then
+  tr hf_llava.mm HfLlava llava.eval --task eval && ./llava.tr --steps 0 --init-from llava --save-weights llava.st --quiet > /dev/null 2>&1 &&
+    ./llava.eval --weights llava --limit 8 --ids ev_hf.txt --quiet > ev_hf.out 2> ev_hf.err &&
+    ./llava.eval --weights llava.st --limit 8 --ids ev_st.txt --quiet > ev_st.out 2>&1 &&
+    [ -s ev_hf.txt ] && cmp -s ev_hf.txt ev_st.txt && cmp -s ev_hf.out ev_st.out &&
+    ok "evaluator --weights HF_DIR: the captions of --weights FILE" || bad "evaluator --weights llava: $(cat ev_hf.err)"
+  expect 1 "weights clip: clip/model.safetensors: tensor 'vision_model.embeddings.patch_embedding.weight' is F32 \[32, 1, 7, 7\]; model parameter 'vision.patch_embedding.weight' is \[32, 1, 14, 14\]" ./llava.eval --weights clip --limit 2
+fi
 
 # ---- 5. --init-from of mmc-named files ----
 "$PY" -c '
