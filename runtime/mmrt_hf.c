@@ -1023,6 +1023,32 @@ static void remove_weights(const char *out) {
   if (d) closedir(d);
 }
 
+/* mmrt_st_save_stream's fill: tensor i of shard's range assembled (and
+ * rounded to bf16) into one buffer, the size of the largest tensor. */
+typedef struct Stream {
+  MmrtHf *h;
+  const MmrtHfParam *p;
+  float *const *data;
+  const MmrtHfSrc *src;
+  int n, first, bf16;
+  const MmrtTensorRef *refs;
+  float *buf;
+} Stream;
+
+static int fill_tensor(void *ctx, int k, const void **bytes, char *err, size_t errlen) {
+  Stream *s = ctx;
+  int i = s->first + k;
+  int rc = assemble(s->h, i, s->p, s->data, s->src, s->n, s->buf, err, errlen);
+  if (rc != MMRT_OK) return rc;
+  if (s->bf16) { /* in place: 2 of the 4 bytes */
+    size_t numel = mmrt_tensor_bytes(&s->refs[i]) / 2;
+    uint16_t *b = (uint16_t *)s->buf;
+    for (size_t e = 0; e < numel; e++) b[e] = to_bf16(s->buf[e]);
+  }
+  *bytes = s->buf;
+  return MMRT_OK;
+}
+
 int mmrt_hf_export(MmrtHf *h, const char *prefix, const MmrtHfParam *p, float *const *data, int n,
                    const char *out, int bf16, int64_t shard_bytes, char *err, size_t errlen) {
   MmrtHfSrc *src = calloc((size_t)n + 1, sizeof *src);
@@ -1032,18 +1058,19 @@ int mmrt_hf_export(MmrtHf *h, const char *prefix, const MmrtHfParam *p, float *c
   if (rc == MMRT_OK && mkdir(out, 0755) != 0 && errno != EEXIST)
     rc = mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: cannot create the folder: %s", out,
                    strerror(errno));
+  size_t most = 1; /* the largest tensor's elements: the one buffer they are written from */
   for (int i = 0; rc == MMRT_OK && i < h->n; i++) {
     const int64_t *sh;
     refs[i].name = h->t[i].name;
-    refs[i].dtype = MMRT_ST_F32;
+    refs[i].dtype = bf16 ? MMRT_ST_BF16 : MMRT_ST_F32;
     mmrt_st_info(h->files[h->t[i].file], h->t[i].index, NULL, &refs[i].ndim, &sh);
     size_t numel = 1;
     for (int d = 0; d < refs[i].ndim; d++) numel *= (size_t)(refs[i].shape[d] = sh[d]);
-    if (!(refs[i].data = malloc(numel * sizeof(float) + 4)))
-      rc = mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "out of memory for tensor '%s'", h->t[i].name);
-    else
-      rc = assemble(h, i, p, data, src, n, refs[i].data, err, errlen);
+    if (numel > most) most = numel;
   }
+  Stream st = {h, p, data, src, n, 0, bf16, refs, NULL};
+  if (rc == MMRT_OK && !(st.buf = malloc(most * sizeof(float) + 4)))
+    rc = mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "out of memory for a tensor of %zu elements", most);
   char path[4096], from[4096];
   static const char *const keep[] = {"config.json",
                                      "generation_config.json",
@@ -1059,13 +1086,6 @@ int mmrt_hf_export(MmrtHf *h, const char *prefix, const MmrtHfParam *p, float *c
     snprintf(path, sizeof path, "%s/%s", out, keep[k]);
     int c = copy_file(from, path, err, errlen);
     if (c != MMRT_ERR_NOTFOUND) rc = c;
-  }
-  for (int i = 0; rc == MMRT_OK && bf16 && i < h->n; i++) { /* in place: 2 of the 4 bytes */
-    size_t numel = mmrt_tensor_bytes(&refs[i]) / 4;
-    float *f = refs[i].data;
-    uint16_t *b = refs[i].data;
-    for (size_t k = 0; k < numel; k++) b[k] = to_bf16(f[k]);
-    refs[i].dtype = MMRT_ST_BF16;
   }
   /* shards: consecutive tensors while they fit */
   int *shard = calloc((size_t)h->n + 1, sizeof *shard), nshards = 0;
@@ -1093,7 +1113,8 @@ int mmrt_hf_export(MmrtHf *h, const char *prefix, const MmrtHfParam *p, float *c
       count++;
     }
     snprintf(path, sizeof path, "%s/%s", out, name);
-    rc = mmrt_st_save(path, refs + first, count, meta, 1, err, errlen);
+    st.first = first;
+    rc = mmrt_st_save_stream(path, refs + first, count, meta, 1, fill_tensor, &st, err, errlen);
   }
   if (rc == MMRT_OK && nshards > 1) {
     json_object_object_add(md, "total_size", json_object_new_int64(total));
@@ -1107,7 +1128,7 @@ int mmrt_hf_export(MmrtHf *h, const char *prefix, const MmrtHfParam *p, float *c
   json_object_put(map);
   json_object_put(md);
   free(shard);
-  for (int i = 0; refs && i < h->n; i++) free(refs[i].data);
+  free(st.buf);
   free(refs);
   free(src);
   return rc;

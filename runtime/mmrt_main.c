@@ -810,14 +810,14 @@ static void copy_run(void *cx, int64_t local, int64_t global, int64_t n) {
  * Each rank puts its piece into a zeroed whole tensor (a tensor replicated
  * over an axis: only coordinate 0 of that axis), and a sum over the world
  * on rank 0 assembles it exactly (every element has one contributor). */
-static MmrtTensorRef *gather_whole(Trainer *t, int *out_rc);
+static MmrtTensorRef *gather_whole(Trainer *t, int *out_rc, int params_only);
 
 static int save_weights(Trainer *t) {
   const MmrtModelDesc *m = t->m;
   char err[ERRLEN];
   if (weights_nonfinite(t, "not writing --save-weights")) return 1;
   int rc;
-  MmrtTensorRef *refs = gather_whole(t, &rc);
+  MmrtTensorRef *refs = gather_whole(t, &rc, 0);
   if (!rc && t->rank == 0) {
     MmrtKV meta[] = {{"model", m->name}, {"format", "mmc-weights"}};
     if (mmrt_st_save(t->a.save_weights, refs, (int)m->nparams, meta, 2, err, sizeof err) != MMRT_OK)
@@ -844,7 +844,7 @@ static int save_hf(Trainer *t) {
                 "names and layouts)",
                 t->a.save_hf);
   int rc;
-  MmrtTensorRef *refs = gather_whole(t, &rc);
+  MmrtTensorRef *refs = gather_whole(t, &rc, 1); /* the optimizer's state not */
   MmrtHfParam *p = calloc((size_t)m->nparams + 1, sizeof *p);
   float **data = calloc((size_t)m->nparams + 1, sizeof *data);
   if (!rc && (!p || !data)) rc = fail("out of memory for --save-hf");
@@ -874,8 +874,9 @@ static int save_hf(Trainer *t) {
 
 /* Every parameter whole on rank 0 (the other ranks' copies are sums of
  * their pieces too, but only rank 0's are complete), a padded vocabulary
- * at its real rows; *out_rc 0 or a fail() code. */
-static MmrtTensorRef *gather_whole(Trainer *t, int *out_rc) {
+ * at its real rows; params_only: the parameter arena's only (the others'
+ * data NULL); *out_rc 0 or a fail() code. */
+static MmrtTensorRef *gather_whole(Trainer *t, int *out_rc, int params_only) {
   const MmrtModelDesc *m = t->m;
   MmrtTensorRef *refs = calloc((size_t)m->nparams + 1, sizeof *refs);
   int rc = refs ? 0 : fail("out of memory for --save-weights");
@@ -886,6 +887,7 @@ static MmrtTensorRef *gather_whole(Trainer *t, int *out_rc) {
     refs[i].dtype = (MmrtStDtype)p->dtype;
     refs[i].ndim = (int)r;
     for (int64_t d = 0; d < r; d++) whole *= refs[i].shape[d] = p->shape[d];
+    if (params_only && p->arena != MMRT_ARENA_PARAM) continue;
     float *w = calloc((size_t)whole, sizeof *w);
     refs[i].data = w;
     if (!w) {

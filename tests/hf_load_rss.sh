@@ -7,6 +7,9 @@
 # same run's without it (random init) by at most the largest tensor's bf16
 # and float32 bytes plus 4 MiB, which is less than the checkpoint itself;
 # and the loaded model's first loss equals the serial run's (1e-6 relative).
+# --save-hf (bf16, 3 shards) writes tensor by tensor: the writing run's peak
+# RSS exceeds the run without it by at most the parameters gathered whole in
+# float32 plus one tensor and 4 MiB (not a second copy of the model).
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
 set -u
 PY=${MMC_HF_PYTHON:-/var/cache/mmc-venv-hf/bin/python}
@@ -45,7 +48,19 @@ run() { # run NAME ARGS...: rss.NAME.<rank> in KiB
 }
 run init --log init.jsonl || { echo "FAIL: tp = 2 run: $(tail -3 init.out)"; exit 1; }
 run hf --init-from q --log hf.jsonl || { echo "FAIL: tp = 2 --init-from: $(tail -3 hf.out)"; exit 1; }
-./q1.tr --steps 1 --eval-batches 1 --init-from q --log one.jsonl --quiet > one.out 2>&1 || { echo "FAIL: serial: $(tail -3 one.out)"; exit 1; }
+/usr/bin/time -f %M -o rss.one ./q1.tr --steps 1 --eval-batches 1 --init-from q --log one.jsonl --quiet > one.out 2>&1 ||
+  { echo "FAIL: serial: $(tail -3 one.out)"; exit 1; }
+# --save-hf (serial, bf16, 3 shards): the writer holds one tensor at a time, so the run's peak
+# exceeds the run without it by at most the parameters gathered whole (f32) plus one tensor
+/usr/bin/time -f %M -o rss.save ./q1.tr --steps 1 --eval-batches 1 --init-from q --save-hf ex --save-hf-dtype bf16 \
+  --shard-size 9000000 --quiet > save.out 2>&1 || { echo "FAIL: --save-hf: $(tail -3 save.out)"; exit 1; }
+a=$(($(cat rss.one) * 1024)) b=$(($(cat rss.save) * 1024)) f32=$((total * 2)) ns=$(ls ex/*.safetensors | wc -l)
+if [ $((b - a)) -le $((f32 + big * 4 + 4 * 1024 * 1024)) ] && [ "$ns" = 3 ]; then
+  echo "PASS: --save-hf in $ns bf16 shards: peak RSS +$((b - a)) bytes <= the parameters in f32 ($f32) + one tensor + 4 MiB"
+else
+  echo "FAIL: --save-hf: peak RSS $b with it, $a without: +$((b - a)) > $f32 + one tensor + 4 MiB ($ns shards)"
+  fail=1
+fi
 bound=$((big * 6 + 4 * 1024 * 1024)) # bf16 and float32 of the largest tensor, plus 4 MiB
 for r in 0 1; do
   a=$(($(cat rss.init.$r) * 1024)) b=$(($(cat rss.hf.$r) * 1024))
