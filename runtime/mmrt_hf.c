@@ -952,7 +952,7 @@ int mmrt_hf_check_ties(MmrtHf *h, char *err, size_t errlen) {
 
 /* Tensor i of h, whole, in its own layout, from the parameters (or a tie's
  * or buffer's source); buf holds its elements. */
-static int assemble(MmrtHf *h, int i, const MmrtHfParam *p, float *const *data,
+static int assemble(MmrtHf *h, int i, const MmrtHfParam *p, MmrtHfGet get, void *ctx,
                     const MmrtHfSrc *src, int n, float *buf, char *err, size_t errlen) {
   int nd;
   const int64_t *sh;
@@ -963,14 +963,17 @@ static int assemble(MmrtHf *h, int i, const MmrtHfParam *p, float *const *data,
   for (int j = 0; j < n; j++) {
     if (src[j].tensor != k) continue;
     parts++;
+    const float *data;
+    int rc = get(ctx, j, &data, err, errlen);
+    if (rc != MMRT_OK) return rc;
     int64_t inner = 1, rows = p[j].ndim ? p[j].shape[0] : 1;
     for (int d = 1; d < p[j].ndim; d++) inner *= p[j].shape[d];
     if (!src[j].transpose) {
-      memcpy(buf + src[j].row0 * inner, data[j], (size_t)(rows * inner) * sizeof *buf);
+      memcpy(buf + src[j].row0 * inner, data, (size_t)(rows * inner) * sizeof *buf);
     } else { /* the file holds [in, out]: element (c, row0 + r) is the parameter's (r, c) */
       int64_t out = sh[1];
       for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < inner; c++) buf[c * out + src[j].row0 + r] = data[j][r * inner + c];
+        for (int64_t c = 0; c < inner; c++) buf[c * out + src[j].row0 + r] = data[r * inner + c];
     }
   }
   if (parts) return MMRT_OK;
@@ -1028,9 +1031,10 @@ static void remove_weights(const char *out) {
 typedef struct Stream {
   MmrtHf *h;
   const MmrtHfParam *p;
-  float *const *data;
+  MmrtHfGet get;
+  void *ctx;
   const MmrtHfSrc *src;
-  int n, first, bf16;
+  int n, first, bf16, next; /* next: the tensors assembled so far (in index order) */
   const MmrtTensorRef *refs;
   float *buf;
 } Stream;
@@ -1038,7 +1042,8 @@ typedef struct Stream {
 static int fill_tensor(void *ctx, int k, const void **bytes, char *err, size_t errlen) {
   Stream *s = ctx;
   int i = s->first + k;
-  int rc = assemble(s->h, i, s->p, s->data, s->src, s->n, s->buf, err, errlen);
+  s->next = i + 1;
+  int rc = assemble(s->h, i, s->p, s->get, s->ctx, s->src, s->n, s->buf, err, errlen);
   if (rc != MMRT_OK) return rc;
   if (s->bf16) { /* in place: 2 of the 4 bytes */
     size_t numel = mmrt_tensor_bytes(&s->refs[i]) / 2;
@@ -1049,17 +1054,19 @@ static int fill_tensor(void *ctx, int k, const void **bytes, char *err, size_t e
   return MMRT_OK;
 }
 
-int mmrt_hf_export(MmrtHf *h, const char *prefix, const MmrtHfParam *p, float *const *data, int n,
-                   const char *out, int bf16, int64_t shard_bytes, char *err, size_t errlen) {
+int mmrt_hf_export(MmrtHf *h, const char *prefix, const MmrtHfParam *p, int n, MmrtHfGet get,
+                   void *ctx, const char *out, int bf16, int64_t shard_bytes, char *err,
+                   size_t errlen) {
   MmrtHfSrc *src = calloc((size_t)n + 1, sizeof *src);
   MmrtTensorRef *refs = calloc((size_t)h->n + 1, sizeof *refs);
   int rc = src && refs ? MMRT_OK : mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "out of memory");
   if (rc == MMRT_OK) rc = mmrt_hf_match(h, prefix, p, n, src, err, errlen);
-  if (rc == MMRT_OK && mkdir(out, 0755) != 0 && errno != EEXIST)
+  int matched = rc == MMRT_OK; /* every rank's get calls from here on */
+  if (rc == MMRT_OK && out && mkdir(out, 0755) != 0 && errno != EEXIST)
     rc = mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: cannot create the folder: %s", out,
                    strerror(errno));
   size_t most = 1; /* the largest tensor's elements: the one buffer they are written from */
-  for (int i = 0; rc == MMRT_OK && i < h->n; i++) {
+  for (int i = 0; matched && i < h->n; i++) {
     const int64_t *sh;
     refs[i].name = h->t[i].name;
     refs[i].dtype = bf16 ? MMRT_ST_BF16 : MMRT_ST_F32;
@@ -1068,9 +1075,19 @@ int mmrt_hf_export(MmrtHf *h, const char *prefix, const MmrtHfParam *p, float *c
     for (int d = 0; d < refs[i].ndim; d++) numel *= (size_t)(refs[i].shape[d] = sh[d]);
     if (numel > most) most = numel;
   }
-  Stream st = {h, p, data, src, n, 0, bf16, refs, NULL};
-  if (rc == MMRT_OK && !(st.buf = malloc(most * sizeof(float) + 4)))
+  Stream st = {h, p, get, ctx, src, n, 0, bf16, 0, refs, NULL};
+  if (matched && !(st.buf = malloc(most * sizeof(float) + 4)))
     rc = mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "out of memory for a tensor of %zu elements", most);
+  if (!out) { /* a rank that does not write: the writer's get calls, in its order */
+    for (int i = 0; matched && st.buf && i < h->n; i++) {
+      int e = assemble(h, i, p, get, ctx, src, n, st.buf, err, errlen);
+      if (rc == MMRT_OK) rc = e;
+    }
+    free(st.buf);
+    free(refs);
+    free(src);
+    return rc;
+  }
   char path[4096], from[4096];
   static const char *const keep[] = {"config.json",
                                      "generation_config.json",
@@ -1127,6 +1144,10 @@ int mmrt_hf_export(MmrtHf *h, const char *prefix, const MmrtHfParam *p, float *c
   json_object_put(idx);
   json_object_put(map);
   json_object_put(md);
+  /* an error: the rest of the get calls still made (the other ranks make them) */
+  char ignore[64];
+  for (int i = st.next; matched && rc != MMRT_OK && st.buf && i < h->n; i++)
+    assemble(h, i, p, get, ctx, src, n, st.buf, ignore, sizeof ignore);
   free(shard);
   free(st.buf);
   free(refs);
