@@ -13,3 +13,11 @@ module PixelShuffleMLP(dim_in: int, dim_out: int, grid: int, factor: int = 2) {
     return fc2(gelu(fc1(norm(s))))
   }
 }
+
+// LLaVA's projector: Linear, GELU, Linear from the vision width into the LLM's.
+module LinearGeluMLP(dim_in: int, dim_out: int) {
+  fc1 = Linear(dim_in, dim_out)
+  fc2 = Linear(dim_out, dim_out)
+
+  forward(x: [B, S, dim_in]) -> [B, S, dim_out] { return fc2(gelu(fc1(x))) }
+}

@@ -6,8 +6,8 @@
 // Hugging Face's T5EncoderModel with its `layer.0` / `layer.1` sub-layers
 // spelt out: shared.weight, encoder.block.N.attn_norm.weight,
 // encoder.block.N.attn.{q,k,v,o}.weight, encoder.block.N.ff_norm.weight,
-// encoder.block.N.ff.{wi_0,wi_1,wo}.weight, encoder.rel_bias.weight,
-// encoder.final_norm.weight.
+// encoder.block.N.ff.{wi_0,wi_1,wo}.weight, encoder.rel_bias (UMT5, per_layer:
+// encoder.block.N.rel_bias), encoder.final_norm.weight.
 // Padding: captions of different lengths are padded with the id `pad`; a
 // padded token is not attended (its keys get Hugging Face's extended
 // attention mask, a large negative score, so exactly zero probability) and
@@ -42,38 +42,55 @@ module T5GatedFF(dim: int, ffn: int) {
   forward(x) { return wo(gelu_tanh(wi_0(x)) * wi_1(x)) }
 }
 
-module T5Block(dim: int, heads: int, head_dim: int, ffn: int, eps: float) {
+// own_bias: the block's own relative-position table (UMT5), added to `bias`
+module T5Block(dim: int, heads: int, head_dim: int, ffn: int, eps: float, own_bias: bool = false,
+               buckets: int = 32, max_distance: int = 128) {
   attn_norm = RMSNorm(dim, eps)
   attn      = T5Attention(dim, heads, head_dim)
   ff_norm   = RMSNorm(dim, eps)
   ff        = T5GatedFF(dim, ffn)
+  if own_bias {
+    rel_bias = param f32[buckets, heads] = normal(1.0 / sqrt(dim))
+  }
 
   forward(x: [B, T, dim], bias: [B, heads, T, T]) -> [B, T, dim] {
+    if own_bias {
+      ids = rel_buckets(len = T, buckets = buckets, max_distance = max_distance)
+      bias = bias + embedding(ids, rel_bias).permute(2, 0, 1)
+    }
     h = x + attn(attn_norm(x), bias)
     return h + ff(ff_norm(h))
   }
 }
 
+// per_layer: a relative-position table in every block (UMT5) instead of one shared
 module T5Stack(dim: int, depth: int, heads: int, head_dim: int, ffn: int, buckets: int,
-               max_distance: int, eps: float) {
-  rel_bias   = param f32[buckets, heads] = normal(1.0 / sqrt(dim))
-  block      = T5Block(dim, heads, head_dim, ffn, eps) x depth
+               max_distance: int, eps: float, per_layer: bool = false) {
+  if not per_layer {
+    rel_bias = param f32[buckets, heads] = normal(1.0 / sqrt(dim))
+  }
+  block      = T5Block(dim, heads, head_dim, ffn, eps, per_layer, buckets, max_distance) x depth
   final_norm = RMSNorm(dim, eps)
 
   // keep [B, T]: 1 for a token, 0 for padding (no query attends to it)
   forward(x: [B, T, dim], keep: [B, T]) -> [B, T, dim] {
+    pad = ((keep - 1.0) * 1e9).reshape(B, 1, 1, T)
+    if per_layer {
+      return final_norm(block(x, pad.expand(B, heads, T, T)))
+    }
     ids = rel_buckets(len = T, buckets = buckets, max_distance = max_distance)
-    bias = embedding(ids, rel_bias).permute(2, 0, 1) + ((keep - 1.0) * 1e9).reshape(B, 1, 1, T)
-    return final_norm(block(x, bias))
+    return final_norm(block(x, embedding(ids, rel_bias).permute(2, 0, 1) + pad))
   }
 }
 
 // The encoder: token ids [B, T] -> hidden states [B, T, dim], zero at the
 // padding id `pad` (T5's and mT5's 0; -1: no padding, every id >= 0 a token).
+// per_layer: UMT5's relative-position table in every block (encoder.block.N.rel_bias).
 module T5Encoder(vocab: int, dim: int, depth: int, heads: int, head_dim: int, ffn: int,
-                 buckets: int = 32, max_distance: int = 128, eps: float = 1e-6, pad: int = 0) {
+                 buckets: int = 32, max_distance: int = 128, eps: float = 1e-6, pad: int = 0,
+                 per_layer: bool = false) {
   shared  = Embedding(vocab, dim, std = 1.0)
-  encoder = T5Stack(dim, depth, heads, head_dim, ffn, buckets, max_distance, eps)
+  encoder = T5Stack(dim, depth, heads, head_dim, ffn, buckets, max_distance, eps, per_layer)
 
   // 1 where ids[b, t] != pad, else 0 (integer ids: 1 - relu(1 - |id - pad|))
   forward mask(ids: i32[B, T]) -> [B, T] { return 1.0 - relu(1.0 - abs(ids.float() - pad)) }

@@ -5,7 +5,11 @@
 # the venv tools/test_venvs.sh makes, never a dependency of mmc):
 # 1. tiny random GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM (tied,
 #    random q/k/v biases), the same Qwen2 in bf16 in 3 shards and in fp16, a
-#    T5EncoderModel (tests/hf/make_tiny.py): mmc import, compile, the first
+#    T5EncoderModel, a UMT5EncoderModel (a relative bias per layer), a
+#    CLIPVisionModel (quick-GELU ViT on the classification
+#    task's images), a LlavaForConditionalGeneration (CLIP, projector, Llama on
+#    the caption task; the loss only, and the export's loss at step 6 of a
+#    6-step run; tests/hf/make_tiny.py): mmc import, compile, the first
 #    step's loss on the trainer's batch within 1e-5 relative of
 #    transformers', its logits within 1e-4 absolute (tests/hf/parity.py); the bf16 shards under tp = 2 give
 #    the serial loss (1e-6 relative: the row-parallel sums' order);
@@ -22,6 +26,9 @@
 #    transformers loads the directory with no missing or unexpected key and
 #    its logits are mmc's trained ones (1e-4); --save-hf without a Hugging
 #    Face --init-from refused before training;
+# 4b. the evaluator's --weights HF_DIR (the generator's and evaluator's
+#    loader, runtime/mmrt_model.c): the captions of the same weights saved
+#    under mmc's names;
 # 5. --init-from of mmc-named files: the parameters left at init named, a
 #    tensor that matches no parameter refused, SUB= loading a sub-model.
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
@@ -51,9 +58,12 @@ export PYTHONWARNINGS=ignore TRANSFORMERS_VERBOSITY=error HF_HUB_OFFLINE=1
 "$PY" "$H/make_tiny.py" . > make.log 2>&1 || { cat make.log; exit 1; }
 
 # ---- 1. parity ----
-tr() { "$MMC" compile "$1" --model "$2" --set B=2 --set T=16 -o "$3" "${@:4}"; }
+tr() {
+  local t=(--set T=16); grep -q "let T =" "$1" || t=() # a vision tower has no text length
+  "$MMC" compile "$1" --model "$2" --set B=2 "${t[@]}" -o "$3" "${@:4}"
+}
 triples=() want=0 # PASS lines parity.py should print
-for c in gpt2:HfGPT2 llama:HfLlama qwen2:HfQwen2 qwen2_bf16:HfQwen2 qwen2_f16:HfQwen2 t5:HfT5Encoder; do
+for c in gpt2:HfGPT2 llama:HfLlama qwen2:HfQwen2 qwen2_bf16:HfQwen2 qwen2_f16:HfQwen2 t5:HfT5Encoder umt5:HfUMT5Encoder clip:HfCLIPVision llava:HfLlava; do
   d=${c%%:*} model=${c#*:}
   [ "$SAN" = 1 ] && [ $d != qwen2 ] && continue # the slow build: one (the tied, biased Qwen2)
   if ! "$MMC" import $d -o hf_$d.mm 2> imp_$d.err; then bad "import $d: $(cat imp_$d.err)"; continue; fi
@@ -63,6 +73,17 @@ for c in gpt2:HfGPT2 llama:HfLlama qwen2:HfQwen2 qwen2_bf16:HfQwen2 qwen2_f16:Hf
   save=(); [ $d = qwen2 ] && save=(--save-weights w.st)
   ./$d.tr --steps 1 --init-from $d --dump-inputs in_$d --log $d.jsonl --eval-batches 1 "${save[@]}" --quiet > $d.out 2> $d.err ||
     { bad "train $d: $(cat $d.err)"; continue; }
+  if [ $d = llava ]; then
+    # LLaVA: the loss (the caption task's test batch is not reproduced here); the export: a
+    # 6-step run's step-6 loss (the weights after 5 steps) from the directory --save-hf wrote
+    # after 5 steps of the same run
+    triples+=($d in_$d/step-000001.safetensors $d.jsonl -); want=$((want + 1))
+    ./$d.tr --steps 5 --init-from $d --save-hf ex_$d --quiet > /dev/null 2> ex_$d.err &&
+      ./$d.tr --steps 6 --init-from $d --dump-inputs in6_$d --log ex_$d.jsonl --quiet > /dev/null 2>&1 ||
+      { bad "--save-hf $d: $(cat ex_$d.err)"; continue; }
+    triples+=(ex_$d in6_$d/step-000006.safetensors ex_$d.jsonl -); want=$((want + 1))
+    continue
+  fi
   ./$d.tr --steps 1 --lr 1e-30 --init-from $d --dump-logits $d.logits --eval-batches 1 --quiet > /dev/null 2>&1 ||
     { bad "--dump-logits $d"; continue; }
   triples+=($d in_$d/step-000001.safetensors $d.jsonl $d.logits); want=$((want + 2))
@@ -113,6 +134,8 @@ expect 1 "attention_bias is true; mmc's LLM supports false only" "$MMC" import b
 expect 1 "head_dim is 16; mmc's LLM supports only hidden_size / num_attention_heads" "$MMC" import b_hd
 expect 1 'feed_forward_proj is "relu" \(the default: the key is absent\); mmc.s T5Encoder supports "gated-gelu" only' "$MMC" import b_relu
 expect 1 "key 'attn_logit_softcapping' is not known to mmc's mapping of Qwen2ForCausalLM" "$MMC" import b_key
+expect 1 'b_nested/config.json: text_config.rope_scaling is \{"type":"linear","factor":2.0\}; mmc.s LLM supports null only' "$MMC" import b_nested
+expect 1 "b_feat/config.json: vision_feature_layer -3: mmc takes the output of one of the tower's 2 layers" "$MMC" import b_feat
 expect 1 "b_absent/model.safetensors.index.json names model-00002-of-00003.safetensors for tensor '[^']*': .*cannot open" "$MMC" import b_absent
 expect 1 "weight_map puts tensor '[^']*' in model-00003-of-00003.safetensors, which does not hold it" "$MMC" import b_where
 expect 1 "b_trunc/model-00003-of-00003.safetensors: tensor '[^']*': data_offsets .* extend past the [0-9]+-byte data area \(file truncated\?\)" "$MMC" import b_trunc
@@ -149,6 +172,17 @@ expect 1 "--save-hf-dtype takes f32 or bf16, not 'f16'" ./qwen2.tr --steps 1 --i
 expect 1 "--shard-size goes with --save-hf" ./qwen2.tr --steps 1 --init-from qwen2 --shard-size 100
 expect 1 "--save-hf x: needs --init-from a Hugging Face directory" ./qwen2.tr --steps 1 --init-from w.st --save-hf x
 [ ! -e x ] && ok "--save-hf refused: nothing written" || bad "x written"
+
+# ---- 4b. the evaluator's --weights HF_DIR: the same captions as from the mmc-named file the
+# trainer saves after loading the directory; a directory of another model refused by tensor
+if [ "$SAN" = 0 ]; then
+  tr hf_llava.mm HfLlava llava.eval --task eval && ./llava.tr --steps 0 --init-from llava --save-weights llava.st --quiet > /dev/null 2>&1 &&
+    ./llava.eval --weights llava --limit 8 --ids ev_hf.txt --quiet > ev_hf.out 2> ev_hf.err &&
+    ./llava.eval --weights llava.st --limit 8 --ids ev_st.txt --quiet > ev_st.out 2>&1 &&
+    [ -s ev_hf.txt ] && cmp -s ev_hf.txt ev_st.txt && cmp -s ev_hf.out ev_st.out &&
+    ok "evaluator --weights HF_DIR: the captions of --weights FILE" || bad "evaluator --weights llava: $(cat ev_hf.err)"
+  expect 1 "weights clip: clip/model.safetensors: tensor 'vision_model.embeddings.patch_embedding.weight' is F32 \[32, 1, 7, 7\]; model parameter 'vision.patch_embedding.weight' is \[32, 1, 14, 14\]" ./llava.eval --weights clip --limit 2
+fi
 
 # ---- 5. --init-from of mmc-named files ----
 "$PY" -c '

@@ -45,15 +45,69 @@ int mmc_import_write(const char *dir, const char *out, char *model, size_t len) 
       mmrt_hf_arch(h), mmrt_hf_ntensors(h));
   PUT("// Load its weights with `--init-from %s`; add train / parallel sections, or\n", dir);
   PUT("// `model Mine extends %s { ... }`.\n", mmrt_hf_model(h));
-  PUT("import \"%s\"\n\nmodel %s {\n  let B = 1\n  let T = %lld\n", mmrt_hf_stdlib(h),
-      mmrt_hf_model(h), (long long)T);
-  PUT("  %s = %s(", inst, mod);
-  for (int i = 0; i < mmrt_hf_nhparams(h); i++) {
-    const char *v, *nm = mmrt_hf_hparam(h, i, &v);
-    PUT("%s%s = %s", i ? (i % 5 == 0 ? ",\n      " : ", ") : "", nm, v);
+  int vision = strcmp(mod, "CLIPVision") == 0, nparts = mmrt_hf_nparts(h);
+  int64_t side = 0, patch = 1; /* a composed model's text: 128 tokens after the image's */
+  for (int i = 0; nparts && i < mmrt_hf_part_nhparams(h, 1); i++) {
+    const char *v, *nm = mmrt_hf_part_hparam(h, 1, i, &v);
+    if (!strcmp(nm, "image")) side = atoll(v);
+    if (!strcmp(nm, "patch") && atoll(v) > 0) patch = atoll(v);
   }
-  PUT(")\n\n");
-  if (strcmp(mod, "T5Encoder") == 0) {
+  T += (side / patch) * (side / patch);
+  for (int k = 1; k <= nparts; k++) {
+    const char *file, *m;
+    mmrt_hf_part(h, k, &file, &m);
+    PUT("import \"%s\"\n", file);
+  }
+  PUT("import \"%s\"\n\nmodel %s {\n  let B = 1\n", mmrt_hf_stdlib(h), mmrt_hf_model(h));
+  if (!vision) PUT("  let T = %lld\n", (long long)T);
+  /* the parts of a composed model, then its own module (a composed model's: the projector) */
+  for (int q = 1; q <= nparts + 1; q++) {
+    int k = q % (nparts + 1);
+    const char *file, *m = mod, *in = k ? mmrt_hf_part(h, k, &file, &m) : inst;
+    PUT("  %s = %s(", *in ? in : "projector", m);
+    for (int i = 0; i < mmrt_hf_part_nhparams(h, k); i++) {
+      const char *v, *nm = mmrt_hf_part_hparam(h, k, i, &v);
+      PUT("%s%s = %s", i ? (i % 5 == 0 ? ",\n      " : ", ") : "", nm, v);
+    }
+    PUT(")\n");
+  }
+  PUT("\n");
+  if (nparts) {
+    /* LLaVA: the tower's hidden state after `used` of its layers, the class token dropped
+       ("default"), projected and placed at the image tokens of the text */
+    int64_t depth = 0, feat = -2, ch = 3, size = 224, tok = 32000;
+    for (int i = 0; i < mmrt_hf_part_nhparams(h, 1); i++) {
+      const char *v, *nm = mmrt_hf_part_hparam(h, 1, i, &v);
+      if (!strcmp(nm, "depth")) depth = atoll(v);
+      if (!strcmp(nm, "channels")) ch = atoll(v);
+      if (!strcmp(nm, "image")) size = atoll(v);
+    }
+    mmrt_hf_config_int(h, "vision_feature_layer", &feat);
+    mmrt_hf_config_int(h, "image_token_index", &tok);
+    int64_t used = feat < 0 ? depth + 1 + feat : feat;
+    if (used < 1 || used > depth) {
+      free(s);
+      mmrt_hf_close(h);
+      fprintf(stderr,
+              "mmc: import: %s/config.json: vision_feature_layer %lld: mmc takes the output of "
+              "one of the tower's %lld layers (1 .. %lld, or -1 .. -%lld)\n",
+              dir, (long long)feat, (long long)depth, (long long)depth, (long long)depth);
+      return 1;
+    }
+    PUT("  let IMG = %lld // image_token_index: the text's tokens the image takes the place of\n",
+        (long long)tok);
+    PUT("  // the tower's hidden state after %lld of its %lld layers (vision_feature_layer = "
+        "%lld)\n  // without the class token, projected into the text at the IMG tokens; "
+        "labels: the\n  // text shifted by one (-100: not scored)\n",
+        (long long)used, (long long)depth, (long long)feat);
+    PUT("  forward(pixels: f32[B, %lld, %lld, %lld], text: i32[B, T], labels: i32[B, T]) -> loss "
+        "{\n",
+        (long long)ch, (long long)size, (long long)size);
+    PUT("    image  = projector(vision.layers[0:%lld](vision.embed(pixels))[:, 1:])\n",
+        (long long)used);
+    PUT("    logits = llm.decode(place(llm.embed(text), image, text, token = IMG))\n");
+    PUT("    return cross_entropy(logits, labels, ignore = -100)\n  }\n}\n");
+  } else if (strcmp(mod, "T5Encoder") == 0) {
     /* an encoder has no loss of its own: a stand-in objective through the tied embedding, so
        that the model compiles, loads and trains alone */
     PUT("  // a stand-in objective (the embedding as a tied head); compose the encoder into your "
@@ -62,6 +116,18 @@ int mmc_import_write(const char *dir, const char *out, char *model, size_t len) 
     PUT("    return cross_entropy(linear(%s(ids), %s.shared.weight), labels, ignore = -100)\n",
         inst, inst);
     PUT("  }\n}\n");
+  } else if (vision) {
+    /* the same for a vision tower: the first `classes` features of the pooled output as the
+       logits (no parameter outside the checkpoint) */
+    int64_t img = 224, ch = 3;
+    mmrt_hf_config_int(h, "image_size", &img);
+    mmrt_hf_config_int(h, "num_channels", &ch);
+    PUT("  let classes = 10\n");
+    PUT("  // a stand-in objective (the first `classes` features of the pooled class token as\n"
+        "  // logits); compose the tower into your model\n");
+    PUT("  forward(pixels: f32[B, %lld, %lld, %lld], labels: i32[B]) -> loss {\n", (long long)ch,
+        (long long)img, (long long)img);
+    PUT("    return cross_entropy(%s.pooled(pixels)[:, 0:classes], labels)\n  }\n}\n", inst);
   } else {
     PUT("  // labels: the ids shifted by one (-100: not scored)\n");
     PUT("  forward(ids: i32[B, T], labels: i32[B, T]) -> loss { return %s(ids, labels) }\n}\n",

@@ -178,8 +178,8 @@ static int by_size_then_index(const void *pa, const void *pb) {
   return (a->index > b->index) - (a->index < b->index);
 }
 
-int mmrt_st_save(const char *path, const MmrtTensorRef *tensors, int ntensors, const MmrtKV *meta,
-                 int nmeta, char *err, size_t errlen) {
+static int st_save(const char *path, const MmrtTensorRef *tensors, int ntensors, const MmrtKV *meta,
+                   int nmeta, MmrtStFill fill, void *ctx, char *err, size_t errlen) {
   if (ntensors < 0 || nmeta < 0)
     return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: negative tensor or metadata count", path);
   /* validate everything before touching the disk */
@@ -200,7 +200,7 @@ int mmrt_st_save(const char *path, const MmrtTensorRef *tensors, int ntensors, c
     if (!ok)
       return mmrt_errf(err, errlen, MMRT_ERR_ARG,
                        "%s: tensor '%s' has a negative or overflowing shape", path, t->name);
-    if (n && !t->data)
+    if (n && !t->data && !fill)
       return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: tensor '%s' has no data", path, t->name);
     for (int j = 0; j < i; j++)
       if (strcmp(tensors[j].name, t->name) == 0)
@@ -261,16 +261,33 @@ int mmrt_st_save(const char *path, const MmrtTensorRef *tensors, int ntensors, c
   Atomic a;
   if ((rc = atomic_begin(&a, path, err, errlen)) != MMRT_OK) goto done;
   if ((rc = atomic_write(&a, blob, 8 + padded, err, errlen)) != MMRT_OK) goto done;
-  for (int i = 0; i < ntensors; i++)
-    if ((rc = atomic_write(&a, ord[i].t->data, mmrt_tensor_bytes(ord[i].t), err, errlen)) !=
-        MMRT_OK)
+  for (int i = 0; i < ntensors; i++) {
+    const void *bytes = ord[i].t->data;
+    if (fill && (rc = fill(ctx, ord[i].index, &bytes, err, errlen)) != MMRT_OK) {
+      close(a.fd);
+      unlink(a.tmp);
       goto done;
+    }
+    if ((rc = atomic_write(&a, bytes, mmrt_tensor_bytes(ord[i].t), err, errlen)) != MMRT_OK)
+      goto done;
+  }
   rc = atomic_commit(&a, err, errlen);
 done:
   free(blob);
   free(ord);
   json_object_put(hdr);
   return rc;
+}
+
+int mmrt_st_save(const char *path, const MmrtTensorRef *tensors, int ntensors, const MmrtKV *meta,
+                 int nmeta, char *err, size_t errlen) {
+  return st_save(path, tensors, ntensors, meta, nmeta, NULL, NULL, err, errlen);
+}
+
+int mmrt_st_save_stream(const char *path, const MmrtTensorRef *tensors, int ntensors,
+                        const MmrtKV *meta, int nmeta, MmrtStFill fill, void *ctx, char *err,
+                        size_t errlen) {
+  return st_save(path, tensors, ntensors, meta, nmeta, fill, ctx, err, errlen);
 }
 
 static uint32_t crc_of(const void *data, size_t n) {

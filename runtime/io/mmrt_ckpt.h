@@ -92,6 +92,15 @@ size_t mmrt_tensor_bytes(const MmrtTensorRef *t);
 int mmrt_st_save(const char *path, const MmrtTensorRef *tensors, int ntensors, const MmrtKV *meta,
                  int nmeta, char *err, size_t errlen);
 
+/* mmrt_st_save with the tensors' bytes made one at a time, in file order:
+ * the tensors' data are not read (NULL is fine); fill(ctx, i, &bytes, ...)
+ * points bytes at tensor i's mmrt_tensor_bytes() bytes, valid until the
+ * next call, or returns an error (the file is then not written). */
+typedef int (*MmrtStFill)(void *ctx, int i, const void **bytes, char *err, size_t errlen);
+int mmrt_st_save_stream(const char *path, const MmrtTensorRef *tensors, int ntensors,
+                        const MmrtKV *meta, int nmeta, MmrtStFill fill, void *ctx, char *err,
+                        size_t errlen);
+
 /* mmrt_st_save plus the CRC32 (zlib) of each tensor's bytes in the
  * metadata: key "crc32:<name>", value 8 lowercase hex digits.  mmrt_st_read
  * checks the CRC of every tensor that has one. */

@@ -19,6 +19,7 @@
 typedef enum HfFam {
 #define HF_FAMILY(fam, file, mod, inst, model) fam,
 #define HF_ARCH(a, fam)
+#define HF_PART(fam, key, hfp, inst, sub)
 #define HF_HP(fam, name, kind, key, fb, def)
 #define HF_CHECK(fam, key, want, absent)
 #define HF_SAME(fam, key, num, den)
@@ -53,6 +54,19 @@ static const Arch archs[] = {
 #include "mmrt_hf_map.def"
 #undef HF_ARCH
 #define HF_ARCH(a, fam)
+};
+
+typedef struct Part {
+  HfFam fam;
+  const char *key, *hfp, *inst;
+  HfFam sub;
+} Part;
+static const Part parts[] = {
+#undef HF_PART
+#define HF_PART(fam, key, hfp, inst, sub) {fam, key, hfp, inst, sub},
+#include "mmrt_hf_map.def"
+#undef HF_PART
+#define HF_PART(fam, key, hfp, inst, sub)
 };
 
 typedef struct Hp {
@@ -123,6 +137,47 @@ static const Key keys[] = {
     {HF_ANY, "label2id"},
     {HF_ANY, "gradient_checkpointing"},
     {HF_ANY, "output_past"}, /* mT5's published configs: a generation flag */
+    /* what transformers writes into a composed model's nested configs: generation and
+       bookkeeping settings of every PretrainedConfig, none read by these models' forward */
+    {HF_ANY, "_attn_implementation_autoset"},
+    {HF_ANY, "bad_words_ids"},
+    {HF_ANY, "begin_suppress_tokens"},
+    {HF_ANY, "chunk_size_feed_forward"},
+    {HF_ANY, "decoder_start_token_id"},
+    {HF_ANY, "diversity_penalty"},
+    {HF_ANY, "do_sample"},
+    {HF_ANY, "early_stopping"},
+    {HF_ANY, "encoder_no_repeat_ngram_size"},
+    {HF_ANY, "exponential_decay_length_penalty"},
+    {HF_ANY, "finetuning_task"},
+    {HF_ANY, "forced_bos_token_id"},
+    {HF_ANY, "forced_eos_token_id"},
+    {HF_ANY, "is_decoder"},
+    {HF_ANY, "is_encoder_decoder"},
+    {HF_ANY, "length_penalty"},
+    {HF_ANY, "max_length"},
+    {HF_ANY, "min_length"},
+    {HF_ANY, "no_repeat_ngram_size"},
+    {HF_ANY, "num_beam_groups"},
+    {HF_ANY, "num_beams"},
+    {HF_ANY, "num_return_sequences"},
+    {HF_ANY, "output_scores"},
+    {HF_ANY, "prefix"},
+    {HF_ANY, "problem_type"},
+    {HF_ANY, "remove_invalid_values"},
+    {HF_ANY, "repetition_penalty"},
+    {HF_ANY, "return_dict_in_generate"},
+    {HF_ANY, "sep_token_id"},
+    {HF_ANY, "suppress_tokens"},
+    {HF_ANY, "temperature"},
+    {HF_ANY, "tf_legacy_loss"},
+    {HF_ANY, "tie_encoder_decoder"},
+    {HF_ANY, "top_k"},
+    {HF_ANY, "top_p"},
+    {HF_ANY, "torchscript"},
+    {HF_ANY, "typical_p"},
+    {HF_ANY, "use_bfloat16"},
+    {HF_ANY, "cross_attention_hidden_size"},
 };
 
 typedef struct Rule {
@@ -139,6 +194,7 @@ static const Rule rules[] = {
 };
 #undef HF_FAMILY
 #undef HF_ARCH
+#undef HF_PART
 #undef HF_HP
 #undef HF_CHECK
 #undef HF_SAME
@@ -165,9 +221,14 @@ struct MmrtHf {
   MmrtStFile **files;
   int n;
   Tensor *t;
+  int nparts; /* 1 + the family's HF_PART rows: part 0 the family itself */
+  const Part *part[8];
+  json_object *part_config[8]; /* borrowed from config (or empty) */
+  json_object *empty;
   int nhp;
-  const char *hp_name[32];
-  char hp_value[32][64];
+  const char *hp_name[64];
+  char hp_value[64][64];
+  int hp_part[64];
   int cached; /* mmrt_hf_read's last tensor, as float32 [rows, cols] after the transpose */
   int cached_t;
   float *cache;
@@ -189,6 +250,7 @@ void mmrt_hf_close(MmrtHf *h) {
   free(h->t);
   free(h->cache);
   if (h->config) json_object_put(h->config);
+  if (h->empty) json_object_put(h->empty);
   free(h->dir);
   free(h);
 }
@@ -334,7 +396,21 @@ static int json_num(json_object *v, double *out) {
   return 1;
 }
 
+/* c[key], or c[a][b] for key "a.b" */
+static int get_key(json_object *c, const char *key, json_object **v) {
+  const char *dot = strchr(key, '.');
+  if (!dot) return json_object_object_get_ex(c, key, v);
+  char head[128];
+  json_object *o;
+  snprintf(head, sizeof head, "%.*s", (int)(dot - key), key);
+  if (!json_object_object_get_ex(c, head, &o) || !json_object_is_type(o, json_type_object))
+    return 0;
+  return json_object_object_get_ex(o, dot + 1, v);
+}
+
 static int known_key(HfFam fam, const char *key) {
+  for (int i = 0; i < N(parts); i++)
+    if (parts[i].fam == fam && strcmp(parts[i].key, key) == 0) return 1;
   for (int i = 0; i < N(keys); i++)
     if ((keys[i].fam == fam || keys[i].fam == HF_ANY) && strcmp(keys[i].key, key) == 0) return 1;
   for (int i = 0; i < N(hps); i++)
@@ -348,23 +424,27 @@ static int known_key(HfFam fam, const char *key) {
   return 0;
 }
 
-/* The config's checks and hyper-parameters. */
-static int read_config(MmrtHf *h, const char *cpath, char *err, size_t errlen) {
-  json_object *c = h->config;
+/* The config's checks and hyper-parameters: of part `pi` (its family's
+ * rules, its config object; kp: "text_config." or "" for the messages). */
+static int read_config(MmrtHf *h, int pi, const char *cpath, char *err, size_t errlen) {
+  json_object *c = h->part_config[pi];
+  HfFam fam = pi ? h->part[pi]->sub : h->fam;
+  char kp[64] = "";
+  if (pi) snprintf(kp, sizeof kp, "%s.", h->part[pi]->key);
   json_object_object_foreach(c, key, val) {
     (void)val;
-    if (!known_key(h->fam, key))
+    if (!known_key(fam, key))
       return mmrt_errf(
           err, errlen, MMRT_ERR_MISMATCH,
-          "%s: key '%s' is not known to mmc's mapping of %s (runtime/mmrt_hf_map.def); "
+          "%s: key '%s%s' is not known to mmc's mapping of %s (runtime/mmrt_hf_map.def); "
           "it may change the model's math, so it is not ignored",
-          cpath, key, h->arch);
+          cpath, kp, key, h->arch);
   }
   for (int i = 0; i < N(checks); i++) {
     const Check *k = &checks[i];
-    if (k->fam != h->fam) continue;
+    if (k->fam != fam) continue;
     json_object *v = NULL, *want = json_tokener_parse(k->want);
-    int absent = !json_object_object_get_ex(c, k->key, &v);
+    int absent = !get_key(c, k->key, &v);
     json_object *have = absent ? json_tokener_parse(k->absent) : json_object_get(v);
     int same = json_object_equal(have, want);
     double a, b;
@@ -374,40 +454,39 @@ static int read_config(MmrtHf *h, const char *cpath, char *err, size_t errlen) {
     json_object_put(have);
     json_object_put(want);
     if (!same)
-      return mmrt_errf(err, errlen, MMRT_ERR_MISMATCH, "%s: %s is %s%s; mmc's %s supports %s only",
-                       cpath, k->key, hv, absent ? " (the default: the key is absent)" : "",
-                       families[h->fam].module, k->want);
+      return mmrt_errf(err, errlen, MMRT_ERR_MISMATCH,
+                       "%s: %s%s is %s%s; mmc's %s supports %s only", cpath, kp, k->key, hv,
+                       absent ? " (the default: the key is absent)" : "", families[fam].module,
+                       k->want);
   }
   for (int i = 0; i < N(sames); i++) {
     const Same *s = &sames[i];
     json_object *v, *a, *b;
     double x, y, z;
-    if (s->fam != h->fam || !json_object_object_get_ex(c, s->key, &v) ||
-        json_object_is_type(v, json_type_null))
+    if (s->fam != fam || !get_key(c, s->key, &v) || json_object_is_type(v, json_type_null))
       continue;
-    if (!json_num(v, &x) || !json_object_object_get_ex(c, s->num, &a) || !json_num(a, &y) ||
-        !json_object_object_get_ex(c, s->den, &b) || !json_num(b, &z) || z == 0 || x * z != y)
+    if (!json_num(v, &x) || !get_key(c, s->num, &a) || !json_num(a, &y) ||
+        !get_key(c, s->den, &b) || !json_num(b, &z) || z == 0 || x * z != y)
       return mmrt_errf(err, errlen, MMRT_ERR_MISMATCH,
-                       "%s: %s is %s; mmc's %s supports only %s / %s", cpath, s->key,
-                       json_object_to_json_string(v), families[h->fam].module, s->num, s->den);
+                       "%s: %s%s is %s; mmc's %s supports only %s / %s", cpath, kp, s->key,
+                       json_object_to_json_string(v), families[fam].module, s->num, s->den);
   }
   for (int i = 0; i < N(hps); i++) {
     const Hp *p = &hps[i];
-    if (p->fam != h->fam) continue;
-    if (h->nhp == 32) return mmrt_errf(err, errlen, MMRT_ERR_ARG, "too many hyper-parameters");
+    if (p->fam != fam) continue;
+    if (h->nhp == N(h->hp_name))
+      return mmrt_errf(err, errlen, MMRT_ERR_ARG, "too many hyper-parameters");
     json_object *v = NULL;
     const char *from = p->key;
-    if (!p->key || !json_object_object_get_ex(c, p->key, &v) ||
-        json_object_is_type(v, json_type_null)) {
+    if (!p->key || !get_key(c, p->key, &v) || json_object_is_type(v, json_type_null)) {
       v = NULL, from = p->fallback;
-      if (p->fallback && (!json_object_object_get_ex(c, p->fallback, &v) ||
-                          json_object_is_type(v, json_type_null)))
+      if (p->fallback && (!get_key(c, p->fallback, &v) || json_object_is_type(v, json_type_null)))
         v = NULL;
     }
     char *out = h->hp_value[h->nhp];
     if (!v && !p->def)
-      return mmrt_errf(err, errlen, MMRT_ERR_FORMAT, "%s: no '%s' (%s's %s)", cpath, p->key,
-                       families[h->fam].module, p->name);
+      return mmrt_errf(err, errlen, MMRT_ERR_FORMAT, "%s: no '%s%s' (%s's %s)", cpath, kp, p->key,
+                       families[fam].module, p->name);
     if (!v) {
       snprintf(out, 64, "%s", p->def);
     } else if (p->kind == HF_BOOL) {
@@ -428,7 +507,36 @@ static int read_config(MmrtHf *h, const char *cpath, char *err, size_t errlen) {
       if (strtod(out, NULL) != x) snprintf(out, 64, "%.17g", x);
       if (!strpbrk(out, ".eEn")) strcat(out, ".0"); /* a float literal */
     }
+    h->hp_part[h->nhp] = pi;
     h->hp_name[h->nhp++] = p->name;
+  }
+  return MMRT_OK;
+}
+
+/* The family's parts (HF_PART), each with its nested config object, then
+ * every part's config read. */
+static int read_configs(MmrtHf *h, const char *cpath, char *err, size_t errlen) {
+  h->nparts = 1;
+  h->part_config[0] = h->config;
+  for (int i = 0; i < N(parts); i++) {
+    if (parts[i].fam != h->fam) continue;
+    if (h->nparts == N(h->part)) return mmrt_errf(err, errlen, MMRT_ERR_ARG, "too many parts");
+    json_object *o;
+    if (!json_object_object_get_ex(h->config, parts[i].key, &o) ||
+        json_object_is_type(o, json_type_null)) {
+      if (!h->empty && !(h->empty = json_object_new_object()))
+        return mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "out of memory");
+      o = h->empty; /* absent: transformers' defaults */
+    } else if (!json_object_is_type(o, json_type_object)) {
+      return mmrt_errf(err, errlen, MMRT_ERR_FORMAT, "%s: %s is not an object", cpath,
+                       parts[i].key);
+    }
+    h->part[h->nparts] = &parts[i];
+    h->part_config[h->nparts++] = o;
+  }
+  for (int pi = 0; pi < h->nparts; pi++) {
+    int rc = read_config(h, pi, cpath, err, errlen);
+    if (rc != MMRT_OK) return rc;
   }
   return MMRT_OK;
 }
@@ -469,7 +577,7 @@ int mmrt_hf_open(MmrtHf **out, const char *dir, char *err, size_t errlen) {
       h->fam = archs[k].fam;
     }
   }
-  if (rc == MMRT_OK) rc = read_config(h, cpath, err, errlen);
+  if (rc == MMRT_OK) rc = read_configs(h, cpath, err, errlen);
   if (rc == MMRT_OK) rc = open_weights(h, err, errlen);
   for (int i = 0; rc == MMRT_OK && i < h->n; i++) {
     MmrtStDtype dt;
@@ -506,11 +614,33 @@ const char *mmrt_hf_model(const MmrtHf *h) {
   return families[h->fam].model;
 }
 int mmrt_hf_nhparams(const MmrtHf *h) {
-  return h->nhp;
+  return mmrt_hf_part_nhparams(h, 0);
 }
 const char *mmrt_hf_hparam(const MmrtHf *h, int i, const char **value) {
-  *value = h->hp_value[i];
-  return h->hp_name[i];
+  return mmrt_hf_part_hparam(h, 0, i, value);
+}
+int mmrt_hf_nparts(const MmrtHf *h) {
+  return h->nparts - 1;
+}
+const char *mmrt_hf_part(const MmrtHf *h, int k, const char **stdlib, const char **module) {
+  const Part *p = h->part[k];
+  *stdlib = families[p->sub].file;
+  *module = families[p->sub].module;
+  return p->inst;
+}
+int mmrt_hf_part_nhparams(const MmrtHf *h, int k) {
+  int n = 0;
+  for (int i = 0; i < h->nhp; i++) n += h->hp_part[i] == k;
+  return n;
+}
+const char *mmrt_hf_part_hparam(const MmrtHf *h, int k, int i, const char **value) {
+  for (int j = 0; j < h->nhp; j++)
+    if (h->hp_part[j] == k && i-- == 0) {
+      *value = h->hp_value[j];
+      return h->hp_name[j];
+    }
+  *value = NULL;
+  return NULL;
 }
 int mmrt_hf_config_int(const MmrtHf *h, const char *key, int64_t *out) {
   json_object *v;
@@ -547,14 +677,18 @@ static int match(const char *pat, const char *name, long *layer) {
   return strcmp(end, l + 3) == 0;
 }
 
-static void expand(char *buf, size_t len, const char *prefix, const char *pat, long layer) {
+/* prefix "." inst "." pat, empty parts and their dots left out, {L} = layer */
+static void expand(char *buf, size_t len, const char *prefix, const char *inst, const char *pat,
+                   long layer) {
   const char *l = strstr(pat, "{L}");
-  const char *dot = prefix && *prefix ? "." : "";
+  char pre[200];
   if (!prefix) prefix = "";
+  snprintf(pre, sizeof pre, "%s%s%s%s", prefix, *prefix && *inst ? "." : "", inst,
+           *prefix || *inst ? "." : "");
   if (!l)
-    snprintf(buf, len, "%s%s%s", prefix, dot, pat);
+    snprintf(buf, len, "%s%s", pre, pat);
   else
-    snprintf(buf, len, "%s%s%.*s%ld%s", prefix, dot, (int)(l - pat), pat, layer, l + 3);
+    snprintf(buf, len, "%s%.*s%ld%s", pre, (int)(l - pat), pat, layer, l + 3);
 }
 
 static void shape_text(char *buf, size_t len, int nd, const int64_t *s) {
@@ -564,11 +698,12 @@ static void shape_text(char *buf, size_t len, int nd, const int64_t *s) {
   if (k < len) snprintf(buf + k, len - k, "]");
 }
 
-static int cond_holds(const MmrtHf *h, const char *cond) {
+static int cond_holds(const MmrtHf *h, int part, const char *cond) {
   if (!cond) return 1;
   int neg = cond[0] == '!';
   for (int i = 0; i < h->nhp; i++)
-    if (strcmp(h->hp_name[i], cond + neg) == 0) return (strcmp(h->hp_value[i], "true") == 0) != neg;
+    if (h->hp_part[i] == part && strcmp(h->hp_name[i], cond + neg) == 0)
+      return (strcmp(h->hp_value[i], "true") == 0) != neg;
   return neg;
 }
 
@@ -590,13 +725,19 @@ int mmrt_hf_match(MmrtHf *h, const char *prefix, const MmrtHfParam *p, int n, Mm
     mmrt_st_info(h->files[t->file], t->index, &dt, &nd, &sh);
     const char *file = mmrt_st_path(h->files[t->file]);
     int64_t row = 0, full = 0;
+    /* the part whose HF prefix the name has (part 0: the family's own rules, no prefix) */
+    int pi = h->nparts - 1;
+    while (pi > 0 && strncmp(t->name, h->part[pi]->hfp, strlen(h->part[pi]->hfp)) != 0) pi--;
+    HfFam fam = pi ? h->part[pi]->sub : h->fam;
+    const char *tname = t->name + (pi ? strlen(h->part[pi]->hfp) : 0),
+               *inst = pi ? h->part[pi]->inst : "";
     for (int r = 0; r < N(rules); r++) {
       const Rule *u = &rules[r];
       long layer;
-      if (u->fam != h->fam || !cond_holds(h, u->cond) || !match(u->hf, t->name, &layer)) continue;
+      if (u->fam != fam || !cond_holds(h, pi, u->cond) || !match(u->hf, tname, &layer)) continue;
       t->used = 1;
       if (u->x == HF_SKIP) break;
-      expand(mname, sizeof mname, prefix, u->mmc, layer);
+      expand(mname, sizeof mname, prefix, inst, u->mmc, layer);
       int j = 0;
       while (j < n && strcmp(p[j].name, mname) != 0) j++;
       if (u->x == HF_TIE) { /* the source of the parameter it is tied to, found below */
@@ -811,7 +952,7 @@ int mmrt_hf_check_ties(MmrtHf *h, char *err, size_t errlen) {
 
 /* Tensor i of h, whole, in its own layout, from the parameters (or a tie's
  * or buffer's source); buf holds its elements. */
-static int assemble(MmrtHf *h, int i, const MmrtHfParam *p, float *const *data,
+static int assemble(MmrtHf *h, int i, const MmrtHfParam *p, MmrtHfGet get, void *ctx,
                     const MmrtHfSrc *src, int n, float *buf, char *err, size_t errlen) {
   int nd;
   const int64_t *sh;
@@ -822,14 +963,17 @@ static int assemble(MmrtHf *h, int i, const MmrtHfParam *p, float *const *data,
   for (int j = 0; j < n; j++) {
     if (src[j].tensor != k) continue;
     parts++;
+    const float *data;
+    int rc = get(ctx, j, &data, err, errlen);
+    if (rc != MMRT_OK) return rc;
     int64_t inner = 1, rows = p[j].ndim ? p[j].shape[0] : 1;
     for (int d = 1; d < p[j].ndim; d++) inner *= p[j].shape[d];
     if (!src[j].transpose) {
-      memcpy(buf + src[j].row0 * inner, data[j], (size_t)(rows * inner) * sizeof *buf);
+      memcpy(buf + src[j].row0 * inner, data, (size_t)(rows * inner) * sizeof *buf);
     } else { /* the file holds [in, out]: element (c, row0 + r) is the parameter's (r, c) */
       int64_t out = sh[1];
       for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < inner; c++) buf[c * out + src[j].row0 + r] = data[j][r * inner + c];
+        for (int64_t c = 0; c < inner; c++) buf[c * out + src[j].row0 + r] = data[r * inner + c];
     }
   }
   if (parts) return MMRT_OK;
@@ -882,26 +1026,67 @@ static void remove_weights(const char *out) {
   if (d) closedir(d);
 }
 
-int mmrt_hf_export(MmrtHf *h, const char *prefix, const MmrtHfParam *p, float *const *data, int n,
-                   const char *out, int bf16, int64_t shard_bytes, char *err, size_t errlen) {
+/* mmrt_st_save_stream's fill: tensor i of shard's range assembled (and
+ * rounded to bf16) into one buffer, the size of the largest tensor. */
+typedef struct Stream {
+  MmrtHf *h;
+  const MmrtHfParam *p;
+  MmrtHfGet get;
+  void *ctx;
+  const MmrtHfSrc *src;
+  int n, first, bf16, next; /* next: the tensors assembled so far (in index order) */
+  const MmrtTensorRef *refs;
+  float *buf;
+} Stream;
+
+static int fill_tensor(void *ctx, int k, const void **bytes, char *err, size_t errlen) {
+  Stream *s = ctx;
+  int i = s->first + k;
+  s->next = i + 1;
+  int rc = assemble(s->h, i, s->p, s->get, s->ctx, s->src, s->n, s->buf, err, errlen);
+  if (rc != MMRT_OK) return rc;
+  if (s->bf16) { /* in place: 2 of the 4 bytes */
+    size_t numel = mmrt_tensor_bytes(&s->refs[i]) / 2;
+    uint16_t *b = (uint16_t *)s->buf;
+    for (size_t e = 0; e < numel; e++) b[e] = to_bf16(s->buf[e]);
+  }
+  *bytes = s->buf;
+  return MMRT_OK;
+}
+
+int mmrt_hf_export(MmrtHf *h, const char *prefix, const MmrtHfParam *p, int n, MmrtHfGet get,
+                   void *ctx, const char *out, int bf16, int64_t shard_bytes, char *err,
+                   size_t errlen) {
   MmrtHfSrc *src = calloc((size_t)n + 1, sizeof *src);
   MmrtTensorRef *refs = calloc((size_t)h->n + 1, sizeof *refs);
   int rc = src && refs ? MMRT_OK : mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "out of memory");
   if (rc == MMRT_OK) rc = mmrt_hf_match(h, prefix, p, n, src, err, errlen);
-  if (rc == MMRT_OK && mkdir(out, 0755) != 0 && errno != EEXIST)
+  int matched = rc == MMRT_OK; /* every rank's get calls from here on */
+  if (rc == MMRT_OK && out && mkdir(out, 0755) != 0 && errno != EEXIST)
     rc = mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: cannot create the folder: %s", out,
                    strerror(errno));
-  for (int i = 0; rc == MMRT_OK && i < h->n; i++) {
+  size_t most = 1; /* the largest tensor's elements: the one buffer they are written from */
+  for (int i = 0; matched && i < h->n; i++) {
     const int64_t *sh;
     refs[i].name = h->t[i].name;
-    refs[i].dtype = MMRT_ST_F32;
+    refs[i].dtype = bf16 ? MMRT_ST_BF16 : MMRT_ST_F32;
     mmrt_st_info(h->files[h->t[i].file], h->t[i].index, NULL, &refs[i].ndim, &sh);
     size_t numel = 1;
     for (int d = 0; d < refs[i].ndim; d++) numel *= (size_t)(refs[i].shape[d] = sh[d]);
-    if (!(refs[i].data = malloc(numel * sizeof(float) + 4)))
-      rc = mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "out of memory for tensor '%s'", h->t[i].name);
-    else
-      rc = assemble(h, i, p, data, src, n, refs[i].data, err, errlen);
+    if (numel > most) most = numel;
+  }
+  Stream st = {h, p, get, ctx, src, n, 0, bf16, 0, refs, NULL};
+  if (matched && !(st.buf = malloc(most * sizeof(float) + 4)))
+    rc = mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "out of memory for a tensor of %zu elements", most);
+  if (!out) { /* a rank that does not write: the writer's get calls, in its order */
+    for (int i = 0; matched && st.buf && i < h->n; i++) {
+      int e = assemble(h, i, p, get, ctx, src, n, st.buf, err, errlen);
+      if (rc == MMRT_OK) rc = e;
+    }
+    free(st.buf);
+    free(refs);
+    free(src);
+    return rc;
   }
   char path[4096], from[4096];
   static const char *const keep[] = {"config.json",
@@ -918,13 +1103,6 @@ int mmrt_hf_export(MmrtHf *h, const char *prefix, const MmrtHfParam *p, float *c
     snprintf(path, sizeof path, "%s/%s", out, keep[k]);
     int c = copy_file(from, path, err, errlen);
     if (c != MMRT_ERR_NOTFOUND) rc = c;
-  }
-  for (int i = 0; rc == MMRT_OK && bf16 && i < h->n; i++) { /* in place: 2 of the 4 bytes */
-    size_t numel = mmrt_tensor_bytes(&refs[i]) / 4;
-    float *f = refs[i].data;
-    uint16_t *b = refs[i].data;
-    for (size_t k = 0; k < numel; k++) b[k] = to_bf16(f[k]);
-    refs[i].dtype = MMRT_ST_BF16;
   }
   /* shards: consecutive tensors while they fit */
   int *shard = calloc((size_t)h->n + 1, sizeof *shard), nshards = 0;
@@ -952,7 +1130,8 @@ int mmrt_hf_export(MmrtHf *h, const char *prefix, const MmrtHfParam *p, float *c
       count++;
     }
     snprintf(path, sizeof path, "%s/%s", out, name);
-    rc = mmrt_st_save(path, refs + first, count, meta, 1, err, errlen);
+    st.first = first;
+    rc = mmrt_st_save_stream(path, refs + first, count, meta, 1, fill_tensor, &st, err, errlen);
   }
   if (rc == MMRT_OK && nshards > 1) {
     json_object_object_add(md, "total_size", json_object_new_int64(total));
@@ -965,8 +1144,12 @@ int mmrt_hf_export(MmrtHf *h, const char *prefix, const MmrtHfParam *p, float *c
   json_object_put(idx);
   json_object_put(map);
   json_object_put(md);
+  /* an error: the rest of the get calls still made (the other ranks make them) */
+  char ignore[64];
+  for (int i = st.next; matched && rc != MMRT_OK && st.buf && i < h->n; i++)
+    assemble(h, i, p, get, ctx, src, n, st.buf, ignore, sizeof ignore);
   free(shard);
-  for (int i = 0; refs && i < h->n; i++) free(refs[i].data);
+  free(st.buf);
   free(refs);
   free(src);
   return rc;

@@ -45,6 +45,14 @@ const char *mmrt_hf_model(const MmrtHf *h);    /* "HfQwen2": the imported model'
 /* The module's hyper-parameters from config.json, as .mm literals. */
 int mmrt_hf_nhparams(const MmrtHf *h);
 const char *mmrt_hf_hparam(const MmrtHf *h, int i, const char **value);
+/* A composed architecture's parts (LLaVA: the vision tower and the LLM):
+ * part k (1 .. nparts) is the stdlib module `module` of file `stdlib`,
+ * declared as instance (the return value) with part k's hyper-parameters;
+ * part 0 is the family's own module (mmrt_hf_nhparams). */
+int mmrt_hf_nparts(const MmrtHf *h);
+const char *mmrt_hf_part(const MmrtHf *h, int k, const char **stdlib, const char **module);
+int mmrt_hf_part_nhparams(const MmrtHf *h, int k);
+const char *mmrt_hf_part_hparam(const MmrtHf *h, int k, int i, const char **value);
 /* An int-valued config entry (e.g. max positions); 0 if absent. */
 int mmrt_hf_config_int(const MmrtHf *h, const char *key, int64_t *out);
 
@@ -90,17 +98,25 @@ int mmrt_hf_read(MmrtHf *h, const MmrtHfParam *p, const MmrtHfSrc *s, const Mmrt
  * one.  Reads both. */
 int mmrt_hf_check_ties(MmrtHf *h, char *err, size_t errlen);
 
-/* Export (--save-hf): the n parameters' whole values (data[j]: p[j], float32)
- * written back as h's tensors, same names, shapes and set (the inverse of
+/* Export (--save-hf): the n parameters' whole values (get(ctx, j, &data):
+ * p[j] as float32, valid until the next call; called once per part of each
+ * tensor, tensor by tensor, so one parameter is held at a time) written
+ * back as h's tensors, same names, shapes and set (the inverse of
  * each rule: transposed back, fused parts concatenated, a tied tensor the
  * file had written again, a buffer copied from h), float32 or (bf16) bf16
  * rounded to nearest even, in files of at most shard_bytes each (a larger
  * tensor alone): out/model.safetensors, or out/model-0000k-of-0000n.safetensors
  * and model.safetensors.index.json; each file atomic, the index last; h's
  * config.json and its tokenizer and generation files copied.  The folder is
- * created if needed; the weight files of an earlier export are removed. */
-int mmrt_hf_export(MmrtHf *h, const char *prefix, const MmrtHfParam *p, float *const *data, int n,
-                   const char *out, int bf16, int64_t shard_bytes, char *err, size_t errlen);
+ * created if needed; the weight files of an earlier export are removed.
+ * Each file is written from one buffer the size of the largest tensor.
+ * out NULL: nothing written, the same get calls in the same order (the
+ * ranks that gather with the writing one); after an error the remaining
+ * calls are still made. */
+typedef int (*MmrtHfGet)(void *ctx, int j, const float **data, char *err, size_t errlen);
+int mmrt_hf_export(MmrtHf *h, const char *prefix, const MmrtHfParam *p, int n, MmrtHfGet get,
+                   void *ctx, const char *out, int bf16, int64_t shard_bytes, char *err,
+                   size_t errlen);
 
 /* bf16 / fp16 bits to float32. */
 float mmrt_hf_bf16(uint16_t b);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "mmrt_hf.h"
 #include "mmrt_main.h"
 
 const MmrtTensorDesc *mmrt_desc_input(const MmrtModelDesc *m, const char *name) {
@@ -112,9 +113,51 @@ static int open_weights(const char *path, MmrtCkpt **c, MmrtStFile **f, char *er
              : mmrt_st_open(f, path, err, errlen);
 }
 
+/* A Hugging Face directory (mmrt_hf.h): every parameter but the adapters
+ * from its mapped tensor, read whole, one tensor at a time. */
+static int load_hf(const MmrtModelDesc *m, char *const *arenas, const char *dir, int *loaded,
+                   char *err, size_t errlen) {
+  MmrtHf *h;
+  int rc = mmrt_hf_open(&h, dir, err, errlen), n = 0;
+  if (rc != MMRT_OK) return rc;
+  MmrtHfParam *p = calloc((size_t)m->nparams + 1, sizeof *p);
+  MmrtHfSrc *src = calloc((size_t)m->nparams + 1, sizeof *src);
+  const MmrtTensorDesc **d = calloc((size_t)m->nparams + 1, sizeof *d);
+  if (!p || !src || !d) rc = mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "out of memory");
+  for (int64_t i = 0; rc == MMRT_OK && i < m->nparams; i++) {
+    const MmrtTensorDesc *q = &m->params[i];
+    if (q->arena != MMRT_ARENA_PARAM || mmrt_is_adapter(q->name)) continue;
+    if (q->dtype != MMRT_ST_F32)
+      rc = mmrt_errf(err, errlen, MMRT_ERR_MISMATCH, "%s: parameter '%s' is not f32", dir, q->name);
+    p[n] = (MmrtHfParam){.name = q->name, .ndim = (int)q->ndim};
+    for (int64_t k = 0; k < q->ndim; k++) p[n].shape[k] = q->shape[k];
+    d[n++] = q;
+  }
+  if (rc == MMRT_OK) rc = mmrt_hf_match(h, mmrt_hf_instance(h), p, n, src, err, errlen);
+  for (int k = 0; rc == MMRT_OK && k < n; k++)
+    if (src[k].tensor < 0)
+      rc = mmrt_errf(err, errlen, MMRT_ERR_NOTFOUND,
+                     "%s: no tensor for parameter '%s' (the %s mapping loads '%s' only)", dir,
+                     p[k].name, mmrt_hf_arch(h), mmrt_hf_instance(h));
+  if (rc == MMRT_OK) rc = mmrt_hf_check_ties(h, err, errlen);
+  for (int k = 0; rc == MMRT_OK && k < n; k++) {
+    MmrtSlice whole = {.ndim = p[k].ndim};
+    for (int j = 0; j < p[k].ndim; j++) whole.global[j] = whole.len[j] = p[k].shape[j];
+    rc = mmrt_hf_read(h, &p[k], &src[k], &whole, (float *)(arenas[d[k]->arena] + d[k]->offset), err,
+                      errlen);
+    *loaded += rc == MMRT_OK;
+  }
+  free(p);
+  free(src);
+  free(d);
+  mmrt_hf_close(h);
+  return rc;
+}
+
 int mmrt_load_params(const MmrtModelDesc *m, char *const *arenas, const char *path, int adapters,
                      int *loaded, char *err, size_t errlen) {
   *loaded = 0;
+  if (!adapters && mmrt_hf_is_dir(path)) return load_hf(m, arenas, path, loaded, err, errlen);
   MmrtCkpt *c;
   MmrtStFile *f;
   int rc = open_weights(path, &c, &f, err, errlen);

@@ -79,7 +79,8 @@ enum { GEN = 1, EVAL = 2 };
 static const MmrtFlag gen_flags[] = {
     MMRT_FLAG_S("--weights", "PATH", AT(weights),
                 "the parameters by name: a safetensors file (the trainer's --save-weights,\n"
-                "or one exported from PyTorch with the same names) or a checkpoint folder"),
+                "or one exported from PyTorch with the same names), a checkpoint folder\n"
+                "or a Hugging Face directory (config.json; mmc import)"),
     MMRT_FLAG_S("--load-adapters", "FILE", AT(adapters),
                 "LoRA adapters saved by the trainer's --save-adapters"),
     MMRT_FLAG_L("--images", "PATH...", AT(images), AT(nimages), MAX_SOURCES, 1,

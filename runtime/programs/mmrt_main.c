@@ -776,9 +776,47 @@ static int save_weights(Trainer *t) {
   return rc;
 }
 
+/* One parameter whole on rank 0 (the sum of every rank's pieces) in w. */
+static void gather_one(Trainer *t, const MmrtTensorDesc *p, float *w, int64_t whole) {
+  int64_t used = 0; /* axes splitting some dim */
+  for (int64_t d = 0; d < p->ndim; d++) used |= p->split[d];
+  int mine = 1;
+  for (int a = 0; t->has_mesh && a < MMRT_DESC_NAXES; a++)
+    if (!(used >> a & 1) && t->mesh.coord[a] != 0) mine = 0;
+  /* a pipeline: the lowest pp rank holding it (a tied one has two) */
+  if (t->has_mesh && t->m->pp > 1 && p->pp_ranks &&
+      (!held(t, p) || (p->pp_ranks & (((int64_t)1 << t->mesh.coord[MMRT_AXIS_PP]) - 1))))
+    mine = 0;
+  memset(w, 0, (size_t)whole * sizeof *w);
+  CopyRun u = {mine ? at(t, p) : NULL, w};
+  if (mine) for_each_run(t, p, copy_run, &u);
+  if (t->has_mesh && mmrt_all_reduce_mpi(&t->mesh, MMRT_AXIS_WORLD, w, (int)whole, MPI_FLOAT,
+                                         MPI_SUM, "--save-weights (all-reduce)") != MMRT_OK)
+    mmrt_feed_comm_fail(&t->cx);
+}
+
+/* mmrt_hf_export's get: parameter j gathered whole, one at a time. */
+typedef struct HfGather {
+  Trainer *t;
+  const int64_t *which; /* j -> its index in m->params */
+  float *buf;
+} HfGather;
+
+static int hf_get(void *cx, int j, const float **data, char *err, size_t errlen) {
+  (void)err, (void)errlen;
+  HfGather *g = cx;
+  const MmrtTensorDesc *p = &g->t->m->params[g->which[j]];
+  int64_t whole = 1;
+  for (int64_t d = 0; d < p->ndim; d++) whole *= p->shape[d];
+  gather_one(g->t, p, g->buf, whole);
+  *data = g->buf;
+  return MMRT_OK;
+}
+
 /* --save-hf DIR: the parameters under the --init-from Hugging Face
  * directory's sub-model written back in its names and layouts
- * (mmrt_hf_export), gathered whole on rank 0. */
+ * (mmrt_hf_export), each gathered whole on rank 0 when its tensor is
+ * written: every rank makes the same gathers, rank 0 writes. */
 static int save_hf(Trainer *t) {
   const MmrtModelDesc *m = t->m;
   char err[ERRLEN], sub[256] = "";
@@ -791,32 +829,36 @@ static int save_hf(Trainer *t) {
     return fail("--save-hf %s: needs --init-from a Hugging Face directory (its config.json, "
                 "names and layouts)",
                 t->a.save_hf);
-  int rc;
-  MmrtTensorRef *refs = gather_whole(t, &rc);
+  int rc = 0, n = 0;
   MmrtHfParam *p = calloc((size_t)m->nparams + 1, sizeof *p);
-  float **data = calloc((size_t)m->nparams + 1, sizeof *data);
-  if (!rc && (!p || !data)) rc = fail("out of memory for --save-hf");
-  if (!rc && t->rank == 0) {
-    int n = 0;
-    for (int64_t i = 0; i < m->nparams; i++) {
-      if (m->params[i].arena != MMRT_ARENA_PARAM || mmrt_is_adapter(m->params[i].name)) continue;
-      p[n] = (MmrtHfParam){.name = refs[i].name, .ndim = refs[i].ndim};
-      memcpy(p[n].shape, refs[i].shape, sizeof p[n].shape);
-      data[n++] = refs[i].data;
-    }
-    MmrtHf *h = NULL;
+  int64_t *which = calloc((size_t)m->nparams + 1, sizeof *which), most = 1;
+  if (!p || !which) rc = fail("out of memory for --save-hf");
+  for (int64_t i = 0; !rc && i < m->nparams; i++) {
+    const MmrtTensorDesc *d = &m->params[i];
+    if (d->arena != MMRT_ARENA_PARAM || mmrt_is_adapter(d->name)) continue;
+    int64_t whole = 1;
+    p[n] = (MmrtHfParam){.name = d->name, .ndim = (int)d->ndim};
+    for (int64_t k = 0; k < d->ndim; k++) whole *= p[n].shape[k] = d->shape[k];
+    if (d->ndim && d->rows < d->shape[0]) p[n].shape[0] = d->rows; /* a padded vocabulary */
+    if (whole > most) most = whole;
+    which[n++] = i;
+  }
+  HfGather g = {t, which, rc ? NULL : malloc((size_t)most * sizeof(float))};
+  if (!rc && !g.buf) rc = fail("out of memory for --save-hf");
+  MmrtHf *h = NULL;
+  if (!rc) {
     int e = mmrt_hf_open(&h, src, err, sizeof err);
     if (e == MMRT_OK)
-      e = mmrt_hf_export(h, *sub ? sub : mmrt_hf_instance(h), p, data, n, t->a.save_hf,
+      e = mmrt_hf_export(h, *sub ? sub : mmrt_hf_instance(h), p, n, hf_get, &g,
+                         t->rank == 0 ? t->a.save_hf : NULL,
                          t->a.hf_dtype && !strcmp(t->a.hf_dtype, "bf16"),
                          t->a.shard_size ? t->a.shard_size : (int64_t)5000000000, err, sizeof err);
     mmrt_hf_close(h);
-    if (e != MMRT_OK) rc = fail("--save-hf %s: %s", t->a.save_hf, err);
+    if (e != MMRT_OK && t->rank == 0) rc = fail("--save-hf %s: %s", t->a.save_hf, err);
   }
-  for (int64_t i = 0; refs && i < m->nparams; i++) free(refs[i].data);
-  free(refs);
+  free(g.buf);
   free(p);
-  free(data);
+  free(which);
   return rc;
 }
 
@@ -840,20 +882,7 @@ static MmrtTensorRef *gather_whole(Trainer *t, int *out_rc) {
       rc = fail("out of memory for --save-weights");
       break;
     }
-    int64_t used = 0; /* axes splitting some dim */
-    for (int64_t d = 0; d < r; d++) used |= p->split[d];
-    int mine = 1;
-    for (int a = 0; t->has_mesh && a < MMRT_DESC_NAXES; a++)
-      if (!(used >> a & 1) && t->mesh.coord[a] != 0) mine = 0;
-    /* a pipeline: the lowest pp rank holding it (a tied one has two) */
-    if (t->has_mesh && m->pp > 1 && p->pp_ranks &&
-        (!held(t, p) || (p->pp_ranks & (((int64_t)1 << t->mesh.coord[MMRT_AXIS_PP]) - 1))))
-      mine = 0;
-    CopyRun u = {mine ? at(t, p) : NULL, w};
-    if (mine) for_each_run(t, p, copy_run, &u);
-    if (t->has_mesh && mmrt_all_reduce_mpi(&t->mesh, MMRT_AXIS_WORLD, w, (int)whole, MPI_FLOAT,
-                                           MPI_SUM, "--save-weights (all-reduce)") != MMRT_OK)
-      mmrt_feed_comm_fail(&t->cx);
+    gather_one(t, p, w, whole);
   }
   for (int64_t i = 0; !rc && i < m->nparams; i++) /* a padded vocabulary: its real rows, in front */
     if (refs[i].ndim && m->params[i].rows < refs[i].shape[0]) refs[i].shape[0] = m->params[i].rows;
