@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Several "hosts" on one machine, for multi-node mpirun runs (docs/multihost.md).
 #
-#   netns_hosts.sh up   NAME N [NET]   make N hosts NAME1..NAMEn
+#   netns_hosts.sh up   NAME N [NET]   make N hosts NAME-1..NAME-N
 #   netns_hosts.sh down NAME           remove them (their processes killed)
 #   netns_hosts.sh run  NAME N [NET] -- COMMAND...
 #                                      up, COMMAND (with $MMH_HOSTFILE,
 #                                      $MMH_AGENT, $MMH_NET set), then down,
 #                                      also on SIGINT / SIGTERM
 #
-# Each host is a network namespace NAMEi with one veth pair: NAMEi-h in
+# Each host is a network namespace NAME-i with one veth pair: NAME-i-h in
 # the root namespace, enslaved to the bridge NAME-br (address NET.1/24),
 # and eth0 inside the namespace with the address NET.(i+1)/24; lo is up.
 # NET defaults to 10.77.0 (three octets).  `up` first removes what a
@@ -18,7 +18,7 @@
 # tools/netns_agent.sh (mpirun -mca plm_rsh_agent) starts the commands of
 # a host's address in its namespace, the way ssh would on a real host.
 # Needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN); names are at most 8
-# characters (interface names have 15).
+# characters, no '-' (interface names have 15).
 set -uo pipefail
 
 die() { echo "netns_hosts.sh: $*" >&2; exit 2; }
@@ -30,7 +30,7 @@ check_name() {
 
 down() { # NAME: everything of NAME, quietly; no error when nothing is there
   local name=$1 ns
-  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^${name}[0-9]+$"); do
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^${name}-[0-9]+$"); do
     # the processes still in the namespace (ranks, orted) first: a
     # namespace with processes in it would outlive `ip netns del`
     local pids
@@ -39,7 +39,7 @@ down() { # NAME: everything of NAME, quietly; no error when nothing is there
     ip netns del "$ns" 2>/dev/null
   done
   local l
-  for l in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//' | grep -E "^${name}([0-9]+-h|-br)$"); do
+  for l in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//' | grep -E "^${name}-([0-9]+-h|br)$"); do
     ip link del "$l" 2>/dev/null
   done
   rm -rf "/run/mmh/$name"
@@ -57,7 +57,7 @@ up() { # NAME N NET
   mkdir -p "/run/mmh/$name" || { down "$name"; die "cannot make /run/mmh/$name"; }
   : > "/run/mmh/$name/hostfile"
   for ((i = 1; i <= n; i++)); do
-    ns="$name$i"
+    ns="$name-$i"
     if ! { ip netns add "$ns" &&
         ip link add "$ns-h" type veth peer name eth0 netns "$ns" &&
         ip link set "$ns-h" master "$br" && ip link set "$ns-h" up &&

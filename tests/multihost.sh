@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# Multi-node mpirun on one machine (docs/multihost.md): two "hosts" made by
+# tools/netns_hosts.sh as network namespaces on a bridge, mpirun --hostfile
+# starting its daemons there through tools/netns_agent.sh, TCP only.
+#  - GPT2Tiny dp=2 x tp=2 on 2 hosts x 2 ranks gives the losses of the
+#    one-host mpirun -np 4 run bit for bit (its --log JSONL);
+#  - the placement lines at start name both hosts with ranks 0 1 (dp 0)
+#    and 2 3 (dp 1) (mpirun fills host 1's 2 slots first);
+#  - the traffic really crossed the hosts over TCP: the bytes through host
+#    1's veth, each way, are at least the dp all-reduce bytes the trainers
+#    sent (their comm counters in the log: rank 0's all_reduce.dp bytes x
+#    2 ranks on host 1; a 2-rank all-reduce sends the whole buffer) and
+#    less than that plus the tp all-reduce bytes (the tp pairs are on one
+#    host each, so their traffic stays off the link) -- a shared-memory
+#    path or a wrong placement would fail one bound;
+#  - a dead host ends the job with a clear message, non-zero, in bounded
+#    time: the agent refusing host 2; host 2's ranks killed mid-run
+#    (mpirun names the rank); host 2's link cut mid-run (the trainer's
+#    --comm-timeout names the missing rank; mpirun cannot reach host 2 to
+#    end its ranks, so the test ends mpirun, as a launcher's timeout would);
+#  - `run` removes the hosts after SIGTERM, and `up` after a run killed
+#    with SIGKILL (its leftovers) works.
+# Skips (passing, with "SKIP: reason") only when namespaces cannot be made.
+set -uo pipefail
+. "$MMC_SOURCE_DIR/tests/tools/lib.sh"
+NH="$MMC_SOURCE_DIR/tools/netns_hosts.sh"
+AGENT="$MMC_SOURCE_DIR/tools/netns_agent.sh"
+T=$(mktemp -d)
+# a name and subnet of this run's own (tests may run side by side)
+NAME=mh$(($$ % 100000))
+NET=10.78.$(($$ % 250 + 1))
+trap '"$NH" down "$NAME"; "$NH" down "${NAME}k"; rm -rf "$T"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
+
+if ! ip netns add "${NAME}probe" 2>"$T/probe.err"; then
+  echo "SKIP: cannot make a network namespace ($(head -1 "$T/probe.err")): root with CAP_NET_ADMIN is needed"
+  exit 0
+fi
+ip netns del "${NAME}probe"
+
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
+STEPS=10
+[ "$SAN" = 1 ] && STEPS=3 && echo "note: sanitizer build: $STEPS steps, the link-cut case skipped"
+HF=$("$NH" up "$NAME" 2 "$NET") || { bad "netns_hosts.sh up"; exit 1; }
+[ "$(cat "$HF")" = "$NET.2 slots=2
+$NET.3 slots=2" ] && ok || bad "hostfile: $(cat "$HF")"
+[ "$("$AGENT" "$NET.3" hostname)" = "${NAME}-2" ] && ok || bad "the agent does not run commands in host 2"
+
+MP=(mpirun -x OMP_NUM_THREADS -x OMP_WAIT_POLICY -x LSAN_OPTIONS)
+MH=("${MP[@]}" --hostfile "$HF" -mca plm_rsh_agent "$AGENT" -mca btl tcp,self
+  -mca btl_tcp_if_include "$NET.0/24" -mca oob_tcp_if_include "$NET.0/24" -np 4)
+G="$T/g22"
+"$MMC" compile "$MMC_SOURCE_DIR/stdlib_models/gpt2.mm" --model GPT2Tiny --dp 2 --tp 2 -o "$G" || { bad "compile"; exit 1; }
+ARGS=(--steps $STEPS --eval-batches 1 --quiet --comm-timeout 20)
+
+t0=$(date +%s%N)
+timeout 120 "${MP[@]}" --oversubscribe -np 4 "$G" "${ARGS[@]}" --log "$T/one.jsonl" > "$T/one.out" 2>&1 ||
+  { bad "one-host run"; tail -5 "$T/one.out"; }
+t1=$(date +%s%N)
+bytes() { # interface: "rx tx"
+  ip -s -j link show "$1" | /usr/bin/python3 -c 'import json, sys; s = json.load(sys.stdin)[0]["stats64"]; print(s["rx"]["bytes"], s["tx"]["bytes"])'
+}
+before=$(bytes "${NAME}-1-h")
+timeout 120 "${MH[@]}" "$G" "${ARGS[@]}" --log "$T/two.jsonl" > "$T/two.out" 2>&1 ||
+  { bad "two-host run"; tail -5 "$T/two.out"; }
+t2=$(date +%s%N)
+after=$(bytes "${NAME}-1-h")
+echo "one host: $(((t1 - t0) / 1000000)) ms, two hosts: $(((t2 - t1) / 1000000)) ms ($STEPS steps, start-up included)"
+
+# the placement lines
+grep '^placement' "$T/two.out"
+grep -qx "placement: 4 ranks on 2 hosts (dp=2 tp=2)" "$T/two.out" &&
+  grep -qx "placement: host ${NAME}-1: ranks 0 1 at dp.tp 0.0 0.1" "$T/two.out" &&
+  grep -qx "placement: host ${NAME}-2: ranks 2 3 at dp.tp 1.0 1.1" "$T/two.out" && ok ||
+  bad "two-host placement lines: $(grep '^placement' "$T/two.out")"
+[ "$(grep -c '^placement: host ' "$T/one.out")" = 1 ] && ok || bad "one-host placement: $(grep '^placement' "$T/one.out")"
+
+# the same losses bit for bit, and the bytes on the link against the counters
+/usr/bin/python3 - "$T/one.jsonl" "$T/two.jsonl" "$STEPS" $before $after <<'PY' && ok || bad "losses or link bytes"
+import json, sys
+one, two, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rx0, tx0, rx1, tx1 = map(int, sys.argv[4:8])
+def rows(p):
+    return [json.loads(l) for l in open(p)]
+a, b = rows(one), rows(two)
+la = [r["loss"] for r in a if "loss" in r]
+lb = [r["loss"] for r in b if "loss" in r]
+good = len(la) == steps and la == lb
+print("losses: %d steps, %s" % (len(la), "the same bit for bit" if good else "DIFFER: %s vs %s" % (la, lb)))
+comm = [r["comm"] for r in b if "comm" in r][0]["total"]
+dp, tp = comm["all_reduce.dp"]["bytes"], comm["all_reduce.tp"]["bytes"]
+want = 2 * dp  # ranks 0 and 1 each send their dp all-reduce bytes to host 2, and receive as much
+rx, tx = rx1 - rx0, tx1 - tx0
+print("host 1's veth: %d bytes in, %d out (%.0f, %.0f per step); the dp all-reduces of its 2 ranks: %d (%.0f per step), "
+      "in/out %.4f %.4f; their tp all-reduces, which must not cross: %d" % (rx, tx, rx / steps, tx / steps, want,
+      want / steps, rx / want, tx / want, 2 * tp))
+for what, n in (("in", rx), ("out", tx)):
+    if not want <= n < want + tp:
+        print("bytes %s through the veth: %d, expected in [%d, %d)" % (what, n, want, want + tp))
+        good = False
+sys.exit(0 if good else 1)
+PY
+
+# a dead host: the agent refuses host 2
+s=$(date +%s)
+MMH_AGENT_FAIL=$NET.3 timeout 60 "${MH[@]}" "$G" "${ARGS[@]}" > "$T/refuse.out" 2>&1
+rc=$?
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "unable to reliably start one or more daemons" "$T/refuse.out" &&
+  grep -q "host $NET.3: refused on purpose" "$T/refuse.out"; then ok
+else bad "agent refusing host 2: exit $rc: $(head -3 "$T/refuse.out")"; fi
+echo "agent refusing host 2: exit $rc after $(($(date +%s) - s)) s"
+
+wait_step() { # log file: wait (at most 30 s) for its first line
+  for _ in $(seq 300); do [ -s "$1" ] && return 0; sleep 0.1; done
+  return 1
+}
+# a dead host: host 2's ranks killed mid-run
+s=$(date +%s)
+timeout 60 "${MH[@]}" "$G" --steps 100000 --eval-batches 1 --quiet --comm-timeout 20 --log "$T/kill.jsonl" > "$T/kill.out" 2>&1 &
+p=$!
+wait_step "$T/kill.jsonl" || bad "kill run: no step logged"
+ranks=$(ip netns pids "${NAME}-2" | xargs -r ps -o pid=,comm= -p | awk '$2 == "g22" {print $1}')
+[ "$(echo $ranks | wc -w)" = 2 ] || bad "host 2 should run 2 ranks: '$ranks'"
+kill -9 $ranks
+wait $p
+rc=$?
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "process rank [23] with PID [0-9]* on node $NET.3 exited on signal 9" "$T/kill.out"; then ok
+else bad "killed ranks: exit $rc: $(grep -v '^ *$' "$T/kill.out" | head -8)"; fi
+echo "host 2's ranks killed: exit $rc after $(($(date +%s) - s)) s"
+
+# a dead host: host 2's link cut mid-run (not under the sanitizer: slow)
+if [ "$SAN" = 0 ]; then
+  s=$(date +%s)
+  timeout 60 "${MH[@]}" "$G" --steps 100000 --eval-batches 1 --quiet --comm-timeout 3 --log "$T/cut.jsonl" > "$T/cut.out" 2>&1 &
+  p=$!
+  wait_step "$T/cut.jsonl" || bad "cut run: no step logged"
+  ip link set "${NAME}-2-h" down
+  for _ in $(seq 300); do grep -q "did not arrive" "$T/cut.out" && break; sleep 0.1; done
+  grep "trainer (rank 0)" "$T/cut.out"
+  grep -q "^trainer (rank [01]): error: step [0-9]*: .* on axis dp .*: did not finish within 3.0 s: world rank [23] did not arrive" "$T/cut.out" && ok ||
+    bad "cut link: no comm-timeout message: $(grep -v '^ *$' "$T/cut.out" | head -5)"
+  kill $p 2>/dev/null
+  { wait $p; } 2>/dev/null
+  rc=$?
+  echo "host 2's link cut: the trainer's message after $(($(date +%s) - s)) s; mpirun ended by the test (exit $rc)"
+  ip link set "${NAME}-2-h" up
+fi
+
+# clean-up: run ended by SIGTERM leaves nothing; up after a SIGKILLed run works
+"$NH" run "${NAME}k" 2 "10.79.$(($$ % 250 + 1))" -- sleep 30 > /dev/null &
+p=$!
+for _ in $(seq 50); do ip netns list | grep -q "^${NAME}k-2" && break; sleep 0.1; done
+kill -TERM $p
+wait $p
+left=$(ip netns list | grep -c "^${NAME}k-[0-9]"; ip -o link show | grep -c "${NAME}k-")
+[ "$(echo $left)" = "0 0" ] && ok || bad "after SIGTERM: namespaces and links left: $left"
+"$NH" run "${NAME}k" 2 "10.79.$(($$ % 250 + 1))" -- sleep 30 > /dev/null &
+p=$!
+for _ in $(seq 50); do ip netns list | grep -q "^${NAME}k-2" && break; sleep 0.1; done
+kids=$(pgrep -P $p)
+kill -KILL $p
+wait $p 2>/dev/null
+[ -n "$kids" ] && kill $kids 2>/dev/null
+hf=$("$NH" up "${NAME}k" 2 "10.79.$(($$ % 250 + 1))") && [ "$("$AGENT" "10.79.$(($$ % 250 + 1)).3" hostname)" = "${NAME}k-2" ] && ok ||
+  bad "up after a SIGKILLed run"
+"$NH" down "${NAME}k"
+
+echo "multihost: $pass passed, $fail failed"
+[ $fail -eq 0 ]
