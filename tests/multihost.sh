@@ -15,9 +15,8 @@
 #    path or a wrong placement would fail one bound;
 #  - a dead host ends the job with a clear message, non-zero, in bounded
 #    time: the agent refusing host 2; host 2's ranks killed mid-run
-#    (mpirun names the rank); host 2's link cut mid-run (the trainer's
-#    --comm-timeout names the missing rank; mpirun cannot reach host 2 to
-#    end its ranks, so the test ends mpirun, as a launcher's timeout would);
+#    (mpirun names the rank); host 2's link cut mid-run (mpirun's TCP
+#    keepalives to its daemons notice the lost host and end the job);
 #  - `run` removes the hosts after SIGTERM, and `up` after a run killed
 #    with SIGKILL (its leftovers) works.
 # Skips (passing, with "SKIP: reason") only when namespaces cannot be made.
@@ -52,7 +51,8 @@ $NET.3 slots=2" ] && ok || bad "hostfile: $(cat "$HF")"
 
 MP=(mpirun -x OMP_NUM_THREADS -x OMP_WAIT_POLICY -x LSAN_OPTIONS)
 MH=("${MP[@]}" --hostfile "$HF" -mca plm_rsh_agent "$AGENT" -mca btl tcp,self
-  -mca btl_tcp_if_include "$NET.0/24" -mca oob_tcp_if_include "$NET.0/24" -np 4)
+  -mca btl_tcp_if_include "$NET.0/24" -mca oob_tcp_if_include "$NET.0/24"
+  -mca oob_tcp_keepalive_time 1 -mca oob_tcp_keepalive_intvl 1 -mca oob_tcp_keepalive_probes 3 -np 4)
 G="$T/g22"
 "$MMC" compile "$MMC_SOURCE_DIR/stdlib_models/gpt2.mm" --model GPT2Tiny --dp 2 --tp 2 -o "$G" || { bad "compile"; exit 1; }
 ARGS=(--steps $STEPS --eval-batches 1 --quiet --comm-timeout 20)
@@ -132,39 +132,47 @@ if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "process rank [23] with PID [0-9]
 else bad "killed ranks: exit $rc: $(grep -v '^ *$' "$T/kill.out" | head -8)"; fi
 echo "host 2's ranks killed: exit $rc after $(($(date +%s) - s)) s"
 
-# a dead host: host 2's link cut mid-run (not under the sanitizer: slow)
+# a dead host: host 2's link cut mid-run (not under the sanitizer: slow).
+# mpirun notices through TCP keepalives on its daemons' idle connections
+# (the -mca oob_tcp_keepalive_* of MH: about 4 s) and ends the job.  The
+# trainers' --comm-timeout must be longer: a trainer's MPI_Abort first
+# would queue the kill for host 2's daemon behind the dead link, where no
+# keepalive fires, and mpirun would wait for TCP's retransmissions
+# (minutes; OpenMPI 4.1 has no setting for TCP_USER_TIMEOUT)
 if [ "$SAN" = 0 ]; then
   s=$(date +%s)
-  timeout 60 "${MH[@]}" "$G" --steps 100000 --eval-batches 1 --quiet --comm-timeout 3 --log "$T/cut.jsonl" > "$T/cut.out" 2>&1 &
+  timeout 60 "${MH[@]}" "$G" --steps 100000 --eval-batches 1 --quiet --comm-timeout 30 --log "$T/cut.jsonl" > "$T/cut.out" 2>&1 &
   p=$!
   wait_step "$T/cut.jsonl" || bad "cut run: no step logged"
+  c=$(date +%s)
   ip link set "${NAME}-2-h" down
-  for _ in $(seq 300); do grep -q "did not arrive" "$T/cut.out" && break; sleep 0.1; done
-  grep "trainer (rank 0)" "$T/cut.out"
-  grep -q "^trainer (rank [01]): error: step [0-9]*: .* on axis dp .*: did not finish within 3.0 s: world rank [23] did not arrive" "$T/cut.out" && ok ||
-    bad "cut link: no comm-timeout message: $(grep -v '^ *$' "$T/cut.out" | head -5)"
-  kill $p 2>/dev/null
-  { wait $p; } 2>/dev/null
+  wait $p
   rc=$?
-  echo "host 2's link cut: the trainer's message after $(($(date +%s) - s)) s; mpirun ended by the test (exit $rc)"
+  if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "ORTE has lost communication with a remote daemon" "$T/cut.out" &&
+    grep -q "^ *Remote daemon: .* on node $NET.3\$" "$T/cut.out"; then ok
+  else bad "cut link: exit $rc: $(grep -v '^ *$' "$T/cut.out" | head -8)"; fi
+  echo "host 2's link cut: exit $rc after $(($(date +%s) - c)) s"
   ip link set "${NAME}-2-h" up
 fi
 
 # clean-up: run ended by SIGTERM leaves nothing; up after a SIGKILLed run works
 "$NH" run "${NAME}k" 2 "10.79.$(($$ % 250 + 1))" -- sleep 30 > /dev/null &
 p=$!
-for _ in $(seq 50); do ip netns list | grep -q "^${NAME}k-2" && break; sleep 0.1; done
+kids=
+for _ in $(seq 100); do kids=$(pgrep -P $p -x sleep) && break; sleep 0.1; done # the command runs
 kill -TERM $p
 wait $p
 left=$(ip netns list | grep -c "^${NAME}k-[0-9]"; ip -o link show | grep -c "${NAME}k-")
-[ "$(echo $left)" = "0 0" ] && ok || bad "after SIGTERM: namespaces and links left: $left"
+[ -n "$kids" ] && [ "$(echo $left)" = "0 0" ] && ! kill -0 $kids 2>/dev/null && ok ||
+  bad "after SIGTERM: namespaces and links left: $left; the command ($kids) still running?"
 "$NH" run "${NAME}k" 2 "10.79.$(($$ % 250 + 1))" -- sleep 30 > /dev/null &
 p=$!
-for _ in $(seq 50); do ip netns list | grep -q "^${NAME}k-2" && break; sleep 0.1; done
-kids=$(pgrep -P $p)
+kids=
+for _ in $(seq 100); do kids=$(pgrep -P $p -x sleep) && break; sleep 0.1; done # the command runs
 kill -KILL $p
-wait $p 2>/dev/null
+{ wait $p; } 2>/dev/null
 [ -n "$kids" ] && kill $kids 2>/dev/null
+[ "$(ip netns list | grep -c "^${NAME}k-[0-9]")" = 2 ] || bad "a SIGKILLed run should leave its 2 namespaces"
 hf=$("$NH" up "${NAME}k" 2 "10.79.$(($$ % 250 + 1))") && [ "$("$AGENT" "10.79.$(($$ % 250 + 1)).3" hostname)" = "${NAME}k-2" ] && ok ||
   bad "up after a SIGKILLed run"
 "$NH" down "${NAME}k"
