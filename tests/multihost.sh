@@ -79,11 +79,14 @@ grep -qx "placement: 4 ranks on 2 hosts (dp=2 tp=2)" "$T/two.out" &&
   bad "two-host placement lines: $(grep '^placement' "$T/two.out")"
 [ "$(grep -c '^placement: host ' "$T/one.out")" = 1 ] && ok || bad "one-host placement: $(grep '^placement' "$T/one.out")"
 
-# the same losses bit for bit, and the bytes on the link against the counters
-/usr/bin/python3 - "$T/one.jsonl" "$T/two.jsonl" "$STEPS" $before $after <<'PY' && ok || bad "losses or link bytes"
+# the same losses bit for bit, and the bytes on the link against the
+# counters and the formula
+PSI=$("$MMC" stats "$MMC_SOURCE_DIR/stdlib_models/gpt2.mm" --model GPT2Tiny | awk '$1 == "total" {print $3}')
+/usr/bin/python3 - "$T/one.jsonl" "$T/two.jsonl" "$STEPS" $before $after "$PSI" <<'PY' && ok || bad "losses or link bytes"
 import json, sys
 one, two, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
 rx0, tx0, rx1, tx1 = map(int, sys.argv[4:8])
+psi = int(sys.argv[8])
 def rows(p):
     return [json.loads(l) for l in open(p)]
 a, b = rows(one), rows(two)
@@ -93,6 +96,31 @@ good = len(la) == steps and la == lb
 print("losses: %d steps, %s" % (len(la), "the same bit for bit" if good else "DIFFER: %s vs %s" % (la, lb)))
 comm = [r["comm"] for r in b if "comm" in r][0]["total"]
 dp, tp = comm["all_reduce.dp"]["bytes"], comm["all_reduce.tp"]["bytes"]
+# GPT2Tiny: L = 2 layers, h = 64, vocabulary V = 256, P = 64 positions, MLP 4h.
+# Psi = L (2 layer norms 4h + qkv 3h^2 + 3h + proj h^2 + h + fc 4h^2 + 4h
+# + fc2 4h^2 + h) + wte V h + wpe P h + final layer norm 2h.  Under tp=2 the
+# replicated parameters (layer norms, the row-parallel biases of proj and
+# fc2, wpe) are whole on each rank, the rest halved; a rank's dp
+# all-reduces per step are its gradients plus 3 scalars (loss, label
+# count, gradient norm; tests/mpi_counts.sh), and a 2-rank all-reduce sends
+# its whole buffer once.
+L, h, V, P, tpn = 2, 64, 256, 64, 2
+formula_psi = L * (4 * h + 3 * h * h + 3 * h + h * h + h + 4 * h * h + 4 * h + 4 * h * h + h) + V * h + P * h + 2 * h
+rep = L * (4 * h + 2 * h) + P * h + 2 * h
+per_rank = (psi - rep) // tpn + rep
+formula = 4 * (per_rank + 3)
+print("Psi %d (mmc stats), %d (formula); dp all-reduce bytes per rank and step: %d (formula: 4 x ((Psi - %d) / tp + %d + 3)), "
+      "%d (the counters)" % (psi, formula_psi, formula, rep, rep, dp // steps))
+if psi != formula_psi or dp != steps * formula:
+    good = False
+# tp (Megatron, tests/mpi_counts.sh) per rank and step on b = 2 rows of
+# s = 32: 4L + 2 all-reduces of s b h, the cross entropy's b s (tp + 1),
+# the gradient norm's 1 element
+s_, b_ = 32, 2
+tp_formula = 4 * ((4 * L + 2) * s_ * b_ * h + b_ * s_ * (tpn + 1) + 1)
+print("tp all-reduce bytes per rank and step: %d (formula), %d (the counters)" % (tp_formula, tp // steps))
+if tp != steps * tp_formula:
+    good = False
 want = 2 * dp  # ranks 0 and 1 each send their dp all-reduce bytes to host 2, and receive as much
 rx, tx = rx1 - rx0, tx1 - tx0
 print("host 1's veth: %d bytes in, %d out (%.0f, %.0f per step); the dp all-reduces of its 2 ranks: %d (%.0f per step), "
