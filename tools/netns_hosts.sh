@@ -51,6 +51,9 @@ up() { # NAME N NET
   [[ "$net" =~ ^[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$ ]] || die "NET '$net': expected three octets, e.g. 10.77.0"
   [[ "$slots" =~ ^[1-9][0-9]*$ ]] || die "MMH_SLOTS '$slots': expected a positive number"
   down "$name"
+  local used
+  used=$(ip -4 route show "$net.0/24" 2>/dev/null)
+  [ -z "$used" ] || die "NET $net.0/24 is already in use ($used): choose another"
   local br="$name-br" i ns
   ip link add "$br" type bridge || die "cannot make the bridge $br (root with CAP_NET_ADMIN needed)"
   ip addr add "$net.1/24" dev "$br" && ip link set "$br" up || { down "$name"; die "cannot set up $br"; }
