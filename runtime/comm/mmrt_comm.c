@@ -658,6 +658,69 @@ int mmrt_mesh_init(MmrtMesh *m, int dp, int cp, int tp, int pp, char *err, size_
   return MMRT_OK;
 }
 
+int mmrt_mesh_placement(MmrtMesh *m, FILE *out, char *err, size_t errlen) {
+  const int W = m->size[MMRT_AXIS_WORLD], me = m->coord[MMRT_AXIS_WORLD];
+  enum { N = MPI_MAX_PROCESSOR_NAME };
+  char name[N] = "";
+  int len = 0;
+  if (MPI_Get_processor_name(name, &len) != MPI_SUCCESS) snprintf(name, N, "?");
+  char *all = me == 0 ? calloc((size_t)W, N) : NULL;
+  int *host = me == 0 ? malloc((size_t)W * sizeof *host) : NULL;
+  if (me == 0 && (!all || !host)) {
+    free(all), free(host);
+    return mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "placement: out of memory");
+  }
+  int rc = MPI_Gather(name, N, MPI_CHAR, all, N, MPI_CHAR, 0, m->comm[MMRT_AXIS_WORLD]);
+  if (rc != MPI_SUCCESS) {
+    free(all), free(host);
+    return mmrt_errf(err, errlen, MMRT_ERR_COMM, "placement: gathering the host names failed");
+  }
+  if (me != 0) return MMRT_OK;
+  /* host[r]: the lowest rank on rank r's host */
+  int hosts = 0;
+  for (int r = 0; r < W; r++) {
+    host[r] = r;
+    for (int q = 0; q < r && host[r] == r; q++)
+      if (!strncmp(all + (size_t)q * N, all + (size_t)r * N, N)) host[r] = host[q];
+    hosts += host[r] == r;
+  }
+  static const int order[4] = {MMRT_AXIS_DP, MMRT_AXIS_CP, MMRT_AXIS_TP, MMRT_AXIS_PP};
+  char axes[64] = "", sizes[64] = "";
+  for (int k = 0, n = 0; k < 4; k++) {
+    int a = order[k];
+    if (m->size[a] < 2) continue;
+    size_t l = strlen(axes), ls = strlen(sizes);
+    snprintf(axes + l, sizeof axes - l, "%s%s", n ? "." : "", axis_names[a]);
+    snprintf(sizes + ls, sizeof sizes - ls, " %s=%d", axis_names[a], m->size[a]);
+    n++;
+  }
+  fprintf(out, "placement: %d ranks on %d host%s (%s)\n", W, hosts, hosts == 1 ? "" : "s",
+          sizes + 1);
+  for (int h = 0; h < W; h++) {
+    if (host[h] != h) continue;
+    fprintf(out, "placement: host %.*s: ranks", N, all + (size_t)h * N);
+    for (int r = h; r < W; r++)
+      if (host[r] == h) fprintf(out, " %d", r);
+    fprintf(out, " at %s", axes);
+    for (int r = h; r < W; r++) {
+      if (host[r] != h) continue;
+      /* the coordinates of world rank r (mmrt_mesh_init's order) */
+      int c[MMRT_NAXES], x = r;
+      c[MMRT_AXIS_TP] = x % m->size[MMRT_AXIS_TP], x /= m->size[MMRT_AXIS_TP];
+      c[MMRT_AXIS_CP] = x % m->size[MMRT_AXIS_CP], x /= m->size[MMRT_AXIS_CP];
+      c[MMRT_AXIS_DP] = x % m->size[MMRT_AXIS_DP], x /= m->size[MMRT_AXIS_DP];
+      c[MMRT_AXIS_PP] = x;
+      fputc(' ', out);
+      for (int k = 0, n = 0; k < 4; k++)
+        if (m->size[order[k]] > 1) fprintf(out, "%s%d", n++ ? "." : "", c[order[k]]);
+    }
+    fputc('\n', out);
+  }
+  fflush(out);
+  free(all), free(host);
+  return MMRT_OK;
+}
+
 void mmrt_mesh_free(MmrtMesh *m) {
   int finalized = 0;
   MPI_Finalized(&finalized);

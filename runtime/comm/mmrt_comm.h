@@ -164,6 +164,16 @@ int mmrt_world_check(const char *who, int dp, int cp, int tp, int pp, char *err,
  * 4)" and leaves nothing to free.  The message also goes to m->err. */
 int mmrt_mesh_init(MmrtMesh *m, int dp, int cp, int tp, int pp, char *err, size_t errlen);
 
+/* Where the ranks run, written by world rank 0 to `out` (collective over
+ * the world; the other ranks write nothing): a line "placement: W ranks on
+ * H hosts (dp=.. tp=..)" and one line per host, hosts in the order of
+ * their lowest rank, e.g.
+ *     placement: host node1: ranks 0 1 at dp.tp 0.0 0.1
+ * the host name being MPI_Get_processor_name's, the coordinates those of
+ * the axes of more than one rank, in the order dp cp tp pp.  Not counted
+ * in the communication counters. */
+int mmrt_mesh_placement(MmrtMesh *m, FILE *out, char *err, size_t errlen);
+
 /* Free the communicators and scratch (not MPI itself). */
 void mmrt_mesh_free(MmrtMesh *m);
 

@@ -1576,6 +1576,7 @@ static int setup_ranks(Trainer *t) {
     g_rank = t->rank;
     t->cx.mesh = &t->mesh;
     mmrt_comm_set_timeout(&t->mesh, t->a.comm_timeout);
+    if (mmrt_mesh_placement(&t->mesh, stdout, err, sizeof err) != MMRT_OK) return fail("%s", err);
   }
   for (int k = 0; k < t->cx.nbatch; k++) {
     const MmrtTensorDesc *d = t->cx.batch[k];
