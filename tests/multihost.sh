@@ -55,7 +55,7 @@ MH=("${MP[@]}" --hostfile "$HF" -mca plm_rsh_agent "$AGENT" -mca btl tcp,self
   -mca oob_tcp_keepalive_time 1 -mca oob_tcp_keepalive_intvl 1 -mca oob_tcp_keepalive_probes 3 -np 4)
 G="$T/g22"
 "$MMC" compile "$MMC_SOURCE_DIR/stdlib_models/gpt2.mm" --model GPT2Tiny --dp 2 --tp 2 -o "$G" || { bad "compile"; exit 1; }
-ARGS=(--steps $STEPS --eval-batches 1 --quiet --comm-timeout 20)
+ARGS=(--steps $STEPS --eval-batches 1 --comm-timeout 20)
 
 t0=$(date +%s%N)
 timeout 120 "${MP[@]}" --oversubscribe -np 4 "$G" "${ARGS[@]}" --log "$T/one.jsonl" > "$T/one.out" 2>&1 ||

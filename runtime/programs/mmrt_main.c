@@ -1576,7 +1576,8 @@ static int setup_ranks(Trainer *t) {
     g_rank = t->rank;
     t->cx.mesh = &t->mesh;
     mmrt_comm_set_timeout(&t->mesh, t->a.comm_timeout);
-    if (mmrt_mesh_placement(&t->mesh, stdout, err, sizeof err) != MMRT_OK) return fail("%s", err);
+    if (!t->a.quiet && mmrt_mesh_placement(&t->mesh, stderr, err, sizeof err) != MMRT_OK)
+      return fail("%s", err); /* the same on every rank: --quiet is everyone's */
   }
   for (int k = 0; k < t->cx.nbatch; k++) {
     const MmrtTensorDesc *d = t->cx.batch[k];
