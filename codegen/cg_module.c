@@ -1,6 +1,6 @@
 /* The LLVM module of a trainer: runtime declarations, the step functions
  * (one straight-line call sequence per IR function, llm.c style), and the
- * constant model descriptor `mm_model` (runtime/mmrt_main.h), whose layout
+ * constant model descriptor `mm_model` (runtime/model/mmrt_main.h), whose layout
  * is checked against the runtime's header at build time. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -362,7 +362,7 @@ static int init_kind(IrInitKind k) {
   }
 }
 
-/* The descriptor structs, field by field from runtime/mmrt_desc.def: an
+/* The descriptor structs, field by field from runtime/model/mmrt_desc.def: an
  * index per field (CG_MmrtTensorDesc_name, CG_MmrtModelDesc_lr, ...), its
  * kind and C size, so the LLVM struct has the C struct's fields in its
  * order; the setters below check the C type of the field they fill. */
@@ -634,7 +634,7 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
    * the trainer's checkpoints), of the model and not of the plan; the name
    * is its readable prefix, not hashed (a model extending another with a
    * parallel section alone, e.g. a stage list, is the same model:
-   * runtime/mmrt_ckpt.c compares the hashes) */
+   * runtime/io/mmrt_ckpt.c compares the hashes) */
   uint64_t h = 1469598103934665603ull;
   for (int i = 0; i < m->params.len; i++) h = hash_value(cg, h, m->params.items[i], 1);
   for (int i = 0; feval && i < feval->inputs.len; i++)

@@ -99,7 +99,7 @@ bool pp_sched_simulate(const PpSchedule *s, const PpCosts *c, PpSim *out);
 void pp_sim_free(PpSim *sim, int p);
 
 /* The micro-batch slots rank r needs (its act, grad and input arenas, the
- * trainer's runtime/mmrt_pp.c): its list walked in order, micro-batch k is
+ * trainer's runtime/comm/mmrt_pp.c): its list walked in order, micro-batch k is
  * held from the rank's first action on it to its last, over all the
  * rank's stages; the most held at once. */
 int pp_sched_slots(const PpSchedule *s, int r);

@@ -86,7 +86,7 @@ bool pp_plan_print(FILE *out, IrModule *m, const char *svg, bool detail, char *e
 
 /* What one pipeline rank allocates (its planned peak: everything is
  * allocated before or at the first step and held), as the trainer does
- * (runtime/mmrt_pp.h): its range of the param and opt arenas (the
+ * (runtime/comm/mmrt_pp.h): its range of the param and opt arenas (the
  * parameters and optimizer state of its stages, pp_rank_ranges); its grad
  * arena, the working set of its stage parts and update that all its slots
  * share (memplan.h MpPpArenas); one act and input arena per micro-batch in

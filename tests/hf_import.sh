@@ -27,7 +27,7 @@
 #    its logits are mmc's trained ones (1e-4); --save-hf without a Hugging
 #    Face --init-from refused before training;
 # 4b. the evaluator's --weights HF_DIR (the generator's and evaluator's
-#    loader, runtime/mmrt_model.c): the captions of the same weights saved
+#    loader, runtime/model/mmrt_model.c): the captions of the same weights saved
 #    under mmc's names;
 # 5. --init-from of mmc-named files: the parameters left at init named, a
 #    tensor that matches no parameter refused, SUB= loading a sub-model.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # hf_load_rss: --init-from HF_DIR reads a rank's slice plus at most one tensor
-# (runtime/mmrt_hf.c: one source tensor at a time, as stored and as float32).
+# (runtime/io/mmrt_hf.c: one source tensor at a time, as stored and as float32).
 # A random Qwen2ForCausalLM (12 layers of width 256, made with transformers in
 # the venv of tools/test_venvs.sh) saved in bf16 in 3 shards is loaded under
 # tp = 2; each rank's peak RSS (/usr/bin/time) with --init-from exceeds the

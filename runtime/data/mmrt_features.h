@@ -1,6 +1,6 @@
 /* mmrt_features.h: what the DiT feeder (mmrt_feed_dit.c) and the feature
  * extractor (mmrt_extract.c) share: the captions as word ids, and the
- * features directory (docs/architecture.md "Offline features").
+ * features directory (docs/design/t2v.md "Offline features").
  *
  * A features directory DIR (written by the extractor, read by the trainer's
  * --features DIR):

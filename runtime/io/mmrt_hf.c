@@ -1,5 +1,5 @@
 /* mmrt_hf.c: Hugging Face model directories (mmrt_hf.h): config.json
- * checked against the mapping of runtime/mmrt_hf_map.def, safetensors
+ * checked against the mapping of runtime/io/mmrt_hf_map.def, safetensors
  * headers of one file or of an index's shards (read by mmrt_st_open), the
  * parameters matched to tensors, and tensors read as float32 slices. */
 #include "mmrt_hf.h"
@@ -436,7 +436,7 @@ static int read_config(MmrtHf *h, int pi, const char *cpath, char *err, size_t e
     if (!known_key(fam, key))
       return mmrt_errf(
           err, errlen, MMRT_ERR_MISMATCH,
-          "%s: key '%s%s' is not known to mmc's mapping of %s (runtime/mmrt_hf_map.def); "
+          "%s: key '%s%s' is not known to mmc's mapping of %s (runtime/io/mmrt_hf_map.def); "
           "it may change the model's math, so it is not ignored",
           cpath, kp, key, h->arch);
   }
@@ -781,7 +781,7 @@ int mmrt_hf_match(MmrtHf *h, const char *prefix, const MmrtHfParam *p, int n, Mm
     if (!t->used)
       return mmrt_errf(err, errlen, MMRT_ERR_MISMATCH,
                        "%s: tensor '%s' matches no rule of mmc's %s mapping "
-                       "(runtime/mmrt_hf_map.def)",
+                       "(runtime/io/mmrt_hf_map.def)",
                        file, t->name, h->arch);
     if (row != full) { /* the parts cover the fused tensor */
       shape_text(a, sizeof a, nd, sh);

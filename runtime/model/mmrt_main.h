@@ -232,7 +232,7 @@ int mmrt_alloc_arenas(const MmrtModelDesc *m, char **arenas, char *err, size_t e
 /* Every parameter by name (adapters = 1: the LoRA adapters only; 0: all
  * but adapters missing from the file) from a safetensors file (the
  * trainer's --save-weights), a Hugging Face directory (config.json and its
- * safetensors, mapped by runtime/mmrt_hf_map.def) or a checkpoint folder of any plan (each
+ * safetensors, mapped by runtime/io/mmrt_hf_map.def) or a checkpoint folder of any plan (each
  * tensor assembled whole from the rank files of the checkpoint its pointer
  * names, mmrt_ckpt_read_slice); *loaded counts them. MMRT_OK, or an error
  * naming the file and the tensor (missing, wrong dtype or shape, corrupt). */

@@ -1,6 +1,6 @@
 /* mmrt_extract.c: the feature extractor (mmc compile --task extract) of a
  * model with forwards latents and text_features (its frozen encoders,
- * docs/architecture.md "Offline features"):
+ * docs/design/t2v.md "Offline features"):
  *
  *   extractor --out DIR [--init-from PATH] [--seed S] [--clips N]
  *             [--heldout N] [--shard N] [--data DIR] [--quiet]

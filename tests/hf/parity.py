@@ -30,7 +30,7 @@ IMAGES = "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz"
 pixels = torch.frombuffer(bytearray(gzip.open(IMAGES).read()[16:]), dtype=torch.uint8)
 pixels = pixels.view(-1, 784).long()
 tol, args, bad = float(sys.argv[1]), sys.argv[2:], 0
-MEAN, STD = 0.2860, 0.3530  # the classification task's normalisation (runtime/mmrt_data.h)
+MEAN, STD = 0.2860, 0.3530  # the classification task's normalisation (runtime/data/mmrt_data.h)
 
 
 def report(arch, d, worst, info, inputs, log, ref):
