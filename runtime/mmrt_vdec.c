@@ -388,32 +388,42 @@ int mmrt_vdec_json_read(const char *json_path, const MmrtVdecSpec *spec, MmrtVde
   FILE *f;
   int r = mmrt_fopen_read(json_path, &f, err, errlen);
   if (r != MMRT_OK) return r;
-  json_tokener *tok = json_tokener_new_ex(64);
-  json_object *root = NULL;
-  char buf[1 << 16];
-  size_t got;
-  enum json_tokener_error je = json_tokener_continue;
-  int64_t total = 0;
-  while (tok && (got = fread(buf, 1, sizeof buf, f)) > 0) {
-    total += (int64_t)got;
-    root = json_tokener_parse_ex(tok, buf, (int)got);
-    je = json_tokener_get_error(tok);
-    if (je != json_tokener_continue || total > (1LL << 30)) break;
-  }
-  if (je == json_tokener_continue && tok && !root && total <= (1LL << 30)) {
-    root = json_tokener_parse_ex(tok, "", 0);
-    je = json_tokener_get_error(tok);
+  /* the whole file (at most 256 MiB), then one parse: a value, then only
+   * white space */
+  size_t tcap = 1 << 16, got = 0, lim = (size_t)256 << 20;
+  char *text = malloc(tcap);
+  while (text) {
+    size_t k = fread(text + got, 1, tcap - got, f);
+    got += k;
+    if (got < tcap || got > lim) break;
+    char *t2 = realloc(text, tcap *= 2);
+    if (!t2) free(text);
+    text = t2;
   }
   fclose(f);
-  if (!root) {
-    r = mmrt_errf(err, errlen, MMRT_ERR_FORMAT, "%s: not JSON (%s)", json_path,
-                  total > (1LL << 30) ? "larger than 1 GiB"
-                  : tok               ? json_tokener_error_desc(je)
-                                      : "out of memory");
-    json_tokener_free(tok);
-    return r;
+  if (!text) return mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "%s: out of memory", json_path);
+  if (got > lim) {
+    free(text);
+    return mmrt_errf(err, errlen, MMRT_ERR_FORMAT, "%s: larger than 256 MiB", json_path);
   }
+  json_tokener *tok = json_tokener_new_ex(64);
+  if (!tok) {
+    free(text);
+    return mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "%s: out of memory", json_path);
+  }
+  json_object *root = json_tokener_parse_ex(tok, text, (int)got);
+  enum json_tokener_error je = json_tokener_get_error(tok);
+  size_t end = root ? json_tokener_get_parse_end(tok) : 0;
+  while (root && end < got && strchr(" \t\r\n", text[end]) && text[end]) end++;
   json_tokener_free(tok);
+  free(text);
+  if (!root || end < got) {
+    json_object_put(root);
+    return mmrt_errf(err, errlen, MMRT_ERR_FORMAT, "%s: not JSON (%s)", json_path,
+                     root                          ? "more after the list"
+                     : je == json_tokener_continue ? "the file ends inside a value"
+                                                   : json_tokener_error_desc(je));
+  }
   if (!json_object_is_type(root, json_type_array)) {
     json_object_put(root);
     return mmrt_errf(err, errlen, MMRT_ERR_FORMAT,

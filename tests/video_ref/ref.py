@@ -286,6 +286,8 @@ bad_json = [
     ("list.json", "{}", ["list.json", "JSON list"]),
     ("syntax.json", "[{\"path\": ", ["syntax.json", "not JSON"]),
     ("empty.json", "[]", ["empty.json", "empty"]),
+    ("nothing.json", "", ["nothing.json", "not JSON"]),
+    ("trail.json", json.dumps(good) + " []", ["trail.json", "more after"]),
     ("obj.json", [good[0], 3], ["obj.json", "entry 1", "object"]),
     ("nopath.json", [entry(path=None)], ["nopath.json", "entry 0", "\"path\""]),
     ("gone.json", [good[0], entry(path="clips/gone.mkv")], ["gone.json", "entry 1", "\"path\"", "gone.mkv"]),
