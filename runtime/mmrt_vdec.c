@@ -208,7 +208,14 @@ static int decode(const char *name, Src *src, const MmrtVdecSpec *spec, MmrtVdec
     goto out;
   }
   snprintf(c->container, sizeof c->container, "%s", d.fmt->iformat->name);
-  if ((r = avformat_find_stream_info(d.fmt, NULL)) < 0) {
+  /* the decoders find_stream_info runs: no frame above max_pixels either */
+  unsigned ns = d.fmt->nb_streams;
+  AVDictionary **so = ns ? av_calloc(ns, sizeof *so) : NULL;
+  for (unsigned i = 0; so && i < ns; i++) av_dict_set_int(&so[i], "max_pixels", max_pixels, 0);
+  r = ns && !so ? AVERROR(ENOMEM) : avformat_find_stream_info(d.fmt, so);
+  for (unsigned i = 0; so && i < ns; i++) av_dict_free(&so[i]);
+  av_free(so);
+  if (r < 0) {
     rc = mmrt_errf(err, errlen, MMRT_ERR_FORMAT, "%s: no stream information (libavformat: %s)",
                    name, averr(r, eb));
     goto out;
@@ -268,6 +275,7 @@ static int decode(const char *name, Src *src, const MmrtVdecSpec *spec, MmrtVdec
   }
   mmrt_vdec_indices(c->frames, c->src_fps, spec->fps, c->index);
   d.cc->thread_count = 1;
+  d.cc->max_pixels = max_pixels; /* frames the bitstream makes larger than the container said */
   d.cc->codec_whitelist = av_strdup(CODECS);
   if ((r = avcodec_parameters_to_context(d.cc, st->codecpar)) < 0 ||
       (r = avcodec_open2(d.cc, codec, NULL)) < 0) {
