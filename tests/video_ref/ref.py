@@ -274,7 +274,8 @@ subprocess.run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=siz
 refused([zm], ["zero.mkv"], "a zero-frame MKV")
 refused([os.path.join(T, "h264.mp4"), "--max-pixels", "100"], ["h264.mp4", "100 pixels"], "--max-pixels")
 # a good video first, then a bad one: still no --out
-refused([os.path.join(T, "h264.mp4"), os.path.join(B, "text.mp4")], ["text.mp4"], "good then bad")
+refused([os.path.join(T, "h264.mp4"), os.path.join(B, "text.mp4"), "--frames", "4"], ["text.mp4"],
+        "good then bad")
 
 def entry(**kw):
     e = dict(good[0])
