@@ -9,6 +9,8 @@
  *   mmc data preprocess|inspect ...  JSONL to Megatron's .bin/.idx, and its contents (mmc_data.c)
  *   mmc image FILE... [--mode clip|internvl] ...  images as a vision processor sees them
  *                                                  (mmc_image.c)
+ *   mmc video FILE|DATA.json [--frames N] ...      video files sampled as a model sees them
+ *                                                  (mmc_video.c)
  *   mmc --list-passes | --list-ops | --version     the reference lists (mmc_lists.c)
  * Exit status: 0 ok, 1 user error (diagnostics printed), 2 usage error. */
 #include <errno.h>
@@ -33,6 +35,7 @@
 #include "mmrt_main.h"
 #include "tools/mmc_data.h"
 #include "tools/mmc_image.h"
+#include "tools/mmc_video.h"
 #include "tools/mmc_lists.h"
 #include "tools/mmc_tokenize.h"
 
@@ -111,6 +114,12 @@ static const Cmd cmds[] = {
      "      processor does; prints each file's size, EXIF orientation and tile grid, and with "
      "--out\n"
      "      writes the normalised pixels as raw float32."},
+    {"video",
+     "FILE|DATA.json... [--frames N] [--fps F] [--size HxW | --buckets HxW,HxW...]\n"
+     "               [--max-pixels N] [--out FILE.f32] [--png-strip FILE.png]",
+     "Decodes MP4/MOV and WebM/MKV videos (or those an OpenSoraPlan data JSON lists), samples\n"
+     "      N frames at F fps, crops and resizes them; prints each video's container, codec,\n"
+     "      duration, fps, size, frame indices and bucket, and writes the frames as float32."},
 };
 
 static const char *common_opts =
@@ -141,7 +150,7 @@ static const char *plan_opts =
 static bool takes_source(const Cmd *c) {
   return strcmp(c->name, "opt") != 0 && strcmp(c->name, "tokenize") != 0 &&
          strcmp(c->name, "data") != 0 && strcmp(c->name, "import") != 0 &&
-         strcmp(c->name, "image") != 0;
+         strcmp(c->name, "image") != 0 && strcmp(c->name, "video") != 0;
 }
 
 static bool takes_plan(const Cmd *c) {
@@ -1861,6 +1870,8 @@ int main(int argc, char **argv) {
     return mmc_data(argc - 2, argv + 2, o.cmd->args, o.cmd->help);
   if (strcmp(o.cmd->name, "image") == 0)
     return mmc_image(argc - 2, argv + 2, o.cmd->args, o.cmd->help);
+  if (strcmp(o.cmd->name, "video") == 0)
+    return mmc_video(argc - 2, argv + 2, o.cmd->args, o.cmd->help);
   int rc = parse_opts(argc, argv, &o);
   if (rc < 0) {
     if (strcmp(o.cmd->name, "check") == 0)

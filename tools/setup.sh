@@ -10,6 +10,7 @@ PKGS=(
   libdnnl-dev
   check
   zlib1g-dev libpng-dev libjson-c-dev libgif-dev libjpeg62-turbo-dev libwebp-dev
+  libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg
   libpcre2-dev libunistring-dev python3-venv
   dataset-fashion-mnist
   python3-torch python3-numpy libopenblas0-openmp python3-venv

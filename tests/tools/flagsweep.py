@@ -332,6 +332,22 @@ image_probes = {
     "--max-pixels": ([IMG], [IMG, "--max-pixels", "399"], "refused", ["at most 399 pixels"]),
     "--out": (IO[:3], IO, "effect"),
 }
+# video: a 32 x 24 FFV1/MKV of 12 frames at 12 fps, written with ffmpeg
+VID = os.path.join(T, "v.mkv")
+subprocess.run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=32x24:rate=12",
+                "-frames:v", "12", "-c:v", "ffv1", VID], check=True)
+VO = [VID, "--frames", "4", "--out", "o.f32"]
+video_probes = {
+    "-h": ([VID], [VID, "-h"], "effect"),
+    "--help": ([VID], [VID, "--help"], "effect"),
+    "--frames": ([VID], [VID, "--frames", "5"], "effect"),
+    "--fps": ([VID, "--frames", "4"], [VID, "--frames", "4", "--fps", "6"], "effect"),
+    "--size": (VO, VO + ["--size", "8x8"], "effect"),
+    "--buckets": (VO, VO + ["--buckets", "8x8,4x16"], "effect"),
+    "--max-pixels": ([VID], [VID, "--max-pixels", "767"], "refused", ["at most 767 pixels"]),
+    "--out": (VO[:3], VO, "effect"),
+    "--png-strip": (VO[:3], VO[:3] + ["--png-strip", "s.png"], "effect"),
+}
 # overriding the model's own setting takes effect (extra probes, on plan)
 extra = [
     ("plan", "--pp 1", [G, "--model", "Pp"], [G, "--model", "Pp", "--pp", "1"], "effect"),
@@ -386,6 +402,8 @@ for c in commands:
             table = dict(tokenize_probes)
         if c == "image":
             table = dict(image_probes)
+        if c == "video":
+            table = dict(video_probes)
         p = table.get(flag)
         if p is None:
             failures.append("mmc %s %s: listed in its --help, but no probe in %s" %
