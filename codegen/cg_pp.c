@@ -214,11 +214,7 @@ bool cg_pp_build(Cg *cg, const IrFunc *f, CgMb *out) {
   /* the schedule */
   PpSchedule sch;
   char err[256];
-  MmSchedule k = cg->m->plan.schedule;
-  PpSchedKind kind = k == MM_SCHED_GPIPE         ? PP_GPIPE
-                     : k == MM_SCHED_INTERLEAVED ? PP_INTERLEAVED
-                     : k == MM_SCHED_ZBH1        ? PP_ZBH1
-                                                 : PP_1F1B;
+  PpSchedKind kind = cg->m->plan.schedule;
   if (!pp_sched_build(&sch, kind, P, S / P, out->M, err, sizeof err))
     return cg_error(cg, f->nodes.items[0], "pipeline: %s", err);
   size_t cap = 64, len = 0;

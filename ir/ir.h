@@ -23,7 +23,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../frontend/plan.h" /* MmPlan, MmTrain: the settings a module carries */
+#include "settings.h" /* MmPlan, MmTrain: the settings a module carries */
 #include "../support/arena.h"
 #include "../support/diag.h"
 

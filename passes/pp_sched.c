@@ -7,8 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const sched_names[PP_NSCHEDS] = {
-    [PP_GPIPE] = "gpipe", [PP_1F1B] = "1f1b", [PP_INTERLEAVED] = "interleaved", [PP_ZBH1] = "zbh1"};
+#define sched_names mm_schedule_names
 
 static const char *const kind_names[PP_NKINDS] = {
     [PP_F] = "F",           [PP_B] = "B",           [PP_I] = "I",           [PP_W] = "W",
@@ -25,14 +24,6 @@ int pp_sched_parse(const char *name) {
   for (int k = 0; k < PP_NSCHEDS; k++)
     if (strcmp(name, sched_names[k]) == 0) return k;
   return -1;
-}
-
-static bool fail(char *err, size_t errn, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  if (err && errn) vsnprintf(err, errn, fmt, ap);
-  va_end(ap);
-  return false;
 }
 
 static void *xcalloc(size_t n, size_t sz) {
@@ -116,26 +107,7 @@ static void gen_interleaved(PpSchedule *s, int r) {
 
 bool pp_sched_build(PpSchedule *s, PpSchedKind kind, int p, int v, int m, char *err, size_t errn) {
   memset(s, 0, sizeof *s);
-  if (kind >= PP_NSCHEDS) return fail(err, errn, "unknown pipeline schedule");
-  if (p < 1) return fail(err, errn, "pp must be at least 1, not %d", p);
-  if (m < 1) return fail(err, errn, "micro_batches must be at least 1, not %d", m);
-  if (v < 1) return fail(err, errn, "vpp must be at least 1, not %d", v);
-  if (v > 1 && kind != PP_INTERLEAVED)
-    return fail(err, errn, "vpp = %d needs schedule = interleaved (%s has one stage per rank)", v,
-                sched_names[kind]);
-  if (kind != PP_GPIPE && m < p)
-    return fail(err, errn,
-                "schedule %s needs at least as many micro-batches as stages: micro_batches = "
-                "%d < pp = %d",
-                sched_names[kind], m, p);
-  if (kind == PP_INTERLEAVED && m % p != 0)
-    return fail(err, errn,
-                "schedule interleaved needs micro_batches to be a multiple of pp: %d is not a "
-                "multiple of %d",
-                m, p);
-  if ((int64_t)p * v * m > 1 << 22)
-    return fail(err, errn, "pipeline schedule too large (pp·vpp·micro_batches = %lld)",
-                (long long)p * v * m);
+  if (!mm_schedule_check(kind, p, v, m, err, errn)) return false;
   s->kind = kind;
   s->p = p;
   s->v = v;

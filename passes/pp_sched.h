@@ -24,6 +24,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "../ir/settings.h"
+
 typedef enum {
   PP_F,      /* forward */
   PP_B,      /* whole backward (input and weight gradients) */
@@ -36,7 +38,13 @@ typedef enum {
   PP_NKINDS
 } PpKind;
 
-typedef enum { PP_GPIPE, PP_1F1B, PP_INTERLEAVED, PP_ZBH1, PP_NSCHEDS } PpSchedKind;
+/* the schedules are settings.def's (MmSchedule, one order, one set of names) */
+typedef MmSchedule PpSchedKind;
+#define PP_1F1B        MM_SCHED_1F1B
+#define PP_GPIPE       MM_SCHED_GPIPE
+#define PP_INTERLEAVED MM_SCHED_INTERLEAVED
+#define PP_ZBH1        MM_SCHED_ZBH1
+#define PP_NSCHEDS     MM_SCHED_COUNT
 
 typedef struct {
   PpKind kind;

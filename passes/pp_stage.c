@@ -371,11 +371,7 @@ bool pass_pipeline(IrModule *m, PassCtx *cx) {
 #include "pp_sched.h"
 
 static PpSchedKind sched_kind(const IrModule *m) {
-  MmSchedule k = m->plan.schedule;
-  return k == MM_SCHED_GPIPE         ? PP_GPIPE
-         : k == MM_SCHED_INTERLEAVED ? PP_INTERLEAVED
-         : k == MM_SCHED_ZBH1        ? PP_ZBH1
-                                     : PP_1F1B;
+  return m->plan.schedule;
 }
 
 bool pp_rank_memory(IrModule *m, PpRankMem *out, int nout, char *err, size_t errlen) {

@@ -127,6 +127,7 @@ GM = [G, "--model", "G"]
 probes = {
     "-h": (GM, GM + ["-h"], "effect"),
     "--help": (GM, GM + ["--help"], "effect"),
+    "--list-settings": (GM, GM + ["--list-settings"], "effect"),
     "-I": ([INC], [INC, "-I", os.path.join(T, "inc")], "effect"),
     "--model": ([G], [G, "--model", "H"], "effect"),
     "--set": (GM, GM + ["--set", "B=2"], "effect"),
