@@ -1400,7 +1400,7 @@ static void plan_split_norms(IrModule *m, json_object *root) {
  * whole: the flash kernel works in tiles; a ring computes them one K/V
  * block at a time), the ring's workspace (its K/V and dK/dV blocks in
  * flight, a block's output, USP's head-split copies: the node's planned
- * scratch in the activation arena, runtime/mmrt_ring_ws.h) and its shifts,
+ * scratch in the activation arena, support/ring_ws.h) and its shifts,
  * which no collective node shows (the kernel makes them). */
 static void plan_cp(IrModule *m, json_object *root) {
   int P = m->mesh[IR_AX_CP];
