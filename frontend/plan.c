@@ -123,14 +123,14 @@ static bool read_optimizer(FeProgram *p, Env *e, AstExpr *x, MmTrain *t) {
     return false;
   }
   const char *kind = x->lhs->name;
-  if (strcmp(kind, "adamw") == 0)
-    t->optim = MM_OPT_ADAMW;
-  else if (strcmp(kind, "sgd") == 0)
-    t->optim = MM_OPT_SGD;
-  else {
-    diag_error(p->d, x->lhs->loc, "unknown optimizer '%s' (expected adamw or sgd)", kind);
+  int k = mm_enum_index(mm_optim_names, kind);
+  if (k < 0) {
+    char list[64];
+    diag_error(p->d, x->lhs->loc, "unknown optimizer '%s' (expected %s)", kind,
+               mm_enum_list(mm_optim_names, list, sizeof list));
     return false;
   }
+  t->optim = (MmOptim)k;
   bool ok = true;
   for (int i = 0; i < x->args.len; i++) {
     AstArg *a = x->args.items[i];
@@ -186,16 +186,14 @@ static bool read_schedule(FeProgram *p, Env *e, AstExpr *x, MmTrain *t) {
   const char *kind = x->kind == AST_NAME                                 ? x->name
                      : (x->kind == AST_CALL && x->lhs->kind == AST_NAME) ? x->lhs->name
                                                                          : NULL;
-  if (!kind || (strcmp(kind, "cosine") != 0 && strcmp(kind, "constant") != 0 &&
-                strcmp(kind, "linear") != 0)) {
+  int k = kind ? mm_enum_index(mm_lr_sched_names, kind) : -1;
+  if (k < 0) {
     diag_error(p->d, x->loc,
                "expected constant(warmup = N), cosine(warmup = N, min_lr = X) or linear(warmup = "
                "N, min_lr = X)");
     return false;
   }
-  t->lr_sched = strcmp(kind, "cosine") == 0   ? MM_LR_COSINE
-                : strcmp(kind, "linear") == 0 ? MM_LR_LINEAR
-                                              : MM_LR_CONSTANT;
+  t->lr_sched = (MmLrSched)k;
   bool ok = true;
   for (int i = 0; x->kind == AST_CALL && i < x->args.len; i++) {
     AstArg *a = x->args.items[i];

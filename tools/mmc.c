@@ -1494,8 +1494,7 @@ static void plan_cp(IrModule *m, json_object *root) {
                            json_object_new_int(m->plan.cp_ulysses > 1 ? m->plan.cp_ulysses : 1));
     json_object_object_add(c, "usp_all_to_all_forward", json_object_new_int64(a2a[0]));
     json_object_object_add(c, "usp_all_to_all_backward", json_object_new_int64(a2a[1]));
-    json_object_object_add(
-        c, "kind", json_object_new_string(m->plan.cp_kind == MM_CP_RING ? "ring" : "ulysses"));
+    json_object_object_add(c, "kind", json_object_new_string(mm_cp_kind_names[m->plan.cp_kind]));
     json_object_object_add(c, "balanced", json_object_new_boolean(bal));
     json_object_object_add(c, "attention", list);
     json_object_object_add(c, "ring_shifts_forward", json_object_new_int64(shifts[0]));
