@@ -1321,7 +1321,7 @@ static bool check_gan(FeProgram *p, const MmPlan *pl, const MmTrain *t) {
   if (!t->gan.ndisc) return true;
   const char *why = NULL;
   char buf[160];
-  if (pl->tp * pl->pp * pl->cp * pl->dp > 1) {
+  if (mm_plan_ranks(pl) > 1) {
     snprintf(buf, sizeof buf, "a parallel plan (tp = %d, pp = %d, cp = %d, dp = %d)", pl->tp,
              pl->pp, pl->cp, pl->dp);
     why = buf;

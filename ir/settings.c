@@ -168,6 +168,11 @@ bool mm_schedule_check(MmSchedule k, int p, int v, int m, char *err, size_t errn
   return true;
 }
 
+#define MM_AXIS_TIMES(ID, field) *(int64_t)pl->field
+int64_t mm_plan_ranks(const MmPlan *pl) {
+  return (int64_t)1 MM_MESH_AXES(MM_AXIS_TIMES);
+}
+
 void mm_plan_flags_init(MmPlanFlags *f) {
   memset(f, 0, sizeof *f);
   mm_settings_default(&f->plan, &f->train);

@@ -180,6 +180,11 @@ typedef struct MmSetDesc {
 } MmSetDesc;
 extern const MmSetDesc mm_settings[MM_SET_COUNT];
 
+/* The mesh's axes, each a row of settings.def (its key, flag and range):
+ * the ranks of a plan are their product. */
+#define MM_MESH_AXES(X) X(DP, dp) X(CP, cp) X(TP, tp) X(PP, pp)
+int64_t mm_plan_ranks(const MmPlan *pl);
+
 /* The settings of empty sections. */
 void mm_settings_default(MmPlan *plan, MmTrain *train);
 /* The struct a row's off counts from: plan or train (NULL for the IrModule rows). */

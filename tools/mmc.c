@@ -762,7 +762,7 @@ static void one_rank(FeResult *r) {
  * one rank (the parallel section is for training). */
 static bool add_decoding(FeProgram *p, const char *model, FeResult *r, Diag *d) {
   MmPlan *pl = &r->plan;
-  if (pl->tp * pl->pp * pl->cp * pl->dp > 1)
+  if (mm_plan_ranks(pl) > 1)
     fprintf(stderr,
             "mmc: note: generation runs on one rank; the plan (tp = %d, pp = %d, cp = %d, dp = %d) "
             "is for "
@@ -793,7 +793,7 @@ static bool add_reconstruct(Opts *o, FeProgram *p, const char *model, FeResult *
   bool has = fe_has_forward(p, model, "encode") && fe_has_forward(p, model, "decode");
   if (o->task == MMRT_TASK_TRAIN) {
     MmPlan *pl = &r->plan;
-    if (!has || pl->tp * pl->pp * pl->cp * pl->dp > 1) return true; /* no PSNR: mmrt_task_video.c */
+    if (!has || mm_plan_ranks(pl) > 1) return true; /* no PSNR: mmrt_task_video.c */
     return fe_elaborate_named(p, model, r->ir, "encode", "encode", FE_TRAIN, 0, NULL) &&
            fe_elaborate_named(p, model, r->ir, "decode", "decode", FE_TRAIN, 0, NULL);
   }
@@ -805,7 +805,7 @@ static bool add_reconstruct(Opts *o, FeProgram *p, const char *model, FeResult *
     return false;
   }
   MmPlan *pl = &r->plan;
-  if (pl->tp * pl->pp * pl->cp * pl->dp > 1)
+  if (mm_plan_ranks(pl) > 1)
     fprintf(stderr, "mmc: note: reconstruction runs on one rank; the plan is for training\n");
   one_rank(r);
   int64_t C = o->chunk_frames ? o->chunk_frames : 4;
@@ -842,7 +842,7 @@ static bool add_sample(FeProgram *p, const char *model, FeResult *r, Diag *d) {
       return false;
     }
   MmPlan *pl = &r->plan;
-  if (pl->tp * pl->pp * pl->cp * pl->dp > 1)
+  if (mm_plan_ranks(pl) > 1)
     fprintf(stderr, "mmc: note: sampling runs on one rank; the plan is for training\n");
   one_rank(r);
   for (int i = 0; i < 3; i++)
@@ -860,7 +860,7 @@ static bool add_sample(FeProgram *p, const char *model, FeResult *r, Diag *d) {
 static bool add_features(Opts *o, FeProgram *p, const char *model, FeResult *r, Diag *d) {
   bool has = fe_has_forward(p, model, "latents") && fe_has_forward(p, model, "text_features");
   MmPlan *pl = &r->plan;
-  if (o->task == MMRT_TASK_TRAIN && (!has || pl->tp * pl->pp * pl->cp * pl->dp > 1)) return true;
+  if (o->task == MMRT_TASK_TRAIN && (!has || mm_plan_ranks(pl) > 1)) return true;
   if (!has) {
     diag_error_plain(d,
                      "model '%s': --task extract needs forwards named latents (the clips to "
@@ -869,7 +869,7 @@ static bool add_features(Opts *o, FeProgram *p, const char *model, FeResult *r, 
     return false;
   }
   if (o->task == MMRT_TASK_EXTRACT) {
-    if (pl->tp * pl->pp * pl->cp * pl->dp > 1)
+    if (mm_plan_ranks(pl) > 1)
       fprintf(stderr, "mmc: note: feature extraction runs on one rank; the plan is for training\n");
     one_rank(r);
   }
