@@ -14,7 +14,7 @@
 
 #include <stdbool.h>
 
-#include "../frontend/plan.h"
+#include "../ir/settings.h"
 #include "../ir/ir.h"
 
 typedef enum CgEmit {

@@ -582,7 +582,7 @@ static bool is_ring(const IrNode *n) {
   return ir_attrs_has(&n->attrs, IR_ATTR_RING) && attr(n, IR_ATTR_RING)->i;
 }
 
-/* A ring attention's workspace (mmrt_ring_ws.h): after the saved statistics
+/* A ring attention's workspace (support/ring_ws.h): after the saved statistics
  * in the node's planned scratch; a null pointer when it needs none. */
 static LLVMValueRef ring_ws(Cg *cg, const IrNode *n) {
   int64_t ring = mp_ring_ws_bytes(cg->m, n);

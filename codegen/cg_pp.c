@@ -213,7 +213,8 @@ bool cg_pp_build(Cg *cg, const IrFunc *f, CgMb *out) {
   /* the schedule */
   PpSchedule sch;
   char err[256];
-  if (!pp_sched_build(&sch, (PpSchedKind)cg->m->plan.schedule, P, S / P, out->M, err, sizeof err))
+  PpSchedKind kind = cg->m->plan.schedule;
+  if (!pp_sched_build(&sch, kind, P, S / P, out->M, err, sizeof err))
     return cg_error(cg, f->nodes.items[0], "pipeline: %s", err);
   int total = 0;
   for (int r = 0; r < P; r++) total += sch.n[r];

@@ -831,7 +831,8 @@ static const char *batch_let(FeProgram *p, AstDecl *dcl, const FeResult *r, int6
   AstStmt *fwd = fe_find_forward(dcl, NULL);
   const char *name = NULL;
   IrFunc *f = ir_module_func(r->ir, "forward");
-  SrcLoc at = r->plan.loc_mb.file ? r->plan.loc_mb : dcl->name_loc;
+  SrcLoc at =
+      r->plan.loc[MM_SET_MICRO_BATCHES].file ? r->plan.loc[MM_SET_MICRO_BATCHES] : dcl->name_loc;
   for (int i = 0; fwd && f && i < fwd->params.len && i < f->inputs.len; i++) {
     AstParam *prm = fwd->params.items[i];
     IrValue *x = f->inputs.items[i];

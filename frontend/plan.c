@@ -7,19 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../passes/pass.h"
-#include "../passes/pp_sched.h"
 #include "fe_internal.h"
-
-void mm_plan_flags_init(MmPlanFlags *f) {
-  f->tp = f->pp = f->cp = f->dp = f->zero = f->micro_batches = f->cp_ulysses = -1;
-  f->sp = -1;
-  f->schedule = f->recompute = f->cp_kind = NULL;
-  f->bucket_set = false;
-  f->bucket_mb = 0;
-  f->no_overlap = false;
-  f->precision = 0;
-}
 
 static AstStmt *section(AstDecl *dcl, const char *name, AstStmt **dup) {
   AstStmt *found = NULL;
@@ -62,6 +50,71 @@ static const char *sym_of(FeProgram *p, Env *e, AstExpr *x) {
   return NULL;
 }
 
+/* The row of settings.def whose `.mm` key in a section of owner own is key. */
+static const MmSetDesc *row_of_key(MmSetOwner own, const char *key) {
+  for (int i = 0; i < MM_SET_COUNT; i++)
+    if (mm_settings[i].owner == own && mm_settings[i].key[0] &&
+        strcmp(mm_settings[i].key, key) == 0)
+      return &mm_settings[i];
+  return NULL;
+}
+
+/* The keys of a section, for "unknown ... setting" ("tp, pp, ..."). */
+static const char *keys_of(FeProgram *p, MmSetOwner own) {
+  const char *out = "";
+  for (int i = 0; i < MM_SET_COUNT; i++)
+    if (mm_settings[i].owner == own && mm_settings[i].key[0])
+      out = arena_printf(&p->ast, "%s%s%s", out, out[0] ? ", " : "", mm_settings[i].key);
+  return out;
+}
+
+/* An INT, FLOAT, BOOL or ENUM setting of settings.def: its value into base
+ * (the section's struct), checked against the row's range or names. */
+static bool read_row(FeProgram *p, Env *e, AstStmt *s, const MmSetDesc *d, void *base) {
+  switch (d->kind) {
+    case IR_SK_INT: {
+      int v;
+      if (!pos_int(p, e, s, (int)d->lo, (int)d->hi, &v)) return false;
+      mm_setting_put(d, base, v);
+      return true;
+    }
+    case IR_SK_FLOAT: {
+      double v;
+      if (!get_num(p, e, s->value, &v)) return false;
+      if (!(v >= d->lo && v <= d->hi)) {
+        diag_error(p->d, s->value->loc, "%s must be between %.15g and %.15g%s, not %.15g", s->name,
+                   d->lo, d->hi, d->what, v);
+        return false;
+      }
+      mm_setting_put(d, base, v);
+      return true;
+    }
+    case IR_SK_BOOL: {
+      Val *v = fe_eval(p, e, s->value);
+      if (v->k != V_BOOL) {
+        if (v->k != V_ERR) diag_error(p->d, s->value->loc, "%s must be true or false", s->name);
+        return false;
+      }
+      mm_setting_put(d, base, v->b);
+      return true;
+    }
+    case IR_SK_ENUM: {
+      const char *k = sym_of(p, e, s->value);
+      if (!k) return false;
+      int i = mm_enum_index(d->names, k);
+      if (i < 0) {
+        char list[256];
+        diag_error(p->d, s->value->loc, "unknown %s '%s' (expected %s)", d->what, k,
+                   mm_enum_list(d->names, list, sizeof list));
+        return false;
+      }
+      mm_setting_put(d, base, i);
+      return true;
+    }
+    default: return false; /* the section reader handles the others */
+  }
+}
+
 /* optimizer = adamw(lr = 1e-3, betas = [0.9, 0.95], weight_decay = 0.1, eps = 1e-8, clip = 1.0)
  * optimizer = sgd(lr = 0.1, momentum = 0.9) */
 static bool read_optimizer(FeProgram *p, Env *e, AstExpr *x, MmTrain *t) {
@@ -70,14 +123,14 @@ static bool read_optimizer(FeProgram *p, Env *e, AstExpr *x, MmTrain *t) {
     return false;
   }
   const char *kind = x->lhs->name;
-  if (strcmp(kind, "adamw") == 0)
-    t->optim = MM_OPT_ADAMW;
-  else if (strcmp(kind, "sgd") == 0)
-    t->optim = MM_OPT_SGD;
-  else {
-    diag_error(p->d, x->lhs->loc, "unknown optimizer '%s' (expected adamw or sgd)", kind);
+  int k = mm_enum_index(mm_optim_names, kind);
+  if (k < 0) {
+    char list[64];
+    diag_error(p->d, x->lhs->loc, "unknown optimizer '%s' (expected %s)", kind,
+               mm_enum_list(mm_optim_names, list, sizeof list));
     return false;
   }
+  t->optim = (MmOptim)k;
   bool ok = true;
   for (int i = 0; i < x->args.len; i++) {
     AstArg *a = x->args.items[i];
@@ -133,16 +186,14 @@ static bool read_schedule(FeProgram *p, Env *e, AstExpr *x, MmTrain *t) {
   const char *kind = x->kind == AST_NAME                                 ? x->name
                      : (x->kind == AST_CALL && x->lhs->kind == AST_NAME) ? x->lhs->name
                                                                          : NULL;
-  if (!kind || (strcmp(kind, "cosine") != 0 && strcmp(kind, "constant") != 0 &&
-                strcmp(kind, "linear") != 0)) {
+  int k = kind ? mm_enum_index(mm_lr_sched_names, kind) : -1;
+  if (k < 0) {
     diag_error(p->d, x->loc,
                "expected constant(warmup = N), cosine(warmup = N, min_lr = X) or linear(warmup = "
                "N, min_lr = X)");
     return false;
   }
-  t->lr_sched = strcmp(kind, "cosine") == 0   ? MM_LR_COSINE
-                : strcmp(kind, "linear") == 0 ? MM_LR_LINEAR
-                                              : MM_LR_CONSTANT;
+  t->lr_sched = (MmLrSched)k;
   bool ok = true;
   for (int i = 0; x->kind == AST_CALL && i < x->args.len; i++) {
     AstArg *a = x->args.items[i];
@@ -483,7 +534,15 @@ static bool read_train(FeProgram *p, Inst *root, AstStmt *sec, MmTrain *t) {
     AstStmt *s = sec->body.items[i];
     if (s->kind != ST_SETTING) continue;
     if (set_twice(p, sec, i)) ok = false;
-    if (strcmp(s->name, "freeze") == 0) {
+    const MmSetDesc *d = row_of_key(MM_OWN_TRAIN, s->name);
+    if (!d) {
+      diag_error(p->d, s->name_loc, "unknown train setting '%s' (expected %s)", s->name,
+                 keys_of(p, MM_OWN_TRAIN));
+      ok = false;
+      continue;
+    }
+    t->loc[d->id] = s->name_loc;
+    if (d->id == MM_SET_FREEZE) {
       Val *l = fe_eval(p, &root->env, s->value);
       if (l->k == V_ERR) {
         ok = false;
@@ -507,38 +566,18 @@ static bool read_train(FeProgram *p, Inst *root, AstStmt *sec, MmTrain *t) {
           ok = false;
         }
       }
-    } else if (strcmp(s->name, "optimizer") == 0) {
+    } else if (d->id == MM_SET_OPTIMIZER) {
       ok &= read_optimizer(p, &root->env, s->value, t);
-    } else if (strcmp(s->name, "schedule") == 0) {
+    } else if (d->id == MM_SET_LR_SCHEDULE) {
       ok &= read_schedule(p, &root->env, s->value, t);
-    } else if (strcmp(s->name, "clip") == 0) {
-      double v;
-      if (!get_num(p, &root->env, s->value, &v))
-        ok = false;
-      else
-        t->clip = v;
-    } else if (strcmp(s->name, "lora") == 0) {
+    } else if (d->id == MM_SET_LORA) {
       ok &= read_lora(p, &root->env, s, &t->lora);
-    } else if (strcmp(s->name, "gan") == 0) {
+    } else if (d->id == MM_SET_GAN) {
       ok &= read_gan(p, &root->env, s, &t->gan);
-    } else if (strcmp(s->name, "precision") == 0) {
-      const char *k = sym_of(p, &root->env, s->value);
-      if (!k)
-        ok = false;
-      else if (strcmp(k, "fp32") == 0)
-        t->precision = MM_PREC_FP32;
-      else if (strcmp(k, "bf16") == 0)
-        t->precision = MM_PREC_BF16;
-      else {
-        diag_error(p->d, s->value->loc, "unknown precision '%s' (expected fp32 or bf16)", k);
-        ok = false;
-      }
-    } else if (strcmp(s->name, "steps") == 0 || strcmp(s->name, "batch") == 0) {
+    } else if (d->id == MM_SET_BATCH) {
       int v;
-      if (!pos_int(p, &root->env, s, 1, 1 << 30, &v))
+      if (!pos_int(p, &root->env, s, (int)d->lo, (int)d->hi, &v))
         ok = false;
-      else if (s->name[0] == 's')
-        t->steps = v;
       else if (input_batch(p) != v) {
         /* the inputs' shapes fix the batch: another number would only
          * mislead the trainer */
@@ -550,11 +589,7 @@ static bool read_train(FeProgram *p, Inst *root, AstStmt *sec, MmTrain *t) {
       } else
         t->batch = v;
     } else {
-      diag_error(p->d, s->name_loc,
-                 "unknown train setting '%s' (expected freeze, optimizer, schedule, clip, steps, "
-                 "batch, lora, precision, gan)",
-                 s->name);
-      ok = false;
+      ok &= read_row(p, &root->env, s, d, t);
     }
   }
   return ok;
@@ -582,27 +617,22 @@ static bool recompute_policy(FeProgram *p, Env *e, AstExpr *x, MmRecompute *pol,
   }
   const char *k = sym_of(p, e, x);
   if (!k) return false;
-  if (strcmp(k, "none") == 0)
-    *pol = MM_RECOMPUTE_NONE;
-  else if (strcmp(k, "selective") == 0)
-    *pol = MM_RECOMPUTE_SELECTIVE;
-  else if (strcmp(k, "full") == 0)
-    *pol = MM_RECOMPUTE_FULL;
-  else {
+  int i = mm_enum_index(mm_recompute_names, k);
+  if (i < 0 || i == MM_RECOMPUTE_BLOCK) { /* block takes its N: block(N) */
     diag_error(p->d, x->loc, "unknown recompute policy '%s' (%s)", k, expect);
     return false;
   }
+  *pol = (MmRecompute)i;
   return true;
 }
 
 static const char *policy_text(FeProgram *p, MmRecompute pol, int block) {
-  static const char *const names[] = {"none", "selective", "full", "block"};
-  return pol == MM_RECOMPUTE_BLOCK ? arena_printf(&p->ast, "block:%d", block) : names[pol];
+  return pol == MM_RECOMPUTE_BLOCK ? arena_printf(&p->ast, "block:%d", block)
+                                   : mm_recompute_names[pol];
 }
 
 static bool read_recompute(FeProgram *p, Env *e, AstStmt *s, MmPlan *pl) {
   AstExpr *x = s->value;
-  pl->loc_recompute = s->name_loc;
   if (!is_call(x, "by_module"))
     return recompute_policy(p, e, x, &pl->recompute, &pl->recompute_block);
   bool ok = true;
@@ -840,81 +870,21 @@ static bool read_parallel(FeProgram *p, Inst *root, AstStmt *sec, MmPlan *pl) {
     AstStmt *s = sec->body.items[i];
     if (s->kind != ST_SETTING) continue;
     if (set_twice(p, sec, i)) ok = false;
-    const char *n = s->name;
-    if (strcmp(n, "tp") == 0) {
-      ok &= pos_int(p, &root->env, s, 1, 4096, &pl->tp);
-      pl->loc_tp = s->name_loc;
-    } else if (strcmp(n, "pp") == 0) {
-      ok &= pos_int(p, &root->env, s, 1, 4096, &pl->pp);
-      pl->loc_pp = s->name_loc;
-    } else if (strcmp(n, "cp") == 0) {
-      ok &= pos_int(p, &root->env, s, 1, 4096, &pl->cp);
-      pl->loc_cp = s->name_loc;
-    } else if (strcmp(n, "cp_kind") == 0) {
-      static const char *const kinds[] = {"ulysses", "ring"}; /* MmCpKind's order */
-      pl->loc_cp_kind = s->name_loc;
-      const char *k = sym_of(p, &root->env, s->value);
-      int ki = 0;
-      while (k && ki < 2 && strcmp(k, kinds[ki])) ki++;
-      if (k && ki < 2) pl->cp_kind = (MmCpKind)ki;
-      if (k && ki == 2)
-        diag_error(p->d, s->value->loc,
-                   "unknown context-parallel kind '%s' (expected ulysses or ring)", k);
-      ok &= k && ki < 2;
-    } else if (strcmp(n, "cp_ulysses") == 0) {
-      ok &= pos_int(p, &root->env, s, 1, 4096, &pl->cp_ulysses);
-      pl->loc_cp_ulysses = s->name_loc;
-    } else if (strcmp(n, "dp") == 0) {
-      ok &= pos_int(p, &root->env, s, 1, 1 << 20, &pl->dp);
-      pl->loc_dp = s->name_loc;
-    } else if (strcmp(n, "zero") == 0) {
-      ok &= pos_int(p, &root->env, s, 0, 3, &pl->zero);
-      pl->loc_zero = s->name_loc;
-    } else if (strcmp(n, "micro_batches") == 0) {
-      ok &= pos_int(p, &root->env, s, 1, 1 << 20, &pl->micro_batches);
-      pl->loc_mb = s->name_loc;
-    } else if (strcmp(n, "vpp") == 0) {
-      ok &= pos_int(p, &root->env, s, 1, 64, &pl->vpp);
-      pl->loc_vpp = s->name_loc;
-    } else if (strcmp(n, "bucket_mb") == 0) {
-      double v;
-      pl->loc_bucket = s->name_loc;
-      if (!get_num(p, &root->env, s->value, &v))
-        ok = false;
-      else if (!(v >= 0 && v <= 1 << 20)) {
-        diag_error(p->d, s->value->loc,
-                   "bucket_mb must be between 0 and %d MiB (0: no buckets), not %g", 1 << 20, v);
-        ok = false;
-      } else
-        pl->bucket_mb = v;
-    } else if (strcmp(n, "sp") == 0) {
-      Val *v = fe_eval(p, &root->env, s->value);
-      if (v->k == V_BOOL)
-        pl->sp = v->b;
-      else {
-        if (v->k != V_ERR) diag_error(p->d, s->value->loc, "sp must be true or false");
-        ok = false;
-      }
-      pl->loc_sp = s->name_loc;
-    } else if (strcmp(n, "schedule") == 0) {
-      pl->loc_schedule = s->name_loc;
-      const char *k = sym_of(p, &root->env, s->value);
-      if (!k)
-        ok = false;
-      else if (ir_sched_parse(k) >= 0)
-        pl->schedule = (MmSchedule)ir_sched_parse(k);
-      else {
-        diag_error(p->d, s->value->loc,
-                   "unknown pipeline schedule '%s' (expected 1f1b, gpipe, interleaved or zbh1)", k);
-        ok = false;
-      }
-    } else if (strcmp(n, "recompute") == 0) {
+    const MmSetDesc *d = row_of_key(MM_OWN_PLAN, s->name);
+    if (!d) {
+      diag_error(p->d, s->name_loc, "unknown parallel setting '%s' (expected %s)", s->name,
+                 keys_of(p, MM_OWN_PLAN));
+      ok = false;
+      continue;
+    }
+    pl->loc[d->id] = s->name_loc;
+    if (d->kind != IR_SK_STAGES && d->id != MM_SET_RECOMPUTE) {
+      ok &= read_row(p, &root->env, s, d, pl);
+    } else if (d->id == MM_SET_RECOMPUTE) {
       ok &= read_recompute(p, &root->env, s, pl);
-    } else if (strcmp(n, "stages") == 0 && is_count_list(s->value)) {
-      pl->loc_stages = s->name_loc;
+    } else if (is_count_list(s->value)) {
       ok &= stage_counts(p, root, s->value, pl);
-    } else if (strcmp(n, "stages") == 0) {
-      pl->loc_stages = s->name_loc;
+    } else {
       p->in_stages = true;
       Val *l = fe_eval(p, &root->env, s->value);
       p->in_stages = false;
@@ -956,12 +926,6 @@ static bool read_parallel(FeProgram *p, Inst *root, AstStmt *sec, MmPlan *pl) {
           }
         }
       }
-    } else {
-      diag_error(p->d, s->name_loc,
-                 "unknown parallel setting '%s' (expected tp, sp, pp, cp, cp_kind, cp_ulysses, dp, "
-                 "zero, micro_batches, schedule, stages, recompute, vpp, bucket_mb)",
-                 n);
-      ok = false;
     }
   }
   return ok;
@@ -1019,7 +983,7 @@ static bool check_stage_order(FeProgram *p, const MmPlan *pl) {
       if (st->p) continue; /* used before: its first use was checked */
       st->p = v;
       if (from > st->i) {
-        diag_error(p->d, pl->loc_stages,
+        diag_error(p->d, pl->loc[MM_SET_STAGES],
                    "pipeline stages out of order: '%s' is in stage %lld, but its first use "
                    "takes values computed in stage %lld; list the stages in the order of the "
                    "forward",
@@ -1038,12 +1002,13 @@ static bool check_stage_order(FeProgram *p, const MmPlan *pl) {
 static bool check_stages(FeProgram *p, MmPlan *pl, SrcLoc at) {
   bool ok = true;
   if (pl->nstages != pl->pp * pl->vpp && pl->vpp > 1) {
-    diag_error(p->d, pl->loc_stages, "%d stages are listed, but pp = %d x vpp = %d is %d",
+    diag_error(p->d, pl->loc[MM_SET_STAGES], "%d stages are listed, but pp = %d x vpp = %d is %d",
                pl->nstages, pl->pp, pl->vpp, pl->pp * pl->vpp);
     ok = false;
   } else if (pl->nstages != pl->pp * pl->vpp) {
-    diag_error(p->d, pl->loc_stages, "%d stages are listed, but pp = %d", pl->nstages, pl->pp);
-    if (pl->loc_pp.file) diag_note(p->d, pl->loc_pp, "pp set here");
+    diag_error(p->d, pl->loc[MM_SET_STAGES], "%d stages are listed, but pp = %d", pl->nstages,
+               pl->pp);
+    if (pl->loc[MM_SET_PP].file) diag_note(p->d, pl->loc[MM_SET_PP], "pp set here");
     ok = false;
   }
   for (int s = 0; s < pl->nstages; s++) {
@@ -1057,7 +1022,7 @@ static bool check_stages(FeProgram *p, MmPlan *pl, SrcLoc at) {
         }
     }
     if (held == 0) {
-      diag_error(p->d, pl->loc_stages, "stage %d holds no parameters", s);
+      diag_error(p->d, pl->loc[MM_SET_STAGES], "stage %d holds no parameters", s);
       ok = false;
     }
   }
@@ -1077,12 +1042,12 @@ static bool check_stages(FeProgram *p, MmPlan *pl, SrcLoc at) {
         }
     const char *unit = unit_of(p, v);
     if (first < 0 && (!last_missing || strcmp(last_missing, unit) != 0)) {
-      diag_error(p->d, pl->loc_stages, "'%s' is in no pipeline stage", unit);
+      diag_error(p->d, pl->loc[MM_SET_STAGES], "'%s' is in no pipeline stage", unit);
       last_missing = unit;
       ok = false;
       nerr++;
     } else if (second >= 0 && (!last_dup || strcmp(last_dup, unit) != 0)) {
-      diag_error(p->d, pl->loc_stages,
+      diag_error(p->d, pl->loc[MM_SET_STAGES],
                  "'%s' is in stages %d and %d; every layer belongs to exactly one", unit, first,
                  second);
       last_dup = unit;
@@ -1110,7 +1075,7 @@ static bool check_dp_batch(FeProgram *p, const MmPlan *pl) {
       diag_error(p->d, x->loc,
                  "data parallel: dp = %d does not divide the batch of %lld of input '%s'", pl->dp,
                  (long long)x->shape.d[0], x->name);
-      if (pl->loc_dp.file) diag_note(p->d, pl->loc_dp, "dp set here");
+      if (pl->loc[MM_SET_DP].file) diag_note(p->d, pl->loc[MM_SET_DP], "dp set here");
       ok = false;
     }
   }
@@ -1125,57 +1090,58 @@ static bool check_dp_batch(FeProgram *p, const MmPlan *pl) {
 static bool refuse_inert(FeProgram *p, const MmPlan *pl, SrcLoc model_loc) {
   const MmPlanFlags *f = &p->opts.flags;
   int before = p->d->errors;
-  if ((pl->loc_schedule.file || f->schedule) && pl->pp <= 1)
-    diag_error(p->d, or_loc(pl->loc_schedule, model_loc),
+  if ((pl->loc[MM_SET_SCHEDULE].file || f->given[MM_SET_SCHEDULE]) && pl->pp <= 1)
+    diag_error(p->d, or_loc(pl->loc[MM_SET_SCHEDULE], model_loc),
                "a pipeline schedule orders the stages of pp > 1, but pp = %d", pl->pp);
   if (pl->stages && pl->pp <= 1 && pl->nstages == 1)
-    diag_error(p->d, or_loc(pl->loc_stages, model_loc),
+    diag_error(p->d, or_loc(pl->loc[MM_SET_STAGES], model_loc),
                "one stage holds the whole model: a stage list cuts pp > 1 stages");
-  if (pl->loc_vpp.file && pl->vpp > 1 && pl->pp <= 1)
-    diag_error(p->d, pl->loc_vpp, "vpp = %d virtual stages per rank need pp > 1", pl->vpp);
-  else if (pl->loc_vpp.file && pl->vpp > 1 && pl->schedule != MM_SCHED_INTERLEAVED)
-    diag_error(p->d, pl->loc_vpp, "vpp = %d virtual stages per rank need schedule = interleaved",
-               pl->vpp);
+  if (pl->loc[MM_SET_VPP].file && pl->vpp > 1 && pl->pp <= 1)
+    diag_error(p->d, pl->loc[MM_SET_VPP], "vpp = %d virtual stages per rank need pp > 1", pl->vpp);
+  else if (pl->loc[MM_SET_VPP].file && pl->vpp > 1 && pl->schedule != MM_SCHED_INTERLEAVED)
+    diag_error(p->d, pl->loc[MM_SET_VPP],
+               "vpp = %d virtual stages per rank need schedule = interleaved", pl->vpp);
   if (pl->schedule == MM_SCHED_INTERLEAVED && pl->pp > 1 && pl->vpp <= 1) {
-    if (f->schedule)
+    if (f->given[MM_SET_SCHEDULE])
       diag_error(p->d, model_loc,
                  "--schedule interleaved needs vpp > 1 virtual stages per rank, but vpp = %d: "
                  "set vpp = 2 (or more) in the model's parallel section",
                  pl->vpp);
     else
-      diag_error(p->d, pl->loc_schedule,
+      diag_error(p->d, pl->loc[MM_SET_SCHEDULE],
                  "schedule = interleaved needs vpp > 1 virtual stages per rank, but vpp = %d: "
                  "set vpp = 2 (or more) in this parallel section",
                  pl->vpp);
-    if (pl->loc_vpp.file) diag_note(p->d, pl->loc_vpp, "vpp set here");
+    if (pl->loc[MM_SET_VPP].file) diag_note(p->d, pl->loc[MM_SET_VPP], "vpp set here");
   }
   if (pl->cp_ulysses > 0) {
-    SrcLoc at = or_loc(pl->loc_cp_ulysses, model_loc);
+    SrcLoc at = or_loc(pl->loc[MM_SET_CP_ULYSSES], model_loc);
     if (pl->cp <= 1)
       diag_error(p->d, at, "cp_ulysses sets the Ulysses degree inside the cp ring, but cp = %d",
                  pl->cp);
     else if (pl->cp % pl->cp_ulysses)
       diag_error(p->d, at, "cp_ulysses = %d does not divide cp = %d (USP: cp = ulysses x ring)",
                  pl->cp_ulysses, pl->cp);
-    else if (pl->cp_kind == MM_CP_ULYSSES && (pl->loc_cp_kind.file || f->cp_kind))
+    else if (pl->cp_kind == MM_CP_ULYSSES &&
+             (pl->loc[MM_SET_CP_KIND].file || f->given[MM_SET_CP_KIND]))
       diag_error(p->d, at,
                  "cp_ulysses makes a ring of Ulysses groups (USP), but cp_kind = ulysses; use "
                  "cp_kind = ring or leave it out");
   }
-  if ((pl->loc_cp_kind.file || f->cp_kind) && pl->cp <= 1)
-    diag_error(p->d, or_loc(pl->loc_cp_kind, model_loc),
+  if ((pl->loc[MM_SET_CP_KIND].file || f->given[MM_SET_CP_KIND]) && pl->cp <= 1)
+    diag_error(p->d, or_loc(pl->loc[MM_SET_CP_KIND], model_loc),
                "cp_kind chooses how context parallel splits, but cp = %d", pl->cp);
   if (pl->zero >= 1 && pl->dp <= 1)
-    diag_error(p->d, or_loc(pl->loc_zero, model_loc),
+    diag_error(p->d, or_loc(pl->loc[MM_SET_ZERO], model_loc),
                "zero = %d shards over data parallel, but dp = %d", pl->zero, pl->dp);
-  if ((pl->loc_bucket.file || f->bucket_set) && pl->dp <= 1)
-    diag_error(p->d, or_loc(pl->loc_bucket, model_loc),
+  if ((pl->loc[MM_SET_BUCKET_MB].file || f->given[MM_SET_BUCKET_MB]) && pl->dp <= 1)
+    diag_error(p->d, or_loc(pl->loc[MM_SET_BUCKET_MB], model_loc),
                "bucket_mb groups the data-parallel gradient all-reduces, but dp = %d", pl->dp);
-  if ((pl->loc_bucket.file || f->bucket_set) && pl->pp > 1 && pl->dp > 1)
-    diag_error(p->d, or_loc(pl->loc_bucket, model_loc),
+  if ((pl->loc[MM_SET_BUCKET_MB].file || f->given[MM_SET_BUCKET_MB]) && pl->pp > 1 && pl->dp > 1)
+    diag_error(p->d, or_loc(pl->loc[MM_SET_BUCKET_MB], model_loc),
                "bucket_mb: under pp > 1 each gradient is all-reduced in its own stage's backward "
                "(buckets are not built for pipelines)");
-  if (f->no_overlap && (pl->dp <= 1 || (pl->bucket_mb <= 0 && pl->zero != 3)))
+  if (f->given[MM_SET_NO_OVERLAP] && (pl->dp <= 1 || (pl->bucket_mb <= 0 && pl->zero != 3)))
     diag_error(p->d, model_loc, "--no-overlap makes the gradient buckets blocking, but %s",
                pl->dp <= 1 ? "dp = 1: there are none" : "bucket_mb = 0: there are none");
   return p->d->errors == before;
@@ -1201,15 +1167,16 @@ static bool check_plan(FeProgram *p, MmPlan *pl, SrcLoc model_loc) {
     }
   }
   if (pl->sp && pl->tp <= 1) {
-    diag_error(p->d, or_loc(pl->loc_sp, model_loc),
+    diag_error(p->d, or_loc(pl->loc[MM_SET_SP], model_loc),
                "sequence parallel (sp) needs tensor parallel, but tp = %d", pl->tp);
     ok = false;
   }
   /* a tp that splits no parameter runs the model replicated; under sp the
    * shard pass tells whether some activation splits */
-  if (pl->tp > 1 && !pl->sp && p->ir && shard_tp_splits(p->ir, pl->tp) == 0) {
-    diag_error(p->d, or_loc(pl->loc_tp, model_loc), "%s %d splits nothing in %s: %s",
-               pl->loc_tp.file ? "tp =" : "--tp", pl->tp, p->ir->name, TP_NOTHING);
+  if (pl->tp > 1 && !pl->sp && p->ir && p->opts.tp_splits &&
+      p->opts.tp_splits(p->ir, pl->tp) == 0) {
+    diag_error(p->d, or_loc(pl->loc[MM_SET_TP], model_loc), "%s %d splits nothing in %s: %s",
+               pl->loc[MM_SET_TP].file ? "tp =" : "--tp", pl->tp, p->ir->name, TP_NOTHING);
     ok = false;
   }
   /* heads against tp and cp, sequences against the ring, once per distinct site */
@@ -1224,7 +1191,7 @@ static bool check_plan(FeProgram *p, MmPlan *pl, SrcLoc model_loc) {
     }
     if (seen) continue;
     if (s->heads % pl->tp != 0) {
-      diag_error(p->d, or_loc(pl->loc_tp, model_loc),
+      diag_error(p->d, or_loc(pl->loc[MM_SET_TP], model_loc),
                  "tp = %d does not divide the %lld attention heads of '%s'", pl->tp,
                  (long long)s->heads, s->path);
       diag_note(p->d, s->loc, "attention with %lld heads here", (long long)s->heads);
@@ -1234,7 +1201,7 @@ static bool check_plan(FeProgram *p, MmPlan *pl, SrcLoc model_loc) {
       int64_t ways = (int64_t)pl->tp * (pl->cp_kind == MM_CP_ULYSSES ? pl->cp : pl->cp_ulysses);
       bool kv = s->heads % ways == 0; /* then the key/value heads do not divide */
       if (s->heads % ways || s->kv_heads % ways) {
-        diag_error(p->d, or_loc(pl->loc_cp, model_loc),
+        diag_error(p->d, or_loc(pl->loc[MM_SET_CP], model_loc),
                    "Ulysses context parallel: tp * %s = %lld does not divide the %lld %s heads "
                    "of '%s'",
                    pl->cp_kind == MM_CP_ULYSSES ? "cp" : "cp_ulysses", (long long)ways,
@@ -1253,7 +1220,7 @@ static bool check_plan(FeProgram *p, MmPlan *pl, SrcLoc model_loc) {
       for (int j = 0; j < p->attn.len; j++) zig |= ((AttnSite *)p->attn.items[j])->causal;
       int64_t parts = zig ? 2 * (int64_t)pl->cp : pl->cp;
       if (s->causal && s->seq % parts != 0) {
-        diag_error(p->d, or_loc(pl->loc_cp, model_loc),
+        diag_error(p->d, or_loc(pl->loc[MM_SET_CP], model_loc),
                    "ring context parallel: the sequence of %lld of '%s' is not divisible by 2 * "
                    "cp = %lld (a causal ring splits it in 2 * cp chunks, rank i holding chunks i "
                    "and 2 * cp - 1 - i)",
@@ -1269,14 +1236,14 @@ static bool check_plan(FeProgram *p, MmPlan *pl, SrcLoc model_loc) {
       }
     }
     if (s->kv_heads < s->heads && pl->tp > s->kv_heads) {
-      diag_error(p->d, or_loc(pl->loc_tp, model_loc),
+      diag_error(p->d, or_loc(pl->loc[MM_SET_TP], model_loc),
                  "tp = %d is more than the %lld key/value heads of '%s'", pl->tp,
                  (long long)s->kv_heads, s->path);
       diag_note(p->d, s->loc, "grouped-query attention with %lld key/value heads here",
                 (long long)s->kv_heads);
       ok = false;
     } else if (s->kv_heads < s->heads && s->kv_heads % pl->tp != 0) {
-      diag_error(p->d, or_loc(pl->loc_tp, model_loc),
+      diag_error(p->d, or_loc(pl->loc[MM_SET_TP], model_loc),
                  "tp = %d does not divide the %lld key/value heads of '%s'", pl->tp,
                  (long long)s->kv_heads, s->path);
       diag_note(p->d, s->loc, "attention here");
@@ -1284,13 +1251,13 @@ static bool check_plan(FeProgram *p, MmPlan *pl, SrcLoc model_loc) {
     }
   }
   if (pl->cp > 1 && p->attn.len == 0 && p->ir) {
-    diag_error(p->d, or_loc(pl->loc_cp, model_loc),
+    diag_error(p->d, or_loc(pl->loc[MM_SET_CP], model_loc),
                "context parallel (cp = %d) splits attention, but this model has none", pl->cp);
     ok = false;
   }
   if (pl->pp > 1) {
     if (pl->schedule == MM_SCHED_1F1B && pl->micro_batches < pl->pp) {
-      diag_error(p->d, or_loc(pl->loc_mb, or_loc(pl->loc_pp, model_loc)),
+      diag_error(p->d, or_loc(pl->loc[MM_SET_MICRO_BATCHES], or_loc(pl->loc[MM_SET_PP], model_loc)),
                  "the 1F1B schedule needs micro_batches >= pp, but micro_batches = %d and pp = %d",
                  pl->micro_batches, pl->pp);
       ok = false;
@@ -1302,8 +1269,8 @@ static bool check_plan(FeProgram *p, MmPlan *pl, SrcLoc model_loc) {
     bool cut = !pl->stages && p->ir && (pl->vpp == 1 || pl->schedule == MM_SCHED_INTERLEAVED);
     for (int g = 0; cut && g < p->ir->groups.len; g++)
       nl += ((IrGroup *)p->ir->groups.items[g])->nlayers;
-    SrcLoc at = pl->vpp > 1 ? or_loc(pl->loc_vpp, or_loc(pl->loc_pp, model_loc))
-                            : or_loc(pl->loc_pp, model_loc);
+    SrcLoc at = pl->vpp > 1 ? or_loc(pl->loc[MM_SET_VPP], or_loc(pl->loc[MM_SET_PP], model_loc))
+                            : or_loc(pl->loc[MM_SET_PP], model_loc);
     if (cut && nl < S) {
       diag_error(p->d, at,
                  "%d pipeline stages (pp = %d x vpp = %d), but the model has %d stack layer%s to "
@@ -1318,14 +1285,11 @@ static bool check_plan(FeProgram *p, MmPlan *pl, SrcLoc model_loc) {
       ok = false;
     }
     char err[256];
-    PpSchedule sch;
     if (ok && pl->schedule != MM_SCHED_1F1B &&
-        !pp_sched_build(&sch, (PpSchedKind)pl->schedule, pl->pp, pl->vpp, pl->micro_batches, err,
-                        sizeof err)) {
-      diag_error(p->d, or_loc(pl->loc_schedule, or_loc(pl->loc_pp, model_loc)), "%s", err);
+        !mm_schedule_check(pl->schedule, pl->pp, pl->vpp, pl->micro_batches, err, sizeof err)) {
+      diag_error(p->d, or_loc(pl->loc[MM_SET_SCHEDULE], or_loc(pl->loc[MM_SET_PP], model_loc)),
+                 "%s", err);
       ok = false;
-    } else if (ok && pl->schedule != MM_SCHED_1F1B) {
-      pp_sched_free(&sch);
     }
   } else if (pl->stages && pl->nstages != 1) {
     ok &= check_stages(p, pl, model_loc);
@@ -1333,38 +1297,22 @@ static bool check_plan(FeProgram *p, MmPlan *pl, SrcLoc model_loc) {
   return refuse_inert(p, pl, model_loc) && ok;
 }
 
-static void apply_flags(FeProgram *p, MmPlan *pl, const MmPlanFlags *f) {
-  if (f->tp > 0) pl->tp = f->tp, pl->loc_tp = (SrcLoc){0};
-  if (f->pp > 0) pl->pp = f->pp, pl->loc_pp = (SrcLoc){0};
-  if (f->cp > 0) pl->cp = f->cp, pl->loc_cp = (SrcLoc){0};
-  if (f->dp > 0) pl->dp = f->dp, pl->loc_dp = (SrcLoc){0};
-  if (f->zero >= 0) pl->zero = f->zero, pl->loc_zero = (SrcLoc){0};
-  if (f->micro_batches > 0) pl->micro_batches = f->micro_batches, pl->loc_mb = (SrcLoc){0};
-  if (f->sp >= 0) pl->sp = f->sp == 1, pl->loc_sp = (SrcLoc){0};
-  if (f->bucket_set) pl->bucket_mb = f->bucket_mb, pl->loc_bucket = (SrcLoc){0};
-  if (f->no_overlap) pl->no_overlap = true;
-  if (f->cp_ulysses > 0) pl->cp_ulysses = f->cp_ulysses, pl->loc_cp_ulysses = (SrcLoc){0};
-  if (f->cp_kind)
-    pl->cp_kind = strcmp(f->cp_kind, "ring") == 0 ? MM_CP_RING : MM_CP_ULYSSES,
-    pl->loc_cp_kind = (SrcLoc){0};
-  if (pl->cp_ulysses > 0 && !pl->loc_cp_kind.file && !f->cp_kind)
-    pl->cp_kind = MM_CP_RING; /* USP: a ring of Ulysses groups */
-  if (f->schedule && ir_sched_parse(f->schedule) >= 0)
-    pl->schedule = (MmSchedule)ir_sched_parse(f->schedule);
-  if (f->recompute) {
-    pl->nrecompute_by = 0; /* the flag sets one policy for every sub-model */
-    pl->loc_recompute = (SrcLoc){0};
-    if (strcmp(f->recompute, "selective") == 0)
-      pl->recompute = MM_RECOMPUTE_SELECTIVE;
-    else if (strcmp(f->recompute, "full") == 0)
-      pl->recompute = MM_RECOMPUTE_FULL;
-    else if (strncmp(f->recompute, "block:", 6) == 0) {
-      pl->recompute = MM_RECOMPUTE_BLOCK;
-      pl->recompute_block = atoi(f->recompute + 6);
-    } else
-      pl->recompute = MM_RECOMPUTE_NONE;
+/* The flags given (settings.def's rows with a flag) over the sections. */
+static void apply_flags(MmPlan *pl, MmTrain *t, const MmPlanFlags *f) {
+  for (int i = 0; i < MM_SET_COUNT; i++) {
+    const MmSetDesc *d = &mm_settings[i];
+    void *to = mm_setting_base(d, pl, t);
+    if (!f->given[i] || !to) continue;
+    mm_setting_put(d, to,
+                   mm_setting_get(d, mm_setting_base(d, (MmPlan *)&f->plan, (MmTrain *)&f->train)));
+    (d->owner == MM_OWN_PLAN ? pl->loc : t->loc)[i] = (SrcLoc){0};
   }
-  (void)p;
+  if (f->given[MM_SET_RECOMPUTE]) {
+    pl->nrecompute_by = 0; /* the flag sets one policy for every sub-model */
+    pl->recompute_block = f->plan.recompute_block;
+  }
+  if (pl->cp_ulysses > 0 && !pl->loc[MM_SET_CP_KIND].file && !f->given[MM_SET_CP_KIND])
+    pl->cp_kind = MM_CP_RING; /* USP: a ring of Ulysses groups */
 }
 
 /* What a gan setting is built for: one rank, one micro-batch, fp32, no
@@ -1373,7 +1321,7 @@ static bool check_gan(FeProgram *p, const MmPlan *pl, const MmTrain *t) {
   if (!t->gan.ndisc) return true;
   const char *why = NULL;
   char buf[160];
-  if (pl->tp * pl->pp * pl->cp * pl->dp > 1) {
+  if (mm_plan_ranks(pl) > 1) {
     snprintf(buf, sizeof buf, "a parallel plan (tp = %d, pp = %d, cp = %d, dp = %d)", pl->tp,
              pl->pp, pl->cp, pl->dp);
     why = buf;
@@ -1404,19 +1352,10 @@ static bool check_gan(FeProgram *p, const MmPlan *pl, const MmTrain *t) {
 bool fe_read_sections(FeProgram *p, Inst *root, FeResult *out) {
   MmPlan *pl = &out->plan;
   MmTrain *t = &out->train;
-  memset(pl, 0, sizeof *pl);
-  memset(t, 0, sizeof *t);
-  pl->tp = pl->pp = pl->cp = pl->dp = pl->micro_batches = pl->vpp = 1;
-  pl->bucket_mb = MM_BUCKET_MB_DEFAULT;
-  t->optim = MM_OPT_ADAMW;
-  t->lr = 1e-3;
-  t->beta1 = 0.9;
-  t->beta2 = 0.999;
-  t->eps = 1e-8;
+  mm_settings_default(pl, t);
   AstDecl *dcl = root->decl;
-  if (p->opts.flags.precision > 0) t->precision = (MmPrecision)(p->opts.flags.precision - 1);
   if (dcl->kind != DECL_MODEL) {
-    apply_flags(p, pl, &p->opts.flags);
+    apply_flags(pl, t, &p->opts.flags);
     return check_plan(p, pl, dcl->name_loc);
   }
   AstStmt *dup;
@@ -1427,8 +1366,7 @@ bool fe_read_sections(FeProgram *p, Inst *root, FeResult *out) {
   bool ok = read_train(p, root, tr, t);
   if (!read_parallel(p, root, par, pl)) ok = false; /* both sections report their errors */
   if (!ok) return false;
-  apply_flags(p, pl, &p->opts.flags);
-  if (p->opts.flags.precision > 0) t->precision = (MmPrecision)(p->opts.flags.precision - 1);
+  apply_flags(pl, t, &p->opts.flags);
   /* freeze: mark parameters */
   for (int k = 0; k < t->nfreeze; k++)
     for (int i = 0; i < p->ir->params.len; i++) {

@@ -17,7 +17,7 @@
 #include "../ir/ir.h"
 #include "../support/diag.h"
 #include "ast.h"
-#include "plan.h"
+#include "../ir/settings.h"
 
 typedef struct FeOverride {
   const char *name;  /* a model-level let, e.g. "B" */
@@ -31,6 +31,10 @@ typedef struct FeOptions {
   FeOverride *overrides;
   int noverrides;
   MmPlanFlags flags; /* command-line plan overrides */
+  /* how many parameters tp would split (passes/shard.c's shard_tp_splits),
+   * passed in by the tool: the frontend includes no pass. NULL: a tp that
+   * splits nothing is left to the shard pass to refuse */
+  int (*tp_splits)(IrModule *m, int tp);
 } FeOptions;
 
 typedef struct FeProgram FeProgram;

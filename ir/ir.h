@@ -39,7 +39,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../frontend/plan.h" /* MmPlan, MmTrain: the settings a module carries */
+#include "settings.h" /* MmPlan, MmTrain: the settings a module carries */
 #include "../support/arena.h"
 #include "../support/diag.h"
 
@@ -92,13 +92,6 @@ const char *ir_role_name(IrRole r);
  * IR_PP_NONE: the pipeline pass has not placed the node. */
 typedef enum IrPpPart { IR_PP_NONE, IR_PP_F, IR_PP_I, IR_PP_W, IR_PP_U, IR_PP_COUNT } IrPpPart;
 const char *ir_pp_part_name(IrPpPart p);
-/* The pipeline schedules' names as the language, mmc's --schedule and the
- * IR text spell them ("1f1b", "gpipe", "interleaved", "zbh1"), indexed by
- * MmSchedule (passes/pp_sched.h PpSchedKind has the same order),
- * NULL-terminated: the one place they are written. ir_sched_parse: the
- * index of a name, -1 when it is none. */
-extern const char *const ir_sched_names[];
-int ir_sched_parse(const char *name);
 bool ir_pp_part_parse(const char *s, IrPpPart *out);
 
 typedef enum IrInitKind {

@@ -8,15 +8,7 @@
 #include "ir_settings.h"
 
 void ir_settings_default(MmPlan *plan, MmTrain *train) {
-  memset(plan, 0, sizeof *plan);
-  plan->tp = plan->pp = plan->cp = plan->dp = plan->micro_batches = plan->vpp = 1;
-  plan->bucket_mb = MM_BUCKET_MB_DEFAULT;
-  memset(train, 0, sizeof *train);
-  train->optim = MM_OPT_ADAMW;
-  train->lr = 1e-3;
-  train->beta1 = 0.9;
-  train->beta2 = 0.999;
-  train->eps = 1e-8;
+  mm_settings_default(plan, train);
 }
 
 static const char **copy_strs(Arena *a, const char *const *v, int n) {
@@ -65,98 +57,49 @@ void ir_module_mark_ran(IrModule *m, const char *pass) {
     ptrvec_push(&m->arena, &m->passes_run, arena_strdup(&m->arena, pass));
 }
 
-/* ---- the fields as the text form writes them (ir_settings.h) ---- */
+/* ---- the fields as the text form writes them (ir_settings.h): settings.def's rows ---- */
 
-_Static_assert(sizeof(MmSchedule) == sizeof(int) && sizeof(MmCpKind) == sizeof(int) &&
-                   sizeof(MmRecompute) == sizeof(int) && sizeof(MmOptim) == sizeof(int) &&
-                   sizeof(MmLrSched) == sizeof(int) && sizeof(MmPrecision) == sizeof(int),
-               "settings enums are read as int");
+#define IR_CNT_INT(F)     0
+#define IR_CNT_BOOL(F)    0
+#define IR_CNT_FLOAT(F)   0
+#define IR_CNT_ENUM(F)    0
+#define IR_CNT_LOC(F)     0
+#define IR_CNT_SUB(F)     0
+#define IR_CNT_STRS(F)    offsetof(IrModule, F)
+#define IR_CNT_STAGES(F)  offsetof(IrModule, F)
+#define IR_SUB_INT(ID)    NULL
+#define IR_SUB_BOOL(ID)   NULL
+#define IR_SUB_FLOAT(ID)  NULL
+#define IR_SUB_ENUM(ID)   NULL
+#define IR_SUB_LOC(ID)    NULL
+#define IR_SUB_STRS(ID)   NULL
+#define IR_SUB_STAGES(ID) NULL
+#define IR_SUB_SUB(ID)    sub_##ID
+#define FIELD(P, NP, ID, KIND, CTYPE, F, NAME, NAMES, DEF, LO, HI, ...)                            \
+  {NAME, IR_SK_##KIND, offsetof(IrModule, P F), IR_CNT_##KIND(NP##F), NAMES,                       \
+   LO,   HI,           IR_SUB_##KIND(ID)},
+#define END {NULL, IR_SK_INT, 0, 0, NULL, 0, 0, NULL}
 
-const char *const ir_sched_names[] = {[MM_SCHED_1F1B] = "1f1b",
-                                      [MM_SCHED_GPIPE] = "gpipe",
-                                      [MM_SCHED_INTERLEAVED] = "interleaved",
-                                      [MM_SCHED_ZBH1] = "zbh1",
-                                      NULL};
-
-int ir_sched_parse(const char *name) {
-  for (int k = 0; ir_sched_names[k]; k++)
-    if (strcmp(name, ir_sched_names[k]) == 0) return k;
-  return -1;
-}
-static const char *const recompute_names[] = {"none", "selective", "full", "block", NULL};
-static const char *const cp_kind_names[] = {"ulysses", "ring", NULL};
-static const char *const optim_names[] = {"adamw", "sgd", NULL};
-static const char *const lr_sched_names[] = {"constant", "cosine", "linear", NULL};
-static const char *const precision_names[] = {"fp32", "bf16", NULL};
-
-#define OFF(f)            offsetof(IrModule, f)
-#define INT(n, f, lo, hi) {n, IR_SK_INT, OFF(f), 0, NULL, lo, hi, NULL}
-#define FLT(n, f, lo, hi) {n, IR_SK_FLOAT, OFF(f), 0, NULL, lo, hi, NULL}
-#define BOOL(n, f)        {n, IR_SK_BOOL, OFF(f), 0, NULL, 0, 0, NULL}
-#define ENUM(n, f, names) {n, IR_SK_ENUM, OFF(f), 0, names, 0, 0, NULL}
-#define STRS(n, f, cnt)   {n, IR_SK_STRS, OFF(f), OFF(cnt), NULL, 0, 0, NULL}
-#define END               {NULL, IR_SK_INT, 0, 0, NULL, 0, 0, NULL}
-#define MAXN              (1 << 20)
-
+static const IrSetting sub_LORA[] = {
+#define SET_LORA(...) FIELD(train.lora., train.lora.n, __VA_ARGS__)
+#include "settings.def"
+    END,
+};
+static const IrSetting sub_GAN[] = {
+#define SET_GAN(...) FIELD(train.gan., train.gan.n, __VA_ARGS__)
+#include "settings.def"
+    END,
+};
 static const IrSetting plan_fields[] = {
-    INT("tp", plan.tp, 1, MAXN),
-    INT("pp", plan.pp, 1, MAXN),
-    INT("cp", plan.cp, 1, MAXN),
-    INT("dp", plan.dp, 1, MAXN),
-    ENUM("cp_kind", plan.cp_kind, cp_kind_names),
-    INT("cp_ulysses", plan.cp_ulysses, 0, MAXN),
-    BOOL("sp", plan.sp),
-    INT("zero", plan.zero, 0, 3),
-    INT("micro_batches", plan.micro_batches, 1, MAXN),
-    INT("vpp", plan.vpp, 1, MAXN),
-    ENUM("schedule", plan.schedule, ir_sched_names),
-    ENUM("recompute", plan.recompute, recompute_names),
-    INT("recompute_block", plan.recompute_block, 0, MAXN),
-    STRS("recompute_by", plan.recompute_by, plan.nrecompute_by),
-    {"stages", IR_SK_STAGES, OFF(plan.stages), OFF(plan.nstages), NULL, 0, 0, NULL},
-    FLT("bucket_mb", plan.bucket_mb, 0, MAXN),
-    BOOL("no_overlap", plan.no_overlap),
-    BOOL("no_fuse", no_fuse),
+#define SET_PLAN(...)     FIELD(plan., plan.n, __VA_ARGS__)
+#define SET_PLAN_MOD(...) FIELD(, n, __VA_ARGS__)
+#include "settings.def"
     END,
 };
-
-static const IrSetting lora_fields[] = {
-    INT("rank", train.lora.rank, 0, MAXN),
-    FLT("alpha", train.lora.alpha, 0, 1e300),
-    STRS("targets", train.lora.targets, train.lora.ntargets),
-    STRS("layers", train.lora.layers, train.lora.nlayers),
-    STRS("modules", train.lora.modules, train.lora.nmodules),
-    {"loc", IR_SK_LOC, OFF(train.lora.loc), 0, NULL, 0, 0, NULL},
-    END,
-};
-
-static const IrSetting gan_fields[] = {
-    STRS("discriminator", train.gan.disc, train.gan.ndisc),
-    FLT("weight", train.gan.weight, 0, 1e300),
-    INT("start", train.gan.start, 0, INT32_MAX),
-    {"loc", IR_SK_LOC, OFF(train.gan.loc), 0, NULL, 0, 0, NULL},
-    END,
-};
-
 static const IrSetting train_fields[] = {
-    ENUM("optimizer", train.optim, optim_names),
-    FLT("lr", train.lr, 0, 1e300),
-    FLT("beta1", train.beta1, 0, 1),
-    FLT("beta2", train.beta2, 0, 1),
-    FLT("eps", train.eps, 0, 1e300),
-    FLT("weight_decay", train.weight_decay, 0, 1e300),
-    FLT("momentum", train.momentum, 0, 1e300),
-    FLT("clip", train.clip, 0, 1e300),
-    ENUM("lr_schedule", train.lr_sched, lr_sched_names),
-    INT("warmup", train.warmup, 0, INT32_MAX),
-    FLT("min_lr", train.min_lr, 0, 1e300),
-    INT("steps", train.steps, 0, INT32_MAX),
-    INT("batch", train.batch, 0, INT32_MAX),
-    STRS("freeze", train.freeze, train.nfreeze),
-    {"lora", IR_SK_SUB, 0, 0, NULL, 0, 0, lora_fields},
-    ENUM("precision", train.precision, precision_names),
-    {"gan", IR_SK_SUB, 0, 0, NULL, 0, 0, gan_fields},
-    BOOL("inference", inference),
+#define SET_TRAIN(...)     FIELD(train., train.n, __VA_ARGS__)
+#define SET_TRAIN_MOD(...) FIELD(, n, __VA_ARGS__)
+#include "settings.def"
     END,
 };
 

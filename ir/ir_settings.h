@@ -7,22 +7,11 @@
  *   passes(verify, lora, autodiff)
  *
  * A field equal to its default (ir_settings_default) is left out, a line
- * with no field too. */
+ * with no field too. The fields are settings.def's rows (IrSetKind: settings.h). */
 #ifndef MM_IR_IR_SETTINGS_H
 #define MM_IR_IR_SETTINGS_H
 
 #include "ir.h"
-
-typedef enum IrSetKind {
-  IR_SK_INT,    /* int (enums too), in [lo, hi] */
-  IR_SK_BOOL,   /* bool */
-  IR_SK_FLOAT,  /* double, in [lo, hi] */
-  IR_SK_ENUM,   /* an int written by name (names[]) */
-  IR_SK_STRS,   /* const char ** with its int count at count_off: ["a", "b"] */
-  IR_SK_STAGES, /* MmStage * with its count: [["a", "b"], ["c"]] */
-  IR_SK_LOC,    /* SrcLoc: loc("file":line:col), written without "name =" */
-  IR_SK_SUB,    /* a nested group, name(...) (lora) */
-} IrSetKind;
 
 typedef struct IrSetting {
   const char *name;

@@ -30,7 +30,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../frontend/plan.h"
+#include "../ir/settings.h"
 #include "../ir/ir.h"
 
 typedef struct MpLayerAct {

@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../runtime/kernels/mmrt_ring_ws.h"
+#include "../support/ring_ws.h"
 #include "pp_stage.h"
 #include "pass.h"
 

@@ -35,7 +35,7 @@ int64_t mp_value_bytes(const IrModule *m, const IrValue *v);
 int64_t mp_workspace_bytes(const IrModule *m, const IrNode *n);
 /* The part of it a ring attention (or its gradient) under cp uses for its
  * K/V (and dK/dV) blocks in flight and USP's head-split copies
- * (runtime/kernels/mmrt_ring_ws.h), after the saved statistics; 0 for other nodes. */
+ * (support/ring_ws.h), after the saved statistics; 0 for other nodes. */
 int64_t mp_ring_ws_bytes(const IrModule *m, const IrNode *n);
 
 /* When node n's result shares its first operand's storage (a reshape, a

@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "../frontend/plan.h"
+#include "../ir/settings.h"
 #include "../ir/ir.h"
 
 typedef struct PassCtx {
@@ -55,11 +55,7 @@ bool pass_run(IrModule *m, PassCtx *cx, int i);
 /* How many parameters the shard pass's tp strategy would split on m's
  * forward at tensor parallel degree tp (no messages, nothing changed; a
  * vocabulary tp does not divide counts, vocabpad pads it). 0: tp splits
- * nothing, which the frontend and the pass refuse (TP_NOTHING says why). */
+ * nothing, which the frontend and the pass refuse (TP_NOTHING, ir/settings.h, says why). */
 int shard_tp_splits(IrModule *m, int tp);
-#define TP_NOTHING                                                                                 \
-  "no column/row-parallel pair of linears or convolutions (each column-parallel result must "      \
-  "reach its row-parallel reader through ops that keep the split), no vocabulary-parallel "        \
-  "loss head or embedding; every parameter and activation would stay replicated"
 
 #endif

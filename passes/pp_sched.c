@@ -7,34 +7,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ir/ir.h"
-
-_Static_assert((int)PP_1F1B == (int)MM_SCHED_1F1B && (int)PP_GPIPE == (int)MM_SCHED_GPIPE &&
-                   (int)PP_INTERLEAVED == (int)MM_SCHED_INTERLEAVED &&
-                   (int)PP_ZBH1 == (int)MM_SCHED_ZBH1 && PP_NSCHEDS == 4,
-               "PpSchedKind follows MmSchedule");
-
 static const char *const kind_names[PP_NKINDS] = {
     [PP_F] = "F",           [PP_B] = "B",           [PP_I] = "I",           [PP_W] = "W",
     [PP_SEND_F] = "SEND_F", [PP_RECV_F] = "RECV_F", [PP_SEND_B] = "SEND_B", [PP_RECV_B] = "RECV_B"};
 
 const char *pp_sched_name(PpSchedKind k) {
-  return k < PP_NSCHEDS ? ir_sched_names[k] : "?";
+  return k < PP_NSCHEDS ? mm_schedule_names[k] : "?";
 }
 const char *pp_kind_name(PpKind k) {
   return k < PP_NKINDS ? kind_names[k] : "?";
 }
 
 int pp_sched_parse(const char *name) {
-  return ir_sched_parse(name);
-}
-
-static bool fail(char *err, size_t errn, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  if (err && errn) vsnprintf(err, errn, fmt, ap);
-  va_end(ap);
-  return false;
+  return mm_schedule_parse(name);
 }
 
 static void *xcalloc(size_t n, size_t sz) {
@@ -118,26 +103,7 @@ static void gen_interleaved(PpSchedule *s, int r) {
 
 bool pp_sched_build(PpSchedule *s, PpSchedKind kind, int p, int v, int m, char *err, size_t errn) {
   memset(s, 0, sizeof *s);
-  if (kind >= PP_NSCHEDS) return fail(err, errn, "unknown pipeline schedule");
-  if (p < 1) return fail(err, errn, "pp must be at least 1, not %d", p);
-  if (m < 1) return fail(err, errn, "micro_batches must be at least 1, not %d", m);
-  if (v < 1) return fail(err, errn, "vpp must be at least 1, not %d", v);
-  if (v > 1 && kind != PP_INTERLEAVED)
-    return fail(err, errn, "vpp = %d needs schedule = interleaved (%s has one stage per rank)", v,
-                pp_sched_name(kind));
-  if (kind != PP_GPIPE && m < p)
-    return fail(err, errn,
-                "schedule %s needs at least as many micro-batches as stages: micro_batches = "
-                "%d < pp = %d",
-                pp_sched_name(kind), m, p);
-  if (kind == PP_INTERLEAVED && m % p != 0)
-    return fail(err, errn,
-                "schedule interleaved needs micro_batches to be a multiple of pp: %d is not a "
-                "multiple of %d",
-                m, p);
-  if ((int64_t)p * v * m > 1 << 22)
-    return fail(err, errn, "pipeline schedule too large (pp·vpp·micro_batches = %lld)",
-                (long long)p * v * m);
+  if (!mm_schedule_check(kind, p, v, m, err, errn)) return false;
   s->kind = kind;
   s->p = p;
   s->v = v;

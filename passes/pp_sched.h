@@ -24,6 +24,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "../ir/settings.h"
+
 typedef enum {
   PP_F,      /* forward */
   PP_B,      /* whole backward (input and weight gradients) */
@@ -36,9 +38,13 @@ typedef enum {
   PP_NKINDS
 } PpKind;
 
-/* in MmSchedule's order (pp_sched.c checks it): a plan's schedule is
- * (PpSchedKind)plan.schedule */
-typedef enum { PP_1F1B, PP_GPIPE, PP_INTERLEAVED, PP_ZBH1, PP_NSCHEDS } PpSchedKind;
+/* the schedules are settings.def's (MmSchedule, one order, one set of names) */
+typedef MmSchedule PpSchedKind;
+#define PP_1F1B        MM_SCHED_1F1B
+#define PP_GPIPE       MM_SCHED_GPIPE
+#define PP_INTERLEAVED MM_SCHED_INTERLEAVED
+#define PP_ZBH1        MM_SCHED_ZBH1
+#define PP_NSCHEDS     MM_SCHED_COUNT
 
 typedef struct {
   PpKind kind;
@@ -54,7 +60,7 @@ typedef struct {
 } PpSchedule;
 
 /* The name of a schedule as the language spells it ("gpipe", "1f1b",
- * "interleaved", "zbh1"; ir.h ir_sched_names), and back (-1: unknown). */
+ * "interleaved", "zbh1"; ir/settings.h mm_schedule_names), and back (-1: unknown). */
 const char *pp_sched_name(PpSchedKind k);
 int pp_sched_parse(const char *name);
 const char *pp_kind_name(PpKind k);

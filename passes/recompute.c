@@ -49,16 +49,12 @@ typedef struct Rc {
   Diag *d;
 } Rc;
 
-/* "full", "selective", "block:N", "none" */
+/* "full", "selective", "block:N", "none" (ir/settings.c); anything else none */
 static MmRecompute parse_policy(const char *s, int *block) {
+  MmRecompute pol;
+  if (mm_recompute_parse(s, &pol, block)) return pol;
   *block = 0;
-  if (strncmp(s, "block:", 6) == 0) {
-    *block = atoi(s + 6);
-    return MM_RECOMPUTE_BLOCK;
-  }
-  return strcmp(s, "full") == 0        ? MM_RECOMPUTE_FULL
-         : strcmp(s, "selective") == 0 ? MM_RECOMPUTE_SELECTIVE
-                                       : MM_RECOMPUTE_NONE;
+  return MM_RECOMPUTE_NONE;
 }
 
 MmRecompute recompute_policy(const MmPlan *pl, const char *scope, int *block) {

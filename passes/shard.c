@@ -346,7 +346,7 @@ static int tp_strategy(Sh *s, IrFunc *f, int tp) {
                    "'%s' splits",
                    tp, bad_dim, (long long)bad->shape.d[bad_dim], is_param(bad) ? "@" : "a value ",
                    is_param(bad) ? bad->name : "of shape ", is_param(bad) ? "" : sh, where(n));
-        if (s->plan->loc_tp.file) diag_note(s->d, s->plan->loc_tp, "tp set here");
+        if (s->plan->loc[MM_SET_TP].file) diag_note(s->d, s->plan->loc[MM_SET_TP], "tp set here");
         s->ok = false;
       }
       continue; /* a loss head that does not divide stays replicated */
@@ -419,7 +419,7 @@ static void dp_strategy(Sh *s) {
           diag_error(s->d, x->loc,
                      "data parallel: dp = %d does not divide the batch of %lld of input '%s'", dp,
                      (long long)x->shape.d[0], x->name);
-          if (s->plan->loc_dp.file) diag_note(s->d, s->plan->loc_dp, "dp set here");
+          if (s->plan->loc[MM_SET_DP].file) diag_note(s->d, s->plan->loc[MM_SET_DP], "dp set here");
         }
         s->ok = false;
         continue;
@@ -916,10 +916,10 @@ static bool cp_check(Sh *s) {
     }
   }
   if (!any)
-    diag_error(s->d, plan->loc_cp,
+    diag_error(s->d, plan->loc[MM_SET_CP],
                "context parallel (cp = %d) splits attention, but this module has none", plan->cp);
   if (ringk && any && ok && !ir_cp_ring_any(s->m))
-    diag_error(s->d, plan->loc_cp,
+    diag_error(s->d, plan->loc[MM_SET_CP],
                "ring context parallel (cp = %d): no attention of this module has a sequence cp "
                "divides",
                plan->cp);
@@ -935,7 +935,7 @@ bool pass_shard(IrModule *m, PassCtx *cx) {
   Sh s = {.m = m, .d = cx->d ? cx->d : m->diag, .plan = plan, .ok = true};
   if (plan->cp > 1 && plan->cp_ulysses > 1 &&
       (plan->cp % plan->cp_ulysses || plan->cp_kind != MM_CP_RING)) {
-    diag_error(s.d, plan->loc_cp,
+    diag_error(s.d, plan->loc[MM_SET_CP],
                "cp_ulysses = %d: USP needs cp_kind = ring and a cp (%d) it divides",
                plan->cp_ulysses, plan->cp);
     return false;
@@ -954,17 +954,18 @@ bool pass_shard(IrModule *m, PassCtx *cx) {
     for (int i = 0; i < m->funcs.len; i++) shard_func(&s, m->funcs.items[i]);
   if (s.ok && m->mesh[IR_AX_TP] > 1 && !any_split(m, IR_AX_TP)) {
     /* a tp (or sp) that would run the model replicated is refused, not ignored */
-    diag_error(s.d, plan->loc_tp, "tp = %d%s splits nothing in %s: %s", plan->tp,
-               plan->loc_tp.file ? "" : " (--tp, or the module's plan)", m->name, TP_NOTHING);
+    diag_error(s.d, plan->loc[MM_SET_TP], "tp = %d%s splits nothing in %s: %s", plan->tp,
+               plan->loc[MM_SET_TP].file ? "" : " (--tp, or the module's plan)", m->name,
+               TP_NOTHING);
     s.ok = false;
   }
   if (s.ok && m->mesh[IR_AX_TP] > 1 && plan->sp && !s.nseq) {
     /* sp splits dim 1 of the [B, T, C] activations norms read: with none,
      * it would be accepted and do nothing (WF-VAE's norms read videos) */
-    diag_error(s.d, plan->loc_sp,
+    diag_error(s.d, plan->loc[MM_SET_SP],
                "sequence parallel (sp = true%s) splits the sequence of [B, T, C] activations, but "
                "no norm of %s reads one",
-               plan->loc_sp.file ? "" : ": --sp, or the module's plan", m->name);
+               plan->loc[MM_SET_SP].file ? "" : ": --sp, or the module's plan", m->name);
     s.ok = false;
   }
   arena_free(&s.a);

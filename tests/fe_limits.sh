@@ -126,7 +126,7 @@ contains "extends chain: one error" "$T/err" "1 error generated."
 # ---- 7. several models need --model; one model does not
 cp "$S/gpt2.mm" "$S/nn.mm" "$T/"
 expect "compile without --model, two models" 1 "$MMC" compile "$T/gpt2.mm" --emit ir -o "$T/x.ir"
-contains "the models listed" "$T/err" "'$T/gpt2.mm' declares 2 models; name one with --model NAME (models: GPT2 GPT2Tiny)"
+contains "the models listed" "$T/err" "'$T/gpt2.mm' declares 3 models; name one with --model NAME (models: GPT2 GPT2Tiny GPT2TinyPacked)"
 [ ! -e "$T/x.ir" ] && ok || bad "no output without --model"
 printf 'import "gpt2.mm"\nmodel One extends GPT2Tiny { }\n' > "$T/one.mm"
 expect "one model without --model" 0 "$MMC" stats "$T/one.mm"

@@ -30,7 +30,7 @@
 # step, and per rank and attention scores 1/P of those of the same plan
 # with cp = 1 (a ring's K/V block 1/R of those; an attention not split,
 # InternVL2Tiny's vision encoder, the same as with cp = 1) and the ring's
-# workspace in the activation arena (runtime/kernels/mmrt_ring_ws.h) from the
+# workspace in the activation arena (support/ring_ws.h) from the
 # rank's N/P rows: forward 4 (N/P) h_kv d + (N/P) h_q d + (N/P) h_q floats,
 # backward 8 (N/P) h_kv d + (N/P) h_q (USP adds its head-split copies).
 set -uo pipefail

@@ -130,21 +130,75 @@ static const char *common_opts =
     "  --max-source-mb N  refuse a source file (or import) larger than N MiB (default 64)\n"
     "  -h, --help         this help\n";
 
+/* ---- the settings' flags (ir/settings.def's rows with a FLAG) ---- */
+
+/* The flag's argument as --help shows it: N, X or the names. */
+static const char *flag_arg(const MmSetDesc *d, char *buf, size_t n) {
+  if (d->id == MM_SET_RECOMPUTE) return "none|selective|full|block:N";
+  if (d->kind == IR_SK_INT) return "N";
+  if (d->kind == IR_SK_FLOAT) return "X";
+  if (d->kind != IR_SK_ENUM) return "";
+  size_t len = 0;
+  buf[0] = 0;
+  for (int i = 0; d->names[i]; i++)
+    len += (size_t)snprintf(buf + len, len < n ? n - len : 0, "%s%s", i ? "|" : "", d->names[i]);
+  return buf;
+}
+
+/* A BOOL row's flag sets true; --no-<x> sets false unless the flag is one. */
+static bool has_no_flag(const MmSetDesc *d) {
+  return d->kind == IR_SK_BOOL && strncmp(d->flag, "--no-", 5) != 0;
+}
+
 /* The parallel-section overrides: for the commands that check or apply a
  * plan (not stats, which counts the whole model). */
-static const char *plan_opts =
-    "Parallel plan (override the model's parallel section; not for stats):\n"
-    "  --tp N --dp N --zero K --sp --no-sp --bucket-mb X --no-overlap\n"
-    "  --cp N --cp-kind ulysses|ring  context parallel (default ulysses)\n"
-    "  --cp-ulysses U     USP: a ring of cp / U Ulysses groups of U\n"
-    "  --pp N --micro-batches N --schedule 1f1b|gpipe|interleaved|zbh1\n"
-    "  --recompute none|selective|full|block:N\n"
-    "  --precision fp32|bf16\n"
-    "                     bf16: matmuls, convolutions and attention in bf16, master weights,\n"
-    "                     gradients and optimizer state in fp32 (overrides train { precision })\n"
-    "                     --micro-batches M: each step runs M micro-batches of B / M samples\n"
-    "                     and sums their gradients; --pp N cuts the model into pipeline\n"
-    "                     stages run by a static schedule (mmc plan shows it)\n";
+static void print_plan_opts(FILE *out) {
+  fprintf(out, "Parallel plan (override the model's settings; not for stats; mmc "
+               "--list-settings lists them all):\n");
+  for (int i = 0; i < MM_SET_COUNT; i++) {
+    const MmSetDesc *d = &mm_settings[i];
+    if (!d->flag[0]) continue;
+    char buf[96], names[64];
+    const char *arg = flag_arg(d, names, sizeof names);
+    if (has_no_flag(d))
+      snprintf(buf, sizeof buf, "%s, --no-%s", d->flag, d->flag + 2);
+    else
+      snprintf(buf, sizeof buf, "%s%s%s", d->flag, arg[0] ? " " : "", arg);
+    if (strlen(buf) <= 18)
+      fprintf(out, "  %-18s %s\n", buf, d->help);
+    else
+      fprintf(out, "  %s\n  %-18s %s\n", buf, "", d->help);
+  }
+}
+
+/* mmc --list-settings: settings.def as a table. */
+static void list_settings(FILE *out) {
+  static const char *const kinds[] = {"int",  "bool",   "number", "enum",
+                                      "list", "stages", "loc",    "group"};
+  static const char *const owners[] = {"parallel", "module", "train", "lora", "gan", "module"};
+  fprintf(out, "%-16s %-9s %-14s %-16s %-28s %-12s %s\n", "setting", "section", "key", "flag",
+          "type/values", "default", "help");
+  for (int i = 0; i < MM_SET_COUNT; i++) {
+    const MmSetDesc *d = &mm_settings[i];
+    char type[96], def[32], names[64];
+    if (d->kind == IR_SK_ENUM)
+      snprintf(type, sizeof type, "%s", flag_arg(d, names, sizeof names));
+    else if (d->kind == IR_SK_INT || d->kind == IR_SK_FLOAT)
+      snprintf(type, sizeof type, "%s %.15g..%.15g", kinds[d->kind], d->lo, d->hi);
+    else
+      snprintf(type, sizeof type, "%s", kinds[d->kind]);
+    if (d->kind == IR_SK_ENUM)
+      snprintf(def, sizeof def, "%s", d->names[(int)d->def]);
+    else if (d->kind == IR_SK_BOOL)
+      snprintf(def, sizeof def, "%s", d->def != 0 ? "true" : "false");
+    else if (d->kind == IR_SK_INT || d->kind == IR_SK_FLOAT)
+      snprintf(def, sizeof def, "%.15g", d->def);
+    else
+      snprintf(def, sizeof def, "-");
+    fprintf(out, "%-16s %-9s %-14s %-16s %-28s %-12s %s\n", d->name, owners[d->owner],
+            d->key[0] ? d->key : "-", d->flag[0] ? d->flag : "-", type, def, d->help);
+  }
+}
 
 /* opt reads IR text only, which carries its own settings. */
 static bool takes_source(const Cmd *c) {
@@ -161,20 +215,22 @@ static void usage_all(FILE *out) {
   fprintf(out, "usage: mmc <command> [options]\n\ncommands:\n");
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
     fprintf(out, "  mmc %-8s %s\n      %s\n", cmds[i].name, cmds[i].args, cmds[i].help);
-  fprintf(out, "\n%s%s", common_opts, plan_opts);
+  fprintf(out, "\n%s", common_opts);
+  print_plan_opts(out);
   fprintf(out, "\nReference lists (`mmc FLAG` alone; the docs quote them, tests/docs_sync.sh):\n"
                "  --list-passes      the pass pipeline in order, each pass's purpose\n"
                "  --list-ops         every IR op: inputs, outputs, its builtin form in .mm\n"
+               "  --list-settings    every train and parallel setting: key, flag, values, default\n"
                "  --version          the version (and `git describe` of the build)\n");
 }
 
 static void usage_cmd(FILE *out, const Cmd *c) {
-  fprintf(out, "usage: mmc %s %s\n\n%s\n\n%s%s", c->name, c->args, c->help,
+  fprintf(out, "usage: mmc %s %s\n\n%s\n\n%s", c->name, c->args, c->help,
           takes_source(c)           ? common_opts
           : !strcmp(c->name, "opt") ? "Options:\n  --max-source-mb N  refuse IR text larger than N "
                                       "MiB (default 64)\n  -h, --help         this help\n"
-                                    : "Options:\n  -h, --help         this help\n",
-          takes_plan(c) ? plan_opts : "");
+                                    : "Options:\n  -h, --help         this help\n");
+  if (takes_plan(c)) print_plan_opts(out);
   if (strcmp(c->name, "dump-ir") == 0 || strcmp(c->name, "plan") == 0 ||
       strcmp(c->name, "compile") == 0)
     fprintf(out,
@@ -294,14 +350,72 @@ static bool parse_int(const char *s, int lo, int hi, int *out) {
   return true;
 }
 
+/* The row whose flag a is (or --no-<x> of a BOOL row), else NULL. */
+static const MmSetDesc *flag_row(const char *a, bool *off) {
+  for (int i = 0; i < MM_SET_COUNT; i++) {
+    const MmSetDesc *d = &mm_settings[i];
+    if (!d->flag[0]) continue;
+    *off = false;
+    if (strcmp(a, d->flag) == 0) return d;
+    *off = true;
+    if (has_no_flag(d) && strncmp(a, "--no-", 5) == 0 && strcmp(a + 5, d->flag + 2) == 0) return d;
+  }
+  return NULL;
+}
+
 static bool is_plan_flag(const char *a) {
-  static const char *const names[] = {
-      "--tp",      "--pp",        "--cp",         "--dp",       "--zero",      "--sp",
-      "--no-sp",   "--bucket-mb", "--no-overlap", "--schedule", "--recompute", "--micro-batches",
-      "--cp-kind", "--precision", "--cp-ulysses"};
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-    if (strcmp(a, names[i]) == 0) return true;
-  return false;
+  bool off;
+  return flag_row(a, &off) != NULL;
+}
+
+/* A setting's flag (flag_row): its value into o->flags; -1, else an exit code. */
+static int parse_setting_flag(Opts *o, const MmSetDesc *d, bool off, const char *a,
+                              const char *next) {
+  MmPlanFlags *f = &o->flags;
+  void *base = mm_setting_base(d, &f->plan, &f->train);
+  char list[128];
+  f->given[d->id] = true;
+  if (d->kind == IR_SK_BOOL) {
+    mm_setting_put(d, base, !off);
+    return -1;
+  }
+  if (!next) return bad_usage(o->cmd, "option '%s' needs a value", a);
+  if (d->id == MM_SET_RECOMPUTE) {
+    MmRecompute pol;
+    if (!mm_recompute_parse(next, &pol, &f->plan.recompute_block))
+      return bad_usage(
+          o->cmd, "--recompute takes none, selective, full or block:N (N >= 1), not '%s'", next);
+    f->plan.recompute = pol;
+  } else if (d->kind == IR_SK_ENUM) {
+    int k = mm_enum_index(d->names, next);
+    if (k < 0) {
+      fprintf(stderr, "mmc: %s takes %s, not '%s'\n", a, mm_enum_list(d->names, list, sizeof list),
+              next);
+      usage_cmd(stderr, o->cmd);
+      return EXIT_USAGE;
+    }
+    mm_setting_put(d, base, k);
+  } else if (d->kind == IR_SK_INT) {
+    int v;
+    if (!parse_int(next, (int)d->lo, (int)d->hi, &v)) {
+      fprintf(stderr, "mmc: %s takes a whole number from %d to %d, not '%s'\n", a, (int)d->lo,
+              (int)d->hi, next);
+      usage_cmd(stderr, o->cmd);
+      return EXIT_USAGE;
+    }
+    mm_setting_put(d, base, v);
+  } else {
+    char *end;
+    double v = strtod(next, &end);
+    if (!*next || *end || !(v >= d->lo && v <= d->hi)) {
+      fprintf(stderr, "mmc: %s takes a number from %.15g to %.15g%s, not '%s'\n", a, d->lo, d->hi,
+              d->what, next);
+      usage_cmd(stderr, o->cmd);
+      return EXIT_USAGE;
+    }
+    mm_setting_put(d, base, v);
+  }
+  return -2; /* took next */
 }
 
 /* Returns -1 on success, else an exit code. */
@@ -313,7 +427,9 @@ static int parse_opts(int argc, char **argv, Opts *o) {
     const char *next = i + 1 < argc ? argv[i + 1] : NULL;
     /* --precision also acts on one rank (the generator's and evaluator's
      * products in bf16, as the trainer's) */
-    if (is_plan_flag(a) && !o->plan_flag && strcmp(a, "--precision") != 0) o->plan_flag = a;
+    bool off;
+    const MmSetDesc *row = flag_row(a, &off);
+    if (row && !o->plan_flag && row->owner == MM_OWN_PLAN) o->plan_flag = a;
     /* what the source-only options below change, to refuse them on IR text */
     MmPlanFlags flags_before;
     memcpy(&flags_before, &o->flags, sizeof flags_before);
@@ -325,6 +441,9 @@ static int parse_opts(int argc, char **argv, Opts *o) {
   } while (0)
     if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
       usage_cmd(stdout, o->cmd);
+      return EXIT_OK;
+    } else if (strcmp(a, "--list-settings") == 0 && takes_plan(o->cmd)) {
+      list_settings(stdout); /* as --help: the table, nothing else */
       return EXIT_OK;
     } else if (strcmp(a, "-I") == 0) {
       NEED_ARG();
@@ -425,67 +544,12 @@ static int parse_opts(int argc, char **argv, Opts *o) {
                        "%s does not go with stats: stats counts the whole model (mmc plan shows "
                        "what one rank holds)",
                        a);
-    } else if (strcmp(a, "--bucket-mb") == 0) {
-      NEED_ARG();
-      char *end;
-      double v = strtod(next, &end);
-      if (!*next || *end || !(v >= 0 && v <= 1 << 20))
-        return bad_usage(o->cmd,
-                         "--bucket-mb takes a size in MiB from 0 (no buckets) to 1048576, not '%s'",
-                         next);
-      o->flags.bucket_set = true;
-      o->flags.bucket_mb = v;
-    } else if (strcmp(a, "--no-overlap") == 0) {
-      o->flags.no_overlap = true;
-    } else if (strcmp(a, "--precision") == 0) {
-      NEED_ARG();
-      if (strcmp(next, "fp32") == 0)
-        o->flags.precision = 1 + MM_PREC_FP32;
-      else if (strcmp(next, "bf16") == 0)
-        o->flags.precision = 1 + MM_PREC_BF16;
-      else
-        return bad_usage(o->cmd, "--precision takes fp32 or bf16, not '%s'", next);
-    } else if (strcmp(a, "--sp") == 0) {
-      o->flags.sp = 1;
-    } else if (strcmp(a, "--no-sp") == 0) {
-      o->flags.sp = 0;
-    } else if (strcmp(a, "--cp-kind") == 0) {
-      NEED_ARG();
-      if (strcmp(next, "ulysses") && strcmp(next, "ring"))
-        return bad_usage(o->cmd, "--cp-kind takes ulysses or ring, not '%s'", next);
-      o->flags.cp_kind = next;
-    } else if (strcmp(a, "--schedule") == 0) {
-      NEED_ARG();
-      if (ir_sched_parse(next) < 0)
-        return bad_usage(o->cmd, "--schedule takes 1f1b, gpipe, interleaved or zbh1, not '%s'",
-                         next);
-      o->flags.schedule = next;
-    } else if (strcmp(a, "--recompute") == 0) {
-      NEED_ARG();
-      char *end = NULL;
-      long blk = strncmp(next, "block:", 6) == 0 ? strtol(next + 6, &end, 10) : 0;
-      if (strcmp(next, "none") && strcmp(next, "selective") && strcmp(next, "full") &&
-          !(blk >= 1 && blk <= 1 << 20 && end && *end == 0 && end != next + 6))
-        return bad_usage(
-            o->cmd, "--recompute takes none, selective, full or block:N (N >= 1), not '%s'", next);
-      o->flags.recompute = next;
-    } else if (strcmp(a, "--tp") == 0 || strcmp(a, "--pp") == 0 || strcmp(a, "--cp") == 0 ||
-               strcmp(a, "--cp-ulysses") == 0 || strcmp(a, "--dp") == 0 ||
-               strcmp(a, "--zero") == 0 || strcmp(a, "--micro-batches") == 0) {
-      NEED_ARG();
-      int *dst = strcmp(a, "--tp") == 0           ? &o->flags.tp
-                 : strcmp(a, "--pp") == 0         ? &o->flags.pp
-                 : strcmp(a, "--cp") == 0         ? &o->flags.cp
-                 : strcmp(a, "--cp-ulysses") == 0 ? &o->flags.cp_ulysses
-                 : strcmp(a, "--dp") == 0         ? &o->flags.dp
-                 : strcmp(a, "--zero") == 0       ? &o->flags.zero
-                                                  : &o->flags.micro_batches;
-      int lo = dst == &o->flags.zero ? 0 : 1, hi = dst == &o->flags.zero ? 3 : 1 << 20;
-      if (!parse_int(next, lo, hi, dst)) {
-        fprintf(stderr, "mmc: %s takes a whole number from %d to %d, not '%s'\n", a, lo, hi, next);
-        usage_cmd(stderr, o->cmd);
-        return EXIT_USAGE;
-      }
+    } else if (row) {
+      int rc = parse_setting_flag(o, row, off, a, next);
+      if (rc == -2)
+        i++;
+      else if (rc != -1)
+        return rc;
     } else if (a[0] == '-' && a[1]) {
       return bad_usage(o->cmd, "unknown option '%s'", a);
     } else if (!o->file) {
@@ -544,6 +608,7 @@ static FeProgram *load(Opts *o, Diag *d) {
   fo.overrides = o->overrides;
   fo.noverrides = o->noverrides;
   fo.flags = o->flags;
+  fo.tp_splits = shard_tp_splits;
   return fe_load(d, o->file, &fo);
 }
 
@@ -756,7 +821,7 @@ static void one_rank(FeResult *r) {
  * one rank (the parallel section is for training). */
 static bool add_decoding(FeProgram *p, const char *model, FeResult *r, Diag *d) {
   MmPlan *pl = &r->plan;
-  if (pl->tp * pl->pp * pl->cp * pl->dp > 1)
+  if (mm_plan_ranks(pl) > 1)
     fprintf(stderr,
             "mmc: note: generation runs on one rank; the plan (tp = %d, pp = %d, cp = %d, dp = %d) "
             "is for "
@@ -787,7 +852,7 @@ static bool add_reconstruct(Opts *o, FeProgram *p, const char *model, FeResult *
   bool has = fe_has_forward(p, model, "encode") && fe_has_forward(p, model, "decode");
   if (o->task == MMRT_TASK_TRAIN) {
     MmPlan *pl = &r->plan;
-    if (!has || pl->tp * pl->pp * pl->cp * pl->dp > 1) return true; /* no PSNR: mmrt_feed_video.c */
+    if (!has || mm_plan_ranks(pl) > 1) return true; /* no PSNR: mmrt_feed_video.c */
     return fe_elaborate_named(p, model, r->ir, "encode", "encode", FE_TRAIN, 0, NULL) &&
            fe_elaborate_named(p, model, r->ir, "decode", "decode", FE_TRAIN, 0, NULL);
   }
@@ -799,7 +864,7 @@ static bool add_reconstruct(Opts *o, FeProgram *p, const char *model, FeResult *
     return false;
   }
   MmPlan *pl = &r->plan;
-  if (pl->tp * pl->pp * pl->cp * pl->dp > 1)
+  if (mm_plan_ranks(pl) > 1)
     fprintf(stderr, "mmc: note: reconstruction runs on one rank; the plan is for training\n");
   one_rank(r);
   int64_t C = o->chunk_frames ? o->chunk_frames : 4;
@@ -836,7 +901,7 @@ static bool add_sample(FeProgram *p, const char *model, FeResult *r, Diag *d) {
       return false;
     }
   MmPlan *pl = &r->plan;
-  if (pl->tp * pl->pp * pl->cp * pl->dp > 1)
+  if (mm_plan_ranks(pl) > 1)
     fprintf(stderr, "mmc: note: sampling runs on one rank; the plan is for training\n");
   one_rank(r);
   for (int i = 0; i < 3; i++)
@@ -854,7 +919,7 @@ static bool add_sample(FeProgram *p, const char *model, FeResult *r, Diag *d) {
 static bool add_features(Opts *o, FeProgram *p, const char *model, FeResult *r, Diag *d) {
   bool has = fe_has_forward(p, model, "latents") && fe_has_forward(p, model, "text_features");
   MmPlan *pl = &r->plan;
-  if (o->task == MMRT_TASK_TRAIN && (!has || pl->tp * pl->pp * pl->cp * pl->dp > 1)) return true;
+  if (o->task == MMRT_TASK_TRAIN && (!has || mm_plan_ranks(pl) > 1)) return true;
   if (!has) {
     diag_error_plain(d,
                      "model '%s': --task extract needs forwards named latents (the clips to "
@@ -863,7 +928,7 @@ static bool add_features(Opts *o, FeProgram *p, const char *model, FeResult *r, 
     return false;
   }
   if (o->task == MMRT_TASK_EXTRACT) {
-    if (pl->tp * pl->pp * pl->cp * pl->dp > 1)
+    if (mm_plan_ranks(pl) > 1)
       fprintf(stderr, "mmc: note: feature extraction runs on one rank; the plan is for training\n");
     one_rank(r);
   }
@@ -1397,7 +1462,7 @@ static void plan_split_norms(IrModule *m, json_object *root, bool detail) {
  * whole: the flash kernel works in tiles; a ring computes them one K/V
  * block at a time), the ring's workspace (its K/V and dK/dV blocks in
  * flight, a block's output, USP's head-split copies: the node's planned
- * scratch in the activation arena, runtime/kernels/mmrt_ring_ws.h) and its shifts,
+ * scratch in the activation arena, support/ring_ws.h) and its shifts,
  * which no collective node shows (the kernel makes them). */
 static void plan_cp(IrModule *m, json_object *root, bool detail) {
   int P = m->mesh[IR_AX_CP];
@@ -1492,8 +1557,7 @@ static void plan_cp(IrModule *m, json_object *root, bool detail) {
                            json_object_new_int(m->plan.cp_ulysses > 1 ? m->plan.cp_ulysses : 1));
     json_object_object_add(c, "usp_all_to_all_forward", json_object_new_int64(a2a[0]));
     json_object_object_add(c, "usp_all_to_all_backward", json_object_new_int64(a2a[1]));
-    json_object_object_add(
-        c, "kind", json_object_new_string(m->plan.cp_kind == MM_CP_RING ? "ring" : "ulysses"));
+    json_object_object_add(c, "kind", json_object_new_string(mm_cp_kind_names[m->plan.cp_kind]));
     json_object_object_add(c, "balanced", json_object_new_boolean(bal));
     json_object_object_add(c, "attention", list);
     json_object_object_add(c, "ring_shifts_forward", json_object_new_int64(shifts[0]));
@@ -1845,8 +1909,10 @@ int main(int argc, char **argv) {
   static const struct {
     const char *flag;
     void (*print)(FILE *);
-  } lists[] = {
-      {"--list-passes", mmc_list_passes}, {"--list-ops", mmc_list_ops}, {"--version", mmc_version}};
+  } lists[] = {{"--list-passes", mmc_list_passes},
+               {"--list-ops", mmc_list_ops},
+               {"--list-settings", list_settings},
+               {"--version", mmc_version}};
   for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
     if (strcmp(argv[1], lists[i].flag) == 0) {
       if (argc > 2) {

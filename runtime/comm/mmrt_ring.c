@@ -144,7 +144,7 @@ static int ring_fwd(const Ring *gp, float *out, float *lse, const float *q, cons
     return MMRT_OK;
   }
   size_t nq = (size_t)g.B * g.T * g.qrow;
-  float *kv = ws, *to = ws + 4 * g.nkv; /* mmrt_ring_ws.h */
+  float *kv = ws, *to = ws + 4 * g.nkv; /* support/ring_ws.h */
   float *cur = kv, *next = kv + 2 * g.nkv, *tl = to + nq;
   memcpy(cur, k, sizeof(float) * g.nkv);
   memcpy(cur + g.nkv, v, sizeof(float) * g.nkv);
@@ -207,7 +207,7 @@ static int ring_bwd(const Ring *gp, float *dq, float *dk, float *dv, const float
     return MMRT_OK;
   }
   size_t n = g.nkv;
-  /* kv: the block held and the next; dkv: their accumulators (mmrt_ring_ws.h) */
+  /* kv: the block held and the next; dkv: their accumulators (support/ring_ws.h) */
   float *buf = ws;
   float *cur = buf, *next = buf + 2 * n, *dcur = buf + 4 * n, *dnext = buf + 6 * n;
   float *tl = buf + 8 * n;
@@ -327,7 +327,7 @@ int mmrt_ring_attention_fwd(void *mesh, float *out, float *lse, const float *q, 
   if (U <= 1) return U < 0 ? U : ring_fwd(&g, out, lse, q, k, v, scale, ws);
   /* lse stays in the head-split layout (B, H / U, U T): only the backward reads it */
   size_t nq = (size_t)B * T * H * D, nk = (size_t)B * T * KVH * D;
-  float *w = ws; /* mmrt_ring_ws.h: USP's part, then the ring's */
+  float *w = ws; /* support/ring_ws.h: USP's part, then the ring's */
   float *qh = w, *oh = qh + nq, *kh = oh + nq, *vh = kh + nk, *sb = vh + nk, *rb = sb + nq;
   int nc = causal ? 2 : 1;
   rc = uly_move(m, U, nc, B, T, H, D, (float *)q, qh, sb, rb, 1);
@@ -347,7 +347,7 @@ int mmrt_ring_attention_bwd(void *mesh, float *dq, float *dk, float *dv, const f
   int U = usp_setup(m, ulysses, B, T, H, KVH, D, causal, &g), rc;
   if (U <= 1) return U < 0 ? U : ring_bwd(&g, dq, dk, dv, dout, q, k, v, out, lse, scale, ws);
   size_t nq = (size_t)B * T * H * D, nk = (size_t)B * T * KVH * D;
-  float *w = ws; /* mmrt_ring_ws.h: USP's part, then the ring's */
+  float *w = ws; /* support/ring_ws.h: USP's part, then the ring's */
   float *qh = w, *oh = qh + nq, *doh = oh + nq, *dqh = doh + nq, *kh = dqh + nq, *vh = kh + nk;
   float *dkh = vh + nk, *dvh = dkh + nk, *sb = dvh + nk, *rb = sb + nq;
   int nc = causal ? 2 : 1;

@@ -1,6 +1,6 @@
 import "gpt2.mm"
 // A narrow GPT on a large batch (tests/memory_measured.sh): under cp = 2
-// ring the ring attention's workspace (runtime/kernels/mmrt_ring_ws.h: K/V and
+// ring the ring attention's workspace (support/ring_ws.h: K/V and
 // dK/dV blocks in flight) is about a tenth of what a rank holds with the
 // data set, so leaving it out of the plan shows in the measurement.
 model GPTRingMem {

@@ -128,6 +128,7 @@ probes = {
     "-h": (GM, GM + ["-h"], "effect"),
     "--help": (GM, GM + ["--help"], "effect"),
     "--detail": (GM, GM + ["--detail"], "effect"),  # plan: the per-layer table
+    "--list-settings": (GM, GM + ["--list-settings"], "effect"),
     "-I": ([INC], [INC, "-I", os.path.join(T, "inc")], "effect"),
     "--model": ([G], [G, "--model", "H"], "effect"),
     "--set": (GM, GM + ["--set", "B=2"], "effect"),
@@ -484,6 +485,17 @@ for sec in ("train", "parallel"):
                 elif re.match(r"^[\w.]+$", span) and span not in names:
                     settings.append("%s.%s=%s" % (sec, n, span))
 settings = list(dict.fromkeys(settings))
+
+# the settings table (ir/settings.def, printed by mmc --list-settings) and
+# the reference's tables name the same keys of each section
+table = subprocess.run([MMC, "--list-settings"], capture_output=True, text=True).stdout
+for sec in ("train", "parallel"):
+    keys = {r.split()[2] for r in table.splitlines()[1:] if r.split()[1] == sec and r.split()[2] != "-"}
+    documented = {x.split(".")[1].split("=")[0] for x in settings if x.startswith(sec + ".")}
+    for k in sorted(keys - documented):
+        failures.append("%s.%s: in mmc --list-settings, not in lang/REFERENCE.md's table" % (sec, k))
+    for k in sorted(documented - keys):
+        failures.append("%s.%s: in lang/REFERENCE.md's table, not in mmc --list-settings" % (sec, k))
 
 TRAIN_MODEL = '''import "nn.mm"
 model S {

@@ -636,6 +636,7 @@ static void run_model(Run *x, const char *path, const char *text, const char *mo
   x->d.out = open_memstream(&x->dbuf, &x->dlen);
   FeOptions fo = {0};
   fo.flags = flags;
+  fo.tp_splits = shard_tp_splits;
   x->p = text ? fe_load_buffer(&x->d, path, text, strlen(text), &fo) : fe_load(&x->d, path, &fo);
   x->ok = x->p && !x->d.errors && fe_elaborate(x->p, model, &x->r);
   if (x->ok) {
@@ -656,7 +657,10 @@ static void run_free(Run *x) {
 static MmPlanFlags flags(int tp, int dp, bool sp, int zero) {
   MmPlanFlags f;
   mm_plan_flags_init(&f);
-  f.tp = tp, f.dp = dp, f.sp = sp, f.zero = zero;
+  f.given[MM_SET_TP] = tp > 0, f.plan.tp = tp;
+  f.given[MM_SET_DP] = dp > 0, f.plan.dp = dp;
+  f.given[MM_SET_SP] = true, f.plan.sp = sp;
+  f.given[MM_SET_ZERO] = zero >= 0, f.plan.zero = zero;
   return f;
 }
 
@@ -975,8 +979,8 @@ static int
 
 static MmPlanFlags bucket_flags(int tp, bool sp, double mb) {
   MmPlanFlags f = flags(tp, 2, sp, bucket_zero);
-  f.bucket_set = mb >= 0;
-  f.bucket_mb = mb;
+  f.given[MM_SET_BUCKET_MB] = mb >= 0;
+  f.plan.bucket_mb = mb;
   return f;
 }
 
@@ -1185,7 +1189,8 @@ START_TEST(test_plans_verify) {
                          flags(-1, 2, false, 3),  flags(2, 2, true, 1)};
   for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
     for (size_t k = 0; k < sizeof plans / sizeof plans[0]; k++) {
-      if (i == 2 && plans[k].tp == 4) continue; /* InternVL2Tiny has 2 KV heads: a plan error */
+      if (i == 2 && plans[k].plan.tp == 4)
+        continue; /* InternVL2Tiny has 2 KV heads: a plan error */
       Run x;
       run_model(&x, stdlib_path(models[i][0]), NULL, models[i][1], plans[k], NULL);
       ck_assert_msg(x.ok, "%s plan %zu: %s", models[i][1], k, x.dbuf ? x.dbuf : "");

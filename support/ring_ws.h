@@ -1,4 +1,4 @@
-/* mmrt_ring_ws.h: the workspace a ring attention kernel (mmrt_ring.c)
+/* support/ring_ws.h: the workspace a ring attention kernel (runtime/mmrt_ring.c)
  * needs, in floats, so that the memory plan (passes/memplan.c) gives it a
  * piece of the activation arena and the kernel allocates nothing.
  * B, T, H, KVH, D: this rank's operand shape (T its rows); P = cp; U the
@@ -13,8 +13,8 @@
  *   q, out, send, receive (4 nq) and k, v (2 nk); backward q, out, dout, dq
  *   and the buffers (6 nq) and k, v, dk, dv (4 nk).
  * nq = B T H D, nk = B T KVH D, nl = B H T. */
-#ifndef MMRT_RING_WS_H
-#define MMRT_RING_WS_H
+#ifndef MM_SUPPORT_RING_WS_H
+#define MM_SUPPORT_RING_WS_H
 #include <stdint.h>
 
 static inline int64_t mmrt_ring_ws_floats(int backward, int64_t B, int64_t T, int64_t H,

@@ -1,0 +1,227 @@
+/* A model's settings: what its `train { }` and `parallel { }` sections
+ * say, after mmc's flags. The fields, their defaults, ranges, `.mm` keys,
+ * flags and help are the rows of settings.def; the structs, the section
+ * reader's keys (frontend/plan.c), mmc's flags and --list-settings
+ * (tools/mmc.c) and the IR text's plan(...) / train(...) lines
+ * (ir_settings.c) are made from them. Where each setting was given travels
+ * with it: loc[MM_SET_<ID>] (file 0: a default or a flag). */
+#ifndef MM_IR_SETTINGS_H
+#define MM_IR_SETTINGS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../support/diag.h"
+
+/* ---- the named values of the ENUM settings: (enumerator, name) ---- */
+#define MM_ENUM_ID(id, name)   id,
+#define MM_ENUM_NAME(id, name) name,
+
+#define MM_SCHEDULE_VALUES(X)                                                                      \
+  X(MM_SCHED_1F1B, "1f1b")                                                                         \
+  X(MM_SCHED_GPIPE, "gpipe")                                                                       \
+  X(MM_SCHED_INTERLEAVED, "interleaved")                                                           \
+  X(MM_SCHED_ZBH1, "zbh1")
+/* context parallel (cp > 1): how the attention is split over the cp axis:
+ * ulysses: all-to-all from a sequence split to a head split and back;
+ * ring: each rank keeps its query block, key/value blocks pass around */
+#define MM_CP_KIND_VALUES(X)                                                                       \
+  X(MM_CP_ULYSSES, "ulysses")                                                                      \
+  X(MM_CP_RING, "ring")
+/* selective: the attention core (passes/recompute.c); full: every stack
+ * layer keeps its input and reruns in the backward; block: full recompute
+ * of the first recompute_block layers of each stack */
+#define MM_RECOMPUTE_VALUES(X)                                                                     \
+  X(MM_RECOMPUTE_NONE, "none")                                                                     \
+  X(MM_RECOMPUTE_SELECTIVE, "selective")                                                           \
+  X(MM_RECOMPUTE_FULL, "full")                                                                     \
+  X(MM_RECOMPUTE_BLOCK, "block")
+#define MM_OPTIM_VALUES(X)                                                                         \
+  X(MM_OPT_ADAMW, "adamw")                                                                         \
+  X(MM_OPT_SGD, "sgd")
+/* precision = bf16: the `precision` pass (passes/precision.c) computes
+ * matmuls, convolutions and attention in bf16; weights, gradients of the
+ * master copy and optimizer state stay f32 */
+#define MM_PRECISION_VALUES(X)                                                                     \
+  X(MM_PREC_FP32, "fp32")                                                                          \
+  X(MM_PREC_BF16, "bf16")
+/* a linear warm-up over `warmup` steps, then constant, half a cosine down
+ * to min_lr, or a straight line down to min_lr at the last step */
+#define MM_LR_SCHED_VALUES(X)                                                                      \
+  X(MM_LR_CONSTANT, "constant")                                                                    \
+  X(MM_LR_COSINE, "cosine")                                                                        \
+  X(MM_LR_LINEAR, "linear")
+
+typedef enum MmSchedule { MM_SCHEDULE_VALUES(MM_ENUM_ID) MM_SCHED_COUNT } MmSchedule;
+typedef enum MmCpKind { MM_CP_KIND_VALUES(MM_ENUM_ID) MM_CP_COUNT } MmCpKind;
+typedef enum MmRecompute { MM_RECOMPUTE_VALUES(MM_ENUM_ID) MM_RECOMPUTE_COUNT } MmRecompute;
+typedef enum MmOptim { MM_OPTIM_VALUES(MM_ENUM_ID) MM_OPT_COUNT } MmOptim;
+typedef enum MmPrecision { MM_PRECISION_VALUES(MM_ENUM_ID) MM_PREC_COUNT } MmPrecision;
+typedef enum MmLrSched { MM_LR_SCHED_VALUES(MM_ENUM_ID) MM_LR_COUNT } MmLrSched;
+/* NULL-terminated, in the enums' order */
+extern const char *const mm_schedule_names[],
+    *const mm_cp_kind_names[], *const mm_recompute_names[], *const mm_optim_names[],
+                                                                *const mm_precision_names[],
+                                                                    *const mm_lr_sched_names[];
+
+/* The index of a schedule's name in mm_schedule_names (the language's,
+ * mmc's --schedule and the IR text's spelling), -1 when it is none. */
+int mm_schedule_parse(const char *name);
+
+/* The bucket size when neither the model nor --bucket-mb sets one. */
+#define MM_BUCKET_MB_DEFAULT 0.25
+
+/* ---- the ids: MM_SET_TP, ..., one per row ---- */
+#define MM_SET_ID_ROW(ID, ...) MM_SET_##ID,
+typedef enum MmSetId {
+#define SET_PLAN      MM_SET_ID_ROW
+#define SET_PLAN_MOD  MM_SET_ID_ROW
+#define SET_TRAIN     MM_SET_ID_ROW
+#define SET_LORA      MM_SET_ID_ROW
+#define SET_GAN       MM_SET_ID_ROW
+#define SET_TRAIN_MOD MM_SET_ID_ROW
+#include "settings.def"
+  MM_SET_COUNT
+} MmSetId;
+
+/* One pipeline stage: which parameter-name prefixes (instances or stack
+ * layers, e.g. "vision", "llm.blocks.3") it holds. */
+typedef struct MmStage {
+  const char **units;
+  int nunits;
+} MmStage;
+
+/* a row's field: STRS and STAGES carry their count n<field> */
+#define MM_SET_DECL_INT(T, F)    T F;
+#define MM_SET_DECL_BOOL(T, F)   T F;
+#define MM_SET_DECL_FLOAT(T, F)  T F;
+#define MM_SET_DECL_ENUM(T, F)   T F;
+#define MM_SET_DECL_LOC(T, F)    T F;
+#define MM_SET_DECL_SUB(T, F)    T F;
+#define MM_SET_DECL_STRS(T, F)   T F;
+#define MM_SET_DECL_STAGES(T, F) T F;
+#define MM_SET_DECL_COUNT_INT(F)
+#define MM_SET_DECL_COUNT_BOOL(F)
+#define MM_SET_DECL_COUNT_FLOAT(F)
+#define MM_SET_DECL_COUNT_ENUM(F)
+#define MM_SET_DECL_COUNT_LOC(F)
+#define MM_SET_DECL_COUNT_SUB(F)
+#define MM_SET_DECL_COUNT_STRS(F)   int n##F;
+#define MM_SET_DECL_COUNT_STAGES(F) int n##F;
+#define MM_SET_DECL(ID, KIND, CTYPE, FIELD, ...)                                                   \
+  MM_SET_DECL_##KIND(CTYPE, FIELD) MM_SET_DECL_COUNT_##KIND(FIELD)
+
+/* LoRA (train { lora = lora(rank = 8, alpha = 16, targets = [llm],
+ * layers = ["q_proj", "v_proj"]) }), checked by the frontend. `modules` are
+ * the paths of the Linear instances the setting matched (e.g.
+ * "llm.blocks.3.attn.q_proj"); the `lora` pass adapts every linear node
+ * whose weight is `<module>.weight` and freezes every other parameter. */
+typedef struct MmLora {
+#define SET_LORA MM_SET_DECL
+#include "settings.def"
+} MmLora;
+
+/* gan = gan(discriminator = disc, weight = 0.5, start = 5): an adversarial
+ * term as the reference's LPIPSWithDiscriminator3D (WF-VAE). The model's
+ * training forward returns [loss, g, d]: the generator's loss, its
+ * adversarial term (-mean(D(fake))) and the discriminator's loss (hinge, on
+ * detached fakes). autodiff trains every other parameter on loss + weight *
+ * g and the discriminator's on d, both only from step start + 1 (0 before);
+ * the optimizer updates the two sets with their own norm, clip and AdamW
+ * state, the discriminator's counting its steps from its first. */
+typedef struct MmGan {
+#define SET_GAN MM_SET_DECL
+#include "settings.def"
+} MmGan;
+
+/* The parallel section (settings.def's SET_PLAN rows). */
+typedef struct MmPlan {
+#define SET_PLAN MM_SET_DECL
+#include "settings.def"
+  SrcLoc *recompute_by_loc; /* the frontend's, for its checks (not copied into modules) */
+  SrcLoc loc[MM_SET_COUNT]; /* where each setting was given (file 0: not in the source) */
+} MmPlan;
+
+/* The train section (settings.def's SET_TRAIN rows). */
+typedef struct MmTrain {
+#define SET_TRAIN MM_SET_DECL
+#include "settings.def"
+  SrcLoc loc[MM_SET_COUNT];
+} MmTrain;
+
+/* ---- the table as data ---- */
+typedef enum IrSetKind {
+  IR_SK_INT,    /* int (enums too), in [lo, hi] */
+  IR_SK_BOOL,   /* bool */
+  IR_SK_FLOAT,  /* double, in [lo, hi] */
+  IR_SK_ENUM,   /* an int written by name (names[]) */
+  IR_SK_STRS,   /* const char ** with its int count at count_off: ["a", "b"] */
+  IR_SK_STAGES, /* MmStage * with its count: [["a", "b"], ["c"]] */
+  IR_SK_LOC,    /* SrcLoc: loc("file":line:col), written without "name =" */
+  IR_SK_SUB,    /* a nested group, name(...) (lora) */
+} IrSetKind;
+
+/* whose field a row is: off is from the start of that struct */
+typedef enum MmSetOwner {
+  MM_OWN_PLAN,      /* MmPlan */
+  MM_OWN_PLAN_MOD,  /* IrModule, on the IR's plan line */
+  MM_OWN_TRAIN,     /* MmTrain */
+  MM_OWN_LORA,      /* MmTrain (train.lora.<field>) */
+  MM_OWN_GAN,       /* MmTrain (train.gan.<field>) */
+  MM_OWN_TRAIN_MOD, /* IrModule, on the IR's train line */
+} MmSetOwner;
+
+typedef struct MmSetDesc {
+  MmSetId id;
+  MmSetOwner owner;
+  IrSetKind kind;
+  const char *field, *name; /* the C field, the IR text's name */
+  size_t off, count_off;    /* in the owner's struct (count: STRS, STAGES) */
+  const char *const *names; /* ENUM */
+  double def, lo, hi;
+  const char *key, *flag, *what, *help; /* "" when none */
+} MmSetDesc;
+extern const MmSetDesc mm_settings[MM_SET_COUNT];
+
+/* The mesh's axes, each a row of settings.def (its key, flag and range):
+ * the ranks of a plan are their product. */
+#define MM_MESH_AXES(X) X(DP, dp) X(CP, cp) X(TP, tp) X(PP, pp)
+int64_t mm_plan_ranks(const MmPlan *pl);
+
+/* The settings of empty sections. */
+void mm_settings_default(MmPlan *plan, MmTrain *train);
+/* The struct a row's off counts from: plan or train (NULL for the IrModule rows). */
+void *mm_setting_base(const MmSetDesc *s, MmPlan *plan, MmTrain *train);
+/* An INT, BOOL, FLOAT or ENUM value as a double, and back. */
+double mm_setting_get(const MmSetDesc *s, const void *base);
+void mm_setting_put(const MmSetDesc *s, void *base, double v);
+/* The index of name in a NULL-terminated names list, or -1. */
+int mm_enum_index(const char *const *names, const char *name);
+/* "a, b or c" into buf. */
+const char *mm_enum_list(const char *const *names, char *buf, size_t n);
+
+/* A recompute policy as text: none, selective, full or block:N (N >= 1).
+ * The flag, the per-sub-model policies and the IR read it here. */
+bool mm_recompute_parse(const char *s, MmRecompute *pol, int *block);
+
+/* Whether a schedule can order pp stages of vpp virtual stages over m
+ * micro-batches (the arithmetic; passes/pp_sched.c builds it); else a
+ * message in err. */
+bool mm_schedule_check(MmSchedule k, int pp, int vpp, int m, char *err, size_t errn);
+
+/* Why a tp splits nothing (the frontend's and the shard pass's message). */
+#define TP_NOTHING                                                                                 \
+  "no column/row-parallel pair of linears or convolutions (each column-parallel result must "      \
+  "reach its row-parallel reader through ops that keep the split), no vocabulary-parallel "        \
+  "loss head or embedding; every parameter and activation would stay replicated"
+
+/* Command-line overrides: given[id] says which; their values in plan / train. */
+typedef struct MmPlanFlags {
+  bool given[MM_SET_COUNT];
+  MmPlan plan;
+  MmTrain train;
+} MmPlanFlags;
+void mm_plan_flags_init(MmPlanFlags *f);
+
+#endif
