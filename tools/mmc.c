@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <json-c/json.h>
 #include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,8 +35,6 @@
 #include "mmrt_data.h"
 #include "mmrt_main.h"
 #include "tools/mmc_data.h"
-#include "tools/mmc_image.h"
-#include "tools/mmc_video.h"
 #include "tools/mmc_lists.h"
 #include "tools/mmc_tokenize.h"
 
@@ -1895,6 +1894,38 @@ static int cmd_import(Opts *o) {
   return rc;
 }
 
+/* `mmc image` and `mmc video`: mmc-media beside this program (tools/mmc_media.c:
+ * their decoders' libraries stay out of mmc's every start). */
+static int run_media(int argc, char **argv, const Cmd *cmd) {
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  char *slash = NULL;
+  if (n > 0) {
+    exe[n] = 0;
+    slash = strrchr(exe, '/');
+  }
+  if (!slash || (size_t)(slash - exe) + sizeof "/mmc-media" > sizeof exe) {
+    fprintf(stderr, "mmc: cannot find the folder of this program (/proc/self/exe)\n");
+    return EXIT_USER;
+  }
+  strcpy(slash, "/mmc-media");
+  char **args = calloc((size_t)argc + 3, sizeof *args);
+  if (!args) {
+    fprintf(stderr, "mmc: out of memory\n");
+    return EXIT_USER;
+  }
+  args[0] = exe;
+  args[1] = (char *)cmd->name;
+  args[2] = (char *)cmd->args;
+  args[3] = (char *)cmd->help;
+  for (int i = 2; i < argc; i++) args[i + 2] = argv[i];
+  execv(exe, args);
+  fprintf(stderr, "mmc: cannot run %s (mmc %s needs it beside mmc): %s\n", exe, cmd->name,
+          strerror(errno));
+  free(args);
+  return EXIT_USER;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     usage_all(stderr);
@@ -1934,10 +1965,8 @@ int main(int argc, char **argv) {
     return mmc_tokenize(argc - 2, argv + 2, o.cmd->args, o.cmd->help);
   if (strcmp(o.cmd->name, "data") == 0)
     return mmc_data(argc - 2, argv + 2, o.cmd->args, o.cmd->help);
-  if (strcmp(o.cmd->name, "image") == 0)
-    return mmc_image(argc - 2, argv + 2, o.cmd->args, o.cmd->help);
-  if (strcmp(o.cmd->name, "video") == 0)
-    return mmc_video(argc - 2, argv + 2, o.cmd->args, o.cmd->help);
+  if (strcmp(o.cmd->name, "image") == 0 || strcmp(o.cmd->name, "video") == 0)
+    return run_media(argc, argv, o.cmd);
   int rc = parse_opts(argc, argv, &o);
   if (rc < 0) {
     if (strcmp(o.cmd->name, "check") == 0)
