@@ -525,6 +525,12 @@ member
       $$ = mk_stmt(ps, ST_SECTION, @1, "parallel", @1);
       $$->body = $2;
     }
+  | IDENT settings_block { /* data { } (not a keyword: `data` stays a name elsewhere) */
+      if (strcmp($1, "data") != 0)
+        diag_error(ps->d, fe_loc(@1), "unknown section '%s' (expected train, parallel or data)", $1);
+      $$ = mk_stmt(ps, ST_SECTION, @1, "data", @1);
+      $$->body = $2;
+    }
   ;
 
 if_member
