@@ -1368,8 +1368,12 @@ static const char *beside(FeProgram *p, SrcLoc at, const char *path, size_t n) {
   const char *mm = real ? arena_strdup(&p->ast, real) : diag_path(p->d, at);
   free(real);
   const char *slash = strrchr(mm, '/');
-  if (!slash) return arena_printf(&p->ast, "%.*s", (int)n, path);
-  return arena_printf(&p->ast, "%.*s/%.*s", (int)(slash - mm), mm, (int)n, path);
+  const char *out = slash ? arena_printf(&p->ast, "%.*s/%.*s", (int)(slash - mm), mm, (int)n, path)
+                          : arena_printf(&p->ast, "%.*s", (int)n, path);
+  char *canon = realpath(out, NULL); /* "m/../corpus.jsonl" as "corpus.jsonl" when it exists */
+  if (canon) out = arena_strdup(&p->ast, canon);
+  free(canon);
+  return out;
 }
 
 static bool readable(const char *path) {
@@ -1467,6 +1471,7 @@ static bool read_data(FeProgram *p, Inst *root, AstStmt *sec, MmTrain *t) {
       ok = false;
     }
   }
+  if (!ok) return false;
   IrValue *ids = forward_input(p, "ids");
   const char *miss = !ids ? "ids" : !forward_input(p, "labels") ? "labels" : NULL;
   if (miss) {
@@ -1476,7 +1481,6 @@ static bool read_data(FeProgram *p, Inst *root, AstStmt *sec, MmTrain *t) {
                miss);
     return false;
   }
-  if (!ok) return false;
   if (d->seq_len && ids->shape.rank == 2 && ids->shape.d[1] != d->seq_len) {
     diag_error(p->d, t->loc[MM_SET_DATA_SEQ_LEN],
                "seq_len = %d, but the forward's ids hold %lld tokens a row (their second "
