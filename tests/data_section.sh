@@ -86,7 +86,7 @@ refuse "no source" 'seq_len = 32' "e.mm:3:3: error: the data section names no so
 refuse "twice" 'source = "../corpus.jsonl"; source = "../corpus.jsonl"' "e.mm:3:38: error: 'source' is set twice"
 printf 'import "gpt2.mm"\nmodel E extends GPT2Tiny {\n  dat { seq_len = 32 }\n}\n' > ../m/e.mm
 expect "a misspelt section" 1 "$MMC" check ../m/e.mm --model E
-contains "a misspelt section" "$T/err" "e.mm:3:3: error: unknown section 'dat'"
+contains "a misspelt section" "$T/err" "e.mm:3:7: error: unexpected '{', expected '='"
 # `data` stays a name elsewhere
 printf 'import "gpt2.mm"\nmodel E {\n  forward(data: f32[4, 8]) -> loss { return mean(data) }\n}\n' > ../m/e.mm
 expect "data as a name" 0 "$MMC" check ../m/e.mm --model E
