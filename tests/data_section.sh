@@ -53,6 +53,11 @@ sed 's/seq_len = 32/seq_len = "x"/' d.mmir > bad.mmir
 expect "a bad data line" 1 "$MMC" opt bad.mmir --passes verify
 contains "a bad data line" "$T/err" "bad.mmir:"
 
+# a model extending D inherits its data section
+printf 'import "d.mm"\nmodel D2 extends D {\n  train { clip = 0.5 }\n}\n' > ../m/d2.mm
+expect "extends" 0 "$MMC" dump-ir ../m/d2.mm --model D2
+grep -qxF "$want" "$T/out" && ok || no "D2 extends D: no data line"
+
 # ---- compile-time checks: file:line:col ----
 refuse() { # name section-body expected-message [model]
   local name=$1 body=$2 msg=$3 model=${4:-}
