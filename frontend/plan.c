@@ -1376,10 +1376,14 @@ static const char *beside(FeProgram *p, SrcLoc at, const char *path, size_t n) {
   return out;
 }
 
+/* a file that reads (a folder does not) */
 static bool readable(const char *path) {
   FILE *f = fopen(path, "rb");
-  if (f) fclose(f);
-  return f != NULL;
+  if (!f) return false;
+  (void)fgetc(f);
+  bool ok = !ferror(f);
+  fclose(f);
+  return ok;
 }
 
 /* source: a file, an indexed PREFIX (PREFIX.bin) or a blend W1:A,W2:B: each

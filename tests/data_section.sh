@@ -73,6 +73,7 @@ refuse "seq_len against T" 'source = "../corpus.jsonl"; seq_len = 16' \
   "e.mm:3:38: error: seq_len = 16, but the forward's ids hold 32 tokens a row"
 refuse "no such source" 'source = "nothing.jsonl"' \
   "e.mm:3:10: error: data source '$T/m/nothing.jsonl' not found"
+refuse "a folder as the source" 'source = "."' "e.mm:3:10: error: data source '$T/m' not found"
 refuse "a tokenizer larger than the vocabulary" 'source = "../corpus.jsonl"; tokenizer = "../tok.json"' \
   "e.mm:7:38: error: the tokenizer '$T/tok.json' has 91 tokens, but the model's embedding has 64 rows" \
   "model E {

@@ -556,7 +556,7 @@ set_probes = {
     "train.schedule.linear.min_lr": ("schedule = linear", "schedule = linear(min_lr = 1e-5)",
                                      "effect"),
     "train.clip": ("", "clip = 0.5", "effect"),
-    "data.source": (SRC_, 'source = "./s.mm"', "effect"),
+    "data.source": (SRC_, 'source = "3:s.mm,1:s.mm"', "effect"),
     "data.tokenizer": (SRC_, SRC_ + '; tokenizer = "s.mm"', "refused", ["tokenizer"]),
     "data.seq_len": (SRC_, SRC_ + "; seq_len = 8", "effect"),
     "data.pack": (SRC_, SRC_ + "; pack = true", "refused", ["seg input"]),
