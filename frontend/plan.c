@@ -1396,7 +1396,7 @@ static bool resolve_source(FeProgram *p, SrcLoc at, MmData *d) {
     size_t n = end ? (size_t)(end - s) : strlen(s);
     const char *item = s, *weight = "";
     if (blend && (colon = memchr(s, ':', n)) != NULL) {
-      weight = arena_printf(&p->ast, "%.*s:", (int)(colon - s + 0), s);
+      weight = arena_printf(&p->ast, "%.*s:", (int)(colon - s), s);
       item = colon + 1;
       n -= (size_t)(item - s);
     }
