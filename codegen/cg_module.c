@@ -723,6 +723,16 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
   M_I64(lora_rank, t->lora.rank);
   M_F64(lora_alpha, t->lora.alpha);
   M_I64(precision, t->precision == MM_PREC_BF16 ? 1 : 0);
+  const MmData *dd = &t->data;
+  SET_PTR(f, MmrtModelDesc, data_source, const char *, cstring(cg, dd->source ? dd->source : ""));
+  SET_PTR(f, MmrtModelDesc, data_tokenizer, const char *,
+          cstring(cg, dd->tokenizer ? dd->tokenizer : ""));
+  M_I64(data_seq_len, dd->seq_len);
+  M_I64(data_pack, !dd->source ? 0 : dd->pack ? 1 : -1);
+  SET_PTR(f, MmrtModelDesc, data_too_long, const char *,
+          cstring(cg, dd->source ? mm_too_long_names[dd->too_long] : ""));
+  SET_PTR(f, MmrtModelDesc, data_bad_samples, const char *,
+          cstring(cg, dd->source ? mm_bad_samples_names[dd->bad_samples] : ""));
   SET_PTR(f, MmrtModelDesc, train_step, MmrtStepFn, train_fn ? train_fn : cg_null(cg));
   SET_PTR(f, MmrtModelDesc, eval_step, MmrtStepFn, eval_fn ? eval_fn : cg_null(cg));
   M_I64(task, dec->task);

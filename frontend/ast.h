@@ -102,7 +102,7 @@ typedef enum AstStmtKind {
   ST_RETURN,   /* return value */
   ST_IF,       /* if cond { body } else { else_body } ; else_body may hold one ST_IF */
   ST_FORWARD,  /* forward NAME? (params) -> ret { body } */
-  ST_SECTION,  /* train { settings } / parallel { settings }: name = "train"|"parallel" */
+  ST_SECTION,  /* train / parallel / data { settings }: name = "train"|"parallel"|"data" */
   ST_SETTING,  /* name = value inside a section */
 } AstStmtKind;
 

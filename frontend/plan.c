@@ -4,6 +4,7 @@
  * the stage list against the parameters, micro-batches against pp, sp
  * against tp. A setting that would change nothing is refused (refuse_inert). */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,6 +110,15 @@ static bool read_row(FeProgram *p, Env *e, AstStmt *s, const MmSetDesc *d, void 
         return false;
       }
       mm_setting_put(d, base, i);
+      return true;
+    }
+    case IR_SK_STR: {
+      Val *v = fe_eval(p, e, s->value);
+      if (v->k != V_STR) {
+        if (v->k != V_ERR) diag_error(p->d, s->value->loc, "%s must be a string", s->name);
+        return false;
+      }
+      *(const char **)((char *)base + d->off) = v->s;
       return true;
     }
     default: return false; /* the section reader handles the others */
@@ -1349,6 +1359,166 @@ static bool check_gan(FeProgram *p, const MmPlan *pl, const MmTrain *t) {
   return true;
 }
 
+/* ---- the data section (docs/data.md) ---- */
+
+/* path against the folder of the .mm file at `at` (an absolute path stays) */
+static const char *beside(FeProgram *p, SrcLoc at, const char *path, size_t n) {
+  if (path[0] == '/') return arena_printf(&p->ast, "%.*s", (int)n, path);
+  char *real = realpath(diag_path(p->d, at), NULL);
+  const char *mm = real ? arena_strdup(&p->ast, real) : diag_path(p->d, at);
+  free(real);
+  const char *slash = strrchr(mm, '/');
+  const char *out = slash ? arena_printf(&p->ast, "%.*s/%.*s", (int)(slash - mm), mm, (int)n, path)
+                          : arena_printf(&p->ast, "%.*s", (int)n, path);
+  char *canon = realpath(out, NULL); /* "m/../corpus.jsonl" as "corpus.jsonl" when it exists */
+  if (canon) out = arena_strdup(&p->ast, canon);
+  free(canon);
+  return out;
+}
+
+/* a file that reads (a folder does not) */
+static bool readable(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return false;
+  (void)fgetc(f);
+  bool ok = !ferror(f);
+  fclose(f);
+  return ok;
+}
+
+/* source: a file, an indexed PREFIX (PREFIX.bin) or a blend W1:A,W2:B: each
+ * path resolved beside the .mm file and checked to exist */
+static bool resolve_source(FeProgram *p, SrcLoc at, MmData *d) {
+  const char *s = d->source, *out = "";
+  bool blend = strchr(s, ',') != NULL;
+  while (*s) {
+    const char *end = strchr(s, ','), *colon;
+    size_t n = end ? (size_t)(end - s) : strlen(s);
+    const char *item = s, *weight = "";
+    if (blend && (colon = memchr(s, ':', n)) != NULL) {
+      weight = arena_printf(&p->ast, "%.*s:", (int)(colon - s), s);
+      item = colon + 1;
+      n -= (size_t)(item - s);
+    }
+    const char *path = beside(p, at, item, n);
+    if (!readable(path) && !readable(arena_printf(&p->ast, "%s.bin", path))) {
+      diag_error(p->d, at,
+                 "data source '%s' not found (expected a .jsonl file or an indexed PREFIX with "
+                 "PREFIX.bin)",
+                 path);
+      return false;
+    }
+    out = arena_printf(&p->ast, "%s%s%s%s", out, out[0] ? "," : "", weight, path);
+    s += (size_t)(item - s) + n;
+    if (*s == ',') s++;
+  }
+  d->source = out;
+  return true;
+}
+
+/* The forward's input named name, or NULL. */
+static IrValue *forward_input(FeProgram *p, const char *name) {
+  IrFunc *f = p->ir && p->ir->funcs.len ? p->ir->funcs.items[0] : NULL;
+  for (int i = 0; f && i < f->inputs.len; i++) {
+    IrValue *x = f->inputs.items[i];
+    if (x->name && strcmp(x->name, name) == 0) return x;
+  }
+  return NULL;
+}
+
+/* The rows of the embedding table the ids index (0: none). */
+static int64_t model_vocab(FeProgram *p, const IrValue *ids) {
+  IrFunc *f = p->ir->funcs.items[0];
+  for (int i = 0; i < f->nodes.len; i++) {
+    IrNode *n = f->nodes.items[i];
+    if (n->op == IR_OP_EMBEDDING && n->in[0] == ids && n->in[1]->shape.rank == 2)
+      return n->in[1]->shape.d[0];
+  }
+  return 0;
+}
+
+static bool read_data(FeProgram *p, Inst *root, AstStmt *sec, MmTrain *t) {
+  bool ok = true;
+  MmData *d = &t->data;
+  for (int i = 0; i < sec->body.len; i++) {
+    AstStmt *s = sec->body.items[i];
+    if (s->kind != ST_SETTING) continue;
+    if (set_twice(p, sec, i)) ok = false;
+    const MmSetDesc *r = row_of_key(MM_OWN_DATA, s->name);
+    if (!r) {
+      diag_error(p->d, s->name_loc, "unknown data setting '%s' (expected %s)", s->name,
+                 keys_of(p, MM_OWN_DATA));
+      ok = false;
+      continue;
+    }
+    t->loc[r->id] = s->name_loc;
+    ok &= read_row(p, &root->env, s, r, t);
+  }
+  if (!ok) return false;
+  if (!d->source) {
+    diag_error(p->d, sec->loc, "the data section names no source (source = \"corpus.jsonl\")");
+    return false;
+  }
+  /* the text data fills ids and labels (and seg, pos when the model has them) */
+  IrFunc *f = p->ir && p->ir->funcs.len ? p->ir->funcs.items[0] : NULL;
+  static const char *const filled[] = {"ids", "labels", "seg", "pos", "lr", "step"};
+  for (int i = 0; f && i < f->inputs.len; i++) {
+    IrValue *x = f->inputs.items[i];
+    bool known = false;
+    for (size_t k = 0; k < sizeof filled / sizeof filled[0]; k++)
+      known |= x->name && strcmp(x->name, filled[k]) == 0;
+    if (!known) {
+      diag_error(p->d, sec->loc,
+                 "the forward's input '%s' is filled by no source: the data section's text fills "
+                 "ids and labels (and seg, pos)",
+                 x->name ? x->name : "?");
+      ok = false;
+    }
+  }
+  if (!ok) return false;
+  IrValue *ids = forward_input(p, "ids");
+  const char *miss = !ids ? "ids" : !forward_input(p, "labels") ? "labels" : NULL;
+  if (miss) {
+    diag_error(p->d, sec->loc,
+               "the data section's text fills ids and labels i32[B, T], but the forward takes no "
+               "'%s' input",
+               miss);
+    return false;
+  }
+  if (d->seq_len && ids->shape.rank == 2 && ids->shape.d[1] != d->seq_len) {
+    diag_error(p->d, t->loc[MM_SET_DATA_SEQ_LEN],
+               "seq_len = %d, but the forward's ids hold %lld tokens a row (their second "
+               "dimension T)",
+               d->seq_len, (long long)ids->shape.d[1]);
+    ok = false;
+  }
+  if (d->pack && !forward_input(p, "seg")) {
+    diag_error(p->d, t->loc[MM_SET_DATA_PACK],
+               "pack = true needs a seg input (each token's document in its row), which the "
+               "forward does not take");
+    ok = false;
+  }
+  if (!resolve_source(p, t->loc[MM_SET_DATA_SOURCE], d)) ok = false;
+  if (d->tokenizer) {
+    SrcLoc at = t->loc[MM_SET_DATA_TOKENIZER];
+    d->tokenizer = beside(p, at, d->tokenizer, strlen(d->tokenizer));
+    char err[512];
+    int64_t tv = p->opts.tok_vocab ? p->opts.tok_vocab(d->tokenizer, err, sizeof err) : 0;
+    int64_t mv = model_vocab(p, ids);
+    if (tv < 0) {
+      diag_error(p->d, at, "tokenizer: %s", err);
+      ok = false;
+    } else if (tv > 0 && mv > 0 && tv > mv) {
+      diag_error(p->d, at,
+                 "the tokenizer '%s' has %lld tokens, but the model's embedding has %lld rows "
+                 "(its vocabulary)",
+                 d->tokenizer, (long long)tv, (long long)mv);
+      ok = false;
+    }
+  }
+  return ok;
+}
+
 bool fe_read_sections(FeProgram *p, Inst *root, FeResult *out) {
   MmPlan *pl = &out->plan;
   MmTrain *t = &out->train;
@@ -1363,8 +1533,11 @@ bool fe_read_sections(FeProgram *p, Inst *root, FeResult *out) {
   if (dup) diag_error(p->d, dup->loc, "a model has one train section");
   AstStmt *par = section(dcl, "parallel", &dup);
   if (dup) diag_error(p->d, dup->loc, "a model has one parallel section");
+  AstStmt *dat = section(dcl, "data", &dup);
+  if (dup) diag_error(p->d, dup->loc, "a model has one data section");
   bool ok = read_train(p, root, tr, t);
   if (!read_parallel(p, root, par, pl)) ok = false; /* both sections report their errors */
+  if (dat && !read_data(p, root, dat, t)) ok = false;
   if (!ok) return false;
   apply_flags(pl, t, &p->opts.flags);
   /* freeze: mark parameters */

@@ -35,6 +35,10 @@ typedef struct FeOptions {
    * passed in by the tool: the frontend includes no pass. NULL: a tp that
    * splits nothing is left to the shard pass to refuse */
   int (*tp_splits)(IrModule *m, int tp);
+  /* the vocabulary size of a tokenizer.json (the tool reads it with its
+   * tokenizer library: the frontend includes no runtime), or -1 with a
+   * message in err. NULL: the data section's tokenizer is not checked */
+  int64_t (*tok_vocab)(const char *path, char *err, size_t errn);
 } FeOptions;
 
 typedef struct FeProgram FeProgram;

@@ -682,6 +682,12 @@ static bool parse_fields(Parser *p, const IrSetting *fields, const char *line) {
         if (!expect_kw(p, f->name) || !parse_fields(p, f->sub, f->name)) return false;
         break;
       case IR_SK_LOC: break;
+      case IR_SK_STR:
+        if (p->tok.kind != T_STRING)
+          return error(p, vloc, "expected a string for '%s', found %s", f->name, tok_desc(p));
+        *(const char **)at = arena_strdup(&p->m->arena, p->tok.s);
+        if (!next(p)) return false;
+        break;
     }
   }
   return expect_close(p, ')', open);

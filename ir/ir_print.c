@@ -393,6 +393,7 @@ static void print_fields(const Printer *p, const IrSetting *fields) {
         fputc(')', out);
         break;
       case IR_SK_LOC: break;
+      case IR_SK_STR: print_string(out, *(const char *const *)at); break;
     }
   }
 }

@@ -43,6 +43,9 @@ void ir_module_set_settings(IrModule *m, const MmPlan *plan, const MmTrain *trai
     l->layers = copy_strs(a, train->lora.layers, train->lora.nlayers);
     l->modules = copy_strs(a, train->lora.modules, train->lora.nmodules);
     m->train.gan.disc = copy_strs(a, train->gan.disc, train->gan.ndisc);
+    MmData *d = &m->train.data;
+    if (d->source) d->source = arena_strdup(a, d->source);
+    if (d->tokenizer) d->tokenizer = arena_strdup(a, d->tokenizer);
   }
 }
 
@@ -65,6 +68,8 @@ void ir_module_mark_ran(IrModule *m, const char *pass) {
 #define IR_CNT_ENUM(F)    0
 #define IR_CNT_LOC(F)     0
 #define IR_CNT_SUB(F)     0
+#define IR_CNT_STR(F)     0
+#define IR_SUB_STR(ID)    NULL
 #define IR_CNT_STRS(F)    offsetof(IrModule, F)
 #define IR_CNT_STAGES(F)  offsetof(IrModule, F)
 #define IR_SUB_INT(ID)    NULL
@@ -103,7 +108,14 @@ static const IrSetting train_fields[] = {
     END,
 };
 
-const IrSetLine ir_set_lines[] = {{"plan", plan_fields}, {"train", train_fields}};
+static const IrSetting data_fields[] = {
+#define SET_DATA(...) FIELD(train.data., train.data.n, __VA_ARGS__)
+#include "settings.def"
+    END,
+};
+
+const IrSetLine ir_set_lines[] = {
+    {"plan", plan_fields}, {"train", train_fields}, {"data", data_fields}};
 const int ir_set_nlines = (int)(sizeof ir_set_lines / sizeof ir_set_lines[0]);
 
 static const IrModule *defaults(void) {
@@ -126,6 +138,7 @@ bool ir_setting_is_default(const IrModule *m, const IrSetting *f) {
     case IR_SK_STRS:
     case IR_SK_STAGES: return *(const int *)((const char *)m + f->count_off) == 0;
     case IR_SK_LOC: return ((const SrcLoc *)a)->file == 0;
+    case IR_SK_STR: return *(const char *const *)a == NULL;
     case IR_SK_SUB:
       for (const IrSetting *s = f->sub; s->name; s++)
         if (!ir_setting_is_default(m, s)) return false;

@@ -14,10 +14,13 @@ const char *const mm_recompute_names[] = {MM_RECOMPUTE_VALUES(MM_ENUM_NAME) NULL
 const char *const mm_optim_names[] = {MM_OPTIM_VALUES(MM_ENUM_NAME) NULL};
 const char *const mm_precision_names[] = {MM_PRECISION_VALUES(MM_ENUM_NAME) NULL};
 const char *const mm_lr_sched_names[] = {MM_LR_SCHED_VALUES(MM_ENUM_NAME) NULL};
+const char *const mm_too_long_names[] = {MM_TOO_LONG_VALUES(MM_ENUM_NAME) NULL};
+const char *const mm_bad_samples_names[] = {MM_BAD_SAMPLES_VALUES(MM_ENUM_NAME) NULL};
 
 _Static_assert(sizeof(MmSchedule) == sizeof(int) && sizeof(MmCpKind) == sizeof(int) &&
                    sizeof(MmRecompute) == sizeof(int) && sizeof(MmOptim) == sizeof(int) &&
-                   sizeof(MmLrSched) == sizeof(int) && sizeof(MmPrecision) == sizeof(int),
+                   sizeof(MmLrSched) == sizeof(int) && sizeof(MmPrecision) == sizeof(int) &&
+                   sizeof(MmTooLong) == sizeof(int) && sizeof(MmBadSamples) == sizeof(int),
                "settings enums are read as int");
 
 #define MM_COUNT_OFF_INT(S, F)    0
@@ -26,6 +29,7 @@ _Static_assert(sizeof(MmSchedule) == sizeof(int) && sizeof(MmCpKind) == sizeof(i
 #define MM_COUNT_OFF_ENUM(S, F)   0
 #define MM_COUNT_OFF_LOC(S, F)    0
 #define MM_COUNT_OFF_SUB(S, F)    0
+#define MM_COUNT_OFF_STR(S, F)    0
 #define MM_COUNT_OFF_STRS(S, F)   offsetof(S, F)
 #define MM_COUNT_OFF_STAGES(S, F) offsetof(S, F)
 #define ROW(OWN, S, P, NP, ID, KIND, CTYPE, FIELD, NAME, NAMES, DEF, LO, HI, KEY, FLAG, WHAT,      \
@@ -57,6 +61,7 @@ const MmSetDesc mm_settings[MM_SET_COUNT] = {
 #define SET_LORA(...)      ROW(MM_OWN_LORA, MmTrain, lora., lora.n, __VA_ARGS__)
 #define SET_GAN(...)       ROW(MM_OWN_GAN, MmTrain, gan., gan.n, __VA_ARGS__)
 #define SET_TRAIN_MOD(...) ROW(MM_OWN_TRAIN_MOD, ModFields, , n, __VA_ARGS__)
+#define SET_DATA(...)      ROW(MM_OWN_DATA, MmTrain, data., data.n, __VA_ARGS__)
 #include "settings.def"
 };
 
@@ -65,7 +70,8 @@ void *mm_setting_base(const MmSetDesc *s, MmPlan *plan, MmTrain *train) {
     case MM_OWN_PLAN: return plan;
     case MM_OWN_TRAIN:
     case MM_OWN_LORA:
-    case MM_OWN_GAN: return train;
+    case MM_OWN_GAN:
+    case MM_OWN_DATA: return train;
     default: return NULL;
   }
 }

@@ -53,17 +53,30 @@
   X(MM_LR_COSINE, "cosine")                                                                        \
   X(MM_LR_LINEAR, "linear")
 
+/* the data section's policies (the trainer's --too-long, --bad-samples) */
+#define MM_TOO_LONG_VALUES(X)                                                                      \
+  X(MM_TOO_LONG_TRUNCATE, "truncate")                                                              \
+  X(MM_TOO_LONG_DROP, "drop")
+#define MM_BAD_SAMPLES_VALUES(X)                                                                   \
+  X(MM_BAD_FAIL, "fail")                                                                           \
+  X(MM_BAD_SKIP, "skip")
+
 typedef enum MmSchedule { MM_SCHEDULE_VALUES(MM_ENUM_ID) MM_SCHED_COUNT } MmSchedule;
 typedef enum MmCpKind { MM_CP_KIND_VALUES(MM_ENUM_ID) MM_CP_COUNT } MmCpKind;
 typedef enum MmRecompute { MM_RECOMPUTE_VALUES(MM_ENUM_ID) MM_RECOMPUTE_COUNT } MmRecompute;
 typedef enum MmOptim { MM_OPTIM_VALUES(MM_ENUM_ID) MM_OPT_COUNT } MmOptim;
 typedef enum MmPrecision { MM_PRECISION_VALUES(MM_ENUM_ID) MM_PREC_COUNT } MmPrecision;
 typedef enum MmLrSched { MM_LR_SCHED_VALUES(MM_ENUM_ID) MM_LR_COUNT } MmLrSched;
+typedef enum MmTooLong { MM_TOO_LONG_VALUES(MM_ENUM_ID) MM_TOO_LONG_COUNT } MmTooLong;
+typedef enum MmBadSamples { MM_BAD_SAMPLES_VALUES(MM_ENUM_ID) MM_BAD_COUNT } MmBadSamples;
 /* NULL-terminated, in the enums' order */
-extern const char *const mm_schedule_names[],
-    *const mm_cp_kind_names[], *const mm_recompute_names[], *const mm_optim_names[],
-                                                                *const mm_precision_names[],
-                                                                    *const mm_lr_sched_names[];
+extern const char *const mm_schedule_names[], *const mm_cp_kind_names[],
+                                                  *const mm_recompute_names[],
+                                                      *const mm_optim_names[],
+                                                          *const mm_precision_names[],
+                                                              *const mm_lr_sched_names[],
+                                                                  *const mm_too_long_names[],
+                                                                      *const mm_bad_samples_names[];
 
 /* The index of a schedule's name in mm_schedule_names (the language's,
  * mmc's --schedule and the IR text's spelling), -1 when it is none. */
@@ -81,6 +94,7 @@ typedef enum MmSetId {
 #define SET_LORA      MM_SET_ID_ROW
 #define SET_GAN       MM_SET_ID_ROW
 #define SET_TRAIN_MOD MM_SET_ID_ROW
+#define SET_DATA      MM_SET_ID_ROW
 #include "settings.def"
   MM_SET_COUNT
 } MmSetId;
@@ -101,12 +115,14 @@ typedef struct MmStage {
 #define MM_SET_DECL_SUB(T, F)    T F;
 #define MM_SET_DECL_STRS(T, F)   T F;
 #define MM_SET_DECL_STAGES(T, F) T F;
+#define MM_SET_DECL_STR(T, F)    T F;
 #define MM_SET_DECL_COUNT_INT(F)
 #define MM_SET_DECL_COUNT_BOOL(F)
 #define MM_SET_DECL_COUNT_FLOAT(F)
 #define MM_SET_DECL_COUNT_ENUM(F)
 #define MM_SET_DECL_COUNT_LOC(F)
 #define MM_SET_DECL_COUNT_SUB(F)
+#define MM_SET_DECL_COUNT_STR(F)
 #define MM_SET_DECL_COUNT_STRS(F)   int n##F;
 #define MM_SET_DECL_COUNT_STAGES(F) int n##F;
 #define MM_SET_DECL(ID, KIND, CTYPE, FIELD, ...)                                                   \
@@ -143,10 +159,19 @@ typedef struct MmPlan {
   SrcLoc loc[MM_SET_COUNT]; /* where each setting was given (file 0: not in the source) */
 } MmPlan;
 
-/* The train section (settings.def's SET_TRAIN rows). */
+/* The data section (settings.def's SET_DATA rows; docs/data.md): the
+ * trainer's defaults for --data, --tokenizer, --seq-len, --pack, --too-long
+ * and --bad-samples. The paths are resolved against the .mm file's folder. */
+typedef struct MmData {
+#define SET_DATA MM_SET_DECL
+#include "settings.def"
+} MmData;
+
+/* The train section (settings.def's SET_TRAIN rows), and the data section. */
 typedef struct MmTrain {
 #define SET_TRAIN MM_SET_DECL
 #include "settings.def"
+  MmData data;
   SrcLoc loc[MM_SET_COUNT];
 } MmTrain;
 
@@ -160,6 +185,7 @@ typedef enum IrSetKind {
   IR_SK_STAGES, /* MmStage * with its count: [["a", "b"], ["c"]] */
   IR_SK_LOC,    /* SrcLoc: loc("file":line:col), written without "name =" */
   IR_SK_SUB,    /* a nested group, name(...) (lora) */
+  IR_SK_STR,    /* const char * (NULL: not set): "text" */
 } IrSetKind;
 
 /* whose field a row is: off is from the start of that struct */
@@ -170,6 +196,7 @@ typedef enum MmSetOwner {
   MM_OWN_LORA,      /* MmTrain (train.lora.<field>) */
   MM_OWN_GAN,       /* MmTrain (train.gan.<field>) */
   MM_OWN_TRAIN_MOD, /* IrModule, on the IR's train line */
+  MM_OWN_DATA,      /* MmTrain (train.data.<field>): the data section, the IR's data line */
 } MmSetOwner;
 
 typedef struct MmSetDesc {

@@ -350,6 +350,7 @@ static AstStmt *mk_instance(ParseState *ps, const char *name, MmLoc name_loc, As
 %token IMPORT "'import'" MODULE "'module'" MODEL "'model'" LET "'let'" PARAM "'param'"
 %token FORWARD "'forward'" RETURN "'return'" IF "'if'" ELSE "'else'" TRUE "'true'" FALSE "'false'"
 %token AND "'and'" OR "'or'" NOT "'not'" TRAIN "'train'" PARALLEL "'parallel'"
+%token DATA "'data'"
 %token POW "'**'" FLOORDIV "'//'" EQ "'=='" NE "'!='" LE "'<='" GE "'>='" ARROW "'->'"
 
 %type <expr> expr cond or_expr and_expr not_expr cmp arith term unary power postfix primary
@@ -523,6 +524,10 @@ member
     }
   | PARALLEL settings_block {
       $$ = mk_stmt(ps, ST_SECTION, @1, "parallel", @1);
+      $$->body = $2;
+    }
+  | DATA settings_block {
+      $$ = mk_stmt(ps, ST_SECTION, @1, "data", @1);
       $$->body = $2;
     }
   ;

@@ -36,6 +36,7 @@
 #include "mmrt_main.h"
 #include "tools/mmc_data.h"
 #include "tools/mmc_lists.h"
+#include "mmrt_tok.h"
 #include "tools/mmc_tokenize.h"
 
 enum { EXIT_OK = 0, EXIT_USER = 1, EXIT_USAGE = 2 };
@@ -172,9 +173,10 @@ static void print_plan_opts(FILE *out) {
 
 /* mmc --list-settings: settings.def as a table. */
 static void list_settings(FILE *out) {
-  static const char *const kinds[] = {"int",  "bool",   "number", "enum",
-                                      "list", "stages", "loc",    "group"};
-  static const char *const owners[] = {"parallel", "module", "train", "lora", "gan", "module"};
+  static const char *const kinds[] = {"int",    "bool", "number", "enum",  "list",
+                                      "stages", "loc",  "group",  "string"};
+  static const char *const owners[] = {"parallel", "module", "train", "lora",
+                                       "gan",      "module", "data"};
   fprintf(out, "%-16s %-9s %-14s %-16s %-28s %-12s %s\n", "setting", "section", "key", "flag",
           "type/values", "default", "help");
   for (int i = 0; i < MM_SET_COUNT; i++) {
@@ -600,6 +602,15 @@ static void diag_start(Diag *d, const Opts *o) {
   if (o->max_source_mb) d->max_source = (size_t)o->max_source_mb << 20;
 }
 
+/* The data section's tokenizer check (FeOptions.tok_vocab). */
+static int64_t tok_vocab(const char *path, char *err, size_t errn) {
+  MmrtTok *t = mmrt_tok_load(path, err, errn);
+  if (!t) return -1;
+  int64_t n = mmrt_tok_vocab_size(t);
+  mmrt_tok_free(t);
+  return n;
+}
+
 static FeProgram *load(Opts *o, Diag *d) {
   FeOptions fo = {0};
   fo.incdirs = o->incdirs;
@@ -608,6 +619,7 @@ static FeProgram *load(Opts *o, Diag *d) {
   fo.noverrides = o->noverrides;
   fo.flags = o->flags;
   fo.tp_splits = shard_tp_splits;
+  fo.tok_vocab = tok_vocab;
   return fe_load(d, o->file, &fo);
 }
 

@@ -237,6 +237,12 @@ static const MmrtFlagSet train_flag_set = {.who = "trainer",
 static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a) {
   memset(a, 0, sizeof *a);
   a->data = MMRT_FMNIST_DEFAULT_DIR;
+  /* the model's data { } section: defaults the flags override */
+  if (m->data_source && m->data_source[0]) a->data = m->data_source;
+  if (m->data_tokenizer && m->data_tokenizer[0]) a->text.tokenizer = m->data_tokenizer;
+  a->text.seq_len = m->data_seq_len;
+  if (m->data_too_long && m->data_too_long[0]) a->text.too_long = m->data_too_long;
+  if (m->data_bad_samples && m->data_bad_samples[0]) a->text.bad_samples = m->data_bad_samples;
   a->steps = m->steps > 0 ? m->steps : 100;
   a->batch = m->batch;
   a->lr = m->lr;
@@ -250,6 +256,7 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a) {
   int rc = mmrt_flags_parse(&train_flag_set, argc, argv, a, head);
   if (rc) return rc;
   if (mmrt_text_settle(&a->text, argc, argv)) return 1;
+  if (!a->text.pack) a->text.pack = (int)m->data_pack;
   if (a->batch != m->batch)
     return fail("--batch %lld differs from the compiled batch %lld of model %s; recompile with "
                 "`mmc compile ... --set B=%lld`",

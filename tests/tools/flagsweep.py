@@ -466,7 +466,7 @@ def split_args(s):
 
 
 settings = []  # "train.optimizer", "train.optimizer.adamw.lr", "parallel.sp=true", ...
-for sec in ("train", "parallel"):
+for sec in ("train", "parallel", "data"):
     m = re.search(r"^\| `%s` setting \| values \|\n\|[- |]+\|\n((?:\|.*\n)+)" % sec, ref, re.M)
     assert m, "no %s settings table in lang/REFERENCE.md" % sec
     for row in m.group(1).strip().split("\n"):
@@ -489,7 +489,7 @@ settings = list(dict.fromkeys(settings))
 # the settings table (ir/settings.def, printed by mmc --list-settings) and
 # the reference's tables name the same keys of each section
 table = subprocess.run([MMC, "--list-settings"], capture_output=True, text=True).stdout
-for sec in ("train", "parallel"):
+for sec in ("train", "parallel", "data"):
     keys = {r.split()[2] for r in table.splitlines()[1:] if r.split()[1] == sec and r.split()[2] != "-"}
     documented = {x.split(".")[1].split("=")[0] for x in settings if x.startswith(sec + ".")}
     for k in sorted(keys - documented):
@@ -514,6 +514,8 @@ model S {
   parallel { %s }
 }
 '''
+DATA_MODEL = PAR_MODEL.replace("parallel { %s }", "data { %s }")
+SRC_ = 'source = "s.mm"'  # the model's own file: a source that exists
 LORA = 'lora = lora(rank = 4, targets = [enc], layers = ["fc1"])'
 GAN = "gan = gan(discriminator = dec, weight = 0.5, start = 1)"
 STAGES = "stages = [gpt.wte + gpt.wpe + gpt.h[0:1], gpt.h[1:2] + gpt.ln_f]"
@@ -554,6 +556,12 @@ set_probes = {
     "train.schedule.linear.min_lr": ("schedule = linear", "schedule = linear(min_lr = 1e-5)",
                                      "effect"),
     "train.clip": ("", "clip = 0.5", "effect"),
+    "data.source": (SRC_, 'source = "3:s.mm,1:s.mm"', "effect"),
+    "data.tokenizer": (SRC_, SRC_ + '; tokenizer = "s.mm"', "refused", ["tokenizer"]),
+    "data.seq_len": (SRC_, SRC_ + "; seq_len = 8", "effect"),
+    "data.pack": (SRC_, SRC_ + "; pack = true", "refused", ["seg input"]),
+    "data.too_long": (SRC_, SRC_ + "; too_long = drop", "effect"),
+    "data.bad_samples": (SRC_, SRC_ + "; bad_samples = skip", "effect"),
     "train.lora": ("", LORA, "effect"),
     "train.lora.lora": ("", LORA, "effect"),
     "train.lora.lora.rank": (LORA, LORA.replace("rank = 4", "rank = 2"), "effect"),
@@ -639,7 +647,8 @@ for key in settings:
         failures.append("setting %s (lang/REFERENCE.md): no probe in %s" % (key, __file__))
         continue
     nset += 1
-    tmpl = TRAIN_MODEL if key.startswith("train.") else PAR_MODEL
+    tmpl = TRAIN_MODEL if key.startswith("train.") else \
+        DATA_MODEL if key.startswith("data.") else PAR_MODEL
     outs = []
     for i, body in enumerate(p[:2]):
         d = tempfile.mkdtemp(dir=T)
