@@ -677,9 +677,7 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
   MmTrain dflt = {.optim = MM_OPT_ADAMW, .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8};
   const MmTrain *t = train ? train : &dflt;
   LLVMValueRef mesh[MMRT_DESC_NAXES];
-  mesh[MMRT_DESC_AXIS_DP] = cg_i64(cg, m->mesh[IR_AX_DP]);
-  mesh[MMRT_DESC_AXIS_CP] = cg_i64(cg, m->mesh[IR_AX_CP]);
-  mesh[MMRT_DESC_AXIS_TP] = cg_i64(cg, m->mesh[IR_AX_TP]);
+  for (int a = 0; a < MMRT_DESC_NAXES; a++) mesh[a] = cg_i64(cg, m->mesh[a]); /* the same axes */
   LLVMValueRef f[CG_MODEL_FIELDS] = {0};
 #define M_I64(field, v) SET_I64(f, MmrtModelDesc, field, v)
 #define M_F64(field, v) SET_F64(f, MmrtModelDesc, field, v)

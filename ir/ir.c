@@ -101,10 +101,8 @@ bool ir_dtype_parse(const char *s, IrDType *out) {
   return false;
 }
 
-static const char *const axis_names[IR_NAXES] = {
-    [IR_AX_DP] = "dp", [IR_AX_CP] = "cp", [IR_AX_TP] = "tp"};
 const char *ir_axis_name(IrAxis a) {
-  return (unsigned)a < IR_NAXES ? axis_names[a] : "?";
+  return (unsigned)a < IR_NAXES ? mesh_axis_name((int)a) : "?";
 }
 
 static const char *const role_names[IR_ROLE_COUNT] = {

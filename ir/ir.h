@@ -42,6 +42,7 @@
 #include "settings.h" /* MmPlan, MmTrain: the settings a module carries */
 #include "../support/arena.h"
 #include "../support/diag.h"
+#include "../support/mesh_axes.h"
 
 #define IR_MAX_RANK 8
 
@@ -68,7 +69,12 @@ int64_t ir_numel(const IrShape *s); /* product of dims (1 for rank 0) */
 bool ir_shape_eq(const IrShape *a, const IrShape *b);
 
 /* Mesh axes in their fixed order; pipeline stages are not a placement axis. */
-typedef enum IrAxis { IR_AX_DP, IR_AX_CP, IR_AX_TP, IR_NAXES } IrAxis;
+/* The mesh axes that split tensors: the rows of support/mesh_axes.def marked Y. */
+typedef enum IrAxis {
+#define MESH_AXIS(ID, name, nest, ir) MESH_IF_##ir(IR_AX_##ID = MESH_##ID, )
+#include "../support/mesh_axes.def"
+  IR_NAXES = MESH_NIR
+} IrAxis;
 const char *ir_axis_name(IrAxis a);
 
 typedef enum IrPlaceKind { IR_PL_B, IR_PL_S, IR_PL_P } IrPlaceKind;

@@ -779,24 +779,17 @@ bool ir_shard_check_node(const IrModule *m, const IrNode *n, char *err, size_t e
 /* ---- ranks and local shapes ---- */
 
 int ir_world_size(const IrModule *m) {
-  int w = 1;
-  for (int a = 0; a < IR_NAXES; a++) w *= m->mesh[a];
-  return w;
+  return (int)mesh_product(m->mesh, IR_NAXES);
 }
 
-/* rank = (dp * cp + cp) * tp + tp: tp varies fastest (a tp group is
- * consecutive ranks), dp slowest */
+/* the numbering of support/mesh_axes.h over the IR's axes: rank = (dp * cp +
+ * cp) * tp + tp, tp varies fastest (a tp group is consecutive ranks) */
 void ir_rank_coords(const IrModule *m, int rank, int coord[IR_NAXES]) {
-  for (int a = IR_NAXES - 1; a >= 0; a--) {
-    coord[a] = rank % m->mesh[a];
-    rank /= m->mesh[a];
-  }
+  mesh_coords(m->mesh, rank, coord, IR_NAXES);
 }
 
 int ir_rank_of(const IrModule *m, const int coord[IR_NAXES]) {
-  int r = 0;
-  for (int a = 0; a < IR_NAXES; a++) r = r * m->mesh[a] + coord[a];
-  return r;
+  return mesh_rank_of(m->mesh, coord, IR_NAXES);
 }
 
 void ir_local_shape(const IrModule *m, const IrPlacement *pl, const IrShape *global,

@@ -2,6 +2,7 @@
  * pieces of vocabulary more than one stage reads (recompute policies, the
  * schedule's arithmetic). */
 #include "settings.h"
+#include "../support/mesh_axes.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -180,9 +181,15 @@ bool mm_schedule_check(MmSchedule k, int p, int v, int m, char *err, size_t errn
   return true;
 }
 
-#define MM_AXIS_TIMES(ID, field) *(int64_t)pl->field
+void mm_plan_mesh(const MmPlan *pl, int *size) {
+#define MESH_AXIS(ID, name, nest, ir) size[MESH_##ID] = pl->name;
+#include "../support/mesh_axes.def"
+}
+
 int64_t mm_plan_ranks(const MmPlan *pl) {
-  return (int64_t)1 MM_MESH_AXES(MM_AXIS_TIMES);
+  int size[MESH_NAXES];
+  mm_plan_mesh(pl, size);
+  return mesh_product(size, MESH_NAXES);
 }
 
 void mm_plan_flags_init(MmPlanFlags *f) {

@@ -211,9 +211,10 @@ typedef struct MmSetDesc {
 } MmSetDesc;
 extern const MmSetDesc mm_settings[MM_SET_COUNT];
 
-/* The mesh's axes, each a row of settings.def (its key, flag and range):
- * the ranks of a plan are their product. */
-#define MM_MESH_AXES(X) X(DP, dp) X(CP, cp) X(TP, tp) X(PP, pp)
+/* The mesh's axes (support/mesh_axes.def), each the setting of its name (a
+ * row of settings.def: key, flag, range): the ranks of a plan are their
+ * product; *size (MESH_NAXES ints) gets the sizes. */
+void mm_plan_mesh(const MmPlan *pl, int *size);
 int64_t mm_plan_ranks(const MmPlan *pl);
 
 /* The settings of empty sections. */

@@ -928,7 +928,8 @@ static bool cp_check(Sh *s) {
 
 bool pass_shard(IrModule *m, PassCtx *cx) {
   const MmPlan *plan = &m->plan;
-  int mesh[IR_NAXES] = {[IR_AX_DP] = plan->dp, [IR_AX_CP] = plan->cp, [IR_AX_TP] = plan->tp};
+  int mesh[MESH_NAXES]; /* the IR's axes are the first IR_NAXES */
+  mm_plan_mesh(plan, mesh);
   bool trivial = true;
   for (int a = 0; a < IR_NAXES; a++) trivial &= mesh[a] <= 1;
   if (trivial) return true;

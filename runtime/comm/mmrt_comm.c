@@ -20,8 +20,9 @@
 #include <time.h>
 
 static const char *const axis_names[MMRT_NAXES] = {
-    [MMRT_AXIS_DP] = "dp", [MMRT_AXIS_CP] = "cp",       [MMRT_AXIS_TP] = "tp",
-    [MMRT_AXIS_PP] = "pp", [MMRT_AXIS_WORLD] = "world",
+#define MESH_AXIS(ID, name, nest, ir) [MMRT_AXIS_##ID] = #name,
+#include "../../support/mesh_axes.def"
+    [MMRT_AXIS_WORLD] = "world",
 };
 
 static const char *const kind_names[MMRT_COMM_NKINDS] = {
@@ -272,9 +273,9 @@ typedef struct Reply {
 /* World rank of coordinate c on axis ax (this rank's other coordinates). */
 static int world_of(const MmrtMesh *m, MmrtAxis ax, int c) {
   if (ax == MMRT_AXIS_WORLD) return c;
-  int k[4];
-  for (int a = 0; a < 4; a++) k[a] = a == (int)ax ? c : m->coord[a];
-  return mmrt_mesh_rank_of(m, k[MMRT_AXIS_DP], k[MMRT_AXIS_CP], k[MMRT_AXIS_TP], k[MMRT_AXIS_PP]);
+  int k[MESH_NAXES];
+  for (int a = 0; a < MESH_NAXES; a++) k[a] = a == (int)ax ? c : m->coord[a];
+  return mmrt_mesh_rank_of(m, k);
 }
 
 /* Answer every probe that has arrived, on every axis. */
@@ -464,9 +465,8 @@ static void copy(void *dst, const void *src, size_t bytes) {
 
 /* ---- mesh ---- */
 
-int mmrt_mesh_rank_of(const MmrtMesh *m, int dp, int cp, int tp, int pp) {
-  return ((pp * m->size[MMRT_AXIS_DP] + dp) * m->size[MMRT_AXIS_CP] + cp) * m->size[MMRT_AXIS_TP] +
-         tp;
+int mmrt_mesh_rank_of(const MmrtMesh *m, const int coord[MESH_NAXES]) {
+  return mesh_rank_of(m->size, coord, MESH_NAXES);
 }
 
 int mmrt_pp_next(const MmrtMesh *m) {
@@ -494,13 +494,14 @@ static int init_fail(MmrtMesh *m, char *err, size_t errlen, int code, const char
 
 /* "the trainer was compiled for tp=2 x dp=2 = 4 ranks, but mpirun started
  * 3 (start it with mpirun -np 4)": the axes that are split, innermost first. */
-static void world_message(char *buf, size_t n, const char *who, const int sizes[4], int world) {
-  static const int order[4] = {MMRT_AXIS_TP, MMRT_AXIS_CP, MMRT_AXIS_DP, MMRT_AXIS_PP};
+static void world_message(char *buf, size_t n, const char *who, const int sizes[MESH_NAXES],
+                          int world) {
+  int order[MESH_NAXES]; /* the axes from the fastest in the rank numbering */
+  mesh_order(MESH_NAXES, order);
   char plan[96] = "";
   size_t k = 0;
-  long long want = 1;
-  for (int i = 0; i < 4; i++) {
-    want *= sizes[order[i]];
+  long long want = mesh_product(sizes, MESH_NAXES);
+  for (int i = MESH_NAXES - 1; i >= 0; i--) {
     if (sizes[order[i]] > 1 && k < sizeof plan) {
       int w = snprintf(plan + k, sizeof plan - k, "%s%s=%d", k ? " x " : "", axis_names[order[i]],
                        sizes[order[i]]);
@@ -541,35 +542,40 @@ int mmrt_launcher_world(int *rank) {
   return 0;
 }
 
-int mmrt_world_check(const char *who, int dp, int cp, int tp, int pp, char *err, size_t errlen) {
-  const int sizes[4] = {
-      [MMRT_AXIS_DP] = dp, [MMRT_AXIS_CP] = cp, [MMRT_AXIS_TP] = tp, [MMRT_AXIS_PP] = pp};
+int mmrt_world_check(const char *who, const int sizes[MESH_NAXES], char *err, size_t errlen) {
   int world = mmrt_launcher_world(NULL);
-  if (world == 0 || (long long)dp * cp * tp * pp == world) return MMRT_OK;
+  if (world == 0 || mesh_product(sizes, MESH_NAXES) == world) return MMRT_OK;
   char what[320];
   world_message(what, sizeof what, who, sizes, world);
   return mmrt_errf(err, errlen, MMRT_ERR_MISMATCH, "%s", what);
 }
 
-int mmrt_mesh_init(MmrtMesh *m, int dp, int cp, int tp, int pp, char *err, size_t errlen) {
+/* "dp=1<sep>cp=2<sep>..." into buf: every axis, in the table's order. */
+static void axis_list(char *buf, size_t n, const int sizes[MESH_NAXES], const char *sep) {
+  size_t k = 0;
+  for (int a = 0; a < MESH_NAXES && k < n; a++) {
+    int w = snprintf(buf + k, n - k, "%s%s=%d", a ? sep : "", axis_names[a], sizes[a]);
+    if (w > 0) k += (size_t)w;
+  }
+}
+
+int mmrt_mesh_init(MmrtMesh *m, const int sizes[MESH_NAXES], char *err, size_t errlen) {
   memset(m, 0, sizeof *m);
   for (int a = 0; a < MMRT_NAXES; a++) m->comm[a] = m->wd[a] = MPI_COMM_NULL;
   m->bf16_sum = MPI_OP_NULL;
-  const int sizes[4] = {
-      [MMRT_AXIS_DP] = dp, [MMRT_AXIS_CP] = cp, [MMRT_AXIS_TP] = tp, [MMRT_AXIS_PP] = pp};
   long long want = 1;
-  char what[320];
-  trace_phases = pp == 1;
-  for (int a = 0; a < 4; a++) {
+  char what[320], list[160];
+  trace_phases = sizes[MMRT_AXIS_PP] == 1;
+  for (int a = 0; a < MESH_NAXES; a++) {
     if (sizes[a] < 1) {
-      snprintf(what, sizeof what, "axis sizes must be at least 1, got dp=%d cp=%d tp=%d pp=%d", dp,
-               cp, tp, pp);
+      axis_list(list, sizeof list, sizes, " ");
+      snprintf(what, sizeof what, "axis sizes must be at least 1, got %s", list);
       return init_fail(m, err, errlen, MMRT_ERR_ARG, what, MPI_SUCCESS);
     }
     want *= sizes[a];
     if (want > INT_MAX) {
-      snprintf(what, sizeof what, "dp=%d x cp=%d x tp=%d x pp=%d is too many ranks", dp, cp, tp,
-               pp);
+      axis_list(list, sizeof list, sizes, " x ");
+      snprintf(what, sizeof what, "%s is too many ranks", list);
       return init_fail(m, err, errlen, MMRT_ERR_ARG, what, MPI_SUCCESS);
     }
   }
@@ -596,18 +602,10 @@ int mmrt_mesh_init(MmrtMesh *m, int dp, int cp, int tp, int pp, char *err, size_
     return MMRT_ERR_MISMATCH;
   }
 
-  for (int a = 0; a < 4; a++) m->size[a] = sizes[a];
+  for (int a = 0; a < MESH_NAXES; a++) m->size[a] = sizes[a];
   m->size[MMRT_AXIS_WORLD] = world;
   m->coord[MMRT_AXIS_WORLD] = rank;
-  int c = rank;
-  m->coord[MMRT_AXIS_TP] = c % tp, c /= tp;
-  m->coord[MMRT_AXIS_CP] = c % cp, c /= cp;
-  m->coord[MMRT_AXIS_DP] = c % dp, c /= dp;
-  m->coord[MMRT_AXIS_PP] = c;
-  const int stride[4] = {[MMRT_AXIS_TP] = 1,
-                         [MMRT_AXIS_CP] = tp,
-                         [MMRT_AXIS_DP] = cp * tp,
-                         [MMRT_AXIS_PP] = dp * cp * tp};
+  mesh_coords(sizes, rank, m->coord, MESH_NAXES);
 
   rc = MPI_Comm_dup(MPI_COMM_WORLD, &m->comm[MMRT_AXIS_WORLD]);
   if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(m->comm[MMRT_AXIS_WORLD], MPI_ERRORS_RETURN);
@@ -616,10 +614,12 @@ int mmrt_mesh_init(MmrtMesh *m, int dp, int cp, int tp, int pp, char *err, size_
     mmrt_mesh_free(m);
     return init_fail(m, err, errlen, MMRT_ERR_COMM, "duplicating MPI_COMM_WORLD failed", rc);
   }
-  for (int a = 0; a < 4; a++) {
+  for (int a = 0; a < MESH_NAXES; a++) {
     /* color: the world rank with this axis's coordinate set to 0, the
      * same for exactly the ranks that differ only on this axis */
-    int color = rank - m->coord[a] * stride[a];
+    int k[MESH_NAXES];
+    for (int b = 0; b < MESH_NAXES; b++) k[b] = b == a ? 0 : m->coord[b];
+    int color = mesh_rank_of(sizes, k, MESH_NAXES);
     rc = MPI_Comm_split(m->comm[MMRT_AXIS_WORLD], color, m->coord[a], &m->comm[a]);
     if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(m->comm[a], MPI_ERRORS_RETURN);
     int n = 0, r = -1;
@@ -684,10 +684,8 @@ int mmrt_mesh_placement(MmrtMesh *m, FILE *out, char *err, size_t errlen) {
       if (!strncmp(all + (size_t)q * N, all + (size_t)r * N, N)) host[r] = host[q];
     hosts += host[r] == r;
   }
-  static const int order[4] = {MMRT_AXIS_DP, MMRT_AXIS_CP, MMRT_AXIS_TP, MMRT_AXIS_PP};
   char axes[64] = "", sizes[64] = "";
-  for (int k = 0, n = 0; k < 4; k++) {
-    int a = order[k];
+  for (int a = 0, n = 0; a < MESH_NAXES; a++) {
     if (m->size[a] < 2) continue;
     size_t l = strlen(axes), ls = strlen(sizes);
     snprintf(axes + l, sizeof axes - l, "%s%s", n ? "." : "", axis_names[a]);
@@ -705,14 +703,11 @@ int mmrt_mesh_placement(MmrtMesh *m, FILE *out, char *err, size_t errlen) {
     for (int r = h; r < W; r++) {
       if (host[r] != h) continue;
       /* the coordinates of world rank r (mmrt_mesh_init's order) */
-      int c[MMRT_NAXES], x = r;
-      c[MMRT_AXIS_TP] = x % m->size[MMRT_AXIS_TP], x /= m->size[MMRT_AXIS_TP];
-      c[MMRT_AXIS_CP] = x % m->size[MMRT_AXIS_CP], x /= m->size[MMRT_AXIS_CP];
-      c[MMRT_AXIS_DP] = x % m->size[MMRT_AXIS_DP], x /= m->size[MMRT_AXIS_DP];
-      c[MMRT_AXIS_PP] = x;
+      int c[MESH_NAXES];
+      mesh_coords(m->size, r, c, MESH_NAXES);
       fputc(' ', out);
-      for (int k = 0, n = 0; k < 4; k++)
-        if (m->size[order[k]] > 1) fprintf(out, "%s%d", n++ ? "." : "", c[order[k]]);
+      for (int a = 0, n = 0; a < MESH_NAXES; a++)
+        if (m->size[a] > 1) fprintf(out, "%s%d", n++ ? "." : "", c[a]);
     }
     fputc('\n', out);
   }

@@ -97,6 +97,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "../../support/mesh_axes.h"
 #include "mmrt_kernels.h" /* MmrtDtype */
 #include "mmrt_log.h"     /* MmrtStatus, mmrt_errf */
 
@@ -108,13 +109,12 @@ extern "C" {
  * to -6, this one sits apart from them. */
 enum { MMRT_ERR_COMM = -16 };
 
+/* The rows of support/mesh_axes.def, then the world. */
 typedef enum MmrtAxis {
-  MMRT_AXIS_DP = 0,
-  MMRT_AXIS_CP = 1,
-  MMRT_AXIS_TP = 2,
-  MMRT_AXIS_PP = 3,
-  MMRT_AXIS_WORLD = 4,
-  MMRT_NAXES = 5,
+#define MESH_AXIS(ID, name, nest, ir) MMRT_AXIS_##ID = MESH_##ID,
+#include "../../support/mesh_axes.def"
+  MMRT_AXIS_WORLD = MESH_NAXES,
+  MMRT_NAXES,
 } MmrtAxis;
 
 /* "dp", "cp", "tp", "pp", "world". */
@@ -151,18 +151,20 @@ typedef struct MmrtMesh {
 int mmrt_launcher_world(int *rank);
 
 /* MMRT_OK unless a launcher started a world of another size than
- * dp * cp * tp * pp; then MMRT_ERR_MISMATCH with mmrt_mesh_init's message
- * naming `who` ("trainer", "generator"). Starts no MPI, touches no file:
- * an executable calls it first, so that a one-rank trainer under mpirun
- * -np 2 does not run twice over the same files. */
-int mmrt_world_check(const char *who, int dp, int cp, int tp, int pp, char *err, size_t errlen);
+ * the product of sizes (MESH_NAXES of them, by MmrtAxis); then
+ * MMRT_ERR_MISMATCH with mmrt_mesh_init's message naming `who` ("trainer",
+ * "generator"). Starts no MPI, touches no file: an executable calls it
+ * first, so that a one-rank trainer under mpirun -np 2 does not run twice
+ * over the same files. */
+int mmrt_world_check(const char *who, const int sizes[MESH_NAXES], char *err, size_t errlen);
 
 /* Initialise MPI if nobody has (MPI_Init_thread, FUNNELED), check that the
- * world size is dp * cp * tp * pp, and build the communicators.  On a
+ * world size is the product of sizes (MESH_NAXES of them, by MmrtAxis:
+ * dp, cp, tp, pp), and build the communicators.  On a
  * mismatch returns MMRT_ERR_MISMATCH with e.g. "the trainer was compiled
  * for tp=2 x dp=2 = 4 ranks, but mpirun started 3 (start it with mpirun -np
  * 4)" and leaves nothing to free.  The message also goes to m->err. */
-int mmrt_mesh_init(MmrtMesh *m, int dp, int cp, int tp, int pp, char *err, size_t errlen);
+int mmrt_mesh_init(MmrtMesh *m, const int sizes[MESH_NAXES], char *err, size_t errlen);
 
 /* Where the ranks run, written by world rank 0 to `out` (collective over
  * the world; the other ranks write nothing): a line "placement: W ranks on
@@ -194,8 +196,9 @@ void mmrt_comm_set_timeout(MmrtMesh *m, double seconds);
 /* Part r of a dimension of size dim split over n ranks (see above). */
 void mmrt_split_range(int64_t dim, int n, int r, int64_t *lo, int64_t *len);
 
-/* World rank of the rank at coordinates (dp, cp, tp, pp) of this mesh. */
-int mmrt_mesh_rank_of(const MmrtMesh *m, int dp, int cp, int tp, int pp);
+/* World rank of the rank at coordinates coord (MESH_NAXES, by MmrtAxis) of
+ * this mesh: support/mesh_axes.h's numbering. */
+int mmrt_mesh_rank_of(const MmrtMesh *m, const int coord[MESH_NAXES]);
 
 /* ---- collectives; each is collective over the ranks of axis `ax` ---- */
 

@@ -58,6 +58,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../../support/mesh_axes.h"
 #include "mmrt_ckpt.h"
 #include "mmrt_kernels.h"
 #include "mmrt_rng.h"
@@ -132,8 +133,13 @@ typedef struct MmrtPpRoute {
 /* MmrtPpAction.kind */
 enum { MMRT_PP_F, MMRT_PP_B, MMRT_PP_I, MMRT_PP_W };
 
-/* Mesh axes, as mmrt_comm.h numbers them (MmrtAxis). */
-enum { MMRT_DESC_AXIS_DP = 0, MMRT_DESC_AXIS_CP = 1, MMRT_DESC_AXIS_TP = 2, MMRT_DESC_NAXES = 3 };
+/* The mesh axes that split tensors (support/mesh_axes.def's IR axes, numbered
+ * as the IR and MmrtAxis number them): the descriptor's mesh and split masks. */
+enum {
+#define MESH_AXIS(ID, name, nest, ir) MESH_IF_##ir(MMRT_DESC_AXIS_##ID = MESH_##ID, )
+#include "../../support/mesh_axes.def"
+  MMRT_DESC_NAXES = MESH_NIR
+};
 
 /* A step: runs one function of the model on the arenas. `seed` is the run
  * seed (dropout masks are Philox streams of it); `mesh` the MmrtMesh of a
@@ -146,6 +152,14 @@ typedef struct MmrtModelDesc {
 #define MMRT_MODEL MMRT_DESC_FIELD
 #include "mmrt_desc.def"
 } MmrtModelDesc;
+
+/* The sizes of every mesh axis of a model (MESH_NAXES, by MmrtAxis): the IR's
+ * axes from mesh, pp from pp (0 or 1: no pipeline). */
+static inline void mmrt_desc_mesh(const MmrtModelDesc *m, int size[MESH_NAXES]) {
+  _Static_assert(MESH_NAXES == MESH_NIR + 1, "an axis outside the IR: say here where its size is");
+  for (int a = 0; a < MESH_NIR; a++) size[a] = (int)m->mesh[a];
+  size[MESH_PP] = m->pp > 1 ? (int)m->pp : 1;
+}
 /* The programs (MmrtModelDesc.task), a row each in mmrt_programs.def. */
 enum {
 #define MMRT_PROGRAM(id, name, who, steps, any_world, main, parse) MMRT_TASK_##id,

@@ -55,11 +55,9 @@ int mmrt_main(int argc, char **argv, const MmrtModelDesc *m) {
    * by mmrt_mesh_init, which sees a world of 1); the extractor takes any
    * world (each rank a share of the clips) */
   char err[512];
-  int rank;
+  int rank, size[MESH_NAXES];
   if (!p->any_world && mmrt_launcher_world(&rank) > 0 &&
-      mmrt_world_check(p->who, (int)m->mesh[MMRT_DESC_AXIS_DP], (int)m->mesh[MMRT_DESC_AXIS_CP],
-                       (int)m->mesh[MMRT_DESC_AXIS_TP], m->pp > 1 ? (int)m->pp : 1, err,
-                       sizeof err) != MMRT_OK) {
+      (mmrt_desc_mesh(m, size), mmrt_world_check(p->who, size, err, sizeof err)) != MMRT_OK) {
     fprintf(stderr, "%s (rank %d): error: %s\n", p->who, rank, err);
     return 1;
   }

@@ -295,8 +295,9 @@ int mmrt_extract_main(int argc, char **argv, const MmrtModelDesc *m) {
   if (rc) return rc < 0 ? 0 : rc;
   x.world = mmrt_launcher_world(&x.rank);
   if (x.world > 1) {
-    if (mmrt_mesh_init(&x.mesh, x.world, 1, 1, 1, err, sizeof err) != MMRT_OK)
-      return fail("%s", err);
+    int size[MESH_NAXES]; /* every rank a share of the clips: dp */
+    for (int a = 0; a < MESH_NAXES; a++) size[a] = a == MMRT_AXIS_DP ? x.world : 1;
+    if (mmrt_mesh_init(&x.mesh, size, err, sizeof err) != MMRT_OK) return fail("%s", err);
     mmrt_comm_set_timeout(&x.mesh, MMRT_COMM_TIMEOUT_DEFAULT);
     if (x.rank) x.quiet = 1; /* rank 0 reports */
   } else {

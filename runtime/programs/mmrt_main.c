@@ -1572,12 +1572,12 @@ static int train(Trainer *t) {
 static int setup_ranks(Trainer *t) {
   const MmrtModelDesc *m = t->m;
   char err[ERRLEN];
-  t->world = (int)(m->mesh[0] * m->mesh[1] * m->mesh[2] * (m->pp > 1 ? m->pp : 1));
+  int size[MESH_NAXES];
+  mmrt_desc_mesh(m, size);
+  t->world = (int)mesh_product(size, MESH_NAXES);
   t->cx.rows = t->cx.B;
   if (t->world > 1) {
-    if (mmrt_mesh_init(&t->mesh, (int)m->mesh[0], (int)m->mesh[1], (int)m->mesh[2],
-                       m->pp > 1 ? (int)m->pp : 1, err, sizeof err) != MMRT_OK)
-      return fail("%s", err);
+    if (mmrt_mesh_init(&t->mesh, size, err, sizeof err) != MMRT_OK) return fail("%s", err);
     t->has_mesh = 1;
     t->rank = t->mesh.coord[MMRT_AXIS_WORLD];
     g_rank = t->rank;

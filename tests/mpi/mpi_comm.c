@@ -18,6 +18,15 @@
 
 #include "mmrt_comm.h"
 
+/* mmrt_mesh_init on dp x cp x tp x pp (any other axis of size 1). */
+static int mesh_init4(MmrtMesh *m, int dp, int cp, int tp, int pp, char *err, size_t n) {
+  int size[MESH_NAXES];
+  for (int a = 0; a < MESH_NAXES; a++) size[a] = 1;
+  size[MMRT_AXIS_DP] = dp, size[MMRT_AXIS_CP] = cp, size[MMRT_AXIS_TP] = tp,
+  size[MMRT_AXIS_PP] = pp;
+  return mmrt_mesh_init(m, size, err, n);
+}
+
 static int world, wrank;
 static double timeout_s;
 
@@ -68,7 +77,7 @@ static void verdict(void) {
 /* A mesh that cannot be built leaves the ranks out of step: end the job. */
 static void open_mesh(MmrtMesh *m, Plan p) {
   char err[256];
-  if (mmrt_mesh_init(m, p.dp, p.cp, p.tp, p.pp, err, sizeof err) != MMRT_OK) {
+  if (mesh_init4(m, p.dp, p.cp, p.tp, p.pp, err, sizeof err) != MMRT_OK) {
     fprintf(stderr, "rank %d: mesh %dx%dx%dx%d: %s\n", wrank, p.dp, p.cp, p.tp, p.pp, err);
     mmrt_comm_abort(1);
   }
@@ -79,11 +88,10 @@ static void open_mesh(MmrtMesh *m, Plan p) {
  * group. */
 static int member(const MmrtMesh *m, MmrtAxis ax, int c) {
   if (ax == MMRT_AXIS_WORLD) return c;
-  int co[4];
-  for (int a = 0; a < 4; a++) co[a] = m->coord[a];
+  int co[MESH_NAXES];
+  for (int a = 0; a < MESH_NAXES; a++) co[a] = m->coord[a];
   co[ax] = c;
-  return mmrt_mesh_rank_of(m, co[MMRT_AXIS_DP], co[MMRT_AXIS_CP], co[MMRT_AXIS_TP],
-                           co[MMRT_AXIS_PP]);
+  return mmrt_mesh_rank_of(m, co);
 }
 
 /* A small integer from (seed, i): exact in bf16, and sums of a few stay
@@ -157,7 +165,7 @@ START_TEST(mesh_layout) {
     EXPECT_EQ(m.coord[MMRT_AXIS_CP], r / p.tp % p.cp);
     EXPECT_EQ(m.coord[MMRT_AXIS_DP], r / (p.tp * p.cp) % p.dp);
     EXPECT_EQ(m.coord[MMRT_AXIS_PP], r / (p.tp * p.cp * p.dp));
-    EXPECT_EQ(mmrt_mesh_rank_of(&m, m.coord[0], m.coord[1], m.coord[2], m.coord[3]), r);
+    EXPECT_EQ(mmrt_mesh_rank_of(&m, m.coord), r);
     EXPECT_EQ(m.size[MMRT_AXIS_WORLD], world);
     /* each communicator holds the ranks that differ only on its axis,
      * ordered by that coordinate */
@@ -706,7 +714,7 @@ END_TEST
 START_TEST(errors) {
   MmrtMesh m;
   char err[256];
-  int rc = mmrt_mesh_init(&m, 1, 1, world + 1, 1, err, sizeof err);
+  int rc = mesh_init4(&m, 1, 1, world + 1, 1, err, sizeof err);
   EXPECT_EQ(rc, MMRT_ERR_MISMATCH);
   char want[200];
   snprintf(want, sizeof want,
@@ -715,7 +723,7 @@ START_TEST(errors) {
            world + 1, world + 1, world, world + 1);
   EXPECT(strcmp(err, want) == 0, "%s", err);
   mmrt_mesh_free(&m); /* nothing to free, and harmless */
-  rc = mmrt_mesh_init(&m, 0, 1, 1, 1, err, sizeof err);
+  rc = mesh_init4(&m, 0, 1, 1, 1, err, sizeof err);
   EXPECT_EQ(rc, MMRT_ERR_ARG);
   EXPECT(strstr(err, "at least 1"), "%s", err);
 
@@ -812,7 +820,7 @@ int main(int argc, char **argv) {
    * a mismatch but leaves MPI running, which is all we need here */
   MmrtMesh probe;
   char err[256];
-  int rc = mmrt_mesh_init(&probe, 1, 1, 1, 1, err, sizeof err);
+  int rc = mesh_init4(&probe, 1, 1, 1, 1, err, sizeof err);
   if (rc == MMRT_OK) mmrt_mesh_free(&probe);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   MPI_Comm_rank(MPI_COMM_WORLD, &wrank);

@@ -24,12 +24,21 @@
 
 #include "mmrt_comm.h"
 
+/* mmrt_mesh_init on dp x cp x tp x pp (any other axis of size 1). */
+static int mesh_init4(MmrtMesh *m, int dp, int cp, int tp, int pp, char *err, size_t n) {
+  int size[MESH_NAXES];
+  for (int a = 0; a < MESH_NAXES; a++) size[a] = 1;
+  size[MMRT_AXIS_DP] = dp, size[MMRT_AXIS_CP] = cp, size[MMRT_AXIS_TP] = tp,
+  size[MMRT_AXIS_PP] = pp;
+  return mmrt_mesh_init(m, size, err, n);
+}
+
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "";
   MmrtMesh m;
   char err[256];
   if (strcmp(mode, "mismatch") == 0) {
-    int rc = mmrt_mesh_init(&m, 2, 1, 2, 1, err, sizeof err);
+    int rc = mesh_init4(&m, 2, 1, 2, 1, err, sizeof err);
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (rc != MMRT_OK) {
@@ -41,11 +50,11 @@ int main(int argc, char **argv) {
     mmrt_comm_finalize();
     return 0;
   }
-  int probe = mmrt_mesh_init(&m, 1, 1, 1, 1, err, sizeof err);
+  int probe = mesh_init4(&m, 1, 1, 1, 1, err, sizeof err);
   if (probe == MMRT_OK) mmrt_mesh_free(&m);
   int world;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
-  if (mmrt_mesh_init(&m, world, 1, 1, 1, err, sizeof err) != MMRT_OK) {
+  if (mesh_init4(&m, world, 1, 1, 1, err, sizeof err) != MMRT_OK) {
     fprintf(stderr, "error: %s\n", err);
     mmrt_comm_abort(1);
   }

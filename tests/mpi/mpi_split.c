@@ -29,6 +29,15 @@
 #include "mmrt_comm.h"
 #include "mmrt_main.h"
 
+/* mmrt_mesh_init on dp x cp x tp x pp (any other axis of size 1). */
+static int mesh_init4(MmrtMesh *m, int dp, int cp, int tp, int pp, char *err, size_t n) {
+  int size[MESH_NAXES];
+  for (int a = 0; a < MESH_NAXES; a++) size[a] = 1;
+  size[MMRT_AXIS_DP] = dp, size[MMRT_AXIS_CP] = cp, size[MMRT_AXIS_TP] = tp,
+  size[MMRT_AXIS_PP] = pp;
+  return mmrt_mesh_init(m, size, err, n);
+}
+
 enum { V = 14, C = 5, N = 11, IGNORE = -100 };
 
 static int world, wrank;
@@ -66,7 +75,7 @@ static int nsetups;
 static void *open_mesh(MmrtMesh *m, Setup s) {
   if (s.null_mesh) return NULL;
   char err[256];
-  if (mmrt_mesh_init(m, s.dp, 1, s.tp, 1, err, sizeof err) != MMRT_OK) {
+  if (mesh_init4(m, s.dp, 1, s.tp, 1, err, sizeof err) != MMRT_OK) {
     fprintf(stderr, "rank %d: mesh dp=%d tp=%d: %s\n", wrank, s.dp, s.tp, err);
     mmrt_comm_abort(1);
   }
@@ -196,7 +205,7 @@ END_TEST
 int main(void) {
   MmrtMesh probe; /* starts MPI; a mismatch leaves it running, which is all we need */
   char err[256];
-  if (mmrt_mesh_init(&probe, 1, 1, 1, 1, err, sizeof err) == MMRT_OK) mmrt_mesh_free(&probe);
+  if (mesh_init4(&probe, 1, 1, 1, 1, err, sizeof err) == MMRT_OK) mmrt_mesh_free(&probe);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
   if (world == 2) {
