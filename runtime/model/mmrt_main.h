@@ -160,6 +160,14 @@ static inline void mmrt_desc_mesh(const MmrtModelDesc *m, int size[MESH_NAXES]) 
   for (int a = 0; a < MESH_NIR; a++) size[a] = (int)m->mesh[a];
   size[MESH_PP] = m->pp > 1 ? (int)m->pp : 1;
 }
+
+/* The ranks of the first n axes of a model (MESH_NAXES: all of them; MESH_NIR:
+ * those splitting tensors). */
+static inline int64_t mmrt_desc_ranks(const MmrtModelDesc *m, int n) {
+  int size[MESH_NAXES];
+  mmrt_desc_mesh(m, size);
+  return mesh_product(size, n);
+}
 /* The programs (MmrtModelDesc.task), a row each in mmrt_programs.def. */
 enum {
 #define MMRT_PROGRAM(id, name, who, steps, any_world, main, parse) MMRT_TASK_##id,

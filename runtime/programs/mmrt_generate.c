@@ -151,9 +151,9 @@ static int bind(Gen *g) {
       m->decode_logits_offset < 0)
     return fail("model %s was not compiled for generation (mmc compile --task generate|eval)",
                 m->name);
-  if (m->mesh[0] * m->mesh[1] * m->mesh[2] != 1)
+  if (mmrt_desc_ranks(m, MESH_NIR) != 1)
     return fail("model %s is compiled for %lld ranks; generation runs on one", m->name,
-                (long long)(m->mesh[0] * m->mesh[1] * m->mesh[2]));
+                (long long)mmrt_desc_ranks(m, MESH_NIR));
   g->pixels = mmrt_desc_input(m, "pixels"), g->text = mmrt_desc_input(m, "text");
   g->pos = mmrt_desc_input(m, "pos"), g->token = mmrt_desc_input(m, "token");
   if (!g->pixels || !g->text || !g->pos || !g->token || g->pixels->ndim != 4 ||

@@ -268,7 +268,7 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a) {
   if (a->has_ckpt_every && !a->ckpt)
     return fail("--ckpt-every needs --ckpt DIR (where the checkpoints go)");
   a->skip_nan = a->on_nan && !strcmp(a->on_nan, "skip-step");
-  if (a->has_timeout && m->mesh[0] * m->mesh[1] * m->mesh[2] * (m->pp > 1 ? m->pp : 1) <= 1)
+  if (a->has_timeout && mmrt_desc_ranks(m, MESH_NAXES) <= 1)
     return fail("--comm-timeout: model %s runs on one rank and has no collectives to time out",
                 m->name);
   if ((a->load_adapters || a->save_adapters) && m->lora_rank <= 0)
@@ -1574,7 +1574,7 @@ static int setup_ranks(Trainer *t) {
   char err[ERRLEN];
   int size[MESH_NAXES];
   mmrt_desc_mesh(m, size);
-  t->world = (int)mesh_product(size, MESH_NAXES);
+  t->world = (int)mmrt_desc_ranks(m, MESH_NAXES);
   t->cx.rows = t->cx.B;
   if (t->world > 1) {
     if (mmrt_mesh_init(&t->mesh, size, err, sizeof err) != MMRT_OK) return fail("%s", err);
