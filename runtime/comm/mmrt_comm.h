@@ -7,6 +7,10 @@
  *
  *     rank = ((pp_c * dp + dp_c) * cp + cp_c) * tp + tp_c
  *
+ * The axes, their names and that order are support/mesh_axes.def's rows
+ * (MmrtAxis is made from it; docs/mesh.md); mesh_rank_of and mesh_coords
+ * in support/mesh_axes.h do the numbering, for the compiler too.
+ *
  * Each axis has one communicator, built once with MPI_Comm_split: the ranks
  * whose coordinates differ only on that axis, ordered by that coordinate (so
  * a rank's rank in the tp communicator is its tp coordinate).  MMRT_AXIS_WORLD
