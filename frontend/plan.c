@@ -1583,8 +1583,9 @@ static bool read_data(FeProgram *p, Inst *root, AstStmt *sec, MmTrain *t) {
                format_names(p));
     return false;
   }
-  if (d->format == MM_FMT_AUTO) d->format = MM_FMT_TEXT; /* a data section without format */
-  if (d->format != MM_FMT_TEXT) return read_format(p, t);
+  /* a data section without format is text (format stays auto, as written; codegen
+   * declares text for it) */
+  if (d->format != MM_FMT_AUTO && d->format != MM_FMT_TEXT) return read_format(p, t);
   if (!d->source && !t->loc[MM_SET_DATA_FORMAT].file) { /* format = text alone: --data */
     diag_error(p->d, sec->loc, "the data section names no source (source = \"corpus.jsonl\")");
     return false;
