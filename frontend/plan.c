@@ -1477,7 +1477,7 @@ static const char *input_sig(FeProgram *p, const DataInput *r) {
   return arena_printf(&p->ast, "%s]", out);
 }
 
-/* the format's inputs, "a, b (when taken: c)" */
+/* the format's inputs, "a, b (and, when the forward takes them, c)" */
 static const char *format_sig(FeProgram *p, MmDataFormat fmt) {
   const char *need = "", *may = "";
   for (int i = 0; i < NDATA_INPUTS; i++) {
@@ -1514,6 +1514,7 @@ static bool read_format(FeProgram *p, MmTrain *t) {
       ok = false;
     }
   IrFunc *f = p->ir && p->ir->funcs.len ? p->ir->funcs.items[0] : NULL;
+  const IrValue *first = NULL; /* the first input the format fills */
   for (int i = 0; f && i < f->inputs.len; i++) {
     IrValue *x = f->inputs.items[i];
     const char *nm = x->name ? x->name : "?";
@@ -1534,6 +1535,14 @@ static bool read_format(FeProgram *p, MmTrain *t) {
     if (!fits) {
       diag_error(p->d, at, "format = %s fills %s, but the forward's %s is %s", fname,
                  input_sig(p, r), nm, value_sig(p, x));
+      ok = false;
+    } else if (!first) {
+      first = x;
+    } else if (x->shape.d[0] != first->shape.d[0]) { /* one batch B across the format's inputs */
+      diag_error(p->d, at,
+                 "format = %s fills a batch of B rows of each input, but the forward's %s has "
+                 "%lld rows and its %s %lld",
+                 fname, first->name, (long long)first->shape.d[0], nm, (long long)x->shape.d[0]);
       ok = false;
     }
   }
@@ -1577,11 +1586,17 @@ static bool read_data(FeProgram *p, Inst *root, AstStmt *sec, MmTrain *t) {
   }
   if (!ok) return false;
   if (d->format == MM_FMT_AUTO && t->loc[MM_SET_DATA_FORMAT].file) {
-    diag_error(p->d, t->loc[MM_SET_DATA_FORMAT],
-               "format = auto is what a model without a data section gets (the trainer tries its "
-               "feeders); a data section names its format (%s)",
-               format_names(p));
-    return false;
+    /* format = auto: as without a data section (a derived model dropping its base's format) */
+    for (int id = 0; id < MM_SET_COUNT; id++)
+      if (mm_settings[id].owner == MM_OWN_DATA && id != MM_SET_DATA_FORMAT && t->loc[id].file) {
+        diag_error(p->d, t->loc[id],
+                   "'%s' under format = auto: auto is a model's data found by trying the "
+                   "trainer's feeders, as without a data section, and takes no other setting "
+                   "(name a format: %s)",
+                   mm_settings[id].key, format_names(p));
+        return false;
+      }
+    return true;
   }
   /* a data section without format is text (format stays auto, as written; codegen
    * declares text for it) */
@@ -1592,12 +1607,12 @@ static bool read_data(FeProgram *p, Inst *root, AstStmt *sec, MmTrain *t) {
   }
   /* the text data fills ids and labels (and seg, pos when the model has them) */
   IrFunc *f = p->ir && p->ir->funcs.len ? p->ir->funcs.items[0] : NULL;
-  static const char *const filled[] = {"ids", "labels", "seg", "pos", "lr", "step"};
   for (int i = 0; f && i < f->inputs.len; i++) {
     IrValue *x = f->inputs.items[i];
-    bool known = false;
-    for (size_t k = 0; k < sizeof filled / sizeof filled[0]; k++)
-      known |= x->name && strcmp(x->name, filled[k]) == 0;
+    bool known = x->name && (!strcmp(x->name, "lr") || !strcmp(x->name, "step"));
+    for (int k = 0; k < NDATA_INPUTS; k++) /* the text format's rows */
+      known |= data_inputs[k].format == MM_FMT_TEXT && x->name &&
+               strcmp(x->name, data_inputs[k].name) == 0;
     if (!known) {
       diag_error(p->d, sec->loc,
                  "the forward's input '%s' is filled by no source: the data section's text fills "

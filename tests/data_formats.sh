@@ -51,8 +51,9 @@ model Pixels {
 }
 model Odd {
   let B = 2
-  forward(frames: f32[B, 1, 64, 64], labels: i32[3]) -> loss { return mean(frames) }
-  data { format = clips_frames }
+  emb = Embedding(256, 8)
+  forward(ids: i32[B, 8], labels: i32[B, 4]) -> loss { return mean(emb(ids)) }
+  data { format = fmnist_pixels }
 }
 model Long {
   let B = 2
@@ -88,7 +89,7 @@ expect "Pixels trains on Fashion-MNIST" 0 ./Pixels --steps 1 --eval-batches 1
 contains "Pixels start line" "$T/err" "next-pixel data (format fmnist_pixels)"
 expect "the format's feeder refuses" 1 ./Odd --steps 1
 contains "the format's feeder refuses" "$T/err" \
-  "model Odd declares data format clips_frames (clip-frame classification data), but its inputs (frames F32[2, 1, 64, 64], labels I32[3], lr F32[], step F32[]) are not the format's: expected frames F32[B, 1, 64, 64] and labels I32[B]; B = 2"
+  "model Odd declares data format fmnist_pixels (next-pixel data), but its inputs (ids I32[2, 8], labels I32[2, 4], lr F32[], step F32[]) are not the format's: expected ids and labels I32[B, T]; B = 2"
 expect "the feeder's own refusal" 1 ./Long --steps 1
 contains "the feeder's own refusal" "$T/err" "model Long reads sequences of 800 tokens; an image has only 783 pixel bytes"
 expect "text with a folder" 1 ./Text --data "$T" --steps 1
