@@ -726,11 +726,17 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
   SET_PTR(f, MmrtModelDesc, data_tokenizer, const char *,
           cstring(cg, dd->tokenizer ? dd->tokenizer : ""));
   M_I64(data_seq_len, dd->seq_len);
-  M_I64(data_pack, !dd->source ? 0 : dd->pack ? 1 : -1);
+  const bool text = dd->source && (dd->format == MM_FMT_AUTO ||
+                                   dd->format == MM_FMT_TEXT); /* the text keys' defaults */
+  M_I64(data_pack, !text ? 0 : dd->pack ? 1 : -1);
   SET_PTR(f, MmrtModelDesc, data_too_long, const char *,
-          cstring(cg, dd->source ? mm_too_long_names[dd->too_long] : ""));
+          cstring(cg, text ? mm_too_long_names[dd->too_long] : ""));
   SET_PTR(f, MmrtModelDesc, data_bad_samples, const char *,
-          cstring(cg, dd->source ? mm_bad_samples_names[dd->bad_samples] : ""));
+          cstring(cg, text ? mm_bad_samples_names[dd->bad_samples] : ""));
+  SET_PTR(f, MmrtModelDesc, data_format, const char *,
+          cstring(cg, dd->format != MM_FMT_AUTO ? mm_data_format_names[dd->format]
+                      : dd->source              ? mm_data_format_names[MM_FMT_TEXT]
+                                                : ""));
   SET_PTR(f, MmrtModelDesc, train_step, MmrtStepFn, train_fn ? train_fn : cg_null(cg));
   SET_PTR(f, MmrtModelDesc, eval_step, MmrtStepFn, eval_fn ? eval_fn : cg_null(cg));
   M_I64(task, dec->task);

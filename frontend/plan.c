@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "fe_internal.h"
 
@@ -1437,6 +1438,135 @@ static int64_t model_vocab(FeProgram *p, const IrValue *ids) {
   return 0;
 }
 
+/* ---- data formats (ir/data_formats.def) ---- */
+
+typedef struct DataInput {
+  MmDataFormat format;
+  const char *name;
+  char dtype; /* 'f' f32, 'i' i32 */
+  int rank;
+  int64_t dims[4]; /* dimensions 1..rank-1: a size or -1 any */
+  bool need;
+} DataInput;
+
+static const DataInput data_inputs[] = {
+#define DATA_INPUT(ID, FMT, NAME, DT, RANK, D1, D2, D3, D4, NEED)                                  \
+  {MM_FMT_##FMT, NAME, DT, RANK, {D1, D2, D3, D4}, NEED},
+#include "ir/data_formats.def"
+};
+#define NDATA_INPUTS ((int)(sizeof data_inputs / sizeof data_inputs[0]))
+
+/* "a, b or c": the formats a data section may name */
+static const char *format_names(FeProgram *p) {
+  const char *out = "";
+  for (int i = 1; i < MM_FMT_COUNT; i++)
+    out = arena_printf(&p->ast, "%s%s%s", out,
+                       i == 1                 ? ""
+                       : i + 1 < MM_FMT_COUNT ? ", "
+                                              : " or ",
+                       mm_data_format_names[i]);
+  return out;
+}
+
+/* "pixels f32[B, 1, 28, 28]" (T, F, ...: any size) */
+static const char *input_sig(FeProgram *p, const DataInput *r) {
+  const char *out = arena_printf(&p->ast, "%s %s[B", r->name, r->dtype == 'f' ? "f32" : "i32");
+  for (int k = 1; k < r->rank; k++)
+    out = r->dims[k - 1] < 0 ? arena_printf(&p->ast, "%s, _", out)
+                             : arena_printf(&p->ast, "%s, %lld", out, (long long)r->dims[k - 1]);
+  return arena_printf(&p->ast, "%s]", out);
+}
+
+/* the format's inputs, "a, b (and, when the forward takes them, c)" */
+static const char *format_sig(FeProgram *p, MmDataFormat fmt) {
+  const char *need = "", *may = "";
+  for (int i = 0; i < NDATA_INPUTS; i++) {
+    const DataInput *r = &data_inputs[i];
+    if (r->format != fmt) continue;
+    const char **to = r->need ? &need : &may;
+    *to = arena_printf(&p->ast, "%s%s%s", *to, (*to)[0] ? ", " : "", input_sig(p, r));
+  }
+  return may[0] ? arena_printf(&p->ast, "%s (and, when the forward takes them, %s)", need, may)
+                : need;
+}
+
+static const char *value_sig(FeProgram *p, const IrValue *x) {
+  const char *out = arena_printf(&p->ast, "%s[", ir_dtype_name(x->dtype));
+  for (int k = 0; k < x->shape.rank; k++)
+    out = arena_printf(&p->ast, "%s%s%lld", out, k ? ", " : "", (long long)x->shape.d[k]);
+  return arena_printf(&p->ast, "%s]", out);
+}
+
+/* A data section whose format is not text: the forward's inputs are those
+ * the format fills (names, dtypes, ranks, fixed sizes), the text keys are
+ * not set, and the source (optional) is a folder beside the .mm file. */
+static bool read_format(FeProgram *p, MmTrain *t) {
+  MmData *d = &t->data;
+  const char *fname = mm_data_format_names[d->format];
+  SrcLoc at = t->loc[MM_SET_DATA_FORMAT];
+  bool ok = true;
+  static const MmSetId text_only[] = {MM_SET_DATA_TOKENIZER, MM_SET_DATA_SEQ_LEN, MM_SET_DATA_PACK,
+                                      MM_SET_DATA_TOO_LONG, MM_SET_DATA_BAD};
+  for (size_t k = 0; k < sizeof text_only / sizeof text_only[0]; k++)
+    if (t->loc[text_only[k]].file) {
+      diag_error(p->d, t->loc[text_only[k]], "'%s' is a setting of text data, not of format = %s",
+                 mm_settings[text_only[k]].key, fname);
+      ok = false;
+    }
+  IrFunc *f = p->ir && p->ir->funcs.len ? p->ir->funcs.items[0] : NULL;
+  const IrValue *first = NULL; /* the first input the format fills */
+  for (int i = 0; f && i < f->inputs.len; i++) {
+    IrValue *x = f->inputs.items[i];
+    const char *nm = x->name ? x->name : "?";
+    if (!strcmp(nm, "lr") || !strcmp(nm, "step")) continue; /* the trainer's own */
+    const DataInput *r = NULL;
+    for (int k = 0; k < NDATA_INPUTS && !r; k++)
+      if (data_inputs[k].format == d->format && !strcmp(data_inputs[k].name, nm))
+        r = &data_inputs[k];
+    if (!r) {
+      diag_error(p->d, at, "the forward's input '%s' is filled by no data: format = %s fills %s",
+                 nm, fname, format_sig(p, d->format));
+      ok = false;
+      continue;
+    }
+    bool fits = x->dtype == (r->dtype == 'f' ? IR_F32 : IR_I32) && x->shape.rank == r->rank;
+    for (int k = 1; fits && k < r->rank; k++)
+      if (r->dims[k - 1] >= 0 && x->shape.d[k] != r->dims[k - 1]) fits = false;
+    if (!fits) {
+      diag_error(p->d, at, "format = %s fills %s, but the forward's %s is %s", fname,
+                 input_sig(p, r), nm, value_sig(p, x));
+      ok = false;
+    } else if (!first) {
+      first = x;
+    } else if (x->shape.d[0] != first->shape.d[0]) { /* one batch B across the format's inputs */
+      diag_error(p->d, at,
+                 "format = %s fills a batch of B rows of each input, but the forward's %s has "
+                 "%lld rows and its %s %lld",
+                 fname, first->name, (long long)first->shape.d[0], nm, (long long)x->shape.d[0]);
+      ok = false;
+    }
+  }
+  for (int k = 0; f && k < NDATA_INPUTS; k++)
+    if (data_inputs[k].format == d->format && data_inputs[k].need &&
+        !forward_input(p, data_inputs[k].name)) {
+      diag_error(p->d, at, "format = %s fills %s, but the forward takes no '%s' input", fname,
+                 format_sig(p, d->format), data_inputs[k].name);
+      ok = false;
+    }
+  if (d->source) {
+    SrcLoc sat = t->loc[MM_SET_DATA_SOURCE];
+    d->source = beside(p, sat, d->source, strlen(d->source));
+    struct stat st;
+    if (stat(d->source, &st) != 0 || !S_ISDIR(st.st_mode)) {
+      diag_error(p->d, sat,
+                 "data source '%s' is not a folder (format = %s reads Fashion-MNIST's folder)",
+                 d->source, fname);
+      ok = false;
+    }
+  }
+  return ok;
+}
+
 static bool read_data(FeProgram *p, Inst *root, AstStmt *sec, MmTrain *t) {
   bool ok = true;
   MmData *d = &t->data;
@@ -1455,18 +1585,34 @@ static bool read_data(FeProgram *p, Inst *root, AstStmt *sec, MmTrain *t) {
     ok &= read_row(p, &root->env, s, r, t);
   }
   if (!ok) return false;
-  if (!d->source) {
+  if (d->format == MM_FMT_AUTO && t->loc[MM_SET_DATA_FORMAT].file) {
+    /* format = auto: as without a data section (a derived model dropping its base's format) */
+    for (int id = 0; id < MM_SET_COUNT; id++)
+      if (mm_settings[id].owner == MM_OWN_DATA && id != MM_SET_DATA_FORMAT && t->loc[id].file) {
+        diag_error(p->d, t->loc[id],
+                   "'%s' under format = auto: auto is a model's data found by trying the "
+                   "trainer's feeders, as without a data section, and takes no other setting "
+                   "(name a format: %s)",
+                   mm_settings[id].key, format_names(p));
+        return false;
+      }
+    return true;
+  }
+  /* a data section without format is text (format stays auto, as written; codegen
+   * declares text for it) */
+  if (d->format != MM_FMT_AUTO && d->format != MM_FMT_TEXT) return read_format(p, t);
+  if (!d->source && !t->loc[MM_SET_DATA_FORMAT].file) { /* format = text alone: --data */
     diag_error(p->d, sec->loc, "the data section names no source (source = \"corpus.jsonl\")");
     return false;
   }
   /* the text data fills ids and labels (and seg, pos when the model has them) */
   IrFunc *f = p->ir && p->ir->funcs.len ? p->ir->funcs.items[0] : NULL;
-  static const char *const filled[] = {"ids", "labels", "seg", "pos", "lr", "step"};
   for (int i = 0; f && i < f->inputs.len; i++) {
     IrValue *x = f->inputs.items[i];
-    bool known = false;
-    for (size_t k = 0; k < sizeof filled / sizeof filled[0]; k++)
-      known |= x->name && strcmp(x->name, filled[k]) == 0;
+    bool known = x->name && (!strcmp(x->name, "lr") || !strcmp(x->name, "step"));
+    for (int k = 0; k < NDATA_INPUTS; k++) /* the text format's rows */
+      known |= data_inputs[k].format == MM_FMT_TEXT && x->name &&
+               strcmp(x->name, data_inputs[k].name) == 0;
     if (!known) {
       diag_error(p->d, sec->loc,
                  "the forward's input '%s' is filled by no source: the data section's text fills "
@@ -1498,7 +1644,7 @@ static bool read_data(FeProgram *p, Inst *root, AstStmt *sec, MmTrain *t) {
                "forward does not take");
     ok = false;
   }
-  if (!resolve_source(p, t->loc[MM_SET_DATA_SOURCE], d)) ok = false;
+  if (d->source && !resolve_source(p, t->loc[MM_SET_DATA_SOURCE], d)) ok = false;
   if (d->tokenizer) {
     SrcLoc at = t->loc[MM_SET_DATA_TOKENIZER];
     d->tokenizer = beside(p, at, d->tokenizer, strlen(d->tokenizer));

@@ -69,6 +69,16 @@ typedef enum MmPrecision { MM_PRECISION_VALUES(MM_ENUM_ID) MM_PREC_COUNT } MmPre
 typedef enum MmLrSched { MM_LR_SCHED_VALUES(MM_ENUM_ID) MM_LR_COUNT } MmLrSched;
 typedef enum MmTooLong { MM_TOO_LONG_VALUES(MM_ENUM_ID) MM_TOO_LONG_COUNT } MmTooLong;
 typedef enum MmBadSamples { MM_BAD_SAMPLES_VALUES(MM_ENUM_ID) MM_BAD_COUNT } MmBadSamples;
+/* the data section's format (ir/data_formats.def; docs/data.md "Data
+ * formats"): auto, the default without a data section, lets the trainer try
+ * its feeders in order */
+typedef enum MmDataFormat {
+  MM_FMT_AUTO,
+#define DATA_FORMAT(ID, ...) MM_FMT_##ID,
+#include "data_formats.def"
+  MM_FMT_COUNT
+} MmDataFormat;
+extern const char *const mm_data_format_names[];
 /* NULL-terminated, in the enums' order */
 extern const char *const mm_schedule_names[], *const mm_cp_kind_names[],
                                                   *const mm_recompute_names[],

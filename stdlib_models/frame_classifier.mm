@@ -26,6 +26,7 @@ model FrameViT {
     return cross_entropy(classifier(frames), labels)
   }
 
+  data { format = clips_frames }
   train {
     optimizer = adamw(lr = 2e-3, betas = [0.9, 0.999], weight_decay = 0.05, clip = 1.0)
     schedule  = cosine(warmup = 50)
@@ -78,6 +79,7 @@ model FrameCNNFit {
     return cross_entropy(classifier(x), labels)
   }
 
+  data { format = clips_frames }
   train {
     optimizer = adamw(lr = 2e-3, betas = [0.9, 0.999], weight_decay = 0.05, clip = 1.0)
     schedule  = cosine(warmup = 50)

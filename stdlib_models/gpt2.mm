@@ -112,6 +112,7 @@ model GPT2TinyPacked {
     return gpt(ids, labels, seg, pos)
   }
 
+  data { format = text }
   train {
     optimizer = adamw(lr = 1e-3, betas = [0.9, 0.95], weight_decay = 0.1, clip = 1.0)
     schedule  = constant

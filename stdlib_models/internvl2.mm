@@ -78,6 +78,7 @@ model InternVL2Tiny {
     return cross_entropy(logits, labels, ignore = -100)
   }
 
+  data { format = fmnist_captions }
   train {
     optimizer = adamw(lr = 1e-3, betas = [0.9, 0.999], weight_decay = 0.01, clip = 1.0)
     schedule  = cosine(warmup = 50)

@@ -57,6 +57,7 @@ model T2VTiny {
     return diffusion.loss(pred, x0, noise, t)
   }
 
+  data { format = t2v_diffusion }
   train {
     freeze    = [encoder, text_encoder]
     optimizer = adamw(lr = 1e-3, betas = [0.9, 0.999], weight_decay = 0.01, clip = 1.0)

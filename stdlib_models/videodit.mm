@@ -219,6 +219,7 @@ model VideoDiTTiny {
     return diffusion.loss(pred, latents, noise, t)
   }
 
+  data { format = t2v_diffusion }
   train {
     freeze    = [text_encoder]
     optimizer = adamw(lr = 1e-3, betas = [0.9, 0.999], weight_decay = 0.01, clip = 1.0)

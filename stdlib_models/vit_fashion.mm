@@ -14,6 +14,7 @@ model ViTFashion {
     return cross_entropy(head(norm(features)), labels)
   }
 
+  data { format = fmnist_classify }
   train {
     optimizer = adamw(lr = 2e-3, betas = [0.9, 0.999], weight_decay = 0.05, clip = 1.0)
     schedule  = cosine(warmup = 100)

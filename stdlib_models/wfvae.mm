@@ -508,6 +508,7 @@ model WFVAETiny extends WFVAE {
   let nres = 1
   let connect_res = 1
 
+  data { format = clips_video }
   train {
     optimizer = adamw(lr = 1e-3, betas = [0.9, 0.999], weight_decay = 1e-4)
   }

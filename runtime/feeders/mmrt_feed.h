@@ -2,10 +2,14 @@
  *
  * A feeder binds a model's data inputs to a data set: it recognises the
  * inputs by name and shape, opens the data, fills this rank's rows of a
- * batch, and may add a metric to the final evaluation. The trainer
- * (mmrt_main.c) tries the feeders of mmrt_feeders[] in order and takes the
- * first whose `bind` accepts the model; when none does, mmrt_feed_bind's
- * message lists the model's inputs and what each feeder expects.
+ * batch, and may add a metric to the final evaluation. A model
+ * whose data section names a format (data { format = fmnist_classify }) is
+ * bound to that format's feeder, whose bind must accept it; a model without
+ * one (older models) by trying the feeders of mmrt_feeders[] in order, the
+ * first whose `bind` accepts it winning. Either way a refusal's message
+ * lists the model's inputs and what the feeder(s) expect. The inputs each
+ * format fills are one table, ir/data_formats.def, the compiler's too
+ * (mmrt_formats.h).
  *
  *   mmrt_feed_text.c      ids, labels (seg) i32[B, T] with --data FILE|PREFIX: text
  *   mmrt_feed_classify.c  pixels f32[B, 1, 28, 28], labels i32[B]
@@ -31,6 +35,7 @@
 #include <stdio.h>
 
 #include "mmrt_data.h"
+#include "mmrt_formats.h"
 #include "mmrt_log.h"
 #include "mmrt_main.h"
 
@@ -69,6 +74,9 @@ struct MmrtFeedCtx {
   int nbatch;
   const MmrtTensorDesc *labels;
   int64_t T;
+  /* set by mmrt_feed_bind: 1 when the model's data section named the
+   * feeder's format, 0 when the feeder was found by trying them in order */
+  int declared;
   /* the data (open): the splits and their iterators */
   MmrtImages train, test;
   MmrtBatchIter it, eval_it;
@@ -85,8 +93,9 @@ struct MmrtFeedCtx {
 };
 
 typedef struct MmrtFeeder {
-  const char *name;   /* "classification", ... (the trainer's start-up line) */
-  const char *inputs; /* the inputs it binds, for the message when none matches */
+  const char *name;      /* "classification", ... (the trainer's start-up line) */
+  MmrtDataFormat format; /* the data format it serves (ir/data_formats.def) */
+  const char *inputs;    /* the inputs it binds, for the message when none matches */
   /* 1: the model's inputs are this feeder's (c->batch, labels, T set); 0: not
    * this feeder's; -1: this feeder's but unusable (err says why). */
   int (*bind)(MmrtFeedCtx *c, char *err, size_t errlen);
@@ -115,9 +124,11 @@ extern const MmrtFeeder mmrt_feed_text, mmrt_feed_classify, mmrt_feed_pixels, mm
 /* The feeders in the order bind tries them (NULL-terminated). */
 extern const MmrtFeeder *const mmrt_feeders[];
 
-/* The first feeder of mmrt_feeders[] that binds the model; NULL with err set
- * (a feeder's own refusal, or: no feeder matches, listing the model's inputs
- * and what each feeder expects). */
+/* The feeder of the model's declared data format (m->data_format), or the
+ * first feeder of mmrt_feeders[] that binds the model when it declares
+ * none; sets c->declared. NULL with err set (a feeder's own refusal, or: the
+ * declared format's feeder does not take the model, or no feeder matches,
+ * listing the model's inputs and what is expected). */
 const MmrtFeeder *mmrt_feed_bind(MmrtFeedCtx *c, char *err, size_t errlen);
 
 /* ---- helpers for the feeders and the trainer ---- */

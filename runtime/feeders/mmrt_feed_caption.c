@@ -24,8 +24,9 @@ typedef struct Captions {
 
 static int bind(MmrtFeedCtx *c, char *err, size_t errlen) {
   const MmrtModelDesc *m = c->m;
-  const MmrtTensorDesc *px = mmrt_desc_input(m, "pixels"), *lb = mmrt_desc_input(m, "labels"),
-                       *text = mmrt_desc_input(m, "text");
+  const MmrtTensorDesc *px = mmrt_desc_input(m, MMRT_IN(CAP_PIXELS)),
+                       *lb = mmrt_desc_input(m, MMRT_IN(CAP_LABELS)),
+                       *text = mmrt_desc_input(m, MMRT_IN(CAP_TEXT));
   const int64_t img[4] = {c->B, 1, MMRT_FMNIST_SIDE, MMRT_FMNIST_SIDE}, tok[2] = {c->B, -1};
   if (!mmrt_feed_is(px, MMRT_ST_F32, 4, img) || !mmrt_feed_is(text, MMRT_ST_I32, 2, tok) ||
       !mmrt_feed_is(lb, MMRT_ST_I32, 2, text->shape))
@@ -140,6 +141,7 @@ static void close_task(MmrtFeedCtx *c) {
 
 const MmrtFeeder mmrt_feed_caption = {
     .name = "captioning",
+    .format = MMRT_FMT_FMNIST_CAPTIONS,
     .inputs = "pixels F32[B, 1, 28, 28], text and labels I32[B, T]",
     .bind = bind,
     .open = mmrt_feed_open_fmnist,

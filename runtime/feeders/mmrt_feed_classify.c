@@ -11,7 +11,8 @@ enum { X, Y }; /* c->batch[] */
 
 static int bind(MmrtFeedCtx *c, char *err, size_t errlen) {
   const MmrtModelDesc *m = c->m;
-  const MmrtTensorDesc *px = mmrt_desc_input(m, "pixels"), *lb = mmrt_desc_input(m, "labels");
+  const MmrtTensorDesc *px = mmrt_desc_input(m, MMRT_IN(CLS_PIXELS)),
+                       *lb = mmrt_desc_input(m, MMRT_IN(CLS_LABELS));
   const int64_t img[4] = {c->B, 1, MMRT_FMNIST_SIDE, MMRT_FMNIST_SIDE}, vec[1] = {c->B};
   if (!mmrt_feed_is(px, MMRT_ST_F32, 4, img) || !mmrt_feed_is(lb, MMRT_ST_I32, 1, vec)) return 0;
   c->batch[X] = px, c->batch[Y] = c->labels = lb, c->nbatch = 2;
@@ -34,6 +35,7 @@ static void fill(MmrtFeedCtx *c, const MmrtBatchIter *it, int64_t rows, int eval
 
 const MmrtFeeder mmrt_feed_classify = {
     .name = "classification",
+    .format = MMRT_FMT_FMNIST_CLASSIFY,
     .inputs = "pixels F32[B, 1, 28, 28] and labels I32[B]",
     .bind = bind,
     .open = mmrt_feed_open_fmnist,

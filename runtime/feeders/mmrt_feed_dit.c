@@ -69,7 +69,8 @@ typedef struct Dit {
  * model) or -1 (err says why). */
 static int bind_features(MmrtFeedCtx *c, Dit *d, char *err, size_t errlen) {
   const MmrtModelDesc *m = c->m;
-  const MmrtTensorDesc *lat = d->lat, *tf = mmrt_desc_input(m, "text_features"), *text = d->text;
+  const MmrtTensorDesc *lat = d->lat, *tf = mmrt_desc_input(m, MMRT_IN(DIT_TEXT_FEAT)),
+                       *text = d->text;
   const int64_t ls[5] = {c->B, -1, -1, -1, -1}, fs[3] = {c->B, -1, -1};
   if (!mmrt_feed_is(lat, MMRT_ST_F32, 5, ls) || !mmrt_feed_is(tf, MMRT_ST_F32, 3, fs)) return 0;
   const int64_t ts[2] = {c->B, tf->shape[1]};
@@ -117,9 +118,11 @@ static int bind_features(MmrtFeedCtx *c, Dit *d, char *err, size_t errlen) {
 
 static int bind(MmrtFeedCtx *c, char *err, size_t errlen) {
   const MmrtModelDesc *m = c->m;
-  const MmrtTensorDesc *lat = mmrt_desc_input(m, "latents"), *text = mmrt_desc_input(m, "text"),
-                       *noise = mmrt_desc_input(m, "noise"), *tu = mmrt_desc_input(m, "t_uniform"),
-                       *tn = mmrt_desc_input(m, "t_normal"), *t = tu ? tu : tn;
+  const MmrtTensorDesc *lat = mmrt_desc_input(m, MMRT_IN(DIT_LATENTS)),
+                       *text = mmrt_desc_input(m, MMRT_IN(DIT_TEXT)),
+                       *noise = mmrt_desc_input(m, MMRT_IN(DIT_NOISE)),
+                       *tu = mmrt_desc_input(m, MMRT_IN(DIT_T_UNIFORM)),
+                       *tn = mmrt_desc_input(m, MMRT_IN(DIT_T_NORMAL)), *t = tu ? tu : tn;
   const int64_t ls[5] = {c->B, MMRT_DIT_LATENT, -1, MMRT_DIT_LATENT, MMRT_DIT_LATENT},
                 ts[2] = {c->B, -1}, us[1] = {c->B};
   Dit probe = {.lat = lat, .text = text};
@@ -346,6 +349,7 @@ static void close_dit(MmrtFeedCtx *c) {
 
 const MmrtFeeder mmrt_feed_dit = {
     .name = "text-to-video diffusion",
+    .format = MMRT_FMT_T2V_DIFFUSION,
     .inputs = "latents F32[B, 8, Fl, 8, 8], text I32[B, L] (or text_features F32[B, L, D] with "
               "forwards latents and text_features), noise (like latents), t_uniform or "
               "t_normal F32[B]",

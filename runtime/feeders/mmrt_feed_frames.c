@@ -23,7 +23,8 @@ typedef struct Frames {
 
 static int bind(MmrtFeedCtx *c, char *err, size_t errlen) {
   const MmrtModelDesc *m = c->m;
-  const MmrtTensorDesc *px = mmrt_desc_input(m, "frames"), *lb = mmrt_desc_input(m, "labels");
+  const MmrtTensorDesc *px = mmrt_desc_input(m, MMRT_IN(FRM_FRAMES)),
+                       *lb = mmrt_desc_input(m, MMRT_IN(FRM_LABELS));
   const int64_t img[4] = {c->B, 1, MMRT_VIDEO_SIDE, MMRT_VIDEO_SIDE}, vec[1] = {c->B};
   if (!mmrt_feed_is(px, MMRT_ST_F32, 4, img) || !mmrt_feed_is(lb, MMRT_ST_I32, 1, vec)) return 0;
   Frames *d = calloc(1, sizeof *d);
@@ -81,6 +82,7 @@ static void close_frames(MmrtFeedCtx *c) {
 
 const MmrtFeeder mmrt_feed_frames = {
     .name = "clip-frame classification",
+    .format = MMRT_FMT_CLIPS_FRAMES,
     .inputs = "frames F32[B, 1, 64, 64] and labels I32[B]",
     .bind = bind,
     .open = mmrt_feed_open_fmnist,

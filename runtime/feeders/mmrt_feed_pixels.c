@@ -16,7 +16,8 @@ enum { IDS, Y }; /* c->batch[] */
 
 static int bind(MmrtFeedCtx *c, char *err, size_t errlen) {
   const MmrtModelDesc *m = c->m;
-  const MmrtTensorDesc *ids = mmrt_desc_input(m, "ids"), *lb = mmrt_desc_input(m, "labels");
+  const MmrtTensorDesc *ids = mmrt_desc_input(m, MMRT_IN(PIX_IDS)),
+                       *lb = mmrt_desc_input(m, MMRT_IN(PIX_LABELS));
   const int64_t tok[2] = {c->B, -1};
   if (!mmrt_feed_is(ids, MMRT_ST_I32, 2, tok) || !lb ||
       !mmrt_feed_is(lb, MMRT_ST_I32, 2, ids->shape))
@@ -59,6 +60,7 @@ static void fill(MmrtFeedCtx *c, const MmrtBatchIter *it, int64_t rows, int eval
 
 const MmrtFeeder mmrt_feed_pixels = {
     .name = "next-pixel",
+    .format = MMRT_FMT_FMNIST_PIXELS,
     .inputs = "ids and labels I32[B, T]",
     .bind = bind,
     .open = mmrt_feed_open_fmnist,

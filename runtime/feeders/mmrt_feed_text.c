@@ -44,8 +44,10 @@ int mmrt_text_settle(MmrtTextOpts *o, int argc, char **argv) {
 static int bind(MmrtFeedCtx *c, char *err, size_t errlen) {
   const MmrtModelDesc *m = c->m;
   if (!mmrt_loader_is_text(c->data)) return 0;
-  const MmrtTensorDesc *ids = mmrt_desc_input(m, "ids"), *lb = mmrt_desc_input(m, "labels"),
-                       *seg = mmrt_desc_input(m, "seg"), *pos = mmrt_desc_input(m, "pos");
+  const MmrtTensorDesc *ids = mmrt_desc_input(m, MMRT_IN(TEXT_IDS)),
+                       *lb = mmrt_desc_input(m, MMRT_IN(TEXT_LABELS)),
+                       *seg = mmrt_desc_input(m, MMRT_IN(TEXT_SEG)),
+                       *pos = mmrt_desc_input(m, MMRT_IN(TEXT_POS));
   const int64_t tok[2] = {c->B, -1};
   if (!mmrt_feed_is(ids, MMRT_ST_I32, 2, tok) || !lb ||
       !mmrt_feed_is(lb, MMRT_ST_I32, 2, ids->shape)) {
@@ -315,6 +317,7 @@ static void close_(MmrtFeedCtx *c) {
 
 const MmrtFeeder mmrt_feed_text = {
     .name = "text",
+    .format = MMRT_FMT_TEXT,
     .inputs = "ids and labels I32[B, T] (seg, pos: packed) with --data FILE.jsonl|PREFIX",
     .bind = bind,
     .open = open,

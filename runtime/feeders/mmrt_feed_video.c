@@ -25,7 +25,7 @@ typedef struct Clips {
 } Clips;
 
 static int bind(MmrtFeedCtx *c, char *err, size_t errlen) {
-  const MmrtTensorDesc *v = mmrt_desc_input(c->m, "video");
+  const MmrtTensorDesc *v = mmrt_desc_input(c->m, MMRT_IN(VID_VIDEO));
   const int64_t shape[5] = {c->B, 1, -1, MMRT_VIDEO_SIDE, MMRT_VIDEO_SIDE};
   if (!mmrt_feed_is(v, MMRT_ST_F32, 5, shape)) return 0;
   c->batch[0] = v, c->nbatch = 1, c->labels = NULL;
@@ -115,6 +115,7 @@ static void close_clips(MmrtFeedCtx *c) {
 
 const MmrtFeeder mmrt_feed_video = {
     .name = "video",
+    .format = MMRT_FMT_CLIPS_VIDEO,
     .inputs = "video F32[B, 1, 1 + 4k, 64, 64]",
     .bind = bind,
     .open = mmrt_feed_open_fmnist,

@@ -24,26 +24,90 @@ static void append(char *buf, size_t n, const char *s) {
   if (k + 1 < n) snprintf(buf + k, n - k, "%s", s);
 }
 
+const char *const mmrt_data_format_names[MMRT_FMT_COUNT] = {
+    "auto",
+#define DATA_FORMAT(ID, NAME, ...) NAME,
+#include "../../ir/data_formats.def"
+};
+const char *const mmrt_data_input_names[MMRT_DIN_COUNT] = {
+#define DATA_INPUT(ID, FMT, NAME, ...) NAME,
+#include "../../ir/data_formats.def"
+};
+
+MmrtDataFormat mmrt_data_format(const char *name) {
+  for (int f = 1; name && f < MMRT_FMT_COUNT; f++)
+    if (!strcmp(mmrt_data_format_names[f], name)) return (MmrtDataFormat)f;
+  return MMRT_FMT_AUTO;
+}
+
+/* f->bind: 1 bound, 0 not this feeder's, -1 refused (err set) */
+static int try_bind(MmrtFeedCtx *c, const MmrtFeeder *f, char *err, size_t errlen) {
+  int r = f->bind(c, err, errlen);
+  if (r > 0 && f != &mmrt_feed_text && c->text && c->text->given) {
+    snprintf(err, errlen,
+             "%s: a text flag, but --data %s is not text (a .jsonl file or an "
+             "indexed dataset's prefix) and model %s takes %s data",
+             c->text->first, c->data ? c->data : "", c->m->name, f->name);
+    return -1;
+  }
+  return r;
+}
+
+/* "ids I32[8, 16], labels I32[8, 16]" */
+static void inputs_str(char *got, size_t n, const MmrtModelDesc *m) {
+  char buf[128];
+  got[0] = 0;
+  for (int64_t i = 0; i < m->ninputs; i++) {
+    shape_str(buf, sizeof buf, &m->inputs[i]);
+    snprintf(got + strlen(got), n - strlen(got), "%s%s %s", i ? ", " : "", m->inputs[i].name, buf);
+  }
+}
+
+/* the model's declared format: its feeder, and nothing else */
+static const MmrtFeeder *bind_declared(MmrtFeedCtx *c, char *err, size_t errlen) {
+  const MmrtModelDesc *m = c->m;
+  MmrtDataFormat fmt = mmrt_data_format(m->data_format);
+  const MmrtFeeder *f = NULL;
+  for (int i = 0; fmt != MMRT_FMT_AUTO && mmrt_feeders[i] && !f; i++)
+    if (mmrt_feeders[i]->format == fmt) f = mmrt_feeders[i];
+  if (!f) {
+    snprintf(err, errlen,
+             "model %s declares data format '%s', which this trainer has no feeder for", m->name,
+             m->data_format);
+    return NULL;
+  }
+  c->declared = 1;
+  if (fmt == MMRT_FMT_TEXT && !mmrt_loader_is_text(c->data)) {
+    snprintf(err, errlen,
+             "model %s declares data format text, but --data %s is not text (a .jsonl file or an "
+             "indexed dataset's PREFIX)",
+             m->name, c->data ? c->data : "");
+    return NULL;
+  }
+  int r = try_bind(c, f, err, errlen);
+  if (r > 0) return f;
+  if (r == 0) {
+    char got[512];
+    inputs_str(got, sizeof got, m);
+    snprintf(err, errlen,
+             "model %s declares data format %s (%s data), but its inputs (%s) are not the "
+             "format's: expected %s; B = %lld",
+             m->name, m->data_format, f->name, got, f->inputs, (long long)c->B);
+  }
+  return NULL;
+}
+
 const MmrtFeeder *mmrt_feed_bind(MmrtFeedCtx *c, char *err, size_t errlen) {
+  c->declared = 0;
+  if (c->m->data_format && c->m->data_format[0]) return bind_declared(c, err, errlen);
   for (int i = 0; mmrt_feeders[i]; i++) {
-    int r = mmrt_feeders[i]->bind(c, err, errlen);
-    if (r > 0 && mmrt_feeders[i] != &mmrt_feed_text && c->text && c->text->given) {
-      snprintf(err, errlen,
-               "%s: a text flag, but --data %s is not text (a .jsonl file or an "
-               "indexed dataset's prefix) and model %s takes %s data",
-               c->text->first, c->data ? c->data : "", c->m->name, mmrt_feeders[i]->name);
-      return NULL;
-    }
+    int r = try_bind(c, mmrt_feeders[i], err, errlen);
     if (r > 0) return mmrt_feeders[i];
     if (r < 0) return NULL;
   }
   const MmrtModelDesc *m = c->m;
-  char got[512] = "", buf[128], want[1024] = "";
-  for (int64_t i = 0; i < m->ninputs; i++) {
-    shape_str(buf, sizeof buf, &m->inputs[i]);
-    snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s %s", i ? ", " : "",
-             m->inputs[i].name, buf);
-  }
+  char got[512], want[1024] = "";
+  inputs_str(got, sizeof got, m);
   for (int i = 0; mmrt_feeders[i]; i++) {
     append(want, sizeof want, i ? (mmrt_feeders[i + 1] ? "; " : "; or ") : "");
     append(want, sizeof want, mmrt_feeders[i]->inputs);

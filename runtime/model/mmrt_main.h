@@ -63,7 +63,7 @@
 #include "mmrt_kernels.h"
 #include "mmrt_rng.h"
 
-#define MMRT_ABI_VERSION 10
+#define MMRT_ABI_VERSION 11
 
 /* Arenas, in this order in MmrtModelDesc.arena_bytes and in the array of
  * bases a step function receives. */

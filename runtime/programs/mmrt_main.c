@@ -1777,13 +1777,15 @@ static int run(Trainer *t, int argc, char **argv) {
                (long long)part, (long long)all);
     else
       snprintf(ev, sizeof ev, "the whole test split (%lld batches)", (long long)all);
-    fprintf(
-        stderr,
-        "trainer: model %s, %s data, batch %lld, steps %lld, seed %llu, %d rank%s, %s, precision "
-        "%s%s; evaluation on %s\n",
-        m->name, t->feeder->name, (long long)t->cx.B, (long long)t->a.steps,
-        (unsigned long long)t->a.seed, t->world > 1 ? t->world : 1, t->world > 1 ? "s" : "", omp,
-        m->precision == 1 ? "bf16 " : "fp32", m->precision == 1 ? mmrt_bf16_path() : "", ev);
+    fprintf(stderr,
+            "trainer: model %s, %s data (%s%s), batch %lld, steps %lld, seed %llu, %d rank%s, %s, "
+            "precision %s%s; evaluation on %s\n",
+            m->name, t->feeder->name, t->cx.declared ? "format " : "",
+            t->cx.declared ? m->data_format
+                           : "no data format declared: the first feeder that took the inputs",
+            (long long)t->cx.B, (long long)t->a.steps, (unsigned long long)t->a.seed,
+            t->world > 1 ? t->world : 1, t->world > 1 ? "s" : "", omp,
+            m->precision == 1 ? "bf16 " : "fp32", m->precision == 1 ? mmrt_bf16_path() : "", ev);
   }
   if (loud && t->cx.note[0]) fprintf(stderr, "trainer: %s\n", t->cx.note);
   if (loud && t->a.skip_nan)

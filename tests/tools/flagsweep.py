@@ -562,6 +562,8 @@ set_probes = {
     "data.pack": (SRC_, SRC_ + "; pack = true", "refused", ["seg input"]),
     "data.too_long": (SRC_, SRC_ + "; too_long = drop", "effect"),
     "data.bad_samples": (SRC_, SRC_ + "; bad_samples = skip", "effect"),
+    # S takes ids and labels: format = text is printed on the data line
+    "data.format": (SRC_, SRC_ + "; format = text", "effect"),
     "train.lora": ("", LORA, "effect"),
     "train.lora.lora": ("", LORA, "effect"),
     "train.lora.lora.rank": (LORA, LORA.replace("rank = 4", "rank = 2"), "effect"),

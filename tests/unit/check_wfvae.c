@@ -26,6 +26,7 @@ static const char tiny_mm[] =
     "  let base = 8\n"
     "  let enc_energy_flow = 8\n"
     "  let dec_energy_flow = 8\n"
+    "  data { format = auto }\n" /* 16 x 16 frames are no clips: the base's clips_video dropped */
     "}\n"
     "model Pair {\n"
     "  w3 = Haar3D(3)\n"
