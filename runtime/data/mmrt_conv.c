@@ -22,7 +22,7 @@ struct MmrtConv {
   size_t next;       /* list: the next index; JSONL: the byte offset */
   size_t index;      /* samples seen */
   size_t lineno;
-  int32_t ctx_id, end_id; /* the image context and end ids (-1: none) */
+  int32_t start_id, ctx_id, end_id; /* the image tokens' ids (-1: none) */
 };
 
 static void put(char **p, size_t *n, size_t *cap, const char *s, size_t k) {
@@ -87,12 +87,11 @@ MmrtConv *mmrt_conv_open(const char *path, MmrtTok *tok, const MmrtConvOpts *o, 
   if (!c->o.img_start) c->o.img_start = ivl ? "<img>" : "";
   if (!c->o.img_context) c->o.img_context = ivl ? "<IMG_CONTEXT>" : "<image>";
   if (!c->o.img_end) c->o.img_end = ivl ? "</img>" : "";
-  int32_t sid;
   if (rerr) {
     snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
     goto fail;
   }
-  if (!one_id(tok, c->o.img_start, &sid, "start", err, errlen) ||
+  if (!one_id(tok, c->o.img_start, &c->start_id, "start", err, errlen) ||
       !one_id(tok, c->o.img_context, &c->ctx_id, "context", err, errlen) ||
       !one_id(tok, c->o.img_end, &c->end_id, "end", err, errlen))
     goto fail;
@@ -295,7 +294,8 @@ static MmrtConvStatus sample(MmrtConv *c, json_object *obj, MmrtConvSample *s, W
   if (T && s->ids.n > T) {
     size_t img = 0, last = 0;
     for (size_t i = 0; i < s->ids.n; i++)
-      if (s->ids.v[i] == c->ctx_id || (c->end_id >= 0 && s->ids.v[i] == c->end_id))
+      if (s->ids.v[i] == c->ctx_id || (c->end_id >= 0 && s->ids.v[i] == c->end_id) ||
+          (c->start_id >= 0 && s->ids.v[i] == c->start_id))
         img++, last = i + 1;
     if (c->o.too_long == MMRT_CONV_FAIL)
       return say(err, errlen, w, MMRT_CONV_BAD,
