@@ -101,11 +101,16 @@ static const Cmd cmds[] = {
     {"data",
      "preprocess --input FILE.jsonl --tokenizer FILE.json --output-prefix P [--json-key KEY]\n"
      "               [--append-eod] [--workers N] [--bad-samples fail|skip] | inspect PREFIX "
-     "[--show N|all]",
+     "[--show N|all]\n"
+     "               | conv FILE --tokenizer T.json --chat FAMILY [--images DIR] [--image-tokens N "
+     "|\n"
+     "               --tiles-from-images [--tile N] [--max-tiles K] [--tokens-per-tile N]] "
+     "[--seq-len T]",
      "preprocess: tokenizes the text of each JSONL line into Megatron's indexed dataset\n"
      "      P_KEY_document.bin/.idx (named as Megatron-LM's preprocess_data.py names it); "
      "inspect: its\n"
-     "      counts (sequences, documents, tokens, dtype), with --show the first N sequences' ids."},
+     "      counts (sequences, documents, tokens, dtype), with --show the first N sequences' ids;\n"
+     "      conv: a LLaVA/InternVL conversation dataset's samples as ids and label masks."},
     {"image",
      "FILE... [--mode clip|internvl|none] [--size N] [--max-tiles K] [--mean a,b,c] [--std a,b,c]\n"
      "               [--max-pixels N] [--out FILE.f32]",

@@ -31,26 +31,39 @@
 
 enum { BATCH = 512, MAX_WORKERS = 64, SHOWN_SKIPS = 10 };
 
-static int usage(FILE *out, const char *args, const char *help, int rc) {
-  fprintf(out,
-          "usage: mmc data %s\n\n%s\n\n"
-          "preprocess options:\n"
-          "  --input FILE.jsonl     one JSON object a line (- reads stdin)\n"
-          "  --tokenizer FILE.json  a Hugging Face tokenizer.json\n"
-          "  --output-prefix P      writes P_KEY_document.bin and .idx (Megatron's names)\n"
-          "  --json-key KEY         the text field (default text)\n"
-          "  --append-eod           end each non-empty document with the --eod-token id\n"
-          "  --eod-token TOKEN      the end-of-document token (default <|endoftext|>); it must\n"
-          "                         encode to one id\n"
-          "  --add-special          add the tokenizer's post-processor tokens (BOS/EOS), as\n"
-          "                         Megatron's HuggingFaceTokenizer(include_special_tokens=True)\n"
-          "  --workers N            tokenizing threads (default 1)\n"
-          "  --bad-samples fail|skip  stop at a bad line (default) or skip and count it\n"
-          "  --force                replace existing output files\n"
-          "inspect options:\n"
-          "  --show N|all           print the first N sequences' ids and N+1 document indices\n"
-          "  -h, --help             this help\n",
-          args, help);
+int mmc_data_usage(FILE *out, const char *args, const char *help, int rc) {
+  fprintf(
+      out,
+      "usage: mmc data %s\n\n%s\n\n"
+      "preprocess options:\n"
+      "  --input FILE.jsonl     one JSON object a line (- reads stdin)\n"
+      "  --tokenizer FILE.json  a Hugging Face tokenizer.json\n"
+      "  --output-prefix P      writes P_KEY_document.bin and .idx (Megatron's names)\n"
+      "  --json-key KEY         the text field (default text)\n"
+      "  --append-eod           end each non-empty document with the --eod-token id\n"
+      "  --eod-token TOKEN      the end-of-document token (default <|endoftext|>); it must\n"
+      "                         encode to one id\n"
+      "  --add-special          add the tokenizer's post-processor tokens (BOS/EOS), as\n"
+      "                         Megatron's HuggingFaceTokenizer(include_special_tokens=True)\n"
+      "  --workers N            tokenizing threads (default 1)\n"
+      "  --bad-samples fail|skip  stop at a bad line (default) or skip and count it\n"
+      "  --force                replace existing output files\n"
+      "inspect options:\n"
+      "  --show N|all           print the first N sequences' ids and N+1 document indices\n"
+      "conv options (FILE: a LLaVA/InternVL conversation JSON or JSONL; docs/conversations.md):\n"
+      "  --tokenizer FILE.json  a Hugging Face tokenizer.json\n"
+      "  --chat FAMILY          the chat format (chatml, qwen2, internvl2, llama2, vicuna)\n"
+      "  --images DIR           the folder the image names are relative to (default .)\n"
+      "  --image-tokens N       N tokens for each image (LLaVA), or:\n"
+      "  --tiles-from-images    tiles x tokens per tile for each image (InternVL2), with\n"
+      "  --tile N               the tile size in pixels (default 448)\n"
+      "  --max-tiles K          at most K tiles, the thumbnail apart (default 12)\n"
+      "  --tokens-per-tile N    image tokens per tile (default 256)\n"
+      "  --seq-len T            the most tokens a sample may have (default: no limit)\n"
+      "  --too-long fail|truncate|drop  a sample over T: bad (default), cut, or dropped\n"
+      "  --bad-samples fail|skip  stop at a bad sample (default) or skip and count it\n"
+      "  -h, --help             this help\n",
+      args, help);
   return rc;
 }
 
@@ -58,7 +71,7 @@ static int bad(const char *args, const char *help, const char *fmt, const char *
   fprintf(stderr, "mmc: data: ");
   fprintf(stderr, fmt, arg);
   fprintf(stderr, "\n");
-  return usage(stderr, args, help, 2);
+  return mmc_data_usage(stderr, args, help, 2);
 }
 
 static double now(void) {
@@ -450,19 +463,22 @@ out:
 }
 
 int mmc_data(int argc, char **argv, const char *args, const char *help) {
-  if (argc < 1) return bad(args, help, "give a subcommand: preprocess or inspect%s", "");
+  if (argc < 1) return bad(args, help, "give a subcommand: preprocess, inspect or conv%s", "");
   const char *sub = argv[0];
-  if (strcmp(sub, "-h") == 0 || strcmp(sub, "--help") == 0) return usage(stdout, args, help, 0);
+  if (strcmp(sub, "conv") == 0) return mmc_data_conv(argc, argv, args, help);
+  if (strcmp(sub, "-h") == 0 || strcmp(sub, "--help") == 0)
+    return mmc_data_usage(stdout, args, help, 0);
   bool is_pre = strcmp(sub, "preprocess") == 0, is_ins = strcmp(sub, "inspect") == 0;
   if (!is_pre && !is_ins)
-    return bad(args, help, "unknown subcommand '%s' (preprocess or inspect)", sub);
+    return bad(args, help, "unknown subcommand '%s' (preprocess, inspect or conv)", sub);
   Pre a = {.key = "text", .eod_token = "<|endoftext|>", .workers = 1};
   bool eod_given = false;
   const char *prefix = NULL;
   long show = 0;
   for (int i = 1; i < argc; i++) {
     const char *o = argv[i];
-    if (strcmp(o, "-h") == 0 || strcmp(o, "--help") == 0) return usage(stdout, args, help, 0);
+    if (strcmp(o, "-h") == 0 || strcmp(o, "--help") == 0)
+      return mmc_data_usage(stdout, args, help, 0);
     bool takes = strcmp(o, "--input") == 0 || strcmp(o, "--tokenizer") == 0 ||
                  strcmp(o, "--output-prefix") == 0 || strcmp(o, "--json-key") == 0 ||
                  strcmp(o, "--eod-token") == 0 || strcmp(o, "--workers") == 0 ||
@@ -477,7 +493,7 @@ int mmc_data(int argc, char **argv, const char *args, const char *help) {
                                strcmp(o, "--force") == 0;
     if ((takes || pre_opt) && pre_opt != is_pre) {
       fprintf(stderr, "mmc: data: '%s' is not an option of %s\n", o, sub);
-      return usage(stderr, args, help, 2);
+      return mmc_data_usage(stderr, args, help, 2);
     }
     if (strcmp(o, "--input") == 0)
       a.input = v;

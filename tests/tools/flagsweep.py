@@ -321,6 +321,32 @@ open(IMG, "wb").write(b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", struct.pack(">IIBBB
                                                                          for x in range(40) for c in range(3))
                                                               for y in range(10))))
                       + _chunk(b"IEND", b""))
+# data conv: a 30 x 20 PNG (aspect 1.5: a tie of 1x1 and 2x1 at --max-tiles 2, decided by
+# --tile), a conversation JSONL naming it, ChatML's tokenizer with an <image> token
+IMG2 = os.path.join(T, "c.png")
+open(IMG2, "wb").write(b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", struct.pack(">IIBBBBB", 30, 20, 8, 2, 0, 0, 0))
+                       + _chunk(b"IDAT", zlib.compress(b"\0" * 20 + b"\1" * (30 * 3 * 20)))
+                       + _chunk(b"IEND", b""))
+_tj = json.load(open(TCHAT))
+_tj["added_tokens"].append({"id": len(_cv) + 2, "content": "<image>", "special": True, "normalized": False})
+TCONV = os.path.join(T, "tok_conv.json")
+open(TCONV, "w").write(json.dumps(_tj))
+CJ = os.path.join(T, "conv.jsonl")
+open(CJ, "w").write(json.dumps({"image": "c.png", "conversations": [
+    {"from": "human", "value": "<image>ab"}, {"from": "gpt", "value": "ba"}]}) + "\n")
+CB = ["conv", CJ, "--tokenizer", TCONV, "--chat", "chatml", "--images", T, "--image-tokens", "2"]
+CBT = CB[:8] + ["--tiles-from-images", "--max-tiles", "2"]
+data_probes.update({
+    "--chat": (CB[:4] + CB[6:], CB, "effect"),
+    "--images": (CB[:6] + CB[8:], CB, "effect"),
+    "--image-tokens": (CB, CB[:9] + ["3"], "effect"),
+    "--tiles-from-images": (CB, CBT, "effect"),
+    "--tile": (CBT, CBT + ["--tile", "4"], "effect"),
+    "--max-tiles": (CBT[:-2], CBT, "effect"),
+    "--tokens-per-tile": (CBT, CBT + ["--tokens-per-tile", "3"], "effect"),
+    "--seq-len": (CB, CB + ["--seq-len", "3"], "refused", ["sequence length 3"]),
+    "--too-long": (CB + ["--seq-len", "3"], CB + ["--seq-len", "3", "--too-long", "drop"], "effect"),
+})
 IO = [IMG, "--size", "4", "--out", "o.f32"]
 image_probes = {
     "-h": ([IMG], [IMG, "-h"], "effect"),
