@@ -24,22 +24,6 @@ static void append(char *buf, size_t n, const char *s) {
   if (k + 1 < n) snprintf(buf + k, n - k, "%s", s);
 }
 
-const char *const mmrt_data_format_names[MMRT_FMT_COUNT] = {
-    "auto",
-#define DATA_FORMAT(ID, NAME, ...) NAME,
-#include "../../ir/data_formats.def"
-};
-const char *const mmrt_data_input_names[MMRT_DIN_COUNT] = {
-#define DATA_INPUT(ID, FMT, NAME, ...) NAME,
-#include "../../ir/data_formats.def"
-};
-
-MmrtDataFormat mmrt_data_format(const char *name) {
-  for (int f = 1; name && f < MMRT_FMT_COUNT; f++)
-    if (!strcmp(mmrt_data_format_names[f], name)) return (MmrtDataFormat)f;
-  return MMRT_FMT_AUTO;
-}
-
 /* f->bind: 1 bound, 0 not this feeder's, -1 refused (err set) */
 static int try_bind(MmrtFeedCtx *c, const MmrtFeeder *f, char *err, size_t errlen) {
   int r = f->bind(c, err, errlen);
