@@ -5,7 +5,8 @@
 # made with transformers (tests/hf/make_tiny.py, the venv of
 # tools/test_venvs.sh): `mmc import`, then 5 AdamW steps from the same HF
 # weights (--init-from) serially, with --tp 2 and with --pp 2 (1F1B, 2
-# micro-batches of the serial batch) on 2 mpirun ranks:
+# micro-batches of the serial batch) on 2 mpirun ranks (Qwen2 also with 2
+# micro-batches on one rank):
 # 1. every step's loss of the tp and pp runs equals the serial run's (1e-5
 #    relative);
 # 2. --save-hf of each run: transformers loads the tp and pp directories with
@@ -59,13 +60,16 @@ for c in $cells; do
     ./$d.s "${run[@]}" --log $d.s.jsonl --save-hf ex_$d.s > $d.s.out 2>&1 ||
     { bad "$d serial: $(tail -3 $d.cc $d.s.out)"; continue; }
   specs=()
-  for p in tp pp; do
-    plan=(--tp 2); [ $p = pp ] && plan=(--pp 2 --micro-batches 2)
+  plans="tp pp"; [ $d = qwen2 ] && plans="tp pp mb" # mb: micro-batches on one rank (cg_mb_build)
+  for p in $plans; do
+    plan=(--tp 2) mpi=("${MPIRUN[@]}")
+    [ $p = pp ] && plan=(--pp 2 --micro-batches 2)
+    [ $p = mb ] && plan=(--micro-batches 2) mpi=()
     if ! "$MMC" compile hf_$d.mm --model $model --set B=2 "${t[@]}" "${plan[@]}" -o $d.$p 2> $d.$p.cc; then
       bad "$d: compile ${plan[*]}: $(head -3 $d.$p.cc)"
       continue
     fi
-    if ! "${MPIRUN[@]}" ./$d.$p "${run[@]}" --log $d.$p.jsonl --save-hf ex_$d.$p > $d.$p.out 2>&1; then
+    if ! "${mpi[@]}" ./$d.$p "${run[@]}" --log $d.$p.jsonl --save-hf ex_$d.$p > $d.$p.out 2>&1; then
       bad "$d ${plan[*]}: $(tail -3 $d.$p.out)"
       continue
     fi
