@@ -66,6 +66,7 @@ typedef struct MmrtConvSample {
   int nimages;
   int *tiles;        /* per image (1 with a fixed count) */
   int *image_tokens; /* per image */
+  char **paths;      /* per image: the file read (the folder joined) */
   bool truncated;
 } MmrtConvSample;
 
@@ -85,6 +86,8 @@ MmrtConv *mmrt_conv_open(const char *path, MmrtTok *tok, const MmrtConvOpts *o, 
                          size_t errlen);
 MmrtConvStatus mmrt_conv_next(MmrtConv *c, MmrtConvSample *s, char *err, size_t errlen);
 void mmrt_conv_sample_free(MmrtConvSample *s);
+/* The id of the image context token (each image's N tokens). */
+int32_t mmrt_conv_context_id(const MmrtConv *c);
 void mmrt_conv_close(MmrtConv *c);
 
 #endif

@@ -27,8 +27,9 @@
 enum { IDS, Y, SEG, POS }; /* c->batch[] */
 
 int mmrt_text_settle(MmrtTextOpts *o, int argc, char **argv) {
-  static const char *const names[] = {"--tokenizer", "--seq-len",  "--pack",
-                                      "--no-pack",   "--too-long", "--bad-samples"};
+  static const char *const names[] = {"--tokenizer", "--seq-len",     "--pack",   "--no-pack",
+                                      "--too-long",  "--bad-samples", "--images", "--chat",
+                                      "--eval-data", "--max-tiles"};
   if (o->pack_on && o->pack_off)
     return fprintf(stderr, "trainer: error: --pack and --no-pack together\n"), 1;
   o->pack = o->pack_on ? 1 : o->pack_off ? -1 : 0;
@@ -44,6 +45,16 @@ int mmrt_text_settle(MmrtTextOpts *o, int argc, char **argv) {
 static int bind(MmrtFeedCtx *c, char *err, size_t errlen) {
   const MmrtModelDesc *m = c->m;
   if (!mmrt_loader_is_text(c->data)) return 0;
+  const MmrtTextOpts *o = c->text;
+  if (o->images || o->chat || o->eval_data || o->max_tiles) {
+    snprintf(err, errlen, "%s: a conversation flag, but model %s reads text",
+             o->images      ? "--images"
+             : o->chat      ? "--chat"
+             : o->eval_data ? "--eval-data"
+                            : "--max-tiles",
+             m->name);
+    return -1;
+  }
   const MmrtTensorDesc *ids = mmrt_desc_input(m, MMRT_IN(TEXT_IDS)),
                        *lb = mmrt_desc_input(m, MMRT_IN(TEXT_LABELS)),
                        *seg = mmrt_desc_input(m, MMRT_IN(TEXT_SEG)),
