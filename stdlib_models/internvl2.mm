@@ -137,3 +137,17 @@ model InternVL2TinyConv {
     schedule  = cosine(warmup = 50)
   }
 }
+
+// InternVL2TinyConv at the main job's scale (tools/main.sh): Fashion-MNIST
+// written out as one 28 x 28 image a conversation (tools/fmnist_conv/), one
+// tile an image (--max-tiles 1), the committed tokenizer of 120 ids
+// (tools/fmnist_conv/tokenizer.json) under --chat chatml, where <image> (id
+// 7) is the image-context token; a question and a class name fit T = 24.
+model InternVL2TinyFashion extends InternVL2TinyConv {
+  let B = 64
+  let K = 1
+  let T = 24
+  let V = 120
+  let IMG = 7
+  llm = LLM(vocab = V, dim = 64, depth = 2, heads = 4, kv_heads = 2, ffn = 128, theta = 10000.0)
+}
