@@ -25,7 +25,6 @@
  * a checkpoint's data position. The final evaluation generates the last
  * reply of each sample of --eval-data (default: the training file, in file
  * order) greedily and reports the rate of exact matches. */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +34,7 @@
 #include "mmrt_feed.h"
 #include "mmrt_image.h"
 #include "mmrt_loader.h"
+#include "mmrt_stage.h"
 
 enum { PX, TEXT, Y }; /* c->batch[] */
 
@@ -51,30 +51,12 @@ typedef struct Set {
   int64_t n;
 } Set;
 
-#define MAX_BLOCKS 64
-
-typedef struct Block {
-  int64_t lo, n;
-  int64_t *sample;
-  int32_t *text, *y;
-  float *px;
-} Block;
-
 typedef struct Conv {
   Set train, eval;
   int64_t T, K, S;
   int32_t ignore, pad;
   int max_tiles;
-  Block blk[MAX_BLOCKS];
-  int nblk;
-  int64_t cur_epoch, cur_start, fills;
-  int64_t *here;
-  MmrtBatchIter shadow;
-  int has_shadow;
-  pthread_t th;
-  int has_thread, quit, work, ready;
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
+  MmrtStage *stage; /* the loader thread (training batches) */
 } Conv;
 
 static int bind(MmrtFeedCtx *c, char *err, size_t errlen) {
@@ -207,17 +189,20 @@ static int read_set(MmrtFeedCtx *c, Conv *x, MmrtTok *tok, const char *path, Set
   return rc;
 }
 
+static void lay_rows(void *priv, const MmrtBatchIter *it, int64_t rows, int64_t lo, int64_t n,
+                     int64_t *sample, void *const *buf);
+
 static int open(MmrtFeedCtx *c, const char *spec, char *err, size_t errlen) {
   Conv *x = calloc(1, sizeof *x);
   if (!x) return snprintf(err, errlen, "out of memory"), 1;
   c->priv = x;
-  pthread_mutex_init(&x->mu, NULL);
-  pthread_cond_init(&x->cv, NULL);
   const MmrtTensorDesc *px = c->batch[PX];
   x->T = c->T, x->K = px->shape[1], x->S = px->shape[3];
   x->ignore = (int32_t)c->m->ignore_index;
   x->max_tiles = c->text->max_tiles ? (int)c->text->max_tiles : (int)(x->K > 1 ? x->K - 1 : 1);
-  if (!(x->here = malloc((size_t)c->rows * sizeof *x->here)))
+  size_t row = (size_t)c->T * sizeof(int32_t),
+         bytes[3] = {(size_t)(x->K * 3 * x->S * x->S) * sizeof(float), row, row};
+  if (!(x->stage = mmrt_stage_new(3, bytes, c->rows, lay_rows, x)))
     return snprintf(err, errlen, "out of memory"), 1;
   if (!c->text->tokenizer)
     return snprintf(err, errlen, "conversations need --tokenizer tokenizer.json"), 1;
@@ -287,102 +272,42 @@ static void lay_one(const Conv *x, const Sample *s, int32_t *text, int32_t *y, f
   }
 }
 
-static void lay_rows(const Conv *x, const Set *set, const MmrtBatchIter *it, int64_t rows,
-                     Block *b) {
+/* MmrtStageLay: rows [lo, lo + n) of the training set into buf = {pixels,
+ * text, labels} (an evaluation's rows are laid out by fill itself). */
+static void lay_rows(void *priv, const MmrtBatchIter *it, int64_t rows, int64_t lo, int64_t n,
+                     int64_t *sample, void *const *buf) {
+  const Conv *x = priv;
   size_t tiles = (size_t)x->K * 3 * (size_t)x->S * (size_t)x->S;
-  for (int64_t k = b->lo; k < b->lo + b->n; k++) {
-    int64_t r = k - b->lo;
-    b->sample[r] = k < rows ? mmrt_iter_index(it, k) : -1;
-    lay_one(x, b->sample[r] >= 0 ? &set->s[b->sample[r]] : NULL, b->text + r * x->T,
-            b->y + r * x->T, b->px + (size_t)r * tiles, 0);
+  for (int64_t k = lo; k < lo + n; k++) {
+    int64_t r = k - lo;
+    sample[r] = k < rows ? mmrt_iter_index(it, k) : -1;
+    lay_one(x, sample[r] >= 0 ? &x->train.s[sample[r]] : NULL, (int32_t *)buf[1] + r * x->T,
+            (int32_t *)buf[2] + r * x->T, (float *)buf[0] + (size_t)r * tiles, 0);
   }
-}
-
-static void *loader_thread(void *arg) {
-  Conv *x = arg;
-  pthread_mutex_lock(&x->mu);
-  for (;;) {
-    while (!x->work && !x->quit) pthread_cond_wait(&x->cv, &x->mu);
-    if (x->quit) break;
-    pthread_mutex_unlock(&x->mu);
-    int64_t rows = mmrt_iter_next(&x->shadow);
-    for (int i = 0; i < x->nblk; i++) lay_rows(x, &x->train, &x->shadow, rows, &x->blk[i]);
-    pthread_mutex_lock(&x->mu);
-    x->work = 0, x->ready = 1;
-    pthread_cond_broadcast(&x->cv);
-  }
-  pthread_mutex_unlock(&x->mu);
-  return NULL;
-}
-
-static int block_alloc(const Conv *x, Block *b, int64_t n) {
-  size_t cells = (size_t)n * (size_t)x->T,
-         tiles = (size_t)n * (size_t)x->K * 3 * (size_t)x->S * (size_t)x->S;
-  b->sample = malloc((size_t)n * sizeof *b->sample);
-  b->text = malloc(cells * sizeof *b->text), b->y = malloc(cells * sizeof *b->y);
-  b->px = malloc(tiles * sizeof *b->px);
-  b->n = n;
-  if (b->sample && b->text && b->y && b->px) return 1;
-  free(b->sample), free(b->text), free(b->y), free(b->px);
-  memset(b, 0, sizeof *b);
-  return 0;
 }
 
 static int start(MmrtFeedCtx *c, char *err, size_t errlen) {
   Conv *x = c->priv;
-  x->cur_epoch = -1;
-  if (mmrt_iter_init(&x->shadow, &c->train, c->it.batch, 1, c->seed, err, errlen) != MMRT_OK)
-    return 1;
-  x->has_shadow = 1;
-  if (pthread_create(&x->th, NULL, loader_thread, x) != 0)
-    return snprintf(err, errlen, "cannot start the loader thread"), 1;
-  x->has_thread = 1;
-  return 0;
+  return mmrt_stage_start(x->stage, &c->train, c->it.batch, c->seed, err, errlen);
 }
 
 static void fill(MmrtFeedCtx *c, const MmrtBatchIter *it, int64_t rows, int eval,
                  uint64_t sample0) {
   (void)sample0;
   Conv *x = c->priv;
-  int32_t *text = mmrt_feed_at(c, c->batch[TEXT]), *y = mmrt_feed_at(c, c->batch[Y]);
   float *px = mmrt_feed_at(c, c->batch[PX]);
-  Block here = {c->lo, c->rows, x->here, text, y, px};
-  if (!x->has_thread || eval) {
-    lay_rows(x, eval && c->text->eval_data ? &x->eval : &x->train, it, rows, &here);
+  int32_t *text = mmrt_feed_at(c, c->batch[TEXT]), *y = mmrt_feed_at(c, c->batch[Y]);
+  if (!eval) {
+    mmrt_stage_fill(x->stage, it, rows, c->lo, c->rows, (void *const[3]){px, text, y});
     return;
   }
+  const Set *set = c->text->eval_data ? &x->eval : &x->train; /* laid out here */
   size_t tiles = (size_t)x->K * 3 * (size_t)x->S * (size_t)x->S;
-  pthread_mutex_lock(&x->mu);
-  while (x->work) pthread_cond_wait(&x->cv, &x->mu);
-  if (it->epoch != x->cur_epoch || it->cur_start != x->cur_start)
-    x->cur_epoch = it->epoch, x->cur_start = it->cur_start, x->fills = 0;
-  x->fills++;
-  int hit = 0;
-  for (int i = 0; x->ready && i < x->nblk && !hit; i++) {
-    Block *b = &x->blk[i];
-    if (b->lo != c->lo || b->n != c->rows) continue;
-    hit = 1;
-    for (int64_t r = 0; r < b->n && hit; r++)
-      hit = b->sample[r] == (c->lo + r < rows ? mmrt_iter_index(it, c->lo + r) : -1);
-    if (hit) {
-      size_t cells = (size_t)b->n * (size_t)x->T;
-      memcpy(text, b->text, cells * sizeof *text), memcpy(y, b->y, cells * sizeof *y);
-      memcpy(px, b->px, (size_t)b->n * tiles * sizeof *px);
-    }
+  for (int64_t r = 0; r < c->rows; r++) {
+    int64_t k = c->lo + r, i = k < rows ? mmrt_iter_index(it, k) : -1;
+    lay_one(x, i >= 0 ? &set->s[i] : NULL, text + r * x->T, y + r * x->T, px + (size_t)r * tiles,
+            0);
   }
-  if (!hit) lay_rows(x, &x->train, it, rows, &here);
-  int known = 0;
-  for (int i = 0; i < x->nblk; i++) known |= x->blk[i].lo == c->lo && x->blk[i].n == c->rows;
-  if (!known && x->nblk < MAX_BLOCKS && block_alloc(x, &x->blk[x->nblk], c->rows))
-    x->blk[x->nblk++].lo = c->lo;
-  if (x->fills >= x->nblk) { /* the batch's last block: stage the next batch */
-    char st[256], e[256];
-    mmrt_iter_state(it, st, sizeof st);
-    mmrt_iter_restore(&x->shadow, st, e, sizeof e);
-    x->ready = 0, x->work = 1;
-    pthread_cond_broadcast(&x->cv);
-  }
-  pthread_mutex_unlock(&x->mu);
 }
 
 /* The start of sample s's last reply (the last run of mask 1s), 0: none. */
@@ -470,20 +395,8 @@ static int exact_match(MmrtFeedCtx *c, double *rate, char *err, size_t errlen) {
 static void close_(MmrtFeedCtx *c) {
   Conv *x = c->priv;
   if (!x) return;
-  if (x->has_thread) {
-    pthread_mutex_lock(&x->mu);
-    x->quit = 1;
-    pthread_cond_broadcast(&x->cv);
-    pthread_mutex_unlock(&x->mu);
-    pthread_join(x->th, NULL);
-  }
-  for (int i = 0; i < MAX_BLOCKS; i++)
-    free(x->blk[i].sample), free(x->blk[i].text), free(x->blk[i].y), free(x->blk[i].px);
-  if (x->has_shadow) mmrt_iter_free(&x->shadow);
+  mmrt_stage_free(x->stage);
   set_free(&x->train), set_free(&x->eval);
-  free(x->here);
-  pthread_mutex_destroy(&x->mu);
-  pthread_cond_destroy(&x->cv);
   free(x);
   c->priv = NULL;
 }

@@ -1620,7 +1620,8 @@ static int setup_ranks(Trainer *t) {
 static void print_memory(const Trainer *t) {
   MmrtMemPeak p;
   if (mmrt_mem_end(&t->mem, mmrt_dnnl_prim_bytes(), &p)) return;
-  int64_t arenas = 0, data = MMRT_FMNIST_RESIDENT_BYTES;
+  /* conversations are not Fashion-MNIST (mmc plan counts no data for them either) */
+  int64_t arenas = 0, data = t->feeder == &mmrt_feed_conv ? 0 : MMRT_FMNIST_RESIDENT_BYTES;
   for (int r = 0; r < MMRT_NARENAS; r++) arenas += t->arena_own[r];
   /* a pipeline rank's further slots and gradient sums (mmrt_pp.h); its
    * evaluation allocates nothing (mmrt_pp_eval) */
