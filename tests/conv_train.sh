@@ -123,7 +123,7 @@ bad "longer than T" long.jsonl "long.jsonl:6: sample 5 (id \"long\"): "
 grep -q "image tokens) exceed the sequence length 160" bad.out && ok || no "longer than T: $(head -c 300 bad.out)"
 I5=$(for _ in 1 2 3 4 5; do printf '"i14.png", '; done)
 mk "{\"id\": \"wide\", \"image\": [${I5%, }], \"conversations\": [{\"from\": \"human\", \"value\": \"<image><image><image><image><image> x\"}, {\"from\": \"gpt\", \"value\": \"a\"}]}" tiles.jsonl
-bad "more tiles than K" tiles.jsonl "tiles.jsonl: sample 5 (id \"wide\"): 15 tiles (60 image tokens) exceed the model's 12 tiles per sample"
+bad "more tiles than K" tiles.jsonl "tiles.jsonl:6: sample 5 (id \"wide\"): 15 tiles (60 image tokens) exceed the model's 12 tiles per sample"
 cat missing.jsonl corrupt.jsonl holders.jsonl long.jsonl tiles.jsonl > mixed.jsonl
 ./tr --data mixed.jsonl --images img --tokenizer tok.json --max-tiles 2 --quiet --steps 2 \
   --bad-samples skip --log skip.jsonl > skip.out 2>&1

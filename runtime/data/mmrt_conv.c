@@ -346,7 +346,7 @@ MmrtConvStatus mmrt_conv_next(MmrtConv *c, MmrtConvSample *s, char *err, size_t 
       while (p < e && strchr(" \t\r", *p)) p++;
       if (p < e) break;
     }
-    s->index = c->index++;
+    s->index = c->index++, s->line = c->lineno;
     snprintf(w.pre, sizeof w.pre, "%s:%zu: sample %zu: ", c->path, c->lineno, s->index);
     json_tokener *jt = json_tokener_new();
     obj = json_tokener_parse_ex(jt, b, (int)(e - b));

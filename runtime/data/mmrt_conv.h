@@ -60,6 +60,7 @@ typedef struct MmrtConvOpts {
 
 typedef struct MmrtConvSample {
   size_t index; /* 0-based, in the file */
+  size_t line;  /* its line in a JSONL file (0: a JSON list) */
   char *id;
   MmrtTokIds ids;
   MmrtTokMask mask; /* 1: a label (ids[i]), 0: -100 */

@@ -151,13 +151,15 @@ static int read_set(MmrtFeedCtx *c, Conv *x, MmrtTok *tok, const char *path, Set
           snprintf(pre, sizeof pre, "token %zu: id %d outside the model's %lld classes", k,
                    s.ids.v[k], (long long)V);
       if (tiles > x->K || pre[0]) {
+        char at[32] = "";
+        if (s.line) snprintf(at, sizeof at, ":%zu", s.line);
         if (pre[0])
-          snprintf(e, sizeof e, "%s: sample %zu (id \"%s\"): %s", path, s.index, s.id, pre);
+          snprintf(e, sizeof e, "%s%s: sample %zu (id \"%s\"): %s", path, at, s.index, s.id, pre);
         else
           snprintf(e, sizeof e,
-                   "%s: sample %zu (id \"%s\"): %d tiles (%d image tokens) exceed the model's %lld "
-                   "tiles per sample",
-                   path, s.index, s.id, tiles, tiles * o.tokens_per_tile, (long long)x->K);
+                   "%s%s: sample %zu (id \"%s\"): %d tiles (%d image tokens) exceed the model's "
+                   "%lld tiles per sample",
+                   path, at, s.index, s.id, tiles, tiles * o.tokens_per_tile, (long long)x->K);
         mmrt_conv_sample_free(&s);
         st = MMRT_CONV_BAD;
       } else {
