@@ -37,8 +37,8 @@ M="$MMC_SOURCE_DIR/stdlib_models/internvl2.mm"
 grep -q "tiles  12 a sample, the most (pixels f32\[B, 12, 3, 28, 28\])" plan.out && ! grep -q "Fashion-MNIST" plan.out &&
   ok || no "mmc plan: no tiles line: $(head -c 300 plan.out)"
 D=(--data conv.jsonl --images img --tokenizer tok.json --max-tiles 2 --quiet --eval-batches 2)
-STEPS=20
-[ "$SAN" = 1 ] && STEPS=6
+STEPS=20 DROP=0.3
+[ "$SAN" = 1 ] && STEPS=6 DROP=0.1 # ASan+UBSan: fewer steps, a smaller fall
 
 # ---- the first batch against the reference ----
 ./tr "${D[@]}" --steps 1 --dump-inputs dump > first.out 2>&1 || { no "first batch: $(tail -2 first.out)"; }
@@ -93,7 +93,7 @@ timeout 300 mpirun --oversubscribe -x OMP_NUM_THREADS -x LSAN_OPTIONS -np 2 ./tr
 a=$(losses serial.jsonl) b=$(losses dp.jsonl)
 if close "$a" "$b" && [ "$(echo "$a" | wc -w)" = $STEPS ]; then ok; else no "serial and dp=2 losses differ: $a / $b"; fi
 "$PY" -c "
-import sys; a = list(map(float, sys.argv[1].split())); sys.exit(0 if a[-1] < a[0] - 0.3 else 1)" "$a" && ok ||
+import sys; a = list(map(float, sys.argv[1].split())); sys.exit(0 if a[-1] < a[0] - float(sys.argv[2]) else 1)" "$a" "$DROP" && ok ||
   no "the loss does not fall: $a"
 H=$((STEPS / 2))
 ./tr "${D[@]}" --steps $H --ckpt ck --ckpt-every $H --log r1.jsonl > r1.out 2>&1 &&
