@@ -12,7 +12,8 @@
 #  - mmc plan reports the maximum of tiles the plan is of;
 #  - bad data: a missing image, a corrupt one, a wrong placeholder count,
 #    more tokens than T, more tiles than the model's K: exit 1 with a
-#    message naming the file, line and sample; --bad-samples skip trains
+#    message naming the file, line and sample; a chat family whose image
+#    token is not the model's refused; --bad-samples skip trains
 #    on, the count in the log's skipped_samples.
 set -uo pipefail
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
@@ -130,6 +131,11 @@ cat missing.jsonl corrupt.jsonl holders.jsonl long.jsonl tiles.jsonl > mixed.jso
 rc=$?
 if [ $rc -eq 0 ] && grep -q '"skipped_samples": 5' skip.jsonl && [ "$(grep -c '(skipped)' skip.out)" = 5 ]; then ok
 else no "--bad-samples skip: exit $rc, $(grep -o '"skipped_samples": [0-9]*' skip.jsonl | head -1)"; head -3 skip.out; fi
+# a chat family whose image token is not the model's place token
+./tr --data conv.jsonl --images img --tokenizer tok.json --chat chatml --quiet --steps 1 > chat.out 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "conv.jsonl: the tokenizer's image context token is id 7, but model InternVL2TinyConv places its image features at token 6" chat.out &&
+  ok || no "--chat chatml on a model of <IMG_CONTEXT>: exit $rc, $(head -c 300 chat.out)"
 # without --images the names are relative to the current folder: not found, by name
 ./tr --data conv.jsonl --tokenizer tok.json --quiet --steps 1 > noimg.out 2>&1
 rc=$?

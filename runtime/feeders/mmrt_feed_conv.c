@@ -124,11 +124,13 @@ static int read_set(MmrtFeedCtx *c, Conv *x, MmrtTok *tok, const char *path, Set
   MmrtConv *cv = mmrt_conv_open(path, tok, &o, e, sizeof e);
   if (!cv) return snprintf(err, errlen, "%s", e), 1;
   if (mmrt_conv_context_id(cv) != c->m->image_token) {
-    snprintf(err, errlen,
-             "%s: the tokenizer's image context token is id %d, but model %s places its image "
-             "features at token %lld (recompile with --set IMG=%d)",
-             path, mmrt_conv_context_id(cv), c->m->name, (long long)c->m->image_token,
-             mmrt_conv_context_id(cv));
+    snprintf(
+        err, errlen,
+        "%s: the tokenizer's image context token is id %d, but model %s places its image "
+        "features at token %lld (recompile with --set IMG=%d, or the --chat family whose image "
+        "token the model was compiled for)",
+        path, mmrt_conv_context_id(cv), c->m->name, (long long)c->m->image_token,
+        mmrt_conv_context_id(cv));
     mmrt_conv_close(cv);
     return 1;
   }
