@@ -499,6 +499,23 @@ START_TEST(test_place) {
 }
 END_TEST
 
+/* fewer <img> tokens than src rows (a sample with fewer tiles than the
+ * most: 1 and 0 of 3): the first rows placed, the others get no gradient */
+START_TEST(test_place_fewer) {
+  G g;
+  g_init(&g, 40);
+  static const int ids[12] = {1, 4, 3, 4, 7, 2, 5, 5, 6, 6, 0, 0};
+  IrValue *x = g_param(&g, "x", SHP(2, 6, 5)), *src = g_param(&g, "src", SHP(2, 3, 5)),
+          *i = g_ints(&g, "ids", SHP(2, 6), ids);
+  IrAttrs a = {0};
+  ir_attrs_set_int(&a, IR_ATTR_TOKEN, 3);
+  IrValue *y = g_op(&g, IR_OP_PLACE, VS(x, src, i), &a);
+  g_loss(&g, g_op(&g, IR_OP_TANH, &y, 1, NULL));
+  run(&g);
+  g_free(&g);
+}
+END_TEST
+
 /* the wavelet transforms: each one's gradient is the other's forward */
 static void haar_case(uint64_t seed, IrOp op, IrShape s) {
   G g;
@@ -749,6 +766,7 @@ static Suite *grad_suite(void) {
   ADD(tc, test_rope);
   ADD(tc, test_rope_pos);
   ADD(tc, test_place);
+  ADD(tc, test_place_fewer);
   ADD(tc, test_attention_causal);
   ADD(tc, test_attention_mask);
   ADD(tc, test_attention_mask_causal);
