@@ -14,6 +14,10 @@
 #    all_reduce.dp carries (Psi - Nv + 3) elements a step (the trainable
 #    gradients and the 3 one-element all-reduces of plain dp: the loss, the
 #    label count, the gradient norm), and no other dp collective runs.
+#  - the same under ZeRO-1 (--zero 1): the frozen parameters stay whole
+#    on every rank (nothing to shard: no state), so reduce_scatter.dp and
+#    all_gather.dp each carry Psi - Nv elements a step and all_reduce.dp
+#    the 4 one-element sums of ZeRO (with the gradient norm's partial sums);
 #  - after 5 steps every vision tensor of the dp = 2 run is bit for bit its
 #    initial value, and the losses (1e-5) and the trained weights (1e-3 of
 #    their update) equal the serial frozen run's (tests/tools/close_runs.py).
@@ -102,6 +106,28 @@ print("all_reduce.dp elements over %d steps: %s, expected (Psi - Nv + 3) x steps
       % (steps, got, psi, nv, steps, want, {k: v for k, v in c.items() if k.endswith(".dp")}))
 good &= got == want and all(k == "all_reduce.dp" for k in c if k.endswith(".dp"))
 sys.exit(0 if good else 1)
+PY
+
+# ZeRO-1: the trainable parameters' gradients reduce-scattered and their
+# pieces gathered, the vision tower's neither
+"$MMC" compile "$F" --model $M --dp 2 --zero 1 -o "$T/z1" || bad "compile dp=2 zero=1"
+"${MPIRUN[@]}" 2 "$T/z1" --steps $STEPS --eval-batches 1 --quiet --log "$T/z1.jsonl" --save-weights "$T/z1.st" \
+  > "$T/z1.out" 2>&1 || { bad "dp=2 zero=1 run"; tail -5 "$T/z1.out"; }
+/usr/bin/python3 "$MMC_SOURCE_DIR/tests/tools/close_runs.py" frozen.dp2.zero1 "$T/serial.jsonl" "$T/z1.jsonl" "$T/init.st" \
+  "$T/serial.st" "$T/z1.st" "$F" $M && ok || bad "dp=2 zero=1 differs from the serial frozen run"
+/usr/bin/python3 - "$T" "$STEPS" <<'PY' && ok || bad "the counted ZeRO-1 traffic"
+import json, sys
+t, steps = sys.argv[1], int(sys.argv[2])
+st = json.load(open(t + "/stats.json"))
+nv = st["modules"]["vision"]["params"]
+psi = sum(v["params"] for k, v in st["modules"].items() if "." not in k)
+comm = [json.loads(l)["comm"] for l in open(t + "/z1.jsonl") if '"comm"' in l]
+c = {k: v for k, v in comm[0]["train"].items() if k != "bytes"} if len(comm) == 1 else {}
+want = {"reduce_scatter.dp": (psi - nv) * steps, "all_gather.dp": (psi - nv) * steps, "all_reduce.dp": 4 * steps}
+got = {k: c.get(k, {}).get("elems") for k in want}
+print("ZeRO-1 elements over %d steps: %s, expected %s (Psi - Nv = %d); all: %s"
+      % (steps, got, want, psi - nv, {k: (v["calls"], v["elems"]) for k, v in c.items()}))
+sys.exit(0 if got == want and set(c) == set(want) else 1)
 PY
 
 echo "$pass passed, $fail failed"
