@@ -1093,6 +1093,51 @@ static bool check_dp_batch(FeProgram *p, const MmPlan *pl) {
   return ok;
 }
 
+/* Hierarchical ZeRO (docs/hzero.md): zero_across = 1 and ranks_per_node
+ * R make node groups of n = R / (tp x cp) consecutive dp ranks; `zero`
+ * applies within each group and ZeRO-1 across them.  n must divide dp,
+ * and both levels must have more than one group member. */
+static bool refuse_hzero(FeProgram *p, const MmPlan *pl, SrcLoc model_loc) {
+  int before = p->d->errors;
+  SrcLoc za = or_loc(pl->loc[MM_SET_ZERO_ACROSS], model_loc),
+         rn = or_loc(pl->loc[MM_SET_RANKS_PER_NODE], model_loc);
+  if (!pl->zero_across) {
+    if (pl->ranks_per_node)
+      diag_error(p->d, rn,
+                 "ranks_per_node = %d sets hierarchical ZeRO's node size, but zero_across is not "
+                 "set: alone it changes nothing",
+                 pl->ranks_per_node);
+    return p->d->errors == before;
+  }
+  int64_t group = (int64_t)pl->tp * pl->cp, n = group ? pl->ranks_per_node / group : 0;
+  if (pl->zero < 1)
+    diag_error(p->d, za,
+               "zero_across = %d is the ZeRO stage across nodes under a stage within them, but "
+               "zero = %d: set zero = 1, 2 or 3",
+               pl->zero_across, pl->zero);
+  else if (pl->pp > 1)
+    diag_error(p->d, za, "hierarchical ZeRO (zero_across) under a pipeline (pp = %d) is not built",
+               pl->pp);
+  else if (!pl->ranks_per_node)
+    diag_error(p->d, za,
+               "zero_across needs the node size: ranks_per_node = N in the parallel section or "
+               "--ranks-per-node N");
+  else if (pl->ranks_per_node % group)
+    diag_error(p->d, rn, "ranks_per_node = %d: a node must hold whole tp x cp groups of %lld ranks",
+               pl->ranks_per_node, (long long)group);
+  else if (pl->dp % n)
+    diag_error(p->d, rn,
+               "ranks_per_node = %d makes node groups of %lld dp ranks, which do not divide dp = "
+               "%d",
+               pl->ranks_per_node, (long long)n, pl->dp);
+  else if (n < 2 || n == pl->dp)
+    diag_error(p->d, rn,
+               "ranks_per_node = %d makes %s (dp = %d): hierarchical ZeRO needs at least two "
+               "nodes of at least two dp ranks each",
+               pl->ranks_per_node, n < 2 ? "node groups of one dp rank" : "one node group", pl->dp);
+  return p->d->errors == before;
+}
+
 /* Settings that would do nothing are refused, never ignored: a schedule,
  * a one-stage list or vpp without a pipeline (pp > 1), vpp without the
  * interleaved schedule, bucket_mb under a pipeline (its gradients are not
@@ -1145,6 +1190,7 @@ static bool refuse_inert(FeProgram *p, const MmPlan *pl, SrcLoc model_loc) {
   if (pl->zero >= 1 && pl->dp <= 1)
     diag_error(p->d, or_loc(pl->loc[MM_SET_ZERO], model_loc),
                "zero = %d shards over data parallel, but dp = %d", pl->zero, pl->dp);
+  if (!refuse_hzero(p, pl, model_loc)) return false;
   if ((pl->loc[MM_SET_BUCKET_MB].file || f->given[MM_SET_BUCKET_MB]) && pl->dp <= 1)
     diag_error(p->d, or_loc(pl->loc[MM_SET_BUCKET_MB], model_loc),
                "bucket_mb groups the data-parallel gradient all-reduces, but dp = %d", pl->dp);

@@ -35,6 +35,8 @@
 #include "mmrt_data.h"
 #include "mmrt_main.h"
 #include "tools/mmc_data.h"
+#include "tools/mmc_frozen.h"
+#include "tools/mmc_hzero.h"
 #include "tools/mmc_lists.h"
 #include "mmrt_tok.h"
 #include "tools/mmc_tokenize.h"
@@ -1785,6 +1787,8 @@ static int cmd_plan(Opts *o) {
     json_object_object_add(root, "funcs", funcs);
     plan_layers(m, root, true);
     plan_collectives(m, &m->plan, root, true);
+    mmc_plan_frozen(m, root);
+    mmc_plan_hzero(m, root);
     plan_cp(m, root, true);
     plan_split_norms(m, root, true);
     if (!plan_pp_memory(m, data_bytes, root, true, err, sizeof err)) {
@@ -1844,6 +1848,8 @@ static int cmd_plan(Opts *o) {
     }
     plan_layers(m, NULL, o->detail);
     plan_collectives(m, &m->plan, NULL, o->detail);
+    mmc_plan_frozen(m, NULL);
+    mmc_plan_hzero(m, NULL);
     plan_cp(m, NULL, o->detail);
     plan_split_norms(m, NULL, o->detail);
   }

@@ -23,6 +23,8 @@ static const char *const axis_names[MMRT_NAXES] = {
 #define MESH_AXIS(ID, name, nest, ir) [MMRT_AXIS_##ID] = #name,
 #include "../../support/mesh_axes.def"
     [MMRT_AXIS_WORLD] = "world",
+    [MMRT_AXIS_DP_NODE] = "dp_node",
+    [MMRT_AXIS_DP_CROSS] = "dp_cross",
 };
 
 static const char *const kind_names[MMRT_COMM_NKINDS] = {
@@ -156,8 +158,15 @@ static void tally(MmrtCommKind k, MmrtAxis ax, int n, uint64_t elems, uint64_t b
 static int trace_phases = 1, open_phase = -1;
 static double open_phase_t;
 
+static uint64_t updates;
+
+uint64_t mmrt_comm_updates(void) {
+  return updates;
+}
+
 void mmrt_comm_set_phase(int phase) {
   cur_phase = phase >= 0 && phase < MMRT_NPHASES ? phase : MMRT_PHASE_FORWARD;
+  updates += cur_phase == MMRT_PHASE_UPDATE;
   if (!trace_phases || !mmrt_trace_on()) return;
   double t = mmrt_trace_now();
   /* only forward -> backward -> update, as a training step runs them (an
@@ -273,6 +282,12 @@ typedef struct Reply {
 /* World rank of coordinate c on axis ax (this rank's other coordinates). */
 static int world_of(const MmrtMesh *m, MmrtAxis ax, int c) {
   if (ax == MMRT_AXIS_WORLD) return c;
+  if (ax == MMRT_AXIS_DP_NODE || ax == MMRT_AXIS_DP_CROSS) { /* their dp coordinate */
+    int n = m->size[MMRT_AXIS_DP_NODE];
+    c = ax == MMRT_AXIS_DP_NODE ? m->coord[MMRT_AXIS_DP_CROSS] * n + c
+                                : c * n + m->coord[MMRT_AXIS_DP_NODE];
+    ax = MMRT_AXIS_DP;
+  }
   int k[MESH_NAXES];
   for (int a = 0; a < MESH_NAXES; a++) k[a] = a == (int)ax ? c : m->coord[a];
   return mmrt_mesh_rank_of(m, k);
@@ -635,6 +650,7 @@ int mmrt_mesh_init(MmrtMesh *m, const int sizes[MESH_NAXES], char *err, size_t e
     }
   }
   for (int a = 0; a < MMRT_NAXES; a++) {
+    if (m->comm[a] == MPI_COMM_NULL) continue; /* hierarchical ZeRO's: mmrt_mesh_hzero */
     rc = MPI_Comm_dup(m->comm[a], &m->wd[a]);
     if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(m->wd[a], MPI_ERRORS_RETURN);
     if (rc != MPI_SUCCESS) {
@@ -711,6 +727,14 @@ int mmrt_mesh_placement(MmrtMesh *m, FILE *out, char *err, size_t errlen) {
     }
     fputc('\n', out);
   }
+  if (m->hz_node) {
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    fprintf(out,
+            "placement: hierarchical ZeRO: %d node groups of %d dp ranks (dp %d..%d the first); "
+            "the launcher's ranks per host: %s\n",
+            m->size[MMRT_AXIS_DP] / m->hz_node, m->hz_node, 0, m->hz_node - 1,
+            local ? local : "not given");
+  }
   fflush(out);
   free(all), free(host);
   return MMRT_OK;
@@ -742,6 +766,7 @@ void mmrt_mesh_free(MmrtMesh *m) {
   free(m->pend);
   m->pend = NULL;
   m->npend = 0;
+  if (m->hz_free) m->hz_free(m);
 }
 
 int mmrt_comm_finalize(void) {
@@ -786,6 +811,11 @@ int mmrt_all_reduce(MmrtMesh *m, MmrtAxis ax, const void *send, void *recv, size
   return MMRT_OK;
 }
 
+/* dp's all-gathers and reduce-scatters run in two levels (mmrt_hzero.c). */
+static bool hz(const MmrtMesh *m, MmrtAxis ax) {
+  return ax == MMRT_AXIS_DP && m && m->hz_node > 0;
+}
+
 /* cnt[r], dsp[r]: elements and offset of rank r's block (outer, len_r,
  * inner) in the rank-ordered concatenation of the blocks. */
 static void blocks(int *cnt, int *dsp, int n, size_t outer, size_t dim, size_t inner) {
@@ -824,6 +854,7 @@ static int split_begin(MmrtMesh *m, const char *op, MmrtCommKind kind, MmrtAxis 
 int mmrt_all_gather(MmrtMesh *m, MmrtAxis ax, const void *send, void *recv, size_t outer,
                     size_t dim, size_t inner, MmrtDtype dt) {
   static const char op[] = "all_gather";
+  if (hz(m, ax)) return m->hz_all_gather(m, send, recv, outer, dim, inner, dt);
   size_t es = esize(dt), full;
   int done, rc = split_begin(m, op, MMRT_COMM_ALL_GATHER, ax, send, recv, outer, dim, inner, dt,
                              &full, &done);
@@ -854,6 +885,10 @@ int mmrt_all_gather(MmrtMesh *m, MmrtAxis ax, const void *send, void *recv, size
 int mmrt_reduce_scatter(MmrtMesh *m, MmrtAxis ax, const void *send, void *recv, size_t outer,
                         size_t dim, size_t inner, MmrtDtype dt) {
   static const char op[] = "reduce_scatter";
+  if (hz(m, ax)) {
+    size_t d[3] = {outer, dim, inner};
+    return m->hz_reduce_scatter(m, &send, &recv, d, 1, dt);
+  }
   size_t es = esize(dt), full;
   int done, rc = split_begin(m, op, MMRT_COMM_REDUCE_SCATTER, ax, send, recv, outer, dim, inner, dt,
                              &full, &done);
@@ -1367,6 +1402,7 @@ int mmrt_reduce_scatter_bucket(MmrtMesh *m, MmrtAxis ax, const void *const *send
   static const char op[] = "reduce_scatter_bucket";
   int rc = check(m, op, ax, dt);
   if (rc) return rc;
+  if (hz(m, ax)) return m->hz_reduce_scatter(m, send, (void *const *)recv, dims, nbufs, dt);
   double t0 = now_s();
   RsPack pk = {.cnt = m->cnt};
   if ((rc = rs_pack(m, op, ax, send, (const void *const *)recv, dims, nbufs, dt, NULL, NULL, &pk)))
@@ -1487,12 +1523,31 @@ int mmrt_all_reduce_bucket_start(MmrtMesh *m, MmrtAxis ax, int slot, void *const
   return rc;
 }
 
+/* Hierarchical ZeRO (mmrt_hzero.c): a started bucket or gather is done
+ * before its start returns; its slot is marked started with nothing in
+ * flight, so that its wait returns at once. */
+static int hz_done(MmrtMesh *m, const char *op, MmrtAxis ax, int slot) {
+  MmrtPending *p = pending(m, op, ax, slot, 0);
+  if (!p) return m->err[0] && strstr(m->err, "memory") ? MMRT_ERR_NOMEM : MMRT_ERR_ARG;
+  p->rs = p->ag = false;
+  p->count = 0;
+  p->scale = 1;
+  p->active = true;
+  p->t0 = now_s();
+  p->tr_post = p->tr_last = p->tr_done = mmrt_trace_now();
+  p->seen = 1;
+  return MMRT_OK;
+}
+
 static int reduce_scatter_bucket_start(MmrtMesh *m, MmrtAxis ax, int slot, const void *const *send,
                                        void *const *recv, const size_t *dims, int nbufs,
                                        MmrtDtype dt) {
   static const char op[] = "reduce_scatter_bucket";
   int rc = check(m, op, ax, dt);
   if (rc) return rc;
+  if (hz(m, ax))
+    return (rc = m->hz_reduce_scatter(m, send, recv, dims, nbufs, dt)) ? rc
+                                                                       : hz_done(m, op, ax, slot);
   MmrtPending *p = pending(m, op, ax, slot, nbufs);
   if (!p) return m->err[0] && strstr(m->err, "memory") ? MMRT_ERR_NOMEM : MMRT_ERR_ARG;
   p->pk = (RsPack){.cnt = p->cnt};
@@ -1530,6 +1585,10 @@ int mmrt_reduce_scatter_bucket_start(MmrtMesh *m, MmrtAxis ax, int slot, const v
 static int all_gather_start(MmrtMesh *m, MmrtAxis ax, int slot, const void *send, void *recv,
                             size_t outer, size_t dim, size_t inner, MmrtDtype dt) {
   static const char op[] = "all_gather";
+  if (hz(m, ax)) {
+    int rc = m->hz_all_gather(m, send, recv, outer, dim, inner, dt);
+    return rc ? rc : hz_done(m, op, ax, slot);
+  }
   MmrtPending *p = pending(m, op, ax, slot, 1);
   if (!p) return m->err[0] && strstr(m->err, "memory") ? MMRT_ERR_NOMEM : MMRT_ERR_ARG;
   size_t es = esize(dt), full;
@@ -1800,7 +1859,7 @@ void mmrt_comm_counters_reset(void) {
 
 void mmrt_comm_counters_print(FILE *f) {
   uint64_t calls = 0, bytes = 0;
-  fprintf(f, "%-15s %-5s %5s %10s %20s %14s %12s\n", "collective", "axis", "n", "calls",
+  fprintf(f, "%-15s %-8s %5s %10s %20s %14s %12s\n", "collective", "axis", "n", "calls",
           "fwd/bwd/update", "elements", "MiB sent");
   for (int k = 0; k < MMRT_COMM_NKINDS; k++)
     for (int a = 0; a < MMRT_NAXES; a++) {
@@ -1810,13 +1869,13 @@ void mmrt_comm_counters_print(FILE *f) {
       snprintf(ph, sizeof ph, "%llu/%llu/%llu", (unsigned long long)phase_counters[0][k][a].calls,
                (unsigned long long)phase_counters[1][k][a].calls,
                (unsigned long long)phase_counters[2][k][a].calls);
-      fprintf(f, "%-15s %-5s %5d %10llu %20s %14llu %12.3f\n", kind_names[k], axis_names[a], c->n,
+      fprintf(f, "%-15s %-8s %5d %10llu %20s %14llu %12.3f\n", kind_names[k], axis_names[a], c->n,
               (unsigned long long)c->calls, ph, (unsigned long long)c->elems,
               (double)c->bytes / (1024.0 * 1024.0));
       calls += c->calls;
       bytes += c->bytes;
     }
-  fprintf(f, "%-15s %-5s %5s %10llu %20s %14s %12.3f\n", "total", "", "", (unsigned long long)calls,
+  fprintf(f, "%-15s %-8s %5s %10llu %20s %14s %12.3f\n", "total", "", "", (unsigned long long)calls,
           "", "", (double)bytes / (1024.0 * 1024.0));
 }
 

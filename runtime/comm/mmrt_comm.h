@@ -118,6 +118,11 @@ typedef enum MmrtAxis {
 #define MESH_AXIS(ID, name, nest, ir) MMRT_AXIS_##ID = MESH_##ID,
 #include "../../support/mesh_axes.def"
   MMRT_AXIS_WORLD = MESH_NAXES,
+  /* hierarchical ZeRO's two levels of dp (mmrt_mesh_hzero): the dp ranks
+   * of this rank's node group, and the ranks at this rank's place in the
+   * other node groups */
+  MMRT_AXIS_DP_NODE,
+  MMRT_AXIS_DP_CROSS,
   MMRT_NAXES,
 } MmrtAxis;
 
@@ -146,6 +151,21 @@ typedef struct MmrtMesh {
    * mmrt_bucket_wait), by slot: grown on demand */
   struct MmrtPending *pend;
   int npend;
+  /* hierarchical ZeRO (mmrt_hzero.c): dp ranks per node group (0: off),
+   * the node copies of the parameters gathered across the nodes (valid
+   * until the next update) and the space the two levels pack into */
+  int hz_node;
+  /* its two-level collectives and clean-up, set by mmrt_mesh_hzero (so
+   * that mmrt_comm.c calls into mmrt_hzero.c only through them) */
+  int (*hz_all_gather)(struct MmrtMesh *m, const void *send, void *recv, size_t outer, size_t dim,
+                       size_t inner, MmrtDtype dt);
+  int (*hz_reduce_scatter)(struct MmrtMesh *m, const void *const *send, void *const *recv,
+                           const size_t *dims, int nbufs, MmrtDtype dt);
+  void (*hz_free)(struct MmrtMesh *m);
+  struct MmrtHzCopy *hz_copy;
+  int nhz_copy, hz_cap;
+  char *hz_space;
+  size_t hz_space_bytes;
 } MmrtMesh;
 
 /* The world size a launcher gave this process, read before MPI starts:
@@ -292,6 +312,24 @@ typedef enum MmrtCommPhase {
   MMRT_NPHASES,
 } MmrtCommPhase;
 const char *mmrt_comm_phase_name(MmrtCommPhase p); /* "forward", "backward", "update" */
+/* The number of times a step entered its update phase: parameters stored
+ * by the update change then (hierarchical ZeRO's node copies expire). */
+uint64_t mmrt_comm_updates(void);
+
+/* ---- hierarchical ZeRO (mmrt_hzero.c, docs/hzero.md) ----
+ * mmrt_mesh_hzero splits dp into node groups of `node` consecutive dp
+ * ranks (axis DP_NODE) and the ranks at the same place in every group
+ * (axis DP_CROSS).  From then on the dp all-gathers and reduce-scatters
+ * (ZeRO's, the only ones on dp) run in two levels, each counted on its
+ * axis: a parameter stored as dp part c = o n + i (node group o, place i)
+ *   all-gather: across the groups once per update into this rank's node
+ *     copy (the parts o' n + i of every group o': 1/n of the parameter),
+ *     then within the group from the node copies;
+ *   reduce-scatter: within the group to the sum of the parts o' n + i
+ *     (1/n), then across the groups to part c.
+ * The non-blocking forms (buckets, prefetched gathers) do the same before
+ * they return; their wait finds them done. */
+int mmrt_mesh_hzero(MmrtMesh *m, int node, char *err, size_t errlen);
 MmrtCommCount mmrt_comm_counter_phase(MmrtCommPhase p, MmrtCommKind k, MmrtAxis ax);
 
 /* Sum of bytes sent over every kind and axis. */

@@ -1588,6 +1588,8 @@ static int setup_ranks(Trainer *t) {
   if (t->world > 1) {
     if (mmrt_mesh_init(&t->mesh, size, err, sizeof err) != MMRT_OK) return fail("%s", err);
     t->has_mesh = 1;
+    if (m->zero_node > 0 && mmrt_mesh_hzero(&t->mesh, (int)m->zero_node, err, sizeof err))
+      return fail("%s", err);
     t->rank = t->mesh.coord[MMRT_AXIS_WORLD];
     g_rank = t->rank;
     t->cx.mesh = &t->mesh;

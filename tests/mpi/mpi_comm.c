@@ -171,7 +171,7 @@ START_TEST(mesh_layout) {
      * ordered by that coordinate */
     MPI_Group wg;
     MPI_Comm_group(MPI_COMM_WORLD, &wg);
-    for (int a = 0; a < MMRT_NAXES; a++) {
+    for (int a = 0; a <= MMRT_AXIS_WORLD; a++) /* the mesh and the world */ {
       int n;
       MPI_Comm_size(m.comm[a], &n);
       EXPECT_EQ(n, m.size[a]);
@@ -218,7 +218,7 @@ START_TEST(all_reduce) {
   for (int pi = 0; pi < nplans; pi++) {
     MmrtMesh m;
     open_mesh(&m, plans[pi]);
-    for (int a = 0; a < MMRT_NAXES; a++)
+    for (int a = 0; a <= MMRT_AXIS_WORLD; a++) /* the mesh and the world */
       for (int ci = 0; ci < 3; ci++) {
         MmrtAxis ax = (MmrtAxis)a;
         size_t n = counts[ci];
@@ -244,7 +244,7 @@ START_TEST(all_reduce_bf16) {
   for (int pi = 0; pi < nplans; pi++) {
     MmrtMesh m;
     open_mesh(&m, plans[pi]);
-    for (int a = 0; a < MMRT_NAXES; a++) {
+    for (int a = 0; a <= MMRT_AXIS_WORLD; a++) /* the mesh and the world */ {
       MmrtAxis ax = (MmrtAxis)a;
       enum { N = 333 };
       uint16_t x[N];
@@ -273,7 +273,7 @@ START_TEST(all_gather) {
   for (int pi = 0; pi < nplans; pi++) {
     MmrtMesh m;
     open_mesh(&m, plans[pi]);
-    for (int a = 0; a < MMRT_NAXES; a++)
+    for (int a = 0; a <= MMRT_AXIS_WORLD; a++) /* the mesh and the world */
       for (int d = 0; d < 3; d++) {
         MmrtAxis ax = (MmrtAxis)a;
         int seed = 1000 + member(&m, ax, 0); /* the group's id */
@@ -329,7 +329,7 @@ START_TEST(reduce_scatter) {
   for (int pi = 0; pi < nplans; pi++) {
     MmrtMesh m;
     open_mesh(&m, plans[pi]);
-    for (int a = 0; a < MMRT_NAXES; a++)
+    for (int a = 0; a <= MMRT_AXIS_WORLD; a++) /* the mesh and the world */
       for (int d = 0; d < 3; d++) {
         MmrtAxis ax = (MmrtAxis)a;
         for (int64_t i = 0; i < total; i++) {
@@ -388,7 +388,7 @@ START_TEST(all_to_all) {
   for (int pi = 0; pi < nplans; pi++) {
     MmrtMesh m;
     open_mesh(&m, plans[pi]);
-    for (int a = 0; a < MMRT_NAXES; a++) {
+    for (int a = 0; a <= MMRT_AXIS_WORLD; a++) /* the mesh and the world */ {
       MmrtAxis ax = (MmrtAxis)a;
       for (int gd = 0; gd < 3; gd++)
         for (int sd = 0; sd < 3; sd++)
@@ -407,7 +407,7 @@ START_TEST(broadcast) {
   for (int pi = 0; pi < nplans; pi++) {
     MmrtMesh m;
     open_mesh(&m, plans[pi]);
-    for (int a = 0; a < MMRT_NAXES; a++) {
+    for (int a = 0; a <= MMRT_AXIS_WORLD; a++) /* the mesh and the world */ {
       MmrtAxis ax = (MmrtAxis)a;
       for (int root = 0; root < m.size[ax]; root++) {
         enum { N = 41 };
@@ -470,7 +470,7 @@ START_TEST(sendrecv_ring) {
   for (int pi = 0; pi < nplans; pi++) {
     MmrtMesh m;
     open_mesh(&m, plans[pi]);
-    for (int a = 0; a < MMRT_NAXES; a++) {
+    for (int a = 0; a <= MMRT_AXIS_WORLD; a++) /* the mesh and the world */ {
       MmrtAxis ax = (MmrtAxis)a;
       int n = m.size[ax], me = m.coord[ax];
       enum { N = 57 };
@@ -669,7 +669,7 @@ START_TEST(counters) {
 
   uint64_t total = 0;
   for (int k = 0; k < MMRT_COMM_NKINDS; k++)
-    for (int a = 0; a < MMRT_NAXES; a++)
+    for (int a = 0; a <= MMRT_AXIS_WORLD; a++) /* the mesh and the world */
       total += mmrt_comm_counter((MmrtCommKind)k, (MmrtAxis)a).bytes;
   EXPECT_EQ(mmrt_comm_bytes_total(), total);
 
@@ -711,6 +711,91 @@ END_TEST
 
 /* Argument errors name the collective and the axis; the world-size check
  * says what the trainer expected. */
+/* Hierarchical ZeRO (mmrt_hzero.c) on dp = 4 as 2 node groups of 2: dp's
+ * all-gathers and reduce-scatters give the flat ones' results, in f32 and
+ * bf16, counted on dp_node and dp_cross; the gather across the groups is
+ * made once per update (mmrt_comm_set_phase(UPDATE) expires it); a node
+ * size that does not tile dp is refused. */
+START_TEST(hzero) {
+  if (world != 4) return;
+  MmrtMesh m;
+  open_mesh(&m, plans[0]); /* dp = 4 */
+  char err[256];
+  EXPECT(mmrt_mesh_hzero(&m, 3, err, sizeof err) == MMRT_ERR_ARG, "node groups of 3 accepted");
+  EXPECT_OK(mmrt_mesh_hzero(&m, 2, err, sizeof err), &m);
+  EXPECT(m.size[MMRT_AXIS_DP_NODE] == 2 && m.coord[MMRT_AXIS_DP_NODE] == wrank % 2 &&
+             m.size[MMRT_AXIS_DP_CROSS] == 2 && m.coord[MMRT_AXIS_DP_CROSS] == wrank / 2,
+         "rank %d: dp_node %d/%d, dp_cross %d/%d", wrank, m.coord[MMRT_AXIS_DP_NODE],
+         m.size[MMRT_AXIS_DP_NODE], m.coord[MMRT_AXIS_DP_CROSS], m.size[MMRT_AXIS_DP_CROSS]);
+  int64_t total = numel(T3, 3), lo, len;
+  float g[120], part[120], out[120];
+  uint16_t hp[120], hout[120];
+  mmrt_split_range(T3[1], 4, m.coord[MMRT_AXIS_DP], &lo, &len);
+  mmrt_comm_counters_reset();
+  for (int round = 0; round < 3; round++) { /* an update between rounds 1 and 2 */
+    if (round == 2) mmrt_comm_set_phase(MMRT_PHASE_UPDATE);
+    for (int64_t i = 0; i < total; i++) g[i] = val(round == 2 ? 5 : 4, i);
+    naive_slice(part, g, T3, 3, 1, lo, len);
+    memset(out, 0xff, sizeof out);
+    EXPECT_OK(mmrt_all_gather(&m, MMRT_AXIS_DP, part, out, 3, 8, 5, MMRT_F32), &m);
+    check_eq(out, g, total, "hierarchical all_gather");
+  }
+  mmrt_comm_set_phase(MMRT_PHASE_FORWARD);
+  expect_count(MMRT_COMM_ALL_GATHER, MMRT_AXIS_DP_NODE, 3, 3 * 120, 3 * frac(480, 1, 2), 2);
+  expect_count(MMRT_COMM_ALL_GATHER, MMRT_AXIS_DP_CROSS, 2, 2 * 60, 2 * frac(240, 1, 2), 2);
+  expect_count(MMRT_COMM_ALL_GATHER, MMRT_AXIS_DP, 0, 0, 0, 0);
+  for (int64_t i = 0; i < 15 * len; i++) hp[i] = to_bf16(part[i]);
+  EXPECT_OK(mmrt_all_gather(&m, MMRT_AXIS_DP, hp, hout, 3, 8, 5, MMRT_BF16), &m);
+  for (int64_t i = 0; i < total; i++) out[i] = from_bf16(hout[i]);
+  check_eq(out, g, total, "hierarchical bf16 all_gather");
+  /* a bucket of four tensors (one empty), blocking and started */
+  enum { NB = 4 };
+  static const size_t dims[3 * NB] = {3, 8, 5, 1, 4, 3, 2, 0, 4, 1, 12, 1};
+  for (int started = 0; started < 2; started++) {
+    float *x[NB], *got[NB], *want[NB];
+    size_t full = 0;
+    for (int k = 0; k < NB; k++) {
+      size_t f = dims[3 * k] * dims[3 * k + 1] * dims[3 * k + 2];
+      int64_t sh[3] = {(int64_t)dims[3 * k], (int64_t)dims[3 * k + 1], (int64_t)dims[3 * k + 2]};
+      full += f;
+      x[k] = f ? malloc(f * 4) : NULL;
+      got[k] = f ? calloc(f, 4) : NULL;
+      want[k] = f ? calloc(f, 4) : NULL;
+      float *sum = f ? calloc(f, 4) : NULL;
+      for (size_t i = 0; i < f; i++) {
+        x[k][i] = val(wrank * 5 + k, (int64_t)i);
+        for (int r = 0; r < 4; r++) sum[i] += val(r * 5 + k, (int64_t)i);
+      }
+      mmrt_split_range(sh[1], 4, m.coord[MMRT_AXIS_DP], &lo, &len);
+      if (f) naive_slice(want[k], sum, sh, 3, 1, lo, len);
+      free(sum);
+    }
+    mmrt_comm_counters_reset();
+    if (started) {
+      EXPECT_OK(mmrt_reduce_scatter_bucket_start(&m, MMRT_AXIS_DP, 3, (const void *const *)x,
+                                                 (void *const *)got, dims, NB, MMRT_F32),
+                &m);
+      EXPECT_OK(mmrt_bucket_wait(&m, 3), &m);
+    } else {
+      EXPECT_OK(mmrt_reduce_scatter_bucket(&m, MMRT_AXIS_DP, (const void *const *)x,
+                                           (void *const *)got, dims, NB, MMRT_F32),
+                &m);
+    }
+    expect_count(MMRT_COMM_REDUCE_SCATTER, MMRT_AXIS_DP_NODE, 1, full, frac(4 * full, 1, 2), 2);
+    expect_count(MMRT_COMM_REDUCE_SCATTER, MMRT_AXIS_DP_CROSS, 1, full / 2, frac(2 * full, 1, 2),
+                 2);
+    for (int k = 0; k < NB; k++) {
+      check_eq(got[k], want[k], (int64_t)(dims[3 * k] * dims[3 * k + 1] / 4 * dims[3 * k + 2]),
+               started ? "hierarchical reduce_scatter_bucket_start"
+                       : "hierarchical reduce_scatter_bucket");
+      free(x[k]), free(got[k]), free(want[k]);
+    }
+  }
+  mmrt_mesh_free(&m);
+  verdict();
+}
+END_TEST
+
 START_TEST(errors) {
   MmrtMesh m;
   char err[256];
@@ -807,6 +892,7 @@ static Suite *comm_suite(void) {
   tcase_add_test(tc, buckets);
   tcase_add_test(tc, reduce_scatter_bucket);
   tcase_add_test(tc, counters);
+  tcase_add_test(tc, hzero);
   tcase_add_test(tc, errors);
   tcase_add_test(tc, mpi_errors);
   suite_add_tcase(s, tc);

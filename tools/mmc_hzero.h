@@ -1,0 +1,16 @@
+/* `mmc plan`: hierarchical ZeRO's collectives per level and its node
+ * copies (tools/mmc_hzero.c, docs/hzero.md). */
+#ifndef MM_TOOLS_MMC_HZERO_H
+#define MM_TOOLS_MMC_HZERO_H
+
+#include <json-c/json.h>
+
+#include "ir/ir.h"
+
+/* Under zero_across: @train's dp all-gathers and reduce-scatters as the
+ * runtime runs them, per level (dp_node, dp_cross), calls and elements a
+ * step, and the node copies' bytes a rank.  As an "hzero" object of root,
+ * or (root NULL) lines on stdout; nothing without zero_across. */
+void mmc_plan_hzero(const IrModule *m, json_object *root);
+
+#endif
