@@ -2,12 +2,14 @@
 # Per-sub-model plans, colocated (docs/subplans.md), under real mpirun
 # ranks: InternVL2Tiny with
 #   (a) parallel { vision { dp = 2 } llm { tp = 2 } } on 2 ranks, and
+#   (s) (a) with sp = true in the LLM's block only, and
 #   (d) parallel { vision { dp = 4 } llm { tp = 2; dp = 2 } } on 4 ranks
 # trains with the serial trainer's losses (1e-5 relative, 10 steps) and,
 # gathered by --save-weights, final weights within 1e-3 of the size of
 # their update (tests/torch/mmtrain.py); the runtime's collective counters
 # (the metrics log's "comm" line, per phase) equal the formulas below, and
-# `mmc plan --json` lists each sub-model's mesh and the boundary transfers.
+# `mmc plan --json` lists each sub-model's mesh and the boundary transfers;
+# under (s) every reduce-scatter (the sequence split) is in the LLM.
 #
 # Sizes: B = 8 samples, T = 16 tokens, h = 64 (the LLM's width), L = 2 LLM
 # layers, V = 64; vision: Sv = 17 tokens (16 patches + CLS) of width 64;
@@ -63,6 +65,10 @@ import "internvl2.mm"
 model VLa extends InternVL2Tiny {
   parallel { vision { dp = 2 } llm { tp = 2 } }
 }
+// (a) with sequence parallel in the LLM only
+model VLs extends InternVL2Tiny {
+  parallel { vision { dp = 2 } llm { tp = 2; sp = true } }
+}
 // (d) the vision encoder dp = 4, the LLM tp = 2 x dp = 2, on 4 ranks
 model VLd extends InternVL2Tiny {
   parallel {
@@ -79,7 +85,7 @@ MM
 "$MMC" dump-ir "$S/internvl2.mm" --model InternVL2Tiny --after lower |
   sed -n 's/^param @\([^ ]*\) : f32\[\([0-9, ]*\)\].*/\1 \2/p' > "$T/params"
 
-for run in "a:VLa:2" "d:VLd:4"; do
+for run in "a:VLa:2" "s:VLs:2" "d:VLd:4"; do
   IFS=: read -r name model np <<< "$run"
   "$MMC" compile "$T/sub.mm" --model $model -o "$T/$name" 2> "$T/$name.cc" || { bad "$name: compile"; cat "$T/$name.cc"; continue; }
   "$MMC" plan "$T/sub.mm" --model $model --json > "$T/$name.plan.json" || bad "$name: plan --json"
@@ -103,6 +109,12 @@ cfg = mmtrain.train_settings(src, "InternVL2Tiny")
 (I, _), (A, _), (W, _) = (mmtrain.st_load(T + p) for p in ("/init.st", "/serial.st", "/" + name + ".st"))
 nbad = mmtrain.compare_weights(I, A, W, cfg, [mmtrain.lr_at(cfg, s, len(la)) for s in range(1, len(la) + 1)], name)
 ok &= nbad == 0 and sorted(A) == sorted(W)
+
+if name == "s":  # sp: the sequence split (reduce-scatters) in the LLM's blocks, head and norm only
+    scopes = re.findall(r"= reduce_scatter\(.*scope\(\"([^\"]*)\"\)", open(T + "/s.ir").read())
+    good = len(scopes) > 0 and all(x.startswith("llm.") for x in scopes)
+    print("s: %d reduce-scatters, all in the LLM: %s" % (len(scopes), good))
+    sys.exit(0 if ok and good else 1)
 
 # the formulas
 B, Tt, h, L, tp, Sv = 8, 16, 64, 2, 2, 17
@@ -176,5 +188,5 @@ ok &= good
 sys.exit(0 if ok else 1)
 PY
 done
-[ $fail -eq 0 ] && echo "sub-model plans: (a) vision dp=2 / llm tp=2 and (d) vision dp=4 / llm tp=2 x dp=2 agree with one rank"
+[ $fail -eq 0 ] && echo "sub-model plans: (a) vision dp=2 / llm tp=2 (and sp) and (d) vision dp=4 / llm tp=2 x dp=2 agree with one rank"
 [ $fail -eq 0 ]
