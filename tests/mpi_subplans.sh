@@ -3,6 +3,9 @@
 # ranks: InternVL2Tiny with
 #   (a) parallel { vision { dp = 2 } llm { tp = 2 } } on 2 ranks, and
 #   (s) (a) with sp = true in the LLM's block only, and
+#   (f) (a) with the vision encoder frozen (InternVL2TinyFrozenVision):
+#       the formulas of (a) without vision's gradient all-reduces, no
+#       gradient coming back over the boundary, no vision gradient bytes;
 #   (d) parallel { vision { dp = 4 } llm { tp = 2; dp = 2 } } on 4 ranks
 # trains with the serial trainer's losses (1e-5 relative, 10 steps) and,
 # gathered by --save-weights, final weights within 1e-3 of the size of
@@ -69,6 +72,10 @@ model VLa extends InternVL2Tiny {
 model VLs extends InternVL2Tiny {
   parallel { vision { dp = 2 } llm { tp = 2; sp = true } }
 }
+// (a) with the vision encoder frozen: no vision gradients, no reductions for them
+model VLf extends InternVL2TinyFrozenVision {
+  parallel { vision { dp = 2 } llm { tp = 2 } }
+}
 // (d) the vision encoder dp = 4, the LLM tp = 2 x dp = 2, on 4 ranks
 model VLd extends InternVL2Tiny {
   parallel {
@@ -82,10 +89,13 @@ MM
 "$T/serial" --steps 0 --eval-batches 1 --quiet --save-weights "$T/init.st" > /dev/null || bad "serial init"
 "$T/serial" --steps $STEPS --eval-batches 1 --quiet --log "$T/serial.jsonl" --save-weights "$T/serial.st" \
   > /dev/null || bad "serial run"
+"$MMC" compile "$S/internvl2.mm" --model InternVL2TinyFrozenVision -o "$T/serialf" || { bad "compile serialf"; exit 1; }
+"$T/serialf" --steps $STEPS --eval-batches 1 --quiet --log "$T/serialf.jsonl" --save-weights "$T/serialf.st" \
+  > /dev/null || bad "serial frozen run"
 "$MMC" dump-ir "$S/internvl2.mm" --model InternVL2Tiny --after lower |
   sed -n 's/^param @\([^ ]*\) : f32\[\([0-9, ]*\)\].*/\1 \2/p' > "$T/params"
 
-for run in "a:VLa:2" "s:VLs:2" "d:VLd:4"; do
+for run in "a:VLa:2" "s:VLs:2" "f:VLf:2" "d:VLd:4"; do
   IFS=: read -r name model np <<< "$run"
   "$MMC" compile "$T/sub.mm" --model $model -o "$T/$name" 2> "$T/$name.cc" || { bad "$name: compile"; cat "$T/$name.cc"; continue; }
   "$MMC" plan "$T/sub.mm" --model $model --json > "$T/$name.plan.json" || bad "$name: plan --json"
@@ -101,12 +111,13 @@ import mmtrain
 name, T, steps, src = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 ok = True
 def losses(p): return [json.loads(l)["loss"] for l in open(p) if '"loss"' in l]
-la, lb = losses(T + "/serial.jsonl"), losses(T + "/" + name + ".jsonl")
+ref = "/serialf" if name == "f" else "/serial"
+la, lb = losses(T + ref + ".jsonl"), losses(T + "/" + name + ".jsonl")
 lw = max(abs(x - y) / abs(x) for x, y in zip(la, lb)) if la and len(la) == len(lb) == steps else float("inf")
 print("%s: %d steps, loss largest relative difference from one rank %.2e" % (name, len(lb), lw))
 ok &= lw <= 1e-5
-cfg = mmtrain.train_settings(src, "InternVL2Tiny")
-(I, _), (A, _), (W, _) = (mmtrain.st_load(T + p) for p in ("/init.st", "/serial.st", "/" + name + ".st"))
+cfg = mmtrain.train_settings(src, "InternVL2TinyFrozenVision" if name == "f" else "InternVL2Tiny")
+(I, _), (A, _), (W, _) = (mmtrain.st_load(T + p) for p in ("/init.st", ref + ".st", "/" + name + ".st"))
 nbad = mmtrain.compare_weights(I, A, W, cfg, [mmtrain.lr_at(cfg, s, len(la)) for s in range(1, len(la) + 1)], name)
 ok &= nbad == 0 and sorted(A) == sorted(W)
 
@@ -116,18 +127,26 @@ if name == "s":  # sp: the sequence split (reduce-scatters) in the LLM's blocks,
     print("s: %d reduce-scatters, all in the LLM: %s" % (len(scopes), good))
     sys.exit(0 if ok and good else 1)
 
+frozen = name == "f"
+if frozen:
+    name = "a"  # the formulas of (a), less everything of vision's gradients
+
 # the formulas
 B, Tt, h, L, tp, Sv = 8, 16, 64, 2, 2, 17
 dp = 1 if name == "a" else 2
 params = []
 for line in open(T + "/params"):
     p, dims = line.split(" ", 1)
+    if frozen and p.startswith("vision."):
+        continue  # no gradient, no reduction, no update
     n = 1
     for d in dims.split(","):
         n *= int(d)
     params.append((p, n))
 vis = [n for p, n in params if p.startswith("vision.")]
 Nvis, Evis = len(vis), sum(vis)
+if frozen:
+    vis, Nvis, Evis = [1], 0, 0
 # local sizes and tp splits from the final IR's parameter placements
 split = {}
 for m in re.finditer(r"^param @(\S+) : f32\[[^\]]*\]\{([^}]*)\}", open(T + "/" + name + ".ir").read(), re.M):
@@ -138,7 +157,7 @@ bth = B * Tt * h // dp
 fwd = {"all_reduce.tp": [("row-parallel outputs", 2 * L, bth), ("vocab-parallel embedding", 1, bth),
                          ("projector fc2", 1, B * 4 * h // dp), ("vocab-parallel cross entropy", 1, B * Tt * (tp + 1) // dp)],
        "all_gather.tp": [("boundary: vision's output", 1, B * Sv * 64)]}
-bwd = {"all_reduce.tp": [("vision gradients (its dp group)", Nvis, Evis // Nvis), ("column-parallel inputs + head", 2 * L + 1, bth),
+bwd = {"all_reduce.tp": [("vision gradients (its dp group)", Nvis, Evis // max(Nvis, 1)), ("column-parallel inputs + head", 2 * L + 1, bth),
                          ("projector fc1 input", 1, B * 4 * 256 // dp)]}
 upd = {"all_reduce.tp": [("gradient norm chunks", chunks, 1)]}
 if name == "d":
@@ -158,7 +177,8 @@ if name == "d":
     bwd["all_reduce.dp"] = [("gradient buckets", buckets, None), ("scalar", 1, 1)]
     bwd_dp_elems = local
     upd["all_reduce.dp"] = [("scalar", 1, 1)]
-comm = [json.loads(l)["comm"] for l in open(T + "/" + name + ".jsonl") if '"comm"' in l]
+run = "f" if frozen else name
+comm = [json.loads(l)["comm"] for l in open(T + "/" + run + ".jsonl") if '"comm"' in l]
 assert len(comm) == 1 and comm[0]["steps"] == steps
 for ph, want in (("forward", fwd), ("backward", bwd), ("update", upd)):
     got = {k: v for k, v in comm[0]["train_" + ph].items() if k != "bytes"}
@@ -172,21 +192,24 @@ for ph, want in (("forward", fwd), ("backward", bwd), ("update", upd)):
         g = got.pop(key, {"calls": 0, "elems": 0})
         good = g["calls"] == calls and g["elems"] == elems
         ok &= good
-        print("%s %-8s %-14s %s calls %d elements %d in %d steps (%s)" % (name, ph, key, "==" if good else "!=",
+        print("%s %-8s %-14s %s calls %d elements %d in %d steps (%s)" % (run, ph, key, "==" if good else "!=",
               g["calls"], g["elems"], steps, ", ".join("%s: %d" % (w, n) for w, n, _ in parts)))
     if got:
-        print("%s %s: collectives not in the formula: %s" % (name, ph, got)); ok = False
+        print("%s %s: collectives not in the formula: %s" % (run, ph, got)); ok = False
 
-plan = json.load(open(T + "/" + name + ".plan.json"))
+plan = json.load(open(T + "/" + run + ".plan.json"))
 subs = {s["name"]: (s["tp"], s["dp"]) for s in plan["subplans"]}
 want = {"vision": (1, 2 if name == "a" else 4), "llm": (2, dp), "": (2, dp)}
 good = subs == want and any(t["from"] == "vision" and t["kind"] == "all_gather" and t["axis"] == "tp" and
                             t["sent_bytes"] == 4 * B * Sv * 64 // 2 for t in plan["boundary_transfers"])
-print("%s: plan sub-models %s, boundary transfers %d (%d bytes per step)" % (name, subs, len(plan["boundary_transfers"]),
+vgrad = [x["grad_bytes"] for x in plan["subplans"] if x["name"] == "vision"]
+good &= vgrad == [0] if frozen else vgrad[0] > 0
+good &= any(t["phase"] == "backward" for t in plan["boundary_transfers"]) != frozen
+print("%s: plan sub-models %s, boundary transfers %d (%d bytes per step)" % (run, subs, len(plan["boundary_transfers"]),
       plan["boundary_bytes"]))
 ok &= good
 sys.exit(0 if ok else 1)
 PY
 done
-[ $fail -eq 0 ] && echo "sub-model plans: (a) vision dp=2 / llm tp=2 (and sp) and (d) vision dp=4 / llm tp=2 x dp=2 agree with one rank"
+[ $fail -eq 0 ] && echo "sub-model plans: (a) vision dp=2 / llm tp=2 (with sp, with vision frozen) and (d) vision dp=4 / llm tp=2 x dp=2 agree with one rank"
 [ $fail -eq 0 ]

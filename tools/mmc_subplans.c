@@ -81,9 +81,10 @@ void mmc_plan_subplans(const IrModule *m, json_object *root) {
     Unit u;
     unit_bytes(m, pl, i, &u);
     if (i < 0 && !u.nparams) continue;
-    const char *grad_axes = s.tp == 1 && T > 1 ? (D > 1 ? "dp and tp" : "tp")
-                            : D > 1            ? "dp"
-                                               : "none";
+    const char *grad_axes = !u.grad              ? "nothing (frozen)"
+                            : s.tp == 1 && T > 1 ? (D > 1 ? "dp and tp" : "tp")
+                            : D > 1              ? "dp"
+                                                 : "nothing (dp = 1)";
     if (root) {
       json_object *e = json_object_new_object();
       json_object_object_add(e, "name", json_object_new_string_len(s.name, s.namelen));
