@@ -11,7 +11,8 @@
 # gathered by --save-weights, final weights within 1e-3 of the size of
 # their update (tests/torch/mmtrain.py); the runtime's collective counters
 # (the metrics log's "comm" line, per phase) equal the formulas below, and
-# `mmc plan --json` lists each sub-model's mesh and the boundary transfers;
+# `mmc plan` (text and --json) lists each sub-model's mesh and the boundary
+# transfers, `mmc dump-ir --rank 3` the rank's place in each sub-model's mesh;
 # under (s) every reduce-scatter (the sequence split) is in the LLM.
 #
 # Sizes: B = 8 samples, T = 16 tokens, h = 64 (the LLM's width), L = 2 LLM
@@ -211,5 +212,13 @@ ok &= good
 sys.exit(0 if ok else 1)
 PY
 done
+# one rank's view: its place in each sub-model's mesh (rank 3 of tp = 2 x
+# dp = 2: tp 1, dp 1; vision's batch nests tp outside dp: its dp rank 1 * 2 + 1)
+"$MMC" dump-ir "$T/sub.mm" --model VLd --rank 3 | head -2 > "$T/rank3"
+printf '%s\n' "// sub-model vision: tp = 1, dp = 4 over the tp and dp axes: this rank is its dp rank 3" \
+  "// sub-model llm: tp = 2, dp = 2: this rank is its tp rank 1, dp rank 1" | cmp -s - "$T/rank3" ||
+  { bad "dump-ir --rank 3"; cat "$T/rank3"; }
+"$MMC" plan "$T/sub.mm" --model VLa | grep -q '^    vision     -> the rest   all_gather  tp  \[8, 17, 64\] .* 17408 bytes sent$' ||
+  bad "mmc plan: no boundary transfer line"
 [ $fail -eq 0 ] && echo "sub-model plans: (a) vision dp=2 / llm tp=2 (with sp, with vision frozen) and (d) vision dp=4 / llm tp=2 x dp=2 agree with one rank"
 [ $fail -eq 0 ]
