@@ -12,7 +12,8 @@
 # their update (tests/torch/mmtrain.py); the runtime's collective counters
 # (the metrics log's "comm" line, per phase) equal the formulas below, and
 # `mmc plan` (text and --json) lists each sub-model's mesh and the boundary
-# transfers, `mmc dump-ir --rank 3` the rank's place in each sub-model's mesh;
+# transfers, `mmc dump-ir --rank 3` the rank's place in each sub-model's mesh,
+# and each trainer allocates per rank the bytes `mmc plan` gives;
 # under (s) every reduce-scatter (the sequence split) is in the LLM.
 #
 # Sizes: B = 8 samples, T = 16 tokens, h = 64 (the LLM's width), L = 2 LLM
@@ -105,6 +106,9 @@ for run in "a:VLa:2" "s:VLs:2" "f:VLf:2" "d:VLd:4"; do
        --save-weights "$T/$name.st" > "$T/$name.out" 2>&1; then
     bad "$name: mpirun"; tail -5 "$T/$name.out"; continue
   fi
+  want=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["peak_bytes"])' "$T/$name.plan.json")
+  got=$(sed -n 's/^allocated arena bytes per rank: .*total=\([0-9]*\)$/\1/p' "$T/$name.out")
+  [ "$want" = "$got" ] || bad "$name: mmc plan says $want bytes per rank, the trainer allocated '$got'"
   /usr/bin/python3 - "$name" "$T" $STEPS "$MMC_SOURCE_DIR/stdlib_models/internvl2.mm" <<'PY' || bad "$name"
 import json, os, re, sys
 sys.path.insert(0, os.path.join(os.environ["MMC_SOURCE_DIR"], "tests", "torch"))
