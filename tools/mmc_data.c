@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mmc_cli.h"
 #include "mmrt_indexed.h"
 #include "mmrt_jsonl.h"
 #include "mmrt_tok.h"
@@ -68,9 +69,7 @@ int mmc_data_usage(FILE *out, const char *args, const char *help, int rc) {
 }
 
 static int bad(const char *args, const char *help, const char *fmt, const char *arg) {
-  fprintf(stderr, "mmc: data: ");
-  fprintf(stderr, fmt, arg);
-  fprintf(stderr, "\n");
+  mmc_cli_refuse("data: ", fmt, arg);
   return mmc_data_usage(stderr, args, help, 2);
 }
 

@@ -16,14 +16,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mmc_cli.h"
 #include "mmrt_conv.h"
 #include "mmrt_tok.h"
 #include "tools/mmc_data.h"
 
 static int bad(const char *args, const char *help, const char *fmt, const char *arg) {
-  fprintf(stderr, "mmc: data: conv: ");
-  fprintf(stderr, fmt, arg);
-  fprintf(stderr, "\n");
+  mmc_cli_refuse("data: conv: ", fmt, arg);
   return mmc_data_usage(stderr, args, help, 2);
 }
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mmc_cli.h"
 #include "mmrt_ckpt.h"
 #include "mmrt_image.h"
 #include "tools/mmc_image.h"
@@ -34,17 +35,8 @@ static int usage(FILE *out, const char *args, const char *help, int rc) {
 }
 
 static int bad(const char *args, const char *help, const char *fmt, const char *arg) {
-  fprintf(stderr, "mmc: ");
-  fprintf(stderr, fmt, arg);
-  fprintf(stderr, "\n");
+  mmc_cli_refuse("", fmt, arg);
   return usage(stderr, args, help, 2);
-}
-
-static bool parse_long(const char *s, long lo, long hi, long *v) {
-  char *end;
-  errno = 0;
-  *v = strtol(s, &end, 10);
-  return *s && !*end && !errno && *v >= lo && *v <= hi;
 }
 
 /* "a,b,c": three finite numbers (positive when std). */
@@ -94,13 +86,13 @@ int mmc_image(int argc, char **argv, const char *args, const char *help) {
       mode = v;
     } else if (!strcmp(a, "--size")) {
       have_size = true;
-      if (!parse_long(v, 1, 4096, &size))
+      if (!mmc_cli_long(v, 1, 4096, &size))
         rc = bad(args, help, "--size '%s': expected a whole number from 1 to 4096", v);
     } else if (!strcmp(a, "--max-tiles")) {
-      if (!parse_long(v, 1, 64, &max_tiles))
+      if (!mmc_cli_long(v, 1, 64, &max_tiles))
         rc = bad(args, help, "--max-tiles '%s': expected a whole number from 1 to 64", v);
     } else if (!strcmp(a, "--max-pixels")) {
-      if (!parse_long(v, 1, 1L << 40, &max_pixels))
+      if (!mmc_cli_long(v, 1, 1L << 40, &max_pixels))
         rc = bad(args, help, "--max-pixels '%s': expected a whole number from 1", v);
     } else if (!strcmp(a, "--mean")) {
       if (!(have_mean = parse3(v, mean, false)))

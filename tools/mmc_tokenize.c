@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mmc_cli.h"
 #include "mmrt_tok.h"
 #include "tools/mmc_tokenize.h"
 
@@ -33,9 +34,7 @@ static int usage(FILE *out, const char *args, const char *help, int rc) {
 }
 
 static int bad(const char *args, const char *help, const char *fmt, const char *arg) {
-  fprintf(stderr, "mmc: ");
-  fprintf(stderr, fmt, arg);
-  fprintf(stderr, "\n");
+  mmc_cli_refuse("", fmt, arg);
   return usage(stderr, args, help, 2);
 }
 

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mmc_cli.h"
 #include "mmrt_ckpt.h"
 #include "mmrt_vdec.h"
 #include "tools/mmc_video.h"
@@ -33,17 +34,8 @@ static int usage(FILE *out, const char *args, const char *help, int rc) {
 }
 
 static int bad(const char *args, const char *help, const char *fmt, const char *arg) {
-  fprintf(stderr, "mmc: ");
-  fprintf(stderr, fmt, arg);
-  fprintf(stderr, "\n");
+  mmc_cli_refuse("", fmt, arg);
   return usage(stderr, args, help, 2);
-}
-
-static bool parse_long(const char *s, long lo, long hi, long *v) {
-  char *end;
-  errno = 0;
-  *v = strtol(s, &end, 10);
-  return *s && !*end && !errno && *v >= lo && *v <= hi;
 }
 
 /* "HxW" at s, sides 1..4096; *end after it. */
@@ -176,7 +168,7 @@ int mmc_video(int argc, char **argv, const char *args, const char *help) {
     else if (!v)
       rc = bad(args, help, "%s needs a value", a);
     else if (!strcmp(a, "--frames")) {
-      if (!parse_long(v, 1, MMRT_VDEC_MAX_FRAMES, &frames))
+      if (!mmc_cli_long(v, 1, MMRT_VDEC_MAX_FRAMES, &frames))
         rc = bad(args, help, "--frames '%s': expected a whole number from 1 to 4096", v);
     } else if (!strcmp(a, "--fps")) {
       char *end;
@@ -202,7 +194,7 @@ int mmc_video(int argc, char **argv, const char *args, const char *help) {
         rc = bad(args, help, "--buckets '%s': expected HxW,HxW,... (at most 64, sides 1 to 4096)",
                  v);
     } else if (!strcmp(a, "--max-pixels")) {
-      if (!parse_long(v, 1, 1L << 40, &max_pixels))
+      if (!mmc_cli_long(v, 1, 1L << 40, &max_pixels))
         rc = bad(args, help, "--max-pixels '%s': expected a whole number from 1", v);
     } else if (!strcmp(a, "--out"))
       outp = v;
