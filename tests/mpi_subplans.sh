@@ -7,7 +7,8 @@
 #       the formulas of (a) without vision's gradient all-reduces, no
 #       gradient coming back over the boundary, no vision gradient bytes;
 #   (d) parallel { vision { dp = 4 } llm { tp = 2; dp = 2 } } on 4 ranks
-# trains with the serial trainer's losses (1e-5 relative, 10 steps) and,
+# trains with the serial trainer's losses (1e-5 relative, 10 steps; the
+# evaluation's loss too, @forward sharded by the same plan) and,
 # gathered by --save-weights, final weights within 1e-3 of the size of
 # their update (tests/torch/mmtrain.py); the runtime's collective counters
 # (the metrics log's "comm" line, per phase) equal the formulas below, and
@@ -125,6 +126,11 @@ la, lb = losses(T + ref + ".jsonl"), losses(T + "/" + name + ".jsonl")
 lw = max(abs(x - y) / abs(x) for x, y in zip(la, lb)) if la and len(la) == len(lb) == steps else float("inf")
 print("%s: %d steps, loss largest relative difference from one rank %.2e" % (name, len(lb), lw))
 ok &= lw <= 1e-5
+def evals(p): return [json.loads(l)["eval_loss"] for l in open(p) if '"eval_loss"' in l]
+ea, eb = evals(T + ref + ".jsonl"), evals(T + "/" + name + ".jsonl")
+ew = abs(ea[-1] - eb[-1]) / abs(ea[-1]) if ea and eb else float("inf")
+print("%s: evaluation loss %.6f, one rank %.6f (@forward under the same plan)" % (name, eb[-1] if eb else 0, ea[-1] if ea else 0))
+ok &= ew <= 1e-5
 cfg = mmtrain.train_settings(src, "InternVL2TinyFrozenVision" if name == "f" else "InternVL2Tiny")
 (I, _), (A, _), (W, _) = (mmtrain.st_load(T + p) for p in ("/init.st", ref + ".st", "/" + name + ".st"))
 nbad = mmtrain.compare_weights(I, A, W, cfg, [mmtrain.lr_at(cfg, s, len(la)) for s in range(1, len(la) + 1)], name)
