@@ -50,6 +50,12 @@
  * their readers (source_pl), so the S(seq) -> S(heads) all-to-alls before
  * attention and S(heads) -> S(seq) after it are derived like any reshard.
  *
+ * Per-sub-model plans (plan `subplans`, docs/subplans.md): the parameters
+ * of a sub-model of tp = 1 stay whole on tp, and subplan_boundaries fixes,
+ * before propagation, the slice into such a sub-model along the batch on
+ * tp and the gather out of it; its nodes, propagated from there, run its
+ * data parallel over the tp axis. sp applies per sub-model.
+ *
  * Errors (with the location of the layer or input): a dim that the plan
  * must split but that its axis size does not divide; a tp > 1 (or sp)
  * under which no value of the module is split (at the tp setting). */
@@ -1029,6 +1035,13 @@ bool pass_shard(IrModule *m, PassCtx *cx) {
                  "sub-plan \"%s\" does not fit the mesh tp = %d x dp = %d (each sub-model: tp "
                  "= 1 or %d, tp x dp = %d; no cp or pp)",
                  plan->subplans[i], plan->tp, plan->dp, plan->tp, plan->tp * plan->dp);
+      return false;
+    }
+    int64_t batch = m->funcs.len ? batch_of(m->funcs.items[0]) : 0;
+    if (sub.tp == 1 && plan->tp > 1 && batch > 0 && batch % sub.dp) {
+      diag_error(s.d, plan->loc[MM_SET_TP],
+                 "sub-plan \"%s\": dp = %d does not divide the batch of %lld", plan->subplans[i],
+                 sub.dp, (long long)batch);
       return false;
     }
   }
