@@ -102,7 +102,8 @@ typedef enum AstStmtKind {
   ST_RETURN,   /* return value */
   ST_IF,       /* if cond { body } else { else_body } ; else_body may hold one ST_IF */
   ST_FORWARD,  /* forward NAME? (params) -> ret { body } */
-  ST_SECTION,  /* train / parallel / data { settings }: name = "train"|"parallel"|"data" */
+  ST_SECTION,  /* train / parallel / data { settings }: name = "train"|"parallel"|"data";
+                  inside a section's body, a sub-model's block (NAME { settings }) */
   ST_SETTING,  /* name = value inside a section */
 } AstStmtKind;
 

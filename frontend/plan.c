@@ -543,6 +543,12 @@ static bool read_train(FeProgram *p, Inst *root, AstStmt *sec, MmTrain *t) {
   bool ok = true;
   for (int i = 0; sec && i < sec->body.len; i++) {
     AstStmt *s = sec->body.items[i];
+    if (s->kind == ST_SECTION) {
+      diag_error(p->d, s->name_loc,
+                 "a %s section holds settings; sub-model blocks belong in the parallel section",
+                 sec->name);
+      ok = false;
+    }
     if (s->kind != ST_SETTING) continue;
     if (set_twice(p, sec, i)) ok = false;
     const MmSetDesc *d = row_of_key(MM_OWN_TRAIN, s->name);
@@ -875,8 +881,82 @@ static bool stage_counts(FeProgram *p, Inst *root, AstExpr *x, MmPlan *pl) {
   return true;
 }
 
+/* The sub-model blocks of a parallel section (docs/subplans.md): each a
+ * top-level instance of the model with its own tp, dp and sp, kept as
+ * "NAME:tp=T,dp=D,sp=S" with their locations. */
+enum { SUB_NAME, SUB_TP, SUB_DP, SUB_SP, SUB_NLOC };
+
+static bool read_subplans(FeProgram *p, Inst *root, AstStmt *sec, MmPlan *pl) {
+  int n = 0;
+  for (int i = 0; i < sec->body.len; i++) n += ((AstStmt *)sec->body.items[i])->kind == ST_SECTION;
+  if (!n) return true;
+  bool ok = true;
+  pl->subplans = ARENA_ARRAY(&p->ast, const char *, n + 1);
+  pl->subplan_loc = ARENA_ARRAY(&p->ast, SrcLoc, (size_t)n * SUB_NLOC);
+  for (int i = 0; i < sec->body.len; i++) {
+    AstStmt *b = sec->body.items[i];
+    if (b->kind != ST_SECTION) continue;
+    for (int j = 0; j < i; j++) {
+      AstStmt *o = sec->body.items[j];
+      if (o->kind == ST_SECTION && !strcmp(o->name, b->name)) {
+        diag_error(p->d, b->name_loc, "sub-model '%s' has two blocks in this parallel section",
+                   b->name);
+        diag_note(p->d, o->name_loc, "first here");
+        ok = false;
+      }
+    }
+    Binding *bd = env_lookup_local(&root->env, b->name);
+    if (!bd || bd->val->k != V_INST || bd->val->inst->is_stack) {
+      char names[400] = "";
+      size_t len = 0;
+      for (Binding *q = root->env.head; q; q = q->next)
+        if (q->val && q->val->k == V_INST && !q->val->inst->is_stack && len + 64 < sizeof names)
+          len +=
+              (size_t)snprintf(names + len, sizeof names - len, "%s'%s'", len ? ", " : "", q->name);
+      diag_error(p->d, b->name_loc, "'%s' is not a sub-model of %s (its sub-models: %s)", b->name,
+                 root->decl->name, len ? names : "none");
+      ok = false;
+      continue;
+    }
+    MmPlan one;
+    MmTrain unused;
+    mm_settings_default(&one, &unused);
+    SrcLoc *loc = &pl->subplan_loc[(size_t)pl->nsubplans * SUB_NLOC];
+    loc[SUB_NAME] = b->name_loc;
+    for (int k = 0; k < b->body.len; k++) {
+      AstStmt *s = b->body.items[k];
+      if (s->kind == ST_SECTION) {
+        diag_error(p->d, s->name_loc, "a sub-model's block holds settings, not blocks");
+        ok = false;
+        continue;
+      }
+      if (set_twice(p, b, k)) ok = false;
+      const MmSetDesc *d = row_of_key(MM_OWN_PLAN, s->name);
+      int at = !d                   ? -1
+               : d->id == MM_SET_TP ? SUB_TP
+               : d->id == MM_SET_DP ? SUB_DP
+               : d->id == MM_SET_SP ? SUB_SP
+                                    : -1;
+      if (at < 0) {
+        diag_error(p->d, s->name_loc,
+                   d ? "'%s' is set for the whole model: a sub-model's block takes tp, dp and sp"
+                     : "unknown sub-model setting '%s' (expected tp, dp or sp)",
+                   s->name);
+        ok = false;
+        continue;
+      }
+      loc[at] = s->name_loc;
+      ok &= read_row(p, &root->env, s, d, &one);
+    }
+    pl->subplans[pl->nsubplans++] =
+        arena_printf(&p->ast, "%s:tp=%d,dp=%d,sp=%d", b->name, one.tp, one.dp, one.sp ? 1 : 0);
+  }
+  return ok;
+}
+
 static bool read_parallel(FeProgram *p, Inst *root, AstStmt *sec, MmPlan *pl) {
   bool ok = true;
+  if (sec) ok = read_subplans(p, root, sec, pl);
   for (int i = 0; sec && i < sec->body.len; i++) {
     AstStmt *s = sec->body.items[i];
     if (s->kind != ST_SETTING) continue;
@@ -1204,8 +1284,108 @@ static bool refuse_inert(FeProgram *p, const MmPlan *pl, SrcLoc model_loc) {
   return p->d->errors == before;
 }
 
+/* The sub-plan of the sub-model path lies in: its tp and where that was set. */
+static int site_tp(const MmPlan *pl, const char *path, SrcLoc *at) {
+  for (int i = 0; path && i < pl->nsubplans; i++) {
+    MmSubPlan s;
+    if (!mm_subplan_parse(pl->subplans[i], &s)) continue;
+    size_t n = (size_t)s.namelen;
+    if (!strncmp(path, s.name, n) && (path[n] == '.' || !path[n])) {
+      if (pl->subplan_loc)
+        *at = pl->subplan_loc[i * SUB_NLOC +
+                              (pl->subplan_loc[i * SUB_NLOC + SUB_TP].file ? SUB_TP : SUB_NAME)];
+      return s.tp;
+    }
+  }
+  return pl->tp;
+}
+
+/* Colocated sub-plans (docs/subplans.md): every sub-model's tp x dp is the
+ * world; the mesh is the largest tp by world / tp, and a sub-model's tp is
+ * 1 (its dp then spans the tp axis too) or that largest one. Sets the
+ * plan's tp, dp and sp from them. */
+static bool resolve_subplans(FeProgram *p, MmPlan *pl, SrcLoc model_loc) {
+  if (!pl->nsubplans) return true;
+  const MmPlanFlags *f = &p->opts.flags;
+  int before = p->d->errors;
+  static const int whole[] = {MM_SET_TP, MM_SET_DP, MM_SET_SP, MM_SET_CP, MM_SET_PP, MM_SET_ZERO};
+  for (size_t k = 0; k < sizeof whole / sizeof whole[0]; k++) {
+    const MmSetDesc *d = &mm_settings[whole[k]];
+    bool per_sub = k < 3;
+    const char *why = per_sub ? "set it in each sub-model's block"
+                              : "it is not built yet beside per-sub-model plans";
+    if (pl->loc[d->id].file)
+      diag_error(p->d, pl->loc[d->id], "'%s' for the whole model beside sub-model blocks: %s",
+                 d->key, why);
+    else if (f->given[d->id])
+      diag_error(p->d, model_loc, "%s: the parallel section gives each sub-model its plan; %s",
+                 d->flag, why);
+  }
+  MmSubPlan s0 = {0}, s;
+  int T = 1;
+  bool sp = false;
+  SrcLoc tp_at = {0};
+  for (int i = 0; i < pl->nsubplans; i++) {
+    MM_ASSERT(mm_subplan_parse(pl->subplans[i], &s));
+    const SrcLoc *loc = &pl->subplan_loc[i * SUB_NLOC];
+    if (i == 0) s0 = s;
+    if (s.tp * s.dp != s0.tp * s0.dp) {
+      SrcLoc at = loc[SUB_DP].file ? loc[SUB_DP] : loc[SUB_TP].file ? loc[SUB_TP] : loc[SUB_NAME];
+      diag_error(p->d, at,
+                 "sub-model '%.*s' runs on tp x dp = %d x %d = %d ranks, but '%.*s' on %d x %d = "
+                 "%d: colocated sub-models each cover all the ranks",
+                 s.namelen, s.name, s.tp, s.dp, s.tp * s.dp, s0.namelen, s0.name, s0.tp, s0.dp,
+                 s0.tp * s0.dp);
+      diag_note(p->d, pl->subplan_loc[SUB_NAME], "'%.*s' planned here", s0.namelen, s0.name);
+    }
+    if (s.tp > T) T = s.tp, tp_at = loc[SUB_TP];
+    if (s.sp && s.tp <= 1)
+      diag_error(p->d, loc[SUB_SP],
+                 "sub-model '%.*s': sequence parallel (sp) needs tensor parallel, but tp = %d",
+                 s.namelen, s.name, s.tp);
+    sp |= s.sp;
+  }
+  for (int i = 0; i < pl->nsubplans; i++) {
+    MM_ASSERT(mm_subplan_parse(pl->subplans[i], &s));
+    if (s.tp != 1 && s.tp != T)
+      diag_error(p->d, pl->subplan_loc[i * SUB_NLOC + SUB_TP],
+                 "sub-model '%.*s': tp = %d; colocated sub-models take the largest tp (%d) or "
+                 "tp = 1",
+                 s.namelen, s.name, s.tp, T);
+  }
+  if (p->d->errors != before) return false;
+  pl->tp = T;
+  pl->dp = s0.tp * s0.dp / T;
+  pl->sp = sp;
+  pl->loc[MM_SET_TP] = tp_at;
+  return true;
+}
+
+/* Each sub-model's dp (over the tp axis too when its tp is 1) against the
+ * batch of the inputs. */
+static bool check_subplan_batch(FeProgram *p, const MmPlan *pl) {
+  bool ok = true;
+  IrFunc *f = p->ir && p->ir->funcs.len ? p->ir->funcs.items[0] : NULL;
+  for (int i = 0; f && i < pl->nsubplans; i++) {
+    MmSubPlan s;
+    MM_ASSERT(mm_subplan_parse(pl->subplans[i], &s));
+    for (int k = 0; k < f->inputs.len && s.dp > 1; k++) {
+      IrValue *x = f->inputs.items[k];
+      if (x->shape.rank == 0 || x->shape.d[0] % s.dp == 0) continue;
+      const SrcLoc *loc = &pl->subplan_loc[i * SUB_NLOC];
+      diag_error(p->d, loc[SUB_DP].file ? loc[SUB_DP] : loc[SUB_NAME],
+                 "sub-model '%.*s': dp = %d does not divide the batch of %lld of input '%s'",
+                 s.namelen, s.name, s.dp, (long long)x->shape.d[0], x->name);
+      diag_note(p->d, x->loc, "input here");
+      ok = false;
+      break;
+    }
+  }
+  return ok;
+}
+
 static bool check_plan(FeProgram *p, MmPlan *pl, SrcLoc model_loc) {
-  bool ok = check_dp_batch(p, pl);
+  bool ok = pl->nsubplans ? check_subplan_batch(p, pl) : check_dp_batch(p, pl);
   for (int i = 0; p->ir && i < pl->nrecompute_by; i++) {
     const char *r = pl->recompute_by[i], *eq = strchr(r, '=');
     const char *unit = arena_strndup(&p->ast, r, (size_t)(eq - r));
@@ -1243,13 +1423,16 @@ static bool check_plan(FeProgram *p, MmPlan *pl, SrcLoc model_loc) {
     for (int j = 0; j < i; j++) {
       AttnSite *o = p->attn.items[j];
       if (o->heads == s->heads && o->kv_heads == s->kv_heads && o->seq == s->seq &&
-          o->kv_seq == s->kv_seq && o->causal == s->causal)
-        seen = true;
+          o->kv_seq == s->kv_seq && o->causal == s->causal) {
+        SrcLoc x = {0}, y = {0};
+        seen = site_tp(pl, o->path, &x) == site_tp(pl, s->path, &y);
+      }
     }
     if (seen) continue;
-    if (s->heads % pl->tp != 0) {
-      diag_error(p->d, or_loc(pl->loc[MM_SET_TP], model_loc),
-                 "tp = %d does not divide the %lld attention heads of '%s'", pl->tp,
+    SrcLoc tp_at = or_loc(pl->loc[MM_SET_TP], model_loc);
+    int tp = site_tp(pl, s->path, &tp_at);
+    if (s->heads % tp != 0) {
+      diag_error(p->d, tp_at, "tp = %d does not divide the %lld attention heads of '%s'", tp,
                  (long long)s->heads, s->path);
       diag_note(p->d, s->loc, "attention with %lld heads here", (long long)s->heads);
       ok = false;
@@ -1292,16 +1475,14 @@ static bool check_plan(FeProgram *p, MmPlan *pl, SrcLoc model_loc) {
                      s->seq != s->kv_seq ? "not a self-attention" : "cp does not divide it");
       }
     }
-    if (s->kv_heads < s->heads && pl->tp > s->kv_heads) {
-      diag_error(p->d, or_loc(pl->loc[MM_SET_TP], model_loc),
-                 "tp = %d is more than the %lld key/value heads of '%s'", pl->tp,
+    if (s->kv_heads < s->heads && tp > s->kv_heads) {
+      diag_error(p->d, tp_at, "tp = %d is more than the %lld key/value heads of '%s'", tp,
                  (long long)s->kv_heads, s->path);
       diag_note(p->d, s->loc, "grouped-query attention with %lld key/value heads here",
                 (long long)s->kv_heads);
       ok = false;
-    } else if (s->kv_heads < s->heads && s->kv_heads % pl->tp != 0) {
-      diag_error(p->d, or_loc(pl->loc[MM_SET_TP], model_loc),
-                 "tp = %d does not divide the %lld key/value heads of '%s'", pl->tp,
+    } else if (s->kv_heads < s->heads && s->kv_heads % tp != 0) {
+      diag_error(p->d, tp_at, "tp = %d does not divide the %lld key/value heads of '%s'", tp,
                  (long long)s->kv_heads, s->path);
       diag_note(p->d, s->loc, "attention here");
       ok = false;
@@ -1618,6 +1799,12 @@ static bool read_data(FeProgram *p, Inst *root, AstStmt *sec, MmTrain *t) {
   MmData *d = &t->data;
   for (int i = 0; i < sec->body.len; i++) {
     AstStmt *s = sec->body.items[i];
+    if (s->kind == ST_SECTION) {
+      diag_error(p->d, s->name_loc,
+                 "a %s section holds settings; sub-model blocks belong in the parallel section",
+                 sec->name);
+      ok = false;
+    }
     if (s->kind != ST_SETTING) continue;
     if (set_twice(p, sec, i)) ok = false;
     const MmSetDesc *r = row_of_key(MM_OWN_DATA, s->name);
@@ -1738,6 +1925,6 @@ bool fe_read_sections(FeProgram *p, Inst *root, FeResult *out) {
       IrValue *v = p->ir->params.items[i];
       if (covers(t->freeze[k], v->name)) v->frozen = true;
     }
-  if (!check_gan(p, pl, t)) return false;
+  if (!check_gan(p, pl, t) || !resolve_subplans(p, pl, dcl->name_loc)) return false;
   return check_plan(p, pl, dcl->name_loc);
 }

@@ -34,6 +34,8 @@ void ir_module_set_settings(IrModule *m, const MmPlan *plan, const MmTrain *trai
     }
     m->plan.recompute_by = copy_strs(a, plan->recompute_by, plan->nrecompute_by);
     m->plan.recompute_by_loc = NULL;
+    m->plan.subplans = copy_strs(a, plan->subplans, plan->nsubplans);
+    m->plan.subplan_loc = NULL;
   }
   if (train) {
     m->train = *train;

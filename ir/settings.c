@@ -201,3 +201,27 @@ void mm_plan_flags_init(MmPlanFlags *f) {
   memset(f, 0, sizeof *f);
   mm_settings_default(&f->plan, &f->train);
 }
+
+bool mm_subplan_parse(const char *text, MmSubPlan *out) {
+  const char *colon = text ? strchr(text, ':') : NULL;
+  if (!colon || colon == text) return false;
+  int tp = 0, dp = 0, sp = -1, used = 0;
+  if (sscanf(colon + 1, "tp=%d,dp=%d,sp=%d%n", &tp, &dp, &sp, &used) != 3 || colon[1 + used] ||
+      tp < 1 || dp < 1 || (sp != 0 && sp != 1))
+    return false;
+  *out = (MmSubPlan){text, (int)(colon - text), tp, dp, sp == 1};
+  return true;
+}
+
+bool mm_subplan_for(const MmPlan *pl, const char *path, MmSubPlan *out) {
+  for (int i = 0; path && i < pl->nsubplans; i++) {
+    MmSubPlan s;
+    if (!mm_subplan_parse(pl->subplans[i], &s)) continue;
+    size_t n = (size_t)s.namelen;
+    if (strncmp(path, s.name, n) == 0 && (path[n] == '.' || path[n] == '\0')) {
+      *out = s;
+      return true;
+    }
+  }
+  return false;
+}

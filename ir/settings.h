@@ -166,6 +166,7 @@ typedef struct MmPlan {
 #define SET_PLAN MM_SET_DECL
 #include "settings.def"
   SrcLoc *recompute_by_loc; /* the frontend's, for its checks (not copied into modules) */
+  SrcLoc *subplan_loc;      /* the frontend's: per sub-plan its name, tp, dp and sp (not copied) */
   SrcLoc loc[MM_SET_COUNT]; /* where each setting was given (file 0: not in the source) */
 } MmPlan;
 
@@ -226,6 +227,22 @@ extern const MmSetDesc mm_settings[MM_SET_COUNT];
  * product; *size (MESH_NAXES ints) gets the sizes. */
 void mm_plan_mesh(const MmPlan *pl, int *size);
 int64_t mm_plan_ranks(const MmPlan *pl);
+
+/* A sub-model's own plan (parallel { vision { dp = 2 } llm { tp = 2 } },
+ * docs/subplans.md), kept in the plan's `subplans` strings as
+ * "NAME:tp=T,dp=D,sp=S". Colocated: every sub-model's tp * dp is the world,
+ * and the module's mesh is the largest tp by the world over it. */
+typedef struct MmSubPlan {
+  const char *name; /* the sub-model's instance name (not terminated: namelen) */
+  int namelen;
+  int tp, dp;
+  bool sp;
+} MmSubPlan;
+/* One "NAME:tp=T,dp=D,sp=S" string; false when it is not one. */
+bool mm_subplan_parse(const char *text, MmSubPlan *out);
+/* The sub-plan of the sub-model a scope or parameter path lies in (its
+ * first component names it); false when none does. */
+bool mm_subplan_for(const MmPlan *pl, const char *path, MmSubPlan *out);
 
 /* The settings of empty sections. */
 void mm_settings_default(MmPlan *plan, MmTrain *train);

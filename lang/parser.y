@@ -359,7 +359,7 @@ static AstStmt *mk_instance(ParseState *ps, const char *name, MmLoc name_loc, As
 %type <vec> args_opt arg_list indices list_opt expr_list
 %type <vec> members members_block stmts stmts_block settings settings_block
 %type <vec> hparams_opt hparam_list opt_hparams targs_opt targ_list else_members else_stmts
-%type <stmt> member stmt setting if_member if_stmt
+%type <stmt> member stmt setting sub_block if_member if_stmt
 %type <decl> decl
 %type <type> htype ttype opt_ret
 %type <param> hparam targ
@@ -647,6 +647,7 @@ settings
   : %empty                  { $$ = (PtrVec){0}; }
   | settings eos
   | settings setting eos   { $$ = vec_add(ps, $1, $2); }
+  | settings sub_block      { $$ = vec_add(ps, $1, $2); }
   | settings error eos     { $$ = $1; yyerrok; }
   ;
 
@@ -654,6 +655,14 @@ setting
   : IDENT '=' expr {
       $$ = mk_stmt(ps, ST_SETTING, @1, $1, @1);
       $$->value = $3;
+    }
+  ;
+
+/* a sub-model's own settings inside a section: parallel { vision { dp = 2 } llm { tp = 2 } } */
+sub_block
+  : IDENT settings_block {
+      $$ = mk_stmt(ps, ST_SECTION, @1, $1, @1);
+      $$->body = $2;
     }
   ;
 

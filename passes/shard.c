@@ -50,6 +50,12 @@
  * their readers (source_pl), so the S(seq) -> S(heads) all-to-alls before
  * attention and S(heads) -> S(seq) after it are derived like any reshard.
  *
+ * Per-sub-model plans (plan `subplans`, docs/subplans.md): the parameters
+ * of a sub-model of tp = 1 stay whole on tp, and subplan_boundaries fixes,
+ * before propagation, the slice into such a sub-model along the batch on
+ * tp and the gather out of it; its nodes, propagated from there, run its
+ * data parallel over the tp axis. sp applies per sub-model.
+ *
  * Errors (with the location of the layer or input): a dim that the plan
  * must split but that its axis size does not divide; a tp > 1 (or sp)
  * under which no value of the module is split (at the tp setting). */
@@ -361,6 +367,11 @@ static int tp_strategy(Sh *s, IrFunc *f, int tp) {
     IrValue *p = s->m->params.items[i];
     IrMapSlot *sl = ir_map_get(&s->want, p);
     nsplit += sl && sl->i > 0;
+    MmSubPlan sub;
+    if (sl && sl->i > 0 && mm_subplan_for(s->plan, p->name, &sub) && sub.tp == 1) {
+      nsplit--; /* a sub-model of tp = 1 uses the tp axis for data parallel */
+      continue;
+    }
     if (s->dry) continue;
     if (sl && sl->i > 0)
       p->pl[IR_AX_TP] = (IrPlacement){IR_PL_S, (int)sl->i - 1};
@@ -602,6 +613,14 @@ static bool is_seqlen(const Sh *s, int64_t t) {
   return false;
 }
 
+/* Whether sequence parallel applies to node n: the plan's sp, or under
+ * per-sub-model plans its sub-model's (none for the nodes of no sub-plan). */
+static bool node_sp(const Sh *s, const IrNode *n) {
+  MmSubPlan sub;
+  if (!s->plan->nsubplans) return s->plan->sp;
+  return mm_subplan_for(s->plan, n->scope, &sub) && sub.sp;
+}
+
 /* Picks the strategy of node n on axis a; writes the operand needs into
  * req (req[k * IR_NAXES + a]) and the result placements; returns whether a
  * result placement changed. */
@@ -624,7 +643,7 @@ static bool decide(Sh *s, IrNode *n, const IrShardRule *r, int a, IrPlacement *r
   for (int k = 0; k < n->nin; k++) any_p |= n->in[k]->pl[a].kind == IR_PL_P;
   int seqf = -1; /* the factor of the sequence dim, when sp (or cp) lets it split */
   bool cp = a == IR_AX_CP;
-  if (((a == IR_AX_TP && s->plan->sp) || cp) && (r->pflags & IR_SHP_SEQ) && n->nout >= 1 &&
+  if (((a == IR_AX_TP && node_sp(s, n)) || cp) && (r->pflags & IR_SHP_SEQ) && n->nout >= 1 &&
       n->out[0]->shape.rank == 3 && ir_dtype_is_float(n->out[0]->dtype) &&
       is_seqlen(s, n->out[0]->shape.d[1])) {
     uint32_t mask = r->out[0][1];
@@ -836,8 +855,74 @@ static void materialize(Sh *s, IrFunc *f) {
   }
 }
 
+/* ---- per-sub-model plans (docs/subplans.md) ---- */
+
+/* Whether node n belongs to a sub-model of tp = 1 under a mesh of tp > 1:
+ * its data parallel spans the tp axis too. */
+static bool dp_over_tp(const Sh *s, const IrNode *n) {
+  MmSubPlan sub;
+  return n && s->m->mesh[IR_AX_TP] > 1 && mm_subplan_for(s->plan, n->scope, &sub) && sub.tp == 1;
+}
+
+/* The samples of a step: dim 0 of the first input that has one. */
+static int64_t batch_of(const IrFunc *f) {
+  for (int i = 0; i < f->inputs.len; i++) {
+    const IrValue *x = f->inputs.items[i];
+    if (x->shape.rank >= 1) return x->shape.d[0];
+  }
+  return 0;
+}
+
+/* The redistribution at each sub-model boundary, fixed before propagation:
+ * what a tp = 1 sub-model reads from outside (a batch input, the gradient
+ * of its output coming back) is sliced over tp along the batch (its data
+ * parallel there), and an activation it hands to the rest of the model is
+ * gathered over tp (the rest holds the whole batch of its dp shard).
+ * Propagation then keeps the sub-model batch-split on tp and its
+ * parameters' gradients partial over tp, reduced there (its dp group). */
+static void subplan_boundaries(Sh *s, IrFunc *f) {
+  int64_t batch = batch_of(f);
+  int tp = s->m->mesh[IR_AX_TP], dp = s->m->mesh[IR_AX_DP];
+  if (!s->plan->nsubplans || tp <= 1 || batch <= 0 || batch % ((int64_t)tp * dp)) return;
+  int nold = f->nodes.len;
+  void **old = ARENA_ARRAY(&s->a, void *, nold ? nold : 1);
+  memcpy(old, f->nodes.items, sizeof(void *) * (size_t)nold);
+  f->nodes.len = 0;
+  IrMap done; /* value -> its boundary reshard */
+  ir_map_init(&done, &s->a, false);
+  for (int i = 0; i < nold; i++) {
+    IrNode *n = old[i];
+    bool inside = dp_over_tp(s, n);
+    for (int k = 0; k < n->nin; k++) {
+      IrValue *v = n->in[k];
+      if (v->shape.rank < 1 || v->shape.d[0] != batch || v->grad_of) continue;
+      bool entry = inside && ((!v->def && v->role == IR_ROLE_INPUT) ||
+                              (v->def && v->role == IR_ROLE_ACT && !dp_over_tp(s, v->def) &&
+                               v->def->op != IR_OP_RESHARD));
+      bool exit = !inside && v->def && v->role == IR_ROLE_ACT && dp_over_tp(s, v->def) &&
+                  v->def->op != IR_OP_RESHARD;
+      if (!entry && !exit) continue;
+      IrMapSlot *sl = ir_map_put(&done, v);
+      if (!sl->p) {
+        IrPlacement pl[IR_NAXES];
+        memcpy(pl, v->pl, sizeof pl);
+        if (dp > 1) pl[IR_AX_DP] = (IrPlacement){IR_PL_S, 0};
+        pl[IR_AX_TP] = entry ? (IrPlacement){IR_PL_S, 0} : (IrPlacement){IR_PL_B, 0};
+        if (exit) { /* the producer's side: split along the batch on tp */
+          memcpy(v->pl, pl, sizeof pl);
+          v->pl[IR_AX_TP] = (IrPlacement){IR_PL_S, 0};
+        }
+        sl->p = reshard(s, f, v, pl, n);
+      }
+      n->in[k] = sl->p;
+    }
+    ptrvec_push(&s->m->arena, &f->nodes, n);
+  }
+}
+
 static void shard_func(Sh *s, IrFunc *f) {
   ir_map_init(&s->req, &s->a, false);
+  subplan_boundaries(s, f);
   build_hints(s, f);
   for (int iter = 0; iter < 8; iter++) {
     bool changed = sweep(s, f);
@@ -942,6 +1027,24 @@ bool pass_shard(IrModule *m, PassCtx *cx) {
     return false;
   }
   if (plan->cp > 1 && !cp_check(&s)) return false;
+  for (int i = 0; i < plan->nsubplans; i++) {
+    MmSubPlan sub;
+    if (!mm_subplan_parse(plan->subplans[i], &sub) || (sub.tp != 1 && sub.tp != plan->tp) ||
+        (int64_t)sub.tp * sub.dp != (int64_t)plan->tp * plan->dp || plan->cp > 1 || plan->pp > 1) {
+      diag_error(s.d, plan->loc[MM_SET_TP],
+                 "sub-plan \"%s\" does not fit the mesh tp = %d x dp = %d (each sub-model: tp "
+                 "= 1 or %d, tp x dp = %d; no cp or pp)",
+                 plan->subplans[i], plan->tp, plan->dp, plan->tp, plan->tp * plan->dp);
+      return false;
+    }
+    int64_t batch = m->funcs.len ? batch_of(m->funcs.items[0]) : 0;
+    if (sub.tp == 1 && plan->tp > 1 && batch > 0 && batch % sub.dp) {
+      diag_error(s.d, plan->loc[MM_SET_TP],
+                 "sub-plan \"%s\": dp = %d does not divide the batch of %lld", plan->subplans[i],
+                 sub.dp, (long long)batch);
+      return false;
+    }
+  }
   for (int a = 0; a < IR_NAXES; a++) m->mesh[a] = mesh[a] < 1 ? 1 : mesh[a];
   arena_init(&s.a);
   ir_map_init(&s.want, &s.a, false);

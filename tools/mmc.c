@@ -38,6 +38,7 @@
 #include "tools/mmc_frozen.h"
 #include "tools/mmc_hzero.h"
 #include "tools/mmc_lists.h"
+#include "tools/mmc_subplans.h"
 #include "mmrt_tok.h"
 #include "tools/mmc_tokenize.h"
 
@@ -807,7 +808,7 @@ static bool print_ir(IrModule *m, bool dot, int rank, const char *after) {
   if (dot)
     ir_print_dot(stdout, m);
   else if (rank >= 0)
-    ir_print_module_rank(stdout, m, rank);
+    mmc_rank_subplans(stdout, m, rank), ir_print_module_rank(stdout, m, rank);
   else
     ir_print_module(stdout, m);
   return true;
@@ -829,6 +830,7 @@ static void one_rank(FeResult *r) {
   pl->tp = pl->pp = pl->cp = pl->dp = 1;
   pl->sp = false;
   pl->zero = 0;
+  pl->nsubplans = 0;
   pl->stages = NULL;
   pl->nstages = 0;
   ir_module_set_settings(r->ir, pl, NULL);
@@ -1370,11 +1372,13 @@ static void plan_collectives(IrModule *m, const MmPlan *pl, json_object *root, b
       json_object_array_add(t, e);
     }
     json_object_object_add(root, "collective_totals", t);
+    mmc_plan_subplans(m, root);
     print_padded(m, root);
     return;
   }
   printf("  mesh dp = %d, cp = %d, tp = %d: %d ranks, each running @%s on its own piece\n",
          m->mesh[IR_AX_DP], m->mesh[IR_AX_CP], m->mesh[IR_AX_TP], ir_world_size(m), f->name);
+  mmc_plan_subplans(m, NULL);
   print_padded(m, NULL);
   printf("  collectives per step, per rank:\n");
   for (int k = 0; k < nt; k++)

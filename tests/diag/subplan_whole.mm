@@ -1,0 +1,9 @@
+import "internvl2.mm"
+// A sub-model's block takes only tp, dp and sp.
+model M extends InternVL2Tiny {
+  parallel {
+    // expected-error@+1:22 {{'zero' is set for the whole model: a sub-model's block takes tp, dp and sp}}
+    vision { dp = 2; zero = 1 }
+    llm { tp = 2 }
+  }
+}

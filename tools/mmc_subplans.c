@@ -1,0 +1,181 @@
+/* `mmc plan` and `mmc dump-ir --rank R` on per-sub-model plans
+ * (docs/subplans.md). */
+#include "tools/mmc_subplans.h"
+
+#include <string.h>
+
+#include "ir/settings.h"
+
+/* The name of the sub-model a scope or parameter path lies in: its
+ * sub-plan's, or "" for the rest of the model (no block). */
+static const char *unit_of(const MmPlan *pl, const char *path, MmSubPlan *sub) {
+  if (mm_subplan_for(pl, path, sub)) return sub->name;
+  return "";
+}
+
+/* Whether two scopes' sub-models run the same plan (the rest: the mesh's). */
+static bool same_plan(const IrModule *m, const char *a, const char *b) {
+  MmSubPlan x = {"", 0, m->mesh[IR_AX_TP], m->mesh[IR_AX_DP], false}, y = x;
+  mm_subplan_for(&m->plan, a, &x);
+  mm_subplan_for(&m->plan, b, &y);
+  return x.tp == y.tp && x.dp == y.dp && x.sp == y.sp;
+}
+
+/* The parameter an optimizer state belongs to: "adamw.m.vision.x" -> "vision.x". */
+static const char *state_owner(const IrValue *v) {
+  const char *s = v->name;
+  if (v->role != IR_ROLE_OPT) return s;
+  for (int dots = 0; *s && dots < 2; s++) dots += *s == '.';
+  return s;
+}
+
+typedef struct Unit {
+  int nparams;
+  int64_t param, grad, opt; /* bytes per rank */
+} Unit;
+
+static void unit_bytes(const IrModule *m, const MmPlan *pl, int i, Unit *u) {
+  *u = (Unit){0};
+  for (int k = 0; k < m->params.len; k++) {
+    const IrValue *v = m->params.items[k];
+    MmSubPlan sub;
+    bool in = mm_subplan_for(pl, state_owner(v), &sub);
+    if (i >= 0 ? !in || strncmp(sub.name, pl->subplans[i], (size_t)sub.namelen + 1) : in) continue;
+    int64_t b = ir_local_numel(m, v) * ir_dtype_size(v->dtype);
+    if (v->role == IR_ROLE_OPT) {
+      u->opt += b;
+      continue;
+    }
+    u->nparams++;
+    u->param += b;
+    if (!v->frozen) u->grad += b;
+  }
+}
+
+static bool moves(IrOp op) {
+  return ir_op_is_collective(op) || op == IR_OP_ALL_SLICE;
+}
+
+/* The value a chain of collectives starts from. */
+static const IrValue *origin(const IrNode *n) {
+  const IrValue *v = n->in[0];
+  while (v->def && moves(v->def->op) && v->def->nin == 1) v = v->def->in[0];
+  return v;
+}
+
+static const char *side(const char *u, int n, char *buf, size_t cap) {
+  if (!*u) return "the rest";
+  snprintf(buf, cap, "%.*s", n, u);
+  return buf;
+}
+
+void mmc_plan_subplans(const IrModule *m, json_object *root) {
+  const MmPlan *pl = &m->plan;
+  if (!pl->nsubplans) return;
+  int world = ir_world_size(m), T = m->mesh[IR_AX_TP], D = m->mesh[IR_AX_DP];
+  json_object *subs = root ? json_object_new_array() : NULL;
+  if (!root) printf("  sub-models, colocated: each one's mesh covers all %d ranks\n", world);
+  for (int i = -1; i < pl->nsubplans; i++) {
+    MmSubPlan s = {"", 0, T, D, false};
+    if (i >= 0 && !mm_subplan_parse(pl->subplans[i], &s)) continue;
+    Unit u;
+    unit_bytes(m, pl, i, &u);
+    if (i < 0 && !u.nparams) continue;
+    const char *grad_axes = !u.grad              ? "nothing (frozen)"
+                            : s.tp == 1 && T > 1 ? (D > 1 ? "dp and tp" : "tp")
+                            : D > 1              ? "dp"
+                                                 : "nothing (dp = 1)";
+    if (root) {
+      json_object *e = json_object_new_object();
+      json_object_object_add(e, "name", json_object_new_string_len(s.name, s.namelen));
+      json_object_object_add(e, "tp", json_object_new_int(s.tp));
+      json_object_object_add(e, "dp", json_object_new_int(s.dp));
+      json_object_object_add(e, "sp", json_object_new_boolean(s.sp));
+      json_object_object_add(e, "parameters", json_object_new_int(u.nparams));
+      json_object_object_add(e, "param_bytes", json_object_new_int64(u.param));
+      json_object_object_add(e, "grad_bytes", json_object_new_int64(u.grad));
+      json_object_object_add(e, "opt_bytes", json_object_new_int64(u.opt));
+      json_object_object_add(e, "grad_reduced_over", json_object_new_string(grad_axes));
+      json_object_array_add(subs, e);
+      continue;
+    }
+    char name[64];
+    printf("    %-12s tp = %d, dp = %d%s%s: %d parameters; per rank %lld param + %lld grad + "
+           "%lld optimizer bytes; gradients reduced over %s\n",
+           i < 0 ? "(the rest)" : side(s.name, s.namelen, name, sizeof name), s.tp, s.dp,
+           s.sp ? ", sp" : "", s.tp == 1 && T > 1 ? " (its dp spans the tp axis)" : "", u.nparams,
+           (long long)u.param, (long long)u.grad, (long long)u.opt, grad_axes);
+  }
+  const IrFunc *f = ir_module_func((IrModule *)m, "train");
+  if (!f) f = ir_module_func((IrModule *)m, "forward");
+  int bwd = -1, upd = -1;
+  if (f && !strcmp(f->name, "train")) ir_train_phases(f, &bwd, &upd);
+  json_object *list = root ? json_object_new_array() : NULL;
+  if (!root) printf("  boundary transfers per step, per rank (@%s):\n", f ? f->name : "?");
+  int64_t total = 0;
+  for (int i = 0; f && i < f->nodes.len; i++) {
+    const IrNode *n = f->nodes.items[i];
+    if (!moves(n->op) || n->nin != 1) continue;
+    const IrValue *o = origin(n);
+    if (!o->def && o->role != IR_ROLE_INPUT) continue;
+    const char *from = o->def ? (o->def->scope ? o->def->scope : "") : NULL;
+    const char *to = n->scope ? n->scope : "";
+    MmSubPlan a = {0}, b = {0};
+    const char *ua = from ? unit_of(pl, from, &a) : "", *ub = unit_of(pl, to, &b);
+    if (!*ub) b.namelen = 0;
+    if (!*ua) a.namelen = 0;
+    /* a transfer between parts of different plans (an input: into a sub-model of its own) */
+    if (from ? same_plan(m, from, to) : same_plan(m, "", to)) continue;
+    int64_t sent = ir_collective_elems(m, n, NULL) * ir_dtype_size(n->in[0]->dtype);
+    total += sent;
+    const char *phase = upd >= 0 && i >= upd   ? "update"
+                        : bwd >= 0 && i >= bwd ? "backward"
+                                               : "forward";
+    char fa[64], fb[64], shape[128];
+    const char *sa = from ? side(ua, a.namelen, fa, sizeof fa) : "inputs";
+    const char *sb = side(ub, b.namelen, fb, sizeof fb);
+    ir_shape_str(shape, sizeof shape, &n->out[0]->shape);
+    int ax = (int)n->attrs.v[IR_ATTR_MESH].i;
+    if (root) {
+      json_object *e = json_object_new_object();
+      json_object_object_add(e, "from", json_object_new_string(sa));
+      json_object_object_add(e, "to", json_object_new_string(sb));
+      json_object_object_add(e, "kind", json_object_new_string(ir_ops[n->op].name));
+      json_object_object_add(e, "axis", json_object_new_string(ir_axis_name((IrAxis)ax)));
+      json_object_object_add(e, "phase", json_object_new_string(phase));
+      json_object_object_add(e, "shape", json_object_new_string(shape));
+      json_object_object_add(e, "sent_bytes", json_object_new_int64(sent));
+      json_object_array_add(list, e);
+    } else {
+      printf("    %-10s -> %-10s %-11s %-3s %-18s %-8s %10lld bytes sent%s\n", sa, sb,
+             ir_ops[n->op].name, ir_axis_name((IrAxis)ax), shape, phase, (long long)sent,
+             n->op == IR_OP_ALL_SLICE ? " (a local slice)" : "");
+    }
+  }
+  if (root) {
+    json_object_object_add(root, "subplans", subs);
+    json_object_object_add(root, "boundary_transfers", list);
+    json_object_object_add(root, "boundary_bytes", json_object_new_int64(total));
+  } else {
+    printf("    total %lld bytes sent per rank and step\n", (long long)total);
+  }
+}
+
+void mmc_rank_subplans(FILE *out, const IrModule *m, int rank) {
+  const MmPlan *pl = &m->plan;
+  int c[IR_NAXES], T = m->mesh[IR_AX_TP], D = m->mesh[IR_AX_DP];
+  if (!pl->nsubplans || rank < 0 || rank >= ir_world_size(m)) return;
+  ir_rank_coords(m, rank, c);
+  for (int i = 0; i < pl->nsubplans; i++) {
+    MmSubPlan s;
+    if (!mm_subplan_parse(pl->subplans[i], &s)) continue;
+    if (s.tp == 1 && T > 1) /* its batch nests tp outside dp (passes/collectives.c) */
+      fprintf(out,
+              "// sub-model %.*s: tp = 1, dp = %d over the tp and dp axes: this rank is its dp "
+              "rank %d\n",
+              s.namelen, s.name, s.dp, c[IR_AX_TP] * D + c[IR_AX_DP]);
+    else
+      fprintf(out, "// sub-model %.*s: tp = %d, dp = %d: this rank is its tp rank %d, dp rank %d\n",
+              s.namelen, s.name, s.tp, s.dp, c[IR_AX_TP], c[IR_AX_DP]);
+  }
+}
