@@ -1921,8 +1921,16 @@ static int cmd_compile(Opts *o) {
   diag_start(&d, o);
   FeProgram *p;
   FeResult r;
+  MmDevice dev;
+  char derr[512];
+  if (o->device && !mm_device_load(o->device, &dev, derr, sizeof derr)) {
+    fprintf(stderr, "mmc: error: %s\n", derr);
+    return EXIT_USER;
+  }
   IrModule *m = build(o, &d, &p, &r, NULL, NULL, NULL);
   if (!m) return finish(&d, p, &r, EXIT_USER);
+  double pred_s = 0; /* --device: the predicted step, for the trainer to print */
+  if (o->device && !mmc_predict_step(m, &dev, &pred_s)) return finish(&d, p, &r, EXIT_USER);
   const char *emit = o->emit ? o->emit : "exe", *final = compile_output(o);
   char *tmp = final ? tmp_beside(final, &d) : NULL;
   if (final && !tmp) return finish(&d, p, &r, EXIT_USER);
@@ -1936,8 +1944,12 @@ static int cmd_compile(Opts *o) {
     }
     if (!ok) fprintf(stderr, "mmc: error: cannot write '%s'\n", final ? final : "<stdout>");
   } else {
-    CgOptions co = {
-        .output = tmp, .opt_level = o->opt_level, .verbose = o->verbose, .task = o->task};
+    CgOptions co = {.output = tmp,
+                    .opt_level = o->opt_level,
+                    .verbose = o->verbose,
+                    .task = o->task,
+                    .predicted_step_s = pred_s,
+                    .predicted_device = o->device ? dev.name : NULL};
     co.emit = strcmp(emit, "obj") == 0    ? CG_EMIT_OBJ
               : strcmp(emit, "llvm") == 0 ? CG_EMIT_LLVM
               : strcmp(emit, "asm") == 0  ? CG_EMIT_ASM

@@ -67,6 +67,19 @@ bool mmc_predict(IrModule *m, const MmDevice *d, int64_t peak, json_object *root
   return true;
 }
 
+bool mmc_predict_step(IrModule *m, const MmDevice *d, double *step_s) {
+  CostPrediction c;
+  char err[512];
+  *step_s = 0;
+  if (!ir_module_func(m, "train")) return true;
+  if (!cost_predict(m, d, &c, err, sizeof err)) {
+    fprintf(stderr, "mmc: error: predicting the step on %s: %s\n", d->name, err);
+    return false;
+  }
+  *step_s = c.step_s;
+  return true;
+}
+
 int mmc_calibrate(int argc, char **argv) {
   char self[PATH_MAX], tool[PATH_MAX + 32];
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);

@@ -15,6 +15,10 @@
  * False after a message on stderr. */
 bool mmc_predict(IrModule *m, const MmDevice *d, int64_t peak, json_object *root);
 
+/* compile --device: the predicted step time into *step_s (0 for a program
+ * without @train). False after a message. */
+bool mmc_predict_step(IrModule *m, const MmDevice *d, double *step_s);
+
 /* mmc calibrate [-o FILE]: runs mmc-calibrate beside argv0's mmc. */
 int mmc_calibrate(int argc, char **argv);
 
