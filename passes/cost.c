@@ -135,40 +135,62 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
   o->model_flops = 3.0 * M * fwd_flops;
 
   if (P <= 1) {
-    double fc = 0, bc = 0, uc = 0, block = 0, ucomm = 0, buckets = 0, last_bucket = 0, pf = 0,
-           first_pf = 0;
+    /* one clock for the rank's work in node order; the non-blocking
+     * collectives (gradient buckets, ZeRO-3 prefetches) queue on one
+     * channel from where they stand, and a bucket_wait holds the clock until
+     * its collective is done (the program's own order, passes/bucket.c) */
+    double t = 0, chan = 0, fb_end = 0, fc = 0, bc = 0, uc = 0, *done = NULL;
+    int64_t ndone = 0;
     for (int i = 0; i < f->nodes.len; i++) {
       const IrNode *n = f->nodes.items[i];
       bool up = upd >= 0 && i >= upd, back = !up && bwd >= 0 && i >= bwd;
-      if (ir_op_is_collective(n->op)) {
-        bool async;
-        double t = coll_s(m, d, f, i, &async);
-        o->comm_s += (up ? 1 : M) * t;
-        if (up)
-          ucomm += t;
-        else if (async && bucket_id(n) >= 0)
-          buckets += t, last_bucket = t;
-        else if (async) {
-          if (pf == 0) first_pf = t;
-          pf += t;
-        } else
-          block += t;
+      if (up && upd == i) fb_end = t;
+      if (n->op == IR_OP_BUCKET_WAIT) {
+        int64_t id = n->attrs.v[IR_ATTR_BUCKET].i;
+        if (id >= 0 && id < ndone && done[id] > t) t = done[id];
         continue;
       }
-      double fl, t = op_s(m, d, n, &fl);
+      if (ir_op_is_collective(n->op)) {
+        bool async;
+        double c = coll_s(m, d, f, i, &async);
+        o->comm_s += (up ? 1 : M) * c;
+        int64_t id = async ? async_slot(n) : -1;
+        if (id < 0 || id > (1 << 24)) {
+          t += c;
+          continue;
+        }
+        if (id >= ndone) {
+          int64_t nn = 2 * id + 16;
+          double *nd = realloc(done, (size_t)nn * sizeof *nd);
+          if (!nd) {
+            free(done);
+            snprintf(err, errn, "out of memory");
+            return false;
+          }
+          for (int64_t k = ndone; k < nn; k++) nd[k] = 0;
+          done = nd, ndone = nn;
+        }
+        chan = (chan > t ? chan : t) + c;
+        done[id] = chan;
+        continue;
+      }
+      double fl, c = op_s(m, d, n, &fl);
+      t += c;
       if (up)
-        uc += t;
+        uc += c;
       else if (back)
-        bc += t;
+        bc += c;
       else
-        fc += t;
+        fc += c;
     }
-    double eb = buckets - bc > last_bucket ? buckets - bc : last_bucket;
-    double ep = pf - (fc + bc) > first_pf ? pf - (fc + bc) : first_pf;
+    free(done);
+    if (upd < 0) fb_end = t;
+    /* the forward and backward M times, the update (and the waits before it) once */
     o->compute_s = M * (fc + bc);
-    o->exposed_comm_s = M * (block + eb + ep) + ucomm;
     o->optimizer_s = uc;
-    o->step_s = o->compute_s + o->exposed_comm_s + o->optimizer_s;
+    o->step_s = M * fb_end + (t - fb_end);
+    o->exposed_comm_s = o->step_s - o->compute_s - o->optimizer_s;
+    if (o->exposed_comm_s < 1e-9 * o->step_s) o->exposed_comm_s = 0; /* rounding */
   } else {
     PpAssign a;
     if (!pp_facts(m, f, &a, err, errn)) return false;
