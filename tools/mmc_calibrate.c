@@ -135,7 +135,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
       printf("usage: mmc calibrate [-o FILE.dev] [--quick]\n"
              "  measures this machine and writes a device description (stdout without -o);\n"
-             "  under mpirun -np N, one device is one of N ranks. docs/planner.md\n");
+             "  under mpirun with N ranks, one device is one of them. docs/planner.md\n");
       return 0;
     } else {
       fprintf(stderr,
