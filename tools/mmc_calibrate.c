@@ -24,28 +24,23 @@ static double now(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 static MPI_Comm comm = MPI_COMM_NULL;
 
-/* The median time of `reps` calls of fn (after one warm-up), every rank in
- * step. */
+/* The mean time of `reps` calls of fn (after one warm-up), every rank in
+ * step: on a shared machine a trainer's steps see the machine's average
+ * share of the CPUs and its stalls at every collective, which a median of
+ * short runs would leave out. */
 typedef void (*BenchFn)(void *);
-static double median_s(BenchFn fn, void *u, int reps) {
-  double t[64];
-  if (reps > 64) reps = 64;
+static double mean_s(BenchFn fn, void *u, int reps) {
+  double sum = 0;
   fn(u);
   for (int i = 0; i < reps; i++) {
     if (comm != MPI_COMM_NULL) MPI_Barrier(comm);
     double t0 = now();
     fn(u);
-    t[i] = now() - t0;
+    sum += now() - t0;
   }
-  qsort(t, (size_t)reps, sizeof t[0], cmp_d);
-  return t[reps / 2];
+  return sum / reps;
 }
 
 typedef struct {
@@ -118,7 +113,7 @@ static double matmul_tflops(MmrtDtype dt, int n, int reps) {
   if (dt == MMRT_BF16) /* bf16 halves of the fill: small finite numbers */
     for (size_t i = 0; i < (size_t)n * n; i++)
       ((uint16_t *)m.a)[i] = ((uint16_t *)m.b)[i] = 0x3c00 + (uint16_t)(i % 64);
-  double t = median_s(run_mm, &m, reps);
+  double t = mean_s(run_mm, &m, reps);
   free(m.a), free(m.b), free(m.c);
   return 2.0 * n * n * n / t / 1e12;
 }
@@ -164,7 +159,7 @@ int main(int argc, char **argv) {
   size_t qb = (size_t)a.B * a.T * a.H * a.D * 4, lb = (size_t)a.B * a.H * a.T * 4;
   a.out = fill(qb), a.q = fill(qb), a.k = fill(qb), a.v = fill(qb), a.dq = fill(qb);
   a.dk = fill(qb), a.dv = fill(qb), a.dout = fill(qb), a.lse = fill(lb);
-  double ta = median_s(run_att, &a, reps);
+  double ta = mean_s(run_att, &a, reps);
   /* ir_flops' count: forward 2BHTS(2D), backward 2BHTS(5D), the causal half included */
   double af = 2.0 * a.B * a.H * a.T * a.T * (7.0 * a.D);
   d.attention_efficiency = fmin(1, af / ta / 1e12 / d.fp32_tflops);
@@ -173,17 +168,17 @@ int main(int argc, char **argv) {
   /* memory bandwidth: a streaming z = x + 0.5 y over 3 x 32 MiB */
   VecArgs v = {.n = (quick ? 2L : 8L) << 20};
   v.x = fill((size_t)v.n * 4), v.y = fill((size_t)v.n * 4), v.z = fill((size_t)v.n * 4);
-  double ts = median_s(run_stream, &v, reps);
+  double ts = mean_s(run_stream, &v, reps);
   d.mem_bw_gbs = 12.0 * (double)v.n / ts / 1e9;
   /* the vector rate: a multiply-add chain in cache */
   VecArgs f = {.x = v.x, .n = 16384, .rounds = 256};
-  double tf = median_s(run_fma, &f, reps);
+  double tf = mean_s(run_fma, &f, reps);
   d.vector_tflops = 2.0 * f.n * f.rounds / tf / 1e12;
   free(v.x), free(v.y), free(v.z);
   /* the time of one small op: an 8 x 8 matmul through the runtime (dispatch, cache look-up) */
   MmArgs s = {MMRT_F32, fill(256), fill(256), fill(256), 8, 1};
   double tsm = 0;
-  for (int k = 0; k < 5; k++) tsm += median_s(run_mm, &s, 64) / 5;
+  for (int k = 0; k < 5; k++) tsm += mean_s(run_mm, &s, 200) / 5;
   free(s.a), free(s.b), free(s.c);
   d.op_overhead_us = tsm * 1e6;
   /* memory: what this rank may use of the machine's */
@@ -195,24 +190,22 @@ int main(int argc, char **argv) {
   if (world > 1) {
     int nbig = quick ? 1 << 20 : 4 << 20;
     float *x = fill((size_t)nbig * 4), *y = fill((size_t)nbig * 4);
-    double t1[64], t2[16];
-    for (int i = 0; i < 64; i++) {
+    double t1 = 0, t2 = 0; /* means, as above */
+    for (int i = 0; i < 200; i++) {
       MPI_Barrier(comm);
       double t0 = now();
       MPI_Allreduce(x, y, 2, MPI_FLOAT, MPI_SUM, comm);
-      t1[i] = now() - t0;
+      t1 += (now() - t0) / 200;
     }
     for (int i = 0; i < 16; i++) {
       MPI_Barrier(comm);
       double t0 = now();
       MPI_Allreduce(x, y, nbig, MPI_FLOAT, MPI_SUM, comm);
-      t2[i] = now() - t0;
+      t2 += (now() - t0) / 16;
     }
-    qsort(t1, 64, sizeof t1[0], cmp_d);
-    qsort(t2, 16, sizeof t2[0], cmp_d);
-    double steps = 2.0 * (world - 1), alpha = t1[32] / steps;
+    double steps = 2.0 * (world - 1), alpha = t1 / steps;
     double sent = 2.0 * (world - 1) / world * nbig * 4;
-    double beta = (t2[8] - steps * alpha) / sent;
+    double beta = (t2 - steps * alpha) / sent;
     d.intra_lat_us = alpha * 1e6;
     d.intra_bw_gbs = beta > 0 ? 1 / beta / 1e9 : d.mem_bw_gbs;
     /* every rank's kernels measured at once: the slowest rank is the device */
