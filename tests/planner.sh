@@ -139,6 +139,25 @@ want=$("$MMC" plan "$G" --model GPT2Tiny --device "$T/ideal.dev" --json | $PY -c
 grep -q "step time: measured median .* s over 4 steps, predicted $want s on ideal" "$T/run.err" ||
   { bad "the trainer's step-time line (predicted $want)"; grep "step time" "$T/run.err"; }
 
+# ---- --search: ranked by the prediction each plan gets alone, drops counted by reason ----
+"$MMC" plan "$G" --model GPT2Tiny --device "$T/ideal.dev" --devices 4 --search > "$T/s.txt" 2> "$T/e" ||
+  { bad "--search"; cat "$T/e"; }
+grep -q "dropped .*: data parallel: dp = N does not divide the batch" "$T/s.txt" || bad "--search: no drop reason"
+$PY - "$T/s.txt" > "$T/flags" <<'PY' || bad "--search: not sorted"
+import re, sys
+t = open(sys.argv[1]).read()
+steps = [float(x) for x in re.findall(r"^#\d+  step (\S+) s", t, re.M)]
+assert len(steps) == 5 and steps == sorted(steps), steps
+m = re.search(r"parallel \{ tp = (\d+); pp = (\d+); cp = (\d+); dp = (\d+); zero = (\d+); "
+              r"recompute = (\w+); micro_batches = (\d+) \}", t)
+print("--tp %s --pp %s --cp %s --dp %s --zero %s --recompute %s --micro-batches %s %s" % (m.groups() + (steps[0],)))
+PY
+read -r -a best < "$T/flags"
+alone=$("$MMC" plan "$G" --model GPT2Tiny --device "$T/ideal.dev" --json "${best[@]:0:14}" |
+        $PY -c "import json,sys; print('%.6g' % json.load(sys.stdin)['predicted']['step_s'])")
+[ "$alone" = "${best[14]}" ] || bad "--search's best (${best[*]}) alone predicts $alone"
+"$MMC" plan "$G" --model GPT2Tiny --device a100 --search > /dev/null 2>&1 && bad "--search without --devices accepted"
+
 # ---- mmc calibrate writes a description mmc plan reads ----
 if [ "$SAN" = 0 ]; then
   "$MMC" calibrate --quick -o "$T/cpu.dev" 2> "$T/e" || { bad "calibrate"; cat "$T/e"; }

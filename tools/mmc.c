@@ -77,7 +77,7 @@ static const Cmd cmds[] = {
      "sizes."},
     {"plan",
      "FILE.mm --model NAME [--detail | --json] [--no-fuse] [--timeline FILE.svg]\n"
-     "               [--device NAME|FILE.dev [--devices N]]",
+     "               [--device NAME|FILE.dev [--devices N [--search]]]",
      "Prints the static memory plan: the bytes of each arena (param, grad, opt, act, input), the "
      "peak\n"
      "      (everything the trainer allocates before its first step), the data set a trainer "
@@ -92,7 +92,10 @@ static const Cmd cmds[] = {
      "mmc\n"
      "      calibrate wrote), its breakdown, throughput, MFU and each rank's memory against the "
      "device's;\n"
-     "      --devices N sets dp = N / (tp * cp * pp). docs/planner.md."},
+     "      --devices N sets dp = N / (tp * cp * pp); --search ranks the plans for N devices "
+     "by their\n"
+     "      predicted step (the plan flags given fix theirs) and prints the best as parallel "
+     "sections. docs/planner.md."},
     {"compile",
      "FILE.mm --model NAME [-o OUT] [--emit exe|obj|llvm|asm|ir] [-O0|-O1|-O2|-O3] [--no-fuse] "
      "[-v]\n"
@@ -323,6 +326,7 @@ typedef struct Opts {
   const char *plan_flag; /* the first parallel-plan flag given (NULL: none) */
   const char *device;    /* plan, compile --device: a description (support/device.h) */
   int devices;           /* plan --devices N (0: not given) */
+  bool search;           /* plan --search: rank the plans (tools/mmc_predict.h) */
 } Opts;
 
 /* The programs a trainer can be compiled as (runtime/model/mmrt_programs.def). */
@@ -524,6 +528,8 @@ static int parse_opts(int argc, char **argv, Opts *o) {
                (strcmp(o->cmd->name, "plan") == 0 || strcmp(o->cmd->name, "compile") == 0)) {
       NEED_ARG();
       o->device = next;
+    } else if (strcmp(a, "--search") == 0 && strcmp(o->cmd->name, "plan") == 0) {
+      o->search = true;
     } else if (strcmp(a, "--devices") == 0 && strcmp(o->cmd->name, "plan") == 0) {
       NEED_ARG();
       if (!parse_int(next, 1, 1 << 24, &o->devices))
@@ -613,6 +619,9 @@ static int parse_opts(int argc, char **argv, Opts *o) {
   }
   if (o->devices && !o->device)
     return bad_usage(o->cmd, "--devices counts devices of a --device: give --device too%s", "");
+  if (o->search && (!o->devices || o->json || o->detail || o->timeline))
+    return bad_usage(
+        o->cmd, "--search ranks plans for --device D --devices N (and prints text only)%s", "");
   if (o->detail && o->json)
     return bad_usage(o->cmd, "--detail is the long text form; --json holds everything already%s",
                      "");
@@ -1751,6 +1760,42 @@ static bool plan_pp_memory(IrModule *m, int64_t data_bytes, json_object *root, b
   return true;
 }
 
+/* plan --search: one candidate built quietly (tools/mmc_predict.h) */
+typedef struct SearchBuild {
+  Diag d;
+  FeProgram *p;
+  FeResult r;
+  FILE *sink;
+  char *buf;
+  size_t len;
+} SearchBuild;
+
+static IrModule *search_build(void *user, const MmPlanFlags *flags, void **handle, char *err,
+                              size_t errn) {
+  Opts c = *(const Opts *)user;
+  SearchBuild *b = calloc(1, sizeof *b);
+  *handle = b;
+  if (!b) return NULL;
+  c.flags = *flags;
+  diag_start(&b->d, &c);
+  b->sink = open_memstream(&b->buf, &b->len);
+  if (b->sink) b->d.out = b->sink;
+  IrModule *m = build(&c, &b->d, &b->p, &b->r, NULL, NULL, NULL);
+  if (b->sink) fflush(b->sink);
+  if (!m) snprintf(err, errn, "%s", b->buf && b->len ? b->buf : "refused");
+  return m;
+}
+
+static void search_release(void *user, void *handle) {
+  SearchBuild *b = handle;
+  if (!b) return;
+  b->d.errors = 0; /* counted as a reason, not reported */
+  finish(&b->d, b->p, &b->r, EXIT_OK);
+  if (b->sink) fclose(b->sink);
+  free(b->buf);
+  free(b);
+}
+
 /* One rank's planned bytes: the peak, or under a pipeline its largest rank's. */
 static int64_t rank_peak(IrModule *m, const MpSummary *s) {
   PpRankMem pm[64];
@@ -1771,6 +1816,7 @@ static int cmd_plan(Opts *o) {
     fprintf(stderr, "mmc: error: %s\n", derr);
     return EXIT_USER;
   }
+  if (o->search) return mmc_search(&dev, o->devices, &o->flags, search_build, search_release, o, 5);
   Diag d;
   diag_start(&d, o);
   FeProgram *p;

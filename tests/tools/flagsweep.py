@@ -160,6 +160,8 @@ probes = {
     "--max-source-mb": MAXSRC,
     "--device": (GM, GM + ["--device", "a100"], "effect"),  # plan: the predicted step
     "--devices": (GM + ["--device", "a100"], GM + ["--device", "a100", "--devices", "2"], "effect"),
+    "--search": (GM + ["--device", "a100", "--devices", "2"],
+                 GM + ["--device", "a100", "--devices", "2", "--search"], "effect"),
     "--timeline": (GM + ["--pp", "2", "--micro-batches", "2"],
                    GM + ["--pp", "2", "--micro-batches", "2", "--timeline", os.path.join(T, "t.svg")],
                    "effect"),
