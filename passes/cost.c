@@ -198,7 +198,9 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
     double *cost = calloc((size_t)(5 * S), sizeof *cost), *comm = cost + 3 * S,
            *comp = cost + 4 * S;
     double uc = 0, ucomm = 0, xbytes = 0;
+    /* aux: the forward stage + 1 that makes a value (0: none), cleared after */
     for (int i = 0; i < f->inputs.len; i++) ((IrValue *)f->inputs.items[i])->aux = NULL;
+    for (int i = 0; i < m->params.len; i++) ((IrValue *)m->params.items[i])->aux = NULL;
     for (int i = 0; i < f->nodes.len; i++) {
       IrNode *n = f->nodes.items[i];
       for (int j = 0; j < n->nout; j++)
@@ -235,6 +237,7 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
       IrNode *n = f->nodes.items[i];
       for (int j = 0; j < n->nout; j++) n->out[j]->aux = NULL;
     }
+    for (int i = 0; i < m->params.len; i++) ((IrValue *)m->params.items[i])->aux = NULL;
     for (int k = 0; k < 3 * S; k++)
       if (cost[k] <= 0) cost[k] = 1e-9;
     int stride = m->mesh[IR_AX_TP] * m->mesh[IR_AX_CP] * m->mesh[IR_AX_DP];
