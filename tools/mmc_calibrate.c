@@ -26,21 +26,29 @@ static double now(void) {
 
 static MPI_Comm comm = MPI_COMM_NULL;
 
-/* The mean time of `reps` calls of fn (after one warm-up), every rank in
- * step: on a shared machine a trainer's steps see the machine's average
- * share of the CPUs and its stalls at every collective, which a median of
- * short runs would leave out. */
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The median time of `reps` calls of fn (after one warm-up): a kernel's
+ * typical time, not the rare call the scheduler cuts on a shared machine.
+ * The collectives below take means instead: a step waits at each one for
+ * the slowest rank, so their stalls add up in every step. */
 typedef void (*BenchFn)(void *);
-static double mean_s(BenchFn fn, void *u, int reps) {
-  double sum = 0;
+static double median_s(BenchFn fn, void *u, int reps) {
+  double *t = malloc((size_t)reps * sizeof *t), m;
+  if (!t) return 0;
   fn(u);
   for (int i = 0; i < reps; i++) {
-    if (comm != MPI_COMM_NULL) MPI_Barrier(comm);
     double t0 = now();
     fn(u);
-    sum += now() - t0;
+    t[i] = now() - t0;
   }
-  return sum / reps;
+  qsort(t, (size_t)reps, sizeof *t, cmp_d);
+  m = t[reps / 2];
+  free(t);
+  return m;
 }
 
 typedef struct {
@@ -113,7 +121,7 @@ static double matmul_tflops(MmrtDtype dt, int n, int reps) {
   if (dt == MMRT_BF16) /* bf16 halves of the fill: small finite numbers */
     for (size_t i = 0; i < (size_t)n * n; i++)
       ((uint16_t *)m.a)[i] = ((uint16_t *)m.b)[i] = 0x3c00 + (uint16_t)(i % 64);
-  double t = mean_s(run_mm, &m, reps);
+  double t = median_s(run_mm, &m, reps);
   free(m.a), free(m.b), free(m.c);
   return 2.0 * n * n * n / t / 1e12;
 }
@@ -159,7 +167,7 @@ int main(int argc, char **argv) {
   size_t qb = (size_t)a.B * a.T * a.H * a.D * 4, lb = (size_t)a.B * a.H * a.T * 4;
   a.out = fill(qb), a.q = fill(qb), a.k = fill(qb), a.v = fill(qb), a.dq = fill(qb);
   a.dk = fill(qb), a.dv = fill(qb), a.dout = fill(qb), a.lse = fill(lb);
-  double ta = mean_s(run_att, &a, reps);
+  double ta = median_s(run_att, &a, reps);
   /* ir_flops' count: forward 2BHTS(2D), backward 2BHTS(5D), the causal half included */
   double af = 2.0 * a.B * a.H * a.T * a.T * (7.0 * a.D);
   d.attention_efficiency = fmin(1, af / ta / 1e12 / d.fp32_tflops);
@@ -168,19 +176,26 @@ int main(int argc, char **argv) {
   /* memory bandwidth: a streaming z = x + 0.5 y over 3 x 32 MiB */
   VecArgs v = {.n = (quick ? 2L : 8L) << 20};
   v.x = fill((size_t)v.n * 4), v.y = fill((size_t)v.n * 4), v.z = fill((size_t)v.n * 4);
-  double ts = mean_s(run_stream, &v, reps);
+  double ts = median_s(run_stream, &v, reps);
   d.mem_bw_gbs = 12.0 * (double)v.n / ts / 1e9;
   /* the vector rate: a multiply-add chain in cache */
   VecArgs f = {.x = v.x, .n = 16384, .rounds = 256};
-  double tf = mean_s(run_fma, &f, reps);
+  double tf = median_s(run_fma, &f, reps);
   d.vector_tflops = 2.0 * f.n * f.rounds / tf / 1e12;
   free(v.x), free(v.y), free(v.z);
   /* the time of one small op: an 8 x 8 matmul through the runtime (dispatch, cache look-up) */
   MmArgs s = {MMRT_F32, fill(256), fill(256), fill(256), 8, 1};
   double tsm = 0;
-  for (int k = 0; k < 5; k++) tsm += mean_s(run_mm, &s, 200) / 5;
+  tsm = median_s(run_mm, &s, 201);
   free(s.a), free(s.b), free(s.c);
-  d.op_overhead_us = tsm * 1e6;
+  /* and a small elementwise op split over the OpenMP threads, as the
+   * generated loops and the kernels run theirs: the fork, the join and the
+   * wake-up of sleeping threads; the op overhead is the larger */
+  VecArgs e = {.n = 4096};
+  e.x = fill(4 * 4096), e.y = fill(4 * 4096), e.z = fill(4 * 4096);
+  double te = median_s(run_stream, &e, 1001);
+  free(e.x), free(e.y), free(e.z);
+  d.op_overhead_us = (tsm > te ? tsm : te) * 1e6;
   /* memory: what this rank may use of the machine's */
   long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGE_SIZE);
   d.mem_gb = pages > 0 && psz > 0 ? (double)pages * (double)psz / 1e9 / world : 1;
