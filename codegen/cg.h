@@ -31,6 +31,8 @@ typedef struct CgOptions {
   int opt_level; /* 0..3 */
   bool verbose;  /* print the link command */
   int task;      /* MMRT_TASK_TRAIN (0), _GENERATE, _EVAL: what the executable does */
+  double predicted_step_s;      /* --device: the cost model's step (0: none) */
+  const char *predicted_device; /* its device's name */
 } CgOptions;
 
 /* The compiler driver, runtime library, its link flags and its header

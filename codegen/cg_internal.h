@@ -25,6 +25,7 @@ typedef struct Cg {
   Diag *d;
   const IrModule *m;
   Arena *a;
+  const CgOptions *opts; /* the driver's options (the predicted step) */
   /* the step function being built */
   const IrFunc *f;
   LLVMValueRef fn;

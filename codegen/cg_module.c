@@ -755,6 +755,9 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
   SET_PTR(f, MmrtModelDesc, update_step, MmrtStepFn, mb->upd ? mb->upd : cg_null(cg));
   M_I64(naccum, mb->naccum);
   M_I64(pp, m->plan.pp);
+  M_F64(predicted_step_s, cg->opts ? cg->opts->predicted_step_s : 0);
+  SET_PTR(f, MmrtModelDesc, predicted_device, const char *,
+          cstring(cg, cg->opts && cg->opts->predicted_device ? cg->opts->predicted_device : ""));
   M_I64(pp_stages, m->plan.pp > 1 ? cg->pp.nstages : 1);
   pp_schedule_desc(cg, mb, f);
   LLVMValueRef fns[MMRT_PP_MAXFN];
@@ -938,7 +941,7 @@ bool cg_compile(IrModule *m, const MmTrain *train, const CgOptions *o, Diag *d) 
   }
   Arena a;
   arena_init(&a);
-  Cg cg = {.d = d, .m = m, .a = &a};
+  Cg cg = {.d = d, .m = m, .a = &a, .opts = o};
   cg.ctx = LLVMContextCreate();
   cg.mod = LLVMModuleCreateWithNameInContext(m->name, cg.ctx);
   cg.b = LLVMCreateBuilderInContext(cg.ctx);

@@ -30,6 +30,7 @@
 #include "passes/actmem.h"
 #include "passes/bucket.h"
 #include "passes/memplan.h"
+#include "mmc_predict.h"
 #include "passes/pass.h"
 #include "passes/pp_stage.h"
 #include "mmrt_data.h"
@@ -77,7 +78,9 @@ static const Cmd cmds[] = {
     {"stats", "FILE.mm --model NAME [--json]",
      "Prints the parameters per module and in total, and the forward FLOPs for the declared input "
      "sizes."},
-    {"plan", "FILE.mm --model NAME [--detail | --json] [--no-fuse] [--timeline FILE.svg]",
+    {"plan",
+     "FILE.mm --model NAME [--detail | --json] [--no-fuse] [--timeline FILE.svg]\n"
+     "               [--device NAME|FILE.dev [--devices N [--search]]]",
      "Prints the static memory plan: the bytes of each arena (param, grad, opt, act, input), the "
      "peak\n"
      "      (everything the trainer allocates before its first step), the data set a trainer "
@@ -87,10 +90,19 @@ static const Cmd cmds[] = {
      "      the collectives of a step and a pipeline's bubble: a summary that fits a screen; "
      "--detail adds\n"
      "      the per-layer table, each gradient bucket, each rank's pipeline actions and what "
-     "holds its peak."},
+     "holds its peak.\n"
+     "      --device adds the step time predicted on that device (a name in devices/ or a file "
+     "mmc\n"
+     "      calibrate wrote), its breakdown, throughput, MFU and each rank's memory against the "
+     "device's;\n"
+     "      --devices N sets dp = N / (tp * cp * pp); --search ranks the plans for N devices "
+     "by their\n"
+     "      predicted step (the plan flags given fix theirs) and prints the best as parallel "
+     "sections. docs/planner.md."},
     {"compile",
      "FILE.mm --model NAME [-o OUT] [--emit exe|obj|llvm|asm|ir] [-O0|-O1|-O2|-O3] [--no-fuse] "
-     "[-v]",
+     "[-v]\n"
+     "               [--device NAME|FILE.dev]",
      "Compiles a model into a training executable (default ./trainer): the step functions as LLVM "
      "code\n"
      "      linked with the runtime. --emit ir prints the final mmc IR, llvm the optimised LLVM "
@@ -122,6 +134,13 @@ static const Cmd cmds[] = {
      "      processor does; prints each file's size, EXIF orientation and tile grid, and with "
      "--out\n"
      "      writes the normalised pixels as raw float32."},
+    {"calibrate", "[-o FILE.dev] [--quick]",
+     "Measures this machine (oneDNN matmul in fp32 and bf16 through the runtime's kernels, "
+     "memory\n"
+     "      bandwidth, the time of one small op; under mpirun with more than one rank, the MPI\n"
+     "      collectives' latency and bandwidth) and writes a device description for mmc plan "
+     "--device\n"
+     "      (stdout without -o). docs/planner.md."},
     {"video",
      "FILE|DATA.json... [--frames N] [--fps F] [--size HxW | --buckets HxW,HxW...]\n"
      "               [--max-pixels N] [--out FILE.f32] [--png-strip FILE.png]",
@@ -308,6 +327,9 @@ typedef struct Opts {
   int noverrides;
   MmPlanFlags flags;
   const char *plan_flag; /* the first parallel-plan flag given (NULL: none) */
+  const char *device;    /* plan, compile --device: a description (support/device.h) */
+  int devices;           /* plan --devices N (0: not given) */
+  bool search;           /* plan --search: rank the plans (tools/mmc_predict.h) */
 } Opts;
 
 /* The programs a trainer can be compiled as (runtime/model/mmrt_programs.def). */
@@ -505,6 +527,16 @@ static int parse_opts(int argc, char **argv, Opts *o) {
       NEED_ARG();
       if (!parse_int(next, 1, 1 << 16, &o->chunk_frames))
         return bad_usage(o->cmd, "--chunk-frames takes a count of frames >= 1, not '%s'", next);
+    } else if (strcmp(a, "--device") == 0 &&
+               (strcmp(o->cmd->name, "plan") == 0 || strcmp(o->cmd->name, "compile") == 0)) {
+      NEED_ARG();
+      o->device = next;
+    } else if (strcmp(a, "--search") == 0 && strcmp(o->cmd->name, "plan") == 0) {
+      o->search = true;
+    } else if (strcmp(a, "--devices") == 0 && strcmp(o->cmd->name, "plan") == 0) {
+      NEED_ARG();
+      if (!parse_int(next, 1, 1 << 24, &o->devices))
+        return bad_usage(o->cmd, "--devices takes a count of devices >= 1, not '%s'", next);
     } else if (strcmp(a, "--timeline") == 0 && strcmp(o->cmd->name, "plan") == 0) {
       NEED_ARG();
       o->timeline = next;
@@ -588,6 +620,11 @@ static int parse_opts(int argc, char **argv, Opts *o) {
     snprintf(msg, sizeof msg, "%%s does not go with --task %s: they run on one rank", task_list(1));
     return bad_usage(o->cmd, msg, o->plan_flag);
   }
+  if (o->devices && !o->device)
+    return bad_usage(o->cmd, "--devices counts devices of a --device: give --device too%s", "");
+  if (o->search && (!o->devices || o->json || o->detail || o->timeline))
+    return bad_usage(
+        o->cmd, "--search ranks plans for --device D --devices N (and prints text only)%s", "");
   if (o->detail && o->json)
     return bad_usage(o->cmd, "--detail is the long text form; --json holds everything already%s",
                      "");
@@ -1729,13 +1766,84 @@ static bool plan_pp_memory(IrModule *m, int64_t data_bytes, json_object *root, b
   return true;
 }
 
+/* plan --search: one candidate built quietly (tools/mmc_predict.h) */
+typedef struct SearchBuild {
+  Diag d;
+  FeProgram *p;
+  FeResult r;
+  FILE *sink;
+  char *buf;
+  size_t len;
+} SearchBuild;
+
+static IrModule *search_build(void *user, const MmPlanFlags *flags, void **handle, char *err,
+                              size_t errn) {
+  Opts c = *(const Opts *)user;
+  SearchBuild *b = calloc(1, sizeof *b);
+  *handle = b;
+  if (!b) return NULL;
+  c.flags = *flags;
+  diag_start(&b->d, &c);
+  b->sink = open_memstream(&b->buf, &b->len);
+  if (b->sink) b->d.out = b->sink;
+  IrModule *m = build(&c, &b->d, &b->p, &b->r, NULL, NULL, NULL);
+  if (b->sink) fflush(b->sink);
+  if (!m) snprintf(err, errn, "%s", b->buf && b->len ? b->buf : "refused");
+  return m;
+}
+
+static void search_release(void *user, void *handle) {
+  SearchBuild *b = handle;
+  if (!b) return;
+  b->d.errors = 0; /* counted as a reason, not reported */
+  finish(&b->d, b->p, &b->r, EXIT_OK);
+  if (b->sink) fclose(b->sink);
+  free(b->buf);
+  free(b);
+}
+
+/* One rank's planned bytes: the peak, or under a pipeline its largest rank's. */
+static int64_t rank_peak(IrModule *m, const MpSummary *s) {
+  PpRankMem pm[64];
+  char err[256];
+  int64_t most = s->total;
+  if (m->plan.pp > 1 && m->plan.pp <= 64 && pp_rank_memory(m, pm, 64, err, sizeof err)) {
+    most = 0;
+    for (int r = 0; r < m->plan.pp; r++)
+      if (pm[r].peak > most) most = pm[r].peak;
+  }
+  return most;
+}
+
 static int cmd_plan(Opts *o) {
+  MmDevice dev;
+  char derr[512];
+  if (o->device && !mm_device_load(o->device, &dev, derr, sizeof derr)) {
+    fprintf(stderr, "mmc: error: %s\n", derr);
+    return EXIT_USER;
+  }
+  if (o->search) return mmc_search(&dev, o->devices, &o->flags, search_build, search_release, o, 5);
   Diag d;
   diag_start(&d, o);
   FeProgram *p;
   FeResult r;
   IrModule *m = build(o, &d, &p, &r, NULL, NULL, NULL);
   if (!m) return finish(&d, p, &r, EXIT_USER);
+  if (o->devices && o->devices != ir_world_size(m) * m->plan.pp) {
+    /* --devices: the model's dp replaced so that the plan fills them */
+    int per = m->plan.tp * m->plan.cp * m->plan.pp;
+    if (o->devices % per) {
+      fprintf(stderr, "mmc: error: --devices %d: not a multiple of tp * cp * pp = %d\n", o->devices,
+              per);
+      return finish(&d, p, &r, EXIT_USER);
+    }
+    finish(&d, p, &r, EXIT_OK);
+    o->flags.plan.dp = o->devices / per;
+    o->flags.given[MM_SET_DP] = true;
+    diag_start(&d, o);
+    m = build(o, &d, &p, &r, NULL, NULL, NULL);
+    if (!m) return finish(&d, p, &r, EXIT_USER);
+  }
   MpSummary s;
   char err[256];
   if (!mp_summarize(m, &s, err, sizeof err)) {
@@ -1798,6 +1906,10 @@ static int cmd_plan(Opts *o) {
     if (!plan_pp_memory(m, data_bytes, root, true, err, sizeof err)) {
       json_object_put(root);
       fprintf(stderr, "mmc: error: pipeline: %s\n", err);
+      return finish(&d, p, &r, EXIT_USER);
+    }
+    if (o->device && !mmc_predict(m, &dev, rank_peak(m, &s), root)) {
+      json_object_put(root);
       return finish(&d, p, &r, EXIT_USER);
     }
     printf("%s\n",
@@ -1866,6 +1978,8 @@ static int cmd_plan(Opts *o) {
             m->plan.pp);
     return finish(&d, p, &r, EXIT_USER);
   }
+  if (!o->json && o->device && !mmc_predict(m, &dev, rank_peak(m, &s), NULL))
+    return finish(&d, p, &r, EXIT_USER);
   return finish(&d, p, &r, EXIT_OK);
 }
 
@@ -1874,8 +1988,16 @@ static int cmd_compile(Opts *o) {
   diag_start(&d, o);
   FeProgram *p;
   FeResult r;
+  MmDevice dev;
+  char derr[512];
+  if (o->device && !mm_device_load(o->device, &dev, derr, sizeof derr)) {
+    fprintf(stderr, "mmc: error: %s\n", derr);
+    return EXIT_USER;
+  }
   IrModule *m = build(o, &d, &p, &r, NULL, NULL, NULL);
   if (!m) return finish(&d, p, &r, EXIT_USER);
+  double pred_s = 0; /* --device: the predicted step, for the trainer to print */
+  if (o->device && !mmc_predict_step(m, &dev, &pred_s)) return finish(&d, p, &r, EXIT_USER);
   const char *emit = o->emit ? o->emit : "exe", *final = compile_output(o);
   char *tmp = final ? tmp_beside(final, &d) : NULL;
   if (final && !tmp) return finish(&d, p, &r, EXIT_USER);
@@ -1889,8 +2011,12 @@ static int cmd_compile(Opts *o) {
     }
     if (!ok) fprintf(stderr, "mmc: error: cannot write '%s'\n", final ? final : "<stdout>");
   } else {
-    CgOptions co = {
-        .output = tmp, .opt_level = o->opt_level, .verbose = o->verbose, .task = o->task};
+    CgOptions co = {.output = tmp,
+                    .opt_level = o->opt_level,
+                    .verbose = o->verbose,
+                    .task = o->task,
+                    .predicted_step_s = pred_s,
+                    .predicted_device = o->device ? dev.name : NULL};
     co.emit = strcmp(emit, "obj") == 0    ? CG_EMIT_OBJ
               : strcmp(emit, "llvm") == 0 ? CG_EMIT_LLVM
               : strcmp(emit, "asm") == 0  ? CG_EMIT_ASM
@@ -2005,6 +2131,7 @@ int main(int argc, char **argv) {
     return mmc_data(argc - 2, argv + 2, o.cmd->args, o.cmd->help);
   if (strcmp(o.cmd->name, "image") == 0 || strcmp(o.cmd->name, "video") == 0)
     return run_media(argc, argv, o.cmd);
+  if (strcmp(o.cmd->name, "calibrate") == 0) return mmc_calibrate(argc, argv);
   int rc = parse_opts(argc, argv, &o);
   if (rc < 0) {
     if (strcmp(o.cmd->name, "check") == 0)

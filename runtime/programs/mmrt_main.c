@@ -1472,10 +1472,35 @@ static int check_step(Trainer *t, int64_t step, float loss, int *skip) {
   return 1;
 }
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The measured median step beside the compile-time prediction (mmc compile
+ * --device, docs/planner.md): the steps after the first two (oneDNN's
+ * primitives are made in the first), each from its start to its checks. */
+static void print_step_times(const Trainer *t, double *dt, int64_t n) {
+  if (t->rank != 0 || t->a.quiet || !(t->m->predicted_step_s > 0) || n < 1) return;
+  int64_t skip = n > 4 ? 2 : 0;
+  qsort(dt + skip, (size_t)(n - skip), sizeof *dt, cmp_double);
+  double med = dt[skip + (n - skip) / 2];
+  fprintf(stderr,
+          "step time: measured median %.6g s over %lld steps, predicted %.6g s on %s "
+          "(measured / predicted %.3f)\n",
+          med, (long long)(n - skip), t->m->predicted_step_s, t->m->predicted_device,
+          med / t->m->predicted_step_s);
+}
+
 static int train(Trainer *t) {
   const MmrtModelDesc *m = t->m;
   char err[ERRLEN];
   double t0 = now();
+  int64_t ntimes = 0;
+  /* static: still reachable when a step fails and returns early */
+  static double *times;
+  free(times);
+  times = t->a.steps > t->done ? malloc((size_t)(t->a.steps - t->done) * sizeof *times) : NULL;
   int64_t first = t->done;
   int loud = !t->a.quiet && t->rank == 0;
   MmrtProgress pr;
@@ -1490,6 +1515,7 @@ static int train(Trainer *t) {
       t->stopped = 1;
       break;
     }
+    double step_t0 = now();
     if (mmrt_iter_next(&t->cx.it) != m->batch) return fail("the training data gave a short batch");
     float lr = (float)lr_at(t, step), fs = (float)step, loss;
     char what[64];
@@ -1531,6 +1557,7 @@ static int train(Trainer *t) {
     uint64_t sent = add_step_comm(t, before);
     int skipped;
     if (check_step(t, step, loss, &skipped)) return 1;
+    if (times) times[ntimes++] = now() - step_t0;
     t->done = step;
     double tn = now(),
            sps = (double)m->batch * (double)(step - first) / (tn - t0 > 0 ? tn - t0 : 1e-9);
@@ -1573,6 +1600,9 @@ static int train(Trainer *t) {
     if (t->a.ckpt && t->a.ckpt_every > 0 && step % t->a.ckpt_every == 0 && save_ckpt(t)) return 1;
   }
   mmrt_progress_break(&pr);
+  if (times) print_step_times(t, times, ntimes);
+  free(times);
+  times = NULL;
   return 0;
 }
 

@@ -163,6 +163,10 @@ probes = {
     "--format": (GM, GM + ["--format", "dot"], "effect"),
     "--rank": ([G, "--model", "H"], [G, "--model", "H", "--rank", "1"], "effect"),
     "--max-source-mb": MAXSRC,
+    "--device": (GM, GM + ["--device", "a100"], "effect"),  # plan: the predicted step
+    "--devices": (GM + ["--device", "a100"], GM + ["--device", "a100", "--devices", "2"], "effect"),
+    "--search": (GM + ["--device", "a100", "--devices", "2"],
+                 GM + ["--device", "a100", "--devices", "2", "--search"], "effect"),
     "--timeline": (GM + ["--pp", "2", "--micro-batches", "2"],
                    GM + ["--pp", "2", "--micro-batches", "2", "--timeline", os.path.join(T, "t.svg")],
                    "effect"),
@@ -223,6 +227,15 @@ compile_probes = {
     "-o": (GM + ["--emit", "ir"], GM + ["--emit", "ir", "-o", "other.mmir"], "effect"),
     "--emit": (GM + ["--emit", "ir"] + OUT, GM + ["--emit", "llvm"] + OUT, "effect"),
     "-v": (GM + OUT, GM + OUT + ["-v"], "effect"),
+    # the predicted step, a constant of the descriptor
+    "--device": (GM + ["--emit", "llvm"] + OUT, GM + ["--emit", "llvm", "--device", "a100"] + OUT,
+                 "effect"),
+}
+# calibrate: -o writes the description to a file instead of stdout; --quick measures smaller
+# problems (its figures differ; so do two runs': the probe holds only that it is taken)
+calibrate_probes = {
+    "-o": (["--quick"], ["--quick", "-o", os.path.join(T, "c.dev")], "effect"),
+    "--quick": ([], ["--quick"], "effect"),
 }
 for lvl in range(4):  # -O3 is the default: each level against another
     other = "-O1" if lvl != 1 else "-O3"
@@ -436,6 +449,8 @@ for c in commands:
             table = dict(image_probes)
         if c == "video":
             table = dict(video_probes)
+        if c == "calibrate":
+            table = dict(calibrate_probes)
         p = table.get(flag)
         if p is None:
             failures.append("mmc %s %s: listed in its --help, but no probe in %s" %

@@ -1,0 +1,278 @@
+/* The cost model: passes/cost.h. */
+#include "cost.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bucket.h"
+#include "pp_sched.h"
+#include "pp_stage.h"
+
+double cost_collective_s(const MmDevice *d, IrOp op, double bytes, int n, int stride) {
+  if (n <= 1) return 0;
+  bool intra = (double)stride * n <= d->devices_per_node;
+  double bw = (intra ? d->intra_bw_gbs : d->inter_bw_gbs) * 1e9;
+  double lat = (intra ? d->intra_lat_us : d->inter_lat_us) * 1e-6;
+  double steps = op == IR_OP_COUNT ? 1 : op == IR_OP_ALL_REDUCE ? 2.0 * (n - 1) : (double)(n - 1);
+  return steps * lat + bytes / bw;
+}
+
+/* The most any operand or result of n is split over the mesh. */
+static double split_of(const IrModule *m, const IrNode *n) {
+  double most = 1;
+  for (int k = 0; k < n->nin + n->nout; k++) {
+    const IrValue *v = k < n->nin ? n->in[k] : n->out[k - n->nin];
+    int64_t g = ir_numel(&v->shape), l = ir_local_numel(m, v);
+    if (l > 0 && (double)g / (double)l > most) most = (double)g / (double)l;
+  }
+  return most;
+}
+
+static double node_bytes(const IrModule *m, const IrNode *n) {
+  double b = 0;
+  for (int k = 0; k < n->nin; k++)
+    b += (double)ir_local_numel(m, n->in[k]) * ir_dtype_size(n->in[k]->dtype);
+  for (int k = 0; k < n->nout; k++)
+    b += (double)ir_local_numel(m, n->out[k]) * ir_dtype_size(n->out[k]->dtype);
+  return b;
+}
+
+/* One op's time on its rank (not a collective). */
+static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double *flops_local) {
+  const IrOpInfo *info = &ir_ops[n->op];
+  *flops_local = 0;
+  if (info->flags & OPF_VIEW) return 0;
+  double fl = (double)ir_flops(n) / split_of(m, n), rate;
+  bool bf = n->nin && n->in[0]->dtype == IR_BF16;
+  double mm = (bf ? d->bf16_tflops : d->fp32_tflops) * 1e12 * d->matmul_efficiency;
+  switch (info->flop_kind) {
+    case IR_FL_MATMUL:
+    case IR_FL_LINEAR:
+    case IR_FL_CONV:
+    case IR_FL_LINEAR_W:
+    case IR_FL_CONV_X:
+    case IR_FL_CONV_W: rate = mm; break;
+    case IR_FL_ATTENTION:
+    case IR_FL_ATTENTION_BWD: rate = mm * d->attention_efficiency; break;
+    default: rate = d->vector_tflops * 1e12; break;
+  }
+  *flops_local = fl;
+  double t = fl / rate, tb = node_bytes(m, n) / (d->mem_bw_gbs * 1e9);
+  return (t > tb ? t : tb) + d->op_overhead_us * 1e-6;
+}
+
+static int axis_stride(const IrModule *m, int a) {
+  return a == IR_AX_TP   ? 1
+         : a == IR_AX_CP ? m->mesh[IR_AX_TP]
+                         : m->mesh[IR_AX_TP] * m->mesh[IR_AX_CP];
+}
+
+/* A collective call starting at node i of f (a bucket: its run): time,
+ * whether it is posted without blocking. 0 for a node inside a run. */
+static double coll_s(const IrModule *m, const MmDevice *d, const IrFunc *f, int i, bool *async) {
+  const IrNode *n = f->nodes.items[i];
+  int run = bucket_run(f, i);
+  *async = false;
+  if (run == 0) return 0;
+  int a = (int)n->attrs.v[IR_ATTR_MESH].i, size = m->mesh[a];
+  int64_t msg = 0, sent = ir_collective_elems(m, n, &msg);
+  if (bucket_id(n) >= 0) {
+    for (int j = 1; j < run; j++) {
+      int64_t t = 0;
+      ir_collective_elems(m, f->nodes.items[i + j], &t);
+      msg += t;
+    }
+    sent = (n->op == IR_OP_ALL_REDUCE ? 2 : 1) * msg * (size - 1) / size;
+    *async = bucket_wait_index(f, bucket_id(n)) >= 0;
+  }
+  if (prefetch_id(n) >= 0) *async = true;
+  return cost_collective_s(d, n->op, (double)sent * ir_dtype_size(n->in[0]->dtype), size,
+                           axis_stride(m, a));
+}
+
+/* Samples and tokens of a step: @train's inputs hold one micro-batch; the
+ * first with a dimension gives the samples, the first integer one of rank 2
+ * (ids) the tokens. */
+static void tokens_of(const IrFunc *f, int M, CostPrediction *o) {
+  o->samples = o->tokens = 0;
+  for (int i = 0; i < f->inputs.len; i++) {
+    const IrValue *v = f->inputs.items[i];
+    if (v->shape.rank >= 1 && !o->samples) o->samples = (int64_t)M * v->shape.d[0];
+    if ((v->dtype == IR_I32 || v->dtype == IR_I64) && v->shape.rank == 2 && !o->tokens)
+      o->tokens = (int64_t)M * v->shape.d[0] * v->shape.d[1];
+  }
+}
+
+bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, size_t errn) {
+  memset(o, 0, sizeof *o);
+  IrFunc *f = ir_module_func(m, "train");
+  if (!f) {
+    snprintf(err, errn, "no @train to predict (a training program's step)");
+    return false;
+  }
+  int P = m->plan.pp > 1 ? m->plan.pp : 1,
+      M = m->plan.micro_batches > 1 ? m->plan.micro_batches : 1;
+  o->devices = ir_world_size(m) * P;
+  bool bf16 = m->train.precision == MM_PREC_BF16;
+  o->peak_tflops = bf16 ? d->bf16_tflops : d->fp32_tflops;
+  tokens_of(f, M, o);
+  int bwd = -1, upd = -1;
+  ir_train_phases(f, &bwd, &upd);
+  double fwd_flops = 0, fb_flops = 0, upd_flops = 0;
+  for (int i = 0; i < f->nodes.len; i++) {
+    const IrNode *n = f->nodes.items[i];
+    double g = (double)ir_flops(n);
+    if (upd >= 0 && i >= upd)
+      upd_flops += g;
+    else {
+      fb_flops += g;
+      if (bwd < 0 || i < bwd) fwd_flops += g;
+    }
+  }
+  o->flops_step = M * fb_flops + upd_flops;
+  o->model_flops = 3.0 * M * fwd_flops;
+
+  if (P <= 1) {
+    /* one clock for the rank's work in node order; the non-blocking
+     * collectives (gradient buckets, ZeRO-3 prefetches) queue on one
+     * channel from where they stand, and a bucket_wait holds the clock until
+     * its collective is done (the program's own order, passes/bucket.c) */
+    double t = 0, chan = 0, fb_end = 0, fc = 0, bc = 0, uc = 0, *done = NULL;
+    int64_t ndone = 0;
+    for (int i = 0; i < f->nodes.len; i++) {
+      const IrNode *n = f->nodes.items[i];
+      bool up = upd >= 0 && i >= upd, back = !up && bwd >= 0 && i >= bwd;
+      if (up && upd == i) fb_end = t;
+      if (n->op == IR_OP_BUCKET_WAIT) {
+        int64_t id = n->attrs.v[IR_ATTR_BUCKET].i;
+        if (id >= 0 && id < ndone && done[id] > t) t = done[id];
+        continue;
+      }
+      if (ir_op_is_collective(n->op)) {
+        bool async;
+        double c = coll_s(m, d, f, i, &async);
+        o->comm_s += (up ? 1 : M) * c;
+        int64_t id = async ? async_slot(n) : -1;
+        if (id < 0 || id > (1 << 24)) {
+          t += c;
+          continue;
+        }
+        if (id >= ndone) {
+          int64_t nn = 2 * id + 16;
+          double *nd = realloc(done, (size_t)nn * sizeof *nd);
+          if (!nd) {
+            free(done);
+            snprintf(err, errn, "out of memory");
+            return false;
+          }
+          for (int64_t k = ndone; k < nn; k++) nd[k] = 0;
+          done = nd, ndone = nn;
+        }
+        chan = (chan > t ? chan : t) + c;
+        done[id] = chan;
+        continue;
+      }
+      double fl, c = op_s(m, d, n, &fl);
+      t += c;
+      if (up)
+        uc += c;
+      else if (back)
+        bc += c;
+      else
+        fc += c;
+    }
+    free(done);
+    if (upd < 0) fb_end = t;
+    /* the forward and backward M times, the update (and the waits before it) once */
+    o->compute_s = M * (fc + bc);
+    o->optimizer_s = uc;
+    o->step_s = M * fb_end + (t - fb_end);
+    o->exposed_comm_s = o->step_s - o->compute_s - o->optimizer_s;
+    if (o->exposed_comm_s < 1e-9 * o->step_s) o->exposed_comm_s = 0; /* rounding */
+  } else {
+    PpAssign a;
+    if (!pp_facts(m, f, &a, err, errn)) return false;
+    int S = a.nstages;
+    double *cost = calloc((size_t)(5 * S), sizeof *cost), *comm = cost + 3 * S,
+           *comp = cost + 4 * S;
+    double uc = 0, ucomm = 0, xbytes = 0;
+    /* aux: the forward stage + 1 that makes a value (0: none), cleared after */
+    for (int i = 0; i < f->inputs.len; i++) ((IrValue *)f->inputs.items[i])->aux = NULL;
+    for (int i = 0; i < m->params.len; i++) ((IrValue *)m->params.items[i])->aux = NULL;
+    for (int i = 0; i < f->nodes.len; i++) {
+      IrNode *n = f->nodes.items[i];
+      for (int j = 0; j < n->nout; j++)
+        n->out[j]->aux = (void *)(intptr_t)(a.part[i] == PPN_F ? a.stage[i] + 1 : 0);
+    }
+    for (int i = 0; i < f->nodes.len; i++) {
+      IrNode *n = f->nodes.items[i];
+      if (a.part[i] == PPN_F)
+        for (int j = 0; j < n->nin; j++) {
+          intptr_t s = (intptr_t)n->in[j]->aux;
+          if (s > 0 && s - 1 != a.stage[i] && n->in[j]->role != IR_ROLE_PARAM)
+            xbytes += (double)ir_local_numel(m, n->in[j]) * ir_dtype_size(n->in[j]->dtype);
+        }
+      double t, fl;
+      bool is_comm = ir_op_is_collective(n->op);
+      if (is_comm) {
+        bool async;
+        t = coll_s(m, d, f, i, &async);
+        o->comm_s += (a.part[i] == PPN_U ? 1 : M) * t;
+      } else
+        t = op_s(m, d, n, &fl);
+      if (a.part[i] == PPN_U) {
+        if (is_comm)
+          ucomm += t;
+        else
+          uc += t;
+        continue;
+      }
+      int k = a.part[i] == PPN_F ? 0 : a.part[i] == PPN_I ? 1 : 2;
+      cost[k * S + a.stage[i]] += t;
+      (is_comm ? comm : comp)[a.stage[i]] += t;
+    }
+    for (int i = 0; i < f->nodes.len; i++) {
+      IrNode *n = f->nodes.items[i];
+      for (int j = 0; j < n->nout; j++) n->out[j]->aux = NULL;
+    }
+    for (int i = 0; i < m->params.len; i++) ((IrValue *)m->params.items[i])->aux = NULL;
+    for (int k = 0; k < 3 * S; k++)
+      if (cost[k] <= 0) cost[k] = 1e-9;
+    int stride = m->mesh[IR_AX_TP] * m->mesh[IR_AX_CP] * m->mesh[IR_AX_DP];
+    double xfer = cost_collective_s(d, IR_OP_COUNT, S > 1 ? xbytes / (S - 1) : 0, 2, stride);
+    PpSchedule s;
+    bool ok = pp_sched_build(&s, (PpSchedKind)m->plan.schedule, P, S / P, M, err, errn);
+    if (ok) {
+      pp_sched_add_comms(&s);
+      PpCosts c = {cost, cost + S, cost + 2 * S, xfer};
+      PpSim sim;
+      ok = pp_sched_simulate(&s, &c, &sim);
+      if (!ok) snprintf(err, errn, "the schedule's simulation failed: %s", sim.msg);
+      if (ok) {
+        int r0 = 0;
+        for (int r = 1; r < P; r++)
+          if (sim.busy[r] > sim.busy[r0]) r0 = r;
+        double cc = 0, cm = 0;
+        for (int st = r0; st < S; st += P) cc += comp[st], cm += comm[st];
+        o->compute_s = M * cc;
+        o->exposed_comm_s = M * cm + ucomm;
+        o->bubble_s = sim.makespan - sim.busy[r0];
+        if (o->bubble_s < 0) o->bubble_s = 0;
+        o->optimizer_s = uc / P;
+        o->step_s = sim.makespan + o->optimizer_s + ucomm;
+        pp_sim_free(&sim, P);
+      }
+      pp_sched_free(&s);
+    }
+    free(cost);
+    pp_assign_free(&a);
+    if (!ok) return false;
+  }
+  if (o->step_s > 0) {
+    o->tflops_per_device = o->flops_step / o->step_s / o->devices / 1e12;
+    o->mfu = o->model_flops / o->step_s / o->devices / (o->peak_tflops * 1e12);
+  }
+  return true;
+}

@@ -1,0 +1,65 @@
+/* The cost model (issue 32): a training step's time on a device described
+ * by support/device.h, from what the compiled module already knows. Read by
+ * `mmc plan --device` and compiled into the trainer's descriptor.
+ *
+ * - An op: max(FLOPs / rate, bytes / memory bandwidth) + the device's
+ *   op_overhead_us, on the rank's own piece (the FLOPs of a node divided by
+ *   the most any of its operands or results is split over the mesh). The
+ *   rate is the matmul peak of the operands' dtype (bf16 or fp32) times
+ *   matmul_efficiency for products and convolutions, times
+ *   attention_efficiency more for attention, vector_tflops for the rest.
+ *   Views cost nothing.
+ * - A collective: alpha-beta over the link its group crosses. The group of
+ *   axis a with stride s (tp 1, cp tp, dp tp*cp, pp tp*cp*dp) and size n
+ *   stays inside a node when s*n <= devices_per_node; a ring all-reduce
+ *   makes 2(n-1) steps, all-gather, reduce-scatter and all-to-all n-1, each
+ *   step one latency; the bytes are ir_collective_elems's (ring).
+ * - Overlap: gradient buckets and ZeRO-3 prefetched gathers are posted
+ *   without blocking; their time is hidden behind the backward's (the
+ *   forward's and backward's) compute, and only what exceeds it shows, plus
+ *   the last bucket (it starts after the last gradient). Every other
+ *   collective blocks.
+ * - Micro-batches: the forward and backward M times, the update once.
+ * - Pipeline: the schedule simulator (passes/pp_sched.h) with each stage's
+ *   forward, input- and weight-gradient times per micro-batch and one
+ *   transfer's alpha + bytes / bandwidth between stages; the bubble is the
+ *   makespan less the busiest rank's work.
+ * - Not modelled: the split-statistics norms' and ring attention's
+ *   in-kernel communication, the data loader, the host. */
+#ifndef MMC_COST_H
+#define MMC_COST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../ir/ir.h"
+#include "../support/device.h"
+
+typedef struct CostPrediction {
+  int devices;              /* tp * cp * dp * pp */
+  double step_s;            /* predicted time of one training step */
+  double compute_s;         /* the critical rank's compute (forward and backward) */
+  double exposed_comm_s;    /* communication not hidden behind compute */
+  double bubble_s;          /* pipeline idle time of the critical rank */
+  double optimizer_s;       /* norm, clipping and update */
+  double comm_s;            /* every collective's time, hidden or not */
+  double flops_step;        /* executed FLOPs of a step, all devices (recompute included) */
+  double model_flops;       /* 3x the forward FLOPs of the step's samples (no recompute) */
+  double tflops_per_device; /* executed FLOPs / step_s / devices, in TFLOP/s */
+  double mfu;               /* model FLOPs / step_s / (devices * bf16 or fp32 peak) */
+  int64_t samples, tokens;  /* per step (tokens 0: the inputs have no sequence) */
+  double peak_tflops;       /* the peak MFU is counted against */
+} CostPrediction;
+
+/* Predicts m's step (after every pass, @train present). False with a
+ * message when the module cannot be costed (no @train, a broken schedule). */
+bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *out, char *err, size_t errn);
+
+/* alpha-beta time of a collective of kind op (all_reduce, all_gather,
+ * reduce_scatter, all_to_all; or a point-to-point send when op is
+ * IR_OP_COUNT) that sends `bytes` per rank over a group of n members of
+ * stride `stride` in the rank order. */
+double cost_collective_s(const MmDevice *d, IrOp op, double bytes, int n, int stride);
+
+#endif

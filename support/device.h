@@ -1,0 +1,53 @@
+/* Device descriptions (issue 32): what the cost model (passes/cost.h)
+ * needs to know of one accelerator and the links between them, read from a
+ * small text file of `key = value` lines (`#` starts a comment) such as
+ * devices/a100.dev, or written by `mmc calibrate` for this machine. Every
+ * key is a row of MM_DEVICE_KEYS below; docs/planner.md describes them. */
+#ifndef MMC_DEVICE_H
+#define MMC_DEVICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+/* X(field, key, required, min, max, help) */
+#define MM_DEVICE_KEYS(X)                                                                          \
+  X(bf16_tflops, "bf16_tflops", 1, 1e-6, 1e6, "dense bf16 matrix-multiply peak, TFLOP/s")          \
+  X(fp32_tflops, "fp32_tflops", 1, 1e-6, 1e6, "dense fp32 matrix-multiply peak, TFLOP/s")          \
+  X(vector_tflops, "vector_tflops", 0, 1e-6, 1e6,                                                  \
+    "elementwise and attention-kernel fp32 rate, TFLOP/s (default: fp32_tflops)")                  \
+  X(matmul_efficiency, "matmul_efficiency", 0, 1e-3, 1,                                            \
+    "fraction of the matmul peak a large product reaches (default 1)")                             \
+  X(attention_efficiency, "attention_efficiency", 0, 1e-3, 1,                                      \
+    "fraction of the matmul rate the attention kernels reach (default 1)")                         \
+  X(mem_gb, "mem_gb", 1, 1e-3, 1e6, "memory capacity per device, GB (1e9 bytes)")                  \
+  X(mem_bw_gbs, "mem_bw_gbs", 1, 1e-3, 1e6, "memory bandwidth, GB/s")                              \
+  X(op_overhead_us, "op_overhead_us", 0, 0, 1e6, "fixed time per op (launch, dispatch), us")       \
+  X(devices_per_node, "devices_per_node", 1, 1, 1 << 20, "devices sharing the intra-node link")    \
+  X(intra_bw_gbs, "intra_bw_gbs", 1, 1e-6, 1e6, "one device's bandwidth inside a node, GB/s")      \
+  X(intra_lat_us, "intra_lat_us", 1, 0, 1e6, "latency of one message inside a node, us")           \
+  X(inter_bw_gbs, "inter_bw_gbs", 1, 1e-6, 1e6, "one device's bandwidth across nodes, GB/s")       \
+  X(inter_lat_us, "inter_lat_us", 1, 0, 1e6, "latency of one message across nodes, us")
+
+typedef struct MmDevice {
+  char name[128]; /* the `name` key, else the file's base name */
+  char path[512]; /* where it was read from */
+#define MM_DEV_FIELD(f, k, req, lo, hi, help) double f;
+  MM_DEVICE_KEYS(MM_DEV_FIELD)
+#undef MM_DEV_FIELD
+} MmDevice;
+
+/* Reads a description: spec is a path (it has a '/' or ends in .dev) or a
+ * name looked up as NAME.dev in $MMC_DEVICES_DIR, then the source tree's
+ * devices/. False with "FILE:LINE: message" in err (an unknown or repeated
+ * key, a value that is not a number or out of range, a missing required
+ * key, a line that is not key = value). */
+bool mm_device_load(const char *spec, MmDevice *d, char *err, size_t errn);
+/* Parses the text of a description (file names the messages). */
+bool mm_device_parse(const char *text, const char *file, MmDevice *d, char *err, size_t errn);
+/* Writes d as a description (every key, with its help as a comment). */
+void mm_device_write(FILE *out, const MmDevice *d, const char *header);
+/* The folder the built-in descriptions are in. */
+const char *mm_device_dir(void);
+
+#endif

@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# The planner (issue 32; docs/planner.md): device descriptions, the cost
+# model's predictions, mmc plan --device/--devices, compile --device and the
+# trainer's step-time line, mmc calibrate.
+#   - the description parser refuses bad files naming the file and line;
+#   - for a two-layer MLP on an ideal device (memory, vector units and links
+#     infinitely fast, no op overhead), the predicted compute time equals the
+#     matmul FLOPs counted here by hand, 4BKH + 6BHC (forward, both weight
+#     gradients, the second layer's input gradient), over the fp32 rate;
+#   - predictions are monotone (a faster device, a smaller batch: faster) and
+#     consistent (step = compute + exposed comm + bubble + optimizer; dp = 2
+#     halves the compute and adds the all-reduce's alpha-beta time);
+#   - --json carries predicted.{step_s, tflops_per_device, mfu, breakdown};
+#   - a pipeline shows a bubble; --devices sets dp.
+set -uo pipefail
+. "$MMC_SOURCE_DIR/tests/tools/lib.sh"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail=0
+bad() { echo "FAIL: $*"; fail=$((fail+1)); }
+PY=/usr/bin/python3
+
+# ---- the parser: bad files refused by name and line ----
+good() { # the ideal device
+  cat <<'DEV'
+# an ideal device: only the matmuls take time
+name = ideal
+bf16_tflops = 2
+fp32_tflops = 1        # 1 TFLOP/s
+vector_tflops = 1e6
+mem_gb = 10
+mem_bw_gbs = 1e6
+op_overhead_us = 0
+devices_per_node = 8
+intra_bw_gbs = 10
+intra_lat_us = 5
+inter_bw_gbs = 1
+inter_lat_us = 20
+DEV
+}
+good > "$T/ideal.dev"
+cat > "$T/m.mm" <<'MM'
+model Mlp {
+  let B = 64
+  let K = 512
+  let H = 1024
+  let C = 256
+  w1 = param f32[H, K] = normal(0.02)
+  w2 = param f32[C, H] = normal(0.02)
+  forward(x: f32[B, K], labels: i32[B]) -> loss {
+    return cross_entropy(linear(relu(linear(x, w1)), w2), labels)
+  }
+  train { optimizer = sgd(lr = 0.1) }
+}
+MM
+refuse() { # name, the line the message must name ('' for none), text of the message, file body
+  local name=$1 line=$2 msg=$3
+  printf '%s' "$4" > "$T/$name.dev"
+  if "$MMC" plan "$T/m.mm" --device "$T/$name.dev" > "$T/o" 2> "$T/e"; then
+    bad "$name: accepted"
+  elif ! grep -q "$T/$name.dev:$line.*$msg" "$T/e"; then
+    bad "$name: message not '$T/$name.dev:$line...$msg'"; cat "$T/e"
+  elif [ -s "$T/o" ]; then bad "$name: wrote output"; fi
+}
+refuse unknown 4 "unknown key 'fp64_tflops'" "$(good | sed '3a fp64_tflops = 1')"
+refuse nonumber 3 "'bf16_tflops' = 'fast' is not a number" "$(good | sed 's/^bf16_tflops = 2/bf16_tflops = fast/')"
+refuse range 4 "out of range" "$(good | sed 's/^fp32_tflops = 1 /fp32_tflops = -1 /')"
+refuse twice 14 "'mem_gb' given twice" "$(good; echo 'mem_gb = 3')"
+refuse noeq 2 "expected 'key = value'" "$(echo '# x'; echo 'bf16_tflops 2')"
+refuse missing "" "missing required key 'mem_bw_gbs'" "$(good | grep -v mem_bw_gbs)"
+refuse empty 6 "'mem_gb' has no value" "$(good | sed 's/^mem_gb = 10/mem_gb =/')"
+"$MMC" plan "$T/m.mm" --device nosuch > /dev/null 2> "$T/e" && bad "a missing device accepted"
+grep -q "cannot read device description.*nosuch.dev" "$T/e" || { bad "missing device: message"; cat "$T/e"; }
+for d in a100 h100 910b; do
+  "$MMC" plan "$T/m.mm" --device $d > "$T/o" 2> "$T/e" || { bad "built-in $d refused"; cat "$T/e"; }
+  grep -q "predicted on 1 x $d" "$T/o" || bad "built-in $d: no prediction"
+done
+"$MMC" plan "$T/m.mm" --devices 2 > /dev/null 2> "$T/e" && bad "--devices without --device accepted"
+grep -q "give --device too" "$T/e" || bad "--devices alone: message"
+
+# ---- the hand formula, consistency, monotony ----
+plan() { "$MMC" plan "$T/m.mm" --json "$@" > "$T/p.json" 2> "$T/e" || { bad "plan $*"; cat "$T/e"; }; cp "$T/p.json" "$T/$1.json"; }
+plan --device "$T/ideal.dev"; mv "$T/--device.json" "$T/one.json"
+"$MMC" plan "$T/m.mm" --json --device "$T/ideal.dev" --devices 2 > "$T/dp2.json" 2> "$T/e" || { bad "dp2"; cat "$T/e"; }
+sed 's/^fp32_tflops = 1 /fp32_tflops = 2 /' "$T/ideal.dev" > "$T/fast.dev"
+"$MMC" plan "$T/m.mm" --json --device "$T/fast.dev" > "$T/fast.json" || bad "fast"
+"$MMC" plan "$T/m.mm" --json --device "$T/ideal.dev" --set B=32 > "$T/half.json" || bad "B=32"
+$PY - "$T" <<'PY' || fail=$((fail+1))
+import json, sys
+d = sys.argv[1]
+one, dp2, fast, half = (json.load(open(f"{d}/{n}.json"))["predicted"] for n in ("one", "dp2", "fast", "half"))
+B, K, H, C, rate = 64, 512, 1024, 256, 1e12
+flops = 4 * B * K * H + 6 * B * H * C
+want = flops / rate
+errs = []
+for key in ("step_s", "tflops_per_device", "mfu", "breakdown"):
+    if key not in one: errs.append(f"--json predicted lacks {key}")
+for key in ("compute_s", "exposed_comm_s", "bubble_s", "optimizer_s"):
+    if key not in one["breakdown"]: errs.append(f"--json breakdown lacks {key}")
+b = one["breakdown"]
+if abs(b["compute_s"] - want) > 1e-3 * want:
+    errs.append(f"compute {b['compute_s']} s, the hand formula {want} s")
+tot = b["compute_s"] + b["exposed_comm_s"] + b["bubble_s"] + b["optimizer_s"]
+if abs(one["step_s"] - tot) > 1e-9 * tot:
+    errs.append(f"step {one['step_s']} != the breakdown's sum {tot}")
+if one["breakdown"]["exposed_comm_s"] != 0: errs.append("one device communicates")
+# dp = 2: each rank half the rows; the gradients all-reduced (ring, 2 members inside a node:
+# 2 steps of 5 us, 2 (n-1)/n of the fp32 gradients over 10 GB/s), after the backward
+if dp2["devices"] != 2: errs.append(f"--devices 2: {dp2['devices']} devices")
+if abs(dp2["breakdown"]["compute_s"] - want / 2) > 1e-3 * want:
+    errs.append(f"dp2 compute {dp2['breakdown']['compute_s']}, want {want / 2}")
+# w2's gradient is made first and reduced behind w1's backward; w1's, made last, shows whole:
+# at least its all-reduce, at most both (each bucket 2 latencies)
+last = 2 * 5e-6 + H * K * 4 / 10e9
+both = 4 * 5e-6 + (H * K + C * H) * 4 / 10e9
+c = dp2["breakdown"]["exposed_comm_s"]
+if not (last * 0.999 <= c <= both * 1.001):
+    errs.append(f"dp2 exposed comm {c}, not between w1's all-reduce {last} and both {both}")
+if not fast["step_s"] < one["step_s"]: errs.append("a faster device is not faster")
+if abs(fast["breakdown"]["compute_s"] - want / 2) > 1e-3 * want: errs.append("2x rate: compute not halved")
+if not half["step_s"] < one["step_s"]: errs.append("half the batch is not faster")
+if abs(one["tflops_per_device"] * one["step_s"] * 1e12 - one["flops_per_step"]) > 1e-6 * one["flops_per_step"]:
+    errs.append("tflops_per_device != flops / step")
+for e in errs: print("FAIL:", e)
+sys.exit(1 if errs else 0)
+PY
+
+# ---- a pipeline's bubble; compile --device and the trainer's line ----
+G=$MMC_SOURCE_DIR/stdlib_models/gpt2.mm
+"$MMC" plan "$G" --model GPT2Tiny --pp 2 --micro-batches 2 --device "$T/ideal.dev" --json > "$T/pp.json" || bad "pp plan"
+$PY -c "
+import json,sys; p=json.load(open('$T/pp.json'))['predicted']; b=p['breakdown']
+sys.exit(0 if b['bubble_s'] > 0 and p['devices'] == 2 else 1)" || bad "pp: no bubble"
+"$MMC" plan "$G" --model GPT2Tiny --tp 2 --device a100 --devices 3 > /dev/null 2> "$T/e" && bad "--devices 3 with tp 2 accepted"
+grep -q "not a multiple of tp \* cp \* pp = 2" "$T/e" || { bad "--devices 3: message"; cat "$T/e"; }
+"$MMC" compile "$G" --model GPT2Tiny --device "$T/ideal.dev" -o "$T/tr" || bad "compile --device"
+(cd "$T" && ./tr --steps 6 --eval-batches 1 > /dev/null 2> "$T/run.err") || { bad "trainer"; tail -3 "$T/run.err"; }
+want=$("$MMC" plan "$G" --model GPT2Tiny --device "$T/ideal.dev" --json | $PY -c "import json,sys; print('%.6g' % json.load(sys.stdin)['predicted']['step_s'])")
+grep -q "step time: measured median .* s over 4 steps, predicted $want s on ideal" "$T/run.err" ||
+  { bad "the trainer's step-time line (predicted $want)"; grep "step time" "$T/run.err"; }
+
+# ---- --search: ranked by the prediction each plan gets alone, drops counted by reason ----
+"$MMC" plan "$G" --model GPT2Tiny --device "$T/ideal.dev" --devices 4 --search > "$T/s.txt" 2> "$T/e" ||
+  { bad "--search"; cat "$T/e"; }
+grep -q "dropped .*: data parallel: dp = N does not divide the batch" "$T/s.txt" || bad "--search: no drop reason"
+$PY - "$T/s.txt" > "$T/flags" <<'PY' || bad "--search: not sorted"
+import re, sys
+t = open(sys.argv[1]).read()
+steps = [float(x) for x in re.findall(r"^#\d+  step (\S+) s", t, re.M)]
+assert len(steps) == 5 and steps == sorted(steps), steps
+m = re.search(r"parallel \{ tp = (\d+); pp = (\d+); cp = (\d+); dp = (\d+); zero = (\d+); "
+              r"recompute = (\w+); micro_batches = (\d+) \}", t)
+print("--tp %s --pp %s --cp %s --dp %s --zero %s --recompute %s --micro-batches %s %s" % (m.groups() + (steps[0],)))
+PY
+read -r -a best < "$T/flags"
+alone=$("$MMC" plan "$G" --model GPT2Tiny --device "$T/ideal.dev" --json "${best[@]:0:14}" |
+        $PY -c "import json,sys; print('%.6g' % json.load(sys.stdin)['predicted']['step_s'])")
+[ "$alone" = "${best[14]}" ] || bad "--search's best (${best[*]}) alone predicts $alone"
+"$MMC" plan "$G" --model GPT2Tiny --device a100 --search > /dev/null 2>&1 && bad "--search without --devices accepted"
+
+# ---- mmc calibrate writes a description mmc plan reads ----
+if [ "$SAN" = 0 ]; then
+  "$MMC" calibrate --quick -o "$T/cpu.dev" 2> "$T/e" || { bad "calibrate"; cat "$T/e"; }
+  grep -q "^fp32_tflops" "$T/cpu.dev" || bad "calibrate: no fp32_tflops"
+  "$MMC" plan "$T/m.mm" --device "$T/cpu.dev" > /dev/null 2> "$T/e" || { bad "the calibrated file refused"; cat "$T/e"; }
+fi
+"$MMC" calibrate --bogus > /dev/null 2> "$T/e" && bad "calibrate --bogus accepted"
+grep -q "unknown argument '--bogus'" "$T/e" || bad "calibrate --bogus: message"
+
+[ "$fail" = 0 ] && echo "planner: all checks passed"
+exit $((fail > 0))

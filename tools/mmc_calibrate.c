@@ -1,0 +1,284 @@
+/* mmc-calibrate (run as `mmc calibrate [-o FILE.dev] [--quick]`): measures
+ * this machine with the runtime's own kernels and writes a device
+ * description (support/device.h) for `mmc plan --device`. One device is one
+ * rank: run it under `mpirun -np N` to describe N ranks sharing this machine
+ * (each rank's kernels measured while the others run theirs, and the MPI
+ * collectives among them). docs/planner.md says what each figure is. */
+#include <math.h>
+#include <mpi.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mmrt_threads.h"
+#include "mmrt_kernels.h"
+#include "support/device.h"
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static MPI_Comm comm = MPI_COMM_NULL;
+
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The median time of `reps` calls of fn (after one warm-up): a kernel's
+ * typical time, not the rare call the scheduler cuts on a shared machine.
+ * The collectives below take means instead: a step waits at each one for
+ * the slowest rank, so their stalls add up in every step. */
+typedef void (*BenchFn)(void *);
+static double median_s(BenchFn fn, void *u, int reps) {
+  double *t = malloc((size_t)reps * sizeof *t), m;
+  if (!t) return 0;
+  fn(u);
+  for (int i = 0; i < reps; i++) {
+    double t0 = now();
+    fn(u);
+    t[i] = now() - t0;
+  }
+  qsort(t, (size_t)reps, sizeof *t, cmp_d);
+  m = t[reps / 2];
+  free(t);
+  return m;
+}
+
+typedef struct {
+  MmrtDtype dt;
+  void *a, *b, *c;
+  int n, batch;
+} MmArgs;
+
+static void run_mm(void *u) {
+  MmArgs *m = u;
+  mmrt_matmul(m->dt, m->c, m->a, m->b, m->batch, m->n, m->n, m->n, 1.0f, 0);
+}
+
+typedef struct {
+  float *out, *lse, *q, *k, *v, *dq, *dk, *dv, *dout;
+  int B, T, H, D;
+} AttArgs;
+
+static void run_att(void *u) {
+  AttArgs *a = u;
+  float sc = 1.0f / sqrtf((float)a->D);
+  mmrt_attention_fwd(a->out, a->lse, a->q, a->k, a->v, a->B, a->T, a->T, a->H, a->H, a->D, 1, sc);
+  mmrt_attention_bwd(a->dq, a->dk, a->dv, a->dout, a->q, a->k, a->v, a->out, a->lse, a->B, a->T,
+                     a->T, a->H, a->H, a->D, 1, sc, 0);
+}
+
+typedef struct {
+  float *x, *y, *z;
+  long n;
+  int rounds;
+} VecArgs;
+
+static void run_stream(void *u) { /* z = x + 0.5 y: 12 bytes an element */
+  VecArgs *v = u;
+  float *x = v->x, *y = v->y, *z = v->z;
+  long n = v->n;
+#pragma omp parallel for schedule(static)
+  for (long i = 0; i < n; i++) z[i] = x[i] + 0.5f * y[i];
+}
+
+static void run_fma(void *u) { /* in cache: 2 flops an element a round */
+  VecArgs *v = u;
+  float *x = v->x;
+  long n = v->n;
+  int r = v->rounds;
+#pragma omp parallel
+  for (int k = 0; k < r; k++) {
+#pragma omp for schedule(static) nowait
+    for (long i = 0; i < n; i++) x[i] = x[i] * 0.999f + 0.001f;
+  }
+}
+
+static void *fill(size_t bytes) {
+  void *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
+  if (!p) {
+    fprintf(stderr, "mmc calibrate: out of memory (%zu bytes)\n", bytes);
+    exit(1);
+  }
+  unsigned char *c = p;
+  for (size_t i = 0; i < bytes; i += 4) {
+    float f = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+    memcpy(c + i, &f, bytes - i >= 4 ? 4 : bytes - i);
+  }
+  return p;
+}
+
+static double matmul_tflops(MmrtDtype dt, int n, int reps) {
+  size_t es = dt == MMRT_BF16 ? 2 : 4, bytes = (size_t)n * n * es;
+  MmArgs m = {dt, fill(bytes), fill(bytes), fill(bytes), n, 1};
+  if (dt == MMRT_BF16) /* bf16 halves of the fill: small finite numbers */
+    for (size_t i = 0; i < (size_t)n * n; i++)
+      ((uint16_t *)m.a)[i] = ((uint16_t *)m.b)[i] = 0x3c00 + (uint16_t)(i % 64);
+  double t = median_s(run_mm, &m, reps);
+  free(m.a), free(m.b), free(m.c);
+  return 2.0 * n * n * n / t / 1e12;
+}
+
+int main(int argc, char **argv) {
+  mmrt_omp_setup(argc, argv);
+  const char *out = NULL;
+  int quick = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "-o") && i + 1 < argc)
+      out = argv[++i];
+    else if (!strcmp(argv[i], "--quick"))
+      quick = 1;
+    else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+      printf("usage: mmc calibrate [-o FILE.dev] [--quick]\n"
+             "  measures this machine and writes a device description (stdout without -o);\n"
+             "  under mpirun with N ranks, one device is one of them. docs/planner.md\n");
+      return 0;
+    } else {
+      fprintf(stderr,
+              "mmc calibrate: unknown argument '%s' (usage: mmc calibrate [-o FILE.dev] "
+              "[--quick])\n",
+              argv[i]);
+      return 2;
+    }
+  }
+  int world = 1, rank = 0;
+  int under_mpi = getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE");
+  if (under_mpi) {
+    MPI_Init(&argc, &argv);
+    comm = MPI_COMM_WORLD;
+    MPI_Comm_size(comm, &world);
+    MPI_Comm_rank(comm, &rank);
+  }
+  int reps = quick ? 5 : 21;
+  MmDevice d = {0};
+  /* products: a large square matmul per dtype */
+  d.fp32_tflops = matmul_tflops(MMRT_F32, quick ? 256 : 512, reps);
+  d.bf16_tflops = matmul_tflops(MMRT_BF16, quick ? 256 : 512, reps);
+  d.matmul_efficiency = 1; /* measured rates: what the kernels reach */
+  /* the attention kernels (causal, forward and backward) against the fp32 product */
+  AttArgs a = {.B = 2, .T = quick ? 128 : 256, .H = 4, .D = 64};
+  size_t qb = (size_t)a.B * a.T * a.H * a.D * 4, lb = (size_t)a.B * a.H * a.T * 4;
+  a.out = fill(qb), a.q = fill(qb), a.k = fill(qb), a.v = fill(qb), a.dq = fill(qb);
+  a.dk = fill(qb), a.dv = fill(qb), a.dout = fill(qb), a.lse = fill(lb);
+  double ta = median_s(run_att, &a, reps);
+  /* ir_flops' count: forward 2BHTS(2D), backward 2BHTS(5D), the causal half included */
+  double af = 2.0 * a.B * a.H * a.T * a.T * (7.0 * a.D);
+  d.attention_efficiency = fmin(1, af / ta / 1e12 / d.fp32_tflops);
+  free(a.out), free(a.q), free(a.k), free(a.v), free(a.dq), free(a.dk), free(a.dv), free(a.dout);
+  free(a.lse);
+  /* memory bandwidth: a streaming z = x + 0.5 y over 3 x 32 MiB */
+  VecArgs v = {.n = (quick ? 2L : 8L) << 20};
+  v.x = fill((size_t)v.n * 4), v.y = fill((size_t)v.n * 4), v.z = fill((size_t)v.n * 4);
+  double ts = median_s(run_stream, &v, reps);
+  d.mem_bw_gbs = 12.0 * (double)v.n / ts / 1e9;
+  /* the vector rate: a multiply-add chain in cache */
+  VecArgs f = {.x = v.x, .n = 16384, .rounds = 256};
+  double tf = median_s(run_fma, &f, reps);
+  d.vector_tflops = 2.0 * f.n * f.rounds / tf / 1e12;
+  free(v.x), free(v.y), free(v.z);
+  /* the time of one small op: an 8 x 8 matmul through the runtime (dispatch, cache look-up) */
+  MmArgs s = {MMRT_F32, fill(256), fill(256), fill(256), 8, 1};
+  double tsm = 0;
+  tsm = median_s(run_mm, &s, 201);
+  free(s.a), free(s.b), free(s.c);
+  /* and a small elementwise op split over the OpenMP threads, as the
+   * generated loops and the kernels run theirs: the fork, the join and the
+   * wake-up of sleeping threads; the op overhead is the larger */
+  VecArgs e = {.n = 4096};
+  e.x = fill(4 * 4096), e.y = fill(4 * 4096), e.z = fill(4 * 4096);
+  double te = median_s(run_stream, &e, 1001);
+  free(e.x), free(e.y), free(e.z);
+  d.op_overhead_us = (tsm > te ? tsm : te) * 1e6;
+  /* memory: what this rank may use of the machine's */
+  long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGE_SIZE);
+  d.mem_gb = pages > 0 && psz > 0 ? (double)pages * (double)psz / 1e9 / world : 1;
+  /* links: MPI all-reduces among the ranks (one machine: no inter-node link) */
+  d.devices_per_node = world;
+  d.intra_bw_gbs = d.mem_bw_gbs, d.intra_lat_us = 1;
+  if (world > 1) {
+    int nbig = quick ? 1 << 20 : 4 << 20;
+    float *x = fill((size_t)nbig * 4), *y = fill((size_t)nbig * 4);
+    double t1 = 0, t2 = 0; /* means, as above */
+    for (int i = 0; i < 200; i++) {
+      MPI_Barrier(comm);
+      double t0 = now();
+      MPI_Allreduce(x, y, 2, MPI_FLOAT, MPI_SUM, comm);
+      t1 += (now() - t0) / 200;
+    }
+    for (int i = 0; i < 16; i++) {
+      MPI_Barrier(comm);
+      double t0 = now();
+      MPI_Allreduce(x, y, nbig, MPI_FLOAT, MPI_SUM, comm);
+      t2 += (now() - t0) / 16;
+    }
+    double steps = 2.0 * (world - 1), alpha = t1 / steps;
+    double sent = 2.0 * (world - 1) / world * nbig * 4;
+    double beta = (t2 - steps * alpha) / sent;
+    d.intra_lat_us = alpha * 1e6;
+    d.intra_bw_gbs = beta > 0 ? 1 / beta / 1e9 : d.mem_bw_gbs;
+    /* every rank's kernels measured at once: the slowest rank is the device */
+    double mine[6] = {d.fp32_tflops,   d.bf16_tflops,          d.mem_bw_gbs,
+                      d.vector_tflops, d.attention_efficiency, -d.op_overhead_us},
+           least[6];
+    MPI_Allreduce(mine, least, 6, MPI_DOUBLE, MPI_MIN, comm);
+    d.fp32_tflops = least[0], d.bf16_tflops = least[1], d.mem_bw_gbs = least[2];
+    d.vector_tflops = least[3], d.attention_efficiency = least[4], d.op_overhead_us = -least[5];
+    free(x), free(y);
+  }
+  d.inter_bw_gbs = d.intra_bw_gbs, d.inter_lat_us = d.intra_lat_us;
+  int rc = 0;
+  if (rank == 0) {
+    char cpu[256] = "unknown CPU", line[512];
+    FILE *ci = fopen("/proc/cpuinfo", "r");
+    while (ci && fgets(line, sizeof line, ci))
+      if (!strncmp(line, "model name", 10) && strchr(line, ':')) {
+        snprintf(cpu, sizeof cpu, "%s", strchr(line, ':') + 2);
+        cpu[strcspn(cpu, "\n")] = 0;
+        break;
+      }
+    if (ci) fclose(ci);
+    char host[128] = "this machine", hdr[1024];
+    gethostname(host, sizeof host);
+    time_t tt = time(NULL);
+    char when[64];
+    strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", gmtime(&tt));
+    snprintf(d.name, sizeof d.name, "calibrated-%dx", world);
+    snprintf(hdr, sizeof hdr,
+             "# written by mmc calibrate on %s, %s\n# CPU: %s; %d rank%s, %d OpenMP thread%s each\n"
+             "# one device = one rank; every figure measured (docs/planner.md)\n",
+             host, when, cpu, world, world == 1 ? "" : "s", mmrt_omp()->threads,
+             mmrt_omp()->threads == 1 ? "" : "s");
+    char tmp[1100];
+    FILE *o = stdout;
+    if (out) {
+      snprintf(tmp, sizeof tmp, "%s.tmp%d", out, (int)getpid());
+      o = fopen(tmp, "w");
+      if (!o) {
+        fprintf(stderr, "mmc calibrate: cannot write '%s'\n", out);
+        rc = 1;
+      }
+    }
+    if (o) {
+      mm_device_write(o, &d, hdr);
+      if (out) {
+        int bad = ferror(o);
+        bad |= fclose(o) != 0;
+        if (bad || rename(tmp, out) != 0) {
+          remove(tmp);
+          fprintf(stderr, "mmc calibrate: cannot write '%s'\n", out);
+          rc = 1;
+        } else
+          fprintf(stderr, "mmc calibrate: wrote %s\n", out);
+      }
+    }
+  }
+  if (under_mpi) MPI_Finalize();
+  return rc;
+}
