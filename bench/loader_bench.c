@@ -38,7 +38,7 @@ int main(int argc, char **argv) {
   double topen = now() - t0;
   char line[400];
   mmrt_loader_describe(l, line, sizeof line);
-  int64_t n = mmrt_loader_samples(l);
+  int64_t n = mmrt_loader_samples(l, MMRT_TEXT_TRAIN);
   printf("%s\nopened in %.3f s\n", line, topen);
   int32_t *ids = malloc((size_t)(B * T) * 4), *y = malloc((size_t)(B * T) * 4);
   uint32_t *perm = malloc((size_t)n * 4);
@@ -48,7 +48,7 @@ int main(int argc, char **argv) {
     mmrt_rng_permutation(perm, (uint32_t)n, 42, ep);
     for (int64_t i = 0; i + B <= n && now() - t0 < secs; i += B, rows += B)
       for (int64_t k = 0; k < B; k++)
-        mmrt_loader_row(l, perm[i + k], ids + k * T, y + k * T, NULL, NULL);
+        mmrt_loader_row(l, MMRT_TEXT_TRAIN, perm[i + k], ids + k * T, y + k * T, NULL, NULL);
   }
   double dt = now() - t0;
   printf("loader alone: %.0f samples/s (rows of %lld tokens; %lld rows in %.2f s)\n",

@@ -11,7 +11,8 @@
  * sample of the trainer's iterator is a row, so the rows are shuffled per
  * epoch from the seed, a checkpoint's data position resumes with the next
  * unseen row, and each rank reads only its own rows. Evaluation runs on
- * the same rows in file order.
+ * the held-out rows (--eval-split F) in file order, or without it on the
+ * training rows in file order.
  *
  * The trainer's text flags are rows of its flag table (mmrt_main.c);
  * mmrt_text_settle derives what the feeder reads from them, and
@@ -27,10 +28,17 @@
 enum { IDS, Y, SEG, POS }; /* c->batch[] */
 
 int mmrt_text_settle(MmrtTextOpts *o, int argc, char **argv) {
-  static const char *const names[] = {"--tokenizer", "--seq-len",  "--pack",
-                                      "--no-pack",   "--too-long", "--bad-samples"};
+  static const char *const names[] = {"--tokenizer",      "--seq-len",   "--pack",
+                                      "--no-pack",        "--too-long",  "--bad-samples",
+                                      "--loader-threads", "--eval-split"};
   if (o->pack_on && o->pack_off)
     return fprintf(stderr, "trainer: error: --pack and --no-pack together\n"), 1;
+  if (o->eval_split >= 1)
+    return fprintf(stderr,
+                   "trainer: error: --eval-split takes a fraction in (0, 1), not %g (the "
+                   "fraction of the documents held out)\n",
+                   o->eval_split),
+           1;
   o->pack = o->pack_on ? 1 : o->pack_off ? -1 : 0;
   for (int i = 1; i < argc && !o->given; i++)
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
@@ -128,14 +136,14 @@ typedef struct Text {
   pthread_cond_t cv;
 } Text;
 
-static void lay_rows(const Text *x, const MmrtBatchIter *it, int64_t rows, Block *b) {
+static void lay_rows(const Text *x, int split, const MmrtBatchIter *it, int64_t rows, Block *b) {
   for (int64_t k = b->lo; k < b->lo + b->n; k++) {
     int64_t r = k - b->lo;
     int32_t *ir = b->ids + r * x->T, *lr = b->y + r * x->T,
             *sr = x->has_seg ? b->seg + r * x->T : 0, *pr = x->has_pos ? b->pos + r * x->T : 0;
     b->sample[r] = k < rows ? mmrt_iter_index(it, k) : -1;
     if (b->sample[r] >= 0) {
-      mmrt_loader_row(x->l, b->sample[r], ir, lr, sr, pr);
+      mmrt_loader_row(x->l, split, b->sample[r], ir, lr, sr, pr);
       continue;
     }
     for (int64_t j = 0; j < x->T; j++) {
@@ -154,7 +162,7 @@ static void *loader_thread(void *arg) {
     if (x->quit) break;
     pthread_mutex_unlock(&x->mu);
     int64_t rows = mmrt_iter_next(&x->shadow); /* the next training batch */
-    for (int i = 0; i < x->nblk; i++) lay_rows(x, &x->shadow, rows, &x->blk[i]);
+    for (int i = 0; i < x->nblk; i++) lay_rows(x, MMRT_TEXT_TRAIN, &x->shadow, rows, &x->blk[i]);
     pthread_mutex_lock(&x->mu);
     x->work = 0, x->ready = 1;
     pthread_cond_broadcast(&x->cv);
@@ -196,13 +204,14 @@ static int open(MmrtFeedCtx *c, const char *spec, char *err, size_t errlen) {
   x->l = mmrt_loader_open(spec, &o, c->T, mmrt_feed_classes(c->m), (int32_t)c->m->ignore_index, err,
                           errlen);
   if (!x->l) return 1;
-  int64_t n = mmrt_loader_samples(x->l);
+  int64_t n = mmrt_loader_samples(x->l, MMRT_TEXT_TRAIN);
   if (n < c->B) {
     snprintf(err, errlen, "%lld rows of text, fewer than the batch of %lld", (long long)n,
              (long long)c->B);
     return 1;
   }
-  c->train.n = c->test.n = n; /* the iterators' samples are rows (no pixels) */
+  c->train.n = n; /* the iterators' samples are rows (no pixels) */
+  c->test.n = mmrt_loader_samples(x->l, MMRT_TEXT_EVAL);
   c->skipped = mmrt_loader_skipped(x->l);
   c->count_skipped = o.bad_samples && !strcmp(o.bad_samples, "skip");
   mmrt_loader_describe(x->l, c->note, sizeof c->note);
@@ -232,14 +241,15 @@ static void resync(Text *x, const MmrtBatchIter *it) {
 /* An indexed dataset's ids are not read before their rows are: an id past
  * the model's classes is named here (file, sequence, token), once, before
  * the step refuses it ("bad labels or ids"). */
-static void check_ids(MmrtFeedCtx *c, const Text *x, const MmrtBatchIter *it, int64_t rows) {
+static void check_ids(MmrtFeedCtx *c, const Text *x, int split, const MmrtBatchIter *it,
+                      int64_t rows) {
   const int32_t *ids = mmrt_feed_at(c, c->batch[IDS]);
   int64_t V = mmrt_feed_classes(c->m);
   for (int64_t r = 0; r < c->rows && c->lo + r < rows; r++)
     for (int64_t j = 0; j < x->T; j++)
       if (ids[r * x->T + j] < 0 || ids[r * x->T + j] >= V) {
         char where[600];
-        mmrt_loader_where(x->l, mmrt_iter_index(it, c->lo + r), j, where, sizeof where);
+        mmrt_loader_where(x->l, split, mmrt_iter_index(it, c->lo + r), j, where, sizeof where);
         fprintf(stderr,
                 "trainer: error: %s: id %d outside the model's %lld classes (a dataset "
                 "of another tokenizer?)\n",
@@ -256,9 +266,10 @@ static void fill(MmrtFeedCtx *c, const MmrtBatchIter *it, int64_t rows, int eval
   int32_t *seg = x->has_seg ? mmrt_feed_at(c, c->batch[SEG]) : NULL;
   int32_t *pos = x->has_pos ? mmrt_feed_at(c, c->batch[POS]) : NULL;
   Block here = {c->lo, c->rows, x->here, ids, y, seg, pos};
+  int split = eval ? MMRT_TEXT_EVAL : MMRT_TEXT_TRAIN;
   if (!x->has_thread || eval) { /* evaluation: laid out here */
-    lay_rows(x, it, rows, &here);
-    check_ids(c, x, it, rows);
+    lay_rows(x, split, it, rows, &here);
+    check_ids(c, x, split, it, rows);
     return;
   }
   pthread_mutex_lock(&x->mu);
@@ -281,12 +292,12 @@ static void fill(MmrtFeedCtx *c, const MmrtBatchIter *it, int64_t rows, int eval
     }
   }
   x->hits += hit;
-  if (!hit) lay_rows(x, it, rows, &here);
+  if (!hit) lay_rows(x, split, it, rows, &here);
   int known = 0; /* the blocks a batch is filled in (one, or one per micro-batch) */
   for (int i = 0; i < x->nblk; i++) known |= x->blk[i].lo == c->lo && x->blk[i].n == c->rows;
   if (!known && x->nblk < MAX_BLOCKS && block_alloc(x, &x->blk[x->nblk], c->rows))
     x->blk[x->nblk++].lo = c->lo;
-  check_ids(c, x, it, rows);
+  check_ids(c, x, split, it, rows);
   if (x->fills >= x->nblk) { /* this batch's last block: stage the next batch */
     resync(x, it);
     x->ready = 0, x->work = 1;
