@@ -878,6 +878,8 @@ else:
         "--no-pack": (BASE + ["--no-pack"], "refused", ["--no-pack"]),
         "--too-long": (BASE + ["--too-long", "drop"], "refused", ["--too-long"]),
         "--bad-samples": (BASE + ["--bad-samples", "skip"], "refused", ["--bad-samples"]),
+        "--loader-threads": (BASE + ["--loader-threads", "1"], "refused", ["--loader-threads"]),
+        "--eval-split": (BASE + ["--eval-split", "0.1"], "refused", ["--eval-split"]),
     }
     # what differs from run to run: rates, times, memory
     noise = re.compile(r"[\d.]+ samples/s|elapsed \S+|eta \S+|peak rss [\d.]+ MiB|"
