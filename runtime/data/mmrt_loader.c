@@ -392,11 +392,13 @@ static Chunk *read_chunk(MmrtJsonl *r, const char *path, int skip, int *stop) {
   return c;
 }
 
-/* The loader threads for --loader-threads N (< 0: min(2, CPUs - 1)). */
-static int pool_threads(int asked) {
-  if (asked >= 0) return asked;
+/* The loader threads for --loader-threads N (< 0: min(2, CPUs): the reading
+ * thread is mostly idle, reading a line taking about a sixth of the time
+ * tokenizing it does, and the pool is done before the first step). */
+static int pool_threads(int64_t asked) {
+  if (asked >= 0) return asked > 32 ? 32 : (int)asked;
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  return cpus - 1 < 2 ? (cpus > 1 ? (int)cpus - 1 : 0) : 2;
+  return cpus >= 2 ? 2 : 1;
 }
 
 static int read_jsonl(MmrtLoader *l, Source *s, const MmrtTextOpts *o, int64_t vocab, char *err,
@@ -428,7 +430,6 @@ static int read_jsonl(MmrtLoader *l, Source *s, const MmrtTextOpts *o, int64_t v
   }
   int skip = o->bad_samples && !strcmp(o->bad_samples, "skip"), rc = 0, stop = 0, failed = 0;
   Pool p = {.family = family, .path = s->path, .nth = pool_threads(o->threads)};
-  if (p.nth > 32) p.nth = 32;
   Worker w[32];
   pthread_mutex_init(&p.mu, NULL);
   pthread_cond_init(&p.cv, NULL);
@@ -647,6 +648,16 @@ int64_t mmrt_loader_samples(const MmrtLoader *l, int split) {
   if (split == MMRT_TEXT_TRAIN || l->eval_split <= 0) return l->N;
   int64_t n = 0;
   for (int k = 0; k < l->nsrc; k++) n += l->src[k].rows[MMRT_TEXT_EVAL].nrows;
+  return n;
+}
+
+int64_t mmrt_loader_tokens(const MmrtLoader *l) {
+  int64_t n = 0;
+  for (int k = 0; k < l->nsrc; k++) {
+    const Source *s = &l->src[k];
+    if (!s->indexed) n += (int64_t)s->tok.n;
+    for (uint64_t d = 0; s->indexed && d < s->idx.nseq; d++) n += (int64_t)doc_len(s, d);
+  }
   return n;
 }
 

@@ -46,7 +46,7 @@ typedef struct MmrtTextOpts {
   int pack_on, pack_off;   /* --pack, --no-pack given */
   const char *too_long;    /* --too-long truncate|drop (NULL: truncate) */
   const char *bad_samples; /* --bad-samples fail|skip (NULL: fail) */
-  int64_t threads;         /* --loader-threads N (-1: not given, min(2, CPUs - 1)) */
+  int64_t threads;         /* --loader-threads N (-1: not given, min(2, CPUs)) */
   double eval_split;       /* --eval-split F: the fraction held out (0: none) */
   int given;               /* any of them was given (the flag named in first) */
   const char *first;
@@ -81,6 +81,8 @@ void mmrt_loader_row(const MmrtLoader *l, int split, int64_t sample, int32_t *id
  * K" (indexed; JSONL: "document D", 0-based). */
 void mmrt_loader_where(const MmrtLoader *l, int split, int64_t sample, int64_t at, char *buf,
                        size_t n);
+/* Tokens of the documents read (all of them: before truncation, either split). */
+int64_t mmrt_loader_tokens(const MmrtLoader *l);
 /* Bad samples skipped (--bad-samples skip) and documents dropped as too long. */
 int64_t mmrt_loader_skipped(const MmrtLoader *l);
 /* One line: datasets, documents, rows, tokens used of the row slots. */

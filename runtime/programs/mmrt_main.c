@@ -135,7 +135,7 @@ static const MmrtFlag train_flags[] = {
                 "line) or skip (counted in the log's skipped_samples)"),
     MMRT_FLAG_I("--loader-threads", "N", AT(text.threads), 0, 64, WHOLE,
                 "text: threads tokenizing JSONL while it is read (default: min(2,\n"
-                "CPUs - 1); 0: the reading thread tokenizes; the rows are the same)"),
+                "CPUs); 0: the reading thread tokenizes; the rows are the same)"),
     MMRT_FLAG_F("--eval-split", "F", AT(text.eval_split), 0, 1,
                 "--eval-split takes a fraction in (0, 1), not '%V'",
                 "text: hold out every 1/F-th document (a fraction F of them, the same\n"
