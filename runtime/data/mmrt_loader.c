@@ -530,9 +530,7 @@ static int lay_out(MmrtLoader *l, Source *s, int split, int drop, char *err, siz
   w->row_first[w->nrows] = w->npieces;
   if (w->nrows == 0 && split == MMRT_TEXT_TRAIN)
     return say(err, errlen, "%s: no samples (%s)", s->path,
-               nd == 0                       ? "an empty dataset"
-               : l->eval_split > 0 && nd < 2 ? "its one document is held out (--eval-split)"
-                                             : "no document of two tokens or more fits");
+               nd == 0 ? "an empty dataset" : "no document of two tokens or more fits");
   return 0;
 }
 
