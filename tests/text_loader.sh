@@ -15,7 +15,7 @@
 #    any), the start line counts the held-out ones, and the evaluation loss
 #    equals, bit for bit, the loss of the same weights evaluated on a file
 #    of the held-out documents alone; a fraction holding out nothing and one
-#    out of (0, 1) are refused with a message; under dp = 2 with the split and
+#    out of (0, 1), and more than 32 loader threads, are refused with a message; under dp = 2 with the split and
 #    2 loader threads, a run resumed mid-epoch logs the straight run's losses
 #    bit for bit.
 . "$MMC_SOURCE_DIR/tests/text_data/common.sh"
@@ -93,6 +93,8 @@ expect "--eval-split 0.001" 1 "$G" --data corpus.jsonl --tokenizer tok.json --ev
 contains "--eval-split 0.001" err "--eval-split 0.001: no document of two tokens or more is held out"
 expect "--eval-split 1" 1 "$G" --data corpus.jsonl --tokenizer tok.json --eval-split 1 --steps 1
 contains "--eval-split 1" err "--eval-split takes a fraction in (0, 1)"
+expect "--loader-threads 33" 1 "$G" --data corpus.jsonl --tokenizer tok.json --loader-threads 33 --steps 1
+contains "--loader-threads 33" err "--loader-threads takes a whole number from 0 to 32, not '33'"
 
 # ---- dp = 2 with the split and 2 loader threads a rank: resumed mid-epoch, the straight run's losses bit for bit ----
 if "$MMC" compile "$S/gpt2.mm" --model GPT2Tiny --dp 2 -o gpt2 2> cerr; then

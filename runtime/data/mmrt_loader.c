@@ -151,6 +151,7 @@ static int mask_grow(Source *s) {
  * any number of threads (0: the caller tokenizes). */
 #define CHUNK_DOCS  512
 #define CHUNK_BYTES (1u << 20)
+#define RING        128
 
 enum { J_TEXT, J_CHAT, J_BAD, J_FATAL };
 
@@ -181,7 +182,7 @@ typedef struct Chunk {
 typedef struct Pool {
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  Chunk *ring[64];
+  Chunk *ring[RING];        /* >= 2 * 32 + 2 chunks in flight */
   size_t head, claim, tail; /* to merge, to tokenize, to fill (counts, mod the ring) */
   int quit, nth;
   const char *family, *path;
@@ -314,7 +315,7 @@ static void *pool_thread(void *arg) {
   for (;;) {
     while (p->claim == p->tail && !p->quit) pthread_cond_wait(&p->cv, &p->mu);
     if (p->claim == p->tail) break;
-    Chunk *c = p->ring[p->claim++ % 64];
+    Chunk *c = p->ring[p->claim++ % RING];
     pthread_mutex_unlock(&p->mu);
     tokenize_chunk(c, w->tok, p->family, p->path);
     pthread_mutex_lock(&p->mu);
@@ -453,16 +454,16 @@ static int read_jsonl(MmrtLoader *l, Source *s, const MmrtTextOpts *o, int64_t v
       }
       if (!started) tokenize_chunk(c, tok, family, s->path), c->done = 1;
       pthread_mutex_lock(&p.mu);
-      p.ring[p.tail++ % 64] = c;
+      p.ring[p.tail++ % RING] = c;
       pthread_cond_broadcast(&p.cv);
       pthread_mutex_unlock(&p.mu);
     }
     /* merge what is done, in order; wait for the oldest when the ring is full or read */
     pthread_mutex_lock(&p.mu);
-    while (p.head < p.tail && !p.ring[p.head % 64]->done && (stop || p.tail - p.head >= inflight))
+    while (p.head < p.tail && !p.ring[p.head % RING]->done && (stop || p.tail - p.head >= inflight))
       pthread_cond_wait(&p.cv, &p.mu);
-    while (p.head < p.tail && p.ring[p.head % 64]->done) {
-      Chunk *d = p.ring[p.head++ % 64];
+    while (p.head < p.tail && p.ring[p.head % RING]->done) {
+      Chunk *d = p.ring[p.head++ % RING];
       pthread_mutex_unlock(&p.mu);
       if (!failed && merge_chunk(l, s, d, skip, err, errlen)) rc = -1, failed = stop = 1;
       chunk_free(d);

@@ -133,7 +133,8 @@ static const MmrtFlag train_flags[] = {
                 "%F takes fail or skip, not '%V'",
                 "text: a malformed sample: fail (default: exit naming the file and\n"
                 "line) or skip (counted in the log's skipped_samples)"),
-    MMRT_FLAG_I("--loader-threads", "N", AT(text.threads), 0, 64, WHOLE,
+    MMRT_FLAG_I("--loader-threads", "N", AT(text.threads), 0, 32,
+                "%F takes a whole number from 0 to 32, not '%V'",
                 "text: threads tokenizing JSONL while it is read (default: min(2,\n"
                 "CPUs); 0: the reading thread tokenizes; the rows are the same)"),
     MMRT_FLAG_F("--eval-split", "F", AT(text.eval_split), 0, 1,
