@@ -14,10 +14,11 @@
 #    multiset, the layout of the other documents (no held-out document in
 #    any), the start line counts the held-out ones, and the evaluation loss
 #    equals, bit for bit, the loss of the same weights evaluated on a file
-#    of the held-out documents alone; a fraction holding out nothing and one
-#    out of (0, 1), and more than 32 loader threads, are refused with a message; under dp = 2 with the split and
-#    2 loader threads, a run resumed mid-epoch logs the straight run's losses
-#    bit for bit.
+#    of the held-out documents alone; a fraction holding out nothing, one
+#    out of (0, 1) and more than 32 loader threads are refused with a
+#    message; under dp = 2 with the split and 2 loader threads, a run
+#    resumed mid-epoch logs the straight run's losses bit for bit; GPT2Tiny declares no data format (docs/data.md says why)
+#    and is bound to the text feeder by trying.
 . "$MMC_SOURCE_DIR/tests/text_data/common.sh"
 
 # ---- the pool: same rows for any number of threads ----
@@ -95,6 +96,12 @@ expect "--eval-split 1" 1 "$G" --data corpus.jsonl --tokenizer tok.json --eval-s
 contains "--eval-split 1" err "--eval-split takes a fraction in (0, 1)"
 expect "--loader-threads 33" 1 "$G" --data corpus.jsonl --tokenizer tok.json --loader-threads 33 --steps 1
 contains "--loader-threads 33" err "--loader-threads takes a whole number from 0 to 32, not '33'"
+
+# ---- GPT2Tiny declares no data format on purpose (docs/data.md): bound by trying, text here ----
+"$MMC" dump-ir "$S/gpt2.mm" --model GPT2Tiny > tiny.ir 2>&1
+grep -q "^data(" tiny.ir && no "GPT2Tiny declares a data format: docs/data.md says it does not" || ok
+expect "GPT2Tiny on text" 0 "$G" --data corpus.jsonl --tokenizer tok.json --steps 1 --eval-batches 1
+contains "GPT2Tiny bound by trying" err "text data (no data format declared: the first feeder that took the inputs)"
 
 # ---- dp = 2 with the split and 2 loader threads a rank: resumed mid-epoch, the straight run's losses bit for bit ----
 if "$MMC" compile "$S/gpt2.mm" --model GPT2Tiny --dp 2 -o gpt2 2> cerr; then
