@@ -42,6 +42,8 @@ model GPT2 {
 }
 
 // A byte-level GPT small enough to train in seconds (tests, parallel equivalence).
+// No data section on purpose: it trains on text (--data FILE.jsonl) and on
+// Fashion-MNIST's pixel bytes (no --data) alike, bound by trying (docs/data.md).
 model GPT2Tiny {
   let B = 4
   let T = 32

@@ -39,13 +39,13 @@ slowest build-asan; stage_done "asan tests"
 
 echo "== libFuzzer targets (${FUZZ_SECONDS:-10} s each) =="
 # The .mm frontend, the IR text parser, the file readers (safetensors,
-# IDX, PNG, Megatron .bin/.idx and JSONL, JPEG/PNG/WebP images) and the programs' argument parsers with the trainer's data
+# IDX, PNG, Megatron .bin/.idx and JSONL, the text loader on JSONL, JPEG/PNG/WebP images) and the programs' argument parsers with the trainer's data
 # directories (trainer_args), each from its corpus in tests/fuzz/corpus (copied: the
 # repository's corpus only changes by hand); tests/fuzz/long.sh runs longer.
 CC=clang-19 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMMC_FUZZ=ON > /dev/null
 cmake --build build-fuzz -j"$JOBS" --target fuzz_frontend fuzz_ir fuzz_safetensors fuzz_idx fuzz_png \
-  fuzz_trainer_args fuzz_indexed fuzz_image fuzz_video
-for t in frontend ir safetensors idx png trainer_args indexed image video; do
+  fuzz_trainer_args fuzz_indexed fuzz_jsonl fuzz_image fuzz_video
+for t in frontend ir safetensors idx png trainer_args indexed jsonl image video; do
   rm -rf "build-fuzz/corpus/$t" && mkdir -p "build-fuzz/corpus/$t"
   len=()
   if [ "$t" = frontend ]; then cp stdlib_models/*.mm tests/fuzz/corpus/$t/* build-fuzz/corpus/$t/ && len=(-max_len=8192)

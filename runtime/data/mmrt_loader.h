@@ -4,9 +4,12 @@
  * rows of T tokens (packed, or one document a row), and a row's ids,
  * labels and document segments on demand.
  *
- * A JSONL file is read and tokenized when the loader opens (by worker
- * threads, each with its own tokenizer), an indexed dataset is mapped and
- * read row by row as the rows are asked for. A sample of the trainer is a
+ * A JSONL file is read and tokenized when the loader opens: the lines are
+ * read and checked on the calling thread while a pool of loader threads
+ * (--loader-threads), each with its own tokenizer, tokenizes chunks of
+ * documents; the ids are appended in file order, so the rows are the same
+ * for any number of threads. An indexed dataset is mapped and read row by
+ * row as the rows are asked for. A sample of the trainer is a
  * row; its iterator (mmrt_data.h) shuffles the rows per epoch from the
  * seed, and each rank fills only its rows.
  *
@@ -23,7 +26,13 @@
  * Blend: the blended sample i comes from the dataset whose count is
  * furthest below weight * (i + 1) (each dataset's rows cycling), as
  * Megatron's blended dataset assigns them; an epoch has as many samples as
- * the datasets have rows together. Nothing here prints or exits. */
+ * the datasets have rows together.
+ * Held-out split (--eval-split F): document d of each dataset (its index
+ * in the file, or its sequence) is held out for evaluation when
+ * floor((d + 1) F) > floor(d F) (every 1/F-th: round(F D) of D documents,
+ * the same for any seed); the held-out documents are laid out into rows
+ * of their own (the evaluation split, the datasets' in turn) and are in no
+ * training row. Nothing here prints or exits. */
 #ifndef MMRT_LOADER_H
 #define MMRT_LOADER_H
 #include <stddef.h>
@@ -43,6 +52,8 @@ typedef struct MmrtTextOpts {
   const char *eval_data; /* --eval-data FILE: the final evaluation's conversations */
   int64_t max_tiles;     /* --max-tiles N (0: the model's tiles per sample - 1) */
   int given;             /* any of them was given (the flag named in first) */
+  int64_t threads;       /* --loader-threads N (-1: not given, min(2, CPUs)) */
+  double eval_split;     /* --eval-split F: the fraction held out (0: none) */
   const char *first;
 } MmrtTextOpts;
 
@@ -60,16 +71,23 @@ MmrtLoader *mmrt_loader_open(const char *spec, const MmrtTextOpts *o, int64_t T,
                              int32_t ignore, char *err, size_t errlen);
 void mmrt_loader_close(MmrtLoader *l);
 
-/* Samples (rows) of an epoch. */
-int64_t mmrt_loader_samples(const MmrtLoader *l);
-/* Row `sample` into ids, labels, seg (each token's document in the row: 0,
- * 1, ...; the padding one more) and pos (its position in its document, or
- * in the padding); T each; seg and pos may be NULL. */
-void mmrt_loader_row(const MmrtLoader *l, int64_t sample, int32_t *ids, int32_t *labels,
+/* The splits: the training rows, and the held-out ones (--eval-split;
+ * without it the evaluation split is the training rows). */
+enum { MMRT_TEXT_TRAIN, MMRT_TEXT_EVAL };
+
+/* Samples (rows) of a split. */
+int64_t mmrt_loader_samples(const MmrtLoader *l, int split);
+/* Row `sample` of a split into ids, labels, seg (each token's document in
+ * the row: 0, 1, ...; the padding one more) and pos (its position in its
+ * document, or in the padding); T each; seg and pos may be NULL. */
+void mmrt_loader_row(const MmrtLoader *l, int split, int64_t sample, int32_t *ids, int32_t *labels,
                      int32_t *seg, int32_t *pos);
 /* Where token `at` of row `sample` comes from: "FILE: sequence S, token
  * K" (indexed; JSONL: "document D", 0-based). */
-void mmrt_loader_where(const MmrtLoader *l, int64_t sample, int64_t at, char *buf, size_t n);
+void mmrt_loader_where(const MmrtLoader *l, int split, int64_t sample, int64_t at, char *buf,
+                       size_t n);
+/* Tokens of the documents read (all of them: before truncation, either split). */
+int64_t mmrt_loader_tokens(const MmrtLoader *l);
 /* Bad samples skipped (--bad-samples skip) and documents dropped as too long. */
 int64_t mmrt_loader_skipped(const MmrtLoader *l);
 /* One line: datasets, documents, rows, tokens used of the row slots. */

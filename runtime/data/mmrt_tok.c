@@ -796,7 +796,7 @@ static void post_apply(const Post *p, MmrtTokIds *ids, size_t from) {
   if (p->kind == PP_BYTE) return;
   size_t n = ids->n - from;
   int32_t *seq = malloc((n + 1) * sizeof *seq);
-  memcpy(seq, ids->v + from, n * sizeof *seq);
+  if (n) memcpy(seq, ids->v + from, n * sizeof *seq); /* ids->v is NULL before the first id */
   ids->n = from;
   for (size_t i = 0; i < p->nitems; i++)
     if (p->items[i] == SEQ_SLOT)

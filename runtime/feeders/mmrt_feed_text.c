@@ -11,7 +11,8 @@
  * sample of the trainer's iterator is a row, so the rows are shuffled per
  * epoch from the seed, a checkpoint's data position resumes with the next
  * unseen row, and each rank reads only its own rows. Evaluation runs on
- * the same rows in file order.
+ * the held-out rows (--eval-split F) in file order, or without it on the
+ * training rows in file order.
  *
  * The trainer's text flags are rows of its flag table (mmrt_main.c);
  * mmrt_text_settle derives what the feeder reads from them, and
@@ -27,11 +28,17 @@
 enum { IDS, Y, SEG, POS }; /* c->batch[] */
 
 int mmrt_text_settle(MmrtTextOpts *o, int argc, char **argv) {
-  static const char *const names[] = {"--tokenizer", "--seq-len",     "--pack",   "--no-pack",
-                                      "--too-long",  "--bad-samples", "--images", "--chat",
-                                      "--eval-data", "--max-tiles"};
+  static const char *const names[] = {
+      "--tokenizer", "--seq-len", "--pack",      "--no-pack",   "--too-long",       "--bad-samples",
+      "--images",    "--chat",    "--eval-data", "--max-tiles", "--loader-threads", "--eval-split"};
   if (o->pack_on && o->pack_off)
     return fprintf(stderr, "trainer: error: --pack and --no-pack together\n"), 1;
+  if (o->eval_split >= 1)
+    return fprintf(stderr,
+                   "trainer: error: --eval-split takes a fraction in (0, 1), not %g (the "
+                   "fraction of the documents held out)\n",
+                   o->eval_split),
+           1;
   o->pack = o->pack_on ? 1 : o->pack_off ? -1 : 0;
   for (int i = 1; i < argc && !o->given; i++)
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
@@ -112,10 +119,9 @@ typedef struct Text {
   MmrtStage *stage;
 } Text;
 
-/* MmrtStageLay: rows [lo, lo + n) into buf = {ids, labels, seg, pos} */
-static void lay_rows(void *priv, const MmrtBatchIter *it, int64_t rows, int64_t lo, int64_t n,
-                     int64_t *sample, void *const *buf) {
-  const Text *x = priv;
+/* rows [lo, lo + n) of split (MMRT_TEXT_TRAIN or _EVAL) into buf = {ids, labels, seg, pos} */
+static void lay_split(const Text *x, int split, const MmrtBatchIter *it, int64_t rows, int64_t lo,
+                      int64_t n, int64_t *sample, void *const *buf) {
   for (int64_t k = lo; k < lo + n; k++) {
     int64_t r = k - lo;
     int32_t *ir = (int32_t *)buf[0] + r * x->T, *lr = (int32_t *)buf[1] + r * x->T,
@@ -123,7 +129,7 @@ static void lay_rows(void *priv, const MmrtBatchIter *it, int64_t rows, int64_t 
             *pr = buf[3] ? (int32_t *)buf[3] + r * x->T : 0;
     sample[r] = k < rows ? mmrt_iter_index(it, k) : -1;
     if (sample[r] >= 0) {
-      mmrt_loader_row(x->l, sample[r], ir, lr, sr, pr);
+      mmrt_loader_row(x->l, split, sample[r], ir, lr, sr, pr);
       continue;
     }
     for (int64_t j = 0; j < x->T; j++) {
@@ -132,6 +138,12 @@ static void lay_rows(void *priv, const MmrtBatchIter *it, int64_t rows, int64_t 
       if (pr) pr[j] = (int32_t)j;
     }
   }
+}
+
+/* MmrtStageLay: the training rows [lo, lo + n) */
+static void lay_rows(void *priv, const MmrtBatchIter *it, int64_t rows, int64_t lo, int64_t n,
+                     int64_t *sample, void *const *buf) {
+  lay_split(priv, MMRT_TEXT_TRAIN, it, rows, lo, n, sample, buf);
 }
 
 static int open(MmrtFeedCtx *c, const char *spec, char *err, size_t errlen) {
@@ -149,13 +161,14 @@ static int open(MmrtFeedCtx *c, const char *spec, char *err, size_t errlen) {
   x->l = mmrt_loader_open(spec, &o, c->T, mmrt_feed_classes(c->m), (int32_t)c->m->ignore_index, err,
                           errlen);
   if (!x->l) return 1;
-  int64_t n = mmrt_loader_samples(x->l);
+  int64_t n = mmrt_loader_samples(x->l, MMRT_TEXT_TRAIN);
   if (n < c->B) {
     snprintf(err, errlen, "%lld rows of text, fewer than the batch of %lld", (long long)n,
              (long long)c->B);
     return 1;
   }
-  c->train.n = c->test.n = n; /* the iterators' samples are rows (no pixels) */
+  c->train.n = n; /* the iterators' samples are rows (no pixels) */
+  c->test.n = mmrt_loader_samples(x->l, MMRT_TEXT_EVAL);
   c->skipped = mmrt_loader_skipped(x->l);
   c->count_skipped = o.bad_samples && !strcmp(o.bad_samples, "skip");
   mmrt_loader_describe(x->l, c->note, sizeof c->note);
@@ -171,14 +184,15 @@ static int start(MmrtFeedCtx *c, char *err, size_t errlen) {
 /* An indexed dataset's ids are not read before their rows are: an id past
  * the model's classes is named here (file, sequence, token), once, before
  * the step refuses it ("bad labels or ids"). */
-static void check_ids(MmrtFeedCtx *c, const Text *x, const MmrtBatchIter *it, int64_t rows) {
+static void check_ids(MmrtFeedCtx *c, const Text *x, int split, const MmrtBatchIter *it,
+                      int64_t rows) {
   const int32_t *ids = mmrt_feed_at(c, c->batch[IDS]);
   int64_t V = mmrt_feed_classes(c->m);
   for (int64_t r = 0; r < c->rows && c->lo + r < rows; r++)
     for (int64_t j = 0; j < x->T; j++)
       if (ids[r * x->T + j] < 0 || ids[r * x->T + j] >= V) {
         char where[600];
-        mmrt_loader_where(x->l, mmrt_iter_index(it, c->lo + r), j, where, sizeof where);
+        mmrt_loader_where(x->l, split, mmrt_iter_index(it, c->lo + r), j, where, sizeof where);
         fprintf(stderr,
                 "trainer: error: %s: id %d outside the model's %lld classes (a dataset "
                 "of another tokenizer?)\n",
@@ -197,11 +211,11 @@ static void fill(MmrtFeedCtx *c, const MmrtBatchIter *it, int64_t rows, int eval
   if (eval) { /* evaluation: laid out here */
     int64_t *sample = malloc((size_t)c->rows * sizeof *sample);
     if (!sample) abort();
-    lay_rows(x, it, rows, c->lo, c->rows, sample, buf);
+    lay_split(x, MMRT_TEXT_EVAL, it, rows, c->lo, c->rows, sample, buf);
     free(sample);
   } else
     mmrt_stage_fill(x->stage, it, rows, c->lo, c->rows, buf);
-  check_ids(c, x, it, rows);
+  check_ids(c, x, eval ? MMRT_TEXT_EVAL : MMRT_TEXT_TRAIN, it, rows);
 }
 
 static void close_(MmrtFeedCtx *c) {

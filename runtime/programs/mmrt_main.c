@@ -142,6 +142,14 @@ static const MmrtFlag train_flags[] = {
     MMRT_FLAG_I("--max-tiles", "N", AT(text.max_tiles), 1, INT64_MAX, WHOLE,
                 "conversations: 1 to N tiles an image, plus a thumbnail (default: the\n"
                 "model's tiles per sample - 1)"),
+    MMRT_FLAG_I("--loader-threads", "N", AT(text.threads), 0, 32,
+                "%F takes a whole number from 0 to 32, not '%V'",
+                "text: threads tokenizing JSONL while it is read (default: min(2,\n"
+                "CPUs); 0: the reading thread tokenizes; the rows are the same)"),
+    MMRT_FLAG_F("--eval-split", "F", AT(text.eval_split), 0, 1,
+                "--eval-split takes a fraction in (0, 1), not '%V'",
+                "text: hold out every 1/F-th document (a fraction F of them, the same\n"
+                "for any seed) from training; evaluation runs on them"),
     MMRT_FLAG_I("--steps", "N", AT(steps), 0, INT64_MAX, WHOLE, "train until step N (default %D)"),
     MMRT_FLAG_I("--batch", "B", AT(batch), 1, INT64_MAX, WHOLE,
                 "must equal the compiled batch (recompile with --set B=N to change it)"),
@@ -256,6 +264,7 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a) {
   a->batch = m->batch;
   a->lr = m->lr;
   a->seed = 42;
+  a->text.threads = -1;
   a->eval_batches = MMRT_EVAL_BATCHES_DEFAULT;
   a->keep = MMRT_CKPT_KEEP_DEFAULT;
   a->comm_timeout = MMRT_COMM_TIMEOUT_DEFAULT;

@@ -907,6 +907,8 @@ else:
         "--chat": (BASE + ["--chat", "chatml"], "refused", ["--chat"]),
         "--eval-data": (BASE + ["--eval-data", "e.jsonl"], "refused", ["--eval-data"]),
         "--max-tiles": (BASE + ["--max-tiles", "2"], "refused", ["--max-tiles"]),
+        "--loader-threads": (BASE + ["--loader-threads", "1"], "refused", ["--loader-threads"]),
+        "--eval-split": (BASE + ["--eval-split", "0.1"], "refused", ["--eval-split"]),
     }
     # what differs from run to run: rates, times, memory
     noise = re.compile(r"[\d.]+ samples/s|elapsed \S+|eta \S+|peak rss [\d.]+ MiB|"
