@@ -495,6 +495,17 @@ static int read_config(MmrtHf *h, int pi, const char *cpath, char *err, size_t e
       snprintf(out, 64, "%s", json_object_get_boolean(v) ? "true" : "false");
     } else if (p->kind == HF_INT) {
       int64_t x;
+      if (json_object_is_type(v, json_type_array) && json_object_array_length(v) > 0) {
+        /* a square's sides ([448, 448]: InternVL's image_size, patch_size): all equal */
+        json_object *v0 = json_object_array_get_idx(v, 0);
+        for (size_t k = 1; k < json_object_array_length(v); k++)
+          if (!json_object_equal(v0, json_object_array_get_idx(v, k)))
+            return mmrt_errf(err, errlen, MMRT_ERR_MISMATCH,
+                             "%s: %s%s is %s; mmc's %s supports equal sides only", cpath, kp, from,
+                             json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN),
+                             families[fam].module);
+        v = v0;
+      }
       if (!json_object_is_type(v, json_type_int) || (x = json_object_get_int64(v)) < 0)
         return mmrt_errf(err, errlen, MMRT_ERR_FORMAT, "%s: %s is not a non-negative integer",
                          cpath, from);
@@ -648,6 +659,22 @@ int mmrt_hf_config_int(const MmrtHf *h, const char *key, int64_t *out) {
     return 0;
   *out = json_object_get_int64(v);
   return 1;
+}
+int mmrt_hf_added_token(const MmrtHf *h, const char *token, int64_t *out, char *err,
+                        size_t errlen) {
+  char path[4096];
+  int rc;
+  snprintf(path, sizeof path, "%s/added_tokens.json", h->dir);
+  json_object *o = read_json(path, err, errlen, &rc), *v;
+  if (rc != MMRT_OK) return rc;
+  rc = json_object_object_get_ex(o, token, &v) && json_object_is_type(v, json_type_int) &&
+               json_object_get_int64(v) >= 0
+           ? MMRT_OK
+           : mmrt_errf(err, errlen, MMRT_ERR_FORMAT, "%s: no token '%s' with a whole-number id",
+                       path, token);
+  if (rc == MMRT_OK) *out = json_object_get_int64(v);
+  json_object_put(o);
+  return rc;
 }
 int mmrt_hf_ntensors(const MmrtHf *h) {
   return h->n;
