@@ -82,17 +82,16 @@ def ivl_to_chat(t):
                 n = base.replace("attention", "attn") + ".qkv." + kind
                 out[C + n.replace("encoder.layer.", "encoder.layers.")] = fused
                 continue
-            for a, b in RENAME:
-                n = n.replace(a, b)
-            out[C + n] = v
-        elif k.startswith("multi_modal_projector."):
-            n = k
-            for a, b in PROJ:
-                n = n.replace(a, b)
-            out[n] = v
+            out[C + renamed(n, RENAME)] = v
         else:
-            out[k] = v
+            out[renamed(k, PROJ)] = v
     return out
+
+
+def renamed(k, pairs, back=False):
+    for a, b in pairs:
+        k = k.replace(b, a) if back else k.replace(a, b)
+    return k
 
 
 def chat_to_ivl(t):
@@ -107,16 +106,9 @@ def chat_to_ivl(t):
                 for p, part in zip(("q_proj", "k_proj", "v_proj"), v.chunk(3)):
                     out[V + f"{base}.{p}.{kind}"] = part.clone()
                 continue
-            for a, b in RENAME:
-                n = n.replace(b, a)
-            out[V + n] = v
-        elif k.startswith("mlp1."):
-            n = k
-            for a, b in PROJ:
-                n = n.replace(b, a)
-            out[n] = v
+            out[V + renamed(n, RENAME, back=True)] = v
         else:
-            out[k] = v
+            out[renamed(k, PROJ, back=True)] = v
     return out
 
 
