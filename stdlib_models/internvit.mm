@@ -6,10 +6,34 @@
 // scale's init.
 import "nn.mm"
 
+// Attention with InternViT's q/k norm: one RMSNorm over all heads of q and one of k,
+// before the heads are split (nn.mm's Attention(qk_norm = true) norms each head).
+module ViTQKNormAttention(dim: int, heads: int, qkv_bias: bool = true, eps: float = 1e-6) {
+  let hd = dim // heads
+  q_proj = Linear(dim, dim, has_bias = qkv_bias)
+  k_proj = Linear(dim, dim, has_bias = qkv_bias)
+  v_proj = Linear(dim, dim, has_bias = qkv_bias)
+  o_proj = Linear(dim, dim)
+  q_norm = RMSNorm(dim, eps)
+  k_norm = RMSNorm(dim, eps)
+
+  forward(x: [B, T, dim]) -> [B, T, dim] {
+    q = q_norm(q_proj(x)).reshape(B, T, heads, hd)
+    k = k_norm(k_proj(x)).reshape(B, T, heads, hd)
+    v = v_proj(x).reshape(B, T, heads, hd)
+    return o_proj(attention(q, k, v).reshape(B, T, dim))
+  }
+}
+
 module ViTBlock(dim: int, heads: int, ffn: int, eps: float = 1e-6, scale: float = 0.1,
                 qkv_bias: bool = true, qk_norm: bool = false) {
   norm1 = LayerNorm(dim, eps)
-  attn  = Attention(dim, heads, qkv_bias = qkv_bias, qk_norm = qk_norm, qk_norm_heads = false)
+  if qk_norm {
+    attn = ViTQKNormAttention(dim, heads, qkv_bias, eps)
+  }
+  if not qk_norm {
+    attn = Attention(dim, heads, qkv_bias = qkv_bias)
+  }
   ls1   = param f32[dim] = fill(scale)
   norm2 = LayerNorm(dim, eps)
   mlp   = MLP(dim, ffn, act = "gelu")

@@ -87,33 +87,21 @@ module Embedding(vocab: int, dim: int, std: float = 0.02) {
 // parallel q/k/v are column-parallel (heads split) and o_proj row-parallel.
 module Attention(dim: int, heads: int, kv_heads: int = heads, head_dim: int = dim // heads,
                  qkv_bias: bool = true, out_bias: bool = true, causal: bool = false,
-                 rope_theta: float = 0.0, qk_norm: bool = false, qk_norm_heads: bool = true,
-                 std: float = 0.0) {
+                 rope_theta: float = 0.0, qk_norm: bool = false, std: float = 0.0) {
   q_proj = Linear(dim, heads * head_dim, has_bias = qkv_bias, std = std)
   k_proj = Linear(dim, kv_heads * head_dim, has_bias = qkv_bias, std = std)
   v_proj = Linear(dim, kv_heads * head_dim, has_bias = qkv_bias, std = std)
   o_proj = Linear(heads * head_dim, dim, has_bias = out_bias, std = std)
-  // q/k RMSNorm over each head (qk_norm_heads), or over all heads at once (InternViT's)
-  if qk_norm and qk_norm_heads {
+  if qk_norm {
     q_norm = RMSNorm(head_dim)
     k_norm = RMSNorm(head_dim)
   }
-  if qk_norm and not qk_norm_heads {
-    q_norm = RMSNorm(heads * head_dim)
-    k_norm = RMSNorm(kv_heads * head_dim)
-  }
 
   forward(x: [B, T, dim]) -> [B, T, dim] {
-    q = q_proj(x)
-    k = k_proj(x)
-    if qk_norm and not qk_norm_heads {
-      q = q_norm(q)
-      k = k_norm(k)
-    }
-    q = q.reshape(B, T, heads, head_dim)
-    k = k.reshape(B, T, kv_heads, head_dim)
+    q = q_proj(x).reshape(B, T, heads, head_dim)
+    k = k_proj(x).reshape(B, T, kv_heads, head_dim)
     v = v_proj(x).reshape(B, T, kv_heads, head_dim)
-    if qk_norm and qk_norm_heads {
+    if qk_norm {
       q = q_norm(q)
       k = k_norm(k)
     }

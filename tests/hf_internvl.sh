@@ -13,7 +13,8 @@
 # 3. --save-hf of the loaded weights (no step) rewrites the fixture's
 #    model.safetensors byte for byte; after 5 AdamW steps the export holds
 #    the fixture's names, shapes and dtypes, every tensor moved, and the two
-#    layouts' exports are the same weights (qkv = the rows of q, k, v);
+#    layouts' exports are the same weights (qkv = the rows of q, k, v); the
+#    chat layout's step-1 loss under tp = 2 is the reference's too;
 # 4. with /var/cache/mmc-venv-ivl present: transformers loads each 5-step
 #    export (no missing or unexpected key) and gives mmc's trained logits;
 # 5. bad input, each with its message.
@@ -41,8 +42,8 @@ expect() { # expect CODE REGEX CMD...: exit CODE and stderr matching REGEX
   if [ $rc -eq "$code" ] && grep -Eq -- "$re" err.txt; then ok "$(echo "$re" | head -c 90)"
   else bad "$* -> exit $rc, expected $code and /$re/: $(head -c 400 err.txt)"; fi
 }
-check() { # check WHAT ARGS...: internvl_check.py's PASS / FAIL lines counted
-  "$PY" "$H/internvl_check.py" "$@" > chk.txt 2>&1
+check() { # check WHAT ARGS...: internvl_check.py's PASS / FAIL lines counted (prefixed $pre)
+  "$PY" "$H/internvl_check.py" "$@" 2>&1 | sed "s/^\(PASS\|FAIL\): /\1: ${pre:-}/" > chk.txt
   cat chk.txt
   npass=$((npass + $(grep -c ^PASS chk.txt)))
   grep -q ^FAIL chk.txt || ! grep -q ^PASS chk.txt && { nfail=$((nfail + 1)); fail=1; }
@@ -67,7 +68,7 @@ for c in ivl:HfInternVL chat:HfInternVLChat; do
   cmp -s in_$d/step-000001.safetensors "$F/batch.safetensors" && cmp -s ev_$d/eval.safetensors "$F/eval.safetensors" &&
     ok "$d: the trainer's step-1 batch and test batch are the reference's, byte for byte" ||
     bad "$d: the trainer's batches are not the committed ones (the caption task changed? remake the fixtures)"
-  check parity "$F" $d.jsonl $d.logits
+  pre="$d: " check parity "$F" $d.jsonl $d.logits
   # ---- 3. export ----
   ./$d.tr --steps 0 --init-from "$F/$d" --save-hf rt_$d --quiet > /dev/null 2> rt_$d.err &&
     cmp -s rt_$d/model.safetensors "$F/$d/model.safetensors" && cmp -s rt_$d/config.json "$F/$d/config.json" &&
@@ -88,6 +89,11 @@ if [ "$SAN" = 0 ]; then
   diff <(sed '1,3d;/^model /d' hf_ivl.mm) <(sed '1,3d;/^model /d' hf_chat.mm) > /dev/null &&
     ok "both layouts import as the same model" || bad "the layouts' models differ: $(diff hf_ivl.mm hf_chat.mm | head)"
   check layouts ex_ivl ex_chat
+  # tp = 2 (the fused qkv split by heads, the all-heads q/k norm over the split): the reference
+  "$MMC" compile hf_chat.mm --model HfInternVLChat --set B=2 --set T=16 --tp 2 -o chat2.tr > /dev/null 2>&1 &&
+    mpirun -np 2 --oversubscribe ./chat2.tr --steps 1 --init-from "$F/chat" --log chat2.jsonl --quiet > chat2.out 2>&1 ||
+    bad "chat under tp = 2: $(tail -3 chat2.out)"
+  pre="tp = 2: " check parity "$F" chat2.jsonl -
 fi
 
 # ---- 5. bad input ----
