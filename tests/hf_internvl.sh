@@ -17,6 +17,7 @@
 #    chat layout's step-1 loss under tp = 2 is the reference's too;
 # 4. with /var/cache/mmc-venv-ivl present: transformers loads each 5-step
 #    export (no missing or unexpected key) and gives mmc's trained logits;
+# 4b. InternVL3-1B's dimensions: mmc's parameter count is transformers';
 # 5. bad input, each with its message.
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
 set -u
@@ -95,6 +96,30 @@ if [ "$SAN" = 0 ]; then
     bad "chat under tp = 2: $(tail -3 chat2.out)"
   pre="tp = 2: " check parity "$F" chat2.jsonl -
 fi
+
+# ---- 4b. a published size: InternVL3-1B's dimensions in transformers' layout; the header of
+# transformers' parameters (tests/hf/internvl/internvl3_1b.json, bf16, the data a hole) ----
+cp -r "$F/internvl3_1b" pub
+/usr/bin/python3 -c '
+import json, struct, sys
+h, at = {}, 0
+for name, shape in json.load(open(sys.argv[1]))["params"]:
+    n = 1
+    for d in shape:
+        n *= d
+    h[name] = {"dtype": "BF16", "shape": shape, "data_offsets": [at, at + 2 * n]}
+    at += 2 * n
+b = json.dumps(h).encode()
+b += b" " * (-len(b) % 8)
+with open(sys.argv[2], "wb") as f:
+    f.write(struct.pack("<Q", len(b)) + b)
+    f.truncate(8 + len(b) + at)' "$F/internvl3_1b.json" pub/model.safetensors
+want=$(/usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["count"])' "$F/internvl3_1b.json")
+if "$MMC" import pub -o pub.mm 2> pub.err; then
+  got=$("$MMC" stats pub.mm --model HfInternVL --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["total_params"])')
+  [ "$got" = "$want" ] && ok "InternVL3-1B's dimensions: mmc import + stats $got parameters = transformers' $want" ||
+    bad "InternVL3-1B: mmc $got, transformers $want"
+else bad "import InternVL3-1B: $(cat pub.err)"; fi
 
 # ---- 5. bad input ----
 edit() { # edit SRC DST PYTHON: a copy of fixture SRC whose config c (or directory d) PYTHON edits

@@ -22,6 +22,10 @@ them.  Three commands:
         trainer's --dump-inputs of step 1: pixels, text, labels shifted by one)
         and its logits on OUT/eval.safetensors (the test batch of the
         trainer's --dump-logits), float64 loss, float32 logits [B * T, V].
+  make_internvl.py published OUT
+      OUT/internvl3_1b/config.json (InternVL3-1B's dimensions in transformers'
+      layout) and OUT/internvl3_1b.json: transformers' parameter count and
+      its parameters' names (as save_pretrained writes them) and shapes
   make_internvl.py check DIR LOGITS EVAL
       transformers loads DIR (either layout; chat: renamed back) with no
       missing or unexpected key and its logits on EVAL's batch are LOGITS
@@ -194,6 +198,35 @@ def main():
         save_file({"loss": loss.reshape(1), "logits": e.reshape(-1, e.shape[-1]).contiguous()},
                   os.path.join(out, "ref.safetensors"))
         print(f"loss {loss.item():.9g}, logits {tuple(e.shape)}")
+    elif cmd == "published":
+        # InternVL3-1B's dimensions (InternViT-300M-448px + Qwen2.5-0.5B's, vocabulary 151674)
+        # in transformers' layout: config.json, and transformers' parameters (names as saved,
+        # shapes; meta device) with their count, for a weightless header made by the test
+        vc = tf.InternVLVisionConfig(image_size=[448, 448], patch_size=[14, 14], hidden_size=1024,
+                                     intermediate_size=4096, num_hidden_layers=24,
+                                     num_attention_heads=16, attention_bias=True)
+        tc = tf.Qwen2Config(vocab_size=151674, hidden_size=896, intermediate_size=4864,
+                            num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
+                            rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=False)
+        c = tf.InternVLConfig(vision_config=vc, text_config=tc, image_token_id=151667,
+                              image_seq_length=256, architectures=["InternVLForConditionalGeneration"])
+        d = os.path.join(out, "internvl3_1b")
+        os.makedirs(d, exist_ok=True)
+        c.save_pretrained(d)
+        import torch._dynamo  # noqa: F401 (before the meta device: its import is circular there)
+        with torch.device("meta"):
+            m = tf.InternVLForConditionalGeneration(c)
+        back = {v.lstrip("^"): k.lstrip("^") for k, v in
+                m._checkpoint_conversion_mapping.items()}  # the names save_pretrained writes
+        params = []
+        for k, p in m.named_parameters():
+            for a, b in back.items():
+                if k.startswith(a):
+                    k = b + k[len(a):]
+            params.append([k, list(p.shape)])
+        count = sum(p.numel() for p in m.parameters())
+        json.dump({"count": count, "params": params}, open(d + ".json", "w"), separators=(",", ":"))
+        print(f"internvl3_1b {count}")
     elif cmd == "check":
         lfile, efile = sys.argv[3], sys.argv[4]
         m, info = load(out)
