@@ -6,7 +6,8 @@
 # 4.52 in /var/cache/mmc-venv-ivl, a venv too big for the test command):
 # 1. both layouts of the same tiny random weights (transformers' own, and
 #    InternVL2's with the fused qkv) import into the same model, every
-#    parameter from a tensor;
+#    parameter from a tensor; and transformers' layout with a Llama (other
+#    weights, its own reference) goes through 1-4 too;
 # 2. the trainer's step-1 batch and test batch are the committed ones (byte
 #    for byte), its step-1 loss is transformers' within 1e-5 relative and its
 #    test-batch logits within 1e-4 absolute;
@@ -51,9 +52,10 @@ check() { # check WHAT ARGS...: internvl_check.py's PASS / FAIL lines counted (p
 }
 export PYTHONWARNINGS=ignore TRANSFORMERS_VERBOSITY=error HF_HUB_OFFLINE=1
 
-for c in ivl:HfInternVL chat:HfInternVLChat; do
-  d=${c%%:*} model=${c#*:}
-  [ "$SAN" = 1 ] && [ $d = ivl ] && continue # the slow build: the chat layout (its fused qkv)
+for c in ivl:HfInternVL chat:HfInternVLChat ivl_llama:HfInternVL; do
+  d=${c%%:*} model=${c#*:} ref="$F/ref.safetensors"
+  [ $d = ivl_llama ] && ref="$F/ref_ivl_llama.safetensors" # other weights, a Llama
+  [ "$SAN" = 1 ] && [ $d != chat ] && continue # the slow build: the chat layout (its fused qkv)
   # ---- 1. import ----
   if ! "$MMC" import "$F/$d" -o hf_$d.mm 2> imp_$d.err; then bad "import $d: $(cat imp_$d.err)"; continue; fi
   grep -q "^model $model {" hf_$d.mm && grep -q "give \([0-9]*\) of model $model's \1 parameters" imp_$d.err &&
@@ -69,7 +71,7 @@ for c in ivl:HfInternVL chat:HfInternVLChat; do
   cmp -s in_$d/step-000001.safetensors "$F/batch.safetensors" && cmp -s ev_$d/eval.safetensors "$F/eval.safetensors" &&
     ok "$d: the trainer's step-1 batch and test batch are the reference's, byte for byte" ||
     bad "$d: the trainer's batches are not the committed ones (the caption task changed? remake the fixtures)"
-  pre="$d: " check parity "$F" $d.jsonl $d.logits
+  pre="$d: " check parity "$ref" $d.jsonl $d.logits
   # ---- 3. export ----
   ./$d.tr --steps 0 --init-from "$F/$d" --save-hf rt_$d --quiet > /dev/null 2> rt_$d.err &&
     cmp -s rt_$d/model.safetensors "$F/$d/model.safetensors" && cmp -s rt_$d/config.json "$F/$d/config.json" &&
@@ -94,7 +96,7 @@ if [ "$SAN" = 0 ]; then
   "$MMC" compile hf_chat.mm --model HfInternVLChat --set B=2 --set T=16 --tp 2 -o chat2.tr > /dev/null 2>&1 &&
     mpirun -np 2 --oversubscribe ./chat2.tr --steps 1 --init-from "$F/chat" --log chat2.jsonl --quiet > chat2.out 2>&1 ||
     bad "chat under tp = 2: $(tail -3 chat2.out)"
-  pre="tp = 2: " check parity "$F" chat2.jsonl -
+  pre="tp = 2: " check parity "$F/ref.safetensors" chat2.jsonl -
 fi
 
 # ---- 4b. a published size: InternVL3-1B's dimensions in transformers' layout; the header of
@@ -135,12 +137,12 @@ edit chat b_rms "c['vision_config']['norm_type'] = 'rms_norm'"
 expect 1 'vision_config.norm_type is "rms_norm"; mmc.s InternViT supports "layer_norm" only' "$MMC" import b_rms
 edit chat b_force "c['force_image_size'] = 56"
 expect 1 "b_force/config.json: force_image_size 56 differs from vision_config.image_size 28" "$MMC" import b_force
-edit chat b_llm "c['llm_config']['architectures'] = ['InternLM2ForCausalLM']"
-expect 1 'llm_config.architectures is \["InternLM2ForCausalLM"\]; mmc.s PixelShuffleMLP supports \["Qwen2ForCausalLM"\] only' "$MMC" import b_llm
+edit chat b_llm "c['llm_config'].update(architectures=['InternLM2ForCausalLM'], model_type='internlm2')"
+expect 1 'llm_config.model_type is "internlm2"; mmc maps "qwen2" or "llama" only' "$MMC" import b_llm
 edit ivl b_side "c['vision_config']['image_size'] = [28, 14]"
 expect 1 "vision_config.image_size is \[28,14\]; mmc's InternViT supports equal sides only" "$MMC" import b_side
-edit ivl b_text "c['text_config']['model_type'] = 'llama'"
-expect 1 'text_config.model_type is "llama"; mmc.s PixelShuffleMLP supports "qwen2" only' "$MMC" import b_text
+edit ivl b_text "c['text_config']['model_type'] = 'internlm2'"
+expect 1 'b_text/config.json: text_config.model_type is "internlm2"; mmc maps "qwen2" or "llama" only' "$MMC" import b_text
 edit ivl b_layer "c['vision_feature_layer'] = -2"
 expect 1 "vision_feature_layer is -2; mmc's PixelShuffleMLP supports -1 only" "$MMC" import b_layer
 echo "$npass passed, $nfail failed"

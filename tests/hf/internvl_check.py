@@ -1,8 +1,8 @@
 """The comparisons of tests/hf_internvl.sh, in the test venv (safetensors, numpy;
 no transformers: the references are committed in tests/hf/internvl/):
-  internvl_check.py parity FIXTURES LOG LOGITS
+  internvl_check.py parity REF LOG LOGITS
       mmc's step-1 loss (LOG, its --log) within 1e-5 relative of transformers'
-      (FIXTURES/ref.safetensors "loss") and its logits of the test batch
+      (REF, e.g. tests/hf/internvl/ref.safetensors: "loss") and its logits of the test batch
       (LOGITS, --dump-logits, f32 [B * T, cols]; "-": none) within 1e-4 absolute
       of "logits"
   internvl_check.py export FIXTURE_DIR EXPORT_DIR
@@ -30,7 +30,7 @@ def say(ok, msg):
 
 cmd = sys.argv[1]
 if cmd == "parity":
-    ref = load_file(sys.argv[2] + "/ref.safetensors")
+    ref = load_file(sys.argv[2])
     got = next(json.loads(l)["loss"] for l in open(sys.argv[3])
                if '"step": 1, "loss"' in l)
     want = float(ref["loss"][0])

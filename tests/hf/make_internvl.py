@@ -17,8 +17,11 @@ them.  Three commands:
         layout is established from OpenGVLab/InternVL's modeling_intern_vit.py
         and modeling_internvl_chat.py (read, not run: the remote code needs
         flash-attn/timm/einops); chat_to_ivl() below is that reading.
-  make_internvl.py ref OUT
-      OUT/ref.safetensors: transformers' loss on OUT/batch.safetensors (an mmc
+      OUT/ivl_llama: the transformers layout with a Llama of the same shape
+        (other random weights).
+  make_internvl.py ref OUT [NAME]
+      OUT/ref.safetensors (NAME ivl_llama: OUT/ref_ivl_llama.safetensors):
+      transformers' loss on OUT/batch.safetensors (an mmc
         trainer's --dump-inputs of step 1: pixels, text, labels shifted by one)
         and its logits on OUT/eval.safetensors (the test batch of the
         trainer's --dump-logits), float64 loss, float32 logits [B * T, V].
@@ -30,6 +33,7 @@ them.  Three commands:
       transformers loads DIR (either layout; chat: renamed back) with no
       missing or unexpected key and its logits on EVAL's batch are LOGITS
       (mmc's --dump-logits) within 1e-4; prints PASS or FAIL."""
+import importlib
 import json
 import os
 import sys
@@ -42,13 +46,18 @@ from safetensors.torch import load_file, save_file
 IMG = 3  # the caption tokenizer's <img>
 
 
-def config():
+def config(llama=False):
     vc = tf.InternVLVisionConfig(image_size=28, patch_size=7, num_channels=1, hidden_size=32,
                                  intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
                                  use_qk_norm=True, attention_bias=True)
     tc = tf.Qwen2Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                         num_attention_heads=4, num_key_value_heads=2, rope_theta=10000.0,
                         rms_norm_eps=1e-6, max_position_embeddings=64)
+    if llama:  # the same shape as a Llama: no q/k/v biases
+        tc = tf.LlamaConfig(**{k: getattr(tc, k) for k in (
+            "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+            "num_attention_heads", "num_key_value_heads", "rope_theta", "rms_norm_eps",
+            "max_position_embeddings")})
     return tf.InternVLConfig(vision_config=vc, text_config=tc, image_token_id=IMG,
                              image_seq_length=4)
 
@@ -154,6 +163,22 @@ def load(d):
     return m, {"missing_keys": info.missing_keys, "unexpected_keys": info.unexpected_keys}
 
 
+def randomized(m):
+    with torch.no_grad():  # no ones, zeros or 0.1s: a dropped or swapped tensor shows
+        for n, p in m.named_parameters():
+            if "lambda" in n:
+                p.normal_(0.5, 0.1)
+            elif "norm" in n and n.endswith("weight"):
+                p.normal_(1.0, 0.1)
+            elif n.endswith("bias"):
+                p.normal_(0.0, 0.1)
+            elif "cls_token" in n or "position_embeddings" in n:
+                p.normal_(0.0, 0.5)
+            else:
+                p.normal_(0.0, 0.2)
+    return m
+
+
 def logits(m, x):
     return m(input_ids=x["text"].long(), pixel_values=x["pixels"].float()).logits
 
@@ -162,20 +187,11 @@ def main():
     cmd, out = sys.argv[1], sys.argv[2]
     if cmd == "model":
         torch.manual_seed(0)
-        m = tf.InternVLForConditionalGeneration(config())
-        with torch.no_grad():  # no ones, zeros or 0.1s: a dropped or swapped tensor shows
-            for n, p in m.named_parameters():
-                if "lambda" in n:
-                    p.normal_(0.5, 0.1)
-                elif "norm" in n and n.endswith("weight"):
-                    p.normal_(1.0, 0.1)
-                elif n.endswith("bias"):
-                    p.normal_(0.0, 0.1)
-                elif "cls_token" in n or "position_embeddings" in n:
-                    p.normal_(0.0, 0.5)
-                else:
-                    p.normal_(0.0, 0.2)
+        m = randomized(tf.InternVLForConditionalGeneration(config()))
         m.save_pretrained(os.path.join(out, "ivl"), safe_serialization=True)
+        torch.manual_seed(1)  # the transformers layout with a Llama
+        randomized(tf.InternVLForConditionalGeneration(config(llama=True))).save_pretrained(
+            os.path.join(out, "ivl_llama"), safe_serialization=True)
         t = load_file(os.path.join(out, "ivl", "model.safetensors"))
         os.makedirs(os.path.join(out, "chat"), exist_ok=True)
         save_file(ivl_to_chat(t), os.path.join(out, "chat", "model.safetensors"),
@@ -186,7 +202,8 @@ def main():
         json.dump({"<IMG_CONTEXT>": IMG}, open(os.path.join(out, "chat", "added_tokens.json"),
                                                "w"))
     elif cmd == "ref":
-        m, info = load(os.path.join(out, "ivl"))
+        name = sys.argv[3] if len(sys.argv) > 3 else "ivl"
+        m, info = load(os.path.join(out, name))
         assert not info["missing_keys"] and not info["unexpected_keys"], info
         m.eval()
         with torch.no_grad():
@@ -196,7 +213,7 @@ def main():
                                    x["labels"].long().reshape(-1), ignore_index=-100)
             e = logits(m, load_file(os.path.join(out, "eval.safetensors")))
         save_file({"loss": loss.reshape(1), "logits": e.reshape(-1, e.shape[-1]).contiguous()},
-                  os.path.join(out, "ref.safetensors"))
+                  os.path.join(out, "ref.safetensors" if name == "ivl" else f"ref_{name}.safetensors"))
         print(f"loss {loss.item():.9g}, logits {tuple(e.shape)}")
     elif cmd == "published":
         # InternVL3-1B's dimensions (InternViT-300M-448px + Qwen2.5-0.5B's, vocabulary 151674)
@@ -213,7 +230,7 @@ def main():
         d = os.path.join(out, "internvl3_1b")
         os.makedirs(d, exist_ok=True)
         c.save_pretrained(d)
-        import torch._dynamo  # noqa: F401 (before the meta device: its import is circular there)
+        importlib.import_module("torch._dynamo")  # before the meta device: circular there
         with torch.device("meta"):
             m = tf.InternVLForConditionalGeneration(c)
         back = {v.lstrip("^"): k.lstrip("^") for k, v in
