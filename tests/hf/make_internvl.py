@@ -29,8 +29,8 @@ them.  Three commands:
       OUT/internvl3_1b/config.json (InternVL3-1B's dimensions in transformers'
       layout) and OUT/internvl3_1b.json: transformers' parameter count and
       its parameters' names (as save_pretrained writes them) and shapes
-  make_internvl.py check DIR LOGITS EVAL
-      transformers loads DIR (either layout; chat: renamed back) with no
+  make_internvl.py check DIR LOGITS EVAL [DIR LOGITS EVAL ...]
+      transformers loads each DIR (either layout; chat: renamed back) with no
       missing or unexpected key and its logits on EVAL's batch are LOGITS
       (mmc's --dump-logits) within 1e-4; prints PASS or FAIL."""
 import importlib
@@ -245,20 +245,22 @@ def main():
         json.dump({"count": count, "params": params}, open(d + ".json", "w"), separators=(",", ":"))
         print(f"internvl3_1b {count}")
     elif cmd == "check":
-        lfile, efile = sys.argv[3], sys.argv[4]
-        m, info = load(out)
-        m.eval()
-        with torch.no_grad():
-            e = logits(m, load_file(efile))
-        mine = torch.frombuffer(bytearray(open(lfile, "rb").read()), dtype=torch.float32)
-        V = e.shape[-1]
-        worst = (e.reshape(-1, V) - mine.view(e.shape[0] * e.shape[1], -1)[:, :V]).abs().max()
-        keys = {k: v for k, v in info.items() if v}
-        ok = worst.item() <= 1e-4 and not keys
-        print(f"{'PASS' if ok else 'FAIL'}: transformers {tf.__version__} loads {out} "
-              f"{'with ' + str(keys) if keys else '(no missing or unexpected key)'}; its logits "
-              f"within {worst.item():.2e} of mmc's trained ones (tolerance 1e-4)")
-        sys.exit(0 if ok else 1)
+        bad = 0
+        for d, lfile, efile in zip(sys.argv[2::3], sys.argv[3::3], sys.argv[4::3]):
+            m, info = load(d)
+            m.eval()
+            with torch.no_grad():
+                e = logits(m, load_file(efile))
+            mine = torch.frombuffer(bytearray(open(lfile, "rb").read()), dtype=torch.float32)
+            V = e.shape[-1]
+            worst = (e.reshape(-1, V) - mine.view(e.shape[0] * e.shape[1], -1)[:, :V]).abs().max()
+            keys = {k: v for k, v in info.items() if v}
+            ok = worst.item() <= 1e-4 and not keys
+            bad += not ok
+            print(f"{'PASS' if ok else 'FAIL'}: transformers {tf.__version__} loads {d} "
+                  f"{'with ' + str(keys) if keys else '(no missing or unexpected key)'}; its "
+                  f"logits within {worst.item():.2e} of mmc's trained ones (tolerance 1e-4)")
+        sys.exit(1 if bad else 0)
 
 
 main()
