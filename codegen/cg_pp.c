@@ -41,16 +41,14 @@ bool cg_mb_build(Cg *cg, const IrFunc *f, CgMb *out) {
   /* the update: the norm, clipping and optimizer ops and what reads them;
    * a node after the first of them that does not (the loss's all-reduce
    * over dp) belongs to the micro-batch */
-  IrMap made, late;
+  IrMap made;
   ir_map_init(&made, cg->a, false);
-  ir_map_init(&late, cg->a, false);
+  ir_update_part(f, upd, cg->a, up);
   for (int i = 0; i < f->nodes.len; i++) {
     const IrNode *n = f->nodes.items[i];
-    bool u = i >= upd && (n->op == IR_OP_GRAD_NORM || n->op == IR_OP_CLIP_SCALE ||
-                          (ir_ops[n->op].flags & OPF_OPTIMIZER));
-    for (int k = 0; k < n->nin && i >= upd && !u; k++) u = ir_map_get(&late, n->in[k]) != NULL;
-    mb[i] = !u, up[i] = u;
-    for (int j = 0; j < n->nout; j++) ir_map_put(u ? &late : &made, n->out[j]);
+    bool u = up[i];
+    mb[i] = !u;
+    for (int j = 0; !u && j < n->nout; j++) ir_map_put(&made, n->out[j]);
     if (u && (ir_op_is_collective(n->op) || n->op == IR_OP_BUCKET_WAIT))
       return cg_error(cg, n, "micro_batches: a collective in the update");
   }

@@ -642,6 +642,11 @@ void ir_func_dce(IrFunc *f) {
   (void)kept;
 }
 
+static bool update_op(const IrNode *n) {
+  return n->op == IR_OP_GRAD_NORM || n->op == IR_OP_CLIP_SCALE ||
+         (ir_ops[n->op].flags & OPF_OPTIMIZER);
+}
+
 void ir_train_phases(const IrFunc *f, int *bwd, int *upd) {
   *bwd = *upd = -1;
   const IrValue *loss = f->results.len ? f->results.items[0] : NULL;
@@ -652,9 +657,35 @@ void ir_train_phases(const IrFunc *f, int *bwd, int *upd) {
     const IrNode *n = f->nodes.items[i];
     if (*bwd < 0 && after_loss && n->op == IR_OP_FULL && n->out[0]->shape.rank == 0) *bwd = i;
     for (int j = 0; j < n->nout; j++) after_loss |= loss && n->out[j] == loss;
-    if (*upd < 0 && (n->op == IR_OP_GRAD_NORM || n->op == IR_OP_CLIP_SCALE ||
-                     (ir_ops[n->op].flags & OPF_OPTIMIZER)))
-      *upd = i;
+    if (*upd < 0 && update_op(n)) *upd = i;
+  }
+}
+
+void ir_update_part(const IrFunc *f, int upd, Arena *a, unsigned char *u) {
+  int N = f->nodes.len;
+  IrMap late;
+  ir_map_init(&late, a, false);
+  for (int i = 0; i < N; i++) {
+    const IrNode *n = f->nodes.items[i];
+    bool x = upd >= 0 && i >= upd && update_op(n);
+    for (int k = 0; k < n->nin && upd >= 0 && i >= upd && !x; k++)
+      x = ir_map_get(&late, n->in[k]) != NULL;
+    for (int j = 0; x && j < n->nout; j++) ir_map_put(&late, n->out[j]);
+    u[i] = x;
+  }
+  /* a constant made for the update: read, and read by update nodes only */
+  for (int i = upd < 0 ? N : upd; i < N; i++) {
+    const IrNode *n = f->nodes.items[i];
+    if (n->nin != 0 || u[i]) continue;
+    int readers = 0;
+    bool only = true;
+    for (int j = 0; j < N && only; j++) {
+      const IrNode *c = f->nodes.items[j];
+      for (int k = 0; k < c->nin; k++)
+        for (int o = 0; o < n->nout; o++)
+          if (c->in[k] == n->out[o]) readers++, only = only && u[j];
+    }
+    u[i] = readers > 0 && only;
   }
 }
 

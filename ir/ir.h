@@ -388,6 +388,11 @@ void ir_func_add_result(IrModule *m, IrFunc *f, IrValue *v);
  * function's result 0 before any collective that sums it), the update at the first grad_norm,
  * clip_scale, adamw or sgd; -1 where there is none (a forward-only function). */
 void ir_train_phases(const IrFunc *f, int *bwd, int *upd);
+/* u[i] = 1 for the nodes of @train's update, upd its first node (ir_train_phases): from upd on,
+ * grad_norm, clip_scale, adamw and sgd, what reads their results, and a node without operands
+ * that only update nodes read (the optimizer's scale of 1 when nothing clips); the rest of f
+ * (before upd, and after it the loss's all-reduce over dp) is not. a holds the scratch maps. */
+void ir_update_part(const IrFunc *f, int upd, Arena *a, unsigned char *u);
 /* "forward", "backward" or "update" for node i under those boundaries. */
 const char *ir_phase_name(int i, int bwd, int upd);
 

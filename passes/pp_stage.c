@@ -18,11 +18,6 @@ static bool covers(const char *unit, const char *param) {
   return strncmp(unit, param, n) == 0 && (param[n] == '.' || param[n] == 0);
 }
 
-static bool is_update(const IrNode *n) {
-  return n->op == IR_OP_GRAD_NORM || n->op == IR_OP_CLIP_SCALE ||
-         (ir_ops[n->op].flags & OPF_OPTIMIZER);
-}
-
 typedef struct {
   const IrModule *m;
   int S;
@@ -142,15 +137,10 @@ static bool assign(const IrModule *m, const IrFunc *ref, const IrFunc *f, PpAssi
   ir_train_phases(ref, &rbwd, &rupd);
   bool ok = stage_layers(&st, ref, rbwd < 0 ? ref->nodes.len : rbwd, err, errlen);
   /* the update part */
-  IrMap late;
-  ir_map_init(&late, &ar, false);
+  unsigned char *up = ARENA_ARRAY(&ar, unsigned char, N + 1);
+  ir_update_part(f, upd, &ar, up);
   for (int i = 0; i < N; i++) {
-    const IrNode *n = f->nodes.items[i];
-    bool u = upd >= 0 && i >= upd && is_update(n);
-    for (int k = 0; k < n->nin && upd >= 0 && i >= upd && !u; k++)
-      u = ir_map_get(&late, n->in[k]) != NULL;
-    for (int j = 0; u && j < n->nout; j++) ir_map_put(&late, n->out[j]);
-    a->part[i] = u ? PPN_U : i < bwd ? PPN_F : PPN_I;
+    a->part[i] = up[i] ? PPN_U : i < bwd ? PPN_F : PPN_I;
     a->stage[i] = -1;
   }
   /* forward, then backward, in order; nodes without operands later */

@@ -105,3 +105,49 @@ model InternVL2TinyFrozenVision extends InternVL2Tiny {
     schedule  = cosine(warmup = 50)
   }
 }
+
+// InternVL2Tiny on conversations (data { format = conversation }: a
+// LLaVA/InternVL JSONL, a folder of images, a tokenizer.json): each image
+// tiled by InternVL2's rule into 28 x 28 RGB tiles (1 or 2 and a thumbnail
+// at --max-tiles 2), a sample's tiles in its K slots, the rest zero. The
+// compiled step always runs K tiles a sample (the most; mmc plan's memory
+// is that maximum's); `place` puts the first tiles' features at the
+// sample's image-context tokens (fewer tiles: fewer tokens) and the padding
+// tiles' go nowhere. IMG and V are the tokenizer's (<IMG_CONTEXT>'s id, its
+// vocabulary): --set IMG=... V=... for another.
+model InternVL2TinyConv {
+  let B = 4
+  let K = 12                  // tiles a sample at most: 4 images of 2 tiles and a thumbnail
+  let T = 160
+  let V = 300
+  let IMG = 6                 // <IMG_CONTEXT>
+  vision    = InternViT(image = 28, patch = 7, dim = 64, depth = 2, heads = 4, ffn = 128, channels = 3)
+  projector = PixelShuffleMLP(dim_in = 64, dim_out = 64, grid = 4)
+  llm       = LLM(vocab = V, dim = 64, depth = 2, heads = 4, kv_heads = 2, ffn = 128, theta = 10000.0)
+
+  forward(pixels: f32[B, K, 3, 28, 28], text: i32[B, T], labels: i32[B, T]) -> loss {
+    tiles  = projector(vision(pixels.reshape(B * K, 3, 28, 28))[:, 1:])   // [B * K, 4, 64]
+    logits = llm.decode(place(llm.embed(text), tiles.reshape(B, K * 4, 64), text, token = IMG))
+    return cross_entropy(logits, labels, ignore = -100)
+  }
+
+  data { format = conversation }
+  train {
+    optimizer = adamw(lr = 1e-3, betas = [0.9, 0.999], weight_decay = 0.01, clip = 1.0)
+    schedule  = cosine(warmup = 50)
+  }
+}
+
+// InternVL2TinyConv at the main job's scale (tools/main.sh): Fashion-MNIST
+// written out as one 28 x 28 image a conversation (tools/fmnist_conv/), one
+// tile an image (--max-tiles 1), the committed tokenizer of 120 ids
+// (tools/fmnist_conv/tokenizer.json) under --chat chatml, where <image> (id
+// 7) is the image-context token; a question and a class name fit T = 24.
+model InternVL2TinyFashion extends InternVL2TinyConv {
+  let B = 64
+  let K = 1
+  let T = 24
+  let V = 120
+  let IMG = 7
+  llm = LLM(vocab = V, dim = 64, depth = 2, heads = 4, kv_heads = 2, ffn = 128, theta = 10000.0)
+}

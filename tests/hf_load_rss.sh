@@ -10,7 +10,8 @@
 # --save-hf (bf16, 3 shards) gathers and writes tensor by tensor: the
 # writing run's peak RSS (serial, and each rank under tp = 2) exceeds the
 # run without it by at most one parameter and one tensor in float32 plus
-# 4 MiB; the tp = 2 export is the serial one byte for byte.
+# 4 MiB; the tp = 2 export is the serial one byte for byte. Bytes read (strace) by each rank
+# under tp = 2 and dp = 2 + ZeRO-3: at most half the checkpoint plus its largest tensor.
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
 set -u
 PY=${MMC_HF_PYTHON:-/var/cache/mmc-venv-hf/bin/python}
@@ -88,6 +89,27 @@ for r in 0 1; do
     fail=1
   fi
 done
+# bytes read: each rank's reads of the shards (strace: read and pread64 on q/*.safetensors, the
+# headers included) under tp = 2 and dp = 2 + ZeRO-3 at most half the checkpoint plus its largest
+# tensor in bf16 (a tensor tp or ZeRO keeps whole on every rank: the norms); whole before a rank
+# read only its part (mmrt_hf_read)
+if command -v strace > /dev/null && strace -qq -o /dev/null true 2> /dev/null; then
+  "$MMC" compile q.mm --model HfQwen2 --set B=2 --set T=16 --dp 2 --zero 3 -o qz.tr || exit 1
+  cp q2.tr tp.tr && cp qz.tr z3.tr
+  for p in tp z3; do
+    mpirun -np 2 --oversubscribe sh -c "exec strace -qq -y -e trace=pread64,read -o io.$p.\$OMPI_COMM_WORLD_RANK ./$p.tr --steps 0 --init-from q --eval-batches 1 --quiet" > io.$p.out 2>&1 ||
+      { echo "FAIL: $p under strace: $(tail -3 io.$p.out)"; fail=1; continue; }
+    for r in 0 1; do
+      got=$(grep '/q/model-[-0-9of]*\.safetensors>' io.$p.$r | sed -n 's/.*= \([0-9]*\)$/\1/p' | awk '{s += $1} END {print s + 0}')
+      bound=$((total / 2 + big * 2))
+      [ "$got" -gt 0 ] && [ "$got" -le $bound ] &&
+        echo "PASS: $p rank $r read $got bytes of the $total-byte checkpoint (<= half + the largest tensor in bf16: $bound)" ||
+        { echo "FAIL: $p rank $r read $got bytes of the shards, more than $bound (checkpoint $total)"; fail=1; }
+    done
+  done
+else
+  echo "SKIP: no strace here (or ptrace refused): bytes read not measured"
+fi
 a=$(grep -o '"step": 1, "loss": [0-9.e-]*' one.jsonl | grep -o '[0-9.e-]*$')
 b=$(grep -o '"step": 1, "loss": [0-9.e-]*' hf.jsonl | grep -o '[0-9.e-]*$')
 /usr/bin/python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(abs(a - b) > 1e-6 * a)" "$a" "$b" 2> /dev/null &&

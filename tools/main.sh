@@ -2,10 +2,10 @@
 # The main job: install, build, check the standard library, then compile the
 # ViTFashion classifier into a native trainer and train it on Fashion-MNIST
 # (Debian's dataset-fashion-mnist); prints the test accuracy at the end. Then
-# the InternVL2Tiny captioner: trained, evaluated (exact match on the test
-# split) and run on five test images by its own generator.
-# STEPS (default 6000), RUN (runs/vit_fashion), CAP_STEPS (1500) and CAP
-# (runs/internvl2tiny) can be set.
+# the InternVL2Tiny captioner, trained from Fashion-MNIST written out as PNG
+# files and a conversation JSONL, evaluated by exact match on the test split.
+# STEPS (default 6000), RUN (runs/vit_fashion), CAP_STEPS (2000), CAP
+# (runs/internvl2tiny) and CAP_DATA ($CAP/data) can be set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
@@ -22,18 +22,28 @@ start=$(date +%s)
 "$RUN/trainer" --steps "${STEPS:-6000}" --eval-every 2000 --eval-batches all --ckpt "$RUN/ckpt" --resume --ckpt-every 2000 --log "$RUN/metrics.jsonl"
 echo "wall time: $(( $(date +%s) - start )) s; metrics in $RUN/metrics.jsonl"
 
-# The captioner: InternVL2Tiny (InternViT, pixel-shuffle projector, a
-# Qwen2-style LLM) learns to describe the images ("what is this ?" -> "an
-# ankle boot"), then a separately compiled evaluator captions the 10,000 test
-# images greedily with its KV cache and scores exact match.
+# The captioner through the real path: Fashion-MNIST written out as a
+# conversation dataset (PNG files and a JSONL of questions in several
+# phrasings and class-name answers, tools/fmnist_conv/make_data.py), the
+# committed BPE tokenizer.json (tools/fmnist_conv/make_tokenizer.py), and
+# InternVL2TinyFashion (InternViT, pixel-shuffle projector, a Qwen2-style
+# LLM) trained from those files by the conversation feeder; at the end it
+# answers the 10,000 test questions greedily and scores exact match.
 CAP=${CAP:-runs/internvl2tiny}
+CAP_DATA=${CAP_DATA:-$CAP/data}
+FMNIST=${FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
 mkdir -p "$CAP"
-./build/mmc compile stdlib_models/internvl2.mm --model InternVL2Tiny --set B=64 -o "$CAP/trainer"
-./build/mmc compile stdlib_models/internvl2.mm --model InternVL2Tiny --task eval -o "$CAP/evaluator"
-./build/mmc compile stdlib_models/internvl2.mm --model InternVL2Tiny --task generate -o "$CAP/captioner"
 start=$(date +%s)
-"$CAP/trainer" --steps "${CAP_STEPS:-1500}" --lr 3e-3 \
+if [ ! -s "$CAP_DATA/test.jsonl" ]; then # written whole, then renamed
+  rm -rf "$CAP_DATA.tmp"
+  python3 tools/fmnist_conv/make_data.py "$FMNIST" "$CAP_DATA.tmp"
+  rm -rf "$CAP_DATA" && mv "$CAP_DATA.tmp" "$CAP_DATA"
+fi
+echo "conversation dataset in $CAP_DATA: $(wc -l < "$CAP_DATA/train.jsonl") train, $(wc -l < "$CAP_DATA/test.jsonl") test ($(( $(date +%s) - start )) s)"
+./build/mmc compile stdlib_models/internvl2.mm --model InternVL2TinyFashion -o "$CAP/trainer"
+start=$(date +%s)
+"$CAP/trainer" --data "$CAP_DATA/train.jsonl" --eval-data "$CAP_DATA/test.jsonl" \
+  --images "$CAP_DATA/img" --tokenizer tools/fmnist_conv/tokenizer.json --chat chatml \
+  --max-tiles 1 --steps "${CAP_STEPS:-2000}" --lr 3e-3 --eval-batches all \
   --save-weights "$CAP/weights.safetensors" --log "$CAP/metrics.jsonl"
-"$CAP/evaluator" --weights "$CAP/weights.safetensors"
-"$CAP/captioner" --weights "$CAP/weights.safetensors" --images "${FMNIST_DIR:-/usr/share/datasets/fashion-mnist}/t10k-images-idx3-ubyte.gz" --limit 5
 echo "captioner wall time: $(( $(date +%s) - start )) s; metrics in $CAP/metrics.jsonl"

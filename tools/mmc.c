@@ -1750,6 +1750,7 @@ static int cmd_plan(Opts *o) {
    * loads both Fashion-MNIST splits.  Its measured peak is compared with
    * the sum (mmrt_mem.h). */
   int64_t data_bytes = ir_module_func(m, "train") ? MMRT_FMNIST_RESIDENT_BYTES : 0;
+  if (m->train.data.format == MM_FMT_CONVERSATION) data_bytes = 0; /* not Fashion-MNIST */
   if (o->json) {
     json_object *root = json_object_new_object(), *roles = json_object_new_object(),
                 *funcs = json_object_new_object();
@@ -1801,6 +1802,16 @@ static int cmd_plan(Opts *o) {
              (long long)s.arena[order[i]], (double)s.arena[order[i]] / (1 << 20));
     printf("  %-6s %14lld bytes  %9.3f MiB\n", "peak", (long long)s.total,
            (double)s.total / (1 << 20));
+    const IrFunc *ff = ir_module_func(m, "forward");
+    for (int i = 0; m->train.data.format == MM_FMT_CONVERSATION && ff && i < ff->inputs.len; i++) {
+      const IrValue *v = ff->inputs.items[i];
+      if (v->name && !strcmp(v->name, "pixels") && v->shape.rank == 5)
+        printf("  tiles  %lld a sample, the most (pixels f32[B, %lld, 3, %lld, %lld]): every step "
+               "holds that maximum, a sample with fewer zero-padded; this plan is the maximum's "
+               "(docs/architecture.md, \"Data\")\n",
+               (long long)v->shape.d[1], (long long)v->shape.d[1], (long long)v->shape.d[3],
+               (long long)v->shape.d[4]);
+    }
     if (data_bytes) {
       printf("  %-6s %14lld bytes  %9.3f MiB  (Fashion-MNIST, both splits)\n", "data",
              (long long)data_bytes, (double)data_bytes / (1 << 20));

@@ -127,8 +127,14 @@ void mmrt_conv_close(MmrtConv *c) {
   free(c->buf), free(c->path), free(c->dir), free(c);
 }
 
+int32_t mmrt_conv_context_id(const MmrtConv *c) {
+  return c->ctx_id;
+}
+
 void mmrt_conv_sample_free(MmrtConvSample *s) {
   free(s->id), free(s->ids.v), free(s->mask.v), free(s->tiles), free(s->image_tokens);
+  for (int i = 0; s->paths && i < s->nimages; i++) free(s->paths[i]);
+  free(s->paths);
   memset(s, 0, sizeof *s);
 }
 
@@ -238,7 +244,8 @@ static MmrtConvStatus sample(MmrtConv *c, json_object *obj, MmrtConvSample *s, W
   s->nimages = (int)nimg;
   s->tiles = calloc(nimg + 1, sizeof *s->tiles);
   s->image_tokens = calloc(nimg + 1, sizeof *s->image_tokens);
-  if (!s->tiles || !s->image_tokens) abort();
+  s->paths = calloc(nimg + 1, sizeof *s->paths);
+  if (!s->tiles || !s->image_tokens || !s->paths) abort();
   for (size_t i = 0; i < nimg; i++) {
     json_object *ji =
         json_object_is_type(jimg, json_type_array) ? json_object_array_get_idx(jimg, i) : jimg;
@@ -249,6 +256,7 @@ static MmrtConvStatus sample(MmrtConv *c, json_object *obj, MmrtConvSample *s, W
     else
       snprintf(path, sizeof path, "%s/%s", c->dir, name);
     MmrtImage im;
+    if (!(s->paths[i] = strdup(path))) abort();
     if (mmrt_image_read(path, c->o.max_pixels, &im, e, sizeof e) != 0)
       return say(err, errlen, w, MMRT_CONV_BAD, "image[%zu] '%.200s': %s", i, name, e);
     if (c->o.image_tokens > 0) {
@@ -338,7 +346,7 @@ MmrtConvStatus mmrt_conv_next(MmrtConv *c, MmrtConvSample *s, char *err, size_t 
       while (p < e && strchr(" \t\r", *p)) p++;
       if (p < e) break;
     }
-    s->index = c->index++;
+    s->index = c->index++, s->line = c->lineno;
     snprintf(w.pre, sizeof w.pre, "%s:%zu: sample %zu: ", c->path, c->lineno, s->index);
     json_tokener *jt = json_tokener_new();
     obj = json_tokener_parse_ex(jt, b, (int)(e - b));

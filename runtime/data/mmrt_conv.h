@@ -60,12 +60,14 @@ typedef struct MmrtConvOpts {
 
 typedef struct MmrtConvSample {
   size_t index; /* 0-based, in the file */
+  size_t line;  /* its line in a JSONL file (0: a JSON list) */
   char *id;
   MmrtTokIds ids;
   MmrtTokMask mask; /* 1: a label (ids[i]), 0: -100 */
   int nimages;
   int *tiles;        /* per image (1 with a fixed count) */
   int *image_tokens; /* per image */
+  char **paths;      /* per image: the file read (the folder joined) */
   bool truncated;
 } MmrtConvSample;
 
@@ -85,6 +87,8 @@ MmrtConv *mmrt_conv_open(const char *path, MmrtTok *tok, const MmrtConvOpts *o, 
                          size_t errlen);
 MmrtConvStatus mmrt_conv_next(MmrtConv *c, MmrtConvSample *s, char *err, size_t errlen);
 void mmrt_conv_sample_free(MmrtConvSample *s);
+/* The id of the image context token (each image's N tokens). */
+int32_t mmrt_conv_context_id(const MmrtConv *c);
 void mmrt_conv_close(MmrtConv *c);
 
 #endif

@@ -37,7 +37,12 @@ typedef struct MmrtTextOpts {
   int pack_on, pack_off;   /* --pack, --no-pack given */
   const char *too_long;    /* --too-long truncate|drop (NULL: truncate) */
   const char *bad_samples; /* --bad-samples fail|skip (NULL: fail) */
-  int given;               /* any of them was given (the flag named in first) */
+  /* conversations (mmrt_feed_conv.c) */
+  const char *images;    /* --images DIR: the folder image names are relative to */
+  const char *chat;      /* --chat FAMILY (NULL: internvl2) */
+  const char *eval_data; /* --eval-data FILE: the final evaluation's conversations */
+  int64_t max_tiles;     /* --max-tiles N (0: the model's tiles per sample - 1) */
+  int given;             /* any of them was given (the flag named in first) */
   const char *first;
 } MmrtTextOpts;
 

@@ -18,6 +18,7 @@
  *   mmrt_feed_video.c     video f32[B, 1, F, 64, 64]: moving items (no labels)
  *   mmrt_feed_dit.c       latents, text, noise, t_uniform / t_normal: diffusion
  *   mmrt_feed_frames.c    frames f32[B, 1, 64, 64], labels: a clip frame's class
+ *   mmrt_feed_conv.c      pixels f32[B, K, 3, S, S], text, labels: conversations
  *
  * (mmrt_main.h says what each one feeds the model.) The four feeders
  * share Fashion-MNIST: the splits and their iterators live in MmrtFeedCtx,
@@ -119,7 +120,7 @@ typedef struct MmrtFeeder {
 } MmrtFeeder;
 
 extern const MmrtFeeder mmrt_feed_text, mmrt_feed_classify, mmrt_feed_pixels, mmrt_feed_caption,
-    mmrt_feed_video, mmrt_feed_dit, mmrt_feed_frames;
+    mmrt_feed_video, mmrt_feed_dit, mmrt_feed_frames, mmrt_feed_conv;
 
 /* The feeders in the order bind tries them (NULL-terminated). */
 extern const MmrtFeeder *const mmrt_feeders[];

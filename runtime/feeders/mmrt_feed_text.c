@@ -16,19 +16,20 @@
  * The trainer's text flags are rows of its flag table (mmrt_main.c);
  * mmrt_text_settle derives what the feeder reads from them, and
  * mmrt_feed_bind refuses them when no text feeder takes the data. */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "mmrt_loader.h"
 #include "mmrt_feed.h"
+#include "mmrt_stage.h"
 
 enum { IDS, Y, SEG, POS }; /* c->batch[] */
 
 int mmrt_text_settle(MmrtTextOpts *o, int argc, char **argv) {
-  static const char *const names[] = {"--tokenizer", "--seq-len",  "--pack",
-                                      "--no-pack",   "--too-long", "--bad-samples"};
+  static const char *const names[] = {"--tokenizer", "--seq-len",     "--pack",   "--no-pack",
+                                      "--too-long",  "--bad-samples", "--images", "--chat",
+                                      "--eval-data", "--max-tiles"};
   if (o->pack_on && o->pack_off)
     return fprintf(stderr, "trainer: error: --pack and --no-pack together\n"), 1;
   o->pack = o->pack_on ? 1 : o->pack_off ? -1 : 0;
@@ -44,6 +45,16 @@ int mmrt_text_settle(MmrtTextOpts *o, int argc, char **argv) {
 static int bind(MmrtFeedCtx *c, char *err, size_t errlen) {
   const MmrtModelDesc *m = c->m;
   if (!mmrt_loader_is_text(c->data)) return 0;
+  const MmrtTextOpts *o = c->text;
+  if (o->images || o->chat || o->eval_data || o->max_tiles) {
+    snprintf(err, errlen, "%s: a conversation flag, but model %s reads text",
+             o->images      ? "--images"
+             : o->chat      ? "--chat"
+             : o->eval_data ? "--eval-data"
+                            : "--max-tiles",
+             m->name);
+    return -1;
+  }
   const MmrtTensorDesc *ids = mmrt_desc_input(m, MMRT_IN(TEXT_IDS)),
                        *lb = mmrt_desc_input(m, MMRT_IN(TEXT_LABELS)),
                        *seg = mmrt_desc_input(m, MMRT_IN(TEXT_SEG)),
@@ -92,50 +103,27 @@ static int bind(MmrtFeedCtx *c, char *err, size_t errlen) {
   return 1;
 }
 
-/* The loader thread: while the step runs, it lays out the rows this rank
- * will fill for the next training batch (each block of rows the trainer
- * filled for this batch, at the same lo: a micro-batch each) into staging;
- * fill copies a block when its samples are the ones asked for and lays
- * them out itself otherwise, so what the step reads never depends on the
- * thread's timing. The thread follows the trainer's iterator with a
- * shadow of it (the same seed and position, one batch ahead). */
-#define MAX_BLOCKS 64
-
-typedef struct Block {
-  int64_t lo, n;   /* rows [lo, lo + n) of the batch */
-  int64_t *sample; /* their samples (-1: padding) */
-  int32_t *ids, *y, *seg, *pos;
-} Block;
-
+/* The rows are laid out by a loader thread one batch ahead (mmrt_stage.h). */
 typedef struct Text {
   MmrtLoader *l;
   int64_t T;
   int32_t ignore;
   int has_seg, has_pos;
-  /* the blocks filled for the current batch (their lo and n) and staged for the next */
-  Block blk[MAX_BLOCKS];
-  int nblk;
-  int64_t cur_epoch, cur_start; /* the trainer's batch filled last */
-  int64_t fills, hits;
-  int64_t *here;
-  /* the samples of the rows fill lays out itself (c->rows) */ /* blocks filled of that batch;
-                                                                  blocks found staged in all */
-  MmrtBatchIter shadow; /* the trainer's iterator's copy the thread advances */
-  int has_shadow;
-  pthread_t th;
-  int has_thread, quit, work, ready; /* work: a batch to stage; ready: staged */
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
+  MmrtStage *stage;
 } Text;
 
-static void lay_rows(const Text *x, const MmrtBatchIter *it, int64_t rows, Block *b) {
-  for (int64_t k = b->lo; k < b->lo + b->n; k++) {
-    int64_t r = k - b->lo;
-    int32_t *ir = b->ids + r * x->T, *lr = b->y + r * x->T,
-            *sr = x->has_seg ? b->seg + r * x->T : 0, *pr = x->has_pos ? b->pos + r * x->T : 0;
-    b->sample[r] = k < rows ? mmrt_iter_index(it, k) : -1;
-    if (b->sample[r] >= 0) {
-      mmrt_loader_row(x->l, b->sample[r], ir, lr, sr, pr);
+/* MmrtStageLay: rows [lo, lo + n) into buf = {ids, labels, seg, pos} */
+static void lay_rows(void *priv, const MmrtBatchIter *it, int64_t rows, int64_t lo, int64_t n,
+                     int64_t *sample, void *const *buf) {
+  const Text *x = priv;
+  for (int64_t k = lo; k < lo + n; k++) {
+    int64_t r = k - lo;
+    int32_t *ir = (int32_t *)buf[0] + r * x->T, *lr = (int32_t *)buf[1] + r * x->T,
+            *sr = buf[2] ? (int32_t *)buf[2] + r * x->T : 0,
+            *pr = buf[3] ? (int32_t *)buf[3] + r * x->T : 0;
+    sample[r] = k < rows ? mmrt_iter_index(it, k) : -1;
+    if (sample[r] >= 0) {
+      mmrt_loader_row(x->l, sample[r], ir, lr, sr, pr);
       continue;
     }
     for (int64_t j = 0; j < x->T; j++) {
@@ -146,52 +134,17 @@ static void lay_rows(const Text *x, const MmrtBatchIter *it, int64_t rows, Block
   }
 }
 
-static void *loader_thread(void *arg) {
-  Text *x = arg;
-  pthread_mutex_lock(&x->mu);
-  for (;;) {
-    while (!x->work && !x->quit) pthread_cond_wait(&x->cv, &x->mu);
-    if (x->quit) break;
-    pthread_mutex_unlock(&x->mu);
-    int64_t rows = mmrt_iter_next(&x->shadow); /* the next training batch */
-    for (int i = 0; i < x->nblk; i++) lay_rows(x, &x->shadow, rows, &x->blk[i]);
-    pthread_mutex_lock(&x->mu);
-    x->work = 0, x->ready = 1;
-    pthread_cond_broadcast(&x->cv);
-  }
-  pthread_mutex_unlock(&x->mu);
-  return NULL;
-}
-
-static int block_alloc(const Text *x, Block *b, int64_t n) {
-  size_t cells = (size_t)n * (size_t)x->T;
-  b->sample = malloc((size_t)n * sizeof *b->sample);
-  b->ids = malloc(cells * sizeof *b->ids), b->y = malloc(cells * sizeof *b->y);
-  b->seg = x->has_seg ? malloc(cells * sizeof *b->seg) : NULL;
-  b->pos = x->has_pos ? malloc(cells * sizeof *b->pos) : NULL;
-  b->n = n;
-  if (b->sample && b->ids && b->y && (b->seg || !x->has_seg) && (b->pos || !x->has_pos)) return 1;
-  free(b->sample), free(b->ids), free(b->y), free(b->seg), free(b->pos);
-  memset(b, 0, sizeof *b);
-  return 0;
-}
-
-static void block_free(Block *b) {
-  free(b->sample), free(b->ids), free(b->y), free(b->seg), free(b->pos);
-  memset(b, 0, sizeof *b);
-}
-
 static int open(MmrtFeedCtx *c, const char *spec, char *err, size_t errlen) {
   MmrtTextOpts o = *c->text;
   if (!o.pack) o.pack = c->batch[SEG] ? 1 : -1; /* packed when the model masks documents */
   Text *x = calloc(1, sizeof *x);
   if (!x) return snprintf(err, errlen, "out of memory"), 1;
   c->priv = x;
-  pthread_mutex_init(&x->mu, NULL);
-  pthread_cond_init(&x->cv, NULL);
-  if (!(x->here = malloc((size_t)c->rows * sizeof *x->here)))
-    return snprintf(err, errlen, "out of memory"), 1;
   x->T = c->T, x->has_seg = c->batch[SEG] != NULL, x->has_pos = c->batch[POS] != NULL;
+  size_t row = (size_t)c->T * sizeof(int32_t),
+         bytes[4] = {row, row, x->has_seg ? row : 0, x->has_pos ? row : 0};
+  if (!(x->stage = mmrt_stage_new(4, bytes, c->rows, lay_rows, x)))
+    return snprintf(err, errlen, "out of memory"), 1;
   x->ignore = (int32_t)c->m->ignore_index;
   x->l = mmrt_loader_open(spec, &o, c->T, mmrt_feed_classes(c->m), (int32_t)c->m->ignore_index, err,
                           errlen);
@@ -212,21 +165,7 @@ static int open(MmrtFeedCtx *c, const char *spec, char *err, size_t errlen) {
 /* Once the seed and the iterator's position are final (a resume's). */
 static int start(MmrtFeedCtx *c, char *err, size_t errlen) {
   Text *x = c->priv;
-  x->cur_epoch = -1;
-  if (mmrt_iter_init(&x->shadow, &c->train, c->it.batch, 1, c->seed, err, errlen) != MMRT_OK)
-    return 1;
-  x->has_shadow = 1;
-  if (pthread_create(&x->th, NULL, loader_thread, x) != 0)
-    return snprintf(err, errlen, "cannot start the loader thread"), 1;
-  x->has_thread = 1;
-  return 0;
-}
-
-/* The shadow at the trainer's batch (after a batch the thread did not stage). */
-static void resync(Text *x, const MmrtBatchIter *it) {
-  char st[256], e[256];
-  mmrt_iter_state(it, st, sizeof st);
-  mmrt_iter_restore(&x->shadow, st, e, sizeof e);
+  return mmrt_stage_start(x->stage, &c->train, c->it.batch, c->seed, err, errlen);
 }
 
 /* An indexed dataset's ids are not read before their rows are: an id past
@@ -252,65 +191,24 @@ static void fill(MmrtFeedCtx *c, const MmrtBatchIter *it, int64_t rows, int eval
                  uint64_t sample0) {
   (void)sample0;
   Text *x = c->priv;
-  int32_t *ids = mmrt_feed_at(c, c->batch[IDS]), *y = mmrt_feed_at(c, c->batch[Y]);
-  int32_t *seg = x->has_seg ? mmrt_feed_at(c, c->batch[SEG]) : NULL;
-  int32_t *pos = x->has_pos ? mmrt_feed_at(c, c->batch[POS]) : NULL;
-  Block here = {c->lo, c->rows, x->here, ids, y, seg, pos};
-  if (!x->has_thread || eval) { /* evaluation: laid out here */
-    lay_rows(x, it, rows, &here);
-    check_ids(c, x, it, rows);
-    return;
-  }
-  pthread_mutex_lock(&x->mu);
-  while (x->work) pthread_cond_wait(&x->cv, &x->mu);
-  if (it->epoch != x->cur_epoch || it->cur_start != x->cur_start)
-    x->cur_epoch = it->epoch, x->cur_start = it->cur_start, x->fills = 0;
-  x->fills++;
-  int hit = 0;
-  for (int i = 0; x->ready && i < x->nblk && !hit; i++) {
-    Block *b = &x->blk[i];
-    if (b->lo != c->lo || b->n != c->rows) continue;
-    hit = 1;
-    for (int64_t r = 0; r < b->n && hit; r++)
-      hit = b->sample[r] == (c->lo + r < rows ? mmrt_iter_index(it, c->lo + r) : -1);
-    if (hit) {
-      size_t cells = (size_t)b->n * (size_t)x->T;
-      memcpy(ids, b->ids, cells * sizeof *ids), memcpy(y, b->y, cells * sizeof *y);
-      if (seg) memcpy(seg, b->seg, cells * sizeof *seg);
-      if (pos) memcpy(pos, b->pos, cells * sizeof *pos);
-    }
-  }
-  x->hits += hit;
-  if (!hit) lay_rows(x, it, rows, &here);
-  int known = 0; /* the blocks a batch is filled in (one, or one per micro-batch) */
-  for (int i = 0; i < x->nblk; i++) known |= x->blk[i].lo == c->lo && x->blk[i].n == c->rows;
-  if (!known && x->nblk < MAX_BLOCKS && block_alloc(x, &x->blk[x->nblk], c->rows))
-    x->blk[x->nblk++].lo = c->lo;
+  void *const buf[4] = {mmrt_feed_at(c, c->batch[IDS]), mmrt_feed_at(c, c->batch[Y]),
+                        x->has_seg ? mmrt_feed_at(c, c->batch[SEG]) : NULL,
+                        x->has_pos ? mmrt_feed_at(c, c->batch[POS]) : NULL};
+  if (eval) { /* evaluation: laid out here */
+    int64_t *sample = malloc((size_t)c->rows * sizeof *sample);
+    if (!sample) abort();
+    lay_rows(x, it, rows, c->lo, c->rows, sample, buf);
+    free(sample);
+  } else
+    mmrt_stage_fill(x->stage, it, rows, c->lo, c->rows, buf);
   check_ids(c, x, it, rows);
-  if (x->fills >= x->nblk) { /* this batch's last block: stage the next batch */
-    resync(x, it);
-    x->ready = 0, x->work = 1;
-    pthread_cond_broadcast(&x->cv);
-  }
-  pthread_mutex_unlock(&x->mu);
 }
 
 static void close_(MmrtFeedCtx *c) {
   Text *x = c->priv;
   if (!x) return;
-  if (x->has_thread) {
-    pthread_mutex_lock(&x->mu);
-    x->quit = 1;
-    pthread_cond_broadcast(&x->cv);
-    pthread_mutex_unlock(&x->mu);
-    pthread_join(x->th, NULL);
-  }
-  for (int i = 0; i < MAX_BLOCKS; i++) block_free(&x->blk[i]);
-  if (x->has_shadow) mmrt_iter_free(&x->shadow);
+  mmrt_stage_free(x->stage);
   mmrt_loader_close(x->l);
-  free(x->here);
-  pthread_mutex_destroy(&x->mu);
-  pthread_cond_destroy(&x->cv);
   free(x);
   c->priv = NULL;
 }

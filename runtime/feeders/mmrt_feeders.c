@@ -8,8 +8,9 @@
 #include "mmrt_loader.h"
 
 const MmrtFeeder *const mmrt_feeders[] = {
-    &mmrt_feed_text, &mmrt_feed_classify, &mmrt_feed_caption, &mmrt_feed_pixels,
-    &mmrt_feed_dit,  &mmrt_feed_video,    &mmrt_feed_frames,  NULL};
+    &mmrt_feed_text,   &mmrt_feed_classify, &mmrt_feed_caption,
+    &mmrt_feed_pixels, &mmrt_feed_dit,      &mmrt_feed_video,
+    &mmrt_feed_frames, &mmrt_feed_conv,     NULL};
 
 static void shape_str(char *buf, size_t n, const MmrtTensorDesc *t) {
   size_t k = (size_t)snprintf(buf, n, "%s[", mmrt_st_dtype_name((MmrtStDtype)t->dtype));
@@ -27,7 +28,7 @@ static void append(char *buf, size_t n, const char *s) {
 /* f->bind: 1 bound, 0 not this feeder's, -1 refused (err set) */
 static int try_bind(MmrtFeedCtx *c, const MmrtFeeder *f, char *err, size_t errlen) {
   int r = f->bind(c, err, errlen);
-  if (r > 0 && f != &mmrt_feed_text && c->text && c->text->given) {
+  if (r > 0 && f != &mmrt_feed_text && f != &mmrt_feed_conv && c->text && c->text->given) {
     snprintf(err, errlen,
              "%s: a text flag, but --data %s is not text (a .jsonl file or an "
              "indexed dataset's prefix) and model %s takes %s data",

@@ -718,6 +718,31 @@ int mmrt_st_read_raw(MmrtStFile *f, int i, void *buf, char *err, size_t errlen) 
   return MMRT_OK;
 }
 
+int mmrt_st_read_part(MmrtStFile *f, int i, uint64_t off, size_t n, void *buf, char *err,
+                      size_t errlen) {
+  const Entry *e = &f->e[i];
+  uint64_t size = e->end - e->begin;
+  if (off > size || n > size - off)
+    return mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
+                     "%s: tensor '%s': bytes [%llu, %llu) asked of its %llu", f->path, e->name,
+                     (unsigned long long)off, (unsigned long long)(off + n),
+                     (unsigned long long)size);
+  if (e->has_crc) {
+    char *all = malloc((size_t)size + 1);
+    if (!all)
+      return mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "out of memory reading tensor '%s'", e->name);
+    int rc = mmrt_st_read_raw(f, i, all, err, errlen);
+    if (rc == MMRT_OK) memcpy(buf, all + off, n);
+    free(all);
+    return rc;
+  }
+  int er = read_at(f->fd, buf, n, f->data_start + e->begin + off);
+  if (er)
+    return mmrt_errf(err, errlen, MMRT_ERR_IO, "%s: reading tensor '%s': %s", f->path, e->name,
+                     er == EIO ? "file shorter than its header says" : strerror(er));
+  return MMRT_OK;
+}
+
 int mmrt_st_has_crcs(const MmrtStFile *f, const char **missing) {
   for (int i = 0; i < f->n; i++)
     if (!f->e[i].has_crc) {

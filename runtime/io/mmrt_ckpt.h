@@ -139,6 +139,12 @@ int mmrt_st_read(MmrtStFile *f, const MmrtTensorRef *t, char *err, size_t errlen
  * data_offsets span), checking its CRC32 if the file has one. */
 int mmrt_st_read_raw(MmrtStFile *f, int i, void *buf, char *err, size_t errlen);
 
+/* Bytes [off, off + n) of tensor i's data as stored, into buf: a rank's rows
+ * of a tensor without reading the rest. A tensor with a CRC32 is read whole
+ * (into a scratch buffer) and checked first. */
+int mmrt_st_read_part(MmrtStFile *f, int i, uint64_t off, size_t n, void *buf, char *err,
+                      size_t errlen);
+
 /* mmrt_st_read for each of `n` tensors; with strict, a tensor in the file
  * that is not in the list is also an error. */
 int mmrt_st_read_all(MmrtStFile *f, const MmrtTensorRef *t, int n, int strict, char *err,

@@ -945,27 +945,64 @@ static int load_tensor(MmrtHf *h, int i, int tr, char *err, size_t errlen) {
   return MMRT_OK;
 }
 
+/* Elements [lo, hi) of tensor i, as stored, into out as float32: a stretch
+ * of a rank's part of a parameter, the rest of the tensor unread. */
+static int read_span(MmrtHf *h, int i, int64_t lo, int64_t hi, float *out, char *err,
+                     size_t errlen) {
+  MmrtStDtype dt;
+  int nd;
+  const int64_t *sh;
+  mmrt_st_info(h->files[h->t[i].file], h->t[i].index, &dt, &nd, &sh);
+  size_t n = (size_t)(hi - lo), es = mmrt_st_dtype_size(dt);
+  void *raw = dt == MMRT_ST_F32 ? (void *)out : malloc(n * es + 1);
+  if (!raw)
+    return mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "out of memory reading tensor '%s'",
+                     h->t[i].name);
+  int rc = mmrt_st_read_part(h->files[h->t[i].file], h->t[i].index, (uint64_t)lo * es, n * es, raw,
+                             err, errlen);
+  for (size_t k = 0; rc == MMRT_OK && dt != MMRT_ST_F32 && k < n; k++)
+    out[k] = dt == MMRT_ST_BF16 ? mmrt_hf_bf16(((const uint16_t *)raw)[k])
+                                : mmrt_hf_f16(((const uint16_t *)raw)[k]);
+  if (raw != out) free(raw);
+  return rc;
+}
+
 int mmrt_hf_read(MmrtHf *h, const MmrtHfParam *p, const MmrtHfSrc *s, const MmrtSlice *want,
                  float *dst, char *err, size_t errlen) {
-  int rc = load_tensor(h, s->tensor, s->transpose, err, errlen);
-  if (rc != MMRT_OK) return rc;
   int r = p->ndim;
-  int64_t inner = 1;
+  int64_t inner = 1, count = 1, numel = r ? p->shape[0] : 1;
   for (int d = 1; d < r; d++) inner *= p->shape[d];
-  const float *whole = h->cache + (size_t)(s->row0 * inner); /* the parameter, whole */
-  if (r == 0) {
-    dst[0] = whole[0];
-    return MMRT_OK;
-  }
-  int64_t sstr[MMRT_ST_MAX_DIMS], idx[MMRT_ST_MAX_DIMS] = {0}, count = 1;
-  for (int d = r - 1, k = 1; d >= 0; d--) sstr[d] = k, k *= (int)p->shape[d];
   for (int d = 0; d < r; d++) count *= want->len[d];
-  if (!count) return MMRT_OK;
-  int64_t run = want->len[r - 1], runs = count / run;
-  for (int64_t q = 0; q < runs; q++) {
+  numel *= inner;
+  int64_t sstr[MMRT_ST_MAX_DIMS], idx[MMRT_ST_MAX_DIMS] = {0};
+  for (int d = r - 1, k = 1; d >= 0; d--) sstr[d] = k, k *= (int)p->shape[d];
+  /* a part (tp, ZeRO) of a tensor stored in the parameter's layout, and not
+   * at hand whole: its runs alone, each stretch of adjacent ones one read */
+  int part = r > 0 && count > 0 && count < numel && !s->transpose && h->cached != s->tensor;
+  const float *whole = NULL; /* the parameter, whole */
+  if (!part) {
+    int rc = load_tensor(h, s->tensor, s->transpose, err, errlen);
+    if (rc != MMRT_OK) return rc;
+    whole = h->cache + (size_t)(s->row0 * inner);
+    if (r == 0) dst[0] = whole[0];
+    if (r == 0 || !count) return MMRT_OK;
+  }
+  int64_t run = want->len[r - 1], runs = count / run, base = s->row0 * inner, at = 0, len = 0;
+  float *to = dst;
+  for (int64_t q = 0; q <= runs; q++) {
     int64_t so = want->first[r - 1];
-    for (int d = 0; d < r - 1; d++) so += (want->first[d] + idx[d]) * sstr[d];
-    memcpy(dst + q * run, whole + so, (size_t)run * sizeof *dst);
+    for (int d = 0; d < r - 1 && q < runs; d++) so += (want->first[d] + idx[d]) * sstr[d];
+    if (whole) {
+      if (q < runs) memcpy(dst + q * run, whole + so, (size_t)run * sizeof *dst);
+    } else if (q < runs && len && so == at + len) {
+      len += run;
+    } else {
+      if (len) {
+        int rc = read_span(h, s->tensor, base + at, base + at + len, to, err, errlen);
+        if (rc != MMRT_OK) return rc;
+      }
+      to = dst + q * run, at = so, len = run;
+    }
     for (int d = r - 2; d >= 0 && ++idx[d] == want->len[d]; d--) idx[d] = 0;
   }
   return MMRT_OK;

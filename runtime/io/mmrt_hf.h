@@ -90,9 +90,12 @@ int mmrt_hf_match(MmrtHf *h, const char *prefix, const MmrtHfParam *p, int n, Mm
                   char *err, size_t errlen);
 
 /* Parameter p's elements that `want` selects (want->global = p->shape),
- * laid out as want->len, as float32: its source tensor read whole (one at a
- * time: the last one is kept for the next parts of a fused tensor),
- * converted, transposed and cut. */
+ * laid out as want->len, as float32. A part of a parameter (a tp or ZeRO
+ * slice) stored in the parameter's own layout reads only its own elements,
+ * each stretch of adjacent ones in one read (rows split: one read; columns
+ * split: one a row); a whole parameter, or one stored transposed, reads its
+ * source tensor whole (one at a time: the last one is kept for the next
+ * parts of a fused tensor), converted, transposed and cut. */
 int mmrt_hf_read(MmrtHf *h, const MmrtHfParam *p, const MmrtHfSrc *s, const MmrtSlice *want,
                  float *dst, char *err, size_t errlen);
 

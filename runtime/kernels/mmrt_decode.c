@@ -46,15 +46,17 @@ int mmrt_rope_pos_bwd(float *dx, const float *dy, int B, int T, int H, int D, fl
   return rope_pos(dx, dy, B, T, H, D, theta, pos, -1.0f, "mmrt_rope_pos_bwd");
 }
 
-/* Row b's count of `token`, and whether it is N. */
+/* Row b's count of `token`, and whether it is at most N (a row with fewer
+ * takes src's first rows: a sample with fewer tiles than the model's
+ * most, the rest padding). */
 static int place_check(const int32_t *ids, int B, int T, int N, int token, const char *what) {
   for (int b = 0; b < B; b++) {
     int cnt = 0;
     for (int t = 0; t < T; t++) cnt += ids[(size_t)b * T + t] == token;
-    if (cnt != N && cnt != 0) { /* 0: a sample without an image (text only, or padding) */
+    if (cnt > N) { /* 0: a sample without an image (text only, or padding) */
       fprintf(stderr,
               "mmrt: %s: sample %d holds the image-context token %d %d times; "
-              "the model places %d image rows (or none)\n",
+              "the model places at most %d image rows\n",
               what, b, token, cnt, N);
       return -1;
     }
@@ -92,6 +94,8 @@ int mmrt_place_bwd(float *dx, float *dsrc, const float *dy, const int32_t *ids, 
         memcpy(dx + o, dy + o, sizeof(float) * (size_t)C);
       }
     }
+    if (j < N) /* src rows placed nowhere (padding tiles, no image): no gradient */
+      memset(dsrc + ((size_t)b * N + j) * C, 0, sizeof(float) * (size_t)(N - j) * (size_t)C);
   }
   return 0;
 }

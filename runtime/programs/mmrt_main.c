@@ -133,6 +133,15 @@ static const MmrtFlag train_flags[] = {
                 "%F takes fail or skip, not '%V'",
                 "text: a malformed sample: fail (default: exit naming the file and\n"
                 "line) or skip (counted in the log's skipped_samples)"),
+    MMRT_FLAG_S("--images", "DIR", AT(text.images),
+                "conversations: the folder the samples' image names are relative to"),
+    MMRT_FLAG_S("--chat", "FAMILY", AT(text.chat),
+                "conversations: the chat format (internvl2 default, chatml, qwen2, ...)"),
+    MMRT_FLAG_S("--eval-data", "FILE", AT(text.eval_data),
+                "conversations: the final evaluation's samples (default: --data's)"),
+    MMRT_FLAG_I("--max-tiles", "N", AT(text.max_tiles), 1, INT64_MAX, WHOLE,
+                "conversations: 1 to N tiles an image, plus a thumbnail (default: the\n"
+                "model's tiles per sample - 1)"),
     MMRT_FLAG_I("--steps", "N", AT(steps), 0, INT64_MAX, WHOLE, "train until step N (default %D)"),
     MMRT_FLAG_I("--batch", "B", AT(batch), 1, INT64_MAX, WHOLE,
                 "must equal the compiled batch (recompile with --set B=N to change it)"),
@@ -1617,7 +1626,8 @@ static int setup_ranks(Trainer *t) {
 static void print_memory(const Trainer *t) {
   MmrtMemPeak p;
   if (mmrt_mem_end(&t->mem, mmrt_dnnl_prim_bytes(), &p)) return;
-  int64_t arenas = 0, data = MMRT_FMNIST_RESIDENT_BYTES;
+  /* conversations are not Fashion-MNIST (mmc plan counts no data for them either) */
+  int64_t arenas = 0, data = t->feeder == &mmrt_feed_conv ? 0 : MMRT_FMNIST_RESIDENT_BYTES;
   for (int r = 0; r < MMRT_NARENAS; r++) arenas += t->arena_own[r];
   /* a pipeline rank's further slots and gradient sums (mmrt_pp.h); its
    * evaluation allocates nothing (mmrt_pp_eval) */

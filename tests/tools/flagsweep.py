@@ -878,6 +878,11 @@ else:
         "--no-pack": (BASE + ["--no-pack"], "refused", ["--no-pack"]),
         "--too-long": (BASE + ["--too-long", "drop"], "refused", ["--too-long"]),
         "--bad-samples": (BASE + ["--bad-samples", "skip"], "refused", ["--bad-samples"]),
+        # the conversation flags, likewise (tests/conv_train.sh: what each does on conversations)
+        "--images": (BASE + ["--images", "img"], "refused", ["--images"]),
+        "--chat": (BASE + ["--chat", "chatml"], "refused", ["--chat"]),
+        "--eval-data": (BASE + ["--eval-data", "e.jsonl"], "refused", ["--eval-data"]),
+        "--max-tiles": (BASE + ["--max-tiles", "2"], "refused", ["--max-tiles"]),
     }
     # what differs from run to run: rates, times, memory
     noise = re.compile(r"[\d.]+ samples/s|elapsed \S+|eta \S+|peak rss [\d.]+ MiB|"

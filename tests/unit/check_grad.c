@@ -483,11 +483,10 @@ START_TEST(test_rope_pos) {
 }
 END_TEST
 
-/* image rows placed at the <img> tokens (id 3): three per row, in order */
-START_TEST(test_place) {
+/* image rows placed at the <img> tokens (id 3), in order, of src's 3 a row */
+static void place_case(uint64_t seed, const int *ids) {
   G g;
-  g_init(&g, 39);
-  static const int ids[12] = {1, 3, 3, 3, 7, 2, 3, 5, 3, 6, 3, 0};
+  g_init(&g, seed);
   IrValue *x = g_param(&g, "x", SHP(2, 6, 5)), *src = g_param(&g, "src", SHP(2, 3, 5)),
           *i = g_ints(&g, "ids", SHP(2, 6), ids);
   IrAttrs a = {0};
@@ -496,6 +495,20 @@ START_TEST(test_place) {
   g_loss(&g, g_op(&g, IR_OP_TANH, &y, 1, NULL));
   run(&g);
   g_free(&g);
+}
+
+/* three tokens a row: every row placed */
+START_TEST(test_place) {
+  static const int ids[12] = {1, 3, 3, 3, 7, 2, 3, 5, 3, 6, 3, 0};
+  place_case(39, ids);
+}
+END_TEST
+
+/* fewer tokens than rows (a sample with fewer tiles than the most: 1 and 0
+ * of 3): the first rows placed, the others get no gradient */
+START_TEST(test_place_fewer) {
+  static const int ids[12] = {1, 4, 3, 4, 7, 2, 5, 5, 6, 6, 0, 0};
+  place_case(40, ids);
 }
 END_TEST
 
@@ -749,6 +762,7 @@ static Suite *grad_suite(void) {
   ADD(tc, test_rope);
   ADD(tc, test_rope_pos);
   ADD(tc, test_place);
+  ADD(tc, test_place_fewer);
   ADD(tc, test_attention_causal);
   ADD(tc, test_attention_mask);
   ADD(tc, test_attention_mask_causal);

@@ -1,7 +1,8 @@
 /* check_rt_hf.c: the Hugging Face reader's conversions and slices
  * (runtime/io/mmrt_hf.c): every fp16 and bf16 bit pattern against the
  * compiler's own conversion, and mmrt_hf_read's transposed, fused and
- * sliced reads against index arithmetic on a file written here. */
+ * sliced reads (and the parts it reads alone) against index arithmetic on a
+ * file written here. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -105,6 +106,30 @@ START_TEST(test_read_fused_transposed_slices) {
       for (int c = 0; c < 2; c++)
         ck_assert_float_eq(got[r * 2 + c], data[4][(2 + c) * 12 + 4 * j + 1 + r]);
   }
+  /* parts stored in the parameter's layout (tp, ZeRO: only their elements read): rows 3..7
+   * of wte as a parameter [4, 4] at row0 = 3 (a fused tensor's part), cut by rows (one
+   * stretch), by columns (one a row) and both; first with c_attn in the cache, then with wte
+   * itself there (read whole by a whole parameter: the cached path) */
+  int wte = -1;
+  for (int i = 0; i < mmrt_hf_ntensors(h); i++)
+    if (strcmp(mmrt_hf_tensor(h, i, NULL, NULL, NULL), names[0]) == 0) wte = i;
+  ck_assert_int_ge(wte, 0);
+  MmrtHfParam q = {.name = "part", .ndim = 2, .shape = {4, 4}};
+  MmrtHfSrc qs = {.tensor = wte, .row0 = 3, .transpose = 0};
+  static const MmrtSlice cuts[] = {{2, {4, 4}, {2, 0}, {2, 4}},
+                                   {2, {4, 4}, {0, 1}, {4, 2}},
+                                   {2, {4, 4}, {1, 3}, {3, 1}},
+                                   {2, {4, 4}, {0, 0}, {4, 4}}};
+  for (int pass = 0; pass < 2; pass++)
+    for (int c = 0; c < 4; c++) {
+      const MmrtSlice *w = &cuts[c];
+      float got[16];
+      ck_assert_int_eq(mmrt_hf_read(h, &q, &qs, w, got, err, sizeof err), MMRT_OK);
+      for (int r = 0; r < w->len[0]; r++)
+        for (int k = 0; k < w->len[1]; k++)
+          ck_assert_float_eq(got[r * w->len[1] + k],
+                             data[0][(3 + w->first[0] + r) * 4 + w->first[1] + k]);
+    }
   mmrt_hf_close(h);
   remove(path);
   snprintf(path, sizeof path, "%s/config.json", dir);

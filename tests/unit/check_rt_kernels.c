@@ -1098,6 +1098,19 @@ START_TEST(test_place) {
                                3, 8, 3, 8, 3, 2, 0}; /* sample 0 has no image */
   ck_assert_int_eq(mmrt_place_fwd(y, x, src, none, B, T, N, C, 3), 0);
   for (int i = 0; i < T * C; i++) ck_assert_float_eq(y[i], x[i]);
+  /* fewer tokens than rows (a sample with fewer tiles than the most): the
+   * first rows placed; the rows placed nowhere get a zero gradient, whatever
+   * the buffer held */
+  const int32_t one[B * T] = {1, 5, 3, 5, 9, 9, 2, 3, 8, 3, 8, 3, 2, 0};
+  ck_assert_int_eq(mmrt_place_fwd(y, x, src, one, B, T, N, C, 3), 0);
+  for (int c = 0; c < C; c++) ck_assert_float_eq(y[2 * C + c], src[c]);
+  for (int i = 0; i < B * N * C; i++) ds[i] = 7.0f;
+  ck_assert_int_eq(mmrt_place_bwd(dx, ds, y, one, B, T, N, C, 3), 0);
+  for (int c = 0; c < C; c++) ck_assert_float_eq(ds[c], src[c]);
+  for (int i = C; i < N * C; i++) ck_assert_float_eq(ds[i], 0.0f);
+  for (int i = 0; i < B * N * C; i++) ds[i] = 7.0f;
+  ck_assert_int_eq(mmrt_place_bwd(dx, ds, y, none, B, T, N, C, 3), 0);
+  for (int i = 0; i < N * C; i++) ck_assert_float_eq(ds[i], 0.0f); /* no image: no gradient */
 }
 END_TEST
 

@@ -1,0 +1,421 @@
+/* mmrt_feed_conv.c: conversation datasets (LLaVA/InternVL JSON or JSONL
+ * beside a folder of images) for an InternVL-style model.
+ *
+ * Inputs pixels f32[B, K, 3, S, S], text and labels i32[B, T]: each sample
+ * read by mmrt_conv (docs/conversations.md) from --data FILE with
+ * --images DIR and --tokenizer tokenizer.json in the chat family --chat
+ * (internvl2 by default), each image tiled by InternVL2's rule (1 to
+ * --max-tiles tiles of S x S plus a thumbnail, normalised with ImageNet's
+ * mean and std) and the tiles of a sample's images laid out in order in its
+ * K slots; the slots past them stay zero. The model's `place` puts the
+ * projected features of the first tiles at the image-context tokens of
+ * the text, in order (a sample with fewer tiles than K holds fewer
+ * tokens; the padding tiles' features go nowhere and get no gradient):
+ * the image-token positions are the text's context tokens. K is the most
+ * tiles a sample may have: a sample with more is a bad sample, as is one
+ * longer than T (--too-long truncate|drop changes that), a missing or
+ * corrupt image or a wrong count of <image> placeholders; --bad-samples
+ * skip skips and counts them. Labels are the next token's id where that
+ * token is on an assistant reply, -100 elsewhere.
+ *
+ * Every sample is read, checked and tokenised when the trainer starts
+ * (open); the pixels are decoded again for each use, by the loader thread
+ * one batch ahead (as mmrt_feed_text's rows), so a batch's content depends
+ * only on its samples: the seed's shuffle, this rank's rows of the batch,
+ * a checkpoint's data position. The final evaluation generates the last
+ * reply of each sample of --eval-data (default: the training file, in file
+ * order) greedily and reports the rate of exact matches. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mmrt_comm.h"
+#include "mmrt_conv.h"
+#include "mmrt_feed.h"
+#include "mmrt_image.h"
+#include "mmrt_loader.h"
+#include "mmrt_stage.h"
+
+enum { PX, TEXT, Y }; /* c->batch[] */
+
+typedef struct Sample {
+  int32_t *ids;
+  uint8_t *mask;
+  int32_t len;
+  int nimg, tiles;
+  char **paths;
+} Sample;
+
+typedef struct Set {
+  Sample *s;
+  int64_t n;
+} Set;
+
+typedef struct Conv {
+  Set train, eval;
+  int64_t T, K, S;
+  int32_t ignore, pad;
+  int max_tiles;
+  MmrtStage *stage; /* the loader thread (training batches) */
+} Conv;
+
+static int bind(MmrtFeedCtx *c, char *err, size_t errlen) {
+  const MmrtModelDesc *m = c->m;
+  const MmrtTensorDesc *px = mmrt_desc_input(m, MMRT_IN(CONV_PIXELS)),
+                       *text = mmrt_desc_input(m, MMRT_IN(CONV_TEXT)),
+                       *lb = mmrt_desc_input(m, MMRT_IN(CONV_LABELS));
+  const int64_t img[5] = {c->B, -1, 3, -1, -1}, tok[2] = {c->B, -1};
+  if (!mmrt_feed_is(px, MMRT_ST_F32, 5, img) || px->shape[3] != px->shape[4] ||
+      !mmrt_feed_is(text, MMRT_ST_I32, 2, tok) || !mmrt_feed_is(lb, MMRT_ST_I32, 2, text->shape))
+    return 0;
+  c->batch[PX] = px, c->batch[TEXT] = text, c->batch[Y] = c->labels = lb, c->nbatch = 3;
+  c->T = text->shape[1];
+  if (!c->data || !mmrt_loader_is_text(c->data)) {
+    snprintf(err, errlen,
+             "model %s reads conversations: --data FILE.jsonl|FILE.json with --images DIR and "
+             "--tokenizer tokenizer.json",
+             m->name);
+    return -1;
+  }
+  if (m->image_token < 0 || m->image_tokens <= 0 || m->image_tokens % px->shape[1]) {
+    snprintf(err, errlen,
+             "model %s places %lld image rows, not a multiple of its %lld tiles per sample",
+             m->name, (long long)m->image_tokens, (long long)px->shape[1]);
+    return -1;
+  }
+  if (c->text->seq_len && c->text->seq_len != c->T) {
+    snprintf(err, errlen, "--seq-len %lld: model %s reads rows of T = %lld tokens",
+             (long long)c->text->seq_len, m->name, (long long)c->T);
+    return -1;
+  }
+  if (c->text->pack > 0) {
+    snprintf(err, errlen, "--pack: conversations are one a row (model %s)", m->name);
+    return -1;
+  }
+  return 1;
+}
+
+static void set_free(Set *s) {
+  for (int64_t i = 0; i < s->n; i++) {
+    free(s->s[i].ids), free(s->s[i].mask);
+    for (int k = 0; k < s->s[i].nimg; k++) free(s->s[i].paths[k]);
+    free(s->s[i].paths);
+  }
+  free(s->s);
+  memset(s, 0, sizeof *s);
+}
+
+/* Reads every sample of path into *out; bad ones stop it (err) or are
+ * skipped and counted (*skipped) by --bad-samples. */
+static int read_set(MmrtFeedCtx *c, Conv *x, MmrtTok *tok, const char *path, Set *out,
+                    int64_t *skipped, char *err, size_t errlen) {
+  const MmrtTextOpts *t = c->text;
+  MmrtConvOpts o = {.family = t->chat ? t->chat : "internvl2",
+                    .image_dir = t->images,
+                    .tile = (int)x->S,
+                    .max_tiles = x->max_tiles,
+                    .tokens_per_tile = (int)(c->m->image_tokens / x->K),
+                    .seq_len = (size_t)x->T,
+                    .too_long = !t->too_long                   ? MMRT_CONV_FAIL
+                                : !strcmp(t->too_long, "drop") ? MMRT_CONV_DROP
+                                                               : MMRT_CONV_TRUNCATE};
+  int skip = t->bad_samples && !strcmp(t->bad_samples, "skip");
+  char e[2048];
+  MmrtConv *cv = mmrt_conv_open(path, tok, &o, e, sizeof e);
+  if (!cv) return snprintf(err, errlen, "%s", e), 1;
+  if (mmrt_conv_context_id(cv) != c->m->image_token) {
+    snprintf(
+        err, errlen,
+        "%s: the tokenizer's image context token is id %d, but model %s places its image "
+        "features at token %lld (recompile with --set IMG=%d, or the --chat family whose image "
+        "token the model was compiled for)",
+        path, mmrt_conv_context_id(cv), c->m->name, (long long)c->m->image_token,
+        mmrt_conv_context_id(cv));
+    mmrt_conv_close(cv);
+    return 1;
+  }
+  int64_t cap = 0, V = mmrt_feed_classes(c->m);
+  int rc = 0;
+  for (;;) {
+    MmrtConvSample s;
+    MmrtConvStatus st = mmrt_conv_next(cv, &s, e, sizeof e);
+    if (st == MMRT_CONV_EOF) break;
+    if (st == MMRT_CONV_ERROR) {
+      snprintf(err, errlen, "%s", e), rc = 1;
+      break;
+    }
+    if (st == MMRT_CONV_OK) {
+      int tiles = 0;
+      for (int k = 0; k < s.nimages; k++) tiles += s.tiles[k];
+      char pre[64] = "";
+      for (size_t k = 0; k < s.ids.n && !pre[0]; k++)
+        if (s.ids.v[k] < 0 || s.ids.v[k] >= V)
+          snprintf(pre, sizeof pre, "token %zu: id %d outside the model's %lld classes", k,
+                   s.ids.v[k], (long long)V);
+      if (tiles > x->K || pre[0]) {
+        char at[32] = "";
+        if (s.line) snprintf(at, sizeof at, ":%zu", s.line);
+        if (pre[0])
+          snprintf(e, sizeof e, "%s%s: sample %zu (id \"%s\"): %s", path, at, s.index, s.id, pre);
+        else
+          snprintf(e, sizeof e,
+                   "%s%s: sample %zu (id \"%s\"): %d tiles (%d image tokens) exceed the model's "
+                   "%lld tiles per sample",
+                   path, at, s.index, s.id, tiles, tiles * o.tokens_per_tile, (long long)x->K);
+        mmrt_conv_sample_free(&s);
+        st = MMRT_CONV_BAD;
+      } else {
+        if (out->n == cap) {
+          cap = cap ? 2 * cap : 1024;
+          Sample *p = realloc(out->s, (size_t)cap * sizeof *p);
+          if (!p) abort();
+          out->s = p;
+        }
+        Sample *d = &out->s[out->n++];
+        *d = (Sample){s.ids.v, s.mask.v, (int32_t)s.ids.n, s.nimages, tiles, s.paths};
+        s.ids.v = NULL, s.mask.v = NULL, s.paths = NULL;
+        mmrt_conv_sample_free(&s);
+        continue;
+      }
+    }
+    if (st == MMRT_CONV_DROPPED) {
+      fprintf(stderr, "trainer: %s\n", e);
+      continue;
+    }
+    if (!skip) {
+      snprintf(err, errlen, "%s", e), rc = 1;
+      break;
+    }
+    fprintf(stderr, "trainer: %s (skipped)\n", e);
+    ++*skipped;
+  }
+  mmrt_conv_close(cv);
+  return rc;
+}
+
+static void lay_rows(void *priv, const MmrtBatchIter *it, int64_t rows, int64_t lo, int64_t n,
+                     int64_t *sample, void *const *buf);
+
+static int open(MmrtFeedCtx *c, const char *spec, char *err, size_t errlen) {
+  Conv *x = calloc(1, sizeof *x);
+  if (!x) return snprintf(err, errlen, "out of memory"), 1;
+  c->priv = x;
+  const MmrtTensorDesc *px = c->batch[PX];
+  x->T = c->T, x->K = px->shape[1], x->S = px->shape[3];
+  x->ignore = (int32_t)c->m->ignore_index;
+  x->max_tiles = c->text->max_tiles ? (int)c->text->max_tiles : (int)(x->K > 1 ? x->K - 1 : 1);
+  size_t row = (size_t)c->T * sizeof(int32_t),
+         bytes[3] = {(size_t)(x->K * 3 * x->S * x->S) * sizeof(float), row, row};
+  if (!(x->stage = mmrt_stage_new(3, bytes, c->rows, lay_rows, x)))
+    return snprintf(err, errlen, "out of memory"), 1;
+  if (!c->text->tokenizer)
+    return snprintf(err, errlen, "conversations need --tokenizer tokenizer.json"), 1;
+  char e[1024];
+  MmrtTok *tok = mmrt_tok_load(c->text->tokenizer, e, sizeof e);
+  if (!tok) return snprintf(err, errlen, "--tokenizer %s", e), 1;
+  x->pad = mmrt_tok_pad_id(tok) >= 0 ? mmrt_tok_pad_id(tok) : 0;
+  int64_t eval_skipped = 0;
+  int rc = read_set(c, x, tok, spec, &x->train, &c->skipped, err, errlen);
+  if (!rc && c->text->eval_data)
+    rc = read_set(c, x, tok, c->text->eval_data, &x->eval, &eval_skipped, err, errlen);
+  mmrt_tok_free(tok);
+  if (rc) return 1;
+  if (x->pad == c->m->image_token) x->pad = x->pad ? 0 : 1;
+  if (x->train.n < c->B)
+    return snprintf(err, errlen, "%lld conversations, fewer than the batch of %lld",
+                    (long long)x->train.n, (long long)c->B),
+           1;
+  const Set *ev = c->text->eval_data ? &x->eval : &x->train;
+  c->train.n = x->train.n, c->test.n = ev->n;
+  c->count_skipped = c->text->bad_samples && !strcmp(c->text->bad_samples, "skip");
+  int64_t tiles = 0, most = 0;
+  for (int64_t i = 0; i < x->train.n; i++) {
+    tiles += x->train.s[i].tiles;
+    if (x->train.s[i].tiles > most) most = x->train.s[i].tiles;
+  }
+  snprintf(c->note, sizeof c->note,
+           "%lld conversations (%lld tiles of %lldx%lld, at most %lld a sample of the model's "
+           "%lld slots), %lld skipped; evaluation on %lld",
+           (long long)x->train.n, (long long)tiles, (long long)x->S, (long long)x->S,
+           (long long)most, (long long)x->K, (long long)c->skipped, (long long)ev->n);
+  return 0;
+}
+
+/* Sample s (NULL: padding) into one row: text, labels, K tiles. prefix > 0:
+ * the text up to the last reply only, no labels (generation). */
+static void lay_one(const Conv *x, const Sample *s, int32_t *text, int32_t *y, float *px,
+                    int32_t prefix) {
+  size_t tile = 3 * (size_t)x->S * (size_t)x->S;
+  int32_t n = s ? (prefix > 0 ? prefix : s->len) : 0;
+  for (int64_t j = 0; j < x->T; j++) {
+    text[j] = j < n ? s->ids[j] : x->pad;
+    y[j] = !prefix && j + 1 < n && s->mask[j + 1] ? s->ids[j + 1] : x->ignore;
+  }
+  memset(px, 0, (size_t)x->K * tile * sizeof *px);
+  int at = 0;
+  for (int k = 0; s && k < s->nimg; k++) {
+    MmrtImage im;
+    float *t = NULL;
+    int nt = 0;
+    MmrtTileGrid g;
+    char e[1024];
+    if (mmrt_image_read(s->paths[k], 0, &im, e, sizeof e) != 0) {
+      fprintf(stderr, "trainer: warning: %s: its tiles left zero\n", e);
+      at += 0;
+      continue;
+    }
+    if (mmrt_image_internvl(&im, (int)x->S, x->max_tiles, mmrt_image_imagenet_mean,
+                            mmrt_image_imagenet_std, &t, &nt, &g, e, sizeof e) == 0) {
+      if (at + nt > x->K) nt = (int)x->K - at;
+      memcpy(px + (size_t)at * tile, t, (size_t)nt * tile * sizeof *px);
+      at += nt;
+    } else
+      fprintf(stderr, "trainer: warning: %s: its tiles left zero\n", e);
+    free(t);
+    mmrt_image_free(&im);
+  }
+}
+
+/* MmrtStageLay: rows [lo, lo + n) of the training set into buf = {pixels,
+ * text, labels} (an evaluation's rows are laid out by fill itself). */
+static void lay_rows(void *priv, const MmrtBatchIter *it, int64_t rows, int64_t lo, int64_t n,
+                     int64_t *sample, void *const *buf) {
+  const Conv *x = priv;
+  size_t tiles = (size_t)x->K * 3 * (size_t)x->S * (size_t)x->S;
+  for (int64_t k = lo; k < lo + n; k++) {
+    int64_t r = k - lo;
+    sample[r] = k < rows ? mmrt_iter_index(it, k) : -1;
+    lay_one(x, sample[r] >= 0 ? &x->train.s[sample[r]] : NULL, (int32_t *)buf[1] + r * x->T,
+            (int32_t *)buf[2] + r * x->T, (float *)buf[0] + (size_t)r * tiles, 0);
+  }
+}
+
+static int start(MmrtFeedCtx *c, char *err, size_t errlen) {
+  Conv *x = c->priv;
+  return mmrt_stage_start(x->stage, &c->train, c->it.batch, c->seed, err, errlen);
+}
+
+static void fill(MmrtFeedCtx *c, const MmrtBatchIter *it, int64_t rows, int eval,
+                 uint64_t sample0) {
+  (void)sample0;
+  Conv *x = c->priv;
+  float *px = mmrt_feed_at(c, c->batch[PX]);
+  int32_t *text = mmrt_feed_at(c, c->batch[TEXT]), *y = mmrt_feed_at(c, c->batch[Y]);
+  if (!eval) {
+    mmrt_stage_fill(x->stage, it, rows, c->lo, c->rows, (void *const[3]){px, text, y});
+    return;
+  }
+  const Set *set = c->text->eval_data ? &x->eval : &x->train; /* laid out here */
+  size_t tiles = (size_t)x->K * 3 * (size_t)x->S * (size_t)x->S;
+  for (int64_t r = 0; r < c->rows; r++) {
+    int64_t k = c->lo + r, i = k < rows ? mmrt_iter_index(it, k) : -1;
+    lay_one(x, i >= 0 ? &set->s[i] : NULL, text + r * x->T, y + r * x->T, px + (size_t)r * tiles,
+            0);
+  }
+}
+
+/* The start of sample s's last reply (the last run of mask 1s), 0: none. */
+static int32_t last_reply(const Sample *s) {
+  int32_t j = s->len;
+  while (j > 0 && !s->mask[j - 1]) j--;
+  while (j > 0 && s->mask[j - 1]) j--;
+  return j;
+}
+
+/* Greedy generation of each evaluation sample's last reply (one eval step
+ * per token; the model is causal), scored by exact match with the file's. */
+static int exact_match(MmrtFeedCtx *c, double *rate, char *err, size_t errlen) {
+  Conv *x = c->priv;
+  const Set *set = c->text->eval_data ? &x->eval : &x->train;
+  MmrtMesh *mesh = c->mesh;
+  const int64_t B = c->rows, T = c->T;
+  int32_t *text = mmrt_feed_at(c, c->batch[TEXT]), *y = mmrt_feed_at(c, c->batch[Y]);
+  float *px = mmrt_feed_at(c, c->batch[PX]);
+  size_t tiles = (size_t)x->K * 3 * (size_t)x->S * (size_t)x->S;
+  int32_t *len = calloc((size_t)B, sizeof *len), *best = calloc((size_t)(B * T), sizeof *best),
+          *gen = calloc((size_t)(B * T), sizeof *gen), *ng = calloc((size_t)B, sizeof *ng);
+  int64_t *who = calloc((size_t)B, sizeof *who);
+  int64_t matches = 0, counted = 0, batches = 0;
+  err[0] = 0;
+  int rc = !len || !best || !gen || !ng || !who
+               ? mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "out of memory")
+               : mmrt_feed_restart_eval(c, err, errlen);
+  while (!rc && !(c->stop && c->stop(c))) {
+    int64_t rows = mmrt_iter_next(&c->eval_it);
+    if (rows == 0 || (c->eval_batches >= 0 && batches >= c->eval_batches)) break;
+    for (int64_t r = 0; r < B; r++) {
+      int64_t k = c->lo + r;
+      who[r] = k < rows ? mmrt_iter_index(&c->eval_it, k) : -1;
+      const Sample *s = who[r] >= 0 ? &set->s[who[r]] : NULL;
+      len[r] = s ? last_reply(s) : 0;
+      if (s && len[r] == 0) who[r] = -1;
+      lay_one(x, who[r] >= 0 ? s : NULL, text + r * T, y + r * T, px + (size_t)r * tiles,
+              len[r] > 0 ? len[r] : 0);
+      for (int64_t j = 0; j < T; j++) y[r * T + j] = x->ignore;
+    }
+    memset(ng, 0, (size_t)B * sizeof *ng);
+    for (int active = 1; active && !rc;) {
+      rc = c->step(c, c->m->eval_step, "the evaluation step (generating replies)");
+      if (!rc) mmrt_feed_argmax(c, best, 0);
+      active = 0;
+      for (int64_t r = 0; r < B && !rc; r++) {
+        if (who[r] < 0 || len[r] == 0 || len[r] > T) continue;
+        const Sample *s = &set->s[who[r]];
+        int32_t tok = best[r * T + len[r] - 1], end = s->ids[s->len - 1];
+        gen[r * T + ng[r]++] = tok;
+        /* past the reply's length it can match no more: stop there */
+        if (tok != end && len[r] < T && ng[r] < s->len - last_reply(s)) {
+          text[r * T + len[r]++] = tok;
+          active = 1;
+        } else
+          len[r] = (int32_t)T + 1;
+      }
+      if (mesh)
+        if (mmrt_all_reduce_mpi(mesh, MMRT_AXIS_WORLD, &active, 1, MPI_INT, MPI_MAX,
+                                "the generation loop's flag (all-reduce)") != MMRT_OK)
+          mmrt_feed_comm_fail(c);
+    }
+    for (int64_t r = 0; r < B; r++) {
+      if (who[r] < 0) continue;
+      const Sample *s = &set->s[who[r]];
+      int32_t a = last_reply(s), n = s->len - a;
+      counted++;
+      matches += ng[r] == n && !memcmp(gen + r * T, s->ids + a, (size_t)n * sizeof *gen);
+    }
+    batches++;
+  }
+  if (mesh) {
+    int64_t v[2] = {matches, counted};
+    if (mmrt_all_reduce_mpi(mesh, MMRT_AXIS_DP, v, 2, MPI_INT64_T, MPI_SUM,
+                            "the reply match counts (all-reduce)") != MMRT_OK)
+      mmrt_feed_comm_fail(c);
+    matches = v[0], counted = v[1];
+  }
+  free(len), free(best), free(gen), free(ng), free(who);
+  *rate = counted ? (double)matches / (double)counted : 0;
+  return rc;
+}
+
+static void close_(MmrtFeedCtx *c) {
+  Conv *x = c->priv;
+  if (!x) return;
+  mmrt_stage_free(x->stage);
+  set_free(&x->train), set_free(&x->eval);
+  free(x);
+  c->priv = NULL;
+}
+
+const MmrtFeeder mmrt_feed_conv = {
+    .name = "conversation",
+    .format = MMRT_FMT_CONVERSATION,
+    .inputs = "pixels F32[B, K, 3, S, S], text and labels I32[B, T] with --data FILE.jsonl "
+              "--images DIR --tokenizer FILE",
+    .bind = bind,
+    .open = open,
+    .start = start,
+    .fill = fill,
+    .metric = exact_match,
+    .metric_key = "eval_reply_exact_match",
+    .metric_words = "reply exact match",
+    .close = close_,
+};
