@@ -52,7 +52,10 @@ int mmc_import_write(const char *dir, const char *out, char *model, size_t len) 
     if (!strcmp(nm, "image")) side = atoll(v);
     if (!strcmp(nm, "patch") && atoll(v) > 0) patch = atoll(v);
   }
-  T += (side / patch) * (side / patch);
+  /* InternVL: the projector pixel-shuffles the tower's grid 2x2 into one token */
+  int ivl = strcmp(mod, "PixelShuffleMLP") == 0;
+  int64_t grid = patch > 0 ? side / patch : 0;
+  T += ivl ? (grid / 2) * (grid / 2) : grid * grid;
   for (int k = 1; k <= nparts; k++) {
     const char *file, *m;
     mmrt_hf_part(h, k, &file, &m);
@@ -69,10 +72,59 @@ int mmc_import_write(const char *dir, const char *out, char *model, size_t len) 
       const char *v, *nm = mmrt_hf_part_hparam(h, k, i, &v);
       PUT("%s%s = %s", i ? (i % 5 == 0 ? ",\n      " : ", ") : "", nm, v);
     }
+    if (k == 0 && ivl) PUT(", grid = %lld", (long long)grid);
     PUT(")\n");
   }
   PUT("\n");
-  if (nparts) {
+  if (ivl) {
+    /* InternVL: the tower's last hidden state without the class token, pixel-shuffled and
+       projected, placed at the image-context tokens of the text */
+    int64_t ch = 3, tok = -1, force = 0;
+    for (int i = 0; i < mmrt_hf_part_nhparams(h, 1); i++) {
+      const char *v, *nm = mmrt_hf_part_hparam(h, 1, i, &v);
+      if (!strcmp(nm, "channels")) ch = atoll(v);
+    }
+    const char *why = NULL;
+    if (!strcmp(mmrt_hf_arch(h), "InternVLChatModel")) {
+      /* the remote code's img_context_token_id: the tokenizer's <IMG_CONTEXT> */
+      if (mmrt_hf_added_token(h, "<IMG_CONTEXT>", &tok, err, sizeof err) != MMRT_OK) why = err;
+      if (mmrt_hf_config_int(h, "force_image_size", &force) && force != side) {
+        snprintf(err, sizeof err,
+                 "%s/config.json: force_image_size %lld differs from vision_config.image_size "
+                 "%lld (mmc does not interpolate the position table)",
+                 dir, (long long)force, (long long)side);
+        why = err;
+      }
+    } else if (!mmrt_hf_config_int(h, "image_token_id", &tok)) {
+      snprintf(err, sizeof err, "%s/config.json: no image_token_id", dir);
+      why = err;
+    }
+    if (!why && (grid % 2 || grid < 2)) {
+      snprintf(err, sizeof err,
+               "%s/config.json: the tower's grid (%lld patches a side) does not halve", dir,
+               (long long)grid);
+      why = err;
+    }
+    if (why) {
+      free(s);
+      mmrt_hf_close(h);
+      fprintf(stderr, "mmc: import: %s\n", why);
+      return 1;
+    }
+    PUT("  let IMG = %lld // the image-context token: the text's tokens the image takes the place "
+        "of\n",
+        (long long)tok);
+    PUT("  // the tower's last hidden state without the class token, its %lld x %lld grid\n"
+        "  // pixel-shuffled into %lld tokens, projected into the text at the IMG tokens;\n"
+        "  // labels: the text shifted by one (-100: not scored)\n",
+        (long long)grid, (long long)grid, (long long)((grid / 2) * (grid / 2)));
+    PUT("  forward(pixels: f32[B, %lld, %lld, %lld], text: i32[B, T], labels: i32[B, T]) -> loss "
+        "{\n",
+        (long long)ch, (long long)side, (long long)side);
+    PUT("    image  = projector(vision(pixels)[:, 1:])\n");
+    PUT("    logits = llm.decode(place(llm.embed(text), image, text, token = IMG))\n");
+    PUT("    return cross_entropy(logits, labels, ignore = -100)\n  }\n}\n");
+  } else if (nparts) {
     /* LLaVA: the tower's hidden state after `used` of its layers, the class token dropped
        ("default"), projected and placed at the image tokens of the text */
     int64_t depth = 0, feat = -2, ch = 3, size = 224, tok = 32000;

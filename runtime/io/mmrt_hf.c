@@ -20,6 +20,7 @@ typedef enum HfFam {
 #define HF_FAMILY(fam, file, mod, inst, model) fam,
 #define HF_ARCH(a, fam)
 #define HF_PART(fam, key, hfp, inst, sub)
+#define HF_PART_IF(fam, key, hfp, inst, sub, type)
 #define HF_HP(fam, name, kind, key, fb, def)
 #define HF_CHECK(fam, key, want, absent)
 #define HF_SAME(fam, key, num, den)
@@ -60,13 +61,18 @@ typedef struct Part {
   HfFam fam;
   const char *key, *hfp, *inst;
   HfFam sub;
+  const char *type; /* HF_PART_IF: the nested config's model_type it takes (NULL: any) */
 } Part;
 static const Part parts[] = {
 #undef HF_PART
-#define HF_PART(fam, key, hfp, inst, sub) {fam, key, hfp, inst, sub},
+#undef HF_PART_IF
+#define HF_PART(fam, key, hfp, inst, sub)          {fam, key, hfp, inst, sub, NULL},
+#define HF_PART_IF(fam, key, hfp, inst, sub, type) {fam, key, hfp, inst, sub, type},
 #include "mmrt_hf_map.def"
 #undef HF_PART
+#undef HF_PART_IF
 #define HF_PART(fam, key, hfp, inst, sub)
+#define HF_PART_IF(fam, key, hfp, inst, sub, type)
 };
 
 typedef struct Hp {
@@ -195,6 +201,7 @@ static const Rule rules[] = {
 #undef HF_FAMILY
 #undef HF_ARCH
 #undef HF_PART
+#undef HF_PART_IF
 #undef HF_HP
 #undef HF_CHECK
 #undef HF_SAME
@@ -495,6 +502,17 @@ static int read_config(MmrtHf *h, int pi, const char *cpath, char *err, size_t e
       snprintf(out, 64, "%s", json_object_get_boolean(v) ? "true" : "false");
     } else if (p->kind == HF_INT) {
       int64_t x;
+      if (json_object_is_type(v, json_type_array) && json_object_array_length(v) > 0) {
+        /* a square's sides ([448, 448]: InternVL's image_size, patch_size): all equal */
+        json_object *v0 = json_object_array_get_idx(v, 0);
+        for (size_t k = 1; k < json_object_array_length(v); k++)
+          if (!json_object_equal(v0, json_object_array_get_idx(v, k)))
+            return mmrt_errf(err, errlen, MMRT_ERR_MISMATCH,
+                             "%s: %s%s is %s; mmc's %s supports equal sides only", cpath, kp, from,
+                             json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN),
+                             families[fam].module);
+        v = v0;
+      }
       if (!json_object_is_type(v, json_type_int) || (x = json_object_get_int64(v)) < 0)
         return mmrt_errf(err, errlen, MMRT_ERR_FORMAT, "%s: %s is not a non-negative integer",
                          cpath, from);
@@ -520,8 +538,11 @@ static int read_configs(MmrtHf *h, const char *cpath, char *err, size_t errlen) 
   h->part_config[0] = h->config;
   for (int i = 0; i < N(parts); i++) {
     if (parts[i].fam != h->fam) continue;
+    int taken = 0; /* HF_PART_IF rows of one key: the first whose model_type the config has */
+    for (int k = 1; k < h->nparts; k++) taken |= strcmp(h->part[k]->key, parts[i].key) == 0;
+    if (taken) continue;
     if (h->nparts == N(h->part)) return mmrt_errf(err, errlen, MMRT_ERR_ARG, "too many parts");
-    json_object *o;
+    json_object *o, *mt;
     if (!json_object_object_get_ex(h->config, parts[i].key, &o) ||
         json_object_is_type(o, json_type_null)) {
       if (!h->empty && !(h->empty = json_object_new_object()))
@@ -530,6 +551,22 @@ static int read_configs(MmrtHf *h, const char *cpath, char *err, size_t errlen) 
     } else if (!json_object_is_type(o, json_type_object)) {
       return mmrt_errf(err, errlen, MMRT_ERR_FORMAT, "%s: %s is not an object", cpath,
                        parts[i].key);
+    }
+    if (parts[i].type && json_object_object_get_ex(o, "model_type", &mt) &&
+        (!json_object_is_type(mt, json_type_string) ||
+         strcmp(json_object_get_string(mt), parts[i].type) != 0)) {
+      int last = 1; /* no later row of this key: the model_type is not mapped */
+      for (int k = i + 1; k < N(parts); k++)
+        last &= !(parts[k].fam == h->fam && strcmp(parts[k].key, parts[i].key) == 0);
+      if (!last) continue;
+      char types[256] = "";
+      for (int k = 0; k < N(parts); k++)
+        if (parts[k].fam == h->fam && strcmp(parts[k].key, parts[i].key) == 0 && parts[k].type)
+          snprintf(types + strlen(types), sizeof types - strlen(types), "%s\"%s\"",
+                   types[0] ? " or " : "", parts[k].type);
+      return mmrt_errf(err, errlen, MMRT_ERR_MISMATCH, "%s: %s.model_type is %s; mmc maps %s only",
+                       cpath, parts[i].key,
+                       json_object_to_json_string_ext(mt, JSON_C_TO_STRING_PLAIN), types);
     }
     h->part[h->nparts] = &parts[i];
     h->part_config[h->nparts++] = o;
@@ -648,6 +685,22 @@ int mmrt_hf_config_int(const MmrtHf *h, const char *key, int64_t *out) {
     return 0;
   *out = json_object_get_int64(v);
   return 1;
+}
+int mmrt_hf_added_token(const MmrtHf *h, const char *token, int64_t *out, char *err,
+                        size_t errlen) {
+  char path[4096];
+  int rc;
+  snprintf(path, sizeof path, "%s/added_tokens.json", h->dir);
+  json_object *o = read_json(path, err, errlen, &rc), *v;
+  if (rc != MMRT_OK) return rc;
+  rc = json_object_object_get_ex(o, token, &v) && json_object_is_type(v, json_type_int) &&
+               json_object_get_int64(v) >= 0
+           ? MMRT_OK
+           : mmrt_errf(err, errlen, MMRT_ERR_FORMAT, "%s: no token '%s' with a whole-number id",
+                       path, token);
+  if (rc == MMRT_OK) *out = json_object_get_int64(v);
+  json_object_put(o);
+  return rc;
 }
 int mmrt_hf_ntensors(const MmrtHf *h) {
   return h->n;

@@ -55,6 +55,9 @@ int mmrt_hf_part_nhparams(const MmrtHf *h, int k);
 const char *mmrt_hf_part_hparam(const MmrtHf *h, int k, int i, const char **value);
 /* An int-valued config entry (e.g. max positions); 0 if absent. */
 int mmrt_hf_config_int(const MmrtHf *h, const char *key, int64_t *out);
+/* The id of `token` in the directory's added_tokens.json (InternVL2's <IMG_CONTEXT>);
+ * an error naming the file when it or the token is absent. */
+int mmrt_hf_added_token(const MmrtHf *h, const char *token, int64_t *out, char *err, size_t errlen);
 
 /* The tensors of every shard, in index order. */
 int mmrt_hf_ntensors(const MmrtHf *h);

@@ -198,7 +198,8 @@ static const MmrtFlag train_flags[] = {
                 "write the logits of the first test batch (f32, row-major) after training"),
     MMRT_FLAG_S("--dump-inputs", "DIR", AT(dump_inputs),
                 "write each training step's inputs to DIR/step-NNNNNN.safetensors (for\n"
-                "checking against another implementation on the same batches)"),
+                "checking against another implementation on the same batches); with\n"
+                "--dump-logits, that test batch's inputs to DIR/eval.safetensors"),
     MMRT_FLAG_S("--init-from", "[SUB=]PATH", AT(init_from),
                 "load parameters by name from a checkpoint directory or a\n"
                 ".safetensors file (a LoRA model from its base: the adapters keep their\n"
@@ -916,7 +917,8 @@ static MmrtTensorRef *gather_whole(Trainer *t, int *out_rc) {
 }
 
 /* --dump-inputs: this rank's data inputs of a training step (the global
- * batch on one rank) as DIR/step-NNNNNN.safetensors, named as in the model. */
+ * batch on one rank) as DIR/step-NNNNNN.safetensors, named as in the model;
+ * step -1: the test batch --dump-logits ran, as DIR/eval.safetensors. */
 static int dump_inputs(Trainer *t, int64_t step) {
   const MmrtModelDesc *m = t->m;
   MmrtTensorRef refs[16];
@@ -936,7 +938,10 @@ static int dump_inputs(Trainer *t, int64_t step) {
   if (mkdir(t->a.dump_inputs, 0755) != 0 && errno != EEXIST)
     return fail("--dump-inputs %s: cannot create the folder: %s", t->a.dump_inputs,
                 strerror(errno));
-  snprintf(path, sizeof path, "%s/step-%06lld.safetensors", t->a.dump_inputs, (long long)step);
+  if (step < 0)
+    snprintf(path, sizeof path, "%s/eval.safetensors", t->a.dump_inputs);
+  else
+    snprintf(path, sizeof path, "%s/step-%06lld.safetensors", t->a.dump_inputs, (long long)step);
   if (mmrt_st_save(path, refs, n, NULL, 0, err, sizeof err)) return fail("--dump-inputs: %s", err);
   return 0;
 }
@@ -1332,6 +1337,7 @@ static int dump_logits(Trainer *t) {
   fill_batch(t, &t->cx.eval_it, mmrt_iter_next(&t->cx.eval_it), 1, 0);
   if (eval_step(t, 1, "the evaluation step on a test batch")) return 1;
   if (t->rank != 0) return 0;
+  if (t->a.dump_inputs && dump_inputs(t, -1)) return 1;
   size_t n = (size_t)(m->logits_rows * m->logits_cols);
   char err[ERRLEN];
   if (mmrt_write_file_atomic(t->a.dump_logits, t->arenas[MMRT_ARENA_ACT] + m->eval_logits_offset,
