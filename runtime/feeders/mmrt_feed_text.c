@@ -32,10 +32,13 @@ int mmrt_text_settle(MmrtTextOpts *o, int argc, char **argv) {
   if (o->pack_on && o->pack_off)
     return fprintf(stderr, "trainer: error: --pack and --no-pack together\n"), 1;
   o->pack = o->pack_on ? 1 : o->pack_off ? -1 : 0;
-  for (int i = 1; i < argc && !o->given; i++)
+  /* first: the first text flag, but --bad-samples only when no other is
+   * given (video files take it too: mmrt_feeders.c) */
+  for (int i = 1; i < argc; i++)
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
       size_t n = strlen(names[k]);
-      if (!strncmp(argv[i], names[k], n) && (argv[i][n] == 0 || argv[i][n] == '='))
+      if (!strncmp(argv[i], names[k], n) && (argv[i][n] == 0 || argv[i][n] == '=') &&
+          (!o->given || (!strcmp(o->first, "--bad-samples") && strcmp(names[k], "--bad-samples"))))
         o->given = 1, o->first = names[k];
     }
   return 0;
