@@ -23,12 +23,14 @@ int mmrt_feed_vfiles_open(MmrtFeedCtx *c, MmrtVfiles *v, const char *json, const
   mmrt_images_free(&c->train), mmrt_images_free(&c->test);
   c->train.n = c->test.n = v->n;
   c->count_skipped = skip;
-  c->skipped = v->bad_at_read;
+  c->skipped = 0;
+  char bad[64] = "";
+  if (v->bad_at_read)
+    snprintf(bad, sizeof bad, " (%lld bad: --bad-samples skip)", (long long)v->bad_at_read);
   snprintf(c->note, sizeof c->note,
-           "video files: %s, %d entries%s; clips of %d frames at %s, %dx%d, %s", json, v->n,
-           v->bad_at_read ? " (some bad: skipped)" : "", (int)cthw[1],
-           c->video_fps > 0 ? "the --video-fps" : "the source's fps", (int)cthw[3], (int)cthw[2],
-           cthw[0] == 1 ? "grey" : "RGB");
+           "video files: %s, %d entries%s; clips of %d frames at %s, %dx%d, %s", json, v->n, bad,
+           (int)cthw[1], c->video_fps > 0 ? "the --video-fps" : "the source's fps", (int)cthw[3],
+           (int)cthw[2], cthw[0] == 1 ? "grey" : "RGB");
   return MMRT_OK;
 }
 
@@ -59,7 +61,7 @@ void mmrt_feed_vfiles_rows(MmrtFeedCtx *c, MmrtVfiles *v, const MmrtBatchIter *i
   if (mmrt_vfiles_batch(v, ent, smp, n, out, used, err, sizeof err) != MMRT_OK) data_fail(c, err);
   memset(out + (size_t)n * v->per, 0, sizeof *out * v->per * (size_t)(c->rows - n)); /* padding */
   for (int64_t k = n; used && k < c->rows; k++) used[k] = -1;
-  c->skipped = v->bad_at_read + v->skipped;
+  c->skipped = v->skipped;
   if (!eval) { /* the next step's rows, on the loader thread while this step runs */
     for (int64_t k = 0; k < c->rows; k++) {
       smp[k] = sample0 + (uint64_t)c->B + (uint64_t)(lo + k);
