@@ -18,11 +18,11 @@
 #    model; too few frames declared; a JSONL line that is not JSON.
 set -uo pipefail
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
+PY="${MMC_HF_VENV:-/var/cache/mmc-venv-hf}/bin/python"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 cd "$T"
-export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
-PY=/var/cache/mmc-venv-hf/bin/python
 REF="$MMC_SOURCE_DIR/tests/video_ref"
 pass=0 fail=0
 ok() { pass=$((pass + 1)); echo "ok: $1"; }
