@@ -18,24 +18,11 @@
 #    model; too few frames declared; a JSONL line that is not JSON.
 set -uo pipefail
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
-export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
-PY="${MMC_HF_VENV:-/var/cache/mmc-venv-hf}/bin/python"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-cd "$T"
-REF="$MMC_SOURCE_DIR/tests/video_ref"
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok: $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
-if ! command -v ffmpeg > /dev/null || ! [ -x "$PY" ]; then
-  echo "SKIP: needs Debian's ffmpeg and the hf venv (bash tools/test_venvs.sh hf)"
-  exit 77
-fi
+. "$MMC_SOURCE_DIR/tests/video_ref/setup.sh"
 W="$MMC_SOURCE_DIR/stdlib_models/wfvae.mm"
 # -O0: the compile takes 0.4 s, not 7 s; the kernels are oneDNN's either way
 "$MMC" compile "$W" --model WFVAETiny --set F=5 -O0 -o wf > c.out 2>&1 || { echo "FAIL: compile: $(cat c.out)"; exit 1; }
-"$MMC_BINARY_DIR/mmc-clips" --frames 5 clips 6 > /dev/null || { echo "FAIL: mmc-clips"; exit 1; }
-mkdir v && "$PY" "$REF/write_clips.py" clips 6 5 v || { echo "FAIL: writing the videos"; exit 1; }
+videos_of 5 0
 Q=(--eval-batches 1 --quiet)
 losses() { "$PY" -c 'import json,sys; print(" ".join(repr(json.loads(l)["loss"]) for l in open(sys.argv[1]) if "\"loss\"" in l))' "$1"; }
 same() { "$PY" -c 'import sys; a=[float(x) for x in sys.argv[1].split()]; b=[float(x) for x in sys.argv[2].split()]; sys.exit(not (a and len(a)==len(b) and all(abs(x-y)<=1e-5*max(1,abs(x)) for x,y in zip(a,b))))' "$1" "$2"; }
