@@ -29,11 +29,11 @@ same() { "$PY" -c 'import sys; a=[float(x) for x in sys.argv[1].split()]; b=[flo
 
 # ---- 1. the decoded clips ----
 ./wf --data v/rgb.json --steps 4 "${Q[@]}" --dump-inputs d1 --log s.log > o1 2>&1; a=$?
-r=$("$PY" "$REF/check_rows.py" v/frames.npy inf d1/step-00000{1,2,3}.safetensors 2>&1)
-[ $a = 0 ] && [ $? = 0 ] && ok "H.264 RGB -qp 0: $r" || bad "lossless: exit $a, $r $(tail -3 o1)"
+r=$("$PY" "$REF/check_rows.py" v/frames.npy inf d1/step-00000{1,2,3}.safetensors 2>&1); c=$?
+[ $a = 0 ] && [ $c = 0 ] && ok "H.264 RGB -qp 0: $r" || bad "lossless: exit $a, $r $(tail -3 o1)"
 ./wf --data v/lossy.json --steps 3 "${Q[@]}" --dump-inputs d2 > o2 2>&1; a=$?
-r=$("$PY" "$REF/check_rows.py" v/frames.npy 40 d2/step-00000{1,2,3}.safetensors 2>&1)
-[ $a = 0 ] && [ $? = 0 ] && ok "H.264 4:2:0 CRF 12: $r" || bad "4:2:0: exit $a, $r $(tail -3 o2)"
+r=$("$PY" "$REF/check_rows.py" v/frames.npy 40 d2/step-00000{1,2,3}.safetensors 2>&1); c=$?
+[ $a = 0 ] && [ $c = 0 ] && ok "H.264 4:2:0 CRF 12: $r" || bad "4:2:0: exit $a, $r $(tail -3 o2)"
 
 # ---- 2. JSONL ----
 ./wf --data v/rgb.jsonl --steps 4 "${Q[@]}" --log jl.log > o3 2>&1; a=$?
