@@ -6,6 +6,8 @@
 # 1. the clips the trainer decoded (--dump-inputs, 3 steps of B = 2: one
 #    epoch of the 6 files) are the 6 clips, each once; lossless: equal to
 #    the byte (PSNR inf), 4:2:0 CRF 12: PSNR above 40 dB (printed);
+#    --video-fps 16 from the 8 fps files: each row its clip's frames
+#    0 0 1 1 2;
 # 2. the JSONL list of the same files gives the JSON list's losses;
 # 3. serial and dp = 2 (mpirun) give the same losses (1e-5);
 # 4. 2 steps, a checkpoint, --resume to 4: the straight run's losses;
@@ -34,6 +36,22 @@ r=$("$PY" "$REF/check_rows.py" v/frames.npy inf d1/step-00000{1,2,3}.safetensors
 ./wf --data v/lossy.json --steps 3 "${Q[@]}" --dump-inputs d2 > o2 2>&1; a=$?
 r=$("$PY" "$REF/check_rows.py" v/frames.npy 40 d2/step-00000{1,2,3}.safetensors 2>&1); c=$?
 [ $a = 0 ] && [ $c = 0 ] && ok "H.264 4:2:0 CRF 12: $r" || bad "4:2:0: exit $a, $r $(tail -3 o2)"
+
+# --video-fps 16 from 8 fps files: source frames 0 0 1 1 2 (the step rule)
+./wf --data v/rgb.json --steps 1 "${Q[@]}" --video-fps 16 --dump-inputs d3 > o6 2>&1; a=$?
+r=$("$PY" - v/frames.npy d3/step-000001.safetensors <<'PY' 2>&1
+import json, struct, sys
+import numpy as np
+ref = np.load(sys.argv[1]).astype(np.float32) / np.float32(255)
+b = open(sys.argv[2], "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])["video"]
+v = np.frombuffer(b[8 + n + h["data_offsets"][0]:8 + n + h["data_offsets"][1]], np.float32).reshape(h["shape"])
+for row in v[:, 0]:
+    hits = [i for i in range(len(ref)) if np.array_equal(row, ref[i][[0, 0, 1, 1, 2]])]
+    assert len(hits) == 1, "a row is no clip's frames 0 0 1 1 2"
+print("rows are their clips' frames 0 0 1 1 2")
+PY
+); c=$?
+[ $a = 0 ] && [ $c = 0 ] && ok "--video-fps 16 from 8 fps: $r" || bad "--video-fps: exit $a, $r $(tail -2 o6)"
 
 # ---- 2. JSONL ----
 ./wf --data v/rgb.jsonl --steps 4 "${Q[@]}" --log jl.log > o3 2>&1; a=$?

@@ -31,6 +31,7 @@
 
 #include "mmrt_comm.h"
 #include "mmrt_data.h"
+#include "mmrt_vfiles.h"
 #include "mmrt_flags.h"
 #include "mmrt_loader.h"
 #include "mmrt_hf.h"
@@ -317,6 +318,9 @@ static int bind(Trainer *t) {
   t->cx.stop = feed_stop;
   t->cx.features = t->a.features;
   t->cx.data = t->a.data, t->cx.text = &t->a.text, t->cx.video_fps = t->a.video_fps;
+  if (t->a.video_fps > 0 && !mmrt_vfiles_is(t->a.data))
+    return fail("--video-fps %g: --data %s is not a list of video files (a .json or .jsonl)",
+                t->a.video_fps, t->a.data ? t->a.data : "");
   t->feeder = mmrt_feed_bind(&t->cx, err, sizeof err);
   if (t->feeder && t->a.features && !t->cx.features_used)
     return fail("--features %s: model %s takes no stored features (a model with forwards latents "

@@ -878,6 +878,8 @@ else:
         "--no-pack": (BASE + ["--no-pack"], "refused", ["--no-pack"]),
         "--too-long": (BASE + ["--too-long", "drop"], "refused", ["--too-long"]),
         "--bad-samples": (BASE + ["--bad-samples", "skip"], "refused", ["--bad-samples"]),
+        # video files only (tests/video_train.sh, docs/video.md): refused on other data
+        "--video-fps": (BASE + ["--video-fps", "4"], "refused", ["--video-fps"]),
     }
     # what differs from run to run: rates, times, memory
     noise = re.compile(r"[\d.]+ samples/s|elapsed \S+|eta \S+|peak rss [\d.]+ MiB|"
