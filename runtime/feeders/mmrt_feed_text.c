@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "mmrt_loader.h"
+#include "mmrt_vfiles.h"
 #include "mmrt_feed.h"
 
 enum { IDS, Y, SEG, POS }; /* c->batch[] */
@@ -54,6 +55,7 @@ static int bind(MmrtFeedCtx *c, char *err, size_t errlen) {
   const int64_t tok[2] = {c->B, -1};
   if (!mmrt_feed_is(ids, MMRT_ST_I32, 2, tok) || !lb ||
       !mmrt_feed_is(lb, MMRT_ST_I32, 2, ids->shape)) {
+    if (mmrt_vfiles_is(c->data)) return 0; /* perhaps a list of videos (mmrt_feed_vfiles.c) */
     snprintf(err, errlen,
              "--data %s is text; model %s takes no ids and labels i32[%lld, T] (a folder is "
              "Fashion-MNIST)",
