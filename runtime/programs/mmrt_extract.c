@@ -349,6 +349,9 @@ int mmrt_extract_main(int argc, char **argv, const MmrtModelDesc *m) {
   if (!rc) rc = init_params(&x, &crc);
   const char *data = x.data ? x.data : MMRT_FMNIST_DEFAULT_DIR;
   x.files = mmrt_vfiles_is(x.data);
+  if (!rc && !x.files && (x.video_fps > 0 || x.bad_samples))
+    rc = fail("%s: --data %s is not a list of video files (a .json or .jsonl)",
+              x.video_fps > 0 ? "--video-fps" : "--bad-samples", data);
   if (!rc && x.files) {
     const int64_t *v = x.t[MMRT_FEAT_VIDEO]->shape;
     int skip = x.bad_samples && !strcmp(x.bad_samples, "skip");
