@@ -8,7 +8,8 @@
 #    rows equal the in-memory route's (the generated clips) to the bit --
 #    the same frames in the same batches through the same compiled encoder;
 #    the held-out rows (entries 0 and 1 of the list) equal training rows 0
-#    and 1; the labels are -1 (a file has no class);
+#    and 1; the labels are -1 (a file has no class); under mpirun -np 2
+#    the directory is the one-rank run's byte for byte;
 # 2. 4:2:0 CRF 12: the caption features and ids equal; the latents are
 #    finite, their distance to the in-memory route's printed, not bounded:
 #    the frames are within 52 dB PSNR (tests/video_train.sh; the codec
@@ -52,6 +53,16 @@ assert np.isfinite(lossy["latents"]).all()
 PY
 )
 [ $? = 0 ] && ok "$r" || bad "features: $r"
+
+# under mpirun -np 2 (each rank its share of the batches, rank 0 writing):
+# the one-rank directory byte for byte
+if command -v mpirun > /dev/null; then
+  timeout 300 mpirun --oversubscribe -x OMP_NUM_THREADS -x OMP_WAIT_POLICY -x LSAN_OPTIONS -np 2 \
+    ./t2vx --out F2 --data v/rgb.json --clips 6 --heldout 2 --quiet > x3 2>&1; a=$?
+  d=$(for f in Frgb/*; do cmp -s "$f" "F2/${f#Frgb/}" || echo "${f#Frgb/}"; done)
+  [ $a = 0 ] && [ -z "$d" ] && ok "2 ranks from the files: the one-rank directory byte for byte" \
+    || bad "2 ranks: exit $a, differ: $d $(tail -2 x3)"
+fi
 
 # ---- 3. the text-to-video model trains from the files ----
 "$MMC" compile "$M" --model T2VTiny -O0 -o t2v > c2.out 2>&1 || bad "compile T2VTiny: $(tail -2 c2.out)"
