@@ -18,6 +18,7 @@
  *   mmrt_feed_video.c     video f32[B, 1, F, 64, 64]: moving items (no labels)
  *   mmrt_feed_dit.c       latents, text, noise, t_uniform / t_normal: diffusion
  *   mmrt_feed_frames.c    frames f32[B, 1, 64, 64], labels: a clip frame's class
+ *   mmrt_feed_vfiles.c    (video files for the video and diffusion feeders: --data LIST.json)
  *
  * (mmrt_main.h says what each one feeds the model.) The four feeders
  * share Fashion-MNIST: the splits and their iterators live in MmrtFeedCtx,
