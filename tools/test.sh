@@ -44,8 +44,8 @@ echo "== libFuzzer targets (${FUZZ_SECONDS:-10} s each) =="
 # repository's corpus only changes by hand); tests/fuzz/long.sh runs longer.
 CC=clang-19 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMMC_FUZZ=ON > /dev/null
 cmake --build build-fuzz -j"$JOBS" --target fuzz_frontend fuzz_ir fuzz_safetensors fuzz_idx fuzz_png \
-  fuzz_trainer_args fuzz_indexed fuzz_jsonl fuzz_image fuzz_video
-for t in frontend ir safetensors idx png trainer_args indexed jsonl image video; do
+  fuzz_trainer_args fuzz_indexed fuzz_jsonl fuzz_image fuzz_video fuzz_video_list
+for t in frontend ir safetensors idx png trainer_args indexed jsonl image video video_list; do
   rm -rf "build-fuzz/corpus/$t" && mkdir -p "build-fuzz/corpus/$t"
   len=()
   if [ "$t" = frontend ]; then cp stdlib_models/*.mm tests/fuzz/corpus/$t/* build-fuzz/corpus/$t/ && len=(-max_len=8192)

@@ -39,14 +39,26 @@ void mmrt_dit_vocab(MmrtTokenizer *tok) {
 void mmrt_dit_caption_ids(const MmrtTokenizer *tok, const MmrtClipInfo *ci, int drop, int32_t *ids,
                           int64_t L) {
   char buf[96];
-  int n = 0;
   mmrt_video_caption(ci, buf, sizeof buf);
+  mmrt_dit_text_ids(tok, buf, drop, ids, L);
+}
+
+int mmrt_dit_text_ids(const MmrtTokenizer *tok, const char *text, int drop, int32_t *ids,
+                      int64_t L) {
+  int n = 0, unknown = 0;
   for (int64_t i = 0; i < L; i++) ids[i] = MMRT_DIT_PAD;
-  if (!drop)
-    for (char *w = strtok(buf, " "); w && n < L - 1; w = strtok(NULL, " "))
-      for (int k = 2; k < tok->size; k++)
-        if (strcmp(tok->words[k], w) == 0) ids[n++] = k;
+  for (const char *p = text; !drop && *p && n < L - 1;) {
+    while (*p == ' ') p++;
+    size_t len = strcspn(p, " ");
+    if (!len) break;
+    int found = 0;
+    for (int k = 2; k < tok->size && !found; k++)
+      if (strlen(tok->words[k]) == len && !strncmp(tok->words[k], p, len)) ids[n++] = k, found = 1;
+    unknown += !found;
+    p += len;
+  }
   ids[n] = MMRT_DIT_EOS;
+  return unknown;
 }
 
 /* ---- the model's fingerprint for features ---- */

@@ -53,6 +53,12 @@
  * null caption [EOS, PAD...]. */
 void mmrt_dit_caption_ids(const MmrtTokenizer *tok, const MmrtClipInfo *ci, int drop, int32_t *ids,
                           int64_t L);
+/* The same of any text (a video file's caption): its words split at
+ * spaces, each word of tok an id, words not in tok left out (as the clips'
+ * captions' are: every one of their words is in tok), at most L - 1; the
+ * count of words left out. */
+int mmrt_dit_text_ids(const MmrtTokenizer *tok, const char *text, int drop, int32_t *ids,
+                      int64_t L);
 
 /* "<model>-<16 hex>": FNV-1a of the model's name, its parameters (names,
  * dtypes, unpadded shapes, frozen; in any order) and its inputs latents and

@@ -376,6 +376,7 @@ void mmrt_vdec_json_free(MmrtVdecEntry *e, int n) {
   for (int i = 0; e && i < n; i++) {
     free(e[i].path);
     free(e[i].cap);
+    free(e[i].bad);
   }
   free(e);
 }
@@ -389,49 +390,10 @@ static int field_int(json_object *o, const char *key, int *v) {
   return 1;
 }
 
-int mmrt_vdec_json_read(const char *json_path, const MmrtVdecSpec *spec, MmrtVdecEntry **out,
-                        int *n, char *err, size_t errlen) {
-  *out = NULL;
-  *n = 0;
-  FILE *f;
-  int r = mmrt_fopen_read(json_path, &f, err, errlen);
-  if (r != MMRT_OK) return r;
-  /* the whole file (at most 256 MiB), then one parse: a value, then only
-   * white space */
-  size_t tcap = 1 << 16, got = 0, lim = (size_t)256 << 20;
-  char *text = malloc(tcap);
-  while (text) {
-    size_t k = fread(text + got, 1, tcap - got, f);
-    got += k;
-    if (got < tcap || got > lim) break;
-    char *t2 = realloc(text, tcap *= 2);
-    if (!t2) free(text);
-    text = t2;
-  }
-  fclose(f);
-  if (!text) return mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "%s: out of memory", json_path);
-  if (got > lim) {
-    free(text);
-    return mmrt_errf(err, errlen, MMRT_ERR_FORMAT, "%s: larger than 256 MiB", json_path);
-  }
-  json_tokener *tok = json_tokener_new_ex(64);
-  if (!tok) {
-    free(text);
-    return mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "%s: out of memory", json_path);
-  }
-  json_object *root = json_tokener_parse_ex(tok, text, (int)got);
-  enum json_tokener_error je = json_tokener_get_error(tok);
-  size_t end = root ? json_tokener_get_parse_end(tok) : 0;
-  while (root && end < got && strchr(" \t\r\n", text[end]) && text[end]) end++;
-  json_tokener_free(tok);
-  free(text);
-  if (!root || end < got) {
-    json_object_put(root);
-    return mmrt_errf(err, errlen, MMRT_ERR_FORMAT, "%s: not JSON (%s)", json_path,
-                     root                          ? "more after the list"
-                     : je == json_tokener_continue ? "the file ends inside a value"
-                                                   : json_tokener_error_desc(je));
-  }
+/* The entries of the parsed list root (taken: freed here). */
+static int entries(const char *json_path, const MmrtVdecSpec *spec, int keep_bad, json_object *root,
+                   MmrtVdecEntry **out, int *n, char *err, size_t errlen) {
+  int r;
   if (!json_object_is_type(root, json_type_array)) {
     json_object_put(root);
     return mmrt_errf(err, errlen, MMRT_ERR_FORMAT,
@@ -458,21 +420,25 @@ int mmrt_vdec_json_read(const char *json_path, const MmrtVdecSpec *spec, MmrtVde
     char m_[512];                                                                                  \
     snprintf(m_, sizeof m_, __VA_ARGS__);                                                          \
     r = mmrt_errf(err, errlen, MMRT_ERR_FORMAT, "%s: entry %zu: %s", json_path, i, m_);            \
+    if (keep_bad && !(x->bad = strdup(err)))                                                       \
+      r = mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "out of memory");                                 \
+    else if (keep_bad)                                                                             \
+      r = MMRT_OK;                                                                                 \
   } while (0)
     if (!json_object_is_type(o, json_type_object)) {
       BAD("expected an object");
-      break;
+      continue;
     }
     if (!json_object_object_get_ex(o, "path", &p) || !json_object_is_type(p, json_type_string) ||
         json_object_get_string_len(p) == 0) {
       BAD("\"path\": expected a non-empty string");
-      break;
+      continue;
     }
     const char *ps = json_object_get_string(p);
     size_t need = strlen(ps) + (size_t)dirlen + 2;
     if (!(x->path = malloc(need))) {
       r = mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "out of memory");
-      break;
+      continue;
     }
     if (ps[0] == '/')
       snprintf(x->path, need, "%s", ps);
@@ -481,11 +447,11 @@ int mmrt_vdec_json_read(const char *json_path, const MmrtVdecSpec *spec, MmrtVde
     struct stat sb;
     if (stat(x->path, &sb) != 0) {
       BAD("\"path\": %s: %s", x->path, strerror(errno));
-      break;
+      continue;
     }
     if (!S_ISREG(sb.st_mode)) {
       BAD("\"path\": %s: not a regular file", x->path);
-      break;
+      continue;
     }
     const char *c0 = NULL;
     if (json_object_object_get_ex(o, "cap", &cap)) {
@@ -497,27 +463,27 @@ int mmrt_vdec_json_read(const char *json_path, const MmrtVdecSpec *spec, MmrtVde
     }
     if (!c0) {
       BAD("\"cap\": expected a string or a list of strings");
-      break;
+      continue;
     }
     if (!(x->cap = strdup(c0))) {
       r = mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "out of memory");
-      break;
+      continue;
     }
     if (!field_int(o, "num_frames", &x->num_frames)) {
       BAD("\"num_frames\": expected a whole number from 1");
-      break;
+      continue;
     }
     if (!json_object_object_get_ex(o, "fps", &fps) ||
         !(json_object_is_type(fps, json_type_int) || json_object_is_type(fps, json_type_double)) ||
         !((x->fps = json_object_get_double(fps)) > 0 && x->fps <= 1000)) {
       BAD("\"fps\": expected a number above 0, at most 1000");
-      break;
+      continue;
     }
     if (!json_object_object_get_ex(o, "resolution", &res) ||
         !json_object_is_type(res, json_type_object) || !field_int(res, "height", &x->height) ||
         !field_int(res, "width", &x->width)) {
       BAD("\"resolution\": expected {\"height\": N, \"width\": N}, whole numbers from 1");
-      break;
+      continue;
     }
     if (spec->frames > 0) {
       mmrt_vdec_indices(spec->frames, x->fps, spec->fps, idx);
@@ -526,7 +492,7 @@ int mmrt_vdec_json_read(const char *json_path, const MmrtVdecSpec *spec, MmrtVde
             "frame %d",
             x->num_frames, x->fps, spec->frames, spec->fps > 0 ? spec->fps : x->fps,
             idx[spec->frames - 1]);
-        break;
+        continue;
       }
     }
 #undef BAD
@@ -540,4 +506,92 @@ int mmrt_vdec_json_read(const char *json_path, const MmrtVdecSpec *spec, MmrtVde
   *out = e;
   *n = (int)len;
   return MMRT_OK;
+}
+
+int mmrt_vdec_json_read(const char *json_path, const MmrtVdecSpec *spec, MmrtVdecEntry **out,
+                        int *n, char *err, size_t errlen) {
+  return mmrt_vdec_json_read_ex(json_path, spec, 0, out, n, err, errlen);
+}
+
+/* JSONL: each non-blank line an object, gathered into one list (NULL with
+ * err set: the line that is not JSON). */
+static json_object *jsonl_list(const char *path, char *text, size_t got, char *err, size_t errlen) {
+  json_object *list = json_object_new_array();
+  size_t line = 0;
+  for (char *p = text, *end = text + got; list && p < end; line++) {
+    char *nl = memchr(p, '\n', (size_t)(end - p));
+    size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
+    size_t k = 0;
+    while (k < len && strchr(" \t\r", p[k])) k++;
+    if (k < len) {
+      json_tokener *tok = json_tokener_new_ex(64);
+      json_object *o = tok ? json_tokener_parse_ex(tok, p, (int)len) : NULL;
+      size_t e = o ? json_tokener_get_parse_end(tok) : 0;
+      while (o && e < len && strchr(" \t\r", p[e])) e++;
+      if (tok) json_tokener_free(tok);
+      if (!o || e < len) {
+        json_object_put(o), json_object_put(list);
+        mmrt_errf(err, errlen, MMRT_ERR_FORMAT, "%s:%zu: not JSON (a JSONL line is one object)",
+                  path, line + 1);
+        return NULL;
+      }
+      json_object_array_add(list, o);
+    }
+    p += len + 1;
+  }
+  if (!list) mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "%s: out of memory", path);
+  return list;
+}
+
+int mmrt_vdec_json_read_ex(const char *json_path, const MmrtVdecSpec *spec, int keep_bad,
+                           MmrtVdecEntry **out, int *n, char *err, size_t errlen) {
+  *out = NULL;
+  *n = 0;
+  FILE *f;
+  int r = mmrt_fopen_read(json_path, &f, err, errlen);
+  if (r != MMRT_OK) return r;
+  /* the whole file (at most 256 MiB), then one parse: a value, then only
+   * white space */
+  size_t tcap = 1 << 16, got = 0, lim = (size_t)256 << 20;
+  char *text = malloc(tcap);
+  while (text) {
+    size_t k = fread(text + got, 1, tcap - got, f);
+    got += k;
+    if (got < tcap || got > lim) break;
+    char *t2 = realloc(text, tcap *= 2);
+    if (!t2) free(text);
+    text = t2;
+  }
+  fclose(f);
+  if (!text) return mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "%s: out of memory", json_path);
+  if (got > lim) {
+    free(text);
+    return mmrt_errf(err, errlen, MMRT_ERR_FORMAT, "%s: larger than 256 MiB", json_path);
+  }
+  size_t plen = strlen(json_path);
+  if (plen > 6 && !strcmp(json_path + plen - 6, ".jsonl")) {
+    json_object *list = jsonl_list(json_path, text, got, err, errlen);
+    free(text);
+    if (!list) return MMRT_ERR_FORMAT;
+    return entries(json_path, spec, keep_bad, list, out, n, err, errlen);
+  }
+  json_tokener *tok = json_tokener_new_ex(64);
+  if (!tok) {
+    free(text);
+    return mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "%s: out of memory", json_path);
+  }
+  json_object *root = json_tokener_parse_ex(tok, text, (int)got);
+  enum json_tokener_error je = json_tokener_get_error(tok);
+  size_t end = root ? json_tokener_get_parse_end(tok) : 0;
+  while (root && end < got && strchr(" \t\r\n", text[end]) && text[end]) end++;
+  json_tokener_free(tok);
+  free(text);
+  if (!root || end < got) {
+    json_object_put(root);
+    return mmrt_errf(err, errlen, MMRT_ERR_FORMAT, "%s: not JSON (%s)", json_path,
+                     root                          ? "more after the list"
+                     : je == json_tokener_continue ? "the file ends inside a value"
+                                                   : json_tokener_error_desc(je));
+  }
+  return entries(json_path, spec, keep_bad, root, out, n, err, errlen);
 }

@@ -92,10 +92,18 @@ typedef struct MmrtVdecEntry {
   int num_frames;
   double fps;
   int height, width;
+  char *bad; /* mmrt_vdec_json_read_ex with keep_bad: why the entry is unusable, else NULL */
 } MmrtVdecEntry;
 
 int mmrt_vdec_json_read(const char *json_path, const MmrtVdecSpec *spec, MmrtVdecEntry **out,
                         int *n, char *err, size_t errlen);
+/* keep_bad: an entry that fails its checks does not stop the read; its
+ * message ("FILE: entry I: ...") is kept in its `bad` (the list's own
+ * faults -- not JSON, not a list, empty -- still do).  A name ending in
+ * .jsonl is JSON Lines: one such object a line (blank lines skipped; the
+ * entries numbered from 0 over the others). */
+int mmrt_vdec_json_read_ex(const char *json_path, const MmrtVdecSpec *spec, int keep_bad,
+                           MmrtVdecEntry **out, int *n, char *err, size_t errlen);
 void mmrt_vdec_json_free(MmrtVdecEntry *e, int n);
 
 #endif

@@ -19,6 +19,7 @@
  *   mmrt_feed_dit.c       latents, text, noise, t_uniform / t_normal: diffusion
  *   mmrt_feed_frames.c    frames f32[B, 1, 64, 64], labels: a clip frame's class
  *   mmrt_feed_conv.c      pixels f32[B, K, 3, S, S], text, labels: conversations
+ *   mmrt_feed_vfiles.c    (video files for the video and diffusion feeders: --data LIST.json)
  *
  * (mmrt_main.h says what each one feeds the model.) The four feeders
  * share Fashion-MNIST: the splits and their iterators live in MmrtFeedCtx,
@@ -63,6 +64,7 @@ struct MmrtFeedCtx {
   /* --data (the text task tells a file from a folder) and the text flags */
   const char *data;
   const struct MmrtTextOpts *text;
+  double video_fps; /* --video-fps F: video files sampled at F fps (0: the source's) */
   /* set by open: samples skipped as bad (logged when count_skipped), and a
    * line the trainer prints at the start (empty: none) */
   int64_t skipped;
@@ -131,6 +133,21 @@ extern const MmrtFeeder *const mmrt_feeders[];
  * declared format's feeder does not take the model, or no feeder matches,
  * listing the model's inputs and what is expected). */
 const MmrtFeeder *mmrt_feed_bind(MmrtFeedCtx *c, char *err, size_t errlen);
+
+/* ---- video files (mmrt_feed_vfiles.c) ---- */
+
+/* --data names a video list (mmrt_vfiles_is): opens it for clips of
+ * cthw = {C, T, H, W}; sets the splits' sizes (no pixels), the note and
+ * the skipped count. */
+struct MmrtVfiles;
+int mmrt_feed_vfiles_open(MmrtFeedCtx *c, struct MmrtVfiles *v, const char *json,
+                          const int64_t *cthw, char *err, size_t errlen);
+/* This rank's rows of the batch decoded into out (c->rows clips, padding
+ * rows zero; used[k] the entry row k came from, -1 padding; may be NULL),
+ * then the next training batch's rows started on the loader thread. A bad
+ * sample under --bad-samples fail ends the run with its message. */
+void mmrt_feed_vfiles_rows(MmrtFeedCtx *c, struct MmrtVfiles *v, const MmrtBatchIter *it,
+                           int64_t rows, int eval, uint64_t sample0, float *out, int64_t *used);
 
 /* ---- helpers for the feeders and the trainer ---- */
 

@@ -42,13 +42,22 @@
  * the N stored training clips (the same clip i while i < N, its features
  * from the same batch of B: the same numbers as online), the null
  * caption's stored features when dropped, and held-out row i at
- * evaluation; the encoders never run. */
+ * evaluation; the encoders never run.
+ *
+ * With --data a JSON or JSONL list of video files (mmrt_vfiles.h,
+ * docs/video.md "Training from video files"), online or with the fixed
+ * downsample, the clips are those videos (training sample i the list's
+ * entry of i under the run seed; evaluation row i entry i), decoded to the
+ * clip the model takes (1 x F x 64 x 64), and the caption ids are the
+ * entry's "cap" over the same vocabulary (mmrt_dit_text_ids: its words
+ * that are in it); the draws (drop, noise, t) stay functions of (seed, i). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "mmrt_features.h"
 #include "mmrt_feed.h"
+#include "mmrt_vfiles.h"
 #include "mmrt_video.h"
 
 #define MMRT_DIT_TEXT_DROP 0.1f
@@ -63,6 +72,10 @@ typedef struct Dit {
   MmrtTokenizer tok;
   MmrtFeatures feat;
   float *clip;
+  int files; /* clips from video files (vf): this rank's rows in clips, their entries in used */
+  MmrtVfiles vf;
+  float *clips;
+  int64_t *used;
 } Dit;
 
 /* A composed model's inputs latents and text_features: 1, 0 (not such a
@@ -198,9 +211,23 @@ static int start_features(MmrtFeedCtx *c, Dit *d, char *err, size_t errlen) {
   return MMRT_OK;
 }
 
+static int open_data(MmrtFeedCtx *c, const char *dir, char *err, size_t errlen) {
+  Dit *d = c->priv;
+  if (!mmrt_vfiles_is(dir) || (d->tf && !d->online))
+    return mmrt_feed_open_fmnist(c, dir, err, errlen);
+  const int64_t cthw[4] = {1, d->frames, MMRT_VIDEO_SIDE, MMRT_VIDEO_SIDE};
+  size_t per = (size_t)d->frames * MMRT_VIDEO_SIDE * MMRT_VIDEO_SIDE;
+  d->files = 1;
+  d->clips = malloc(sizeof *d->clips * per * (size_t)(c->rows > 0 ? c->rows : 1));
+  d->used = malloc(sizeof *d->used * (size_t)(c->rows > 0 ? c->rows : 1));
+  if (!d->clips || !d->used) return mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "out of memory");
+  return mmrt_feed_vfiles_open(c, &d->vf, dir, cthw, err, errlen);
+}
+
 static int start(MmrtFeedCtx *c, char *err, size_t errlen) {
   Dit *d = c->priv;
   if (d->tf && !d->online) return start_features(c, d, err, errlen);
+  if (d->files) return MMRT_OK;
   mmrt_video_free(&d->train), mmrt_video_free(&d->heldout); /* again after a resume */
   int rc = mmrt_video_init(&d->train, &c->train, d->frames, c->seed, err, errlen);
   return rc != MMRT_OK ? rc
@@ -297,6 +324,8 @@ static void fill(MmrtFeedCtx *c, const MmrtBatchIter *it, int64_t rows, int eval
   const MmrtTensorDesc *td = d->tu ? d->tu : d->tn;
   float *t = td ? mmrt_feed_at(c, td) : NULL;
   const MmrtFeatSplit *sp = eval ? &d->feat.heldout : &d->feat.train;
+  size_t cper = (size_t)d->frames * MMRT_VIDEO_SIDE * MMRT_VIDEO_SIDE;
+  if (d->files) mmrt_feed_vfiles_rows(c, &d->vf, it, rows, eval, sample0, d->clips, d->used);
   for (int64_t r = c->lo; r < c->lo + c->rows; r++) {
     int64_t k = r - c->lo;
     uint64_t i = eval ? (uint64_t)mmrt_iter_index(it, r) : sample0 + (uint64_t)r;
@@ -321,12 +350,18 @@ static void fill(MmrtFeedCtx *c, const MmrtBatchIter *it, int64_t rows, int eval
       fill_features(c, d, k, sp, eval ? (int64_t)i : (int64_t)(i % (uint64_t)sp->clips), drop);
     } else {
       MmrtClipInfo ci;
-      mmrt_video_clip(v, i, d->clip, &ci);
+      if (d->files)
+        memcpy(d->clip, d->clips + (size_t)k * cper, sizeof *d->clip * cper);
+      else
+        mmrt_video_clip(v, i, d->clip, &ci);
       if (d->online)
         fill_features(c, d, k, NULL, 0, drop);
       else
         downsample(d->clip, Fl, lat + k * per);
-      mmrt_dit_caption_ids(&d->tok, &ci, drop, text + k * L, (int64_t)L);
+      if (d->files)
+        mmrt_dit_text_ids(&d->tok, d->vf.e[d->used[k]].cap, drop, text + k * L, (int64_t)L);
+      else
+        mmrt_dit_caption_ids(&d->tok, &ci, drop, text + k * L, (int64_t)L);
     }
     if (noise)
       mmrt_rng_normal(noise + k * per, seed, mmrt_rng_stream("dit/noise", 0), i * per,
@@ -342,7 +377,8 @@ static void close_dit(MmrtFeedCtx *c) {
   if (!d) return;
   mmrt_video_free(&d->train), mmrt_video_free(&d->heldout);
   mmrt_features_free(&d->feat);
-  free(d->clip);
+  if (d->files) mmrt_vfiles_close(&d->vf);
+  free(d->clip), free(d->clips), free(d->used);
   free(d);
   c->priv = NULL;
 }
@@ -354,7 +390,7 @@ const MmrtFeeder mmrt_feed_dit = {
               "forwards latents and text_features), noise (like latents), t_uniform or "
               "t_normal F32[B]",
     .bind = bind,
-    .open = mmrt_feed_open_fmnist,
+    .open = open_data,
     .start = start,
     .fill = fill,
     .close = close_dit,

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "mmrt_loader.h"
+#include "mmrt_vfiles.h"
 #include "mmrt_feed.h"
 #include "mmrt_stage.h"
 
@@ -40,10 +41,13 @@ int mmrt_text_settle(MmrtTextOpts *o, int argc, char **argv) {
                    o->eval_split),
            1;
   o->pack = o->pack_on ? 1 : o->pack_off ? -1 : 0;
-  for (int i = 1; i < argc && !o->given; i++)
+  /* first: the first text flag, but --bad-samples only when no other is
+   * given (video files take it too: mmrt_feeders.c) */
+  for (int i = 1; i < argc; i++)
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
       size_t n = strlen(names[k]);
-      if (!strncmp(argv[i], names[k], n) && (argv[i][n] == 0 || argv[i][n] == '='))
+      if (!strncmp(argv[i], names[k], n) && (argv[i][n] == 0 || argv[i][n] == '=') &&
+          (!o->given || (!strcmp(o->first, "--bad-samples") && strcmp(names[k], "--bad-samples"))))
         o->given = 1, o->first = names[k];
     }
   return 0;
@@ -69,6 +73,7 @@ static int bind(MmrtFeedCtx *c, char *err, size_t errlen) {
   const int64_t tok[2] = {c->B, -1};
   if (!mmrt_feed_is(ids, MMRT_ST_I32, 2, tok) || !lb ||
       !mmrt_feed_is(lb, MMRT_ST_I32, 2, ids->shape)) {
+    if (mmrt_vfiles_is(c->data)) return 0; /* perhaps a list of videos (mmrt_feed_vfiles.c) */
     snprintf(err, errlen,
              "--data %s is text; model %s takes no ids and labels i32[%lld, T] (a folder is "
              "Fashion-MNIST)",

@@ -18,16 +18,26 @@
 #include <string.h>
 
 #include "mmrt_feed.h"
+#include "mmrt_vfiles.h"
 #include "mmrt_video.h"
 
 typedef struct Clips {
   MmrtVideo train, heldout;
+  int files; /* from video files (vf) */
+  MmrtVfiles vf;
 } Clips;
 
 static int bind(MmrtFeedCtx *c, char *err, size_t errlen) {
   const MmrtTensorDesc *v = mmrt_desc_input(c->m, MMRT_IN(VID_VIDEO));
-  const int64_t shape[5] = {c->B, 1, -1, MMRT_VIDEO_SIDE, MMRT_VIDEO_SIDE};
-  if (!mmrt_feed_is(v, MMRT_ST_F32, 5, shape)) return 0;
+  const int64_t shape[5] = {c->B, 1, -1, MMRT_VIDEO_SIDE, MMRT_VIDEO_SIDE},
+                any[5] = {c->B, -1, -1, -1, -1};
+  int files = mmrt_vfiles_is(c->data);
+  if (!mmrt_feed_is(v, MMRT_ST_F32, 5, files ? any : shape)) return 0;
+  if (files && v->shape[1] != 1 && v->shape[1] != 3) {
+    snprintf(err, errlen, "model %s: input video has %lld channels; video files give 1 or 3",
+             c->m->name, (long long)v->shape[1]);
+    return -1;
+  }
   c->batch[0] = v, c->nbatch = 1, c->labels = NULL;
   if (v->shape[2] < 1 || (v->shape[2] - 1) % 4) {
     snprintf(err, errlen, "model %s: input video has %lld frames; clips have 1 + 4k (e.g. 17)",
@@ -37,10 +47,18 @@ static int bind(MmrtFeedCtx *c, char *err, size_t errlen) {
   return 1;
 }
 
-static int start(MmrtFeedCtx *c, char *err, size_t errlen) {
+static int open_data(MmrtFeedCtx *c, const char *dir, char *err, size_t errlen) {
   Clips *k = c->priv ? c->priv : calloc(1, sizeof *k);
   if (!k) return mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "out of memory");
   c->priv = k;
+  if (!mmrt_vfiles_is(dir)) return mmrt_feed_open_fmnist(c, dir, err, errlen);
+  k->files = 1;
+  return mmrt_feed_vfiles_open(c, &k->vf, dir, c->batch[0]->shape + 1, err, errlen);
+}
+
+static int start(MmrtFeedCtx *c, char *err, size_t errlen) {
+  Clips *k = c->priv;
+  if (k->files) return MMRT_OK;
   mmrt_video_free(&k->train), mmrt_video_free(&k->heldout); /* again after a resume */
   int F = (int)c->batch[0]->shape[2],
       rc = mmrt_video_init(&k->train, &c->train, F, c->seed, err, errlen);
@@ -52,9 +70,13 @@ static int start(MmrtFeedCtx *c, char *err, size_t errlen) {
 static void fill(MmrtFeedCtx *c, const MmrtBatchIter *it, int64_t rows, int eval,
                  uint64_t sample0) {
   Clips *k = c->priv;
+  float *x = mmrt_feed_at(c, c->batch[0]);
+  if (k->files) {
+    mmrt_feed_vfiles_rows(c, &k->vf, it, rows, eval, sample0, x, NULL);
+    return;
+  }
   MmrtVideo *v = eval ? &k->heldout : &k->train;
   size_t per = (size_t)v->frames * MMRT_VIDEO_SIDE * MMRT_VIDEO_SIDE;
-  float *x = mmrt_feed_at(c, c->batch[0]);
   for (int64_t r = c->lo; r < c->lo + c->rows; r++) {
     float *row = x + (size_t)(r - c->lo) * per;
     if (r >= rows)
@@ -109,6 +131,7 @@ static void close_clips(MmrtFeedCtx *c) {
   Clips *k = c->priv;
   if (!k) return;
   mmrt_video_free(&k->train), mmrt_video_free(&k->heldout);
+  if (k->files) mmrt_vfiles_close(&k->vf);
   free(k);
   c->priv = NULL;
 }
@@ -118,7 +141,7 @@ const MmrtFeeder mmrt_feed_video = {
     .format = MMRT_FMT_CLIPS_VIDEO,
     .inputs = "video F32[B, 1, 1 + 4k, 64, 64]",
     .bind = bind,
-    .open = mmrt_feed_open_fmnist,
+    .open = open_data,
     .start = start,
     .fill = fill,
     .metric = psnr,

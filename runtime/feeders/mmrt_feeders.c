@@ -6,6 +6,7 @@
 
 #include "mmrt_feed.h"
 #include "mmrt_loader.h"
+#include "mmrt_vfiles.h"
 
 const MmrtFeeder *const mmrt_feeders[] = {
     &mmrt_feed_text,   &mmrt_feed_classify, &mmrt_feed_caption,
@@ -28,7 +29,8 @@ static void append(char *buf, size_t n, const char *s) {
 /* f->bind: 1 bound, 0 not this feeder's, -1 refused (err set) */
 static int try_bind(MmrtFeedCtx *c, const MmrtFeeder *f, char *err, size_t errlen) {
   int r = f->bind(c, err, errlen);
-  if (r > 0 && f != &mmrt_feed_text && f != &mmrt_feed_conv && c->text && c->text->given) {
+  if (r > 0 && f != &mmrt_feed_text && f != &mmrt_feed_conv && c->text && c->text->given &&
+      !(mmrt_vfiles_is(c->data) && !strcmp(c->text->first, "--bad-samples"))) {
     snprintf(err, errlen,
              "%s: a text flag, but --data %s is not text (a .jsonl file or an "
              "indexed dataset's prefix) and model %s takes %s data",

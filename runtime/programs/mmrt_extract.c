@@ -3,7 +3,8 @@
  * docs/design/t2v.md "Offline features"):
  *
  *   extractor --out DIR [--init-from PATH] [--seed S] [--clips N]
- *             [--heldout N] [--shard N] [--data DIR] [--quiet]
+ *             [--heldout N] [--shard N] [--data DIR|LIST.json] [--quiet]
+ *             [--video-fps F] [--bad-samples fail|skip]
  *
  * Initialises every parameter as the trainer does (its init stream under
  * --seed), loads by name what PATH holds (a WF-VAE checkpoint directory or
@@ -16,7 +17,15 @@
  * which writes the one directory and manifest. Rank 0 prints progress with
  * an ETA; SIGINT/SIGTERM stop every rank at its next batch: nothing is
  * written, exit 130 / 143 (under mpirun the job is aborted: a rank that
- * stopped would leave the others waiting for its rows). */
+ * stopped would leave the others waiting for its rows).
+ *
+ * --data LIST.json (or .jsonl): video files (mmrt_vfiles.h) instead of
+ * the generated clips: training row i and held-out row i are entry i of
+ * the list (file order; N and H at most the entries), decoded to the
+ * encoder's input (C, F, H, W), each row's caption its entry's "cap" as
+ * caption ids (mmrt_dit_text_ids), its label -1 (none). A bad entry
+ * stops the run naming the file, entry and row, or with --bad-samples skip
+ * the row takes the next good entry (counted). */
 #include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -30,12 +39,14 @@
 #include "mmrt_features.h"
 #include "mmrt_flags.h"
 #include "mmrt_mem.h"
+#include "mmrt_vfiles.h"
 
 #define ERRLEN 1024
 
 typedef struct Ext {
   const MmrtModelDesc *m;
-  const char *out, *init_from, *data;
+  const char *out, *init_from, *data, *bad_samples;
+  double video_fps;
   int64_t clips, heldout, shard;
   uint64_t seed;
   int quiet;
@@ -46,6 +57,8 @@ typedef struct Ext {
   MmrtFeatures f;
   int rank, world; /* under a launcher; world 1 without one */
   MmrtMesh mesh;   /* dp = world, when world > 1 */
+  int files;       /* --data names a video list */
+  MmrtVfiles vf;
 } Ext;
 
 static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -74,7 +87,14 @@ static const MmrtFlag ext_flags[] = {
                 "held-out clips 0 .. N-1, for the trainer's evaluation (default %D)"),
     MMRT_FLAG_I("--shard", "N", AT(shard), 1, INT64_MAX, WHOLE,
                 "clips per shard file (default %D)"),
-    MMRT_FLAG_S("--data", "DIR", AT(data), "Fashion-MNIST (default " MMRT_FMNIST_DEFAULT_DIR ")"),
+    MMRT_FLAG_S("--data", "DIR", AT(data),
+                "Fashion-MNIST (default " MMRT_FMNIST_DEFAULT_DIR "); or video files:\n"
+                "a .json/.jsonl list of {path, cap, num_frames, fps, resolution}"),
+    MMRT_FLAG_F("--video-fps", "F", AT(video_fps), 0, 1, "%F takes a positive number, not '%V'",
+                "video files: sample each video at F frames a second (default: every frame)"),
+    MMRT_FLAG_E("--bad-samples", "M", AT(bad_samples), "fail|skip",
+                "%F takes fail or skip, not '%V'",
+                "video files: a bad video: fail (default) or skip (the next good one)"),
     MMRT_FLAG_B("--quiet", AT(quiet), "no progress on stderr"),
     MMRT_FLAG_END,
 };
@@ -234,6 +254,25 @@ static int gather_split(Ext *x, MmrtFeatSplit *s, int64_t B, const char *what) {
   return 0;
 }
 
+/* Rows i0 .. i0 + n - 1 from the video list: entries i0 .. (file order). */
+static int files_rows(Ext *x, int64_t i0, int64_t n, float *video, int32_t *ids, MmrtFeatSplit *s,
+                      const char *what) {
+  int64_t L = x->f.L, *ent = malloc(sizeof *ent * (size_t)n),
+          *used = malloc(sizeof *used * (size_t)n);
+  uint64_t *smp = malloc(sizeof *smp * (size_t)n);
+  char err[ERRLEN];
+  int rc =
+      ent && used && smp ? MMRT_OK : mmrt_errf(err, sizeof err, MMRT_ERR_NOMEM, "out of memory");
+  for (int64_t r = 0; rc == MMRT_OK && r < n; r++) ent[r] = i0 + r, smp[r] = (uint64_t)(i0 + r);
+  if (rc == MMRT_OK) rc = mmrt_vfiles_batch(&x->vf, ent, smp, n, video, used, err, sizeof err);
+  for (int64_t r = 0; rc == MMRT_OK && r < n; r++) {
+    mmrt_dit_text_ids(&x->tok, x->vf.e[used[r]].cap, 0, ids + r * L, L);
+    s->label[i0 + r] = -1;
+  }
+  free(ent), free(used), free(smp);
+  return rc == MMRT_OK ? 0 : fail("--data %s (%s rows): %s", x->data, what, err);
+}
+
 /* The features of this rank's share of clips [0, s->clips) of v (ids
  * dropped: none), B at a time. */
 static int run_split(Ext *x, MmrtVideo *v, MmrtFeatSplit *s, const char *what) {
@@ -249,7 +288,9 @@ static int run_split(Ext *x, MmrtVideo *v, MmrtFeatSplit *s, const char *what) {
   mmrt_progress_begin(&pr, title, 0, hi - lo, "clips", !x->quiet);
   for (int64_t i0 = lo; i0 < hi; i0 += B) {
     if (mmrt_stop_signal) return mmrt_progress_break(&pr), 128 + mmrt_stop_signal;
-    for (int64_t r = 0; r < B; r++) {
+    int64_t n = hi - i0 < B ? hi - i0 : B;
+    if (x->files && files_rows(x, i0, n, video, ids, s, what)) return 1;
+    for (int64_t r = x->files ? n : 0; r < B; r++) {
       MmrtClipInfo ci;
       if (i0 + r < s->clips) {
         mmrt_video_clip(v, (uint64_t)(i0 + r), video + r * per, &ci);
@@ -260,7 +301,6 @@ static int run_split(Ext *x, MmrtVideo *v, MmrtFeatSplit *s, const char *what) {
         mmrt_dit_caption_ids(&x->tok, &ci, 1, ids + r * L, L);
       }
     }
-    int64_t n = hi - i0 < B ? hi - i0 : B;
     if (step(x, x->m->feat_latents_step, "@latents")) return 1;
     memcpy(s->latents + i0 * x->f.lat, at(x, ld), sizeof(float) * (size_t)(n * x->f.lat));
     if (step(x, x->m->feat_text_step, "@text_features")) return 1;
@@ -308,12 +348,29 @@ int mmrt_extract_main(int argc, char **argv, const MmrtModelDesc *m) {
   if (!rc && mmrt_alloc_arenas(m, x.arenas, err, sizeof err) != MMRT_OK) rc = fail("%s", err);
   if (!rc) rc = init_params(&x, &crc);
   const char *data = x.data ? x.data : MMRT_FMNIST_DEFAULT_DIR;
-  if (!rc && (mmrt_fmnist_load(&x.train, x.data, MMRT_SPLIT_TRAIN, err, sizeof err) != MMRT_OK ||
-              mmrt_fmnist_load(&x.test, x.data, MMRT_SPLIT_TEST, err, sizeof err) != MMRT_OK))
+  x.files = mmrt_vfiles_is(x.data);
+  if (!rc && !x.files && (x.video_fps > 0 || x.bad_samples))
+    rc = fail("%s: --data %s is not a list of video files (a .json or .jsonl)",
+              x.video_fps > 0 ? "--video-fps" : "--bad-samples", data);
+  if (!rc && x.files) {
+    const int64_t *v = x.t[MMRT_FEAT_VIDEO]->shape;
+    int skip = x.bad_samples && !strcmp(x.bad_samples, "skip");
+    if (mmrt_vfiles_open(&x.vf, x.data, (int)v[1], (int)v[2], (int)v[3], (int)v[4], x.video_fps,
+                         skip, err, sizeof err) != MMRT_OK)
+      rc = fail("--data %s", err);
+    else {
+      if (x.clips > x.vf.n) x.clips = x.vf.n;
+      if (x.heldout > x.vf.n) x.heldout = x.vf.n;
+    }
+  }
+  if (!rc && !x.files &&
+      (mmrt_fmnist_load(&x.train, x.data, MMRT_SPLIT_TRAIN, err, sizeof err) != MMRT_OK ||
+       mmrt_fmnist_load(&x.test, x.data, MMRT_SPLIT_TEST, err, sizeof err) != MMRT_OK))
     rc = fail("--data %s: %s", data, err);
-  if (!rc && (mmrt_video_init(&vt, &x.train, x.f.frames, x.seed, err, sizeof err) != MMRT_OK ||
-              mmrt_video_init(&vh, &x.test, x.f.frames, MMRT_VIDEO_HELDOUT_SEED, err, sizeof err) !=
-                  MMRT_OK))
+  if (!rc && !x.files &&
+      (mmrt_video_init(&vt, &x.train, x.f.frames, x.seed, err, sizeof err) != MMRT_OK ||
+       mmrt_video_init(&vh, &x.test, x.f.frames, MMRT_VIDEO_HELDOUT_SEED, err, sizeof err) !=
+           MMRT_OK))
     rc = fail("model %s: %s", m->name, err);
   if (!rc && mmrt_features_alloc(&x.f, x.clips, x.heldout, err, sizeof err) != MMRT_OK)
     rc = fail("%s", err);
@@ -333,9 +390,14 @@ int mmrt_extract_main(int argc, char **argv, const MmrtModelDesc *m) {
             "crc32 %08x; %d rank%s)\n",
             (long long)x.clips, (long long)x.heldout, m->name, x.out, (unsigned)crc, x.world,
             x.world == 1 ? "" : "s");
+  if (!rc && !x.quiet && x.files && x.vf.skip)
+    fprintf(stderr,
+            "extractor: --bad-samples skip: %lld bad entries in %s, %lld rows took another\n",
+            (long long)x.vf.bad_at_read, x.data, (long long)x.vf.skipped);
   for (int k = 0; k < MMRT_NARENAS; k++) free(x.arenas[k]);
   mmrt_features_free(&x.f);
   mmrt_video_free(&vt), mmrt_video_free(&vh);
+  if (x.files) mmrt_vfiles_close(&x.vf);
   mmrt_images_free(&x.train), mmrt_images_free(&x.test);
   mmrt_kernels_shutdown();
   if (x.world > 1) {

@@ -31,6 +31,7 @@
 
 #include "mmrt_comm.h"
 #include "mmrt_data.h"
+#include "mmrt_vfiles.h"
 #include "mmrt_flags.h"
 #include "mmrt_loader.h"
 #include "mmrt_hf.h"
@@ -51,7 +52,7 @@ typedef struct Args {
   const char *data, *ckpt, *log, *dump_logits, *dump_inputs, *init_from, *load_adapters, *features,
       *save_adapters, *save_weights, *save_hf, *hf_dtype, *omp_wait, *trace, *on_nan;
   int64_t steps, batch, eval_every, eval_batches, ckpt_every, keep, threads, shard_size;
-  double lr, comm_timeout;
+  double lr, comm_timeout, video_fps;
   uint64_t seed;
   int has_lr, has_seed, has_keep, has_timeout, resume, quiet, profile;
   int has_ckpt_every, skip_nan; /* --on-nan skip-step */
@@ -118,7 +119,8 @@ static const MmrtFlag train_flags[] = {
                 "Fashion-MNIST IDX files (default %D); or text data\n"
                 "for a model with ids, labels i32[B, T]: a .jsonl file (\"text\" or chat\n"
                 "\"messages\"), an indexed dataset PREFIX (PREFIX.bin + PREFIX.idx), or a\n"
-                "blend W1:A,W2:B,..."),
+                "blend W1:A,W2:B,...; or video files for a video or text-to-video\n"
+                "model: a .json/.jsonl list of {path, cap, num_frames, fps, resolution}"),
     MMRT_FLAG_S("--tokenizer", "FILE", AT(text.tokenizer),
                 "text: tokenizer.json for JSONL data (its chat template for messages)"),
     MMRT_FLAG_I("--seq-len", "N", AT(text.seq_len), 1, INT64_MAX, WHOLE,
@@ -132,7 +134,7 @@ static const MmrtFlag train_flags[] = {
     MMRT_FLAG_E("--bad-samples", "M", AT(text.bad_samples), "fail|skip",
                 "%F takes fail or skip, not '%V'",
                 "text: a malformed sample: fail (default: exit naming the file and\n"
-                "line) or skip (counted in the log's skipped_samples)"),
+                "line) or skip (counted in the log's skipped_samples); also video files"),
     MMRT_FLAG_S("--images", "DIR", AT(text.images),
                 "conversations: the folder the samples' image names are relative to"),
     MMRT_FLAG_S("--chat", "FAMILY", AT(text.chat),
@@ -150,6 +152,8 @@ static const MmrtFlag train_flags[] = {
                 "--eval-split takes a fraction in (0, 1), not '%V'",
                 "text: hold out every 1/F-th document (a fraction F of them, the same\n"
                 "for any seed) from training; evaluation runs on them"),
+    MMRT_FLAG_F("--video-fps", "F", AT(video_fps), 0, 1, "%F takes a positive number, not '%V'",
+                "video files: sample each video at F frames a second (default: every frame)"),
     MMRT_FLAG_I("--steps", "N", AT(steps), 0, INT64_MAX, WHOLE, "train until step N (default %D)"),
     MMRT_FLAG_I("--batch", "B", AT(batch), 1, INT64_MAX, WHOLE,
                 "must equal the compiled batch (recompile with --set B=N to change it)"),
@@ -332,7 +336,10 @@ static int bind(Trainer *t) {
   t->cx.step = feed_step;
   t->cx.stop = feed_stop;
   t->cx.features = t->a.features;
-  t->cx.data = t->a.data, t->cx.text = &t->a.text;
+  t->cx.data = t->a.data, t->cx.text = &t->a.text, t->cx.video_fps = t->a.video_fps;
+  if (t->a.video_fps > 0 && !mmrt_vfiles_is(t->a.data))
+    return fail("--video-fps %g: --data %s is not a list of video files (a .json or .jsonl)",
+                t->a.video_fps, t->a.data ? t->a.data : "");
   t->feeder = mmrt_feed_bind(&t->cx, err, sizeof err);
   if (t->feeder && t->a.features && !t->cx.features_used)
     return fail("--features %s: model %s takes no stored features (a model with forwards latents "

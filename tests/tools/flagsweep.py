@@ -909,6 +909,8 @@ else:
         "--max-tiles": (BASE + ["--max-tiles", "2"], "refused", ["--max-tiles"]),
         "--loader-threads": (BASE + ["--loader-threads", "1"], "refused", ["--loader-threads"]),
         "--eval-split": (BASE + ["--eval-split", "0.1"], "refused", ["--eval-split"]),
+        # video files only (tests/video_train.sh, docs/video.md): refused on other data
+        "--video-fps": (BASE + ["--video-fps", "4"], "refused", ["--video-fps"]),
     }
     # what differs from run to run: rates, times, memory
     noise = re.compile(r"[\d.]+ samples/s|elapsed \S+|eta \S+|peak rss [\d.]+ MiB|"
