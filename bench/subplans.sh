@@ -14,13 +14,13 @@
 # each run's rate, each plan's median, the best of each family and their
 # ratio, with the CPU and the load average before and after (the machine may
 # be shared: read the figures beside the load). Never fails on speed.
-#   bench/subplans.sh [build dir]   (STEPS=40 ROUNDS=3 SKIP=5: about 1.5 min;
+#   bench/subplans.sh [build dir]   (STEPS=30 ROUNDS=3 SKIP=5: about 2 min;
 #                                    e.g. STEPS=200 ROUNDS=5 for a longer run)
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 B=${1:-$HERE/../build}
 MMC=$B/mmc
-STEPS=${STEPS:-40}
+STEPS=${STEPS:-30}
 ROUNDS=${ROUNDS:-3}
 SKIP=${SKIP:-5}
 NP=4
