@@ -98,4 +98,9 @@ for fam, (name, m) in best.items():
     print("best %-9s %-16s %8.1f samples/s" % (fam, name, m))
 if "uniform" in best and "sub-model" in best:
     print("best per-sub-model / best uniform: %.3f" % (best["sub-model"][1] / best["uniform"][1]))
+# the same LLM layout, only the vision encoder's differing (dp = 4 against the mesh's)
+med = {n: statistics.median(r) for n, r in rates.items()}
+for sub, uni in (("vdp4+ltp2dp2", "tp2dp2"), ("vdp4+ltp4", "tp4")):
+    if sub in med and uni in med:
+        print("same LLM layout: %s / %s: %.3f" % (sub, uni, med[sub] / med[uni]))
 PY
