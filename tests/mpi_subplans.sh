@@ -227,6 +227,19 @@ good = subs == want and any(t["from"] == "vision" and t["kind"] == "all_gather" 
 vgrad = [x["grad_bytes"] for x in plan["subplans"] if x["name"] == "vision"]
 good &= vgrad == [0] if frozen else vgrad[0] > 0
 good &= any(t["phase"] == "backward" for t in plan["boundary_transfers"]) != frozen
+# each sub-model's FLOPs of a step (the whole batch) against its Linear layers'
+# forward FLOPs, 2 x rows x weights: a trained one runs them 3 times (forward,
+# input and weight gradients) plus attention and elementwise work, within 3x
+# to 4x; a frozen vision tower runs only its forward, within 1x to 1.5x
+lin = {"vision": 2 * B * Sv * L * (4 * 64 * 64 + 2 * 64 * 128),
+       "llm": 2 * B * Tt * L * (2 * h * h + 2 * h * 32 + 3 * h * 128)}
+for x in plan["subplans"]:
+    if x["name"] in lin:
+        lo, hi = (1, 1.5) if frozen and x["name"] == "vision" else (3, 4)
+        r = x["step_flops"] / lin[x["name"]]
+        good &= lo <= r <= hi
+        print("%s: %s step FLOPs %d = %.2f x its Linear layers' forward (want %g to %g)" %
+              (run, x["name"], x["step_flops"], r, lo, hi))
 print("%s: plan sub-models %s, boundary transfers %d (%d bytes per step)" % (run, subs, len(plan["boundary_transfers"]),
       plan["boundary_bytes"]))
 ok &= good

@@ -32,7 +32,24 @@ static const char *state_owner(const IrValue *v) {
 typedef struct Unit {
   int nparams;
   int64_t param, grad, opt; /* bytes per rank */
+  int64_t flops;            /* of a step, the whole batch (ir_flops over the step's nodes) */
 } Unit;
+
+/* The FLOPs of the step's nodes (@train, else @forward) scoped in unit i (-1:
+ * the rest), at the global shapes: the whole batch, every rank's share. */
+static int64_t unit_flops(const IrModule *m, const MmPlan *pl, int i) {
+  const IrFunc *f = ir_module_func((IrModule *)m, "train");
+  if (!f) f = ir_module_func((IrModule *)m, "forward");
+  int64_t sum = 0;
+  for (int k = 0; f && k < f->nodes.len; k++) {
+    const IrNode *n = f->nodes.items[k];
+    MmSubPlan sub;
+    bool in = mm_subplan_for(pl, n->scope, &sub);
+    if (i >= 0 ? !in || strncmp(sub.name, pl->subplans[i], (size_t)sub.namelen + 1) : in) continue;
+    sum += ir_flops(n);
+  }
+  return sum;
+}
 
 static void unit_bytes(const IrModule *m, const MmPlan *pl, int i, Unit *u) {
   *u = (Unit){0};
@@ -50,6 +67,7 @@ static void unit_bytes(const IrModule *m, const MmPlan *pl, int i, Unit *u) {
     u->param += b;
     if (!v->frozen) u->grad += b;
   }
+  u->flops = unit_flops(m, pl, i);
 }
 
 static bool moves(IrOp op) {
@@ -96,15 +114,17 @@ void mmc_plan_subplans(const IrModule *m, json_object *root) {
       json_object_object_add(e, "grad_bytes", json_object_new_int64(u.grad));
       json_object_object_add(e, "opt_bytes", json_object_new_int64(u.opt));
       json_object_object_add(e, "grad_reduced_over", json_object_new_string(grad_axes));
+      json_object_object_add(e, "step_flops", json_object_new_int64(u.flops));
       json_object_array_add(subs, e);
       continue;
     }
     char name[64];
     printf("    %-12s tp = %d, dp = %d%s%s: %d parameters; per rank %lld param + %lld grad + "
-           "%lld optimizer bytes; gradients reduced over %s\n",
+           "%lld optimizer bytes; gradients reduced over %s; %.4g GFLOP a step\n",
            i < 0 ? "(the rest)" : side(s.name, s.namelen, name, sizeof name), s.tp, s.dp,
            s.sp ? ", sp" : "", s.tp == 1 && T > 1 ? " (its dp spans the tp axis)" : "", u.nparams,
-           (long long)u.param, (long long)u.grad, (long long)u.opt, grad_axes);
+           (long long)u.param, (long long)u.grad, (long long)u.opt, grad_axes,
+           (double)u.flops / 1e9);
   }
   const IrFunc *f = ir_module_func((IrModule *)m, "train");
   if (!f) f = ir_module_func((IrModule *)m, "forward");
