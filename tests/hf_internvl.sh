@@ -14,10 +14,15 @@
 # 3. --save-hf of the loaded weights (no step) rewrites the fixture's
 #    model.safetensors byte for byte; after 5 AdamW steps the export holds
 #    the fixture's names, shapes and dtypes, every tensor moved, and the two
-#    layouts' exports are the same weights (qkv = the rows of q, k, v); the
-#    chat layout's step-1 loss under tp = 2 is the reference's too;
+#    layouts' exports are the same weights (qkv = the rows of q, k, v);
+# 3b. both layouts' 5 steps under tp = 2 and pp = 2 (1F1B, 2 micro-batches;
+#    2 mpirun ranks): each step's loss the serial run's (1e-5 relative), the
+#    chat layout's step 1 under tp = 2 the reference's, and each --save-hf
+#    directory the serial one's files, tensor names, shapes and dtypes, values
+#    within 1e-5 of the export's largest (tests/hf/same_tensors.py);
 # 4. with /var/cache/mmc-venv-ivl present: transformers loads each 5-step
-#    export (no missing or unexpected key) and gives mmc's trained logits;
+#    export, serial, tp and pp (no missing or unexpected key) and gives mmc's
+#    serially trained logits;
 # 4b. InternVL3-1B's dimensions: mmc's parameter count is transformers';
 # 5. bad input, each with its message.
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
@@ -34,6 +39,7 @@ T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 cd "$T"
 fail=0 npass=0 nfail=0 reload=()
+run=(--steps 5 --eval-batches 1 --quiet) # the 5-step runs, serial and parallel
 ok() { echo "PASS: $1"; npass=$((npass + 1)); }
 bad() { echo "FAIL: $1"; nfail=$((nfail + 1)); fail=1; }
 expect() { # expect CODE REGEX CMD...: exit CODE and stderr matching REGEX
@@ -77,12 +83,41 @@ for c in ivl:HfInternVL chat:HfInternVLChat ivl_llama:HfInternVL; do
     cmp -s rt_$d/model.safetensors "$F/$d/model.safetensors" && cmp -s rt_$d/config.json "$F/$d/config.json" &&
     ok "$d: --save-hf of the loaded weights: model.safetensors and config.json byte for byte the fixture's" ||
     bad "$d: --save-hf round trip: $(cat rt_$d.err; ls rt_$d)"
-  ./$d.tr --steps 5 --init-from "$F/$d" --save-hf ex_$d --dump-logits ex_$d.logits --eval-batches 1 --quiet > /dev/null 2> ex_$d.err ||
+  ./$d.tr "${run[@]}" --init-from "$F/$d" --save-hf ex_$d --dump-logits ex_$d.logits --log ex_$d.jsonl > /dev/null 2> ex_$d.err ||
     { bad "--save-hf $d: $(cat ex_$d.err)"; continue; }
   check export "$F/$d" ex_$d
   [ $d = chat ] && { [ -s ex_chat/added_tokens.json ] && ok "chat: added_tokens.json copied through" || bad "chat: no added_tokens.json"; }
   reload+=(ex_$d ex_$d.logits "$F/eval.safetensors")
 done
+# ---- 3b. tp = 2 and pp = 2 (1F1B, 2 micro-batches): the serial run's 5 losses and export ----
+# (tp: the fused qkv split by heads, the all-heads q/k norm over the split; the chat layout's
+# step 1 is also the reference's). Under the sanitizers: the chat layout's pp = 2 only.
+MPIRUN=(timeout 300 mpirun --oversubscribe -x OMP_NUM_THREADS -x OMP_WAIT_POLICY -x LSAN_OPTIONS -np 2)
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
+cells="ivl:tp ivl:pp chat:tp chat:pp"
+[ "$SAN" = 1 ] && cells="chat:pp"
+for c in $cells; do
+  d=${c%%:*} p=${c#*:}
+  [ -s ex_$d.jsonl ] || continue # its serial run failed above
+  plan=(--tp 2); [ $p = pp ] && plan=(--pp 2 --micro-batches 2)
+  model=$(sed -n 's/^model \(.*\) {/\1/p' hf_$d.mm)
+  if ! "$MMC" compile hf_$d.mm --model "$model" --set B=2 --set T=16 "${plan[@]}" -o $d.$p > /dev/null 2> $d.$p.cc; then
+    bad "$d: compile ${plan[*]}: $(head -3 $d.$p.cc)"
+    continue
+  fi
+  if ! "${MPIRUN[@]}" ./$d.$p "${run[@]}" --init-from "$F/$d" --save-hf ex_$d.$p --log ex_$d.$p.jsonl > $d.$p.out 2>&1; then
+    bad "$d ${plan[*]}: $(tail -3 $d.$p.out)"
+    continue
+  fi
+  w=$(/usr/bin/python3 "$H/same_losses.py" ex_$d.jsonl ex_$d.$p.jsonl) &&
+    ok "$d ${plan[*]}: 5 steps' losses the serial run's, relative $w" || bad "$d ${plan[*]}: losses differ from serial: $w"
+  [ $d.$p = chat.tp ] && pre="tp = 2: " check parity "$F/ref.safetensors" ex_chat.tp.jsonl -
+  /usr/bin/python3 "$H/same_tensors.py" 1e-5 ex_$d "$d ${plan[*]}=ex_$d.$p" > st.txt 2>&1
+  cat st.txt
+  grep -q ^PASS st.txt && npass=$((npass + 1)) || bad "$d ${plan[*]}: the export differs from serial"
+  reload+=(ex_$d.$p ex_$d.logits "$F/eval.safetensors") # transformers on it: the serial run's logits
+done
+
 # ---- 4. transformers reloads the exports (one Python start) ----
 if [ -x "$IVL" ] && [ "$SAN" = 0 ]; then
   "$IVL" "$H/make_internvl.py" check "${reload[@]}" > tf.txt 2>&1
@@ -93,11 +128,6 @@ if [ "$SAN" = 0 ]; then
   diff <(sed '1,3d;/^model /d' hf_ivl.mm) <(sed '1,3d;/^model /d' hf_chat.mm) > /dev/null &&
     ok "both layouts import as the same model" || bad "the layouts' models differ: $(diff hf_ivl.mm hf_chat.mm | head)"
   check layouts ex_ivl ex_chat
-  # tp = 2 (the fused qkv split by heads, the all-heads q/k norm over the split): the reference
-  "$MMC" compile hf_chat.mm --model HfInternVLChat --set B=2 --set T=16 --tp 2 -o chat2.tr > /dev/null 2>&1 &&
-    mpirun -np 2 --oversubscribe ./chat2.tr --steps 1 --init-from "$F/chat" --log chat2.jsonl --quiet > chat2.out 2>&1 ||
-    bad "chat under tp = 2: $(tail -3 chat2.out)"
-  pre="tp = 2: " check parity "$F/ref.safetensors" chat2.jsonl -
 fi
 
 # ---- 4b. a published size: InternVL3-1B's dimensions in transformers' layout; the header of

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # hf_parallel: imported Hugging Face models under tp and pp (docs/huggingface.md).
 # For tiny random GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM (tied
-# head), T5EncoderModel, CLIPVisionModel and LlavaForConditionalGeneration
-# made with transformers (tests/hf/make_tiny.py, the venv of
-# tools/test_venvs.sh): `mmc import`, then 5 AdamW steps from the same HF
-# weights (--init-from) serially, with --tp 2 and with --pp 2 (1F1B, 2
-# micro-batches of the serial batch) on 2 mpirun ranks (Qwen2 also with 2
-# micro-batches on one rank):
+# head), T5EncoderModel, UMT5EncoderModel (a relative bias per layer),
+# CLIPVisionModel and LlavaForConditionalGeneration made with transformers
+# (tests/hf/make_tiny.py, the venv of tools/test_venvs.sh): `mmc import`,
+# then 5 AdamW steps from the same HF weights (--init-from) serially, with
+# --tp 2 and with --pp 2 (1F1B, 2 micro-batches of the serial batch) on 2
+# mpirun ranks (Qwen2 also with 2 micro-batches on one rank):
 # 1. every step's loss of the tp and pp runs equals the serial run's (1e-5
-#    relative);
+#    relative; tests/hf/same_losses.py);
 # 2. --save-hf of each run: transformers loads the tp and pp directories with
 #    no missing or unexpected key and their outputs (logits; the encoders'
 #    last_hidden_state) equal the serial export's on a fixed input (1e-5 of
@@ -19,6 +19,7 @@
 # ir_update_part, every one of them failed to compile under pp (and
 # micro-batches) with "the update reads a value of the backward that is not
 # a parameter's gradient". Under the sanitizers: Qwen2 and CLIP only.
+# InternVL (no transformers class in this venv) is tests/hf_internvl.sh's.
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
 set -u
 PY=${MMC_HF_PYTHON:-/var/cache/mmc-venv-hf/bin/python}
@@ -38,18 +39,7 @@ ok() { echo "PASS: $1"; npass=$((npass + 1)); }
 bad() { echo "FAIL: $1"; fail=1; }
 "$PY" "$H/make_tiny.py" . > make.log 2>&1 || { cat make.log; exit 1; }
 
-# same_losses A.jsonl B.jsonl: steps 1..5 of B within 1e-5 relative of A's
-same_losses() {
-  /usr/bin/python3 - "$@" << 'PY'
-import json, sys
-a, b = ({j["step"]: j["loss"] for j in map(json.loads, open(p)) if "loss" in j} for p in sys.argv[1:3])
-w = max(abs(a[s] - b[s]) / abs(a[s]) for s in range(1, 6))
-print(f"{w:.1e} ({' '.join(f'{b[s]:.7g}' for s in range(1, 6))})")
-sys.exit(w > 1e-5)
-PY
-}
-
-cells="gpt2:HfGPT2 llama:HfLlama qwen2:HfQwen2 t5:HfT5Encoder clip:HfCLIPVision llava:HfLlava"
+cells="gpt2:HfGPT2 llama:HfLlama qwen2:HfQwen2 t5:HfT5Encoder umt5:HfUMT5Encoder clip:HfCLIPVision llava:HfLlava"
 [ "$SAN" = 1 ] && cells="qwen2:HfQwen2 clip:HfCLIPVision" # the slow build: the tied LLM and a ViT
 for c in $cells; do
   d=${c%%:*} model=${c#*:}
@@ -73,7 +63,7 @@ for c in $cells; do
       bad "$d ${plan[*]}: $(tail -3 $d.$p.out)"
       continue
     fi
-    w=$(same_losses $d.s.jsonl $d.$p.jsonl) && ok "$model ${plan[*]}: 5 steps' losses the serial run's, relative $w" ||
+    w=$(/usr/bin/python3 "$H/same_losses.py" $d.s.jsonl $d.$p.jsonl) && ok "$model ${plan[*]}: 5 steps' losses the serial run's, relative $w" ||
       bad "$model ${plan[*]}: losses differ from serial: $w"
     specs+=("${plan[*]}=ex_$d.$p")
   done
