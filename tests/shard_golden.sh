@@ -57,7 +57,7 @@ expect_error() { # expected-message command...
   if "$@" > /dev/null 2> "$T/err"; then echo "FAIL: '$*' succeeded"; fail=$((fail+1)); return; fi
   grep -qF -- "$want" "$T/err" || { echo "FAIL: '$*' did not say: $want"; cat "$T/err"; fail=$((fail+1)); }
 }
-expect_error "stdlib_models/gpt2.mm:50:11: error: data parallel: dp = 3 does not divide the batch of 4 of input 'ids'" \
+expect_error "stdlib_models/gpt2.mm:52:11: error: data parallel: dp = 3 does not divide the batch of 4 of input 'ids'" \
   "$MMC" dump-ir stdlib_models/gpt2.mm --model GPT2Tiny --dp 3
 expect_error "error: tp = 3 does not divide the 4 attention heads" \
   "$MMC" dump-ir stdlib_models/gpt2.mm --model GPT2Tiny --tp 3

@@ -119,7 +119,7 @@ START_TEST(randn_naive) {
   for (int site = 0; site < 2; site++)
     for (uint64_t step = 1; step < 3; step++) {
       mmrt_randn(y, N, 1234567890123ull, step, site);
-      char name[16];
+      char name[24];
       snprintf(name, sizeof name, "randn/%d", site);
       uint64_t h = 0xcbf29ce484222325ull;
       for (const char *c = name; *c; c++) h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
