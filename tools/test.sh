@@ -37,7 +37,7 @@ stage_done "asan build"
 (cd build-asan && MMC_MUTATIONS=1000 ctest --output-on-failure -j"$JOBS" --timeout 1800)
 slowest build-asan; stage_done "asan tests"
 
-echo "== libFuzzer targets (${FUZZ_SECONDS:-10} s each) =="
+echo "== libFuzzer targets (${FUZZ_SECONDS:-6} s each) =="
 # The .mm frontend, the IR text parser, the file readers (safetensors,
 # IDX, PNG, Megatron .bin/.idx and JSONL, the text loader on JSONL, JPEG/PNG/WebP images) and the programs' argument parsers with the trainer's data
 # directories (trainer_args), each from its corpus in tests/fuzz/corpus (copied: the
@@ -50,7 +50,7 @@ for t in frontend ir safetensors idx png trainer_args indexed jsonl image video 
   len=()
   if [ "$t" = frontend ]; then cp stdlib_models/*.mm tests/fuzz/corpus/$t/* build-fuzz/corpus/$t/ && len=(-max_len=8192)
   else cp tests/fuzz/corpus/$t/* build-fuzz/corpus/$t/; fi
-  ./build-fuzz/fuzz_$t -max_total_time="${FUZZ_SECONDS:-10}" "${len[@]}" -timeout=10 \
+  ./build-fuzz/fuzz_$t -max_total_time="${FUZZ_SECONDS:-6}" "${len[@]}" -timeout=10 \
     -artifact_prefix=build-fuzz/crash-$t- build-fuzz/corpus/$t > build-fuzz/fuzz-$t.log 2>&1 ||
     { tail -50 build-fuzz/fuzz-$t.log; exit 1; }
   echo "fuzz_$t: $(grep -o 'Done [0-9]* runs in [0-9]* second(s)' build-fuzz/fuzz-$t.log)"
