@@ -96,6 +96,18 @@ static int run(char *const *argv, bool verbose) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* Any function of m takes a 5-D f32 input (a video: [B, C, T, H, W]). */
+static bool takes_video(const IrModule *m) {
+  for (int f = 0; f < m->funcs.len; f++) {
+    const IrFunc *fn = m->funcs.items[f];
+    for (int i = 0; i < fn->inputs.len; i++) {
+      const IrValue *v = fn->inputs.items[i];
+      if (v->shape.rank == 5 && v->dtype == IR_F32) return true;
+    }
+  }
+  return false;
+}
+
 /* cc -o out obj libmmrt.a <libs...> */
 static bool link_trainer(Cg *cg, const char *obj, const char *out, bool verbose) {
   const char *cc = cg_link_cc(), *lib = cg_runtime_lib();
@@ -110,6 +122,13 @@ static bool link_trainer(Cg *cg, const char *obj, const char *out, bool verbose)
   argv[n++] = "-o";
   argv[n++] = (char *)out;
   argv[n++] = (char *)obj;
+  /* the video-file decoder (and FFmpeg's libraries) only for a model that
+   * takes a video, a 5-D f32 input (runtime/data/mmrt_vfiles.h) */
+  static char *const video[] = {"-Wl,-u,mmrt_feed_vfiles_open", "-Wl,-u,mmrt_feed_vfiles_rows",
+                                "-Wl,-u,mmrt_vfiles_open", "-Wl,-u,mmrt_vfiles_batch",
+                                "-Wl,-u,mmrt_vfiles_close"};
+  if (takes_video(cg->m))
+    for (size_t k = 0; k < sizeof video / sizeof video[0]; k++) argv[n++] = video[k];
   argv[n++] = (char *)lib;
   for (char *tok = strtok(libs, " "); tok && n < 126; tok = strtok(NULL, " ")) argv[n++] = tok;
   argv[n] = NULL;

@@ -167,9 +167,7 @@ rc=$?
 # be mapped; a kernel's malloc aborted.) ASan reserves terabytes: no ulimit -v.
 if [ $SAN = 0 ]; then
   oom=0 fine=0 sig=""
-  # (trainers map about 130 MB more since the runtime links FFmpeg for video files:
-  # below about 235000 the dynamic loader itself fails, before main)
-  for v in 245000 250000 260000 270000 280000 290000 300000 310000 320000 340000 600000; do
+  for v in 100000 130000 150000 158000 164000 168000 172000 176000 180000 190000 400000; do
     (ulimit -v $v; OMP_NUM_THREADS=2 exec ./vit --steps 2 --eval-batches 1 --quiet) > /dev/null 2> lim.err
     rc=$?
     if [ $rc = 0 ]; then fine=$((fine + 1))

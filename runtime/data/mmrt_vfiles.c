@@ -27,11 +27,6 @@ struct MmrtVfilesAhead {
   Slot *slot;
 };
 
-int mmrt_vfiles_is(const char *spec) {
-  size_t n = spec ? strlen(spec) : 0;
-  return (n > 5 && !strcmp(spec + n - 5, ".json")) || (n > 6 && !strcmp(spec + n - 6, ".jsonl"));
-}
-
 int mmrt_vfiles_open(MmrtVfiles *v, const char *json, int C, int T, int H, int W, double fps,
                      int skip, char *err, size_t errlen) {
   memset(v, 0, sizeof *v);

@@ -29,11 +29,20 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "mmrt_vdec.h"
 
 #define MMRT_VFILES_SALT 0x7666696c65736571ull /* "vfileseq" */
 #define MMRT_VFILES_ERR  1024
+
+/* The decoder (FFmpeg's libraries) is linked into a trainer only when its
+ * model takes a video, a 5-D input: codegen/cg_emit.c then names
+ * MMRT_VFILES_SYMBOLS to the linker (-u). Elsewhere these functions are
+ * weak and NULL, so a trainer for text or images does not load FFmpeg's
+ * ~140 shared objects; callers check mmrt_vfiles_open before a list is
+ * opened. */
+#define MMRT_VFILES_WEAK __attribute__((weak))
 
 typedef struct MmrtVfilesAhead MmrtVfilesAhead;
 
@@ -56,12 +65,15 @@ typedef struct MmrtVfiles {
  * skip the bad ones are kept, marked). C 1 or 3; T, H, W the model's
  * clip; fps 0: the source's. */
 int mmrt_vfiles_open(MmrtVfiles *v, const char *json, int C, int T, int H, int W, double fps,
-                     int skip, char *err, size_t errlen);
-void mmrt_vfiles_close(MmrtVfiles *v);
+                     int skip, char *err, size_t errlen) MMRT_VFILES_WEAK;
+void mmrt_vfiles_close(MmrtVfiles *v) MMRT_VFILES_WEAK;
 
 /* 1 when spec names a video dataset: a file ending in .json or .jsonl
- * that is not a text dataset (a JSON list, not JSON Lines of text). */
-int mmrt_vfiles_is(const char *spec);
+ * (inline: asking does not link the decoder). */
+static inline int mmrt_vfiles_is(const char *spec) {
+  size_t n = spec ? strlen(spec) : 0;
+  return (n > 5 && !strcmp(spec + n - 5, ".json")) || (n > 6 && !strcmp(spec + n - 6, ".jsonl"));
+}
 
 /* The entry of training sample i under seed. */
 int64_t mmrt_vfiles_entry(MmrtVfiles *v, uint64_t seed, uint64_t i);
@@ -72,7 +84,7 @@ int64_t mmrt_vfiles_entry(MmrtVfiles *v, uint64_t seed, uint64_t i);
  * same entries, else decodes them now. MMRT_OK, or an error naming the
  * file, entry and sample (skip = 0, or every entry bad). */
 int mmrt_vfiles_batch(MmrtVfiles *v, const int64_t *entries, const uint64_t *samples, int64_t n,
-                      float *out, int64_t *used, char *err, size_t errlen);
+                      float *out, int64_t *used, char *err, size_t errlen) MMRT_VFILES_WEAK;
 
 /* Starts decoding the n entries on the loader thread (a copy is kept), for
  * the next mmrt_vfiles_batch; waits for one still running first. */

@@ -141,13 +141,15 @@ const MmrtFeeder *mmrt_feed_bind(MmrtFeedCtx *c, char *err, size_t errlen);
  * the skipped count. */
 struct MmrtVfiles;
 int mmrt_feed_vfiles_open(MmrtFeedCtx *c, struct MmrtVfiles *v, const char *json,
-                          const int64_t *cthw, char *err, size_t errlen);
+                          const int64_t *cthw, char *err, size_t errlen)
+    __attribute__((weak)); /* linked for models with a video input (mmrt_vfiles.h) */
 /* This rank's rows of the batch decoded into out (c->rows clips, padding
  * rows zero; used[k] the entry row k came from, -1 padding; may be NULL),
  * then the next training batch's rows started on the loader thread. A bad
  * sample under --bad-samples fail ends the run with its message. */
 void mmrt_feed_vfiles_rows(MmrtFeedCtx *c, struct MmrtVfiles *v, const MmrtBatchIter *it,
-                           int64_t rows, int eval, uint64_t sample0, float *out, int64_t *used);
+                           int64_t rows, int eval, uint64_t sample0, float *out, int64_t *used)
+    __attribute__((weak));
 
 /* ---- helpers for the feeders and the trainer ---- */
 

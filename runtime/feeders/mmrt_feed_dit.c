@@ -215,6 +215,11 @@ static int open_data(MmrtFeedCtx *c, const char *dir, char *err, size_t errlen) 
   Dit *d = c->priv;
   if (!mmrt_vfiles_is(dir) || (d->tf && !d->online))
     return mmrt_feed_open_fmnist(c, dir, err, errlen);
+  if (!mmrt_feed_vfiles_open)
+    return mmrt_errf(err, errlen, MMRT_ERR_ARG,
+                     "%s: a list of video files, but this program was linked without the video "
+                     "decoder (its model takes no 5-D video input)",
+                     dir);
   const int64_t cthw[4] = {1, d->frames, MMRT_VIDEO_SIDE, MMRT_VIDEO_SIDE};
   size_t per = (size_t)d->frames * MMRT_VIDEO_SIDE * MMRT_VIDEO_SIDE;
   d->files = 1;

@@ -52,6 +52,11 @@ static int open_data(MmrtFeedCtx *c, const char *dir, char *err, size_t errlen) 
   if (!k) return mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "out of memory");
   c->priv = k;
   if (!mmrt_vfiles_is(dir)) return mmrt_feed_open_fmnist(c, dir, err, errlen);
+  if (!mmrt_feed_vfiles_open)
+    return mmrt_errf(err, errlen, MMRT_ERR_ARG,
+                     "%s: a list of video files, but this program was linked without the video "
+                     "decoder (its model takes no 5-D video input)",
+                     dir);
   k->files = 1;
   return mmrt_feed_vfiles_open(c, &k->vf, dir, c->batch[0]->shape + 1, err, errlen);
 }

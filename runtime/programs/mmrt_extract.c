@@ -355,8 +355,12 @@ int mmrt_extract_main(int argc, char **argv, const MmrtModelDesc *m) {
   if (!rc && x.files) {
     const int64_t *v = x.t[MMRT_FEAT_VIDEO]->shape;
     int skip = x.bad_samples && !strcmp(x.bad_samples, "skip");
-    if (mmrt_vfiles_open(&x.vf, x.data, (int)v[1], (int)v[2], (int)v[3], (int)v[4], x.video_fps,
-                         skip, err, sizeof err) != MMRT_OK)
+    if (!mmrt_vfiles_open)
+      rc = fail("--data %s: a list of video files, but this program was linked without the video "
+                "decoder",
+                data);
+    else if (mmrt_vfiles_open(&x.vf, x.data, (int)v[1], (int)v[2], (int)v[3], (int)v[4],
+                              x.video_fps, skip, err, sizeof err) != MMRT_OK)
       rc = fail("--data %s", err);
     else {
       if (x.clips > x.vf.n) x.clips = x.vf.n;
