@@ -287,7 +287,7 @@ START_TEST(all_gather) {
         memset(out, 0xff, total * 4);
         int rc = mmrt_all_gather(&m, ax, part, out, outer, (size_t)T3[d], inner, MMRT_F32);
         EXPECT_OK(rc, &m);
-        char what[96];
+        char what[160];
         snprintf(what, sizeof what, "all_gather mesh %s axis %s dim %d", plan_name(plans[pi]),
                  mmrt_axis_name(ax), d);
         check_eq(out, g, total, what);
@@ -345,7 +345,7 @@ START_TEST(reduce_scatter) {
         for (int i = d + 1; i < 3; i++) inner *= (size_t)T3[i];
         int rc = mmrt_reduce_scatter(&m, ax, x, out, outer, (size_t)T3[d], inner, MMRT_F32);
         EXPECT_OK(rc, &m);
-        char what[96];
+        char what[160];
         snprintf(what, sizeof what, "reduce_scatter mesh %s axis %s dim %d", plan_name(plans[pi]),
                  mmrt_axis_name(ax), d);
         check_eq(out, want, (int64_t)outer * len * (int64_t)inner, what);
