@@ -17,7 +17,7 @@
 set -uo pipefail
 G=$1 W=$2 K=$3 SEED=${4:-1}
 HERE=$(cd "$(dirname "$0")" && pwd)
-EVERY=2 N=$((8 * K + 6))
+EVERY=2 N=$((20 * K + 6))
 ARGS=(--steps "$N" --ckpt-every "$EVERY" --eval-batches 1 --quiet)
 RANDOM=$SEED
 die() { echo "FAIL kill_resume: $*"; exit 1; }
