@@ -15,6 +15,7 @@ const char *const mm_recompute_names[] = {MM_RECOMPUTE_VALUES(MM_ENUM_NAME) NULL
 const char *const mm_optim_names[] = {MM_OPTIM_VALUES(MM_ENUM_NAME) NULL};
 const char *const mm_precision_names[] = {MM_PRECISION_VALUES(MM_ENUM_NAME) NULL};
 const char *const mm_lr_sched_names[] = {MM_LR_SCHED_VALUES(MM_ENUM_NAME) NULL};
+const char *const mm_placement_names[] = {MM_PLACEMENT_VALUES(MM_ENUM_NAME) NULL};
 const char *const mm_too_long_names[] = {MM_TOO_LONG_VALUES(MM_ENUM_NAME) NULL};
 const char *const mm_bad_samples_names[] = {MM_BAD_SAMPLES_VALUES(MM_ENUM_NAME) NULL};
 const char *const mm_data_format_names[] = {"auto",
@@ -25,8 +26,8 @@ const char *const mm_data_format_names[] = {"auto",
 _Static_assert(sizeof(MmSchedule) == sizeof(int) && sizeof(MmCpKind) == sizeof(int) &&
                    sizeof(MmRecompute) == sizeof(int) && sizeof(MmOptim) == sizeof(int) &&
                    sizeof(MmLrSched) == sizeof(int) && sizeof(MmPrecision) == sizeof(int) &&
-                   sizeof(MmTooLong) == sizeof(int) && sizeof(MmBadSamples) == sizeof(int) &&
-                   sizeof(MmDataFormat) == sizeof(int),
+                   sizeof(MmTooLong) == sizeof(int) && sizeof(MmPlacement) == sizeof(int) &&
+                   sizeof(MmBadSamples) == sizeof(int) && sizeof(MmDataFormat) == sizeof(int),
                "settings enums are read as int");
 
 #define MM_COUNT_OFF_INT(S, F)    0

@@ -1030,10 +1030,11 @@ bool pass_shard(IrModule *m, PassCtx *cx) {
   for (int i = 0; i < plan->nsubplans; i++) {
     MmSubPlan sub;
     if (!mm_subplan_parse(plan->subplans[i], &sub) || (sub.tp != 1 && sub.tp != plan->tp) ||
-        (int64_t)sub.tp * sub.dp != (int64_t)plan->tp * plan->dp || plan->cp > 1 || plan->pp > 1) {
+        (int64_t)sub.tp * sub.dp != (int64_t)plan->tp * plan->dp || plan->cp > 1 ||
+        plan->pp != (plan->placement == MM_PLACE_SEPARATE ? 2 : 1)) {
       diag_error(s.d, plan->loc[MM_SET_TP],
                  "sub-plan \"%s\" does not fit the mesh tp = %d x dp = %d (each sub-model: tp "
-                 "= 1 or %d, tp x dp = %d; no cp or pp)",
+                 "= 1 or %d, tp x dp = %d; no cp; pp = 2 under placement = separate only)",
                  plan->subplans[i], plan->tp, plan->dp, plan->tp, plan->tp * plan->dp);
       return false;
     }
