@@ -1382,16 +1382,17 @@ static bool resolve_subplans(FeProgram *p, Inst *root, MmPlan *pl, SrcLoc model_
     MM_ASSERT(mm_subplan_parse(pl->subplans[i], &s));
     const SrcLoc *loc = &pl->subplan_loc[i * SUB_NLOC];
     if (i == 0) s0 = s;
-    if (s.tp * s.dp != s0.tp * s0.dp && sep) {
+    bool one = sep && i == 1 && s0.tp * s0.dp == 1 && s.dp == 1; /* mm_subplan_one_rank */
+    if (s.tp * s.dp != s0.tp * s0.dp && sep && !one) {
       SrcLoc at = loc[SUB_DP].file ? loc[SUB_DP] : loc[SUB_TP].file ? loc[SUB_TP] : loc[SUB_NAME];
       diag_error(p->d, at,
                  "placement = separate: sub-model '%.*s' runs on tp x dp = %d x %d = %d ranks, "
-                 "but '%.*s' on %d x %d = %d; groups of different sizes are not built yet (the "
-                 "two pipeline stages share one mesh shape: give both blocks the same tp x dp)",
+                 "but '%.*s' on %d x %d = %d; groups of different sizes are not built yet (both "
+                 "blocks the same tp x dp, or the first on one rank and the second dp = 1)",
                  s.namelen, s.name, s.tp, s.dp, s.tp * s.dp, s0.namelen, s0.name, s0.tp, s0.dp,
                  s0.tp * s0.dp);
       diag_note(p->d, pl->subplan_loc[SUB_NAME], "'%.*s' planned here", s0.namelen, s0.name);
-    } else if (s.tp * s.dp != s0.tp * s0.dp) {
+    } else if (s.tp * s.dp != s0.tp * s0.dp && !sep) {
       SrcLoc at = loc[SUB_DP].file ? loc[SUB_DP] : loc[SUB_TP].file ? loc[SUB_TP] : loc[SUB_NAME];
       diag_error(p->d, at,
                  "sub-model '%.*s' runs on tp x dp = %d x %d = %d ranks, but '%.*s' on %d x %d = "
@@ -1417,7 +1418,8 @@ static bool resolve_subplans(FeProgram *p, Inst *root, MmPlan *pl, SrcLoc model_
   }
   if (p->d->errors != before) return false;
   pl->tp = T;
-  pl->dp = s0.tp * s0.dp / T;
+  MM_ASSERT(mm_subplan_parse(pl->subplans[pl->nsubplans - 1], &s));
+  pl->dp = s.tp * s.dp / T; /* separate: the second group (the first may be one rank) */
   pl->sp = sp;
   pl->loc[MM_SET_TP] = tp_at;
   if (sep) separate_stages(p, root, pl);

@@ -226,3 +226,11 @@ bool mm_subplan_for(const MmPlan *pl, const char *path, MmSubPlan *out) {
   }
   return false;
 }
+
+bool mm_subplan_one_rank(const MmPlan *pl, const MmSubPlan *sub) {
+  MmSubPlan first;
+  return pl->placement == MM_PLACE_SEPARATE && pl->nsubplans == 2 && pl->pp == 2 && pl->tp > 1 &&
+         pl->dp == 1 && mm_subplan_parse(pl->subplans[0], &first) &&
+         first.namelen == sub->namelen && !strncmp(first.name, sub->name, (size_t)sub->namelen) &&
+         sub->tp == 1 && sub->dp == 1;
+}

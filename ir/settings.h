@@ -252,6 +252,12 @@ bool mm_subplan_parse(const char *text, MmSubPlan *out);
  * first component names it); false when none does. */
 bool mm_subplan_for(const MmPlan *pl, const char *path, MmSubPlan *out);
 
+/* placement = separate with the first block on one rank (tp = dp = 1)
+ * before a second of tp = T, dp = 1: the pipeline's first stage is one
+ * rank that plays each of its T logical tp ranks, which hold the block
+ * whole and compute the same (docs/subplans.md "One rank for a group"). */
+bool mm_subplan_one_rank(const MmPlan *pl, const MmSubPlan *sub);
+
 /* The settings of empty sections. */
 void mm_settings_default(MmPlan *plan, MmTrain *train);
 /* The struct a row's off counts from: plan or train (NULL for the IrModule rows). */
