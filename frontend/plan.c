@@ -1076,9 +1076,12 @@ static bool check_stage_order(FeProgram *p, const MmPlan *pl) {
       if (from > st->i) {
         diag_error(p->d, pl->loc[MM_SET_STAGES],
                    "pipeline stages out of order: '%s' is in stage %lld, but its first use "
-                   "takes values computed in stage %lld; list the stages in the order of the "
-                   "forward",
-                   unit_of(p, v), (long long)st->i - 1, (long long)from - 1);
+                   "takes values computed in stage %lld; %s",
+                   unit_of(p, v), (long long)st->i - 1, (long long)from - 1,
+                   pl->placement == MM_PLACE_SEPARATE
+                       ? "placement = separate runs the first block's sub-model first: write "
+                         "the blocks in the order of the forward"
+                       : "list the stages in the order of the forward");
         diag_note(p->d, n->loc, "'%s' is first used here", unit_of(p, v));
         ok = false;
       }
