@@ -241,13 +241,14 @@ void mmc_plan_subplans(const IrModule *m, json_object *root) {
     }
     char name[64];
     if (sep) {
-      printf(
-          "    %-12s ranks %s (stage %d), tp = %d, dp = %d%s: %d parameters; per rank %lld param "
-          "+ %lld grad + %lld optimizer bytes; gradients reduced over %s; %.4g GFLOP a step\n",
-          i < 0 ? "(the rest)" : side(s.name, s.namelen, name, sizeof name), ranks, g, s.tp, s.dp,
-          s.tp == 1 && T > 1 && !whole1 ? " (its dp spans the tp axis)" : "", u.nparams,
-          (long long)u.param, (long long)u.grad, (long long)u.opt, grad_axes,
-          (double)u.flops / 1e9);
+      printf("    %-12s rank%s %s (stage %d), tp = %d, dp = %d%s: %d parameters; per rank %lld "
+             "param + %lld grad + %lld optimizer bytes; gradients reduced over %s; %.4g GFLOP a "
+             "step\n",
+             i < 0 ? "(the rest)" : side(s.name, s.namelen, name, sizeof name),
+             strchr(ranks, '-') ? "s" : "", ranks, g, s.tp, s.dp,
+             s.tp == 1 && T > 1 && !whole1 ? " (its dp spans the tp axis)" : "", u.nparams,
+             (long long)u.param, (long long)u.grad, (long long)u.opt, grad_axes,
+             (double)u.flops / 1e9);
       continue;
     }
     printf("    %-12s tp = %d, dp = %d%s%s: %d parameters; per rank %lld param + %lld grad + "
@@ -320,8 +321,8 @@ void mmc_plan_subplans(const IrModule *m, json_object *root) {
         json_object_object_add(e, "peak_bytes", json_object_new_int64(mem[g].peak));
         json_object_array_add(groups, e);
       } else {
-        printf("    group of stage %d, ranks %s (%d rank%s): planned peak %lld bytes per rank\n", g,
-               ranks, nr, nr > 1 ? "s" : "", (long long)mem[g].peak);
+        printf("    group of stage %d, rank%s %s (%d rank%s): planned peak %lld bytes per rank\n",
+               g, nr > 1 ? "s" : "", ranks, nr, nr > 1 ? "s" : "", (long long)mem[g].peak);
       }
     }
     if (root) json_object_object_add(root, "separate_groups", groups);
@@ -340,10 +341,22 @@ void mmc_rank_subplans(FILE *out, const IrModule *m, int rank) {
   int c[IR_NAXES], T = m->mesh[IR_AX_TP], D = m->mesh[IR_AX_DP];
   if (!pl->nsubplans || rank < 0 || rank >= ir_world_size(m)) return;
   ir_rank_coords(m, rank, c);
+  if (pl->placement == MM_PLACE_SEPARATE) {
+    int W = ir_world_size(m);
+    bool one = ir_one_rank_first_stage(m);
+    fprintf(out,
+            "// placement = separate: mesh rank %d runs stage 0 on world rank %d%s and stage 1 on "
+            "world rank %d\n",
+            rank, one ? 0 : rank, one ? " (which plays every tp rank of stage 0)" : "",
+            one ? 1 + rank : W + rank);
+  }
   for (int i = 0; i < pl->nsubplans; i++) {
     MmSubPlan s;
     if (!mm_subplan_parse(pl->subplans[i], &s)) continue;
-    if (s.tp == 1 && T > 1) /* its batch nests tp outside dp (passes/collectives.c) */
+    if (mm_subplan_one_rank(pl, &s))
+      fprintf(out, "// sub-model %.*s: tp = 1, dp = 1: whole, the same on every tp rank\n",
+              s.namelen, s.name);
+    else if (s.tp == 1 && T > 1) /* its batch nests tp outside dp (passes/collectives.c) */
       fprintf(out,
               "// sub-model %.*s: tp = 1, dp = %d over the tp and dp axes: this rank is its dp "
               "rank %d\n",
