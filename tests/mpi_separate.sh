@@ -166,5 +166,13 @@ else
   grep -q "compiled for 1 + 2 = 3 ranks (placement = separate" "$T/b4.out" ||
     { bad "(b) on 4 ranks: no message naming 3 ranks"; head -5 "$T/b4.out"; }
 fi
+# one mesh rank's view: its two stages' world ranks, vision whole
+"$MMC" dump-ir "$T/sep.mm" --model VLb --rank 1 | head -3 > "$T/rank1"
+printf '%s\n' "// placement = separate: mesh rank 1 runs stage 0 on world rank 0 (which plays every tp rank of stage 0) and stage 1 on world rank 2" \
+  "// sub-model vision: tp = 1, dp = 1: whole, the same on every tp rank" \
+  "// sub-model llm: tp = 2, dp = 1: this rank is its tp rank 1, dp rank 0" | cmp -s - "$T/rank1" ||
+  { bad "dump-ir --rank 1"; cat "$T/rank1"; }
+grep -q '^    stage 0 (vision) -> stage 1 (projector + llm): send pp \[4, 4, 256\] forward, 65536 bytes sent by rank 0: 2 micro-batches x 2 receivers (ranks 1-2)$' "$T/b.plan" ||
+  bad "mmc plan: no point-to-point boundary line"
 [ $fail -eq 0 ] && echo "separate placement: (b) vision on rank 0 / llm tp=2 on ranks 1-2, (c) frozen, (e) equal groups agree with one rank"
 [ $fail -eq 0 ]
