@@ -30,9 +30,11 @@
 #            vocabulary-parallel cross entropy's statistics);
 #            all_gather.tp: 1 of B*Sv*64 (the boundary: vision's output,
 #            split along the batch, gathered for the projector and LLM);
-#   backward all_reduce.tp: one per vision gradient (Nvis calls, Evis
-#            elements: vision's gradient reduction over its dp group, the
-#            tp axis), 2L + 1 of B*T*h (the column-parallel inputs' and
+#   backward all_reduce.tp: vision's gradients in buckets (Evis elements:
+#            vision's gradient reduction over its dp group, the tp axis;
+#            passes/bucket.c: one call per bucket of bucket_mb = 0.25 MiB,
+#            filled greedily in the order the IR reduces them, a bucket
+#            closing once it holds the cap), 2L + 1 of B*T*h (the column-parallel inputs' and
 #            the LM head's input gradients), 1 of B*4*256 (the projector's
 #            column-parallel fc1 input gradient); the gradient of the
 #            boundary comes back as a local slice: nothing sent;
@@ -46,7 +48,8 @@
 #            / tp), backward the gradient coming back (B*Sv*64);
 #   all_gather.tp: forward 1 of B*Sv*64 as in (a);
 #   all_reduce.tp: as in (a) with the LLM's and projector's messages
-#            halved (B / dp samples), vision's gradients whole;
+#            halved (B / dp samples), vision's gradients whole (their tp
+#            buckets after their dp buckets' waits);
 #   all_reduce.dp: the gradients' buckets (bucket_mb 0.25 MiB over every
 #            trainable parameter's local bytes, reverse order; the LLM's
 #            vocabulary-parallel embedding gradient reduced whole, then
@@ -179,7 +182,21 @@ bth = B * Tt * h // dp
 fwd = {"all_reduce.tp": [("row-parallel outputs", 2 * L, bth), ("vocab-parallel embedding", 1, bth),
                          ("projector fc2", 1, B * 4 * h // dp), ("vocab-parallel cross entropy", 1, B * Tt * (tp + 1) // dp)],
        "all_gather.tp": [("boundary: vision's output", 1, B * Sv * 64)]}
-bwd = {"all_reduce.tp": [("vision gradients (its dp group)", Nvis, Evis // max(Nvis, 1)), ("column-parallel inputs + head", 2 * L + 1, bth),
+# vision's tp buckets: the cap rule over its gradients in the order the IR
+# all-reduces them over tp (the whole tensors: vision keeps its weights
+# whole on tp)
+size = dict(params)
+torder = [p for p in re.findall(r"= all_reduce\(.*\{mesh = tp, bucket = \d+\}.*grad\(@(vision\.[^)]*)\)",
+                                  open(T + "/" + ("f" if frozen else name) + ".ir").read())]
+tpb, fill = 0, 0
+for p in torder:
+    fill += 4 * size[p]
+    if fill >= 262144:
+        tpb, fill = tpb + 1, 0
+tpb += fill > 0
+if sorted(torder) != sorted(p for p, _ in params if p.startswith("vision.")):
+    print("%s: vision's bucketed tp all-reduces %d, its gradients %d" % (name, len(torder), Nvis)); ok = False
+bwd = {"all_reduce.tp": [("vision gradient buckets (its dp group)", tpb, Evis // max(tpb, 1)), ("column-parallel inputs + head", 2 * L + 1, bth),
                          ("projector fc1 input", 1, B * 4 * 256 // dp)]}
 upd = {"all_reduce.tp": [("gradient norm chunks", chunks, 1)]}
 if name == "d":
@@ -209,8 +226,8 @@ for ph, want in (("forward", fwd), ("backward", bwd), ("update", upd)):
         if any(e is None for _, _, e in parts):  # the buckets: their elements in all
             elems = (bwd_dp_elems + sum(n * e for _, n, e in parts if e is not None)) * steps
         else:
-            elems = sum(n * (e if "vision gradients" not in w else 0) for w, n, e in parts) * steps
-            elems += sum(Evis for w, _, _ in parts if "vision gradients" in w) * steps
+            elems = sum(n * (e if "vision gradient" not in w else 0) for w, n, e in parts) * steps
+            elems += sum(Evis for w, _, _ in parts if "vision gradient" in w) * steps
         g = got.pop(key, {"calls": 0, "elems": 0})
         good = g["calls"] == calls and g["elems"] == elems
         ok &= good
