@@ -41,12 +41,12 @@
 #   update   all_reduce.tp: one 1-element all-reduce per chunk of 64
 #            gradients (passes/optimizer.c's grad_norm chunks) that holds a
 #            tp-split gradient.
-# (d) mesh tp = 2, dp = 2; vision's dp = 4 spans both axes. A batch split
-#   over tp and dp nests tp outside dp (passes/collectives.c), so at each
-#   boundary the dp-split batch is first gathered over dp:
-#   all_gather.dp: forward the pixels (B*784) and vision's output (B*Sv*64
-#            / tp), backward the gradient coming back (B*Sv*64);
-#   all_gather.tp: forward 1 of B*Sv*64 as in (a);
+# (d) mesh tp = 2, dp = 2; vision's dp = 4 spans both axes. Under sub-model
+#   blocks a batch split over tp and dp nests dp outside tp
+#   (passes/collectives.c): a rank's vision rows are the tp-th piece of its
+#   dp shard, so nothing crosses a boundary over dp:
+#   all_gather.tp: forward 1 of B*Sv*64 / dp (vision's output into the
+#            rank's dp shard);
 #   all_reduce.tp: as in (a) with the LLM's and projector's messages
 #            halved (B / dp samples), vision's gradients whole (their tp
 #            buckets after their dp buckets' waits);
@@ -181,7 +181,7 @@ chunks = sum(any(split[p] for p in order[k:k + 64]) for k in range(0, len(order)
 bth = B * Tt * h // dp
 fwd = {"all_reduce.tp": [("row-parallel outputs", 2 * L, bth), ("vocab-parallel embedding", 1, bth),
                          ("projector fc2", 1, B * 4 * h // dp), ("vocab-parallel cross entropy", 1, B * Tt * (tp + 1) // dp)],
-       "all_gather.tp": [("boundary: vision's output", 1, B * Sv * 64)]}
+       "all_gather.tp": [("boundary: vision's output", 1, B * Sv * 64 // dp)]}
 # vision's tp buckets: the cap rule over its gradients in the order the IR
 # all-reduces them over tp (the whole tensors: vision keeps its weights
 # whole on tp)
@@ -210,9 +210,7 @@ if name == "d":
     # sliced over tp (as under the uniform --tp 2 --dp 2 plan)
     whole = lambda p: split[p] and p != "llm.embed.weight"
     local = sum(n // tp if whole(p) else n for p, n in params)
-    fwd["all_gather.dp"] = [("pixels", 1, B * 784), ("vision's output, tp-split", 1, B * Sv * 64 // tp)]
     fwd["all_reduce.dp"] = [("scalar", 1, 1)]
-    bwd["all_gather.dp"] = [("the gradient coming back", 1, B * Sv * 64)]
     bwd["all_reduce.dp"] = [("gradient buckets", buckets, None), ("scalar", 1, 1)]
     bwd_dp_elems = local
     upd["all_reduce.dp"] = [("scalar", 1, 1)]
@@ -240,7 +238,7 @@ plan = json.load(open(T + "/" + run + ".plan.json"))
 subs = {s["name"]: (s["tp"], s["dp"]) for s in plan["subplans"]}
 want = {"vision": (1, 2 if name == "a" else 4), "llm": (2, dp), "": (2, dp)}
 good = subs == want and any(t["from"] == "vision" and t["kind"] == "all_gather" and t["axis"] == "tp" and
-                            t["sent_bytes"] == 4 * B * Sv * 64 // 2 for t in plan["boundary_transfers"])
+                            t["sent_bytes"] == 4 * B * Sv * 64 // (2 * dp) for t in plan["boundary_transfers"])
 vgrad = [x["grad_bytes"] for x in plan["subplans"] if x["name"] == "vision"]
 good &= vgrad == [0] if frozen else vgrad[0] > 0
 good &= any(t["phase"] == "backward" for t in plan["boundary_transfers"]) != frozen
@@ -264,11 +262,16 @@ sys.exit(0 if ok else 1)
 PY
 done
 # one rank's view: its place in each sub-model's mesh (rank 3 of tp = 2 x
-# dp = 2: tp 1, dp 1; vision's batch nests tp outside dp: its dp rank 1 * 2 + 1)
+# dp = 2: tp 1, dp 1; vision's batch nests dp outside tp: its dp rank 1 * 2 + 1;
+# and rank 2, tp 0, dp 1: 1 * 2 + 0)
 "$MMC" dump-ir "$T/sub.mm" --model VLd --rank 3 | head -2 > "$T/rank3"
 printf '%s\n' "// sub-model vision: tp = 1, dp = 4 over the tp and dp axes: this rank is its dp rank 3" \
   "// sub-model llm: tp = 2, dp = 2: this rank is its tp rank 1, dp rank 1" | cmp -s - "$T/rank3" ||
   { bad "dump-ir --rank 3"; cat "$T/rank3"; }
+"$MMC" dump-ir "$T/sub.mm" --model VLd --rank 2 | head -2 > "$T/rank2"
+printf '%s\n' "// sub-model vision: tp = 1, dp = 4 over the tp and dp axes: this rank is its dp rank 2" \
+  "// sub-model llm: tp = 2, dp = 2: this rank is its tp rank 0, dp rank 1" | cmp -s - "$T/rank2" ||
+  { bad "dump-ir --rank 2"; cat "$T/rank2"; }
 "$MMC" plan "$T/sub.mm" --model VLa | grep -q '^    vision     -> the rest   all_gather  tp  \[8, 17, 64\] .* 17408 bytes sent$' ||
   bad "mmc plan: no boundary transfer line"
 [ $fail -eq 0 ] && echo "sub-model plans: (a) vision dp=2 / llm tp=2 (with sp, with vision frozen) and (d) vision dp=4 / llm tp=2 x dp=2 agree with one rank"

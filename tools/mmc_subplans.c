@@ -183,17 +183,17 @@ void mmc_plan_subplans(const IrModule *m, json_object *root) {
 
 void mmc_rank_subplans(FILE *out, const IrModule *m, int rank) {
   const MmPlan *pl = &m->plan;
-  int c[IR_NAXES], T = m->mesh[IR_AX_TP], D = m->mesh[IR_AX_DP];
+  int c[IR_NAXES], T = m->mesh[IR_AX_TP];
   if (!pl->nsubplans || rank < 0 || rank >= ir_world_size(m)) return;
   ir_rank_coords(m, rank, c);
   for (int i = 0; i < pl->nsubplans; i++) {
     MmSubPlan s;
     if (!mm_subplan_parse(pl->subplans[i], &s)) continue;
-    if (s.tp == 1 && T > 1) /* its batch nests tp outside dp (passes/collectives.c) */
+    if (s.tp == 1 && T > 1) /* its batch nests dp outside tp (passes/collectives.c) */
       fprintf(out,
               "// sub-model %.*s: tp = 1, dp = %d over the tp and dp axes: this rank is its dp "
               "rank %d\n",
-              s.namelen, s.name, s.dp, c[IR_AX_TP] * D + c[IR_AX_DP]);
+              s.namelen, s.name, s.dp, c[IR_AX_DP] * T + c[IR_AX_TP]);
     else
       fprintf(out, "// sub-model %.*s: tp = %d, dp = %d: this rank is its tp rank %d, dp rank %d\n",
               s.namelen, s.name, s.tp, s.dp, c[IR_AX_TP], c[IR_AX_DP]);
