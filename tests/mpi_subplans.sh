@@ -4,6 +4,9 @@
 #   (a) parallel { vision { dp = 2 } llm { tp = 2 } } on 2 ranks, and
 #   (s) (a) with sp = true in the LLM's block only, and
 #   (m) (a) in micro_batches = 2 (losses and weights only),
+#   (r) (a) with recompute = full in the vision block only (losses and
+#       weights; after the recompute pass @train has more vision nodes
+#       than (a)'s, the clones, and exactly (a)'s LLM nodes),
 #   (f) (a) with the vision encoder frozen (InternVL2TinyFrozenVision):
 #       the formulas of (a) without vision's gradient all-reduces, no
 #       gradient coming back over the boundary, no vision gradient bytes;
@@ -83,6 +86,10 @@ model VLs extends InternVL2Tiny {
 model VLm extends InternVL2Tiny {
   parallel { vision { dp = 2 } llm { tp = 2 } micro_batches = 2 }
 }
+// (a) with full recompute in the vision encoder only
+model VLr extends InternVL2Tiny {
+  parallel { vision { dp = 2; recompute = full } llm { tp = 2 } }
+}
 // (a) with the vision encoder frozen: no vision gradients, no reductions for them
 model VLf extends InternVL2TinyFrozenVision {
   parallel { vision { dp = 2 } llm { tp = 2 } }
@@ -108,13 +115,14 @@ fi
 "$MMC" dump-ir "$S/internvl2.mm" --model InternVL2Tiny --after lower |
   sed -n 's/^param @\([^ ]*\) : f32\[\([0-9, ]*\)\].*/\1 \2/p' > "$T/params"
 
-RUNS=("a:VLa:2" "s:VLs:2" "m:VLm:2" "f:VLf:2" "d:VLd:4")
+RUNS=("a:VLa:2" "s:VLs:2" "m:VLm:2" "r:VLr:2" "f:VLf:2" "d:VLd:4")
 [ "$SAN" = 1 ] && RUNS=("a:VLa:2" "d:VLd:4")  # under the sanitizers (ten times slower) fewer plans
 for run in "${RUNS[@]}"; do
   IFS=: read -r name model np <<< "$run"
   "$MMC" compile "$T/sub.mm" --model $model -o "$T/$name" 2> "$T/$name.cc" || { bad "$name: compile"; cat "$T/$name.cc"; continue; }
   "$MMC" plan "$T/sub.mm" --model $model --json > "$T/$name.plan.json" || bad "$name: plan --json"
   "$MMC" dump-ir "$T/sub.mm" --model $model > "$T/$name.ir" || bad "$name: dump-ir"
+  "$MMC" dump-ir "$T/sub.mm" --model $model --after recompute > "$T/$name.rc.ir" || bad "$name: dump-ir --after recompute"
   if ! "${MPIRUN[@]}" "$np" "$T/$name" --steps $STEPS --eval-batches 1 --quiet --log "$T/$name.jsonl" \
        --save-weights "$T/$name.st" > "$T/$name.out" 2>&1; then
     bad "$name: mpirun"; tail -5 "$T/$name.out"; continue
@@ -146,6 +154,15 @@ ok &= nbad == 0 and sorted(A) == sorted(W)
 
 if name == "m":  # micro-batches: the step's losses and weights (evaluated on B / 2 rows, unlike one rank's)
     sys.exit(0 if ok else 1)
+if name == "r":  # recompute in the vision block: clones of vision nodes only
+    def count(path):
+        text = open(path).read().split("func @train", 1)[1].split("\n}", 1)[0]
+        sc = re.findall(r'scope\("([a-z]+)[."]', text)
+        return sc.count("vision"), sc.count("llm")
+    (va, la_), (vr, lr) = count(T + "/a.rc.ir"), count(T + "/r.rc.ir")
+    good = vr > va and lr == la_
+    print("r: @train after recompute: vision nodes %d (without: %d), llm nodes %d (without: %d)" % (vr, va, lr, la_))
+    sys.exit(0 if ok and good else 1)
 if name == "s":  # sp: the sequence split (reduce-scatters) in the LLM's blocks, head and norm only
     scopes = re.findall(r"= reduce_scatter\(.*scope\(\"([^\"]*)\"\)", open(T + "/s.ir").read())
     good = len(scopes) > 0 and all(x.startswith("llm.") for x in scopes)
