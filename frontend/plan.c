@@ -653,8 +653,13 @@ static bool read_recompute(FeProgram *p, Env *e, AstStmt *s, MmPlan *pl) {
   if (!is_call(x, "by_module"))
     return recompute_policy(p, e, x, &pl->recompute, &pl->recompute_block);
   bool ok = true;
-  pl->recompute_by = ARENA_ARRAY(&p->ast, const char *, x->args.len + 1);
-  pl->recompute_by_loc = ARENA_ARRAY(&p->ast, SrcLoc, x->args.len + 1);
+  /* after the policies of the sub-model blocks (read first), if any */
+  const char **by = ARENA_ARRAY(&p->ast, const char *, pl->nrecompute_by + x->args.len + 1);
+  SrcLoc *by_loc = ARENA_ARRAY(&p->ast, SrcLoc, pl->nrecompute_by + x->args.len + 1);
+  for (int i = 0; i < pl->nrecompute_by; i++)
+    by[i] = pl->recompute_by[i], by_loc[i] = pl->recompute_by_loc[i];
+  pl->recompute_by = by;
+  pl->recompute_by_loc = by_loc;
   for (int i = 0; i < x->args.len; i++) {
     AstArg *a = x->args.items[i];
     if (!a->name) {
@@ -883,7 +888,9 @@ static bool stage_counts(FeProgram *p, Inst *root, AstExpr *x, MmPlan *pl) {
 
 /* The sub-model blocks of a parallel section (docs/subplans.md): each a
  * top-level instance of the model with its own tp, dp and sp, kept as
- * "NAME:tp=T,dp=D,sp=S" with their locations. */
+ * "NAME:tp=T,dp=D,sp=S" with their locations; a block's recompute policy
+ * joins the per-sub-model policies (recompute = by_module(...)) as
+ * "NAME=POLICY". */
 enum { SUB_NAME, SUB_TP, SUB_DP, SUB_SP, SUB_NLOC };
 
 static bool read_subplans(FeProgram *p, Inst *root, AstStmt *sec, MmPlan *pl) {
@@ -893,6 +900,8 @@ static bool read_subplans(FeProgram *p, Inst *root, AstStmt *sec, MmPlan *pl) {
   bool ok = true;
   pl->subplans = ARENA_ARRAY(&p->ast, const char *, n + 1);
   pl->subplan_loc = ARENA_ARRAY(&p->ast, SrcLoc, (size_t)n * SUB_NLOC);
+  pl->recompute_by = ARENA_ARRAY(&p->ast, const char *, n + 1);
+  pl->recompute_by_loc = ARENA_ARRAY(&p->ast, SrcLoc, n + 1);
   for (int i = 0; i < sec->body.len; i++) {
     AstStmt *b = sec->body.items[i];
     if (b->kind != ST_SECTION) continue;
@@ -932,6 +941,18 @@ static bool read_subplans(FeProgram *p, Inst *root, AstStmt *sec, MmPlan *pl) {
       }
       if (set_twice(p, b, k)) ok = false;
       const MmSetDesc *d = row_of_key(MM_OWN_PLAN, s->name);
+      if (d && d->id == MM_SET_RECOMPUTE) { /* this sub-model's recompute policy */
+        MmRecompute pol;
+        int block = 0;
+        if (!recompute_policy(p, &root->env, s->value, &pol, &block)) {
+          ok = false;
+          continue;
+        }
+        pl->recompute_by_loc[pl->nrecompute_by] = s->name_loc;
+        pl->recompute_by[pl->nrecompute_by++] =
+            arena_printf(&p->ast, "%s=%s", b->name, policy_text(p, pol, block));
+        continue;
+      }
       int at = !d                   ? -1
                : d->id == MM_SET_TP ? SUB_TP
                : d->id == MM_SET_DP ? SUB_DP
@@ -939,8 +960,9 @@ static bool read_subplans(FeProgram *p, Inst *root, AstStmt *sec, MmPlan *pl) {
                                     : -1;
       if (at < 0) {
         diag_error(p->d, s->name_loc,
-                   d ? "'%s' is set for the whole model: a sub-model's block takes tp, dp and sp"
-                     : "unknown sub-model setting '%s' (expected tp, dp or sp)",
+                   d ? "'%s' is set for the whole model: a sub-model's block takes tp, dp, sp "
+                       "and recompute"
+                     : "unknown sub-model setting '%s' (expected tp, dp, sp or recompute)",
                    s->name);
         ok = false;
         continue;

@@ -129,10 +129,28 @@ static bool is_opt(IrOp op) {
   return op == IR_OP_GRAD_NORM || (ir_ops[op].flags & OPF_OPTIMIZER);
 }
 
-static void place_waits(IrModule *m, IrFunc *f, const Cand *cands, int nc, int nb, Arena *a);
+static void place_waits(IrModule *m, IrFunc *f, const Cand *cands, int nc, int base, int nb,
+                        Arena *a);
 
-static void bucket_func(IrModule *m, IrFunc *f, int64_t cap, Arena *a) {
+/* A gradient of a parameter of a tp = 1 sub-model under a tp > 1 mesh
+ * (docs/subplans.md): its data parallel spans the tp axis. */
+static bool spans_tp(const IrModule *m, const IrValue *p) {
+  MmSubPlan sub;
+  return p && m->mesh[IR_AX_TP] > 1 && mm_subplan_for(&m->plan, p->name, &sub) && sub.tp == 1;
+}
+
+/* One stream of buckets: the candidates are the collectives over axis ax;
+ * over any other axis than dp only those finishing a gradient of a
+ * sub-model whose dp spans that axis. The buckets are numbered from the
+ * first slot no bucket or wait of f holds yet. */
+static void bucket_func(IrModule *m, IrFunc *f, IrAxis ax, int64_t cap, Arena *a) {
   int nn = f->nodes.len, opt = -1;
+  int base = 0;
+  for (int i = 0; i < nn; i++) {
+    const IrNode *n = f->nodes.items[i];
+    int64_t k = n->op == IR_OP_BUCKET_WAIT ? n->attrs.v[IR_ATTR_BUCKET].i : bucket_id(n);
+    if (k >= base) base = (int)k + 1;
+  }
   for (int i = 0; i < nn && opt < 0; i++)
     if (is_opt(((IrNode *)f->nodes.items[i])->op)) opt = i;
   if (opt < 0) return; /* no optimizer: no gradients to reduce */
@@ -167,8 +185,8 @@ static void bucket_func(IrModule *m, IrFunc *f, int64_t cap, Arena *a) {
   int nc = 0;
   for (int i = 0; i < opt; i++) {
     IrNode *n = f->nodes.items[i];
-    if (!bucket_op(n->op) || n->nin != 1 || n->nout != 1 ||
-        n->attrs.v[IR_ATTR_MESH].i != IR_AX_DP || bucket_id(n) >= 0 || n->in[0]->dtype != IR_F32)
+    if (!bucket_op(n->op) || n->nin != 1 || n->nout != 1 || n->attrs.v[IR_ATTR_MESH].i != ax ||
+        bucket_id(n) >= 0 || n->in[0]->dtype != IR_F32)
       continue;
     Cand c = {.ar = n, .bytes = ir_local_numel(m, n->in[0]) * ir_dtype_size(n->in[0]->dtype)};
     IrValue *v = n->out[0];
@@ -186,6 +204,7 @@ static void bucket_func(IrModule *m, IrFunc *f, int64_t cap, Arena *a) {
     if (!ok) continue;
     IrMapSlot *s = ir_map_get(&uses, v);
     if (s && ((Use *)s->p)->first < opt) continue; /* read before the optimizer */
+    if (ax != IR_AX_DP && !spans_tp(m, v->grad_of)) continue;
     cands[nc++] = c;
   }
   if (!nc) return;
@@ -208,7 +227,7 @@ static void bucket_func(IrModule *m, IrFunc *f, int64_t cap, Arena *a) {
   /* number the buckets in the order they are reduced: by their last member */
   int *id = ARENA_ARRAY(a, int, nb), next = 0;
   for (int k = 0; k < nc; k++)
-    if (last[cands[k].bucket] == k) id[cands[k].bucket] = next++;
+    if (last[cands[k].bucket] == k) id[cands[k].bucket] = base + next++;
   for (int k = 0; k < nc; k++)
     ir_attrs_set_int(&cands[k].ar->attrs, IR_ATTR_BUCKET, id[cands[k].bucket]);
   IrMap moving, lastnode;
@@ -248,7 +267,7 @@ static void bucket_func(IrModule *m, IrFunc *f, int64_t cap, Arena *a) {
    * dp=2 + sp + ZeRO-1 gathered vit.pos's gradient over tp while its bucket
    * was still in flight (0.36 of an update off serial) */
   for (int k = 0; k < nc; k++) cands[k].bucket = id[cands[k].bucket];
-  if (!m->plan.no_overlap) place_waits(m, f, cands, nc, nb, a);
+  if (!m->plan.no_overlap) place_waits(m, f, cands, nc, base, nb, a);
 }
 
 int64_t prefetch_id(const IrNode *n) {
@@ -272,15 +291,16 @@ int bucket_wait_index(const IrFunc *f, int64_t id) {
 /* The waits: bucket b's wait goes before the first node, after the
  * bucket's call, that reads one of its results or its chains' results;
  * the chains follow the wait. */
-static void place_waits(IrModule *m, IrFunc *f, const Cand *cands, int nc, int nb, Arena *a) {
+static void place_waits(IrModule *m, IrFunc *f, const Cand *cands, int nc, int base, int nb,
+                        Arena *a) {
   IrMap owner, tails; /* value -> bucket + 1; tail node -> bucket + 1 */
   ir_map_init(&owner, a, false);
   ir_map_init(&tails, a, false);
   for (int k = 0; k < nc; k++) {
-    ir_map_put(&owner, cands[k].ar->out[0])->i = cands[k].bucket + 1;
+    ir_map_put(&owner, cands[k].ar->out[0])->i = cands[k].bucket - base + 1;
     for (int t = 0; t < cands[k].ntail; t++) {
-      ir_map_put(&owner, cands[k].tail[t]->out[0])->i = cands[k].bucket + 1;
-      ir_map_put(&tails, cands[k].tail[t])->i = cands[k].bucket + 1;
+      ir_map_put(&owner, cands[k].tail[t]->out[0])->i = cands[k].bucket - base + 1;
+      ir_map_put(&tails, cands[k].tail[t])->i = cands[k].bucket - base + 1;
     }
   }
   int nn = f->nodes.len;
@@ -288,7 +308,7 @@ static void place_waits(IrModule *m, IrFunc *f, const Cand *cands, int nc, int n
   IrBuilder b = {.m = m, .f = f, .group = -1, .layer = -1};
   for (int k = 0; k < nb; k++) {
     IrAttrs at = {0};
-    ir_attrs_set_int(&at, IR_ATTR_BUCKET, k);
+    ir_attrs_set_int(&at, IR_ATTR_BUCKET, base + k);
     wait[k] = ir_build(&b, IR_OP_BUCKET_WAIT, NULL, 0, &at, (SrcLoc){0}, NULL, 0, NULL);
     MM_ASSERT(wait[k]);
   }
@@ -302,7 +322,7 @@ static void place_waits(IrModule *m, IrFunc *f, const Cand *cands, int nc, int n
     waited[bk] = 1;                                                                                \
     f->nodes.items[w++] = wait[bk];                                                                \
     for (int k_ = 0; k_ < nc; k_++)                                                                \
-      if (cands[k_].bucket == (bk))                                                                \
+      if (cands[k_].bucket - base == (bk))                                                         \
         for (int t_ = 0; t_ < cands[k_].ntail; t_++) f->nodes.items[w++] = cands[k_].tail[t_];     \
   } while (0)
   for (int i = 0; i < nn; i++) {
@@ -412,13 +432,19 @@ bool pass_bucket(IrModule *m, PassCtx *cx) {
   const MmPlan *plan = &m->plan;
   /* pp > 1: one all-reduce per gradient, in its pipeline stage's backward
    * (a bucket would join the gradients of several stages) */
-  if (m->mesh[IR_AX_DP] <= 1 || plan->pp > 1) return true;
+  if (plan->pp > 1) return true;
+  /* a sub-model of tp = 1 under tp > 1 reduces its gradients over the tp
+   * axis too (docs/subplans.md): those in buckets of their own */
+  bool sub_tp = plan->nsubplans && m->mesh[IR_AX_TP] > 1;
+  if (m->mesh[IR_AX_DP] <= 1 && !sub_tp) return true;
   double bytes = plan->bucket_mb * 1048576.0;
   int64_t cap = bytes < 1 ? 1 : (int64_t)bytes;
   Arena a;
   arena_init(&a);
-  for (int i = 0; i < m->funcs.len && plan->bucket_mb > 0; i++)
-    bucket_func(m, m->funcs.items[i], cap, &a);
+  for (int i = 0; i < m->funcs.len && plan->bucket_mb > 0; i++) {
+    if (m->mesh[IR_AX_DP] > 1) bucket_func(m, m->funcs.items[i], IR_AX_DP, cap, &a);
+    if (sub_tp) bucket_func(m, m->funcs.items[i], IR_AX_TP, cap, &a);
+  }
   IrFunc *train = ir_module_func(m, "train");
   if (plan->zero == 3 && !plan->no_overlap && train) prefetch_func(m, train, &a);
   arena_free(&a);

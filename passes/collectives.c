@@ -19,7 +19,8 @@
 typedef struct Co {
   IrModule *m;
   IrFunc *f;
-  IrMap repl; /* reshard result -> its replacement */
+  const int *nest, *outer_first; /* the nesting of a dim split by several axes (below) */
+  IrMap repl;                    /* reshard result -> its replacement */
   Arena a;
 } Co;
 
@@ -59,14 +60,22 @@ static bool fits(const IrModule *m, const IrValue *x, int a, IrPlacement p) {
  * data splits or joins the innermost level, so before an axis splits or
  * joins a dim that an inner axis splits too, the inner split is gathered
  * (and sliced again by the splits that come, when wanted). */
-static const int nest[IR_NAXES] = {[IR_AX_CP] = 2, [IR_AX_TP] = 1, [IR_AX_DP] = 0};
-static const int outer_first[IR_NAXES] = {IR_AX_CP, IR_AX_TP, IR_AX_DP};
+static const int nest_tp[IR_NAXES] = {[IR_AX_CP] = 2, [IR_AX_TP] = 1, [IR_AX_DP] = 0};
+static const int outer_tp[IR_NAXES] = {IR_AX_CP, IR_AX_TP, IR_AX_DP};
+/* Under per-sub-model plans (docs/subplans.md) the one dim two axes split
+ * is the batch of a tp = 1 sub-model (cp and ZeRO are refused beside
+ * blocks), and there dp nests outside tp, as the ranks do: a rank's piece
+ * of the sub-model's batch is the tp-th piece of its dp shard, so the
+ * batch enters by a local slice over tp and leaves by a gather over tp,
+ * with nothing sent over dp. */
+static const int nest_dp[IR_NAXES] = {[IR_AX_CP] = 2, [IR_AX_DP] = 1, [IR_AX_TP] = 0};
+static const int outer_dp[IR_NAXES] = {IR_AX_CP, IR_AX_DP, IR_AX_TP};
 
 /* Gathers every axis inner to a that splits dim d of x. */
 static IrValue *gather_inner(Co *c, const IrNode *at, IrValue *x, int a, int d) {
   for (int k = IR_NAXES - 1; k >= 0; k--) { /* the innermost first */
-    int o = outer_first[k];
-    if (nest[o] < nest[a] && x->pl[o].kind == IR_PL_S && x->pl[o].dim == d)
+    int o = c->outer_first[k];
+    if (c->nest[o] < c->nest[a] && x->pl[o].kind == IR_PL_S && x->pl[o].dim == d)
       x = emit(c, at, IR_OP_ALL_GATHER, x, o, d, 0, (IrPlacement){IR_PL_B, 0});
   }
   return x;
@@ -82,8 +91,8 @@ static IrValue *lower(Co *c, const IrNode *at, IrValue *x, const IrPlacement *to
      * sum is exact), so that the reduce-scatter splits that axis' piece */
     if (to[a].kind == IR_PL_S) x = gather_inner(c, at, x, a, to[a].dim);
     for (int k = 0; to[a].kind == IR_PL_S && k < IR_NAXES; k++) {
-      int o = outer_first[k];
-      if (nest[o] > nest[a] && x->pl[o].kind == IR_PL_B && ir_placement_eq(to[o], to[a]) &&
+      int o = c->outer_first[k];
+      if (c->nest[o] > c->nest[a] && x->pl[o].kind == IR_PL_B && ir_placement_eq(to[o], to[a]) &&
           fits(c->m, x, o, to[o]))
         x = emit(c, at, IR_OP_ALL_SLICE, x, o, to[o].dim, 0, to[o]);
     }
@@ -97,14 +106,14 @@ static IrValue *lower(Co *c, const IrNode *at, IrValue *x, const IrPlacement *to
         fits(c->m, x, a, to[a]))
       x = emit(c, at, IR_OP_ALL_TO_ALL, x, a, x->pl[a].dim, to[a].dim, to[a]);
   for (int k = IR_NAXES - 1; k >= 0; k--) { /* splits that go, the innermost first */
-    int a = outer_first[k];
+    int a = c->outer_first[k];
     if (x->pl[a].kind == IR_PL_S && !ir_placement_eq(x->pl[a], to[a])) {
       x = gather_inner(c, at, x, a, x->pl[a].dim);
       x = emit(c, at, IR_OP_ALL_GATHER, x, a, x->pl[a].dim, 0, B);
     }
   }
   for (int k = 0; k < IR_NAXES; k++) { /* splits that come, the outermost first */
-    int a = outer_first[k];
+    int a = c->outer_first[k];
     if (x->pl[a].kind == IR_PL_B && to[a].kind == IR_PL_S) {
       x = gather_inner(c, at, x, a, to[a].dim);
       x = emit(c, at, IR_OP_ALL_SLICE, x, a, to[a].dim, 0, to[a]);
@@ -149,7 +158,8 @@ static void lower_func(Co *c, IrFunc *f) {
 
 bool pass_collectives(IrModule *m, PassCtx *cx) {
   (void)cx;
-  Co c = {.m = m};
+  bool sub = m->plan.nsubplans > 0;
+  Co c = {.m = m, .nest = sub ? nest_dp : nest_tp, .outer_first = sub ? outer_dp : outer_tp};
   arena_init(&c.a);
   for (int i = 0; i < m->funcs.len; i++) {
     IrFunc *f = m->funcs.items[i];

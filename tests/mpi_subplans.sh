@@ -4,6 +4,9 @@
 #   (a) parallel { vision { dp = 2 } llm { tp = 2 } } on 2 ranks, and
 #   (s) (a) with sp = true in the LLM's block only, and
 #   (m) (a) in micro_batches = 2 (losses and weights only),
+#   (r) (a) with recompute = full in the vision block only (losses and
+#       weights; after the recompute pass @train has more vision nodes
+#       than (a)'s, the clones, and exactly (a)'s LLM nodes),
 #   (f) (a) with the vision encoder frozen (InternVL2TinyFrozenVision):
 #       the formulas of (a) without vision's gradient all-reduces, no
 #       gradient coming back over the boundary, no vision gradient bytes;
@@ -30,23 +33,26 @@
 #            vocabulary-parallel cross entropy's statistics);
 #            all_gather.tp: 1 of B*Sv*64 (the boundary: vision's output,
 #            split along the batch, gathered for the projector and LLM);
-#   backward all_reduce.tp: one per vision gradient (Nvis calls, Evis
-#            elements: vision's gradient reduction over its dp group, the
-#            tp axis), 2L + 1 of B*T*h (the column-parallel inputs' and
+#   backward all_reduce.tp: vision's gradients in buckets (Evis elements:
+#            vision's gradient reduction over its dp group, the tp axis;
+#            passes/bucket.c: one call per bucket of bucket_mb = 0.25 MiB,
+#            filled greedily in the order the IR reduces them, a bucket
+#            closing once it holds the cap), 2L + 1 of B*T*h (the column-parallel inputs' and
 #            the LM head's input gradients), 1 of B*4*256 (the projector's
 #            column-parallel fc1 input gradient); the gradient of the
 #            boundary comes back as a local slice: nothing sent;
 #   update   all_reduce.tp: one 1-element all-reduce per chunk of 64
 #            gradients (passes/optimizer.c's grad_norm chunks) that holds a
 #            tp-split gradient.
-# (d) mesh tp = 2, dp = 2; vision's dp = 4 spans both axes. A batch split
-#   over tp and dp nests tp outside dp (passes/collectives.c), so at each
-#   boundary the dp-split batch is first gathered over dp:
-#   all_gather.dp: forward the pixels (B*784) and vision's output (B*Sv*64
-#            / tp), backward the gradient coming back (B*Sv*64);
-#   all_gather.tp: forward 1 of B*Sv*64 as in (a);
+# (d) mesh tp = 2, dp = 2; vision's dp = 4 spans both axes. Under sub-model
+#   blocks a batch split over tp and dp nests dp outside tp
+#   (passes/collectives.c): a rank's vision rows are the tp-th piece of its
+#   dp shard, so nothing crosses a boundary over dp:
+#   all_gather.tp: forward 1 of B*Sv*64 / dp (vision's output into the
+#            rank's dp shard);
 #   all_reduce.tp: as in (a) with the LLM's and projector's messages
-#            halved (B / dp samples), vision's gradients whole;
+#            halved (B / dp samples), vision's gradients whole (their tp
+#            buckets after their dp buckets' waits);
 #   all_reduce.dp: the gradients' buckets (bucket_mb 0.25 MiB over every
 #            trainable parameter's local bytes, reverse order; the LLM's
 #            vocabulary-parallel embedding gradient reduced whole, then
@@ -80,6 +86,10 @@ model VLs extends InternVL2Tiny {
 model VLm extends InternVL2Tiny {
   parallel { vision { dp = 2 } llm { tp = 2 } micro_batches = 2 }
 }
+// (a) with full recompute in the vision encoder only
+model VLr extends InternVL2Tiny {
+  parallel { vision { dp = 2; recompute = full } llm { tp = 2 } }
+}
 // (a) with the vision encoder frozen: no vision gradients, no reductions for them
 model VLf extends InternVL2TinyFrozenVision {
   parallel { vision { dp = 2 } llm { tp = 2 } }
@@ -105,13 +115,14 @@ fi
 "$MMC" dump-ir "$S/internvl2.mm" --model InternVL2Tiny --after lower |
   sed -n 's/^param @\([^ ]*\) : f32\[\([0-9, ]*\)\].*/\1 \2/p' > "$T/params"
 
-RUNS=("a:VLa:2" "s:VLs:2" "m:VLm:2" "f:VLf:2" "d:VLd:4")
+RUNS=("a:VLa:2" "s:VLs:2" "m:VLm:2" "r:VLr:2" "f:VLf:2" "d:VLd:4")
 [ "$SAN" = 1 ] && RUNS=("a:VLa:2" "d:VLd:4")  # under the sanitizers (ten times slower) fewer plans
 for run in "${RUNS[@]}"; do
   IFS=: read -r name model np <<< "$run"
   "$MMC" compile "$T/sub.mm" --model $model -o "$T/$name" 2> "$T/$name.cc" || { bad "$name: compile"; cat "$T/$name.cc"; continue; }
   "$MMC" plan "$T/sub.mm" --model $model --json > "$T/$name.plan.json" || bad "$name: plan --json"
   "$MMC" dump-ir "$T/sub.mm" --model $model > "$T/$name.ir" || bad "$name: dump-ir"
+  "$MMC" dump-ir "$T/sub.mm" --model $model --after recompute > "$T/$name.rc.ir" || bad "$name: dump-ir --after recompute"
   if ! "${MPIRUN[@]}" "$np" "$T/$name" --steps $STEPS --eval-batches 1 --quiet --log "$T/$name.jsonl" \
        --save-weights "$T/$name.st" > "$T/$name.out" 2>&1; then
     bad "$name: mpirun"; tail -5 "$T/$name.out"; continue
@@ -143,6 +154,15 @@ ok &= nbad == 0 and sorted(A) == sorted(W)
 
 if name == "m":  # micro-batches: the step's losses and weights (evaluated on B / 2 rows, unlike one rank's)
     sys.exit(0 if ok else 1)
+if name == "r":  # recompute in the vision block: clones of vision nodes only
+    def count(path):
+        text = open(path).read().split("func @train", 1)[1].split("\n}", 1)[0]
+        sc = re.findall(r'scope\("([a-z]+)[."]', text)
+        return sc.count("vision"), sc.count("llm")
+    (va, la_), (vr, lr) = count(T + "/a.rc.ir"), count(T + "/r.rc.ir")
+    good = vr > va and lr == la_
+    print("r: @train after recompute: vision nodes %d (without: %d), llm nodes %d (without: %d)" % (vr, va, lr, la_))
+    sys.exit(0 if ok and good else 1)
 if name == "s":  # sp: the sequence split (reduce-scatters) in the LLM's blocks, head and norm only
     scopes = re.findall(r"= reduce_scatter\(.*scope\(\"([^\"]*)\"\)", open(T + "/s.ir").read())
     good = len(scopes) > 0 and all(x.startswith("llm.") for x in scopes)
@@ -178,8 +198,22 @@ chunks = sum(any(split[p] for p in order[k:k + 64]) for k in range(0, len(order)
 bth = B * Tt * h // dp
 fwd = {"all_reduce.tp": [("row-parallel outputs", 2 * L, bth), ("vocab-parallel embedding", 1, bth),
                          ("projector fc2", 1, B * 4 * h // dp), ("vocab-parallel cross entropy", 1, B * Tt * (tp + 1) // dp)],
-       "all_gather.tp": [("boundary: vision's output", 1, B * Sv * 64)]}
-bwd = {"all_reduce.tp": [("vision gradients (its dp group)", Nvis, Evis // max(Nvis, 1)), ("column-parallel inputs + head", 2 * L + 1, bth),
+       "all_gather.tp": [("boundary: vision's output", 1, B * Sv * 64 // dp)]}
+# vision's tp buckets: the cap rule over its gradients in the order the IR
+# all-reduces them over tp (the whole tensors: vision keeps its weights
+# whole on tp)
+size = dict(params)
+torder = [p for p in re.findall(r"= all_reduce\(.*\{mesh = tp, bucket = \d+\}.*grad\(@(vision\.[^)]*)\)",
+                                  open(T + "/" + ("f" if frozen else name) + ".ir").read())]
+tpb, fill = 0, 0
+for p in torder:
+    fill += 4 * size[p]
+    if fill >= 262144:
+        tpb, fill = tpb + 1, 0
+tpb += fill > 0
+if sorted(torder) != sorted(p for p, _ in params if p.startswith("vision.")):
+    print("%s: vision's bucketed tp all-reduces %d, its gradients %d" % (name, len(torder), Nvis)); ok = False
+bwd = {"all_reduce.tp": [("vision gradient buckets (its dp group)", tpb, Evis // max(tpb, 1)), ("column-parallel inputs + head", 2 * L + 1, bth),
                          ("projector fc1 input", 1, B * 4 * 256 // dp)]}
 upd = {"all_reduce.tp": [("gradient norm chunks", chunks, 1)]}
 if name == "d":
@@ -193,9 +227,7 @@ if name == "d":
     # sliced over tp (as under the uniform --tp 2 --dp 2 plan)
     whole = lambda p: split[p] and p != "llm.embed.weight"
     local = sum(n // tp if whole(p) else n for p, n in params)
-    fwd["all_gather.dp"] = [("pixels", 1, B * 784), ("vision's output, tp-split", 1, B * Sv * 64 // tp)]
     fwd["all_reduce.dp"] = [("scalar", 1, 1)]
-    bwd["all_gather.dp"] = [("the gradient coming back", 1, B * Sv * 64)]
     bwd["all_reduce.dp"] = [("gradient buckets", buckets, None), ("scalar", 1, 1)]
     bwd_dp_elems = local
     upd["all_reduce.dp"] = [("scalar", 1, 1)]
@@ -209,8 +241,8 @@ for ph, want in (("forward", fwd), ("backward", bwd), ("update", upd)):
         if any(e is None for _, _, e in parts):  # the buckets: their elements in all
             elems = (bwd_dp_elems + sum(n * e for _, n, e in parts if e is not None)) * steps
         else:
-            elems = sum(n * (e if "vision gradients" not in w else 0) for w, n, e in parts) * steps
-            elems += sum(Evis for w, _, _ in parts if "vision gradients" in w) * steps
+            elems = sum(n * (e if "vision gradient" not in w else 0) for w, n, e in parts) * steps
+            elems += sum(Evis for w, _, _ in parts if "vision gradient" in w) * steps
         g = got.pop(key, {"calls": 0, "elems": 0})
         good = g["calls"] == calls and g["elems"] == elems
         ok &= good
@@ -223,7 +255,7 @@ plan = json.load(open(T + "/" + run + ".plan.json"))
 subs = {s["name"]: (s["tp"], s["dp"]) for s in plan["subplans"]}
 want = {"vision": (1, 2 if name == "a" else 4), "llm": (2, dp), "": (2, dp)}
 good = subs == want and any(t["from"] == "vision" and t["kind"] == "all_gather" and t["axis"] == "tp" and
-                            t["sent_bytes"] == 4 * B * Sv * 64 // 2 for t in plan["boundary_transfers"])
+                            t["sent_bytes"] == 4 * B * Sv * 64 // (2 * dp) for t in plan["boundary_transfers"])
 vgrad = [x["grad_bytes"] for x in plan["subplans"] if x["name"] == "vision"]
 good &= vgrad == [0] if frozen else vgrad[0] > 0
 good &= any(t["phase"] == "backward" for t in plan["boundary_transfers"]) != frozen
@@ -247,11 +279,16 @@ sys.exit(0 if ok else 1)
 PY
 done
 # one rank's view: its place in each sub-model's mesh (rank 3 of tp = 2 x
-# dp = 2: tp 1, dp 1; vision's batch nests tp outside dp: its dp rank 1 * 2 + 1)
+# dp = 2: tp 1, dp 1; vision's batch nests dp outside tp: its dp rank 1 * 2 + 1;
+# and rank 2, tp 0, dp 1: 1 * 2 + 0)
 "$MMC" dump-ir "$T/sub.mm" --model VLd --rank 3 | head -2 > "$T/rank3"
 printf '%s\n' "// sub-model vision: tp = 1, dp = 4 over the tp and dp axes: this rank is its dp rank 3" \
   "// sub-model llm: tp = 2, dp = 2: this rank is its tp rank 1, dp rank 1" | cmp -s - "$T/rank3" ||
   { bad "dump-ir --rank 3"; cat "$T/rank3"; }
+"$MMC" dump-ir "$T/sub.mm" --model VLd --rank 2 | head -2 > "$T/rank2"
+printf '%s\n' "// sub-model vision: tp = 1, dp = 4 over the tp and dp axes: this rank is its dp rank 2" \
+  "// sub-model llm: tp = 2, dp = 2: this rank is its tp rank 0, dp rank 1" | cmp -s - "$T/rank2" ||
+  { bad "dump-ir --rank 2"; cat "$T/rank2"; }
 "$MMC" plan "$T/sub.mm" --model VLa | grep -q '^    vision     -> the rest   all_gather  tp  \[8, 17, 64\] .* 17408 bytes sent$' ||
   bad "mmc plan: no boundary transfer line"
 [ $fail -eq 0 ] && echo "sub-model plans: (a) vision dp=2 / llm tp=2 (with sp, with vision frozen) and (d) vision dp=4 / llm tp=2 x dp=2 agree with one rank"

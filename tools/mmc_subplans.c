@@ -338,7 +338,7 @@ void mmc_plan_subplans(const IrModule *m, json_object *root) {
 
 void mmc_rank_subplans(FILE *out, const IrModule *m, int rank) {
   const MmPlan *pl = &m->plan;
-  int c[IR_NAXES], T = m->mesh[IR_AX_TP], D = m->mesh[IR_AX_DP];
+  int c[IR_NAXES], T = m->mesh[IR_AX_TP];
   if (!pl->nsubplans || rank < 0 || rank >= ir_world_size(m)) return;
   ir_rank_coords(m, rank, c);
   if (pl->placement == MM_PLACE_SEPARATE) {
@@ -356,11 +356,11 @@ void mmc_rank_subplans(FILE *out, const IrModule *m, int rank) {
     if (mm_subplan_one_rank(pl, &s))
       fprintf(out, "// sub-model %.*s: tp = 1, dp = 1: whole, the same on every tp rank\n",
               s.namelen, s.name);
-    else if (s.tp == 1 && T > 1) /* its batch nests tp outside dp (passes/collectives.c) */
+    else if (s.tp == 1 && T > 1) /* its batch nests dp outside tp (passes/collectives.c) */
       fprintf(out,
               "// sub-model %.*s: tp = 1, dp = %d over the tp and dp axes: this rank is its dp "
               "rank %d\n",
-              s.namelen, s.name, s.dp, c[IR_AX_TP] * D + c[IR_AX_DP]);
+              s.namelen, s.name, s.dp, c[IR_AX_DP] * T + c[IR_AX_TP]);
     else
       fprintf(out, "// sub-model %.*s: tp = %d, dp = %d: this rank is its tp rank %d, dp rank %d\n",
               s.namelen, s.name, s.tp, s.dp, c[IR_AX_TP], c[IR_AX_DP]);
