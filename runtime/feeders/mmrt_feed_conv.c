@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mmrt_buckets.h"
 #include "mmrt_comm.h"
 #include "mmrt_conv.h"
 #include "mmrt_feed.h"
@@ -57,6 +58,14 @@ typedef struct Conv {
   int32_t ignore, pad;
   int max_tiles;
   MmrtStage *stage; /* the loader thread (training batches) */
+  /* tile buckets (mmrt_buckets.h): the trainer's programs at K[i] < K
+   * slots, ascending, each its own input arena; cur the one this batch
+   * runs on (-1: the model's own), steps[i] the steps each ran (nb: the
+   * model's) */
+  const MmrtModelDesc *const *bk;
+  int nb, cur;
+  int64_t bK[8], steps[9];
+  char *bin[8];
 } Conv;
 
 static int bind(MmrtFeedCtx *c, char *err, size_t errlen) {
@@ -196,6 +205,55 @@ static int read_set(MmrtFeedCtx *c, Conv *x, MmrtTok *tok, const char *path, Set
 static void lay_rows(void *priv, const MmrtBatchIter *it, int64_t rows, int64_t lo, int64_t n,
                      int64_t *sample, void *const *buf);
 
+/* The trainer's tile buckets (mmc compile --tile-buckets), each checked
+ * against the model and given its input arena; their K in the note. */
+static int open_buckets(MmrtFeedCtx *c, Conv *x, int at, char *err, size_t errlen) {
+  x->cur = -1;
+  x->bk = mmrt_tile_buckets(&x->nb);
+  if (x->nb > 8) x->nb = 8;
+  for (int i = 0; i < x->nb; i++) {
+    const MmrtModelDesc *b = x->bk[i];
+    char e[256];
+    x->bK[i] = mmrt_bucket_dim(b, MMRT_IN(CONV_PIXELS), 1);
+    if (mmrt_bucket_check(c->m, b, e, sizeof e) ||
+        mmrt_bucket_dim(b, MMRT_IN(CONV_PIXELS), 3) != x->S || x->bK[i] < 1 || x->bK[i] >= x->K ||
+        (i > 0 && x->bK[i] <= x->bK[i - 1]))
+      return snprintf(err, errlen, "tile bucket %d (K = %lld) does not fit model %s: %s", i + 1,
+                      (long long)x->bK[i], c->m->name, e),
+             1;
+    size_t n = ((size_t)b->arena_bytes[MMRT_ARENA_INPUT] + 63) / 64 * 64;
+    if (!(x->bin[i] = aligned_alloc(64, n ? n : 64))) return snprintf(err, errlen, "out of memory"), 1;
+    memset(x->bin[i], 0, n ? n : 64);
+    at += snprintf(c->note + at, sizeof c->note - (size_t)at, "%s%lld", i ? ", " : "; tile buckets K = ",
+                   (long long)x->bK[i]);
+    if (at >= (int)sizeof c->note) at = (int)sizeof c->note - 1;
+  }
+  if (x->nb)
+    snprintf(c->note + at, sizeof c->note - (size_t)at, ", %lld", (long long)x->K);
+  return 0;
+}
+
+/* MmrtFeedCtx.run_train: the step on the bucket fill chose. */
+static int run_bucket(MmrtFeedCtx *c, uint64_t seed, void *mesh) {
+  Conv *x = c->priv;
+  return mmrt_bucket_run(c->m, x->bk[x->cur], c->arenas, x->bin[x->cur], seed, mesh);
+}
+
+/* The smallest bucket whose K holds the tiles of each of this rank's rows
+ * of the batch (-1: none, the model's own). */
+static void pick_bucket(MmrtFeedCtx *c, Conv *x, const MmrtBatchIter *it, int64_t rows) {
+  int64_t most = 0;
+  for (int64_t r = 0; r < c->rows; r++) {
+    int64_t k = c->lo + r, i = k < rows ? mmrt_iter_index(it, k) : -1;
+    if (i >= 0 && x->train.s[i].tiles > most) most = x->train.s[i].tiles;
+  }
+  x->cur = -1;
+  for (int i = 0; i < x->nb && x->cur < 0; i++)
+    if (x->bK[i] >= most) x->cur = i;
+  x->steps[x->cur < 0 ? x->nb : x->cur]++;
+  c->run_train = x->cur >= 0 ? run_bucket : NULL;
+}
+
 static int open(MmrtFeedCtx *c, const char *spec, char *err, size_t errlen) {
   Conv *x = calloc(1, sizeof *x);
   if (!x) return snprintf(err, errlen, "out of memory"), 1;
@@ -233,12 +291,12 @@ static int open(MmrtFeedCtx *c, const char *spec, char *err, size_t errlen) {
     tiles += x->train.s[i].tiles;
     if (x->train.s[i].tiles > most) most = x->train.s[i].tiles;
   }
-  snprintf(c->note, sizeof c->note,
-           "%lld conversations (%lld tiles of %lldx%lld, at most %lld a sample of the model's "
-           "%lld slots), %lld skipped; evaluation on %lld",
-           (long long)x->train.n, (long long)tiles, (long long)x->S, (long long)x->S,
-           (long long)most, (long long)x->K, (long long)c->skipped, (long long)ev->n);
-  return 0;
+  int at = snprintf(c->note, sizeof c->note,
+                    "%lld conversations (%lld tiles of %lldx%lld, at most %lld a sample of the "
+                    "model's %lld slots), %lld skipped; evaluation on %lld",
+                    (long long)x->train.n, (long long)tiles, (long long)x->S, (long long)x->S,
+                    (long long)most, (long long)x->K, (long long)c->skipped, (long long)ev->n);
+  return open_buckets(c, x, at, err, errlen);
 }
 
 /* Sample s (NULL: padding) into one row: text, labels, K tiles. prefix > 0:
@@ -303,8 +361,10 @@ static void fill(MmrtFeedCtx *c, const MmrtBatchIter *it, int64_t rows, int eval
   int32_t *text = mmrt_feed_at(c, c->batch[TEXT]), *y = mmrt_feed_at(c, c->batch[Y]);
   if (!eval) {
     mmrt_stage_fill(x->stage, it, rows, c->lo, c->rows, (void *const[3]){px, text, y});
+    pick_bucket(c, x, it, rows);
     return;
   }
+  c->run_train = NULL;
   const Set *set = c->text->eval_data ? &x->eval : &x->train; /* laid out here */
   size_t tiles = (size_t)x->K * 3 * (size_t)x->S * (size_t)x->S;
   for (int64_t r = 0; r < c->rows; r++) {
@@ -399,6 +459,15 @@ static int exact_match(MmrtFeedCtx *c, double *rate, char *err, size_t errlen) {
 static void close_(MmrtFeedCtx *c) {
   Conv *x = c->priv;
   if (!x) return;
+  if (x->nb && c->loud) {
+    fprintf(stderr, "trainer: steps by tile bucket (rank 0):");
+    for (int i = 0; i <= x->nb; i++)
+      fprintf(stderr, " K=%lld %lld", (long long)(i < x->nb ? x->bK[i] : x->K),
+              (long long)x->steps[i]);
+    fprintf(stderr, "\n");
+  }
+  for (int i = 0; i < x->nb; i++) free(x->bin[i]);
+  c->run_train = NULL;
   mmrt_stage_free(x->stage);
   set_free(&x->train), set_free(&x->eval);
   free(x);

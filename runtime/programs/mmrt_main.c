@@ -406,7 +406,10 @@ static void *mesh_of(Trainer *t) {
 /* Runs a step; a failed collective ends the job (the other ranks may be
  * waiting in it), bad data is reported like any error. */
 static int run_step(Trainer *t, MmrtStepFn fn, const char *what) {
-  if (fn(t->arenas, t->a.seed, mesh_of(t)) >= 0) return 0;
+  int rc = fn == t->m->train_step && t->cx.run_train /* a tile bucket's (mmrt_buckets.h) */
+               ? t->cx.run_train(&t->cx, t->a.seed, mesh_of(t))
+               : fn(t->arenas, t->a.seed, mesh_of(t));
+  if (rc >= 0) return 0;
   if (t->has_mesh && t->mesh.err[0]) {
     fail("%s: %s", what, t->mesh.err);
     mmrt_comm_abort(1);
