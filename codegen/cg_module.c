@@ -872,8 +872,8 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
 #undef M_F64
   LLVMTypeRef dty = desc_type(cg, model_fields, CG_MODEL_FIELDS);
   LLVMValueRef g = LLVMAddGlobal(
-      cg->mod, dty, cg->suffix && cg->suffix[0] ? arena_printf(cg->a, "mm_model%s", cg->suffix)
-                                                 : "mm_model");
+      cg->mod, dty,
+      cg->suffix && cg->suffix[0] ? arena_printf(cg->a, "mm_model%s", cg->suffix) : "mm_model");
   LLVMSetInitializer(g, desc_value(dty, model_fields, f, CG_MODEL_FIELDS));
   LLVMSetGlobalConstant(g, true);
   cg->desc = g;

@@ -330,10 +330,10 @@ typedef struct Opts {
   FeOverride overrides[64];
   int noverrides;
   MmPlanFlags flags;
-  const char *plan_flag; /* the first parallel-plan flag given (NULL: none) */
-  const char *device;    /* plan, compile --device: a description (support/device.h) */
-  int devices;           /* plan --devices N (0: not given) */
-  bool search;           /* plan --search: rank the plans (tools/mmc_predict.h) */
+  const char *plan_flag;    /* the first parallel-plan flag given (NULL: none) */
+  const char *device;       /* plan, compile --device: a description (support/device.h) */
+  int devices;              /* plan --devices N (0: not given) */
+  bool search;              /* plan --search: rank the plans (tools/mmc_predict.h) */
   const char *tile_buckets; /* compile --tile-buckets K1,K2,...: smaller values of K */
 } Opts;
 
@@ -1813,20 +1813,21 @@ static void search_release(void *user, void *handle) {
 /* --tile-buckets K1,K2,...: the model again at each smaller K (ascending,
  * below the model's own), same parameters, one program each; NULL-free
  * and false after a message. */
-static bool tile_buckets(Opts *o, IrModule *m, IrModule **bk, FeProgram **bp, FeResult *br,
-                         int *nb, Diag *d) {
+static bool tile_buckets(Opts *o, IrModule *m, IrModule **bk, FeProgram **bp, FeResult *br, int *nb,
+                         Diag *d) {
   *nb = 0;
   if (!o->tile_buckets) return true;
   int64_t K = -1, prev = 0;
   const IrFunc *f = ir_module_func(m, "forward");
   for (int i = 0; f && i < f->inputs.len; i++) {
     const IrValue *v = f->inputs.items[i];
-    if (strcmp(v->name, "pixels") == 0 && v->shape.rank == 5) K = v->shape.d[1];
+    if ((!strcmp(v->name, "pixels") || !strcmp(v->name, "tiles")) && v->shape.rank == 5)
+      K = v->shape.d[1];
   }
   if (K < 0) {
     fprintf(stderr,
-            "mmc: error: --tile-buckets: model %s has no input pixels f32[B, K, 3, S, S] "
-            "(tiles a sample)\n",
+            "mmc: error: --tile-buckets: model %s has no input pixels or tiles f32[B, K, 3, S, "
+            "S] (tiles a row)\n",
             m->name);
     return false;
   }
@@ -1864,8 +1865,10 @@ static bool tile_buckets(Opts *o, IrModule *m, IrModule **bk, FeProgram **bp, Fe
     *nb = i + 1;
     ok = bk[i] != NULL;
   }
-  if (k < 0) o->noverrides--;
-  else o->overrides[at] = keep;
+  if (k < 0)
+    o->noverrides--;
+  else
+    o->overrides[at] = keep;
   return ok;
 }
 
@@ -1998,6 +2001,13 @@ static int cmd_plan(Opts *o) {
                "(docs/architecture.md, \"Data\")\n",
                (long long)v->shape.d[1], (long long)v->shape.d[1], (long long)v->shape.d[3],
                (long long)v->shape.d[4]);
+      if (v->name && !strcmp(v->name, "tiles") && v->shape.rank == 5)
+        printf("  tiles  %lld a row on average, B x %lld in all (tiles f32[B, %lld, 3, %lld, "
+               "%lld]: one pool for the batch's rows): this plan is that largest pool's; "
+               "--tile-buckets runs smaller ones in the same arenas (docs/architecture.md, "
+               "\"Data\")\n",
+               (long long)v->shape.d[1], (long long)v->shape.d[1], (long long)v->shape.d[1],
+               (long long)v->shape.d[3], (long long)v->shape.d[4]);
     }
     if (data_bytes) {
       printf("  %-6s %14lld bytes  %9.3f MiB  (Fashion-MNIST, both splits)\n", "data",

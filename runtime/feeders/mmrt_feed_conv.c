@@ -57,6 +57,7 @@ typedef struct Conv {
   int64_t T, K, S;
   int32_t ignore, pad;
   int max_tiles;
+  int pool;         /* input tiles: one pool of tiles for this rank's rows (place flat) */
   MmrtStage *stage; /* the loader thread (training batches) */
   /* tile buckets (mmrt_buckets.h): the trainer's programs at K[i] < K
    * slots, ascending, each its own input arena; cur the one this batch
@@ -71,9 +72,12 @@ typedef struct Conv {
 static int bind(MmrtFeedCtx *c, char *err, size_t errlen) {
   const MmrtModelDesc *m = c->m;
   const MmrtTensorDesc *px = mmrt_desc_input(m, MMRT_IN(CONV_PIXELS)),
+                       *pool = mmrt_desc_input(m, MMRT_IN(CONV_TILES)),
                        *text = mmrt_desc_input(m, MMRT_IN(CONV_TEXT)),
                        *lb = mmrt_desc_input(m, MMRT_IN(CONV_LABELS));
   const int64_t img[5] = {c->B, -1, 3, -1, -1}, tok[2] = {c->B, -1};
+  if (!px == !pool) return 0; /* pixels (K slots a row) or tiles (a pool), one of them */
+  if (!px) px = pool;
   if (!mmrt_feed_is(px, MMRT_ST_F32, 5, img) || px->shape[3] != px->shape[4] ||
       !mmrt_feed_is(text, MMRT_ST_I32, 2, tok) || !mmrt_feed_is(lb, MMRT_ST_I32, 2, text->shape))
     return 0;
@@ -214,22 +218,23 @@ static int open_buckets(MmrtFeedCtx *c, Conv *x, int at, char *err, size_t errle
   for (int i = 0; i < x->nb; i++) {
     const MmrtModelDesc *b = x->bk[i];
     char e[256];
-    x->bK[i] = mmrt_bucket_dim(b, MMRT_IN(CONV_PIXELS), 1);
+    x->bK[i] = mmrt_bucket_dim(b, c->batch[PX]->name, 1);
+    e[0] = 0;
     if (mmrt_bucket_check(c->m, b, e, sizeof e) ||
-        mmrt_bucket_dim(b, MMRT_IN(CONV_PIXELS), 3) != x->S || x->bK[i] < 1 || x->bK[i] >= x->K ||
+        mmrt_bucket_dim(b, c->batch[PX]->name, 3) != x->S || x->bK[i] < 1 || x->bK[i] >= x->K ||
         (i > 0 && x->bK[i] <= x->bK[i - 1]))
       return snprintf(err, errlen, "tile bucket %d (K = %lld) does not fit model %s: %s", i + 1,
                       (long long)x->bK[i], c->m->name, e),
              1;
     size_t n = ((size_t)b->arena_bytes[MMRT_ARENA_INPUT] + 63) / 64 * 64;
-    if (!(x->bin[i] = aligned_alloc(64, n ? n : 64))) return snprintf(err, errlen, "out of memory"), 1;
+    if (!(x->bin[i] = aligned_alloc(64, n ? n : 64)))
+      return snprintf(err, errlen, "out of memory"), 1;
     memset(x->bin[i], 0, n ? n : 64);
-    at += snprintf(c->note + at, sizeof c->note - (size_t)at, "%s%lld", i ? ", " : "; tile buckets K = ",
-                   (long long)x->bK[i]);
+    at += snprintf(c->note + at, sizeof c->note - (size_t)at, "%s%lld",
+                   i ? ", " : "; tile buckets K = ", (long long)x->bK[i]);
     if (at >= (int)sizeof c->note) at = (int)sizeof c->note - 1;
   }
-  if (x->nb)
-    snprintf(c->note + at, sizeof c->note - (size_t)at, ", %lld", (long long)x->K);
+  if (x->nb) snprintf(c->note + at, sizeof c->note - (size_t)at, ", %lld", (long long)x->K);
   return 0;
 }
 
@@ -240,13 +245,16 @@ static int run_bucket(MmrtFeedCtx *c, uint64_t seed, void *mesh) {
 }
 
 /* The smallest bucket whose K holds the tiles of each of this rank's rows
- * of the batch (-1: none, the model's own). */
+ * of the batch (a pool: whose rows x K hold the rows' tiles); -1: none, the
+ * model's own. */
 static void pick_bucket(MmrtFeedCtx *c, Conv *x, const MmrtBatchIter *it, int64_t rows) {
-  int64_t most = 0;
+  int64_t most = 0, sum = 0;
   for (int64_t r = 0; r < c->rows; r++) {
     int64_t k = c->lo + r, i = k < rows ? mmrt_iter_index(it, k) : -1;
     if (i >= 0 && x->train.s[i].tiles > most) most = x->train.s[i].tiles;
+    if (i >= 0) sum += x->train.s[i].tiles;
   }
+  if (x->pool) most = (sum + c->rows - 1) / c->rows;
   x->cur = -1;
   for (int i = 0; i < x->nb && x->cur < 0; i++)
     if (x->bK[i] >= most) x->cur = i;
@@ -260,6 +268,7 @@ static int open(MmrtFeedCtx *c, const char *spec, char *err, size_t errlen) {
   c->priv = x;
   const MmrtTensorDesc *px = c->batch[PX];
   x->T = c->T, x->K = px->shape[1], x->S = px->shape[3];
+  x->pool = !strcmp(px->name, MMRT_IN(CONV_TILES));
   x->ignore = (int32_t)c->m->ignore_index;
   x->max_tiles = c->text->max_tiles ? (int)c->text->max_tiles : (int)(x->K > 1 ? x->K - 1 : 1);
   size_t row = (size_t)c->T * sizeof(int32_t),
@@ -299,18 +308,21 @@ static int open(MmrtFeedCtx *c, const char *spec, char *err, size_t errlen) {
   return open_buckets(c, x, at, err, errlen);
 }
 
-/* Sample s (NULL: padding) into one row: text, labels, K tiles. prefix > 0:
- * the text up to the last reply only, no labels (generation). */
-static void lay_one(const Conv *x, const Sample *s, int32_t *text, int32_t *y, float *px,
-                    int32_t prefix) {
+/* Sample s (NULL: padding) into row r of a block of n rows: text, labels,
+ * and its tiles into px (the block's, zeroed) from tile *at: slot r * K of
+ * the row's K slots, or in a tile pool (x->pool) the next free one, tiles
+ * before *at taken by the rows before. prefix > 0: the text up to the last
+ * reply only, no labels (generation). */
+static void lay_one(const Conv *x, const Sample *s, int32_t *text, int32_t *y, float *px, int64_t r,
+                    int64_t nrows, int64_t *at_, int32_t prefix) {
   size_t tile = 3 * (size_t)x->S * (size_t)x->S;
+  if (!x->pool) *at_ = r * x->K;
+  int64_t at = *at_, lim = x->pool ? nrows * x->K : (r + 1) * x->K;
   int32_t n = s ? (prefix > 0 ? prefix : s->len) : 0;
   for (int64_t j = 0; j < x->T; j++) {
     text[j] = j < n ? s->ids[j] : x->pad;
     y[j] = !prefix && j + 1 < n && s->mask[j + 1] ? s->ids[j + 1] : x->ignore;
   }
-  memset(px, 0, (size_t)x->K * tile * sizeof *px);
-  int at = 0;
   for (int k = 0; s && k < s->nimg; k++) {
     MmrtImage im;
     float *t = NULL;
@@ -319,12 +331,11 @@ static void lay_one(const Conv *x, const Sample *s, int32_t *text, int32_t *y, f
     char e[1024];
     if (mmrt_image_read(s->paths[k], 0, &im, e, sizeof e) != 0) {
       fprintf(stderr, "trainer: warning: %s: its tiles left zero\n", e);
-      at += 0;
       continue;
     }
     if (mmrt_image_internvl(&im, (int)x->S, x->max_tiles, mmrt_image_imagenet_mean,
                             mmrt_image_imagenet_std, &t, &nt, &g, e, sizeof e) == 0) {
-      if (at + nt > x->K) nt = (int)x->K - at;
+      if (at + nt > lim) nt = (int)(lim - at);
       memcpy(px + (size_t)at * tile, t, (size_t)nt * tile * sizeof *px);
       at += nt;
     } else
@@ -332,6 +343,7 @@ static void lay_one(const Conv *x, const Sample *s, int32_t *text, int32_t *y, f
     free(t);
     mmrt_image_free(&im);
   }
+  *at_ = at;
 }
 
 /* MmrtStageLay: rows [lo, lo + n) of the training set into buf = {pixels,
@@ -340,11 +352,13 @@ static void lay_rows(void *priv, const MmrtBatchIter *it, int64_t rows, int64_t 
                      int64_t *sample, void *const *buf) {
   const Conv *x = priv;
   size_t tiles = (size_t)x->K * 3 * (size_t)x->S * (size_t)x->S;
+  memset(buf[0], 0, (size_t)n * tiles * sizeof(float));
+  int64_t at = 0;
   for (int64_t k = lo; k < lo + n; k++) {
     int64_t r = k - lo;
     sample[r] = k < rows ? mmrt_iter_index(it, k) : -1;
     lay_one(x, sample[r] >= 0 ? &x->train.s[sample[r]] : NULL, (int32_t *)buf[1] + r * x->T,
-            (int32_t *)buf[2] + r * x->T, (float *)buf[0] + (size_t)r * tiles, 0);
+            (int32_t *)buf[2] + r * x->T, buf[0], r, n, &at, 0);
   }
 }
 
@@ -367,10 +381,11 @@ static void fill(MmrtFeedCtx *c, const MmrtBatchIter *it, int64_t rows, int eval
   c->run_train = NULL;
   const Set *set = c->text->eval_data ? &x->eval : &x->train; /* laid out here */
   size_t tiles = (size_t)x->K * 3 * (size_t)x->S * (size_t)x->S;
+  memset(px, 0, (size_t)c->rows * tiles * sizeof *px);
+  int64_t at = 0;
   for (int64_t r = 0; r < c->rows; r++) {
     int64_t k = c->lo + r, i = k < rows ? mmrt_iter_index(it, k) : -1;
-    lay_one(x, i >= 0 ? &set->s[i] : NULL, text + r * x->T, y + r * x->T, px + (size_t)r * tiles,
-            0);
+    lay_one(x, i >= 0 ? &set->s[i] : NULL, text + r * x->T, y + r * x->T, px, r, c->rows, &at, 0);
   }
 }
 
@@ -403,13 +418,15 @@ static int exact_match(MmrtFeedCtx *c, double *rate, char *err, size_t errlen) {
   while (!rc && !(c->stop && c->stop(c))) {
     int64_t rows = mmrt_iter_next(&c->eval_it);
     if (rows == 0 || (c->eval_batches >= 0 && batches >= c->eval_batches)) break;
+    memset(px, 0, (size_t)B * tiles * sizeof *px);
+    int64_t at = 0;
     for (int64_t r = 0; r < B; r++) {
       int64_t k = c->lo + r;
       who[r] = k < rows ? mmrt_iter_index(&c->eval_it, k) : -1;
       const Sample *s = who[r] >= 0 ? &set->s[who[r]] : NULL;
       len[r] = s ? last_reply(s) : 0;
       if (s && len[r] == 0) who[r] = -1;
-      lay_one(x, who[r] >= 0 ? s : NULL, text + r * T, y + r * T, px + (size_t)r * tiles,
+      lay_one(x, who[r] >= 0 ? s : NULL, text + r * T, y + r * T, px, r, B, &at,
               len[r] > 0 ? len[r] : 0);
       for (int64_t j = 0; j < T; j++) y[r * T + j] = x->ignore;
     }

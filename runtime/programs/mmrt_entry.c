@@ -72,6 +72,7 @@ extern const MmrtModelDesc *const mm_tile_buckets[] __attribute__((weak));
 extern const int32_t mm_tile_nbuckets __attribute__((weak));
 
 int main(int argc, char **argv) {
-  if (mm_tile_buckets && &mm_tile_nbuckets) mmrt_tile_buckets_set(mm_tile_buckets, mm_tile_nbuckets);
+  if (mm_tile_buckets && &mm_tile_nbuckets)
+    mmrt_tile_buckets_set(mm_tile_buckets, mm_tile_nbuckets);
   return mmrt_main(argc, argv, &mm_model);
 }
