@@ -241,7 +241,8 @@ static int open_buckets(MmrtFeedCtx *c, Conv *x, int at, char *err, size_t errle
 /* MmrtFeedCtx.run_train: the step on the bucket fill chose. */
 static int run_bucket(MmrtFeedCtx *c, uint64_t seed, void *mesh) {
   Conv *x = c->priv;
-  return mmrt_bucket_run(c->m, x->bk[x->cur], c->arenas, x->bin[x->cur], seed, mesh);
+  return mmrt_bucket_run(c->m, x->bk[x->cur], c->arenas, x->bin[x->cur],
+                         x->pool ? c->batch[PX]->name : NULL, seed, mesh);
 }
 
 /* The smallest bucket whose K holds the tiles of each of this rank's rows

@@ -85,11 +85,18 @@ static void corner(char *dst, const char *src, const int64_t *d, const int64_t *
 }
 
 int mmrt_bucket_run(const MmrtModelDesc *m, const MmrtModelDesc *b, char **arenas, char *inputs,
-                    uint64_t seed, void *mesh) {
+                    const char *pool, uint64_t seed, void *mesh) {
   for (int64_t i = 0; i < b->ninputs; i++) {
     const MmrtTensorDesc *x = &b->inputs[i], *y = mmrt_desc_input(m, x->name);
     int64_t d[MMRT_DESC_MAX_DIMS], s[MMRT_DESC_MAX_DIMS];
     local_shape(b, x, d), local_shape(m, y, s);
+    if (pool && !strcmp(x->name, pool)) { /* a pool: its first elements */
+      int64_t n = 1;
+      for (int k = 0; k < x->ndim; k++) n *= d[k];
+      memcpy(inputs + x->offset, arenas[MMRT_ARENA_INPUT] + y->offset,
+             (size_t)n * mmrt_st_dtype_size((MmrtStDtype)x->dtype));
+      continue;
+    }
     corner(inputs + x->offset, arenas[MMRT_ARENA_INPUT] + y->offset, d, s, (int)x->ndim,
            mmrt_st_dtype_size((MmrtStDtype)x->dtype));
   }

@@ -9,7 +9,7 @@
  * arenas (no larger than the model's: checked), and reads its inputs from
  * an input arena of its own, into which mmrt_bucket_run copies the
  * trainer's inputs by name, each the leading corner of the model's (the
- * first K slots of every row of pixels). */
+ * first K slots of every row of pixels), or a tile pool's first tiles. */
 #ifndef MMRT_BUCKETS_H
 #define MMRT_BUCKETS_H
 
@@ -28,9 +28,10 @@ int64_t mmrt_bucket_dim(const MmrtModelDesc *b, const char *name, int dim);
 int mmrt_bucket_check(const MmrtModelDesc *m, const MmrtModelDesc *b, char *err, size_t errlen);
 /* Runs b's train step on the trainer's arenas (m's layout) with its own
  * input arena `inputs` (b->arena_bytes[MMRT_ARENA_INPUT] bytes): copies
- * every input of b from m's by name, runs, copies the loss to m's loss
+ * every input of b from m's by name (the corner; the input named `pool`, if
+ * any, its first elements: a tile pool), runs, copies the loss to m's loss
  * offset. The step's return value. */
 int mmrt_bucket_run(const MmrtModelDesc *m, const MmrtModelDesc *b, char **arenas, char *inputs,
-                    uint64_t seed, void *mesh);
+                    const char *pool, uint64_t seed, void *mesh);
 
 #endif
