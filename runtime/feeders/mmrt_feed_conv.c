@@ -67,6 +67,13 @@ typedef struct Conv {
   int nb, cur;
   int64_t bK[8], steps[9];
   char *bin[8];
+  /* encoder balance (a tile pool under dp > 1, not --no-tile-balance): the
+   * batch's samples dealt to the dp ranks by tile count (balance());
+   * dp the ranks, B the global batch, perm[4 B] scratch (the loader
+   * thread's half, fill's half); load[] this rank's tiles of the first
+   * steps (the report at close) */
+  int balance;
+  int64_t dp, B, *perm, load[64], nload;
 } Conv;
 
 static int bind(MmrtFeedCtx *c, char *err, size_t errlen) {
@@ -208,11 +215,27 @@ static int read_set(MmrtFeedCtx *c, Conv *x, MmrtTok *tok, const char *path, Set
 
 static void lay_rows(void *priv, const MmrtBatchIter *it, int64_t rows, int64_t lo, int64_t n,
                      int64_t *sample, void *const *buf);
+static void balance(const Conv *x, const MmrtBatchIter *it, int64_t rows, int64_t *perm,
+                    int64_t *tmp);
+static int64_t row_sample(const Conv *x, const MmrtBatchIter *it, int64_t rows, const int64_t *perm,
+                          int64_t k);
 
 /* The trainer's tile buckets (mmc compile --tile-buckets), each checked
  * against the model and given its input arena; their K in the note. */
 static int open_buckets(MmrtFeedCtx *c, Conv *x, int at, char *err, size_t errlen) {
   x->cur = -1;
+  x->B = c->B, x->dp = c->rows > 0 ? c->B / c->rows : 1;
+  int can = x->pool && x->dp > 1 && x->dp <= 64 && x->B <= 512 && c->B % c->rows == 0 &&
+            c->m->micro_batches <= 1;
+  if (c->text->no_tile_balance && !can)
+    return snprintf(err, errlen,
+                    "--no-tile-balance: model %s has no encoder balance to turn off (it deals "
+                    "the samples of a tile pool, input tiles, over dp > 1 ranks)",
+                    c->m->name),
+           1;
+  x->balance = can && !c->text->no_tile_balance;
+  if (x->balance && !(x->perm = malloc(4 * (size_t)x->B * sizeof *x->perm)))
+    return snprintf(err, errlen, "out of memory"), 1;
   x->bk = mmrt_tile_buckets(&x->nb);
   if (x->nb > 8) x->nb = 8;
   for (int i = 0; i < x->nb; i++) {
@@ -249,12 +272,14 @@ static int run_bucket(MmrtFeedCtx *c, uint64_t seed, void *mesh) {
  * of the batch (a pool: whose rows x K hold the rows' tiles); -1: none, the
  * model's own. */
 static void pick_bucket(MmrtFeedCtx *c, Conv *x, const MmrtBatchIter *it, int64_t rows) {
-  int64_t most = 0, sum = 0;
+  int64_t most = 0, sum = 0, *perm = NULL;
+  if (x->balance) balance(x, it, rows, perm = x->perm + 2 * x->B, x->perm + 3 * x->B);
   for (int64_t r = 0; r < c->rows; r++) {
-    int64_t k = c->lo + r, i = k < rows ? mmrt_iter_index(it, k) : -1;
+    int64_t i = row_sample(x, it, rows, perm, c->lo + r);
     if (i >= 0 && x->train.s[i].tiles > most) most = x->train.s[i].tiles;
     if (i >= 0) sum += x->train.s[i].tiles;
   }
+  if (x->nload < 64) x->load[x->nload++] = sum;
   if (x->pool) most = (sum + c->rows - 1) / c->rows;
   x->cur = -1;
   for (int i = 0; i < x->nb && x->cur < 0; i++)
@@ -347,6 +372,53 @@ static void lay_one(const Conv *x, const Sample *s, int32_t *text, int32_t *y, f
   *at_ = at;
 }
 
+/* Encoder balance (MindSpeed-MM's encoder DP balance): rows [0, B) of the
+ * batch `it` stands at (rows of them real, the rest padding, -1) dealt to
+ * dp ranks of B / dp rows each so that their tiles are even: the samples
+ * by tiles, most first (ties: the earlier row), each to the rank with the
+ * fewest tiles so far that has a row free (ties: the lower rank); each
+ * rank's rows in batch order. perm[r * B / dp + j] is the batch row that
+ * rank r lays out as its row j. A function of the batch alone (the seed's
+ * shuffle): every rank computes the same. tests/conv_buckets.sh holds it
+ * to a Python reference. */
+static void balance(const Conv *x, const MmrtBatchIter *it, int64_t rows, int64_t *perm,
+                    int64_t *tmp) {
+  int64_t B = x->B, dp = x->dp, per = B / dp, load[64] = {0}, fill[64] = {0};
+  for (int64_t k = 0; k < B; k++) tmp[k] = k;
+  int64_t tiles[512];
+  for (int64_t k = 0; k < B; k++) {
+    int64_t i = k < rows ? mmrt_iter_index(it, k) : -1;
+    tiles[k] = i >= 0 ? x->train.s[i].tiles : -1; /* padding after every real sample */
+  }
+  for (int64_t a = 1; a < B; a++) /* insertion sort: most tiles first, stable */
+    for (int64_t b = a; b > 0 && tiles[tmp[b]] > tiles[tmp[b - 1]]; b--) {
+      int64_t t = tmp[b];
+      tmp[b] = tmp[b - 1], tmp[b - 1] = t;
+    }
+  int64_t *own = perm; /* rank r's rows, in the order dealt, then sorted */
+  for (int64_t j = 0; j < B; j++) {
+    int64_t best = -1;
+    for (int64_t r = 0; r < dp; r++)
+      if (fill[r] < per && (best < 0 || load[r] < load[best])) best = r;
+    own[best * per + fill[best]++] = tmp[j];
+    load[best] += tiles[tmp[j]] > 0 ? tiles[tmp[j]] : 0;
+  }
+  for (int64_t r = 0; r < dp; r++) /* each rank's rows in batch order */
+    for (int64_t a = 1; a < per; a++)
+      for (int64_t b = a; b > 0 && own[r * per + b] < own[r * per + b - 1]; b--) {
+        int64_t t = own[r * per + b];
+        own[r * per + b] = own[r * per + b - 1], own[r * per + b - 1] = t;
+      }
+}
+
+/* The sample of row k of this rank's share of the batch (k in the batch's
+ * rows, lo..lo + rows of the rank) after balance (perm), or -1. */
+static int64_t row_sample(const Conv *x, const MmrtBatchIter *it, int64_t rows, const int64_t *perm,
+                          int64_t k) {
+  int64_t j = perm ? perm[k] : k;
+  return j < rows ? mmrt_iter_index(it, j) : -1;
+}
+
 /* MmrtStageLay: rows [lo, lo + n) of the training set into buf = {pixels,
  * text, labels} (an evaluation's rows are laid out by fill itself). */
 static void lay_rows(void *priv, const MmrtBatchIter *it, int64_t rows, int64_t lo, int64_t n,
@@ -354,11 +426,14 @@ static void lay_rows(void *priv, const MmrtBatchIter *it, int64_t rows, int64_t 
   const Conv *x = priv;
   size_t tiles = (size_t)x->K * 3 * (size_t)x->S * (size_t)x->S;
   memset(buf[0], 0, (size_t)n * tiles * sizeof(float));
-  int64_t at = 0;
+  int64_t at = 0, *perm = NULL;
+  if (x->balance) balance(x, it, rows, perm = x->perm, x->perm + x->B); /* the loader's */
   for (int64_t k = lo; k < lo + n; k++) {
-    int64_t r = k - lo;
+    int64_t r = k - lo, i = row_sample(x, it, rows, perm, k);
+    /* sample[] is the stage's check that the batch staged is the one asked
+     * for: the batch's own rows, whatever balance deals this rank */
     sample[r] = k < rows ? mmrt_iter_index(it, k) : -1;
-    lay_one(x, sample[r] >= 0 ? &x->train.s[sample[r]] : NULL, (int32_t *)buf[1] + r * x->T,
+    lay_one(x, i >= 0 ? &x->train.s[i] : NULL, (int32_t *)buf[1] + r * x->T,
             (int32_t *)buf[2] + r * x->T, buf[0], r, n, &at, 0);
   }
 }
@@ -484,7 +559,14 @@ static void close_(MmrtFeedCtx *c) {
               (long long)x->steps[i]);
     fprintf(stderr, "\n");
   }
+  if (x->nb || x->balance) { /* every rank: its tiles a step (the balance) */
+    fprintf(stderr, "trainer: rank %lld of dp %lld: tiles a step",
+            (long long)(c->lo / (c->rows ? c->rows : 1)), (long long)x->dp);
+    for (int64_t i = 0; i < x->nload; i++) fprintf(stderr, " %lld", (long long)x->load[i]);
+    fprintf(stderr, "%s\n", x->balance ? " (balanced)" : "");
+  }
   for (int i = 0; i < x->nb; i++) free(x->bin[i]);
+  free(x->perm);
   c->run_train = NULL;
   mmrt_stage_free(x->stage);
   set_free(&x->train), set_free(&x->eval);

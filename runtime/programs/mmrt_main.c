@@ -144,6 +144,9 @@ static const MmrtFlag train_flags[] = {
     MMRT_FLAG_I("--max-tiles", "N", AT(text.max_tiles), 1, INT64_MAX, WHOLE,
                 "conversations: 1 to N tiles an image, plus a thumbnail (default: the\n"
                 "model's tiles per sample - 1)"),
+    MMRT_FLAG_B("--no-tile-balance", AT(text.no_tile_balance),
+                "conversations: under dp, a tile pool's samples dealt to the ranks in\n"
+                "batch order, not evened by tiles (docs/conversations.md)"),
     MMRT_FLAG_I("--loader-threads", "N", AT(text.threads), 0, 32,
                 "%F takes a whole number from 0 to 32, not '%V'",
                 "text: threads tokenizing JSONL while it is read (default: min(2,\n"
