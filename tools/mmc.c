@@ -1849,6 +1849,7 @@ static bool tile_buckets(Opts *o, IrModule *m, IrModule **bk, FeProgram **bp, Fe
               "mmc: error: --tile-buckets '%s': up to 8 ascending tile counts from 1 to below "
               "the model's K = %lld\n",
               o->tile_buckets, (long long)K);
+      *nb = 0; /* nothing built yet */
       return false;
     }
     snprintf(vals[*nb], sizeof vals[*nb], "%lld", v);

@@ -230,6 +230,10 @@ compile_probes = {
     # the predicted step, a constant of the descriptor
     "--device": (GM + ["--emit", "llvm"] + OUT, GM + ["--emit", "llvm", "--device", "a100"] + OUT,
                  "effect"),
+    # the model again at K = 4 beside its own (tests/conv_buckets.sh: what the buckets do)
+    "--tile-buckets": ([VLM, "--model", "InternVL2TinyConvPool", "--emit", "llvm"] + OUT,
+                       [VLM, "--model", "InternVL2TinyConvPool", "--emit", "llvm",
+                        "--tile-buckets", "4"] + OUT, "effect"),
 }
 # calibrate: -o writes the description to a file instead of stdout; --quick measures smaller
 # problems (its figures differ; so do two runs': the probe holds only that it is taken)
@@ -907,6 +911,7 @@ else:
         "--chat": (BASE + ["--chat", "chatml"], "refused", ["--chat"]),
         "--eval-data": (BASE + ["--eval-data", "e.jsonl"], "refused", ["--eval-data"]),
         "--max-tiles": (BASE + ["--max-tiles", "2"], "refused", ["--max-tiles"]),
+        "--no-tile-balance": (BASE + ["--no-tile-balance"], "refused", ["--no-tile-balance"]),
         "--loader-threads": (BASE + ["--loader-threads", "1"], "refused", ["--loader-threads"]),
         "--eval-split": (BASE + ["--eval-split", "0.1"], "refused", ["--eval-split"]),
         # video files only (tests/video_train.sh, docs/video.md): refused on other data
