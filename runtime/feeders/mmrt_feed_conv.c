@@ -563,7 +563,9 @@ static void close_(MmrtFeedCtx *c) {
     fprintf(stderr, "trainer: rank %lld of dp %lld: tiles a step",
             (long long)(c->lo / (c->rows ? c->rows : 1)), (long long)x->dp);
     for (int64_t i = 0; i < x->nload; i++) fprintf(stderr, " %lld", (long long)x->load[i]);
-    fprintf(stderr, "%s\n", x->balance ? " (balanced)" : "");
+    MmrtOverlapStats o = mmrt_comm_overlap_stats(); /* the time this rank waited for others */
+    fprintf(stderr, "%s; %.1f ms blocked in collectives\n", x->balance ? " (balanced)" : "",
+            1e3 * (o.wait_s + o.blocking_s + o.reduce_s));
   }
   for (int i = 0; i < x->nb; i++) free(x->bin[i]);
   free(x->perm);
