@@ -5,10 +5,12 @@
 # on a skewed mix of resolutions: 3 samples in 4 one 28 x 28 image (1 tile),
 # 1 in 4 three 168 x 28 images (7 tiles each at --max-tiles 6: 21 tiles).
 # Each variant, the encoder balance on and off (--no-tile-balance), runs
-# REPS times interleaved; per run, each rank's time blocked in the
-# collectives (the gradient buckets' waits and the blocking all-reduces:
-# the time a rank waits for the other) and its tiles a step, and the
-# trainer's samples/s. Prints figures; does not fail on speed.
+# REPS times interleaved; per run, each rank's mean tiles a step and the
+# mean gap between the ranks' tiles in a step, the time the ranks spent
+# blocked in collectives (the gradient buckets' waits and the blocking
+# all-reduces: in a step the less-loaded rank waits there for the other;
+# the sum over both ranks), and the trainer's samples/s. Prints figures;
+# does not fail on speed.
 #   bench/encoder_balance.sh [STEPS=40] [REPS=3]
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -59,12 +61,13 @@ for l in open(out):
         loads[q] = list(map(int, m.group(2).split()))
         waits[q] = float(m.group(3))
 sps = [json.loads(l)["samples_per_s"] for l in open(log) if '"samples_per_s"' in l][-1]
-less = min((0, 1), key=lambda q: sum(loads[q]))
 gap = sum(abs(a - b) for a, b in zip(loads[0], loads[1])) / len(loads[0])
-print("%-12s run %s: %6.2f samples/s; tiles a step rank 0 %5.1f, rank 1 %5.1f (mean gap %4.1f); "
-      "blocked in collectives: rank 0 %7.1f ms, rank 1 %7.1f ms, the less-loaded rank %7.1f ms"
+# a step's less-loaded rank waits for the other at the step's collectives: the two
+# ranks' waits together are the waiting the imbalance (and the machine's noise) costs
+print("%-11s run %s: %6.2f samples/s; tiles a step %5.1f / %5.1f, mean |gap| %4.1f; blocked in "
+      "collectives %6.0f + %6.0f = %6.0f ms (%5.1f ms a step)"
       % (v, r, sps, sum(loads[0]) / len(loads[0]), sum(loads[1]) / len(loads[1]), gap,
-         waits[0], waits[1], waits[less]))
+         waits[0], waits[1], waits[0] + waits[1], (waits[0] + waits[1]) / len(loads[0])))
 PY
   done
 done
