@@ -131,6 +131,8 @@ refuse "a bucket at K" "--tile-buckets '4,12': up to 8 ascending tile counts fro
 refuse "buckets descending" "--tile-buckets '6,3'" "$MMC" compile "$M" --model InternVL2TinyConvPool --tile-buckets 6,3 -o x
 refuse "no tiles input" "--tile-buckets: model InternVL2Tiny has no input pixels or tiles f32[B, K, 3, S, S]" \
   "$MMC" compile "$M" --model InternVL2Tiny --tile-buckets 2 -o x
+refuse "--emit ir" "--tile-buckets: --emit ir prints the model's own IR only" \
+  "$MMC" compile "$M" --model InternVL2TinyConvPool --tile-buckets 4 --emit ir -o x
 [ ! -e x ] && ok || no "a refused compile left its output"
 refuse "--no-tile-balance serially" "--no-tile-balance: model InternVL2TinyConvPool has no encoder balance to turn off" \
   ./pool "${D[@]}" --no-tile-balance

@@ -2080,7 +2080,11 @@ static int cmd_compile(Opts *o) {
   char *tmp = final ? tmp_beside(final, &d) : NULL;
   if (final && !tmp) return finish(&d, p, &r, EXIT_USER);
   bool ok;
-  if (strcmp(emit, "ir") == 0) {
+  if (strcmp(emit, "ir") == 0 && o->tile_buckets) {
+    fprintf(stderr, "mmc: error: --tile-buckets: --emit ir prints the model's own IR only; the "
+                    "buckets are in --emit llvm, asm, obj and exe\n");
+    ok = false;
+  } else if (strcmp(emit, "ir") == 0) {
     FILE *out = tmp ? fopen(tmp, "w") : stdout;
     ok = out != NULL;
     if (ok) {
