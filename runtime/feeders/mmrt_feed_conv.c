@@ -24,7 +24,15 @@
  * only on its samples: the seed's shuffle, this rank's rows of the batch,
  * a checkpoint's data position. The final evaluation generates the last
  * reply of each sample of --eval-data (default: the training file, in file
- * order) greedily and reports the rate of exact matches. */
+ * order) greedily and reports the rate of exact matches.
+ *
+ * A model may take `tiles` instead of `pixels` (same shape): one pool of
+ * tiles for this rank's rows, each row's tiles after the row before's, for
+ * `place(..., flat = true)`. A trainer compiled with --tile-buckets runs
+ * each training step on the smallest bucket holding this rank's tiles
+ * (mmrt_buckets.h; run_train), and under dp a pool's samples are dealt to
+ * the ranks by tiles (balance(); --no-tile-balance: batch order).
+ * docs/architecture.md "Data", docs/conversations.md. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
