@@ -567,13 +567,16 @@ static void close_(MmrtFeedCtx *c) {
               (long long)x->steps[i]);
     fprintf(stderr, "\n");
   }
-  if (x->nb || x->balance) { /* every rank: its tiles a step (the balance) */
-    fprintf(stderr, "trainer: rank %lld of dp %lld: tiles a step",
-            (long long)(c->lo / (c->rows ? c->rows : 1)), (long long)x->dp);
-    for (int64_t i = 0; i < x->nload; i++) fprintf(stderr, " %lld", (long long)x->load[i]);
+  if (x->nb || x->balance) { /* every rank: its tiles a step (the balance), one write */
+    char line[2048];
+    int n = snprintf(line, sizeof line, "trainer: rank %lld of dp %lld: tiles a step",
+                     (long long)(c->lo / (c->rows ? c->rows : 1)), (long long)x->dp);
+    for (int64_t i = 0; i < x->nload && n < (int)sizeof line - 64; i++)
+      n += snprintf(line + n, sizeof line - (size_t)n, " %lld", (long long)x->load[i]);
     MmrtOverlapStats o = mmrt_comm_overlap_stats(); /* the time this rank waited for others */
-    fprintf(stderr, "%s; %.1f ms blocked in collectives\n", x->balance ? " (balanced)" : "",
-            1e3 * (o.wait_s + o.blocking_s + o.reduce_s));
+    snprintf(line + n, sizeof line - (size_t)n, "%s; %.1f ms blocked in collectives\n",
+             x->balance ? " (balanced)" : "", 1e3 * (o.wait_s + o.blocking_s + o.reduce_s));
+    fputs(line, stderr);
   }
   for (int i = 0; i < x->nb; i++) free(x->bin[i]);
   free(x->perm);
