@@ -117,7 +117,7 @@ EOF
 
 # ---- mmc plan, and refusals ----
 "$MMC" plan "$M" --model InternVL2TinyConvPool > plan.out 2>&1
-grep -q "tiles  12 a row on average, B x 12 in all (tiles f32\[B, 12, 3, 28, 28\]" plan.out && ok ||
+grep -q "tiles  12 a row in the pool, B x 12 in all (tiles f32\[B, 12, 3, 28, 28\]" plan.out && ok ||
   no "mmc plan: no pool line: $(grep tiles plan.out)"
 refuse() { # what message args...
   local what=$1 msg=$2

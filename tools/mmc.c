@@ -2003,7 +2003,7 @@ static int cmd_plan(Opts *o) {
                (long long)v->shape.d[1], (long long)v->shape.d[1], (long long)v->shape.d[3],
                (long long)v->shape.d[4]);
       if (v->name && !strcmp(v->name, "tiles") && v->shape.rank == 5)
-        printf("  tiles  %lld a row on average, B x %lld in all (tiles f32[B, %lld, 3, %lld, "
+        printf("  tiles  %lld a row in the pool, B x %lld in all (tiles f32[B, %lld, 3, %lld, "
                "%lld]: one pool for the batch's rows): this plan is that largest pool's; "
                "--tile-buckets runs smaller ones in the same arenas (docs/architecture.md, "
                "\"Data\")\n",
