@@ -49,4 +49,11 @@ const char *cg_runtime_include(void);
 /* m must have passed memplan. */
 bool cg_compile(IrModule *m, const MmTrain *train, const CgOptions *o, Diag *d);
 
+/* m and the same model compiled at smaller tile counts (--tile-buckets,
+ * docs/architecture.md "Data"), each its own step functions and
+ * descriptor (mm_model_bI), listed in mm_tile_buckets[mm_tile_nbuckets];
+ * the buckets must have passed memplan and share m's parameters. */
+bool cg_compile_buckets(IrModule *m, const MmTrain *train, IrModule *const *buckets, int nbuckets,
+                        const CgOptions *o, Diag *d);
+
 #endif

@@ -50,6 +50,10 @@ typedef struct Cg {
   IrMap pp_maker;        /* pipeline: a gradient the update reads -> i: 1 + its maker's rank */
   /* before localize: each value's global shape and placement */
   IrMap orig; /* IrValue* -> p: CgOrig* */
+  /* a tile bucket's program (cg_compile_buckets): its symbols end in this
+   * ("_b1"); "" for the main program */
+  const char *suffix;
+  LLVMValueRef desc; /* the descriptor built (build_desc) */
 } Cg;
 
 /* A multi-rank module is made local before lowering (cg_module.c): every

@@ -226,6 +226,7 @@ static int small_op(const IrNode *n) {
 LLVMValueRef cg_build_step(Cg *cg, const IrFunc *f, const char *name, bool training,
                            const unsigned char *keep) {
   LLVMTypeRef params[3] = {cg->t_ptr, cg->t_i64, cg->t_ptr};
+  if (cg->suffix && cg->suffix[0]) name = arena_printf(cg->a, "%s%s", name, cg->suffix);
   LLVMValueRef fn = LLVMAddFunction(cg->mod, name, LLVMFunctionType(cg->t_i32, params, 3, false));
   cg->f = f;
   cg->fn = fn;
@@ -871,9 +872,12 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
 #undef M_I64
 #undef M_F64
   LLVMTypeRef dty = desc_type(cg, model_fields, CG_MODEL_FIELDS);
-  LLVMValueRef g = LLVMAddGlobal(cg->mod, dty, "mm_model");
+  LLVMValueRef g = LLVMAddGlobal(
+      cg->mod, dty,
+      cg->suffix && cg->suffix[0] ? arena_printf(cg->a, "mm_model%s", cg->suffix) : "mm_model");
   LLVMSetInitializer(g, desc_value(dty, model_fields, f, CG_MODEL_FIELDS));
   LLVMSetGlobalConstant(g, true);
+  cg->desc = g;
   return true;
 }
 
@@ -933,49 +937,36 @@ static void localize(Cg *cg, IrModule *m) {
 
 bool cg_emit_module(Cg *cg, const CgOptions *o); /* cg_emit.c */
 
-bool cg_compile(IrModule *m, const MmTrain *train, const CgOptions *o, Diag *d) {
+/* Builds m's step functions and its descriptor into cg's LLVM module
+ * (cg->suffix names a tile bucket's). */
+static bool build_program(Cg *cg, IrModule *m, const MmTrain *train, const CgOptions *o) {
+  Diag *d = cg->d;
   MpSummary sum;
   char err[256];
   if (!mp_summarize(m, &sum, err, sizeof err)) {
     diag_error_plain(d, "codegen: %s", err);
     return false;
   }
-  Arena a;
-  arena_init(&a);
-  Cg cg = {.d = d, .m = m, .a = &a, .opts = o};
-  cg.ctx = LLVMContextCreate();
-  cg.mod = LLVMModuleCreateWithNameInContext(m->name, cg.ctx);
-  cg.b = LLVMCreateBuilderInContext(cg.ctx);
-  cg.t_void = LLVMVoidTypeInContext(cg.ctx);
-  cg.t_i1 = LLVMInt1TypeInContext(cg.ctx);
-  cg.t_i8 = LLVMInt8TypeInContext(cg.ctx);
-  cg.t_i16 = LLVMInt16TypeInContext(cg.ctx);
-  cg.t_i32 = LLVMInt32TypeInContext(cg.ctx);
-  cg.t_i64 = LLVMInt64TypeInContext(cg.ctx);
-  cg.t_f32 = LLVMFloatTypeInContext(cg.ctx);
-  cg.t_f64 = LLVMDoubleTypeInContext(cg.ctx);
-  cg.t_ptr = LLVMPointerTypeInContext(cg.ctx, 0);
-
-  ir_map_init(&cg.orig, &a, false);
+  ir_map_init(&cg->orig, cg->a, false);
   IrFunc *ftrain = ir_module_func(m, "train"), *feval = ir_module_func(m, "forward");
   LLVMValueRef train_fn = NULL, eval_fn = NULL;
-  bool ok = !(ftrain && m->plan.pp > 1) || cg_pp_assign(&cg, ftrain, feval);
-  localize(&cg, m);
+  bool ok = !(ftrain && m->plan.pp > 1) || cg_pp_assign(cg, ftrain, feval);
+  localize(cg, m);
   if (!feval) {
     diag_error_plain(d, "codegen: the module has no @forward function");
     ok = false;
   }
-  if (ok) eval_fn = cg_build_step(&cg, feval, "mm_eval_step", false, NULL);
+  if (ok) eval_fn = cg_build_step(cg, feval, "mm_eval_step", false, NULL);
   CgMb mb = {.M = 1};
   if (ok && eval_fn && ftrain && m->plan.pp > 1) {
-    if (cg_pp_build(&cg, ftrain, &mb) && !cg_pp_eval_build(&cg, feval, &mb)) eval_fn = NULL;
+    if (cg_pp_build(cg, ftrain, &mb) && !cg_pp_eval_build(cg, feval, &mb)) eval_fn = NULL;
     if (eval_fn) train_fn = mb.fb;
   } else if (ok && eval_fn && ftrain && m->plan.micro_batches > 1) {
-    if (cg_mb_build(&cg, ftrain, &mb)) train_fn = mb.fb;
+    if (cg_mb_build(cg, ftrain, &mb)) train_fn = mb.fb;
   } else if (ok && eval_fn && ftrain) {
-    train_fn = cg_build_step(&cg, ftrain, "mm_train_step", true, NULL);
+    train_fn = cg_build_step(cg, ftrain, "mm_train_step", true, NULL);
   }
-  ok = ok && eval_fn && (!ftrain || train_fn) && !cg.failed;
+  ok = ok && eval_fn && (!ftrain || train_fn) && !cg->failed;
   CgDecode dec = {.task = o->task,
                   .prefill = ir_module_func(m, "prefill"),
                   .decode = ir_module_func(m, "decode")};
@@ -984,10 +975,10 @@ bool cg_compile(IrModule *m, const MmTrain *train, const CgOptions *o, Diag *d) 
       diag_error_plain(d, "codegen: the generate and eval tasks need @prefill and @decode");
       ok = false;
     }
-    if (ok) dec.prefill_fn = cg_build_step(&cg, dec.prefill, "mm_prefill_step", false, NULL);
+    if (ok) dec.prefill_fn = cg_build_step(cg, dec.prefill, "mm_prefill_step", false, NULL);
     if (ok && dec.prefill_fn)
-      dec.decode_fn = cg_build_step(&cg, dec.decode, "mm_decode_step", false, NULL);
-    ok = ok && dec.prefill_fn && dec.decode_fn && !cg.failed;
+      dec.decode_fn = cg_build_step(cg, dec.decode, "mm_decode_step", false, NULL);
+    ok = ok && dec.prefill_fn && dec.decode_fn && !cg->failed;
     for (int i = 0; ok && i < dec.prefill->inputs.len; i++) {
       const IrValue *v = dec.prefill->inputs.items[i];
       size_t n = strlen(v->name);
@@ -999,23 +990,23 @@ bool cg_compile(IrModule *m, const MmTrain *train, const CgOptions *o, Diag *d) 
                                           "mm_vae_first_step", "mm_vae_next_step"};
   for (int k = 0; ok && k < 4; k++) {
     dec.vae[k] = ir_module_func(m, vae_funcs[k]);
-    if (dec.vae[k]) dec.vae_fn[k] = cg_build_step(&cg, dec.vae[k], vae_syms[k], false, NULL);
-    ok = !dec.vae[k] || (dec.vae_fn[k] && !cg.failed);
+    if (dec.vae[k]) dec.vae_fn[k] = cg_build_step(cg, dec.vae[k], vae_syms[k], false, NULL);
+    ok = !dec.vae[k] || (dec.vae_fn[k] && !cg->failed);
   }
   static const char *const smp_funcs[3] = {"denoise", "table", "classify"};
   static const char *const smp_syms[3] = {"mm_sample_denoise_step", "mm_sample_table_step",
                                           "mm_sample_classify_step"};
   for (int k = 0; ok && o->task == MMRT_TASK_SAMPLE && k < 3; k++) {
     dec.smp[k] = ir_module_func(m, smp_funcs[k]);
-    if (dec.smp[k]) dec.smp_fn[k] = cg_build_step(&cg, dec.smp[k], smp_syms[k], false, NULL);
-    ok = !dec.smp[k] || (dec.smp_fn[k] && !cg.failed);
+    if (dec.smp[k]) dec.smp_fn[k] = cg_build_step(cg, dec.smp[k], smp_syms[k], false, NULL);
+    ok = !dec.smp[k] || (dec.smp_fn[k] && !cg->failed);
   }
   static const char *const feat_funcs[2] = {"latents", "text_features"};
   static const char *const feat_syms[2] = {"mm_feat_latents_step", "mm_feat_text_step"};
   for (int k = 0; ok && k < 2; k++) {
     dec.feat[k] = ir_module_func(m, feat_funcs[k]);
-    if (dec.feat[k]) dec.feat_fn[k] = cg_build_step(&cg, dec.feat[k], feat_syms[k], false, NULL);
-    ok = !dec.feat[k] || (dec.feat_fn[k] && !cg.failed);
+    if (dec.feat[k]) dec.feat_fn[k] = cg_build_step(cg, dec.feat[k], feat_syms[k], false, NULL);
+    ok = !dec.feat[k] || (dec.feat_fn[k] && !cg->failed);
   }
   if (ok && o->task == MMRT_TASK_EXTRACT && !(dec.feat_fn[0] && dec.feat_fn[1])) {
     diag_error_plain(d, "codegen: the extract task needs @latents and @text_features");
@@ -1047,13 +1038,65 @@ bool cg_compile(IrModule *m, const MmTrain *train, const CgOptions *o, Diag *d) 
                      m->plan.pp, m->name, whole[k]);
     ok = false;
   }
-  if (ok) ok = build_desc(&cg, train, train_fn, eval_fn, ftrain, feval, &sum, &dec, &mb);
+  if (ok) ok = build_desc(cg, train, train_fn, eval_fn, ftrain, feval, &sum, &dec, &mb);
+  pp_assign_free(&cg->pp);
+  pp_assign_free(&cg->pp_eval);
+  return ok;
+}
+
+bool cg_compile(IrModule *m, const MmTrain *train, const CgOptions *o, Diag *d) {
+  return cg_compile_buckets(m, train, NULL, 0, o, d);
+}
+
+bool cg_compile_buckets(IrModule *m, const MmTrain *train, IrModule *const *buckets, int nbuckets,
+                        const CgOptions *o, Diag *d) {
+  Arena a;
+  arena_init(&a);
+  Cg cg = {.d = d, .m = m, .a = &a, .opts = o, .suffix = ""};
+  cg.ctx = LLVMContextCreate();
+  cg.mod = LLVMModuleCreateWithNameInContext(m->name, cg.ctx);
+  cg.b = LLVMCreateBuilderInContext(cg.ctx);
+  cg.t_void = LLVMVoidTypeInContext(cg.ctx);
+  cg.t_i1 = LLVMInt1TypeInContext(cg.ctx);
+  cg.t_i8 = LLVMInt8TypeInContext(cg.ctx);
+  cg.t_i16 = LLVMInt16TypeInContext(cg.ctx);
+  cg.t_i32 = LLVMInt32TypeInContext(cg.ctx);
+  cg.t_i64 = LLVMInt64TypeInContext(cg.ctx);
+  cg.t_f32 = LLVMFloatTypeInContext(cg.ctx);
+  cg.t_f64 = LLVMDoubleTypeInContext(cg.ctx);
+  cg.t_ptr = LLVMPointerTypeInContext(cg.ctx, 0);
+  bool ok = build_program(&cg, m, train, o);
+  /* tile buckets (docs/architecture.md "Data"): the same model at smaller
+   * tile counts, each its own steps and descriptor mm_model_bI, listed in
+   * mm_tile_buckets[mm_tile_nbuckets] for the runtime to pick per step */
+  LLVMValueRef *descs = ARENA_ARRAY(&a, LLVMValueRef, nbuckets + 1);
+  for (int i = 0; ok && i < nbuckets; i++) {
+    Arena ba;
+    arena_init(&ba);
+    Cg cb = cg;
+    cb.m = buckets[i], cb.a = &ba, cb.suffix = arena_printf(&a, "_b%d", i + 1);
+    cb.nfns = cg.nfns, cb.desc = NULL, cb.failed = false;
+    memset(&cb.orig, 0, sizeof cb.orig);
+    memset(&cb.pp, 0, sizeof cb.pp), memset(&cb.pp_eval, 0, sizeof cb.pp_eval);
+    memset(&cb.uses, 0, sizeof cb.uses);
+    ok = build_program(&cb, buckets[i], &buckets[i]->train, o);
+    cg.nfns = cb.nfns;
+    descs[i] = cb.desc;
+    arena_free(&ba);
+  }
+  if (ok && nbuckets > 0) {
+    LLVMValueRef arr = LLVMConstArray2(cg.t_ptr, descs, (uint64_t)nbuckets);
+    LLVMValueRef g = LLVMAddGlobal(cg.mod, LLVMTypeOf(arr), "mm_tile_buckets");
+    LLVMSetInitializer(g, arr);
+    LLVMSetGlobalConstant(g, true);
+    LLVMValueRef n = LLVMAddGlobal(cg.mod, cg.t_i32, "mm_tile_nbuckets");
+    LLVMSetInitializer(n, cg_i32(&cg, nbuckets));
+    LLVMSetGlobalConstant(n, true);
+  }
   if (ok) ok = cg_emit_module(&cg, o);
   LLVMDisposeBuilder(cg.b);
   LLVMDisposeModule(cg.mod);
   LLVMContextDispose(cg.ctx);
-  pp_assign_free(&cg.pp);
-  pp_assign_free(&cg.pp_eval);
   arena_free(&a);
   return ok;
 }

@@ -626,13 +626,16 @@ static bool lower_attention(Cg *cg, const IrNode *n) {
 /* place(x, src, ids) {token}; place_grad(dy, ids) {token, size} -> dx, dsrc */
 static bool lower_place(Cg *cg, const IrNode *n) {
   const IrShape *x = &n->in[0]->shape;
-  int64_t tok = attr(n, IR_ATTR_TOKEN)->i;
+  int64_t tok = attr(n, IR_ATTR_TOKEN)->i, B = x->d[0], T = x->d[1];
+  int64_t N = n->op == IR_OP_PLACE ? n->in[1]->shape.d[1] : attr(n, IR_ATTR_SIZE)->i;
+  if (ir_attrs_has(&n->attrs, IR_ATTR_FLAT) && attr(n, IR_ATTR_FLAT)->i)
+    T *= B, N *= B, B = 1; /* one pool (this rank's share): the batch as one row */
   if (n->op == IR_OP_PLACE)
-    cg_check_status(cg, CALL("mmrt_place_fwd", O(0), V(0), V(1), V(2), I32(x->d[0]), I32(x->d[1]),
-                             I32(n->in[1]->shape.d[1]), I32(x->d[2]), I32(tok)));
+    cg_check_status(cg, CALL("mmrt_place_fwd", O(0), V(0), V(1), V(2), I32(B), I32(T), I32(N),
+                             I32(x->d[2]), I32(tok)));
   else
-    cg_check_status(cg, CALL("mmrt_place_bwd", O(0), O(1), V(0), V(1), I32(x->d[0]), I32(x->d[1]),
-                             I32(attr(n, IR_ATTR_SIZE)->i), I32(x->d[2]), I32(tok)));
+    cg_check_status(cg, CALL("mmrt_place_bwd", O(0), O(1), V(0), V(1), I32(B), I32(T), I32(N),
+                             I32(x->d[2]), I32(tok)));
   return true;
 }
 

@@ -318,11 +318,15 @@ static Val *cached_attention(Args *a, IrValue **qkv, double scale) {
   return emit(a, IR_OP_ATTENTION_CACHED, in, 4, &at_);
 }
 
-/* place(x, src, ids, token): src's rows where ids == token */
+/* place(x, src, ids, token, flat = false): src's rows where ids == token
+ * (flat: src one pool for all rows) */
 static Val *bi_place(Args *a) {
   IrValue *in[3] = {tensor_arg(a, 0, "x"), tensor_arg(a, 1, "src"), tensor_arg(a, 2, "ids")};
   int64_t tok;
-  if (!in[0] || !in[1] || !in[2] || !int_arg(a, 3, "token", -1, &tok)) return val_err(a->p);
+  bool flat;
+  if (!in[0] || !in[1] || !in[2] || !int_arg(a, 3, "token", -1, &tok) ||
+      !bool_arg(a, 4, "flat", false, &flat))
+    return val_err(a->p);
   if (!a->v[3] || tok < 0) {
     diag_error(a->p->d, at(a), "place: needs token = the id (>= 0) of the image-context token");
     return val_err(a->p);
@@ -331,6 +335,7 @@ static Val *bi_place(Args *a) {
     return a->v[0]; /* a generated token is never an image-context token */
   IrAttrs at_ = {0};
   ir_attrs_set_int(&at_, IR_ATTR_TOKEN, tok);
+  if (flat) ir_attrs_set_bool(&at_, IR_ATTR_FLAT, true);
   return emit(a, IR_OP_PLACE, in, 3, &at_);
 }
 

@@ -756,6 +756,8 @@ static bool ev_place(Ev *e) {
   IrTensor *y = OUT(e, 0), *dsrc = grad ? OUT(e, 1) : NULL;
   int64_t B = x->shape.d[0], T = x->shape.d[1], C = x->shape.d[2];
   int64_t N = grad ? iattr(e, IR_ATTR_SIZE) : src->shape.d[1], tok = iattr(e, IR_ATTR_TOKEN);
+  if (ir_attrs_has(&e->n->attrs, IR_ATTR_FLAT) && e->n->attrs.v[IR_ATTR_FLAT].i)
+    T *= B, N *= B, B = 1; /* one pool: the batch as one row */
   memcpy(y->d, x->d, sizeof(double) * (size_t)x->n);
   for (int64_t b = 0; b < B; b++) {
     int64_t j = 0;

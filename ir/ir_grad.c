@@ -449,6 +449,7 @@ bool ir_grad_HAAR(IrGradCtx *cx) {
 bool ir_grad_PLACE(IrGradCtx *cx) {
   IrAttrs a = {0};
   copy_attr(&a, cx->node, IR_ATTR_TOKEN);
+  copy_attr(&a, cx->node, IR_ATTR_FLAT);
   ir_attrs_set_int(&a, IR_ATTR_SIZE, in(cx, 1)->shape.d[1]);
   IrValue *ops[2] = {DY, in(cx, 2)};
   IrNode *g = node(cx, IR_OP_PLACE_GRAD, ops, 2, &a);

@@ -138,6 +138,21 @@ model InternVL2TinyConv {
   }
 }
 
+// InternVL2TinyConv with a tile pool: `tiles` holds the tiles of all the
+// batch's rows one after another (a dp rank's rows in its share), B x K in
+// all, and `place(..., flat = true)` takes the pool in order across the
+// rows. Compiled with --tile-buckets K1,K2 (smaller K), the trainer runs
+// each step on the smallest pool that holds its rows' tiles: the vision
+// encoder encodes about the filled tiles only (docs/architecture.md, "Data").
+model InternVL2TinyConvPool extends InternVL2TinyConv {
+  forward(tiles: f32[B, K, 3, 28, 28], text: i32[B, T], labels: i32[B, T]) -> loss {
+    feats  = projector(vision(tiles.reshape(B * K, 3, 28, 28))[:, 1:])   // [B * K, 4, 64]
+    logits = llm.decode(place(llm.embed(text), feats.reshape(B, K * 4, 64), text, token = IMG,
+                              flat = true))
+    return cross_entropy(logits, labels, ignore = -100)
+  }
+}
+
 // InternVL2TinyConv at the main job's scale (tools/main.sh): Fashion-MNIST
 // written out as one 28 x 28 image a conversation (tools/fmnist_conv/), one
 // tile an image (--max-tiles 1), the committed tokenizer of 120 ids

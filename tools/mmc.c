@@ -102,11 +102,15 @@ static const Cmd cmds[] = {
     {"compile",
      "FILE.mm --model NAME [-o OUT] [--emit exe|obj|llvm|asm|ir] [-O0|-O1|-O2|-O3] [--no-fuse] "
      "[-v]\n"
-     "               [--device NAME|FILE.dev]",
+     "               [--device NAME|FILE.dev] [--tile-buckets K1,K2,...]",
      "Compiles a model into a training executable (default ./trainer): the step functions as LLVM "
      "code\n"
      "      linked with the runtime. --emit ir prints the final mmc IR, llvm the optimised LLVM "
-     "IR."},
+     "IR.\n"
+     "      --tile-buckets adds the model at those smaller values of its let K (tiles a sample), "
+     "the\n"
+     "      trainer running each step at the smallest that holds its tiles "
+     "(docs/conversations.md)."},
     {"tokenize",
      "TOKENIZER.json [FILE] [--decode] [--add-special] [--skip-special] [--no-truncation] "
      "[--no-padding] [--chat FAMILY]",
@@ -326,10 +330,11 @@ typedef struct Opts {
   FeOverride overrides[64];
   int noverrides;
   MmPlanFlags flags;
-  const char *plan_flag; /* the first parallel-plan flag given (NULL: none) */
-  const char *device;    /* plan, compile --device: a description (support/device.h) */
-  int devices;           /* plan --devices N (0: not given) */
-  bool search;           /* plan --search: rank the plans (tools/mmc_predict.h) */
+  const char *plan_flag;    /* the first parallel-plan flag given (NULL: none) */
+  const char *device;       /* plan, compile --device: a description (support/device.h) */
+  int devices;              /* plan --devices N (0: not given) */
+  bool search;              /* plan --search: rank the plans (tools/mmc_predict.h) */
+  const char *tile_buckets; /* compile --tile-buckets K1,K2,...: smaller values of K */
 } Opts;
 
 /* The programs a trainer can be compiled as (runtime/model/mmrt_programs.def). */
@@ -531,6 +536,9 @@ static int parse_opts(int argc, char **argv, Opts *o) {
                (strcmp(o->cmd->name, "plan") == 0 || strcmp(o->cmd->name, "compile") == 0)) {
       NEED_ARG();
       o->device = next;
+    } else if (strcmp(a, "--tile-buckets") == 0 && strcmp(o->cmd->name, "compile") == 0) {
+      NEED_ARG();
+      o->tile_buckets = next;
     } else if (strcmp(a, "--search") == 0 && strcmp(o->cmd->name, "plan") == 0) {
       o->search = true;
     } else if (strcmp(a, "--devices") == 0 && strcmp(o->cmd->name, "plan") == 0) {
@@ -1802,6 +1810,69 @@ static void search_release(void *user, void *handle) {
   free(b);
 }
 
+/* --tile-buckets K1,K2,...: the model again at each smaller K (ascending,
+ * below the model's own), same parameters, one program each; NULL-free
+ * and false after a message. */
+static bool tile_buckets(Opts *o, IrModule *m, IrModule **bk, FeProgram **bp, FeResult *br, int *nb,
+                         Diag *d) {
+  *nb = 0;
+  if (!o->tile_buckets) return true;
+  int64_t K = -1, prev = 0;
+  const IrFunc *f = ir_module_func(m, "forward");
+  for (int i = 0; f && i < f->inputs.len; i++) {
+    const IrValue *v = f->inputs.items[i];
+    if ((!strcmp(v->name, "pixels") || !strcmp(v->name, "tiles")) && v->shape.rank == 5)
+      K = v->shape.d[1];
+  }
+  if (K < 0) {
+    fprintf(stderr,
+            "mmc: error: --tile-buckets: model %s has no input pixels or tiles f32[B, K, 3, S, "
+            "S] (tiles a row)\n",
+            m->name);
+    return false;
+  }
+  if (m->plan.pp > 1 || m->plan.micro_batches > 1 || o->task != MMRT_TASK_TRAIN) {
+    fprintf(stderr, "mmc: error: --tile-buckets: a trainer without pp or micro-batches only\n");
+    return false;
+  }
+  int k = -1;
+  for (int i = 0; i < o->noverrides; i++)
+    if (strcmp(o->overrides[i].name, "K") == 0) k = i;
+  if (k < 0 && o->noverrides == 64) return false;
+  const char *s = o->tile_buckets;
+  char vals[8][24];
+  while (*s) {
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || (*end && *end != ',') || v < 1 || v >= K || v <= prev || *nb == 8) {
+      fprintf(stderr,
+              "mmc: error: --tile-buckets '%s': up to 8 ascending tile counts from 1 to below "
+              "the model's K = %lld\n",
+              o->tile_buckets, (long long)K);
+      *nb = 0; /* nothing built yet */
+      return false;
+    }
+    snprintf(vals[*nb], sizeof vals[*nb], "%lld", v);
+    prev = v, ++*nb;
+    s = *end ? end + 1 : end;
+  }
+  int n = *nb, at = k < 0 ? o->noverrides++ : k;
+  FeOverride keep = o->overrides[at];
+  bool ok = true;
+  *nb = 0;
+  for (int i = 0; ok && i < n; i++) {
+    o->overrides[at] = (FeOverride){.name = "K", .value = vals[i]};
+    bk[i] = build(o, d, &bp[i], &br[i], NULL, NULL, NULL);
+    *nb = i + 1;
+    ok = bk[i] != NULL;
+  }
+  if (k < 0)
+    o->noverrides--;
+  else
+    o->overrides[at] = keep;
+  return ok;
+}
+
 /* One rank's planned bytes: the peak, or under a pipeline its largest rank's. */
 static int64_t rank_peak(IrModule *m, const MpSummary *s) {
   PpRankMem pm[64];
@@ -1931,6 +2002,13 @@ static int cmd_plan(Opts *o) {
                "(docs/architecture.md, \"Data\")\n",
                (long long)v->shape.d[1], (long long)v->shape.d[1], (long long)v->shape.d[3],
                (long long)v->shape.d[4]);
+      if (v->name && !strcmp(v->name, "tiles") && v->shape.rank == 5)
+        printf("  tiles  %lld a row in the pool, B x %lld in all (tiles f32[B, %lld, 3, %lld, "
+               "%lld]: one pool for the batch's rows): this plan is that largest pool's; "
+               "--tile-buckets runs smaller ones in the same arenas (docs/architecture.md, "
+               "\"Data\")\n",
+               (long long)v->shape.d[1], (long long)v->shape.d[1], (long long)v->shape.d[1],
+               (long long)v->shape.d[3], (long long)v->shape.d[4]);
     }
     if (data_bytes) {
       printf("  %-6s %14lld bytes  %9.3f MiB  (Fashion-MNIST, both splits)\n", "data",
@@ -2002,7 +2080,11 @@ static int cmd_compile(Opts *o) {
   char *tmp = final ? tmp_beside(final, &d) : NULL;
   if (final && !tmp) return finish(&d, p, &r, EXIT_USER);
   bool ok;
-  if (strcmp(emit, "ir") == 0) {
+  if (strcmp(emit, "ir") == 0 && o->tile_buckets) {
+    fprintf(stderr, "mmc: error: --tile-buckets: --emit ir prints the model's own IR only; the "
+                    "buckets are in --emit llvm, asm, obj and exe\n");
+    ok = false;
+  } else if (strcmp(emit, "ir") == 0) {
     FILE *out = tmp ? fopen(tmp, "w") : stdout;
     ok = out != NULL;
     if (ok) {
@@ -2021,7 +2103,16 @@ static int cmd_compile(Opts *o) {
               : strcmp(emit, "llvm") == 0 ? CG_EMIT_LLVM
               : strcmp(emit, "asm") == 0  ? CG_EMIT_ASM
                                           : CG_EMIT_EXE;
-    ok = cg_compile(m, &m->train, &co, &d);
+    IrModule *bk[8];
+    FeProgram *bp[8];
+    FeResult br[8];
+    int nb = 0;
+    ok = tile_buckets(o, m, bk, bp, br, &nb, &d);
+    if (ok) ok = cg_compile_buckets(m, &m->train, bk, nb, &co, &d);
+    for (int i = 0; i < nb; i++) {
+      if (br[i].ir) ir_module_free(br[i].ir);
+      fe_free(bp[i]);
+    }
   }
   if (tmp) ok = finish_tmp(tmp, final, ok, &d);
   return finish(&d, p, &r, ok ? EXIT_OK : EXIT_USER);

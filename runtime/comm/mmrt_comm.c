@@ -889,8 +889,19 @@ void mmrt_comm_abort(int code) {
 
 /* ---- collectives ---- */
 
+static MmrtOverlapStats ovl; /* mmrt_comm_overlap_stats() (defined below) */
+static int all_reduce(MmrtMesh *m, MmrtAxis ax, const void *send, void *recv, size_t count,
+                      MmrtDtype dt);
 int mmrt_all_reduce(MmrtMesh *m, MmrtAxis ax, const void *send, void *recv, size_t count,
                     MmrtDtype dt) {
+  double t0 = now_s();
+  int rc = all_reduce(m, ax, send, recv, count, dt);
+  ovl.reduce_s += now_s() - t0;
+  return rc;
+}
+
+static int all_reduce(MmrtMesh *m, MmrtAxis ax, const void *send, void *recv, size_t count,
+                      MmrtDtype dt) {
   static const char op[] = "all_reduce";
   int rc = check(m, op, ax, dt);
   if (rc) return rc;

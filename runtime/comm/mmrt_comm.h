@@ -377,6 +377,7 @@ size_t mmrt_comm_counters_json(char *buf, size_t len);
 typedef struct MmrtOverlapStats {
   uint64_t started, waited, done_at_wait, polls, blocking_calls;
   double start_s, window_s, wait_s, blocking_s;
+  double reduce_s; /* in mmrt_all_reduce (losses, label counts, norms) */
 } MmrtOverlapStats;
 MmrtOverlapStats mmrt_comm_overlap_stats(void);
 /* One line of the above (nothing when no bucket ran). */

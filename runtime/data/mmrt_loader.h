@@ -51,6 +51,7 @@ typedef struct MmrtTextOpts {
   const char *chat;      /* --chat FAMILY (NULL: internvl2) */
   const char *eval_data; /* --eval-data FILE: the final evaluation's conversations */
   int64_t max_tiles;     /* --max-tiles N (0: the model's tiles per sample - 1) */
+  int no_tile_balance;   /* --no-tile-balance: a tile pool's samples not dealt by tiles */
   int given;             /* any of them was given (the flag named in first) */
   int64_t threads;       /* --loader-threads N (-1: not given, min(2, CPUs)) */
   double eval_split;     /* --eval-split F: the fraction held out (0: none) */

@@ -93,6 +93,10 @@ struct MmrtFeedCtx {
   int (*stop)(MmrtFeedCtx *c);
   int loud;   /* this rank prints progress (rank 0 without --quiet) */
   void *priv; /* the feeder's own state (start / close) */
+  /* set by a feeder that runs the train step of the batch it filled on a
+   * tile bucket of the trainer (mmrt_buckets.h) rather than the model's own
+   * (the conversation feeder): the step's status; NULL: the model's */
+  int (*run_train)(MmrtFeedCtx *c, uint64_t seed, void *mesh);
 };
 
 typedef struct MmrtFeeder {

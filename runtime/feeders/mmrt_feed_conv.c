@@ -24,11 +24,20 @@
  * only on its samples: the seed's shuffle, this rank's rows of the batch,
  * a checkpoint's data position. The final evaluation generates the last
  * reply of each sample of --eval-data (default: the training file, in file
- * order) greedily and reports the rate of exact matches. */
+ * order) greedily and reports the rate of exact matches.
+ *
+ * A model may take `tiles` instead of `pixels` (same shape): one pool of
+ * tiles for this rank's rows, each row's tiles after the row before's, for
+ * `place(..., flat = true)`. A trainer compiled with --tile-buckets runs
+ * each training step on the smallest bucket holding this rank's tiles
+ * (mmrt_buckets.h; run_train), and under dp a pool's samples are dealt to
+ * the ranks by tiles (balance(); --no-tile-balance: batch order).
+ * docs/architecture.md "Data", docs/conversations.md. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "mmrt_buckets.h"
 #include "mmrt_comm.h"
 #include "mmrt_conv.h"
 #include "mmrt_feed.h"
@@ -56,15 +65,34 @@ typedef struct Conv {
   int64_t T, K, S;
   int32_t ignore, pad;
   int max_tiles;
+  int pool;         /* input tiles: one pool of tiles for this rank's rows (place flat) */
   MmrtStage *stage; /* the loader thread (training batches) */
+  /* tile buckets (mmrt_buckets.h): the trainer's programs at K[i] < K
+   * slots, ascending, each its own input arena; cur the one this batch
+   * runs on (-1: the model's own), steps[i] the steps each ran (nb: the
+   * model's) */
+  const MmrtModelDesc *const *bk;
+  int nb, cur;
+  int64_t bK[8], steps[9];
+  char *bin[8];
+  /* encoder balance (a tile pool under dp > 1, not --no-tile-balance): the
+   * batch's samples dealt to the dp ranks by tile count (balance());
+   * dp the ranks, B the global batch, perm[4 B] scratch (the loader
+   * thread's half, fill's half); load[] this rank's tiles of the first
+   * steps (the report at close) */
+  int balance;
+  int64_t dp, B, *perm, load[64], nload;
 } Conv;
 
 static int bind(MmrtFeedCtx *c, char *err, size_t errlen) {
   const MmrtModelDesc *m = c->m;
   const MmrtTensorDesc *px = mmrt_desc_input(m, MMRT_IN(CONV_PIXELS)),
+                       *pool = mmrt_desc_input(m, MMRT_IN(CONV_TILES)),
                        *text = mmrt_desc_input(m, MMRT_IN(CONV_TEXT)),
                        *lb = mmrt_desc_input(m, MMRT_IN(CONV_LABELS));
   const int64_t img[5] = {c->B, -1, 3, -1, -1}, tok[2] = {c->B, -1};
+  if (!px == !pool) return 0; /* pixels (K slots a row) or tiles (a pool), one of them */
+  if (!px) px = pool;
   if (!mmrt_feed_is(px, MMRT_ST_F32, 5, img) || px->shape[3] != px->shape[4] ||
       !mmrt_feed_is(text, MMRT_ST_I32, 2, tok) || !mmrt_feed_is(lb, MMRT_ST_I32, 2, text->shape))
     return 0;
@@ -195,6 +223,78 @@ static int read_set(MmrtFeedCtx *c, Conv *x, MmrtTok *tok, const char *path, Set
 
 static void lay_rows(void *priv, const MmrtBatchIter *it, int64_t rows, int64_t lo, int64_t n,
                      int64_t *sample, void *const *buf);
+static void balance(const Conv *x, const MmrtBatchIter *it, int64_t rows, int64_t *perm,
+                    int64_t *tmp);
+static int64_t row_sample(const Conv *x, const MmrtBatchIter *it, int64_t rows, const int64_t *perm,
+                          int64_t k);
+
+/* The trainer's tile buckets (mmc compile --tile-buckets), each checked
+ * against the model and given its input arena; their K in the note. */
+static int open_buckets(MmrtFeedCtx *c, Conv *x, int at, char *err, size_t errlen) {
+  x->cur = -1;
+  x->B = c->B, x->dp = c->rows > 0 ? c->B / c->rows : 1;
+  int can = x->pool && x->dp > 1 && x->dp <= 64 && x->B <= 512 && c->B % c->rows == 0 &&
+            c->m->micro_batches <= 1;
+  if (c->text->no_tile_balance && !can)
+    return snprintf(err, errlen,
+                    "--no-tile-balance: model %s has no encoder balance to turn off (it deals "
+                    "the samples of a tile pool, input tiles, over dp > 1 ranks)",
+                    c->m->name),
+           1;
+  x->balance = can && !c->text->no_tile_balance;
+  if (x->balance && !(x->perm = malloc(4 * (size_t)x->B * sizeof *x->perm)))
+    return snprintf(err, errlen, "out of memory"), 1;
+  x->bk = mmrt_tile_buckets(&x->nb);
+  if (x->nb > 8) x->nb = 8;
+  for (int i = 0; i < x->nb; i++) {
+    const MmrtModelDesc *b = x->bk[i];
+    char e[256];
+    x->bK[i] = mmrt_bucket_dim(b, c->batch[PX]->name, 1);
+    e[0] = 0;
+    if (mmrt_bucket_check(c->m, b, e, sizeof e) ||
+        mmrt_bucket_dim(b, c->batch[PX]->name, 3) != x->S || x->bK[i] < 1 || x->bK[i] >= x->K ||
+        (i > 0 && x->bK[i] <= x->bK[i - 1]))
+      return snprintf(err, errlen, "tile bucket %d (K = %lld) does not fit model %s: %s", i + 1,
+                      (long long)x->bK[i], c->m->name, e),
+             1;
+    size_t n = ((size_t)b->arena_bytes[MMRT_ARENA_INPUT] + 63) / 64 * 64;
+    if (!(x->bin[i] = aligned_alloc(64, n ? n : 64)))
+      return snprintf(err, errlen, "out of memory"), 1;
+    memset(x->bin[i], 0, n ? n : 64);
+    at += snprintf(c->note + at, sizeof c->note - (size_t)at, "%s%lld",
+                   i ? ", " : "; tile buckets K = ", (long long)x->bK[i]);
+    if (at >= (int)sizeof c->note) at = (int)sizeof c->note - 1;
+  }
+  if (x->nb) snprintf(c->note + at, sizeof c->note - (size_t)at, ", %lld", (long long)x->K);
+  return 0;
+}
+
+/* MmrtFeedCtx.run_train: the step on the bucket fill chose. */
+static int run_bucket(MmrtFeedCtx *c, uint64_t seed, void *mesh) {
+  Conv *x = c->priv;
+  return mmrt_bucket_run(c->m, x->bk[x->cur], c->arenas, x->bin[x->cur],
+                         x->pool ? c->batch[PX]->name : NULL, seed, mesh);
+}
+
+/* The smallest bucket whose K holds the tiles of each of this rank's rows
+ * of the batch (a pool: whose rows x K hold the rows' tiles); -1: none, the
+ * model's own. */
+static void pick_bucket(MmrtFeedCtx *c, Conv *x, const MmrtBatchIter *it, int64_t rows) {
+  int64_t most = 0, sum = 0, *perm = NULL;
+  if (x->balance) balance(x, it, rows, perm = x->perm + 2 * x->B, x->perm + 3 * x->B);
+  for (int64_t r = 0; r < c->rows; r++) {
+    int64_t i = row_sample(x, it, rows, perm, c->lo + r);
+    if (i >= 0 && x->train.s[i].tiles > most) most = x->train.s[i].tiles;
+    if (i >= 0) sum += x->train.s[i].tiles;
+  }
+  if (x->nload < 64) x->load[x->nload++] = sum;
+  if (x->pool) most = (sum + c->rows - 1) / c->rows;
+  x->cur = -1;
+  for (int i = 0; i < x->nb && x->cur < 0; i++)
+    if (x->bK[i] >= most) x->cur = i;
+  x->steps[x->cur < 0 ? x->nb : x->cur]++;
+  c->run_train = x->cur >= 0 ? run_bucket : NULL;
+}
 
 static int open(MmrtFeedCtx *c, const char *spec, char *err, size_t errlen) {
   Conv *x = calloc(1, sizeof *x);
@@ -202,6 +302,7 @@ static int open(MmrtFeedCtx *c, const char *spec, char *err, size_t errlen) {
   c->priv = x;
   const MmrtTensorDesc *px = c->batch[PX];
   x->T = c->T, x->K = px->shape[1], x->S = px->shape[3];
+  x->pool = !strcmp(px->name, MMRT_IN(CONV_TILES));
   x->ignore = (int32_t)c->m->ignore_index;
   x->max_tiles = c->text->max_tiles ? (int)c->text->max_tiles : (int)(x->K > 1 ? x->K - 1 : 1);
   size_t row = (size_t)c->T * sizeof(int32_t),
@@ -233,26 +334,29 @@ static int open(MmrtFeedCtx *c, const char *spec, char *err, size_t errlen) {
     tiles += x->train.s[i].tiles;
     if (x->train.s[i].tiles > most) most = x->train.s[i].tiles;
   }
-  snprintf(c->note, sizeof c->note,
-           "%lld conversations (%lld tiles of %lldx%lld, at most %lld a sample of the model's "
-           "%lld slots), %lld skipped; evaluation on %lld",
-           (long long)x->train.n, (long long)tiles, (long long)x->S, (long long)x->S,
-           (long long)most, (long long)x->K, (long long)c->skipped, (long long)ev->n);
-  return 0;
+  int at = snprintf(c->note, sizeof c->note,
+                    "%lld conversations (%lld tiles of %lldx%lld, at most %lld a sample of the "
+                    "model's %lld slots), %lld skipped; evaluation on %lld",
+                    (long long)x->train.n, (long long)tiles, (long long)x->S, (long long)x->S,
+                    (long long)most, (long long)x->K, (long long)c->skipped, (long long)ev->n);
+  return open_buckets(c, x, at, err, errlen);
 }
 
-/* Sample s (NULL: padding) into one row: text, labels, K tiles. prefix > 0:
- * the text up to the last reply only, no labels (generation). */
-static void lay_one(const Conv *x, const Sample *s, int32_t *text, int32_t *y, float *px,
-                    int32_t prefix) {
+/* Sample s (NULL: padding) into row r of a block of n rows: text, labels,
+ * and its tiles into px (the block's, zeroed) from tile *at: slot r * K of
+ * the row's K slots, or in a tile pool (x->pool) the next free one, tiles
+ * before *at taken by the rows before. prefix > 0: the text up to the last
+ * reply only, no labels (generation). */
+static void lay_one(const Conv *x, const Sample *s, int32_t *text, int32_t *y, float *px, int64_t r,
+                    int64_t nrows, int64_t *at_, int32_t prefix) {
   size_t tile = 3 * (size_t)x->S * (size_t)x->S;
+  if (!x->pool) *at_ = r * x->K;
+  int64_t at = *at_, lim = x->pool ? nrows * x->K : (r + 1) * x->K;
   int32_t n = s ? (prefix > 0 ? prefix : s->len) : 0;
   for (int64_t j = 0; j < x->T; j++) {
     text[j] = j < n ? s->ids[j] : x->pad;
     y[j] = !prefix && j + 1 < n && s->mask[j + 1] ? s->ids[j + 1] : x->ignore;
   }
-  memset(px, 0, (size_t)x->K * tile * sizeof *px);
-  int at = 0;
   for (int k = 0; s && k < s->nimg; k++) {
     MmrtImage im;
     float *t = NULL;
@@ -261,12 +365,11 @@ static void lay_one(const Conv *x, const Sample *s, int32_t *text, int32_t *y, f
     char e[1024];
     if (mmrt_image_read(s->paths[k], 0, &im, e, sizeof e) != 0) {
       fprintf(stderr, "trainer: warning: %s: its tiles left zero\n", e);
-      at += 0;
       continue;
     }
     if (mmrt_image_internvl(&im, (int)x->S, x->max_tiles, mmrt_image_imagenet_mean,
                             mmrt_image_imagenet_std, &t, &nt, &g, e, sizeof e) == 0) {
-      if (at + nt > x->K) nt = (int)x->K - at;
+      if (at + nt > lim) nt = (int)(lim - at);
       memcpy(px + (size_t)at * tile, t, (size_t)nt * tile * sizeof *px);
       at += nt;
     } else
@@ -274,6 +377,54 @@ static void lay_one(const Conv *x, const Sample *s, int32_t *text, int32_t *y, f
     free(t);
     mmrt_image_free(&im);
   }
+  *at_ = at;
+}
+
+/* Encoder balance (MindSpeed-MM's encoder DP balance): rows [0, B) of the
+ * batch `it` stands at (rows of them real, the rest padding, -1) dealt to
+ * dp ranks of B / dp rows each so that their tiles are even: the samples
+ * by tiles, most first (ties: the earlier row), each to the rank with the
+ * fewest tiles so far that has a row free (ties: the lower rank); each
+ * rank's rows in batch order. perm[r * B / dp + j] is the batch row that
+ * rank r lays out as its row j. A function of the batch alone (the seed's
+ * shuffle): every rank computes the same. tests/conv_buckets.sh holds it
+ * to a Python reference. */
+static void balance(const Conv *x, const MmrtBatchIter *it, int64_t rows, int64_t *perm,
+                    int64_t *tmp) {
+  int64_t B = x->B, dp = x->dp, per = B / dp, load[64] = {0}, fill[64] = {0};
+  for (int64_t k = 0; k < B; k++) tmp[k] = k;
+  int64_t tiles[512];
+  for (int64_t k = 0; k < B; k++) {
+    int64_t i = k < rows ? mmrt_iter_index(it, k) : -1;
+    tiles[k] = i >= 0 ? x->train.s[i].tiles : -1; /* padding after every real sample */
+  }
+  for (int64_t a = 1; a < B; a++) /* insertion sort: most tiles first, stable */
+    for (int64_t b = a; b > 0 && tiles[tmp[b]] > tiles[tmp[b - 1]]; b--) {
+      int64_t t = tmp[b];
+      tmp[b] = tmp[b - 1], tmp[b - 1] = t;
+    }
+  int64_t *own = perm; /* rank r's rows, in the order dealt, then sorted */
+  for (int64_t j = 0; j < B; j++) {
+    int64_t best = -1;
+    for (int64_t r = 0; r < dp; r++)
+      if (fill[r] < per && (best < 0 || load[r] < load[best])) best = r;
+    own[best * per + fill[best]++] = tmp[j];
+    load[best] += tiles[tmp[j]] > 0 ? tiles[tmp[j]] : 0;
+  }
+  for (int64_t r = 0; r < dp; r++) /* each rank's rows in batch order */
+    for (int64_t a = 1; a < per; a++)
+      for (int64_t b = a; b > 0 && own[r * per + b] < own[r * per + b - 1]; b--) {
+        int64_t t = own[r * per + b];
+        own[r * per + b] = own[r * per + b - 1], own[r * per + b - 1] = t;
+      }
+}
+
+/* The sample of row k of this rank's share of the batch (k in the batch's
+ * rows, lo..lo + rows of the rank) after balance (perm), or -1. */
+static int64_t row_sample(const Conv *x, const MmrtBatchIter *it, int64_t rows, const int64_t *perm,
+                          int64_t k) {
+  int64_t j = perm ? perm[k] : k;
+  return j < rows ? mmrt_iter_index(it, j) : -1;
 }
 
 /* MmrtStageLay: rows [lo, lo + n) of the training set into buf = {pixels,
@@ -282,11 +433,16 @@ static void lay_rows(void *priv, const MmrtBatchIter *it, int64_t rows, int64_t 
                      int64_t *sample, void *const *buf) {
   const Conv *x = priv;
   size_t tiles = (size_t)x->K * 3 * (size_t)x->S * (size_t)x->S;
+  memset(buf[0], 0, (size_t)n * tiles * sizeof(float));
+  int64_t at = 0, *perm = NULL;
+  if (x->balance) balance(x, it, rows, perm = x->perm, x->perm + x->B); /* the loader's */
   for (int64_t k = lo; k < lo + n; k++) {
-    int64_t r = k - lo;
+    int64_t r = k - lo, i = row_sample(x, it, rows, perm, k);
+    /* sample[] is the stage's check that the batch staged is the one asked
+     * for: the batch's own rows, whatever balance deals this rank */
     sample[r] = k < rows ? mmrt_iter_index(it, k) : -1;
-    lay_one(x, sample[r] >= 0 ? &x->train.s[sample[r]] : NULL, (int32_t *)buf[1] + r * x->T,
-            (int32_t *)buf[2] + r * x->T, (float *)buf[0] + (size_t)r * tiles, 0);
+    lay_one(x, i >= 0 ? &x->train.s[i] : NULL, (int32_t *)buf[1] + r * x->T,
+            (int32_t *)buf[2] + r * x->T, buf[0], r, n, &at, 0);
   }
 }
 
@@ -303,14 +459,17 @@ static void fill(MmrtFeedCtx *c, const MmrtBatchIter *it, int64_t rows, int eval
   int32_t *text = mmrt_feed_at(c, c->batch[TEXT]), *y = mmrt_feed_at(c, c->batch[Y]);
   if (!eval) {
     mmrt_stage_fill(x->stage, it, rows, c->lo, c->rows, (void *const[3]){px, text, y});
+    pick_bucket(c, x, it, rows);
     return;
   }
+  c->run_train = NULL;
   const Set *set = c->text->eval_data ? &x->eval : &x->train; /* laid out here */
   size_t tiles = (size_t)x->K * 3 * (size_t)x->S * (size_t)x->S;
+  memset(px, 0, (size_t)c->rows * tiles * sizeof *px);
+  int64_t at = 0;
   for (int64_t r = 0; r < c->rows; r++) {
     int64_t k = c->lo + r, i = k < rows ? mmrt_iter_index(it, k) : -1;
-    lay_one(x, i >= 0 ? &set->s[i] : NULL, text + r * x->T, y + r * x->T, px + (size_t)r * tiles,
-            0);
+    lay_one(x, i >= 0 ? &set->s[i] : NULL, text + r * x->T, y + r * x->T, px, r, c->rows, &at, 0);
   }
 }
 
@@ -343,13 +502,15 @@ static int exact_match(MmrtFeedCtx *c, double *rate, char *err, size_t errlen) {
   while (!rc && !(c->stop && c->stop(c))) {
     int64_t rows = mmrt_iter_next(&c->eval_it);
     if (rows == 0 || (c->eval_batches >= 0 && batches >= c->eval_batches)) break;
+    memset(px, 0, (size_t)B * tiles * sizeof *px);
+    int64_t at = 0;
     for (int64_t r = 0; r < B; r++) {
       int64_t k = c->lo + r;
       who[r] = k < rows ? mmrt_iter_index(&c->eval_it, k) : -1;
       const Sample *s = who[r] >= 0 ? &set->s[who[r]] : NULL;
       len[r] = s ? last_reply(s) : 0;
       if (s && len[r] == 0) who[r] = -1;
-      lay_one(x, who[r] >= 0 ? s : NULL, text + r * T, y + r * T, px + (size_t)r * tiles,
+      lay_one(x, who[r] >= 0 ? s : NULL, text + r * T, y + r * T, px, r, B, &at,
               len[r] > 0 ? len[r] : 0);
       for (int64_t j = 0; j < T; j++) y[r * T + j] = x->ignore;
     }
@@ -399,6 +560,27 @@ static int exact_match(MmrtFeedCtx *c, double *rate, char *err, size_t errlen) {
 static void close_(MmrtFeedCtx *c) {
   Conv *x = c->priv;
   if (!x) return;
+  if (x->nb && c->loud) {
+    fprintf(stderr, "trainer: steps by tile bucket (rank 0):");
+    for (int i = 0; i <= x->nb; i++)
+      fprintf(stderr, " K=%lld %lld", (long long)(i < x->nb ? x->bK[i] : x->K),
+              (long long)x->steps[i]);
+    fprintf(stderr, "\n");
+  }
+  if (x->nb || x->balance) { /* every rank: its tiles a step (the balance), one write */
+    char line[2048];
+    int n = snprintf(line, sizeof line, "trainer: rank %lld of dp %lld: tiles a step",
+                     (long long)(c->lo / (c->rows ? c->rows : 1)), (long long)x->dp);
+    for (int64_t i = 0; i < x->nload && n < (int)sizeof line - 64; i++)
+      n += snprintf(line + n, sizeof line - (size_t)n, " %lld", (long long)x->load[i]);
+    MmrtOverlapStats o = mmrt_comm_overlap_stats(); /* the time this rank waited for others */
+    snprintf(line + n, sizeof line - (size_t)n, "%s; %.1f ms blocked in collectives\n",
+             x->balance ? " (balanced)" : "", 1e3 * (o.wait_s + o.blocking_s + o.reduce_s));
+    fputs(line, stderr);
+  }
+  for (int i = 0; i < x->nb; i++) free(x->bin[i]);
+  free(x->perm);
+  c->run_train = NULL;
   mmrt_stage_free(x->stage);
   set_free(&x->train), set_free(&x->eval);
   free(x);

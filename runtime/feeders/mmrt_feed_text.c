@@ -30,8 +30,9 @@ enum { IDS, Y, SEG, POS }; /* c->batch[] */
 
 int mmrt_text_settle(MmrtTextOpts *o, int argc, char **argv) {
   static const char *const names[] = {
-      "--tokenizer", "--seq-len", "--pack",      "--no-pack",   "--too-long",       "--bad-samples",
-      "--images",    "--chat",    "--eval-data", "--max-tiles", "--loader-threads", "--eval-split"};
+      "--tokenizer",      "--seq-len",    "--pack",           "--no-pack",   "--too-long",
+      "--bad-samples",    "--images",     "--chat",           "--eval-data", "--max-tiles",
+      "--loader-threads", "--eval-split", "--no-tile-balance"};
   if (o->pack_on && o->pack_off)
     return fprintf(stderr, "trainer: error: --pack and --no-pack together\n"), 1;
   if (o->eval_split >= 1)
@@ -57,12 +58,13 @@ static int bind(MmrtFeedCtx *c, char *err, size_t errlen) {
   const MmrtModelDesc *m = c->m;
   if (!mmrt_loader_is_text(c->data)) return 0;
   const MmrtTextOpts *o = c->text;
-  if (o->images || o->chat || o->eval_data || o->max_tiles) {
+  if (o->images || o->chat || o->eval_data || o->max_tiles || o->no_tile_balance) {
     snprintf(err, errlen, "%s: a conversation flag, but model %s reads text",
              o->images      ? "--images"
              : o->chat      ? "--chat"
              : o->eval_data ? "--eval-data"
-                            : "--max-tiles",
+             : o->max_tiles ? "--max-tiles"
+                            : "--no-tile-balance",
              m->name);
     return -1;
   }

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "mmrt_buckets.h"
 #include "mmrt_comm.h"
 #include "mmrt_main.h"
 #include "mmrt_threads.h"
@@ -66,6 +67,12 @@ int mmrt_main(int argc, char **argv, const MmrtModelDesc *m) {
   return p->main(argc, argv, m);
 }
 
+/* a trainer compiled with --tile-buckets defines these (mmrt_buckets.h) */
+extern const MmrtModelDesc *const mm_tile_buckets[] __attribute__((weak));
+extern const int32_t mm_tile_nbuckets __attribute__((weak));
+
 int main(int argc, char **argv) {
+  if (mm_tile_buckets && &mm_tile_nbuckets)
+    mmrt_tile_buckets_set(mm_tile_buckets, mm_tile_nbuckets);
   return mmrt_main(argc, argv, &mm_model);
 }

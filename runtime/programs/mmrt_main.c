@@ -144,6 +144,9 @@ static const MmrtFlag train_flags[] = {
     MMRT_FLAG_I("--max-tiles", "N", AT(text.max_tiles), 1, INT64_MAX, WHOLE,
                 "conversations: 1 to N tiles an image, plus a thumbnail (default: the\n"
                 "model's tiles per sample - 1)"),
+    MMRT_FLAG_B("--no-tile-balance", AT(text.no_tile_balance),
+                "conversations: under dp, a tile pool's samples dealt to the ranks in\n"
+                "batch order, not evened by tiles (docs/conversations.md)"),
     MMRT_FLAG_I("--loader-threads", "N", AT(text.threads), 0, 32,
                 "%F takes a whole number from 0 to 32, not '%V'",
                 "text: threads tokenizing JSONL while it is read (default: min(2,\n"
@@ -406,7 +409,10 @@ static void *mesh_of(Trainer *t) {
 /* Runs a step; a failed collective ends the job (the other ranks may be
  * waiting in it), bad data is reported like any error. */
 static int run_step(Trainer *t, MmrtStepFn fn, const char *what) {
-  if (fn(t->arenas, t->a.seed, mesh_of(t)) >= 0) return 0;
+  int rc = fn == t->m->train_step && t->cx.run_train /* a tile bucket's (mmrt_buckets.h) */
+               ? t->cx.run_train(&t->cx, t->a.seed, mesh_of(t))
+               : fn(t->arenas, t->a.seed, mesh_of(t));
+  if (rc >= 0) return 0;
   if (t->has_mesh && t->mesh.err[0]) {
     fail("%s: %s", what, t->mesh.err);
     mmrt_comm_abort(1);

@@ -230,6 +230,10 @@ compile_probes = {
     # the predicted step, a constant of the descriptor
     "--device": (GM + ["--emit", "llvm"] + OUT, GM + ["--emit", "llvm", "--device", "a100"] + OUT,
                  "effect"),
+    # the model again at K = 4 beside its own (tests/conv_buckets.sh: what the buckets do)
+    "--tile-buckets": ([VLM, "--model", "InternVL2TinyConvPool", "--emit", "llvm"] + OUT,
+                       [VLM, "--model", "InternVL2TinyConvPool", "--emit", "llvm",
+                        "--tile-buckets", "4"] + OUT, "effect"),
 }
 # calibrate: -o writes the description to a file instead of stdout; --quick measures smaller
 # problems (its figures differ; so do two runs': the probe holds only that it is taken)
@@ -784,6 +788,9 @@ kw_probes = {
                        "mean(attention(q, q, q, mask = m) * q)"),
     "place.token": ("y: f32[1, 4, 3], src: f32[1, 1, 3], ids: i32[1, 4]",
                     "mean(place(y, src, ids, token = 1))", "mean(place(y, src, ids, token = 2))"),
+    "place.flat": ("y: f32[2, 2, 3], src: f32[2, 1, 3], ids: i32[2, 2]",
+                   "mean(place(y, src, ids, token = 1) * y)",
+                   "mean(place(y, src, ids, token = 1, flat = true) * y)"),
     "softmax.axis": (X, "mean(softmax(x) * x)", "mean(softmax(x, axis = 0) * x)"),
     "log_softmax.axis": (X, "mean(log_softmax(x) * x)", "mean(log_softmax(x, axis = 0) * x)"),
     "sum.keepdim": (X, "mean(sum(x, 1))", "mean(sum(x, 1, keepdim = true))"),
@@ -907,6 +914,7 @@ else:
         "--chat": (BASE + ["--chat", "chatml"], "refused", ["--chat"]),
         "--eval-data": (BASE + ["--eval-data", "e.jsonl"], "refused", ["--eval-data"]),
         "--max-tiles": (BASE + ["--max-tiles", "2"], "refused", ["--max-tiles"]),
+        "--no-tile-balance": (BASE + ["--no-tile-balance"], "refused", ["--no-tile-balance"]),
         "--loader-threads": (BASE + ["--loader-threads", "1"], "refused", ["--loader-threads"]),
         "--eval-split": (BASE + ["--eval-split", "0.1"], "refused", ["--eval-split"]),
         # video files only (tests/video_train.sh, docs/video.md): refused on other data
