@@ -684,6 +684,10 @@ set_probes = {
                                          "recompute = by_module(gpt = block(1))", "effect"),
     "parallel.bucket_mb": ("dp = 2", "dp = 2; bucket_mb = 0", "effect"),
     "parallel.bucket_mb=0": ("dp = 2", "dp = 2; bucket_mb = 0", "effect"),
+    # placement places sub-model blocks (tests/mpi_separate.sh runs it with them); S has one instance
+    "parallel.placement": ("", "placement = separate", "refused", ["needs two sub-model blocks"]),
+    "parallel.placement=colocated": ("", "placement = colocated", "refused", ["no sub-model block"]),
+    "parallel.placement=separate": ("", "placement = separate", "refused", ["needs two sub-model blocks"]),
 }
 
 
