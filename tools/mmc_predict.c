@@ -202,6 +202,14 @@ static bool same(const Cand *x, const Cand *y) {
          y->sp == x->sp;
 }
 
+/* x is the better of two: it fits and predicts faster, or it fits and b
+ * does not, or neither fits and x holds less. */
+static bool better(const Cand *x, const Cand *b) {
+  if (x->ok != b->ok) return x->ok;
+  if (x->ok) return x->step_s < b->step_s;
+  return x->mem > 0 && x->mem < b->mem;
+}
+
 /* Builds and predicts x (x->ok when it fits); a refusal is counted by its
  * reason. The first time a plan is seen it joins the ranked list. */
 static void evaluate(Search *S, Cand *x, bool rank) {
@@ -419,7 +427,13 @@ int mmc_search(const MmDevice *d, int devices, const MmPlanFlags *given, MmcBuil
   int nref = 0;
   Cand best[4];
   for (int i = 0; i < S.nc && nref < 3 && S.c[i].ok; i++) best[nref++] = S.c[i];
-  if (have_ref && ref.ok) {
+  if (nref == 0) {
+    /* nothing fits at the default knobs: refine the structure that came
+     * closest, towards the knobs that hold less (ZeRO-3, sp, cp, ...) */
+    for (int i = 0; i < S.nc; i++)
+      if (S.c[i].mem > 0 && (nref == 0 || S.c[i].mem < best[0].mem)) best[0] = S.c[i], nref = 1;
+  }
+  if (have_ref && (ref.ok || ref.mem > 0)) {
     bool in = false;
     for (int i = 0; i < nref; i++) in |= best[i].tp == ref.tp && best[i].pp == ref.pp;
     if (!in) best[nref++] = ref;
@@ -445,25 +459,25 @@ int mmc_search(const MmDevice *d, int devices, const MmPlanFlags *given, MmcBuil
           }
           x.rc = rcs[r];
           evaluate(&S, &x, true);
-          if (x.ok && x.step_s < b.step_s) b = x;
+          if (better(&x, &b)) b = x;
         }
       for (int z = 0; z <= 3 && b.dp > 1; z += z == 1 ? 2 : 1) {
         Cand x = b;
         x.zero = z;
         evaluate(&S, &x, true);
-        if (x.ok && x.step_s < b.step_s) b = x;
+        if (better(&x, &b)) b = x;
       }
       for (int v = 2; v <= 4 && b.pp > 1; v *= 2) {
         Cand x = b;
         x.vpp = v;
         evaluate(&S, &x, true);
-        if (x.ok && x.step_s < b.step_s) b = x;
+        if (better(&x, &b)) b = x;
       }
       if (b.tp > 1) {
         Cand x = b;
         x.sp = !b.sp;
         evaluate(&S, &x, true);
-        if (x.ok && x.step_s < b.step_s) b = x;
+        if (better(&x, &b)) b = x;
       }
       /* context parallel: cp ranks taken from dp (the batch split fewer ways) */
       for (int c = 2; c <= 8 && b.cp == 1; c *= 2) {
@@ -471,7 +485,7 @@ int mmc_search(const MmDevice *d, int devices, const MmPlanFlags *given, MmcBuil
         Cand x = b;
         x.cp = c, x.dp = b.dp / c;
         evaluate(&S, &x, true);
-        if (x.ok && x.step_s < b.step_s) b = x;
+        if (better(&x, &b)) b = x;
       }
       if (!memcmp(&start, &b, sizeof b)) break;
     }
