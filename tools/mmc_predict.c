@@ -236,11 +236,16 @@ static void evaluate(Search *S, Cand *x, bool rank) {
   int64_t mem = 0;
   MpSummary sm;
   if (mp_summarize(m, &sm, err, sizeof err)) mem = sm.total;
-  if (m->plan.pp > 1 && m->plan.pp <= 64) {
-    PpRankMem pm[64];
-    if (pp_rank_memory(m, pm, 64, err, sizeof err))
+  if (m->plan.pp > 1) {
+    /* under a pipeline the largest rank's peak (the summary's total is
+     * every stage's at once), as mmc plan prints it */
+    PpRankMem *pm = calloc((size_t)m->plan.pp, sizeof *pm);
+    if (pm && pp_rank_memory(m, pm, m->plan.pp, err, sizeof err)) {
+      mem = 0;
       for (int r = 0; r < m->plan.pp; r++)
         if (pm[r].peak > mem) mem = pm[r].peak;
+    }
+    free(pm);
   }
   x->mem = mem;
   if ((double)mem > S->d->mem_gb * 1e9) {
