@@ -127,6 +127,7 @@ typedef struct {
   int ndrop, tried;
   Cand *c;
   int nc, cap;
+  int heads_bad; /* the least tp x cp refused for not dividing the heads (0: none) */
 } Search;
 
 /* by predicted step, what was not predicted last */
@@ -223,11 +224,20 @@ static void evaluate(Search *S, Cand *x, bool rank) {
   MmPlanFlags f;
   if (!flags_of(S, x, &f)) return;
   S->tried++;
+  if (S->heads_bad && (x->tp * x->cp) % S->heads_bad == 0) {
+    drop(S, "tp x cp is a multiple of one that does not divide the attention heads (not built)");
+    return;
+  }
   char err[512] = "", why[160];
   void *h = NULL;
   IrModule *m = S->build(S->user, &f, &h, err, sizeof err);
   if (!m) {
     reason_of(err[0] ? err : "refused", why, sizeof why);
+    /* heads a tp (or tp x cp) does not divide, twice that does not either */
+    if (strstr(why, "does not divide the N attention heads")) {
+      int split = x->tp * x->cp;
+      if (!S->heads_bad || split < S->heads_bad) S->heads_bad = split;
+    }
     drop(S, why);
     S->release(S->user, h);
     return;
@@ -528,6 +538,16 @@ int mmc_search(const MmDevice *d, int devices, const MmPlanFlags *given, MmcBuil
              ref.mem > cap ? "it does not fit the device's memory" : "the compiler refuses it",
              (double)ref.mem / 1e9);
     print_plan(&ref);
+  }
+  if (!nc) {
+    const Cand *close = NULL;
+    for (int i = 0; i < S.nc; i++)
+      if (S.c[i].mem > 0 && (!close || S.c[i].mem < close->mem)) close = &S.c[i];
+    if (close) {
+      printf("nothing fits %.3g GB; the closest holds %.3f GB a rank:\n", cap / 1e9,
+             (double)close->mem / 1e9);
+      print_plan(close);
+    }
   }
   free(S.c);
   free(st);
