@@ -377,12 +377,12 @@ int mmc_search(const MmDevice *d, int devices, const MmPlanFlags *given, MmcBuil
   int layers;
   if (!probe(&S, &B, &params, &layers, &ref)) return 1;
   double cap = d->mem_gb * 1e9;
-  /* 1. the structures: tp (powers of 2 within a node), cp (powers of 2 up
-   * to 8), pp (every divisor of what is left), dp the rest; each built
-   * once with the knobs a large model starts from (ZeRO-1 over dp > 1,
-   * full recompute, one sample a rank a micro-batch, no vpp, no sp) */
-  Cand *st = NULL;
-  int nst = 0, capst = 0, pre = 0;
+  /* 1. the structures: tp (powers of 2 within a node), pp (every divisor
+   * of what is left, up to the stack layers), dp the rest (cp as given, or
+   * 1: the refinement takes it from dp); each built once with the knobs a
+   * large model starts from (ZeRO-1 over dp > 1, full recompute, one
+   * sample a rank a micro-batch, no vpp, no sp) */
+  int nst = 0, pre = 0;
   int cp = given->given[MM_SET_CP] ? given->plan.cp : 1;
   for (int tp = 1; tp <= devices && tp <= d->devices_per_node; tp *= 2)
     for (int pp = 1; tp * cp * pp <= devices; pp++) {
@@ -390,8 +390,7 @@ int mmc_search(const MmDevice *d, int devices, const MmPlanFlags *given, MmcBuil
       if (pp > 1 && layers > 0 && pp > layers && !given->given[MM_SET_PP]) continue;
       Cand x = {.tp = tp, .cp = cp, .pp = pp, .dp = devices / (tp * cp * pp), .vpp = 1};
       MmPlanFlags f;
-      x.zero = x.dp > 1 && !(given->given[MM_SET_ZERO] && given->plan.zero == 0) ? 1 : 0;
-      if (given->given[MM_SET_ZERO]) x.zero = given->plan.zero;
+      x.zero = given->given[MM_SET_ZERO] ? given->plan.zero : x.dp > 1;
       x.rc = given->given[MM_SET_RECOMPUTE] ? (int)given->plan.recompute : MM_RECOMPUTE_FULL;
       x.mb = given->given[MM_SET_MICRO_BATCHES] ? given->plan.micro_batches
              : B % x.dp == 0                    ? (int)(B / x.dp)
@@ -400,6 +399,7 @@ int mmc_search(const MmDevice *d, int devices, const MmPlanFlags *given, MmcBuil
       if (given->given[MM_SET_SP]) x.sp = given->plan.sp;
       if (given->given[MM_SET_VPP]) x.vpp = given->plan.vpp;
       if (!flags_of(&S, &x, &f)) continue;
+      nst++;
       if (B % x.dp) {
         S.tried++, pre++;
         drop(&S, "data parallel: dp = N does not divide the batch (before building)");
@@ -415,18 +415,6 @@ int mmc_search(const MmDevice *d, int devices, const MmPlanFlags *given, MmcBuil
           !given->given[MM_SET_ZERO])
         x.zero = 3;
       evaluate(&S, &x, true);
-      if (nst == capst) {
-        capst = capst ? 2 * capst : 32;
-        Cand *nn = realloc(st, (size_t)capst * sizeof *nn);
-        if (!nn) {
-          free(st);
-          free(S.c);
-          fprintf(stderr, "mmc: out of memory\n");
-          return 1;
-        }
-        st = nn;
-      }
-      st[nst++] = x;
     }
   /* 2. the plan the file itself gives (its parallel section, dp filling
    * the devices), the reference the ranking is explained against */
@@ -510,7 +498,7 @@ int mmc_search(const MmDevice *d, int devices, const MmPlanFlags *given, MmcBuil
   while (nc < S.nc && S.c[nc].ok) nc++;
   printf("search on %d x %s: %d plans tried (%d structures, %d of them dropped before "
          "building), %d ranked, %d dropped\n",
-         devices, d->name, S.tried, nst + pre, pre, nc, S.tried - nc);
+         devices, d->name, S.tried, nst, pre, nc, S.tried - nc);
   for (int i = 0; i < S.ndrop; i++) printf("  dropped %4d: %s\n", S.drops[i].n, S.drops[i].why);
   for (int i = 0; i < nc && i < top; i++) {
     const Cand *x = &S.c[i];
@@ -550,7 +538,6 @@ int mmc_search(const MmDevice *d, int devices, const MmPlanFlags *given, MmcBuil
     }
   }
   free(S.c);
-  free(st);
   if (!nc) fprintf(stderr, "mmc: error: --search: no plan fits and divides\n");
   return nc ? 0 : 1;
 }
