@@ -94,6 +94,7 @@ if best > pub * (1 + 1e-6): errs.append(f"--search's best {best} s is slower tha
 if not ref or abs(float(ref.group(1)) / pub - 1) > 1e-3: errs.append("the explanation's reference is not the published plan")
 if not re.search(r"the file's plan ranks #\d+ of \d+; #1 predicts \S+x its speed: compute", t):
     errs.append("no ranking explanation")
+if not re.search(r"^  #1 changes: \S", t, re.M): errs.append("no list of the settings #1 changes")
 for e in errs: print("FAIL:", e)
 print("search on 32 GPUs:", re.search(r"^#1 .*\n.*", t, re.M).group(0))
 sys.exit(1 if errs else 0)

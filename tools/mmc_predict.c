@@ -320,6 +320,28 @@ static bool sizes(IrModule *m, int64_t *batch, double *params, int *layers) {
   return *batch > 0;
 }
 
+/* The settings #1 changes from the file's plan, "name a -> b". */
+static void print_changes(const Cand *b, const Cand *r) {
+  char buf[512];
+  int n = 0;
+#define CH(name, x, y)                                                                             \
+  if ((x) != (y) && n < (int)sizeof buf - 64)                                                      \
+    n += snprintf(buf + n, sizeof buf - (size_t)n, "%s%s %d -> %d", n ? ", " : "", name, (y), (x));
+  CH("tp", b->tp, r->tp)
+  CH("pp", b->pp, r->pp)
+  CH("cp", b->cp, r->cp)
+  CH("dp", b->dp, r->dp)
+  CH("zero", b->zero, r->zero)
+  CH("micro_batches", b->mb, r->mb)
+  CH("vpp", b->vpp, r->vpp)
+  CH("sp", b->sp, r->sp)
+#undef CH
+  if (b->rc != r->rc && n < (int)sizeof buf - 64)
+    n += snprintf(buf + n, sizeof buf - (size_t)n, "%srecompute %s -> %s", n ? ", " : "",
+                  mm_recompute_names[r->rc], mm_recompute_names[b->rc]);
+  printf("  #1 changes: %s\n", n ? buf : "nothing (it is the file's plan)");
+}
+
 /* Sizes a probe of the model (the flags given, one device) tells: the
  * samples of a step and the parameters' elements. */
 static bool probe(Search *S, int64_t *batch, double *params, int *layers, Cand *ref) {
@@ -526,6 +548,7 @@ int mmc_search(const MmDevice *d, int devices, const MmPlanFlags *given, MmcBuil
              ref.mem > cap ? "it does not fit the device's memory" : "the compiler refuses it",
              (double)ref.mem / 1e9);
     print_plan(&ref);
+    print_changes(b, &ref);
   }
   if (!nc) {
     const Cand *close = NULL;
