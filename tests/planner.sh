@@ -145,6 +145,10 @@ grep -q "step time: measured median .* s over 4 steps, predicted $want s on idea
 grep -q "dropped .*: data parallel: dp = N does not divide the batch" "$T/s.txt" || bad "--search: no drop reason"
 grep -q "dropped .*: tp = N does not divide the N attention heads" "$T/s.txt" || bad "--search: no compiler's drop reason"
 grep -q "^why #1, against the file's own plan" "$T/s.txt" || bad "--search: no explanation"
+# on 4 devices GPT2Tiny's own plan ranks, and #1 is compared with it term by term
+"$MMC" plan "$G" --model GPT2Tiny --device "$T/ideal.dev" --devices 4 --search > "$T/s4.txt" 2> "$T/e" || bad "--search on 4"
+grep -q "the file's plan ranks #[0-9]* of [0-9]*; #1 predicts .*x its speed: compute [-+]" "$T/s4.txt" || bad "--search: no comparison with the file's plan"
+grep -q "^  #1 changes: " "$T/s4.txt" || bad "--search: no list of #1's changes"
 # GPT2Tiny's own plan (dp = 8 over its batch of 4) is refused, and said so
 grep -q "the file's plan is not ranked: the compiler refuses it" "$T/s.txt" || bad "--search: the file's plan's refusal"
 $PY - "$T/s.txt" > "$T/flags" <<'PY' || bad "--search: not sorted"

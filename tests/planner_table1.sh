@@ -17,9 +17,10 @@
 #     step and the GPUs, and asserts it within 15% of the published figure
 #     for every row;
 #   - the 1 T row plans in a few seconds (the whole script stays < 20 s);
-#   - `--search` on the first row's 32 GPUs ranks a plan at least as fast
-#     as the published one first and explains the ranking against it (the
-#     other rows' searches take minutes: bench/table1_search.sh).
+#   - `--search` on the first row's 32 GPUs, the model given without the
+#     published plan, ranks first a plan predicted at least as fast as the
+#     published one and explains the ranking (against the file's default
+#     plan); the other rows' searches take minutes: bench/table1_search.sh.
 # Nothing here is fitted to the rows: the cost model's figures are the
 # device file's (devices/a100.dev, each with its source).
 set -uo pipefail
@@ -94,19 +95,23 @@ done < "$T/table1.txt"
 # --search on the first row's 32 GPUs: the best plan predicts the published
 # plan's step or faster, and the ranking is explained against it
 if [ "$SAN" = 0 ]; then
-  "$MMC" plan "$T/row1.7.mm" -I "$MMC_SOURCE_DIR/stdlib_models" --device a100 --devices 32 --search \
+  # the model without the published plan (no parallel section): the search
+  # must find a plan at least as fast on its own
+  sed '/^  parallel/d' "$T/row1.7.mm" > "$T/free.mm"
+  "$MMC" plan "$T/free.mm" -I "$MMC_SOURCE_DIR/stdlib_models" --device a100 --devices 32 --search \
     > "$T/s.txt" 2> "$T/e" || { echo "FAIL: --search on 32 GPUs"; cat "$T/e"; fail=$((fail + 1)); }
   $PY - "$T/s.txt" "$T/row1.7.json" <<'PY' || fail=$((fail + 1))
 import json, re, sys
 t = open(sys.argv[1]).read()
 pub = json.load(open(sys.argv[2]))["predicted"]["step_s"]
 best = float(re.search(r"^#1  step (\S+) s", t, re.M).group(1))
-ref = re.search(r"the file's: step (\S+) s", t)
 errs = []
 if best > pub * (1 + 1e-6): errs.append(f"--search's best {best} s is slower than the published plan's {pub} s")
-if not ref or abs(float(ref.group(1)) / pub - 1) > 1e-3: errs.append("the explanation's reference is not the published plan")
-if not re.search(r"the file's plan ranks #\d+ of \d+; #1 predicts \S+x its speed: compute", t):
-    errs.append("no ranking explanation")
+# the file's own plan (no recompute, the whole batch at once) holds 127 GB
+if not re.search(r"^  #1: step \S+ s = compute \S+ \+ exposed communication", t, re.M):
+    errs.append("no breakdown of #1")
+if not re.search(r"the file's plan is not ranked: it does not fit the device's memory", t):
+    errs.append("the explanation does not say why the file's own plan is not ranked")
 if not re.search(r"^  #1 changes: \S", t, re.M): errs.append("no list of the settings #1 changes")
 for e in errs: print("FAIL:", e)
 print("search on 32 GPUs:", re.search(r"^#1 .*\n.*", t, re.M).group(0))
