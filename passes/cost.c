@@ -15,6 +15,17 @@ double cost_collective_s(const MmDevice *d, IrOp op, double bytes, int n, int st
   bool intra = (double)stride * n <= d->devices_per_node;
   double bw = (intra ? d->intra_bw_gbs : d->inter_bw_gbs) * 1e9;
   double lat = (intra ? d->intra_lat_us : d->inter_lat_us) * 1e-6;
+  if (!intra && op != IR_OP_COUNT && stride < d->devices_per_node) {
+    /* k members in each node: NCCL runs a ring per adapter, each node's k
+     * members' k adapters carry k rings' shares at once, so the crossing
+     * moves k x inter_bw (never more than the links inside the node) */
+    double k = floor((double)d->devices_per_node / stride);
+    if (k > n) k = n;
+    if (k * bw > d->intra_bw_gbs * 1e9)
+      bw = d->intra_bw_gbs * 1e9;
+    else
+      bw *= k;
+  }
   double steps = op == IR_OP_COUNT ? 1 : op == IR_OP_ALL_REDUCE ? 2.0 * (n - 1) : (double)(n - 1);
   return steps * lat + bytes / bw;
 }
@@ -39,6 +50,24 @@ static double node_bytes(const IrModule *m, const IrNode *n) {
   return b;
 }
 
+/* The attention kernels' traffic through memory when they materialize the
+ * B x H x T x S scores (softmax, dropout and the two batched products as
+ * kernels of their own, as Megatron's of 2021): the device's bytes per
+ * score, forward or backward, over the memory bandwidth; 0 for a fused
+ * kernel that keeps them on chip. The scores are counted whole: such
+ * kernels mask the causal half rather than skip it. */
+static double scores_s(const IrModule *m, const MmDevice *d, const IrNode *n) {
+  int fk = ir_ops[n->op].flop_kind, q = fk == IR_FL_ATTENTION ? 0 : 1;
+  double per = fk == IR_FL_ATTENTION       ? d->attention_score_bytes
+               : fk == IR_FL_ATTENTION_BWD ? d->attention_score_bytes_bwd
+                                           : 0;
+  if (per <= 0 || n->nin < q + 2 || n->in[q]->shape.rank != 4 || n->in[q + 1]->shape.rank != 4)
+    return 0;
+  const IrShape *qs = &n->in[q]->shape, *ks = &n->in[q + 1]->shape;
+  double scores = (double)qs->d[0] * qs->d[1] * qs->d[2] * ks->d[1] / split_of(m, n);
+  return scores * per / (d->mem_bw_gbs * 1e9);
+}
+
 /* One op's time on its rank (not a collective). */
 static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double *flops_local) {
   const IrOpInfo *info = &ir_ops[n->op];
@@ -60,7 +89,7 @@ static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double
   }
   *flops_local = fl;
   double t = fl / rate, tb = node_bytes(m, n) / (d->mem_bw_gbs * 1e9);
-  return (t > tb ? t : tb) + d->op_overhead_us * 1e-6;
+  return (t > tb ? t : tb) + scores_s(m, d, n) + d->op_overhead_us * 1e-6;
 }
 
 static int axis_stride(const IrModule *m, int a) {
@@ -105,6 +134,79 @@ static void tokens_of(const IrFunc *f, int M, CostPrediction *o) {
   }
 }
 
+/* A dp gradient reduction: a collective over dp in the backward that
+ * reduces (all-reduce, reduce-scatter), not a ZeRO-3 gather. */
+static bool is_grad_reduce(const IrNode *n, bool back) {
+  return back && n->attrs.v[IR_ATTR_MESH].i == IR_AX_DP &&
+         (n->op == IR_OP_ALL_REDUCE || n->op == IR_OP_REDUCE_SCATTER);
+}
+
+bool cost_grad_reduce_once(const IrModule *m) {
+  return m->plan.micro_batches > 1;
+}
+
+typedef struct {
+  double t, fb_end, fc, bc, uc, comm, ucomm, chan_;
+} Walk;
+
+/* One clock for the rank's work in node order; the non-blocking collectives
+ * (gradient buckets, ZeRO-3 prefetches) queue on one channel from where they
+ * stand, and a bucket_wait holds the clock until its collective is done (the
+ * program's own order, passes/bucket.c). skip_reduce: a micro-batch that
+ * leaves its gradients unreduced. */
+static bool walk(const IrModule *m, const MmDevice *d, const IrFunc *f, int bwd, int upd,
+                 bool skip_reduce, Walk *w, char *err, size_t errn) {
+  double *done = NULL;
+  int64_t ndone = 0;
+  memset(w, 0, sizeof *w);
+  for (int i = 0; i < f->nodes.len; i++) {
+    const IrNode *n = f->nodes.items[i];
+    bool up = upd >= 0 && i >= upd, back = !up && bwd >= 0 && i >= bwd;
+    if (up && upd == i) w->fb_end = w->t;
+    if (n->op == IR_OP_BUCKET_WAIT) {
+      int64_t id = n->attrs.v[IR_ATTR_BUCKET].i;
+      if (id >= 0 && id < ndone && done[id] > w->t) w->t = done[id];
+      continue;
+    }
+    if (ir_op_is_collective(n->op)) {
+      if (skip_reduce && is_grad_reduce(n, back)) continue;
+      bool async;
+      double c = coll_s(m, d, f, i, &async);
+      *(up ? &w->ucomm : &w->comm) += c;
+      int64_t id = async ? async_slot(n) : -1;
+      if (id < 0 || id > (1 << 24)) {
+        w->t += c;
+        continue;
+      }
+      if (id >= ndone) {
+        int64_t nn = 2 * id + 16;
+        double *nd = realloc(done, (size_t)nn * sizeof *nd);
+        if (!nd) {
+          free(done);
+          snprintf(err, errn, "out of memory");
+          return false;
+        }
+        for (int64_t k = ndone; k < nn; k++) nd[k] = 0;
+        done = nd, ndone = nn;
+      }
+      w->chan_ = (w->chan_ > w->t ? w->chan_ : w->t) + c;
+      done[id] = w->chan_;
+      continue;
+    }
+    double fl, c = op_s(m, d, n, &fl);
+    w->t += c;
+    if (up)
+      w->uc += c;
+    else if (back)
+      w->bc += c;
+    else
+      w->fc += c;
+  }
+  free(done);
+  if (upd < 0) w->fb_end = w->t;
+  return true;
+}
+
 bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, size_t errn) {
   memset(o, 0, sizeof *o);
   IrFunc *f = ir_module_func(m, "train");
@@ -135,68 +237,28 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
   o->model_flops = 3.0 * M * fwd_flops;
 
   if (P <= 1) {
-    /* one clock for the rank's work in node order; the non-blocking
-     * collectives (gradient buckets, ZeRO-3 prefetches) queue on one
-     * channel from where they stand, and a bucket_wait holds the clock until
-     * its collective is done (the program's own order, passes/bucket.c) */
-    double t = 0, chan = 0, fb_end = 0, fc = 0, bc = 0, uc = 0, *done = NULL;
-    int64_t ndone = 0;
-    for (int i = 0; i < f->nodes.len; i++) {
-      const IrNode *n = f->nodes.items[i];
-      bool up = upd >= 0 && i >= upd, back = !up && bwd >= 0 && i >= bwd;
-      if (up && upd == i) fb_end = t;
-      if (n->op == IR_OP_BUCKET_WAIT) {
-        int64_t id = n->attrs.v[IR_ATTR_BUCKET].i;
-        if (id >= 0 && id < ndone && done[id] > t) t = done[id];
-        continue;
-      }
-      if (ir_op_is_collective(n->op)) {
-        bool async;
-        double c = coll_s(m, d, f, i, &async);
-        o->comm_s += (up ? 1 : M) * c;
-        int64_t id = async ? async_slot(n) : -1;
-        if (id < 0 || id > (1 << 24)) {
-          t += c;
-          continue;
-        }
-        if (id >= ndone) {
-          int64_t nn = 2 * id + 16;
-          double *nd = realloc(done, (size_t)nn * sizeof *nd);
-          if (!nd) {
-            free(done);
-            snprintf(err, errn, "out of memory");
-            return false;
-          }
-          for (int64_t k = ndone; k < nn; k++) nd[k] = 0;
-          done = nd, ndone = nn;
-        }
-        chan = (chan > t ? chan : t) + c;
-        done[id] = chan;
-        continue;
-      }
-      double fl, c = op_s(m, d, n, &fl);
-      t += c;
-      if (up)
-        uc += c;
-      else if (back)
-        bc += c;
-      else
-        fc += c;
-    }
-    free(done);
-    if (upd < 0) fb_end = t;
+    Walk once, last;
+    /* the micro-batches before the last leave the gradients where they are
+     * (cost_grad_reduce_once); the last reduces them behind its backward */
+    bool one = cost_grad_reduce_once(m);
+    if (!walk(m, d, f, bwd, upd, false, &last, err, errn) ||
+        (one && !walk(m, d, f, bwd, upd, true, &once, err, errn)))
+      return false;
+    if (!one) once = last;
+    o->comm_s = (M - 1) * once.comm + last.comm + last.ucomm;
     /* the forward and backward M times, the update (and the waits before it) once */
-    o->compute_s = M * (fc + bc);
-    o->optimizer_s = uc;
-    o->step_s = M * fb_end + (t - fb_end);
+    o->compute_s = M * (last.fc + last.bc);
+    o->optimizer_s = last.uc;
+    o->step_s = (M - 1) * once.fb_end + last.fb_end + (last.t - last.fb_end);
     o->exposed_comm_s = o->step_s - o->compute_s - o->optimizer_s;
     if (o->exposed_comm_s < 1e-9 * o->step_s) o->exposed_comm_s = 0; /* rounding */
   } else {
     PpAssign a;
     if (!pp_facts(m, f, &a, err, errn)) return false;
     int S = a.nstages;
-    double *cost = calloc((size_t)(5 * S), sizeof *cost), *comm = cost + 3 * S,
-           *comp = cost + 4 * S;
+    double *cost = calloc((size_t)(5 * S + P), sizeof *cost), *comm = cost + 3 * S,
+           *comp = cost + 4 * S, *reduce = cost + 5 * S;
+    bool one = cost_grad_reduce_once(m);
     double uc = 0, ucomm = 0, xbytes = 0;
     /* aux: the forward stage + 1 that makes a value (0: none), cleared after */
     for (int i = 0; i < f->inputs.len; i++) ((IrValue *)f->inputs.items[i])->aux = NULL;
@@ -219,6 +281,12 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
       if (is_comm) {
         bool async;
         t = coll_s(m, d, f, i, &async);
+        if (one && a.part[i] != PPN_U && a.part[i] != PPN_F && is_grad_reduce(n, true)) {
+          /* once a step, after the pipeline's flush, each rank its stages' */
+          o->comm_s += t;
+          reduce[a.stage[i] % P] += t;
+          continue;
+        }
         o->comm_s += (a.part[i] == PPN_U ? 1 : M) * t;
       } else
         t = op_s(m, d, n, &fl);
@@ -257,11 +325,14 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
         double cc = 0, cm = 0;
         for (int st = r0; st < S; st += P) cc += comp[st], cm += comm[st];
         o->compute_s = M * cc;
-        o->exposed_comm_s = M * cm + ucomm;
+        double red = 0; /* the slowest rank's gradient reduction after the flush */
+        for (int r = 0; r < P; r++)
+          if (reduce[r] > red) red = reduce[r];
+        o->exposed_comm_s = M * cm + ucomm + red;
         o->bubble_s = sim.makespan - sim.busy[r0];
         if (o->bubble_s < 0) o->bubble_s = 0;
         o->optimizer_s = uc / P;
-        o->step_s = sim.makespan + o->optimizer_s + ucomm;
+        o->step_s = sim.makespan + red + o->optimizer_s + ucomm;
         pp_sim_free(&sim, P);
       }
       pp_sched_free(&s);

@@ -27,7 +27,11 @@
   X(intra_bw_gbs, "intra_bw_gbs", 1, 1e-6, 1e6, "one device's bandwidth inside a node, GB/s")      \
   X(intra_lat_us, "intra_lat_us", 1, 0, 1e6, "latency of one message inside a node, us")           \
   X(inter_bw_gbs, "inter_bw_gbs", 1, 1e-6, 1e6, "one device's bandwidth across nodes, GB/s")       \
-  X(inter_lat_us, "inter_lat_us", 1, 0, 1e6, "latency of one message across nodes, us")
+  X(inter_lat_us, "inter_lat_us", 1, 0, 1e6, "latency of one message across nodes, us")            \
+  X(attention_score_bytes, "attention_score_bytes", 0, 0, 1e3,                                     \
+    "bytes the attention forward's kernels move per score (0: fused, kept on chip)")               \
+  X(attention_score_bytes_bwd, "attention_score_bytes_bwd", 0, 0, 1e3,                             \
+    "bytes the attention backward's kernels move per score (0: fused)")
 
 typedef struct MmDevice {
   char name[128]; /* the `name` key, else the file's base name */

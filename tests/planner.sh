@@ -140,16 +140,26 @@ grep -q "step time: measured median .* s over 4 steps, predicted $want s on idea
   { bad "the trainer's step-time line (predicted $want)"; grep "step time" "$T/run.err"; }
 
 # ---- --search: ranked by the prediction each plan gets alone, drops counted by reason ----
-"$MMC" plan "$G" --model GPT2Tiny --device "$T/ideal.dev" --devices 4 --search > "$T/s.txt" 2> "$T/e" ||
+"$MMC" plan "$G" --model GPT2Tiny --device "$T/ideal.dev" --devices 8 --search > "$T/s.txt" 2> "$T/e" ||
   { bad "--search"; cat "$T/e"; }
 grep -q "dropped .*: data parallel: dp = N does not divide the batch" "$T/s.txt" || bad "--search: no drop reason"
+grep -q "dropped .*: tp = N does not divide the N attention heads" "$T/s.txt" || bad "--search: no compiler's drop reason"
+grep -q "^why #1, against the file's own plan" "$T/s.txt" || bad "--search: no explanation"
+# on 4 devices GPT2Tiny's own plan ranks, and #1 is compared with it term by term
+"$MMC" plan "$G" --model GPT2Tiny --device "$T/ideal.dev" --devices 4 --search > "$T/s4.txt" 2> "$T/e" || bad "--search on 4"
+grep -q "the file's plan ranks #[0-9]* of [0-9]*; #1 predicts .*x its speed: compute [-+]" "$T/s4.txt" || bad "--search: no comparison with the file's plan"
+grep -q "^  #1 changes: " "$T/s4.txt" || bad "--search: no list of #1's changes"
+# GPT2Tiny's own plan (dp = 8 over its batch of 4) is refused, and said so
+grep -q "the file's plan is not ranked: the compiler refuses it" "$T/s.txt" || bad "--search: the file's plan's refusal"
 $PY - "$T/s.txt" > "$T/flags" <<'PY' || bad "--search: not sorted"
 import re, sys
 t = open(sys.argv[1]).read()
 steps = [float(x) for x in re.findall(r"^#\d+  step (\S+) s", t, re.M)]
+t = t.split("why #1")[0]
 assert len(steps) == 5 and steps == sorted(steps), steps
 m = re.search(r"parallel \{ tp = (\d+); pp = (\d+); cp = (\d+); dp = (\d+); zero = (\d+); "
               r"recompute = (\w+); micro_batches = (\d+) \}", t)
+assert m, "the best plan has vpp or sp (this check replays tp..micro_batches only)"
 print("--tp %s --pp %s --cp %s --dp %s --zero %s --recompute %s --micro-batches %s %s" % (m.groups() + (steps[0],)))
 PY
 read -r -a best < "$T/flags"

@@ -1875,14 +1875,15 @@ static bool tile_buckets(Opts *o, IrModule *m, IrModule **bk, FeProgram **bp, Fe
 
 /* One rank's planned bytes: the peak, or under a pipeline its largest rank's. */
 static int64_t rank_peak(IrModule *m, const MpSummary *s) {
-  PpRankMem pm[64];
   char err[256];
   int64_t most = s->total;
-  if (m->plan.pp > 1 && m->plan.pp <= 64 && pp_rank_memory(m, pm, 64, err, sizeof err)) {
+  PpRankMem *pm = m->plan.pp > 1 ? calloc((size_t)m->plan.pp, sizeof *pm) : NULL;
+  if (pm && pp_rank_memory(m, pm, m->plan.pp, err, sizeof err)) {
     most = 0;
     for (int r = 0; r < m->plan.pp; r++)
       if (pm[r].peak > most) most = pm[r].peak;
   }
+  free(pm);
   return most;
 }
 

@@ -103,9 +103,12 @@ int mmc_calibrate(int argc, char **argv) {
 
 /* ---- mmc plan --search ---- */
 
+/* One plan: the structure (tp, cp, pp, dp) and the knobs (micro-batches,
+ * recompute, ZeRO, vpp, sp), with what it predicts. */
 typedef struct {
-  int tp, pp, cp, dp, zero, rc, mb;
-  double step_s, mfu, tflops;
+  int tp, pp, cp, dp, zero, rc, mb, vpp, sp;
+  bool ok; /* built, fits, predicted */
+  double step_s, mfu, tflops, compute_s, comm_s, bubble_s, opt_s;
   int64_t mem;
 } Cand;
 
@@ -114,20 +117,35 @@ typedef struct {
   int n;
 } Drop;
 
+typedef struct {
+  const MmDevice *d;
+  const MmPlanFlags *given;
+  MmcBuildFn build;
+  MmcReleaseFn release;
+  void *user;
+  Drop drops[64];
+  int ndrop, tried;
+  Cand *c;
+  int nc, cap;
+  int heads_bad; /* the least tp x cp refused for not dividing the heads (0: none) */
+} Search;
+
+/* by predicted step, what was not predicted last */
 static int cmp_cand(const void *a, const void *b) {
   const Cand *x = a, *y = b;
+  if (x->ok != y->ok) return x->ok ? -1 : 1;
   return x->step_s < y->step_s ? -1 : x->step_s > y->step_s;
 }
 
-static void drop(Drop *d, int *nd, const char *why) {
-  for (int i = 0; i < *nd; i++)
-    if (!strcmp(d[i].why, why)) {
-      d[i].n++;
+static void drop(Search *S, const char *why) {
+  for (int i = 0; i < S->ndrop; i++)
+    if (!strcmp(S->drops[i].why, why)) {
+      S->drops[i].n++;
       return;
     }
-  if (*nd < 64) {
-    snprintf(d[*nd].why, sizeof d[*nd].why, "%s", why);
-    d[(*nd)++].n = 1;
+  if (S->ndrop < 64) {
+    snprintf(S->drops[S->ndrop].why, sizeof S->drops[S->ndrop].why, "%s", why);
+    S->drops[S->ndrop++].n = 1;
   }
 }
 
@@ -153,97 +171,396 @@ static void reason_of(const char *err, char *out, size_t n) {
   out[k] = 0;
 }
 
+/* The flags of candidate x over the given ones; false when a given flag
+ * fixes a setting to another value. */
+static bool flags_of(const Search *S, const Cand *x, MmPlanFlags *f) {
+  *f = *S->given;
+#define FIX(ID, field, v)                                                                          \
+  if (!f->given[MM_SET_##ID])                                                                      \
+    f->plan.field = (v), f->given[MM_SET_##ID] = true;                                             \
+  else if (f->plan.field != (v))                                                                   \
+    return false;
+  FIX(TP, tp, x->tp)
+  FIX(PP, pp, x->pp)
+  FIX(CP, cp, x->cp)
+  FIX(DP, dp, x->dp)
+  FIX(ZERO, zero, x->zero)
+  FIX(RECOMPUTE, recompute, (MmRecompute)x->rc)
+  FIX(MICRO_BATCHES, micro_batches, x->mb)
+  FIX(VPP, vpp, x->vpp)
+  FIX(SP, sp, x->sp != 0)
+#undef FIX
+  if (x->vpp > 1 && !f->given[MM_SET_SCHEDULE]) {
+    f->plan.schedule = MM_SCHED_INTERLEAVED;
+    f->given[MM_SET_SCHEDULE] = true;
+  }
+  return true;
+}
+
+static bool same(const Cand *x, const Cand *y) {
+  return y->tp == x->tp && y->pp == x->pp && y->cp == x->cp && y->dp == x->dp &&
+         y->zero == x->zero && y->rc == x->rc && y->mb == x->mb && y->vpp == x->vpp &&
+         y->sp == x->sp;
+}
+
+/* x is the better of two: it fits and predicts faster, or it fits and b
+ * does not, or neither fits and x holds less. */
+static bool better(const Cand *x, const Cand *b) {
+  if (x->ok != b->ok) return x->ok;
+  if (x->ok) return x->step_s < b->step_s;
+  return x->mem > 0 && x->mem < b->mem;
+}
+
+/* Builds and predicts x (x->ok when it fits); a refusal is counted by its
+ * reason. The first time a plan is seen it joins the ranked list. */
+static void evaluate(Search *S, Cand *x, bool rank) {
+  x->ok = false;
+  x->step_s = 0;
+  for (int i = 0; i < S->nc; i++)
+    if (same(&S->c[i], x)) {
+      *x = S->c[i];
+      return;
+    }
+  MmPlanFlags f;
+  if (!flags_of(S, x, &f)) return;
+  S->tried++;
+  if (S->heads_bad && (x->tp * x->cp) % S->heads_bad == 0) {
+    drop(S, "tp x cp is a multiple of one that does not divide the attention heads (not built)");
+    return;
+  }
+  char err[512] = "", why[160];
+  void *h = NULL;
+  IrModule *m = S->build(S->user, &f, &h, err, sizeof err);
+  if (!m) {
+    reason_of(err[0] ? err : "refused", why, sizeof why);
+    /* heads a tp (or tp x cp) does not divide, twice that does not either */
+    if (strstr(why, "does not divide the N attention heads")) {
+      int split = x->tp * x->cp;
+      if (!S->heads_bad || split < S->heads_bad) S->heads_bad = split;
+    }
+    drop(S, why);
+    S->release(S->user, h);
+    return;
+  }
+  CostPrediction p;
+  int64_t mem = 0;
+  MpSummary sm;
+  if (mp_summarize(m, &sm, err, sizeof err)) mem = sm.total;
+  if (m->plan.pp > 1) {
+    /* under a pipeline the largest rank's peak (the summary's total is
+     * every stage's at once), as mmc plan prints it */
+    PpRankMem *pm = calloc((size_t)m->plan.pp, sizeof *pm);
+    if (pm && pp_rank_memory(m, pm, m->plan.pp, err, sizeof err)) {
+      mem = 0;
+      for (int r = 0; r < m->plan.pp; r++)
+        if (pm[r].peak > mem) mem = pm[r].peak;
+    }
+    free(pm);
+  }
+  x->mem = mem;
+  if ((double)mem > S->d->mem_gb * 1e9) {
+    drop(S, "does not fit the device's memory");
+  } else if (!cost_predict(m, S->d, &p, err, sizeof err)) {
+    reason_of(err, why, sizeof why);
+    drop(S, why);
+  } else {
+    x->ok = true;
+    x->step_s = p.step_s, x->mfu = p.mfu, x->tflops = p.tflops_per_device;
+    x->compute_s = p.compute_s, x->comm_s = p.exposed_comm_s, x->bubble_s = p.bubble_s;
+    x->opt_s = p.optimizer_s;
+  }
+  S->release(S->user, h);
+  if (rank) {
+    if (S->nc == S->cap) {
+      int cap = S->cap ? 2 * S->cap : 64;
+      Cand *nn = realloc(S->c, (size_t)cap * sizeof *nn);
+      if (!nn) return;
+      S->c = nn, S->cap = cap;
+    }
+    S->c[S->nc++] = *x;
+  }
+}
+
+static void print_plan(const Cand *x) {
+  printf("  parallel { tp = %d; pp = %d; cp = %d; dp = %d; zero = %d; recompute = %s; "
+         "micro_batches = %d",
+         x->tp, x->pp, x->cp, x->dp, x->zero, mm_recompute_names[x->rc], x->mb);
+  if (x->vpp > 1) printf("; vpp = %d; schedule = interleaved", x->vpp);
+  if (x->sp) printf("; sp = true");
+  printf(" }\n");
+}
+
+static void print_breakdown(const char *label, const Cand *x) {
+  printf("  %s: step %.4g s = compute %.4g + exposed communication %.4g + bubble %.4g + "
+         "optimizer %.4g; %.4g TFLOP/s per device, memory %.3g GB\n",
+         label, x->step_s, x->compute_s, x->comm_s, x->bubble_s, x->opt_s, x->tflops,
+         (double)x->mem / 1e9);
+}
+
+/* The samples of a step (a micro-batch's times the micro-batches; shapes
+ * stay global in the IR) and the parameters' elements. */
+static bool sizes(IrModule *m, int64_t *batch, double *params, int *layers) {
+  IrFunc *t = ir_module_func(m, "train");
+  *batch = 0, *params = 0, *layers = 0;
+  /* stack layers: distinct (group, layer) pairs, in the forward's order */
+  int lastg = -1, lastl = -1;
+  for (int i = 0; t && i < t->nodes.len; i++) {
+    const IrNode *n = t->nodes.items[i];
+    if (n->group < 0 || n->layer < 0 || (n->group == lastg && n->layer == lastl)) continue;
+    if (n->group < lastg || (n->group == lastg && n->layer < lastl)) break; /* the backward */
+    lastg = n->group, lastl = n->layer, (*layers)++;
+  }
+  for (int i = 0; t && i < t->inputs.len && !*batch; i++) {
+    const IrValue *v = t->inputs.items[i];
+    if (v->shape.rank >= 1)
+      *batch = v->shape.d[0] * (m->plan.micro_batches > 1 ? m->plan.micro_batches : 1);
+  }
+  for (int i = 0; i < m->params.len; i++)
+    *params += (double)ir_numel(&((IrValue *)m->params.items[i])->shape);
+  return *batch > 0;
+}
+
+/* The settings #1 changes from the file's plan, "name a -> b". */
+static void print_changes(const Cand *b, const Cand *r) {
+  char buf[512];
+  int n = 0;
+#define CH(name, x, y)                                                                             \
+  if ((x) != (y) && n < (int)sizeof buf - 64)                                                      \
+    n += snprintf(buf + n, sizeof buf - (size_t)n, "%s%s %d -> %d", n ? ", " : "", name, (y), (x));
+  CH("tp", b->tp, r->tp)
+  CH("pp", b->pp, r->pp)
+  CH("cp", b->cp, r->cp)
+  CH("dp", b->dp, r->dp)
+  CH("zero", b->zero, r->zero)
+  CH("micro_batches", b->mb, r->mb)
+  CH("vpp", b->vpp, r->vpp)
+  CH("sp", b->sp, r->sp)
+#undef CH
+  if (b->rc != r->rc && n < (int)sizeof buf - 64)
+    n += snprintf(buf + n, sizeof buf - (size_t)n, "%srecompute %s -> %s", n ? ", " : "",
+                  mm_recompute_names[r->rc], mm_recompute_names[b->rc]);
+  printf("  #1 changes: %s\n", n ? buf : "nothing (it is the file's plan)");
+}
+
+/* Sizes a probe of the model (the flags given, one device) tells: the
+ * samples of a step and the parameters' elements. */
+static bool probe(Search *S, int64_t *batch, double *params, int *layers, Cand *ref) {
+  char err[512] = "";
+  void *h = NULL;
+  /* the file's own plan (the flags given over it): the reference */
+  IrModule *m = S->build(S->user, S->given, &h, err, sizeof err);
+  if (m) {
+    const MmPlan *pl = &m->plan;
+    *ref = (Cand){.tp = pl->tp,
+                  .pp = pl->pp,
+                  .cp = pl->cp,
+                  .zero = pl->zero,
+                  .rc = (int)pl->recompute,
+                  .mb = pl->micro_batches > 0 ? pl->micro_batches : 1,
+                  .vpp = pl->vpp > 0 ? pl->vpp : 1,
+                  .sp = pl->sp};
+    if (sizes(m, batch, params, layers)) {
+      S->release(S->user, h);
+      return true;
+    }
+  }
+  S->release(S->user, h);
+  MmPlanFlags f = *S->given;
+  static const int ids[] = {MM_SET_TP, MM_SET_PP, MM_SET_CP, MM_SET_DP, MM_SET_MICRO_BATCHES,
+                            MM_SET_VPP};
+  for (size_t i = 0; i < sizeof ids / sizeof *ids; i++) f.given[ids[i]] = true;
+  f.plan.tp = f.plan.pp = f.plan.cp = f.plan.dp = f.plan.micro_batches = f.plan.vpp = 1;
+  f.given[MM_SET_SP] = true, f.plan.sp = false;
+  f.given[MM_SET_ZERO] = true, f.plan.zero = 0;
+  h = NULL;
+  err[0] = 0;
+  m = S->build(S->user, &f, &h, err, sizeof err);
+  bool ok = m && sizes(m, batch, params, layers);
+  if (!m) fprintf(stderr, "mmc: error: --search: the model on one device: %s", err);
+  S->release(S->user, h);
+  return ok;
+}
+
+/* The least a rank can hold of the parameters (4 bytes), their gradients
+ * (4) and AdamW's two moments (8) with ZeRO stage z over dp: a bound that
+ * drops a structure before it is built. */
+static double state_bound(double params, const Cand *x, int z) {
+  double per = params / ((double)x->tp * x->pp);
+  return z == 3 ? 16 * per / x->dp : z == 1 ? (8 + 8.0 / x->dp) * per : 16 * per;
+}
+
 int mmc_search(const MmDevice *d, int devices, const MmPlanFlags *given, MmcBuildFn build,
                MmcReleaseFn release, void *user, int top) {
-  static const int rcs[] = {MM_RECOMPUTE_NONE, MM_RECOMPUTE_SELECTIVE, MM_RECOMPUTE_FULL};
-  static const int zeros[] = {0, 1, 3};
-  Cand *c = NULL;
-  int nc = 0, cap = 0, tried = 0, ndrop = 0;
-  Drop drops[64];
+  static const int rcs[] = {MM_RECOMPUTE_FULL, MM_RECOMPUTE_SELECTIVE, MM_RECOMPUTE_NONE};
+  Search S = {.d = d, .given = given, .build = build, .release = release, .user = user};
+  int64_t B;
+  double params;
+  Cand ref = {0};
+  int layers;
+  if (!probe(&S, &B, &params, &layers, &ref)) return 1;
+  double cap = d->mem_gb * 1e9;
+  /* 1. the structures: tp (powers of 2 within a node), pp (every divisor
+   * of what is left, up to the stack layers), dp the rest (cp as given, or
+   * 1: the refinement takes it from dp); each built once with the knobs a
+   * large model starts from (ZeRO-1 over dp > 1, full recompute, one
+   * sample a rank a micro-batch, no vpp, no sp) */
+  int nst = 0, pre = 0;
+  int cp = given->given[MM_SET_CP] ? given->plan.cp : 1;
   for (int tp = 1; tp <= devices && tp <= d->devices_per_node; tp *= 2)
-    for (int pp = 1; tp * pp <= devices; pp *= 2)
-      for (int cp = 1; tp * pp * cp <= devices && cp <= 8; cp *= 2) {
-        if (devices % (tp * pp * cp)) continue;
-        int dp = devices / (tp * pp * cp);
-        int mbs[4] = {1, pp, 2 * pp, 4 * pp};
-        for (int zi = 0; zi < 3; zi++)
-          for (int ri = 0; ri < 3; ri++)
-            for (int mi = 0; mi < 4; mi++) {
-              if (mi > 0 && mbs[mi] == mbs[mi - 1]) continue;
-              if (zeros[zi] && dp == 1) continue;
-              MmPlanFlags f = *given;
-#define FIX(ID, field, v)                                                                          \
-  if (!f.given[MM_SET_##ID])                                                                       \
-    f.plan.field = (v), f.given[MM_SET_##ID] = true;                                               \
-  else if (f.plan.field != (v))                                                                    \
-    continue;
-              FIX(TP, tp, tp)
-              FIX(PP, pp, pp)
-              FIX(CP, cp, cp)
-              FIX(DP, dp, dp)
-              FIX(ZERO, zero, zeros[zi])
-              FIX(RECOMPUTE, recompute, (MmRecompute)rcs[ri])
-              FIX(MICRO_BATCHES, micro_batches, mbs[mi])
-#undef FIX
-              tried++;
-              char err[512] = "", why[160];
-              void *h = NULL;
-              IrModule *m = build(user, &f, &h, err, sizeof err);
-              if (!m) {
-                reason_of(err[0] ? err : "refused", why, sizeof why);
-                drop(drops, &ndrop, why);
-                release(user, h);
-                continue;
-              }
-              CostPrediction p;
-              int64_t mem = 0;
-              MpSummary s;
-              if (mp_summarize(m, &s, err, sizeof err)) mem = s.total;
-              if (m->plan.pp > 1 && m->plan.pp <= 64) {
-                PpRankMem pm[64];
-                if (pp_rank_memory(m, pm, 64, err, sizeof err))
-                  for (int r = 0; r < m->plan.pp; r++)
-                    if (pm[r].peak > mem) mem = pm[r].peak;
-              }
-              if ((double)mem > d->mem_gb * 1e9) {
-                drop(drops, &ndrop, "does not fit the device's memory");
-              } else if (!cost_predict(m, d, &p, err, sizeof err)) {
-                reason_of(err, why, sizeof why);
-                drop(drops, &ndrop, why);
-              } else {
-                if (nc == cap) {
-                  cap = cap ? 2 * cap : 64;
-                  Cand *nn = realloc(c, (size_t)cap * sizeof *c);
-                  if (!nn) {
-                    release(user, h);
-                    free(c);
-                    fprintf(stderr, "mmc: out of memory\n");
-                    return 1;
-                  }
-                  c = nn;
-                }
-                c[nc++] = (Cand){tp,      pp,      cp,       dp,    zeros[zi],
-                                 rcs[ri], mbs[mi], p.step_s, p.mfu, p.tflops_per_device,
-                                 mem};
-              }
-              release(user, h);
-            }
+    for (int pp = 1; tp * cp * pp <= devices; pp++) {
+      if (devices % (tp * cp * pp)) continue;
+      if (pp > 1 && layers > 0 && pp > layers && !given->given[MM_SET_PP]) continue;
+      Cand x = {.tp = tp, .cp = cp, .pp = pp, .dp = devices / (tp * cp * pp), .vpp = 1};
+      MmPlanFlags f;
+      x.zero = given->given[MM_SET_ZERO] ? given->plan.zero : x.dp > 1;
+      x.rc = given->given[MM_SET_RECOMPUTE] ? (int)given->plan.recompute : MM_RECOMPUTE_FULL;
+      x.mb = given->given[MM_SET_MICRO_BATCHES] ? given->plan.micro_batches
+             : B % x.dp == 0                    ? (int)(B / x.dp)
+                                                : 1;
+      if (pp > 1 && x.mb < pp && !given->given[MM_SET_MICRO_BATCHES]) x.mb = pp;
+      if (given->given[MM_SET_SP]) x.sp = given->plan.sp;
+      if (given->given[MM_SET_VPP]) x.vpp = given->plan.vpp;
+      if (!flags_of(&S, &x, &f)) continue;
+      nst++;
+      if (B % x.dp) {
+        S.tried++, pre++;
+        drop(&S, "data parallel: dp = N does not divide the batch (before building)");
+        continue;
       }
-  qsort(c, (size_t)nc, sizeof *c, cmp_cand);
-  printf("search on %d x %s: %d plans tried, %d ranked, %d dropped\n", devices, d->name, tried, nc,
-         tried - nc);
-  for (int i = 0; i < ndrop; i++) printf("  dropped %4d: %s\n", drops[i].n, drops[i].why);
+      if (state_bound(params, &x, x.dp > 1 ? 3 : 0) > cap) {
+        S.tried++, pre++;
+        drop(&S, "does not fit the device's memory (its parameters and optimizer state "
+                 "alone, before building)");
+        continue;
+      }
+      if (x.dp > 1 && x.zero < 3 && state_bound(params, &x, x.zero) > cap &&
+          !given->given[MM_SET_ZERO])
+        x.zero = 3;
+      evaluate(&S, &x, true);
+    }
+  /* 2. the plan the file itself gives (its parallel section, dp filling
+   * the devices), the reference the ranking is explained against */
+  bool have_ref = false;
+  if (ref.tp > 0 && devices % (ref.tp * ref.pp * ref.cp) == 0) {
+    ref.dp = devices / (ref.tp * ref.pp * ref.cp);
+    evaluate(&S, &ref, true);
+    have_ref = true;
+  }
+  /* 3. the best few structures and the file's refined one knob at a time (micro-batch
+   * size, recompute, ZeRO, vpp, sp), keeping what predicts faster */
+  qsort(S.c, (size_t)S.nc, sizeof *S.c, cmp_cand);
+  int nref = 0;
+  Cand best[4];
+  for (int i = 0; i < S.nc && nref < 3 && S.c[i].ok; i++) best[nref++] = S.c[i];
+  if (nref == 0) {
+    /* nothing fits at the default knobs: refine the structure that came
+     * closest, towards the knobs that hold less (ZeRO-3, sp, cp, ...) */
+    for (int i = 0; i < S.nc; i++)
+      if (S.c[i].mem > 0 && (nref == 0 || S.c[i].mem < best[0].mem)) best[0] = S.c[i], nref = 1;
+  }
+  if (have_ref && (ref.ok || ref.mem > 0)) {
+    bool in = false;
+    for (int i = 0; i < nref; i++) in |= best[i].tp == ref.tp && best[i].pp == ref.pp;
+    if (!in) best[nref++] = ref;
+  }
+  for (int i = 0; i < nref; i++) {
+    Cand b = best[i];
+    for (int sweep = 0; sweep < 2; sweep++) {
+      Cand start = b;
+      /* micro-batch size and recompute together: each trades memory for
+       * time, so one alone stops where the other would let it go on */
+      int mbs[] = {1, 2, 4, 8, 0}; /* 0: the whole batch at once (pp = 1) */
+      Cand base = b;
+      for (int k = 0; k < 5; k++)
+        for (int r = 0; r < 3; r++) {
+          Cand x = base;
+          if (mbs[k] == 0) {
+            if (base.pp > 1) continue;
+            x.mb = 1;
+          } else {
+            if (B % ((int64_t)base.dp * mbs[k])) continue;
+            x.mb = (int)(B / ((int64_t)base.dp * mbs[k]));
+            if (x.mb < 1 || (base.pp > 1 && x.mb < base.pp)) continue;
+          }
+          x.rc = rcs[r];
+          evaluate(&S, &x, true);
+          if (better(&x, &b)) b = x;
+        }
+      for (int z = 0; z <= 3 && b.dp > 1; z += z == 1 ? 2 : 1) {
+        Cand x = b;
+        x.zero = z;
+        evaluate(&S, &x, true);
+        if (better(&x, &b)) b = x;
+      }
+      for (int v = 2; v <= 4 && b.pp > 1; v *= 2) {
+        Cand x = b;
+        x.vpp = v;
+        evaluate(&S, &x, true);
+        if (better(&x, &b)) b = x;
+      }
+      if (b.tp > 1) {
+        Cand x = b;
+        x.sp = !b.sp;
+        evaluate(&S, &x, true);
+        if (better(&x, &b)) b = x;
+      }
+      /* context parallel: cp ranks taken from dp (the batch split fewer ways) */
+      for (int c = 2; c <= 8 && b.cp == 1; c *= 2) {
+        if (b.dp % c) continue;
+        Cand x = b;
+        x.cp = c, x.dp = b.dp / c;
+        evaluate(&S, &x, true);
+        if (better(&x, &b)) b = x;
+      }
+      if (!memcmp(&start, &b, sizeof b)) break;
+    }
+  }
+  qsort(S.c, (size_t)S.nc, sizeof *S.c, cmp_cand);
+  int nc = 0;
+  while (nc < S.nc && S.c[nc].ok) nc++;
+  printf("search on %d x %s: %d plans tried (%d structures, %d of them dropped before "
+         "building), %d ranked, %d dropped\n",
+         devices, d->name, S.tried, nst, pre, nc, S.tried - nc);
+  for (int i = 0; i < S.ndrop; i++) printf("  dropped %4d: %s\n", S.drops[i].n, S.drops[i].why);
   for (int i = 0; i < nc && i < top; i++) {
-    const Cand *x = &c[i];
+    const Cand *x = &S.c[i];
     printf("#%d  step %.6g s (%.3gx the best), MFU %.1f%%, %.4g TFLOP/s per device, memory %.3f "
            "GB per rank\n",
-           i + 1, x->step_s, x->step_s / c[0].step_s, 100 * x->mfu, x->tflops,
+           i + 1, x->step_s, x->step_s / S.c[0].step_s, 100 * x->mfu, x->tflops,
            (double)x->mem / 1e9);
-    printf("  parallel { tp = %d; pp = %d; cp = %d; dp = %d; zero = %d; recompute = %s; "
-           "micro_batches = %d }\n",
-           x->tp, x->pp, x->cp, x->dp, x->zero, mm_recompute_names[x->rc], x->mb);
+    print_plan(x);
   }
-  free(c);
+  if (nc && have_ref) {
+    const Cand *b = &S.c[0];
+    int at = -1;
+    for (int i = 0; i < nc && at < 0; i++)
+      if (same(&S.c[i], &ref)) at = i;
+    printf("why #1, against the file's own plan (dp filling the devices):\n");
+    print_breakdown("#1", b);
+    if (ref.ok) {
+      print_breakdown("the file's", &ref);
+      printf("  the file's plan ranks #%d of %d; #1 predicts %.3gx its speed: compute %+.4g s, "
+             "exposed communication %+.4g s, bubble %+.4g s, optimizer %+.4g s\n",
+             at + 1, nc, ref.step_s / b->step_s, b->compute_s - ref.compute_s,
+             b->comm_s - ref.comm_s, b->bubble_s - ref.bubble_s, b->opt_s - ref.opt_s);
+    } else
+      printf("  the file's plan is not ranked: %s (%.3g GB a rank)\n",
+             ref.mem > cap ? "it does not fit the device's memory" : "the compiler refuses it",
+             (double)ref.mem / 1e9);
+    print_plan(&ref);
+    print_changes(b, &ref);
+  }
+  if (!nc) {
+    const Cand *close = NULL;
+    for (int i = 0; i < S.nc; i++)
+      if (S.c[i].mem > 0 && (!close || S.c[i].mem < close->mem)) close = &S.c[i];
+    if (close) {
+      printf("nothing fits %.3g GB; the closest holds %.3f GB a rank:\n", cap / 1e9,
+             (double)close->mem / 1e9);
+      print_plan(close);
+    }
+  }
+  free(S.c);
   if (!nc) fprintf(stderr, "mmc: error: --search: no plan fits and divides\n");
   return nc ? 0 : 1;
 }

@@ -25,12 +25,14 @@ bool mmc_predict_step(IrModule *m, const MmDevice *d, double *step_s);
 typedef IrModule *(*MmcBuildFn)(void *user, const MmPlanFlags *flags, void **handle, char *err,
                                 size_t errn);
 typedef void (*MmcReleaseFn)(void *user, void *handle);
-/* Enumerates tp, pp, cp (powers of 2, tp within a node), dp = devices /
- * (tp cp pp), ZeRO 0 / 1 / 3 (dp > 1), recompute none / selective / full and
- * micro-batches (1, pp, 2 pp, 4 pp), over the flags given (a flag given
- * fixes its setting); drops what the compiler refuses or what does not fit
- * (counted by reason), ranks the rest by predicted step and prints the best
- * `top` as parallel sections. Returns an exit code. */
+/* Ranks plans of `devices` devices by predicted step (docs/planner.md):
+ * structures (tp in powers of 2 within a node, pp every divisor up to the
+ * stack layers, dp the rest) built once at default knobs, then the best
+ * three and the file's own plan refined one knob at a time (micro-batch
+ * size with recompute, ZeRO, vpp, sp, cp taken from dp); a flag given fixes
+ * its setting. Drops what the compiler refuses or what does not fit
+ * (counted by reason), prints the best `top` as parallel sections and why
+ * the first ranks above the file's own plan. Returns an exit code. */
 int mmc_search(const MmDevice *d, int devices, const MmPlanFlags *given, MmcBuildFn build,
                MmcReleaseFn release, void *user, int top);
 
