@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../passes/accum.h"
+#include "../passes/bucket.h"
 #include "../passes/pp_sched.h"
 #include "cg_internal.h"
 
@@ -28,6 +30,30 @@ static bool add_accum(Cg *cg, IrMap *seen, const IrNode *n, int k, CgMb *out, co
                     who, k, ir_ops[n->op].name);
   out->accum[out->naccum++] = v;
   return true;
+}
+
+bool cg_mb_lower_deferred(Cg *cg, const IrNode *n) {
+  const IrFunc *f = cg->f;
+  int i = cg->cur, run = n->op == IR_OP_BUCKET_WAIT ? 1 : bucket_run(f, i);
+  if (run == 0) return true; /* a bucket's later member: its first one's call does it */
+  for (int k = 0; k < run; k++) {
+    const IrNode *u = f->nodes.items[i + k];
+    IrMapSlot *s = ir_map_get(&cg->defer, u);
+    if (!s || s->i < 2) continue;
+    cg_check_status(cg,
+                    cg_call(cg, "mmrt_mb_defer",
+                            (LLVMValueRef[]){cg->mesh, cg_i32(cg, s->i - 2), cg_ptr(cg, u->in[0]),
+                                             cg_i64(cg, ir_numel(&u->in[0]->shape))},
+                            4));
+  }
+  LLVMBasicBlockRef go = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "reduce");
+  LLVMBasicBlockRef after = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "deferred");
+  LLVMBuildCondBr(cg->b, cg->defer_now, after, go);
+  LLVMPositionBuilderAtEnd(cg->b, go);
+  bool ok = cg_lower_node(cg, n);
+  LLVMBuildBr(cg->b, after);
+  LLVMPositionBuilderAtEnd(cg->b, after);
+  return ok;
 }
 
 bool cg_mb_build(Cg *cg, const IrFunc *f, CgMb *out) {
@@ -62,7 +88,22 @@ bool cg_mb_build(Cg *cg, const IrFunc *f, CgMb *out) {
       if (ir_map_get(&made, n->in[k]) && !add_accum(cg, &seen, n, k, out, "micro_batches"))
         return false;
   }
+  /* the dp reductions run once a step (passes/accum.h) */
+  MbDefer md;
+  mb_defer_plan(cg->m, f, up, cg->a, &md);
+  ir_map_init(&cg->defer, cg->a, false);
+  for (int i = 0; i < f->nodes.len; i++)
+    if (md.node[i]) ir_map_put(&cg->defer, f->nodes.items[i])->i = md.node[i];
+  out->defer = md.roots, out->ndefer = md.nroots;
+  if (md.naccum != out->naccum) return cg_error(cg, NULL, "micro_batches: the sums disagree");
+  out->accum_deferred = ARENA_ARRAY(cg->a, int64_t, out->naccum + 1);
+  for (int i = 0; i < out->naccum; i++) {
+    if (md.accum[i] != out->accum[i]) return cg_error(cg, NULL, "micro_batches: the sums disagree");
+    out->accum_deferred[i] = md.accum_deferred[i];
+  }
+  cg->defer_on = out->ndefer > 0;
   out->fb = cg_build_step(cg, f, "mm_train_step", true, mb);
+  cg->defer_on = false;
   if (!out->fb) return false;
   out->upd = cg_build_step(cg, f, "mm_update_step", true, up);
   return out->upd != NULL;

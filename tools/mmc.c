@@ -27,6 +27,7 @@
 #include "tools/mmc_import.h"
 #include "frontend/sema.h"
 #include "ir/ir.h"
+#include "passes/accum.h"
 #include "passes/actmem.h"
 #include "passes/bucket.h"
 #include "passes/memplan.h"
@@ -1850,6 +1851,10 @@ static int cmd_plan(Opts *o) {
     fprintf(stderr, "mmc: error: %s\n", err);
     return finish(&d, p, &r, EXIT_USER);
   }
+  /* micro-batches without a pipeline: the trainer's gradient sums
+   * (passes/accum.h), of them the deferred dp reductions' operands */
+  int64_t deferred_sums = 0, sums = mb_accum_bytes(m, ir_module_func(m, "train"), &deferred_sums);
+  s.total += sums;
   static const IrRole order[] = {IR_ROLE_PARAM, IR_ROLE_GRAD, IR_ROLE_OPT, IR_ROLE_ACT,
                                  IR_ROLE_INPUT};
   int64_t kv_bytes = 0; /* the KV caches of @prefill and @decode, inputs shared by name */
@@ -1876,6 +1881,8 @@ static int cmd_plan(Opts *o) {
       json_object_object_add(roles, ir_role_name(order[i]),
                              json_object_new_int64(s.arena[order[i]]));
     json_object_object_add(root, "by_role", roles);
+    json_object_object_add(root, "grad_sum_bytes", json_object_new_int64(sums));
+    json_object_object_add(root, "deferred_sum_bytes", json_object_new_int64(deferred_sums));
     int nbf;
     const IrFunc *tf = ir_module_func(m, "train");
     json_object_object_add(
@@ -1920,6 +1927,11 @@ static int cmd_plan(Opts *o) {
     for (int i = 0; i < 5; i++)
       printf("  %-6s %14lld bytes  %9.3f MiB\n", ir_role_name(order[i]),
              (long long)s.arena[order[i]], (double)s.arena[order[i]] / (1 << 20));
+    if (sums)
+      printf("  %-6s %14lld bytes  %9.3f MiB  (the %d micro-batches' gradient sums; %lld bytes "
+             "of them the local gradients the dp reductions take once a step)\n",
+             "sums", (long long)sums, (double)sums / (1 << 20), m->plan.micro_batches,
+             (long long)deferred_sums);
     printf("  %-6s %14lld bytes  %9.3f MiB\n", "peak", (long long)s.total,
            (double)s.total / (1 << 20));
     const IrFunc *ff = ir_module_func(m, "forward");

@@ -13,8 +13,9 @@
 #include "mmrt_comm.h"
 #include "mmrt_trace.h"
 
-static float g_count; /* the last micro-batch's label count */
-static int g_counted; /* whether it reported one */
+static float g_count;    /* the last micro-batch's label count */
+static int g_counted;    /* whether it reported one */
+static MmrtMbAcc *g_acc; /* the step's sums while its micro-batches run */
 
 int mmrt_mb_count(void *mesh, int axes, int count) {
   float c = (float)count;
@@ -30,39 +31,97 @@ void mmrt_mb_begin(void) {
   g_counted = 0;
 }
 
+static int deferred(const MmrtModelDesc *m, int64_t i) {
+  return m->accum_deferred && m->accum_deferred[i];
+}
+
 int mmrt_mb_init(MmrtMbAcc *a, const MmrtModelDesc *m,
                  int64_t (*elems)(void *, const MmrtTensorDesc *), void *user) {
   memset(a, 0, sizeof *a);
   a->m = m;
-  int64_t n = m->naccum;
+  int64_t n = m->naccum, nd = m->ndefer;
   a->acc = calloc((size_t)n + 1, sizeof *a->acc);
   a->n = calloc((size_t)n + 1, sizeof *a->n);
-  if (!a->acc || !a->n) return -1;
+  a->dsum = calloc((size_t)nd + 1, sizeof *a->dsum);
+  a->dn = calloc((size_t)nd + 1, sizeof *a->dn);
+  if (!a->acc || !a->n || !a->dsum || !a->dn) return -1;
   for (int64_t i = 0; i < n; i++) {
     a->n[i] = elems(user, &m->accum[i]);
+    if (deferred(m, i)) continue;
     a->acc[i] = malloc(sizeof(float) * (size_t)(a->n[i] + 1));
     if (!a->acc[i]) return -1;
+  }
+  for (int64_t j = 0; j < nd; j++) {
+    a->dn[j] = elems(user, &m->defer[j]);
+    a->dsum[j] = malloc(sizeof(float) * (size_t)(a->dn[j] + 1));
+    if (!a->dsum[j]) return -1;
   }
   return 0;
 }
 
+int64_t mmrt_mb_bytes(const MmrtModelDesc *m, int64_t (*elems)(void *, const MmrtTensorDesc *),
+                      void *user) {
+  int64_t b = 0;
+  if (m->micro_batches <= 1 || m->pp > 1) return 0;
+  for (int64_t i = 0; i < m->naccum; i++)
+    if (!deferred(m, i)) b += (int64_t)sizeof(float) * (elems(user, &m->accum[i]) + 1);
+  for (int64_t j = 0; j < m->ndefer; j++)
+    b += (int64_t)sizeof(float) * (elems(user, &m->defer[j]) + 1);
+  return b;
+}
+
 void mmrt_mb_free(MmrtMbAcc *a) {
   for (int64_t i = 0; a->acc && a->m && i < a->m->naccum; i++) free(a->acc[i]);
+  for (int64_t j = 0; a->dsum && a->m && j < a->m->ndefer; j++) free(a->dsum[j]);
+  if (g_acc == a) g_acc = NULL;
   free(a->acc);
   free(a->n);
+  free(a->dsum);
+  free(a->dn);
   memset(a, 0, sizeof *a);
 }
 
 void mmrt_mb_begin_step(MmrtMbAcc *a) {
   a->loss = a->count = 0;
   a->k = 0;
+  g_acc = a;
   mmrt_mb_begin();
 }
 
+/* micro-batch k's weight: its label count, 1 when none was reported */
+static double weight(void) {
+  return g_counted ? (double)g_count : 1.0;
+}
+
+int mmrt_mb_deferring(void *mesh) {
+  (void)mesh;
+  return g_acc && g_acc->m && g_acc->k < g_acc->m->micro_batches - 1;
+}
+
+int mmrt_mb_defer(void *mesh, int j, float *x, int64_t n) {
+  (void)mesh;
+  MmrtMbAcc *a = g_acc;
+  if (!a || !a->m) return 0; /* not in a step of micro-batches: x is the gradient */
+  if (j < 0 || j >= a->m->ndefer || n != a->dn[j]) {
+    fprintf(stderr, "mmrt: deferred reduction %d of %lld elements does not match the descriptor\n",
+            j, (long long)n);
+    return -1;
+  }
+  float w = (float)weight(), *s = a->dsum[j];
+  if (a->k == 0 && a->m->micro_batches > 1)
+    for (int64_t e = 0; e < n; e++) s[e] = w * x[e];
+  else if (a->k < a->m->micro_batches - 1)
+    for (int64_t e = 0; e < n; e++) s[e] += w * x[e];
+  else
+    for (int64_t e = 0; e < n; e++) x[e] = w * x[e] + s[e];
+  return 0;
+}
+
 void mmrt_mb_add(MmrtMbAcc *a, char **arenas, float loss) {
-  double c = g_counted ? (double)g_count : 1.0;
+  double c = weight();
   float w = (float)c;
   for (int64_t i = 0; i < a->m->naccum; i++) {
+    if (deferred(a->m, i)) continue;
     const MmrtTensorDesc *d = &a->m->accum[i];
     const float *g = (const float *)(void *)(arenas[d->arena] + d->offset);
     float *s = a->acc[i];
@@ -82,9 +141,14 @@ float mmrt_mb_finish(MmrtMbAcc *a, char **arenas) {
   for (int64_t i = 0; i < a->m->naccum; i++) {
     const MmrtTensorDesc *d = &a->m->accum[i];
     float *g = (float *)(void *)(arenas[d->arena] + d->offset);
+    if (deferred(a->m, i)) {
+      for (int64_t e = 0; e < a->n[i]; e++) g[e] *= inv;
+      continue;
+    }
     const float *s = a->acc[i];
     for (int64_t e = 0; e < a->n[i]; e++) g[e] = s[e] * inv;
   }
+  g_acc = NULL;
   return a->count > 0 ? (float)(a->loss / a->count) : 0.0f;
 }
 
