@@ -88,8 +88,7 @@ void mb_defer_plan(const IrModule *m, const IrFunc *f, const unsigned char *up, 
       continue;
     }
     d[i] = (n->op == IR_OP_ALL_REDUCE || n->op == IR_OP_REDUCE_SCATTER) &&
-           n->attrs.v[IR_ATTR_MESH].i == IR_AX_DP && ir_map_get(&uses, n->in[0])->i == 1 &&
-           n->in[0]->mem_planned;
+           n->attrs.v[IR_ATTR_MESH].i == IR_AX_DP && ir_map_get(&uses, n->in[0])->i == 1;
     if (!d[i]) continue;
     ir_map_put(&maker, n->out[0]);
     out->node[i] = 2 + out->nroots;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "accum.h"
 #include "bucket.h"
 #include "pp_sched.h"
 #include "pp_stage.h"
@@ -105,6 +106,82 @@ static void tokens_of(const IrFunc *f, int M, CostPrediction *o) {
   }
 }
 
+/* One micro-batch's clock (and, on the last, the update's) for P = 1: the
+ * rank's work in node order; the non-blocking collectives (gradient
+ * buckets, ZeRO-3 prefetches) queue on one channel from where they stand,
+ * and a bucket_wait holds the clock until its collective is done (the
+ * program's own order, passes/bucket.c). light: a micro-batch but the last,
+ * where the deferred nodes (defer[i] != 0) do not run and each deferred
+ * root adds its operand into its sum. */
+typedef struct MbClock {
+  double t, fb_end, fc, bc, uc; /* the clock, at the update, compute per phase */
+  double comm_last, comm_upd;   /* collectives of the micro-batch and of the update */
+  double sums;                  /* adding into the deferred sums */
+} MbClock;
+
+static bool mb_clock(const IrModule *m, const MmDevice *d, const IrFunc *f, int bwd, int upd,
+                     const int64_t *defer, bool light, MbClock *k, char *err, size_t errn) {
+  memset(k, 0, sizeof *k);
+  double chan = 0, *done = NULL;
+  int64_t ndone = 0;
+  for (int i = 0; i < f->nodes.len; i++) {
+    const IrNode *n = f->nodes.items[i];
+    bool up = upd >= 0 && i >= upd, back = !up && bwd >= 0 && i >= bwd;
+    if (up && upd == i) k->fb_end = k->t;
+    if (light && defer[i]) {
+      if (defer[i] >= 2) { /* s += c x: read two, write one */
+        double b = 3.0 * (double)ir_local_numel(m, n->in[0]) * ir_dtype_size(n->in[0]->dtype);
+        double c = b / (d->mem_bw_gbs * 1e9) + d->op_overhead_us * 1e-6;
+        k->sums += c, k->t += c;
+      }
+      continue;
+    }
+    if (n->op == IR_OP_BUCKET_WAIT) {
+      int64_t id = n->attrs.v[IR_ATTR_BUCKET].i;
+      if (id >= 0 && id < ndone && done[id] > k->t) k->t = done[id];
+      continue;
+    }
+    if (ir_op_is_collective(n->op)) {
+      bool async;
+      double c = coll_s(m, d, f, i, &async);
+      if (up)
+        k->comm_upd += c;
+      else
+        k->comm_last += c;
+      int64_t id = async ? async_slot(n) : -1;
+      if (id < 0 || id > (1 << 24)) {
+        k->t += c;
+        continue;
+      }
+      if (id >= ndone) {
+        int64_t nn = 2 * id + 16;
+        double *nd = realloc(done, (size_t)nn * sizeof *nd);
+        if (!nd) {
+          free(done);
+          snprintf(err, errn, "out of memory");
+          return false;
+        }
+        for (int64_t j = ndone; j < nn; j++) nd[j] = 0;
+        done = nd, ndone = nn;
+      }
+      chan = (chan > k->t ? chan : k->t) + c;
+      done[id] = chan;
+      continue;
+    }
+    double fl, c = op_s(m, d, n, &fl);
+    k->t += c;
+    if (up)
+      k->uc += c;
+    else if (back)
+      k->bc += c;
+    else
+      k->fc += c;
+  }
+  free(done);
+  if (upd < 0) k->fb_end = k->t;
+  return true;
+}
+
 bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, size_t errn) {
   memset(o, 0, sizeof *o);
   IrFunc *f = ir_module_func(m, "train");
@@ -135,60 +212,26 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
   o->model_flops = 3.0 * M * fwd_flops;
 
   if (P <= 1) {
-    /* one clock for the rank's work in node order; the non-blocking
-     * collectives (gradient buckets, ZeRO-3 prefetches) queue on one
-     * channel from where they stand, and a bucket_wait holds the clock until
-     * its collective is done (the program's own order, passes/bucket.c) */
-    double t = 0, chan = 0, fb_end = 0, fc = 0, bc = 0, uc = 0, *done = NULL;
-    int64_t ndone = 0;
-    for (int i = 0; i < f->nodes.len; i++) {
-      const IrNode *n = f->nodes.items[i];
-      bool up = upd >= 0 && i >= upd, back = !up && bwd >= 0 && i >= bwd;
-      if (up && upd == i) fb_end = t;
-      if (n->op == IR_OP_BUCKET_WAIT) {
-        int64_t id = n->attrs.v[IR_ATTR_BUCKET].i;
-        if (id >= 0 && id < ndone && done[id] > t) t = done[id];
-        continue;
-      }
-      if (ir_op_is_collective(n->op)) {
-        bool async;
-        double c = coll_s(m, d, f, i, &async);
-        o->comm_s += (up ? 1 : M) * c;
-        int64_t id = async ? async_slot(n) : -1;
-        if (id < 0 || id > (1 << 24)) {
-          t += c;
-          continue;
-        }
-        if (id >= ndone) {
-          int64_t nn = 2 * id + 16;
-          double *nd = realloc(done, (size_t)nn * sizeof *nd);
-          if (!nd) {
-            free(done);
-            snprintf(err, errn, "out of memory");
-            return false;
-          }
-          for (int64_t k = ndone; k < nn; k++) nd[k] = 0;
-          done = nd, ndone = nn;
-        }
-        chan = (chan > t ? chan : t) + c;
-        done[id] = chan;
-        continue;
-      }
-      double fl, c = op_s(m, d, n, &fl);
-      t += c;
-      if (up)
-        uc += c;
-      else if (back)
-        bc += c;
-      else
-        fc += c;
-    }
-    free(done);
-    if (upd < 0) fb_end = t;
-    /* the forward and backward M times, the update (and the waits before it) once */
-    o->compute_s = M * (fc + bc);
-    o->optimizer_s = uc;
-    o->step_s = M * fb_end + (t - fb_end);
+    /* M > 1, dp > 1: the dp gradient reductions run on the last
+     * micro-batch only (passes/accum.h); the others add their local
+     * gradients into sums instead (a memory-bound axpy a deferred root) */
+    Arena ar;
+    arena_init(&ar);
+    unsigned char *upm = ARENA_ARRAY(&ar, unsigned char, f->nodes.len + 1);
+    ir_update_part(f, upd >= 0 ? upd : f->nodes.len, &ar, upm);
+    MbDefer md;
+    mb_defer_plan(m, f, upm, &ar, &md);
+    MbClock full, light;
+    bool ok = mb_clock(m, d, f, bwd, upd, md.node, false, &full, err, errn) &&
+              mb_clock(m, d, f, bwd, upd, md.node, true, &light, err, errn);
+    arena_free(&ar);
+    if (!ok) return false;
+    /* the forward and backward M times (M - 1 of them without the deferred
+     * reductions), the update (and the waits before it) once */
+    o->comm_s = full.comm_last + (M - 1) * light.comm_last + full.comm_upd;
+    o->compute_s = M * (full.fc + full.bc) + (M - 1) * light.sums;
+    o->optimizer_s = full.uc;
+    o->step_s = (M - 1) * light.fb_end + full.fb_end + (full.t - full.fb_end);
     o->exposed_comm_s = o->step_s - o->compute_s - o->optimizer_s;
     if (o->exposed_comm_s < 1e-9 * o->step_s) o->exposed_comm_s = 0; /* rounding */
   } else {
