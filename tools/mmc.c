@@ -1928,10 +1928,9 @@ static int cmd_plan(Opts *o) {
       printf("  %-6s %14lld bytes  %9.3f MiB\n", ir_role_name(order[i]),
              (long long)s.arena[order[i]], (double)s.arena[order[i]] / (1 << 20));
     if (sums)
-      printf("  %-6s %14lld bytes  %9.3f MiB  (the %d micro-batches' gradient sums; %lld bytes "
-             "of them the local gradients the dp reductions take once a step)\n",
-             "sums", (long long)sums, (double)sums / (1 << 20), m->plan.micro_batches,
-             (long long)deferred_sums);
+      printf("  %-6s %14lld bytes  %9.3f MiB  (the %d micro-batches' gradient sums%s)\n", "sums",
+             (long long)sums, (double)sums / (1 << 20), m->plan.micro_batches,
+             deferred_sums ? ": the local gradients the dp reductions take once a step" : "");
     printf("  %-6s %14lld bytes  %9.3f MiB\n", "peak", (long long)s.total,
            (double)s.total / (1 << 20));
     const IrFunc *ff = ir_module_func(m, "forward");
