@@ -89,6 +89,7 @@ typedef struct CgMb {
   const IrValue **defer;
   int ndefer;
   int64_t *accum_deferred; /* [naccum], NULL when ndefer is 0 */
+  int64_t *defer_stage;    /* [ndefer] under a pipeline, else NULL */
   /* pipeline (pp > 1): the stage functions, transfers and schedule as the
    * descriptor holds them (runtime/model/mmrt_desc.def) */
   LLVMValueRef pp_fn[MMRT_PP_MAXFN];

@@ -56,6 +56,30 @@ bool cg_mb_lower_deferred(Cg *cg, const IrNode *n) {
   return ok;
 }
 
+/* The dp reductions run once a step (passes/accum.h): cg->defer, and the
+ * roots, the deferred accum tensors and (under a pipeline, stage: each
+ * node's) the roots' stages into out; cg->defer_on when any. */
+static bool defer_setup(Cg *cg, const IrFunc *f, const unsigned char *up, const int *stage,
+                        CgMb *out) {
+  MbDefer md;
+  mb_defer_plan(cg->m, f, up, cg->a, &md);
+  ir_map_init(&cg->defer, cg->a, false);
+  out->defer_stage = stage ? ARENA_ARRAY(cg->a, int64_t, md.nroots + 1) : NULL;
+  for (int i = 0; i < f->nodes.len; i++) {
+    if (md.node[i]) ir_map_put(&cg->defer, f->nodes.items[i])->i = md.node[i];
+    if (stage && md.node[i] >= 2) out->defer_stage[md.node[i] - 2] = stage[i];
+  }
+  out->defer = md.roots, out->ndefer = md.nroots;
+  if (md.naccum != out->naccum) return cg_error(cg, NULL, "micro_batches: the sums disagree");
+  out->accum_deferred = ARENA_ARRAY(cg->a, int64_t, out->naccum + 1);
+  for (int i = 0; i < out->naccum; i++) {
+    if (md.accum[i] != out->accum[i]) return cg_error(cg, NULL, "micro_batches: the sums disagree");
+    out->accum_deferred[i] = md.accum_deferred[i];
+  }
+  cg->defer_on = out->ndefer > 0;
+  return true;
+}
+
 bool cg_mb_build(Cg *cg, const IrFunc *f, CgMb *out) {
   memset(out, 0, sizeof *out);
   out->M = cg->m->plan.micro_batches;
@@ -88,20 +112,7 @@ bool cg_mb_build(Cg *cg, const IrFunc *f, CgMb *out) {
       if (ir_map_get(&made, n->in[k]) && !add_accum(cg, &seen, n, k, out, "micro_batches"))
         return false;
   }
-  /* the dp reductions run once a step (passes/accum.h) */
-  MbDefer md;
-  mb_defer_plan(cg->m, f, up, cg->a, &md);
-  ir_map_init(&cg->defer, cg->a, false);
-  for (int i = 0; i < f->nodes.len; i++)
-    if (md.node[i]) ir_map_put(&cg->defer, f->nodes.items[i])->i = md.node[i];
-  out->defer = md.roots, out->ndefer = md.nroots;
-  if (md.naccum != out->naccum) return cg_error(cg, NULL, "micro_batches: the sums disagree");
-  out->accum_deferred = ARENA_ARRAY(cg->a, int64_t, out->naccum + 1);
-  for (int i = 0; i < out->naccum; i++) {
-    if (md.accum[i] != out->accum[i]) return cg_error(cg, NULL, "micro_batches: the sums disagree");
-    out->accum_deferred[i] = md.accum_deferred[i];
-  }
-  cg->defer_on = out->ndefer > 0;
+  if (!defer_setup(cg, f, up, NULL, out)) return false;
   out->fb = cg_build_step(cg, f, "mm_train_step", true, mb);
   cg->defer_on = false;
   if (!out->fb) return false;
@@ -235,6 +246,10 @@ bool cg_pp_build(Cg *cg, const IrFunc *f, CgMb *out) {
       out->xfer[out->nxfer++] = v;
     }
   }
+  /* the dp reductions once a step: on each stage's last W part */
+  unsigned char *upm = ARENA_ARRAY(cg->a, unsigned char, N + 1);
+  for (int i = 0; i < N; i++) upm[i] = a->part[i] == PPN_U;
+  if (!defer_setup(cg, f, upm, a->stage, out)) return false;
   /* the functions */
   for (int fn = 0; fn < 3 * S; fn++) {
     unsigned char *keep = ARENA_ARRAY(cg->a, unsigned char, N + 1);
@@ -244,6 +259,7 @@ bool cg_pp_build(Cg *cg, const IrFunc *f, CgMb *out) {
     out->pp_fn[fn] = cg_build_step(cg, f, name, true, keep);
     if (!out->pp_fn[fn]) return false;
   }
+  cg->defer_on = false;
   if (P > MMRT_PP_MAXRANKS)
     return cg_error(cg, f->nodes.items[0], "pipeline: pp = %d, at most %d", P, MMRT_PP_MAXRANKS);
   for (int r = 0; r < P; r++)

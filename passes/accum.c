@@ -48,9 +48,7 @@ void mb_defer_plan(const IrModule *m, const IrFunc *f, const unsigned char *up, 
   memset(out, 0, sizeof *out);
   out->node = ARENA_ARRAY(a, int64_t, N + 1);
   accum_of(f, up, a, out);
-  if (m->plan.micro_batches <= 1 || m->plan.pp > 1 || m->mesh[IR_AX_DP] <= 1 ||
-      getenv("MMC_TEST_NO_DEFER"))
-    return;
+  if (m->plan.micro_batches <= 1 || m->mesh[IR_AX_DP] <= 1 || getenv("MMC_TEST_NO_DEFER")) return;
   unsigned char *d = ARENA_ARRAY(a, unsigned char, N + 1);
   IrMap good, bad, uses, maker, index;
   ir_map_init(&good, a, false);

@@ -22,14 +22,13 @@ typedef struct MbDefer {
 } MbDefer;
 
 /* The deferral of @train f (after memplan; up[i]: node i is the update's,
- * ir_update_part), in a's memory: nroots = 0 (nothing deferred) unless
- * micro_batches > 1 and dp > 1. A node of the micro-batch is deferred when
- * it is a collective or all_slice whose result only the update and other
- * deferred nodes read and which is not a result of f; a bucket_wait with
- * its bucket. A root is a deferred all_reduce or reduce_scatter over dp
- * whose operand no deferred node makes and only it reads; a collective that
- * would be a root over another axis (a tp reduction before the dp one) is
- * kept. A bucket that would defer in part turns the deferral off. */
+ * ir_update_part, or under a pipeline the pp_facts part U), in a's memory:
+ * nroots = 0 (nothing deferred) unless micro_batches > 1 and dp > 1. A node of the micro-batch is
+ * deferred when it is a collective or all_slice whose result only the update and other deferred
+ * nodes read and which is not a result of f; a bucket_wait with its bucket. A root is a deferred
+ * all_reduce or reduce_scatter over dp whose operand no deferred node makes and only it reads; a
+ * collective that would be a root over another axis (a tp reduction before the dp one) is kept. A
+ * bucket that would defer in part turns the deferral off. */
 void mb_defer_plan(const IrModule *m, const IrFunc *f, const unsigned char *up, Arena *a,
                    MbDefer *out);
 

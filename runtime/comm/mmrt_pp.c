@@ -16,6 +16,8 @@
 static float g_count;    /* the last micro-batch's label count */
 static int g_counted;    /* whether it reported one */
 static MmrtMbAcc *g_acc; /* the step's sums while its micro-batches run */
+static MmrtPp *g_pp;     /* the pipeline whose step runs (deferred reductions) */
+static int g_pp_defer;   /* the part being run is not its stage's last W */
 
 int mmrt_mb_count(void *mesh, int axes, int count) {
   float c = (float)count;
@@ -95,11 +97,15 @@ static double weight(void) {
 
 int mmrt_mb_deferring(void *mesh) {
   (void)mesh;
+  if (g_pp) return g_pp_defer;
   return g_acc && g_acc->m && g_acc->k < g_acc->m->micro_batches - 1;
 }
 
+static int pp_defer(int j, float *x, int64_t n);
+
 int mmrt_mb_defer(void *mesh, int j, float *x, int64_t n) {
   (void)mesh;
+  if (g_pp) return pp_defer(j, x, n);
   MmrtMbAcc *a = g_acc;
   if (!a || !a->m) return 0; /* not in a step of micro-batches: x is the gradient */
   if (j < 0 || j >= a->m->ndefer || n != a->dn[j]) {
@@ -191,6 +197,7 @@ struct MmrtPp {
   int nreq, capreq;
   MmrtMbAcc acc;
   float *slot_loss;
+  int *last_w; /* per stage: the micro-batch of its last W part on this rank, or -1 */
 };
 
 static int pp_fail(MmrtPp *pp, const char *fmt, const char *a) {
@@ -258,6 +265,11 @@ static int rank_actions(MmrtPp *pp) {
   if (!pp->last) return pp_fail(pp, "out of memory%s", "");
   pp->nslot = slots_of(pp->act, pp->nact, pp->M, pp->last);
   if (pp->nslot < 1) return pp_fail(pp, "the pipeline schedule holds no micro-batch%s", "");
+  pp->last_w = malloc(sizeof *pp->last_w * (size_t)(pp->S + 1));
+  if (!pp->last_w) return pp_fail(pp, "out of memory%s", "");
+  for (int s = 0; s < pp->S; s++) pp->last_w[s] = -1;
+  for (int i = 0; i < pp->nact; i++)
+    if (pp->act[i].kind == 1 || pp->act[i].kind == 3) pp->last_w[pp->act[i].stage] = pp->act[i].mb;
   return 0;
 }
 
@@ -307,6 +319,9 @@ int64_t mmrt_pp_extra_bytes(const MmrtModelDesc *m, int rank,
   for (int a = 0; a < MMRT_NARENAS; a++) b += (int64_t)(k - 1) * slot_bytes(m, rank, a);
   for (int64_t i = 0; i < m->naccum; i++)
     if (st[i] % m->pp == rank) b += (int64_t)sizeof(float) * (elems(user, &m->accum[i]) + 1);
+  for (int64_t j = 0; m->defer_stage && j < m->ndefer; j++)
+    if (m->defer_stage[j] % m->pp == rank)
+      b += (int64_t)sizeof(float) * (elems(user, &m->defer[j]) + 1);
   free(st);
   return b;
 }
@@ -374,6 +389,16 @@ MmrtPp *mmrt_pp_new(const MmrtModelDesc *m, void *mesh, char **arenas, const Mmr
     pp->acc.acc[i] = malloc(sizeof(float) * (size_t)(pp->acc.n[i] + 1));
     if (!pp->acc.acc[i]) goto oom;
   }
+  /* the deferred reductions' sums: of this rank's stages only */
+  pp->acc.dsum = calloc((size_t)m->ndefer + 1, sizeof *pp->acc.dsum);
+  pp->acc.dn = calloc((size_t)m->ndefer + 1, sizeof *pp->acc.dn);
+  if (!pp->acc.dsum || !pp->acc.dn) goto oom;
+  for (int64_t j = 0; j < m->ndefer; j++) {
+    pp->acc.dn[j] = h->elems(h->user, &m->defer[j]);
+    if (!m->defer_stage || m->defer_stage[j] % pp->P != pp->me) continue;
+    pp->acc.dsum[j] = malloc(sizeof(float) * (size_t)(pp->acc.dn[j] + 1));
+    if (!pp->acc.dsum[j]) goto oom;
+  }
   return pp;
 oom:
   pp_fail(pp, "out of memory for the pipeline's micro-batch slots%s", "");
@@ -397,6 +422,8 @@ void mmrt_pp_free(MmrtPp *pp) {
   free(pp->astage);
   free(pp->req);
   free(pp->slot_loss);
+  free(pp->last_w);
+  if (g_pp == pp) g_pp = NULL;
   free(g_slot_count);
   g_slot_count = NULL;
   mmrt_mb_free(&pp->acc);
@@ -459,11 +486,31 @@ static void add_grads(MmrtPp *pp, int stage, int mb) {
   char **a = pp->slot[pp->mb_slot[mb]];
   for (int64_t i = 0; i < m->naccum; i++) {
     if (pp->astage[i] != stage) continue;
+    /* a deferred reduction's result: the step's sum, on the last W only */
+    if (m->accum_deferred && m->accum_deferred[i] && mb != pp->last_w[stage]) continue;
     const MmrtTensorDesc *d = &m->accum[i];
     const float *g = (const float *)(void *)(a[d->arena] + d->offset);
     float *s = pp->acc.acc[i];
     for (int64_t e = 0; e < pp->acc.n[i]; e++) s[e] += g[e];
   }
+}
+
+/* A deferred root's operand under a pipeline (the backward's seed already
+ * weighs the micro-batch by its label count): into its sum on a part that
+ * is not its stage's last W, the sum into it on the last. */
+static int pp_defer(int j, float *x, int64_t n) {
+  MmrtMbAcc *a = &g_pp->acc;
+  if (j < 0 || j >= g_pp->m->ndefer || n != a->dn[j] || !a->dsum[j]) {
+    fprintf(stderr, "mmrt: deferred reduction %d of %lld elements does not match the descriptor\n",
+            j, (long long)n);
+    return -1;
+  }
+  float *s = a->dsum[j];
+  if (g_pp_defer)
+    for (int64_t e = 0; e < n; e++) s[e] += x[e];
+  else
+    for (int64_t e = 0; e < n; e++) x[e] += s[e];
+  return 0;
 }
 
 static int run_part(MmrtPp *pp, int stage, int q, int mb, const char *what) {
@@ -472,6 +519,7 @@ static int run_part(MmrtPp *pp, int stage, int q, int mb, const char *what) {
   mmrt_comm_set_phase(q == 0 ? MMRT_PHASE_FORWARD : MMRT_PHASE_BACKWARD);
   if (recv_for(pp, fn, mb)) return 1;
   g_slot = mb;
+  g_pp_defer = mb != pp->last_w[stage];
   mmrt_mb_begin();
   double t0 = mmrt_trace_now();
   if (pp->h.run(pp->h.user, pp->m->pp_fn[fn], pp->slot[pp->mb_slot[mb]], what)) return 1;
@@ -572,6 +620,9 @@ int mmrt_pp_step(MmrtPp *pp, int64_t step, const char *what, float *loss) {
   test_stall(pp, step);
   for (int64_t i = 0; i < m->naccum; i++)
     if (pp->acc.acc[i]) memset(pp->acc.acc[i], 0, sizeof(float) * (size_t)pp->acc.n[i]);
+  for (int64_t j = 0; j < m->ndefer; j++)
+    if (pp->acc.dsum[j]) memset(pp->acc.dsum[j], 0, sizeof(float) * (size_t)pp->acc.dn[j]);
+  g_pp = pp;
   for (int k = 0; k < pp->M; k++) pp->mb_slot[k] = -1, g_slot_count[k] = 1.0f;
   for (int i = 0; i < pp->nact; i++) {
     const Act *a = &pp->act[i];
@@ -582,6 +633,7 @@ int mmrt_pp_step(MmrtPp *pp, int64_t step, const char *what, float *loss) {
     if (rc) return 1;
     if (pp->last[a->mb] == i) free_slot(pp, a->mb);
   }
+  g_pp = NULL;
   double t0 = mmrt_trace_now();
   mmrt_comm_set_phase(MMRT_PHASE_UPDATE);
   if (mmrt_wait_sends(pp->mesh, MMRT_AXIS_PP, pp->nreq, pp->req, "the step's pipeline sends"))
