@@ -240,7 +240,15 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
     int S = a.nstages;
     double *cost = calloc((size_t)(5 * S), sizeof *cost), *comm = cost + 3 * S,
            *comp = cost + 4 * S;
-    double uc = 0, ucomm = 0, xbytes = 0;
+    double uc = 0, ucomm = 0, xbytes = 0, *dcomm = calloc((size_t)S + 1, sizeof *dcomm);
+    /* the dp reductions deferred to each stage's last W part (passes/accum.h):
+     * once a step, after the schedule; the sums' axpy every micro-batch */
+    Arena ar;
+    arena_init(&ar);
+    unsigned char *upm = ARENA_ARRAY(&ar, unsigned char, f->nodes.len + 1);
+    for (int i = 0; i < f->nodes.len; i++) upm[i] = a.part[i] == PPN_U;
+    MbDefer md;
+    mb_defer_plan(m, f, upm, &ar, &md);
     /* aux: the forward stage + 1 that makes a value (0: none), cleared after */
     for (int i = 0; i < f->inputs.len; i++) ((IrValue *)f->inputs.items[i])->aux = NULL;
     for (int i = 0; i < m->params.len; i++) ((IrValue *)m->params.items[i])->aux = NULL;
@@ -259,6 +267,18 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
         }
       double t, fl;
       bool is_comm = ir_op_is_collective(n->op);
+      if (md.node[i] && dcomm) {
+        if (md.node[i] >= 2)
+          cost[2 * S + a.stage[i]] += 3.0 * (double)ir_local_numel(m, n->in[0]) *
+                                          ir_dtype_size(n->in[0]->dtype) / (d->mem_bw_gbs * 1e9) +
+                                      d->op_overhead_us * 1e-6;
+        if (n->op == IR_OP_BUCKET_WAIT) continue;
+        bool async;
+        t = coll_s(m, d, f, i, &async);
+        o->comm_s += t;
+        dcomm[a.stage[i]] += t;
+        continue;
+      }
       if (is_comm) {
         bool async;
         t = coll_s(m, d, f, i, &async);
@@ -297,19 +317,21 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
         int r0 = 0;
         for (int r = 1; r < P; r++)
           if (sim.busy[r] > sim.busy[r0]) r0 = r;
-        double cc = 0, cm = 0;
-        for (int st = r0; st < S; st += P) cc += comp[st], cm += comm[st];
+        double cc = 0, cm = 0, dc = 0;
+        for (int st = r0; st < S; st += P) cc += comp[st], cm += comm[st], dc += dcomm[st];
         o->compute_s = M * cc;
-        o->exposed_comm_s = M * cm + ucomm;
+        o->exposed_comm_s = M * cm + ucomm + dc;
         o->bubble_s = sim.makespan - sim.busy[r0];
         if (o->bubble_s < 0) o->bubble_s = 0;
         o->optimizer_s = uc / P;
-        o->step_s = sim.makespan + o->optimizer_s + ucomm;
+        o->step_s = sim.makespan + o->optimizer_s + ucomm + dc;
         pp_sim_free(&sim, P);
       }
       pp_sched_free(&s);
     }
     free(cost);
+    free(dcomm);
+    arena_free(&ar);
     pp_assign_free(&a);
     if (!ok) return false;
   }
