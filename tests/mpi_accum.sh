@@ -16,6 +16,9 @@
 #  - `mmc plan --json`: deferred_sum_bytes = 4 (Psi + parameters) (one sum
 #    of each local gradient, elements + 1 floats) and the trainer's plan
 #    figure on its memory line equals the plan's trainer_bytes;
+#  - pp = 2 x dp = 2 (ZeRO-1, 4 ranks, not under the sanitizers): the
+#    reductions on each stage's last W part, losses 1e-6 of the serial
+#    ones, rank 0's reduce-scatter elements 1/M of the control's;
 #  - ZeRO-1, 5 steps, a checkpoint, --resume to 10: the losses and the final
 #    weights equal the straight 10-step run's bit for bit (a checkpoint is
 #    at a step's end, where no micro-batch sum is pending).
@@ -26,6 +29,7 @@ trap 'rm -rf "$T"' EXIT
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 MPIRUN=(timeout 300 mpirun --oversubscribe -x OMP_NUM_THREADS -x OMP_WAIT_POLICY -x LSAN_OPTIONS -np 2)
+MPIRUN4=("${MPIRUN[@]:0:$((${#MPIRUN[@]} - 1))}" 4)
 pass=0; fail=0
 ok() { pass=$((pass+1)); }
 bad() { echo "FAIL: $*"; fail=$((fail+1)); }
@@ -117,6 +121,34 @@ cell dp2.mb4 dp --dp 2
 cell dp2.mb4.zero1 zero1 --dp 2 --zero 1
 cell dp2.mb4.zero3 zero3 --dp 2 --zero 3
 [ "$SAN" = 1 ] || cell dp2.mb4.control control --dp 2
+
+# a pipeline: pp = 2 x dp = 2 (ZeRO-1) on 4 ranks, the reductions on each
+# stage's last W part: losses 1e-6 of the serial ones, and rank 0's
+# reduce_scatter.dp elements (its stage's gradients) 1/M of the control's
+pipe() {
+  local name
+  for name in pp2.dp2.mb4.zero1 pp2.dp2.mb4.zero1.control; do
+    local env=()
+    [ "${name%.control}" != "$name" ] && env=(MMC_TEST_NO_DEFER=1)
+    env "${env[@]}" "$MMC" compile "$S/gpt2.mm" "${G[@]}" --micro-batches $M --pp 2 --dp 2 --zero 1 -o "$T/$name" ||
+      { bad "$name: compile"; return; }
+    "${MPIRUN4[@]}" "$T/$name" --steps $N --eval-batches 1 --quiet --log "$T/$name.jsonl" > "$T/$name.out" 2>&1 ||
+      { bad "$name: mpirun"; tail -5 "$T/$name.out"; return; }
+  done
+  /usr/bin/python3 - "$T/serial.jsonl" "$T/pp2.dp2.mb4.zero1.jsonl" "$T/pp2.dp2.mb4.zero1.control.jsonl" "$M" <<'PY' && ok || bad "pp2.dp2.mb4.zero1"
+import json, sys
+loss = lambda p: [json.loads(l)["loss"] for l in open(p) if '"samples_per_s"' in l]
+rs = lambda p: [json.loads(l)["comm"] for l in open(p) if '"comm"' in l][-1]["train"]["reduce_scatter.dp"]["elems"]
+a, b = loss(sys.argv[1]), loss(sys.argv[2])
+worst = max(abs(x - y) / abs(x) for x, y in zip(a, b)) if len(a) == len(b) else 1
+d, c, M = rs(sys.argv[2]), rs(sys.argv[3]), int(sys.argv[4])
+good = worst <= 1e-6 and d > 0 and d * M == c
+print("pp2.dp2.mb4.zero1: losses within %.2e of the serial ones; rank 0 reduce-scatters %d gradient elements, the control %d = %d x %d: %s"
+      % (worst, d, c, M, d, "ok" if good else "WRONG"))
+sys.exit(0 if good else 1)
+PY
+}
+[ "$SAN" = 1 ] || pipe
 
 # resume: a checkpoint at step N/2, then --resume to N, against the straight run
 resume() { # name

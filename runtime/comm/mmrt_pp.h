@@ -72,7 +72,11 @@ int64_t mmrt_mb_bytes(const MmrtModelDesc *m, int64_t (*elems)(void *, const Mmr
  * label count c_k (mmrt_mb_seed). A rank keeps the sums of its stages'
  * gradients only; at the end of the step they go into slot 0, divided by
  * sum(c), a tied parameter's from the rank that makes it to its other
- * holders (tied_grads), and the step's loss is all-reduced over pp. */
+ * holders (tied_grads), and the step's loss is all-reduced over pp. With
+ * dp > 1 the gradients' dp reductions run on each stage's last W part only
+ * (docs/accumulation.md): the other parts add the local gradients into the
+ * stage's sums (mmrt_mb_defer), and a deferred reduction's result joins
+ * the sums on the last W only. */
 typedef struct MmrtPp MmrtPp;
 
 typedef struct MmrtPpHooks {
