@@ -1804,10 +1804,10 @@ static void search_release(void *user, void *handle) {
 }
 
 /* One rank's planned bytes: the peak, or under a pipeline its largest rank's. */
-static int64_t rank_peak(IrModule *m, const MpSummary *s) {
+static int64_t rank_peak(IrModule *m, const MpSummary *s, int64_t sums) {
   PpRankMem pm[64];
   char err[256];
-  int64_t most = s->total;
+  int64_t most = s->total + sums;
   if (m->plan.pp > 1 && m->plan.pp <= 64 && pp_rank_memory(m, pm, 64, err, sizeof err)) {
     most = 0;
     for (int r = 0; r < m->plan.pp; r++)
@@ -1854,7 +1854,6 @@ static int cmd_plan(Opts *o) {
   /* micro-batches without a pipeline: the trainer's gradient sums
    * (passes/accum.h), of them the deferred dp reductions' operands */
   int64_t deferred_sums = 0, sums = mb_accum_bytes(m, ir_module_func(m, "train"), &deferred_sums);
-  s.total += sums;
   static const IrRole order[] = {IR_ROLE_PARAM, IR_ROLE_GRAD, IR_ROLE_OPT, IR_ROLE_ACT,
                                  IR_ROLE_INPUT};
   int64_t kv_bytes = 0; /* the KV caches of @prefill and @decode, inputs shared by name */
@@ -1876,7 +1875,8 @@ static int cmd_plan(Opts *o) {
     json_object_object_add(root, "model", json_object_new_string(m->name));
     json_object_object_add(root, "peak_bytes", json_object_new_int64(s.total));
     json_object_object_add(root, "data_bytes", json_object_new_int64(data_bytes));
-    json_object_object_add(root, "trainer_bytes", json_object_new_int64(s.total + data_bytes));
+    json_object_object_add(root, "trainer_bytes",
+                           json_object_new_int64(s.total + sums + data_bytes));
     for (int i = 0; i < 5; i++)
       json_object_object_add(roles, ir_role_name(order[i]),
                              json_object_new_int64(s.arena[order[i]]));
@@ -1915,7 +1915,7 @@ static int cmd_plan(Opts *o) {
       fprintf(stderr, "mmc: error: pipeline: %s\n", err);
       return finish(&d, p, &r, EXIT_USER);
     }
-    if (o->device && !mmc_predict(m, &dev, rank_peak(m, &s), root)) {
+    if (o->device && !mmc_predict(m, &dev, rank_peak(m, &s, sums), root)) {
       json_object_put(root);
       return finish(&d, p, &r, EXIT_USER);
     }
@@ -1927,12 +1927,12 @@ static int cmd_plan(Opts *o) {
     for (int i = 0; i < 5; i++)
       printf("  %-6s %14lld bytes  %9.3f MiB\n", ir_role_name(order[i]),
              (long long)s.arena[order[i]], (double)s.arena[order[i]] / (1 << 20));
-    if (sums)
+    printf("  %-6s %14lld bytes  %9.3f MiB\n", "peak", (long long)s.total,
+           (double)s.total / (1 << 20));
+    if (sums) /* allocated by the trainer beside the arenas (mmrt_mb_bytes) */
       printf("  %-6s %14lld bytes  %9.3f MiB  (the %d micro-batches' gradient sums%s)\n", "sums",
              (long long)sums, (double)sums / (1 << 20), m->plan.micro_batches,
              deferred_sums ? ": the local gradients the dp reductions take once a step" : "");
-    printf("  %-6s %14lld bytes  %9.3f MiB\n", "peak", (long long)s.total,
-           (double)s.total / (1 << 20));
     const IrFunc *ff = ir_module_func(m, "forward");
     for (int i = 0; m->train.data.format == MM_FMT_CONVERSATION && ff && i < ff->inputs.len; i++) {
       const IrValue *v = ff->inputs.items[i];
@@ -1946,9 +1946,9 @@ static int cmd_plan(Opts *o) {
     if (data_bytes) {
       printf("  %-6s %14lld bytes  %9.3f MiB  (Fashion-MNIST, both splits)\n", "data",
              (long long)data_bytes, (double)data_bytes / (1 << 20));
-      printf("  %-7s%14lld bytes  %9.3f MiB  (peak + data: the trainer's measured peak)\n",
-             "trainer", (long long)(s.total + data_bytes),
-             (double)(s.total + data_bytes) / (1 << 20));
+      printf("  %-7s%14lld bytes  %9.3f MiB  (peak%s + data: the trainer's measured peak)\n",
+             "trainer", (long long)(s.total + sums + data_bytes),
+             (double)(s.total + sums + data_bytes) / (1 << 20), sums ? " + sums" : "");
     }
     if (!plan_pp_memory(m, data_bytes, NULL, o->detail, err, sizeof err)) {
       fprintf(stderr, "mmc: error: pipeline: %s\n", err);
@@ -1989,7 +1989,7 @@ static int cmd_plan(Opts *o) {
             m->plan.pp);
     return finish(&d, p, &r, EXIT_USER);
   }
-  if (!o->json && o->device && !mmc_predict(m, &dev, rank_peak(m, &s), NULL))
+  if (!o->json && o->device && !mmc_predict(m, &dev, rank_peak(m, &s, sums), NULL))
     return finish(&d, p, &r, EXIT_USER);
   return finish(&d, p, &r, EXIT_OK);
 }
