@@ -48,6 +48,11 @@ typedef struct Cg {
   int pp_rank1;          /* building pipeline rank r's update: r + 1 (else 0) */
   IrMap pp_mask;         /* pipeline: param or state name -> i: the pp ranks holding it */
   IrMap pp_maker;        /* pipeline: a gradient the update reads -> i: 1 + its maker's rank */
+  /* micro-batches: the dp gradient reductions deferred to the step's last
+   * micro-batch (cg_pp.c cg_mb_defer_set), while mm_train_step is built */
+  IrMap defer;            /* IrNode* -> i: 1 deferred, 2 + j: deferred root j (stashes in[0]) */
+  bool defer_on;          /* the function being built defers them */
+  LLVMValueRef defer_now; /* i1: this micro-batch is not the step's last */
   /* before localize: each value's global shape and placement */
   IrMap orig; /* IrValue* -> p: CgOrig* */
   /* a tile bucket's program (cg_compile_buckets): its symbols end in this
@@ -81,6 +86,14 @@ typedef struct CgMb {
   LLVMValueRef fb, upd;  /* mm_train_step (one micro-batch), mm_update_step */
   const IrValue **accum; /* what the update reads from the micro-batches */
   int naccum;
+  /* the dp gradient reductions run once a step (cg_pp.c): the operand of
+   * each deferred root collective, summed over the micro-batches by the
+   * runtime (mmrt_mb_defer), and per accum tensor 1 when a deferred
+   * collective makes it (the sum of the step's micro-batches, reduced) */
+  const IrValue **defer;
+  int ndefer;
+  int64_t *accum_deferred; /* [naccum], NULL when ndefer is 0 */
+  int64_t *defer_stage;    /* [ndefer] under a pipeline, else NULL */
   /* pipeline (pp > 1): the stage functions, transfers and schedule as the
    * descriptor holds them (runtime/model/mmrt_desc.def) */
   LLVMValueRef pp_fn[MMRT_PP_MAXFN];
@@ -99,6 +112,9 @@ typedef struct CgMb {
   int64_t *eval_route; /* [neval_xfer][2]: from, to (stages) */
 } CgMb;
 bool cg_mb_build(Cg *cg, const IrFunc *ftrain, CgMb *out);
+/* Lowers deferred node n (cg->defer) of the micro-batch: its roots' sums
+ * (mmrt_mb_defer), then the node itself on the step's last micro-batch only. */
+bool cg_mb_lower_deferred(Cg *cg, const IrNode *n);
 bool cg_pp_assign(Cg *cg, const IrFunc *ftrain, const IrFunc *feval);
 bool cg_pp_build(Cg *cg, const IrFunc *ftrain, CgMb *out);
 bool cg_pp_eval_build(Cg *cg, const IrFunc *feval, CgMb *out);

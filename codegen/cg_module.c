@@ -277,6 +277,10 @@ LLVMValueRef cg_build_step(Cg *cg, const IrFunc *f, const char *name, bool train
   LLVMValueRef prof = LLVMBuildICmp(
       cg->b, LLVMIntNE, cg_call(cg, "mmrt_prof_begin", (LLVMValueRef[]){cg_i32(cg, training)}, 1),
       cg_i32(cg, 0), "prof");
+  if (cg->defer_on) /* deferred dp reductions (cg_pp.c) */
+    cg->defer_now = LLVMBuildICmp(cg->b, LLVMIntNE,
+                                  cg_call(cg, "mmrt_mb_deferring", (LLVMValueRef[]){cg->mesh}, 1),
+                                  cg_i32(cg, 0), "defer");
   for (int i = 0; i < f->nodes.len && !cg->failed; i++) {
     const IrNode *n = f->nodes.items[i];
     if (keep && !keep[i]) continue;
@@ -305,7 +309,9 @@ LLVMValueRef cg_build_step(Cg *cg, const IrFunc *f, const char *name, bool train
     if (n == cg->pp_seed) /* the micro-batch's label count (cg_pp.c) */
       LLVMBuildStore(cg->b, cg_call(cg, "mmrt_mb_seed", (LLVMValueRef[]){cg->mesh}, 1),
                      cg_ptr(cg, n->out[0]));
-    else if (!cg_lower_node(cg, n))
+    else if (cg->defer_on && ir_map_get(&cg->defer, n)) {
+      if (!cg_mb_lower_deferred(cg, n)) cg->failed = true;
+    } else if (!cg_lower_node(cg, n))
       cg->failed = true;
     /* overlapped gradient buckets or prefetched ZeRO-3 gathers in flight
      * (passes/bucket.c): let MPI progress them between the kernels */
@@ -524,6 +530,14 @@ static LLVMValueRef i64_records(Cg *cg, const DescField *fields, int nf, const i
     e[i] = desc_value(ty, fields, f, nf);
   }
   return cg_const_global(cg, LLVMConstArray2(ty, e, (uint64_t)n), name);
+}
+
+/* v[n] as a constant i64 array; NULL when v is NULL or n is 0. */
+static LLVMValueRef i64_array(Cg *cg, const int64_t *v, int n, const char *name) {
+  if (!v || n <= 0) return cg_null(cg);
+  LLVMValueRef *e = ARENA_ARRAY(cg->a, LLVMValueRef, n);
+  for (int i = 0; i < n; i++) e[i] = cg_i64(cg, v[i]);
+  return cg_const_global(cg, LLVMConstArray2(cg->t_i64, e, (uint64_t)n), name);
 }
 
 /* A pipeline's routes ([n][2]: from, to) as MmrtPpRoute records. */
@@ -786,16 +800,17 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
           mb->nxfer ? tensor_array(cg, tty, mb->xfer, mb->nxfer, "pp_xfer") : cg_null(cg));
   SET_PTR(f, MmrtModelDesc, pp_xfer_route, const MmrtPpRoute *,
           route_array(cg, mb->route, mb->nxfer, "pp_xfer_route"));
-  LLVMValueRef ast = NULL;
-  if (mb->accum_stage && mb->naccum) {
-    LLVMValueRef *e = ARENA_ARRAY(cg->a, LLVMValueRef, mb->naccum);
-    for (int i = 0; i < mb->naccum; i++) e[i] = cg_i64(cg, mb->accum_stage[i]);
-    ast =
-        cg_const_global(cg, LLVMConstArray2(cg->t_i64, e, (uint64_t)mb->naccum), "pp_accum_stage");
-  }
-  SET_PTR(f, MmrtModelDesc, pp_accum_stage, const int64_t *, ast ? ast : cg_null(cg));
+  SET_PTR(f, MmrtModelDesc, pp_accum_stage, const int64_t *,
+          i64_array(cg, mb->accum_stage, mb->naccum, "pp_accum_stage"));
   SET_PTR(f, MmrtModelDesc, accum, const MmrtTensorDesc *,
           mb->naccum ? tensor_array(cg, tty, mb->accum, mb->naccum, "accum") : cg_null(cg));
+  M_I64(ndefer, mb->ndefer);
+  SET_PTR(f, MmrtModelDesc, defer, const MmrtTensorDesc *,
+          mb->ndefer ? tensor_array(cg, tty, mb->defer, mb->ndefer, "defer") : cg_null(cg));
+  SET_PTR(f, MmrtModelDesc, accum_deferred, const int64_t *,
+          i64_array(cg, mb->ndefer ? mb->accum_deferred : NULL, mb->naccum, "accum_deferred"));
+  SET_PTR(f, MmrtModelDesc, defer_stage, const int64_t *,
+          i64_array(cg, mb->defer_stage, mb->ndefer, "defer_stage"));
   SET_PTR(f, MmrtModelDesc, vae_encode_step, MmrtStepFn,
           dec->vae_fn[0] ? dec->vae_fn[0] : cg_null(cg));
   SET_PTR(f, MmrtModelDesc, vae_decode_step, MmrtStepFn,

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../passes/accum.h"
+#include "../passes/bucket.h"
 #include "../passes/pp_sched.h"
 #include "cg_internal.h"
 
@@ -27,6 +29,54 @@ static bool add_accum(Cg *cg, IrMap *seen, const IrNode *n, int k, CgMb *out, co
                     "gradient (operand %d of %s)",
                     who, k, ir_ops[n->op].name);
   out->accum[out->naccum++] = v;
+  return true;
+}
+
+bool cg_mb_lower_deferred(Cg *cg, const IrNode *n) {
+  const IrFunc *f = cg->f;
+  int i = cg->cur, run = n->op == IR_OP_BUCKET_WAIT ? 1 : bucket_run(f, i);
+  if (run == 0) return true; /* a bucket's later member: its first one's call does it */
+  for (int k = 0; k < run; k++) {
+    const IrNode *u = f->nodes.items[i + k];
+    IrMapSlot *s = ir_map_get(&cg->defer, u);
+    if (!s || s->i < 2) continue;
+    cg_check_status(cg,
+                    cg_call(cg, "mmrt_mb_defer",
+                            (LLVMValueRef[]){cg->mesh, cg_i32(cg, s->i - 2), cg_ptr(cg, u->in[0]),
+                                             cg_i64(cg, ir_numel(&u->in[0]->shape))},
+                            4));
+  }
+  LLVMBasicBlockRef go = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "reduce");
+  LLVMBasicBlockRef after = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "deferred");
+  LLVMBuildCondBr(cg->b, cg->defer_now, after, go);
+  LLVMPositionBuilderAtEnd(cg->b, go);
+  bool ok = cg_lower_node(cg, n);
+  LLVMBuildBr(cg->b, after);
+  LLVMPositionBuilderAtEnd(cg->b, after);
+  return ok;
+}
+
+/* The dp reductions run once a step (passes/accum.h): cg->defer, and the
+ * roots, the deferred accum tensors and (under a pipeline, stage: each
+ * node's) the roots' stages into out; cg->defer_on when any. */
+static bool defer_setup(Cg *cg, const IrFunc *f, const unsigned char *up, const int *stage,
+                        CgMb *out) {
+  MbDefer md;
+  mb_defer_plan(cg->m, f, up, cg->a, &md);
+  ir_map_init(&cg->defer, cg->a, false);
+  out->defer_stage = stage ? ARENA_ARRAY(cg->a, int64_t, md.nroots + 1) : NULL;
+  for (int i = 0; i < f->nodes.len; i++) {
+    if (md.node[i]) ir_map_put(&cg->defer, f->nodes.items[i])->i = md.node[i];
+    if (stage && md.node[i] >= 2) out->defer_stage[md.node[i] - 2] = stage[i];
+  }
+  out->defer = md.roots, out->ndefer = md.nroots;
+  if (md.naccum != out->naccum) return cg_error(cg, NULL, "micro_batches: the sums disagree");
+  out->accum_deferred = ARENA_ARRAY(cg->a, int64_t, out->naccum + 1);
+  for (int i = 0; i < out->naccum; i++) {
+    if (md.accum[i] != out->accum[i]) return cg_error(cg, NULL, "micro_batches: the sums disagree");
+    out->accum_deferred[i] = md.accum_deferred[i];
+  }
+  cg->defer_on = out->ndefer > 0;
   return true;
 }
 
@@ -62,7 +112,9 @@ bool cg_mb_build(Cg *cg, const IrFunc *f, CgMb *out) {
       if (ir_map_get(&made, n->in[k]) && !add_accum(cg, &seen, n, k, out, "micro_batches"))
         return false;
   }
+  if (!defer_setup(cg, f, up, NULL, out)) return false;
   out->fb = cg_build_step(cg, f, "mm_train_step", true, mb);
+  cg->defer_on = false;
   if (!out->fb) return false;
   out->upd = cg_build_step(cg, f, "mm_update_step", true, up);
   return out->upd != NULL;
@@ -194,6 +246,10 @@ bool cg_pp_build(Cg *cg, const IrFunc *f, CgMb *out) {
       out->xfer[out->nxfer++] = v;
     }
   }
+  /* the dp reductions once a step: on each stage's last W part */
+  unsigned char *upm = ARENA_ARRAY(cg->a, unsigned char, N + 1);
+  for (int i = 0; i < N; i++) upm[i] = a->part[i] == PPN_U;
+  if (!defer_setup(cg, f, upm, a->stage, out)) return false;
   /* the functions */
   for (int fn = 0; fn < 3 * S; fn++) {
     unsigned char *keep = ARENA_ARRAY(cg->a, unsigned char, N + 1);
@@ -203,6 +259,7 @@ bool cg_pp_build(Cg *cg, const IrFunc *f, CgMb *out) {
     out->pp_fn[fn] = cg_build_step(cg, f, name, true, keep);
     if (!out->pp_fn[fn]) return false;
   }
+  cg->defer_on = false;
   if (P > MMRT_PP_MAXRANKS)
     return cg_error(cg, f->nodes.items[0], "pipeline: pp = %d, at most %d", P, MMRT_PP_MAXRANKS);
   for (int r = 0; r < P; r++)

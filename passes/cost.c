@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "accum.h"
 #include "bucket.h"
 #include "pp_sched.h"
 #include "pp_stage.h"
@@ -134,48 +135,51 @@ static void tokens_of(const IrFunc *f, int M, CostPrediction *o) {
   }
 }
 
-/* A dp gradient reduction: a collective over dp in the backward that
- * reduces (all-reduce, reduce-scatter), not a ZeRO-3 gather. */
-static bool is_grad_reduce(const IrNode *n, bool back) {
-  return back && n->attrs.v[IR_ATTR_MESH].i == IR_AX_DP &&
-         (n->op == IR_OP_ALL_REDUCE || n->op == IR_OP_REDUCE_SCATTER);
-}
+/* One micro-batch's clock (and, on the last, the update's) for P = 1: the
+ * rank's work in node order; the non-blocking collectives (gradient
+ * buckets, ZeRO-3 prefetches) queue on one channel from where they stand,
+ * and a bucket_wait holds the clock until its collective is done (the
+ * program's own order, passes/bucket.c). light: a micro-batch but the last,
+ * where the deferred nodes (defer[i] != 0) do not run and each deferred
+ * root adds its operand into its sum. */
+typedef struct MbClock {
+  double t, fb_end, fc, bc, uc; /* the clock, at the update, compute per phase */
+  double comm_last, comm_upd;   /* collectives of the micro-batch and of the update */
+  double sums;                  /* adding into the deferred sums */
+} MbClock;
 
-bool cost_grad_reduce_once(const IrModule *m) {
-  return m->plan.micro_batches > 1;
-}
-
-typedef struct {
-  double t, fb_end, fc, bc, uc, comm, ucomm, chan_;
-} Walk;
-
-/* One clock for the rank's work in node order; the non-blocking collectives
- * (gradient buckets, ZeRO-3 prefetches) queue on one channel from where they
- * stand, and a bucket_wait holds the clock until its collective is done (the
- * program's own order, passes/bucket.c). skip_reduce: a micro-batch that
- * leaves its gradients unreduced. */
-static bool walk(const IrModule *m, const MmDevice *d, const IrFunc *f, int bwd, int upd,
-                 bool skip_reduce, Walk *w, char *err, size_t errn) {
-  double *done = NULL;
+static bool mb_clock(const IrModule *m, const MmDevice *d, const IrFunc *f, int bwd, int upd,
+                     const int64_t *defer, bool light, MbClock *k, char *err, size_t errn) {
+  memset(k, 0, sizeof *k);
+  double chan = 0, *done = NULL;
   int64_t ndone = 0;
-  memset(w, 0, sizeof *w);
   for (int i = 0; i < f->nodes.len; i++) {
     const IrNode *n = f->nodes.items[i];
     bool up = upd >= 0 && i >= upd, back = !up && bwd >= 0 && i >= bwd;
-    if (up && upd == i) w->fb_end = w->t;
+    if (up && upd == i) k->fb_end = k->t;
+    if (light && defer[i]) {
+      if (defer[i] >= 2) { /* s += c x: read two, write one */
+        double b = 3.0 * (double)ir_local_numel(m, n->in[0]) * ir_dtype_size(n->in[0]->dtype);
+        double c = b / (d->mem_bw_gbs * 1e9) + d->op_overhead_us * 1e-6;
+        k->sums += c, k->t += c;
+      }
+      continue;
+    }
     if (n->op == IR_OP_BUCKET_WAIT) {
       int64_t id = n->attrs.v[IR_ATTR_BUCKET].i;
-      if (id >= 0 && id < ndone && done[id] > w->t) w->t = done[id];
+      if (id >= 0 && id < ndone && done[id] > k->t) k->t = done[id];
       continue;
     }
     if (ir_op_is_collective(n->op)) {
-      if (skip_reduce && is_grad_reduce(n, back)) continue;
       bool async;
       double c = coll_s(m, d, f, i, &async);
-      *(up ? &w->ucomm : &w->comm) += c;
+      if (up)
+        k->comm_upd += c;
+      else
+        k->comm_last += c;
       int64_t id = async ? async_slot(n) : -1;
       if (id < 0 || id > (1 << 24)) {
-        w->t += c;
+        k->t += c;
         continue;
       }
       if (id >= ndone) {
@@ -186,24 +190,24 @@ static bool walk(const IrModule *m, const MmDevice *d, const IrFunc *f, int bwd,
           snprintf(err, errn, "out of memory");
           return false;
         }
-        for (int64_t k = ndone; k < nn; k++) nd[k] = 0;
+        for (int64_t j = ndone; j < nn; j++) nd[j] = 0;
         done = nd, ndone = nn;
       }
-      w->chan_ = (w->chan_ > w->t ? w->chan_ : w->t) + c;
-      done[id] = w->chan_;
+      chan = (chan > k->t ? chan : k->t) + c;
+      done[id] = chan;
       continue;
     }
     double fl, c = op_s(m, d, n, &fl);
-    w->t += c;
+    k->t += c;
     if (up)
-      w->uc += c;
+      k->uc += c;
     else if (back)
-      w->bc += c;
+      k->bc += c;
     else
-      w->fc += c;
+      k->fc += c;
   }
   free(done);
-  if (upd < 0) w->fb_end = w->t;
+  if (upd < 0) k->fb_end = k->t;
   return true;
 }
 
@@ -237,29 +241,43 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
   o->model_flops = 3.0 * M * fwd_flops;
 
   if (P <= 1) {
-    Walk once, last;
-    /* the micro-batches before the last leave the gradients where they are
-     * (cost_grad_reduce_once); the last reduces them behind its backward */
-    bool one = cost_grad_reduce_once(m);
-    if (!walk(m, d, f, bwd, upd, false, &last, err, errn) ||
-        (one && !walk(m, d, f, bwd, upd, true, &once, err, errn)))
-      return false;
-    if (!one) once = last;
-    o->comm_s = (M - 1) * once.comm + last.comm + last.ucomm;
-    /* the forward and backward M times, the update (and the waits before it) once */
-    o->compute_s = M * (last.fc + last.bc);
-    o->optimizer_s = last.uc;
-    o->step_s = (M - 1) * once.fb_end + last.fb_end + (last.t - last.fb_end);
+    /* M > 1, dp > 1: the dp gradient reductions run on the last
+     * micro-batch only (passes/accum.h); the others add their local
+     * gradients into sums instead (a memory-bound axpy a deferred root) */
+    Arena ar;
+    arena_init(&ar);
+    unsigned char *upm = ARENA_ARRAY(&ar, unsigned char, f->nodes.len + 1);
+    ir_update_part(f, upd >= 0 ? upd : f->nodes.len, &ar, upm);
+    MbDefer md;
+    mb_defer_plan(m, f, upm, &ar, &md);
+    MbClock full, light;
+    bool ok = mb_clock(m, d, f, bwd, upd, md.node, false, &full, err, errn) &&
+              mb_clock(m, d, f, bwd, upd, md.node, true, &light, err, errn);
+    arena_free(&ar);
+    if (!ok) return false;
+    /* the forward and backward M times (M - 1 of them without the deferred
+     * reductions), the update (and the waits before it) once */
+    o->comm_s = full.comm_last + (M - 1) * light.comm_last + full.comm_upd;
+    o->compute_s = M * (full.fc + full.bc) + (M - 1) * light.sums;
+    o->optimizer_s = full.uc;
+    o->step_s = (M - 1) * light.fb_end + full.fb_end + (full.t - full.fb_end);
     o->exposed_comm_s = o->step_s - o->compute_s - o->optimizer_s;
     if (o->exposed_comm_s < 1e-9 * o->step_s) o->exposed_comm_s = 0; /* rounding */
   } else {
     PpAssign a;
     if (!pp_facts(m, f, &a, err, errn)) return false;
     int S = a.nstages;
-    double *cost = calloc((size_t)(5 * S + P), sizeof *cost), *comm = cost + 3 * S,
-           *comp = cost + 4 * S, *reduce = cost + 5 * S;
-    bool one = cost_grad_reduce_once(m);
-    double uc = 0, ucomm = 0, xbytes = 0;
+    double *cost = calloc((size_t)(5 * S), sizeof *cost), *comm = cost + 3 * S,
+           *comp = cost + 4 * S;
+    double uc = 0, ucomm = 0, xbytes = 0, *dcomm = calloc((size_t)S + 1, sizeof *dcomm);
+    /* the dp reductions deferred to each stage's last W part (passes/accum.h):
+     * once a step, after the schedule; the sums' axpy every micro-batch */
+    Arena ar;
+    arena_init(&ar);
+    unsigned char *upm = ARENA_ARRAY(&ar, unsigned char, f->nodes.len + 1);
+    for (int i = 0; i < f->nodes.len; i++) upm[i] = a.part[i] == PPN_U;
+    MbDefer md;
+    mb_defer_plan(m, f, upm, &ar, &md);
     /* aux: the forward stage + 1 that makes a value (0: none), cleared after */
     for (int i = 0; i < f->inputs.len; i++) ((IrValue *)f->inputs.items[i])->aux = NULL;
     for (int i = 0; i < m->params.len; i++) ((IrValue *)m->params.items[i])->aux = NULL;
@@ -278,15 +296,21 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
         }
       double t, fl;
       bool is_comm = ir_op_is_collective(n->op);
+      if (md.node[i] && dcomm) {
+        if (md.node[i] >= 2)
+          cost[2 * S + a.stage[i]] += 3.0 * (double)ir_local_numel(m, n->in[0]) *
+                                          ir_dtype_size(n->in[0]->dtype) / (d->mem_bw_gbs * 1e9) +
+                                      d->op_overhead_us * 1e-6;
+        if (n->op == IR_OP_BUCKET_WAIT) continue;
+        bool async;
+        t = coll_s(m, d, f, i, &async);
+        o->comm_s += t;
+        dcomm[a.stage[i]] += t;
+        continue;
+      }
       if (is_comm) {
         bool async;
         t = coll_s(m, d, f, i, &async);
-        if (one && a.part[i] != PPN_U && a.part[i] != PPN_F && is_grad_reduce(n, true)) {
-          /* once a step, after the pipeline's flush, each rank its stages' */
-          o->comm_s += t;
-          reduce[a.stage[i] % P] += t;
-          continue;
-        }
         o->comm_s += (a.part[i] == PPN_U ? 1 : M) * t;
       } else
         t = op_s(m, d, n, &fl);
@@ -322,22 +346,21 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
         int r0 = 0;
         for (int r = 1; r < P; r++)
           if (sim.busy[r] > sim.busy[r0]) r0 = r;
-        double cc = 0, cm = 0;
-        for (int st = r0; st < S; st += P) cc += comp[st], cm += comm[st];
+        double cc = 0, cm = 0, dc = 0;
+        for (int st = r0; st < S; st += P) cc += comp[st], cm += comm[st], dc += dcomm[st];
         o->compute_s = M * cc;
-        double red = 0; /* the slowest rank's gradient reduction after the flush */
-        for (int r = 0; r < P; r++)
-          if (reduce[r] > red) red = reduce[r];
-        o->exposed_comm_s = M * cm + ucomm + red;
+        o->exposed_comm_s = M * cm + ucomm + dc;
         o->bubble_s = sim.makespan - sim.busy[r0];
         if (o->bubble_s < 0) o->bubble_s = 0;
         o->optimizer_s = uc / P;
-        o->step_s = sim.makespan + red + o->optimizer_s + ucomm;
+        o->step_s = sim.makespan + o->optimizer_s + ucomm + dc;
         pp_sim_free(&sim, P);
       }
       pp_sched_free(&s);
     }
     free(cost);
+    free(dcomm);
+    arena_free(&ar);
     pp_assign_free(&a);
     if (!ok) return false;
   }

@@ -56,13 +56,6 @@ typedef struct CostPrediction {
  * message when the module cannot be costed (no @train, a broken schedule). */
 bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *out, char *err, size_t errn);
 
-/* Whether a step with micro-batches reduces the dp gradients once, after
- * the last micro-batch's backward (as Megatron does), instead of after every
- * micro-batch. The one place that says so: true for micro_batches > 1 (the
- * codegen change that makes the program do it is branch h-accum's; when it
- * records its choice in the plan, this reads that). */
-bool cost_grad_reduce_once(const IrModule *m);
-
 /* alpha-beta time of a collective of kind op (all_reduce, all_gather,
  * reduce_scatter, all_to_all; or a point-to-point send when op is
  * IR_OP_COUNT) that sends `bytes` per rank over a group of n members of

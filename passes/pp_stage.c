@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "accum.h"
 #include "memplan.h"
 #include "pass.h"
 
@@ -418,6 +419,18 @@ bool pp_rank_memory(IrModule *m, PpRankMem *out, int nout, char *err, size_t err
       continue;
     }
     for (int j = 0; j < n->nout; j++) ir_map_put(&made, n->out[j])->i = a.stage[i] + 1;
+  }
+  /* and the deferred dp reductions' sums of the local gradients
+   * (passes/accum.h), of the rank whose stage holds each root */
+  {
+    unsigned char *upm = ARENA_ARRAY(&ar, unsigned char, f->nodes.len + 1);
+    for (int i = 0; i < f->nodes.len; i++) upm[i] = a.part[i] == PPN_U;
+    MbDefer md;
+    mb_defer_plan(m, f, upm, &ar, &md);
+    for (int i = 0; i < f->nodes.len; i++)
+      if (md.node[i] >= 2)
+        sums[a.stage[i] % P] +=
+            (int64_t)sizeof(float) * (ir_local_numel(m, md.roots[md.node[i] - 2]) + 1);
   }
   arena_free(&ar);
   int S = a.nstages;

@@ -98,6 +98,10 @@ for m in "gpt2.mm GPT2Tiny" "vit_fashion.mm ViTFashion" "internvl2.mm InternVL2T
   run "$1" "$2" tp2 2 --tp 2
   run "$1" "$2" dp2-zero3 2 --dp 2 --zero 3
 done
+# micro-batches under dp without a pipeline: the per-rank sums of the local
+# gradients the dp reduction takes once a step (docs/accumulation.md) are
+# in the plan and the trainer's figure
+run gpt2.mm GPT2Tiny dp2-zero1-mb4 2 --dp 2 --zero 1 --set B=16 --micro-batches 4
 # pipelines: GPT2Tiny B=32 in 4 micro-batches (an act set of about 3 MB)
 P="$T/pp.mm"
 cat > "$P" <<'MM'

@@ -27,6 +27,7 @@
 #include "tools/mmc_import.h"
 #include "frontend/sema.h"
 #include "ir/ir.h"
+#include "passes/accum.h"
 #include "passes/actmem.h"
 #include "passes/bucket.h"
 #include "passes/memplan.h"
@@ -1874,9 +1875,9 @@ static bool tile_buckets(Opts *o, IrModule *m, IrModule **bk, FeProgram **bp, Fe
 }
 
 /* One rank's planned bytes: the peak, or under a pipeline its largest rank's. */
-static int64_t rank_peak(IrModule *m, const MpSummary *s) {
+static int64_t rank_peak(IrModule *m, const MpSummary *s, int64_t sums) {
   char err[256];
-  int64_t most = s->total;
+  int64_t most = s->total + sums;
   PpRankMem *pm = m->plan.pp > 1 ? calloc((size_t)m->plan.pp, sizeof *pm) : NULL;
   if (pm && pp_rank_memory(m, pm, m->plan.pp, err, sizeof err)) {
     most = 0;
@@ -1922,6 +1923,9 @@ static int cmd_plan(Opts *o) {
     fprintf(stderr, "mmc: error: %s\n", err);
     return finish(&d, p, &r, EXIT_USER);
   }
+  /* micro-batches without a pipeline: the trainer's gradient sums
+   * (passes/accum.h), of them the deferred dp reductions' operands */
+  int64_t deferred_sums = 0, sums = mb_accum_bytes(m, ir_module_func(m, "train"), &deferred_sums);
   static const IrRole order[] = {IR_ROLE_PARAM, IR_ROLE_GRAD, IR_ROLE_OPT, IR_ROLE_ACT,
                                  IR_ROLE_INPUT};
   int64_t kv_bytes = 0; /* the KV caches of @prefill and @decode, inputs shared by name */
@@ -1943,11 +1947,14 @@ static int cmd_plan(Opts *o) {
     json_object_object_add(root, "model", json_object_new_string(m->name));
     json_object_object_add(root, "peak_bytes", json_object_new_int64(s.total));
     json_object_object_add(root, "data_bytes", json_object_new_int64(data_bytes));
-    json_object_object_add(root, "trainer_bytes", json_object_new_int64(s.total + data_bytes));
+    json_object_object_add(root, "trainer_bytes",
+                           json_object_new_int64(s.total + sums + data_bytes));
     for (int i = 0; i < 5; i++)
       json_object_object_add(roles, ir_role_name(order[i]),
                              json_object_new_int64(s.arena[order[i]]));
     json_object_object_add(root, "by_role", roles);
+    json_object_object_add(root, "grad_sum_bytes", json_object_new_int64(sums));
+    json_object_object_add(root, "deferred_sum_bytes", json_object_new_int64(deferred_sums));
     int nbf;
     const IrFunc *tf = ir_module_func(m, "train");
     json_object_object_add(
@@ -1980,7 +1987,7 @@ static int cmd_plan(Opts *o) {
       fprintf(stderr, "mmc: error: pipeline: %s\n", err);
       return finish(&d, p, &r, EXIT_USER);
     }
-    if (o->device && !mmc_predict(m, &dev, rank_peak(m, &s), root)) {
+    if (o->device && !mmc_predict(m, &dev, rank_peak(m, &s, sums), root)) {
       json_object_put(root);
       return finish(&d, p, &r, EXIT_USER);
     }
@@ -1994,6 +2001,10 @@ static int cmd_plan(Opts *o) {
              (long long)s.arena[order[i]], (double)s.arena[order[i]] / (1 << 20));
     printf("  %-6s %14lld bytes  %9.3f MiB\n", "peak", (long long)s.total,
            (double)s.total / (1 << 20));
+    if (sums) /* allocated by the trainer beside the arenas (mmrt_mb_bytes) */
+      printf("  %-6s %14lld bytes  %9.3f MiB  (the %d micro-batches' gradient sums%s)\n", "sums",
+             (long long)sums, (double)sums / (1 << 20), m->plan.micro_batches,
+             deferred_sums ? ": the local gradients the dp reductions take once a step" : "");
     const IrFunc *ff = ir_module_func(m, "forward");
     for (int i = 0; m->train.data.format == MM_FMT_CONVERSATION && ff && i < ff->inputs.len; i++) {
       const IrValue *v = ff->inputs.items[i];
@@ -2014,9 +2025,9 @@ static int cmd_plan(Opts *o) {
     if (data_bytes) {
       printf("  %-6s %14lld bytes  %9.3f MiB  (Fashion-MNIST, both splits)\n", "data",
              (long long)data_bytes, (double)data_bytes / (1 << 20));
-      printf("  %-7s%14lld bytes  %9.3f MiB  (peak + data: the trainer's measured peak)\n",
-             "trainer", (long long)(s.total + data_bytes),
-             (double)(s.total + data_bytes) / (1 << 20));
+      printf("  %-7s%14lld bytes  %9.3f MiB  (peak%s + data: the trainer's measured peak)\n",
+             "trainer", (long long)(s.total + sums + data_bytes),
+             (double)(s.total + sums + data_bytes) / (1 << 20), sums ? " + sums" : "");
     }
     if (!plan_pp_memory(m, data_bytes, NULL, o->detail, err, sizeof err)) {
       fprintf(stderr, "mmc: error: pipeline: %s\n", err);
@@ -2057,7 +2068,7 @@ static int cmd_plan(Opts *o) {
             m->plan.pp);
     return finish(&d, p, &r, EXIT_USER);
   }
-  if (!o->json && o->device && !mmc_predict(m, &dev, rank_peak(m, &s), NULL))
+  if (!o->json && o->device && !mmc_predict(m, &dev, rank_peak(m, &s, sums), NULL))
     return finish(&d, p, &r, EXIT_USER);
   return finish(&d, p, &r, EXIT_OK);
 }

@@ -13,8 +13,11 @@
 #include "mmrt_comm.h"
 #include "mmrt_trace.h"
 
-static float g_count; /* the last micro-batch's label count */
-static int g_counted; /* whether it reported one */
+static float g_count;    /* the last micro-batch's label count */
+static int g_counted;    /* whether it reported one */
+static MmrtMbAcc *g_acc; /* the step's sums while its micro-batches run */
+static MmrtPp *g_pp;     /* the pipeline whose step runs (deferred reductions) */
+static int g_pp_defer;   /* the part being run is not its stage's last W */
 
 int mmrt_mb_count(void *mesh, int axes, int count) {
   float c = (float)count;
@@ -30,39 +33,101 @@ void mmrt_mb_begin(void) {
   g_counted = 0;
 }
 
+static int deferred(const MmrtModelDesc *m, int64_t i) {
+  return m->accum_deferred && m->accum_deferred[i];
+}
+
 int mmrt_mb_init(MmrtMbAcc *a, const MmrtModelDesc *m,
                  int64_t (*elems)(void *, const MmrtTensorDesc *), void *user) {
   memset(a, 0, sizeof *a);
   a->m = m;
-  int64_t n = m->naccum;
+  int64_t n = m->naccum, nd = m->ndefer;
   a->acc = calloc((size_t)n + 1, sizeof *a->acc);
   a->n = calloc((size_t)n + 1, sizeof *a->n);
-  if (!a->acc || !a->n) return -1;
+  a->dsum = calloc((size_t)nd + 1, sizeof *a->dsum);
+  a->dn = calloc((size_t)nd + 1, sizeof *a->dn);
+  if (!a->acc || !a->n || !a->dsum || !a->dn) return -1;
   for (int64_t i = 0; i < n; i++) {
     a->n[i] = elems(user, &m->accum[i]);
+    if (deferred(m, i)) continue;
     a->acc[i] = malloc(sizeof(float) * (size_t)(a->n[i] + 1));
     if (!a->acc[i]) return -1;
+  }
+  for (int64_t j = 0; j < nd; j++) {
+    a->dn[j] = elems(user, &m->defer[j]);
+    a->dsum[j] = malloc(sizeof(float) * (size_t)(a->dn[j] + 1));
+    if (!a->dsum[j]) return -1;
   }
   return 0;
 }
 
+int64_t mmrt_mb_bytes(const MmrtModelDesc *m, int64_t (*elems)(void *, const MmrtTensorDesc *),
+                      void *user) {
+  int64_t b = 0;
+  if (m->micro_batches <= 1 || m->pp > 1) return 0;
+  for (int64_t i = 0; i < m->naccum; i++)
+    if (!deferred(m, i)) b += (int64_t)sizeof(float) * (elems(user, &m->accum[i]) + 1);
+  for (int64_t j = 0; j < m->ndefer; j++)
+    b += (int64_t)sizeof(float) * (elems(user, &m->defer[j]) + 1);
+  return b;
+}
+
 void mmrt_mb_free(MmrtMbAcc *a) {
   for (int64_t i = 0; a->acc && a->m && i < a->m->naccum; i++) free(a->acc[i]);
+  for (int64_t j = 0; a->dsum && a->m && j < a->m->ndefer; j++) free(a->dsum[j]);
+  if (g_acc == a) g_acc = NULL;
   free(a->acc);
   free(a->n);
+  free(a->dsum);
+  free(a->dn);
   memset(a, 0, sizeof *a);
 }
 
 void mmrt_mb_begin_step(MmrtMbAcc *a) {
   a->loss = a->count = 0;
   a->k = 0;
+  g_acc = a;
   mmrt_mb_begin();
 }
 
+/* micro-batch k's weight: its label count, 1 when none was reported */
+static double weight(void) {
+  return g_counted ? (double)g_count : 1.0;
+}
+
+int mmrt_mb_deferring(void *mesh) {
+  (void)mesh;
+  if (g_pp) return g_pp_defer;
+  return g_acc && g_acc->m && g_acc->k < g_acc->m->micro_batches - 1;
+}
+
+static int pp_defer(int j, float *x, int64_t n);
+
+int mmrt_mb_defer(void *mesh, int j, float *x, int64_t n) {
+  (void)mesh;
+  if (g_pp) return pp_defer(j, x, n);
+  MmrtMbAcc *a = g_acc;
+  if (!a || !a->m) return 0; /* not in a step of micro-batches: x is the gradient */
+  if (j < 0 || j >= a->m->ndefer || n != a->dn[j]) {
+    fprintf(stderr, "mmrt: deferred reduction %d of %lld elements does not match the descriptor\n",
+            j, (long long)n);
+    return -1;
+  }
+  float w = (float)weight(), *s = a->dsum[j];
+  if (a->k == 0 && a->m->micro_batches > 1)
+    for (int64_t e = 0; e < n; e++) s[e] = w * x[e];
+  else if (a->k < a->m->micro_batches - 1)
+    for (int64_t e = 0; e < n; e++) s[e] += w * x[e];
+  else
+    for (int64_t e = 0; e < n; e++) x[e] = w * x[e] + s[e];
+  return 0;
+}
+
 void mmrt_mb_add(MmrtMbAcc *a, char **arenas, float loss) {
-  double c = g_counted ? (double)g_count : 1.0;
+  double c = weight();
   float w = (float)c;
   for (int64_t i = 0; i < a->m->naccum; i++) {
+    if (deferred(a->m, i)) continue;
     const MmrtTensorDesc *d = &a->m->accum[i];
     const float *g = (const float *)(void *)(arenas[d->arena] + d->offset);
     float *s = a->acc[i];
@@ -82,9 +147,14 @@ float mmrt_mb_finish(MmrtMbAcc *a, char **arenas) {
   for (int64_t i = 0; i < a->m->naccum; i++) {
     const MmrtTensorDesc *d = &a->m->accum[i];
     float *g = (float *)(void *)(arenas[d->arena] + d->offset);
+    if (deferred(a->m, i)) {
+      for (int64_t e = 0; e < a->n[i]; e++) g[e] *= inv;
+      continue;
+    }
     const float *s = a->acc[i];
     for (int64_t e = 0; e < a->n[i]; e++) g[e] = s[e] * inv;
   }
+  g_acc = NULL;
   return a->count > 0 ? (float)(a->loss / a->count) : 0.0f;
 }
 
@@ -127,6 +197,7 @@ struct MmrtPp {
   int nreq, capreq;
   MmrtMbAcc acc;
   float *slot_loss;
+  int *last_w; /* per stage: the micro-batch of its last W part on this rank, or -1 */
 };
 
 static int pp_fail(MmrtPp *pp, const char *fmt, const char *a) {
@@ -194,6 +265,11 @@ static int rank_actions(MmrtPp *pp) {
   if (!pp->last) return pp_fail(pp, "out of memory%s", "");
   pp->nslot = slots_of(pp->act, pp->nact, pp->M, pp->last);
   if (pp->nslot < 1) return pp_fail(pp, "the pipeline schedule holds no micro-batch%s", "");
+  pp->last_w = malloc(sizeof *pp->last_w * (size_t)(pp->S + 1));
+  if (!pp->last_w) return pp_fail(pp, "out of memory%s", "");
+  for (int s = 0; s < pp->S; s++) pp->last_w[s] = -1;
+  for (int i = 0; i < pp->nact; i++)
+    if (pp->act[i].kind == 1 || pp->act[i].kind == 3) pp->last_w[pp->act[i].stage] = pp->act[i].mb;
   return 0;
 }
 
@@ -243,6 +319,9 @@ int64_t mmrt_pp_extra_bytes(const MmrtModelDesc *m, int rank,
   for (int a = 0; a < MMRT_NARENAS; a++) b += (int64_t)(k - 1) * slot_bytes(m, rank, a);
   for (int64_t i = 0; i < m->naccum; i++)
     if (st[i] % m->pp == rank) b += (int64_t)sizeof(float) * (elems(user, &m->accum[i]) + 1);
+  for (int64_t j = 0; m->defer_stage && j < m->ndefer; j++)
+    if (m->defer_stage[j] % m->pp == rank)
+      b += (int64_t)sizeof(float) * (elems(user, &m->defer[j]) + 1);
   free(st);
   return b;
 }
@@ -310,6 +389,16 @@ MmrtPp *mmrt_pp_new(const MmrtModelDesc *m, void *mesh, char **arenas, const Mmr
     pp->acc.acc[i] = malloc(sizeof(float) * (size_t)(pp->acc.n[i] + 1));
     if (!pp->acc.acc[i]) goto oom;
   }
+  /* the deferred reductions' sums: of this rank's stages only */
+  pp->acc.dsum = calloc((size_t)m->ndefer + 1, sizeof *pp->acc.dsum);
+  pp->acc.dn = calloc((size_t)m->ndefer + 1, sizeof *pp->acc.dn);
+  if (!pp->acc.dsum || !pp->acc.dn) goto oom;
+  for (int64_t j = 0; j < m->ndefer; j++) {
+    pp->acc.dn[j] = h->elems(h->user, &m->defer[j]);
+    if (!m->defer_stage || m->defer_stage[j] % pp->P != pp->me) continue;
+    pp->acc.dsum[j] = malloc(sizeof(float) * (size_t)(pp->acc.dn[j] + 1));
+    if (!pp->acc.dsum[j]) goto oom;
+  }
   return pp;
 oom:
   pp_fail(pp, "out of memory for the pipeline's micro-batch slots%s", "");
@@ -333,6 +422,8 @@ void mmrt_pp_free(MmrtPp *pp) {
   free(pp->astage);
   free(pp->req);
   free(pp->slot_loss);
+  free(pp->last_w);
+  if (g_pp == pp) g_pp = NULL;
   free(g_slot_count);
   g_slot_count = NULL;
   mmrt_mb_free(&pp->acc);
@@ -395,11 +486,31 @@ static void add_grads(MmrtPp *pp, int stage, int mb) {
   char **a = pp->slot[pp->mb_slot[mb]];
   for (int64_t i = 0; i < m->naccum; i++) {
     if (pp->astage[i] != stage) continue;
+    /* a deferred reduction's result: the step's sum, on the last W only */
+    if (m->accum_deferred && m->accum_deferred[i] && mb != pp->last_w[stage]) continue;
     const MmrtTensorDesc *d = &m->accum[i];
     const float *g = (const float *)(void *)(a[d->arena] + d->offset);
     float *s = pp->acc.acc[i];
     for (int64_t e = 0; e < pp->acc.n[i]; e++) s[e] += g[e];
   }
+}
+
+/* A deferred root's operand under a pipeline (the backward's seed already
+ * weighs the micro-batch by its label count): into its sum on a part that
+ * is not its stage's last W, the sum into it on the last. */
+static int pp_defer(int j, float *x, int64_t n) {
+  MmrtMbAcc *a = &g_pp->acc;
+  if (j < 0 || j >= g_pp->m->ndefer || n != a->dn[j] || !a->dsum[j]) {
+    fprintf(stderr, "mmrt: deferred reduction %d of %lld elements does not match the descriptor\n",
+            j, (long long)n);
+    return -1;
+  }
+  float *s = a->dsum[j];
+  if (g_pp_defer)
+    for (int64_t e = 0; e < n; e++) s[e] += x[e];
+  else
+    for (int64_t e = 0; e < n; e++) x[e] += s[e];
+  return 0;
 }
 
 static int run_part(MmrtPp *pp, int stage, int q, int mb, const char *what) {
@@ -408,6 +519,7 @@ static int run_part(MmrtPp *pp, int stage, int q, int mb, const char *what) {
   mmrt_comm_set_phase(q == 0 ? MMRT_PHASE_FORWARD : MMRT_PHASE_BACKWARD);
   if (recv_for(pp, fn, mb)) return 1;
   g_slot = mb;
+  g_pp_defer = mb != pp->last_w[stage];
   mmrt_mb_begin();
   double t0 = mmrt_trace_now();
   if (pp->h.run(pp->h.user, pp->m->pp_fn[fn], pp->slot[pp->mb_slot[mb]], what)) return 1;
@@ -508,6 +620,9 @@ int mmrt_pp_step(MmrtPp *pp, int64_t step, const char *what, float *loss) {
   test_stall(pp, step);
   for (int64_t i = 0; i < m->naccum; i++)
     if (pp->acc.acc[i]) memset(pp->acc.acc[i], 0, sizeof(float) * (size_t)pp->acc.n[i]);
+  for (int64_t j = 0; j < m->ndefer; j++)
+    if (pp->acc.dsum[j]) memset(pp->acc.dsum[j], 0, sizeof(float) * (size_t)pp->acc.dn[j]);
+  g_pp = pp;
   for (int k = 0; k < pp->M; k++) pp->mb_slot[k] = -1, g_slot_count[k] = 1.0f;
   for (int i = 0; i < pp->nact; i++) {
     const Act *a = &pp->act[i];
@@ -518,6 +633,7 @@ int mmrt_pp_step(MmrtPp *pp, int64_t step, const char *what, float *loss) {
     if (rc) return 1;
     if (pp->last[a->mb] == i) free_slot(pp, a->mb);
   }
+  g_pp = NULL;
   double t0 = mmrt_trace_now();
   mmrt_comm_set_phase(MMRT_PHASE_UPDATE);
   if (mmrt_wait_sends(pp->mesh, MMRT_AXIS_PP, pp->nreq, pp->req, "the step's pipeline sends"))

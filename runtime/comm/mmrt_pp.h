@@ -22,6 +22,10 @@ typedef struct MmrtMbAcc {
   double loss;  /* sum of c_k L_k */
   double count; /* sum of c_k */
   int k;        /* micro-batches added */
+  /* the dp reductions deferred to the last micro-batch (docs/accumulation.md):
+   * per deferred root, its operand's weighted sum over the micro-batches */
+  float **dsum;
+  int64_t *dn;
 } MmrtMbAcc;
 
 /* Sizes come from the descriptor: elems(d) is this rank's element count of
@@ -36,8 +40,16 @@ void mmrt_mb_begin(void);
  * its loss, weighted by its label count (1 when none was reported). */
 void mmrt_mb_add(MmrtMbAcc *a, char **arenas, float loss);
 /* After the last: the weighted means back into the arenas (where the update
- * reads them); returns the step's loss. */
+ * reads them); returns the step's loss. An accum tensor a deferred
+ * reduction makes (the descriptor's accum_deferred) is not summed by
+ * mmrt_mb_add: the last micro-batch reduced the weighted sum of all, and
+ * mmrt_mb_finish divides it in place. */
 float mmrt_mb_finish(MmrtMbAcc *a, char **arenas);
+/* The bytes mmrt_mb_init allocates (without a pipeline): 4 (elements + 1)
+ * per accum tensor not deferred and per deferred root's operand; `mmc plan`
+ * counts the same (passes/accum.h mb_accum_bytes). */
+int64_t mmrt_mb_bytes(const MmrtModelDesc *m, int64_t (*elems)(void *, const MmrtTensorDesc *),
+                      void *user);
 
 #endif
 
@@ -60,7 +72,11 @@ float mmrt_mb_finish(MmrtMbAcc *a, char **arenas);
  * label count c_k (mmrt_mb_seed). A rank keeps the sums of its stages'
  * gradients only; at the end of the step they go into slot 0, divided by
  * sum(c), a tied parameter's from the rank that makes it to its other
- * holders (tied_grads), and the step's loss is all-reduced over pp. */
+ * holders (tied_grads), and the step's loss is all-reduced over pp. With
+ * dp > 1 the gradients' dp reductions run on each stage's last W part only
+ * (docs/accumulation.md): the other parts add the local gradients into the
+ * stage's sums (mmrt_mb_defer), and a deferred reduction's result joins
+ * the sums on the last W only. */
 typedef struct MmrtPp MmrtPp;
 
 typedef struct MmrtPpHooks {

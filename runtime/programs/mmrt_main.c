@@ -1690,6 +1690,8 @@ static void print_memory(const Trainer *t) {
    * evaluation allocates nothing (mmrt_pp_eval) */
   if (t->m->pp > 1)
     arenas += mmrt_pp_extra_bytes(t->m, t->mesh.coord[MMRT_AXIS_PP], mb_elems, (void *)t);
+  else /* micro-batches: the gradient sums (mmrt_pp.h mmrt_mb_bytes) */
+    arenas += mmrt_mb_bytes(t->m, mb_elems, (void *)t);
   char who[48] = "";
   if (t->world > 1) snprintf(who, sizeof who, " of rank %d of %d", t->rank, t->world);
   printf("memory%s: measured peak %lld bytes, plan %lld bytes (arenas %lld + data %lld), "

@@ -1,0 +1,149 @@
+/* Gradient accumulation without a dp collective per micro-batch
+ * (passes/accum.h, docs/accumulation.md). With micro_batches = M > 1 and
+ * dp > 1 the data-parallel reductions of the gradients run once a step, on
+ * the micro-batches' weighted sum, as Megatron and DDP's no_sync do: on a
+ * micro-batch but the last the runtime adds a root's operand (the local,
+ * unreduced gradient), weighted by the micro-batch's label count, into a sum
+ * and the deferred collectives do not run; on the last the sum joins the
+ * operand and they run, still overlapped with that micro-batch's backward.
+ * The tp chain that finishes a gradient after its dp reduction
+ * (passes/bucket.c) defers with it. */
+#include "accum.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bucket.h"
+
+static bool chain_node(IrOp op) {
+  return ir_op_is_collective(op) || op == IR_OP_ALL_SLICE;
+}
+
+static void accum_of(const IrFunc *f, const unsigned char *up, Arena *a, MbDefer *out) {
+  int N = f->nodes.len;
+  IrMap made, seen;
+  ir_map_init(&made, a, false);
+  ir_map_init(&seen, a, false);
+  out->accum = ARENA_ARRAY(a, const IrValue *, N + 1);
+  out->accum_deferred = ARENA_ARRAY(a, unsigned char, N + 1);
+  for (int i = 0; i < N; i++) {
+    const IrNode *n = f->nodes.items[i];
+    if (!up[i])
+      for (int j = 0; j < n->nout; j++) ir_map_put(&made, n->out[j]);
+  }
+  for (int i = 0; i < N; i++) {
+    const IrNode *n = f->nodes.items[i];
+    for (int k = 0; up[i] && k < n->nin; k++)
+      if (ir_map_get(&made, n->in[k]) && !ir_map_get(&seen, n->in[k])) {
+        ir_map_put(&seen, n->in[k]);
+        out->accum[out->naccum++] = n->in[k];
+      }
+  }
+}
+
+void mb_defer_plan(const IrModule *m, const IrFunc *f, const unsigned char *up, Arena *a,
+                   MbDefer *out) {
+  int N = f->nodes.len;
+  memset(out, 0, sizeof *out);
+  out->node = ARENA_ARRAY(a, int64_t, N + 1);
+  accum_of(f, up, a, out);
+  if (m->plan.micro_batches <= 1 || m->mesh[IR_AX_DP] <= 1 || getenv("MMC_TEST_NO_DEFER")) return;
+  unsigned char *d = ARENA_ARRAY(a, unsigned char, N + 1);
+  IrMap good, bad, uses, maker, index;
+  ir_map_init(&good, a, false);
+  ir_map_init(&bad, a, false);
+  ir_map_init(&uses, a, false);
+  ir_map_init(&maker, a, false);
+  ir_map_init(&index, a, false);
+  for (int i = 0; i < f->results.len; i++) ir_map_put(&bad, f->results.items[i]);
+  for (int i = 0; i < N; i++) {
+    const IrNode *n = f->nodes.items[i];
+    for (int k = 0; k < n->nin; k++) ir_map_put(&uses, n->in[k])->i++;
+  }
+  /* backwards: a node is deferred when only the update and deferred nodes
+   * read its result */
+  for (int i = N - 1; i >= 0; i--) {
+    const IrNode *n = f->nodes.items[i];
+    if (up[i]) {
+      for (int k = 0; k < n->nin; k++) ir_map_put(&good, n->in[k]);
+      continue;
+    }
+    if (n->op == IR_OP_BUCKET_WAIT) continue;
+    d[i] = chain_node(n->op) && n->nout == 1 && n->nin == 1 && n->in[0]->dtype == IR_F32 &&
+           ir_map_get(&good, n->out[0]) && !ir_map_get(&bad, n->out[0]);
+    for (int k = 0; k < n->nin; k++) ir_map_put(d[i] ? &good : &bad, n->in[k]);
+  }
+  /* forwards: the roots; a would-be root over another axis is kept, and the
+   * next node of its chain may be a root */
+  out->roots = ARENA_ARRAY(a, const IrValue *, N + 1);
+  for (int i = 0; i < N; i++) {
+    const IrNode *n = f->nodes.items[i];
+    if (!d[i]) continue;
+    if (ir_map_get(&maker, n->in[0])) {
+      ir_map_put(&maker, n->out[0]);
+      out->node[i] = 1;
+      continue;
+    }
+    d[i] = (n->op == IR_OP_ALL_REDUCE || n->op == IR_OP_REDUCE_SCATTER) &&
+           n->attrs.v[IR_ATTR_MESH].i == IR_AX_DP && ir_map_get(&uses, n->in[0])->i == 1;
+    if (!d[i]) continue;
+    ir_map_put(&maker, n->out[0]);
+    out->node[i] = 2 + out->nroots;
+    out->roots[out->nroots++] = n->in[0];
+  }
+  /* a bucket's members defer together, its wait with them */
+  IrMap bk; /* bucket id + 1 -> 1 + deferred */
+  ir_map_init(&bk, a, false);
+  for (int i = 0; i < N; i++) {
+    const IrNode *n = f->nodes.items[i];
+    int64_t id = up[i] ? -1 : async_slot(n);
+    if (id < 0 || n->op == IR_OP_BUCKET_WAIT) continue;
+    IrMapSlot *s = ir_map_get(&bk, (const void *)(intptr_t)(id + 1));
+    if (s && s->i != 1 + d[i]) {
+      memset(out->node, 0, sizeof(int64_t) * (size_t)N);
+      out->nroots = 0;
+      return;
+    }
+    ir_map_put(&bk, (const void *)(intptr_t)(id + 1))->i = 1 + d[i];
+  }
+  for (int i = 0; i < N; i++) {
+    const IrNode *n = f->nodes.items[i];
+    if (up[i] || n->op != IR_OP_BUCKET_WAIT) continue;
+    IrMapSlot *s = ir_map_get(&bk, (const void *)(intptr_t)(n->attrs.v[IR_ATTR_BUCKET].i + 1));
+    if (s && s->i == 2) out->node[i] = 1;
+  }
+  if (!out->nroots) {
+    memset(out->node, 0, sizeof(int64_t) * (size_t)N);
+    return;
+  }
+  for (int i = 0; i < out->naccum; i++) {
+    const IrNode *def = out->accum[i]->def;
+    for (int j = 0; def && j < N && !out->accum_deferred[i]; j++)
+      out->accum_deferred[i] = f->nodes.items[j] == def && out->node[j] != 0;
+  }
+}
+
+int64_t mb_accum_bytes(const IrModule *m, const IrFunc *f, int64_t *deferred_bytes) {
+  if (deferred_bytes) *deferred_bytes = 0;
+  if (!f || m->plan.micro_batches <= 1 || m->plan.pp > 1) return 0;
+  Arena a;
+  arena_init(&a);
+  int bwd = -1, upd = -1;
+  ir_train_phases(f, &bwd, &upd);
+  if (upd < 0) upd = f->nodes.len;
+  unsigned char *up = ARENA_ARRAY(&a, unsigned char, f->nodes.len + 1);
+  ir_update_part(f, upd, &a, up);
+  MbDefer d;
+  mb_defer_plan(m, f, up, &a, &d);
+  int64_t bytes = 0;
+  for (int i = 0; i < d.naccum; i++)
+    if (!d.accum_deferred[i]) bytes += 4 * (ir_local_numel(m, d.accum[i]) + 1);
+  for (int j = 0; j < d.nroots; j++) {
+    int64_t b = 4 * (ir_local_numel(m, d.roots[j]) + 1);
+    bytes += b;
+    if (deferred_bytes) *deferred_bytes += b;
+  }
+  arena_free(&a);
+  return bytes;
+}

@@ -1,0 +1,42 @@
+/* Gradient accumulation without a dp collective per micro-batch
+ * (docs/accumulation.md), as the backend (codegen/cg_pp.c) and `mmc plan`
+ * read it: with micro_batches = M > 1 and dp > 1, which collectives of
+ * @train's micro-batch part run only on the step's last micro-batch, and
+ * what the runtime sums over the micro-batches instead. */
+#ifndef MM_PASSES_ACCUM_H
+#define MM_PASSES_ACCUM_H
+
+#include "../ir/ir.h"
+
+typedef struct MbDefer {
+  /* per node of f: 0 kept, 1 deferred, 2 + j deferred root j (its operand,
+   * roots[j], is summed over the micro-batches) */
+  int64_t *node;
+  const IrValue **roots;
+  int nroots;
+  /* the update's operands the micro-batches make (the trainer's `accum`),
+   * in first-read order, and per one 1 when a deferred node makes it */
+  const IrValue **accum;
+  unsigned char *accum_deferred;
+  int naccum;
+} MbDefer;
+
+/* The deferral of @train f (after memplan; up[i]: node i is the update's,
+ * ir_update_part, or under a pipeline the pp_facts part U), in a's memory:
+ * nroots = 0 (nothing deferred) unless micro_batches > 1 and dp > 1. A node of the micro-batch is
+ * deferred when it is a collective or all_slice whose result only the update and other deferred
+ * nodes read and which is not a result of f; a bucket_wait with its bucket. A root is a deferred
+ * all_reduce or reduce_scatter over dp whose operand no deferred node makes and only it reads; a
+ * collective that would be a root over another axis (a tp reduction before the dp one) is kept. A
+ * bucket that would defer in part turns the deferral off. */
+void mb_defer_plan(const IrModule *m, const IrFunc *f, const unsigned char *up, Arena *a,
+                   MbDefer *out);
+
+/* The bytes a rank's trainer allocates for the micro-batches' sums: per
+ * accum tensor that no deferred node makes, and per deferred root's
+ * operand, 4 (elements + 1) (runtime/comm/mmrt_pp.c mmrt_mb_init); 0 when
+ * micro_batches <= 1, pp > 1 (pp_rank_memory counts a pipeline's) or f is
+ * NULL. */
+int64_t mb_accum_bytes(const IrModule *m, const IrFunc *f, int64_t *deferred_bytes);
+
+#endif
