@@ -17,6 +17,7 @@ const char *const mm_precision_names[] = {MM_PRECISION_VALUES(MM_ENUM_NAME) NULL
 const char *const mm_lr_sched_names[] = {MM_LR_SCHED_VALUES(MM_ENUM_NAME) NULL};
 const char *const mm_too_long_names[] = {MM_TOO_LONG_VALUES(MM_ENUM_NAME) NULL};
 const char *const mm_bad_samples_names[] = {MM_BAD_SAMPLES_VALUES(MM_ENUM_NAME) NULL};
+const char *const mm_chat_names[] = {MM_CHAT_VALUES(MM_ENUM_NAME) NULL};
 const char *const mm_data_format_names[] = {"auto",
 #define DATA_FORMAT(ID, NAME, ...) NAME,
 #include "data_formats.def"
@@ -26,7 +27,7 @@ _Static_assert(sizeof(MmSchedule) == sizeof(int) && sizeof(MmCpKind) == sizeof(i
                    sizeof(MmRecompute) == sizeof(int) && sizeof(MmOptim) == sizeof(int) &&
                    sizeof(MmLrSched) == sizeof(int) && sizeof(MmPrecision) == sizeof(int) &&
                    sizeof(MmTooLong) == sizeof(int) && sizeof(MmBadSamples) == sizeof(int) &&
-                   sizeof(MmDataFormat) == sizeof(int),
+                   sizeof(MmChat) == sizeof(int) && sizeof(MmDataFormat) == sizeof(int),
                "settings enums are read as int");
 
 #define MM_COUNT_OFF_INT(S, F)    0

@@ -63,7 +63,7 @@
 #include "mmrt_kernels.h"
 #include "mmrt_rng.h"
 
-#define MMRT_ABI_VERSION 12 /* 12: zero_node, predicted_step_s, predicted_device */
+#define MMRT_ABI_VERSION 13 /* 13: data_flags; 12: zero_node, predicted_step_s, predicted_device */
 
 /* Arenas, in this order in MmrtModelDesc.arena_bytes and in the array of
  * bases a step function receives. */
