@@ -277,17 +277,7 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a) {
   snprintf(head, sizeof head, "usage: trainer [options]   (model %s, batch %lld)\n", m->name,
            (long long)m->batch);
   /* the section's other keys, as the flags they default (the command line's come after) */
-  if (m->data_flags && m->data_flags[0]) {
-    char *words[2 * 32 + 1] = {"data section"};
-    static char buf[8192];
-    snprintf(buf, sizeof buf, "%s", m->data_flags);
-    int n = 1;
-    for (char *w = buf, *nl; n < (int)(sizeof words / sizeof *words) && (nl = strchr(w, '\n'));
-         w = nl + 1)
-      *nl = 0, words[n++] = w;
-    if (mmrt_flags_parse(&train_flag_set, n, words, a, NULL))
-      return fail("model %s: its data section's flags (%s) do not parse", m->name, m->data_flags);
-  }
+  if (mmrt_desc_data_flags(m, &train_flag_set, a)) return 1;
   int rc = mmrt_flags_parse(&train_flag_set, argc, argv, a, head);
   if (rc) return rc;
   if (mmrt_text_settle(&a->text, argc, argv)) return 1;
