@@ -105,7 +105,8 @@ LLVMValueRef cg_i32_array(Cg *cg, const int32_t *v, int n) {
 /* The data section's keys as the trainer's flags, one word a line: for each
  * row of the section (settings.def's SET_DATA) set to other than its
  * default, --KEY (its '_' as '-') and its value. format, source and pack
- * have descriptor fields of their own (data_format, data_source, data_pack). */
+ * have descriptor fields of their own (data_format, data_source, data_pack:
+ * source is --data, pack a tri-state). */
 static const char *data_flags(Cg *cg, const MmData *d) {
   MmTrain tr = {.data = *d};
   const char *out = "";
@@ -759,19 +760,10 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
   M_I64(precision, t->precision == MM_PREC_BF16 ? 1 : 0);
   const MmData *dd = &t->data;
   SET_PTR(f, MmrtModelDesc, data_source, const char *, cstring(cg, dd->source ? dd->source : ""));
-  SET_PTR(f, MmrtModelDesc, data_tokenizer, const char *,
-          cstring(cg, dd->tokenizer ? dd->tokenizer : ""));
-  M_I64(data_seq_len, dd->seq_len);
   const bool text = dd->source && (dd->format == MM_FMT_AUTO ||
                                    dd->format == MM_FMT_TEXT); /* the text keys' defaults */
   M_I64(data_pack, !text ? 0 : dd->pack ? 1 : -1);
-  SET_PTR(f, MmrtModelDesc, data_too_long, const char *,
-          cstring(cg, !text                              ? ""
-                      : dd->too_long == MM_TOO_LONG_AUTO ? "truncate"
-                                                         : mm_too_long_names[dd->too_long]));
   SET_PTR(f, MmrtModelDesc, data_flags, const char *, cstring(cg, data_flags(cg, &t->data)));
-  SET_PTR(f, MmrtModelDesc, data_bad_samples, const char *,
-          cstring(cg, text ? mm_bad_samples_names[dd->bad_samples] : ""));
   SET_PTR(f, MmrtModelDesc, data_format, const char *,
           cstring(cg, dd->format != MM_FMT_AUTO ? mm_data_format_names[dd->format]
                       : dd->source              ? mm_data_format_names[MM_FMT_TEXT]

@@ -101,7 +101,6 @@ static const MmrtFlagSet ce_set = {
 static int parse_args(int argc, char **argv, const MmrtModelDesc *m, CeArgs *a) {
   memset(a, 0, sizeof *a);
   a->limit = -1;
-  if (m->data_tokenizer && m->data_tokenizer[0]) a->tokenizer = m->data_tokenizer;
   if (mmrt_desc_data_flags(m, &ce_set, a)) return 1;
   char head[512];
   snprintf(head, sizeof head,

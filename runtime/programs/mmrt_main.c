@@ -261,10 +261,6 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a) {
   a->data = MMRT_FMNIST_DEFAULT_DIR;
   /* the model's data { } section: defaults the flags override */
   if (m->data_source && m->data_source[0]) a->data = m->data_source;
-  if (m->data_tokenizer && m->data_tokenizer[0]) a->text.tokenizer = m->data_tokenizer;
-  a->text.seq_len = m->data_seq_len;
-  if (m->data_too_long && m->data_too_long[0]) a->text.too_long = m->data_too_long;
-  if (m->data_bad_samples && m->data_bad_samples[0]) a->text.bad_samples = m->data_bad_samples;
   a->steps = m->steps > 0 ? m->steps : 100;
   a->batch = m->batch;
   a->lr = m->lr;
