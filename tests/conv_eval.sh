@@ -10,7 +10,9 @@
 # trainer: @forward a token at a time, no cache; the evaluator: @prefill
 # and @decode with the KV cache), the exact match strictly between 0 and 1;
 # --no-cache gives the same line; each flag changes the figures or is
-# refused by name; bad input exits 1 naming the file.
+# refused by name; bad input exits 1 naming the file. The generator (--task
+# generate) of 60-step weights prints each sample's id and, as the reply, the
+# file's answer decoded as `tokenizers` decodes it.
 set -uo pipefail
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
 PY="${MMC_HF_VENV:-/var/cache/mmc-venv-hf}/bin/python"
@@ -57,6 +59,31 @@ em=${want%% *}
 awk -v e="$em" 'BEGIN { exit !(e > 0 && e < 1) }' && ok || no "exact match $em is not strictly between 0 and 1"
 ./ev --weights w.safetensors --no-cache --quiet > nc.out 2>&1 && cmp -s <(head -1 ev.out) nc.out && ok ||
   no "--no-cache: $(cat nc.out) / $(head -1 ev.out)"
+
+# ---- the generator (--task generate): 60 steps learn the three answers ----
+"$MMC" compile q.mm --model Q --task generate -o gen > c3.out 2>&1 || no "compile generate: $(tail -2 c3.out)"
+./tr --steps 60 --lr 3e-3 --quiet --eval-batches all --save-weights w60.safetensors > tr60.out 2>&1 ||
+  no "training 60: $(tail -2 tr60.out)"
+./gen --weights w60.safetensors > gen.out 2> gen.err || no "generator: $(tail -2 gen.err)"
+# each line: the sample's id, a tab, its answer as tokenizers decodes the answer's ids
+r=$("$PY" - gen.out <<'PY' 2>&1
+import json, sys
+from tokenizers import Tokenizer
+tok = Tokenizer.from_file("tok.json")
+want = [(str(s["id"]), tok.decode(tok.encode(s["conversations"][-1]["value"], add_special_tokens=False).ids))
+        for s in map(json.loads, open("qa.jsonl"))]
+got = [tuple(l.rstrip("\n").split("\t")) for l in open(sys.argv[1])]
+bad = [(w, g) for w, g in zip(want, got) if w != g]
+assert len(got) == len(want) and not bad, "%d lines, %d differ: %s" % (len(got), len(bad), bad[:3])
+print("%d replies, each the file's answer" % len(got))
+PY
+)
+[ $? = 0 ] && ok || no "generator: $r"
+grep -q "eval: loss [^ ]* accuracy 1.0000 reply exact match 1.0000" tr60.out && ok ||
+  no "60 steps did not learn the answers: $(grep eval: tr60.out)"
+./gen --weights w.safetensors --limit 2 --quiet > g16.out 2>&1 && [ "$(wc -l < g16.out)" = 2 ] && ok ||
+  no "generator --limit 2: $(cat g16.out)"
+./gen --help > gh.out && grep -q "usage: generator" gh.out && ok || no "generator --help: $(head -2 gh.out)"
 
 # ---- each flag: an effect or a refusal naming it ----
 flag() { # name expected-exit pattern args...

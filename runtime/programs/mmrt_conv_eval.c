@@ -15,6 +15,12 @@
  *                      whose id is the argmax of @prefill's logits at the
  *                      position before it (one @prefill on the whole text).
  *
+ * The generator (mmc compile --task generate of such a model) runs the same
+ * generation with no length cap and prints, per sample, its id, a tab and
+ * the reply it generated in place of the file's last one (decoded by the
+ * tokenizer, special tokens left out): a user's own questions are a
+ * conversation file whose last reply is a placeholder.
+ *
  * The tiles of each sample's images are laid out as the trainer's feeder
  * lays them (its first K slots, InternVL's tiling at the model's tile size,
  * ImageNet's mean and std, zero past them). Runs on one rank. */
@@ -48,13 +54,17 @@ typedef struct Ce {
   int32_t pad;
   MmrtConvSample *s; /* the samples kept */
   int64_t n, skipped;
+  MmrtTok *tok;
+  int gen; /* the generate task: print the replies, score nothing */
 } Ce;
+
+static const char *who = "evaluator"; /* "generator" for the generate task */
 
 static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int fail(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  fputs("evaluator: error: ", stderr);
+  fprintf(stderr, "%s: error: ", who);
   vfprintf(stderr, fmt, ap);
   fputc('\n', stderr);
   va_end(ap);
@@ -67,8 +77,8 @@ static const MmrtFlag ce_flags[] = {
                 "the parameters by name: a safetensors file (the trainer's --save-weights)\n"
                 "or a checkpoint folder"),
     MMRT_FLAG_S("--data", "FILE", AT(data),
-                "the conversations to score (.json or .jsonl; default: the data section's\n"
-                "eval_data, else its source)"),
+                "the conversations to score or answer (.json or .jsonl; default: the data\n"
+                "section's eval_data, else its source)"),
     MMRT_FLAG_S("--eval-data", "FILE", AT(eval_data),
                 "the same as --data (the data section's key)"),
     MMRT_FLAG_S("--images", "DIR", AT(images),
@@ -100,14 +110,20 @@ static const MmrtFlagSet ce_set = {
  * descriptor's data_flags) are parsed first, the command line over them. */
 static int parse_args(int argc, char **argv, const MmrtModelDesc *m, CeArgs *a) {
   memset(a, 0, sizeof *a);
+  who = m->task == MMRT_TASK_GENERATE ? "generator" : "evaluator";
+  MmrtFlagSet set = ce_set;
+  set.who = who;
   a->limit = -1;
-  if (mmrt_desc_data_flags(m, &ce_set, a)) return 1;
+  if (mmrt_desc_data_flags(m, &set, a)) return 1;
   char head[512];
   snprintf(head, sizeof head,
-           "usage: evaluator --weights FILE|DIR [options]\nReply exact match and token accuracy "
-           "of model %s on conversations, with a KV cache (greedy decoding).\n",
+           "usage: %s --weights FILE|DIR [options]\n%s of model %s on "
+           "conversations, with a KV cache (greedy decoding).\n",
+           m->task == MMRT_TASK_GENERATE ? "generator" : "evaluator",
+           m->task == MMRT_TASK_GENERATE ? "The last replies"
+                                         : "Reply exact match and token accuracy",
            m->name);
-  int rc = mmrt_flags_parse(&ce_set, argc, argv, a, head);
+  int rc = mmrt_flags_parse(&set, argc, argv, a, head);
   if (rc) return rc;
   if (!a->weights)
     return fail("--weights FILE|DIR is required (the trainer's --save-weights or --ckpt)");
@@ -156,7 +172,7 @@ static int bind(Ce *g) {
 /* Every sample of --data, as the trainer's feeder reads them. */
 static int read_samples(Ce *g) {
   char e[ERRLEN];
-  MmrtTok *tok = mmrt_tok_load(g->a.tokenizer, e, sizeof e);
+  MmrtTok *tok = g->tok = mmrt_tok_load(g->a.tokenizer, e, sizeof e);
   if (!tok) return fail("--tokenizer %s", e);
   g->pad = mmrt_tok_pad_id(tok) >= 0 ? mmrt_tok_pad_id(tok) : 0;
   if (g->pad == g->m->image_token) g->pad = g->pad ? 0 : 1;
@@ -172,10 +188,7 @@ static int read_samples(Ce *g) {
                                                                  : MMRT_CONV_TRUNCATE};
   int skip = g->a.bad_samples && !strcmp(g->a.bad_samples, "skip"), rc = 0;
   MmrtConv *cv = mmrt_conv_open(g->a.data, tok, &o, e, sizeof e);
-  if (!cv) {
-    mmrt_tok_free(tok);
-    return fail("--data %s", e);
-  }
+  if (!cv) return fail("--data %s", e);
   if (mmrt_conv_context_id(cv) != g->m->image_token)
     rc = fail("%s: the tokenizer's image context token is id %d, but model %s places its image "
               "features at token %lld",
@@ -190,7 +203,7 @@ static int read_samples(Ce *g) {
       break;
     }
     if (st != MMRT_CONV_OK) {
-      fprintf(stderr, "evaluator: %s (skipped)\n", e);
+      fprintf(stderr, "%s: %s (skipped)\n", who, e);
       g->skipped++;
       continue;
     }
@@ -208,7 +221,7 @@ static int read_samples(Ce *g) {
         rc = fail("%s", e);
         break;
       }
-      fprintf(stderr, "evaluator: %s (skipped)\n", e);
+      fprintf(stderr, "%s: %s (skipped)\n", who, e);
       g->skipped++;
       continue;
     }
@@ -225,7 +238,6 @@ static int read_samples(Ce *g) {
     g->s[g->n++] = s;
   }
   mmrt_conv_close(cv);
-  mmrt_tok_free(tok);
   return rc;
 }
 
@@ -253,7 +265,7 @@ static void lay(Ce *g, int64_t r, const MmrtConvSample *s, int64_t n) {
     MmrtTileGrid grid;
     char e[1024];
     if (mmrt_image_read(s->paths[k], 0, &im, e, sizeof e) != 0) {
-      fprintf(stderr, "evaluator: warning: %s: its tiles left zero\n", e);
+      fprintf(stderr, "%s: warning: %s: its tiles left zero\n", who, e);
       continue;
     }
     if (mmrt_image_internvl(&im, (int)g->S, max_tiles, mmrt_image_imagenet_mean,
@@ -262,7 +274,7 @@ static void lay(Ce *g, int64_t r, const MmrtConvSample *s, int64_t n) {
       memcpy(px + (size_t)used * tile, t, (size_t)nt * tile * sizeof *px);
       used += nt;
     } else
-      fprintf(stderr, "evaluator: warning: %s: its tiles left zero\n", e);
+      fprintf(stderr, "%s: warning: %s: its tiles left zero\n", who, e);
     free(t);
     mmrt_image_free(&im);
   }
@@ -292,12 +304,12 @@ static int run(Ce *g) {
   for (int64_t k0 = 0; k0 < g->n && !rc; k0 += B) {
     int64_t rows = g->n - k0 < B ? g->n - k0 : B;
     /* teacher-forced: the whole text, the argmax before each label token */
-    for (int64_t r = 0; r < B; r++) {
+    for (int64_t r = 0; r < B && !g->gen; r++) {
       lay(g, r, r < rows ? &g->s[k0 + r] : NULL, r < rows ? (int64_t)g->s[k0 + r].ids.n : 0);
       pos[r] = 0;
     }
-    if ((rc = step(g, g->m->prefill_step, "the prefill step"))) break;
-    for (int64_t r = 0; r < rows; r++) {
+    if (!g->gen && (rc = step(g, g->m->prefill_step, "the prefill step"))) break;
+    for (int64_t r = 0; r < rows && !g->gen; r++) {
       const MmrtConvSample *s = &g->s[k0 + r];
       for (int64_t j = 0; j + 1 < (int64_t)s->ids.n && j + 1 < T; j++)
         if (s->mask.v[j + 1]) labels++, hits += argmax(pl + (r * T + j) * V, V) == s->ids.v[j + 1];
@@ -322,7 +334,7 @@ static int run(Ce *g) {
         int32_t end = s->ids.v[s->ids.n - 1];
         gen[r * T + ng[r]++] = tok[r];
         /* past the reply's length it can match no more: stop there */
-        if (tok[r] != end && len[r] < T && ng[r] < (int64_t)s->ids.n - last_reply(s)) {
+        if (tok[r] != end && len[r] < T && (g->gen || ng[r] < (int64_t)s->ids.n - last_reply(s))) {
           text[r * T + len[r]] = tok[r];
           pos[r] = (int32_t)len[r]++;
           active = 1;
@@ -347,18 +359,30 @@ static int run(Ce *g) {
       const MmrtConvSample *s = &g->s[k0 + r];
       int64_t a = last_reply(s), n = (int64_t)s->ids.n - a;
       if (a == 0) continue;
+      if (g->gen) { /* the reply's text, without its end token */
+        MmrtTokText txt = {0};
+        char e[ERRLEN];
+        int64_t k =
+            ng[r] > 0 && gen[r * T + ng[r] - 1] == s->ids.v[s->ids.n - 1] ? ng[r] - 1 : ng[r];
+        if (!mmrt_tok_decode(g->tok, gen + r * T, (size_t)k, true, &txt, e, sizeof e))
+          rc = fail("sample %s: decoding its reply: %s", s->id, e);
+        else
+          printf("%s\t%.*s\n", s->id, (int)txt.n, txt.p ? txt.p : "");
+        free(txt.p);
+        continue;
+      }
       counted++;
       matches += ng[r] == n && !memcmp(gen + r * T, s->ids.v + a, (size_t)n * sizeof *gen);
     }
   }
   free(len), free(ng), free(gen);
-  if (rc) return rc;
+  if (rc || g->gen) return rc;
   printf("eval: reply exact match %.4f (%lld of %lld conversations), token accuracy %.4f (%lld "
          "of %lld label tokens, teacher-forced)\n",
          counted ? (double)matches / (double)counted : 0.0, (long long)matches, (long long)counted,
          labels ? (double)hits / (double)labels : 0.0, (long long)hits, (long long)labels);
   if (!g->a.quiet)
-    fprintf(stderr, "evaluator: %lld conversations from %s, %lld skipped, %s KV cache\n",
+    fprintf(stderr, "%s: %lld conversations from %s, %lld skipped, %s KV cache\n", who,
             (long long)g->n, g->a.data, (long long)g->skipped,
             g->a.no_cache ? "without the" : "with the");
   return 0;
@@ -368,6 +392,7 @@ int mmrt_conv_eval_main(int argc, char **argv, const MmrtModelDesc *m) {
   Ce g;
   memset(&g, 0, sizeof g);
   g.m = m;
+  g.gen = m->task == MMRT_TASK_GENERATE;
   int rc = parse_args(argc, argv, m, &g.a);
   if (rc) return rc < 0 ? 0 : rc;
   char err[ERRLEN];
@@ -382,6 +407,7 @@ int mmrt_conv_eval_main(int argc, char **argv, const MmrtModelDesc *m) {
   for (int r = 0; r < MMRT_NARENAS; r++) free(g.arenas[r]);
   for (int64_t k = 0; k < g.n; k++) mmrt_conv_sample_free(&g.s[k]);
   free(g.s);
+  if (g.tok) mmrt_tok_free(g.tok);
   mmrt_kernels_shutdown();
   return rc;
 }

@@ -10,7 +10,7 @@
  *   eval:     exact-match caption accuracy on the Fashion-MNIST test split
  *             (the canonical answer, then EOS), as the trainer scores it;
  *             a model of data format conversation has its own evaluator
- *             (mmrt_conv_eval.c).
+ *             and generator (mmrt_conv_eval.c).
  *
  * Runs on one rank; every buffer is in the arenas of the memory plan.  A
  * progress line with an ETA on stderr; SIGINT/SIGTERM stop it between
@@ -138,9 +138,9 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, GenArgs *a)
   return 0;
 }
 
-/* A conversation model's evaluator is mmrt_conv_eval.c's. */
+/* A conversation model's evaluator and generator are mmrt_conv_eval.c's. */
 static int conv_eval(const MmrtModelDesc *m) {
-  return m->task == MMRT_TASK_EVAL && m->data_format && !strcmp(m->data_format, "conversation");
+  return m->data_format && !strcmp(m->data_format, "conversation");
 }
 
 int mmrt_generate_parse(int argc, char **argv, const MmrtModelDesc *m) {
