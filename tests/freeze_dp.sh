@@ -23,14 +23,8 @@
 #    their update) equal the serial frozen run's (tests/tools/close_runs.py).
 set -uo pipefail
 F="$MMC_SOURCE_DIR/stdlib_models/internvl2.mm"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
-export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
-MPIRUN=(timeout 300 mpirun --oversubscribe -x OMP_NUM_THREADS -x OMP_WAIT_POLICY -x LSAN_OPTIONS -np)
-pass=0; fail=0
-ok() { pass=$((pass+1)); }
-bad() { echo "FAIL: $*"; fail=$((fail+1)); }
+mpi_script
 STEPS=5
 M=InternVL2TinyFrozenVision
 

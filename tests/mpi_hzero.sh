@@ -25,14 +25,8 @@
 set -uo pipefail
 S="$MMC_SOURCE_DIR/stdlib_models"
 G="$S/gpt2.mm"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
-export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
-MPIRUN=(timeout 300 mpirun --oversubscribe -x OMP_NUM_THREADS -x OMP_WAIT_POLICY -x LSAN_OPTIONS -np)
-pass=0; fail=0
-ok() { pass=$((pass+1)); }
-bad() { echo "FAIL: $*"; fail=$((fail+1)); }
+mpi_script
 STEPS=4; [ "$SAN" -eq 1 ] && STEPS=2
 
 "$MMC" dump-ir "$G" --model GPT2Tiny --after lower | sed -n 's/^param @[^ ]* : f32\[\([0-9, ]*\)\].*/\1/p' > "$T/sizes"

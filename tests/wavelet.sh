@@ -9,14 +9,8 @@
 # (batch pieces) give the serial trainer's losses to 1e-5.
 set -uo pipefail
 S="$MMC_SOURCE_DIR/stdlib_models"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
-export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
-MPIRUN=(timeout 300 mpirun --oversubscribe -x OMP_NUM_THREADS -x OMP_WAIT_POLICY -x LSAN_OPTIONS -np)
-pass=0; fail=0
-ok() { pass=$((pass+1)); }
-bad() { echo "FAIL: $*"; fail=$((fail+1)); }
+mpi_script
 
 cat > "$T/haar.mm" <<'MM'
 import "nn.mm"

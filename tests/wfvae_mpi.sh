@@ -20,14 +20,8 @@
 # update) show as 1.2e-5 in the loss (measured, tp = 2, step 8); at 1e-4 tp
 # = 2 is within 2.8e-7.
 set -uo pipefail
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
-export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
-MPIRUN=(timeout 300 mpirun --oversubscribe -x OMP_NUM_THREADS -x OMP_WAIT_POLICY -x LSAN_OPTIONS -np)
-pass=0; fail=0
-ok() { pass=$((pass+1)); }
-bad() { echo "FAIL: $*"; fail=$((fail+1)); }
+mpi_script
 cat > "$T/m.mm" <<'MM'
 import "wfvae.mm"
 model WFVAEMpi extends WFVAETiny {

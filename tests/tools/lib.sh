@@ -8,4 +8,24 @@ grep -qs 'MMC_SANITIZE:BOOL=ON' "${MMC_BINARY_DIR:-.}/CMakeCache.txt" && SAN=1
 # not counted as leaks under ASan (tests/lsan.supp; the scripts pass
 # LSAN_OPTIONS on with mpirun -x)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$MMC_SOURCE_DIR/tests/lsan.supp}:fast_unwind_on_malloc=0"
+export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$MMC_SOURCE_DIR/tests/lsan.supp}"
+# under the sanitizers, mpirun through tests/tools/san/mpirun: its ranks (and
+# only they) unwind allocations the slow way, which OpenMPI's leaks need
+if [ "$SAN" = 1 ]; then PATH="$MMC_SOURCE_DIR/tests/tools/san:$PATH"; fi
+
+# The scripts that run trainers under mpirun and count their checks call
+# mpi_script after sourcing this: a scratch folder $T (removed at exit), one
+# OpenMP thread a rank, MPIRUN (mpirun bounded to 300 s, the rank count to
+# append) and the tallies $pass and $fail kept by ok and bad.
+mpi_script() {
+  T=$(mktemp -d)
+  trap 'rm -rf "$T"' EXIT
+  export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
+  MPIRUN=(timeout 300 mpirun --oversubscribe -x OMP_NUM_THREADS -x OMP_WAIT_POLICY -x LSAN_OPTIONS -np)
+  pass=0 fail=0
+}
+ok() { pass=$((pass + 1)); }
+bad() {
+  echo "FAIL: $*"
+  fail=$((fail + 1))
+}
