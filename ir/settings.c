@@ -27,8 +27,9 @@ _Static_assert(sizeof(MmSchedule) == sizeof(int) && sizeof(MmCpKind) == sizeof(i
                    sizeof(MmRecompute) == sizeof(int) && sizeof(MmOptim) == sizeof(int) &&
                    sizeof(MmLrSched) == sizeof(int) && sizeof(MmPrecision) == sizeof(int) &&
                    sizeof(MmTooLong) == sizeof(int) && sizeof(MmBadSamples) == sizeof(int) &&
-                   sizeof(MmChat) == sizeof(int) && sizeof(MmDataFormat) == sizeof(int),
+                   sizeof(MmDataFormat) == sizeof(int),
                "settings enums are read as int");
+_Static_assert(sizeof(MmChat) == sizeof(int), "the chat enum is read as int");
 
 #define MM_COUNT_OFF_INT(S, F)    0
 #define MM_COUNT_OFF_BOOL(S, F)   0

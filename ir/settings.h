@@ -98,8 +98,8 @@ extern const char *const mm_schedule_names[], *const mm_cp_kind_names[],
                                                           *const mm_precision_names[],
                                                               *const mm_lr_sched_names[],
                                                                   *const mm_too_long_names[],
-                                                                      *const mm_bad_samples_names[],
-                                                                          *const mm_chat_names[];
+                                                                      *const mm_bad_samples_names[];
+extern const char *const mm_chat_names[];
 
 /* The index of a schedule's name in mm_schedule_names (the language's,
  * mmc's --schedule and the IR text's spelling), -1 when it is none. */
