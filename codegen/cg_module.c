@@ -754,6 +754,7 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
   M_F64(min_lr, t->min_lr);
   M_I64(batch, batch);
   SET_I64S(f, MmrtModelDesc, mesh, mesh);
+  M_I64(pp_one0, ir_one_rank_first_stage(m) ? 1 : 0);
   M_I64(zero_node, m->plan.zero_across ? m->plan.ranks_per_node / (m->plan.tp * m->plan.cp) : 0);
   M_I64(lora_rank, t->lora.rank);
   M_F64(lora_alpha, t->lora.alpha);

@@ -1076,9 +1076,12 @@ static bool check_stage_order(FeProgram *p, const MmPlan *pl) {
       if (from > st->i) {
         diag_error(p->d, pl->loc[MM_SET_STAGES],
                    "pipeline stages out of order: '%s' is in stage %lld, but its first use "
-                   "takes values computed in stage %lld; list the stages in the order of the "
-                   "forward",
-                   unit_of(p, v), (long long)st->i - 1, (long long)from - 1);
+                   "takes values computed in stage %lld; %s",
+                   unit_of(p, v), (long long)st->i - 1, (long long)from - 1,
+                   pl->placement == MM_PLACE_SEPARATE
+                       ? "placement = separate runs the first block's sub-model first: write "
+                         "the blocks in the order of the forward"
+                       : "list the stages in the order of the forward");
         diag_note(p->d, n->loc, "'%s' is first used here", unit_of(p, v));
         ok = false;
       }
@@ -1300,20 +1303,73 @@ static int site_tp(const MmPlan *pl, const char *path, SrcLoc *at) {
   return pl->tp;
 }
 
+/* placement = separate (docs/subplans.md "Separate placement"): a pipeline
+ * of two stages, the first block's instance on the first and every other
+ * top-level instance (the projector, the LLM, the glue's) on the second,
+ * in micro_batches = 2 unless the section or a flag gives a number. */
+static void separate_stages(FeProgram *p, Inst *root, MmPlan *pl) {
+  MmSubPlan s0;
+  MM_ASSERT(mm_subplan_parse(pl->subplans[0], &s0));
+  int n = 0;
+  for (Binding *q = root->env.head; q; q = q->next)
+    n += q->val && q->val->k == V_INST && !q->val->inst->is_stack;
+  pl->pp = 2;
+  pl->nstages = 2;
+  pl->stages = ARENA_ARRAY(&p->ast, MmStage, 2);
+  pl->stages[0].units = ARENA_ARRAY(&p->ast, const char *, 1);
+  pl->stages[0].units[0] = arena_printf(&p->ast, "%.*s", s0.namelen, s0.name);
+  pl->stages[0].nunits = 1;
+  pl->stages[1].units = ARENA_ARRAY(&p->ast, const char *, n + 1);
+  const char **u = pl->stages[1].units;
+  int k = 0;
+  for (Binding *q = root->env.head; q; q = q->next)
+    if (q->val && q->val->k == V_INST && !q->val->inst->is_stack &&
+        strcmp(q->name, pl->stages[0].units[0]))
+      u[k++] = q->name;
+  /* the environment lists the newest binding first: declaration order */
+  for (int i = 0; i < k / 2; i++) {
+    const char *t = u[i];
+    u[i] = u[k - 1 - i], u[k - 1 - i] = t;
+  }
+  pl->stages[1].nunits = k;
+  pl->loc[MM_SET_PP] = pl->loc[MM_SET_STAGES] = pl->loc[MM_SET_PLACEMENT];
+  if (!pl->loc[MM_SET_MICRO_BATCHES].file && !p->opts.flags.given[MM_SET_MICRO_BATCHES])
+    pl->micro_batches = 2;
+}
+
 /* Colocated sub-plans (docs/subplans.md): every sub-model's tp x dp is the
  * world; the mesh is the largest tp by world / tp, and a sub-model's tp is
  * 1 (its dp then spans the tp axis too) or that largest one. Sets the
  * plan's tp, dp and sp from them. */
-static bool resolve_subplans(FeProgram *p, MmPlan *pl, SrcLoc model_loc) {
-  if (!pl->nsubplans) return true;
+static bool resolve_subplans(FeProgram *p, Inst *root, MmPlan *pl, SrcLoc model_loc) {
+  bool sep = pl->placement == MM_PLACE_SEPARATE;
+  if (sep && pl->nsubplans != 2) {
+    diag_error(p->d, pl->loc[MM_SET_PLACEMENT],
+               "placement = separate needs two sub-model blocks, the first stage's group and "
+               "the second's (e.g. vision { dp = 2 } llm { tp = 2 }), but the parallel section "
+               "has %d",
+               pl->nsubplans);
+    return false;
+  }
+  if (!pl->nsubplans) {
+    if (pl->loc[MM_SET_PLACEMENT].file)
+      diag_error(p->d, pl->loc[MM_SET_PLACEMENT],
+                 "placement places per-sub-model plans, but the parallel section has no "
+                 "sub-model block");
+    return !pl->loc[MM_SET_PLACEMENT].file;
+  }
   const MmPlanFlags *f = &p->opts.flags;
   int before = p->d->errors;
-  static const int whole[] = {MM_SET_TP, MM_SET_DP, MM_SET_SP, MM_SET_CP, MM_SET_PP, MM_SET_ZERO};
+  static const int whole[] = {MM_SET_TP, MM_SET_DP,   MM_SET_SP,     MM_SET_CP,
+                              MM_SET_PP, MM_SET_ZERO, MM_SET_STAGES, MM_SET_VPP};
   for (size_t k = 0; k < sizeof whole / sizeof whole[0]; k++) {
     const MmSetDesc *d = &mm_settings[whole[k]];
     bool per_sub = k < 3;
+    if (!sep && k >= 6) continue; /* stages and vpp: pp's, refused with it */
     const char *why = per_sub ? "set it in each sub-model's block"
-                              : "it is not built yet beside per-sub-model plans";
+                      : sep && (whole[k] == MM_SET_PP || k >= 6)
+                          ? "placement = separate makes the pipeline (two stages, a block each)"
+                          : "it is not built yet beside per-sub-model plans";
     if (pl->loc[d->id].file)
       diag_error(p->d, pl->loc[d->id], "'%s' for the whole model beside sub-model blocks: %s",
                  d->key, why);
@@ -1329,7 +1385,17 @@ static bool resolve_subplans(FeProgram *p, MmPlan *pl, SrcLoc model_loc) {
     MM_ASSERT(mm_subplan_parse(pl->subplans[i], &s));
     const SrcLoc *loc = &pl->subplan_loc[i * SUB_NLOC];
     if (i == 0) s0 = s;
-    if (s.tp * s.dp != s0.tp * s0.dp) {
+    bool one = sep && i == 1 && s0.tp * s0.dp == 1 && s.dp == 1; /* mm_subplan_one_rank */
+    if (s.tp * s.dp != s0.tp * s0.dp && sep && !one) {
+      SrcLoc at = loc[SUB_DP].file ? loc[SUB_DP] : loc[SUB_TP].file ? loc[SUB_TP] : loc[SUB_NAME];
+      diag_error(p->d, at,
+                 "placement = separate: sub-model '%.*s' runs on tp x dp = %d x %d = %d ranks, "
+                 "but '%.*s' on %d x %d = %d; groups of different sizes are not built yet (both "
+                 "blocks the same tp x dp, or the first on one rank and the second dp = 1)",
+                 s.namelen, s.name, s.tp, s.dp, s.tp * s.dp, s0.namelen, s0.name, s0.tp, s0.dp,
+                 s0.tp * s0.dp);
+      diag_note(p->d, pl->subplan_loc[SUB_NAME], "'%.*s' planned here", s0.namelen, s0.name);
+    } else if (s.tp * s.dp != s0.tp * s0.dp && !sep) {
       SrcLoc at = loc[SUB_DP].file ? loc[SUB_DP] : loc[SUB_TP].file ? loc[SUB_TP] : loc[SUB_NAME];
       diag_error(p->d, at,
                  "sub-model '%.*s' runs on tp x dp = %d x %d = %d ranks, but '%.*s' on %d x %d = "
@@ -1349,15 +1415,17 @@ static bool resolve_subplans(FeProgram *p, MmPlan *pl, SrcLoc model_loc) {
     MM_ASSERT(mm_subplan_parse(pl->subplans[i], &s));
     if (s.tp != 1 && s.tp != T)
       diag_error(p->d, pl->subplan_loc[i * SUB_NLOC + SUB_TP],
-                 "sub-model '%.*s': tp = %d; colocated sub-models take the largest tp (%d) or "
+                 "sub-model '%.*s': tp = %d; %s sub-models take the largest tp (%d) or "
                  "tp = 1",
-                 s.namelen, s.name, s.tp, T);
+                 s.namelen, s.name, s.tp, sep ? "separate" : "colocated", T);
   }
   if (p->d->errors != before) return false;
   pl->tp = T;
-  pl->dp = s0.tp * s0.dp / T;
+  MM_ASSERT(mm_subplan_parse(pl->subplans[pl->nsubplans - 1], &s));
+  pl->dp = s.tp * s.dp / T; /* separate: the second group (the first may be one rank) */
   pl->sp = sp;
   pl->loc[MM_SET_TP] = tp_at;
+  if (sep) separate_stages(p, root, pl);
   return true;
 }
 
@@ -2007,6 +2075,6 @@ bool fe_read_sections(FeProgram *p, Inst *root, FeResult *out) {
       IrValue *v = p->ir->params.items[i];
       if (covers(t->freeze[k], v->name)) v->frozen = true;
     }
-  if (!check_gan(p, pl, t) || !resolve_subplans(p, pl, dcl->name_loc)) return false;
+  if (!check_gan(p, pl, t) || !resolve_subplans(p, root, pl, dcl->name_loc)) return false;
   return check_plan(p, pl, dcl->name_loc);
 }

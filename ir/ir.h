@@ -563,6 +563,9 @@ const char *ir_placement_str(char *buf, size_t n, IrPlacement p); /* "B", "P", "
  * several axes is split by cp first (outermost: sp cuts each cp chunk of the
  * sequence over tp), then tp, then dp (ZeRO cuts a tp slice). */
 int ir_world_size(const IrModule *m);
+/* placement = separate with the first block on one rank (mm_subplan_one_rank):
+ * the pipeline's first stage is one process for its tp logical ranks. */
+bool ir_one_rank_first_stage(const IrModule *m);
 void ir_rank_coords(const IrModule *m, int rank, int coord[IR_NAXES]);
 int ir_rank_of(const IrModule *m, const int coord[IR_NAXES]);
 /* The shape one rank holds: every split dim divided by its axis size. */

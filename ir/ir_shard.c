@@ -782,6 +782,12 @@ int ir_world_size(const IrModule *m) {
   return (int)mesh_product(m->mesh, IR_NAXES);
 }
 
+bool ir_one_rank_first_stage(const IrModule *m) {
+  MmSubPlan s0;
+  return m->plan.nsubplans == 2 && mm_subplan_parse(m->plan.subplans[0], &s0) &&
+         mm_subplan_one_rank(&m->plan, &s0);
+}
+
 /* the numbering of support/mesh_axes.h over the IR's axes: rank = (dp * cp +
  * cp) * tp + tp, tp varies fastest (a tp group is consecutive ranks) */
 void ir_rank_coords(const IrModule *m, int rank, int coord[IR_NAXES]) {

@@ -15,6 +15,7 @@ const char *const mm_recompute_names[] = {MM_RECOMPUTE_VALUES(MM_ENUM_NAME) NULL
 const char *const mm_optim_names[] = {MM_OPTIM_VALUES(MM_ENUM_NAME) NULL};
 const char *const mm_precision_names[] = {MM_PRECISION_VALUES(MM_ENUM_NAME) NULL};
 const char *const mm_lr_sched_names[] = {MM_LR_SCHED_VALUES(MM_ENUM_NAME) NULL};
+const char *const mm_placement_names[] = {MM_PLACEMENT_VALUES(MM_ENUM_NAME) NULL};
 const char *const mm_too_long_names[] = {MM_TOO_LONG_VALUES(MM_ENUM_NAME) NULL};
 const char *const mm_bad_samples_names[] = {MM_BAD_SAMPLES_VALUES(MM_ENUM_NAME) NULL};
 const char *const mm_chat_names[] = {MM_CHAT_VALUES(MM_ENUM_NAME) NULL};
@@ -26,8 +27,8 @@ const char *const mm_data_format_names[] = {"auto",
 _Static_assert(sizeof(MmSchedule) == sizeof(int) && sizeof(MmCpKind) == sizeof(int) &&
                    sizeof(MmRecompute) == sizeof(int) && sizeof(MmOptim) == sizeof(int) &&
                    sizeof(MmLrSched) == sizeof(int) && sizeof(MmPrecision) == sizeof(int) &&
-                   sizeof(MmTooLong) == sizeof(int) && sizeof(MmBadSamples) == sizeof(int) &&
-                   sizeof(MmDataFormat) == sizeof(int),
+                   sizeof(MmTooLong) == sizeof(int) && sizeof(MmPlacement) == sizeof(int) &&
+                   sizeof(MmBadSamples) == sizeof(int) && sizeof(MmDataFormat) == sizeof(int),
                "settings enums are read as int");
 _Static_assert(sizeof(MmChat) == sizeof(int), "the chat enum is read as int");
 
@@ -226,4 +227,12 @@ bool mm_subplan_for(const MmPlan *pl, const char *path, MmSubPlan *out) {
     }
   }
   return false;
+}
+
+bool mm_subplan_one_rank(const MmPlan *pl, const MmSubPlan *sub) {
+  MmSubPlan first;
+  return pl->placement == MM_PLACE_SEPARATE && pl->nsubplans == 2 && pl->pp == 2 && pl->tp > 1 &&
+         pl->dp == 1 && mm_subplan_parse(pl->subplans[0], &first) &&
+         first.namelen == sub->namelen && !strncmp(first.name, sub->name, (size_t)sub->namelen) &&
+         sub->tp == 1 && sub->dp == 1;
 }

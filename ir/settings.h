@@ -53,6 +53,12 @@
   X(MM_LR_COSINE, "cosine")                                                                        \
   X(MM_LR_LINEAR, "linear")
 
+/* where per-sub-model plans run (docs/subplans.md): every block's mesh over
+ * all ranks, or each block on its own group of ranks, pipelined */
+#define MM_PLACEMENT_VALUES(X)                                                                     \
+  X(MM_PLACE_COLOCATED, "colocated")                                                               \
+  X(MM_PLACE_SEPARATE, "separate")
+
 /* the data section's policies (the trainer's --too-long, --bad-samples) */
 /* too_long auto: the reader's own default (truncate for text, fail for
  * conversations: docs/conversations.md) */
@@ -78,6 +84,7 @@ typedef enum MmRecompute { MM_RECOMPUTE_VALUES(MM_ENUM_ID) MM_RECOMPUTE_COUNT } 
 typedef enum MmOptim { MM_OPTIM_VALUES(MM_ENUM_ID) MM_OPT_COUNT } MmOptim;
 typedef enum MmPrecision { MM_PRECISION_VALUES(MM_ENUM_ID) MM_PREC_COUNT } MmPrecision;
 typedef enum MmLrSched { MM_LR_SCHED_VALUES(MM_ENUM_ID) MM_LR_COUNT } MmLrSched;
+typedef enum MmPlacement { MM_PLACEMENT_VALUES(MM_ENUM_ID) MM_PLACE_COUNT } MmPlacement;
 typedef enum MmTooLong { MM_TOO_LONG_VALUES(MM_ENUM_ID) MM_TOO_LONG_COUNT } MmTooLong;
 typedef enum MmBadSamples { MM_BAD_SAMPLES_VALUES(MM_ENUM_ID) MM_BAD_COUNT } MmBadSamples;
 typedef enum MmChat { MM_CHAT_VALUES(MM_ENUM_ID) MM_CHAT_COUNT } MmChat;
@@ -92,13 +99,14 @@ typedef enum MmDataFormat {
 } MmDataFormat;
 extern const char *const mm_data_format_names[];
 /* NULL-terminated, in the enums' order */
-extern const char *const mm_schedule_names[], *const mm_cp_kind_names[],
-                                                  *const mm_recompute_names[],
-                                                      *const mm_optim_names[],
-                                                          *const mm_precision_names[],
-                                                              *const mm_lr_sched_names[],
-                                                                  *const mm_too_long_names[],
-                                                                      *const mm_bad_samples_names[];
+extern const char *const mm_schedule_names[],
+    *const mm_cp_kind_names[], *const mm_recompute_names[],
+                                   *const mm_optim_names[],
+                                       *const mm_precision_names[],
+                                           *const mm_lr_sched_names[],
+                                               *const mm_too_long_names[],
+                                                   *const mm_placement_names[],
+                                                       *const mm_bad_samples_names[];
 extern const char *const mm_chat_names[];
 
 /* The index of a schedule's name in mm_schedule_names (the language's,
@@ -256,6 +264,12 @@ bool mm_subplan_parse(const char *text, MmSubPlan *out);
 /* The sub-plan of the sub-model a scope or parameter path lies in (its
  * first component names it); false when none does. */
 bool mm_subplan_for(const MmPlan *pl, const char *path, MmSubPlan *out);
+
+/* placement = separate with the first block on one rank (tp = dp = 1)
+ * before a second of tp = T, dp = 1: the pipeline's first stage is one
+ * rank that plays each of its T logical tp ranks, which hold the block
+ * whole and compute the same (docs/subplans.md "One rank for a group"). */
+bool mm_subplan_one_rank(const MmPlan *pl, const MmSubPlan *sub);
 
 /* The settings of empty sections. */
 void mm_settings_default(MmPlan *plan, MmTrain *train);

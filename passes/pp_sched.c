@@ -475,7 +475,16 @@ int pp_sched_slots(const PpSchedule *s, int r) {
 /* ---- the timeline ---- */
 
 void pp_sched_svg(FILE *f, const PpSchedule *s, const PpSim *sim) {
-  const double W = 960, row = 28, left = 70, top = 30;
+  pp_sched_svg_labelled(f, s, sim, NULL);
+}
+
+void pp_sched_svg_labelled(FILE *f, const PpSchedule *s, const PpSim *sim,
+                           const char *const *labels) {
+  const double W = 960, row = 28, top = 30;
+  double left = 70;
+  for (int r = 0; labels && r < s->p; r++)
+    if (labels[r] && 7.0 * (double)strlen(labels[r]) + 10 > left)
+      left = 7.0 * (double)strlen(labels[r]) + 10;
   double scale = sim->makespan > 0 ? W / sim->makespan : 1;
   static const char *const fill[PP_NKINDS] = {
       [PP_F] = "#4e79a7", [PP_B] = "#59a14f", [PP_I] = "#8cd17d", [PP_W] = "#f28e2b"};
@@ -489,7 +498,10 @@ void pp_sched_svg(FILE *f, const PpSchedule *s, const PpSim *sim) {
           pp_sched_name(s->kind), s->p, s->v, s->m, sim->makespan, sim->bubble);
   for (int r = 0; r < s->p; r++) {
     double y = top + r * row;
-    fprintf(f, "<text x=\"4\" y=\"%.1f\">rank %d</text>\n", y + row * 0.65, r);
+    if (labels && labels[r])
+      fprintf(f, "<text x=\"4\" y=\"%.1f\">%s</text>\n", y + row * 0.65, labels[r]);
+    else
+      fprintf(f, "<text x=\"4\" y=\"%.1f\">rank %d</text>\n", y + row * 0.65, r);
     for (int k = 0; k < s->n[r]; k++) {
       const PpAction *a = &s->act[r][k];
       double x0 = left + sim->start[r][k] * scale, w = (sim->end[r][k] - sim->start[r][k]) * scale;

@@ -113,5 +113,9 @@ int pp_sched_slots(const PpSchedule *s, int r);
 /* The schedule drawn as an SVG timeline: one row per rank, one box per
  * action, coloured by kind, labelled with the micro-batch. */
 void pp_sched_svg(FILE *f, const PpSchedule *s, const PpSim *sim);
+/* The same with each row's label (labels[r], NULL: "rank r"): placement =
+ * separate names each row's group and ranks. */
+void pp_sched_svg_labelled(FILE *f, const PpSchedule *s, const PpSim *sim,
+                           const char *const *labels);
 
 #endif

@@ -553,7 +553,22 @@ bool pp_plan_print(FILE *out, IrModule *m, const char *svg, bool detail, char *e
           snprintf(err, errlen, "--timeline %s: cannot write it", svg);
           ok = false;
         } else {
-          pp_sched_svg(g, &s, &sim);
+          /* placement = separate: each row is a group of ranks */
+          char lab[2][160];
+          const char *labels[2] = {lab[0], lab[1]};
+          bool sep = m->plan.placement == MM_PLACE_SEPARATE && P == 2 && m->plan.nstages == 2;
+          for (int r = 0; sep && r < 2; r++) {
+            int W = ir_world_size(m), lo = r * W, hi = lo + W - 1;
+            if (ir_one_rank_first_stage(m)) lo = r, hi = r ? W : 0;
+            size_t k = 0;
+            for (int u = 0; u < m->plan.stages[r].nunits && k < sizeof lab[r]; u++)
+              k += (size_t)snprintf(lab[r] + k, sizeof lab[r] - k, "%s%s", u ? " + " : "",
+                                    m->plan.stages[r].units[u]);
+            if (k < sizeof lab[r])
+              snprintf(lab[r] + k, sizeof lab[r] - k, lo == hi ? ": rank %d" : ": ranks %d-%d", lo,
+                       hi);
+          }
+          pp_sched_svg_labelled(g, &s, &sim, sep ? labels : NULL);
           ok = !ferror(g);
           ok = fclose(g) == 0 && ok && rename(tmp, svg) == 0;
           if (!ok) {

@@ -861,7 +861,8 @@ static void materialize(Sh *s, IrFunc *f) {
  * its data parallel spans the tp axis too. */
 static bool dp_over_tp(const Sh *s, const IrNode *n) {
   MmSubPlan sub;
-  return n && s->m->mesh[IR_AX_TP] > 1 && mm_subplan_for(s->plan, n->scope, &sub) && sub.tp == 1;
+  return n && s->m->mesh[IR_AX_TP] > 1 && mm_subplan_for(s->plan, n->scope, &sub) && sub.tp == 1 &&
+         !mm_subplan_one_rank(s->plan, &sub);
 }
 
 /* The samples of a step: dim 0 of the first input that has one. */
@@ -1030,10 +1031,12 @@ bool pass_shard(IrModule *m, PassCtx *cx) {
   for (int i = 0; i < plan->nsubplans; i++) {
     MmSubPlan sub;
     if (!mm_subplan_parse(plan->subplans[i], &sub) || (sub.tp != 1 && sub.tp != plan->tp) ||
-        (int64_t)sub.tp * sub.dp != (int64_t)plan->tp * plan->dp || plan->cp > 1 || plan->pp > 1) {
+        ((int64_t)sub.tp * sub.dp != (int64_t)plan->tp * plan->dp &&
+         !mm_subplan_one_rank(plan, &sub)) ||
+        plan->cp > 1 || plan->pp != (plan->placement == MM_PLACE_SEPARATE ? 2 : 1)) {
       diag_error(s.d, plan->loc[MM_SET_TP],
                  "sub-plan \"%s\" does not fit the mesh tp = %d x dp = %d (each sub-model: tp "
-                 "= 1 or %d, tp x dp = %d; no cp or pp)",
+                 "= 1 or %d, tp x dp = %d; no cp; pp = 2 under placement = separate only)",
                  plan->subplans[i], plan->tp, plan->dp, plan->tp, plan->tp * plan->dp);
       return false;
     }

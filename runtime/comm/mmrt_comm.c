@@ -574,7 +574,70 @@ static void axis_list(char *buf, size_t n, const int sizes[MESH_NAXES], const ch
   }
 }
 
+static int mesh_init(MmrtMesh *m, const int sizes[MESH_NAXES], int one0, char *err, size_t errlen);
+
 int mmrt_mesh_init(MmrtMesh *m, const int sizes[MESH_NAXES], char *err, size_t errlen) {
+  return mesh_init(m, sizes, 0, err, errlen);
+}
+
+int mmrt_mesh_init_one0(MmrtMesh *m, const int sizes[MESH_NAXES], char *err, size_t errlen) {
+  for (int a = 0; a < MESH_NAXES; a++)
+    if (a != MMRT_AXIS_PP && a != MMRT_AXIS_TP && sizes[a] != 1) {
+      memset(m, 0, sizeof *m);
+      return init_fail(m, err, errlen, MMRT_ERR_ARG,
+                       "one rank for the first stage: only pp = 2 and tp", MPI_SUCCESS);
+    }
+  if (sizes[MMRT_AXIS_PP] != 2 || sizes[MMRT_AXIS_TP] < 2) {
+    memset(m, 0, sizeof *m);
+    return init_fail(m, err, errlen, MMRT_ERR_ARG,
+                     "one rank for the first stage needs pp = 2 and tp > 1", MPI_SUCCESS);
+  }
+  return mesh_init(m, sizes, 1, err, errlen);
+}
+
+/* placement = separate, first stage on one rank: rank r's coordinates */
+static void one0_coords(const int sizes[MESH_NAXES], int r, int *c) {
+  for (int a = 0; a < MESH_NAXES; a++) c[a] = 0;
+  c[MMRT_AXIS_PP] = r > 0;
+  c[MMRT_AXIS_TP] = r > 0 ? (r - 1) % sizes[MMRT_AXIS_TP] : 0;
+}
+
+/* The communicators of the one-rank first stage: dp and cp each rank alone,
+ * tp per stage (rank 0 alone), pp one per tp rank of the second stage (rank
+ * 0 in each: its fan). */
+static int one0_comms(MmrtMesh *m, const int sizes[MESH_NAXES], char *err, size_t errlen) {
+  int rank = m->coord[MMRT_AXIS_WORLD], T = sizes[MMRT_AXIS_TP], rc = MPI_SUCCESS;
+  MPI_Comm w = m->comm[MMRT_AXIS_WORLD];
+  for (int a = 0; a < MESH_NAXES && rc == MPI_SUCCESS; a++) {
+    if (a == MMRT_AXIS_PP) continue;
+    int color = a == MMRT_AXIS_TP ? m->coord[MMRT_AXIS_PP] : rank;
+    rc = MPI_Comm_split(w, color, m->coord[a], &m->comm[a]);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(m->comm[a], MPI_ERRORS_RETURN);
+  }
+  if (rank == 0) {
+    m->fan = calloc((size_t)T, sizeof *m->fan);
+    if (!m->fan) return init_fail(m, err, errlen, MMRT_ERR_NOMEM, "out of memory", MPI_SUCCESS);
+    for (int k = 0; k < T; k++) m->fan[k] = MPI_COMM_NULL;
+    m->nfan = T;
+  }
+  for (int k = 0; k < T && rc == MPI_SUCCESS; k++) {
+    MPI_Comm c = MPI_COMM_NULL;
+    int in = rank == 0 || rank == k + 1;
+    rc = MPI_Comm_split(w, in ? 0 : MPI_UNDEFINED, m->coord[MMRT_AXIS_PP], &c);
+    if (rc == MPI_SUCCESS && in) rc = MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+    if (rank == 0)
+      m->fan[k] = c;
+    else if (in)
+      m->comm[MMRT_AXIS_PP] = c;
+  }
+  if (rank == 0) m->comm[MMRT_AXIS_PP] = m->fan[0]; /* freed as comm[PP] */
+  if (rc != MPI_SUCCESS)
+    return init_fail(m, err, errlen, MMRT_ERR_COMM,
+                     "building the communicators of the one-rank first stage failed", rc);
+  return MMRT_OK;
+}
+
+static int mesh_init(MmrtMesh *m, const int sizes[MESH_NAXES], int one0, char *err, size_t errlen) {
   memset(m, 0, sizeof *m);
   for (int a = 0; a < MMRT_NAXES; a++) m->comm[a] = m->wd[a] = MPI_COMM_NULL;
   m->bf16_sum = MPI_OP_NULL;
@@ -609,7 +672,18 @@ int mmrt_mesh_init(MmrtMesh *m, const int sizes[MESH_NAXES], char *err, size_t e
   int world, rank;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  if (world != want) {
+  if (one0 && world != 1 + sizes[MMRT_AXIS_TP]) {
+    snprintf(what, sizeof what,
+             "the %s was compiled for 1 + %d = %d ranks (placement = separate: the first "
+             "sub-model on rank 0, the second's tp = %d on ranks 1..%d), but mpirun started %d "
+             "(start it with mpirun -np %d)",
+             "trainer", sizes[MMRT_AXIS_TP], 1 + sizes[MMRT_AXIS_TP], sizes[MMRT_AXIS_TP],
+             sizes[MMRT_AXIS_TP], world, 1 + sizes[MMRT_AXIS_TP]);
+    snprintf(m->err, sizeof m->err, "%s", what);
+    if (err && errlen) snprintf(err, errlen, "%s", what);
+    return MMRT_ERR_MISMATCH;
+  }
+  if (!one0 && world != want) {
     world_message(what, sizeof what, "trainer", sizes, world);
     /* the whole message, without the "mesh init: " prefix */
     snprintf(m->err, sizeof m->err, "%s", what);
@@ -620,7 +694,11 @@ int mmrt_mesh_init(MmrtMesh *m, const int sizes[MESH_NAXES], char *err, size_t e
   for (int a = 0; a < MESH_NAXES; a++) m->size[a] = sizes[a];
   m->size[MMRT_AXIS_WORLD] = world;
   m->coord[MMRT_AXIS_WORLD] = rank;
-  mesh_coords(sizes, rank, m->coord, MESH_NAXES);
+  if (one0)
+    one0_coords(sizes, rank, m->coord);
+  else
+    mesh_coords(sizes, rank, m->coord, MESH_NAXES);
+  m->one0 = one0;
 
   rc = MPI_Comm_dup(MPI_COMM_WORLD, &m->comm[MMRT_AXIS_WORLD]);
   if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(m->comm[MMRT_AXIS_WORLD], MPI_ERRORS_RETURN);
@@ -629,7 +707,11 @@ int mmrt_mesh_init(MmrtMesh *m, const int sizes[MESH_NAXES], char *err, size_t e
     mmrt_mesh_free(m);
     return init_fail(m, err, errlen, MMRT_ERR_COMM, "duplicating MPI_COMM_WORLD failed", rc);
   }
-  for (int a = 0; a < MESH_NAXES; a++) {
+  if (one0 && (rc = one0_comms(m, sizes, err, errlen)) != MMRT_OK) {
+    mmrt_mesh_free(m);
+    return rc;
+  }
+  for (int a = 0; a < MESH_NAXES && !one0; a++) {
     /* color: the world rank with this axis's coordinate set to 0, the
      * same for exactly the ranks that differ only on this axis */
     int k[MESH_NAXES];
@@ -653,6 +735,13 @@ int mmrt_mesh_init(MmrtMesh *m, const int sizes[MESH_NAXES], char *err, size_t e
     if (m->comm[a] == MPI_COMM_NULL) continue; /* hierarchical ZeRO's: mmrt_mesh_hzero */
     rc = MPI_Comm_dup(m->comm[a], &m->wd[a]);
     if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(m->wd[a], MPI_ERRORS_RETURN);
+    /* a one-rank first stage: the second stage's other tp ranks duplicate
+     * their pp communicator with rank 0 now (its copy unused, freed) */
+    for (int k = 1; a == MMRT_AXIS_PP && rc == MPI_SUCCESS && k < m->nfan; k++) {
+      MPI_Comm c;
+      rc = MPI_Comm_dup(m->fan[k], &c);
+      if (rc == MPI_SUCCESS) MPI_Comm_free(&c);
+    }
     if (rc != MPI_SUCCESS) {
       snprintf(what, sizeof what, "duplicating the %s communicator for the watchdog failed",
                axis_names[a]);
@@ -720,7 +809,10 @@ int mmrt_mesh_placement(MmrtMesh *m, FILE *out, char *err, size_t errlen) {
       if (host[r] != h) continue;
       /* the coordinates of world rank r (mmrt_mesh_init's order) */
       int c[MESH_NAXES];
-      mesh_coords(m->size, r, c, MESH_NAXES);
+      if (m->one0)
+        one0_coords(m->size, r, c);
+      else
+        mesh_coords(m->size, r, c, MESH_NAXES);
       fputc(' ', out);
       for (int a = 0, n = 0; a < MESH_NAXES; a++)
         if (m->size[a] > 1) fprintf(out, "%s%d", n++ ? "." : "", c[a]);
@@ -748,6 +840,17 @@ void mmrt_mesh_free(MmrtMesh *m) {
     if (m->wd[a] != MPI_COMM_NULL && !finalized) MPI_Comm_free(&m->wd[a]);
     m->comm[a] = m->wd[a] = MPI_COMM_NULL;
   }
+  for (int k = 1; k < m->nfan; k++) /* fan[0] is comm[PP] */
+    if (m->fan[k] != MPI_COMM_NULL && !finalized) MPI_Comm_free(&m->fan[k]);
+  free(m->fan);
+  m->fan = NULL;
+  m->nfan = 0;
+  free(m->fan_req);
+  m->fan_req = NULL;
+  m->nfan_req = m->fan_cap = 0;
+  free(m->fan_buf);
+  m->fan_buf = NULL;
+  m->fan_bytes = 0;
   if (m->bf16_sum != MPI_OP_NULL && !finalized) MPI_Op_free(&m->bf16_sum);
   m->bf16_sum = MPI_OP_NULL;
   free(m->scratch);
@@ -1009,6 +1112,16 @@ int mmrt_all_to_all(MmrtMesh *m, MmrtAxis ax, const void *send, void *recv, cons
   return MMRT_OK;
 }
 
+/* The fan's space: n bytes (mmrt_mesh_init_one0's rank 0). */
+static void *fan_space(MmrtMesh *m, size_t n) {
+  if (n > m->fan_bytes) {
+    void *p = realloc(m->fan_buf, n);
+    if (!p) return NULL;
+    m->fan_buf = p, m->fan_bytes = n;
+  }
+  return m->fan_buf;
+}
+
 int mmrt_broadcast(MmrtMesh *m, MmrtAxis ax, void *buf, size_t count, MmrtDtype dt, int root) {
   static const char op[] = "broadcast";
   int rc = check(m, op, ax, dt);
@@ -1025,7 +1138,18 @@ int mmrt_broadcast(MmrtMesh *m, MmrtAxis ax, void *buf, size_t count, MmrtDtype 
   MPI_Request rq, *prq = m->timeout_s > 0 ? &rq : NULL;
   rc = prq ? MPI_Ibcast(buf, (int)count, mpi_type(dt), root, m->comm[ax], prq)
            : MPI_Bcast(buf, (int)count, mpi_type(dt), root, m->comm[ax]);
-  return finish(m, op, ax, rc, prq);
+  rc = finish(m, op, ax, rc, prq);
+  /* a one-rank first stage: once more with each other tp rank of the
+   * second stage (rank 0 the root: the same data; else dropped) */
+  for (int k = 1; rc == MMRT_OK && ax == MMRT_AXIS_PP && k < m->nfan; k++) {
+    void *b = m->coord[ax] == root ? buf : fan_space(m, count * es);
+    if (!b) return fail(m, MMRT_ERR_NOMEM, op, ax, "out of memory");
+    int r = prq ? MPI_Ibcast(b, (int)count, mpi_type(dt), root, m->fan[k], prq)
+                : MPI_Bcast(b, (int)count, mpi_type(dt), root, m->fan[k]);
+    if (r == MPI_SUCCESS && prq) r = MPI_Wait(prq, MPI_STATUS_IGNORE);
+    if (r != MPI_SUCCESS) rc = mpi_fail(m, op, ax, r);
+  }
+  return rc;
 }
 
 int mmrt_barrier(MmrtMesh *m, MmrtAxis ax) {
@@ -1040,11 +1164,35 @@ int mmrt_barrier(MmrtMesh *m, MmrtAxis ax) {
   return finish(m, op, ax, rc, prq);
 }
 
+/* Rank 0 of a one-rank first stage: the pp all-reduce once with each tp
+ * rank of the second stage, rank 0's own operand each time; it keeps the
+ * result with tp rank 0 (the logical pp group it is first of). */
+static int fan_all_reduce(MmrtMesh *m, void *buf, int count, MPI_Datatype type, MPI_Op mop,
+                          const char *what) {
+  int es = 0;
+  MPI_Type_size(type, &es);
+  size_t n = (size_t)count * (size_t)es;
+  char *mine = fan_space(m, 2 * n);
+  if (!mine) return fail(m, MMRT_ERR_NOMEM, what, MMRT_AXIS_PP, "out of memory");
+  memcpy(mine, buf, n);
+  /* blocking or not as the other ranks call it (the two do not match) */
+  for (int k = 0; k < m->nfan; k++) {
+    void *out = k == 0 ? buf : mine + n;
+    MPI_Request rq;
+    int rc = m->timeout_s > 0 ? MPI_Iallreduce(mine, out, count, type, mop, m->fan[k], &rq)
+                              : MPI_Allreduce(mine, out, count, type, mop, m->fan[k]);
+    if (rc == MPI_SUCCESS && m->timeout_s > 0) rc = MPI_Wait(&rq, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return mpi_fail(m, what, MMRT_AXIS_PP, rc);
+  }
+  return MMRT_OK;
+}
+
 int mmrt_all_reduce_mpi(MmrtMesh *m, MmrtAxis ax, void *buf, int count, MPI_Datatype type,
                         MPI_Op mop, const char *what) {
   int rc = check(m, what, ax, MMRT_F32);
   if (rc) return rc;
   if (m->size[ax] == 1 || count == 0) return MMRT_OK;
+  if (ax == MMRT_AXIS_PP && m->nfan > 1) return fan_all_reduce(m, buf, count, type, mop, what);
   MPI_Request rq, *prq = m->timeout_s > 0 ? &rq : NULL;
   rc = prq ? MPI_Iallreduce(MPI_IN_PLACE, buf, count, type, mop, m->comm[ax], prq)
            : MPI_Allreduce(MPI_IN_PLACE, buf, count, type, mop, m->comm[ax]);
@@ -1168,6 +1316,17 @@ int mmrt_isend_raw(MmrtMesh *m, MmrtAxis ax, const void *buf, size_t elems, size
   if (bytes > INT_MAX) return too_large(m, op, ax, bytes);
   tally(MMRT_COMM_SEND, ax, m->size[ax], elems, bytes);
   rc = MPI_Isend(buf, (int)bytes, MPI_BYTE, peer, tag, m->comm[ax], rq);
+  /* a one-rank first stage: the same to each tp rank of the second */
+  for (int k = 1; rc == MPI_SUCCESS && ax == MMRT_AXIS_PP && k < m->nfan; k++) {
+    if (m->nfan_req == m->fan_cap) {
+      int cap = m->fan_cap ? 2 * m->fan_cap : 16;
+      MPI_Request *r = realloc(m->fan_req, sizeof *r * (size_t)cap);
+      if (!r) return fail(m, MMRT_ERR_NOMEM, op, ax, "out of memory");
+      m->fan_req = r, m->fan_cap = cap;
+    }
+    tally(MMRT_COMM_SEND, ax, m->size[ax], elems, bytes);
+    rc = MPI_Isend(buf, (int)bytes, MPI_BYTE, peer, tag, m->fan[k], &m->fan_req[m->nfan_req++]);
+  }
   return rc == MPI_SUCCESS ? MMRT_OK : mpi_fail(m, op, ax, rc);
 }
 
@@ -1192,10 +1351,24 @@ int mmrt_recv_raw(MmrtMesh *m, MmrtAxis ax, void *buf, size_t elems, size_t byte
   MPI_Get_count(&st, MPI_BYTE, &got);
   if ((size_t)got != bytes)
     return fail(m, MMRT_ERR_COMM, what, ax, "expected %zu bytes, got %d", bytes, got);
+  /* a one-rank first stage: each tp rank of the second sends its copy (the
+   * same values); tp rank 0's is kept, the others' received and dropped */
+  for (int k = 1; ax == MMRT_AXIS_PP && k < m->nfan; k++) {
+    void *drop = fan_space(m, bytes);
+    if (!drop) return fail(m, MMRT_ERR_NOMEM, what, ax, "out of memory");
+    tally(MMRT_COMM_RECV, ax, m->size[ax], elems, 0);
+    rc = MPI_Recv(drop, (int)bytes, MPI_BYTE, peer, tag, m->fan[k], &st);
+    if (rc != MPI_SUCCESS) return mpi_fail(m, what, ax, rc);
+  }
   return MMRT_OK;
 }
 
 int mmrt_wait_sends(MmrtMesh *m, MmrtAxis ax, int n, MPI_Request *rq, const char *what) {
+  if (ax == MMRT_AXIS_PP && m->nfan_req > 0) { /* the fan's extra sends, all of them */
+    int rc = MPI_Waitall(m->nfan_req, m->fan_req, MPI_STATUSES_IGNORE);
+    m->nfan_req = 0;
+    if (rc != MPI_SUCCESS) return mpi_fail(m, what, ax, rc);
+  }
   if (n <= 0) return MMRT_OK;
   if (m->timeout_s <= 0) {
     int rc = MPI_Waitall(n, rq, MPI_STATUSES_IGNORE);

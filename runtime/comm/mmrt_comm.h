@@ -166,6 +166,19 @@ typedef struct MmrtMesh {
   int nhz_copy, hz_cap;
   char *hz_space;
   size_t hz_space_bytes;
+  /* placement = separate with the first stage on one rank (docs/subplans.md
+   * "One rank for a group"): world = 1 + tp; rank 0 plays the first stage's
+   * tp logical ranks. On rank 0 fan[k] is the pp communicator with the
+   * second stage's tp rank k (fan[0] = comm[PP]); a pp transfer or
+   * all-reduce of rank 0's goes over each (the fan's extra sends wait in
+   * fan_req until mmrt_wait_sends), a receive keeps fan[0]'s copy. */
+  int one0;
+  int nfan;
+  MPI_Comm *fan;
+  MPI_Request *fan_req;
+  int nfan_req, fan_cap;
+  void *fan_buf;
+  size_t fan_bytes;
 } MmrtMesh;
 
 /* The world size a launcher gave this process, read before MPI starts:
@@ -189,6 +202,11 @@ int mmrt_world_check(const char *who, const int sizes[MESH_NAXES], char *err, si
  * for tp=2 x dp=2 = 4 ranks, but mpirun started 3 (start it with mpirun -np
  * 4)" and leaves nothing to free.  The message also goes to m->err. */
 int mmrt_mesh_init(MmrtMesh *m, const int sizes[MESH_NAXES], char *err, size_t errlen);
+
+/* mmrt_mesh_init for placement = separate with its first stage on one rank
+ * (sizes: pp = 2, tp = T, dp = cp = 1): world = 1 + T, rank 0 the first
+ * stage (pp 0, tp 0), rank 1 + k the second stage's tp rank k. */
+int mmrt_mesh_init_one0(MmrtMesh *m, const int sizes[MESH_NAXES], char *err, size_t errlen);
 
 /* Where the ranks run, written by world rank 0 to `out` (collective over
  * the world; the other ranks write nothing): a line "placement: W ranks on

@@ -63,8 +63,8 @@
 #include "mmrt_kernels.h"
 #include "mmrt_rng.h"
 
-/* 13: data_flags; 12: zero_node, predicted_step_s, predicted_device */
-#define MMRT_ABI_VERSION 13
+/* 14: data_flags; 13: pp_one0; 12: zero_node, predicted_step_s, predicted_device */
+#define MMRT_ABI_VERSION 14
 
 /* Arenas, in this order in MmrtModelDesc.arena_bytes and in the array of
  * bases a step function receives. */

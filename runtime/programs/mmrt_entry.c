@@ -57,7 +57,7 @@ int mmrt_main(int argc, char **argv, const MmrtModelDesc *m) {
   char err[512];
   int rank, size[MESH_NAXES];
   mmrt_desc_mesh(m, size);
-  if (!p->any_world && mmrt_launcher_world(&rank) > 0 &&
+  if (!p->any_world && !m->pp_one0 && mmrt_launcher_world(&rank) > 0 &&
       mmrt_world_check(p->who, size, err, sizeof err) != MMRT_OK) {
     fprintf(stderr, "%s (rank %d): error: %s\n", p->who, rank, err);
     return 1;

@@ -1636,8 +1636,11 @@ static int setup_ranks(Trainer *t) {
   t->world = (int)mmrt_desc_ranks(m, MESH_NAXES);
   t->cx.rows = t->cx.B;
   if (t->world > 1) {
-    if (mmrt_mesh_init(&t->mesh, size, err, sizeof err) != MMRT_OK) return fail("%s", err);
+    if ((m->pp_one0 ? mmrt_mesh_init_one0 : mmrt_mesh_init)(&t->mesh, size, err, sizeof err) !=
+        MMRT_OK)
+      return fail("%s", err);
     t->has_mesh = 1;
+    t->world = t->mesh.size[MMRT_AXIS_WORLD]; /* 1 + tp under pp_one0 */
     if (m->zero_node > 0 && mmrt_mesh_hzero(&t->mesh, (int)m->zero_node, err, sizeof err))
       return fail("%s", err);
     t->rank = t->mesh.coord[MMRT_AXIS_WORLD];
