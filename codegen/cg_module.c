@@ -102,6 +102,42 @@ LLVMValueRef cg_i32_array(Cg *cg, const int32_t *v, int n) {
   return cg_const_global(cg, LLVMConstArray2(cg->t_i32, e, (uint64_t)n), "shape");
 }
 
+/* The data section's keys as the trainer's flags, one word a line: for each
+ * row of the section (settings.def's SET_DATA) set to other than its
+ * default, --KEY (its '_' as '-') and its value. format, source and pack
+ * have descriptor fields of their own (data_format, data_source, data_pack:
+ * source is --data, pack a tri-state). */
+static const char *data_flags(Cg *cg, const MmData *d) {
+  MmTrain tr = {.data = *d};
+  const char *out = "";
+  for (int id = 0; id < MM_SET_COUNT; id++) {
+    const MmSetDesc *r = &mm_settings[id];
+    if (r->owner != MM_OWN_DATA || id == MM_SET_DATA_FORMAT || id == MM_SET_DATA_SOURCE ||
+        r->kind == IR_SK_BOOL)
+      continue;
+    char val[64];
+    const char *v = val;
+    if (r->kind == IR_SK_STR) {
+      v = *(const char *const *)((const char *)&tr + r->off);
+      if (!v) continue;
+    } else {
+      double x = mm_setting_get(r, &tr);
+      if (x == r->def) continue;
+      if (r->kind == IR_SK_ENUM)
+        v = r->names[(int)x];
+      else if (r->kind == IR_SK_INT)
+        snprintf(val, sizeof val, "%lld", (long long)x);
+      else
+        snprintf(val, sizeof val, "%.17g", x);
+    }
+    char flag[64] = "--";
+    for (size_t k = 0; r->key[k] && k + 3 < sizeof flag; k++)
+      flag[k + 2] = r->key[k] == '_' ? '-' : r->key[k], flag[k + 3] = 0;
+    out = arena_printf(cg->a, "%s%s\n%s\n", out, flag, v);
+  }
+  return out;
+}
+
 static LLVMValueRef cstring(Cg *cg, const char *s) {
   return cg_const_global(cg, LLVMConstStringInContext2(cg->ctx, s, strlen(s), false), "str");
 }
@@ -740,16 +776,10 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
   M_I64(precision, t->precision == MM_PREC_BF16 ? 1 : 0);
   const MmData *dd = &t->data;
   SET_PTR(f, MmrtModelDesc, data_source, const char *, cstring(cg, dd->source ? dd->source : ""));
-  SET_PTR(f, MmrtModelDesc, data_tokenizer, const char *,
-          cstring(cg, dd->tokenizer ? dd->tokenizer : ""));
-  M_I64(data_seq_len, dd->seq_len);
   const bool text = dd->source && (dd->format == MM_FMT_AUTO ||
                                    dd->format == MM_FMT_TEXT); /* the text keys' defaults */
   M_I64(data_pack, !text ? 0 : dd->pack ? 1 : -1);
-  SET_PTR(f, MmrtModelDesc, data_too_long, const char *,
-          cstring(cg, text ? mm_too_long_names[dd->too_long] : ""));
-  SET_PTR(f, MmrtModelDesc, data_bad_samples, const char *,
-          cstring(cg, text ? mm_bad_samples_names[dd->bad_samples] : ""));
+  SET_PTR(f, MmrtModelDesc, data_flags, const char *, cstring(cg, data_flags(cg, &t->data)));
   SET_PTR(f, MmrtModelDesc, data_format, const char *,
           cstring(cg, dd->format != MM_FMT_AUTO ? mm_data_format_names[dd->format]
                       : dd->source              ? mm_data_format_names[MM_FMT_TEXT]

@@ -1755,6 +1755,28 @@ static int64_t model_vocab(FeProgram *p, const IrValue *ids) {
   return 0;
 }
 
+/* The data section's tokenizer (resolved by data_keys_fit) reads, and its
+ * vocabulary fits the embedding the ids index. */
+static bool check_tokenizer(FeProgram *p, MmTrain *t, const IrValue *ids) {
+  SrcLoc at = t->loc[MM_SET_DATA_TOKENIZER];
+  const char *tok = t->data.tokenizer;
+  char err[512];
+  int64_t tv = p->opts.tok_vocab ? p->opts.tok_vocab(tok, err, sizeof err) : 0;
+  int64_t mv = ids ? model_vocab(p, ids) : 0;
+  if (tv < 0) {
+    diag_error(p->d, at, "tokenizer: %s", err);
+    return false;
+  }
+  if (tv > 0 && mv > 0 && tv > mv) {
+    diag_error(p->d, at,
+               "the tokenizer '%s' has %lld tokens, but the model's embedding has %lld rows "
+               "(its vocabulary)",
+               tok, (long long)tv, (long long)mv);
+    return false;
+  }
+  return true;
+}
+
 /* ---- data formats (ir/data_formats.def) ---- */
 
 typedef struct DataInput {
@@ -1814,22 +1836,84 @@ static const char *value_sig(FeProgram *p, const IrValue *x) {
   return arena_printf(&p->ast, "%s]", out);
 }
 
+/* The data keys each format takes (ir/data_formats.def's DATA_KEYS) and what
+ * its source is. */
+static const struct {
+  MmDataFormat format;
+  const char *source, *keys;
+} data_keys[] = {
+#define DATA_KEYS(FMT, SOURCE, KEYS) {MM_FMT_##FMT, SOURCE, KEYS},
+#include "ir/data_formats.def"
+};
+
+static const char *format_source(MmDataFormat fmt) {
+  for (size_t k = 0; k < sizeof data_keys / sizeof data_keys[0]; k++)
+    if (data_keys[k].format == fmt) return data_keys[k].source;
+  return "folder";
+}
+
+/* key is a word of the format's keys */
+static bool format_takes(MmDataFormat fmt, const char *key) {
+  const char *ks = "";
+  for (size_t k = 0; k < sizeof data_keys / sizeof data_keys[0]; k++)
+    if (data_keys[k].format == fmt) ks = data_keys[k].keys;
+  size_t n = strlen(key);
+  for (const char *w = ks; (w = strstr(w, key)) != NULL; w += n)
+    if ((w == ks || w[-1] == ' ') && (w[n] == 0 || w[n] == ' ')) return true;
+  return false;
+}
+
+/* Every key set besides format and source is one the format takes, and each
+ * path key (a STR row whose WHAT is "file" or "folder") is resolved beside
+ * the .mm file and must be one. */
+static bool data_keys_fit(FeProgram *p, MmTrain *t, MmDataFormat fmt) {
+  bool ok = true;
+  const char *fname = mm_data_format_names[fmt];
+  for (int id = 0; id < MM_SET_COUNT; id++) {
+    const MmSetDesc *r = &mm_settings[id];
+    if (r->owner != MM_OWN_DATA || id == MM_SET_DATA_FORMAT || id == MM_SET_DATA_SOURCE ||
+        !t->loc[id].file)
+      continue;
+    if (!format_takes(fmt, r->key)) {
+      const char *ks = "", *list = "source";
+      for (size_t k = 0; k < sizeof data_keys / sizeof data_keys[0]; k++)
+        if (data_keys[k].format == fmt) ks = data_keys[k].keys;
+      while (*ks) { /* "a b c" as "source, a, b and c" */
+        size_t n = strcspn(ks, " ");
+        list = arena_printf(&p->ast, "%s%s%.*s", list, ks[n] ? ", " : " and ", (int)n, ks);
+        ks += n + (ks[n] == ' ');
+      }
+      diag_error(p->d, t->loc[id], "'%s' is not a setting of format = %s%s (it takes %s%s)", r->key,
+                 fname, fmt == MM_FMT_TEXT ? ", a data section's default" : "", list,
+                 strcmp(list, "source") ? "" : " only");
+      ok = false;
+      continue;
+    }
+    bool folder = !strcmp(r->what, "folder");
+    if (r->kind != IR_SK_STR || (!folder && strcmp(r->what, "file"))) continue;
+    const char **v = (const char **)((char *)t + r->off);
+    if (!*v) continue;
+    *v = beside(p, t->loc[id], *v, strlen(*v));
+    struct stat st;
+    bool there = stat(*v, &st) == 0 && (folder ? S_ISDIR(st.st_mode) : readable(*v));
+    if (!there || strchr(*v, '\n')) {
+      diag_error(p->d, t->loc[id], "%s: %s '%s' %s", r->key, r->what, *v,
+                 !there ? "not found" : "has a newline in its name");
+      ok = false;
+    }
+  }
+  return ok;
+}
+
 /* A data section whose format is not text: the forward's inputs are those
- * the format fills (names, dtypes, ranks, fixed sizes), the text keys are
- * not set, and the source (optional) is a folder beside the .mm file. */
+ * the format fills (names, dtypes, ranks, fixed sizes), the keys are those
+ * the format takes (DATA_KEYS), and the source (optional) is a folder
+ * beside the .mm file, or the file the format reads. */
 static bool read_format(FeProgram *p, MmTrain *t) {
   MmData *d = &t->data;
   const char *fname = mm_data_format_names[d->format];
   SrcLoc at = t->loc[MM_SET_DATA_FORMAT];
-  bool ok = true;
-  static const MmSetId text_only[] = {MM_SET_DATA_TOKENIZER, MM_SET_DATA_SEQ_LEN, MM_SET_DATA_PACK,
-                                      MM_SET_DATA_TOO_LONG, MM_SET_DATA_BAD};
-  for (size_t k = 0; k < sizeof text_only / sizeof text_only[0]; k++)
-    if (t->loc[text_only[k]].file) {
-      diag_error(p->d, t->loc[text_only[k]], "'%s' is a setting of text data, not of format = %s",
-                 mm_settings[text_only[k]].key, fname);
-      ok = false;
-    }
+  bool ok = data_keys_fit(p, t, d->format);
   IrFunc *f = p->ir && p->ir->funcs.len ? p->ir->funcs.items[0] : NULL;
   const IrValue *first = NULL; /* the first input the format fills */
   for (int i = 0; f && i < f->inputs.len; i++) {
@@ -1870,17 +1954,30 @@ static bool read_format(FeProgram *p, MmTrain *t) {
                  format_sig(p, d->format), data_inputs[k].name);
       ok = false;
     }
+  const char *src = format_source(d->format);
   if (d->source) {
     SrcLoc sat = t->loc[MM_SET_DATA_SOURCE];
     d->source = beside(p, sat, d->source, strlen(d->source));
+    size_t n = strlen(d->source);
+    bool json = (n > 5 && !strcmp(d->source + n - 5, ".json")) ||
+                (n > 6 && !strcmp(d->source + n - 6, ".jsonl"));
     struct stat st;
-    if (stat(d->source, &st) != 0 || !S_ISDIR(st.st_mode)) {
-      diag_error(p->d, sat,
-                 "data source '%s' is not a folder (format = %s reads Fashion-MNIST's folder)",
-                 d->source, fname);
+    bool dir = stat(d->source, &st) == 0 && S_ISDIR(st.st_mode);
+    bool file = !dir && json && readable(d->source);
+    if (!strcmp(src, "file") ? !file : !strcmp(src, "list") ? !dir && !file : !dir) {
+      diag_error(p->d, sat, "data source '%s' is not %s (format = %s reads %s)", d->source,
+                 !strcmp(src, "file")   ? "a .json or .jsonl file"
+                 : !strcmp(src, "list") ? "a folder or a .json or .jsonl file"
+                                        : "a folder",
+                 fname,
+                 !strcmp(src, "file")   ? "a conversation file"
+                 : !strcmp(src, "list") ? "generated clips or an OpenSoraPlan video list"
+                                        : "Fashion-MNIST's folder");
       ok = false;
     }
   }
+  if (ok && d->tokenizer && d->format == MM_FMT_CONVERSATION)
+    ok = check_tokenizer(p, t, forward_input(p, "text"));
   return ok;
 }
 
@@ -1968,23 +2065,8 @@ static bool read_data(FeProgram *p, Inst *root, AstStmt *sec, MmTrain *t) {
     ok = false;
   }
   if (d->source && !resolve_source(p, t->loc[MM_SET_DATA_SOURCE], d)) ok = false;
-  if (d->tokenizer) {
-    SrcLoc at = t->loc[MM_SET_DATA_TOKENIZER];
-    d->tokenizer = beside(p, at, d->tokenizer, strlen(d->tokenizer));
-    char err[512];
-    int64_t tv = p->opts.tok_vocab ? p->opts.tok_vocab(d->tokenizer, err, sizeof err) : 0;
-    int64_t mv = model_vocab(p, ids);
-    if (tv < 0) {
-      diag_error(p->d, at, "tokenizer: %s", err);
-      ok = false;
-    } else if (tv > 0 && mv > 0 && tv > mv) {
-      diag_error(p->d, at,
-                 "the tokenizer '%s' has %lld tokens, but the model's embedding has %lld rows "
-                 "(its vocabulary)",
-                 d->tokenizer, (long long)tv, (long long)mv);
-      ok = false;
-    }
-  }
+  if (!data_keys_fit(p, t, MM_FMT_TEXT)) return false;
+  if (d->tokenizer && !check_tokenizer(p, t, ids)) ok = false;
   return ok;
 }
 

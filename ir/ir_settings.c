@@ -45,9 +45,11 @@ void ir_module_set_settings(IrModule *m, const MmPlan *plan, const MmTrain *trai
     l->layers = copy_strs(a, train->lora.layers, train->lora.nlayers);
     l->modules = copy_strs(a, train->lora.modules, train->lora.nmodules);
     m->train.gan.disc = copy_strs(a, train->gan.disc, train->gan.ndisc);
-    MmData *d = &m->train.data;
-    if (d->source) d->source = arena_strdup(a, d->source);
-    if (d->tokenizer) d->tokenizer = arena_strdup(a, d->tokenizer);
+    for (int id = 0; id < MM_SET_COUNT; id++) /* the data section's strings */
+      if (mm_settings[id].owner == MM_OWN_DATA && mm_settings[id].kind == IR_SK_STR) {
+        const char **f = (const char **)((char *)&m->train + mm_settings[id].off);
+        if (*f) *f = arena_strdup(a, *f);
+      }
   }
 }
 

@@ -18,6 +18,7 @@ const char *const mm_lr_sched_names[] = {MM_LR_SCHED_VALUES(MM_ENUM_NAME) NULL};
 const char *const mm_placement_names[] = {MM_PLACEMENT_VALUES(MM_ENUM_NAME) NULL};
 const char *const mm_too_long_names[] = {MM_TOO_LONG_VALUES(MM_ENUM_NAME) NULL};
 const char *const mm_bad_samples_names[] = {MM_BAD_SAMPLES_VALUES(MM_ENUM_NAME) NULL};
+const char *const mm_chat_names[] = {MM_CHAT_VALUES(MM_ENUM_NAME) NULL};
 const char *const mm_data_format_names[] = {"auto",
 #define DATA_FORMAT(ID, NAME, ...) NAME,
 #include "data_formats.def"
@@ -29,6 +30,7 @@ _Static_assert(sizeof(MmSchedule) == sizeof(int) && sizeof(MmCpKind) == sizeof(i
                    sizeof(MmTooLong) == sizeof(int) && sizeof(MmPlacement) == sizeof(int) &&
                    sizeof(MmBadSamples) == sizeof(int) && sizeof(MmDataFormat) == sizeof(int),
                "settings enums are read as int");
+_Static_assert(sizeof(MmChat) == sizeof(int), "the chat enum is read as int");
 
 #define MM_COUNT_OFF_INT(S, F)    0
 #define MM_COUNT_OFF_BOOL(S, F)   0

@@ -60,12 +60,23 @@
   X(MM_PLACE_SEPARATE, "separate")
 
 /* the data section's policies (the trainer's --too-long, --bad-samples) */
+/* too_long auto: the reader's own default (truncate for text, fail for
+ * conversations: docs/conversations.md) */
 #define MM_TOO_LONG_VALUES(X)                                                                      \
+  X(MM_TOO_LONG_AUTO, "auto")                                                                      \
   X(MM_TOO_LONG_TRUNCATE, "truncate")                                                              \
   X(MM_TOO_LONG_DROP, "drop")
 #define MM_BAD_SAMPLES_VALUES(X)                                                                   \
   X(MM_BAD_FAIL, "fail")                                                                           \
   X(MM_BAD_SKIP, "skip")
+/* a conversation's chat format (runtime/data/mmrt_tok_chat.c's families;
+ * the first, the trainer's default, is the enum's default) */
+#define MM_CHAT_VALUES(X)                                                                          \
+  X(MM_CHAT_INTERNVL2, "internvl2")                                                                \
+  X(MM_CHAT_CHATML, "chatml")                                                                      \
+  X(MM_CHAT_QWEN2, "qwen2")                                                                        \
+  X(MM_CHAT_LLAMA2, "llama2")                                                                      \
+  X(MM_CHAT_VICUNA, "vicuna")
 
 typedef enum MmSchedule { MM_SCHEDULE_VALUES(MM_ENUM_ID) MM_SCHED_COUNT } MmSchedule;
 typedef enum MmCpKind { MM_CP_KIND_VALUES(MM_ENUM_ID) MM_CP_COUNT } MmCpKind;
@@ -76,6 +87,7 @@ typedef enum MmLrSched { MM_LR_SCHED_VALUES(MM_ENUM_ID) MM_LR_COUNT } MmLrSched;
 typedef enum MmPlacement { MM_PLACEMENT_VALUES(MM_ENUM_ID) MM_PLACE_COUNT } MmPlacement;
 typedef enum MmTooLong { MM_TOO_LONG_VALUES(MM_ENUM_ID) MM_TOO_LONG_COUNT } MmTooLong;
 typedef enum MmBadSamples { MM_BAD_SAMPLES_VALUES(MM_ENUM_ID) MM_BAD_COUNT } MmBadSamples;
+typedef enum MmChat { MM_CHAT_VALUES(MM_ENUM_ID) MM_CHAT_COUNT } MmChat;
 /* the data section's format (ir/data_formats.def; docs/data.md "Data
  * formats"): auto, the default without a data section, lets the trainer try
  * its feeders in order */
@@ -95,6 +107,7 @@ extern const char *const mm_schedule_names[],
                                                *const mm_too_long_names[],
                                                    *const mm_placement_names[],
                                                        *const mm_bad_samples_names[];
+extern const char *const mm_chat_names[];
 
 /* The index of a schedule's name in mm_schedule_names (the language's,
  * mmc's --schedule and the IR text's spelling), -1 when it is none. */

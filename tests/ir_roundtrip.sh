@@ -37,6 +37,19 @@ pp_cell internvl2.interleaved FIUW "$T/pp.mm" V4i
 for s in 0 1 2 3; do
   grep -qE " pp\($s, F\)" "$T/internvl2.interleaved.mmir" || { echo "FAIL: no node on stage $s of 4"; fail=$((fail+1)); }
 done
+# the data section's conversation and video keys (ir/settings.def's SET_DATA
+# rows) are printed on the data line and round-trip
+mkdir -p "$T/imgs" && : > "$T/conv.jsonl" && : > "$T/eval.jsonl"
+printf 'import "internvl2.mm"\nmodel DC extends InternVL2TinyConv { data { format = conversation; source = "conv.jsonl"; images = "imgs"; chat = chatml; eval_data = "eval.jsonl"; max_tiles = 3; too_long = drop; bad_samples = skip } }\n' > "$T/dc.mm"
+printf 'import "wfvae.mm"\nmodel DV extends WFVAETiny { data { format = clips_video; video_fps = 7.5 } }\n' > "$T/dv.mm"
+for c in "dc DC images = \"[^\"]*/imgs\", chat = chatml, eval_data = \"[^\"]*/eval.jsonl\", max_tiles = 3" "dv DV video_fps = 7.5"; do
+  set -- $c; f=$1 m=$2; shift 2; want="$*"
+  "$MMC" dump-ir "$T/$f.mm" --model "$m" > "$T/$f.mmir"
+  if ! grep -qE "^data\(.*$want" "$T/$f.mmir" || ! "$MMC" dump-ir "$T/$f.mmir" > "$T/$f.2.mmir" || ! cmp -s "$T/$f.mmir" "$T/$f.2.mmir"; then
+    echo "FAIL: $m: the data keys ($want) not printed or not read back: $(grep '^data' "$T/$f.mmir")"; fail=$((fail+1))
+  fi
+  n=$((n+1))
+done
 # a malformed fact is refused at its file:line:col (the first stage-1
 # forward node's fact rewritten); a node without one, by memplan
 refuse() { # name sed-expression expected-message

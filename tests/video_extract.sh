@@ -64,6 +64,17 @@ if command -v mpirun > /dev/null; then
     || bad "2 ranks: exit $a, differ: $d $(tail -2 x3)"
 fi
 
+# the same from a data section (source and bad_samples, no --data): the features byte for
+# byte (the manifest too, but for the model's name and fingerprint)
+printf 'import "t2v.mm"\nmodel TX extends T2VTiny {\n  data { format = t2v_diffusion; source = "v/rgb.json"; bad_samples = skip }\n}\n' > tx.mm
+"$MMC" compile tx.mm --model TX --task extract -O0 -o tx > c3.out 2>&1 &&
+  ./tx --out Fsec --clips 6 --heldout 2 --quiet > x4 2>&1; a=$?
+d=$(for f in Frgb/*; do [ "${f#Frgb/}" = manifest.json ] || cmp -s "$f" "Fsec/${f#Frgb/}" || echo "${f#Frgb/}"; done)
+nm() { grep -v '"model"\|"fingerprint"' "$1"; }
+[ $a = 0 ] && [ -z "$d" ] && [ -s Fsec/manifest.json ] && cmp -s <(nm Frgb/manifest.json) <(nm Fsec/manifest.json) &&
+  ok "the data section's source: the --data directory's features byte for byte" ||
+  bad "the data section's source: exit $a, differ: $d $(tail -2 c3.out x4)"
+
 # ---- 3. the text-to-video model trains from the files ----
 "$MMC" compile "$M" --model T2VTiny -O0 -o t2v > c2.out 2>&1 || bad "compile T2VTiny: $(tail -2 c2.out)"
 ./t2v --data v/rgb.json --steps 3 --eval-batches 1 --log t.log > t.out 2>&1; a=$?

@@ -8,7 +8,8 @@
 #    the byte (PSNR inf), 4:2:0 CRF 12: PSNR above 40 dB (printed);
 #    (under ASan the lossless run only);
 #    --video-fps 16 from the 8 fps files: each row its clip's frames
-#    0 0 1 1 2;
+#    0 0 1 1 2; the same from a data section's video_fps = 16 (no flags), and
+#    --video-fps 8 over it gives every frame;
 # 2. the JSONL list of the same files gives the JSON list's losses;
 # 3. serial and dp = 2 (mpirun) give the same losses (1e-5);
 # 4. 2 steps, a checkpoint, --resume to 4: the straight run's losses;
@@ -55,6 +56,16 @@ print("rows are their clips' frames 0 0 1 1 2")
 PY
 ); c=$?
 [ $a = 0 ] && [ $c = 0 ] && ok "--video-fps 16 from 8 fps: $r" || bad "--video-fps: exit $a, $r $(tail -2 o6)"
+
+# the same from a data section (data { source = ...; video_fps = 16 }, no flags): the same
+# rows; --video-fps 8 over the section's 16: the rows of every frame (step 1 of d1)
+printf 'import "wfvae.mm"\nmodel WS extends WFVAETiny {\n  data { format = clips_video; source = "v/rgb.json"; video_fps = 16 }\n}\n' > ws.mm
+"$MMC" compile ws.mm --model WS --set F=5 -O0 -o ws > c2.out 2>&1 &&
+  ./ws --steps 1 "${Q[@]}" --dump-inputs d4 > o7 2>&1 && cmp -s d3/step-000001.safetensors d4/step-000001.safetensors &&
+  ok "data { video_fps = 16 }: the rows of --video-fps 16" || bad "the data section's video_fps: $(tail -2 c2.out o7)"
+./ws --steps 1 "${Q[@]}" --video-fps 8 --dump-inputs d5 > o8 2>&1 && cmp -s d1/step-000001.safetensors d5/step-000001.safetensors &&
+  ! cmp -s d4/step-000001.safetensors d5/step-000001.safetensors &&
+  ok "--video-fps 8 over the section's 16" || bad "--video-fps over the section: $(tail -2 o8)"
 
 # ---- 2. JSONL ----
 ./wf --data v/rgb.jsonl --steps 4 "${Q[@]}" --log jl.log > o3 2>&1; a=$?

@@ -63,7 +63,8 @@
 #include "mmrt_kernels.h"
 #include "mmrt_rng.h"
 
-#define MMRT_ABI_VERSION 13 /* 12: zero_node, predicted_step_s, predicted_device; 13: pp_one0 */
+/* 14: data_flags; 13: pp_one0; 12: zero_node, predicted_step_s, predicted_device */
+#define MMRT_ABI_VERSION 14
 
 /* Arenas, in this order in MmrtModelDesc.arena_bytes and in the array of
  * bases a step function receives. */
@@ -229,6 +230,10 @@ int mmrt_fail(const char *who, const char *fmt, ...) __attribute__((format(print
   int parse(int argc, char **argv, const MmrtModelDesc *m);
 #include "mmrt_programs.def"
 #undef MMRT_PROGRAM
+/* The eval program of a model of data format conversation (mmrt_conv_eval.c;
+ * mmrt_generate_main and _parse hand such a model over). */
+int mmrt_conv_eval_main(int argc, char **argv, const MmrtModelDesc *m);
+int mmrt_conv_eval_parse(int argc, char **argv, const MmrtModelDesc *m);
 /* A program's row of mmrt_programs.def (NULL for a task no row has). */
 typedef struct MmrtProgram {
   const char *name, *who, *steps;
@@ -241,6 +246,12 @@ const MmrtProgram *mmrt_program(int64_t task);
  * "prefill_step"): 1 and *fn (NULL when the model has none), or 0 when no
  * field has the name (mmrt_model.c). */
 int mmrt_desc_step(const MmrtModelDesc *m, const char *name, MmrtStepFn *fn);
+/* The data section's keys as flags (the descriptor's data_flags, a word a
+ * line) parsed with a program's flag table into args, before its command
+ * line; the words are kept in static storage (the strings args points at).
+ * 0, or 1 after a message naming the model. */
+struct MmrtFlagSet;
+int mmrt_desc_data_flags(const MmrtModelDesc *m, const struct MmrtFlagSet *s, void *args);
 /* The descriptor of the input named `name`, or NULL (mmrt_model.c). */
 const MmrtTensorDesc *mmrt_desc_input(const MmrtModelDesc *m, const char *name);
 /* 1 when a parameter name is a LoRA adapter's (*.lora_a, *.lora_b). */

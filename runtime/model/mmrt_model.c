@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "mmrt_flags.h"
 #include "mmrt_hf.h"
 #include "mmrt_main.h"
 
@@ -16,6 +17,23 @@ const MmrtTensorDesc *mmrt_desc_input(const MmrtModelDesc *m, const char *name) 
   for (int64_t i = 0; i < m->ninputs; i++)
     if (!strcmp(m->inputs[i].name, name)) return &m->inputs[i];
   return NULL;
+}
+
+int mmrt_desc_data_flags(const MmrtModelDesc *m, const MmrtFlagSet *s, void *args) {
+  if (!m->data_flags || !m->data_flags[0]) return 0;
+  static char buf[8192];
+  char *words[2 * 32 + 1] = {"data section"};
+  if (strlen(m->data_flags) >= sizeof buf)
+    return mmrt_fail(s->who, "model %s: its data section's keys are too long", m->name);
+  memcpy(buf, m->data_flags, strlen(m->data_flags) + 1);
+  int n = 1;
+  for (char *w = buf, *nl; n < (int)(sizeof words / sizeof *words) && (nl = strchr(w, '\n'));
+       w = nl + 1)
+    *nl = 0, words[n++] = w;
+  if (mmrt_flags_parse(s, n, words, args, NULL))
+    return mmrt_fail(s->who, "model %s: its data section's keys (%s) do not parse", m->name,
+                     m->data_flags);
+  return 0;
 }
 
 int mmrt_desc_step(const MmrtModelDesc *m, const char *name, MmrtStepFn *fn) {

@@ -112,6 +112,9 @@ static int parse_args(Ext *x, int argc, char **argv) {
            "Runs the model's frozen encoders (@latents, @text_features) once over the clips and\n"
            "writes the features directory the trainer reads with --features DIR.\n",
            x->m->name, (long long)x->m->batch);
+  /* the data section: its source and keys (--video-fps, --bad-samples) the defaults */
+  if (x->m->data_source && x->m->data_source[0]) x->data = x->m->data_source;
+  if (mmrt_desc_data_flags(x->m, &set, x)) return 1;
   int rc = mmrt_flags_parse(&set, argc, argv, x, head);
   if (rc) return rc;
   if (!x->out) return fail("--out DIR is required (where the features go)");

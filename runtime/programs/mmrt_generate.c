@@ -8,7 +8,9 @@
  *   generate: captions of the images given (--images: PNG files of 28x28,
  *             or IDX image files), one line each: "source<TAB>caption".
  *   eval:     exact-match caption accuracy on the Fashion-MNIST test split
- *             (the canonical answer, then EOS), as the trainer scores it.
+ *             (the canonical answer, then EOS), as the trainer scores it;
+ *             a model of data format conversation has its own evaluator
+ *             and generator (mmrt_conv_eval.c).
  *
  * Runs on one rank; every buffer is in the arenas of the memory plan.  A
  * progress line with an ETA on stderr; SIGINT/SIGTERM stop it between
@@ -136,7 +138,13 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, GenArgs *a)
   return 0;
 }
 
+/* A conversation model's evaluator and generator are mmrt_conv_eval.c's. */
+static int conv_eval(const MmrtModelDesc *m) {
+  return m->data_format && !strcmp(m->data_format, "conversation");
+}
+
 int mmrt_generate_parse(int argc, char **argv, const MmrtModelDesc *m) {
+  if (conv_eval(m)) return mmrt_conv_eval_parse(argc, argv, m);
   GenArgs a;
   return parse_args(argc, argv, m, &a);
 }
@@ -470,6 +478,7 @@ static int run(Gen *g) {
 }
 
 int mmrt_generate_main(int argc, char **argv, const MmrtModelDesc *m) {
+  if (conv_eval(m)) return mmrt_conv_eval_main(argc, argv, m);
   Gen g;
   memset(&g, 0, sizeof g);
   g.m = m;

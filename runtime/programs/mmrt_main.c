@@ -264,10 +264,6 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a) {
   a->data = MMRT_FMNIST_DEFAULT_DIR;
   /* the model's data { } section: defaults the flags override */
   if (m->data_source && m->data_source[0]) a->data = m->data_source;
-  if (m->data_tokenizer && m->data_tokenizer[0]) a->text.tokenizer = m->data_tokenizer;
-  a->text.seq_len = m->data_seq_len;
-  if (m->data_too_long && m->data_too_long[0]) a->text.too_long = m->data_too_long;
-  if (m->data_bad_samples && m->data_bad_samples[0]) a->text.bad_samples = m->data_bad_samples;
   a->steps = m->steps > 0 ? m->steps : 100;
   a->batch = m->batch;
   a->lr = m->lr;
@@ -279,6 +275,8 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a) {
   char head[256];
   snprintf(head, sizeof head, "usage: trainer [options]   (model %s, batch %lld)\n", m->name,
            (long long)m->batch);
+  /* the section's other keys, as the flags they default (the command line's come after) */
+  if (mmrt_desc_data_flags(m, &train_flag_set, a)) return 1;
   int rc = mmrt_flags_parse(&train_flag_set, argc, argv, a, head);
   if (rc) return rc;
   if (mmrt_text_settle(&a->text, argc, argv)) return 1;

@@ -565,6 +565,25 @@ model S {
 }
 '''
 DATA_MODEL = PAR_MODEL.replace("parallel { %s }", "data { %s }")
+# the conversation and video keys (ir/data_formats.def's DATA_KEYS): a model of that format
+CONV_MODEL = '''model S {
+  forward(pixels: f32[2, 1, 3, 28, 28], text: i32[2, 8], labels: i32[2, 8]) -> loss { return mean(pixels) }
+  data {
+    format = conversation
+    %s
+  }
+}
+'''
+VIDEO_MODEL = '''model S {
+  forward(video: f32[2, 1, 17, 64, 64]) -> loss { return mean(video) }
+  data {
+    format = clips_video
+    %s
+  }
+}
+'''
+DATA_TEMPLATE = {"data.images": CONV_MODEL, "data.chat": CONV_MODEL, "data.eval_data": CONV_MODEL,
+                 "data.max_tiles": CONV_MODEL, "data.video_fps": VIDEO_MODEL}
 SRC_ = 'source = "s.mm"'  # the model's own file: a source that exists
 LORA = 'lora = lora(rank = 4, targets = [enc], layers = ["fc1"])'
 GAN = "gan = gan(discriminator = dec, weight = 0.5, start = 1)"
@@ -614,6 +633,11 @@ set_probes = {
     "data.bad_samples": (SRC_, SRC_ + "; bad_samples = skip", "effect"),
     # S takes ids and labels: format = text is printed on the data line
     "data.format": (SRC_, SRC_ + "; format = text", "effect"),
+    "data.images": ("", 'images = "."', "effect"),
+    "data.chat": ("", "chat = chatml", "effect"),
+    "data.eval_data": ("", 'eval_data = "s.mm"', "effect"),
+    "data.max_tiles": ("", "max_tiles = 2", "effect"),
+    "data.video_fps": ("", "video_fps = 8", "effect"),
     "train.lora": ("", LORA, "effect"),
     "train.lora.lora": ("", LORA, "effect"),
     "train.lora.lora.rank": (LORA, LORA.replace("rank = 4", "rank = 2"), "effect"),
@@ -708,7 +732,7 @@ for key in settings:
         continue
     nset += 1
     tmpl = TRAIN_MODEL if key.startswith("train.") else \
-        DATA_MODEL if key.startswith("data.") else PAR_MODEL
+        DATA_TEMPLATE.get(key, DATA_MODEL) if key.startswith("data.") else PAR_MODEL
     outs = []
     for i, body in enumerate(p[:2]):
         d = tempfile.mkdtemp(dir=T)

@@ -1,0 +1,9 @@
+// A conversation's image folder is a folder beside the .mm file.
+model M {
+  forward(pixels: f32[2, 1, 3, 28, 28], text: i32[2, 8], labels: i32[2, 8]) -> loss { return mean(pixels) }
+  data {
+    format = conversation
+    // expected-error@+1:5 {{images: folder '}}
+    images = "no_such_images"
+  }
+}
