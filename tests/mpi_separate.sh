@@ -160,6 +160,42 @@ ok &= good
 sys.exit(0 if ok else 1)
 PY
 done
+# checkpoints under the one-rank layout: (b) for STEPS / 2 steps with --ckpt,
+# resumed to STEPS, against (b)'s straight run (1e-7 relative: the same
+# ranks, the same sums); a serial checkpoint resumed under (b) against the
+# serial run (1e-5, as the losses above)
+resumed() { # straight.jsonl resumed.jsonl tolerance: the straight run's last steps against the resumed run's
+  /usr/bin/python3 - "$@" $STEPS <<'PY'
+import json, sys
+n = int(sys.argv[4])
+a, b = ([json.loads(l)["loss"] for l in open(p) if '"loss"' in l and '"step"' in l] for p in sys.argv[1:3])
+d = max(abs(x - y) / abs(x) for x, y in zip(a[n // 2:], b)) if len(a) == n and len(b) == n - n // 2 else float("inf")
+print("%s: %d steps resumed, loss largest relative difference from %s %.2e" % (sys.argv[2].split("/")[-1], len(b),
+      sys.argv[1].split("/")[-1], d))
+sys.exit(d > float(sys.argv[3]))
+PY
+}
+if [ -x "$T/b" ] && [ -s "$T/b.jsonl" ]; then
+  "${MPIRUN[@]}" 3 "$T/b" --steps $((STEPS / 2)) --eval-batches 1 --quiet --ckpt "$T/ckb" > "$T/ckb.out" 2>&1 &&
+    "${MPIRUN[@]}" 3 "$T/b" --steps $STEPS --eval-batches 1 --quiet --ckpt "$T/ckb" --resume --log "$T/ckb.jsonl" \
+      > "$T/ckb2.out" 2>&1 &&
+    resumed "$T/b.jsonl" "$T/ckb.jsonl" 1e-7 || { bad "(b): its checkpoint resumed under (b)"; tail -3 "$T/ckb.out" "$T/ckb2.out"; }
+  "$T/serial" --steps $((STEPS / 2)) --eval-batches 1 --quiet --ckpt "$T/cks" > /dev/null 2>&1 &&
+    "${MPIRUN[@]}" 3 "$T/b" --steps $STEPS --eval-batches 1 --quiet --ckpt "$T/cks" --resume --log "$T/cks.jsonl" \
+      > "$T/cks.out" 2>&1 &&
+    resumed "$T/serial.jsonl" "$T/cks.jsonl" 1e-5 || { bad "a serial checkpoint resumed under (b)"; tail -3 "$T/cks.out"; }
+fi
+# a hung LLM rank: world rank 2 (the LLM's tp rank 1, the fan's second
+# communicator) stops before its first backward send of step 2
+# (MMRT_TEST_PP_STALL=w2, runtime/comm/mmrt_pp.c); rank 0's --comm-timeout
+# watchdog names the receive it waits in and world rank 2, and the job ends
+if [ -x "$T/b" ]; then
+  "${MPIRUN[@]}" 3 -x MMRT_TEST_PP_STALL=w2 "$T/b" --steps 5 --eval-batches 1 --quiet --comm-timeout 2 > "$T/hang.out" 2>&1
+  rc=$?
+  if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -qF "trainer (rank 0): error: recv from pp rank 1 (stage 0's output gradient, micro-batch 0) on axis pp (2 ranks; pp rank 0, world rank 0): did not finish within 2.0 s: world rank 2 did not arrive" "$T/hang.out"; then
+    ok
+  else bad "a hung LLM rank: exit $rc, expected rank 0's watchdog naming world rank 2"; grep "error" "$T/hang.out"; fi
+fi
 # the world size against the groups': (b)'s trainer under 4 ranks
 if "${MPIRUN[@]}" 4 "$T/b" --steps 1 --quiet > "$T/b4.out" 2>&1; then
   bad "(b) on 4 ranks ran"
