@@ -187,14 +187,30 @@ if [ -x "$T/b" ] && [ -s "$T/b.jsonl" ]; then
 fi
 # a hung LLM rank: world rank 2 (the LLM's tp rank 1, the fan's second
 # communicator) stops before its first backward send of step 2
-# (MMRT_TEST_PP_STALL=w2, runtime/comm/mmrt_pp.c); rank 0's --comm-timeout
-# watchdog names the receive it waits in and world rank 2, and the job ends
-if [ -x "$T/b" ]; then
-  "${MPIRUN[@]}" 3 -x MMRT_TEST_PP_STALL=w2 "$T/b" --steps 5 --eval-batches 1 --quiet --comm-timeout 2 > "$T/hang.out" 2>&1
-  rc=$?
-  if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -qF "trainer (rank 0): error: recv from pp rank 1 (stage 0's output gradient, micro-batch 0) on axis pp (2 ranks; pp rank 0, world rank 0): did not finish within 2.0 s: world rank 2 did not arrive" "$T/hang.out"; then
+# (MMRT_TEST_PP_STALL=w2, runtime/comm/mmrt_pp.c). Rank 0 waits for its
+# gradient alone (rank 1's came), rank 1 in a tp collective with it. Each
+# cell gives one rank --comm-timeout 2 and the others 8 (mpirun's colon
+# form), so that it is the one to report: its watchdog names the call and
+# world rank 2, and it ends the job (non-zero) before the others' timeout
+# (the stalled rank itself would exit only after 8 + 0.8 + 1.5 s).
+hang() { # world rank that times out first, the message it must print
+  local w=$1 want=$2 args=(--steps 5 --eval-batches 1 --quiet) to=(8 8 8) cmd=() r
+  to[$w]=2
+  for r in 0 1 2; do
+    cmd+=(-np 1 -x MMRT_TEST_PP_STALL=w2 "$T/b" "${args[@]}" --comm-timeout ${to[$r]})
+    [ $r -lt 2 ] && cmd+=(:)
+  done
+  "${MPIRUN[@]:0:${#MPIRUN[@]}-1}" "${cmd[@]}" > "$T/hang$w.out" 2>&1
+  local rc=$?
+  if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -qF "trainer (rank $w): error: $want" "$T/hang$w.out" &&
+     ! grep -q "within 8.0 s" "$T/hang$w.out"; then
     ok
-  else bad "a hung LLM rank: exit $rc, expected rank 0's watchdog naming world rank 2"; grep "error" "$T/hang.out"; fi
+  else bad "a hung LLM rank, world rank $w reporting: exit $rc"; grep "error" "$T/hang$w.out"; fi
+}
+if [ -x "$T/b" ]; then
+  hang 0 "recv from pp rank 1 (stage 0's output gradient, micro-batch 0) on axis pp (2 ranks; pp rank 0, world rank 0): did not finish within 2.0 s: world rank 2 did not arrive"
+  [ "$SAN" = 1 ] ||
+    hang 1 "step 2: all_reduce on axis tp (2 ranks; tp rank 0, world rank 1): did not finish within 2.0 s: world rank 2 did not arrive"
 fi
 # the world size against the groups': (b)'s trainer under 4 ranks
 if "${MPIRUN[@]}" 4 "$T/b" --steps 1 --quiet > "$T/b4.out" 2>&1; then

@@ -282,8 +282,6 @@ typedef struct Reply {
 /* World rank of coordinate c on axis ax (this rank's other coordinates). */
 static int world_of(const MmrtMesh *m, MmrtAxis ax, int c) {
   if (ax == MMRT_AXIS_WORLD) return c;
-  if (m->one0 && ax == MMRT_AXIS_PP) /* rank 0, or the second stage's tp rank (fan_cur's) */
-    return c == 0 ? 0 : 1 + m->coord[MMRT_AXIS_TP] + m->fan_cur;
   if (ax == MMRT_AXIS_DP_NODE || ax == MMRT_AXIS_DP_CROSS) { /* their dp coordinate */
     int n = m->size[MMRT_AXIS_DP_NODE];
     c = ax == MMRT_AXIS_DP_NODE ? m->coord[MMRT_AXIS_DP_CROSS] * n + c
@@ -292,6 +290,9 @@ static int world_of(const MmrtMesh *m, MmrtAxis ax, int c) {
   }
   int k[MESH_NAXES];
   for (int a = 0; a < MESH_NAXES; a++) k[a] = a == (int)ax ? c : m->coord[a];
+  /* a one-rank first stage (one0_coords): rank 0 is stage 0, 1 + tp the
+   * second's; rank 0 waiting on fan[fan_cur] waits on tp rank fan_cur */
+  if (m->one0) return k[MMRT_AXIS_PP] == 0 ? 0 : 1 + k[MMRT_AXIS_TP] + m->fan_cur;
   return mmrt_mesh_rank_of(m, k);
 }
 

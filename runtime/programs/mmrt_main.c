@@ -1563,7 +1563,11 @@ static int train(Trainer *t) {
         if (!t->pp) return 1;
       }
       t->pp_lr = lr, t->pp_fs = fs;
-      if (mmrt_pp_step(t->pp, step, what, &loss)) return 1;
+      t->mesh.err[0] = 0;
+      if (mmrt_pp_step(t->pp, step, what, &loss)) {
+        if (t->mesh.err[0]) mmrt_comm_abort(1); /* a failed transfer: the others may wait on it */
+        return 1;
+      }
     } else if (m->micro_batches > 1) {
       if (mb_step(t, step, lr, fs, what, &loss)) return 1;
     } else {
