@@ -89,11 +89,11 @@ for run in "${RUNS[@]}"; do
        --save-weights "$T/$name.st" > "$T/$name.out" 2>&1; then
     bad "$name: mpirun"; tail -5 "$T/$name.out"; continue
   fi
-  /usr/bin/python3 - "$name" "$T" $STEPS "$MMC_SOURCE_DIR/stdlib_models/internvl2.mm" <<'PY' || bad "$name"
+  /usr/bin/python3 - "$name" "$T" $STEPS "$MMC_SOURCE_DIR/stdlib_models/internvl2.mm" "$SAN" <<'PY' || bad "$name"
 import json, os, re, sys
 sys.path.insert(0, os.path.join(os.environ["MMC_SOURCE_DIR"], "tests", "torch"))
 import mmtrain
-name, T, steps, src = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+name, T, steps, src, san = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5] == "1"
 ok = True
 frozen = name == "c"
 def losses(p): return [json.loads(l)["loss"] for l in open(p) if '"loss"' in l and '"step"' in l]
@@ -157,9 +157,10 @@ print("%s: each rank's planned arenas %s, the plan's groups %s" % (name, arenas,
 # every rank's measured peak (VmHWM, runtime/core/mmrt_mem.h) within the
 # memory tests' 5% of its plan (its group's arenas + the data set); 3% here:
 # --save-weights gathered every tensor whole at once before (rank 0 1.048)
+# (not under the sanitizers: their shadow memory doubles the measured peak)
 meas = {int(r): int(a) / int(b) for r, a, b in
         re.findall(r"memory of rank (\d+) of \d+: measured peak (\d+) bytes, plan (\d+) bytes", out)}
-good &= sorted(meas) == list(range(first + 2)) and all(abs(v - 1) <= 0.03 for v in meas.values())
+good &= san or sorted(meas) == list(range(first + 2)) and all(abs(v - 1) <= 0.03 for v in meas.values())
 print("%s: measured/plan per rank %s" % (name, {r: round(v, 4) for r, v in sorted(meas.items())}))
 svg = open(T + "/" + name + ".svg").read()
 good &= ("vision: rank 0<" in svg if name in "bcg" else "vision: ranks 0-1<" in svg)
