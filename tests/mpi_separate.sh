@@ -15,8 +15,11 @@
 # transfers per phase equal the formulas below, `mmc plan --json` names the
 # groups' ranks and its point-to-point transfers' bytes equal the counted
 # ones, every rank's planned arena bytes equal its group's in `mmc plan`,
-# `--timeline` labels the rows by group, and (b)'s trainer under 4 ranks
-# stops with a message naming the 3 it needs.
+# `--timeline` labels the rows by group, every rank's measured peak is
+# within 3% of its plan; (b)'s own checkpoint resumes bit for bit and a
+# serial one resumes under (b); a hung LLM rank (world rank 2) is named by
+# rank 0's and rank 1's --comm-timeout watchdog, which end the job; and
+# (b)'s trainer under 4 ranks stops with a message naming the 3 it needs.
 #
 # Sizes: B = 8 samples in M = 2 micro-batches of b = 4, S = 10 steps, T = 2
 # (the LLM's tp). The pipeline cuts after vision's stage: what crosses
