@@ -290,30 +290,50 @@ static int world_of(const MmrtMesh *m, MmrtAxis ax, int c) {
   }
   int k[MESH_NAXES];
   for (int a = 0; a < MESH_NAXES; a++) k[a] = a == (int)ax ? c : m->coord[a];
+  /* a one-rank first stage (one0_coords): rank 0 is stage 0, 1 + tp the
+   * second's; rank 0 waiting on fan[fan_cur] waits on tp rank fan_cur */
+  if (m->one0) return k[MMRT_AXIS_PP] == 0 ? 0 : 1 + k[MMRT_AXIS_TP] + m->fan_cur;
   return mmrt_mesh_rank_of(m, k);
 }
 
-/* Answer every probe that has arrived, on every axis. */
-static void service(MmrtMesh *m) {
-  for (int a = 0; a < MMRT_NAXES; a++) {
-    if (m->size[a] < 2 || m->wd[a] == MPI_COMM_NULL) continue;
-    for (;;) {
-      int flag = 0;
-      MPI_Status st;
-      if (MPI_Iprobe(MPI_ANY_SOURCE, TAG_PROBE, m->wd[a], &flag, &st) != MPI_SUCCESS || !flag)
-        break;
-      int64_t q[2];
-      if (MPI_Recv(q, 2, MPI_INT64_T, st.MPI_SOURCE, TAG_PROBE, m->wd[a], MPI_STATUS_IGNORE) !=
-          MPI_SUCCESS)
-        break;
-      Reply r = {.seq = m->seq[a], .cur_ax = m->cur_op ? m->cur_ax : -1};
-      if (m->cur_op) {
-        r.cur_seq = m->seq[m->cur_ax];
-        snprintf(r.op, sizeof r.op, "%s", m->cur_op);
-      }
-      MPI_Send(&r, (int)sizeof r, MPI_BYTE, st.MPI_SOURCE, TAG_REPLY, m->wd[a]); /* eager */
+/* Answer the probes that have arrived on wd, seq its collectives' count. */
+static void service_comm(MmrtMesh *m, MPI_Comm wd, int64_t seq) {
+  for (;;) {
+    int flag = 0;
+    MPI_Status st;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, TAG_PROBE, wd, &flag, &st) != MPI_SUCCESS || !flag) break;
+    int64_t q[2];
+    if (MPI_Recv(q, 2, MPI_INT64_T, st.MPI_SOURCE, TAG_PROBE, wd, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+      break;
+    Reply r = {.seq = seq, .cur_ax = m->cur_op ? m->cur_ax : -1};
+    if (m->cur_op) {
+      r.cur_seq = m->seq[m->cur_ax];
+      snprintf(r.op, sizeof r.op, "%s", m->cur_op);
     }
+    MPI_Send(&r, (int)sizeof r, MPI_BYTE, st.MPI_SOURCE, TAG_REPLY, wd); /* eager */
   }
+}
+
+/* Answer every probe that has arrived, on every axis (and on rank 0 of a
+ * one-rank first stage, every fan communicator: whichever is swapped in,
+ * wd[PP] and fan_wd[1..] are all of them). */
+static void service(MmrtMesh *m) {
+  for (int a = 0; a < MMRT_NAXES; a++)
+    if (m->size[a] >= 2 && m->wd[a] != MPI_COMM_NULL) service_comm(m, m->wd[a], m->seq[a]);
+  for (int k = 1; m->fan_wd && k < m->nfan; k++)
+    if (m->fan_wd[k] != MPI_COMM_NULL) service_comm(m, m->fan_wd[k], m->fan_seq[k]);
+}
+
+/* Rank 0 of a one-rank first stage: make fan[k] the pp communicator (its
+ * watchdog's too) until the same call again puts fan[0] back. */
+static void fan_use(MmrtMesh *m, int k) {
+  if (k == 0) return;
+  MPI_Comm c = m->comm[MMRT_AXIS_PP], w = m->wd[MMRT_AXIS_PP];
+  int64_t q = m->seq[MMRT_AXIS_PP];
+  m->comm[MMRT_AXIS_PP] = m->fan[k], m->fan[k] = c;
+  m->wd[MMRT_AXIS_PP] = m->fan_wd[k], m->fan_wd[k] = w;
+  m->seq[MMRT_AXIS_PP] = m->fan_seq[k], m->fan_seq[k] = q;
+  m->fan_cur = m->fan_cur ? 0 : k;
 }
 
 static void append(char *buf, size_t len, const char *fmt, ...)
@@ -736,11 +756,19 @@ static int mesh_init(MmrtMesh *m, const int sizes[MESH_NAXES], int one0, char *e
     rc = MPI_Comm_dup(m->comm[a], &m->wd[a]);
     if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(m->wd[a], MPI_ERRORS_RETURN);
     /* a one-rank first stage: the second stage's other tp ranks duplicate
-     * their pp communicator with rank 0 now (its copy unused, freed) */
+     * their pp communicator with rank 0 now (rank 0's copy: fan_wd[k]) */
+    if (a == MMRT_AXIS_PP && rc == MPI_SUCCESS && m->nfan > 1) {
+      m->fan_wd = malloc(sizeof *m->fan_wd * (size_t)m->nfan);
+      m->fan_seq = calloc((size_t)m->nfan, sizeof *m->fan_seq);
+      for (int k = 0; m->fan_wd && k < m->nfan; k++) m->fan_wd[k] = MPI_COMM_NULL;
+      if (!m->fan_wd || !m->fan_seq) {
+        mmrt_mesh_free(m);
+        return init_fail(m, err, errlen, MMRT_ERR_NOMEM, "out of memory", MPI_SUCCESS);
+      }
+    }
     for (int k = 1; a == MMRT_AXIS_PP && rc == MPI_SUCCESS && k < m->nfan; k++) {
-      MPI_Comm c;
-      rc = MPI_Comm_dup(m->fan[k], &c);
-      if (rc == MPI_SUCCESS) MPI_Comm_free(&c);
+      rc = MPI_Comm_dup(m->fan[k], &m->fan_wd[k]);
+      if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(m->fan_wd[k], MPI_ERRORS_RETURN);
     }
     if (rc != MPI_SUCCESS) {
       snprintf(what, sizeof what, "duplicating the %s communicator for the watchdog failed",
@@ -840,10 +868,18 @@ void mmrt_mesh_free(MmrtMesh *m) {
     if (m->wd[a] != MPI_COMM_NULL && !finalized) MPI_Comm_free(&m->wd[a]);
     m->comm[a] = m->wd[a] = MPI_COMM_NULL;
   }
-  for (int k = 1; k < m->nfan; k++) /* fan[0] is comm[PP] */
+  for (int k = 1; k < m->nfan; k++) { /* fan[0] is comm[PP] */
     if (m->fan[k] != MPI_COMM_NULL && !finalized) MPI_Comm_free(&m->fan[k]);
+    if (m->fan_wd && m->fan_wd[k] != MPI_COMM_NULL && !finalized) MPI_Comm_free(&m->fan_wd[k]);
+  }
   free(m->fan);
   m->fan = NULL;
+  free(m->fan_wd);
+  m->fan_wd = NULL;
+  free(m->fan_seq);
+  m->fan_seq = NULL;
+  free(m->fan_req_k);
+  m->fan_req_k = NULL;
   m->nfan = 0;
   free(m->fan_req);
   m->fan_req = NULL;
@@ -1155,10 +1191,11 @@ int mmrt_broadcast(MmrtMesh *m, MmrtAxis ax, void *buf, size_t count, MmrtDtype 
   for (int k = 1; rc == MMRT_OK && ax == MMRT_AXIS_PP && k < m->nfan; k++) {
     void *b = m->coord[ax] == root ? buf : fan_space(m, count * es);
     if (!b) return fail(m, MMRT_ERR_NOMEM, op, ax, "out of memory");
-    int r = prq ? MPI_Ibcast(b, (int)count, mpi_type(dt), root, m->fan[k], prq)
-                : MPI_Bcast(b, (int)count, mpi_type(dt), root, m->fan[k]);
-    if (r == MPI_SUCCESS && prq) r = MPI_Wait(prq, MPI_STATUS_IGNORE);
-    if (r != MPI_SUCCESS) rc = mpi_fail(m, op, ax, r);
+    fan_use(m, k); /* watched as the first: the watchdog names world rank 1 + k */
+    int r = prq ? MPI_Ibcast(b, (int)count, mpi_type(dt), root, m->comm[ax], prq)
+                : MPI_Bcast(b, (int)count, mpi_type(dt), root, m->comm[ax]);
+    rc = finish(m, op, ax, r, prq);
+    fan_use(m, k);
   }
   return rc;
 }
@@ -1189,11 +1226,14 @@ static int fan_all_reduce(MmrtMesh *m, void *buf, int count, MPI_Datatype type, 
   /* blocking or not as the other ranks call it (the two do not match) */
   for (int k = 0; k < m->nfan; k++) {
     void *out = k == 0 ? buf : mine + n;
-    MPI_Request rq;
-    int rc = m->timeout_s > 0 ? MPI_Iallreduce(mine, out, count, type, mop, m->fan[k], &rq)
-                              : MPI_Allreduce(mine, out, count, type, mop, m->fan[k]);
-    if (rc == MPI_SUCCESS && m->timeout_s > 0) rc = MPI_Wait(&rq, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) return mpi_fail(m, what, MMRT_AXIS_PP, rc);
+    MPI_Request rq, *prq = m->timeout_s > 0 ? &rq : NULL;
+    fan_use(m, k); /* fan[k] as comm[PP], watched (counted in its seq) */
+    MPI_Comm c = m->comm[MMRT_AXIS_PP];
+    int rc = prq ? MPI_Iallreduce(mine, out, count, type, mop, c, prq)
+                 : MPI_Allreduce(mine, out, count, type, mop, c);
+    rc = finish(m, what, MMRT_AXIS_PP, rc, prq);
+    fan_use(m, k);
+    if (rc) return rc;
   }
   return MMRT_OK;
 }
@@ -1332,10 +1372,13 @@ int mmrt_isend_raw(MmrtMesh *m, MmrtAxis ax, const void *buf, size_t elems, size
     if (m->nfan_req == m->fan_cap) {
       int cap = m->fan_cap ? 2 * m->fan_cap : 16;
       MPI_Request *r = realloc(m->fan_req, sizeof *r * (size_t)cap);
-      if (!r) return fail(m, MMRT_ERR_NOMEM, op, ax, "out of memory");
-      m->fan_req = r, m->fan_cap = cap;
+      if (r) m->fan_req = r;
+      int *rk = r ? realloc(m->fan_req_k, sizeof *rk * (size_t)cap) : NULL;
+      if (!rk) return fail(m, MMRT_ERR_NOMEM, op, ax, "out of memory");
+      m->fan_req_k = rk, m->fan_cap = cap;
     }
     tally(MMRT_COMM_SEND, ax, m->size[ax], elems, bytes);
+    m->fan_req_k[m->nfan_req] = k;
     rc = MPI_Isend(buf, (int)bytes, MPI_BYTE, peer, tag, m->fan[k], &m->fan_req[m->nfan_req++]);
   }
   return rc == MPI_SUCCESS ? MMRT_OK : mpi_fail(m, op, ax, rc);
@@ -1368,17 +1411,34 @@ int mmrt_recv_raw(MmrtMesh *m, MmrtAxis ax, void *buf, size_t elems, size_t byte
     void *drop = fan_space(m, bytes);
     if (!drop) return fail(m, MMRT_ERR_NOMEM, what, ax, "out of memory");
     tally(MMRT_COMM_RECV, ax, m->size[ax], elems, 0);
-    rc = MPI_Recv(drop, (int)bytes, MPI_BYTE, peer, tag, m->fan[k], &st);
-    if (rc != MPI_SUCCESS) return mpi_fail(m, what, ax, rc);
+    fan_use(m, k); /* watched as the first: the watchdog names world rank 1 + k */
+    rc = MPI_Irecv(drop, (int)bytes, MPI_BYTE, peer, tag, m->comm[ax], &rq);
+    if (rc != MPI_SUCCESS)
+      rc = mpi_fail(m, what, ax, rc);
+    else if (m->timeout_s > 0)
+      rc = wait_reqs(m, what, ax, 1, &rq, &st, 0);
+    else if ((rc = MPI_Wait(&rq, &st)) != MPI_SUCCESS)
+      rc = mpi_fail(m, what, ax, rc);
+    fan_use(m, k);
+    if (rc) return rc;
   }
   return MMRT_OK;
 }
 
 int mmrt_wait_sends(MmrtMesh *m, MmrtAxis ax, int n, MPI_Request *rq, const char *what) {
   if (ax == MMRT_AXIS_PP && m->nfan_req > 0) { /* the fan's extra sends, all of them */
-    int rc = MPI_Waitall(m->nfan_req, m->fan_req, MPI_STATUSES_IGNORE);
+    int rc = MMRT_OK;
+    for (int i = 0; rc == MMRT_OK && i < m->nfan_req; i++) {
+      int k = m->fan_req_k[i];
+      fan_use(m, k); /* each watched on its own communicator */
+      if (m->timeout_s > 0)
+        rc = wait_reqs(m, what, ax, 1, &m->fan_req[i], NULL, 0);
+      else if ((rc = MPI_Wait(&m->fan_req[i], MPI_STATUS_IGNORE)) != MPI_SUCCESS)
+        rc = mpi_fail(m, what, ax, rc);
+      fan_use(m, k);
+    }
     m->nfan_req = 0;
-    if (rc != MPI_SUCCESS) return mpi_fail(m, what, ax, rc);
+    if (rc) return rc;
   }
   if (n <= 0) return MMRT_OK;
   if (m->timeout_s <= 0) {

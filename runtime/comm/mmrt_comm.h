@@ -171,11 +171,19 @@ typedef struct MmrtMesh {
    * tp logical ranks. On rank 0 fan[k] is the pp communicator with the
    * second stage's tp rank k (fan[0] = comm[PP]); a pp transfer or
    * all-reduce of rank 0's goes over each (the fan's extra sends wait in
-   * fan_req until mmrt_wait_sends), a receive keeps fan[0]'s copy. */
+   * fan_req until mmrt_wait_sends), a receive keeps fan[0]'s copy.
+   * The watchdog covers each: fan_wd[k] / fan_seq[k] are fan[k]'s probe
+   * communicator and collective count (k >= 1), swapped into comm[PP],
+   * wd[PP], seq[PP] while rank 0 waits on fan[k] (fan_cur = k then);
+   * fan_req_k[i]: the fan index of fan_req[i]. */
   int one0;
   int nfan;
   MPI_Comm *fan;
+  MPI_Comm *fan_wd;
+  int64_t *fan_seq;
+  int fan_cur;
   MPI_Request *fan_req;
+  int *fan_req_k;
   int nfan_req, fan_cap;
   void *fan_buf;
   size_t fan_bytes;

@@ -450,6 +450,32 @@ static int recv_for(MmrtPp *pp, int fn, int mb) {
   return 0;
 }
 
+/* Fault injection for tests/mpi_pp.sh: MMRT_TEST_PP_STALL=R makes pp rank
+ * R stop at the start of step 2 without communicating (a hung stage), so
+ * that the other ranks' --comm-timeout watchdog names it. =wR: world rank
+ * R stops before its first backward send of step 2 (placement = separate:
+ * LLM tp rank 1 after the micro-batch's tp collectives, so that rank 0
+ * waits on it alone; tests/mpi_separate.sh). */
+static int stall_at_send; /* 1: armed, 2: done */
+static void stall_now(const MmrtPp *pp) {
+  /* the others' watchdog reports after the timeout and its grace (timeout
+   * / 10, 0.5 to 5 s); 1.5 s later this rank exits, which ends the job */
+  double to = pp->mesh->timeout_s, grace = to / 10 < 0.5 ? 0.5 : to / 10 > 5 ? 5 : to / 10;
+  double t = to > 0 ? to + grace + 1.5 : 60;
+  for (int i = 0; i < (int)(t * 10); i++) nanosleep(&(struct timespec){0, 100000000}, NULL);
+  _exit(1);
+}
+
+static void test_stall(const MmrtPp *pp, int64_t step) {
+  const char *e = getenv("MMRT_TEST_PP_STALL");
+  if (!e || !*e || step != 2) return;
+  if (e[0] == 'w') {
+    if (!stall_at_send && atoi(e + 1) == pp->mesh->coord[MMRT_AXIS_WORLD]) stall_at_send = 1;
+    return;
+  }
+  if (atoi(e) == pp->me) stall_now(pp);
+}
+
 static int send_from(MmrtPp *pp, int fn, int mb) {
   double t0 = mmrt_trace_now();
   int any = 0;
@@ -467,6 +493,7 @@ static int send_from(MmrtPp *pp, int fn, int mb) {
       pp->capreq = cap;
     }
     pp->req_slot[pp->nreq] = pp->mb_slot[mb];
+    if (stall_at_send == 1 && fn % 3) stall_now(pp);
     if (mmrt_isend_raw(pp->mesh, MMRT_AXIS_PP, pp->slot[pp->mb_slot[mb]][d->arena] + d->offset,
                        (size_t)(x->bytes / mmrt_st_dtype_size((MmrtStDtype)d->dtype)),
                        (size_t)x->bytes, rank_of(pp, x->to), (int)(i * pp->M + mb),
@@ -560,20 +587,6 @@ static void free_slot(MmrtPp *pp, int mb) {
     memcpy(&pp->slot_loss[mb], a[MMRT_ARENA_ACT] + m->train_loss_offset, sizeof(float));
   pp->slot_busy[pp->mb_slot[mb]] = 0;
   pp->mb_slot[mb] = -1;
-}
-
-/* Fault injection for tests/mpi_pp.sh: MMRT_TEST_PP_STALL=R makes pp rank
- * R stop at the start of step 2 without communicating (a hung stage), so
- * that the other ranks' --comm-timeout watchdog names it. */
-static void test_stall(const MmrtPp *pp, int64_t step) {
-  const char *e = getenv("MMRT_TEST_PP_STALL");
-  if (!e || !*e || step != 2 || atoi(e) != pp->me) return;
-  /* the others' watchdog reports after the timeout and its grace (timeout
-   * / 10, 0.5 to 5 s); 1.5 s later this rank exits, which ends the job */
-  double to = pp->mesh->timeout_s, grace = to / 10 < 0.5 ? 0.5 : to / 10 > 5 ? 5 : to / 10;
-  double t = to > 0 ? to + grace + 1.5 : 60;
-  for (int i = 0; i < (int)(t * 10); i++) nanosleep(&(struct timespec){0, 100000000}, NULL);
-  _exit(1);
 }
 
 /* A parameter more than one rank holds (GPT-2's tied embedding and head):

@@ -794,22 +794,73 @@ static void copy_run(void *cx, int64_t local, int64_t global, int64_t n) {
 /* --save-weights: every tensor whole, as the one-rank trainer holds it.
  * Each rank puts its piece into a zeroed whole tensor (a tensor replicated
  * over an axis: only coordinate 0 of that axis), and a sum over the world
- * on rank 0 assembles it exactly (every element has one contributor). */
-static MmrtTensorRef *gather_whole(Trainer *t, int *out_rc);
+ * on rank 0 assembles it exactly (every element has one contributor).
+ * One tensor at a time: rank 0 writes each as it is gathered
+ * (mmrt_st_save_stream), so that no rank holds more than the largest
+ * tensor beside its arenas (all of them at once were 2 MB, 4% of
+ * InternVL2Tiny's planned peak: tests/mpi_separate.sh). Every rank gathers
+ * in the file's order (mmrt_ckpt.c: by element size, larger first, then
+ * index), rank 0 inside the writer. */
+static void gather_one(Trainer *t, const MmrtTensorDesc *p, float *w, int64_t whole);
+
+typedef struct WeightsGather {
+  Trainer *t;
+  int64_t *order; /* the file's order: indices into m->params */
+  int64_t next;   /* gathers made */
+  float *buf;
+} WeightsGather;
+
+static int64_t whole_of(const MmrtTensorDesc *p) {
+  int64_t whole = 1;
+  for (int64_t d = 0; d < p->ndim; d++) whole *= p->shape[d];
+  return whole;
+}
+
+static int weights_fill(void *cx, int i, const void **bytes, char *err, size_t errlen) {
+  WeightsGather *g = cx;
+  if (g->next >= g->t->m->nparams || g->order[g->next] != i)
+    return mmrt_errf(err, errlen, MMRT_ERR_ARG, "tensor %d out of the gathers' order", i);
+  const MmrtTensorDesc *p = &g->t->m->params[i];
+  gather_one(g->t, p, g->buf, whole_of(p));
+  g->next++;
+  *bytes = g->buf;
+  return MMRT_OK;
+}
 
 static int save_weights(Trainer *t) {
   const MmrtModelDesc *m = t->m;
   char err[ERRLEN];
   if (weights_nonfinite(t, "not writing --save-weights")) return 1;
-  int rc;
-  MmrtTensorRef *refs = gather_whole(t, &rc);
+  int64_t n = m->nparams, most = 1, k = 0;
+  MmrtTensorRef *refs = calloc((size_t)n + 1, sizeof *refs);
+  WeightsGather g = {t, calloc((size_t)n + 1, sizeof *g.order), 0, NULL};
+  for (int64_t i = 0; refs && i < n; i++) {
+    const MmrtTensorDesc *p = &m->params[i];
+    refs[i] =
+        (MmrtTensorRef){.name = p->name, .dtype = (MmrtStDtype)p->dtype, .ndim = (int)p->ndim};
+    for (int64_t d = 0; d < p->ndim; d++) refs[i].shape[d] = p->shape[d];
+    if (p->ndim && p->rows < p->shape[0]) refs[i].shape[0] = p->rows; /* its real rows, in front */
+    if (whole_of(p) > most) most = whole_of(p);
+  }
+  g.buf = malloc((size_t)most * sizeof *g.buf);
+  if (any_rank(t, !refs || !g.order || !g.buf, "--save-weights (all-reduce of its allocation)")) {
+    free(refs), free(g.order), free(g.buf);
+    return fail("out of memory for --save-weights");
+  }
+  for (size_t es = 8; es; es /= 2)
+    for (int64_t i = 0; i < n; i++)
+      if (mmrt_st_dtype_size((MmrtStDtype)m->params[i].dtype) == es) g.order[k++] = i;
+  int rc = k == n ? 0 : fail("--save-weights: a tensor of an unknown element size");
   if (!rc && t->rank == 0) {
     MmrtKV meta[] = {{"model", m->name}, {"format", "mmc-weights"}};
-    if (mmrt_st_save(t->a.save_weights, refs, (int)m->nparams, meta, 2, err, sizeof err) != MMRT_OK)
+    if (mmrt_st_save_stream(t->a.save_weights, refs, (int)n, meta, 2, weights_fill, &g, err,
+                            sizeof err) != MMRT_OK)
       rc = fail("--save-weights %s", err);
   }
-  for (int64_t i = 0; refs && i < m->nparams; i++) free(refs[i].data);
-  free(refs);
+  /* the other ranks' gathers (and rank 0's left when its file failed) */
+  for (; g.next < k; g.next++)
+    gather_one(t, &m->params[g.order[g.next]], g.buf, whole_of(&m->params[g.order[g.next]]));
+  free(refs), free(g.order), free(g.buf);
   return rc;
 }
 
@@ -897,34 +948,6 @@ static int save_hf(Trainer *t) {
   free(p);
   free(which);
   return rc;
-}
-
-/* Every parameter whole on rank 0 (the other ranks' copies are sums of
- * their pieces too, but only rank 0's are complete), a padded vocabulary
- * at its real rows; *out_rc 0 or a fail() code. */
-static MmrtTensorRef *gather_whole(Trainer *t, int *out_rc) {
-  const MmrtModelDesc *m = t->m;
-  MmrtTensorRef *refs = calloc((size_t)m->nparams + 1, sizeof *refs);
-  int rc = refs ? 0 : fail("out of memory for --save-weights");
-  for (int64_t i = 0; !rc && i < m->nparams; i++) {
-    const MmrtTensorDesc *p = &m->params[i];
-    int64_t r = p->ndim, whole = 1;
-    refs[i].name = p->name;
-    refs[i].dtype = (MmrtStDtype)p->dtype;
-    refs[i].ndim = (int)r;
-    for (int64_t d = 0; d < r; d++) whole *= refs[i].shape[d] = p->shape[d];
-    float *w = calloc((size_t)whole, sizeof *w);
-    refs[i].data = w;
-    if (!w) {
-      rc = fail("out of memory for --save-weights");
-      break;
-    }
-    gather_one(t, p, w, whole);
-  }
-  for (int64_t i = 0; !rc && i < m->nparams; i++) /* a padded vocabulary: its real rows, in front */
-    if (refs[i].ndim && m->params[i].rows < refs[i].shape[0]) refs[i].shape[0] = m->params[i].rows;
-  *out_rc = rc;
-  return refs;
 }
 
 /* --dump-inputs: this rank's data inputs of a training step (the global
@@ -1567,7 +1590,11 @@ static int train(Trainer *t) {
         if (!t->pp) return 1;
       }
       t->pp_lr = lr, t->pp_fs = fs;
-      if (mmrt_pp_step(t->pp, step, what, &loss)) return 1;
+      t->mesh.err[0] = 0;
+      if (mmrt_pp_step(t->pp, step, what, &loss)) {
+        if (t->mesh.err[0]) mmrt_comm_abort(1); /* a failed transfer: the others may wait on it */
+        return 1;
+      }
     } else if (m->micro_batches > 1) {
       if (mb_step(t, step, lr, fs, what, &loss)) return 1;
     } else {
