@@ -110,12 +110,12 @@ $REL check gpt2tiny.pp2.gpipe 2 "$G" GPT2Tiny "$G" GPT2Tiny 10 --pp 2 --micro-ba
 $REL check gpt2tiny.pp2.1f1b 2 "$G" GPT2Tiny "$G" GPT2Tiny 10 --pp 2 --micro-batches 4 --schedule 1f1b
 check gpt2tiny.pp2.zbh1 2 "$G" GPT2Tiny "$G" GPT2Tiny 10 --pp 2 --micro-batches 4 --schedule zbh1
 check gpt2tiny.pp4.1f1b 4 "$G" GPT2Tiny "$P" G4 10 --pp 4 --micro-batches 4 --schedule 1f1b
-check gpt2tiny.pp2.interleaved 2 "$G" GPT2Tiny "$P" G4i 10 --pp 2 --micro-batches 4
+$REL check gpt2tiny.pp2.interleaved 2 "$G" GPT2Tiny "$P" G4i 10 --pp 2 --micro-batches 4
 check gpt2tiny.tp2.pp2 4 "$G" GPT2Tiny "$G" GPT2Tiny 10 --tp 2 --pp 2 --micro-batches 2
 $REL check gpt2tiny.pp2.dp2.zero1 4 "$G" GPT2Tiny "$G" GPT2Tiny 10 --pp 2 --dp 2 --zero 1 --micro-batches 2
 $REL check internvl2tiny.pp2.novision 2 "$V" InternVL2Tiny "$P" V2 "$N" --pp 2 --micro-batches 2
 check internvl2tiny.pp3.cross.zbh1 3 "$V" InternVL2Tiny "$P" V2x "$N" --pp 3 --micro-batches 4 --schedule zbh1
-check internvl2tiny.pp4.gpipe.counts 4 "$V" InternVL2Tiny "$P" V4 "$N" --pp 4 --micro-batches 2 --schedule gpipe
+$REL check internvl2tiny.pp4.gpipe.counts 4 "$V" InternVL2Tiny "$P" V4 "$N" --pp 4 --micro-batches 2 --schedule gpipe
 $REL check internvl2tiny.pp2.interleaved.counts 2 "$V" InternVL2Tiny "$P" V4i "$N" --micro-batches 2
 check internvl2tiny.pp4.interleaved 4 "$V" InternVL2Tiny "$P" V8i "$N" --micro-batches 4
 $REL check internvl2tiny.pp4.zbh1.counts 4 "$V" InternVL2Tiny "$P" V4 "$N" --pp 4 --micro-batches 4 --schedule zbh1

@@ -11,5 +11,5 @@ export OMP_NUM_THREADS=1
 [ -x "$B/mpi_split" ] || { echo "FAIL $B/mpi_split is not built"; exit 1; }
 fail=0
 timeout 300 mpirun --oversubscribe -x OMP_NUM_THREADS -x LSAN_OPTIONS -np 2 "$B/mpi_split" || { echo "FAIL: mpi_split on 2 ranks"; fail=1; }
-timeout 300 "$B/mpi_split" || { echo "FAIL: mpi_split alone"; fail=1; }
+mpi_alone timeout 300 "$B/mpi_split" || { echo "FAIL: mpi_split alone"; fail=1; }
 exit $fail

@@ -43,8 +43,7 @@ if [ "$rc" -eq 0 ]; then ok; else bad "mpi_comm on 4 ranks (exit $rc)"; fi
 # unwinder above, under ASan) is left to the blocking run
 run $LIM env LSAN_OPTIONS="$LSAN_OPTIONS:detect_leaks=0" "${MPIRUN[@]}" -np 4 "$B/mpi_comm" --timeout 30
 if [ "$rc" -eq 0 ]; then ok; else bad "mpi_comm on 4 ranks with a timeout (exit $rc)"; fi
-# a singleton still starts OpenMPI: its leaks need the slow unwinder (tests/tools/san/mpirun)
-run $LIM env LSAN_OPTIONS="$LSAN_OPTIONS:fast_unwind_on_malloc=0" "$B/mpi_comm"
+mpi_alone run $LIM "$B/mpi_comm"
 if [ "$rc" -eq 0 ]; then ok; else bad "mpi_comm as a singleton (exit $rc)"; fi
 
 run 60 "${MPIRUN[@]}" -np 3 "$B/mpi_fail" mismatch

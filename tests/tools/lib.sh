@@ -13,6 +13,10 @@ export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$MMC_SOURCE_DIR/tests/lsan.sup
 # only they) unwind allocations the slow way, which OpenMPI's leaks need
 if [ "$SAN" = 1 ]; then PATH="$MMC_SOURCE_DIR/tests/tools/san:$PATH"; fi
 
+# A program that starts OpenMPI without mpirun (a singleton world): its
+# leaks need the slow unwinder, as mpirun's ranks' do (tests/tools/san/mpirun).
+mpi_alone() { LSAN_OPTIONS="$LSAN_OPTIONS:fast_unwind_on_malloc=0" "$@"; }
+
 # The scripts that run trainers under mpirun and count their checks call
 # mpi_script after sourcing this: a scratch folder $T (removed at exit), one
 # OpenMP thread a rank, MPIRUN (mpirun bounded to 300 s, the rank count to
