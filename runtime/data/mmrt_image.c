@@ -611,3 +611,28 @@ int mmrt_image_internvl(const MmrtImage *im, int size, int max_tiles, const floa
   *out = f, *ntiles = n, *grid = g;
   return MMRT_OK;
 }
+
+void mmrt_image_tiles_into(char *const *paths, int n, int size, int max_tiles, float *px,
+                           int64_t *at, int64_t lim, const char *who) {
+  size_t tile = 3 * (size_t)size * (size_t)size;
+  for (int k = 0; k < n; k++) {
+    MmrtImage im;
+    float *t = NULL;
+    int nt = 0;
+    MmrtTileGrid g;
+    char e[1024];
+    if (mmrt_image_read(paths[k], 0, &im, e, sizeof e) != 0) {
+      fprintf(stderr, "%s: warning: %s: its tiles left zero\n", who, e);
+      continue;
+    }
+    if (mmrt_image_internvl(&im, size, max_tiles, mmrt_image_imagenet_mean, mmrt_image_imagenet_std,
+                            &t, &nt, &g, e, sizeof e) == 0) {
+      if (*at + nt > lim) nt = (int)(lim - *at);
+      memcpy(px + (size_t)*at * tile, t, (size_t)nt * tile * sizeof *px);
+      *at += nt;
+    } else
+      fprintf(stderr, "%s: warning: %s: its tiles left zero\n", who, e);
+    free(t);
+    mmrt_image_free(&im);
+  }
+}

@@ -100,4 +100,12 @@ int mmrt_image_internvl(const MmrtImage *im, int size, int max_tiles, const floa
                         const float std[3], float **out, int *ntiles, MmrtTileGrid *grid, char *err,
                         size_t errlen);
 
+/* The tiles of images paths[0, n) (InternVL2's, as above, with ImageNet's
+ * mean and std) one after another into px, from tile *at on and up to tile
+ * lim (an image's tiles past it dropped); *at ends after the last. A file
+ * that does not decode or tile leaves its tiles zero, with a warning on
+ * stderr from `who` naming it. */
+void mmrt_image_tiles_into(char *const *paths, int n, int size, int max_tiles, float *px,
+                           int64_t *at, int64_t lim, const char *who);
+
 #endif

@@ -349,7 +349,6 @@ static int open(MmrtFeedCtx *c, const char *spec, char *err, size_t errlen) {
  * reply only, no labels (generation). */
 static void lay_one(const Conv *x, const Sample *s, int32_t *text, int32_t *y, float *px, int64_t r,
                     int64_t nrows, int64_t *at_, int32_t prefix) {
-  size_t tile = 3 * (size_t)x->S * (size_t)x->S;
   if (!x->pool) *at_ = r * x->K;
   int64_t at = *at_, lim = x->pool ? nrows * x->K : (r + 1) * x->K;
   int32_t n = s ? (prefix > 0 ? prefix : s->len) : 0;
@@ -357,26 +356,7 @@ static void lay_one(const Conv *x, const Sample *s, int32_t *text, int32_t *y, f
     text[j] = j < n ? s->ids[j] : x->pad;
     y[j] = !prefix && j + 1 < n && s->mask[j + 1] ? s->ids[j + 1] : x->ignore;
   }
-  for (int k = 0; s && k < s->nimg; k++) {
-    MmrtImage im;
-    float *t = NULL;
-    int nt = 0;
-    MmrtTileGrid g;
-    char e[1024];
-    if (mmrt_image_read(s->paths[k], 0, &im, e, sizeof e) != 0) {
-      fprintf(stderr, "trainer: warning: %s: its tiles left zero\n", e);
-      continue;
-    }
-    if (mmrt_image_internvl(&im, (int)x->S, x->max_tiles, mmrt_image_imagenet_mean,
-                            mmrt_image_imagenet_std, &t, &nt, &g, e, sizeof e) == 0) {
-      if (at + nt > lim) nt = (int)(lim - at);
-      memcpy(px + (size_t)at * tile, t, (size_t)nt * tile * sizeof *px);
-      at += nt;
-    } else
-      fprintf(stderr, "trainer: warning: %s: its tiles left zero\n", e);
-    free(t);
-    mmrt_image_free(&im);
-  }
+  if (s) mmrt_image_tiles_into(s->paths, s->nimg, (int)x->S, x->max_tiles, px, &at, lim, "trainer");
   *at_ = at;
 }
 

@@ -256,28 +256,9 @@ static void lay(Ce *g, int64_t r, const MmrtConvSample *s, int64_t n) {
   float *px = (float *)at(g, g->pixels) + (size_t)r * (size_t)g->K * tile;
   for (int64_t j = 0; j < g->T; j++) text[j] = s && j < n ? s->ids.v[j] : g->pad;
   memset(px, 0, (size_t)g->K * tile * sizeof *px);
-  int used = 0;
+  int64_t used = 0;
   int max_tiles = g->a.max_tiles ? (int)g->a.max_tiles : (int)(g->K > 1 ? g->K - 1 : 1);
-  for (int k = 0; s && k < s->nimages; k++) {
-    MmrtImage im;
-    float *t = NULL;
-    int nt = 0;
-    MmrtTileGrid grid;
-    char e[1024];
-    if (mmrt_image_read(s->paths[k], 0, &im, e, sizeof e) != 0) {
-      fprintf(stderr, "%s: warning: %s: its tiles left zero\n", who, e);
-      continue;
-    }
-    if (mmrt_image_internvl(&im, (int)g->S, max_tiles, mmrt_image_imagenet_mean,
-                            mmrt_image_imagenet_std, &t, &nt, &grid, e, sizeof e) == 0) {
-      if (used + nt > g->K) nt = (int)g->K - used;
-      memcpy(px + (size_t)used * tile, t, (size_t)nt * tile * sizeof *px);
-      used += nt;
-    } else
-      fprintf(stderr, "%s: warning: %s: its tiles left zero\n", who, e);
-    free(t);
-    mmrt_image_free(&im);
-  }
+  if (s) mmrt_image_tiles_into(s->paths, s->nimages, (int)g->S, max_tiles, px, &used, g->K, who);
 }
 
 static int32_t argmax(const float *row, int64_t V) {
