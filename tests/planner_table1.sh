@@ -22,6 +22,7 @@
 #     micro-batches' gradient sums as a separate add, where Megatron's
 #     accumulation rides in the weight-gradient GEMM);
 #   - the 1 T row plans in a few seconds (the whole script stays < 20 s);
+#     under ASan rows 1, 2, 4 and 5 (below);
 #   - `--search` on the first row's 32 GPUs, the model given without the
 #     published plan, ranks first a plan predicted at least as fast as the
 #     published one and explains the ranking (against the file's default
@@ -47,20 +48,15 @@ cat > "$T/table1.txt" <<'TAB'
 1008.0 160 25600 128 8 64 3072 3072 163
 TAB
 fail=0
+# The sanitizer build verifies the IR after every pass (MMC_VERIFY_EACH_PASS):
+# it plans rows 1, 2, 4 and 5 (tp 1, 2, 8; pp 2; dp 8 to 32; bf16) with the
+# same checks, about 15 s; all ten cost 80 s there (the 1 T row 24 s).
 if [ "$SAN" = 1 ]; then
-  # The debug build's placement check refuses dp > 1 under bf16 (a fused
-  # embedding's gradient on dp: "no sharding of fused explains its
-  # placements", main's own ASan build too), so under ASan the first row is
-  # only planned in fp32 and its prediction read; the ratios are release's.
-  read -r P a h l t p n B pub < "$T/table1.txt"
-  printf 'import "gpt2.mm"\nmodel Row {\n  let B = %s\n  let T = 2048\n  gpt = GPT(vocab = 51200, ctx = 2048, dim = %s, depth = %s, heads = %s)\n  forward(ids: i32[B, T], labels: i32[B, T]) -> loss { return gpt(ids, labels) }\n  parallel { micro_batches = 16; recompute = full }\n}\n' "$B" "$h" "$l" "$a" > "$T/san.mm"
-  "$MMC" plan "$T/san.mm" -I "$MMC_SOURCE_DIR/stdlib_models" --device a100 --devices "$n" --json > "$T/san.json" 2> "$T/e" ||
-    { echo "FAIL: row $P B in fp32 under ASan"; cat "$T/e"; exit 1; }
-  $PY -c "import json,sys; p=json.load(open('$T/san.json'))['predicted']; sys.exit(0 if p['step_s'] > 0 and p['devices'] == $n else 1)" ||
-    { echo "FAIL: no prediction under ASan"; exit 1; }
-  echo "planner_table1: ASan: row $P B planned in fp32 (the ratios are checked in release)"
-  exit 0
+  sed -n '1p;2p;4p;5p' "$T/table1.txt" > "$T/rows.in"
+else
+  cp "$T/table1.txt" "$T/rows.in"
 fi
+nrows=$(wc -l < "$T/rows.in")
 while read -r P a h l t p n B pub; do
   d=$((n / (t * p)))
   cat > "$T/row$P.mm" <<MM
@@ -97,11 +93,11 @@ print(f"{('ok  ' if near else 'ok15') if ok else 'FAIL'} {P:>6} B: predicted {tf
       f"comm {b['exposed_comm_s']:.4g}, bubble {b['bubble_s']:.4g}, optimizer {b['optimizer_s']:.3g})")
 sys.exit(0 if ok else 1)
 PY
-done < "$T/table1.txt" | tee "$T/rows.txt"
+done < "$T/rows.in" | tee "$T/rows.txt"
 fail=$((fail + $(grep -c '^FAIL' "$T/rows.txt")))
-# within 15%: at least 8 of the 10 rows (release; the sanitizer build plans one row)
+# within 15%: all but at most 2 of the rows planned
 far=$(grep -c '^ok15' "$T/rows.txt")
-if [ "$SAN" = 0 ] && [ "$far" -gt 2 ]; then echo "FAIL: $far rows beyond 15% (at most 2)"; fail=$((fail + 1)); fi
+if [ "$far" -gt 2 ]; then echo "FAIL: $far rows beyond 15% (at most 2)"; fail=$((fail + 1)); fi
 # --search on the first row's 32 GPUs: the best plan predicts the published
 # plan's step or faster, and the ranking is explained against it
 if [ "$SAN" = 0 ]; then
@@ -128,5 +124,5 @@ print("search on 32 GPUs:", re.search(r"^#1 .*\n.*", t, re.M).group(0))
 sys.exit(1 if errs else 0)
 PY
 fi
-[ "$fail" = 0 ] && echo "planner_table1: every row within 20% of the published TFLOP/s, $((10 - far)) of 10 within 15%"
+[ "$fail" = 0 ] && echo "planner_table1: every row within 20% of the published TFLOP/s, $((nrows - far)) of $nrows within 15%"
 exit $((fail > 0))
