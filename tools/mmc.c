@@ -1980,6 +1980,7 @@ static int cmd_plan(Opts *o) {
     plan_collectives(m, &m->plan, root, true);
     mmc_plan_frozen(m, root);
     mmc_plan_hzero(m, root);
+    mmc_plan_zero_replicated(m, root);
     plan_cp(m, root, true);
     plan_split_norms(m, root, true);
     if (!plan_pp_memory(m, data_bytes, root, true, err, sizeof err)) {
@@ -2056,6 +2057,7 @@ static int cmd_plan(Opts *o) {
     plan_collectives(m, &m->plan, NULL, o->detail);
     mmc_plan_frozen(m, NULL);
     mmc_plan_hzero(m, NULL);
+    mmc_plan_zero_replicated(m, NULL);
     plan_cp(m, NULL, o->detail);
     plan_split_norms(m, NULL, o->detail);
   }

@@ -95,3 +95,43 @@ void mmc_plan_hzero(const IrModule *m, json_object *root) {
          "across the groups once a step; held by the runtime beside the arenas)\n",
          (long long)copies, (long long)N);
 }
+
+/* Today a parameter without a dim that dp divides is not split by ZeRO at
+ * all (docs/planner.md, "ZeRO and indivisible parameters"): say so, with
+ * what it costs, rather than print a ZeRO plan that does not shard them. */
+void mmc_plan_zero_replicated(const IrModule *m, json_object *root) {
+  const int64_t D = m->mesh[IR_AX_DP];
+  if (m->plan.zero < 1 || D <= 1) return;
+  const IrFunc *f = NULL;
+  for (int i = 0; i < m->funcs.len; i++)
+    if (!strcmp(((const IrFunc *)m->funcs.items[i])->name, "train")) f = m->funcs.items[i];
+  int tensors = 0, trainable = 0;
+  int64_t elems = 0, bytes = 0;
+  const char *first = NULL;
+  for (int i = 0; f && i < f->nodes.len; i++) {
+    const IrNode *n = f->nodes.items[i];
+    if (!(ir_ops[n->op].flags & OPF_OPTIMIZER) || n->nin < 1 || n->in[0]->role != IR_ROLE_PARAM)
+      continue;
+    const IrValue *p = n->in[0];
+    trainable++;
+    if (p->pl[IR_AX_DP].kind != IR_PL_B) continue;
+    tensors++, elems += ir_local_numel(m, p),
+        bytes += ir_local_numel(m, p) * ir_dtype_size(p->dtype);
+    if (!first) first = p->name;
+  }
+  if (!tensors) return;
+  if (root) {
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "tensors", json_object_new_int(tensors));
+    json_object_object_add(o, "trainable_tensors", json_object_new_int(trainable));
+    json_object_object_add(o, "elements", json_object_new_int64(elems));
+    json_object_object_add(o, "param_bytes", json_object_new_int64(bytes));
+    json_object_object_add(o, "first", json_object_new_string(first));
+    json_object_object_add(root, "zero_replicated", o);
+    return;
+  }
+  printf("  zero = %d leaves %d of %d trainable parameters whole on every dp rank (%lld elements, "
+         "%lld bytes a rank, each with its gradient and optimizer state; gradients all-reduced): "
+         "dp = %lld divides none of their dims, e.g. @%s\n",
+         m->plan.zero, tensors, trainable, (long long)elems, (long long)bytes, (long long)D, first);
+}
