@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # ZeRO and parameters dp divides no dim of (issue 32; docs/planner.md, "ZeRO
-# and indivisible parameters"): passes/zero.c leaves such a parameter whole
-# on every dp rank, with its gradient (all-reduced) and optimizer state;
-# `mmc plan` says how many and what they cost instead of printing a ZeRO
-# plan that silently does not shard them.
-#   - a model of two Linears at dp = 3, zero = 3: the parameters whose dims 3
-#     divides none of (counted here from `mmc dump-ir --after lower`'s param
-#     shapes) are the plan's zero_replicated tensors, elements and bytes; the
-#     param arena is theirs whole plus a third of the rest;
-#   - GPT2Tiny at dp = 3 (dims 256 and 64: none divisible): all 36 replicated,
-#     the param arena the serial one; at dp = 2 nothing is reported and the
-#     param arena halves;
+# and indivisible parameters"), in the plan: passes/zero.c pads such a
+# parameter along dim 0 to a multiple of dp (its piece ceil(n0 / dp) rows)
+# unless another axis splits dim 0; those stay whole on every dp rank and
+# `mmc plan` counts them. Counts here come from the shard pass's param
+# shapes and placements (`mmc dump-ir --after shard`, before zero):
+#   - two Linears at tp = 2, dp = 3, zero = 3 (a column-parallel fc1 of
+#     [10, 5], a loss head fc2 its vocabulary padded to 256 rows by tp): fc1's
+#     two tensors (dim 0 split by tp) whole, reported in zero_replicated;
+#     fc2's padded to 258 rows, 86 a rank; the param arena against the sum;
+#   - GPT2Tiny at dp = 3 (dims 256 and 64: none divisible): nothing
+#     reported, every tensor padded, the param arena the padded pieces'
+#     bytes (each 64-byte aligned); at dp = 2 the arena halves;
 #   - the text line names the count and an example.
 set -uo pipefail
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
@@ -22,17 +23,17 @@ cat > "$T/two.mm" <<'MM'
 import "nn.mm"
 model Two {
   let B = 6
-  fc1 = Linear(6, 8)
-  fc2 = Linear(8, 5)
-  forward(x: f32[B, 6], y: i32[B]) -> loss { return cross_entropy(fc2(gelu(fc1(x))), y) }
-  parallel { dp = 3; zero = 3 }
+  fc1 = Linear(5, 10)
+  fc2 = Linear(10, 5)
+  forward(x: f32[B, 5], y: i32[B]) -> loss { return cross_entropy(fc2(gelu(fc1(x))), y) }
+  parallel { tp = 2; dp = 3; zero = 3 }
 }
 MM
 G="$MMC_SOURCE_DIR/stdlib_models/gpt2.mm"
-"$MMC" dump-ir "$T/two.mm" -I "$MMC_SOURCE_DIR/stdlib_models" --after lower > "$T/two.ir" 2> "$T/e" &&
+"$MMC" dump-ir "$T/two.mm" -I "$MMC_SOURCE_DIR/stdlib_models" --after shard > "$T/two.ir" 2> "$T/e" &&
   "$MMC" plan "$T/two.mm" -I "$MMC_SOURCE_DIR/stdlib_models" --json > "$T/two.json" 2>> "$T/e" &&
   "$MMC" plan "$T/two.mm" -I "$MMC_SOURCE_DIR/stdlib_models" > "$T/two.txt" 2>> "$T/e" &&
-  "$MMC" dump-ir "$G" --model GPT2Tiny --after lower > "$T/g.ir" 2>> "$T/e" &&
+  "$MMC" dump-ir "$G" --model GPT2Tiny --set B=6 --dp 3 --after shard > "$T/g.ir" 2>> "$T/e" &&
   "$MMC" plan "$G" --model GPT2Tiny --set B=6 --dp 3 --zero 3 --json > "$T/g3.json" 2>> "$T/e" &&
   "$MMC" plan "$G" --model GPT2Tiny --set B=6 --dp 2 --zero 3 --json > "$T/g2.json" 2>> "$T/e" &&
   "$MMC" plan "$G" --model GPT2Tiny --set B=6 --json > "$T/g1.json" 2>> "$T/e" ||
@@ -41,46 +42,50 @@ $PY - "$T" <<'PY' || fail=1
 import json, re, sys
 T = sys.argv[1]
 errs = []
-def params(path):
+def params(path, tp):
     out = []
     for line in open(path):
-        m = re.match(r"\s*param @(\S+) : f32\[([0-9, ]*)\]", line)
-        if m: out.append((m.group(1), [int(x) for x in m.group(2).split(",")]))
+        m = re.match(r"\s*param @(\S+) : f32\[([0-9, ]*)\]\{dp:B, cp:B, tp:([^}]*)\}(.*)", line)
+        if not m or m.group(1).startswith("adamw."): continue
+        shape = [int(x) for x in m.group(2).split(",")]
+        t = re.match(r"S\((\d+)\)", m.group(3))
+        out.append((m.group(1), shape, int(t.group(1)) if t else -1))
     return out
-def numel(s):
-    n = 1
-    for x in s: n *= x
-    return n
-def expect(name, ps, dp, plan):
-    whole = [(n, s) for n, s in ps if not any(d % dp == 0 for d in s)]
-    split = [(n, s) for n, s in ps if any(d % dp == 0 for d in s)]
+al = lambda b: (b + 63) // 64 * 64  # each tensor 64-byte aligned (passes/memplan.h)
+def expect(name, ps, dp, tp, plan):
+    whole, arena, elems = [], 0, 0
+    for n, s, td in ps:
+        loc = [x // (tp if d == td else 1) for d, x in enumerate(s)]
+        size = 1
+        for x in loc: size *= x
+        if any(loc[d] % dp == 0 for d in range(len(s))):
+            arena += al(4 * size // dp)                   # split along a dim dp divides
+        elif td != 0:
+            arena += al(4 * size // loc[0] * -(-loc[0] // dp))  # padded: ceil(n0 / dp) rows
+        else:
+            whole.append(n); elems += size; arena += al(4 * size)
     z = plan.get("zero_replicated")
-    if not z:
-        errs.append(f"{name}: no zero_replicated, want {len(whole)} tensors"); return
-    want = {"tensors": len(whole), "trainable_tensors": len(ps),
-            "elements": sum(numel(s) for _, s in whole), "param_bytes": 4 * sum(numel(s) for _, s in whole)}
-    for k, v in want.items():
-        if z[k] != v: errs.append(f"{name}: zero_replicated.{k} = {z[k]}, want {v}")
-    arena = plan["by_role"]["param"]
-    al = lambda b: (b + 63) // 64 * 64  # each tensor 64-byte aligned (passes/memplan.h)
-    want_arena = sum(al(4 * numel(s)) for _, s in whole) + sum(al(4 * numel(s) // dp) for _, s in split)
-    if arena != want_arena: errs.append(f"{name}: param arena {arena}, want {want_arena}")
-    print(f"{name}: {len(whole)} of {len(ps)} parameters whole at dp = {dp}, param arena {arena} bytes")
-two = params(f"{T}/two.ir")
-expect("Two", two, 3, json.load(open(f"{T}/two.json")))
-if not 0 < json.load(open(f"{T}/two.json"))["zero_replicated"]["tensors"] < len(two):
-    errs.append("Two: want some parameters split and some whole")
-g = params(f"{T}/g.ir")
-expect("GPT2Tiny", g, 3, json.load(open(f"{T}/g3.json")))
+    if whole and not z: errs.append(f"{name}: no zero_replicated, want {whole}")
+    if not whole and z: errs.append(f"{name}: zero_replicated {z}, want none")
+    if z:
+        want = {"tensors": len(whole), "trainable_tensors": len(ps), "elements": elems,
+                "param_bytes": 4 * elems, "first": whole[0]}
+        for k, v in want.items():
+            if z[k] != v: errs.append(f"{name}: zero_replicated.{k} = {z[k]}, want {v}")
+    got = plan["by_role"]["param"]
+    if got != arena: errs.append(f"{name}: param arena {got} bytes a rank, want {arena}")
+    print(f"{name}: {len(whole)} of {len(ps)} parameters whole at dp = {dp}, param arena {got} bytes a rank (counted {arena})")
+expect("Two", params(f"{T}/two.ir", 2), 3, 2, json.load(open(f"{T}/two.json")))
+expect("GPT2Tiny", params(f"{T}/g.ir", 1), 3, 1, json.load(open(f"{T}/g3.json")))
 g1, g2 = json.load(open(f"{T}/g1.json")), json.load(open(f"{T}/g2.json"))
 if "zero_replicated" in g2: errs.append("GPT2Tiny dp = 2: zero_replicated reported")
 if g2["by_role"]["param"] * 2 != g1["by_role"]["param"]:
     errs.append(f"GPT2Tiny dp = 2: param arena {g2['by_role']['param']}, serial {g1['by_role']['param']}")
 t = open(f"{T}/two.txt").read()
-if not re.search(r"zero = 3 leaves 3 of 4 trainable parameters whole on every dp rank .*dp = 3 divides none of their dims, e\.g\. @fc1\.bias", t):
+if not re.search(r"zero = 3 leaves 2 of 4 trainable parameters whole on every dp rank .*dp = 3 divides none of their dims and another axis splits their dim 0 \(no padding\), e\.g\. @fc1\.weight", t):
     errs.append("Two: the text line:\n" + t)
 for e in errs: print("FAIL:", e)
 sys.exit(1 if errs else 0)
 PY
-[ "$fail" = 0 ] && echo "zero_replicated: the plan reports the parameters ZeRO leaves whole, counted from their shapes"
+[ "$fail" = 0 ] && echo "zero_replicated: padded pieces and the parameters ZeRO leaves whole, as counted from their shapes"
 exit $fail

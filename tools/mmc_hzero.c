@@ -96,9 +96,11 @@ void mmc_plan_hzero(const IrModule *m, json_object *root) {
          (long long)copies, (long long)N);
 }
 
-/* Today a parameter without a dim that dp divides is not split by ZeRO at
- * all (docs/planner.md, "ZeRO and indivisible parameters"): say so, with
- * what it costs, rather than print a ZeRO plan that does not shard them. */
+/* A parameter without a dim that dp divides is padded along dim 0
+ * (passes/zero.c) unless another axis splits that dim, or it is a scalar:
+ * those stay whole on every dp rank (docs/planner.md, "ZeRO and
+ * indivisible parameters"); say so, with what it costs, rather than print
+ * a ZeRO plan that does not shard them. */
 void mmc_plan_zero_replicated(const IrModule *m, json_object *root) {
   const int64_t D = m->mesh[IR_AX_DP];
   if (m->plan.zero < 1 || D <= 1) return;
@@ -132,6 +134,7 @@ void mmc_plan_zero_replicated(const IrModule *m, json_object *root) {
   }
   printf("  zero = %d leaves %d of %d trainable parameters whole on every dp rank (%lld elements, "
          "%lld bytes a rank, each with its gradient and optimizer state; gradients all-reduced): "
-         "dp = %lld divides none of their dims, e.g. @%s\n",
+         "dp = %lld divides none of their dims and another axis splits their dim 0 (no "
+         "padding), e.g. @%s\n",
          m->plan.zero, tensors, trainable, (long long)elems, (long long)bytes, (long long)D, first);
 }

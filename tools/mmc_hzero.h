@@ -15,7 +15,8 @@ void mmc_plan_hzero(const IrModule *m, json_object *root);
 
 /* Under zero >= 1 and dp > 1: the trainable parameters ZeRO leaves whole
  * on every dp rank because dp (times tp's split of the dim) divides none
- * of their dims (passes/zero.c): their tensors, elements and bytes a rank
+ * of their dims and another axis splits dim 0, which ZeRO would pad
+ * (passes/zero.c), or they are scalars: their tensors, elements and bytes a rank
  * (each with its gradient and optimizer state, its gradient all-reduced).
  * As a "zero_replicated" object of root, or (root NULL) a line on stdout;
  * nothing when ZeRO splits every one. */
