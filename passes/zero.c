@@ -55,14 +55,19 @@ static int storage_dim(Zero *z, IrValue *p) {
   return s ? (int)s->i - 1 : -1;
 }
 
+/* A builder of nodes in the scope, group and layer of `at` (none: NULL) */
+static IrBuilder builder_at(Zero *z, IrFunc *f, const IrNode *at) {
+  return (IrBuilder){.m = z->m,
+                     .f = f,
+                     .scope = at ? at->scope : NULL,
+                     .group = at ? at->group : -1,
+                     .layer = at ? at->layer : -1};
+}
+
 static IrNode *reshard_node(Zero *z, IrFunc *f, IrValue *x, const IrPlacement *pl, const IrNode *at,
                             SrcLoc loc) {
   char err[400];
-  IrBuilder b = {.m = z->m,
-                 .f = f,
-                 .scope = at ? at->scope : NULL,
-                 .group = at ? at->group : -1,
-                 .layer = at ? at->layer : -1};
+  IrBuilder b = builder_at(z, f, at);
   IrAttrs none = {0};
   IrNode *n = ir_build(&b, IR_OP_RESHARD, &x, 1, &none, loc, err, sizeof err, NULL);
   MM_ASSERT(n != NULL);
@@ -81,11 +86,7 @@ static int64_t padded_rows(Zero *z, const IrValue *p) {
 static IrNode *rows_node(Zero *z, IrFunc *f, IrValue *x, IrOp op, int64_t rows, int64_t size,
                          const IrNode *at, SrcLoc loc) {
   char err[400];
-  IrBuilder b = {.m = z->m,
-                 .f = f,
-                 .scope = at ? at->scope : NULL,
-                 .group = at ? at->group : -1,
-                 .layer = at ? at->layer : -1};
+  IrBuilder b = builder_at(z, f, at);
   IrAttrs a = {0};
   ir_attrs_set_int(&a, IR_ATTR_AXIS, 0);
   ir_attrs_set_int(&a, IR_ATTR_START, 0);
