@@ -11,7 +11,8 @@
 #     fc2's padded to 258 rows, 86 a rank; the param arena against the sum;
 #   - GPT2Tiny at dp = 3 (dims 256 and 64: none divisible): nothing
 #     reported, every tensor padded, the param arena the padded pieces'
-#     bytes (each 64-byte aligned); at dp = 2 the arena halves;
+#     bytes (each 64-byte aligned), the reduce-scatter's and gathers'
+#     elements sent those of the padded tensors; at dp = 2 the arena halves;
 #   - the text line names the count and an example.
 set -uo pipefail
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
@@ -77,6 +78,15 @@ def expect(name, ps, dp, tp, plan):
     print(f"{name}: {len(whole)} of {len(ps)} parameters whole at dp = {dp}, param arena {got} bytes a rank (counted {arena})")
 expect("Two", params(f"{T}/two.ir", 2), 3, 2, json.load(open(f"{T}/two.json")))
 expect("GPT2Tiny", params(f"{T}/g.ir", 1), 3, 1, json.load(open(f"{T}/g3.json")))
+# the collectives move the padded tensors: the gradients' reduce-scatter
+# sends (dp - 1) / dp of the padded elements, ZeRO-3's gathers twice that
+g = params(f"{T}/g.ir", 1)
+import math
+padded = sum(-(-s[0] // 3) * 3 * math.prod(s[1:]) for _, s, _ in g)
+ct = {c["kind"]: c["sent_elements"] for c in json.load(open(f"{T}/g3.json"))["collective_totals"] if c["axis"] == "dp"}
+if ct.get("reduce_scatter") != padded * 2 // 3 or ct.get("all_gather") != 2 * padded * 2 // 3:
+    errs.append(f"GPT2Tiny dp = 3: collectives {ct}, want reduce_scatter {padded * 2 // 3}, all_gather {2 * padded * 2 // 3} elements sent")
+print(f"GPT2Tiny dp = 3: {padded} padded elements; sent {ct}")
 g1, g2 = json.load(open(f"{T}/g1.json")), json.load(open(f"{T}/g2.json"))
 if "zero_replicated" in g2: errs.append("GPT2Tiny dp = 2: zero_replicated reported")
 if g2["by_role"]["param"] * 2 != g1["by_role"]["param"]:
