@@ -13,6 +13,7 @@
 #    256), the serial trainer resumes it and saves the very bytes the dp = 3
 #    run saved at step 5, and its steps 6 to 10 match the serial run's
 #    losses within 1e-5 relative.
+#  - ZeRO-1 with 2 micro-batches a step against serial as above (release).
 # Under ASan: 4 steps, the checkpoint at step 2.
 set -uo pipefail
 S="$MMC_SOURCE_DIR/stdlib_models"
@@ -48,6 +49,15 @@ d = max(abs(x - y) / abs(x) for x, y in zip(a, b))
 print(f"dp = 3: {len(b)} losses, largest relative difference {d:.2e}")
 sys.exit(0 if len(a) == len(b) == int(sys.argv[4]) and d <= float(sys.argv[3]) else 1)
 PY
+# ZeRO-1 with two micro-batches a step (release): the padded gradient is
+# the micro-batches' sum, reduce-scattered after the backward
+if [ "$SAN" = 0 ]; then
+  "$MMC" compile "$G" "${FL[@]}" --dp 3 --zero 1 --micro-batches 2 -o "$T/z1" || bad "compile zero = 1"
+  "${MPIRUN[@]}" 3 "$T/z1" --steps $N --eval-batches 1 --quiet --log "$T/z1.jsonl" --save-weights "$T/z1.st" \
+    > "$T/z1.out" 2>&1 || { bad "zero = 1: mpirun"; tail -5 "$T/z1.out"; }
+  $PY "$MMC_SOURCE_DIR/tests/tools/close_runs.py" dp3.zero1.mb2 "$T/serial.jsonl" "$T/z1.jsonl" "$T/init.st" \
+    "$T/serial.st" "$T/z1.st" "$G" GPT2Tiny && ok || bad "dp = 3 ZeRO-1, 2 micro-batches, differs from the serial run"
+fi
 # the checkpoint: written at dp = 3, resumed serially
 "${MPIRUN[@]}" 3 "$T/z3" --steps $CK --eval-batches 1 --quiet --ckpt "$T/ck" --save-weights "$T/z5.st" \
   > "$T/z5.out" 2>&1 || { bad "dp = 3 with --ckpt"; tail -5 "$T/z5.out"; }
