@@ -12,7 +12,9 @@
 #   - GPT2Tiny at dp = 3 (dims 256 and 64: none divisible): nothing
 #     reported, every tensor padded, the param arena the padded pieces'
 #     bytes (each 64-byte aligned), the reduce-scatter's and gathers'
-#     elements sent those of the padded tensors; at dp = 2 the arena halves;
+#     elements sent those of the padded tensors, zero_padded's padding
+#     elements theirs (not listed as padded vocabularies); at dp = 2 the
+#     arena halves;
 #   - the text line names the count and an example.
 set -uo pipefail
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
@@ -87,6 +89,10 @@ ct = {c["kind"]: c["sent_elements"] for c in json.load(open(f"{T}/g3.json"))["co
 if ct.get("reduce_scatter") != padded * 2 // 3 or ct.get("all_gather") != 2 * padded * 2 // 3:
     errs.append(f"GPT2Tiny dp = 3: collectives {ct}, want reduce_scatter {padded * 2 // 3}, all_gather {2 * padded * 2 // 3} elements sent")
 print(f"GPT2Tiny dp = 3: {padded} padded elements; sent {ct}")
+psi = sum(math.prod(s) for _, s, _ in g)
+zp, g3 = json.load(open(f"{T}/g3.json")).get("zero_padded"), json.load(open(f"{T}/g3.json"))
+if zp != {"tensors": 36, "padding_elements": padded - psi} or g3["padded_vocab"]:
+    errs.append(f"GPT2Tiny dp = 3: zero_padded {zp}, padded_vocab {g3['padded_vocab']}; want 36 tensors, {padded - psi} elements, no vocabulary")
 g1, g2 = json.load(open(f"{T}/g1.json")), json.load(open(f"{T}/g2.json"))
 if "zero_replicated" in g2: errs.append("GPT2Tiny dp = 2: zero_replicated reported")
 if g2["by_role"]["param"] * 2 != g1["by_role"]["param"]:

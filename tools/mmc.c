@@ -1278,7 +1278,7 @@ static void print_padded(const IrModule *m, json_object *root) {
   json_object *list = root ? json_object_new_array() : NULL;
   for (int i = 0; i < m->params.len; i++) {
     const IrValue *p = m->params.items[i];
-    if (!p->rows || p->role != IR_ROLE_PARAM) continue;
+    if (!p->rows || p->role != IR_ROLE_PARAM || mmc_zero_padded(m, p)) continue; /* ZeRO's */
     int64_t local = p->shape.d[0];
     for (int a = 0; a < IR_NAXES; a++)
       if (p->pl[a].kind == IR_PL_S && p->pl[a].dim == 0 && m->mesh[a] > 1) local /= m->mesh[a];

@@ -4,6 +4,7 @@
 #define MM_TOOLS_MMC_HZERO_H
 
 #include <json-c/json.h>
+#include <stdbool.h>
 
 #include "ir/ir.h"
 
@@ -21,5 +22,9 @@ void mmc_plan_hzero(const IrModule *m, json_object *root);
  * As a "zero_replicated" object of root, or (root NULL) a line on stdout;
  * nothing when ZeRO splits every one. */
 void mmc_plan_zero_replicated(const IrModule *m, json_object *root);
+
+/* Whether ZeRO padded p along dim 0 (passes/zero.c), not (only) vocabpad:
+ * it has real rows and its rows are no multiple of 128 tp. */
+bool mmc_zero_padded(const IrModule *m, const IrValue *p);
 
 #endif
