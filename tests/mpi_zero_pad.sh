@@ -3,8 +3,10 @@
 # "ZeRO and indivisible parameters"): GPT2Tiny (dims 256 and 64) at dp = 3
 # under mpirun -np 3, where passes/zero.c pads every parameter along dim 0
 # to a multiple of 3 (258 and 66 rows, a piece of 86 or 22 rows a rank):
-#  - the plan pads them all: no zero_replicated, the param arena the padded
-#    pieces' bytes (tests/zero_replicated.sh counts them tensor by tensor);
+#  - the plan pads them all: no zero_replicated; the param arena the plan
+#    gives and each rank allocates are the padded pieces' bytes counted here
+#    from the shapes (ceil(n0 / 3) rows, 64-byte aligned), grad the same,
+#    AdamW's state twice that;
 #  - 10 steps against the serial trainer: losses within 5e-7 relative, the
 #    final weights (gathered by --save-weights, the unpadded tensors) within
 #    1e-3 of their update (tests/tools/close_runs.py);
@@ -38,8 +40,21 @@ PY
 "$T/serial" --steps 0 --eval-batches 1 --quiet --save-weights "$T/init.st" > /dev/null || bad "serial init"
 "$T/serial" --steps $N --eval-batches 1 --quiet --log "$T/serial.jsonl" --save-weights "$T/serial.st" > /dev/null ||
   bad "serial run"
-"${MPIRUN[@]}" 3 "$T/z3" --steps $N --eval-batches 1 --quiet --log "$T/z3.jsonl" --save-weights "$T/z3.st" \
+"${MPIRUN[@]}" 3 "$T/z3" --steps $N --eval-batches 1 --log "$T/z3.jsonl" --save-weights "$T/z3.st" \
   > "$T/z3.out" 2>&1 || { bad "dp = 3: mpirun"; tail -5 "$T/z3.out"; }
+# the arenas each rank allocated: the padded pieces, counted from the shapes
+"$MMC" dump-ir "$G" "${FL[@]}" --after lower > "$T/lower.ir" || bad "dump-ir"
+$PY - "$T/lower.ir" "$T/z3.out" "$T/plan.json" <<'PY' && ok || bad "per-rank parameter bytes"
+import json, math, re, sys
+al = lambda b: (b + 63) // 64 * 64  # each tensor 64-byte aligned (passes/memplan.h)
+want = sum(al(4 * -(-int(m.group(1).split(",")[0]) // 3) * math.prod(int(x) for x in m.group(1).split(",")[1:]))
+           for m in re.finditer(r"^param @\S+ : f32\[([0-9, ]*)\]", open(sys.argv[1]).read(), re.M))
+rt = re.search(r"allocated arena bytes per rank: param=(\d+) grad=(\d+) opt=(\d+)", open(sys.argv[2]).read())
+plan = json.load(open(sys.argv[3]))["by_role"]
+got = [int(x) for x in rt.groups()] if rt else None
+print(f"param bytes a rank: counted {want}, plan {plan['param']}, allocated {got}")
+sys.exit(0 if got == [want, want, 2 * want] and plan["param"] == want and plan["opt"] == 2 * want else 1)
+PY
 $PY "$MMC_SOURCE_DIR/tests/tools/close_runs.py" dp3 "$T/serial.jsonl" "$T/z3.jsonl" "$T/init.st" \
   "$T/serial.st" "$T/z3.st" "$G" GPT2Tiny && ok || bad "dp = 3 differs from the serial run"
 $PY - "$T/serial.jsonl" "$T/z3.jsonl" 5e-7 $N <<'PY' && ok || bad "dp = 3: losses beyond 5e-7"
