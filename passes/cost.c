@@ -76,6 +76,26 @@ static double scores_s(const IrModule *m, const MmDevice *d, const IrNode *n) {
   return scores * per / (d->mem_bw_gbs * 1e9) + half * scores * ns * 1e-9;
 }
 
+/* Ring attention (cp, {ring = true}; runtime/comm/mmrt_ring.c): the kernel
+ * runs cp blocks, and while it computes one the next block's K and V (the
+ * backward: also the dK and dV sums) shift one rank along the cp ring; a
+ * shift shows where it outlasts its block's compute (t / cp each). */
+static double ring_s(const IrModule *m, const MmDevice *d, const IrNode *n, double t) {
+  int cp = m->mesh[IR_AX_CP], fk = ir_ops[n->op].flop_kind;
+  if (cp <= 1 || (fk != IR_FL_ATTENTION && fk != IR_FL_ATTENTION_BWD) ||
+      !ir_attrs_has(&n->attrs, IR_ATTR_RING) || !n->attrs.v[IR_ATTR_RING].i)
+    return 0;
+  int q = fk == IR_FL_ATTENTION ? 0 : 1;
+  if (n->nin < q + 3) return 0;
+  double kv = 0;
+  for (int j = q + 1; j <= q + 2; j++)
+    kv += (double)ir_local_numel(m, n->in[j]) * ir_dtype_size(n->in[j]->dtype);
+  if (fk == IR_FL_ATTENTION_BWD) kv *= 2; /* dK and dV travel with them */
+  double shift = cost_collective_s(d, IR_OP_COUNT, kv, cp, m->mesh[IR_AX_TP]);
+  double exposed = shift - t / cp;
+  return exposed > 0 ? (cp - 1) * exposed : 0;
+}
+
 /* One op's time on its rank (not a collective). */
 static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double *flops_local) {
   const IrOpInfo *info = &ir_ops[n->op];
@@ -99,7 +119,8 @@ static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double
   }
   *flops_local = fl;
   double t = fl / rate, tb = node_bytes(m, n) / (d->mem_bw_gbs * 1e9);
-  return (t > tb ? t : tb) + scores_s(m, d, n) + over * 1e-6;
+  t = (t > tb ? t : tb) + scores_s(m, d, n);
+  return t + ring_s(m, d, n, t) + over * 1e-6;
 }
 
 static int axis_stride(const IrModule *m, int a) {

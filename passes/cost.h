@@ -24,8 +24,10 @@
  *   forward, input- and weight-gradient times per micro-batch and one
  *   transfer's alpha + bytes / bandwidth between stages; the bubble is the
  *   makespan less the busiest rank's work.
- * - Not modelled: the split-statistics norms' and ring attention's
- *   in-kernel communication, the data loader, the host. */
+ * - Ring attention: each of the cp - 1 shifts of K and V (and dK, dV)
+ *   shows where it outlasts the block computed meanwhile.
+ * - Not modelled: the split-statistics norms' in-kernel communication, the
+ *   data loader, the host. */
 #ifndef MMC_COST_H
 #define MMC_COST_H
 

@@ -174,6 +174,18 @@ if abs(o - 1e-6 * calls["layer_norm"]) > 1e-8: errs.append(f"layer_norm {o} s, {
 for e in errs: print("FAIL:", e)
 sys.exit(1 if errs else 0)
 PY
+# ring attention (cp = 2): the one K/V shift (5 us + 32,768 bytes at 10 GB/s) shows
+# where it outlasts the half of the call's compute it overlaps (8,192 local
+# scores, causal half at 1 ns: 4.096 us, half of it 2.048 us)
+"$MMC" plan "$G" --model GPT2Tiny --cp 2 --cp-kind ring --device "$T/fixed.dev" --json > "$T/ring.json" 2> "$T/e" ||
+  { bad "ring plan"; cat "$T/e"; }
+$PY - "$T/ring.json" <<'PY' || bad "ring attention's shifts"
+import json, sys
+a = json.load(open(sys.argv[1]))["predicted"]["by_op_kind"]["attention"]["forward_s"] / 2
+want = 3e-6 + 4.096e-6 + (5e-6 + 32768 / 10e9 - 2.048e-6)
+print(f"ring attention forward {a:.6g} s a call, want {want:.6g}")
+sys.exit(0 if abs(a - want) < 1e-3 * want else 1)
+PY
 "$MMC" plan "$G" --model GPT2Tiny --device "$T/fixed.dev" --detail > "$T/detail.txt" || bad "--detail"
 grep -q "^    linear_grad_w  .* 0.000  *0.0[0-9]*  *0.000  *0.0" "$T/detail.txt" || { bad "--detail: no per-op-kind table"; grep -A3 "per op kind" "$T/detail.txt"; }
 
