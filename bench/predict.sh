@@ -52,8 +52,11 @@ run gpt2tiny-tp2 2 "$STEPS" gpt2.mm GPT2Tiny --tp 2
 run gpt2tiny-dp2 2 "$STEPS" gpt2.mm GPT2Tiny --dp 2
 run gpt2tiny-pp2-mb2 2 "$STEPS" gpt2.mm GPT2Tiny --pp 2 --micro-batches 2
 run gpt2tiny-cp2 2 "$STEPS" gpt2.mm GPT2Tiny --cp 2
+run gpt2tiny-cp2-ring 2 "$STEPS" gpt2.mm GPT2Tiny --cp 2 --cp-kind ring
 run gpt2tiny-dp4 4 "$STEPS" gpt2.mm GPT2Tiny --dp 4
 run internvl2tiny-serial 1 "$STEPS" internvl2.mm InternVL2Tiny
 run internvl2tiny-dp2 2 "$STEPS" internvl2.mm InternVL2Tiny --dp 2
+run internvl2tiny-tp2 2 "$STEPS" internvl2.mm InternVL2Tiny --tp 2
 run gpt2-124m-serial 1 6 gpt2.mm GPT2
 run gpt2-124m-tp2 2 6 gpt2.mm GPT2 --tp 2
+run gpt2-124m-dp2 2 6 gpt2.mm GPT2 --dp 2
