@@ -799,14 +799,13 @@ static void copy_run(void *cx, int64_t local, int64_t global, int64_t n) {
  * (mmrt_st_save_stream), so that no rank holds more than the largest
  * tensor beside its arenas (all of them at once were 2 MB, 4% of
  * InternVL2Tiny's planned peak: tests/mpi_separate.sh). Every rank gathers
- * in the file's order (mmrt_ckpt.c: by element size, larger first, then
- * index), rank 0 inside the writer. */
+ * in the file's order (mmrt_st_file_order), rank 0 inside the writer. */
 static void gather_one(Trainer *t, const MmrtTensorDesc *p, float *w, int64_t whole);
 
 typedef struct WeightsGather {
   Trainer *t;
-  int64_t *order; /* the file's order: indices into m->params */
-  int64_t next;   /* gathers made */
+  int *order;   /* the file's order: indices into m->params */
+  int64_t next; /* gathers made */
   float *buf;
 } WeightsGather;
 
@@ -831,7 +830,7 @@ static int save_weights(Trainer *t) {
   const MmrtModelDesc *m = t->m;
   char err[ERRLEN];
   if (weights_nonfinite(t, "not writing --save-weights")) return 1;
-  int64_t n = m->nparams, most = 1, k = 0;
+  int64_t n = m->nparams, most = 1;
   MmrtTensorRef *refs = calloc((size_t)n + 1, sizeof *refs);
   WeightsGather g = {t, calloc((size_t)n + 1, sizeof *g.order), 0, NULL};
   for (int64_t i = 0; refs && i < n; i++) {
@@ -847,9 +846,7 @@ static int save_weights(Trainer *t) {
     free(refs), free(g.order), free(g.buf);
     return fail("out of memory for --save-weights");
   }
-  for (size_t es = 8; es; es /= 2)
-    for (int64_t i = 0; i < n; i++)
-      if (mmrt_st_dtype_size((MmrtStDtype)m->params[i].dtype) == es) g.order[k++] = i;
+  int64_t k = mmrt_st_file_order(refs, (int)n, g.order);
   int rc = k == n ? 0 : fail("--save-weights: a tensor of an unknown element size");
   if (!rc && t->rank == 0) {
     MmrtKV meta[] = {{"model", m->name}, {"format", "mmc-weights"}};
