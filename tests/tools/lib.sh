@@ -15,7 +15,8 @@ if [ "$SAN" = 1 ]; then PATH="$MMC_SOURCE_DIR/tests/tools/san:$PATH"; fi
 
 # A program that starts OpenMPI without mpirun (a singleton world): its
 # leaks need the slow unwinder, as mpirun's ranks' do (tests/tools/san/mpirun).
-mpi_alone() { LSAN_OPTIONS="$LSAN_OPTIONS:fast_unwind_on_malloc=0" "$@"; }
+. "$MMC_SOURCE_DIR/tests/tools/san/slow_unwind.sh"
+mpi_alone() { LSAN_OPTIONS="$(slow_unwind_lsan)" "$@"; }
 
 # The scripts that run trainers under mpirun and count their checks call
 # mpi_script after sourcing this: a scratch folder $T (removed at exit), one
