@@ -53,6 +53,8 @@ typedef struct MmrtTextOpts {
   int64_t max_tiles;     /* --max-tiles N (0: the model's tiles per sample - 1) */
   int no_tile_balance;   /* --no-tile-balance: a tile pool's samples not dealt by tiles */
   int given;             /* any of them was given (the flag named in first) */
+  int at[16];            /* each text flag's first position in argv, 0: not given (the
+                          * trainer's table: MMRT_FLAG_SEEN of its text rows) */
   int64_t threads;       /* --loader-threads N (-1: not given, min(2, CPUs)) */
   double eval_split;     /* --eval-split F: the fraction held out (0: none) */
   const char *first;

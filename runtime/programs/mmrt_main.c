@@ -122,39 +122,52 @@ static const MmrtFlag train_flags[] = {
                 "blend W1:A,W2:B,...; or video files for a video or text-to-video\n"
                 "model: a .json/.jsonl list of {path, cap, num_frames, fps, resolution}"),
     MMRT_FLAG_S("--tokenizer", "FILE", AT(text.tokenizer),
-                "text: tokenizer.json for JSONL data (its chat template for messages)"),
+                "text: tokenizer.json for JSONL data (its chat template for messages)",
+                MMRT_FLAG_SEEN(AT(text.at[0]))),
     MMRT_FLAG_I("--seq-len", "N", AT(text.seq_len), 1, INT64_MAX, WHOLE,
-                "text: tokens per row; must equal the model's T (a check)"),
+                "text: tokens per row; must equal the model's T (a check)",
+                MMRT_FLAG_SEEN(AT(text.at[1]))),
     MMRT_FLAG_B("--pack", AT(text.pack_on),
-                "text: documents packed into rows (the default for a model with seg)"),
-    MMRT_FLAG_B("--no-pack", AT(text.pack_off), "text: one document a row, padded"),
+                "text: documents packed into rows (the default for a model with seg)",
+                MMRT_FLAG_SEEN(AT(text.at[2]))),
+    MMRT_FLAG_B("--no-pack", AT(text.pack_off), "text: one document a row, padded",
+                MMRT_FLAG_SEEN(AT(text.at[3]))),
     MMRT_FLAG_E("--too-long", "M", AT(text.too_long), "truncate|drop",
                 "%F takes truncate or drop, not '%V'",
-                "text: a document longer than a row: truncate (default) or drop"),
+                "text: a document longer than a row: truncate (default) or drop",
+                MMRT_FLAG_SEEN(AT(text.at[4]))),
     MMRT_FLAG_E("--bad-samples", "M", AT(text.bad_samples), "fail|skip",
                 "%F takes fail or skip, not '%V'",
                 "text: a malformed sample: fail (default: exit naming the file and\n"
-                "line) or skip (counted in the log's skipped_samples); also video files"),
+                "line) or skip (counted in the log's skipped_samples); also video files",
+                MMRT_FLAG_SEEN(AT(text.at[5]))),
     MMRT_FLAG_S("--images", "DIR", AT(text.images),
-                "conversations: the folder the samples' image names are relative to"),
+                "conversations: the folder the samples' image names are relative to",
+                MMRT_FLAG_SEEN(AT(text.at[6]))),
     MMRT_FLAG_S("--chat", "FAMILY", AT(text.chat),
-                "conversations: the chat format (internvl2 default, chatml, qwen2, ...)"),
+                "conversations: the chat format (internvl2 default, chatml, qwen2, ...)",
+                MMRT_FLAG_SEEN(AT(text.at[7]))),
     MMRT_FLAG_S("--eval-data", "FILE", AT(text.eval_data),
-                "conversations: the final evaluation's samples (default: --data's)"),
+                "conversations: the final evaluation's samples (default: --data's)",
+                MMRT_FLAG_SEEN(AT(text.at[8]))),
     MMRT_FLAG_I("--max-tiles", "N", AT(text.max_tiles), 1, INT64_MAX, WHOLE,
                 "conversations: 1 to N tiles an image, plus a thumbnail (default: the\n"
-                "model's tiles per sample - 1)"),
+                "model's tiles per sample - 1)",
+                MMRT_FLAG_SEEN(AT(text.at[9]))),
     MMRT_FLAG_B("--no-tile-balance", AT(text.no_tile_balance),
                 "conversations: under dp, a tile pool's samples dealt to the ranks in\n"
-                "batch order, not evened by tiles (docs/conversations.md)"),
+                "batch order, not evened by tiles (docs/conversations.md)",
+                MMRT_FLAG_SEEN(AT(text.at[10]))),
     MMRT_FLAG_I("--loader-threads", "N", AT(text.threads), 0, 32,
                 "%F takes a whole number from 0 to 32, not '%V'",
                 "text: threads tokenizing JSONL while it is read (default: min(2,\n"
-                "CPUs); 0: the reading thread tokenizes; the rows are the same)"),
+                "CPUs); 0: the reading thread tokenizes; the rows are the same)",
+                MMRT_FLAG_SEEN(AT(text.at[11]))),
     MMRT_FLAG_F("--eval-split", "F", AT(text.eval_split), 0, 1,
                 "--eval-split takes a fraction in (0, 1), not '%V'",
                 "text: hold out every 1/F-th document (a fraction F of them, the same\n"
-                "for any seed) from training; evaluation runs on them"),
+                "for any seed) from training; evaluation runs on them",
+                MMRT_FLAG_SEEN(AT(text.at[12]))),
     MMRT_FLAG_F("--video-fps", "F", AT(video_fps), 0, 1, "%F takes a positive number, not '%V'",
                 "video files: sample each video at F frames a second (default: every frame)"),
     MMRT_FLAG_I("--steps", "N", AT(steps), 0, INT64_MAX, WHOLE, "train until step N (default %D)"),
@@ -277,9 +290,10 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a) {
            (long long)m->batch);
   /* the section's other keys, as the flags they default (the command line's come after) */
   if (mmrt_desc_data_flags(m, &train_flag_set, a)) return 1;
+  memset(a->text.at, 0, sizeof a->text.at); /* the text flags given: the command line's */
   int rc = mmrt_flags_parse(&train_flag_set, argc, argv, a, head);
   if (rc) return rc;
-  if (mmrt_text_settle(&a->text, argc, argv)) return 1;
+  if (mmrt_text_settle(&a->text, train_flags, a)) return 1;
   if (!a->text.pack) a->text.pack = (int)m->data_pack;
   if (a->batch != m->batch)
     return fail("--batch %lld differs from the compiled batch %lld of model %s; recompile with "
