@@ -34,3 +34,23 @@ bad() {
   echo "FAIL: $*"
   fail=$((fail + 1))
 }
+
+# The scripts that check against the hf venv's references (the conversation
+# and image tests) call hf_script WHAT after sourcing this: PY the venv's
+# python (made if missing: tools/test_venvs.sh; without it a failure that
+# names WHAT, the packages wanted besides PIL), a scratch folder $T (removed
+# at exit), and the tallies $pass and $fail kept by ok and no.
+hf_script() {
+  PY="${MMC_HF_VENV:-/var/cache/mmc-venv-hf}/bin/python"
+  if ! bash "$MMC_SOURCE_DIR/tools/test_venvs.sh" hf; then
+    echo "FAIL: no hf venv with PIL and $1 (tools/test_venvs.sh hf needs PyPI)"
+    echo "0 passed, 1 failed"
+    exit 1
+  fi
+  pass=0 fail=0 T=$(mktemp -d)
+  trap 'rm -rf "$T"' EXIT
+}
+no() {
+  fail=$((fail + 1))
+  echo "FAIL $*"
+}
