@@ -121,9 +121,8 @@ static const MmrtFlag train_flags[] = {
                 "\"messages\"), an indexed dataset PREFIX (PREFIX.bin + PREFIX.idx), or a\n"
                 "blend W1:A,W2:B,...; or video files for a video or text-to-video\n"
                 "model: a .json/.jsonl list of {path, cap, num_frames, fps, resolution}"),
-    MMRT_FLAG_S("--tokenizer", "FILE", AT(text.tokenizer),
-                "text: tokenizer.json for JSONL data (its chat template for messages)",
-                MMRT_FLAG_SEEN(AT(text.at[0]))),
+    MMRT_TEXT_FLAG_TOKENIZER(
+        AT(text), "text: tokenizer.json for JSONL data (its chat template for messages)"),
     MMRT_FLAG_I("--seq-len", "N", AT(text.seq_len), 1, INT64_MAX, WHOLE,
                 "text: tokens per row; must equal the model's T (a check)",
                 MMRT_FLAG_SEEN(AT(text.at[1]))),
@@ -132,28 +131,20 @@ static const MmrtFlag train_flags[] = {
                 MMRT_FLAG_SEEN(AT(text.at[2]))),
     MMRT_FLAG_B("--no-pack", AT(text.pack_off), "text: one document a row, padded",
                 MMRT_FLAG_SEEN(AT(text.at[3]))),
-    MMRT_FLAG_E("--too-long", "M", AT(text.too_long), "truncate|drop",
-                "%F takes truncate or drop, not '%V'",
-                "text: a document longer than a row: truncate (default) or drop",
-                MMRT_FLAG_SEEN(AT(text.at[4]))),
-    MMRT_FLAG_E("--bad-samples", "M", AT(text.bad_samples), "fail|skip",
-                "%F takes fail or skip, not '%V'",
-                "text: a malformed sample: fail (default: exit naming the file and\n"
-                "line) or skip (counted in the log's skipped_samples); also video files",
-                MMRT_FLAG_SEEN(AT(text.at[5]))),
-    MMRT_FLAG_S("--images", "DIR", AT(text.images),
-                "conversations: the folder the samples' image names are relative to",
-                MMRT_FLAG_SEEN(AT(text.at[6]))),
-    MMRT_FLAG_S("--chat", "FAMILY", AT(text.chat),
-                "conversations: the chat format (internvl2 default, chatml, qwen2, ...)",
-                MMRT_FLAG_SEEN(AT(text.at[7]))),
-    MMRT_FLAG_S("--eval-data", "FILE", AT(text.eval_data),
-                "conversations: the final evaluation's samples (default: --data's)",
-                MMRT_FLAG_SEEN(AT(text.at[8]))),
-    MMRT_FLAG_I("--max-tiles", "N", AT(text.max_tiles), 1, INT64_MAX, WHOLE,
-                "conversations: 1 to N tiles an image, plus a thumbnail (default: the\n"
-                "model's tiles per sample - 1)",
-                MMRT_FLAG_SEEN(AT(text.at[9]))),
+    MMRT_TEXT_FLAG_TOO_LONG(AT(text),
+                            "text: a document longer than a row: truncate (default) or drop"),
+    MMRT_TEXT_FLAG_BAD_SAMPLES(
+        AT(text), "text: a malformed sample: fail (default: exit naming the file and\n"
+                  "line) or skip (counted in the log's skipped_samples); also video files"),
+    MMRT_TEXT_FLAG_IMAGES(AT(text),
+                          "conversations: the folder the samples' image names are relative to"),
+    MMRT_TEXT_FLAG_CHAT(AT(text),
+                        "conversations: the chat format (internvl2 default, chatml, qwen2, ...)"),
+    MMRT_TEXT_FLAG_EVAL_DATA(AT(text),
+                             "conversations: the final evaluation's samples (default: --data's)"),
+    MMRT_TEXT_FLAG_MAX_TILES(
+        AT(text), "conversations: 1 to N tiles an image, plus a thumbnail (default: the\n"
+                  "model's tiles per sample - 1)"),
     MMRT_FLAG_B("--no-tile-balance", AT(text.no_tile_balance),
                 "conversations: under dp, a tile pool's samples dealt to the ranks in\n"
                 "batch order, not evened by tiles (docs/conversations.md)",
