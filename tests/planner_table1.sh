@@ -34,19 +34,8 @@ set -uo pipefail
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 PY=/usr/bin/python3
-# params (B), heads, hidden, layers, tp, pp, GPUs, global batch, published TFLOP/s per GPU
-cat > "$T/table1.txt" <<'TAB'
-1.7 24 2304 24 1 1 32 512 137
-3.6 32 3072 30 2 1 64 512 138
-7.5 32 4096 36 4 1 128 512 142
-18.4 48 6144 40 8 1 256 1024 135
-39.1 64 8192 48 8 2 512 1536 138
-76.1 80 10240 60 8 4 1024 1792 140
-145.6 96 12288 80 8 8 1536 2304 148
-310.1 128 16384 96 8 16 1920 2160 155
-529.6 128 20480 105 8 35 2520 2520 163
-1008.0 160 25600 128 8 64 3072 3072 163
-TAB
+. "$MMC_SOURCE_DIR/tests/tools/table1.sh"
+printf '%s\n' "$TABLE1" > "$T/table1.txt"
 fail=0
 # The sanitizer build verifies the IR after every pass (MMC_VERIFY_EACH_PASS):
 # it plans rows 1, 2, 4 and 5 (tp 1, 2, 8; pp 2; dp 8 to 32; bf16) with the
@@ -58,21 +47,7 @@ else
 fi
 nrows=$(wc -l < "$T/rows.in")
 while read -r P a h l t p n B pub; do
-  d=$((n / (t * p)))
-  cat > "$T/row$P.mm" <<MM
-import "gpt2.mm"
-model Row {
-  let B = $B
-  let T = 2048
-  gpt = GPT(vocab = 51200, ctx = 2048, dim = $h, depth = $l, heads = $a)
-  forward(ids: i32[B, T], labels: i32[B, T]) -> loss { return gpt(ids, labels) }
-  train {
-    precision = bf16
-    optimizer = adamw(lr = 1e-4, betas = [0.9, 0.95], weight_decay = 0.1, clip = 1.0)
-  }
-  parallel { tp = $t; pp = $p; micro_batches = $((B / d)); recompute = full }
-}
-MM
+  table1_mm "$a" "$h" "$l" "$t" "$p" "$n" "$B" > "$T/row$P.mm"
   if ! "$MMC" plan "$T/row$P.mm" -I "$MMC_SOURCE_DIR/stdlib_models" --device a100 --devices "$n" \
       --json > "$T/row$P.json" 2> "$T/e"; then
     echo "FAIL: row $P B: mmc plan"; cat "$T/e"; fail=$((fail + 1)); continue

@@ -1988,7 +1988,7 @@ static int cmd_plan(Opts *o) {
       fprintf(stderr, "mmc: error: pipeline: %s\n", err);
       return finish(&d, p, &r, EXIT_USER);
     }
-    if (o->device && !mmc_predict(m, &dev, rank_peak(m, &s, sums), root)) {
+    if (o->device && !mmc_predict(m, &dev, rank_peak(m, &s, sums), root, true)) {
       json_object_put(root);
       return finish(&d, p, &r, EXIT_USER);
     }
@@ -2070,7 +2070,7 @@ static int cmd_plan(Opts *o) {
             m->plan.pp);
     return finish(&d, p, &r, EXIT_USER);
   }
-  if (!o->json && o->device && !mmc_predict(m, &dev, rank_peak(m, &s, sums), NULL))
+  if (!o->json && o->device && !mmc_predict(m, &dev, rank_peak(m, &s, sums), NULL, o->detail))
     return finish(&d, p, &r, EXIT_USER);
   return finish(&d, p, &r, EXIT_OK);
 }
