@@ -262,6 +262,12 @@ static void analyze(FPlan *p, const IrModule *m, const IrFunc *f, Arena *a) {
 static const Buf *sort_bufs;
 static int by_size(const void *a, const void *b) {
   const Buf *x = &sort_bufs[*(const int *)a], *y = &sort_bufs[*(const int *)b];
+  /* under a pipeline, buffers two ranks share (the transfers, at one offset
+   * on both) first in a slot: placed among one rank's own they would push the other
+   * rank's extent up by what the first holds */
+  bool mx = x->arena == IR_ROLE_ACT && x->ranks != ~(uint64_t)0 && (x->ranks & (x->ranks - 1)),
+       my = y->arena == IR_ROLE_ACT && y->ranks != ~(uint64_t)0 && (y->ranks & (y->ranks - 1));
+  if (mx != my) return mx ? -1 : 1;
   if (x->size != y->size) return x->size > y->size ? -1 : 1;
   if (x->start != y->start) return x->start < y->start ? -1 : 1;
   return *(const int *)a - *(const int *)b;
@@ -549,6 +555,7 @@ static void pp_place(FPlan *p, const IrModule *m, const IrFunc *f, Arena *a) {
   uint64_t *nm = pp_train_ranks(m, f, NULL, &pa, a);
   if (!nm) return;
   int nn = f->nodes.len, nb = p->nbufs;
+  bool whole_b = m->plan.schedule != MM_SCHED_ZBH1;
   int *lo = ARENA_ARRAY(a, int, nb + 1), *hi = ARENA_ARRAY(a, int, nb + 1);
   unsigned char *esc = ARENA_ARRAY(a, unsigned char, nb + 1);
   unsigned char *acc = ARENA_ARRAY(a, unsigned char, nb + 1);
@@ -596,7 +603,10 @@ static void pp_place(FPlan *p, const IrModule *m, const IrFunc *f, Arena *a) {
     else {
       int s0 = pa.stage[lo[b]], s1 = pa.stage[hi[b]];
       PpPart q0 = pa.part[lo[b]], q1 = pa.part[hi[b]];
-      transient = s0 == s1 && q0 == q1 && !esc[b] && (!acc[b] || q0 == PPN_W);
+      /* one backward action runs I then W at once unless the schedule
+       * defers W (ZB-H1): then what I makes for W lives in the slot */
+      bool same = q0 == q1 || (whole_b && q0 == PPN_I && q1 == PPN_W);
+      transient = s0 == s1 && same && !esc[b] && (!acc[b] || q0 == PPN_W);
     }
     x->arena = transient ? IR_ROLE_GRAD : IR_ROLE_ACT;
   }
