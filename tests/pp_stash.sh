@@ -12,19 +12,22 @@
 #     its two layers' inputs (the checkpoints) + its output sent + that
 #     output's gradient received + tied = 4 x + tied, under GPipe, 1F1B and
 #     ZB-H1 (stage 0 sends no input gradient, so its backward is all W);
-#   - rank 1's slot under GPipe and 1F1B lies between what lives at the end
+#   - rank 1's slot under GPipe (4 slots) lies between what lives at the end
 #     of its forward (its input, h3's input, ln_f's output, the logits b T V,
 #     the norm and cross-entropy statistics, the loss) and everything it
 #     keeps summed (+ its input gradient sent + tied); the old plan, which
 #     kept in each slot what the input-gradient half of a backward makes for
 #     its weight-gradient half (the recomputed activations and the output
 #     gradients of every linear), held 1,250,368 bytes there, past the bound;
-#   - under ZB-H1, whose W parts run later, rank 1's slot keeps those: at
-#     least its 1F1B slot + the output gradients of its two layers' linears
-#     (q, k, v, out, fc1 and fc2: 3 + 1 + 4 + 1 = 9 x a layer);
+#   - under ZB-H1, whose W parts run later, rank 1's slot keeps those, and
+#     under 1F1B too, where rank 1 holds one micro-batch at a time (its one
+#     slot is then the cheaper place): at least its GPipe slot + the output
+#     gradients of its two layers' linears (q, k, v, out, fc1 and fc2:
+#     3 + 1 + 4 + 1 = 9 x a layer);
 #   - each rank's slots: 1F1B p - r, GPipe M, and the peak is param + opt +
 #     working set + act0 + input + (slots - 1) x (act + input) + sums;
-#   - the trainer under mpirun -np 2 (1F1B) prints each rank's plan figure
+#   - the trainer under mpirun -np 2 (GPipe, rank 1 running I and W on its
+#     working set) prints each rank's plan figure
 #     equal to mmc plan's `trainer_bytes`, and its losses equal the serial
 #     trainer's (1e-5 relative): the working set the halves of a backward
 #     now share is not overwritten.
@@ -67,13 +70,13 @@ for s in ("gpipe", "1f1b", "zbh1"):
     if got != want: errs.append("%s rank 0: slot %d bytes, the stash counted from the shapes is %d" % (s, got, want))
 lo = 3 * x + logits + 3 * stat + loss
 hi = lo + x + tied
-for s in ("gpipe", "1f1b"):
-    got = ranks[s][1]["act_bytes"]
-    print("%s rank 1: slot %d bytes, counted between %d and %d" % (s, got, lo, hi))
-    if not lo <= got <= hi: errs.append("%s rank 1: slot %d bytes, outside [%d, %d]" % (s, got, lo, hi))
-z, o = ranks["zbh1"][1]["act_bytes"], ranks["1f1b"][1]["act_bytes"]
-print("zbh1 rank 1: slot %d bytes, at least 1F1B's %d + 2 layers x 9 x %d" % (z, o, x))
-if z < o + 2 * 9 * x: errs.append("zbh1 rank 1: slot %d bytes, less than 1F1B's %d + what W reads %d" % (z, o, 18 * x))
+got = ranks["gpipe"][1]["act_bytes"]
+print("gpipe rank 1: slot %d bytes, counted between %d and %d" % (got, lo, hi))
+if not lo <= got <= hi: errs.append("gpipe rank 1: slot %d bytes, outside [%d, %d]" % (got, lo, hi))
+for s in ("1f1b", "zbh1"):
+    z = ranks[s][1]["act_bytes"]
+    print("%s rank 1: slot %d bytes, at least GPipe's %d + 2 layers x 9 x %d" % (s, z, got, x))
+    if z < got + 2 * 9 * x: errs.append("%s rank 1: slot %d bytes, less than GPipe's %d + what W reads %d" % (s, z, got, 18 * x))
 for s in ranks:
     for r, e in ranks[s].items():
         peak = e["param_bytes"] + e["opt_bytes"] + e["grad_bytes"] + e["first_act_bytes"] + e["input_bytes"] + \
@@ -84,14 +87,14 @@ sys.exit(1 if errs else 0)
 PY
 # the trainer: its plan figure per rank is mmc plan's, its losses the serial trainer's
 if "$MMC" compile "$T/s.mm" -I "$S" --model S -o "$T/serial" 2> "$T/err" &&
-  "$MMC" compile "$T/s.mm" -I "$S" --model P --schedule 1f1b -o "$T/pp" 2>> "$T/err"; then
+  "$MMC" compile "$T/s.mm" -I "$S" --model P --schedule gpipe -o "$T/pp" 2>> "$T/err"; then
   "$T/serial" --steps 4 --eval-batches 1 --log "$T/serial.jsonl" > /dev/null 2>&1 || bad "the serial trainer"
   "${MPIRUN[@]}" 2 "$T/pp" --steps 4 --eval-batches 1 --log "$T/pp.jsonl" > "$T/pp.out" 2>&1 ||
     { bad "the pp trainer"; tail -5 "$T/pp.out"; }
   /usr/bin/python3 - "$T" <<'PY' && ok || bad "the trainer against the plan and the serial losses"
 import json, re, sys
 T = sys.argv[1]
-plan = {r["rank"]: r["trainer_bytes"] for r in json.load(open(T + "/1f1b.json"))["pp_ranks"]}
+plan = {r["rank"]: r["trainer_bytes"] for r in json.load(open(T + "/gpipe.json"))["pp_ranks"]}
 rows = re.findall(r"memory of rank (\d+) of \d+: measured peak (\d+) bytes, plan (\d+) bytes", open(T + "/pp.out").read())
 told = {int(r): int(p) for r, m, p in rows}
 errs = []
@@ -101,7 +104,7 @@ for r, m, p in rows:  # measured within 5% or 1 MiB (MPI's and the heap's own, a
     if abs(int(m) - int(p)) > max(0.05 * int(p), 1 << 20): errs.append("rank %s: measured %s, plan %s" % (r, m, p))
 def losses(f): return [json.loads(l)["loss"] for l in open(f) if '"loss"' in l and json.loads(l).get("step") is not None]
 a, b = losses(T + "/serial.jsonl"), losses(T + "/pp.jsonl")
-print("losses: serial %s, pp=2 1F1B %s" % (a, b))
+print("losses: serial %s, pp=2 GPipe %s" % (a, b))
 if len(a) != 4 or len(a) != len(b): errs.append("%d serial losses, %d pipeline ones" % (len(a), len(b)))
 for i, (p, q) in enumerate(zip(a, b)):
     if abs(p - q) > 1e-5 * abs(p): errs.append("step %d: loss %.8g serial, %.8g pp" % (i, p, q))
