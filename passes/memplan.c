@@ -610,6 +610,20 @@ static void pp_place(FPlan *p, const IrModule *m, const IrFunc *f, Arena *a) {
     if (l && l->buf >= 0 && !ir_map_get(&umade, v))
       (v->role == IR_ROLE_GRAD ? acc : esc)[l->buf] = 1;
   }
+  int last_part = -1;
+  int *fr = ARENA_ARRAY(a, int, nb + 1); /* the first reader on another rank than the maker's */
+  for (int b = 0; b < nb; b++) fr[b] = -1;
+  for (int i = 0; i < nn; i++) {
+    if (pa.part[i] == PPN_U) continue;
+    last_part = i;
+    const IrNode *n = f->nodes.items[i];
+    for (int k = 0; k < n->nin; k++) {
+      const Loc *l = loc_of(p, n->in[k]);
+      if (l && l->buf >= 0 && fr[l->buf] < 0 && lo[l->buf] < nn &&
+          pa.stage[i] % P != pa.stage[lo[l->buf]] % P)
+        fr[l->buf] = i;
+    }
+  }
   for (int b = 0; b < nb; b++) {
     Buf *x = &p->bufs[b];
     if (x->arena != IR_ROLE_ACT && x->arena != IR_ROLE_GRAD) continue;
@@ -627,6 +641,13 @@ static void pp_place(FPlan *p, const IrModule *m, const IrFunc *f, Arena *a) {
       transient = s0 == s1 && same && !esc[b] && (!acc[b] || q0 == PPN_W);
     }
     x->arena = transient ? IR_ROLE_GRAD : IR_ROLE_ACT;
+    /* a transfer is sent without waiting, and the sender's later parts of
+     * the micro-batch wait for the receiver only through the forwards and
+     * input gradients: one whose first reader on another rank is a W part
+     * (a tied parameter's gradient) may still be on its way when they run,
+     * so it keeps its room in the slot to the end of the stages' parts */
+    if (x->arena == IR_ROLE_ACT && fr[b] >= 0 && pa.part[fr[b]] == PPN_W && last_part > x->end)
+      x->end = last_part;
   }
   pp_assign_free(&pa);
 }
