@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "../support/ring_ws.h"
+#include "pp_sched.h"
 #include "pp_stage.h"
 #include "pass.h"
 
@@ -262,6 +263,13 @@ static void analyze(FPlan *p, const IrModule *m, const IrFunc *f, Arena *a) {
 static const Buf *sort_bufs;
 static int by_size(const void *a, const void *b) {
   const Buf *x = &sort_bufs[*(const int *)a], *y = &sort_bufs[*(const int *)b];
+  /* under a pipeline, buffers several ranks touch first (the transfers, at
+   * one offset on both ranks; the update's values all ranks compute):
+   * placed among one rank's own they would push the other ranks' extents
+   * up by what the first holds */
+  bool mx = x->ranks != ~(uint64_t)0 && (x->ranks & (x->ranks - 1)),
+       my = y->ranks != ~(uint64_t)0 && (y->ranks & (y->ranks - 1));
+  if (mx != my) return mx ? -1 : 1;
   if (x->size != y->size) return x->size > y->size ? -1 : 1;
   if (x->start != y->start) return x->start < y->start ? -1 : 1;
   return *(const int *)a - *(const int *)b;
@@ -535,12 +543,14 @@ static uint64_t *pp_train_ranks(const IrModule *m, const IrFunc *f, const PpAssi
  * the grad arena the rank's working set, one for all its slots. A buffer
  * goes to the grad arena when one stage part (F, I or W of one stage: a
  * contiguous run of nodes, since the pipeline pass orders @train so) makes
- * it and is its only reader, and neither the trainer nor the update reads
- * it, but for a parameter's gradient made in a W part (the trainer adds it
+ * it and is its only reader, or the I and W parts of one stage's backward
+ * when the schedule runs them as one action (all but ZB-H1) and the rank
+ * holds more than one micro-batch at once, and neither the trainer nor the
+ * update reads it, but for a parameter's gradient made in a W part (the trainer adds it
  * to its sums right after the part); the update's own buffers too (the
  * update runs in slot 0 alone). Every other buffer, what lives from a part
  * to a later one (a forward's values the backward reads, an input gradient
- * W reads, a transfer), goes to the slot, and so does kernel scratch (the
+ * a later W reads, a transfer), goes to the slot, and so does kernel scratch (the
  * generated code finds it in the act arena). Each buffer is marked with
  * the ranks whose parts touch it: buffers of different ranks never
  * conflict. */
@@ -549,6 +559,21 @@ static void pp_place(FPlan *p, const IrModule *m, const IrFunc *f, Arena *a) {
   uint64_t *nm = pp_train_ranks(m, f, NULL, &pa, a);
   if (!nm) return;
   int nn = f->nodes.len, nb = p->nbufs;
+  /* per rank: whether what a backward's I half makes for its W half goes
+   * to the working set: when one action runs I then W (not ZB-H1, which
+   * defers W) and the rank holds more than one micro-batch at once (with
+   * one slot the slot is the cheaper place: its forward values die during
+   * the backward and leave their room to the output gradients) */
+  int P = m->plan.pp;
+  bool *whole_b = ARENA_ARRAY(a, bool, P + 1);
+  PpSchedule sc;
+  char serr[160];
+  if (m->plan.schedule != MM_SCHED_ZBH1 &&
+      pp_sched_build(&sc, (PpSchedKind)m->plan.schedule, P, pa.nstages / P, m->plan.micro_batches,
+                     serr, sizeof serr)) {
+    for (int r = 0; r < P; r++) whole_b[r] = pp_sched_slots(&sc, r) > 1;
+    pp_sched_free(&sc);
+  }
   int *lo = ARENA_ARRAY(a, int, nb + 1), *hi = ARENA_ARRAY(a, int, nb + 1);
   unsigned char *esc = ARENA_ARRAY(a, unsigned char, nb + 1);
   unsigned char *acc = ARENA_ARRAY(a, unsigned char, nb + 1);
@@ -585,6 +610,20 @@ static void pp_place(FPlan *p, const IrModule *m, const IrFunc *f, Arena *a) {
     if (l && l->buf >= 0 && !ir_map_get(&umade, v))
       (v->role == IR_ROLE_GRAD ? acc : esc)[l->buf] = 1;
   }
+  int last_part = -1;
+  int *fr = ARENA_ARRAY(a, int, nb + 1); /* the first reader on another rank than the maker's */
+  for (int b = 0; b < nb; b++) fr[b] = -1;
+  for (int i = 0; i < nn; i++) {
+    if (pa.part[i] == PPN_U) continue;
+    last_part = i;
+    const IrNode *n = f->nodes.items[i];
+    for (int k = 0; k < n->nin; k++) {
+      const Loc *l = loc_of(p, n->in[k]);
+      if (l && l->buf >= 0 && fr[l->buf] < 0 && lo[l->buf] < nn &&
+          pa.stage[i] % P != pa.stage[lo[l->buf]] % P)
+        fr[l->buf] = i;
+    }
+  }
   for (int b = 0; b < nb; b++) {
     Buf *x = &p->bufs[b];
     if (x->arena != IR_ROLE_ACT && x->arena != IR_ROLE_GRAD) continue;
@@ -596,9 +635,19 @@ static void pp_place(FPlan *p, const IrModule *m, const IrFunc *f, Arena *a) {
     else {
       int s0 = pa.stage[lo[b]], s1 = pa.stage[hi[b]];
       PpPart q0 = pa.part[lo[b]], q1 = pa.part[hi[b]];
-      transient = s0 == s1 && q0 == q1 && !esc[b] && (!acc[b] || q0 == PPN_W);
+      /* one backward action runs I then W at once unless the schedule
+       * defers W (ZB-H1): then what I makes for W lives in the slot */
+      bool same = q0 == q1 || (whole_b[s0 % P] && q0 == PPN_I && q1 == PPN_W);
+      transient = s0 == s1 && same && !esc[b] && (!acc[b] || q0 == PPN_W);
     }
     x->arena = transient ? IR_ROLE_GRAD : IR_ROLE_ACT;
+    /* a transfer is sent without waiting, and the sender's later parts of
+     * the micro-batch wait for the receiver only through the forwards and
+     * input gradients: one whose first reader on another rank is a W part
+     * (a tied parameter's gradient) may still be on its way when they run,
+     * so it keeps its room in the slot to the end of the stages' parts */
+    if (x->arena == IR_ROLE_ACT && fr[b] >= 0 && pa.part[fr[b]] == PPN_W && last_part > x->end)
+      x->end = last_part;
   }
   pp_assign_free(&pa);
 }

@@ -67,7 +67,8 @@ bool mp_summarize(const IrModule *m, MpSummary *s, char *err, size_t errlen);
 /* A pipeline's act and grad arenas per rank (pp > 1; memplan.c pp_place):
  * the act arena is a micro-batch's slot of @train's values that live from
  * one stage part to a later one (a forward's values its backward reads, the
- * input gradients W reads, the transfers) and kernel scratch, allocated
+ * transfers; what I makes for W only under ZB-H1, whose W runs later, or on
+ * a rank holding one micro-batch at a time) and kernel scratch, allocated
  * once per micro-batch in flight; the grad arena the rank's working set
  * (values one part makes and reads alone, the parameters' gradients its W
  * parts make, the update's values), allocated once. act, grad: the bytes

@@ -91,7 +91,8 @@ bool pp_plan_print(FILE *out, IrModule *m, const char *svg, bool detail, char *e
  * arena, the working set of its stage parts and update that all its slots
  * share (memplan.h MpPpArenas); one act and input arena per micro-batch in
  * flight (the values of its stages that live from one part to a later
- * one: a forward's to its backward, an input gradient to its W), slot 0's
+ * one: a forward's to its backward, an input gradient to a W run later),
+ * slot 0's
  * act arena large enough for @forward too; the gradient sums of its
  * stages, one f32 tensor of elements + 1 per gradient the update reads
  * that a stage of the rank makes. The evaluation adds nothing: it runs

@@ -1729,7 +1729,8 @@ static bool plan_pp_memory(IrModule *m, int64_t data_bytes, json_object *root, b
            "set (grad arena: the values one stage part makes and reads alone, the gradients its "
            "W parts make, the update's) + in-flight micro-batches x (act + input: the values of "
            "its stages that live from one part to a later one, a forward's to its backward, an "
-           "input gradient to its W; the first slot's act arena holds @forward too) + gradient "
+           "input gradient to a W run later (ZB-H1); the first slot's act arena holds @forward "
+           "too) + gradient "
            "sums; kernel workspace is in the act arena. The evaluation runs @forward stage by "
            "stage on each rank's own parameters in the first slot's act and input arenas: it "
            "adds nothing to the peak, nothing is gathered):\n");
