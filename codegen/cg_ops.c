@@ -198,6 +198,11 @@ static bool lower_linear_grad_x(Cg *cg, const IrNode *n) {
 static bool lower_linear_grad_w(Cg *cg, const IrNode *n) {
   const IrValue *dy = n->in[0], *x = n->in[1];
   const IrValue *bias, *f32y = f32_dest_of_next(cg, n, false, &bias);
+  /* a deferred root's operand: written into its micro-batch sum (cg_pp.c) */
+  if ((f32y || kdt(n) == MMRT_F32) &&
+      cg_mb_linear_w(cg, n, f32y ? f32y : n->out[0], I32(f32y ? MMRT_BF16_F32 : MMRT_F32), V(0),
+                     V(1), I32(rows(dy)), I32(last_dim(x)), I32(last_dim(dy))))
+    return true;
   CALL("mmrt_linear_bwd_weights", I32(f32y ? MMRT_BF16_F32 : kdt(n)),
        f32y ? cg_ptr(cg, f32y) : O(0), cg_null(cg), V(0), V(1), I32(rows(dy)), I32(last_dim(x)),
        I32(last_dim(dy)), I32(0));
