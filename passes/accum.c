@@ -153,19 +153,26 @@ void mb_defer_plan(const IrModule *m, const IrFunc *f, const unsigned char *up, 
   }
 }
 
-int64_t mb_accum_bytes(const IrModule *m, const IrFunc *f, int64_t *deferred_bytes) {
-  if (deferred_bytes) *deferred_bytes = 0;
-  if (!f || m->plan.micro_batches <= 1 || m->plan.pp > 1) return 0;
-  Arena a;
-  arena_init(&a);
+/* The plan of @train f with pp = 1 (the update by ir_update_part) into *d,
+ * in a; false when nothing can be deferred or summed (M <= 1, pp > 1). */
+static bool plan_pp1(const IrModule *m, const IrFunc *f, Arena *a, MbDefer *d) {
+  if (!f || m->plan.micro_batches <= 1 || m->plan.pp > 1) return false;
   int bwd = -1, upd = -1;
   ir_train_phases(f, &bwd, &upd);
   if (upd < 0) upd = f->nodes.len;
-  unsigned char *up = ARENA_ARRAY(&a, unsigned char, f->nodes.len + 1);
-  ir_update_part(f, upd, &a, up);
+  unsigned char *up = ARENA_ARRAY(a, unsigned char, f->nodes.len + 1);
+  ir_update_part(f, upd, a, up);
+  mb_defer_plan(m, f, up, a, d);
+  return true;
+}
+
+int64_t mb_accum_bytes(const IrModule *m, const IrFunc *f, int64_t *deferred_bytes) {
+  if (deferred_bytes) *deferred_bytes = 0;
+  Arena a;
+  arena_init(&a);
   MbDefer d;
-  mb_defer_plan(m, f, up, &a, &d);
   int64_t bytes = 0;
+  if (!plan_pp1(m, f, &a, &d)) d.naccum = d.nroots = 0;
   for (int i = 0; i < d.naccum; i++)
     if (!d.accum_deferred[i]) bytes += 4 * (ir_local_numel(m, d.accum[i]) + 1);
   for (int j = 0; j < d.nroots; j++) {
@@ -179,16 +186,10 @@ int64_t mb_accum_bytes(const IrModule *m, const IrFunc *f, int64_t *deferred_byt
 
 void mb_sum_elems(const IrModule *m, const IrFunc *f, int64_t *fused, int64_t *added) {
   *fused = *added = 0;
-  if (!f || m->plan.micro_batches <= 1 || m->plan.pp > 1) return;
   Arena a;
   arena_init(&a);
-  int bwd = -1, upd = -1;
-  ir_train_phases(f, &bwd, &upd);
-  if (upd < 0) upd = f->nodes.len;
-  unsigned char *up = ARENA_ARRAY(&a, unsigned char, f->nodes.len + 1);
-  ir_update_part(f, upd, &a, up);
   MbDefer d;
-  mb_defer_plan(m, f, up, &a, &d);
+  if (!plan_pp1(m, f, &a, &d)) d.nroots = 0;
   for (int j = 0; j < d.nroots; j++)
     *(d.fused[j] >= 0 ? fused : added) += ir_local_numel(m, d.roots[j]);
   arena_free(&a);
