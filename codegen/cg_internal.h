@@ -123,7 +123,8 @@ bool cg_mb_lower_deferred(Cg *cg, const IrNode *n);
  * (mmrt_mb_linear_bwd_weights) instead of dw, and true; false (nothing
  * emitted) when n is not such a matmul in the function being built. */
 bool cg_mb_linear_w(Cg *cg, const IrNode *n, const IrValue *dw, LLVMValueRef dt, LLVMValueRef dy,
-                    LLVMValueRef x, LLVMValueRef rows, LLVMValueRef K, LLVMValueRef N);
+                    LLVMValueRef x, LLVMValueRef rows, LLVMValueRef K, LLVMValueRef N,
+                    LLVMValueRef overlap);
 bool cg_pp_assign(Cg *cg, const IrFunc *ftrain, const IrFunc *feval);
 bool cg_pp_build(Cg *cg, const IrFunc *ftrain, CgMb *out);
 bool cg_pp_eval_build(Cg *cg, const IrFunc *feval, CgMb *out);

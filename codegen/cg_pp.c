@@ -60,7 +60,8 @@ bool cg_mb_lower_deferred(Cg *cg, const IrNode *n) {
 }
 
 bool cg_mb_linear_w(Cg *cg, const IrNode *n, const IrValue *dw, LLVMValueRef dt, LLVMValueRef dy,
-                    LLVMValueRef x, LLVMValueRef rows, LLVMValueRef K, LLVMValueRef N) {
+                    LLVMValueRef x, LLVMValueRef rows, LLVMValueRef K, LLVMValueRef N,
+                    LLVMValueRef overlap) {
   IrMapSlot *s = cg->defer_on ? ir_map_get(&cg->defer_mm, n) : NULL;
   if (!s || dw->dtype != IR_F32) return false;
   /* the root's operand must be dw, and its reduction not already given to
@@ -71,8 +72,8 @@ bool cg_mb_linear_w(Cg *cg, const IrNode *n, const IrValue *dw, LLVMValueRef dt,
   fs->i = 1;
   cg_check_status(cg, cg_call(cg, "mmrt_mb_linear_bwd_weights",
                               (LLVMValueRef[]){cg->mesh, cg_i32(cg, s->i - 1), dt, cg_ptr(cg, dw),
-                                               dy, x, rows, K, N},
-                              9));
+                                               dy, x, rows, K, N, overlap},
+                              10));
   return true;
 }
 
