@@ -11,30 +11,14 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 MMC=${MMC:-$ROOT/build/mmc}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-ROWS=(
-  "1.7 24 2304 24 1 1 32 512" "3.6 32 3072 30 2 1 64 512" "7.5 32 4096 36 4 1 128 512"
-  "18.4 48 6144 40 8 1 256 1024" "39.1 64 8192 48 8 2 512 1536" "76.1 80 10240 60 8 4 1024 1792"
-  "145.6 96 12288 80 8 8 1536 2304" "310.1 128 16384 96 8 16 1920 2160"
-  "529.6 128 20480 105 8 35 2520 2520" "1008.0 160 25600 128 8 64 3072 3072")
+. "$ROOT/tests/tools/table1.sh"
+mapfile -t ROWS <<< "$TABLE1"
 want=("$@")
 [ ${#want[@]} -gt 0 ] || want=(1 2 3 4 5 6 7 8 9 10)
 for i in "${want[@]}"; do
-  read -r P a h l t p n B <<< "${ROWS[$((i - 1))]}"
+  read -r P a h l t p n B _ <<< "${ROWS[$((i - 1))]}"
   d=$((n / (t * p)))
-  cat > "$T/row.mm" <<MM
-import "gpt2.mm"
-model Row {
-  let B = $B
-  let T = 2048
-  gpt = GPT(vocab = 51200, ctx = 2048, dim = $h, depth = $l, heads = $a)
-  forward(ids: i32[B, T], labels: i32[B, T]) -> loss { return gpt(ids, labels) }
-  train {
-    precision = bf16
-    optimizer = adamw(lr = 1e-4, betas = [0.9, 0.95], weight_decay = 0.1, clip = 1.0)
-  }
-  parallel { tp = $t; pp = $p; dp = $d; micro_batches = $((B / d)); recompute = full }
-}
-MM
+  table1_mm "$a" "$h" "$l" "$t" "$p" "$n" "$B" dp > "$T/row.mm"
   echo "== row $i: ${P} B, $n GPUs, batch $B (published tp = $t, pp = $p, dp = $d)"
   /usr/bin/time -f "   search time: %e s wall, %U s CPU" "$MMC" plan "$T/row.mm" -I "$ROOT/stdlib_models" \
     --device a100 --devices "$n" --search 2>&1 | grep -E "^search on|^#1 |^why|^  #1:|^  the file|^  parallel|time:" |

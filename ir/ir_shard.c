@@ -532,19 +532,25 @@ static void (*const rule_fns[IR_SHR_COUNT])(const IrNode *, IrShardRule *) = {
     [IR_SHR_RESHARD] = rule_RESHARD,
 };
 
+/* The f32 cast of a bf16 weight gradient (passes/precision.c) lets a
+ * partial sum through: the master gradient is reduced in f32, after the
+ * cast. x is the cast's operand, y its result; either NULL when it is a
+ * temporary inside a fused loop (a temporary has no producer or role). The same rule
+ * judges a standalone cast and a cast inside a fused node, so a cast the
+ * shard pass placed stays explained after `fuse` absorbs it. */
+static bool grad_cast(const IrValue *x, const IrValue *y) {
+  const IrNode *g = x ? x->def : NULL;
+  return (y && y->grad_of) || (g && (g->op == IR_OP_LINEAR_GRAD_W || g->op == IR_OP_CONV2D_GRAD_W ||
+                                     g->op == IR_OP_CONV3D_GRAD_W));
+}
+
 void ir_shard_rule(const IrNode *n, IrShardRule *r) {
   memset(r, 0, sizeof *r);
   r->nin = n->nin < 64 ? n->nin : 64;
   r->nout = n->nout;
   r->pflags = ir_ops[n->op].shard_pflags;
-  /* the f32 cast of a bf16 weight gradient (passes/precision.c): the
-   * master gradient is reduced in f32, after the cast */
-  if (n->op == IR_OP_CAST && n->nout == 1 && n->nin == 1) {
-    const IrNode *g = n->in[0]->def;
-    if (n->out[0]->grad_of || (g && (g->op == IR_OP_LINEAR_GRAD_W || g->op == IR_OP_CONV2D_GRAD_W ||
-                                     g->op == IR_OP_CONV3D_GRAD_W)))
-      r->pflags |= IR_SHP_FIRST;
-  }
+  if (n->op == IR_OP_CAST && n->nout == 1 && n->nin == 1 && grad_cast(n->in[0], n->out[0]))
+    r->pflags |= IR_SHP_FIRST;
   r->kind = IR_SK_FACTORS;
   rule_fns[ir_ops[n->op].shard](n, r);
 }
@@ -588,6 +594,11 @@ static bool prog_passes_p(const IrNode *n, uint32_t mask) {
       if (j == 0) first = pj;
     }
     unsigned pf = ir_ops[in->op].shard_pflags;
+    /* a cast: as standalone, its operand the node's when it reads one, its
+     * result the node's when it is the last instruction */
+    if (in->op == IR_OP_CAST && in->nargs == 1 &&
+        grad_cast(in->arg[0] < 0 ? n->in[-1 - in->arg[0]] : NULL, k == p.n - 1 ? n->out[0] : NULL))
+      pf |= IR_SHP_FIRST;
     isp[k] = np > 0;
     if (np == 0) continue;
     if (pf & IR_SHP_ALL)

@@ -61,12 +61,39 @@ static double scores_s(const IrModule *m, const MmDevice *d, const IrNode *n) {
   int fk = ir_ops[n->op].flop_kind, q = fk == IR_FL_ATTENTION ? 0 : 1;
   double per = fk == IR_FL_ATTENTION       ? d->attention_score_bytes
                : fk == IR_FL_ATTENTION_BWD ? d->attention_score_bytes_bwd
-                                           : 0;
-  if (per <= 0 || n->nin < q + 2 || n->in[q]->shape.rank != 4 || n->in[q + 1]->shape.rank != 4)
+                                           : 0,
+         ns = fk == IR_FL_ATTENTION       ? d->attention_score_ns
+              : fk == IR_FL_ATTENTION_BWD ? d->attention_score_ns_bwd
+                                          : 0;
+  if ((per <= 0 && ns <= 0) || n->nin < q + 2 || n->in[q]->shape.rank != 4 ||
+      n->in[q + 1]->shape.rank != 4)
     return 0;
   const IrShape *qs = &n->in[q]->shape, *ks = &n->in[q + 1]->shape;
   double scores = (double)qs->d[0] * qs->d[1] * qs->d[2] * ks->d[1] / split_of(m, n);
-  return scores * per / (d->mem_bw_gbs * 1e9);
+  /* a fused kernel's own per-score work (the exponentials: mmc calibrate's
+   * attention_score_ns) skips the causal half */
+  double half = n->attrs.v[IR_ATTR_CAUSAL].i ? 0.5 : 1;
+  return scores * per / (d->mem_bw_gbs * 1e9) + half * scores * ns * 1e-9;
+}
+
+/* Ring attention (cp, {ring = true}; runtime/comm/mmrt_ring.c): the kernel
+ * runs cp blocks, and while it computes one the next block's K and V (the
+ * backward: also the dK and dV sums) shift one rank along the cp ring; a
+ * shift shows where it outlasts its block's compute (t / cp each). */
+static double ring_s(const IrModule *m, const MmDevice *d, const IrNode *n, double t) {
+  int cp = m->mesh[IR_AX_CP], fk = ir_ops[n->op].flop_kind;
+  if (cp <= 1 || (fk != IR_FL_ATTENTION && fk != IR_FL_ATTENTION_BWD) ||
+      !ir_attrs_has(&n->attrs, IR_ATTR_RING) || !n->attrs.v[IR_ATTR_RING].i)
+    return 0;
+  int q = fk == IR_FL_ATTENTION ? 0 : 1;
+  if (n->nin < q + 3) return 0;
+  double kv = 0;
+  for (int j = q + 1; j <= q + 2; j++)
+    kv += (double)ir_local_numel(m, n->in[j]) * ir_dtype_size(n->in[j]->dtype);
+  if (fk == IR_FL_ATTENTION_BWD) kv *= 2; /* dK and dV travel with them */
+  double shift = cost_collective_s(d, IR_OP_COUNT, kv, cp, m->mesh[IR_AX_TP]);
+  double exposed = shift - t / cp;
+  return exposed > 0 ? (cp - 1) * exposed : 0;
 }
 
 /* One op's time on its rank (not a collective); extra: bytes it moves
@@ -76,7 +103,7 @@ static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double
   const IrOpInfo *info = &ir_ops[n->op];
   *flops_local = 0;
   if (info->flags & OPF_VIEW) return 0;
-  double fl = (double)ir_flops(n) / split_of(m, n), rate;
+  double fl = (double)ir_flops(n) / split_of(m, n), rate, over = d->op_overhead_us;
   bool bf = n->nin && n->in[0]->dtype == IR_BF16;
   double mm = (bf ? d->bf16_tflops : d->fp32_tflops) * 1e12 * d->matmul_efficiency;
   switch (info->flop_kind) {
@@ -85,14 +112,17 @@ static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double
     case IR_FL_CONV:
     case IR_FL_LINEAR_W:
     case IR_FL_CONV_X:
-    case IR_FL_CONV_W: rate = mm; break;
+    case IR_FL_CONV_W: rate = mm, over = d->matmul_overhead_us; break;
     case IR_FL_ATTENTION:
-    case IR_FL_ATTENTION_BWD: rate = mm * d->attention_efficiency; break;
+    case IR_FL_ATTENTION_BWD:
+      rate = mm * d->attention_efficiency, over = d->attention_overhead_us;
+      break;
     default: rate = d->vector_tflops * 1e12; break;
   }
   *flops_local = fl;
   double t = fl / rate, tb = (node_bytes(m, n) + extra) / (d->mem_bw_gbs * 1e9);
-  return (t > tb ? t : tb) + scores_s(m, d, n) + d->op_overhead_us * 1e-6;
+  t = (t > tb ? t : tb) + scores_s(m, d, n);
+  return t + ring_s(m, d, n, t) + over * 1e-6;
 }
 
 static int axis_stride(const IrModule *m, int a) {
@@ -148,6 +178,8 @@ typedef struct MbClock {
   double t, fb_end, fc, bc, uc; /* the clock, at the update, compute per phase */
   double comm_last, comm_upd;   /* collectives of the micro-batch and of the update */
   double sums;                  /* adding into the deferred sums */
+  double (*by_kind)[3];         /* optional: each op kind's time, times `weight` */
+  double weight;
 } MbClock;
 
 /* The bytes node i of f moves into or out of a micro-batch sum besides its
@@ -170,6 +202,7 @@ static double add_s(const IrModule *m, const MmDevice *d, const MbDefer *md, con
 static bool mb_clock(const IrModule *m, const MmDevice *d, const IrFunc *f, int bwd, int upd,
                      const MbDefer *md, bool light, MbClock *k, char *err, size_t errn) {
   const int64_t *defer = md->node;
+  double(*by_kind)[3] = k->by_kind, weight = k->weight;
   memset(k, 0, sizeof *k);
   double chan = 0, *done = NULL;
   int64_t ndone = 0;
@@ -222,6 +255,7 @@ static bool mb_clock(const IrModule *m, const MmDevice *d, const IrFunc *f, int 
       k->bc += c;
     else
       k->fc += c;
+    if (by_kind && !(light && up)) by_kind[n->op][up ? 2 : back ? 1 : 0] += weight * c;
   }
   free(done);
   if (upd < 0) k->fb_end = k->t;
@@ -229,7 +263,9 @@ static bool mb_clock(const IrModule *m, const MmDevice *d, const IrFunc *f, int 
 }
 
 bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, size_t errn) {
+  double(*by_kind)[3] = o->by_kind;
   memset(o, 0, sizeof *o);
+  if (by_kind) memset(by_kind, 0, sizeof(double[3]) * IR_OP_COUNT), o->by_kind = by_kind;
   IrFunc *f = ir_module_func(m, "train");
   if (!f) {
     snprintf(err, errn, "no @train to predict (a training program's step)");
@@ -267,7 +303,7 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
     ir_update_part(f, upd >= 0 ? upd : f->nodes.len, &ar, upm);
     MbDefer md;
     mb_defer_plan(m, f, upm, &ar, &md);
-    MbClock full, light;
+    MbClock full = {.by_kind = by_kind, .weight = 1}, light = {.by_kind = by_kind, .weight = M - 1};
     bool ok = mb_clock(m, d, f, bwd, upd, &md, false, &full, err, errn) &&
               mb_clock(m, d, f, bwd, upd, &md, true, &light, err, errn);
     arena_free(&ar);

@@ -24,8 +24,10 @@
  *   forward, input- and weight-gradient times per micro-batch and one
  *   transfer's alpha + bytes / bandwidth between stages; the bubble is the
  *   makespan less the busiest rank's work.
- * - Not modelled: the split-statistics norms' and ring attention's
- *   in-kernel communication, the data loader, the host. */
+ * - Ring attention: each of the cp - 1 shifts of K and V (and dK, dV)
+ *   shows where it outlasts the block computed meanwhile.
+ * - Not modelled: the split-statistics norms' in-kernel communication, the
+ *   data loader, the host. */
 #ifndef MMC_COST_H
 #define MMC_COST_H
 
@@ -50,6 +52,11 @@ typedef struct CostPrediction {
   double mfu;               /* model FLOPs / step_s / (devices * bf16 or fp32 peak) */
   int64_t samples, tokens;  /* per step (tokens 0: the inputs have no sequence) */
   double peak_tflops;       /* the peak MFU is counted against */
+  /* optional, set by the caller before cost_predict (zeroed by it): each op
+   * kind's predicted seconds a step, [op][0 forward, 1 backward, 2 update]
+   * (computation only, as the trainer's --profile counts it; left zero
+   * under pp > 1) */
+  double (*by_kind)[3];
 } CostPrediction;
 
 /* Predicts m's step (after every pass, @train present). False with a

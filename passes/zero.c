@@ -19,8 +19,21 @@
  * reduce-scattered plus parameters gathered, 2 Psi (d - 1) / d elements for
  * ZeRO-1 and ZeRO-2, 3 Psi (d - 1) / d for ZeRO-3, where plain data
  * parallel all-reduces the same 2 Psi (d - 1) / d. A parameter without a
- * dim dp divides stays replicated and all-reduced. Frozen parameters stay
- * replicated. Only `reshard` ops are inserted; `collectives` lowers them. */
+ * dim dp divides (a bias of 50,257, any tensor at dp = 3) is padded along
+ * dim 0 to a multiple of dp, as Megatron's and DeepSpeed's flat buffers
+ * pad, when no other axis splits that dim: its stored piece, optimizer
+ * state and reduced gradient are [ceil(n0 / dp), ...] pieces of the padded
+ * tensor (so memplan and the cost model charge the padded shard), the
+ * gradient is zero-padded (pad_slice) before its reduce-scatter and every
+ * gather is read through a slice of the real rows. The parameter keeps
+ * `rows = n0` as a padded vocabulary does (passes/vocabpad.c): the trainer
+ * initialises the padding with zeros and saves and loads only the real
+ * rows, so checkpoints are the unpadded tensors; the padding's gradient is
+ * zero, so its AdamW moments, its weight decay and the gradient norm never
+ * see anything but zeros. Any other parameter without such a dim stays
+ * replicated and all-reduced (mmc plan counts them). Frozen parameters
+ * stay replicated. Only `reshard`, `pad_slice` and `slice` ops are
+ * inserted; `collectives` lowers the reshards. */
 #include <string.h>
 
 #include "pass.h"
@@ -30,6 +43,7 @@ typedef struct Zero {
   int stage, dp;
   Arena a;
   IrMap store; /* param -> i: storage dim + 1 */
+  IrMap pad;   /* param padded along dim 0 -> i: its real rows */
 } Zero;
 
 static bool step_op(IrOp op) {
@@ -41,18 +55,46 @@ static int storage_dim(Zero *z, IrValue *p) {
   return s ? (int)s->i - 1 : -1;
 }
 
+/* A builder of nodes in the scope, group and layer of `at` (none: NULL) */
+static IrBuilder builder_at(Zero *z, IrFunc *f, const IrNode *at) {
+  return (IrBuilder){.m = z->m,
+                     .f = f,
+                     .scope = at ? at->scope : NULL,
+                     .group = at ? at->group : -1,
+                     .layer = at ? at->layer : -1};
+}
+
 static IrNode *reshard_node(Zero *z, IrFunc *f, IrValue *x, const IrPlacement *pl, const IrNode *at,
                             SrcLoc loc) {
   char err[400];
-  IrBuilder b = {.m = z->m,
-                 .f = f,
-                 .scope = at ? at->scope : NULL,
-                 .group = at ? at->group : -1,
-                 .layer = at ? at->layer : -1};
+  IrBuilder b = builder_at(z, f, at);
   IrAttrs none = {0};
   IrNode *n = ir_build(&b, IR_OP_RESHARD, &x, 1, &none, loc, err, sizeof err, NULL);
   MM_ASSERT(n != NULL);
   memcpy(n->out[0]->pl, pl, sizeof n->out[0]->pl);
+  return n;
+}
+
+/* The real rows of a parameter padded along dim 0, or 0. */
+static int64_t padded_rows(Zero *z, const IrValue *p) {
+  IrMapSlot *s = p ? ir_map_get(&z->pad, p) : NULL;
+  return s ? s->i : 0;
+}
+
+/* slice(x)[0:rows] along dim 0 (a gathered padded parameter's real rows),
+ * or pad_slice(x) to `size` rows (a gradient's zero padding); appended to f */
+static IrNode *rows_node(Zero *z, IrFunc *f, IrValue *x, IrOp op, int64_t rows, int64_t size,
+                         const IrNode *at, SrcLoc loc) {
+  char err[400];
+  IrBuilder b = builder_at(z, f, at);
+  IrAttrs a = {0};
+  ir_attrs_set_int(&a, IR_ATTR_AXIS, 0);
+  ir_attrs_set_int(&a, IR_ATTR_START, 0);
+  ir_attrs_set_int(&a, IR_ATTR_STOP, rows);
+  if (op == IR_OP_PAD_SLICE) ir_attrs_set_int(&a, IR_ATTR_SIZE, size);
+  IrNode *n = ir_build(&b, op, &x, 1, &a, loc, err, sizeof err, NULL);
+  MM_ASSERT(n != NULL);
+  memcpy(n->out[0]->pl, x->pl, sizeof n->out[0]->pl);
   return n;
 }
 
@@ -95,7 +137,24 @@ static void choose_storage(Zero *z) {
         break;
       }
     }
+    /* none: padded along dim 0, if dp alone splits it (a padded
+     * vocabulary pads further, its real rows kept) */
+    bool dim0_free = p->shape.rank >= 1;
+    for (int a = 0; a < IR_NAXES && dim0_free; a++)
+      dim0_free = a == IR_AX_DP || p->pl[a].kind != IR_PL_S || p->pl[a].dim != 0;
+    if (!ir_map_get(&z->store, p) && dim0_free) {
+      ir_map_put(&z->store, p)->i = 1;
+      ir_map_put(&z->pad, p)->i = p->shape.d[0];
+    }
   }
+}
+
+/* A padded parameter, its optimizer state and the gradient the update
+ * reads take the padded rows (the state and the parameter keep their real
+ * rows: `rows`, or a padded vocabulary's own). */
+static void pad_shape(Zero *z, IrValue *v, int64_t rows) {
+  v->shape.d[0] = (rows + z->dp - 1) / z->dp * z->dp;
+  if (v->role != IR_ROLE_GRAD && !v->rows) v->rows = rows;
 }
 
 /* Gradients: the dp all-reduce shard left becomes a reduce-scatter to the
@@ -111,13 +170,30 @@ static void grads(Zero *z, IrFunc *f) {
       IrPlacement pl[IR_NAXES];
       memcpy(pl, g->pl, sizeof pl);
       pl[IR_AX_DP] = (IrPlacement){IR_PL_S, d};
+      int64_t rows = padded_rows(z, p);
       if (n->op == IR_OP_RESHARD) {
+        if (rows) { /* the reduce-scatter takes the zero-padded gradient */
+          IrNode *pad = rows_node(z, f, n->in[0], IR_OP_PAD_SLICE, rows,
+                                  (rows + z->dp - 1) / z->dp * z->dp, n, n->loc);
+          move_last_to(f, i);
+          i++;
+          n->in[0] = pad->out[0];
+          pad_shape(z, g, rows);
+        }
         memcpy(g->pl, pl, sizeof pl);
         if (z->stage == 1) ptrvec_push(&z->a, &late, n);
         continue;
       }
       /* the gradient is complete on every rank already: keep its piece */
-      IrNode *r = reshard_node(z, f, g, pl, n, n->loc);
+      IrValue *whole = g;
+      if (rows) {
+        whole =
+            rows_node(z, f, g, IR_OP_PAD_SLICE, rows, (rows + z->dp - 1) / z->dp * z->dp, n, n->loc)
+                ->out[0];
+        move_last_to(f, i + 1);
+        i++;
+      }
+      IrNode *r = reshard_node(z, f, whole, pl, n, n->loc);
       move_last_to(f, i + 1);
       for (int k = i + 2; k < f->nodes.len; k++) {
         IrNode *u = f->nodes.items[k];
@@ -191,6 +267,12 @@ static void gathers(Zero *z, IrFunc *f) {
         s->p = reshard_node(z, f, p, pl, n, n->loc)->out[0];
         move_last_to(f, i);
         i++;
+        int64_t rows = padded_rows(z, p);
+        if (rows) { /* the real rows of the gathered padded tensor: a view */
+          s->p = rows_node(z, f, s->p, IR_OP_SLICE, rows, 0, n, n->loc)->out[0];
+          move_last_to(f, i);
+          i++;
+        }
       }
       n->in[k] = s->p;
     }
@@ -220,6 +302,7 @@ bool pass_zero(IrModule *m, PassCtx *cx) {
   Zero z = {.m = m, .stage = plan->zero, .dp = m->mesh[IR_AX_DP]};
   arena_init(&z.a);
   ir_map_init(&z.store, &z.a, false);
+  ir_map_init(&z.pad, &z.a, false);
   choose_storage(&z);
   for (int fi = 0; fi < m->funcs.len; fi++) grads(&z, m->funcs.items[fi]);
   /* storage: the parameter and its optimizer state */
@@ -231,13 +314,18 @@ bool pass_zero(IrModule *m, PassCtx *cx) {
       int d = storage_dim(&z, n->in[0]);
       if (d < 0) continue;
       int last = n->op == IR_OP_ADAMW ? 3 : 2;
-      for (int k = 2; k <= last; k++) n->in[k]->pl[IR_AX_DP] = (IrPlacement){IR_PL_S, d};
+      int64_t rows = padded_rows(&z, n->in[0]);
+      for (int k = 2; k <= last; k++) {
+        n->in[k]->pl[IR_AX_DP] = (IrPlacement){IR_PL_S, d};
+        if (rows) pad_shape(&z, n->in[k], rows);
+      }
     }
   }
   for (int i = 0; i < m->params.len; i++) {
     IrValue *p = m->params.items[i];
     int d = storage_dim(&z, p);
     if (d >= 0) p->pl[IR_AX_DP] = (IrPlacement){IR_PL_S, d};
+    if (padded_rows(&z, p)) pad_shape(&z, p, padded_rows(&z, p));
   }
   for (int fi = 0; fi < m->funcs.len; fi++) {
     gathers(&z, m->funcs.items[fi]);

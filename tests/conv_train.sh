@@ -17,17 +17,8 @@
 #    on, the count in the log's skipped_samples.
 set -uo pipefail
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
-PY="${MMC_HF_VENV:-/var/cache/mmc-venv-hf}/bin/python"
-if ! bash "$MMC_SOURCE_DIR/tools/test_venvs.sh" hf; then
-  echo "FAIL: no hf venv with PIL and tokenizers (tools/test_venvs.sh hf needs PyPI)"
-  echo "0 passed, 1 failed"
-  exit 1
-fi
+hf_script tokenizers
 R="$MMC_SOURCE_DIR/tests/conv_ref"
-pass=0 fail=0 T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-ok() { ((pass += 1)); }
-no() { ((fail += 1)); echo "FAIL $*"; }
 cd "$T" || exit 1
 "$PY" "$R/make.py" "$T" || { echo "FAIL the fixtures"; echo "0 passed, 1 failed"; exit 1; }
 M="$MMC_SOURCE_DIR/stdlib_models/internvl2.mm"

@@ -14,16 +14,7 @@
 # their file:line:col. (tests/video_train.sh checks video_fps's rows.)
 set -uo pipefail
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
-PY="${MMC_HF_VENV:-/var/cache/mmc-venv-hf}/bin/python"
-if ! bash "$MMC_SOURCE_DIR/tools/test_venvs.sh" hf; then
-  echo "FAIL: no hf venv with PIL and tokenizers (tools/test_venvs.sh hf needs PyPI)"
-  echo "0 passed, 1 failed"
-  exit 1
-fi
-pass=0 fail=0 T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-ok() { ((pass += 1)); }
-no() { ((fail += 1)); echo "FAIL $*"; }
+hf_script tokenizers
 cd "$T" || exit 1
 mkdir -p m/data run
 "$PY" "$MMC_SOURCE_DIR/tests/conv_ref/make.py" m/data > /dev/null ||

@@ -15,16 +15,7 @@
 # PIL and transformers come from the hf venv (tools/test_venvs.sh).
 set -uo pipefail
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
-PY="${MMC_HF_VENV:-/var/cache/mmc-venv-hf}/bin/python"
-if ! bash "$MMC_SOURCE_DIR/tools/test_venvs.sh" hf; then
-  echo "FAIL: no hf venv with PIL and transformers (tools/test_venvs.sh hf needs PyPI)"
-  echo "0 passed, 1 failed"
-  exit 1
-fi
-pass=0 fail=0 T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-ok() { ((pass += 1)); }
-no() { ((fail += 1)); echo "FAIL $*"; }
+hf_script transformers
 
 # the references: prints its own FAIL lines and "N passed, M failed"
 "$PY" "$MMC_SOURCE_DIR/tests/image_ref/ref.py" "$MMC" "$T" "$SAN" > "$T/ref.out" 2>&1

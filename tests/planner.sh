@@ -139,6 +139,56 @@ want=$("$MMC" plan "$G" --model GPT2Tiny --device "$T/ideal.dev" --json | $PY -c
 grep -q "step time: measured median .* s over 4 steps, predicted $want s on ideal" "$T/run.err" ||
   { bad "the trainer's step-time line (predicted $want)"; grep "step time" "$T/run.err"; }
 
+# ---- fixed costs per kind of call, and each op kind's share (--json by_op_kind) ----
+# every rate infinite: a product call costs matmul_overhead_us (7 us), an
+# attention call attention_overhead_us (3 us) plus its scores (the causal
+# half) at attention_score_ns / _bwd (1 and 2 ns), any other op 1 us; the
+# calls counted here from the IR's text
+sed -e 's/^fp32_tflops = 1 .*/fp32_tflops = 1e6/' -e 's/^bf16_tflops = 2/bf16_tflops = 1e6/' \
+    -e 's/^op_overhead_us = 0/op_overhead_us = 1/' "$T/ideal.dev" > "$T/fixed.dev"
+printf 'matmul_overhead_us = 7\nattention_overhead_us = 3\nattention_score_ns = 1\nattention_score_ns_bwd = 2\n' >> "$T/fixed.dev"
+"$MMC" plan "$G" --model GPT2Tiny --device "$T/fixed.dev" --json > "$T/fixed.json" 2> "$T/e" || { bad "fixed"; cat "$T/e"; }
+"$MMC" dump-ir "$G" --model GPT2Tiny > "$T/ir.txt" 2> "$T/e" || bad "dump-ir"
+$PY - "$T/fixed.json" "$T/ir.txt" <<'PY' || fail=$((fail+1))
+import json, re, sys
+p = json.load(open(sys.argv[1]))["predicted"]
+ir = open(sys.argv[2]).read().split("func @train")[1]
+calls = {}
+for op in re.findall(r"= (\w+)\(", ir):
+    calls[op] = calls.get(op, 0) + 1
+k, errs = p["by_op_kind"], []
+tot = sum(v["forward_s"] + v["backward_s"] + v["update_s"] for v in k.values())
+want = p["breakdown"]["compute_s"] + p["breakdown"]["optimizer_s"]
+if abs(tot - want) > 1e-9 + 1e-6 * want: errs.append(f"by_op_kind sums to {tot}, compute + optimizer {want}")
+for op in ("linear", "linear_grad_x", "linear_grad_w"):
+    got = sum(k[op].values())
+    if abs(got - 7e-6 * calls[op]) > 1e-8: errs.append(f"{op}: {got} s, {calls[op]} calls x 7 us")
+# GPT2Tiny: batch 4, 32 positions, 4 heads, 2 layers; causal: half of 4 x 4 x 32 x 32 scores
+half = 4 * 4 * 32 * 32 / 2
+for op, ns in (("attention", 1e-9), ("attention_grad", 2e-9)):
+    got, n = sum(k[op].values()), calls[op]
+    if n != 2 or abs(got - n * (3e-6 + half * ns)) > 1e-8:
+        errs.append(f"{op}: {got} s over {n} calls, want 2 x (3 us + {half:.0f} scores x {ns})")
+o = k["layer_norm"]["forward_s"]
+if abs(o - 1e-6 * calls["layer_norm"]) > 1e-8: errs.append(f"layer_norm {o} s, {calls['layer_norm']} x 1 us")
+for e in errs: print("FAIL:", e)
+sys.exit(1 if errs else 0)
+PY
+# ring attention (cp = 2): the one K/V shift (5 us + 32,768 bytes at 10 GB/s) shows
+# where it outlasts the half of the call's compute it overlaps (8,192 local
+# scores, causal half at 1 ns: 4.096 us, half of it 2.048 us)
+"$MMC" plan "$G" --model GPT2Tiny --cp 2 --cp-kind ring --device "$T/fixed.dev" --json > "$T/ring.json" 2> "$T/e" ||
+  { bad "ring plan"; cat "$T/e"; }
+$PY - "$T/ring.json" <<'PY' || bad "ring attention's shifts"
+import json, sys
+a = json.load(open(sys.argv[1]))["predicted"]["by_op_kind"]["attention"]["forward_s"] / 2
+want = 3e-6 + 4.096e-6 + (5e-6 + 32768 / 10e9 - 2.048e-6)
+print(f"ring attention forward {a:.6g} s a call, want {want:.6g}")
+sys.exit(0 if abs(a - want) < 1e-3 * want else 1)
+PY
+"$MMC" plan "$G" --model GPT2Tiny --device "$T/fixed.dev" --detail > "$T/detail.txt" || bad "--detail"
+grep -q "^    linear_grad_w  .* 0.000  *0.0[0-9]*  *0.000  *0.0" "$T/detail.txt" || { bad "--detail: no per-op-kind table"; grep -A3 "per op kind" "$T/detail.txt"; }
+
 # ---- --search: ranked by the prediction each plan gets alone, drops counted by reason ----
 "$MMC" plan "$G" --model GPT2Tiny --device "$T/ideal.dev" --devices 8 --search > "$T/s.txt" 2> "$T/e" ||
   { bad "--search"; cat "$T/e"; }

@@ -81,6 +81,10 @@ bad "tokenizer with ids" "holds token ids already" "$G" --data ix_text_document 
 bad "--seq-len" "--seq-len 64: model GPT2Tiny reads rows of T = 32" "$G" --data corpus.jsonl --tokenizer tok.json --seq-len 64
 bad "--pack without seg" "takes no seg input" "$G" --data corpus.jsonl --tokenizer tok.json --pack
 bad "text flag on Fashion-MNIST" "--no-pack: a text flag" "$G" --no-pack --steps 1
+# the flag named is the first text flag given, --bad-samples only when it is the one
+bad "first text flag named" "--too-long: a text flag" "$G" --steps 1 --too-long drop --no-pack
+bad "--bad-samples named last" "--seq-len: a text flag" "$G" --bad-samples skip --seq-len 32 --steps 1
+bad "--bad-samples alone" "--bad-samples: a text flag" "$G" --bad-samples skip --steps 1
 bad "--too-long" "--too-long takes truncate or drop" "$G" --too-long cut
 bad "--bad-samples" "--bad-samples takes fail or skip" "$G" --bad-samples ignore
 bad "blend weight" "is not WEIGHT:PATH" "$G" --data 0.5:corpus.jsonl,ix_text_document --tokenizer tok.json

@@ -1278,7 +1278,7 @@ static void print_padded(const IrModule *m, json_object *root) {
   json_object *list = root ? json_object_new_array() : NULL;
   for (int i = 0; i < m->params.len; i++) {
     const IrValue *p = m->params.items[i];
-    if (!p->rows || p->role != IR_ROLE_PARAM) continue;
+    if (!p->rows || p->role != IR_ROLE_PARAM || mmc_zero_padded(m, p)) continue; /* ZeRO's */
     int64_t local = p->shape.d[0];
     for (int a = 0; a < IR_NAXES; a++)
       if (p->pl[a].kind == IR_PL_S && p->pl[a].dim == 0 && m->mesh[a] > 1) local /= m->mesh[a];
@@ -1984,6 +1984,7 @@ static int cmd_plan(Opts *o) {
     plan_collectives(m, &m->plan, root, true);
     mmc_plan_frozen(m, root);
     mmc_plan_hzero(m, root);
+    mmc_plan_zero_replicated(m, root);
     plan_cp(m, root, true);
     plan_split_norms(m, root, true);
     if (!plan_pp_memory(m, data_bytes, root, true, err, sizeof err)) {
@@ -1991,7 +1992,7 @@ static int cmd_plan(Opts *o) {
       fprintf(stderr, "mmc: error: pipeline: %s\n", err);
       return finish(&d, p, &r, EXIT_USER);
     }
-    if (o->device && !mmc_predict(m, &dev, rank_peak(m, &s, sums), root)) {
+    if (o->device && !mmc_predict(m, &dev, rank_peak(m, &s, sums), root, true)) {
       json_object_put(root);
       return finish(&d, p, &r, EXIT_USER);
     }
@@ -2060,6 +2061,7 @@ static int cmd_plan(Opts *o) {
     plan_collectives(m, &m->plan, NULL, o->detail);
     mmc_plan_frozen(m, NULL);
     mmc_plan_hzero(m, NULL);
+    mmc_plan_zero_replicated(m, NULL);
     plan_cp(m, NULL, o->detail);
     plan_split_norms(m, NULL, o->detail);
   }
@@ -2072,7 +2074,7 @@ static int cmd_plan(Opts *o) {
             m->plan.pp);
     return finish(&d, p, &r, EXIT_USER);
   }
-  if (!o->json && o->device && !mmc_predict(m, &dev, rank_peak(m, &s, sums), NULL))
+  if (!o->json && o->device && !mmc_predict(m, &dev, rank_peak(m, &s, sums), NULL, o->detail))
     return finish(&d, p, &r, EXIT_USER);
   return finish(&d, p, &r, EXIT_OK);
 }

@@ -67,12 +67,34 @@ typedef struct {
   int B, T, H, D;
 } AttArgs;
 
-static void run_att(void *u) {
+static void run_att_fwd(void *u) {
   AttArgs *a = u;
   float sc = 1.0f / sqrtf((float)a->D);
   mmrt_attention_fwd(a->out, a->lse, a->q, a->k, a->v, a->B, a->T, a->T, a->H, a->H, a->D, 1, sc);
+}
+
+static void run_att_bwd(void *u) {
+  AttArgs *a = u;
+  float sc = 1.0f / sqrtf((float)a->D);
   mmrt_attention_bwd(a->dq, a->dk, a->dv, a->dout, a->q, a->k, a->v, a->out, a->lse, a->B, a->T,
                      a->T, a->H, a->H, a->D, 1, sc, 0);
+}
+
+/* a linear layer's three products (forward, input and weight gradients), as
+ * the generated code calls them */
+typedef struct {
+  float *x, *w, *y, *dx, *dw;
+  int rows, K, N, form;
+} LinArgs;
+
+static void run_lin(void *u) {
+  LinArgs *l = u;
+  if (l->form == 0)
+    mmrt_linear_fwd(MMRT_F32, l->y, l->x, l->w, NULL, l->rows, l->K, l->N);
+  else if (l->form == 1)
+    mmrt_linear_bwd_data(MMRT_F32, l->dx, l->y, l->w, l->rows, l->K, l->N, 0);
+  else
+    mmrt_linear_bwd_weights(MMRT_F32, l->dw, NULL, l->y, l->x, l->rows, l->K, l->N, 0);
 }
 
 typedef struct {
@@ -162,17 +184,42 @@ int main(int argc, char **argv) {
   d.fp32_tflops = matmul_tflops(MMRT_F32, quick ? 256 : 512, reps);
   d.bf16_tflops = matmul_tflops(MMRT_BF16, quick ? 256 : 512, reps);
   d.matmul_efficiency = 1; /* measured rates: what the kernels reach */
-  /* the attention kernels (causal, forward and backward) against the fp32 product */
-  AttArgs a = {.B = 2, .T = quick ? 128 : 256, .H = 4, .D = 64};
-  size_t qb = (size_t)a.B * a.T * a.H * a.D * 4, lb = (size_t)a.B * a.H * a.T * 4;
-  a.out = fill(qb), a.q = fill(qb), a.k = fill(qb), a.v = fill(qb), a.dq = fill(qb);
-  a.dk = fill(qb), a.dv = fill(qb), a.dout = fill(qb), a.lse = fill(lb);
-  double ta = median_s(run_att, &a, reps);
-  /* ir_flops' count: forward 2BHTS(2D), backward 2BHTS(5D), the causal half included */
-  double af = 2.0 * a.B * a.H * a.T * a.T * (7.0 * a.D);
-  d.attention_efficiency = fmin(1, af / ta / 1e12 / d.fp32_tflops);
-  free(a.out), free(a.q), free(a.k), free(a.v), free(a.dq), free(a.dk), free(a.dv), free(a.dout);
-  free(a.lse);
+  /* the attention kernels (causal), forward and backward apart, at three
+   * shapes: t = a + b x (the scores computed, the causal half) + c x FLOPs.
+   * Two of head size 16 at 16,384 and 524,288 scores and one of head size 64
+   * at 524,288 give c (from the head sizes), then b and a; c is the
+   * attention_efficiency of the fp32 product's rate (both directions'
+   * FLOPs together), b the per-score time of each (the exponentials), a the
+   * fixed time of a call. */
+  int ash[3][4] = {{4, 32, 4, 16}, {2, 256, 4, 16}, {2, 256, 4, 64}};
+  double at[2][3], afl[2][3], asc[3];
+  for (int k = 0; k < 3; k++) {
+    AttArgs a = {.B = ash[k][0], .T = ash[k][1], .H = ash[k][2], .D = ash[k][3]};
+    if (quick && k) a.T /= 2;
+    size_t qb = (size_t)a.B * a.T * a.H * a.D * 4, lb = (size_t)a.B * a.H * a.T * 4;
+    a.out = fill(qb), a.q = fill(qb), a.k = fill(qb), a.v = fill(qb), a.dq = fill(qb);
+    a.dk = fill(qb), a.dv = fill(qb), a.dout = fill(qb), a.lse = fill(lb);
+    at[0][k] = median_s(run_att_fwd, &a, reps);
+    at[1][k] = median_s(run_att_bwd, &a, reps);
+    /* ir_flops' count: forward 2BHTS(2D), backward 2BHTS(5D), the causal half included */
+    double sc = (double)a.B * a.H * a.T * a.T;
+    afl[0][k] = 2.0 * sc * 2 * a.D, afl[1][k] = 2.0 * sc * 5 * a.D, asc[k] = 0.5 * sc;
+    free(a.out), free(a.q), free(a.k), free(a.v), free(a.dq), free(a.dk), free(a.dv);
+    free(a.dout), free(a.lse);
+  }
+  double rate = d.fp32_tflops * 1e12;
+  double c =
+      (at[0][2] + at[1][2] - at[0][1] - at[1][1]) / (afl[0][2] + afl[1][2] - afl[0][1] - afl[1][1]);
+  if (!(c >= 1 / rate)) c = 1 / rate; /* no faster than the product */
+  d.attention_efficiency = fmax(1e-3, 1 / (c * rate));
+  double a_sum = 0, b[2];
+  for (int dir = 0; dir < 2; dir++) {
+    double r0 = at[dir][0] - c * afl[dir][0], r1 = at[dir][1] - c * afl[dir][1];
+    b[dir] = fmax(0, (r1 - r0) / (asc[1] - asc[0]));
+    a_sum += fmax(0, r0 - b[dir] * asc[0]);
+  }
+  d.attention_score_ns = b[0] * 1e9, d.attention_score_ns_bwd = b[1] * 1e9;
+  d.attention_overhead_us = a_sum / 2 * 1e6;
   /* memory bandwidth: a streaming z = x + 0.5 y over 3 x 32 MiB */
   VecArgs v = {.n = (quick ? 2L : 8L) << 20};
   v.x = fill((size_t)v.n * 4), v.y = fill((size_t)v.n * 4), v.z = fill((size_t)v.n * 4);
@@ -188,6 +235,21 @@ int main(int argc, char **argv) {
   double tsm = 0;
   tsm = median_s(run_mm, &s, 201);
   free(s.a), free(s.b), free(s.c);
+  /* a product's fixed time: a small linear layer's three products (128 rows,
+   * 64 x 64, as a small model's) less their FLOPs at the large product's rate */
+  LinArgs l = {fill(128 * 64 * 4),
+               fill(64 * 64 * 4),
+               fill(128 * 64 * 4),
+               fill(128 * 64 * 4),
+               fill(64 * 64 * 4),
+               128,
+               64,
+               64,
+               0};
+  double mo = 0;
+  for (l.form = 0; l.form < 3; l.form++)
+    mo += median_s(run_lin, &l, 201) - 2.0 * 128 * 64 * 64 / (d.fp32_tflops * 1e12);
+  free(l.x), free(l.w), free(l.y), free(l.dx), free(l.dw);
   /* and a small elementwise op split over the OpenMP threads, as the
    * generated loops and the kernels run theirs: the fork, the join and the
    * wake-up of sleeping threads; the op overhead is the larger */
@@ -196,6 +258,7 @@ int main(int argc, char **argv) {
   double te = median_s(run_stream, &e, 1001);
   free(e.x), free(e.y), free(e.z);
   d.op_overhead_us = (tsm > te ? tsm : te) * 1e6;
+  d.matmul_overhead_us = fmax(d.op_overhead_us, mo / 3 * 1e6);
   /* memory: what this rank may use of the machine's */
   long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGE_SIZE);
   d.mem_gb = pages > 0 && psz > 0 ? (double)pages * (double)psz / 1e9 / world : 1;
@@ -224,12 +287,17 @@ int main(int argc, char **argv) {
     d.intra_lat_us = alpha * 1e6;
     d.intra_bw_gbs = beta > 0 ? 1 / beta / 1e9 : d.mem_bw_gbs;
     /* every rank's kernels measured at once: the slowest rank is the device */
-    double mine[6] = {d.fp32_tflops,   d.bf16_tflops,          d.mem_bw_gbs,
-                      d.vector_tflops, d.attention_efficiency, -d.op_overhead_us},
-           least[6];
-    MPI_Allreduce(mine, least, 6, MPI_DOUBLE, MPI_MIN, comm);
+    double mine[10] = {d.fp32_tflops,          d.bf16_tflops,
+                       d.mem_bw_gbs,           d.vector_tflops,
+                       d.attention_efficiency, -d.op_overhead_us,
+                       -d.matmul_overhead_us,  -d.attention_overhead_us,
+                       -d.attention_score_ns,  -d.attention_score_ns_bwd},
+           least[10];
+    MPI_Allreduce(mine, least, 10, MPI_DOUBLE, MPI_MIN, comm);
     d.fp32_tflops = least[0], d.bf16_tflops = least[1], d.mem_bw_gbs = least[2];
     d.vector_tflops = least[3], d.attention_efficiency = least[4], d.op_overhead_us = -least[5];
+    d.matmul_overhead_us = -least[6], d.attention_overhead_us = -least[7];
+    d.attention_score_ns = -least[8], d.attention_score_ns_bwd = -least[9];
     free(x), free(y);
   }
   d.inter_bw_gbs = d.intra_bw_gbs, d.inter_lat_us = d.intra_lat_us;

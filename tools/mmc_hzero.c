@@ -95,3 +95,66 @@ void mmc_plan_hzero(const IrModule *m, json_object *root) {
          "across the groups once a step; held by the runtime beside the arenas)\n",
          (long long)copies, (long long)N);
 }
+
+bool mmc_zero_padded(const IrModule *m, const IrValue *p) {
+  if (!p->rows || p->shape.rank < 1 || p->rows >= p->shape.d[0]) return false;
+  return m->plan.tp <= 1 || p->shape.d[0] % (128 * (int64_t)m->plan.tp) != 0;
+}
+
+/* A parameter without a dim that dp divides is padded along dim 0
+ * (passes/zero.c) unless another axis splits that dim, or it is a scalar:
+ * those stay whole on every dp rank (docs/planner.md, "ZeRO and
+ * indivisible parameters"); say so, with what it costs, rather than print
+ * a ZeRO plan that does not shard them. */
+void mmc_plan_zero_replicated(const IrModule *m, json_object *root) {
+  const int64_t D = m->mesh[IR_AX_DP];
+  if (m->plan.zero < 1 || D <= 1) return;
+  const IrFunc *f = NULL;
+  for (int i = 0; i < m->funcs.len; i++)
+    if (!strcmp(((const IrFunc *)m->funcs.items[i])->name, "train")) f = m->funcs.items[i];
+  int tensors = 0, trainable = 0, npad = 0;
+  int64_t elems = 0, bytes = 0, pad_elems = 0;
+  const char *first = NULL;
+  for (int i = 0; f && i < f->nodes.len; i++) {
+    const IrNode *n = f->nodes.items[i];
+    if (!(ir_ops[n->op].flags & OPF_OPTIMIZER) || n->nin < 1 || n->in[0]->role != IR_ROLE_PARAM)
+      continue;
+    const IrValue *p = n->in[0];
+    trainable++;
+    if (mmc_zero_padded(m, p)) { /* its padding rows, over the dp group (a vocabulary's too) */
+      npad++;
+      pad_elems += ir_local_numel(m, p) / (p->shape.d[0] / D) * (p->shape.d[0] - p->rows);
+    }
+    if (p->pl[IR_AX_DP].kind != IR_PL_B) continue;
+    tensors++, elems += ir_local_numel(m, p),
+        bytes += ir_local_numel(m, p) * ir_dtype_size(p->dtype);
+    if (!first) first = p->name;
+  }
+  if (npad && root) {
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "tensors", json_object_new_int(npad));
+    json_object_object_add(o, "padding_elements", json_object_new_int64(pad_elems));
+    json_object_object_add(root, "zero_padded", o);
+  } else if (npad) {
+    printf("  zero = %d pads %d of %d trainable parameters along dim 0 to a multiple of dp = %lld "
+           "(dp divides none of their dims): %lld elements of padding over the dp ranks, never "
+           "trained or saved\n",
+           m->plan.zero, npad, trainable, (long long)D, (long long)pad_elems);
+  }
+  if (!tensors) return;
+  if (root) {
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "tensors", json_object_new_int(tensors));
+    json_object_object_add(o, "trainable_tensors", json_object_new_int(trainable));
+    json_object_object_add(o, "elements", json_object_new_int64(elems));
+    json_object_object_add(o, "param_bytes", json_object_new_int64(bytes));
+    json_object_object_add(o, "first", json_object_new_string(first));
+    json_object_object_add(root, "zero_replicated", o);
+    return;
+  }
+  printf("  zero = %d leaves %d of %d trainable parameters whole on every dp rank (%lld elements, "
+         "%lld bytes a rank, each with its gradient and optimizer state; gradients all-reduced): "
+         "dp = %lld divides none of their dims and another axis splits their dim 0 (no "
+         "padding), e.g. @%s\n",
+         m->plan.zero, tensors, trainable, (long long)elems, (long long)bytes, (long long)D, first);
+}

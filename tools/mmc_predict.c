@@ -16,13 +16,36 @@ static void add_d(json_object *o, const char *k, double v) {
   json_object_object_add(o, k, json_object_new_double(v));
 }
 
-bool mmc_predict(IrModule *m, const MmDevice *d, int64_t peak, json_object *root) {
-  CostPrediction c;
+static int by_total(const void *a, const void *b, void *u) {
+  const double(*k)[3] = u;
+  int x = *(const int *)a, y = *(const int *)b;
+  double tx = k[x][0] + k[x][1] + k[x][2], ty = k[y][0] + k[y][1] + k[y][2];
+  return tx > ty ? -1 : tx < ty ? 1 : x - y;
+}
+
+/* The op kinds with a predicted time, largest total first (*n of them). */
+static int *kinds_by_time(double (*k)[3], int *n) {
+  int *order = malloc(sizeof(int) * IR_OP_COUNT);
+  *n = 0;
+  if (!order) return NULL;
+  for (int op = 0; op < IR_OP_COUNT; op++)
+    if (k[op][0] + k[op][1] + k[op][2] > 0) order[(*n)++] = op;
+  qsort_r(order, (size_t)*n, sizeof *order, by_total, k);
+  return order;
+}
+
+bool mmc_predict(IrModule *m, const MmDevice *d, int64_t peak, json_object *root, bool detail) {
+  CostPrediction c = {0};
   char err[512];
-  if (!cost_predict(m, d, &c, err, sizeof err)) {
-    fprintf(stderr, "mmc: error: predicting the step on %s: %s\n", d->name, err);
+  double(*kind)[3] = calloc(IR_OP_COUNT, sizeof *kind);
+  c.by_kind = kind;
+  if (!kind || !cost_predict(m, d, &c, err, sizeof err)) {
+    fprintf(stderr, "mmc: error: predicting the step on %s: %s\n", d->name,
+            kind ? err : "out of memory");
+    free(kind);
     return false;
   }
+  int nk = 0, *order = kinds_by_time(kind, &nk);
   double cap = d->mem_gb * 1e9;
   bool fits = (double)peak <= cap;
   if (root) {
@@ -50,7 +73,19 @@ bool mmc_predict(IrModule *m, const MmDevice *d, int64_t peak, json_object *root
     json_object_object_add(p, "memory_bytes", json_object_new_int64(peak));
     add_d(p, "memory_capacity_bytes", cap);
     json_object_object_add(p, "fits", json_object_new_boolean(fits));
+    if (order && m->plan.pp <= 1) { /* seconds a step per op kind, as --profile counts */
+      json_object *bk = json_object_new_object();
+      for (int i = 0; i < nk; i++) {
+        json_object *e = json_object_new_object();
+        add_d(e, "forward_s", kind[order[i]][0]);
+        add_d(e, "backward_s", kind[order[i]][1]);
+        add_d(e, "update_s", kind[order[i]][2]);
+        json_object_object_add(bk, ir_ops[order[i]].name, e);
+      }
+      json_object_object_add(p, "by_op_kind", bk);
+    }
     json_object_object_add(root, "predicted", p);
+    free(order), free(kind);
     return true;
   }
   printf("predicted on %d x %s (%s):\n", c.devices, d->name, d->path);
@@ -67,11 +102,23 @@ bool mmc_predict(IrModule *m, const MmDevice *d, int64_t peak, json_object *root
          c.tflops_per_device, 100 * c.mfu, c.peak_tflops);
   printf("  memory per rank %.3f GB of %.3g GB: %s\n", (double)peak / 1e9, d->mem_gb,
          fits ? "fits" : "DOES NOT FIT");
+  if (detail && order && m->plan.pp <= 1 && nk > 0) {
+    /* the trainer's --profile table's layout, to set the two side by side */
+    printf("  predicted per op kind (ms a step; the trainer's --profile measures the same):\n");
+    printf("    %-28s %9s %9s %9s %9s\n", "op kind", "forward", "backward", "update", "total");
+    for (int i = 0; i < nk; i++) {
+      const double *k = kind[order[i]];
+      printf("    %-28s %9.3f %9.3f %9.3f %9.3f\n", ir_ops[order[i]].name, 1e3 * k[0], 1e3 * k[1],
+             1e3 * k[2], 1e3 * (k[0] + k[1] + k[2]));
+    }
+  } else if (detail && m->plan.pp > 1)
+    printf("  (per op kind: not given for a pipeline; each stage's times are in its schedule)\n");
+  free(order), free(kind);
   return true;
 }
 
 bool mmc_predict_step(IrModule *m, const MmDevice *d, double *step_s) {
-  CostPrediction c;
+  CostPrediction c = {0};
   char err[512];
   *step_s = 0;
   if (!ir_module_func(m, "train")) return true;
@@ -242,7 +289,7 @@ static void evaluate(Search *S, Cand *x, bool rank) {
     S->release(S->user, h);
     return;
   }
-  CostPrediction p;
+  CostPrediction p = {0};
   int64_t mem = 0;
   MpSummary sm;
   if (mp_summarize(m, &sm, err, sizeof err)) mem = sm.total;

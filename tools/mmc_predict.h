@@ -12,8 +12,9 @@
 
 /* Predicts m's step on d and prints it (root NULL) or adds "predicted" to
  * root. peak: one rank's planned bytes (the largest pipeline rank's).
- * False after a message on stderr. */
-bool mmc_predict(IrModule *m, const MmDevice *d, int64_t peak, json_object *root);
+ * detail (text) and the JSON add each op kind's predicted time, laid out
+ * as the trainer's --profile table. False after a message on stderr. */
+bool mmc_predict(IrModule *m, const MmDevice *d, int64_t peak, json_object *root, bool detail);
 
 /* compile --device: the predicted step time into *step_s (0 for a program
  * without @train). False after a message. */

@@ -113,7 +113,7 @@ int mmrt_flags_parse(const MmrtFlagSet *s, int argc, char **argv, void *args, co
       mmrt_flags_usage(s, stderr, args);
       return 1;
     }
-    if (f->has_seen) *(int *)field(args, f->seen) = 1;
+    if (f->has_seen && !*(int *)field(args, f->seen)) *(int *)field(args, f->seen) = i;
     if (f->kind == MMRT_FLAG_BOOL) {
       *(int *)field(args, f->at) = 1;
       continue;

@@ -35,7 +35,8 @@ typedef struct MmrtFlag {
   const char *meta; /* "N" in --help (NULL: none) */
   MmrtFlagKind kind;
   size_t at;   /* offsetof(args struct, destination) */
-  size_t seen; /* with has_seen: offsetof an int set to 1 when the flag is given */
+  size_t seen; /* with has_seen: offsetof an int set to the flag's first position in argv
+                * (>= 1) when it is given */
   int has_seen;
   size_t count;         /* LIST: offsetof its int count */
   int64_t lo, hi;       /* INT: the range; LIST: hi the most values */

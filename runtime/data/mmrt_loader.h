@@ -38,6 +38,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "mmrt_flags.h"
+
 /* The trainer's text flags (mmrt_feed_text.c parses them). */
 typedef struct MmrtTextOpts {
   const char *tokenizer;   /* --tokenizer FILE (JSONL needs it) */
@@ -53,10 +55,38 @@ typedef struct MmrtTextOpts {
   int64_t max_tiles;     /* --max-tiles N (0: the model's tiles per sample - 1) */
   int no_tile_balance;   /* --no-tile-balance: a tile pool's samples not dealt by tiles */
   int given;             /* any of them was given (the flag named in first) */
+  int at[16];            /* each text flag's first position in argv, 0: not given (the
+                          * trainer's table: MMRT_FLAG_SEEN of its text rows) */
   int64_t threads;       /* --loader-threads N (-1: not given, min(2, CPUs)) */
   double eval_split;     /* --eval-split F: the fraction held out (0: none) */
   const char *first;
 } MmrtTextOpts;
+
+/* The text flags the trainer (mmrt_main.c) and the conversation evaluator
+ * (mmrt_conv_eval.c) both take, as rows of their flag tables
+ * (mmrt_flags.h): each row's flag, value and checks, its destination in the
+ * program's MmrtTextOpts (o: that struct's offsetof in the program's
+ * arguments) and its first position in argv (o.at, for mmrt_text_settle);
+ * the help text is the program's. */
+#define MMRT_TEXT_AT(o, f)   ((o) + offsetof(MmrtTextOpts, f))
+#define MMRT_TEXT_SEEN(o, k) MMRT_FLAG_SEEN(MMRT_TEXT_AT(o, at[k]))
+#define MMRT_TEXT_FLAG_TOKENIZER(o, help)                                                          \
+  MMRT_FLAG_S("--tokenizer", "FILE", MMRT_TEXT_AT(o, tokenizer), help, MMRT_TEXT_SEEN(o, 0))
+#define MMRT_TEXT_FLAG_TOO_LONG(o, help)                                                           \
+  MMRT_FLAG_E("--too-long", "M", MMRT_TEXT_AT(o, too_long), "truncate|drop",                       \
+              "%F takes truncate or drop, not '%V'", help, MMRT_TEXT_SEEN(o, 4))
+#define MMRT_TEXT_FLAG_BAD_SAMPLES(o, help)                                                        \
+  MMRT_FLAG_E("--bad-samples", "M", MMRT_TEXT_AT(o, bad_samples), "fail|skip",                     \
+              "%F takes fail or skip, not '%V'", help, MMRT_TEXT_SEEN(o, 5))
+#define MMRT_TEXT_FLAG_IMAGES(o, help)                                                             \
+  MMRT_FLAG_S("--images", "DIR", MMRT_TEXT_AT(o, images), help, MMRT_TEXT_SEEN(o, 6))
+#define MMRT_TEXT_FLAG_CHAT(o, help)                                                               \
+  MMRT_FLAG_S("--chat", "FAMILY", MMRT_TEXT_AT(o, chat), help, MMRT_TEXT_SEEN(o, 7))
+#define MMRT_TEXT_FLAG_EVAL_DATA(o, help)                                                          \
+  MMRT_FLAG_S("--eval-data", "FILE", MMRT_TEXT_AT(o, eval_data), help, MMRT_TEXT_SEEN(o, 8))
+#define MMRT_TEXT_FLAG_MAX_TILES(o, help)                                                          \
+  MMRT_FLAG_I("--max-tiles", "N", MMRT_TEXT_AT(o, max_tiles), 1, INT64_MAX,                        \
+              "%F takes a whole number >= %L, not '%V'", help, MMRT_TEXT_SEEN(o, 9))
 
 typedef struct MmrtLoader MmrtLoader;
 

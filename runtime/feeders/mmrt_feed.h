@@ -191,11 +191,14 @@ void mmrt_feed_argmax(MmrtFeedCtx *c, int32_t *best, int gen);
  * other ranks may be waiting in it). */
 _Noreturn void mmrt_feed_comm_fail(MmrtFeedCtx *c);
 
-/* The trainer's text flags are rows of its flag table; after the parse,
- * mmrt_text_settle (mmrt_feed_text.c) sets o->pack from --pack/--no-pack
- * (both: a message, 1) and o->given / o->first (the first text flag in
- * argv, for mmrt_feed_bind's refusal when the data is not text); else 0. */
+/* The trainer's text flags are rows of its flag table (`flags`, parsed into
+ * `args`, which holds o), each with MMRT_FLAG_SEEN into o->at; after the
+ * parse, mmrt_text_settle (mmrt_feed_text.c) sets o->pack from
+ * --pack/--no-pack (both: a message, 1) and o->given / o->first (the first
+ * text flag in argv, for mmrt_feed_bind's refusal when the data is not
+ * text); else 0. */
 struct MmrtTextOpts;
-int mmrt_text_settle(struct MmrtTextOpts *o, int argc, char **argv);
+struct MmrtFlag;
+int mmrt_text_settle(struct MmrtTextOpts *o, const struct MmrtFlag *flags, const void *args);
 
 #endif

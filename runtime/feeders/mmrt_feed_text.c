@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mmrt_flags.h"
 #include "mmrt_loader.h"
 #include "mmrt_vfiles.h"
 #include "mmrt_feed.h"
@@ -28,11 +29,7 @@
 
 enum { IDS, Y, SEG, POS }; /* c->batch[] */
 
-int mmrt_text_settle(MmrtTextOpts *o, int argc, char **argv) {
-  static const char *const names[] = {
-      "--tokenizer",      "--seq-len",    "--pack",           "--no-pack",   "--too-long",
-      "--bad-samples",    "--images",     "--chat",           "--eval-data", "--max-tiles",
-      "--loader-threads", "--eval-split", "--no-tile-balance"};
+int mmrt_text_settle(MmrtTextOpts *o, const MmrtFlag *flags, const void *args) {
   if (o->pack_on && o->pack_off)
     return fprintf(stderr, "trainer: error: --pack and --no-pack together\n"), 1;
   if (o->eval_split >= 1)
@@ -42,15 +39,17 @@ int mmrt_text_settle(MmrtTextOpts *o, int argc, char **argv) {
                    o->eval_split),
            1;
   o->pack = o->pack_on ? 1 : o->pack_off ? -1 : 0;
-  /* first: the first text flag, but --bad-samples only when no other is
-   * given (video files take it too: mmrt_feeders.c) */
-  for (int i = 1; i < argc; i++)
-    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
-      size_t n = strlen(names[k]);
-      if (!strncmp(argv[i], names[k], n) && (argv[i][n] == 0 || argv[i][n] == '=') &&
-          (!o->given || (!strcmp(o->first, "--bad-samples") && strcmp(names[k], "--bad-samples"))))
-        o->given = 1, o->first = names[k];
-    }
+  /* first: the text flag given first (the rows whose position is in o->at),
+   * but --bad-samples only when no other is given (video files take it
+   * too: mmrt_feeders.c) */
+  size_t lo = (size_t)((const char *)o->at - (const char *)args), hi = lo + sizeof o->at;
+  int best = 0, best_bad = 0;
+  for (const MmrtFlag *f = flags; f->name || f->help; f++) {
+    if (!f->has_seen || f->seen < lo || f->seen >= hi) continue;
+    int at = o->at[(f->seen - lo) / sizeof o->at[0]], bad = !strcmp(f->name, "--bad-samples");
+    if (at && (!o->given || bad < best_bad || (bad == best_bad && at < best)))
+      o->given = 1, o->first = f->name, best = at, best_bad = bad;
+  }
   return 0;
 }
 

@@ -166,16 +166,13 @@ int mmrt_write_file_atomic(const char *path, const void *data, size_t len, char 
 
 /* ---- writing safetensors ---- */
 
-typedef struct Order {
-  const MmrtTensorRef *t;
-  int index;
-} Order;
-
-static int by_size_then_index(const void *pa, const void *pb) {
-  const Order *a = pa, *b = pb;
-  size_t sa = mmrt_st_dtype_size(a->t->dtype), sb = mmrt_st_dtype_size(b->t->dtype);
-  if (sa != sb) return sa > sb ? -1 : 1;
-  return (a->index > b->index) - (a->index < b->index);
+int mmrt_st_file_order(const MmrtTensorRef *tensors, int ntensors, int *order) {
+  int k = 0;
+  /* one pass a size, the largest first; every dtype's size is 1..8 bytes */
+  for (size_t es = 8; es; es--)
+    for (int i = 0; i < ntensors; i++)
+      if (mmrt_st_dtype_size(tensors[i].dtype) == es) order[k++] = i;
+  return k;
 }
 
 static int st_save(const char *path, const MmrtTensorRef *tensors, int ntensors, const MmrtKV *meta,
@@ -212,7 +209,7 @@ static int st_save(const char *path, const MmrtTensorRef *tensors, int ntensors,
     if (!meta[i].key || !meta[i].value)
       return mmrt_errf(err, errlen, MMRT_ERR_ARG, "%s: metadata entry %d is NULL", path, i);
 
-  Order *ord = malloc(((size_t)ntensors + 1) * sizeof *ord);
+  int *ord = malloc(((size_t)ntensors + 1) * sizeof *ord);
   json_object *hdr = json_object_new_object();
   char *blob = NULL;
   int rc = MMRT_OK;
@@ -220,8 +217,7 @@ static int st_save(const char *path, const MmrtTensorRef *tensors, int ntensors,
     rc = mmrt_errf(err, errlen, MMRT_ERR_NOMEM, "%s: out of memory", path);
     goto done;
   }
-  for (int i = 0; i < ntensors; i++) ord[i] = (Order){&tensors[i], i};
-  qsort(ord, (size_t)ntensors, sizeof *ord, by_size_then_index);
+  mmrt_st_file_order(tensors, ntensors, ord); /* every dtype was checked above */
 
   if (nmeta > 0) {
     json_object *m = json_object_new_object();
@@ -231,7 +227,7 @@ static int st_save(const char *path, const MmrtTensorRef *tensors, int ntensors,
   }
   uint64_t off = 0;
   for (int i = 0; i < ntensors; i++) {
-    const MmrtTensorRef *t = ord[i].t;
+    const MmrtTensorRef *t = &tensors[ord[i]];
     int ok;
     uint64_t n = span_bytes(t->dtype, t->ndim, t->shape, &ok);
     json_object *e = json_object_new_object(), *shape = json_object_new_array(),
@@ -262,13 +258,13 @@ static int st_save(const char *path, const MmrtTensorRef *tensors, int ntensors,
   if ((rc = atomic_begin(&a, path, err, errlen)) != MMRT_OK) goto done;
   if ((rc = atomic_write(&a, blob, 8 + padded, err, errlen)) != MMRT_OK) goto done;
   for (int i = 0; i < ntensors; i++) {
-    const void *bytes = ord[i].t->data;
-    if (fill && (rc = fill(ctx, ord[i].index, &bytes, err, errlen)) != MMRT_OK) {
+    const void *bytes = tensors[ord[i]].data;
+    if (fill && (rc = fill(ctx, ord[i], &bytes, err, errlen)) != MMRT_OK) {
       close(a.fd);
       unlink(a.tmp);
       goto done;
     }
-    if ((rc = atomic_write(&a, bytes, mmrt_tensor_bytes(ord[i].t), err, errlen)) != MMRT_OK)
+    if ((rc = atomic_write(&a, bytes, mmrt_tensor_bytes(&tensors[ord[i]]), err, errlen)) != MMRT_OK)
       goto done;
   }
   rc = atomic_commit(&a, err, errlen);

@@ -92,6 +92,12 @@ size_t mmrt_tensor_bytes(const MmrtTensorRef *t);
 int mmrt_st_save(const char *path, const MmrtTensorRef *tensors, int ntensors, const MmrtKV *meta,
                  int nmeta, char *err, size_t errlen);
 
+/* The order the writers put the tensors' bytes in the file: by element
+ * size, larger first, then by index.  Fills order[] with indices into
+ * tensors and returns how many it placed (fewer than ntensors when a dtype
+ * is not a MMRT_ST_* one). */
+int mmrt_st_file_order(const MmrtTensorRef *tensors, int ntensors, int *order);
+
 /* mmrt_st_save with the tensors' bytes made one at a time, in file order:
  * the tensors' data are not read (NULL is fine); fill(ctx, i, &bytes, ...)
  * points bytes at tensor i's mmrt_tensor_bytes() bytes, valid until the

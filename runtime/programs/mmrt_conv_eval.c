@@ -33,6 +33,7 @@
 #include "mmrt_conv.h"
 #include "mmrt_flags.h"
 #include "mmrt_image.h"
+#include "mmrt_loader.h"
 #include "mmrt_main.h"
 #include "mmrt_mem.h"
 #include "mmrt_tok.h"
@@ -40,8 +41,9 @@
 #define ERRLEN 2048
 
 typedef struct CeArgs {
-  const char *weights, *data, *eval_data, *images, *tokenizer, *chat, *too_long, *bad_samples;
-  int64_t max_tiles, limit;
+  const char *weights, *data;
+  MmrtTextOpts text; /* the flags the trainer takes too (mmrt_loader.h) */
+  int64_t limit;
   int no_cache, quiet;
 } CeArgs;
 
@@ -79,21 +81,16 @@ static const MmrtFlag ce_flags[] = {
     MMRT_FLAG_S("--data", "FILE", AT(data),
                 "the conversations to score or answer (.json or .jsonl; default: the data\n"
                 "section's eval_data, else its source)"),
-    MMRT_FLAG_S("--eval-data", "FILE", AT(eval_data),
-                "the same as --data (the data section's key)"),
-    MMRT_FLAG_S("--images", "DIR", AT(images),
-                "the folder the samples' image names are relative to"),
-    MMRT_FLAG_S("--tokenizer", "FILE", AT(tokenizer), "tokenizer.json (its added image tokens)"),
-    MMRT_FLAG_S("--chat", "FAMILY", AT(chat), "the chat format (internvl2 default, chatml, ...)"),
-    MMRT_FLAG_I("--max-tiles", "N", AT(max_tiles), 1, INT64_MAX,
-                "%F takes a whole number >= %L, not '%V'",
-                "1 to N tiles an image, plus a thumbnail (default: the model's tiles - 1)"),
-    MMRT_FLAG_E("--too-long", "M", AT(too_long), "truncate|drop",
-                "%F takes truncate or drop, not '%V'",
-                "a sample longer than T: truncate or drop (default: a bad sample)"),
-    MMRT_FLAG_E("--bad-samples", "M", AT(bad_samples), "fail|skip",
-                "%F takes fail or skip, not '%V'",
-                "a bad sample: fail (default) or skip (counted)"),
+    MMRT_TEXT_FLAG_EVAL_DATA(AT(text), "the same as --data (the data section's key)"),
+    MMRT_TEXT_FLAG_IMAGES(AT(text), "the folder the samples' image names are relative to"),
+    MMRT_TEXT_FLAG_TOKENIZER(AT(text), "tokenizer.json (its added image tokens)"),
+    MMRT_TEXT_FLAG_CHAT(AT(text), "the chat format (internvl2 default, chatml, ...)"),
+    MMRT_TEXT_FLAG_MAX_TILES(AT(text),
+                             "1 to N tiles an image, plus a thumbnail (default: the model's "
+                             "tiles - 1)"),
+    MMRT_TEXT_FLAG_TOO_LONG(AT(text),
+                            "a sample longer than T: truncate or drop (default: a bad sample)"),
+    MMRT_TEXT_FLAG_BAD_SAMPLES(AT(text), "a bad sample: fail (default) or skip (counted)"),
     MMRT_FLAG_I("--limit", "N", AT(limit), 1, INT64_MAX, "%F takes a positive integer, not '%V'",
                 "the first N samples only"),
     MMRT_FLAG_B("--no-cache", AT(no_cache),
@@ -127,9 +124,10 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, CeArgs *a) 
   if (rc) return rc;
   if (!a->weights)
     return fail("--weights FILE|DIR is required (the trainer's --save-weights or --ckpt)");
-  if (!a->data) a->data = a->eval_data ? a->eval_data : m->data_source[0] ? m->data_source : NULL;
+  if (!a->data)
+    a->data = a->text.eval_data ? a->text.eval_data : m->data_source[0] ? m->data_source : NULL;
   if (!a->data) return fail("--data FILE.jsonl is required: the conversations to score");
-  if (!a->tokenizer) return fail("--tokenizer tokenizer.json is required (conversations)");
+  if (!a->text.tokenizer) return fail("--tokenizer tokenizer.json is required (conversations)");
   return 0;
 }
 
@@ -172,21 +170,21 @@ static int bind(Ce *g) {
 /* Every sample of --data, as the trainer's feeder reads them. */
 static int read_samples(Ce *g) {
   char e[ERRLEN];
-  MmrtTok *tok = g->tok = mmrt_tok_load(g->a.tokenizer, e, sizeof e);
+  MmrtTok *tok = g->tok = mmrt_tok_load(g->a.text.tokenizer, e, sizeof e);
   if (!tok) return fail("--tokenizer %s", e);
   g->pad = mmrt_tok_pad_id(tok) >= 0 ? mmrt_tok_pad_id(tok) : 0;
   if (g->pad == g->m->image_token) g->pad = g->pad ? 0 : 1;
-  MmrtConvOpts o = {.family = g->a.chat ? g->a.chat : "internvl2",
-                    .image_dir = g->a.images,
+  MmrtConvOpts o = {.family = g->a.text.chat ? g->a.text.chat : "internvl2",
+                    .image_dir = g->a.text.images,
                     .tile = (int)g->S,
-                    .max_tiles =
-                        g->a.max_tiles ? (int)g->a.max_tiles : (int)(g->K > 1 ? g->K - 1 : 1),
+                    .max_tiles = g->a.text.max_tiles ? (int)g->a.text.max_tiles
+                                                     : (int)(g->K > 1 ? g->K - 1 : 1),
                     .tokens_per_tile = (int)(g->m->image_tokens / g->K),
                     .seq_len = (size_t)g->T,
-                    .too_long = !g->a.too_long                   ? MMRT_CONV_FAIL
-                                : !strcmp(g->a.too_long, "drop") ? MMRT_CONV_DROP
-                                                                 : MMRT_CONV_TRUNCATE};
-  int skip = g->a.bad_samples && !strcmp(g->a.bad_samples, "skip"), rc = 0;
+                    .too_long = !g->a.text.too_long                   ? MMRT_CONV_FAIL
+                                : !strcmp(g->a.text.too_long, "drop") ? MMRT_CONV_DROP
+                                                                      : MMRT_CONV_TRUNCATE};
+  int skip = g->a.text.bad_samples && !strcmp(g->a.text.bad_samples, "skip"), rc = 0;
   MmrtConv *cv = mmrt_conv_open(g->a.data, tok, &o, e, sizeof e);
   if (!cv) return fail("--data %s", e);
   if (mmrt_conv_context_id(cv) != g->m->image_token)
@@ -257,7 +255,7 @@ static void lay(Ce *g, int64_t r, const MmrtConvSample *s, int64_t n) {
   for (int64_t j = 0; j < g->T; j++) text[j] = s && j < n ? s->ids.v[j] : g->pad;
   memset(px, 0, (size_t)g->K * tile * sizeof *px);
   int64_t used = 0;
-  int max_tiles = g->a.max_tiles ? (int)g->a.max_tiles : (int)(g->K > 1 ? g->K - 1 : 1);
+  int max_tiles = g->a.text.max_tiles ? (int)g->a.text.max_tiles : (int)(g->K > 1 ? g->K - 1 : 1);
   if (s) mmrt_image_tiles_into(s->paths, s->nimages, (int)g->S, max_tiles, px, &used, g->K, who);
 }
 

@@ -121,40 +121,44 @@ static const MmrtFlag train_flags[] = {
                 "\"messages\"), an indexed dataset PREFIX (PREFIX.bin + PREFIX.idx), or a\n"
                 "blend W1:A,W2:B,...; or video files for a video or text-to-video\n"
                 "model: a .json/.jsonl list of {path, cap, num_frames, fps, resolution}"),
-    MMRT_FLAG_S("--tokenizer", "FILE", AT(text.tokenizer),
-                "text: tokenizer.json for JSONL data (its chat template for messages)"),
+    MMRT_TEXT_FLAG_TOKENIZER(
+        AT(text), "text: tokenizer.json for JSONL data (its chat template for messages)"),
     MMRT_FLAG_I("--seq-len", "N", AT(text.seq_len), 1, INT64_MAX, WHOLE,
-                "text: tokens per row; must equal the model's T (a check)"),
+                "text: tokens per row; must equal the model's T (a check)",
+                MMRT_FLAG_SEEN(AT(text.at[1]))),
     MMRT_FLAG_B("--pack", AT(text.pack_on),
-                "text: documents packed into rows (the default for a model with seg)"),
-    MMRT_FLAG_B("--no-pack", AT(text.pack_off), "text: one document a row, padded"),
-    MMRT_FLAG_E("--too-long", "M", AT(text.too_long), "truncate|drop",
-                "%F takes truncate or drop, not '%V'",
-                "text: a document longer than a row: truncate (default) or drop"),
-    MMRT_FLAG_E("--bad-samples", "M", AT(text.bad_samples), "fail|skip",
-                "%F takes fail or skip, not '%V'",
-                "text: a malformed sample: fail (default: exit naming the file and\n"
-                "line) or skip (counted in the log's skipped_samples); also video files"),
-    MMRT_FLAG_S("--images", "DIR", AT(text.images),
-                "conversations: the folder the samples' image names are relative to"),
-    MMRT_FLAG_S("--chat", "FAMILY", AT(text.chat),
-                "conversations: the chat format (internvl2 default, chatml, qwen2, ...)"),
-    MMRT_FLAG_S("--eval-data", "FILE", AT(text.eval_data),
-                "conversations: the final evaluation's samples (default: --data's)"),
-    MMRT_FLAG_I("--max-tiles", "N", AT(text.max_tiles), 1, INT64_MAX, WHOLE,
-                "conversations: 1 to N tiles an image, plus a thumbnail (default: the\n"
-                "model's tiles per sample - 1)"),
+                "text: documents packed into rows (the default for a model with seg)",
+                MMRT_FLAG_SEEN(AT(text.at[2]))),
+    MMRT_FLAG_B("--no-pack", AT(text.pack_off), "text: one document a row, padded",
+                MMRT_FLAG_SEEN(AT(text.at[3]))),
+    MMRT_TEXT_FLAG_TOO_LONG(AT(text),
+                            "text: a document longer than a row: truncate (default) or drop"),
+    MMRT_TEXT_FLAG_BAD_SAMPLES(
+        AT(text), "text: a malformed sample: fail (default: exit naming the file and\n"
+                  "line) or skip (counted in the log's skipped_samples); also video files"),
+    MMRT_TEXT_FLAG_IMAGES(AT(text),
+                          "conversations: the folder the samples' image names are relative to"),
+    MMRT_TEXT_FLAG_CHAT(AT(text),
+                        "conversations: the chat format (internvl2 default, chatml, qwen2, ...)"),
+    MMRT_TEXT_FLAG_EVAL_DATA(AT(text),
+                             "conversations: the final evaluation's samples (default: --data's)"),
+    MMRT_TEXT_FLAG_MAX_TILES(
+        AT(text), "conversations: 1 to N tiles an image, plus a thumbnail (default: the\n"
+                  "model's tiles per sample - 1)"),
     MMRT_FLAG_B("--no-tile-balance", AT(text.no_tile_balance),
                 "conversations: under dp, a tile pool's samples dealt to the ranks in\n"
-                "batch order, not evened by tiles (docs/conversations.md)"),
+                "batch order, not evened by tiles (docs/conversations.md)",
+                MMRT_FLAG_SEEN(AT(text.at[10]))),
     MMRT_FLAG_I("--loader-threads", "N", AT(text.threads), 0, 32,
                 "%F takes a whole number from 0 to 32, not '%V'",
                 "text: threads tokenizing JSONL while it is read (default: min(2,\n"
-                "CPUs); 0: the reading thread tokenizes; the rows are the same)"),
+                "CPUs); 0: the reading thread tokenizes; the rows are the same)",
+                MMRT_FLAG_SEEN(AT(text.at[11]))),
     MMRT_FLAG_F("--eval-split", "F", AT(text.eval_split), 0, 1,
                 "--eval-split takes a fraction in (0, 1), not '%V'",
                 "text: hold out every 1/F-th document (a fraction F of them, the same\n"
-                "for any seed) from training; evaluation runs on them"),
+                "for any seed) from training; evaluation runs on them",
+                MMRT_FLAG_SEEN(AT(text.at[12]))),
     MMRT_FLAG_F("--video-fps", "F", AT(video_fps), 0, 1, "%F takes a positive number, not '%V'",
                 "video files: sample each video at F frames a second (default: every frame)"),
     MMRT_FLAG_I("--steps", "N", AT(steps), 0, INT64_MAX, WHOLE, "train until step N (default %D)"),
@@ -277,9 +281,10 @@ static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a) {
            (long long)m->batch);
   /* the section's other keys, as the flags they default (the command line's come after) */
   if (mmrt_desc_data_flags(m, &train_flag_set, a)) return 1;
+  memset(a->text.at, 0, sizeof a->text.at); /* the text flags given: the command line's */
   int rc = mmrt_flags_parse(&train_flag_set, argc, argv, a, head);
   if (rc) return rc;
-  if (mmrt_text_settle(&a->text, argc, argv)) return 1;
+  if (mmrt_text_settle(&a->text, train_flags, a)) return 1;
   if (!a->text.pack) a->text.pack = (int)m->data_pack;
   if (a->batch != m->batch)
     return fail("--batch %lld differs from the compiled batch %lld of model %s; recompile with "
@@ -799,14 +804,13 @@ static void copy_run(void *cx, int64_t local, int64_t global, int64_t n) {
  * (mmrt_st_save_stream), so that no rank holds more than the largest
  * tensor beside its arenas (all of them at once were 2 MB, 4% of
  * InternVL2Tiny's planned peak: tests/mpi_separate.sh). Every rank gathers
- * in the file's order (mmrt_ckpt.c: by element size, larger first, then
- * index), rank 0 inside the writer. */
+ * in the file's order (mmrt_st_file_order), rank 0 inside the writer. */
 static void gather_one(Trainer *t, const MmrtTensorDesc *p, float *w, int64_t whole);
 
 typedef struct WeightsGather {
   Trainer *t;
-  int64_t *order; /* the file's order: indices into m->params */
-  int64_t next;   /* gathers made */
+  int *order;   /* the file's order: indices into m->params */
+  int64_t next; /* gathers made */
   float *buf;
 } WeightsGather;
 
@@ -831,7 +835,7 @@ static int save_weights(Trainer *t) {
   const MmrtModelDesc *m = t->m;
   char err[ERRLEN];
   if (weights_nonfinite(t, "not writing --save-weights")) return 1;
-  int64_t n = m->nparams, most = 1, k = 0;
+  int64_t n = m->nparams, most = 1;
   MmrtTensorRef *refs = calloc((size_t)n + 1, sizeof *refs);
   WeightsGather g = {t, calloc((size_t)n + 1, sizeof *g.order), 0, NULL};
   for (int64_t i = 0; refs && i < n; i++) {
@@ -847,9 +851,7 @@ static int save_weights(Trainer *t) {
     free(refs), free(g.order), free(g.buf);
     return fail("out of memory for --save-weights");
   }
-  for (size_t es = 8; es; es /= 2)
-    for (int64_t i = 0; i < n; i++)
-      if (mmrt_st_dtype_size((MmrtStDtype)m->params[i].dtype) == es) g.order[k++] = i;
+  int64_t k = mmrt_st_file_order(refs, (int)n, g.order);
   int rc = k == n ? 0 : fail("--save-weights: a tensor of an unknown element size");
   if (!rc && t->rank == 0) {
     MmrtKV meta[] = {{"model", m->name}, {"format", "mmc-weights"}};

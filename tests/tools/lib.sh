@@ -15,7 +15,8 @@ if [ "$SAN" = 1 ]; then PATH="$MMC_SOURCE_DIR/tests/tools/san:$PATH"; fi
 
 # A program that starts OpenMPI without mpirun (a singleton world): its
 # leaks need the slow unwinder, as mpirun's ranks' do (tests/tools/san/mpirun).
-mpi_alone() { LSAN_OPTIONS="$LSAN_OPTIONS:fast_unwind_on_malloc=0" "$@"; }
+. "$MMC_SOURCE_DIR/tests/tools/san/slow_unwind.sh"
+mpi_alone() { LSAN_OPTIONS="$(slow_unwind_lsan)" "$@"; }
 
 # The scripts that run trainers under mpirun and count their checks call
 # mpi_script after sourcing this: a scratch folder $T (removed at exit), one
@@ -32,4 +33,24 @@ ok() { pass=$((pass + 1)); }
 bad() {
   echo "FAIL: $*"
   fail=$((fail + 1))
+}
+
+# The scripts that check against the hf venv's references (the conversation
+# and image tests) call hf_script WHAT after sourcing this: PY the venv's
+# python (made if missing: tools/test_venvs.sh; without it a failure that
+# names WHAT, the packages wanted besides PIL), a scratch folder $T (removed
+# at exit), and the tallies $pass and $fail kept by ok and no.
+hf_script() {
+  PY="${MMC_HF_VENV:-/var/cache/mmc-venv-hf}/bin/python"
+  if ! bash "$MMC_SOURCE_DIR/tools/test_venvs.sh" hf; then
+    echo "FAIL: no hf venv with PIL and $1 (tools/test_venvs.sh hf needs PyPI)"
+    echo "0 passed, 1 failed"
+    exit 1
+  fi
+  pass=0 fail=0 T=$(mktemp -d)
+  trap 'rm -rf "$T"' EXIT
+}
+no() {
+  fail=$((fail + 1))
+  echo "FAIL $*"
 }

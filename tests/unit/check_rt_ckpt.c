@@ -113,6 +113,15 @@ START_TEST(round_trip_dtypes) {
   ck_assert_str_eq(mmrt_st_path(f), path);
   /* data order: I64, then 4-byte, 2-byte, 1-byte, each aligned */
   ck_assert_str_eq(mmrt_st_name(f, 0), "i64");
+  /* the order the trainer's --save-weights gathers in is the file's */
+  int ord[NT], want[NT] = {5, 1, 4, 6, 7, 2, 3, 0};
+  ck_assert_int_eq(mmrt_st_file_order(t, NT, ord), NT);
+  for (int j = 0; j < NT; j++) {
+    ck_assert_int_eq(ord[j], want[j]);
+    ck_assert_str_eq(mmrt_st_name(f, j), t[ord[j]].name);
+  }
+  MmrtTensorRef odd[] = {{"a", MMRT_ST_U8, 0, {0}, u8}, {"b", MMRT_ST_NDTYPES, 0, {0}, u8}};
+  ck_assert_int_eq(mmrt_st_file_order(odd, 2, ord), 1); /* an unknown dtype is left out */
   ck_assert_str_eq(mmrt_st_meta(f, "note"), "a/b \"q\"");
   ck_assert_ptr_null(mmrt_st_meta(f, "nope"));
   ck_assert_int_eq(mmrt_st_meta_count(f), 3);

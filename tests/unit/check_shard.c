@@ -1199,6 +1199,73 @@ START_TEST(test_plans_verify) {
 }
 END_TEST
 
+/* bf16 under dp (issue 32): `fuse` folds the f32 cast of the tied
+ * embedding's bf16 head gradient into the add of its two gradients, a
+ * fused node whose operands are partial sums on dp. The verifier judged a
+ * cast inside a fused program without the rule that lets a standalone
+ * gradient cast pass them ("no sharding of fused explains its placements
+ * on dp"), so the debug build refused what the release build compiled.
+ * Every pass's output is verified here, as MMC_VERIFY_EACH_PASS does. */
+START_TEST(test_bf16_dp_verify) {
+  const char *bf16 = "import \"gpt2.mm\"\n"
+                     "model G extends GPT2Tiny { train { precision = bf16 } }\n";
+  MmPlanFlags plans[] = {flags(-1, 2, false, -1), flags(-1, 2, false, 1), flags(-1, 2, false, 3),
+                         flags(2, 2, true, 2)};
+  char path[1024];
+  snprintf(path, sizeof path, "%s", stdlib_path("bf16.mm"));
+  for (size_t k = 0; k < sizeof plans / sizeof plans[0]; k++) {
+    Run x;
+    run_model(&x, path, bf16, "G", plans[k], NULL);
+    ck_assert_msg(x.ok, "bf16 plan %zu: %s", k, x.dbuf ? x.dbuf : "");
+    /* the fused node is there: the test covers the case */
+    IrFunc *f = ir_module_func(x.r.ir, "train");
+    bool cast_in_fused = false;
+    for (int i = 0; f && i < f->nodes.len; i++) {
+      IrNode *n = f->nodes.items[i];
+      cast_in_fused |= n->op == IR_OP_FUSED && n->out[0]->pl[IR_AX_DP].kind == IR_PL_P &&
+                       strstr(n->attrs.v[IR_ATTR_PROG].s, "cast(") != NULL;
+    }
+    ck_assert_msg(cast_in_fused, "bf16 plan %zu: no fused cast of a partial gradient", k);
+    run_free(&x);
+  }
+  /* the same node as IR text: parsed, it is checked by the same rule */
+  const char *text =
+      "module @m mesh(dp = 2)\n"
+      "func @f(%x : f32[4, 6]{dp:S(0)}, %dy : f32[4, 8]{dp:S(0)}, %e : f32[8, 6]{dp:P}) {\n"
+      "  %0 = cast(%x) {dtype = bf16} : bf16[4, 6]{dp:S(0)}\n"
+      "  %1 = cast(%dy) {dtype = bf16} : bf16[4, 8]{dp:S(0)}\n"
+      "  %2 = linear_grad_w(%1, %0) : bf16[8, 6]{dp:P}\n"
+      "  %3 = fused(%2, %e) {prog = \"t0 = cast(i0) {dtype = f32}; t1 = add(t0, i1)\"} : "
+      "f32[8, 6]{dp:P}\n"
+      "  return %3\n"
+      "}\n";
+  Diag d;
+  diag_init(&d);
+  char *dbuf = NULL;
+  size_t dlen = 0;
+  d.out = open_memstream(&dbuf, &dlen);
+  IrModule *m = ir_parse(&d, diag_add_buffer(&d, "cast.ir", text, strlen(text)));
+  fflush(d.out);
+  ck_assert_msg(m != NULL && ir_verify(m), "%s", dbuf);
+  ir_module_free(m);
+  /* a cast of a partial sum that is no gradient's stays refused */
+  const char *bad =
+      "module @m mesh(dp = 2)\n"
+      "func @f(%e : bf16[8, 6]{dp:P}, %g : f32[8, 6]{dp:P}) {\n"
+      "  %0 = fused(%e, %g) {prog = \"t0 = cast(i0) {dtype = f32}; t1 = add(t0, i1)\"} "
+      ": f32[8, 6]{dp:P}\n"
+      "  return %0\n"
+      "}\n";
+  m = ir_parse(&d, diag_add_buffer(&d, "nocast.ir", bad, strlen(bad)));
+  fflush(d.out);
+  ck_assert_ptr_null(m);
+  ck_assert_msg(strstr(dbuf, "no sharding of fused explains its placements on dp"), "%s", dbuf);
+  fclose(d.out);
+  free(dbuf);
+  diag_free(&d);
+}
+END_TEST
+
 /* ---- plans that cannot be sharded ---- */
 
 static const char *small_model = "import \"nn.mm\"\n"
@@ -1263,6 +1330,7 @@ static Suite *shard_suite(void) {
   tcase_add_test(tc, test_buckets_zero);
   tcase_add_test(tc, test_serial_unchanged);
   tcase_add_test(tc, test_plans_verify);
+  tcase_add_test(tc, test_bf16_dp_verify);
   tcase_add_test(tc, test_errors);
   suite_add_tcase(s, tc);
   return s;
