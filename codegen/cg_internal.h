@@ -50,9 +50,12 @@ typedef struct Cg {
   IrMap pp_maker;        /* pipeline: a gradient the update reads -> i: 1 + its maker's rank */
   /* micro-batches: the dp gradient reductions deferred to the step's last
    * micro-batch (cg_pp.c cg_mb_defer_set), while mm_train_step is built */
-  IrMap defer;            /* IrNode* -> i: 1 deferred, 2 + j: deferred root j (stashes in[0]) */
-  bool defer_on;          /* the function being built defers them */
-  LLVMValueRef defer_now; /* i1: this micro-batch is not the step's last */
+  IrMap defer;       /* IrNode* -> i: 1 deferred, 2 + j: deferred root j (stashes in[0]) */
+  IrMap defer_mm;    /* IrNode*: a root's weight-gradient matmul -> 1 + j (passes/accum.h fused) */
+  IrMap defer_fused; /* a root's operand -> 1: its matmul wrote into the sum; 2: mmrt_mb_defer */
+  const IrValue **defer_roots; /* root j's operand */
+  bool defer_on;               /* the function being built defers them */
+  LLVMValueRef defer_now;      /* i1: this micro-batch is not the step's last */
   /* before localize: each value's global shape and placement */
   IrMap orig; /* IrValue* -> p: CgOrig* */
   /* a tile bucket's program (cg_compile_buckets): its symbols end in this
@@ -115,6 +118,13 @@ bool cg_mb_build(Cg *cg, const IrFunc *ftrain, CgMb *out);
 /* Lowers deferred node n (cg->defer) of the micro-batch: its roots' sums
  * (mmrt_mb_defer), then the node itself on the step's last micro-batch only. */
 bool cg_mb_lower_deferred(Cg *cg, const IrNode *n);
+/* A weight-gradient matmul n (linear_grad_w) that makes a deferred root's
+ * operand dw (f32): the call that writes it into the root's sum
+ * (mmrt_mb_linear_bwd_weights) instead of dw, and true; false (nothing
+ * emitted) when n is not such a matmul in the function being built. */
+bool cg_mb_linear_w(Cg *cg, const IrNode *n, const IrValue *dw, LLVMValueRef dt, LLVMValueRef dy,
+                    LLVMValueRef x, LLVMValueRef rows, LLVMValueRef K, LLVMValueRef N,
+                    LLVMValueRef overlap);
 bool cg_pp_assign(Cg *cg, const IrFunc *ftrain, const IrFunc *feval);
 bool cg_pp_build(Cg *cg, const IrFunc *ftrain, CgMb *out);
 bool cg_pp_eval_build(Cg *cg, const IrFunc *feval, CgMb *out);

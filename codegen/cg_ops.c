@@ -197,6 +197,21 @@ static bool lower_linear_grad_x(Cg *cg, const IrNode *n) {
 /* linear_grad_w(dy[..., N], x[..., K]) -> dw[N, K] */
 static bool lower_linear_grad_w(Cg *cg, const IrNode *n) {
   const IrValue *dy = n->in[0], *x = n->in[1];
+  /* a deferred root's operand (n's f32 result, or the f32 cast of its bf16
+   * one right after it, folded in): written into its micro-batch sum
+   * (cg_pp.c); on the last micro-batch into the operand, through the sum
+   * when the operand's storage overlaps n's operands */
+  const IrNode *c = cg->cur + 1 < cg->f->nodes.len ? cg->f->nodes.items[cg->cur + 1] : NULL;
+  IrMapSlot *u = ir_map_get(&cg->uses, n->out[0]);
+  bool cast = kdt(n) == MMRT_BF16 && c && c->op == IR_OP_CAST && c->nin == 1 &&
+              c->in[0] == n->out[0] && c->nout == 1 && c->out[0]->dtype == IR_F32 && u && u->i == 1;
+  const IrValue *dw = cast ? c->out[0] : kdt(n) == MMRT_F32 ? n->out[0] : NULL;
+  if (dw && cg_mb_linear_w(cg, n, dw, I32(cast ? MMRT_BF16_F32 : MMRT_F32), V(0), V(1),
+                           I32(rows(dy)), I32(last_dim(x)), I32(last_dim(dy)),
+                           I32(overlaps(dw, dy) || overlaps(dw, x)))) {
+    if (cast) cg->skip = c;
+    return true;
+  }
   const IrValue *bias, *f32y = f32_dest_of_next(cg, n, false, &bias);
   CALL("mmrt_linear_bwd_weights", I32(f32y ? MMRT_BF16_F32 : kdt(n)),
        f32y ? cg_ptr(cg, f32y) : O(0), cg_null(cg), V(0), V(1), I32(rows(dy)), I32(last_dim(x)),

@@ -40,6 +40,9 @@ bool cg_mb_lower_deferred(Cg *cg, const IrNode *n) {
     const IrNode *u = f->nodes.items[i + k];
     IrMapSlot *s = ir_map_get(&cg->defer, u);
     if (!s || s->i < 2) continue;
+    IrMapSlot *fs = ir_map_put(&cg->defer_fused, u->in[0]);
+    if (fs->i == 1) continue; /* its matmul accumulated into the sum (cg_mb_linear_w) */
+    fs->i = 2;
     cg_check_status(cg,
                     cg_call(cg, "mmrt_mb_defer",
                             (LLVMValueRef[]){cg->mesh, cg_i32(cg, s->i - 2), cg_ptr(cg, u->in[0]),
@@ -56,6 +59,24 @@ bool cg_mb_lower_deferred(Cg *cg, const IrNode *n) {
   return ok;
 }
 
+bool cg_mb_linear_w(Cg *cg, const IrNode *n, const IrValue *dw, LLVMValueRef dt, LLVMValueRef dy,
+                    LLVMValueRef x, LLVMValueRef rows, LLVMValueRef K, LLVMValueRef N,
+                    LLVMValueRef overlap) {
+  IrMapSlot *s = cg->defer_on ? ir_map_get(&cg->defer_mm, n) : NULL;
+  if (!s || dw->dtype != IR_F32) return false;
+  /* the root's operand must be dw, and its reduction not already given to
+   * mmrt_mb_defer */
+  if (cg->defer_roots[s->i - 1] != dw) return false;
+  IrMapSlot *fs = ir_map_put(&cg->defer_fused, dw);
+  if (fs->i == 2) return false;
+  fs->i = 1;
+  cg_check_status(cg, cg_call(cg, "mmrt_mb_linear_bwd_weights",
+                              (LLVMValueRef[]){cg->mesh, cg_i32(cg, s->i - 1), dt, cg_ptr(cg, dw),
+                                               dy, x, rows, K, N, overlap},
+                              10));
+  return true;
+}
+
 /* The dp reductions run once a step (passes/accum.h): cg->defer, and the
  * roots, the deferred accum tensors and (under a pipeline, stage: each
  * node's) the roots' stages into out; cg->defer_on when any. */
@@ -64,6 +85,11 @@ static bool defer_setup(Cg *cg, const IrFunc *f, const unsigned char *up, const 
   MbDefer md;
   mb_defer_plan(cg->m, f, up, cg->a, &md);
   ir_map_init(&cg->defer, cg->a, false);
+  ir_map_init(&cg->defer_mm, cg->a, false);
+  ir_map_init(&cg->defer_fused, cg->a, false);
+  cg->defer_roots = md.roots;
+  for (int j = 0; j < md.nroots; j++)
+    if (md.fused[j] >= 0) ir_map_put(&cg->defer_mm, f->nodes.items[md.fused[j]])->i = 1 + j;
   out->defer_stage = stage ? ARENA_ARRAY(cg->a, int64_t, md.nroots + 1) : NULL;
   for (int i = 0; i < f->nodes.len; i++) {
     if (md.node[i]) ir_map_put(&cg->defer, f->nodes.items[i])->i = md.node[i];

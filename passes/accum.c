@@ -42,11 +42,33 @@ static void accum_of(const IrFunc *f, const unsigned char *up, Arena *a, MbDefer
   }
 }
 
+/* The node that makes root operand v and can write it into the root's sum
+ * itself: a linear_grad_w of f32 (or, under bf16, of bf16 whose only use is
+ * the cast to f32 right after it, which the backend folds into it:
+ * codegen/cg_ops.c f32_dest_of_next); -1 when none. */
+static int64_t fused_maker(const IrFunc *f, const IrValue *v, IrMap *index, IrMap *uses) {
+  const IrNode *d = v->def;
+  IrMapSlot *s = d ? ir_map_get(index, d) : NULL;
+  if (!s || v->dtype != IR_F32 || d->nout != 1) return -1;
+  if (d->op == IR_OP_LINEAR_GRAD_W) return d->in[0]->dtype == IR_F32 ? s->i : -1;
+  if (d->op != IR_OP_CAST || d->nin != 1) return -1;
+  const IrValue *y = d->in[0];
+  const IrNode *p = y->def;
+  IrMapSlot *ps = p ? ir_map_get(index, p) : NULL, *u = ir_map_get(uses, y);
+  if (!ps || p->op != IR_OP_LINEAR_GRAD_W || p->nout != 1 || y->dtype != IR_BF16 ||
+      p->in[0]->dtype != IR_BF16 || !u || u->i != 1 || ps->i + 1 != s->i ||
+      !ir_shape_eq(&y->shape, &v->shape))
+    return -1;
+  (void)f;
+  return ps->i;
+}
+
 void mb_defer_plan(const IrModule *m, const IrFunc *f, const unsigned char *up, Arena *a,
                    MbDefer *out) {
   int N = f->nodes.len;
   memset(out, 0, sizeof *out);
   out->node = ARENA_ARRAY(a, int64_t, N + 1);
+  out->maker = ARENA_ARRAY(a, int64_t, N + 1);
   accum_of(f, up, a, out);
   if (m->plan.micro_batches <= 1 || m->mesh[IR_AX_DP] <= 1 || getenv("MMC_TEST_NO_DEFER")) return;
   unsigned char *d = ARENA_ARRAY(a, unsigned char, N + 1);
@@ -60,6 +82,7 @@ void mb_defer_plan(const IrModule *m, const IrFunc *f, const unsigned char *up, 
   for (int i = 0; i < N; i++) {
     const IrNode *n = f->nodes.items[i];
     for (int k = 0; k < n->nin; k++) ir_map_put(&uses, n->in[k])->i++;
+    ir_map_put(&index, n)->i = i;
   }
   /* backwards: a node is deferred when only the update and deferred nodes
    * read its result */
@@ -117,6 +140,12 @@ void mb_defer_plan(const IrModule *m, const IrFunc *f, const unsigned char *up, 
     memset(out->node, 0, sizeof(int64_t) * (size_t)N);
     return;
   }
+  out->fused = ARENA_ARRAY(a, int64_t, out->nroots + 1);
+  for (int j = 0; j < out->nroots; j++) {
+    out->fused[j] =
+        getenv("MMC_TEST_NO_FUSED_ACCUM") ? -1 : fused_maker(f, out->roots[j], &index, &uses);
+    if (out->fused[j] >= 0) out->maker[out->fused[j]] = 1 + j;
+  }
   for (int i = 0; i < out->naccum; i++) {
     const IrNode *def = out->accum[i]->def;
     for (int j = 0; def && j < N && !out->accum_deferred[i]; j++)
@@ -124,19 +153,26 @@ void mb_defer_plan(const IrModule *m, const IrFunc *f, const unsigned char *up, 
   }
 }
 
-int64_t mb_accum_bytes(const IrModule *m, const IrFunc *f, int64_t *deferred_bytes) {
-  if (deferred_bytes) *deferred_bytes = 0;
-  if (!f || m->plan.micro_batches <= 1 || m->plan.pp > 1) return 0;
-  Arena a;
-  arena_init(&a);
+/* The plan of @train f with pp = 1 (the update by ir_update_part) into *d,
+ * in a; false when nothing can be deferred or summed (M <= 1, pp > 1). */
+static bool plan_pp1(const IrModule *m, const IrFunc *f, Arena *a, MbDefer *d) {
+  if (!f || m->plan.micro_batches <= 1 || m->plan.pp > 1) return false;
   int bwd = -1, upd = -1;
   ir_train_phases(f, &bwd, &upd);
   if (upd < 0) upd = f->nodes.len;
-  unsigned char *up = ARENA_ARRAY(&a, unsigned char, f->nodes.len + 1);
-  ir_update_part(f, upd, &a, up);
+  unsigned char *up = ARENA_ARRAY(a, unsigned char, f->nodes.len + 1);
+  ir_update_part(f, upd, a, up);
+  mb_defer_plan(m, f, up, a, d);
+  return true;
+}
+
+int64_t mb_accum_bytes(const IrModule *m, const IrFunc *f, int64_t *deferred_bytes) {
+  if (deferred_bytes) *deferred_bytes = 0;
+  Arena a;
+  arena_init(&a);
   MbDefer d;
-  mb_defer_plan(m, f, up, &a, &d);
   int64_t bytes = 0;
+  if (!plan_pp1(m, f, &a, &d)) d.naccum = d.nroots = 0;
   for (int i = 0; i < d.naccum; i++)
     if (!d.accum_deferred[i]) bytes += 4 * (ir_local_numel(m, d.accum[i]) + 1);
   for (int j = 0; j < d.nroots; j++) {
@@ -146,4 +182,15 @@ int64_t mb_accum_bytes(const IrModule *m, const IrFunc *f, int64_t *deferred_byt
   }
   arena_free(&a);
   return bytes;
+}
+
+void mb_sum_elems(const IrModule *m, const IrFunc *f, int64_t *fused, int64_t *added) {
+  *fused = *added = 0;
+  Arena a;
+  arena_init(&a);
+  MbDefer d;
+  if (!plan_pp1(m, f, &a, &d)) d.nroots = 0;
+  for (int j = 0; j < d.nroots; j++)
+    *(d.fused[j] >= 0 ? fused : added) += ir_local_numel(m, d.roots[j]);
+  arena_free(&a);
 }

@@ -19,6 +19,13 @@ typedef struct MbDefer {
   const IrValue **accum;
   unsigned char *accum_deferred;
   int naccum;
+  /* per root: the index of the weight-gradient matmul (linear_grad_w, its
+   * bf16 result's cast to f32 folded into it) that makes the root's operand
+   * and accumulates it into the root's sum itself, or -1 when the runtime
+   * adds the operand into the sum after it (mmrt_mb_defer); per node: 1 + j
+   * for the matmul of root j, else 0 */
+  int64_t *fused;
+  int64_t *maker;
 } MbDefer;
 
 /* The deferral of @train f (after memplan; up[i]: node i is the update's,
@@ -31,6 +38,12 @@ typedef struct MbDefer {
  * bucket that would defer in part turns the deferral off. */
 void mb_defer_plan(const IrModule *m, const IrFunc *f, const unsigned char *up, Arena *a,
                    MbDefer *out);
+
+/* Of the deferred roots' operands of @train f (pp = 1): the local elements
+ * the weight-gradient matmuls accumulate into their sums themselves, and
+ * those a separate add puts there each micro-batch (both 0 when nothing is
+ * deferred). */
+void mb_sum_elems(const IrModule *m, const IrFunc *f, int64_t *fused, int64_t *added);
 
 /* The bytes a rank's trainer allocates for the micro-batches' sums: per
  * accum tensor that no deferred node makes, and per deferred root's

@@ -96,8 +96,10 @@ static double ring_s(const IrModule *m, const MmDevice *d, const IrNode *n, doub
   return exposed > 0 ? (cp - 1) * exposed : 0;
 }
 
-/* One op's time on its rank (not a collective). */
-static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double *flops_local) {
+/* One op's time on its rank (not a collective); extra: bytes it moves
+ * besides its operands and results (a micro-batch sum it accumulates into). */
+static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double extra,
+                   double *flops_local) {
   const IrOpInfo *info = &ir_ops[n->op];
   *flops_local = 0;
   if (info->flags & OPF_VIEW) return 0;
@@ -118,7 +120,7 @@ static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double
     default: rate = d->vector_tflops * 1e12; break;
   }
   *flops_local = fl;
-  double t = fl / rate, tb = node_bytes(m, n) / (d->mem_bw_gbs * 1e9);
+  double t = fl / rate, tb = (node_bytes(m, n) + extra) / (d->mem_bw_gbs * 1e9);
   t = (t > tb ? t : tb) + scores_s(m, d, n);
   return t + ring_s(m, d, n, t) + over * 1e-6;
 }
@@ -180,8 +182,26 @@ typedef struct MbClock {
   double weight;
 } MbClock;
 
+/* The bytes node i of f moves into or out of a micro-batch sum besides its
+ * own: a weight-gradient matmul that accumulates into a deferred root's sum
+ * reads the sum (a sum post-op, or on the last micro-batch the addend). */
+static double sum_bytes(const IrModule *m, const MbDefer *md, int i) {
+  if (!md->maker || md->maker[i] <= 0) return 0;
+  return 4.0 * (double)ir_local_numel(m, md->roots[md->maker[i] - 1]);
+}
+
+/* A deferred root's separate add into its sum (s += c x: read two, write
+ * one), 0 when its matmul accumulates into the sum itself. */
+static double add_s(const IrModule *m, const MmDevice *d, const MbDefer *md, const IrNode *n,
+                    int64_t node) {
+  if (node < 2 || md->fused[node - 2] >= 0) return 0;
+  double b = 3.0 * (double)ir_local_numel(m, n->in[0]) * ir_dtype_size(n->in[0]->dtype);
+  return b / (d->mem_bw_gbs * 1e9) + d->op_overhead_us * 1e-6;
+}
+
 static bool mb_clock(const IrModule *m, const MmDevice *d, const IrFunc *f, int bwd, int upd,
-                     const int64_t *defer, bool light, MbClock *k, char *err, size_t errn) {
+                     const MbDefer *md, bool light, MbClock *k, char *err, size_t errn) {
+  const int64_t *defer = md->node;
   double(*by_kind)[3] = k->by_kind, weight = k->weight;
   memset(k, 0, sizeof *k);
   double chan = 0, *done = NULL;
@@ -191,11 +211,8 @@ static bool mb_clock(const IrModule *m, const MmDevice *d, const IrFunc *f, int 
     bool up = upd >= 0 && i >= upd, back = !up && bwd >= 0 && i >= bwd;
     if (up && upd == i) k->fb_end = k->t;
     if (light && defer[i]) {
-      if (defer[i] >= 2) { /* s += c x: read two, write one */
-        double b = 3.0 * (double)ir_local_numel(m, n->in[0]) * ir_dtype_size(n->in[0]->dtype);
-        double c = b / (d->mem_bw_gbs * 1e9) + d->op_overhead_us * 1e-6;
-        k->sums += c, k->t += c;
-      }
+      double c = add_s(m, d, md, n, defer[i]);
+      k->sums += c, k->t += c;
       continue;
     }
     if (n->op == IR_OP_BUCKET_WAIT) {
@@ -230,7 +247,7 @@ static bool mb_clock(const IrModule *m, const MmDevice *d, const IrFunc *f, int 
       done[id] = chan;
       continue;
     }
-    double fl, c = op_s(m, d, n, &fl);
+    double fl, c = op_s(m, d, n, sum_bytes(m, md, i), &fl);
     k->t += c;
     if (up)
       k->uc += c;
@@ -287,8 +304,8 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
     MbDefer md;
     mb_defer_plan(m, f, upm, &ar, &md);
     MbClock full = {.by_kind = by_kind, .weight = 1}, light = {.by_kind = by_kind, .weight = M - 1};
-    bool ok = mb_clock(m, d, f, bwd, upd, md.node, false, &full, err, errn) &&
-              mb_clock(m, d, f, bwd, upd, md.node, true, &light, err, errn);
+    bool ok = mb_clock(m, d, f, bwd, upd, &md, false, &full, err, errn) &&
+              mb_clock(m, d, f, bwd, upd, &md, true, &light, err, errn);
     arena_free(&ar);
     if (!ok) return false;
     /* the forward and backward M times (M - 1 of them without the deferred
@@ -333,10 +350,7 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
       double t, fl;
       bool is_comm = ir_op_is_collective(n->op);
       if (md.node[i] && dcomm) {
-        if (md.node[i] >= 2)
-          cost[2 * S + a.stage[i]] += 3.0 * (double)ir_local_numel(m, n->in[0]) *
-                                          ir_dtype_size(n->in[0]->dtype) / (d->mem_bw_gbs * 1e9) +
-                                      d->op_overhead_us * 1e-6;
+        cost[2 * S + a.stage[i]] += add_s(m, d, &md, n, md.node[i]);
         if (n->op == IR_OP_BUCKET_WAIT) continue;
         bool async;
         t = coll_s(m, d, f, i, &async);
@@ -349,7 +363,7 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
         t = coll_s(m, d, f, i, &async);
         o->comm_s += (a.part[i] == PPN_U ? 1 : M) * t;
       } else
-        t = op_s(m, d, n, &fl);
+        t = op_s(m, d, n, sum_bytes(m, &md, i), &fl);
       if (a.part[i] == PPN_U) {
         if (is_comm)
           ucomm += t;

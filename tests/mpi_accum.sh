@@ -16,6 +16,13 @@
 #  - `mmc plan --json`: deferred_sum_bytes = 4 (Psi + parameters) (one sum
 #    of each local gradient, elements + 1 floats) and the trainer's plan
 #    figure on its memory line equals the plan's trainer_bytes;
+#  - the weight-gradient matmuls accumulate into the sums themselves:
+#    `mmc plan --json`'s sum_matmul_elems = the linear layers' weights (the
+#    2-D parameters but the embeddings, from the IR's parameter list) and
+#    sum_add_elems (what a separate add sums each micro-batch) = Psi minus
+#    them; a control compiled with MMC_TEST_NO_FUSED_ACCUM=1 (every sum by
+#    the separate add) gives losses equal to the fused program's within
+#    1e-6 (the same sums in the same order, but for rounding);
 #  - pp = 2 x dp = 2 (ZeRO-1, 4 ranks, not under the sanitizers): the
 #    reductions on each stage's last W part, losses 1e-6 of the serial
 #    ones, rank 0's reduce-scatter elements 1/M of the control's;
@@ -41,15 +48,20 @@ PSI=$("$MMC" stats "$S/gpt2.mm" --model GPT2Tiny | awk '$1 == "total" {print $3}
 [ "$PSI" = 120576 ] && ok || bad "GPT2Tiny trainable parameters: '$PSI', expected 120576"
 "$MMC" dump-ir "$S/gpt2.mm" --model GPT2Tiny --after lower |
   sed -n 's/^param @[^ ]* : f32\[\([0-9, ]*\)\].*/\1/p' > "$T/param_sizes"
+# the linear layers' weights: the 2-D parameters but the embeddings
+LIN=$("$MMC" dump-ir "$S/gpt2.mm" --model GPT2Tiny --after lower |
+  sed -n 's/^param @\([^ ]*\) : f32\[\([0-9]*\), \([0-9]*\)\].*/\1 \2 \3/p' |
+  awk '$1 !~ /wte|wpe/ {s += $2 * $3} END {print s}')
+[ "${LIN:-0}" -gt 0 ] && ok || bad "no linear weights in GPT2Tiny's parameter list"
 
 "$MMC" compile "$S/gpt2.mm" "${G[@]}" -o "$T/serial" || bad "serial: compile"
 "$T/serial" --steps $N --eval-batches 1 --quiet --log "$T/serial.jsonl" > "$T/serial.out" 2>&1 || bad "serial: run"
 
 check() { # name mode log out plan.json: losses against serial, counts, plan bytes
-  /usr/bin/python3 - "$T/serial.jsonl" "$@" "$PSI" "$T/param_sizes" "$M" <<'PY'
+  /usr/bin/python3 - "$T/serial.jsonl" "$@" "$PSI" "$T/param_sizes" "$M" "$LIN" <<'PY'
 import json, re, sys
-ser, name, mode, log, out, pj, psi, sizes_file, M = sys.argv[1:10]
-psi, M = int(psi), int(M)
+ser, name, mode, log, out, pj, psi, sizes_file, M, lin = sys.argv[1:11]
+psi, M, lin = int(psi), int(M), int(lin)
 sizes = []
 for line in open(sizes_file):
     n = 1
@@ -102,6 +114,11 @@ if mode != "control":
     g2 = len(told) == 2 and all(t == plan["trainer_bytes"] for t in told)
     print("%s: trainer's plan figures %s, mmc plan's trainer_bytes %d %s" % (name, told, plan["trainer_bytes"], "ok" if g2 else "WRONG"))
     ok &= g and g2
+    fm, fa = plan.get("sum_matmul_elems"), plan.get("sum_add_elems")
+    g3 = fm == lin and fa == psi - lin
+    print("%s: summed by the weight-gradient matmuls %s elements (linear weights %d), by a separate add %s (Psi - them %d) %s"
+          % (name, fm, lin, fa, psi - lin, "ok" if g3 else "WRONG"))
+    ok &= g3
 sys.exit(0 if ok else 1)
 PY
 }
@@ -121,6 +138,24 @@ cell dp2.mb4 dp --dp 2
 cell dp2.mb4.zero1 zero1 --dp 2 --zero 1
 cell dp2.mb4.zero3 zero3 --dp 2 --zero 3
 [ "$SAN" = 1 ] || cell dp2.mb4.control control --dp 2
+
+# the separate add for every sum (MMC_TEST_NO_FUSED_ACCUM=1) against the
+# fused program: the same losses within 1e-6
+nofuse() {
+  MMC_TEST_NO_FUSED_ACCUM=1 "$MMC" compile "$S/gpt2.mm" "${G[@]}" --micro-batches $M --dp 2 -o "$T/nofuse" ||
+    { bad "nofuse: compile"; return; }
+  "${MPIRUN[@]}" "$T/nofuse" --steps $N --eval-batches 1 --quiet --log "$T/nofuse.jsonl" > "$T/nofuse.out" 2>&1 ||
+    { bad "nofuse: mpirun"; tail -5 "$T/nofuse.out"; return; }
+  /usr/bin/python3 - "$T/dp2.mb4.jsonl" "$T/nofuse.jsonl" <<'PY' && ok || bad "nofuse: losses differ from the fused program's"
+import json, sys
+loss = lambda p: [json.loads(l)["loss"] for l in open(p) if '"step"' in l and '"loss"' in l]
+a, b = loss(sys.argv[1]), loss(sys.argv[2])
+worst = max(abs(x - y) / abs(x) for x, y in zip(a, b)) if len(a) == len(b) and a else 1
+print("nofuse: the separate add's losses within %.2e of the fused program's (1e-6)" % worst)
+sys.exit(0 if worst <= 1e-6 else 1)
+PY
+}
+[ "$SAN" = 1 ] || nofuse
 
 # a pipeline: pp = 2 x dp = 2 (ZeRO-1) on 4 ranks, the reductions on each
 # stage's last W part: losses 1e-6 of the serial ones, and rank 0's

@@ -14,13 +14,11 @@
 #   - `mmc plan --device a100 --devices N --json` predicts the step; the
 #     test counts TFLOP/s per GPU the paper's way, 96 B s l h^2 (1 + s/(6h) +
 #     V/(16 l h)) FLOPs a step (recompute's extra forward included) over the
-#     step and the GPUs, and asserts it within 20% of the published figure
-#     for every row and within 15% for at least 8 of the 10 (the issue asks
-#     15% for every row: 7.5 B and 18.4 B predict 0.835 and 0.846, since the
-#     model charges what mmc's program does and Megatron's did not: fp32
-#     activations in the tp all-reduces, twice bf16's bytes, and the
-#     micro-batches' gradient sums as a separate add, where Megatron's
-#     accumulation rides in the weight-gradient GEMM);
+#     step and the GPUs, and asserts it within 15% of the published figure
+#     for every row (the weight-gradient matmuls accumulate into the
+#     micro-batches' sums themselves, as Megatron's GEMMs do: without that,
+#     the separate add of the sums put 7.5 B and 18.4 B at 0.835 and 0.846;
+#     docs/accumulation.md);
 #   - the 1 T row plans in a few seconds (the whole script stays < 20 s);
 #     under ASan rows 1, 2, 4 and 5 (below);
 #   - `--search` on the first row's 32 GPUs, the model given without the
@@ -61,18 +59,16 @@ s, V = 2048, 51200
 flops = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
 tf = flops / p["step_s"] / n / 1e12
 b = p["breakdown"]
-ok = abs(tf / pub - 1) <= 0.20 and p["devices"] == n
-near = abs(tf / pub - 1) <= 0.15
-print(f"{('ok  ' if near else 'ok15') if ok else 'FAIL'} {P:>6} B: predicted {tf:6.1f} TFLOP/s per GPU, published {pub:.0f}, "
+ok = abs(tf / pub - 1) <= 0.15 and p["devices"] == n
+print(f"{'ok  ' if ok else 'FAIL'} {P:>6} B: predicted {tf:6.1f} TFLOP/s per GPU, published {pub:.0f}, "
       f"ratio {tf / pub:.3f} (step {p['step_s']:.4g} s: compute {b['compute_s']:.4g}, exposed "
       f"comm {b['exposed_comm_s']:.4g}, bubble {b['bubble_s']:.4g}, optimizer {b['optimizer_s']:.3g})")
 sys.exit(0 if ok else 1)
 PY
 done < "$T/rows.in" | tee "$T/rows.txt"
 fail=$((fail + $(grep -c '^FAIL' "$T/rows.txt")))
-# within 15%: all but at most 2 of the rows planned
-far=$(grep -c '^ok15' "$T/rows.txt")
-if [ "$far" -gt 2 ]; then echo "FAIL: $far rows beyond 15% (at most 2)"; fail=$((fail + 1)); fi
+rows=$(grep -c '^ok  ' "$T/rows.txt")
+[ "$rows" = "$nrows" ] || { echo "FAIL: $rows of $nrows rows within 15%"; fail=$((fail + 1)); }
 # --search on the first row's 32 GPUs: the best plan predicts the published
 # plan's step or faster, and the ranking is explained against it
 if [ "$SAN" = 0 ]; then
@@ -99,5 +95,5 @@ print("search on 32 GPUs:", re.search(r"^#1 .*\n.*", t, re.M).group(0))
 sys.exit(1 if errs else 0)
 PY
 fi
-[ "$fail" = 0 ] && echo "planner_table1: every row within 20% of the published TFLOP/s, $((nrows - far)) of $nrows within 15%"
+[ "$fail" = 0 ] && echo "planner_table1: every row planned ($nrows) within 15% of the published TFLOP/s"
 exit $((fail > 0))

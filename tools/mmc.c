@@ -1956,6 +1956,10 @@ static int cmd_plan(Opts *o) {
     json_object_object_add(root, "by_role", roles);
     json_object_object_add(root, "grad_sum_bytes", json_object_new_int64(sums));
     json_object_object_add(root, "deferred_sum_bytes", json_object_new_int64(deferred_sums));
+    int64_t fused_elems, added_elems; /* docs/accumulation.md: into the sums by the matmul */
+    mb_sum_elems(m, ir_module_func(m, "train"), &fused_elems, &added_elems);
+    json_object_object_add(root, "sum_matmul_elems", json_object_new_int64(fused_elems));
+    json_object_object_add(root, "sum_add_elems", json_object_new_int64(added_elems));
     int nbf;
     const IrFunc *tf = ir_module_func(m, "train");
     json_object_object_add(

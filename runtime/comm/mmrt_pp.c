@@ -123,6 +123,43 @@ int mmrt_mb_defer(void *mesh, int j, float *x, int64_t n) {
   return 0;
 }
 
+static int pp_linear_w(int j, MmrtDtype dt, float *dw, const void *dy, const void *x, int rows,
+                       int K, int N, int overlap);
+
+/* The last micro-batch's dw = alpha dy^T x + s: by the kernel's binary
+ * post-op, or (dw overlapping dy or x) into s and then copied. */
+static void last_w(MmrtDtype dt, float *dw, float *s, const void *dy, const void *x, int rows,
+                   int K, int N, float alpha, int overlap) {
+  if (!overlap) {
+    mmrt_linear_bwd_weights_into(dt, dw, s, dy, x, rows, K, N, alpha, 0);
+    return;
+  }
+  mmrt_linear_bwd_weights_into(dt, s, NULL, dy, x, rows, K, N, alpha, 1);
+  memcpy(dw, s, sizeof(float) * (size_t)N * (size_t)K);
+}
+
+int mmrt_mb_linear_bwd_weights(void *mesh, int j, MmrtDtype dt, float *dw, const void *dy,
+                               const void *x, int rows, int K, int N, int overlap) {
+  (void)mesh;
+  if (g_pp) return pp_linear_w(j, dt, dw, dy, x, rows, K, N, overlap);
+  MmrtMbAcc *a = g_acc;
+  if (!a || !a->m) { /* not in a step of micro-batches: dw is the gradient */
+    mmrt_linear_bwd_weights_into(dt, dw, NULL, dy, x, rows, K, N, 1.0f, 0);
+    return 0;
+  }
+  if (j < 0 || j >= a->m->ndefer || (int64_t)N * K != a->dn[j]) {
+    fprintf(stderr, "mmrt: deferred reduction %d of %lld elements does not match the descriptor\n",
+            j, (long long)N * K);
+    return -1;
+  }
+  float w = (float)weight(), *s = a->dsum[j];
+  if (a->k < a->m->micro_batches - 1)
+    mmrt_linear_bwd_weights_into(dt, s, NULL, dy, x, rows, K, N, w, a->k > 0);
+  else
+    last_w(dt, dw, s, dy, x, rows, K, N, w, overlap);
+  return 0;
+}
+
 void mmrt_mb_add(MmrtMbAcc *a, char **arenas, float loss) {
   double c = weight();
   float w = (float)c;
@@ -537,6 +574,24 @@ static int pp_defer(int j, float *x, int64_t n) {
     for (int64_t e = 0; e < n; e++) s[e] += x[e];
   else
     for (int64_t e = 0; e < n; e++) x[e] += s[e];
+  return 0;
+}
+
+/* A deferred root's weight gradient under a pipeline (the seed already
+ * weighs the micro-batch): into its sum on a part that is not its stage's
+ * last W, the sum added in by the kernel on the last. */
+static int pp_linear_w(int j, MmrtDtype dt, float *dw, const void *dy, const void *x, int rows,
+                       int K, int N, int overlap) {
+  MmrtMbAcc *a = &g_pp->acc;
+  if (j < 0 || j >= g_pp->m->ndefer || (int64_t)N * K != a->dn[j] || !a->dsum[j]) {
+    fprintf(stderr, "mmrt: deferred reduction %d of %lld elements does not match the descriptor\n",
+            j, (long long)N * K);
+    return -1;
+  }
+  if (g_pp_defer)
+    mmrt_linear_bwd_weights_into(dt, a->dsum[j], NULL, dy, x, rows, K, N, 1.0f, 1);
+  else
+    last_w(dt, dw, a->dsum[j], dy, x, rows, K, N, 1.0f, overlap);
   return 0;
 }
 

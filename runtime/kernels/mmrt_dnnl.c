@@ -466,35 +466,40 @@ static float *result_tmp(int slot, const void *y, size_t n, int accumulate) {
 }
 
 static void matmul_impl(MmrtDtype dt, void *C, const void *A, const void *B, const void *bias,
-                        int batch, int M, int N, int K, float alpha, int flags);
+                        const float *addend, int batch, int M, int N, int K, float alpha,
+                        int flags);
 
 /* bf16 by fp32 primitives: operands widened, the result rounded (f32out:
  * an f32 result and bias, kept as they are) */
-static void matmul_emulated(void *C, const void *A, const void *B, const void *bias, int batch,
-                            int M, int N, int K, float alpha, int flags, int f32out) {
+static void matmul_emulated(void *C, const void *A, const void *B, const void *bias,
+                            const float *addend, int batch, int M, int N, int K, float alpha,
+                            int flags, int f32out) {
   size_t na = (size_t)batch * M * K, nb = (size_t)((flags & MMRT_MM_BCAST_B) ? 1 : batch) * K * N;
   size_t nc = (size_t)batch * M * N;
   float *c = f32out ? C : result_tmp(2, C, nc, flags & MMRT_MM_ACCUM);
   const void *b = bias && !f32out ? widen_tmp(3, bias, (size_t)N) : bias;
-  matmul_impl(MMRT_F32, c, widen_tmp(0, A, na), widen_tmp(1, B, nb), b, batch, M, N, K, alpha,
-              flags);
+  matmul_impl(MMRT_F32, c, widen_tmp(0, A, na), widen_tmp(1, B, nb), b, addend, batch, M, N, K,
+              alpha, flags);
   if (!f32out) mmrt_f32_to_bf16(C, c, nc);
 }
 
-/* C = alpha * op(A) op(B) (+ bias) (+ C). bias: (N) or NULL. MMRT_BF16_F32:
- * bf16 A and B, f32 C and bias. */
+/* C = alpha * op(A) op(B) (+ bias) (+ C) (+ addend). bias: (N) or NULL;
+ * addend: an f32 tensor of C's shape (an f32 C only) added by the kernel (a
+ * binary post-op), or NULL. MMRT_BF16_F32: bf16 A and B, f32 C and bias. */
 static void matmul_impl(MmrtDtype dt, void *C, const void *A, const void *B, const void *bias,
-                        int batch, int M, int N, int K, float alpha, int flags) {
+                        const float *addend, int batch, int M, int N, int K, float alpha,
+                        int flags) {
   static const char *what = "mmrt_matmul";
   int f32out = dt == MMRT_BF16_F32;
   dnnl_data_type_t t = dnnl_dt(f32out ? MMRT_BF16 : dt, what), tc = f32out ? dnnl_f32 : t;
   if (batch < 1 || M < 1 || N < 1 || K < 1) die(what, "non-positive dimension");
+  if (addend && tc != dnnl_f32) die(what, "an addend needs an f32 result");
   if ((dt == MMRT_BF16 || f32out) && !mmrt_bf16_native()) {
-    matmul_emulated(C, A, B, bias, batch, M, N, K, alpha, flags, f32out);
+    matmul_emulated(C, A, B, bias, addend, batch, M, N, K, alpha, flags, f32out);
     return;
   }
   ensure_engine();
-  Key k = KEY(K_MATMUL, dt, batch, M, N, K, flags, float_bits(alpha), bias != NULL);
+  Key k = KEY(K_MATMUL, dt, batch, M, N, K, flags, float_bits(alpha), bias != NULL, addend != NULL);
   Entry *e = cache_find(&k);
   if (!e) {
     int64_t bb = (flags & MMRT_MM_BCAST_B) ? 1 : batch;
@@ -521,29 +526,33 @@ static void matmul_impl(MmrtDtype dt, void *C, const void *A, const void *B, con
     dnnl_primitive_attr_t attr;
     DNNL_CHECK(dnnl_primitive_attr_create(&attr), what);
     if (alpha != 1.0f) DNNL_CHECK(dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha), what);
-    if (flags & MMRT_MM_ACCUM) {
+    if ((flags & MMRT_MM_ACCUM) || addend) {
       dnnl_post_ops_t po;
       DNNL_CHECK(dnnl_post_ops_create(&po), what);
-      DNNL_CHECK(dnnl_post_ops_append_sum(po, 1.0f), what);
+      if (flags & MMRT_MM_ACCUM) DNNL_CHECK(dnnl_post_ops_append_sum(po, 1.0f), what);
+      if (addend) DNNL_CHECK(dnnl_post_ops_append_binary(po, dnnl_binary_add, &c_md), what);
       DNNL_CHECK(dnnl_primitive_attr_set_post_ops(attr, po), what);
       dnnl_post_ops_destroy(po);
     }
-    int args[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
-    e = cache_make(&k, &desc, attr, NULL, bias ? 4 : 3, args, what);
+    /* the addend's argument: the last post-op's second source */
+    int add_arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP((flags & MMRT_MM_ACCUM) ? 1 : 0) | DNNL_ARG_SRC_1;
+    int args[5] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, bias ? DNNL_ARG_BIAS : add_arg,
+                   add_arg};
+    e = cache_make(&k, &desc, attr, NULL, 3 + (bias != NULL) + (addend != NULL), args, what);
     dnnl_primitive_attr_destroy(attr);
   }
-  void *ptrs[4] = {(void *)A, (void *)B, C, (void *)bias};
+  void *ptrs[5] = {(void *)A, (void *)B, C, bias ? (void *)bias : (void *)addend, (void *)addend};
   entry_run(e, ptrs, what);
 }
 
 void mmrt_matmul(MmrtDtype dt, void *C, const void *A, const void *B, int batch, int M, int N,
                  int K, float alpha, int flags) {
-  matmul_impl(dt, C, A, B, NULL, batch, M, N, K, alpha, flags);
+  matmul_impl(dt, C, A, B, NULL, NULL, batch, M, N, K, alpha, flags);
 }
 
 void mmrt_linear_fwd(MmrtDtype dt, void *y, const void *x, const void *w, const void *bias,
                      int rows, int K, int N) {
-  matmul_impl(dt, y, x, w, bias, 1, rows, N, K, 1.0f, MMRT_MM_TRANS_B | MMRT_MM_BCAST_B);
+  matmul_impl(dt, y, x, w, bias, NULL, 1, rows, N, K, 1.0f, MMRT_MM_TRANS_B | MMRT_MM_BCAST_B);
 }
 
 /* fp32 linear gradients over a wide output (N >= SGEMM_MIN_N: a language
@@ -559,15 +568,15 @@ void mmrt_linear_fwd(MmrtDtype dt, void *y, const void *x, const void *w, const 
  * threads gave other bits. */
 enum { SGEMM_MIN_N = 32768, SGEMM_ROWS = 64 };
 
-static void sgemm(char ta, int M, int N, int K, const float *A, int lda, const float *B, float *C,
-                  int accumulate) {
+static void sgemm(char ta, int M, int N, int K, float alpha, const float *A, int lda,
+                  const float *B, float *C, int accumulate) {
   int blocks = (M + SGEMM_ROWS - 1) / SGEMM_ROWS;
 #pragma omp parallel for schedule(dynamic, 1)
   for (int b = 0; b < blocks; b++) {
     int m0 = b * SGEMM_ROWS, m = M - m0 < SGEMM_ROWS ? M - m0 : SGEMM_ROWS;
     /* row m0 of op(A): row m0 of A ('N'), column m0 of A ('T') */
     const float *a = ta == 'N' ? A + (size_t)m0 * lda : A + m0;
-    DNNL_CHECK(dnnl_sgemm(ta, 'N', m, N, K, 1.0f, a, lda, B, N, accumulate ? 1.0f : 0.0f,
+    DNNL_CHECK(dnnl_sgemm(ta, 'N', m, N, K, alpha, a, lda, B, N, accumulate ? 1.0f : 0.0f,
                           C + (size_t)m0 * N, N),
                "mmrt_linear (dnnl_sgemm)");
   }
@@ -577,10 +586,10 @@ void mmrt_linear_bwd_data(MmrtDtype dt, void *dx, const void *dy, const void *w,
                           int N, int accumulate) {
   /* dx (rows, K) = dy (rows, N) @ w (N, K) */
   if (dt == MMRT_F32 && N >= SGEMM_MIN_N && rows > 0 && K > 0) {
-    sgemm('N', rows, K, N, dy, N, w, dx, accumulate);
+    sgemm('N', rows, K, N, 1.0f, dy, N, w, dx, accumulate);
     return;
   }
-  matmul_impl(dt, dx, dy, w, NULL, 1, rows, K, N, 1.0f,
+  matmul_impl(dt, dx, dy, w, NULL, NULL, 1, rows, K, N, 1.0f,
               MMRT_MM_BCAST_B | (accumulate ? MMRT_MM_ACCUM : 0));
 }
 
@@ -588,12 +597,20 @@ void mmrt_linear_bwd_weights(MmrtDtype dt, void *dw, void *dbias, const void *dy
                              int rows, int K, int N, int accumulate) {
   /* dw (N, K) = dy^T (N, rows) @ x (rows, K) */
   if (dbias && dt != MMRT_F32) die("mmrt_linear_bwd_weights", "a bias gradient is f32 only");
-  if (dt == MMRT_F32 && N >= SGEMM_MIN_N && rows > 0 && K > 0)
-    sgemm('T', N, K, rows, dy, N, x, dw, accumulate);
-  else
-    matmul_impl(dt, dw, dy, x, NULL, 1, N, K, rows, 1.0f,
-                MMRT_MM_TRANS_A | MMRT_MM_BCAST_B | (accumulate ? MMRT_MM_ACCUM : 0));
+  mmrt_linear_bwd_weights_into(dt, dw, NULL, dy, x, rows, K, N, 1.0f, accumulate);
   if (dbias) mmrt_reduce_sum(dbias, dy, 1, rows, N, 0, accumulate);
+}
+
+void mmrt_linear_bwd_weights_into(MmrtDtype dt, void *dw, const float *addend, const void *dy,
+                                  const void *x, int rows, int K, int N, float alpha,
+                                  int accumulate) {
+  if (dt == MMRT_F32 && N >= SGEMM_MIN_N && rows > 0 && K > 0) {
+    /* the wide path: the addend copied in first, then accumulated onto */
+    if (addend) memcpy(dw, addend, sizeof(float) * (size_t)N * (size_t)K);
+    sgemm('T', N, K, rows, alpha, dy, N, x, dw, accumulate || addend);
+  } else
+    matmul_impl(dt, dw, dy, x, NULL, addend, 1, N, K, rows, alpha,
+                MMRT_MM_TRANS_A | MMRT_MM_BCAST_B | (accumulate ? MMRT_MM_ACCUM : 0));
 }
 
 /* ---- convolution ------------------------------------------------------- */

@@ -105,6 +105,15 @@ enum {
   MMRT_MM_ACCUM = 1 << 3,   /* C += ..., else C = ... */
 };
 
+/* dw (N, K) = alpha dy^T @ x (+ dw with accumulate) (+ addend: f32, N x
+ * K, added by the kernel itself): a weight gradient written straight into
+ * a micro-batch sum (runtime/comm/mmrt_pp.c mmrt_mb_linear_bwd_weights,
+ * docs/accumulation.md). dt as mmrt_linear_bwd_weights'; an addend needs an
+ * f32 dw (MMRT_F32 or MMRT_BF16_F32). */
+void mmrt_linear_bwd_weights_into(MmrtDtype dt, void *dw, const float *addend, const void *dy,
+                                  const void *x, int rows, int K, int N, float alpha,
+                                  int accumulate);
+
 /* One convolution's geometry. Spatial arrays are (D, H, W) for 3-D and
  * (H, W) for 2-D (entry 2 unused). Output size per spatial dim:
  *   out = (in + pad_lo + pad_hi - k) / stride + 1

@@ -238,6 +238,18 @@ START_TEST(test_linear) {
   CHECK_CLOSE(dx, rdx, nx, TOL, "linear dx accumulate");
   CHECK_CLOSE(dw, rdw, nw, TOL, "linear dw accumulate");
   CHECK_CLOSE(db, rdb, N, TOL, "linear dbias accumulate");
+
+  /* into a micro-batch sum (mmrt_linear_bwd_weights_into): s = 3 dw, then
+   * s += 2 dw (scale and sum post-op), then out = 0.5 dw + s (binary add):
+   * 5.5 x the naive dw (rdw holds 2 dw now) */
+  float *s = fvec(nw), *out = fvec(nw);
+  mmrt_linear_bwd_weights_into(MMRT_F32, s, NULL, gy, x, rows, K, N, 3.0f, 0);
+  mmrt_linear_bwd_weights_into(MMRT_F32, s, NULL, gy, x, rows, K, N, 2.0f, 1);
+  for (size_t i = 0; i < nw; i++) rdw[i] *= 2.5; /* 5 dw */
+  CHECK_CLOSE(s, rdw, nw, TOL, "linear dw into a sum, scaled");
+  mmrt_linear_bwd_weights_into(MMRT_F32, out, s, gy, x, rows, K, N, 0.5f, 0);
+  for (size_t i = 0; i < nw; i++) rdw[i] *= 1.1; /* 5.5 dw */
+  CHECK_CLOSE(out, rdw, nw, TOL, "linear dw plus a sum (binary add)");
 }
 END_TEST
 
