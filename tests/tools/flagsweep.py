@@ -26,12 +26,15 @@ ran = {}  # run()'s results by command line and input files: a probe's base is o
 
 def run(argv, cwd=None, env=None):
     """(exit status, stdout, stderr, {file: sha1} of what the run wrote in cwd).
-    A run in a fresh folder with the same arguments, reading the same files,
-    is not repeated: its result is the earlier one's."""
+    An mmc run in a fresh folder with the same arguments, reading the same
+    files, is not repeated: its result is the earlier one's (the trainer's
+    runs are: two equal ones must agree, below)."""
     key = None
-    if cwd is None and env is None:
+    if cwd is None and env is None and argv[0] == MMC:
         key = tuple(argv) + tuple(hashlib.sha1(open(a, "rb").read()).hexdigest()
                                   for a in argv if os.path.isfile(a))
+        key += tuple((d, f, os.stat(os.path.join(d, f)).st_mtime_ns) for a in argv
+                     if os.path.isdir(a) for d, _, fs in os.walk(a) for f in fs)  # and folders
         if key in ran:
             return ran[key]
     cwd = cwd or tempfile.mkdtemp(dir=T)
