@@ -45,16 +45,28 @@ echo "== libFuzzer targets (${FUZZ_SECONDS:-6} s each) =="
 CC=clang-19 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMMC_FUZZ=ON > /dev/null
 cmake --build build-fuzz -j"$JOBS" --target fuzz_frontend fuzz_ir fuzz_safetensors fuzz_idx fuzz_png \
   fuzz_trainer_args fuzz_indexed fuzz_jsonl fuzz_image fuzz_video fuzz_video_list
-for t in frontend ir safetensors idx png trainer_args indexed jsonl image video video_list; do
+fuzz_one() {
+  local t=$1 len=()
   rm -rf "build-fuzz/corpus/$t" && mkdir -p "build-fuzz/corpus/$t"
-  len=()
   if [ "$t" = frontend ]; then cp stdlib_models/*.mm tests/fuzz/corpus/$t/* build-fuzz/corpus/$t/ && len=(-max_len=8192)
   else cp tests/fuzz/corpus/$t/* build-fuzz/corpus/$t/; fi
   ./build-fuzz/fuzz_$t -max_total_time="${FUZZ_SECONDS:-6}" "${len[@]}" -timeout=10 \
     -artifact_prefix=build-fuzz/crash-$t- build-fuzz/corpus/$t > build-fuzz/fuzz-$t.log 2>&1 ||
-    { tail -50 build-fuzz/fuzz-$t.log; exit 1; }
+    { tail -50 build-fuzz/fuzz-$t.log; echo "fuzz_$t FAILED"; return 1; }
   echo "fuzz_$t: $(grep -o 'Done [0-9]* runs in [0-9]* second(s)' build-fuzz/fuzz-$t.log)"
+}
+# each fuzzer is one single-threaded process: $JOBS of them at a time
+fuzz_pids=() fuzz_failed=0
+for t in frontend ir safetensors idx png trainer_args indexed jsonl image video video_list; do
+  fuzz_one "$t" &
+  fuzz_pids+=($!)
+  if [ ${#fuzz_pids[@]} -ge "$JOBS" ]; then
+    wait "${fuzz_pids[0]}" || fuzz_failed=1
+    fuzz_pids=("${fuzz_pids[@]:1}")
+  fi
 done
+for p in "${fuzz_pids[@]}"; do wait "$p" || fuzz_failed=1; done
+[ "$fuzz_failed" = 0 ] || exit 1
 stage_done "fuzz build and runs"
 printf '%s\n' "${times[@]}"
 echo "all test stages passed in $((SECONDS - t0)) s ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs)"
