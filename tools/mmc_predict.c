@@ -137,6 +137,11 @@ typedef struct {
   int heads_bad; /* the least tp x cp refused for not dividing the heads (0: none) */
   int split_structs, split_tried; /* pipeline plans whose stage split was searched, splits built */
   int sub_tried;                  /* per-sub-model plans tried */
+  /* the probe's: the sub-models with a stack (forward order) and their
+   * parameters' elements (the rest: the projector, glue) */
+  int nsub;
+  char sub[NBLK][32];
+  double sub_params[NBLK];
 } Search;
 
 /* by predicted step, what was not predicted last */
@@ -263,7 +268,7 @@ static void evaluate(Search *S, Cand *x, bool rank) {
   char text[1536];
   if (!flags_of(S, x, &f, text, sizeof text)) return;
   S->tried++;
-  if (S->heads_bad && (x->tp * x->cp) % S->heads_bad == 0) {
+  if (!x->nb && S->heads_bad && (x->tp * x->cp) % S->heads_bad == 0) {
     drop(S, "tp x cp is a multiple of one that does not divide the attention heads (not built)");
     return;
   }
@@ -273,7 +278,7 @@ static void evaluate(Search *S, Cand *x, bool rank) {
   if (!m) {
     reason_of(err[0] ? err : "refused", why, sizeof why);
     /* heads a tp (or tp x cp) does not divide, twice that does not either */
-    if (strstr(why, "does not divide the N attention heads")) {
+    if (!x->nb && strstr(why, "does not divide the N attention heads")) {
       int split = x->tp * x->cp;
       if (!S->heads_bad || split < S->heads_bad) S->heads_bad = split;
     }
@@ -384,6 +389,8 @@ static void print_changes(const Cand *b, const Cand *r) {
   printf("  #1 changes: %s\n", n ? buf : "nothing (it is the file's plan)");
 }
 
+static void probe_subs(Search *S, IrModule *m);
+
 /* Sizes a probe of the model (the flags given, one device) tells: the
  * samples of a step and the parameters' elements. */
 static bool probe(Search *S, int64_t *batch, double *params, int *layers, Cand *ref) {
@@ -402,6 +409,7 @@ static bool probe(Search *S, int64_t *batch, double *params, int *layers, Cand *
                   .vpp = pl->vpp > 0 ? pl->vpp : 1,
                   .sp = pl->sp};
     if (sizes(m, batch, params, layers)) {
+      probe_subs(S, m);
       S->release(S->user, h);
       return true;
     }
@@ -418,6 +426,7 @@ static bool probe(Search *S, int64_t *batch, double *params, int *layers, Cand *
   err[0] = 0;
   m = S->build(S->user, &f, &h, err, sizeof err);
   bool ok = m && sizes(m, batch, params, layers);
+  if (ok) probe_subs(S, m);
   if (!m) fprintf(stderr, "mmc: error: --search: the model on one device: %s", err);
   S->release(S->user, h);
   return ok;
@@ -429,6 +438,134 @@ static bool probe(Search *S, int64_t *batch, double *params, int *layers, Cand *
 static double state_bound(double params, const Cand *x, int z) {
   double per = params / ((double)x->tp * x->pp);
   return z == 3 ? 16 * per / x->dp : z == 1 ? (8 + 8.0 / x->dp) * per : 16 * per;
+}
+
+/* The probe's sub-models: the top-level instances holding a stack, in
+ * the forward's order, and their parameters' elements (nsub 0 when not
+ * exactly NBLK). */
+static void probe_subs(Search *S, IrModule *m) {
+  IrFunc *t = ir_module_func(m, "train");
+  S->nsub = 0;
+  int n = 0;
+  char names[8][32];
+  for (int i = 0; t && i < t->nodes.len; i++) {
+    const IrNode *nd = t->nodes.items[i];
+    if (nd->group < 0 || nd->group >= m->groups.len) continue;
+    const char *g = ((IrGroup *)m->groups.items[nd->group])->name, *dot = strchr(g, '.');
+    if (!dot || dot - g >= 31) continue;
+    bool seen = false;
+    for (int k = 0; k < n; k++) seen |= !strncmp(names[k], g, (size_t)(dot - g) + 1);
+    if (seen) continue;
+    if (n == 8) return;
+    snprintf(names[n++], sizeof names[0], "%.*s.", (int)(dot - g), g);
+  }
+  if (n != NBLK) return;
+  for (int k = 0; k < n; k++) {
+    snprintf(S->sub[k], sizeof S->sub[k], "%.*s", (int)strlen(names[k]) - 1, names[k]);
+    S->sub_params[k] = 0;
+    for (int i = 0; i < m->params.len; i++) {
+      const IrValue *v = m->params.items[i];
+      if (!strncmp(v->name, names[k], strlen(names[k])))
+        S->sub_params[k] += (double)ir_numel(&v->shape);
+    }
+  }
+  S->nsub = n;
+}
+
+/* The least a rank holds of the parameters, gradients and AdamW state
+ * (16 bytes an element: no ZeRO beside sub-model blocks) under x's blocks. */
+static double sub_bound(const Search *S, const Cand *x, double params) {
+  double rest = params - S->sub_params[0] - S->sub_params[1];
+  if (x->sep) {
+    double a = S->sub_params[0] / x->btp[0], b = (S->sub_params[1] + rest) / x->btp[1];
+    return 16 * (a > b ? a : b);
+  }
+  return 16 * (S->sub_params[0] / x->btp[0] + S->sub_params[1] / x->btp[1] + rest / x->tp);
+}
+
+/* Builds the per-sub-model candidate x after the checks that need no
+ * building; false when dropped. */
+static bool sub_try(Search *S, Cand *x, int64_t B, double params) {
+  int D = x->bdp[0] > x->bdp[1] ? x->bdp[0] : x->bdp[1];
+  if (x->mb < 1 || B % x->mb || (B / x->mb) % D) {
+    S->tried++, S->sub_tried++;
+    drop(S, "sub-model blocks: a block's dp does not divide the micro-batch (before building)");
+    return false;
+  }
+  if (sub_bound(S, x, params) > S->d->mem_gb * 1e9) {
+    S->tried++, S->sub_tried++;
+    drop(S, "sub-model blocks: does not fit the device's memory (parameters and optimizer state "
+            "alone, no ZeRO beside blocks, before building)");
+    return false;
+  }
+  int before = S->tried;
+  evaluate(S, x, true);
+  S->sub_tried += S->tried - before;
+  return x->ok;
+}
+
+/* Per-sub-model plans (docs/subplans.md): colocated, one block at tp = 1
+ * and the other at the mesh's tp = T (every block's tp x dp the devices);
+ * separate, each block on half the devices (or the first on one rank
+ * before the second's tp on the rest); recompute full in each block and
+ * one sample a rank of the largest dp a micro-batch; then the best one's
+ * recompute per block and micro-batch size refined. */
+static void search_subplans(Search *S, int devices, int64_t B, double params) {
+  if (S->nsub != NBLK) return;
+  static const int rcs[] = {MM_RECOMPUTE_FULL, MM_RECOMPUTE_SELECTIVE, MM_RECOMPUTE_NONE};
+  Cand base = {.nb = NBLK, .cp = 1, .vpp = 1, .rc = MM_RECOMPUTE_FULL};
+  for (int b = 0; b < NBLK; b++) {
+    snprintf(base.bname[b], sizeof base.bname[b], "%s", S->sub[b]);
+    base.brc[b] = MM_RECOMPUTE_FULL;
+  }
+  Cand best = {0};
+  bool have = false;
+  int dpn = S->d->devices_per_node;
+  for (int T = 2; T <= dpn && T <= devices; T *= 2) /* colocated */
+    for (int one = 0; one < NBLK && devices % T == 0; one++) {
+      Cand x = base;
+      x.tp = T, x.dp = devices / T, x.pp = 1;
+      for (int b = 0; b < NBLK; b++) x.btp[b] = b == one ? 1 : T, x.bdp[b] = devices / x.btp[b];
+      x.mb = (int)(B / devices > 0 && B % devices == 0 ? B / devices : 1);
+      if (sub_try(S, &x, B, params) && (!have || better(&x, &best))) best = x, have = true;
+    }
+  for (int t0 = 1; devices % 2 == 0 && t0 <= dpn && t0 <= devices / 2; t0 *= 2) /* separate */
+    for (int t1 = 1; t1 <= dpn && t1 <= devices / 2; t1 *= 2) {
+      int half = devices / 2;
+      if (half % t0 || half % t1) continue;
+      Cand x = base;
+      x.sep = true, x.pp = 2, x.tp = t0 > t1 ? t0 : t1, x.dp = half / x.tp;
+      x.btp[0] = t0, x.bdp[0] = half / t0, x.btp[1] = t1, x.bdp[1] = half / t1;
+      int D = x.bdp[0] > x.bdp[1] ? x.bdp[0] : x.bdp[1];
+      x.mb = B % D == 0 && B / D >= 2 ? (int)(B / D) : 2;
+      if (sub_try(S, &x, B, params) && (!have || better(&x, &best))) best = x, have = true;
+    }
+  if (devices > 2 && ((devices - 1) & (devices - 2)) == 0 && devices - 1 <= dpn) {
+    Cand x = base; /* the first block on one rank, the second's tp on the rest */
+    x.sep = true, x.pp = 2, x.tp = devices - 1, x.dp = 1;
+    x.btp[0] = 1, x.bdp[0] = 1, x.btp[1] = devices - 1, x.bdp[1] = 1;
+    x.mb = B >= 2 ? (int)B : 2;
+    if (sub_try(S, &x, B, params) && (!have || better(&x, &best))) best = x, have = true;
+  }
+  if (!have) return;
+  for (int sweep = 0; sweep < 2; sweep++) {
+    Cand start = best;
+    for (int b = 0; b < NBLK; b++)
+      for (int r = 0; r < 3; r++) {
+        Cand x = best;
+        x.brc[b] = rcs[r];
+        if (sub_try(S, &x, B, params) && better(&x, &best)) best = x;
+      }
+    int D = best.bdp[0] > best.bdp[1] ? best.bdp[0] : best.bdp[1];
+    for (int k = 1; k <= 8; k *= 2) {
+      Cand x = best;
+      if (B % ((int64_t)D * k)) continue;
+      x.mb = (int)(B / ((int64_t)D * k));
+      if (x.mb < (x.sep ? 2 : 1)) continue;
+      if (sub_try(S, &x, B, params) && better(&x, &best)) best = x;
+    }
+    if (!memcmp(&start, &best, sizeof best)) break;
+  }
 }
 
 /* ---- stage splits (docs/planner.md "Stage splits") ---- */
@@ -780,15 +917,23 @@ int mmc_search(const MmDevice *d, int devices, const MmPlanFlags *given, MmcBuil
   Cand pipe[2];
   int npipe = 0;
   for (int i = 0; i < S.nc && npipe < 2 && S.c[i].ok; i++)
-    if (S.c[i].pp > 1 && !S.c[i].st[0] && (!npipe || S.c[i].step_s < 1.1 * pipe[0].step_s))
+    if (S.c[i].pp > 1 && !S.c[i].st[0] && !S.c[i].nb &&
+        (!npipe ||
+         (S.c[i].step_s < 1.1 * pipe[0].step_s &&
+          (S.c[i].pp != pipe[0].pp || S.c[i].vpp != pipe[0].vpp || S.c[i].tp != pipe[0].tp))))
       pipe[npipe++] = S.c[i];
   for (int i = 0; i < npipe; i++) refine_split(&S, pipe[i]);
+  /* 5. a plan per sub-model, ranked beside the uniform ones */
+  search_subplans(&S, devices, B, params);
   qsort(S.c, (size_t)S.nc, sizeof *S.c, cmp_cand);
   int nc = 0;
   while (nc < S.nc && S.c[nc].ok) nc++;
   printf("search on %d x %s: %d plans tried (%d structures, %d of them dropped before "
          "building), %d ranked, %d dropped\n",
          devices, d->name, S.tried, nst, pre, nc, S.tried - nc);
+  if (S.sub_tried)
+    printf("  per-sub-model plans: %d tried (%s and %s blocks, colocated and separate)\n",
+           S.sub_tried, S.sub[0], S.sub[1]);
   if (S.split_structs)
     printf("  stage splits: %d tried for %d pipeline plan%s\n", S.split_tried, S.split_structs,
            S.split_structs == 1 ? "" : "s");
@@ -801,6 +946,17 @@ int mmc_search(const MmDevice *d, int devices, const MmPlanFlags *given, MmcBuil
            (double)x->mem / 1e9);
     print_plan(x);
   }
+  bool shown = false;
+  for (int i = 0; i < nc && i < top; i++) shown |= S.c[i].nb > 0;
+  for (int i = top; i < nc && !shown; i++)
+    if (S.c[i].nb) { /* the best per-sub-model plan, when not printed above */
+      printf("#%d (the best plan per sub-model)  step %.6g s (%.3gx the best), MFU %.1f%%, memory "
+             "%.3f GB per rank\n",
+             i + 1, S.c[i].step_s, S.c[i].step_s / S.c[0].step_s, 100 * S.c[i].mfu,
+             (double)S.c[i].mem / 1e9);
+      print_plan(&S.c[i]);
+      break;
+    }
   if (nc && have_ref) {
     const Cand *b = &S.c[0];
     int at = -1;
