@@ -922,6 +922,14 @@ int mmc_search(const MmDevice *d, int devices, const MmPlanFlags *given, MmcBuil
          (S.c[i].step_s < 1.1 * pipe[0].step_s &&
           (S.c[i].pp != pipe[0].pp || S.c[i].vpp != pipe[0].vpp || S.c[i].tp != pipe[0].tp))))
       pipe[npipe++] = S.c[i];
+  /* none fits: the pipeline plan that came closest (a split moves memory too) */
+  for (int i = 0; i < S.nc && !npipe && !(S.nc && S.c[0].ok); i++)
+    if (S.c[i].pp > 1 && !S.c[i].nb && S.c[i].mem > 0) {
+      int k = i;
+      for (int j = i + 1; j < S.nc; j++)
+        if (S.c[j].pp > 1 && !S.c[j].nb && S.c[j].mem > 0 && S.c[j].mem < S.c[k].mem) k = j;
+      pipe[npipe++] = S.c[k];
+    }
   for (int i = 0; i < npipe; i++) refine_split(&S, pipe[i]);
   /* 5. a plan per sub-model, ranked beside the uniform ones */
   search_subplans(&S, devices, B, params);
