@@ -114,6 +114,7 @@ typedef struct {
   char bname[NBLK][32];
   bool sep;
   char st[1024]; /* the stage list (layer counts), "" for the pipeline pass's own cut */
+  bool keep;     /* the file's own stage list (and so its pp and vpp): the file's plan */
   bool ok;       /* built, fits, predicted */
   double step_s, mfu, tflops, compute_s, comm_s, bubble_s, opt_s;
   int64_t mem;
@@ -199,9 +200,14 @@ static void section_text(const Cand *x, char *buf, size_t n) {
           mm_recompute_names[x->brc[b]]);
     PUT("micro_batches = %d", x->mb);
   } else {
-    PUT("tp = %d; pp = %d; cp = %d; dp = %d; zero = %d; recompute = %s; micro_batches = %d", x->tp,
-        x->pp, x->cp, x->dp, x->zero, mm_recompute_names[x->rc], x->mb);
-    if (x->vpp > 1) PUT("; vpp = %d; schedule = interleaved", x->vpp);
+    if (x->keep) { /* pp and vpp from the file's section, with its stage list */
+      PUT("tp = %d; cp = %d; dp = %d; zero = %d; recompute = %s; micro_batches = %d", x->tp, x->cp,
+          x->dp, x->zero, mm_recompute_names[x->rc], x->mb);
+    } else {
+      PUT("tp = %d; pp = %d; cp = %d; dp = %d; zero = %d; recompute = %s; micro_batches = %d",
+          x->tp, x->pp, x->cp, x->dp, x->zero, mm_recompute_names[x->rc], x->mb);
+    }
+    if (x->vpp > 1 && !x->keep) PUT("; vpp = %d; schedule = interleaved", x->vpp);
     if (x->sp) PUT("; sp = true");
     if (x->st[0]) PUT("; stages = %s", x->st);
   }
@@ -241,9 +247,9 @@ static bool flags_of(const Search *S, const Cand *x, MmPlanFlags *f, char *buf, 
 static bool same(const Cand *x, const Cand *y) {
   return y->tp == x->tp && y->pp == x->pp && y->cp == x->cp && y->dp == x->dp &&
          y->zero == x->zero && y->rc == x->rc && y->mb == x->mb && y->vpp == x->vpp &&
-         y->sp == x->sp && y->nb == x->nb && y->sep == x->sep && !strcmp(y->st, x->st) &&
-         !memcmp(y->btp, x->btp, sizeof x->btp) && !memcmp(y->bdp, x->bdp, sizeof x->bdp) &&
-         !memcmp(y->brc, x->brc, sizeof x->brc);
+         y->sp == x->sp && y->keep == x->keep && y->nb == x->nb && y->sep == x->sep &&
+         !strcmp(y->st, x->st) && !memcmp(y->btp, x->btp, sizeof x->btp) &&
+         !memcmp(y->bdp, x->bdp, sizeof x->bdp) && !memcmp(y->brc, x->brc, sizeof x->brc);
 }
 
 /* x is the better of two: it fits and predicts faster, or it fits and b
@@ -328,7 +334,8 @@ static void evaluate(Search *S, Cand *x, bool rank) {
 static void print_plan(const Cand *x) {
   char text[1536];
   section_text(x, text, sizeof text);
-  printf("  parallel { %s }\n", text);
+  printf("  parallel { %s }%s\n", text,
+         x->keep ? " (pp, vpp and stages as the file's section gives them)" : "");
 }
 
 static void print_breakdown(const char *label, const Cand *x) {
@@ -377,9 +384,14 @@ static void print_changes(const Cand *b, const Cand *r) {
   CH("vpp", b->vpp, r->vpp)
   CH("sp", b->sp, r->sp)
 #undef CH
-  if (strcmp(b->st, r->st) && n < (int)sizeof buf - 64)
+  if ((strcmp(b->st, r->st) || b->keep != r->keep) && b->pp > 1 && n < (int)sizeof buf - 64)
     n += snprintf(buf + n, sizeof buf - (size_t)n, "%sstages %s -> %s", n ? ", " : "",
-                  r->st[0] ? "listed" : "the pipeline pass's cut", b->st[0] ? b->st : "its cut");
+                  r->keep    ? "the file's"
+                  : r->st[0] ? r->st
+                             : "the pipeline pass's cut",
+                  b->keep    ? "the file's"
+                  : b->st[0] ? b->st
+                             : "the pipeline pass's cut");
   if (b->nb != r->nb && n < (int)sizeof buf - 64)
     n += snprintf(buf + n, sizeof buf - (size_t)n, "%sa plan per sub-model%s", n ? ", " : "",
                   b->sep ? " on separate ranks" : "");
@@ -407,7 +419,8 @@ static bool probe(Search *S, int64_t *batch, double *params, int *layers, Cand *
                   .rc = (int)pl->recompute,
                   .mb = pl->micro_batches > 0 ? pl->micro_batches : 1,
                   .vpp = pl->vpp > 0 ? pl->vpp : 1,
-                  .sp = pl->sp};
+                  .sp = pl->sp,
+                  .keep = pl->stages && pl->nstages > 1 && pl->pp > 1 && !pl->nsubplans};
     if (sizes(m, batch, params, layers)) {
       probe_subs(S, m);
       S->release(S->user, h);
@@ -888,7 +901,7 @@ int mmc_search(const MmDevice *d, int devices, const MmPlanFlags *given, MmcBuil
         evaluate(&S, &x, true);
         if (better(&x, &b)) b = x;
       }
-      for (int v = 2; v <= 4 && b.pp > 1; v *= 2) {
+      for (int v = 2; v <= 4 && b.pp > 1 && !b.keep; v *= 2) {
         Cand x = b;
         x.vpp = v;
         evaluate(&S, &x, true);
@@ -917,17 +930,19 @@ int mmc_search(const MmDevice *d, int devices, const MmPlanFlags *given, MmcBuil
   Cand pipe[2];
   int npipe = 0;
   for (int i = 0; i < S.nc && npipe < 2 && S.c[i].ok; i++)
-    if (S.c[i].pp > 1 && !S.c[i].st[0] && !S.c[i].nb &&
+    if (S.c[i].pp > 1 && !S.c[i].st[0] && !S.c[i].nb && !S.c[i].keep &&
         (!npipe ||
          (S.c[i].step_s < 1.1 * pipe[0].step_s &&
           (S.c[i].pp != pipe[0].pp || S.c[i].vpp != pipe[0].vpp || S.c[i].tp != pipe[0].tp))))
       pipe[npipe++] = S.c[i];
   /* none fits: the pipeline plan that came closest (a split moves memory too) */
   for (int i = 0; i < S.nc && !npipe && !(S.nc && S.c[0].ok); i++)
-    if (S.c[i].pp > 1 && !S.c[i].nb && S.c[i].mem > 0) {
+    if (S.c[i].pp > 1 && !S.c[i].nb && !S.c[i].keep && S.c[i].mem > 0) {
       int k = i;
       for (int j = i + 1; j < S.nc; j++)
-        if (S.c[j].pp > 1 && !S.c[j].nb && S.c[j].mem > 0 && S.c[j].mem < S.c[k].mem) k = j;
+        if (S.c[j].pp > 1 && !S.c[j].nb && !S.c[j].keep && S.c[j].mem > 0 &&
+            S.c[j].mem < S.c[k].mem)
+          k = j;
       pipe[npipe++] = S.c[k];
     }
   for (int i = 0; i < npipe; i++) refine_split(&S, pipe[i]);
