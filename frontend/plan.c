@@ -2070,6 +2070,48 @@ static bool read_data(FeProgram *p, Inst *root, AstStmt *sec, MmTrain *t) {
   return ok;
 }
 
+/* The parallel section the flags give as text (MmPlanFlags.section; mmc
+ * plan --search builds every candidate so): its settings and sub-model
+ * blocks over the file's section. The file's settings of other keys stay,
+ * but not its blocks, nor, when the text has blocks, its whole-model
+ * layout (tp, dp, sp, cp, pp, zero, stages, vpp, placement), nor its
+ * stage list when the text sets pp. NULL after a syntax error (reported
+ * at the text, named "<search plan>"). */
+static AstStmt *flag_section(FeProgram *p, AstStmt *file_sec, const char *text) {
+  char *src = arena_printf(&p->ast, "model SearchPlan {\n  parallel { %s }\n}\n", text);
+  int before = p->d->errors;
+  uint32_t id = diag_add_buffer(p->d, "<search plan>", src, strlen(src));
+  AstFile *f = fe_parse(&p->ast, p->d, id);
+  AstStmt *dup, *sec = NULL;
+  if (p->d->errors == before && f->decls.len == 1)
+    sec = section(f->decls.items[0], "parallel", &dup);
+  if (!sec) {
+    if (p->d->errors == before) diag_error_plain(p->d, "<search plan>: no parallel section");
+    return NULL;
+  }
+  bool blocks = false, pp = false;
+  for (int i = 0; i < sec->body.len; i++) {
+    AstStmt *s = sec->body.items[i];
+    blocks |= s->kind == ST_SECTION;
+    pp |= s->kind == ST_SETTING && !strcmp(s->name, "pp");
+  }
+  static const char *const layout[] = {"tp",   "dp",  "sp",        "cp",    "pp",
+                                       "zero", "vpp", "placement", "stages"};
+  for (int i = 0; file_sec && i < file_sec->body.len; i++) {
+    AstStmt *s = file_sec->body.items[i];
+    if (s->kind != ST_SETTING) continue;
+    bool keep = !(pp && !strcmp(s->name, "stages"));
+    for (int k = 0; keep && blocks && k < (int)(sizeof layout / sizeof *layout); k++)
+      keep = strcmp(s->name, layout[k]) != 0;
+    for (int j = 0; keep && j < sec->body.len; j++) {
+      AstStmt *t = sec->body.items[j];
+      keep = t->kind != ST_SETTING || strcmp(t->name, s->name) != 0;
+    }
+    if (keep) ptrvec_push(&p->ast, &sec->body, s);
+  }
+  return sec;
+}
+
 bool fe_read_sections(FeProgram *p, Inst *root, FeResult *out) {
   MmPlan *pl = &out->plan;
   MmTrain *t = &out->train;
@@ -2084,6 +2126,7 @@ bool fe_read_sections(FeProgram *p, Inst *root, FeResult *out) {
   if (dup) diag_error(p->d, dup->loc, "a model has one train section");
   AstStmt *par = section(dcl, "parallel", &dup);
   if (dup) diag_error(p->d, dup->loc, "a model has one parallel section");
+  if (p->opts.flags.section && !(par = flag_section(p, par, p->opts.flags.section))) return false;
   AstStmt *dat = section(dcl, "data", &dup);
   if (dup) diag_error(p->d, dup->loc, "a model has one data section");
   bool ok = read_train(p, root, tr, t);

@@ -303,6 +303,10 @@ typedef struct MmPlanFlags {
   bool given[MM_SET_COUNT];
   MmPlan plan;
   MmTrain train;
+  /* a parallel section's body as text ("tp = 2; pp = 4; stages = [5, 10,
+   * 10, 7]", or sub-model blocks) over the file's own (mmc plan --search's
+   * candidates; frontend/plan.c flag_section); NULL: none */
+  const char *section;
 } MmPlanFlags;
 void mm_plan_flags_init(MmPlanFlags *f);
 

@@ -420,3 +420,8 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
   }
   return true;
 }
+
+double cost_op_s(const IrModule *m, const MmDevice *d, const IrNode *n) {
+  double fl;
+  return ir_op_is_collective(n->op) ? 0 : op_s(m, d, n, 0, &fl);
+}

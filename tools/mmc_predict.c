@@ -152,9 +152,17 @@ int mmc_calibrate(int argc, char **argv) {
 
 /* One plan: the structure (tp, cp, pp, dp) and the knobs (micro-batches,
  * recompute, ZeRO, vpp, sp), with what it predicts. */
+#define NBLK 2
 typedef struct {
   int tp, pp, cp, dp, zero, rc, mb, vpp, sp;
-  bool ok; /* built, fits, predicted */
+  /* sub-model blocks (nb > 0: tp, dp, sp, zero and pp come from them):
+   * name, tp, dp and recompute each, on the same ranks or separate */
+  int nb, btp[NBLK], bdp[NBLK], brc[NBLK];
+  char bname[NBLK][32];
+  bool sep;
+  char st[1024]; /* the stage list (layer counts), "" for the pipeline pass's own cut */
+  bool keep;     /* the file's own stage list (and so its pp and vpp): the file's plan */
+  bool ok;       /* built, fits, predicted */
   double step_s, mfu, tflops, compute_s, comm_s, bubble_s, opt_s;
   int64_t mem;
 } Cand;
@@ -175,13 +183,21 @@ typedef struct {
   Cand *c;
   int nc, cap;
   int heads_bad; /* the least tp x cp refused for not dividing the heads (0: none) */
+  int split_structs, split_tried; /* pipeline plans whose stage split was searched, splits built */
+  int sub_tried;                  /* per-sub-model plans tried */
+  /* the probe's: the sub-models with a stack (forward order) and their
+   * parameters' elements (the rest: the projector, glue) */
+  int nsub;
+  char sub[NBLK][32];
+  double sub_params[NBLK];
 } Search;
 
 /* by predicted step, what was not predicted last */
 static int cmp_cand(const void *a, const void *b) {
   const Cand *x = a, *y = b;
   if (x->ok != y->ok) return x->ok ? -1 : 1;
-  return x->step_s < y->step_s ? -1 : x->step_s > y->step_s;
+  if (x->step_s != y->step_s) return x->step_s < y->step_s ? -1 : 1;
+  return x->mem < y->mem ? -1 : x->mem > y->mem; /* the same step: the one holding less */
 }
 
 static void drop(Search *S, const char *why) {
@@ -218,36 +234,69 @@ static void reason_of(const char *err, char *out, size_t n) {
   out[k] = 0;
 }
 
-/* The flags of candidate x over the given ones; false when a given flag
- * fixes a setting to another value. */
-static bool flags_of(const Search *S, const Cand *x, MmPlanFlags *f) {
+/* The body of x's parallel section ("tp = 2; pp = 4; ...") into buf:
+ * what the search builds and prints. */
+static void section_text(const Cand *x, char *buf, size_t n) {
+  size_t k = 0;
+#define PUT(...)                                                                                   \
+  if (k < n) k += (size_t)snprintf(buf + k, n - k, __VA_ARGS__)
+  if (x->nb) {
+    if (x->sep) PUT("placement = separate; ");
+    for (int b = 0; b < x->nb; b++)
+      PUT("%s { tp = %d; dp = %d; recompute = %s } ", x->bname[b], x->btp[b], x->bdp[b],
+          mm_recompute_names[x->brc[b]]);
+    PUT("micro_batches = %d", x->mb);
+  } else {
+    if (x->keep) { /* pp and vpp from the file's section, with its stage list */
+      PUT("tp = %d; cp = %d; dp = %d; zero = %d; recompute = %s; micro_batches = %d", x->tp, x->cp,
+          x->dp, x->zero, mm_recompute_names[x->rc], x->mb);
+    } else {
+      PUT("tp = %d; pp = %d; cp = %d; dp = %d; zero = %d; recompute = %s; micro_batches = %d",
+          x->tp, x->pp, x->cp, x->dp, x->zero, mm_recompute_names[x->rc], x->mb);
+    }
+    if (x->vpp > 1 && !x->keep) PUT("; vpp = %d; schedule = interleaved", x->vpp);
+    if (x->sp) PUT("; sp = true");
+    if (x->st[0]) PUT("; stages = %s", x->st);
+  }
+#undef PUT
+}
+
+/* The flags of candidate x over the given ones: its section as text
+ * (into buf) over the file's; false when a given flag fixes a setting to
+ * another value, or a whole-model layout beside sub-model blocks. */
+static bool flags_of(const Search *S, const Cand *x, MmPlanFlags *f, char *buf, size_t n) {
   *f = *S->given;
 #define FIX(ID, field, v)                                                                          \
-  if (!f->given[MM_SET_##ID])                                                                      \
-    f->plan.field = (v), f->given[MM_SET_##ID] = true;                                             \
-  else if (f->plan.field != (v))                                                                   \
-    return false;
-  FIX(TP, tp, x->tp)
-  FIX(PP, pp, x->pp)
-  FIX(CP, cp, x->cp)
-  FIX(DP, dp, x->dp)
-  FIX(ZERO, zero, x->zero)
-  FIX(RECOMPUTE, recompute, (MmRecompute)x->rc)
-  FIX(MICRO_BATCHES, micro_batches, x->mb)
-  FIX(VPP, vpp, x->vpp)
-  FIX(SP, sp, x->sp != 0)
-#undef FIX
-  if (x->vpp > 1 && !f->given[MM_SET_SCHEDULE]) {
-    f->plan.schedule = MM_SCHED_INTERLEAVED;
-    f->given[MM_SET_SCHEDULE] = true;
+  if (f->given[MM_SET_##ID] && f->plan.field != (v)) return false;
+  if (x->nb) {
+    static const int whole[] = {MM_SET_TP, MM_SET_DP,   MM_SET_SP, MM_SET_CP,
+                                MM_SET_PP, MM_SET_ZERO, MM_SET_VPP};
+    for (size_t k = 0; k < sizeof whole / sizeof *whole; k++)
+      if (f->given[whole[k]]) return false;
+    if (f->given[MM_SET_RECOMPUTE]) return false;
+  } else {
+    FIX(TP, tp, x->tp)
+    FIX(PP, pp, x->pp)
+    FIX(CP, cp, x->cp)
+    FIX(DP, dp, x->dp)
+    FIX(ZERO, zero, x->zero)
+    FIX(RECOMPUTE, recompute, (MmRecompute)x->rc)
+    FIX(VPP, vpp, x->vpp)
+    FIX(SP, sp, x->sp != 0)
   }
+  FIX(MICRO_BATCHES, micro_batches, x->mb)
+#undef FIX
+  section_text(x, buf, n);
+  f->section = buf;
   return true;
 }
 
 static bool same(const Cand *x, const Cand *y) {
   return y->tp == x->tp && y->pp == x->pp && y->cp == x->cp && y->dp == x->dp &&
          y->zero == x->zero && y->rc == x->rc && y->mb == x->mb && y->vpp == x->vpp &&
-         y->sp == x->sp;
+         y->sp == x->sp && y->keep == x->keep && y->nb == x->nb && y->sep == x->sep &&
+         !strcmp(y->st, x->st) && !memcmp(y->btp, x->btp, sizeof x->btp) &&
+         !memcmp(y->bdp, x->bdp, sizeof x->bdp) && !memcmp(y->brc, x->brc, sizeof x->brc);
 }
 
 /* x is the better of two: it fits and predicts faster, or it fits and b
@@ -269,9 +318,10 @@ static void evaluate(Search *S, Cand *x, bool rank) {
       return;
     }
   MmPlanFlags f;
-  if (!flags_of(S, x, &f)) return;
+  char text[1536];
+  if (!flags_of(S, x, &f, text, sizeof text)) return;
   S->tried++;
-  if (S->heads_bad && (x->tp * x->cp) % S->heads_bad == 0) {
+  if (!x->nb && S->heads_bad && (x->tp * x->cp) % S->heads_bad == 0) {
     drop(S, "tp x cp is a multiple of one that does not divide the attention heads (not built)");
     return;
   }
@@ -281,7 +331,7 @@ static void evaluate(Search *S, Cand *x, bool rank) {
   if (!m) {
     reason_of(err[0] ? err : "refused", why, sizeof why);
     /* heads a tp (or tp x cp) does not divide, twice that does not either */
-    if (strstr(why, "does not divide the N attention heads")) {
+    if (!x->nb && strstr(why, "does not divide the N attention heads")) {
       int split = x->tp * x->cp;
       if (!S->heads_bad || split < S->heads_bad) S->heads_bad = split;
     }
@@ -329,12 +379,10 @@ static void evaluate(Search *S, Cand *x, bool rank) {
 }
 
 static void print_plan(const Cand *x) {
-  printf("  parallel { tp = %d; pp = %d; cp = %d; dp = %d; zero = %d; recompute = %s; "
-         "micro_batches = %d",
-         x->tp, x->pp, x->cp, x->dp, x->zero, mm_recompute_names[x->rc], x->mb);
-  if (x->vpp > 1) printf("; vpp = %d; schedule = interleaved", x->vpp);
-  if (x->sp) printf("; sp = true");
-  printf(" }\n");
+  char text[1536];
+  section_text(x, text, sizeof text);
+  printf("  parallel { %s }%s\n", text,
+         x->keep ? " (pp, vpp and stages as the file's section gives them)" : "");
 }
 
 static void print_breakdown(const char *label, const Cand *x) {
@@ -383,11 +431,24 @@ static void print_changes(const Cand *b, const Cand *r) {
   CH("vpp", b->vpp, r->vpp)
   CH("sp", b->sp, r->sp)
 #undef CH
+  if ((strcmp(b->st, r->st) || b->keep != r->keep) && b->pp > 1 && n < (int)sizeof buf - 64)
+    n += snprintf(buf + n, sizeof buf - (size_t)n, "%sstages %s -> %s", n ? ", " : "",
+                  r->keep    ? "the file's"
+                  : r->st[0] ? r->st
+                             : "the pipeline pass's cut",
+                  b->keep    ? "the file's"
+                  : b->st[0] ? b->st
+                             : "the pipeline pass's cut");
+  if (b->nb != r->nb && n < (int)sizeof buf - 64)
+    n += snprintf(buf + n, sizeof buf - (size_t)n, "%sa plan per sub-model%s", n ? ", " : "",
+                  b->sep ? " on separate ranks" : "");
   if (b->rc != r->rc && n < (int)sizeof buf - 64)
     n += snprintf(buf + n, sizeof buf - (size_t)n, "%srecompute %s -> %s", n ? ", " : "",
                   mm_recompute_names[r->rc], mm_recompute_names[b->rc]);
   printf("  #1 changes: %s\n", n ? buf : "nothing (it is the file's plan)");
 }
+
+static void probe_subs(Search *S, IrModule *m);
 
 /* Sizes a probe of the model (the flags given, one device) tells: the
  * samples of a step and the parameters' elements. */
@@ -405,8 +466,10 @@ static bool probe(Search *S, int64_t *batch, double *params, int *layers, Cand *
                   .rc = (int)pl->recompute,
                   .mb = pl->micro_batches > 0 ? pl->micro_batches : 1,
                   .vpp = pl->vpp > 0 ? pl->vpp : 1,
-                  .sp = pl->sp};
+                  .sp = pl->sp,
+                  .keep = pl->stages && pl->nstages > 1 && pl->pp > 1 && !pl->nsubplans};
     if (sizes(m, batch, params, layers)) {
+      probe_subs(S, m);
       S->release(S->user, h);
       return true;
     }
@@ -423,6 +486,7 @@ static bool probe(Search *S, int64_t *batch, double *params, int *layers, Cand *
   err[0] = 0;
   m = S->build(S->user, &f, &h, err, sizeof err);
   bool ok = m && sizes(m, batch, params, layers);
+  if (ok) probe_subs(S, m);
   if (!m) fprintf(stderr, "mmc: error: --search: the model on one device: %s", err);
   S->release(S->user, h);
   return ok;
@@ -434,6 +498,350 @@ static bool probe(Search *S, int64_t *batch, double *params, int *layers, Cand *
 static double state_bound(double params, const Cand *x, int z) {
   double per = params / ((double)x->tp * x->pp);
   return z == 3 ? 16 * per / x->dp : z == 1 ? (8 + 8.0 / x->dp) * per : 16 * per;
+}
+
+/* The probe's sub-models: the top-level instances holding a stack, in
+ * the forward's order, and their parameters' elements (nsub 0 when not
+ * exactly NBLK). */
+static void probe_subs(Search *S, IrModule *m) {
+  IrFunc *t = ir_module_func(m, "train");
+  S->nsub = 0;
+  int n = 0;
+  char names[8][32];
+  for (int i = 0; t && i < t->nodes.len; i++) {
+    const IrNode *nd = t->nodes.items[i];
+    if (nd->group < 0 || nd->group >= m->groups.len) continue;
+    const char *g = ((IrGroup *)m->groups.items[nd->group])->name, *dot = strchr(g, '.');
+    if (!dot || dot - g >= 31) continue;
+    bool seen = false;
+    for (int k = 0; k < n; k++) seen |= !strncmp(names[k], g, (size_t)(dot - g) + 1);
+    if (seen) continue;
+    if (n == 8) return;
+    snprintf(names[n++], sizeof names[0], "%.*s.", (int)(dot - g), g);
+  }
+  if (n != NBLK) return;
+  for (int k = 0; k < n; k++) {
+    snprintf(S->sub[k], sizeof S->sub[k], "%.*s", (int)strlen(names[k]) - 1, names[k]);
+    S->sub_params[k] = 0;
+    for (int i = 0; i < m->params.len; i++) {
+      const IrValue *v = m->params.items[i];
+      if (!strncmp(v->name, names[k], strlen(names[k])))
+        S->sub_params[k] += (double)ir_numel(&v->shape);
+    }
+  }
+  S->nsub = n;
+}
+
+/* The least a rank holds of the parameters, gradients and AdamW state
+ * (16 bytes an element: no ZeRO beside sub-model blocks) under x's blocks. */
+static double sub_bound(const Search *S, const Cand *x, double params) {
+  double rest = params - S->sub_params[0] - S->sub_params[1];
+  if (x->sep) {
+    double a = S->sub_params[0] / x->btp[0], b = (S->sub_params[1] + rest) / x->btp[1];
+    return 16 * (a > b ? a : b);
+  }
+  return 16 * (S->sub_params[0] / x->btp[0] + S->sub_params[1] / x->btp[1] + rest / x->tp);
+}
+
+/* Builds the per-sub-model candidate x after the checks that need no
+ * building; false when dropped. */
+static bool sub_try(Search *S, Cand *x, int64_t B, double params) {
+  int D = x->bdp[0] > x->bdp[1] ? x->bdp[0] : x->bdp[1];
+  if (x->mb < 1 || B % x->mb || (B / x->mb) % D) {
+    S->tried++, S->sub_tried++;
+    drop(S, "sub-model blocks: a block's dp does not divide the micro-batch (before building)");
+    return false;
+  }
+  if (sub_bound(S, x, params) > S->d->mem_gb * 1e9) {
+    S->tried++, S->sub_tried++;
+    drop(S, "sub-model blocks: does not fit the device's memory (parameters and optimizer state "
+            "alone, no ZeRO beside blocks, before building)");
+    return false;
+  }
+  int before = S->tried;
+  evaluate(S, x, true);
+  S->sub_tried += S->tried - before;
+  return x->ok;
+}
+
+/* Per-sub-model plans (docs/subplans.md): colocated, one block at tp = 1
+ * and the other at the mesh's tp = T (every block's tp x dp the devices);
+ * separate, each block on half the devices (or the first on one rank
+ * before the second's tp on the rest); recompute full in each block and
+ * one sample a rank of the largest dp a micro-batch; then the best one's
+ * recompute per block and micro-batch size refined. */
+static void search_subplans(Search *S, int devices, int64_t B, double params) {
+  if (S->nsub != NBLK) return;
+  static const int rcs[] = {MM_RECOMPUTE_FULL, MM_RECOMPUTE_SELECTIVE, MM_RECOMPUTE_NONE};
+  Cand base = {.nb = NBLK, .cp = 1, .vpp = 1, .rc = MM_RECOMPUTE_FULL};
+  for (int b = 0; b < NBLK; b++) {
+    snprintf(base.bname[b], sizeof base.bname[b], "%s", S->sub[b]);
+    base.brc[b] = MM_RECOMPUTE_FULL;
+  }
+  Cand best = {0};
+  bool have = false;
+  int dpn = S->d->devices_per_node;
+  for (int T = 2; T <= dpn && T <= devices; T *= 2) /* colocated */
+    for (int one = 0; one < NBLK && devices % T == 0; one++) {
+      Cand x = base;
+      x.tp = T, x.dp = devices / T, x.pp = 1;
+      for (int b = 0; b < NBLK; b++) x.btp[b] = b == one ? 1 : T, x.bdp[b] = devices / x.btp[b];
+      x.mb = (int)(B / devices > 0 && B % devices == 0 ? B / devices : 1);
+      if (sub_try(S, &x, B, params) && (!have || better(&x, &best))) best = x, have = true;
+    }
+  for (int t0 = 1; devices % 2 == 0 && t0 <= dpn && t0 <= devices / 2; t0 *= 2) /* separate */
+    for (int t1 = 1; t1 <= dpn && t1 <= devices / 2; t1 *= 2) {
+      int half = devices / 2;
+      if (half % t0 || half % t1) continue;
+      Cand x = base;
+      x.sep = true, x.pp = 2, x.tp = t0 > t1 ? t0 : t1, x.dp = half / x.tp;
+      x.btp[0] = t0, x.bdp[0] = half / t0, x.btp[1] = t1, x.bdp[1] = half / t1;
+      int D = x.bdp[0] > x.bdp[1] ? x.bdp[0] : x.bdp[1];
+      x.mb = B % D == 0 && B / D >= 2 ? (int)(B / D) : 2;
+      if (sub_try(S, &x, B, params) && (!have || better(&x, &best))) best = x, have = true;
+    }
+  if (devices > 2 && ((devices - 1) & (devices - 2)) == 0 && devices - 1 <= dpn) {
+    Cand x = base; /* the first block on one rank, the second's tp on the rest */
+    x.sep = true, x.pp = 2, x.tp = devices - 1, x.dp = 1;
+    x.btp[0] = 1, x.bdp[0] = 1, x.btp[1] = devices - 1, x.bdp[1] = 1;
+    x.mb = B >= 2 ? (int)B : 2;
+    if (sub_try(S, &x, B, params) && (!have || better(&x, &best))) best = x, have = true;
+  }
+  if (!have) return;
+  for (int sweep = 0; sweep < 2; sweep++) {
+    Cand start = best;
+    for (int b = 0; b < NBLK; b++)
+      for (int r = 0; r < 3; r++) {
+        Cand x = best;
+        x.brc[b] = rcs[r];
+        if (sub_try(S, &x, B, params) && better(&x, &best)) best = x;
+      }
+    int D = best.bdp[0] > best.bdp[1] ? best.bdp[0] : best.bdp[1];
+    for (int k = 1; k <= 8; k *= 2) {
+      Cand x = best;
+      if (B % ((int64_t)D * k)) continue;
+      x.mb = (int)(B / ((int64_t)D * k));
+      if (x.mb < (x.sep ? 2 : 1)) continue;
+      if (sub_try(S, &x, B, params) && better(&x, &best)) best = x;
+    }
+    if (!memcmp(&start, &best, sizeof best)) break;
+  }
+}
+
+/* ---- stage splits (docs/planner.md "Stage splits") ---- */
+
+/* A pipeline plan's stack layers in the forward's order, each with the
+ * time the prediction charges a micro-batch of it (forward, backward and
+ * recompute) and the ops around it (an embedding's with the first layer
+ * after it, a head's and loss's with the last before it), and the stage
+ * the plan puts it on. */
+#define MAXU 1024
+#define MAXG 8
+typedef struct {
+  int n, S, ng;
+  int grp[MAXU], stage[MAXU];
+  double w[MAXU];
+  char gname[MAXG][64]; /* the stacks, e.g. "vision.blocks" */
+  int gid[MAXG];        /* their IrModule group index */
+  int allg;             /* the module's groups */
+} Units;
+
+static int unit_of(Units *u, int *key, int g, int l, int maxl) {
+  for (int k = 0; k < u->n; k++)
+    if (key[k] == g * maxl + l) return k;
+  return -1;
+}
+
+/* Builds x and reads its units; false when x has no pipeline, more
+ * layers or stacks than counted here, or does not build. */
+static bool split_units(Search *S, const Cand *x, Units *u) {
+  MmPlanFlags f;
+  char text[1536], err[512] = "";
+  memset(u, 0, sizeof *u);
+  if (x->pp < 2 || x->nb || !flags_of(S, x, &f, text, sizeof text)) return false;
+  void *h = NULL;
+  IrModule *m = S->build(S->user, &f, &h, err, sizeof err);
+  IrFunc *t = m ? ir_module_func(m, "train") : NULL;
+  bool ok = t != NULL && m->groups.len <= MAXG;
+  static int key[MAXU];
+  int maxl = 1;
+  for (int g = 0; ok && g < m->groups.len; g++) {
+    IrGroup *gr = m->groups.items[g];
+    if (gr->nlayers > maxl) maxl = gr->nlayers;
+  }
+  double pre = 0; /* forward ops before the first layer */
+  int cur = -1;
+  bool back = false;
+  for (int i = 0; ok && i < t->nodes.len; i++) {
+    const IrNode *n = t->nodes.items[i];
+    if (n->pp_part == IR_PP_U || n->pp_part == IR_PP_NONE) continue;
+    if (!back && n->pp_part != IR_PP_F) back = true, cur = -1;
+    double c = cost_op_s(m, S->d, n);
+    int k = -1;
+    if (n->group >= 0 && n->layer >= 0) {
+      k = unit_of(u, key, n->group, n->layer, maxl);
+      if (k < 0 && !back) {
+        if (u->n == MAXU) {
+          ok = false;
+          break;
+        }
+        k = u->n++;
+        key[k] = n->group * maxl + n->layer;
+        u->grp[k] = n->group, u->stage[k] = n->pp_stage;
+        if (k == 0) u->w[0] += pre;
+      }
+    }
+    if (k >= 0)
+      cur = k;
+    else if (cur < 0 && !back) {
+      pre += c;
+      continue;
+    } else if (cur < 0)
+      cur = u->n - 1; /* the head's backward: the last layer's stage */
+    if (cur >= 0) u->w[cur] += c;
+  }
+  ok = ok && u->n > 0;
+  if (ok) {
+    u->S = m->plan.pp * (m->plan.vpp > 0 ? m->plan.vpp : 1);
+    u->allg = m->groups.len;
+    for (int k = 0; k < u->n; k++) {
+      int g = -1;
+      for (int j = 0; j < u->ng; j++)
+        if (u->gid[j] == u->grp[k]) g = j;
+      if (g < 0) {
+        g = u->ng++;
+        u->gid[g] = u->grp[k];
+        snprintf(u->gname[g], sizeof u->gname[g], "%s",
+                 ((IrGroup *)m->groups.items[u->grp[k]])->name);
+      }
+      u->grp[k] = g;
+    }
+    ok = u->n >= u->S;
+  }
+  S->release(S->user, h);
+  return ok;
+}
+
+/* The layer counts of cut (units a stage) as a stage list: [n0, n1, ...]
+ * for one stack, by_module(sub = [...], ...) per sub-model's stack. */
+static bool split_text(const Units *u, const int *cut, char *buf, size_t n) {
+  size_t k = 0;
+  bool one = u->ng == 1 && u->allg == 1;
+  if (!one) {
+    for (int g = 0; g < u->ng; g++) {
+      const char *dot = strchr(u->gname[g], '.');
+      if (!dot) return false;
+      for (int h = 0; h < g; h++)
+        if (!strncmp(u->gname[h], u->gname[g], (size_t)(dot - u->gname[g]) + 1)) return false;
+    }
+    k += (size_t)snprintf(buf + k, n - k, "by_module(");
+  }
+  for (int g = 0; g < u->ng && k < n; g++) {
+    if (!one) {
+      const char *dot = strchr(u->gname[g], '.');
+      k += (size_t)snprintf(buf + k, n - k, "%s%.*s = ", g ? ", " : "", (int)(dot - u->gname[g]),
+                            u->gname[g]);
+    }
+    int at = 0;
+    for (int s = 0; s < u->S && k < n; s++) {
+      int c = 0;
+      for (int j = 0; j < cut[s]; j++) c += u->grp[at + j] == g;
+      at += cut[s];
+      k += (size_t)snprintf(buf + k, n - k, "%s%d%s", s ? ", " : "[", c, s + 1 == u->S ? "]" : "");
+    }
+  }
+  if (!one && k < n) k += (size_t)snprintf(buf + k, n - k, ")");
+  return k + 1 < n;
+}
+
+/* The units cut into S runs of the least largest time (a run at least one
+ * unit): cut[s] units each. */
+static void balance(const Units *u, int *cut) {
+  int n = u->n, S = u->S;
+  double *pre = calloc((size_t)n + 1, sizeof *pre), *best = malloc(sizeof(double) * (n + 1) * S);
+  int *from = malloc(sizeof(int) * (size_t)(n + 1) * S);
+  if (!pre || !best || !from) {
+    free(pre), free(best), free(from);
+    for (int s = 0; s < S; s++) cut[s] = n / S + (s < n % S);
+    return;
+  }
+  for (int i = 0; i < n; i++) pre[i + 1] = pre[i] + u->w[i];
+  /* best[s * (n + 1) + i]: the first i units in s + 1 runs */
+  for (int s = 0; s < S; s++)
+    for (int i = 0; i <= n; i++) {
+      double b = 1e300;
+      int fb = -1;
+      if (s == 0) {
+        if (i >= 1) b = pre[i], fb = 0;
+      } else
+        for (int j = s; j < i; j++) {
+          double v = best[(s - 1) * (n + 1) + j], r = pre[i] - pre[j];
+          if (v < r) v = r;
+          if (v < b) b = v, fb = j;
+        }
+      best[s * (n + 1) + i] = b, from[s * (n + 1) + i] = fb;
+    }
+  int i = n;
+  for (int s = S - 1; s >= 0; s--) {
+    int j = s ? from[s * (n + 1) + i] : 0;
+    cut[s] = i - j;
+    i = j;
+  }
+  free(pre), free(best), free(from);
+}
+
+/* x with the stage list cut; false when it cannot be written. */
+static bool with_cut(const Units *u, const Cand *b, const int *cut, Cand *x) {
+  *x = *b;
+  return split_text(u, cut, x->st, sizeof x->st);
+}
+
+/* b's stage split searched: the stages balanced by predicted time, then
+ * one layer at a time off or onto the first and the last stage while that
+ * predicts faster. Returns the best plan found (b itself when none). */
+static Cand refine_split(Search *S, Cand b) {
+  Units *u = malloc(sizeof *u);
+  if (!u || !split_units(S, &b, u)) {
+    free(u);
+    return b;
+  }
+  S->split_structs++;
+  int *cur = calloc((size_t)u->S, sizeof *cur), *t = calloc((size_t)u->S, sizeof *t);
+  for (int k = 0; k < u->n; k++)
+    if (u->stage[k] >= 0 && u->stage[k] < u->S) cur[u->stage[k]]++;
+  int sum = 0;
+  for (int s = 0; s < u->S; s++) sum += cur[s] > 0 ? cur[s] : 0;
+  bool have = sum == u->n;
+  for (int s = 0; s < u->S; s++) have &= cur[s] > 0;
+  Cand x;
+  balance(u, t);
+  if ((!have || memcmp(t, cur, sizeof *t * (size_t)u->S)) && with_cut(u, &b, t, &x)) {
+    evaluate(S, &x, true);
+    S->split_tried++;
+    if (better(&x, &b)) b = x, memcpy(cur, t, sizeof *t * (size_t)u->S), have = true;
+  }
+  /* one layer off (d = -1) or onto (+1) the first (e = 0) or the last stage */
+  int last = -1; /* the move that last helped: e * 2 + (d > 0) */
+  for (int round = 0; have && round < 4 && u->S > 1; round++) {
+    int kept = -1;
+    Cand rb = b;
+    for (int mv = 0; mv < 4; mv++) {
+      if (round > 0 && mv != last) continue;
+      int e = mv / 2, d = mv % 2 ? 1 : -1, s0 = e ? u->S - 1 : 0, s1 = e ? u->S - 2 : 1;
+      memcpy(t, cur, sizeof *t * (size_t)u->S);
+      t[s0] += d, t[s1] -= d;
+      if (t[s0] < 1 || t[s1] < 1 || !with_cut(u, &b, t, &x)) continue;
+      evaluate(S, &x, true);
+      S->split_tried++;
+      if (better(&x, &rb)) rb = x, kept = mv;
+    }
+    if (kept < 0) break;
+    int e = kept / 2, d = kept % 2 ? 1 : -1;
+    cur[e ? u->S - 1 : 0] += d, cur[e ? u->S - 2 : 1] -= d;
+    b = rb, last = kept;
+  }
+  free(cur), free(t), free(u);
+  return b;
 }
 
 int mmc_search(const MmDevice *d, int devices, const MmPlanFlags *given, MmcBuildFn build,
@@ -459,6 +867,7 @@ int mmc_search(const MmDevice *d, int devices, const MmPlanFlags *given, MmcBuil
       if (pp > 1 && layers > 0 && pp > layers && !given->given[MM_SET_PP]) continue;
       Cand x = {.tp = tp, .cp = cp, .pp = pp, .dp = devices / (tp * cp * pp), .vpp = 1};
       MmPlanFlags f;
+      char text[1536];
       x.zero = given->given[MM_SET_ZERO] ? given->plan.zero : x.dp > 1;
       x.rc = given->given[MM_SET_RECOMPUTE] ? (int)given->plan.recompute : MM_RECOMPUTE_FULL;
       x.mb = given->given[MM_SET_MICRO_BATCHES] ? given->plan.micro_batches
@@ -467,7 +876,7 @@ int mmc_search(const MmDevice *d, int devices, const MmPlanFlags *given, MmcBuil
       if (pp > 1 && x.mb < pp && !given->given[MM_SET_MICRO_BATCHES]) x.mb = pp;
       if (given->given[MM_SET_SP]) x.sp = given->plan.sp;
       if (given->given[MM_SET_VPP]) x.vpp = given->plan.vpp;
-      if (!flags_of(&S, &x, &f)) continue;
+      if (!flags_of(&S, &x, &f, text, sizeof text)) continue;
       nst++;
       if (B % x.dp) {
         S.tried++, pre++;
@@ -539,7 +948,7 @@ int mmc_search(const MmDevice *d, int devices, const MmPlanFlags *given, MmcBuil
         evaluate(&S, &x, true);
         if (better(&x, &b)) b = x;
       }
-      for (int v = 2; v <= 4 && b.pp > 1; v *= 2) {
+      for (int v = 2; v <= 4 && b.pp > 1 && !b.keep; v *= 2) {
         Cand x = b;
         x.vpp = v;
         evaluate(&S, &x, true);
@@ -562,12 +971,42 @@ int mmc_search(const MmDevice *d, int devices, const MmPlanFlags *given, MmcBuil
       if (!memcmp(&start, &b, sizeof b)) break;
     }
   }
+  /* 4. the stage splits of the best two pipeline plans (the second within
+   * 10% of the first) */
+  qsort(S.c, (size_t)S.nc, sizeof *S.c, cmp_cand);
+  Cand pipe[2];
+  int npipe = 0;
+  for (int i = 0; i < S.nc && npipe < 2 && S.c[i].ok; i++)
+    if (S.c[i].pp > 1 && !S.c[i].st[0] && !S.c[i].nb && !S.c[i].keep &&
+        (!npipe ||
+         (S.c[i].step_s < 1.1 * pipe[0].step_s &&
+          (S.c[i].pp != pipe[0].pp || S.c[i].vpp != pipe[0].vpp || S.c[i].tp != pipe[0].tp))))
+      pipe[npipe++] = S.c[i];
+  /* none fits: the pipeline plan that came closest (a split moves memory too) */
+  for (int i = 0; i < S.nc && !npipe && !(S.nc && S.c[0].ok); i++)
+    if (S.c[i].pp > 1 && !S.c[i].nb && !S.c[i].keep && S.c[i].mem > 0) {
+      int k = i;
+      for (int j = i + 1; j < S.nc; j++)
+        if (S.c[j].pp > 1 && !S.c[j].nb && !S.c[j].keep && S.c[j].mem > 0 &&
+            S.c[j].mem < S.c[k].mem)
+          k = j;
+      pipe[npipe++] = S.c[k];
+    }
+  for (int i = 0; i < npipe; i++) refine_split(&S, pipe[i]);
+  /* 5. a plan per sub-model, ranked beside the uniform ones */
+  search_subplans(&S, devices, B, params);
   qsort(S.c, (size_t)S.nc, sizeof *S.c, cmp_cand);
   int nc = 0;
   while (nc < S.nc && S.c[nc].ok) nc++;
   printf("search on %d x %s: %d plans tried (%d structures, %d of them dropped before "
          "building), %d ranked, %d dropped\n",
          devices, d->name, S.tried, nst, pre, nc, S.tried - nc);
+  if (S.sub_tried)
+    printf("  per-sub-model plans: %d tried (%s and %s blocks, colocated and separate)\n",
+           S.sub_tried, S.sub[0], S.sub[1]);
+  if (S.split_structs)
+    printf("  stage splits: %d tried for %d pipeline plan%s\n", S.split_tried, S.split_structs,
+           S.split_structs == 1 ? "" : "s");
   for (int i = 0; i < S.ndrop; i++) printf("  dropped %4d: %s\n", S.drops[i].n, S.drops[i].why);
   for (int i = 0; i < nc && i < top; i++) {
     const Cand *x = &S.c[i];
@@ -577,6 +1016,17 @@ int mmc_search(const MmDevice *d, int devices, const MmPlanFlags *given, MmcBuil
            (double)x->mem / 1e9);
     print_plan(x);
   }
+  bool shown = false;
+  for (int i = 0; i < nc && i < top; i++) shown |= S.c[i].nb > 0;
+  for (int i = top; i < nc && !shown; i++)
+    if (S.c[i].nb) { /* the best per-sub-model plan, when not printed above */
+      printf("#%d (the best plan per sub-model)  step %.6g s (%.3gx the best), MFU %.1f%%, memory "
+             "%.3f GB per rank\n",
+             i + 1, S.c[i].step_s, S.c[i].step_s / S.c[0].step_s, 100 * S.c[i].mfu,
+             (double)S.c[i].mem / 1e9);
+      print_plan(&S.c[i]);
+      break;
+    }
   if (nc && have_ref) {
     const Cand *b = &S.c[0];
     int at = -1;
