@@ -104,6 +104,7 @@ typedef struct CgMb {
   const IrValue **xfer;
   int nxfer;
   int64_t *route;                /* [nxfer][2]: from, to (3 s + q) */
+  int64_t *xfer_how;             /* [nxfer]: the descriptor's pp_xfer_how */
   int64_t *accum_stage;          /* [naccum] */
   int64_t *sched;                /* each rank's actions in turn, [][3]: MMRT_PP_* kind, stage, mb */
   int sched_n[MMRT_PP_MAXRANKS]; /* rank r's actions */
