@@ -563,8 +563,9 @@ static uint64_t *pp_train_ranks(const IrModule *m, const IrFunc *f, const PpAssi
  *     from the working set before the rank's next part);
  *   - on a rank whose first touch reads it (a receiver), from the start of
  *     that part, which receives it, to its last reader there.
- * What the pp_stage rules send per rank of @train's nodes, the parts' node
- * ranges and the ranges per rank: filled here for each transfer (xf[b]). */
+ * pp_transfers finds them (xf[b]), the parts' node ranges and each
+ * transfer's first and last touch per rank; pp_transfer_place sets its
+ * ranges and arena. */
 static int *g_pfirst, *g_plast; /* per part 3 s + q: its first and last node */
 
 static int part_fn(const PpAssign *pa, int i) {
@@ -634,9 +635,10 @@ static bool *pp_transfers(FPlan *p, const IrFunc *f, const PpAssign *pa, const u
  * forward part touches it (an output gradient received, an input gradient
  * sent); and when it is summed over the micro-batches (pp_summed_xfers).
  * Else the slot, where what an I part sends keeps its room to the end of
- * its stage's W (one action runs both). One the trainer sends without waiting before the
- * sender's next parts (pp_xfer_unwaited: a W part receives it) keeps its
- * room on the senders to the end of the stages' parts (last_part). */
+ * its stage's W (one action runs both). One the trainer sends without
+ * waiting before the sender's next parts (pp_xfer_unwaited: a W part
+ * receives it) keeps its room on the senders to the end of the stages'
+ * parts (last_part). */
 static void pp_transfer_place(FPlan *p, const PpAssign *pa, int b, const bool *whole_b,
                               bool update_reads, bool summed, int last_part, int P, int sched) {
   Buf *x = &p->bufs[b];
