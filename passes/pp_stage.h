@@ -11,7 +11,8 @@
  * Forward nodes (before the gradient seed): the largest of the stage of
  * their layer, of the staged parameters they read and of the producers of
  * their operands (so activations only flow to later stages); 0 when none
- * says. Backward nodes: the smallest of the stages of the backward values
+ * says; but a forward node that reads parameters only (a bf16 cast of a
+ * tied embedding for the head) runs on the first stage that reads it. Backward nodes: the smallest of the stages of the backward values
  * they read and of their layer, so gradients only flow to earlier stages
  * (a staged parameter read does not pull one earlier: the head's input
  * gradient reads GPT-2's tied embedding of stage 0 and stays on the head's
