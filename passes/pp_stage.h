@@ -12,8 +12,9 @@
  * their layer, of the staged parameters they read and of the producers of
  * their operands (so activations only flow to later stages); 0 when none
  * says; but a forward node that reads parameters only (a bf16 cast of a
- * tied embedding for the head) runs on the first stage that reads it. Backward nodes: the smallest of the stages of the backward values
- * they read and of their layer, so gradients only flow to earlier stages
+ * tied embedding for the head) runs on the first stage that reads it.
+ * Backward nodes: the smallest of the stages of the backward values they
+ * read and of their layer, so gradients only flow to earlier stages
  * (a staged parameter read does not pull one earlier: the head's input
  * gradient reads GPT-2's tied embedding of stage 0 and stays on the head's
  * stage); the node that makes a staged parameter's gradient goes to the
