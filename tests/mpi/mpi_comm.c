@@ -331,6 +331,13 @@ START_TEST(bf16_sum_rounding) {
       snprintf(what, sizeof what, "bf16 all_reduce mesh %s axis %s (%d members)",
                plan_name(plans[pi]), mmrt_axis_name(ax), m.size[ax]);
       check_bf16_sum(out, exact, mag, N, m.size[ax], what);
+      /* every member has the same bits (a tp group's replicated activations
+       * must not drift apart): each checks that the members' checksums sum
+       * to its own times their count, so all equal the mean */
+      float mine = 0, sum;
+      for (int i = 0; i < N; i++) mine = (float)(((uint32_t)mine * 31u + out[i]) % 65521u);
+      EXPECT_OK(mmrt_all_reduce(&m, ax, &mine, &sum, 1, MMRT_F32), &m);
+      EXPECT(sum == mine * (float)m.size[ax], "%s: the members' results differ", what);
       /* reduce_scatter along dim 1 of [3, 8, 5]: this rank's rows */
       int64_t lo, len;
       mmrt_split_range(8, m.size[ax], m.coord[ax], &lo, &len);
