@@ -14,11 +14,7 @@
 #   - a pipeline shows a bubble; --devices sets dp.
 set -uo pipefail
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0
-bad() { echo "FAIL: $*"; fail=$((fail+1)); }
-PY=/usr/bin/python3
+plain_script
 
 # ---- the parser: bad files refused by name and line ----
 good() { # the ideal device
@@ -135,7 +131,7 @@ sys.exit(0 if b['bubble_s'] > 0 and p['devices'] == 2 else 1)" || bad "pp: no bu
 grep -q "not a multiple of tp \* cp \* pp = 2" "$T/e" || { bad "--devices 3: message"; cat "$T/e"; }
 "$MMC" compile "$G" --model GPT2Tiny --device "$T/ideal.dev" -o "$T/tr" || bad "compile --device"
 (cd "$T" && ./tr --steps 6 --eval-batches 1 > /dev/null 2> "$T/run.err") || { bad "trainer"; tail -3 "$T/run.err"; }
-want=$("$MMC" plan "$G" --model GPT2Tiny --device "$T/ideal.dev" --json | $PY -c "import json,sys; print('%.6g' % json.load(sys.stdin)['predicted']['step_s'])")
+want=$("$MMC" plan "$G" --model GPT2Tiny --device "$T/ideal.dev" --json | predicted_step)
 grep -q "step time: measured median .* s over 4 steps, predicted $want s on ideal" "$T/run.err" ||
   { bad "the trainer's step-time line (predicted $want)"; grep "step time" "$T/run.err"; }
 
@@ -213,8 +209,7 @@ assert m, "the best plan has vpp or sp (this check replays tp..micro_batches onl
 print("--tp %s --pp %s --cp %s --dp %s --zero %s --recompute %s --micro-batches %s %s" % (m.groups() + (steps[0],)))
 PY
 read -r -a best < "$T/flags"
-alone=$("$MMC" plan "$G" --model GPT2Tiny --device "$T/ideal.dev" --json "${best[@]:0:14}" |
-        $PY -c "import json,sys; print('%.6g' % json.load(sys.stdin)['predicted']['step_s'])")
+alone=$("$MMC" plan "$G" --model GPT2Tiny --device "$T/ideal.dev" --json "${best[@]:0:14}" | predicted_step)
 [ "$alone" = "${best[14]}" ] || bad "--search's best (${best[*]}) alone predicts $alone"
 "$MMC" plan "$G" --model GPT2Tiny --device a100 --search > /dev/null 2>&1 && bad "--search without --devices accepted"
 
