@@ -11,7 +11,14 @@
 #     consistent (step = compute + exposed comm + bubble + optimizer; dp = 2
 #     halves the compute and adds the all-reduce's alpha-beta time);
 #   - --json carries predicted.{step_s, tflops_per_device, mfu, breakdown};
-#   - a pipeline shows a bubble; --devices sets dp.
+#   - a pipeline shows a bubble; --devices sets dp;
+#   - on a device of fixed costs only (every rate infinite): each op kind's
+#     time is its calls x its key (products, convolutions, attention with
+#     its scores, the rest), the calls counted from the IR and from the
+#     trainer's --profile (the merged calls of ir/ir_merge.h: a linear with
+#     bias is one call, AdamW's tensors one call); ring attention's exposed
+#     K/V shift; --detail's table;
+#   - --search ranks, explains and replays; mmc calibrate writes a file.
 set -uo pipefail
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
 plain_script
@@ -288,6 +295,9 @@ alone=$("$MMC" plan "$G" --model GPT2Tiny --device "$T/ideal.dev" --json "${best
 if [ "$SAN" = 0 ]; then
   "$MMC" calibrate --quick -o "$T/cpu.dev" 2> "$T/e" || { bad "calibrate"; cat "$T/e"; }
   grep -q "^fp32_tflops" "$T/cpu.dev" || bad "calibrate: no fp32_tflops"
+  # a convolution's fixed time measured, no less than an op's (calibrate's floor)
+  awk '$2 == "=" { v[$1] = $3 } END { exit !("conv_overhead_us" in v && v["conv_overhead_us"] + 0 >= v["op_overhead_us"] + 0) }' \
+    "$T/cpu.dev" || bad "calibrate: no conv_overhead_us of at least op_overhead_us"
   "$MMC" plan "$T/m.mm" --device "$T/cpu.dev" > /dev/null 2> "$T/e" || { bad "the calibrated file refused"; cat "$T/e"; }
 fi
 "$MMC" calibrate --bogus > /dev/null 2> "$T/e" && bad "calibrate --bogus accepted"
