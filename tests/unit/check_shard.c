@@ -45,9 +45,10 @@ static void msgs_open(Diag *d, char **buf, size_t *len) {
   d->out = open_memstream(buf, len);
 }
 
-static void msgs_close(Diag *d, char *buf) {
+/* buf read after fclose, which writes it */
+static void msgs_close(Diag *d, char **buf) {
   fclose(d->out);
-  free(buf);
+  free(*buf);
   diag_free(d);
 }
 
@@ -73,7 +74,7 @@ static void t_init(T *t) {
 
 static void t_free(T *t) {
   ir_module_free(t->m);
-  msgs_close(&t->d, t->dbuf);
+  msgs_close(&t->d, &t->dbuf);
 }
 
 static IrValue *input(T *t, const char *name, IrDType dt, IrShape s, IrPlacement tp) {
@@ -582,7 +583,7 @@ static IrModule *parse_ok(Parsed *p, const char *file, const char *text) {
 }
 
 static void parsed_free(Parsed *p) {
-  msgs_close(&p->d, p->buf);
+  msgs_close(&p->d, &p->buf);
 }
 
 START_TEST(test_text_roundtrip) {
@@ -677,7 +678,7 @@ static void run_model(Run *x, const char *path, const char *text, const char *mo
 static void run_free(Run *x) {
   if (x->r.ir) ir_module_free(x->r.ir);
   fe_free(x->p);
-  msgs_close(&x->d, x->dbuf);
+  msgs_close(&x->d, &x->dbuf);
 }
 
 static MmPlanFlags flags(int tp, int dp, bool sp, int zero) {
