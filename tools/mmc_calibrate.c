@@ -296,10 +296,16 @@ int main(int argc, char **argv) {
   d.matmul_overhead_us = fmax(d.op_overhead_us, mo / 3 * 1e6);
   /* a convolution's fixed time: a small one's three kernels (2 x 8 x 16 x
    * 16, as a small model's) less their FLOPs at the rate a larger one's
-   * (4 x 32 x 32 x 32) adds over it, a third of it a call */
+   * (4 x 32 x 32 x 32) adds over it, a third of it a call. Both on one
+   * thread, as the trainer runs a small convolution (codegen's small ops,
+   * under 2^20 FLOPs: mmrt_threads_small), which also keeps the figure
+   * steady on a busy machine (a parallel region's join there can wait a
+   * time slice for a descheduled thread) */
   double cts, cfs, ctl, cfl;
+  mmrt_threads_small(1);
   conv_times(2, 8, 16, 201, &cts, &cfs);
   conv_times(4, 32, quick ? 16 : 32, reps, &ctl, &cfl);
+  mmrt_threads_small(0);
   double crate = ctl > cts ? (cfl - cfs) / (ctl - cts) : d.fp32_tflops * 1e12;
   d.conv_overhead_us = fmax(d.op_overhead_us, (cts - cfs / crate) / 3 * 1e6);
   /* memory: what this rank may use of the machine's */
