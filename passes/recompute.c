@@ -6,7 +6,9 @@
  *   block N    the same for the first N layers of each stack;
  *   selective  the attention core: each `attention` node (QKᵀ, softmax and
  *              ·V in one op: its out and lse) and the views of its results;
- *              a unit is the layer holding it.
+ *              a unit is the layer holding it;
+ * and under each of them a stack layer's bf16 weight casts (in the layer's
+ * unit, never kept: see param_cast).
  * A value made in R that a node of another unit of R reads is kept (under
  * full and block: that any forward node outside its unit reads, so a
  * layer's output, the next layer's or the final norm's input, stays), as is
