@@ -19,7 +19,7 @@ set -uo pipefail
 S="$MMC_SOURCE_DIR/stdlib_models"
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
 mpi_script
-N=3; [ "$SAN" = 1 ] && N=2
+N=2
 
 cat > "$T/off.mm" <<'MM'
 import "gpt2.mm"
