@@ -1500,8 +1500,9 @@ static bool check_plan(FeProgram *p, MmPlan *pl, SrcLoc model_loc) {
   }
   /* pp_scatter changes the pipeline's transfers between tp groups: set
    * where there are none (or separate placement's, which it leaves whole),
-   * it would do nothing */
-  if (pl->loc[MM_SET_PP_SCATTER].file &&
+   * it would do nothing; a search's candidate (flags.section) keeps the
+   * file's where it applies */
+  if (pl->loc[MM_SET_PP_SCATTER].file && !p->opts.flags.section &&
       (pl->pp <= 1 || pl->tp <= 1 || pl->placement == MM_PLACE_SEPARATE || pl->nsubplans > 0)) {
     diag_error(p->d, pl->loc[MM_SET_PP_SCATTER],
                "pp_scatter splits the pipeline's transfers over tp: it needs pp > 1 and tp > 1 "
