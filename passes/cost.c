@@ -286,19 +286,32 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
   tokens_of(f, M, o);
   int bwd = -1, upd = -1;
   ir_train_phases(f, &bwd, &upd);
-  double fwd_flops = 0, fb_flops = 0, upd_flops = 0;
+  /* The model's FLOPs: the forward and the backward's ops that carry the
+   * loss's gradient (read the seed at bwd, directly or not); the backward's
+   * other ops read forward values only: recomputation's clones. So a frozen
+   * sub-model nothing trainable precedes costs its forward alone, and a
+   * plan's recompute never changes them (3x the forward was neither). */
+  double fwd_flops = 0, fb_flops = 0, upd_flops = 0, grad_flops = 0;
+  for (int i = 0; i < f->nodes.len; i++) ((IrNode *)f->nodes.items[i])->aux = NULL;
   for (int i = 0; i < f->nodes.len; i++) {
-    const IrNode *n = f->nodes.items[i];
+    IrNode *n = f->nodes.items[i];
     double g = (double)ir_flops(n);
     if (upd >= 0 && i >= upd)
       upd_flops += g;
     else {
       fb_flops += g;
-      if (bwd < 0 || i < bwd) fwd_flops += g;
+      if (bwd < 0 || i < bwd)
+        fwd_flops += g;
+      else {
+        bool carries = i == bwd;
+        for (int k = 0; k < n->nin && !carries; k++) carries = n->in[k]->def && n->in[k]->def->aux;
+        if (carries) n->aux = n, grad_flops += g;
+      }
     }
   }
+  for (int i = 0; i < f->nodes.len; i++) ((IrNode *)f->nodes.items[i])->aux = NULL;
   o->flops_step = M * fb_flops + upd_flops;
-  o->model_flops = 3.0 * M * fwd_flops;
+  o->model_flops = M * (fwd_flops + grad_flops);
 
   if (P <= 1) {
     /* M > 1, dp > 1: the dp gradient reductions run on the last

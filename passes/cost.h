@@ -41,15 +41,15 @@
 #include "../support/device.h"
 
 typedef struct CostPrediction {
-  int devices;              /* tp * cp * dp * pp */
-  double step_s;            /* predicted time of one training step */
-  double compute_s;         /* the critical rank's compute (forward and backward) */
-  double exposed_comm_s;    /* communication not hidden behind compute */
-  double bubble_s;          /* pipeline idle time of the critical rank */
-  double optimizer_s;       /* norm, clipping and update */
-  double comm_s;            /* every collective's time, hidden or not */
-  double flops_step;        /* executed FLOPs of a step, all devices (recompute included) */
-  double model_flops;       /* 3x the forward FLOPs of the step's samples (no recompute) */
+  int devices;           /* tp * cp * dp * pp */
+  double step_s;         /* predicted time of one training step */
+  double compute_s;      /* the critical rank's compute (forward and backward) */
+  double exposed_comm_s; /* communication not hidden behind compute */
+  double bubble_s;       /* pipeline idle time of the critical rank */
+  double optimizer_s;    /* norm, clipping and update */
+  double comm_s;         /* every collective's time, hidden or not */
+  double flops_step;     /* executed FLOPs of a step, all devices (recompute included) */
+  double model_flops;    /* the forward's FLOPs and the backward's gradient ops' (no recompute) */
   double tflops_per_device; /* executed FLOPs / step_s / devices, in TFLOP/s */
   double mfu;               /* model FLOPs / step_s / (devices * bf16 or fp32 peak) */
   int64_t samples, tokens;  /* per step (tokens 0: the inputs have no sequence) */

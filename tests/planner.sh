@@ -11,7 +11,10 @@
 #     consistent (step = compute + exposed comm + bubble + optimizer; dp = 2
 #     halves the compute and adds the all-reduce's alpha-beta time);
 #   - --json carries predicted.{step_s, tflops_per_device, mfu, breakdown};
-#   - a pipeline shows a bubble; --devices sets dp.
+#   - a pipeline shows a bubble; --devices sets dp;
+#   - MFU's model FLOPs: no recompute policy changes them, and with
+#     InternVL2Tiny's vision frozen they stay below the executed FLOPs and
+#     under 3/4 of the unfrozen model's.
 set -uo pipefail
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
 T=$(mktemp -d)
@@ -188,6 +191,36 @@ sys.exit(0 if abs(a - want) < 1e-3 * want else 1)
 PY
 "$MMC" plan "$G" --model GPT2Tiny --device "$T/fixed.dev" --detail > "$T/detail.txt" || bad "--detail"
 grep -q "^    linear_grad_w  .* 0.000  *0.0[0-9]*  *0.000  *0.0" "$T/detail.txt" || { bad "--detail: no per-op-kind table"; grep -A3 "per op kind" "$T/detail.txt"; }
+
+# ---- MFU's model FLOPs: the forward and the backward's gradient ops ----
+# recompute never changes them (its clones carry no gradient), and a frozen
+# sub-model that nothing trainable precedes costs its forward only: model
+# FLOPs never exceed the executed ones (3x the forward did, by 44%, with
+# InternVL2Tiny's vision frozen)
+for mdl in InternVL2Tiny InternVL2TinyFrozenVision; do
+  for r in none selective full; do
+    "$MMC" plan "$MMC_SOURCE_DIR/stdlib_models/internvl2.mm" --model $mdl --recompute $r --device a100 \
+      --json > "$T/mf-$mdl-$r.json" 2> "$T/e" || { bad "$mdl --recompute $r"; cat "$T/e"; }
+  done
+done
+$PY - "$T" <<'PY' || bad "model FLOPs"
+import json, sys
+f = lambda m, r: json.load(open(f"{sys.argv[1]}/mf-{m}-{r}.json"))["predicted"]
+errs = []
+for m in ("InternVL2Tiny", "InternVL2TinyFrozenVision"):
+    none = f(m, "none")["model_flops_per_step"]
+    for r in ("none", "selective", "full"):
+        p = f(m, r)
+        print(f"{m} recompute {r}: model FLOPs {p['model_flops_per_step']:.0f}, executed {p['flops_per_step']:.0f}")
+        if p["model_flops_per_step"] > p["flops_per_step"]: errs.append(f"{m} {r}: model FLOPs above the executed")
+        # selective: exact; full: within 0.1% (a value only the backward read is made by its clone alone)
+        if abs(p["model_flops_per_step"] / none - 1) > (0 if r != "full" else 1e-3):
+            errs.append(f"{m} {r}: recompute changed the model FLOPs")
+fz, un = f("InternVL2TinyFrozenVision", "none"), f("InternVL2Tiny", "none")
+if not fz["model_flops_per_step"] < 0.75 * un["model_flops_per_step"]: errs.append("freezing vision did not lower the model FLOPs")
+for e in errs: print("FAIL:", e)
+sys.exit(1 if errs else 0)
+PY
 
 # ---- --search: ranked by the prediction each plan gets alone, drops counted by reason ----
 "$MMC" plan "$G" --model GPT2Tiny --device "$T/ideal.dev" --devices 8 --search > "$T/s.txt" 2> "$T/e" ||
