@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ir/ir_merge.h"
 #include "../passes/bucket.h"
 #include "mmrt_main.h"
 #include "cg_internal.h"
@@ -283,12 +284,7 @@ LLVMValueRef cg_build_step(Cg *cg, const IrFunc *f, const char *name, bool train
     if (strcmp(v->name, "step") == 0 && v->dtype == IR_F32 && v->shape.rank == 0)
       cg->step = cg_load_f32(cg, v);
   }
-  ir_map_init(&cg->uses, cg->a, false);
-  for (int i = 0; i < f->nodes.len; i++) {
-    const IrNode *n = f->nodes.items[i];
-    for (int k = 0; k < n->nin; k++) ir_map_put(&cg->uses, n->in[k])->i++;
-  }
-  for (int i = 0; i < f->results.len; i++) ir_map_put(&cg->uses, f->results.items[i])->i++;
+  ir_use_counts(f, cg->a, &cg->uses);
   cg->skip = NULL;
   cg->skip_to = -1;
   LLVMBasicBlockRef body = LLVMGetInsertBlock(cg->b);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ir/ir_merge.h"
 #include "accum.h"
 #include "bucket.h"
 #include "pp_sched.h"
@@ -104,22 +105,25 @@ static double ring_s(const IrModule *m, const MmDevice *d, const IrNode *n, doub
 }
 
 /* One op's time on its rank (not a collective); extra: bytes it moves
- * besides its operands and results (a micro-batch sum it accumulates into). */
-static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double extra,
+ * besides its operands and results (a micro-batch sum it accumulates into);
+ * mg: how the backend calls it (ir/ir_merge.h): in a call of its own, as
+ * the epilogue of the call before it (no time of its own), or as one more
+ * tensor of that call (its work without the fixed time). */
+static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double extra, IrMerge mg,
                    double *flops_local) {
   const IrOpInfo *info = &ir_ops[n->op];
   *flops_local = 0;
-  if (info->flags & OPF_VIEW) return 0;
+  if ((info->flags & OPF_VIEW) || mg == IR_MERGE_EPILOGUE) return 0;
   double fl = (double)ir_flops(n) / split_of(m, n), rate, over = d->op_overhead_us;
   bool bf = n->nin && n->in[0]->dtype == IR_BF16;
   double mm = (bf ? d->bf16_tflops : d->fp32_tflops) * 1e12 * d->matmul_efficiency;
   switch (info->flop_kind) {
     case IR_FL_MATMUL:
     case IR_FL_LINEAR:
+    case IR_FL_LINEAR_W: rate = mm, over = d->matmul_overhead_us; break;
     case IR_FL_CONV:
-    case IR_FL_LINEAR_W:
     case IR_FL_CONV_X:
-    case IR_FL_CONV_W: rate = mm, over = d->matmul_overhead_us; break;
+    case IR_FL_CONV_W: rate = mm, over = d->conv_overhead_us; break;
     case IR_FL_ATTENTION:
     case IR_FL_ATTENTION_BWD:
       rate = mm * d->attention_efficiency, over = d->attention_overhead_us;
@@ -129,7 +133,7 @@ static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double
   *flops_local = fl;
   double t = fl / rate, tb = (node_bytes(m, n) + extra) / (d->mem_bw_gbs * 1e9);
   t = (t > tb ? t : tb) + scores_s(m, d, n);
-  return t + ring_s(m, d, n, t) + over * 1e-6;
+  return t + ring_s(m, d, n, t) + (mg == IR_MERGE_CALL ? 0 : over * 1e-6);
 }
 
 static int axis_stride(const IrModule *m, int a) {
@@ -206,8 +210,9 @@ static double add_s(const IrModule *m, const MmDevice *d, const MbDefer *md, con
   return b / (d->mem_bw_gbs * 1e9) + d->op_overhead_us * 1e-6;
 }
 
-static bool mb_clock(const IrModule *m, const MmDevice *d, const IrFunc *f, int bwd, int upd,
-                     const MbDefer *md, bool light, MbClock *k, char *err, size_t errn) {
+static bool mb_clock(const IrModule *m, const MmDevice *d, const IrFunc *f, const IrMap *uses,
+                     int bwd, int upd, const MbDefer *md, bool light, MbClock *k, char *err,
+                     size_t errn) {
   const int64_t *defer = md->node;
   double(*by_kind)[3] = k->by_kind, weight = k->weight;
   memset(k, 0, sizeof *k);
@@ -254,7 +259,7 @@ static bool mb_clock(const IrModule *m, const MmDevice *d, const IrFunc *f, int 
       done[id] = chan;
       continue;
     }
-    double fl, c = op_s(m, d, n, sum_bytes(m, md, i), &fl);
+    double fl, c = op_s(m, d, n, sum_bytes(m, md, i), ir_merged_into_prev(m, f, i, uses), &fl);
     k->t += c;
     if (up)
       k->uc += c;
@@ -323,9 +328,11 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
     ir_update_part(f, upd >= 0 ? upd : f->nodes.len, &ar, upm);
     MbDefer md;
     mb_defer_plan(m, f, upm, &ar, &md);
+    IrMap uses;
+    ir_use_counts(f, &ar, &uses);
     MbClock full = {.by_kind = by_kind, .weight = 1}, light = {.by_kind = by_kind, .weight = M - 1};
-    bool ok = mb_clock(m, d, f, bwd, upd, &md, false, &full, err, errn) &&
-              mb_clock(m, d, f, bwd, upd, &md, true, &light, err, errn);
+    bool ok = mb_clock(m, d, f, &uses, bwd, upd, &md, false, &full, err, errn) &&
+              mb_clock(m, d, f, &uses, bwd, upd, &md, true, &light, err, errn);
     arena_free(&ar);
     if (!ok) return false;
     /* the forward and backward M times (M - 1 of them without the deferred
@@ -351,6 +358,8 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
     for (int i = 0; i < f->nodes.len; i++) upm[i] = a.part[i] == PPN_U;
     MbDefer md;
     mb_defer_plan(m, f, upm, &ar, &md);
+    IrMap uses;
+    ir_use_counts(f, &ar, &uses);
     /* aux: the forward stage + 1 that makes a value (0: none), cleared after */
     for (int i = 0; i < f->inputs.len; i++) ((IrValue *)f->inputs.items[i])->aux = NULL;
     for (int i = 0; i < m->params.len; i++) ((IrValue *)m->params.items[i])->aux = NULL;
@@ -391,8 +400,12 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
         bool async;
         t = coll_s(m, d, f, i, &async);
         o->comm_s += (a.part[i] == PPN_U ? 1 : M) * t;
-      } else
-        t = op_s(m, d, n, sum_bytes(m, &md, i), &fl);
+      } else {
+        /* merged into the call before it when that runs on the same rank */
+        IrMerge mg = ir_merged_into_prev(m, f, i, &uses);
+        if (mg != IR_MERGE_NONE && a.stage[i] % P != a.stage[i - 1] % P) mg = IR_MERGE_NONE;
+        t = op_s(m, d, n, sum_bytes(m, &md, i), mg, &fl);
+      }
       if (a.part[i] == PPN_U) {
         if (is_comm)
           ucomm += t;
@@ -460,7 +473,8 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
   return true;
 }
 
-double cost_op_s(const IrModule *m, const MmDevice *d, const IrNode *n) {
+double cost_op_s(const IrModule *m, const MmDevice *d, const IrFunc *f, int i, const IrMap *uses) {
   double fl;
-  return ir_op_is_collective(n->op) ? 0 : op_s(m, d, n, 0, &fl);
+  const IrNode *n = f->nodes.items[i];
+  return ir_op_is_collective(n->op) ? 0 : op_s(m, d, n, 0, ir_merged_into_prev(m, f, i, uses), &fl);
 }

@@ -76,8 +76,9 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *out, char *err
  * stride `stride` in the rank order. */
 double cost_collective_s(const MmDevice *d, IrOp op, double bytes, int n, int stride);
 
-/* One op's time on its rank as the prediction charges it (0 for a
- * collective): mmc plan --search weighs pipeline stages with it. */
-double cost_op_s(const IrModule *m, const MmDevice *d, const IrNode *n);
+/* Node i of f's time on its rank as the prediction charges it (0 for a
+ * collective; uses: ir_use_counts of f, ir/ir_merge.h): mmc plan --search
+ * weighs pipeline stages with it. */
+double cost_op_s(const IrModule *m, const MmDevice *d, const IrFunc *f, int i, const IrMap *uses);
 
 #endif

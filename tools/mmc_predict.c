@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ir/ir_merge.h"
 #include "passes/cost.h"
 #include "passes/memplan.h"
 #include "passes/pp_stage.h"
@@ -685,11 +686,15 @@ static bool split_units(Search *S, const Cand *x, Units *u) {
   double pre = 0; /* forward ops before the first layer */
   int cur = -1;
   bool back = false;
+  Arena ar;
+  arena_init(&ar);
+  IrMap uses;
+  if (ok) ir_use_counts(t, &ar, &uses);
   for (int i = 0; ok && i < t->nodes.len; i++) {
     const IrNode *n = t->nodes.items[i];
     if (n->pp_part == IR_PP_U || n->pp_part == IR_PP_NONE) continue;
     if (!back && n->pp_part != IR_PP_F) back = true, cur = -1;
-    double c = cost_op_s(m, S->d, n);
+    double c = cost_op_s(m, S->d, t, i, &uses);
     int k = -1;
     if (n->group >= 0 && n->layer >= 0) {
       k = unit_of(u, key, n->group, n->layer, maxl);
@@ -713,6 +718,7 @@ static bool split_units(Search *S, const Cand *x, Units *u) {
       cur = u->n - 1; /* the head's backward: the last layer's stage */
     if (cur >= 0) u->w[cur] += c;
   }
+  arena_free(&ar);
   ok = ok && u->n > 0;
   if (ok) {
     u->S = m->plan.pp * (m->plan.vpp > 0 ? m->plan.vpp : 1);
