@@ -12,6 +12,13 @@
 #include "pp_sched.h"
 #include "pp_stage.h"
 
+/* Whether the pipeline sends v in tp chunks (pp_scatter; codegen/cg_pp.c
+ * cg_pp_tp_chunk decides the same for the trainer): replicated over tp. */
+static bool tp_chunked(const IrModule *m, const IrValue *v) {
+  return m->plan.pp_scatter && m->mesh[IR_AX_TP] > 1 && m->plan.placement != MM_PLACE_SEPARATE &&
+         m->plan.nsubplans == 0 && v->pl[IR_AX_TP].kind == IR_PL_B;
+}
+
 double cost_collective_s(const MmDevice *d, IrOp op, double bytes, int n, int stride) {
   if (n <= 1) return 0;
   bool intra = (double)stride * n <= d->devices_per_node;
@@ -342,7 +349,7 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
     int S = a.nstages;
     double *cost = calloc((size_t)(5 * S), sizeof *cost), *comm = cost + 3 * S,
            *comp = cost + 4 * S;
-    double uc = 0, ucomm = 0, xbytes = 0, *dcomm = calloc((size_t)S + 1, sizeof *dcomm);
+    double uc = 0, ucomm = 0, xbytes = 0, xchunk = 0, *dcomm = calloc((size_t)S + 1, sizeof *dcomm);
     /* the dp reductions deferred to each stage's last W part (passes/accum.h):
      * once a step, after the schedule; the sums' axpy every micro-batch */
     Arena ar;
@@ -361,13 +368,22 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
       for (int j = 0; j < n->nout; j++)
         n->out[j]->aux = (void *)(intptr_t)(a.part[i] == PPN_F ? a.stage[i] + 1 : 0);
     }
+    IrMap sent;
+    ir_map_init(&sent, &ar, true);
     for (int i = 0; i < f->nodes.len; i++) {
       IrNode *n = f->nodes.items[i];
       if (a.part[i] == PPN_F)
         for (int j = 0; j < n->nin; j++) {
           intptr_t s = (intptr_t)n->in[j]->aux;
-          if (s > 0 && s - 1 != a.stage[i] && n->in[j]->role != IR_ROLE_PARAM)
-            xbytes += (double)ir_local_numel(m, n->in[j]) * ir_dtype_size(n->in[j]->dtype);
+          /* as the trainer sends it (codegen/cg_pp.c): once per value and
+           * receiving rank, nothing between a rank's own virtual stages */
+          if (s <= 0 || (s - 1) % P == a.stage[i] % P || n->in[j]->role == IR_ROLE_PARAM) continue;
+          char key[64];
+          snprintf(key, sizeof key, "%p>%d", (const void *)n->in[j], a.stage[i] % P);
+          if (ir_map_get(&sent, key)) continue;
+          ir_map_put(&sent, arena_strdup(&ar, key));
+          *(tp_chunked(m, n->in[j]) ? &xchunk : &xbytes) +=
+              (double)ir_local_numel(m, n->in[j]) * ir_dtype_size(n->in[j]->dtype);
         }
       double t, fl;
       bool is_comm = ir_op_is_collective(n->op);
@@ -409,7 +425,17 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
     for (int k = 0; k < 3 * S; k++)
       if (cost[k] <= 0) cost[k] = 1e-9;
     int stride = m->mesh[IR_AX_TP] * m->mesh[IR_AX_CP] * m->mesh[IR_AX_DP];
-    double xfer = cost_collective_s(d, IR_OP_COUNT, S > 1 ? xbytes / (S - 1) : 0, 2, stride);
+    /* a transfer: the values sent whole, and those replicated over tp in
+     * tp chunks, each tp rank's over its own adapter (bytes / tp each),
+     * then all-gathered over tp by the receivers (docs/pp-transfers.md) */
+    int tp = m->mesh[IR_AX_TP];
+    double whole = S > 1 ? xbytes / (S - 1) : 0, split = S > 1 ? xchunk / (S - 1) : 0;
+    o->pp_xfer_bytes = whole + split;
+    o->pp_xfer_rank_bytes = whole + split / tp;
+    o->pp_xfer_send_s = cost_collective_s(d, IR_OP_COUNT, o->pp_xfer_rank_bytes, 2, stride);
+    o->pp_xfer_gather_s =
+        split > 0 ? cost_collective_s(d, IR_OP_ALL_GATHER, split * (tp - 1) / tp, tp, 1) : 0;
+    double xfer = o->pp_xfer_send_s + o->pp_xfer_gather_s;
     PpSchedule s;
     bool ok = pp_sched_build(&s, (PpSchedKind)m->plan.schedule, P, S / P, M, err, errn);
     if (ok) {

@@ -22,8 +22,10 @@
  * - Micro-batches: the forward and backward M times, the update once.
  * - Pipeline: the schedule simulator (passes/pp_sched.h) with each stage's
  *   forward, input- and weight-gradient times per micro-batch and one
- *   transfer's alpha + bytes / bandwidth between stages; the bubble is the
- *   makespan less the busiest rank's work.
+ *   transfer's alpha + bytes / bandwidth between stages (a tp-replicated
+ *   value's bytes / tp per rank, plus the receivers' all-gather of its
+ *   chunks over tp: pp_scatter); the bubble is the makespan less the
+ *   busiest rank's work.
  * - Ring attention: each of the cp - 1 shifts of K and V (and dK, dV)
  *   shows where it outlasts the block computed meanwhile.
  * - Not modelled: the split-statistics norms' in-kernel communication, the
@@ -52,6 +54,11 @@ typedef struct CostPrediction {
   double mfu;               /* model FLOPs / step_s / (devices * bf16 or fp32 peak) */
   int64_t samples, tokens;  /* per step (tokens 0: the inputs have no sequence) */
   double peak_tflops;       /* the peak MFU is counted against */
+  /* pp > 1: a transfer between stages (the mean over the stage links): its
+   * bytes, the bytes each rank sends of it (those of tp-replicated values
+   * 1/tp, pp_scatter), the send's time and the receivers' all-gather of
+   * the chunks over tp (docs/pp-transfers.md) */
+  double pp_xfer_bytes, pp_xfer_rank_bytes, pp_xfer_send_s, pp_xfer_gather_s;
   /* optional, set by the caller before cost_predict (zeroed by it): each op
    * kind's predicted seconds a step, [op][0 forward, 1 backward, 2 update]
    * (computation only, as the trainer's --profile counts it; left zero

@@ -523,6 +523,40 @@ START_TEST(broadcast) {
 }
 END_TEST
 
+/* A pipeline transfer split over tp (mmrt_tp_gather_chunks): each tp rank
+ * holds only its chunk, mmrt_split_range of the elements (uneven and, with
+ * fewer elements than ranks, empty), of elements of 1 to 8 bytes; after
+ * the gather every rank holds the whole, the same bytes as the formula's
+ * (the seed holds the tp group's id: another group's bytes would show). */
+START_TEST(tp_gather_chunks) {
+  static const size_t counts[] = {1, 3, 7, 8, 13, 1000};
+  static const size_t sizes[] = {1, 2, 4, 8};
+  unsigned char *buf = malloc(1000 * 8), *want = malloc(1000 * 8);
+  for (int pi = 0; pi < nplans; pi++) {
+    MmrtMesh m;
+    open_mesh(&m, plans[pi]);
+    int seed = 77 + member(&m, MMRT_AXIS_TP, 0);
+    for (size_t c = 0; c < sizeof counts / sizeof *counts; c++)
+      for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++) {
+        size_t n = counts[c], es = sizes[z], bytes = n * es;
+        for (size_t i = 0; i < bytes; i++) want[i] = (unsigned char)(seed * 31 + i * 7 + i / es);
+        int64_t lo, len;
+        mmrt_split_range((int64_t)n, m.size[MMRT_AXIS_TP], m.coord[MMRT_AXIS_TP], &lo, &len);
+        memset(buf, 0xa5, bytes);
+        memcpy(buf + lo * es, want + lo * es, (size_t)len * es);
+        int rc = mmrt_tp_gather_chunks(&m, buf, n, es, "tp_gather_chunks");
+        EXPECT_OK(rc, &m);
+        EXPECT(memcmp(buf, want, bytes) == 0,
+               "tp_gather_chunks mesh %s: %zu elements of %zu bytes differ after the gather",
+               plan_name(plans[pi]), n, es);
+      }
+    mmrt_mesh_free(&m);
+  }
+  free(buf), free(want);
+  verdict();
+}
+END_TEST
+
 /* Pipeline transfers: forward to the next stage, backward to the previous
  * one, wrapping around; even stages send first so that no two neighbours
  * both wait in a blocking send. */
@@ -984,6 +1018,7 @@ static Suite *comm_suite(void) {
   tcase_add_test(tc, all_to_all);
   tcase_add_test(tc, broadcast);
   tcase_add_test(tc, pipeline_send_recv);
+  tcase_add_test(tc, tp_gather_chunks);
   tcase_add_test(tc, sendrecv_ring);
   tcase_add_test(tc, buckets);
   tcase_add_test(tc, reduce_scatter_bucket);
