@@ -83,7 +83,10 @@ else:
         ("train_forward", "all_gather.tp"): ((2 * L + 1) * a // 2, 0),  # the bf16 casts before q/fc1/head
         ("train_forward", "reduce_scatter.tp"): (2 * L * a // 2, a // 2),  # row-parallel; the embedding
         ("train_forward", "all_reduce.tp"): (0, r),
-        ("train_backward", "all_gather.tp"): (2 * L * a // 2, (a + s * h) // 2),  # ...; wte, wpe grads
+        # the forward's gathers again (the backward re-gathers what it reads
+        # rather than keep the gathered tensor, as Megatron does), then the
+        # gathers of the row-parallel outputs' gradients; the wte, wpe gradients
+        ("train_backward", "all_gather.tp"): ((4 * L + 1) * a // 2, (a + s * h) // 2),
         ("train_backward", "reduce_scatter.tp"): ((2 * L + 1) * a // 2, 0),
         ("train_backward", "all_reduce.tp"): (0, (2 * L + 1) * 2 * h + 2 * L * h),  # norms, biases
         ("train_update", "all_reduce.tp"): (0, 1),
