@@ -5,8 +5,13 @@
 # their rank count; each trainer prints its measured median step beside the
 # prediction. A benchmark, not a test: it prints the table and fails on
 # nothing but a broken run.
+# Then, for serial GPT2Tiny, each op kind's time as the trainer's --profile
+# measures it beside the time `mmc plan --device cpu1.dev --detail` predicts
+# for it (the same figures as --json's predicted.by_op_kind), with their
+# ratio: which kind the description gets wrong.
 # Usage: bench/predict.sh [STEPS]   (needs build/mmc and mpirun; REPS=3 runs a plan,
-# the median of their medians is the measured figure)
+# the median of their medians is the measured figure; KINDS_ONLY=1: only
+# the one-rank calibration and the per-op-kind table)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 MMC=${MMC:-$ROOT/build/mmc}
@@ -16,18 +21,53 @@ T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 cd "$T"
 MPI=(mpirun --oversubscribe --bind-to none)
-"$MMC" calibrate -o cpu1.dev 2> /dev/null
-"${MPI[@]}" -np 2 "$MMC" calibrate -o cpu2.dev 2> /dev/null
-"${MPI[@]}" -np 4 "$MMC" calibrate -o cpu4.dev 2> /dev/null
-for n in 1 2 4; do # what the model was given
-  echo "cpu$n.dev: $(grep -E '^(fp32_tflops|vector_tflops|mem_bw_gbs|op_overhead_us|matmul_overhead_us|attention_overhead_us|intra_bw_gbs|intra_lat_us) ' "cpu$n.dev" |
+S=$ROOT/stdlib_models
+REPS=${REPS:-3}
+NS="1 2 4"
+[ "${KINDS_ONLY:-0}" = 1 ] && NS=1
+for n in $NS; do
+  if [ "$n" = 1 ]; then "$MMC" calibrate -o cpu1.dev 2> /dev/null
+  else "${MPI[@]}" -np "$n" "$MMC" calibrate -o "cpu$n.dev" 2> /dev/null; fi
+done
+for n in $NS; do # what the model was given
+  echo "cpu$n.dev: $(grep -E '^(fp32_tflops|vector_tflops|mem_bw_gbs|op_overhead_us|matmul_overhead_us|conv_overhead_us|attention_overhead_us|intra_bw_gbs|intra_lat_us) ' "cpu$n.dev" |
     awk '{ printf "%s %.4g; ", $1, $3 }')"
 done
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) CPUs;" \
   "load average $(cut -d' ' -f1-3 /proc/loadavg)"
+
+kinds() { # file model: per op kind, the trainer's --profile (ms a step) beside the prediction
+  local file=$1 model=$2
+  "$MMC" compile "$S/$file" --model "$model" --device cpu1.dev -o kinds
+  ./kinds --steps "$STEPS" --eval-batches 1 --profile > kinds.out 2> kinds.err ||
+    { echo "kinds: the trainer failed"; tail -3 kinds.err; return 1; }
+  "$MMC" plan "$S/$file" --model "$model" --device cpu1.dev --json > kinds.json
+  echo "per op kind, $model serial on cpu1.dev (ms a step; measured: the trainer's --profile, compute only)"
+  python3 - kinds.out kinds.json <<'PY'
+import json, sys
+pred = {k: 1e3 * (v["forward_s"] + v["backward_s"] + v["update_s"])
+        for k, v in json.load(open(sys.argv[2]))["predicted"]["by_op_kind"].items()}
+meas, calls = {}, {}
+table = open(sys.argv[1]).read().split("  op kind ")[1].split("\n  layer ")[0]
+for line in table.splitlines()[1:]:
+    f = line.split()  # kind forward backward update comm total % calls
+    if len(f) == 8:
+        meas[f[0]] = float(f[1]) + float(f[2]) + float(f[3])
+        calls[f[0]] = int(f[7])
+print("  %-24s %6s %11s %12s %8s" % ("op kind", "calls", "measured", "predicted", "ratio"))
+for k in sorted(set(meas) | set(pred), key=lambda k: -max(meas.get(k, 0), pred.get(k, 0))):
+    m, p = meas.get(k, 0), pred.get(k, 0)
+    r = "%8.2f" % (m / p) if p > 0 else "%8s" % "-"
+    print("  %-24s %6s %11.4f %12.4f %s" % (k, calls.get(k, "-"), m, p, r))
+tm, tp = sum(meas.values()), sum(pred.values())
+print("  %-24s %6s %11.4f %12.4f %8.2f" % ("all kinds", "", tm, tp, tm / tp))
+PY
+}
+if [ "${KINDS_ONLY:-0}" = 1 ]; then
+  kinds gpt2.mm GPT2Tiny
+  exit
+fi
 printf "%-30s %5s %12s %12s %8s\n" plan ranks "measured s" "predicted s" "ratio"
-S=$ROOT/stdlib_models
-REPS=${REPS:-3}
 run() { # name ranks steps file model flags...
   local name=$1 np=$2 steps=$3 file=$4 model=$5; shift 5
   "$MMC" compile "$S/$file" --model "$model" --device "cpu$np.dev" "$@" -o "$name"
@@ -60,3 +100,4 @@ run internvl2tiny-tp2 2 "$STEPS" internvl2.mm InternVL2Tiny --tp 2
 run gpt2-124m-serial 1 6 gpt2.mm GPT2
 run gpt2-124m-tp2 2 6 gpt2.mm GPT2 --tp 2
 run gpt2-124m-dp2 2 6 gpt2.mm GPT2 --dp 2
+kinds gpt2.mm GPT2Tiny

@@ -105,6 +105,7 @@ typedef struct CgMb {
   int nxfer;
   int64_t *route;                /* [nxfer][2]: from, to (3 s + q) */
   int64_t *xfer_how;             /* [nxfer]: the descriptor's pp_xfer_how */
+  int64_t *tp_chunk;             /* [nxfer]: 1 when tp rank k sends chunk k (cg_pp_tp_chunk) */
   int64_t *accum_stage;          /* [naccum] */
   int64_t *sched;                /* each rank's actions in turn, [][3]: MMRT_PP_* kind, stage, mb */
   int sched_n[MMRT_PP_MAXRANKS]; /* rank r's actions */
@@ -116,6 +117,10 @@ typedef struct CgMb {
   int64_t *eval_route; /* [neval_xfer][2]: from, to (stages) */
 } CgMb;
 bool cg_mb_build(Cg *cg, const IrFunc *ftrain, CgMb *out);
+/* Whether a pipeline transfer of v is split over tp (pp_scatter,
+ * docs/pp-transfers.md): v replicated over tp > 1 ranks, pp_scatter on, not
+ * separate placement (whose first stage may be one rank). */
+bool cg_pp_tp_chunk(const Cg *cg, const IrValue *v);
 /* Lowers deferred node n (cg->defer) of the micro-batch: its roots' sums
  * (mmrt_mb_defer), then the node itself on the step's last micro-batch only. */
 bool cg_mb_lower_deferred(Cg *cg, const IrNode *n);

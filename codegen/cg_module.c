@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ir/ir_merge.h"
 #include "../passes/bucket.h"
 #include "mmrt_main.h"
 #include "cg_internal.h"
@@ -283,12 +284,7 @@ LLVMValueRef cg_build_step(Cg *cg, const IrFunc *f, const char *name, bool train
     if (strcmp(v->name, "step") == 0 && v->dtype == IR_F32 && v->shape.rank == 0)
       cg->step = cg_load_f32(cg, v);
   }
-  ir_map_init(&cg->uses, cg->a, false);
-  for (int i = 0; i < f->nodes.len; i++) {
-    const IrNode *n = f->nodes.items[i];
-    for (int k = 0; k < n->nin; k++) ir_map_put(&cg->uses, n->in[k])->i++;
-  }
-  for (int i = 0; i < f->results.len; i++) ir_map_put(&cg->uses, f->results.items[i])->i++;
+  ir_use_counts(f, cg->a, &cg->uses);
   cg->skip = NULL;
   cg->skip_to = -1;
   LLVMBasicBlockRef body = LLVMGetInsertBlock(cg->b);
@@ -576,12 +572,15 @@ static LLVMValueRef i64_array(Cg *cg, const int64_t *v, int n, const char *name)
   return cg_const_global(cg, LLVMConstArray2(cg->t_i64, e, (uint64_t)n), name);
 }
 
-/* A pipeline's routes ([n][2]: from, to) as MmrtPpRoute records. */
-static LLVMValueRef route_array(Cg *cg, const int64_t *ft, int n, const char *name) {
+/* A pipeline's routes ([n][2]: from, to; chunk[n]: tp_chunk, NULL: 0) as
+ * MmrtPpRoute records. */
+static LLVMValueRef route_array(Cg *cg, const int64_t *ft, const int64_t *chunk, int n,
+                                const char *name) {
   int64_t *v = ARENA_ARRAY(cg->a, int64_t, (size_t)n *CG_PP_ROUTE_FIELDS + 1);
   for (int i = 0; i < n; i++) {
     v[i * CG_PP_ROUTE_FIELDS + CG_MmrtPpRoute_from] = ft[2 * i];
     v[i * CG_PP_ROUTE_FIELDS + CG_MmrtPpRoute_to] = ft[2 * i + 1];
+    v[i * CG_PP_ROUTE_FIELDS + CG_MmrtPpRoute_tp_chunk] = chunk ? chunk[i] : 0;
   }
   return i64_records(cg, pp_route_fields, CG_PP_ROUTE_FIELDS, v, n, name);
 }
@@ -824,12 +823,12 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
           mb->neval_xfer ? tensor_array(cg, tty, mb->eval_xfer, mb->neval_xfer, "pp_eval_xfer")
                          : cg_null(cg));
   SET_PTR(f, MmrtModelDesc, pp_eval_route, const MmrtPpRoute *,
-          route_array(cg, mb->eval_route, mb->neval_xfer, "pp_eval_route"));
+          route_array(cg, mb->eval_route, NULL, mb->neval_xfer, "pp_eval_route"));
   M_I64(pp_nxfer, mb->nxfer);
   SET_PTR(f, MmrtModelDesc, pp_xfer, const MmrtTensorDesc *,
           mb->nxfer ? tensor_array(cg, tty, mb->xfer, mb->nxfer, "pp_xfer") : cg_null(cg));
   SET_PTR(f, MmrtModelDesc, pp_xfer_route, const MmrtPpRoute *,
-          route_array(cg, mb->route, mb->nxfer, "pp_xfer_route"));
+          route_array(cg, mb->route, mb->tp_chunk, mb->nxfer, "pp_xfer_route"));
   SET_PTR(f, MmrtModelDesc, pp_xfer_how, const int64_t *,
           i64_array(cg, mb->xfer_how, mb->nxfer, "pp_xfer_how"));
   SET_PTR(f, MmrtModelDesc, pp_accum_stage, const int64_t *,

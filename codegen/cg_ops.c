@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../ir/ir_fused.h"
+#include "../ir/ir_merge.h"
 #include "../passes/bucket.h"
 #include "mmrt_main.h"
 #include "cg_internal.h"
@@ -112,24 +113,6 @@ static bool lower_matmul(Cg *cg, const IrNode *n) {
   return true;
 }
 
-/* The bias add that the next node makes of this linear's result, when the
- * kernel can do it instead: the result's only use, a vector [N], and the
- * add in place (so its storage is the linear's). */
-static const IrValue *bias_of_next(Cg *cg, const IrNode *n) {
-  if (cg->cur + 1 >= cg->f->nodes.len) return NULL;
-  const IrNode *a = cg->f->nodes.items[cg->cur + 1];
-  const IrValue *y = n->out[0];
-  IrMapSlot *u = ir_map_get(&cg->uses, y);
-  if (a->op != IR_OP_ADD || !u || u->i != 1 || a->out[0]->mem_arena != y->mem_arena ||
-      a->out[0]->mem_offset != y->mem_offset || !ir_shape_eq(&a->out[0]->shape, &y->shape))
-    return NULL;
-  const IrValue *b = a->in[0] == y ? a->in[1] : a->in[1] == y ? a->in[0] : NULL;
-  if (!b || b == y || b->dtype != IR_F32 || b->shape.rank != 1 || b->shape.d[0] != last_dim(y))
-    return NULL;
-  cg->skip = a;
-  return b;
-}
-
 static bool overlaps(const IrValue *a, const IrValue *b) {
   if (a->mem_arena != b->mem_arena) return false;
   int64_t ea = a->mem_offset + ir_numel(&a->shape) * ir_dtype_size(a->dtype);
@@ -137,48 +120,22 @@ static bool overlaps(const IrValue *a, const IrValue *b) {
   return a->mem_offset < eb && b->mem_offset < ea;
 }
 
-/* A bf16 product n whose result only the next node reads, and that node
- * casts it back to f32 (`cast {dtype = f32}`, or with bias: the fused
- * `t0 = cast(i0) {dtype = f32}; t1 = add(t0, i1)` with an f32 vector [N]):
- * the kernel writes the f32 result, bias added, into that node's storage
- * instead (oneDNN's bf16 product with an f32 destination, fp32
- * accumulation: the product is no longer rounded to bf16 first), and the
- * next node is skipped. NULL when the pattern does not hold; *bias is set
- * (or NULL) otherwise. The destination must not overlap n's operands. */
-static const IrValue *f32_dest_of_next(Cg *cg, const IrNode *n, bool allow_bias,
-                                       const IrValue **bias) {
-  *bias = NULL;
-  if (kdt(n) != MMRT_BF16 || cg->cur + 1 >= cg->f->nodes.len) return NULL;
-  const IrNode *a = cg->f->nodes.items[cg->cur + 1];
-  const IrValue *y = n->out[0];
-  IrMapSlot *u = ir_map_get(&cg->uses, y);
-  if (!u || u->i != 1 || a->nin < 1 || a->in[0] != y || a->nout != 1 ||
-      a->out[0]->dtype != IR_F32 || !ir_shape_eq(&a->out[0]->shape, &y->shape))
-    return NULL;
-  if (a->op == IR_OP_CAST) {
-    if (a->nin != 1) return NULL;
-  } else if (a->op == IR_OP_FUSED && allow_bias && a->nin == 2) {
-    const char *prog = a->attrs.v[IR_ATTR_PROG].s;
-    const IrValue *b = a->in[1];
-    if (!prog || strcmp(prog, "t0 = cast(i0) {dtype = f32}; t1 = add(t0, i1)") != 0 ||
-        b->dtype != IR_F32 || b->shape.rank != 1 || b->shape.d[0] != last_dim(y))
-      return NULL;
-    *bias = b;
-  } else {
-    return NULL;
-  }
-  for (int i = 0; i < n->nin; i++)
-    if (overlaps(a->out[0], n->in[i])) return *bias = NULL, NULL;
-  if (*bias && overlaps(a->out[0], *bias)) return *bias = NULL, NULL;
-  cg->skip = a;
-  return a->out[0];
+/* done (a value the current node's call writes for the next node, which
+ * is done with it: ir/ir_merge.h), the next node skipped; NULL: nothing. */
+static const IrValue *skip_next(Cg *cg, const IrValue *done) {
+  if (done) cg->skip = cg->f->nodes.items[cg->cur + 1];
+  return done;
 }
 
+/* The bias add the next node makes of the result, when the kernel can do
+ * it instead (ir_linear_bias_next), is skipped. */
 static bool lower_linear(Cg *cg, const IrNode *n) {
-  const IrValue *x = n->in[0], *w = n->in[1], *bias = bias_of_next(cg, n);
+  const IrValue *x = n->in[0], *w = n->in[1],
+                *bias = skip_next(cg, ir_linear_bias_next(cg->m, cg->f, cg->cur, &cg->uses));
   int64_t K = last_dim(x), N = w->shape.d[0];
   const IrValue *f32y = NULL;
-  if (kdt(n) == MMRT_BF16) f32y = f32_dest_of_next(cg, n, true, &bias);
+  if (kdt(n) == MMRT_BF16)
+    f32y = skip_next(cg, ir_f32_dest_next(cg->m, cg->f, cg->cur, &cg->uses, &bias));
   CALL("mmrt_linear_fwd", I32(f32y ? MMRT_BF16_F32 : kdt(n)), f32y ? cg_ptr(cg, f32y) : O(0), V(0),
        V(1), bias ? cg_ptr(cg, bias) : cg_null(cg), I32(rows(x)), I32(K), I32(N));
   return true;
@@ -188,7 +145,8 @@ static bool lower_linear(Cg *cg, const IrNode *n) {
 static bool lower_linear_grad_x(Cg *cg, const IrNode *n) {
   const IrValue *dy = n->in[0], *w = n->in[1];
   int64_t N = w->shape.d[0], K = w->shape.d[1];
-  const IrValue *bias, *f32y = f32_dest_of_next(cg, n, false, &bias);
+  const IrValue *bias,
+      *f32y = skip_next(cg, ir_f32_dest_next(cg->m, cg->f, cg->cur, &cg->uses, &bias));
   CALL("mmrt_linear_bwd_data", I32(f32y ? MMRT_BF16_F32 : kdt(n)), f32y ? cg_ptr(cg, f32y) : O(0),
        V(0), V(1), I32(rows(dy)), I32(K), I32(N), I32(0));
   return true;
@@ -212,7 +170,8 @@ static bool lower_linear_grad_w(Cg *cg, const IrNode *n) {
     if (cast) cg->skip = c;
     return true;
   }
-  const IrValue *bias, *f32y = f32_dest_of_next(cg, n, false, &bias);
+  const IrValue *bias,
+      *f32y = skip_next(cg, ir_f32_dest_next(cg->m, cg->f, cg->cur, &cg->uses, &bias));
   CALL("mmrt_linear_bwd_weights", I32(f32y ? MMRT_BF16_F32 : kdt(n)),
        f32y ? cg_ptr(cg, f32y) : O(0), cg_null(cg), V(0), V(1), I32(rows(dy)), I32(last_dim(x)),
        I32(last_dim(dy)), I32(0));
@@ -368,31 +327,6 @@ static bool lower_group_norm(Cg *cg, const IrNode *n) {
   return true;
 }
 
-/* The residual add that the next node makes of dx (n's result 0, read by it
- * alone): add(r, dx) or add(dx, r) in place onto r. The kernel then adds dx
- * into r's storage itself (accumulate 2) and the add is skipped. NULL when
- * the pattern does not hold or r's storage overlaps n's operands or other
- * results. */
-static const IrValue *residual_of_next(Cg *cg, const IrNode *n) {
-  if (cg->cur + 1 >= cg->f->nodes.len) return NULL;
-  const IrNode *a = cg->f->nodes.items[cg->cur + 1];
-  const IrValue *dx = n->out[0];
-  IrMapSlot *u = ir_map_get(&cg->uses, dx);
-  if (a->op != IR_OP_ADD || a->nin != 2 || !u || u->i != 1) return NULL;
-  const IrValue *r = a->in[0] == dx ? a->in[1] : a->in[1] == dx ? a->in[0] : NULL;
-  const IrValue *y = a->out[0];
-  if (!r || r == dx || r->dtype != IR_F32 || dx->dtype != IR_F32 ||
-      !ir_shape_eq(&r->shape, &dx->shape) || !ir_shape_eq(&y->shape, &dx->shape) ||
-      y->mem_arena != r->mem_arena || y->mem_offset != r->mem_offset)
-    return NULL;
-  for (int i = 0; i < n->nin; i++)
-    if (overlaps(y, n->in[i])) return NULL;
-  for (int j = 1; j < n->nout; j++)
-    if (overlaps(y, n->out[j])) return NULL;
-  cg->skip = a;
-  return y;
-}
-
 /* layer_norm_grad(dy, x, mean, rstd, w?) -> dx, dw, db */
 static bool lower_layer_norm_grad(Cg *cg, const IrNode *n) {
   const IrValue *x = n->in[1];
@@ -406,7 +340,7 @@ static bool lower_layer_norm_grad(Cg *cg, const IrNode *n) {
                          cg_i64(cg, l.C), cg_i64(cg, l.C * cg->m->mesh[ax]), cg_i64(cg, l.inner)));
     return true;
   }
-  const IrValue *res = residual_of_next(cg, n);
+  const IrValue *res = skip_next(cg, ir_residual_next(cg->m, cg->f, cg->cur, &cg->uses));
   if (l.inner > 1) {
     CALL("mmrt_layernorm_axis_bwd", res ? cg_ptr(cg, res) : O(0), O(1), O(2), V(0), V(1), V(2),
          V(3), n->nin > 4 ? V(4) : cg_null(cg), cg_i64(cg, l.outer), cg_i64(cg, l.C),
@@ -489,41 +423,6 @@ static bool lower_embedding(Cg *cg, const IrNode *n) {
   return true;
 }
 
-/* The add that the next node makes of an embedding gradient g (n's result,
- * read by it alone) and another f32 gradient of the table, add(b, g) or
- * add(g, b), or the bf16 one `t0 = cast(i0) {dtype = f32}; t1 = add(t0, i1)`
- * with i1 = g (a tied language-model head's gradient): the kernel writes
- * b + g into the add's storage (mmrt_embedding_bwd_add, the same bits) and
- * the add is skipped, so the dense zeroed g is never written nor read.
- * NULL when the pattern does not hold or the add's storage overlaps b or
- * n's operands; *base is b otherwise. */
-static const IrValue *sum_of_next(Cg *cg, const IrNode *n, const IrValue **base) {
-  *base = NULL;
-  if (cg->cur + 1 >= cg->f->nodes.len) return NULL;
-  const IrNode *a = cg->f->nodes.items[cg->cur + 1];
-  const IrValue *g = n->out[0], *b = NULL, *y = a->out[0];
-  IrMapSlot *u = ir_map_get(&cg->uses, g);
-  if (!u || u->i != 1 || a->nin != 2 || a->nout != 1 || g->dtype != IR_F32) return NULL;
-  if (a->op == IR_OP_ADD) {
-    b = a->in[0] == g ? a->in[1] : a->in[1] == g ? a->in[0] : NULL;
-    if (!b || b == g || b->dtype != IR_F32) return NULL;
-  } else if (a->op == IR_OP_FUSED && a->in[1] == g && a->in[0]->dtype == IR_BF16) {
-    const char *prog = a->attrs.v[IR_ATTR_PROG].s;
-    if (!prog || strcmp(prog, "t0 = cast(i0) {dtype = f32}; t1 = add(t0, i1)") != 0) return NULL;
-    b = a->in[0];
-  } else {
-    return NULL;
-  }
-  if (y->dtype != IR_F32 || !ir_shape_eq(&y->shape, &g->shape) ||
-      !ir_shape_eq(&b->shape, &g->shape) || overlaps(y, b))
-    return NULL;
-  for (int i = 0; i < n->nin; i++)
-    if (overlaps(y, n->in[i])) return NULL;
-  cg->skip = a;
-  *base = b;
-  return y;
-}
-
 /* embedding_grad(dy[..., C], ids[...]) {shape = [V, C]} */
 static bool lower_embedding_grad(Cg *cg, const IrNode *n) {
   if (!need_i32_ids(cg, n, 1)) return false;
@@ -534,7 +433,8 @@ static bool lower_embedding_grad(Cg *cg, const IrNode *n) {
          cg_i64(cg, ir_numel(&n->in[1]->shape)), cg_i64(cg, t.d[0]), cg_i64(cg, t.d[1]));
     return true;
   }
-  const IrValue *base, *y = sum_of_next(cg, n, &base);
+  const IrValue *base,
+      *y = skip_next(cg, ir_grad_sum_next(cg->m, cg->f, cg->cur, &cg->uses, &base));
   if (y)
     CALL("mmrt_embedding_bwd_add", cg_ptr(cg, y), cg_ptr(cg, base), I32(base->dtype == IR_BF16),
          V(0), V(1), I32(ir_numel(&n->in[1]->shape)), I32(t.d[0]), I32(t.d[1]));
@@ -1134,24 +1034,11 @@ static bool lower_clip_scale(Cg *cg, const IrNode *n) {
 }
 
 /* adamw(param, grad, m, v, lr, step, scale): with the adamw nodes that
- * follow it with the same lr, step, scale, betas and eps, one call of
+ * follow it and join its call (ir_adamw_run_end), one call of
  * mmrt_adamw_steps (one parallel region for the whole update, not one per
  * tensor); the later nodes are skipped (cg->skip_to) */
-static bool same_adamw(const IrNode *a, const IrNode *b) {
-  if (b->op != IR_OP_ADAMW) return false;
-  for (int k = 4; k < 7; k++)
-    if (a->in[k] != b->in[k]) return false;
-  const IrAttrId ids[3] = {IR_ATTR_BETA1, IR_ATTR_BETA2, IR_ATTR_EPS};
-  for (int k = 0; k < 3; k++)
-    if (a->attrs.v[ids[k]].f != b->attrs.v[ids[k]].f) return false;
-  return true;
-}
-
 static bool lower_adamw(Cg *cg, const IrNode *n) {
-  int last = cg->cur;
-  while (last + 1 < cg->f->nodes.len && (!cg->keep || cg->keep[last + 1]) &&
-         same_adamw(n, cg->f->nodes.items[last + 1]))
-    last++;
+  int last = ir_adamw_run_end(cg->f, cg->cur, cg->keep);
   int count = last - cg->cur + 1;
   LLVMValueRef arr[4], sizes = LLVMBuildArrayAlloca(cg->b, cg->t_i64, I32(count), "sizes"),
                        wds = LLVMBuildArrayAlloca(cg->b, cg->t_f32, I32(count), "wds");

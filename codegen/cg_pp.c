@@ -212,6 +212,12 @@ bool cg_pp_keeps_grad(const Cg *cg, const IrValue *v) {
   return !s || s->i == cg->pp_rank1;
 }
 
+bool cg_pp_tp_chunk(const Cg *cg, const IrValue *v) {
+  const MmPlan *pl = &cg->m->plan;
+  return pl->pp_scatter && cg->m->mesh[IR_AX_TP] > 1 && pl->placement != MM_PLACE_SEPARATE &&
+         pl->nsubplans == 0 && cg_orig(cg, v)->pl[IR_AX_TP].kind == IR_PL_B;
+}
+
 static int fn_of(const PpAssign *a, int i) {
   return 3 * a->stage[i] + (a->part[i] == PPN_F ? 0 : a->part[i] == PPN_I ? 1 : 2);
 }
@@ -238,6 +244,7 @@ bool cg_pp_build(Cg *cg, const IrFunc *f, CgMb *out) {
   out->accum = ARENA_ARRAY(cg->a, const IrValue *, N + 1);
   out->xfer = ARENA_ARRAY(cg->a, const IrValue *, 4 * N + 1);
   out->route = ARENA_ARRAY(cg->a, int64_t, 2 * (4 * N + 1));
+  out->tp_chunk = ARENA_ARRAY(cg->a, int64_t, 4 * N + 1);
   out->accum_stage = ARENA_ARRAY(cg->a, int64_t, N + 1);
   IrMap seen, sent;
   ir_map_init(&seen, cg->a, false);
@@ -269,6 +276,7 @@ bool cg_pp_build(Cg *cg, const IrFunc *f, CgMb *out) {
       ir_map_put(&sent, arena_strdup(cg->a, key));
       if (!v->mem_planned) return cg_error(cg, n, "pipeline: a transfer without a memory plan");
       out->route[2 * out->nxfer] = from, out->route[2 * out->nxfer + 1] = to;
+      out->tp_chunk[out->nxfer] = cg_pp_tp_chunk(cg, v);
       out->xfer[out->nxfer++] = v;
     }
   }

@@ -1498,6 +1498,18 @@ static bool check_plan(FeProgram *p, MmPlan *pl, SrcLoc model_loc) {
                "sequence parallel (sp) needs tensor parallel, but tp = %d", pl->tp);
     ok = false;
   }
+  /* pp_scatter changes the pipeline's transfers between tp groups: set
+   * where there are none (or separate placement's, which it leaves whole),
+   * it would do nothing; a search's candidate (flags.section) keeps the
+   * file's where it applies */
+  if (pl->loc[MM_SET_PP_SCATTER].file && !p->opts.flags.section &&
+      (pl->pp <= 1 || pl->tp <= 1 || pl->placement == MM_PLACE_SEPARATE || pl->nsubplans > 0)) {
+    diag_error(p->d, pl->loc[MM_SET_PP_SCATTER],
+               "pp_scatter splits the pipeline's transfers over tp: it needs pp > 1 and tp > 1 "
+               "without sub-model plans, but pp = %d, tp = %d%s",
+               pl->pp, pl->tp, pl->nsubplans > 0 ? " with sub-model plans" : "");
+    ok = false;
+  }
   /* a tp that splits no parameter runs the model replicated; under sp the
    * shard pass tells whether some activation splits */
   if (pl->tp > 1 && !pl->sp && p->ir && p->opts.tp_splits &&

@@ -6,10 +6,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ir/ir_merge.h"
 #include "accum.h"
 #include "bucket.h"
 #include "pp_sched.h"
 #include "pp_stage.h"
+
+/* Whether the pipeline sends v in tp chunks (pp_scatter; codegen/cg_pp.c
+ * cg_pp_tp_chunk decides the same for the trainer): replicated over tp. */
+static bool tp_chunked(const IrModule *m, const IrValue *v) {
+  return m->plan.pp_scatter && m->mesh[IR_AX_TP] > 1 && m->plan.placement != MM_PLACE_SEPARATE &&
+         m->plan.nsubplans == 0 && v->pl[IR_AX_TP].kind == IR_PL_B;
+}
 
 double cost_collective_s(const MmDevice *d, IrOp op, double bytes, int n, int stride) {
   if (n <= 1) return 0;
@@ -97,22 +105,25 @@ static double ring_s(const IrModule *m, const MmDevice *d, const IrNode *n, doub
 }
 
 /* One op's time on its rank (not a collective); extra: bytes it moves
- * besides its operands and results (a micro-batch sum it accumulates into). */
-static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double extra,
+ * besides its operands and results (a micro-batch sum it accumulates into);
+ * mg: how the backend calls it (ir/ir_merge.h): in a call of its own, as
+ * the epilogue of the call before it (no time of its own), or as one more
+ * tensor of that call (its work without the fixed time). */
+static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double extra, IrMerge mg,
                    double *flops_local) {
   const IrOpInfo *info = &ir_ops[n->op];
   *flops_local = 0;
-  if (info->flags & OPF_VIEW) return 0;
+  if ((info->flags & OPF_VIEW) || mg == IR_MERGE_EPILOGUE) return 0;
   double fl = (double)ir_flops(n) / split_of(m, n), rate, over = d->op_overhead_us;
   bool bf = n->nin && n->in[0]->dtype == IR_BF16;
   double mm = (bf ? d->bf16_tflops : d->fp32_tflops) * 1e12 * d->matmul_efficiency;
   switch (info->flop_kind) {
     case IR_FL_MATMUL:
     case IR_FL_LINEAR:
+    case IR_FL_LINEAR_W: rate = mm, over = d->matmul_overhead_us; break;
     case IR_FL_CONV:
-    case IR_FL_LINEAR_W:
     case IR_FL_CONV_X:
-    case IR_FL_CONV_W: rate = mm, over = d->matmul_overhead_us; break;
+    case IR_FL_CONV_W: rate = mm, over = d->conv_overhead_us; break;
     case IR_FL_ATTENTION:
     case IR_FL_ATTENTION_BWD:
       rate = mm * d->attention_efficiency, over = d->attention_overhead_us;
@@ -122,7 +133,7 @@ static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double
   *flops_local = fl;
   double t = fl / rate, tb = (node_bytes(m, n) + extra) / (d->mem_bw_gbs * 1e9);
   t = (t > tb ? t : tb) + scores_s(m, d, n);
-  return t + ring_s(m, d, n, t) + over * 1e-6;
+  return t + ring_s(m, d, n, t) + (mg == IR_MERGE_CALL ? 0 : over * 1e-6);
 }
 
 static int axis_stride(const IrModule *m, int a) {
@@ -199,8 +210,9 @@ static double add_s(const IrModule *m, const MmDevice *d, const MbDefer *md, con
   return b / (d->mem_bw_gbs * 1e9) + d->op_overhead_us * 1e-6;
 }
 
-static bool mb_clock(const IrModule *m, const MmDevice *d, const IrFunc *f, int bwd, int upd,
-                     const MbDefer *md, bool light, MbClock *k, char *err, size_t errn) {
+static bool mb_clock(const IrModule *m, const MmDevice *d, const IrFunc *f, const IrMap *uses,
+                     int bwd, int upd, const MbDefer *md, bool light, MbClock *k, char *err,
+                     size_t errn) {
   const int64_t *defer = md->node;
   double(*by_kind)[3] = k->by_kind, weight = k->weight;
   memset(k, 0, sizeof *k);
@@ -247,7 +259,7 @@ static bool mb_clock(const IrModule *m, const MmDevice *d, const IrFunc *f, int 
       done[id] = chan;
       continue;
     }
-    double fl, c = op_s(m, d, n, sum_bytes(m, md, i), &fl);
+    double fl, c = op_s(m, d, n, sum_bytes(m, md, i), ir_merged_into_prev(m, f, i, uses), &fl);
     k->t += c;
     if (up)
       k->uc += c;
@@ -279,19 +291,32 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
   tokens_of(f, M, o);
   int bwd = -1, upd = -1;
   ir_train_phases(f, &bwd, &upd);
-  double fwd_flops = 0, fb_flops = 0, upd_flops = 0;
+  /* The model's FLOPs: the forward and the backward's ops that carry the
+   * loss's gradient (read the seed at bwd, directly or not); the backward's
+   * other ops read forward values only: recomputation's clones. So a frozen
+   * sub-model nothing trainable precedes costs its forward alone, and a
+   * plan's recompute never changes them (3x the forward was neither). */
+  double fwd_flops = 0, fb_flops = 0, upd_flops = 0, grad_flops = 0;
+  for (int i = 0; i < f->nodes.len; i++) ((IrNode *)f->nodes.items[i])->aux = NULL;
   for (int i = 0; i < f->nodes.len; i++) {
-    const IrNode *n = f->nodes.items[i];
+    IrNode *n = f->nodes.items[i];
     double g = (double)ir_flops(n);
     if (upd >= 0 && i >= upd)
       upd_flops += g;
     else {
       fb_flops += g;
-      if (bwd < 0 || i < bwd) fwd_flops += g;
+      if (bwd < 0 || i < bwd)
+        fwd_flops += g;
+      else {
+        bool carries = i == bwd;
+        for (int k = 0; k < n->nin && !carries; k++) carries = n->in[k]->def && n->in[k]->def->aux;
+        if (carries) n->aux = n, grad_flops += g;
+      }
     }
   }
+  for (int i = 0; i < f->nodes.len; i++) ((IrNode *)f->nodes.items[i])->aux = NULL;
   o->flops_step = M * fb_flops + upd_flops;
-  o->model_flops = 3.0 * M * fwd_flops;
+  o->model_flops = M * (fwd_flops + grad_flops);
 
   if (P <= 1) {
     /* M > 1, dp > 1: the dp gradient reductions run on the last
@@ -303,9 +328,11 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
     ir_update_part(f, upd >= 0 ? upd : f->nodes.len, &ar, upm);
     MbDefer md;
     mb_defer_plan(m, f, upm, &ar, &md);
+    IrMap uses;
+    ir_use_counts(f, &ar, &uses);
     MbClock full = {.by_kind = by_kind, .weight = 1}, light = {.by_kind = by_kind, .weight = M - 1};
-    bool ok = mb_clock(m, d, f, bwd, upd, &md, false, &full, err, errn) &&
-              mb_clock(m, d, f, bwd, upd, &md, true, &light, err, errn);
+    bool ok = mb_clock(m, d, f, &uses, bwd, upd, &md, false, &full, err, errn) &&
+              mb_clock(m, d, f, &uses, bwd, upd, &md, true, &light, err, errn);
     arena_free(&ar);
     if (!ok) return false;
     /* the forward and backward M times (M - 1 of them without the deferred
@@ -322,7 +349,7 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
     int S = a.nstages;
     double *cost = calloc((size_t)(5 * S), sizeof *cost), *comm = cost + 3 * S,
            *comp = cost + 4 * S;
-    double uc = 0, ucomm = 0, xbytes = 0, *dcomm = calloc((size_t)S + 1, sizeof *dcomm);
+    double uc = 0, ucomm = 0, xbytes = 0, xchunk = 0, *dcomm = calloc((size_t)S + 1, sizeof *dcomm);
     /* the dp reductions deferred to each stage's last W part (passes/accum.h):
      * once a step, after the schedule; the sums' axpy every micro-batch */
     Arena ar;
@@ -331,6 +358,8 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
     for (int i = 0; i < f->nodes.len; i++) upm[i] = a.part[i] == PPN_U;
     MbDefer md;
     mb_defer_plan(m, f, upm, &ar, &md);
+    IrMap uses;
+    ir_use_counts(f, &ar, &uses);
     /* aux: the forward stage + 1 that makes a value (0: none), cleared after */
     for (int i = 0; i < f->inputs.len; i++) ((IrValue *)f->inputs.items[i])->aux = NULL;
     for (int i = 0; i < m->params.len; i++) ((IrValue *)m->params.items[i])->aux = NULL;
@@ -339,13 +368,22 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
       for (int j = 0; j < n->nout; j++)
         n->out[j]->aux = (void *)(intptr_t)(a.part[i] == PPN_F ? a.stage[i] + 1 : 0);
     }
+    IrMap sent;
+    ir_map_init(&sent, &ar, true);
     for (int i = 0; i < f->nodes.len; i++) {
       IrNode *n = f->nodes.items[i];
       if (a.part[i] == PPN_F)
         for (int j = 0; j < n->nin; j++) {
           intptr_t s = (intptr_t)n->in[j]->aux;
-          if (s > 0 && s - 1 != a.stage[i] && n->in[j]->role != IR_ROLE_PARAM)
-            xbytes += (double)ir_local_numel(m, n->in[j]) * ir_dtype_size(n->in[j]->dtype);
+          /* as the trainer sends it (codegen/cg_pp.c): once per value and
+           * receiving rank, nothing between a rank's own virtual stages */
+          if (s <= 0 || (s - 1) % P == a.stage[i] % P || n->in[j]->role == IR_ROLE_PARAM) continue;
+          char key[64];
+          snprintf(key, sizeof key, "%p>%d", (const void *)n->in[j], a.stage[i] % P);
+          if (ir_map_get(&sent, key)) continue;
+          ir_map_put(&sent, arena_strdup(&ar, key));
+          *(tp_chunked(m, n->in[j]) ? &xchunk : &xbytes) +=
+              (double)ir_local_numel(m, n->in[j]) * ir_dtype_size(n->in[j]->dtype);
         }
       double t, fl;
       bool is_comm = ir_op_is_collective(n->op);
@@ -362,8 +400,12 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
         bool async;
         t = coll_s(m, d, f, i, &async);
         o->comm_s += (a.part[i] == PPN_U ? 1 : M) * t;
-      } else
-        t = op_s(m, d, n, sum_bytes(m, &md, i), &fl);
+      } else {
+        /* merged into the call before it when that runs on the same rank */
+        IrMerge mg = ir_merged_into_prev(m, f, i, &uses);
+        if (mg != IR_MERGE_NONE && a.stage[i] % P != a.stage[i - 1] % P) mg = IR_MERGE_NONE;
+        t = op_s(m, d, n, sum_bytes(m, &md, i), mg, &fl);
+      }
       if (a.part[i] == PPN_U) {
         if (is_comm)
           ucomm += t;
@@ -383,7 +425,17 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
     for (int k = 0; k < 3 * S; k++)
       if (cost[k] <= 0) cost[k] = 1e-9;
     int stride = m->mesh[IR_AX_TP] * m->mesh[IR_AX_CP] * m->mesh[IR_AX_DP];
-    double xfer = cost_collective_s(d, IR_OP_COUNT, S > 1 ? xbytes / (S - 1) : 0, 2, stride);
+    /* a transfer: the values sent whole, and those replicated over tp in
+     * tp chunks, each tp rank's over its own adapter (bytes / tp each),
+     * then all-gathered over tp by the receivers (docs/pp-transfers.md) */
+    int tp = m->mesh[IR_AX_TP];
+    double whole = S > 1 ? xbytes / (S - 1) : 0, split = S > 1 ? xchunk / (S - 1) : 0;
+    o->pp_xfer_bytes = whole + split;
+    o->pp_xfer_rank_bytes = whole + split / tp;
+    o->pp_xfer_send_s = cost_collective_s(d, IR_OP_COUNT, o->pp_xfer_rank_bytes, 2, stride);
+    o->pp_xfer_gather_s =
+        split > 0 ? cost_collective_s(d, IR_OP_ALL_GATHER, split * (tp - 1) / tp, tp, 1) : 0;
+    double xfer = o->pp_xfer_send_s + o->pp_xfer_gather_s;
     PpSchedule s;
     bool ok = pp_sched_build(&s, (PpSchedKind)m->plan.schedule, P, S / P, M, err, errn);
     if (ok) {
@@ -421,7 +473,8 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
   return true;
 }
 
-double cost_op_s(const IrModule *m, const MmDevice *d, const IrNode *n) {
+double cost_op_s(const IrModule *m, const MmDevice *d, const IrFunc *f, int i, const IrMap *uses) {
   double fl;
-  return ir_op_is_collective(n->op) ? 0 : op_s(m, d, n, 0, &fl);
+  const IrNode *n = f->nodes.items[i];
+  return ir_op_is_collective(n->op) ? 0 : op_s(m, d, n, 0, ir_merged_into_prev(m, f, i, uses), &fl);
 }

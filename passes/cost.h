@@ -22,8 +22,10 @@
  * - Micro-batches: the forward and backward M times, the update once.
  * - Pipeline: the schedule simulator (passes/pp_sched.h) with each stage's
  *   forward, input- and weight-gradient times per micro-batch and one
- *   transfer's alpha + bytes / bandwidth between stages; the bubble is the
- *   makespan less the busiest rank's work.
+ *   transfer's alpha + bytes / bandwidth between stages (a tp-replicated
+ *   value's bytes / tp per rank, plus the receivers' all-gather of its
+ *   chunks over tp: pp_scatter); the bubble is the makespan less the
+ *   busiest rank's work.
  * - Ring attention: each of the cp - 1 shifts of K and V (and dK, dV)
  *   shows where it outlasts the block computed meanwhile.
  * - Not modelled: the split-statistics norms' in-kernel communication, the
@@ -39,19 +41,24 @@
 #include "../support/device.h"
 
 typedef struct CostPrediction {
-  int devices;              /* tp * cp * dp * pp */
-  double step_s;            /* predicted time of one training step */
-  double compute_s;         /* the critical rank's compute (forward and backward) */
-  double exposed_comm_s;    /* communication not hidden behind compute */
-  double bubble_s;          /* pipeline idle time of the critical rank */
-  double optimizer_s;       /* norm, clipping and update */
-  double comm_s;            /* every collective's time, hidden or not */
-  double flops_step;        /* executed FLOPs of a step, all devices (recompute included) */
-  double model_flops;       /* 3x the forward FLOPs of the step's samples (no recompute) */
+  int devices;           /* tp * cp * dp * pp */
+  double step_s;         /* predicted time of one training step */
+  double compute_s;      /* the critical rank's compute (forward and backward) */
+  double exposed_comm_s; /* communication not hidden behind compute */
+  double bubble_s;       /* pipeline idle time of the critical rank */
+  double optimizer_s;    /* norm, clipping and update */
+  double comm_s;         /* every collective's time, hidden or not */
+  double flops_step;     /* executed FLOPs of a step, all devices (recompute included) */
+  double model_flops;    /* the forward's FLOPs and the backward's gradient ops' (no recompute) */
   double tflops_per_device; /* executed FLOPs / step_s / devices, in TFLOP/s */
   double mfu;               /* model FLOPs / step_s / (devices * bf16 or fp32 peak) */
   int64_t samples, tokens;  /* per step (tokens 0: the inputs have no sequence) */
   double peak_tflops;       /* the peak MFU is counted against */
+  /* pp > 1: a transfer between stages (the mean over the stage links): its
+   * bytes, the bytes each rank sends of it (those of tp-replicated values
+   * 1/tp, pp_scatter), the send's time and the receivers' all-gather of
+   * the chunks over tp (docs/pp-transfers.md) */
+  double pp_xfer_bytes, pp_xfer_rank_bytes, pp_xfer_send_s, pp_xfer_gather_s;
   /* optional, set by the caller before cost_predict (zeroed by it): each op
    * kind's predicted seconds a step, [op][0 forward, 1 backward, 2 update]
    * (computation only, as the trainer's --profile counts it; left zero
@@ -69,8 +76,9 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *out, char *err
  * stride `stride` in the rank order. */
 double cost_collective_s(const MmDevice *d, IrOp op, double bytes, int n, int stride);
 
-/* One op's time on its rank as the prediction charges it (0 for a
- * collective): mmc plan --search weighs pipeline stages with it. */
-double cost_op_s(const IrModule *m, const MmDevice *d, const IrNode *n);
+/* Node i of f's time on its rank as the prediction charges it (0 for a
+ * collective; uses: ir_use_counts of f, ir/ir_merge.h): mmc plan --search
+ * weighs pipeline stages with it. */
+double cost_op_s(const IrModule *m, const MmDevice *d, const IrFunc *f, int i, const IrMap *uses);
 
 #endif

@@ -6,7 +6,9 @@
  *   block N    the same for the first N layers of each stack;
  *   selective  the attention core: each `attention` node (QKᵀ, softmax and
  *              ·V in one op: its out and lse) and the views of its results;
- *              a unit is the layer holding it.
+ *              a unit is the layer holding it;
+ * and under each of them a stack layer's bf16 weight casts (in the layer's
+ * unit, never kept: see param_cast).
  * A value made in R that a node of another unit of R reads is kept (under
  * full and block: that any forward node outside its unit reads, so a
  * layer's output, the next layer's or the final norm's input, stays), as is
@@ -23,8 +25,10 @@
  * kept as the next layer's input, and no backward op reads y: the
  * cotangents of an all-reduce and of an add pass through), so it adds
  * exactly one all-reduce per layer where Megatron, rerunning the whole
- * layer, adds two (with sp: two all-gathers and one reduce-scatter, where
- * Megatron has two and two; tests/recompute.sh counts them at run time).
+ * layer, adds two (with sp: one reduce-scatter and no all-gather, where
+ * Megatron has two and two: the backward gathers the norms' outputs again
+ * with or without recompute, passes/shard.c; tests/recompute.sh counts them
+ * at run time).
  * The clones compute what the originals computed,
  * from the same operands and attributes (dropout's mask is a function of
  * its seed attribute and the element), so losses and gradients are those
@@ -79,12 +83,26 @@ static int64_t unit_of_value(Rc *r, const IrValue *v) {
   return s ? s->i - 1 : -1;
 }
 
+/* A parameter's bf16 cast (passes/precision.c) in a stack layer: under
+ * any policy the backward makes it again from the parameter, which the
+ * rank holds anyway, rather than keep it from the forward (a copy of the
+ * layer's weights per micro-batch in flight under pp). Outside the layers
+ * (a tied embedding's cast for the head) it is kept: made again in the
+ * backward it would be a backward value of the embedding's pipeline stage
+ * and pull the head's backward there (passes/pp_stage.h). */
+static bool param_cast(const IrNode *n) {
+  const IrValue *x = n->nin == 1 ? n->in[0] : NULL;
+  return n->op == IR_OP_CAST && x && !x->def &&
+         (x->role == IR_ROLE_PARAM || x->role == IR_ROLE_OPT);
+}
+
 /* The unit of a forward node in R, or -1. */
 static int64_t unit_of_node(Rc *r, const IrNode *n, int index) {
   if (ir_ops[n->op].flags & OPF_INPLACE) return -1;
   int block;
   MmRecompute pol = policy_of(r->pl, n, &block);
   int64_t layer_unit = n->group >= 0 ? (int64_t)n->group * 1000000 + n->layer : -1;
+  if (pol != MM_RECOMPUTE_NONE && layer_unit >= 0 && param_cast(n)) return layer_unit;
   switch (pol) {
     case MM_RECOMPUTE_FULL: return layer_unit;
     case MM_RECOMPUTE_BLOCK: return n->group >= 0 && n->layer < block ? layer_unit : -1;
@@ -164,7 +182,7 @@ bool pass_recompute(IrModule *m, PassCtx *cx) {
     IrNode *n = f->nodes.items[i];
     for (int k = 0; k < n->nin; k++) {
       int64_t u = unit_of_value(&r, n->in[k]);
-      if (u < 0 || u == nunit[i]) continue;
+      if (u < 0 || u == nunit[i] || param_cast(n->in[k]->def)) continue;
       int block;
       bool layers = policy_of(pl, n->in[k]->def, &block) != MM_RECOMPUTE_SELECTIVE;
       if (nunit[i] >= 0 || layers) ir_map_put(&r.kept, n->in[k]);

@@ -802,8 +802,24 @@ static bool finalize_grads(Sh *s, IrFunc *f) {
   return any;
 }
 
-/* Inserts the reshards the strategies need, one per value and placement. */
+/* Whether a reshard of x to pl makes x bigger on its rank: some axis goes
+ * from split to whole (an all-gather). */
+static bool gathers(const IrValue *x, const IrPlacement *pl) {
+  for (int a = 0; a < IR_NAXES; a++)
+    if (x->pl[a].kind == IR_PL_S && pl[a].kind == IR_PL_B) return true;
+  return false;
+}
+
+/* Inserts the reshards the strategies need, one per value and placement,
+ * and one more in the backward of @train for a forward activation it reads
+ * gathered (sp: a norm's output the linears of the layer read whole): the
+ * backward gathers it again, as Megatron's sequence-parallel linears do, so
+ * that what the layer keeps for its backward is the split value, not the
+ * gathered one (an all-gather more per such value, the gathered copy dies
+ * in the forward). */
 static void materialize(Sh *s, IrFunc *f) {
+  int bwd, upd;
+  ir_train_phases(f, &bwd, &upd);
   int nold = f->nodes.len;
   void **old = ARENA_ARRAY(&s->a, void *, nold ? nold : 1);
   memcpy(old, f->nodes.items, sizeof(void *) * (size_t)nold);
@@ -813,8 +829,13 @@ static void materialize(Sh *s, IrFunc *f) {
   typedef struct Done {
     IrPlacement pl[IR_NAXES];
     IrValue *v;
+    bool backward; /* made for the backward's readers (see above) */
     struct Done *next;
   } Done;
+  IrMap fwd; /* the forward's values (made by a node before bwd) */
+  ir_map_init(&fwd, &s->a, false);
+  for (int i = 0; i < bwd; i++)
+    for (int j = 0; j < ((IrNode *)old[i])->nout; j++) ir_map_put(&fwd, ((IrNode *)old[i])->out[j]);
   for (int i = 0; i < nold; i++) {
     IrNode *n = old[i];
     IrMapSlot *rs = ir_map_get(&s->req, n);
@@ -826,12 +847,14 @@ static void materialize(Sh *s, IrFunc *f) {
         for (int a = 0; a < IR_NAXES; a++)
           want[a] = s->m->mesh[a] > 1 ? req[k * IR_NAXES + a] : x->pl[a];
         if (same_pl(want, x->pl)) continue;
+        bool again = bwd >= 0 && i >= bwd && ir_map_get(&fwd, x) && gathers(x, want);
         IrMapSlot *ds = ir_map_put(&done, x);
         Done *d = ds->p;
-        while (d && !same_pl(d->pl, want)) d = d->next;
+        while (d && !(same_pl(d->pl, want) && d->backward == again)) d = d->next;
         if (!d) {
           d = ARENA_NEW(&s->a, Done);
           memcpy(d->pl, want, sizeof want);
+          d->backward = again;
           d->v = reshard(s, f, x, want, n);
           d->next = ds->p;
           ds->p = d;

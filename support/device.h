@@ -33,13 +33,15 @@
   X(attention_score_bytes_bwd, "attention_score_bytes_bwd", 0, 0, 1e3,                             \
     "bytes the attention backward's kernels move per score (0: fused)")                            \
   X(matmul_overhead_us, "matmul_overhead_us", 0, 0, 1e6,                                           \
-    "fixed time of a product or convolution call, us (default: op_overhead_us)")                   \
+    "fixed time of a product call, us (default: op_overhead_us)")                                  \
   X(attention_overhead_us, "attention_overhead_us", 0, 0, 1e6,                                     \
     "fixed time of an attention kernel call, us (default: op_overhead_us)")                        \
   X(attention_score_ns, "attention_score_ns", 0, 0, 1e6,                                           \
     "the attention forward kernel's time per score besides its FLOPs (softmax), ns (default 0)")   \
   X(attention_score_ns_bwd, "attention_score_ns_bwd", 0, 0, 1e6,                                   \
-    "the same for the attention backward kernel, ns (default 0)")
+    "the same for the attention backward kernel, ns (default 0)")                                  \
+  X(conv_overhead_us, "conv_overhead_us", 0, 0, 1e6,                                               \
+    "fixed time of a convolution call, forward or backward, us (default: matmul_overhead_us)")
 
 typedef struct MmDevice {
   char name[128]; /* the `name` key, else the file's base name */

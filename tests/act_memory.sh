@@ -25,10 +25,10 @@
 #   + stats:  each of the 2 LayerNorms keeps mean and rstd, 2 s b floats
 #             (/t under sp);
 #   - out:    selective also drops the attention output (the out
-#             projection's input, 2sbh/t in 16 bit), rerun with the core;
-#   + gather: under sp the all-gathered inputs of the column-parallel
-#             linears (q/k/v and fc1) are kept, sbh each in 16 bit, where
-#             Megatron keeps the sbh/t shard and gathers it again.
+#             projection's input, 2sbh/t in 16 bit), rerun with the core.
+# Under sp the inputs of the column-parallel linears (q/k/v and fc1) are
+# kept split, sbh/t each, and gathered again in the backward, as Megatron
+# does (no term: the table counts them so).
 # mmc's bytes must be within 2% of the adjusted figure; the plan's own
 # printed Korthikanti figures must equal the formula (the plan shows both).
 set -uo pipefail
@@ -104,7 +104,6 @@ adj = {"masks": -masks, "core": -(core_t * E / 2 + core_m)}
 if not (sel or full): adj["lse"] = E * a * s * b / t
 if not full: adj["stats"] = 2 * 2 * E * s * b / (t if sp else 1)
 if sel: adj["out"] = -E * sbh / t
-if sp and not full: adj["gather"] = 2 * E * (sbh - sbh / t)
 want = scaled + sum(adj.values())
 layers = [l for l in d["layers"] if l["group"] == "h"]
 assert len(layers) == 2, d["layers"]

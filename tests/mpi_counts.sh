@@ -18,7 +18,10 @@
 #    begin, so forward and backward are counted apart: 2L + 2 forward,
 #    2L + 1 backward, 1 in the update.
 #  tp=2+sp: all_gather.tp and reduce_scatter.tp = 2 forward + 2 backward
-#    per layer of s*b*h each (4L), plus: the embedding's reduce-scatter
+#    per layer of s*b*h each (4L), and 2 all-gathers more per layer in the
+#    backward: the norms' outputs gathered again for the column-parallel
+#    linears' weight gradients (the forward's gathered copies are not kept;
+#    passes/shard.c), plus: the embedding's reduce-scatter
 #    (forward) and all-gather (backward), the lm head's all-gather (forward)
 #    and reduce-scatter (backward), all s*b*h; the position embedding's
 #    gradient all-gathered from the split sequence (s*h); all_reduce.tp:
@@ -27,7 +30,8 @@
 #    the bias of each row-parallel layer (2L) -- plus the cross entropy's
 #    and the gradient norm's all-reduces as under tp=2. Per phase: forward
 #    2L + 1 all-gathers, 2L + 1 reduce-scatters and the cross entropy's
-#    all-reduce; backward 2L + 2 all-gathers, 2L + 1 reduce-scatters and the
+#    all-reduce; backward 4L + 3 all-gathers (the lm head's input gathered
+#    again too), 2L + 1 reduce-scatters and the
 #    replicated weights' gradient all-reduces.
 #  dp=2, ZeRO-1, ZeRO-2: gradient and parameter elements sent per rank and
 #    step = 2 Psi (d-1)/d; ZeRO-3: 3 Psi (d-1)/d; besides, 1-element
@@ -118,7 +122,8 @@ if mode == "tp":
                              ("gradient norm", 1, 1)])
 elif mode == "tpsp":
     expect("all_gather.tp", [("Megatron-SP per layer 2 fwd + 2 bwd", 4 * L, sbh), ("lm head input fwd", 1, sbh),
-                             ("embedding bwd", 1, sbh), ("position embedding grad", 1, s * h)])
+                             ("embedding bwd", 1, sbh), ("position embedding grad", 1, s * h),
+                             ("norm outputs gathered again per layer bwd", 2 * L, sbh), ("lm head input again bwd", 1, sbh)])
     expect("reduce_scatter.tp", [("Megatron-SP per layer 2 fwd + 2 bwd", 4 * L, sbh), ("embedding fwd", 1, sbh),
                                  ("lm head input bwd", 1, sbh)])
     expect("all_reduce.tp", [("layer-norm weight+bias grads", 2 * (2 * L + 1), h), ("row-parallel bias grads", 2 * L, h),
@@ -179,7 +184,8 @@ elif mode == "tpsp":
                       "reduce_scatter.tp": [("Megatron-SP per layer 2 fwd", 2 * L, sbh), ("embedding", 1, sbh)],
                       "all_reduce.tp": [("vocab-parallel cross entropy", 1, b * s * (tp + 1))]})
     phase("backward", {"all_gather.tp": [("Megatron-SP per layer 2 bwd", 2 * L, sbh), ("embedding", 1, sbh),
-                                         ("position embedding grad", 1, s * h)],
+                                         ("position embedding grad", 1, s * h),
+                                         ("norm outputs gathered again per layer", 2 * L, sbh), ("lm head input again", 1, sbh)],
                        "reduce_scatter.tp": [("Megatron-SP per layer 2 bwd", 2 * L, sbh), ("lm head input", 1, sbh)],
                        "all_reduce.tp": [("layer-norm weight+bias grads", 2 * (2 * L + 1), h),
                                          ("row-parallel bias grads", 2 * L, h)]})

@@ -112,6 +112,8 @@ check gpt2tiny.pp2.zbh1 2 "$G" GPT2Tiny "$G" GPT2Tiny 10 --pp 2 --micro-batches 
 check gpt2tiny.pp4.1f1b 4 "$G" GPT2Tiny "$P" G4 10 --pp 4 --micro-batches 4 --schedule 1f1b
 $REL check gpt2tiny.pp2.interleaved 2 "$G" GPT2Tiny "$P" G4i 10 --pp 2 --micro-batches 4
 check gpt2tiny.tp2.pp2 4 "$G" GPT2Tiny "$G" GPT2Tiny 10 --tp 2 --pp 2 --micro-batches 2
+# tp x pp: the transfers of tp-replicated values in tp chunks, all-gathered (pp_scatter)
+$REL check internvl2tiny.tp2.pp2 4 "$V" InternVL2Tiny "$V" InternVL2Tiny "$N" --tp 2 --pp 2 --micro-batches 2
 $REL check gpt2tiny.pp2.dp2.zero1 4 "$G" GPT2Tiny "$G" GPT2Tiny 10 --pp 2 --dp 2 --zero 1 --micro-batches 2
 $REL check internvl2tiny.pp2.novision 2 "$V" InternVL2Tiny "$P" V2 "$N" --pp 2 --micro-batches 2
 check internvl2tiny.pp3.cross.zbh1 3 "$V" InternVL2Tiny "$P" V2x "$N" --pp 3 --micro-batches 4 --schedule zbh1

@@ -11,14 +11,20 @@
 #     consistent (step = compute + exposed comm + bubble + optimizer; dp = 2
 #     halves the compute and adds the all-reduce's alpha-beta time);
 #   - --json carries predicted.{step_s, tflops_per_device, mfu, breakdown};
-#   - a pipeline shows a bubble; --devices sets dp.
+#   - a pipeline shows a bubble; --devices sets dp;
+#   - on a device of fixed costs only (every rate infinite): each op kind's
+#     time is its calls x its key (products, convolutions, attention with
+#     its scores, the rest), the calls counted from the IR and from the
+#     trainer's --profile (the merged calls of ir/ir_merge.h: a linear with
+#     bias is one call, AdamW's tensors one call); ring attention's exposed
+#     K/V shift; --detail's table;
+#   - MFU's model FLOPs: no recompute policy changes them, and with
+#     InternVL2Tiny's vision frozen they stay below the executed FLOPs and
+#     under 3/4 of the unfrozen model's;
+#   - --search ranks, explains and replays; mmc calibrate writes a file.
 set -uo pipefail
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0
-bad() { echo "FAIL: $*"; fail=$((fail+1)); }
-PY=/usr/bin/python3
+plain_script
 
 # ---- the parser: bad files refused by name and line ----
 good() { # the ideal device
@@ -134,19 +140,23 @@ sys.exit(0 if b['bubble_s'] > 0 and p['devices'] == 2 else 1)" || bad "pp: no bu
 "$MMC" plan "$G" --model GPT2Tiny --tp 2 --device a100 --devices 3 > /dev/null 2> "$T/e" && bad "--devices 3 with tp 2 accepted"
 grep -q "not a multiple of tp \* cp \* pp = 2" "$T/e" || { bad "--devices 3: message"; cat "$T/e"; }
 "$MMC" compile "$G" --model GPT2Tiny --device "$T/ideal.dev" -o "$T/tr" || bad "compile --device"
-(cd "$T" && ./tr --steps 6 --eval-batches 1 > /dev/null 2> "$T/run.err") || { bad "trainer"; tail -3 "$T/run.err"; }
-want=$("$MMC" plan "$G" --model GPT2Tiny --device "$T/ideal.dev" --json | $PY -c "import json,sys; print('%.6g' % json.load(sys.stdin)['predicted']['step_s'])")
+(cd "$T" && ./tr --steps 6 --eval-batches 1 --profile > "$T/run.out" 2> "$T/run.err") || { bad "trainer"; tail -3 "$T/run.err"; }
+want=$("$MMC" plan "$G" --model GPT2Tiny --device "$T/ideal.dev" --json | predicted_step)
 grep -q "step time: measured median .* s over 4 steps, predicted $want s on ideal" "$T/run.err" ||
   { bad "the trainer's step-time line (predicted $want)"; grep "step time" "$T/run.err"; }
 
 # ---- fixed costs per kind of call, and each op kind's share (--json by_op_kind) ----
-# every rate infinite: a product call costs matmul_overhead_us (7 us), an
-# attention call attention_overhead_us (3 us) plus its scores (the causal
-# half) at attention_score_ns / _bwd (1 and 2 ns), any other op 1 us; the
-# calls counted here from the IR's text
+# every rate infinite: a product call costs matmul_overhead_us (7 us), a
+# convolution call conv_overhead_us (11 us), an attention call
+# attention_overhead_us (3 us) plus its scores (the causal half) at
+# attention_score_ns / _bwd (1 and 2 ns), any other op 1 us; the calls
+# counted here from the IR's text
 sed -e 's/^fp32_tflops = 1 .*/fp32_tflops = 1e6/' -e 's/^bf16_tflops = 2/bf16_tflops = 1e6/' \
     -e 's/^op_overhead_us = 0/op_overhead_us = 1/' "$T/ideal.dev" > "$T/fixed.dev"
-printf 'matmul_overhead_us = 7\nattention_overhead_us = 3\nattention_score_ns = 1\nattention_score_ns_bwd = 2\n' >> "$T/fixed.dev"
+cp "$T/fixed.dev" "$T/noconv.dev" # conv_overhead_us left to its default, matmul_overhead_us
+printf 'matmul_overhead_us = 7\nattention_overhead_us = 3\nattention_score_ns = 1\nattention_score_ns_bwd = 2\n' |
+  tee -a "$T/noconv.dev" >> "$T/fixed.dev"
+echo 'conv_overhead_us = 11' >> "$T/fixed.dev"
 "$MMC" plan "$G" --model GPT2Tiny --device "$T/fixed.dev" --json > "$T/fixed.json" 2> "$T/e" || { bad "fixed"; cat "$T/e"; }
 "$MMC" dump-ir "$G" --model GPT2Tiny > "$T/ir.txt" 2> "$T/e" || bad "dump-ir"
 $PY - "$T/fixed.json" "$T/ir.txt" <<'PY' || fail=$((fail+1))
@@ -174,6 +184,73 @@ if abs(o - 1e-6 * calls["layer_norm"]) > 1e-8: errs.append(f"layer_norm {o} s, {
 for e in errs: print("FAIL:", e)
 sys.exit(1 if errs else 0)
 PY
+# the calls the program makes (ir/ir_merge.h): a bias add, a residual add or a
+# gradient sum that the kernel before it does, and AdamW's tensors in one call,
+# have no fixed time of their own; so each op kind's predicted time is the
+# calls the trainer's --profile counted (per step) x the kind's fixed time
+# (views cost nothing; attention's scores are checked above)
+$PY - "$T/fixed.json" "$T/run.out" <<'PY' || fail=$((fail+1))
+import json, sys
+k = json.load(open(sys.argv[1]))["predicted"]["by_op_kind"]
+calls = {}
+for line in open(sys.argv[2]).read().split("op kind")[1].split("\n  layer ")[0].splitlines()[1:]:
+    f = line.split()
+    if len(f) == 8 and f[7].isdigit(): calls[f[0]] = int(f[7])
+errs, views, fixed = [], {"reshape"}, {"linear": 7e-6, "linear_grad_x": 7e-6, "linear_grad_w": 7e-6}
+if calls.get("adamw") != 1 or calls.get("add", 0) >= 6: errs.append(f"the program's merges are gone: {calls}")
+for op in sorted(set(k) | set(calls)):
+    if op in views or op.startswith("attention"): continue
+    got, want = sum(k.get(op, {}).values()), calls.get(op, 0) * fixed.get(op, 1e-6)
+    if abs(got - want) > 1e-8: errs.append(f"{op}: predicted {got} s, the trainer's {calls.get(op, 0)} calls x fixed {want} s")
+print(f"by op kind against the trainer's calls: {len(calls)} kinds, adamw {calls.get('adamw')} call, add {calls.get('add')}")
+for e in errs: print("FAIL:", e)
+sys.exit(1 if errs else 0)
+PY
+# a linear with bias is one call (the add in its kernel): 7 us, not 7 + 1;
+# a convolution's kinds cost conv_overhead_us a call (11 us), and without
+# the key matmul_overhead_us (the shipped descriptions have none)
+cat > "$T/cv.mm" <<'MM'
+model Cv {
+  let B = 2
+  w = param f32[4, 1, 3, 3] = normal(0.1)
+  v = param f32[4, 4, 3, 3] = normal(0.1)
+  h = param f32[10, 1024] = normal(0.02)
+  c = param f32[10] = zeros
+  forward(pixels: f32[B, 1, 16, 16], labels: i32[B]) -> loss {
+    y = conv2d(relu(conv2d(pixels, w, padding = 1)), v, padding = 1)
+    return cross_entropy(linear(y.reshape(B, 1024), h, c), labels)
+  }
+  train { optimizer = adamw(lr = 0.1) }
+}
+MM
+"$MMC" dump-ir "$T/cv.mm" > "$T/cv.ir" 2> "$T/e" || { bad "dump-ir cv"; cat "$T/e"; }
+for dv in fixed noconv; do
+  "$MMC" plan "$T/cv.mm" --device "$T/$dv.dev" --json > "$T/cv-$dv.json" 2> "$T/e" || { bad "plan cv $dv"; cat "$T/e"; }
+done
+$PY - "$T/cv-fixed.json" "$T/cv-noconv.json" "$T/cv.ir" <<'PY' || fail=$((fail+1))
+import json, re, sys
+fixed, noconv = (json.load(open(f))["predicted"]["by_op_kind"] for f in sys.argv[1:3])
+ir = open(sys.argv[3]).read().split("func @train")[1]
+calls = {}
+for op in re.findall(r"(?:= |^  )(\w+)\(", ir, re.M):
+    calls[op] = calls.get(op, 0) + 1
+errs = []
+conv = ("conv2d", "conv2d_grad_x", "conv2d_grad_w")
+if [calls.get(op, 0) for op in conv] != [2, 1, 2]: errs.append(f"the IR's convolutions: {calls}")
+for k, us in ((fixed, 11e-6), (noconv, 7e-6)):
+    for op in conv:
+        got = sum(k[op].values())
+        if abs(got - calls[op] * us) > 1e-8: errs.append(f"{op}: {got} s, {calls[op]} calls x {us}")
+lin = sum(fixed["linear"].values()) + sum(fixed.get("add", {}).values())
+if calls.get("add") != 1 or abs(lin - 7e-6) > 1e-8:
+    errs.append(f"linear with bias: {lin} s for the linear and its add ({calls.get('add')} in the IR), want one call's 7 us")
+ad = sum(fixed["adamw"].values())
+if calls.get("adamw") != 4 or abs(ad - 1e-6) > 1e-8:
+    errs.append(f"adamw: {ad} s for {calls.get('adamw')} tensors, want one call's 1 us")
+print(f"cv: conv kinds {[sum(fixed[op].values()) for op in conv]} s, linear + bias {lin} s, adamw x4 {ad} s")
+for e in errs: print("FAIL:", e)
+sys.exit(1 if errs else 0)
+PY
 # ring attention (cp = 2): the one K/V shift (5 us + 32,768 bytes at 10 GB/s) shows
 # where it outlasts the half of the call's compute it overlaps (8,192 local
 # scores, causal half at 1 ns: 4.096 us, half of it 2.048 us)
@@ -188,6 +265,36 @@ sys.exit(0 if abs(a - want) < 1e-3 * want else 1)
 PY
 "$MMC" plan "$G" --model GPT2Tiny --device "$T/fixed.dev" --detail > "$T/detail.txt" || bad "--detail"
 grep -q "^    linear_grad_w  .* 0.000  *0.0[0-9]*  *0.000  *0.0" "$T/detail.txt" || { bad "--detail: no per-op-kind table"; grep -A3 "per op kind" "$T/detail.txt"; }
+
+# ---- MFU's model FLOPs: the forward and the backward's gradient ops ----
+# recompute never changes them (its clones carry no gradient), and a frozen
+# sub-model that nothing trainable precedes costs its forward only: model
+# FLOPs never exceed the executed ones (3x the forward did, by 44%, with
+# InternVL2Tiny's vision frozen)
+for mdl in InternVL2Tiny InternVL2TinyFrozenVision; do
+  for r in none selective full; do
+    "$MMC" plan "$MMC_SOURCE_DIR/stdlib_models/internvl2.mm" --model $mdl --recompute $r --device a100 \
+      --json > "$T/mf-$mdl-$r.json" 2> "$T/e" || { bad "$mdl --recompute $r"; cat "$T/e"; }
+  done
+done
+$PY - "$T" <<'PY' || bad "model FLOPs"
+import json, sys
+f = lambda m, r: json.load(open(f"{sys.argv[1]}/mf-{m}-{r}.json"))["predicted"]
+errs = []
+for m in ("InternVL2Tiny", "InternVL2TinyFrozenVision"):
+    none = f(m, "none")["model_flops_per_step"]
+    for r in ("none", "selective", "full"):
+        p = f(m, r)
+        print(f"{m} recompute {r}: model FLOPs {p['model_flops_per_step']:.0f}, executed {p['flops_per_step']:.0f}")
+        if p["model_flops_per_step"] > p["flops_per_step"]: errs.append(f"{m} {r}: model FLOPs above the executed")
+        # selective: exact; full: within 0.1% (a value only the backward read is made by its clone alone)
+        if abs(p["model_flops_per_step"] / none - 1) > (0 if r != "full" else 1e-3):
+            errs.append(f"{m} {r}: recompute changed the model FLOPs")
+fz, un = f("InternVL2TinyFrozenVision", "none"), f("InternVL2Tiny", "none")
+if not fz["model_flops_per_step"] < 0.75 * un["model_flops_per_step"]: errs.append("freezing vision did not lower the model FLOPs")
+for e in errs: print("FAIL:", e)
+sys.exit(1 if errs else 0)
+PY
 
 # ---- --search: ranked by the prediction each plan gets alone, drops counted by reason ----
 "$MMC" plan "$G" --model GPT2Tiny --device "$T/ideal.dev" --devices 8 --search > "$T/s.txt" 2> "$T/e" ||
@@ -213,8 +320,7 @@ assert m, "the best plan has vpp or sp (this check replays tp..micro_batches onl
 print("--tp %s --pp %s --cp %s --dp %s --zero %s --recompute %s --micro-batches %s %s" % (m.groups() + (steps[0],)))
 PY
 read -r -a best < "$T/flags"
-alone=$("$MMC" plan "$G" --model GPT2Tiny --device "$T/ideal.dev" --json "${best[@]:0:14}" |
-        $PY -c "import json,sys; print('%.6g' % json.load(sys.stdin)['predicted']['step_s'])")
+alone=$("$MMC" plan "$G" --model GPT2Tiny --device "$T/ideal.dev" --json "${best[@]:0:14}" | predicted_step)
 [ "$alone" = "${best[14]}" ] || bad "--search's best (${best[*]}) alone predicts $alone"
 "$MMC" plan "$G" --model GPT2Tiny --device a100 --search > /dev/null 2>&1 && bad "--search without --devices accepted"
 
@@ -222,6 +328,9 @@ alone=$("$MMC" plan "$G" --model GPT2Tiny --device "$T/ideal.dev" --json "${best
 if [ "$SAN" = 0 ]; then
   "$MMC" calibrate --quick -o "$T/cpu.dev" 2> "$T/e" || { bad "calibrate"; cat "$T/e"; }
   grep -q "^fp32_tflops" "$T/cpu.dev" || bad "calibrate: no fp32_tflops"
+  # a convolution's fixed time measured, no less than an op's (calibrate's floor)
+  awk '$2 == "=" { v[$1] = $3 } END { exit !("conv_overhead_us" in v && v["conv_overhead_us"] + 0 >= v["op_overhead_us"] + 0) }' \
+    "$T/cpu.dev" || bad "calibrate: no conv_overhead_us of at least op_overhead_us"
   "$MMC" plan "$T/m.mm" --device "$T/cpu.dev" > /dev/null 2> "$T/e" || { bad "the calibrated file refused"; cat "$T/e"; }
 fi
 "$MMC" calibrate --bogus > /dev/null 2> "$T/e" && bad "calibrate --bogus accepted"

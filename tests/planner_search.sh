@@ -14,17 +14,12 @@
 # Under ASan the same, the models being small (a few seconds).
 set -uo pipefail
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0
-bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
-PY=/usr/bin/python3
+plain_script
 I=(-I "$MMC_SOURCE_DIR/stdlib_models")
 
 # the step `mmc plan` predicts for FILE on DEVICE x N
 step_of() {
-  "$MMC" plan "$1" "${I[@]}" --device "$2" --devices "$3" --json 2> "$T/e" |
-    $PY -c "import json,sys; print('%.6g' % json.load(sys.stdin)['predicted']['step_s'])"
+  "$MMC" plan "$1" "${I[@]}" --device "$2" --devices "$3" --json 2> "$T/e" | predicted_step
 }
 # FILE with its parallel line replaced by SECTION (a search's printed line)
 paste_plan() { $PY -c "
@@ -33,20 +28,9 @@ t = open(sys.argv[1]).read()
 print(re.sub(r'^  parallel \{.*\}$', sys.argv[2], t, flags=re.M), end='')" "$1" "$2" > "$3"; }
 
 # ---- a split that needs to be uneven ----
-cat > "$T/uneven.mm" <<'MM'
-import "gpt2.mm"
-model Uneven {
-  let B = 64
-  let T = 1024
-  gpt = GPT(vocab = 256000, ctx = 1024, dim = 1024, depth = 8, heads = 16)
-  forward(ids: i32[B, T], labels: i32[B, T]) -> loss { return gpt(ids, labels) }
-  train {
-    precision = bf16
-    optimizer = adamw(lr = 1e-4, betas = [0.9, 0.95], weight_decay = 0.1, clip = 1.0)
-  }
-  parallel { pp = 4; micro_batches = 16; recompute = full }
-}
-MM
+gpt_model Uneven 64 1024 "vocab = 256000, ctx = 1024, dim = 1024, depth = 8, heads = 16" \
+  "precision = bf16; optimizer = adamw(lr = 1e-4, betas = [0.9, 0.95], weight_decay = 0.1, clip = 1.0)" \
+  "pp = 4; micro_batches = 16; recompute = full" > "$T/uneven.mm"
 "$MMC" plan "$T/uneven.mm" "${I[@]}" --device a100 --devices 4 --tp 1 --pp 4 --search \
   > "$T/u.txt" 2> "$T/e" || { bad "--search (uneven)"; cat "$T/e"; }
 top=$(grep -m1 -A1 "^#1 " "$T/u.txt" | tail -1)

@@ -50,16 +50,9 @@ set -uo pipefail
 S="$MMC_SOURCE_DIR/stdlib_models"
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
 mpi_script
-cat > "$T/s.mm" <<'MM'
-import "gpt2.mm"
-model S {
-  let B = 8
-  let T = 32
-  gpt = GPT(vocab = 256, ctx = 64, dim = 128, depth = 4, heads = 4)
-  forward(ids: i32[B, T], labels: i32[B, T]) -> loss { return gpt(ids, labels) }
-  train { optimizer = adamw(lr = 1e-3) }
-  parallel { micro_batches = 4; recompute = full }
-}
+gpt_model S 8 32 "vocab = 256, ctx = 64, dim = 128, depth = 4, heads = 4" \
+  "optimizer = adamw(lr = 1e-3)" "micro_batches = 4; recompute = full" > "$T/s.mm"
+cat >> "$T/s.mm" <<'MM'
 model P extends S {
   parallel { pp = 2; micro_batches = 4; recompute = full; stages = [gpt.wte + gpt.wpe + gpt.h[0:2], gpt.h[2:4] + gpt.ln_f] }
 }

@@ -11,9 +11,10 @@
 #  - under tp = 2 the runtime counters see the rerun collectives: full
 #    recompute adds exactly one tp all-reduce per layer to each backward
 #    (the attention block's; the MLP's output is the layer's kept output, so
-#    its all-reduce is not rerun; depth 2 and 3), with sp exactly two
-#    all-gathers and one reduce-scatter per layer, the forward's counts
-#    unchanged, and the weights still equal the run without;
+#    its all-reduce is not rerun; depth 2 and 3), with sp exactly one
+#    reduce-scatter per layer and no all-gather (the backward gathers the
+#    norms' outputs again with or without recompute, passes/shard.c), the
+#    forward's counts unchanged, and the weights still equal the run without;
 #  - a bad --recompute value is a usage error.
 set -uo pipefail
 S="$MMC_SOURCE_DIR/stdlib_models"
@@ -144,7 +145,7 @@ for cfg in "${cfgs[@]}"; do
   cmp -s "$T/$tag-none.st" "$T/$tag-full.st" && ok || bad "$tag tp=2 $sp: weights with full recompute differ"
   L=${tag:1:1}
   # kind:extra backward calls per layer
-  for ke in $([ -z "$sp" ] && echo all_reduce:1 || echo all_gather:2 reduce_scatter:1 all_reduce:0); do
+  for ke in $([ -z "$sp" ] && echo all_reduce:1 || echo all_gather:0 reduce_scatter:1 all_reduce:0); do
     IFS=: read -r kind per <<< "$ke"
     f0=$(calls "$tag-none" forward "$kind") f1=$(calls "$tag-full" forward "$kind")
     b0=$(calls "$tag-none" backward "$kind") b1=$(calls "$tag-full" backward "$kind")

@@ -97,6 +97,24 @@ static void run_lin(void *u) {
     mmrt_linear_bwd_weights(MMRT_F32, l->dw, NULL, l->y, l->x, l->rows, l->K, l->N, 0);
 }
 
+/* a convolution's three kernels (forward, input and weight gradients), as
+ * the generated code calls them */
+typedef struct {
+  MmrtConv cv;
+  float *x, *w, *y, *dx, *dw;
+  int form;
+} ConvArgs;
+
+static void run_conv(void *u) {
+  ConvArgs *c = u;
+  if (c->form == 0)
+    mmrt_conv2d_fwd(MMRT_F32, &c->cv, c->y, c->x, c->w, NULL);
+  else if (c->form == 1)
+    mmrt_conv2d_bwd_data(MMRT_F32, &c->cv, c->dx, c->y, c->w, 0);
+  else
+    mmrt_conv2d_bwd_weights(MMRT_F32, &c->cv, c->dw, NULL, c->y, c->x, 0);
+}
+
 typedef struct {
   float *x, *y, *z;
   long n;
@@ -135,6 +153,23 @@ static void *fill(size_t bytes) {
     memcpy(c + i, &f, bytes - i >= 4 ? 4 : bytes - i);
   }
   return p;
+}
+
+/* The median times of a 3 x 3 convolution's three kernels (N x C x S x S,
+ * C channels out, stride 1, padding 1: the output as large as the input),
+ * summed into *t; their FLOPs (ir_flops' count, 2 N C C 9 S S each) into
+ * *flops. */
+static void conv_times(int N, int C, int S, int reps, double *t, double *flops) {
+  ConvArgs c = {.cv = {.N = N, .C = C, .OC = C, .groups = 1}};
+  for (int i = 0; i < 2; i++)
+    c.cv.in[i] = S, c.cv.k[i] = 3, c.cv.stride[i] = 1, c.cv.pad_lo[i] = c.cv.pad_hi[i] = 1;
+  c.cv.in[2] = c.cv.k[2] = c.cv.stride[2] = 1;
+  size_t act = (size_t)N * C * S * S * 4, wb = (size_t)C * C * 9 * 4;
+  c.x = fill(act), c.y = fill(act), c.dx = fill(act), c.w = fill(wb), c.dw = fill(wb);
+  *t = 0;
+  for (c.form = 0; c.form < 3; c.form++) *t += median_s(run_conv, &c, reps);
+  *flops = 3 * 2.0 * N * C * C * 9 * S * S;
+  free(c.x), free(c.y), free(c.dx), free(c.w), free(c.dw);
 }
 
 static double matmul_tflops(MmrtDtype dt, int n, int reps) {
@@ -259,6 +294,20 @@ int main(int argc, char **argv) {
   free(e.x), free(e.y), free(e.z);
   d.op_overhead_us = (tsm > te ? tsm : te) * 1e6;
   d.matmul_overhead_us = fmax(d.op_overhead_us, mo / 3 * 1e6);
+  /* a convolution's fixed time: a small one's three kernels (2 x 8 x 16 x
+   * 16, as a small model's) less their FLOPs at the rate a larger one's
+   * (4 x 32 x 32 x 32) adds over it, a third of it a call. Both on one
+   * thread, as the trainer runs a small convolution (codegen's small ops,
+   * under 2^20 FLOPs: mmrt_threads_small), which also keeps the figure
+   * steady on a busy machine (a parallel region's join there can wait a
+   * time slice for a descheduled thread) */
+  double cts, cfs, ctl, cfl;
+  mmrt_threads_small(1);
+  conv_times(2, 8, 16, 201, &cts, &cfs);
+  conv_times(4, 32, quick ? 16 : 32, reps, &ctl, &cfl);
+  mmrt_threads_small(0);
+  double crate = ctl > cts ? (cfl - cfs) / (ctl - cts) : d.fp32_tflops * 1e12;
+  d.conv_overhead_us = fmax(d.op_overhead_us, (cts - cfs / crate) / 3 * 1e6);
   /* memory: what this rank may use of the machine's */
   long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGE_SIZE);
   d.mem_gb = pages > 0 && psz > 0 ? (double)pages * (double)psz / 1e9 / world : 1;
@@ -287,17 +336,19 @@ int main(int argc, char **argv) {
     d.intra_lat_us = alpha * 1e6;
     d.intra_bw_gbs = beta > 0 ? 1 / beta / 1e9 : d.mem_bw_gbs;
     /* every rank's kernels measured at once: the slowest rank is the device */
-    double mine[10] = {d.fp32_tflops,          d.bf16_tflops,
+    double mine[11] = {d.fp32_tflops,          d.bf16_tflops,
                        d.mem_bw_gbs,           d.vector_tflops,
                        d.attention_efficiency, -d.op_overhead_us,
                        -d.matmul_overhead_us,  -d.attention_overhead_us,
-                       -d.attention_score_ns,  -d.attention_score_ns_bwd},
-           least[10];
-    MPI_Allreduce(mine, least, 10, MPI_DOUBLE, MPI_MIN, comm);
+                       -d.attention_score_ns,  -d.attention_score_ns_bwd,
+                       -d.conv_overhead_us},
+           least[11];
+    MPI_Allreduce(mine, least, 11, MPI_DOUBLE, MPI_MIN, comm);
     d.fp32_tflops = least[0], d.bf16_tflops = least[1], d.mem_bw_gbs = least[2];
     d.vector_tflops = least[3], d.attention_efficiency = least[4], d.op_overhead_us = -least[5];
     d.matmul_overhead_us = -least[6], d.attention_overhead_us = -least[7];
     d.attention_score_ns = -least[8], d.attention_score_ns_bwd = -least[9];
+    d.conv_overhead_us = -least[10];
     free(x), free(y);
   }
   d.inter_bw_gbs = d.intra_bw_gbs, d.inter_lat_us = d.intra_lat_us;

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ir/ir_merge.h"
 #include "passes/cost.h"
 #include "passes/memplan.h"
 #include "passes/pp_stage.h"
@@ -61,6 +62,14 @@ bool mmc_predict(IrModule *m, const MmDevice *d, int64_t peak, json_object *root
     add_d(b, "bubble_s", c.bubble_s);
     add_d(b, "optimizer_s", c.optimizer_s);
     json_object_object_add(p, "breakdown", b);
+    if (m->plan.pp > 1) { /* a transfer between stages (docs/pp-transfers.md) */
+      json_object *x = json_object_new_object();
+      add_d(x, "bytes", c.pp_xfer_bytes);
+      add_d(x, "bytes_per_rank", c.pp_xfer_rank_bytes);
+      add_d(x, "send_s", c.pp_xfer_send_s);
+      add_d(x, "tp_gather_s", c.pp_xfer_gather_s);
+      json_object_object_add(p, "pp_transfer", x);
+    }
     add_d(p, "comm_s", c.comm_s);
     add_d(p, "flops_per_step", c.flops_step);
     add_d(p, "model_flops_per_step", c.model_flops);
@@ -102,6 +111,11 @@ bool mmc_predict(IrModule *m, const MmDevice *d, int64_t peak, json_object *root
          c.tflops_per_device, 100 * c.mfu, c.peak_tflops);
   printf("  memory per rank %.3f GB of %.3g GB: %s\n", (double)peak / 1e9, d->mem_gb,
          fits ? "fits" : "DOES NOT FIT");
+  if (detail && m->plan.pp > 1)
+    printf("  a transfer between stages: %.4g MB, %.4g MB sent by each rank (tp-replicated values "
+           "in tp chunks: pp_scatter %s), send %.4g ms + all-gather over tp %.4g ms\n",
+           c.pp_xfer_bytes / 1e6, c.pp_xfer_rank_bytes / 1e6, m->plan.pp_scatter ? "on" : "off",
+           1e3 * c.pp_xfer_send_s, 1e3 * c.pp_xfer_gather_s);
   if (detail && order && m->plan.pp <= 1 && nk > 0) {
     /* the trainer's --profile table's layout, to set the two side by side */
     printf("  predicted per op kind (ms a step; the trainer's --profile measures the same):\n");
@@ -672,11 +686,15 @@ static bool split_units(Search *S, const Cand *x, Units *u) {
   double pre = 0; /* forward ops before the first layer */
   int cur = -1;
   bool back = false;
+  Arena ar;
+  arena_init(&ar);
+  IrMap uses;
+  if (ok) ir_use_counts(t, &ar, &uses);
   for (int i = 0; ok && i < t->nodes.len; i++) {
     const IrNode *n = t->nodes.items[i];
     if (n->pp_part == IR_PP_U || n->pp_part == IR_PP_NONE) continue;
     if (!back && n->pp_part != IR_PP_F) back = true, cur = -1;
-    double c = cost_op_s(m, S->d, n);
+    double c = cost_op_s(m, S->d, t, i, &uses);
     int k = -1;
     if (n->group >= 0 && n->layer >= 0) {
       k = unit_of(u, key, n->group, n->layer, maxl);
@@ -700,6 +718,7 @@ static bool split_units(Search *S, const Cand *x, Units *u) {
       cur = u->n - 1; /* the head's backward: the last layer's stage */
     if (cur >= 0) u->w[cur] += c;
   }
+  arena_free(&ar);
   ok = ok && u->n > 0;
   if (ok) {
     u->S = m->plan.pp * (m->plan.vpp > 0 ? m->plan.vpp : 1);

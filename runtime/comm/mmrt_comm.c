@@ -1452,6 +1452,25 @@ int mmrt_wait_sends(MmrtMesh *m, MmrtAxis ax, int n, MPI_Request *rq, const char
   return rc;
 }
 
+int mmrt_tp_gather_chunks(MmrtMesh *m, void *buf, size_t elems, size_t es, const char *what) {
+  MmrtAxis ax = MMRT_AXIS_TP;
+  int rc = check(m, what, ax, MMRT_F32);
+  if (rc) return rc;
+  int n = m->size[ax];
+  size_t full;
+  if (!mul3(elems, es, 1, &full) || full > INT_MAX) return too_large(m, what, ax, elems);
+  tally(MMRT_COMM_ALL_GATHER, ax, n, elems, share((uint64_t)full, (uint64_t)(n - 1), n));
+  if (n == 1) return MMRT_OK;
+  int *cnt = m->cnt, *dsp = m->cnt + n; /* in bytes: whole elements each */
+  blocks(cnt, dsp, n, 1, elems, es);
+  MPI_Request rq, *prq = m->timeout_s > 0 ? &rq : NULL;
+  rc = prq ? MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, cnt, dsp, MPI_BYTE,
+                             m->comm[ax], prq)
+           : MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, cnt, dsp, MPI_BYTE,
+                            m->comm[ax]);
+  return finish(m, what, ax, rc, prq);
+}
+
 int mmrt_send_next(MmrtMesh *m, const void *buf, size_t count, MmrtDtype dt) {
   return mmrt_send(m, MMRT_AXIS_PP, buf, count, dt, mmrt_pp_next(m), TAG_FWD);
 }

@@ -290,6 +290,13 @@ int mmrt_isend_raw(MmrtMesh *m, MmrtAxis ax, const void *buf, size_t elems, size
 int mmrt_recv_raw(MmrtMesh *m, MmrtAxis ax, void *buf, size_t elems, size_t bytes, int peer,
                   int tag, const char *what);
 int mmrt_wait_sends(MmrtMesh *m, MmrtAxis ax, int n, MPI_Request *rq, const char *what);
+/* A pipeline transfer split over tp (docs/pp-transfers.md): buf holds
+ * `elems` elements of `es` bytes, of which this rank's chunk, part tp rank
+ * of mmrt_split_range(elems, tp), has arrived; the chunks all-gathered in
+ * place over the tp axis, so that every tp rank holds the whole (counted as
+ * an all_gather of the tp axis; under the timeout and the watchdog, `what`
+ * naming the call). */
+int mmrt_tp_gather_chunks(MmrtMesh *m, void *buf, size_t elems, size_t es, const char *what);
 
 /* Pipeline neighbours: pp coordinate + 1 and - 1, wrapping around (the last
  * stage's next is the first, as interleaved schedules and rings need). */

@@ -219,6 +219,11 @@ typedef struct {
   float *sum; /* summed, on its sender: the step's sum */
   int64_t n;  /* its elements */
   int bf16;   /* its elements are bf16 (the sum is f32) */
+  /* split over tp (the route's tp_chunk, docs/pp-transfers.md): this tp
+   * rank sends and receives bytes [lo, lo + len) of the value, the
+   * receivers all-gather the rest; else lo = 0, len = bytes */
+  int chunk;
+  int64_t lo, len, elems, es;
 } Xfer;
 
 struct MmrtPp {
@@ -393,10 +398,20 @@ MmrtPp *mmrt_pp_new(const MmrtModelDesc *m, void *mesh, char **arenas, const Mmr
   for (int64_t i = 0; i < m->pp_nxfer; i++) {
     pp->x[i].from = (int)m->pp_xfer_route[i].from;
     pp->x[i].to = (int)m->pp_xfer_route[i].to;
-    pp->x[i].bytes = h->elems(h->user, &m->pp_xfer[i]) *
-                     (int64_t)mmrt_st_dtype_size((MmrtStDtype)m->pp_xfer[i].dtype);
-    pp->x[i].n = h->elems(h->user, &m->pp_xfer[i]);
-    pp->x[i].bf16 = m->pp_xfer[i].dtype == MMRT_ST_BF16;
+    Xfer *x = &pp->x[i];
+    x->es = (int64_t)mmrt_st_dtype_size((MmrtStDtype)m->pp_xfer[i].dtype);
+    x->elems = h->elems(h->user, &m->pp_xfer[i]);
+    x->bytes = x->elems * x->es;
+    /* a one-rank first stage (the pp fan, every rank's mesh one0) sends whole */
+    x->chunk = m->pp_xfer_route[i].tp_chunk && pp->mesh->size[MMRT_AXIS_TP] > 1 && !pp->mesh->one0;
+    x->lo = 0, x->len = x->bytes;
+    if (x->chunk) {
+      mmrt_split_range(x->elems, pp->mesh->size[MMRT_AXIS_TP], pp->mesh->coord[MMRT_AXIS_TP],
+                       &x->lo, &x->len);
+      x->lo *= x->es, x->len *= x->es;
+    }
+    x->n = x->elems;
+    x->bf16 = m->pp_xfer[i].dtype == MMRT_ST_BF16;
     int64_t how = m->pp_xfer_how ? m->pp_xfer_how[i] : MMRT_XFER_LATE;
     pp->x[i].how = how >= MMRT_XFER_SUM ? MMRT_XFER_SUM : (int)how;
     pp->x[i].acc = how >= MMRT_XFER_SUM ? (int)((how - MMRT_XFER_SUM) / 2) : -1;
@@ -510,13 +525,39 @@ static int recv_for(MmrtPp *pp, int fn, int mb) {
     char what[96]; /* the watchdog's name of the call: the peer first */
     snprintf(what, sizeof what, "recv from pp rank %d (stage %d's %s, micro-batch %d)",
              rank_of(pp, x->from), fn / 3, fn % 3 ? "output gradient" : "forward input", mb);
-    if (mmrt_recv_raw(pp->mesh, MMRT_AXIS_PP, pp->slot[pp->mb_slot[mb]][d->arena] + d->offset,
-                      (size_t)(x->bytes / mmrt_st_dtype_size((MmrtStDtype)d->dtype)),
-                      (size_t)x->bytes, rank_of(pp, x->from), (int)(i * pp->M + mb), what))
+    any = 1;
+    if (x->len == 0) continue; /* an empty chunk (fewer elements than tp ranks) */
+    if (mmrt_recv_raw(pp->mesh, MMRT_AXIS_PP,
+                      pp->slot[pp->mb_slot[mb]][d->arena] + d->offset + x->lo,
+                      (size_t)(x->len / x->es), (size_t)x->len, rank_of(pp, x->from),
+                      (int)(i * pp->M + mb), what))
+      return pp_fail(pp, "%s", pp->mesh->err);
+  }
+  if (any) mmrt_trace_add(fn % 3 ? "RECV_B" : "RECV_F", "recv", t0, mmrt_trace_now(), mb, fn / 3);
+  return 0;
+}
+
+/* After recv_for: each transfer to fn split over tp, its chunks (one per
+ * tp rank, each from its own peer) all-gathered over tp into the whole
+ * value before fn reads it (docs/pp-transfers.md). */
+static int gather_for(MmrtPp *pp, int fn, int mb) {
+  double t0 = mmrt_trace_now();
+  int any = 0;
+  for (int64_t i = 0; i < pp->m->pp_nxfer; i++) {
+    const Xfer *x = &pp->x[i];
+    if (x->to != fn || !x->chunk || rank_of(pp, x->from) == pp->me || x->how == MMRT_XFER_SUM)
+      continue;
+    const MmrtTensorDesc *d = &pp->m->pp_xfer[i];
+    char what[96];
+    snprintf(what, sizeof what, "all_gather over tp of stage %d's %s (micro-batch %d)", fn / 3,
+             fn % 3 ? "output gradient" : "forward input", mb);
+    if (mmrt_tp_gather_chunks(pp->mesh, pp->slot[pp->mb_slot[mb]][d->arena] + d->offset,
+                              (size_t)x->elems, (size_t)x->es, what))
       return pp_fail(pp, "%s", pp->mesh->err);
     any = 1;
   }
-  if (any) mmrt_trace_add(fn % 3 ? "RECV_B" : "RECV_F", "recv", t0, mmrt_trace_now(), mb, fn / 3);
+  if (any)
+    mmrt_trace_add(fn % 3 ? "GATHER_B" : "GATHER_F", "comm", t0, mmrt_trace_now(), mb, fn / 3);
   return 0;
 }
 
@@ -599,12 +640,13 @@ static int send_from(MmrtPp *pp, int fn, int mb) {
     pp->req_how[pp->nreq] = x->how;
     pp->req_tag[pp->nreq] = (int)(i * pp->M + mb);
     if (stall_at_send == 1 && fn % 3) stall_now(pp);
-    if (mmrt_isend_raw(pp->mesh, MMRT_AXIS_PP, pp->slot[pp->mb_slot[mb]][d->arena] + d->offset,
-                       (size_t)(x->bytes / mmrt_st_dtype_size((MmrtStDtype)d->dtype)),
-                       (size_t)x->bytes, rank_of(pp, x->to), (int)(i * pp->M + mb),
-                       &pp->req[pp->nreq++]))
-      return pp_fail(pp, "%s", pp->mesh->err);
     any = 1;
+    if (x->len == 0) continue; /* an empty chunk (fewer elements than tp ranks) */
+    if (mmrt_isend_raw(pp->mesh, MMRT_AXIS_PP,
+                       pp->slot[pp->mb_slot[mb]][d->arena] + d->offset + x->lo,
+                       (size_t)(x->len / x->es), (size_t)x->len, rank_of(pp, x->to),
+                       (int)(i * pp->M + mb), &pp->req[pp->nreq++]))
+      return pp_fail(pp, "%s", pp->mesh->err);
   }
   if (any) mmrt_trace_add(fn % 3 ? "SEND_B" : "SEND_F", "send", t0, mmrt_trace_now(), mb, fn / 3);
   return 0;
@@ -690,7 +732,8 @@ static int run_part(MmrtPp *pp, int stage, int q, int mb, int in_b, const char *
   int fn = 3 * stage + q;
   /* the counters' phase: a forward part's transfers are forward traffic */
   mmrt_comm_set_phase(q == 0 ? MMRT_PHASE_FORWARD : MMRT_PHASE_BACKWARD);
-  if (wait_before(pp, pp->mb_slot[mb], in_b) || recv_for(pp, fn, mb)) return 1;
+  if (wait_before(pp, pp->mb_slot[mb], in_b) || recv_for(pp, fn, mb) || gather_for(pp, fn, mb))
+    return 1;
   g_slot = mb;
   g_pp_defer = mb != pp->last_w[stage];
   mmrt_mb_begin();

@@ -64,7 +64,7 @@
 #include "mmrt_rng.h"
 
 /* 14: data_flags; 13: pp_one0; 12: zero_node, predicted_step_s, predicted_device */
-#define MMRT_ABI_VERSION 14
+#define MMRT_ABI_VERSION 15
 
 /* Arenas, in this order in MmrtModelDesc.arena_bytes and in the array of
  * bases a step function receives. */

@@ -263,6 +263,101 @@ START_TEST(all_reduce_bf16) {
 }
 END_TEST
 
+/* bf16 sums that round (the tp all-reduces and reduce-scatters of
+ * `precision = bf16`, docs/bf16-tp.md): each rank's values have 7 bits of
+ * significand at scales 2^0 .. 2^-5, so a sum of two needs up to 13 bits and
+ * most sums (some of them ties) must be rounded to bf16's 8. The runtime
+ * sums a pair in f32 (exact here) and rounds it to nearest even, once per
+ * pairwise add: over 2 ranks the result is the exact sum rounded once,
+ * computed here apart (frexp, nearbyint: round half to even, ldexp), not
+ * with the runtime's bit trick; over n ranks, n - 1 roundings, each at most
+ * 2^-9 of a partial sum's magnitude. */
+static float rbf_val(int seed, int64_t i) {
+  uint32_t h = (uint32_t)seed * 2654435761u + (uint32_t)i * 40503u;
+  h ^= h >> 13, h *= 0x5bd1e995u, h ^= h >> 15;
+  return ldexpf((float)((int)(h % 255u) - 127), -(int)(h / 255u % 6u));
+}
+
+static double rne_bf16_ref(double x) {
+  if (x == 0) return 0;
+  int e;
+  double f = frexp(x, &e); /* x = f 2^e, 0.5 <= |f| < 1: 8 bits are f 2^8 */
+  return ldexp(nearbyint(ldexp(f, 8)), e - 8);
+}
+
+/* got (n values of a sum over an axis of `size` members) against the exact
+ * sums `exact` and the sums of magnitudes `mag` */
+static void check_bf16_sum(const uint16_t *got, const double *exact, const double *mag, int64_t n,
+                           int size, const char *what) {
+  int64_t rounded = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double g = from_bf16(got[i]), r = rne_bf16_ref(exact[i]);
+    rounded += r != exact[i];
+    if (size <= 2) {
+      if (g != r) {
+        EXPECT(0, "%s: element %lld is %.9g, want %.9g (the exact sum %.9g rounded once)", what,
+               (long long)i, g, r, exact[i]);
+        return;
+      }
+    } else if (fabs(g - exact[i]) > (size - 1) * ldexp(mag[i], -9) * (1 + ldexp(1, -8))) {
+      EXPECT(0, "%s: element %lld is %.9g, the exact sum %.9g: more than %d roundings off", what,
+             (long long)i, g, exact[i], size - 1);
+      return;
+    }
+  }
+  EXPECT(size < 2 || rounded > n / 4, "%s: only %lld of %lld sums needed rounding", what,
+         (long long)rounded, (long long)n);
+}
+
+START_TEST(bf16_sum_rounding) {
+  enum { N = 3 * 8 * 5 };
+  uint16_t x[N], out[N];
+  double exact[N], mag[N];
+  for (int pi = 0; pi < nplans; pi++) {
+    MmrtMesh m;
+    open_mesh(&m, plans[pi]);
+    for (int a = 0; a <= MMRT_AXIS_WORLD; a++) {
+      MmrtAxis ax = (MmrtAxis)a;
+      char what[160];
+      for (int i = 0; i < N; i++) {
+        x[i] = to_bf16(rbf_val(wrank, i)); /* exact: 7 bits */
+        exact[i] = mag[i] = 0;
+        for (int c = 0; c < m.size[ax]; c++) {
+          double v = rbf_val(member(&m, ax, c), i);
+          exact[i] += v, mag[i] += fabs(v);
+        }
+      }
+      EXPECT_OK(mmrt_all_reduce(&m, ax, x, out, N, MMRT_BF16), &m);
+      snprintf(what, sizeof what, "bf16 all_reduce mesh %s axis %s (%d members)",
+               plan_name(plans[pi]), mmrt_axis_name(ax), m.size[ax]);
+      check_bf16_sum(out, exact, mag, N, m.size[ax], what);
+      /* every member has the same bits (a tp group's replicated activations
+       * must not drift apart): each checks that the members' checksums sum
+       * to its own times their count, so all equal the mean */
+      float mine = 0, sum;
+      for (int i = 0; i < N; i++) mine = (float)(((uint32_t)mine * 31u + out[i]) % 65521u);
+      EXPECT_OK(mmrt_all_reduce(&m, ax, &mine, &sum, 1, MMRT_F32), &m);
+      EXPECT(sum == mine * (float)m.size[ax], "%s: the members' results differ", what);
+      /* reduce_scatter along dim 1 of [3, 8, 5]: this rank's rows */
+      int64_t lo, len;
+      mmrt_split_range(8, m.size[ax], m.coord[ax], &lo, &len);
+      EXPECT_OK(mmrt_reduce_scatter(&m, ax, x, out, 3, 8, 5, MMRT_BF16), &m);
+      double ex[N], mg[N];
+      int64_t k = 0;
+      for (int o = 0; o < 3; o++)
+        for (int64_t r = lo; r < lo + len; r++)
+          for (int j = 0; j < 5; j++, k++)
+            ex[k] = exact[(o * 8 + r) * 5 + j], mg[k] = mag[(o * 8 + r) * 5 + j];
+      snprintf(what, sizeof what, "bf16 reduce_scatter mesh %s axis %s (%d members)",
+               plan_name(plans[pi]), mmrt_axis_name(ax), m.size[ax]);
+      check_bf16_sum(out, ex, mg, k, m.size[ax], what);
+    }
+    mmrt_mesh_free(&m);
+  }
+  verdict();
+}
+END_TEST
+
 static const int64_t T3[3] = {3, 8, 5};
 
 /* all_gather and reduce_scatter along dims 0, 1, 2 of a [3, 8, 5] tensor
@@ -424,6 +519,40 @@ START_TEST(broadcast) {
     }
     mmrt_mesh_free(&m);
   }
+  verdict();
+}
+END_TEST
+
+/* A pipeline transfer split over tp (mmrt_tp_gather_chunks): each tp rank
+ * holds only its chunk, mmrt_split_range of the elements (uneven and, with
+ * fewer elements than ranks, empty), of elements of 1 to 8 bytes; after
+ * the gather every rank holds the whole, the same bytes as the formula's
+ * (the seed holds the tp group's id: another group's bytes would show). */
+START_TEST(tp_gather_chunks) {
+  static const size_t counts[] = {1, 3, 7, 8, 13, 1000};
+  static const size_t sizes[] = {1, 2, 4, 8};
+  unsigned char *buf = malloc(1000 * 8), *want = malloc(1000 * 8);
+  for (int pi = 0; pi < nplans; pi++) {
+    MmrtMesh m;
+    open_mesh(&m, plans[pi]);
+    int seed = 77 + member(&m, MMRT_AXIS_TP, 0);
+    for (size_t c = 0; c < sizeof counts / sizeof *counts; c++)
+      for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++) {
+        size_t n = counts[c], es = sizes[z], bytes = n * es;
+        for (size_t i = 0; i < bytes; i++) want[i] = (unsigned char)(seed * 31 + i * 7 + i / es);
+        int64_t lo, len;
+        mmrt_split_range((int64_t)n, m.size[MMRT_AXIS_TP], m.coord[MMRT_AXIS_TP], &lo, &len);
+        memset(buf, 0xa5, bytes);
+        memcpy(buf + lo * es, want + lo * es, (size_t)len * es);
+        int rc = mmrt_tp_gather_chunks(&m, buf, n, es, "tp_gather_chunks");
+        EXPECT_OK(rc, &m);
+        EXPECT(memcmp(buf, want, bytes) == 0,
+               "tp_gather_chunks mesh %s: %zu elements of %zu bytes differ after the gather",
+               plan_name(plans[pi]), n, es);
+      }
+    mmrt_mesh_free(&m);
+  }
+  free(buf), free(want);
   verdict();
 }
 END_TEST
@@ -882,12 +1011,14 @@ static Suite *comm_suite(void) {
   tcase_add_test(tc, split_range);
   tcase_add_test(tc, all_reduce);
   tcase_add_test(tc, all_reduce_bf16);
+  tcase_add_test(tc, bf16_sum_rounding);
   tcase_add_test(tc, all_gather);
   tcase_add_test(tc, all_gather_bf16);
   tcase_add_test(tc, reduce_scatter);
   tcase_add_test(tc, all_to_all);
   tcase_add_test(tc, broadcast);
   tcase_add_test(tc, pipeline_send_recv);
+  tcase_add_test(tc, tp_gather_chunks);
   tcase_add_test(tc, sendrecv_ring);
   tcase_add_test(tc, buckets);
   tcase_add_test(tc, reduce_scatter_bucket);

@@ -722,6 +722,12 @@ set_probes = {
                                             "recompute = by_module(gpt = selective)", "effect"),
     "parallel.recompute.by_module.llm": ("recompute = by_module(gpt = full)",
                                          "recompute = by_module(gpt = block(1))", "effect"),
+    "parallel.pp_scatter": ("tp = 2; pp = 2; micro_batches = 2",
+                            "tp = 2; pp = 2; micro_batches = 2; pp_scatter = false", "effect"),
+    "parallel.pp_scatter=true": ("tp = 2; pp = 2; micro_batches = 2; pp_scatter = false",
+                                 "tp = 2; pp = 2; micro_batches = 2; pp_scatter = true", "effect"),
+    "parallel.pp_scatter=false": ("tp = 2; pp = 2; micro_batches = 2",
+                                  "tp = 2; pp = 2; micro_batches = 2; pp_scatter = false", "effect"),
     "parallel.bucket_mb": ("dp = 2", "dp = 2; bucket_mb = 0", "effect"),
     "parallel.bucket_mb=0": ("dp = 2", "dp = 2; bucket_mb = 0", "effect"),
     # placement places sub-model blocks (tests/mpi_separate.sh runs it with them); S has one instance

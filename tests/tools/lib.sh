@@ -54,3 +54,35 @@ no() {
   fail=$((fail + 1))
   echo "FAIL $*"
 }
+
+# The scripts that count failures only (no mpirun, no venv) call
+# plain_script after sourcing this: a scratch folder $T (removed at exit),
+# PY the system python, and the tallies $pass and $fail kept by ok and bad.
+plain_script() {
+  T=$(mktemp -d)
+  trap 'rm -rf "$T"' EXIT
+  PY=/usr/bin/python3
+  pass=0 fail=0
+}
+
+# The step `mmc plan --json` predicts (predicted.step_s, 6 digits), from stdin.
+predicted_step() {
+  /usr/bin/python3 -c "import json,sys; print('%.6g' % json.load(sys.stdin)['predicted']['step_s'])"
+}
+
+# A model NAME of one GPT of the standard library (gpt2.mm, imported) over
+# ids and labels i32[B, T]: gpt_model NAME B T 'GPT arguments' 'train
+# section' 'parallel section' (each section's body on one line) prints it.
+gpt_model() {
+  cat <<MM
+import "gpt2.mm"
+model $1 {
+  let B = $2
+  let T = $3
+  gpt = GPT($4)
+  forward(ids: i32[B, T], labels: i32[B, T]) -> loss { return gpt(ids, labels) }
+  train { $5 }
+  parallel { $6 }
+}
+MM
+}

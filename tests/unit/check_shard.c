@@ -38,6 +38,20 @@ static IrPlacement S(int d) {
   return (IrPlacement){IR_PL_S, d};
 }
 
+/* A Diag whose messages are kept in *buf (open_memstream), for the asserts. */
+static void msgs_open(Diag *d, char **buf, size_t *len) {
+  diag_init(d);
+  *buf = NULL, *len = 0;
+  d->out = open_memstream(buf, len);
+}
+
+/* buf read after fclose, which writes it */
+static void msgs_close(Diag *d, char **buf) {
+  fclose(d->out);
+  free(*buf);
+  diag_free(d);
+}
+
 /* ---- small graphs on a tp = 2 mesh ---- */
 
 typedef struct T {
@@ -51,8 +65,7 @@ typedef struct T {
 
 static void t_init(T *t) {
   memset(t, 0, sizeof *t);
-  diag_init(&t->d);
-  t->d.out = open_memstream(&t->dbuf, &t->dlen);
+  msgs_open(&t->d, &t->dbuf, &t->dlen);
   t->m = ir_module_new(&t->d, "S");
   t->m->mesh[IR_AX_TP] = 2;
   t->f = ir_func_new(t->m, "f");
@@ -61,9 +74,7 @@ static void t_init(T *t) {
 
 static void t_free(T *t) {
   ir_module_free(t->m);
-  fclose(t->d.out);
-  free(t->dbuf);
-  diag_free(&t->d);
+  msgs_close(&t->d, &t->dbuf);
 }
 
 static IrValue *input(T *t, const char *name, IrDType dt, IrShape s, IrPlacement tp) {
@@ -546,6 +557,35 @@ static char *print_str(const IrModule *m, int rank) {
   return buf;
 }
 
+/* IR text parsed with its messages kept in buf (the tests below). */
+typedef struct Parsed {
+  Diag d;
+  char *buf;
+  size_t len;
+} Parsed;
+
+static void parsed_init(Parsed *p) {
+  msgs_open(&p->d, &p->buf, &p->len);
+}
+
+/* The module of text (file names it in the messages), NULL after an error. */
+static IrModule *parse_text(Parsed *p, const char *file, const char *text) {
+  IrModule *m = ir_parse(&p->d, diag_add_buffer(&p->d, file, text, strlen(text)));
+  fflush(p->d.out);
+  return m;
+}
+
+/* The same, which must parse and verify. */
+static IrModule *parse_ok(Parsed *p, const char *file, const char *text) {
+  IrModule *m = parse_text(p, file, text);
+  ck_assert_msg(m != NULL && ir_verify(m), "%s: %s", file, p->buf);
+  return m;
+}
+
+static void parsed_free(Parsed *p) {
+  msgs_close(&p->d, &p->buf);
+}
+
 START_TEST(test_text_roundtrip) {
   const char *text =
       "module @m mesh(dp = 2, cp = 1, tp = 2)\n"
@@ -564,18 +604,12 @@ START_TEST(test_text_roundtrip) {
       "  %10 = all_reduce(%4) {mesh = dp} : f32[6, 8]{dp:B, cp:B, tp:B}\n"
       "  return %9, %10\n"
       "}\n";
-  Diag d;
-  diag_init(&d);
-  char *dbuf = NULL;
-  size_t dlen = 0;
-  d.out = open_memstream(&dbuf, &dlen);
-  IrModule *m = ir_parse(&d, diag_add_buffer(&d, "t.ir", text, strlen(text)));
-  fflush(d.out);
-  ck_assert_msg(m != NULL, "%s", dbuf);
-  ck_assert_msg(ir_verify(m), "%s", dbuf);
+  Parsed ps;
+  parsed_init(&ps);
+  IrModule *m = parse_ok(&ps, "t.ir", text);
   char *s = print_str(m, -1);
   ck_assert_str_eq(s, text);
-  IrModule *m2 = ir_parse(&d, diag_add_buffer(&d, "u.ir", s, strlen(s)));
+  IrModule *m2 = parse_ok(&ps, "u.ir", s);
   char *s2 = print_str(m2, -1);
   ck_assert_str_eq(s, s2);
   /* rank 3 = (dp 1, tp 1): local shapes, the group of each collective */
@@ -598,15 +632,11 @@ START_TEST(test_text_roundtrip) {
                     "  %0 = softmax(%x) {axis = 1} : f32[4, 6]{tp:S(1)}\n"
                     "  return %0\n"
                     "}\n";
-  m = ir_parse(&d, diag_add_buffer(&d, "bad.ir", bad, strlen(bad)));
-  fflush(d.out);
-  ck_assert_ptr_null(m);
-  ck_assert_msg(strstr(dbuf, "bad.ir:3:33: error: no sharding of softmax explains its placements "
-                             "on tp (operands S(1); results S(1))"),
-                "%s", dbuf);
-  fclose(d.out);
-  free(dbuf);
-  diag_free(&d);
+  ck_assert_ptr_null(parse_text(&ps, "bad.ir", bad));
+  ck_assert_msg(strstr(ps.buf, "bad.ir:3:33: error: no sharding of softmax explains its placements "
+                               "on tp (operands S(1); results S(1))"),
+                "%s", ps.buf);
+  parsed_free(&ps);
 }
 END_TEST
 
@@ -632,8 +662,7 @@ static const char *stdlib_path(const char *file) {
 static void run_model(Run *x, const char *path, const char *text, const char *model,
                       MmPlanFlags flags, const char *stop) {
   memset(x, 0, sizeof *x);
-  diag_init(&x->d);
-  x->d.out = open_memstream(&x->dbuf, &x->dlen);
+  msgs_open(&x->d, &x->dbuf, &x->dlen);
   FeOptions fo = {0};
   fo.flags = flags;
   fo.tp_splits = shard_tp_splits;
@@ -649,9 +678,7 @@ static void run_model(Run *x, const char *path, const char *text, const char *mo
 static void run_free(Run *x) {
   if (x->r.ir) ir_module_free(x->r.ir);
   fe_free(x->p);
-  fclose(x->d.out);
-  free(x->dbuf);
-  diag_free(&x->d);
+  msgs_close(&x->d, &x->dbuf);
 }
 
 static MmPlanFlags flags(int tp, int dp, bool sp, int zero) {
@@ -800,11 +827,14 @@ START_TEST(test_megatron_tp_sp) {
   gpt2tiny(&x, flags(2, -1, true, -1));
   Counts c;
   count(x.r.ir, &c);
+  /* the backward gathers the norms' outputs again for the column-parallel
+   * linears' weight gradients (Megatron's sequence-parallel linears do):
+   * 2 all-gathers more there, the forward's gathered copies not kept */
   for (int l = 0; l < 2; l++)
     for (int r = 0; r < 2; r++) {
-      expect_layer(&c, l, r, IR_OP_ALL_GATHER, 2);
+      expect_layer(&c, l, r, IR_OP_ALL_GATHER, r ? 4 : 2);
       expect_layer(&c, l, r, IR_OP_REDUCE_SCATTER, 2);
-      ck_assert_int_eq(total_layer(&c, l, r), 4);
+      ck_assert_int_eq(total_layer(&c, l, r), r ? 6 : 4);
     }
   /* the residual stream is split along the sequence between the layers */
   IrFunc *f = ir_module_func(x.r.ir, "forward");
@@ -839,7 +869,7 @@ START_TEST(test_megatron_other_models) {
       for (int l = 0; l < ms[i].layers; l++)
         for (int r = 0; r < 2; r++) {
           if (sp) {
-            expect_layer_msg(&c, l, r, IR_OP_ALL_GATHER, 2, ms[i].sbh);
+            expect_layer_msg(&c, l, r, IR_OP_ALL_GATHER, r ? 4 : 2, ms[i].sbh); /* re-gathers */
             expect_layer_msg(&c, l, r, IR_OP_REDUCE_SCATTER, 2, ms[i].sbh);
           } else {
             expect_layer_msg(&c, l, r, IR_OP_ALL_REDUCE, 2, ms[i].sbh);
@@ -957,7 +987,7 @@ START_TEST(test_tp_dp_sp_zero1) {
   count(x.r.ir, &c);
   for (int l = 0; l < 2; l++)
     for (int r = 0; r < 2; r++) {
-      ck_assert_int_eq(c.n[l][r][IR_OP_ALL_GATHER], 2);
+      ck_assert_int_eq(c.n[l][r][IR_OP_ALL_GATHER], r ? 4 : 2); /* re-gathers in the backward */
       ck_assert_int_eq(c.n[l][r][IR_OP_REDUCE_SCATTER], 2);
       ck_assert_int_eq(c.msg[l][r][IR_OP_ALL_GATHER], SBH / 2); /* the batch is split over dp */
     }
@@ -1239,15 +1269,9 @@ START_TEST(test_bf16_dp_verify) {
       "f32[8, 6]{dp:P}\n"
       "  return %3\n"
       "}\n";
-  Diag d;
-  diag_init(&d);
-  char *dbuf = NULL;
-  size_t dlen = 0;
-  d.out = open_memstream(&dbuf, &dlen);
-  IrModule *m = ir_parse(&d, diag_add_buffer(&d, "cast.ir", text, strlen(text)));
-  fflush(d.out);
-  ck_assert_msg(m != NULL && ir_verify(m), "%s", dbuf);
-  ir_module_free(m);
+  Parsed ps;
+  parsed_init(&ps);
+  ir_module_free(parse_ok(&ps, "cast.ir", text));
   /* a cast of a partial sum that is no gradient's stays refused */
   const char *bad =
       "module @m mesh(dp = 2)\n"
@@ -1256,13 +1280,9 @@ START_TEST(test_bf16_dp_verify) {
       ": f32[8, 6]{dp:P}\n"
       "  return %0\n"
       "}\n";
-  m = ir_parse(&d, diag_add_buffer(&d, "nocast.ir", bad, strlen(bad)));
-  fflush(d.out);
-  ck_assert_ptr_null(m);
-  ck_assert_msg(strstr(dbuf, "no sharding of fused explains its placements on dp"), "%s", dbuf);
-  fclose(d.out);
-  free(dbuf);
-  diag_free(&d);
+  ck_assert_ptr_null(parse_text(&ps, "nocast.ir", bad));
+  ck_assert_msg(strstr(ps.buf, "no sharding of fused explains its placements on dp"), "%s", ps.buf);
+  parsed_free(&ps);
 }
 END_TEST
 
