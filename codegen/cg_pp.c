@@ -96,6 +96,12 @@ static bool defer_setup(Cg *cg, const IrFunc *f, const unsigned char *up, const 
     if (stage && md.node[i] >= 2) out->defer_stage[md.node[i] - 2] = stage[i];
   }
   out->defer = md.roots, out->ndefer = md.nroots;
+  out->defer_home = ARENA_ARRAY(cg->a, int64_t, md.nroots + 1);
+  for (int j = 0; j < md.nroots; j++) { /* memplan keeps a home in the grad arena */
+    const IrValue *h = md.home[j];
+    bool in = h && h->mem_planned && h->mem_arena == IR_ROLE_GRAD;
+    out->defer_home[j] = in ? h->mem_offset : -1;
+  }
   if (md.naccum != out->naccum) return cg_error(cg, NULL, "micro_batches: the sums disagree");
   out->accum_deferred = ARENA_ARRAY(cg->a, int64_t, out->naccum + 1);
   for (int i = 0; i < out->naccum; i++) {

@@ -15,6 +15,8 @@
 #include <string.h>
 
 #include "bucket.h"
+#include "memplan.h"
+#include "pp_stage.h"
 
 static bool chain_node(IrOp op) {
   return ir_op_is_collective(op) || op == IR_OP_ALL_SLICE;
@@ -69,6 +71,8 @@ void mb_defer_plan(const IrModule *m, const IrFunc *f, const unsigned char *up, 
   memset(out, 0, sizeof *out);
   out->node = ARENA_ARRAY(a, int64_t, N + 1);
   out->maker = ARENA_ARRAY(a, int64_t, N + 1);
+  out->rnode = ARENA_ARRAY(a, int64_t, N + 1);
+  out->home = ARENA_ARRAY(a, const IrValue *, N + 1);
   accum_of(f, up, a, out);
   if (m->plan.micro_batches <= 1 || m->mesh[IR_AX_DP] <= 1 || getenv("MMC_TEST_NO_DEFER")) return;
   unsigned char *d = ARENA_ARRAY(a, unsigned char, N + 1);
@@ -113,6 +117,7 @@ void mb_defer_plan(const IrModule *m, const IrFunc *f, const unsigned char *up, 
     if (!d[i]) continue;
     ir_map_put(&maker, n->out[0]);
     out->node[i] = 2 + out->nroots;
+    out->rnode[out->nroots] = i;
     out->roots[out->nroots++] = n->in[0];
   }
   /* a bucket's members defer together, its wait with them */
@@ -145,6 +150,10 @@ void mb_defer_plan(const IrModule *m, const IrFunc *f, const unsigned char *up, 
     out->fused[j] =
         getenv("MMC_TEST_NO_FUSED_ACCUM") ? -1 : fused_maker(f, out->roots[j], &index, &uses);
     if (out->fused[j] >= 0) out->maker[out->fused[j]] = 1 + j;
+    const IrNode *r = f->nodes.items[out->rnode[j]];
+    out->home[j] = out->fused[j] >= 0          ? out->roots[j]
+                   : r->op == IR_OP_ALL_REDUCE ? r->out[0]
+                                               : NULL;
   }
   for (int i = 0; i < out->naccum; i++) {
     const IrNode *def = out->accum[i]->def;
@@ -176,6 +185,7 @@ int64_t mb_accum_bytes(const IrModule *m, const IrFunc *f, int64_t *deferred_byt
   for (int i = 0; i < d.naccum; i++)
     if (!d.accum_deferred[i]) bytes += 4 * (ir_local_numel(m, d.accum[i]) + 1);
   for (int j = 0; j < d.nroots; j++) {
+    if (d.home[j]) continue; /* in the grad arena (mb_home_bytes) */
     int64_t b = 4 * (ir_local_numel(m, d.roots[j]) + 1);
     bytes += b;
     if (deferred_bytes) *deferred_bytes += b;
@@ -193,4 +203,31 @@ void mb_sum_elems(const IrModule *m, const IrFunc *f, int64_t *fused, int64_t *a
   for (int j = 0; j < d.nroots; j++)
     *(d.fused[j] >= 0 ? fused : added) += ir_local_numel(m, d.roots[j]);
   arena_free(&a);
+}
+
+int64_t mb_home_bytes(const IrModule *m, const IrFunc *f) {
+  Arena a;
+  arena_init(&a);
+  MbDefer d;
+  int64_t bytes = 0;
+  if (!plan_pp1(m, f, &a, &d)) d.nroots = 0;
+  for (int j = 0; j < d.nroots; j++)
+    if (d.home[j]) bytes += mp_align(mp_value_bytes(m, d.home[j]));
+  arena_free(&a);
+  return bytes;
+}
+
+bool mb_defer_of_train(const IrModule *m, const IrFunc *f, Arena *a, MbDefer *d) {
+  memset(d, 0, sizeof *d);
+  if (!f || strcmp(f->name, "train") != 0 || m->plan.micro_batches <= 1 || m->mesh[IR_AX_DP] <= 1)
+    return false;
+  if (m->plan.pp <= 1) return plan_pp1(m, f, a, d) && d->nroots > 0;
+  PpAssign pa;
+  char err[160];
+  if (!pp_facts(m, f, &pa, err, sizeof err)) return false;
+  unsigned char *up = ARENA_ARRAY(a, unsigned char, f->nodes.len + 1);
+  for (int i = 0; i < f->nodes.len; i++) up[i] = pa.part[i] == PPN_U;
+  pp_assign_free(&pa);
+  mb_defer_plan(m, f, up, a, d);
+  return d->nroots > 0;
 }

@@ -26,6 +26,16 @@ typedef struct MbDefer {
    * for the matmul of root j, else 0 */
   int64_t *fused;
   int64_t *maker;
+  /* per root: the node index of its collective, and the value whose
+   * storage is its sum (memplan keeps it in the grad arena for the whole
+   * step: the one sum, docs/accumulation.md "Memory"), or NULL when the
+   * runtime allocates the sum: a fused root's operand (the matmul
+   * accumulates into it in place; a deferred all_reduce of it then reduces
+   * in place too), else an all_reduce root's result (the sum until the last
+   * micro-batch adds it into the operand, then the reduction's output); a
+   * reduce-scatter of an operand a separate op makes keeps a sum of its own */
+  int64_t *rnode;
+  const IrValue **home;
 } MbDefer;
 
 /* The deferral of @train f (after memplan; up[i]: node i is the update's,
@@ -47,9 +57,19 @@ void mb_sum_elems(const IrModule *m, const IrFunc *f, int64_t *fused, int64_t *a
 
 /* The bytes a rank's trainer allocates for the micro-batches' sums: per
  * accum tensor that no deferred node makes, and per deferred root's
- * operand, 4 (elements + 1) (runtime/comm/mmrt_pp.c mmrt_mb_init); 0 when
+ * operand without a home (MbDefer.home: that sum is in the grad arena),
+ * 4 (elements + 1) (runtime/comm/mmrt_pp.c mmrt_mb_init); 0 when
  * micro_batches <= 1, pp > 1 (pp_rank_memory counts a pipeline's) or f is
  * NULL. */
 int64_t mb_accum_bytes(const IrModule *m, const IrFunc *f, int64_t *deferred_bytes);
+
+/* Of the sums of @train f (pp = 1), the bytes of those that live in the
+ * grad arena (their homes, 64-byte aligned as memplan places them). */
+int64_t mb_home_bytes(const IrModule *m, const IrFunc *f);
+
+/* The deferral of @train f planned by memplan (pp = 1: ir_update_part's
+ * update; pp > 1: the pipeline's part U), into *d in a; false when no
+ * root is deferred. */
+bool mb_defer_of_train(const IrModule *m, const IrFunc *f, Arena *a, MbDefer *d);
 
 #endif
