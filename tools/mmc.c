@@ -2015,6 +2015,11 @@ static int cmd_plan(Opts *o) {
       printf("  %-6s %14lld bytes  %9.3f MiB  (the %d micro-batches' gradient sums%s)\n", "sums",
              (long long)sums, (double)sums / (1 << 20), m->plan.micro_batches,
              deferred_sums ? ": the local gradients the dp reductions take once a step" : "");
+    int64_t homes = mb_home_bytes(m, ir_module_func(m, "train"));
+    if (homes) /* docs/accumulation.md "Memory" */
+      printf("  (of grad, %lld bytes are the %d micro-batches' gradient sums, kept there the whole "
+             "step)\n",
+             (long long)homes, m->plan.micro_batches);
     const IrFunc *ff = ir_module_func(m, "forward");
     for (int i = 0; m->train.data.format == MM_FMT_CONVERSATION && ff && i < ff->inputs.len; i++) {
       const IrValue *v = ff->inputs.items[i];
