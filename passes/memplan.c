@@ -13,8 +13,11 @@
  *      GlobalDecreasingSizeBestFitHeap), one arena per role; the plan is
  *      then checked: no two buffers live at once may overlap.
  * Params and optimizer state get fixed offsets in declaration order, inputs
- * one slot per name shared by all functions. Arena sizes are the largest
- * any function needs (the act arena is shared by @forward and @train). */
+ * one slot per name shared by all functions. Under dp with micro-batches
+ * the deferred dp reductions' gradient sums and results live in the grad
+ * arena for all of @train (sums_of; docs/accumulation.md "Memory"). Arena
+ * sizes are the largest any function needs (the act arena is shared by
+ * @forward and @train). */
 #include "memplan.h"
 
 #include <stdlib.h>
