@@ -65,15 +65,10 @@ static int64_t fused_maker(const IrFunc *f, const IrValue *v, IrMap *index, IrMa
   return ps->i;
 }
 
-void mb_defer_plan(const IrModule *m, const IrFunc *f, const unsigned char *up, Arena *a,
-                   MbDefer *out) {
+/* The dp reductions' roots (mb_defer_plan). */
+static void defer_dp(const IrModule *m, const IrFunc *f, const unsigned char *up, Arena *a,
+                     MbDefer *out) {
   int N = f->nodes.len;
-  memset(out, 0, sizeof *out);
-  out->node = ARENA_ARRAY(a, int64_t, N + 1);
-  out->maker = ARENA_ARRAY(a, int64_t, N + 1);
-  out->rnode = ARENA_ARRAY(a, int64_t, N + 1);
-  out->home = ARENA_ARRAY(a, const IrValue *, N + 1);
-  accum_of(f, up, a, out);
   if (m->plan.micro_batches <= 1 || m->mesh[IR_AX_DP] <= 1 || getenv("MMC_TEST_NO_DEFER")) return;
   unsigned char *d = ARENA_ARRAY(a, unsigned char, N + 1);
   IrMap good, bad, uses, maker, index;
@@ -103,7 +98,6 @@ void mb_defer_plan(const IrModule *m, const IrFunc *f, const unsigned char *up, 
   }
   /* forwards: the roots; a would-be root over another axis is kept, and the
    * next node of its chain may be a root */
-  out->roots = ARENA_ARRAY(a, const IrValue *, N + 1);
   for (int i = 0; i < N; i++) {
     const IrNode *n = f->nodes.items[i];
     if (!d[i]) continue;
@@ -145,7 +139,6 @@ void mb_defer_plan(const IrModule *m, const IrFunc *f, const unsigned char *up, 
     memset(out->node, 0, sizeof(int64_t) * (size_t)N);
     return;
   }
-  out->fused = ARENA_ARRAY(a, int64_t, out->nroots + 1);
   for (int j = 0; j < out->nroots; j++) {
     out->fused[j] =
         getenv("MMC_TEST_NO_FUSED_ACCUM") ? -1 : fused_maker(f, out->roots[j], &index, &uses);
@@ -160,6 +153,55 @@ void mb_defer_plan(const IrModule *m, const IrFunc *f, const unsigned char *up, 
     for (int j = 0; def && j < N && !out->accum_deferred[i]; j++)
       out->accum_deferred[i] = f->nodes.items[j] == def && out->node[j] != 0;
   }
+}
+
+/* With no dp reduction to defer (dp = 1), an accum tensor that a
+ * weight-gradient matmul makes and only the update reads is a root of its
+ * own, without a collective: the matmul accumulates into it over the
+ * micro-batches (its home), and the trainer neither sums it again nor
+ * needs the gradient in the working set (docs/accumulation.md "Memory"). */
+static void local_roots(const IrFunc *f, const unsigned char *up, Arena *a, MbDefer *out) {
+  int N = f->nodes.len;
+  IrMap uses, index, mb;
+  ir_map_init(&uses, a, false);
+  ir_map_init(&index, a, false);
+  ir_map_init(&mb, a, false); /* read in the micro-batch, or a result */
+  for (int i = 0; i < f->results.len; i++) ir_map_put(&mb, f->results.items[i]);
+  for (int i = 0; i < N; i++) {
+    const IrNode *n = f->nodes.items[i];
+    for (int k = 0; k < n->nin; k++) {
+      ir_map_put(&uses, n->in[k])->i++;
+      if (!up[i]) ir_map_put(&mb, n->in[k]);
+    }
+    ir_map_put(&index, n)->i = i;
+  }
+  for (int i = 0; i < out->naccum; i++) {
+    const IrValue *v = out->accum[i];
+    if (out->accum_deferred[i] || ir_map_get(&mb, v)) continue;
+    int64_t fm = fused_maker(f, v, &index, &uses);
+    if (fm < 0 || out->maker[fm]) continue;
+    int j = out->nroots++;
+    out->roots[j] = v, out->rnode[j] = fm, out->fused[j] = fm, out->home[j] = v;
+    out->maker[fm] = 1 + j;
+    out->accum_deferred[i] = 1;
+  }
+}
+
+void mb_defer_plan(const IrModule *m, const IrFunc *f, const unsigned char *up, Arena *a,
+                   MbDefer *out) {
+  int N = f->nodes.len;
+  memset(out, 0, sizeof *out);
+  out->node = ARENA_ARRAY(a, int64_t, N + 1);
+  out->maker = ARENA_ARRAY(a, int64_t, N + 1);
+  out->rnode = ARENA_ARRAY(a, int64_t, N + 1);
+  out->home = ARENA_ARRAY(a, const IrValue *, N + 1);
+  out->roots = ARENA_ARRAY(a, const IrValue *, N + 1);
+  out->fused = ARENA_ARRAY(a, int64_t, N + 1);
+  accum_of(f, up, a, out);
+  defer_dp(m, f, up, a, out);
+  if (m->plan.micro_batches > 1 && m->mesh[IR_AX_DP] <= 1 && !getenv("MMC_TEST_NO_DEFER") &&
+      !getenv("MMC_TEST_NO_FUSED_ACCUM"))
+    local_roots(f, up, a, out);
 }
 
 /* The plan of @train f with pp = 1 (the update by ir_update_part) into *d,
@@ -219,8 +261,7 @@ int64_t mb_home_bytes(const IrModule *m, const IrFunc *f) {
 
 bool mb_defer_of_train(const IrModule *m, const IrFunc *f, Arena *a, MbDefer *d) {
   memset(d, 0, sizeof *d);
-  if (!f || strcmp(f->name, "train") != 0 || m->plan.micro_batches <= 1 || m->mesh[IR_AX_DP] <= 1)
-    return false;
+  if (!f || strcmp(f->name, "train") != 0 || m->plan.micro_batches <= 1) return false;
   if (m->plan.pp <= 1) return plan_pp1(m, f, a, d) && d->nroots > 0;
   PpAssign pa;
   char err[160];

@@ -433,6 +433,9 @@ bool pp_rank_memory(IrModule *m, PpRankMem *out, int nout, char *err, size_t err
   }
   for (int j = 0; j < md.nroots; j++) {
     int r = a.stage[md.rnode[j]] % P;
+    IrMapSlot *x = md.home[j] ? ir_map_get(&made, md.home[j]) : NULL;
+    if (x && x->i > 0 && ir_map_get(&seen, md.home[j])) /* a root without a collective (dp = 1) */
+      sums[r] -= (int64_t)sizeof(float) * (ir_local_numel(m, md.home[j]) + 1);
     if (md.home[j])
       homes[r] += mp_align(mp_value_bytes(m, md.home[j]));
     else

@@ -136,13 +136,17 @@ for plan, want in (("pp2-gpipe", [4, 4]), ("pp2-1f1b", [2, 1]), ("pp4-1f1b", [4,
 # a rank keeps the gradient sums of its own stages' parameters only, 4 bytes
 # an element + 4 a tensor: GPT2Tiny (vocabulary 256, dim 64, ctx 64) has
 # stage 0 = wte + wpe, 1 and 2 a layer each (2 norms, q k v o, fc1 256, fc2),
-# 3 = ln_f; the tied head's part of wte's gradient joins it on stage 0
+# 3 = ln_f; the tied head's part of wte's gradient joins it on stage 0. A
+# linear weight's gradient is its own sum, in the grad arena (64-byte
+# aligned: grad_home_bytes; docs/accumulation.md "Memory")
 sums = lambda *n: sum(4 * (e + 1) for e in n)
-layer = sums(64, 64, *[4096, 64] * 4, 64, 64, 256 * 64, 256, 64 * 256, 64)
+layer = sums(64, 64, *[64] * 4, 64, 64, 256, 64)
 want = [sums(256 * 64, 64 * 64), layer, layer, sums(64, 64)]
 got = [planned("pp4-1f1b")[r]["grad_sum_bytes"] for r in range(4)]
-print("pp=4 gradient sums per rank: %s bytes (the stages' parameters: %s)" % (got, want))
-if got != want: errs.append("pp=4: gradient sums %s per rank, expected %s" % (got, want))
+homes = [planned("pp4-1f1b")[r]["grad_home_bytes"] for r in range(4)]
+lin = 4 * (4 * 4096 + 2 * 256 * 64)
+print("pp=4 gradient sums per rank: %s bytes beside the arenas (the stages' parameters but the linear weights: %s), %s in the grad arena (%s)" % (got, want, homes, [0, lin, lin, 0]))
+if got != want or homes != [0, lin, lin, 0]: errs.append("pp=4: gradient sums %s + %s per rank, expected %s + %s" % (got, homes, want, [0, lin, lin, 0]))
 g, f, pg, pf = measured("pp2-gpipe"), measured("pp2-1f1b"), planned("pp2-gpipe"), planned("pp2-1f1b")
 for r in (0, 1):
     dm, dp = g[r] - f[r], pg[r]["peak_bytes"] - pf[r]["peak_bytes"]
