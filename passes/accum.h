@@ -43,12 +43,14 @@ typedef struct MbDefer {
  * nroots = 0 (nothing deferred) unless micro_batches > 1 and dp > 1; with
  * dp = 1 and micro_batches > 1 the roots are the weight gradients a fused
  * matmul makes and only the update reads (no collective, node[] all 0:
- * the matmul accumulates into its home, and accum_deferred marks them). A node of the micro-batch is
- * deferred when it is a collective or all_slice whose result only the update and other deferred
- * nodes read and which is not a result of f; a bucket_wait with its bucket. A root is a deferred
- * all_reduce or reduce_scatter over dp whose operand no deferred node makes and only it reads; a
- * collective that would be a root over another axis (a tp reduction before the dp one) is kept. A
- * bucket that would defer in part turns the deferral off. */
+ * the matmul accumulates into its home, and accum_deferred marks them). A
+ * node of the micro-batch is deferred when it is a collective or all_slice
+ * whose result only the update and other deferred nodes read and which is
+ * not a result of f; a bucket_wait with its bucket. A root is a deferred
+ * all_reduce or reduce_scatter over dp whose operand no deferred node makes
+ * and only it reads; a collective that would be a root over another axis (a
+ * tp reduction before the dp one) is kept. A bucket that would defer in
+ * part turns the deferral off. */
 void mb_defer_plan(const IrModule *m, const IrFunc *f, const unsigned char *up, Arena *a,
                    MbDefer *out);
 
