@@ -842,6 +842,8 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
           i64_array(cg, mb->ndefer ? mb->accum_deferred : NULL, mb->naccum, "accum_deferred"));
   SET_PTR(f, MmrtModelDesc, defer_stage, const int64_t *,
           i64_array(cg, mb->defer_stage, mb->ndefer, "defer_stage"));
+  SET_PTR(f, MmrtModelDesc, defer_home, const int64_t *,
+          i64_array(cg, mb->defer_home, mb->ndefer, "defer_home"));
   SET_PTR(f, MmrtModelDesc, vae_encode_step, MmrtStepFn,
           dec->vae_fn[0] ? dec->vae_fn[0] : cg_null(cg));
   SET_PTR(f, MmrtModelDesc, vae_decode_step, MmrtStepFn,

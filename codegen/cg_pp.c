@@ -91,11 +91,16 @@ static bool defer_setup(Cg *cg, const IrFunc *f, const unsigned char *up, const 
   for (int j = 0; j < md.nroots; j++)
     if (md.fused[j] >= 0) ir_map_put(&cg->defer_mm, f->nodes.items[md.fused[j]])->i = 1 + j;
   out->defer_stage = stage ? ARENA_ARRAY(cg->a, int64_t, md.nroots + 1) : NULL;
-  for (int i = 0; i < f->nodes.len; i++) {
+  for (int i = 0; i < f->nodes.len; i++)
     if (md.node[i]) ir_map_put(&cg->defer, f->nodes.items[i])->i = md.node[i];
-    if (stage && md.node[i] >= 2) out->defer_stage[md.node[i] - 2] = stage[i];
-  }
+  for (int j = 0; stage && j < md.nroots; j++) out->defer_stage[j] = stage[md.rnode[j]];
   out->defer = md.roots, out->ndefer = md.nroots;
+  out->defer_home = ARENA_ARRAY(cg->a, int64_t, md.nroots + 1);
+  for (int j = 0; j < md.nroots; j++) { /* memplan keeps a home in the grad arena */
+    const IrValue *h = md.home[j];
+    bool in = h && h->mem_planned && h->mem_arena == IR_ROLE_GRAD;
+    out->defer_home[j] = in ? h->mem_offset : -1;
+  }
   if (md.naccum != out->naccum) return cg_error(cg, NULL, "micro_batches: the sums disagree");
   out->accum_deferred = ARENA_ARRAY(cg->a, int64_t, out->naccum + 1);
   for (int i = 0; i < out->naccum; i++) {

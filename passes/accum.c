@@ -15,6 +15,8 @@
 #include <string.h>
 
 #include "bucket.h"
+#include "memplan.h"
+#include "pp_stage.h"
 
 static bool chain_node(IrOp op) {
   return ir_op_is_collective(op) || op == IR_OP_ALL_SLICE;
@@ -63,13 +65,10 @@ static int64_t fused_maker(const IrFunc *f, const IrValue *v, IrMap *index, IrMa
   return ps->i;
 }
 
-void mb_defer_plan(const IrModule *m, const IrFunc *f, const unsigned char *up, Arena *a,
-                   MbDefer *out) {
+/* The dp reductions' roots (mb_defer_plan). */
+static void defer_dp(const IrModule *m, const IrFunc *f, const unsigned char *up, Arena *a,
+                     MbDefer *out) {
   int N = f->nodes.len;
-  memset(out, 0, sizeof *out);
-  out->node = ARENA_ARRAY(a, int64_t, N + 1);
-  out->maker = ARENA_ARRAY(a, int64_t, N + 1);
-  accum_of(f, up, a, out);
   if (m->plan.micro_batches <= 1 || m->mesh[IR_AX_DP] <= 1 || getenv("MMC_TEST_NO_DEFER")) return;
   unsigned char *d = ARENA_ARRAY(a, unsigned char, N + 1);
   IrMap good, bad, uses, maker, index;
@@ -99,7 +98,6 @@ void mb_defer_plan(const IrModule *m, const IrFunc *f, const unsigned char *up, 
   }
   /* forwards: the roots; a would-be root over another axis is kept, and the
    * next node of its chain may be a root */
-  out->roots = ARENA_ARRAY(a, const IrValue *, N + 1);
   for (int i = 0; i < N; i++) {
     const IrNode *n = f->nodes.items[i];
     if (!d[i]) continue;
@@ -113,6 +111,7 @@ void mb_defer_plan(const IrModule *m, const IrFunc *f, const unsigned char *up, 
     if (!d[i]) continue;
     ir_map_put(&maker, n->out[0]);
     out->node[i] = 2 + out->nroots;
+    out->rnode[out->nroots] = i;
     out->roots[out->nroots++] = n->in[0];
   }
   /* a bucket's members defer together, its wait with them */
@@ -140,17 +139,69 @@ void mb_defer_plan(const IrModule *m, const IrFunc *f, const unsigned char *up, 
     memset(out->node, 0, sizeof(int64_t) * (size_t)N);
     return;
   }
-  out->fused = ARENA_ARRAY(a, int64_t, out->nroots + 1);
   for (int j = 0; j < out->nroots; j++) {
     out->fused[j] =
         getenv("MMC_TEST_NO_FUSED_ACCUM") ? -1 : fused_maker(f, out->roots[j], &index, &uses);
     if (out->fused[j] >= 0) out->maker[out->fused[j]] = 1 + j;
+    const IrNode *r = f->nodes.items[out->rnode[j]];
+    out->home[j] = out->fused[j] >= 0          ? out->roots[j]
+                   : r->op == IR_OP_ALL_REDUCE ? r->out[0]
+                                               : NULL;
   }
   for (int i = 0; i < out->naccum; i++) {
     const IrNode *def = out->accum[i]->def;
     for (int j = 0; def && j < N && !out->accum_deferred[i]; j++)
       out->accum_deferred[i] = f->nodes.items[j] == def && out->node[j] != 0;
   }
+}
+
+/* With no dp reduction to defer (dp = 1), an accum tensor that a
+ * weight-gradient matmul makes and only the update reads is a root of its
+ * own, without a collective: the matmul accumulates into it over the
+ * micro-batches (its home), and the trainer neither sums it again nor
+ * needs the gradient in the working set (docs/accumulation.md "Memory"). */
+static void local_roots(const IrFunc *f, const unsigned char *up, Arena *a, MbDefer *out) {
+  int N = f->nodes.len;
+  IrMap uses, index, mb;
+  ir_map_init(&uses, a, false);
+  ir_map_init(&index, a, false);
+  ir_map_init(&mb, a, false); /* read in the micro-batch, or a result */
+  for (int i = 0; i < f->results.len; i++) ir_map_put(&mb, f->results.items[i]);
+  for (int i = 0; i < N; i++) {
+    const IrNode *n = f->nodes.items[i];
+    for (int k = 0; k < n->nin; k++) {
+      ir_map_put(&uses, n->in[k])->i++;
+      if (!up[i]) ir_map_put(&mb, n->in[k]);
+    }
+    ir_map_put(&index, n)->i = i;
+  }
+  for (int i = 0; i < out->naccum; i++) {
+    const IrValue *v = out->accum[i];
+    if (out->accum_deferred[i] || ir_map_get(&mb, v)) continue;
+    int64_t fm = fused_maker(f, v, &index, &uses);
+    if (fm < 0 || out->maker[fm]) continue;
+    int j = out->nroots++;
+    out->roots[j] = v, out->rnode[j] = fm, out->fused[j] = fm, out->home[j] = v;
+    out->maker[fm] = 1 + j;
+    out->accum_deferred[i] = 1;
+  }
+}
+
+void mb_defer_plan(const IrModule *m, const IrFunc *f, const unsigned char *up, Arena *a,
+                   MbDefer *out) {
+  int N = f->nodes.len;
+  memset(out, 0, sizeof *out);
+  out->node = ARENA_ARRAY(a, int64_t, N + 1);
+  out->maker = ARENA_ARRAY(a, int64_t, N + 1);
+  out->rnode = ARENA_ARRAY(a, int64_t, N + 1);
+  out->home = ARENA_ARRAY(a, const IrValue *, N + 1);
+  out->roots = ARENA_ARRAY(a, const IrValue *, N + 1);
+  out->fused = ARENA_ARRAY(a, int64_t, N + 1);
+  accum_of(f, up, a, out);
+  defer_dp(m, f, up, a, out);
+  if (m->plan.micro_batches > 1 && m->mesh[IR_AX_DP] <= 1 && !getenv("MMC_TEST_NO_DEFER") &&
+      !getenv("MMC_TEST_NO_FUSED_ACCUM"))
+    local_roots(f, up, a, out);
 }
 
 /* The plan of @train f with pp = 1 (the update by ir_update_part) into *d,
@@ -176,6 +227,7 @@ int64_t mb_accum_bytes(const IrModule *m, const IrFunc *f, int64_t *deferred_byt
   for (int i = 0; i < d.naccum; i++)
     if (!d.accum_deferred[i]) bytes += 4 * (ir_local_numel(m, d.accum[i]) + 1);
   for (int j = 0; j < d.nroots; j++) {
+    if (d.home[j]) continue; /* in the grad arena (mb_home_bytes) */
     int64_t b = 4 * (ir_local_numel(m, d.roots[j]) + 1);
     bytes += b;
     if (deferred_bytes) *deferred_bytes += b;
@@ -193,4 +245,30 @@ void mb_sum_elems(const IrModule *m, const IrFunc *f, int64_t *fused, int64_t *a
   for (int j = 0; j < d.nroots; j++)
     *(d.fused[j] >= 0 ? fused : added) += ir_local_numel(m, d.roots[j]);
   arena_free(&a);
+}
+
+int64_t mb_home_bytes(const IrModule *m, const IrFunc *f) {
+  Arena a;
+  arena_init(&a);
+  MbDefer d;
+  int64_t bytes = 0;
+  if (!plan_pp1(m, f, &a, &d)) d.nroots = 0;
+  for (int j = 0; j < d.nroots; j++)
+    if (d.home[j]) bytes += mp_align(mp_value_bytes(m, d.home[j]));
+  arena_free(&a);
+  return bytes;
+}
+
+bool mb_defer_of_train(const IrModule *m, const IrFunc *f, Arena *a, MbDefer *d) {
+  memset(d, 0, sizeof *d);
+  if (!f || strcmp(f->name, "train") != 0 || m->plan.micro_batches <= 1) return false;
+  if (m->plan.pp <= 1) return plan_pp1(m, f, a, d) && d->nroots > 0;
+  PpAssign pa;
+  char err[160];
+  if (!pp_facts(m, f, &pa, err, sizeof err)) return false;
+  unsigned char *up = ARENA_ARRAY(a, unsigned char, f->nodes.len + 1);
+  for (int i = 0; i < f->nodes.len; i++) up[i] = pa.part[i] == PPN_U;
+  pp_assign_free(&pa);
+  mb_defer_plan(m, f, up, a, d);
+  return d->nroots > 0;
 }

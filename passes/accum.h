@@ -26,16 +26,31 @@ typedef struct MbDefer {
    * for the matmul of root j, else 0 */
   int64_t *fused;
   int64_t *maker;
+  /* per root: the node index of its collective, and the value whose
+   * storage is its sum (memplan keeps it in the grad arena for the whole
+   * step: the one sum, docs/accumulation.md "Memory"), or NULL when the
+   * runtime allocates the sum: a fused root's operand (the matmul
+   * accumulates into it in place; a deferred all_reduce of it then reduces
+   * in place too), else an all_reduce root's result (the sum until the last
+   * micro-batch adds it into the operand, then the reduction's output); a
+   * reduce-scatter of an operand a separate op makes keeps a sum of its own */
+  int64_t *rnode;
+  const IrValue **home;
 } MbDefer;
 
 /* The deferral of @train f (after memplan; up[i]: node i is the update's,
  * ir_update_part, or under a pipeline the pp_facts part U), in a's memory:
- * nroots = 0 (nothing deferred) unless micro_batches > 1 and dp > 1. A node of the micro-batch is
- * deferred when it is a collective or all_slice whose result only the update and other deferred
- * nodes read and which is not a result of f; a bucket_wait with its bucket. A root is a deferred
- * all_reduce or reduce_scatter over dp whose operand no deferred node makes and only it reads; a
- * collective that would be a root over another axis (a tp reduction before the dp one) is kept. A
- * bucket that would defer in part turns the deferral off. */
+ * nroots = 0 (nothing deferred) unless micro_batches > 1 and dp > 1; with
+ * dp = 1 and micro_batches > 1 the roots are the weight gradients a fused
+ * matmul makes and only the update reads (no collective, node[] all 0:
+ * the matmul accumulates into its home, and accum_deferred marks them). A
+ * node of the micro-batch is deferred when it is a collective or all_slice
+ * whose result only the update and other deferred nodes read and which is
+ * not a result of f; a bucket_wait with its bucket. A root is a deferred
+ * all_reduce or reduce_scatter over dp whose operand no deferred node makes
+ * and only it reads; a collective that would be a root over another axis (a
+ * tp reduction before the dp one) is kept. A bucket that would defer in
+ * part turns the deferral off. */
 void mb_defer_plan(const IrModule *m, const IrFunc *f, const unsigned char *up, Arena *a,
                    MbDefer *out);
 
@@ -47,9 +62,19 @@ void mb_sum_elems(const IrModule *m, const IrFunc *f, int64_t *fused, int64_t *a
 
 /* The bytes a rank's trainer allocates for the micro-batches' sums: per
  * accum tensor that no deferred node makes, and per deferred root's
- * operand, 4 (elements + 1) (runtime/comm/mmrt_pp.c mmrt_mb_init); 0 when
+ * operand without a home (MbDefer.home: that sum is in the grad arena),
+ * 4 (elements + 1) (runtime/comm/mmrt_pp.c mmrt_mb_init); 0 when
  * micro_batches <= 1, pp > 1 (pp_rank_memory counts a pipeline's) or f is
  * NULL. */
 int64_t mb_accum_bytes(const IrModule *m, const IrFunc *f, int64_t *deferred_bytes);
+
+/* Of the sums of @train f (pp = 1), the bytes of those that live in the
+ * grad arena (their homes, 64-byte aligned as memplan places them). */
+int64_t mb_home_bytes(const IrModule *m, const IrFunc *f);
+
+/* The deferral of @train f planned by memplan (pp = 1: ir_update_part's
+ * update; pp > 1: the pipeline's part U), into *d in a; false when no
+ * root is deferred. */
+bool mb_defer_of_train(const IrModule *m, const IrFunc *f, Arena *a, MbDefer *d);
 
 #endif

@@ -13,14 +13,18 @@
  *      GlobalDecreasingSizeBestFitHeap), one arena per role; the plan is
  *      then checked: no two buffers live at once may overlap.
  * Params and optimizer state get fixed offsets in declaration order, inputs
- * one slot per name shared by all functions. Arena sizes are the largest
- * any function needs (the act arena is shared by @forward and @train). */
+ * one slot per name shared by all functions. Under dp with micro-batches
+ * the deferred dp reductions' gradient sums and results live in the grad
+ * arena for all of @train (sums_of; docs/accumulation.md "Memory"). Arena
+ * sizes are the largest any function needs (the act arena is shared by
+ * @forward and @train). */
 #include "memplan.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "../support/ring_ws.h"
+#include "accum.h"
 #include "pp_sched.h"
 #include "pp_stage.h"
 #include "pass.h"
@@ -103,6 +107,7 @@ typedef struct Buf {
   uint64_t ranks; /* the pipeline ranks that touch it (all: no pipeline) */
   int *rr;        /* a transfer's: per pp rank r its own range [rr[2r], rr[2r + 1]]
                    * within [start, end] (NULL: [start, end] on every rank) */
+  bool keep;      /* a gradient sum: in the grad arena for the whole step */
 } Buf;
 
 /* Where a value lives: in buffer `buf` of the function at byte `off`, or
@@ -140,7 +145,7 @@ static int new_buf(FPlan *p, IrRole arena, int64_t bytes, int start, int end) {
     p->cap = ncap;
   }
   p->bufs[p->nbufs] =
-      (Buf){arena, mp_align(bytes > 0 ? bytes : 1), start, end, -1, ~(uint64_t)0, NULL};
+      (Buf){arena, mp_align(bytes > 0 ? bytes : 1), start, end, -1, ~(uint64_t)0, NULL, false};
   return p->nbufs++;
 }
 
@@ -170,9 +175,37 @@ static const IrValue *eval_logits(const IrFunc *f) {
   return NULL;
 }
 
+/* The gradient sums of @train's deferred dp reductions (passes/accum.h,
+ * docs/accumulation.md "Memory"), into keep (value -> 1: its buffer lives
+ * in the grad arena for the whole step, over the micro-batches and the
+ * stage parts of a pipeline, to the update) and alias (value -> p: the
+ * value it shares its buffer with): each root's home, and every deferred
+ * node's result (the reduced gradients the update reads after the last
+ * micro-batch); an all_reduce of a fused root's operand reduces it in place.
+ * False when nothing is deferred. */
+static bool sums_of(const IrModule *m, const IrFunc *f, Arena *a, IrMap *keep, IrMap *alias) {
+  MbDefer d;
+  ir_map_init(keep, a, false);
+  ir_map_init(alias, a, false);
+  if (!mb_defer_of_train(m, f, a, &d)) return false;
+  for (int i = 0; i < f->nodes.len; i++) {
+    const IrNode *n = f->nodes.items[i];
+    for (int j = 0; d.node[i] && j < n->nout; j++) ir_map_put(keep, n->out[j]);
+  }
+  for (int j = 0; j < d.nroots; j++) {
+    if (!d.home[j]) continue;
+    ir_map_put(keep, d.home[j]);
+    const IrNode *r = f->nodes.items[d.rnode[j]];
+    if (d.home[j] == d.roots[j] && r->op == IR_OP_ALL_REDUCE)
+      ir_map_put(alias, r->out[0])->p = (void *)d.roots[j];
+  }
+  return true;
+}
+
 /* Steps 1 and 2: buffers with live ranges, views and in-place sharing.
- * `fixed(v)` gives the place of a param or input. */
-static void analyze(FPlan *p, const IrModule *m, const IrFunc *f, Arena *a) {
+ * `fixed(v)` gives the place of a param or input. sums: plan @train's
+ * gradient sums (sums_of). */
+static void analyze(FPlan *p, const IrModule *m, const IrFunc *f, Arena *a, bool sums) {
   memset(p, 0, sizeof *p);
   p->a = a;
   p->f = f;
@@ -196,6 +229,11 @@ static void analyze(FPlan *p, const IrModule *m, const IrFunc *f, Arena *a) {
     set_loc(p, v, (Loc){-1, arena_of(v->role), v->mem_offset});
   }
 
+  IrMap keep, alias;
+  if (!sums || !sums_of(m, f, a, &keep, &alias)) {
+    ir_map_init(&keep, a, false);
+    ir_map_init(&alias, a, false);
+  }
   p->ws_buf = ARENA_ARRAY(a, int, nn ? nn : 1);
   for (int i = 0; i < nn; i++) {
     const IrNode *n = f->nodes.items[i];
@@ -224,6 +262,19 @@ static void analyze(FPlan *p, const IrModule *m, const IrFunc *f, Arena *a) {
       int64_t bytes = mp_value_bytes(m, v);
       int lu = last_use(p, v, i);
       int reuse = -1;
+      IrMapSlot *al = ir_map_get(&alias, v);
+      const Loc *home = al ? loc_of(p, al->p) : NULL;
+      if (home && home->buf >= 0 && p->bufs[home->buf].size == mp_align(bytes)) {
+        set_loc(p, v, *home); /* reduced in place, in its sum */
+        p->ninplace++;
+        continue;
+      }
+      if (ir_map_get(&keep, v)) { /* a sum: the whole step, the grad arena */
+        int b = new_buf(p, IR_ROLE_GRAD, bytes, 0, nn);
+        p->bufs[b].keep = true;
+        set_loc(p, v, (Loc){b, IR_ROLE_GRAD, 0});
+        continue;
+      }
       for (int k = 0; elementwise && k < n->nin && reuse < 0; k++) {
         const IrValue *x = n->in[k];
         const Loc *src = loc_of(p, x);
@@ -798,7 +849,7 @@ static void pp_place(FPlan *p, const IrModule *m, const IrFunc *f, Arena *a) {
   }
   for (int b = 0; b < nb; b++) {
     Buf *x = &p->bufs[b];
-    if (x->arena != IR_ROLE_ACT && x->arena != IR_ROLE_GRAD) continue;
+    if (x->keep || (x->arena != IR_ROLE_ACT && x->arena != IR_ROLE_GRAD)) continue;
     if (xf[b]) {
       pp_transfer_place(p, &pa, b, whole_b, esc[b] || acc[b], sumb[b], last_part, P,
                         m->plan.schedule);
@@ -898,7 +949,7 @@ bool pass_memplan(IrModule *m, PassCtx *cx) {
   for (int fi = 0; ok && fi < m->funcs.len; fi++) {
     IrFunc *f = m->funcs.items[fi];
     FPlan p;
-    analyze(&p, m, f, &a);
+    analyze(&p, m, f, &a, true);
     pp_place(&p, m, f, &a);
     for (size_t r = 0; r < sizeof planned_arenas / sizeof planned_arenas[0]; r++)
       assign(&p, planned_arenas[r], &a);
@@ -974,7 +1025,7 @@ bool mp_summarize(const IrModule *m, MpSummary *s, char *err, size_t errlen) {
     if (s->nfuncs < MP_MAX_FUNCS) {
       MpFuncStats *fs = &s->funcs[s->nfuncs++];
       FPlan p;
-      analyze(&p, m, f, &a);
+      analyze(&p, m, f, &a, true);
       fs->name = f->name;
       memcpy(fs->arena, top, sizeof top);
       fs->live_peak = p.live_peak;

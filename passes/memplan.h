@@ -71,7 +71,9 @@ bool mp_summarize(const IrModule *m, MpSummary *s, char *err, size_t errlen);
  * a rank holding one micro-batch at a time) and kernel scratch, allocated
  * once per micro-batch in flight; the grad arena the rank's working set
  * (values one part makes and reads alone, the parameters' gradients its W
- * parts make, the update's values), allocated once. act, grad: the bytes
+ * parts make, the update's values) and, under dp with micro-batches, the
+ * deferred reductions' gradient sums, kept for the whole step (memplan.c
+ * sums_of), allocated once. act, grad: the bytes
  * rank r's stage parts and update touch (their extent); act0, grad0: slot
  * 0's, which the other functions (@forward) share. By the stages `pa`
  * (NULL: pp_assign's). False without one. */

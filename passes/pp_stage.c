@@ -427,7 +427,15 @@ bool pp_rank_memory(IrModule *m, PpRankMem *out, int nout, char *err, size_t err
   arena_init(&ar);
   ir_map_init(&made, &ar, false);
   ir_map_init(&seen, &ar, false);
-  int64_t sums[64] = {0}; /* per rank: the sums of its stages' gradients */
+  int64_t sums[64] = {0}, homes[64] = {0}; /* per rank: the sums of its stages' gradients */
+  /* the deferred dp reductions (passes/accum.h): the sums of the local
+   * gradients, of the rank whose stage holds each root, beside the arenas
+   * or (home) in the grad arena; a deferred reduction's result holds the
+   * step's sum itself (no sum of its own) */
+  unsigned char *upm = ARENA_ARRAY(&ar, unsigned char, f->nodes.len + 1);
+  for (int i = 0; i < f->nodes.len; i++) upm[i] = a.part[i] == PPN_U;
+  MbDefer md;
+  mb_defer_plan(m, f, upm, &ar, &md);
   for (int i = 0; i < f->nodes.len; i++) {
     const IrNode *n = f->nodes.items[i];
     if (a.part[i] == PPN_U) {
@@ -435,23 +443,24 @@ bool pp_rank_memory(IrModule *m, PpRankMem *out, int nout, char *err, size_t err
         IrMapSlot *x = ir_map_get(&made, n->in[k]);
         if (!x || ir_map_get(&seen, n->in[k])) continue;
         ir_map_put(&seen, n->in[k]);
-        sums[(x->i - 1) % P] += (int64_t)sizeof(float) * (ir_local_numel(m, n->in[k]) + 1);
+        if (x->i > 0)
+          sums[(x->i - 1) % P] += (int64_t)sizeof(float) * (ir_local_numel(m, n->in[k]) + 1);
       }
       continue;
     }
-    for (int j = 0; j < n->nout; j++) ir_map_put(&made, n->out[j])->i = a.stage[i] + 1;
+    /* 1 + the stage, or -(1 + the stage) for a deferred node's result */
+    for (int j = 0; j < n->nout; j++)
+      ir_map_put(&made, n->out[j])->i = md.node[i] ? -(a.stage[i] + 1) : a.stage[i] + 1;
   }
-  /* and the deferred dp reductions' sums of the local gradients
-   * (passes/accum.h), of the rank whose stage holds each root */
-  {
-    unsigned char *upm = ARENA_ARRAY(&ar, unsigned char, f->nodes.len + 1);
-    for (int i = 0; i < f->nodes.len; i++) upm[i] = a.part[i] == PPN_U;
-    MbDefer md;
-    mb_defer_plan(m, f, upm, &ar, &md);
-    for (int i = 0; i < f->nodes.len; i++)
-      if (md.node[i] >= 2)
-        sums[a.stage[i] % P] +=
-            (int64_t)sizeof(float) * (ir_local_numel(m, md.roots[md.node[i] - 2]) + 1);
+  for (int j = 0; j < md.nroots; j++) {
+    int r = a.stage[md.rnode[j]] % P;
+    IrMapSlot *x = md.home[j] ? ir_map_get(&made, md.home[j]) : NULL;
+    if (x && x->i > 0 && ir_map_get(&seen, md.home[j])) /* a root without a collective (dp = 1) */
+      sums[r] -= (int64_t)sizeof(float) * (ir_local_numel(m, md.home[j]) + 1);
+    if (md.home[j])
+      homes[r] += mp_align(mp_value_bytes(m, md.home[j]));
+    else
+      sums[r] += (int64_t)sizeof(float) * (ir_local_numel(m, md.roots[j]) + 1);
   }
   /* and the transfers summed over the micro-batches, on their senders */
   {
@@ -514,7 +523,7 @@ bool pp_rank_memory(IrModule *m, PpRankMem *out, int nout, char *err, size_t err
     x->input = ms.arena[IR_ROLE_INPUT];
     x->all_param = ms.arena[IR_ROLE_PARAM], x->all_opt = ms.arena[IR_ROLE_OPT];
     x->set = mp_align(x->act) + mp_align(x->input);
-    x->sums = sums[r];
+    x->sums = sums[r], x->homes = homes[r];
     x->eval_act = ehi[r] - elo[r];
     x->eval = x->param + x->eval_act + x->input;
     x->peak = x->param + x->opt + x->grad + x->act0 + x->input + (int64_t)(x->slots - 1) * x->set +

@@ -123,7 +123,10 @@ bool pp_plan_print(FILE *out, IrModule *m, const char *svg, bool detail, char *e
  * slot 0's
  * act arena large enough for @forward too; the gradient sums of its
  * stages, one f32 tensor of elements + 1 per gradient the update reads
- * that a stage of the rank makes. The evaluation adds nothing: it runs
+ * that a stage of the rank makes, but for the deferred dp reductions'
+ * (passes/accum.h): their sums are in the grad arena (`homes`) but for a
+ * reduce-scatter's whose operand a separate op makes (one of elements + 1
+ * each), and their results hold the step's sum themselves. The evaluation adds nothing: it runs
  * @forward stage by stage (its pp facts) on the rank's own parameters
  * in slot 0's act and input arenas; `eval` is what of them it uses.
  * Kernel workspace is in the act arena (memplan.h). */
@@ -134,7 +137,9 @@ typedef struct PpRankMem {
   int64_t act0;                         /* slot 0's act arena (shared with @forward) */
   int64_t all_param, all_opt;           /* the whole param and opt arenas (one rank's) */
   int64_t set;                          /* one more in-flight slot: act + input */
-  int64_t sums;                         /* the gradient sums */
+  int64_t sums;                         /* the gradient sums beside the arenas */
+  int64_t homes;    /* the gradient sums in the grad arena (of grad: the deferred dp reductions'
+                     * sums, memplan's homes, docs/accumulation.md "Memory") */
   int64_t eval_act; /* the evaluation: the span of slot 0's act arena its stages' @forward
                      * values use */
   int64_t eval;     /* what it reads and writes: param (its own) + eval_act + input */

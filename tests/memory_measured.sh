@@ -140,13 +140,17 @@ for plan, want in (("pp2-gpipe", [4, 4]), ("pp2-1f1b", [2, 1]), ("pp4-1f1b", [4,
 # head's (made on stage 3) and the embedding's (its embedding_grad runs on
 # stage 1, where the gradient it reads is made): each is summed over the
 # micro-batches on the rank that makes it and sent to stage 0 once a step
-# (docs/pp-memory.md), a V x D f32 sum more on ranks 1 and 3
+# (docs/pp-memory.md), a V x D f32 sum more on ranks 1 and 3. A linear
+# weight's gradient is its own sum, in the grad arena (64-byte aligned:
+# grad_home_bytes; docs/accumulation.md "Memory")
 sums = lambda *n: sum(4 * (e + 1) for e in n)
-layer = sums(64, 64, *[4096, 64] * 4, 64, 64, 256 * 64, 256, 64 * 256, 64)
+layer = sums(64, 64, *[64] * 4, 64, 64, 256, 64)
 want = [sums(256 * 64, 64 * 64), layer + sums(256 * 64), layer, sums(64, 64, 256 * 64)]
 got = [planned("pp4-1f1b")[r]["grad_sum_bytes"] for r in range(4)]
-print("pp=4 gradient sums per rank: %s bytes (the stages' parameters: %s)" % (got, want))
-if got != want: errs.append("pp=4: gradient sums %s per rank, expected %s" % (got, want))
+homes = [planned("pp4-1f1b")[r]["grad_home_bytes"] for r in range(4)]
+lin = 4 * (4 * 4096 + 2 * 256 * 64)
+print("pp=4 gradient sums per rank: %s bytes beside the arenas (the stages' parameters but the linear weights: %s), %s in the grad arena (%s)" % (got, want, homes, [0, lin, lin, 0]))
+if got != want or homes != [0, lin, lin, 0]: errs.append("pp=4: gradient sums %s + %s per rank, expected %s + %s" % (got, homes, want, [0, lin, lin, 0]))
 g, f, pg, pf = measured("pp2-gpipe"), measured("pp2-1f1b"), planned("pp2-gpipe"), planned("pp2-1f1b")
 for r in (0, 1):
     dm, dp = g[r] - f[r], pg[r]["peak_bytes"] - pf[r]["peak_bytes"]

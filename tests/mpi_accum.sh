@@ -13,9 +13,14 @@
 #    gathers every parameter twice a micro-batch (2 M Psi elements);
 #  - a control compiled with the deferral off (MMC_TEST_NO_DEFER=1) makes
 #    buckets x M gradient calls, so the count tells the two apart;
-#  - `mmc plan --json`: deferred_sum_bytes = 4 (Psi + parameters) (one sum
-#    of each local gradient, elements + 1 floats) and the trainer's plan
-#    figure on its memory line equals the plan's trainer_bytes;
+#  - `mmc plan --json`: one sum of each local gradient, counted from the
+#    parameter shapes: grad_home_bytes (the sums the plan keeps in the grad
+#    arena, each 64-byte aligned) = every gradient under plain dp (the
+#    all-reduce's result holds it), the linear weights' under ZeRO (the
+#    matmul accumulates into it), and deferred_sum_bytes (beside the
+#    arenas, elements + 1 floats each) = the other gradients under ZeRO, 0
+#    under plain dp; the trainer's plan figure on its memory line equals
+#    the plan's trainer_bytes;
 #  - the weight-gradient matmuls accumulate into the sums themselves:
 #    `mmc plan --json`'s sum_matmul_elems = the linear layers' weights (the
 #    2-D parameters but the embeddings, from the IR's parameter list) and
@@ -47,7 +52,7 @@ G=(--model GPT2Tiny --set B=16)
 PSI=$("$MMC" stats "$S/gpt2.mm" --model GPT2Tiny | awk '$1 == "total" {print $3}')
 [ "$PSI" = 120576 ] && ok || bad "GPT2Tiny trainable parameters: '$PSI', expected 120576"
 "$MMC" dump-ir "$S/gpt2.mm" --model GPT2Tiny --after lower |
-  sed -n 's/^param @[^ ]* : f32\[\([0-9, ]*\)\].*/\1/p' > "$T/param_sizes"
+  sed -n 's/^param @\([^ ]*\) : f32\[\([0-9, ]*\)\].*/\1 \2/p' > "$T/param_sizes"
 # the linear layers' weights: the 2-D parameters but the embeddings
 LIN=$("$MMC" dump-ir "$S/gpt2.mm" --model GPT2Tiny --after lower |
   sed -n 's/^param @\([^ ]*\) : f32\[\([0-9]*\), \([0-9]*\)\].*/\1 \2 \3/p' |
@@ -62,12 +67,14 @@ check() { # name mode log out plan.json: losses against serial, counts, plan byt
 import json, re, sys
 ser, name, mode, log, out, pj, psi, sizes_file, M, lin = sys.argv[1:11]
 psi, M, lin = int(psi), int(M), int(lin)
-sizes = []
+sizes, lins = [], []
 for line in open(sizes_file):
+    pname, dims = line.split(" ", 1)
     n = 1
-    for d in line.split(","):
+    for d in dims.split(","):
         n *= int(d)
     sizes.append(n)
+    lins.append(dims.count(",") == 1 and "wte" not in pname and "wpe" not in pname)
 cap, buckets, fill = 262144, 0, 0  # bytes: bucket_mb = 0.25
 for n in reversed(sizes):
     fill += 4 * n
@@ -106,10 +113,16 @@ else:
 ok &= good
 if mode != "control":
     plan = json.load(open(pj))
-    want = 4 * (psi + len(sizes))
-    g = plan.get("deferred_sum_bytes") == want and plan.get("grad_sum_bytes") == want
-    print("%s: plan's deferred sums %s bytes, expected 4 (Psi + %d) = %d %s"
-          % (name, plan.get("deferred_sum_bytes"), len(sizes), want, "ok" if g else "WRONG"))
+    # one sum of each local gradient: in the grad arena (its home, 64-byte
+    # aligned) for a linear weight (the matmul accumulates into it) and,
+    # under plain dp, for every gradient (the all-reduce's result); beside
+    # the arenas (elements + 1 floats) for a ZeRO reduce-scatter's other roots
+    al = lambda b: (b + 63) // 64 * 64
+    home = sum(al(4 * n) for n, w in zip(sizes, lins) if mode == "dp" or w)
+    want = sum(4 * (n + 1) for n, w in zip(sizes, lins) if mode != "dp" and not w)
+    g = plan.get("deferred_sum_bytes") == want and plan.get("grad_sum_bytes") == want and plan.get("grad_home_bytes") == home
+    print("%s: plan's deferred sums %s bytes beside the arenas, %s in the grad arena, expected %d and %d %s"
+          % (name, plan.get("deferred_sum_bytes"), plan.get("grad_home_bytes"), want, home, "ok" if g else "WRONG"))
     told = [int(m.group(1)) for m in re.finditer(r"^memory of rank \d+ of \d+: .*?, plan (\d+) bytes", open(out).read(), re.M)]
     g2 = len(told) == 2 and all(t == plan["trainer_bytes"] for t in told)
     print("%s: trainer's plan figures %s, mmc plan's trainer_bytes %d %s" % (name, told, plan["trainer_bytes"], "ok" if g2 else "WRONG"))

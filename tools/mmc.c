@@ -1746,11 +1746,12 @@ static bool plan_pp_memory(IrModule *m, int64_t data_bytes, json_object *root, b
     if (!root) {
       printf("    rank %d: peak %lld bytes = param %lld + opt %lld (of %lld + %lld) + working set "
              "%lld + %d in flight x %lld (act %lld, input %lld; the first slot's act %lld) + "
-             "gradient sums %lld; trainer %lld with the data; evaluation %lld = param %lld + act "
-             "%lld + input %lld\n",
+             "gradient sums %lld (%lld of them in the grad arena); trainer %lld with the data; "
+             "evaluation %lld = param %lld + act %lld + input %lld\n",
              r, (long long)x->peak, (long long)x->param, (long long)x->opt, (long long)x->all_param,
-             (long long)x->all_opt, (long long)x->grad, x->slots, (long long)x->set,
-             (long long)x->act, (long long)x->input, (long long)x->act0, (long long)x->sums,
+             (long long)x->all_opt, (long long)(x->grad - x->homes), x->slots, (long long)x->set,
+             (long long)x->act, (long long)x->input, (long long)x->act0,
+             (long long)(x->sums + x->homes), (long long)x->homes,
              (long long)(x->peak + data_bytes), (long long)x->eval, (long long)x->param,
              (long long)x->eval_act, (long long)x->input);
       continue;
@@ -1768,6 +1769,7 @@ static bool plan_pp_memory(IrModule *m, int64_t data_bytes, json_object *root, b
     json_object_object_add(e, "input_bytes", json_object_new_int64(x->input));
     json_object_object_add(e, "in_flight_set_bytes", json_object_new_int64(x->set));
     json_object_object_add(e, "grad_sum_bytes", json_object_new_int64(x->sums));
+    json_object_object_add(e, "grad_home_bytes", json_object_new_int64(x->homes));
     json_object_object_add(e, "eval_bytes", json_object_new_int64(x->eval));
     json_object_object_add(e, "eval_act_bytes", json_object_new_int64(x->eval_act));
     json_object_array_add(list, e);
@@ -1956,6 +1958,8 @@ static int cmd_plan(Opts *o) {
     json_object_object_add(root, "by_role", roles);
     json_object_object_add(root, "grad_sum_bytes", json_object_new_int64(sums));
     json_object_object_add(root, "deferred_sum_bytes", json_object_new_int64(deferred_sums));
+    json_object_object_add(root, "grad_home_bytes",
+                           json_object_new_int64(mb_home_bytes(m, ir_module_func(m, "train"))));
     int64_t fused_elems, added_elems; /* docs/accumulation.md: into the sums by the matmul */
     mb_sum_elems(m, ir_module_func(m, "train"), &fused_elems, &added_elems);
     json_object_object_add(root, "sum_matmul_elems", json_object_new_int64(fused_elems));
@@ -2011,6 +2015,11 @@ static int cmd_plan(Opts *o) {
       printf("  %-6s %14lld bytes  %9.3f MiB  (the %d micro-batches' gradient sums%s)\n", "sums",
              (long long)sums, (double)sums / (1 << 20), m->plan.micro_batches,
              deferred_sums ? ": the local gradients the dp reductions take once a step" : "");
+    int64_t homes = mb_home_bytes(m, ir_module_func(m, "train"));
+    if (homes) /* docs/accumulation.md "Memory" */
+      printf("  (of grad, %lld bytes are the %d micro-batches' gradient sums, kept there the whole "
+             "step)\n",
+             (long long)homes, m->plan.micro_batches);
     const IrFunc *ff = ir_module_func(m, "forward");
     for (int i = 0; m->train.data.format == MM_FMT_CONVERSATION && ff && i < ff->inputs.len; i++) {
       const IrValue *v = ff->inputs.items[i];

@@ -37,7 +37,13 @@ static int deferred(const MmrtModelDesc *m, int64_t i) {
   return m->accum_deferred && m->accum_deferred[i];
 }
 
-int mmrt_mb_init(MmrtMbAcc *a, const MmrtModelDesc *m,
+/* root j's sum in the grad arena (the plan's home for it), or NULL */
+static float *home(const MmrtModelDesc *m, char *grad, int64_t j) {
+  if (!m->defer_home || m->defer_home[j] < 0 || !grad) return NULL;
+  return (float *)(void *)(grad + m->defer_home[j]);
+}
+
+int mmrt_mb_init(MmrtMbAcc *a, const MmrtModelDesc *m, char *grad,
                  int64_t (*elems)(void *, const MmrtTensorDesc *), void *user) {
   memset(a, 0, sizeof *a);
   a->m = m;
@@ -52,11 +58,14 @@ int mmrt_mb_init(MmrtMbAcc *a, const MmrtModelDesc *m,
     if (deferred(m, i)) continue;
     a->acc[i] = malloc(sizeof(float) * (size_t)(a->n[i] + 1));
     if (!a->acc[i]) return -1;
+    a->bytes += (int64_t)sizeof(float) * (a->n[i] + 1);
   }
   for (int64_t j = 0; j < nd; j++) {
     a->dn[j] = elems(user, &m->defer[j]);
+    if ((a->dsum[j] = home(m, grad, j))) continue;
     a->dsum[j] = malloc(sizeof(float) * (size_t)(a->dn[j] + 1));
     if (!a->dsum[j]) return -1;
+    a->bytes += (int64_t)sizeof(float) * (a->dn[j] + 1);
   }
   return 0;
 }
@@ -68,13 +77,15 @@ int64_t mmrt_mb_bytes(const MmrtModelDesc *m, int64_t (*elems)(void *, const Mmr
   for (int64_t i = 0; i < m->naccum; i++)
     if (!deferred(m, i)) b += (int64_t)sizeof(float) * (elems(user, &m->accum[i]) + 1);
   for (int64_t j = 0; j < m->ndefer; j++)
-    b += (int64_t)sizeof(float) * (elems(user, &m->defer[j]) + 1);
+    if (!m->defer_home || m->defer_home[j] < 0)
+      b += (int64_t)sizeof(float) * (elems(user, &m->defer[j]) + 1);
   return b;
 }
 
 void mmrt_mb_free(MmrtMbAcc *a) {
   for (int64_t i = 0; a->acc && a->m && i < a->m->naccum; i++) free(a->acc[i]);
-  for (int64_t j = 0; a->dsum && a->m && j < a->m->ndefer; j++) free(a->dsum[j]);
+  for (int64_t j = 0; a->dsum && a->m && j < a->m->ndefer; j++)
+    if (!a->m->defer_home || a->m->defer_home[j] < 0) free(a->dsum[j]);
   if (g_acc == a) g_acc = NULL;
   free(a->acc);
   free(a->n);
@@ -153,7 +164,7 @@ int mmrt_mb_linear_bwd_weights(void *mesh, int j, MmrtDtype dt, float *dw, const
     return -1;
   }
   float w = (float)weight(), *s = a->dsum[j];
-  if (a->k < a->m->micro_batches - 1)
+  if (a->k < a->m->micro_batches - 1 || dw == s) /* dw == s: the sum is the gradient's home */
     mmrt_linear_bwd_weights_into(dt, s, NULL, dy, x, rows, K, N, w, a->k > 0);
   else
     last_w(dt, dw, s, dy, x, rows, K, N, w, overlap);
@@ -334,6 +345,14 @@ int mmrt_pp_slots(const MmrtModelDesc *m, int rank) {
   return k;
 }
 
+int64_t mmrt_pp_sum_bytes(const MmrtPp *pp) {
+  if (!pp) return 0;
+  int64_t b = pp->acc.bytes; /* and the summed transfers' sums, on their senders */
+  for (int64_t i = 0; pp->x && i < pp->m->pp_nxfer; i++)
+    if (pp->x[i].sum) b += (int64_t)sizeof(float) * (pp->x[i].n + 1);
+  return b;
+}
+
 int64_t mmrt_pp_arena_bytes(const MmrtModelDesc *m, int rank, int arena, int first) {
   if (!m->pp_rank || rank < 0 || rank >= m->pp) return -1;
   int64_t act = m->pp_rank[rank].act, act0 = m->pp_rank[rank].act0, grad0 = m->pp_rank[rank].grad0;
@@ -368,9 +387,10 @@ int64_t mmrt_pp_extra_bytes(const MmrtModelDesc *m, int rank,
   int64_t b = 0;
   for (int a = 0; a < MMRT_NARENAS; a++) b += (int64_t)(k - 1) * slot_bytes(m, rank, a);
   for (int64_t i = 0; i < m->naccum; i++)
-    if (st[i] % m->pp == rank) b += (int64_t)sizeof(float) * (elems(user, &m->accum[i]) + 1);
+    if (st[i] % m->pp == rank && !deferred(m, i))
+      b += (int64_t)sizeof(float) * (elems(user, &m->accum[i]) + 1);
   for (int64_t j = 0; m->defer_stage && j < m->ndefer; j++)
-    if (m->defer_stage[j] % m->pp == rank)
+    if (m->defer_stage[j] % m->pp == rank && (!m->defer_home || m->defer_home[j] < 0))
       b += (int64_t)sizeof(float) * (elems(user, &m->defer[j]) + 1);
   /* the summed transfers' sums, on their senders */
   for (int64_t i = 0; m->pp_xfer_how && i < m->pp_nxfer; i++)
@@ -463,9 +483,12 @@ MmrtPp *mmrt_pp_new(const MmrtModelDesc *m, void *mesh, char **arenas, const Mmr
   if (!pp->acc.acc || !pp->acc.n) goto oom;
   for (int64_t i = 0; i < m->naccum; i++) {
     pp->acc.n[i] = h->elems(h->user, &m->accum[i]);
-    if (pp->astage[i] % pp->P != pp->me) continue;
+    /* a deferred reduction's result holds the step's sum itself, kept in
+     * the grad arena to the update (the plan's gradient sums) */
+    if (pp->astage[i] % pp->P != pp->me || deferred(m, i)) continue;
     pp->acc.acc[i] = malloc(sizeof(float) * (size_t)(pp->acc.n[i] + 1));
     if (!pp->acc.acc[i]) goto oom;
+    pp->acc.bytes += (int64_t)sizeof(float) * (pp->acc.n[i] + 1);
   }
   /* the deferred reductions' sums: of this rank's stages only */
   pp->acc.dsum = calloc((size_t)m->ndefer + 1, sizeof *pp->acc.dsum);
@@ -474,8 +497,10 @@ MmrtPp *mmrt_pp_new(const MmrtModelDesc *m, void *mesh, char **arenas, const Mmr
   for (int64_t j = 0; j < m->ndefer; j++) {
     pp->acc.dn[j] = h->elems(h->user, &m->defer[j]);
     if (!m->defer_stage || m->defer_stage[j] % pp->P != pp->me) continue;
+    if ((pp->acc.dsum[j] = home(m, arenas[MMRT_ARENA_GRAD], j))) continue;
     pp->acc.dsum[j] = malloc(sizeof(float) * (size_t)(pp->acc.dn[j] + 1));
     if (!pp->acc.dsum[j]) goto oom;
+    pp->acc.bytes += (int64_t)sizeof(float) * (pp->acc.dn[j] + 1);
   }
   return pp;
 oom:
@@ -659,9 +684,9 @@ static void add_grads(MmrtPp *pp, int stage, int mb) {
   const MmrtModelDesc *m = pp->m;
   char **a = pp->slot[pp->mb_slot[mb]];
   for (int64_t i = 0; i < m->naccum; i++) {
-    if (pp->astage[i] != stage) continue;
-    /* a deferred reduction's result: the step's sum, on the last W only */
-    if (m->accum_deferred && m->accum_deferred[i] && mb != pp->last_w[stage]) continue;
+    /* a deferred reduction's result is the step's sum itself (in the grad
+     * arena to the update) */
+    if (pp->astage[i] != stage || deferred(m, i)) continue;
     const MmrtTensorDesc *d = &m->accum[i];
     const float *g = (const float *)(void *)(a[d->arena] + d->offset);
     float *s = pp->acc.acc[i];
@@ -698,7 +723,7 @@ static int pp_linear_w(int j, MmrtDtype dt, float *dw, const void *dy, const voi
             j, (long long)N * K);
     return -1;
   }
-  if (g_pp_defer)
+  if (g_pp_defer || dw == a->dsum[j]) /* dw == the sum: its home, added in place */
     mmrt_linear_bwd_weights_into(dt, a->dsum[j], NULL, dy, x, rows, K, N, 1.0f, 1);
   else
     last_w(dt, dw, a->dsum[j], dy, x, rows, K, N, 1.0f, overlap);
@@ -841,6 +866,10 @@ static int summed_xfers(MmrtPp *pp) {
       continue;
     const MmrtTensorDesc *d = &m->pp_xfer[i];
     float *g = (float *)(void *)(pp->slot[0][d->arena] + d->offset), *s = pp->acc.acc[x->acc];
+    if (!s && deferred(m, x->acc)) { /* the gradient's sum is its deferred reduction's, in place */
+      const MmrtTensorDesc *a = &m->accum[x->acc];
+      s = (float *)(void *)(pp->slot[0][a->arena] + a->offset);
+    }
     if (!s || x->n != pp->acc.n[x->acc])
       return pp_fail(pp, "a summed pipeline transfer does not match its gradient's sum%s", "");
     for (int64_t e = 0; e < x->n; e += x->bytes / 4) {
@@ -904,9 +933,11 @@ int mmrt_pp_step(MmrtPp *pp, int64_t step, const char *what, float *loss) {
   /* every slot is free: the sums of this rank's stages' gradients, divided
    * by sum(c), into slot 0, where its update reads them */
   for (int64_t i = 0; i < m->naccum; i++) {
-    if (!pp->acc.acc[i]) continue;
     const MmrtTensorDesc *d = &m->accum[i];
     float *g = (float *)(void *)(pp->slot[0][d->arena] + d->offset);
+    if (deferred(m, i) && pp->astage[i] % pp->P == pp->me)
+      for (int64_t e = 0; e < pp->acc.n[i]; e++) g[e] *= inv; /* the sum, in place */
+    if (!pp->acc.acc[i]) continue;
     for (int64_t e = 0; e < pp->acc.n[i]; e++) g[e] = pp->acc.acc[i][e] * inv;
   }
   if (tied_grads(pp)) return 1;

@@ -26,11 +26,16 @@ typedef struct MmrtMbAcc {
    * per deferred root, its operand's weighted sum over the micro-batches */
   float **dsum;
   int64_t *dn;
+  /* the bytes of the sums allocated (beside the arenas: a root whose sum
+   * the plan keeps in the grad arena, the descriptor's defer_home, has
+   * none of its own) */
+  int64_t bytes;
 } MmrtMbAcc;
 
 /* Sizes come from the descriptor: elems(d) is this rank's element count of
- * accum tensor d. Returns 0, or -1 when out of memory. */
-int mmrt_mb_init(MmrtMbAcc *a, const MmrtModelDesc *m,
+ * accum tensor d; grad: the grad arena (a deferred root's home).
+ * Returns 0, or -1 when out of memory. */
+int mmrt_mb_init(MmrtMbAcc *a, const MmrtModelDesc *m, char *grad,
                  int64_t (*elems)(void *, const MmrtTensorDesc *), void *user);
 void mmrt_mb_free(MmrtMbAcc *a);
 /* Before a step's first micro-batch, and before each micro-batch. */
@@ -46,7 +51,8 @@ void mmrt_mb_add(MmrtMbAcc *a, char **arenas, float loss);
  * mmrt_mb_finish divides it in place. */
 float mmrt_mb_finish(MmrtMbAcc *a, char **arenas);
 /* The bytes mmrt_mb_init allocates (without a pipeline): 4 (elements + 1)
- * per accum tensor not deferred and per deferred root's operand; `mmc plan`
+ * per accum tensor not deferred and per deferred root's operand without a
+ * home in the grad arena; `mmc plan`
  * counts the same (passes/accum.h mb_accum_bytes). */
 int64_t mmrt_mb_bytes(const MmrtModelDesc *m, int64_t (*elems)(void *, const MmrtTensorDesc *),
                       void *user);
@@ -105,6 +111,8 @@ void mmrt_pp_free(MmrtPp *pp);
  * stages (one f32 tensor of elements + 1 per accum tensor a stage of this
  * rank makes; elems as for mmrt_mb_init). */
 int mmrt_pp_slots(const MmrtModelDesc *m, int rank);
+/* The bytes of gradient sums pp allocated beside the arenas (MmrtMbAcc.bytes). */
+int64_t mmrt_pp_sum_bytes(const MmrtPp *pp);
 /* The bytes of arena `arena` pipeline rank `rank` allocates for slot 0
  * (first) or for each further slot (the descriptor's pp_rank[rank]: a
  * slot's act arena holds the values that live from one stage part to a

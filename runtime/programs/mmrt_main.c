@@ -1426,7 +1426,7 @@ static int mb_step(Trainer *t, int64_t step, float lr, float fs, const char *wha
   if (t->a.dump_inputs)
     return fail("--dump-inputs writes a step's batch; with micro-batches (%lld) there are several",
                 (long long)m->micro_batches);
-  if (!t->mb.m && mmrt_mb_init(&t->mb, m, mb_elems, t))
+  if (!t->mb.m && mmrt_mb_init(&t->mb, m, t->arenas[MMRT_ARENA_GRAD], mb_elems, t))
     return fail("out of memory for the micro-batches' gradient sums");
   int64_t lo0 = t->cx.lo, b = t->cx.B;
   mmrt_mb_begin_step(&t->mb);
@@ -1730,6 +1730,10 @@ static void print_memory(const Trainer *t) {
          (double)p.peak / (double)(arenas + data), (long long)mmrt_dnnl_scratchpad_max(),
          (long long)mmrt_dnnl_layout_bytes(), (long long)p.lib_code, (long long)p.jit_code,
          (long long)p.kernel_heap, mmrt_dnnl_cache_size());
+  if (t->m->micro_batches > 1) /* what the gradients take (docs/accumulation.md "Memory") */
+    printf("gradient memory%s: grad arena %lld bytes, sums beside it %lld bytes (allocated)\n", who,
+           (long long)t->arena_own[MMRT_ARENA_GRAD],
+           (long long)(t->pp ? mmrt_pp_sum_bytes(t->pp) : t->mb.bytes));
 }
 
 /* Every file and directory the run will write, checked before its work
