@@ -29,9 +29,7 @@
 # device file's (devices/a100.dev, each with its source).
 set -uo pipefail
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-PY=/usr/bin/python3
+plain_script
 . "$MMC_SOURCE_DIR/tests/tools/table1.sh"
 printf '%s\n' "$TABLE1" > "$T/table1.txt"
 fail=0

@@ -16,9 +16,7 @@
 # under ASan the 22 B row only (its two plans).
 set -uo pipefail
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-PY=/usr/bin/python3
+plain_script
 . "$MMC_SOURCE_DIR/tests/tools/table1.sh"
 printf '%s\n' "$TABLE5" > "$T/rows.in"
 [ "$SAN" = 1 ] && sed -i '2,$d' "$T/rows.in"
