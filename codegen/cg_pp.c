@@ -285,6 +285,24 @@ bool cg_pp_build(Cg *cg, const IrFunc *f, CgMb *out) {
       out->xfer[out->nxfer++] = v;
     }
   }
+  /* when the sender waits for each (mmrt_desc.def pp_xfer_how) */
+  IrMap summed;
+  pp_summed_xfers(f, a, P, cg->a, &summed);
+  out->xfer_how = ARENA_ARRAY(cg->a, int64_t, out->nxfer + 1);
+  for (int x = 0; x < out->nxfer; x++) {
+    const IrValue *v = out->xfer[x];
+    IrMapSlot *s = ir_map_get(&summed, v);
+    int64_t *how = &out->xfer_how[x];
+    *how = v->mem_arena == IR_ROLE_GRAD ? MMRT_XFER_WS : MMRT_XFER_SLOT;
+    if (S != P || pp_xfer_unwaited(a, N, cg->m->plan.schedule, (int)out->route[2 * x],
+                                   (int)out->route[2 * x + 1]))
+      *how = MMRT_XFER_LATE; /* several stages a rank: memplan pp_transfer_place */
+    for (int i = 0; s && i < out->naccum; i++)
+      if (out->accum[i] == s->p) *how = MMRT_XFER_SUM + 2 * i + (s->i - 1);
+    if (s && *how < MMRT_XFER_SUM)
+      return cg_error(cg, NULL,
+                      "pipeline: a summed transfer whose gradient the update does not read");
+  }
   /* the dp reductions once a step: on each stage's last W part */
   unsigned char *upm = ARENA_ARRAY(cg->a, unsigned char, N + 1);
   for (int i = 0; i < N; i++) upm[i] = a->part[i] == PPN_U;

@@ -105,6 +105,8 @@ typedef struct Buf {
   int start, end; /* node positions, inclusive */
   int64_t offset;
   uint64_t ranks; /* the pipeline ranks that touch it (all: no pipeline) */
+  int *rr;        /* a transfer's: per pp rank r its own range [rr[2r], rr[2r + 1]]
+                   * within [start, end] (NULL: [start, end] on every rank) */
   bool keep;      /* a gradient sum: in the grad arena for the whole step */
 } Buf;
 
@@ -143,7 +145,7 @@ static int new_buf(FPlan *p, IrRole arena, int64_t bytes, int start, int end) {
     p->cap = ncap;
   }
   p->bufs[p->nbufs] =
-      (Buf){arena, mp_align(bytes > 0 ? bytes : 1), start, end, -1, ~(uint64_t)0, false};
+      (Buf){arena, mp_align(bytes > 0 ? bytes : 1), start, end, -1, ~(uint64_t)0, NULL, false};
   return p->nbufs++;
 }
 
@@ -339,7 +341,16 @@ static int by_lo(const void *a, const void *b) {
  * pipeline each rank has its own memory: another rank's buffers do not
  * count). */
 static bool overlap_time(const Buf *a, const Buf *b) {
-  return a->start <= b->end && b->start <= a->end && (a->ranks & b->ranks);
+  uint64_t both = a->ranks & b->ranks;
+  if (!both || a->start > b->end || b->start > a->end) return false;
+  if (!a->rr && !b->rr) return true;
+  for (int r = 0; both; r++, both >>= 1) {
+    if (!(both & 1)) continue;
+    int as = a->rr ? a->rr[2 * r] : a->start, ae = a->rr ? a->rr[2 * r + 1] : a->end;
+    int bs = b->rr ? b->rr[2 * r] : b->start, be = b->rr ? b->rr[2 * r + 1] : b->end;
+    if (as <= be && bs <= ae) return true;
+  }
+  return false;
 }
 
 /* Step 3: offsets of the buffers of one arena by decreasing-size best fit;
@@ -432,7 +443,11 @@ static bool order_rank_sets(const uint64_t *masks, int n, int P, int *order) {
   int perm[64], c[64] = {0};
   for (int k = 0; k < P; k++) perm[k] = k;
   if (try_ranks(masks, n, P, perm, order)) return true;
-  if (P > 8) return false;
+  if (P > 8) { /* a tied first and last stage: 1 .. P - 2, 0, P - 1 */
+    for (int k = 0; k < P - 2; k++) perm[k] = k + 1;
+    perm[P - 2] = 0, perm[P - 1] = P - 1;
+    return try_ranks(masks, n, P, perm, order);
+  }
   for (int i = 1; i < P;) { /* Heap's algorithm over the orders of the ranks */
     if (c[i] < i) {
       int j = i % 2 ? c[i] : 0, t = perm[j];
@@ -590,6 +605,151 @@ static uint64_t *pp_train_ranks(const IrModule *m, const IrFunc *f, const PpAssi
   return nm;
 }
 
+/* Under a pipeline, a transfer's buffer (touched by the parts of several
+ * ranks, by no update node, used by nothing after them) has one offset on
+ * every rank but a range of its own on each (docs/pp-memory.md):
+ *   - on a rank that makes a value in it, from its first touch to the end
+ *     of the part of its last: the part sends it when it ends, and the
+ *     trainer waits for a slot's sends before that slot's next part (those
+ *     from the working set before the rank's next part);
+ *   - on a rank whose first touch reads it (a receiver), from the start of
+ *     that part, which receives it, to its last reader there.
+ * pp_transfers finds them (xf[b]), the parts' node ranges and each
+ * transfer's first and last touch per rank; pp_transfer_place sets its
+ * ranges and arena. */
+static int *g_pfirst, *g_plast; /* per part 3 s + q: its first and last node */
+
+static int part_fn(const PpAssign *pa, int i) {
+  return 3 * pa->stage[i] + (pa->part[i] == PPN_F ? 0 : pa->part[i] == PPN_I ? 1 : 2);
+}
+
+static uint64_t *g_made; /* per buffer: the ranks that make a value in it */
+
+static bool *pp_transfers(FPlan *p, const IrFunc *f, const PpAssign *pa, const uint64_t *nm,
+                          const int *hi, Arena *a) {
+  int nn = f->nodes.len, nb = p->nbufs;
+  g_pfirst = ARENA_ARRAY(a, int, 3 * pa->nstages + 1);
+  g_plast = ARENA_ARRAY(a, int, 3 * pa->nstages + 1);
+  for (int k = 0; k < 3 * pa->nstages; k++) g_pfirst[k] = nn, g_plast[k] = -1;
+  uint64_t *rnu = ARENA_ARRAY(a, uint64_t, nb + 1);
+  g_made = ARENA_ARRAY(a, uint64_t, nb + 1);
+  bool *ut = ARENA_ARRAY(a, bool, nb + 1), *xf = ARENA_ARRAY(a, bool, nb + 1);
+  for (int i = 0; i < nn; i++) {
+    const IrNode *n = f->nodes.items[i];
+    bool u = pa->part[i] == PPN_U;
+    if (!u) {
+      int fn = part_fn(pa, i);
+      if (i < g_pfirst[fn]) g_pfirst[fn] = i;
+      if (i > g_plast[fn]) g_plast[fn] = i;
+    }
+    for (int k = 0; k < n->nin + n->nout; k++) {
+      const Loc *l = loc_of(p, k < n->nin ? n->in[k] : n->out[k - n->nin]);
+      if (!l || l->buf < 0) continue;
+      if (u)
+        ut[l->buf] = true;
+      else
+        rnu[l->buf] |= nm[i];
+    }
+    if (p->ws_buf[i] >= 0) ut[p->ws_buf[i]] = true; /* scratch: never a transfer */
+  }
+  for (int b = 0; b < nb; b++) {
+    Buf *x = &p->bufs[b];
+    xf[b] = !ut[b] && (rnu[b] & (rnu[b] - 1)) && hi[b] >= 0 && x->end == hi[b] &&
+            (x->arena == IR_ROLE_ACT || x->arena == IR_ROLE_GRAD);
+    if (!xf[b]) continue;
+    x->rr = ARENA_ARRAY(a, int, 2 * 64);
+    for (int r = 0; r < 64; r++) x->rr[2 * r] = nn, x->rr[2 * r + 1] = -1;
+  }
+  /* per rank: its first and last touch; a first touch that reads is stored
+   * as -1 - i (a receiver), until pp_transfer_place */
+  for (int i = 0; i < nn; i++) {
+    const IrNode *n = f->nodes.items[i];
+    if (pa->part[i] == PPN_U) continue;
+    int r = __builtin_ctzll(nm[i]);
+    for (int k = 0; k < n->nin + n->nout; k++) {
+      const Loc *l = loc_of(p, k < n->nin ? n->in[k] : n->out[k - n->nin]);
+      if (!l || l->buf < 0 || !xf[l->buf]) continue;
+      int *rr = p->bufs[l->buf].rr;
+      if (rr[2 * r] == nn) rr[2 * r] = k < n->nin ? -1 - i : i;
+      rr[2 * r + 1] = i;
+      if (k >= n->nin) g_made[l->buf] |= nm[i];
+    }
+  }
+  return xf;
+}
+
+/* Transfer b's ranges per rank and its arena. The working set when, with
+ * one virtual stage a rank (the trainer waits for the working set's sends
+ * before the rank's next part, which under an interleaved schedule may be
+ * another stage's that the receiver needs first), on every rank it lives
+ * within one part, or the I and W of one backward action (whole_b), and no
+ * forward part touches it (an output gradient received, an input gradient
+ * sent); and when it is summed over the micro-batches (pp_summed_xfers).
+ * Else the slot, where what an I part sends keeps its room to the end of
+ * its stage's W (one action runs both). One the trainer sends without
+ * waiting before the sender's next parts (pp_xfer_unwaited: a W part
+ * receives it) keeps its room on the senders to the end of the stages'
+ * parts (last_part). */
+static void pp_transfer_place(FPlan *p, const PpAssign *pa, int b, const bool *whole_b,
+                              bool update_reads, bool summed, int last_part, int P, int sched) {
+  Buf *x = &p->bufs[b];
+  int *rr = x->rr, lo = -1, hi = -1, last = x->end;
+  /* several stages a rank: the trainer does not wait for a transfer before
+   * the sender's next parts (the receiver, another rank's earlier or later
+   * stage, may first need what the sender sends next): on its senders it
+   * keeps its room to its last reader on any rank (in node order, the
+   * order each micro-batch's parts run) */
+  bool interleaved = pa->nstages != P;
+  bool transient = !update_reads && !interleaved, unwaited = false;
+  int from = 1; /* the makers' part (I: 1), for pp_xfer_unwaited */
+  for (int r = 0; r < 64; r++)
+    if (x->ranks >> r & 1 && g_made[b] >> r & 1 && rr[2 * r] >= 0 && pa->part[rr[2 * r]] != PPN_I)
+      from = part_fn(pa, rr[2 * r]);
+  for (int r = 0; r < 64; r++) {
+    if (!(x->ranks >> r & 1) || rr[2 * r + 1] < 0) {
+      rr[2 * r] = x->end + 1, rr[2 * r + 1] = -1; /* untouched there */
+      continue;
+    }
+    int s = rr[2 * r], e = rr[2 * r + 1];
+    if (s < 0) { /* a receiver: from the start of the part that receives it */
+      int fn = part_fn(pa, -1 - s);
+      s = g_pfirst[fn];
+      if (pp_xfer_unwaited(pa, p->f->nodes.len, sched, from, fn)) unwaited = true;
+    }
+    if (g_made[b] >> r & 1) /* a sender: to its part's end */
+      e = interleaved && !summed && last > e ? last : g_plast[part_fn(pa, e)];
+    rr[2 * r] = s, rr[2 * r + 1] = e;
+    if (lo < 0 || s < lo) lo = s;
+    if (e > hi) hi = e;
+    PpPart q0 = pa->part[s], q1 = pa->part[e];
+    bool same = q0 == q1 || (whole_b[pa->stage[s] % P] && q0 == PPN_I && q1 == PPN_W);
+    if (pa->stage[s] != pa->stage[e] || !same || q0 == PPN_F || q1 == PPN_F) transient = false;
+  }
+  x->start = lo, x->end = hi;
+  if (summed) {
+    x->arena = IR_ROLE_GRAD;
+    return;
+  }
+  if (unwaited) transient = false;
+  x->arena = transient ? IR_ROLE_GRAD : IR_ROLE_ACT;
+  /* in the slot, what an I part sends keeps its room to the end of its
+   * stage's W when one action runs both: the trainer does not wait for the
+   * slot's sends between them (the receiver, under an interleaved schedule
+   * another rank's earlier stage, may first need what this rank sends next) */
+  for (int r = 0; !transient && sched != MM_SCHED_ZBH1 && r < 64; r++) {
+    int e = rr[2 * r + 1];
+    if (e < 0 || !(g_made[b] >> r & 1) || pa->part[e] != PPN_I) continue;
+    int w = g_plast[3 * pa->stage[e] + 2];
+    if (w > e) rr[2 * r + 1] = w;
+    if (w > x->end) x->end = w;
+  }
+  if (unwaited && last_part > x->end) {
+    for (int r = 0; r < 64; r++)
+      if (rr[2 * r + 1] >= 0 && g_made[b] >> r & 1) rr[2 * r + 1] = last_part;
+    x->end = last_part;
+  }
+}
+
 /* Under a pipeline, where each buffer of @train lives (memplan.h): the act
  * arena is a micro-batch's slot (one per micro-batch in flight on a rank),
  * the grad arena the rank's working set, one for all its slots. A buffer
@@ -676,9 +836,25 @@ static void pp_place(FPlan *p, const IrModule *m, const IrFunc *f, Arena *a) {
         fr[l->buf] = i;
     }
   }
+  bool *xf = pp_transfers(p, f, &pa, nm, hi, a);
+  IrMap summed;
+  pp_summed_xfers(f, &pa, P, a, &summed);
+  unsigned char *sumb = ARENA_ARRAY(a, unsigned char, nb + 1);
+  for (int i = 0; i < nn; i++) {
+    const IrNode *n = f->nodes.items[i];
+    for (int j = 0; j < n->nout; j++) {
+      const Loc *l = loc_of(p, n->out[j]);
+      if (l && l->buf >= 0 && ir_map_get(&summed, n->out[j])) sumb[l->buf] = 1;
+    }
+  }
   for (int b = 0; b < nb; b++) {
     Buf *x = &p->bufs[b];
     if (x->keep || (x->arena != IR_ROLE_ACT && x->arena != IR_ROLE_GRAD)) continue;
+    if (xf[b]) {
+      pp_transfer_place(p, &pa, b, whole_b, esc[b] || acc[b], sumb[b], last_part, P,
+                        m->plan.schedule);
+      continue;
+    }
     bool transient;
     if (ws[b])
       transient = false;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "accum.h"
+#include "bucket.h"
 #include "memplan.h"
 #include "pass.h"
 
@@ -184,6 +185,26 @@ static bool assign(const IrModule *m, const IrFunc *ref, const IrFunc *f, PpAssi
       ir_map_put(&st.vstage, n->out[j])->i = r + 1;
       if (a->part[i] != PPN_F) ir_map_put(&st.bwdval, n->out[j]);
     }
+  }
+  /* a forward node that reads parameters only (the bf16 cast of a tied
+   * embedding for the head) runs on the first stage that reads it: made
+   * on its parameter's stage it would cross to the reader every
+   * micro-batch; the reader's rank holds the parameter then (pp_holders) */
+  for (int i = N - 1; ok && i >= 0; i--) {
+    const IrNode *n = f->nodes.items[i];
+    if (a->part[i] != PPN_F || n->nin == 0 || ir_op_is_collective(n->op)) continue;
+    bool params = true;
+    for (int k = 0; k < n->nin && params; k++)
+      params = !n->in[k]->def && n->in[k]->role == IR_ROLE_PARAM;
+    int first = -1;
+    for (int j = i + 1; params && j < N; j++) {
+      const IrNode *c = f->nodes.items[j];
+      for (int k = 0; k < c->nin; k++)
+        for (int o = 0; o < n->nout; o++)
+          if (c->in[k] == n->out[o] && a->stage[j] >= 0 && (first < 0 || a->stage[j] < first))
+            first = a->stage[j];
+    }
+    if (params && first > a->stage[i]) a->stage[i] = first;
   }
   /* nodes without operands: the first (forward) or last (backward) stage
    * that reads them */
@@ -441,6 +462,17 @@ bool pp_rank_memory(IrModule *m, PpRankMem *out, int nout, char *err, size_t err
     else
       sums[r] += (int64_t)sizeof(float) * (ir_local_numel(m, md.roots[j]) + 1);
   }
+  /* and the transfers summed over the micro-batches, on their senders */
+  {
+    IrMap sx;
+    pp_summed_xfers(f, &a, P, &ar, &sx);
+    for (int i = 0; i < f->nodes.len; i++) {
+      const IrNode *n = f->nodes.items[i];
+      for (int j = 0; j < n->nout; j++)
+        if (ir_map_get(&sx, n->out[j]))
+          sums[a.stage[i] % P] += (int64_t)sizeof(float) * (ir_local_numel(m, n->out[j]) + 1);
+    }
+  }
   arena_free(&ar);
   int S = a.nstages;
   /* the param and opt ranges each rank allocates */
@@ -607,4 +639,91 @@ bool pp_plan_print(FILE *out, IrModule *m, const char *svg, bool detail, char *e
   free(cost);
   pp_assign_free(&a);
   return ok;
+}
+
+/* ---- transfers summed over the micro-batches ---- */
+
+static bool read_by_update_only(const IrFunc *f, const PpAssign *a, const IrValue *v, int from) {
+  for (int i = from; i < f->nodes.len; i++) {
+    const IrNode *n = f->nodes.items[i];
+    for (int k = 0; k < n->nin; k++)
+      if (n->in[k] == v && a->part[i] != PPN_U) return false;
+  }
+  for (int i = 0; i < f->results.len; i++)
+    if (f->results.items[i] == v) return false;
+  return true;
+}
+
+/* Whether n adds v (f32) to its other operand: an add, or (mixed precision)
+ * the fused cast of v (bf16) to f32 and that add. */
+static bool summing_add(const IrNode *n, const IrValue *v) {
+  if (n->nin != 2 || (n->in[0] != v && n->in[1] != v)) return false;
+  if (n->op == IR_OP_ADD) return v->dtype == IR_F32;
+  if (n->op != IR_OP_FUSED || v->dtype != IR_BF16 || !ir_attrs_has(&n->attrs, IR_ATTR_PROG))
+    return false;
+  int k = n->in[0] == v ? 0 : 1;
+  const char *prog = n->attrs.v[IR_ATTR_PROG].s;
+  char a[96], b[96];
+  snprintf(a, sizeof a, "t0 = cast(i%d) {dtype = f32}; t1 = add(t0, i%d)", k, 1 - k);
+  snprintf(b, sizeof b, "t0 = cast(i%d) {dtype = f32}; t1 = add(i%d, t0)", k, 1 - k);
+  return prog && (strcmp(prog, a) == 0 || strcmp(prog, b) == 0);
+}
+
+int pp_summed_xfers(const IrFunc *f, const PpAssign *a, int P, Arena *ar, IrMap *out) {
+  int N = f->nodes.len, count = 0;
+  ir_map_init(out, ar, false);
+  IrMap uses, at; /* value -> its readers (i), the index of its one reader (at) */
+  ir_map_init(&uses, ar, false);
+  ir_map_init(&at, ar, false);
+  for (int i = 0; i < N; i++) {
+    const IrNode *n = f->nodes.items[i];
+    for (int k = 0; k < n->nin; k++) {
+      ir_map_put(&uses, n->in[k])->i++;
+      ir_map_put(&at, n->in[k])->i = i;
+    }
+  }
+  for (int i = 0; i < f->results.len; i++) ir_map_put(&uses, f->results.items[i])->i += 2;
+  for (int i = 0; i < N; i++) {
+    const IrNode *mk = f->nodes.items[i];
+    if (a->part[i] == PPN_U) continue;
+    for (int j = 0; j < mk->nout; j++) {
+      const IrValue *v = mk->out[j];
+      IrMapSlot *u = ir_map_get(&uses, v);
+      if (!u || u->i != 1 || (v->dtype != IR_F32 && v->dtype != IR_BF16)) continue;
+      int r = (int)ir_map_get(&at, v)->i;
+      const IrNode *n = f->nodes.items[r];
+      if (!summing_add(n, v) || n->nin != 2 || n->nout != 1 || n->in[0] == n->in[1] ||
+          a->part[r] != PPN_W || a->stage[r] % P == a->stage[i] % P)
+        continue;
+      const IrValue *g = n->out[0];
+      if (g->dtype != IR_F32 || !ir_shape_eq(&g->shape, &v->shape)) continue;
+      bool dp = false;
+      IrMapSlot *gu = ir_map_get(&uses, g);
+      if (!gu) continue;
+      if (!read_by_update_only(f, a, g, r + 1)) {
+        /* one all_reduce over dp, outside a bucket, in the same part */
+        if (gu->i != 1) continue;
+        int q = (int)ir_map_get(&at, g)->i;
+        const IrNode *c = f->nodes.items[q];
+        if (c->op != IR_OP_ALL_REDUCE || c->nin != 1 || c->nout != 1 ||
+            c->attrs.v[IR_ATTR_MESH].i != IR_AX_DP || async_slot(c) >= 0 || a->part[q] != PPN_W ||
+            a->stage[q] != a->stage[r] || !read_by_update_only(f, a, c->out[0], q + 1))
+          continue;
+        g = c->out[0], dp = true;
+      }
+      if (g->role != IR_ROLE_GRAD || !g->grad_of) continue;
+      IrMapSlot *s = ir_map_put(out, v);
+      s->p = (void *)g, s->i = 1 + dp;
+      count++;
+    }
+  }
+  return count;
+}
+
+bool pp_xfer_unwaited(const PpAssign *a, int nnodes, int sched, int from, int fn) {
+  if (fn % 3 != 2) return false;
+  if (sched == MM_SCHED_ZBH1 || from % 3 != 1) return true;
+  for (int i = 0; i < nnodes; i++)
+    if (a->stage[i] == fn / 3 && a->part[i] == PPN_I) return true;
+  return false;
 }

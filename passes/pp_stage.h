@@ -11,8 +11,10 @@
  * Forward nodes (before the gradient seed): the largest of the stage of
  * their layer, of the staged parameters they read and of the producers of
  * their operands (so activations only flow to later stages); 0 when none
- * says. Backward nodes: the smallest of the stages of the backward values
- * they read and of their layer, so gradients only flow to earlier stages
+ * says; but a forward node that reads parameters only (a bf16 cast of a
+ * tied embedding for the head) runs on the first stage that reads it.
+ * Backward nodes: the smallest of the stages of the backward values they
+ * read and of their layer, so gradients only flow to earlier stages
  * (a staged parameter read does not pull one earlier: the head's input
  * gradient reads GPT-2's tied embedding of stage 0 and stays on the head's
  * stage); the node that makes a staged parameter's gradient goes to the
@@ -67,6 +69,32 @@ void pp_assign_free(PpAssign *a);
  * gradient's norm; the other holders receive the sum). */
 #include <stdint.h>
 void pp_holders(const IrModule *m, const IrFunc *f, const PpAssign *a, uint64_t *mask);
+
+/* The transfers summed over a step's micro-batches (docs/pp-memory.md):
+ * a value v that a stage part makes whose one reader is an add of a W
+ * part of a stage on another rank (v f32; or v bf16, cast to f32 in the
+ * fused loop of the add) (GPT-2's head share of the tied embedding's
+ * gradient, added there to the embedding's share) and whose
+ * sum is a parameter's gradient the update reads, directly or through one
+ * all_reduce over dp outside any bucket. Such a v is not sent every
+ * micro-batch: its maker's rank adds it to a sum of its own, the reader
+ * finds zeros in its place, and once a step, before the update, the sum
+ * (all-reduced over dp when the gradient is) goes to the reader's rank and
+ * joins the gradient's sum (runtime/comm/mmrt_pp.c); the sum is f32 of
+ * v's elements. Into *out (an IrMap
+ * by pointer, initialised here in a): v -> p the gradient the update
+ * reads, i = 1 + whether the sum is all-reduced over dp. Returns how many. */
+int pp_summed_xfers(const IrFunc *f, const PpAssign *a, int P, Arena *ar, IrMap *out);
+
+/* Whether the trainer sends a transfer whose first reader on a rank is
+ * part fn (3 s + q) of stage s without waiting for it before the sender's
+ * next parts (runtime/comm/mmrt_pp.c): when fn is a W part, but for an
+ * output gradient (made by an I part, `from`) read by a W that starts its
+ * stage's backward action (no I nodes in the stage, and a schedule kind
+ * `sched` that runs I and W as one action, not ZB-H1): that transfer sets
+ * the action off as an output gradient does an I part. The
+ * sender keeps such a transfer's room to the end of the micro-batch. */
+bool pp_xfer_unwaited(const PpAssign *a, int nnodes, int sched, int from, int fn);
 
 /* The byte range [lo, hi) of the param (k = 0) and opt (k = 1) arenas that
  * pipeline rank r allocates: from its first held value to the end of its

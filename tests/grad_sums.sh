@@ -75,7 +75,7 @@ for line in open(T + "/params"):
     for d in dims.split(","):
         n *= int(d)
     lin = dims.count(",") == 1 and "wte" not in p and "wpe" not in p
-    # the stage that makes its gradient (the tied head's share is added on stage 0)
+    # the stage that makes its gradient (the tied head's share: below)
     r = 1 if pp == 2 and (p.startswith("gpt.h.1.") or p.startswith("gpt.ln_f.")) else 0
     params.append((p, n, lin, r))
 plan = json.load(open("%s/%s.json" % (T, name)))
@@ -104,6 +104,10 @@ else:
     for x in plan["pp_ranks"]:
         r = x["rank"]
         home, beside, shards = want(r)
+        # the last stage sums the tied head's share of wte's gradient over the
+        # micro-batches and sends it to stage 0 once a step (docs/pp-memory.md;
+        # not under ZeRO, whose reduce-scatter of wte's gradient it cannot join)
+        if r == 1 and not zero: beside += sum(4 * (n + 1) for p, n, lin, q in params if p == "gpt.wte.weight")
         got = (x["grad_home_bytes"], x["grad_sum_bytes"])
         good = got == (home, beside)
         ws = x["grad_bytes"] - home - shards

@@ -136,12 +136,16 @@ for plan, want in (("pp2-gpipe", [4, 4]), ("pp2-1f1b", [2, 1]), ("pp4-1f1b", [4,
 # a rank keeps the gradient sums of its own stages' parameters only, 4 bytes
 # an element + 4 a tensor: GPT2Tiny (vocabulary 256, dim 64, ctx 64) has
 # stage 0 = wte + wpe, 1 and 2 a layer each (2 norms, q k v o, fc1 256, fc2),
-# 3 = ln_f; the tied head's part of wte's gradient joins it on stage 0. A
-# linear weight's gradient is its own sum, in the grad arena (64-byte
-# aligned: grad_home_bytes; docs/accumulation.md "Memory")
+# 3 = ln_f; wte's gradient is the sum of two shares stage 0 adds, the tied
+# head's (made on stage 3) and the embedding's (its embedding_grad runs on
+# stage 1, where the gradient it reads is made): each is summed over the
+# micro-batches on the rank that makes it and sent to stage 0 once a step
+# (docs/pp-memory.md), a V x D f32 sum more on ranks 1 and 3. A linear
+# weight's gradient is its own sum, in the grad arena (64-byte aligned:
+# grad_home_bytes; docs/accumulation.md "Memory")
 sums = lambda *n: sum(4 * (e + 1) for e in n)
 layer = sums(64, 64, *[64] * 4, 64, 64, 256, 64)
-want = [sums(256 * 64, 64 * 64), layer, layer, sums(64, 64)]
+want = [sums(256 * 64, 64 * 64), layer + sums(256 * 64), layer, sums(64, 64, 256 * 64)]
 got = [planned("pp4-1f1b")[r]["grad_sum_bytes"] for r in range(4)]
 homes = [planned("pp4-1f1b")[r]["grad_home_bytes"] for r in range(4)]
 lin = 4 * (4 * 4096 + 2 * 256 * 64)

@@ -190,19 +190,21 @@ PY
 
 # the same run's transfers in the runtime's communication counters (rank 0's
 # "comm" line): per step and micro-batch, stage 0 sends the boundary's one
-# activation [B/M, T, h] forward and receives its gradient backward, and
-# with it the head's share of the tied embedding's gradient [V, h]; in the
-# update, stage 0 sends the embedding's summed gradient [V, h] to rank 1,
-# which holds the tied head's copy of it (stage-local parameters: no other
-# gradient crosses); nothing else crosses the pp axis (B = 8, T = 32,
-# h = 64, V = 256, M = 4, 3 steps)
+# activation [B/M, T, h] forward and receives its gradient backward; the
+# head's share of the tied embedding's gradient [V, h] is summed over the
+# micro-batches on rank 1 and received once a step, in the update
+# (docs/pp-memory.md), where stage 0 also sends the embedding's summed
+# gradient [V, h] to rank 1, which holds the tied head's copy of it
+# (stage-local parameters: no other gradient crosses); nothing else crosses
+# the pp axis (B = 8, T = 32, h = 64, V = 256, M = 4, 3 steps)
 /usr/bin/python3 - "$T/tr.jsonl" <<'PY' && ok || bad "pp2.zbh1: the transfers' counters"
 import json, sys
 c = [json.loads(l)["comm"] for l in open(sys.argv[1]) if '"comm"' in l][-1]
 steps, B, T, h, V, M = 3, 8, 32, 64, 256, 4
 want = {"forward": {"send.pp": {"n": 2, "calls": steps * M, "elems": steps * B * T * h, "bytes": 4 * steps * B * T * h}},
-        "backward": {"recv.pp": {"n": 2, "calls": steps * 2 * M, "elems": steps * (B * T * h + M * V * h), "bytes": 0}},
-        "update": {"send.pp": {"n": 2, "calls": steps, "elems": steps * V * h, "bytes": 4 * steps * V * h}}}
+        "backward": {"recv.pp": {"n": 2, "calls": steps * M, "elems": steps * B * T * h, "bytes": 0}},
+        "update": {"send.pp": {"n": 2, "calls": steps, "elems": steps * V * h, "bytes": 4 * steps * V * h},
+                   "recv.pp": {"n": 2, "calls": steps, "elems": steps * V * h, "bytes": 0}}}
 got = {ph: {k: v for k, v in c["train_" + ph].items() if k != "bytes"} for ph in want}
 print("pp transfers counted: %s" % ("as the schedule says" if got == want else "expected %s, got %s" % (want, got)))
 sys.exit(got != want or c["steps"] != steps)
@@ -210,11 +212,12 @@ PY
 
 # a hung stage: pp rank 1 stops communicating at step 2 (MMRT_TEST_PP_STALL,
 # runtime/comm/mmrt_pp.c); rank 0's --comm-timeout watchdog names the call it
-# waits in, the receive from pp rank 1, and world rank 1 as the one that did
+# waits in (the wait for its first send to pp rank 1, which must be received
+# before the slot's next part reuses its room), and world rank 1 as the one that did
 # not arrive, and the job ends
 "${MPIRUN[@]}" 2 -x MMRT_TEST_PP_STALL=1 "$T/tr" --steps 5 --eval-batches 1 --quiet --comm-timeout 2 > "$T/hang.out" 2>&1
 rc=$?
-if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -qF "(rank 0): error: recv from pp rank 1 (stage 0's output gradient, micro-batch 0) on axis pp (2 ranks; pp rank 0, world rank 0): did not finish within 2.0 s: world rank 1 did not arrive" "$T/hang.out"; then
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -qF "(rank 0): error: send to pp rank 1 (stage 0's output, micro-batch 0) on axis pp (2 ranks; pp rank 0, world rank 0): did not finish within 2.0 s: world rank 1 did not arrive" "$T/hang.out"; then
   ok; grep -m1 "rank 0): error" "$T/hang.out"
 else bad "a hung pp stage: exit $rc, expected the watchdog's message naming world rank 1"; grep "error" "$T/hang.out"; fi
 

@@ -224,6 +224,12 @@ typedef struct {
 typedef struct {
   int from, to; /* 3 s + q */
   int64_t bytes;
+  int how;    /* MMRT_XFER_* of the descriptor's pp_xfer_how */
+  int acc;    /* summed: the accum tensor its sum joins, else -1 */
+  int dp;     /* summed: all-reduced over dp first */
+  float *sum; /* summed, on its sender: the step's sum */
+  int64_t n;  /* its elements */
+  int bf16;   /* its elements are bf16 (the sum is f32) */
   /* split over tp (the route's tp_chunk, docs/pp-transfers.md): this tp
    * rank sends and receives bytes [lo, lo + len) of the value, the
    * receivers all-gather the rest; else lo = 0, len = bytes */
@@ -247,6 +253,8 @@ struct MmrtPp {
   int *slot_busy; /* per slot */
   MPI_Request *req;
   int *req_slot; /* per request: the slot whose storage it sends from */
+  int *req_how;  /* per request: its transfer's MMRT_XFER_* */
+  int *req_tag;  /* per request: its tag (transfer i, micro-batch k: i M + k) */
   int nreq, capreq;
   MmrtMbAcc acc;
   float *slot_loss;
@@ -338,7 +346,11 @@ int mmrt_pp_slots(const MmrtModelDesc *m, int rank) {
 }
 
 int64_t mmrt_pp_sum_bytes(const MmrtPp *pp) {
-  return pp ? pp->acc.bytes : 0;
+  if (!pp) return 0;
+  int64_t b = pp->acc.bytes; /* and the summed transfers' sums, on their senders */
+  for (int64_t i = 0; pp->x && i < pp->m->pp_nxfer; i++)
+    if (pp->x[i].sum) b += (int64_t)sizeof(float) * (pp->x[i].n + 1);
+  return b;
 }
 
 int64_t mmrt_pp_arena_bytes(const MmrtModelDesc *m, int rank, int arena, int first) {
@@ -380,6 +392,10 @@ int64_t mmrt_pp_extra_bytes(const MmrtModelDesc *m, int rank,
   for (int64_t j = 0; m->defer_stage && j < m->ndefer; j++)
     if (m->defer_stage[j] % m->pp == rank && (!m->defer_home || m->defer_home[j] < 0))
       b += (int64_t)sizeof(float) * (elems(user, &m->defer[j]) + 1);
+  /* the summed transfers' sums, on their senders */
+  for (int64_t i = 0; m->pp_xfer_how && i < m->pp_nxfer; i++)
+    if (m->pp_xfer_how[i] >= MMRT_XFER_SUM && (m->pp_xfer_route[i].from / 3) % m->pp == rank)
+      b += (int64_t)sizeof(float) * (elems(user, &m->pp_xfer[i]) + 1);
   free(st);
   return b;
 }
@@ -413,6 +429,20 @@ MmrtPp *mmrt_pp_new(const MmrtModelDesc *m, void *mesh, char **arenas, const Mmr
       mmrt_split_range(x->elems, pp->mesh->size[MMRT_AXIS_TP], pp->mesh->coord[MMRT_AXIS_TP],
                        &x->lo, &x->len);
       x->lo *= x->es, x->len *= x->es;
+    }
+    x->n = x->elems;
+    x->bf16 = m->pp_xfer[i].dtype == MMRT_ST_BF16;
+    int64_t how = m->pp_xfer_how ? m->pp_xfer_how[i] : MMRT_XFER_LATE;
+    pp->x[i].how = how >= MMRT_XFER_SUM ? MMRT_XFER_SUM : (int)how;
+    pp->x[i].acc = how >= MMRT_XFER_SUM ? (int)((how - MMRT_XFER_SUM) / 2) : -1;
+    pp->x[i].dp = how >= MMRT_XFER_SUM && (how - MMRT_XFER_SUM) % 2;
+    if (how < 0 || pp->x[i].acc >= m->naccum) {
+      pp_fail(pp, "a pipeline transfer's pp_xfer_how is out of range%s", "");
+      goto bad;
+    }
+    if (pp->x[i].how == MMRT_XFER_SUM && rank_of(pp, pp->x[i].from) == pp->me) {
+      pp->x[i].sum = calloc((size_t)pp->x[i].n + 1, sizeof(float));
+      if (!pp->x[i].sum) goto oom;
     }
   }
   int ub = 0, flag = 0, *pub = NULL;
@@ -490,6 +520,9 @@ void mmrt_pp_free(MmrtPp *pp) {
   free(pp->slot_busy);
   free(pp->last);
   free(pp->req_slot);
+  free(pp->req_how);
+  free(pp->req_tag);
+  for (int64_t i = 0; pp->x && i < pp->m->pp_nxfer; i++) free(pp->x[i].sum);
   free(pp->act);
   free(pp->x);
   free(pp->astage);
@@ -510,6 +543,10 @@ static int recv_for(MmrtPp *pp, int fn, int mb) {
     const Xfer *x = &pp->x[i];
     if (x->to != fn || rank_of(pp, x->from) == pp->me) continue;
     const MmrtTensorDesc *d = &pp->m->pp_xfer[i];
+    if (x->how == MMRT_XFER_SUM) { /* its sum comes once a step (summed_xfers) */
+      memset(pp->slot[pp->mb_slot[mb]][d->arena] + d->offset, 0, (size_t)x->bytes);
+      continue;
+    }
     char what[96]; /* the watchdog's name of the call: the peer first */
     snprintf(what, sizeof what, "recv from pp rank %d (stage %d's %s, micro-batch %d)",
              rank_of(pp, x->from), fn / 3, fn % 3 ? "output gradient" : "forward input", mb);
@@ -533,7 +570,8 @@ static int gather_for(MmrtPp *pp, int fn, int mb) {
   int any = 0;
   for (int64_t i = 0; i < pp->m->pp_nxfer; i++) {
     const Xfer *x = &pp->x[i];
-    if (x->to != fn || !x->chunk || rank_of(pp, x->from) == pp->me) continue;
+    if (x->to != fn || !x->chunk || rank_of(pp, x->from) == pp->me || x->how == MMRT_XFER_SUM)
+      continue;
     const MmrtTensorDesc *d = &pp->m->pp_xfer[i];
     char what[96];
     snprintf(what, sizeof what, "all_gather over tp of stage %d's %s (micro-batch %d)", fn / 3,
@@ -574,6 +612,18 @@ static void test_stall(const MmrtPp *pp, int64_t step) {
   if (atoi(e) == pp->me) stall_now(pp);
 }
 
+/* Fault injection for tests/pp_stash.sh: MMRT_TEST_PP_FAULT=nowait skips
+ * the waits for a part's sends (wait_before), =sumone sends a summed
+ * transfer's last micro-batch's share for the step's sum. */
+static int test_fault(int which) {
+  static int got = -1;
+  if (got < 0) {
+    const char *e = getenv("MMRT_TEST_PP_FAULT");
+    got = !e ? 0 : strcmp(e, "nowait") == 0 ? 1 : strcmp(e, "sumone") == 0 ? 2 : 0;
+  }
+  return got == which + 1;
+}
+
 static int send_from(MmrtPp *pp, int fn, int mb) {
   double t0 = mmrt_trace_now();
   int any = 0;
@@ -581,16 +631,39 @@ static int send_from(MmrtPp *pp, int fn, int mb) {
     const Xfer *x = &pp->x[i];
     if (x->from != fn || rank_of(pp, x->to) == pp->me) continue;
     const MmrtTensorDesc *d = &pp->m->pp_xfer[i];
+    if (x->how == MMRT_XFER_SUM) { /* into the step's sum, sent once (summed_xfers) */
+      const char *g = pp->slot[pp->mb_slot[mb]][d->arena] + d->offset;
+      int keep = !test_fault(1); /* fault injection: the last micro-batch's share only */
+      for (int64_t e = 0; e < x->n; e++) {
+        float y;
+        if (x->bf16) {
+          uint16_t hb;
+          memcpy(&hb, g + 2 * e, 2);
+          uint32_t u = (uint32_t)hb << 16;
+          memcpy(&y, &u, 4);
+        } else {
+          memcpy(&y, g + 4 * e, 4);
+        }
+        x->sum[e] = keep ? x->sum[e] + y : y;
+      }
+      continue;
+    }
     if (pp->nreq == pp->capreq) {
       int cap = pp->capreq ? 2 * pp->capreq : 64;
       MPI_Request *nr = realloc(pp->req, sizeof *nr * (size_t)cap);
       if (nr) pp->req = nr;
       int *ns = nr ? realloc(pp->req_slot, sizeof *ns * (size_t)cap) : NULL;
-      if (!ns) return pp_fail(pp, "out of memory%s", "");
-      pp->req_slot = ns;
+      if (ns) pp->req_slot = ns;
+      int *nh = ns ? realloc(pp->req_how, sizeof *nh * (size_t)cap) : NULL;
+      if (nh) pp->req_how = nh;
+      int *nt = nh ? realloc(pp->req_tag, sizeof *nt * (size_t)cap) : NULL;
+      if (!nt) return pp_fail(pp, "out of memory%s", "");
+      pp->req_tag = nt;
       pp->capreq = cap;
     }
     pp->req_slot[pp->nreq] = pp->mb_slot[mb];
+    pp->req_how[pp->nreq] = x->how;
+    pp->req_tag[pp->nreq] = (int)(i * pp->M + mb);
     if (stall_at_send == 1 && fn % 3) stall_now(pp);
     any = 1;
     if (x->len == 0) continue; /* an empty chunk (fewer elements than tp ranks) */
@@ -657,11 +730,35 @@ static int pp_linear_w(int j, MmrtDtype dt, float *dw, const void *dy, const voi
   return 0;
 }
 
-static int run_part(MmrtPp *pp, int stage, int q, int mb, const char *what) {
+/* Before a part runs on slot k: the sends its storage may still hold (the
+ * plan lets the part reuse their room, docs/pp-memory.md): the slot's
+ * (MMRT_XFER_SLOT; not between the I and W of one B action, in_b: the
+ * plan keeps what I sends from the slot to W's end) and the working set's
+ * (MMRT_XFER_WS, any slot). */
+static int wait_before(MmrtPp *pp, int k, int in_b) {
+  for (int j = 0; j < pp->nreq; j++) {
+    int h = pp->req_how[j];
+    if (pp->req[j] == MPI_REQUEST_NULL ||
+        !(h == MMRT_XFER_WS || (h == MMRT_XFER_SLOT && pp->req_slot[j] == k && !in_b)))
+      continue;
+    if (test_fault(0)) continue; /* fault injection: the sends not waited for */
+    const Xfer *x = &pp->x[pp->req_tag[j] / pp->M];
+    char what[96]; /* the watchdog's name of the call: the peer first */
+    snprintf(what, sizeof what, "send to pp rank %d (stage %d's %s, micro-batch %d)",
+             rank_of(pp, x->to), x->from / 3, x->from % 3 ? "input gradient" : "output",
+             pp->req_tag[j] % pp->M);
+    if (mmrt_wait_sends(pp->mesh, MMRT_AXIS_PP, 1, &pp->req[j], what))
+      return pp_fail(pp, "%s", pp->mesh->err);
+  }
+  return 0;
+}
+
+static int run_part(MmrtPp *pp, int stage, int q, int mb, int in_b, const char *what) {
   int fn = 3 * stage + q;
   /* the counters' phase: a forward part's transfers are forward traffic */
   mmrt_comm_set_phase(q == 0 ? MMRT_PHASE_FORWARD : MMRT_PHASE_BACKWARD);
-  if (recv_for(pp, fn, mb) || gather_for(pp, fn, mb)) return 1;
+  if (wait_before(pp, pp->mb_slot[mb], in_b) || recv_for(pp, fn, mb) || gather_for(pp, fn, mb))
+    return 1;
   g_slot = mb;
   g_pp_defer = mb != pp->last_w[stage];
   mmrt_mb_begin();
@@ -738,6 +835,56 @@ static int tied_grads(MmrtPp *pp) {
   return 0;
 }
 
+/* The transfers summed over the step's micro-batches (MMRT_XFER_SUM: the
+ * head's share of a tied embedding's gradient): once a step, their
+ * senders' sums (all-reduced over dp first when the gradient they join is)
+ * go to their readers' ranks, into the sums of the gradients they join.
+ * The received sum lands in the transfer's own place in the working set,
+ * free once the micro-batches are done. */
+static int summed_xfers(MmrtPp *pp) {
+  const MmrtModelDesc *m = pp->m;
+  MPI_Request rq[64];
+  int n = 0;
+  for (int64_t i = 0; i < m->pp_nxfer; i++) {
+    Xfer *x = &pp->x[i];
+    if (!x->sum) continue;
+    if (x->dp && mmrt_all_reduce_mpi(pp->mesh, MMRT_AXIS_DP, x->sum, (int)x->n, MPI_FLOAT, MPI_SUM,
+                                     "all_reduce of a summed pipeline transfer"))
+      return pp_fail(pp, "%s", pp->mesh->err);
+    /* in pieces the receiver's place holds (a bf16 transfer: two) */
+    for (int64_t e = 0; e < x->n; e += x->bytes / 4) {
+      int64_t k = x->n - e < x->bytes / 4 ? x->n - e : x->bytes / 4;
+      if (n == 64) return pp_fail(pp, "more than 64 summed pipeline transfer pieces%s", "");
+      if (mmrt_isend_raw(pp->mesh, MMRT_AXIS_PP, x->sum + e, (size_t)k, 4 * (size_t)k,
+                         rank_of(pp, x->to), (int)(i * pp->M), &rq[n++]))
+        return pp_fail(pp, "%s", pp->mesh->err);
+    }
+  }
+  for (int64_t i = 0; i < m->pp_nxfer; i++) {
+    const Xfer *x = &pp->x[i];
+    if (x->how != MMRT_XFER_SUM || rank_of(pp, x->to) != pp->me || rank_of(pp, x->from) == pp->me)
+      continue;
+    const MmrtTensorDesc *d = &m->pp_xfer[i];
+    float *g = (float *)(void *)(pp->slot[0][d->arena] + d->offset), *s = pp->acc.acc[x->acc];
+    if (!s && deferred(m, x->acc)) { /* the gradient's sum is its deferred reduction's, in place */
+      const MmrtTensorDesc *a = &m->accum[x->acc];
+      s = (float *)(void *)(pp->slot[0][a->arena] + a->offset);
+    }
+    if (!s || x->n != pp->acc.n[x->acc])
+      return pp_fail(pp, "a summed pipeline transfer does not match its gradient's sum%s", "");
+    for (int64_t e = 0; e < x->n; e += x->bytes / 4) {
+      int64_t k = x->n - e < x->bytes / 4 ? x->n - e : x->bytes / 4;
+      if (mmrt_recv_raw(pp->mesh, MMRT_AXIS_PP, g, (size_t)k, 4 * (size_t)k, rank_of(pp, x->from),
+                        (int)(i * pp->M), "the summed share of a gradient two stages make"))
+        return pp_fail(pp, "%s", pp->mesh->err);
+      for (int64_t j = 0; j < k; j++) s[e + j] += g[j];
+    }
+  }
+  if (mmrt_wait_sends(pp->mesh, MMRT_AXIS_PP, n, rq, "the summed pipeline transfers"))
+    return pp_fail(pp, "%s", pp->mesh->err);
+  return 0;
+}
+
 int mmrt_pp_sum_f64(void *mesh, double *x) {
   return mmrt_all_reduce_mpi(mesh, MMRT_AXIS_PP, x, 1, MPI_DOUBLE, MPI_SUM,
                              "all_reduce of the pipeline's gradient norm")
@@ -752,14 +899,17 @@ int mmrt_pp_step(MmrtPp *pp, int64_t step, const char *what, float *loss) {
     if (pp->acc.acc[i]) memset(pp->acc.acc[i], 0, sizeof(float) * (size_t)pp->acc.n[i]);
   for (int64_t j = 0; j < m->ndefer; j++)
     if (pp->acc.dsum[j]) memset(pp->acc.dsum[j], 0, sizeof(float) * (size_t)pp->acc.dn[j]);
+  for (int64_t i = 0; i < m->pp_nxfer; i++)
+    if (pp->x[i].sum) memset(pp->x[i].sum, 0, sizeof(float) * (size_t)pp->x[i].n);
   g_pp = pp;
   for (int k = 0; k < pp->M; k++) pp->mb_slot[k] = -1, g_slot_count[k] = 1.0f;
   for (int i = 0; i < pp->nact; i++) {
     const Act *a = &pp->act[i];
     int rc = pp->mb_slot[a->mb] < 0 ? take_slot(pp, a->mb) : 0;
-    if (a->kind == 0) rc = rc || run_part(pp, a->stage, 0, a->mb, what);
-    if (a->kind == 1 || a->kind == 2) rc = rc || run_part(pp, a->stage, 1, a->mb, what);
-    if (a->kind == 1 || a->kind == 3) rc = rc || run_part(pp, a->stage, 2, a->mb, what);
+    if (a->kind == 0) rc = rc || run_part(pp, a->stage, 0, a->mb, 0, what);
+    if (a->kind == 1 || a->kind == 2) rc = rc || run_part(pp, a->stage, 1, a->mb, 0, what);
+    if (a->kind == 1 || a->kind == 3)
+      rc = rc || run_part(pp, a->stage, 2, a->mb, a->kind == 1, what);
     if (rc) return 1;
     if (pp->last[a->mb] == i) free_slot(pp, a->mb);
   }
@@ -778,6 +928,7 @@ int mmrt_pp_step(MmrtPp *pp, int64_t step, const char *what, float *loss) {
   if (mmrt_all_reduce_mpi(pp->mesh, MMRT_AXIS_PP, lc, 2, MPI_DOUBLE, MPI_SUM,
                           "all_reduce of the pipeline's loss"))
     return pp_fail(pp, "%s", pp->mesh->err);
+  if (summed_xfers(pp)) return 1;
   float inv = lc[1] > 0 ? (float)(1.0 / lc[1]) : 0.0f;
   /* every slot is free: the sums of this rank's stages' gradients, divided
    * by sum(c), into slot 0, where its update reads them */

@@ -74,7 +74,12 @@ int64_t mmrt_mb_bytes(const MmrtModelDesc *m, int64_t (*elems)(void *, const Mmr
  * a slot is filled again only once the sends from it are done. Before a
  * stage part runs on a slot it receives the values other ranks' stages
  * made for it (blocking MPI_Recv), after it sends the ones it made for
- * other ranks (MPI_Isend). The backward's seed of micro-batch k is its
+ * other ranks (MPI_Isend); before it runs, the sends whose room the plan
+ * lets it reuse are waited for (the descriptor's pp_xfer_how: its slot's,
+ * and the working set's), and a transfer summed over the micro-batches
+ * (the head's share of a tied embedding's gradient) is added to a sum on
+ * its sender instead, its reader finding zeros, the sum sent once a step
+ * before the update into the gradient's sum. The backward's seed of micro-batch k is its
  * label count c_k (mmrt_mb_seed). A rank keeps the sums of its stages'
  * gradients only; at the end of the step they go into slot 0, divided by
  * sum(c), a tied parameter's from the rank that makes it to its other

@@ -101,6 +101,8 @@ enum { MMRT_LR_CONSTANT, MMRT_LR_COSINE, MMRT_LR_LINEAR };
 #define MMRT_PP_MAXFN      96 /* pipeline step functions: 3 per stage */
 #define MMRT_PP_MAXRANKS   32 /* pipeline ranks (a stage at least each) */
 #define MMRT_PP_MAXSTAGES  32 /* = MMRT_PP_MAXFN / 3 */
+/* a pipeline transfer's pp_xfer_how (mmrt_desc.def) */
+enum { MMRT_XFER_LATE, MMRT_XFER_SLOT, MMRT_XFER_WS, MMRT_XFER_SUM };
 
 /* The descriptor structs, field by field from mmrt_desc.def (what each
  * field holds is written there). */
