@@ -880,6 +880,8 @@ void mmrt_mesh_free(MmrtMesh *m) {
   m->fan_seq = NULL;
   free(m->fan_req_k);
   m->fan_req_k = NULL;
+  free(m->fan_req_of);
+  m->fan_req_of = NULL;
   m->nfan = 0;
   free(m->fan_req);
   m->fan_req = NULL;
@@ -1374,11 +1376,14 @@ int mmrt_isend_raw(MmrtMesh *m, MmrtAxis ax, const void *buf, size_t elems, size
       MPI_Request *r = realloc(m->fan_req, sizeof *r * (size_t)cap);
       if (r) m->fan_req = r;
       int *rk = r ? realloc(m->fan_req_k, sizeof *rk * (size_t)cap) : NULL;
-      if (!rk) return fail(m, MMRT_ERR_NOMEM, op, ax, "out of memory");
-      m->fan_req_k = rk, m->fan_cap = cap;
+      if (rk) m->fan_req_k = rk;
+      MPI_Request *ro = rk ? realloc(m->fan_req_of, sizeof *ro * (size_t)cap) : NULL;
+      if (!ro) return fail(m, MMRT_ERR_NOMEM, op, ax, "out of memory");
+      m->fan_req_of = ro, m->fan_cap = cap;
     }
     tally(MMRT_COMM_SEND, ax, m->size[ax], elems, bytes);
     m->fan_req_k[m->nfan_req] = k;
+    m->fan_req_of[m->nfan_req] = *rq;
     rc = MPI_Isend(buf, (int)bytes, MPI_BYTE, peer, tag, m->fan[k], &m->fan_req[m->nfan_req++]);
   }
   return rc == MPI_SUCCESS ? MMRT_OK : mpi_fail(m, op, ax, rc);
@@ -1426,9 +1431,20 @@ int mmrt_recv_raw(MmrtMesh *m, MmrtAxis ax, void *buf, size_t elems, size_t byte
 }
 
 int mmrt_wait_sends(MmrtMesh *m, MmrtAxis ax, int n, MPI_Request *rq, const char *what) {
-  if (ax == MMRT_AXIS_PP && m->nfan_req > 0) { /* the fan's extra sends, all of them */
-    int rc = MMRT_OK;
-    for (int i = 0; rc == MMRT_OK && i < m->nfan_req; i++) {
+  if (ax == MMRT_AXIS_PP && m->nfan_req > 0) {
+    /* the fan's extra sends of these requests only: waiting for another
+     * send's copies (one whose second-stage reader comes later) would
+     * hold this rank while its peers wait for its next receive */
+    int rc = MMRT_OK, kept = 0;
+    for (int i = 0; i < m->nfan_req; i++) {
+      int mine = 0;
+      for (int j = 0; j < n && !mine; j++)
+        mine = rq[j] != MPI_REQUEST_NULL && rq[j] == m->fan_req_of[i];
+      if (!mine || rc != MMRT_OK) {
+        m->fan_req[kept] = m->fan_req[i], m->fan_req_k[kept] = m->fan_req_k[i];
+        m->fan_req_of[kept++] = m->fan_req_of[i];
+        continue;
+      }
       int k = m->fan_req_k[i];
       fan_use(m, k); /* each watched on its own communicator */
       if (m->timeout_s > 0)
@@ -1437,7 +1453,7 @@ int mmrt_wait_sends(MmrtMesh *m, MmrtAxis ax, int n, MPI_Request *rq, const char
         rc = mpi_fail(m, what, ax, rc);
       fan_use(m, k);
     }
-    m->nfan_req = 0;
+    m->nfan_req = kept;
     if (rc) return rc;
   }
   if (n <= 0) return MMRT_OK;

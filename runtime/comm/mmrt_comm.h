@@ -175,7 +175,8 @@ typedef struct MmrtMesh {
    * The watchdog covers each: fan_wd[k] / fan_seq[k] are fan[k]'s probe
    * communicator and collective count (k >= 1), swapped into comm[PP],
    * wd[PP], seq[PP] while rank 0 waits on fan[k] (fan_cur = k then);
-   * fan_req_k[i]: the fan index of fan_req[i]. */
+   * fan_req_k[i]: the fan index of fan_req[i]; fan_req_of[i]: the
+   * request (on fan[0]) it copies, which mmrt_wait_sends waits it with. */
   int one0;
   int nfan;
   MPI_Comm *fan;
@@ -184,6 +185,7 @@ typedef struct MmrtMesh {
   int fan_cur;
   MPI_Request *fan_req;
   int *fan_req_k;
+  MPI_Request *fan_req_of;
   int nfan_req, fan_cap;
   void *fan_buf;
   size_t fan_bytes;
