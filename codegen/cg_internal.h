@@ -106,6 +106,7 @@ typedef struct CgMb {
   int nxfer;
   int64_t *route;                /* [nxfer][2]: from, to (3 s + q) */
   int64_t *xfer_how;             /* [nxfer]: the descriptor's pp_xfer_how */
+  int64_t *xfer_src;             /* [nxfer]: the descriptor's pp_xfer_src */
   int64_t *tp_chunk;             /* [nxfer]: 1 when tp rank k sends chunk k (cg_pp_tp_chunk) */
   int64_t *accum_stage;          /* [naccum] */
   int64_t *sched;                /* each rank's actions in turn, [][3]: MMRT_PP_* kind, stage, mb */

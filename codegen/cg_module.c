@@ -831,6 +831,8 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
           route_array(cg, mb->route, mb->tp_chunk, mb->nxfer, "pp_xfer_route"));
   SET_PTR(f, MmrtModelDesc, pp_xfer_how, const int64_t *,
           i64_array(cg, mb->xfer_how, mb->nxfer, "pp_xfer_how"));
+  SET_PTR(f, MmrtModelDesc, pp_xfer_src, const int64_t *,
+          i64_array(cg, mb->xfer_src, mb->nxfer, "pp_xfer_src"));
   SET_PTR(f, MmrtModelDesc, pp_accum_stage, const int64_t *,
           i64_array(cg, mb->accum_stage, mb->naccum, "pp_accum_stage"));
   SET_PTR(f, MmrtModelDesc, accum, const MmrtTensorDesc *,

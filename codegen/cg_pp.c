@@ -227,6 +227,37 @@ static int fn_of(const PpAssign *a, int i) {
   return 3 * a->stage[i] + (a->part[i] == PPN_F ? 0 : a->part[i] == PPN_I ? 1 : 2);
 }
 
+/* The values of f with a send room (memplan pp_send_room), into vs
+ * (arena-allocated); their count. */
+static int send_values(Cg *cg, const IrFunc *f, IrValue ***vs) {
+  int n = 0;
+  for (int i = 0; i < f->nodes.len; i++)
+    for (int j = 0; j < ((IrNode *)f->nodes.items[i])->nout; j++)
+      n += ((IrNode *)f->nodes.items[i])->out[j]->mem_send_ranks != 0;
+  *vs = ARENA_ARRAY(cg->a, IrValue *, n + 1);
+  int k = 0;
+  for (int i = 0; i < f->nodes.len; i++)
+    for (int j = 0; j < ((IrNode *)f->nodes.items[i])->nout; j++) {
+      IrValue *v = ((IrNode *)f->nodes.items[i])->out[j];
+      if (v->mem_send_ranks) (*vs)[k++] = v;
+    }
+  return n;
+}
+
+/* On pp rank r's functions a value with its send room there is found in
+ * it: swaps its place (an act or grad arena offset) with the room's (a
+ * grad arena offset), before and again after building them. */
+static void send_swap(IrValue **vs, IrRole *was, int n, int r, bool back) {
+  for (int k = 0; k < n; k++) {
+    IrValue *v = vs[k];
+    if (!(v->mem_send_ranks >> r & 1)) continue;
+    int64_t o = v->mem_offset;
+    if (!back) was[k] = v->mem_arena;
+    v->mem_arena = back ? was[k] : IR_ROLE_GRAD;
+    v->mem_offset = v->mem_send_offset, v->mem_send_offset = o;
+  }
+}
+
 bool cg_pp_build(Cg *cg, const IrFunc *f, CgMb *out) {
   const PpAssign *a = &cg->pp;
   int N = f->nodes.len, S = a->nstages, P = cg->m->plan.pp;
@@ -289,11 +320,19 @@ bool cg_pp_build(Cg *cg, const IrFunc *f, CgMb *out) {
   IrMap summed;
   pp_summed_xfers(f, a, P, cg->a, &summed);
   out->xfer_how = ARENA_ARRAY(cg->a, int64_t, out->nxfer + 1);
+  out->xfer_src = ARENA_ARRAY(cg->a, int64_t, out->nxfer + 1);
   for (int x = 0; x < out->nxfer; x++) {
     const IrValue *v = out->xfer[x];
     IrMapSlot *s = ir_map_get(&summed, v);
     int64_t *how = &out->xfer_how[x];
     *how = v->mem_arena == IR_ROLE_GRAD ? MMRT_XFER_WS : MMRT_XFER_SLOT;
+    out->xfer_src[x] = -1;
+    if (v->mem_send_ranks) { /* from its send room on the makers (memplan pp_send_room) */
+      if (!(v->mem_send_ranks >> ((out->route[2 * x] / 3) % P) & 1))
+        return cg_error(cg, NULL, "pipeline: a transfer's send room is not on its sender");
+      *how = MMRT_XFER_FWD;
+      out->xfer_src[x] = v->mem_send_offset;
+    }
     if (S != P || pp_xfer_unwaited(a, N, cg->m->plan.schedule, (int)out->route[2 * x],
                                    (int)out->route[2 * x + 1]))
       *how = MMRT_XFER_LATE; /* several stages a rank: memplan pp_transfer_place */
@@ -307,13 +346,19 @@ bool cg_pp_build(Cg *cg, const IrFunc *f, CgMb *out) {
   unsigned char *upm = ARENA_ARRAY(cg->a, unsigned char, N + 1);
   for (int i = 0; i < N; i++) upm[i] = a->part[i] == PPN_U;
   if (!defer_setup(cg, f, upm, a->stage, out)) return false;
-  /* the functions */
+  /* the functions; on a rank where a value has its send room, that
+   * rank's functions find it there (its place everywhere else) */
+  IrValue **sv;
+  int nsv = send_values(cg, f, &sv);
+  IrRole *was = ARENA_ARRAY(cg->a, IrRole, nsv + 1);
   for (int fn = 0; fn < 3 * S; fn++) {
     unsigned char *keep = ARENA_ARRAY(cg->a, unsigned char, N + 1);
     for (int i = 0; i < N; i++) keep[i] = a->part[i] != PPN_U && fn_of(a, i) == fn;
     char name[64];
     snprintf(name, sizeof name, "mm_pp_s%d_%c", fn / 3, "FIW"[fn % 3]);
+    send_swap(sv, was, nsv, (fn / 3) % P, false);
     out->pp_fn[fn] = cg_build_step(cg, f, name, true, keep);
+    send_swap(sv, was, nsv, (fn / 3) % P, true);
     if (!out->pp_fn[fn]) return false;
   }
   cg->defer_on = false;

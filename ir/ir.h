@@ -250,6 +250,13 @@ typedef struct IrValue {
   bool mem_planned;
   IrRole mem_arena;
   int64_t mem_offset;
+  /* under a pipeline, a stage's forward output another rank reads: on the
+   * pipeline ranks mem_send_ranks (its makers) it lives at mem_send_offset
+   * of the grad arena (the working set), a room of its own the trainer
+   * sends it from (docs/pp-memory.md "The send room"); mem_arena and
+   * mem_offset are its place on the receivers. 0: one place everywhere */
+  uint64_t mem_send_ranks;
+  int64_t mem_send_offset;
 } IrValue;
 
 struct IrNode {

@@ -108,6 +108,7 @@ typedef struct Buf {
   int *rr;        /* a transfer's: per pp rank r its own range [rr[2r], rr[2r + 1]]
                    * within [start, end] (NULL: [start, end] on every rank) */
   bool keep;      /* a gradient sum: in the grad arena for the whole step */
+  int twin;       /* a transfer's send room on its makers (pp_send_room), or -1 */
 } Buf;
 
 /* Where a value lives: in buffer `buf` of the function at byte `off`, or
@@ -145,7 +146,7 @@ static int new_buf(FPlan *p, IrRole arena, int64_t bytes, int start, int end) {
     p->cap = ncap;
   }
   p->bufs[p->nbufs] =
-      (Buf){arena, mp_align(bytes > 0 ? bytes : 1), start, end, -1, ~(uint64_t)0, NULL, false};
+      (Buf){arena, mp_align(bytes > 0 ? bytes : 1), start, end, -1, ~(uint64_t)0, NULL, false, -1};
   return p->nbufs++;
 }
 
@@ -678,6 +679,32 @@ static bool *pp_transfers(FPlan *p, const IrFunc *f, const PpAssign *pa, const u
   return xf;
 }
 
+/* A stage's forward output that another rank keeps in its slot (the next
+ * stage's input, its checkpoint) need not be in the sender's slots: on its
+ * makers it gets a room of its own in the working set (a buffer there that
+ * lives for the whole function on those ranks, so nothing else of theirs
+ * takes it), which the forward part writes and the trainer sends from,
+ * waiting for the send before the rank's next forward part
+ * (MMRT_XFER_FWD); the buffer keeps the receivers' ranges alone. Under
+ * 1F1B a rank holds p - r micro-batches: the output is then counted once,
+ * not in each slot (docs/pp-memory.md "The send room"). */
+static void pp_send_room(FPlan *p, int b, uint64_t makers) {
+  int nn = p->f->nodes.len;
+  int t = new_buf(p, IR_ROLE_GRAD, p->bufs[b].size, 0, nn > 0 ? nn - 1 : 0);
+  Buf *x = &p->bufs[b]; /* after new_buf, which may move the buffers */
+  p->bufs[t].ranks = makers;
+  x->twin = t;
+  int lo = -1, hi = -1;
+  for (int r = 0; r < 64; r++) {
+    if (makers >> r & 1) x->rr[2 * r] = x->end + 1, x->rr[2 * r + 1] = -1;
+    if (!(x->ranks >> r & 1) || x->rr[2 * r + 1] < 0) continue;
+    if (lo < 0 || x->rr[2 * r] < lo) lo = x->rr[2 * r];
+    if (x->rr[2 * r + 1] > hi) hi = x->rr[2 * r + 1];
+  }
+  x->ranks &= ~makers;
+  x->start = lo >= 0 ? lo : 0, x->end = hi; /* no receiver's range: none at all */
+}
+
 /* Transfer b's ranges per rank and its arena. The working set when, with
  * one virtual stage a rank (the trainer waits for the working set's sends
  * before the rank's next part, which under an interleaved schedule may be
@@ -701,6 +728,10 @@ static void pp_transfer_place(FPlan *p, const PpAssign *pa, int b, const bool *w
    * order each micro-batch's parts run) */
   bool interleaved = pa->nstages != P;
   bool transient = !update_reads && !interleaved, unwaited = false;
+  /* a send room (below): every maker makes and last touches it within
+   * one forward part, every receiver receives it in a forward part */
+  bool room = !update_reads && !interleaved && !summed;
+  uint64_t makers = 0;
   int from = 1; /* the makers' part (I: 1), for pp_xfer_unwaited */
   for (int r = 0; r < 64; r++)
     if (x->ranks >> r & 1 && g_made[b] >> r & 1 && rr[2 * r] >= 0 && pa->part[rr[2 * r]] != PPN_I)
@@ -711,8 +742,15 @@ static void pp_transfer_place(FPlan *p, const PpAssign *pa, int b, const bool *w
       continue;
     }
     int s = rr[2 * r], e = rr[2 * r + 1];
+    if (g_made[b] >> r & 1) {
+      makers |= (uint64_t)1 << r;
+      if (s < 0 || pa->part[s] != PPN_F || part_fn(pa, s) != part_fn(pa, e)) room = false;
+    }
     if (s < 0) { /* a receiver: from the start of the part that receives it */
       int fn = part_fn(pa, -1 - s);
+      /* a send room is waited for before the sender's next forward, which
+       * comes before the receiver's backward parts */
+      if (pa->part[-1 - s] != PPN_F) room = false;
       s = g_pfirst[fn];
       if (pp_xfer_unwaited(pa, p->f->nodes.len, sched, from, fn)) unwaited = true;
     }
@@ -748,6 +786,7 @@ static void pp_transfer_place(FPlan *p, const PpAssign *pa, int b, const bool *w
       if (rr[2 * r + 1] >= 0 && g_made[b] >> r & 1) rr[2 * r + 1] = last_part;
     x->end = last_part;
   }
+  if (room && !unwaited && !transient && makers && makers != x->ranks) pp_send_room(p, b, makers);
 }
 
 /* Under a pipeline, where each buffer of @train lives (memplan.h): the act
@@ -910,8 +949,10 @@ bool mp_pp_arenas(const IrModule *m, const PpAssign *given, MpPpArenas *out, int
         uint64_t on = g == f ? pp_touch(n, k, nm[i], &made) : 0;
         for (int r = 0; r < P; r++)
           if (on >> r & 1) {
-            int64_t *t = act ? &out[r].act : &out[r].grad;
-            if (e > *t) *t = e;
+            bool sent = v->mem_send_ranks >> r & 1; /* its send room there */
+            int64_t *t = act && !sent ? &out[r].act : &out[r].grad;
+            int64_t ee = sent ? v->mem_send_offset + mp_value_bytes(m, v) : e;
+            if (ee > *t) *t = ee;
           }
       }
       int64_t w = n->ws_bytes > 0 ? n->ws_offset + n->ws_bytes : 0;
@@ -968,9 +1009,16 @@ bool pass_memplan(IrModule *m, PassCtx *cx) {
         const Loc *l = loc_of(&p, v);
         MM_ASSERT(l != NULL);
         v->mem_planned = true;
+        v->mem_send_ranks = 0, v->mem_send_offset = 0;
         if (l->buf >= 0) {
           v->mem_arena = p.bufs[l->buf].arena;
           v->mem_offset = p.bufs[l->buf].offset + l->off;
+          int t = p.bufs[l->buf].twin;
+          if (t >= 0) {
+            MM_ASSERT(p.bufs[t].arena == IR_ROLE_GRAD);
+            v->mem_send_ranks = p.bufs[t].ranks;
+            v->mem_send_offset = p.bufs[t].offset + l->off;
+          }
         } else { /* a view of a param or input */
           v->mem_arena = l->arena;
           v->mem_offset = l->off;

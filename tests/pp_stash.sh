@@ -11,11 +11,12 @@
 #   - a transfer lives on its sender to the end of the sending part and on
 #     its receiver from the receiving part on, and the head's share is not
 #     sent every micro-batch but summed on the last stage and sent once a
-#     step: rank 0's slot (`act_bytes` of `mmc plan --json` pp_ranks) is
-#     exactly its two layers' inputs (the checkpoints) + its output, sent
-#     at the end of its forward = 3 x, under GPipe and 1F1B (the output
-#     gradient it receives lives in the working set); under ZB-H1 4 x (that
-#     gradient, received by a W part run later, in the slot too);
+#     step, and the stage's output is sent from a room of its own in the
+#     sender's working set (the send room): rank 0's slot (`act_bytes` of
+#     `mmc plan --json` pp_ranks) is exactly its two layers' inputs (the
+#     checkpoints) = 2 x, under GPipe and 1F1B (the output gradient it
+#     receives lives in the working set); under ZB-H1 3 x (that gradient,
+#     received by a W part run later, in the slot too);
 #     interleaved (several stages a rank: the trainer does not wait for a
 #     transfer before the sender's next parts, which the receiver may need
 #     first, so the sender keeps its room to its last reader), rank 0
@@ -76,7 +77,7 @@ errs = []
 for s, slots in (("gpipe", [M, M]), ("1f1b", [P, P - 1])):
     got = [ranks[s][r]["in_flight"] for r in range(P)]
     if got != slots: errs.append("%s: %s micro-batches in flight, expected %s" % (s, got, slots))
-for s, n in (("gpipe", 3), ("1f1b", 3), ("zbh1", 4)):
+for s, n in (("gpipe", 2), ("1f1b", 2), ("zbh1", 3)):
     want = n * x
     got = ranks[s][0]["act_bytes"]
     print("%s rank 0: slot %d bytes, counted %d (%d x %d)" % (s, got, want, n, x))

@@ -235,6 +235,7 @@ typedef struct {
    * receivers all-gather the rest; else lo = 0, len = bytes */
   int chunk;
   int64_t lo, len, elems, es;
+  int64_t src; /* MMRT_XFER_FWD: its senders' grad arena offset (pp_xfer_src), else -1 */
 } Xfer;
 
 struct MmrtPp {
@@ -435,6 +436,14 @@ MmrtPp *mmrt_pp_new(const MmrtModelDesc *m, void *mesh, char **arenas, const Mmr
     int64_t how = m->pp_xfer_how ? m->pp_xfer_how[i] : MMRT_XFER_LATE;
     pp->x[i].how = how >= MMRT_XFER_SUM ? MMRT_XFER_SUM : (int)how;
     pp->x[i].acc = how >= MMRT_XFER_SUM ? (int)((how - MMRT_XFER_SUM) / 2) : -1;
+    pp->x[i].src = how == MMRT_XFER_FWD && m->pp_xfer_src ? m->pp_xfer_src[i] : -1;
+    if (how == MMRT_XFER_FWD &&
+        (pp->x[i].src < 0 ||
+         (rank_of(pp, pp->x[i].from) == pp->me &&
+          pp->x[i].src + x->bytes > mmrt_pp_arena_bytes(m, pp->me, MMRT_ARENA_GRAD, 1)))) {
+      pp_fail(pp, "a pipeline transfer's send room (pp_xfer_src) is outside the working set%s", "");
+      goto bad;
+    }
     pp->x[i].dp = how >= MMRT_XFER_SUM && (how - MMRT_XFER_SUM) % 2;
     if (how < 0 || pp->x[i].acc >= m->naccum) {
       pp_fail(pp, "a pipeline transfer's pp_xfer_how is out of range%s", "");
@@ -661,16 +670,18 @@ static int send_from(MmrtPp *pp, int fn, int mb) {
       pp->req_tag = nt;
       pp->capreq = cap;
     }
-    pp->req_slot[pp->nreq] = pp->mb_slot[mb];
+    /* one sent from its send room is in no slot: waited before the
+     * rank's next forward part (wait_before) */
+    pp->req_slot[pp->nreq] = x->how == MMRT_XFER_FWD ? -1 : pp->mb_slot[mb];
     pp->req_how[pp->nreq] = x->how;
     pp->req_tag[pp->nreq] = (int)(i * pp->M + mb);
     if (stall_at_send == 1 && fn % 3) stall_now(pp);
     any = 1;
     if (x->len == 0) continue; /* an empty chunk (fewer elements than tp ranks) */
-    if (mmrt_isend_raw(pp->mesh, MMRT_AXIS_PP,
-                       pp->slot[pp->mb_slot[mb]][d->arena] + d->offset + x->lo,
-                       (size_t)(x->len / x->es), (size_t)x->len, rank_of(pp, x->to),
-                       (int)(i * pp->M + mb), &pp->req[pp->nreq++]))
+    const char *at = x->how == MMRT_XFER_FWD ? pp->slot[pp->mb_slot[mb]][MMRT_ARENA_GRAD] + x->src
+                                             : pp->slot[pp->mb_slot[mb]][d->arena] + d->offset;
+    if (mmrt_isend_raw(pp->mesh, MMRT_AXIS_PP, at + x->lo, (size_t)(x->len / x->es), (size_t)x->len,
+                       rank_of(pp, x->to), (int)(i * pp->M + mb), &pp->req[pp->nreq++]))
       return pp_fail(pp, "%s", pp->mesh->err);
   }
   if (any) mmrt_trace_add(fn % 3 ? "SEND_B" : "SEND_F", "send", t0, mmrt_trace_now(), mb, fn / 3);
@@ -735,11 +746,11 @@ static int pp_linear_w(int j, MmrtDtype dt, float *dw, const void *dy, const voi
  * (MMRT_XFER_SLOT; not between the I and W of one B action, in_b: the
  * plan keeps what I sends from the slot to W's end) and the working set's
  * (MMRT_XFER_WS, any slot). */
-static int wait_before(MmrtPp *pp, int k, int in_b) {
+static int wait_before(MmrtPp *pp, int k, int in_b, int fwd) {
   for (int j = 0; j < pp->nreq; j++) {
     int h = pp->req_how[j];
-    if (pp->req[j] == MPI_REQUEST_NULL ||
-        !(h == MMRT_XFER_WS || (h == MMRT_XFER_SLOT && pp->req_slot[j] == k && !in_b)))
+    if (pp->req[j] == MPI_REQUEST_NULL || !(h == MMRT_XFER_WS || (h == MMRT_XFER_FWD && fwd) ||
+                                            (h == MMRT_XFER_SLOT && pp->req_slot[j] == k && !in_b)))
       continue;
     if (test_fault(0)) continue; /* fault injection: the sends not waited for */
     const Xfer *x = &pp->x[pp->req_tag[j] / pp->M];
@@ -757,7 +768,8 @@ static int run_part(MmrtPp *pp, int stage, int q, int mb, int in_b, const char *
   int fn = 3 * stage + q;
   /* the counters' phase: a forward part's transfers are forward traffic */
   mmrt_comm_set_phase(q == 0 ? MMRT_PHASE_FORWARD : MMRT_PHASE_BACKWARD);
-  if (wait_before(pp, pp->mb_slot[mb], in_b) || recv_for(pp, fn, mb) || gather_for(pp, fn, mb))
+  if (wait_before(pp, pp->mb_slot[mb], in_b, q == 0) || recv_for(pp, fn, mb) ||
+      gather_for(pp, fn, mb))
     return 1;
   g_slot = mb;
   g_pp_defer = mb != pp->last_w[stage];

@@ -64,7 +64,7 @@
 #include "mmrt_rng.h"
 
 /* 14: data_flags; 13: pp_one0; 12: zero_node, predicted_step_s, predicted_device */
-#define MMRT_ABI_VERSION 15
+#define MMRT_ABI_VERSION 16
 
 /* Arenas, in this order in MmrtModelDesc.arena_bytes and in the array of
  * bases a step function receives. */
@@ -102,7 +102,7 @@ enum { MMRT_LR_CONSTANT, MMRT_LR_COSINE, MMRT_LR_LINEAR };
 #define MMRT_PP_MAXRANKS   32 /* pipeline ranks (a stage at least each) */
 #define MMRT_PP_MAXSTAGES  32 /* = MMRT_PP_MAXFN / 3 */
 /* a pipeline transfer's pp_xfer_how (mmrt_desc.def) */
-enum { MMRT_XFER_LATE, MMRT_XFER_SLOT, MMRT_XFER_WS, MMRT_XFER_SUM };
+enum { MMRT_XFER_LATE, MMRT_XFER_SLOT, MMRT_XFER_WS, MMRT_XFER_FWD, MMRT_XFER_SUM };
 
 /* The descriptor structs, field by field from mmrt_desc.def (what each
  * field holds is written there). */
