@@ -941,7 +941,7 @@ bool mp_pp_arenas(const IrModule *m, const PpAssign *given, MpPpArenas *out, int
 /* MMC_TEST_MEMPLAN_DUMP=1: @train's pipeline plan on stderr for
  * tests/tools/pp_live.py, which checks that no two buffers of one slot or
  * working set are alive at once on a rank, counting each transfer's send
- * to its completion (docs/pp-memory.md). Lines: "S P stages schedule M";
+ * to its completion (docs/pp-live.md). Lines: "S P stages schedule M";
  * "A rank kind stage mb" (the schedule's actions, pp_sched.h's kinds);
  * "N node stage part ranks"; "B buf arena offset bytes start end ranks
  * [r:lo-hi ...]"; "U node buf r|w value summed" (each operand). */
