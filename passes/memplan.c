@@ -752,7 +752,14 @@ static void pp_transfer_place(FPlan *p, const PpAssign *pa, int b, const bool *w
        * comes before the receiver's backward parts */
       if (pa->part[-1 - s] != PPN_F) room = false;
       s = g_pfirst[fn];
-      if (pp_xfer_unwaited(pa, p->f->nodes.len, sched, from, fn)) unwaited = true;
+      /* several stages a rank: no transfer is waited for before the
+       * sender's next parts, so a W receiver's exception in
+       * pp_xfer_unwaited (the transfer sets off its stage's backward
+       * action) does not hold: no later part of the sender needs what that
+       * W does (InternVL2Tiny at pp = 4, vpp = 2: stage 5's I sends the
+       * gradient stage 4's W reads, and stage 4 has no I part to pass on) */
+      if (pp_xfer_unwaited(pa, p->f->nodes.len, sched, from, fn) || (interleaved && fn % 3 == 2))
+        unwaited = true;
     }
     if (g_made[b] >> r & 1) /* a sender: to its part's end */
       e = interleaved && !summed && last > e ? last : g_plast[part_fn(pa, e)];
@@ -972,6 +979,55 @@ bool mp_pp_arenas(const IrModule *m, const PpAssign *given, MpPpArenas *out, int
   return true;
 }
 
+/* MMC_TEST_MEMPLAN_DUMP=1: @train's pipeline plan on stderr for
+ * tests/tools/pp_live.py, which checks that no two buffers of one slot or
+ * working set are alive at once on a rank, counting each transfer's send
+ * to its completion (docs/pp-live.md). Lines: "S P stages schedule M";
+ * "A rank kind stage mb" (the schedule's actions, pp_sched.h's kinds);
+ * "N node stage part ranks"; "B buf arena offset bytes start end ranks
+ * [r:lo-hi ...]"; "U node buf r|w value summed" (each operand). */
+static void dump_live(FPlan *p, const IrModule *m, const IrFunc *f, Arena *a) {
+  PpAssign pa;
+  uint64_t *nm = pp_train_ranks(m, f, NULL, &pa, a);
+  if (!nm) return;
+  int P = m->plan.pp;
+  fprintf(stderr, "S %d %d %d %d\n", P, pa.nstages, (int)m->plan.schedule, m->plan.micro_batches);
+  PpSchedule sc;
+  char serr[160];
+  if (pp_sched_build(&sc, (PpSchedKind)m->plan.schedule, P, pa.nstages / P, m->plan.micro_batches,
+                     serr, sizeof serr)) {
+    for (int r = 0; r < P; r++)
+      for (int j = 0; j < sc.n[r]; j++)
+        fprintf(stderr, "A %d %d %d %d\n", r, (int)sc.act[r][j].kind, sc.act[r][j].stage,
+                sc.act[r][j].mb);
+    pp_sched_free(&sc);
+  }
+  IrMap summed;
+  pp_summed_xfers(f, &pa, P, a, &summed);
+  for (int i = 0; i < f->nodes.len; i++)
+    fprintf(stderr, "N %d %d %d %llx\n", i, pa.stage[i], (int)pa.part[i],
+            (unsigned long long)nm[i]);
+  for (int b = 0; b < p->nbufs; b++) {
+    const Buf *x = &p->bufs[b];
+    fprintf(stderr, "B %d %s %lld %lld %d %d %llx", b, ir_role_name(x->arena), (long long)x->offset,
+            (long long)x->size, x->start, x->end, (unsigned long long)x->ranks);
+    for (int r = 0; x->rr && r < P; r++)
+      fprintf(stderr, " %d:%d-%d", r, x->rr[2 * r], x->rr[2 * r + 1]);
+    fprintf(stderr, "\n");
+  }
+  for (int i = 0; i < f->nodes.len; i++) {
+    const IrNode *n = f->nodes.items[i];
+    for (int k = 0; k < n->nin + n->nout; k++) {
+      const IrValue *v = k < n->nin ? n->in[k] : n->out[k - n->nin];
+      const Loc *l = loc_of(p, v);
+      if (l && l->buf >= 0)
+        fprintf(stderr, "U %d %d %c %p %d\n", i, l->buf, k < n->nin ? 'r' : 'w', (const void *)v,
+                ir_map_get(&summed, v) != NULL);
+    }
+  }
+  pp_assign_free(&pa);
+}
+
 bool pass_memplan(IrModule *m, PassCtx *cx) {
   Arena a;
   arena_init(&a);
@@ -996,6 +1052,8 @@ bool pass_memplan(IrModule *m, PassCtx *cx) {
       assign(&p, planned_arenas[r], &a);
     for (int b = 0; b < p.nbufs; b++)
       p.bufs[b].offset += fixed[p.bufs[b].arena]; /* planned above the fixed part */
+    if (getenv("MMC_TEST_MEMPLAN_DUMP") && m->plan.pp > 1 && strcmp(f->name, "train") == 0)
+      dump_live(&p, m, f, &a);
     if (!check_plan(&p, err, sizeof err)) {
       ok = false;
       break;
