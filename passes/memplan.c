@@ -985,7 +985,8 @@ bool mp_pp_arenas(const IrModule *m, const PpAssign *given, MpPpArenas *out, int
  * to its completion (docs/pp-live.md). Lines: "S P stages schedule M";
  * "A rank kind stage mb" (the schedule's actions, pp_sched.h's kinds);
  * "N node stage part ranks"; "B buf arena offset bytes start end ranks
- * [r:lo-hi ...]"; "U node buf r|w value summed" (each operand). */
+ * [r:lo-hi ...] [twin=T]" (T: its send room on the makers); "U node buf
+ * r|w value summed" (each operand). */
 static void dump_live(FPlan *p, const IrModule *m, const IrFunc *f, Arena *a) {
   PpAssign pa;
   uint64_t *nm = pp_train_ranks(m, f, NULL, &pa, a);
@@ -1013,6 +1014,7 @@ static void dump_live(FPlan *p, const IrModule *m, const IrFunc *f, Arena *a) {
             (long long)x->size, x->start, x->end, (unsigned long long)x->ranks);
     for (int r = 0; x->rr && r < P; r++)
       fprintf(stderr, " %d:%d-%d", r, x->rr[2 * r], x->rr[2 * r + 1]);
+    if (x->twin >= 0) fprintf(stderr, " twin=%d", x->twin); /* its send room (pp_send_room) */
     fprintf(stderr, "\n");
   }
   for (int i = 0; i < f->nodes.len; i++) {

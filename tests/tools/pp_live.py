@@ -8,6 +8,7 @@ the lowest free slot, a stage part's receives (blocking) at its start and its
 sends (MPI_Isend) at its end, the waits for them by the descriptor's
 pp_xfer_how (codegen/cg_pp.c): MMRT_XFER_SLOT before the slot's next part but
 the W of one B action, MMRT_XFER_WS before the rank's next part,
+MMRT_XFER_FWD (sent from the sender's send room) before its next forward,
 MMRT_XFER_LATE when another micro-batch takes the slot or the step ends, a
 summed transfer not sent. A send's buffer is alive on its sender until the
 wait for it, or until the first part there that happens after every receive
@@ -42,13 +43,16 @@ def load(path):
         elif t[0] == "N":
             d["nodes"][int(t[1])] = (int(t[2]), int(t[3]), int(t[4], 16))
         elif t[0] == "B":
-            rr = {}
+            rr, twin = {}, None
             for x in t[8:]:
+                if x.startswith("twin="):  # its send room on the makers (memplan pp_send_room)
+                    twin = int(x[5:])
+                    continue
                 r, rg = x.split(":")
                 lo, hi = rg[0] + rg[1:].split("-", 1)[0], rg[1:].split("-", 1)[1]
                 rr[int(r)] = (int(lo), int(hi))
             d["bufs"][int(t[1])] = dict(arena=t[2], off=int(t[3]), size=int(t[4]), start=int(t[5]),
-                                        end=int(t[6]), ranks=int(t[7], 16), rr=rr)
+                                        end=int(t[6]), ranks=int(t[7], 16), rr=rr, twin=twin)
         elif t[0] == "U":
             d["uses"].append((int(t[1]), int(t[2]), t[3], t[4], t[5] == "1"))
     return d
@@ -82,6 +86,10 @@ def check(d, name):
             if last[mb] == j:
                 del held[mb]
     J = {r: len(inst[r]) for r in range(P)}
+
+    def bufr(b, r):  # buffer b on rank r: its send room there if it has one
+        t = d["bufs"][b].get("twin") if b in d["bufs"] else None
+        return t if t is not None and d["bufs"][t]["ranks"] >> r & 1 else b
     # the values: writer, readers, buffer, summed
     writer, readers, vbuf, summed = {}, defaultdict(list), {}, set()
     for i, b, rw, v, sm in d["uses"]:
@@ -111,6 +119,8 @@ def check(d, name):
                 how = "sum"
             elif S != P:
                 how = "late"
+            elif d["bufs"][vbuf[v]].get("twin") is not None:
+                how = "fwd"  # MMRT_XFER_FWD: from its send room, waited before the next forward
             else:
                 how = "ws" if d["bufs"][vbuf[v]]["arena"] == "grad" else "slot"
                 if to[1] == PPN_W and (d["sched"] == ZBH1 or fr[1] != PPN_I or to[0] in has_i):
@@ -142,6 +152,10 @@ def check(d, name):
         k = slot[r][mb]
         for j in range(js + 1, J[r]):
             s, q, m2, in_b = inst[r][j]
+            if how == "fwd":
+                if q == PPN_F:
+                    return j  # wait_before a forward part
+                continue
             if slot[r][m2] == k and firstj[r][m2] == j:
                 return j  # take_slot: another micro-batch in the slot
             if how == "ws" or (how == "slot" and slot[r][m2] == k and not in_b):
@@ -153,12 +167,12 @@ def check(d, name):
     touch = defaultdict(lambda: defaultdict(list))  # buf -> rank -> nodes
     for i, b, rw, v, sm in d["uses"]:
         for r in ranks_of(nodes[i][2], P):
-            touch[b][r].append(i)
+            touch[bufr(b, r)][r].append(i)
     recv_at = defaultdict(list)  # (buf, rank) -> receiving parts
     send_of = defaultdict(list)  # (buf, rank) -> (from, receiver, to, how)
     for v, rs, fr, rv, to, how in xfers:
-        recv_at[(vbuf[v], rv)].append(to)
-        send_of[(vbuf[v], rs)].append((fr, rv, to, how))
+        recv_at[(bufr(vbuf[v], rv), rv)].append(to)
+        send_of[(bufr(vbuf[v], rs), rs)].append((fr, rv, to, how))
         if how == "sum":  # summed_xfers: its place in the working set once a step
             b = d["bufs"][vbuf[v]]
             life[(rv, "ws")].append(((J[rv], -3), (J[rv], -3), vbuf[v], -1, b, "the step's sum"))
@@ -205,7 +219,8 @@ def check(d, name):
         for a in range(len(L)):
             for c in range(a + 1, len(L)):
                 A, C = L[a], L[c]
-                if A[2] == C[2] or not (A[0] <= C[1] and C[0] <= A[1]):
+                # one buffer: of two micro-batches (a send room's next forward)
+                if (A[2] == C[2] and A[3] == C[3]) or not (A[0] <= C[1] and C[0] <= A[1]):
                     continue
                 xa, xc = A[4], C[4]
                 if xa["off"] < xc["off"] + xc["size"] and xc["off"] < xa["off"] + xa["size"]:
