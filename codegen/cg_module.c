@@ -313,6 +313,13 @@ LLVMValueRef cg_build_step(Cg *cg, const IrFunc *f, const char *name, bool train
     cg->defer_now = LLVMBuildICmp(cg->b, LLVMIntNE,
                                   cg_call(cg, "mmrt_mb_deferring", (LLVMValueRef[]){cg->mesh}, 1),
                                   cg_i32(cg, 0), "defer");
+  bool once_here = false; /* a gather once a step (cg_pp.c) in this function */
+  for (int i = 0; cg->once_on && i < f->nodes.len && !once_here; i++)
+    once_here = (!keep || keep[i]) && ir_map_get(&cg->once, f->nodes.items[i]);
+  if (once_here)
+    cg->once_now = LLVMBuildICmp(cg->b, LLVMIntNE,
+                                 cg_call(cg, "mmrt_mb_gathering", (LLVMValueRef[]){cg->mesh}, 1),
+                                 cg_i32(cg, 0), "gather");
   for (int i = 0; i < f->nodes.len && !cg->failed; i++) {
     const IrNode *n = f->nodes.items[i];
     if (keep && !keep[i]) continue;
@@ -343,6 +350,8 @@ LLVMValueRef cg_build_step(Cg *cg, const IrFunc *f, const char *name, bool train
                      cg_ptr(cg, n->out[0]));
     else if (cg->defer_on && ir_map_get(&cg->defer, n)) {
       if (!cg_mb_lower_deferred(cg, n)) cg->failed = true;
+    } else if (once_here && ir_map_get(&cg->once, n)) {
+      if (!cg_mb_lower_once(cg, n)) cg->failed = true;
     } else if (!cg_lower_node(cg, n))
       cg->failed = true;
     /* overlapped gradient buckets or prefetched ZeRO-3 gathers in flight

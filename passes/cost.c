@@ -222,6 +222,7 @@ static bool mb_clock(const IrModule *m, const MmDevice *d, const IrFunc *f, cons
     const IrNode *n = f->nodes.items[i];
     bool up = upd >= 0 && i >= upd, back = !up && bwd >= 0 && i >= bwd;
     if (up && upd == i) k->fb_end = k->t;
+    if (light && md->once && md->once[i]) continue; /* gathered on the first micro-batch */
     if (light && defer[i]) {
       double c = add_s(m, d, md, n, defer[i]);
       k->sums += c, k->t += c;
@@ -349,7 +350,8 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
     int S = a.nstages;
     double *cost = calloc((size_t)(5 * S), sizeof *cost), *comm = cost + 3 * S,
            *comp = cost + 4 * S;
-    double uc = 0, ucomm = 0, xbytes = 0, xchunk = 0, *dcomm = calloc((size_t)S + 1, sizeof *dcomm);
+    double uc = 0, ucomm = 0, gcomm = 0, xbytes = 0, xchunk = 0,
+           *dcomm = calloc((size_t)S + 1, sizeof *dcomm);
     /* the dp reductions deferred to each stage's last W part (passes/accum.h):
      * once a step, after the schedule; the sums' axpy every micro-batch */
     Arena ar;
@@ -387,6 +389,16 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
         }
       double t, fl;
       bool is_comm = ir_op_is_collective(n->op);
+      if (md.once[i] && dcomm) {
+        /* a parameter gathered once a step (passes/accum.h), in the stage's
+         * forward of micro-batch 0: it delays that forward, and through the
+         * pipeline's fill every later stage's (gcomm: added once, exposed) */
+        bool async;
+        t = coll_s(m, d, f, i, &async);
+        o->comm_s += t;
+        gcomm += t;
+        continue;
+      }
       if (md.node[i] && dcomm) {
         cost[2 * S + a.stage[i]] += add_s(m, d, &md, n, md.node[i]);
         if (n->op == IR_OP_BUCKET_WAIT) continue;
@@ -451,11 +463,11 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
         double cc = 0, cm = 0, dc = 0;
         for (int st = r0; st < S; st += P) cc += comp[st], cm += comm[st], dc += dcomm[st];
         o->compute_s = M * cc;
-        o->exposed_comm_s = M * cm + ucomm + dc;
+        o->exposed_comm_s = M * cm + ucomm + dc + gcomm;
         o->bubble_s = sim.makespan - sim.busy[r0];
         if (o->bubble_s < 0) o->bubble_s = 0;
         o->optimizer_s = uc / P;
-        o->step_s = sim.makespan + o->optimizer_s + ucomm + dc;
+        o->step_s = sim.makespan + o->optimizer_s + ucomm + dc + gcomm;
         pp_sim_free(&sim, P);
       }
       pp_sched_free(&s);

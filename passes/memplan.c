@@ -179,8 +179,9 @@ static const IrValue *eval_logits(const IrFunc *f) {
  * stage parts of a pipeline, to the update) and alias (value -> p: the
  * value it shares its buffer with): each root's home, and every deferred
  * node's result (the reduced gradients the update reads after the last
- * micro-batch); an all_reduce of a fused root's operand reduces it in place.
- * False when nothing is deferred. */
+ * micro-batch), and each parameter gathered once a step (MbDefer.once: one
+ * copy a rank, not one a micro-batch in flight); an all_reduce of a fused
+ * root's operand reduces it in place. False when nothing is deferred. */
 static bool sums_of(const IrModule *m, const IrFunc *f, Arena *a, IrMap *keep, IrMap *alias) {
   MbDefer d;
   ir_map_init(keep, a, false);
@@ -188,7 +189,7 @@ static bool sums_of(const IrModule *m, const IrFunc *f, Arena *a, IrMap *keep, I
   if (!mb_defer_of_train(m, f, a, &d)) return false;
   for (int i = 0; i < f->nodes.len; i++) {
     const IrNode *n = f->nodes.items[i];
-    for (int j = 0; d.node[i] && j < n->nout; j++) ir_map_put(keep, n->out[j]);
+    for (int j = 0; (d.node[i] || d.once[i]) && j < n->nout; j++) ir_map_put(keep, n->out[j]);
   }
   for (int j = 0; j < d.nroots; j++) {
     if (!d.home[j]) continue;
@@ -242,7 +243,10 @@ static void analyze(FPlan *p, const IrModule *m, const IrFunc *f, Arena *a, bool
     if (view >= 0) {
       const Loc *src = loc_of(p, n->in[0]);
       IrValue *v = n->out[0];
-      if (src && (src->buf < 0 || p->bufs[src->buf].arena == arena_of(v->role))) {
+      /* of a kept buffer too (a parameter gathered once a step, its real
+       * rows): the view lives as long */
+      if (src && (src->buf < 0 || p->bufs[src->buf].arena == arena_of(v->role) ||
+                  p->bufs[src->buf].keep)) {
         set_loc(p, v, (Loc){src->buf, src->arena, src->off + view});
         if (src->buf >= 0) {
           Buf *b = &p->bufs[src->buf];

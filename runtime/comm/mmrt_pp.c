@@ -18,6 +18,7 @@ static int g_counted;    /* whether it reported one */
 static MmrtMbAcc *g_acc; /* the step's sums while its micro-batches run */
 static MmrtPp *g_pp;     /* the pipeline whose step runs (deferred reductions) */
 static int g_pp_defer;   /* the part being run is not its stage's last W */
+static int g_pp_gather;  /* the part being run is of micro-batch 0 (mmrt_mb_gathering) */
 
 int mmrt_mb_count(void *mesh, int axes, int count) {
   float c = (float)count;
@@ -110,6 +111,12 @@ int mmrt_mb_deferring(void *mesh) {
   (void)mesh;
   if (g_pp) return g_pp_defer;
   return g_acc && g_acc->m && g_acc->k < g_acc->m->micro_batches - 1;
+}
+
+int mmrt_mb_gathering(void *mesh) {
+  (void)mesh;
+  if (g_pp) return g_pp_gather;
+  return !(g_acc && g_acc->m && g_acc->k > 0 && g_acc->k < g_acc->m->micro_batches);
 }
 
 static int pp_defer(int j, float *x, int64_t n);
@@ -664,6 +671,7 @@ static int run_part(MmrtPp *pp, int stage, int q, int mb, const char *what) {
   if (recv_for(pp, fn, mb) || gather_for(pp, fn, mb)) return 1;
   g_slot = mb;
   g_pp_defer = mb != pp->last_w[stage];
+  g_pp_gather = mb == 0;
   mmrt_mb_begin();
   double t0 = mmrt_trace_now();
   if (pp->h.run(pp->h.user, pp->m->pp_fn[fn], pp->slot[pp->mb_slot[mb]], what)) return 1;
