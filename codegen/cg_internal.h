@@ -102,6 +102,7 @@ typedef struct CgMb {
   int64_t *accum_deferred; /* [naccum], NULL when ndefer is 0 */
   int64_t *defer_stage;    /* [ndefer] under a pipeline, else NULL */
   int64_t *defer_home;     /* [ndefer]: the sum's grad-arena offset, or -1 */
+  int nonce;               /* the parameter gathers run once a step (MbDefer.once) */
   /* pipeline (pp > 1): the stage functions, transfers and schedule as the
    * descriptor holds them (runtime/model/mmrt_desc.def) */
   LLVMValueRef pp_fn[MMRT_PP_MAXFN];

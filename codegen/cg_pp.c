@@ -123,6 +123,7 @@ static bool defer_setup(Cg *cg, const IrFunc *f, const unsigned char *up, const 
   for (int i = 0; i < f->nodes.len; i++)
     if (md.once[i]) ir_map_put(&cg->once, f->nodes.items[i])->i = 1;
   cg->once_on = md.nonce > 0;
+  out->nonce = md.nonce;
   return true;
 }
 

@@ -350,8 +350,8 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
     int S = a.nstages;
     double *cost = calloc((size_t)(5 * S), sizeof *cost), *comm = cost + 3 * S,
            *comp = cost + 4 * S;
-    double uc = 0, ucomm = 0, gcomm = 0, xbytes = 0, xchunk = 0,
-           *dcomm = calloc((size_t)S + 1, sizeof *dcomm);
+    double uc = 0, ucomm = 0, xbytes = 0, xchunk = 0, *dcomm = calloc((size_t)S + 1, sizeof *dcomm),
+           *gcomm = calloc((size_t)P + 1, sizeof *gcomm);
     /* the dp reductions deferred to each stage's last W part (passes/accum.h):
      * once a step, after the schedule; the sums' axpy every micro-batch */
     Arena ar;
@@ -389,14 +389,15 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
         }
       double t, fl;
       bool is_comm = ir_op_is_collective(n->op);
-      if (md.once[i] && dcomm) {
-        /* a parameter gathered once a step (passes/accum.h), in the stage's
-         * forward of micro-batch 0: it delays that forward, and through the
-         * pipeline's fill every later stage's (gcomm: added once, exposed) */
+      if (md.once[i] && gcomm) {
+        /* a parameter gathered once a step (passes/accum.h): the trainer
+         * gathers each rank's before the schedule (runtime/comm/mmrt_pp.c
+         * gather_once), all ranks at once; gcomm, per rank, delays its
+         * first forward where the fill has not already (below) */
         bool async;
         t = coll_s(m, d, f, i, &async);
         o->comm_s += t;
-        gcomm += t;
+        gcomm[a.stage[i] % P] += t;
         continue;
       }
       if (md.node[i] && dcomm) {
@@ -463,17 +464,29 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
         double cc = 0, cm = 0, dc = 0;
         for (int st = r0; st < S; st += P) cc += comp[st], cm += comm[st], dc += dcomm[st];
         o->compute_s = M * cc;
-        o->exposed_comm_s = M * cm + ucomm + dc + gcomm;
+        /* the once-a-step gathers: a rank starts its first forward after
+         * its gathers and its input, so what they add is the most any rank's
+         * exceed the start the simulation gives its first forward */
+        double gx = 0;
+        for (int r = 0; r < P; r++)
+          for (int k = 0; gcomm && k < s.n[r]; k++)
+            if (s.act[r][k].kind == PP_F) {
+              double late = gcomm[r] - sim.start[r][k];
+              gx = late > gx ? late : gx;
+              break;
+            }
+        o->exposed_comm_s = M * cm + ucomm + dc + gx;
         o->bubble_s = sim.makespan - sim.busy[r0];
         if (o->bubble_s < 0) o->bubble_s = 0;
         o->optimizer_s = uc / P;
-        o->step_s = sim.makespan + o->optimizer_s + ucomm + dc + gcomm;
+        o->step_s = sim.makespan + o->optimizer_s + ucomm + dc + gx;
         pp_sim_free(&sim, P);
       }
       pp_sched_free(&s);
     }
     free(cost);
     free(dcomm);
+    free(gcomm);
     arena_free(&ar);
     pp_assign_free(&a);
     if (!ok) return false;

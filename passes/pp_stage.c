@@ -145,15 +145,17 @@ static bool assign(const IrModule *m, const IrFunc *ref, const IrFunc *f, PpAssi
     a->stage[i] = -1;
   }
   /* forward, then backward, in order; nodes without operands later, and
-   * so are a ZeRO gather over dp of a parameter no stage holds (ln_f's:
+   * so are a ZeRO-1/2 gather over dp of a parameter no stage holds (ln_f's:
    * the stage of its first reader, not stage 0, which would send it on)
-   * and the views of what one makes */
+   * and the views of what one makes (ZeRO-3 gathers per region: the tied
+   * head's own gather of the embedding stays with the embedding's stage) */
   IrMap floating;
   ir_map_init(&floating, &ar, false);
   for (int i = 0; ok && i < N; i++) {
     const IrNode *n = f->nodes.items[i];
     if (a->part[i] == PPN_U || n->nin == 0) continue;
-    if (a->part[i] == PPN_F && lstage(&st, n->group, n->layer) < 0 && n->nout == 1 &&
+    if (a->part[i] == PPN_F && m->plan.zero <= 2 && lstage(&st, n->group, n->layer) < 0 &&
+        n->nout == 1 &&
         ((n->op == IR_OP_ALL_GATHER && n->attrs.v[IR_ATTR_MESH].i == IR_AX_DP && !n->in[0]->def &&
           n->in[0]->role == IR_ROLE_PARAM && param_stage(&st, n->in[0]) < 0) ||
          ((n->op == IR_OP_SLICE || n->op == IR_OP_RESHAPE) && ir_map_get(&floating, n->in[0])))) {

@@ -18,7 +18,7 @@ static int g_counted;    /* whether it reported one */
 static MmrtMbAcc *g_acc; /* the step's sums while its micro-batches run */
 static MmrtPp *g_pp;     /* the pipeline whose step runs (deferred reductions) */
 static int g_pp_defer;   /* the part being run is not its stage's last W */
-static int g_pp_gather;  /* the part being run is of micro-batch 0 (mmrt_mb_gathering) */
+static int g_pp_gather;  /* mmrt_mb_gathering under a pipeline: 2 in gather_once, else 0 */
 
 int mmrt_mb_count(void *mesh, int axes, int count) {
   float c = (float)count;
@@ -671,7 +671,6 @@ static int run_part(MmrtPp *pp, int stage, int q, int mb, const char *what) {
   if (recv_for(pp, fn, mb) || gather_for(pp, fn, mb)) return 1;
   g_slot = mb;
   g_pp_defer = mb != pp->last_w[stage];
-  g_pp_gather = mb == 0;
   mmrt_mb_begin();
   double t0 = mmrt_trace_now();
   if (pp->h.run(pp->h.user, pp->m->pp_fn[fn], pp->slot[pp->mb_slot[mb]], what)) return 1;
@@ -753,6 +752,29 @@ int mmrt_pp_sum_f64(void *mesh, double *x) {
              : 0;
 }
 
+/* ZeRO-1/2's parameter gathers, once a step (passes/accum.h MbDefer.once):
+ * every part function of this rank's stages in its gather-only mode
+ * (mmrt_mb_gathering 2; one without gathers returns at once), before the
+ * schedule, so the stages' parts read the copies in the grad arena and a
+ * rank past the first gathers while it waits for its first input anyway.
+ * Only a program with such gathers (gather_once > 0) has the mode. */
+static int gather_once(MmrtPp *pp, const char *what) {
+  if (pp->m->gather_once <= 0) return 0;
+  mmrt_comm_set_phase(MMRT_PHASE_FORWARD);
+  double t0 = mmrt_trace_now();
+  g_pp_gather = 2;
+  for (int s = pp->me; s < pp->S; s += pp->P)
+    for (int q = 0; q < 3; q++)
+      if (pp->m->pp_fn[3 * s + q] &&
+          pp->h.run(pp->h.user, pp->m->pp_fn[3 * s + q], pp->slot[0], what)) {
+        g_pp_gather = 0;
+        return 1;
+      }
+  g_pp_gather = 0;
+  mmrt_trace_add("gather", "comm", t0, mmrt_trace_now(), -1, -1);
+  return 0;
+}
+
 int mmrt_pp_step(MmrtPp *pp, int64_t step, const char *what, float *loss) {
   const MmrtModelDesc *m = pp->m;
   test_stall(pp, step);
@@ -762,6 +784,7 @@ int mmrt_pp_step(MmrtPp *pp, int64_t step, const char *what, float *loss) {
     if (pp->acc.dsum[j]) memset(pp->acc.dsum[j], 0, sizeof(float) * (size_t)pp->acc.dn[j]);
   g_pp = pp;
   for (int k = 0; k < pp->M; k++) pp->mb_slot[k] = -1, g_slot_count[k] = 1.0f;
+  if (gather_once(pp, what)) return 1;
   for (int i = 0; i < pp->nact; i++) {
     const Act *a = &pp->act[i];
     int rc = pp->mb_slot[a->mb] < 0 ? take_slot(pp, a->mb) : 0;
