@@ -9,6 +9,7 @@
 #include "../ir/ir_merge.h"
 #include "accum.h"
 #include "bucket.h"
+#include "memplan.h"
 #include "pp_sched.h"
 #include "pp_stage.h"
 
@@ -114,6 +115,13 @@ static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double
   const IrOpInfo *info = &ir_ops[n->op];
   *flops_local = 0;
   if ((info->flags & OPF_VIEW) || mg == IR_MERGE_EPILOGUE) return 0;
+  /* a slice memplan made a view of its operand (a padded parameter's real
+   * rows, ZeRO): the backend copies nothing (codegen/cg_ops.c lower_view) */
+  int64_t view = mp_view_offset(m, n);
+  if (view >= 0 && n->out[0]->mem_planned && n->in[0]->mem_planned &&
+      n->in[0]->mem_arena == n->out[0]->mem_arena &&
+      n->in[0]->mem_offset + view == n->out[0]->mem_offset)
+    return 0;
   double fl = (double)ir_flops(n) / split_of(m, n), rate, over = d->op_overhead_us;
   bool bf = n->nin && n->in[0]->dtype == IR_BF16;
   double mm = (bf ? d->bf16_tflops : d->fp32_tflops) * 1e12 * d->matmul_efficiency;
