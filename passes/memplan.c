@@ -436,7 +436,22 @@ static bool order_rank_sets(const uint64_t *masks, int n, int P, int *order) {
   int perm[64], c[64] = {0};
   for (int k = 0; k < P; k++) perm[k] = k;
   if (try_ranks(masks, n, P, perm, order)) return true;
-  if (P > 8) return false;
+  if (P > 8) {
+    /* too many orders to try them all: the rotations, and rank 0 with one
+     * other rank moved next to it (a tied embedding's {0, P - 1}) */
+    for (int r = 1; r < P; r++) {
+      for (int k = 0; k < P; k++) perm[k] = (k + r) % P;
+      if (try_ranks(masks, n, P, perm, order)) return true;
+      int j = 0;
+      perm[j++] = 0, perm[j++] = r;
+      for (int k = 1; k < P; k++)
+        if (k != r) perm[j++] = k;
+      if (try_ranks(masks, n, P, perm, order)) return true;
+    }
+    for (int k = 0; k < P; k++) perm[k] = k;
+    try_ranks(masks, n, P, perm, order); /* the identity's order, as before */
+    return false;
+  }
   for (int i = 1; i < P;) { /* Heap's algorithm over the orders of the ranks */
     if (c[i] < i) {
       int j = i % 2 ? c[i] : 0, t = perm[j];
