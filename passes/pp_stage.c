@@ -216,7 +216,7 @@ static bool assign(const IrModule *m, const IrFunc *ref, const IrFunc *f, PpAssi
         if (c->in[k] == n->out[0] && (best < 0 || (fwd ? a->stage[j] < best : a->stage[j] > best)))
           best = a->stage[j];
     }
-    a->stage[i] = best < 0 ? (fwd ? 0 : st.S - 1) : best;
+    a->stage[i] = best < 0 ? 0 : best; /* none reads it (ZeRO-3's whole-module fetch) */
   }
   for (int i = 0; ok && i < N; i++) {
     const IrNode *n = f->nodes.items[i];

@@ -2,20 +2,22 @@
 # ZeRO under a pipeline, as `mmc plan` plans and predicts it (issue 32;
 # docs/accumulation.md "Gathered once"): a GPT (8 layers of width 128,
 # stages [wte + wpe + h.0-1], [h.2-3], [h.4-5], [h.6-7 + ln_f]) at pp = 4 x
-# dp = 4, 8 micro-batches, full recompute, bf16, AdamW, with zero = 0, 1
-# and 2. From the parameter shapes (`mmc dump-ir --after lower`), n a
+# dp = 4, 8 micro-batches, full recompute, bf16, AdamW, with zero = 0, 1,
+# 2 and 3. From the parameter shapes (`mmc dump-ir --after lower`), n a
 # parameter's elements, al(b) b rounded up to 64 bytes, each rank's
 # parameters those of its stages:
 #   - every pipeline rank's `param_bytes` and `opt_bytes` (`mmc plan
 #     --json` pp_ranks) are sum al(4 n) and sum 2 al(4 n) without ZeRO,
 #     sum al(4 n / dp) and sum 2 al(4 n / dp) with it: the stored shard and
-#     AdamW's two moments, the state over dp;
-#   - a micro-batch in flight holds as much with ZeRO-1/2 as without
+#     AdamW's two moments, the state over dp; ZeRO-3 with the stages the
+#     compiler cuts (no list) too, within 1 KiB (ZeRO-3 before: every parameter on rank 0, its backward gathers of
+#     ln_f on stage 0 pulling the whole backward there);
+#   - a micro-batch in flight holds as much with ZeRO-1/2/3 as without
 #     (`act_bytes`): the parameters are gathered once a step into the grad
 #     arena, not into each slot (before: the stage's parameters, f32, once
 #     per micro-batch in flight: rank 0's slot 7 x larger);
-#   - each rank's planned peak with ZeRO-1 at most the plain one's less
-#     half of B = sum al(4 n) (its parameters' f32 bytes): ZeRO saves
+#   - each rank's planned peak with ZeRO-1 and ZeRO-3 at most the plain
+#     one's less half of B = sum al(4 n) (its parameters' f32 bytes): ZeRO saves
 #     3 B (1 - 1/dp) of parameters and state and adds the gathered copies
 #     (B) and the gradient shards (B / dp), B net at dp = 4;
 #   - the predicted step on `a100` (16 devices) with ZeRO-1 and -2 within 3%
@@ -33,10 +35,14 @@ gpt_model Z 32 64 "vocab = 512, ctx = 64, dim = 128, depth = 8, heads = 4" \
 "$MMC" dump-ir "$T/z.mm" -I "$S" --after lower |
   sed -n 's/^param @\([^ ]*\) : f32\[\([0-9, ]*\)\].*/\1 \2/p' > "$T/params"
 [ -s "$T/params" ] && ok || bad "no parameters in the model's IR"
-for z in 0 1 2; do
+for z in 0 1 2 3; do
   "$MMC" plan "$T/z.mm" -I "$S" --zero $z --device a100 --devices 16 --json > "$T/z$z.json" ||
     bad "plan zero = $z"
 done
+# ZeRO-3 with the stages cut by the compiler (no list): the same ranks
+sed 's/; stages = \[.*\]//' "$T/z.mm" > "$T/free.mm"
+"$MMC" plan "$T/free.mm" -I "$S" --zero 3 --device a100 --devices 16 --json > "$T/free.json" ||
+  bad "plan zero = 3 without a stage list"
 $PY - "$T" <<'PY' && ok || bad "ZeRO under pp: the plan's figures"
 import json, sys
 T = sys.argv[1]
@@ -53,7 +59,7 @@ for line in open(T + "/params"):
     r = [i for i, s in enumerate(stages) if p.startswith(s)]
     assert len(r) == 1, p
     mine[r[0]].append(n)
-plans = {z: json.load(open("%s/z%d.json" % (T, z))) for z in (0, 1, 2)}
+plans = {z: json.load(open("%s/z%d.json" % (T, z))) for z in (0, 1, 2, 3)}
 ok = True
 for z, plan in plans.items():
     for x in plan["pp_ranks"]:
@@ -70,12 +76,23 @@ for z, plan in plans.items():
             print("zero %d rank %d: a micro-batch in flight %d bytes, without ZeRO %d %s"
                   % (z, r, x["act_bytes"], x0["act_bytes"], "ok" if good else "WRONG"))
             ok &= good
-        if z == 1:
+        if z in (1, 3):
             B = sum(al(4 * n) for n in mine[r])
             good = x["peak_bytes"] <= x0["peak_bytes"] - B // 2
-            print("zero 1 rank %d: peak %d, without ZeRO %d, at most %d less half its parameters' %d %s"
-                  % (r, x["peak_bytes"], x0["peak_bytes"], x0["peak_bytes"] - B // 2, B, "ok" if good else "WRONG"))
+            print("zero %d rank %d: peak %d, without ZeRO %d, at most %d less half its parameters' %d %s"
+                  % (z, r, x["peak_bytes"], x0["peak_bytes"], x0["peak_bytes"] - B // 2, B, "ok" if good else "WRONG"))
             ok &= good
+# ZeRO-3, the stages the compiler's: each rank's parameters and state
+# within 1 KiB of its stages' shards (an unlayered ln_f gathered in the
+# forward stays with stage 0), a micro-batch in flight as without ZeRO
+for x in json.load(open(T + "/free.json"))["pp_ranks"]:
+    r, x0 = x["rank"], plans[0]["pp_ranks"][x["rank"]]
+    want = sum(al(4 * n // dp) for n in mine[r])
+    good = want <= x["param_bytes"] <= want + 1024 and 2 * want <= x["opt_bytes"] <= 2 * want + 2048 \
+        and x["act_bytes"] == x0["act_bytes"]
+    print("zero 3, no stage list, rank %d: param %d, opt %d (its shards %d, 2 x), in flight %d (without ZeRO %d) %s"
+          % (r, x["param_bytes"], x["opt_bytes"], want, x["act_bytes"], x0["act_bytes"], "ok" if good else "WRONG"))
+    ok &= good
 s0 = plans[0]["predicted"]["step_s"]
 for z in (1, 2):
     s = plans[z]["predicted"]["step_s"]
