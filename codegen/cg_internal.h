@@ -56,6 +56,10 @@ typedef struct Cg {
   const IrValue **defer_roots; /* root j's operand */
   bool defer_on;               /* the function being built defers them */
   LLVMValueRef defer_now;      /* i1: this micro-batch is not the step's last */
+  /* ZeRO-1/2's parameter gathers once a step (passes/accum.h MbDefer.once) */
+  IrMap once;            /* IrNode* -> 1 */
+  bool once_on;          /* the function being built has them */
+  LLVMValueRef once_now; /* i1: this micro-batch gathers (the step's first) */
   /* before localize: each value's global shape and placement */
   IrMap orig; /* IrValue* -> p: CgOrig* */
   /* a tile bucket's program (cg_compile_buckets): its symbols end in this
@@ -98,6 +102,7 @@ typedef struct CgMb {
   int64_t *accum_deferred; /* [naccum], NULL when ndefer is 0 */
   int64_t *defer_stage;    /* [ndefer] under a pipeline, else NULL */
   int64_t *defer_home;     /* [ndefer]: the sum's grad-arena offset, or -1 */
+  int nonce;               /* the parameter gathers run once a step (MbDefer.once) */
   /* pipeline (pp > 1): the stage functions, transfers and schedule as the
    * descriptor holds them (runtime/model/mmrt_desc.def) */
   LLVMValueRef pp_fn[MMRT_PP_MAXFN];
@@ -126,6 +131,9 @@ bool cg_pp_tp_chunk(const Cg *cg, const IrValue *v);
 /* Lowers deferred node n (cg->defer) of the micro-batch: its roots' sums
  * (mmrt_mb_defer), then the node itself on the step's last micro-batch only. */
 bool cg_mb_lower_deferred(Cg *cg, const IrNode *n);
+/* Lowers a parameter's gather of cg->once: run on the step's first
+ * micro-batch only (mmrt_mb_gathering); the later ones read its copy. */
+bool cg_mb_lower_once(Cg *cg, const IrNode *n);
 /* A weight-gradient matmul n (linear_grad_w) that makes a deferred root's
  * operand dw (f32): the call that writes it into the root's sum
  * (mmrt_mb_linear_bwd_weights) instead of dw, and true; false (nothing

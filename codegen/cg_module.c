@@ -305,6 +305,26 @@ LLVMValueRef cg_build_step(Cg *cg, const IrFunc *f, const char *name, bool train
                                         : bwd >= 0 && first >= bwd ? 1
                                                                    : 0)},
             1);
+  /* ZeRO-1/2's parameter gathers once a step (cg_pp.c): mmrt_mb_gathering
+   * 0 skips them, 1 runs them in place, 2 runs only them and returns (a
+   * pipeline's step runs every part function so first); every function
+   * built with them on asks, one without any returns at once on 2 */
+  bool once_here = cg->once_on;
+  if (once_here) {
+    LLVMValueRef g = cg_call(cg, "mmrt_mb_gathering", (LLVMValueRef[]){cg->mesh}, 1);
+    cg->once_now = LLVMBuildICmp(cg->b, LLVMIntNE, g, cg_i32(cg, 0), "gather");
+    LLVMBasicBlockRef only = LLVMAppendBasicBlockInContext(cg->ctx, fn, "gather_only");
+    LLVMBasicBlockRef rest = LLVMAppendBasicBlockInContext(cg->ctx, fn, "step");
+    LLVMBuildCondBr(cg->b, LLVMBuildICmp(cg->b, LLVMIntEQ, g, cg_i32(cg, 2), ""), only, rest);
+    LLVMPositionBuilderAtEnd(cg->b, only);
+    for (int i = 0; i < f->nodes.len && !cg->failed; i++) {
+      if ((keep && !keep[i]) || !ir_map_get(&cg->once, f->nodes.items[i])) continue;
+      cg->cur = i;
+      if (!cg_lower_node(cg, f->nodes.items[i])) cg->failed = true;
+    }
+    LLVMBuildRet(cg->b, cg_i32(cg, 0));
+    LLVMPositionBuilderAtEnd(cg->b, rest);
+  }
   /* --profile: one call per step when off; the flag stays in a register */
   LLVMValueRef prof = LLVMBuildICmp(
       cg->b, LLVMIntNE, cg_call(cg, "mmrt_prof_begin", (LLVMValueRef[]){cg_i32(cg, training)}, 1),
@@ -343,6 +363,8 @@ LLVMValueRef cg_build_step(Cg *cg, const IrFunc *f, const char *name, bool train
                      cg_ptr(cg, n->out[0]));
     else if (cg->defer_on && ir_map_get(&cg->defer, n)) {
       if (!cg_mb_lower_deferred(cg, n)) cg->failed = true;
+    } else if (once_here && ir_map_get(&cg->once, n)) {
+      if (!cg_mb_lower_once(cg, n)) cg->failed = true;
     } else if (!cg_lower_node(cg, n))
       cg->failed = true;
     /* overlapped gradient buckets or prefetched ZeRO-3 gathers in flight
@@ -846,6 +868,7 @@ static bool build_desc(Cg *cg, const MmTrain *train, LLVMValueRef train_fn, LLVM
           i64_array(cg, mb->defer_stage, mb->ndefer, "defer_stage"));
   SET_PTR(f, MmrtModelDesc, defer_home, const int64_t *,
           i64_array(cg, mb->defer_home, mb->ndefer, "defer_home"));
+  M_I64(gather_once, mb->nonce);
   SET_PTR(f, MmrtModelDesc, vae_encode_step, MmrtStepFn,
           dec->vae_fn[0] ? dec->vae_fn[0] : cg_null(cg));
   SET_PTR(f, MmrtModelDesc, vae_decode_step, MmrtStepFn,

@@ -59,6 +59,17 @@ bool cg_mb_lower_deferred(Cg *cg, const IrNode *n) {
   return ok;
 }
 
+bool cg_mb_lower_once(Cg *cg, const IrNode *n) {
+  LLVMBasicBlockRef go = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "gather");
+  LLVMBasicBlockRef after = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "gathered");
+  LLVMBuildCondBr(cg->b, cg->once_now, go, after);
+  LLVMPositionBuilderAtEnd(cg->b, go);
+  bool ok = cg_lower_node(cg, n);
+  LLVMBuildBr(cg->b, after);
+  LLVMPositionBuilderAtEnd(cg->b, after);
+  return ok;
+}
+
 bool cg_mb_linear_w(Cg *cg, const IrNode *n, const IrValue *dw, LLVMValueRef dt, LLVMValueRef dy,
                     LLVMValueRef x, LLVMValueRef rows, LLVMValueRef K, LLVMValueRef N,
                     LLVMValueRef overlap) {
@@ -108,6 +119,11 @@ static bool defer_setup(Cg *cg, const IrFunc *f, const unsigned char *up, const 
     out->accum_deferred[i] = md.accum_deferred[i];
   }
   cg->defer_on = out->ndefer > 0;
+  ir_map_init(&cg->once, cg->a, false);
+  for (int i = 0; i < f->nodes.len; i++)
+    if (md.once[i]) ir_map_put(&cg->once, f->nodes.items[i])->i = 1;
+  cg->once_on = md.nonce > 0;
+  out->nonce = md.nonce;
   return true;
 }
 
@@ -145,7 +161,7 @@ bool cg_mb_build(Cg *cg, const IrFunc *f, CgMb *out) {
   }
   if (!defer_setup(cg, f, up, NULL, out)) return false;
   out->fb = cg_build_step(cg, f, "mm_train_step", true, mb);
-  cg->defer_on = false;
+  cg->defer_on = cg->once_on = false;
   if (!out->fb) return false;
   out->upd = cg_build_step(cg, f, "mm_update_step", true, up);
   return out->upd != NULL;
@@ -326,6 +342,12 @@ bool cg_pp_build(Cg *cg, const IrFunc *f, CgMb *out) {
     IrMapSlot *s = ir_map_get(&summed, v);
     int64_t *how = &out->xfer_how[x];
     *how = v->mem_arena == IR_ROLE_GRAD ? MMRT_XFER_WS : MMRT_XFER_SLOT;
+    /* a forward part's value in the working set is one kept there for the
+     * whole step (ZeRO's parameter gathered once a step, memplan sums_of:
+     * pp_transfer_place puts no transfer a forward touches there), whose
+     * room nothing reuses: not waited for before the next part (which
+     * may be the receiver's backward the sender needs first) */
+    if (*how == MMRT_XFER_WS && out->route[2 * x] % 3 == 0) *how = MMRT_XFER_LATE;
     out->xfer_src[x] = -1;
     if (v->mem_send_ranks) { /* from its send room on the makers (memplan pp_send_room) */
       if (!(v->mem_send_ranks >> ((out->route[2 * x] / 3) % P) & 1))
@@ -361,7 +383,7 @@ bool cg_pp_build(Cg *cg, const IrFunc *f, CgMb *out) {
     send_swap(sv, was, nsv, (fn / 3) % P, true);
     if (!out->pp_fn[fn]) return false;
   }
-  cg->defer_on = false;
+  cg->defer_on = cg->once_on = false;
   if (P > MMRT_PP_MAXRANKS)
     return cg_error(cg, f->nodes.items[0], "pipeline: pp = %d, at most %d", P, MMRT_PP_MAXRANKS);
   for (int r = 0; r < P; r++)

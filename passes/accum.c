@@ -187,6 +187,25 @@ static void local_roots(const IrFunc *f, const unsigned char *up, Arena *a, MbDe
   }
 }
 
+/* ZeRO-1/2's parameter gathers, once a step (MbDefer.once). ZeRO-3's are
+ * per region, their copies freed between (passes/zero.c), and stay. */
+static void once_gathers(const IrModule *m, const IrFunc *f, const unsigned char *up,
+                         MbDefer *out) {
+  if (m->plan.micro_batches <= 1 || m->mesh[IR_AX_DP] <= 1 || m->plan.zero < 1 ||
+      m->plan.zero > 2 || getenv("MMC_TEST_GATHER_EVERY"))
+    return;
+  for (int i = 0; i < f->nodes.len; i++) {
+    const IrNode *n = f->nodes.items[i];
+    if (up[i] || n->op != IR_OP_ALL_GATHER || n->nin != 1 || n->nout != 1 ||
+        n->attrs.v[IR_ATTR_MESH].i != IR_AX_DP || async_slot(n) >= 0)
+      continue;
+    const IrValue *p = n->in[0];
+    if (p->def || p->role != IR_ROLE_PARAM) continue;
+    out->once[i] = 1;
+    out->nonce++;
+  }
+}
+
 void mb_defer_plan(const IrModule *m, const IrFunc *f, const unsigned char *up, Arena *a,
                    MbDefer *out) {
   int N = f->nodes.len;
@@ -197,8 +216,10 @@ void mb_defer_plan(const IrModule *m, const IrFunc *f, const unsigned char *up, 
   out->home = ARENA_ARRAY(a, const IrValue *, N + 1);
   out->roots = ARENA_ARRAY(a, const IrValue *, N + 1);
   out->fused = ARENA_ARRAY(a, int64_t, N + 1);
+  out->once = ARENA_ARRAY(a, unsigned char, N + 1);
   accum_of(f, up, a, out);
   defer_dp(m, f, up, a, out);
+  once_gathers(m, f, up, out);
   if (m->plan.micro_batches > 1 && m->mesh[IR_AX_DP] <= 1 && !getenv("MMC_TEST_NO_DEFER") &&
       !getenv("MMC_TEST_NO_FUSED_ACCUM"))
     local_roots(f, up, a, out);
@@ -262,7 +283,7 @@ int64_t mb_home_bytes(const IrModule *m, const IrFunc *f) {
 bool mb_defer_of_train(const IrModule *m, const IrFunc *f, Arena *a, MbDefer *d) {
   memset(d, 0, sizeof *d);
   if (!f || strcmp(f->name, "train") != 0 || m->plan.micro_batches <= 1) return false;
-  if (m->plan.pp <= 1) return plan_pp1(m, f, a, d) && d->nroots > 0;
+  if (m->plan.pp <= 1) return plan_pp1(m, f, a, d) && (d->nroots > 0 || d->nonce > 0);
   PpAssign pa;
   char err[160];
   if (!pp_facts(m, f, &pa, err, sizeof err)) return false;
@@ -270,5 +291,5 @@ bool mb_defer_of_train(const IrModule *m, const IrFunc *f, Arena *a, MbDefer *d)
   for (int i = 0; i < f->nodes.len; i++) up[i] = pa.part[i] == PPN_U;
   pp_assign_free(&pa);
   mb_defer_plan(m, f, up, a, d);
-  return d->nroots > 0;
+  return d->nroots > 0 || d->nonce > 0;
 }

@@ -36,6 +36,13 @@ typedef struct MbDefer {
    * reduce-scatter of an operand a separate op makes keeps a sum of its own */
   int64_t *rnode;
   const IrValue **home;
+  /* per node of f: 1 for a ZeRO-1/2 parameter's all-gather over dp that runs
+   * on the step's first micro-batch only (a pipeline stage's micro-batch 0):
+   * the parameters do not change between micro-batches, so memplan keeps
+   * the gathered copy in the grad arena for the whole step and the later
+   * micro-batches read it there (docs/accumulation.md "Gathered once") */
+  unsigned char *once;
+  int nonce;
 } MbDefer;
 
 /* The deferral of @train f (after memplan; up[i]: node i is the update's,
@@ -50,7 +57,10 @@ typedef struct MbDefer {
  * all_reduce or reduce_scatter over dp whose operand no deferred node makes
  * and only it reads; a collective that would be a root over another axis (a
  * tp reduction before the dp one) is kept. A bucket that would defer in
- * part turns the deferral off. */
+ * part turns the deferral off. With zero = 1 or 2 (micro_batches > 1,
+ * dp > 1) each blocking all-gather over dp of a parameter in the
+ * micro-batch is marked `once` (MMC_TEST_GATHER_EVERY=1: none, the
+ * control). */
 void mb_defer_plan(const IrModule *m, const IrFunc *f, const unsigned char *up, Arena *a,
                    MbDefer *out);
 
@@ -74,7 +84,7 @@ int64_t mb_home_bytes(const IrModule *m, const IrFunc *f);
 
 /* The deferral of @train f planned by memplan (pp = 1: ir_update_part's
  * update; pp > 1: the pipeline's part U), into *d in a; false when no
- * root is deferred. */
+ * root is deferred and no gather runs once a step. */
 bool mb_defer_of_train(const IrModule *m, const IrFunc *f, Arena *a, MbDefer *d);
 
 #endif

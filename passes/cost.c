@@ -9,6 +9,7 @@
 #include "../ir/ir_merge.h"
 #include "accum.h"
 #include "bucket.h"
+#include "memplan.h"
 #include "pp_sched.h"
 #include "pp_stage.h"
 
@@ -114,6 +115,13 @@ static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double
   const IrOpInfo *info = &ir_ops[n->op];
   *flops_local = 0;
   if ((info->flags & OPF_VIEW) || mg == IR_MERGE_EPILOGUE) return 0;
+  /* a slice memplan made a view of its operand (a padded parameter's real
+   * rows, ZeRO): the backend copies nothing (codegen/cg_ops.c lower_view) */
+  int64_t view = mp_view_offset(m, n);
+  if (view >= 0 && n->out[0]->mem_planned && n->in[0]->mem_planned &&
+      n->in[0]->mem_arena == n->out[0]->mem_arena &&
+      n->in[0]->mem_offset + view == n->out[0]->mem_offset)
+    return 0;
   double fl = (double)ir_flops(n) / split_of(m, n), rate, over = d->op_overhead_us;
   bool bf = n->nin && n->in[0]->dtype == IR_BF16;
   double mm = (bf ? d->bf16_tflops : d->fp32_tflops) * 1e12 * d->matmul_efficiency;
@@ -222,6 +230,7 @@ static bool mb_clock(const IrModule *m, const MmDevice *d, const IrFunc *f, cons
     const IrNode *n = f->nodes.items[i];
     bool up = upd >= 0 && i >= upd, back = !up && bwd >= 0 && i >= bwd;
     if (up && upd == i) k->fb_end = k->t;
+    if (light && md->once && md->once[i]) continue; /* gathered on the first micro-batch */
     if (light && defer[i]) {
       double c = add_s(m, d, md, n, defer[i]);
       k->sums += c, k->t += c;
@@ -349,7 +358,8 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
     int S = a.nstages;
     double *cost = calloc((size_t)(5 * S), sizeof *cost), *comm = cost + 3 * S,
            *comp = cost + 4 * S;
-    double uc = 0, ucomm = 0, xbytes = 0, xchunk = 0, *dcomm = calloc((size_t)S + 1, sizeof *dcomm);
+    double uc = 0, ucomm = 0, xbytes = 0, xchunk = 0, *dcomm = calloc((size_t)S + 1, sizeof *dcomm),
+           *gcomm = calloc((size_t)P + 1, sizeof *gcomm);
     /* the dp reductions deferred to each stage's last W part (passes/accum.h):
      * once a step, after the schedule; the sums' axpy every micro-batch */
     Arena ar;
@@ -387,6 +397,17 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
         }
       double t, fl;
       bool is_comm = ir_op_is_collective(n->op);
+      if (md.once[i] && gcomm) {
+        /* a parameter gathered once a step (passes/accum.h): the trainer
+         * gathers each rank's before the schedule (runtime/comm/mmrt_pp.c
+         * gather_once), all ranks at once; gcomm, per rank, delays its
+         * first forward where the fill has not already (below) */
+        bool async;
+        t = coll_s(m, d, f, i, &async);
+        o->comm_s += t;
+        gcomm[a.stage[i] % P] += t;
+        continue;
+      }
       if (md.node[i] && dcomm) {
         cost[2 * S + a.stage[i]] += add_s(m, d, &md, n, md.node[i]);
         if (n->op == IR_OP_BUCKET_WAIT) continue;
@@ -451,17 +472,29 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
         double cc = 0, cm = 0, dc = 0;
         for (int st = r0; st < S; st += P) cc += comp[st], cm += comm[st], dc += dcomm[st];
         o->compute_s = M * cc;
-        o->exposed_comm_s = M * cm + ucomm + dc;
+        /* the once-a-step gathers: a rank starts its first forward after
+         * its gathers and its input, so what they add is the most any rank's
+         * exceed the start the simulation gives its first forward */
+        double gx = 0;
+        for (int r = 0; r < P; r++)
+          for (int k = 0; gcomm && k < s.n[r]; k++)
+            if (s.act[r][k].kind == PP_F) {
+              double late = gcomm[r] - sim.start[r][k];
+              gx = late > gx ? late : gx;
+              break;
+            }
+        o->exposed_comm_s = M * cm + ucomm + dc + gx;
         o->bubble_s = sim.makespan - sim.busy[r0];
         if (o->bubble_s < 0) o->bubble_s = 0;
         o->optimizer_s = uc / P;
-        o->step_s = sim.makespan + o->optimizer_s + ucomm + dc;
+        o->step_s = sim.makespan + o->optimizer_s + ucomm + dc + gx;
         pp_sim_free(&sim, P);
       }
       pp_sched_free(&s);
     }
     free(cost);
     free(dcomm);
+    free(gcomm);
     arena_free(&ar);
     pp_assign_free(&a);
     if (!ok) return false;

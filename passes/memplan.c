@@ -182,8 +182,9 @@ static const IrValue *eval_logits(const IrFunc *f) {
  * stage parts of a pipeline, to the update) and alias (value -> p: the
  * value it shares its buffer with): each root's home, and every deferred
  * node's result (the reduced gradients the update reads after the last
- * micro-batch); an all_reduce of a fused root's operand reduces it in place.
- * False when nothing is deferred. */
+ * micro-batch), and each parameter gathered once a step (MbDefer.once: one
+ * copy a rank, not one a micro-batch in flight); an all_reduce of a fused
+ * root's operand reduces it in place. False when nothing is deferred. */
 static bool sums_of(const IrModule *m, const IrFunc *f, Arena *a, IrMap *keep, IrMap *alias) {
   MbDefer d;
   ir_map_init(keep, a, false);
@@ -191,7 +192,7 @@ static bool sums_of(const IrModule *m, const IrFunc *f, Arena *a, IrMap *keep, I
   if (!mb_defer_of_train(m, f, a, &d)) return false;
   for (int i = 0; i < f->nodes.len; i++) {
     const IrNode *n = f->nodes.items[i];
-    for (int j = 0; d.node[i] && j < n->nout; j++) ir_map_put(keep, n->out[j]);
+    for (int j = 0; (d.node[i] || d.once[i]) && j < n->nout; j++) ir_map_put(keep, n->out[j]);
   }
   for (int j = 0; j < d.nroots; j++) {
     if (!d.home[j]) continue;
@@ -245,7 +246,10 @@ static void analyze(FPlan *p, const IrModule *m, const IrFunc *f, Arena *a, bool
     if (view >= 0) {
       const Loc *src = loc_of(p, n->in[0]);
       IrValue *v = n->out[0];
-      if (src && (src->buf < 0 || p->bufs[src->buf].arena == arena_of(v->role))) {
+      /* of a kept buffer too (a parameter gathered once a step, its real
+       * rows): the view lives as long */
+      if (src && (src->buf < 0 || p->bufs[src->buf].arena == arena_of(v->role) ||
+                  p->bufs[src->buf].keep)) {
         set_loc(p, v, (Loc){src->buf, src->arena, src->off + view});
         if (src->buf >= 0) {
           Buf *b = &p->bufs[src->buf];
@@ -444,10 +448,25 @@ static bool order_rank_sets(const uint64_t *masks, int n, int P, int *order) {
   int perm[64], c[64] = {0};
   for (int k = 0; k < P; k++) perm[k] = k;
   if (try_ranks(masks, n, P, perm, order)) return true;
-  if (P > 8) { /* a tied first and last stage: 1 .. P - 2, 0, P - 1 */
+  if (P > 8) {
+    /* too many orders to try them all: a tied first and last stage (1 ..
+     * P - 2, 0, P - 1), the rotations, and rank 0 with one other rank
+     * moved next to it (a tied embedding's {0, P - 1}) */
     for (int k = 0; k < P - 2; k++) perm[k] = k + 1;
     perm[P - 2] = 0, perm[P - 1] = P - 1;
-    return try_ranks(masks, n, P, perm, order);
+    if (try_ranks(masks, n, P, perm, order)) return true;
+    for (int r = 1; r < P; r++) {
+      for (int k = 0; k < P; k++) perm[k] = (k + r) % P;
+      if (try_ranks(masks, n, P, perm, order)) return true;
+      int j = 0;
+      perm[j++] = 0, perm[j++] = r;
+      for (int k = 1; k < P; k++)
+        if (k != r) perm[j++] = k;
+      if (try_ranks(masks, n, P, perm, order)) return true;
+    }
+    for (int k = 0; k < P; k++) perm[k] = k;
+    try_ranks(masks, n, P, perm, order); /* the identity's order, as before */
+    return false;
   }
   for (int i = 1; i < P;) { /* Heap's algorithm over the orders of the ranks */
     if (c[i] < i) {

@@ -145,10 +145,26 @@ static bool assign(const IrModule *m, const IrFunc *ref, const IrFunc *f, PpAssi
     a->part[i] = up[i] ? PPN_U : i < bwd ? PPN_F : PPN_I;
     a->stage[i] = -1;
   }
-  /* forward, then backward, in order; nodes without operands later */
+  /* forward, then backward, in order; nodes without operands later, and
+   * so are a ZeRO gather over dp of a parameter no stage holds (ln_f's:
+   * the stage of its first reader, not stage 0, which would send it on;
+   * ZeRO-3's in the backward: on stage 0 it pulled the whole backward
+   * there) and the views of what one makes; not ZeRO-3's in the forward
+   * (per region: the tied head's own gather of the embedding stays with
+   * the embedding's stage, the evaluation gathering nothing) */
+  IrMap floating;
+  ir_map_init(&floating, &ar, false);
   for (int i = 0; ok && i < N; i++) {
     const IrNode *n = f->nodes.items[i];
     if (a->part[i] == PPN_U || n->nin == 0) continue;
+    if ((a->part[i] != PPN_F || m->plan.zero <= 2) && lstage(&st, n->group, n->layer) < 0 &&
+        n->nout == 1 &&
+        ((n->op == IR_OP_ALL_GATHER && n->attrs.v[IR_ATTR_MESH].i == IR_AX_DP && !n->in[0]->def &&
+          n->in[0]->role == IR_ROLE_PARAM && param_stage(&st, n->in[0]) < 0) ||
+         ((n->op == IR_OP_SLICE || n->op == IR_OP_RESHAPE) && ir_map_get(&floating, n->in[0])))) {
+      ir_map_put(&floating, n->out[0]);
+      continue;
+    }
     int s = lstage(&st, n->group, n->layer), fw = -1, bw = -1, pst = -1;
     bool anyb = false;
     for (int k = 0; k < n->nin; k++) {
@@ -206,8 +222,23 @@ static bool assign(const IrModule *m, const IrFunc *ref, const IrFunc *f, PpAssi
     }
     if (params && first > a->stage[i]) a->stage[i] = first;
   }
-  /* nodes without operands: the first (forward) or last (backward) stage
-   * that reads them */
+  /* nodes without operands, and the floating gathers and views (last
+   * first: a gather's views before it): the first (forward) or last
+   * (backward) stage that reads them */
+  for (int i0 = 0; ok && i0 < N; i0++) {
+    int i = a->stage[N - 1 - i0] < 0 && a->part[N - 1 - i0] != PPN_U ? N - 1 - i0 : -1;
+    const IrNode *n = i >= 0 ? f->nodes.items[i] : NULL;
+    if (!n || n->nin == 0 || !ir_map_get(&floating, n->out[0])) continue;
+    int best = -1;
+    bool fwd = a->part[i] == PPN_F;
+    for (int j = i + 1; j < N; j++) {
+      const IrNode *c = f->nodes.items[j];
+      for (int k = 0; a->stage[j] >= 0 && k < c->nin; k++)
+        if (c->in[k] == n->out[0] && (best < 0 || (fwd ? a->stage[j] < best : a->stage[j] > best)))
+          best = a->stage[j];
+    }
+    a->stage[i] = best < 0 ? 0 : best; /* none reads it (ZeRO-3's whole-module fetch) */
+  }
   for (int i = 0; ok && i < N; i++) {
     const IrNode *n = f->nodes.items[i];
     if (a->part[i] == PPN_U || n->nin != 0) continue;

@@ -22,9 +22,12 @@
 #     reduce-scatter's operand is a separate op's: a sum of its own) and at
 #     dp = 1;
 #   - pp = 1: the grad arena (`by_role.grad`) is those homes and, under
-#     ZeRO, the reduce-scatters' shards (sum al(4 n / 2)), at dp = 1 the
-#     other gradients (sum al(4 n)), nothing more;
-#   - pp = 2: a rank's working set less its homes (and ZeRO's shards) holds
+#     ZeRO, the reduce-scatters' shards (sum al(4 n / 2)), under ZeRO-1 and
+#     -2 also the parameters gathered once a step (sum al(4 n), each whole:
+#     docs/accumulation.md "Gathered once"), at dp = 1 the other gradients
+#     (sum al(4 n)), nothing more;
+#   - pp = 2: a rank's working set less its homes (and ZeRO's shards and
+#     gathered parameters) holds
 #     at most one layer's gradients (sum al(4 n) over h.0) beyond the dp = 1
 #     plan's working set less all its stages' gradients (before, it held
 #     every gradient of the stage: 281,856 bytes more on rank 0);
@@ -65,6 +68,9 @@ cell() { # name model ranks flags...
 import json, re, sys
 T, name, model, flags = sys.argv[1], sys.argv[2], sys.argv[3], " ".join(sys.argv[4:])
 zero = "--zero" in flags
+# ZeRO-1/2 gather each parameter once a step into the grad arena (f32,
+# whole), ZeRO-3 per region in the act arena
+once = "--zero 1" in flags or "--zero 2" in flags
 dp1 = "--dp 1" in flags  # no reduction: the linear weights' gradients are their own sums
 pp = 2 if model == "P" else 1
 al = lambda b: (b + 63) // 64 * 64
@@ -88,6 +94,8 @@ def want(r):
     shards = sum(al(4 * (n // 2)) for n, lin in mine) if zero else 0
     if dp1:
         shards = sum(al(4 * n) for n, lin in mine if not lin)
+    if once:  # and the parameters gathered once a step, whole
+        shards += sum(al(4 * n) for n, lin in mine)
     return home, beside, shards
 layer = sum(al(4 * n) for p, n, lin, q in params if p.startswith("gpt.h.0."))
 if pp == 1:

@@ -9,8 +9,10 @@
 #    the parameter sizes as tests/mpi_counts.sh does), not buckets x M:
 #    plain dp, all_reduce.dp calls = buckets + s and elements = Psi + s
 #    (s one-element all-reduces: losses, label counts); ZeRO,
-#    reduce_scatter.dp calls = buckets and elements = Psi; ZeRO-3 still
-#    gathers every parameter twice a micro-batch (2 M Psi elements);
+#    reduce_scatter.dp calls = buckets and elements = Psi; ZeRO-1 gathers
+#    each parameter once a step (Psi elements: the first micro-batch's
+#    copies in the grad arena serve the others); ZeRO-3 still gathers
+#    every parameter twice a micro-batch (2 M Psi elements);
 #  - a control compiled with the deferral off (MMC_TEST_NO_DEFER=1) makes
 #    buckets x M gradient calls, so the count tells the two apart;
 #  - `mmc plan --json`: one sum of each local gradient, counted from the
@@ -106,7 +108,9 @@ else:
     print("%s: reduce_scatter.dp per step %g calls (%d buckets), %g elements (Psi %d) %s"
           % (name, calls, buckets, elems, psi, "ok" if good else "WRONG"))
     ag = get("all_gather.dp")[1]
-    want = (2 * M if mode == "zero3" else M) * psi
+    # ZeRO-3 gathers in the forward and the backward of every micro-batch,
+    # ZeRO-1 once a step (passes/accum.h MbDefer.once)
+    want = (2 * M if mode == "zero3" else 1) * psi
     g2 = ag == want
     print("%s: all_gather.dp per step %g elements, expected %d %s" % (name, ag, want, "ok" if g2 else "WRONG"))
     good &= g2
@@ -172,12 +176,14 @@ PY
 
 # a pipeline: pp = 2 x dp = 2 (ZeRO-1) on 4 ranks, the reductions on each
 # stage's last W part: losses 1e-6 of the serial ones, and rank 0's
-# reduce_scatter.dp elements (its stage's gradients) 1/M of the control's
+# reduce_scatter.dp elements (its stage's gradients) and all_gather.dp
+# elements (its stage's parameters, gathered once a step) 1/M of the
+# control's (MMC_TEST_NO_DEFER=1 MMC_TEST_GATHER_EVERY=1)
 pipe() {
   local name
   for name in pp2.dp2.mb4.zero1 pp2.dp2.mb4.zero1.control; do
     local env=()
-    [ "${name%.control}" != "$name" ] && env=(MMC_TEST_NO_DEFER=1)
+    [ "${name%.control}" != "$name" ] && env=(MMC_TEST_NO_DEFER=1 MMC_TEST_GATHER_EVERY=1)
     env "${env[@]}" "$MMC" compile "$S/gpt2.mm" "${G[@]}" --micro-batches $M --pp 2 --dp 2 --zero 1 -o "$T/$name" ||
       { bad "$name: compile"; return; }
     "${MPIRUN4[@]}" "$T/$name" --steps $N --eval-batches 1 --quiet --log "$T/$name.jsonl" > "$T/$name.out" 2>&1 ||
@@ -189,10 +195,12 @@ loss = lambda p: [json.loads(l)["loss"] for l in open(p) if '"samples_per_s"' in
 rs = lambda p: [json.loads(l)["comm"] for l in open(p) if '"comm"' in l][-1]["train"]["reduce_scatter.dp"]["elems"]
 a, b = loss(sys.argv[1]), loss(sys.argv[2])
 worst = max(abs(x - y) / abs(x) for x, y in zip(a, b)) if len(a) == len(b) else 1
+ag = lambda p: [json.loads(l)["comm"] for l in open(p) if '"comm"' in l][-1]["train"]["all_gather.dp"]["elems"]
 d, c, M = rs(sys.argv[2]), rs(sys.argv[3]), int(sys.argv[4])
-good = worst <= 1e-6 and d > 0 and d * M == c
-print("pp2.dp2.mb4.zero1: losses within %.2e of the serial ones; rank 0 reduce-scatters %d gradient elements, the control %d = %d x %d: %s"
-      % (worst, d, c, M, d, "ok" if good else "WRONG"))
+g, gc = ag(sys.argv[2]), ag(sys.argv[3])
+good = worst <= 1e-6 and d > 0 and d * M == c and g > 0 and g * M == gc
+print("pp2.dp2.mb4.zero1: losses within %.2e of the serial ones; rank 0 reduce-scatters %d gradient elements, the control %d = %d x %d; gathers %d parameter elements (once a step), the control %d = %d x %d: %s"
+      % (worst, d, c, M, d, g, gc, M, g, "ok" if good else "WRONG"))
 sys.exit(0 if good else 1)
 PY
 }

@@ -922,7 +922,7 @@ int mmc_search(const MmDevice *d, int devices, const MmPlanFlags *given, MmcBuil
     have_ref = true;
   }
   /* 3. the best few structures and the file's refined one knob at a time (micro-batch
-   * size, recompute, ZeRO, vpp, sp), keeping what predicts faster */
+   * size, recompute, sp, ZeRO, vpp, cp), keeping what predicts faster */
   qsort(S.c, (size_t)S.nc, sizeof *S.c, cmp_cand);
   int nref = 0;
   Cand best[4];
@@ -961,6 +961,15 @@ int mmc_search(const MmDevice *d, int devices, const MmPlanFlags *given, MmcBuil
           evaluate(&S, &x, true);
           if (better(&x, &b)) b = x;
         }
+      /* sp before ZeRO: it takes memory for no time, ZeRO-3 takes time (with
+       * nothing fitting yet, the plan that holds least would go to ZeRO-3
+       * and stay there) */
+      if (b.tp > 1) {
+        Cand x = b;
+        x.sp = !b.sp;
+        evaluate(&S, &x, true);
+        if (better(&x, &b)) b = x;
+      }
       for (int z = 0; z <= 3 && b.dp > 1; z += z == 1 ? 2 : 1) {
         Cand x = b;
         x.zero = z;
@@ -970,12 +979,6 @@ int mmc_search(const MmDevice *d, int devices, const MmPlanFlags *given, MmcBuil
       for (int v = 2; v <= 4 && b.pp > 1 && !b.keep; v *= 2) {
         Cand x = b;
         x.vpp = v;
-        evaluate(&S, &x, true);
-        if (better(&x, &b)) b = x;
-      }
-      if (b.tp > 1) {
-        Cand x = b;
-        x.sp = !b.sp;
         evaluate(&S, &x, true);
         if (better(&x, &b)) b = x;
       }

@@ -18,6 +18,7 @@ static int g_counted;    /* whether it reported one */
 static MmrtMbAcc *g_acc; /* the step's sums while its micro-batches run */
 static MmrtPp *g_pp;     /* the pipeline whose step runs (deferred reductions) */
 static int g_pp_defer;   /* the part being run is not its stage's last W */
+static int g_pp_gather;  /* mmrt_mb_gathering under a pipeline: 2 in gather_once, else 0 */
 
 int mmrt_mb_count(void *mesh, int axes, int count) {
   float c = (float)count;
@@ -110,6 +111,12 @@ int mmrt_mb_deferring(void *mesh) {
   (void)mesh;
   if (g_pp) return g_pp_defer;
   return g_acc && g_acc->m && g_acc->k < g_acc->m->micro_batches - 1;
+}
+
+int mmrt_mb_gathering(void *mesh) {
+  (void)mesh;
+  if (g_pp) return g_pp_gather;
+  return !(g_acc && g_acc->m && g_acc->k > 0 && g_acc->k < g_acc->m->micro_batches);
 }
 
 static int pp_defer(int j, float *x, int64_t n);
@@ -904,6 +911,29 @@ int mmrt_pp_sum_f64(void *mesh, double *x) {
              : 0;
 }
 
+/* ZeRO-1/2's parameter gathers, once a step (passes/accum.h MbDefer.once):
+ * every part function of this rank's stages in its gather-only mode
+ * (mmrt_mb_gathering 2; one without gathers returns at once), before the
+ * schedule, so the stages' parts read the copies in the grad arena and a
+ * rank past the first gathers while it waits for its first input anyway.
+ * Only a program with such gathers (gather_once > 0) has the mode. */
+static int gather_once(MmrtPp *pp, const char *what) {
+  if (pp->m->gather_once <= 0) return 0;
+  mmrt_comm_set_phase(MMRT_PHASE_FORWARD);
+  double t0 = mmrt_trace_now();
+  g_pp_gather = 2;
+  for (int s = pp->me; s < pp->S; s += pp->P)
+    for (int q = 0; q < 3; q++)
+      if (pp->m->pp_fn[3 * s + q] &&
+          pp->h.run(pp->h.user, pp->m->pp_fn[3 * s + q], pp->slot[0], what)) {
+        g_pp_gather = 0;
+        return 1;
+      }
+  g_pp_gather = 0;
+  mmrt_trace_add("gather", "comm", t0, mmrt_trace_now(), -1, -1);
+  return 0;
+}
+
 int mmrt_pp_step(MmrtPp *pp, int64_t step, const char *what, float *loss) {
   const MmrtModelDesc *m = pp->m;
   test_stall(pp, step);
@@ -915,6 +945,7 @@ int mmrt_pp_step(MmrtPp *pp, int64_t step, const char *what, float *loss) {
     if (pp->x[i].sum) memset(pp->x[i].sum, 0, sizeof(float) * (size_t)pp->x[i].n);
   g_pp = pp;
   for (int k = 0; k < pp->M; k++) pp->mb_slot[k] = -1, g_slot_count[k] = 1.0f;
+  if (gather_once(pp, what)) return 1;
   for (int i = 0; i < pp->nact; i++) {
     const Act *a = &pp->act[i];
     int rc = pp->mb_slot[a->mb] < 0 ? take_slot(pp, a->mb) : 0;

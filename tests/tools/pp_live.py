@@ -123,6 +123,8 @@ def check(d, name):
                 how = "fwd"  # MMRT_XFER_FWD: from its send room, waited before the next forward
             else:
                 how = "ws" if d["bufs"][vbuf[v]]["arena"] == "grad" else "slot"
+                if how == "ws" and fr[1] == PPN_F:
+                    how = "late"  # kept for the whole step (ZeRO's gather once a step)
                 if to[1] == PPN_W and (d["sched"] == ZBH1 or fr[1] != PPN_I or to[0] in has_i):
                     how = "late"  # passes/pp_stage.c pp_xfer_unwaited
             xfers.append((v, rs, fr, rv, to, how))
