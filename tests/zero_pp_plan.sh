@@ -8,7 +8,8 @@
 # parameters those of its stages:
 #   - every pipeline rank's `param_bytes` and `opt_bytes` (`mmc plan
 #     --json` pp_ranks) are sum al(4 n) and sum 2 al(4 n) without ZeRO,
-#     sum al(4 n / dp) and sum 2 al(4 n / dp) with it: the stored shard and
+#     sum al(4 n / dp) and sum 2 al(4 n / dp) with it (without ZeRO the last
+#     rank holds the tied embedding too: the head reads its bf16 cast there): the stored shard and
 #     AdamW's two moments, the state over dp; ZeRO-3 with the stages the
 #     compiler cuts (no list) too, within 1 KiB (ZeRO-3 before: every parameter on rank 0, its backward gathers of
 #     ln_f on stage 0 pulling the whole backward there);
@@ -59,13 +60,19 @@ for line in open(T + "/params"):
     r = [i for i, s in enumerate(stages) if p.startswith(s)]
     assert len(r) == 1, p
     mine[r[0]].append(n)
+    if p.startswith("gpt.wte."):
+        wte = n
 plans = {z: json.load(open("%s/z%d.json" % (T, z))) for z in (0, 1, 2, 3)}
 ok = True
 for z, plan in plans.items():
     for x in plan["pp_ranks"]:
         r = x["rank"]
         w = dp if z else 1
-        want = (sum(al(4 * n // w) for n in mine[r]), sum(2 * al(4 * n // w) for n in mine[r]))
+        # without ZeRO the last rank holds the tied embedding too: the
+        # head's bf16 cast of it, a node of parameters only, runs there
+        # (passes/pp_stage.c); with ZeRO the cast reads the gathered copy
+        held = mine[r] + ([wte] if z == 0 and r == len(stages) - 1 else [])
+        want = (sum(al(4 * n // w) for n in held), sum(2 * al(4 * n // w) for n in held))
         got = (x["param_bytes"], x["opt_bytes"])
         good = got == want
         print("zero %d rank %d: param, opt %s, counted %s %s" % (z, r, got, want, "ok" if good else "WRONG"))
