@@ -257,6 +257,10 @@ static bool mb_clock(const IrModule *m, const MmDevice *d, const IrFunc *f, cons
       }
       chan = (chan > k->t ? chan : k->t) + c;
       done[id] = chan;
+      /* the share of it the compute loses (comm_compute_share: on a CPU,
+       * MPI's copies and sums run on the cores that compute; 0 on a GPU):
+       * exposed communication, as the step's time less compute counts it */
+      k->t += d->comm_compute_share * c;
       continue;
     }
     double fl, c = op_s(m, d, n, sum_bytes(m, md, i), ir_merged_into_prev(m, f, i, uses), &fl);
