@@ -9,7 +9,8 @@
 # measures it beside the time `mmc plan --device cpu1.dev --detail` predicts
 # for it (the same figures as --json's predicted.by_op_kind), with their
 # ratio: which kind the description gets wrong.
-# Usage: bench/predict.sh [STEPS]   (needs build/mmc and mpirun; REPS=3 runs a plan,
+# Usage: bench/predict.sh [STEPS]   (needs build/mmc and mpirun; OMP_WAIT=spin|passive|
+# active|auto: the OpenMP wait policy of calibrate and the trainers; REPS=3 runs a plan,
 # the median of their medians is the measured figure; KINDS_ONLY=1: only
 # the one-rank calibration and the per-op-kind table)
 set -euo pipefail
@@ -17,10 +18,27 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 MMC=${MMC:-$ROOT/build/mmc}
 STEPS=${1:-60}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# One OpenMP wait policy for calibrate and every trainer (OMP_WAIT=spin, the
+# runtime's default on a quiet machine: spin GOMP_SPINCOUNT rounds, then
+# sleep; or passive, or active): left to itself each program samples the
+# load at its start and goes passive when the machine is busy, and a
+# passive two-thread GPT2Tiny step takes several times a spinning one's,
+# so a calibration and a run that chose differently disagree by that much
+# (runtime/core/mmrt_threads.c). OMP_WAIT=auto leaves each program its own.
+OMP_WAIT=${OMP_WAIT:-spin}
+case $OMP_WAIT in
+  spin) export OMP_WAIT_POLICY=passive GOMP_SPINCOUNT=30000 ;;
+  passive) export OMP_WAIT_POLICY=passive; unset GOMP_SPINCOUNT ;;
+  active) export OMP_WAIT_POLICY=active; unset GOMP_SPINCOUNT ;;
+  auto) unset OMP_WAIT_POLICY GOMP_SPINCOUNT ;;
+  *) echo "OMP_WAIT: spin, passive, active or auto, not '$OMP_WAIT'" >&2; exit 2 ;;
+esac
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 cd "$T"
 MPI=(mpirun --oversubscribe --bind-to none)
+[ "$OMP_WAIT" = auto ] || MPI+=(-x OMP_WAIT_POLICY)
+[ "$OMP_WAIT" = spin ] && MPI+=(-x GOMP_SPINCOUNT)
 S=$ROOT/stdlib_models
 REPS=${REPS:-3}
 NS="1 2 4"
@@ -34,7 +52,7 @@ for n in $NS; do # what the model was given
     awk '{ printf "%s %.4g; ", $1, $3 }')"
 done
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) CPUs;" \
-  "load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  "load average $(cut -d' ' -f1-3 /proc/loadavg); OpenMP waits: $OMP_WAIT"
 
 kinds() { # file model: per op kind, the trainer's --profile (ms a step) beside the prediction
   local file=$1 model=$2

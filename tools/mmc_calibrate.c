@@ -293,8 +293,9 @@ static void measure_kernels(MmDevice *dv, int quick, int reps) {
   X(bf16_tflops)                                                                                   \
   X(matmul_efficiency)                                                                             \
   X(attention_efficiency)                                                                          \
-  X(attention_score_ns) X(attention_score_ns_bwd) X(attention_overhead_us) X(mem_bw_gbs)           \
-      X(vector_tflops) X(op_overhead_us) X(matmul_overhead_us) X(conv_overhead_us)
+  X(attention_score_ns)                                                                            \
+  X(attention_score_ns_bwd) X(attention_overhead_us) X(mem_bw_gbs) X(vector_tflops)                \
+      X(op_overhead_us) X(matmul_overhead_us) X(conv_overhead_us)
 
 /* comm_compute_share: what a non-blocking all-reduce of count floats
  * (x into y) costs the compute it overlaps, as a fraction of its own time
@@ -460,11 +461,15 @@ int main(int argc, char **argv) {
     char when[64];
     strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", gmtime(&tt));
     snprintf(d.name, sizeof d.name, "calibrated-%dx", world);
+    /* the threads and their wait policy the figures were measured with: a
+     * trainer that chose another policy (it samples the machine's load at
+     * its start) runs its kernels at other fixed costs (docs/planner.md) */
+    char omp[256];
+    mmrt_omp_describe(omp, sizeof omp);
     snprintf(hdr, sizeof hdr,
-             "# written by mmc calibrate on %s, %s\n# CPU: %s; %d rank%s, %d OpenMP thread%s each\n"
+             "# written by mmc calibrate on %s, %s\n# CPU: %s; %d rank%s, each %s\n"
              "# one device = one rank; every figure measured (docs/planner.md)\n",
-             host, when, cpu, world, world == 1 ? "" : "s", mmrt_omp()->threads,
-             mmrt_omp()->threads == 1 ? "" : "s");
+             host, when, cpu, world, world == 1 ? "" : "s", omp);
     char tmp[1100];
     FILE *o = stdout;
     if (out) {
