@@ -96,6 +96,23 @@ static void run_lin(void *u) {
     mmrt_linear_bwd_weights(MMRT_F32, l->dw, NULL, l->y, l->x, l->rows, l->K, l->N, 0);
 }
 
+/* a small op on one thread, then a product on all (the pair a small
+ * model's step is made of) */
+typedef struct {
+  LinArgs *lin;
+  struct VecArgs *vec;
+} LinAfter;
+
+static void run_stream(void *u);
+
+static void run_lin_after_small(void *u) {
+  LinAfter *p = u;
+  mmrt_threads_small(1);
+  run_stream(p->vec);
+  mmrt_threads_small(0);
+  run_lin(p->lin);
+}
+
 /* a convolution's three kernels (forward, input and weight gradients), as
  * the generated code calls them */
 typedef struct {
@@ -114,7 +131,7 @@ static void run_conv(void *u) {
     mmrt_conv2d_bwd_weights(MMRT_F32, &c->cv, c->dw, NULL, c->y, c->x, 0);
 }
 
-typedef struct {
+typedef struct VecArgs {
   float *x, *y, *z;
   long n;
   int rounds;
@@ -243,8 +260,22 @@ static void measure_kernels(MmDevice *dv, int quick, int reps) {
   double tsm = 0;
   tsm = median_s(run_mm, &s, 201);
   free(s.a), free(s.b), free(s.c);
+  /* and a small elementwise op (4,096 elements), also on one thread as the
+   * trainer runs it: a small model's norms, adds and reductions are such
+   * ops. (Split over the OpenMP threads, its fork and join measured 1 to
+   * 30 us, as much as the load on the machine let the other thread wake;
+   * the trainer's small ops never pay it.) The op overhead is the larger */
+  VecArgs e = {.n = 4096};
+  e.x = fill(4 * 4096), e.y = fill(4 * 4096), e.z = fill(4 * 4096);
+  double te = median_s(run_stream, &e, 1001);
+  mmrt_threads_small(0);
+  dv->op_overhead_us = (tsm > te ? tsm : te) * 1e6;
   /* a product's fixed time: a small linear layer's three products (128 rows,
-   * 64 x 64, as a small model's) less their FLOPs at the large product's rate */
+   * 64 x 64, as a small model's: 2^20 FLOPs, on all the threads) less their
+   * FLOPs at the large product's rate, each called as the trainer calls a
+   * product: after a small op on one thread (less that op's time), so that
+   * it pays the wake-up of threads that waited meanwhile (back to back, a
+   * product finds them spinning still) */
   LinArgs l = {fill(128 * 64 * 4),
                fill(64 * 64 * 4),
                fill(128 * 64 * 4),
@@ -254,21 +285,13 @@ static void measure_kernels(MmDevice *dv, int quick, int reps) {
                64,
                64,
                0};
+  LinAfter la = {&l, &e};
   double mo = 0;
   for (l.form = 0; l.form < 3; l.form++)
-    mo += median_s(run_lin, &l, 201) - 2.0 * 128 * 64 * 64 / (dv->fp32_tflops * 1e12);
+    mo += median_s(run_lin_after_small, &la, 201) - te -
+          2.0 * 128 * 64 * 64 / (dv->fp32_tflops * 1e12);
   free(l.x), free(l.w), free(l.y), free(l.dx), free(l.dw);
-  /* and a small elementwise op (4,096 elements), also on one thread as the
-   * trainer runs it: a small model's norms, adds and reductions are such
-   * ops. (Split over the OpenMP threads, its fork and join measured 1 to
-   * 30 us, as much as the load on the machine let the other thread wake;
-   * the trainer's small ops never pay it.) The op overhead is the larger */
-  VecArgs e = {.n = 4096};
-  e.x = fill(4 * 4096), e.y = fill(4 * 4096), e.z = fill(4 * 4096);
-  double te = median_s(run_stream, &e, 1001);
   free(e.x), free(e.y), free(e.z);
-  mmrt_threads_small(0);
-  dv->op_overhead_us = (tsm > te ? tsm : te) * 1e6;
   dv->matmul_overhead_us = fmax(dv->op_overhead_us, mo / 3 * 1e6);
   /* a convolution's fixed time: a small one's three kernels (2 x 8 x 16 x
    * 16, as a small model's) less their FLOPs at the rate a larger one's
@@ -294,8 +317,9 @@ static void measure_kernels(MmDevice *dv, int quick, int reps) {
   X(matmul_efficiency)                                                                             \
   X(attention_efficiency)                                                                          \
   X(attention_score_ns)                                                                            \
-  X(attention_score_ns_bwd) X(attention_overhead_us) X(mem_bw_gbs) X(vector_tflops)                \
-      X(op_overhead_us) X(matmul_overhead_us) X(conv_overhead_us)
+  X(attention_score_ns_bwd)                                                                        \
+  X(attention_overhead_us) X(mem_bw_gbs) X(vector_tflops) X(op_overhead_us) X(matmul_overhead_us)  \
+      X(conv_overhead_us)
 
 /* comm_compute_share: what a non-blocking all-reduce of count floats
  * (x into y) costs the compute it overlaps, as a fraction of its own time
