@@ -196,6 +196,28 @@ if abs(o - 1e-6 * calls["layer_norm"]) > 1e-8: errs.append(f"layer_norm {o} s, {
 for e in errs: print("FAIL:", e)
 sys.exit(1 if errs else 0)
 PY
+# parallel_overhead_us (5 us): a vector op the trainer splits over its threads
+# (2^15 elements or more, codegen's small_op; the optimizer always) pays it,
+# a smaller one op_overhead_us (1 us): GPT2Tiny's gelu_tanh (4 x 32 x 256 =
+# 2^15 elements) 5 us a call, layer_norm (4 x 32 x 64) 1 us, the one AdamW
+# call 5 us; the products keep matmul_overhead_us
+(cat "$T/fixed.dev"; echo 'parallel_overhead_us = 5') > "$T/par.dev"
+"$MMC" plan "$G" --model GPT2Tiny --device "$T/par.dev" --json > "$T/par.json" 2> "$T/e" || { bad "par"; cat "$T/e"; }
+$PY - "$T/par.json" "$T/ir.txt" <<'PY' || fail=$((fail+1))
+import json, re, sys
+k = json.load(open(sys.argv[1]))["predicted"]["by_op_kind"]
+ir = open(sys.argv[2]).read().split("func @train")[1]
+calls = {}
+for op in re.findall(r"= (\w+)\(", ir):
+    calls[op] = calls.get(op, 0) + 1
+errs = []
+for op, us in (("gelu_tanh", 5), ("layer_norm", 1), ("linear", 7)):
+    got, n = sum(k[op].values()), calls.get(op, 0)
+    if n < 1 or abs(got - n * us * 1e-6) > 1e-8: errs.append(f"{op}: {got} s over {n} calls, not {us} us each")
+if abs(k["adamw"]["update_s"] - 5e-6) > 1e-8: errs.append(f"adamw: {k['adamw']['update_s']} s, not one call of 5 us")
+for e in errs: print("FAIL:", e)
+sys.exit(1 if errs else 0)
+PY
 # the calls the program makes (ir/ir_merge.h): a bias add, a residual add or a
 # gradient sum that the kernel before it does, and AdamW's tensors in one call,
 # have no fixed time of their own; so each op kind's predicted time is the
@@ -351,6 +373,9 @@ if [ "$SAN" = 0 ]; then
     { bad "calibrate under mpirun -np 2"; tail -3 "$T/e"; }
   awk '$1 == "comm_compute_share" { v = $3; n++ } END { exit !(n == 1 && v + 0 >= 0 && v + 0 <= 1) }' "$T/cpu2.dev" ||
     bad "calibrate, two ranks: no comm_compute_share in [0, 1]"
+  # a split vector op's fixed time measured, no less than a one-thread op's
+  awk '$2 == "=" { v[$1] = $3 } END { exit !("parallel_overhead_us" in v && v["parallel_overhead_us"] + 0 >= v["op_overhead_us"] + 0) }' \
+    "$T/cpu.dev" || bad "calibrate: no parallel_overhead_us of at least op_overhead_us"
 fi
 "$MMC" calibrate --bogus > /dev/null 2> "$T/e" && bad "calibrate --bogus accepted"
 grep -q "unknown argument '--bogus'" "$T/e" || bad "calibrate --bogus: message"

@@ -105,6 +105,13 @@ typedef struct {
 
 static void run_stream(void *u);
 
+static void run_stream_after_small(void *u) {
+  mmrt_threads_small(1);
+  run_stream(u);
+  mmrt_threads_small(0);
+  run_stream(u);
+}
+
 static void run_lin_after_small(void *u) {
   LinAfter *p = u;
   mmrt_threads_small(1);
@@ -286,6 +293,12 @@ static void measure_kernels(MmDevice *dv, int quick, int reps) {
                64,
                0};
   LinAfter la = {&l, &e};
+  /* a vector op split over the threads (parallel_overhead_us): the same
+   * 4,096-element loop on all of them right after it ran on one, less that
+   * one's time: the fork, the join and the waiting threads' wake-up that
+   * every op of 2^15 elements or more pays in the trainer */
+  double tpar = median_s(run_stream_after_small, &e, 1001) - te;
+  dv->parallel_overhead_us = fmax(dv->op_overhead_us, tpar * 1e6);
   double mo = 0;
   for (l.form = 0; l.form < 3; l.form++)
     mo += median_s(run_lin_after_small, &la, 201) - te -
@@ -318,8 +331,10 @@ static void measure_kernels(MmDevice *dv, int quick, int reps) {
   X(attention_efficiency)                                                                          \
   X(attention_score_ns)                                                                            \
   X(attention_score_ns_bwd)                                                                        \
-  X(attention_overhead_us) X(mem_bw_gbs) X(vector_tflops) X(op_overhead_us) X(matmul_overhead_us)  \
-      X(conv_overhead_us)
+  X(attention_overhead_us)                                                                         \
+  X(mem_bw_gbs)                                                                                    \
+  X(vector_tflops) X(op_overhead_us) X(matmul_overhead_us) X(conv_overhead_us)                     \
+      X(parallel_overhead_us)
 
 /* comm_compute_share: what a non-blocking all-reduce of count floats
  * (x into y) costs the compute it overlaps, as a fraction of its own time
@@ -444,7 +459,8 @@ int main(int argc, char **argv) {
     d.intra_bw_gbs = beta > 0 ? 1 / beta / 1e9 : d.mem_bw_gbs;
     d.comm_compute_share = comm_share(x, y, nbig, t2);
     /* every rank's kernels measured at once: the slowest rank is the device */
-    double mine[12] = {-d.comm_compute_share,
+    double mine[13] = {-d.parallel_overhead_us,
+                       -d.comm_compute_share,
                        d.fp32_tflops,
                        d.bf16_tflops,
                        d.mem_bw_gbs,
@@ -456,10 +472,10 @@ int main(int argc, char **argv) {
                        -d.attention_score_ns,
                        -d.attention_score_ns_bwd,
                        -d.conv_overhead_us},
-           least[12];
-    MPI_Allreduce(mine, least, 12, MPI_DOUBLE, MPI_MIN, comm);
-    d.comm_compute_share = -least[0];
-    memmove(least, least + 1, 11 * sizeof *least);
+           least[13];
+    MPI_Allreduce(mine, least, 13, MPI_DOUBLE, MPI_MIN, comm);
+    d.parallel_overhead_us = -least[0], d.comm_compute_share = -least[1];
+    memmove(least, least + 2, 11 * sizeof *least);
     d.fp32_tflops = least[0], d.bf16_tflops = least[1], d.mem_bw_gbs = least[2];
     d.vector_tflops = least[3], d.attention_efficiency = least[4], d.op_overhead_us = -least[5];
     d.matmul_overhead_us = -least[6], d.attention_overhead_us = -least[7];
