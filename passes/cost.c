@@ -105,6 +105,21 @@ static double ring_s(const IrModule *m, const MmDevice *d, const IrNode *n, doub
   return exposed > 0 ? (cp - 1) * exposed : 0;
 }
 
+/* Whether the trainer splits vector op n over its threads: the optimizer
+ * always, another op from 2^15 elements of its largest local operand or
+ * result (codegen/cg_module.c small_op). Such a call pays the wake-up of
+ * threads that waited through the small ops before it
+ * (parallel_overhead_us). */
+static bool split_over_threads(const IrModule *m, const IrNode *n) {
+  if (n->op == IR_OP_ADAMW || n->op == IR_OP_SGD) return true;
+  int64_t el = 0;
+  for (int k = 0; k < n->nin + n->nout; k++) {
+    int64_t e = ir_local_numel(m, k < n->nin ? n->in[k] : n->out[k - n->nin]);
+    if (e > el) el = e;
+  }
+  return el >= (1 << 15);
+}
+
 /* One op's time on its rank (not a collective); extra: bytes it moves
  * besides its operands and results (a micro-batch sum it accumulates into);
  * mg: how the backend calls it (ir/ir_merge.h): in a call of its own, as
@@ -136,7 +151,10 @@ static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double
     case IR_FL_ATTENTION_BWD:
       rate = mm * d->attention_efficiency, over = d->attention_overhead_us;
       break;
-    default: rate = d->vector_tflops * 1e12; break;
+    default:
+      rate = d->vector_tflops * 1e12;
+      if (split_over_threads(m, n)) over = d->parallel_overhead_us;
+      break;
   }
   *flops_local = fl;
   double t = fl / rate, tb = (node_bytes(m, n) + extra) / (d->mem_bw_gbs * 1e9);
@@ -266,6 +284,10 @@ static bool mb_clock(const IrModule *m, const MmDevice *d, const IrFunc *f, cons
       }
       chan = (chan > k->t ? chan : k->t) + c;
       done[id] = chan;
+      /* the share of it the compute loses (comm_compute_share: on a CPU,
+       * MPI's copies and sums run on the cores that compute; 0 on a GPU):
+       * exposed communication, as the step's time less compute counts it */
+      k->t += d->comm_compute_share * c;
       continue;
     }
     double fl, c = op_s(m, d, n, sum_bytes(m, md, i), ir_merged_into_prev(m, f, i, uses), &fl);

@@ -41,7 +41,11 @@
   X(attention_score_ns_bwd, "attention_score_ns_bwd", 0, 0, 1e6,                                   \
     "the same for the attention backward kernel, ns (default 0)")                                  \
   X(conv_overhead_us, "conv_overhead_us", 0, 0, 1e6,                                               \
-    "fixed time of a convolution call, forward or backward, us (default: matmul_overhead_us)")
+    "fixed time of a convolution call, forward or backward, us (default: matmul_overhead_us)")     \
+  X(comm_compute_share, "comm_compute_share", 0, 0, 1,                                             \
+    "fraction of a non-blocking collective's time the rank's compute loses to it (default 0)")     \
+  X(parallel_overhead_us, "parallel_overhead_us", 0, 0, 1e6,                                       \
+    "fixed time of a vector op the trainer splits over its threads, us (default: op_overhead_us)")
 
 typedef struct MmDevice {
   char name[128]; /* the `name` key, else the file's base name */

@@ -91,10 +91,13 @@ plan --device "$T/ideal.dev"; mv "$T/--device.json" "$T/one.json"
 sed 's/^fp32_tflops = 1 /fp32_tflops = 2 /' "$T/ideal.dev" > "$T/fast.dev"
 "$MMC" plan "$T/m.mm" --json --device "$T/fast.dev" > "$T/fast.json" || bad "fast"
 "$MMC" plan "$T/m.mm" --json --device "$T/ideal.dev" --set B=32 > "$T/half.json" || bad "B=32"
+(cat "$T/ideal.dev"; echo "comm_compute_share = 1") > "$T/share.dev"
+"$MMC" plan "$T/m.mm" --json --device "$T/share.dev" --devices 2 > "$T/share.json" || bad "share"
 $PY - "$T" <<'PY' || fail=$((fail+1))
 import json, sys
 d = sys.argv[1]
-one, dp2, fast, half = (json.load(open(f"{d}/{n}.json"))["predicted"] for n in ("one", "dp2", "fast", "half"))
+one, dp2, fast, half, share = (json.load(open(f"{d}/{n}.json"))["predicted"]
+                               for n in ("one", "dp2", "fast", "half", "share"))
 B, K, H, C, rate = 64, 512, 1024, 256, 1e12
 flops = 4 * B * K * H + 6 * B * H * C
 want = flops / rate
@@ -122,6 +125,15 @@ both = 4 * 5e-6 + (H * K + C * H) * 4 / 10e9
 c = dp2["breakdown"]["exposed_comm_s"]
 if not (last * 0.999 <= c <= both * 1.001):
     errs.append(f"dp2 exposed comm {c}, not between w1's all-reduce {last} and both {both}")
+# comm_compute_share = 1 (a CPU: MPI's copies take the cores that compute): w2's
+# all-reduce hides nothing behind w1's backward: every collective shows whole (both
+# gradients' and the loss's, a scalar: 2 latencies more); the compute is the same
+c, allc = share["breakdown"]["exposed_comm_s"], share["comm_s"]
+if abs(c - allc) > 1e-9 or not (both * 0.999 <= allc <= both + 2 * 5e-6 + 1e-7):
+    errs.append(f"comm_compute_share = 1: exposed comm {c}, all collectives {allc}, "
+                f"not both all-reduces {both} and the loss's 10 us")
+if abs(share["breakdown"]["compute_s"] - dp2["breakdown"]["compute_s"]) > 1e-12:
+    errs.append("comm_compute_share changed the compute")
 if not fast["step_s"] < one["step_s"]: errs.append("a faster device is not faster")
 if abs(fast["breakdown"]["compute_s"] - want / 2) > 1e-3 * want: errs.append("2x rate: compute not halved")
 if not half["step_s"] < one["step_s"]: errs.append("half the batch is not faster")
@@ -181,6 +193,28 @@ for op, ns in (("attention", 1e-9), ("attention_grad", 2e-9)):
         errs.append(f"{op}: {got} s over {n} calls, want 2 x (3 us + {half:.0f} scores x {ns})")
 o = k["layer_norm"]["forward_s"]
 if abs(o - 1e-6 * calls["layer_norm"]) > 1e-8: errs.append(f"layer_norm {o} s, {calls['layer_norm']} x 1 us")
+for e in errs: print("FAIL:", e)
+sys.exit(1 if errs else 0)
+PY
+# parallel_overhead_us (5 us): a vector op the trainer splits over its threads
+# (2^15 elements or more, codegen's small_op; the optimizer always) pays it,
+# a smaller one op_overhead_us (1 us): GPT2Tiny's gelu_tanh (4 x 32 x 256 =
+# 2^15 elements) 5 us a call, layer_norm (4 x 32 x 64) 1 us, the one AdamW
+# call 5 us; the products keep matmul_overhead_us
+(cat "$T/fixed.dev"; echo 'parallel_overhead_us = 5') > "$T/par.dev"
+"$MMC" plan "$G" --model GPT2Tiny --device "$T/par.dev" --json > "$T/par.json" 2> "$T/e" || { bad "par"; cat "$T/e"; }
+$PY - "$T/par.json" "$T/ir.txt" <<'PY' || fail=$((fail+1))
+import json, re, sys
+k = json.load(open(sys.argv[1]))["predicted"]["by_op_kind"]
+ir = open(sys.argv[2]).read().split("func @train")[1]
+calls = {}
+for op in re.findall(r"= (\w+)\(", ir):
+    calls[op] = calls.get(op, 0) + 1
+errs = []
+for op, us in (("gelu_tanh", 5), ("layer_norm", 1), ("linear", 7)):
+    got, n = sum(k[op].values()), calls.get(op, 0)
+    if n < 1 or abs(got - n * us * 1e-6) > 1e-8: errs.append(f"{op}: {got} s over {n} calls, not {us} us each")
+if abs(k["adamw"]["update_s"] - 5e-6) > 1e-8: errs.append(f"adamw: {k['adamw']['update_s']} s, not one call of 5 us")
 for e in errs: print("FAIL:", e)
 sys.exit(1 if errs else 0)
 PY
@@ -334,6 +368,16 @@ if [ "$SAN" = 0 ]; then
   awk '$2 == "=" { v[$1] = $3 } END { exit !("conv_overhead_us" in v && v["conv_overhead_us"] + 0 >= v["op_overhead_us"] + 0) }' \
     "$T/cpu.dev" || bad "calibrate: no conv_overhead_us of at least op_overhead_us"
   "$MMC" plan "$T/m.mm" --device "$T/cpu.dev" > /dev/null 2> "$T/e" || { bad "the calibrated file refused"; cat "$T/e"; }
+  # two ranks: the compute a non-blocking all-reduce takes, measured, within [0, 1]
+  # (one rank: no collective, 0)
+  grep -Eq "^comm_compute_share += 0 " "$T/cpu.dev" || bad "calibrate, one rank: comm_compute_share not 0"
+  timeout 120 mpirun --oversubscribe --bind-to none -np 2 "$MMC" calibrate --quick -o "$T/cpu2.dev" 2> "$T/e" ||
+    { bad "calibrate under mpirun -np 2"; tail -3 "$T/e"; }
+  awk '$1 == "comm_compute_share" { v = $3; n++ } END { exit !(n == 1 && v + 0 >= 0 && v + 0 <= 1) }' "$T/cpu2.dev" ||
+    bad "calibrate, two ranks: no comm_compute_share in [0, 1]"
+  # a split vector op's fixed time measured, no less than a one-thread op's
+  awk '$2 == "=" { v[$1] = $3 } END { exit !("parallel_overhead_us" in v && v["parallel_overhead_us"] + 0 >= v["op_overhead_us"] + 0) }' \
+    "$T/cpu.dev" || bad "calibrate: no parallel_overhead_us of at least op_overhead_us"
 fi
 "$MMC" calibrate --bogus > /dev/null 2> "$T/e" && bad "calibrate --bogus accepted"
 grep -q "unknown argument '--bogus'" "$T/e" || bad "calibrate --bogus: message"

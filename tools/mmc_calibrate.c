@@ -33,8 +33,7 @@ static int cmp_d(const void *a, const void *b) {
 
 /* The median time of `reps` calls of fn (after one warm-up): a kernel's
  * typical time, not the rare call the scheduler cuts on a shared machine.
- * The collectives below take means instead: a step waits at each one for
- * the slowest rank, so their stalls add up in every step. */
+ * The collectives below take medians too. */
 typedef void (*BenchFn)(void *);
 static double median_s(BenchFn fn, void *u, int reps) {
   double *t = malloc((size_t)reps * sizeof *t), m;
@@ -97,6 +96,30 @@ static void run_lin(void *u) {
     mmrt_linear_bwd_weights(MMRT_F32, l->dw, NULL, l->y, l->x, l->rows, l->K, l->N, 0);
 }
 
+/* a small op on one thread, then a product on all (the pair a small
+ * model's step is made of) */
+typedef struct {
+  LinArgs *lin;
+  struct VecArgs *vec;
+} LinAfter;
+
+static void run_stream(void *u);
+
+static void run_stream_after_small(void *u) {
+  mmrt_threads_small(1);
+  run_stream(u);
+  mmrt_threads_small(0);
+  run_stream(u);
+}
+
+static void run_lin_after_small(void *u) {
+  LinAfter *p = u;
+  mmrt_threads_small(1);
+  run_stream(p->vec);
+  mmrt_threads_small(0);
+  run_lin(p->lin);
+}
+
 /* a convolution's three kernels (forward, input and weight gradients), as
  * the generated code calls them */
 typedef struct {
@@ -115,7 +138,7 @@ static void run_conv(void *u) {
     mmrt_conv2d_bwd_weights(MMRT_F32, &c->cv, c->dw, NULL, c->y, c->x, 0);
 }
 
-typedef struct {
+typedef struct VecArgs {
   float *x, *y, *z;
   long n;
   int rounds;
@@ -183,6 +206,174 @@ static double matmul_tflops(MmrtDtype dt, int n, int reps) {
   return 2.0 * n * n * n / t / 1e12;
 }
 
+/* The kernels' figures of d (every rate and fixed time), one round. */
+static void measure_kernels(MmDevice *dv, int quick, int reps) {
+  /* products: a large square matmul per dtype */
+  dv->fp32_tflops = matmul_tflops(MMRT_F32, quick ? 256 : 512, reps);
+  dv->bf16_tflops = matmul_tflops(MMRT_BF16, quick ? 256 : 512, reps);
+  dv->matmul_efficiency = 1; /* measured rates: what the kernels reach */
+  /* the attention kernels (causal), forward and backward apart, at three
+   * shapes: t = a + b x (the scores computed, the causal half) + c x FLOPs.
+   * Two of head size 16 at 16,384 and 524,288 scores and one of head size 64
+   * at 524,288 give c (from the head sizes), then b and a; c is the
+   * attention_efficiency of the fp32 product's rate (both directions'
+   * FLOPs together), b the per-score time of each (the exponentials), a the
+   * fixed time of a call. */
+  int ash[3][4] = {{4, 32, 4, 16}, {2, 256, 4, 16}, {2, 256, 4, 64}};
+  double at[2][3], afl[2][3], asc[3];
+  for (int k = 0; k < 3; k++) {
+    AttArgs a = {.B = ash[k][0], .T = ash[k][1], .H = ash[k][2], .D = ash[k][3]};
+    if (quick && k) a.T /= 2;
+    size_t qb = (size_t)a.B * a.T * a.H * a.D * 4, lb = (size_t)a.B * a.H * a.T * 4;
+    a.out = fill(qb), a.q = fill(qb), a.k = fill(qb), a.v = fill(qb), a.dq = fill(qb);
+    a.dk = fill(qb), a.dv = fill(qb), a.dout = fill(qb), a.lse = fill(lb);
+    at[0][k] = median_s(run_att_fwd, &a, reps);
+    at[1][k] = median_s(run_att_bwd, &a, reps);
+    /* ir_flops' count: forward 2BHTS(2D), backward 2BHTS(5D), the causal half included */
+    double sc = (double)a.B * a.H * a.T * a.T;
+    afl[0][k] = 2.0 * sc * 2 * a.D, afl[1][k] = 2.0 * sc * 5 * a.D, asc[k] = 0.5 * sc;
+    free(a.out), free(a.q), free(a.k), free(a.v), free(a.dq), free(a.dk), free(a.dv);
+    free(a.dout), free(a.lse);
+  }
+  double rate = dv->fp32_tflops * 1e12;
+  double c =
+      (at[0][2] + at[1][2] - at[0][1] - at[1][1]) / (afl[0][2] + afl[1][2] - afl[0][1] - afl[1][1]);
+  if (!(c >= 1 / rate)) c = 1 / rate; /* no faster than the product */
+  dv->attention_efficiency = fmax(1e-3, 1 / (c * rate));
+  double a_sum = 0, b[2];
+  for (int dir = 0; dir < 2; dir++) {
+    double r0 = at[dir][0] - c * afl[dir][0], r1 = at[dir][1] - c * afl[dir][1];
+    b[dir] = fmax(0, (r1 - r0) / (asc[1] - asc[0]));
+    a_sum += fmax(0, r0 - b[dir] * asc[0]);
+  }
+  dv->attention_score_ns = b[0] * 1e9, dv->attention_score_ns_bwd = b[1] * 1e9;
+  dv->attention_overhead_us = a_sum / 2 * 1e6;
+  /* memory bandwidth: a streaming z = x + 0.5 y over 3 x 32 MiB */
+  VecArgs v = {.n = (quick ? 2L : 8L) << 20};
+  v.x = fill((size_t)v.n * 4), v.y = fill((size_t)v.n * 4), v.z = fill((size_t)v.n * 4);
+  double ts = median_s(run_stream, &v, reps);
+  dv->mem_bw_gbs = 12.0 * (double)v.n / ts / 1e9;
+  /* the vector rate: a multiply-add chain in cache */
+  VecArgs f = {.x = v.x, .n = 16384, .rounds = 256};
+  double tf = median_s(run_fma, &f, reps);
+  dv->vector_tflops = 2.0 * f.n * f.rounds / tf / 1e12;
+  free(v.x), free(v.y), free(v.z);
+  /* the time of one small op: an 8 x 8 matmul through the runtime
+   * (dispatch, cache look-up), on one thread as the trainer runs an op of
+   * fewer than 2^15 elements or 2^20 FLOPs (codegen's small ops,
+   * mmrt_threads_small) */
+  mmrt_threads_small(1);
+  MmArgs s = {MMRT_F32, fill(256), fill(256), fill(256), 8, 1};
+  double tsm = 0;
+  tsm = median_s(run_mm, &s, 201);
+  free(s.a), free(s.b), free(s.c);
+  /* and a small elementwise op (4,096 elements), also on one thread as the
+   * trainer runs it: a small model's norms, adds and reductions are such
+   * ops. (Split over the OpenMP threads, its fork and join measured 1 to
+   * 30 us, as much as the load on the machine let the other thread wake;
+   * the trainer's small ops never pay it.) The op overhead is the larger */
+  VecArgs e = {.n = 4096};
+  e.x = fill(4 * 4096), e.y = fill(4 * 4096), e.z = fill(4 * 4096);
+  double te = median_s(run_stream, &e, 1001);
+  mmrt_threads_small(0);
+  dv->op_overhead_us = (tsm > te ? tsm : te) * 1e6;
+  /* a product's fixed time: a small linear layer's three products (128 rows,
+   * 64 x 64, as a small model's: 2^20 FLOPs, on all the threads) less their
+   * FLOPs at the large product's rate, each called as the trainer calls a
+   * product: after a small op on one thread (less that op's time), so that
+   * it pays the wake-up of threads that waited meanwhile (back to back, a
+   * product finds them spinning still) */
+  LinArgs l = {fill(128 * 64 * 4),
+               fill(64 * 64 * 4),
+               fill(128 * 64 * 4),
+               fill(128 * 64 * 4),
+               fill(64 * 64 * 4),
+               128,
+               64,
+               64,
+               0};
+  LinAfter la = {&l, &e};
+  /* a vector op split over the threads (parallel_overhead_us): the same
+   * 4,096-element loop on all of them right after it ran on one, less that
+   * one's time: the fork, the join and the waiting threads' wake-up that
+   * every op of 2^15 elements or more pays in the trainer */
+  double tpar = median_s(run_stream_after_small, &e, 1001) - te;
+  dv->parallel_overhead_us = fmax(dv->op_overhead_us, tpar * 1e6);
+  double mo = 0;
+  for (l.form = 0; l.form < 3; l.form++)
+    mo += median_s(run_lin_after_small, &la, 201) - te -
+          2.0 * 128 * 64 * 64 / (dv->fp32_tflops * 1e12);
+  free(l.x), free(l.w), free(l.y), free(l.dx), free(l.dw);
+  free(e.x), free(e.y), free(e.z);
+  dv->matmul_overhead_us = fmax(dv->op_overhead_us, mo / 3 * 1e6);
+  /* a convolution's fixed time: a small one's three kernels (2 x 8 x 16 x
+   * 16, as a small model's) less their FLOPs at the rate a larger one's
+   * (4 x 32 x 32 x 32) adds over it, a third of it a call. Both on one
+   * thread, as the trainer runs a small convolution (codegen's small ops,
+   * under 2^20 FLOPs: mmrt_threads_small), which also keeps the figure
+   * steady on a busy machine (a parallel region's join there can wait a
+   * time slice for a descheduled thread) */
+  double cts, cfs, ctl, cfl;
+  mmrt_threads_small(1);
+  conv_times(2, 8, 16, 201, &cts, &cfs);
+  conv_times(4, 32, quick ? 16 : 32, reps, &ctl, &cfl);
+  mmrt_threads_small(0);
+  double crate = ctl > cts ? (cfl - cfs) / (ctl - cts) : dv->fp32_tflops * 1e12;
+  dv->conv_overhead_us = fmax(dv->op_overhead_us, (cts - cfs / crate) / 3 * 1e6);
+}
+
+/* The device's kernel figures as fields of MmDevice, by offset: the ones
+ * measure_kernels writes (a round's median is taken of each) */
+#define KERNEL_FIELDS(X)                                                                           \
+  X(fp32_tflops)                                                                                   \
+  X(bf16_tflops)                                                                                   \
+  X(matmul_efficiency)                                                                             \
+  X(attention_efficiency)                                                                          \
+  X(attention_score_ns)                                                                            \
+  X(attention_score_ns_bwd)                                                                        \
+  X(attention_overhead_us)                                                                         \
+  X(mem_bw_gbs)                                                                                    \
+  X(vector_tflops) X(op_overhead_us) X(matmul_overhead_us) X(conv_overhead_us)                     \
+      X(parallel_overhead_us)
+
+/* comm_compute_share: what a non-blocking all-reduce of count floats
+ * (x into y) costs the compute it overlaps, as a fraction of its own time
+ * t_ar. The compute is products of 192 x 192 (more than the trainer's
+ * small-op limit: on the rank's threads), enough of them to take about
+ * twice t_ar, with an MPI_Test after each as the trainer polls its
+ * buckets between kernels (mmrt_comm_progress); the all-reduce posted
+ * before the first and waited for after the last. (with both - alone) /
+ * t_ar: 0 where a separate engine moves the bytes, 1 where MPI's copies
+ * and sums run on the cores the products need (one machine's shared
+ * memory). The median of 3 rounds, within [0, 1]. */
+static double comm_share(float *x, float *y, int count, double t_ar) {
+  MmArgs mm = {MMRT_F32, fill(192 * 192 * 4), fill(192 * 192 * 4), fill(192 * 192 * 4), 192, 1};
+  double tk = median_s(run_mm, &mm, 11), sh[3];
+  int k = tk > 0 ? (int)ceil(2 * t_ar / tk) : 4;
+  k = k < 4 ? 4 : k > 4000 ? 4000 : k;
+  MPI_Allreduce(MPI_IN_PLACE, &k, 1, MPI_INT, MPI_MAX, comm); /* the same work on every rank */
+  for (int r = 0; r < 3; r++) {
+    MPI_Barrier(comm);
+    double t0 = now();
+    for (int i = 0; i < k; i++) run_mm(&mm);
+    double alone = now() - t0;
+    MPI_Request rq;
+    int flag;
+    MPI_Barrier(comm);
+    t0 = now();
+    MPI_Iallreduce(x, y, count, MPI_FLOAT, MPI_SUM, comm, &rq);
+    for (int i = 0; i < k; i++) {
+      run_mm(&mm);
+      MPI_Test(&rq, &flag, MPI_STATUS_IGNORE);
+    }
+    MPI_Wait(&rq, MPI_STATUS_IGNORE);
+    sh[r] = (now() - t0 - alone) / t_ar;
+  }
+  free(mm.a), free(mm.b), free(mm.c);
+  qsort(sh, 3, sizeof *sh, cmp_d);
+  return sh[1] < 0 ? 0 : sh[1] > 1 ? 1 : sh[1];
+}
+
 int main(int argc, char **argv) {
   mmrt_omp_setup(argc, argv);
   const char *out = NULL;
@@ -213,101 +404,24 @@ int main(int argc, char **argv) {
     MPI_Comm_size(comm, &world);
     MPI_Comm_rank(comm, &rank);
   }
-  int reps = quick ? 5 : 21;
+  int reps = quick ? 5 : 21, rounds = quick ? 1 : 5;
   MmDevice d = {0};
-  /* products: a large square matmul per dtype */
-  d.fp32_tflops = matmul_tflops(MMRT_F32, quick ? 256 : 512, reps);
-  d.bf16_tflops = matmul_tflops(MMRT_BF16, quick ? 256 : 512, reps);
-  d.matmul_efficiency = 1; /* measured rates: what the kernels reach */
-  /* the attention kernels (causal), forward and backward apart, at three
-   * shapes: t = a + b x (the scores computed, the causal half) + c x FLOPs.
-   * Two of head size 16 at 16,384 and 524,288 scores and one of head size 64
-   * at 524,288 give c (from the head sizes), then b and a; c is the
-   * attention_efficiency of the fp32 product's rate (both directions'
-   * FLOPs together), b the per-score time of each (the exponentials), a the
-   * fixed time of a call. */
-  int ash[3][4] = {{4, 32, 4, 16}, {2, 256, 4, 16}, {2, 256, 4, 64}};
-  double at[2][3], afl[2][3], asc[3];
-  for (int k = 0; k < 3; k++) {
-    AttArgs a = {.B = ash[k][0], .T = ash[k][1], .H = ash[k][2], .D = ash[k][3]};
-    if (quick && k) a.T /= 2;
-    size_t qb = (size_t)a.B * a.T * a.H * a.D * 4, lb = (size_t)a.B * a.H * a.T * 4;
-    a.out = fill(qb), a.q = fill(qb), a.k = fill(qb), a.v = fill(qb), a.dq = fill(qb);
-    a.dk = fill(qb), a.dv = fill(qb), a.dout = fill(qb), a.lse = fill(lb);
-    at[0][k] = median_s(run_att_fwd, &a, reps);
-    at[1][k] = median_s(run_att_bwd, &a, reps);
-    /* ir_flops' count: forward 2BHTS(2D), backward 2BHTS(5D), the causal half included */
-    double sc = (double)a.B * a.H * a.T * a.T;
-    afl[0][k] = 2.0 * sc * 2 * a.D, afl[1][k] = 2.0 * sc * 5 * a.D, asc[k] = 0.5 * sc;
-    free(a.out), free(a.q), free(a.k), free(a.v), free(a.dq), free(a.dk), free(a.dv);
-    free(a.dout), free(a.lse);
+  /* the kernels' figures, rounds times a few tenths of a second apart: on a
+   * machine others share, one round can meet another program's burst (the
+   * rates halve, a fixed time grows tenfold); each figure is the median of
+   * its rounds' */
+  MmDevice rd[5];
+  for (int r = 0; r < rounds; r++) {
+    memset(&rd[r], 0, sizeof rd[r]);
+    measure_kernels(&rd[r], quick, reps);
   }
-  double rate = d.fp32_tflops * 1e12;
-  double c =
-      (at[0][2] + at[1][2] - at[0][1] - at[1][1]) / (afl[0][2] + afl[1][2] - afl[0][1] - afl[1][1]);
-  if (!(c >= 1 / rate)) c = 1 / rate; /* no faster than the product */
-  d.attention_efficiency = fmax(1e-3, 1 / (c * rate));
-  double a_sum = 0, b[2];
-  for (int dir = 0; dir < 2; dir++) {
-    double r0 = at[dir][0] - c * afl[dir][0], r1 = at[dir][1] - c * afl[dir][1];
-    b[dir] = fmax(0, (r1 - r0) / (asc[1] - asc[0]));
-    a_sum += fmax(0, r0 - b[dir] * asc[0]);
-  }
-  d.attention_score_ns = b[0] * 1e9, d.attention_score_ns_bwd = b[1] * 1e9;
-  d.attention_overhead_us = a_sum / 2 * 1e6;
-  /* memory bandwidth: a streaming z = x + 0.5 y over 3 x 32 MiB */
-  VecArgs v = {.n = (quick ? 2L : 8L) << 20};
-  v.x = fill((size_t)v.n * 4), v.y = fill((size_t)v.n * 4), v.z = fill((size_t)v.n * 4);
-  double ts = median_s(run_stream, &v, reps);
-  d.mem_bw_gbs = 12.0 * (double)v.n / ts / 1e9;
-  /* the vector rate: a multiply-add chain in cache */
-  VecArgs f = {.x = v.x, .n = 16384, .rounds = 256};
-  double tf = median_s(run_fma, &f, reps);
-  d.vector_tflops = 2.0 * f.n * f.rounds / tf / 1e12;
-  free(v.x), free(v.y), free(v.z);
-  /* the time of one small op: an 8 x 8 matmul through the runtime (dispatch, cache look-up) */
-  MmArgs s = {MMRT_F32, fill(256), fill(256), fill(256), 8, 1};
-  double tsm = 0;
-  tsm = median_s(run_mm, &s, 201);
-  free(s.a), free(s.b), free(s.c);
-  /* a product's fixed time: a small linear layer's three products (128 rows,
-   * 64 x 64, as a small model's) less their FLOPs at the large product's rate */
-  LinArgs l = {fill(128 * 64 * 4),
-               fill(64 * 64 * 4),
-               fill(128 * 64 * 4),
-               fill(128 * 64 * 4),
-               fill(64 * 64 * 4),
-               128,
-               64,
-               64,
-               0};
-  double mo = 0;
-  for (l.form = 0; l.form < 3; l.form++)
-    mo += median_s(run_lin, &l, 201) - 2.0 * 128 * 64 * 64 / (d.fp32_tflops * 1e12);
-  free(l.x), free(l.w), free(l.y), free(l.dx), free(l.dw);
-  /* and a small elementwise op split over the OpenMP threads, as the
-   * generated loops and the kernels run theirs: the fork, the join and the
-   * wake-up of sleeping threads; the op overhead is the larger */
-  VecArgs e = {.n = 4096};
-  e.x = fill(4 * 4096), e.y = fill(4 * 4096), e.z = fill(4 * 4096);
-  double te = median_s(run_stream, &e, 1001);
-  free(e.x), free(e.y), free(e.z);
-  d.op_overhead_us = (tsm > te ? tsm : te) * 1e6;
-  d.matmul_overhead_us = fmax(d.op_overhead_us, mo / 3 * 1e6);
-  /* a convolution's fixed time: a small one's three kernels (2 x 8 x 16 x
-   * 16, as a small model's) less their FLOPs at the rate a larger one's
-   * (4 x 32 x 32 x 32) adds over it, a third of it a call. Both on one
-   * thread, as the trainer runs a small convolution (codegen's small ops,
-   * under 2^20 FLOPs: mmrt_threads_small), which also keeps the figure
-   * steady on a busy machine (a parallel region's join there can wait a
-   * time slice for a descheduled thread) */
-  double cts, cfs, ctl, cfl;
-  mmrt_threads_small(1);
-  conv_times(2, 8, 16, 201, &cts, &cfs);
-  conv_times(4, 32, quick ? 16 : 32, reps, &ctl, &cfl);
-  mmrt_threads_small(0);
-  double crate = ctl > cts ? (cfl - cfs) / (ctl - cts) : d.fp32_tflops * 1e12;
-  d.conv_overhead_us = fmax(d.op_overhead_us, (cts - cfs / crate) / 3 * 1e6);
+  double col[5];
+#define MEDIAN_FIELD(f)                                                                            \
+  for (int r = 0; r < rounds; r++) col[r] = rd[r].f;                                               \
+  qsort(col, (size_t)rounds, sizeof *col, cmp_d);                                                  \
+  d.f = col[rounds / 2];
+  KERNEL_FIELDS(MEDIAN_FIELD)
+#undef MEDIAN_FIELD
   /* memory: what this rank may use of the machine's */
   long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGE_SIZE);
   d.mem_gb = pages > 0 && psz > 0 ? (double)pages * (double)psz / 1e9 / world : 1;
@@ -317,33 +431,51 @@ int main(int argc, char **argv) {
   if (world > 1) {
     int nbig = quick ? 1 << 20 : 4 << 20;
     float *x = fill((size_t)nbig * 4), *y = fill((size_t)nbig * 4);
-    double t1 = 0, t2 = 0; /* means, as above */
+    /* medians, as the kernels': the trainer's figure is its median step.
+     * (Means were taken before, for the stalls a step meets at each
+     * collective; on a busy machine one descheduled rank in 200 8-byte
+     * all-reduces made the latency 370 us, where the trainers' steps
+     * showed 1 to 20.) */
+    double ts1[200], ts2[16];
     for (int i = 0; i < 200; i++) {
       MPI_Barrier(comm);
       double t0 = now();
       MPI_Allreduce(x, y, 2, MPI_FLOAT, MPI_SUM, comm);
-      t1 += (now() - t0) / 200;
+      ts1[i] = now() - t0;
     }
     for (int i = 0; i < 16; i++) {
       MPI_Barrier(comm);
       double t0 = now();
       MPI_Allreduce(x, y, nbig, MPI_FLOAT, MPI_SUM, comm);
-      t2 += (now() - t0) / 16;
+      ts2[i] = now() - t0;
     }
+    qsort(ts1, 200, sizeof *ts1, cmp_d);
+    qsort(ts2, 16, sizeof *ts2, cmp_d);
+    double t1 = ts1[100], t2 = ts2[8];
     double steps = 2.0 * (world - 1), alpha = t1 / steps;
     double sent = 2.0 * (world - 1) / world * nbig * 4;
     double beta = (t2 - steps * alpha) / sent;
     d.intra_lat_us = alpha * 1e6;
     d.intra_bw_gbs = beta > 0 ? 1 / beta / 1e9 : d.mem_bw_gbs;
+    d.comm_compute_share = comm_share(x, y, nbig, t2);
     /* every rank's kernels measured at once: the slowest rank is the device */
-    double mine[11] = {d.fp32_tflops,          d.bf16_tflops,
-                       d.mem_bw_gbs,           d.vector_tflops,
-                       d.attention_efficiency, -d.op_overhead_us,
-                       -d.matmul_overhead_us,  -d.attention_overhead_us,
-                       -d.attention_score_ns,  -d.attention_score_ns_bwd,
+    double mine[13] = {-d.parallel_overhead_us,
+                       -d.comm_compute_share,
+                       d.fp32_tflops,
+                       d.bf16_tflops,
+                       d.mem_bw_gbs,
+                       d.vector_tflops,
+                       d.attention_efficiency,
+                       -d.op_overhead_us,
+                       -d.matmul_overhead_us,
+                       -d.attention_overhead_us,
+                       -d.attention_score_ns,
+                       -d.attention_score_ns_bwd,
                        -d.conv_overhead_us},
-           least[11];
-    MPI_Allreduce(mine, least, 11, MPI_DOUBLE, MPI_MIN, comm);
+           least[13];
+    MPI_Allreduce(mine, least, 13, MPI_DOUBLE, MPI_MIN, comm);
+    d.parallel_overhead_us = -least[0], d.comm_compute_share = -least[1];
+    memmove(least, least + 2, 11 * sizeof *least);
     d.fp32_tflops = least[0], d.bf16_tflops = least[1], d.mem_bw_gbs = least[2];
     d.vector_tflops = least[3], d.attention_efficiency = least[4], d.op_overhead_us = -least[5];
     d.matmul_overhead_us = -least[6], d.attention_overhead_us = -least[7];
@@ -369,11 +501,15 @@ int main(int argc, char **argv) {
     char when[64];
     strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", gmtime(&tt));
     snprintf(d.name, sizeof d.name, "calibrated-%dx", world);
+    /* the threads and their wait policy the figures were measured with: a
+     * trainer that chose another policy (it samples the machine's load at
+     * its start) runs its kernels at other fixed costs (docs/planner.md) */
+    char omp[256];
+    mmrt_omp_describe(omp, sizeof omp);
     snprintf(hdr, sizeof hdr,
-             "# written by mmc calibrate on %s, %s\n# CPU: %s; %d rank%s, %d OpenMP thread%s each\n"
+             "# written by mmc calibrate on %s, %s\n# CPU: %s; %d rank%s, each %s\n"
              "# one device = one rank; every figure measured (docs/planner.md)\n",
-             host, when, cpu, world, world == 1 ? "" : "s", mmrt_omp()->threads,
-             mmrt_omp()->threads == 1 ? "" : "s");
+             host, when, cpu, world, world == 1 ? "" : "s", omp);
     char tmp[1100];
     FILE *o = stdout;
     if (out) {
