@@ -333,8 +333,8 @@ static void measure_kernels(MmDevice *dv, int quick, int reps) {
   X(attention_score_ns_bwd)                                                                        \
   X(attention_overhead_us)                                                                         \
   X(mem_bw_gbs)                                                                                    \
-  X(vector_tflops) X(op_overhead_us) X(matmul_overhead_us) X(conv_overhead_us)                     \
-      X(parallel_overhead_us)
+  X(vector_tflops)                                                                                 \
+  X(op_overhead_us) X(matmul_overhead_us) X(conv_overhead_us) X(parallel_overhead_us)
 
 /* comm_compute_share: what a non-blocking all-reduce of count floats
  * (x into y) costs the compute it overlaps, as a fraction of its own time
