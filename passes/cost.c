@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ir/ir_fused.h"
 #include "../ir/ir_merge.h"
 #include "accum.h"
 #include "bucket.h"
@@ -112,12 +113,104 @@ static double ring_s(const IrModule *m, const MmDevice *d, const IrNode *n, doub
  * (parallel_overhead_us). */
 static bool split_over_threads(const IrModule *m, const IrNode *n) {
   if (n->op == IR_OP_ADAMW || n->op == IR_OP_SGD) return true;
-  int64_t el = 0;
+  int64_t el = 0, all = 0;
   for (int k = 0; k < n->nin + n->nout; k++) {
     int64_t e = ir_local_numel(m, k < n->nin ? n->in[k] : n->out[k - n->nin]);
     if (e > el) el = e;
+    all += k < n->nin ? e : 0;
   }
+  /* the gradient norm's sum of squares runs its 8,192-element chunks on
+   * the threads from five of them (runtime mmrt_sum_squares) */
+  if (n->op == IR_OP_GRAD_NORM) return all > 4 * 8192;
   return el >= (1 << 15);
+}
+
+/* The rows of a row-wise kernel (the norms, softmax, cross-entropy: each
+ * row's sums and their horizontal adds, a division or square root, the
+ * loop's start; mmc calibrate's row_ns a row), else 0. */
+static double kernel_rows(const IrModule *m, const IrNode *n) {
+  switch (n->op) {
+    case IR_OP_LAYER_NORM:
+    case IR_OP_LAYER_NORM_GRAD:
+    case IR_OP_RMS_NORM:
+    case IR_OP_RMS_NORM_GRAD:
+    case IR_OP_SOFTMAX:
+    case IR_OP_SOFTMAX_GRAD:
+    case IR_OP_LOG_SOFTMAX:
+    case IR_OP_LOG_SOFTMAX_GRAD:
+    case IR_OP_CROSS_ENTROPY:
+    case IR_OP_CROSS_ENTROPY_GRAD: break;
+    default: return 0;
+  }
+  const IrValue *x = n->in[0];
+  int64_t last = x->shape.rank ? x->shape.d[x->shape.rank - 1] : 1;
+  return last > 0 ? (double)ir_local_numel(m, x) / (double)last : 0;
+}
+
+/* The float instructions one element of op takes in mmc's own kernel
+ * where they are more than its model FLOPs (ops.def's FL_ELEM, which
+ * count an exponential as one): codegen/cg_loops.c expands exp into 27
+ * (Cephes' range reduction and degree-6 polynomial), tanh into 54 (its
+ * polynomial and exp, both computed, and a division), erf into 53; the
+ * runtime's softmax-like rows (mmrt_ops.c exp_approx) take about 24 an
+ * element. A division counts 8, as its throughput is about an eighth of an
+ * add's; log, pow and the dropout mask are calls, not vector code. 0: the
+ * model FLOPs stand. */
+static int elem_work(IrOp op) {
+  switch (op) {
+    case IR_OP_EXP: return 27;
+    case IR_OP_LOG: return 20;
+    case IR_OP_POW:
+    case IR_OP_POW_SCALAR: return 40;
+    case IR_OP_SQRT: return 8;
+    case IR_OP_RSQRT: return 16;
+    case IR_OP_TANH: return 54;
+    case IR_OP_TANH_GRAD: return 57;
+    case IR_OP_SIGMOID: return 37;
+    case IR_OP_SIGMOID_GRAD: return 40;
+    case IR_OP_SILU: return 38;
+    case IR_OP_SILU_GRAD: return 43;
+    case IR_OP_GELU: return 57;
+    case IR_OP_GELU_GRAD: return 90;
+    case IR_OP_GELU_TANH: return 62;
+    case IR_OP_GELU_TANH_GRAD: return 71;
+    case IR_OP_DROPOUT: return 40;
+    case IR_OP_SOFTMAX:
+    case IR_OP_LOG_SOFTMAX:
+    case IR_OP_CROSS_ENTROPY: return 26;
+    case IR_OP_SOFTMAX_GRAD:
+    case IR_OP_LOG_SOFTMAX_GRAD:
+    case IR_OP_CROSS_ENTROPY_GRAD: return 26;
+    /* the runtime's sum of squares: a conversion, a multiply and an add
+     * in double, in a baseline x86-64 build's two-lane vectors (8 times
+     * the calibrated rate's 16 lanes) */
+    case IR_OP_GRAD_NORM: return 24;
+    default: return 0;
+  }
+}
+
+/* A vector op's arithmetic (its FLOPs, with elem_work's kernels' counts in
+ * place of the model's): a fused loop sums its instructions' */
+static double vector_work(const IrNode *n, double fl) {
+  int w = elem_work(n->op);
+  if (n->op != IR_OP_FUSED && !w) return fl;
+  int64_t el = 0;
+  for (int k = 0; k < n->nin + n->nout; k++) {
+    int64_t e = ir_numel(&(k < n->nin ? n->in[k] : n->out[k - n->nin])->shape);
+    if (e > el) el = e;
+  }
+  if (n->op != IR_OP_FUSED) return fl > (double)w * (double)el ? fl : (double)w * (double)el;
+  Arena a;
+  arena_init(&a);
+  IrFusedProg p;
+  ir_fused_of(n, &p, &a);
+  double per = 0;
+  for (int q = 0; q < p.n; q++) {
+    int wq = elem_work(p.ins[q].op);
+    per += wq ? wq : ir_ops[p.ins[q].op].flop_per_elem > 0 ? ir_ops[p.ins[q].op].flop_per_elem : 1;
+  }
+  arena_free(&a);
+  return per * (double)el > fl ? per * (double)el : fl;
 }
 
 /* One op's time on its rank (not a collective); extra: bytes it moves
@@ -137,7 +230,8 @@ static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double
       n->in[0]->mem_arena == n->out[0]->mem_arena &&
       n->in[0]->mem_offset + view == n->out[0]->mem_offset)
     return 0;
-  double fl = (double)ir_flops(n) / split_of(m, n), rate, over = d->op_overhead_us;
+  double fl = (double)ir_flops(n) / split_of(m, n), rate, over = d->op_overhead_us, work = fl;
+  bool small = false;
   bool bf = n->nin && n->in[0]->dtype == IR_BF16;
   double mm = (bf ? d->bf16_tflops : d->fp32_tflops) * 1e12 * d->matmul_efficiency;
   switch (info->flop_kind) {
@@ -153,12 +247,20 @@ static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double
       break;
     default:
       rate = d->vector_tflops * 1e12;
-      if (split_over_threads(m, n)) over = d->parallel_overhead_us;
+      work = vector_work(n, fl * split_of(m, n)) / split_of(m, n);
+      if (split_over_threads(m, n))
+        over = d->parallel_overhead_us;
+      else
+        small = true;
       break;
   }
   *flops_local = fl;
-  double t = fl / rate, tb = (node_bytes(m, n) + extra) / (d->mem_bw_gbs * 1e9);
-  t = (t > tb ? t : tb) + scores_s(m, d, n);
+  /* a one-thread op whose operands and results fit in the cache finds them
+   * there (the op before made or read them) */
+  double bytes = node_bytes(m, n) + extra;
+  double bw = small && bytes <= d->cache_kb * 1024 ? d->cache_bw_gbs : d->mem_bw_gbs;
+  double t = work / rate, tb = bytes / (bw * 1e9);
+  t = (t > tb ? t : tb) + scores_s(m, d, n) + kernel_rows(m, n) * d->row_ns * 1e-9;
   return t + ring_s(m, d, n, t) + (mg == IR_MERGE_CALL ? 0 : over * 1e-6);
 }
 

@@ -45,7 +45,14 @@
   X(comm_compute_share, "comm_compute_share", 0, 0, 1,                                             \
     "fraction of a non-blocking collective's time the rank's compute loses to it (default 0)")     \
   X(parallel_overhead_us, "parallel_overhead_us", 0, 0, 1e6,                                       \
-    "fixed time of a vector op the trainer splits over its threads, us (default: op_overhead_us)")
+    "fixed time of a vector op the trainer splits over its threads, us (default: op_overhead_us)") \
+  X(cache_kb, "cache_kb", 0, 0, 1 << 30,                                                           \
+    "data a one-thread op finds in cache (its operands and results), KiB (default 0: none)")       \
+  X(cache_bw_gbs, "cache_bw_gbs", 0, 1e-3, 1e6,                                                    \
+    "bandwidth of such an op's data in cache, GB/s (default: mem_bw_gbs)")                         \
+  X(row_ns, "row_ns", 0, 0, 1e6,                                                                   \
+    "a row-wise kernel's time per row besides its elements (norms, softmax, cross-entropy), ns "   \
+    "(default 0)")
 
 typedef struct MmDevice {
   char name[128]; /* the `name` key, else the file's base name */

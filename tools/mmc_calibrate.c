@@ -144,23 +144,67 @@ typedef struct VecArgs {
   int rounds;
 } VecArgs;
 
-static void run_stream(void *u) { /* z = x + 0.5 y: 12 bytes an element */
-  VecArgs *v = u;
-  float *x = v->x, *y = v->y, *z = v->z;
-  long n = v->n;
-#pragma omp parallel for schedule(static)
+/* The vector loops below are compiled for the widest vector ISA the CPU
+ * has, as codegen compiles the trainer's loops for the host CPU (the
+ * runtime's hot rows do the same: MMRT_CLONES); a baseline x86-64 build's
+ * SSE2 loop reaches a quarter of an AVX-512 one's rate in cache. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+#define CAL_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define CAL_CLONES
+#endif
+
+CAL_CLONES static void stream_block(float *restrict z, const float *restrict x,
+                                    const float *restrict y, long n) {
+#pragma omp simd
   for (long i = 0; i < n; i++) z[i] = x[i] + 0.5f * y[i];
 }
 
-static void run_fma(void *u) { /* in cache: 2 flops an element a round */
+/* a degree-16 polynomial of each element by Horner's rule: 32 flops an
+ * element, 16 multiplies and 16 adds (C11 does not contract them into
+ * fused multiply-adds, as codegen's loops do not), from registers: the
+ * rate of elementwise arithmetic, not of loads and stores */
+CAL_CLONES static void poly_block(float *x, long n, int rounds) {
+  for (int r = 0; r < rounds; r++) {
+#pragma omp simd
+    for (long i = 0; i < n; i++) {
+      float v = x[i], p = 0.5f;
+      for (int k = 0; k < 16; k++) p = p * v + 0.03125f * (float)(k + 1);
+      x[i] = p * 1e-3f + 0.25f;
+    }
+  }
+}
+
+/* each thread its contiguous share of [0, n) */
+#define THREAD_SHARE(n, lo, cnt)                                                                   \
+  int nt_ = omp_get_num_threads(), t_ = omp_get_thread_num();                                      \
+  long lo = (n) * t_ / nt_, cnt = (n) * (t_ + 1) / nt_ - lo
+
+static void run_stream(void *u) { /* z = x + 0.5 y: 12 bytes an element */
   VecArgs *v = u;
-  float *x = v->x;
-  long n = v->n;
-  int r = v->rounds;
 #pragma omp parallel
-  for (int k = 0; k < r; k++) {
-#pragma omp for schedule(static) nowait
-    for (long i = 0; i < n; i++) x[i] = x[i] * 0.999f + 0.001f;
+  {
+    THREAD_SHARE(v->n, lo, cnt);
+    stream_block(v->z + lo, v->x + lo, v->y + lo, cnt);
+  }
+}
+
+typedef struct RowArgs {
+  float *y, *mean, *rstd, *x, *g, *b;
+  int N, C;
+} RowArgs;
+
+static void run_layernorm(void *u) {
+  RowArgs *r = u;
+  mmrt_layernorm_fwd(r->y, r->mean, r->rstd, r->x, r->g, r->b, r->N, r->C, 1e-5f);
+}
+
+static void run_poly(void *u) { /* in cache: 32 flops an element a round */
+  VecArgs *v = u;
+#pragma omp parallel
+  {
+    THREAD_SHARE(v->n, lo, cnt);
+    poly_block(v->x + lo, cnt, v->rounds);
   }
 }
 
@@ -253,10 +297,11 @@ static void measure_kernels(MmDevice *dv, int quick, int reps) {
   v.x = fill((size_t)v.n * 4), v.y = fill((size_t)v.n * 4), v.z = fill((size_t)v.n * 4);
   double ts = median_s(run_stream, &v, reps);
   dv->mem_bw_gbs = 12.0 * (double)v.n / ts / 1e9;
-  /* the vector rate: a multiply-add chain in cache */
-  VecArgs f = {.x = v.x, .n = 16384, .rounds = 256};
-  double tf = median_s(run_fma, &f, reps);
-  dv->vector_tflops = 2.0 * f.n * f.rounds / tf / 1e12;
+  /* the vector rate: elementwise arithmetic in cache, on all threads
+   * (16,384 elements, 64 KiB) */
+  VecArgs f = {.x = v.x, .n = 16384, .rounds = quick ? 16 : 64};
+  double tf = median_s(run_poly, &f, reps);
+  dv->vector_tflops = 32.0 * f.n * f.rounds / tf / 1e12;
   free(v.x), free(v.y), free(v.z);
   /* the time of one small op: an 8 x 8 matmul through the runtime
    * (dispatch, cache look-up), on one thread as the trainer runs an op of
@@ -275,8 +320,32 @@ static void measure_kernels(MmDevice *dv, int quick, int reps) {
   VecArgs e = {.n = 4096};
   e.x = fill(4 * 4096), e.y = fill(4 * 4096), e.z = fill(4 * 4096);
   double te = median_s(run_stream, &e, 1001);
+  /* the bandwidth of such an op's data in cache (cache_bw_gbs): the same
+   * loop over four times the elements (192 KiB, in a core's L2), the
+   * difference of the two times per byte. The small op's fixed time is
+   * then its time less its bytes at that bandwidth (the cost model charges
+   * those apart) */
+  VecArgs e4 = {.n = 4 * 4096};
+  e4.x = fill(4 * 4 * 4096), e4.y = fill(4 * 4 * 4096), e4.z = fill(4 * 4 * 4096);
+  double te4 = median_s(run_stream, &e4, 1001);
+  free(e4.x), free(e4.y), free(e4.z);
+  /* a row-wise kernel's time per row besides its elements (row_ns): the
+   * runtime's layer norm over 16,384 elements as 1,024 rows of 16 and as 16
+   * rows of 1,024, on one thread as the trainer runs a small one (the
+   * row's sums, their horizontal adds, the square root and the loop's
+   * start); the difference per row */
+  RowArgs ra = {fill(4 * 16384), fill(4 * 1024), fill(4 * 1024), fill(4 * 16384),
+                fill(4 * 1024),  fill(4 * 1024), 1024,           16};
+  double tr_many = median_s(run_layernorm, &ra, 201);
+  ra.N = 16, ra.C = 1024;
+  double tr_few = median_s(run_layernorm, &ra, 201);
+  free(ra.y), free(ra.mean), free(ra.rstd), free(ra.x), free(ra.g), free(ra.b);
+  dv->row_ns = fmax(0, (tr_many - tr_few) / (1024 - 16) * 1e9);
   mmrt_threads_small(0);
-  dv->op_overhead_us = (tsm > te ? tsm : te) * 1e6;
+  double cbw = te4 > te ? 12.0 * 3 * 4096 / (te4 - te) : dv->mem_bw_gbs * 1e9;
+  dv->cache_bw_gbs = fmax(dv->mem_bw_gbs, cbw / 1e9);
+  double ted = te - 12.0 * 4096 / (dv->cache_bw_gbs * 1e9);
+  dv->op_overhead_us = fmax(tsm, fmax(ted, 0)) * 1e6;
   /* a product's fixed time: a small linear layer's three products (128 rows,
    * 64 x 64, as a small model's: 2^20 FLOPs, on all the threads) less their
    * FLOPs at the large product's rate, each called as the trainer calls a
@@ -334,7 +403,8 @@ static void measure_kernels(MmDevice *dv, int quick, int reps) {
   X(attention_overhead_us)                                                                         \
   X(mem_bw_gbs)                                                                                    \
   X(vector_tflops)                                                                                 \
-  X(op_overhead_us) X(matmul_overhead_us) X(conv_overhead_us) X(parallel_overhead_us)
+  X(op_overhead_us)                                                                                \
+  X(matmul_overhead_us) X(conv_overhead_us) X(parallel_overhead_us) X(cache_bw_gbs) X(row_ns)
 
 /* comm_compute_share: what a non-blocking all-reduce of count floats
  * (x into y) costs the compute it overlaps, as a fraction of its own time
@@ -372,6 +442,20 @@ static double comm_share(float *x, float *y, int count, double t_ar) {
   free(mm.a), free(mm.b), free(mm.c);
   qsort(sh, 3, sizeof *sh, cmp_d);
   return sh[1] < 0 ? 0 : sh[1] > 1 ? 1 : sh[1];
+}
+
+/* A core's L2 cache, KiB: glibc's figure, else the kernel's; 0 unknown. */
+static double l2_kb(void) {
+  long b = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  if (b > 0) return (double)b / 1024;
+  FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index2/size", "r");
+  double kb = 0;
+  char unit = 'K';
+  if (f) {
+    if (fscanf(f, "%lf%c", &kb, &unit) < 1) kb = 0;
+    fclose(f);
+  }
+  return unit == 'M' ? kb * 1024 : kb;
 }
 
 int main(int argc, char **argv) {
@@ -425,6 +509,10 @@ int main(int argc, char **argv) {
   /* memory: what this rank may use of the machine's */
   long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGE_SIZE);
   d.mem_gb = pages > 0 && psz > 0 ? (double)pages * (double)psz / 1e9 / world : 1;
+  /* the cache a one-thread op's data stays in between the ops that make
+   * and read it: a core's L2 (the trainer's small ops run on its first
+   * thread) */
+  d.cache_kb = l2_kb();
   /* links: MPI all-reduces among the ranks (one machine: no inter-node link) */
   d.devices_per_node = world;
   d.intra_bw_gbs = d.mem_bw_gbs, d.intra_lat_us = 1;
@@ -459,7 +547,9 @@ int main(int argc, char **argv) {
     d.intra_bw_gbs = beta > 0 ? 1 / beta / 1e9 : d.mem_bw_gbs;
     d.comm_compute_share = comm_share(x, y, nbig, t2);
     /* every rank's kernels measured at once: the slowest rank is the device */
-    double mine[13] = {-d.parallel_overhead_us,
+    double mine[15] = {-d.row_ns,
+                       d.cache_bw_gbs,
+                       -d.parallel_overhead_us,
                        -d.comm_compute_share,
                        d.fp32_tflops,
                        d.bf16_tflops,
@@ -472,10 +562,11 @@ int main(int argc, char **argv) {
                        -d.attention_score_ns,
                        -d.attention_score_ns_bwd,
                        -d.conv_overhead_us},
-           least[13];
-    MPI_Allreduce(mine, least, 13, MPI_DOUBLE, MPI_MIN, comm);
-    d.parallel_overhead_us = -least[0], d.comm_compute_share = -least[1];
-    memmove(least, least + 2, 11 * sizeof *least);
+           least[15];
+    MPI_Allreduce(mine, least, 15, MPI_DOUBLE, MPI_MIN, comm);
+    d.row_ns = -least[0], d.cache_bw_gbs = least[1];
+    d.parallel_overhead_us = -least[2], d.comm_compute_share = -least[3];
+    memmove(least, least + 4, 11 * sizeof *least);
     d.fp32_tflops = least[0], d.bf16_tflops = least[1], d.mem_bw_gbs = least[2];
     d.vector_tflops = least[3], d.attention_efficiency = least[4], d.op_overhead_us = -least[5];
     d.matmul_overhead_us = -least[6], d.attention_overhead_us = -least[7];

@@ -504,14 +504,51 @@ static void rope_table(float *cs, float *sn, int T, int D, float theta, int pos_
   }
 }
 
+/* The tables of the last few (T, D, theta, offset) asked for: a step calls
+ * RoPE with the same few every layer, forward and backward, and a table
+ * costs T x D/2 double-precision pow, cos and sin (more than the rotation
+ * itself). Kept to the end of the process, never replaced (a table in use
+ * is never freed); a shape beyond the first ROPE_KEPT gets a table of its
+ * own each call. */
+#define ROPE_KEPT 8
+static struct {
+  int T, D, pos_offset;
+  float theta, *cs;
+} rope_kept[ROPE_KEPT];
+static int rope_nkept;
+
+/* The (T, D/2) cos table followed by the sin table; *own: the caller frees it. */
+static float *rope_tables(int T, int D, float theta, int pos_offset, int *own, const char *what) {
+  float *cs = NULL;
+#pragma omp critical(mmrt_rope_kept)
+  for (int i = 0; i < rope_nkept && !cs; i++)
+    if (rope_kept[i].T == T && rope_kept[i].D == D && rope_kept[i].pos_offset == pos_offset &&
+        rope_kept[i].theta == theta)
+      cs = rope_kept[i].cs;
+  *own = 0;
+  if (cs) return cs;
+  size_t half = (size_t)(D / 2);
+  cs = xmalloc(sizeof(float) * (size_t)T * half * 2, what);
+  rope_table(cs, cs + (size_t)T * half, T, D, theta, pos_offset);
+  int kept = 0;
+#pragma omp critical(mmrt_rope_kept)
+  if (rope_nkept < ROPE_KEPT) {
+    rope_kept[rope_nkept].T = T, rope_kept[rope_nkept].D = D;
+    rope_kept[rope_nkept].pos_offset = pos_offset, rope_kept[rope_nkept].theta = theta;
+    rope_kept[rope_nkept++].cs = cs;
+    kept = 1;
+  }
+  *own = !kept;
+  return cs;
+}
+
 /* y = R(sign * angle) x on every (b, t, h) row. */
 static void rope_apply(float *y, const float *x, int B, int T, int H, int D, float theta,
                        int pos_offset, float sign, int accumulate, const char *what) {
   if (D % 2) die(what, "head dim must be even");
-  int half = D / 2;
-  float *cs = xmalloc(sizeof(float) * (size_t)T * half * 2, what);
-  float *sn = cs + (size_t)T * half;
-  rope_table(cs, sn, T, D, theta, pos_offset);
+  int half = D / 2, own;
+  float *cs = rope_tables(T, D, theta, pos_offset, &own, what);
+  const float *sn = cs + (size_t)T * half;
 #pragma omp parallel for collapse(2) schedule(static)
   for (int b = 0; b < B; b++) {
     for (int t = 0; t < T; t++) {
@@ -535,7 +572,7 @@ static void rope_apply(float *y, const float *x, int B, int T, int H, int D, flo
       }
     }
   }
-  free(cs);
+  if (own) free(cs);
 }
 
 void mmrt_rope_fwd(float *y, const float *x, int B, int T, int H, int D, float theta,
