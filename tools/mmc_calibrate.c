@@ -33,9 +33,12 @@ static int cmp_d(const void *a, const void *b) {
 
 /* The median time of `reps` calls of fn (after one warm-up): a kernel's
  * typical time, not the rare call the scheduler cuts on a shared machine.
- * The collectives below take medians too. */
+ * The collectives below take medians too. Under mpirun every rank starts
+ * the same kernel together, as a trainer's ranks run the same ops at once
+ * (left to drift, one rank's products met the other's streaming loop). */
 typedef void (*BenchFn)(void *);
 static double median_s(BenchFn fn, void *u, int reps) {
+  if (comm != MPI_COMM_NULL) MPI_Barrier(comm);
   double *t = malloc((size_t)reps * sizeof *t), m;
   if (!t) return 0;
   fn(u);
