@@ -218,6 +218,50 @@ if abs(k["adamw"]["update_s"] - 5e-6) > 1e-8: errs.append(f"adamw: {k['adamw']['
 for e in errs: print("FAIL:", e)
 sys.exit(1 if errs else 0)
 PY
+# the kernels' own work, cache and rows, each alone on a device where nothing
+# else takes time (fixed.dev less its fixed times): at vector_tflops = 1e-3
+# GPT2Tiny's gelu_tanh (4 x 32 x 256 elements) costs codegen's 62
+# instructions an element (passes/cost.c elem_work), 2.03 ms a call, not its
+# one model FLOP (33 us); the model FLOPs (MFU) stay the same. row_ns = 100:
+# a layer norm's 4 x 32 rows cost 12.8 us a call, cross-entropy's the same.
+# mem_bw_gbs = 1 with cache_kb = 1024 and cache_bw_gbs = 1000: a layer norm
+# (one thread: 4 x 32 x 64 elements in and out, 2 x 64 weights, 2 x 128
+# statistics; under 1 MiB)
+# moves its bytes at the cache's 1000 GB/s, gelu_tanh (split over the
+# threads) at the memory's 1 GB/s
+sed -e 's/^op_overhead_us = 1$/op_overhead_us = 0/' -e 's/^matmul_overhead_us = 7$/matmul_overhead_us = 0/' \
+    -e 's/^attention_overhead_us = 3$/attention_overhead_us = 0/' -e 's/^conv_overhead_us = 11$/conv_overhead_us = 0/' \
+    -e '/^attention_score_ns/d' "$T/fixed.dev" > "$T/free.dev"
+(sed 's/^vector_tflops = 1e6/vector_tflops = 1e-3/' "$T/free.dev") > "$T/work.dev"
+(cat "$T/free.dev"; echo 'row_ns = 100') > "$T/rows.dev"
+(sed 's/^mem_bw_gbs = 1e6/mem_bw_gbs = 1/' "$T/free.dev"; printf 'cache_kb = 1024\ncache_bw_gbs = 1000\n') > "$T/cache.dev"
+for d in free work rows cache; do
+  "$MMC" plan "$G" --model GPT2Tiny --device "$T/$d.dev" --json > "$T/$d.json" 2> "$T/e" || { bad "$d.dev"; cat "$T/e"; }
+done
+$PY - "$T" "$T/ir.txt" <<'PY' || fail=$((fail+1))
+import json, re, sys
+J = {d: json.load(open(f"{sys.argv[1]}/{d}.json"))["predicted"] for d in ("free", "work", "rows", "cache")}
+ir = open(sys.argv[2]).read().split("func @train")[1]
+calls = {}
+for op in re.findall(r"= (\w+)\(", ir):
+    calls[op] = calls.get(op, 0) + 1
+def t(d, op): return sum(J[d]["by_op_kind"].get(op, {}).values())
+errs, el = [], 4 * 32 * 256
+def want(what, got, exp):
+    if abs(got - exp) > 1e-9 + 1e-6 * exp: errs.append(f"{what}: {got} s, want {exp} s")
+want("free device, layer_norm", t("free", "layer_norm"), 0)
+want("vector_tflops 1e-3, gelu_tanh", t("work", "gelu_tanh"), calls["gelu_tanh"] * 62 * el / 1e9)
+if J["work"]["tflops_per_device"] != J["work"]["tflops_per_device"] or \
+   abs(J["work"]["mfu"] * J["work"]["step_s"] - J["free"]["mfu"] * J["free"]["step_s"]) > 1e-6 * J["work"]["mfu"] * J["work"]["step_s"]:
+    errs.append("the model FLOPs changed with the kernels' work")
+want("row_ns 100, layer_norm", t("rows", "layer_norm"), calls["layer_norm"] * 128 * 100e-9)
+want("row_ns 100, cross_entropy", t("rows", "cross_entropy"), calls["cross_entropy"] * 128 * 100e-9)
+want("cache, layer_norm", t("cache", "layer_norm"), calls["layer_norm"] * (2 * 8192 + 2 * 64 + 2 * 128) * 4 / 1000e9)
+want("cache, gelu_tanh", t("cache", "gelu_tanh"), calls["gelu_tanh"] * 2 * el * 4 / 1e9)
+print(f"kernels' work, rows and cache: gelu_tanh {t('work', 'gelu_tanh') * 1e3:.3f} ms, layer_norm rows {t('rows', 'layer_norm') * 1e6:.1f} us, in cache {t('cache', 'layer_norm') * 1e9:.0f} ns")
+for e in errs: print("FAIL:", e)
+sys.exit(1 if errs else 0)
+PY
 # the calls the program makes (ir/ir_merge.h): a bias add, a residual add or a
 # gradient sum that the kernel before it does, and AdamW's tensors in one call,
 # have no fixed time of their own; so each op kind's predicted time is the
@@ -378,6 +422,9 @@ if [ "$SAN" = 0 ]; then
   # a split vector op's fixed time measured, no less than a one-thread op's
   awk '$2 == "=" { v[$1] = $3 } END { exit !("parallel_overhead_us" in v && v["parallel_overhead_us"] + 0 >= v["op_overhead_us"] + 0) }' \
     "$T/cpu.dev" || bad "calibrate: no parallel_overhead_us of at least op_overhead_us"
+  # the cache (a core's L2, at least the memory's bandwidth there) and a row's time measured
+  awk '$2 == "=" { v[$1] = $3 } END { exit !(v["cache_kb"] + 0 > 0 && v["cache_bw_gbs"] + 0 >= v["mem_bw_gbs"] + 0 && v["row_ns"] + 0 > 0) }' \
+    "$T/cpu.dev" || bad "calibrate: no cache_kb, cache_bw_gbs of at least mem_bw_gbs, or row_ns"
 fi
 "$MMC" calibrate --bogus > /dev/null 2> "$T/e" && bad "calibrate --bogus accepted"
 grep -q "unknown argument '--bogus'" "$T/e" || bad "calibrate --bogus: message"
