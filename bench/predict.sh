@@ -10,7 +10,7 @@
 # figures are the medians of its rounds', its ratio the median of its
 # rounds' ratios. A benchmark, not a test: it prints the table and fails on
 # nothing but a broken run.
-# Then, for serial GPT2Tiny, each op kind's time as the trainer's --profile
+# Then, for serial GPT2Tiny, InternVL2Tiny and GPT-2 124M, each op kind's time as the trainer's --profile
 # measures it beside the time `mmc plan --device cpu1.dev --detail` predicts
 # for it (the same figures as --json's predicted.by_op_kind), with their
 # ratio: which kind the description gets wrong.
@@ -78,10 +78,10 @@ calibrate() {
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) CPUs;" \
   "load average $(cut -d' ' -f1-3 /proc/loadavg); OMP_WAIT=$OMP_WAIT"
 
-kinds() { # file model: per op kind, the trainer's --profile (ms a step) beside the prediction
-  local file=$1 model=$2
+kinds() { # file model [steps]: per op kind, the trainer's --profile (ms a step) beside the prediction
+  local file=$1 model=$2 steps=${3:-$STEPS}
   "$MMC" compile "$S/$file" --model "$model" --device cpu1.dev -o kinds
-  ./kinds --steps "$STEPS" --eval-batches 1 --profile > kinds.out 2> kinds.err ||
+  ./kinds --steps "$steps" --eval-batches 1 --profile > kinds.out 2> kinds.err ||
     { echo "kinds: the trainer failed"; tail -3 kinds.err; return 1; }
   "$MMC" plan "$S/$file" --model "$model" --device cpu1.dev --json > kinds.json
   echo "per op kind, $model serial on cpu1.dev (ms a step; measured: the trainer's --profile, compute only)"
@@ -108,6 +108,8 @@ PY
 if [ "${KINDS_ONLY:-0}" = 1 ]; then
   calibrate
   kinds gpt2.mm GPT2Tiny
+  kinds internvl2.mm InternVL2Tiny
+  kinds gpt2.mm GPT2 6
   exit
 fi
 PLANS=(
@@ -155,3 +157,5 @@ print("%-22s %5s %11.4g %11.4g %7.3f   %s" % (sys.argv[1], sys.argv[2], m, p, ra
 PY
 done
 kinds gpt2.mm GPT2Tiny
+kinds internvl2.mm InternVL2Tiny
+kinds gpt2.mm GPT2 6
