@@ -32,6 +32,20 @@ static bool add_accum(Cg *cg, IrMap *seen, const IrNode *n, int k, CgMb *out, co
   return true;
 }
 
+/* n lowered in a block of its own that runs only when flag (an i1 of the
+ * micro-batch's part function) is `when`; go and after name the blocks */
+static bool lower_when(Cg *cg, const IrNode *n, LLVMValueRef flag, bool when, const char *go_name,
+                       const char *after_name) {
+  LLVMBasicBlockRef go = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, go_name);
+  LLVMBasicBlockRef after = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, after_name);
+  LLVMBuildCondBr(cg->b, flag, when ? go : after, when ? after : go);
+  LLVMPositionBuilderAtEnd(cg->b, go);
+  bool ok = cg_lower_node(cg, n);
+  LLVMBuildBr(cg->b, after);
+  LLVMPositionBuilderAtEnd(cg->b, after);
+  return ok;
+}
+
 bool cg_mb_lower_deferred(Cg *cg, const IrNode *n) {
   const IrFunc *f = cg->f;
   int i = cg->cur, run = n->op == IR_OP_BUCKET_WAIT ? 1 : bucket_run(f, i);
@@ -49,25 +63,11 @@ bool cg_mb_lower_deferred(Cg *cg, const IrNode *n) {
                                              cg_i64(cg, ir_numel(&u->in[0]->shape))},
                             4));
   }
-  LLVMBasicBlockRef go = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "reduce");
-  LLVMBasicBlockRef after = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "deferred");
-  LLVMBuildCondBr(cg->b, cg->defer_now, after, go);
-  LLVMPositionBuilderAtEnd(cg->b, go);
-  bool ok = cg_lower_node(cg, n);
-  LLVMBuildBr(cg->b, after);
-  LLVMPositionBuilderAtEnd(cg->b, after);
-  return ok;
+  return lower_when(cg, n, cg->defer_now, false, "reduce", "deferred");
 }
 
 bool cg_mb_lower_once(Cg *cg, const IrNode *n) {
-  LLVMBasicBlockRef go = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "gather");
-  LLVMBasicBlockRef after = LLVMAppendBasicBlockInContext(cg->ctx, cg->fn, "gathered");
-  LLVMBuildCondBr(cg->b, cg->once_now, go, after);
-  LLVMPositionBuilderAtEnd(cg->b, go);
-  bool ok = cg_lower_node(cg, n);
-  LLVMBuildBr(cg->b, after);
-  LLVMPositionBuilderAtEnd(cg->b, after);
-  return ok;
+  return lower_when(cg, n, cg->once_now, true, "gather", "gathered");
 }
 
 bool cg_mb_linear_w(Cg *cg, const IrNode *n, const IrValue *dw, LLVMValueRef dt, LLVMValueRef dy,
