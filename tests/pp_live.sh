@@ -45,16 +45,7 @@ model V8i extends InternVL2Tiny {
   }
 }
 MM
-gpt_model R 8 32 "vocab = 256, ctx = 64, dim = 128, depth = 4, heads = 4" \
-  "optimizer = adamw(lr = 1e-3)" "micro_batches = 4; recompute = full" > "$T/s.mm"
-cat >> "$T/s.mm" <<'MM'
-model RP extends R {
-  parallel { pp = 2; micro_batches = 4; recompute = full; stages = [gpt.wte + gpt.wpe + gpt.h[0:2], gpt.h[2:4] + gpt.ln_f] }
-}
-model RI extends R {
-  parallel { pp = 2; vpp = 2; schedule = interleaved; micro_batches = 4; recompute = full; stages = [gpt.wte + gpt.wpe + gpt.h[0:1], gpt.h[1:2], gpt.h[2:3], gpt.h[3:4] + gpt.ln_f] }
-}
-MM
+pp_gpt_models R RP RI > "$T/s.mm"
 P="$T/pp.mm"; G="$S/gpt2.mm"; V="$S/internvl2.mm"
 live internvl2tiny.pp4.interleaved "$P" V8i --set B=8 --micro-batches 4
 live internvl2tiny.pp4.interleaved.m8 "$P" V8i --set B=8 --micro-batches 8

@@ -51,16 +51,7 @@ set -uo pipefail
 S="$MMC_SOURCE_DIR/stdlib_models"
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
 mpi_script
-gpt_model S 8 32 "vocab = 256, ctx = 64, dim = 128, depth = 4, heads = 4" \
-  "optimizer = adamw(lr = 1e-3)" "micro_batches = 4; recompute = full" > "$T/s.mm"
-cat >> "$T/s.mm" <<'MM'
-model P extends S {
-  parallel { pp = 2; micro_batches = 4; recompute = full; stages = [gpt.wte + gpt.wpe + gpt.h[0:2], gpt.h[2:4] + gpt.ln_f] }
-}
-model I extends S {
-  parallel { pp = 2; vpp = 2; schedule = interleaved; micro_batches = 4; recompute = full; stages = [gpt.wte + gpt.wpe + gpt.h[0:1], gpt.h[1:2], gpt.h[2:3], gpt.h[3:4] + gpt.ln_f] }
-}
-MM
+pp_gpt_models S P I > "$T/s.mm"
 for s in gpipe 1f1b zbh1; do
   "$MMC" plan "$T/s.mm" -I "$S" --model P --schedule "$s" --json > "$T/$s.json" 2> "$T/err" ||
     { bad "mmc plan --schedule $s"; cat "$T/err"; }

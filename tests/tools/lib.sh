@@ -86,3 +86,20 @@ model $1 {
 }
 MM
 }
+
+# The pipeline memory tests' GPT (pp_stash, pp_live): 4 layers, D = 128,
+# T = 32, 8 samples in 4 micro-batches, full recompute, as model $1; $2 at
+# pp = 2 (the embeddings and two layers, then two layers and ln_f), $3 at
+# pp = 2 x vpp = 2 interleaved (a layer a stage)
+pp_gpt_models() {
+  gpt_model "$1" 8 32 "vocab = 256, ctx = 64, dim = 128, depth = 4, heads = 4" \
+    "optimizer = adamw(lr = 1e-3)" "micro_batches = 4; recompute = full"
+  cat <<MM
+model $2 extends $1 {
+  parallel { pp = 2; micro_batches = 4; recompute = full; stages = [gpt.wte + gpt.wpe + gpt.h[0:2], gpt.h[2:4] + gpt.ln_f] }
+}
+model $3 extends $1 {
+  parallel { pp = 2; vpp = 2; schedule = interleaved; micro_batches = 4; recompute = full; stages = [gpt.wte + gpt.wpe + gpt.h[0:1], gpt.h[1:2], gpt.h[2:3], gpt.h[3:4] + gpt.ln_f] }
+}
+MM
+}
