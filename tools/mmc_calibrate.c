@@ -248,6 +248,15 @@ static void conv_times(int N, int C, int S, int reps, double *t, double *flops) 
   free(c.x), free(c.y), free(c.dx), free(c.w), free(c.dw);
 }
 
+static double linear_tflops(int n, int reps) {
+  size_t b = (size_t)n * n * 4;
+  LinArgs l = {fill(b), fill(b), fill(b), fill(b), fill(b), n, n, n, 0};
+  double t = 0;
+  for (l.form = 0; l.form < 3; l.form++) t += median_s(run_lin, &l, reps);
+  free(l.x), free(l.w), free(l.y), free(l.dx), free(l.dw);
+  return 3 * 2.0 * n * n * n / t / 1e12;
+}
+
 static double matmul_tflops(MmrtDtype dt, int n, int reps) {
   size_t es = dt == MMRT_BF16 ? 2 : 4, bytes = (size_t)n * n * es;
   MmArgs m = {dt, fill(bytes), fill(bytes), fill(bytes), n, 1};
@@ -261,8 +270,12 @@ static double matmul_tflops(MmrtDtype dt, int n, int reps) {
 
 /* The kernels' figures of d (every rate and fixed time), one round. */
 static void measure_kernels(MmDevice *dv, int quick, int reps) {
-  /* products: a large square matmul per dtype */
-  dv->fp32_tflops = matmul_tflops(MMRT_F32, quick ? 256 : 512, reps);
+  /* products: fp32 as the trainer's products are, a linear layer's three
+   * (forward, input and weight gradients: the runtime's calls, each with
+   * its own operand layout; the weight gradient's ran 15 to 20% slower than
+   * a square matmul, the input gradient's at its rate) at n rows, n x n,
+   * their FLOPs over their summed median times; bf16 a square matmul */
+  dv->fp32_tflops = linear_tflops(quick ? 256 : 512, reps);
   dv->bf16_tflops = matmul_tflops(MMRT_BF16, quick ? 256 : 512, reps);
   dv->matmul_efficiency = 1; /* measured rates: what the kernels reach */
   /* the attention kernels (causal), forward and backward apart, at three
