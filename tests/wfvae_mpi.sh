@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # WF-VAE under data and tensor parallel: a small WFVAETiny (5 frames, base 8)
-# trained 10 steps (4 under the sanitizers) serially and on real MPI ranks (mpirun), dp = 2, tp = 2
-# and tp = 2 x dp = 2 (4 ranks): the losses agree to 1e-5 relative at every
+# trained 10 steps (4 under the sanitizers) serially and on real MPI ranks
+# (mpirun), dp = 2, tp = 2 and tp = 2 x dp = 2 (4 ranks, release only): the
+# losses agree to 1e-5 relative at every
 # step and every weight to 1e-3 of its update (tests/tools/close_runs.py).
 # The noise of the reparameterised sample is drawn whole on every rank and
 # sliced (randn),
