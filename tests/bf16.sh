@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bf16 mixed precision (--precision bf16, passes/precision.c) end to end.
 # 1. ViTFashion, GPT2Tiny and InternVL2Tiny compiled with --precision bf16,
-#    20 steps (5 under the sanitizers), against the PyTorch references (tests/torch/mmref.py) under
+#    20 steps (5 under the sanitizers), against the PyTorch references
+#    (tests/torch/mmref.py) under
 #    torch.autocast("cpu", dtype=torch.bfloat16) on the trainer's initial
 #    weights and batches, fp32 master weights and AdamW: losses within 1e-2
 #    relative at every step (tests/torch/parity.py ... bf16). The start line
