@@ -36,7 +36,7 @@ bad() { echo "FAIL: $*"; fail=$((fail+1)); }
 TOL=${MMC_MEM_TOLERANCE:-0.05}
 CODE_MAX=$((32 << 20)) # code left out of the comparison, per rank
 
-ldd "$MMC" > "$T/ldd" 2>&1 || true
+ldd "$MMC_BINARY_DIR/mmc" > "$T/ldd" 2>&1 || true # (under the sanitizers $MMC is a script)
 if grep -q "libasan\|libubsan" "$T/ldd"; then
   echo "skipped: a sanitizer build (resident memory includes the sanitizer's shadow)"; exit 0
 fi

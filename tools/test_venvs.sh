@@ -22,9 +22,19 @@ make_one() {
     *) echo "test_venvs.sh: unknown environment '$name' (tok, mcore, hf or all)" >&2; return 2 ;;
   esac
   mkdir -p "$(dirname "$v")"
+  # the check imports torch (2 s of CPU a test, 20 tests a build): once it
+  # passed, a stamp with the check's text stands for it until a package is
+  # added to or removed from the venv or the system's (Debian's torch) or
+  # tests/data_ref (mcore's loader) changes
+  local stamp="$v/.mmc-checked"
   (
     flock 9
-    "$v/bin/python" -c "$check" 2> /dev/null && exit 0
+    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$check" ] &&
+       [ -z "$(find "$v/lib" "$SRC/tests/data_ref" -maxdepth 2 -newer "$stamp" -print -quit 2> /dev/null)" ] &&
+       [ -z "$(find /usr/lib/python3/dist-packages -maxdepth 1 -newer "$stamp" -print -quit 2> /dev/null)" ]; then
+      exit 0
+    fi
+    "$v/bin/python" -c "$check" 2> /dev/null && { printf '%s' "$check" > "$stamp"; exit 0; }
     echo "making $v"
     case $name in
       tok) /usr/bin/python3 -m venv "$v" && "$v/bin/pip" install -q tokenizers==0.23.3 sentencepiece==0.2.3 ;;
@@ -34,7 +44,7 @@ make_one() {
       hf) /usr/bin/python3 -m venv --system-site-packages "$v" &&
           "$v/bin/pip" install -q "transformers==4.49.0" "accelerate==1.0.1" safetensors "pillow==11.3.0" ;;
     esac
-    "$v/bin/python" -c "$check"
+    "$v/bin/python" -c "$check" && printf '%s' "$check" > "$stamp"
   ) 9> "$v.lock"
 }
 [ $# -gt 0 ] || set -- all
