@@ -52,10 +52,14 @@ static double split_of(const IrModule *m, const IrNode *n) {
   return most;
 }
 
+/* The bytes n reads and writes: its operands and results, and an operand
+ * it updates in place (the optimizer's parameter and moments) twice, read
+ * and written back. */
 static double node_bytes(const IrModule *m, const IrNode *n) {
   double b = 0;
   for (int k = 0; k < n->nin; k++)
-    b += (double)ir_local_numel(m, n->in[k]) * ir_dtype_size(n->in[k]->dtype);
+    b += (IR_OP_WRITES(n->op, k) ? 2.0 : 1.0) * (double)ir_local_numel(m, n->in[k]) *
+         ir_dtype_size(n->in[k]->dtype);
   for (int k = 0; k < n->nout; k++)
     b += (double)ir_local_numel(m, n->out[k]) * ir_dtype_size(n->out[k]->dtype);
   return b;
