@@ -259,13 +259,10 @@ static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double
       break;
   }
   *flops_local = fl;
-  /* a one-thread op whose operands and results fit in a core's cache finds
-   * them there (the op before made or read them), any op whose do in the
-   * last-level cache there */
+  /* a one-thread op whose operands and results fit in the cache finds them
+   * there (the op before made or read them) */
   double bytes = node_bytes(m, n) + extra;
-  double bw = small && bytes <= d->cache_kb * 1024 ? d->cache_bw_gbs
-              : bytes <= d->llc_kb * 1024          ? d->llc_bw_gbs
-                                                   : d->mem_bw_gbs;
+  double bw = small && bytes <= d->cache_kb * 1024 ? d->cache_bw_gbs : d->mem_bw_gbs;
   double t = work / rate, tb = bytes / (bw * 1e9);
   t = (t > tb ? t : tb) + scores_s(m, d, n) + kernel_rows(m, n) * d->row_ns * 1e-9;
   return t + ring_s(m, d, n, t) + (mg == IR_MERGE_CALL ? 0 : over * 1e-6);

@@ -108,7 +108,6 @@ bool mm_device_parse(const char *text, const char *file, MmDevice *d, char *err,
   if (!seen[19]) d->conv_overhead_us = d->matmul_overhead_us;
   if (!seen[21]) d->parallel_overhead_us = d->op_overhead_us;
   if (!seen[23]) d->cache_bw_gbs = d->mem_bw_gbs;
-  if (!seen[25]) d->llc_bw_gbs = d->mem_bw_gbs;
   if (!named) {
     const char *b = strrchr(file, '/');
     snprintf(d->name, sizeof d->name, "%s", b ? b + 1 : file);

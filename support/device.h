@@ -50,10 +50,6 @@
     "data a one-thread op finds in cache (its operands and results), KiB (default 0: none)")       \
   X(cache_bw_gbs, "cache_bw_gbs", 0, 1e-3, 1e6,                                                    \
     "bandwidth of such an op's data in cache, GB/s (default: mem_bw_gbs)")                         \
-  X(llc_kb, "llc_kb", 0, 0, 1 << 30,                                                               \
-    "data any op finds in the last-level cache, KiB (default 0: none)")                            \
-  X(llc_bw_gbs, "llc_bw_gbs", 0, 1e-3, 1e6,                                                        \
-    "bandwidth of such an op's data there, on all the threads, GB/s (default: mem_bw_gbs)")        \
   X(row_ns, "row_ns", 0, 0, 1e6,                                                                   \
     "a row-wise kernel's time per row besides its elements (norms, softmax, cross-entropy), ns "   \
     "(default 0)")

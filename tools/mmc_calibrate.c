@@ -319,11 +319,6 @@ static void measure_kernels(MmDevice *dv, int quick, int reps) {
   v.x = fill((size_t)v.n * 4), v.y = fill((size_t)v.n * 4), v.z = fill((size_t)v.n * 4);
   double ts = median_s(run_stream, &v, reps);
   dv->mem_bw_gbs = 12.0 * (double)v.n / ts / 1e9;
-  /* the last-level cache's: the same loop on all the threads over 3 x 1
-   * MiB, beyond a core's L2, within the L3 */
-  VecArgs v3 = {.x = v.x, .y = v.y, .z = v.z, .n = 1L << 18};
-  double t3 = median_s(run_stream, &v3, 4 * reps);
-  dv->llc_bw_gbs = fmax(dv->mem_bw_gbs, 12.0 * (double)v3.n / t3 / 1e9);
   /* the vector rate: elementwise arithmetic in cache, on all threads
    * (16,384 elements, 64 KiB) */
   VecArgs f = {.x = v.x, .n = 16384, .rounds = quick ? 16 : 64};
@@ -431,8 +426,7 @@ static void measure_kernels(MmDevice *dv, int quick, int reps) {
   X(mem_bw_gbs)                                                                                    \
   X(vector_tflops)                                                                                 \
   X(op_overhead_us)                                                                                \
-  X(matmul_overhead_us)                                                                            \
-  X(conv_overhead_us) X(parallel_overhead_us) X(cache_bw_gbs) X(row_ns) X(llc_bw_gbs)
+  X(matmul_overhead_us) X(conv_overhead_us) X(parallel_overhead_us) X(cache_bw_gbs) X(row_ns)
 
 /* comm_compute_share: what a non-blocking all-reduce of count floats
  * (x into y) costs the compute it overlaps, as a fraction of its own time
@@ -472,22 +466,18 @@ static double comm_share(float *x, float *y, int count, double t_ar) {
   return sh[1] < 0 ? 0 : sh[1] > 1 ? 1 : sh[1];
 }
 
-/* A cache level's size as cpu0 sees it, KiB: the kernel's figure (index2:
- * L2, index3: the L3 cpu0 shares; glibc's _SC_LEVEL3_CACHE_SIZE counted 320
- * MiB on a 32 MiB one), else glibc's; 0 unknown. */
-static double cache_kb(int index, int sc) {
-  char path[96];
-  snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", index);
-  FILE *f = fopen(path, "r");
+/* A core's L2 cache, KiB: glibc's figure, else the kernel's; 0 unknown. */
+static double l2_kb(void) {
+  long b = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  if (b > 0) return (double)b / 1024;
+  FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index2/size", "r");
   double kb = 0;
   char unit = 'K';
   if (f) {
     if (fscanf(f, "%lf%c", &kb, &unit) < 1) kb = 0;
     fclose(f);
   }
-  if (kb > 0) return unit == 'M' ? kb * 1024 : kb;
-  long b = sysconf(sc);
-  return b > 0 ? (double)b / 1024 : 0;
+  return unit == 'M' ? kb * 1024 : kb;
 }
 
 int main(int argc, char **argv) {
@@ -544,10 +534,7 @@ int main(int argc, char **argv) {
   /* the cache a one-thread op's data stays in between the ops that make
    * and read it: a core's L2 (the trainer's small ops run on its first
    * thread) */
-  d.cache_kb = cache_kb(2, _SC_LEVEL2_CACHE_SIZE);
-  /* and the last-level cache's share of this rank's (the ranks of one
-   * machine share it) */
-  d.llc_kb = cache_kb(3, _SC_LEVEL3_CACHE_SIZE) / world;
+  d.cache_kb = l2_kb();
   /* links: MPI all-reduces among the ranks (one machine: no inter-node link) */
   d.devices_per_node = world;
   d.intra_bw_gbs = d.mem_bw_gbs, d.intra_lat_us = 1;
@@ -582,8 +569,7 @@ int main(int argc, char **argv) {
     d.intra_bw_gbs = beta > 0 ? 1 / beta / 1e9 : d.mem_bw_gbs;
     d.comm_compute_share = comm_share(x, y, nbig, t2);
     /* every rank's kernels measured at once: the slowest rank is the device */
-    double mine[16] = {d.llc_bw_gbs,
-                       -d.row_ns,
+    double mine[15] = {-d.row_ns,
                        d.cache_bw_gbs,
                        -d.parallel_overhead_us,
                        -d.comm_compute_share,
@@ -598,11 +584,11 @@ int main(int argc, char **argv) {
                        -d.attention_score_ns,
                        -d.attention_score_ns_bwd,
                        -d.conv_overhead_us},
-           least[16];
-    MPI_Allreduce(mine, least, 16, MPI_DOUBLE, MPI_MIN, comm);
-    d.llc_bw_gbs = least[0], d.row_ns = -least[1], d.cache_bw_gbs = least[2];
-    d.parallel_overhead_us = -least[3], d.comm_compute_share = -least[4];
-    memmove(least, least + 5, 11 * sizeof *least);
+           least[15];
+    MPI_Allreduce(mine, least, 15, MPI_DOUBLE, MPI_MIN, comm);
+    d.row_ns = -least[0], d.cache_bw_gbs = least[1];
+    d.parallel_overhead_us = -least[2], d.comm_compute_share = -least[3];
+    memmove(least, least + 4, 11 * sizeof *least);
     d.fp32_tflops = least[0], d.bf16_tflops = least[1], d.mem_bw_gbs = least[2];
     d.vector_tflops = least[3], d.attention_efficiency = least[4], d.op_overhead_us = -least[5];
     d.matmul_overhead_us = -least[6], d.attention_overhead_us = -least[7];
