@@ -11,7 +11,9 @@ JOBS=${JOBS:-2}
 # budget: 30 minutes on a 2-core Zen 3; tests/README.md has the figures).
 t0=$SECONDS; ts=$SECONDS; times=()
 slowest() { # the ten slowest tests of a build folder, from CTest's own timings
-  echo "slowest tests in $1:"; awk 'NF == 3 { printf "  %-24s %7.1f s\n", $1, $3 }' "$1/Testing/Temporary/CTestCostData.txt" | sort -k2 -rn | head -10
+  # (the last stage reads all of sort's output: `head` exiting early can kill
+  # sort with SIGPIPE, and under pipefail that failed a passing run, exit 141)
+  echo "slowest tests in $1:"; awk 'NF == 3 { printf "  %-24s %7.1f s\n", $1, $3 }' "$1/Testing/Temporary/CTestCostData.txt" | sort -k2 -rn | awk 'NR <= 10'
 }
 stage_done() { times+=("$(printf '%-28s %5d s' "$1" $((SECONDS - ts)))"); echo "-- $1: $((SECONDS - ts)) s"; ts=$SECONDS; }
 
