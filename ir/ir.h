@@ -280,6 +280,12 @@ struct IrNode {
   int pp_stage;
 };
 
+/* Value k of n's operands then results (k < nin + nout): the walk over
+ * everything a node reads and writes. */
+static inline IrValue *ir_node_value(const IrNode *n, int k) {
+  return k < n->nin ? n->in[k] : n->out[k - n->nin];
+}
+
 /* A repeated stack of layers (Block(...) x depth), e.g. "llm.blocks" with 24 layers. */
 typedef struct IrGroup {
   const char *name;

@@ -41,11 +41,23 @@ double cost_collective_s(const MmDevice *d, IrOp op, double bytes, int n, int st
   return steps * lat + bytes / bw;
 }
 
+/* The most elements any operand or result of n has: on this rank, or
+ * whole when m is NULL. */
+static int64_t most_numel(const IrModule *m, const IrNode *n) {
+  int64_t most = 0;
+  for (int k = 0; k < n->nin + n->nout; k++) {
+    const IrValue *v = ir_node_value(n, k);
+    int64_t e = m ? ir_local_numel(m, v) : ir_numel(&v->shape);
+    if (e > most) most = e;
+  }
+  return most;
+}
+
 /* The most any operand or result of n is split over the mesh. */
 static double split_of(const IrModule *m, const IrNode *n) {
   double most = 1;
   for (int k = 0; k < n->nin + n->nout; k++) {
-    const IrValue *v = k < n->nin ? n->in[k] : n->out[k - n->nin];
+    const IrValue *v = ir_node_value(n, k);
     int64_t g = ir_numel(&v->shape), l = ir_local_numel(m, v);
     if (l > 0 && (double)g / (double)l > most) most = (double)g / (double)l;
   }
@@ -117,16 +129,14 @@ static double ring_s(const IrModule *m, const MmDevice *d, const IrNode *n, doub
  * (parallel_overhead_us). */
 static bool split_over_threads(const IrModule *m, const IrNode *n) {
   if (n->op == IR_OP_ADAMW || n->op == IR_OP_SGD) return true;
-  int64_t el = 0, all = 0;
-  for (int k = 0; k < n->nin + n->nout; k++) {
-    int64_t e = ir_local_numel(m, k < n->nin ? n->in[k] : n->out[k - n->nin]);
-    if (e > el) el = e;
-    all += k < n->nin ? e : 0;
-  }
   /* the gradient norm's sum of squares runs its 8,192-element chunks on
    * the threads from five of them (runtime mmrt_sum_squares) */
-  if (n->op == IR_OP_GRAD_NORM) return all > 4 * 8192;
-  return el >= (1 << 15);
+  if (n->op == IR_OP_GRAD_NORM) {
+    int64_t all = 0;
+    for (int k = 0; k < n->nin; k++) all += ir_local_numel(m, n->in[k]);
+    return all > 4 * 8192;
+  }
+  return most_numel(m, n) >= (1 << 15);
 }
 
 /* The rows of a row-wise kernel (the norms, softmax, cross-entropy: each
@@ -198,11 +208,7 @@ static int elem_work(IrOp op) {
 static double vector_work(const IrNode *n, double fl) {
   int w = elem_work(n->op);
   if (n->op != IR_OP_FUSED && !w) return fl;
-  int64_t el = 0;
-  for (int k = 0; k < n->nin + n->nout; k++) {
-    int64_t e = ir_numel(&(k < n->nin ? n->in[k] : n->out[k - n->nin])->shape);
-    if (e > el) el = e;
-  }
+  int64_t el = most_numel(NULL, n);
   if (n->op != IR_OP_FUSED) return fl > (double)w * (double)el ? fl : (double)w * (double)el;
   Arena a;
   arena_init(&a);

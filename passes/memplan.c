@@ -663,7 +663,7 @@ static bool *pp_transfers(FPlan *p, const IrFunc *f, const PpAssign *pa, const u
       if (i > g_plast[fn]) g_plast[fn] = i;
     }
     for (int k = 0; k < n->nin + n->nout; k++) {
-      const Loc *l = loc_of(p, k < n->nin ? n->in[k] : n->out[k - n->nin]);
+      const Loc *l = loc_of(p, ir_node_value(n, k));
       if (!l || l->buf < 0) continue;
       if (u)
         ut[l->buf] = true;
@@ -687,7 +687,7 @@ static bool *pp_transfers(FPlan *p, const IrFunc *f, const PpAssign *pa, const u
     if (pa->part[i] == PPN_U) continue;
     int r = __builtin_ctzll(nm[i]);
     for (int k = 0; k < n->nin + n->nout; k++) {
-      const Loc *l = loc_of(p, k < n->nin ? n->in[k] : n->out[k - n->nin]);
+      const Loc *l = loc_of(p, ir_node_value(n, k));
       if (!l || l->buf < 0 || !xf[l->buf]) continue;
       int *rr = p->bufs[l->buf].rr;
       if (rr[2 * r] == nn) rr[2 * r] = k < n->nin ? -1 - i : i;
@@ -863,7 +863,7 @@ static void pp_place(FPlan *p, const IrModule *m, const IrFunc *f, Arena *a) {
     const IrNode *n = f->nodes.items[i];
     bool u = pa.part[i] == PPN_U;
     for (int k = 0; k < n->nin + n->nout; k++) {
-      const IrValue *v = k < n->nin ? n->in[k] : n->out[k - n->nin];
+      const IrValue *v = ir_node_value(n, k);
       const Loc *l = loc_of(p, v);
       if (!l || l->buf < 0) continue;
       p->bufs[l->buf].ranks |= pp_touch(n, k, nm[i], &made);
@@ -966,7 +966,7 @@ bool mp_pp_arenas(const IrModule *m, const PpAssign *given, MpPpArenas *out, int
     for (int i = 0; i < g->nodes.len; i++) {
       const IrNode *n = g->nodes.items[i];
       for (int k = 0; k < n->nin + n->nout; k++) {
-        const IrValue *v = k < n->nin ? n->in[k] : n->out[k - n->nin];
+        const IrValue *v = ir_node_value(n, k);
         if (!v->mem_planned || (v->mem_arena != IR_ROLE_ACT && v->mem_arena != IR_ROLE_GRAD))
           continue;
         int64_t e = v->mem_offset + mp_value_bytes(m, v);
@@ -1039,7 +1039,7 @@ static void dump_live(FPlan *p, const IrModule *m, const IrFunc *f, Arena *a) {
   for (int i = 0; i < f->nodes.len; i++) {
     const IrNode *n = f->nodes.items[i];
     for (int k = 0; k < n->nin + n->nout; k++) {
-      const IrValue *v = k < n->nin ? n->in[k] : n->out[k - n->nin];
+      const IrValue *v = ir_node_value(n, k);
       const Loc *l = loc_of(p, v);
       if (l && l->buf >= 0)
         fprintf(stderr, "U %d %d %c %p %d\n", i, l->buf, k < n->nin ? 'r' : 'w', (const void *)v,

@@ -526,7 +526,7 @@ bool pp_rank_memory(IrModule *m, PpRankMem *out, int nout, char *err, size_t err
   for (int i = 0; g && i < g->nodes.len; i++) {
     const IrNode *n = g->nodes.items[i];
     for (int k = 0; k < n->nin + n->nout; k++) {
-      const IrValue *v = k < n->nin ? n->in[k] : n->out[k - n->nin];
+      const IrValue *v = ir_node_value(n, k);
       if (!v->def || !v->mem_planned || v->mem_arena != IR_ROLE_ACT) continue;
       int r = a.stage[i] % P;
       int64_t b = v->mem_offset, e = b + mp_align(mp_value_bytes(m, v));
