@@ -103,23 +103,42 @@ static double scores_s(const IrModule *m, const MmDevice *d, const IrNode *n) {
 }
 
 /* Ring attention (cp, {ring = true}; runtime/comm/mmrt_ring.c): the kernel
- * runs cp blocks, and while it computes one the next block's K and V (the
- * backward: also the dK and dV sums) shift one rank along the cp ring; a
- * shift shows where it outlasts its block's compute (t / cp each). */
+ * runs the ring's R = cp / U steps (U: the Ulysses groups of USP, 1
+ * without), and while it computes one step's block the next block's K and V
+ * (the backward: also the dK and dV sums) shift one rank along the ring; a
+ * shift shows where it outlasts its block's compute (t / R each). Besides,
+ * the kernel is called per block, not once: causal, each of B rows' two
+ * chunks of c = T / 2 rows (the balanced split) meets every key chunk at or
+ * before it, 2R + 1 calls a row of the batch over the ring; unmasked, one
+ * call a step. Each call pays the attention's fixed time, and each forward
+ * call's result is merged into the output by log-sum-exp, a row of D at a
+ * time (a row's exponentials, logarithm and division: mmc calibrate's
+ * row_ns; its three D-float rows in the cache). */
 static double ring_s(const IrModule *m, const MmDevice *d, const IrNode *n, double t) {
   int cp = m->mesh[IR_AX_CP], fk = ir_ops[n->op].flop_kind;
   if (cp <= 1 || (fk != IR_FL_ATTENTION && fk != IR_FL_ATTENTION_BWD) ||
       !ir_attrs_has(&n->attrs, IR_ATTR_RING) || !n->attrs.v[IR_ATTR_RING].i)
     return 0;
   int q = fk == IR_FL_ATTENTION ? 0 : 1;
-  if (n->nin < q + 3) return 0;
+  if (n->nin < q + 3 || n->in[q]->shape.rank != 4) return 0;
+  int U = m->plan.cp_ulysses > 1 ? m->plan.cp_ulysses : 1, R = cp / U > 1 ? cp / U : 1;
   double kv = 0;
   for (int j = q + 1; j <= q + 2; j++)
     kv += (double)ir_local_numel(m, n->in[j]) * ir_dtype_size(n->in[j]->dtype);
   if (fk == IR_FL_ATTENTION_BWD) kv *= 2; /* dK and dV travel with them */
-  double shift = cost_collective_s(d, IR_OP_COUNT, kv, cp, m->mesh[IR_AX_TP]);
-  double exposed = shift - t / cp;
-  return exposed > 0 ? (cp - 1) * exposed : 0;
+  double shift = cost_collective_s(d, IR_OP_COUNT, kv, R, m->mesh[IR_AX_TP]);
+  double exposed = shift - t / R;
+  double s = exposed > 0 ? (R - 1) * exposed : 0;
+  IrShape qs;
+  ir_local_shape(m, n->in[q]->pl, &n->in[q]->shape, &qs);
+  bool causal = n->attrs.v[IR_ATTR_CAUSAL].i;
+  double calls = causal ? (double)qs.d[0] * (2 * R + 1) : R;
+  s += (calls - 1) * d->attention_overhead_us * 1e-6;
+  if (fk == IR_FL_ATTENTION) { /* the merges: each call's rows, every head */
+    double rows = (double)qs.d[0] * qs.d[1] * qs.d[2] * (causal ? (2 * R + 1) / 2.0 : R);
+    s += rows * (d->row_ns * 1e-9 + 3.0 * qs.d[3] * 4 / (d->cache_bw_gbs * 1e9));
+  }
+  return s;
 }
 
 /* Whether the trainer splits vector op n over its threads: the optimizer

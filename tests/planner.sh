@@ -333,15 +333,28 @@ sys.exit(1 if errs else 0)
 PY
 # ring attention (cp = 2): the one K/V shift (5 us + 32,768 bytes at 10 GB/s) shows
 # where it outlasts the half of the call's compute it overlaps (8,192 local
-# scores, causal half at 1 ns: 4.096 us, half of it 2.048 us)
+# scores, causal half at 1 ns: 4.096 us, half of it 2.048 us); the kernel is
+# called per block: each of the 4 batch rows' two chunks meets the key
+# chunks at or before it, 2 x 2 + 1 = 5 calls a row, 20 calls where the
+# plan has one (19 more fixed times of 3 us); with row_ns = 100 each forward
+# call's merge adds its 8 rows x 4 heads at 100 ns (640 rows over the ring)
 "$MMC" plan "$G" --model GPT2Tiny --cp 2 --cp-kind ring --device "$T/fixed.dev" --json > "$T/ring.json" 2> "$T/e" ||
   { bad "ring plan"; cat "$T/e"; }
-$PY - "$T/ring.json" <<'PY' || bad "ring attention's shifts"
+(cat "$T/fixed.dev"; echo 'row_ns = 100') > "$T/ringrows.dev"
+"$MMC" plan "$G" --model GPT2Tiny --cp 2 --cp-kind ring --device "$T/ringrows.dev" --json > "$T/ringrows.json" 2> "$T/e" ||
+  { bad "ring plan, row_ns"; cat "$T/e"; }
+$PY - "$T/ring.json" "$T/ringrows.json" <<'PY' || bad "ring attention's shifts, calls and merges"
 import json, sys
-a = json.load(open(sys.argv[1]))["predicted"]["by_op_kind"]["attention"]["forward_s"] / 2
-want = 3e-6 + 4.096e-6 + (5e-6 + 32768 / 10e9 - 2.048e-6)
-print(f"ring attention forward {a:.6g} s a call, want {want:.6g}")
-sys.exit(0 if abs(a - want) < 1e-3 * want else 1)
+k = [json.load(open(f))["predicted"]["by_op_kind"] for f in sys.argv[1:]]
+a, ar = (x["attention"]["forward_s"] / 2 for x in k)
+g, gr = (x["attention_grad"]["backward_s"] / 2 for x in k)
+want = 3e-6 + 4.096e-6 + (5e-6 + 32768 / 10e9 - 2.048e-6) + 19 * 3e-6
+print(f"ring attention forward {a:.6g} s a call, want {want:.6g}; with row_ns {ar:.6g}, want {want + 640 * 100e-9:.6g}")
+bad = abs(a - want) > 1e-3 * want or abs(ar - a - 640 * 100e-9) > 1e-3 * want
+# the backward: the same 20 calls; no merges (row_ns leaves it unchanged)
+print(f"ring attention backward {g:.6g} s a call; with row_ns {gr:.6g}")
+bad = bad or g < 3e-6 + 19 * 3e-6 or abs(gr - g) > 1e-12
+sys.exit(1 if bad else 0)
 PY
 "$MMC" plan "$G" --model GPT2Tiny --device "$T/fixed.dev" --detail > "$T/detail.txt" || bad "--detail"
 grep -q "^    linear_grad_w  .* 0.000  *0.0[0-9]*  *0.000  *0.0" "$T/detail.txt" || { bad "--detail: no per-op-kind table"; grep -A3 "per op kind" "$T/detail.txt"; }
