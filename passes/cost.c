@@ -102,6 +102,14 @@ static double scores_s(const IrModule *m, const MmDevice *d, const IrNode *n) {
   return scores * per / (d->mem_bw_gbs * 1e9) + half * scores * ns * 1e-9;
 }
 
+/* The attention kernel's work items on this rank: batch rows x heads x
+ * 64-query tiles (runtime/kernels/mmrt_ops.c ATT_TQ, the forward's items;
+ * the backward's are the same rows and heads), each with mmc calibrate's
+ * attention_item_us besides its FLOPs and scores. */
+static double att_items(int64_t B, int64_t T, int64_t H) {
+  return (double)B * (double)H * (double)((T + 63) / 64);
+}
+
 /* Ring attention (cp, {ring = true}; runtime/comm/mmrt_ring.c): the kernel
  * runs the ring's R = cp / U steps (U: the Ulysses groups of USP, 1
  * without), and while it computes one step's block the next block's K and V
@@ -133,7 +141,12 @@ static double ring_s(const IrModule *m, const MmDevice *d, const IrNode *n, doub
   ir_local_shape(m, n->in[q]->pl, &n->in[q]->shape, &qs);
   bool causal = n->attrs.v[IR_ATTR_CAUSAL].i;
   double calls = causal ? (double)qs.d[0] * (2 * R + 1) : R;
-  s += (calls - 1) * d->attention_overhead_us * 1e-6;
+  /* each call's items: one row of c = T U / 2 queries over H / U heads
+   * (causal), or the whole block; op_s counted the whole local shape once */
+  int64_t tr = qs.d[1] * U, hr = qs.d[2] / U > 0 ? qs.d[2] / U : 1;
+  double items = causal ? calls * att_items(1, tr / 2, hr) : R * att_items(qs.d[0], tr, hr);
+  s += (calls - 1) * d->attention_overhead_us * 1e-6 +
+       (items - att_items(qs.d[0], qs.d[1], qs.d[2])) * d->attention_item_us * 1e-6;
   if (fk == IR_FL_ATTENTION) { /* the merges: each call's rows, every head */
     double rows = (double)qs.d[0] * qs.d[1] * qs.d[2] * (causal ? (2 * R + 1) / 2.0 : R);
     s += rows * (d->row_ns * 1e-9 + 3.0 * qs.d[3] * 4 / (d->cache_bw_gbs * 1e9));
@@ -260,6 +273,7 @@ static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double
       n->in[0]->mem_offset + view == n->out[0]->mem_offset)
     return 0;
   double fl = (double)ir_flops(n) / split_of(m, n), rate, over = d->op_overhead_us, work = fl;
+  double items_s = 0; /* the attention's work items */
   bool small = false;
   bool bf = n->nin && n->in[0]->dtype == IR_BF16;
   double mm = (bf ? d->bf16_tflops : d->fp32_tflops) * 1e12 * d->matmul_efficiency;
@@ -271,9 +285,16 @@ static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double
     case IR_FL_CONV_X:
     case IR_FL_CONV_W: rate = mm, over = d->conv_overhead_us; break;
     case IR_FL_ATTENTION:
-    case IR_FL_ATTENTION_BWD:
+    case IR_FL_ATTENTION_BWD: {
       rate = mm * d->attention_efficiency, over = d->attention_overhead_us;
+      const IrValue *q = n->in[info->flop_kind == IR_FL_ATTENTION ? 0 : 1];
+      if (d->attention_item_us > 0 && q->shape.rank == 4) {
+        IrShape qs;
+        ir_local_shape(m, q->pl, &q->shape, &qs);
+        items_s = att_items(qs.d[0], qs.d[1], qs.d[2]) * d->attention_item_us * 1e-6;
+      }
       break;
+    }
     default:
       rate = d->vector_tflops * 1e12;
       work = vector_work(n, fl * split_of(m, n)) / split_of(m, n);
@@ -289,7 +310,7 @@ static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double
   double bytes = node_bytes(m, n) + extra;
   double bw = small && bytes <= d->cache_kb * 1024 ? d->cache_bw_gbs : d->mem_bw_gbs;
   double t = work / rate, tb = bytes / (bw * 1e9);
-  t = (t > tb ? t : tb) + scores_s(m, d, n) + kernel_rows(m, n) * d->row_ns * 1e-9;
+  t = (t > tb ? t : tb) + scores_s(m, d, n) + kernel_rows(m, n) * d->row_ns * 1e-9 + items_s;
   return t + ring_s(m, d, n, t) + (mg == IR_MERGE_CALL ? 0 : over * 1e-6);
 }
 

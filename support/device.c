@@ -26,6 +26,12 @@ static const DevKey keys[] = {
 #undef MM_DEV_ROW
 };
 enum { NKEYS = sizeof keys / sizeof keys[0] };
+/* each key's row in keys[], by field name (K_fp32_tflops, ...) */
+enum {
+#define MM_DEV_INDEX(f, k, req, lo, hi, help) K_##f,
+  MM_DEVICE_KEYS(MM_DEV_INDEX)
+#undef MM_DEV_INDEX
+};
 
 const char *mm_device_dir(void) {
   const char *e = getenv("MMC_DEVICES_DIR");
@@ -100,14 +106,14 @@ bool mm_device_parse(const char *text, const char *file, MmDevice *d, char *err,
     if (keys[i].required && !seen[i])
       return failf(err, errn, "%s: missing required key '%s' (%s)", file, keys[i].key,
                    keys[i].help);
-  if (!seen[2]) d->vector_tflops = d->fp32_tflops;
-  if (!seen[3]) d->matmul_efficiency = 1;
-  if (!seen[4]) d->attention_efficiency = 1;
-  if (!seen[15]) d->matmul_overhead_us = d->op_overhead_us;
-  if (!seen[16]) d->attention_overhead_us = d->op_overhead_us;
-  if (!seen[19]) d->conv_overhead_us = d->matmul_overhead_us;
-  if (!seen[21]) d->parallel_overhead_us = d->op_overhead_us;
-  if (!seen[23]) d->cache_bw_gbs = d->mem_bw_gbs;
+  if (!seen[K_vector_tflops]) d->vector_tflops = d->fp32_tflops;
+  if (!seen[K_matmul_efficiency]) d->matmul_efficiency = 1;
+  if (!seen[K_attention_efficiency]) d->attention_efficiency = 1;
+  if (!seen[K_matmul_overhead_us]) d->matmul_overhead_us = d->op_overhead_us;
+  if (!seen[K_attention_overhead_us]) d->attention_overhead_us = d->op_overhead_us;
+  if (!seen[K_conv_overhead_us]) d->conv_overhead_us = d->matmul_overhead_us;
+  if (!seen[K_parallel_overhead_us]) d->parallel_overhead_us = d->op_overhead_us;
+  if (!seen[K_cache_bw_gbs]) d->cache_bw_gbs = d->mem_bw_gbs;
   if (!named) {
     const char *b = strrchr(file, '/');
     snprintf(d->name, sizeof d->name, "%s", b ? b + 1 : file);

@@ -36,6 +36,9 @@
     "fixed time of a product call, us (default: op_overhead_us)")                                  \
   X(attention_overhead_us, "attention_overhead_us", 0, 0, 1e6,                                     \
     "fixed time of an attention kernel call, us (default: op_overhead_us)")                        \
+  X(attention_item_us, "attention_item_us", 0, 0, 1e6,                                             \
+    "the attention kernels' time per work item (a batch row, head and 64-query tile), us "         \
+    "(default 0)")                                                                                 \
   X(attention_score_ns, "attention_score_ns", 0, 0, 1e6,                                           \
     "the attention forward kernel's time per score besides its FLOPs (softmax), ns (default 0)")   \
   X(attention_score_ns_bwd, "attention_score_ns_bwd", 0, 0, 1e6,                                   \

@@ -278,16 +278,19 @@ static void measure_kernels(MmDevice *dv, int quick, int reps) {
   dv->fp32_tflops = linear_tflops(quick ? 256 : 512, reps);
   dv->bf16_tflops = matmul_tflops(MMRT_BF16, quick ? 256 : 512, reps);
   dv->matmul_efficiency = 1; /* measured rates: what the kernels reach */
-  /* the attention kernels (causal), forward and backward apart, at three
-   * shapes: t = a + b x (the scores computed, the causal half) + c x FLOPs.
-   * Two of head size 16 at 16,384 and 524,288 scores and one of head size 64
-   * at 524,288 give c (from the head sizes), then b and a; c is the
-   * attention_efficiency of the fp32 product's rate (both directions'
-   * FLOPs together), b the per-score time of each (the exponentials), a the
-   * fixed time of a call. */
-  int ash[3][4] = {{4, 32, 4, 16}, {2, 256, 4, 16}, {2, 256, 4, 64}};
-  double at[2][3], afl[2][3], asc[3];
-  for (int k = 0; k < 3; k++) {
+  /* the attention kernels (causal), forward and backward apart, at four
+   * shapes: t = a + e x (work items: batch rows x heads x 64-query tiles)
+   * + b x (the scores computed, the causal half) + c x FLOPs. Two of head
+   * size 16 at 16,384 and 524,288 scores and one of head size 64 at 524,288
+   * give c (from the head sizes), then those two and one of 4 items and
+   * 2,048 scores give e, b and a; c is the attention_efficiency of the fp32
+   * product's rate (both directions' FLOPs together), b the per-score time
+   * of each (the exponentials), e a work item's (its tiles' loads, its
+   * rows' statistics), a the fixed time of a call (the threads' start,
+   * their workspace). */
+  int ash[4][4] = {{4, 32, 4, 16}, {2, 256, 4, 16}, {2, 256, 4, 64}, {1, 32, 4, 16}};
+  double at[2][4], afl[2][4], asc[4], ait[4];
+  for (int k = 0; k < 4; k++) {
     AttArgs a = {.B = ash[k][0], .T = ash[k][1], .H = ash[k][2], .D = ash[k][3]};
     if (quick && k) a.T /= 2;
     size_t qb = (size_t)a.B * a.T * a.H * a.D * 4, lb = (size_t)a.B * a.H * a.T * 4;
@@ -298,6 +301,7 @@ static void measure_kernels(MmDevice *dv, int quick, int reps) {
     /* ir_flops' count: forward 2BHTS(2D), backward 2BHTS(5D), the causal half included */
     double sc = (double)a.B * a.H * a.T * a.T;
     afl[0][k] = 2.0 * sc * 2 * a.D, afl[1][k] = 2.0 * sc * 5 * a.D, asc[k] = 0.5 * sc;
+    ait[k] = (double)a.B * a.H * ((a.T + 63) / 64); /* cost.c att_items */
     free(a.out), free(a.q), free(a.k), free(a.v), free(a.dq), free(a.dk), free(a.dv);
     free(a.dout), free(a.lse);
   }
@@ -306,14 +310,32 @@ static void measure_kernels(MmDevice *dv, int quick, int reps) {
       (at[0][2] + at[1][2] - at[0][1] - at[1][1]) / (afl[0][2] + afl[1][2] - afl[0][1] - afl[1][1]);
   if (!(c >= 1 / rate)) c = 1 / rate; /* no faster than the product */
   dv->attention_efficiency = fmax(1e-3, 1 / (c * rate));
-  double a_sum = 0, b[2];
+  /* the rest of shapes 0, 1 and 3 (16, 32 and 4 work items): t - c FLOPs =
+   * a + e items + b scores, solved for each direction; where noise makes
+   * a figure negative, e is left out (0) and a, b come from shapes 0 and 1 */
+  double a_sum = 0, e_sum = 0, b[2];
   for (int dir = 0; dir < 2; dir++) {
-    double r0 = at[dir][0] - c * afl[dir][0], r1 = at[dir][1] - c * afl[dir][1];
-    b[dir] = fmax(0, (r1 - r0) / (asc[1] - asc[0]));
-    a_sum += fmax(0, r0 - b[dir] * asc[0]);
+    double r[3], it[3], sc[3];
+    int ks[3] = {0, 1, 3};
+    for (int j = 0; j < 3; j++)
+      r[j] = at[dir][ks[j]] - c * afl[dir][ks[j]], it[j] = ait[ks[j]], sc[j] = asc[ks[j]];
+    /* differences against shape 0: e di1 + b ds1 = dr1, e di2 + b ds2 = dr2 */
+    double di1 = it[1] - it[0], ds1 = sc[1] - sc[0], dr1 = r[1] - r[0];
+    double di2 = it[2] - it[0], ds2 = sc[2] - sc[0], dr2 = r[2] - r[0];
+    double det = di1 * ds2 - di2 * ds1;
+    double e = det != 0 ? (dr1 * ds2 - dr2 * ds1) / det : -1;
+    double bb = det != 0 ? (di1 * dr2 - di2 * dr1) / det : -1;
+    double a0 = r[0] - e * it[0] - bb * sc[0];
+    if (!(e >= 0 && bb >= 0 && a0 >= 0)) {
+      e = 0;
+      bb = fmax(0, dr1 / ds1);
+      a0 = fmax(0, r[0] - bb * sc[0]);
+    }
+    b[dir] = bb, e_sum += e, a_sum += a0;
   }
   dv->attention_score_ns = b[0] * 1e9, dv->attention_score_ns_bwd = b[1] * 1e9;
   dv->attention_overhead_us = a_sum / 2 * 1e6;
+  dv->attention_item_us = e_sum / 2 * 1e6;
   /* memory bandwidth: a streaming z = x + 0.5 y over 3 x 32 MiB */
   VecArgs v = {.n = (quick ? 2L : 8L) << 20};
   v.x = fill((size_t)v.n * 4), v.y = fill((size_t)v.n * 4), v.z = fill((size_t)v.n * 4);
@@ -423,6 +445,7 @@ static void measure_kernels(MmDevice *dv, int quick, int reps) {
   X(attention_score_ns)                                                                            \
   X(attention_score_ns_bwd)                                                                        \
   X(attention_overhead_us)                                                                         \
+  X(attention_item_us)                                                                             \
   X(mem_bw_gbs)                                                                                    \
   X(vector_tflops)                                                                                 \
   X(op_overhead_us)                                                                                \
@@ -569,7 +592,8 @@ int main(int argc, char **argv) {
     d.intra_bw_gbs = beta > 0 ? 1 / beta / 1e9 : d.mem_bw_gbs;
     d.comm_compute_share = comm_share(x, y, nbig, t2);
     /* every rank's kernels measured at once: the slowest rank is the device */
-    double mine[15] = {-d.row_ns,
+    double mine[16] = {-d.attention_item_us,
+                       -d.row_ns,
                        d.cache_bw_gbs,
                        -d.parallel_overhead_us,
                        -d.comm_compute_share,
@@ -584,11 +608,12 @@ int main(int argc, char **argv) {
                        -d.attention_score_ns,
                        -d.attention_score_ns_bwd,
                        -d.conv_overhead_us},
-           least[15];
-    MPI_Allreduce(mine, least, 15, MPI_DOUBLE, MPI_MIN, comm);
-    d.row_ns = -least[0], d.cache_bw_gbs = least[1];
-    d.parallel_overhead_us = -least[2], d.comm_compute_share = -least[3];
-    memmove(least, least + 4, 11 * sizeof *least);
+           least[16];
+    MPI_Allreduce(mine, least, 16, MPI_DOUBLE, MPI_MIN, comm);
+    d.attention_item_us = -least[0];
+    d.row_ns = -least[1], d.cache_bw_gbs = least[2];
+    d.parallel_overhead_us = -least[3], d.comm_compute_share = -least[4];
+    memmove(least, least + 5, 11 * sizeof *least);
     d.fp32_tflops = least[0], d.bf16_tflops = least[1], d.mem_bw_gbs = least[2];
     d.vector_tflops = least[3], d.attention_efficiency = least[4], d.op_overhead_us = -least[5];
     d.matmul_overhead_us = -least[6], d.attention_overhead_us = -least[7];
