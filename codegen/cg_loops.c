@@ -505,10 +505,9 @@ static void nest(Cg *cg, Map *m, LLVMValueRef *params, int d, LLVMValueRef *idx,
   loop_end_at(cg, &l, range && d == 0 ? range[1] : cg_i64(cg, m->dims[d]), NULL);
 }
 
-/* Maps of at least this many elements split their outermost loop across
- * the threads (mmrt_parallel_for); below, a parallel region's start costs
- * more than it saves. */
-enum { CG_PAR_MIN = 1 << 17 };
+/* Maps of at least IR_PAR_LOOP_MIN elements split their outermost loop
+ * across the threads (mmrt_parallel_for); below, a parallel region's start
+ * costs more than it saves. */
 
 /* void par(ptr ctx, i64 begin, i64 end): loads the n arguments of fn (the
  * pointers, then i64s) from the slots of ctx and calls fn(args, begin, end). */
@@ -557,7 +556,7 @@ static bool emit_map(Cg *cg, Map *m, LLVMValueRef stream) {
    * an accumulation (y[kept] += x sums over dims, the outer one among them:
    * threads would add into the same y), not a result overlapping an operand */
   bool par =
-      m->rank > 0 && total >= CG_PAR_MIN && m->dims[0] > 1 && noalias && m->kind != MAP_ACCUM;
+      m->rank > 0 && total >= IR_PAR_LOOP_MIN && m->dims[0] > 1 && noalias && m->kind != MAP_ACCUM;
   int nextra = dropout ? 2 : 0;
   LLVMBasicBlockRef saved;
   LLVMValueRef fn = cg_begin_fn(cg, "loop", np, nextra + (par ? 2 : 0), &saved);

@@ -280,6 +280,12 @@ struct IrNode {
   int pp_stage;
 };
 
+/* A generated elementwise loop splits its outer loop over the threads from
+ * this many elements on (codegen/cg_loops.c; below, one thread runs it:
+ * a parallel region's start costs more than it saves); the cost model
+ * charges it so (passes/cost.c). */
+enum { IR_PAR_LOOP_MIN = 1 << 17 };
+
 /* Value k of n's operands then results (k < nin + nout): the walk over
  * everything a node reads and writes. */
 static inline IrValue *ir_node_value(const IrNode *n, int k) {

@@ -171,6 +171,19 @@ static bool split_over_threads(const IrModule *m, const IrNode *n) {
   return most_numel(m, n) >= (1 << 15);
 }
 
+/* Whether codegen runs n as a generated loop (codegen/cg_ops.c
+ * lower_elementwise): a fused loop, or an elementwise op but a lone f32
+ * add, sub, mul or div (the runtime's mmrt_binary_fwd runs those). */
+static bool generated_loop(const IrNode *n) {
+  if (n->op == IR_OP_FUSED) return true;
+  if (!(ir_ops[n->op].flags & OPF_ELEMWISE)) return false;
+  if (n->op != IR_OP_ADD && n->op != IR_OP_SUB && n->op != IR_OP_MUL && n->op != IR_OP_DIV)
+    return true;
+  for (int k = 0; k < n->nin + n->nout; k++)
+    if (ir_node_value(n, k)->dtype != IR_F32) return true;
+  return false;
+}
+
 /* The rows of a row-wise kernel (the norms, softmax, cross-entropy: each
  * row's sums and their horizontal adds, a division or square root, the
  * loop's start; mmc calibrate's row_ns a row), else 0. */
@@ -274,7 +287,7 @@ static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double
     return 0;
   double fl = (double)ir_flops(n) / split_of(m, n), rate, over = d->op_overhead_us, work = fl;
   double items_s = 0; /* the attention's work items */
-  bool small = false;
+  bool small = false, one = false;
   bool bf = n->nin && n->in[0]->dtype == IR_BF16;
   double mm = (bf ? d->bf16_tflops : d->fp32_tflops) * 1e12 * d->matmul_efficiency;
   switch (info->flop_kind) {
@@ -302,13 +315,18 @@ static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double
         over = d->parallel_overhead_us;
       else
         small = true;
+      /* one thread of the rank's: a small op, or a generated loop under
+       * IR_PAR_LOOP_MIN elements (no parallel region: no fork's time) */
+      if (!small && generated_loop(n) && most_numel(m, n) < IR_PAR_LOOP_MIN)
+        one = true, over = d->op_overhead_us;
+      if (small || one) rate /= d->threads > 1 ? d->threads : 1;
       break;
   }
   *flops_local = fl;
   /* a one-thread op whose operands and results fit in the cache finds them
    * there (the op before made or read them) */
   double bytes = node_bytes(m, n) + extra;
-  double bw = small && bytes <= d->cache_kb * 1024 ? d->cache_bw_gbs : d->mem_bw_gbs;
+  double bw = (small || one) && bytes <= d->cache_kb * 1024 ? d->cache_bw_gbs : d->mem_bw_gbs;
   double t = work / rate, tb = bytes / (bw * 1e9);
   t = (t > tb ? t : tb) + scores_s(m, d, n) + kernel_rows(m, n) * d->row_ns * 1e-9 + items_s;
   return t + ring_s(m, d, n, t) + (mg == IR_MERGE_CALL ? 0 : over * 1e-6);

@@ -49,6 +49,9 @@
     "fraction of a non-blocking collective's time the rank's compute loses to it (default 0)")     \
   X(parallel_overhead_us, "parallel_overhead_us", 0, 0, 1e6,                                       \
     "fixed time of a vector op the trainer splits over its threads, us (default: op_overhead_us)") \
+  X(threads, "threads", 0, 1, 4096,                                                                \
+    "threads a rank's kernels run on: vector_tflops is all of theirs, a one-thread op's a share "  \
+    "(default 1)")                                                                                 \
   X(cache_kb, "cache_kb", 0, 0, 1 << 30,                                                           \
     "data a one-thread op finds in cache (its operands and results), KiB (default 0: none)")       \
   X(cache_bw_gbs, "cache_bw_gbs", 0, 1e-3, 1e6,                                                    \

@@ -197,10 +197,12 @@ for e in errs: print("FAIL:", e)
 sys.exit(1 if errs else 0)
 PY
 # parallel_overhead_us (5 us): a vector op the trainer splits over its threads
-# (2^15 elements or more, codegen's small_op; the optimizer always) pays it,
-# a smaller one op_overhead_us (1 us): GPT2Tiny's gelu_tanh (4 x 32 x 256 =
-# 2^15 elements) 5 us a call, layer_norm (4 x 32 x 64) 1 us, the one AdamW
-# call 5 us; the products keep matmul_overhead_us
+# (a runtime kernel of 2^15 elements or more, codegen's small_op; a generated
+# loop from 2^17, IR_PAR_LOOP_MIN; the optimizer always) pays it, a smaller
+# one op_overhead_us (1 us): GPT2Tiny's cross-entropy (4 x 32 x 256 = 2^15
+# logits) 5 us a call, its gelu_tanh (a generated loop of 2^15 elements: one
+# thread, no parallel region) 1 us, layer_norm (4 x 32 x 64) 1 us, the one
+# AdamW call 5 us; the products keep matmul_overhead_us
 (cat "$T/fixed.dev"; echo 'parallel_overhead_us = 5') > "$T/par.dev"
 "$MMC" plan "$G" --model GPT2Tiny --device "$T/par.dev" --json > "$T/par.json" 2> "$T/e" || { bad "par"; cat "$T/e"; }
 $PY - "$T/par.json" "$T/ir.txt" <<'PY' || fail=$((fail+1))
@@ -211,7 +213,7 @@ calls = {}
 for op in re.findall(r"= (\w+)\(", ir):
     calls[op] = calls.get(op, 0) + 1
 errs = []
-for op, us in (("gelu_tanh", 5), ("layer_norm", 1), ("linear", 7)):
+for op, us in (("cross_entropy", 5), ("gelu_tanh", 1), ("layer_norm", 1), ("linear", 7)):
     got, n = sum(k[op].values()), calls.get(op, 0)
     if n < 1 or abs(got - n * us * 1e-6) > 1e-8: errs.append(f"{op}: {got} s over {n} calls, not {us} us each")
 if abs(k["adamw"]["update_s"] - 5e-6) > 1e-8: errs.append(f"adamw: {k['adamw']['update_s']} s, not one call of 5 us")
@@ -226,21 +228,24 @@ PY
 # a layer norm's 4 x 32 rows cost 12.8 us a call, cross-entropy's the same.
 # mem_bw_gbs = 1 with cache_kb = 1024 and cache_bw_gbs = 1000: a layer norm
 # (one thread: 4 x 32 x 64 elements in and out, 2 x 64 weights, 2 x 128
-# statistics; under 1 MiB)
-# moves its bytes at the cache's 1000 GB/s, gelu_tanh (split over the
-# threads) at the memory's 1 GB/s
+# statistics; under 1 MiB) and gelu_tanh (a one-thread loop: 2 x 2^15
+# floats) move their bytes at the cache's 1000 GB/s, the cross-entropy
+# (split over the threads) its 2^15 logits at least at the memory's 1 GB/s.
+# threads = 2 at vector_tflops = 1e-3: a one-thread op has half the rate
+# (gelu_tanh twice the time), a split one all of it (cross-entropy the same)
 sed -e 's/^op_overhead_us = 1$/op_overhead_us = 0/' -e 's/^matmul_overhead_us = 7$/matmul_overhead_us = 0/' \
     -e 's/^attention_overhead_us = 3$/attention_overhead_us = 0/' -e 's/^conv_overhead_us = 11$/conv_overhead_us = 0/' \
     -e '/^attention_score_ns/d' "$T/fixed.dev" > "$T/free.dev"
 (sed 's/^vector_tflops = 1e6/vector_tflops = 1e-3/' "$T/free.dev") > "$T/work.dev"
 (cat "$T/free.dev"; echo 'row_ns = 100') > "$T/rows.dev"
 (sed 's/^mem_bw_gbs = 1e6/mem_bw_gbs = 1/' "$T/free.dev"; printf 'cache_kb = 1024\ncache_bw_gbs = 1000\n') > "$T/cache.dev"
-for d in free work rows cache; do
+(cat "$T/work.dev"; echo 'threads = 2') > "$T/threads.dev"
+for d in free work rows cache threads; do
   "$MMC" plan "$G" --model GPT2Tiny --device "$T/$d.dev" --json > "$T/$d.json" 2> "$T/e" || { bad "$d.dev"; cat "$T/e"; }
 done
 $PY - "$T" "$T/ir.txt" <<'PY' || fail=$((fail+1))
 import json, re, sys
-J = {d: json.load(open(f"{sys.argv[1]}/{d}.json"))["predicted"] for d in ("free", "work", "rows", "cache")}
+J = {d: json.load(open(f"{sys.argv[1]}/{d}.json"))["predicted"] for d in ("free", "work", "rows", "cache", "threads")}
 ir = open(sys.argv[2]).read().split("func @train")[1]
 calls = {}
 for op in re.findall(r"= (\w+)\(", ir):
@@ -257,7 +262,11 @@ if J["work"]["tflops_per_device"] != J["work"]["tflops_per_device"] or \
 want("row_ns 100, layer_norm", t("rows", "layer_norm"), calls["layer_norm"] * 128 * 100e-9)
 want("row_ns 100, cross_entropy", t("rows", "cross_entropy"), calls["cross_entropy"] * 128 * 100e-9)
 want("cache, layer_norm", t("cache", "layer_norm"), calls["layer_norm"] * (2 * 8192 + 2 * 64 + 2 * 128) * 4 / 1000e9)
-want("cache, gelu_tanh", t("cache", "gelu_tanh"), calls["gelu_tanh"] * 2 * el * 4 / 1e9)
+want("cache, gelu_tanh", t("cache", "gelu_tanh"), calls["gelu_tanh"] * 2 * el * 4 / 1000e9)
+if t("cache", "cross_entropy") < calls["cross_entropy"] * el * 4 / 1e9:
+    errs.append(f"cache, cross_entropy: {t('cache', 'cross_entropy')} s, under its logits at 1 GB/s")
+want("threads 2, gelu_tanh", t("threads", "gelu_tanh"), 2 * t("work", "gelu_tanh"))
+want("threads 2, cross_entropy", t("threads", "cross_entropy"), t("work", "cross_entropy"))
 print(f"kernels' work, rows and cache: gelu_tanh {t('work', 'gelu_tanh') * 1e3:.3f} ms, layer_norm rows {t('rows', 'layer_norm') * 1e6:.1f} us, in cache {t('cache', 'layer_norm') * 1e9:.0f} ns")
 for e in errs: print("FAIL:", e)
 sys.exit(1 if errs else 0)

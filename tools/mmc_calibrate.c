@@ -558,6 +558,8 @@ int main(int argc, char **argv) {
    * and read it: a core's L2 (the trainer's small ops run on its first
    * thread) */
   d.cache_kb = l2_kb();
+  /* the threads this rank's kernels ran on (vector_tflops is theirs together) */
+  d.threads = omp_get_max_threads();
   /* links: MPI all-reduces among the ranks (one machine: no inter-node link) */
   d.devices_per_node = world;
   d.intra_bw_gbs = d.mem_bw_gbs, d.intra_lat_us = 1;
