@@ -170,7 +170,7 @@ static double kernel_rows(const IrModule *m, const IrNode *n) {
  * element. A division counts 8, as its throughput is about an eighth of an
  * add's; log, pow and the dropout mask are calls, not vector code. 0: the
  * model FLOPs stand. */
-static int elem_work(IrOp op) {
+int cost_elem_work(IrOp op) {
   switch (op) {
     case IR_OP_EXP: return 27;
     case IR_OP_LOG: return 20;
@@ -203,10 +203,10 @@ static int elem_work(IrOp op) {
   }
 }
 
-/* A vector op's arithmetic (its FLOPs, with elem_work's kernels' counts in
+/* A vector op's arithmetic (its FLOPs, with cost_elem_work's kernels' counts in
  * place of the model's): a fused loop sums its instructions' */
 static double vector_work(const IrNode *n, double fl) {
-  int w = elem_work(n->op);
+  int w = cost_elem_work(n->op);
   if (n->op != IR_OP_FUSED && !w) return fl;
   int64_t el = most_numel(NULL, n);
   if (n->op != IR_OP_FUSED) return fl > (double)w * (double)el ? fl : (double)w * (double)el;
@@ -216,7 +216,7 @@ static double vector_work(const IrNode *n, double fl) {
   ir_fused_of(n, &p, &a);
   double per = 0;
   for (int q = 0; q < p.n; q++) {
-    int wq = elem_work(p.ins[q].op);
+    int wq = cost_elem_work(p.ins[q].op);
     per += wq ? wq : ir_ops[p.ins[q].op].flop_per_elem > 0 ? ir_ops[p.ins[q].op].flop_per_elem : 1;
   }
   arena_free(&a);
