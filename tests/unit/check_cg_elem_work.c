@@ -165,6 +165,7 @@ START_TEST(test_elem_work) {
   const char *name = ir_ops[op].name;
   if (got < 0) {
     printf("%-16s calls %s: the table's estimate %d (model FLOPs %d)\n", name, w.call, table, fl);
+    fflush(stdout);
     ck_assert_msg(table > 0,
                   "%s: codegen's element calls %s; passes/cost.c cost_elem_work has no "
                   "estimate of the call",
@@ -172,6 +173,7 @@ START_TEST(test_elem_work) {
     return;
   }
   printf("%-16s codegen %3d  table %3d  (model FLOPs %d)\n", name, got, table, fl);
+  fflush(stdout); /* a failed check ends the test's process */
   if (table > 0)
     ck_assert_msg(got == table,
                   "%s: codegen/cg_loops.c emits %d instructions an element (fdiv and sqrt "
