@@ -21,9 +21,10 @@
 #include "passes/pass.h"
 #include "tmpdir_fixture.h"
 
-/* A non-elementwise op or one with no arithmetic of its own: a cast, a
- * detach; dropout is a call (mmrt_rng_uniform_at) in @train and nothing
- * in @forward. */
+/* The ops counted: the elementwise ones but fused (its instructions are
+ * the others), cast and detach (no arithmetic of their own) and dropout (a
+ * call of mmrt_rng_uniform_at in @train, nothing in @forward: the table's
+ * estimate). */
 static bool counted_op(IrOp op) {
   return (ir_ops[op].flags & OPF_ELEMWISE) && op != IR_OP_FUSED && op != IR_OP_CAST &&
          op != IR_OP_DETACH && op != IR_OP_DROPOUT;
