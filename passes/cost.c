@@ -208,15 +208,33 @@ static double kernel_rows(const IrModule *m, const IrNode *n) {
 
 /* The float instructions one element of op takes in mmc's own kernel
  * where they are more than its model FLOPs (ops.def's FL_ELEM, which
- * count an exponential as one): codegen/cg_loops.c expands exp into 27
- * (Cephes' range reduction and degree-6 polynomial), tanh into 54 (its
- * polynomial and exp, both computed, and a division), erf into 53; the
- * runtime's softmax-like rows (mmrt_ops.c exp_approx) take about 24 an
- * element. A division counts 8, as its throughput is about an eighth of an
- * add's; log, pow and the dropout mask are calls, not vector code. 0: the
- * model FLOPs stand. */
-static int elem_work(IrOp op) {
+ * count an exponential as one); 0: the model FLOPs stand.
+ *
+ * The rule, for the ops codegen expands inline (codegen/cg_loops.c
+ * eval_op): every LLVM instruction that computes the element's value from
+ * its operands counts 1 (fadd, fsub, fmul, fneg, fcmp, select, fptosi,
+ * the float intrinsics fabs, copysign, floor, minnum and maxnum, and exp's
+ * integer add and shift that build 2^n), except a division and a square
+ * root, which count 8 (their throughput is about an eighth of an add's),
+ * and a bitcast, which counts 0 (the same bits). So exp is 27 (Cephes'
+ * range reduction and degree-6 polynomial, 2^n from its bits), tanh 54
+ * (its polynomial and exp, both computed, and a division), erf 53.
+ * tests/unit/check_cg_elem_work.c counts codegen's code by this rule and
+ * fails when an entry here differs (or when an op's code outgrows its
+ * model FLOPs without an entry).
+ *
+ * Not counted from code, estimates: log and pow are calls of libm (llvm.log,
+ * llvm.pow), the dropout mask a call of the runtime's generator; the
+ * runtime's row kernels are C in runtime/, counted by hand (softmax-like
+ * rows 26 an element, most of it mmrt_ops.c exp_approx; the gradient norm
+ * below). An f32 division outside a fused loop is the runtime's
+ * mmrt_binary_fwd: the same division. */
+int cost_elem_work(IrOp op) {
   switch (op) {
+    case IR_OP_DIV: return 8;
+    case IR_OP_RELU:
+    case IR_OP_RELU_GRAD: return 2;
+    case IR_OP_ABS_GRAD: return 5;
     case IR_OP_EXP: return 27;
     case IR_OP_LOG: return 20;
     case IR_OP_POW:
@@ -228,9 +246,9 @@ static int elem_work(IrOp op) {
     case IR_OP_SIGMOID: return 37;
     case IR_OP_SIGMOID_GRAD: return 40;
     case IR_OP_SILU: return 38;
-    case IR_OP_SILU_GRAD: return 43;
+    case IR_OP_SILU_GRAD: return 42;
     case IR_OP_GELU: return 57;
-    case IR_OP_GELU_GRAD: return 90;
+    case IR_OP_GELU_GRAD: return 89;
     case IR_OP_GELU_TANH: return 62;
     case IR_OP_GELU_TANH_GRAD: return 71;
     case IR_OP_DROPOUT: return 40;
@@ -248,10 +266,10 @@ static int elem_work(IrOp op) {
   }
 }
 
-/* A vector op's arithmetic (its FLOPs, with elem_work's kernels' counts in
+/* A vector op's arithmetic (its FLOPs, with cost_elem_work's kernels' counts in
  * place of the model's): a fused loop sums its instructions' */
 static double vector_work(const IrNode *n, double fl) {
-  int w = elem_work(n->op);
+  int w = cost_elem_work(n->op);
   if (n->op != IR_OP_FUSED && !w) return fl;
   int64_t el = most_numel(NULL, n);
   if (n->op != IR_OP_FUSED) return fl > (double)w * (double)el ? fl : (double)w * (double)el;
@@ -261,7 +279,7 @@ static double vector_work(const IrNode *n, double fl) {
   ir_fused_of(n, &p, &a);
   double per = 0;
   for (int q = 0; q < p.n; q++) {
-    int wq = elem_work(p.ins[q].op);
+    int wq = cost_elem_work(p.ins[q].op);
     per += wq ? wq : ir_ops[p.ins[q].op].flop_per_elem > 0 ? ir_ops[p.ins[q].op].flop_per_elem : 1;
   }
   arena_free(&a);

@@ -81,4 +81,9 @@ double cost_collective_s(const MmDevice *d, IrOp op, double bytes, int n, int st
  * weighs pipeline stages with it. */
 double cost_op_s(const IrModule *m, const MmDevice *d, const IrFunc *f, int i, const IrMap *uses);
 
+/* The float instructions one element of op takes in mmc's own kernel where
+ * they are more than its model FLOPs, else 0 (passes/cost.c says how they
+ * are counted; tests/unit/check_cg_elem_work.c counts codegen's). */
+int cost_elem_work(IrOp op);
+
 #endif
