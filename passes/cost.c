@@ -268,22 +268,32 @@ int cost_elem_work(IrOp op) {
 
 /* A vector op's arithmetic (its FLOPs, with cost_elem_work's kernels' counts in
  * place of the model's): a fused loop sums its instructions' */
-static double vector_work(const IrNode *n, double fl) {
-  int w = cost_elem_work(n->op);
-  if (n->op != IR_OP_FUSED && !w) return fl;
-  int64_t el = most_numel(NULL, n);
-  if (n->op != IR_OP_FUSED) return fl > (double)w * (double)el ? fl : (double)w * (double)el;
-  Arena a;
-  arena_init(&a);
-  IrFusedProg p;
-  ir_fused_of(n, &p, &a);
-  double per = 0;
-  for (int q = 0; q < p.n; q++) {
-    int wq = cost_elem_work(p.ins[q].op);
-    per += wq ? wq : ir_ops[p.ins[q].op].flop_per_elem > 0 ? ir_ops[p.ins[q].op].flop_per_elem : 1;
+/* One instruction's work an element: cost_elem_work's count, else its
+ * model FLOPs (at least 1); pow_scalar as codegen builds it for its
+ * exponent (x * x for 2, x for 1, a square root for 0.5, else the call) */
+static double instr_work(IrOp op, const IrAttrs *at) {
+  if (op == IR_OP_POW_SCALAR && ir_attrs_has(at, IR_ATTR_VALUE)) {
+    double p = at->v[IR_ATTR_VALUE].f;
+    if (p == 2 || p == 1 || p == 0.5) return p == 2 ? 1 : p == 1 ? 0 : 8;
   }
-  arena_free(&a);
-  return per * (double)el > fl ? per * (double)el : fl;
+  int w = cost_elem_work(op);
+  return w ? w : ir_ops[op].flop_per_elem > 0 ? ir_ops[op].flop_per_elem : 1;
+}
+
+static double vector_work(const IrNode *n, double fl) {
+  if (n->op != IR_OP_FUSED && !cost_elem_work(n->op)) return fl;
+  double el = (double)most_numel(NULL, n), per = 0;
+  if (n->op != IR_OP_FUSED)
+    per = instr_work(n->op, &n->attrs);
+  else {
+    Arena a;
+    arena_init(&a);
+    IrFusedProg p;
+    ir_fused_of(n, &p, &a);
+    for (int q = 0; q < p.n; q++) per += instr_work(p.ins[q].op, &p.ins[q].attrs);
+    arena_free(&a);
+  }
+  return per * el > fl ? per * el : fl;
 }
 
 /* One op's time on its rank (not a collective); extra: bytes it moves

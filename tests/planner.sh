@@ -271,6 +271,19 @@ print(f"kernels' work, rows and cache: gelu_tanh {t('work', 'gelu_tanh') * 1e3:.
 for e in errs: print("FAIL:", e)
 sys.exit(1 if errs else 0)
 PY
+# pow_scalar's element as codegen builds it for its exponent: x * x for 2
+# (one instruction, its model FLOP), the call's 40 otherwise (65,536
+# elements at vector_tflops = 1e-3: 65.5 us against 2.62 ms a call)
+for p in 2 3; do
+  printf 'model Pw {\n  let N = 65536\n  w = param f32[N] = normal(0.02)\n  forward(x: f32[N]) -> loss { return ((x * w) ** %s).sum() }\n  train { optimizer = sgd(lr = 0.1) }\n}\n' $p > "$T/pw$p.mm"
+  "$MMC" plan "$T/pw$p.mm" --device "$T/work.dev" --json > "$T/pw$p.json" 2> "$T/e" || { bad "pow $p"; cat "$T/e"; }
+done
+$PY - "$T/pw2.json" "$T/pw3.json" <<'PY' || bad "pow_scalar's work by its exponent"
+import json, sys
+f = [json.load(open(a))["predicted"]["by_op_kind"]["pow_scalar"]["forward_s"] for a in sys.argv[1:]]
+print(f"pow_scalar forward: ** 2 {f[0]:.6g} s (want 6.5536e-05), ** 3 {f[1]:.6g} s (want 0.00262144)")
+sys.exit(0 if abs(f[0] - 65536e-9) < 1e-9 and abs(f[1] - 40 * 65536e-9) < 1e-8 else 1)
+PY
 # the calls the program makes (ir/ir_merge.h): a bias add, a residual add or a
 # gradient sum that the kernel before it does, and AdamW's tensors in one call,
 # have no fixed time of their own; so each op kind's predicted time is the
