@@ -71,7 +71,7 @@ calibrate() {
   done
   echo "OpenMP waits: $WAIT ($(grep -m1 "OpenMP waits" cpu1.dev | sed 's/.*OpenMP waits //'))"
   for n in $NS; do # what the model was given
-    echo "cpu$n.dev: $(grep -E '^(fp32_tflops|vector_tflops|mem_bw_gbs|op_overhead_us|matmul_overhead_us|conv_overhead_us|attention_overhead_us|intra_bw_gbs|intra_lat_us|comm_compute_share) ' "cpu$n.dev" |
+    echo "cpu$n.dev: $(grep -E '^(fp32_tflops|vector_tflops|threads|mem_bw_gbs|cache_bw_gbs|row_ns|op_overhead_us|parallel_overhead_us|matmul_overhead_us|conv_overhead_us|attention_overhead_us|attention_item_us|intra_bw_gbs|intra_lat_us|comm_compute_share) ' "cpu$n.dev" |
       awk '{ printf "%s %.4g; ", $1, $3 }')"
   done
 }
@@ -144,6 +144,7 @@ for ((r = 1; r <= REPS; r++)); do
   for p in "${PLANS[@]}"; do run $p; done
 done
 echo "after the rounds: load average $(cut -d' ' -f1-3 /proc/loadavg)"
+rm -f within.txt
 printf "%-22s %5s %11s %11s %7s   %s\n" plan ranks "measured s" "predicted s" ratio "rounds (measured/predicted)"
 for p in "${PLANS[@]}"; do
   set -- $p
@@ -154,8 +155,10 @@ m, p = st.median(r[0] for r in rows), st.median(r[1] for r in rows)
 ratio = st.median(r[0] / r[1] for r in rows)
 print("%-22s %5s %11.4g %11.4g %7.3f   %s" % (sys.argv[1], sys.argv[2], m, p, ratio,
       ", ".join("%.4g/%.4g" % r for r in rows)))
+open("within.txt", "a").write("%d\n" % (abs(ratio - 1) <= 0.15))
 PY
 done
+echo "within 15%: $(grep -c '^1' within.txt) of ${#PLANS[@]} plans (ratio of the rounds' median)"; rm -f within.txt
 kinds gpt2.mm GPT2Tiny
 kinds internvl2.mm InternVL2Tiny
 kinds gpt2.mm GPT2 6
