@@ -247,7 +247,7 @@ static int small_op(const IrNode *n) {
     case IR_FL_LINEAR_W:
     case IR_FL_CONV_X:
     case IR_FL_CONV_W:
-    case IR_FL_ATTENTION_BWD: return ir_flops(n) < (1 << 20);
+    case IR_FL_ATTENTION_BWD: return ir_flops(n) < IR_SMALL_FLOPS;
     default: break;
   }
   int64_t el = 0;
@@ -255,7 +255,7 @@ static int small_op(const IrNode *n) {
     if (ir_numel(&n->in[k]->shape) > el) el = ir_numel(&n->in[k]->shape);
   for (int k = 0; k < n->nout; k++)
     if (ir_numel(&n->out[k]->shape) > el) el = ir_numel(&n->out[k]->shape);
-  return el < (1 << 15);
+  return el < IR_SMALL_ELEMS;
 }
 
 /* i32 name(ptr arenas, i64 seed, ptr mesh): every node of f in order (with

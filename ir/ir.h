@@ -286,6 +286,12 @@ struct IrNode {
  * charges it so (passes/cost.c). */
 enum { IR_PAR_LOOP_MIN = 1 << 17 };
 
+/* Below these, an op runs on one thread (codegen/cg_module.c small_op,
+ * mmrt_threads_small): a product, convolution or attention of fewer FLOPs,
+ * any other op of fewer elements in its largest operand or result; the
+ * cost model charges it so (passes/cost.c). */
+enum { IR_SMALL_FLOPS = 1 << 20, IR_SMALL_ELEMS = 1 << 15 };
+
 /* Value k of n's operands then results (k < nin + nout): the walk over
  * everything a node reads and writes. */
 static inline IrValue *ir_node_value(const IrNode *n, int k) {

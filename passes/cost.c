@@ -168,7 +168,7 @@ static bool split_over_threads(const IrModule *m, const IrNode *n) {
     for (int k = 0; k < n->nin; k++) all += ir_local_numel(m, n->in[k]);
     return all > 4 * 8192;
   }
-  return most_numel(m, n) >= (1 << 15);
+  return most_numel(m, n) >= IR_SMALL_ELEMS;
 }
 
 /* Whether codegen runs n as a generated loop (codegen/cg_ops.c
@@ -350,13 +350,19 @@ static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double
       if (small || one) rate /= d->threads > 1 ? d->threads : 1;
       break;
   }
+  /* a product, convolution or attention of fewer than IR_SMALL_FLOPS runs
+   * on one thread (codegen's small_op), its rates measured on all of them */
+  double th = d->threads > 1 ? d->threads : 1, on_one = 1;
+  if (info->flop_kind != IR_FL_ELEM && info->flop_kind != IR_FL_NONE && fl < IR_SMALL_FLOPS)
+    on_one = th, rate /= th, items_s *= th;
   *flops_local = fl;
   /* a one-thread op whose operands and results fit in the cache finds them
    * there (the op before made or read them) */
   double bytes = node_bytes(m, n) + extra;
   double bw = (small || one) && bytes <= d->cache_kb * 1024 ? d->cache_bw_gbs : d->mem_bw_gbs;
   double t = work / rate, tb = bytes / (bw * 1e9);
-  t = (t > tb ? t : tb) + scores_s(m, d, n) + kernel_rows(m, n) * d->row_ns * 1e-9 + items_s;
+  t = (t > tb ? t : tb) + on_one * scores_s(m, d, n) + kernel_rows(m, n) * d->row_ns * 1e-9 +
+      items_s;
   return t + ring_s(m, d, n, t) + (mg == IR_MERGE_CALL ? 0 : over * 1e-6);
 }
 
