@@ -12,7 +12,8 @@
 # --no-cache gives the same line; each flag changes the figures or is
 # refused by name; bad input exits 1 naming the file. The generator (--task
 # generate) of 60-step weights prints each sample's id and, as the reply, the
-# file's answer decoded as `tokenizers` decodes it.
+# file's answer decoded as `tokenizers` decodes it (the 60 steps: the
+# 16-step run's checkpoint resumed).
 set -uo pipefail
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
 hf_script tokenizers
@@ -38,7 +39,7 @@ model Q extends InternVL2TinyConv {
 MM
 "$MMC" compile q.mm --model Q -o tr > c1.out 2>&1 && "$MMC" compile q.mm --model Q --task eval -o ev > c2.out 2>&1 ||
   { echo "FAIL compile: $(tail -3 c1.out c2.out)"; echo "0 passed, 1 failed"; exit 1; }
-./tr --steps 16 --lr 3e-3 --quiet --eval-batches all --save-weights w.safetensors > tr.out 2>&1 ||
+./tr --steps 16 --lr 3e-3 --quiet --eval-batches all --ckpt ck --save-weights w.safetensors > tr.out 2>&1 ||
   no "training: $(tail -2 tr.out)"
 # the trainer's "accuracy A reply exact match E" against the evaluator's figures
 want=$(sed -n 's/^eval: loss [^ ]* accuracy \([^ ]*\) reply exact match \([^ ]*\) .*/\2 \1/p' tr.out)
@@ -53,7 +54,9 @@ awk -v e="$em" 'BEGIN { exit !(e > 0 && e < 1) }' && ok || no "exact match $em i
 
 # ---- the generator (--task generate): 60 steps learn the three answers ----
 "$MMC" compile q.mm --model Q --task generate -o gen > c3.out 2>&1 || no "compile generate: $(tail -2 c3.out)"
-./tr --steps 60 --lr 3e-3 --quiet --eval-batches all --save-weights w60.safetensors > tr60.out 2>&1 ||
+# (the 16-step run's checkpoint resumed: its steps are the first 16 of 60, the
+# schedule's warmup of 50 steps taking no account of the run's length)
+./tr --steps 60 --lr 3e-3 --quiet --eval-batches all --ckpt ck --resume --save-weights w60.safetensors > tr60.out 2>&1 ||
   no "training 60: $(tail -2 tr60.out)"
 ./gen --weights w60.safetensors > gen.out 2> gen.err || no "generator: $(tail -2 gen.err)"
 # each line: the sample's id, a tab, its answer as tokenizers decodes the answer's ids

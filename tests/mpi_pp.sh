@@ -173,9 +173,12 @@ print("pp=4 --dump-logits: %d of the serial's %d logits, largest difference %.1e
 sys.exit(d > 1e-5)
 PY
 
-# --trace: one track per rank, every action of the schedule as an event
-"$MMC" compile "$G" --model GPT2Tiny --set B=8 --pp 2 --micro-batches 4 --schedule zbh1 -o "$T/tr" &&
-  "${MPIRUN[@]}" 2 "$T/tr" --steps 3 --eval-batches 1 --quiet --trace "$T/tr.json" --log "$T/tr.jsonl" > "$T/tr.out" 2>&1 &&
+# --trace: one track per rank, every action of the schedule as an event (the
+# trainer of cell gpt2tiny.pp2.zbh1 above: GPT2Tiny B = 8, pp = 2, ZB-H1 over 4
+# micro-batches; compiled here if that cell failed to)
+TR="$T/gpt2tiny.pp2.zbh1"
+{ [ -x "$TR" ] || { TR="$T/tr" && "$MMC" compile "$G" --model GPT2Tiny --set B=8 --pp 2 --micro-batches 4 --schedule zbh1 -o "$TR"; }; } &&
+  "${MPIRUN[@]}" 2 "$TR" --steps 3 --eval-batches 1 --quiet --trace "$T/tr.json" --log "$T/tr.jsonl" > "$T/tr.out" 2>&1 &&
   /usr/bin/python3 - "$T/tr.json" <<'PY' && ok || bad "pp2.zbh1 --trace"
 import json, sys
 ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e["ph"] == "X"]
@@ -215,14 +218,14 @@ PY
 # waits in (the wait for its first send to pp rank 1, which must be received
 # before the slot's next part reuses its room), and world rank 1 as the one that did
 # not arrive, and the job ends
-"${MPIRUN[@]}" 2 -x MMRT_TEST_PP_STALL=1 "$T/tr" --steps 5 --eval-batches 1 --quiet --comm-timeout 2 > "$T/hang.out" 2>&1
+"${MPIRUN[@]}" 2 -x MMRT_TEST_PP_STALL=1 "$TR" --steps 5 --eval-batches 1 --quiet --comm-timeout 2 > "$T/hang.out" 2>&1
 rc=$?
 if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -qF "(rank 0): error: send to pp rank 1 (stage 0's output, micro-batch 0) on axis pp (2 ranks; pp rank 0, world rank 0): did not finish within 2.0 s: world rank 1 did not arrive" "$T/hang.out"; then
   ok; grep -m1 "rank 0): error" "$T/hang.out"
 else bad "a hung pp stage: exit $rc, expected the watchdog's message naming world rank 1"; grep "error" "$T/hang.out"; fi
 
 # a pp = 2 trainer at another world size is refused on every rank
-"${MPIRUN[@]}" 3 "$T/tr" --steps 1 --eval-batches 1 --quiet > "$T/ws.out" 2>&1
+"${MPIRUN[@]}" 3 "$TR" --steps 1 --eval-batches 1 --quiet > "$T/ws.out" 2>&1
 rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -qF "the trainer was compiled for pp=2 = 2 ranks, but mpirun started 3 (start it with mpirun -np 2)" "$T/ws.out" &&
   ok || { bad "pp = 2 at -np 3: exit $rc"; tail -3 "$T/ws.out"; }

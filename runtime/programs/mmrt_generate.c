@@ -53,8 +53,8 @@ typedef struct Gen {
   const MmrtTensorDesc *pixels, *text, *pos, *token;
   int64_t B, T, V, C, H, W; /* batch, text positions, vocabulary, image channels and size */
   MmrtCaptioner cap;
-  /* the images to caption: bytes (n, H, W), labels (-1 unknown), names */
-  int64_t n;
+  /* the images to caption: bytes (n, H, W), labels (-1 unknown), names; room for cap */
+  int64_t n, cap_images;
   uint8_t *px;
   int32_t *label;
   char **source;
@@ -214,15 +214,20 @@ static int load(Gen *g, const char *flag, const char *path, int which) {
 static int add_image(Gen *g, const uint8_t *px, int label, const char *source) {
   int64_t k = g->n, hw = g->H * g->W;
   if (g->a.limit >= 0 && k >= g->a.limit) return 0;
-  uint8_t *p = realloc(g->px, (size_t)((k + 1) * hw));
-  int32_t *l = p ? realloc(g->label, (size_t)(k + 1) * sizeof *l) : NULL;
-  char **s = l ? realloc(g->source, (size_t)(k + 1) * sizeof *s) : NULL;
-  if (p) g->px = p;
-  if (l) g->label = l;
-  if (s) g->source = s;
-  if (!p || !l || !s || !(s[k] = strdup(source))) return fail("out of memory reading the images");
-  memcpy(p + k * hw, px, (size_t)hw);
-  l[k] = label;
+  if (k == g->cap_images) { /* doubling: one realloc an image copied the whole set each time */
+    int64_t c = k ? 2 * k : 64;
+    uint8_t *p = realloc(g->px, (size_t)(c * hw));
+    int32_t *l = p ? realloc(g->label, (size_t)c * sizeof *l) : NULL;
+    char **s = l ? realloc(g->source, (size_t)c * sizeof *s) : NULL;
+    if (p) g->px = p;
+    if (l) g->label = l;
+    if (s) g->source = s;
+    if (!p || !l || !s) return fail("out of memory reading the images");
+    g->cap_images = c;
+  }
+  if (!(g->source[k] = strdup(source))) return fail("out of memory reading the images");
+  memcpy(g->px + k * hw, px, (size_t)hw);
+  g->label[k] = label;
   g->n = k + 1;
   return 0;
 }
