@@ -60,13 +60,17 @@ static _Noreturn void dnnl_fail(dnnl_status_t st, const char *what, int line, co
   } while (0)
 
 /* oneDNN generates its kernels' code while it creates a primitive, into
- * memory it maps; under an address-space limit (ulimit -v) a failed map can
- * crash it (SIGSEGV inside dnnl_primitive_create) instead of returning
- * dnnl_out_of_memory.  With a limit set, such a crash during the guarded
+ * memory it maps, and some of it on the primitive's first run (AVX2
+ * kernels on a Zen 3: in a once-only initialisation inside the run's
+ * parallel region); under an address-space limit (ulimit -v) a failed map
+ * can crash it (SIGSEGV inside dnnl_primitive_create or the first
+ * dnnl_primitive_execute) or throw where the unwinder itself cannot be
+ * loaded (SIGABRT, "libgcc_s.so.1 must be installed") instead of returning
+ * dnnl_out_of_memory.  With a limit set, such a crash during a guarded
  * call is reported as what it is, naming the primitive and its shapes, and
  * the program exits with status 1; without one (or under ASan, which owns
  * SIGSEGV) a crash stays a crash. */
-static struct sigaction guard_old[2];
+static struct sigaction guard_old[3];
 static int guard_set;
 
 #if !defined(__SANITIZE_ADDRESS__)
@@ -80,22 +84,24 @@ static void guard_handler(int sig) {
 }
 #endif
 
-static void guard_on(const char *what) {
+/* doing: "creating" or "first running"; shape: the primitive's arguments */
+static void guard_on(const char *what, const char *doing, const char *shape) {
 #if !defined(__SANITIZE_ADDRESS__)
   int64_t lim = mmrt_mem_as_limit();
   if (lim < 0) return;
   snprintf(guard_msg, sizeof guard_msg,
-           "mmrt: error: out of memory: oneDNN crashed creating the primitive of %s (%s) within "
+           "mmrt: error: out of memory: oneDNN crashed %s the primitive of %s (%s) within "
            "the address-space limit of %lld bytes (ulimit -v %lld): raise the limit\n",
-           what, guard_shape, (long long)lim, (long long)(lim / 1024));
+           doing, what, shape, (long long)lim, (long long)(lim / 1024));
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = guard_handler;
   sigemptyset(&sa.sa_mask);
-  guard_set =
-      sigaction(SIGSEGV, &sa, &guard_old[0]) == 0 && sigaction(SIGBUS, &sa, &guard_old[1]) == 0;
+  guard_set = sigaction(SIGSEGV, &sa, &guard_old[0]) == 0 &&
+              sigaction(SIGBUS, &sa, &guard_old[1]) == 0 &&
+              sigaction(SIGABRT, &sa, &guard_old[2]) == 0;
 #else
-  (void)what;
+  (void)what, (void)doing, (void)shape;
 #endif
 }
 
@@ -103,6 +109,7 @@ static void guard_off(void) {
   if (!guard_set) return;
   sigaction(SIGSEGV, &guard_old[0], NULL);
   sigaction(SIGBUS, &guard_old[1], NULL);
+  sigaction(SIGABRT, &guard_old[2], NULL);
   guard_set = 0;
 }
 
@@ -167,6 +174,8 @@ typedef struct Entry {
   dnnl_primitive_t reo[MAX_ARGS];
   dnnl_memory_t user[MAX_ARGS];
   size_t bytes[MAX_ARGS];
+  char shape[512]; /* guard_shape when it was made */
+  int ran;         /* run once (the guard is for the first run) */
 } Entry;
 
 enum {
@@ -320,7 +329,8 @@ static void entry_build(Entry *e, dnnl_primitive_desc_t pd, int nargs, const int
                         const dnnl_memory_desc_t *plain, const char *what) {
   size_t heap0 = mallinfo2().uordblks;
   describe(pd, nargs, args);
-  guard_on(what);
+  snprintf(e->shape, sizeof e->shape, "%s", guard_shape);
+  guard_on(what, "creating", guard_shape);
   dnnl_status_t st = dnnl_primitive_create(&e->prim, pd);
   guard_off();
   if (st != dnnl_success) dnnl_fail(st, what, __LINE__, "dnnl_primitive_create(&e->prim, pd)");
@@ -340,7 +350,7 @@ static void entry_build(Entry *e, dnnl_primitive_desc_t pd, int nargs, const int
     const dnnl_memory_desc_t *from = is_output(args[a]) ? md : &plain[a];
     const dnnl_memory_desc_t *to = is_output(args[a]) ? &plain[a] : md;
     DNNL_CHECK(dnnl_reorder_primitive_desc_create(&rpd, from, eng, to, eng, NULL), what);
-    guard_on(what);
+    guard_on(what, "creating", guard_shape);
     st = dnnl_primitive_create(&e->reo[a], rpd);
     guard_off();
     if (st != dnnl_success) dnnl_fail(st, what, __LINE__, "dnnl_primitive_create(&e->reo[a], rpd)");
@@ -369,6 +379,7 @@ static void reorder_run(Entry *e, int a, const char *what) {
 
 /* Run a cached primitive on the given handles (same order as its args). */
 static void entry_run(Entry *e, void *const *ptrs, const char *what) {
+  if (!e->ran) guard_on(what, "first running", e->shape); /* its reorders too */
   dnnl_exec_arg_t ex[MAX_ARGS];
   for (int a = 0; a < e->nargs; a++) {
     ex[a].arg = e->arg[a];
@@ -385,6 +396,7 @@ static void entry_run(Entry *e, void *const *ptrs, const char *what) {
   for (int a = 0; a < e->nargs; a++)
     if (e->reo[a] && is_output(e->arg[a])) reorder_run(e, a, what);
   DNNL_CHECK(dnnl_stream_wait(stream), what);
+  if (!e->ran) guard_off(), e->ran = 1;
 }
 
 /* A key from its values (kind, dtype, then shape and flags; the rest 0). */
