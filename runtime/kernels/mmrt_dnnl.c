@@ -191,7 +191,8 @@ enum {
 
 static Entry *table;
 static int table_cap, table_used;
-static int64_t prim_heap;      /* heap bytes oneDNN kept while creating the primitives */
+static int64_t prim_heap;      /* heap bytes oneDNN kept creating the primitives and on their first
+                                 runs (an AVX2 kernel makes its code and state lazily, on the first) */
 static int64_t scratchpad_max; /* the largest scratchpad a primitive asks for */
 /* grow-only buffers holding arguments in a primitive's layout, one per
  * argument position (calls come one at a time) */
@@ -379,6 +380,7 @@ static void reorder_run(Entry *e, int a, const char *what) {
 
 /* Run a cached primitive on the given handles (same order as its args). */
 static void entry_run(Entry *e, void *const *ptrs, const char *what) {
+  size_t heap0 = e->ran ? 0 : mallinfo2().uordblks;
   if (!e->ran) guard_on(what, "first running", e->shape); /* its reorders too */
   dnnl_exec_arg_t ex[MAX_ARGS];
   for (int a = 0; a < e->nargs; a++) {
@@ -396,7 +398,10 @@ static void entry_run(Entry *e, void *const *ptrs, const char *what) {
   for (int a = 0; a < e->nargs; a++)
     if (e->reo[a] && is_output(e->arg[a])) reorder_run(e, a, what);
   DNNL_CHECK(dnnl_stream_wait(stream), what);
-  if (!e->ran) guard_off(), e->ran = 1;
+  if (!e->ran) {
+    guard_off(), e->ran = 1;
+    prim_heap += (int64_t)mallinfo2().uordblks - (int64_t)heap0;
+  }
 }
 
 /* A key from its values (kind, dtype, then shape and flags; the rest 0). */
