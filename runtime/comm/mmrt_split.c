@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "mmrt_comm.h"
+#include "mmrt_kernels.h"
 #include "mmrt_main.h"
 
 /* ---- small helpers ---- */
@@ -88,11 +89,7 @@ int mmrt_split_cross_entropy_fwd(void *mesh, int axis, float *loss, float *lse, 
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < N; r++) {
     const float *x = logits + r * Vl;
-    float mx = -INFINITY;
-    for (int64_t j = 0; j < Vr; j++) mx = x[j] > mx ? x[j] : mx;
-    double s = 0;
-    for (int64_t j = 0; j < Vr; j++) s += exp((double)x[j] - mx);
-    g[r * (n + 1) + c] = Vr ? (float)(mx + log(s)) : -INFINITY; /* all padding: no mass */
+    g[r * (n + 1) + c] = mmrt_row_lse(x, Vr); /* all padding: -inf, no mass */
     int64_t t = (int64_t)labels[r] - v0;
     if (labels[r] != ignore && t >= 0 && t < Vr) g[r * (n + 1) + n] = x[t];
   }
@@ -133,7 +130,7 @@ void mmrt_split_cross_entropy_bwd(void *mesh, int axis, float *dlogits, const fl
       memset(d, 0, sizeof(float) * (size_t)Vl);
       continue;
     }
-    for (int64_t j = 0; j < Vr; j++) d[j] = expf(x[j] - lse[r]) * scale;
+    mmrt_row_exp_scaled(d, x, Vr, lse[r], scale);
     for (int64_t j = Vr; j < Vl; j++) d[j] = 0; /* padding: never trained */
     int64_t t = (int64_t)labels[r] - v0;
     if (t >= 0 && t < Vr) d[t] -= scale;

@@ -173,6 +173,14 @@ void mmrt_reduce_sum_bwd(float *dx, const float *dy, int outer, int n, int inner
 /* y (+)= alpha * x;  y, x: (n) */
 void mmrt_axpy(float *y, const float *x, float alpha, size_t n, int accumulate);
 
+/* The cross-entropy's row kernels, for the vocabulary-parallel cross
+ * entropy (runtime/comm/mmrt_split.c) to compute its local rows as
+ * mmrt_cross_entropy_fwd and _bwd do (the same vector code, the same
+ * values). mmrt_row_lse: max_j x[j] + log sum_j exp(x[j] - max), -inf for
+ * n = 0. mmrt_row_exp_scaled: y[j] = g * exp(x[j] - sub).  x, y: (n) */
+float mmrt_row_lse(const float *x, int64_t n);
+void mmrt_row_exp_scaled(float *y, const float *x, int64_t n, float sub, float g);
+
 /* The ISA of attention's short path (every key in one 64-key tile): the
  * best the CPU has unless set. mmrt_attention_isa(MMRT_ISA_*) forces one
  * (tests: each build against the naive loops) and returns it, or -1 when

@@ -1660,6 +1660,16 @@ MMRT_CLONES static void scaled_exp_row(float *restrict y, const float *restrict 
 }
 ROWS_NO_TRAP_END
 
+float mmrt_row_lse(const float *x, int64_t n) {
+  if (n <= 0) return -INFINITY;
+  float mx = max_row(x, (int)n);
+  return mx + logf(sum_exp(x, (int)n, mx));
+}
+
+void mmrt_row_exp_scaled(float *y, const float *x, int64_t n, float sub, float g) {
+  scaled_exp_row(y, x, (int)n, sub, g, 0);
+}
+
 static int count_labels(const int32_t *labels, int N, int V, int ignore_index, const char *what) {
   int count = 0;
   for (int i = 0; i < N; i++) {
