@@ -446,6 +446,21 @@ START_TEST(test_conv3d) {
 }
 END_TEST
 
+/* patchifying convolutions (stride = kernel, no padding: a ViT's patch
+ * embedding), whose weight gradient the runtime computes as one product
+ * over the gathered patches (mmrt_dnnl.c patch_bwd_weights): inputs that
+ * the patches do not cover to the edge, a one-channel input with 64
+ * outputs as InternVL2Tiny's, and 3-D */
+START_TEST(test_conv_patchify) {
+  MmrtConv c2 = {.N = 3, .C = 2, .OC = 5, .in = {9, 8}, .k = {3, 4}, .stride = {3, 4}};
+  conv_case(&c2, 2, 1);
+  MmrtConv c1 = {.N = 2, .C = 1, .OC = 64, .in = {14, 14}, .k = {7, 7}, .stride = {7, 7}};
+  conv_case(&c1, 2, 1);
+  MmrtConv c3 = {.N = 2, .C = 3, .OC = 4, .in = {5, 6, 4}, .k = {2, 3, 2}, .stride = {2, 3, 2}};
+  conv_case(&c3, 3, 1);
+}
+END_TEST
+
 /* channel counts of 16 and more: oneDNN lays the arguments out in channel
  * blocks (its direct kernels), reordered from and to the plain buffers */
 START_TEST(test_conv_blocked) {
@@ -1914,6 +1929,7 @@ static Suite *kernels_suite(void) {
   tcase_add_test(tc, test_conv2d_grouped);
   tcase_add_test(tc, test_conv3d);
   tcase_add_test(tc, test_conv_blocked);
+  tcase_add_test(tc, test_conv_patchify);
   tcase_add_test(tc, test_softmax);
   tcase_add_test(tc, test_eltwise);
   suite_add_tcase(s, tc);
