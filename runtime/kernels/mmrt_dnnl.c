@@ -806,8 +806,8 @@ static int patchifies(const MmrtConv *cv, int nsp) {
  * InternVL2Tiny's 7 x 7, stride 7, one-channel patch embedding on a Zen 3,
  * six times the forward's time; the product and its gathers take a
  * fraction of that. */
-static void patch_bwd_weights(const MmrtConv *cv, int nsp, float *dw, float *dbias,
-                              const float *dy, const float *x, int accumulate) {
+static void patch_bwd_weights(const MmrtConv *cv, int nsp, float *dw, float *dbias, const float *dy,
+                              const float *x, int accumulate) {
   int64_t S = 1, K = 1, X = 1; /* patches an image, a kernel's positions, an input's */
   int o[3] = {1, 1, 1}, k[3] = {1, 1, 1}, in[3] = {1, 1, 1};
   for (int i = 0; i < nsp; i++) { /* right-aligned: (d, h, w) */
