@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "mmrt_threads.h"
+#include "mmrt_comm.h"
 #include "mmrt_kernels.h"
 #include "support/device.h"
 
@@ -489,6 +490,46 @@ static double comm_share(float *x, float *y, int count, double t_ar) {
   return sh[1] < 0 ? 0 : sh[1] > 1 ? 1 : sh[1];
 }
 
+/* The median times of an 8-byte and of a count-float all-reduce as a
+ * trainer calls them: the runtime's mmrt_all_reduce over a mesh of the
+ * world's ranks with the trainer's default watchdog (a non-blocking
+ * all-reduce polled until done, runtime/comm/mmrt_comm.c), each after a
+ * barrier. MPI's blocking all-reduce, measured before, took 0.25 to 0.6 us
+ * for 8 bytes on a 2-CPU Zen 3 where the runtime's takes 4 to 7, and
+ * GPT2Tiny's cp = 2 step spent its 36 all-reduces' latency at the
+ * runtime's figure. 0, or 1 with a message. */
+static int runtime_all_reduce(int world, float *x, int count, double *t_small, double *t_big) {
+  MmrtMesh ms;
+  int sizes[MESH_NAXES];
+  for (int a = 0; a < MESH_NAXES; a++) sizes[a] = 1;
+  sizes[MMRT_AXIS_DP] = world;
+  char err[256];
+  if (mmrt_mesh_init(&ms, sizes, err, sizeof err)) {
+    fprintf(stderr, "mmc calibrate: %s\n", err);
+    return 1;
+  }
+  mmrt_comm_set_timeout(&ms, MMRT_COMM_TIMEOUT_DEFAULT);
+  double ts[200];
+  for (int big = 0; big < 2; big++) {
+    int reps = big ? 16 : 200;
+    for (int i = 0; i < reps; i++) {
+      MPI_Barrier(comm);
+      double t0 = now();
+      int rc = mmrt_all_reduce(&ms, MMRT_AXIS_DP, x, x, big ? (size_t)count : 2, MMRT_F32);
+      ts[i] = now() - t0;
+      if (rc) {
+        fprintf(stderr, "mmc calibrate: the all-reduce failed (%d)\n", rc);
+        mmrt_mesh_free(&ms);
+        return 1;
+      }
+    }
+    qsort(ts, (size_t)reps, sizeof *ts, cmp_d);
+    *(big ? t_big : t_small) = ts[reps / 2];
+  }
+  mmrt_mesh_free(&ms);
+  return 0;
+}
+
 /* A core's L2 cache, KiB: glibc's figure, else the kernel's; 0 unknown. */
 static double l2_kb(void) {
   long b = sysconf(_SC_LEVEL2_CACHE_SIZE);
@@ -560,67 +601,54 @@ int main(int argc, char **argv) {
   d.cache_kb = l2_kb();
   /* the threads this rank's kernels ran on (vector_tflops is theirs together) */
   d.threads = omp_get_max_threads();
-  /* links: MPI all-reduces among the ranks (one machine: no inter-node link) */
+  /* links: the runtime's all-reduces among the ranks (one machine: no inter-node link) */
   d.devices_per_node = world;
   d.intra_bw_gbs = d.mem_bw_gbs, d.intra_lat_us = 1;
   if (world > 1) {
-    int nbig = quick ? 1 << 20 : 4 << 20;
+    /* 4 MiB: a trainer's messages run from bytes (a small model's) to a few
+     * MiB (GPT-2 124M's tp all-reduces of 0.75 MiB, its dp buckets of 9);
+     * the runtime's 16 MiB all-reduce, taken before, ran at half the 4 MiB
+     * one's rate on a 2-CPU Zen 3 (1.0 against 2.0 GB/s) */
+    int nbig = 1 << 20;
     float *x = fill((size_t)nbig * 4), *y = fill((size_t)nbig * 4);
     /* medians, as the kernels': the trainer's figure is its median step.
      * (Means were taken before, for the stalls a step meets at each
      * collective; on a busy machine one descheduled rank in 200 8-byte
      * all-reduces made the latency 370 us, where the trainers' steps
      * showed 1 to 20.) */
-    double ts1[200], ts2[16];
-    for (int i = 0; i < 200; i++) {
-      MPI_Barrier(comm);
-      double t0 = now();
-      MPI_Allreduce(x, y, 2, MPI_FLOAT, MPI_SUM, comm);
-      ts1[i] = now() - t0;
-    }
-    for (int i = 0; i < 16; i++) {
-      MPI_Barrier(comm);
-      double t0 = now();
-      MPI_Allreduce(x, y, nbig, MPI_FLOAT, MPI_SUM, comm);
-      ts2[i] = now() - t0;
-    }
-    qsort(ts1, 200, sizeof *ts1, cmp_d);
-    qsort(ts2, 16, sizeof *ts2, cmp_d);
-    double t1 = ts1[100], t2 = ts2[8];
+    double t1 = 0, t2 = 0;
+    if (runtime_all_reduce(world, x, nbig, &t1, &t2)) return 1;
     double steps = 2.0 * (world - 1), alpha = t1 / steps;
     double sent = 2.0 * (world - 1) / world * nbig * 4;
     double beta = (t2 - steps * alpha) / sent;
     d.intra_lat_us = alpha * 1e6;
     d.intra_bw_gbs = beta > 0 ? 1 / beta / 1e9 : d.mem_bw_gbs;
     d.comm_compute_share = comm_share(x, y, nbig, t2);
-    /* every rank's kernels measured at once: the slowest rank is the device */
-    double mine[16] = {-d.attention_item_us,
-                       -d.row_ns,
-                       d.cache_bw_gbs,
-                       -d.parallel_overhead_us,
-                       -d.comm_compute_share,
-                       d.fp32_tflops,
-                       d.bf16_tflops,
-                       d.mem_bw_gbs,
-                       d.vector_tflops,
-                       d.attention_efficiency,
-                       -d.op_overhead_us,
-                       -d.matmul_overhead_us,
-                       -d.attention_overhead_us,
-                       -d.attention_score_ns,
-                       -d.attention_score_ns_bwd,
-                       -d.conv_overhead_us},
-           least[16];
-    MPI_Allreduce(mine, least, 16, MPI_DOUBLE, MPI_MIN, comm);
-    d.attention_item_us = -least[0];
-    d.row_ns = -least[1], d.cache_bw_gbs = least[2];
-    d.parallel_overhead_us = -least[3], d.comm_compute_share = -least[4];
-    memmove(least, least + 5, 11 * sizeof *least);
-    d.fp32_tflops = least[0], d.bf16_tflops = least[1], d.mem_bw_gbs = least[2];
-    d.vector_tflops = least[3], d.attention_efficiency = least[4], d.op_overhead_us = -least[5];
-    d.matmul_overhead_us = -least[6], d.attention_overhead_us = -least[7];
-    d.attention_score_ns = -least[8], d.attention_score_ns_bwd = -least[9];
-    d.conv_overhead_us = -least[10];
+    /* every rank's kernels measured at once: the slowest rank is the device
+     * (its rates the least, its times the most: a time goes in negated) */
+    struct {
+      double *v, sign;
+    } worst[] = {{&d.fp32_tflops, 1},
+                 {&d.bf16_tflops, 1},
+                 {&d.mem_bw_gbs, 1},
+                 {&d.vector_tflops, 1},
+                 {&d.attention_efficiency, 1},
+                 {&d.cache_bw_gbs, 1},
+                 {&d.op_overhead_us, -1},
+                 {&d.matmul_overhead_us, -1},
+                 {&d.attention_overhead_us, -1},
+                 {&d.attention_item_us, -1},
+                 {&d.attention_score_ns, -1},
+                 {&d.attention_score_ns_bwd, -1},
+                 {&d.conv_overhead_us, -1},
+                 {&d.row_ns, -1},
+                 {&d.parallel_overhead_us, -1},
+                 {&d.comm_compute_share, -1}};
+    enum { NW = sizeof worst / sizeof worst[0] };
+    double mine[NW], least[NW];
+    for (int k = 0; k < NW; k++) mine[k] = worst[k].sign * *worst[k].v;
+    MPI_Allreduce(mine, least, NW, MPI_DOUBLE, MPI_MIN, comm);
+    for (int k = 0; k < NW; k++) *worst[k].v = worst[k].sign * least[k];
     free(x), free(y);
   }
   d.inter_bw_gbs = d.intra_bw_gbs, d.inter_lat_us = d.intra_lat_us;
