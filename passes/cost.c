@@ -315,7 +315,12 @@ static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double
     return 0;
   double fl = (double)ir_flops(n) / split_of(m, n), rate, over = d->op_overhead_us, work = fl;
   double items_s = 0; /* the attention's work items */
-  bool small = false, one = false;
+  /* one thread of the rank's (its rates measured on all of them): a small
+   * op (codegen's small_op: a product, convolution or attention under
+   * IR_SMALL_FLOPS, another op whose largest operand or result has under
+   * IR_SMALL_ELEMS elements) or a generated loop under IR_PAR_LOOP_MIN
+   * elements (no parallel region: no fork's time) */
+  bool one = false, vec = false;
   bool bf = n->nin && n->in[0]->dtype == IR_BF16;
   double mm = (bf ? d->bf16_tflops : d->fp32_tflops) * 1e12 * d->matmul_efficiency;
   switch (info->flop_kind) {
@@ -337,32 +342,27 @@ static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double
       break;
     }
     default:
+      vec = true;
       rate = d->vector_tflops * 1e12;
       work = vector_work(n, fl * split_of(m, n)) / split_of(m, n);
-      if (split_over_threads(m, n))
-        over = d->parallel_overhead_us;
+      if (!split_over_threads(m, n))
+        one = true;
+      else if (generated_loop(n) && most_numel(m, n) < IR_PAR_LOOP_MIN)
+        one = true; /* the op's fixed time, op_overhead_us */
       else
-        small = true;
-      /* one thread of the rank's: a small op, or a generated loop under
-       * IR_PAR_LOOP_MIN elements (no parallel region: no fork's time) */
-      if (!small && generated_loop(n) && most_numel(m, n) < IR_PAR_LOOP_MIN)
-        one = true, over = d->op_overhead_us;
-      if (small || one) rate /= d->threads > 1 ? d->threads : 1;
+        over = d->parallel_overhead_us;
       break;
   }
-  /* a product, convolution or attention of fewer than IR_SMALL_FLOPS runs
-   * on one thread (codegen's small_op), its rates measured on all of them */
-  double th = d->threads > 1 ? d->threads : 1, on_one = 1;
-  if (info->flop_kind != IR_FL_ELEM && info->flop_kind != IR_FL_NONE && fl < IR_SMALL_FLOPS)
-    on_one = th, rate /= th, items_s *= th;
+  if (!vec) one = fl < IR_SMALL_FLOPS;
+  double th = one && d->threads > 1 ? d->threads : 1;
+  rate /= th, items_s *= th;
   *flops_local = fl;
-  /* a one-thread op whose operands and results fit in the cache finds them
-   * there (the op before made or read them) */
+  /* a one-thread vector op whose operands and results fit in the cache
+   * finds them there (the op before made or read them) */
   double bytes = node_bytes(m, n) + extra;
-  double bw = (small || one) && bytes <= d->cache_kb * 1024 ? d->cache_bw_gbs : d->mem_bw_gbs;
+  double bw = vec && one && bytes <= d->cache_kb * 1024 ? d->cache_bw_gbs : d->mem_bw_gbs;
   double t = work / rate, tb = bytes / (bw * 1e9);
-  t = (t > tb ? t : tb) + on_one * scores_s(m, d, n) + kernel_rows(m, n) * d->row_ns * 1e-9 +
-      items_s;
+  t = (t > tb ? t : tb) + th * scores_s(m, d, n) + kernel_rows(m, n) * d->row_ns * 1e-9 + items_s;
   return t + ring_s(m, d, n, t) + (mg == IR_MERGE_CALL ? 0 : over * 1e-6);
 }
 
