@@ -271,6 +271,31 @@ print(f"kernels' work, rows and cache: gelu_tanh {t('work', 'gelu_tanh') * 1e3:.
 for e in errs: print("FAIL:", e)
 sys.exit(1 if errs else 0)
 PY
+# a product of fewer than 2^20 FLOPs (IR_SMALL_FLOPS) runs on one thread
+# (codegen's small_op): with threads = 2 at fp32_tflops = 1e-3 (all else
+# free) it takes twice its one-thread-device time, a larger one the same.
+# GPT2Tiny at B = 4: every linear has at least 2^20 FLOPs (q, k, v, o:
+# 2 x 128 x 64 x 64 = 2^20 exactly), the same time; at B = 1 the 8 of q, k,
+# v, o (2^18 each) double and the 5 others (fc1, fc2, the head: 2^20) do
+# not: (8 x 2^18 x 2 + 5 x 2^20) / (8 x 2^18 + 5 x 2^20) = 9 / 7 of it
+sed 's/^fp32_tflops = 1e6/fp32_tflops = 1e-3/' "$T/free.dev" > "$T/mm1.dev"
+(cat "$T/mm1.dev"; echo 'threads = 2') > "$T/mm2.dev"
+for b in 1 4; do
+  for d in mm1 mm2; do
+    "$MMC" plan "$G" --model GPT2Tiny --set B=$b --device "$T/$d.dev" --json > "$T/$d.b$b.json" 2> "$T/e" ||
+      { bad "$d.dev B=$b"; cat "$T/e"; }
+  done
+done
+$PY - "$T" <<'PY' || fail=$((fail+1))
+import json, sys
+def t(d, b): return sum(json.load(open(f"{sys.argv[1]}/{d}.b{b}.json"))["predicted"]["by_op_kind"]["linear"].values())
+errs = []
+for b, want in ((4, 1.0), (1, 9 / 7)):
+    r = t("mm2", b) / t("mm1", b)
+    if abs(r - want) > 1e-6: errs.append(f"B = {b}: linear's time at threads = 2 is {r:.6f} of threads = 1's, want {want:.6f}")
+for e in errs: print("FAIL:", e)
+sys.exit(1 if errs else 0)
+PY
 # pow_scalar's element as codegen builds it for its exponent: x * x for 2
 # (one instruction, its model FLOP), the call's 40 otherwise (65,536
 # elements at vector_tflops = 1e-3: 65.5 us against 2.62 ms a call)
