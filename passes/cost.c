@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../ir/ir_fused.h"
+#include "../support/att_tile.h"
 #include "../ir/ir_merge.h"
 #include "accum.h"
 #include "bucket.h"
@@ -102,12 +103,10 @@ static double scores_s(const IrModule *m, const MmDevice *d, const IrNode *n) {
   return scores * per / (d->mem_bw_gbs * 1e9) + half * scores * ns * 1e-9;
 }
 
-/* The attention kernel's work items on this rank: batch rows x heads x
- * 64-query tiles (runtime/kernels/mmrt_ops.c ATT_TQ, the forward's items;
- * the backward's are the same rows and heads), each with mmc calibrate's
- * attention_item_us besides its FLOPs and scores. */
+/* The attention kernel's work items on this rank (support/att_tile.h),
+ * each with mmc calibrate's attention_item_us besides its FLOPs and scores. */
 static double att_items(int64_t B, int64_t T, int64_t H) {
-  return (double)B * (double)H * (double)((T + 63) / 64);
+  return mm_att_items(B, T, H);
 }
 
 /* Ring attention (cp, {ring = true}; runtime/comm/mmrt_ring.c): the kernel

@@ -17,6 +17,7 @@
 #include "mmrt_threads.h"
 #include "mmrt_comm.h"
 #include "mmrt_kernels.h"
+#include "support/att_tile.h"
 #include "support/device.h"
 
 static double now(void) {
@@ -302,7 +303,7 @@ static void measure_kernels(MmDevice *dv, int quick, int reps) {
     /* ir_flops' count: forward 2BHTS(2D), backward 2BHTS(5D), the causal half included */
     double sc = (double)a.B * a.H * a.T * a.T;
     afl[0][k] = 2.0 * sc * 2 * a.D, afl[1][k] = 2.0 * sc * 5 * a.D, asc[k] = 0.5 * sc;
-    ait[k] = (double)a.B * a.H * ((a.T + 63) / 64); /* cost.c att_items */
+    ait[k] = mm_att_items(a.B, a.T, a.H);
     free(a.out), free(a.q), free(a.k), free(a.v), free(a.dq), free(a.dk), free(a.dv);
     free(a.dout), free(a.lse);
   }

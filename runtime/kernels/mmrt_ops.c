@@ -7,6 +7,7 @@
  * results do not depend on the thread count except for the order of
  * floating-point sums inside mmrt_sum_squares (reduced in double).
  */
+#include "../../support/att_tile.h"
 #include "mmrt_kernels.h"
 #include "mmrt_mem.h"
 
@@ -595,7 +596,7 @@ void mmrt_rope_bwd(float *dx, const float *dy, int B, int T, int H, int D, float
  * the output rescaled as the max grows), and only out and lse leave the
  * forward. The backward recomputes each tile's probabilities from lse.
  * Workspace is a few tiles per thread; no T x S tensor exists at any time. */
-enum { ATT_TQ = 64, ATT_TK = 64, ATT_MR = 6 };
+enum { ATT_TQ = MM_ATT_TILE_Q, ATT_TK = 64, ATT_MR = 6 }; /* support/att_tile.h */
 
 /* Number of keys query t sees; off = S - T, the position of the first
  * query (the queries are the last T of the keys' positions). */
