@@ -11,6 +11,9 @@ set -uo pipefail
 S="$MMC_SOURCE_DIR/stdlib_models"
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
 mpi_script
+# under the sanitizers its ranks check leaks, with the slow unwinder (one of
+# the two tests that do, with mpi_tests: tests/tools/san/mpirun)
+export MMC_RANK_LEAKS=1
 
 close() { # name serial.jsonl ranks.jsonl
   /usr/bin/python3 - "$@" <<'PY'

@@ -1,20 +1,23 @@
 #!/usr/bin/python3
 """Never a crash: runs `mmc check` on truncated and byte-mutated copies of the
 stdlib files and requires exit status 0 or 1 (no signal, no hang, no 2).
-Usage: mutate.py MMC STDLIB_DIR [COUNT]"""
+Usage: mutate.py MMC STDLIB_DIR [COUNT [FIRST]]: mutants FIRST to FIRST + COUNT - 1
+of the one sequence seed 1234 makes (tests/mutate_check.sh gives each build
+its own range)."""
 import os, random, shutil, subprocess, sys, tempfile
 from concurrent.futures import ThreadPoolExecutor
 
 def main():
     mmc, stdlib = sys.argv[1], sys.argv[2]
     count = int(sys.argv[3]) if len(sys.argv) > 3 else 3000
+    first = int(sys.argv[4]) if len(sys.argv) > 4 else 0
     rng = random.Random(1234)
     files = sorted(f for f in os.listdir(stdlib) if f.endswith(".mm"))
     tmp = tempfile.mkdtemp(prefix="mmc-mutate-")
     jobs = []
     tokens = [b"{", b"}", b"(", b")", b"[", b"]", b"x", b"=", b"param", b"\n", b"//", b"/*", b"\"", b"0",
               b"-1", b"99999999999999999999", b"1e400", b"**", b"@", b":", b",", b"import", b"model", b"let"]
-    for i in range(count):
+    for i in range(first + count):
         name = files[i % len(files)]
         data = open(os.path.join(stdlib, name), "rb").read()
         kind = i % 4
@@ -38,6 +41,8 @@ def main():
             for _ in range(rng.randint(1, 3)):
                 data[rng.choice(digits)] = rng.choice(b"0123456789")
             data = bytes(data)
+        if i < first:  # made only to draw the same random numbers
+            continue
         d = os.path.join(tmp, "c%05d" % i)
         os.mkdir(d)
         for f in files:  # siblings so that imports resolve to the originals
