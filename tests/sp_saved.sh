@@ -93,9 +93,12 @@ PY
 done
 
 # selective recompute under tp = 2 + sp: the same run as without; in f32
-# byte for byte, in bf16 within 1e-4 (the bf16 kernels' results move at
-# that level with the arena layout alone: main's recompute full and none,
-# same forward, differ so at step 1)
+# byte for byte, in bf16 within 2e-4 (the bf16 kernels' results move with
+# the arena layout alone: main's recompute full and none, same forward,
+# differ at step 1, here by 2.5e-5, and the updates carry it on. Step 2's
+# gap was 6.6e-5 with the vocabulary-parallel cross entropy's double sums
+# and 1.15e-4 once it ran the serial one's float rows, 2026-12-07, step 1
+# the same; the f32 pair, whose layouts differ as much, stays byte for byte)
 train() { # tag recompute [f32]
   gpt 2 "$2" > "$T/$1.mm"
   [ "${3:-}" = f32 ] && sed -i '/precision = bf16/d' "$T/$1.mm"
@@ -123,7 +126,7 @@ if [ "$SAN" = 0 ] && train none none && train sel selective; then
 import sys
 a, b = ([float(x) for x in open(f)] for f in sys.argv[1:3])
 print("tp=2+sp bf16, 3 steps: losses without recompute %s, with selective %s" % (a, b))
-sys.exit(0 if len(a) == 3 and len(b) == 3 and all(abs(x - y) <= 1e-4 * abs(x) for x, y in zip(a, b)) else 1)
+sys.exit(0 if len(a) == 3 and len(b) == 3 and all(abs(x - y) <= 2e-4 * abs(x) for x, y in zip(a, b)) else 1)
 PY
 fi
 
