@@ -103,12 +103,6 @@ static double scores_s(const IrModule *m, const MmDevice *d, const IrNode *n) {
   return scores * per / (d->mem_bw_gbs * 1e9) + half * scores * ns * 1e-9;
 }
 
-/* The attention kernel's work items on this rank (support/att_tile.h),
- * each with mmc calibrate's attention_item_us besides its FLOPs and scores. */
-static double att_items(int64_t B, int64_t T, int64_t H) {
-  return mm_att_items(B, T, H);
-}
-
 /* Ring attention (cp, {ring = true}; runtime/comm/mmrt_ring.c): the kernel
  * runs the ring's R = cp / U steps (U: the Ulysses groups of USP, 1
  * without), and while it computes one step's block the next block's K and V
@@ -143,9 +137,9 @@ static double ring_s(const IrModule *m, const MmDevice *d, const IrNode *n, doub
   /* each call's items: one row of c = T U / 2 queries over H / U heads
    * (causal), or the whole block; op_s counted the whole local shape once */
   int64_t tr = qs.d[1] * U, hr = qs.d[2] / U > 0 ? qs.d[2] / U : 1;
-  double items = causal ? calls * att_items(1, tr / 2, hr) : R * att_items(qs.d[0], tr, hr);
+  double items = causal ? calls * mm_att_items(1, tr / 2, hr) : R * mm_att_items(qs.d[0], tr, hr);
   s += (calls - 1) * d->attention_overhead_us * 1e-6 +
-       (items - att_items(qs.d[0], qs.d[1], qs.d[2])) * d->attention_item_us * 1e-6;
+       (items - mm_att_items(qs.d[0], qs.d[1], qs.d[2])) * d->attention_item_us * 1e-6;
   if (fk == IR_FL_ATTENTION) { /* the merges: each call's rows, every head */
     double rows = (double)qs.d[0] * qs.d[1] * qs.d[2] * (causal ? (2 * R + 1) / 2.0 : R);
     s += rows * (d->row_ns * 1e-9 + 3.0 * qs.d[3] * 4 / (d->cache_bw_gbs * 1e9));
@@ -336,7 +330,7 @@ static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double
       if (d->attention_item_us > 0 && q->shape.rank == 4) {
         IrShape qs;
         ir_local_shape(m, q->pl, &q->shape, &qs);
-        items_s = att_items(qs.d[0], qs.d[1], qs.d[2]) * d->attention_item_us * 1e-6;
+        items_s = mm_att_items(qs.d[0], qs.d[1], qs.d[2]) * d->attention_item_us * 1e-6;
       }
       break;
     }

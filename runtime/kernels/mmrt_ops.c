@@ -1695,8 +1695,7 @@ int mmrt_cross_entropy_fwd(float *loss, float *lse, const float *logits, const i
 #pragma omp parallel for reduction(+ : total) schedule(static)
   for (int i = 0; i < N; i++) {
     const float *row = logits + (size_t)i * V;
-    float mx = max_row(row, V);
-    float l = mx + logf(sum_exp(row, V, mx));
+    float l = mmrt_row_lse(row, V);
     if (lse) lse[i] = l;
     if (labels[i] != ignore_index) total += (double)l - (double)row[labels[i]];
   }
