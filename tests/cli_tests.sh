@@ -172,5 +172,25 @@ expect "data inspect" 0 "$MMC" data inspect "$T/d_text_document" --show 2
 contains "data inspect ids" "$T/out" "sequence 1: 1 0"
 expect "data inspect bad --show" 2 "$MMC" data inspect "$T/d_text_document" --show -1
 expect "data inspect two prefixes" 2 "$MMC" data inspect "$T/d_text_document" "$T/d"
+# Fashion-MNIST: ctest points MMRT_FMNIST_DIR at an uncompressed copy
+# (tests/CMakeLists.txt); unset, a trainer inflates Debian's gzip files. The
+# same training samples either way (the losses byte for byte), an empty
+# MMRT_FMNIST_DIR is no setting, and a directory that does not exist is
+# named in the error (exit 1) with the flag's source.
+if [ -n "${MMRT_FMNIST_DIR:-}" ]; then
+  "$MMC" compile "$S/vit_fashion.mm" --model ViTFashion --set B=8 -O0 -o "$T/vit" 2> "$T/err" || { echo "FAIL compile ViTFashion"; head -3 "$T/err"; fail=$((fail + 1)); }
+  fm() { "$T/vit" --steps 3 --eval-batches 1 --quiet --log "$T/$1.jsonl"; }
+  expect "trainer: the uncompressed copy" 0 fm plain
+  expect "trainer: Debian's gzip files" 0 env -u MMRT_FMNIST_DIR "$T/vit" --steps 3 --eval-batches 1 --quiet --log "$T/gz.jsonl"
+  expect "trainer: empty MMRT_FMNIST_DIR" 0 env MMRT_FMNIST_DIR= "$T/vit" --steps 3 --eval-batches 1 --quiet --log "$T/empty.jsonl"
+  losses() { grep -o '"loss": *[-0-9.e]*' "$1"; }
+  if [ "$(losses "$T/plain.jsonl" | wc -l)" -eq 3 ] && [ "$(losses "$T/plain.jsonl")" = "$(losses "$T/gz.jsonl")" ] &&
+     [ "$(losses "$T/gz.jsonl")" = "$(losses "$T/empty.jsonl")" ]; then pass=$((pass + 1)); else
+    echo "FAIL trainer: the losses differ between the uncompressed copy and the gzip files"; fail=$((fail + 1)); fi
+  expect "trainer: MMRT_FMNIST_DIR missing" 1 env MMRT_FMNIST_DIR="$T/none" "$T/vit" --steps 1 --quiet
+  contains "trainer: MMRT_FMNIST_DIR missing named" "$T/err" "MMRT_FMNIST_DIR $T/none: $T/none: Fashion-MNIST directory does not exist"
+else
+  echo "FAIL: MMRT_FMNIST_DIR is not set (ctest sets it: tests/CMakeLists.txt)"; fail=$((fail + 1))
+fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

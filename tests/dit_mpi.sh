@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # VideoDiTTiny (stdlib_models/videodit.mm) under real mpirun ranks: tp=2,
-# tp=2+sp, dp=2+ZeRO-2 and dp=2+ZeRO-3 (release: all at -O1) give the
+# tp=2+sp, dp=2+ZeRO-2 and dp=2+ZeRO-3 (all compiled at -O0) give the
 # serial trainer's loss at each of 10 steps (1e-5 relative) and its final
 # weights, gathered by --save-weights: each trained tensor within 1e-3 of the
 # size of its update (tests/torch/mmtrain.py compare_weights, as
@@ -12,6 +12,7 @@ T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 cd "$T"
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
+o0_compiles
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 MPIRUN=(timeout 300 mpirun --oversubscribe -x OMP_NUM_THREADS -x OMP_WAIT_POLICY -x LSAN_OPTIONS -np 2)
 A=(--steps 10 --eval-batches 1 --quiet)
@@ -38,19 +39,17 @@ SPECS=("VideoDiTTiny tp2 --tp 2" "VideoDiTTiny tp2sp --tp 2 --sp" "VideoDiTTiny 
        "VideoDiTTiny dp2z3 --dp 2 --zero 3")
 # under the sanitizer build, tp=2+sp alone
 [ "$SAN" = 1 ] && SPECS=("${SPECS[1]}")
-# release compiles serial and ranks at -O1: LLVM's -O3 took 11 of a
-# VideoDiTTiny compile's 12 s (-O1 3.5 s); dit_videodit keeps -O3 against
-# PyTorch. The sanitizers' compiles are at -O0 (tests/tools/san/mmc).
-OPT=(); [ "$SAN" = 1 ] || OPT=(-O1)
+# both builds compile serial and ranks at -O0 (o0_compiles: LLVM's -O3 took
+# 11 of a VideoDiTTiny compile's 12 s); dit_videodit keeps -O3 against PyTorch.
 for spec in "${SPECS[@]}"; do
   set -- $spec
   m=$1 name=$1.$2; shift 2
   if [ ! -x $m.serial ]; then
-    "$MMC" compile "$S/videodit.mm" --model $m "${OPT[@]}" -o $m.serial || { echo "FAIL: $m: compile"; fail=1; continue; }
+    "$MMC" compile "$S/videodit.mm" --model $m -o $m.serial || { echo "FAIL: $m: compile"; fail=1; continue; }
     ./$m.serial --steps 0 --eval-batches 1 --quiet --save-weights $m.init.st > /dev/null
     ./$m.serial "${A[@]}" --log $m.serial.jsonl --save-weights $m.serial.st > /dev/null
   fi
-  "$MMC" compile "$S/videodit.mm" --model $m "$@" "${OPT[@]}" -o $name || { echo "FAIL: $name: compile"; fail=1; continue; }
+  "$MMC" compile "$S/videodit.mm" --model $m "$@" -o $name || { echo "FAIL: $name: compile"; fail=1; continue; }
   "${MPIRUN[@]}" ./$name "${A[@]}" --log $name.jsonl --save-weights $name.st > $name.out 2>&1 ||
     { echo "FAIL: $name: the run failed"; tail -5 $name.out; fail=1; continue; }
   close $name $m $m.serial.jsonl $name.jsonl $m.init.st $m.serial.st $name.st || { echo "FAIL: $name"; fail=1; }

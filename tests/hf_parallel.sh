@@ -21,6 +21,7 @@
 # a parameter's gradient". Under the sanitizers: Qwen2 and CLIP only.
 # InternVL (no transformers class in this venv) is tests/hf_internvl.sh's.
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
+o0_compiles
 set -u
 PY=${MMC_HF_PYTHON:-/var/cache/mmc-venv-hf/bin/python}
 H="$MMC_SOURCE_DIR/tests/hf"

@@ -37,6 +37,7 @@ set -uo pipefail
 S="$MMC_SOURCE_DIR/stdlib_models"
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
 mpi_script
+o0_compiles
 STEPS=5 # AdamW's moments and the counts per step need no more (10 took twice the time)
 [ $SAN = 1 ] && STEPS=3
 
@@ -161,17 +162,12 @@ PY
 check() { # name np file model kind P L N hq hkv d -- plan flags...
   local name=$1 np=$2 file=$3 model=$4 kind=$5; shift 5
   local dims=("$1" "$2" "$3" "$4" "$5" "$6"); shift 6
-  # VideoDiTTiny at -O1, serial and ranks alike, in release: LLVM's -O3 took
-  # 11.4 s of its 12 s compile (-O1 3.5 s; a 5-step run under 1 s) and
-  # dit_videodit keeps -O3's kernels against PyTorch; the sanitizers' -O0
-  local opt=()
-  [ "$file" = videodit.mm ] && [ $SAN = 0 ] && opt=(-O1)
-  [ -x "$T/$model.serial" ] || "$MMC" compile "$S/$file" --model "$model" "${opt[@]}" -o "$T/$model.serial" || { bad "$model: compile"; return; }
+  [ -x "$T/$model.serial" ] || "$MMC" compile "$S/$file" --model "$model" -o "$T/$model.serial" || { bad "$model: compile"; return; }
   [ -s "$T/$model.init.st" ] || "$T/$model.serial" --steps 0 --eval-batches 1 --quiet --save-weights "$T/$model.init.st" > /dev/null ||
     { bad "$model: serial init"; return; }
   [ -s "$T/$model.serial.st" ] || "$T/$model.serial" --steps $STEPS --eval-batches 1 --quiet --log "$T/$model.serial.jsonl" \
     --save-weights "$T/$model.serial.st" > /dev/null || { bad "$model: serial run"; return; }
-  "$MMC" compile "$S/$file" --model "$model" "$@" "${opt[@]}" -o "$T/$name" || { bad "$name: compile"; return; }
+  "$MMC" compile "$S/$file" --model "$model" "$@" -o "$T/$name" || { bad "$name: compile"; return; }
   local trace=()
   case $kind in ring | usp*) trace=(--trace "$T/$name.trace.json") ;; esac
   if ! "${MPIRUN[@]}" "$np" "$T/$name" --steps $STEPS --eval-batches 1 --quiet --log "$T/$name.jsonl" \

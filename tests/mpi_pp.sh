@@ -10,6 +10,7 @@ set -uo pipefail
 S="$MMC_SOURCE_DIR/stdlib_models"
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
 mpi_script
+o0_compiles
 
 close() { # name serial.jsonl ranks.jsonl init.st serial.st ranks.st file.mm model
   /usr/bin/python3 "$MMC_SOURCE_DIR/tests/tools/close_runs.py" "$@" plan

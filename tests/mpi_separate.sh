@@ -43,6 +43,7 @@ set -uo pipefail
 S="$MMC_SOURCE_DIR/stdlib_models"
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
 mpi_script
+o0_compiles
 STEPS=10
 [ "$SAN" = 1 ] && STEPS=3
 

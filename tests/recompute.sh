@@ -21,6 +21,7 @@ S="$MMC_SOURCE_DIR/stdlib_models"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 . "$MMC_SOURCE_DIR/tests/tools/lib.sh"
+o0_compiles
 export OMP_NUM_THREADS=1
 pass=0
 fail=0

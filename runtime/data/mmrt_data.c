@@ -195,9 +195,14 @@ static int resolve(char path[PATH_LEN], const char *dir, const char *name, char 
                    "%s/%s.gz: no such file (nor uncompressed %s/%s)", dir, name, dir, name);
 }
 
+const char *mmrt_fmnist_dir(void) {
+  const char *e = getenv("MMRT_FMNIST_DIR");
+  return e && *e ? e : MMRT_FMNIST_DEFAULT_DIR;
+}
+
 int mmrt_fmnist_load(MmrtImages *ds, const char *dir, MmrtSplit split, char *err, size_t errlen) {
   memset(ds, 0, sizeof *ds);
-  if (!dir) dir = MMRT_FMNIST_DEFAULT_DIR;
+  if (!dir) dir = mmrt_fmnist_dir();
   const char *pre = split == MMRT_SPLIT_TRAIN ? "train" : "t10k";
   char iname[64], lname[64], ipath[PATH_LEN], lpath[PATH_LEN];
   snprintf(iname, sizeof iname, "%s-images-idx3-ubyte", pre);

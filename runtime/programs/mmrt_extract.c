@@ -88,8 +88,8 @@ static const MmrtFlag ext_flags[] = {
     MMRT_FLAG_I("--shard", "N", AT(shard), 1, INT64_MAX, WHOLE,
                 "clips per shard file (default %D)"),
     MMRT_FLAG_S("--data", "DIR", AT(data),
-                "Fashion-MNIST (default " MMRT_FMNIST_DEFAULT_DIR "); or video files:\n"
-                "a .json/.jsonl list of {path, cap, num_frames, fps, resolution}"),
+                "Fashion-MNIST (default $MMRT_FMNIST_DIR, else " MMRT_FMNIST_DEFAULT_DIR "); or\n"
+                "video files: a .json/.jsonl list of {path, cap, num_frames, fps, resolution}"),
     MMRT_FLAG_F("--video-fps", "F", AT(video_fps), 0, 1, "%F takes a positive number, not '%V'",
                 "video files: sample each video at F frames a second (default: every frame)"),
     MMRT_FLAG_E("--bad-samples", "M", AT(bad_samples), "fail|skip",
@@ -350,7 +350,7 @@ int mmrt_extract_main(int argc, char **argv, const MmrtModelDesc *m) {
   rc = bind(&x);
   if (!rc && mmrt_alloc_arenas(m, x.arenas, err, sizeof err) != MMRT_OK) rc = fail("%s", err);
   if (!rc) rc = init_params(&x, &crc);
-  const char *data = x.data ? x.data : MMRT_FMNIST_DEFAULT_DIR;
+  const char *data = x.data ? x.data : mmrt_fmnist_dir();
   x.files = mmrt_vfiles_is(x.data);
   if (!rc && !x.files && (x.video_fps > 0 || x.bad_samples))
     rc = fail("%s: --data %s is not a list of video files (a .json or .jsonl)",

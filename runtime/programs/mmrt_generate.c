@@ -90,7 +90,8 @@ static const MmrtFlag gen_flags[] = {
                 "PNG files (28x28) or IDX image files (raw or gzip)", .variants = GEN),
     MMRT_FLAG_S("--out", "FILE", AT(out), "the captions (default: standard output)",
                 .variants = GEN),
-    MMRT_FLAG_S("--data", "DIR", AT(data), "Fashion-MNIST (default " MMRT_FMNIST_DEFAULT_DIR ")",
+    MMRT_FLAG_S("--data", "DIR", AT(data),
+                "Fashion-MNIST (default $MMRT_FMNIST_DIR, else " MMRT_FMNIST_DEFAULT_DIR ")",
                 .variants = EVAL),
     MMRT_FLAG_I("--limit", "N", AT(limit), 1, INT64_MAX, "%F takes a positive integer, not '%V'",
                 "the first N images only"),
@@ -246,7 +247,7 @@ static int read_images(Gen *g) {
   char err[ERRLEN], src[4200];
   if (g->m->task == MMRT_TASK_EVAL) {
     if (mmrt_fmnist_load(&g->test, g->a.data, MMRT_SPLIT_TEST, err, sizeof err) != MMRT_OK)
-      return fail("--data %s: %s", g->a.data ? g->a.data : MMRT_FMNIST_DEFAULT_DIR, err);
+      return fail("--data %s: %s", g->a.data ? g->a.data : mmrt_fmnist_dir(), err);
     for (int64_t i = 0; i < g->test.n; i++) {
       snprintf(src, sizeof src, "test:%lld", (long long)i);
       if (add_image(g, g->test.pixels + i * g->H * g->W, g->test.labels[i], src)) return 1;

@@ -265,7 +265,7 @@ static const MmrtFlagSet train_flag_set = {.who = "trainer",
 
 static int parse_args(int argc, char **argv, const MmrtModelDesc *m, Args *a) {
   memset(a, 0, sizeof *a);
-  a->data = MMRT_FMNIST_DEFAULT_DIR;
+  a->data = mmrt_fmnist_dir();
   /* the model's data { } section: defaults the flags override */
   if (m->data_source && m->data_source[0]) a->data = m->data_source;
   a->steps = m->steps > 0 ? m->steps : 100;
@@ -1811,8 +1811,11 @@ static int run(Trainer *t, int argc, char **argv) {
   char err[ERRLEN];
   mmrt_mem_begin(&t->mem);
   mmrt_mem_start_threads(); /* their stacks before the data and arenas */
-  if (t->feeder->open(&t->cx, t->a.data, err, sizeof err) != MMRT_OK)
-    return fail("--data %s: %s", t->a.data, err);
+  if (t->feeder->open(&t->cx, t->a.data, err, sizeof err) != MMRT_OK) {
+    const char *env = getenv("MMRT_FMNIST_DIR"); /* the default came from it */
+    return fail("%s %s: %s", env && t->a.data == env ? "MMRT_FMNIST_DIR" : "--data", t->a.data,
+                err);
+  }
   if (mmrt_iter_init(&t->cx.it, &t->cx.train, m->batch, 1, t->a.seed, err, sizeof err) != MMRT_OK)
     return fail("%s", err);
   if (alloc_arenas(t)) return 1;

@@ -76,7 +76,8 @@ static const MmrtFlag rec_flags[] = {
     MMRT_FLAG_S("--weights", "PATH", AT(weights),
                 "the parameters by name: a safetensors file (the trainer's --save-weights)\n"
                 "or a checkpoint folder"),
-    MMRT_FLAG_S("--data", "DIR", AT(data), "Fashion-MNIST (default " MMRT_FMNIST_DEFAULT_DIR ")"),
+    MMRT_FLAG_S("--data", "DIR", AT(data),
+                "Fashion-MNIST (default $MMRT_FMNIST_DIR, else " MMRT_FMNIST_DEFAULT_DIR ")"),
     MMRT_FLAG_I("--clips", "N", AT(clips), 1, COUNT, AT_LEAST,
                 "held-out clips to score (default %D)"),
     MMRT_FLAG_I("--first", "I", AT(first), 0, COUNT, AT_LEAST, "the first of them (default %D)"),
@@ -354,7 +355,7 @@ int mmrt_reconstruct_main(int argc, char **argv, const MmrtModelDesc *m) {
   if (!rc && !r.quiet)
     fprintf(stderr, "reconstructor: %d parameters loaded from %s\n", n, r.weights);
   if (!rc && mmrt_fmnist_load(&r.test, r.data, MMRT_SPLIT_TEST, err, sizeof err) != MMRT_OK)
-    rc = fail("--data %s: %s", r.data ? r.data : MMRT_FMNIST_DEFAULT_DIR, err);
+    rc = fail("--data %s: %s", r.data ? r.data : mmrt_fmnist_dir(), err);
   if (!rc && mmrt_video_init(&r.heldout, &r.test, (int)r.F, MMRT_VIDEO_HELDOUT_SEED, err,
                              sizeof err) != MMRT_OK)
     rc = fail("model %s: %s", m->name, err);

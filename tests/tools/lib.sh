@@ -29,6 +29,15 @@ mpi_script() {
   MPIRUN=(timeout 300 mpirun --oversubscribe -x OMP_NUM_THREADS -x OMP_WAIT_POLICY -x LSAN_OPTIONS -np)
   pass=0 fail=0
 }
+# The multi-rank equivalence scripts call o0_compiles: their `mmc compile`s
+# given no -O level compile at -O0 in release too (tests/tools/o0/mmc, as
+# under the sanitizers). They compare plans against the serial trainer of the
+# same compile level; LLVM's -O3 of the generated code is checked by the
+# serial scripts against PyTorch and Hugging Face (torch_parity, hf_import)
+# and by the multi-rank ones left at -O3 (backend_mpi, bf16_tp,
+# memory_measured). -O3 was 80% of a tiny model's compile, and 3 to 4 of
+# these scripts' compiles are a cell's 3 to 4 s.
+o0_compiles() { MMC="$MMC_SOURCE_DIR/tests/tools/o0/mmc"; }
 ok() { pass=$((pass + 1)); }
 bad() {
   echo "FAIL: $*"
