@@ -289,13 +289,65 @@ static double vector_work(const IrNode *n, double fl) {
   return per * el > fl ? per * el : fl;
 }
 
+/* The bytes of each node's operands it finds evicted from a core's cache:
+ * read or made more than cache_kb of operands and results before it in the
+ * step's order (an LRU cache of one core's size), or not yet this step
+ * (parameters, inputs, the optimizer's state, values made in a former
+ * step). A view's result is its operand's data. NULL (none counted) when
+ * the device has no such cost (cold_bw_gbs not below cache_bw_gbs, or no
+ * cache_kb: the published devices). Values' aux is used and cleared. */
+static double bytes_of(const IrModule *m, const IrValue *v) {
+  return (double)ir_local_numel(m, v) * ir_dtype_size(v->dtype);
+}
+
+static double *cold_bytes(const IrModule *m, const MmDevice *d, const IrFunc *f, Arena *ar) {
+  if (!(d->cache_kb > 0 && d->cold_bw_gbs > 0 && d->cold_bw_gbs < d->cache_bw_gbs)) return NULL;
+  int nv = f->inputs.len + m->params.len;
+  for (int i = 0; i < f->nodes.len; i++) nv += ((IrNode *)f->nodes.items[i])->nout;
+  double *last = ARENA_ARRAY(ar, double, nv + 1), *cold = ARENA_ARRAY(ar, double, f->nodes.len + 1);
+  intptr_t k = 0;
+  for (int i = 0; i < f->inputs.len; i++) ((IrValue *)f->inputs.items[i])->aux = (void *)++k;
+  for (int i = 0; i < m->params.len; i++) ((IrValue *)m->params.items[i])->aux = (void *)++k;
+  for (int i = 0; i < f->nodes.len; i++) {
+    IrNode *n = f->nodes.items[i];
+    for (int j = 0; j < n->nout; j++) n->out[j]->aux = (void *)++k;
+  }
+  for (intptr_t j = 0; j <= k; j++) last[j] = -1; /* not touched this step */
+  double clock = 0, cap = d->cache_kb * 1024;
+  for (int i = 0; i < f->nodes.len; i++) {
+    const IrNode *n = f->nodes.items[i];
+    cold[i] = 0;
+    if ((ir_ops[n->op].flags & OPF_VIEW) && n->nin && n->nout) {
+      intptr_t a = (intptr_t)n->in[0]->aux, b = (intptr_t)n->out[0]->aux;
+      if (a > 0 && b > 0) last[b] = last[a];
+      continue;
+    }
+    for (int j = 0; j < n->nin; j++) {
+      intptr_t a = (intptr_t)n->in[j]->aux;
+      if (a <= 0 || last[a] < 0 || clock - last[a] > cap) cold[i] += bytes_of(m, n->in[j]);
+    }
+    clock += node_bytes(m, n);
+    for (int j = 0; j < n->nin + n->nout; j++) {
+      intptr_t a = (intptr_t)ir_node_value(n, j)->aux;
+      if (a > 0) last[a] = clock;
+    }
+  }
+  for (int i = 0; i < f->inputs.len; i++) ((IrValue *)f->inputs.items[i])->aux = NULL;
+  for (int i = 0; i < m->params.len; i++) ((IrValue *)m->params.items[i])->aux = NULL;
+  for (int i = 0; i < f->nodes.len; i++) {
+    IrNode *n = f->nodes.items[i];
+    for (int j = 0; j < n->nout; j++) n->out[j]->aux = NULL;
+  }
+  return cold;
+}
+
 /* One op's time on its rank (not a collective); extra: bytes it moves
  * besides its operands and results (a micro-batch sum it accumulates into);
  * mg: how the backend calls it (ir/ir_merge.h): in a call of its own, as
  * the epilogue of the call before it (no time of its own), or as one more
  * tensor of that call (its work without the fixed time). */
-static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double extra, IrMerge mg,
-                   double *flops_local) {
+static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double extra, double cold,
+                   IrMerge mg, double *flops_local) {
   const IrOpInfo *info = &ir_ops[n->op];
   *flops_local = 0;
   if ((info->flags & OPF_VIEW) || mg == IR_MERGE_EPILOGUE) return 0;
@@ -354,7 +406,18 @@ static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double
    * finds them there (the op before made or read them) */
   double bytes = node_bytes(m, n) + extra;
   double bw = vec && one && bytes <= d->cache_kb * 1024 ? d->cache_bw_gbs : d->mem_bw_gbs;
-  double t = work / rate, tb = bytes / (bw * 1e9);
+  /* a vector op whose data fits in its cores' caches (one core's, or all
+   * the rank's threads') meets its cold operands (cold_bytes) a line at a
+   * time: each a miss at the next level, at cold_bw_gbs a core, in place of
+   * their share at bw. (A product's, convolution's or attention's are in
+   * its fixed time, which mmc calibrate measures with the caches so
+   * filled: its code and the library's state for it miss as well.) */
+  double cores = one ? 1 : d->threads, tc = 0;
+  if (vec && cold > 0 && bytes <= d->cache_kb * 1024 * cores) {
+    tc = cold / (d->cold_bw_gbs * 1e9 * cores);
+    bytes -= cold;
+  }
+  double t = work / rate, tb = bytes / (bw * 1e9) + tc;
   t = (t > tb ? t : tb) + th * scores_s(m, d, n) + kernel_rows(m, n) * d->row_ns * 1e-9 + items_s;
   return t + ring_s(m, d, n, t) + (mg == IR_MERGE_CALL ? 0 : over * 1e-6);
 }
@@ -434,8 +497,8 @@ static double add_s(const IrModule *m, const MmDevice *d, const MbDefer *md, con
 }
 
 static bool mb_clock(const IrModule *m, const MmDevice *d, const IrFunc *f, const IrMap *uses,
-                     int bwd, int upd, const MbDefer *md, bool light, MbClock *k, char *err,
-                     size_t errn) {
+                     const double *cold, int bwd, int upd, const MbDefer *md, bool light,
+                     MbClock *k, char *err, size_t errn) {
   const int64_t *defer = md->node;
   double(*by_kind)[3] = k->by_kind, weight = k->weight;
   memset(k, 0, sizeof *k);
@@ -487,7 +550,8 @@ static bool mb_clock(const IrModule *m, const MmDevice *d, const IrFunc *f, cons
       k->t += d->comm_compute_share * c;
       continue;
     }
-    double fl, c = op_s(m, d, n, sum_bytes(m, md, i), ir_merged_into_prev(m, f, i, uses), &fl);
+    double fl, c = op_s(m, d, n, sum_bytes(m, md, i), cold ? cold[i] : 0,
+                        ir_merged_into_prev(m, f, i, uses), &fl);
     k->t += c;
     if (up)
       k->uc += c;
@@ -559,8 +623,9 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
     IrMap uses;
     ir_use_counts(f, &ar, &uses);
     MbClock full = {.by_kind = by_kind, .weight = 1}, light = {.by_kind = by_kind, .weight = M - 1};
-    bool ok = mb_clock(m, d, f, &uses, bwd, upd, &md, false, &full, err, errn) &&
-              mb_clock(m, d, f, &uses, bwd, upd, &md, true, &light, err, errn);
+    double *cold = cold_bytes(m, d, f, &ar);
+    bool ok = mb_clock(m, d, f, &uses, cold, bwd, upd, &md, false, &full, err, errn) &&
+              mb_clock(m, d, f, &uses, cold, bwd, upd, &md, true, &light, err, errn);
     arena_free(&ar);
     if (!ok) return false;
     /* the forward and backward M times (M - 1 of them without the deferred
@@ -589,6 +654,7 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
     mb_defer_plan(m, f, upm, &ar, &md);
     IrMap uses;
     ir_use_counts(f, &ar, &uses);
+    double *cold = cold_bytes(m, d, f, &ar);
     /* aux: the forward stage + 1 that makes a value (0: none), cleared after */
     for (int i = 0; i < f->inputs.len; i++) ((IrValue *)f->inputs.items[i])->aux = NULL;
     for (int i = 0; i < m->params.len; i++) ((IrValue *)m->params.items[i])->aux = NULL;
@@ -644,7 +710,7 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
         /* merged into the call before it when that runs on the same rank */
         IrMerge mg = ir_merged_into_prev(m, f, i, &uses);
         if (mg != IR_MERGE_NONE && a.stage[i] % P != a.stage[i - 1] % P) mg = IR_MERGE_NONE;
-        t = op_s(m, d, n, sum_bytes(m, &md, i), mg, &fl);
+        t = op_s(m, d, n, sum_bytes(m, &md, i), cold ? cold[i] : 0, mg, &fl);
       }
       if (a.part[i] == PPN_U) {
         if (is_comm)
@@ -728,5 +794,6 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
 double cost_op_s(const IrModule *m, const MmDevice *d, const IrFunc *f, int i, const IrMap *uses) {
   double fl;
   const IrNode *n = f->nodes.items[i];
-  return ir_op_is_collective(n->op) ? 0 : op_s(m, d, n, 0, ir_merged_into_prev(m, f, i, uses), &fl);
+  return ir_op_is_collective(n->op) ? 0
+                                    : op_s(m, d, n, 0, 0, ir_merged_into_prev(m, f, i, uses), &fl);
 }

@@ -56,6 +56,9 @@
     "data a one-thread op finds in cache (its operands and results), KiB (default 0: none)")       \
   X(cache_bw_gbs, "cache_bw_gbs", 0, 1e-3, 1e6,                                                    \
     "bandwidth of such an op's data in cache, GB/s (default: mem_bw_gbs)")                         \
+  X(cold_bw_gbs, "cold_bw_gbs", 0, 1e-3, 1e6,                                                      \
+    "a core's bandwidth for the operands such an op finds evicted from its cache (used more than " \
+    "cache_kb before), GB/s (default: cache_bw_gbs, no such cost)")                                \
   X(row_ns, "row_ns", 0, 0, 1e6,                                                                   \
     "a row-wise kernel's time per row besides its elements (norms, softmax, cross-entropy), ns "   \
     "(default 0)")

@@ -240,12 +240,17 @@ sed -e 's/^op_overhead_us = 1$/op_overhead_us = 0/' -e 's/^matmul_overhead_us = 
 (cat "$T/free.dev"; echo 'row_ns = 100') > "$T/rows.dev"
 (sed 's/^mem_bw_gbs = 1e6/mem_bw_gbs = 1/' "$T/free.dev"; printf 'cache_kb = 1024\ncache_bw_gbs = 1000\n') > "$T/cache.dev"
 (cat "$T/work.dev"; echo 'threads = 2') > "$T/threads.dev"
-for d in free work rows cache threads; do
+# cold_bw_gbs = 1 on the cache device (passes/cost.c cold_bytes): a forward
+# layer norm's input was made by the op before it (in cache), its weight
+# and bias (2 x 64 floats) are read for the first time this step (cold): each
+# call moves those 512 bytes at 1 GB/s and the rest at the cache's 1000
+(cat "$T/cache.dev"; echo 'cold_bw_gbs = 1') > "$T/cold.dev"
+for d in free work rows cache threads cold; do
   "$MMC" plan "$G" --model GPT2Tiny --device "$T/$d.dev" --json > "$T/$d.json" 2> "$T/e" || { bad "$d.dev"; cat "$T/e"; }
 done
 $PY - "$T" "$T/ir.txt" <<'PY' || fail=$((fail+1))
 import json, re, sys
-J = {d: json.load(open(f"{sys.argv[1]}/{d}.json"))["predicted"] for d in ("free", "work", "rows", "cache", "threads")}
+J = {d: json.load(open(f"{sys.argv[1]}/{d}.json"))["predicted"] for d in ("free", "work", "rows", "cache", "threads", "cold")}
 ir = open(sys.argv[2]).read().split("func @train")[1]
 calls = {}
 for op in re.findall(r"= (\w+)\(", ir):
@@ -265,6 +270,7 @@ want("cache, layer_norm", t("cache", "layer_norm"), calls["layer_norm"] * (2 * 8
 want("cache, gelu_tanh", t("cache", "gelu_tanh"), calls["gelu_tanh"] * 2 * el * 4 / 1000e9)
 if t("cache", "cross_entropy") < calls["cross_entropy"] * el * 4 / 1e9:
     errs.append(f"cache, cross_entropy: {t('cache', 'cross_entropy')} s, under its logits at 1 GB/s")
+want("cold, layer_norm", t("cold", "layer_norm"), calls["layer_norm"] * ((2 * 8192 + 2 * 64 + 2 * 128 - 128) * 4 / 1000e9 + 512 / 1e9))
 want("threads 2, gelu_tanh", t("threads", "gelu_tanh"), 2 * t("work", "gelu_tanh"))
 want("threads 2, cross_entropy", t("threads", "cross_entropy"), t("work", "cross_entropy"))
 print(f"kernels' work, rows and cache: gelu_tanh {t('work', 'gelu_tanh') * 1e3:.3f} ms, layer_norm rows {t('rows', 'layer_norm') * 1e6:.1f} us, in cache {t('cache', 'layer_norm') * 1e9:.0f} ns")

@@ -27,6 +27,7 @@ static double now(void) {
 }
 
 static MPI_Comm comm = MPI_COMM_NULL;
+static double l2_kb(void);
 
 static int cmp_d(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -39,12 +40,14 @@ static int cmp_d(const void *a, const void *b) {
  * the same kernel together, as a trainer's ranks run the same ops at once
  * (left to drift, one rank's products met the other's streaming loop). */
 typedef void (*BenchFn)(void *);
-static double median_s(BenchFn fn, void *u, int reps) {
+/* prep (untimed, when not NULL) runs before each timed call */
+static double median_prep_s(BenchFn prep, BenchFn fn, void *u, int reps) {
   if (comm != MPI_COMM_NULL) MPI_Barrier(comm);
   double *t = malloc((size_t)reps * sizeof *t), m;
   if (!t) return 0;
   fn(u);
   for (int i = 0; i < reps; i++) {
+    if (prep) prep(u);
     double t0 = now();
     fn(u);
     t[i] = now() - t0;
@@ -53,6 +56,10 @@ static double median_s(BenchFn fn, void *u, int reps) {
   m = t[reps / 2];
   free(t);
   return m;
+}
+
+static double median_s(BenchFn fn, void *u, int reps) {
+  return median_prep_s(NULL, fn, u, reps);
 }
 
 typedef struct {
@@ -149,6 +156,17 @@ typedef struct VecArgs {
   int rounds;
 } VecArgs;
 
+/* Other data, four times a core's L2: read and written back before a cold
+ * call (evict), as a trainer's call meets its code and operands after the
+ * ops between its uses have filled the core's caches */
+static unsigned char *junk;
+static long junk_n;
+
+static void evict(void *u) {
+  (void)u;
+  for (long i = 0; i < junk_n; i += 64) junk[i]++;
+}
+
 /* The vector loops below are compiled for the widest vector ISA the CPU
  * has, as codegen compiles the trainer's loops for the host CPU (the
  * runtime's hot rows do the same: MMRT_CLONES); a baseline x86-64 build's
@@ -190,6 +208,16 @@ CAL_CLONES static void poly_block(float *x, long n, int rounds) {
 #define THREAD_SHARE(n, lo, cnt)                                                                   \
   int nt_ = omp_get_num_threads(), t_ = omp_get_thread_num();                                      \
   long lo = (n) * t_ / nt_, cnt = (n) * (t_ + 1) / nt_ - lo
+
+/* before a cold call: the operands x and y evicted from the core's cache
+ * (its other data read and written back over them), the result z's lines
+ * made resident again (written), as the trainer's op writes into a room
+ * the op before it used */
+static void evict_operands(void *u) {
+  VecArgs *v = u;
+  evict(u);
+  for (long i = 0; i < v->n; i += 16) v->z[i] = 0;
+}
 
 static void run_stream(void *u) { /* z = x + 0.5 y: 12 bytes an element */
   VecArgs *v = u;
@@ -237,7 +265,7 @@ static void *fill(size_t bytes) {
  * C channels out, stride 1, padding 1: the output as large as the input),
  * summed into *t; their FLOPs (ir_flops' count, 2 N C C 9 S S each) into
  * *flops. */
-static void conv_times(int N, int C, int S, int reps, double *t, double *flops) {
+static void conv_times(BenchFn prep, int N, int C, int S, int reps, double *t, double *flops) {
   ConvArgs c = {.cv = {.N = N, .C = C, .OC = C, .groups = 1}};
   for (int i = 0; i < 2; i++)
     c.cv.in[i] = S, c.cv.k[i] = 3, c.cv.stride[i] = 1, c.cv.pad_lo[i] = c.cv.pad_hi[i] = 1;
@@ -245,7 +273,7 @@ static void conv_times(int N, int C, int S, int reps, double *t, double *flops) 
   size_t act = (size_t)N * C * S * S * 4, wb = (size_t)C * C * 9 * 4;
   c.x = fill(act), c.y = fill(act), c.dx = fill(act), c.w = fill(wb), c.dw = fill(wb);
   *t = 0;
-  for (c.form = 0; c.form < 3; c.form++) *t += median_s(run_conv, &c, reps);
+  for (c.form = 0; c.form < 3; c.form++) *t += median_prep_s(prep, run_conv, &c, reps);
   *flops = 3 * 2.0 * N * C * C * 9 * S * S;
   free(c.x), free(c.y), free(c.dx), free(c.w), free(c.dw);
 }
@@ -371,6 +399,15 @@ static void measure_kernels(MmDevice *dv, int quick, int reps) {
    * difference of the two times per byte. The small op's fixed time is
    * then its time less its bytes at that bandwidth (the cost model charges
    * those apart) */
+  /* cold_bw_gbs: the same op with its two operands evicted before each call
+   * (four times a core's L2 of other data read since, as a trainer's op
+   * meets an operand made or read long before it: cost.c cold_bytes); the
+   * operands' bytes over the time the call takes beyond the hot one's, less
+   * their time in cache */
+  double l2 = l2_kb() * 1024;
+  junk_n = (long)(4 * (l2 > 0 ? l2 : 1 << 20));
+  junk = fill((size_t)junk_n);
+  double tcold = median_prep_s(evict_operands, run_stream, &e, 201);
   VecArgs e4 = {.n = 4 * 4096};
   e4.x = fill(4 * 4 * 4096), e4.y = fill(4 * 4 * 4096), e4.z = fill(4 * 4 * 4096);
   double te4 = median_s(run_stream, &e4, 1001);
@@ -390,6 +427,9 @@ static void measure_kernels(MmDevice *dv, int quick, int reps) {
   mmrt_threads_small(0);
   double cbw = te4 > te ? 12.0 * 3 * 4096 / (te4 - te) : dv->mem_bw_gbs * 1e9;
   dv->cache_bw_gbs = fmax(dv->mem_bw_gbs, cbw / 1e9);
+  double cold_s = tcold - te + 8.0 * 4096 / (dv->cache_bw_gbs * 1e9);
+  dv->cold_bw_gbs =
+      cold_s > 0 ? fmin(dv->cache_bw_gbs, 8.0 * 4096 / cold_s / 1e9) : dv->cache_bw_gbs;
   double ted = te - 12.0 * 4096 / (dv->cache_bw_gbs * 1e9);
   dv->op_overhead_us = fmax(tsm, fmax(ted, 0)) * 1e6;
   /* a product's fixed time: a small linear layer's three products (128 rows,
@@ -414,9 +454,15 @@ static void measure_kernels(MmDevice *dv, int quick, int reps) {
    * every op of 2^15 elements or more pays in the trainer */
   double tpar = median_s(run_stream_after_small, &e, 1001) - te;
   dv->parallel_overhead_us = fmax(dv->op_overhead_us, tpar * 1e6);
+  /* (cold: a core's caches filled with other data before each call, as
+   * between a trainer's uses of one product, whose code, oneDNN's state for
+   * it and its weight then come from the next level: 5 to 10 us more a call
+   * than back to back on a Xeon, where re-reading just its input and output
+   * first took nothing off; the small op before it then cold too, less its
+   * cold time) */
   double mo = 0;
   for (l.form = 0; l.form < 3; l.form++)
-    mo += median_s(run_lin_after_small, &la, 201) - te -
+    mo += median_prep_s(evict, run_lin_after_small, &la, 201) - tcold -
           2.0 * 128 * 64 * 64 / (dv->fp32_tflops * 1e12);
   free(l.x), free(l.w), free(l.y), free(l.dx), free(l.dw);
   free(e.x), free(e.y), free(e.z);
@@ -430,11 +476,13 @@ static void measure_kernels(MmDevice *dv, int quick, int reps) {
    * time slice for a descheduled thread) */
   double cts, cfs, ctl, cfl;
   mmrt_threads_small(1);
-  conv_times(2, 8, 16, 201, &cts, &cfs);
-  conv_times(4, 32, quick ? 16 : 32, reps, &ctl, &cfl);
+  conv_times(evict, 2, 8, 16, 201, &cts, &cfs);
+  conv_times(evict, 4, 32, quick ? 16 : 32, reps, &ctl, &cfl);
   mmrt_threads_small(0);
   double crate = ctl > cts ? (cfl - cfs) / (ctl - cts) : dv->fp32_tflops * 1e12;
   dv->conv_overhead_us = fmax(dv->op_overhead_us, (cts - cfs / crate) / 3 * 1e6);
+  free(junk);
+  junk = NULL, junk_n = 0;
 }
 
 /* The device's kernel figures as fields of MmDevice, by offset: the ones
@@ -451,7 +499,8 @@ static void measure_kernels(MmDevice *dv, int quick, int reps) {
   X(mem_bw_gbs)                                                                                    \
   X(vector_tflops)                                                                                 \
   X(op_overhead_us)                                                                                \
-  X(matmul_overhead_us) X(conv_overhead_us) X(parallel_overhead_us) X(cache_bw_gbs) X(row_ns)
+  X(matmul_overhead_us)                                                                            \
+  X(conv_overhead_us) X(parallel_overhead_us) X(cache_bw_gbs) X(cold_bw_gbs) X(row_ns)
 
 /* comm_compute_share: what a non-blocking all-reduce of count floats
  * (x into y) costs the compute it overlaps, as a fraction of its own time
@@ -635,6 +684,7 @@ int main(int argc, char **argv) {
                  {&d.vector_tflops, 1},
                  {&d.attention_efficiency, 1},
                  {&d.cache_bw_gbs, 1},
+                 {&d.cold_bw_gbs, 1},
                  {&d.op_overhead_us, -1},
                  {&d.matmul_overhead_us, -1},
                  {&d.attention_overhead_us, -1},
