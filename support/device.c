@@ -115,6 +115,7 @@ bool mm_device_parse(const char *text, const char *file, MmDevice *d, char *err,
   if (!seen[K_parallel_overhead_us]) d->parallel_overhead_us = d->op_overhead_us;
   if (!seen[K_cache_bw_gbs]) d->cache_bw_gbs = d->mem_bw_gbs;
   if (!seen[K_cold_bw_gbs]) d->cold_bw_gbs = d->cache_bw_gbs;
+  if (!seen[K_llc_bw_gbs]) d->llc_bw_gbs = d->mem_bw_gbs;
   if (!seen[K_threads]) d->threads = 1;
   if (!named) {
     const char *b = strrchr(file, '/');

@@ -56,6 +56,13 @@
     "data a one-thread op finds in cache (its operands and results), KiB (default 0: none)")       \
   X(cache_bw_gbs, "cache_bw_gbs", 0, 1e-3, 1e6,                                                    \
     "bandwidth of such an op's data in cache, GB/s (default: mem_bw_gbs)")                         \
+  X(llc_kb, "llc_kb", 0, 0, 1 << 30,                                                               \
+    "the last-level cache's share of a rank (its size over the ranks sharing it), KiB (default "   \
+    "0: "                                                                                          \
+    "none)")                                                                                       \
+  X(llc_bw_gbs, "llc_bw_gbs", 0, 1e-3, 1e6,                                                        \
+    "streaming bandwidth of a rank whose whole step's data fits in llc_kb, GB/s (default: "        \
+    "mem_bw_gbs)")                                                                                 \
   X(cold_bw_gbs, "cold_bw_gbs", 0, 1e-3, 1e6,                                                      \
     "a core's bandwidth for the operands such an op finds evicted from its cache (used more than " \
     "cache_kb before), GB/s (default: cache_bw_gbs, no such cost)")                                \

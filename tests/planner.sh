@@ -277,6 +277,22 @@ print(f"kernels' work, rows and cache: gelu_tanh {t('work', 'gelu_tanh') * 1e3:.
 for e in errs: print("FAIL:", e)
 sys.exit(1 if errs else 0)
 PY
+# the last-level cache (passes/cost.c cost_predict): a rank whose whole
+# step's data (its arenas: GPT2Tiny's are under 8 MiB) fits in llc_kb
+# streams at llc_bw_gbs: with mem_bw_gbs = 1 the step is the one of a
+# device whose mem_bw_gbs is llc_bw_gbs = 50 when llc_kb is 1 GiB, and the
+# mem_bw_gbs = 1 one's when it is 1 KiB (as without the key)
+sed 's/^mem_bw_gbs = 1e6$/mem_bw_gbs = 1/' "$T/free.dev" > "$T/mem1.dev"
+sed 's/^mem_bw_gbs = 1e6$/mem_bw_gbs = 50/' "$T/free.dev" > "$T/mem50.dev"
+(cat "$T/mem1.dev"; printf 'llc_kb = 1048576\nllc_bw_gbs = 50\n') > "$T/llcfit.dev"
+(cat "$T/mem1.dev"; printf 'llc_kb = 1\nllc_bw_gbs = 50\n') > "$T/llcsmall.dev"
+declare -A llc
+for dv in mem1 mem50 llcfit llcsmall; do
+  llc[$dv]=$("$MMC" plan "$G" --model GPT2Tiny --device "$T/$dv.dev" --json | predicted_step) || bad "$dv.dev"
+done
+if [ -n "${llc[mem1]}" ] && [ "${llc[llcfit]}" = "${llc[mem50]}" ] && [ "${llc[llcsmall]}" = "${llc[mem1]}" ] &&
+   [ "${llc[mem1]}" != "${llc[mem50]}" ]; then ok; else
+  bad "the last-level cache: step ${llc[llcfit]} s fitting (want ${llc[mem50]}), ${llc[llcsmall]} s not (want ${llc[mem1]})"; fi
 # a product of fewer than 2^20 FLOPs (IR_SMALL_FLOPS) runs on one thread
 # (codegen's small_op): with threads = 2 at fp32_tflops = 1e-3 (all else
 # free) it takes twice its one-thread-device time, a larger one the same.

@@ -27,7 +27,9 @@ static double now(void) {
 }
 
 static MPI_Comm comm = MPI_COMM_NULL;
+static int nranks = 1; /* the ranks sharing this machine (calibrate's world) */
 static double l2_kb(void);
+static double llc_kb(void);
 
 static int cmp_d(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -371,6 +373,35 @@ static void measure_kernels(MmDevice *dv, int quick, int reps) {
   v.x = fill((size_t)v.n * 4), v.y = fill((size_t)v.n * 4), v.z = fill((size_t)v.n * 4);
   double ts = median_s(run_stream, &v, reps);
   dv->mem_bw_gbs = 12.0 * (double)v.n / ts / 1e9;
+  /* the last-level cache: a rank's share of it (llc_kb, its size over the
+   * ranks) and the same loop's rate over a set within it, half the share
+   * and at most eight L2s (llc_bw_gbs: what a rank whose whole step fits
+   * there streams at) */
+  dv->llc_kb = llc_kb() / nranks;
+  /* more ranks than CPUs: ranks take turns on a core, which the per-call
+   * figures above do not see (a short call runs within one turn), so no
+   * such level is described (with it, GPT2Tiny on 4 ranks of 2 CPUs was
+   * predicted 0.6 of its step: the rates' own error then showed) */
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  if (ncpu > 0 && nranks > ncpu) dv->llc_kb = 0;
+  double lset = fmin(dv->llc_kb * 1024 / 2, 8 * l2_kb() * 1024);
+  dv->llc_bw_gbs = dv->mem_bw_gbs;
+  if (lset <= 4 * l2_kb() * 1024) dv->llc_kb = 0;
+  if (lset > 4 * l2_kb() * 1024) {
+    VecArgs lv = {.x = v.x, .y = v.y, .z = v.z, .n = (long)(lset / 12)};
+    if (lv.n > v.n) lv.n = v.n;
+    /* all ranks' loops between two barriers: each rank's share of what the
+     * ranks stream together (timed per call, ranks that share a CPU ran
+     * their short loops in turn, each at the whole cache's rate: 4 ranks
+     * on 2 CPUs were predicted 0.55 of their GPT2Tiny step) */
+    run_stream(&lv);
+    if (comm != MPI_COMM_NULL) MPI_Barrier(comm);
+    double t0 = now();
+    for (int i = 0; i < 4 * reps; i++) run_stream(&lv);
+    if (comm != MPI_COMM_NULL) MPI_Barrier(comm);
+    double tl = (now() - t0) / (4 * reps);
+    dv->llc_bw_gbs = fmax(dv->mem_bw_gbs, 12.0 * (double)lv.n / tl / 1e9);
+  }
   /* the vector rate: elementwise arithmetic in cache, on all threads
    * (16,384 elements, 64 KiB) */
   VecArgs f = {.x = v.x, .n = 16384, .rounds = quick ? 16 : 64};
@@ -500,7 +531,8 @@ static void measure_kernels(MmDevice *dv, int quick, int reps) {
   X(vector_tflops)                                                                                 \
   X(op_overhead_us)                                                                                \
   X(matmul_overhead_us)                                                                            \
-  X(conv_overhead_us) X(parallel_overhead_us) X(cache_bw_gbs) X(cold_bw_gbs) X(row_ns)
+  X(conv_overhead_us)                                                                              \
+  X(parallel_overhead_us) X(cache_bw_gbs) X(cold_bw_gbs) X(llc_kb) X(llc_bw_gbs) X(row_ns)
 
 /* comm_compute_share: what a non-blocking all-reduce of count floats
  * (x into y) costs the compute it overlaps, as a fraction of its own time
@@ -581,10 +613,15 @@ static int runtime_all_reduce(int world, float *x, int count, double *t_small, d
 }
 
 /* A core's L2 cache, KiB: glibc's figure, else the kernel's; 0 unknown. */
-static double l2_kb(void) {
-  long b = sysconf(_SC_LEVEL2_CACHE_SIZE);
+
+/* A cache's size, KiB (0: unknown): sysconf's name for it, else the
+ * kernel's description of cpu0's cache index idx */
+static double cache_size_kb(int name, int idx) {
+  long b = sysconf(name);
   if (b > 0) return (double)b / 1024;
-  FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index2/size", "r");
+  char path[96];
+  snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", idx);
+  FILE *f = fopen(path, "r");
   double kb = 0;
   char unit = 'K';
   if (f) {
@@ -592,6 +629,15 @@ static double l2_kb(void) {
     fclose(f);
   }
   return unit == 'M' ? kb * 1024 : kb;
+}
+
+static double l2_kb(void) {
+  return cache_size_kb(_SC_LEVEL2_CACHE_SIZE, 2);
+}
+
+/* the last-level cache's (L3's) */
+static double llc_kb(void) {
+  return cache_size_kb(_SC_LEVEL3_CACHE_SIZE, 3);
 }
 
 int main(int argc, char **argv) {
@@ -624,6 +670,7 @@ int main(int argc, char **argv) {
     MPI_Comm_size(comm, &world);
     MPI_Comm_rank(comm, &rank);
   }
+  nranks = world;
   int reps = quick ? 5 : 21, rounds = quick ? 1 : 5;
   MmDevice d = {0};
   /* the kernels' figures, rounds times a few tenths of a second apart: on a
@@ -685,6 +732,7 @@ int main(int argc, char **argv) {
                  {&d.attention_efficiency, 1},
                  {&d.cache_bw_gbs, 1},
                  {&d.cold_bw_gbs, 1},
+                 {&d.llc_bw_gbs, 1},
                  {&d.op_overhead_us, -1},
                  {&d.matmul_overhead_us, -1},
                  {&d.attention_overhead_us, -1},
