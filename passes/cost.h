@@ -78,8 +78,9 @@ double cost_collective_s(const MmDevice *d, IrOp op, double bytes, int n, int st
 
 /* Node i of f's time on its rank as the prediction charges it (0 for a
  * collective; uses: ir_use_counts of f, ir/ir_merge.h): mmc plan --search
- * weighs pipeline stages with it. Its operands are counted in cache (the
- * step's cold operands, cost.c cold_bytes, need the whole step's order). */
+ * weighs pipeline stages with it. Its operands are counted in cache and
+ * its memory traffic at mem_bw_gbs: the cold operands (cost.c cold_bytes)
+ * and the last-level cache (cost_predict) need the whole step. */
 double cost_op_s(const IrModule *m, const MmDevice *d, const IrFunc *f, int i, const IrMap *uses);
 
 /* The float instructions one element of op takes in mmc's own kernel where
