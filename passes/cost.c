@@ -65,16 +65,19 @@ static double split_of(const IrModule *m, const IrNode *n) {
   return most;
 }
 
+/* A value's bytes on this rank. */
+static double bytes_of(const IrModule *m, const IrValue *v) {
+  return (double)ir_local_numel(m, v) * ir_dtype_size(v->dtype);
+}
+
 /* The bytes n reads and writes: its operands and results, and an operand
  * it updates in place (the optimizer's parameter and moments) twice, read
  * and written back. */
 static double node_bytes(const IrModule *m, const IrNode *n) {
   double b = 0;
   for (int k = 0; k < n->nin; k++)
-    b += (IR_OP_WRITES(n->op, k) ? 2.0 : 1.0) * (double)ir_local_numel(m, n->in[k]) *
-         ir_dtype_size(n->in[k]->dtype);
-  for (int k = 0; k < n->nout; k++)
-    b += (double)ir_local_numel(m, n->out[k]) * ir_dtype_size(n->out[k]->dtype);
+    b += (IR_OP_WRITES(n->op, k) ? 2.0 : 1.0) * bytes_of(m, n->in[k]);
+  for (int k = 0; k < n->nout; k++) b += bytes_of(m, n->out[k]);
   return b;
 }
 
@@ -296,10 +299,6 @@ static double vector_work(const IrNode *n, double fl) {
  * step). A view's result is its operand's data. NULL (none counted) when
  * the device has no such cost (cold_bw_gbs not below cache_bw_gbs, or no
  * cache_kb: the published devices). Values' aux is used and cleared. */
-static double bytes_of(const IrModule *m, const IrValue *v) {
-  return (double)ir_local_numel(m, v) * ir_dtype_size(v->dtype);
-}
-
 static double *cold_bytes(const IrModule *m, const MmDevice *d, const IrFunc *f, Arena *ar) {
   if (!(d->cache_kb > 0 && d->cold_bw_gbs > 0 && d->cold_bw_gbs < d->cache_bw_gbs)) return NULL;
   int nv = f->inputs.len + m->params.len;

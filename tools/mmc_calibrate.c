@@ -28,8 +28,33 @@ static double now(void) {
 
 static MPI_Comm comm = MPI_COMM_NULL;
 static int nranks = 1; /* the ranks sharing this machine (calibrate's world) */
-static double l2_kb(void);
-static double llc_kb(void);
+
+/* A cache's size, KiB (0: unknown): sysconf's name for it, else the
+ * kernel's description of cpu0's cache index idx */
+static double cache_size_kb(int name, int idx) {
+  long b = sysconf(name);
+  if (b > 0) return (double)b / 1024;
+  char path[96];
+  snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", idx);
+  FILE *f = fopen(path, "r");
+  double kb = 0;
+  char unit = 'K';
+  if (f) {
+    if (fscanf(f, "%lf%c", &kb, &unit) < 1) kb = 0;
+    fclose(f);
+  }
+  return unit == 'M' ? kb * 1024 : kb;
+}
+
+/* a core's L2 */
+static double l2_kb(void) {
+  return cache_size_kb(_SC_LEVEL2_CACHE_SIZE, 2);
+}
+
+/* the last-level cache (L3) */
+static double llc_kb(void) {
+  return cache_size_kb(_SC_LEVEL3_CACHE_SIZE, 3);
+}
 
 static int cmp_d(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -386,8 +411,9 @@ static void measure_kernels(MmDevice *dv, int quick, int reps) {
   if (ncpu > 0 && nranks > ncpu) dv->llc_kb = 0;
   double lset = fmin(dv->llc_kb * 1024 / 2, 8 * l2_kb() * 1024);
   dv->llc_bw_gbs = dv->mem_bw_gbs;
-  if (lset <= 4 * l2_kb() * 1024) dv->llc_kb = 0;
-  if (lset > 4 * l2_kb() * 1024) {
+  if (lset <= 4 * l2_kb() * 1024) {
+    dv->llc_kb = 0;
+  } else {
     VecArgs lv = {.x = v.x, .y = v.y, .z = v.z, .n = (long)(lset / 12)};
     if (lv.n > v.n) lv.n = v.n;
     /* all ranks' loops between two barriers: each rank's share of what the
@@ -610,34 +636,6 @@ static int runtime_all_reduce(int world, float *x, int count, double *t_small, d
   }
   mmrt_mesh_free(&ms);
   return 0;
-}
-
-/* A core's L2 cache, KiB: glibc's figure, else the kernel's; 0 unknown. */
-
-/* A cache's size, KiB (0: unknown): sysconf's name for it, else the
- * kernel's description of cpu0's cache index idx */
-static double cache_size_kb(int name, int idx) {
-  long b = sysconf(name);
-  if (b > 0) return (double)b / 1024;
-  char path[96];
-  snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", idx);
-  FILE *f = fopen(path, "r");
-  double kb = 0;
-  char unit = 'K';
-  if (f) {
-    if (fscanf(f, "%lf%c", &kb, &unit) < 1) kb = 0;
-    fclose(f);
-  }
-  return unit == 'M' ? kb * 1024 : kb;
-}
-
-static double l2_kb(void) {
-  return cache_size_kb(_SC_LEVEL2_CACHE_SIZE, 2);
-}
-
-/* the last-level cache's (L3's) */
-static double llc_kb(void) {
-  return cache_size_kb(_SC_LEVEL3_CACHE_SIZE, 3);
 }
 
 int main(int argc, char **argv) {

@@ -200,6 +200,11 @@ const char *mmrt_fmnist_dir(void) {
   return e && *e ? e : MMRT_FMNIST_DEFAULT_DIR;
 }
 
+const char *mmrt_fmnist_dir_source(const char *dir) {
+  const char *e = getenv("MMRT_FMNIST_DIR");
+  return e && dir == e ? "MMRT_FMNIST_DIR" : "--data";
+}
+
 int mmrt_fmnist_load(MmrtImages *ds, const char *dir, MmrtSplit split, char *err, size_t errlen) {
   memset(ds, 0, sizeof *ds);
   if (!dir) dir = mmrt_fmnist_dir();

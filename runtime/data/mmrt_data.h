@@ -67,6 +67,10 @@ typedef struct MmrtImages {
  * most of a small trainer's start), else MMRT_FMNIST_DEFAULT_DIR. */
 const char *mmrt_fmnist_dir(void);
 
+/* What named dir, for an error: "MMRT_FMNIST_DIR" when it is the string
+ * mmrt_fmnist_dir() took from the environment, else "--data". */
+const char *mmrt_fmnist_dir_source(const char *dir);
+
 /* Load train (60000) or test (10000) from dir (NULL: mmrt_fmnist_dir()). */
 int mmrt_fmnist_load(MmrtImages *ds, const char *dir, MmrtSplit split, char *err, size_t errlen);
 void mmrt_images_free(MmrtImages *ds);

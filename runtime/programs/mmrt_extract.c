@@ -373,7 +373,7 @@ int mmrt_extract_main(int argc, char **argv, const MmrtModelDesc *m) {
   if (!rc && !x.files &&
       (mmrt_fmnist_load(&x.train, x.data, MMRT_SPLIT_TRAIN, err, sizeof err) != MMRT_OK ||
        mmrt_fmnist_load(&x.test, x.data, MMRT_SPLIT_TEST, err, sizeof err) != MMRT_OK))
-    rc = fail("--data %s: %s", data, err);
+    rc = fail("%s %s: %s", mmrt_fmnist_dir_source(data), data, err);
   if (!rc && !x.files &&
       (mmrt_video_init(&vt, &x.train, x.f.frames, x.seed, err, sizeof err) != MMRT_OK ||
        mmrt_video_init(&vh, &x.test, x.f.frames, MMRT_VIDEO_HELDOUT_SEED, err, sizeof err) !=

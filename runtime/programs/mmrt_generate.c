@@ -246,8 +246,9 @@ static int is_png(const char *path) {
 static int read_images(Gen *g) {
   char err[ERRLEN], src[4200];
   if (g->m->task == MMRT_TASK_EVAL) {
-    if (mmrt_fmnist_load(&g->test, g->a.data, MMRT_SPLIT_TEST, err, sizeof err) != MMRT_OK)
-      return fail("--data %s: %s", g->a.data ? g->a.data : mmrt_fmnist_dir(), err);
+    const char *dir = g->a.data ? g->a.data : mmrt_fmnist_dir();
+    if (mmrt_fmnist_load(&g->test, dir, MMRT_SPLIT_TEST, err, sizeof err) != MMRT_OK)
+      return fail("%s %s: %s", mmrt_fmnist_dir_source(dir), dir, err);
     for (int64_t i = 0; i < g->test.n; i++) {
       snprintf(src, sizeof src, "test:%lld", (long long)i);
       if (add_image(g, g->test.pixels + i * g->H * g->W, g->test.labels[i], src)) return 1;

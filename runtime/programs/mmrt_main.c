@@ -1811,11 +1811,8 @@ static int run(Trainer *t, int argc, char **argv) {
   char err[ERRLEN];
   mmrt_mem_begin(&t->mem);
   mmrt_mem_start_threads(); /* their stacks before the data and arenas */
-  if (t->feeder->open(&t->cx, t->a.data, err, sizeof err) != MMRT_OK) {
-    const char *env = getenv("MMRT_FMNIST_DIR"); /* the default came from it */
-    return fail("%s %s: %s", env && t->a.data == env ? "MMRT_FMNIST_DIR" : "--data", t->a.data,
-                err);
-  }
+  if (t->feeder->open(&t->cx, t->a.data, err, sizeof err) != MMRT_OK)
+    return fail("%s %s: %s", mmrt_fmnist_dir_source(t->a.data), t->a.data, err);
   if (mmrt_iter_init(&t->cx.it, &t->cx.train, m->batch, 1, t->a.seed, err, sizeof err) != MMRT_OK)
     return fail("%s", err);
   if (alloc_arenas(t)) return 1;

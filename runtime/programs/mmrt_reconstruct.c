@@ -354,8 +354,9 @@ int mmrt_reconstruct_main(int argc, char **argv, const MmrtModelDesc *m) {
     rc = fail("--weights %s: %s", r.weights, err);
   if (!rc && !r.quiet)
     fprintf(stderr, "reconstructor: %d parameters loaded from %s\n", n, r.weights);
-  if (!rc && mmrt_fmnist_load(&r.test, r.data, MMRT_SPLIT_TEST, err, sizeof err) != MMRT_OK)
-    rc = fail("--data %s: %s", r.data ? r.data : mmrt_fmnist_dir(), err);
+  const char *dir = r.data ? r.data : mmrt_fmnist_dir();
+  if (!rc && mmrt_fmnist_load(&r.test, dir, MMRT_SPLIT_TEST, err, sizeof err) != MMRT_OK)
+    rc = fail("%s %s: %s", mmrt_fmnist_dir_source(dir), dir, err);
   if (!rc && mmrt_video_init(&r.heldout, &r.test, (int)r.F, MMRT_VIDEO_HELDOUT_SEED, err,
                              sizeof err) != MMRT_OK)
     rc = fail("model %s: %s", m->name, err);
