@@ -572,25 +572,43 @@ void mmrt_linear_fwd(MmrtDtype dt, void *y, const void *x, const void *w, const 
   matmul_impl(dt, y, x, w, bias, NULL, 1, rows, N, K, 1.0f, MMRT_MM_TRANS_B | MMRT_MM_BCAST_B);
 }
 
-/* fp32 linear gradients over a wide output (N >= SGEMM_MIN_N: a language
- * model's head over its vocabulary) go to oneDNN's dnnl_sgemm instead of
- * the matmul primitive: on GPT-2's head (256 rows, 768 by 50,257) it took
- * about 25% less CPU for dx and 10% less for dw on Zen 4 (bench: 2 threads,
- * passive waits, under load). Its results have the same bits for 1, 2 and 3
- * threads (check_rt_kernels' wide linear case); dx sums its 50,257 terms
- * in another order than the primitive.
- * The threads split C's rows in fixed blocks of SGEMM_ROWS, each block one
- * single-threaded sgemm: left to itself, dnnl_sgemm on AVX2 (Zen 3) splits
- * dx's 6 x 9 output's 32,771-term sums between 2 threads, and 1 and 2
- * threads gave other bits. */
-enum { SGEMM_MIN_N = 32768, SGEMM_ROWS = 64 };
+/* fp32 linear gradients go to oneDNN's dnnl_sgemm instead of the matmul
+ * primitive in two cases:
+ * - over a wide output (N >= SGEMM_MIN_N: a language model's head over its
+ *   vocabulary): on GPT-2's head (256 rows, 768 by 50,257) it took about
+ *   25% less CPU for dx and 10% less for dw on Zen 4 (bench: 2 threads,
+ *   passive waits, under load);
+ * - a product of SGEMM_MIN_FLOP or more: the primitive gives the
+ *   gradients' plain-layout operand to brgemm, which ran up to twice as
+ *   slowly as sgemm when its rows are 12 KiB apart (3 x 4 KiB: the L1's
+ *   sets alias). On a Xeon (AVX-512, 2 threads), GPT-2 124M's 256 rows:
+ *   dx of the 3,072 -> 768 layer 8.6 ms against 4.0, its dw 5.4 against
+ *   3.9, dx of the 768 -> 3,072 layer 4.4 against 3.6, dx of the
+ *   attention's input 3.3 against 2.9; the others equal within 5%.
+ * The threads split C's rows in fixed blocks (SGEMM_ROWS for the head,
+ * SGEMM_BIG_ROWS otherwise: each block packs the whole other operand,
+ * 4 blocks of 64 took 5.8 ms on that 3,072 -> 768 dx), each block one
+ * single-threaded sgemm, so the bits are the same for any thread count:
+ * left to itself, dnnl_sgemm on AVX2 (Zen 3) splits dx's 6 x 9 output's
+ * 32,771-term sums between 2 threads, and 1 and 2 threads gave other bits.
+ * dx sums its terms in another order than the primitive. */
+enum { SGEMM_MIN_N = 32768, SGEMM_ROWS = 64, SGEMM_BIG_ROWS = 128 };
+#define SGEMM_MIN_FLOP 1.34e8 /* 2 x 256 x 512 x 512 */
+
+/* The row block of an fp32 gradient product C (M, N) = op(A) (M, K) B (K, N)
+ * whose output is wide_n columns wide, or 0: the matmul primitive. */
+static int sgemm_rows(int M, int N, int K, int wide_n) {
+  if (M < 1 || N < 1 || K < 1) return 0;
+  if (wide_n >= SGEMM_MIN_N) return SGEMM_ROWS;
+  return 2.0 * M * N * K >= SGEMM_MIN_FLOP ? SGEMM_BIG_ROWS : 0;
+}
 
 static void sgemm(char ta, int M, int N, int K, float alpha, const float *A, int lda,
-                  const float *B, float *C, int accumulate) {
-  int blocks = (M + SGEMM_ROWS - 1) / SGEMM_ROWS;
+                  const float *B, float *C, int accumulate, int rows) {
+  int blocks = (M + rows - 1) / rows;
 #pragma omp parallel for schedule(dynamic, 1)
   for (int b = 0; b < blocks; b++) {
-    int m0 = b * SGEMM_ROWS, m = M - m0 < SGEMM_ROWS ? M - m0 : SGEMM_ROWS;
+    int m0 = b * rows, m = M - m0 < rows ? M - m0 : rows;
     /* row m0 of op(A): row m0 of A ('N'), column m0 of A ('T') */
     const float *a = ta == 'N' ? A + (size_t)m0 * lda : A + m0;
     DNNL_CHECK(dnnl_sgemm(ta, 'N', m, N, K, alpha, a, lda, B, N, accumulate ? 1.0f : 0.0f,
@@ -602,8 +620,9 @@ static void sgemm(char ta, int M, int N, int K, float alpha, const float *A, int
 void mmrt_linear_bwd_data(MmrtDtype dt, void *dx, const void *dy, const void *w, int rows, int K,
                           int N, int accumulate) {
   /* dx (rows, K) = dy (rows, N) @ w (N, K) */
-  if (dt == MMRT_F32 && N >= SGEMM_MIN_N && rows > 0 && K > 0) {
-    sgemm('N', rows, K, N, 1.0f, dy, N, w, dx, accumulate);
+  int blk = dt == MMRT_F32 ? sgemm_rows(rows, K, N, N) : 0;
+  if (blk) {
+    sgemm('N', rows, K, N, 1.0f, dy, N, w, dx, accumulate, blk);
     return;
   }
   matmul_impl(dt, dx, dy, w, NULL, NULL, 1, rows, K, N, 1.0f,
@@ -621,10 +640,11 @@ void mmrt_linear_bwd_weights(MmrtDtype dt, void *dw, void *dbias, const void *dy
 void mmrt_linear_bwd_weights_into(MmrtDtype dt, void *dw, const float *addend, const void *dy,
                                   const void *x, int rows, int K, int N, float alpha,
                                   int accumulate) {
-  if (dt == MMRT_F32 && N >= SGEMM_MIN_N && rows > 0 && K > 0) {
-    /* the wide path: the addend copied in first, then accumulated onto */
+  int blk = dt == MMRT_F32 ? sgemm_rows(N, K, rows, N) : 0;
+  if (blk) {
+    /* the addend copied in first, then accumulated onto */
     if (addend) memcpy(dw, addend, sizeof(float) * (size_t)N * (size_t)K);
-    sgemm('T', N, K, rows, alpha, dy, N, x, dw, accumulate || addend);
+    sgemm('T', N, K, rows, alpha, dy, N, x, dw, accumulate || addend, blk);
   } else
     matmul_impl(dt, dw, dy, x, NULL, addend, 1, N, K, rows, alpha,
                 MMRT_MM_TRANS_A | MMRT_MM_BCAST_B | (accumulate ? MMRT_MM_ACCUM : 0));

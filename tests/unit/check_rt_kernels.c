@@ -1834,11 +1834,11 @@ START_TEST(test_thread_count_bits) {
 }
 END_TEST
 
-/* A linear's gradients over a wide output (N >= 32768: a head over its
- * vocabulary, which mmrt_dnnl.c gives to dnnl_sgemm) equal a double loop,
- * accumulate, and have the same bits for 1, 2 and 3 threads. */
-START_TEST(test_linear_wide_bits) {
-  int rows = 6, K = 9, N = 32771;
+/* A linear's gradients that mmrt_dnnl.c gives to dnnl_sgemm in fixed row
+ * blocks (a wide output, N >= 32768: a head over its vocabulary; a product
+ * of 1.34e8 FLOPs or more) equal a double loop, accumulate, and have the
+ * same bits for 1, 2 and 3 threads. */
+static void linear_sgemm_bits(int rows, int K, int N, const char *what) {
   size_t nx = (size_t)rows * K, nw = (size_t)N * K, ny = (size_t)rows * N;
   float *x = rnd(nx), *w = rnd(nw), *gy = rnd(ny);
   double *rdx = dvec(nx), *rdw = dvec(nw);
@@ -1846,8 +1846,8 @@ START_TEST(test_linear_wide_bits) {
     for (int n = 0; n < N; n++) {
       double g = gy[(size_t)r * N + n];
       for (int k = 0; k < K; k++) {
-        rdx[r * K + k] += g * w[(size_t)n * K + k];
-        rdw[(size_t)n * K + k] += g * x[r * K + k];
+        rdx[(size_t)r * K + k] += g * w[(size_t)n * K + k];
+        rdw[(size_t)n * K + k] += g * x[(size_t)r * K + k];
       }
     }
   float *dx[3], *dw[3];
@@ -1858,17 +1858,22 @@ START_TEST(test_linear_wide_bits) {
     mmrt_linear_bwd_weights(MMRT_F32, dw[t], NULL, gy, x, rows, K, N, 0);
     ck_assert_msg(!memcmp(dx[0], dx[t], nx * sizeof(float)) &&
                       !memcmp(dw[0], dw[t], nw * sizeof(float)),
-                  "wide linear: other bits for %d threads", t + 1);
+                  "%s linear: other bits for %d threads", what, t + 1);
   }
   omp_set_num_threads(2);
-  CHECK_CLOSE(dx[0], rdx, nx, TOL, "wide linear dx");
-  CHECK_CLOSE(dw[0], rdw, nw, TOL, "wide linear dw");
+  CHECK_CLOSE(dx[0], rdx, nx, TOL, what);
+  CHECK_CLOSE(dw[0], rdw, nw, TOL, what);
   mmrt_linear_bwd_data(MMRT_F32, dx[0], gy, w, rows, K, N, 1);
   mmrt_linear_bwd_weights(MMRT_F32, dw[0], NULL, gy, x, rows, K, N, 1);
   for (size_t i = 0; i < nx; i++) rdx[i] *= 2;
   for (size_t i = 0; i < nw; i++) rdw[i] *= 2;
-  CHECK_CLOSE(dx[0], rdx, nx, TOL, "wide linear dx accumulate");
-  CHECK_CLOSE(dw[0], rdw, nw, TOL, "wide linear dw accumulate");
+  CHECK_CLOSE(dx[0], rdx, nx, TOL, what);
+  CHECK_CLOSE(dw[0], rdw, nw, TOL, what);
+}
+
+START_TEST(test_linear_sgemm_bits) {
+  linear_sgemm_bits(6, 9, 32771, "wide");
+  linear_sgemm_bits(130, 520, 1000, "large"); /* 1.352e8 FLOPs, 2 row blocks */
 }
 END_TEST
 
@@ -1962,7 +1967,7 @@ static Suite *kernels_suite(void) {
   tcase_add_test(tc, test_adamw);
   tcase_add_test(tc, test_sgd);
   tcase_add_test(tc, test_thread_count_bits);
-  tcase_add_test(tc, test_linear_wide_bits);
+  tcase_add_test(tc, test_linear_sgemm_bits);
   tcase_add_test(tc, test_grad_norm);
   tcase_add_test(tc, test_rope_pos);
   tcase_add_test(tc, test_place);
