@@ -180,6 +180,26 @@ static bool generated_loop(const IrNode *n) {
   return false;
 }
 
+/* Whether the trainer runs n on one of its rank's threads: a small op
+ * (codegen's small_op: a product, convolution or attention under
+ * IR_SMALL_FLOPS, another op whose largest operand or result has under
+ * IR_SMALL_ELEMS elements) or a generated loop under IR_PAR_LOOP_MIN
+ * elements (no parallel region: no fork's time). */
+static bool one_thread(const IrModule *m, const IrNode *n) {
+  switch (ir_ops[n->op].flop_kind) {
+    case IR_FL_MATMUL:
+    case IR_FL_LINEAR:
+    case IR_FL_LINEAR_W:
+    case IR_FL_CONV:
+    case IR_FL_CONV_X:
+    case IR_FL_CONV_W:
+    case IR_FL_ATTENTION:
+    case IR_FL_ATTENTION_BWD: return (double)ir_flops(n) / split_of(m, n) < IR_SMALL_FLOPS;
+    default:
+      return !split_over_threads(m, n) || (generated_loop(n) && most_numel(m, n) < IR_PAR_LOOP_MIN);
+  }
+}
+
 /* The rows of a row-wise kernel (the norms, softmax, cross-entropy: each
  * row's sums and their horizontal adds, a division or square root, the
  * loop's start; mmc calibrate's row_ns a row), else 0. */
@@ -292,18 +312,33 @@ static double vector_work(const IrNode *n, double fl) {
   return per * el > fl ? per * el : fl;
 }
 
-/* The bytes of each node's operands it finds evicted from a core's cache:
- * read or made more than cache_kb of operands and results before it in the
- * step's order (an LRU cache of one core's size), or not yet this step
- * (parameters, inputs, the optimizer's state, values made in a former
- * step). A view's result is its operand's data. NULL (none counted) when
- * the device has no such cost (cold_bw_gbs not below cache_bw_gbs, or no
- * cache_kb: the published devices). Values' aux is used and cleared. */
-static double *cold_bytes(const IrModule *m, const MmDevice *d, const IrFunc *f, Arena *ar) {
-  if (!(d->cache_kb > 0 && d->cold_bw_gbs > 0 && d->cold_bw_gbs < d->cache_bw_gbs)) return NULL;
+/* What the step's order says of each node's operands (NULL, none counted,
+ * when the device describes neither cost: the published devices):
+ * - cold: the bytes it finds evicted from a core's cache: read or made
+ *   more than cache_kb of operands and results before it (an LRU cache of
+ *   one core's size), or not yet this step (parameters, inputs, the
+ *   optimizer's state, values made in a former step). A view's result is
+ *   its operand's data. Counted where cold_bw_gbs is below cache_bw_gbs.
+ * - remote: for a one-thread node, the bytes of its operands (not cold)
+ *   that an op split over the rank's threads wrote and no one-thread op
+ *   has read since: all but its first thread's share (threads - 1 of
+ *   threads) are in the other cores' caches. Counted where remote_bw_gbs
+ *   is set and threads > 1.
+ * Values' aux is used and cleared. */
+typedef struct OpMiss {
+  double cold, remote;
+} OpMiss;
+
+static OpMiss *op_misses(const IrModule *m, const MmDevice *d, const IrFunc *f, Arena *ar) {
+  bool cold_on = d->cache_kb > 0 && d->cold_bw_gbs > 0 && d->cold_bw_gbs < d->cache_bw_gbs;
+  bool remote_on = d->cache_kb > 0 && d->remote_bw_gbs > 0 && d->threads > 1;
+  if (!cold_on && !remote_on) return NULL;
   int nv = f->inputs.len + m->params.len;
   for (int i = 0; i < f->nodes.len; i++) nv += ((IrNode *)f->nodes.items[i])->nout;
-  double *last = ARENA_ARRAY(ar, double, nv + 1), *cold = ARENA_ARRAY(ar, double, f->nodes.len + 1);
+  double *last = ARENA_ARRAY(ar, double, nv + 1);
+  /* shared[v]: written by an op on all the threads, not yet read by a one-thread op */
+  unsigned char *shared = ARENA_ARRAY(ar, unsigned char, nv + 1);
+  OpMiss *miss = ARENA_ARRAY(ar, OpMiss, f->nodes.len + 1);
   intptr_t k = 0;
   for (int i = 0; i < f->inputs.len; i++) ((IrValue *)f->inputs.items[i])->aux = (void *)++k;
   for (int i = 0; i < m->params.len; i++) ((IrValue *)m->params.items[i])->aux = (void *)++k;
@@ -311,24 +346,33 @@ static double *cold_bytes(const IrModule *m, const MmDevice *d, const IrFunc *f,
     IrNode *n = f->nodes.items[i];
     for (int j = 0; j < n->nout; j++) n->out[j]->aux = (void *)++k;
   }
-  for (intptr_t j = 0; j <= k; j++) last[j] = -1; /* not touched this step */
-  double clock = 0, cap = d->cache_kb * 1024;
+  for (intptr_t j = 0; j <= k; j++) last[j] = -1, shared[j] = 0; /* not touched this step */
+  double clock = 0, cap = d->cache_kb * 1024, away = (d->threads - 1) / d->threads;
   for (int i = 0; i < f->nodes.len; i++) {
     const IrNode *n = f->nodes.items[i];
-    cold[i] = 0;
+    miss[i].cold = miss[i].remote = 0;
     if ((ir_ops[n->op].flags & OPF_VIEW) && n->nin && n->nout) {
       intptr_t a = (intptr_t)n->in[0]->aux, b = (intptr_t)n->out[0]->aux;
-      if (a > 0 && b > 0) last[b] = last[a];
+      if (a > 0 && b > 0) last[b] = last[a], shared[b] = shared[a];
       continue;
     }
+    bool one = one_thread(m, n);
     for (int j = 0; j < n->nin; j++) {
       intptr_t a = (intptr_t)n->in[j]->aux;
-      if (a <= 0 || last[a] < 0 || clock - last[a] > cap) cold[i] += bytes_of(m, n->in[j]);
+      if (a <= 0 || last[a] < 0 || clock - last[a] > cap) {
+        if (cold_on) miss[i].cold += bytes_of(m, n->in[j]);
+      } else if (remote_on && one && shared[a])
+        miss[i].remote += away * bytes_of(m, n->in[j]);
     }
     clock += node_bytes(m, n);
     for (int j = 0; j < n->nin + n->nout; j++) {
       intptr_t a = (intptr_t)ir_node_value(n, j)->aux;
-      if (a > 0) last[a] = clock;
+      if (a <= 0) continue;
+      last[a] = clock;
+      if (one)
+        shared[a] = 0;
+      else if (j >= n->nin)
+        shared[a] = 1;
     }
   }
   for (int i = 0; i < f->inputs.len; i++) ((IrValue *)f->inputs.items[i])->aux = NULL;
@@ -337,7 +381,7 @@ static double *cold_bytes(const IrModule *m, const MmDevice *d, const IrFunc *f,
     IrNode *n = f->nodes.items[i];
     for (int j = 0; j < n->nout; j++) n->out[j]->aux = NULL;
   }
-  return cold;
+  return miss;
 }
 
 /* One op's time on its rank (not a collective); extra: bytes it moves
@@ -345,8 +389,8 @@ static double *cold_bytes(const IrModule *m, const MmDevice *d, const IrFunc *f,
  * mg: how the backend calls it (ir/ir_merge.h): in a call of its own, as
  * the epilogue of the call before it (no time of its own), or as one more
  * tensor of that call (its work without the fixed time). */
-static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double extra, double cold,
-                   IrMerge mg, double *flops_local) {
+static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double extra,
+                   const OpMiss *miss, IrMerge mg, double *flops_local) {
   const IrOpInfo *info = &ir_ops[n->op];
   *flops_local = 0;
   if ((info->flags & OPF_VIEW) || mg == IR_MERGE_EPILOGUE) return 0;
@@ -359,12 +403,8 @@ static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double
     return 0;
   double fl = (double)ir_flops(n) / split_of(m, n), rate, over = d->op_overhead_us, work = fl;
   double items_s = 0; /* the attention's work items */
-  /* one thread of the rank's (its rates measured on all of them): a small
-   * op (codegen's small_op: a product, convolution or attention under
-   * IR_SMALL_FLOPS, another op whose largest operand or result has under
-   * IR_SMALL_ELEMS elements) or a generated loop under IR_PAR_LOOP_MIN
-   * elements (no parallel region: no fork's time) */
-  bool one = false, vec = false;
+  /* one thread of the rank's (its rates measured on all of them) */
+  bool one = one_thread(m, n), vec = false;
   bool bf = n->nin && n->in[0]->dtype == IR_BF16;
   double mm = (bf ? d->bf16_tflops : d->fp32_tflops) * 1e12 * d->matmul_efficiency;
   switch (info->flop_kind) {
@@ -389,15 +429,9 @@ static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double
       vec = true;
       rate = d->vector_tflops * 1e12;
       work = vector_work(n, fl * split_of(m, n)) / split_of(m, n);
-      if (!split_over_threads(m, n))
-        one = true;
-      else if (generated_loop(n) && most_numel(m, n) < IR_PAR_LOOP_MIN)
-        one = true; /* the op's fixed time, op_overhead_us */
-      else
-        over = d->parallel_overhead_us;
+      if (!one) over = d->parallel_overhead_us; /* else the op's fixed time, op_overhead_us */
       break;
   }
-  if (!vec) one = fl < IR_SMALL_FLOPS;
   double th = one && d->threads > 1 ? d->threads : 1;
   rate /= th, items_s *= th;
   *flops_local = fl;
@@ -406,7 +440,7 @@ static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double
   double bytes = node_bytes(m, n) + extra;
   double bw = vec && one && bytes <= d->cache_kb * 1024 ? d->cache_bw_gbs : d->mem_bw_gbs;
   /* a one-thread vector op whose data fits in its core's cache meets its
-   * cold operands (cold_bytes) a line at a time: each a miss at the next
+   * cold operands (op_misses) a line at a time: each a miss at the next
    * level, at cold_bw_gbs, in place of their share at bw. (An op split over
    * the threads streams its operands, which the prefetchers fetch ahead:
    * mem_bw_gbs, as measured; counted cold too, GPT2Tiny's AdamW on the Xeon
@@ -415,12 +449,21 @@ static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double
    * calibrate measures with the caches so filled: its code and the
    * library's state for it miss as well.) */
   double tc = 0;
-  if (vec && one && cold > 0 && bytes <= d->cache_kb * 1024) {
-    tc = cold / (d->cold_bw_gbs * 1e9);
-    bytes -= cold;
+  if (vec && one && miss && miss->cold > 0 && bytes <= d->cache_kb * 1024) {
+    tc = miss->cold / (d->cold_bw_gbs * 1e9);
+    bytes -= miss->cold;
   }
+  /* a one-thread op whose data fits in its core's cache fetches its
+   * operands' lines that the other threads wrote from their cores, at
+   * remote_bw_gbs, besides its own time: mmc calibrate measured a copy of
+   * 128 KiB 20 us slower when two threads had written its source than
+   * when its own thread had, where reading it alone took 4 us more */
+  double tr = 0;
+  if (one && miss && miss->remote > 0 && bytes <= d->cache_kb * 1024)
+    tr = miss->remote / (d->remote_bw_gbs * 1e9);
   double t = work / rate, tb = bytes / (bw * 1e9) + tc;
-  t = (t > tb ? t : tb) + th * scores_s(m, d, n) + kernel_rows(m, n) * d->row_ns * 1e-9 + items_s;
+  t = (t > tb ? t : tb) + th * scores_s(m, d, n) + kernel_rows(m, n) * d->row_ns * 1e-9 + items_s +
+      tr;
   return t + ring_s(m, d, n, t) + (mg == IR_MERGE_CALL ? 0 : over * 1e-6);
 }
 
@@ -499,7 +542,7 @@ static double add_s(const IrModule *m, const MmDevice *d, const MbDefer *md, con
 }
 
 static bool mb_clock(const IrModule *m, const MmDevice *d, const IrFunc *f, const IrMap *uses,
-                     const double *cold, int bwd, int upd, const MbDefer *md, bool light,
+                     const OpMiss *miss, int bwd, int upd, const MbDefer *md, bool light,
                      MbClock *k, char *err, size_t errn) {
   const int64_t *defer = md->node;
   double(*by_kind)[3] = k->by_kind, weight = k->weight;
@@ -552,7 +595,7 @@ static bool mb_clock(const IrModule *m, const MmDevice *d, const IrFunc *f, cons
       k->t += d->comm_compute_share * c;
       continue;
     }
-    double fl, c = op_s(m, d, n, sum_bytes(m, md, i), cold ? cold[i] : 0,
+    double fl, c = op_s(m, d, n, sum_bytes(m, md, i), miss ? &miss[i] : NULL,
                         ir_merged_into_prev(m, f, i, uses), &fl);
     k->t += c;
     if (up)
@@ -639,9 +682,9 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
     IrMap uses;
     ir_use_counts(f, &ar, &uses);
     MbClock full = {.by_kind = by_kind, .weight = 1}, light = {.by_kind = by_kind, .weight = M - 1};
-    double *cold = cold_bytes(m, d, f, &ar);
-    bool ok = mb_clock(m, d, f, &uses, cold, bwd, upd, &md, false, &full, err, errn) &&
-              mb_clock(m, d, f, &uses, cold, bwd, upd, &md, true, &light, err, errn);
+    OpMiss *miss = op_misses(m, d, f, &ar);
+    bool ok = mb_clock(m, d, f, &uses, miss, bwd, upd, &md, false, &full, err, errn) &&
+              mb_clock(m, d, f, &uses, miss, bwd, upd, &md, true, &light, err, errn);
     arena_free(&ar);
     if (!ok) return false;
     /* the forward and backward M times (M - 1 of them without the deferred
@@ -670,7 +713,7 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
     mb_defer_plan(m, f, upm, &ar, &md);
     IrMap uses;
     ir_use_counts(f, &ar, &uses);
-    double *cold = cold_bytes(m, d, f, &ar);
+    OpMiss *miss = op_misses(m, d, f, &ar);
     /* aux: the forward stage + 1 that makes a value (0: none), cleared after */
     for (int i = 0; i < f->inputs.len; i++) ((IrValue *)f->inputs.items[i])->aux = NULL;
     for (int i = 0; i < m->params.len; i++) ((IrValue *)m->params.items[i])->aux = NULL;
@@ -726,7 +769,7 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
         /* merged into the call before it when that runs on the same rank */
         IrMerge mg = ir_merged_into_prev(m, f, i, &uses);
         if (mg != IR_MERGE_NONE && a.stage[i] % P != a.stage[i - 1] % P) mg = IR_MERGE_NONE;
-        t = op_s(m, d, n, sum_bytes(m, &md, i), cold ? cold[i] : 0, mg, &fl);
+        t = op_s(m, d, n, sum_bytes(m, &md, i), miss ? &miss[i] : NULL, mg, &fl);
       }
       if (a.part[i] == PPN_U) {
         if (is_comm)
@@ -810,6 +853,7 @@ bool cost_predict(IrModule *m, const MmDevice *d, CostPrediction *o, char *err, 
 double cost_op_s(const IrModule *m, const MmDevice *d, const IrFunc *f, int i, const IrMap *uses) {
   double fl;
   const IrNode *n = f->nodes.items[i];
-  return ir_op_is_collective(n->op) ? 0
-                                    : op_s(m, d, n, 0, 0, ir_merged_into_prev(m, f, i, uses), &fl);
+  return ir_op_is_collective(n->op)
+             ? 0
+             : op_s(m, d, n, 0, NULL, ir_merged_into_prev(m, f, i, uses), &fl);
 }

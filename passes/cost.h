@@ -79,7 +79,7 @@ double cost_collective_s(const MmDevice *d, IrOp op, double bytes, int n, int st
 /* Node i of f's time on its rank as the prediction charges it (0 for a
  * collective; uses: ir_use_counts of f, ir/ir_merge.h): mmc plan --search
  * weighs pipeline stages with it. Its operands are counted in cache and
- * its memory traffic at mem_bw_gbs: the cold operands (cost.c cold_bytes)
+ * its memory traffic at mem_bw_gbs: the cold and remote operands (cost.c op_misses)
  * and the last-level cache (cost_predict) need the whole step. */
 double cost_op_s(const IrModule *m, const MmDevice *d, const IrFunc *f, int i, const IrMap *uses);
 

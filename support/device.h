@@ -66,6 +66,10 @@
   X(cold_bw_gbs, "cold_bw_gbs", 0, 1e-3, 1e6,                                                      \
     "a core's bandwidth for the operands such an op finds evicted from its cache (used more than " \
     "cache_kb before), GB/s (default: cache_bw_gbs, no such cost)")                                \
+  X(remote_bw_gbs, "remote_bw_gbs", 0, 0, 1e6,                                                     \
+    "a core's bandwidth for the operands a one-thread op that fits in its cache finds written by " \
+    "the other threads (their share of an op split over them), GB/s, besides its own time "        \
+    "(default 0: no such cost)")                                                                   \
   X(row_ns, "row_ns", 0, 0, 1e6,                                                                   \
     "a row-wise kernel's time per row besides its elements (norms, softmax, cross-entropy), ns "   \
     "(default 0)")

@@ -277,6 +277,34 @@ print(f"kernels' work, rows and cache: gelu_tanh {t('work', 'gelu_tanh') * 1e3:.
 for e in errs: print("FAIL:", e)
 sys.exit(1 if errs else 0)
 PY
+# remote_bw_gbs = 1 on the cache device with threads = 2 (passes/cost.c
+# op_misses): gelu_tanh (a one-thread loop) reads fc1's result, which the
+# product (2 x 128 x 64 x 256 FLOPs: split over the threads) wrote, the
+# second thread's half of its 2^15 floats in the other core: each call
+# takes those 64 KiB at 1 GB/s more than without the key; cross-entropy
+# (split over the threads itself) the same; with threads = 1 nothing changes
+(cat "$T/cache.dev"; echo 'threads = 2') > "$T/cache2.dev"
+(cat "$T/cache2.dev"; echo 'remote_bw_gbs = 1') > "$T/remote2.dev"
+(cat "$T/cache.dev"; echo 'remote_bw_gbs = 1') > "$T/remote1.dev"
+for d in cache2 remote2 remote1; do
+  "$MMC" plan "$G" --model GPT2Tiny --device "$T/$d.dev" --json > "$T/$d.json" 2> "$T/e" || { bad "$d.dev"; cat "$T/e"; }
+done
+$PY - "$T" "$T/ir.txt" <<'PY' || fail=$((fail+1))
+import json, re, sys
+J = {d: json.load(open(f"{sys.argv[1]}/{d}.json"))["predicted"] for d in ("cache", "cache2", "remote2", "remote1")}
+ir = open(sys.argv[2]).read().split("func @train")[1]
+calls = len(re.findall(r"= gelu_tanh\(", ir))
+def t(d, op): return sum(J[d]["by_op_kind"].get(op, {}).values())
+errs = []
+def want(what, got, exp):
+    if abs(got - exp) > 1e-9 + 1e-6 * exp: errs.append(f"{what}: {got} s, want {exp} s")
+want("remote, gelu_tanh", t("remote2", "gelu_tanh"), t("cache2", "gelu_tanh") + calls * 65536 / 1e9)
+want("remote, cross_entropy", t("remote2", "cross_entropy"), t("cache2", "cross_entropy"))
+want("remote, one thread", J["remote1"]["step_s"], J["cache"]["step_s"])
+print(f"remote operands: gelu_tanh {t('cache2', 'gelu_tanh') * 1e6:.1f} -> {t('remote2', 'gelu_tanh') * 1e6:.1f} us over {calls} calls")
+for e in errs: print("FAIL:", e)
+sys.exit(1 if errs else 0)
+PY
 # the last-level cache (passes/cost.c cost_predict): a rank whose whole
 # step's data (its arenas: GPT2Tiny's are under 8 MiB) fits in llc_kb
 # streams at llc_bw_gbs: with mem_bw_gbs = 1 the step is the one of a

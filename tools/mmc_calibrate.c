@@ -246,6 +246,24 @@ static void evict_operands(void *u) {
   for (long i = 0; i < v->n; i += 16) v->z[i] = 0;
 }
 
+/* before a remote call: the operand x written by all the rank's threads,
+ * each its share as an op split over them writes its result (share_threads:
+ * how many; the call then runs on the first), or by the calling thread
+ * alone (own) */
+static int share_threads = 1;
+static void write_shared(void *u) {
+  VecArgs *v = u;
+#pragma omp parallel num_threads(share_threads)
+  {
+    THREAD_SHARE(v->n, lo, cnt);
+    for (long i = lo; i < lo + cnt; i++) v->x[i] = 1.0f + (float)(i & 7);
+  }
+}
+static void write_own(void *u) {
+  VecArgs *v = u;
+  for (long i = 0; i < v->n; i++) v->x[i] = 1.0f + (float)(i & 7);
+}
+
 static void run_stream(void *u) { /* z = x + 0.5 y: 12 bytes an element */
   VecArgs *v = u;
 #pragma omp parallel
@@ -438,6 +456,7 @@ static void measure_kernels(MmDevice *dv, int quick, int reps) {
    * (dispatch, cache look-up), on one thread as the trainer runs an op of
    * fewer than 2^15 elements or 2^20 FLOPs (codegen's small ops,
    * mmrt_threads_small) */
+  share_threads = omp_get_max_threads();
   mmrt_threads_small(1);
   MmArgs s = {MMRT_F32, fill(256), fill(256), fill(256), 8, 1};
   double tsm = 0;
@@ -465,6 +484,20 @@ static void measure_kernels(MmDevice *dv, int quick, int reps) {
   junk_n = (long)(4 * (l2 > 0 ? l2 : 1 << 20));
   junk = fill((size_t)junk_n);
   double tcold = median_prep_s(evict_operands, run_stream, &e, 201);
+  /* remote_bw_gbs: a one-thread op over 32,768 elements (GPT2Tiny's MLP:
+   * 128 KiB an operand, in a core's L2) whose operand x the rank's threads
+   * wrote, each its share, as a product split over them writes its result,
+   * against the same op after its own thread wrote x: all but the first
+   * thread's share come from the other cores' caches, costing the
+   * difference (a 2-core Xeon: 20 us more where the op took 9) */
+  double tsh = 0, town = 0;
+  VecArgs er = {.n = 32768};
+  if (share_threads > 1) {
+    er.x = fill(4 * 32768), er.y = fill(4 * 32768), er.z = fill(4 * 32768);
+    tsh = median_prep_s(write_shared, run_stream, &er, 201);
+    town = median_prep_s(write_own, run_stream, &er, 201);
+    free(er.x), free(er.y), free(er.z);
+  }
   VecArgs e4 = {.n = 4 * 4096};
   e4.x = fill(4 * 4 * 4096), e4.y = fill(4 * 4 * 4096), e4.z = fill(4 * 4 * 4096);
   double te4 = median_s(run_stream, &e4, 1001);
@@ -487,6 +520,8 @@ static void measure_kernels(MmDevice *dv, int quick, int reps) {
   double cold_s = tcold - te + 8.0 * 4096 / (dv->cache_bw_gbs * 1e9);
   dv->cold_bw_gbs =
       cold_s > 0 ? fmin(dv->cache_bw_gbs, 8.0 * 4096 / cold_s / 1e9) : dv->cache_bw_gbs;
+  double away = 4.0 * er.n * (share_threads - 1) / share_threads;
+  dv->remote_bw_gbs = tsh > town ? away / (tsh - town) / 1e9 : 0;
   double ted = te - 12.0 * 4096 / (dv->cache_bw_gbs * 1e9);
   dv->op_overhead_us = fmax(tsm, fmax(ted, 0)) * 1e6;
   /* a product's fixed time: a small linear layer's three products (128 rows,
@@ -558,7 +593,8 @@ static void measure_kernels(MmDevice *dv, int quick, int reps) {
   X(op_overhead_us)                                                                                \
   X(matmul_overhead_us)                                                                            \
   X(conv_overhead_us)                                                                              \
-  X(parallel_overhead_us) X(cache_bw_gbs) X(cold_bw_gbs) X(llc_kb) X(llc_bw_gbs) X(row_ns)
+  X(parallel_overhead_us)                                                                          \
+  X(cache_bw_gbs) X(cold_bw_gbs) X(remote_bw_gbs) X(llc_kb) X(llc_bw_gbs) X(row_ns)
 
 /* comm_compute_share: what a non-blocking all-reduce of count floats
  * (x into y) costs the compute it overlaps, as a fraction of its own time
@@ -730,6 +766,7 @@ int main(int argc, char **argv) {
                  {&d.attention_efficiency, 1},
                  {&d.cache_bw_gbs, 1},
                  {&d.cold_bw_gbs, 1},
+                 {&d.remote_bw_gbs, 1},
                  {&d.llc_bw_gbs, 1},
                  {&d.op_overhead_us, -1},
                  {&d.matmul_overhead_us, -1},
