@@ -195,6 +195,11 @@ void mmrt_attention_pos_fwd(float *out, const float *q, const float *k, const fl
                             const int32_t *pos, int B, int n, int S, int H, int KVH, int D,
                             float scale);
 
+/* Whether an optimizer step (mmrt_adamw_steps, mmrt_adamw_step,
+ * mmrt_sgd_step) wrote a parameter that is not finite since the last call;
+ * clears it. */
+int mmrt_opt_nonfinite_take(void);
+
 /* The kernels generated code calls, with their shapes: mmrt_abi.def. */
 #define MMRT_ABI_SECTION_KERNELS
 #include "mmrt_abi.h"

@@ -1483,13 +1483,12 @@ static void snapshot(Trainer *t, int back) {
  * stop); with skip-step the step is undone (*skip = 1) unless SKIP_LIMIT
  * steps in a row were. Every rank takes the same decision. */
 static int check_step(Trainer *t, int64_t step, float loss, int *skip) {
-  /* the weights, in one pass over this rank's param arena (f32 and zero padding): a gradient
-   * that is not finite makes its parameter's update so; the optimizer state is scanned when a
-   * checkpoint or weights file is written */
-  int64_t bad = 0, n = 0, nw = t->arena_own[MMRT_ARENA_PARAM] / (int64_t)sizeof(float);
-  int64_t i = nw > 0 && count_nonfinite((const float *)(void *)t->arena_mem[MMRT_ARENA_PARAM], nw)
-                  ? first_nonfinite(t, &bad, &n)
-                  : -1;
+  /* the weights: a gradient that is not finite makes its parameter's update so, which the
+   * optimizer noted as it wrote it (mmrt_opt_nonfinite_take: no pass over the weights); then
+   * the first such tensor is named. The optimizer state is scanned when a checkpoint or weights
+   * file is written */
+  int64_t bad = 0, n = 0;
+  int64_t i = mmrt_opt_nonfinite_take() ? first_nonfinite(t, &bad, &n) : -1;
   uint32_t lb;
   memcpy(&lb, &loss, sizeof lb);
   int lossbad = (lb & 0x7f800000u) == 0x7f800000u;

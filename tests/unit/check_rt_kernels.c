@@ -1877,6 +1877,39 @@ START_TEST(test_linear_sgemm_bits) {
 }
 END_TEST
 
+/* The optimizers note a parameter they wrote that is not finite
+ * (mmrt_opt_nonfinite_take, the trainer's check after each step): a NaN or
+ * infinite gradient, in one element of a tensor split over 1 to 3 threads,
+ * is seen once and cleared; a finite step notes nothing. */
+START_TEST(test_opt_nonfinite) {
+  size_t n = 70000; /* over ADAMW_PAR_MIN: a parallel region */
+  float *p = rnd(n), *m = fvec(n), *v = fvec(n), *g = rnd(n), *mom = fvec(n);
+  const size_t sizes[1] = {n};
+  const float wd[1] = {0.01f};
+  mmrt_opt_nonfinite_take();
+  for (int t = 1; t <= 3; t++) {
+    omp_set_num_threads(t);
+    float *const ps[1] = {p}, *const ms[1] = {m}, *const vs[1] = {v};
+    const float *const gs[1] = {g};
+    mmrt_adamw_steps(ps, gs, ms, vs, sizes, wd, 1, 1e-3f, 0.9f, 0.999f, 1e-8f, 1.0f, t);
+    ck_assert_msg(!mmrt_opt_nonfinite_take(), "adamw: a finite step noted (%d threads)", t);
+    mmrt_sgd_step(p, g, mom, n, 1e-3f, 0.9f, 0.0f, 1.0f, 0);
+    ck_assert_msg(!mmrt_opt_nonfinite_take(), "sgd: a finite step noted (%d threads)", t);
+  }
+  omp_set_num_threads(2);
+  float *q = fcopy(p, n), *qm = fcopy(m, n), *qv = fcopy(v, n);
+  g[n - 3] = NAN;
+  float *const ps[1] = {q}, *const ms[1] = {qm}, *const vs[1] = {qv};
+  const float *const gs[1] = {g};
+  mmrt_adamw_steps(ps, gs, ms, vs, sizes, wd, 1, 1e-3f, 0.9f, 0.999f, 1e-8f, 1.0f, 5);
+  ck_assert_msg(mmrt_opt_nonfinite_take(), "adamw: a NaN gradient's update not noted");
+  ck_assert_msg(!mmrt_opt_nonfinite_take(), "the note not cleared");
+  g[n - 3] = 0.5f, g[7] = INFINITY;
+  mmrt_sgd_step(p, g, NULL, n, 1e-3f, 0.0f, 0.0f, 1.0f, 0);
+  ck_assert_msg(mmrt_opt_nonfinite_take(), "sgd: an infinite gradient's update not noted");
+}
+END_TEST
+
 START_TEST(test_sgd) {
   size_t n = 37;
   for (int nesterov = 0; nesterov <= 1; nesterov++) {
@@ -1965,6 +1998,7 @@ static Suite *kernels_suite(void) {
   tcase_add_test(tc, test_binary_broadcast);
   tcase_add_test(tc, test_reduce_sum);
   tcase_add_test(tc, test_adamw);
+  tcase_add_test(tc, test_opt_nonfinite);
   tcase_add_test(tc, test_sgd);
   tcase_add_test(tc, test_thread_count_bits);
   tcase_add_test(tc, test_linear_sgemm_bits);
