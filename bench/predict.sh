@@ -71,7 +71,7 @@ calibrate() {
   done
   echo "OpenMP waits: $WAIT ($(grep -m1 "OpenMP waits" cpu1.dev | sed 's/.*OpenMP waits //'))"
   for n in $NS; do # what the model was given
-    echo "cpu$n.dev: $(grep -E '^(fp32_tflops|vector_tflops|threads|mem_bw_gbs|cache_bw_gbs|row_ns|op_overhead_us|parallel_overhead_us|matmul_overhead_us|conv_overhead_us|attention_overhead_us|attention_item_us|intra_bw_gbs|intra_lat_us|comm_compute_share) ' "cpu$n.dev" |
+    echo "cpu$n.dev: $(grep -E '^(fp32_tflops|vector_tflops|threads|mem_bw_gbs|cache_bw_gbs|cold_bw_gbs|remote_bw_gbs|llc_bw_gbs|row_ns|op_overhead_us|parallel_overhead_us|matmul_overhead_us|conv_overhead_us|attention_overhead_us|attention_item_us|intra_bw_gbs|intra_lat_us|comm_compute_share) ' "cpu$n.dev" |
       awk '{ printf "%s %.4g; ", $1, $3 }')"
   done
 }
