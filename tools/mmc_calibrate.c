@@ -419,13 +419,7 @@ static void measure_kernels(MmDevice *dv, int quick, int reps) {
    * its 500 MB at 19 */
   VecArgs v = {.n = (quick ? 2L : 8L) << 20};
   if (!quick) {
-    long ranks = 1;
-    if (comm != MPI_COMM_NULL) {
-      int w = 1;
-      MPI_Comm_size(comm, &w);
-      ranks = w;
-    }
-    long beyond = (long)(2 * llc_kb() * 1024 / ranks / 12);
+    long beyond = (long)(2 * llc_kb() * 1024 / nranks / 12);
     if (beyond > v.n) v.n = beyond;
   }
   v.x = fill((size_t)v.n * 4), v.y = fill((size_t)v.n * 4), v.z = fill((size_t)v.n * 4);
