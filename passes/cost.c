@@ -438,7 +438,8 @@ static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double
   /* a one-thread vector op whose operands and results fit in the cache
    * finds them there (the op before made or read them) */
   double bytes = node_bytes(m, n) + extra;
-  double bw = vec && one && bytes <= d->cache_kb * 1024 ? d->cache_bw_gbs : d->mem_bw_gbs;
+  bool fits = one && bytes <= d->cache_kb * 1024; /* a one-thread op's data in its core's cache */
+  double bw = vec && fits ? d->cache_bw_gbs : d->mem_bw_gbs;
   /* a one-thread vector op whose data fits in its core's cache meets its
    * cold operands (op_misses) a line at a time: each a miss at the next
    * level, at cold_bw_gbs, in place of their share at bw. (An op split over
@@ -449,7 +450,7 @@ static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double
    * calibrate measures with the caches so filled: its code and the
    * library's state for it miss as well.) */
   double tc = 0;
-  if (vec && one && miss && miss->cold > 0 && bytes <= d->cache_kb * 1024) {
+  if (vec && fits && miss && miss->cold > 0) {
     tc = miss->cold / (d->cold_bw_gbs * 1e9);
     bytes -= miss->cold;
   }
@@ -459,8 +460,7 @@ static double op_s(const IrModule *m, const MmDevice *d, const IrNode *n, double
    * loop over 3 x 128 KiB took 9.2 us on one thread after the two threads
    * had written x, 4.3 after its own thread had: mmc calibrate) */
   double tr = 0;
-  if (one && miss && miss->remote > 0 && bytes <= d->cache_kb * 1024)
-    tr = miss->remote / (d->remote_bw_gbs * 1e9);
+  if (fits && miss && miss->remote > 0) tr = miss->remote / (d->remote_bw_gbs * 1e9);
   double t = work / rate, tb = bytes / (bw * 1e9) + tc;
   t = (t > tb ? t : tb) + th * scores_s(m, d, n) + kernel_rows(m, n) * d->row_ns * 1e-9 + items_s +
       tr;
