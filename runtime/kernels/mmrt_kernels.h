@@ -195,6 +195,14 @@ void mmrt_attention_pos_fwd(float *out, const float *q, const float *k, const fl
                             const int32_t *pos, int B, int n, int S, int H, int KVH, int D,
                             float scale);
 
+/* Whether x is NaN or infinite, by its exponent bits (-ffast-math cannot
+ * fold the test away; it vectorises). */
+static inline int mmrt_f32_not_finite(float x) {
+  uint32_t b;
+  memcpy(&b, &x, sizeof b);
+  return (b & 0x7f800000u) == 0x7f800000u;
+}
+
 /* Whether an optimizer step (mmrt_adamw_steps, mmrt_adamw_step,
  * mmrt_sgd_step) wrote a parameter that is not finite since the last call;
  * clears it. */

@@ -2163,12 +2163,6 @@ void mmrt_binary_bwd(MmrtBinop op, float *da, float *db, const float *dy, const 
  * 25 ms a step on a 2-core Xeon). */
 static int opt_nonfinite;
 
-static inline int not_finite_bits(float x) {
-  uint32_t b;
-  memcpy(&b, &x, sizeof b);
-  return (b & 0x7f800000u) == 0x7f800000u;
-}
-
 int mmrt_opt_nonfinite_take(void) {
   int r;
 #pragma omp atomic capture
@@ -2205,7 +2199,7 @@ MMRT_CLONES static int adamw_range(float *param, const float *grad, float *m, fl
     v[i] = vi;
     float p = param[i] * decay - lr * (mi / bc1) / (sqrtf(vi / bc2) + eps);
     param[i] = p;
-    bad |= not_finite_bits(p);
+    bad |= mmrt_f32_not_finite(p);
   }
   return bad;
 }
@@ -2256,7 +2250,7 @@ void mmrt_sgd_step(float *param, const float *grad, float *mom, size_t n, float 
     for (size_t i = 0; i < n; i++) {
       float p = param[i] - lr * (grad[i] * grad_scale + weight_decay * param[i]);
       param[i] = p;
-      bad |= not_finite_bits(p);
+      bad |= mmrt_f32_not_finite(p);
     }
   } else {
 #pragma omp parallel for simd schedule(static) reduction(| : bad)
@@ -2266,7 +2260,7 @@ void mmrt_sgd_step(float *param, const float *grad, float *mom, size_t n, float 
       mom[i] = b;
       float p = param[i] - lr * (nesterov ? g + momentum * b : b);
       param[i] = p;
-      bad |= not_finite_bits(p);
+      bad |= mmrt_f32_not_finite(p);
     }
   }
   opt_nonfinite_note(bad);

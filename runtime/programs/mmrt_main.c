@@ -672,19 +672,14 @@ static int feed_stop(MmrtFeedCtx *c) {
 
 #define SLICE_TEXT 640 /* "slice:<name>" and its value */
 
-/* Values of x[0, n) that are not finite (by their exponent bits: -ffast-math
- * cannot fold the test away). */
+/* Values of x[0, n) that are not finite (mmrt_f32_not_finite). */
 static int64_t count_nonfinite(const float *x, int64_t n) {
   int64_t c = 0;
 #pragma omp parallel for reduction(+ : c) if (n > (1 << 18)) schedule(static)
   for (int64_t j = 0; j < n; j += 4096) { /* blocks of 32-bit counts: vectorised */
     uint32_t k = 0;
     int64_t e = j + 4096 < n ? j + 4096 : n;
-    for (int64_t i = j; i < e; i++) {
-      uint32_t b;
-      memcpy(&b, &x[i], sizeof b);
-      k += (b & 0x7f800000u) == 0x7f800000u;
-    }
+    for (int64_t i = j; i < e; i++) k += (uint32_t)mmrt_f32_not_finite(x[i]);
     c += k;
   }
   return c;
@@ -1489,9 +1484,7 @@ static int check_step(Trainer *t, int64_t step, float loss, int *skip) {
    * file is written */
   int64_t bad = 0, n = 0;
   int64_t i = mmrt_opt_nonfinite_take() ? first_nonfinite(t, &bad, &n) : -1;
-  uint32_t lb;
-  memcpy(&lb, &loss, sizeof lb);
-  int lossbad = (lb & 0x7f800000u) == 0x7f800000u;
+  int lossbad = mmrt_f32_not_finite(loss);
   *skip = 0;
   if (!any_rank(t, i >= 0 || lossbad, "the finite-loss check (all-reduce)")) {
     t->skip_run = 0;
